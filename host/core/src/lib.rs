@@ -1,0 +1,35 @@
+//! Joinery's pure core.
+//!
+//! Everything here is deterministic data and arithmetic: no I/O, no Kubernetes client, no wasm
+//! runtime, no async. The host's controllers translate API objects into these types, ask the
+//! core for decisions, and carry the decisions back out; the simulator and benchmarks drive the
+//! same code without a cluster.
+//!
+//! Layers, bottom up:
+//! - [`resources`]: quantity parsing and the [`Resources`] vector; pod request computation.
+//! - [`labels`]: upstream Karpenter's label, taint, annotation and finalizer names; which keys
+//!   are well-known or restricted; alias normalization.
+//! - [`requirements`]: the requirement algebra ([`Requirement`], [`Requirements`]) behind every
+//!   "can this pod run on that shape" question.
+//! - [`taints`]: taints, tolerations and Kubernetes' matching rules.
+//! - [`instance_type`]: instance types, offerings, allocatable capacity and price ordering.
+//! - [`nodeclaim`]: the NodeClaim the scheduler asks a cloud plugin to launch, and the instance
+//!   a plugin reports back.
+
+pub mod instance_type;
+pub mod labels;
+pub mod nodeclaim;
+pub mod requirements;
+pub mod resources;
+pub mod taints;
+
+pub use instance_type::{InstanceType, Offering, Offerings, Overhead};
+pub use nodeclaim::{
+    Instance, InstanceState, MAX_INSTANCE_TYPES, NodeClaimSpec, NodeClaimTemplate, NodeClassRef,
+};
+pub use requirements::{
+    Incompatibility, IncompatibleRequirements, KeySet, NodeSelectorRequirement, Operator,
+    Requirement, RequirementError, Requirements,
+};
+pub use resources::{PodResourceSpec, Quantity, QuantityError, Resources};
+pub use taints::{Taint, TaintEffect, Toleration, TolerationOperator};
