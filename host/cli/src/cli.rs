@@ -1,0 +1,175 @@
+//! Command-line interface: argument types and dispatch.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Joinery: a Karpenter-compatible node autoscaler whose cloud backends, bootstrap
+/// renderers and pricing functions are WebAssembly plugins.
+#[derive(Debug, Parser)]
+#[command(name = "joinery", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Log format.
+    #[arg(long, global = true, env = "JOINERY_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Inspect, list and package plugins.
+    #[command(subcommand)]
+    Plugins(PluginsCommand),
+    /// Render userData for a NodeClaim with a renderer plugin, as a launch would.
+    Render(RenderArgs),
+    /// Print the karpenter.sh CRDs (NodePool, NodeClaim, NodeOverlay) as YAML.
+    Crds,
+    /// Run benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+/// Options shared by commands that load plugins.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PluginOptions {
+    /// Plugin directories (a plugin directory, or a parent of several). Repeatable.
+    #[arg(long = "plugin-dir", env = "JOINERY_PLUGIN_DIRS", value_delimiter = ',')]
+    pub plugin_dirs: Vec<PathBuf>,
+    /// Operator grants file (YAML). Without it, plugins get no capabilities.
+    #[arg(long, env = "JOINERY_GRANTS")]
+    pub grants: Option<PathBuf>,
+    /// Directory for compiled plugins (speeds up start-up). Unset: no cache.
+    #[arg(long, env = "JOINERY_PLUGIN_CACHE_DIR")]
+    pub plugin_cache_dir: Option<PathBuf>,
+}
+
+/// `joinery plugins …`
+#[derive(Debug, Subcommand)]
+pub enum PluginsCommand {
+    /// Show a plugin's manifest, WIT version, imports/exports, capabilities, size, digest and whether it loads.
+    Inspect {
+        /// A plugin directory, a component file (.wasm / .wasm.gz), or the name of a built-in plugin.
+        path: String,
+        /// Grants file to evaluate the plugin against.
+        #[arg(long)]
+        grants: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the built-in plugins and those found in plugin directories.
+    List {
+        /// Plugin loading options.
+        #[command(flatten)]
+        options: PluginOptions,
+    },
+    /// Write a plugin directory (plugin.yaml with sha256, and the component) ready for a ConfigMap.
+    Package {
+        /// The plugin's source plugin.yaml.
+        #[arg(long)]
+        manifest: PathBuf,
+        /// The built component.
+        #[arg(long)]
+        wasm: PathBuf,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// Store the component gzipped (plugin.wasm.gz).
+        #[arg(long)]
+        gzip: bool,
+    },
+}
+
+/// `joinery render …`
+#[derive(Debug, clap::Args)]
+pub struct RenderArgs {
+    /// Renderer: a built-in or loaded plugin name, or a plugin directory. Defaults to the
+    /// NodeClass's `spec.userDataRenderer.name`, else `template`.
+    #[arg(long)]
+    pub renderer: Option<String>,
+    /// NodeClaim YAML (karpenter.sh/v1).
+    #[arg(long)]
+    pub claim: PathBuf,
+    /// NodeClass YAML (any kind: `spec.userData`, `spec.userDataRenderer`, `spec.kubelet` are read).
+    #[arg(long)]
+    pub class: PathBuf,
+    /// Renderer parameter overriding the NodeClass's (`key=value`). Repeatable.
+    #[arg(long = "param", value_parser = parse_key_value)]
+    pub params: Vec<(String, String)>,
+    /// Secret value handed to the renderer (`secret/key=value`). Repeatable.
+    #[arg(long = "secret", value_parser = parse_key_value)]
+    pub secrets: Vec<(String, String)>,
+    /// Cluster name.
+    #[arg(long, env = "CLUSTER_NAME", default_value = "joinery")]
+    pub cluster_name: String,
+    /// API server endpoint.
+    #[arg(long, env = "CLUSTER_ENDPOINT", default_value = "https://127.0.0.1:6443")]
+    pub cluster_endpoint: String,
+    /// Provider ID prefix the node registers with (e.g. `exoscale://`).
+    #[arg(long, default_value = "")]
+    pub provider_id_prefix: String,
+    /// Plugin loading options.
+    #[command(flatten)]
+    pub options: PluginOptions,
+}
+
+/// `joinery bench …`
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Median cost of instantiate + call for the template renderer and a 400-offering pricing batch.
+    Plugins {
+        /// Measured calls per benchmark.
+        #[arg(long, default_value_t = 2000)]
+        iterations: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_key_value(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("expected key=value, got {s:?}"))
+}
+
+/// Sets up `tracing` (respects `RUST_LOG`, default `info`).
+pub fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// Runs a parsed command.
+pub async fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Plugins(PluginsCommand::Inspect { path, grants, json }) => crate::plugins_cmd::inspect(&path, grants.as_deref(), json),
+        Command::Plugins(PluginsCommand::List { options }) => crate::plugins_cmd::list(&options),
+        Command::Plugins(PluginsCommand::Package { manifest, wasm, out, gzip }) => {
+            crate::plugins_cmd::package(&manifest, &wasm, &out, gzip)
+        }
+        Command::Render(args) => crate::userdata::render_command(args).await,
+        Command::Crds => {
+            print!("{}", joinery_api::crds_yaml());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(BenchCommand::Plugins { iterations, json }) => crate::bench::plugins(iterations, json).await,
+    }
+}

@@ -1,0 +1,236 @@
+//! `joinery plugins inspect|list|package`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use joinery_runtime::engine::{EngineOptions, PluginEngine};
+use joinery_runtime::grants::Grants;
+use joinery_runtime::manifest::PluginManifest;
+use joinery_runtime::plugin::{LoadContext, LoadedPlugin, PluginBytes, PluginSource, sha256_hex};
+use joinery_runtime::registry::{PluginRegistry, read_plugin_dir};
+use joinery_runtime::services::HostServices;
+
+use crate::cli::PluginOptions;
+
+/// ConfigMap-friendly size budget for a shipped plugin.
+pub const SIZE_BUDGET_BYTES: usize = 512 * 1024;
+
+/// Reads a grants file, or returns empty grants.
+pub fn read_grants(path: Option<&Path>) -> Result<Grants> {
+    match path {
+        None => Ok(Grants::default()),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read grants file {}", p.display()))?;
+            Ok(Grants::parse(&text, &p.display().to_string())?)
+        }
+    }
+}
+
+/// Opens the plugin registry: built-ins plus the configured directories.
+pub fn open_registry(options: &PluginOptions, services: HostServices) -> Result<Arc<PluginRegistry>> {
+    let engine = PluginEngine::new(&EngineOptions { cache_dir: options.plugin_cache_dir.clone(), ..Default::default() })
+        .map_err(anyhow::Error::msg)?;
+    let grants = read_grants(options.grants.as_deref())?;
+    let cx = LoadContext::new(engine, grants, services).map_err(anyhow::Error::msg)?;
+    let registry = PluginRegistry::load(cx, options.plugin_dirs.clone(), true)
+        .context("cannot load plugins; fix the plugin named above or remove its directory")?;
+    Ok(Arc::new(registry))
+}
+
+struct Inspected {
+    manifest: Option<PluginManifest>,
+    source: PluginSource,
+    wasm: Vec<u8>,
+    file_size: u64,
+}
+
+fn locate(path: &str) -> Result<Inspected> {
+    let p = PathBuf::from(path);
+    if p.is_dir() {
+        let file_size = std::fs::read_to_string(p.join("plugin.yaml"))
+            .ok()
+            .and_then(|t| PluginManifest::parse(&t, path).ok())
+            .and_then(|m| std::fs::metadata(p.join(&m.component)).ok())
+            .map(|m| m.len())
+            .unwrap_or(0);
+        let dir = read_plugin_dir(&p)?;
+        return Ok(Inspected { manifest: Some(dir.manifest), source: PluginSource::Directory(p), wasm: dir.wasm, file_size });
+    }
+    if p.is_file() {
+        let raw = std::fs::read(&p).with_context(|| format!("cannot read {path}"))?;
+        let file_size = raw.len() as u64;
+        let wasm = if path.ends_with(".gz") {
+            let mut out = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(raw.as_slice()), &mut out)
+                .with_context(|| format!("{path} is not valid gzip"))?;
+            out
+        } else {
+            raw
+        };
+        return Ok(Inspected { manifest: None, source: PluginSource::Directory(p), wasm, file_size });
+    }
+    for builtin in joinery_runtime::builtin::BUILTIN_PLUGINS {
+        let manifest = PluginManifest::parse(builtin.manifest, "built-in")?;
+        if manifest.name == path {
+            return Ok(Inspected {
+                manifest: Some(manifest),
+                source: PluginSource::Builtin,
+                wasm: builtin.wasm.to_vec(),
+                file_size: builtin.wasm.len() as u64,
+            });
+        }
+    }
+    let names: Vec<String> = joinery_runtime::builtin::builtin_manifests().into_iter().map(|(m, _)| m.name).collect();
+    bail!("{path:?} is neither a plugin directory, a component file, nor a built-in plugin ({})", names.join(", "))
+}
+
+fn gzip_size(bytes: &[u8]) -> usize {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let _ = encoder.write_all(bytes);
+    encoder.finish().map(|v| v.len()).unwrap_or(0)
+}
+
+/// `joinery plugins inspect`.
+pub fn inspect(path: &str, grants: Option<&Path>, json: bool) -> Result<ExitCode> {
+    let item = locate(path)?;
+    let grants = read_grants(grants)?;
+    let engine = PluginEngine::new(&EngineOptions { pooling: false, ..Default::default() }).map_err(anyhow::Error::msg)?;
+    let digest = sha256_hex(&item.wasm);
+    let component = engine.compile(path, &digest, &item.wasm);
+    let (imports, exports): (Vec<String>, Vec<String>) = match &component {
+        Ok(c) => {
+            let ty = c.component_type();
+            (
+                ty.imports(engine.engine()).map(|(n, _)| n.to_string()).collect(),
+                ty.exports(engine.engine()).map(|(n, _)| n.to_string()).collect(),
+            )
+        }
+        Err(_) => (vec![], vec![]),
+    };
+    let loads: Result<(), String> = match (&item.manifest, component) {
+        (_, Err(e)) => Err(e.to_string()),
+        (None, Ok(_)) => Err("no plugin.yaml: a component alone cannot be loaded (see docs/plugins.md)".into()),
+        (Some(manifest), Ok(component)) => {
+            let cx = LoadContext::new(engine.clone(), grants, HostServices::default()).map_err(anyhow::Error::msg)?;
+            LoadedPlugin::load(
+                &cx,
+                PluginBytes { manifest: manifest.clone(), source: item.source.clone(), wasm: &item.wasm, compiled: Some(component) },
+            )
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        }
+    };
+    let size = item.wasm.len();
+    let within_budget = size <= SIZE_BUDGET_BYTES;
+    if json {
+        let value = serde_json::json!({
+            "source": item.source.to_string(),
+            "manifest": item.manifest,
+            "sizeBytes": size,
+            "fileSizeBytes": item.file_size,
+            "gzipSizeBytes": gzip_size(&item.wasm),
+            "withinSizeBudget": within_budget,
+            "sha256": digest,
+            "imports": imports,
+            "exports": exports,
+            "loads": loads.is_ok(),
+            "loadError": loads.as_ref().err(),
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        println!("source:     {}", item.source);
+        if let Some(m) = &item.manifest {
+            println!("name:       {}", m.name);
+            println!("version:    {}", m.version);
+            println!("kind:       {}", m.kind);
+            println!("wit:        joinery:plugin@{}", m.wit);
+            if let Some(nc) = &m.node_class {
+                println!("nodeClass:  {}/{} {}", nc.group, nc.version, nc.kind);
+            }
+            println!("limits:     memory {} MiB, timeout {} ms, concurrency {}", m.limits.memory_mib, m.limits.timeout_ms, m.limits.max_concurrency);
+            let caps = &m.capabilities;
+            println!("requests:");
+            println!("  http:       {}", list_or_none(caps.http.iter().map(|p| p.as_str().to_string())));
+            println!(
+                "  kubernetes: {}",
+                list_or_none(caps.kubernetes.iter().map(|r| format!(
+                    "{}:{}/{}[{}]",
+                    r.cluster,
+                    r.group,
+                    r.resources.join(","),
+                    r.verbs.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(",")
+                )))
+            );
+            println!("  secrets:    {}", list_or_none(caps.secrets.iter().cloned()));
+            println!("  clock:      {}", caps.clock);
+        }
+        println!(
+            "size:       {} bytes ({:.1} KiB; gzip -9 {:.1} KiB) — {}",
+            size,
+            size as f64 / 1024.0,
+            gzip_size(&item.wasm) as f64 / 1024.0,
+            if within_budget { "within the 512 KiB budget" } else { "OVER the 512 KiB budget" }
+        );
+        println!("sha256:     {digest}");
+        println!("imports:");
+        for i in &imports {
+            println!("  {i}");
+        }
+        println!("exports:");
+        for e in &exports {
+            println!("  {e}");
+        }
+        match &loads {
+            Ok(()) => println!("loads:      yes"),
+            Err(e) => println!("loads:      no — {e}"),
+        }
+    }
+    Ok(if loads.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(2) })
+}
+
+fn list_or_none(items: impl Iterator<Item = String>) -> String {
+    let v: Vec<String> = items.collect();
+    if v.is_empty() { "(none)".into() } else { v.join(", ") }
+}
+
+/// `joinery plugins list`.
+pub fn list(options: &PluginOptions) -> Result<ExitCode> {
+    let registry = open_registry(options, HostServices::default())?;
+    println!("{:<20} {:<18} {:<9} {:>10}  {:<14} SOURCE", "NAME", "KIND", "VERSION", "SIZE", "SHA256");
+    for p in registry.current().iter() {
+        println!(
+            "{:<20} {:<18} {:<9} {:>10}  {:<14} {}",
+            p.name(),
+            p.kind().as_str(),
+            p.manifest().version,
+            p.size(),
+            &p.digest()[..12],
+            p.source()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `joinery plugins package`.
+pub fn package(manifest_path: &Path, wasm_path: &Path, out: &Path, gzip: bool) -> Result<ExitCode> {
+    let text = std::fs::read_to_string(manifest_path).with_context(|| format!("cannot read {}", manifest_path.display()))?;
+    let mut manifest = PluginManifest::parse(&text, &manifest_path.display().to_string())?;
+    let wasm = std::fs::read(wasm_path).with_context(|| format!("cannot read {}", wasm_path.display()))?;
+    manifest.sha256 = Some(sha256_hex(&wasm));
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    if gzip {
+        manifest.component = "plugin.wasm.gz".into();
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        encoder.write_all(&wasm)?;
+        std::fs::write(out.join(&manifest.component), encoder.finish()?)?;
+    } else {
+        manifest.component = "plugin.wasm".into();
+        std::fs::write(out.join(&manifest.component), &wasm)?;
+    }
+    std::fs::write(out.join("plugin.yaml"), serde_yaml::to_string(&manifest)?)?;
+    println!("packaged {} {} into {} (sha256 {})", manifest.name, manifest.version, out.display(), manifest.sha256.unwrap_or_default());
+    Ok(ExitCode::SUCCESS)
+}

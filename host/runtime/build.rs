@@ -1,0 +1,65 @@
+//! Builds the guest workspace (`plugins/`) for `wasm32-wasip2` so the built-in plugins can be
+//! embedded in the host and the hostile test plugins are available to the runtime's tests.
+//!
+//! The nested cargo uses its own target directory (`target/plugins`) so it never waits on
+//! the lock of the build that runs this script.
+
+use std::env;
+use std::path::PathBuf;
+use std::process::Command;
+
+const SOURCES: &[&str] = &[
+    "Cargo.toml",
+    "Cargo.lock",
+    "sdk",
+    "template",
+    "k3s",
+    "synthetic-pricing",
+    "testing",
+];
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let repo = manifest_dir.join("../..");
+    let plugins = repo.join("plugins");
+    for source in SOURCES {
+        println!("cargo:rerun-if-changed={}", plugins.join(source).display());
+    }
+    println!("cargo:rerun-if-changed={}", repo.join("wit").display());
+    println!("cargo:rerun-if-env-changed=JOINERY_PLUGINS_TARGET_DIR");
+
+    let target_dir = env::var_os("JOINERY_PLUGINS_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo.join("target").join("plugins"));
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(&plugins)
+        .args(["build", "--release", "--workspace", "--target", "wasm32-wasip2", "--target-dir"])
+        .arg(&target_dir);
+    // Do not leak the host build's settings into the guest build.
+    for (key, _) in env::vars_os() {
+        let key = key.to_string_lossy().to_string();
+        if key.starts_with("CARGO_FEATURE_")
+            || key.starts_with("CARGO_CFG_")
+            || key.starts_with("CARGO_PKG_")
+            || key.starts_with("CARGO_MANIFEST_")
+            || matches!(
+                key.as_str(),
+                "RUSTFLAGS" | "CARGO_ENCODED_RUSTFLAGS" | "CARGO_TARGET_DIR" | "CARGO_BUILD_TARGET" | "TARGET" | "HOST"
+                    | "OUT_DIR" | "OPT_LEVEL" | "PROFILE" | "DEBUG" | "RUSTC_WORKSPACE_WRAPPER" | "CARGO_PRIMARY_PACKAGE"
+            )
+        {
+            command.env_remove(key);
+        }
+    }
+    let status = command.status().expect("cannot run cargo to build the wasm plugins");
+    if !status.success() {
+        panic!(
+            "building the wasm plugins in plugins/ failed (see the output above). If the error says the \
+             wasm32-wasip2 target is missing, run: rustup target add wasm32-wasip2"
+        );
+    }
+    let out = target_dir.join("wasm32-wasip2").join("release");
+    println!("cargo:rustc-env=JOINERY_PLUGIN_WASM_DIR={}", out.display());
+}

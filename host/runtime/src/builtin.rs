@@ -1,0 +1,38 @@
+//! Plugins embedded in the joinery binary (built from `plugins/` by the build script).
+
+use crate::manifest::PluginManifest;
+
+/// One embedded plugin.
+pub struct BuiltinPlugin {
+    /// Its `plugin.yaml`.
+    pub manifest: &'static str,
+    /// Its component.
+    pub wasm: &'static [u8],
+}
+
+macro_rules! builtin {
+    ($dir:literal, $file:literal) => {
+        BuiltinPlugin {
+            manifest: include_str!(concat!("../../../plugins/", $dir, "/plugin.yaml")),
+            wasm: include_bytes!(concat!(env!("JOINERY_PLUGIN_WASM_DIR"), "/", $file)),
+        }
+    };
+}
+
+/// The shipped plugins: the verbatim and k3s renderers and the synthetic pricing function.
+pub static BUILTIN_PLUGINS: &[BuiltinPlugin] = &[
+    builtin!("template", "joinery_plugin_template.wasm"),
+    builtin!("k3s", "joinery_plugin_k3s.wasm"),
+    builtin!("synthetic-pricing", "joinery_plugin_synthetic_pricing.wasm"),
+];
+
+/// Parses the manifests of the built-in plugins (they are tested, so this cannot fail in a release).
+pub fn builtin_manifests() -> Vec<(PluginManifest, &'static [u8])> {
+    BUILTIN_PLUGINS
+        .iter()
+        .map(|b| (PluginManifest::parse(b.manifest, "built-in plugin").expect("built-in manifests are valid"), b.wasm))
+        .collect()
+}
+
+/// Directory of the plugins built for this host (including test-only ones such as `hostile`).
+pub const PLUGIN_WASM_DIR: &str = env!("JOINERY_PLUGIN_WASM_DIR");

@@ -1,0 +1,156 @@
+//! The shared wasmtime engine: configuration, the epoch ticker, and compilation with an
+//! optional on-disk cache keyed by component digest and engine compatibility hash.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::component::Component;
+use wasmtime::{Config, Engine};
+
+use crate::error::LoadError;
+
+/// How often the epoch advances. Deadlines are expressed in ticks of this length.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Engine settings.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Use the pooling instance allocator (faster instantiation; reserves address space).
+    pub pooling: bool,
+    /// Component instances the pool holds (bounds concurrent calls across all plugins).
+    pub pool_instances: u32,
+    /// Largest linear memory any call may have, in MiB (per-plugin limits are lower or equal).
+    pub max_memory_mib: u32,
+    /// Directory of the compiled-component cache; `None` disables it.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions { pooling: true, pool_instances: 64, max_memory_mib: 256, cache_dir: None }
+    }
+}
+
+/// A wasmtime engine configured for Joinery plugins, with its epoch ticker.
+#[derive(Clone)]
+pub struct PluginEngine {
+    engine: Engine,
+    cache_dir: Option<PathBuf>,
+    _ticker: Arc<EpochTicker>,
+}
+
+impl std::fmt::Debug for PluginEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginEngine").field("cache_dir", &self.cache_dir).finish()
+    }
+}
+
+struct EpochTicker {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl PluginEngine {
+    /// Builds the engine and starts a thread that advances its epoch every [`EPOCH_TICK`].
+    pub fn new(options: &EngineOptions) -> Result<PluginEngine, String> {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        config.wasm_component_model(true);
+        if options.pooling {
+            let mut pool = wasmtime::PoolingAllocationConfig::default();
+            let instances = options.pool_instances.max(1);
+            pool.total_component_instances(instances)
+                .total_core_instances(instances * 8)
+                .total_memories(instances * 2)
+                .total_tables(instances * 8)
+                .total_stacks(instances)
+                .max_memories_per_component(4)
+                .max_core_instances_per_component(16)
+                .max_memory_size(options.max_memory_mib as usize * 1024 * 1024);
+            config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+        }
+        let engine = Engine::new(&config).map_err(|e| format!("cannot configure wasmtime: {e}"))?;
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ticking = engine.weak();
+        let flag = stop.clone();
+        std::thread::Builder::new()
+            .name("joinery-epoch".into())
+            .spawn(move || {
+                while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    match ticking.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => break,
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start the epoch thread: {e}"))?;
+        Ok(PluginEngine { engine, cache_dir: options.cache_dir.clone(), _ticker: Arc::new(EpochTicker { stop }) })
+    }
+
+    /// The wasmtime engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Compiles a component, using the on-disk cache when configured. A cache entry that
+    /// fails to deserialize is treated as a miss and rewritten. Bytes from plugin
+    /// directories are never deserialized: only entries this host wrote itself.
+    pub fn compile(&self, plugin: &str, digest: &str, wasm: &[u8]) -> Result<Component, LoadError> {
+        let cached = self.cache_dir.as_ref().map(|dir| dir.join(format!("{digest}-{}.cwasm", self.compatibility_key())));
+        if let Some(path) = &cached
+            && let Some(component) = self.load_cached(path)
+        {
+            tracing::debug!(plugin, digest, "compiled component loaded from cache");
+            return Ok(component);
+        }
+        let component = Component::new(&self.engine, wasm)
+            .map_err(|e| LoadError::Compile { plugin: plugin.to_string(), message: format!("{e:#}") })?;
+        if let Some(path) = &cached {
+            store_cached(path, &component);
+        }
+        Ok(component)
+    }
+
+    fn load_cached(&self, path: &Path) -> Option<Component> {
+        if !path.is_file() {
+            return None;
+        }
+        match crate::trusted_cache::deserialize_file(&self.engine, path) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "ignoring unusable compile-cache entry");
+                None
+            }
+        }
+    }
+
+    /// A short hex key identifying compiled-code compatibility (wasmtime version, config, CPU).
+    pub fn compatibility_key(&self) -> String {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.engine.precompile_compatibility_hash().hash(&mut hasher);
+        format!("{:016x}", hasher.finish())
+    }
+}
+
+fn store_cached(path: &Path, component: &Component) {
+    let result = component.serialize().map_err(|e| e.to_string()).and_then(|bytes| {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        }
+        // Write then rename, so a concurrent reader never sees half a file.
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, bytes).map_err(|e| e.to_string())?;
+        std::fs::rename(&tmp, path).map_err(|e| e.to_string())
+    });
+    if let Err(e) = result {
+        tracing::warn!(path = %path.display(), error = %e, "cannot write compile-cache entry; continuing without it");
+    }
+}

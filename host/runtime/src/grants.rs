@@ -1,0 +1,478 @@
+//! Capability grants: deny by default, allow the intersection of what the operator grants
+//! and what the plugin requests, and check every call's arguments against it.
+//!
+//! The operator's grants file (YAML) looks like:
+//!
+//! ```yaml
+//! plugins:
+//!   exoscale:
+//!     http: ["https://api-*.exoscale.com"]
+//!     kubernetes:
+//!       - {cluster: workload, group: "", resources: [configmaps], verbs: [get, list]}
+//!     secrets: [exoscale-credentials]
+//!     config: {zone: ch-gva-2}
+//!     limits: {memoryMiB: 64, timeoutMs: 30000, maxConcurrency: 4}
+//! ```
+//!
+//! A refusal always names the line to add, and on which side (grants file or plugin.yaml).
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::LoadError;
+use crate::manifest::{Limits, PluginManifest, RequestedCapabilities};
+
+/// An outgoing HTTP destination pattern: `scheme://host[:port]`.
+///
+/// `host` may contain `*` wildcards (`*.exoscale.com`, `api-*.exoscale.com`) but may not be
+/// `*` alone; `port` is a number or `*` and defaults to the scheme's port.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HttpPattern {
+    scheme: String,
+    host: String,
+    port: Option<u16>,
+    raw: String,
+}
+
+impl HttpPattern {
+    /// Parses a pattern, explaining the syntax on error.
+    pub fn parse(raw: &str) -> Result<HttpPattern, String> {
+        let syntax = "expected scheme://host[:port], e.g. https://api.example.com or http://127.0.0.1:*";
+        let (scheme, rest) = raw.split_once("://").ok_or_else(|| format!("{raw:?}: {syntax}"))?;
+        if scheme != "http" && scheme != "https" {
+            return Err(format!("{raw:?}: scheme must be http or https"));
+        }
+        if rest.contains('/') || rest.contains('@') || rest.is_empty() {
+            return Err(format!("{raw:?}: {syntax} (no path or user info)"));
+        }
+        let (host, port) = match rest.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(']') || rest.starts_with('[') => {
+                let port = if p == "*" {
+                    None
+                } else {
+                    Some(p.parse::<u16>().map_err(|_| format!("{raw:?}: port {p:?} must be a number or *"))?)
+                };
+                (h, port)
+            }
+            _ => (rest, Some(if scheme == "https" { 443 } else { 80 })),
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+        if host.is_empty() || host.chars().all(|c| c == '*' || c == '.') {
+            return Err(format!("{raw:?}: the host may not be only a wildcard; name the hosts the plugin needs"));
+        }
+        Ok(HttpPattern { scheme: scheme.to_string(), host, port, raw: raw.to_string() })
+    }
+
+    /// Whether a request to `scheme://host:port` matches.
+    pub fn matches(&self, scheme: &str, host: &str, port: u16) -> bool {
+        self.scheme == scheme && self.port.is_none_or(|p| p == port) && glob(&self.host, &host.to_ascii_lowercase())
+    }
+
+    /// The IP address this pattern names literally, if its host is an IP.
+    pub fn literal_ip(&self) -> Option<IpAddr> {
+        self.host.parse().ok()
+    }
+
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        &self.raw
+    }
+}
+
+impl Serialize for HttpPattern {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.raw)
+    }
+}
+
+impl<'de> Deserialize<'de> for HttpPattern {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        HttpPattern::parse(&raw).map_err(serde::de::Error::custom)
+    }
+}
+
+/// `*` matches any run of characters (including dots).
+fn glob(pattern: &str, text: &str) -> bool {
+    let Some((head, tail)) = pattern.split_once('*') else {
+        return pattern == text;
+    };
+    if !text.starts_with(head) {
+        return false;
+    }
+    let rest = &text[head.len()..];
+    (0..=rest.len()).any(|i| rest.is_char_boundary(i) && glob(tail, &rest[i..]))
+}
+
+/// A Kubernetes verb a plugin may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Verb {
+    /// Read one object.
+    Get,
+    /// List objects.
+    List,
+    /// Create an object.
+    Create,
+    /// Patch an object.
+    Patch,
+    /// Delete an object.
+    Delete,
+    /// All of the above.
+    #[serde(rename = "*")]
+    All,
+}
+
+impl Verb {
+    fn covers(self, verb: Verb) -> bool {
+        self == Verb::All || self == verb
+    }
+
+    /// The verb's name as written in grants.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Create => "create",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+            Verb::All => "*",
+        }
+    }
+}
+
+fn default_cluster() -> String {
+    "workload".to_string()
+}
+
+/// One Kubernetes access rule: these verbs on these resources of one API group in one cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeRule {
+    /// `workload` or the name of a management cluster.
+    #[serde(default = "default_cluster")]
+    pub cluster: String,
+    /// API group (`""` for core).
+    pub group: String,
+    /// Plural resource names; `*` for all in the group.
+    pub resources: Vec<String>,
+    /// Allowed verbs.
+    pub verbs: Vec<Verb>,
+    /// Namespaces the rule is limited to; empty means all namespaces and cluster-scoped objects.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
+}
+
+/// A Kubernetes call to check against the rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeAccess<'a> {
+    /// Target cluster.
+    pub cluster: &'a str,
+    /// API group.
+    pub group: &'a str,
+    /// Plural resource.
+    pub resource: &'a str,
+    /// Namespace, if any.
+    pub namespace: Option<&'a str>,
+    /// Verb.
+    pub verb: Verb,
+}
+
+impl KubeRule {
+    fn allows(&self, access: &KubeAccess<'_>) -> bool {
+        self.cluster == access.cluster
+            && self.group == access.group
+            && self.resources.iter().any(|r| r == "*" || r == access.resource)
+            && self.verbs.iter().any(|v| v.covers(access.verb))
+            && (self.namespaces.is_empty() || access.namespace.is_some_and(|ns| self.namespaces.iter().any(|n| n == ns)))
+    }
+}
+
+impl KubeAccess<'_> {
+    fn as_rule_line(&self) -> String {
+        let ns = self.namespace.map(|n| format!(", namespaces: [{n}]")).unwrap_or_default();
+        format!(
+            "- {{cluster: {}, group: {:?}, resources: [{}], verbs: [{}]{ns}}}",
+            self.cluster,
+            self.group,
+            self.resource,
+            self.verb.as_str()
+        )
+    }
+}
+
+/// What the operator grants one plugin.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PluginGrant {
+    /// Allowed outgoing HTTP destinations.
+    #[serde(default)]
+    pub http: Vec<HttpPattern>,
+    /// Whether private (RFC 1918 / unique-local) addresses may be reached by granted host names.
+    #[serde(default)]
+    pub private_networks: bool,
+    /// Allowed Kubernetes access.
+    #[serde(default)]
+    pub kubernetes: Vec<KubeRule>,
+    /// Allowed secret names.
+    #[serde(default)]
+    pub secrets: Vec<String>,
+    /// Whether `wasi:clocks` may be linked for renderers and pricing plugins.
+    #[serde(default)]
+    pub clock: bool,
+    /// The plugin's configuration (any JSON/YAML object), served by the `config` import.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<serde_json::Value>,
+    /// Limits the operator imposes (each field caps the manifest's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+}
+
+/// The operator's grants file: one entry per plugin name.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Grants {
+    /// Grants by plugin name. A plugin with no entry gets nothing but logging and `{}` config.
+    #[serde(default)]
+    pub plugins: BTreeMap<String, PluginGrant>,
+}
+
+impl Grants {
+    /// Parses a grants file; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Grants, LoadError> {
+        serde_yaml::from_str(text).map_err(|e| LoadError::Grants { origin: origin.to_string(), message: e.to_string() })
+    }
+
+    /// The effective capabilities of a plugin: the intersection of grant and request.
+    pub fn capabilities_for(&self, manifest: &PluginManifest) -> Capabilities {
+        let grant = self.plugins.get(&manifest.name).cloned().unwrap_or_default();
+        Capabilities { plugin: manifest.name.clone(), requested: manifest.capabilities.clone(), granted: grant }
+    }
+}
+
+/// Why a capability check failed; the message says which line to add and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
+/// A plugin's effective capabilities: checked on every host call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Capabilities {
+    plugin: String,
+    requested: RequestedCapabilities,
+    granted: PluginGrant,
+}
+
+impl Capabilities {
+    /// Capabilities that allow nothing (for tests and unnamed plugins).
+    pub fn deny_all(plugin: &str) -> Capabilities {
+        Capabilities { plugin: plugin.to_string(), requested: Default::default(), granted: Default::default() }
+    }
+
+    /// The operator grant half.
+    pub fn grant(&self) -> &PluginGrant {
+        &self.granted
+    }
+
+    /// Whether any outgoing HTTP at all is possible (decides linking of `wasi:http`).
+    pub fn any_http(&self) -> bool {
+        !self.requested.http.is_empty() && !self.granted.http.is_empty()
+    }
+
+    /// Whether `wasi:clocks` may be used by a renderer or pricing plugin.
+    pub fn clock(&self) -> bool {
+        self.requested.clock && self.granted.clock
+    }
+
+    /// Checks a request URL (before DNS). Returns the granted pattern that allowed it.
+    pub fn check_http(&self, scheme: &str, host: &str, port: u16) -> Result<&HttpPattern, Refusal> {
+        let line = format!("{scheme}://{host}:{port}");
+        let granted = self.granted.http.iter().find(|p| p.matches(scheme, host, port));
+        let requested = self.requested.http.iter().any(|p| p.matches(scheme, host, port));
+        match (granted, requested) {
+            (Some(p), true) => Ok(p),
+            (None, _) => Err(Refusal(format!(
+                "plugin {} may not reach {line}: not granted; add \"{line}\" under plugins.{}.http in the grants file",
+                self.plugin, self.plugin
+            ))),
+            (Some(_), false) => Err(Refusal(format!(
+                "plugin {} may not reach {line}: the plugin did not request it; add \"{line}\" under capabilities.http in its plugin.yaml",
+                self.plugin
+            ))),
+        }
+    }
+
+    /// Checks a resolved address. Loopback, link-local (cloud metadata), unspecified and
+    /// multicast addresses are refused unless the allowing pattern names that exact address;
+    /// private ranges need `privateNetworks: true`.
+    pub fn check_resolved_ip(&self, allowed_by: &HttpPattern, ip: IpAddr, host: &str) -> Result<(), Refusal> {
+        let ip = canonical(ip);
+        if allowed_by.literal_ip().map(canonical) == Some(ip) {
+            return Ok(());
+        }
+        let special = match ip {
+            IpAddr::V4(v4) => v4.is_loopback() || v4.is_link_local() || v4.is_unspecified() || v4.is_multicast() || v4.is_broadcast(),
+            IpAddr::V6(v6) => v6.is_loopback() || v6.is_unspecified() || v6.is_multicast() || (v6.segments()[0] & 0xffc0) == 0xfe80,
+        };
+        if special {
+            return Err(Refusal(format!(
+                "plugin {} may not reach {host}: it resolves to {ip} (loopback, link-local/metadata or otherwise special); grant that exact address to allow it",
+                self.plugin
+            )));
+        }
+        let private = match ip {
+            IpAddr::V4(v4) => v4.is_private() || (v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64),
+            IpAddr::V6(v6) => (v6.segments()[0] & 0xfe00) == 0xfc00,
+        };
+        if private && !self.granted.private_networks {
+            return Err(Refusal(format!(
+                "plugin {} may not reach {host}: it resolves to the private address {ip}; set privateNetworks: true under plugins.{} in the grants file",
+                self.plugin, self.plugin
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks a Kubernetes call.
+    pub fn check_kube(&self, access: &KubeAccess<'_>) -> Result<(), Refusal> {
+        let granted = self.granted.kubernetes.iter().any(|r| r.allows(access));
+        let requested = self.requested.kubernetes.iter().any(|r| r.allows(access));
+        match (granted, requested) {
+            (true, true) => Ok(()),
+            (false, _) => Err(Refusal(format!(
+                "plugin {} may not {} {}: not granted; add `{}` under plugins.{}.kubernetes in the grants file",
+                self.plugin,
+                access.verb.as_str(),
+                access.resource,
+                access.as_rule_line(),
+                self.plugin
+            ))),
+            (true, false) => Err(Refusal(format!(
+                "plugin {} may not {} {}: the plugin did not request it; add `{}` under capabilities.kubernetes in its plugin.yaml",
+                self.plugin,
+                access.verb.as_str(),
+                access.resource,
+                access.as_rule_line()
+            ))),
+        }
+    }
+
+    /// Checks a secret read.
+    pub fn check_secret(&self, name: &str) -> Result<(), Refusal> {
+        let granted = self.granted.secrets.iter().any(|s| s == name);
+        let requested = self.requested.secrets.iter().any(|s| s == name);
+        match (granted, requested) {
+            (true, true) => Ok(()),
+            (false, _) => Err(Refusal(format!(
+                "plugin {} may not read secret {name:?}: not granted; add \"{name}\" under plugins.{}.secrets in the grants file",
+                self.plugin, self.plugin
+            ))),
+            (true, false) => Err(Refusal(format!(
+                "plugin {} may not read secret {name:?}: the plugin did not request it; add \"{name}\" under capabilities.secrets in its plugin.yaml",
+                self.plugin
+            ))),
+        }
+    }
+}
+
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
+        v4 => v4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(requested: &str, granted: &str) -> Capabilities {
+        let manifest = PluginManifest::parse(
+            &format!(
+                "name: p\nversion: 0.1.0\nkind: cloud-provider\nwit: 0.1.0\nnodeClass: {{group: g, version: v1, kind: K}}\ncapabilities:\n{requested}"
+            ),
+            "p",
+        )
+        .unwrap();
+        let grants = Grants::parse(&format!("plugins:\n  p:\n{granted}"), "grants").unwrap();
+        grants.capabilities_for(&manifest)
+    }
+
+    #[test]
+    fn http_patterns_parse_and_match() {
+        let p = HttpPattern::parse("https://api-*.exoscale.com").unwrap();
+        assert!(p.matches("https", "api-ch-gva-2.exoscale.com", 443));
+        assert!(!p.matches("https", "api-ch-gva-2.exoscale.com", 8443));
+        assert!(!p.matches("http", "api-ch-gva-2.exoscale.com", 443));
+        assert!(!p.matches("https", "evil.com", 443));
+        let any_port = HttpPattern::parse("http://127.0.0.1:*").unwrap();
+        assert!(any_port.matches("http", "127.0.0.1", 31234));
+        assert_eq!(any_port.literal_ip(), Some("127.0.0.1".parse().unwrap()));
+    }
+
+    #[test]
+    fn bare_wildcards_and_paths_are_rejected_with_syntax_help() {
+        assert!(HttpPattern::parse("https://*").unwrap_err().contains("only a wildcard"));
+        assert!(HttpPattern::parse("https://a.com/path").unwrap_err().contains("scheme://host"));
+        assert!(HttpPattern::parse("ftp://a.com").unwrap_err().contains("scheme"));
+        assert!(HttpPattern::parse("a.com").unwrap_err().contains("expected"));
+    }
+
+    #[test]
+    fn http_needs_both_grant_and_request() {
+        let both = caps("  http: [\"https://a.com\"]\n", "    http: [\"https://a.com\"]\n");
+        assert!(both.check_http("https", "a.com", 443).is_ok());
+        let not_granted = caps("  http: [\"https://a.com\"]\n", "    http: []\n");
+        let e = not_granted.check_http("https", "a.com", 443).unwrap_err();
+        assert!(e.0.contains("plugins.p.http in the grants file"), "{e}");
+        let not_requested = caps("  http: []\n", "    http: [\"https://a.com\"]\n");
+        let e = not_requested.check_http("https", "a.com", 443).unwrap_err();
+        assert!(e.0.contains("plugin.yaml"), "{e}");
+    }
+
+    #[test]
+    fn resolved_special_addresses_are_refused_unless_granted_exactly() {
+        let c = caps("  http: [\"https://a.com\", \"http://127.0.0.1:*\"]\n", "    http: [\"https://a.com\", \"http://127.0.0.1:*\"]\n");
+        let by_name = c.check_http("https", "a.com", 443).unwrap().clone();
+        for ip in ["169.254.169.254", "127.0.0.1", "::1", "::ffff:169.254.169.254", "0.0.0.0", "fe80::1"] {
+            assert!(c.check_resolved_ip(&by_name, ip.parse().unwrap(), "a.com").is_err(), "{ip} should be refused");
+        }
+        assert!(c.check_resolved_ip(&by_name, "10.0.0.1".parse().unwrap(), "a.com").unwrap_err().0.contains("privateNetworks"));
+        assert!(c.check_resolved_ip(&by_name, "8.8.8.8".parse().unwrap(), "a.com").is_ok());
+        let by_ip = c.check_http("http", "127.0.0.1", 8080).unwrap().clone();
+        assert!(c.check_resolved_ip(&by_ip, "127.0.0.1".parse().unwrap(), "127.0.0.1").is_ok());
+    }
+
+    #[test]
+    fn kube_rules_check_cluster_group_resource_verb_namespace() {
+        let rule = "  kubernetes: [{group: \"\", resources: [configmaps], verbs: [get, list], namespaces: [kube-system]}]\n";
+        let c = caps(rule, &format!("  {rule}"));
+        let mut access = KubeAccess { cluster: "workload", group: "", resource: "configmaps", namespace: Some("kube-system"), verb: Verb::Get };
+        assert!(c.check_kube(&access).is_ok());
+        access.verb = Verb::Delete;
+        let e = c.check_kube(&access).unwrap_err();
+        assert!(e.0.contains("verbs: [delete]") && e.0.contains("grants file"), "{e}");
+        access.verb = Verb::Get;
+        access.namespace = Some("default");
+        assert!(c.check_kube(&access).is_err());
+        access.namespace = Some("kube-system");
+        access.cluster = "management";
+        assert!(c.check_kube(&access).is_err());
+    }
+
+    #[test]
+    fn secrets_need_both_sides() {
+        let c = caps("  secrets: [creds]\n", "    secrets: [creds]\n");
+        assert!(c.check_secret("creds").is_ok());
+        assert!(c.check_secret("other").unwrap_err().0.contains("plugins.p.secrets"));
+        assert!(Capabilities::deny_all("p").check_secret("creds").is_err());
+    }
+
+    #[test]
+    fn unknown_grant_fields_are_rejected() {
+        let e = Grants::parse("plugins:\n  p:\n    htp: []\n", "grants.yaml").unwrap_err();
+        assert!(e.to_string().contains("htp") && e.to_string().contains("grants.yaml"), "{e}");
+    }
+}

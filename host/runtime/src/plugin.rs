@@ -1,0 +1,492 @@
+//! A loaded plugin and the calls into it.
+//!
+//! Loading checks the digest, compiles (or reuses the compiled component), checks the
+//! component's imports against its kind and capabilities, and pre-instantiates it. Each call
+//! then gets a fresh store with a memory limit, an epoch deadline and a wall-clock timeout,
+//! behind a per-plugin concurrency bound. Whatever the plugin does, the caller gets a
+//! classified [`CallError`] and the next call starts clean.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sha2::Digest;
+use tokio::sync::Semaphore;
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Store, Trap};
+
+use crate::bindings::cloud::exports::joinery::plugin::cloud_provider as cloud;
+use crate::bindings::cloud::CloudProviderPluginPre;
+use crate::bindings::pricing::exports::joinery::plugin::pricing as price_api;
+use crate::bindings::pricing::{PricingPlugin, PricingPluginPre};
+use crate::bindings::renderer::exports::joinery::plugin::renderer as render_api;
+use crate::bindings::renderer::{UserdataRendererPlugin, UserdataRendererPluginPre};
+use crate::engine::{EPOCH_TICK, PluginEngine};
+use crate::error::{CallError, LoadError};
+use crate::grants::{Capabilities, Grants};
+use crate::manifest::{Limits, PluginKind, PluginManifest};
+use crate::services::HostServices;
+use crate::state::{CallState, PluginContext};
+
+/// Largest userData a renderer may return (bytes). Clouds accept far less; this only stops garbage.
+pub const MAX_RENDERED_BYTES: usize = 1024 * 1024;
+/// Extra wall-clock time allowed beyond the epoch deadline before a call is abandoned.
+const WALL_CLOCK_GRACE: Duration = Duration::from_millis(500);
+
+/// Where a plugin came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PluginSource {
+    /// Embedded in the joinery binary.
+    Builtin,
+    /// Loaded from a directory.
+    Directory(PathBuf),
+}
+
+impl std::fmt::Display for PluginSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PluginSource::Builtin => f.write_str("built-in"),
+            PluginSource::Directory(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// Hex sha256 of bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// Builds the one linker every plugin kind uses. Which imports a component may actually
+/// have is checked per component at load time ([`check_imports`]).
+pub fn build_linker(engine: &PluginEngine) -> Result<Linker<CallState>, String> {
+    use crate::bindings::cloud::joinery::plugin as host;
+    let mut linker = Linker::new(engine.engine());
+    let link = |r: wasmtime::Result<()>| r.map_err(|e| format!("cannot link host imports: {e:#}"));
+    link(wasmtime_wasi::p2::add_to_linker_async(&mut linker))?;
+    link(wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))?;
+    link(host::log::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s))?;
+    link(host::config::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s))?;
+    link(host::secrets::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s))?;
+    link(host::kubernetes::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s))?;
+    link(host::cache::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s))?;
+    Ok(linker)
+}
+
+/// Decides whether a component of `kind` with capabilities `caps` may import `name`.
+/// Returns the reason when it may not.
+pub fn import_refusal(kind: PluginKind, caps: &Capabilities, name: &str) -> Option<String> {
+    let iface = name.split('@').next().unwrap_or(name);
+    let (package, _) = iface.split_once('/').unwrap_or((iface, ""));
+    let wants_http = matches!(kind, PluginKind::CloudProvider) || caps.any_http();
+    match package {
+        "wasi:cli" | "wasi:io" | "wasi:random" => None,
+        "joinery:plugin" => match (kind, iface) {
+            (_, "joinery:plugin/log" | "joinery:plugin/config" | "joinery:plugin/types") => None,
+            (PluginKind::CloudProvider, _) => None,
+            (PluginKind::Pricing, "joinery:plugin/cache") => None,
+            _ => Some(format!("a {kind} plugin may not use; only cloud-provider plugins get secrets, kubernetes and cache")),
+        },
+        "wasi:http" if wants_http => None,
+        "wasi:http" => Some(format!(
+            "needs outgoing HTTP: request it under capabilities.http in plugin.yaml and have the operator grant it ({kind} plugins get no network by default)"
+        )),
+        "wasi:clocks" if wants_http || caps.clock() => None,
+        "wasi:clocks" => Some(format!(
+            "reads the clock: set capabilities.clock: true in plugin.yaml and clock: true in the grants file ({kind} plugins are clock-free by default)"
+        )),
+        "wasi:filesystem" => Some("reaches the filesystem; Joinery plugins get none (use the config and secrets imports)".into()),
+        "wasi:sockets" => Some("opens sockets; Joinery plugins get none (use wasi:http, checked against the grants)".into()),
+        _ => Some("is not provided by this host; rebuild the plugin against the joinery:plugin WIT".into()),
+    }
+}
+
+/// Calls one cloud-provider export: `cloud_call!(self, "op", call_x(args…))`.
+macro_rules! cloud_call {
+    ($self:ident, $op:literal, $method:ident ( $($arg:expr),* )) => {{
+        let Pre::Cloud(pre) = &$self.pre else {
+            return Err($self.wrong_kind($op, PluginKind::CloudProvider));
+        };
+        let plugin = $self.name().to_string();
+        $self
+            .run($op, |mut store| async move {
+                let result = match pre.instantiate_async(&mut store).await {
+                    Ok(bindings) => bindings.joinery_plugin_cloud_provider().$method(&mut store, $($arg),*).await,
+                    Err(e) => Err(e),
+                };
+                let mapped = result.map(|r| r.map_err(|error| CallError::Cloud { plugin: plugin.clone(), op: $op, error }));
+                (store, mapped)
+            })
+            .await
+    }};
+}
+
+enum Pre {
+    Cloud(CloudProviderPluginPre<CallState>),
+    Renderer(UserdataRendererPluginPre<CallState>),
+    Pricing(PricingPluginPre<CallState>),
+}
+
+/// A plugin ready to be called.
+pub struct LoadedPlugin {
+    manifest: PluginManifest,
+    source: PluginSource,
+    digest: String,
+    size: usize,
+    imports: Vec<String>,
+    exports: Vec<String>,
+    limits: Limits,
+    context: Arc<PluginContext>,
+    services: HostServices,
+    semaphore: Arc<Semaphore>,
+    component: Component,
+    pre: Pre,
+}
+
+impl std::fmt::Debug for LoadedPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedPlugin")
+            .field("name", &self.manifest.name)
+            .field("kind", &self.manifest.kind)
+            .field("digest", &self.digest)
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+/// Everything needed to load plugins: engine, linker, grants, services.
+#[derive(Clone)]
+pub struct LoadContext {
+    /// The engine.
+    pub engine: PluginEngine,
+    /// The shared linker.
+    pub linker: Arc<Linker<CallState>>,
+    /// Operator grants.
+    pub grants: Arc<Grants>,
+    /// Host services.
+    pub services: HostServices,
+}
+
+impl LoadContext {
+    /// A context with a fresh linker.
+    pub fn new(engine: PluginEngine, grants: Grants, services: HostServices) -> Result<LoadContext, String> {
+        let linker = Arc::new(build_linker(&engine)?);
+        Ok(LoadContext { engine, linker, grants: Arc::new(grants), services })
+    }
+}
+
+/// The inputs of one plugin load.
+pub struct PluginBytes<'a> {
+    /// The parsed manifest.
+    pub manifest: PluginManifest,
+    /// Where it came from.
+    pub source: PluginSource,
+    /// The component bytes (uncompressed).
+    pub wasm: &'a [u8],
+    /// A component compiled earlier from the same digest, to reuse.
+    pub compiled: Option<Component>,
+}
+
+impl LoadedPlugin {
+    /// Checks, compiles (unless `compiled` is given) and pre-instantiates a plugin.
+    pub fn load(cx: &LoadContext, input: PluginBytes<'_>) -> Result<LoadedPlugin, LoadError> {
+        let PluginBytes { manifest, source, wasm, compiled } = input;
+        let name = manifest.name.clone();
+        let digest = sha256_hex(wasm);
+        match (&manifest.sha256, &source) {
+            (Some(expected), _) if !expected.eq_ignore_ascii_case(&digest) => {
+                return Err(LoadError::Digest { plugin: name, expected: expected.clone(), actual: digest });
+            }
+            (None, PluginSource::Directory(_)) => return Err(LoadError::MissingDigest { plugin: name, actual: digest }),
+            _ => {}
+        }
+        let component = match compiled {
+            Some(c) => c,
+            None => cx.engine.compile(&name, &digest, wasm)?,
+        };
+        let capabilities = cx.grants.capabilities_for(&manifest);
+        let engine = cx.engine.engine();
+        let ty = component.component_type();
+        let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
+        let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+        for import in &imports {
+            if let Some(reason) = import_refusal(manifest.kind, &capabilities, import) {
+                return Err(LoadError::Import { plugin: name, import: import.clone(), reason });
+            }
+        }
+        let expected = manifest.kind.export_interface(&manifest.wit);
+        if !exports.iter().any(|e| e == &expected) {
+            return Err(LoadError::Export { plugin: name, expected, found: exports.join(", ") });
+        }
+        let link_err = |e: wasmtime::Error| LoadError::Link { plugin: manifest.name.clone(), message: format!("{e:#}") };
+        let instance_pre = cx.linker.instantiate_pre(&component).map_err(link_err)?;
+        let pre = match manifest.kind {
+            PluginKind::CloudProvider => Pre::Cloud(CloudProviderPluginPre::new(instance_pre).map_err(link_err)?),
+            PluginKind::UserdataRenderer => Pre::Renderer(UserdataRendererPluginPre::new(instance_pre).map_err(link_err)?),
+            PluginKind::Pricing => Pre::Pricing(PricingPluginPre::new(instance_pre).map_err(link_err)?),
+        };
+        let limits = match capabilities.grant().limits {
+            Some(cap) => manifest.limits.min(cap),
+            None => manifest.limits,
+        };
+        let config = capabilities.grant().config.clone().unwrap_or_else(|| serde_json::json!({}));
+        let context = Arc::new(PluginContext {
+            name: name.clone(),
+            config_json: config.to_string(),
+            capabilities,
+            memory_limit: limits.memory_mib as usize * 1024 * 1024,
+        });
+        Ok(LoadedPlugin {
+            semaphore: Arc::new(Semaphore::new(limits.max_concurrency as usize)),
+            size: wasm.len(),
+            manifest,
+            source,
+            digest,
+            imports,
+            exports,
+            limits,
+            context,
+            services: cx.services.clone(),
+            component,
+            pre,
+        })
+    }
+
+    /// The compiled component.
+    pub fn component(&self) -> &Component {
+        &self.component
+    }
+    /// The manifest.
+    pub fn manifest(&self) -> &PluginManifest {
+        &self.manifest
+    }
+    /// Plugin name.
+    pub fn name(&self) -> &str {
+        &self.manifest.name
+    }
+    /// Plugin kind.
+    pub fn kind(&self) -> PluginKind {
+        self.manifest.kind
+    }
+    /// Where it was loaded from.
+    pub fn source(&self) -> &PluginSource {
+        &self.source
+    }
+    /// Hex sha256 of the component.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+    /// Component size in bytes (uncompressed).
+    pub fn size(&self) -> usize {
+        self.size
+    }
+    /// The component's imports.
+    pub fn imports(&self) -> &[String] {
+        &self.imports
+    }
+    /// The component's exports.
+    pub fn exports(&self) -> &[String] {
+        &self.exports
+    }
+    /// Effective limits.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+    /// Effective capabilities.
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.context.capabilities
+    }
+
+    /// Runs one call: permit, fresh store, limits, deadline, classification.
+    async fn run<T, F, Fut>(&self, op: &'static str, body: F) -> Result<T, CallError>
+    where
+        F: FnOnce(Store<CallState>) -> Fut,
+        Fut: Future<Output = (Store<CallState>, wasmtime::Result<Result<T, CallError>>)>,
+    {
+        let plugin = self.name().to_string();
+        let _permit = self
+            .semaphore
+            .acquire()
+            .await
+            .map_err(|_| CallError::Host { plugin: plugin.clone(), op, message: "plugin is being unloaded".into() })?;
+        let timeout = Duration::from_millis(u64::from(self.limits.timeout_ms));
+        let state = CallState::new(self.context.clone(), self.services.clone(), op, timeout);
+        let memory_hit = state.limiter.hit.clone();
+        let stderr = state.stderr.clone();
+        let mut store = Store::new(self.pre_engine(), state);
+        store.limiter(|s| &mut s.limiter);
+        let ticks = (timeout.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64;
+        store.set_epoch_deadline(ticks);
+        store.epoch_deadline_trap();
+        let outcome = tokio::time::timeout(timeout + WALL_CLOCK_GRACE, body(store)).await;
+        let classify = |error: wasmtime::Error| -> CallError {
+            if memory_hit.load(std::sync::atomic::Ordering::Relaxed) {
+                return CallError::MemoryLimit { plugin: plugin.clone(), op, limit_mib: self.limits.memory_mib };
+            }
+            if matches!(error.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+                return CallError::Timeout { plugin: plugin.clone(), op, limit_ms: self.limits.timeout_ms };
+            }
+            let output = String::from_utf8_lossy(&stderr.contents()).trim().to_string();
+            let message = if output.is_empty() { format!("{error:#}") } else { format!("{error:#}; plugin stderr: {output}") };
+            CallError::Trap { plugin: plugin.clone(), op, message }
+        };
+        let result = match outcome {
+            Err(_elapsed) => Err(CallError::Timeout { plugin: plugin.clone(), op, limit_ms: self.limits.timeout_ms }),
+            Ok((_store, Err(error))) => Err(classify(error)),
+            Ok((_store, Ok(result))) => result,
+        };
+        if let Err(e) = &result {
+            tracing::debug!(plugin = %plugin, op, error = %e, kind = e.metric_label(), "plugin call failed");
+        }
+        result
+    }
+
+    fn pre_engine(&self) -> &wasmtime::Engine {
+        match &self.pre {
+            Pre::Cloud(p) => p.engine(),
+            Pre::Renderer(p) => p.engine(),
+            Pre::Pricing(p) => p.engine(),
+        }
+    }
+
+    fn wrong_kind(&self, op: &'static str, wanted: PluginKind) -> CallError {
+        CallError::Host {
+            plugin: self.name().to_string(),
+            op,
+            message: format!("{op} needs a {wanted} plugin, but this one is a {}", self.kind()),
+        }
+    }
+
+    /// Renders userData (renderer plugins).
+    pub async fn render(&self, context: &render_api::RenderContext) -> Result<String, CallError> {
+        let Pre::Renderer(pre) = &self.pre else {
+            return Err(self.wrong_kind("render", PluginKind::UserdataRenderer));
+        };
+        let plugin = self.name().to_string();
+        self.run("render", |mut store| async move {
+            let result = async {
+                let bindings: UserdataRendererPlugin = pre.instantiate_async(&mut store).await?;
+                bindings.joinery_plugin_renderer().call_render(&mut store, context).await
+            }
+            .await;
+            let mapped = result.map(|r| match r {
+                Ok(text) if text.len() > MAX_RENDERED_BYTES => Err(CallError::InvalidOutput {
+                    plugin: plugin.clone(),
+                    op: "render",
+                    message: format!("userData is {} bytes, more than the {MAX_RENDERED_BYTES}-byte ceiling", text.len()),
+                }),
+                Ok(text) => Ok(text),
+                Err(error) => Err(CallError::Render { plugin: plugin.clone(), error }),
+            });
+            (store, mapped)
+        })
+        .await
+    }
+
+    /// Prices a batch (pricing plugins). Checks one finite, non-negative price per request.
+    pub async fn price(&self, requests: &[price_api::PriceRequest]) -> Result<Vec<Option<f64>>, CallError> {
+        let Pre::Pricing(pre) = &self.pre else {
+            return Err(self.wrong_kind("price", PluginKind::Pricing));
+        };
+        let plugin = self.name().to_string();
+        self.run("price", |mut store| async move {
+            let result = async {
+                let bindings: PricingPlugin = pre.instantiate_async(&mut store).await?;
+                bindings.joinery_plugin_pricing().call_price(&mut store, requests).await
+            }
+            .await;
+            let mapped = result.map(|r| match r {
+                Err(message) => Err(CallError::Pricing { plugin: plugin.clone(), message }),
+                Ok(prices) => check_prices(&plugin, requests.len(), prices),
+            });
+            (store, mapped)
+        })
+        .await
+    }
+
+    /// `resolve-node-class`.
+    pub async fn resolve_node_class(&self, class: &cloud::NodeClass) -> Result<cloud::NodeClassResolution, CallError> {
+        cloud_call!(self, "resolve-node-class", call_resolve_node_class(class))
+    }
+
+    /// `get-instance-types`; quantities and prices are validated.
+    pub async fn get_instance_types(&self, class: &cloud::NodeClass) -> Result<Vec<cloud::InstanceType>, CallError> {
+        let types = cloud_call!(self, "get-instance-types", call_get_instance_types(class))?;
+        crate::validate::instance_types(self.name(), &types)?;
+        Ok(types)
+    }
+
+    /// `create`.
+    pub async fn create(&self, request: &cloud::CreateRequest) -> Result<cloud::Instance, CallError> {
+        let instance = cloud_call!(self, "create", call_create(request))?;
+        crate::validate::instance(self.name(), "create", &instance)?;
+        Ok(instance)
+    }
+
+    /// `get`.
+    pub async fn get(&self, provider_id: &str) -> Result<cloud::Instance, CallError> {
+        let instance = cloud_call!(self, "get", call_get(provider_id))?;
+        crate::validate::instance(self.name(), "get", &instance)?;
+        Ok(instance)
+    }
+
+    /// `list`.
+    pub async fn list(&self) -> Result<Vec<cloud::Instance>, CallError> {
+        let instances = cloud_call!(self, "list", call_list())?;
+        for instance in &instances {
+            crate::validate::instance(self.name(), "list", instance)?;
+        }
+        Ok(instances)
+    }
+
+    /// `delete`.
+    pub async fn delete(&self, provider_id: &str) -> Result<(), CallError> {
+        cloud_call!(self, "delete", call_delete(provider_id))
+    }
+
+    /// `is-drifted`.
+    pub async fn is_drifted(&self, claim: &cloud::NodeClaim, class: &cloud::NodeClass) -> Result<Option<String>, CallError> {
+        cloud_call!(self, "is-drifted", call_is_drifted(claim, class))
+    }
+}
+
+fn check_prices(plugin: &str, expected: usize, prices: Vec<Option<f64>>) -> Result<Vec<Option<f64>>, CallError> {
+    let bad = |message: String| CallError::InvalidOutput { plugin: plugin.to_string(), op: "price", message };
+    if prices.len() != expected {
+        return Err(bad(format!("returned {} prices for {expected} requests", prices.len())));
+    }
+    if let Some((i, p)) = prices.iter().enumerate().find(|(_, p)| p.is_some_and(|p| !p.is_finite() || p < 0.0)) {
+        return Err(bad(format!("price[{i}] = {p:?} is not a finite, non-negative number")));
+    }
+    Ok(prices)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn price_checks_length_and_values() {
+        assert!(check_prices("p", 2, vec![Some(1.0), None]).is_ok());
+        let e = check_prices("p", 2, vec![Some(1.0)]).unwrap_err();
+        assert!(e.to_string().contains("1 prices for 2 requests"), "{e}");
+        let e = check_prices("p", 2, vec![Some(1.0), Some(f64::NAN)]).unwrap_err();
+        assert!(e.to_string().contains("price[1]"), "{e}");
+        assert!(check_prices("p", 1, vec![Some(-1.0)]).is_err());
+    }
+
+    #[test]
+    fn imports_are_refused_by_kind_and_capability() {
+        let caps = Capabilities::deny_all("r");
+        assert!(import_refusal(PluginKind::UserdataRenderer, &caps, "wasi:cli/stdout@0.2.6").is_none());
+        assert!(import_refusal(PluginKind::UserdataRenderer, &caps, "joinery:plugin/log@0.1.0").is_none());
+        let http = import_refusal(PluginKind::UserdataRenderer, &caps, "wasi:http/outgoing-handler@0.2.12").unwrap();
+        assert!(http.contains("capabilities.http"), "{http}");
+        let clock = import_refusal(PluginKind::Pricing, &caps, "wasi:clocks/wall-clock@0.2.12").unwrap();
+        assert!(clock.contains("clock: true"), "{clock}");
+        assert!(import_refusal(PluginKind::UserdataRenderer, &caps, "joinery:plugin/secrets@0.1.0").is_some());
+        assert!(import_refusal(PluginKind::CloudProvider, &caps, "joinery:plugin/secrets@0.1.0").is_none());
+        assert!(import_refusal(PluginKind::CloudProvider, &caps, "wasi:filesystem/preopens@0.2.12").is_some());
+        assert!(import_refusal(PluginKind::CloudProvider, &caps, "wasi:sockets/tcp@0.2.12").is_some());
+        assert!(import_refusal(PluginKind::CloudProvider, &caps, "evil:thing/x").is_some());
+    }
+}

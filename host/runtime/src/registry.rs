@@ -1,0 +1,293 @@
+//! The set of loaded plugins, loading from directories, and hot reload.
+//!
+//! Plugin directories are laid out the way a mounted ConfigMap is: each plugin is a
+//! directory holding `plugin.yaml` and its component, possibly through the kubelet's
+//! `..data` symlink. A configured directory is either one plugin or a parent of several.
+//! Reload validates the whole new set and swaps it atomically; if anything fails, the last
+//! good set stays and the error says why.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use wasmtime::component::Component;
+
+use crate::builtin::builtin_manifests;
+use crate::error::{CallError, LoadError};
+use crate::manifest::{PluginKind, PluginManifest};
+use crate::plugin::{LoadContext, LoadedPlugin, PluginBytes, PluginSource, sha256_hex};
+
+/// Largest component accepted (after decompression), in bytes.
+pub const MAX_COMPONENT_BYTES: u64 = 32 * 1024 * 1024;
+/// Name of the manifest file in a plugin directory.
+pub const MANIFEST_FILE: &str = "plugin.yaml";
+
+/// An immutable set of loaded plugins, by name.
+#[derive(Debug, Default)]
+pub struct PluginSet {
+    plugins: BTreeMap<String, Arc<LoadedPlugin>>,
+}
+
+impl PluginSet {
+    /// All plugins, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<LoadedPlugin>> {
+        self.plugins.values()
+    }
+
+    /// A plugin by name.
+    pub fn get(&self, name: &str) -> Option<&Arc<LoadedPlugin>> {
+        self.plugins.get(name)
+    }
+
+    /// A plugin by name and kind, or an error listing what is loaded.
+    pub fn require(&self, name: &str, kind: PluginKind) -> Result<Arc<LoadedPlugin>, CallError> {
+        match self.plugins.get(name) {
+            Some(p) if p.kind() == kind => Ok(p.clone()),
+            _ => Err(CallError::NotFound {
+                kind: kind.as_str(),
+                name: name.to_string(),
+                loaded: self
+                    .plugins
+                    .values()
+                    .filter(|p| p.kind() == kind)
+                    .map(|p| p.name().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
+        }
+    }
+
+    /// The cloud-provider plugin serving a NodeClass kind.
+    pub fn cloud_for(&self, group: &str, kind: &str) -> Option<&Arc<LoadedPlugin>> {
+        self.plugins.values().find(|p| {
+            p.manifest().node_class.as_ref().is_some_and(|nc| nc.group == group && nc.kind == kind)
+        })
+    }
+
+    /// Number of plugins.
+    pub fn len(&self) -> usize {
+        self.plugins.len()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.plugins.is_empty()
+    }
+}
+
+/// A plugin directory read from disk (not yet compiled).
+#[derive(Debug)]
+pub struct PluginDir {
+    /// The directory.
+    pub path: PathBuf,
+    /// Parsed manifest.
+    pub manifest: PluginManifest,
+    /// Component bytes, decompressed.
+    pub wasm: Vec<u8>,
+}
+
+/// Reads one plugin directory: `plugin.yaml` and its (possibly gzipped) component.
+pub fn read_plugin_dir(dir: &Path) -> Result<PluginDir, LoadError> {
+    let label = dir.display().to_string();
+    let io = |path: &Path, source| LoadError::Io { plugin: label.clone(), path: path.display().to_string(), source };
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let text = std::fs::read_to_string(&manifest_path).map_err(|e| io(&manifest_path, e))?;
+    let manifest = PluginManifest::parse(&text, &manifest_path.display().to_string())?;
+    let component_path = dir.join(&manifest.component);
+    let file = std::fs::File::open(&component_path).map_err(|e| io(&component_path, e))?;
+    let mut wasm = Vec::new();
+    let read = if manifest.component.ends_with(".gz") {
+        flate2::read::GzDecoder::new(file).take(MAX_COMPONENT_BYTES + 1).read_to_end(&mut wasm)
+    } else {
+        file.take(MAX_COMPONENT_BYTES + 1).read_to_end(&mut wasm)
+    };
+    read.map_err(|e| io(&component_path, e))?;
+    if wasm.len() as u64 > MAX_COMPONENT_BYTES {
+        return Err(LoadError::Manifest {
+            plugin: manifest.name.clone(),
+            message: format!("component {} is larger than {MAX_COMPONENT_BYTES} bytes", component_path.display()),
+        });
+    }
+    Ok(PluginDir { path: dir.to_path_buf(), manifest, wasm })
+}
+
+/// Lists plugin directories under the configured roots: a root holding `plugin.yaml` is one
+/// plugin; otherwise each non-hidden subdirectory holding `plugin.yaml` is one.
+pub fn discover(roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for root in roots {
+        if root.join(MANIFEST_FILE).is_file() {
+            found.push(root.clone());
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(root) else { continue };
+        let mut dirs: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .map(|e| e.path())
+            .filter(|p| p.join(MANIFEST_FILE).is_file())
+            .collect();
+        dirs.sort();
+        found.extend(dirs);
+    }
+    found
+}
+
+/// A cheap fingerprint of the plugin directories: resolved paths, sizes and mtimes of each
+/// manifest and component. The kubelet's `..data` swap changes the resolved paths.
+pub fn fingerprint(roots: &[PathBuf]) -> String {
+    let mut parts = Vec::new();
+    for dir in discover(roots) {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().to_string();
+            if name.starts_with('.') {
+                continue;
+            }
+            let path = entry.path();
+            let resolved = std::fs::canonicalize(&path).unwrap_or(path.clone());
+            let meta = std::fs::metadata(&path);
+            let (len, modified) = meta
+                .map(|m| (m.len(), m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())))
+                .unwrap_or((0, None));
+            parts.push(format!("{}|{}|{len}|{modified:?}", path.display(), resolved.display()));
+        }
+    }
+    parts.sort();
+    sha256_hex(parts.join("\n").as_bytes())
+}
+
+/// Loads and holds the current plugin set; reloads it when the directories change.
+pub struct PluginRegistry {
+    cx: LoadContext,
+    roots: Vec<PathBuf>,
+    include_builtins: bool,
+    current: ArcSwap<PluginSet>,
+    compiled: Mutex<HashMap<String, Component>>,
+    last_fingerprint: Mutex<String>,
+    last_error: Mutex<Option<String>>,
+}
+
+impl PluginRegistry {
+    /// Loads the built-in plugins (if asked) and every plugin under `roots`. A directory
+    /// plugin replaces a built-in of the same name. Fails if any plugin fails.
+    pub fn load(cx: LoadContext, roots: Vec<PathBuf>, include_builtins: bool) -> Result<PluginRegistry, LoadError> {
+        let registry = PluginRegistry {
+            cx,
+            roots,
+            include_builtins,
+            current: ArcSwap::from_pointee(PluginSet::default()),
+            compiled: Mutex::new(HashMap::new()),
+            last_fingerprint: Mutex::new(String::new()),
+            last_error: Mutex::new(None),
+        };
+        let fingerprint = fingerprint(&registry.roots);
+        let set = registry.build_set()?;
+        registry.current.store(Arc::new(set));
+        *registry.last_fingerprint.lock().unwrap_or_else(|p| p.into_inner()) = fingerprint;
+        Ok(registry)
+    }
+
+    /// The current set (cheap; hold it for the duration of a decision).
+    pub fn current(&self) -> Arc<PluginSet> {
+        self.current.load_full()
+    }
+
+    /// Why the last reload failed, if it did (the previous set is still serving).
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn build_set(&self) -> Result<PluginSet, LoadError> {
+        let mut errors = Vec::new();
+        let mut plugins: BTreeMap<String, Arc<LoadedPlugin>> = BTreeMap::new();
+        let mut origins: BTreeMap<String, String> = BTreeMap::new();
+        if self.include_builtins {
+            for (manifest, wasm) in builtin_manifests() {
+                let name = manifest.name.clone();
+                match self.load_one(manifest, PluginSource::Builtin, wasm) {
+                    Ok(p) => {
+                        plugins.insert(name.clone(), Arc::new(p));
+                        origins.insert(name, "built-in".into());
+                    }
+                    Err(e) => errors.push(e),
+                }
+            }
+        }
+        let mut from_dirs: BTreeMap<String, String> = BTreeMap::new();
+        for dir in discover(&self.roots) {
+            let loaded = read_plugin_dir(&dir).and_then(|pd| {
+                let name = pd.manifest.name.clone();
+                if let Some(first) = from_dirs.get(&name) {
+                    return Err(LoadError::Duplicate { plugin: name, first: first.clone(), second: dir.display().to_string() });
+                }
+                from_dirs.insert(name, dir.display().to_string());
+                self.load_one(pd.manifest, PluginSource::Directory(dir.clone()), &pd.wasm)
+            });
+            match loaded {
+                Ok(p) => {
+                    if origins.get(p.name()).is_some_and(|o| o == "built-in") {
+                        tracing::info!(plugin = p.name(), dir = %dir.display(), "directory plugin replaces the built-in one");
+                    }
+                    origins.insert(p.name().to_string(), dir.display().to_string());
+                    plugins.insert(p.name().to_string(), Arc::new(p));
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(if errors.len() == 1 { errors.remove(0) } else { LoadError::Set(errors) });
+        }
+        Ok(PluginSet { plugins })
+    }
+
+    fn load_one(&self, manifest: PluginManifest, source: PluginSource, wasm: &[u8]) -> Result<LoadedPlugin, LoadError> {
+        let digest = sha256_hex(wasm);
+        let cached = self.compiled.lock().unwrap_or_else(|p| p.into_inner()).get(&digest).cloned();
+        let plugin = LoadedPlugin::load(&self.cx, PluginBytes { manifest, source, wasm, compiled: cached })?;
+        // Compile once per digest: keep the compiled component for later reloads.
+        self.compiled.lock().unwrap_or_else(|p| p.into_inner()).insert(digest, plugin.component().clone());
+        Ok(plugin)
+    }
+
+    /// Reloads if the directories changed. Returns `Ok(true)` when a new set was swapped in,
+    /// `Ok(false)` when nothing changed, and the error (keeping the old set) otherwise.
+    pub fn reload_if_changed(&self) -> Result<bool, LoadError> {
+        let fingerprint = fingerprint(&self.roots);
+        if *self.last_fingerprint.lock().unwrap_or_else(|p| p.into_inner()) == fingerprint {
+            return Ok(false);
+        }
+        let result = self.build_set();
+        *self.last_fingerprint.lock().unwrap_or_else(|p| p.into_inner()) = fingerprint;
+        match result {
+            Ok(set) => {
+                let names: Vec<String> = set.iter().map(|p| format!("{}@{}", p.name(), &p.digest()[..12])).collect();
+                self.current.store(Arc::new(set));
+                *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                tracing::info!(plugins = ?names, "plugin set reloaded");
+                Ok(true)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "plugin reload failed; keeping the last good set");
+                *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    /// Polls the directories every `interval` and reloads on change, until the registry is dropped.
+    pub fn watch(self: &Arc<Self>, interval: Duration) -> tokio::task::JoinHandle<()> {
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(interval);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                ticker.tick().await;
+                let Some(registry) = weak.upgrade() else { break };
+                let _ = tokio::task::spawn_blocking(move || registry.reload_if_changed()).await;
+            }
+        })
+    }
+}

@@ -1,0 +1,361 @@
+//! Host services behind the gated imports: secrets, Kubernetes and the per-plugin cache.
+//!
+//! The plugin-facing imports only check grants and translate errors; the real work goes
+//! through these traits so controllers, the simulator and tests can plug in their own.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+/// Why a secret lookup failed (after the grant check passed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretLookupError {
+    /// No such secret.
+    #[error("secret {0:?} not found")]
+    NotFound(String),
+    /// The store could not be reached.
+    #[error("secret store unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Where granted secrets come from.
+#[async_trait]
+pub trait SecretStore: Send + Sync {
+    /// Returns every key of the secret `name` with decoded bytes.
+    async fn get(&self, name: &str) -> Result<BTreeMap<String, Vec<u8>>, SecretLookupError>;
+}
+
+/// An in-memory secret store (simulator, tests, or secrets mounted as files and read at start).
+#[derive(Debug, Default, Clone)]
+pub struct StaticSecrets {
+    secrets: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
+}
+
+impl StaticSecrets {
+    /// Adds (or replaces) a secret.
+    pub fn with(mut self, name: &str, entries: &[(&str, &[u8])]) -> Self {
+        self.secrets
+            .insert(name.to_string(), entries.iter().map(|(k, v)| (k.to_string(), v.to_vec())).collect());
+        self
+    }
+}
+
+#[async_trait]
+impl SecretStore for StaticSecrets {
+    async fn get(&self, name: &str) -> Result<BTreeMap<String, Vec<u8>>, SecretLookupError> {
+        self.secrets.get(name).cloned().ok_or_else(|| SecretLookupError::NotFound(name.to_string()))
+    }
+}
+
+/// Reads secrets from Kubernetes (`namespace/name`, or `name` in the default namespace).
+#[derive(Clone)]
+pub struct KubeSecrets {
+    client: kube::Client,
+    namespace: String,
+}
+
+impl KubeSecrets {
+    /// Secrets in `namespace` unless a name carries its own `namespace/` prefix.
+    pub fn new(client: kube::Client, namespace: &str) -> Self {
+        KubeSecrets { client, namespace: namespace.to_string() }
+    }
+}
+
+#[async_trait]
+impl SecretStore for KubeSecrets {
+    async fn get(&self, name: &str) -> Result<BTreeMap<String, Vec<u8>>, SecretLookupError> {
+        let (ns, short) = name.split_once('/').unwrap_or((&self.namespace, name));
+        let api: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(self.client.clone(), ns);
+        match api.get_opt(short).await {
+            Ok(Some(secret)) => {
+                let mut out: BTreeMap<String, Vec<u8>> =
+                    secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
+                for (k, v) in secret.string_data.unwrap_or_default() {
+                    out.insert(k, v.into_bytes());
+                }
+                Ok(out)
+            }
+            Ok(None) => Err(SecretLookupError::NotFound(name.to_string())),
+            Err(e) => Err(SecretLookupError::Unavailable(e.to_string())),
+        }
+    }
+}
+
+/// The collection a Kubernetes call addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeTarget {
+    /// `workload` or a management cluster name.
+    pub cluster: String,
+    /// API group (`""` for core).
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Plural resource.
+    pub resource: String,
+    /// Namespace, if any.
+    pub namespace: Option<String>,
+}
+
+/// How a patch body is interpreted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    /// JSON merge patch.
+    Merge,
+    /// JSON patch.
+    Json,
+    /// Server-side apply.
+    Apply,
+}
+
+/// Why a Kubernetes call failed (after the grant check passed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KubeCallError {
+    /// 404.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// 409.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// 400/422.
+    #[error("invalid: {0}")]
+    Invalid(String),
+    /// Anything else.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Kubernetes access for plugins, JSON in and out.
+#[async_trait]
+pub trait KubeBackend: Send + Sync {
+    /// Gets one object.
+    async fn get(&self, target: &KubeTarget, name: &str) -> Result<String, KubeCallError>;
+    /// Lists objects.
+    async fn list(&self, target: &KubeTarget, label_selector: Option<&str>) -> Result<String, KubeCallError>;
+    /// Creates an object.
+    async fn create(&self, target: &KubeTarget, body: &str) -> Result<String, KubeCallError>;
+    /// Patches an object.
+    async fn patch(&self, target: &KubeTarget, name: &str, kind: PatchType, body: &str) -> Result<String, KubeCallError>;
+    /// Deletes an object.
+    async fn delete(&self, target: &KubeTarget, name: &str) -> Result<(), KubeCallError>;
+}
+
+/// A backend with no cluster: every call fails as unavailable.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoKube;
+
+#[async_trait]
+impl KubeBackend for NoKube {
+    async fn get(&self, _: &KubeTarget, _: &str) -> Result<String, KubeCallError> {
+        Err(no_cluster())
+    }
+    async fn list(&self, _: &KubeTarget, _: Option<&str>) -> Result<String, KubeCallError> {
+        Err(no_cluster())
+    }
+    async fn create(&self, _: &KubeTarget, _: &str) -> Result<String, KubeCallError> {
+        Err(no_cluster())
+    }
+    async fn patch(&self, _: &KubeTarget, _: &str, _: PatchType, _: &str) -> Result<String, KubeCallError> {
+        Err(no_cluster())
+    }
+    async fn delete(&self, _: &KubeTarget, _: &str) -> Result<(), KubeCallError> {
+        Err(no_cluster())
+    }
+}
+
+fn no_cluster() -> KubeCallError {
+    KubeCallError::Unavailable("no Kubernetes cluster is configured for plugins in this process".into())
+}
+
+/// Kubernetes access through kube-rs clients, one per cluster name.
+#[derive(Clone, Default)]
+pub struct KubeClusters {
+    clusters: BTreeMap<String, kube::Client>,
+}
+
+impl KubeClusters {
+    /// Adds a cluster under `name` (`workload` for the cluster Joinery manages).
+    pub fn with(mut self, name: &str, client: kube::Client) -> Self {
+        self.clusters.insert(name.to_string(), client);
+        self
+    }
+
+    fn api(&self, target: &KubeTarget) -> Result<kube::Api<kube::core::DynamicObject>, KubeCallError> {
+        let client = self.clusters.get(&target.cluster).cloned().ok_or_else(|| {
+            KubeCallError::Unavailable(format!("no cluster named {:?} is configured", target.cluster))
+        })?;
+        let api_version =
+            if target.group.is_empty() { target.version.clone() } else { format!("{}/{}", target.group, target.version) };
+        let resource = kube::discovery::ApiResource {
+            group: target.group.clone(),
+            version: target.version.clone(),
+            api_version,
+            kind: String::new(),
+            plural: target.resource.clone(),
+        };
+        Ok(match &target.namespace {
+            Some(ns) => kube::Api::namespaced_with(client, ns, &resource),
+            None => kube::Api::all_with(client, &resource),
+        })
+    }
+}
+
+fn kube_error(e: kube::Error) -> KubeCallError {
+    match &e {
+        kube::Error::Api(status) => match status.code {
+            404 => KubeCallError::NotFound(status.message.clone()),
+            409 => KubeCallError::Conflict(status.message.clone()),
+            400 | 422 => KubeCallError::Invalid(status.message.clone()),
+            _ => KubeCallError::Unavailable(e.to_string()),
+        },
+        _ => KubeCallError::Unavailable(e.to_string()),
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String, KubeCallError> {
+    serde_json::to_string(value).map_err(|e| KubeCallError::Unavailable(e.to_string()))
+}
+
+#[async_trait]
+impl KubeBackend for KubeClusters {
+    async fn get(&self, target: &KubeTarget, name: &str) -> Result<String, KubeCallError> {
+        to_json(&self.api(target)?.get(name).await.map_err(kube_error)?)
+    }
+    async fn list(&self, target: &KubeTarget, label_selector: Option<&str>) -> Result<String, KubeCallError> {
+        let mut params = kube::api::ListParams::default();
+        if let Some(selector) = label_selector {
+            params = params.labels(selector);
+        }
+        to_json(&self.api(target)?.list(&params).await.map_err(kube_error)?)
+    }
+    async fn create(&self, target: &KubeTarget, body: &str) -> Result<String, KubeCallError> {
+        let object: kube::core::DynamicObject =
+            serde_json::from_str(body).map_err(|e| KubeCallError::Invalid(format!("body is not an object: {e}")))?;
+        to_json(&self.api(target)?.create(&kube::api::PostParams::default(), &object).await.map_err(kube_error)?)
+    }
+    async fn patch(&self, target: &KubeTarget, name: &str, kind: PatchType, body: &str) -> Result<String, KubeCallError> {
+        let value: serde_json::Value =
+            serde_json::from_str(body).map_err(|e| KubeCallError::Invalid(format!("patch body is not JSON: {e}")))?;
+        let api = self.api(target)?;
+        let result = match kind {
+            PatchType::Merge => api.patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(value)).await,
+            PatchType::Apply => {
+                api.patch(name, &kube::api::PatchParams::apply("joinery-plugin").force(), &kube::api::Patch::Apply(value))
+                    .await
+            }
+            PatchType::Json => {
+                let patch: json_patch::Patch =
+                    serde_json::from_value(value).map_err(|e| KubeCallError::Invalid(format!("not a JSON patch: {e}")))?;
+                api.patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::<()>::Json(patch)).await
+            }
+        };
+        to_json(&result.map_err(kube_error)?)
+    }
+    async fn delete(&self, target: &KubeTarget, name: &str) -> Result<(), KubeCallError> {
+        self.api(target)?.delete(name, &kube::api::DeleteParams::background()).await.map_err(kube_error).map(|_| ())
+    }
+}
+
+/// Bounds of the per-plugin cache.
+pub const CACHE_MAX_ENTRIES: usize = 4096;
+/// Largest value the cache keeps, in bytes.
+pub const CACHE_MAX_VALUE: usize = 256 * 1024;
+/// Longest time-to-live, in seconds.
+pub const CACHE_MAX_TTL_SECONDS: u32 = 24 * 3600;
+
+/// The key/value cache behind the `cache` import, namespaced per plugin and bounded.
+#[derive(Debug, Default)]
+pub struct PluginCache {
+    entries: Mutex<HashMap<(String, String), (Vec<u8>, Instant)>>,
+}
+
+impl PluginCache {
+    /// Reads a live entry.
+    pub fn get(&self, plugin: &str, key: &str) -> Option<Vec<u8>> {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let k = (plugin.to_string(), key.to_string());
+        match entries.get(&k) {
+            Some((value, expiry)) if *expiry > Instant::now() => Some(value.clone()),
+            Some(_) => {
+                entries.remove(&k);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Stores an entry; values over [`CACHE_MAX_VALUE`] are refused (returns false).
+    pub fn set(&self, plugin: &str, key: &str, value: Vec<u8>, ttl_seconds: u32) -> bool {
+        if value.len() > CACHE_MAX_VALUE || key.len() > 1024 {
+            return false;
+        }
+        let now = Instant::now();
+        let expiry = now + Duration::from_secs(u64::from(ttl_seconds.min(CACHE_MAX_TTL_SECONDS)));
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if entries.len() >= CACHE_MAX_ENTRIES {
+            entries.retain(|_, (_, e)| *e > now);
+            if entries.len() >= CACHE_MAX_ENTRIES {
+                // Still full: drop the entry closest to expiry.
+                if let Some(k) = entries.iter().min_by_key(|(_, (_, e))| *e).map(|(k, _)| k.clone()) {
+                    entries.remove(&k);
+                }
+            }
+        }
+        entries.insert((plugin.to_string(), key.to_string()), (value, expiry));
+        true
+    }
+
+    /// Removes an entry.
+    pub fn remove(&self, plugin: &str, key: &str) {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).remove(&(plugin.to_string(), key.to_string()));
+    }
+}
+
+/// The services every plugin call can reach (through its grants).
+#[derive(Clone)]
+pub struct HostServices {
+    /// Secret source.
+    pub secrets: Arc<dyn SecretStore>,
+    /// Kubernetes access.
+    pub kube: Arc<dyn KubeBackend>,
+    /// The shared cache.
+    pub cache: Arc<PluginCache>,
+}
+
+impl Default for HostServices {
+    fn default() -> Self {
+        HostServices {
+            secrets: Arc::new(StaticSecrets::default()),
+            kube: Arc::new(NoKube),
+            cache: Arc::new(PluginCache::default()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_is_namespaced_per_plugin_and_expires() {
+        let cache = PluginCache::default();
+        assert!(cache.set("a", "k", b"v".to_vec(), 60));
+        assert_eq!(cache.get("a", "k"), Some(b"v".to_vec()));
+        assert_eq!(cache.get("b", "k"), None);
+        assert!(cache.set("a", "gone", b"v".to_vec(), 0));
+        assert_eq!(cache.get("a", "gone"), None);
+        cache.remove("a", "k");
+        assert_eq!(cache.get("a", "k"), None);
+        assert!(!cache.set("a", "big", vec![0; CACHE_MAX_VALUE + 1], 60));
+    }
+
+    #[test]
+    fn cache_stays_bounded() {
+        let cache = PluginCache::default();
+        for i in 0..CACHE_MAX_ENTRIES + 10 {
+            cache.set("a", &i.to_string(), vec![1], 60);
+        }
+        assert!(cache.entries.lock().unwrap().len() <= CACHE_MAX_ENTRIES);
+    }
+}
