@@ -1,0 +1,167 @@
+//! Deny by default: each gated host import is refused with an empty grant (and the refusal
+//! names the line to add), and works once both the manifest and the grants allow it.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use common::{class, hostile};
+use joinery_runtime::CallError;
+use joinery_runtime::services::{HostServices, KubeBackend, KubeCallError, KubeTarget, PatchType, StaticSecrets};
+use joinery_runtime::types::{CloudError, InstanceType};
+use serde_json::json;
+
+const NO_GRANTS: &str = "plugins: {}\n";
+
+fn observed(types: &[InstanceType]) -> String {
+    types[0]
+        .requirements
+        .iter()
+        .find(|r| r.key == "hostile.joinery.dev/result")
+        .map(|r| r.values.join(","))
+        .unwrap_or_default()
+}
+
+fn internal_message(err: CallError) -> String {
+    match err {
+        CallError::Cloud { error: CloudError::Internal(m), .. } => m,
+        other => panic!("expected the plugin to report the import's error, got {other:?}"),
+    }
+}
+
+/// A one-route HTTP server on loopback that counts connections.
+async fn http_server() -> (u16, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = hits.clone();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else { break };
+            counter.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let _ = socket.read(&mut buf).await;
+                let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok").await;
+            });
+        }
+    });
+    (port, hits)
+}
+
+#[tokio::test]
+async fn http_is_denied_without_a_grant_and_no_connection_is_made() {
+    let (port, hits) = http_server().await;
+    let plugin = hostile(NO_GRANTS, Default::default());
+    let url = format!("http://127.0.0.1:{port}/x");
+    let err = plugin.get_instance_types(&class(json!({"mode": "http", "url": url}))).await.unwrap_err();
+    let message = internal_message(err).to_lowercase();
+    assert!(message.contains("denied"), "{message}");
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "a denied request must not connect");
+}
+
+#[tokio::test]
+async fn http_works_to_an_exactly_granted_loopback_address() {
+    let (port, hits) = http_server().await;
+    let plugin = hostile("plugins:\n  hostile:\n    http: [\"http://127.0.0.1:*\"]\n", Default::default());
+    let url = format!("http://127.0.0.1:{port}/x");
+    let types = plugin.get_instance_types(&class(json!({"mode": "http", "url": url}))).await.unwrap();
+    assert_eq!(observed(&types), "http-200");
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn http_to_a_granted_name_resolving_to_loopback_is_denied() {
+    let (port, hits) = http_server().await;
+    // The manifest requests 127.0.0.1 only, so grant and request `localhost` through a
+    // pattern both sides share: the name matches, but it resolves to a loopback address.
+    let plugin = hostile("plugins:\n  hostile:\n    http: [\"http://127.0.0.1:*\", \"http://localhost:*\"]\n", Default::default());
+    let url = format!("http://localhost:{port}/x");
+    let err = plugin.get_instance_types(&class(json!({"mode": "http", "url": url}))).await.unwrap_err();
+    assert!(internal_message(err).to_lowercase().contains("denied"));
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+}
+
+/// A Kubernetes backend that answers every get with a fixed object and counts calls.
+#[derive(Default)]
+struct FakeKube {
+    calls: AtomicUsize,
+}
+
+#[async_trait]
+impl KubeBackend for FakeKube {
+    async fn get(&self, target: &KubeTarget, name: &str) -> Result<String, KubeCallError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Ok(json!({"kind": "ConfigMap", "metadata": {"name": name, "namespace": target.namespace}}).to_string())
+    }
+    async fn list(&self, _: &KubeTarget, _: Option<&str>) -> Result<String, KubeCallError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Ok(json!({"items": []}).to_string())
+    }
+    async fn create(&self, _: &KubeTarget, _: &str) -> Result<String, KubeCallError> {
+        Err(KubeCallError::Invalid("not in this test".into()))
+    }
+    async fn patch(&self, _: &KubeTarget, _: &str, _: PatchType, _: &str) -> Result<String, KubeCallError> {
+        Err(KubeCallError::Invalid("not in this test".into()))
+    }
+    async fn delete(&self, _: &KubeTarget, _: &str) -> Result<(), KubeCallError> {
+        Err(KubeCallError::Invalid("not in this test".into()))
+    }
+}
+
+fn with_kube(kube: Arc<FakeKube>) -> HostServices {
+    HostServices { kube, ..Default::default() }
+}
+
+#[tokio::test]
+async fn kubernetes_is_denied_without_a_grant() {
+    let kube = Arc::new(FakeKube::default());
+    let plugin = hostile(NO_GRANTS, with_kube(kube.clone()));
+    let err = plugin.get_instance_types(&class(json!({"mode": "kube"}))).await.unwrap_err();
+    let message = internal_message(err);
+    assert!(message.starts_with("denied"), "{message}");
+    assert!(message.contains("resources: [configmaps]") && message.contains("grants file"), "{message}");
+    assert_eq!(kube.calls.load(Ordering::SeqCst), 0, "a denied call must not reach the cluster");
+}
+
+#[tokio::test]
+async fn kubernetes_works_when_granted_and_only_for_the_granted_verb() {
+    let kube = Arc::new(FakeKube::default());
+    let grants = "plugins:\n  hostile:\n    kubernetes:\n      - {group: \"\", resources: [configmaps], verbs: [get]}\n";
+    let plugin = hostile(grants, with_kube(kube.clone()));
+    plugin.get_instance_types(&class(json!({"mode": "kube"}))).await.unwrap();
+    assert_eq!(kube.calls.load(Ordering::SeqCst), 1);
+    let err = plugin.get_instance_types(&class(json!({"mode": "kube", "verb": "list"}))).await.unwrap_err();
+    assert!(internal_message(err).contains("verbs: [list]"));
+    assert_eq!(kube.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn secrets_are_denied_without_a_grant_and_readable_with_one() {
+    let secrets = StaticSecrets::default().with("test-secret", &[("user", b"u"), ("key", b"k")]);
+    let services = HostServices { secrets: Arc::new(secrets), ..Default::default() };
+    let denied = hostile(NO_GRANTS, services.clone());
+    let err = denied.get_instance_types(&class(json!({"mode": "secret"}))).await.unwrap_err();
+    let message = internal_message(err);
+    assert!(message.starts_with("denied") && message.contains("plugins.hostile.secrets"), "{message}");
+
+    let granted = hostile("plugins:\n  hostile:\n    secrets: [test-secret]\n", services);
+    let types = granted.get_instance_types(&class(json!({"mode": "secret"}))).await.unwrap();
+    assert_eq!(observed(&types), "secret-2-keys");
+    let err = granted.get_instance_types(&class(json!({"mode": "secret", "secret": "other"}))).await.unwrap_err();
+    assert!(internal_message(err).starts_with("denied"));
+}
+
+#[tokio::test]
+async fn cache_config_and_log_are_always_available() {
+    let plugin = hostile("plugins:\n  hostile:\n    config: {mode: cache}\n", Default::default());
+    // The mode comes from the operator's config this time: the config import works.
+    plugin.get_instance_types(&class(json!({}))).await.expect("cache round trip");
+    plugin
+        .get_instance_types(&class(json!({"mode": "log", "count": 500})))
+        .await
+        .expect("logging (even too much) never fails a call");
+}

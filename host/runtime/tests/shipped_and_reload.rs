@@ -1,0 +1,221 @@
+//! The shipped plugins through the real runtime, directory loading, digests, the compile
+//! cache, and hot reload keeping the last good set.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::engine;
+use joinery_runtime::builtin::builtin_manifests;
+use joinery_runtime::engine::{EngineOptions, PluginEngine};
+use joinery_runtime::grants::Grants;
+use joinery_runtime::manifest::{PluginKind, PluginManifest};
+use joinery_runtime::plugin::{LoadContext, sha256_hex};
+use joinery_runtime::registry::PluginRegistry;
+use joinery_runtime::types::{KeyValue, PriceRequest, RenderContext, Taint};
+use joinery_runtime::{CallError, LoadError};
+
+fn registry(dirs: Vec<std::path::PathBuf>) -> Result<PluginRegistry, LoadError> {
+    let cx = LoadContext::new(engine(), Grants::default(), Default::default()).unwrap();
+    PluginRegistry::load(cx, dirs, true)
+}
+
+fn context(user_data: &str) -> RenderContext {
+    RenderContext {
+        node_claim: "default-abc12".into(),
+        node_pool: "default".into(),
+        labels: vec![
+            KeyValue { key: "topology.kubernetes.io/zone".into(), value: "zone-b".into() },
+            KeyValue { key: "karpenter.sh/nodepool".into(), value: "default".into() },
+        ],
+        taints: vec![Taint { key: "dedicated".into(), value: Some("gpu".into()), effect: "NoSchedule".into() }],
+        startup_taints: vec![],
+        kubelet: "{}".into(),
+        instance_type: Some("c3-8".into()),
+        zone: Some("zone-b".into()),
+        capacity_type: Some("spot".into()),
+        cluster_name: "demo".into(),
+        cluster_endpoint: "https://10.0.0.1:6443".into(),
+        provider_id_prefix: "sim://".into(),
+        user_data: Some(user_data.into()),
+        parameters: vec![KeyValue { key: "token".into(), value: "s3cr3t".into() }],
+        secrets: vec![],
+        resource_requests: vec![],
+    }
+}
+
+#[tokio::test]
+async fn template_renderer_replaces_only_its_placeholders() {
+    let set = registry(vec![]).unwrap().current();
+    let template = set.require("template", PluginKind::UserdataRenderer).unwrap();
+    let input = "#!/bin/sh\r\necho $HOME {{.Names}} {{ joinery.nodeClaim }}\nlabels={{joinery.nodeLabels}}\ntaints={{joinery.nodeTaints}}  \n";
+    let out = template.render(&context(input)).await.unwrap();
+    assert_eq!(
+        out,
+        "#!/bin/sh\r\necho $HOME {{.Names}} default-abc12\nlabels=karpenter.sh/nodepool=default,topology.kubernetes.io/zone=zone-b\ntaints=dedicated=gpu:NoSchedule,karpenter.sh/unregistered:NoExecute  \n"
+    );
+}
+
+#[tokio::test]
+async fn template_renderer_rejects_unknown_placeholders_as_a_render_error() {
+    let set = registry(vec![]).unwrap().current();
+    let template = set.require("template", PluginKind::UserdataRenderer).unwrap();
+    let err = template.render(&context("{{joinery.bogus}}")).await.unwrap_err();
+    assert!(matches!(err, CallError::Render { .. }), "{err:?}");
+    assert!(err.to_string().contains("bogus"), "{err}");
+}
+
+#[tokio::test]
+async fn k3s_renderer_joins_with_the_registration_taint() {
+    let set = registry(vec![]).unwrap().current();
+    let k3s = set.require("k3s", PluginKind::UserdataRenderer).unwrap();
+    let out = k3s.render(&context("")).await.unwrap();
+    assert!(out.contains("karpenter.sh/unregistered:NoExecute"), "{out}");
+    assert!(out.contains("dedicated=gpu:NoSchedule"), "{out}");
+    assert!(out.contains("default-abc12"), "{out}");
+    assert!(out.contains("s3cr3t"), "the token parameter must reach the config: {out}");
+}
+
+#[tokio::test]
+async fn synthetic_pricing_orders_by_size_and_keeps_one_price_per_request() {
+    let set = registry(vec![]).unwrap().current();
+    let pricing = set.require("synthetic-pricing", PluginKind::Pricing).unwrap();
+    let request = |name: &str, cpus: u64| PriceRequest {
+        instance_type: name.into(),
+        zone: "zone-a".into(),
+        capacity_type: "on-demand".into(),
+        cpu_millis: cpus * 1000,
+        memory_bytes: cpus * 2 << 30,
+        gpu_count: 0,
+        known_price: None,
+        labels: vec![],
+    };
+    let prices = pricing.price(&[request("c3-4", 2), request("c3-8", 4), request("c3-16", 8)]).await.unwrap();
+    let prices: Vec<f64> = prices.into_iter().map(|p| p.expect("synthetic prices are always known")).collect();
+    assert!(prices[0] < prices[1] && prices[1] < prices[2], "{prices:?}");
+}
+
+#[test]
+fn shipped_plugins_fit_the_size_budget() {
+    for (manifest, wasm) in builtin_manifests() {
+        assert!(wasm.len() <= 512 * 1024, "{} is {} bytes, over the 512 KiB budget", manifest.name, wasm.len());
+    }
+}
+
+/// Writes a plugin directory the way the kubelet mounts a ConfigMap: the files live in a
+/// timestamped hidden directory, `..data` points at it, and the visible names are symlinks.
+fn write_configmap_dir(root: &Path, name: &str, generation: u32, manifest: &str, wasm: &[u8]) {
+    let dir = root.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = format!("..gen_{generation}");
+    std::fs::create_dir_all(dir.join(&data)).unwrap();
+    std::fs::write(dir.join(&data).join("plugin.yaml"), manifest).unwrap();
+    std::fs::write(dir.join(&data).join("plugin.wasm"), wasm).unwrap();
+    let tmp = dir.join("..data_tmp");
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(&data, &tmp).unwrap();
+    std::fs::rename(&tmp, dir.join("..data")).unwrap();
+    for file in ["plugin.yaml", "plugin.wasm"] {
+        let link = dir.join(file);
+        if std::fs::symlink_metadata(&link).is_err() {
+            std::os::unix::fs::symlink(format!("..data/{file}"), &link).unwrap();
+        }
+    }
+}
+
+fn template_parts() -> (PluginManifest, &'static [u8]) {
+    builtin_manifests().into_iter().find(|(m, _)| m.name == "template").unwrap()
+}
+
+fn manifest_text(mut manifest: PluginManifest, name: &str, sha: &str) -> String {
+    manifest.name = name.into();
+    manifest.sha256 = Some(sha.into());
+    serde_yaml::to_string(&manifest).unwrap()
+}
+
+#[tokio::test]
+async fn hot_reload_swaps_good_sets_and_keeps_the_last_good_one_on_a_broken_update() {
+    let root = tempfile::tempdir().unwrap();
+    let (manifest, wasm) = template_parts();
+    let sha = sha256_hex(wasm);
+    write_configmap_dir(root.path(), "mine", 1, &manifest_text(manifest.clone(), "my-renderer", &sha), wasm);
+    let registry = Arc::new(registry(vec![root.path().to_path_buf()]).unwrap());
+    let first = registry.current().require("my-renderer", PluginKind::UserdataRenderer).unwrap();
+    assert!(matches!(first.source(), joinery_runtime::plugin::PluginSource::Directory(_)));
+    assert!(!registry.reload_if_changed().unwrap(), "nothing changed yet");
+
+    // A broken update: the digest no longer matches the component.
+    let wrong = "0".repeat(64);
+    write_configmap_dir(root.path(), "mine", 2, &manifest_text(manifest.clone(), "my-renderer", &wrong), wasm);
+    let err = registry.reload_if_changed().unwrap_err();
+    assert!(matches!(err, LoadError::Digest { .. }), "{err}");
+    assert!(registry.last_error().unwrap().contains("sha256 mismatch"));
+    let still = registry.current().require("my-renderer", PluginKind::UserdataRenderer).unwrap();
+    assert_eq!(still.render(&context("ok {{joinery.zone}}")).await.unwrap(), "ok zone-b", "last good set keeps serving");
+
+    // A good update (renamed plugin) is swapped in.
+    write_configmap_dir(root.path(), "mine", 3, &manifest_text(manifest, "renamed", &sha), wasm);
+    assert!(registry.reload_if_changed().unwrap());
+    let set = registry.current();
+    assert!(set.get("my-renderer").is_none());
+    assert!(set.require("renamed", PluginKind::UserdataRenderer).is_ok());
+    assert!(registry.last_error().is_none());
+}
+
+#[test]
+fn directory_plugins_need_a_matching_digest() {
+    let root = tempfile::tempdir().unwrap();
+    let (manifest, wasm) = template_parts();
+    let mut without = manifest.clone();
+    without.name = "nodigest".into();
+    write_configmap_dir(root.path(), "a", 1, &serde_yaml::to_string(&without).unwrap(), wasm);
+    let err = registry(vec![root.path().to_path_buf()]).err().expect("a digest is required");
+    assert!(err.to_string().contains(&format!("sha256: {}", sha256_hex(wasm))), "the error gives the line to add: {err}");
+}
+
+#[test]
+fn duplicate_names_in_directories_are_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let (manifest, wasm) = template_parts();
+    let sha = sha256_hex(wasm);
+    write_configmap_dir(root.path(), "a", 1, &manifest_text(manifest.clone(), "same", &sha), wasm);
+    write_configmap_dir(root.path(), "b", 1, &manifest_text(manifest, "same", &sha), wasm);
+    let err = registry(vec![root.path().to_path_buf()]).err().expect("duplicates are refused");
+    assert!(matches!(err, LoadError::Duplicate { .. }), "{err}");
+}
+
+#[test]
+fn compile_cache_is_used_and_a_corrupt_entry_is_a_miss() {
+    let cache = tempfile::tempdir().unwrap();
+    let engine = PluginEngine::new(&EngineOptions { pooling: false, cache_dir: Some(cache.path().into()), ..Default::default() }).unwrap();
+    let (_, wasm) = template_parts();
+    let digest = sha256_hex(wasm);
+    engine.compile("template", &digest, wasm).unwrap();
+    let entries: Vec<_> = std::fs::read_dir(cache.path()).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(entries.len(), 1, "one cache entry per digest");
+    assert!(entries[0].file_name().unwrap().to_string_lossy().starts_with(&digest));
+    engine.compile("template", &digest, wasm).expect("loads from the cache");
+    std::fs::write(&entries[0], b"not a compiled component").unwrap();
+    engine.compile("template", &digest, wasm).expect("a corrupt entry is recompiled");
+    assert_ne!(std::fs::read(&entries[0]).unwrap(), b"not a compiled component", "and rewritten");
+}
+
+#[test]
+fn a_renderer_importing_the_network_is_refused_at_load() {
+    // The hostile plugin is a cloud-provider component; declared as a renderer, the host
+    // refuses it before running anything.
+    let mut manifest = common::hostile_manifest();
+    manifest.kind = PluginKind::UserdataRenderer;
+    manifest.node_class = None;
+    manifest.capabilities = Default::default();
+    let cx = LoadContext::new(engine(), Grants::default(), Default::default()).unwrap();
+    let bytes = joinery_runtime::plugin::PluginBytes {
+        manifest,
+        source: joinery_runtime::plugin::PluginSource::Builtin,
+        wasm: common::hostile_wasm(),
+        compiled: None,
+    };
+    let err = joinery_runtime::plugin::LoadedPlugin::load(&cx, bytes).unwrap_err();
+    assert!(matches!(err, LoadError::Import { .. }), "{err}");
+}
