@@ -85,7 +85,7 @@ pub struct RequestedCapabilities {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Limits {
     /// Linear memory a single call may use, in MiB.
-    #[serde(default = "Limits::default_memory")]
+    #[serde(default = "Limits::default_memory", rename = "memoryMiB")]
     pub memory_mib: u32,
     /// Deadline of a single call, in milliseconds (CPU via epoch interruption, and wall clock).
     #[serde(default = "Limits::default_timeout")]

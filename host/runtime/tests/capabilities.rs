@@ -76,9 +76,12 @@ async fn http_works_to_an_exactly_granted_loopback_address() {
 #[tokio::test]
 async fn http_to_a_granted_name_resolving_to_loopback_is_denied() {
     let (port, hits) = http_server().await;
-    // The manifest requests 127.0.0.1 only, so grant and request `localhost` through a
-    // pattern both sides share: the name matches, but it resolves to a loopback address.
-    let plugin = hostile("plugins:\n  hostile:\n    http: [\"http://127.0.0.1:*\", \"http://localhost:*\"]\n", Default::default());
+    // Both sides allow the *name* localhost; it resolves to a loopback address, which only an
+    // exact address grant may reach.
+    let mut manifest = common::hostile_manifest();
+    manifest.capabilities.http.push(joinery_runtime::grants::HttpPattern::parse("http://localhost:*").unwrap());
+    let plugin =
+        common::hostile_with(manifest, "plugins:\n  hostile:\n    http: [\"http://localhost:*\"]\n", Default::default());
     let url = format!("http://localhost:{port}/x");
     let err = plugin.get_instance_types(&class(json!({"mode": "http", "url": url}))).await.unwrap_err();
     assert!(internal_message(err).to_lowercase().contains("denied"));

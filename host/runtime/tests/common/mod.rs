@@ -1,3 +1,4 @@
+#![allow(missing_docs)]
 //! Shared helpers for the runtime's integration tests.
 #![allow(dead_code)]
 
@@ -38,9 +39,14 @@ pub fn hostile_wasm() -> &'static [u8] {
 
 /// Loads the hostile plugin under the given grants file text and services.
 pub fn hostile(grants: &str, services: HostServices) -> Arc<LoadedPlugin> {
+    hostile_with(hostile_manifest(), grants, services)
+}
+
+/// Loads the hostile component under a modified manifest.
+pub fn hostile_with(manifest: PluginManifest, grants: &str, services: HostServices) -> Arc<LoadedPlugin> {
     let grants = Grants::parse(grants, "test grants").unwrap();
     let cx = LoadContext::new(engine(), grants, services).unwrap();
-    let bytes = PluginBytes { manifest: hostile_manifest(), source: PluginSource::Builtin, wasm: hostile_wasm(), compiled: None };
+    let bytes = PluginBytes { manifest, source: PluginSource::Builtin, wasm: hostile_wasm(), compiled: None };
     Arc::new(LoadedPlugin::load(&cx, bytes).unwrap())
 }
 
