@@ -9,6 +9,9 @@
 //! [`crds`] / [`crds_yaml`] build the three CRDs from these types (kube's `CustomResource`
 //! derive plus schema attributes), matching upstream's schemas: defaults, enums, patterns,
 //! bounds, list/map markers and CEL validation rules.
+//!
+//! Well-known label, taint, annotation and finalizer names live in the pure core
+//! (`joinery_core::labels`), shared by every layer.
 
 pub mod condition;
 pub mod duration;
@@ -18,7 +21,6 @@ pub mod nodepool;
 pub mod patterns;
 pub mod requirements;
 mod schema;
-pub mod well_known;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
