@@ -1,0 +1,605 @@
+//! The HTTP front end: routing, discovery documents, verbs and watch streams.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use crate::error::ApiError;
+use crate::resources::{ResourceKind, api_group, resource_list};
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::store::{EventType, ListOptions, Store, StoredEvent, WriteTarget, now_timestamp};
+
+/// State shared by every connection.
+pub(crate) struct Shared {
+    pub(crate) store: Store,
+    pub(crate) bookmark_interval: Duration,
+    /// Bumped to end every open watch stream.
+    pub(crate) watch_epoch: watch::Sender<u64>,
+    /// While `true`, new watch streams wait before reading history.
+    pub(crate) watches_paused: watch::Sender<bool>,
+    /// How many watches were answered with `410 Gone`.
+    pub(crate) expired_watches: AtomicU64,
+}
+
+/// A response body: either complete or a stream of chunks (watches).
+pub(crate) enum ResponseBody {
+    Complete(Option<Bytes>),
+    Streaming(mpsc::Receiver<Bytes>),
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            ResponseBody::Complete(data) => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            ResponseBody::Streaming(chunks) => chunks.poll_recv(cx).map(|chunk| chunk.map(|d| Ok(Frame::data(d)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, ResponseBody::Complete(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ResponseBody::Complete(Some(data)) => SizeHint::with_exact(data.len() as u64),
+            ResponseBody::Complete(None) => SizeHint::with_exact(0),
+            ResponseBody::Streaming(_) => SizeHint::default(),
+        }
+    }
+}
+
+type HttpResponse = Response<ResponseBody>;
+
+fn json_response(code: u16, value: &Value) -> HttpResponse {
+    Response::builder()
+        .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(ResponseBody::Complete(Some(Bytes::from(value.to_string()))))
+        .expect("static response parts are valid")
+}
+
+/// Accepts connections until `shutdown` turns true.
+pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    let connections_shutdown = shutdown.clone();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(pair) => pair,
+                    Err(error) => {
+                        tracing::warn!(%error, "accept failed");
+                        continue;
+                    }
+                };
+                let shared = shared.clone();
+                let mut connection_shutdown = connections_shutdown.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |request| {
+                        let shared = shared.clone();
+                        async move { Ok::<_, Infallible>(handle(shared, request).await) }
+                    });
+                    let connection = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+                    tokio::select! {
+                        result = connection => {
+                            if let Err(error) = result {
+                                tracing::debug!(%error, %peer, "connection ended with an error");
+                            }
+                        }
+                        _ = connection_shutdown.wait_for(|stop| *stop) => {}
+                    }
+                });
+            }
+            _ = shutdown.wait_for(|stop| *stop) => break,
+        }
+    }
+    tracing::debug!("API server stopped accepting connections");
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        match bytes[index] {
+            b'+' => decoded.push(b' '),
+            b'%' if index + 2 < bytes.len() => {
+                let hex_digits = std::str::from_utf8(&bytes[index + 1..index + 3]).ok();
+                match hex_digits.and_then(|digits| u8::from_str_radix(digits, 16).ok()) {
+                    Some(byte) => {
+                        decoded.push(byte);
+                        index += 2;
+                    }
+                    None => decoded.push(b'%'),
+                }
+            }
+            other => decoded.push(other),
+        }
+        index += 1;
+    }
+    String::from_utf8_lossy(&decoded).into_owned()
+}
+
+fn parse_query(query: Option<&str>) -> HashMap<String, String> {
+    query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (percent_decode(key), percent_decode(value))
+        })
+        .collect()
+}
+
+/// Everything a handler needs from the request.
+struct Call<'a> {
+    method: &'a Method,
+    query: &'a HashMap<String, String>,
+    content_type: &'a str,
+    body: &'a Bytes,
+}
+
+impl Call<'_> {
+    fn flag(&self, name: &str) -> bool {
+        matches!(self.query.get(name).map(String::as_str), Some("true") | Some("1"))
+    }
+
+    fn body_json(&self) -> Result<Value, ApiError> {
+        if self.body.is_empty() {
+            return Ok(Value::Null);
+        }
+        if self.content_type.contains("protobuf") || self.content_type.contains("cbor") {
+            // Only JSON is spoken; clients such as kubectl fall back to JSON on 415.
+            return Err(ApiError::unsupported_media_type(self.content_type));
+        }
+        serde_json::from_slice(self.body).map_err(|error| ApiError::bad_request(format!("invalid JSON body: {error}")))
+    }
+
+    fn list_options(&self) -> Result<ListOptions, ApiError> {
+        let text = |name: &str| self.query.get(name).filter(|v| !v.is_empty()).cloned();
+        let labels = LabelSelector::parse(&text("labelSelector").unwrap_or_default())
+            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+        let fields = FieldSelector::parse(&text("fieldSelector").unwrap_or_default())
+            .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+        let limit = match text("limit") {
+            Some(limit) => Some(limit.parse().map_err(|_| ApiError::bad_request(format!("invalid limit {limit:?}")))?),
+            None => None,
+        };
+        Ok(ListOptions {
+            labels,
+            fields,
+            limit,
+            continue_token: text("continue"),
+            resource_version: text("resourceVersion"),
+            resource_version_match: text("resourceVersionMatch"),
+        })
+    }
+}
+
+async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> HttpResponse {
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let query = parse_query(request.uri().query());
+    let content_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or_default().trim().to_string())
+        .unwrap_or_default();
+    let body = match request.into_body().collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => return json_response(400, &ApiError::bad_request(format!("could not read body: {error}")).to_status()),
+    };
+    let call = Call { method: &method, query: &query, content_type: &content_type, body: &body };
+    let response = match route(&shared, &path, &call).await {
+        Ok(response) => response,
+        Err(error) => json_response(error.code, &error.to_status()),
+    };
+    tracing::debug!(%method, %path, status = response.status().as_u16(), "request served");
+    response
+}
+
+async fn route(shared: &Arc<Shared>, path: &str, call: &Call<'_>) -> Result<HttpResponse, ApiError> {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let store = &shared.store;
+    match segments.as_slice() {
+        ["version"] => Ok(json_response(200, &version_info())),
+        ["healthz"] | ["livez"] | ["readyz"] => Ok(Response::builder()
+            .status(200)
+            .header(header::CONTENT_TYPE, "text/plain")
+            .body(ResponseBody::Complete(Some(Bytes::from_static(b"ok"))))
+            .expect("static response parts are valid")),
+        ["api"] => Ok(json_response(
+            200,
+            &json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}]}),
+        )),
+        ["api", "v1"] => Ok(json_response(200, &resource_list("v1", &store.kinds_at("", "v1")))),
+        ["apis"] => {
+            let groups: Vec<Value> = store.groups().iter().map(|(group, versions)| api_group(group, versions)).collect();
+            Ok(json_response(200, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})))
+        }
+        ["apis", group] => {
+            let groups = store.groups();
+            let (name, versions) = groups.iter().find(|(g, _)| g == group).ok_or_else(ApiError::no_such_resource)?;
+            Ok(json_response(200, &api_group(name, versions)))
+        }
+        ["apis", group, version] => {
+            let kinds = store.kinds_at(group, version);
+            if kinds.is_empty() {
+                return Err(ApiError::no_such_resource());
+            }
+            Ok(json_response(200, &resource_list(&format!("{group}/{version}"), &kinds)))
+        }
+        ["api", "v1", rest @ ..] => resource_request(shared, "", "v1", rest, call).await,
+        ["apis", group, version, rest @ ..] => resource_request(shared, group, version, rest, call).await,
+        _ => Err(ApiError::no_such_resource()),
+    }
+}
+
+fn version_info() -> Value {
+    json!({
+        "major": "1",
+        "minor": "33",
+        "gitVersion": "v1.33.0-joinery-sim",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.24.0",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    })
+}
+
+async fn resource_request(
+    shared: &Arc<Shared>,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    call: &Call<'_>,
+) -> Result<HttpResponse, ApiError> {
+    let store = &shared.store;
+    let (namespace, plural, tail) = match rest {
+        ["namespaces", namespace, plural, tail @ ..]
+            if store.lookup(group, version, plural).is_some_and(|k| k.namespaced) =>
+        {
+            (Some(*namespace), *plural, tail)
+        }
+        [plural, tail @ ..] => (None, *plural, tail),
+        [] => return Err(ApiError::no_such_resource()),
+    };
+    if tail.len() > 2 {
+        return Err(ApiError::no_such_resource());
+    }
+    let kind = store.lookup(group, version, plural).ok_or_else(ApiError::no_such_resource)?;
+    let name = tail.first().copied();
+    let subresource = tail.get(1).copied();
+    if (!kind.namespaced && namespace.is_some()) || (kind.namespaced && namespace.is_none() && name.is_some()) {
+        return Err(ApiError::no_such_resource());
+    }
+    let method = call.method;
+    match (name, subresource) {
+        (None, None) => match *method {
+            Method::GET if call.flag("watch") => start_watch(shared, kind, namespace, None, call),
+            Method::GET => Ok(json_response(200, &store.list(&kind, namespace, &call.list_options()?)?)),
+            Method::POST => Ok(json_response(201, &store.create(&kind, namespace, call.body_json()?)?)),
+            Method::DELETE => Ok(json_response(200, &store.delete_collection(&kind, namespace, &call.list_options()?)?)),
+            _ => Err(ApiError::method_not_allowed(format!("{method} is not supported on a collection"))),
+        },
+        (Some(name), None) => match *method {
+            Method::GET if call.flag("watch") => start_watch(shared, kind, namespace, Some(name.to_string()), call),
+            Method::GET => Ok(json_response(200, &store.get(&kind, namespace, name)?)),
+            Method::PUT => {
+                let body = call.body_json()?;
+                Ok(json_response(200, &store.update(&kind, namespace, name, WriteTarget::Main, |_| Ok(body))?))
+            }
+            Method::PATCH => patch(store, &kind, namespace, name, WriteTarget::Main, call),
+            Method::DELETE => {
+                let options = call.body_json()?;
+                Ok(json_response(200, &store.delete(&kind, namespace, name, &options)?))
+            }
+            _ => Err(ApiError::method_not_allowed(format!("{method} is not supported on an object"))),
+        },
+        (Some(name), Some("status")) if kind.has_status => match *method {
+            Method::GET => Ok(json_response(200, &store.get(&kind, namespace, name)?)),
+            Method::PUT => {
+                let body = call.body_json()?;
+                Ok(json_response(200, &store.update(&kind, namespace, name, WriteTarget::Status, |_| Ok(body))?))
+            }
+            Method::PATCH => patch(store, &kind, namespace, name, WriteTarget::Status, call),
+            _ => Err(ApiError::method_not_allowed(format!("{method} is not supported on the status subresource"))),
+        },
+        (Some(_), Some(other)) if kind.extra_subresources.iter().any(|s| s.name == other) => Err(
+            ApiError::method_not_allowed(format!("the {}/{other} subresource is not emulated yet", kind.plural)),
+        ),
+        _ => Err(ApiError::no_such_resource()),
+    }
+}
+
+fn patch(
+    store: &Store,
+    kind: &Arc<ResourceKind>,
+    namespace: Option<&str>,
+    name: &str,
+    target: WriteTarget,
+    call: &Call<'_>,
+) -> Result<HttpResponse, ApiError> {
+    let patch_failed = |error: String| {
+        ApiError::invalid(&kind.group, &kind.kind, name, &[("patch".to_string(), error)])
+    };
+    match call.content_type {
+        "application/json-patch+json" => {
+            let operations: json_patch::Patch = serde_json::from_slice(call.body)
+                .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
+            let updated = store.update(kind, namespace, name, target, |current| {
+                let mut document = current.clone();
+                json_patch::patch(&mut document, &operations).map_err(|e| patch_failed(e.to_string()))?;
+                Ok(document)
+            })?;
+            Ok(json_response(200, &updated))
+        }
+        // Strategic merge is treated as a JSON merge patch (lists are replaced, not merged by key).
+        "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+            let changes: Value = serde_json::from_slice(call.body)
+                .map_err(|e| ApiError::bad_request(format!("invalid merge patch: {e}")))?;
+            let updated = store.update(kind, namespace, name, target, |current| {
+                let mut document = current.clone();
+                json_patch::merge(&mut document, &changes);
+                Ok(document)
+            })?;
+            Ok(json_response(200, &updated))
+        }
+        // Server-side apply is approximated as a merge patch that creates missing objects and
+        // records the field manager; field ownership and conflicts are not tracked.
+        "application/apply-patch+yaml" => {
+            let manager = call
+                .query
+                .get("fieldManager")
+                .filter(|m| !m.is_empty())
+                .cloned()
+                .ok_or_else(|| ApiError::bad_request("PATCH with apply-patch+yaml requires a fieldManager"))?;
+            let applied: Value = serde_yaml::from_slice(call.body)
+                .map_err(|e| ApiError::bad_request(format!("invalid apply configuration: {e}")))?;
+            if !applied.is_object() {
+                return Err(ApiError::bad_request("the apply configuration must be an object"));
+            }
+            let record_manager = |object: &mut Value| {
+                let entry = json!({
+                    "manager": manager,
+                    "operation": "Apply",
+                    "apiVersion": kind.api_version(),
+                    "time": now_timestamp(),
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {},
+                });
+                let metadata = &mut object["metadata"];
+                let mut entries: Vec<Value> = metadata["managedFields"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|e| e["manager"].as_str() != Some(manager.as_str()))
+                    .collect();
+                entries.push(entry);
+                metadata["managedFields"] = Value::Array(entries);
+            };
+            let result = store.update(kind, namespace, name, target, |current| {
+                let mut document = current.clone();
+                json_patch::merge(&mut document, &applied);
+                record_manager(&mut document);
+                Ok(document)
+            });
+            match result {
+                Ok(updated) => Ok(json_response(200, &updated)),
+                Err(error) if error.code == 404 && target == WriteTarget::Main => {
+                    let mut object = applied.clone();
+                    record_manager(&mut object);
+                    if object.pointer("/metadata/name").is_none() {
+                        object["metadata"]["name"] = Value::String(name.to_string());
+                    }
+                    Ok(json_response(201, &store.create(kind, namespace, object)?))
+                }
+                Err(error) => Err(error),
+            }
+        }
+        other => Err(ApiError::unsupported_media_type(other)),
+    }
+}
+
+/// What a watch stream filters on.
+struct WatchFilter {
+    name: Option<String>,
+    labels: LabelSelector,
+    fields: FieldSelector,
+}
+
+impl WatchFilter {
+    fn matches(&self, object: &Value) -> bool {
+        let name_matches = self
+            .name
+            .as_deref()
+            .is_none_or(|name| object.pointer("/metadata/name").and_then(Value::as_str) == Some(name));
+        name_matches && self.labels.matches_object(object) && self.fields.matches(object)
+    }
+
+    /// The event a client of this filter sees, if any: objects moving into or out of the
+    /// selection appear as ADDED or DELETED.
+    fn translate(&self, kind: &ResourceKind, event: &StoredEvent) -> Option<(&'static str, Value)> {
+        let mut object = event.object.clone();
+        object["apiVersion"] = Value::String(kind.api_version());
+        object["kind"] = Value::String(kind.kind.clone());
+        let now = self.matches(&object);
+        let before = event.previous.as_ref().is_some_and(|previous| self.matches(previous));
+        let event_type = match event.event_type {
+            EventType::Added if now => EventType::Added,
+            EventType::Modified if now && before => EventType::Modified,
+            EventType::Modified if now => EventType::Added,
+            EventType::Modified if before => EventType::Deleted,
+            EventType::Deleted if now => EventType::Deleted,
+            _ => return None,
+        };
+        Some((event_type.as_str(), object))
+    }
+}
+
+fn watch_line(event_type: &str, object: &Value) -> Bytes {
+    let mut line = json!({"type": event_type, "object": object}).to_string();
+    line.push('\n');
+    Bytes::from(line)
+}
+
+fn start_watch(
+    shared: &Arc<Shared>,
+    kind: Arc<ResourceKind>,
+    namespace: Option<&str>,
+    name: Option<String>,
+    call: &Call<'_>,
+) -> Result<HttpResponse, ApiError> {
+    let options = call.list_options()?;
+    let filter = WatchFilter { name, labels: options.labels, fields: options.fields };
+    let start_from = match options.resource_version.as_deref() {
+        None | Some("0") => None,
+        Some(text) => {
+            Some(text.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {text:?}")))?)
+        }
+    };
+    let settings = WatchSettings {
+        bookmarks: call.flag("allowWatchBookmarks"),
+        initial_events: call.flag("sendInitialEvents"),
+        timeout: call
+            .query
+            .get("timeoutSeconds")
+            .and_then(|t| t.parse().ok())
+            .map(Duration::from_secs)
+            .unwrap_or(Duration::from_secs(1800)),
+    };
+    let (sender, receiver) = mpsc::channel(256);
+    let shared = shared.clone();
+    let namespace = namespace.map(String::from);
+    tokio::spawn(async move {
+        run_watch(shared, kind, namespace, filter, start_from, settings, sender).await;
+    });
+    Ok(Response::builder()
+        .status(200)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(ResponseBody::Streaming(receiver))
+        .expect("static response parts are valid"))
+}
+
+struct WatchSettings {
+    bookmarks: bool,
+    initial_events: bool,
+    timeout: Duration,
+}
+
+fn bookmark(kind: &ResourceKind, version: u64, initial_events_end: bool) -> Value {
+    let mut metadata = json!({"resourceVersion": version.to_string()});
+    if initial_events_end {
+        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    json!({"kind": kind.kind, "apiVersion": kind.api_version(), "metadata": metadata})
+}
+
+async fn run_watch(
+    shared: Arc<Shared>,
+    kind: Arc<ResourceKind>,
+    namespace: Option<String>,
+    filter: WatchFilter,
+    start_from: Option<u64>,
+    settings: WatchSettings,
+    sender: mpsc::Sender<Bytes>,
+) {
+    let store = &shared.store;
+    let namespace = namespace.as_deref();
+    let mut paused = shared.watches_paused.subscribe();
+    tokio::select! {
+        waited = paused.wait_for(|paused| !*paused) => if waited.is_err() { return },
+        _ = sender.closed() => return,
+    }
+    let mut epoch = shared.watch_epoch.subscribe();
+    epoch.borrow_and_update();
+    let deadline = Instant::now() + settings.timeout;
+    let mut last_seen = match start_from {
+        Some(version) => version,
+        None => {
+            let (objects, version) = store.watch_snapshot(&kind, namespace);
+            for object in objects.iter().filter(|o| filter.matches(o)) {
+                if sender.send(watch_line("ADDED", object)).await.is_err() {
+                    return;
+                }
+            }
+            if settings.initial_events && settings.bookmarks {
+                let _ = sender.send(watch_line("BOOKMARK", &bookmark(&kind, version, true))).await;
+            }
+            version
+        }
+    };
+    let mut next_bookmark = Instant::now() + shared.bookmark_interval;
+    loop {
+        let notified = store.changed().notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        match store.events_since(&kind, namespace, last_seen) {
+            Err(expired) => {
+                shared.expired_watches.fetch_add(1, Ordering::Relaxed);
+                let status = ApiError::gone(format!("too old resource version: {last_seen} ({})", expired.oldest_watchable));
+                tracing::debug!(resource = %kind.plural, last_seen, "watch expired");
+                let _ = sender.send(watch_line("ERROR", &status.to_status())).await;
+                return;
+            }
+            Ok((events, current)) => {
+                for event in &events {
+                    if let Some((event_type, object)) = filter.translate(&kind, event)
+                        && sender.send(watch_line(event_type, &object)).await.is_err()
+                    {
+                        return;
+                    }
+                }
+                last_seen = last_seen.max(current);
+            }
+        }
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep_until(deadline) => return,
+            _ = tokio::time::sleep_until(next_bookmark), if settings.bookmarks => {
+                if sender.send(watch_line("BOOKMARK", &bookmark(&kind, last_seen, false))).await.is_err() {
+                    return;
+                }
+                next_bookmark = Instant::now() + shared.bookmark_interval;
+            }
+            _ = epoch.changed() => return,
+            _ = sender.closed() => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_strings_are_decoded() {
+        let query = parse_query(Some("labelSelector=app%20in%20(a%2Cb)&watch=true&x"));
+        assert_eq!(query["labelSelector"], "app in (a,b)");
+        assert_eq!(query["watch"], "true");
+        assert_eq!(query["x"], "");
+        assert_eq!(percent_decode("a%2"), "a%2");
+    }
+}

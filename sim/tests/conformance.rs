@@ -1,0 +1,785 @@
+//! Conformance suite for the emulated API server. Every test drives the emulator through the
+//! same `kube` client the host uses and names the behaviour it checks.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use joinery_sim::{ApiServer, ApiServerOptions};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    WatchEvent, WatchParams,
+};
+use kube::core::Status;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Client, Discovery};
+use serde_json::json;
+
+async fn start_with(options: ApiServerOptions) -> (ApiServer, Client) {
+    let server = ApiServer::start(options).await.expect("server starts");
+    let client = server.client().expect("client builds");
+    (server, client)
+}
+
+async fn start() -> (ApiServer, Client) {
+    start_with(ApiServerOptions::default()).await
+}
+
+fn api_status<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> Box<Status> {
+    match result {
+        Err(kube::Error::Api(status)) => status,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+fn config_map(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
+    let labels: BTreeMap<String, String> = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "data": {"key": "value"},
+    }))
+    .unwrap()
+}
+
+fn names<K: kube::Resource>(items: &[K]) -> Vec<String> {
+    items.iter().map(|item| item.meta().name.clone().unwrap_or_default()).collect()
+}
+
+#[tokio::test]
+async fn discovery_serves_builtin_groups_kinds_and_subresources() {
+    let (_server, client) = start().await;
+    let discovery = Discovery::new(client.clone()).run().await.unwrap();
+    for (group, version, kind) in [
+        ("", "v1", "Pod"),
+        ("", "v1", "Node"),
+        ("apps", "v1", "Deployment"),
+        ("coordination.k8s.io", "v1", "Lease"),
+        ("policy", "v1", "PodDisruptionBudget"),
+        ("storage.k8s.io", "v1", "StorageClass"),
+        ("events.k8s.io", "v1", "Event"),
+        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+    ] {
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        assert!(discovery.resolve_gvk(&gvk).is_some(), "{kind} missing from discovery");
+    }
+    let (pods, capabilities) = discovery.resolve_gvk(&GroupVersionKind::gvk("", "v1", "Pod")).unwrap();
+    assert_eq!(pods.plural, "pods");
+    assert_eq!(capabilities.scope, kube::discovery::Scope::Namespaced);
+    let (_, node_capabilities) = discovery.resolve_gvk(&GroupVersionKind::gvk("", "v1", "Node")).unwrap();
+    assert_eq!(node_capabilities.scope, kube::discovery::Scope::Cluster);
+
+    let core = client.list_core_api_resources("v1").await.unwrap();
+    let core_names: Vec<&str> = core.resources.iter().map(|r| r.name.as_str()).collect();
+    for expected in ["pods/status", "pods/eviction", "pods/binding", "nodes/status"] {
+        assert!(core_names.contains(&expected), "{expected} missing from /api/v1");
+    }
+    let eviction = core.resources.iter().find(|r| r.name == "pods/eviction").unwrap();
+    assert_eq!(eviction.kind, "Eviction");
+    assert_eq!(eviction.group.as_deref(), Some("policy"));
+    let version = client.apiserver_version().await.unwrap();
+    assert_eq!(version.major, "1");
+}
+
+#[tokio::test]
+async fn configmap_create_get_update_list_delete_round_trip() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let created = api.create(&PostParams::default(), &config_map("settings", &[])).await.unwrap();
+    let meta = &created.metadata;
+    assert_eq!(meta.namespace.as_deref(), Some("default"));
+    assert!(meta.uid.as_ref().is_some_and(|uid| uid.len() == 36));
+    assert!(meta.creation_timestamp.is_some());
+    let first_version: u64 = meta.resource_version.as_ref().unwrap().parse().unwrap();
+
+    let mut fetched = api.get("settings").await.unwrap();
+    assert_eq!(fetched.data.as_ref().unwrap()["key"], "value");
+    fetched.data.as_mut().unwrap().insert("key".into(), "changed".into());
+    let replaced = api.replace("settings", &PostParams::default(), &fetched).await.unwrap();
+    let second_version: u64 = replaced.metadata.resource_version.as_ref().unwrap().parse().unwrap();
+    assert!(second_version > first_version, "resourceVersion must increase");
+    assert_eq!(replaced.metadata.uid, created.metadata.uid);
+    assert_eq!(api.get("settings").await.unwrap().data.unwrap()["key"], "changed");
+
+    let listed = api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(names(&listed.items), vec!["settings"]);
+    let list_version: u64 = listed.metadata.resource_version.unwrap().parse().unwrap();
+    assert!(list_version >= second_version);
+
+    api.delete("settings", &DeleteParams::default()).await.unwrap();
+    let status = api_status(api.get("settings").await);
+    assert_eq!(status.code, 404);
+    assert_eq!(status.reason, "NotFound");
+}
+
+#[tokio::test]
+async fn generate_name_produces_distinct_prefixed_names() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let template: ConfigMap = serde_json::from_value(json!({"metadata": {"generateName": "job-"}})).unwrap();
+    let a = api.create(&PostParams::default(), &template).await.unwrap();
+    let b = api.create(&PostParams::default(), &template).await.unwrap();
+    let (a, b) = (a.metadata.name.unwrap(), b.metadata.name.unwrap());
+    assert!(a.starts_with("job-") && a.len() == "job-".len() + 5, "{a}");
+    assert_ne!(a, b);
+    assert_eq!(api.list(&ListParams::default()).await.unwrap().items.len(), 2);
+}
+
+#[tokio::test]
+async fn create_of_existing_name_is_409_already_exists() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    api.create(&PostParams::default(), &config_map("once", &[])).await.unwrap();
+    let status = api_status(api.create(&PostParams::default(), &config_map("once", &[])).await);
+    assert_eq!(status.code, 409);
+    assert_eq!(status.reason, "AlreadyExists");
+    assert!(status.message.contains("once"));
+}
+
+#[tokio::test]
+async fn update_with_stale_resource_version_is_409_conflict() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let original = api.create(&PostParams::default(), &config_map("contended", &[])).await.unwrap();
+    let mut first_writer = original.clone();
+    first_writer.data = Some(BTreeMap::from([("key".into(), "first".into())]));
+    api.replace("contended", &PostParams::default(), &first_writer).await.unwrap();
+    let mut second_writer = original;
+    second_writer.data = Some(BTreeMap::from([("key".into(), "second".into())]));
+    let status = api_status(api.replace("contended", &PostParams::default(), &second_writer).await);
+    assert_eq!(status.code, 409);
+    assert_eq!(status.reason, "Conflict");
+    assert_eq!(api.get("contended").await.unwrap().data.unwrap()["key"], "first");
+}
+
+#[tokio::test]
+async fn generation_bumps_on_spec_changes_but_not_status_or_metadata() {
+    let (_server, client) = start().await;
+    let api: Api<Deployment> = Api::default_namespaced(client);
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+        }
+    }))
+    .unwrap();
+    let created = api.create(&PostParams::default(), &deployment).await.unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+
+    let status_patch = Patch::Merge(json!({"status": {"replicas": 1, "readyReplicas": 1}}));
+    let after_status = api.patch_status("web", &PatchParams::default(), &status_patch).await.unwrap();
+    assert_eq!(after_status.metadata.generation, Some(1));
+    assert_eq!(after_status.status.unwrap().ready_replicas, Some(1));
+
+    let label_patch = Patch::Merge(json!({"metadata": {"labels": {"team": "a"}}}));
+    let after_labels = api.patch("web", &PatchParams::default(), &label_patch).await.unwrap();
+    assert_eq!(after_labels.metadata.generation, Some(1));
+
+    let spec_patch = Patch::Merge(json!({"spec": {"replicas": 3}}));
+    let after_spec = api.patch("web", &PatchParams::default(), &spec_patch).await.unwrap();
+    assert_eq!(after_spec.metadata.generation, Some(2));
+    assert_eq!(after_spec.spec.unwrap().replicas, Some(3));
+}
+
+#[tokio::test]
+async fn label_selectors_support_every_operator() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    for (name, labels) in [
+        ("a", vec![("app", "web"), ("tier", "front")]),
+        ("b", vec![("app", "db"), ("tier", "back")]),
+        ("c", vec![("app", "cache")]),
+        ("d", vec![]),
+    ] {
+        api.create(&PostParams::default(), &config_map(name, &labels)).await.unwrap();
+    }
+    let select = |selector: &'static str| {
+        let api = api.clone();
+        async move { names(&api.list(&ListParams::default().labels(selector)).await.unwrap().items) }
+    };
+    assert_eq!(select("app=web").await, vec!["a"]);
+    assert_eq!(select("app==db").await, vec!["b"]);
+    assert_eq!(select("app!=web").await, vec!["b", "c", "d"]);
+    assert_eq!(select("app in (web,cache)").await, vec!["a", "c"]);
+    assert_eq!(select("app notin (web,cache)").await, vec!["b", "d"]);
+    assert_eq!(select("tier").await, vec!["a", "b"]);
+    assert_eq!(select("!tier").await, vec!["c", "d"]);
+    assert_eq!(select("app,!tier").await, vec!["c"]);
+    let status = api_status(api.list(&ListParams::default().labels("app in (web")).await);
+    assert_eq!(status.code, 400);
+    assert_eq!(status.reason, "BadRequest");
+}
+
+#[tokio::test]
+async fn field_selectors_filter_by_name_namespace_node_phase_and_unschedulable() {
+    let (_server, client) = start().await;
+    let pods: Api<Pod> = Api::all(client.clone());
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "other"}})).unwrap()).await.unwrap();
+    for (namespace, name, node, phase) in
+        [("default", "p1", Some("n1"), "Running"), ("default", "p2", None, "Pending"), ("other", "p3", Some("n1"), "Running")]
+    {
+        let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        let mut pod = json!({"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "i"}]}, "status": {"phase": phase}});
+        if let Some(node) = node {
+            pod["spec"]["nodeName"] = json!(node);
+        }
+        api.create(&PostParams::default(), &serde_json::from_value(pod).unwrap()).await.unwrap();
+    }
+    let select = |selector: &'static str| {
+        let pods = pods.clone();
+        async move { names(&pods.list(&ListParams::default().fields(selector)).await.unwrap().items) }
+    };
+    assert_eq!(select("spec.nodeName=n1").await, vec!["p1", "p3"]);
+    assert_eq!(select("spec.nodeName=").await, vec!["p2"]);
+    assert_eq!(select("status.phase!=Running").await, vec!["p2"]);
+    assert_eq!(select("metadata.namespace=other").await, vec!["p3"]);
+    assert_eq!(select("metadata.name=p1,metadata.namespace=default").await, vec!["p1"]);
+
+    let nodes: Api<Node> = Api::all(client);
+    nodes.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "open"}})).unwrap()).await.unwrap();
+    nodes
+        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "cordoned"}, "spec": {"unschedulable": true}})).unwrap())
+        .await
+        .unwrap();
+    let schedulable = nodes.list(&ListParams::default().fields("spec.unschedulable=false")).await.unwrap();
+    assert_eq!(names(&schedulable.items), vec!["open"]);
+    let cordoned = nodes.list(&ListParams::default().fields("spec.unschedulable==true")).await.unwrap();
+    assert_eq!(names(&cordoned.items), vec!["cordoned"]);
+}
+
+#[tokio::test]
+async fn list_chunking_with_limit_and_continue_returns_every_item_once() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    for i in 0..7 {
+        api.create(&PostParams::default(), &config_map(&format!("item-{i}"), &[])).await.unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut token: Option<String> = None;
+    let mut pages = 0;
+    let mut first_page_version = None;
+    loop {
+        let mut params = ListParams::default().limit(3);
+        if let Some(token) = &token {
+            params = params.continue_token(token);
+        }
+        let page = api.list(&params).await.unwrap();
+        pages += 1;
+        assert!(page.items.len() <= 3);
+        first_page_version.get_or_insert(page.metadata.resource_version.clone());
+        assert_eq!(page.metadata.resource_version, *first_page_version.as_ref().unwrap(), "pages share one version");
+        if pages == 1 {
+            assert_eq!(page.metadata.remaining_item_count, Some(4));
+        }
+        seen.extend(names(&page.items));
+        token = page.metadata.continue_.filter(|t| !t.is_empty());
+        if token.is_none() {
+            break;
+        }
+    }
+    assert_eq!(pages, 3);
+    let expected: Vec<String> = (0..7).map(|i| format!("item-{i}")).collect();
+    assert_eq!(seen, expected);
+}
+
+#[tokio::test]
+async fn merge_patch_and_json_patch_apply_and_a_failed_test_op_is_rejected() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    api.create(&PostParams::default(), &config_map("patched", &[("keep", "yes")])).await.unwrap();
+
+    let merge = Patch::Merge(json!({"metadata": {"labels": {"added": "1", "keep": null}}, "data": {"extra": "x"}}));
+    let merged = api.patch("patched", &PatchParams::default(), &merge).await.unwrap();
+    let labels = merged.metadata.labels.unwrap();
+    assert_eq!(labels.get("added").map(String::as_str), Some("1"));
+    assert!(!labels.contains_key("keep"));
+    assert_eq!(merged.data.as_ref().unwrap()["key"], "value");
+    assert_eq!(merged.data.as_ref().unwrap()["extra"], "x");
+
+    let operations: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/data/key", "value": "value"},
+        {"op": "replace", "path": "/data/key", "value": "replaced"},
+        {"op": "remove", "path": "/data/extra"}
+    ]))
+    .unwrap();
+    let patched = api.patch("patched", &PatchParams::default(), &Patch::Json::<()>(operations)).await.unwrap();
+    let data = patched.data.unwrap();
+    assert_eq!(data["key"], "replaced");
+    assert!(!data.contains_key("extra"));
+
+    let failing: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "test", "path": "/data/key", "value": "wrong"}])).unwrap();
+    let status = api_status(api.patch("patched", &PatchParams::default(), &Patch::Json::<()>(failing)).await);
+    assert_eq!(status.code, 422);
+    assert_eq!(api.get("patched").await.unwrap().data.unwrap()["key"], "replaced");
+
+    let stale = Patch::Merge(json!({"metadata": {"resourceVersion": "1"}, "data": {"key": "late"}}));
+    assert_eq!(api_status(api.patch("patched", &PatchParams::default(), &stale).await).code, 409);
+}
+
+#[tokio::test]
+async fn server_side_apply_creates_then_merges_and_records_the_manager() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let params = PatchParams::apply("joinery-test");
+    let applied = api
+        .patch("applied", &params, &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}, "data": {"a": "1"}})))
+        .await
+        .unwrap();
+    assert_eq!(applied.data.unwrap()["a"], "1");
+    let reapplied = api
+        .patch("applied", &params, &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}, "data": {"b": "2"}})))
+        .await
+        .unwrap();
+    assert_eq!(reapplied.data.as_ref().unwrap()["b"], "2");
+    let managers: Vec<String> =
+        reapplied.metadata.managed_fields.unwrap_or_default().into_iter().filter_map(|m| m.manager).collect();
+    assert_eq!(managers, vec!["joinery-test"]);
+}
+
+#[tokio::test]
+async fn status_subresource_ignores_spec_and_main_resource_ignores_status() {
+    let (_server, client) = start().await;
+    let api: Api<Pod> = Api::default_namespaced(client);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "worker"},
+        "spec": {"containers": [{"name": "c", "image": "original"}]},
+        "status": {"phase": "Pending"}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &pod).await.unwrap();
+
+    let through_status = Patch::Merge(json!({
+        "spec": {"containers": [{"name": "c", "image": "sneaky"}]},
+        "status": {"phase": "Running"}
+    }));
+    let updated = api.patch_status("worker", &PatchParams::default(), &through_status).await.unwrap();
+    assert_eq!(updated.status.as_ref().unwrap().phase.as_deref(), Some("Running"));
+    assert_eq!(updated.spec.as_ref().unwrap().containers[0].image.as_deref(), Some("original"));
+
+    let through_main = Patch::Merge(json!({"status": {"phase": "Failed"}, "metadata": {"labels": {"seen": "yes"}}}));
+    let updated = api.patch("worker", &PatchParams::default(), &through_main).await.unwrap();
+    assert_eq!(updated.status.unwrap().phase.as_deref(), Some("Running"));
+    assert_eq!(updated.metadata.labels.unwrap()["seen"], "yes");
+}
+
+#[tokio::test]
+async fn finalizers_hold_a_deleted_object_until_they_are_removed() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let mut guarded = config_map("guarded", &[]);
+    guarded.metadata.finalizers = Some(vec!["joinery.sh/test".into()]);
+    api.create(&PostParams::default(), &guarded).await.unwrap();
+
+    api.delete("guarded", &DeleteParams::background()).await.unwrap();
+    let terminating = api.get("guarded").await.unwrap();
+    assert!(terminating.metadata.deletion_timestamp.is_some(), "deletionTimestamp must be set");
+    assert_eq!(terminating.metadata.finalizers.as_deref(), Some(&["joinery.sh/test".to_string()][..]));
+
+    let release = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    api.patch("guarded", &PatchParams::default(), &release).await.unwrap();
+    let status = api_status(api.get("guarded").await);
+    assert_eq!(status.code, 404);
+}
+
+fn widget_crd() -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.joinery.sh"},
+        "spec": {
+            "group": "example.joinery.sh",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList", "shortNames": ["wd"]},
+            "versions": [{
+                "name": "v1",
+                "served": true,
+                "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {
+                        "spec": {
+                            "type": "object",
+                            "required": ["size"],
+                            "properties": {
+                                "size": {"type": "integer"},
+                                "color": {"type": "string", "default": "blue", "enum": ["blue", "red"]},
+                                "limits": {"type": "object", "default": {}, "properties": {"cpu": {"type": "string", "default": "1"}}}
+                            }
+                        },
+                        "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}
+                    }
+                }}
+            }]
+        }
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn crd_is_served_with_defaults_applied_and_invalid_objects_rejected() {
+    let (_server, client) = start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let created = crds.create(&PostParams::default(), &widget_crd()).await.unwrap();
+    let conditions = created.status.unwrap().conditions.unwrap_or_default();
+    assert!(conditions.iter().any(|c| c.type_ == "Established" && c.status == "True"));
+
+    let discovery = Discovery::new(client.clone()).run().await.unwrap();
+    let gvk = GroupVersionKind::gvk("example.joinery.sh", "v1", "Widget");
+    let (resource, capabilities) = discovery.resolve_gvk(&gvk).expect("Widget is discoverable once its CRD exists");
+    assert_eq!(resource.plural, "widgets");
+    assert_eq!(capabilities.scope, kube::discovery::Scope::Namespaced);
+
+    let widgets: Api<DynamicObject> = Api::default_namespaced_with(client.clone(), &resource);
+    let widget = DynamicObject::new("small", &resource).data(json!({"spec": {"size": 2, "undeclared": true}}));
+    let stored = widgets.create(&PostParams::default(), &widget).await.unwrap();
+    assert!(stored.data["spec"].get("undeclared").is_none(), "undeclared fields are pruned");
+    assert_eq!(stored.data["spec"]["color"], "blue");
+    assert_eq!(stored.data["spec"]["limits"]["cpu"], "1");
+    assert_eq!(stored.data["spec"]["size"], 2);
+
+    let bad = DynamicObject::new("bad", &resource).data(json!({"spec": {"color": "green"}}));
+    let status = api_status(widgets.create(&PostParams::default(), &bad).await);
+    assert_eq!(status.code, 422);
+    assert_eq!(status.reason, "Invalid");
+    assert!(status.message.contains("spec.size"), "{}", status.message);
+    assert!(status.message.contains("spec.color"), "{}", status.message);
+
+    let resource_for_status = ApiResource::from_gvk_with_plural(&gvk, "widgets");
+    let widgets: Api<DynamicObject> = Api::default_namespaced_with(client.clone(), &resource_for_status);
+    let ready = widgets
+        .patch_status("small", &PatchParams::default(), &Patch::Merge(json!({"status": {"ready": true}})))
+        .await
+        .unwrap();
+    assert_eq!(ready.data["status"]["ready"], true);
+
+    crds.delete("widgets.example.joinery.sh", &DeleteParams::default()).await.unwrap();
+    assert_eq!(api_status(widgets.get("small").await).code, 404);
+}
+
+#[tokio::test]
+async fn watch_streams_added_modified_deleted_in_version_order() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let start_version = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let stream = api.watch(&WatchParams::default().timeout(10), &start_version).await.unwrap();
+    let mut stream = stream.boxed();
+
+    api.create(&PostParams::default(), &config_map("watched", &[])).await.unwrap();
+    api.create(&PostParams::default(), &config_map("ignored", &[])).await.unwrap();
+    api.patch("watched", &PatchParams::default(), &Patch::Merge(json!({"data": {"key": "v2"}}))).await.unwrap();
+    api.delete("watched", &DeleteParams::default()).await.unwrap();
+
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        let event = tokio::time::timeout(Duration::from_secs(5), stream.try_next()).await.unwrap().unwrap().unwrap();
+        let (kind, object) = match event {
+            WatchEvent::Added(o) => ("ADDED", o),
+            WatchEvent::Modified(o) => ("MODIFIED", o),
+            WatchEvent::Deleted(o) => ("DELETED", o),
+            other => panic!("unexpected event {other:?}"),
+        };
+        let version: u64 = object.metadata.resource_version.clone().unwrap().parse().unwrap();
+        seen.push((kind, object.metadata.name.unwrap(), version));
+    }
+    let kinds: Vec<(&str, &str)> = seen.iter().map(|(k, n, _)| (*k, n.as_str())).collect();
+    assert_eq!(kinds, vec![("ADDED", "watched"), ("ADDED", "ignored"), ("MODIFIED", "watched"), ("DELETED", "watched")]);
+    assert!(seen.windows(2).all(|pair| pair[0].2 < pair[1].2), "versions must increase: {seen:?}");
+}
+
+async fn next_event<K>(stream: &mut futures::stream::BoxStream<'static, Result<WatchEvent<K>, kube::Error>>) -> WatchEvent<K> {
+    tokio::time::timeout(Duration::from_secs(5), stream.try_next()).await.unwrap().unwrap().unwrap()
+}
+
+#[tokio::test]
+async fn watch_with_label_selector_sees_objects_enter_and_leave_the_selection() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let start_version = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let mut stream = api.watch(&WatchParams::default().labels("team=a").timeout(10), &start_version).await.unwrap().boxed();
+    api.create(&PostParams::default(), &config_map("mover", &[("team", "b")])).await.unwrap();
+    api.patch("mover", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"team": "a"}}}))).await.unwrap();
+    api.patch("mover", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"team": "c"}}}))).await.unwrap();
+    assert!(matches!(next_event(&mut stream).await, WatchEvent::Added(_)), "moving into the selection reads as ADDED");
+    assert!(matches!(next_event(&mut stream).await, WatchEvent::Deleted(_)), "moving out of the selection reads as DELETED");
+}
+
+#[tokio::test]
+async fn watch_sends_bookmarks_when_asked() {
+    let options = ApiServerOptions { bookmark_interval: Duration::from_millis(100), ..Default::default() };
+    let (_server, client) = start_with(options).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let version = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let mut stream = api.watch(&WatchParams { bookmarks: true, ..WatchParams::default() }.timeout(10), &version).await.unwrap().boxed();
+    let event = tokio::time::timeout(Duration::from_secs(5), stream.try_next()).await.unwrap().unwrap().unwrap();
+    match event {
+        WatchEvent::Bookmark(bookmark) => assert_eq!(bookmark.metadata.resource_version, version),
+        other => panic!("expected a bookmark, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn watch_from_a_version_older_than_the_window_gets_410_gone() {
+    let options = ApiServerOptions { event_window: 3, ..Default::default() };
+    let (server, client) = start_with(options).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let old_version = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    for i in 0..5 {
+        api.create(&PostParams::default(), &config_map(&format!("churn-{i}"), &[])).await.unwrap();
+    }
+    let mut stream = api.watch(&WatchParams::default().timeout(10), &old_version).await.unwrap().boxed();
+    let event = tokio::time::timeout(Duration::from_secs(5), stream.try_next()).await.unwrap().unwrap().unwrap();
+    match event {
+        WatchEvent::Error(status) => {
+            assert_eq!(status.code, 410);
+            assert_eq!(status.reason, "Expired");
+        }
+        other => panic!("expected a 410 error event, got {other:?}"),
+    }
+    assert_eq!(server.expired_watch_count(), 1);
+
+    let exact = ListParams { resource_version: Some(old_version), ..ListParams::default() }
+        .matching(kube::api::VersionMatch::Exact);
+    assert_eq!(api_status(api.list(&exact).await).code, 410);
+}
+
+#[tokio::test]
+async fn reflector_survives_a_forced_410_gone_and_relists() {
+    let options = ApiServerOptions { event_window: 4, ..Default::default() };
+    let (server, client) = start_with(options).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    api.create(&PostParams::default(), &config_map("before", &[])).await.unwrap();
+
+    let (reader, writer) = reflector::store::<ConfigMap>();
+    let (errors_tx, mut errors_rx) = tokio::sync::mpsc::unbounded_channel();
+    let stream = reflector(writer, watcher(api.clone(), watcher::Config::default()))
+        .default_backoff()
+        .filter_map(move |event| {
+            let errors_tx = errors_tx.clone();
+            async move {
+                match &event {
+                    Err(error) => {
+                        let _ = errors_tx.send(error.to_string());
+                    }
+                    Ok(watcher::Event::Init) => {
+                        let _ = errors_tx.send("(re)list started".to_string());
+                    }
+                    Ok(_) => {}
+                }
+                event.ok()
+            }
+        });
+    let task = tokio::spawn(async move { stream.for_each(|_| async {}).await });
+    tokio::time::timeout(Duration::from_secs(10), reader.wait_until_ready()).await.unwrap().unwrap();
+    assert_eq!(reader.state().len(), 1);
+
+    // Cut the watch and hold reconnections while more than the window's worth of changes happen,
+    // so the reflector's last version falls out of the history.
+    server.pause_watches();
+    server.disconnect_watches();
+    for i in 0..10 {
+        api.create(&PostParams::default(), &config_map(&format!("after-{i}"), &[])).await.unwrap();
+    }
+    api.delete("before", &DeleteParams::default()).await.unwrap();
+    server.resume_watches();
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut cached = names(&reader.state().iter().map(|c| (**c).clone()).collect::<Vec<_>>());
+        cached.sort();
+        if cached.len() == 10 && !cached.contains(&"before".to_string()) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "reflector never caught up: {cached:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(server.expired_watch_count() >= 1, "the reconnecting watch must have been told 410 Gone");
+    let mut observed = Vec::new();
+    while let Ok(entry) = errors_rx.try_recv() {
+        observed.push(entry);
+    }
+    let gone_at = observed
+        .iter()
+        .position(|e| e.contains("410") || e.to_lowercase().contains("too old"))
+        .unwrap_or_else(|| panic!("the watcher never surfaced the 410: {observed:?}"));
+    assert_eq!(observed[0], "(re)list started", "{observed:?}");
+    assert!(
+        observed[gone_at..].iter().any(|e| e == "(re)list started"),
+        "the watcher must re-list after the 410: {observed:?}"
+    );
+    task.abort();
+}
+
+#[tokio::test]
+async fn errors_use_the_status_shape_with_the_right_codes() {
+    let (server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let missing = api_status(api.get("absent").await);
+    assert_eq!((missing.code, missing.reason.as_str()), (404, "NotFound"));
+    assert_eq!(missing.details.as_ref().map(|d| d.name.as_str()), Some("absent"));
+    let unnamed: ConfigMap = serde_json::from_value(json!({"metadata": {}})).unwrap();
+    let invalid = api_status(api.create(&PostParams::default(), &unnamed).await);
+    assert_eq!((invalid.code, invalid.reason.as_str()), (422, "Invalid"));
+
+    let request = http::Request::builder()
+        .method("POST")
+        .uri("/api/v1/namespaces/default/configmaps/whatever")
+        .body(Vec::new())
+        .unwrap();
+    let not_allowed = api_status(client.request_text(request).await);
+    assert_eq!((not_allowed.code, not_allowed.reason.as_str()), (405, "MethodNotAllowed"));
+    let request = http::Request::builder()
+        .method("POST")
+        .uri("/api/v1/namespaces/default/pods/p/eviction")
+        .body(b"{}".to_vec())
+        .unwrap();
+    assert_eq!(api_status(client.request_text(request).await).code, 405);
+    drop(server);
+}
+
+#[tokio::test]
+async fn kubeconfig_file_yields_a_working_client() {
+    let (server, _) = start().await;
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("kubeconfig");
+    server.write_kubeconfig(&path).unwrap();
+    let kubeconfig = kube::config::Kubeconfig::read_from(&path).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default()).await.unwrap();
+    assert_eq!(config.default_namespace, "default");
+    let client = joinery_sim::plain_http_client(&config).unwrap();
+    let namespaces: Api<Namespace> = Api::all(client);
+    let listed = names(&namespaces.list(&ListParams::default()).await.unwrap().items);
+    assert!(listed.contains(&"default".to_string()) && listed.contains(&"kube-system".to_string()), "{listed:?}");
+    let handle = server.shutdown_handle();
+    handle.shutdown();
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn watch_without_a_version_starts_with_synthetic_added_events() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    for name in ["existing-a", "existing-b"] {
+        api.create(&PostParams::default(), &config_map(name, &[])).await.unwrap();
+    }
+    let mut stream = api.watch(&WatchParams::default().timeout(10), "0").await.unwrap().boxed();
+    let mut initial = Vec::new();
+    for _ in 0..2 {
+        match next_event(&mut stream).await {
+            WatchEvent::Added(object) => initial.push(object.metadata.name.unwrap()),
+            other => panic!("expected ADDED, got {other:?}"),
+        }
+    }
+    assert_eq!(initial, vec!["existing-a", "existing-b"]);
+    api.create(&PostParams::default(), &config_map("later", &[])).await.unwrap();
+    match next_event(&mut stream).await {
+        WatchEvent::Added(object) => assert_eq!(object.metadata.name.as_deref(), Some("later")),
+        other => panic!("expected ADDED for the new object, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn delete_collection_removes_only_selected_objects() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    for (name, labels) in [("x1", vec![("batch", "x")]), ("x2", vec![("batch", "x")]), ("y1", vec![("batch", "y")])] {
+        api.create(&PostParams::default(), &config_map(name, &labels)).await.unwrap();
+    }
+    api.delete_collection(&DeleteParams::default(), &ListParams::default().labels("batch=x")).await.unwrap();
+    assert_eq!(names(&api.list(&ListParams::default()).await.unwrap().items), vec!["y1"]);
+}
+
+#[tokio::test]
+async fn create_in_a_missing_namespace_is_404_and_bad_names_are_422() {
+    let (_server, client) = start().await;
+    let missing: Api<ConfigMap> = Api::namespaced(client.clone(), "nowhere");
+    let status = api_status(missing.create(&PostParams::default(), &config_map("c", &[])).await);
+    assert_eq!((status.code, status.reason.as_str()), (404, "NotFound"));
+    assert!(status.message.contains("namespaces \"nowhere\""), "{}", status.message);
+
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let status = api_status(api.create(&PostParams::default(), &config_map("Not_Valid", &[])).await);
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+}
+
+#[tokio::test]
+async fn unchanged_writes_do_not_bump_the_resource_version() {
+    let (server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let created = api.create(&PostParams::default(), &config_map("steady", &[])).await.unwrap();
+    let replaced = api.replace("steady", &PostParams::default(), &created).await.unwrap();
+    assert_eq!(replaced.metadata.resource_version, created.metadata.resource_version);
+
+    let crds: Api<CustomResourceDefinition> = Api::all(client);
+    let crd = crds.create(&PostParams::default(), &widget_crd()).await.unwrap();
+    let before = server.resource_version();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let again = crds.replace("widgets.example.joinery.sh", &PostParams::default(), &crd).await.unwrap();
+    assert_eq!(again.metadata.resource_version, crd.metadata.resource_version);
+    assert_eq!(server.resource_version(), before);
+}
+
+#[tokio::test]
+async fn concurrent_read_modify_write_with_conflict_retries_loses_no_update() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let mut counter = config_map("counter", &[]);
+    counter.data = Some(BTreeMap::from([("count".into(), "0".into())]));
+    api.create(&PostParams::default(), &counter).await.unwrap();
+    let mut writers = Vec::new();
+    for _ in 0..8 {
+        let api = api.clone();
+        writers.push(tokio::spawn(async move {
+            let mut conflicts = 0u32;
+            loop {
+                let mut current = api.get("counter").await.unwrap();
+                let data = current.data.get_or_insert_default();
+                let count: u32 = data["count"].parse().unwrap();
+                data.insert("count".into(), (count + 1).to_string());
+                match api.replace("counter", &PostParams::default(), &current).await {
+                    Ok(_) => return conflicts,
+                    Err(kube::Error::Api(status)) if status.code == 409 => conflicts += 1,
+                    Err(other) => panic!("unexpected error {other}"),
+                }
+            }
+        }));
+    }
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    assert_eq!(api.get("counter").await.unwrap().data.unwrap()["count"], "8");
+}
+
+#[tokio::test]
+async fn streaming_list_watcher_receives_initial_events_then_changes() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    for name in ["s1", "s2"] {
+        api.create(&PostParams::default(), &config_map(name, &[])).await.unwrap();
+    }
+    let config = watcher::Config::default().streaming_lists();
+    let mut events = watcher(api.clone(), config).boxed();
+    let mut initial = Vec::new();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(5), events.try_next()).await.unwrap().unwrap().unwrap();
+        match event {
+            watcher::Event::Init => {}
+            watcher::Event::InitApply(object) => initial.push(object.metadata.name.unwrap()),
+            watcher::Event::InitDone => break,
+            other => panic!("unexpected event before InitDone: {other:?}"),
+        }
+    }
+    assert_eq!(initial, vec!["s1", "s2"]);
+    api.create(&PostParams::default(), &config_map("s3", &[])).await.unwrap();
+    let event = tokio::time::timeout(Duration::from_secs(5), events.try_next()).await.unwrap().unwrap().unwrap();
+    match event {
+        watcher::Event::Apply(object) => assert_eq!(object.metadata.name.as_deref(), Some("s3")),
+        other => panic!("expected the new object, got {other:?}"),
+    }
+}
