@@ -105,6 +105,20 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
+    /// 429: the request would violate a limit (for evictions: a PodDisruptionBudget); `causes`
+    /// are (reason, message) pairs.
+    pub fn too_many_requests(message: impl Into<String>, causes: &[(&str, String)]) -> Self {
+        let mut error = Self::new(429, "TooManyRequests", message);
+        let causes: Vec<Value> = causes.iter().map(|(reason, msg)| json!({"reason": reason, "message": msg})).collect();
+        error.details = Some(json!({"causes": causes}));
+        error
+    }
+
+    /// 500: the server cannot handle an otherwise valid request.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
     /// 415: the patch content type is not understood.
     pub fn unsupported_media_type(content_type: &str) -> Self {
         Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format: {content_type}"))

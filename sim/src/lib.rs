@@ -15,6 +15,7 @@
 //! # Ok(()) }
 //! ```
 
+mod disruption;
 mod error;
 mod kubeconfig;
 pub mod resources;

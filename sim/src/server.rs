@@ -300,7 +300,10 @@ async fn resource_request(
             Method::GET if call.flag("watch") => start_watch(shared, kind, namespace, None, call),
             Method::GET => Ok(json_response(200, &store.list(&kind, namespace, &call.list_options()?)?)),
             Method::POST => Ok(json_response(201, &store.create(&kind, namespace, call.body_json()?)?)),
-            Method::DELETE => Ok(json_response(200, &store.delete_collection(&kind, namespace, &call.list_options()?)?)),
+            Method::DELETE => {
+                let delete_options = call.body_json()?;
+                Ok(json_response(200, &store.delete_collection(&kind, namespace, &call.list_options()?, &delete_options)?))
+            }
             _ => Err(ApiError::method_not_allowed(format!("{method} is not supported on a collection"))),
         },
         (Some(name), None) => match *method {
@@ -325,6 +328,18 @@ async fn resource_request(
             }
             Method::PATCH => patch(store, &kind, namespace, name, WriteTarget::Status, call),
             _ => Err(ApiError::method_not_allowed(format!("{method} is not supported on the status subresource"))),
+        },
+        (Some(name), Some("binding")) if kind.group.is_empty() && kind.plural == "pods" => match *method {
+            Method::POST => {
+                Ok(json_response(201, &store.bind(&kind, namespace.unwrap_or_default(), name, &call.body_json()?)?))
+            }
+            _ => Err(ApiError::method_not_allowed(format!("{method} is not supported on pods/binding"))),
+        },
+        (Some(name), Some("eviction")) if kind.group.is_empty() && kind.plural == "pods" => match *method {
+            Method::POST => {
+                Ok(json_response(201, &store.evict(&kind, namespace.unwrap_or_default(), name, &call.body_json()?)?))
+            }
+            _ => Err(ApiError::method_not_allowed(format!("{method} is not supported on pods/eviction"))),
         },
         (Some(_), Some(other)) if kind.extra_subresources.iter().any(|s| s.name == other) => Err(
             ApiError::method_not_allowed(format!("the {}/{other} subresource is not emulated yet", kind.plural)),

@@ -1,7 +1,7 @@
 //! The in-memory object store: every object of every resource type, one global
 //! resourceVersion, and a bounded history of change events that watches are served from.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 
+use crate::disruption;
 use crate::error::ApiError;
 use crate::resources::{CRD_GROUP, CRD_PLURAL, ResourceKind, builtin_kinds, compare_version_priority, kinds_from_crd};
 use crate::schema;
@@ -101,6 +102,16 @@ struct State {
     window: usize,
     builtins: Vec<Arc<ResourceKind>>,
     crd_kinds: BTreeMap<String, Vec<Arc<ResourceKind>>>,
+    /// uids of objects removed since the garbage collector last ran.
+    removed_uids: Vec<String>,
+    /// Namespaces whose PodDisruptionBudget status may be out of date.
+    stale_budgets: BTreeSet<String>,
+    /// Objects whose owner references changed since the garbage collector last ran.
+    gc_candidates: Vec<ObjectKey>,
+    /// uids of the stored objects.
+    live_uids: HashSet<String>,
+    /// For each owner uid, the objects whose ownerReferences name it.
+    dependents: HashMap<String, BTreeSet<ObjectKey>>,
 }
 
 /// The shared object store.
@@ -193,8 +204,18 @@ fn metadata_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
     object.get("metadata").and_then(|m| m.get(field)).and_then(Value::as_str)
 }
 
+/// The uids an object's `metadata.ownerReferences` point at.
+fn owner_uids(object: &Value) -> impl Iterator<Item = &str> {
+    object.pointer("/metadata/ownerReferences").and_then(Value::as_array).into_iter().flatten().filter_map(|r| r["uid"].as_str())
+}
+
 fn has_finalizers(object: &Value) -> bool {
     object.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty())
+}
+
+/// A `Status` object reporting success.
+fn success_status(code: u16) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code})
 }
 
 /// Sets `apiVersion` and `kind` to the version the client asked through.
@@ -247,9 +268,20 @@ impl State {
         self.resource_version += 1;
         let resource_version = self.resource_version;
         metadata_mut(&mut object).insert("resourceVersion".into(), Value::String(resource_version.to_string()));
+        if (key.0.is_empty() && key.1 == "pods") || (key.0 == "policy" && key.1 == "poddisruptionbudgets") {
+            self.stale_budgets.insert(key.2.clone());
+        }
+        self.index_owners(&key, (event_type != EventType::Deleted).then_some(&object));
         if event_type == EventType::Deleted {
             self.objects.remove(&key);
+            if let Some(uid) = metadata_str(&object, "uid") {
+                self.live_uids.remove(uid);
+                self.removed_uids.push(uid.to_string());
+            }
         } else {
+            if let Some(uid) = metadata_str(&object, "uid") {
+                self.live_uids.insert(uid.to_string());
+            }
             self.objects.insert(key.clone(), object.clone());
         }
         let (group, plural, namespace, _) = key;
@@ -264,6 +296,28 @@ impl State {
         }));
         self.trim_history();
         object
+    }
+
+    /// Keeps the owner-uid → dependents index in step with the object at `key` becoming `next`
+    /// (`None`: removed). Called before the object map changes.
+    fn index_owners(&mut self, key: &ObjectKey, next: Option<&Value>) {
+        let before: BTreeSet<String> = self.objects.get(key).map(|o| owner_uids(o).map(String::from).collect()).unwrap_or_default();
+        let after: BTreeSet<String> = next.map(|o| owner_uids(o).map(String::from).collect()).unwrap_or_default();
+        for uid in before.difference(&after) {
+            if let Some(dependents) = self.dependents.get_mut(uid) {
+                dependents.remove(key);
+                if dependents.is_empty() {
+                    self.dependents.remove(uid);
+                }
+            }
+        }
+        for uid in after.difference(&before) {
+            self.dependents.entry(uid.clone()).or_default().insert(key.clone());
+        }
+        if !after.is_empty() && after != before {
+            // New owner references may already dangle; let the collector check them.
+            self.gc_candidates.push(key.clone());
+        }
     }
 
     fn trim_history(&mut self) {
@@ -354,6 +408,143 @@ impl State {
             self.crd_kinds.insert(name, kinds.into_iter().map(Arc::new).collect());
         }
     }
+
+    /// The stored objects of one type in one namespace (empty for cluster-scoped types).
+    fn objects_in<'a>(&'a self, group: &'a str, plural: &'a str, namespace: &'a str) -> impl Iterator<Item = (&'a ObjectKey, &'a Value)> {
+        self.objects
+            .range((group.to_string(), plural.to_string(), namespace.to_string(), String::new())..)
+            .take_while(move |((g, p, n, _), _)| g == group && p == plural && n == namespace)
+    }
+
+    /// Deletes the object at `key` as a DELETE request would: preconditions, the orphan
+    /// propagation policy, then finalizers (deletionTimestamp only) or removal.
+    fn delete_key(&mut self, kind: &ResourceKind, key: ObjectKey, options: &Value) -> Result<Value, ApiError> {
+        let name = key.3.clone();
+        let Some(current) = self.objects.get(&key).cloned() else {
+            return Err(ApiError::not_found(&kind.group, &kind.plural, &name));
+        };
+        if let Some(uid) = options.pointer("/preconditions/uid").and_then(Value::as_str)
+            && Some(uid) != metadata_str(&current, "uid")
+        {
+            return Err(ApiError::conflict(&kind.group, &kind.plural, &name, "Precondition failed: UID does not match"));
+        }
+        if let Some(version) = options.pointer("/preconditions/resourceVersion").and_then(Value::as_str)
+            && Some(version) != metadata_str(&current, "resourceVersion")
+        {
+            return Err(ApiError::conflict(&kind.group, &kind.plural, &name, "Precondition failed: ResourceVersion does not match"));
+        }
+        let orphan = options.get("propagationPolicy").and_then(Value::as_str) == Some("Orphan")
+            || options.get("orphanDependents").and_then(Value::as_bool) == Some(true);
+        if orphan && let Some(uid) = metadata_str(&current, "uid") {
+            self.orphan_dependents(uid);
+        }
+        if has_finalizers(&current) {
+            if current.pointer("/metadata/deletionTimestamp").is_some() {
+                return Ok(current);
+            }
+            let mut next = current.clone();
+            let metadata = metadata_mut(&mut next);
+            metadata.insert("deletionTimestamp".into(), Value::String(now_timestamp()));
+            metadata.insert("deletionGracePeriodSeconds".into(), json!(0));
+            Ok(self.commit(key, next, EventType::Modified, Some(current)))
+        } else {
+            let stored = self.commit(key, current.clone(), EventType::Deleted, Some(current));
+            self.after_crd_write(kind, &stored, true);
+            Ok(stored)
+        }
+    }
+
+    /// Removes the owner references pointing at `owner_uid` from every object.
+    fn orphan_dependents(&mut self, owner_uid: &str) {
+        let dependents: Vec<ObjectKey> = self.dependents.get(owner_uid).into_iter().flatten().cloned().collect();
+        for key in dependents {
+            let Some(current) = self.objects.get(&key).cloned() else { continue };
+            let mut next = current.clone();
+            let metadata = metadata_mut(&mut next);
+            let kept: Vec<Value> = metadata
+                .get("ownerReferences")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|reference| reference["uid"].as_str() != Some(owner_uid))
+                .cloned()
+                .collect();
+            if kept.is_empty() {
+                metadata.remove("ownerReferences");
+            } else {
+                metadata.insert("ownerReferences".into(), Value::Array(kept));
+            }
+            self.commit(key, next, EventType::Modified, Some(current));
+        }
+    }
+
+    /// Housekeeping after a write, under the same lock: garbage collection of dependents whose
+    /// owners are all gone, then PodDisruptionBudget status.
+    fn settle(&mut self) {
+        self.collect_garbage();
+        self.refresh_budgets();
+    }
+
+    /// Deletes (respecting finalizers) every object whose owner references all name objects
+    /// that no longer exist: dependents of the objects removed since the last run, and objects
+    /// whose owner references changed (they may have been created with dangling ones).
+    fn collect_garbage(&mut self) {
+        loop {
+            if let Some(removed) = self.removed_uids.pop() {
+                let dependents: Vec<ObjectKey> = self.dependents.get(&removed).into_iter().flatten().cloned().collect();
+                for key in dependents {
+                    self.collect_if_orphaned(key);
+                }
+            } else if let Some(key) = self.gc_candidates.pop() {
+                self.collect_if_orphaned(key);
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Deletes the object at `key` if it has owner references and none of them names a stored object.
+    fn collect_if_orphaned(&mut self, key: ObjectKey) {
+        let Some(current) = self.objects.get(&key) else { return };
+        let keep = {
+            let mut owners = owner_uids(current).peekable();
+            owners.peek().is_none()
+                || owners.any(|uid| self.live_uids.contains(uid))
+                || current.pointer("/metadata/deletionTimestamp").is_some()
+        };
+        if keep {
+            return;
+        }
+        tracing::debug!(plural = %key.1, namespace = %key.2, name = %key.3, "garbage-collecting a dependent whose owners are gone");
+        let kind = self.all_kinds().find(|k| k.group == key.0 && k.plural == key.1).cloned();
+        if let Some(kind) = kind {
+            let _ = self.delete_key(&kind, key, &Value::Null);
+        }
+    }
+
+    /// Recomputes the status of the PodDisruptionBudgets in namespaces where pods or budgets changed.
+    fn refresh_budgets(&mut self) {
+        let namespaces = std::mem::take(&mut self.stale_budgets);
+        for namespace in namespaces {
+            let updates: Vec<(ObjectKey, Value, Value)> = self
+                .objects_in("policy", "poddisruptionbudgets", &namespace)
+                .filter_map(|(key, budget)| {
+                    let pods = self.objects_in("", "pods", &namespace).map(|(_, pod)| pod);
+                    let status = disruption::status(budget, disruption::figures(budget, pods));
+                    (budget.get("status") != Some(&status)).then(|| {
+                        let mut next = budget.clone();
+                        next["status"] = status;
+                        (key.clone(), next, budget.clone())
+                    })
+                })
+                .collect();
+            for (key, next, previous) in updates {
+                self.commit(key, next, EventType::Modified, Some(previous));
+            }
+        }
+        // The status writes above only touched budgets whose figures are now current.
+        self.stale_budgets.clear();
+    }
 }
 
 impl Store {
@@ -368,6 +559,11 @@ impl Store {
             window,
             builtins: builtin_kinds().into_iter().map(Arc::new).collect(),
             crd_kinds: BTreeMap::new(),
+            removed_uids: Vec::new(),
+            stale_budgets: BTreeSet::new(),
+            gc_candidates: Vec::new(),
+            live_uids: HashSet::new(),
+            dependents: HashMap::new(),
         };
         let store = Self { state: Mutex::new(state), changed: Notify::new() };
         let namespaces = store.lookup("", "v1", "namespaces").expect("namespaces are built in");
@@ -526,6 +722,7 @@ impl Store {
         state.prepare(kind, &mut object)?;
         let stored = state.commit(key, object, EventType::Added, None);
         state.after_crd_write(kind, &stored, false);
+        state.settle();
         drop(state);
         self.changed.notify_waiters();
         Ok(with_type(kind, &stored))
@@ -641,55 +838,158 @@ impl Store {
         let event_type = if finished { EventType::Deleted } else { EventType::Modified };
         let stored = state.commit(key, next, event_type, Some(current));
         state.after_crd_write(kind, &stored, finished);
+        state.settle();
         drop(state);
         self.changed.notify_waiters();
         Ok(with_type(kind, &stored))
     }
 
-    /// Deletes an object: with finalizers it only gets a deletionTimestamp; otherwise it is removed.
-    /// `options` is a DeleteOptions body (preconditions are honoured; propagationPolicy is accepted).
+    /// Deletes an object: with finalizers it only gets a deletionTimestamp; otherwise it is removed
+    /// and its dependents are garbage-collected. `options` is a DeleteOptions body: preconditions
+    /// are honoured, `propagationPolicy: Orphan` (or `orphanDependents`) strips the owner
+    /// references to the object from its dependents instead; `Foreground` acts as `Background`.
     pub fn delete(&self, kind: &ResourceKind, namespace: Option<&str>, name: &str, options: &Value) -> Result<Value, ApiError> {
         let mut state = self.lock();
-        let key = Self::key(kind, namespace, name);
-        let Some(current) = state.objects.get(&key).cloned() else {
-            return Err(ApiError::not_found(&kind.group, &kind.plural, name));
-        };
-        if let Some(uid) = options.pointer("/preconditions/uid").and_then(Value::as_str)
-            && Some(uid) != metadata_str(&current, "uid")
-        {
-            return Err(ApiError::conflict(&kind.group, &kind.plural, name, "Precondition failed: UID does not match"));
-        }
-        if let Some(version) = options.pointer("/preconditions/resourceVersion").and_then(Value::as_str)
-            && Some(version) != metadata_str(&current, "resourceVersion")
-        {
-            return Err(ApiError::conflict(&kind.group, &kind.plural, name, "Precondition failed: ResourceVersion does not match"));
-        }
-        let stored = if has_finalizers(&current) {
-            if current.pointer("/metadata/deletionTimestamp").is_some() {
-                return Ok(with_type(kind, &current));
-            }
-            let mut next = current.clone();
-            let metadata = metadata_mut(&mut next);
-            metadata.insert("deletionTimestamp".into(), Value::String(now_timestamp()));
-            metadata.insert("deletionGracePeriodSeconds".into(), json!(0));
-            state.commit(key, next, EventType::Modified, Some(current))
-        } else {
-            let stored = state.commit(key, current.clone(), EventType::Deleted, Some(current));
-            state.after_crd_write(kind, &stored, true);
-            stored
-        };
+        let stored = state.delete_key(kind, Self::key(kind, namespace, name), options)?;
+        state.settle();
         drop(state);
         self.changed.notify_waiters();
         Ok(with_type(kind, &stored))
     }
 
-    /// Deletes every object of a type (in a namespace) matching the selectors.
-    pub fn delete_collection(&self, kind: &ResourceKind, namespace: Option<&str>, options: &ListOptions) -> Result<Value, ApiError> {
+    /// The `pods/binding` subresource: assigns a pod to the node a v1 `Binding` targets (sets
+    /// `spec.nodeName` and a `PodScheduled=True` condition). 409 when the pod is already bound or
+    /// being deleted, 404 when it does not exist.
+    pub fn bind(&self, pods: &ResourceKind, namespace: &str, name: &str, binding: &Value) -> Result<Value, ApiError> {
+        let node = binding.pointer("/target/name").and_then(Value::as_str).filter(|n| !n.is_empty()).ok_or_else(|| {
+            ApiError::invalid("", "Binding", name, &[("target.name".into(), "Required value".into())])
+        })?;
+        if let Some(body_name) = metadata_str(binding, "name").filter(|n| !n.is_empty())
+            && body_name != name
+        {
+            return Err(ApiError::bad_request(format!(
+                "the name of the binding ({body_name}) does not match the pod name on the URL ({name})"
+            )));
+        }
+        let mut state = self.lock();
+        let key = Self::key(pods, Some(namespace), name);
+        let Some(current) = state.objects.get(&key).cloned() else {
+            return Err(ApiError::not_found("", "pods", name));
+        };
+        let conflict = |why: String| ApiError::conflict("", "pods/binding", name, &why);
+        if let Some(uid) = metadata_str(binding, "uid").filter(|u| !u.is_empty())
+            && Some(uid) != metadata_str(&current, "uid")
+        {
+            return Err(conflict("Precondition failed: UID in object meta does not match".into()));
+        }
+        if current.pointer("/metadata/deletionTimestamp").is_some() {
+            return Err(conflict(format!("pod {name} is being deleted, cannot be assigned to a host")));
+        }
+        if let Some(bound) = current.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+            return Err(conflict(format!("pod {name} is already assigned to node \"{bound}\"")));
+        }
+        let mut next = current.clone();
+        if !next.get("spec").is_some_and(Value::is_object) {
+            next["spec"] = json!({});
+        }
+        next["spec"]["nodeName"] = Value::String(node.to_string());
+        let generation = current.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
+        metadata_mut(&mut next).insert("generation".into(), json!(generation));
+        if !next.get("status").is_some_and(Value::is_object) {
+            next["status"] = json!({});
+        }
+        let mut conditions: Vec<Value> = next["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["type"] != "PodScheduled")
+            .cloned()
+            .collect();
+        conditions.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now_timestamp()}));
+        next["status"]["conditions"] = Value::Array(conditions);
+        state.commit(key, next, EventType::Modified, Some(current));
+        state.settle();
+        drop(state);
+        self.changed.notify_waiters();
+        Ok(success_status(201))
+    }
+
+    /// The `pods/eviction` subresource: deletes a pod (respecting finalizers) unless the
+    /// PodDisruptionBudget covering it forbids the disruption (429). A pod that is not `Running`
+    /// or is already being deleted is evicted without consulting budgets; an unhealthy running
+    /// pod may be evicted while its budget is satisfied (or always, with
+    /// `unhealthyPodEvictionPolicy: AlwaysAllow`). More than one covering budget is a 500, as
+    /// on the real server.
+    pub fn evict(&self, pods: &ResourceKind, namespace: &str, name: &str, eviction: &Value) -> Result<Value, ApiError> {
+        if let Some(body_name) = metadata_str(eviction, "name").filter(|n| !n.is_empty())
+            && body_name != name
+        {
+            return Err(ApiError::bad_request(format!(
+                "name in URL does not match name in Eviction object ({body_name} vs {name})"
+            )));
+        }
+        let mut state = self.lock();
+        let key = Self::key(pods, Some(namespace), name);
+        let Some(pod) = state.objects.get(&key).cloned() else {
+            return Err(ApiError::not_found("", "pods", name));
+        };
+        let consult_budgets = pod.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
+            && pod.pointer("/metadata/deletionTimestamp").is_none();
+        if consult_budgets {
+            let labels = pod.pointer("/metadata/labels").and_then(Value::as_object);
+            let budgets: Vec<&Value> = state
+                .objects_in("policy", "poddisruptionbudgets", namespace)
+                .map(|(_, budget)| budget)
+                .filter(|budget| disruption::selector_matches(budget.pointer("/spec/selector"), labels))
+                .collect();
+            if budgets.len() > 1 {
+                return Err(ApiError::internal(
+                    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                ));
+            }
+            if let Some(budget) = budgets.first() {
+                let figures = disruption::figures(budget, state.objects_in("", "pods", namespace).map(|(_, p)| p));
+                let allowed = if disruption::pod_is_healthy(&pod) {
+                    figures.disruptions_allowed > 0
+                } else {
+                    budget.pointer("/spec/unhealthyPodEvictionPolicy").and_then(Value::as_str) == Some("AlwaysAllow")
+                        || figures.current_healthy >= figures.desired_healthy
+                };
+                if !allowed {
+                    let budget_name = metadata_str(budget, "name").unwrap_or_default();
+                    let cause = format!(
+                        "The disruption budget {budget_name} needs {} healthy pods and has {} currently",
+                        figures.desired_healthy, figures.current_healthy
+                    );
+                    return Err(ApiError::too_many_requests(
+                        format!("Cannot evict pod as it would violate the pod's disruption budget. {cause}"),
+                        &[("DisruptionBudget", cause.clone())],
+                    ));
+                }
+            }
+        }
+        let options = eviction.get("deleteOptions").cloned().unwrap_or(Value::Null);
+        state.delete_key(pods, key, &options)?;
+        state.settle();
+        drop(state);
+        self.changed.notify_waiters();
+        Ok(success_status(201))
+    }
+
+    /// Deletes every object of a type (in a namespace) matching the selectors; `delete_options`
+    /// (a DeleteOptions body) applies to each object as in [`Store::delete`].
+    pub fn delete_collection(
+        &self,
+        kind: &ResourceKind,
+        namespace: Option<&str>,
+        options: &ListOptions,
+        delete_options: &Value,
+    ) -> Result<Value, ApiError> {
         let selected = self.list(kind, namespace, &ListOptions { limit: None, continue_token: None, ..options.clone() })?;
         let mut deleted = Vec::new();
         for item in selected["items"].as_array().into_iter().flatten() {
             let name = metadata_str(item, "name").unwrap_or_default();
-            match self.delete(kind, metadata_str(item, "namespace").or(namespace), name, &Value::Null) {
+            match self.delete(kind, metadata_str(item, "namespace").or(namespace), name, delete_options) {
                 Ok(object) => deleted.push(object),
                 Err(error) if error.code == 404 => {}
                 Err(error) => return Err(error),

@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use joinery_sim::{ApiServer, ApiServerOptions};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{Binding, ConfigMap, Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, EvictParams, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
     WatchEvent, WatchParams,
 };
 use kube::core::Status;
@@ -635,9 +636,9 @@ async fn errors_use_the_status_shape_with_the_right_codes() {
     let not_allowed = api_status(client.request_text(request).await);
     assert_eq!((not_allowed.code, not_allowed.reason.as_str()), (405, "MethodNotAllowed"));
     let request = http::Request::builder()
-        .method("POST")
+        .method("GET")
         .uri("/api/v1/namespaces/default/pods/p/eviction")
-        .body(b"{}".to_vec())
+        .body(Vec::new())
         .unwrap();
     assert_eq!(api_status(client.request_text(request).await).code, 405);
     drop(server);
@@ -782,4 +783,305 @@ async fn streaming_list_watcher_receives_initial_events_then_changes() {
         watcher::Event::Apply(object) => assert_eq!(object.metadata.name.as_deref(), Some("s3")),
         other => panic!("expected the new object, got {other:?}"),
     }
+}
+
+fn pod(name: &str, labels: &[(&str, &str)]) -> Pod {
+    let labels: BTreeMap<String, String> = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "main", "image": "registry.example/app:1"}]},
+    }))
+    .unwrap()
+}
+
+/// Creates a pod and reports it Running, with its Ready condition as given.
+async fn running_pod(api: &Api<Pod>, name: &str, labels: &[(&str, &str)], ready: bool) {
+    api.create(&PostParams::default(), &pod(name, labels)).await.unwrap();
+    let status = json!({"status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": if ready { "True" } else { "False" }},
+    ]}});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+}
+
+fn binding(pod_name: &str, node: &str) -> Binding {
+    serde_json::from_value(json!({
+        "metadata": {"name": pod_name},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn pod_binding_sets_node_name_once_and_rejects_rebinding_and_missing_pods() {
+    let (_server, client) = start().await;
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    pods.create(&PostParams::default(), &pod("web", &[])).await.unwrap();
+
+    let status: Status =
+        pods.create_subresource("binding", "web", &PostParams::default(), &binding("web", "node-a")).await.unwrap();
+    assert_eq!(status.code, 201);
+    let bound = pods.get("web").await.unwrap();
+    assert_eq!(bound.spec.unwrap().node_name.as_deref(), Some("node-a"));
+    let conditions = bound.status.unwrap().conditions.unwrap();
+    assert!(conditions.iter().any(|c| c.type_ == "PodScheduled" && c.status == "True"));
+
+    let again = pods.create_subresource::<_, Status>("binding", "web", &PostParams::default(), &binding("web", "node-b")).await;
+    let status = api_status(again);
+    assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+    assert!(status.message.contains("already assigned to node \"node-a\""), "{}", status.message);
+    assert_eq!(pods.get("web").await.unwrap().spec.unwrap().node_name.as_deref(), Some("node-a"));
+
+    let missing =
+        pods.create_subresource::<_, Status>("binding", "ghost", &PostParams::default(), &binding("ghost", "node-a")).await;
+    assert_eq!(api_status(missing).code, 404);
+}
+
+fn budget(name: &str, spec: serde_json::Value) -> PodDisruptionBudget {
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+}
+
+#[tokio::test]
+async fn eviction_is_blocked_with_429_when_the_disruption_budget_allows_none() {
+    let (_server, client) = start().await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let budgets: Api<PodDisruptionBudget> = Api::default_namespaced(client);
+    for name in ["web-1", "web-2", "web-3"] {
+        running_pod(&pods, name, &[("app", "web")], true).await;
+    }
+    running_pod(&pods, "other", &[("app", "other")], true).await;
+    budgets
+        .create(&PostParams::default(), &budget("web-pdb", json!({"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}})))
+        .await
+        .unwrap();
+    let status = budgets.get("web-pdb").await.unwrap().status.unwrap();
+    assert_eq!((status.expected_pods, status.current_healthy, status.desired_healthy, status.disruptions_allowed), (3, 3, 2, 1));
+
+    let evicted = pods.evict("web-1", &EvictParams::default()).await.unwrap();
+    assert_eq!(evicted.code, 201);
+    assert_eq!(api_status(pods.get("web-1").await).code, 404);
+    let status = budgets.get("web-pdb").await.unwrap().status.unwrap();
+    assert_eq!((status.expected_pods, status.current_healthy, status.disruptions_allowed), (2, 2, 0));
+    let condition = status.conditions.unwrap_or_default().into_iter().find(|c| c.type_ == "DisruptionAllowed").unwrap();
+    assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("False", "InsufficientPods"));
+
+    let blocked = api_status(pods.evict("web-2", &EvictParams::default()).await);
+    assert_eq!((blocked.code, blocked.reason.as_str()), (429, "TooManyRequests"));
+    assert!(blocked.message.starts_with("Cannot evict pod as it would violate the pod's disruption budget."));
+    assert!(blocked.message.contains("web-pdb"), "{}", blocked.message);
+    assert!(pods.get("web-2").await.is_ok(), "a blocked eviction must not delete the pod");
+
+    // Pods no budget covers are evicted freely; missing pods are 404.
+    pods.evict("other", &EvictParams::default()).await.unwrap();
+    assert_eq!(api_status(pods.get("other").await).code, 404);
+    assert_eq!(api_status(pods.evict("ghost", &EvictParams::default()).await).code, 404);
+
+    // A new healthy pod raises the allowance again.
+    running_pod(&pods, "web-4", &[("app", "web")], true).await;
+    assert_eq!(budgets.get("web-pdb").await.unwrap().status.unwrap().disruptions_allowed, 1);
+    pods.evict("web-2", &EvictParams::default()).await.unwrap();
+}
+
+#[tokio::test]
+async fn eviction_budgets_with_percentages_unready_pods_and_finalizers() {
+    let (_server, client) = start().await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let budgets: Api<PodDisruptionBudget> = Api::default_namespaced(client);
+    for name in ["db-1", "db-2", "db-3", "db-4"] {
+        running_pod(&pods, name, &[("app", "db")], true).await;
+    }
+    running_pod(&pods, "db-5", &[("app", "db")], false).await;
+    let selector = json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["db"]}]});
+    // maxUnavailable 25% of 5 pods rounds up to 2: desiredHealthy 3, 4 healthy, 1 disruption allowed.
+    budgets.create(&PostParams::default(), &budget("db-pdb", json!({"maxUnavailable": "25%", "selector": selector}))).await.unwrap();
+    let status = budgets.get("db-pdb").await.unwrap().status.unwrap();
+    assert_eq!((status.expected_pods, status.current_healthy, status.desired_healthy, status.disruptions_allowed), (5, 4, 3, 1));
+
+    // The unready pod may go while the budget is satisfied, and it does not use up the allowance.
+    pods.evict("db-5", &EvictParams::default()).await.unwrap();
+    // A pod with a finalizer is only marked for deletion; it stops counting towards the budget.
+    pods.patch("db-1", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/hold"]}})))
+        .await
+        .unwrap();
+    pods.evict("db-1", &EvictParams::default()).await.unwrap();
+    let held = pods.get("db-1").await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_some());
+    let status = budgets.get("db-pdb").await.unwrap().status.unwrap();
+    // 25% of the 3 remaining pods rounds up to 1.
+    assert_eq!((status.expected_pods, status.current_healthy, status.desired_healthy, status.disruptions_allowed), (3, 3, 2, 1));
+    // Once a pod turns unready, no healthy pod may go.
+    let unready = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}});
+    pods.patch_status("db-2", &PatchParams::default(), &Patch::Merge(&unready)).await.unwrap();
+    assert_eq!(budgets.get("db-pdb").await.unwrap().status.unwrap().disruptions_allowed, 0);
+    let blocked = api_status(pods.evict("db-3", &EvictParams::default()).await);
+    assert_eq!((blocked.code, blocked.reason.as_str()), (429, "TooManyRequests"));
+    assert!(blocked.message.contains("db-pdb needs 2 healthy pods and has 2 currently"), "{}", blocked.message);
+}
+
+fn owned_config_map(name: &str, owners: &[&ConfigMap], finalizers: &[&str]) -> ConfigMap {
+    let references: Vec<serde_json::Value> = owners
+        .iter()
+        .map(|owner| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "name": owner.metadata.name, "uid": owner.metadata.uid})
+        })
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "ownerReferences": references, "finalizers": finalizers},
+        "data": {"key": "value"},
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn garbage_collector_deletes_dependents_whose_owners_are_all_gone() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let pp = PostParams::default();
+    let owner = api.create(&pp, &config_map("owner", &[])).await.unwrap();
+    let other = api.create(&pp, &config_map("other-owner", &[])).await.unwrap();
+    api.create(&pp, &owned_config_map("child", &[&owner], &[])).await.unwrap();
+    let child = api.get("child").await.unwrap();
+    api.create(&pp, &owned_config_map("grandchild", &[&child], &[])).await.unwrap();
+    api.create(&pp, &owned_config_map("held-child", &[&owner], &["example.com/hold"])).await.unwrap();
+    api.create(&pp, &owned_config_map("shared-child", &[&owner, &other], &[])).await.unwrap();
+
+    api.delete("owner", &DeleteParams::background()).await.unwrap();
+    assert_eq!(api_status(api.get("child").await).code, 404);
+    assert_eq!(api_status(api.get("grandchild").await).code, 404, "collection cascades");
+    let held = api.get("held-child").await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_some(), "a dependent's finalizers are respected");
+    assert!(api.get("shared-child").await.is_ok(), "a dependent with a live owner stays");
+
+    api.delete("other-owner", &DeleteParams::default()).await.unwrap();
+    assert_eq!(api_status(api.get("shared-child").await).code, 404);
+    let release = json!({"metadata": {"finalizers": null}});
+    api.patch("held-child", &PatchParams::default(), &Patch::Merge(&release)).await.unwrap();
+    assert_eq!(api_status(api.get("held-child").await).code, 404);
+}
+
+#[tokio::test]
+async fn garbage_collector_waits_for_an_owner_held_by_a_finalizer() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let pp = PostParams::default();
+    let mut owner = config_map("owner", &[]);
+    owner.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    let owner = api.create(&pp, &owner).await.unwrap();
+    api.create(&pp, &owned_config_map("child", &[&owner], &[])).await.unwrap();
+    api.delete("owner", &DeleteParams::default()).await.unwrap();
+    assert!(api.get("child").await.is_ok(), "the owner still exists while its finalizer holds it");
+    api.patch("owner", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    assert_eq!(api_status(api.get("child").await).code, 404);
+}
+
+#[tokio::test]
+async fn orphan_propagation_strips_owner_references_and_keeps_dependents() {
+    let (_server, client) = start().await;
+    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
+    let replica_sets: Api<ReplicaSet> = Api::default_namespaced(client.clone());
+    let pp = PostParams::default();
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "main", "image": "registry.example/app:1"}]}},
+        },
+    }))
+    .unwrap();
+    let replica_set = |name: &str, owner: &Deployment| -> ReplicaSet {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "ownerReferences": [{
+                "apiVersion": "apps/v1", "kind": "Deployment", "name": owner.metadata.name,
+                "uid": owner.metadata.uid, "controller": true, "blockOwnerDeletion": true,
+            }]},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": deployment_template()},
+        }))
+        .unwrap()
+    };
+
+    let first = deployments.create(&pp, &deployment).await.unwrap();
+    replica_sets.create(&pp, &replica_set("web-1", &first)).await.unwrap();
+    deployments.delete("web", &DeleteParams::orphan()).await.unwrap();
+    let orphaned = replica_sets.get("web-1").await.unwrap();
+    assert!(orphaned.metadata.owner_references.unwrap_or_default().is_empty());
+
+    let second = deployments.create(&pp, &deployment).await.unwrap();
+    replica_sets.create(&pp, &replica_set("web-2", &second)).await.unwrap();
+    deployments.delete("web", &DeleteParams::background()).await.unwrap();
+    assert_eq!(api_status(replica_sets.get("web-2").await).code, 404);
+    assert!(replica_sets.get("web-1").await.is_ok(), "the orphaned ReplicaSet is no longer collected");
+}
+
+fn deployment_template() -> serde_json::Value {
+    json!({"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "main", "image": "registry.example/app:1"}]}})
+}
+
+#[tokio::test]
+async fn garbage_collector_deletes_objects_created_with_dangling_owner_references() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let pp = PostParams::default();
+    let owner = api.create(&pp, &config_map("owner", &[])).await.unwrap();
+    api.delete("owner", &DeleteParams::default()).await.unwrap();
+    api.create(&pp, &owned_config_map("late-child", &[&owner], &[])).await.unwrap();
+    assert_eq!(api_status(api.get("late-child").await).code, 404);
+}
+
+#[tokio::test]
+async fn eviction_skips_budgets_for_pending_pods_and_refuses_pods_with_two_budgets() {
+    let (_server, client) = start().await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let budgets: Api<PodDisruptionBudget> = Api::default_namespaced(client);
+    running_pod(&pods, "api-1", &[("app", "api")], true).await;
+    pods.create(&PostParams::default(), &pod("api-pending", &[("app", "api")])).await.unwrap();
+    let selector = json!({"matchLabels": {"app": "api"}});
+    budgets.create(&PostParams::default(), &budget("api-all", json!({"maxUnavailable": 0, "selector": selector}))).await.unwrap();
+    assert_eq!(budgets.get("api-all").await.unwrap().status.unwrap().disruptions_allowed, 0);
+
+    // A pod that is not running is evicted without consulting the budget.
+    pods.evict("api-pending", &EvictParams::default()).await.unwrap();
+    assert_eq!(api_status(pods.get("api-pending").await).code, 404);
+    assert_eq!(api_status(pods.evict("api-1", &EvictParams::default()).await).code, 429);
+
+    budgets.create(&PostParams::default(), &budget("api-everything", json!({"selector": {}}))).await.unwrap();
+    let refused = api_status(pods.evict("api-1", &EvictParams::default()).await);
+    assert_eq!(refused.code, 500);
+    assert!(refused.message.contains("more than one PodDisruptionBudget"), "{}", refused.message);
+}
+
+#[tokio::test]
+async fn delete_collection_with_orphan_propagation_keeps_dependents() {
+    let (_server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let pp = PostParams::default();
+    let owner = api.create(&pp, &config_map("owner", &[("batch", "x")])).await.unwrap();
+    api.create(&pp, &owned_config_map("child", &[&owner], &[])).await.unwrap();
+    api.delete_collection(&DeleteParams::orphan(), &ListParams::default().labels("batch=x")).await.unwrap();
+    assert_eq!(api_status(api.get("owner").await).code, 404);
+    let child = api.get("child").await.unwrap();
+    assert!(child.metadata.owner_references.unwrap_or_default().is_empty());
+}
+
+#[tokio::test]
+async fn watchers_see_budget_status_follow_pod_readiness() {
+    let (_server, client) = start().await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let budgets: Api<PodDisruptionBudget> = Api::default_namespaced(client);
+    running_pod(&pods, "web-1", &[("app", "web")], true).await;
+    budgets.create(&PostParams::default(), &budget("web-pdb", json!({"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}))).await.unwrap();
+    let mut stream = watcher(budgets.clone(), watcher::Config::default()).applied_objects().boxed();
+    let allowed = |b: &PodDisruptionBudget| b.status.as_ref().map(|s| s.disruptions_allowed);
+    let first = tokio::time::timeout(Duration::from_secs(5), stream.try_next()).await.unwrap().unwrap().unwrap();
+    assert_eq!(allowed(&first), Some(0));
+    running_pod(&pods, "web-2", &[("app", "web")], true).await;
+    let seen = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(budget) = stream.try_next().await.unwrap() {
+            if allowed(&budget) == Some(1) {
+                return budget;
+            }
+        }
+        panic!("watch ended");
+    })
+    .await
+    .expect("the budget status update is streamed");
+    assert_eq!(seen.status.unwrap().current_healthy, 2);
 }
