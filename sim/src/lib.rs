@@ -15,6 +15,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod cloud;
 mod disruption;
 mod error;
 mod kubeconfig;

@@ -16,6 +16,7 @@
 //! - [`nodeclaim`]: the NodeClaim the scheduler asks a cloud plugin to launch, and the instance
 //!   a plugin reports back.
 
+pub mod clock;
 pub mod instance_type;
 pub mod labels;
 pub mod nodeclaim;

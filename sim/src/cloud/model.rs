@@ -1,0 +1,74 @@
+//! The simulated cloud's data model, shared by its HTTP API, the `simcloud` plugin's wire
+//! format and the cluster physics (whose kubelets boot the instances it launches).
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+/// The provider-ID scheme of simulated instances: `simcloud://<instance id>`.
+pub const PROVIDER_ID_PREFIX: &str = "simcloud://";
+
+/// Lifecycle of a simulated instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InstanceState {
+    /// Created; the machine is booting (its kubelet has not started yet).
+    Pending,
+    /// Booted.
+    Running,
+    /// Deleted; kept in listings for a short while like real clouds do.
+    Terminated,
+}
+
+/// One simulated instance, as the cloud API returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SimInstance {
+    /// Instance ID, e.g. `i-00000001`.
+    pub id: String,
+    /// `simcloud://<id>`.
+    pub provider_id: String,
+    /// Instance-type name, e.g. `c-4x-amd64-linux`.
+    pub instance_type: String,
+    /// Zone, e.g. `test-zone-a`.
+    pub zone: String,
+    /// `on-demand` or `spot`.
+    pub capacity_type: String,
+    /// The userData the instance was created with (its kubelet runs it at boot).
+    pub user_data: String,
+    /// Free-form tags (the host tags instances with cluster and NodeClaim names).
+    pub tags: BTreeMap<String, String>,
+    /// Machine capacity in Kubernetes quantity notation (`cpu`, `memory`, `pods`,
+    /// `ephemeral-storage`, extended resources).
+    pub capacity: BTreeMap<String, String>,
+    /// Labels the instance type carries (architecture, OS, family, size…).
+    pub labels: BTreeMap<String, String>,
+    /// Price of the offering it was launched on, per hour.
+    pub price_per_hour: f64,
+    /// Current state.
+    pub state: InstanceState,
+    /// RFC 3339 creation time (simulated clock).
+    pub created_at: String,
+}
+
+impl SimInstance {
+    /// The instance ID from a provider ID, if it has the simcloud scheme.
+    pub fn id_from_provider_id(provider_id: &str) -> Option<&str> {
+        provider_id.strip_prefix(PROVIDER_ID_PREFIX).filter(|id| !id.is_empty())
+    }
+}
+
+/// What happened in the simulated cloud; the physics subscribes to boot and stop kubelets.
+#[derive(Debug, Clone)]
+pub enum CloudEvent {
+    /// An instance was created (state `pending`); its kubelet should boot after the boot delay.
+    Launched(SimInstance),
+    /// An instance was deleted; its Node must go away.
+    Terminated {
+        /// The instance.
+        instance: SimInstance,
+        /// When (simulated clock).
+        at: SystemTime,
+    },
+}
