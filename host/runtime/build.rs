@@ -15,6 +15,7 @@ const SOURCES: &[&str] = &[
     "template",
     "k3s",
     "synthetic-pricing",
+    "simcloud",
     "testing",
 ];
 

@@ -12,7 +12,6 @@
 
 use serde_json::{Value, json};
 
-use crate::store::now_timestamp;
 
 /// The figures a budget's status reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,8 +101,9 @@ pub fn figures<'a>(budget: &Value, pods: impl IntoIterator<Item = &'a Value>) ->
     }
 }
 
-/// The budget's status for these figures, keeping fields the emulator does not compute.
-pub fn status(budget: &Value, figures: BudgetFigures) -> Value {
+/// The budget's status for these figures, keeping fields the emulator does not compute; `now`
+/// is the timestamp a changed condition gets.
+pub fn status(budget: &Value, figures: BudgetFigures, now: &str) -> Value {
     let mut status = budget.get("status").filter(|s| s.is_object()).cloned().unwrap_or_else(|| json!({}));
     status["observedGeneration"] = budget.pointer("/metadata/generation").cloned().unwrap_or(json!(1));
     status["expectedPods"] = json!(figures.expected_pods);
@@ -119,7 +119,7 @@ pub fn status(budget: &Value, figures: BudgetFigures) -> Value {
     let since = previous
         .filter(|c| c["status"] == allowed)
         .and_then(|c| c.get("lastTransitionTime").cloned())
-        .unwrap_or_else(|| Value::String(now_timestamp()));
+        .unwrap_or_else(|| Value::String(now.to_string()));
     let mut conditions: Vec<Value> = status["conditions"]
         .as_array()
         .into_iter()

@@ -19,6 +19,7 @@ pub mod cloud;
 mod disruption;
 mod error;
 mod kubeconfig;
+pub mod physics;
 pub mod resources;
 pub mod schema;
 pub mod selectors;
@@ -31,12 +32,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use joinery_core::clock::Clock;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use error::{ApiError, SimError};
 pub use kubeconfig::kubeconfig_yaml;
+pub use physics::{Physics, PhysicsOptions};
 
 use server::Shared;
 use store::Store;
@@ -68,6 +71,16 @@ pub struct ApiServerOptions {
     pub event_window: usize,
     /// How often a watch that asked for bookmarks receives one.
     pub bookmark_interval: Duration,
+    /// The clock every timestamp the server writes comes from (creation and deletion
+    /// timestamps, condition transition times, managedFields times). Share it with the
+    /// physics and the host to run a scenario faster than real time.
+    pub clock: Arc<Clock>,
+    /// Whether deleting a pod bound to a node waits for its grace period, as on a real
+    /// server: the pod gets a `deletionTimestamp` of now plus the grace period and stays
+    /// (Terminating) until its kubelet removes it with a zero grace period. Unbound and
+    /// finished pods are always removed at once. Default `true`; without a kubelet (no
+    /// physics) bound pods then stay Terminating, as on a real cluster whose node is gone.
+    pub pod_grace_periods: bool,
 }
 
 impl Default for ApiServerOptions {
@@ -76,6 +89,8 @@ impl Default for ApiServerOptions {
             bind_address: SocketAddr::from(([127, 0, 0, 1], 0)),
             event_window: 10_000,
             bookmark_interval: Duration::from_secs(5),
+            clock: Arc::new(Clock::real()),
+            pod_grace_periods: true,
         }
     }
 }
@@ -109,7 +124,7 @@ impl ApiServer {
         let address = listener.local_addr().map_err(SimError::Bind)?;
         let url = format!("http://{address}");
         let shared = Arc::new(Shared {
-            store: Store::new(options.event_window),
+            store: Store::with_clock(options.event_window, options.clock.clone(), options.pod_grace_periods),
             bookmark_interval: options.bookmark_interval,
             watch_epoch: watch::Sender::new(0),
             watches_paused: watch::Sender::new(false),

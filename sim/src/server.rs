@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use crate::error::ApiError;
 use crate::resources::{ResourceKind, api_group, resource_list};
 use crate::selectors::{FieldSelector, LabelSelector};
-use crate::store::{EventType, ListOptions, Store, StoredEvent, WriteTarget, now_timestamp};
+use crate::store::{EventType, ListOptions, Store, StoredEvent, WriteTarget};
 
 /// State shared by every connection.
 pub(crate) struct Shared {
@@ -113,7 +113,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdo
     tracing::debug!("API server stopped accepting connections");
 }
 
-fn percent_decode(text: &str) -> String {
+pub(crate) fn percent_decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut decoded = Vec::with_capacity(bytes.len());
     let mut index = 0;
@@ -315,7 +315,16 @@ async fn resource_request(
             }
             Method::PATCH => patch(store, &kind, namespace, name, WriteTarget::Main, call),
             Method::DELETE => {
-                let options = call.body_json()?;
+                let mut options = call.body_json()?;
+                // `?gracePeriodSeconds=N` counts when the body does not say.
+                if let Some(grace) = call.query.get("gracePeriodSeconds").and_then(|g| g.parse::<i64>().ok())
+                    && options.get("gracePeriodSeconds").is_none()
+                {
+                    if !options.is_object() {
+                        options = json!({});
+                    }
+                    options["gracePeriodSeconds"] = json!(grace);
+                }
                 Ok(json_response(200, &store.delete(&kind, namespace, name, &options)?))
             }
             _ => Err(ApiError::method_not_allowed(format!("{method} is not supported on an object"))),
@@ -395,12 +404,13 @@ fn patch(
             if !applied.is_object() {
                 return Err(ApiError::bad_request("the apply configuration must be an object"));
             }
+            let now = store.now_timestamp();
             let record_manager = |object: &mut Value| {
                 let entry = json!({
                     "manager": manager,
                     "operation": "Apply",
                     "apiVersion": kind.api_version(),
-                    "time": now_timestamp(),
+                    "time": now,
                     "fieldsType": "FieldsV1",
                     "fieldsV1": {},
                 });

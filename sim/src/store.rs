@@ -6,8 +6,9 @@ use std::hash::{BuildHasher, Hasher};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use joinery_core::clock::Clock;
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 
@@ -112,12 +113,17 @@ struct State {
     live_uids: HashSet<String>,
     /// For each owner uid, the objects whose ownerReferences name it.
     dependents: HashMap<String, BTreeSet<ObjectKey>>,
+    /// Where timestamps come from.
+    clock: Arc<Clock>,
+    /// Whether deleting a bound pod waits for its grace period (see [`Store::with_clock`]).
+    pod_grace_periods: bool,
 }
 
 /// The shared object store.
 pub struct Store {
     state: Mutex<State>,
     changed: Notify,
+    clock: Arc<Clock>,
 }
 
 static ID_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -158,9 +164,15 @@ fn random_name_suffix() -> String {
         .collect()
 }
 
-/// The current time as an RFC 3339 timestamp with second precision, as Kubernetes writes it.
+/// The current (real) time as an RFC 3339 timestamp with second precision, as Kubernetes
+/// writes it. The store itself writes [`Store::now_timestamp`], which follows its clock.
 pub fn now_timestamp() -> String {
-    let seconds = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default() as i64;
+    format_timestamp(SystemTime::now())
+}
+
+/// A point in time as an RFC 3339 timestamp with second precision (`2024-02-29T12:00:00Z`).
+pub fn format_timestamp(at: SystemTime) -> String {
+    let seconds = at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default() as i64;
     let (year, month, day) = civil_date(seconds.div_euclid(86_400));
     let of_day = seconds.rem_euclid(86_400);
     format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", of_day / 3600, of_day % 3600 / 60, of_day % 60)
@@ -264,6 +276,11 @@ fn decode_continue(token: &str) -> Option<(u64, String, String)> {
 }
 
 impl State {
+    /// The store clock's current time as a Kubernetes timestamp.
+    fn now(&self) -> String {
+        format_timestamp(self.clock.now())
+    }
+
     fn commit(&mut self, key: ObjectKey, mut object: Value, event_type: EventType, previous: Option<Value>) -> Value {
         self.resource_version += 1;
         let resource_version = self.resource_version;
@@ -358,7 +375,7 @@ impl State {
                 .filter(|v| v["storage"].as_bool() == Some(true))
                 .filter_map(|v| v.get("name").cloned())
                 .collect();
-            let now = now_timestamp();
+            let now = self.now();
             let existing_conditions = object.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
             let condition = |kind: &str, reason: &str| {
                 // Keep the original transition time so re-applying an unchanged CRD is a no-op.
@@ -438,13 +455,32 @@ impl State {
         if orphan && let Some(uid) = metadata_str(&current, "uid") {
             self.orphan_dependents(uid);
         }
-        if has_finalizers(&current) {
-            if current.pointer("/metadata/deletionTimestamp").is_some() {
+        let grace = self.grace_period(&key, &current, options);
+        if grace > 0 {
+            // A pod on a node is only marked: its kubelet stops it and removes it (with a zero
+            // grace period) once the grace period is over. A shorter grace period shortens it.
+            let remaining = current.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64);
+            if current.pointer("/metadata/deletionTimestamp").is_some() && remaining.is_some_and(|r| r <= grace) {
                 return Ok(current);
             }
             let mut next = current.clone();
+            let deadline = self.clock.now() + Duration::from_secs(grace as u64);
             let metadata = metadata_mut(&mut next);
-            metadata.insert("deletionTimestamp".into(), Value::String(now_timestamp()));
+            metadata.insert("deletionTimestamp".into(), Value::String(format_timestamp(deadline)));
+            metadata.insert("deletionGracePeriodSeconds".into(), json!(grace));
+            return Ok(self.commit(key, next, EventType::Modified, Some(current)));
+        }
+        if has_finalizers(&current) {
+            let marked = current.pointer("/metadata/deletionTimestamp").is_some();
+            if marked && current.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0 {
+                return Ok(current);
+            }
+            let mut next = current.clone();
+            let now = self.now();
+            let metadata = metadata_mut(&mut next);
+            if !marked {
+                metadata.insert("deletionTimestamp".into(), Value::String(now));
+            }
             metadata.insert("deletionGracePeriodSeconds".into(), json!(0));
             Ok(self.commit(key, next, EventType::Modified, Some(current)))
         } else {
@@ -452,6 +488,28 @@ impl State {
             self.after_crd_write(kind, &stored, true);
             Ok(stored)
         }
+    }
+
+    /// The grace period (seconds) a DELETE of the object at `key` waits for: zero except for a
+    /// pod bound to a node that has not finished, as on the real server — then the
+    /// DeleteOptions' `gracePeriodSeconds`, else the pod's `terminationGracePeriodSeconds`,
+    /// else 30.
+    fn grace_period(&self, key: &ObjectKey, current: &Value, options: &Value) -> i64 {
+        let is_pod = key.0.is_empty() && key.1 == "pods";
+        if !self.pod_grace_periods || !is_pod {
+            return 0;
+        }
+        let bound = current.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+        let finished = matches!(current.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
+        if !bound || finished {
+            return 0;
+        }
+        options
+            .get("gracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .or_else(|| current.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
+            .unwrap_or(30)
+            .max(0)
     }
 
     /// Removes the owner references pointing at `owner_uid` from every object.
@@ -525,12 +583,13 @@ impl State {
     /// Recomputes the status of the PodDisruptionBudgets in namespaces where pods or budgets changed.
     fn refresh_budgets(&mut self) {
         let namespaces = std::mem::take(&mut self.stale_budgets);
+        let now = self.now();
         for namespace in namespaces {
             let updates: Vec<(ObjectKey, Value, Value)> = self
                 .objects_in("policy", "poddisruptionbudgets", &namespace)
                 .filter_map(|(key, budget)| {
                     let pods = self.objects_in("", "pods", &namespace).map(|(_, pod)| pod);
-                    let status = disruption::status(budget, disruption::figures(budget, pods));
+                    let status = disruption::status(budget, disruption::figures(budget, pods), &now);
                     (budget.get("status") != Some(&status)).then(|| {
                         let mut next = budget.clone();
                         next["status"] = status;
@@ -551,6 +610,14 @@ impl Store {
     /// A store holding the built-in types and the standard namespaces, retaining at most
     /// `window` events for watches.
     pub fn new(window: usize) -> Self {
+        Self::with_clock(window, Arc::new(Clock::real()), true)
+    }
+
+    /// A store like [`Store::new`] whose timestamps (creation, deletion, conditions) come from
+    /// `clock`. With `pod_grace_periods`, deleting a pod bound to a node only sets its
+    /// `deletionTimestamp` (now plus the grace period) until a kubelet removes it with a zero
+    /// grace period; without, pods are removed at once.
+    pub fn with_clock(window: usize, clock: Arc<Clock>, pod_grace_periods: bool) -> Self {
         let state = State {
             objects: BTreeMap::new(),
             resource_version: 0,
@@ -564,8 +631,10 @@ impl Store {
             gc_candidates: Vec::new(),
             live_uids: HashSet::new(),
             dependents: HashMap::new(),
+            clock: clock.clone(),
+            pod_grace_periods,
         };
-        let store = Self { state: Mutex::new(state), changed: Notify::new() };
+        let store = Self { state: Mutex::new(state), changed: Notify::new(), clock };
         let namespaces = store.lookup("", "v1", "namespaces").expect("namespaces are built in");
         for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
@@ -576,6 +645,16 @@ impl Store {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The clock the store's timestamps come from.
+    pub fn clock(&self) -> &Arc<Clock> {
+        &self.clock
+    }
+
+    /// The store clock's current time as a Kubernetes timestamp.
+    pub fn now_timestamp(&self) -> String {
+        format_timestamp(self.clock.now())
     }
 
     /// A notification that fires after the next write.
@@ -672,7 +751,7 @@ impl Store {
             ));
         }
         metadata.insert("uid".into(), Value::String(new_uid()));
-        metadata.insert("creationTimestamp".into(), Value::String(now_timestamp()));
+        metadata.insert("creationTimestamp".into(), Value::String(self.now_timestamp()));
         metadata.insert("generation".into(), json!(1));
         for transient in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"] {
             metadata.remove(transient);
@@ -834,7 +913,11 @@ impl Store {
         if same_ignoring_version(&next, &with_type(kind, &current)) {
             return Ok(with_type(kind, &current));
         }
-        let finished = next.pointer("/metadata/deletionTimestamp").is_some() && !has_finalizers(&next);
+        // An object marked for deletion goes once no finalizer holds it, unless it is a pod
+        // still within its grace period (its kubelet removes it).
+        let finished = next.pointer("/metadata/deletionTimestamp").is_some()
+            && !has_finalizers(&next)
+            && next.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0;
         let event_type = if finished { EventType::Deleted } else { EventType::Modified };
         let stored = state.commit(key, next, event_type, Some(current));
         state.after_crd_write(kind, &stored, finished);
@@ -905,7 +988,7 @@ impl Store {
             .filter(|c| c["type"] != "PodScheduled")
             .cloned()
             .collect();
-        conditions.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now_timestamp()}));
+        conditions.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": state.now()}));
         next["status"]["conditions"] = Value::Array(conditions);
         state.commit(key, next, EventType::Modified, Some(current));
         state.settle();

@@ -41,6 +41,45 @@ pub enum Command {
     /// Run benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Run a scenario (default: the built-in quickstart) against the emulated cluster and
+    /// simulated cloud with the real host and plugins; exit 0 when its expectations hold.
+    Simulate(SimulateArgs),
+    /// The emulated cluster on its own.
+    #[command(subcommand)]
+    Sim(SimCommand),
+}
+
+/// `joinery simulate …`
+#[derive(Debug, clap::Args)]
+pub struct SimulateArgs {
+    /// Scenario file (YAML). Without it, the built-in quickstart runs.
+    pub scenario: Option<PathBuf>,
+    /// Write the JSON report here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Simulated seconds per real second.
+    #[arg(long, default_value_t = joinery_simulate::DEFAULT_SPEED)]
+    pub speed: f64,
+    /// Do not print the timeline as it happens (the summary is still printed).
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// `joinery sim …`
+#[derive(Debug, Subcommand)]
+pub enum SimCommand {
+    /// Serve the emulated cluster (API server, physics, simulated cloud) until interrupted.
+    Serve {
+        /// Write a kubeconfig for the emulated API server here.
+        #[arg(long)]
+        kubeconfig_out: Option<PathBuf>,
+        /// Simulated seconds per real second.
+        #[arg(long, default_value_t = 1.0)]
+        speed: f64,
+        /// Also run the host (the Joinery controllers) against it.
+        #[arg(long)]
+        with_host: bool,
+    },
 }
 
 /// Options shared by commands that load plugins.
@@ -147,9 +186,11 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("expected key=value, got {s:?}"))
 }
 
-/// Sets up `tracing` (respects `RUST_LOG`, default `info`).
-pub fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+/// Sets up `tracing` (respects `RUST_LOG`; default `info`, `warn` for `simulate`, whose
+/// timeline is the output).
+pub fn init_tracing(format: LogFormat, command: &Command) {
+    let default = if matches!(command, Command::Simulate(_)) { "warn" } else { "info" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default.into());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
@@ -171,5 +212,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(BenchCommand::Plugins { iterations, json }) => crate::bench::plugins(iterations, json).await,
+        Command::Simulate(args) => crate::simulate_cmd::simulate(args).await,
+        Command::Sim(SimCommand::Serve { kubeconfig_out, speed, with_host }) => {
+            crate::simulate_cmd::serve(kubeconfig_out, speed, with_host).await
+        }
     }
 }

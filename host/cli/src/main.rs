@@ -3,13 +3,14 @@
 mod bench;
 mod cli;
 mod plugins_cmd;
+mod simulate_cmd;
 mod userdata;
 
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
-    cli::init_tracing(cli.log_format);
+    cli::init_tracing(cli.log_format, &cli.command);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -15,6 +15,8 @@
 //! - [`instance_type`]: instance types, offerings, allocatable capacity and price ordering.
 //! - [`nodeclaim`]: the NodeClaim the scheduler asks a cloud plugin to launch, and the instance
 //!   a plugin reports back.
+//! - [`scheduling`]: the provisioning pass: which pods go on existing nodes and which new
+//!   NodeClaims to create.
 
 pub mod clock;
 pub mod instance_type;
@@ -22,6 +24,7 @@ pub mod labels;
 pub mod nodeclaim;
 pub mod requirements;
 pub mod resources;
+pub mod scheduling;
 pub mod taints;
 
 pub use instance_type::{InstanceType, Offering, Offerings, Overhead};

@@ -60,6 +60,10 @@ pub struct NodeClassKind {
     pub version: String,
     /// Kind, e.g. `ExoscaleNodeClass`.
     pub kind: String,
+    /// Scheme of the provider IDs this cloud gives its instances, e.g. `exoscale://`. Renderers
+    /// receive it to write the kubelet's `provider-id`.
+    #[serde(default, rename = "providerIDPrefix", skip_serializing_if = "Option::is_none")]
+    pub provider_id_prefix: Option<String>,
 }
 
 /// Capabilities a plugin asks for. Each is denied unless the operator grants it too.

@@ -42,6 +42,9 @@ pub struct SimInstance {
     /// Machine capacity in Kubernetes quantity notation (`cpu`, `memory`, `pods`,
     /// `ephemeral-storage`, extended resources).
     pub capacity: BTreeMap<String, String>,
+    /// What the kubelet reports as allocatable: capacity minus the instance type's overhead
+    /// (kube-reserved, system-reserved, eviction threshold).
+    pub allocatable: BTreeMap<String, String>,
     /// Labels the instance type carries (architecture, OS, family, size…).
     pub labels: BTreeMap<String, String>,
     /// Price of the offering it was launched on, per hour.

@@ -1,0 +1,95 @@
+//! `joinery simulate` on every shipped scenario, asserting on the JSON report.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn joinery() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_joinery"))
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs a scenario (or the quickstart when `None`) and returns the report and stdout.
+fn simulate(scenario: Option<&str>) -> (serde_json::Value, String, bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let mut cmd = joinery();
+    cmd.arg("simulate");
+    if let Some(s) = scenario {
+        cmd.arg(repo().join("examples/scenarios").join(s));
+    }
+    let out = cmd.arg("--report").arg(&report).arg("--speed").arg("30").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let text = std::fs::read_to_string(&report).unwrap_or_else(|_| panic!("no report; stdout:\n{stdout}\nstderr:\n{stderr}"));
+    (serde_json::from_str(&text).unwrap(), stdout, out.status.success())
+}
+
+#[test]
+fn the_quickstart_scales_up_then_to_zero() {
+    let (report, stdout, ok) = simulate(None);
+    assert!(ok, "quickstart failed:\n{stdout}");
+    assert_eq!(report["result"], "pass");
+    assert_eq!(report["scenario"], "quickstart");
+    let launched = report["totals"]["nodesLaunched"].as_u64().unwrap();
+    assert!(launched >= 1, "{report:#}");
+    assert_eq!(report["totals"]["nodesDeleted"].as_u64().unwrap(), launched, "every node removed after the scale-down");
+    assert!(report["totals"]["peakNodes"].as_u64().unwrap() >= 1);
+    assert_eq!(report["totals"]["costPerHourAtEnd"].as_f64().unwrap(), 0.0);
+    assert!(report["timings"]["firstNodeClaimSeconds"].as_f64().is_some());
+    assert!(report["timings"]["allPodsRunningSeconds"].as_f64().unwrap() > report["timings"]["firstNodeClaimSeconds"].as_f64().unwrap());
+    for node in report["nodes"].as_array().unwrap() {
+        for field in ["launchedAt", "registeredAt", "initializedAt", "deletedAt", "pricePerHour", "instanceType", "zone", "capacityType"] {
+            assert!(!node[field].is_null(), "node {node} lacks {field}");
+        }
+        assert_eq!(node["capacityType"], "on-demand");
+    }
+    assert!(stdout.contains("all 10 pods running"), "{stdout}");
+    assert!(stdout.contains("PASS"), "{stdout}");
+}
+
+#[test]
+fn blog_one_pod_asking_three_vcpu_gets_a_c3_8() {
+    let (report, stdout, ok) = simulate(Some("blog-one-pod-3-vcpu.yaml"));
+    assert!(ok, "{stdout}");
+    assert_eq!(report["instanceTypes"], serde_json::json!(["c3-8"]));
+    assert_eq!(report["pods"]["running"], 1);
+}
+
+#[test]
+fn blog_eight_pods_cost_no_more_than_cluster_autoscaler() {
+    let (report, stdout, ok) = simulate(Some("blog-eight-pods.yaml"));
+    assert!(ok, "{stdout}");
+    assert_eq!(report["pods"]["running"], 8);
+    let cost = report["totals"]["costPerHourAtEnd"].as_f64().unwrap();
+    assert!(cost <= 0.324 + 1e-9, "cost {cost} > 3 × c3-8; {report:#}");
+}
+
+#[test]
+fn a_garbled_scenario_is_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(&path, "name: bad\nsteps:\n  - at: tomorrow\n").unwrap();
+    let out = joinery().arg("simulate").arg(&path).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("steps[0].at"), "{stderr}");
+}
+
+#[test]
+fn a_failed_expectation_exits_non_zero_and_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("impossible.yaml");
+    let text = std::fs::read_to_string(repo().join("examples/scenarios/blog-one-pod-3-vcpu.yaml")).unwrap();
+    let text = text.replace("instanceTypes: [c3-8]\n", "instanceTypes: [c3-4]\n");
+    std::fs::write(&path, text).unwrap();
+    let report = dir.path().join("r.json");
+    let out = joinery().arg("simulate").arg(&path).arg("--report").arg(&report).arg("--speed").arg("30").arg("--quiet").output().unwrap();
+    assert!(!out.status.success());
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(report["result"], "fail");
+    let failures = report["failures"].to_string();
+    assert!(failures.contains("instanceTypes"), "{failures}");
+}

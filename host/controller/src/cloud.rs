@@ -1,0 +1,229 @@
+//! The host's side of the cloud: finds the plugin serving a NodeClass, caches its instance
+//! types, remembers offerings that just ran out of capacity, and fills unknown prices from
+//! the pricing plugin (never from name order).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use joinery_core::clock::Clock;
+use joinery_core::instance_type::{InstanceType, Offering, Overhead};
+use joinery_core::labels;
+use joinery_core::requirements::{Operator, Requirement, Requirements};
+use joinery_core::resources::Resources;
+use joinery_runtime::manifest::PluginKind;
+use joinery_runtime::plugin::LoadedPlugin;
+use joinery_runtime::registry::PluginRegistry;
+use joinery_runtime::types as wit;
+use kube::api::DynamicObject;
+
+use crate::ControllerError;
+
+/// The pricing plugin used for offerings whose cloud publishes no price.
+pub const FALLBACK_PRICING_PLUGIN: &str = "synthetic-pricing";
+
+/// How long a fetched instance-type list is reused for a NodeClass generation.
+pub const INSTANCE_TYPE_TTL: Duration = Duration::from_secs(5 * 60);
+
+/// How long an offering that failed with insufficient capacity is treated as unavailable
+/// (upstream's unavailable-offerings cache: 3 minutes).
+pub const UNAVAILABLE_OFFERING_TTL: Duration = Duration::from_secs(3 * 60);
+
+/// An offering: instance type, zone and capacity type.
+pub type OfferingKey = (String, String, String);
+
+/// Access to the cloud plugins with caching.
+pub struct Cloud {
+    registry: Arc<PluginRegistry>,
+    clock: Arc<Clock>,
+    instance_types: Mutex<HashMap<(String, i64), (SystemTime, Arc<Vec<InstanceType>>)>>,
+    unavailable: Mutex<BTreeMap<OfferingKey, SystemTime>>,
+}
+
+impl Cloud {
+    /// Cloud access over the plugins of `registry`.
+    pub fn new(registry: Arc<PluginRegistry>, clock: Arc<Clock>) -> Cloud {
+        Cloud { registry, clock, instance_types: Mutex::default(), unavailable: Mutex::default() }
+    }
+
+    /// The plugin registry.
+    pub fn registry(&self) -> &Arc<PluginRegistry> {
+        &self.registry
+    }
+
+    /// The cloud plugin serving NodeClasses of `group`/`kind`.
+    pub fn plugin_for(&self, group: &str, kind: &str) -> Result<Arc<LoadedPlugin>, ControllerError> {
+        self.registry.current().cloud_for(group, kind).cloned().ok_or_else(|| ControllerError::NoCloudPlugin {
+            group: group.to_string(),
+            kind: kind.to_string(),
+        })
+    }
+
+    /// The provider-ID prefix the plugin of `group`/`kind` declares (empty if none).
+    pub fn provider_id_prefix(&self, group: &str, kind: &str) -> String {
+        self.plugin_for(group, kind)
+            .ok()
+            .and_then(|p| p.manifest().node_class.as_ref().and_then(|n| n.provider_id_prefix.clone()))
+            .unwrap_or_default()
+    }
+
+    /// Marks an offering as out of capacity for [`UNAVAILABLE_OFFERING_TTL`].
+    pub fn mark_unavailable(&self, offering: OfferingKey) {
+        let until = self.clock.now() + UNAVAILABLE_OFFERING_TTL;
+        self.unavailable.lock().expect("unavailable offerings lock").insert(offering, until);
+    }
+
+    fn is_unavailable(&self, key: &OfferingKey, now: SystemTime) -> bool {
+        self.unavailable.lock().expect("unavailable offerings lock").get(key).is_some_and(|until| *until > now)
+    }
+
+    /// The instance types a NodeClass offers, in core form, with recent insufficient-capacity
+    /// offerings marked unavailable and unknown prices filled by the pricing plugin.
+    pub async fn instance_types(&self, class: &DynamicObject) -> Result<Vec<InstanceType>, ControllerError> {
+        let (group, kind) = group_kind(class);
+        let uid = class.metadata.uid.clone().unwrap_or_default();
+        let generation = class.metadata.generation.unwrap_or_default();
+        let now = self.clock.now();
+        let cached = {
+            let cache = self.instance_types.lock().expect("instance type cache lock");
+            cache
+                .get(&(uid.clone(), generation))
+                .filter(|(at, _)| now.duration_since(*at).unwrap_or_default() < INSTANCE_TYPE_TTL)
+                .map(|(_, types)| types.clone())
+        };
+        let types = match cached {
+            Some(types) => types,
+            None => {
+                let plugin = self.plugin_for(&group, &kind)?;
+                let raw = plugin.get_instance_types(&node_class_wit(class)).await?;
+                let mut types = Vec::with_capacity(raw.len());
+                for t in &raw {
+                    types.push(instance_type_from_wit(t).map_err(|message| ControllerError::PluginOutput {
+                        plugin: plugin.name().to_string(),
+                        message,
+                    })?);
+                }
+                self.fill_unknown_prices(&mut types).await;
+                let types = Arc::new(types);
+                self.instance_types.lock().expect("instance type cache lock").insert((uid, generation), (now, types.clone()));
+                types
+            }
+        };
+        let mut out = (*types).clone();
+        for t in &mut out {
+            let name = t.name().to_string();
+            for o in t.offerings_mut().0.iter_mut() {
+                if self.is_unavailable(&(name.clone(), o.zone().to_string(), o.capacity_type().to_string()), now) {
+                    o.set_available(false);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Prices offerings the cloud left unpriced with the fallback pricing plugin. When that
+    /// plugin is missing or fails, prices stay unknown (the scheduler then orders by size).
+    async fn fill_unknown_prices(&self, types: &mut [InstanceType]) {
+        let mut requests = Vec::new();
+        let mut slots = Vec::new();
+        for (ti, t) in types.iter().enumerate() {
+            for (oi, o) in t.offerings().0.iter().enumerate() {
+                if o.price().is_none() {
+                    requests.push(wit::PriceRequest {
+                        instance_type: t.name().to_string(),
+                        zone: o.zone().to_string(),
+                        capacity_type: o.capacity_type().to_string(),
+                        cpu_millis: t.capacity().cpu_millis,
+                        memory_bytes: t.capacity().memory_bytes,
+                        gpu_count: t.capacity().get("nvidia.com/gpu") as u32,
+                        known_price: None,
+                        labels: Vec::new(),
+                    });
+                    slots.push((ti, oi));
+                }
+            }
+        }
+        if requests.is_empty() {
+            return;
+        }
+        let Ok(plugin) = self.registry.current().require(FALLBACK_PRICING_PLUGIN, PluginKind::Pricing) else {
+            tracing::warn!("{} offerings have no price and the {FALLBACK_PRICING_PLUGIN} plugin is not loaded", requests.len());
+            return;
+        };
+        match plugin.price(&requests).await {
+            Ok(prices) => {
+                for ((ti, oi), price) in slots.into_iter().zip(prices) {
+                    types[ti].offerings_mut().0[oi].set_price(price);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "fallback pricing failed; unpriced offerings stay unknown"),
+        }
+    }
+}
+
+/// The API group and kind of a NodeClass object.
+pub fn group_kind(class: &DynamicObject) -> (String, String) {
+    let types = class.types.clone().unwrap_or_default();
+    let group = types.api_version.rsplit_once('/').map(|(g, _)| g.to_string()).unwrap_or_default();
+    (group, types.kind)
+}
+
+/// A NodeClass object in the WIT form plugins receive.
+pub fn node_class_wit(class: &DynamicObject) -> wit::NodeClass {
+    wit::NodeClass {
+        name: class.metadata.name.clone().unwrap_or_default(),
+        uid: class.metadata.uid.clone().unwrap_or_default(),
+        generation: class.metadata.generation.unwrap_or_default().max(0) as u64,
+        spec: class.data.get("spec").cloned().unwrap_or_else(|| serde_json::json!({})).to_string(),
+        status: class.data.get("status").cloned().unwrap_or_else(|| serde_json::json!({})).to_string(),
+    }
+}
+
+fn operator_from_wit(op: wit::Operator) -> Operator {
+    match op {
+        wit::Operator::In => Operator::In,
+        wit::Operator::NotIn => Operator::NotIn,
+        wit::Operator::Exists => Operator::Exists,
+        wit::Operator::DoesNotExist => Operator::DoesNotExist,
+        wit::Operator::Gt => Operator::Gt,
+        wit::Operator::Lt => Operator::Lt,
+        wit::Operator::Gte => Operator::Gte,
+        wit::Operator::Lte => Operator::Lte,
+    }
+}
+
+/// Requirements from their WIT form.
+pub fn requirements_from_wit(items: &[wit::Requirement]) -> Result<Requirements, String> {
+    let mut out = Requirements::new();
+    for r in items {
+        let req = Requirement::new(r.key.clone(), operator_from_wit(r.operator), r.values.clone())
+            .map_err(|e| format!("requirement {}: {e}", r.key))?
+            .with_min_values(r.min_values.map(|m| m as usize));
+        out.add(req);
+    }
+    Ok(out)
+}
+
+/// Resources from their WIT form.
+pub fn resources_from_wit(items: &[wit::Resource]) -> Result<Resources, String> {
+    Resources::from_quantities(items.iter().map(|r| (r.name.as_str(), r.quantity.as_str())))
+        .map_err(|e| format!("resources: {e}"))
+}
+
+/// An instance type from its WIT form; errors name the type and field.
+pub fn instance_type_from_wit(t: &wit::InstanceType) -> Result<InstanceType, String> {
+    let ctx = |e: String| format!("instance type {}: {e}", t.name);
+    let mut requirements = requirements_from_wit(&t.requirements).map_err(ctx)?;
+    if !requirements.has(labels::INSTANCE_TYPE_LABEL) {
+        requirements.add(Requirement::in_values(labels::INSTANCE_TYPE_LABEL, [t.name.as_str()]));
+    }
+    let capacity = resources_from_wit(&t.capacity).map_err(ctx)?;
+    let overhead = Overhead {
+        kube_reserved: resources_from_wit(&t.overhead.kube_reserved).map_err(ctx)?,
+        system_reserved: resources_from_wit(&t.overhead.system_reserved).map_err(ctx)?,
+        eviction_threshold: resources_from_wit(&t.overhead.eviction_threshold).map_err(ctx)?,
+    };
+    let offerings: Vec<Offering> =
+        t.offerings.iter().map(|o| Offering::new(o.zone.clone(), o.capacity_type.clone(), o.price, o.available)).collect();
+    Ok(InstanceType::new(t.name.clone(), requirements, capacity, overhead, offerings))
+}

@@ -1,0 +1,234 @@
+//! Disruption v0: emptiness. Initialized nodes without workload pods (DaemonSet, mirror and
+//! disrupted-taint-tolerating pods do not count) for `consolidateAfter` become
+//! `Consolidatable`; the loop then deletes them within the NodePool's disruption budgets,
+//! after re-validating the decision `disruption_validation_delay` later, as upstream does.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use joinery_api::nodepool::DisruptionReason;
+use joinery_api::{ConditionStatus, HasConditions, NodeClaim, NodePool};
+use joinery_core::labels;
+use k8s_openapi::api::core::v1::{Node, Taint};
+use kube::api::{Api, DeleteParams};
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::events::Involved;
+use crate::lifecycle::conditions::{CONSOLIDATABLE, DISRUPTION_REASON, INITIALIZED};
+use crate::termination::pods_to_drain;
+use crate::util::{self, condition, k8s_time, merge_patch, merge_patch_status, system_time};
+use crate::{Context, ControllerError};
+
+/// How often `status.lastPodEventTime` may be rewritten for one claim (upstream: 10s).
+pub const POD_EVENT_DEDUP: Duration = Duration::from_secs(10);
+
+#[derive(Default)]
+struct Memory {
+    last_decision: Option<SystemTime>,
+    /// Workload pod UIDs last seen per node, to notice pods arriving or leaving.
+    pods_seen: HashMap<String, Vec<String>>,
+}
+
+/// Runs the disruption loop.
+pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
+    let memory: Arc<Mutex<Memory>> = Arc::default();
+    util::run_loop(ctx, stopped, "disruption", Duration::from_secs(1), move |ctx| {
+        let memory = memory.clone();
+        async move { step(ctx, memory).await }
+    })
+    .await;
+}
+
+/// One managed node as the disruption loop sees it.
+struct Candidate {
+    claim: Arc<NodeClaim>,
+    node: Arc<Node>,
+    pool: Arc<NodePool>,
+    empty: bool,
+}
+
+fn node_of(ctx: &Context, claim: &NodeClaim) -> Option<Arc<Node>> {
+    let name = claim.status.as_ref()?.node_name.clone()?;
+    ctx.state.nodes.state().into_iter().find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
+}
+
+async fn step(ctx: Arc<Context>, memory: Arc<Mutex<Memory>>) -> Result<(), ControllerError> {
+    let now = ctx.clock.now();
+    let pools: BTreeMap<String, Arc<NodePool>> =
+        ctx.state.node_pools.state().into_iter().map(|p| (p.metadata.name.clone().unwrap_or_default(), p)).collect();
+    let mut candidates = Vec::new();
+    for claim in ctx.state.node_claims.state() {
+        if claim.metadata.deletion_timestamp.is_some() || !claim.is_condition_true(INITIALIZED) {
+            continue;
+        }
+        let Some(node) = node_of(&ctx, &claim) else { continue };
+        let pool_name = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)).cloned().unwrap_or_default();
+        let Some(pool) = pools.get(&pool_name).cloned() else { continue };
+        let node_name = node.metadata.name.clone().unwrap_or_default();
+        let workload = pods_to_drain(&ctx.state.pods_on_node(&node_name));
+        let empty = workload.is_empty();
+        // A workload pod arrived on or left the node: record the pod event time.
+        let mut uids: Vec<String> = workload.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+        uids.sort();
+        let previous = memory.lock().expect("disruption memory lock").pods_seen.get(&node_name).cloned();
+        if previous.as_ref() != Some(&uids) {
+            let last = claim.status.as_ref().and_then(|s| s.last_pod_event_time.as_ref()).map(system_time);
+            let first_sight = previous.is_none() && last.is_some();
+            let recent = last.is_some_and(|l| now.duration_since(l).unwrap_or_default() < POD_EVENT_DEDUP);
+            if !first_sight && !recent {
+                let name = claim.metadata.name.clone().unwrap_or_default();
+                merge_patch_status(&Api::<NodeClaim>::all(ctx.client.clone()), &name, json!({"status": {"lastPodEventTime": k8s_time(now)}}))
+                    .await?;
+            }
+            if first_sight || !recent {
+                memory.lock().expect("disruption memory lock").pods_seen.insert(node_name.clone(), uids);
+            }
+        }
+        update_consolidatable(&ctx, &claim, &pool, now).await?;
+        candidates.push(Candidate { claim, node, pool, empty });
+    }
+    let poll_due = memory
+        .lock()
+        .expect("disruption memory lock")
+        .last_decision
+        .is_none_or(|at| now.duration_since(at).unwrap_or_default() >= ctx.settings.disruption_poll);
+    if !poll_due {
+        return Ok(());
+    }
+    memory.lock().expect("disruption memory lock").last_decision = Some(now);
+    let chosen = choose_empty(&ctx, &candidates);
+    if chosen.is_empty() {
+        return Ok(());
+    }
+    tracing::info!(count = chosen.len(), "empty nodes found; validating before disruption");
+    ctx.sleep(ctx.settings.disruption_validation_delay).await;
+    for name in chosen {
+        let Some(claim) = ctx.state.node_claims.state().into_iter().find(|c| c.metadata.name.as_deref() == Some(name.as_str())) else {
+            continue;
+        };
+        let Some(node) = node_of(&ctx, &claim) else { continue };
+        let node_name = node.metadata.name.clone().unwrap_or_default();
+        let still_empty = pods_to_drain(&ctx.state.pods_on_node(&node_name)).is_empty();
+        if !still_empty || !claim.is_condition_true(CONSOLIDATABLE) || claim.metadata.deletion_timestamp.is_some() {
+            tracing::info!(nodeclaim = %name, "no longer empty; disruption abandoned");
+            continue;
+        }
+        disrupt(&ctx, &claim, &node).await?;
+    }
+    Ok(())
+}
+
+async fn update_consolidatable(ctx: &Context, claim: &NodeClaim, pool: &NodePool, now: SystemTime) -> Result<(), ControllerError> {
+    let after = pool.spec.effective_disruption().effective_consolidate_after();
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let api = Api::<NodeClaim>::all(ctx.client.clone());
+    let Some(after) = after.duration() else {
+        if claim.condition(CONSOLIDATABLE).is_some() {
+            let mut conds = claim.conditions().to_vec();
+            joinery_api::condition::remove_condition(&mut conds, CONSOLIDATABLE);
+            merge_patch_status(&api, &name, json!({"status": {"conditions": conds}})).await?;
+        }
+        return Ok(());
+    };
+    let initialized_at = claim.condition(INITIALIZED).map(|c| system_time(&c.last_transition_time));
+    let last_pod = claim.status.as_ref().and_then(|s| s.last_pod_event_time.as_ref()).map(system_time);
+    let since = match (initialized_at, last_pod) {
+        (Some(a), Some(b)) => a.max(b),
+        (a, b) => a.or(b).unwrap_or(now),
+    };
+    let elapsed = now.duration_since(since).unwrap_or_default();
+    let consolidatable = elapsed >= after;
+    let currently = claim.is_condition_true(CONSOLIDATABLE);
+    if consolidatable != currently {
+        let mut conds = claim.conditions().to_vec();
+        if consolidatable {
+            joinery_api::condition::set_condition(&mut conds, condition(ctx, CONSOLIDATABLE, ConditionStatus::True, "Consolidatable", ""));
+        } else {
+            joinery_api::condition::remove_condition(&mut conds, CONSOLIDATABLE);
+        }
+        merge_patch_status(&api, &name, json!({"status": {"conditions": conds}})).await?;
+    }
+    Ok(())
+}
+
+/// How many nodes of each pool may be disrupted for `reason` now: the tightest budget that
+/// applies, minus the pool's nodes already being disrupted (floored at 0).
+fn allowed_disruptions(candidates: &[Candidate], deleting: &HashMap<String, u64>, reason: DisruptionReason) -> BTreeMap<String, u64> {
+    let mut totals: BTreeMap<String, (Arc<NodePool>, u64)> = BTreeMap::new();
+    for c in candidates {
+        let name = c.pool.metadata.name.clone().unwrap_or_default();
+        totals.entry(name).or_insert_with(|| (c.pool.clone(), 0)).1 += 1;
+    }
+    totals
+        .into_iter()
+        .map(|(name, (pool, total))| {
+            let total = total + deleting.get(&name).copied().unwrap_or(0);
+            let allowed = pool
+                .spec
+                .effective_disruption()
+                .effective_budgets()
+                .iter()
+                .filter(|b| b.applies_to(reason))
+                // Scheduled budgets are treated as always active (fail closed) until cron
+                // schedules are evaluated.
+                .map(|b| b.nodes_value().map(|n| n.allowed(total)).unwrap_or(0))
+                .min()
+                .unwrap_or(u64::MAX);
+            let busy = deleting.get(&name).copied().unwrap_or(0);
+            (name, allowed.saturating_sub(busy))
+        })
+        .collect()
+}
+
+fn choose_empty(ctx: &Context, candidates: &[Candidate]) -> Vec<String> {
+    let mut deleting: HashMap<String, u64> = HashMap::new();
+    for claim in ctx.state.node_claims.state() {
+        if claim.metadata.deletion_timestamp.is_some() {
+            let pool = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)).cloned().unwrap_or_default();
+            *deleting.entry(pool).or_default() += 1;
+        }
+    }
+    let mut allowed = allowed_disruptions(candidates, &deleting, DisruptionReason::Empty);
+    let mut chosen = Vec::new();
+    let mut empties: Vec<&Candidate> = candidates
+        .iter()
+        .filter(|c| c.empty && c.claim.is_condition_true(CONSOLIDATABLE) && c.node.metadata.deletion_timestamp.is_none())
+        .filter(|c| c.node.metadata.annotations.as_ref().and_then(|a| a.get(labels::DO_NOT_DISRUPT_ANNOTATION)).map(String::as_str) != Some("true"))
+        .collect();
+    empties.sort_by(|a, b| a.claim.metadata.name.cmp(&b.claim.metadata.name));
+    for c in empties {
+        let pool = c.pool.metadata.name.clone().unwrap_or_default();
+        let left = allowed.entry(pool).or_default();
+        if *left == 0 {
+            continue;
+        }
+        *left -= 1;
+        chosen.push(c.claim.metadata.name.clone().unwrap_or_default());
+    }
+    chosen
+}
+
+async fn disrupt(ctx: &Context, claim: &NodeClaim, node: &Node) -> Result<(), ControllerError> {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let node_name = node.metadata.name.clone().unwrap_or_default();
+    let mut taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    if !taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY) {
+        taints.push(Taint { key: labels::DISRUPTED_TAINT_KEY.into(), effect: "NoSchedule".into(), value: None, time_added: None });
+        merge_patch(&Api::<Node>::all(ctx.client.clone()), &node_name, json!({"spec": {"taints": taints}})).await?;
+    }
+    let mut conds = claim.conditions().to_vec();
+    joinery_api::condition::set_condition(&mut conds, condition(ctx, DISRUPTION_REASON, ConditionStatus::True, "Empty", ""));
+    let api = Api::<NodeClaim>::all(ctx.client.clone());
+    merge_patch_status(&api, &name, json!({"status": {"conditions": conds}})).await?;
+    ctx.events.normal(&Involved::of(node), "DisruptionTerminating", "Disrupting Node: Empty").await;
+    ctx.events.normal(&Involved::of(claim), "DisruptionTerminating", "Disrupting NodeClaim: Empty").await;
+    match api.delete(&name, &DeleteParams::background()).await {
+        Ok(_) => {}
+        Err(e) if util::is_not_found(&e) => {}
+        Err(e) => return Err(e.into()),
+    }
+    tracing::info!(nodeclaim = %name, node = %node_name, reason = "empty", "disrupting nodeclaim");
+    Ok(())
+}

@@ -1,0 +1,113 @@
+//! Kubernetes Events (`v1/Event`) with upstream's reasons, de-duplicated over a window.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use joinery_core::clock::Clock;
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use kube::api::{Api, PostParams};
+
+use crate::util::k8s_time;
+
+/// Upstream's event de-duplication window.
+pub const DEDUP_WINDOW: Duration = Duration::from_secs(120);
+
+/// The `source.component` of Joinery's events (upstream's, so dashboards keep working).
+pub const COMPONENT: &str = "karpenter";
+
+/// Publishes Events, dropping repeats of the same (object, reason, message) within [`DEDUP_WINDOW`].
+pub struct EventRecorder {
+    client: kube::Client,
+    clock: Arc<Clock>,
+    recent: Mutex<HashMap<(String, String, String), SystemTime>>,
+}
+
+/// The object an Event is about.
+#[derive(Debug, Clone)]
+pub struct Involved {
+    /// `apiVersion`.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+    /// Namespace (empty for cluster-scoped objects).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID.
+    pub uid: String,
+}
+
+impl Involved {
+    /// The involved object of a typed resource.
+    pub fn of<K: kube::Resource<DynamicType = ()>>(object: &K) -> Involved {
+        let meta = object.meta();
+        Involved {
+            api_version: K::api_version(&()).to_string(),
+            kind: K::kind(&()).to_string(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl EventRecorder {
+    /// A recorder writing through `client`, stamping times from `clock`.
+    pub fn new(client: kube::Client, clock: Arc<Clock>) -> EventRecorder {
+        EventRecorder { client, clock, recent: Mutex::default() }
+    }
+
+    /// Publishes a `Normal` event.
+    pub async fn normal(&self, on: &Involved, reason: &str, message: &str) {
+        self.publish(on, "Normal", reason, message).await;
+    }
+
+    /// Publishes a `Warning` event.
+    pub async fn warning(&self, on: &Involved, reason: &str, message: &str) {
+        self.publish(on, "Warning", reason, message).await;
+    }
+
+    async fn publish(&self, on: &Involved, type_: &str, reason: &str, message: &str) {
+        let now = self.clock.now();
+        {
+            let mut recent = self.recent.lock().expect("event de-dup lock");
+            let key = (on.uid.clone(), reason.to_string(), message.to_string());
+            if let Some(at) = recent.get(&key)
+                && now.duration_since(*at).unwrap_or_default() < DEDUP_WINDOW
+            {
+                return;
+            }
+            recent.retain(|_, at| now.duration_since(*at).unwrap_or_default() < DEDUP_WINDOW);
+            recent.insert(key, now);
+        }
+        let namespace = if on.namespace.is_empty() { "default".to_string() } else { on.namespace.clone() };
+        let event = Event {
+            metadata: kube::api::ObjectMeta {
+                generate_name: Some(format!("{}.", on.name)),
+                namespace: Some(namespace.clone()),
+                ..Default::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some(on.api_version.clone()),
+                kind: Some(on.kind.clone()),
+                name: Some(on.name.clone()),
+                namespace: (!on.namespace.is_empty()).then(|| on.namespace.clone()),
+                uid: Some(on.uid.clone()),
+                ..Default::default()
+            },
+            reason: Some(reason.to_string()),
+            message: Some(message.to_string()),
+            type_: Some(type_.to_string()),
+            count: Some(1),
+            first_timestamp: Some(k8s_time(now)),
+            last_timestamp: Some(k8s_time(now)),
+            source: Some(EventSource { component: Some(COMPONENT.to_string()), host: None }),
+            reporting_component: Some(COMPONENT.to_string()),
+            ..Default::default()
+        };
+        if let Err(e) = Api::<Event>::namespaced(self.client.clone(), &namespace).create(&PostParams::default(), &event).await {
+            tracing::debug!(error = %e, reason, "could not publish event");
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! Joinery's controllers: the thin, I/O-doing layer around the pure core
+//! (`joinery-core`) and the plugin runtime (`joinery-runtime`).
+//!
+//! Data flows one way: watches fill [`state::ClusterState`]; each loop reads a snapshot,
+//! asks the core what to do, acts through the Kubernetes API or a cloud plugin, and writes
+//! status. The loops are:
+//!
+//! - [`provisioner`]: batches unschedulable pods, runs the core scheduler, creates NodeClaims;
+//! - [`lifecycle`]: launches NodeClaims through the cloud plugin (userData rendered by the
+//!   NodeClass's renderer), registers and initializes their Nodes, and finalizes deleted claims;
+//! - [`termination`]: drains Nodes being deleted (eviction honouring PDBs) and deletes their instances;
+//! - [`disruption`]: removes empty nodes after `consolidateAfter`, within the NodePool budgets;
+//! - [`nodeclass`]: resolves NodeClasses through their plugin and writes their status conditions.
+//!
+//! All durations are read from a shared [`joinery_core::clock::Clock`], so a simulation can
+//! run faster than real time with Karpenter's timings unchanged in simulated seconds.
+
+pub mod bootstrap;
+pub mod cloud;
+pub mod convert;
+pub mod disruption;
+pub mod events;
+pub mod lifecycle;
+pub mod nodeclass;
+pub mod provisioner;
+pub mod settings;
+pub mod state;
+pub mod termination;
+mod util;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use joinery_core::clock::Clock;
+use joinery_runtime::registry::PluginRegistry;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use settings::Settings;
+
+/// Errors of the controllers. Each says what to check.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// A watch never delivered its initial list.
+    #[error("the {0} cache never synced; check that the API server serves this resource and that the controller may list and watch it")]
+    NotSynced(String),
+    /// A Kubernetes API call failed.
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// A plugin call failed.
+    #[error(transparent)]
+    Plugin(#[from] joinery_runtime::CallError),
+    /// A plugin returned data the host cannot use.
+    #[error("plugin {plugin} returned invalid data: {message}")]
+    PluginOutput {
+        /// Plugin name.
+        plugin: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// No loaded cloud plugin serves a NodeClass kind.
+    #[error("no loaded cloud plugin serves NodeClass kind {kind} in group {group}; load a plugin whose plugin.yaml declares this nodeClass")]
+    NoCloudPlugin {
+        /// API group.
+        group: String,
+        /// Kind.
+        kind: String,
+    },
+    /// An object the controllers read is malformed; the message names the object and field.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Everything the controllers need.
+#[derive(Clone)]
+pub struct ControllerOptions {
+    /// Client of the cluster being managed.
+    pub client: kube::Client,
+    /// Loaded plugins (cloud, renderers, pricing).
+    pub registry: Arc<PluginRegistry>,
+    /// The clock all durations are measured with.
+    pub clock: Arc<Clock>,
+    /// Settings (env vars with upstream's names).
+    pub settings: Settings,
+}
+
+/// Shared context of the controller loops.
+pub struct Context {
+    /// Kubernetes client.
+    pub client: kube::Client,
+    /// Cluster caches.
+    pub state: state::ClusterState,
+    /// Cloud plugin access.
+    pub cloud: cloud::Cloud,
+    /// Clock.
+    pub clock: Arc<Clock>,
+    /// Settings.
+    pub settings: Settings,
+    /// Kubernetes Events.
+    pub events: events::EventRecorder,
+    /// NodeClaims this process created that the cache may not show yet.
+    pub recently_created: std::sync::Mutex<Vec<joinery_api::NodeClaim>>,
+    /// Launch results not yet written to status (upstream keeps them an hour), by NodeClaim UID.
+    pub launched: std::sync::Mutex<std::collections::HashMap<String, joinery_runtime::types::Instance>>,
+    /// NodeClaims (by UID) whose create call this process made and did not see succeed.
+    pub launch_attempted: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// When this process started (simulated clock): claims older than this may have been
+    /// launched by a previous life of the controller.
+    pub started_at: std::time::SystemTime,
+}
+
+impl Context {
+    /// Whether an instance may already exist for `claim` although its status has no provider
+    /// ID: it predates this process, or a create call of ours did not return a result.
+    pub fn may_have_launched(&self, claim: &joinery_api::NodeClaim) -> bool {
+        let uid = claim.metadata.uid.clone().unwrap_or_default();
+        if self.launch_attempted.lock().expect("launch attempts lock").contains(&uid) {
+            return true;
+        }
+        let created = claim.metadata.creation_timestamp.as_ref().map(util::system_time);
+        created.is_none_or(|c| c <= self.started_at)
+    }
+
+    /// Records that a create call is about to be made for the claim `uid`.
+    pub fn mark_launch_attempted(&self, uid: &str) {
+        self.launch_attempted.lock().expect("launch attempts lock").insert(uid.to_string());
+    }
+
+    /// Forgets a claim's create attempt (it failed cleanly, or the claim is gone).
+    pub fn forget_launch_attempt(&self, claim: &joinery_api::NodeClaim) {
+        let uid = claim.metadata.uid.clone().unwrap_or_default();
+        self.launch_attempted.lock().expect("launch attempts lock").remove(&uid);
+    }
+
+    /// Sleeps for a simulated duration.
+    pub async fn sleep(&self, simulated: Duration) {
+        tokio::time::sleep(self.clock.to_real(simulated)).await;
+    }
+}
+
+/// The running controllers.
+pub struct Controller {
+    context: Arc<Context>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    _state_tasks: state::StateTasks,
+}
+
+impl Controller {
+    /// Starts the caches, waits for them to sync, then starts every loop.
+    pub async fn start(options: ControllerOptions) -> Result<Controller, ControllerError> {
+        let kinds: Vec<(state::NodeClassKey, String)> = options
+            .registry
+            .current()
+            .iter()
+            .filter_map(|p| p.manifest().node_class.clone())
+            .map(|n| (state::NodeClassKey { group: n.group, kind: n.kind }, n.version))
+            .collect();
+        let (state, state_tasks) = state::ClusterState::start(options.client.clone(), &kinds).await?;
+        let context = Arc::new(Context {
+            events: events::EventRecorder::new(options.client.clone(), options.clock.clone()),
+            client: options.client,
+            state,
+            cloud: cloud::Cloud::new(options.registry, options.clock.clone()),
+            clock: options.clock.clone(),
+            settings: options.settings,
+            recently_created: Default::default(),
+            launched: Default::default(),
+            launch_attempted: Default::default(),
+            started_at: options.clock.now(),
+        });
+        let (stop, stopped) = watch::channel(false);
+        let tasks = vec![
+            tokio::spawn(nodeclass::run(context.clone(), stopped.clone())),
+            tokio::spawn(provisioner::run(context.clone(), stopped.clone())),
+            tokio::spawn(lifecycle::run(context.clone(), stopped.clone())),
+            tokio::spawn(termination::run(context.clone(), stopped.clone())),
+            tokio::spawn(disruption::run(context.clone(), stopped.clone())),
+        ];
+        tracing::info!("controllers started");
+        Ok(Controller { context, stop, tasks, _state_tasks: state_tasks })
+    }
+
+    /// The shared context (state caches, cloud access), e.g. for reports.
+    pub fn context(&self) -> &Arc<Context> {
+        &self.context
+    }
+
+    /// Stops every loop and waits for them to finish their current step.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+
+    /// Stops every loop at once, as a crash would (for restart tests).
+    pub fn abort(self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}

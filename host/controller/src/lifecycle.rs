@@ -1,0 +1,505 @@
+//! The NodeClaim lifecycle: finalizer → launch → registration → initialization, liveness
+//! timeouts, and finalization of deleted claims (Node gone, instance deleted, finalizer off).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use joinery_api::{ConditionStatus, HasConditions, NodeClaim};
+use joinery_core::labels;
+use joinery_runtime::CallError;
+use joinery_runtime::manifest::PluginKind;
+use joinery_runtime::types::{self as wit, CloudError};
+use k8s_openapi::api::core::v1::{Node, Taint};
+use kube::api::{Api, DeleteParams};
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::bootstrap::{ClusterInfo, DEFAULT_RENDERER, NodeClassBootstrap, render_context};
+use crate::cloud::{group_kind, node_class_wit};
+use crate::events::Involved;
+use crate::state::NodeClassKey;
+use crate::util::{self, condition, merge_patch, merge_patch_status, system_time};
+use crate::{Context, ControllerError};
+
+/// Condition types of a NodeClaim (upstream's exact strings).
+pub mod conditions {
+    /// The cloud created the instance.
+    pub const LAUNCHED: &str = "Launched";
+    /// A Node with the claim's provider ID joined and was synced.
+    pub const REGISTERED: &str = "Registered";
+    /// The Node is Ready with startup and ephemeral taints gone.
+    pub const INITIALIZED: &str = "Initialized";
+    /// Launched ∧ Registered ∧ Initialized.
+    pub const READY: &str = "Ready";
+    /// The node may be consolidated (consolidateAfter elapsed).
+    pub const CONSOLIDATABLE: &str = "Consolidatable";
+    /// A disruption command is in flight.
+    pub const DISRUPTION_REASON: &str = "DisruptionReason";
+    /// The cloud accepted the instance's deletion.
+    pub const INSTANCE_TERMINATING: &str = "InstanceTerminating";
+    /// The node's pods were drained.
+    pub const DRAINED: &str = "Drained";
+}
+use conditions::*;
+
+/// Runs the lifecycle loop.
+pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
+    util::run_loop(ctx, stopped, "nodeclaim.lifecycle", Duration::from_secs(1), step).await;
+}
+
+async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
+    let mut claims = ctx.state.node_claims.state();
+    claims.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    for claim in claims {
+        if let Err(e) = reconcile(&ctx, &claim).await {
+            tracing::warn!(nodeclaim = claim.metadata.name.as_deref().unwrap_or(""), error = %e, "NodeClaim reconcile failed");
+        }
+    }
+    Ok(())
+}
+
+fn claims(ctx: &Context) -> Api<NodeClaim> {
+    Api::all(ctx.client.clone())
+}
+
+fn nodes(ctx: &Context) -> Api<Node> {
+    Api::all(ctx.client.clone())
+}
+
+async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError> {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    if claim.metadata.deletion_timestamp.is_some() {
+        return finalize(ctx, claim).await;
+    }
+    let finalizers = claim.metadata.finalizers.clone().unwrap_or_default();
+    if !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
+        let mut next = finalizers;
+        next.push(labels::TERMINATION_FINALIZER.to_string());
+        merge_patch(&claims(ctx), &name, json!({"metadata": {"finalizers": next}})).await?;
+        return Ok(());
+    }
+    if !claim.is_condition_true(LAUNCHED) {
+        return launch(ctx, claim).await;
+    }
+    if !claim.is_condition_true(REGISTERED) {
+        return register(ctx, claim).await;
+    }
+    if !claim.is_condition_true(INITIALIZED) {
+        return initialize(ctx, claim).await;
+    }
+    Ok(())
+}
+
+/// Writes conditions (and other status fields) in one status patch.
+async fn write_status(
+    ctx: &Context,
+    claim: &NodeClaim,
+    updates: Vec<joinery_api::Condition>,
+    extra: serde_json::Value,
+) -> Result<(), ControllerError> {
+    let mut conds = claim.conditions().to_vec();
+    let mut changed = false;
+    for c in updates {
+        changed |= joinery_api::condition::set_condition(&mut conds, c);
+    }
+    let launched = joinery_api::condition::find_condition(&conds, LAUNCHED).is_some_and(|c| c.is_true());
+    let registered = joinery_api::condition::find_condition(&conds, REGISTERED).is_some_and(|c| c.is_true());
+    let initialized = joinery_api::condition::find_condition(&conds, INITIALIZED).is_some_and(|c| c.is_true());
+    let ready = if launched && registered && initialized {
+        condition(ctx, READY, ConditionStatus::True, "Ready", "")
+    } else {
+        condition(ctx, READY, ConditionStatus::Unknown, "NotReady", "waiting for Launched, Registered and Initialized")
+    };
+    changed |= joinery_api::condition::set_condition(&mut conds, ready);
+    let mut status = if extra.is_object() { extra } else { json!({}) };
+    if !changed && status.as_object().is_some_and(|o| o.is_empty()) {
+        return Ok(());
+    }
+    status["conditions"] = serde_json::to_value(&conds).map_err(|e| ControllerError::Invalid(e.to_string()))?;
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    merge_patch_status(&claims(ctx), &name, json!({"status": status})).await?;
+    Ok(())
+}
+
+fn class_key(claim: &NodeClaim) -> NodeClassKey {
+    NodeClassKey { group: claim.spec.node_class_ref.group.clone(), kind: claim.spec.node_class_ref.kind.clone() }
+}
+
+fn claim_to_wit(claim: &NodeClaim) -> wit::NodeClaim {
+    let kv = |m: &Option<BTreeMap<String, String>>| {
+        m.iter().flatten().map(|(k, v)| wit::KeyValue { key: k.clone(), value: v.clone() }).collect()
+    };
+    let taints = |t: &Option<Vec<Taint>>| {
+        t.iter()
+            .flatten()
+            .map(|t| wit::Taint { key: t.key.clone(), value: t.value.clone().filter(|v| !v.is_empty()), effect: t.effect.clone() })
+            .collect()
+    };
+    wit::NodeClaim {
+        name: claim.metadata.name.clone().unwrap_or_default(),
+        uid: claim.metadata.uid.clone().unwrap_or_default(),
+        node_pool: claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)).cloned().unwrap_or_default(),
+        labels: kv(&claim.metadata.labels),
+        annotations: kv(&claim.metadata.annotations),
+        taints: taints(&claim.spec.taints),
+        startup_taints: taints(&claim.spec.startup_taints),
+        requirements: claim
+            .spec
+            .requirements
+            .iter()
+            .map(|r| wit::Requirement {
+                key: r.key.clone(),
+                operator: crate::convert::operator_to_wit(r.operator),
+                values: r.values.clone().unwrap_or_default(),
+                min_values: r.min_values.map(|m| m.max(0) as u32),
+            })
+            .collect(),
+        resource_requests: claim
+            .spec
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| wit::Resource { name: k.clone(), quantity: v.0.clone() })
+            .collect(),
+        provider_id: claim.status.as_ref().and_then(|s| s.provider_id.clone()),
+    }
+}
+
+async fn launch(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError> {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let uid = claim.metadata.uid.clone().unwrap_or_default();
+    let key = class_key(claim);
+    let involved = Involved::of(claim);
+    let created = claim.metadata.creation_timestamp.as_ref().map(system_time).unwrap_or_else(|| ctx.clock.now());
+    let age = ctx.clock.now().duration_since(created).unwrap_or_default();
+    if age > ctx.settings.launch_timeout {
+        tracing::info!(nodeclaim = %name, "launch timed out; deleting the NodeClaim");
+        ctx.events.warning(&involved, "LaunchTimeout", "NodeClaim was not launched within the launch timeout").await;
+        delete_claim(ctx, &name).await?;
+        return Ok(());
+    }
+    let Some(class) = ctx.state.node_class(&key, &claim.spec.node_class_ref.name) else {
+        let message = format!("{} {} not found", key.kind, claim.spec.node_class_ref.name);
+        return write_status(ctx, claim, vec![condition(ctx, LAUNCHED, ConditionStatus::Unknown, "NodeClassNotFound", message)], json!({})).await;
+    };
+    let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
+    let cached = ctx.launched.lock().expect("launch cache lock").get(&uid).cloned();
+    let instance = match cached {
+        Some(instance) => instance,
+        None => {
+            // A previous life of this process (or a failed call) may have created the instance.
+            let adopted = if ctx.may_have_launched(claim) {
+                plugin.list().await?.into_iter().find(|i| {
+                    i.node_claim.as_deref() == Some(name.as_str()) && i.state != wit::InstanceState::Terminated
+                })
+            } else {
+                None
+            };
+            match adopted {
+                Some(instance) => {
+                    tracing::info!(nodeclaim = %name, provider_id = %instance.provider_id, "adopted an instance launched earlier");
+                    instance
+                }
+                None => {
+                    let user_data = match render_user_data(ctx, claim, &class).await {
+                        Ok(text) => text,
+                        Err(e) => {
+                            let message = util::truncate(&e.to_string(), 300);
+                            ctx.events.warning(&involved, "LaunchFailed", &message).await;
+                            return write_status(ctx, claim, vec![condition(ctx, LAUNCHED, ConditionStatus::Unknown, "LaunchFailed", message)], json!({})).await;
+                        }
+                    };
+                    let request = wit::CreateRequest { claim: claim_to_wit(claim), node_class: node_class_wit(&class), user_data };
+                    ctx.mark_launch_attempted(&uid);
+                    match plugin.create(&request).await {
+                        Ok(instance) => instance,
+                        Err(e) => return launch_failed(ctx, claim, e).await,
+                    }
+                }
+            }
+        }
+    };
+    ctx.launched.lock().expect("launch cache lock").insert(uid.clone(), instance.clone());
+    // Labels the cloud decided (instance type, zone, capacity type, provider labels); the
+    // claim's own labels win.
+    let current = claim.metadata.labels.clone().unwrap_or_default();
+    let mut add = serde_json::Map::new();
+    let mut cloud_labels: Vec<(String, String)> = instance.labels.iter().map(|kv| (kv.key.clone(), kv.value.clone())).collect();
+    cloud_labels.push((labels::INSTANCE_TYPE_LABEL.into(), instance.instance_type.clone()));
+    cloud_labels.push((labels::ZONE_LABEL.into(), instance.zone.clone()));
+    cloud_labels.push((labels::CAPACITY_TYPE_LABEL.into(), instance.capacity_type.clone()));
+    for (k, v) in cloud_labels {
+        if !current.contains_key(&k) && !v.is_empty() {
+            add.insert(k, json!(v));
+        }
+    }
+    if !add.is_empty() {
+        merge_patch(&claims(ctx), &name, json!({"metadata": {"labels": add}})).await?;
+    }
+    let list = |items: &[wit::Resource]| {
+        items.iter().map(|r| (r.name.clone(), json!(r.quantity))).collect::<serde_json::Map<String, serde_json::Value>>()
+    };
+    let extra = json!({
+        "providerID": instance.provider_id,
+        "imageID": instance.image_id,
+        "capacity": list(&instance.capacity),
+        "allocatable": list(&instance.allocatable),
+    });
+    write_status(ctx, claim, vec![condition(ctx, LAUNCHED, ConditionStatus::True, "Launched", "")], extra).await?;
+    tracing::info!(nodeclaim = %name, provider_id = %instance.provider_id, instance_type = %instance.instance_type,
+        zone = %instance.zone, capacity_type = %instance.capacity_type, "launched nodeclaim");
+    ctx.events.normal(&involved, "Launched", &format!("Launched {} in {}", instance.instance_type, instance.zone)).await;
+    Ok(())
+}
+
+async fn launch_failed(ctx: &Context, claim: &NodeClaim, error: CallError) -> Result<(), ControllerError> {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let involved = Involved::of(claim);
+    let message = util::truncate(&error.to_string(), 300);
+    match &error {
+        CallError::Cloud { error: CloudError::InsufficientCapacity(ice), .. } => {
+            for o in &ice.offerings {
+                ctx.cloud.mark_unavailable((o.instance_type.clone(), o.zone.clone(), o.capacity_type.clone()));
+            }
+            tracing::info!(nodeclaim = %name, %message, "insufficient capacity; deleting the NodeClaim so its pods are provisioned again");
+            ctx.events.warning(&involved, "InsufficientCapacityError", &format!("NodeClaim {name} event: {message}")).await;
+            ctx.forget_launch_attempt(claim);
+            delete_claim(ctx, &name).await
+        }
+        CallError::Cloud { error: CloudError::NodeClassNotReady(m), .. } => {
+            ctx.events.warning(&involved, "NodeClassNotReady", m).await;
+            write_status(ctx, claim, vec![condition(ctx, LAUNCHED, ConditionStatus::Unknown, "NodeClassNotReady", message)], json!({})).await
+        }
+        _ => {
+            tracing::warn!(nodeclaim = %name, %message, "launch failed; will retry");
+            ctx.events.warning(&involved, "LaunchFailed", &message).await;
+            write_status(ctx, claim, vec![condition(ctx, LAUNCHED, ConditionStatus::Unknown, "LaunchFailed", message)], json!({})).await
+        }
+    }
+}
+
+async fn render_user_data(ctx: &Context, claim: &NodeClaim, class: &kube::api::DynamicObject) -> Result<String, ControllerError> {
+    let class_name = class.metadata.name.clone().unwrap_or_default();
+    let object = serde_json::to_value(&class.data).unwrap_or_default();
+    let bootstrap = NodeClassBootstrap::from_object(&object, &class_name).map_err(|e| ControllerError::Invalid(e.to_string()))?;
+    let (group, kind) = group_kind(class);
+    let cluster = ClusterInfo {
+        name: ctx.settings.cluster_name.clone(),
+        endpoint: ctx.settings.cluster_endpoint.clone(),
+        provider_id_prefix: ctx.cloud.provider_id_prefix(&group, &kind),
+    };
+    let renderer = bootstrap.renderer.clone().unwrap_or_else(|| DEFAULT_RENDERER.to_string());
+    let plugin = ctx.cloud.registry().current().require(&renderer, PluginKind::UserdataRenderer)?;
+    let context = render_context(claim, &bootstrap, &cluster, Vec::new());
+    Ok(plugin.render(&context).await?)
+}
+
+async fn delete_claim(ctx: &Context, name: &str) -> Result<(), ControllerError> {
+    match claims(ctx).delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(e) if util::is_not_found(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn register(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError> {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let Some(provider_id) = claim.status.as_ref().and_then(|s| s.provider_id.clone()) else {
+        return Ok(());
+    };
+    let found = ctx.state.nodes_with_provider_id(&provider_id);
+    if found.is_empty() {
+        let since = claim.condition(LAUNCHED).map(|c| system_time(&c.last_transition_time)).unwrap_or_else(|| ctx.clock.now());
+        if ctx.clock.now().duration_since(since).unwrap_or_default() > ctx.settings.registration_timeout {
+            tracing::info!(nodeclaim = %name, "registration timed out; deleting the NodeClaim");
+            ctx.events.warning(&Involved::of(claim), "RegistrationTimeout", "no Node registered within the registration timeout").await;
+            return delete_claim(ctx, &name).await;
+        }
+        let message = format!("Node not registered with provider ID {provider_id}");
+        return write_status(ctx, claim, vec![condition(ctx, REGISTERED, ConditionStatus::Unknown, "NodeNotFound", message)], json!({})).await;
+    }
+    if found.len() > 1 {
+        let message = format!("{} nodes have provider ID {provider_id}", found.len());
+        return write_status(ctx, claim, vec![condition(ctx, REGISTERED, ConditionStatus::False, "MultipleNodesFound", message)], json!({})).await;
+    }
+    let node = &found[0];
+    let node_name = node.metadata.name.clone().unwrap_or_default();
+    let node_labels = node.metadata.labels.clone().unwrap_or_default();
+    if !node_labels.values().any(|_| true) || node.metadata.deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    // Sync the claim onto the node: labels (claim wins), taints, finalizer, owner reference.
+    let mut labels_patch = serde_json::Map::new();
+    for (k, v) in claim.metadata.labels.iter().flatten() {
+        labels_patch.insert(k.clone(), json!(v));
+    }
+    labels_patch.insert(labels::REGISTERED_LABEL.into(), json!("true"));
+    let sync_taints = node_labels.get(labels::DO_NOT_SYNC_TAINTS_LABEL).map(String::as_str) != Some("true");
+    let mut taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    if !node_has_unregistered_taint(&taints) {
+        ctx.events.warning(&Involved::of(claim), "UnregisteredTaintMissing", &format!("Node {node_name} registered without the karpenter.sh/unregistered taint")).await;
+    }
+    taints.retain(|t| t.key != labels::UNREGISTERED_TAINT_KEY);
+    if sync_taints {
+        for t in claim.spec.taints.iter().flatten().chain(claim.spec.startup_taints.iter().flatten()) {
+            if !taints.iter().any(|x| x.key == t.key && x.effect == t.effect) {
+                taints.push(t.clone());
+            }
+        }
+    }
+    let mut finalizers = node.metadata.finalizers.clone().unwrap_or_default();
+    if !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
+        finalizers.push(labels::TERMINATION_FINALIZER.to_string());
+    }
+    let mut owners = node.metadata.owner_references.clone().unwrap_or_default();
+    let claim_uid = claim.metadata.uid.clone().unwrap_or_default();
+    if !owners.iter().any(|o| o.uid == claim_uid) {
+        owners.push(k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "karpenter.sh/v1".into(),
+            kind: "NodeClaim".into(),
+            name: name.clone(),
+            uid: claim_uid,
+            block_owner_deletion: Some(true),
+            controller: None,
+        });
+    }
+    let mut annotations = serde_json::Map::new();
+    for (k, v) in claim.metadata.annotations.iter().flatten() {
+        annotations.insert(k.clone(), json!(v));
+    }
+    merge_patch(
+        &nodes(ctx),
+        &node_name,
+        json!({
+            "metadata": {"labels": labels_patch, "annotations": annotations, "finalizers": finalizers, "ownerReferences": owners},
+            "spec": {"taints": taints},
+        }),
+    )
+    .await?;
+    write_status(ctx, claim, vec![condition(ctx, REGISTERED, ConditionStatus::True, "Registered", "")], json!({"nodeName": node_name})).await?;
+    tracing::info!(nodeclaim = %name, node = %node_name, "registered nodeclaim");
+    Ok(())
+}
+
+fn node_has_unregistered_taint(taints: &[Taint]) -> bool {
+    taints.iter().any(|t| t.key == labels::UNREGISTERED_TAINT_KEY)
+}
+
+/// Whether a taint only exists while a node starts (upstream's known ephemeral taints).
+pub fn is_ephemeral_taint(t: &Taint) -> bool {
+    t.key == labels::NOT_READY_TAINT_KEY
+        || (t.key == labels::UNREACHABLE_TAINT_KEY && t.effect == "NoSchedule")
+        || t.key == labels::CLOUD_UNINITIALIZED_TAINT_KEY
+        || t.key == labels::UNREGISTERED_TAINT_KEY
+        || t.key.starts_with(labels::READINESS_TAINT_PREFIX)
+}
+
+async fn initialize(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError> {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let node_name = claim.status.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+    let Some(node) = ctx.state.nodes.state().into_iter().find(|n| n.metadata.name.as_deref() == Some(node_name.as_str())) else {
+        return write_status(ctx, claim, vec![condition(ctx, INITIALIZED, ConditionStatus::Unknown, "NodeNotFound", "")], json!({})).await;
+    };
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    if !ready {
+        return write_status(ctx, claim, vec![condition(ctx, INITIALIZED, ConditionStatus::Unknown, "NodeNotReady", "Node is not Ready")], json!({})).await;
+    }
+    let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    let startup: Vec<&Taint> = claim
+        .spec
+        .startup_taints
+        .iter()
+        .flatten()
+        .filter(|s| taints.iter().any(|t| t.key == s.key && t.effect == s.effect))
+        .collect();
+    if let Some(t) = startup.first() {
+        let message = format!("StartupTaint \"{}:{}\" still exists", t.key, t.effect);
+        return write_status(ctx, claim, vec![condition(ctx, INITIALIZED, ConditionStatus::Unknown, "StartupTaintsExist", message)], json!({})).await;
+    }
+    if let Some(t) = taints.iter().find(|t| is_ephemeral_taint(t)) {
+        let message = format!("KnownEphemeralTaint \"{}:{}\" still exists", t.key, t.effect);
+        return write_status(ctx, claim, vec![condition(ctx, INITIALIZED, ConditionStatus::Unknown, "KnownEphemeralTaintsExist", message)], json!({})).await;
+    }
+    let allocatable = node.status.as_ref().and_then(|s| s.allocatable.clone()).unwrap_or_default();
+    for (resource, quantity) in claim.spec.resources.as_ref().and_then(|r| r.requests.clone()).unwrap_or_default() {
+        let requested_nonzero = joinery_core::resources::Unit::of(&resource).parse(&quantity.0).unwrap_or(0) > 0;
+        let registered = allocatable
+            .get(&resource)
+            .is_some_and(|q| joinery_core::resources::Unit::of(&resource).parse(&q.0).unwrap_or(0) > 0);
+        if requested_nonzero && !registered {
+            let message = format!("Resource \"{resource}\" was requested but not registered");
+            return write_status(ctx, claim, vec![condition(ctx, INITIALIZED, ConditionStatus::Unknown, "ResourceNotRegistered", message)], json!({})).await;
+        }
+    }
+    merge_patch(&nodes(ctx), &node_name, json!({"metadata": {"labels": {labels::INITIALIZED_LABEL: "true"}}})).await?;
+    write_status(ctx, claim, vec![condition(ctx, INITIALIZED, ConditionStatus::True, "Initialized", "")], json!({})).await?;
+    tracing::info!(nodeclaim = %name, node = %node_name, "initialized nodeclaim");
+    Ok(())
+}
+
+async fn finalize(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError> {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let finalizers = claim.metadata.finalizers.clone().unwrap_or_default();
+    if !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
+        return Ok(());
+    }
+    let key = class_key(claim);
+    let uid = claim.metadata.uid.clone().unwrap_or_default();
+    let cached = ctx.launched.lock().expect("launch cache lock").get(&uid).map(|i| i.provider_id.clone());
+    let mut provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone()).or(cached);
+    if provider_id.is_none() && ctx.may_have_launched(claim) {
+        // The create may have succeeded without its result reaching status: find it by tag.
+        if let Ok(plugin) = ctx.cloud.plugin_for(&key.group, &key.kind) {
+            provider_id = plugin
+                .list()
+                .await?
+                .into_iter()
+                .find(|i| i.node_claim.as_deref() == Some(name.as_str()) && i.state != wit::InstanceState::Terminated)
+                .map(|i| i.provider_id);
+        }
+    }
+    if let Some(pid) = &provider_id {
+        let found = ctx.state.nodes_with_provider_id(pid);
+        if !found.is_empty() {
+            for node in found {
+                if node.metadata.deletion_timestamp.is_none() {
+                    let node_name = node.metadata.name.clone().unwrap_or_default();
+                    match nodes(ctx).delete(&node_name, &DeleteParams::background()).await {
+                        Ok(_) => {}
+                        Err(e) if util::is_not_found(&e) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+            return Ok(()); // wait until the Node (drained by the termination controller) is gone
+        }
+        let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
+        match plugin.delete(pid).await {
+            Ok(()) => {}
+            Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        if !claim.is_condition_true(INSTANCE_TERMINATING) {
+            let _ = write_status(ctx, claim, vec![condition(ctx, INSTANCE_TERMINATING, ConditionStatus::True, "InstanceTerminating", "")], json!({})).await;
+        }
+    }
+    let remaining: Vec<String> = finalizers.into_iter().filter(|f| f != labels::TERMINATION_FINALIZER).collect();
+    match merge_patch(&claims(ctx), &name, json!({"metadata": {"finalizers": remaining}})).await {
+        Ok(_) => {}
+        Err(e) if util::is_not_found(&e) => {}
+        Err(e) => return Err(e.into()),
+    }
+    ctx.launched.lock().expect("launch cache lock").remove(&uid);
+    ctx.forget_launch_attempt(claim);
+    tracing::info!(nodeclaim = %name, "deleted nodeclaim");
+    Ok(())
+}

@@ -1,0 +1,110 @@
+//! NodeClass status: each NodeClass is resolved by the cloud plugin serving its kind and the
+//! result written as status conditions (`Ready` plus one per selector the plugin reports).
+//! NodePools whose NodeClass is not Ready do not launch.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::cloud::node_class_wit;
+use crate::util::{self, k8s_time};
+use crate::{Context, ControllerError};
+
+/// How often a NodeClass is resolved again although it did not change.
+pub const RESOLVE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Runs the NodeClass status loop.
+pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
+    let resolved: Arc<Mutex<HashMap<(String, i64), SystemTime>>> = Arc::default();
+    util::run_loop(ctx, stopped, "nodeclass.status", Duration::from_secs(5), move |ctx| {
+        let resolved = resolved.clone();
+        async move { step(ctx, resolved).await }
+    })
+    .await;
+}
+
+/// Whether a NodeClass object has `Ready=True` in its status.
+pub fn is_ready(class: &DynamicObject) -> bool {
+    class
+        .data
+        .pointer("/status/conditions")
+        .and_then(|c| c.as_array())
+        .into_iter()
+        .flatten()
+        .any(|c| c.get("type").and_then(|t| t.as_str()) == Some("Ready") && c.get("status").and_then(|s| s.as_str()) == Some("True"))
+}
+
+async fn step(ctx: Arc<Context>, resolved: Arc<Mutex<HashMap<(String, i64), SystemTime>>>) -> Result<(), ControllerError> {
+    let now = ctx.clock.now();
+    for (key, store) in &ctx.state.node_classes {
+        for class in store.state() {
+            if class.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let id = (class.metadata.uid.clone().unwrap_or_default(), class.metadata.generation.unwrap_or_default());
+            let due = resolved
+                .lock()
+                .expect("resolve times lock")
+                .get(&id)
+                .is_none_or(|at| now.duration_since(*at).unwrap_or_default() >= RESOLVE_INTERVAL);
+            if !due {
+                continue;
+            }
+            let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
+            let (conditions, status) = match plugin.resolve_node_class(&node_class_wit(&class)).await {
+                Ok(resolution) => {
+                    let status: serde_json::Value = serde_json::from_str(&resolution.status).unwrap_or_else(|_| json!({}));
+                    let mut conditions: Vec<(String, String, String, String)> = resolution
+                        .conditions
+                        .iter()
+                        .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone(), c.message.clone()))
+                        .collect();
+                    if !conditions.iter().any(|c| c.0 == "Ready") {
+                        let all_true = conditions.iter().all(|c| c.1 == "True");
+                        conditions.push(if all_true {
+                            ("Ready".into(), "True".into(), "Ready".into(), String::new())
+                        } else {
+                            ("Ready".into(), "False".into(), "NotReady".into(), "a NodeClass condition is not True".into())
+                        });
+                    }
+                    (conditions, status)
+                }
+                Err(e) => (vec![("Ready".into(), "False".into(), "ResolutionFailed".into(), util::truncate(&e.to_string(), 1000))], json!({})),
+            };
+            let previous: Vec<serde_json::Value> =
+                class.data.pointer("/status/conditions").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+            let conditions: Vec<serde_json::Value> = conditions
+                .into_iter()
+                .map(|(type_, status, reason, message)| {
+                    let same = previous.iter().find(|p| p.get("type").and_then(|t| t.as_str()) == Some(type_.as_str()));
+                    let transition = match same {
+                        Some(p) if p.get("status").and_then(|s| s.as_str()) == Some(status.as_str()) => {
+                            p.get("lastTransitionTime").cloned().unwrap_or_else(|| json!(k8s_time(now)))
+                        }
+                        _ => json!(k8s_time(now)),
+                    };
+                    json!({"type": type_, "status": status, "reason": reason, "message": message,
+                           "lastTransitionTime": transition, "observedGeneration": id.1})
+                })
+                .collect();
+            let mut new_status = if status.is_object() { status } else { json!({}) };
+            new_status["conditions"] = json!(conditions);
+            let (group, version) = class
+                .types
+                .as_ref()
+                .map(|t| t.api_version.rsplit_once('/').map(|(g, v)| (g.to_string(), v.to_string())).unwrap_or_default())
+                .unwrap_or_default();
+            let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(&group, &version, &key.kind));
+            let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &resource);
+            let name = class.metadata.name.clone().unwrap_or_default();
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": new_status}))).await?;
+            resolved.lock().expect("resolve times lock").insert(id, now);
+            tracing::debug!(nodeclass = %name, "resolved nodeclass");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,415 @@
+//! Provisioning: batch unschedulable pods, run the core scheduler over a snapshot of the
+//! cluster, and create the NodeClaims it asks for (upstream's labels, annotations, owner
+//! reference, finalizer and requirements with at most 600 instance types, cheapest first).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use joinery_api::{HasConditions, NodeClaim, NodeClaimResources, NodeClaimSpec, NodeClassReference, NodePool, NodeSelectorRequirementWithMinValues};
+use joinery_core::labels::{self, LabelPolicy};
+use joinery_core::nodeclaim::{NodeClassRef, NodeClaimTemplate};
+use joinery_core::requirements::{Requirement, Requirements};
+use joinery_core::resources::Resources;
+use joinery_core::scheduling::{self, ExistingNode, NewNodeClaim, NodePoolLimits, Placement, SchedulingInput};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, ObjectMeta, PostParams};
+use tokio::sync::watch;
+
+use crate::convert;
+use crate::events::Involved;
+use crate::lifecycle::conditions::{INITIALIZED, LAUNCHED};
+use crate::lifecycle::is_ephemeral_taint;
+use crate::nodeclass;
+use crate::state::{NodeClassKey, is_daemon_pod, is_provisionable, is_terminal};
+use crate::{Context, ControllerError};
+
+/// Provisionable pods trigger a new pass at least this often while they stay pending
+/// (upstream re-queues them every 10s).
+pub const RETRIGGER: Duration = Duration::from_secs(10);
+
+/// How often the batcher looks at the pod cache while a window is open (simulated).
+const BATCH_POLL: Duration = Duration::from_millis(100);
+
+/// Runs the provisioning loop until stopped.
+pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
+    let mut handled: BTreeSet<String> = BTreeSet::new();
+    let mut last_pass: Option<SystemTime> = None;
+    loop {
+        if *stopped.borrow() {
+            return;
+        }
+        let pending = provisionable_uids(&ctx);
+        let now = ctx.clock.now();
+        let retrigger = last_pass.is_none_or(|at| now.duration_since(at).unwrap_or_default() >= RETRIGGER);
+        let fresh = pending.iter().any(|uid| !handled.contains(uid));
+        if pending.is_empty() || !(fresh || retrigger) {
+            let changed = ctx.state.changed.notified();
+            tokio::select! {
+                _ = changed => {}
+                _ = tokio::time::sleep(ctx.clock.to_real(Duration::from_secs(1))) => {}
+                _ = stopped.changed() => return,
+            }
+            continue;
+        }
+        // A batch window: ends after BATCH_IDLE_DURATION without new pods, or BATCH_MAX_DURATION.
+        let start = ctx.clock.now();
+        let mut last_new = start;
+        let mut seen = pending;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(ctx.clock.to_real(BATCH_POLL)) => {}
+                _ = stopped.changed() => return,
+            }
+            let now = ctx.clock.now();
+            let current = provisionable_uids(&ctx);
+            if current.iter().any(|uid| !seen.contains(uid)) {
+                last_new = now;
+                seen.extend(current);
+            }
+            if now.duration_since(last_new).unwrap_or_default() >= ctx.settings.batch_idle_duration
+                || now.duration_since(start).unwrap_or_default() >= ctx.settings.batch_max_duration
+            {
+                break;
+            }
+        }
+        match provision(&ctx).await {
+            Ok(true) => {
+                handled = seen;
+                last_pass = Some(ctx.clock.now());
+            }
+            Ok(false) => {
+                // Not synced yet (a NodeClaim is still launching): try again shortly.
+                ctx.sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "provisioning pass failed; will retry");
+                last_pass = Some(ctx.clock.now());
+            }
+        }
+    }
+}
+
+fn provisionable_uids(ctx: &Context) -> BTreeSet<String> {
+    ctx.state.pods.state().iter().filter(|p| is_provisionable(p)).filter_map(|p| p.metadata.uid.clone()).collect()
+}
+
+/// Whether every NodeClaim is in the cache and launched (upstream's `Synced`): capacity of
+/// claims still launching is unknown, so deciding now could launch twice.
+fn synced(ctx: &Context) -> bool {
+    let claims = ctx.state.node_claims.state();
+    let names: BTreeSet<String> = claims.iter().filter_map(|c| c.metadata.name.clone()).collect();
+    {
+        let mut recent = ctx.recently_created.lock().expect("recently created lock");
+        recent.retain(|c| !c.metadata.name.as_ref().is_some_and(|n| names.contains(n)));
+        if !recent.is_empty() {
+            return false;
+        }
+    }
+    claims.iter().all(|c| c.metadata.deletion_timestamp.is_some() || c.status.as_ref().is_some_and(|s| s.provider_id.is_some()))
+}
+
+/// One provisioning pass. Returns `Ok(false)` when the state is not synced yet.
+pub async fn provision(ctx: &Context) -> Result<bool, ControllerError> {
+    if !synced(ctx) {
+        return Ok(false);
+    }
+    let nodes = existing_nodes(ctx);
+    let all_pods = ctx.state.pods.state();
+    let mut pods = Vec::new();
+    let mut pod_objects: BTreeMap<(String, String), Arc<Pod>> = BTreeMap::new();
+    for pod in all_pods.iter().filter(|p| is_provisionable(p)) {
+        match convert::pending_pod(pod) {
+            Ok(p) => {
+                pod_objects.insert((p.key.namespace.clone(), p.key.name.clone()), pod.clone());
+                pods.push(p);
+            }
+            Err(message) => ctx.events.warning(&Involved::of(pod.as_ref()), "FailedScheduling", &message).await,
+        }
+    }
+    if pods.is_empty() {
+        return Ok(true);
+    }
+    let mut daemons = Vec::new();
+    for ds in ctx.state.daemon_sets.state() {
+        match convert::daemon_pod(&ds) {
+            Ok(d) => daemons.push(d),
+            Err(e) => tracing::warn!(error = %e, "DaemonSet ignored for overhead"),
+        }
+    }
+    let (nodepools, pools_by_name) = ready_nodepools(ctx).await;
+    if nodepools.is_empty() {
+        for pod in pod_objects.values() {
+            ctx.events.warning(&Involved::of(pod.as_ref()), "FailedScheduling", "no dynamic nodepools found").await;
+        }
+        return Ok(true);
+    }
+    let input = SchedulingInput { pods, nodes, nodepools, daemons, label_policy: LabelPolicy::default() };
+    let started = std::time::Instant::now();
+    let result = scheduling::schedule(&input);
+    let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+    if result.new_claims.is_empty() {
+        tracing::debug!(pods = input.pods.len(), duration_ms, "computed scheduling decision: nothing to launch");
+    } else {
+        tracing::info!(pods = input.pods.len(), new_nodeclaims = result.new_claims.len(), duration_ms, "computed scheduling decision");
+    }
+    for placement in &result.placements {
+        let Some(pod) = pod_objects.get(&(placement.key.namespace.clone(), placement.key.name.clone())) else { continue };
+        if let Placement::Unschedulable { reason } = &placement.placement {
+            ctx.events.warning(&Involved::of(pod.as_ref()), "FailedScheduling", &format!("Failed to schedule pod, {reason}")).await;
+        }
+    }
+    for (index, claim) in result.new_claims.iter().enumerate() {
+        let Some(pool) = pools_by_name.get(&claim.spec.nodepool) else { continue };
+        match create_node_claim(ctx, pool, claim).await {
+            Ok(created) => {
+                let created_name = created.metadata.name.clone().unwrap_or_default();
+                tracing::info!(nodeclaim = %created_name, nodepool = %claim.spec.nodepool, pods = claim.pods.len(),
+                    instance_types = claim.spec.instance_types.len(), requests = %claim.spec.requests, "created nodeclaim");
+                for key in &claim.pods {
+                    if let Some(pod) = pod_objects.get(&(key.namespace.clone(), key.name.clone())) {
+                        ctx.events.normal(&Involved::of(pod.as_ref()), "Nominated", &format!("Pod should schedule on: nodeclaim/{created_name}")).await;
+                    }
+                }
+                ctx.recently_created.lock().expect("recently created lock").push(created);
+            }
+            Err(e) => tracing::warn!(index, nodepool = %claim.spec.nodepool, error = %e, "creating nodeclaim failed"),
+        }
+    }
+    Ok(true)
+}
+
+/// Nodes and in-flight NodeClaims in the core's form.
+fn existing_nodes(ctx: &Context) -> Vec<ExistingNode> {
+    let pods = ctx.state.pods.state();
+    let mut requested: BTreeMap<String, (Resources, Resources)> = BTreeMap::new();
+    for pod in &pods {
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else { continue };
+        if is_terminal(pod) {
+            continue;
+        }
+        let Ok(r) = convert::pod_requests(&pod.spec.clone().unwrap_or_default()) else { continue };
+        let entry = requested.entry(node).or_default();
+        entry.0 += &r;
+        if is_daemon_pod(pod) {
+            entry.1 += &r;
+        }
+    }
+    let claims = ctx.state.node_claims.state();
+    let claim_for = |provider_id: &str| {
+        claims.iter().find(|c| c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id)).cloned()
+    };
+    let mut out = Vec::new();
+    let mut nodes_seen = BTreeSet::new();
+    for node in ctx.state.nodes.state() {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.clone()).unwrap_or_default();
+        nodes_seen.insert(provider_id.clone());
+        let claim = claim_for(&provider_id);
+        let node_labels = node.metadata.labels.clone().unwrap_or_default();
+        let initialized = claim.as_ref().map(|c| c.is_condition_true(INITIALIZED)).unwrap_or(true);
+        let mut taints = convert::taints(node.spec.as_ref().and_then(|s| s.taints.as_ref()));
+        if let Some(claim) = &claim
+            && !initialized
+        {
+            // Uninitialized managed nodes: their startup and ephemeral taints are temporary.
+            let startup = convert::taints(claim.spec.startup_taints.as_ref());
+            taints.retain(|t| !startup.contains(t) && !is_ephemeral_taint(&convert::taint_to_k8s(t)));
+            for t in convert::taints(claim.spec.taints.as_ref()) {
+                if !taints.contains(&t) {
+                    taints.push(t);
+                }
+            }
+        }
+        let deleting = node.metadata.deletion_timestamp.is_some() || claim.as_ref().is_some_and(|c| c.metadata.deletion_timestamp.is_some());
+        let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+        let disrupted = taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY);
+        let allocatable = convert::resource_list("status.allocatable", node.status.as_ref().and_then(|s| s.allocatable.as_ref()))
+            .unwrap_or_default();
+        let (req, daemon) = requested.remove(&name).unwrap_or_default();
+        out.push(ExistingNode {
+            requirements: Requirements::from_labels(node_labels.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+            nodepool: node_labels.get(labels::NODEPOOL_LABEL).cloned(),
+            taints,
+            allocatable,
+            requested: req,
+            daemon_requested: daemon,
+            in_flight: !initialized,
+            schedulable: !deleting && !cordoned && !disrupted,
+            name,
+        });
+    }
+    // Launched claims whose Node has not registered yet.
+    for claim in &claims {
+        let Some(status) = &claim.status else { continue };
+        let Some(pid) = &status.provider_id else { continue };
+        if nodes_seen.contains(pid) || claim.metadata.deletion_timestamp.is_some() || !claim.is_condition_true(LAUNCHED) {
+            continue;
+        }
+        let mut requirements = Requirements::new();
+        for r in &claim.spec.requirements {
+            if let Ok(req) = Requirement::new(r.key.clone(), convert::operator_to_core(r.operator), r.values.clone().unwrap_or_default()) {
+                requirements.add(req);
+            }
+        }
+        let claim_labels = claim.metadata.labels.clone().unwrap_or_default();
+        requirements.add_all(&Requirements::from_labels(claim_labels.iter().map(|(k, v)| (k.as_str(), v.as_str()))));
+        out.push(ExistingNode {
+            name: claim.metadata.name.clone().unwrap_or_default(),
+            nodepool: claim_labels.get(labels::NODEPOOL_LABEL).cloned(),
+            requirements,
+            taints: convert::taints(claim.spec.taints.as_ref()),
+            allocatable: convert::resource_list("status.allocatable", status.allocatable.as_ref()).unwrap_or_default(),
+            requested: Resources::new(),
+            daemon_requested: Resources::new(),
+            in_flight: true,
+            schedulable: true,
+        });
+    }
+    out
+}
+
+/// Ready, dynamic NodePools in the core's form, with their instance types and limits.
+async fn ready_nodepools(ctx: &Context) -> (Vec<scheduling::NodePool>, BTreeMap<String, Arc<NodePool>>) {
+    let claims = ctx.state.node_claims.state();
+    let mut out = Vec::new();
+    let mut by_name = BTreeMap::new();
+    let mut pools = ctx.state.node_pools.state();
+    pools.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    for pool in pools {
+        let name = pool.metadata.name.clone().unwrap_or_default();
+        if pool.metadata.deletion_timestamp.is_some() || pool.spec.is_static() {
+            continue;
+        }
+        let class_ref = &pool.spec.template.spec.node_class_ref;
+        let key = NodeClassKey { group: class_ref.group.clone(), kind: class_ref.kind.clone() };
+        let Some(class) = ctx.state.node_class(&key, &class_ref.name) else {
+            tracing::debug!(nodepool = %name, "NodeClass not found; NodePool skipped");
+            continue;
+        };
+        if !nodeclass::is_ready(&class) {
+            ctx.events.warning(&Involved::of(pool.as_ref()), "NodeClassNotReady", &format!("NodeClass {} is not ready", class_ref.name)).await;
+            continue;
+        }
+        let instance_types = match ctx.cloud.instance_types(&class).await {
+            Ok(types) => types,
+            Err(e) => {
+                tracing::warn!(nodepool = %name, error = %e, "cannot list instance types; NodePool skipped");
+                continue;
+            }
+        };
+        let template = match node_claim_template(&pool) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(nodepool = %name, error = %e, "NodePool skipped");
+                continue;
+            }
+        };
+        let limits = pool.spec.limits.as_ref().map(|limits| {
+            let mut usage = Resources::new();
+            let mut count = 0u64;
+            for c in claims.iter().filter(|c| c.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)) == Some(&name)) {
+                count += 1;
+                if let Ok(cap) = convert::resource_list("status.capacity", c.status.as_ref().and_then(|s| s.capacity.as_ref())) {
+                    usage += &cap;
+                }
+            }
+            usage.set("nodes", count);
+            NodePoolLimits::from_quantities(limits.iter().map(|(k, v)| (k.clone(), v.0.clone())), usage.clone())
+                .unwrap_or_else(|_| NodePoolLimits::new(BTreeMap::new(), usage))
+        });
+        out.push(scheduling::NodePool { template, instance_types, limits });
+        by_name.insert(name, pool);
+    }
+    (out, by_name)
+}
+
+/// The core's template of a NodePool; errors name the pool and field.
+pub fn node_claim_template(pool: &NodePool) -> Result<NodeClaimTemplate, ControllerError> {
+    let name = pool.metadata.name.clone().unwrap_or_default();
+    let spec = &pool.spec.template.spec;
+    let mut requirements = Requirements::new();
+    for (i, r) in spec.requirements.iter().enumerate() {
+        let req = Requirement::new(r.key.clone(), convert::operator_to_core(r.operator), r.values.clone().unwrap_or_default())
+            .map_err(|e| ControllerError::Invalid(format!("NodePool {name}: spec.template.spec.requirements[{i}]: {e}")))?
+            .with_min_values(r.min_values.map(|m| m.max(0) as usize));
+        requirements.add(req);
+    }
+    let meta = pool.spec.template.metadata.clone().unwrap_or_default();
+    let class = NodeClassRef { group: spec.node_class_ref.group.clone(), kind: spec.node_class_ref.kind.clone(), name: spec.node_class_ref.name.clone() };
+    let mut template = NodeClaimTemplate::new(name, class, &requirements, meta.labels.unwrap_or_default());
+    template.weight = pool.spec.weight.unwrap_or(0);
+    template.annotations = meta.annotations.unwrap_or_default();
+    template.taints = convert::taints(spec.taints.as_ref());
+    template.startup_taints = convert::taints(spec.startup_taints.as_ref());
+    Ok(template)
+}
+
+/// A stable hash of the NodePool template (requirements excluded, as upstream), for the
+/// `karpenter.sh/nodepool-hash` annotation.
+pub fn nodepool_hash(pool: &NodePool) -> String {
+    let mut template = serde_json::to_value(&pool.spec.template).unwrap_or_default();
+    if let Some(spec) = template.get_mut("spec").and_then(|s| s.as_object_mut()) {
+        spec.remove("requirements");
+    }
+    let text = template.to_string();
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in text.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash.to_string()
+}
+
+async fn create_node_claim(ctx: &Context, pool: &NodePool, claim: &NewNodeClaim) -> Result<NodeClaim, ControllerError> {
+    let spec = &claim.spec;
+    let pool_name = pool.metadata.name.clone().unwrap_or_default();
+    let mut annotations = spec.annotations.clone();
+    annotations.insert(labels::NODEPOOL_HASH_ANNOTATION.into(), nodepool_hash(pool));
+    annotations.insert(labels::NODEPOOL_HASH_VERSION_ANNOTATION.into(), labels::NODEPOOL_HASH_VERSION.into());
+    let mut claim_labels = spec.labels.clone();
+    claim_labels.insert(labels::NODEPOOL_LABEL.into(), pool_name.clone());
+    claim_labels.insert(spec.node_class_ref.label_key(), spec.node_class_ref.name.clone());
+    let requirements: Vec<NodeSelectorRequirementWithMinValues> = spec
+        .requirements
+        .iter()
+        .flat_map(|r| r.to_node_selector())
+        .map(|n| NodeSelectorRequirementWithMinValues {
+            key: n.key,
+            operator: convert::operator_to_api(n.operator),
+            values: (!n.values.is_empty()).then_some(n.values),
+            min_values: n.min_values.map(|m| m as i64),
+        })
+        .collect();
+    let template = &pool.spec.template.spec;
+    let object = NodeClaim {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{pool_name}-")),
+            labels: Some(claim_labels),
+            annotations: Some(annotations),
+            finalizers: Some(vec![labels::TERMINATION_FINALIZER.to_string()]),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "karpenter.sh/v1".into(),
+                kind: "NodePool".into(),
+                name: pool_name.clone(),
+                uid: pool.metadata.uid.clone().unwrap_or_default(),
+                block_owner_deletion: Some(true),
+                controller: None,
+            }]),
+            ..Default::default()
+        },
+        spec: NodeClaimSpec {
+            taints: (!spec.taints.is_empty()).then(|| spec.taints.iter().map(convert::taint_to_k8s).collect()),
+            startup_taints: (!spec.startup_taints.is_empty()).then(|| spec.startup_taints.iter().map(convert::taint_to_k8s).collect()),
+            requirements,
+            resources: Some(NodeClaimResources { requests: Some(convert::to_resource_list(&spec.requests)) }),
+            node_class_ref: NodeClassReference::new(spec.node_class_ref.group.clone(), spec.node_class_ref.kind.clone(), spec.node_class_ref.name.clone()),
+            termination_grace_period: template.termination_grace_period.clone(),
+            expire_after: template.expire_after.clone(),
+        },
+        status: None,
+    };
+    Ok(Api::<NodeClaim>::all(ctx.client.clone()).create(&PostParams::default(), &object).await?)
+}
+

@@ -1,0 +1,200 @@
+//! Controller settings, read from the environment with upstream Karpenter's names and defaults.
+
+use std::time::Duration;
+
+use joinery_api::duration::parse_go_duration;
+
+/// A setting with a value the controller cannot use.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("environment variable {name}={value:?} is invalid: {problem}")]
+pub struct SettingError {
+    /// The variable, e.g. `BATCH_IDLE_DURATION`.
+    pub name: String,
+    /// Its value.
+    pub value: String,
+    /// What is expected.
+    pub problem: String,
+}
+
+/// Whether preferred affinities and `ScheduleAnyway` spread constraints count (`PREFERENCE_POLICY`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PreferencePolicy {
+    /// Honour preferences, relaxing them when they cannot be met (upstream default).
+    #[default]
+    Respect,
+    /// Drop preferences before scheduling.
+    Ignore,
+}
+
+/// How strictly `minValues` is enforced (`MIN_VALUES_POLICY`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MinValuesPolicy {
+    /// A claim that cannot meet `minValues` is not created (upstream default).
+    #[default]
+    Strict,
+    /// `minValues` is relaxed when it cannot be met.
+    BestEffort,
+}
+
+/// Settings of the controller (durations are in simulated time when a simulation clock is used).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// `BATCH_IDLE_DURATION` (default 1s): a batch ends when no new pending pod arrived for this long.
+    pub batch_idle_duration: Duration,
+    /// `BATCH_MAX_DURATION` (default 10s): a batch never lasts longer than this.
+    pub batch_max_duration: Duration,
+    /// `PREFERENCE_POLICY` (default `Respect`).
+    pub preference_policy: PreferencePolicy,
+    /// `MIN_VALUES_POLICY` (default `Strict`).
+    pub min_values_policy: MinValuesPolicy,
+    /// `METRICS_PORT` (default 8080).
+    pub metrics_port: u16,
+    /// `HEALTH_PROBE_PORT` (default 8081).
+    pub health_probe_port: u16,
+    /// `LOG_LEVEL` (default `info`; `debug`, `info` or `error`).
+    pub log_level: String,
+    /// `CLUSTER_NAME` (default `joinery`): tags instances so a cluster only ever touches its own.
+    pub cluster_name: String,
+    /// `CLUSTER_ENDPOINT`: the API server URL new nodes join (renderers receive it).
+    pub cluster_endpoint: String,
+    /// How often the disruption loop polls when idle (upstream: 10s).
+    pub disruption_poll: Duration,
+    /// Delay before an emptiness decision is re-validated and carried out (upstream: 15s).
+    pub disruption_validation_delay: Duration,
+    /// How long a launched NodeClaim may wait for its Node (upstream: 15 min).
+    pub registration_timeout: Duration,
+    /// How long a NodeClaim may stay unlaunched (upstream: 5 min).
+    pub launch_timeout: Duration,
+    /// Minimum time a node stays in `Drained=Unknown` before it is considered drained (upstream: 5s).
+    pub min_drain_time: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            batch_idle_duration: Duration::from_secs(1),
+            batch_max_duration: Duration::from_secs(10),
+            preference_policy: PreferencePolicy::Respect,
+            min_values_policy: MinValuesPolicy::Strict,
+            metrics_port: 8080,
+            health_probe_port: 8081,
+            log_level: "info".into(),
+            cluster_name: "joinery".into(),
+            cluster_endpoint: String::new(),
+            disruption_poll: Duration::from_secs(10),
+            disruption_validation_delay: Duration::from_secs(15),
+            registration_timeout: Duration::from_secs(15 * 60),
+            launch_timeout: Duration::from_secs(5 * 60),
+            min_drain_time: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Settings {
+    /// Reads the settings from the process environment.
+    pub fn from_env() -> Result<Settings, SettingError> {
+        Settings::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the settings through `lookup` (the environment, or a map in tests and scenarios).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Settings, SettingError> {
+        let mut s = Settings::default();
+        let err = |name: &str, value: &str, problem: &str| SettingError {
+            name: name.into(),
+            value: value.into(),
+            problem: problem.into(),
+        };
+        let duration = |name: &str, default: Duration| -> Result<Duration, SettingError> {
+            match lookup(name) {
+                None => Ok(default),
+                Some(v) => parse_go_duration(&v).map_err(|e| err(name, &v, &format!("{e} (use a Go duration such as 1s or 500ms)"))),
+            }
+        };
+        s.batch_idle_duration = duration("BATCH_IDLE_DURATION", s.batch_idle_duration)?;
+        s.batch_max_duration = duration("BATCH_MAX_DURATION", s.batch_max_duration)?;
+        if let Some(v) = lookup("PREFERENCE_POLICY") {
+            s.preference_policy = match v.as_str() {
+                "Respect" => PreferencePolicy::Respect,
+                "Ignore" => PreferencePolicy::Ignore,
+                _ => return Err(err("PREFERENCE_POLICY", &v, "expected Respect or Ignore")),
+            };
+        }
+        if let Some(v) = lookup("MIN_VALUES_POLICY") {
+            s.min_values_policy = match v.as_str() {
+                "Strict" => MinValuesPolicy::Strict,
+                "BestEffort" => MinValuesPolicy::BestEffort,
+                _ => return Err(err("MIN_VALUES_POLICY", &v, "expected Strict or BestEffort")),
+            };
+        }
+        let port = |name: &str, default: u16| -> Result<u16, SettingError> {
+            match lookup(name) {
+                None => Ok(default),
+                Some(v) => v.parse().map_err(|_| err(name, &v, "expected a port number 0-65535")),
+            }
+        };
+        s.metrics_port = port("METRICS_PORT", s.metrics_port)?;
+        s.health_probe_port = port("HEALTH_PROBE_PORT", s.health_probe_port)?;
+        if let Some(v) = lookup("LOG_LEVEL") {
+            if !matches!(v.as_str(), "debug" | "info" | "error") {
+                return Err(err("LOG_LEVEL", &v, "expected debug, info or error"));
+            }
+            s.log_level = v;
+        }
+        if let Some(v) = lookup("CLUSTER_NAME") {
+            if v.is_empty() {
+                return Err(err("CLUSTER_NAME", &v, "must not be empty"));
+            }
+            s.cluster_name = v;
+        }
+        if let Some(v) = lookup("CLUSTER_ENDPOINT") {
+            s.cluster_endpoint = v;
+        }
+        if s.batch_idle_duration > s.batch_max_duration {
+            return Err(err(
+                "BATCH_IDLE_DURATION",
+                &format!("{:?}", s.batch_idle_duration),
+                "must not be longer than BATCH_MAX_DURATION",
+            ));
+        }
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn from(pairs: &[(&str, &str)]) -> Result<Settings, SettingError> {
+        let map: BTreeMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Settings::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_match_upstream() {
+        let s = from(&[]).unwrap();
+        assert_eq!(s.batch_idle_duration, Duration::from_secs(1));
+        assert_eq!(s.batch_max_duration, Duration::from_secs(10));
+        assert_eq!((s.metrics_port, s.health_probe_port), (8080, 8081));
+        assert_eq!(s.preference_policy, PreferencePolicy::Respect);
+        assert_eq!(s.min_values_policy, MinValuesPolicy::Strict);
+    }
+
+    #[test]
+    fn reads_upstream_variable_names() {
+        let s = from(&[("BATCH_IDLE_DURATION", "500ms"), ("BATCH_MAX_DURATION", "3s"), ("PREFERENCE_POLICY", "Ignore")]).unwrap();
+        assert_eq!(s.batch_idle_duration, Duration::from_millis(500));
+        assert_eq!(s.batch_max_duration, Duration::from_secs(3));
+        assert_eq!(s.preference_policy, PreferencePolicy::Ignore);
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        let e = from(&[("BATCH_MAX_DURATION", "ten")]).unwrap_err();
+        assert_eq!(e.name, "BATCH_MAX_DURATION");
+        assert!(e.to_string().contains("Go duration"), "{e}");
+        assert_eq!(from(&[("MIN_VALUES_POLICY", "strict")]).unwrap_err().name, "MIN_VALUES_POLICY");
+        assert_eq!(from(&[("LOG_LEVEL", "trace")]).unwrap_err().name, "LOG_LEVEL");
+        assert_eq!(from(&[("BATCH_IDLE_DURATION", "20s")]).unwrap_err().name, "BATCH_IDLE_DURATION");
+    }
+}

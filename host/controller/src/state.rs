@@ -1,0 +1,235 @@
+//! Cluster state: one reflector per kind the controllers read, and a "something changed"
+//! signal that wakes the loops. No decision is taken before every cache has synced.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use joinery_api::{NodeClaim, NodePool};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::ControllerError;
+
+/// The NodeClass kind a cloud plugin serves, identified by API group and kind.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeClassKey {
+    /// API group, e.g. `sim.joinery.dev`.
+    pub group: String,
+    /// Kind, e.g. `SimNodeClass`.
+    pub kind: String,
+}
+
+/// Read-only caches of the cluster, kept current by watches.
+#[derive(Clone)]
+pub struct ClusterState {
+    /// All pods.
+    pub pods: Store<Pod>,
+    /// All nodes.
+    pub nodes: Store<Node>,
+    /// All NodeClaims.
+    pub node_claims: Store<NodeClaim>,
+    /// All NodePools.
+    pub node_pools: Store<NodePool>,
+    /// All DaemonSets (their pod templates are the per-node overhead).
+    pub daemon_sets: Store<DaemonSet>,
+    /// All PodDisruptionBudgets.
+    pub pdbs: Store<PodDisruptionBudget>,
+    /// NodeClass objects, per kind served by a loaded cloud plugin.
+    pub node_classes: BTreeMap<NodeClassKey, Store<DynamicObject>>,
+    /// Notified whenever any cache changes.
+    pub changed: Arc<Notify>,
+}
+
+/// The watch tasks behind a [`ClusterState`]; dropping them stops the watches.
+pub struct StateTasks(Vec<JoinHandle<()>>);
+
+impl Drop for StateTasks {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
+fn spawn_reflector<K>(
+    api: Api<K>,
+    writer: reflector::store::Writer<K>,
+    changed: Arc<Notify>,
+    what: &'static str,
+) -> JoinHandle<()>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default + Send + Sync,
+{
+    tokio::spawn(async move {
+        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(_) => changed.notify_waiters(),
+                Err(e) => tracing::warn!(kind = what, error = %e, "watch failed; retrying with backoff"),
+            }
+        }
+    })
+}
+
+impl ClusterState {
+    /// Starts the watches and waits until every cache has its initial list.
+    pub async fn start(
+        client: kube::Client,
+        node_class_kinds: &[(NodeClassKey, String)],
+    ) -> Result<(ClusterState, StateTasks), ControllerError> {
+        let changed = Arc::new(Notify::new());
+        let mut tasks = Vec::new();
+        macro_rules! watch_all {
+            ($ty:ty, $what:literal) => {{
+                let (reader, writer) = reflector::store::<$ty>();
+                tasks.push(spawn_reflector(Api::<$ty>::all(client.clone()), writer, changed.clone(), $what));
+                reader
+            }};
+        }
+        let pods = watch_all!(Pod, "Pod");
+        let nodes = watch_all!(Node, "Node");
+        let node_claims = watch_all!(NodeClaim, "NodeClaim");
+        let node_pools = watch_all!(NodePool, "NodePool");
+        let daemon_sets = watch_all!(DaemonSet, "DaemonSet");
+        let pdbs = watch_all!(PodDisruptionBudget, "PodDisruptionBudget");
+        let mut node_classes = BTreeMap::new();
+        for (key, version) in node_class_kinds {
+            let gvk = GroupVersionKind::gvk(&key.group, version, &key.kind);
+            let resource = ApiResource::from_gvk(&gvk);
+            let writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
+            let reader = writer.as_reader();
+            let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
+            let changed = changed.clone();
+            let kind = key.kind.clone();
+            tasks.push(tokio::spawn(async move {
+                let stream = reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+                futures::pin_mut!(stream);
+                while let Some(event) = stream.next().await {
+                    match event {
+                        Ok(_) => changed.notify_waiters(),
+                        Err(e) => tracing::warn!(kind = %kind, error = %e, "NodeClass watch failed; retrying with backoff"),
+                    }
+                }
+            }));
+            node_classes.insert(key.clone(), reader);
+        }
+        let tasks = StateTasks(tasks);
+        let state = ClusterState { pods, nodes, node_claims, node_pools, daemon_sets, pdbs, node_classes, changed };
+        state.wait_synced().await?;
+        Ok((state, tasks))
+    }
+
+    async fn wait_synced(&self) -> Result<(), ControllerError> {
+        let not_synced = |what: &str| ControllerError::NotSynced(what.to_string());
+        self.pods.wait_until_ready().await.map_err(|_| not_synced("pods"))?;
+        self.nodes.wait_until_ready().await.map_err(|_| not_synced("nodes"))?;
+        self.node_claims.wait_until_ready().await.map_err(|_| not_synced("nodeclaims"))?;
+        self.node_pools.wait_until_ready().await.map_err(|_| not_synced("nodepools"))?;
+        self.daemon_sets.wait_until_ready().await.map_err(|_| not_synced("daemonsets"))?;
+        self.pdbs.wait_until_ready().await.map_err(|_| not_synced("poddisruptionbudgets"))?;
+        for (key, store) in &self.node_classes {
+            store.wait_until_ready().await.map_err(|_| not_synced(&key.kind))?;
+        }
+        Ok(())
+    }
+
+    /// The Node whose `spec.providerID` is `provider_id`, if exactly one exists.
+    pub fn nodes_with_provider_id(&self, provider_id: &str) -> Vec<Arc<Node>> {
+        self.nodes
+            .state()
+            .into_iter()
+            .filter(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
+            .collect()
+    }
+
+    /// The pods bound to `node` that are not finished (Succeeded/Failed).
+    pub fn pods_on_node(&self, node: &str) -> Vec<Arc<Pod>> {
+        self.pods
+            .state()
+            .into_iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node) && !is_terminal(p))
+            .collect()
+    }
+
+    /// The NodeClass object `name` of the given kind.
+    pub fn node_class(&self, key: &NodeClassKey, name: &str) -> Option<Arc<DynamicObject>> {
+        self.node_classes.get(key)?.state().into_iter().find(|o| o.metadata.name.as_deref() == Some(name))
+    }
+}
+
+/// Whether a pod has finished (phase Succeeded or Failed).
+pub fn is_terminal(pod: &Pod) -> bool {
+    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+}
+
+/// Whether a pod is owned by a DaemonSet.
+pub fn is_daemon_pod(pod: &Pod) -> bool {
+    pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet")
+}
+
+/// Whether a pod is a static (mirror) pod, owned by its Node.
+pub fn is_mirror_pod(pod: &Pod) -> bool {
+    pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "Node")
+        || pod.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"))
+}
+
+/// Whether Karpenter should provision for this pod (upstream's rule): kube-scheduler marked
+/// it `PodScheduled=False` with reason `Unschedulable`, it is not bound or nominated, and it
+/// is neither a DaemonSet pod nor a mirror pod.
+pub fn is_provisionable(pod: &Pod) -> bool {
+    let unschedulable = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"));
+    let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+    let nominated = pod.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()).is_some_and(|n| !n.is_empty());
+    unschedulable
+        && !bound
+        && !nominated
+        && pod.metadata.deletion_timestamp.is_none()
+        && !is_daemon_pod(pod)
+        && !is_mirror_pod(pod)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(value: serde_json::Value) -> Pod {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn only_unschedulable_unbound_pods_are_provisionable() {
+        let pending = json!({"metadata": {"name": "a"}, "spec": {"containers": []},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}});
+        assert!(is_provisionable(&pod(pending.clone())));
+        let mut bound = pending.clone();
+        bound["spec"]["nodeName"] = json!("n1");
+        assert!(!is_provisionable(&pod(bound)));
+        let mut nominated = pending.clone();
+        nominated["status"]["nominatedNodeName"] = json!("n1");
+        assert!(!is_provisionable(&pod(nominated)));
+        let mut daemon = pending.clone();
+        daemon["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u"}]);
+        assert!(!is_provisionable(&pod(daemon)));
+        let never_tried = json!({"metadata": {"name": "b"}, "spec": {"containers": []}, "status": {}});
+        assert!(!is_provisionable(&pod(never_tried)));
+        let other_reason = json!({"metadata": {"name": "c"}, "spec": {"containers": []},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]}});
+        assert!(!is_provisionable(&pod(other_reason)));
+    }
+}

@@ -1,0 +1,41 @@
+//! Provisioning v0: decides where a batch of pending pods goes.
+//!
+//! Given pending pods, the cluster's nodes (and in-flight NodeClaims), the NodePools with
+//! their instance types, and the DaemonSets, [`schedule`] places each pod on an existing node,
+//! on a NodeClaim opened earlier in the same pass, or on a new NodeClaim, and returns the
+//! NodeClaims to create. It follows upstream Karpenter's provisioning simulation
+//! (`pkg/controllers/provisioning/scheduling`): the same pod order, the same order of
+//! candidates (existing nodes, open claims with the fewest pods, NodePools by weight), the
+//! same instance-type filtering (requirements, resources with DaemonSet overhead per instance
+//! type, available offerings, minValues), pessimistic limit accounting, cheapest-first
+//! instance types truncated to [`MAX_INSTANCE_TYPES`](crate::MAX_INSTANCE_TYPES), and
+//! upstream's failure wording.
+//!
+//! A claim packs as many pods as its largest remaining instance type holds; its option list
+//! shrinks as requests grow, and the launch picks the cheapest remaining type, so the claim's
+//! cost follows the actual requests.
+//!
+//! Everything is plain data and deterministic: the same input, in any order, gives the same
+//! output (pods, nodes, NodePools and instance types are sorted with total orders; no hash
+//! map iteration is involved).
+//!
+//! Not modelled yet (later versions): topology spread, pod affinity and anti-affinity,
+//! preferred node affinity, host ports, volumes (topology and attach limits), reserved
+//! capacity, DRA, offering capacity/overhead overrides, the BestEffort minValues policy, and
+//! the consolidation-only options of upstream's scheduler.
+
+mod daemons;
+mod pricing;
+mod render;
+mod scheduler;
+mod types;
+
+#[cfg(test)]
+mod tests;
+
+pub use pricing::FallbackPrice;
+pub use scheduler::{schedule, schedule_with_fallback_price};
+pub use types::{
+    DaemonPod, ExistingNode, NewNodeClaim, NodePool, NodePoolLimits, PendingPod, Placement, PodKey,
+    PodPlacement, SchedulingInput, SchedulingResult,
+};

@@ -1,0 +1,78 @@
+//! Cheapest-first ordering of a claim's instance types.
+
+use std::cmp::Ordering;
+
+use crate::instance_type::{InstanceType, Offering};
+use crate::requirements::{KeySet, Requirements};
+
+/// Supplies a price for an offering whose price is unknown (`None` keeps it unknown).
+pub type FallbackPrice<'a> = &'a dyn Fn(&InstanceType, &Offering) -> Option<f64>;
+
+/// A fallback that knows nothing.
+pub(crate) fn no_fallback(_: &InstanceType, _: &Offering) -> Option<f64> {
+    None
+}
+
+/// Price of the cheapest available offering of `t` compatible with `requirements`: the
+/// offering's own price, else the fallback's. `None` when no such offering has a (finite)
+/// price.
+pub(crate) fn launch_price<K: KeySet + ?Sized>(
+    t: &InstanceType,
+    requirements: &Requirements,
+    well_known: &K,
+    fallback: FallbackPrice<'_>,
+) -> Option<f64> {
+    t.offerings()
+        .available_compatible(requirements, well_known)
+        .filter_map(|o| o.price().or_else(|| fallback(t, o)))
+        .filter(|p| p.is_finite())
+        .min_by(f64::total_cmp)
+}
+
+/// Smaller machines first: CPU, then memory, then the rest of the capacity.
+fn by_size(a: &InstanceType, b: &InstanceType) -> Ordering {
+    let (ca, cb) = (a.capacity(), b.capacity());
+    ca.cpu_millis
+        .cmp(&cb.cpu_millis)
+        .then(ca.memory_bytes.cmp(&cb.memory_bytes))
+        .then(ca.ephemeral_storage_bytes.cmp(&cb.ephemeral_storage_bytes))
+        .then(ca.pods.cmp(&cb.pods))
+}
+
+/// Orders `indices` (into `types`) cheapest first and returns each one's price, aligned with
+/// the new order.
+///
+/// Known prices ascend, ties broken by name (as upstream). Types without a known price come
+/// after every priced type, smallest machine first (CPU, memory, storage, pods) and only then
+/// by name, so an unpriced catalogue still prefers small machines instead of alphabetical ones.
+pub(crate) fn order_cheapest_first<K: KeySet + ?Sized>(
+    indices: &mut [usize],
+    types: &[InstanceType],
+    requirements: &Requirements,
+    well_known: &K,
+    fallback: FallbackPrice<'_>,
+) -> Vec<Option<f64>> {
+    let mut keyed: Vec<(Option<f64>, usize)> = indices
+        .iter()
+        .map(|&i| {
+            (
+                launch_price(&types[i], requirements, well_known, fallback),
+                i,
+            )
+        })
+        .collect();
+    keyed.sort_by(|&(pa, a), &(pb, b)| {
+        let (ta, tb) = (&types[a], &types[b]);
+        let primary = match (pa, pb) {
+            (Some(x), Some(y)) => x.total_cmp(&y),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => by_size(ta, tb),
+        };
+        primary.then_with(|| ta.name().cmp(tb.name()))
+    });
+    for (slot, (_, i)) in indices.iter_mut().zip(&keyed) {
+        *slot = *i;
+    }
+    keyed.into_iter().map(|(p, _)| p).collect()
+}

@@ -1,0 +1,1432 @@
+//! Scenario tests for the provisioning pass, built from plain data.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::instance_type::{InstanceType, Offering, Overhead};
+use crate::labels::{
+    ARCH_LABEL, CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INITIALIZED_LABEL, INSTANCE_TYPE_LABEL,
+    LabelPolicy, NODEPOOL_LABEL, OS_LABEL, REGISTERED_LABEL, ZONE_LABEL,
+};
+use crate::nodeclaim::{MAX_INSTANCE_TYPES, NodeClaimTemplate, NodeClassRef};
+use crate::requirements::{Operator, Requirement, Requirements};
+use crate::resources::{InitContainer, PodResourceSpec, Resources};
+use crate::taints::{Taint, TaintEffect, Toleration};
+
+const GI: u64 = 1 << 30;
+const CPU_LABEL: &str = "example.com/instance-cpu";
+const FAMILY_LABEL: &str = "example.com/family";
+
+// ---------------------------------------------------------------------------------------------
+// fixtures
+
+fn class() -> NodeClassRef {
+    NodeClassRef {
+        group: "test.joinery.dev".into(),
+        kind: "TestNodeClass".into(),
+        name: "default".into(),
+    }
+}
+
+fn cpu(millis: u64) -> Resources {
+    Resources::new().with("cpu", millis)
+}
+
+fn reqs(items: impl IntoIterator<Item = Requirement>) -> Requirements {
+    items.into_iter().collect()
+}
+
+/// An instance type with explicit offerings; requirements cover instance type, zones and
+/// capacity types of its offerings, arch, OS and a CPU count label.
+fn itype_with(name: &str, vcpu: u64, arch: &str, offerings: Vec<Offering>) -> InstanceType {
+    let zones: Vec<&str> = offerings.iter().map(|o| o.zone()).collect();
+    let cts: Vec<&str> = offerings.iter().map(|o| o.capacity_type()).collect();
+    let requirements = reqs([
+        Requirement::in_values(INSTANCE_TYPE_LABEL, [name]),
+        Requirement::in_values(ZONE_LABEL, zones),
+        Requirement::in_values(CAPACITY_TYPE_LABEL, cts),
+        Requirement::in_values(ARCH_LABEL, [arch]),
+        Requirement::in_values(OS_LABEL, ["linux"]),
+        Requirement::in_values(CPU_LABEL, [vcpu.to_string()]),
+    ]);
+    let capacity = Resources::new()
+        .with("cpu", vcpu * 1000)
+        .with("memory", vcpu * 2 * GI)
+        .with("pods", 110);
+    InstanceType::new(name, requirements, capacity, Overhead::default(), offerings)
+}
+
+/// On-demand and spot (70%) offerings in zones a and b.
+fn offerings(price: Option<f64>) -> Vec<Offering> {
+    let spot = price.map(|p| p * 0.7);
+    vec![
+        Offering::new("a", "on-demand", price, true),
+        Offering::new("b", "on-demand", price, true),
+        Offering::new("a", "spot", spot, true),
+        Offering::new("b", "spot", spot, true),
+    ]
+}
+
+fn itype(name: &str, vcpu: u64, price: Option<f64>) -> InstanceType {
+    itype_with(name, vcpu, "amd64", offerings(price))
+}
+
+/// The c3 family: price proportional to size.
+fn c3() -> Vec<InstanceType> {
+    vec![
+        itype("c3-4", 2, Some(0.1)),
+        itype("c3-8", 4, Some(0.2)),
+        itype("c3-16", 8, Some(0.4)),
+    ]
+}
+
+fn pool_with(name: &str, requirements: Requirements, types: Vec<InstanceType>) -> NodePool {
+    NodePool {
+        template: NodeClaimTemplate::new(name, class(), &requirements, BTreeMap::new()),
+        instance_types: types,
+        limits: None,
+    }
+}
+
+fn pool(name: &str) -> NodePool {
+    pool_with(name, Requirements::new(), c3())
+}
+
+fn weighted(name: &str, weight: i32) -> NodePool {
+    let mut p = pool(name);
+    p.template.weight = weight;
+    p
+}
+
+fn pod(name: &str, cpu_millis: u64) -> PendingPod {
+    let spec = PodResourceSpec {
+        containers: vec![cpu(cpu_millis)],
+        ..Default::default()
+    };
+    PendingPod::from_spec("default", name, &spec)
+}
+
+fn pods(prefix: &str, n: usize, cpu_millis: u64) -> Vec<PendingPod> {
+    (0..n)
+        .map(|i| {
+            let mut p = pod(&format!("{prefix}-{i}"), cpu_millis);
+            p.created = i as i64;
+            p
+        })
+        .collect()
+}
+
+fn with_selector(mut p: PendingPod, key: &str, value: &str) -> PendingPod {
+    p.node_selector.insert(key.into(), value.into());
+    p
+}
+
+fn node(name: &str, labels: &[(&str, &str)], cpu_millis: u64) -> ExistingNode {
+    let labels: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    ExistingNode::new(name, &labels, cpu(cpu_millis).with("pods", 110))
+}
+
+fn daemon(name: &str, cpu_millis: u64) -> DaemonPod {
+    let spec = PodResourceSpec {
+        containers: vec![cpu(cpu_millis)],
+        ..Default::default()
+    };
+    DaemonPod {
+        name: name.into(),
+        requests: spec.requests(),
+        ..Default::default()
+    }
+}
+
+fn input(pods: Vec<PendingPod>, nodes: Vec<ExistingNode>, pools: Vec<NodePool>) -> SchedulingInput {
+    SchedulingInput {
+        pods,
+        nodes,
+        nodepools: pools,
+        daemons: Vec::new(),
+        label_policy: LabelPolicy::default(),
+    }
+}
+
+fn run(pods: Vec<PendingPod>, nodes: Vec<ExistingNode>, pools: Vec<NodePool>) -> SchedulingResult {
+    schedule(&input(pods, nodes, pools))
+}
+
+fn claim_of<'r>(r: &'r SchedulingResult, name: &str) -> &'r NewNodeClaim {
+    match r.placement("default", name) {
+        Some(Placement::NewClaim { index }) => &r.new_claims[*index],
+        other => panic!("{name} is not on a new claim: {other:?}"),
+    }
+}
+
+fn node_of<'r>(r: &'r SchedulingResult, name: &str) -> &'r str {
+    match r.placement("default", name) {
+        Some(Placement::Existing { node }) => node,
+        other => panic!("{name} is not on an existing node: {other:?}"),
+    }
+}
+
+fn reason_of<'r>(r: &'r SchedulingResult, name: &str) -> &'r str {
+    match r.placement("default", name) {
+        Some(Placement::Unschedulable { reason }) => reason,
+        other => panic!("{name} was placed: {other:?}"),
+    }
+}
+
+fn types_of(c: &NewNodeClaim) -> Vec<&str> {
+    c.spec.instance_types.iter().map(String::as_str).collect()
+}
+
+fn values(r: &Requirements, key: &str) -> Vec<String> {
+    r.get(key)
+        .unwrap_or_else(|| panic!("no requirement on {key}"))
+        .values()
+        .iter()
+        .cloned()
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// cost and packing
+
+#[test]
+fn one_pod_lists_the_cheapest_fitting_type_first() {
+    let r = run(vec![pod("p", 3000)], vec![], vec![pool("default")]);
+    let c = claim_of(&r, "p");
+    assert_eq!(types_of(c), ["c3-8", "c3-16"]);
+    assert_eq!(c.launch_price, Some(0.2 * 0.7));
+    assert_eq!(c.spec.requests.cpu_millis, 3000);
+    assert_eq!(c.spec.requests.pods, 1);
+    assert_eq!(r.new_claims.len(), 1);
+}
+
+#[test]
+fn eight_one_cpu_pods_cost_at_most_three_c3_8() {
+    let price_c3_8 = 0.2 * 0.7;
+    let r = run(pods("p", 8, 1000), vec![], vec![pool("default")]);
+    assert_eq!(r.new_claims.len(), 1, "one claim packs all eight pods");
+    assert_eq!(types_of(&r.new_claims[0]), ["c3-16"]);
+    assert_eq!(r.new_claims[0].pods.len(), 8);
+    let total: f64 = r.new_claims.iter().filter_map(|c| c.launch_price).sum();
+    assert!(total <= 3.0 * price_c3_8 + 1e-9, "total {total}");
+
+    // With kubelet overhead the largest type holds seven pods; the eighth opens a claim
+    // whose cheapest option is the smallest type.
+    let mut p = pool("default");
+    let overhead = Overhead {
+        kube_reserved: cpu(100),
+        ..Default::default()
+    };
+    p.instance_types = c3()
+        .into_iter()
+        .map(|t| {
+            InstanceType::new(
+                t.name(),
+                t.requirements().clone(),
+                t.capacity().clone(),
+                overhead.clone(),
+                t.offerings().clone(),
+            )
+        })
+        .collect();
+    let r = run(pods("p", 8, 1000), vec![], vec![p]);
+    assert_eq!(r.new_claims.len(), 2);
+    assert_eq!(r.new_claims[0].pods.len(), 7);
+    assert_eq!(types_of(&r.new_claims[0]), ["c3-16"]);
+    assert_eq!(types_of(&r.new_claims[1])[0], "c3-4");
+    let total: f64 = r.new_claims.iter().filter_map(|c| c.launch_price).sum();
+    assert!(total <= 3.0 * price_c3_8 + 1e-9, "total {total}");
+}
+
+#[test]
+fn claim_options_shrink_as_requests_grow() {
+    // 3 + 3 cpu: after the second pod only the 8-vCPU type still fits.
+    let r = run(pods("p", 2, 3000), vec![], vec![pool("default")]);
+    assert_eq!(r.new_claims.len(), 1);
+    assert_eq!(types_of(&r.new_claims[0]), ["c3-16"]);
+    assert_eq!(r.new_claims[0].spec.requests.cpu_millis, 6000);
+    assert_eq!(r.new_claims[0].spec.requests.pods, 2);
+}
+
+#[test]
+fn requests_include_init_containers_and_sidecars() {
+    // The init container (3 cpu) dominates the app container (1 cpu).
+    let spec = PodResourceSpec {
+        containers: vec![cpu(1000)],
+        init_containers: vec![InitContainer {
+            requests: cpu(3000),
+            restartable: false,
+        }],
+        ..Default::default()
+    };
+    let r = run(
+        vec![PendingPod::from_spec("default", "init", &spec)],
+        vec![],
+        vec![pool("default")],
+    );
+    assert_eq!(types_of(claim_of(&r, "init")), ["c3-8", "c3-16"]);
+
+    // A sidecar runs next to the app: 1500m + 1 = 2500m no longer fits 2 vCPU.
+    let spec = PodResourceSpec {
+        containers: vec![cpu(1500)],
+        init_containers: vec![InitContainer {
+            requests: cpu(1000),
+            restartable: true,
+        }],
+        ..Default::default()
+    };
+    let r = run(
+        vec![PendingPod::from_spec("default", "sidecar", &spec)],
+        vec![],
+        vec![pool("default")],
+    );
+    let c = claim_of(&r, "sidecar");
+    assert_eq!(types_of(c)[0], "c3-8");
+    assert_eq!(c.spec.requests.cpu_millis, 2500);
+}
+
+#[test]
+fn extended_resources_select_the_type_that_has_them() {
+    let mut gpu = itype("g-4", 4, Some(1.0));
+    gpu = InstanceType::new(
+        gpu.name(),
+        gpu.requirements().clone(),
+        gpu.capacity().clone().with("nvidia.com/gpu", 1),
+        Overhead::default(),
+        gpu.offerings().clone(),
+    );
+    let mut types = c3();
+    types.push(gpu);
+    let mut gpu_pod = pod("gpu", 1000);
+    gpu_pod.requests.set("nvidia.com/gpu", 1);
+    let p = pool_with("default", Requirements::new(), types);
+    let r = run(vec![gpu_pod, pod("plain", 1000)], vec![], vec![p.clone()]);
+    assert_eq!(types_of(claim_of(&r, "gpu")), ["g-4"]);
+    // The plain pod fits the open GPU claim, which is preferred over a new claim.
+    assert_eq!(r.new_claims.len(), 1);
+    assert_eq!(claim_of(&r, "plain").pods.len(), 2);
+    // Alone, it gets the cheapest plain type.
+    let r = run(vec![pod("plain", 1000)], vec![], vec![p]);
+    assert_eq!(types_of(claim_of(&r, "plain"))[0], "c3-4");
+}
+
+#[test]
+fn open_claims_with_fewest_pods_are_tried_first() {
+    let mut all = pods("big", 2, 7000);
+    all.extend(pods("small", 2, 500));
+    let r = run(all, vec![], vec![pool("default")]);
+    assert_eq!(r.new_claims.len(), 2);
+    // small-0: both claims hold one pod, the older claim wins; small-1 then prefers the
+    // claim with fewer pods even though the first still has room.
+    assert_eq!(
+        r.placement("default", "small-0"),
+        Some(&Placement::NewClaim { index: 0 })
+    );
+    assert_eq!(
+        r.placement("default", "small-1"),
+        Some(&Placement::NewClaim { index: 1 })
+    );
+}
+
+#[test]
+fn pods_are_tried_largest_cpu_first() {
+    // The small pod comes first in the input and is older, but the large one is tried first
+    // and takes the node.
+    let mut small = pod("small", 1000);
+    small.created = 0;
+    let mut large = pod("large", 4000);
+    large.created = 10;
+    let r = run(
+        vec![small, large],
+        vec![node("n1", &[], 4000)],
+        vec![pool("default")],
+    );
+    assert_eq!(node_of(&r, "large"), "n1");
+    claim_of(&r, "small");
+}
+
+// ---------------------------------------------------------------------------------------------
+// existing nodes
+
+#[test]
+fn existing_nodes_are_packed_before_new_claims() {
+    let r = run(
+        pods("p", 3, 1000),
+        vec![node("n1", &[], 4000)],
+        vec![pool("default")],
+    );
+    assert!(r.new_claims.is_empty());
+    assert_eq!(r.pods_on_node("n1").len(), 3);
+
+    let r = run(
+        pods("p", 5, 1000),
+        vec![node("n1", &[], 4000)],
+        vec![pool("default")],
+    );
+    assert_eq!(r.pods_on_node("n1").len(), 4);
+    assert_eq!(r.new_claims.len(), 1);
+    assert_eq!(r.new_claims[0].pods.len(), 1);
+}
+
+#[test]
+fn already_bound_pods_reduce_what_a_node_offers() {
+    let mut n = node("n1", &[], 4000);
+    n.requested = cpu(3500).with("pods", 3);
+    let r = run(vec![pod("p", 1000)], vec![n], vec![pool("default")]);
+    claim_of(&r, "p");
+}
+
+#[test]
+fn initialized_nodes_come_first_then_names() {
+    let mut in_flight = node("a-in-flight", &[], 1000);
+    in_flight.in_flight = true;
+    let nodes = vec![
+        node("c-ready", &[], 1000),
+        in_flight,
+        node("b-ready", &[], 1000),
+    ];
+    let r = run(pods("p", 3, 1000), nodes, vec![pool("default")]);
+    assert_eq!(node_of(&r, "p-0"), "b-ready");
+    assert_eq!(node_of(&r, "p-1"), "c-ready");
+    assert_eq!(node_of(&r, "p-2"), "a-in-flight");
+}
+
+#[test]
+fn unschedulable_nodes_are_skipped() {
+    let mut cordoned = node("cordoned", &[], 8000);
+    cordoned.schedulable = false;
+    let r = run(vec![pod("p", 1000)], vec![cordoned], vec![pool("default")]);
+    claim_of(&r, "p");
+    assert!(r.pods_on_node("cordoned").is_empty());
+}
+
+#[test]
+fn node_taints_must_be_tolerated() {
+    let mut tainted = node("tainted", &[], 8000);
+    tainted.taints = vec![Taint::new("dedicated", "db", TaintEffect::NoSchedule)];
+    let r = run(
+        vec![pod("p", 1000)],
+        vec![tainted.clone()],
+        vec![pool("default")],
+    );
+    claim_of(&r, "p");
+
+    let mut tolerant = pod("p", 1000);
+    tolerant.tolerations = vec![Toleration::equal("dedicated", "db", None)];
+    let r = run(vec![tolerant], vec![tainted], vec![pool("default")]);
+    assert_eq!(node_of(&r, "p"), "tainted");
+}
+
+#[test]
+fn node_labels_must_strictly_match() {
+    // The node lacks the custom label, so the pod cannot go there even though it fits; a
+    // pool that declares the label takes it and stamps the label on the claim.
+    let mut p = pool("default");
+    p.template = NodeClaimTemplate::new(
+        "default",
+        class(),
+        &Requirements::new(),
+        BTreeMap::from([("team".to_owned(), "red".to_owned())]),
+    );
+    let r = run(
+        vec![with_selector(pod("p", 1000), "team", "red")],
+        vec![node("n1", &[], 8000)],
+        vec![p],
+    );
+    let c = claim_of(&r, "p");
+    assert_eq!(c.spec.labels.get("team").map(String::as_str), Some("red"));
+
+    let r = run(
+        vec![with_selector(pod("p", 1000), "team", "red")],
+        vec![node("n1", &[("team", "red")], 8000)],
+        vec![pool("default")],
+    );
+    assert_eq!(node_of(&r, "p"), "n1");
+}
+
+#[test]
+fn daemons_not_yet_running_are_reserved_on_existing_nodes() {
+    let mut inp = input(
+        vec![pod("p", 1500)],
+        vec![node("n1", &[("kubernetes.io/arch", "amd64")], 2000)],
+        vec![pool("default")],
+    );
+    inp.daemons = vec![daemon("kube-system/agent", 1000)];
+    let r = schedule(&inp);
+    claim_of(&r, "p");
+
+    // Once the daemon runs there (its requests are already counted as bound) only the bound
+    // requests count, and the pod still does not fit.
+    inp.nodes[0].requested = daemon("x", 1000).requests;
+    inp.nodes[0].daemon_requested = daemon("x", 1000).requests;
+    let r = schedule(&inp);
+    claim_of(&r, "p");
+
+    // A daemon that selects another architecture reserves nothing.
+    inp.nodes[0].requested = Resources::new();
+    inp.nodes[0].daemon_requested = Resources::new();
+    inp.daemons[0]
+        .node_selector
+        .insert(ARCH_LABEL.into(), "arm64".into());
+    let r = schedule(&inp);
+    assert_eq!(node_of(&r, "p"), "n1");
+}
+
+#[test]
+fn in_flight_claim_requirements_narrow_as_pods_land() {
+    let mut claim = ExistingNode {
+        name: "default-abc12".into(),
+        nodepool: Some("default".into()),
+        requirements: reqs([Requirement::in_values(ZONE_LABEL, ["a", "b"])]),
+        allocatable: cpu(8000).with("pods", 110),
+        in_flight: true,
+        schedulable: true,
+        ..Default::default()
+    };
+    claim.requested = Resources::new();
+    let mut a = with_selector(pod("zone-a", 1000), ZONE_LABEL, "a");
+    a.created = 0;
+    let mut b = with_selector(pod("zone-b", 1000), ZONE_LABEL, "b");
+    b.created = 1;
+    let r = run(vec![b, a], vec![claim], vec![pool("default")]);
+    assert_eq!(node_of(&r, "zone-a"), "default-abc12");
+    let c = claim_of(&r, "zone-b");
+    assert_eq!(values(&c.spec.requirements, ZONE_LABEL), ["b"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// requirements
+
+#[test]
+fn custom_selector_needs_a_pool_that_declares_it() {
+    let r = run(
+        vec![with_selector(pod("p", 1000), "team", "red")],
+        vec![],
+        vec![pool("default")],
+    );
+    assert_eq!(
+        reason_of(&r, "p"),
+        "incompatible with nodepool \"default\", daemonset overhead={}, incompatible requirements, label \"team\" does not have known values"
+    );
+}
+
+#[test]
+fn well_known_selector_narrows_the_claim() {
+    let r = run(
+        vec![with_selector(pod("p", 1000), ZONE_LABEL, "b")],
+        vec![],
+        vec![pool("default")],
+    );
+    let c = claim_of(&r, "p");
+    assert_eq!(values(&c.spec.requirements, ZONE_LABEL), ["b"]);
+    assert_eq!(values(&c.spec.requirements, NODEPOOL_LABEL), ["default"]);
+    assert!(
+        !c.spec.labels.contains_key(ZONE_LABEL),
+        "well-known keys are left to the provider"
+    );
+}
+
+#[test]
+fn deprecated_selector_keys_are_normalized() {
+    let r = run(
+        vec![with_selector(
+            pod("p", 1000),
+            "failure-domain.beta.kubernetes.io/zone",
+            "a",
+        )],
+        vec![],
+        vec![pool("default")],
+    );
+    assert_eq!(
+        values(&claim_of(&r, "p").spec.requirements, ZONE_LABEL),
+        ["a"]
+    );
+}
+
+#[test]
+fn required_affinity_terms_are_alternatives() {
+    let mut p = pod("p", 1000);
+    p.required_affinity = vec![
+        reqs([Requirement::in_values(ZONE_LABEL, ["nowhere"])]),
+        reqs([Requirement::in_values(ZONE_LABEL, ["b"])]),
+    ];
+    let r = run(vec![p.clone()], vec![], vec![pool("default")]);
+    assert_eq!(
+        values(&claim_of(&r, "p").spec.requirements, ZONE_LABEL),
+        ["b"]
+    );
+
+    // The first satisfiable term is used, not a union.
+    p.required_affinity = vec![
+        reqs([Requirement::in_values(ZONE_LABEL, ["a"])]),
+        reqs([Requirement::in_values(ZONE_LABEL, ["b"])]),
+    ];
+    let r = run(vec![p.clone()], vec![], vec![pool("default")]);
+    assert_eq!(
+        values(&claim_of(&r, "p").spec.requirements, ZONE_LABEL),
+        ["a"]
+    );
+
+    // No term works: the reason comes from the last term tried.
+    p.required_affinity = vec![
+        reqs([Requirement::in_values(ZONE_LABEL, ["c"])]),
+        reqs([Requirement::in_values(ZONE_LABEL, ["d"])]),
+    ];
+    let r = run(vec![p], vec![], vec![pool("default")]);
+    assert_eq!(
+        reason_of(&r, "p"),
+        "incompatible with nodepool \"default\", daemonset overhead={}, no instance type satisfied resources {\"cpu\":\"1\",\"pods\":\"1\"} and requirements karpenter.sh/nodepool In [default], test.joinery.dev/testnodeclass In [default], topology.kubernetes.io/zone In [d] (no instance type met the scheduling requirements or had a required offering)"
+    );
+}
+
+#[test]
+fn affinity_terms_combine_with_the_node_selector() {
+    let mut p = with_selector(pod("p", 1000), CAPACITY_TYPE_LABEL, "on-demand");
+    p.required_affinity = vec![reqs([Requirement::in_values(ZONE_LABEL, ["a"])])];
+    let r = run(vec![p], vec![], vec![pool("default")]);
+    let c = claim_of(&r, "p");
+    assert_eq!(values(&c.spec.requirements, ZONE_LABEL), ["a"]);
+    assert_eq!(
+        values(&c.spec.requirements, CAPACITY_TYPE_LABEL),
+        ["on-demand"]
+    );
+}
+
+#[test]
+fn not_in_excludes_instance_types() {
+    let mut p = pod("p", 1000);
+    p.required_affinity = vec![reqs([Requirement::not_in(
+        INSTANCE_TYPE_LABEL,
+        ["c3-4", "c3-8"],
+    )])];
+    let r = run(vec![p], vec![], vec![pool("default")]);
+    assert_eq!(types_of(claim_of(&r, "p")), ["c3-16"]);
+}
+
+#[test]
+fn exists_on_a_declared_custom_key() {
+    let pool_reqs = reqs([Requirement::in_values("team", ["red", "blue"])]);
+    let mut any_team = pod("any", 1000);
+    any_team.required_affinity = vec![reqs([Requirement::exists("team")])];
+    any_team.created = 0;
+    let mut red = with_selector(pod("red", 1000), "team", "red");
+    red.created = 1;
+    // Separate claims: "red" would otherwise join "any"'s claim and narrow it.
+    let mut inp = input(
+        vec![any_team.clone()],
+        vec![],
+        vec![pool_with("default", pool_reqs.clone(), c3())],
+    );
+    let r = schedule(&inp);
+    let c = claim_of(&r, "any");
+    assert_eq!(values(&c.spec.requirements, "team"), ["blue", "red"]);
+    assert!(
+        !c.spec.labels.contains_key("team"),
+        "two values: not a label"
+    );
+
+    inp.pods = vec![red];
+    let r = schedule(&inp);
+    let c = claim_of(&r, "red");
+    assert_eq!(c.spec.labels.get("team").map(String::as_str), Some("red"));
+
+    let r = run(vec![any_team], vec![], vec![pool("undeclared")]);
+    assert!(reason_of(&r, "any").contains("label \"team\" does not have known values"));
+}
+
+#[test]
+fn does_not_exist_rejects_pools_that_set_the_key() {
+    let mut p = pod("p", 1000);
+    p.required_affinity = vec![reqs([Requirement::does_not_exist("team")])];
+    let mut labelled = pool_with(
+        "labelled",
+        reqs([Requirement::in_values("team", ["red"])]),
+        c3(),
+    );
+    labelled.template.weight = 10;
+    let r = run(vec![p.clone()], vec![], vec![labelled.clone()]);
+    assert_eq!(
+        reason_of(&r, "p"),
+        "incompatible with nodepool \"labelled\", daemonset overhead={}, incompatible requirements, key team, team DoesNotExist not in team In [red]"
+    );
+    let r = run(vec![p], vec![], vec![labelled, pool("plain")]);
+    assert_eq!(claim_of(&r, "p").spec.nodepool, "plain");
+}
+
+#[test]
+fn gt_and_lt_filter_integer_labels() {
+    let mut p = pod("p", 500);
+    p.required_affinity = vec![reqs([
+        Requirement::new(CPU_LABEL, Operator::Gt, ["2"]).unwrap(),
+        Requirement::new(CPU_LABEL, Operator::Lt, ["8"]).unwrap(),
+    ])];
+    let mut inp = input(vec![p], vec![], vec![pool("default")]);
+    inp.label_policy = LabelPolicy::default().with_well_known(CPU_LABEL);
+    let r = schedule(&inp);
+    assert_eq!(types_of(claim_of(&r, "p")), ["c3-8"]);
+
+    // Without the key being well-known (or declared by the pool) the pod cannot use it.
+    inp.label_policy = LabelPolicy::default();
+    let r = schedule(&inp);
+    assert!(
+        reason_of(&r, "p")
+            .contains("label \"example.com/instance-cpu\" does not have known values")
+    );
+}
+
+#[test]
+fn incompatible_pool_requirement_is_reported_with_both_sides() {
+    let pool_reqs = reqs([Requirement::in_values(
+        INSTANCE_TYPE_LABEL,
+        ["c3-4", "c3-8"],
+    )]);
+    let r = run(
+        vec![with_selector(pod("p", 1000), INSTANCE_TYPE_LABEL, "c3-16")],
+        vec![],
+        vec![pool_with("default", pool_reqs, c3())],
+    );
+    assert_eq!(
+        reason_of(&r, "p"),
+        "incompatible with nodepool \"default\", daemonset overhead={}, incompatible requirements, key node.kubernetes.io/instance-type, node.kubernetes.io/instance-type In [c3-16] not in node.kubernetes.io/instance-type In [c3-4 c3-8]"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// taints
+
+#[test]
+fn pool_taints_must_be_tolerated() {
+    let mut tainted = pool("default");
+    tainted.template.taints = vec![Taint::new("dedicated", "gpu", TaintEffect::NoSchedule)];
+    let r = run(vec![pod("p", 1000)], vec![], vec![tainted.clone()]);
+    assert_eq!(
+        reason_of(&r, "p"),
+        "incompatible with nodepool \"default\", daemonset overhead={}, did not tolerate taint dedicated=gpu:NoSchedule"
+    );
+
+    let mut tolerant = pod("p", 1000);
+    tolerant.tolerations = vec![Toleration::exists(
+        "dedicated",
+        Some(TaintEffect::NoSchedule),
+    )];
+    let r = run(vec![tolerant], vec![], vec![tainted]);
+    let c = claim_of(&r, "p");
+    assert_eq!(
+        c.spec.taints,
+        vec![Taint::new("dedicated", "gpu", TaintEffect::NoSchedule)]
+    );
+}
+
+#[test]
+fn startup_taints_need_no_toleration() {
+    let mut p = pool("default");
+    p.template.startup_taints = vec![Taint::without_value(
+        "example.com/agent-not-ready",
+        TaintEffect::NoSchedule,
+    )];
+    let r = run(vec![pod("p", 1000)], vec![], vec![p]);
+    let c = claim_of(&r, "p");
+    assert_eq!(c.spec.startup_taints.len(), 1);
+    assert!(c.spec.taints.is_empty());
+}
+
+#[test]
+fn prefer_no_schedule_is_relaxed_only_when_nothing_else_fits() {
+    let mut soft = weighted("soft", 50);
+    soft.template.taints = vec![Taint::new(
+        "spot-only",
+        "true",
+        TaintEffect::PreferNoSchedule,
+    )];
+    // The heavier pool is avoided while another pool can take the pod.
+    let r = run(
+        vec![pod("p", 1000)],
+        vec![],
+        vec![soft.clone(), pool("plain")],
+    );
+    assert_eq!(claim_of(&r, "p").spec.nodepool, "plain");
+    // Alone, it is used after relaxation.
+    let r = run(vec![pod("p", 1000)], vec![], vec![soft]);
+    assert_eq!(claim_of(&r, "p").spec.nodepool, "soft");
+}
+
+// ---------------------------------------------------------------------------------------------
+// NodePool order and limits
+
+#[test]
+fn heavier_pools_win_and_ties_go_to_the_later_name() {
+    let r = run(
+        vec![pod("p", 1000)],
+        vec![],
+        vec![weighted("low", 1), weighted("high", 50)],
+    );
+    assert_eq!(claim_of(&r, "p").spec.nodepool, "high");
+    let r = run(
+        vec![pod("p", 1000)],
+        vec![],
+        vec![weighted("alpha", 5), weighted("beta", 5)],
+    );
+    assert_eq!(
+        claim_of(&r, "p").spec.nodepool,
+        "beta",
+        "upstream orders equal weights by name, descending"
+    );
+}
+
+#[test]
+fn lower_weight_pools_are_the_fallback() {
+    let mut high = weighted("high", 50);
+    high.template.taints = vec![Taint::without_value("reserved", TaintEffect::NoSchedule)];
+    let r = run(vec![pod("p", 1000)], vec![], vec![high, weighted("low", 1)]);
+    assert_eq!(claim_of(&r, "p").spec.nodepool, "low");
+}
+
+#[test]
+fn reasons_list_every_pool_tried() {
+    let mut high = weighted("high", 50);
+    high.template.taints = vec![Taint::without_value("reserved", TaintEffect::NoSchedule)];
+    let r = run(
+        vec![pod("p", 100_000)],
+        vec![],
+        vec![weighted("low", 1), high],
+    );
+    let reason = reason_of(&r, "p");
+    let clauses: Vec<&str> = reason.split("; ").collect();
+    assert_eq!(clauses.len(), 2, "{reason}");
+    assert!(clauses[0].starts_with("incompatible with nodepool \"high\""));
+    assert!(clauses[0].ends_with("did not tolerate taint reserved:NoSchedule"));
+    assert!(clauses[1].starts_with("incompatible with nodepool \"low\""));
+    assert!(clauses[1].ends_with("(no instance type has enough resources)"));
+}
+
+#[test]
+fn limits_exclude_types_larger_than_what_is_left() {
+    let mut p = pool("default");
+    p.limits = Some(NodePoolLimits::from_quantities([("cpu", "1")], Resources::new()).unwrap());
+    let r = run(vec![pod("p", 500)], vec![], vec![p.clone()]);
+    assert_eq!(
+        reason_of(&r, "p"),
+        "all available instance types exceed limits for nodepool: \"default\""
+    );
+
+    // 10 cpu allowed, 8 used: only the 2-vCPU type can still be launched.
+    p.limits = Some(NodePoolLimits::from_quantities([("cpu", "10")], cpu(8000)).unwrap());
+    let r = run(vec![pod("p", 500)], vec![], vec![p.clone()]);
+    assert_eq!(types_of(claim_of(&r, "p")), ["c3-4"]);
+
+    // A pod larger than what may still be launched fails on resources.
+    let r = run(vec![pod("p", 3000)], vec![], vec![p]);
+    assert!(reason_of(&r, "p").ends_with("(no instance type has enough resources)"));
+}
+
+#[test]
+fn new_claims_count_their_largest_option_against_limits() {
+    let mut p = pool("default");
+    p.limits = Some(NodePoolLimits::from_quantities([("cpu", "8")], Resources::new()).unwrap());
+    let mut a = with_selector(pod("zone-a", 1000), ZONE_LABEL, "a");
+    a.created = 0;
+    let mut b = with_selector(pod("zone-b", 1000), ZONE_LABEL, "b");
+    b.created = 1;
+    let r = run(vec![a, b], vec![], vec![p]);
+    // The first claim could become a c3-16, so all 8 cpu are spoken for.
+    assert_eq!(types_of(claim_of(&r, "zone-a")), ["c3-4", "c3-8", "c3-16"]);
+    assert_eq!(
+        reason_of(&r, "zone-b"),
+        "all available instance types exceed limits for nodepool: \"default\""
+    );
+}
+
+#[test]
+fn node_count_limit() {
+    let mut p = pool("default");
+    p.limits = Some(NodePoolLimits::from_quantities([("nodes", "1")], Resources::new()).unwrap());
+    let a = with_selector(pod("zone-a", 1000), ZONE_LABEL, "a");
+    let mut b = with_selector(pod("zone-b", 1000), ZONE_LABEL, "b");
+    b.created = 1;
+    let r = run(vec![a, b], vec![], vec![p.clone()]);
+    claim_of(&r, "zone-a");
+    assert!(reason_of(&r, "zone-b").starts_with("all available instance types exceed limits"));
+
+    p.limits = Some(
+        NodePoolLimits::from_quantities([("nodes", "3")], Resources::new().with("nodes", 3))
+            .unwrap(),
+    );
+    let r = run(vec![pod("p", 1000)], vec![], vec![p]);
+    assert!(reason_of(&r, "p").starts_with("all available instance types exceed limits"));
+}
+
+#[test]
+fn resources_without_a_limit_are_unlimited() {
+    let mut p = pool("default");
+    p.limits =
+        Some(NodePoolLimits::from_quantities([("memory", "1Ti")], Resources::new()).unwrap());
+    let r = run(vec![pod("p", 6000)], vec![], vec![p.clone()]);
+    assert_eq!(types_of(claim_of(&r, "p")), ["c3-16"]);
+    let limits = p.limits.unwrap();
+    assert_eq!(limits.remaining().get("memory"), Some(&(1i128 << 40)));
+    assert_eq!(limits.remaining().get("cpu"), None);
+}
+
+#[test]
+fn a_full_pool_falls_back_to_the_next_one() {
+    let mut capped = weighted("capped", 50);
+    capped.limits =
+        Some(NodePoolLimits::from_quantities([("cpu", "0")], Resources::new()).unwrap());
+    let r = run(
+        vec![pod("p", 1000)],
+        vec![],
+        vec![capped, weighted("open", 1)],
+    );
+    assert_eq!(claim_of(&r, "p").spec.nodepool, "open");
+}
+
+// ---------------------------------------------------------------------------------------------
+// offerings and prices
+
+#[test]
+fn zone_restrictions_follow_offerings() {
+    let mut types = c3();
+    types[0] = itype_with(
+        "c3-4",
+        2,
+        "amd64",
+        vec![Offering::new("a", "on-demand", Some(0.1), true)],
+    );
+    let r = run(
+        vec![with_selector(pod("p", 1000), ZONE_LABEL, "b")],
+        vec![],
+        vec![pool_with("default", Requirements::new(), types)],
+    );
+    assert_eq!(types_of(claim_of(&r, "p")), ["c3-8", "c3-16"]);
+}
+
+#[test]
+fn capacity_type_restrictions() {
+    let r = run(
+        vec![with_selector(
+            pod("p", 1000),
+            CAPACITY_TYPE_LABEL,
+            "on-demand",
+        )],
+        vec![],
+        vec![pool("default")],
+    );
+    let c = claim_of(&r, "p");
+    assert_eq!(
+        values(&c.spec.requirements, CAPACITY_TYPE_LABEL),
+        ["on-demand"]
+    );
+    assert_eq!(c.launch_price, Some(0.1), "on-demand price, not spot");
+
+    // Without a restriction both capacity types are offered to the provider.
+    let r = run(vec![pod("p", 1000)], vec![], vec![pool("default")]);
+    let c = claim_of(&r, "p");
+    assert_eq!(
+        values(&c.spec.requirements, CAPACITY_TYPE_LABEL),
+        ["on-demand", "spot"]
+    );
+
+    // A spot-only type is dropped for an on-demand pod.
+    let types = vec![
+        itype_with(
+            "spot-2",
+            2,
+            "amd64",
+            vec![Offering::new("a", "spot", Some(0.01), true)],
+        ),
+        itype("c3-8", 4, Some(0.2)),
+    ];
+    let r = run(
+        vec![with_selector(
+            pod("p", 1000),
+            CAPACITY_TYPE_LABEL,
+            "on-demand",
+        )],
+        vec![],
+        vec![pool_with("default", Requirements::new(), types)],
+    );
+    assert_eq!(types_of(claim_of(&r, "p")), ["c3-8"]);
+}
+
+#[test]
+fn unavailable_offerings_do_not_count() {
+    let offerings_a_only = |price: f64| {
+        vec![
+            Offering::new("a", "on-demand", Some(price), true),
+            Offering::new("b", "on-demand", Some(price), false),
+            Offering::new("a", "spot", Some(price * 0.7), false),
+        ]
+    };
+    let types = vec![
+        itype_with("c3-4", 2, "amd64", offerings_a_only(0.1)),
+        itype_with("c3-8", 4, "amd64", offerings_a_only(0.2)),
+    ];
+    let p = pool_with("default", Requirements::new(), types);
+    let r = run(
+        vec![
+            with_selector(pod("b", 1000), ZONE_LABEL, "b"),
+            pod("any", 1000),
+        ],
+        vec![],
+        vec![p],
+    );
+    assert!(
+        reason_of(&r, "b").ends_with("(no instance type has the required offering)"),
+        "{}",
+        reason_of(&r, "b")
+    );
+    let c = claim_of(&r, "any");
+    assert_eq!(
+        values(&c.spec.requirements, CAPACITY_TYPE_LABEL),
+        ["on-demand"],
+        "spot is unavailable"
+    );
+    assert_eq!(c.launch_price, Some(0.1));
+}
+
+#[test]
+fn unknown_prices_go_last_smallest_first() {
+    let types = vec![
+        itype("a-big", 8, None),
+        itype("z-small", 2, None),
+        itype("priced", 4, Some(0.5)),
+    ];
+    let p = pool_with("default", Requirements::new(), types);
+    let r = run(vec![pod("p", 1000)], vec![], vec![p.clone()]);
+    let c = claim_of(&r, "p");
+    assert_eq!(types_of(c), ["priced", "z-small", "a-big"]);
+    assert_eq!(c.launch_price, Some(0.5 * 0.7));
+
+    // A fallback price turns unknown prices into known ones before ordering.
+    let fallback =
+        |t: &InstanceType, _: &Offering| Some(t.capacity().cpu_millis as f64 / 100_000.0);
+    let r = schedule_with_fallback_price(&input(vec![pod("p", 1000)], vec![], vec![p]), &fallback);
+    let c = claim_of(&r, "p");
+    assert_eq!(types_of(c), ["z-small", "a-big", "priced"]);
+    assert_eq!(c.launch_price, Some(0.02));
+}
+
+#[test]
+fn equal_prices_are_ordered_by_name() {
+    let types = vec![itype("m-b", 4, Some(0.2)), itype("m-a", 8, Some(0.2))];
+    let r = run(
+        vec![pod("p", 1000)],
+        vec![],
+        vec![pool_with("default", Requirements::new(), types)],
+    );
+    assert_eq!(types_of(claim_of(&r, "p")), ["m-a", "m-b"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// DaemonSet overhead
+
+#[test]
+fn daemon_overhead_is_part_of_new_claims() {
+    let mut inp = input(vec![pod("p", 3000)], vec![], vec![pool("default")]);
+    inp.daemons = vec![daemon("kube-system/agent", 1000)];
+    let r = schedule(&inp);
+    let c = claim_of(&r, "p");
+    assert_eq!(types_of(c), ["c3-8", "c3-16"]);
+    assert_eq!(c.spec.requests.cpu_millis, 4000);
+    assert_eq!(c.spec.requests.pods, 2);
+    assert_eq!(c.daemon_overhead, cpu(1000).with("pods", 1));
+
+    inp.pods = vec![pod("p", 3500)];
+    let r = schedule(&inp);
+    assert_eq!(types_of(claim_of(&r, "p")), ["c3-16"]);
+}
+
+#[test]
+fn daemons_must_tolerate_pool_taints_to_count() {
+    let mut tainted = pool("default");
+    tainted.template.taints = vec![Taint::without_value("dedicated", TaintEffect::NoSchedule)];
+    let mut p = pod("p", 4000);
+    p.tolerations = vec![Toleration::exists("dedicated", None)];
+    let mut inp = input(vec![p], vec![], vec![tainted]);
+    inp.daemons = vec![daemon("kube-system/agent", 1000)];
+    let r = schedule(&inp);
+    assert_eq!(
+        types_of(claim_of(&r, "p")),
+        ["c3-8", "c3-16"],
+        "daemon stays off"
+    );
+
+    inp.daemons[0].tolerations = vec![Toleration::everything()];
+    let r = schedule(&inp);
+    assert_eq!(types_of(claim_of(&r, "p")), ["c3-16"], "daemon lands");
+}
+
+#[test]
+fn daemon_overhead_is_computed_per_instance_type() {
+    // The daemon only runs on arm64 machines, so it only reserves room there.
+    let types = vec![
+        itype_with("arm-4", 4, "arm64", offerings(Some(0.15))),
+        itype_with("amd-4", 4, "amd64", offerings(Some(0.2))),
+    ];
+    let mut arm_daemon = daemon("kube-system/arm-agent", 1000);
+    arm_daemon.required_affinity = vec![reqs([Requirement::in_values(ARCH_LABEL, ["arm64"])])];
+    let mut inp = input(
+        vec![pod("p", 3500)],
+        vec![],
+        vec![pool_with("default", Requirements::new(), types)],
+    );
+    inp.daemons = vec![arm_daemon];
+    let r = schedule(&inp);
+    let c = claim_of(&r, "p");
+    assert_eq!(types_of(c), ["amd-4"]);
+    assert!(c.daemon_overhead.is_zero());
+    assert_eq!(c.spec.requests.cpu_millis, 3500);
+
+    // A small pod keeps both; the claim carries the smaller overhead.
+    inp.pods = vec![pod("p", 1000)];
+    let r = schedule(&inp);
+    let c = claim_of(&r, "p");
+    assert_eq!(types_of(c), ["arm-4", "amd-4"]);
+    assert!(c.daemon_overhead.is_zero());
+}
+
+#[test]
+fn daemon_overhead_appears_in_the_reason() {
+    let mut inp = input(vec![pod("p", 9000)], vec![], vec![pool("default")]);
+    inp.daemons = vec![daemon("kube-system/agent", 500)];
+    let r = schedule(&inp);
+    assert_eq!(
+        reason_of(&r, "p"),
+        "incompatible with nodepool \"default\", daemonset overhead={\"cpu\":\"500m\",\"pods\":\"1\"}, no instance type satisfied resources {\"cpu\":\"9500m\",\"pods\":\"2\"} and requirements karpenter.sh/nodepool In [default], test.joinery.dev/testnodeclass In [default] (no instance type has enough resources)"
+    );
+}
+
+#[test]
+fn daemons_selecting_registered_nodes_count() {
+    let mut d = daemon("kube-system/agent", 1000);
+    d.node_selector
+        .insert(INITIALIZED_LABEL.into(), "true".into());
+    let mut inp = input(vec![pod("p", 3500)], vec![], vec![pool("default")]);
+    inp.daemons = vec![d];
+    let r = schedule(&inp);
+    let c = claim_of(&r, "p");
+    assert_eq!(types_of(c), ["c3-16"]);
+    for key in [HOSTNAME_LABEL, REGISTERED_LABEL, INITIALIZED_LABEL] {
+        assert!(!c.spec.requirements.has(key), "{key} is simulation-only");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// minValues and truncation
+
+#[test]
+fn min_values_must_hold_after_each_pod() {
+    let pool_reqs = reqs([Requirement::exists(INSTANCE_TYPE_LABEL).with_min_values(Some(2))]);
+    let p = pool_with("default", pool_reqs, c3());
+    let r = run(
+        vec![pod("big", 7000), pod("mid", 3000)],
+        vec![],
+        vec![p.clone()],
+    );
+    assert!(
+        reason_of(&r, "big").ends_with(
+            "(minValues requirement is not met for label(s) node.kubernetes.io/instance-type (1 of 2))"
+        ),
+        "{}",
+        reason_of(&r, "big")
+    );
+    let c = claim_of(&r, "mid");
+    assert_eq!(types_of(c), ["c3-8", "c3-16"]);
+    assert_eq!(
+        c.spec
+            .requirements
+            .get(INSTANCE_TYPE_LABEL)
+            .unwrap()
+            .min_values(),
+        Some(2)
+    );
+
+    // A second pod that would leave a single type opens a new claim instead.
+    let r = run(pods("p", 2, 3000), vec![], vec![p]);
+    assert_eq!(r.new_claims.len(), 2);
+}
+
+fn many_types(n: usize, family: impl Fn(usize) -> String) -> Vec<InstanceType> {
+    (0..n)
+        .map(|i| {
+            let mut t = itype(&format!("t{i:04}"), 4, Some(1000.0 - i as f64));
+            let mut requirements = t.requirements().clone();
+            requirements.add(Requirement::in_values(FAMILY_LABEL, [family(i)]));
+            t = InstanceType::new(
+                t.name(),
+                requirements,
+                t.capacity().clone(),
+                Overhead::default(),
+                t.offerings().clone(),
+            );
+            t
+        })
+        .collect()
+}
+
+#[test]
+fn claims_list_at_most_600_types_cheapest_first() {
+    let p = pool_with(
+        "default",
+        Requirements::new(),
+        many_types(700, |_| "f".into()),
+    );
+    let r = run(vec![pod("p", 1000)], vec![], vec![p]);
+    let c = claim_of(&r, "p");
+    assert_eq!(c.spec.instance_types.len(), MAX_INSTANCE_TYPES);
+    assert_eq!(c.spec.instance_types[0], "t0699");
+    assert_eq!(c.spec.instance_types[599], "t0100");
+    let listed = c.spec.requirements.get(INSTANCE_TYPE_LABEL).unwrap();
+    assert_eq!(listed.values().len(), MAX_INSTANCE_TYPES);
+    assert!(!listed.has("t0000"));
+}
+
+#[test]
+fn truncation_that_breaks_min_values_drops_the_claim() {
+    // The 600 cheapest types (t0100..t0699) share one family; the second family is only among
+    // the expensive ones that are cut off.
+    let types = many_types(700, |i| if i < 50 { "f2".into() } else { "f1".into() });
+    let pool_reqs = reqs([Requirement::exists(FAMILY_LABEL).with_min_values(Some(2))]);
+    let mut inp = input(
+        vec![pod("p", 1000)],
+        vec![],
+        vec![pool_with("default", pool_reqs, types)],
+    );
+    inp.label_policy = LabelPolicy::default().with_well_known(FAMILY_LABEL);
+    let r = schedule(&inp);
+    assert!(r.new_claims.is_empty());
+    assert_eq!(
+        reason_of(&r, "p"),
+        "pod didn’t schedule because NodePool \"default\" couldn’t meet minValues requirements, minValues requirement is not met for label(s) example.com/family (1 of 2)"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// pools without candidates, failure wording
+
+#[test]
+fn pools_without_compatible_types_are_skipped() {
+    let arm = pool_with(
+        "arm",
+        reqs([Requirement::in_values(ARCH_LABEL, ["arm64"])]),
+        c3(),
+    );
+    let r = run(
+        vec![pod("p", 1000)],
+        vec![],
+        vec![arm.clone(), pool("default")],
+    );
+    assert_eq!(r.nodepools_without_instance_types, ["arm"]);
+    assert_eq!(claim_of(&r, "p").spec.nodepool, "default");
+
+    let r = run(vec![pod("p", 1000)], vec![], vec![arm]);
+    assert_eq!(
+        reason_of(&r, "p"),
+        "skipped nodepool \"arm\", nodepool requirements filtered out all instance types"
+    );
+}
+
+#[test]
+fn without_nodepools_only_existing_nodes_are_used() {
+    let r = run(
+        vec![pod("fits", 1000), pod("too-big", 9000)],
+        vec![node("n1", &[], 2000)],
+        vec![],
+    );
+    assert_eq!(node_of(&r, "fits"), "n1");
+    assert_eq!(reason_of(&r, "too-big"), "no dynamic nodepools found");
+}
+
+#[test]
+fn oversized_requests_name_the_cause() {
+    let r = run(vec![pod("p", 64_000)], vec![], vec![pool("default")]);
+    assert!(reason_of(&r, "p").ends_with("(no instance type has enough resources)"));
+
+    // 2M cores instead of 2m: the typo hint.
+    let r = run(vec![pod("p", 2_000_000_000)], vec![], vec![pool("default")]);
+    assert!(reason_of(&r, "p").ends_with(
+        "(no instance type has enough resources (CPU request >= 1 Million, m vs M typo?))"
+    ));
+}
+
+#[test]
+fn failing_pods_do_not_block_others() {
+    let mut all = vec![pod("huge", 100_000)];
+    all.extend(pods("p", 3, 1000));
+    let r = run(all, vec![], vec![pool("default")]);
+    assert_eq!(r.unschedulable().len(), 1);
+    assert_eq!(r.unschedulable()[0].0.name, "huge");
+    assert_eq!(r.new_claims.len(), 1);
+    assert_eq!(r.new_claims[0].pods.len(), 3);
+}
+
+#[test]
+fn claim_spec_carries_pool_metadata_and_labels() {
+    let mut p = pool_with(
+        "default",
+        reqs([Requirement::in_values("tier", ["gold", "silver"])]),
+        c3(),
+    );
+    p.template = NodeClaimTemplate::new(
+        "default",
+        class(),
+        &reqs([Requirement::in_values("tier", ["gold", "silver"])]),
+        BTreeMap::from([("team".to_owned(), "red".to_owned())]),
+    );
+    p.template
+        .annotations
+        .insert("example.com/owner".into(), "platform".into());
+    let r = run(
+        vec![with_selector(pod("p", 1000), "tier", "gold")],
+        vec![],
+        vec![p],
+    );
+    let c = claim_of(&r, "p");
+    assert_eq!(c.spec.nodepool, "default");
+    assert_eq!(c.spec.node_class_ref, class());
+    let labels: Vec<(&str, &str)> = c
+        .spec
+        .labels
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            ("karpenter.sh/nodepool", "default"),
+            ("team", "red"),
+            ("test.joinery.dev/testnodeclass", "default"),
+            ("tier", "gold"),
+        ]
+    );
+    assert_eq!(
+        c.spec
+            .annotations
+            .get("example.com/owner")
+            .map(String::as_str),
+        Some("platform")
+    );
+    assert_eq!(c.pods, vec![PodKey::new("default", "p")]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// determinism
+
+/// A small deterministic shuffle (linear congruential generator).
+fn shuffled<T: Clone>(items: &[T], seed: u64) -> Vec<T> {
+    let mut out = items.to_vec();
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    for i in (1..out.len()).rev() {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let j = (state >> 33) as usize % (i + 1);
+        out.swap(i, j);
+    }
+    out
+}
+
+fn scenario() -> SchedulingInput {
+    let mut all = Vec::new();
+    for (i, millis) in [
+        250, 500, 1000, 1500, 3000, 500, 250, 7000, 1000, 2000, 500, 4000,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut p = pod(&format!("p{i:02}"), millis);
+        p.created = (i % 4) as i64; // ties on creation time, broken by UID
+        if i % 3 == 0 {
+            p = with_selector(p, ZONE_LABEL, if i % 2 == 0 { "a" } else { "b" });
+        }
+        if i % 5 == 0 {
+            p.tolerations = vec![Toleration::exists("dedicated", None)];
+        }
+        all.push(p);
+    }
+    let mut tainted = weighted("tainted", 10);
+    tainted.template.taints = vec![Taint::without_value("dedicated", TaintEffect::NoSchedule)];
+    let mut limited = weighted("limited", 10);
+    limited.limits =
+        Some(NodePoolLimits::from_quantities([("cpu", "16")], Resources::new()).unwrap());
+    let mut unpriced = pool_with(
+        "unpriced",
+        Requirements::new(),
+        vec![
+            itype("u-8", 8, None),
+            itype("u-2", 2, None),
+            itype("u-4", 4, None),
+        ],
+    );
+    unpriced.template.weight = 1;
+    let mut inp = input(
+        all,
+        vec![
+            node("n2", &[(ZONE_LABEL, "a")], 1500),
+            node("n1", &[(ZONE_LABEL, "b")], 1000),
+        ],
+        vec![tainted, limited, unpriced],
+    );
+    inp.daemons = vec![daemon("kube-system/agent", 100)];
+    inp
+}
+
+fn by_key(r: &SchedulingResult) -> BTreeMap<PodKey, Placement> {
+    r.placements
+        .iter()
+        .map(|p| (p.key.clone(), p.placement.clone()))
+        .collect()
+}
+
+#[test]
+fn shuffled_input_gives_the_same_result() {
+    let base = scenario();
+    let expected = schedule(&base);
+    assert!(!expected.new_claims.is_empty());
+    for seed in 1..=8u64 {
+        let mut inp = base.clone();
+        inp.pods = shuffled(&base.pods, seed);
+        inp.nodes = shuffled(&base.nodes, seed + 100);
+        inp.nodepools = shuffled(&base.nodepools, seed + 200);
+        for pool in &mut inp.nodepools {
+            pool.instance_types = shuffled(&pool.instance_types, seed + 300);
+        }
+        let got = schedule(&inp);
+        assert_eq!(got.new_claims, expected.new_claims, "seed {seed}");
+        assert_eq!(by_key(&got), by_key(&expected), "seed {seed}");
+    }
+    // And running twice on the same input is identical, placements in input order.
+    assert_eq!(schedule(&base), expected);
+}
+
+#[test]
+fn summed_fit_matches_fits_on_the_sum() {
+    let gpu = |n| Resources::new().with("nvidia.com/gpu", n);
+    let slots = |n| Resources::new().with("pods", n);
+    let cases = [
+        (cpu(1000), cpu(1000), cpu(2000), true),
+        (cpu(1000), cpu(1001), cpu(2000), false),
+        (gpu(1), Resources::new(), cpu(1000), false),
+        (gpu(1), gpu(1), gpu(2), true),
+        (gpu(1), gpu(2), gpu(2), false),
+        (gpu(0), cpu(1), cpu(1), true),
+        (slots(2), slots(1), slots(2), false),
+    ];
+    for (a, b, available, expected) in cases {
+        assert_eq!(
+            (&a + &b).fits(&available),
+            expected,
+            "{a} + {b} in {available}"
+        );
+        assert_eq!(
+            super::scheduler::fits_sum(&[&a, &b], &available),
+            expected,
+            "{a} + {b} in {available}"
+        );
+    }
+}

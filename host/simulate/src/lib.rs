@@ -1,0 +1,396 @@
+//! `joinery simulate`: one process runs the emulated Kubernetes API, the cluster physics,
+//! the simulated cloud and the real host with its real wasm plugins, applies a scenario, and
+//! reports what happened.
+//!
+//! [`Simulation::start`] brings the pieces up (also used by tests that need a whole cluster);
+//! [`run_scenario`] drives a [`Scenario`] to its end and returns a [`Report`].
+
+pub mod observer;
+pub mod report;
+pub mod scenario;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use joinery_controller::{Controller, ControllerOptions, Settings};
+use joinery_core::clock::Clock;
+use joinery_runtime::engine::{EngineOptions, PluginEngine};
+use joinery_runtime::grants::Grants;
+use joinery_runtime::plugin::LoadContext;
+use joinery_runtime::registry::PluginRegistry;
+use joinery_runtime::services::HostServices;
+use joinery_sim::cloud::{Catalogue, SimCloud, SimCloudOptions};
+use joinery_sim::physics::{Physics, PhysicsOptions};
+use joinery_sim::{ApiServer, ApiServerOptions};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::{self, Scope};
+use serde_json::json;
+
+pub use observer::{Observation, Observer};
+pub use report::Report;
+pub use scenario::{Expectations, Scenario, ScenarioError};
+
+/// The simcloud NodeClass CRD, applied to every simulated cluster.
+pub const SIM_NODECLASS_CRD: &str = include_str!("../../../plugins/simcloud/nodeclass-crd.yaml");
+
+/// Default speed-up of simulated time over real time.
+pub const DEFAULT_SPEED: f64 = 20.0;
+
+/// What can go wrong while setting up or running a simulation.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    /// The scenario is invalid.
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    /// An emulator component failed to start.
+    #[error("emulated cluster: {0}")]
+    Sim(#[from] joinery_sim::SimError),
+    /// The plugins could not be loaded.
+    #[error("plugins: {0}")]
+    Plugins(String),
+    /// The controllers failed to start.
+    #[error("controller: {0}")]
+    Controller(#[from] joinery_controller::ControllerError),
+    /// A Kubernetes API call failed; `what` names the object.
+    #[error("{what}: {source}")]
+    Kube {
+        /// The object or action.
+        what: String,
+        /// The API error.
+        source: kube::Error,
+    },
+}
+
+/// Options of a simulation.
+#[derive(Debug, Clone)]
+pub struct SimulationOptions {
+    /// Simulated seconds per real second.
+    pub speed: f64,
+    /// The cloud's catalogue.
+    pub catalogue: Catalogue,
+    /// Simulated instance boot time.
+    pub boot_delay: Duration,
+    /// Controller settings.
+    pub settings: Settings,
+    /// Whether to start the host (tests of the cluster alone leave it out).
+    pub start_controller: bool,
+}
+
+impl Default for SimulationOptions {
+    fn default() -> Self {
+        SimulationOptions {
+            speed: DEFAULT_SPEED,
+            catalogue: Catalogue::default(),
+            boot_delay: Duration::from_secs(30),
+            settings: Settings::default(),
+            start_controller: true,
+        }
+    }
+}
+
+/// A running simulated cluster with its cloud, physics and (optionally) the host.
+pub struct Simulation {
+    /// The shared clock.
+    pub clock: Arc<Clock>,
+    /// The emulated API server.
+    pub api: ApiServer,
+    /// The simulated cloud.
+    pub cloud: SimCloud,
+    /// The physics (scheduler, workload controllers, kubelets).
+    pub physics: Option<Physics>,
+    /// The host's controllers.
+    pub controller: Option<Controller>,
+    /// The plugins the host runs.
+    pub registry: Arc<PluginRegistry>,
+    /// Controller settings.
+    pub settings: Settings,
+    /// Client of the emulated API server.
+    pub client: kube::Client,
+}
+
+/// Loads the built-in plugins with grants that let `simcloud` reach exactly `cloud_url`.
+pub fn simulation_registry(cloud_url: &str, cluster_name: &str) -> Result<Arc<PluginRegistry>, SimulateError> {
+    let grants_yaml = format!(
+        "plugins:\n  simcloud:\n    http: [{url:?}]\n    config: {{endpoint: {url:?}, clusterName: {cluster_name:?}}}\n",
+        url = cloud_url
+    );
+    let grants = Grants::parse(&grants_yaml, "simulation grants").map_err(|e| SimulateError::Plugins(e.to_string()))?;
+    let engine = PluginEngine::new(&EngineOptions::default()).map_err(SimulateError::Plugins)?;
+    let cx = LoadContext::new(engine, grants, HostServices::default()).map_err(SimulateError::Plugins)?;
+    let registry = PluginRegistry::load(cx, Vec::new(), true).map_err(|e| SimulateError::Plugins(e.to_string()))?;
+    Ok(Arc::new(registry))
+}
+
+fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> SimulateError {
+    let what = what.into();
+    move |source| SimulateError::Kube { what, source }
+}
+
+impl Simulation {
+    /// Starts the emulated cluster (with the karpenter.sh and simcloud CRDs), the simulated
+    /// cloud, the physics and, if asked, the host.
+    pub async fn start(options: SimulationOptions) -> Result<Simulation, SimulateError> {
+        let clock = Arc::new(Clock::with_speed(options.speed));
+        let api = ApiServer::start(ApiServerOptions { clock: clock.clone(), ..Default::default() }).await?;
+        let client = api.client()?;
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let mut all = joinery_api::crds();
+        let sim_crd: CustomResourceDefinition =
+            serde_yaml::from_str(SIM_NODECLASS_CRD).map_err(|e| SimulateError::Plugins(format!("simcloud NodeClass CRD: {e}")))?;
+        all.push(sim_crd);
+        for crd in all {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            crds.create(&PostParams::default(), &crd).await.map_err(kube_err(format!("creating CRD {name}")))?;
+        }
+        let cloud = SimCloud::start(SimCloudOptions {
+            catalogue: options.catalogue,
+            boot_delay: options.boot_delay,
+            clock: clock.clone(),
+            ..Default::default()
+        })
+        .await?;
+        let physics = Physics::start(PhysicsOptions::new(client.clone(), clock.clone()).with_cloud(cloud.subscribe(), cloud.boot_delay()));
+        let mut settings = options.settings;
+        if settings.cluster_endpoint.is_empty() {
+            settings.cluster_endpoint = api.url().to_string();
+        }
+        let registry = simulation_registry(cloud.url(), &settings.cluster_name)?;
+        let mut sim = Simulation { clock, api, cloud, physics: Some(physics), controller: None, registry, settings, client };
+        if options.start_controller {
+            sim.start_controller().await?;
+        }
+        Ok(sim)
+    }
+
+    /// Starts the host (again, after [`Simulation::crash_controller`]).
+    pub async fn start_controller(&mut self) -> Result<(), SimulateError> {
+        let controller = Controller::start(ControllerOptions {
+            client: self.client.clone(),
+            registry: self.registry.clone(),
+            clock: self.clock.clone(),
+            settings: self.settings.clone(),
+        })
+        .await?;
+        self.controller = Some(controller);
+        Ok(())
+    }
+
+    /// Kills the host at once, as a crash would.
+    pub fn crash_controller(&mut self) {
+        if let Some(c) = self.controller.take() {
+            c.abort();
+        }
+    }
+
+    /// Creates or updates an object given as JSON (any kind the server serves).
+    pub async fn apply(&self, object: &serde_json::Value) -> Result<(), SimulateError> {
+        let (api, name, what) = self.dynamic_api(object).await?;
+        let obj: DynamicObject = serde_json::from_value(object.clone()).map_err(|e| SimulateError::Plugins(format!("{what}: {e}")))?;
+        match api.create(&PostParams::default(), &obj).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                let mut patch = object.clone();
+                if let Some(m) = patch.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+                    m.remove("resourceVersion");
+                }
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(kube_err(format!("updating {what}")))?;
+                Ok(())
+            }
+            Err(e) => Err(kube_err(format!("creating {what}"))(e)),
+        }
+    }
+
+    /// Deletes an object (missing objects are fine).
+    pub async fn delete(&self, r: &scenario::ObjectRef) -> Result<(), SimulateError> {
+        let object = json!({"apiVersion": r.api_version, "kind": r.kind, "metadata": {"name": r.name, "namespace": r.namespace}});
+        let (api, name, what) = self.dynamic_api(&object).await?;
+        match api.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(kube_err(format!("deleting {what}"))(e)),
+        }
+    }
+
+    /// Scales a Deployment.
+    pub async fn scale(&self, s: &scenario::Scale) -> Result<(), SimulateError> {
+        let namespace = s.namespace.clone().unwrap_or_else(|| "default".into());
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &namespace);
+        api.patch(&s.name, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"replicas": s.replicas}})))
+            .await
+            .map_err(kube_err(format!("scaling Deployment {namespace}/{}", s.name)))?;
+        Ok(())
+    }
+
+    async fn dynamic_api(&self, object: &serde_json::Value) -> Result<(Api<DynamicObject>, String, String), SimulateError> {
+        let api_version = object.get("apiVersion").and_then(|v| v.as_str()).unwrap_or_default();
+        let kind = object.get("kind").and_then(|v| v.as_str()).unwrap_or_default();
+        let name = object.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default().to_string();
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+        let what = format!("{kind} {name}");
+        let (resource, caps) = discovery::pinned_kind(&self.client, &gvk).await.map_err(kube_err(format!("{what}: unknown kind {api_version}/{kind}")))?;
+        let api = match caps.scope {
+            Scope::Cluster => Api::all_with(self.client.clone(), &resource),
+            Scope::Namespaced => {
+                let ns = object.pointer("/metadata/namespace").and_then(|v| v.as_str()).unwrap_or("default");
+                Api::namespaced_with(self.client.clone(), ns, &resource)
+            }
+        };
+        Ok((api, name, what))
+    }
+
+    /// Stops everything.
+    pub async fn shutdown(mut self) {
+        if let Some(c) = self.controller.take() {
+            c.shutdown().await;
+        }
+        if let Some(p) = self.physics.take() {
+            p.shutdown().await;
+        }
+        self.cloud.shutdown().await;
+        self.api.shutdown().await;
+    }
+}
+
+/// Checks expectations against an observation; each failure names the expectation.
+pub fn unmet(expect: &Expectations, seen: &Observation) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut check = |ok: bool, text: String| {
+        if !ok {
+            out.push(text);
+        }
+    };
+    if let Some(n) = expect.pods_running {
+        check(seen.pods.running == n, format!("podsRunning: wanted {n}, saw {}", seen.pods.running));
+    }
+    if let Some(n) = expect.pods_pending {
+        check(seen.pods.pending == n, format!("podsPending: wanted {n}, saw {}", seen.pods.pending));
+    }
+    if expect.all_pods_running == Some(true) {
+        check(seen.pods.total > 0 && seen.pods.pending == 0, format!("allPodsRunning: {} of {} running", seen.pods.running, seen.pods.total));
+    }
+    if let Some(n) = expect.nodes {
+        check(seen.nodes == n, format!("nodes: wanted {n}, saw {}", seen.nodes));
+    }
+    if let Some(n) = expect.nodes_at_most {
+        check(seen.nodes <= n, format!("nodesAtMost: wanted ≤ {n}, saw {}", seen.nodes));
+    }
+    if let Some(n) = expect.peak_nodes_at_most {
+        check(seen.peak_nodes <= n, format!("peakNodesAtMost: wanted ≤ {n}, peak was {}", seen.peak_nodes));
+    }
+    if let Some(n) = expect.node_claims_created_at_most {
+        check(seen.claims.len() <= n, format!("nodeClaimsCreatedAtMost: wanted ≤ {n}, saw {}", seen.claims.len()));
+    }
+    if let Some(types) = &expect.instance_types {
+        let used = seen.instance_types();
+        let bad: Vec<&String> = used.iter().filter(|t| !types.contains(t)).collect();
+        check(bad.is_empty(), format!("instanceTypes: wanted only {types:?}, launched {used:?}"));
+    }
+    if let Some(max) = expect.cost_per_hour_at_most {
+        check(seen.cost_per_hour <= max + 1e-9, format!("costPerHourAtMost: wanted ≤ {max}, cost is {:.4}/h", seen.cost_per_hour));
+    }
+    out
+}
+
+/// How often the observer samples the cluster (simulated).
+const SAMPLE_EVERY: Duration = Duration::from_millis(500);
+
+/// Runs a scenario to its end. `echo` prints the timeline as it happens.
+pub async fn run_scenario(scenario: &Scenario, speed: f64, echo: bool) -> Result<Report, SimulateError> {
+    let origin = scenario.name.clone();
+    let settings = Settings::from_lookup(|k| scenario.settings.get(k).cloned().or_else(|| std::env::var(k).ok()))
+        .map_err(|e| ScenarioError { origin: origin.clone(), message: format!("settings: {e}") })?;
+    let boot_delay = scenario::duration_field(scenario.cloud.boot_delay.as_deref(), "cloud.bootDelay", Duration::from_secs(30), &origin)?;
+    let options = SimulationOptions {
+        speed,
+        catalogue: scenario.cloud.catalogue.clone().unwrap_or_default(),
+        boot_delay,
+        settings,
+        start_controller: true,
+    };
+    let wall = std::time::Instant::now();
+    let sim = Simulation::start(options).await?;
+    let mut observer = Observer::new(sim.client.clone(), sim.clock.clone(), echo);
+    let mut failures = Vec::new();
+    let deadline = scenario.timeout();
+    let result = drive(&sim, scenario, &mut observer, &mut failures, deadline).await;
+    let _ = observer.sample(&sim.cloud).await;
+    if let Err(e) = result {
+        failures.push(e.to_string());
+    }
+    if let Some(expect) = &scenario.expect {
+        for f in unmet(expect, observer.observation()) {
+            failures.push(format!("final expectation {f}"));
+        }
+    }
+    let report = Report::new(scenario, observer.observation(), &observer.timeline, failures, observer.now(), wall.elapsed().as_secs_f64());
+    sim.shutdown().await;
+    Ok(report)
+}
+
+async fn drive(
+    sim: &Simulation,
+    scenario: &Scenario,
+    observer: &mut Observer,
+    failures: &mut Vec<String>,
+    deadline: Duration,
+) -> Result<(), SimulateError> {
+    let origin = scenario.name.clone();
+    for m in &scenario.manifests {
+        sim.apply(m).await?;
+    }
+    observer.note(format!("applied {} manifests", scenario.manifests.len()));
+    for (i, step) in scenario.steps.iter().enumerate() {
+        let label = step.name.clone().unwrap_or_else(|| format!("steps[{i}]"));
+        if let Some(at) = &step.at {
+            let at = scenario::duration_field(Some(at), &format!("steps[{i}].at"), Duration::ZERO, &origin)?;
+            while observer.now() < at.as_secs_f64() {
+                sample_pause(sim, observer).await;
+            }
+        }
+        for m in &step.apply {
+            sim.apply(m).await?;
+        }
+        for r in &step.delete {
+            sim.delete(r).await?;
+        }
+        if let Some(s) = &step.scale {
+            sim.scale(s).await?;
+            observer.note(format!("{label}: scaled {} to {}", s.name, s.replicas));
+        } else {
+            observer.note(format!("{label}: started"));
+        }
+        if let Some(wait) = &step.wait_for {
+            let limit = scenario::duration_field(step.timeout.as_deref(), &format!("steps[{i}].timeout"), Duration::from_secs(900), &origin)?;
+            let started = observer.now();
+            loop {
+                sample_pause(sim, observer).await;
+                let left = unmet(wait, observer.observation());
+                if left.is_empty() {
+                    observer.note(format!("{label}: reached"));
+                    break;
+                }
+                let now = observer.now();
+                if now - started > limit.as_secs_f64() || now > deadline.as_secs_f64() {
+                    failures.push(format!("{label}: waitFor not reached within {}s: {}", limit.as_secs(), left.join("; ")));
+                    return Ok(());
+                }
+            }
+        }
+        if let Some(expect) = &step.expect {
+            for f in unmet(expect, observer.observation()) {
+                failures.push(format!("{label}: expectation {f}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn sample_pause(sim: &Simulation, observer: &mut Observer) {
+    tokio::time::sleep(sim.clock.to_real(SAMPLE_EVERY)).await;
+    if let Err(e) = observer.sample(&sim.cloud).await {
+        tracing::warn!(error = %e, "sampling the cluster failed");
+    }
+}

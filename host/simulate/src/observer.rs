@@ -1,0 +1,232 @@
+//! Watches the emulated cluster and the simulated cloud while a scenario runs: the timeline
+//! printed to the user and the figures of the report.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use joinery_api::{HasConditions, NodeClaim};
+use joinery_core::clock::Clock;
+use joinery_core::labels;
+use joinery_sim::cloud::{InstanceState, SimCloud};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams};
+use serde::Serialize;
+
+/// Pod counts (workload pods: DaemonSet pods are not counted).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct PodCounts {
+    /// Workload pods.
+    pub total: usize,
+    /// Of which Running.
+    pub running: usize,
+    /// Of which not Running.
+    pub pending: usize,
+}
+
+/// One node's life, in simulated seconds since the scenario started.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRecord {
+    /// Node name (once registered).
+    pub name: Option<String>,
+    /// NodeClaim name.
+    pub node_claim: String,
+    /// NodePool.
+    pub node_pool: String,
+    /// Instance type launched.
+    pub instance_type: Option<String>,
+    /// Zone.
+    pub zone: Option<String>,
+    /// Capacity type.
+    pub capacity_type: Option<String>,
+    /// Price of the launched offering per hour.
+    pub price_per_hour: Option<f64>,
+    /// When the NodeClaim appeared.
+    pub created_at: f64,
+    /// When it was launched.
+    pub launched_at: Option<f64>,
+    /// When its Node registered.
+    pub registered_at: Option<f64>,
+    /// When it was initialized.
+    pub initialized_at: Option<f64>,
+    /// When the NodeClaim was gone.
+    pub deleted_at: Option<f64>,
+    /// Provider ID.
+    #[serde(skip)]
+    pub provider_id: Option<String>,
+}
+
+/// A snapshot of the cluster plus everything seen so far.
+#[derive(Debug, Clone, Default)]
+pub struct Observation {
+    /// Simulated seconds since start.
+    pub at: f64,
+    /// Pod counts now.
+    pub pods: PodCounts,
+    /// Nodes now.
+    pub nodes: usize,
+    /// Most nodes seen at once.
+    pub peak_nodes: usize,
+    /// NodeClaims seen, by name, in order of appearance.
+    pub claims: Vec<NodeRecord>,
+    /// Hourly price of the live (not terminated) instances now.
+    pub cost_per_hour: f64,
+    /// First time a NodeClaim was seen.
+    pub first_node_claim: Option<f64>,
+    /// Last time all workload pods became Running (with at least one pod).
+    pub all_pods_running: Option<f64>,
+}
+
+impl Observation {
+    /// Instance types launched so far.
+    pub fn instance_types(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.claims.iter().filter_map(|c| c.instance_type.clone()).collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// Samples the cluster and records transitions.
+pub struct Observer {
+    client: kube::Client,
+    clock: Arc<Clock>,
+    state: Observation,
+    index: BTreeMap<String, usize>,
+    was_all_running: bool,
+    /// Timeline lines printed so far.
+    pub timeline: Vec<String>,
+    echo: bool,
+    origin: f64,
+}
+
+fn is_daemon(pod: &Pod) -> bool {
+    pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet")
+}
+
+impl Observer {
+    /// An observer; with `echo`, timeline lines are printed as they happen.
+    pub fn new(client: kube::Client, clock: Arc<Clock>, echo: bool) -> Observer {
+        let origin = clock.seconds();
+        Observer { client, clock, state: Observation::default(), index: BTreeMap::new(), was_all_running: false, timeline: Vec::new(), echo, origin }
+    }
+
+    /// The current observation.
+    pub fn observation(&self) -> &Observation {
+        &self.state
+    }
+
+    /// Adds a line to the timeline.
+    pub fn note(&mut self, text: impl AsRef<str>) {
+        let line = format!("[{:>8.1}s] {}", self.now(), text.as_ref());
+        if self.echo {
+            println!("{line}");
+        }
+        self.timeline.push(line);
+    }
+
+    /// Simulated seconds since the scenario started (set-up excluded).
+    pub fn now(&self) -> f64 {
+        self.clock.seconds() - self.origin
+    }
+
+    /// Takes one sample.
+    pub async fn sample(&mut self, cloud: &SimCloud) -> Result<(), kube::Error> {
+        let now = self.now();
+        self.state.at = now;
+        let pods = Api::<Pod>::all(self.client.clone()).list(&ListParams::default()).await?;
+        let nodes = Api::<Node>::all(self.client.clone()).list(&ListParams::default()).await?;
+        let claims = Api::<NodeClaim>::all(self.client.clone()).list(&ListParams::default()).await?;
+        let workload: Vec<&Pod> = pods.items.iter().filter(|p| !is_daemon(p) && p.metadata.deletion_timestamp.is_none()).collect();
+        let running = workload.iter().filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")).count();
+        let counts = PodCounts { total: workload.len(), running, pending: workload.len() - running };
+        if counts != self.state.pods {
+            self.note(format!("pods: {} running, {} pending", counts.running, counts.pending));
+        }
+        self.state.pods = counts;
+        let all_running = counts.total > 0 && counts.pending == 0;
+        if all_running && !self.was_all_running {
+            self.state.all_pods_running = Some(now);
+            self.note(format!("all {} pods running", counts.total));
+        }
+        self.was_all_running = all_running;
+        if nodes.items.len() != self.state.nodes {
+            self.note(format!("nodes: {}", nodes.items.len()));
+        }
+        self.state.nodes = nodes.items.len();
+        self.state.peak_nodes = self.state.peak_nodes.max(self.state.nodes);
+        let instances = cloud.instances();
+        let mut live = std::collections::BTreeSet::new();
+        for claim in &claims.items {
+            let name = claim.metadata.name.clone().unwrap_or_default();
+            live.insert(name.clone());
+            let i = match self.index.get(&name) {
+                Some(i) => *i,
+                None => {
+                    let pool = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)).cloned().unwrap_or_default();
+                    self.state.claims.push(NodeRecord { node_claim: name.clone(), node_pool: pool.clone(), created_at: now, ..Default::default() });
+                    self.index.insert(name.clone(), self.state.claims.len() - 1);
+                    self.state.first_node_claim.get_or_insert(now);
+                    let options = claim
+                        .spec
+                        .requirements
+                        .iter()
+                        .find(|r| r.key == labels::INSTANCE_TYPE_LABEL)
+                        .and_then(|r| r.values.as_ref())
+                        .map(|v| v.len())
+                        .unwrap_or(0);
+                    self.note(format!("nodeclaim {name} created (nodepool {pool}, {options} instance-type options)"));
+                    self.state.claims.len() - 1
+                }
+            };
+            let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone());
+            if self.state.claims[i].launched_at.is_none() && claim.is_condition_true("Launched") {
+                let instance = provider_id.as_deref().and_then(|pid| instances.iter().find(|x| x.provider_id == pid));
+                let record = &mut self.state.claims[i];
+                record.launched_at = Some(now);
+                record.provider_id = provider_id.clone();
+                if let Some(x) = instance {
+                    record.instance_type = Some(x.instance_type.clone());
+                    record.zone = Some(x.zone.clone());
+                    record.capacity_type = Some(x.capacity_type.clone());
+                    record.price_per_hour = Some(x.price_per_hour);
+                }
+                let line = format!(
+                    "nodeclaim {name} launched: {} in {} ({}), {}/h",
+                    record.instance_type.clone().unwrap_or_default(),
+                    record.zone.clone().unwrap_or_default(),
+                    record.capacity_type.clone().unwrap_or_default(),
+                    record.price_per_hour.map(|p| format!("{p:.4}")).unwrap_or_else(|| "?".into())
+                );
+                self.note(line);
+            }
+            if self.state.claims[i].registered_at.is_none() && claim.is_condition_true("Registered") {
+                let node = claim.status.as_ref().and_then(|s| s.node_name.clone());
+                self.state.claims[i].registered_at = Some(now);
+                self.state.claims[i].name = node.clone();
+                self.note(format!("node {} registered (nodeclaim {name})", node.unwrap_or_default()));
+            }
+            if self.state.claims[i].initialized_at.is_none() && claim.is_condition_true("Initialized") {
+                self.state.claims[i].initialized_at = Some(now);
+                self.note(format!("node {} initialized", self.state.claims[i].name.clone().unwrap_or_default()));
+            }
+        }
+        for record in self.state.claims.iter_mut() {
+            if record.deleted_at.is_none() && !live.contains(&record.node_claim) {
+                record.deleted_at = Some(now);
+                let line = format!(
+                    "nodeclaim {} deleted (node {})",
+                    record.node_claim,
+                    record.name.clone().unwrap_or_else(|| "-".into())
+                );
+                let stamped = format!("[{:>8.1}s] {line}", now);
+                if self.echo {
+                    println!("{stamped}");
+                }
+                self.timeline.push(stamped);
+            }
+        }
+        self.state.cost_per_hour = instances.iter().filter(|x| x.state != InstanceState::Terminated).fold(0.0, |total, x| total + x.price_per_hour);
+        Ok(())
+    }
+}

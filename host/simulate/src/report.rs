@@ -1,0 +1,117 @@
+//! The JSON report of a simulation (`--report FILE`). Field names are an interface: keep them.
+
+use serde::Serialize;
+
+use crate::observer::{NodeRecord, Observation, PodCounts};
+use crate::scenario::Scenario;
+
+/// Totals over the run.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Totals {
+    /// NodeClaims created.
+    pub node_claims_created: usize,
+    /// NodeClaims launched.
+    pub nodes_launched: usize,
+    /// NodeClaims deleted.
+    pub nodes_deleted: usize,
+    /// Most Nodes at once.
+    pub peak_nodes: usize,
+    /// Hourly price of the live instances at the end.
+    pub cost_per_hour_at_end: f64,
+}
+
+/// Milestones in simulated seconds.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timings {
+    /// First NodeClaim seen.
+    pub first_node_claim_seconds: Option<f64>,
+    /// Last time every workload pod became Running.
+    pub all_pods_running_seconds: Option<f64>,
+}
+
+/// The report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// Scenario name.
+    pub scenario: String,
+    /// `pass` or `fail`.
+    pub result: String,
+    /// Failed expectations, each naming what failed.
+    pub failures: Vec<String>,
+    /// Workload pods at the end.
+    pub pods: PodCounts,
+    /// Every node (NodeClaim) seen.
+    pub nodes: Vec<NodeRecord>,
+    /// Totals.
+    pub totals: Totals,
+    /// Milestones.
+    pub timings: Timings,
+    /// Instance types launched.
+    pub instance_types: Vec<String>,
+    /// Simulated seconds the run took.
+    pub simulated_seconds: f64,
+    /// Real seconds the run took.
+    pub wall_seconds: f64,
+    /// The timeline, as printed.
+    pub timeline: Vec<String>,
+}
+
+impl Report {
+    /// Builds the report from the final observation.
+    pub fn new(scenario: &Scenario, seen: &Observation, timeline: &[String], failures: Vec<String>, simulated: f64, wall: f64) -> Report {
+        Report {
+            scenario: scenario.name.clone(),
+            result: if failures.is_empty() { "pass".into() } else { "fail".into() },
+            failures,
+            pods: seen.pods,
+            nodes: seen.claims.clone(),
+            totals: Totals {
+                node_claims_created: seen.claims.len(),
+                nodes_launched: seen.claims.iter().filter(|c| c.launched_at.is_some()).count(),
+                nodes_deleted: seen.claims.iter().filter(|c| c.deleted_at.is_some()).count(),
+                peak_nodes: seen.peak_nodes,
+                cost_per_hour_at_end: seen.cost_per_hour,
+            },
+            timings: Timings { first_node_claim_seconds: seen.first_node_claim, all_pods_running_seconds: seen.all_pods_running },
+            instance_types: seen.instance_types(),
+            simulated_seconds: simulated,
+            wall_seconds: wall,
+            timeline: timeline.to_vec(),
+        }
+    }
+
+    /// Whether every expectation held.
+    pub fn passed(&self) -> bool {
+        self.result == "pass"
+    }
+
+    /// The human summary printed after the timeline.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        s.push_str(&format!("scenario {}: {}\n", self.scenario, self.result.to_uppercase()));
+        s.push_str(&format!(
+            "  pods: {} total, {} running, {} pending\n",
+            self.pods.total, self.pods.running, self.pods.pending
+        ));
+        s.push_str(&format!(
+            "  nodeclaims created {}, launched {}, deleted {}; peak nodes {}; cost at end {:.4}/h\n",
+            self.totals.node_claims_created, self.totals.nodes_launched, self.totals.nodes_deleted, self.totals.peak_nodes, self.totals.cost_per_hour_at_end
+        ));
+        s.push_str(&format!("  instance types: {}\n", if self.instance_types.is_empty() { "-".to_string() } else { self.instance_types.join(", ") }));
+        let t = |v: Option<f64>| v.map(|x| format!("{x:.1}s")).unwrap_or_else(|| "-".into());
+        s.push_str(&format!(
+            "  first nodeclaim at {}, all pods running at {}; {:.0} simulated seconds in {:.1} s\n",
+            t(self.timings.first_node_claim_seconds),
+            t(self.timings.all_pods_running_seconds),
+            self.simulated_seconds,
+            self.wall_seconds
+        ));
+        for f in &self.failures {
+            s.push_str(&format!("  FAILED: {f}\n"));
+        }
+        s
+    }
+}

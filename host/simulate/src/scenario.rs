@@ -1,0 +1,260 @@
+//! The scenario file: what to run, what to change over time, and what must hold.
+//!
+//! ```yaml
+//! name: quickstart
+//! description: …
+//! cloud:                       # optional
+//!   bootDelay: 30s             # simulated
+//!   catalogue: {…}             # optional; default: the kwok-like catalogue
+//! settings: {BATCH_IDLE_DURATION: 1s}   # optional controller env settings
+//! timeout: 30m                 # simulated; the whole scenario
+//! manifests: [ … ]             # applied at start
+//! steps:
+//!   - name: scale down
+//!     at: 60s                  # optional: not before this simulated time
+//!     apply: [ … ]             # optional
+//!     delete: [{apiVersion: apps/v1, kind: Deployment, namespace: default, name: inflate}]
+//!     scale: {namespace: default, name: inflate, replicas: 0}
+//!     waitFor: {nodes: 0}      # optional: block until this holds…
+//!     timeout: 10m             # …at most this long (default 15m)
+//!     expect: {podsRunning: 0} # optional: must hold after the wait
+//! expect: {podsRunning: 0}     # must hold at the end
+//! ```
+
+use std::time::Duration;
+
+use joinery_api::duration::parse_go_duration;
+use joinery_sim::cloud::Catalogue;
+use serde::{Deserialize, Serialize};
+
+/// The built-in quickstart scenario (`examples/scenarios/quickstart.yaml`).
+pub const QUICKSTART: &str = include_str!("../../../examples/scenarios/quickstart.yaml");
+
+/// A scenario that cannot be used; the message names the field.
+#[derive(Debug, thiserror::Error)]
+#[error("scenario {origin}: {message}")]
+pub struct ScenarioError {
+    /// Where the scenario came from (file name or `built-in quickstart`).
+    pub origin: String,
+    /// What is wrong, naming the field.
+    pub message: String,
+}
+
+/// A parsed scenario.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name.
+    #[serde(default)]
+    pub name: String,
+    /// What the scenario shows.
+    #[serde(default)]
+    pub description: String,
+    /// The simulated cloud.
+    #[serde(default)]
+    pub cloud: CloudSpec,
+    /// Controller settings by upstream env-var name (e.g. `BATCH_IDLE_DURATION: 1s`).
+    #[serde(default)]
+    pub settings: std::collections::BTreeMap<String, String>,
+    /// Simulated time limit for the whole scenario (Go duration; default 30m).
+    #[serde(default)]
+    pub timeout: Option<String>,
+    /// Objects applied at start.
+    #[serde(default)]
+    pub manifests: Vec<serde_json::Value>,
+    /// Timed and conditional steps, run in order.
+    #[serde(default)]
+    pub steps: Vec<Step>,
+    /// What must hold at the end.
+    #[serde(default)]
+    pub expect: Option<Expectations>,
+}
+
+/// The simulated cloud's settings.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CloudSpec {
+    /// Simulated boot time of an instance (Go duration; default 30s).
+    #[serde(default)]
+    pub boot_delay: Option<String>,
+    /// Replaces the default catalogue.
+    #[serde(default)]
+    pub catalogue: Option<Catalogue>,
+}
+
+/// One step.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Step {
+    /// Label used in the timeline and in failures.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Do not start before this simulated time (since the scenario started).
+    #[serde(default)]
+    pub at: Option<String>,
+    /// Objects to create or update.
+    #[serde(default)]
+    pub apply: Vec<serde_json::Value>,
+    /// Objects to delete.
+    #[serde(default)]
+    pub delete: Vec<ObjectRef>,
+    /// A Deployment to scale.
+    #[serde(default)]
+    pub scale: Option<Scale>,
+    /// Block until these hold.
+    #[serde(default)]
+    pub wait_for: Option<Expectations>,
+    /// Limit of the wait (Go duration; default 15m).
+    #[serde(default)]
+    pub timeout: Option<String>,
+    /// Checked after the wait.
+    #[serde(default)]
+    pub expect: Option<Expectations>,
+}
+
+/// An object to delete.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObjectRef {
+    /// e.g. `apps/v1`.
+    pub api_version: String,
+    /// e.g. `Deployment`.
+    pub kind: String,
+    /// Namespace (namespaced kinds; default `default`).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+}
+
+/// A Deployment scale change.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Scale {
+    /// Namespace (default `default`).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Deployment name.
+    pub name: String,
+    /// New replica count.
+    pub replicas: i32,
+}
+
+/// Conditions on the cluster and the run so far. Every field set must hold.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Expectations {
+    /// Exactly this many workload (non-DaemonSet) pods Running.
+    #[serde(default)]
+    pub pods_running: Option<usize>,
+    /// Exactly this many workload pods not Running.
+    #[serde(default)]
+    pub pods_pending: Option<usize>,
+    /// Every workload pod Running (and at least one exists).
+    #[serde(default)]
+    pub all_pods_running: Option<bool>,
+    /// Exactly this many Nodes.
+    #[serde(default)]
+    pub nodes: Option<usize>,
+    /// At most this many Nodes.
+    #[serde(default)]
+    pub nodes_at_most: Option<usize>,
+    /// The peak Node count so far is at most this.
+    #[serde(default)]
+    pub peak_nodes_at_most: Option<usize>,
+    /// At most this many NodeClaims created so far.
+    #[serde(default)]
+    pub node_claims_created_at_most: Option<usize>,
+    /// Every instance launched so far has one of these types.
+    #[serde(default)]
+    pub instance_types: Option<Vec<String>>,
+    /// The hourly price of the live instances is at most this.
+    #[serde(default)]
+    pub cost_per_hour_at_most: Option<f64>,
+}
+
+/// Parses a Go duration field, naming it on error.
+pub fn duration_field(value: Option<&str>, field: &str, default: Duration, origin: &str) -> Result<Duration, ScenarioError> {
+    match value {
+        None => Ok(default),
+        Some(v) => parse_go_duration(v).map_err(|e| ScenarioError {
+            origin: origin.to_string(),
+            message: format!("{field}: {v:?} is not a duration ({e}); use e.g. 30s, 10m"),
+        }),
+    }
+}
+
+impl Scenario {
+    /// Parses and checks a scenario; errors name the field.
+    pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+        let scenario: Scenario = serde_yaml::from_str(text).map_err(|e| ScenarioError {
+            origin: origin.to_string(),
+            message: match e.location() {
+                Some(l) => format!("line {}, column {}: {e}", l.line(), l.column()),
+                None => e.to_string(),
+            },
+        })?;
+        scenario.check(origin)?;
+        Ok(scenario)
+    }
+
+    fn check(&self, origin: &str) -> Result<(), ScenarioError> {
+        duration_field(self.timeout.as_deref(), "timeout", Duration::ZERO, origin)?;
+        duration_field(self.cloud.boot_delay.as_deref(), "cloud.bootDelay", Duration::ZERO, origin)?;
+        for (i, m) in self.manifests.iter().enumerate() {
+            check_manifest(m, &format!("manifests[{i}]"), origin)?;
+        }
+        for (i, s) in self.steps.iter().enumerate() {
+            duration_field(s.at.as_deref(), &format!("steps[{i}].at"), Duration::ZERO, origin)?;
+            duration_field(s.timeout.as_deref(), &format!("steps[{i}].timeout"), Duration::ZERO, origin)?;
+            for (j, m) in s.apply.iter().enumerate() {
+                check_manifest(m, &format!("steps[{i}].apply[{j}]"), origin)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The scenario's simulated time limit (default 30 minutes).
+    pub fn timeout(&self) -> Duration {
+        duration_field(self.timeout.as_deref(), "timeout", Duration::from_secs(1800), "").unwrap_or(Duration::from_secs(1800))
+    }
+}
+
+fn check_manifest(m: &serde_json::Value, field: &str, origin: &str) -> Result<(), ScenarioError> {
+    let err = |message: String| ScenarioError { origin: origin.to_string(), message };
+    if !m.is_object() {
+        return Err(err(format!("{field}: must be a Kubernetes object (a map)")));
+    }
+    for key in ["apiVersion", "kind"] {
+        if m.get(key).and_then(|v| v.as_str()).is_none_or(str::is_empty) {
+            return Err(err(format!("{field}.{key}: missing")));
+        }
+    }
+    if m.pointer("/metadata/name").and_then(|v| v.as_str()).is_none_or(str::is_empty) {
+        return Err(err(format!("{field}.metadata.name: missing")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_quickstart_parses() {
+        let s = Scenario::parse(QUICKSTART, "quickstart").unwrap();
+        assert_eq!(s.name, "quickstart");
+        assert!(s.manifests.len() >= 3);
+        assert!(!s.steps.is_empty());
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let e = Scenario::parse("steps:\n  - at: soon\n", "x.yaml").unwrap_err();
+        assert!(e.to_string().contains("steps[0].at"), "{e}");
+        let e = Scenario::parse("manifests:\n  - kind: Pod\n", "x.yaml").unwrap_err();
+        assert!(e.to_string().contains("manifests[0].apiVersion"), "{e}");
+        let e = Scenario::parse("expect: {podsRuning: 3}\n", "x.yaml").unwrap_err();
+        assert!(e.to_string().contains("podsRuning"), "{e}");
+    }
+}

@@ -1,0 +1,91 @@
+//! Crash safety of the launch path: whatever happens between the cloud's create and the
+//! NodeClaim status write, the pod ends Running on exactly one instance and nothing leaks.
+
+use std::time::Duration;
+
+use joinery_api::NodeClaim;
+use joinery_sim::cloud::{CloudEvent, InstanceState};
+use joinery_simulate::{Simulation, SimulationOptions};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use serde_json::json;
+
+const SPEED: f64 = 20.0;
+
+async fn apply_basics(sim: &Simulation) {
+    let manifests = [
+        json!({"apiVersion": "sim.joinery.dev/v1alpha1", "kind": "SimNodeClass", "metadata": {"name": "default"},
+               "spec": {"userDataRenderer": {"name": "k3s", "parameters": {"token": "t", "providerIDCommand": "cat /id"}}}}),
+        json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+               "spec": {"template": {"spec": {"nodeClassRef": {"group": "sim.joinery.dev", "kind": "SimNodeClass", "name": "default"},
+                        "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]}}}}),
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
+               "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]}}),
+    ];
+    for m in &manifests {
+        sim.apply(m).await.expect("apply");
+    }
+}
+
+async fn wait_pod_running(sim: &Simulation, limit: Duration) -> bool {
+    let pods: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
+    let deadline = std::time::Instant::now() + sim.clock.to_real(limit);
+    while std::time::Instant::now() < deadline {
+        if let Ok(p) = pods.get("web").await
+            && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+async fn assert_one_instance_one_claim(sim: &Simulation) {
+    let live: Vec<_> = sim.cloud.instances().into_iter().filter(|i| i.state != InstanceState::Terminated).collect();
+    assert_eq!(live.len(), 1, "exactly one live instance, got {live:?}");
+    let claims = Api::<NodeClaim>::all(sim.client.clone()).list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(claims.len(), 1, "exactly one NodeClaim");
+    let pid = claims[0].status.as_ref().and_then(|s| s.provider_id.clone());
+    assert_eq!(pid.as_deref(), Some(live[0].provider_id.as_str()), "the claim owns the instance");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_killed_mid_launch_adopts_the_instance_on_restart() {
+    let mut sim = Simulation::start(SimulationOptions { speed: SPEED, ..Default::default() }).await.unwrap();
+    let mut events = sim.cloud.subscribe();
+    apply_basics(&sim).await;
+    // Kill the host the moment the cloud has created the instance: the create's answer
+    // never reaches the NodeClaim's status.
+    let launched = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            if let Ok(CloudEvent::Launched(i)) = events.recv().await {
+                return i;
+            }
+        }
+    })
+    .await
+    .expect("an instance is launched");
+    sim.crash_controller();
+    let claims = Api::<NodeClaim>::all(sim.client.clone()).list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(claims.len(), 1);
+    assert!(
+        claims[0].status.as_ref().and_then(|s| s.provider_id.as_ref()).is_none(),
+        "the crash came before the status write (otherwise this test proves nothing)"
+    );
+    sim.start_controller().await.unwrap();
+    assert!(wait_pod_running(&sim, Duration::from_secs(600)).await, "the pod ends Running");
+    assert_one_instance_one_claim(&sim).await;
+    assert_eq!(sim.cloud.instances().iter().filter(|i| i.state != InstanceState::Terminated).next().unwrap().id, launched.id);
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_that_fails_after_the_instance_exists_leaks_nothing() {
+    let sim = Simulation::start(SimulationOptions { speed: SPEED, ..Default::default() }).await.unwrap();
+    sim.cloud.faults().fail_after_create(1);
+    apply_basics(&sim).await;
+    assert!(wait_pod_running(&sim, Duration::from_secs(600)).await, "the pod ends Running");
+    assert_one_instance_one_claim(&sim).await;
+    sim.shutdown().await;
+}

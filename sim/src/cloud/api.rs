@@ -1,0 +1,521 @@
+//! The simulated cloud's HTTP front end and instance table (see the module docs of
+//! [`crate::cloud`] for the API).
+
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use joinery_core::clock::Clock;
+use serde_json::{Map, Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::{broadcast, watch};
+
+use super::catalogue::{CAPACITY_TYPES, InstanceTypeInfo};
+use super::faults::{CloudFaults, CloudVerb, Injected};
+use super::model::{CloudEvent, InstanceState, PROVIDER_ID_PREFIX, SimInstance};
+
+/// One instance and, once deleted, when.
+struct Entry {
+    instance: SimInstance,
+    terminated_at: Option<SystemTime>,
+}
+
+/// Every instance the cloud still remembers, and the ID counter.
+#[derive(Default)]
+pub(crate) struct InstanceTable {
+    entries: BTreeMap<String, Entry>,
+    /// IDs handed out so far (`i-00000001` … `i-{issued:08x}`).
+    issued: u64,
+}
+
+impl InstanceTable {
+    fn format_id(number: u64) -> String {
+        format!("i-{number:08x}")
+    }
+
+    /// Whether `id` was ever handed out (even if it has been forgotten since).
+    fn ever_existed(&self, id: &str) -> bool {
+        id.strip_prefix("i-")
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+            .is_some_and(|n| n >= 1 && n <= self.issued && Self::format_id(n) == id)
+    }
+
+    fn live_count(&self) -> usize {
+        self.entries.values().filter(|e| e.terminated_at.is_none()).count()
+    }
+}
+
+/// Everything the request handlers share.
+pub(crate) struct CloudState {
+    pub(crate) types: Vec<InstanceTypeInfo>,
+    pub(crate) by_name: HashMap<String, usize>,
+    pub(crate) zones: Vec<String>,
+    pub(crate) clock: Arc<Clock>,
+    pub(crate) boot_delay: Duration,
+    pub(crate) retention: Duration,
+    pub(crate) faults: CloudFaults,
+    pub(crate) table: Mutex<InstanceTable>,
+    pub(crate) events: broadcast::Sender<CloudEvent>,
+    pub(crate) stopped: watch::Receiver<bool>,
+}
+
+impl CloudState {
+    /// Locks the instance table after forgetting instances terminated longer ago than the
+    /// retention period.
+    pub(crate) fn table(&self) -> MutexGuard<'_, InstanceTable> {
+        let mut table = self.table.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let now = self.clock.now();
+        let retention = self.retention;
+        table.entries.retain(|_, e| e.terminated_at.is_none_or(|at| at + retention > now));
+        table
+    }
+
+    /// Every remembered instance, by ID.
+    pub(crate) fn instances(&self) -> Vec<SimInstance> {
+        self.table().entries.values().map(|e| e.instance.clone()).collect()
+    }
+
+    /// One remembered instance.
+    pub(crate) fn instance(&self, id: &str) -> Option<SimInstance> {
+        self.table().entries.get(id).map(|e| e.instance.clone())
+    }
+
+    fn publish(&self, event: CloudEvent) {
+        // No subscriber is fine: nobody is watching the cloud.
+        let _ = self.events.send(event);
+    }
+}
+
+type HttpResponse = Response<Full<Bytes>>;
+
+fn json_response(status: u16, value: &Value) -> HttpResponse {
+    Response::builder()
+        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(value.to_string())))
+        .expect("static response parts are valid")
+}
+
+/// An error answer: status, `reason`, `message` and extra fields.
+struct Failure {
+    status: u16,
+    body: Value,
+    retry_after: Option<u64>,
+}
+
+impl Failure {
+    fn new(status: u16, reason: &str, message: impl Into<String>) -> Self {
+        Failure { status, body: json!({"reason": reason, "message": message.into()}), retry_after: None }
+    }
+
+    fn invalid(field: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        let mut failure = Failure::new(400, "InvalidRequest", format!("{field}: {message}"));
+        failure.body["field"] = Value::String(field.to_string());
+        failure
+    }
+
+    fn into_response(self) -> HttpResponse {
+        let mut response = json_response(self.status, &self.body);
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+/// Accepts connections until `stopped` turns true.
+pub(crate) async fn serve(listener: TcpListener, state: Arc<CloudState>, mut stopped: watch::Receiver<bool>) {
+    let connections_stopped = stopped.clone();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(pair) => pair,
+                    Err(error) => {
+                        tracing::warn!(%error, "simulated cloud: accept failed");
+                        continue;
+                    }
+                };
+                let state = state.clone();
+                let mut connection_stopped = connections_stopped.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |request| {
+                        let state = state.clone();
+                        async move { Ok::<_, Infallible>(handle(&state, request).await) }
+                    });
+                    let connection = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+                    tokio::select! {
+                        result = connection => {
+                            if let Err(error) = result {
+                                tracing::debug!(%error, %peer, "simulated cloud: connection ended with an error");
+                            }
+                        }
+                        _ = connection_stopped.wait_for(|stop| *stop) => {}
+                    }
+                });
+            }
+            _ = stopped.wait_for(|stop| *stop) => break,
+        }
+    }
+    tracing::debug!("simulated cloud stopped accepting connections");
+}
+
+/// The routes: which verb a request is, and the instance ID it names.
+enum Route {
+    Zones,
+    InstanceTypes,
+    Create,
+    List,
+    Get(String),
+    Delete(String),
+}
+
+impl Route {
+    fn verb(&self) -> CloudVerb {
+        match self {
+            Route::Zones => CloudVerb::Zones,
+            Route::InstanceTypes => CloudVerb::InstanceTypes,
+            Route::Create => CloudVerb::Create,
+            Route::List => CloudVerb::List,
+            Route::Get(_) => CloudVerb::Get,
+            Route::Delete(_) => CloudVerb::Delete,
+        }
+    }
+}
+
+fn route(method: &Method, path: &str) -> Result<Route, Failure> {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let not_allowed = || Failure::new(405, "MethodNotAllowed", format!("{method} is not supported on {path}"));
+    match (segments.as_slice(), method) {
+        (["v1", "zones"], &Method::GET) => Ok(Route::Zones),
+        (["v1", "instance-types"], &Method::GET) => Ok(Route::InstanceTypes),
+        (["v1", "instances"], &Method::GET) => Ok(Route::List),
+        (["v1", "instances"], &Method::POST) => Ok(Route::Create),
+        (["v1", "instances", id], &Method::GET) => Ok(Route::Get(id.to_string())),
+        (["v1", "instances", id], &Method::DELETE) => Ok(Route::Delete(id.to_string())),
+        (["v1", "zones"] | ["v1", "instance-types"] | ["v1", "instances"] | ["v1", "instances", _], _) => Err(not_allowed()),
+        _ => Err(Failure::new(404, "NotFound", format!("no such path {path}"))),
+    }
+}
+
+async fn handle(state: &Arc<CloudState>, request: Request<Incoming>) -> HttpResponse {
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let query = request.uri().query().unwrap_or_default().to_string();
+    let body = match request.into_body().collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => return Failure::new(400, "InvalidRequest", format!("could not read the body: {error}")).into_response(),
+    };
+    let response = match answer(state, &method, &path, &query, &body).await {
+        Ok(response) => response,
+        Err(failure) => failure.into_response(),
+    };
+    tracing::debug!(%method, %path, status = response.status().as_u16(), "simulated cloud call");
+    response
+}
+
+async fn answer(state: &Arc<CloudState>, method: &Method, path: &str, query: &str, body: &Bytes) -> Result<HttpResponse, Failure> {
+    let route = route(method, path)?;
+    let verb = route.verb();
+    let latency = state.faults.latency(verb);
+    if !latency.is_zero() {
+        tokio::time::sleep(state.clock.to_real(latency)).await;
+    }
+    match state.faults.before_call(verb) {
+        Injected::Proceed => {}
+        Injected::Throttle(retry_after) => {
+            let seconds = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+            let mut failure = Failure::new(429, "Throttled", "request rate exceeded (injected fault)");
+            failure.retry_after = Some(seconds.max(1));
+            return Err(failure);
+        }
+        Injected::Fail => return Err(Failure::new(500, "InternalError", format!("{verb:?} failed (injected fault)"))),
+    }
+    match route {
+        Route::Zones => Ok(json_response(200, &json!({"zones": state.zones}))),
+        Route::InstanceTypes => Ok(json_response(200, &json!({"zones": state.zones, "instanceTypes": state.types}))),
+        Route::Create => create(state, body),
+        Route::List => list(state, query),
+        Route::Get(id) => match state.instance(&id) {
+            Some(instance) => Ok(json_response(200, &to_json(&instance))),
+            None => Err(Failure::new(404, "NotFound", format!("instance {id} not found"))),
+        },
+        Route::Delete(id) => delete(state, &id),
+    }
+}
+
+fn to_json(instance: &SimInstance) -> Value {
+    serde_json::to_value(instance).unwrap_or(Value::Null)
+}
+
+/// A launch option from the request body.
+struct Candidate {
+    instance_type: String,
+    zone: String,
+    capacity_type: String,
+}
+
+impl Candidate {
+    fn to_json(&self) -> Value {
+        json!({"instanceType": self.instance_type, "zone": self.zone, "capacityType": self.capacity_type})
+    }
+}
+
+/// A validated create request.
+struct CreateRequest {
+    candidates: Vec<Candidate>,
+    user_data: String,
+    tags: BTreeMap<String, String>,
+}
+
+fn parse_create(state: &CloudState, body: &Bytes) -> Result<CreateRequest, Failure> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| Failure::invalid("body", format!("not valid JSON: {e}")))?;
+    let Value::Object(object) = value else {
+        return Err(Failure::invalid("body", "must be a JSON object"));
+    };
+    let candidates = match object.get("candidates") {
+        Some(Value::Array(list)) if !list.is_empty() => list,
+        Some(Value::Array(_)) => return Err(Failure::invalid("candidates", "must list at least one candidate")),
+        Some(_) => return Err(Failure::invalid("candidates", "must be an array")),
+        None => return Err(Failure::invalid("candidates", "is required")),
+    };
+    let mut parsed = Vec::with_capacity(candidates.len());
+    for (index, candidate) in candidates.iter().enumerate() {
+        let text = |key: &str| -> Result<String, Failure> {
+            match candidate.get(key) {
+                Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+                _ => Err(Failure::invalid(&format!("candidates[{index}].{key}"), "must be a non-empty string")),
+            }
+        };
+        let candidate = Candidate { instance_type: text("instanceType")?, zone: text("zone")?, capacity_type: text("capacityType")? };
+        if !state.by_name.contains_key(&candidate.instance_type) {
+            return Err(Failure::invalid(
+                &format!("candidates[{index}].instanceType"),
+                format!("unknown instance type {:?}", candidate.instance_type),
+            ));
+        }
+        if !state.zones.contains(&candidate.zone) {
+            return Err(Failure::invalid(&format!("candidates[{index}].zone"), format!("unknown zone {:?}", candidate.zone)));
+        }
+        if !CAPACITY_TYPES.contains(&candidate.capacity_type.as_str()) {
+            return Err(Failure::invalid(
+                &format!("candidates[{index}].capacityType"),
+                format!("{:?} is not one of {CAPACITY_TYPES:?}", candidate.capacity_type),
+            ));
+        }
+        parsed.push(candidate);
+    }
+    let user_data = match object.get("userData") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(Failure::invalid("userData", "must be a string")),
+    };
+    let tags = match object.get("tags") {
+        None | Some(Value::Null) => BTreeMap::new(),
+        Some(Value::Object(map)) => string_map(map)?,
+        Some(_) => return Err(Failure::invalid("tags", "must be an object of strings")),
+    };
+    Ok(CreateRequest { candidates: parsed, user_data, tags })
+}
+
+fn string_map(map: &Map<String, Value>) -> Result<BTreeMap<String, String>, Failure> {
+    map.iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => Ok((k.clone(), s.clone())),
+            _ => Err(Failure::invalid(&format!("tags.{k}"), "must be a string")),
+        })
+        .collect()
+}
+
+fn create(state: &Arc<CloudState>, body: &Bytes) -> Result<HttpResponse, Failure> {
+    let request = parse_create(state, body)?;
+    let instance = {
+        let mut table = state.table();
+        if let Some(quota) = state.faults.quota()
+            && table.live_count() >= quota
+        {
+            return Err(Failure::new(403, "QuotaExceeded", format!("the quota of {quota} live instances is reached")));
+        }
+        let launchable = request.candidates.iter().find_map(|c| {
+            let info = &state.types[state.by_name[&c.instance_type]];
+            let offering = info.offering(&c.zone, &c.capacity_type)?;
+            let refused = !offering.available || state.faults.lacks_capacity(&c.instance_type, &c.zone, &c.capacity_type);
+            (!refused).then_some((c, info, offering.price))
+        });
+        let Some((candidate, info, price)) = launchable else {
+            let mut failure = Failure::new(
+                409,
+                "InsufficientCapacity",
+                format!("none of the {} candidate offerings has capacity", request.candidates.len()),
+            );
+            failure.body["offerings"] = Value::Array(request.candidates.iter().map(Candidate::to_json).collect());
+            return Err(failure);
+        };
+        table.issued += 1;
+        let id = InstanceTable::format_id(table.issued);
+        let instance = SimInstance {
+            provider_id: format!("{PROVIDER_ID_PREFIX}{id}"),
+            id: id.clone(),
+            instance_type: candidate.instance_type.clone(),
+            zone: candidate.zone.clone(),
+            capacity_type: candidate.capacity_type.clone(),
+            user_data: request.user_data,
+            tags: request.tags,
+            capacity: info.capacity.clone(),
+            allocatable: info.allocatable.clone(),
+            labels: info.labels.clone(),
+            price_per_hour: price,
+            state: InstanceState::Pending,
+            created_at: rfc3339(state.clock.now()),
+        };
+        table.entries.insert(id, Entry { instance: instance.clone(), terminated_at: None });
+        instance
+    };
+    tracing::info!(id = %instance.id, instance_type = %instance.instance_type, zone = %instance.zone,
+        capacity_type = %instance.capacity_type, "simulated cloud launched an instance");
+    state.publish(CloudEvent::Launched(instance.clone()));
+    schedule_boot(state, instance.id.clone());
+    if state.faults.take_fail_after_create() {
+        return Err(Failure::new(500, "InternalError", "the response was lost after the instance was created (injected fault)"));
+    }
+    Ok(json_response(201, &to_json(&instance)))
+}
+
+/// Flips the instance to `running` once the boot delay has passed (unless deleted first).
+fn schedule_boot(state: &Arc<CloudState>, id: String) {
+    let delay = state.clock.to_real(state.boot_delay);
+    let mut stopped = state.stopped.clone();
+    let weak = Arc::downgrade(state);
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stopped.wait_for(|stop| *stop) => return,
+        }
+        let Some(state) = weak.upgrade() else { return };
+        let mut table = state.table();
+        if let Some(entry) = table.entries.get_mut(&id)
+            && entry.instance.state == InstanceState::Pending
+        {
+            entry.instance.state = InstanceState::Running;
+            tracing::debug!(%id, "simulated instance is running");
+        }
+    });
+}
+
+fn list(state: &CloudState, query: &str) -> Result<HttpResponse, Failure> {
+    let mut filters = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if crate::server::percent_decode(key) != "tag" {
+            continue;
+        }
+        let value = crate::server::percent_decode(value);
+        match value.split_once('=') {
+            Some((k, v)) if !k.is_empty() => filters.push((k.to_string(), v.to_string())),
+            _ => return Err(Failure::invalid("tag", format!("{value:?}: expected KEY=VALUE"))),
+        }
+    }
+    let instances: Vec<Value> = state
+        .table()
+        .entries
+        .values()
+        .filter(|e| filters.iter().all(|(k, v)| e.instance.tags.get(k) == Some(v)))
+        .map(|e| to_json(&e.instance))
+        .collect();
+    Ok(json_response(200, &json!({"instances": instances})))
+}
+
+fn delete(state: &CloudState, id: &str) -> Result<HttpResponse, Failure> {
+    let now = state.clock.now();
+    let (previous, instance) = {
+        let mut table = state.table();
+        let existed = table.ever_existed(id);
+        match table.entries.get_mut(id) {
+            Some(entry) => {
+                let previous = entry.instance.state;
+                if entry.terminated_at.is_none() {
+                    entry.terminated_at = Some(now);
+                    entry.instance.state = InstanceState::Terminated;
+                }
+                (previous, entry.instance.clone())
+            }
+            None if existed => {
+                let body = json!({"id": id, "state": "terminated", "previousState": "terminated"});
+                return Ok(json_response(200, &body));
+            }
+            None => return Err(Failure::new(404, "NotFound", format!("instance {id} not found"))),
+        }
+    };
+    if previous != InstanceState::Terminated {
+        tracing::info!(%id, "simulated cloud terminated an instance");
+        state.publish(CloudEvent::Terminated { instance: instance.clone(), at: now });
+    }
+    let mut body = to_json(&instance);
+    body["previousState"] = serde_json::to_value(previous).unwrap_or(Value::Null);
+    Ok(json_response(200, &body))
+}
+
+/// Formats a time as RFC 3339 in UTC with second precision (`2026-01-31T12:00:00Z`).
+pub(crate) fn rfc3339(at: SystemTime) -> String {
+    let seconds = at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let days = seconds / 86_400;
+    let in_day = seconds % 86_400;
+    // Walk from 1970 year by year, then month by month: simple and fast enough for timestamps.
+    let leap = |y: u64| (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400);
+    let mut year = 1970;
+    let mut remaining = days;
+    loop {
+        let length = if leap(year) { 366 } else { 365 };
+        if remaining < length {
+            break;
+        }
+        remaining -= length;
+        year += 1;
+    }
+    let month_lengths = [31, if leap(year) { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    let mut month = 1;
+    for length in month_lengths {
+        if remaining < length {
+            break;
+        }
+        remaining -= length;
+        month += 1;
+    }
+    format!(
+        "{year:04}-{month:02}-{:02}T{:02}:{:02}:{:02}Z",
+        remaining + 1,
+        in_day / 3600,
+        in_day % 3600 / 60,
+        in_day % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        // 2024-02-29T12:34:56Z, a leap day.
+        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(1_709_210_096)), "2024-02-29T12:34:56Z");
+        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(1_767_225_599)), "2025-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn only_handed_out_ids_existed() {
+        let table = InstanceTable { entries: BTreeMap::new(), issued: 3 };
+        assert!(table.ever_existed("i-00000003"));
+        assert!(!table.ever_existed("i-00000004"));
+        assert!(!table.ever_existed("i-3"));
+        assert!(!table.ever_existed("i-00000000"));
+    }
+}

@@ -1,0 +1,605 @@
+//! Simulated kubelets, one per instance the cloud launches, plus what the cloud controller
+//! manager and the pod garbage collector do around them.
+//!
+//! For every [`CloudEvent::Launched`] a kubelet task waits the boot delay, then runs the
+//! instance's bootstrap (see [`super::bootstrap`] for the userData formats it understands). A
+//! bootstrap it does not understand registers no Node: the kubelet logs a warning and records
+//! a `Warning` Event (reason `BootstrapFailed`) naming the instance. Otherwise it registers the
+//! Node — labels from the bootstrap plus the ones kubelet and cloud controller set, taints and
+//! provider ID from the bootstrap, capacity and allocatable from the instance — turns it
+//! `Ready` after the node-ready delay, and runs its pods: pods bound to it become `Running`
+//! and ready after the pod-start delay, and pods being deleted are removed (with a zero grace
+//! period) once their `deletionTimestamp` has come.
+//!
+//! On [`CloudEvent::Terminated`] the machine is gone: its kubelet stops, its Node is deleted
+//! if it still exists, and the pods bound to it are deleted at once. Pods bound to a node that
+//! does not exist are deleted after 40 simulated seconds, as by the pod garbage collector.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{
+    Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus, NodeSystemInfo, DaemonEndpoint, Pod, Taint,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::bootstrap::{self, Bootstrap, Format};
+use super::cache::Cache;
+use super::{PhysicsError, Shared, api_code, is_deleting, is_terminal, node_name_of, object_reference, system_time, watch};
+use crate::cloud::{CloudEvent, SimInstance};
+use joinery_core::labels::{ARCH_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, OS_LABEL, REGION_LABEL, ZONE_LABEL};
+
+/// The annotation naming the instance a simulated kubelet registered a Node for.
+pub(crate) const INSTANCE_ANNOTATION: &str = "sim.joinery.sh/instance-id";
+
+/// How long a pod bound to a missing node is left alone before it is deleted (simulated).
+const ORPHAN_QUARANTINE: Duration = Duration::from_secs(40);
+/// How often orphaned pods are looked for (simulated).
+const POD_GC_INTERVAL: Duration = Duration::from_secs(20);
+/// How long a kubelet waits before retrying a failed registration (simulated).
+const REGISTRATION_RETRY: Duration = Duration::from_secs(1);
+/// The kubelet version nodes report.
+const KUBELET_VERSION: &str = "v1.33.1";
+
+async fn next_event(events: &mut Option<broadcast::Receiver<CloudEvent>>) -> Result<CloudEvent, broadcast::error::RecvError> {
+    match events.as_mut() {
+        Some(receiver) => receiver.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs the kubelet manager until the task is aborted (which aborts every kubelet).
+pub(crate) async fn run(shared: Arc<Shared>, mut events: Option<broadcast::Receiver<CloudEvent>>) {
+    let mut kubelets: HashMap<String, JoinHandle<()>> = HashMap::new();
+    let mut guard = AbortOnDrop(Vec::new());
+    let mut machines: u32 = 0;
+    let mut pod_gc = tokio::time::interval(shared.clock.to_real(POD_GC_INTERVAL).max(Duration::from_millis(1)));
+    let mut orphans: HashMap<String, SystemTime> = HashMap::new();
+    loop {
+        tokio::select! {
+            event = next_event(&mut events) => match event {
+                Ok(CloudEvent::Launched(instance)) => {
+                    tracing::debug!(instance = %instance.id, "instance launched; its kubelet boots");
+                    kubelets.retain(|_, task| !task.is_finished());
+                    let task = tokio::spawn(kubelet(shared.clone(), instance.clone(), machines));
+                    machines = machines.wrapping_add(1);
+                    guard.0.push(task.abort_handle());
+                    if let Some(previous) = kubelets.insert(instance.id, task) {
+                        previous.abort();
+                    }
+                }
+                Ok(CloudEvent::Terminated { instance, .. }) => {
+                    if let Some(task) = kubelets.remove(&instance.id) {
+                        task.abort();
+                        let _ = task.await;
+                    }
+                    if let Err(error) = machine_gone(&shared, &instance).await {
+                        tracing::warn!(instance = %instance.id, %error, "cleaning up after a terminated instance failed");
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(missed, "the kubelets missed cloud events; instances launched meanwhile never boot");
+                }
+                Err(broadcast::error::RecvError::Closed) => {
+                    tracing::debug!("the cloud's event channel closed");
+                    events = None;
+                }
+            },
+            _ = pod_gc.tick() => {
+                if let Err(error) = collect_orphans(&shared, &mut orphans).await {
+                    tracing::debug!(%error, "pod garbage collection failed");
+                }
+            }
+        }
+        guard.0.retain(|task| !task.is_finished());
+    }
+}
+
+/// Aborts the kubelets when the manager goes.
+struct AbortOnDrop(Vec<tokio::task::AbortHandle>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
+/// The cloud controller manager and pod garbage collector after an instance is terminated:
+/// its Node goes, and so do the pods bound to it.
+async fn machine_gone(shared: &Shared, instance: &SimInstance) -> Result<(), PhysicsError> {
+    let nodes: Api<Node> = Api::all(shared.client.clone());
+    let mut node_names = Vec::new();
+    for node in nodes.list(&ListParams::default()).await? {
+        let ours = node.metadata.annotations.as_ref().and_then(|a| a.get(INSTANCE_ANNOTATION)) == Some(&instance.id);
+        if !ours {
+            continue;
+        }
+        let name = node.metadata.name.clone().unwrap_or_default();
+        match nodes.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => tracing::info!(node = %name, instance = %instance.id, "instance terminated; node deleted"),
+            Err(error) if api_code(&error) == Some(404) => {}
+            Err(error) => return Err(error.into()),
+        }
+        node_names.push(name);
+    }
+    let pods: Api<Pod> = Api::all(shared.client.clone());
+    for node in node_names {
+        let bound = pods.list(&ListParams::default().fields(&format!("spec.nodeName={node}"))).await?;
+        for pod in bound {
+            force_delete(shared, &pod).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletes a pod with a zero grace period (a kubelet confirming it stopped, or the pod GC).
+async fn force_delete(shared: &Shared, pod: &Pod) -> Result<Option<Pod>, PhysicsError> {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
+    let params = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions { uid: pod.metadata.uid.clone(), resource_version: None }),
+        ..Default::default()
+    };
+    match api.delete(&name, &params).await {
+        Ok(either) => {
+            tracing::debug!(pod = %name, %namespace, "pod removed");
+            Ok(either.left())
+        }
+        Err(error) if matches!(api_code(&error), Some(404 | 409)) => Ok(None),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Deletes pods bound to nodes that have not existed for the quarantine period.
+async fn collect_orphans(shared: &Shared, orphans: &mut HashMap<String, SystemTime>) -> Result<(), PhysicsError> {
+    let nodes: HashSet<String> =
+        Api::<Node>::all(shared.client.clone()).list(&ListParams::default()).await?.into_iter().filter_map(|n| n.metadata.name).collect();
+    let pods = Api::<Pod>::all(shared.client.clone()).list(&ListParams::default().fields("spec.nodeName!=")).await?;
+    let now = shared.clock.now();
+    let mut seen = HashSet::new();
+    for pod in pods {
+        let Some(node) = node_name_of(&pod) else { continue };
+        let Some(uid) = pod.metadata.uid.clone() else { continue };
+        if nodes.contains(node) {
+            continue;
+        }
+        seen.insert(uid.clone());
+        let since = *orphans.entry(uid).or_insert(now);
+        if now.duration_since(since).unwrap_or_default() >= ORPHAN_QUARANTINE {
+            tracing::info!(pod = %pod.metadata.name.as_deref().unwrap_or_default(), %node, "deleting a pod bound to a node that no longer exists");
+            force_delete(shared, &pod).await?;
+        }
+    }
+    orphans.retain(|uid, _| seen.contains(uid));
+    Ok(())
+}
+
+/// The address of a machine, from its sequence number.
+fn machine_address(machine: u32) -> Ipv4Addr {
+    Ipv4Addr::from((10u32 << 24) + 10 + (machine % 60_000))
+}
+
+/// The first address of a machine's pod range (a /24 out of 10.244.0.0/14).
+fn pod_range(machine: u32) -> Ipv4Addr {
+    Ipv4Addr::from((10u32 << 24) + (244 << 16) + ((machine % 1024) << 8))
+}
+
+fn quantities(list: &BTreeMap<String, String>) -> BTreeMap<String, Quantity> {
+    list.iter().map(|(k, v)| (k.clone(), Quantity(v.clone()))).collect()
+}
+
+fn condition(kind: &str, status: &str, reason: &str, message: &str, now: &Time) -> NodeCondition {
+    NodeCondition {
+        type_: kind.to_string(),
+        status: status.to_string(),
+        reason: Some(reason.to_string()),
+        message: Some(message.to_string()),
+        last_heartbeat_time: Some(now.clone()),
+        last_transition_time: Some(now.clone()),
+    }
+}
+
+/// The Node a bootstrap registers on an instance.
+fn node_object(shared: &Shared, instance: &SimInstance, bootstrap: &Bootstrap, machine: u32) -> Node {
+    let instance_label = |key: &str, fallback: &str| instance.labels.get(key).cloned().unwrap_or_else(|| fallback.to_string());
+    let arch = instance_label(ARCH_LABEL, "amd64");
+    let os = instance_label(OS_LABEL, "linux");
+    let mut labels = bootstrap.labels.clone();
+    // What the kubelet and the cloud controller manager set win over the bootstrap's.
+    labels.insert(HOSTNAME_LABEL.into(), bootstrap.node_name.clone());
+    labels.insert(ARCH_LABEL.into(), arch.clone());
+    labels.insert(OS_LABEL.into(), os.clone());
+    labels.insert(INSTANCE_TYPE_LABEL.into(), instance.instance_type.clone());
+    labels.insert(ZONE_LABEL.into(), instance.zone.clone());
+    labels.insert(REGION_LABEL.into(), instance_label(REGION_LABEL, &shared.region));
+
+    let mut capacity = quantities(&instance.capacity);
+    let mut allocatable = if instance.allocatable.is_empty() { capacity.clone() } else { quantities(&instance.allocatable) };
+    let pods = bootstrap.max_pods.map(|p| p.to_string()).or_else(|| capacity.get("pods").map(|q| q.0.clone())).unwrap_or_else(|| "110".into());
+    capacity.insert("pods".into(), Quantity(pods.clone()));
+    allocatable.insert("pods".into(), Quantity(pods));
+
+    let taints: Vec<Taint> = bootstrap
+        .taints
+        .iter()
+        .map(|t| Taint {
+            key: t.key.clone(),
+            value: (!t.value.is_empty()).then(|| t.value.clone()),
+            effect: t.effect.as_str().to_string(),
+            time_added: None,
+        })
+        .collect();
+    let now = shared.now();
+    let address = machine_address(machine).to_string();
+    let pod_cidr = format!("{}/24", pod_range(machine));
+    let kubelet_version = match bootstrap.format {
+        Format::K3s => format!("{KUBELET_VERSION}+k3s1"),
+        Format::KubeletFlags => KUBELET_VERSION.to_string(),
+    };
+    Node {
+        metadata: ObjectMeta {
+            name: Some(bootstrap.node_name.clone()),
+            labels: Some(labels),
+            annotations: Some(BTreeMap::from([
+                (INSTANCE_ANNOTATION.to_string(), instance.id.clone()),
+                ("node.alpha.kubernetes.io/ttl".to_string(), "0".to_string()),
+                ("volumes.kubernetes.io/controller-managed-attach-detach".to_string(), "true".to_string()),
+            ])),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec {
+            provider_id: bootstrap.provider_id.clone(),
+            taints: (!taints.is_empty()).then_some(taints),
+            pod_cidr: Some(pod_cidr.clone()),
+            pod_cidrs: Some(vec![pod_cidr]),
+            ..Default::default()
+        }),
+        status: Some(NodeStatus {
+            capacity: Some(capacity),
+            allocatable: Some(allocatable),
+            conditions: Some(vec![
+                condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available", &now),
+                condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure", &now),
+                condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available", &now),
+                condition("Ready", "False", "KubeletNotReady", "container runtime status check may not have completed yet", &now),
+            ]),
+            addresses: Some(vec![
+                NodeAddress { type_: "InternalIP".into(), address: address.clone() },
+                NodeAddress { type_: "Hostname".into(), address: bootstrap.node_name.clone() },
+            ]),
+            daemon_endpoints: Some(NodeDaemonEndpoints { kubelet_endpoint: Some(DaemonEndpoint { port: 10250 }) }),
+            node_info: Some(NodeSystemInfo {
+                architecture: arch,
+                operating_system: os,
+                boot_id: format!("boot-{}", instance.id),
+                machine_id: format!("machine-{}", instance.id),
+                system_uuid: format!("uuid-{}", instance.id),
+                container_runtime_version: "containerd://1.7.27".into(),
+                kernel_version: "6.8.0-joinery-sim".into(),
+                kube_proxy_version: String::new(),
+                kubelet_version,
+                os_image: "Joinery simulated machine".into(),
+                swap: None,
+            }),
+            ..Default::default()
+        }),
+    }
+}
+
+/// One kubelet: boots, registers, turns ready, then runs its pods until aborted.
+async fn kubelet(shared: Arc<Shared>, instance: SimInstance, machine: u32) {
+    shared.sleep(shared.boot_delay).await;
+    let bootstrap = match bootstrap::parse(&instance.user_data, &instance.id) {
+        Ok(bootstrap) => bootstrap,
+        Err(error) => {
+            tracing::warn!(instance = %instance.id, %error, "the instance's bootstrap is not understood; no node registers");
+            let message = format!("instance {} booted, but its kubelet could not run the bootstrap: {error}; no Node registers", instance.id);
+            let involved = object_reference("Node", "v1", &instance.id, None, None);
+            shared.record_event("default", involved, "Warning", "BootstrapFailed", message, "kubelet", Some(&instance.id)).await;
+            return;
+        }
+    };
+    let node = node_object(&shared, &instance, &bootstrap, machine);
+    let name = bootstrap.node_name.clone();
+    if !register(&shared, &instance, &node).await {
+        return;
+    }
+    shared.sleep(shared.node_ready_delay).await;
+    if let Err(error) = mark_ready(&shared, &name).await {
+        tracing::warn!(node = %name, %error, "could not report the node ready");
+    }
+    let mut runner = PodRunner {
+        shared: shared.clone(),
+        node: name,
+        host_ip: machine_address(machine).to_string(),
+        pod_range: pod_range(machine),
+        next_ip: 2,
+        pods: Cache::new(),
+        starting: HashSet::new(),
+        removing: HashSet::new(),
+        timers: BinaryHeap::new(),
+        sequence: 0,
+    };
+    runner.run().await;
+}
+
+/// Registers the Node, retrying failures like the kubelet does; `false` if it never can.
+async fn register(shared: &Shared, instance: &SimInstance, node: &Node) -> bool {
+    let nodes: Api<Node> = Api::all(shared.client.clone());
+    let name = node.metadata.name.clone().unwrap_or_default();
+    loop {
+        match nodes.create(&PostParams::default(), node).await {
+            Ok(_) => {
+                tracing::info!(node = %name, instance = %instance.id, provider_id = ?node.spec.as_ref().and_then(|s| s.provider_id.as_deref()), "node registered");
+                return true;
+            }
+            Err(error) if api_code(&error) == Some(409) => {
+                // A Node of that name exists: the kubelet takes it over if it is this machine's.
+                let existing = nodes.get(&name).await.ok();
+                let ours = existing.as_ref().and_then(|n| n.metadata.annotations.as_ref()).and_then(|a| a.get(INSTANCE_ANNOTATION))
+                    == Some(&instance.id);
+                if ours {
+                    return true;
+                }
+                tracing::warn!(node = %name, instance = %instance.id, "a node of that name belongs to another machine; not registering");
+                let message = format!("instance {} cannot register node {name}: a node of that name already exists", instance.id);
+                let involved = object_reference("Node", "v1", &name, None, None);
+                shared.record_event("default", involved, "Warning", "NodeNameConflict", message, "kubelet", Some(&instance.id)).await;
+                return false;
+            }
+            Err(error) => {
+                tracing::warn!(node = %name, %error, "node registration failed; retrying");
+                shared.sleep(REGISTRATION_RETRY).await;
+            }
+        }
+    }
+}
+
+/// Sets the node's `Ready` condition to `True`.
+async fn mark_ready(shared: &Shared, name: &str) -> Result<(), PhysicsError> {
+    let nodes: Api<Node> = Api::all(shared.client.clone());
+    let node = nodes.get(name).await?;
+    let now = shared.now();
+    let mut conditions = node.status.and_then(|s| s.conditions).unwrap_or_default();
+    conditions.retain(|c| c.type_ != "Ready");
+    conditions.push(condition("Ready", "True", "KubeletReady", "kubelet is posting ready status", &now));
+    nodes.patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({"status": {"conditions": conditions}}))).await?;
+    tracing::debug!(node = %name, "node ready");
+    Ok(())
+}
+
+/// Something a kubelet does at a given time.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Action {
+    /// Report the pod's containers running.
+    Start { namespace: String, name: String, uid: String },
+    /// Remove the pod whose grace period is over.
+    Remove { namespace: String, name: String, uid: String },
+}
+
+/// The pod side of a kubelet.
+struct PodRunner {
+    shared: Arc<Shared>,
+    node: String,
+    host_ip: String,
+    pod_range: Ipv4Addr,
+    next_ip: u32,
+    pods: Cache<Pod>,
+    /// uids with a start planned or done.
+    starting: HashSet<String>,
+    /// uids with a removal planned.
+    removing: HashSet<String>,
+    timers: BinaryHeap<Reverse<(Instant, u64, Action)>>,
+    sequence: u64,
+}
+
+impl PodRunner {
+    async fn run(&mut self) {
+        let config = watcher::Config::default().fields(&format!("spec.nodeName={}", self.node));
+        let mut events = watch(Api::<Pod>::all(self.shared.client.clone()), config);
+        loop {
+            let next = self.timers.peek().map(|Reverse((at, _, _))| *at);
+            tokio::select! {
+                Some(event) = events.next() => {
+                    self.pods.apply(event);
+                    if self.pods.is_synced() {
+                        self.plan();
+                    }
+                }
+                _ = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {
+                    while let Some(Reverse((at, _, _))) = self.timers.peek() {
+                        if *at > Instant::now() {
+                            break;
+                        }
+                        let Some(Reverse((_, _, action))) = self.timers.pop() else { break };
+                        if let Err(error) = self.act(action).await {
+                            tracing::warn!(node = %self.node, %error, "kubelet action failed");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn schedule(&mut self, after: Duration, action: Action) {
+        self.sequence += 1;
+        self.timers.push(Reverse((Instant::now() + after, self.sequence, action)));
+    }
+
+    /// Plans starts for new pods and removals for pods being deleted.
+    fn plan(&mut self) {
+        let mut starts = Vec::new();
+        let mut removals = Vec::new();
+        let mut present = HashSet::new();
+        for pod in self.pods.iter() {
+            let Some(uid) = pod.metadata.uid.clone() else { continue };
+            present.insert(uid.clone());
+            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            if is_deleting(pod) {
+                if !self.removing.contains(&uid) {
+                    let at = pod.metadata.deletion_timestamp.as_ref().map(system_time).unwrap_or_else(|| self.shared.clock.now());
+                    removals.push((self.shared.real_until(at), Action::Remove { namespace, name, uid }));
+                }
+            } else if !self.starting.contains(&uid) && !is_terminal(pod) {
+                let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+                if running {
+                    self.starting.insert(uid);
+                } else {
+                    starts.push(Action::Start { namespace, name, uid });
+                }
+            }
+        }
+        for (after, action) in removals {
+            if let Action::Remove { uid, .. } = &action {
+                self.removing.insert(uid.clone());
+            }
+            self.schedule(after, action);
+        }
+        let delay = self.shared.clock.to_real(self.shared.pod_start_delay);
+        for action in starts {
+            if let Action::Start { uid, .. } = &action {
+                self.starting.insert(uid.clone());
+            }
+            self.schedule(delay, action);
+        }
+        self.starting.retain(|uid| present.contains(uid));
+        self.removing.retain(|uid| present.contains(uid));
+    }
+
+    async fn act(&mut self, action: Action) -> Result<(), PhysicsError> {
+        match action {
+            Action::Start { namespace, name, uid } => {
+                let Some(pod) = self.pods.get(&namespace, &name).filter(|p| p.metadata.uid.as_deref() == Some(uid.as_str())).cloned() else {
+                    return Ok(());
+                };
+                if is_deleting(&pod) {
+                    return Ok(());
+                }
+                self.start(&pod).await
+            }
+            Action::Remove { namespace, name, uid } => {
+                let Some(pod) = self.pods.get(&namespace, &name).filter(|p| p.metadata.uid.as_deref() == Some(uid.as_str())).cloned() else {
+                    return Ok(());
+                };
+                match force_delete(&self.shared, &pod).await? {
+                    Some(object) => self.pods.deleted(object, true),
+                    None => self.pods.forget(&namespace, &name),
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The pod's containers are running and ready.
+    async fn start(&mut self, pod: &Pod) -> Result<(), PhysicsError> {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let spec = pod.spec.clone().unwrap_or_default();
+        let now = serde_json::to_value(self.shared.now()).unwrap_or(Value::Null);
+        let pod_ip = if spec.host_network == Some(true) {
+            self.host_ip.clone()
+        } else {
+            let offset = self.next_ip;
+            self.next_ip = if self.next_ip >= 254 { 2 } else { self.next_ip + 1 };
+            Ipv4Addr::from(u32::from(self.pod_range) + offset).to_string()
+        };
+        let scheduled_since = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled" && c.status == "True"))
+            .and_then(|c| c.last_transition_time.as_ref())
+            .and_then(|t| serde_json::to_value(t).ok())
+            .unwrap_or_else(|| now.clone());
+        let condition = |kind: &str, since: &Value| json!({"type": kind, "status": "True", "lastProbeTime": null, "lastTransitionTime": since});
+        let container_id = |container: &str| format!("containerd://{:016x}", fnv(&format!("{}/{container}", pod.metadata.uid.as_deref().unwrap_or_default())));
+        let containers: Vec<Value> = spec
+            .containers
+            .iter()
+            .map(|c| {
+                json!({
+                    "name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
+                    "containerID": container_id(&c.name), "ready": true, "started": true, "restartCount": 0,
+                    "state": {"running": {"startedAt": now}},
+                })
+            })
+            .collect();
+        let init_containers: Vec<Value> = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .map(|c| {
+                let sidecar = c.restart_policy.as_deref() == Some("Always");
+                let state = if sidecar {
+                    json!({"running": {"startedAt": now}})
+                } else {
+                    json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now, "containerID": container_id(&c.name)}})
+                };
+                json!({
+                    "name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
+                    "containerID": container_id(&c.name), "ready": sidecar, "started": sidecar, "restartCount": 0, "state": state,
+                })
+            })
+            .collect();
+        let mut conditions: Vec<Value> = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|c| !matches!(c.type_.as_str(), "PodReadyToStartContainers" | "Initialized" | "Ready" | "ContainersReady" | "PodScheduled"))
+            .filter_map(|c| serde_json::to_value(c).ok())
+            .collect();
+        conditions.extend([
+            condition("PodReadyToStartContainers", &now),
+            condition("Initialized", &now),
+            condition("Ready", &now),
+            condition("ContainersReady", &now),
+            condition("PodScheduled", &scheduled_since),
+        ]);
+        let mut status = json!({
+            "phase": "Running",
+            "conditions": conditions,
+            "hostIP": self.host_ip,
+            "hostIPs": [{"ip": self.host_ip}],
+            "podIP": pod_ip,
+            "podIPs": [{"ip": pod_ip}],
+            "startTime": now,
+            "containerStatuses": containers,
+        });
+        if !init_containers.is_empty() {
+            status["initContainerStatuses"] = Value::Array(init_containers);
+        }
+        let api: Api<Pod> = Api::namespaced(self.shared.client.clone(), &namespace);
+        match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await {
+            Ok(updated) => {
+                tracing::debug!(pod = %name, %namespace, node = %self.node, "pod running");
+                self.pods.upsert(updated);
+                Ok(())
+            }
+            Err(error) if api_code(&error) == Some(404) => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+}
+
+/// FNV-1a, for stable made-up container IDs.
+fn fnv(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
+}

@@ -1,0 +1,522 @@
+//! Cluster physics: the components that make the emulated cluster behave like a real one
+//! around Karpenter.
+//!
+//! Every part is a tokio task that talks to the API server only through a `kube::Client`
+//! (watches, creates, patches, the `binding` subresource), the way the real component would:
+//!
+//! - the **scheduler** stand-in ([`scheduler`]) binds pending pods to feasible nodes, or marks
+//!   them `PodScheduled=False` with reason `Unschedulable` — what makes Karpenter act;
+//! - the **workload controllers** ([`workloads`]) turn Deployments into ReplicaSets into Pods
+//!   and run one pod of every DaemonSet on each matching node;
+//! - the **kubelets** ([`kubelet`]) boot the instances the simulated cloud launches: after the
+//!   boot delay they run the instance's bootstrap (its userData), register a Node if they
+//!   understand it, run the pods bound to it and finish the ones being deleted; when the cloud
+//!   terminates the instance, its Node and pods go away.
+//!
+//! All durations are simulated: the physics sleeps `clock.to_real(d)` and writes timestamps
+//! from the shared [`Clock`].
+
+mod bootstrap;
+mod cache;
+mod kubelet;
+mod scheduler;
+mod workloads;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::{Stream, StreamExt};
+use joinery_core::clock::Clock;
+use joinery_core::resources::{InitContainer, PodLevelRequests, PodResourceSpec, Resources};
+use joinery_core::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
+use k8s_openapi::api::core::v1::{Event, EventSource, Node, ObjectReference, Pod, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
+
+use crate::cloud::CloudEvent;
+
+/// The scheduler name pods get when they do not name one.
+pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
+
+/// Why a physics component could not do something; logged, never fatal for the component.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PhysicsError {
+    /// A request to the API server failed.
+    #[error("API request failed: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// Settings of the cluster physics.
+///
+/// Every duration is in *simulated* time (see [`Clock`]).
+pub struct PhysicsOptions {
+    /// Client of the API server the physics acts on.
+    pub client: kube::Client,
+    /// The shared clock: sleeps last `clock.to_real(d)`, timestamps come from `clock.now()`.
+    pub clock: Arc<Clock>,
+    /// Events of the simulated cloud: a kubelet boots for every launched instance and stops
+    /// when it is terminated. Without it no kubelet ever runs (no Node appears on its own).
+    pub cloud_events: Option<broadcast::Receiver<CloudEvent>>,
+    /// How long a launched instance takes to boot before its kubelet runs the bootstrap.
+    pub boot_delay: Duration,
+    /// How long after registration a Node turns `Ready`.
+    pub node_ready_delay: Duration,
+    /// How long after binding a pod's containers are running and ready.
+    pub pod_start_delay: Duration,
+    /// How often the scheduler and the controllers re-check everything even without changes.
+    pub resync_interval: Duration,
+    /// The `topology.kubernetes.io/region` label of nodes whose instance has none.
+    pub region: String,
+}
+
+impl PhysicsOptions {
+    /// Options with the defaults: no cloud events, boot delay 30 s, node ready 2 s after
+    /// registration, pods running 1 s after binding, resync every 10 s, region `sim-region-1`.
+    pub fn new(client: kube::Client, clock: Arc<Clock>) -> Self {
+        Self {
+            client,
+            clock,
+            cloud_events: None,
+            boot_delay: Duration::from_secs(30),
+            node_ready_delay: Duration::from_secs(2),
+            pod_start_delay: Duration::from_secs(1),
+            resync_interval: Duration::from_secs(10),
+            region: "sim-region-1".to_string(),
+        }
+    }
+
+    /// Subscribes the kubelets to a cloud's events, booting instances after `boot_delay`
+    /// (for the simulated cloud: `cloud.subscribe()` and `cloud.boot_delay()`).
+    pub fn with_cloud(mut self, events: broadcast::Receiver<CloudEvent>, boot_delay: Duration) -> Self {
+        self.cloud_events = Some(events);
+        self.boot_delay = boot_delay;
+        self
+    }
+}
+
+impl std::fmt::Debug for PhysicsOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PhysicsOptions")
+            .field("clock", &self.clock)
+            .field("cloud_events", &self.cloud_events.is_some())
+            .field("boot_delay", &self.boot_delay)
+            .field("node_ready_delay", &self.node_ready_delay)
+            .field("pod_start_delay", &self.pod_start_delay)
+            .field("resync_interval", &self.resync_interval)
+            .field("region", &self.region)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What every component shares.
+pub(crate) struct Shared {
+    pub(crate) client: kube::Client,
+    pub(crate) clock: Arc<Clock>,
+    pub(crate) boot_delay: Duration,
+    pub(crate) node_ready_delay: Duration,
+    pub(crate) pod_start_delay: Duration,
+    pub(crate) resync_interval: Duration,
+    pub(crate) region: String,
+}
+
+impl Shared {
+    /// Sleeps for a simulated duration.
+    pub(crate) async fn sleep(&self, simulated: Duration) {
+        tokio::time::sleep(self.clock.to_real(simulated)).await;
+    }
+
+    /// The real time left until a simulated point in time (zero if it has passed).
+    pub(crate) fn real_until(&self, at: SystemTime) -> Duration {
+        at.duration_since(self.clock.now()).map(|d| self.clock.to_real(d)).unwrap_or_default()
+    }
+
+    /// The real duration of the resync interval (at least a millisecond).
+    pub(crate) fn real_resync(&self) -> Duration {
+        self.clock.to_real(self.resync_interval).max(Duration::from_millis(1))
+    }
+
+    /// The clock's time now, as a Kubernetes timestamp.
+    pub(crate) fn now(&self) -> Time {
+        time_at(self.clock.now())
+    }
+
+    /// Records a core/v1 Event about `involved` (best effort: failures are logged).
+    pub(crate) async fn record_event(
+        &self,
+        namespace: &str,
+        involved: ObjectReference,
+        event_type: &str,
+        reason: &str,
+        message: String,
+        component: &str,
+        host: Option<&str>,
+    ) {
+        let now = self.now();
+        let prefix = involved.name.clone().unwrap_or_else(|| "event".to_string());
+        let event = Event {
+            metadata: ObjectMeta { generate_name: Some(format!("{prefix}.")), namespace: Some(namespace.to_string()), ..Default::default() },
+            involved_object: involved,
+            reason: Some(reason.to_string()),
+            message: Some(message),
+            type_: Some(event_type.to_string()),
+            count: Some(1),
+            first_timestamp: Some(now.clone()),
+            last_timestamp: Some(now),
+            source: Some(EventSource { component: Some(component.to_string()), host: host.map(String::from) }),
+            reporting_component: Some(component.to_string()),
+            reporting_instance: Some(host.unwrap_or(component).to_string()),
+            ..Default::default()
+        };
+        let events: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        if let Err(error) = events.create(&PostParams::default(), &event).await {
+            tracing::debug!(%error, reason, "could not record an event");
+        }
+    }
+}
+
+/// A simulated point in time as a Kubernetes timestamp.
+pub(crate) fn time_at(at: SystemTime) -> Time {
+    Time(Timestamp::try_from(at).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+/// A Kubernetes timestamp as a point in time.
+pub(crate) fn system_time(time: &Time) -> SystemTime {
+    SystemTime::from(time.0)
+}
+
+/// The running cluster physics. Dropping it stops every component.
+pub struct Physics {
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Physics {
+    /// Starts the scheduler, the workload controllers and the kubelet manager as tokio tasks
+    /// (call from within a tokio runtime).
+    pub fn start(options: PhysicsOptions) -> Physics {
+        let PhysicsOptions { client, clock, cloud_events, boot_delay, node_ready_delay, pod_start_delay, resync_interval, region } =
+            options;
+        let shared = Arc::new(Shared { client, clock, boot_delay, node_ready_delay, pod_start_delay, resync_interval, region });
+        let tasks = vec![
+            tokio::spawn(scheduler::run(shared.clone())),
+            tokio::spawn(workloads::run_deployments(shared.clone())),
+            tokio::spawn(workloads::run_daemonsets(shared.clone())),
+            tokio::spawn(kubelet::run(shared, cloud_events)),
+        ];
+        tracing::info!("cluster physics started");
+        Physics { tasks }
+    }
+
+    /// Stops every component (kubelets included) and waits for them to end.
+    pub async fn shutdown(mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        for task in self.tasks.drain(..) {
+            let _ = task.await;
+        }
+        tracing::info!("cluster physics stopped");
+    }
+}
+
+impl Drop for Physics {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl std::fmt::Debug for Physics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Physics").field("components", &self.tasks.len()).finish()
+    }
+}
+
+/// A watch of `api` as a stream of events that never ends: errors are logged and retried with
+/// kube's default backoff.
+pub(crate) fn watch<K>(api: Api<K>, config: watcher::Config) -> impl Stream<Item = watcher::Event<K>> + Send + Unpin + 'static
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watcher(api, config)
+        .default_backoff()
+        .filter_map(|result| async move {
+            match result {
+                Ok(event) => Some(event),
+                Err(error) => {
+                    tracing::debug!(%error, "watch failed; retrying");
+                    None
+                }
+            }
+        })
+        .boxed()
+}
+
+/// The HTTP status code of an API error answer, if the error is one.
+pub(crate) fn api_code(error: &kube::Error) -> Option<u16> {
+    match error {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+/// Coalesces change notifications into passes: a pass is due a few milliseconds after the
+/// first change since the previous one, so a burst of watch events leads to one pass.
+pub(crate) struct Trigger {
+    due: Option<tokio::time::Instant>,
+}
+
+impl Trigger {
+    /// How long a burst of changes may take to settle before a pass starts (real time).
+    const SETTLE: Duration = Duration::from_millis(5);
+
+    /// A trigger with a pass due at once.
+    pub(crate) fn new() -> Self {
+        Self { due: Some(tokio::time::Instant::now()) }
+    }
+
+    /// Something changed: make a pass due, unless one already is.
+    pub(crate) fn fire(&mut self) {
+        if self.due.is_none() {
+            self.due = Some(tokio::time::Instant::now() + Self::SETTLE);
+        }
+    }
+
+    /// Waits until a pass is due (forever if none is), then clears it.
+    pub(crate) async fn due(&mut self) {
+        match self.due {
+            Some(at) => {
+                tokio::time::sleep_until(at).await;
+                self.due = None;
+            }
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// Whether a label selector matches a label set. `None` matches nothing, an empty selector
+/// everything (as for pod affinity terms and topology spread constraints).
+pub(crate) fn selector_matches(selector: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
+    let Some(selector) = selector else { return false };
+    let match_labels = selector.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
+    match_labels
+        && selector.match_expressions.iter().flatten().all(|expression| {
+            let value = labels.get(&expression.key);
+            let values = expression.values.as_deref().unwrap_or_default();
+            match expression.operator.as_str() {
+                "In" => value.is_some_and(|v| values.contains(v)),
+                "NotIn" => value.is_none_or(|v| !values.contains(v)),
+                "Exists" => value.is_some(),
+                "DoesNotExist" => value.is_none(),
+                _ => false,
+            }
+        })
+}
+
+/// The labels of an object (empty if none).
+pub(crate) fn labels_of(meta: &ObjectMeta) -> BTreeMap<String, String> {
+    meta.labels.clone().unwrap_or_default()
+}
+
+/// Whether a pod has finished (`Succeeded` or `Failed`).
+pub(crate) fn is_terminal(pod: &Pod) -> bool {
+    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+}
+
+/// Whether a pod is being deleted.
+pub(crate) fn is_deleting(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some()
+}
+
+/// Whether a pod's `Ready` condition is `True`.
+pub(crate) fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Whether a node's `Ready` condition is `True`.
+pub(crate) fn node_is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The node a pod is bound to, if any.
+pub(crate) fn node_name_of(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty())
+}
+
+/// The uid of the object's controller (the owner reference with `controller: true`).
+pub(crate) fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
+    meta.owner_references.iter().flatten().find(|r| r.controller == Some(true)).map(|r| r.uid.as_str())
+}
+
+/// A resource list (`{"cpu": "500m"}`) as a resource vector; amounts that do not parse are
+/// skipped with a debug log.
+pub(crate) fn resources_of(list: Option<&BTreeMap<String, Quantity>>) -> Resources {
+    let mut out = Resources::new();
+    for (name, quantity) in list.into_iter().flatten() {
+        if let Err(error) = out.set_quantity(name, &quantity.0) {
+            tracing::debug!(resource = %name, %error, "ignoring an unparsable quantity");
+        }
+    }
+    out
+}
+
+/// What a container asks for: its requests, with a limit standing in for a request it does
+/// not state (as API-server defaulting does).
+fn container_requests(resources: Option<&ResourceRequirements>) -> Resources {
+    let requests = resources.and_then(|r| r.requests.as_ref());
+    let limits = resources.and_then(|r| r.limits.as_ref());
+    let mut out = Resources::new();
+    let defaulted = limits.into_iter().flatten().filter(|(name, _)| !requests.is_some_and(|r| r.contains_key(*name)));
+    for (name, quantity) in defaulted.chain(requests.into_iter().flatten()) {
+        if let Err(error) = out.set_quantity(name, &quantity.0) {
+            tracing::debug!(resource = %name, %error, "ignoring an unparsable quantity");
+        }
+    }
+    out
+}
+
+/// What a pod asks of a node, computed by joinery-core (init containers, sidecars, pod-level
+/// requests, overhead, and one pod slot).
+pub(crate) fn pod_requests(pod: &Pod) -> Resources {
+    let Some(spec) = pod.spec.as_ref() else { return Resources::new().with(joinery_core::resources::PODS, 1) };
+    let pod_level = container_requests(spec.resources.as_ref());
+    let pod_requests = spec.resources.as_ref().and_then(|r| r.requests.as_ref().or(r.limits.as_ref()));
+    let has = |name: &str| pod_requests.is_some_and(|r| r.contains_key(name));
+    let spec_data = PodResourceSpec {
+        containers: spec.containers.iter().map(|c| container_requests(c.resources.as_ref())).collect(),
+        init_containers: spec
+            .init_containers
+            .iter()
+            .flatten()
+            .map(|c| InitContainer {
+                requests: container_requests(c.resources.as_ref()),
+                restartable: c.restart_policy.as_deref() == Some("Always"),
+            })
+            .collect(),
+        overhead: resources_of(spec.overhead.as_ref()),
+        pod_level: PodLevelRequests {
+            cpu_millis: has("cpu").then_some(pod_level.cpu_millis),
+            memory_bytes: has("memory").then_some(pod_level.memory_bytes),
+        },
+    };
+    spec_data.requests()
+}
+
+/// A Kubernetes taint in joinery-core's form (`None` for an unknown effect).
+pub(crate) fn core_taint(taint: &k8s_openapi::api::core::v1::Taint) -> Option<Taint> {
+    let effect = match taint.effect.as_str() {
+        "NoSchedule" => TaintEffect::NoSchedule,
+        "PreferNoSchedule" => TaintEffect::PreferNoSchedule,
+        "NoExecute" => TaintEffect::NoExecute,
+        _ => return None,
+    };
+    Some(Taint::new(taint.key.clone(), taint.value.clone().unwrap_or_default(), effect))
+}
+
+/// A Kubernetes toleration in joinery-core's form.
+pub(crate) fn core_toleration(toleration: &k8s_openapi::api::core::v1::Toleration) -> Toleration {
+    let effect = match toleration.effect.as_deref() {
+        Some("NoSchedule") => Some(TaintEffect::NoSchedule),
+        Some("PreferNoSchedule") => Some(TaintEffect::PreferNoSchedule),
+        Some("NoExecute") => Some(TaintEffect::NoExecute),
+        _ => None,
+    };
+    Toleration {
+        key: toleration.key.clone().unwrap_or_default(),
+        operator: if toleration.operator.as_deref() == Some("Exists") { TolerationOperator::Exists } else { TolerationOperator::Equal },
+        value: toleration.value.clone().unwrap_or_default(),
+        effect,
+        toleration_seconds: toleration.toleration_seconds,
+    }
+}
+
+/// The pod's tolerations in joinery-core's form.
+pub(crate) fn pod_tolerations(pod: &Pod) -> Vec<Toleration> {
+    pod.spec.as_ref().and_then(|s| s.tolerations.as_ref()).into_iter().flatten().map(core_toleration).collect()
+}
+
+/// The taints that decide where pods may go: the node's own `NoSchedule` and `NoExecute`
+/// taints, plus `node.kubernetes.io/not-ready:NoSchedule` while the node is not `Ready` and
+/// does not carry that taint already (what the node lifecycle controller would add).
+pub(crate) fn scheduling_taints(node: &Node) -> Vec<Taint> {
+    let mut taints: Vec<Taint> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(core_taint)
+        .filter(|t| t.effect != TaintEffect::PreferNoSchedule)
+        .collect();
+    let not_ready = joinery_core::labels::NOT_READY_TAINT_KEY;
+    if !node_is_ready(node) && !taints.iter().any(|t| t.key == not_ready) {
+        taints.push(Taint::without_value(not_ready, TaintEffect::NoSchedule));
+    }
+    taints
+}
+
+/// A reference to an object, for events.
+pub(crate) fn object_reference(kind: &str, api_version: &str, name: &str, namespace: Option<&str>, uid: Option<&str>) -> ObjectReference {
+    ObjectReference {
+        kind: Some(kind.to_string()),
+        api_version: Some(api_version.to_string()),
+        name: Some(name.to_string()),
+        namespace: namespace.map(String::from),
+        uid: uid.map(String::from),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(spec: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}, "spec": spec})).unwrap()
+    }
+
+    #[test]
+    fn pod_requests_use_limits_as_requests_sidecars_and_overhead() {
+        let p = pod(serde_json::json!({
+            "containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "500m"}, "limits": {"memory": "1Gi"}}},
+                {"name": "b", "resources": {"limits": {"cpu": "250m"}}},
+            ],
+            "initContainers": [
+                {"name": "init", "resources": {"requests": {"cpu": "2"}}},
+                {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}},
+            ],
+            "overhead": {"cpu": "10m"},
+        }));
+        let requests = pod_requests(&p);
+        // Regular phase 850m (750m + sidecar 100m) is below the init container's 2 CPU.
+        assert_eq!(requests.cpu_millis, 2010);
+        assert_eq!(requests.memory_bytes, 1 << 30);
+        assert_eq!(requests.pods, 1);
+    }
+
+    #[test]
+    fn label_selectors() {
+        let labels: BTreeMap<String, String> = [("app".to_string(), "web".to_string())].into();
+        let selector: LabelSelector = serde_json::from_value(serde_json::json!({
+            "matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}],
+        }))
+        .unwrap();
+        assert!(selector_matches(Some(&selector), &labels));
+        assert!(selector_matches(Some(&LabelSelector::default()), &labels));
+        assert!(!selector_matches(None, &labels));
+    }
+}
