@@ -39,6 +39,7 @@ use tokio::task::JoinHandle;
 
 pub use error::{ApiError, SimError};
 pub use kubeconfig::kubeconfig_yaml;
+pub use server::{ApiFaults, ApiVerb};
 pub use physics::{Physics, PhysicsOptions};
 
 use server::Shared;
@@ -129,6 +130,7 @@ impl ApiServer {
             watch_epoch: watch::Sender::new(0),
             watches_paused: watch::Sender::new(false),
             expired_watches: AtomicU64::new(0),
+            faults: server::ApiFaults::default(),
         });
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(server::serve(listener, shared.clone(), stopped));
@@ -199,6 +201,12 @@ impl ApiServer {
     /// Lets waiting and new watch requests proceed.
     pub fn resume_watches(&self) {
         self.shared.watches_paused.send_replace(false);
+    }
+
+    /// The fault-injection hooks (error rates, latency, throttling); changes apply to the
+    /// next request.
+    pub fn faults(&self) -> &ApiFaults {
+        &self.shared.faults
     }
 
     /// How many watch requests were answered with `410 Gone` so far.

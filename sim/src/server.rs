@@ -34,6 +34,8 @@ pub(crate) struct Shared {
     pub(crate) watches_paused: watch::Sender<bool>,
     /// How many watches were answered with `410 Gone`.
     pub(crate) expired_watches: AtomicU64,
+    /// Injected failures, latency and throttling (test hooks).
+    pub(crate) faults: ApiFaults,
 }
 
 /// A response body: either complete or a stream of chunks (watches).
@@ -295,6 +297,11 @@ async fn resource_request(
         return Err(ApiError::no_such_resource());
     }
     let method = call.method;
+    if let Some(verb) = ApiVerb::of(method, name.is_some(), call.flag("watch"))
+        && let Some(injected) = shared.faults.inject(verb, shared.store.clock()).await
+    {
+        return Ok(injected);
+    }
     match (name, subresource) {
         (None, None) => match *method {
             Method::GET if call.flag("watch") => start_watch(shared, kind, namespace, None, call),
@@ -612,6 +619,151 @@ async fn run_watch(
             _ = epoch.changed() => return,
             _ = sender.closed() => return,
         }
+    }
+}
+
+/// The Kubernetes verbs API faults can target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ApiVerb {
+    /// Read one object (or one of its subresources).
+    Get,
+    /// List a collection.
+    List,
+    /// Start a watch.
+    Watch,
+    /// `POST`, including pod bindings and evictions.
+    Create,
+    /// `PUT`.
+    Update,
+    /// `PATCH`.
+    Patch,
+    /// Delete one object.
+    Delete,
+    /// Delete a collection.
+    DeleteCollection,
+}
+
+impl ApiVerb {
+    /// The verb of a resource request, if it is one the server serves.
+    fn of(method: &Method, named: bool, watch: bool) -> Option<ApiVerb> {
+        Some(match *method {
+            Method::GET if watch => ApiVerb::Watch,
+            Method::GET if named => ApiVerb::Get,
+            Method::GET => ApiVerb::List,
+            Method::POST => ApiVerb::Create,
+            Method::PUT => ApiVerb::Update,
+            Method::PATCH => ApiVerb::Patch,
+            Method::DELETE if named => ApiVerb::Delete,
+            Method::DELETE => ApiVerb::DeleteCollection,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug)]
+struct ApiFaultState {
+    rng: u64,
+    error_rates: std::collections::BTreeMap<ApiVerb, f64>,
+    latency: Duration,
+    throttled: u32,
+    retry_after: Duration,
+}
+
+/// Test hooks that make the emulated API server misbehave like a loaded real one. They apply
+/// to resource requests only (discovery, `/version` and health checks are never affected),
+/// change at run time, and draw their random numbers from a seeded generator so a test that
+/// sends the same requests sees the same failures. Nothing is injected by default.
+#[derive(Debug)]
+pub struct ApiFaults {
+    state: std::sync::Mutex<ApiFaultState>,
+}
+
+impl Default for ApiFaults {
+    fn default() -> Self {
+        ApiFaults::with_seed(0xA91_5EED)
+    }
+}
+
+impl ApiFaults {
+    /// No faults; random decisions seeded with `seed`.
+    pub fn with_seed(seed: u64) -> Self {
+        let state = ApiFaultState {
+            rng: seed,
+            error_rates: Default::default(),
+            latency: Duration::ZERO,
+            throttled: 0,
+            retry_after: Duration::from_secs(1),
+        };
+        ApiFaults { state: std::sync::Mutex::new(state) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ApiFaultState> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Answers a fraction `rate` (0 to 1) of the requests of `verb` with `500 InternalError`.
+    pub fn set_error_rate(&self, verb: ApiVerb, rate: f64) {
+        let rate = if rate.is_finite() { rate.clamp(0.0, 1.0) } else { 0.0 };
+        self.lock().error_rates.insert(verb, rate);
+    }
+
+    /// Delays every resource request by `latency` of the server's (simulated) clock.
+    pub fn set_latency(&self, latency: Duration) {
+        self.lock().latency = latency;
+    }
+
+    /// Answers the next `requests` resource requests with `429 TooManyRequests` and a
+    /// `Retry-After` of `retry_after` (whole seconds, rounded up, at least 1).
+    pub fn throttle_next(&self, requests: u32, retry_after: Duration) {
+        let mut state = self.lock();
+        state.throttled = requests;
+        state.retry_after = retry_after;
+    }
+
+    /// Restarts the random sequence from `seed`.
+    pub fn reseed(&self, seed: u64) {
+        self.lock().rng = seed;
+    }
+
+    /// Removes every fault (the random sequence continues where it was).
+    pub fn clear(&self) {
+        let mut state = self.lock();
+        state.error_rates.clear();
+        state.latency = Duration::ZERO;
+        state.throttled = 0;
+    }
+
+    /// Waits out the latency, then returns the injected answer, if any, for a request of `verb`.
+    async fn inject(&self, verb: ApiVerb, clock: &joinery_core::clock::Clock) -> Option<HttpResponse> {
+        let latency = self.lock().latency;
+        if !latency.is_zero() {
+            tokio::time::sleep(clock.to_real(latency)).await;
+        }
+        let mut state = self.lock();
+        if state.throttled > 0 {
+            state.throttled -= 1;
+            let wait = state.retry_after;
+            let seconds = (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1);
+            let mut error = ApiError::too_many_requests("the server is throttling requests (injected fault)", &[]);
+            error.details = Some(json!({"retryAfterSeconds": seconds}));
+            let mut response = json_response(429, &error.to_status());
+            response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
+            return Some(response);
+        }
+        let rate = state.error_rates.get(&verb).copied().unwrap_or(0.0);
+        if rate > 0.0 {
+            // splitmix64 step, mapped to [0, 1).
+            state.rng = state.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state.rng;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            let draw = ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64;
+            if draw < rate {
+                let error = ApiError::internal(format!("{verb:?} failed (injected fault)"));
+                return Some(json_response(500, &error.to_status()));
+            }
+        }
+        None
     }
 }
 

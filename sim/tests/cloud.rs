@@ -379,3 +379,43 @@ async fn an_inconsistent_catalogue_is_refused_at_start() {
         other => panic!("unexpected error {other}"),
     }
 }
+
+#[tokio::test]
+async fn the_simcloud_node_class_crd_is_served_by_the_emulator() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+
+    let server = joinery_sim::ApiServer::start(Default::default()).await.unwrap();
+    let client = server.client().unwrap();
+    let crd: CustomResourceDefinition =
+        serde_yaml::from_str(include_str!("../../plugins/simcloud/nodeclass-crd.yaml")).expect("the CRD parses");
+    Api::<CustomResourceDefinition>::all(client.clone()).create(&PostParams::default(), &crd).await.expect("the CRD is accepted");
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("sim.joinery.dev", "v1alpha1", "SimNodeClass"));
+    let classes: Api<DynamicObject> = Api::all_with(client, &resource);
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "sim.joinery.dev/v1alpha1",
+        "kind": "SimNodeClass",
+        "metadata": {"name": "default"},
+        "spec": {
+            "zones": ["test-zone-a"],
+            "instanceTypes": ["c3-4"],
+            "tags": {"team": "sim"},
+            "userData": "#!/bin/sh\n",
+            "userDataRenderer": {"name": "k3s", "parameters": {"tokenSecret": "k3s/token", "nested": {"x": 1}}},
+            "kubelet": {"maxPods": 30},
+            "bogus": true,
+        },
+    }))
+    .unwrap();
+    let created = classes.create(&PostParams::default(), &object).await.expect("a full SimNodeClass is valid");
+    let spec = &created.data["spec"];
+    assert_eq!(spec["userDataRenderer"]["parameters"]["nested"]["x"], 1, "renderer parameters keep unknown fields");
+    assert_eq!(spec["kubelet"]["maxPods"], 30);
+    assert!(spec.get("bogus").is_none(), "unknown spec fields are pruned");
+    let wrong: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "sim.joinery.dev/v1alpha1", "kind": "SimNodeClass", "metadata": {"name": "wrong"},
+        "spec": {"zones": "test-zone-a"},
+    }))
+    .unwrap();
+    assert!(classes.create(&PostParams::default(), &wrong).await.is_err(), "zones must be a list");
+}
