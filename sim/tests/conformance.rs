@@ -1085,3 +1085,61 @@ async fn watchers_see_budget_status_follow_pod_readiness() {
     .expect("the budget status update is streamed");
     assert_eq!(seen.status.unwrap().current_healthy, 2);
 }
+
+#[tokio::test]
+async fn injected_error_rate_answers_500_status_for_that_verb_only() {
+    let (server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    api.create(&PostParams::default(), &config_map("flaky", &[])).await.unwrap();
+    server.faults().set_error_rate(joinery_sim::ApiVerb::Get, 1.0);
+    let status = api_status(api.get("flaky").await);
+    assert_eq!((status.code, status.reason.as_str()), (500, "InternalError"));
+    assert!(status.message.contains("injected"), "{}", status.message);
+    assert_eq!(api.list(&ListParams::default()).await.unwrap().items.len(), 1, "lists are unaffected");
+    server.faults().set_error_rate(joinery_sim::ApiVerb::Get, 0.5);
+    let mut failures = 0;
+    for _ in 0..40 {
+        if api.get("flaky").await.is_err() {
+            failures += 1;
+        }
+    }
+    assert!((8..=32).contains(&failures), "about half fail: {failures}");
+    server.faults().clear();
+    api.get("flaky").await.expect("no faults after clear");
+}
+
+#[tokio::test]
+async fn injected_latency_delays_resource_requests_but_not_discovery() {
+    let (server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    server.faults().set_latency(Duration::from_millis(150));
+    let started = std::time::Instant::now();
+    api.list(&ListParams::default()).await.unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(140), "{:?}", started.elapsed());
+    let started = std::time::Instant::now();
+    client.apiserver_version().await.unwrap();
+    assert!(started.elapsed() < Duration::from_millis(140), "discovery is not delayed");
+}
+
+#[tokio::test]
+async fn injected_throttling_answers_429_with_retry_after_then_recovers() {
+    let (server, client) = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    server.faults().throttle_next(2, Duration::from_millis(1500));
+    let status = api_status(api.get("any").await);
+    assert_eq!((status.code, status.reason.as_str()), (429, "TooManyRequests"));
+    assert_eq!(status.details.map(|d| d.retry_after_seconds), Some(2));
+
+    // The header, as a raw client sees it.
+    use http_body_util::BodyExt;
+    let raw = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Empty<bytes::Bytes>>();
+    let uri: http::Uri = format!("{}/api/v1/namespaces/default/configmaps", server.url()).parse().unwrap();
+    let response = raw.get(uri.clone()).await.unwrap();
+    assert_eq!(response.status(), 429);
+    assert_eq!(response.headers()["retry-after"], "2");
+    let _ = response.into_body().collect().await;
+
+    assert_eq!(raw.get(uri).await.unwrap().status(), 200, "only the next two requests are throttled");
+    assert_eq!(api_status(api.get("any").await).code, 404);
+}

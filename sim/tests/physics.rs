@@ -169,16 +169,30 @@ fn scheduled_condition(pod: &Pod) -> Option<(String, String, String)> {
     Some((condition.status.clone(), condition.reason.clone().unwrap_or_default(), condition.message.clone().unwrap_or_default()))
 }
 
-/// Waits until the pod is unschedulable and returns the scheduler's message.
-async fn unschedulable_message(pods: &Api<Pod>, name: &str) -> String {
-    eventually(&format!("pod {name} to be marked unschedulable"), || async {
-        let pod = pods.get(name).await.ok()?;
-        match scheduled_condition(&pod) {
-            Some((status, reason, message)) if status == "False" && reason == "Unschedulable" => Some(message),
-            _ => None,
+/// Waits until the scheduler marks the pod unschedulable with a message `accept` accepts (the
+/// watches of pods and nodes are independent, so a first verdict may predate the latest nodes).
+async fn unschedulable_where(pods: &Api<Pod>, name: &str, accept: impl Fn(&str) -> bool) -> String {
+    let mut last = None;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if let Ok(pod) = pods.get(name).await
+            && let Some((status, reason, message)) = scheduled_condition(&pod)
+            && status == "False"
+            && reason == "Unschedulable"
+        {
+            if accept(&message) {
+                return message;
+            }
+            last = Some(message);
         }
-    })
-    .await
+        assert!(tokio::time::Instant::now() < deadline, "pod {name} never got the expected verdict; last: {last:?}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Waits until the pod is unschedulable with exactly this message.
+async fn assert_unschedulable(pods: &Api<Pod>, name: &str, expected: &str) {
+    unschedulable_where(pods, name, |message| message == expected).await;
 }
 
 /// Waits until the pod is bound and returns its node.
@@ -359,12 +373,9 @@ async fn scheduler_honours_taints_selectors_cordons_and_readiness() {
     assert_eq!(bound_node(&pods, "wants-gpu").await, "gpu");
 
     pods.create(&PostParams::default(), &pod("wants-nvme", json!({}), "100m", json!({"nodeSelector": {"disk": "nvme"}}))).await.unwrap();
-    assert_eq!(
-        unschedulable_message(&pods, "wants-nvme").await,
-        "0/5 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, \
+    assert_unschedulable(&pods, "wants-nvme", "0/5 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, \
          1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, \
-         1 node(s) were unschedulable, 2 node(s) didn't match Pod's node affinity/selector."
-    );
+         1 node(s) were unschedulable, 2 node(s) didn't match Pod's node affinity/selector.").await;
 
     // The node turns Ready: the scheduler retries and an ssd pod may use it.
     let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
@@ -384,12 +395,9 @@ async fn insufficient_resources_are_explained_and_bin_packing_prefers_the_fuller
     node(client, "tainted-1", "8", json!({}), tainted.clone(), true).await;
     node(client, "tainted-2", "8", json!({}), tainted, true).await;
     pods.create(&PostParams::default(), &pod("big", json!({}), "2", json!({}))).await.unwrap();
-    assert_eq!(
-        unschedulable_message(&pods, "big").await,
-        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {dedicated: batch}."
-    );
+    assert_unschedulable(&pods, "big", "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {dedicated: batch}.").await;
 
-    // Two roomy nodes: the first pod goes to the more allocated one, and so does the next.
+    // Two roomy nodes: the pod lands on one, and the next pod that fits both joins it there.
     node(client, "roomy-a", "4", json!({}), json!({}), true).await;
     node(client, "roomy-b", "4", json!({}), json!({}), true).await;
     let first = bound_node(&pods, "big").await;
@@ -400,8 +408,7 @@ async fn insufficient_resources_are_explained_and_bin_packing_prefers_the_fuller
     let tiny_pods = json!({"status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "0"}}});
     Api::<Node>::all(client.clone()).patch_status("tiny", &PatchParams::default(), &Patch::Merge(&tiny_pods)).await.unwrap();
     pods.create(&PostParams::default(), &pod("on-tiny", json!({}), "100m", json!({"nodeSelector": {"size": "tiny"}}))).await.unwrap();
-    let message = unschedulable_message(&pods, "on-tiny").await;
-    assert!(message.contains("1 Too many pods"), "{message}");
+    unschedulable_where(&pods, "on-tiny", |message| message.contains("1 Too many pods")).await;
 }
 
 #[tokio::test]
@@ -422,15 +429,12 @@ async fn anti_affinity_host_ports_and_topology_spread_limit_placement() {
     let mut hosts = vec![bound_node(&pods, "db-1").await, bound_node(&pods, "db-2").await];
     hosts.sort();
     assert_eq!(hosts, vec!["a1", "b1"]);
-    assert_eq!(unschedulable_message(&pods, "db-3").await, "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules.");
+    assert_unschedulable(&pods, "db-3", "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules.").await;
 
     // An existing pod's anti-affinity keeps others away from it too.
     let with_db = pod("not-near-db", json!({"app": "db"}), "100m", json!({}));
     pods.create(&PostParams::default(), &with_db).await.unwrap();
-    assert_eq!(
-        unschedulable_message(&pods, "not-near-db").await,
-        "0/2 nodes are available: 2 node(s) didn't satisfy existing pods anti-affinity rules."
-    );
+    assert_unschedulable(&pods, "not-near-db", "0/2 nodes are available: 2 node(s) didn't satisfy existing pods anti-affinity rules.").await;
 
     // Required affinity: follow the pods it names into their zone.
     let near = json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
@@ -448,11 +452,8 @@ async fn anti_affinity_host_ports_and_topology_spread_limit_placement() {
     pods.create(&PostParams::default(), &pod("port-1", json!({}), "100m", port(""))).await.unwrap();
     assert_eq!(bound_node(&pods, "port-1").await, "a1");
     pods.create(&PostParams::default(), &pod("port-2", json!({}), "100m", port("10.0.0.7"))).await.unwrap();
-    assert_eq!(
-        unschedulable_message(&pods, "port-2").await,
-        "0/2 nodes are available: 1 node(s) didn't have free ports for the requested pod ports, \
-         1 node(s) didn't match Pod's node affinity/selector."
-    );
+    assert_unschedulable(&pods, "port-2", "0/2 nodes are available: 1 node(s) didn't have free ports for the requested pod ports, \
+         1 node(s) didn't match Pod's node affinity/selector.").await;
 
     // Topology spread (DoNotSchedule, maxSkew 1 over zones): bin packing alone would stack them.
     let spread = json!({"topologySpreadConstraints": [{
@@ -472,10 +473,7 @@ async fn anti_affinity_host_ports_and_topology_spread_limit_placement() {
         "maxSkew": 1, "topologyKey": "rack", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "rack"}},
     }]});
     pods.create(&PostParams::default(), &pod("rack-0", json!({"app": "rack"}), "100m", missing)).await.unwrap();
-    assert_eq!(
-        unschedulable_message(&pods, "rack-0").await,
-        "0/2 nodes are available: 2 node(s) didn't match pod topology spread constraints (missing required label)."
-    );
+    assert_unschedulable(&pods, "rack-0", "0/2 nodes are available: 2 node(s) didn't match pod topology spread constraints (missing required label).").await;
 }
 
 #[tokio::test]

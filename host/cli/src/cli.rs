@@ -47,6 +47,20 @@ pub enum Command {
     /// The emulated cluster on its own.
     #[command(subcommand)]
     Sim(SimCommand),
+    /// Run the controllers against a real cluster (in-cluster config or --kubeconfig).
+    /// Settings come from upstream's env vars (BATCH_IDLE_DURATION, METRICS_PORT, …).
+    Run(RunArgs),
+}
+
+/// `joinery run …`
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Kubeconfig file; default: in-cluster config, then the usual kubeconfig lookup.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Plugin loading options.
+    #[command(flatten)]
+    pub plugins: PluginOptions,
 }
 
 /// `joinery simulate …`
@@ -213,6 +227,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Bench(BenchCommand::Plugins { iterations, json }) => crate::bench::plugins(iterations, json).await,
         Command::Simulate(args) => crate::simulate_cmd::simulate(args).await,
+        Command::Run(args) => crate::run_cmd::run(args).await,
         Command::Sim(SimCommand::Serve { kubeconfig_out, speed, with_host }) => {
             crate::simulate_cmd::serve(kubeconfig_out, speed, with_host).await
         }

@@ -3,6 +3,7 @@
 mod bench;
 mod cli;
 mod plugins_cmd;
+mod run_cmd;
 mod simulate_cmd;
 mod userdata;
 

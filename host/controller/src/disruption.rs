@@ -229,6 +229,11 @@ async fn disrupt(ctx: &Context, claim: &NodeClaim, node: &Node) -> Result<(), Co
         Err(e) if util::is_not_found(&e) => {}
         Err(e) => return Err(e.into()),
     }
+    let label = |k: &str| claim.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or_default();
+    ctx.metrics.inc(
+        crate::metrics::names::NODECLAIMS_DISRUPTED,
+        &[("reason", "empty"), ("nodepool", &label(labels::NODEPOOL_LABEL)), ("capacity_type", &label(labels::CAPACITY_TYPE_LABEL))],
+    );
     tracing::info!(nodeclaim = %name, node = %node_name, reason = "empty", "disrupting nodeclaim");
     Ok(())
 }

@@ -21,6 +21,7 @@ pub mod convert;
 pub mod disruption;
 pub mod events;
 pub mod lifecycle;
+pub mod metrics;
 pub mod nodeclass;
 pub mod provisioner;
 pub mod settings;
@@ -104,6 +105,8 @@ pub struct Context {
     pub launched: std::sync::Mutex<std::collections::HashMap<String, joinery_runtime::types::Instance>>,
     /// NodeClaims (by UID) whose create call this process made and did not see succeed.
     pub launch_attempted: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Prometheus counters.
+    pub metrics: metrics::Metrics,
     /// When this process started (simulated clock): claims older than this may have been
     /// launched by a previous life of the controller.
     pub started_at: std::time::SystemTime,
@@ -167,6 +170,7 @@ impl Controller {
             recently_created: Default::default(),
             launched: Default::default(),
             launch_attempted: Default::default(),
+            metrics: Default::default(),
             started_at: options.clock.now(),
         });
         let (stop, stopped) = watch::channel(false);

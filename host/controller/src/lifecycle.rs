@@ -380,6 +380,8 @@ async fn register(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerErro
     )
     .await?;
     write_status(ctx, claim, vec![condition(ctx, REGISTERED, ConditionStatus::True, "Registered", "")], json!({"nodeName": node_name})).await?;
+    let label = |k: &str| claim.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or_default();
+    ctx.metrics.inc(crate::metrics::names::NODES_CREATED, &[("nodepool", &label(labels::NODEPOOL_LABEL)), ("zone", &label(labels::ZONE_LABEL))]);
     tracing::info!(nodeclaim = %name, node = %node_name, "registered nodeclaim");
     Ok(())
 }
@@ -500,6 +502,11 @@ async fn finalize(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerErro
     }
     ctx.launched.lock().expect("launch cache lock").remove(&uid);
     ctx.forget_launch_attempt(claim);
+    let label = |k: &str| claim.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or_default();
+    ctx.metrics.inc(
+        crate::metrics::names::NODECLAIMS_TERMINATED,
+        &[("nodepool", &label(labels::NODEPOOL_LABEL)), ("capacity_type", &label(labels::CAPACITY_TYPE_LABEL)), ("zone", &label(labels::ZONE_LABEL))],
+    );
     tracing::info!(nodeclaim = %name, "deleted nodeclaim");
     Ok(())
 }

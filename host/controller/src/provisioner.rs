@@ -172,6 +172,7 @@ pub async fn provision(ctx: &Context) -> Result<bool, ControllerError> {
                         ctx.events.normal(&Involved::of(pod.as_ref()), "Nominated", &format!("Pod should schedule on: nodeclaim/{created_name}")).await;
                     }
                 }
+                ctx.metrics.inc(crate::metrics::names::NODECLAIMS_CREATED, &[("reason", "provisioned"), ("nodepool", &claim.spec.nodepool)]);
                 ctx.recently_created.lock().expect("recently created lock").push(created);
             }
             Err(e) => tracing::warn!(index, nodepool = %claim.spec.nodepool, error = %e, "creating nodeclaim failed"),

@@ -123,6 +123,10 @@ async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
         Err(e) if util::is_not_found(&e) => {}
         Err(e) => return Err(e.into()),
     }
+    ctx.metrics.inc(
+        crate::metrics::names::NODES_TERMINATED,
+        &[("nodepool", node_labels.get(labels::NODEPOOL_LABEL).map(String::as_str).unwrap_or("")), ("zone", node_labels.get(labels::ZONE_LABEL).map(String::as_str).unwrap_or(""))],
+    );
     tracing::info!(node = %node_name, "deleted node");
     Ok(())
 }
@@ -133,11 +137,13 @@ async fn evict(ctx: &Context, pod: &Pod) {
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     match api.evict(&name, &EvictParams::default()).await {
         Ok(_) => {
+            ctx.metrics.inc(crate::metrics::names::EVICTION_REQUESTS, &[("code", "200")]);
             tracing::debug!(pod = %format!("{namespace}/{name}"), "evicted pod");
             ctx.events.normal(&Involved::of(pod), "Evicted", "Evicted pod: node is being terminated").await;
         }
         Err(e) if util::is_not_found(&e) => {}
         Err(kube::Error::Api(s)) if s.code == 429 => {
+            ctx.metrics.inc(crate::metrics::names::EVICTION_REQUESTS, &[("code", "429")]);
             ctx.events.warning(&Involved::of(pod), "FailedDraining", &format!("Cannot evict pod as it would violate the pod's disruption budget: {}", s.message)).await;
         }
         Err(e) => tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, "eviction failed; will retry"),

@@ -167,7 +167,8 @@ fn create_without_a_fitting_offering_is_insufficient_capacity_without_a_call() {
 
 #[test]
 fn create_errors_map_to_karpenter_classes() {
-    let cases: Vec<(Response, fn(&CloudError) -> bool)> = vec![
+    type Expected = fn(&CloudError) -> bool;
+    let cases: Vec<(Response, Expected)> = vec![
         (
             Response::new(409, json!({"reason": "InsufficientCapacity", "message": "none", "offerings": [{"instanceType": "c3-4", "zone": "test-zone-a", "capacityType": "spot"}]}).to_string()),
             |e| matches!(e, CloudError::InsufficientCapacity(ic) if ic.offerings.len() == 1 && ic.offerings[0].instance_type == "c3-4" && ic.offerings[0].capacity_type == "spot"),

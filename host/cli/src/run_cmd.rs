@@ -1,0 +1,97 @@
+//! `joinery run`: the controller for a real cluster, with `/metrics` and health probes on
+//! upstream's ports (`METRICS_PORT` 8080, `HEALTH_PROBE_PORT` 8081).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{Context, Result};
+use joinery_controller::{Controller, ControllerOptions, Settings};
+use joinery_core::clock::Clock;
+use joinery_runtime::services::HostServices;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::cli::RunArgs;
+
+/// Runs the controllers until SIGINT/SIGTERM.
+pub async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
+    // kube's TLS stack needs a process-wide crypto provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let settings = Settings::from_env().context("invalid settings")?;
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path).with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.context("kubeconfig is not usable")?
+        }
+        None => kube::Config::infer().await.context("no in-cluster config and no kubeconfig; pass --kubeconfig")?,
+    };
+    let mut settings = settings;
+    if settings.cluster_endpoint.is_empty() {
+        settings.cluster_endpoint = config.cluster_url.to_string();
+    }
+    let client = kube::Client::try_from(config).context("cannot build the Kubernetes client")?;
+    let registry = crate::plugins_cmd::open_registry(&args.plugins, HostServices::default())?;
+    let _watch = registry.watch(std::time::Duration::from_secs(10));
+    let ready = Arc::new(AtomicBool::new(false));
+    let metrics_port = settings.metrics_port;
+    let health_port = settings.health_probe_port;
+    let metrics_listener = TcpListener::bind(("0.0.0.0", metrics_port)).await.with_context(|| format!("cannot listen on METRICS_PORT {metrics_port}"))?;
+    let health_listener = TcpListener::bind(("0.0.0.0", health_port)).await.with_context(|| format!("cannot listen on HEALTH_PROBE_PORT {health_port}"))?;
+    let health_ready = ready.clone();
+    tokio::spawn(serve(health_listener, move |path| match path {
+        "/healthz" => Some((200, "ok".to_string())),
+        "/readyz" => Some(if health_ready.load(Ordering::Relaxed) { (200, "ok".into()) } else { (503, "caches not synced".into()) }),
+        _ => None,
+    }));
+    tracing::info!(metrics_port, health_port, "starting controllers");
+    let controller = Controller::start(ControllerOptions { client, registry, clock: Arc::new(Clock::real()), settings }).await?;
+    ready.store(true, Ordering::Relaxed);
+    let context = controller.context().clone();
+    tokio::spawn(serve(metrics_listener, move |path| (path == "/metrics").then(|| (200, context.metrics.render()))));
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    controller.shutdown().await;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// A minimal HTTP/1.1 GET server: `route` maps a path to (status, body).
+async fn serve<F>(listener: TcpListener, route: F)
+where
+    F: Fn(&str) -> Option<(u16, String)> + Send + Sync + 'static,
+{
+    let route = Arc::new(route);
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else { continue };
+        let route = route.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            let Ok(n) = stream.read(&mut buf).await else { return };
+            let request = String::from_utf8_lossy(&buf[..n]);
+            let path = request.split_whitespace().nth(1).unwrap_or("/").split('?').next().unwrap_or("/").to_string();
+            let (status, body) = route(&path).unwrap_or((404, "not found".into()));
+            let reason = match status {
+                200 => "OK",
+                503 => "Service Unavailable",
+                _ => "Not Found",
+            };
+            let response = format!(
+                "HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+        });
+    }
+}
