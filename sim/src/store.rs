@@ -1217,6 +1217,38 @@ mod tests {
     }
 
     #[test]
+    fn bound_pods_wait_for_their_grace_period_on_the_store_clock() {
+        let clock = Arc::new(Clock::with_speed(1000.0));
+        let store = Store::with_clock(100, clock.clone(), true);
+        let pods = store.lookup("", "v1", "pods").unwrap();
+        let pod = |name: &str, node: Option<&str>| {
+            json!({"metadata": {"name": name}, "spec": {"nodeName": node, "terminationGracePeriodSeconds": 120, "containers": []}})
+        };
+        store.create(&pods, Some("default"), pod("unbound", None)).unwrap();
+        store.create(&pods, Some("default"), pod("bound", Some("n1"))).unwrap();
+        store.delete(&pods, Some("default"), "unbound", &Value::Null).unwrap();
+        assert!(store.get(&pods, Some("default"), "unbound").is_err(), "unbound pods go at once");
+
+        store.delete(&pods, Some("default"), "bound", &Value::Null).unwrap();
+        let marked = store.get(&pods, Some("default"), "bound").unwrap();
+        assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 120);
+        let deadline = marked["metadata"]["deletionTimestamp"].as_str().unwrap().to_string();
+        let expected = format_timestamp(clock.now() + Duration::from_secs(120));
+        assert!(deadline.as_str() <= expected.as_str() && deadline.len() == expected.len(), "{deadline} vs {expected}");
+        // Status writes do not finish a pod within its grace period; a zero grace period does.
+        store
+            .update(&pods, Some("default"), "bound", WriteTarget::Main, |current| {
+                let mut next = current.clone();
+                next["status"] = json!({"phase": "Running"});
+                Ok(next)
+            })
+            .unwrap();
+        assert!(store.get(&pods, Some("default"), "bound").is_ok());
+        store.delete(&pods, Some("default"), "bound", &json!({"gracePeriodSeconds": 0})).unwrap();
+        assert!(store.get(&pods, Some("default"), "bound").is_err());
+    }
+
+    #[test]
     fn history_window_expires_old_versions() {
         let store = Store::new(3);
         let configmaps = store.lookup("", "v1", "configmaps").unwrap();

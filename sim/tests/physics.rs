@@ -290,7 +290,7 @@ async fn unschedulable_deployment_runs_once_a_k3s_node_registers_and_karpenter_l
         assert_eq!(pod.spec.as_ref().unwrap().node_name.as_deref(), Some("default-abc12"));
         let status = pod.status.as_ref().unwrap();
         assert!(status.pod_ip.is_some() && status.host_ip.is_some() && status.start_time.is_some());
-        assert_eq!(status.container_statuses.as_ref().unwrap()[0].ready, true);
+        assert!(status.container_statuses.as_ref().unwrap()[0].ready);
         assert_eq!(scheduled_condition(pod).unwrap().0, "True");
     }
     eventually("the deployment status to count 10 ready replicas", || async {
@@ -483,7 +483,8 @@ async fn deployments_scale_down_unscheduled_pods_first_and_replace_evicted_ones(
     let pods: Api<Pod> = Api::default_namespaced(cluster.client.clone());
     cluster.cloud.send(CloudEvent::Launched(instance("i-00000010", &kubelet_user_data("worker", "")))).unwrap();
     // 3900m allocatable: three 1200m pods fit, five do not.
-    deployments.create(&PostParams::default(), &deployment("api", 5, "1200m", json!({}))).await.unwrap();
+    let slow_to_stop = json!({"terminationGracePeriodSeconds": 60});
+    deployments.create(&PostParams::default(), &deployment("api", 5, "1200m", slow_to_stop)).await.unwrap();
     let running = eventually("3 running and 2 unschedulable pods", || async {
         let all = app_pods(&pods, "api").await;
         let running: Vec<String> = all.iter().filter(|p| is_running_and_ready(p)).filter_map(|p| p.metadata.name.clone()).collect();
@@ -511,7 +512,7 @@ async fn deployments_scale_down_unscheduled_pods_first_and_replace_evicted_ones(
         (terminating.len() == 2).then_some(terminating)
     })
     .await;
-    assert_eq!(terminating[0].metadata.deletion_grace_period_seconds, Some(30));
+    assert_eq!(terminating[0].metadata.deletion_grace_period_seconds, Some(60));
     eventually("one pod left and the status to follow", || async {
         let all = app_pods(&pods, "api").await;
         let status = deployments.get("api").await.ok()?.status?;

@@ -310,7 +310,7 @@ async fn kubelet(shared: Arc<Shared>, instance: SimInstance, machine: u32) {
             tracing::warn!(instance = %instance.id, %error, "the instance's bootstrap is not understood; no node registers");
             let message = format!("instance {} booted, but its kubelet could not run the bootstrap: {error}; no Node registers", instance.id);
             let involved = object_reference("Node", "v1", &instance.id, None, None);
-            shared.record_event("default", involved, "Warning", "BootstrapFailed", message, "kubelet", Some(&instance.id)).await;
+            shared.record_kubelet_warning(involved, "BootstrapFailed", message, &instance.id).await;
             return;
         }
     };
@@ -359,7 +359,7 @@ async fn register(shared: &Shared, instance: &SimInstance, node: &Node) -> bool 
                 tracing::warn!(node = %name, instance = %instance.id, "a node of that name belongs to another machine; not registering");
                 let message = format!("instance {} cannot register node {name}: a node of that name already exists", instance.id);
                 let involved = object_reference("Node", "v1", &name, None, None);
-                shared.record_event("default", involved, "Warning", "NodeNameConflict", message, "kubelet", Some(&instance.id)).await;
+                shared.record_kubelet_warning(involved, "NodeNameConflict", message, &instance.id).await;
                 return false;
             }
             Err(error) => {

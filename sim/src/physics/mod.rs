@@ -146,34 +146,28 @@ impl Shared {
         time_at(self.clock.now())
     }
 
-    /// Records a core/v1 Event about `involved` (best effort: failures are logged).
-    pub(crate) async fn record_event(
-        &self,
-        namespace: &str,
-        involved: ObjectReference,
-        event_type: &str,
-        reason: &str,
-        message: String,
-        component: &str,
-        host: Option<&str>,
-    ) {
+    /// Records a `Warning` Event from a kubelet on machine `host` about `involved`, in the
+    /// `default` namespace as kubelets do for node events (best effort: failures are logged).
+    pub(crate) async fn record_kubelet_warning(&self, involved: ObjectReference, reason: &str, message: String, host: &str) {
+        const COMPONENT: &str = "kubelet";
+        const NAMESPACE: &str = "default";
         let now = self.now();
         let prefix = involved.name.clone().unwrap_or_else(|| "event".to_string());
         let event = Event {
-            metadata: ObjectMeta { generate_name: Some(format!("{prefix}.")), namespace: Some(namespace.to_string()), ..Default::default() },
+            metadata: ObjectMeta { generate_name: Some(format!("{prefix}.")), namespace: Some(NAMESPACE.to_string()), ..Default::default() },
             involved_object: involved,
             reason: Some(reason.to_string()),
             message: Some(message),
-            type_: Some(event_type.to_string()),
+            type_: Some("Warning".to_string()),
             count: Some(1),
             first_timestamp: Some(now.clone()),
             last_timestamp: Some(now),
-            source: Some(EventSource { component: Some(component.to_string()), host: host.map(String::from) }),
-            reporting_component: Some(component.to_string()),
-            reporting_instance: Some(host.unwrap_or(component).to_string()),
+            source: Some(EventSource { component: Some(COMPONENT.to_string()), host: Some(host.to_string()) }),
+            reporting_component: Some(COMPONENT.to_string()),
+            reporting_instance: Some(host.to_string()),
             ..Default::default()
         };
-        let events: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        let events: Api<Event> = Api::namespaced(self.client.clone(), NAMESPACE);
         if let Err(error) = events.create(&PostParams::default(), &event).await {
             tracing::debug!(%error, reason, "could not record an event");
         }
