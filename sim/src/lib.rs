@@ -1,8 +1,10 @@
 //! Joinery's emulated cluster.
 //!
-//! This first slice is the Kubernetes API server emulator: an in-memory object store with one
+//! At its heart is the Kubernetes API server emulator: an in-memory object store with one
 //! global resourceVersion and a bounded change history, served over plain HTTP on loopback so
-//! that the real `kube` client, watchers, reflectors and `kubectl` talk to it unchanged.
+//! that the real `kube` client, watchers, reflectors and `kubectl` talk to it unchanged. Around
+//! it, [`physics`] runs what a real cluster has around Karpenter (scheduler, workload
+//! controllers, kubelets) and [`cloud`] the simulated cloud whose instances the kubelets boot.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), joinery_sim::SimError> {

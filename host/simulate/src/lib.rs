@@ -274,6 +274,9 @@ pub fn unmet(expect: &Expectations, seen: &Observation) -> Vec<String> {
     if let Some(n) = expect.nodes {
         check(seen.nodes == n, format!("nodes: wanted {n}, saw {}", seen.nodes));
     }
+    if let Some(n) = expect.node_claims {
+        check(seen.node_claims == n, format!("nodeClaims: wanted {n}, saw {}", seen.node_claims));
+    }
     if let Some(n) = expect.nodes_at_most {
         check(seen.nodes <= n, format!("nodesAtMost: wanted ≤ {n}, saw {}", seen.nodes));
     }

@@ -65,6 +65,8 @@ pub struct Observation {
     pub pods: PodCounts,
     /// Nodes now.
     pub nodes: usize,
+    /// NodeClaims now.
+    pub node_claims: usize,
     /// Most nodes seen at once.
     pub peak_nodes: usize,
     /// NodeClaims seen, by name, in order of appearance.
@@ -155,6 +157,7 @@ impl Observer {
         }
         self.state.nodes = nodes.items.len();
         self.state.peak_nodes = self.state.peak_nodes.max(self.state.nodes);
+        self.state.node_claims = claims.items.len();
         let instances = cloud.instances();
         let mut live = std::collections::BTreeSet::new();
         for claim in &claims.items {

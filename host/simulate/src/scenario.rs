@@ -159,6 +159,9 @@ pub struct Expectations {
     /// At most this many Nodes.
     #[serde(default)]
     pub nodes_at_most: Option<usize>,
+    /// Exactly this many NodeClaims exist (deleted ones whose finalizer is done are gone).
+    #[serde(default)]
+    pub node_claims: Option<usize>,
     /// The peak Node count so far is at most this.
     #[serde(default)]
     pub peak_nodes_at_most: Option<usize>,

@@ -4,11 +4,11 @@
 //! Every part is a tokio task that talks to the API server only through a `kube::Client`
 //! (watches, creates, patches, the `binding` subresource), the way the real component would:
 //!
-//! - the **scheduler** stand-in ([`scheduler`]) binds pending pods to feasible nodes, or marks
+//! - the **scheduler** stand-in (`scheduler.rs`) binds pending pods to feasible nodes, or marks
 //!   them `PodScheduled=False` with reason `Unschedulable` — what makes Karpenter act;
-//! - the **workload controllers** ([`workloads`]) turn Deployments into ReplicaSets into Pods
+//! - the **workload controllers** (`workloads.rs`) turn Deployments into ReplicaSets into Pods
 //!   and run one pod of every DaemonSet on each matching node;
-//! - the **kubelets** ([`kubelet`]) boot the instances the simulated cloud launches: after the
+//! - the **kubelets** (`kubelet.rs`) boot the instances the simulated cloud launches: after the
 //!   boot delay they run the instance's bootstrap (its userData), register a Node if they
 //!   understand it, run the pods bound to it and finish the ones being deleted; when the cloud
 //!   terminates the instance, its Node and pods go away.
