@@ -41,7 +41,7 @@ use crate::cloud::{CloudEvent, SimInstance};
 use joinery_core::labels::{ARCH_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, OS_LABEL, REGION_LABEL, ZONE_LABEL};
 
 /// The annotation naming the instance a simulated kubelet registered a Node for.
-pub(crate) const INSTANCE_ANNOTATION: &str = "sim.joinery.sh/instance-id";
+pub(crate) const INSTANCE_ANNOTATION: &str = "sim.joinery.dev/instance-id";
 
 /// How long a pod bound to a missing node is left alone before it is deleted (simulated).
 const ORPHAN_QUARANTINE: Duration = Duration::from_secs(40);
