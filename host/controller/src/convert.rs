@@ -1,16 +1,21 @@
 //! Conversions between Kubernetes objects and the pure core's plain data. Errors name the
 //! object and the field.
 
-use std::collections::BTreeMap;
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, BTreeSet};
 
-use joinery_api::Operator as ApiOperator;
+use joinery_api::{HasConditions, NodeClaim, NodePool, Operator as ApiOperator};
 use joinery_core::requirements::{Operator, Requirement, Requirements};
 use joinery_core::resources::{InitContainer, PodLevelRequests, PodResourceSpec, Resources};
-use joinery_core::scheduling::{DaemonPod, PendingPod, PodKey};
+use joinery_core::scheduling::{DaemonPod, ExistingNode, NodePoolLimits, PendingPod, PodKey};
 use joinery_core::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
 use joinery_runtime::types as wit;
-use k8s_openapi::api::core::v1::{self as corev1, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{self as corev1, Node, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use crate::lifecycle::conditions::{INITIALIZED, LAUNCHED};
+use crate::lifecycle::is_ephemeral_taint;
+use crate::state::{is_daemon_pod, is_terminal};
 
 /// The WIT form of an API operator.
 pub fn operator_to_wit(op: ApiOperator) -> wit::Operator {
@@ -203,6 +208,137 @@ pub fn resource_list(what: &str, list: Option<&BTreeMap<String, Quantity>>) -> R
 /// A core resource vector as a Kubernetes resource list.
 pub fn to_resource_list(resources: &Resources) -> BTreeMap<String, Quantity> {
     resources.to_quantities().into_iter().map(|(k, v)| (k, Quantity(v))).collect()
+}
+
+/// The cluster's Nodes and in-flight NodeClaims in the core's form, from plain lists of
+/// objects (any order; `Arc`s or owned objects).
+///
+/// Every Node becomes an [`ExistingNode`] carrying the requests of the non-terminal pods bound
+/// to it (DaemonSet pods also counted apart). A Node whose NodeClaim (matched by provider ID)
+/// is not `Initialized` is in flight: its startup and ephemeral taints are dropped and the
+/// claim's taints apply. Deleting, cordoned and disrupted Nodes are unschedulable. A NodeClaim
+/// that is `Launched` but whose Node has not registered yet becomes an in-flight node described
+/// by its requirements, labels and `status.allocatable`. Unparsable requests or allocatables
+/// count as empty, as in the controller.
+pub fn existing_nodes<N, C, P>(nodes: &[N], claims: &[C], pods: &[P]) -> Vec<ExistingNode>
+where
+    N: Borrow<Node>,
+    C: Borrow<NodeClaim>,
+    P: Borrow<Pod>,
+{
+    let mut requested: BTreeMap<String, (Resources, Resources)> = BTreeMap::new();
+    for pod in pods.iter().map(Borrow::borrow) {
+        let Some(spec) = pod.spec.as_ref() else { continue };
+        let Some(node) = spec.node_name.clone() else { continue };
+        if is_terminal(pod) {
+            continue;
+        }
+        let Ok(r) = pod_requests(spec) else { continue };
+        let entry = requested.entry(node).or_default();
+        entry.0 += &r;
+        if is_daemon_pod(pod) {
+            entry.1 += &r;
+        }
+    }
+    // First claim per provider ID, in list order (what a linear search would find).
+    let mut claim_by_provider_id: BTreeMap<&str, &NodeClaim> = BTreeMap::new();
+    for claim in claims.iter().map(Borrow::borrow) {
+        if let Some(pid) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref()) {
+            claim_by_provider_id.entry(pid).or_insert(claim);
+        }
+    }
+    let mut out = Vec::new();
+    let mut nodes_seen = BTreeSet::new();
+    for node in nodes.iter().map(Borrow::borrow) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.clone()).unwrap_or_default();
+        let claim = claim_by_provider_id.get(provider_id.as_str()).copied();
+        nodes_seen.insert(provider_id);
+        let node_labels = node.metadata.labels.clone().unwrap_or_default();
+        let initialized = claim.map(|c| c.is_condition_true(INITIALIZED)).unwrap_or(true);
+        let mut node_taints = taints(node.spec.as_ref().and_then(|s| s.taints.as_ref()));
+        if let Some(claim) = claim
+            && !initialized
+        {
+            // Uninitialized managed nodes: their startup and ephemeral taints are temporary.
+            let startup = taints(claim.spec.startup_taints.as_ref());
+            node_taints.retain(|t| !startup.contains(t) && !is_ephemeral_taint(&taint_to_k8s(t)));
+            for t in taints(claim.spec.taints.as_ref()) {
+                if !node_taints.contains(&t) {
+                    node_taints.push(t);
+                }
+            }
+        }
+        let deleting = node.metadata.deletion_timestamp.is_some() || claim.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
+        let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+        let disrupted = node_taints.iter().any(|t| t.key == joinery_core::labels::DISRUPTED_TAINT_KEY);
+        let allocatable = resource_list("status.allocatable", node.status.as_ref().and_then(|s| s.allocatable.as_ref())).unwrap_or_default();
+        let (req, daemon) = requested.remove(&name).unwrap_or_default();
+        out.push(ExistingNode {
+            requirements: Requirements::from_labels(node_labels.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+            nodepool: node_labels.get(joinery_core::labels::NODEPOOL_LABEL).cloned(),
+            taints: node_taints,
+            allocatable,
+            requested: req,
+            daemon_requested: daemon,
+            in_flight: !initialized,
+            schedulable: !deleting && !cordoned && !disrupted,
+            name,
+            ..Default::default()
+        });
+    }
+    // Launched claims whose Node has not registered yet.
+    for claim in claims.iter().map(Borrow::borrow) {
+        let Some(status) = &claim.status else { continue };
+        let Some(pid) = &status.provider_id else { continue };
+        if nodes_seen.contains(pid) || claim.metadata.deletion_timestamp.is_some() || !claim.is_condition_true(LAUNCHED) {
+            continue;
+        }
+        let mut requirements = Requirements::new();
+        for r in &claim.spec.requirements {
+            if let Ok(req) = Requirement::new(r.key.clone(), operator_to_core(r.operator), r.values.clone().unwrap_or_default()) {
+                requirements.add(req);
+            }
+        }
+        let claim_labels = claim.metadata.labels.clone().unwrap_or_default();
+        requirements.add_all(&Requirements::from_labels(claim_labels.iter().map(|(k, v)| (k.as_str(), v.as_str()))));
+        out.push(ExistingNode {
+            name: claim.metadata.name.clone().unwrap_or_default(),
+            nodepool: claim_labels.get(joinery_core::labels::NODEPOOL_LABEL).cloned(),
+            requirements,
+            taints: taints(claim.spec.taints.as_ref()),
+            allocatable: resource_list("status.allocatable", status.allocatable.as_ref()).unwrap_or_default(),
+            requested: Resources::new(),
+            daemon_requested: Resources::new(),
+            in_flight: true,
+            schedulable: true,
+            ..Default::default()
+        });
+    }
+    out
+}
+
+/// A NodePool's limits in the core's form (`None` when the pool sets no `spec.limits`):
+/// usage is the summed `status.capacity` of the NodeClaims labelled with the pool plus their
+/// number as `nodes`. The error names the pool and the limit that is not a quantity.
+pub fn nodepool_limits<C: Borrow<NodeClaim>>(pool: &NodePool, claims: &[C]) -> Result<Option<NodePoolLimits>, String> {
+    let Some(limits) = pool.spec.limits.as_ref() else { return Ok(None) };
+    let name = pool.metadata.name.clone().unwrap_or_default();
+    let mut usage = Resources::new();
+    let mut count = 0u64;
+    for c in claims.iter().map(Borrow::borrow) {
+        if c.metadata.labels.as_ref().and_then(|l| l.get(joinery_core::labels::NODEPOOL_LABEL)) != Some(&name) {
+            continue;
+        }
+        count += 1;
+        if let Ok(cap) = resource_list("status.capacity", c.status.as_ref().and_then(|s| s.capacity.as_ref())) {
+            usage += &cap;
+        }
+    }
+    usage.set("nodes", count);
+    NodePoolLimits::from_quantities(limits.iter().map(|(k, v)| (k.clone(), v.0.clone())), usage)
+        .map(Some)
+        .map_err(|e| format!("NodePool {name}: spec.limits: {e}"))
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@
 //!   NodeClass's renderer), registers and initializes their Nodes, and finalizes deleted claims;
 //! - [`termination`]: drains Nodes being deleted (eviction honouring PDBs) and deletes their instances;
 //! - [`disruption`]: removes empty nodes after `consolidateAfter`, within the NodePool budgets;
-//! - [`nodeclass`]: resolves NodeClasses through their plugin and writes their status conditions.
+//! - [`nodeclass`]: resolves NodeClasses through their plugin and writes their status conditions;
+//! - [`nodepool`]: NodePool status (resources, node count, readiness conditions).
 //!
 //! All durations are read from a shared [`joinery_core::clock::Clock`], so a simulation can
 //! run faster than real time with Karpenter's timings unchanged in simulated seconds.
@@ -23,6 +24,7 @@ pub mod events;
 pub mod lifecycle;
 pub mod metrics;
 pub mod nodeclass;
+pub mod nodepool;
 pub mod provisioner;
 pub mod settings;
 pub mod state;
@@ -176,6 +178,7 @@ impl Controller {
         let (stop, stopped) = watch::channel(false);
         let tasks = vec![
             tokio::spawn(nodeclass::run(context.clone(), stopped.clone())),
+            tokio::spawn(nodepool::run(context.clone(), stopped.clone())),
             tokio::spawn(provisioner::run(context.clone(), stopped.clone())),
             tokio::spawn(lifecycle::run(context.clone(), stopped.clone())),
             tokio::spawn(termination::run(context.clone(), stopped.clone())),

@@ -328,7 +328,7 @@ async fn register(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerErro
     let node = &found[0];
     let node_name = node.metadata.name.clone().unwrap_or_default();
     let node_labels = node.metadata.labels.clone().unwrap_or_default();
-    if !node_labels.values().any(|_| true) || node.metadata.deletion_timestamp.is_some() {
+    if node.metadata.deletion_timestamp.is_some() {
         return Ok(());
     }
     // Sync the claim onto the node: labels (claim wins), taints, finalizer, owner reference.
