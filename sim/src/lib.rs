@@ -20,13 +20,19 @@
 pub mod cloud;
 mod disruption;
 mod error;
+pub mod exoscale;
+mod jsonpath;
 mod kubeconfig;
+mod openapi;
 pub mod physics;
 pub mod resources;
+mod scale;
 pub mod schema;
 pub mod selectors;
 mod server;
 pub mod store;
+mod strategic;
+mod table;
 
 use std::net::SocketAddr;
 use std::path::Path;

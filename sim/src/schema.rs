@@ -44,6 +44,49 @@ fn prune(schema: &Value, value: &mut Value, keeps_type_and_metadata: bool) {
     }
 }
 
+/// The fields (as dotted paths, e.g. `spec.colour`) that [`prune_unknown_fields`] would drop:
+/// what a `fieldValidation=Strict` request is refused for.
+pub fn unknown_fields(schema: &Value, value: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    collect_unknown(schema, value, "", true, &mut found);
+    found
+}
+
+fn collect_unknown(schema: &Value, value: &Value, path: &str, keeps_type_and_metadata: bool, found: &mut Vec<String>) {
+    if schema.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true) && schema.get("properties").is_none() {
+        return;
+    }
+    let child_path = |name: &str| if path.is_empty() { name.to_string() } else { format!("{path}.{name}") };
+    match value {
+        Value::Object(map) => {
+            let preserve_unknown = schema.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true);
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            let embedded = schema.get("x-kubernetes-embedded-resource").and_then(Value::as_bool) == Some(true);
+            for (name, child) in map {
+                if (keeps_type_and_metadata || embedded) && matches!(name.as_str(), "apiVersion" | "kind" | "metadata") {
+                    continue;
+                }
+                if let Some(property_schema) = properties.and_then(|p| p.get(name)) {
+                    collect_unknown(property_schema, child, &child_path(name), false, found);
+                } else if let Some(additional_schema) = additional {
+                    collect_unknown(additional_schema, child, &child_path(name), false, found);
+                } else if !preserve_unknown {
+                    found.push(child_path(name));
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (index, item) in items.iter().enumerate() {
+                    collect_unknown(item_schema, item, &format!("{path}[{index}]"), false, found);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Fills in `default` values from the schema wherever a property is absent, at any depth.
 pub fn apply_defaults(schema: &Value, value: &mut Value) {
     match value {
@@ -206,6 +249,23 @@ mod tests {
             "apiVersion": "x/v1", "kind": "W", "metadata": {"name": "w"},
             "spec": {"size": 1, "free": {"anything": {"deep": true}}, "labels": {"a": "b"}}
         }));
+    }
+
+    #[test]
+    fn unknown_fields_are_the_ones_pruning_drops() {
+        let schema = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "size": {"type": "integer"},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "items": {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string"}}}}
+            }}
+        }});
+        let value = json!({
+            "apiVersion": "x/v1", "kind": "W", "metadata": {"name": "w"},
+            "junk": 1,
+            "spec": {"size": 1, "typo": 2, "free": {"anything": true}, "items": [{"a": "x", "b": "y"}]}
+        });
+        assert_eq!(unknown_fields(&schema, &value), vec!["junk", "spec.items[0].b", "spec.typo"]);
     }
 
     #[test]

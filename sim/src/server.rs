@@ -20,9 +20,10 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::error::ApiError;
-use crate::resources::{ResourceKind, api_group, resource_list};
+use crate::resources::{CRD_GROUP, CRD_PLURAL, ResourceKind, api_group, resource_list};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::{EventType, ListOptions, Store, StoredEvent, WriteTarget};
+use crate::table::{Printer, TableRequest};
 
 /// State shared by every connection.
 pub(crate) struct Shared {
@@ -156,12 +157,24 @@ struct Call<'a> {
     method: &'a Method,
     query: &'a HashMap<String, String>,
     content_type: &'a str,
+    /// The `Accept` header (empty when absent).
+    accept: &'a str,
     body: &'a Bytes,
 }
 
 impl Call<'_> {
     fn flag(&self, name: &str) -> bool {
         matches!(self.query.get(name).map(String::as_str), Some("true") | Some("1"))
+    }
+
+    /// The Table the client asked for with its `Accept` header, if any.
+    fn table_request(&self) -> Option<TableRequest> {
+        TableRequest::from_request(self.accept, self.query.get("includeObject").map(String::as_str))
+    }
+
+    /// The `fieldValidation` directive (`Strict`, `Warn`; anything else ignores unknown fields).
+    fn field_validation(&self) -> &str {
+        self.query.get("fieldValidation").map(String::as_str).unwrap_or("Ignore")
     }
 
     fn body_json(&self) -> Result<Value, ApiError> {
@@ -206,11 +219,12 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> HttpResponse
         .and_then(|v| v.to_str().ok())
         .map(|v| v.split(';').next().unwrap_or_default().trim().to_string())
         .unwrap_or_default();
+    let accept = request.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
     let body = match request.into_body().collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(error) => return json_response(400, &ApiError::bad_request(format!("could not read body: {error}")).to_status()),
     };
-    let call = Call { method: &method, query: &query, content_type: &content_type, body: &body };
+    let call = Call { method: &method, query: &query, content_type: &content_type, accept: &accept, body: &body };
     let response = match route(&shared, &path, &call).await {
         Ok(response) => response,
         Err(error) => json_response(error.code, &error.to_status()),
@@ -250,10 +264,104 @@ async fn route(shared: &Arc<Shared>, path: &str, call: &Call<'_>) -> Result<Http
             }
             Ok(json_response(200, &resource_list(&format!("{group}/{version}"), &kinds)))
         }
+        ["openapi", "v3"] => Ok(json_response(200, &crate::openapi::index(&openapi_documents(store)))),
+        ["openapi", "v3", "api", version] => openapi_document(store, "", version),
+        ["openapi", "v3", "apis", group, version] => openapi_document(store, group, version),
         ["api", "v1", rest @ ..] => resource_request(shared, "", "v1", rest, call).await,
         ["apis", group, version, rest @ ..] => resource_request(shared, group, version, rest, call).await,
         _ => Err(ApiError::no_such_resource()),
     }
+}
+
+/// The OpenAPI v3 document of every served group/version, keyed by its index path.
+fn openapi_documents(store: &Store) -> std::collections::BTreeMap<String, Value> {
+    let mut group_versions = vec![(String::new(), "v1".to_string())];
+    for (group, versions) in store.groups() {
+        group_versions.extend(versions.into_iter().map(|version| (group.clone(), version)));
+    }
+    group_versions
+        .into_iter()
+        .map(|(group, version)| {
+            let kinds = store.kinds_at(&group, &version);
+            let document = crate::openapi::group_version_document(&kinds);
+            (crate::openapi::group_version_path(&group, &version), document)
+        })
+        .collect()
+}
+
+fn openapi_document(store: &Store, group: &str, version: &str) -> Result<HttpResponse, ApiError> {
+    let kinds = store.kinds_at(group, version);
+    if kinds.is_empty() {
+        return Err(ApiError::no_such_resource());
+    }
+    Ok(json_response(200, &crate::openapi::group_version_document(&kinds)))
+}
+
+/// The Table printer of a type (custom resources read their CRD's printer columns).
+fn printer_for(store: &Store, kind: &ResourceKind) -> Printer {
+    let crd = kind.crd_name.as_deref().and_then(|name| {
+        let crds = store.lookup(CRD_GROUP, "v1", CRD_PLURAL)?;
+        store.get(&crds, None, name).ok()
+    });
+    Printer::for_kind(kind, crd.as_ref())
+}
+
+/// A list (or a single object) as the client wants it: as is, or as a Table.
+fn list_or_table(store: &Store, kind: &ResourceKind, call: &Call<'_>, list: Value) -> HttpResponse {
+    match call.table_request() {
+        Some(request) => {
+            let items = list["items"].as_array().map(Vec::as_slice).unwrap_or_default();
+            let table = printer_for(store, kind).table(request, items, list["metadata"].clone(), store.clock().now());
+            json_response(200, &table)
+        }
+        None => json_response(200, &list),
+    }
+}
+
+fn object_or_table(store: &Store, kind: &ResourceKind, call: &Call<'_>, object: Value) -> HttpResponse {
+    match call.table_request() {
+        Some(request) => {
+            let metadata = json!({"resourceVersion": object.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)});
+            let table = printer_for(store, kind).table(request, std::slice::from_ref(&object), metadata, store.clock().now());
+            json_response(200, &table)
+        }
+        None => json_response(200, &object),
+    }
+}
+
+/// Field validation of a custom resource body: with `fieldValidation=Strict`, fields its schema
+/// does not declare are a 400 (as on the real server); with `Warn` they come back as warnings.
+fn validate_fields(kind: &ResourceKind, object: &Value, call: &Call<'_>) -> Result<Vec<String>, ApiError> {
+    let Some(schema) = kind.schema.as_ref() else { return Ok(Vec::new()) };
+    let directive = call.field_validation();
+    if directive != "Strict" && directive != "Warn" {
+        return Ok(Vec::new());
+    }
+    let unknown = crate::schema::unknown_fields(schema, object);
+    if unknown.is_empty() {
+        return Ok(Vec::new());
+    }
+    let described: Vec<String> = unknown.iter().map(|field| format!("unknown field \"{field}\"")).collect();
+    if directive == "Strict" {
+        return Err(ApiError::bad_request(format!(
+            "{kind_name} in version \"{version}\" cannot be handled as a {kind_name}: strict decoding error: {}",
+            described.join(", "),
+            kind_name = kind.kind,
+            version = kind.version,
+        )));
+    }
+    Ok(described)
+}
+
+/// Adds `Warning` headers (code 299, as the real server sends them) to a response.
+fn with_warnings(mut response: HttpResponse, warnings: &[String]) -> HttpResponse {
+    for warning in warnings {
+        let text = format!("299 - {:?}", warning);
+        if let Ok(value) = header::HeaderValue::from_str(&text) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    response
 }
 
 fn version_info() -> Value {
@@ -305,8 +413,12 @@ async fn resource_request(
     match (name, subresource) {
         (None, None) => match *method {
             Method::GET if call.flag("watch") => start_watch(shared, kind, namespace, None, call),
-            Method::GET => Ok(json_response(200, &store.list(&kind, namespace, &call.list_options()?)?)),
-            Method::POST => Ok(json_response(201, &store.create(&kind, namespace, call.body_json()?)?)),
+            Method::GET => Ok(list_or_table(store, &kind, call, store.list(&kind, namespace, &call.list_options()?)?)),
+            Method::POST => {
+                let body = call.body_json()?;
+                let warnings = validate_fields(&kind, &body, call)?;
+                Ok(with_warnings(json_response(201, &store.create(&kind, namespace, body)?), &warnings))
+            }
             Method::DELETE => {
                 let delete_options = call.body_json()?;
                 Ok(json_response(200, &store.delete_collection(&kind, namespace, &call.list_options()?, &delete_options)?))
@@ -315,10 +427,12 @@ async fn resource_request(
         },
         (Some(name), None) => match *method {
             Method::GET if call.flag("watch") => start_watch(shared, kind, namespace, Some(name.to_string()), call),
-            Method::GET => Ok(json_response(200, &store.get(&kind, namespace, name)?)),
+            Method::GET => Ok(object_or_table(store, &kind, call, store.get(&kind, namespace, name)?)),
             Method::PUT => {
                 let body = call.body_json()?;
-                Ok(json_response(200, &store.update(&kind, namespace, name, WriteTarget::Main, |_| Ok(body))?))
+                let warnings = validate_fields(&kind, &body, call)?;
+                let updated = store.update(&kind, namespace, name, WriteTarget::Main, |_| Ok(body))?;
+                Ok(with_warnings(json_response(200, &updated), &warnings))
             }
             Method::PATCH => patch(store, &kind, namespace, name, WriteTarget::Main, call),
             Method::DELETE => {
@@ -351,6 +465,10 @@ async fn resource_request(
             }
             _ => Err(ApiError::method_not_allowed(format!("{method} is not supported on pods/binding"))),
         },
+        (Some(name), Some("scale")) if kind.extra_subresources.iter().any(|s| s.name == "scale") => {
+            crate::scale::handle(store, &kind, namespace, name, call.method, call.content_type, call.body)
+                .map(|scale| json_response(200, &scale))
+        }
         (Some(name), Some("eviction")) if kind.group.is_empty() && kind.plural == "pods" => match *method {
             Method::POST => {
                 Ok(json_response(201, &store.evict(&kind, namespace.unwrap_or_default(), name, &call.body_json()?)?))
@@ -375,30 +493,49 @@ fn patch(
     let patch_failed = |error: String| {
         ApiError::invalid(&kind.group, &kind.kind, name, &[("patch".to_string(), error)])
     };
-    match call.content_type {
+    // Unknown-field warnings found while patching (the patched object is only known inside
+    // the store's update).
+    let warnings = std::cell::RefCell::new(Vec::new());
+    let checked = |document: Value| -> Result<Value, ApiError> {
+        warnings.borrow_mut().extend(validate_fields(kind, &document, call)?);
+        Ok(document)
+    };
+    let response = match call.content_type {
         "application/json-patch+json" => {
             let operations: json_patch::Patch = serde_json::from_slice(call.body)
                 .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
             let updated = store.update(kind, namespace, name, target, |current| {
                 let mut document = current.clone();
                 json_patch::patch(&mut document, &operations).map_err(|e| patch_failed(e.to_string()))?;
-                Ok(document)
+                checked(document)
             })?;
-            Ok(json_response(200, &updated))
+            json_response(200, &updated)
         }
-        // Strategic merge is treated as a JSON merge patch (lists are replaced, not merged by key).
+        // Built-in types merge lists by their patch strategy; custom resources (which a real
+        // server refuses strategic patches for) get a JSON merge.
+        "application/strategic-merge-patch+json" if kind.crd_name.is_none() => {
+            let changes: Value = serde_json::from_slice(call.body)
+                .map_err(|e| ApiError::bad_request(format!("invalid strategic merge patch: {e}")))?;
+            let updated = store.update(kind, namespace, name, target, |current| {
+                let mut document = current.clone();
+                crate::strategic::apply(&mut document, &changes).map_err(|e| patch_failed(e))?;
+                checked(document)
+            })?;
+            json_response(200, &updated)
+        }
         "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
             let changes: Value = serde_json::from_slice(call.body)
                 .map_err(|e| ApiError::bad_request(format!("invalid merge patch: {e}")))?;
             let updated = store.update(kind, namespace, name, target, |current| {
                 let mut document = current.clone();
                 json_patch::merge(&mut document, &changes);
-                Ok(document)
+                checked(document)
             })?;
-            Ok(json_response(200, &updated))
+            json_response(200, &updated)
         }
         // Server-side apply is approximated as a merge patch that creates missing objects and
-        // records the field manager; field ownership and conflicts are not tracked.
+        // records the field manager with the fields its configuration sets; field ownership
+        // and conflicts are not tracked.
         "application/apply-patch+yaml" => {
             let manager = call
                 .query
@@ -411,23 +548,32 @@ fn patch(
             if !applied.is_object() {
                 return Err(ApiError::bad_request("the apply configuration must be an object"));
             }
+            warnings.borrow_mut().extend(validate_fields(kind, &applied, call)?);
             let now = store.now_timestamp();
+            let subresource = if target == WriteTarget::Status { Some("status") } else { None };
             let record_manager = |object: &mut Value| {
-                let entry = json!({
+                let mut entry = json!({
                     "manager": manager,
                     "operation": "Apply",
                     "apiVersion": kind.api_version(),
                     "time": now,
                     "fieldsType": "FieldsV1",
-                    "fieldsV1": {},
+                    "fieldsV1": applied_fields(&applied),
                 });
+                if let Some(subresource) = subresource {
+                    entry["subresource"] = json!(subresource);
+                }
                 let metadata = &mut object["metadata"];
                 let mut entries: Vec<Value> = metadata["managedFields"]
                     .as_array()
                     .cloned()
                     .unwrap_or_default()
                     .into_iter()
-                    .filter(|e| e["manager"].as_str() != Some(manager.as_str()))
+                    .filter(|e| {
+                        e["manager"].as_str() != Some(manager.as_str())
+                            || e["operation"].as_str() != Some("Apply")
+                            || e.get("subresource").and_then(Value::as_str) != subresource
+                    })
                     .collect();
                 entries.push(entry);
                 metadata["managedFields"] = Value::Array(entries);
@@ -439,20 +585,46 @@ fn patch(
                 Ok(document)
             });
             match result {
-                Ok(updated) => Ok(json_response(200, &updated)),
+                Ok(updated) => json_response(200, &updated),
                 Err(error) if error.code == 404 && target == WriteTarget::Main => {
                     let mut object = applied.clone();
                     record_manager(&mut object);
                     if object.pointer("/metadata/name").is_none() {
                         object["metadata"]["name"] = Value::String(name.to_string());
                     }
-                    Ok(json_response(201, &store.create(kind, namespace, object)?))
+                    json_response(201, &store.create(kind, namespace, object)?)
                 }
-                Err(error) => Err(error),
+                Err(error) => return Err(error),
             }
         }
-        other => Err(ApiError::unsupported_media_type(other)),
+        other => return Err(ApiError::unsupported_media_type(other)),
+    };
+    Ok(with_warnings(response, &warnings.into_inner()))
+}
+
+/// The `fieldsV1` set of an apply configuration: `f:<field>` for every field it sets, lists
+/// treated as atomic; the object's identity (`apiVersion`, `kind`, name, namespace) is left out.
+fn applied_fields(applied: &Value) -> Value {
+    fn fields(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => Value::Object(map.iter().map(|(key, child)| (format!("f:{key}"), fields(child))).collect()),
+            _ => json!({}),
+        }
     }
+    let mut set = fields(applied);
+    if let Some(map) = set.as_object_mut() {
+        map.remove("f:apiVersion");
+        map.remove("f:kind");
+        if let Some(metadata) = map.get_mut("f:metadata").and_then(Value::as_object_mut) {
+            for identity in ["f:name", "f:namespace", "f:resourceVersion", "f:managedFields", "f:uid"] {
+                metadata.remove(identity);
+            }
+            if metadata.is_empty() {
+                map.remove("f:metadata");
+            }
+        }
+    }
+    set
 }
 
 /// What a watch stream filters on.
@@ -491,6 +663,20 @@ impl WatchFilter {
     }
 }
 
+impl WatchSettings {
+    /// The watch line of an object event, with the object printed as a Table when asked.
+    fn object_line(&self, store: &Store, event_type: &str, object: &Value) -> Bytes {
+        match &self.table {
+            Some((request, printer)) => {
+                let metadata = json!({"resourceVersion": object.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)});
+                let table = printer.table(*request, std::slice::from_ref(object), metadata, store.clock().now());
+                watch_line(event_type, &table)
+            }
+            None => watch_line(event_type, object),
+        }
+    }
+}
+
 fn watch_line(event_type: &str, object: &Value) -> Bytes {
     let mut line = json!({"type": event_type, "object": object}).to_string();
     line.push('\n');
@@ -512,7 +698,9 @@ fn start_watch(
             Some(text.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {text:?}")))?)
         }
     };
+    let table = call.table_request().map(|request| (request, printer_for(&shared.store, &kind)));
     let settings = WatchSettings {
+        table,
         bookmarks: call.flag("allowWatchBookmarks"),
         initial_events: call.flag("sendInitialEvents"),
         timeout: call
@@ -536,6 +724,8 @@ fn start_watch(
 }
 
 struct WatchSettings {
+    /// Events carry one-row Tables instead of objects (`kubectl get -w`).
+    table: Option<(TableRequest, Printer)>,
     bookmarks: bool,
     initial_events: bool,
     timeout: Duration,
@@ -573,7 +763,7 @@ async fn run_watch(
         None => {
             let (objects, version) = store.watch_snapshot(&kind, namespace);
             for object in objects.iter().filter(|o| filter.matches(o)) {
-                if sender.send(watch_line("ADDED", object)).await.is_err() {
+                if sender.send(settings.object_line(store, "ADDED", object)).await.is_err() {
                     return;
                 }
             }
@@ -599,7 +789,7 @@ async fn run_watch(
             Ok((events, current)) => {
                 for event in &events {
                     if let Some((event_type, object)) = filter.translate(&kind, event)
-                        && sender.send(watch_line(event_type, &object)).await.is_err()
+                        && sender.send(settings.object_line(store, event_type, &object)).await.is_err()
                     {
                         return;
                     }

@@ -50,6 +50,61 @@ pub enum Command {
     /// Run the controllers against a real cluster (in-cluster config or --kubeconfig).
     /// Settings come from upstream's env vars (BATCH_IDLE_DURATION, METRICS_PORT, …).
     Run(RunArgs),
+    /// Dry-run one provisioning pass over a cluster snapshot (multi-document YAML) and print
+    /// where each pending pod would go and which NodeClaims would be created. Launches nothing.
+    Schedule(ScheduleArgs),
+}
+
+/// `joinery schedule …`
+#[derive(Debug, clap::Args)]
+pub struct ScheduleArgs {
+    /// The snapshot: multi-document YAML of NodePools, NodeClaims, Nodes, Pods, DaemonSets, …
+    /// (`kubectl get -o yaml` output works, `kind: List` included).
+    pub snapshot: PathBuf,
+    /// Instance-type catalogue file (YAML or JSON); see examples/catalogs/.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["plugin", "node_class"], required_unless_present = "plugin")]
+    pub catalog: Option<PathBuf>,
+    /// Cloud plugin (built-in or from --plugin-dir) to ask for instance types instead.
+    #[arg(long, value_name = "NAME", requires = "node_class")]
+    pub plugin: Option<String>,
+    /// NodeClass YAML passed to the plugin's get-instance-types (with --plugin).
+    #[arg(long, value_name = "FILE", requires = "plugin")]
+    pub node_class: Option<PathBuf>,
+    /// Whether preferences (preferred affinities, ScheduleAnyway spreads) are respected then
+    /// relaxed, or ignored (upstream's PREFERENCE_POLICY).
+    #[arg(long, value_enum, ignore_case = true, default_value = "Respect")]
+    pub preference_policy: PreferencePolicyArg,
+    /// Whether NodePool minValues are strict or best effort (upstream's MIN_VALUES_POLICY).
+    #[arg(long, value_enum, ignore_case = true, default_value = "Strict")]
+    pub min_values_policy: MinValuesPolicyArg,
+    /// Print JSON instead of the human-readable report.
+    #[arg(long)]
+    pub json: bool,
+    /// Plugin loading options (with --plugin).
+    #[command(flatten)]
+    pub plugins: PluginOptions,
+}
+
+/// `--preference-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PreferencePolicyArg {
+    /// Treat preferences as required, relaxing them one at a time when a pod does not fit.
+    #[value(name = "Respect")]
+    Respect,
+    /// Leave preferences out.
+    #[value(name = "Ignore")]
+    Ignore,
+}
+
+/// `--min-values-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MinValuesPolicyArg {
+    /// A NodeClaim that cannot keep minValues distinct values is not created.
+    #[value(name = "Strict")]
+    Strict,
+    /// minValues is relaxed to what the remaining instance types allow.
+    #[value(name = "BestEffort")]
+    BestEffort,
 }
 
 /// `joinery run …`
@@ -200,10 +255,10 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("expected key=value, got {s:?}"))
 }
 
-/// Sets up `tracing` (respects `RUST_LOG`; default `info`, `warn` for `simulate`, whose
-/// timeline is the output).
+/// Sets up `tracing` (respects `RUST_LOG`; default `info`, `warn` for `simulate` and
+/// `schedule`, whose reports are the output).
 pub fn init_tracing(format: LogFormat, command: &Command) {
-    let default = if matches!(command, Command::Simulate(_)) { "warn" } else { "info" };
+    let default = if matches!(command, Command::Simulate(_) | Command::Schedule(_)) { "warn" } else { "info" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default.into());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = match format {
@@ -228,6 +283,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench(BenchCommand::Plugins { iterations, json }) => crate::bench::plugins(iterations, json).await,
         Command::Simulate(args) => crate::simulate_cmd::simulate(args).await,
         Command::Run(args) => crate::run_cmd::run(args).await,
+        Command::Schedule(args) => crate::schedule_cmd::schedule(args).await,
         Command::Sim(SimCommand::Serve { kubeconfig_out, speed, with_host }) => {
             crate::simulate_cmd::serve(kubeconfig_out, speed, with_host).await
         }

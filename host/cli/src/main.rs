@@ -4,6 +4,7 @@ mod bench;
 mod cli;
 mod plugins_cmd;
 mod run_cmd;
+mod schedule_cmd;
 mod simulate_cmd;
 mod userdata;
 

@@ -68,6 +68,50 @@ fn blog_eight_pods_cost_no_more_than_cluster_autoscaler() {
 }
 
 #[test]
+fn insufficient_capacity_falls_back_to_the_next_cheapest_type() {
+    let (report, stdout, ok) = simulate(Some("insufficient-capacity.yaml"));
+    assert!(ok, "{stdout}");
+    assert_eq!(report["instanceTypes"], serde_json::json!(["c3-16"]));
+    assert_eq!(report["totals"]["nodeClaimsCreated"], 1);
+}
+
+#[test]
+fn daemonset_overhead_sizes_the_node() {
+    let (report, stdout, ok) = simulate(Some("daemonset-overhead.yaml"));
+    assert!(ok, "{stdout}");
+    assert_eq!(report["instanceTypes"], serde_json::json!(["c3-16"]));
+    assert_eq!(report["pods"]["running"], 1);
+}
+
+#[test]
+fn a_drain_waits_for_the_disruption_budget_then_completes() {
+    let (report, stdout, ok) = simulate(Some("drain-respects-pdb.yaml"));
+    assert!(ok, "{stdout}");
+    assert_eq!(report["totals"]["nodeClaimsCreated"], 2, "one replacement node: {report:#}");
+    assert_eq!(report["totals"]["nodesDeleted"], 1);
+    assert_eq!(report["pods"]["running"], 2);
+}
+
+#[test]
+fn every_shipped_scenario_is_covered_by_a_test() {
+    let tested = [
+        "blog-eight-pods.yaml",
+        "blog-one-pod-3-vcpu.yaml",
+        "daemonset-overhead.yaml",
+        "drain-respects-pdb.yaml",
+        "insufficient-capacity.yaml",
+        "quickstart.yaml",
+    ];
+    let mut shipped: Vec<String> = std::fs::read_dir(repo().join("examples/scenarios"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".yaml"))
+        .collect();
+    shipped.sort();
+    assert_eq!(shipped, tested, "add a test for each new scenario in this file");
+}
+
+#[test]
 fn a_garbled_scenario_is_refused_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.yaml");

@@ -7,7 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use joinery_api::{HasConditions, NodeClaim, NodePool, Operator as ApiOperator};
 use joinery_core::requirements::{Operator, Requirement, Requirements};
 use joinery_core::resources::{InitContainer, PodLevelRequests, PodResourceSpec, Resources};
-use joinery_core::scheduling::{DaemonPod, ExistingNode, NodePoolLimits, PendingPod, PodKey};
+use joinery_core::scheduling::{
+    BoundPod, DaemonPod, ExistingNode, HostPort, LabelSelector, LabelSelectorRequirement, NodeInclusionPolicy, NodePoolLimits,
+    PendingPod, PodAffinityTerm, PodKey, PreferredSchedulingTerm, SelectorOperator, TopologySpreadConstraint,
+    WeightedPodAffinityTerm, WhenUnsatisfiable,
+};
 use joinery_core::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
 use joinery_runtime::types as wit;
 use k8s_openapi::api::core::v1::{self as corev1, Node, Pod, PodSpec};
@@ -183,6 +187,15 @@ pub fn pending_pod(pod: &Pod) -> Result<PendingPod, String> {
         node_selector: spec.node_selector.clone().unwrap_or_default(),
         required_affinity: required_affinity(&spec).map_err(ctx)?,
         tolerations: spec.tolerations.iter().flatten().map(toleration).collect(),
+        labels: pod.metadata.labels.clone().unwrap_or_default(),
+        preferred_affinity: preferred_affinity(&spec).map_err(ctx)?,
+        topology_spread: topology_spread(&spec).map_err(ctx)?,
+        pod_affinity: pod_affinity_terms(&spec, false, &namespace).map_err(ctx)?,
+        preferred_pod_affinity: preferred_pod_affinity_terms(&spec, false, &namespace).map_err(ctx)?,
+        pod_anti_affinity: pod_affinity_terms(&spec, true, &namespace).map_err(ctx)?,
+        preferred_pod_anti_affinity: preferred_pod_affinity_terms(&spec, true, &namespace).map_err(ctx)?,
+        host_ports: host_ports(&spec),
+        volume_requirements: Vec::new(),
     })
 }
 
@@ -196,8 +209,199 @@ pub fn daemon_pod(ds: &k8s_openapi::api::apps::v1::DaemonSet) -> Result<DaemonPo
         node_selector: spec.node_selector.clone().unwrap_or_default(),
         required_affinity: required_affinity(&spec).map_err(ctx)?,
         tolerations: spec.tolerations.iter().flatten().map(toleration).collect(),
+        host_ports: host_ports(&spec),
         name,
     })
+}
+
+/// A label selector in core form; an unknown operator is an error naming `path`.
+pub fn label_selector(
+    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    path: &str,
+) -> Result<LabelSelector, String> {
+    let mut out = LabelSelector { match_labels: selector.match_labels.clone().unwrap_or_default(), ..Default::default() };
+    for (i, e) in selector.match_expressions.iter().flatten().enumerate() {
+        let operator = match e.operator.as_str() {
+            "In" => SelectorOperator::In,
+            "NotIn" => SelectorOperator::NotIn,
+            "Exists" => SelectorOperator::Exists,
+            "DoesNotExist" => SelectorOperator::DoesNotExist,
+            other => return Err(format!("{path}.matchExpressions[{i}].operator {other:?} is not a label selector operator")),
+        };
+        out.match_expressions.push(LabelSelectorRequirement::new(e.key.clone(), operator, e.values.clone().unwrap_or_default()));
+    }
+    Ok(out)
+}
+
+fn inclusion_policy(policy: Option<&str>) -> Option<NodeInclusionPolicy> {
+    match policy {
+        Some("Honor") => Some(NodeInclusionPolicy::Honor),
+        Some("Ignore") => Some(NodeInclusionPolicy::Ignore),
+        _ => None,
+    }
+}
+
+/// `spec.topologySpreadConstraints` in core form.
+pub fn topology_spread(spec: &PodSpec) -> Result<Vec<TopologySpreadConstraint>, String> {
+    let mut out = Vec::new();
+    for (i, c) in spec.topology_spread_constraints.iter().flatten().enumerate() {
+        let path = format!("spec.topologySpreadConstraints[{i}]");
+        out.push(TopologySpreadConstraint {
+            max_skew: u32::try_from(c.max_skew).unwrap_or(0),
+            topology_key: c.topology_key.clone(),
+            when_unsatisfiable: if c.when_unsatisfiable == "ScheduleAnyway" {
+                WhenUnsatisfiable::ScheduleAnyway
+            } else {
+                WhenUnsatisfiable::DoNotSchedule
+            },
+            label_selector: c.label_selector.as_ref().map(|s| label_selector(s, &format!("{path}.labelSelector"))).transpose()?,
+            min_domains: c.min_domains.and_then(|m| u32::try_from(m).ok()),
+            node_affinity_policy: inclusion_policy(c.node_affinity_policy.as_deref()),
+            node_taints_policy: inclusion_policy(c.node_taints_policy.as_deref()),
+            match_label_keys: c.match_label_keys.clone().unwrap_or_default(),
+        });
+    }
+    Ok(out)
+}
+
+/// One pod (anti-)affinity term in core form. `namespaceSelector` cannot be resolved here (it
+/// needs the Namespace objects): a term with one keeps its listed namespaces plus the pod's
+/// own, which under-approximates "all namespaces".
+fn pod_affinity_term(term: &corev1::PodAffinityTerm, namespace: &str, path: &str) -> Result<PodAffinityTerm, String> {
+    let mut namespaces = term.namespaces.clone().unwrap_or_default();
+    if term.namespace_selector.is_some() && !namespaces.iter().any(|n| n == namespace) {
+        namespaces.push(namespace.to_owned());
+    }
+    Ok(PodAffinityTerm {
+        label_selector: term.label_selector.as_ref().map(|s| label_selector(s, &format!("{path}.labelSelector"))).transpose()?,
+        topology_key: term.topology_key.clone(),
+        namespaces,
+    })
+}
+
+fn affinity_path(anti: bool) -> &'static str {
+    if anti { "spec.affinity.podAntiAffinity" } else { "spec.affinity.podAffinity" }
+}
+
+/// Required pod affinity (`anti` false) or anti-affinity (`anti` true) terms of a pod spec in
+/// the namespace `namespace`.
+pub fn pod_affinity_terms(spec: &PodSpec, anti: bool, namespace: &str) -> Result<Vec<PodAffinityTerm>, String> {
+    let affinity = spec.affinity.as_ref();
+    let terms = if anti {
+        affinity.and_then(|a| a.pod_anti_affinity.as_ref()).and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+    } else {
+        affinity.and_then(|a| a.pod_affinity.as_ref()).and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+    };
+    let path = affinity_path(anti);
+    terms
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, t)| pod_affinity_term(t, namespace, &format!("{path}.requiredDuringSchedulingIgnoredDuringExecution[{i}]")))
+        .collect()
+}
+
+/// Preferred pod affinity (`anti` false) or anti-affinity (`anti` true) terms with weights.
+pub fn preferred_pod_affinity_terms(spec: &PodSpec, anti: bool, namespace: &str) -> Result<Vec<WeightedPodAffinityTerm>, String> {
+    let affinity = spec.affinity.as_ref();
+    let terms = if anti {
+        affinity.and_then(|a| a.pod_anti_affinity.as_ref()).and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())
+    } else {
+        affinity.and_then(|a| a.pod_affinity.as_ref()).and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())
+    };
+    let path = affinity_path(anti);
+    terms
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, w)| {
+            let path = format!("{path}.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm");
+            Ok(WeightedPodAffinityTerm { weight: w.weight, term: pod_affinity_term(&w.pod_affinity_term, namespace, &path)? })
+        })
+        .collect()
+}
+
+/// Preferred node-affinity terms of a pod spec with their weights (`matchFields` is refused,
+/// as for required terms).
+pub fn preferred_affinity(spec: &PodSpec) -> Result<Vec<PreferredSchedulingTerm>, String> {
+    let Some(terms) = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.preferred_during_scheduling_ignored_during_execution.as_ref())
+    else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for (i, term) in terms.iter().enumerate() {
+        let path = format!("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference");
+        if term.preference.match_fields.as_ref().is_some_and(|f| !f.is_empty()) {
+            return Err(format!("{path}.matchFields is not supported"));
+        }
+        let mut preference = Requirements::new();
+        for (j, e) in term.preference.match_expressions.iter().flatten().enumerate() {
+            let op = match e.operator.as_str() {
+                "In" => Operator::In,
+                "NotIn" => Operator::NotIn,
+                "Exists" => Operator::Exists,
+                "DoesNotExist" => Operator::DoesNotExist,
+                "Gt" => Operator::Gt,
+                "Lt" => Operator::Lt,
+                other => return Err(format!("{path}.matchExpressions[{j}].operator {other:?} is not a node selector operator")),
+            };
+            let r = Requirement::new(e.key.clone(), op, e.values.clone().unwrap_or_default())
+                .map_err(|err| format!("{path}.matchExpressions[{j}]: {err}"))?;
+            preference.add(r);
+        }
+        out.push(PreferredSchedulingTerm { weight: term.weight, preference });
+    }
+    Ok(out)
+}
+
+/// Host ports bound by the regular containers of a pod spec (what upstream tracks).
+pub fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
+    spec.containers
+        .iter()
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter_map(|p| {
+            let port = u16::try_from(p.host_port?).ok().filter(|&port| port != 0)?;
+            Some(HostPort { port, protocol: p.protocol.clone().unwrap_or_default(), host_ip: p.host_ip.clone().unwrap_or_default() })
+        })
+        .collect()
+}
+
+/// A pod bound to a node in core form (`None` when it is not bound or is terminal): its
+/// labels, required anti-affinity terms and host ports. Anti-affinity terms that do not
+/// convert are left out.
+pub fn bound_pod(pod: &Pod) -> Option<BoundPod> {
+    let spec = pod.spec.as_ref()?;
+    let node = spec.node_name.clone()?;
+    if is_terminal(pod) {
+        return None;
+    }
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let anti_affinity = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|t| pod_affinity_term(t, &namespace, "spec.affinity.podAntiAffinity").ok())
+        .collect();
+    Some(BoundPod {
+        key: PodKey::new(namespace, pod.metadata.name.clone().unwrap_or_default()),
+        node,
+        labels: pod.metadata.labels.clone().unwrap_or_default(),
+        anti_affinity,
+        host_ports: host_ports(spec),
+    })
+}
+
+/// The bound, non-terminal pods of a list in core form (for
+/// [`SchedulingContext::bound_pods`](joinery_core::scheduling::SchedulingContext::bound_pods)).
+pub fn bound_pods<P: Borrow<Pod>>(pods: &[P]) -> Vec<BoundPod> {
+    pods.iter().filter_map(|p| bound_pod(p.borrow())).collect()
 }
 
 /// Resources from a Kubernetes resource list; the error names `what`.

@@ -27,6 +27,7 @@ pub mod nodeclass;
 pub mod nodepool;
 pub mod provisioner;
 pub mod settings;
+pub mod snapshot;
 pub mod state;
 pub mod termination;
 mod util;

@@ -27,6 +27,17 @@ pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
     .await;
 }
 
+/// Whether a NodeClass has been resolved at least once (its status has a `Ready` condition).
+pub fn is_resolved(class: &DynamicObject) -> bool {
+    class
+        .data
+        .pointer("/status/conditions")
+        .and_then(|c| c.as_array())
+        .into_iter()
+        .flatten()
+        .any(|c| c.get("type").and_then(|t| t.as_str()) == Some("Ready"))
+}
+
 /// Whether a NodeClass object has `Ready=True` in its status.
 pub fn is_ready(class: &DynamicObject) -> bool {
     class

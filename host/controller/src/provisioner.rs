@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use joinery_api::{HasConditions, NodeClaim, NodeClaimResources, NodeClaimSpec, NodeClassReference, NodePool, NodeSelectorRequirementWithMinValues};
+use joinery_api::{NodeClaim, NodeClaimResources, NodeClaimSpec, NodeClassReference, NodePool, NodeSelectorRequirementWithMinValues};
 use joinery_core::labels::{self, LabelPolicy};
 use joinery_core::nodeclaim::{NodeClassRef, NodeClaimTemplate};
 use joinery_core::requirements::{Requirement, Requirements};
@@ -19,10 +19,8 @@ use tokio::sync::watch;
 
 use crate::convert;
 use crate::events::Involved;
-use crate::lifecycle::conditions::{INITIALIZED, LAUNCHED};
-use crate::lifecycle::is_ephemeral_taint;
 use crate::nodeclass;
-use crate::state::{NodeClassKey, is_daemon_pod, is_provisionable, is_terminal};
+use crate::state::{NodeClassKey, is_provisionable};
 use crate::{Context, ControllerError};
 
 /// Provisionable pods trigger a new pass at least this often while they stay pending
@@ -138,7 +136,12 @@ pub async fn provision(ctx: &Context) -> Result<bool, ControllerError> {
             Err(e) => tracing::warn!(error = %e, "DaemonSet ignored for overhead"),
         }
     }
-    let (nodepools, pools_by_name) = ready_nodepools(ctx).await;
+    let (nodepools, pools_by_name, unresolved) = ready_nodepools(ctx).await;
+    if unresolved {
+        // A NodeClass has not been resolved yet (just created): wait for it rather than
+        // deciding without its NodePools.
+        return Ok(false);
+    }
     if nodepools.is_empty() {
         for pod in pod_objects.values() {
             ctx.events.warning(&Involved::of(pod.as_ref()), "FailedScheduling", "no dynamic nodepools found").await;
@@ -181,101 +184,18 @@ pub async fn provision(ctx: &Context) -> Result<bool, ControllerError> {
     Ok(true)
 }
 
-/// Nodes and in-flight NodeClaims in the core's form.
+/// Nodes and in-flight NodeClaims in the core's form (see [`convert::existing_nodes`]).
 fn existing_nodes(ctx: &Context) -> Vec<ExistingNode> {
-    let pods = ctx.state.pods.state();
-    let mut requested: BTreeMap<String, (Resources, Resources)> = BTreeMap::new();
-    for pod in &pods {
-        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else { continue };
-        if is_terminal(pod) {
-            continue;
-        }
-        let Ok(r) = convert::pod_requests(&pod.spec.clone().unwrap_or_default()) else { continue };
-        let entry = requested.entry(node).or_default();
-        entry.0 += &r;
-        if is_daemon_pod(pod) {
-            entry.1 += &r;
-        }
-    }
-    let claims = ctx.state.node_claims.state();
-    let claim_for = |provider_id: &str| {
-        claims.iter().find(|c| c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id)).cloned()
-    };
-    let mut out = Vec::new();
-    let mut nodes_seen = BTreeSet::new();
-    for node in ctx.state.nodes.state() {
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.clone()).unwrap_or_default();
-        nodes_seen.insert(provider_id.clone());
-        let claim = claim_for(&provider_id);
-        let node_labels = node.metadata.labels.clone().unwrap_or_default();
-        let initialized = claim.as_ref().map(|c| c.is_condition_true(INITIALIZED)).unwrap_or(true);
-        let mut taints = convert::taints(node.spec.as_ref().and_then(|s| s.taints.as_ref()));
-        if let Some(claim) = &claim
-            && !initialized
-        {
-            // Uninitialized managed nodes: their startup and ephemeral taints are temporary.
-            let startup = convert::taints(claim.spec.startup_taints.as_ref());
-            taints.retain(|t| !startup.contains(t) && !is_ephemeral_taint(&convert::taint_to_k8s(t)));
-            for t in convert::taints(claim.spec.taints.as_ref()) {
-                if !taints.contains(&t) {
-                    taints.push(t);
-                }
-            }
-        }
-        let deleting = node.metadata.deletion_timestamp.is_some() || claim.as_ref().is_some_and(|c| c.metadata.deletion_timestamp.is_some());
-        let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
-        let disrupted = taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY);
-        let allocatable = convert::resource_list("status.allocatable", node.status.as_ref().and_then(|s| s.allocatable.as_ref()))
-            .unwrap_or_default();
-        let (req, daemon) = requested.remove(&name).unwrap_or_default();
-        out.push(ExistingNode {
-            requirements: Requirements::from_labels(node_labels.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
-            nodepool: node_labels.get(labels::NODEPOOL_LABEL).cloned(),
-            taints,
-            allocatable,
-            requested: req,
-            daemon_requested: daemon,
-            in_flight: !initialized,
-            schedulable: !deleting && !cordoned && !disrupted,
-            name,
-        });
-    }
-    // Launched claims whose Node has not registered yet.
-    for claim in &claims {
-        let Some(status) = &claim.status else { continue };
-        let Some(pid) = &status.provider_id else { continue };
-        if nodes_seen.contains(pid) || claim.metadata.deletion_timestamp.is_some() || !claim.is_condition_true(LAUNCHED) {
-            continue;
-        }
-        let mut requirements = Requirements::new();
-        for r in &claim.spec.requirements {
-            if let Ok(req) = Requirement::new(r.key.clone(), convert::operator_to_core(r.operator), r.values.clone().unwrap_or_default()) {
-                requirements.add(req);
-            }
-        }
-        let claim_labels = claim.metadata.labels.clone().unwrap_or_default();
-        requirements.add_all(&Requirements::from_labels(claim_labels.iter().map(|(k, v)| (k.as_str(), v.as_str()))));
-        out.push(ExistingNode {
-            name: claim.metadata.name.clone().unwrap_or_default(),
-            nodepool: claim_labels.get(labels::NODEPOOL_LABEL).cloned(),
-            requirements,
-            taints: convert::taints(claim.spec.taints.as_ref()),
-            allocatable: convert::resource_list("status.allocatable", status.allocatable.as_ref()).unwrap_or_default(),
-            requested: Resources::new(),
-            daemon_requested: Resources::new(),
-            in_flight: true,
-            schedulable: true,
-        });
-    }
-    out
+    convert::existing_nodes(&ctx.state.nodes.state(), &ctx.state.node_claims.state(), &ctx.state.pods.state())
 }
 
 /// Ready, dynamic NodePools in the core's form, with their instance types and limits.
-async fn ready_nodepools(ctx: &Context) -> (Vec<scheduling::NodePool>, BTreeMap<String, Arc<NodePool>>) {
+/// Also says whether some NodePool's NodeClass has never been resolved yet.
+async fn ready_nodepools(ctx: &Context) -> (Vec<scheduling::NodePool>, BTreeMap<String, Arc<NodePool>>, bool) {
     let claims = ctx.state.node_claims.state();
     let mut out = Vec::new();
     let mut by_name = BTreeMap::new();
+    let mut unresolved = false;
     let mut pools = ctx.state.node_pools.state();
     pools.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for pool in pools {
@@ -289,6 +209,10 @@ async fn ready_nodepools(ctx: &Context) -> (Vec<scheduling::NodePool>, BTreeMap<
             tracing::debug!(nodepool = %name, "NodeClass not found; NodePool skipped");
             continue;
         };
+        if !nodeclass::is_resolved(&class) {
+            unresolved = true;
+            continue;
+        }
         if !nodeclass::is_ready(&class) {
             ctx.events.warning(&Involved::of(pool.as_ref()), "NodeClassNotReady", &format!("NodeClass {} is not ready", class_ref.name)).await;
             continue;
@@ -307,23 +231,13 @@ async fn ready_nodepools(ctx: &Context) -> (Vec<scheduling::NodePool>, BTreeMap<
                 continue;
             }
         };
-        let limits = pool.spec.limits.as_ref().map(|limits| {
-            let mut usage = Resources::new();
-            let mut count = 0u64;
-            for c in claims.iter().filter(|c| c.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)) == Some(&name)) {
-                count += 1;
-                if let Ok(cap) = convert::resource_list("status.capacity", c.status.as_ref().and_then(|s| s.capacity.as_ref())) {
-                    usage += &cap;
-                }
-            }
-            usage.set("nodes", count);
-            NodePoolLimits::from_quantities(limits.iter().map(|(k, v)| (k.clone(), v.0.clone())), usage.clone())
-                .unwrap_or_else(|_| NodePoolLimits::new(BTreeMap::new(), usage))
-        });
+        // A limit that is not a quantity leaves the pool without limits, as before.
+        let limits = convert::nodepool_limits(&pool, &claims)
+            .unwrap_or_else(|_| Some(NodePoolLimits::new(BTreeMap::new(), Resources::new())));
         out.push(scheduling::NodePool { template, instance_types, limits });
         by_name.insert(name, pool);
     }
-    (out, by_name)
+    (out, by_name, unresolved)
 }
 
 /// The core's template of a NodePool; errors name the pool and field.

@@ -76,6 +76,8 @@ pub struct SimulationOptions {
     pub settings: Settings,
     /// Whether to start the host (tests of the cluster alone leave it out).
     pub start_controller: bool,
+    /// Faults the cloud injects from the start.
+    pub faults: Option<scenario::FaultSpec>,
 }
 
 impl Default for SimulationOptions {
@@ -86,6 +88,7 @@ impl Default for SimulationOptions {
             boot_delay: Duration::from_secs(30),
             settings: Settings::default(),
             start_controller: true,
+            faults: None,
         }
     }
 }
@@ -151,6 +154,15 @@ impl Simulation {
             ..Default::default()
         })
         .await?;
+        if let Some(f) = &options.faults {
+            for o in &f.insufficient_capacity {
+                cloud.faults().insufficient_capacity(joinery_sim::cloud::OfferingKey::new(&o.instance_type, &o.zone, &o.capacity_type));
+            }
+            cloud.faults().set_quota(f.quota);
+            if let Some(n) = f.fail_after_create {
+                cloud.faults().fail_after_create(n);
+            }
+        }
         let physics = Physics::start(PhysicsOptions::new(client.clone(), clock.clone()).with_cloud(cloud.subscribe(), cloud.boot_delay()));
         let mut settings = options.settings;
         if settings.cluster_endpoint.is_empty() {
@@ -202,15 +214,31 @@ impl Simulation {
         }
     }
 
-    /// Deletes an object (missing objects are fine).
-    pub async fn delete(&self, r: &scenario::ObjectRef) -> Result<(), SimulateError> {
-        let object = json!({"apiVersion": r.api_version, "kind": r.kind, "metadata": {"name": r.name, "namespace": r.namespace}});
+    /// Deletes an object, or every object matching a label selector (missing objects are
+    /// fine). Returns how many deletions were requested.
+    pub async fn delete(&self, r: &scenario::ObjectRef) -> Result<usize, SimulateError> {
+        let object = json!({"apiVersion": r.api_version, "kind": r.kind,
+                            "metadata": {"name": r.name.clone().unwrap_or_else(|| "-".into()), "namespace": r.namespace}});
         let (api, name, what) = self.dynamic_api(&object).await?;
-        match api.delete(&name, &DeleteParams::background()).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(kube_err(format!("deleting {what}"))(e)),
+        let names = match &r.label_selector {
+            None => vec![name],
+            Some(selector) => api
+                .list(&kube::api::ListParams::default().labels(selector))
+                .await
+                .map_err(kube_err(format!("listing {} with {selector}", r.kind)))?
+                .items
+                .into_iter()
+                .filter_map(|o| o.metadata.name)
+                .collect(),
+        };
+        for name in &names {
+            match api.delete(name, &DeleteParams::background()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(kube_err(format!("deleting {what}"))(e)),
+            }
         }
+        Ok(names.len())
     }
 
     /// Scales a Deployment.
@@ -312,6 +340,7 @@ pub async fn run_scenario(scenario: &Scenario, speed: f64, echo: bool) -> Result
         boot_delay,
         settings,
         start_controller: true,
+        faults: scenario.cloud.faults.clone(),
     };
     let wall = std::time::Instant::now();
     let sim = Simulation::start(options).await?;
@@ -357,13 +386,22 @@ async fn drive(
             sim.apply(m).await?;
         }
         for r in &step.delete {
-            sim.delete(r).await?;
+            let count = sim.delete(r).await?;
+            let target = r.name.clone().or_else(|| r.label_selector.clone().map(|s| format!("[{s}]"))).unwrap_or_default();
+            observer.note(format!("{label}: deleted {count} {} {target}", r.kind));
         }
         if let Some(s) = &step.scale {
             sim.scale(s).await?;
             observer.note(format!("{label}: scaled {} to {}", s.name, s.replicas));
         } else {
             observer.note(format!("{label}: started"));
+        }
+        if let Some(wait) = &step.wait {
+            let wait = scenario::duration_field(Some(wait), &format!("steps[{i}].wait"), Duration::ZERO, &origin)?;
+            let until = observer.now() + wait.as_secs_f64();
+            while observer.now() < until {
+                sample_pause(sim, observer).await;
+            }
         }
         if let Some(wait) = &step.wait_for {
             let limit = scenario::duration_field(step.timeout.as_deref(), &format!("steps[{i}].timeout"), Duration::from_secs(900), &origin)?;

@@ -222,7 +222,7 @@ impl Observer {
                     record.node_claim,
                     record.name.clone().unwrap_or_else(|| "-".into())
                 );
-                let stamped = format!("[{:>8.1}s] {line}", now);
+                let stamped = format!("[{:>8.1}s] {line}", self.clock.seconds() - self.origin);
                 if self.echo {
                     println!("{stamped}");
                 }

@@ -15,6 +15,7 @@
 //!     apply: [ … ]             # optional
 //!     delete: [{apiVersion: apps/v1, kind: Deployment, namespace: default, name: inflate}]
 //!     scale: {namespace: default, name: inflate, replicas: 0}
+//!     wait: 60s                # optional: let time pass
 //!     waitFor: {nodes: 0}      # optional: block until this holds…
 //!     timeout: 10m             # …at most this long (default 15m)
 //!     expect: {podsRunning: 0} # optional: must hold after the wait
@@ -80,6 +81,43 @@ pub struct CloudSpec {
     /// Replaces the default catalogue.
     #[serde(default)]
     pub catalogue: Option<Catalogue>,
+    /// Faults injected from the start.
+    #[serde(default)]
+    pub faults: Option<FaultSpec>,
+}
+
+/// Faults the simulated cloud injects (see `joinery_sim::cloud::CloudFaults`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FaultSpec {
+    /// Offerings that are out of capacity (each field may be `*`).
+    #[serde(default)]
+    pub insufficient_capacity: Vec<OfferingSpec>,
+    /// Most instances alive at once.
+    #[serde(default)]
+    pub quota: Option<usize>,
+    /// The next N creates make the instance, then answer 500.
+    #[serde(default)]
+    pub fail_after_create: Option<u32>,
+}
+
+/// An offering; any field may be `*`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OfferingSpec {
+    /// Instance type.
+    #[serde(default = "any")]
+    pub instance_type: String,
+    /// Zone.
+    #[serde(default = "any")]
+    pub zone: String,
+    /// Capacity type.
+    #[serde(default = "any")]
+    pub capacity_type: String,
+}
+
+fn any() -> String {
+    "*".into()
 }
 
 /// One step.
@@ -101,6 +139,9 @@ pub struct Step {
     /// A Deployment to scale.
     #[serde(default)]
     pub scale: Option<Scale>,
+    /// Let this much simulated time pass after the step's actions (before `waitFor`).
+    #[serde(default)]
+    pub wait: Option<String>,
     /// Block until these hold.
     #[serde(default)]
     pub wait_for: Option<Expectations>,
@@ -123,8 +164,12 @@ pub struct ObjectRef {
     /// Namespace (namespaced kinds; default `default`).
     #[serde(default)]
     pub namespace: Option<String>,
-    /// Name.
-    pub name: String,
+    /// Name; or give `labelSelector` to delete every match.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Label selector (e.g. `karpenter.sh/nodepool=default`), instead of a name.
+    #[serde(default)]
+    pub label_selector: Option<String>,
 }
 
 /// A Deployment scale change.
@@ -210,8 +255,17 @@ impl Scenario {
         for (i, s) in self.steps.iter().enumerate() {
             duration_field(s.at.as_deref(), &format!("steps[{i}].at"), Duration::ZERO, origin)?;
             duration_field(s.timeout.as_deref(), &format!("steps[{i}].timeout"), Duration::ZERO, origin)?;
+            duration_field(s.wait.as_deref(), &format!("steps[{i}].wait"), Duration::ZERO, origin)?;
             for (j, m) in s.apply.iter().enumerate() {
                 check_manifest(m, &format!("steps[{i}].apply[{j}]"), origin)?;
+            }
+            for (j, d) in s.delete.iter().enumerate() {
+                if d.name.is_some() == d.label_selector.is_some() {
+                    return Err(ScenarioError {
+                        origin: origin.to_string(),
+                        message: format!("steps[{i}].delete[{j}]: give exactly one of name and labelSelector"),
+                    });
+                }
             }
         }
         Ok(())

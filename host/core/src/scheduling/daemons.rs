@@ -7,6 +7,7 @@ use crate::requirements::{KeySet, NO_KEYS, Requirements};
 use crate::resources::Resources;
 use crate::taints::{Taint, TaintEffect, Toleration};
 
+use super::constraints::HostPort;
 use super::types::DaemonPod;
 
 /// The requirement sets a pod may be placed with: the node selector alone, or the node
@@ -95,5 +96,10 @@ impl<'a> Daemon<'a> {
     /// The daemon pod's requests.
     pub(crate) fn requests(&self) -> &Resources {
         &self.pod.requests
+    }
+
+    /// The host ports the daemon pod binds.
+    pub(crate) fn host_ports(&self) -> &[HostPort] {
+        &self.pod.host_ports
     }
 }

@@ -19,23 +19,44 @@
 //! output (pods, nodes, NodePools and instance types are sorted with total orders; no hash
 //! map iteration is involved).
 //!
-//! Not modelled yet (later versions): topology spread, pod affinity and anti-affinity,
-//! preferred node affinity, host ports, volumes (topology and attach limits), reserved
-//! capacity, DRA, offering capacity/overhead overrides, the BestEffort minValues policy, and
-//! the consolidation-only options of upstream's scheduler.
+//! Inter-pod constraints follow upstream's topology groups (see the `topology` module):
+//! topology spread (maxSkew, minDomains, node inclusion policies, matchLabelKeys, hostname
+//! with a global minimum of 0), pod affinity with self-affinity bootstrap, pod anti-affinity
+//! including the inverse anti-affinity of pods already bound ([`SchedulingContext`]), with
+//! new claims narrowed to the chosen domain. Preferences (preferred node affinity, preferred
+//! pod affinity and anti-affinity, `ScheduleAnyway` spreads, PreferNoSchedule taints) are
+//! honored then relaxed in upstream's order, or ignored with [`PreferencePolicy::Ignore`].
+//! Host ports conflict on existing nodes, within a claim and with DaemonSets; volume topology
+//! arrives as alternative requirement sets on the pod.
+//!
+//! Not modelled yet (later versions): CSI volume attach limits, reserved capacity, DRA,
+//! offering capacity/overhead overrides, the BestEffort minValues policy, default
+//! (cluster-wide) spread constraints, and the consolidation-only options of upstream's
+//! scheduler.
 
+mod benchmark;
+mod bound;
+mod constraints;
 mod daemons;
 mod pricing;
 mod render;
 mod scheduler;
+mod topology;
 mod types;
 
 #[cfg(test)]
 mod tests;
 
+pub use benchmark::benchmark_input;
+pub use bound::cost_lower_bound;
+pub use constraints::{
+    HostPort, LabelSelector, LabelSelectorRequirement, NodeInclusionPolicy, PodAffinityTerm,
+    PreferencePolicy, PreferredSchedulingTerm, SelectorOperator, TopologySpreadConstraint,
+    WeightedPodAffinityTerm, WhenUnsatisfiable,
+};
 pub use pricing::FallbackPrice;
-pub use scheduler::{schedule, schedule_with_fallback_price};
+pub use scheduler::{schedule, schedule_with_context, schedule_with_fallback_price};
 pub use types::{
-    DaemonPod, ExistingNode, NewNodeClaim, NodePool, NodePoolLimits, PendingPod, Placement, PodKey,
-    PodPlacement, SchedulingInput, SchedulingResult,
+    BoundPod, DaemonPod, ExistingNode, NewNodeClaim, NodePool, NodePoolLimits, PendingPod,
+    Placement, PodKey, PodPlacement, SchedulingContext, SchedulingInput, SchedulingResult,
 };

@@ -52,15 +52,18 @@ pub(crate) fn order_cheapest_first<K: KeySet + ?Sized>(
     well_known: &K,
     fallback: FallbackPrice<'_>,
 ) -> Vec<Option<f64>> {
-    let mut keyed: Vec<(Option<f64>, usize)> = indices
-        .iter()
-        .map(|&i| {
-            (
-                launch_price(&types[i], requirements, well_known, fallback),
-                i,
-            )
-        })
-        .collect();
+    order_by_price(indices, types, |i| {
+        launch_price(&types[i], requirements, well_known, fallback)
+    })
+}
+
+/// [`order_cheapest_first`] with the price of each type index given by `price_of`.
+pub(crate) fn order_by_price(
+    indices: &mut [usize],
+    types: &[InstanceType],
+    price_of: impl Fn(usize) -> Option<f64>,
+) -> Vec<Option<f64>> {
+    let mut keyed: Vec<(Option<f64>, usize)> = indices.iter().map(|&i| (price_of(i), i)).collect();
     keyed.sort_by(|&(pa, a), &(pb, b)| {
         let (ta, tb) = (&types[a], &types[b]);
         let primary = match (pa, pb) {

@@ -67,6 +67,16 @@ pub(crate) fn incompatible(
     pod: &Requirements,
     err: &IncompatibleRequirements,
 ) -> String {
+    format!("incompatible requirements, {}", incompatibility(node, pod, err))
+}
+
+/// Why `pod` (any incoming requirements) does not fit `node`: one clause per key, joined by
+/// `"; "` (`key k, k In [x] not in k In [y]`, `label "k" does not have known values`).
+pub(crate) fn incompatibility(
+    node: &Requirements,
+    pod: &Requirements,
+    err: &IncompatibleRequirements,
+) -> String {
     let reasons: Vec<String> = err
         .0
         .iter()
@@ -82,7 +92,7 @@ pub(crate) fn incompatible(
             Incompatibility::UndefinedKey { .. } => reason.to_string(),
         })
         .collect();
-    format!("incompatible requirements, {}", reasons.join("; "))
+    reasons.join("; ")
 }
 
 /// `did not tolerate taint k=v:Effect`, one clause per taint, joined by `"; "`.

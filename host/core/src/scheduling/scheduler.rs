@@ -1,7 +1,10 @@
 //! The provisioning pass: queue, placement on existing nodes, open claims and new claims,
 //! then finalization of the claims.
 
+use std::cell::RefCell;
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::rc::Rc;
 
 use crate::instance_type::{InstanceType, MinValuesError, satisfies_min_values};
 use crate::labels::{
@@ -9,37 +12,43 @@ use crate::labels::{
     NODEPOOL_LABEL, REGISTERED_LABEL,
 };
 use crate::nodeclaim::{MAX_INSTANCE_TYPES, NodeClaimSpec};
-use crate::requirements::{NO_KEYS, Requirement, Requirements};
+use crate::requirements::{KeySet, NO_KEYS, Requirement, Requirements};
 use crate::resources::{NODES, Resources};
-use crate::taints::{Taint, TaintEffect};
+use crate::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
 
+use super::constraints::{HostPort, PreferencePolicy, WhenUnsatisfiable, port_conflict};
 use super::daemons::{Daemon, alternatives, tolerated, tolerates};
-use super::pricing::{FallbackPrice, no_fallback, order_cheapest_first};
+use super::pricing::{FallbackPrice, launch_price, no_fallback, order_by_price};
 use super::render;
+use super::topology::{self, Constraints, Topology, Violation};
 use super::types::{
-    ExistingNode, NewNodeClaim, NodePool, Placement, PodPlacement, SchedulingInput,
-    SchedulingResult,
+    ExistingNode, NewNodeClaim, NodePool, Placement, PodPlacement, SchedulingContext,
+    SchedulingInput, SchedulingResult,
 };
 
 /// Reason given to every pod that fits no existing node when there is no NodePool at all.
 const NO_NODEPOOLS: &str = "no dynamic nodepools found";
 
-/// Runs one provisioning pass over `input`.
+/// Runs one provisioning pass over `input`, with no pods known to be bound to the nodes and
+/// upstream's default preference policy (see [`schedule_with_context`]).
 ///
 /// Pods are tried in upstream's order (CPU request descending, then memory descending, then
 /// creation time, then UID; then key, for total determinism). Each pod goes to the first of:
 /// an existing node (initialized nodes first, then by name) whose taints the pod tolerates,
-/// whose remaining allocatable (after reserving DaemonSet pods not yet running there) holds
-/// the pod and whose labels are strictly compatible with the pod's; a NodeClaim opened
-/// earlier in this pass (fewest pods first) that can still take it; a new NodeClaim from the
-/// first NodePool (weight descending, then name descending, as upstream) that can take it. A
-/// pod that fits nowhere is retried after the others, with its next required node-affinity
-/// term, or tolerating PreferNoSchedule taints once nothing else is left to relax, until a
-/// full round makes no progress.
+/// whose host ports are free, whose remaining allocatable (after reserving DaemonSet pods not
+/// yet running there) holds the pod, whose labels are strictly compatible with the pod's and
+/// where its volume and topology constraints hold; a NodeClaim opened earlier in this pass
+/// (fewest pods first) that can still take it; a new NodeClaim from the first NodePool
+/// (weight descending, then name descending, as upstream) that can take it. A pod that fits
+/// nowhere is retried after the others, with one preference relaxed each time (upstream's
+/// order: the first of several required node-affinity terms, the heaviest preferred pod
+/// affinity, then pod anti-affinity, then node affinity term, one `ScheduleAnyway` spread
+/// constraint, finally a toleration for PreferNoSchedule taints), until a full round makes no
+/// progress.
 ///
 /// Prices of offerings without a price stay unknown; see [`schedule_with_fallback_price`].
 pub fn schedule(input: &SchedulingInput) -> SchedulingResult {
-    schedule_with_fallback_price(input, &no_fallback)
+    schedule_with_context(input, &SchedulingContext::default(), None)
 }
 
 /// [`schedule`] with a fallback price: when an offering has no price, `fallback` is asked
@@ -51,7 +60,18 @@ pub fn schedule_with_fallback_price(
     input: &SchedulingInput,
     fallback: FallbackPrice<'_>,
 ) -> SchedulingResult {
-    Scheduler::new(input).run(fallback)
+    schedule_with_context(input, &SchedulingContext::default(), Some(fallback))
+}
+
+/// [`schedule`] knowing the cluster's bound pods (their labels count for topology spread and
+/// pod affinity, their required anti-affinity keeps pods they select away, their host ports
+/// are taken) and the preference policy; `fallback` as in [`schedule_with_fallback_price`].
+pub fn schedule_with_context(
+    input: &SchedulingInput,
+    context: &SchedulingContext,
+    fallback: Option<FallbackPrice<'_>>,
+) -> SchedulingResult {
+    Scheduler::new(input, context).run(fallback.unwrap_or(&no_fallback))
 }
 
 /// A NodePool prepared for the pass.
@@ -64,6 +84,8 @@ struct Pool<'a> {
     candidates: Vec<usize>,
     /// DaemonSet requests per instance type index (filled for candidates).
     type_overhead: Vec<Resources>,
+    /// Host ports of the DaemonSets per instance type index (filled for candidates).
+    type_ports: Vec<Vec<HostPort>>,
     /// DaemonSet requests for the pool regardless of instance type, as reported in reasons.
     overhead: Resources,
     /// Remaining limits, reduced as claims are opened.
@@ -78,45 +100,79 @@ impl Pool<'_> {
     fn instance_type(&self, index: usize) -> &InstanceType {
         &self.input.instance_types[index]
     }
+
+    fn taints(&self) -> &[Taint] {
+        &self.input.template.taints
+    }
 }
 
 /// An existing node during the pass.
 struct Node<'a> {
     input: &'a ExistingNode,
-    /// Labels, narrowed by the pods placed in this pass.
+    /// Labels (plus the hostname), narrowed by the pods placed in this pass.
     requirements: Requirements,
     /// Allocatable minus what bound pods request.
     available: Resources,
     /// DaemonSet pods still to come plus the pods placed in this pass.
     reserved: Resources,
+    /// Host ports of the bound pods and of the pods placed in this pass.
+    ports: Vec<HostPort>,
 }
 
 /// A NodeClaim being filled.
 struct Claim {
     pool: usize,
+    /// The placeholder hostname (a topology domain once the claim holds a pod).
+    hostname: String,
     requirements: Requirements,
     /// Instance type indices (into the pool's list) that can still hold every pod.
     options: Vec<usize>,
     /// Summed pod requests (DaemonSet overhead is added per instance type when filtering and
     /// once at finalization).
     requests: Resources,
+    /// Host ports of the pods placed on the claim.
+    ports: Vec<HostPort>,
     pods: Vec<usize>,
 }
 
-/// A pod during the pass.
+/// A pod during the pass: its constraints as relaxation leaves them.
 struct Pod {
     /// Placement alternatives: node selector ∩ each required affinity term.
     alternatives: Vec<Requirements>,
     /// The alternative in use (earlier ones were relaxed away).
     current: usize,
+    /// Remaining preferred node-affinity terms (indices), heaviest first.
+    preferred_affinity: Vec<usize>,
+    /// Remaining preferred pod-affinity terms (indices), heaviest first.
+    preferred_pod_affinity: Vec<usize>,
+    /// Remaining preferred pod-anti-affinity terms (indices), heaviest first.
+    preferred_pod_anti_affinity: Vec<usize>,
+    /// Remaining topology spread constraints (indices).
+    spreads: Vec<usize>,
     /// Whether relaxation has added a toleration for every PreferNoSchedule taint.
     tolerate_prefer_no_schedule: bool,
+    /// What a node must satisfy: the alternative in use and, unless preferences are
+    /// ignored, the heaviest remaining preferred node-affinity term.
+    requirements: Requirements,
 }
 
 impl Pod {
-    fn requirements(&self) -> &Requirements {
+    /// The required node constraints only (what topology domains are computed from).
+    fn strict(&self) -> &Requirements {
         &self.alternatives[self.current]
     }
+}
+
+/// Indices of weighted items, heaviest first (stable for equal weights).
+fn by_weight<T>(items: &[T], weight: impl Fn(&T) -> i32) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&i| Reverse(weight(&items[i])));
+    order
+}
+
+/// The toleration relaxation adds: every PreferNoSchedule taint.
+fn prefer_no_schedule_toleration() -> Toleration {
+    Toleration::exists("", Some(TaintEffect::PreferNoSchedule))
 }
 
 /// Where a pod was put during the pass.
@@ -131,6 +187,59 @@ struct Accepted {
     requirements: Requirements,
     options: Vec<usize>,
     requests: Resources,
+}
+
+/// Why volume or topology constraints rule a node out; rendered only for reasons shown.
+enum Failure {
+    /// A topology group left no domain.
+    Topology(Violation),
+    /// The volume alternative does not fit the node's requirements.
+    Volume {
+        node: Requirements,
+        volume: Requirements,
+    },
+    /// The domains topology allows do not fit the node's requirements.
+    Domains {
+        node: Requirements,
+        domains: Requirements,
+    },
+}
+
+/// What an instance type offers under a set of requirements.
+#[derive(Debug, Clone, Copy, Default)]
+struct Facts {
+    /// Its labels intersect the requirements.
+    compatible: bool,
+    /// It has an available offering compatible with the requirements.
+    offering: bool,
+}
+
+/// How many requirement sets per NodePool have their [`Facts`] remembered.
+const FACTS_PER_POOL: usize = 64;
+
+/// Whether two requirement sets are equal once the hostname key is set aside (instance types
+/// and offerings never define it, so it cannot change their [`Facts`]).
+fn same_but_hostname(a: &Requirements, b: &Requirements) -> bool {
+    let mut x = a.iter().filter(|r| r.key() != HOSTNAME_LABEL);
+    let mut y = b.iter().filter(|r| r.key() != HOSTNAME_LABEL);
+    loop {
+        match (x.next(), y.next()) {
+            (None, None) => return true,
+            (Some(r), Some(q)) if r == q => {}
+            _ => return false,
+        }
+    }
+}
+
+/// The node's requirement on `key` intersected with the pod's (`Exists` when neither
+/// defines it), without building the whole intersection.
+fn layered(node: &Requirements, pod: &Requirements, key: &str) -> Requirement {
+    match (node.get(key), pod.get(key)) {
+        (Some(a), Some(b)) => a.intersection(b),
+        (Some(a), None) => a.clone(),
+        (None, Some(b)) => b.clone(),
+        (None, None) => Requirement::exists(key),
+    }
 }
 
 /// Which criteria at least one instance type met while filtering, for upstream's reasons.
@@ -199,20 +308,97 @@ impl FilterFlags {
 struct Scheduler<'a> {
     input: &'a SchedulingInput,
     policy: &'a LabelPolicy,
+    /// Preferences are ignored (PreferencePolicy::Ignore).
+    ignore_preferences: bool,
     pools: Vec<Pool<'a>>,
     skipped_pools: Vec<String>,
     nodes: Vec<Node<'a>>,
     pods: Vec<Pod>,
     claims: Vec<Claim>,
+    topology: Topology<'a>,
     /// Whether relaxation may tolerate PreferNoSchedule taints (some pool has one).
     prefer_no_schedule_relaxable: bool,
     /// Counter for the hostname placeholders of new claims.
     hostnames: usize,
+    /// Per pool: [`Facts`] of its candidate types for requirement sets seen so far.
+    facts: RefCell<Vec<Vec<(Requirements, Rc<[Facts]>)>>>,
+}
+
+/// Pod indices in upstream's queue order.
+fn queue_order(pods: &[super::types::PendingPod]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..pods.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (pa, pb) = (&pods[a], &pods[b]);
+        pb.requests
+            .cpu_millis
+            .cmp(&pa.requests.cpu_millis)
+            .then(pb.requests.memory_bytes.cmp(&pa.requests.memory_bytes))
+            .then(pa.created.cmp(&pb.created))
+            .then_with(|| pa.uid.cmp(&pb.uid))
+            .then_with(|| pa.key.cmp(&pb.key))
+    });
+    order
+}
+
+/// What a node must satisfy for `pod`: its required alternative in use plus, unless
+/// preferences are ignored, the heaviest remaining preferred node-affinity term.
+fn pod_requirements(
+    pod: &Pod,
+    input: &super::types::PendingPod,
+    ignore_preferences: bool,
+) -> Requirements {
+    let mut requirements = pod.strict().clone();
+    if !ignore_preferences && let Some(&i) = pod.preferred_affinity.first() {
+        requirements.add_all(&input.preferred_affinity[i].preference);
+    }
+    requirements
+}
+
+/// The constraints topology groups are built from, as relaxation left them.
+fn constraints<'p>(
+    pod: &'p Pod,
+    input: &'p super::types::PendingPod,
+    ignore_preferences: bool,
+) -> Constraints<'p> {
+    let spreads = pod
+        .spreads
+        .iter()
+        .map(|&i| &input.topology_spread[i])
+        .filter(|c| {
+            !ignore_preferences || c.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule
+        })
+        .collect();
+    let mut affinity: Vec<_> = input.pod_affinity.iter().collect();
+    let mut anti_affinity: Vec<_> = input.pod_anti_affinity.iter().collect();
+    if !ignore_preferences {
+        affinity.extend(
+            pod.preferred_pod_affinity
+                .iter()
+                .map(|&i| &input.preferred_pod_affinity[i].term),
+        );
+        anti_affinity.extend(
+            pod.preferred_pod_anti_affinity
+                .iter()
+                .map(|&i| &input.preferred_pod_anti_affinity[i].term),
+        );
+    }
+    let mut tolerations = input.tolerations.clone();
+    if pod.tolerate_prefer_no_schedule {
+        tolerations.push(prefer_no_schedule_toleration());
+    }
+    Constraints {
+        spreads,
+        affinity,
+        anti_affinity,
+        node_terms: &pod.alternatives[pod.current..],
+        tolerations,
+    }
 }
 
 impl<'a> Scheduler<'a> {
-    fn new(input: &'a SchedulingInput) -> Self {
+    fn new(input: &'a SchedulingInput, context: &'a SchedulingContext) -> Self {
         let policy = &input.label_policy;
+        let ignore_preferences = context.preference_policy == PreferencePolicy::Ignore;
         let daemons: Vec<Daemon<'_>> = input.daemons.iter().map(Daemon::new).collect();
 
         let mut ordered: Vec<&NodePool> = input.nodepools.iter().collect();
@@ -262,28 +448,43 @@ impl<'a> Scheduler<'a> {
                 .map(Daemon::requests)
                 .sum();
             let mut type_overhead = vec![Resources::new(); pool.instance_types.len()];
+            let mut type_ports = vec![Vec::new(); pool.instance_types.len()];
             for &i in &candidates {
                 let t = &pool.instance_types[i];
-                type_overhead[i] = daemons
+                for d in daemons
                     .iter()
                     .filter(|d| d.runs_on_new(taints, &requirements, policy, Some(t)))
-                    .map(Daemon::requests)
-                    .sum();
+                {
+                    type_overhead[i] += d.requests();
+                    type_ports[i].extend(d.host_ports().iter().cloned());
+                }
             }
             pools.push(Pool {
                 input: pool,
                 requirements,
                 candidates,
                 type_overhead,
+                type_ports,
                 overhead,
                 remaining: pool.limits.as_ref().map(|l| l.remaining()),
             });
         }
 
+        let pending: BTreeSet<&super::types::PodKey> =
+            input.pods.iter().map(|p| &p.key).collect();
+        let mut ports: BTreeMap<&str, Vec<HostPort>> = BTreeMap::new();
+        for b in &context.bound_pods {
+            if !pending.contains(&b.key) {
+                ports
+                    .entry(b.node.as_str())
+                    .or_default()
+                    .extend(b.host_ports.iter().cloned());
+            }
+        }
         let mut schedulable: Vec<&ExistingNode> =
             input.nodes.iter().filter(|n| n.schedulable).collect();
         schedulable.sort_by(|a, b| a.in_flight.cmp(&b.in_flight).then(a.name.cmp(&b.name)));
-        let nodes = schedulable
+        let nodes: Vec<Node<'a>> = schedulable
             .into_iter()
             .map(|node| {
                 let daemon_total: Resources = daemons
@@ -291,25 +492,66 @@ impl<'a> Scheduler<'a> {
                     .filter(|d| d.runs_on_existing(&node.taints, &node.requirements))
                     .map(Daemon::requests)
                     .sum();
+                let mut requirements = node.requirements.clone();
+                if !requirements.has(HOSTNAME_LABEL) {
+                    requirements.add(Requirement::in_values(
+                        HOSTNAME_LABEL,
+                        [node.name.as_str()],
+                    ));
+                }
                 Node {
                     input: node,
-                    requirements: node.requirements.clone(),
+                    requirements,
                     available: &node.allocatable - &node.requested,
                     reserved: &daemon_total - &node.daemon_requested,
+                    ports: ports.remove(node.name.as_str()).unwrap_or_default(),
                 }
             })
             .collect();
 
-        let pods = input
+        let pods: Vec<Pod> = input
             .pods
             .iter()
-            .map(|p| Pod {
-                alternatives: alternatives(&p.node_selector, &p.required_affinity),
-                current: 0,
-                tolerate_prefer_no_schedule: false,
+            .map(|p| {
+                let mut pod = Pod {
+                    alternatives: alternatives(&p.node_selector, &p.required_affinity),
+                    current: 0,
+                    preferred_affinity: by_weight(&p.preferred_affinity, |t| t.weight),
+                    preferred_pod_affinity: by_weight(&p.preferred_pod_affinity, |t| t.weight),
+                    preferred_pod_anti_affinity: by_weight(&p.preferred_pod_anti_affinity, |t| {
+                        t.weight
+                    }),
+                    spreads: (0..p.topology_spread.len()).collect(),
+                    tolerate_prefer_no_schedule: false,
+                    requirements: Requirements::new(),
+                };
+                pod.requirements = pod_requirements(&pod, p, ignore_preferences);
+                pod
             })
             .collect();
 
+        let mut topology = Topology::new(
+            &input.pods,
+            &input.nodes,
+            &context.bound_pods,
+            &input.nodepools,
+        );
+        let order = queue_order(&input.pods);
+        for &p in &order {
+            topology.own_inverse(p);
+        }
+        topology.index_inverse();
+        for &p in &order {
+            topology.update(
+                p,
+                &constraints(&pods[p], &input.pods[p], ignore_preferences),
+            );
+        }
+        for node in &nodes {
+            topology.register(HOSTNAME_LABEL, topology::hostname(node.input));
+        }
+
+        let pool_count = pools.len();
         let prefer_no_schedule_relaxable = input.nodepools.iter().any(|p| {
             p.template
                 .taints
@@ -320,36 +562,22 @@ impl<'a> Scheduler<'a> {
         Scheduler {
             input,
             policy,
+            ignore_preferences,
             pools,
             skipped_pools,
             nodes,
             pods,
             claims: Vec::new(),
+            topology,
             prefer_no_schedule_relaxable,
             hostnames: 0,
+            facts: RefCell::new(vec![Vec::new(); pool_count]),
         }
-    }
-
-    /// Pod indices in upstream's queue order.
-    fn queue_order(&self) -> Vec<usize> {
-        let pods = &self.input.pods;
-        let mut order: Vec<usize> = (0..pods.len()).collect();
-        order.sort_by(|&a, &b| {
-            let (pa, pb) = (&pods[a], &pods[b]);
-            pb.requests
-                .cpu_millis
-                .cmp(&pa.requests.cpu_millis)
-                .then(pb.requests.memory_bytes.cmp(&pa.requests.memory_bytes))
-                .then(pa.created.cmp(&pb.created))
-                .then_with(|| pa.uid.cmp(&pb.uid))
-                .then_with(|| pa.key.cmp(&pb.key))
-        });
-        order
     }
 
     fn run(mut self, fallback: FallbackPrice<'_>) -> SchedulingResult {
         let count = self.input.pods.len();
-        let mut queue: VecDeque<usize> = self.queue_order().into();
+        let mut queue: VecDeque<usize> = queue_order(&self.input.pods).into();
         // Queue length when each pod was last pushed back without being relaxed: meeting it
         // again at the front with the same length means a full round without progress.
         let mut pushed_at: Vec<Option<usize>> = vec![None; count];
@@ -413,52 +641,74 @@ impl<'a> Scheduler<'a> {
         }
     }
 
-    /// Loosens one preference of a pod that could not be placed; false when nothing is left.
+    /// Loosens one preference of a pod that could not be placed, in upstream's order;
+    /// false when nothing is left. The pod's topology groups follow its new constraints.
     fn relax(&mut self, p: usize) -> bool {
+        let input = &self.input.pods[p];
         let pod = &mut self.pods[p];
-        if pod.current + 1 < pod.alternatives.len() {
+        let relaxed = if pod.current + 1 < pod.alternatives.len() {
             pod.current += 1;
-            return true;
-        }
-        if self.prefer_no_schedule_relaxable && !pod.tolerate_prefer_no_schedule {
+            true
+        } else if !pod.preferred_pod_affinity.is_empty() {
+            pod.preferred_pod_affinity.remove(0);
+            true
+        } else if !pod.preferred_pod_anti_affinity.is_empty() {
+            pod.preferred_pod_anti_affinity.remove(0);
+            true
+        } else if !pod.preferred_affinity.is_empty() {
+            pod.preferred_affinity.remove(0);
+            true
+        } else if let Some(i) = pod.spreads.iter().position(|&s| {
+            input.topology_spread[s].when_unsatisfiable == WhenUnsatisfiable::ScheduleAnyway
+        }) {
+            // Upstream moves the last constraint into the removed one's place.
+            pod.spreads.swap_remove(i);
+            true
+        } else if self.prefer_no_schedule_relaxable
+            && !pod.tolerate_prefer_no_schedule
+            && !input.tolerations.iter().any(|t| {
+                t.key.is_empty()
+                    && t.value.is_empty()
+                    && t.operator == TolerationOperator::Exists
+                    && t.effect == Some(TaintEffect::PreferNoSchedule)
+            })
+        {
             pod.tolerate_prefer_no_schedule = true;
-            return true;
+            true
+        } else {
+            false
+        };
+        if relaxed {
+            pod.requirements = pod_requirements(pod, input, self.ignore_preferences);
+            self.topology.update(
+                p,
+                &constraints(&self.pods[p], input, self.ignore_preferences),
+            );
         }
-        false
+        relaxed
     }
 
     /// Places one pod, or says why it fits nowhere.
     fn add(&mut self, p: usize) -> Result<Target, String> {
         let input = &self.input.pods[p];
-        let pod = &self.pods[p];
 
-        for (i, node) in self.nodes.iter_mut().enumerate() {
-            if !tolerates(
-                &input.tolerations,
-                &node.input.taints,
-                pod.tolerate_prefer_no_schedule,
-            ) {
-                continue;
+        for i in 0..self.nodes.len() {
+            if let Some(requirements) = self.try_node(i, p) {
+                let node = &mut self.nodes[i];
+                node.reserved += &input.requests;
+                node.ports.extend(input.host_ports.iter().cloned());
+                node.requirements = requirements;
+                self.topology
+                    .record(p, &node.input.taints, &node.requirements, &NO_KEYS);
+                return Ok(Target::Node(i));
             }
-            if !fits_sum(&[&node.reserved, &input.requests], &node.available) {
-                continue;
-            }
-            if !node
-                .requirements
-                .is_compatible(pod.requirements(), &NO_KEYS)
-            {
-                continue;
-            }
-            node.reserved += &input.requests;
-            node.requirements.add_all(pod.requirements());
-            return Ok(Target::Node(i));
         }
 
         let mut order: Vec<usize> = (0..self.claims.len()).collect();
         order.sort_by_key(|&c| self.claims[c].pods.len());
         for c in order {
             if let Ok(accepted) = self.try_claim(&self.claims[c], p, false) {
-                apply(&mut self.claims[c], accepted, p);
+                self.apply(c, accepted, p);
                 return Ok(Target::Claim(c));
             }
         }
@@ -482,33 +732,34 @@ impl<'a> Scheduler<'a> {
                 continue;
             }
             self.hostnames += 1;
+            let hostname = format!("hostname-placeholder-{:04}", self.hostnames);
             let mut requirements = pool.requirements.clone();
-            requirements.add(Requirement::in_values(
-                HOSTNAME_LABEL,
-                [format!("hostname-placeholder-{:04}", self.hostnames)],
-            ));
-            let mut claim = Claim {
+            requirements.add(Requirement::in_values(HOSTNAME_LABEL, [hostname.as_str()]));
+            let claim = Claim {
                 pool: index,
+                hostname,
                 requirements,
                 options,
                 requests: Resources::new(),
+                ports: Vec::new(),
                 pods: Vec::new(),
             };
             match self.try_claim(&claim, p, true) {
                 Ok(accepted) => {
-                    apply(&mut claim, accepted, p);
+                    self.claims.push(claim);
+                    let c = self.claims.len() - 1;
+                    self.apply(c, accepted, p);
                     let pool = &mut self.pools[index];
                     if let Some(remaining) = pool.remaining.as_mut() {
                         subtract_max(
                             remaining,
-                            claim
+                            self.claims[c]
                                 .options
                                 .iter()
                                 .map(|&t| pool.input.instance_types[t].capacity()),
                         );
                     }
-                    self.claims.push(claim);
-                    return Ok(Target::Claim(self.claims.len() - 1));
+                    return Ok(Target::Claim(c));
                 }
                 Err(reason) => reasons.push(format!(
                     "incompatible with nodepool {:?}, daemonset overhead={}, {}",
@@ -534,17 +785,109 @@ impl<'a> Scheduler<'a> {
             .join("; "))
     }
 
+    /// The requirements existing node `i` would have with pod `p` on it, if it can take it.
+    fn try_node(&self, i: usize, p: usize) -> Option<Requirements> {
+        let node = &self.nodes[i];
+        let input = &self.input.pods[p];
+        let pod = &self.pods[p];
+        if !tolerates(
+            &input.tolerations,
+            &node.input.taints,
+            pod.tolerate_prefer_no_schedule,
+        ) {
+            return None;
+        }
+        if port_conflict(&input.host_ports, &node.ports).is_some() {
+            return None;
+        }
+        if !fits_sum(&[&node.reserved, &input.requests], &node.available) {
+            return None;
+        }
+        if !node
+            .requirements
+            .is_compatible(&pod.requirements, &NO_KEYS)
+        {
+            return None;
+        }
+        if input.volume_requirements.is_empty() {
+            return self.narrow(p, &node.requirements, None, &NO_KEYS).ok();
+        }
+        input
+            .volume_requirements
+            .iter()
+            .find_map(|v| self.narrow(p, &node.requirements, Some(v), &NO_KEYS).ok())
+    }
+
+    /// Adds pod `p`'s requirements, then `volume` (one of its volume alternatives), then the
+    /// domains its topology constraints allow, to `base` (a node's or claim's requirements,
+    /// already compatible with the pod's). `allow` lists the keys `base` may leave
+    /// undefined. Topology comes last, as upstream, since it may collapse a key to one value.
+    fn narrow<K: KeySet + ?Sized>(
+        &self,
+        p: usize,
+        base: &Requirements,
+        volume: Option<&Requirements>,
+        allow: &K,
+    ) -> Result<Requirements, Failure> {
+        let pod = &self.pods[p];
+        let mut merged = None;
+        if let Some(volume) = volume {
+            let mut m = base.intersection(&pod.requirements);
+            if !m.is_compatible(volume, allow) {
+                return Err(Failure::Volume {
+                    node: m,
+                    volume: volume.clone(),
+                });
+            }
+            m.add_all(volume);
+            merged = Some(m);
+        }
+        let domains = match &merged {
+            Some(m) => self
+                .topology
+                .domains(p, pod.strict(), &|key| m.get_or_exists(key)),
+            None => self.topology.domains(p, pod.strict(), &|key| {
+                layered(base, &pod.requirements, key)
+            }),
+        }
+        .map_err(Failure::Topology)?;
+        let mut m = merged.unwrap_or_else(|| base.intersection(&pod.requirements));
+        if !domains.is_empty() {
+            let domains: Requirements = domains.into_iter().collect();
+            if !m.is_compatible(&domains, allow) {
+                return Err(Failure::Domains { node: m, domains });
+            }
+            m.add_all(&domains);
+        }
+        Ok(m)
+    }
+
+    /// A failure in upstream's words.
+    fn describe(&self, failure: &Failure) -> String {
+        let clauses = |node: &Requirements, other: &Requirements| match node
+            .compatible(other, self.policy)
+        {
+            Err(err) => render::incompatibility(node, other, &err),
+            Ok(()) => String::new(),
+        };
+        match failure {
+            Failure::Topology(v) => self.topology.describe(v),
+            Failure::Volume { node, volume } => {
+                format!("incompatible volume requirements, {}", clauses(node, volume))
+            }
+            Failure::Domains { node, domains } => clauses(node, domains),
+        }
+    }
+
     /// Whether `claim` can take pod `p`; on failure, the reason when `detail` is set.
     fn try_claim(&self, claim: &Claim, p: usize, detail: bool) -> Result<Accepted, Option<String>> {
         let pool = &self.pools[claim.pool];
         let input = &self.input.pods[p];
         let pod = &self.pods[p];
-        let pod_requirements = pod.requirements();
+        let pod_requirements = &pod.requirements;
 
         let untolerated: Vec<&Taint> = pool
-            .input
-            .template
-            .taints
+            .taints()
             .iter()
             .filter(|t| !tolerated(&input.tolerations, t, pod.tolerate_prefer_no_schedule))
             .collect();
@@ -563,17 +906,67 @@ impl<'a> Scheduler<'a> {
                 }
             }));
         }
-        let mut requirements = claim.requirements.clone();
-        requirements.add_all(pod_requirements);
+
+        let attempt = |volume: Option<&Requirements>| {
+            let requirements = self
+                .narrow(p, &claim.requirements, volume, self.policy)
+                .map_err(|f| detail.then(|| self.describe(&f)))?;
+            self.filter(claim, p, requirements, detail)
+        };
+        if input.volume_requirements.is_empty() {
+            return attempt(None);
+        }
+        let mut last = Err(None);
+        for volume in &input.volume_requirements {
+            last = attempt(Some(volume));
+            if last.is_ok() {
+                break;
+            }
+        }
+        last
+    }
+
+    /// Keeps the claim's instance types that still work with pod `p` added under
+    /// `requirements` (compatible labels, enough room including DaemonSet overhead, an
+    /// available compatible offering, no host-port conflict), then checks minValues.
+    fn filter(
+        &self,
+        claim: &Claim,
+        p: usize,
+        requirements: Requirements,
+        detail: bool,
+    ) -> Result<Accepted, Option<String>> {
+        let pool = &self.pools[claim.pool];
+        let input = &self.input.pods[p];
         let requests = &claim.requests + &input.requests;
+        // Requirements the pod did not narrow leave label and offering compatibility as they
+        // were when the options were last filtered: only room and ports need checking.
+        let unchanged = requirements == claim.requirements;
+        let ports = &input.host_ports;
+        let claim_conflict = port_conflict(ports, &claim.ports).is_some();
+
+        let facts = (!unchanged).then(|| self.type_facts(claim.pool, &requirements));
 
         let mut flags = FilterFlags::default();
         let mut options = Vec::new();
         for &t in &claim.options {
+            if claim_conflict
+                || (!ports.is_empty() && port_conflict(ports, &pool.type_ports[t]).is_some())
+            {
+                continue;
+            }
             let it = pool.instance_type(t);
-            let compatible = it.requirements().is_intersecting(&requirements);
             let fits = fits_sum(&[&requests, &pool.type_overhead[t]], it.allocatable());
-            let offering = it.has_available_compatible(&requirements, self.policy);
+            let Facts {
+                compatible,
+                offering,
+            } = facts.as_ref().map_or(
+                Facts {
+                    compatible: true,
+                    offering: true,
+                },
+                |f| f[t],
+            );
             flags.record(compatible, fits, offering);
             if compatible && fits && offering {
                 options.push(t);
@@ -606,6 +999,53 @@ impl<'a> Scheduler<'a> {
         })
     }
 
+    /// The [`Facts`] of pool `pool`'s candidate types under `requirements` (indexed by type),
+    /// remembered per requirement set.
+    fn type_facts(&self, pool: usize, requirements: &Requirements) -> Rc<[Facts]> {
+        let mut cache = self.facts.borrow_mut();
+        if let Some((_, facts)) = cache[pool]
+            .iter()
+            .find(|(seen, _)| same_but_hostname(seen, requirements))
+        {
+            return facts.clone();
+        }
+        let p = &self.pools[pool];
+        let mut facts = vec![Facts::default(); p.input.instance_types.len()];
+        for &t in &p.candidates {
+            let it = p.instance_type(t);
+            facts[t] = Facts {
+                compatible: it.requirements().is_intersecting(requirements),
+                offering: it.has_available_compatible(requirements, self.policy),
+            };
+        }
+        let facts: Rc<[Facts]> = facts.into();
+        if cache[pool].len() < FACTS_PER_POOL {
+            let mut key = requirements.clone();
+            key.remove(HOSTNAME_LABEL);
+            cache[pool].push((key, facts.clone()));
+        }
+        facts
+    }
+
+    /// Records an accepted pod on claim `c`: its new state, the pod's ports, the claim's
+    /// hostname as a domain, and the pod in the topology groups.
+    fn apply(&mut self, c: usize, accepted: Accepted, p: usize) {
+        let input = &self.input.pods[p];
+        let claim = &mut self.claims[c];
+        claim.requirements = accepted.requirements;
+        claim.options = accepted.options;
+        claim.requests = accepted.requests;
+        claim.pods.push(p);
+        claim.ports.extend(input.host_ports.iter().cloned());
+        self.topology.register(HOSTNAME_LABEL, &claim.hostname);
+        self.topology.record(
+            p,
+            self.pools[claim.pool].taints(),
+            &claim.requirements,
+            self.policy,
+        );
+    }
+
     /// Turns the filled claims into NodeClaim specs. Returns the kept claims, the new index
     /// of each pass claim (`None` when dropped) and the reason a dropped claim's pods get.
     fn finalize(
@@ -615,6 +1055,10 @@ impl<'a> Scheduler<'a> {
         let mut kept = Vec::new();
         let mut index = vec![None; self.claims.len()];
         let mut dropped = vec![None; self.claims.len()];
+        // Per (pool, final requirements): each candidate type's launch price and the capacity
+        // types of its available compatible offerings. Many claims share requirements.
+        type Priced<'t> = (usize, Requirements, Vec<Option<f64>>, Vec<Vec<&'t str>>);
+        let mut memo: Vec<Priced<'_>> = Vec::new();
         for (c, claim) in self.claims.iter().enumerate() {
             let pool = &self.pools[claim.pool];
             let template = &pool.input.template;
@@ -623,14 +1067,36 @@ impl<'a> Scheduler<'a> {
                 requirements.remove(key);
             }
 
+            let entry = match memo
+                .iter()
+                .position(|(p, r, _, _)| *p == claim.pool && *r == requirements)
+            {
+                Some(i) => i,
+                None => {
+                    let count = pool.input.instance_types.len();
+                    let mut prices = vec![None; count];
+                    let mut capacity_types = vec![Vec::new(); count];
+                    for &t in &pool.candidates {
+                        let it = pool.instance_type(t);
+                        prices[t] = launch_price(it, &requirements, self.policy, fallback);
+                        let mut cts: Vec<&str> = it
+                            .offerings()
+                            .available_compatible(&requirements, self.policy)
+                            .map(|o| o.capacity_type())
+                            .collect();
+                        cts.sort_unstable();
+                        cts.dedup();
+                        capacity_types[t] = cts;
+                    }
+                    memo.push((claim.pool, requirements.clone(), prices, capacity_types));
+                    memo.len() - 1
+                }
+            };
+            let (_, _, type_prices, type_capacity_types) = &memo[entry];
             let mut kept_indices = claim.options.clone();
-            let mut prices = order_cheapest_first(
-                &mut kept_indices,
-                &pool.input.instance_types,
-                &requirements,
-                self.policy,
-                fallback,
-            );
+            let mut prices = order_by_price(&mut kept_indices, &pool.input.instance_types, |t| {
+                type_prices[t]
+            });
             kept_indices.truncate(MAX_INSTANCE_TYPES);
             prices.truncate(MAX_INSTANCE_TYPES);
             let types: Vec<&InstanceType> = kept_indices
@@ -647,13 +1113,9 @@ impl<'a> Scheduler<'a> {
             let daemon_overhead =
                 elementwise_min(kept_indices.iter().map(|&i| &pool.type_overhead[i]));
 
-            let capacity_types: BTreeSet<String> = types
+            let capacity_types: BTreeSet<&str> = kept_indices
                 .iter()
-                .flat_map(|t| {
-                    t.offerings()
-                        .available_compatible(&requirements, self.policy)
-                })
-                .map(|o| o.capacity_type().to_owned())
+                .flat_map(|&t| type_capacity_types[t].iter().copied())
                 .collect();
             let names: Vec<String> = types.iter().map(|t| t.name().to_owned()).collect();
             requirements.add(Requirement::in_values(
@@ -723,13 +1185,6 @@ pub(super) fn fits_sum(parts: &[&Resources], available: &Resources) -> bool {
         })
 }
 
-/// Records an accepted pod on a claim.
-fn apply(claim: &mut Claim, accepted: Accepted, p: usize) {
-    claim.requirements = accepted.requirements;
-    claim.options = accepted.options;
-    claim.requests = accepted.requests;
-    claim.pods.push(p);
-}
 
 /// Whether launching `t` stays within the remaining limits: its capacity of every limited
 /// resource fits what is left, and a node is left when `nodes` is limited.

@@ -1430,3 +1430,13 @@ fn summed_fit_matches_fits_on_the_sum() {
         );
     }
 }
+
+#[test]
+fn zz_probe_benchmark() {
+    let t = std::time::Instant::now();
+    let inp = benchmark_input(2000, 400);
+    let built = t.elapsed();
+    let r = schedule(&inp);
+    eprintln!("build {:?} schedule {:?} claims {} unsched {}", built, t.elapsed() - built, r.new_claims.len(), r.unschedulable().len());
+    for (k, why) in r.unschedulable().iter().take(3) { eprintln!("{k}: {why}"); }
+}

@@ -10,6 +10,11 @@ use crate::requirements::Requirements;
 use crate::resources::{PodResourceSpec, QuantityError, Resources, Unit};
 use crate::taints::{Taint, Toleration};
 
+use super::constraints::{
+    HostPort, PodAffinityTerm, PreferencePolicy, PreferredSchedulingTerm, TopologySpreadConstraint,
+    WeightedPodAffinityTerm,
+};
+
 /// Identifies a pod by namespace and name.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PodKey {
@@ -38,9 +43,9 @@ impl fmt::Display for PodKey {
 
 /// A pod waiting for capacity.
 ///
-/// The scheduling constraints v0 understands are the node selector, the required node
-/// affinity terms and the tolerations. Topology spread, pod (anti-)affinity and preferred
-/// node affinity are not represented yet; a later version adds them as new fields.
+/// Besides resources it carries every scheduling constraint the pass understands: node
+/// selector, required and preferred node affinity, tolerations, topology spread constraints,
+/// required and preferred pod affinity and anti-affinity, host ports and volume topology.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PendingPod {
     /// Namespace and name.
@@ -65,6 +70,29 @@ pub struct PendingPod {
     pub required_affinity: Vec<Requirements>,
     /// Tolerations.
     pub tolerations: Vec<Toleration>,
+    /// `metadata.labels`: what other pods' selectors (spread, affinity, anti-affinity) match.
+    pub labels: BTreeMap<String, String>,
+    /// `preferredDuringSchedulingIgnoredDuringExecution` node affinity terms. The heaviest
+    /// remaining one is treated as required until relaxed.
+    pub preferred_affinity: Vec<PreferredSchedulingTerm>,
+    /// `topologySpreadConstraints`.
+    pub topology_spread: Vec<TopologySpreadConstraint>,
+    /// Required pod affinity terms.
+    pub pod_affinity: Vec<PodAffinityTerm>,
+    /// Preferred pod affinity terms.
+    pub preferred_pod_affinity: Vec<WeightedPodAffinityTerm>,
+    /// Required pod anti-affinity terms.
+    pub pod_anti_affinity: Vec<PodAffinityTerm>,
+    /// Preferred pod anti-affinity terms.
+    pub preferred_pod_anti_affinity: Vec<WeightedPodAffinityTerm>,
+    /// Host ports the pod's containers bind.
+    pub host_ports: Vec<HostPort>,
+    /// Where the pod's volumes can be attached, as alternatives (OR): each entry is one
+    /// combination of the volumes' topology requirements (a bound PersistentVolume's node
+    /// affinity term, a StorageClass `allowedTopologies` term). Empty means unconstrained.
+    /// Alternatives are tried in order; they narrow the node only, not the domains the pod
+    /// counts in for topology spread.
+    pub volume_requirements: Vec<Requirements>,
 }
 
 impl PendingPod {
@@ -102,6 +130,40 @@ pub struct DaemonPod {
     pub required_affinity: Vec<Requirements>,
     /// The pod template's tolerations.
     pub tolerations: Vec<Toleration>,
+    /// Host ports the daemon pod binds: pending pods binding a conflicting port cannot use an
+    /// instance type the daemon runs on.
+    pub host_ports: Vec<HostPort>,
+}
+
+/// A pod already bound to a node (running or about to), as topology and host-port accounting
+/// see it. Terminal and terminating pods should be left out by the caller.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BoundPod {
+    /// Namespace and name. A bound pod with the key of a pending pod is not counted (the
+    /// pending pod is being rescheduled).
+    pub key: PodKey,
+    /// Name of the [`ExistingNode`] it is bound to (pods of nodes not in the input are
+    /// ignored).
+    pub node: String,
+    /// Labels, matched by spread and affinity selectors.
+    pub labels: BTreeMap<String, String>,
+    /// Its required pod anti-affinity terms: pending pods it selects are kept out of its
+    /// domain (upstream's inverse anti-affinity).
+    pub anti_affinity: Vec<PodAffinityTerm>,
+    /// Host ports it binds on its node.
+    pub host_ports: Vec<HostPort>,
+}
+
+/// What a pass knows besides [`SchedulingInput`]: the pods already bound to nodes and the
+/// preference policy. Kept apart from [`SchedulingInput`] so that code building the input
+/// with a struct literal keeps compiling; `Default` is an empty cluster with upstream's
+/// default policy.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SchedulingContext {
+    /// Pods bound to the input's nodes.
+    pub bound_pods: Vec<BoundPod>,
+    /// Whether preferences are respected (then relaxed) or ignored.
+    pub preference_policy: PreferencePolicy,
 }
 
 /// A node already in the cluster, or a NodeClaim in flight (launched or launching, not yet

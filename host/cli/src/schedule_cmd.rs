@@ -1,0 +1,284 @@
+//! `joinery schedule`: one dry-run provisioning pass of the real scheduler over a cluster
+//! snapshot. Nothing is launched; the decision is printed (text or `--json`).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use joinery_controller::cloud::{Cloud, group_kind};
+use joinery_controller::convert;
+use joinery_controller::snapshot::{Assembly, BatchStatus, Catalog, Snapshot, with_offering_requirements};
+use joinery_core::clock::Clock;
+use joinery_core::instance_type::InstanceType;
+use joinery_core::labels::{CAPACITY_TYPE_LABEL, LabelPolicy, ZONE_LABEL};
+use joinery_core::scheduling::{self, NewNodeClaim, Placement, PreferencePolicy, SchedulingResult};
+use joinery_runtime::manifest::PluginKind;
+use joinery_runtime::services::HostServices;
+use kube::api::DynamicObject;
+use serde::Serialize;
+
+use crate::cli::{MinValuesPolicyArg, PluginOptions, PreferencePolicyArg, ScheduleArgs};
+
+/// How many instance types the text report names per NodeClaim.
+const SHOWN_INSTANCE_TYPES: usize = 5;
+
+/// Runs `joinery schedule`: reads the snapshot and the instance types, runs one pass, prints
+/// the decision, and writes notes (what was left out or not modelled) to stderr. Exit code 0
+/// whenever the pass ran, whether or not every pod found a place.
+pub async fn schedule(args: ScheduleArgs) -> Result<ExitCode> {
+    let text = read(&args.snapshot, "snapshot")?;
+    let snapshot = Snapshot::parse(&text).with_context(|| format!("snapshot {}", args.snapshot.display()))?;
+    let (instance_types, label_policy) = match (&args.catalog, &args.plugin, &args.node_class) {
+        (Some(path), _, _) => {
+            let catalog = Catalog::parse(&read(path, "catalogue")?).with_context(|| format!("catalogue {}", path.display()))?;
+            let policy = catalog.label_policy();
+            (catalog.instance_types, policy)
+        }
+        (None, Some(plugin), Some(class)) => (plugin_instance_types(&args.plugins, plugin, class).await?, LabelPolicy::default()),
+        _ => bail!("give the instance types: --catalog FILE, or --plugin NAME with --node-class FILE"),
+    };
+    let assembly = snapshot.assemble(&instance_types, label_policy).with_context(|| format!("snapshot {}", args.snapshot.display()))?;
+    let mut notes = assembly.notes.clone();
+    let mut context = assembly.context.clone();
+    context.preference_policy = match args.preference_policy {
+        PreferencePolicyArg::Respect => PreferencePolicy::Respect,
+        PreferencePolicyArg::Ignore => PreferencePolicy::Ignore,
+    };
+    if args.min_values_policy == MinValuesPolicyArg::BestEffort {
+        notes.push("--min-values-policy BestEffort is not supported by this scheduler version; minValues were applied strictly".into());
+    }
+
+    let started = Instant::now();
+    let result = scheduling::schedule_with_context(&assembly.input, &context, None);
+    let duration_seconds = started.elapsed().as_secs_f64();
+    for pool in &result.nodepools_without_instance_types {
+        notes.push(format!("NodePool {pool}: its requirements leave no instance type with an available offering"));
+    }
+
+    let report = Report::new(&assembly, &result, duration_seconds);
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        write_text(&mut out, &report, &assembly, &result, &instance_types)?;
+    }
+    out.flush()?;
+    for note in notes {
+        eprintln!("note: {note}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read(path: &Path, what: &str) -> Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("cannot read {what} {}", path.display()))
+}
+
+/// Asks the cloud plugin `name` for the instance types of the NodeClass in `class_path`, the
+/// way the controller does (unknown prices filled by the fallback pricing plugin).
+async fn plugin_instance_types(options: &PluginOptions, name: &str, class_path: &Path) -> Result<Vec<InstanceType>> {
+    let text = read(class_path, "NodeClass")?;
+    let class: DynamicObject = serde_yaml::from_str(&text)
+        .with_context(|| format!("NodeClass {}: expected one Kubernetes object with apiVersion, kind and metadata", class_path.display()))?;
+    let (group, kind) = group_kind(&class);
+    let registry = crate::plugins_cmd::open_registry(options, HostServices::default())?;
+    let plugins = registry.current();
+    let Some(plugin) = plugins.get(name) else {
+        let loaded: Vec<&str> = plugins.iter().filter(|p| p.kind() == PluginKind::CloudProvider).map(|p| p.name()).collect();
+        bail!("no plugin named {name:?}; cloud plugins loaded: {}", loaded.join(", "));
+    };
+    if plugin.kind() != PluginKind::CloudProvider {
+        bail!("plugin {name} is a {} plugin, not a cloud provider", plugin.kind().as_str());
+    }
+    let serving = plugins.cloud_for(&group, &kind).map(|p| p.name().to_string());
+    if serving.as_deref() != Some(name) {
+        let serves = plugin.manifest().node_class.as_ref().map(|n| format!("{}.{}", n.kind, n.group)).unwrap_or_else(|| "no NodeClass".into());
+        bail!("plugin {name} serves {serves}, but {} is a {kind}.{group}", class_path.display());
+    }
+    let cloud = Cloud::new(registry.clone(), Arc::new(Clock::real()));
+    let types = cloud.instance_types(&class).await.with_context(|| format!("plugin {name}: get-instance-types for {}", class_path.display()))?;
+    Ok(types.into_iter().map(with_offering_requirements).collect())
+}
+
+/// The `--json` document. Field names are a stable interface.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Report {
+    /// One entry per pending pod, in snapshot order.
+    pods: Vec<PodEntry>,
+    /// The NodeClaims the pass would create.
+    new_node_claims: Vec<ClaimEntry>,
+    /// Wall-clock time of the scheduling pass itself (the only non-deterministic field).
+    duration_seconds: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct PodEntry {
+    namespace: String,
+    name: String,
+    placement: PlacementEntry,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum PlacementEntry {
+    Existing { node: String },
+    New { claim: usize },
+    None { reason: String },
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ClaimEntry {
+    index: usize,
+    node_pool: String,
+    requirements: Vec<RequirementEntry>,
+    instance_types: Vec<String>,
+    requests: BTreeMap<String, String>,
+    labels: BTreeMap<String, String>,
+    taints: Vec<k8s_openapi::api::core::v1::Taint>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RequirementEntry {
+    key: String,
+    operator: String,
+    values: Vec<String>,
+    min_values: Option<usize>,
+}
+
+impl Report {
+    fn new(assembly: &Assembly, result: &SchedulingResult, duration_seconds: f64) -> Report {
+        let pods = assembly
+            .pods
+            .iter()
+            .map(|pod| {
+                let placement = match &pod.status {
+                    BatchStatus::Refused(reason) => PlacementEntry::None { reason: reason.clone() },
+                    BatchStatus::Scheduled(i) => match &result.placements[*i].placement {
+                        Placement::Existing { node } => PlacementEntry::Existing { node: node.clone() },
+                        Placement::NewClaim { index } => PlacementEntry::New { claim: *index },
+                        Placement::Unschedulable { reason } => PlacementEntry::None { reason: reason.clone() },
+                    },
+                };
+                PodEntry { namespace: pod.key.namespace.clone(), name: pod.key.name.clone(), placement }
+            })
+            .collect();
+        let new_node_claims = result.new_claims.iter().enumerate().map(|(index, claim)| claim_entry(index, claim)).collect();
+        Report { pods, new_node_claims, duration_seconds }
+    }
+}
+
+fn claim_entry(index: usize, claim: &NewNodeClaim) -> ClaimEntry {
+    let spec = &claim.spec;
+    ClaimEntry {
+        index,
+        node_pool: spec.nodepool.clone(),
+        requirements: spec
+            .requirements
+            .to_node_selector()
+            .into_iter()
+            .map(|r| RequirementEntry { key: r.key, operator: r.operator.to_string(), values: r.values, min_values: r.min_values })
+            .collect(),
+        instance_types: spec.instance_types.clone(),
+        requests: spec.requests.to_quantities(),
+        labels: spec.labels.clone(),
+        taints: spec.taints.iter().map(convert::taint_to_k8s).collect(),
+    }
+}
+
+/// The human-readable report: one line per pod, then the NodeClaims, then a summary.
+fn write_text(
+    out: &mut impl Write,
+    report: &Report,
+    assembly: &Assembly,
+    result: &SchedulingResult,
+    instance_types: &[InstanceType],
+) -> Result<()> {
+    let in_flight: BTreeSet<&str> = assembly.input.nodes.iter().filter(|n| n.in_flight).map(|n| n.name.as_str()).collect();
+    let width = report.pods.iter().map(|p| p.namespace.len() + p.name.len() + 1).max().unwrap_or(0).min(60);
+    let (mut on_nodes, mut on_claims, mut nowhere) = (0, 0, 0);
+    writeln!(out, "Pods ({}):", report.pods.len())?;
+    for pod in &report.pods {
+        let key = format!("{}/{}", pod.namespace, pod.name);
+        match &pod.placement {
+            PlacementEntry::Existing { node } => {
+                on_nodes += 1;
+                let what = if in_flight.contains(node.as_str()) { "in-flight node" } else { "existing node" };
+                writeln!(out, "  {key:<width$}  -> {what} {node} (it has room, compatible labels and tolerated taints)")?;
+            }
+            PlacementEntry::New { claim } => {
+                on_claims += 1;
+                let pool = &result.new_claims[*claim].spec.nodepool;
+                writeln!(out, "  {key:<width$}  -> new NodeClaim #{claim} of NodePool {pool} (no existing or in-flight node could take it)")?;
+            }
+            PlacementEntry::None { reason } => {
+                nowhere += 1;
+                writeln!(out, "  {key:<width$}  -- not schedulable: {reason}")?;
+            }
+        }
+    }
+
+    let by_name: HashMap<&str, &InstanceType> = instance_types.iter().map(|t| (t.name(), t)).collect();
+    let policy = &assembly.input.label_policy;
+    writeln!(out)?;
+    writeln!(out, "NodeClaims to create ({}):", result.new_claims.len())?;
+    for (index, claim) in result.new_claims.iter().enumerate() {
+        let spec = &claim.spec;
+        let price = claim.launch_price.map(|p| format!(", from {p:.4}/h")).unwrap_or_default();
+        writeln!(out, "  #{index} NodePool {}: {} pod(s){price}", spec.nodepool, claim.pods.len())?;
+        let shown: Vec<String> = spec
+            .instance_types
+            .iter()
+            .take(SHOWN_INSTANCE_TYPES)
+            .map(|name| {
+                let price = by_name.get(name.as_str()).and_then(|t| t.cheapest_price(&spec.requirements, policy));
+                match price {
+                    Some(p) => format!("{name} ({p:.4}/h)"),
+                    None => name.clone(),
+                }
+            })
+            .collect();
+        let more = spec.instance_types.len().saturating_sub(SHOWN_INSTANCE_TYPES);
+        let more = if more > 0 { format!(", and {more} more") } else { String::new() };
+        writeln!(out, "      instance types ({}, cheapest first): {}{more}", spec.instance_types.len(), shown.join(", "))?;
+        let mut zones = BTreeSet::new();
+        for name in &spec.instance_types {
+            if let Some(t) = by_name.get(name.as_str()) {
+                zones.extend(t.offerings().available_compatible(&spec.requirements, policy).map(|o| o.zone().to_string()));
+            }
+        }
+        if zones.is_empty()
+            && let Some(r) = spec.requirements.get(ZONE_LABEL)
+        {
+            zones.extend(r.values().iter().cloned());
+        }
+        writeln!(out, "      zones: {}", list_or_any(zones))?;
+        let capacity_types: BTreeSet<String> = spec.requirements.get(CAPACITY_TYPE_LABEL).map(|r| r.values().clone()).unwrap_or_default();
+        writeln!(out, "      capacity types: {}", list_or_any(capacity_types))?;
+        writeln!(out, "      requests: {} (DaemonSet overhead {})", spec.requests, claim.daemon_overhead)?;
+        if !spec.taints.is_empty() {
+            let taints: Vec<String> = spec.taints.iter().map(ToString::to_string).collect();
+            writeln!(out, "      taints: {}", taints.join(", "))?;
+        }
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{} pod(s): {on_nodes} on existing nodes, {on_claims} on {} new NodeClaim(s), {nowhere} not schedulable; pass took {:.3}s",
+        report.pods.len(),
+        result.new_claims.len(),
+        report.duration_seconds
+    )?;
+    Ok(())
+}
+
+fn list_or_any(items: BTreeSet<String>) -> String {
+    if items.is_empty() { "any".into() } else { items.into_iter().collect::<Vec<_>>().join(", ") }
+}

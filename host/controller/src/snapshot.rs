@@ -1,0 +1,1322 @@
+//! Cluster snapshots for a dry-run provisioning pass (`joinery schedule`).
+//!
+//! A snapshot is a multi-document YAML stream of Kubernetes objects, as `kubectl get -o yaml`
+//! prints them (a `kind: List` with `items` is unpacked) or as written by hand. [`Snapshot::parse`]
+//! reads it into typed objects; [`Snapshot::assemble`] turns them into the scheduler's
+//! [`SchedulingInput`] with the same conversions the provisioning controller uses
+//! ([`convert`]): bound pods and Nodes become cluster state, launched NodeClaims without a
+//! Node become in-flight capacity, pending pods become the batch, DaemonSets the per-node
+//! overhead, NodePools the templates (limits counted against their NodeClaims).
+//!
+//! The instance types come from outside the snapshot: a catalogue file ([`Catalog::parse`])
+//! or a cloud plugin.
+//!
+//! Everything here is pure and deterministic. Errors name the document (1-based, in stream
+//! order), the object's kind and name, and the field; YAML errors also carry the line.
+
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use joinery_api::{NodeClaim, NodeOverlay, NodePool};
+use joinery_core::instance_type::InstanceType;
+use joinery_core::labels::{CAPACITY_TYPE_LABEL, CAPACITY_TYPES, HOSTNAME_LABEL, LabelPolicy, ZONE_LABEL};
+use joinery_core::requirements::{Operator, Requirement, Requirements};
+use joinery_core::resources::Unit;
+use joinery_core::scheduling::{self, PodKey, SchedulingContext, SchedulingInput};
+use joinery_runtime::types as wit;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+
+use crate::cloud::instance_type_from_wit;
+use crate::convert;
+use crate::provisioner::node_claim_template;
+use crate::state::{is_daemon_pod, is_mirror_pod, is_terminal};
+
+/// Why a snapshot or a catalogue cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotError {
+    /// A snapshot document is not YAML, not an object, of an unsupported version, or does not
+    /// fit its kind's schema; or an object's content cannot be converted.
+    #[error("document {document}{}: {message}", object.as_ref().map(|o| format!(" ({o})")).unwrap_or_default())]
+    Document {
+        /// 1-based position of the document in the stream.
+        document: usize,
+        /// `Kind namespace/name` (or `Kind name`) when known; for a `List`, the item's.
+        object: Option<String>,
+        /// What is wrong, starting with the field path when there is one.
+        message: String,
+    },
+    /// The instance-type catalogue is invalid.
+    #[error("catalogue: {0}")]
+    Catalog(String),
+}
+
+/// Where an object was found in the snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Origin {
+    /// 1-based position of the document in the stream.
+    pub document: usize,
+    /// Index in the document's `items` when the document is a `List`.
+    pub item: Option<usize>,
+}
+
+impl fmt::Display for Origin {
+    /// `document 3` or `document 3, items[7]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "document {}", self.document)?;
+        if let Some(item) = self.item {
+            write!(f, ", items[{item}]")?;
+        }
+        Ok(())
+    }
+}
+
+/// An object of the snapshot with where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Located<T> {
+    /// Where the object was found.
+    pub origin: Origin,
+    /// The object.
+    pub object: T,
+}
+
+impl<T> Borrow<T> for Located<T> {
+    fn borrow(&self) -> &T {
+        &self.object
+    }
+}
+
+/// The typed objects of a snapshot, each list in stream order.
+///
+/// Kinds the scheduler does not use yet are kept (validated) so later versions can; kinds
+/// joinery does not know at all are only counted.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    /// `karpenter.sh/v1` NodePools.
+    pub node_pools: Vec<Located<NodePool>>,
+    /// `karpenter.sh/v1` NodeClaims.
+    pub node_claims: Vec<Located<NodeClaim>>,
+    /// Nodes.
+    pub nodes: Vec<Located<Node>>,
+    /// Pods, bound and pending.
+    pub pods: Vec<Located<Pod>>,
+    /// DaemonSets.
+    pub daemon_sets: Vec<Located<DaemonSet>>,
+    /// ReplicaSets.
+    pub replica_sets: Vec<Located<ReplicaSet>>,
+    /// Deployments.
+    pub deployments: Vec<Located<Deployment>>,
+    /// StatefulSets.
+    pub stateful_sets: Vec<Located<StatefulSet>>,
+    /// Services.
+    pub services: Vec<Located<Service>>,
+    /// PodDisruptionBudgets.
+    pub pod_disruption_budgets: Vec<Located<PodDisruptionBudget>>,
+    /// PersistentVolumes.
+    pub persistent_volumes: Vec<Located<PersistentVolume>>,
+    /// PersistentVolumeClaims.
+    pub persistent_volume_claims: Vec<Located<PersistentVolumeClaim>>,
+    /// StorageClasses.
+    pub storage_classes: Vec<Located<StorageClass>>,
+    /// Namespaces.
+    pub namespaces: Vec<Located<Namespace>>,
+    /// `karpenter.sh/v1alpha1` NodeOverlays.
+    pub node_overlays: Vec<Located<NodeOverlay>>,
+    /// Objects of kinds joinery does not know, counted by `apiVersion/kind`.
+    pub unknown: BTreeMap<String, usize>,
+}
+
+/// One pod of the batch, in snapshot order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchPod {
+    /// Namespace and name.
+    pub key: PodKey,
+    /// Whether the scheduler sees it.
+    pub status: BatchStatus,
+}
+
+/// Whether a pending pod was handed to the scheduler.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BatchStatus {
+    /// It is [`SchedulingInput::pods`] at this index (so also the scheduler's placement index).
+    Scheduled(usize),
+    /// The controller could not convert it (e.g. a `matchFields` node selector term); the
+    /// reason is the controller's message.
+    Refused(String),
+}
+
+/// A snapshot turned into scheduler input.
+#[derive(Debug, Clone, Default)]
+pub struct Assembly {
+    /// What the scheduler gets.
+    pub input: SchedulingInput,
+    /// The bound pods ([`convert::bound_pods`]); the preference policy is left at its default
+    /// for the caller to set.
+    pub context: SchedulingContext,
+    /// The pending pods, in snapshot order.
+    pub pods: Vec<BatchPod>,
+    /// Things the reader should know: skipped NodePools and pods, kinds not used yet.
+    pub notes: Vec<String>,
+}
+
+/// The kinds a snapshot may hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kind {
+    NodePool,
+    NodeClaim,
+    Node,
+    Pod,
+    DaemonSet,
+    ReplicaSet,
+    Deployment,
+    StatefulSet,
+    Service,
+    PodDisruptionBudget,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+    Namespace,
+    NodeOverlay,
+    Unknown(String),
+}
+
+/// The Karpenter kinds, with the only `apiVersion` joinery reads for each.
+const KARPENTER_VERSIONS: [(&str, &str); 3] =
+    [("NodePool", "karpenter.sh/v1"), ("NodeClaim", "karpenter.sh/v1"), ("NodeOverlay", "karpenter.sh/v1alpha1")];
+
+impl Kind {
+    /// The kind of an object from its `apiVersion` and `kind`; Karpenter kinds of another
+    /// version are refused.
+    fn of(api_version: &str, kind: &str) -> Result<Kind, String> {
+        if let Some((_, wanted)) = KARPENTER_VERSIONS.iter().find(|(k, _)| *k == kind)
+            && api_version.starts_with("karpenter.sh/")
+            && api_version != *wanted
+        {
+            return Err(format!("apiVersion: {kind} {api_version} is not supported; joinery reads {wanted}"));
+        }
+        let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+        Ok(match (group, kind) {
+            ("karpenter.sh", "NodePool") => Kind::NodePool,
+            ("karpenter.sh", "NodeClaim") => Kind::NodeClaim,
+            ("karpenter.sh", "NodeOverlay") => Kind::NodeOverlay,
+            ("", "Node") => Kind::Node,
+            ("", "Pod") => Kind::Pod,
+            ("", "Service") => Kind::Service,
+            ("", "PersistentVolume") => Kind::PersistentVolume,
+            ("", "PersistentVolumeClaim") => Kind::PersistentVolumeClaim,
+            ("", "Namespace") => Kind::Namespace,
+            ("apps", "DaemonSet") => Kind::DaemonSet,
+            ("apps", "ReplicaSet") => Kind::ReplicaSet,
+            ("apps", "Deployment") => Kind::Deployment,
+            ("apps", "StatefulSet") => Kind::StatefulSet,
+            ("policy", "PodDisruptionBudget") => Kind::PodDisruptionBudget,
+            ("storage.k8s.io", "StorageClass") => Kind::StorageClass,
+            _ => Kind::Unknown(format!("{api_version}/{kind}")),
+        })
+    }
+
+    /// Whether objects of this kind live in a namespace.
+    fn namespaced(&self) -> bool {
+        matches!(
+            self,
+            Kind::Pod
+                | Kind::DaemonSet
+                | Kind::ReplicaSet
+                | Kind::Deployment
+                | Kind::StatefulSet
+                | Kind::Service
+                | Kind::PodDisruptionBudget
+                | Kind::PersistentVolumeClaim
+        )
+    }
+}
+
+/// What the first pass reads of every document: enough to route it.
+#[derive(Debug, Default, Deserialize)]
+struct Head {
+    #[serde(default, rename = "apiVersion")]
+    api_version: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    metadata: Option<HeadMeta>,
+    #[serde(default)]
+    items: Option<Vec<Option<Head>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct HeadMeta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
+impl Head {
+    fn name(&self) -> &str {
+        self.metadata.as_ref().and_then(|m| m.name.as_deref()).unwrap_or("")
+    }
+
+    fn namespace(&self) -> Option<&str> {
+        self.metadata.as_ref().and_then(|m| m.namespace.as_deref())
+    }
+
+    /// `Kind namespace/name` (namespace `default` when a namespaced object has none).
+    fn describe(&self, kind: &Kind) -> String {
+        let k = self.kind.as_deref().unwrap_or("object");
+        if kind.namespaced() {
+            format!("{k} {}/{}", self.namespace().unwrap_or("default"), self.name())
+        } else {
+            format!("{k} {}", self.name())
+        }
+    }
+
+    fn is_list(&self) -> bool {
+        self.items.is_some() && self.kind.as_deref().is_some_and(|k| k.ends_with("List"))
+    }
+}
+
+/// A typed object of any kind.
+enum Object {
+    NodePool(Box<NodePool>),
+    NodeClaim(Box<NodeClaim>),
+    Node(Box<Node>),
+    Pod(Box<Pod>),
+    DaemonSet(Box<DaemonSet>),
+    ReplicaSet(Box<ReplicaSet>),
+    Deployment(Box<Deployment>),
+    StatefulSet(Box<StatefulSet>),
+    Service(Box<Service>),
+    PodDisruptionBudget(Box<PodDisruptionBudget>),
+    PersistentVolume(Box<PersistentVolume>),
+    PersistentVolumeClaim(Box<PersistentVolumeClaim>),
+    StorageClass(Box<StorageClass>),
+    Namespace(Box<Namespace>),
+    NodeOverlay(Box<NodeOverlay>),
+    Ignored,
+}
+
+/// Deserializes one object as the type of its kind.
+struct KindSeed<'a>(Option<&'a Kind>);
+
+impl<'de> DeserializeSeed<'de> for KindSeed<'_> {
+    type Value = Object;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Object, D::Error> {
+        macro_rules! typed {
+            ($variant:ident) => {
+                Deserialize::deserialize(d).map(|o| Object::$variant(Box::new(o)))
+            };
+        }
+        match self.0 {
+            Some(Kind::NodePool) => typed!(NodePool),
+            Some(Kind::NodeClaim) => typed!(NodeClaim),
+            Some(Kind::Node) => typed!(Node),
+            Some(Kind::Pod) => typed!(Pod),
+            Some(Kind::DaemonSet) => typed!(DaemonSet),
+            Some(Kind::ReplicaSet) => typed!(ReplicaSet),
+            Some(Kind::Deployment) => typed!(Deployment),
+            Some(Kind::StatefulSet) => typed!(StatefulSet),
+            Some(Kind::Service) => typed!(Service),
+            Some(Kind::PodDisruptionBudget) => typed!(PodDisruptionBudget),
+            Some(Kind::PersistentVolume) => typed!(PersistentVolume),
+            Some(Kind::PersistentVolumeClaim) => typed!(PersistentVolumeClaim),
+            Some(Kind::StorageClass) => typed!(StorageClass),
+            Some(Kind::Namespace) => typed!(Namespace),
+            Some(Kind::NodeOverlay) => typed!(NodeOverlay),
+            Some(Kind::Unknown(_)) | None => IgnoredAny::deserialize(d).map(|_| Object::Ignored),
+        }
+    }
+}
+
+/// Deserializes a `List` document: each of its `items` as the type of its kind.
+struct ListSeed<'a>(&'a [Option<Kind>]);
+
+impl<'de> DeserializeSeed<'de> for ListSeed<'_> {
+    type Value = Vec<Object>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Object>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ListSeed<'_> {
+    type Value = Vec<Object>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a List with items")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<Object>, A::Error> {
+        let mut out = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "items" {
+                out = map.next_value_seed(ItemsSeed(self.0))?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(out)
+    }
+}
+
+struct ItemsSeed<'a>(&'a [Option<Kind>]);
+
+impl<'de> DeserializeSeed<'de> for ItemsSeed<'_> {
+    type Value = Vec<Object>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Object>, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ItemsSeed<'_> {
+    type Value = Vec<Object>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of Kubernetes objects")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Object>, A::Error> {
+        let mut out = Vec::with_capacity(self.0.len());
+        while let Some(object) = seq.next_element_seed(KindSeed(self.0.get(out.len()).and_then(Option::as_ref)))? {
+            out.push(object);
+        }
+        Ok(out)
+    }
+}
+
+/// The routing of one document, from the first pass.
+enum Route {
+    /// Empty document.
+    Empty,
+    /// One object.
+    Single { kind: Kind, object: String },
+    /// A `List`: each item's kind (`None` for a null item) and description.
+    List { items: Vec<Option<(Kind, String)>> },
+}
+
+fn doc_error(document: usize, object: Option<String>, message: impl Into<String>) -> SnapshotError {
+    SnapshotError::Document { document, object, message: message.into() }
+}
+
+/// Routes one parsed head; the error names the field.
+fn route(document: usize, head: Option<Head>) -> Result<Route, SnapshotError> {
+    let Some(head) = head else { return Ok(Route::Empty) };
+    let kind_of = |h: &Head, at: &str| -> Result<(Kind, String), SnapshotError> {
+        let Some(kind) = h.kind.as_deref().filter(|k| !k.is_empty()) else {
+            let name = h.name();
+            let object = (!name.is_empty()).then(|| format!("object {name}"));
+            return Err(doc_error(document, object, format!("{at}kind: missing; every object needs apiVersion and kind")));
+        };
+        let Some(api_version) = h.api_version.as_deref().filter(|v| !v.is_empty()) else {
+            return Err(doc_error(document, Some(format!("{kind} {}", h.name())), format!("{at}apiVersion: missing; every object needs apiVersion and kind")));
+        };
+        let parsed = Kind::of(api_version, kind).map_err(|e| doc_error(document, Some(format!("{kind} {}", h.name())), format!("{at}{e}")))?;
+        if !matches!(parsed, Kind::Unknown(_)) && h.name().is_empty() {
+            return Err(doc_error(document, Some(kind.to_string()), format!("{at}metadata.name: missing")));
+        }
+        let object = h.describe(&parsed);
+        Ok((parsed, object))
+    };
+    if head.is_list() {
+        let mut items = Vec::new();
+        for (i, item) in head.items.iter().flatten().enumerate() {
+            items.push(match item {
+                None => None,
+                Some(h) => Some(kind_of(h, &format!("items[{i}]."))?),
+            });
+        }
+        return Ok(Route::List { items });
+    }
+    let (kind, object) = kind_of(&head, "")?;
+    Ok(Route::Single { kind, object })
+}
+
+/// The field path serde_yaml puts in front of its messages, if any (`spec.containers[0]: …`).
+fn message_of(e: &serde_yaml::Error) -> String {
+    e.to_string()
+}
+
+/// For a `List` error, the item index from a message starting with `items[N]`.
+fn item_of(message: &str) -> Option<usize> {
+    let rest = message.strip_prefix("items[")?;
+    rest[..rest.find(']')?].parse().ok()
+}
+
+impl Snapshot {
+    /// Reads a snapshot: every YAML document is an object (or a `*List` with `items`), typed by
+    /// its `apiVersion` and `kind`. Empty documents are skipped. Objects of unknown kinds are
+    /// counted in [`unknown`](Self::unknown). Namespaced objects without a namespace get
+    /// `default`, as the API server would. The same object listed twice is an error.
+    pub fn parse(text: &str) -> Result<Snapshot, SnapshotError> {
+        // First pass: what each document is.
+        let mut routes = Vec::new();
+        for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+            let document = i + 1;
+            let head = Option::<Head>::deserialize(doc).map_err(|e| {
+                let message = message_of(&e);
+                let hint = if message.contains("expected struct Head") {
+                    "expected a Kubernetes object (a mapping with apiVersion, kind and metadata)".to_string()
+                } else {
+                    message
+                };
+                doc_error(document, None, hint)
+            })?;
+            routes.push(route(document, head)?);
+        }
+        // Second pass: typed objects, straight from the YAML so that plain scalars read as the
+        // strings Kubernetes expects (`cpu: 1`) and errors carry the field path and line.
+        let mut snapshot = Snapshot::default();
+        let mut seen: BTreeMap<String, Origin> = BTreeMap::new();
+        for ((i, doc), route) in serde_yaml::Deserializer::from_str(text).enumerate().zip(&routes) {
+            let document = i + 1;
+            match route {
+                Route::Empty => {}
+                Route::Single { kind, object } => {
+                    let typed = KindSeed(Some(kind)).deserialize(doc).map_err(|e| doc_error(document, Some(object.clone()), message_of(&e)))?;
+                    let origin = Origin { document, item: None };
+                    snapshot.add(origin, kind, object, typed, &mut seen)?;
+                }
+                Route::List { items } => {
+                    let kinds: Vec<Option<Kind>> = items.iter().map(|i| i.as_ref().map(|(k, _)| k.clone())).collect();
+                    let typed = ListSeed(&kinds).deserialize(doc).map_err(|e| {
+                        let message = message_of(&e);
+                        let object = item_of(&message).and_then(|j| items.get(j)).and_then(|i| i.as_ref()).map(|(_, o)| o.clone());
+                        doc_error(document, object, message)
+                    })?;
+                    for (j, (object, item)) in typed.into_iter().zip(items).enumerate() {
+                        let Some((kind, description)) = item else { continue };
+                        snapshot.add(Origin { document, item: Some(j) }, kind, description, object, &mut seen)?;
+                    }
+                }
+            }
+        }
+        Ok(snapshot)
+    }
+
+    fn add(&mut self, origin: Origin, kind: &Kind, object: &str, typed: Object, seen: &mut BTreeMap<String, Origin>) -> Result<(), SnapshotError> {
+        if let Kind::Unknown(name) = kind {
+            *self.unknown.entry(name.clone()).or_default() += 1;
+            return Ok(());
+        }
+        if let Some(first) = seen.insert(object.to_string(), origin) {
+            return Err(doc_error(origin.document, Some(object.to_string()), format!("listed twice (first in {first})")));
+        }
+        macro_rules! push {
+            ($list:ident, $o:expr) => {{
+                let mut o = *$o;
+                if kind.namespaced() && o.metadata.namespace.as_deref().is_none_or(str::is_empty) {
+                    o.metadata.namespace = Some("default".to_string());
+                }
+                self.$list.push(Located { origin, object: o });
+            }};
+        }
+        match typed {
+            Object::NodePool(o) => push!(node_pools, o),
+            Object::NodeClaim(o) => push!(node_claims, o),
+            Object::Node(o) => push!(nodes, o),
+            Object::Pod(o) => push!(pods, o),
+            Object::DaemonSet(o) => push!(daemon_sets, o),
+            Object::ReplicaSet(o) => push!(replica_sets, o),
+            Object::Deployment(o) => push!(deployments, o),
+            Object::StatefulSet(o) => push!(stateful_sets, o),
+            Object::Service(o) => push!(services, o),
+            Object::PodDisruptionBudget(o) => push!(pod_disruption_budgets, o),
+            Object::PersistentVolume(o) => push!(persistent_volumes, o),
+            Object::PersistentVolumeClaim(o) => push!(persistent_volume_claims, o),
+            Object::StorageClass(o) => push!(storage_classes, o),
+            Object::Namespace(o) => push!(namespaces, o),
+            Object::NodeOverlay(o) => push!(node_overlays, o),
+            Object::Ignored => {}
+        }
+        Ok(())
+    }
+
+    /// Builds the scheduler's input, giving every NodePool `instance_types` and using
+    /// `label_policy`.
+    ///
+    /// - Pending pods (see [`pod_state`]) are the batch, in snapshot order; a pod the
+    ///   controller cannot convert (e.g. `matchFields`) is [`BatchStatus::Refused`]. Pods that
+    ///   are neither bound nor provisionable (gated, nominated, DaemonSet or mirror pods, being
+    ///   deleted) are left out with a note.
+    /// - Nodes, launched NodeClaims and bound pods become [`ExistingNode`](scheduling::ExistingNode)s
+    ///   ([`convert::existing_nodes`]).
+    /// - NodePools being deleted and static NodePools are left out with a note, as the
+    ///   controller does; the others become templates ([`node_claim_template`]) with their
+    ///   limits ([`convert::nodepool_limits`]). NodePool readiness and the NodeClass are not
+    ///   checked: every pool gets `instance_types`.
+    ///
+    /// Errors (with the document and object named): a quantity that does not parse in any
+    /// pod, DaemonSet or NodePool limit, an invalid NodePool requirement.
+    pub fn assemble(&self, instance_types: &[InstanceType], label_policy: LabelPolicy) -> Result<Assembly, SnapshotError> {
+        let mut out = Assembly::default();
+        let describe = |kind: &str, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| match &meta.namespace {
+            Some(ns) => format!("{kind} {ns}/{}", meta.name.as_deref().unwrap_or("")),
+            None => format!("{kind} {}", meta.name.as_deref().unwrap_or("")),
+        };
+
+        // Pods: the batch, and a check of every live pod's requests.
+        let mut left_out = Vec::new();
+        for located in &self.pods {
+            let pod = &located.object;
+            let state = pod_state(pod);
+            if matches!(state, PodState::Terminal) {
+                continue;
+            }
+            let object = describe("Pod", &pod.metadata);
+            let spec = pod.spec.clone().unwrap_or_default();
+            convert::pod_requests(&spec).map_err(|e| doc_error(located.origin.document, Some(object.clone()), e))?;
+            let key = PodKey::new(pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default());
+            match state {
+                PodState::Terminal | PodState::Bound => {}
+                PodState::LeftOut(why) => left_out.push(format!("{key} ({why})")),
+                PodState::Pending => {
+                    let converted = convert::pending_pod(pod).and_then(|mut p| {
+                        p.volume_requirements = self.volume_requirements(pod)?;
+                        Ok(p)
+                    });
+                    let status = match converted {
+                        Ok(p) => {
+                            out.input.pods.push(p);
+                            BatchStatus::Scheduled(out.input.pods.len() - 1)
+                        }
+                        Err(e) => BatchStatus::Refused(e),
+                    };
+                    out.pods.push(BatchPod { key, status });
+                }
+            }
+        }
+        if !left_out.is_empty() {
+            out.notes.push(format!(
+                "{} pod(s) without a node are not provisioned for, as the controller would not: {}",
+                left_out.len(),
+                abbreviate(&left_out, 10)
+            ));
+        }
+
+        out.input.nodes = convert::existing_nodes(&self.nodes, &self.node_claims, &self.pods);
+        out.context.bound_pods = convert::bound_pods(&self.pods);
+
+        for located in &self.daemon_sets {
+            let d = convert::daemon_pod(&located.object)
+                .map_err(|e| doc_error(located.origin.document, Some(describe("DaemonSet", &located.object.metadata)), e))?;
+            out.input.daemons.push(d);
+        }
+
+        let mut pools: Vec<&Located<NodePool>> = self.node_pools.iter().collect();
+        pools.sort_by(|a, b| a.object.metadata.name.cmp(&b.object.metadata.name));
+        for located in pools {
+            let pool = &located.object;
+            let name = pool.metadata.name.clone().unwrap_or_default();
+            let object = format!("NodePool {name}");
+            let strip = |message: String| message.strip_prefix(&format!("{object}: ")).map(str::to_string).unwrap_or(message);
+            if pool.metadata.deletion_timestamp.is_some() {
+                out.notes.push(format!("NodePool {name} is being deleted; left out, as the controller does"));
+                continue;
+            }
+            if pool.spec.is_static() {
+                out.notes.push(format!("NodePool {name} is static (spec.replicas); static pools do not provision for pods"));
+                continue;
+            }
+            let template = node_claim_template(pool).map_err(|e| doc_error(located.origin.document, Some(object.clone()), strip(e.to_string())))?;
+            let limits = convert::nodepool_limits(pool, &self.node_claims).map_err(|e| doc_error(located.origin.document, Some(object.clone()), strip(e)))?;
+            out.input.nodepools.push(scheduling::NodePool { template, instance_types: instance_types.to_vec(), limits });
+        }
+        out.input.label_policy = label_policy;
+
+        let unused: Vec<String> = [
+            ("ReplicaSet", self.replica_sets.len()),
+            ("Deployment", self.deployments.len()),
+            ("StatefulSet", self.stateful_sets.len()),
+            ("Service", self.services.len()),
+            ("PodDisruptionBudget", self.pod_disruption_budgets.len()),
+            ("PersistentVolume", self.persistent_volumes.len()),
+            ("PersistentVolumeClaim", self.persistent_volume_claims.len()),
+            ("StorageClass", self.storage_classes.len()),
+            ("Namespace", self.namespaces.len()),
+            ("NodeOverlay", self.node_overlays.len()),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(kind, n)| format!("{n} {kind}"))
+        .collect();
+        if !unused.is_empty() {
+            out.notes.push(format!("read but not used by the scheduler yet: {}", unused.join(", ")));
+        }
+        if !self.unknown.is_empty() {
+            let kinds: Vec<String> = self.unknown.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            out.notes.push(format!("kinds joinery does not read, ignored: {}", kinds.join(", ")));
+        }
+        Ok(out)
+    }
+}
+
+impl Snapshot {
+    /// Where a pending pod's volumes can be attached, as upstream's volume topology computes
+    /// it: for each PersistentVolumeClaim (or generic ephemeral volume) of the pod, the first
+    /// node-affinity term of its bound PersistentVolume (hostname requirements dropped for
+    /// local and hostPath volumes, which a new node cannot keep), or, for a claim not bound
+    /// yet, the first `allowedTopologies` term of its StorageClass. All of them hold at once,
+    /// so the result is one requirement set (empty list when unconstrained). A claim, volume
+    /// or StorageClass missing from the snapshot refuses the pod, as upstream's validation
+    /// does.
+    pub fn volume_requirements(&self, pod: &Pod) -> Result<Vec<Requirements>, String> {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        let mut out = Requirements::new();
+        let mut any = false;
+        for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+            let (claim_name, ephemeral_class) = if let Some(pvc) = &volume.persistent_volume_claim {
+                (pvc.claim_name.clone(), None)
+            } else if let Some(e) = &volume.ephemeral {
+                let class = e.volume_claim_template.as_ref().and_then(|t| t.spec.storage_class_name.clone());
+                (format!("{pod_name}-{}", volume.name), Some(class))
+            } else {
+                continue;
+            };
+            let claim = self.persistent_volume_claims.iter().map(|l| &l.object).find(|c| {
+                c.metadata.name.as_deref() == Some(claim_name.as_str()) && c.metadata.namespace.as_deref() == Some(namespace.as_str())
+            });
+            let terms: Vec<Requirement> = match (claim, ephemeral_class) {
+                (None, None) => return Err(format!("PersistentVolumeClaim {namespace}/{claim_name} (volume {}) is not in the snapshot", volume.name)),
+                (None, Some(class)) => self.storage_class_terms(class.as_deref(), &volume.name)?,
+                (Some(claim), _) => {
+                    let spec = claim.spec.clone().unwrap_or_default();
+                    match spec.volume_name.as_deref().filter(|v| !v.is_empty()) {
+                        Some(pv_name) => self.persistent_volume_terms(pv_name, &namespace, &claim_name)?,
+                        None => self.storage_class_terms(spec.storage_class_name.as_deref(), &volume.name)?,
+                    }
+                }
+            };
+            for r in terms {
+                any = true;
+                out.add(r);
+            }
+        }
+        Ok(if any { vec![out] } else { Vec::new() })
+    }
+
+    fn persistent_volume_terms(&self, pv_name: &str, namespace: &str, claim: &str) -> Result<Vec<Requirement>, String> {
+        let Some(pv) = self.persistent_volumes.iter().map(|l| &l.object).find(|v| v.metadata.name.as_deref() == Some(pv_name)) else {
+            return Err(format!("PersistentVolume {pv_name} (bound to PersistentVolumeClaim {namespace}/{claim}) is not in the snapshot"));
+        };
+        let spec = pv.spec.clone().unwrap_or_default();
+        let node_local = spec.local.is_some() || spec.host_path.is_some();
+        let first = spec.node_affinity.and_then(|a| a.required).and_then(|r| r.node_selector_terms.into_iter().next());
+        let mut out = Vec::new();
+        for (j, e) in first.into_iter().flat_map(|t| t.match_expressions.unwrap_or_default()).enumerate() {
+            if node_local && e.key == HOSTNAME_LABEL {
+                continue;
+            }
+            let op: Operator = e.operator.parse().map_err(|err| format!("PersistentVolume {pv_name}: spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[{j}].operator: {err}"))?;
+            out.push(
+                Requirement::new(e.key.clone(), op, e.values.unwrap_or_default())
+                    .map_err(|err| format!("PersistentVolume {pv_name}: spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[{j}]: {err}"))?,
+            );
+        }
+        Ok(out)
+    }
+
+    fn storage_class_terms(&self, class: Option<&str>, volume: &str) -> Result<Vec<Requirement>, String> {
+        let Some(class) = class.filter(|c| !c.is_empty()) else { return Ok(Vec::new()) };
+        let Some(sc) = self.storage_classes.iter().map(|l| &l.object).find(|c| c.metadata.name.as_deref() == Some(class)) else {
+            return Err(format!("StorageClass {class} (volume {volume}) is not in the snapshot"));
+        };
+        let first = sc.allowed_topologies.iter().flatten().next();
+        Ok(first
+            .into_iter()
+            .flat_map(|t| t.match_label_expressions.iter().flatten())
+            .map(|e| Requirement::in_values(e.key.clone(), e.values.iter().cloned()))
+            .collect())
+    }
+}
+
+/// An instance type whose requirements also say where it is sold, as upstream's providers
+/// declare: `topology.kubernetes.io/zone In [zones with an available offering]` and
+/// `karpenter.sh/capacity-type In [capacity types with one]`, each added only when the type
+/// does not define the key already. Topology spread and affinity find their zone domains
+/// there. Types without available offerings are returned unchanged.
+pub fn with_offering_requirements(t: InstanceType) -> InstanceType {
+    let zones: BTreeSet<&str> = t.offerings().available().map(|o| o.zone()).collect();
+    let capacity_types: BTreeSet<&str> = t.offerings().available().map(|o| o.capacity_type()).collect();
+    let missing_zone = !zones.is_empty() && !t.requirements().has(ZONE_LABEL);
+    let missing_ct = !capacity_types.is_empty() && !t.requirements().has(CAPACITY_TYPE_LABEL);
+    if !missing_zone && !missing_ct {
+        return t;
+    }
+    let mut requirements = t.requirements().clone();
+    if missing_zone {
+        requirements.add(Requirement::in_values(ZONE_LABEL, zones));
+    }
+    if missing_ct {
+        requirements.add(Requirement::in_values(CAPACITY_TYPE_LABEL, capacity_types));
+    }
+    InstanceType::new(t.name(), requirements, t.capacity().clone(), t.overhead().clone(), t.offerings().clone())
+}
+
+/// What a pod is to a provisioning pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodState {
+    /// Succeeded or Failed: ignored entirely.
+    Terminal,
+    /// Bound to a node (`spec.nodeName`): cluster state.
+    Bound,
+    /// Waiting for capacity: part of the batch.
+    Pending,
+    /// Not bound, but not something the controller provisions for; the reason says why.
+    LeftOut(String),
+}
+
+/// Classifies a pod of a snapshot. A pod without `spec.nodeName` is pending unless it is
+/// being deleted, owned by a DaemonSet or its Node (mirror pod), scheduling-gated, nominated
+/// to a node, or marked by kube-scheduler `PodScheduled` with another reason than
+/// `Unschedulable`. Unlike the controller, a pod kube-scheduler has not looked at yet (no
+/// `PodScheduled` condition) counts as pending, so hand-written snapshots need no status.
+pub fn pod_state(pod: &Pod) -> PodState {
+    if is_terminal(pod) {
+        return PodState::Terminal;
+    }
+    if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()) {
+        return PodState::Bound;
+    }
+    let left_out = |why: &str| PodState::LeftOut(why.to_string());
+    if pod.metadata.deletion_timestamp.is_some() {
+        return left_out("being deleted");
+    }
+    if is_daemon_pod(pod) {
+        return left_out("DaemonSet pod; its DaemonSet counts as overhead instead");
+    }
+    if is_mirror_pod(pod) {
+        return left_out("mirror pod");
+    }
+    if pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty()) {
+        return left_out("scheduling gated");
+    }
+    let status = pod.status.as_ref();
+    if let Some(node) = status.and_then(|s| s.nominated_node_name.as_deref()).filter(|n| !n.is_empty()) {
+        return PodState::LeftOut(format!("nominated to node {node}"));
+    }
+    let scheduled = status.and_then(|s| s.conditions.as_ref()).into_iter().flatten().find(|c| c.type_ == "PodScheduled");
+    if let Some(c) = scheduled {
+        let reason = c.reason.as_deref().unwrap_or("");
+        if c.status != "False" || reason != "Unschedulable" {
+            return PodState::LeftOut(format!("PodScheduled={} reason {reason:?}", c.status));
+        }
+    }
+    PodState::Pending
+}
+
+/// The first `max` items joined by `", "`, then `and N more`.
+fn abbreviate(items: &[String], max: usize) -> String {
+    let mut s = items.iter().take(max).cloned().collect::<Vec<_>>().join(", ");
+    if items.len() > max {
+        s.push_str(&format!(" and {} more", items.len() - max));
+    }
+    s
+}
+
+// ---------------------------------------------------------------------------------------------
+// Instance-type catalogues.
+
+/// One instance type of a catalogue file.
+///
+/// ```yaml
+/// - name: c-4x-amd64-linux
+///   cpu: 4
+///   memory: 8Gi
+///   pods: 64                      # default 110
+///   ephemeralStorage: 20Gi        # optional
+///   arch: amd64                   # or a list; default amd64
+///   os: linux                     # or a list; default linux
+///   resources: {nvidia.com/gpu: 1}  # extended resources
+///   labels: {example.com/family: c}
+///   requirements: [{key: example.com/exotic, operator: DoesNotExist}]
+///   overhead: {kubeReserved: {cpu: 100m, memory: 10Mi}}
+///   offerings:
+///     - {zone: zone-a, capacityType: on-demand, price: 0.12}
+///     - {zone: zone-a, capacityType: spot, price: 0.05, available: false}
+/// ```
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CatalogEntry {
+    /// Name (the `node.kubernetes.io/instance-type` value).
+    pub name: String,
+    /// CPU capacity as a quantity (`4`, `3500m`).
+    pub cpu: String,
+    /// Memory capacity as a quantity (`16Gi`).
+    pub memory: String,
+    /// Pod capacity; default 110.
+    #[serde(default)]
+    pub pods: Option<String>,
+    /// Ephemeral storage capacity; unset means none is advertised.
+    #[serde(default)]
+    pub ephemeral_storage: Option<String>,
+    /// Architecture(s) (`kubernetes.io/arch`); default `amd64`.
+    #[serde(default)]
+    pub arch: Option<OneOrMany>,
+    /// Operating system(s) (`kubernetes.io/os`); default `linux`.
+    #[serde(default)]
+    pub os: Option<OneOrMany>,
+    /// Extended resources (e.g. `nvidia.com/gpu`) as quantities.
+    #[serde(default)]
+    pub resources: BTreeMap<String, String>,
+    /// Labels every node of the type gets (each becomes a single-value `In` requirement).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Further requirements, e.g. `DoesNotExist` for a label the type never has.
+    #[serde(default)]
+    pub requirements: Vec<CatalogRequirement>,
+    /// Kubelet reservations subtracted from capacity.
+    #[serde(default)]
+    pub overhead: CatalogOverhead,
+    /// Zones and capacity types the type can be bought in.
+    pub offerings: Vec<CatalogOffering>,
+}
+
+/// A string or a list of strings.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    /// One value.
+    One(String),
+    /// Several values.
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn values(&self) -> Vec<String> {
+        match self {
+            OneOrMany::One(v) => vec![v.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
+}
+
+/// A requirement of a catalogue entry (node-selector form).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CatalogRequirement {
+    /// Label key.
+    pub key: String,
+    /// `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`, `Gte`, `Lte`.
+    pub operator: String,
+    /// Values.
+    #[serde(default)]
+    pub values: Vec<String>,
+    /// minValues.
+    #[serde(default)]
+    pub min_values: Option<u32>,
+}
+
+/// Overhead of a catalogue entry: resource name → quantity per category.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CatalogOverhead {
+    /// `kube-reserved`.
+    #[serde(default)]
+    pub kube_reserved: BTreeMap<String, String>,
+    /// `system-reserved`.
+    #[serde(default)]
+    pub system_reserved: BTreeMap<String, String>,
+    /// Hard eviction thresholds.
+    #[serde(default)]
+    pub eviction_threshold: BTreeMap<String, String>,
+}
+
+/// An offering of a catalogue entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CatalogOffering {
+    /// Zone (`topology.kubernetes.io/zone`).
+    pub zone: String,
+    /// `on-demand`, `spot` or `reserved`.
+    pub capacity_type: String,
+    /// Price per hour; unset means unknown (such types are ordered after priced ones,
+    /// smallest first).
+    #[serde(default)]
+    pub price: Option<f64>,
+    /// Whether it can be launched; default true.
+    #[serde(default = "yes")]
+    pub available: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The object form of a catalogue file.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CatalogObject {
+    instance_types: Vec<CatalogEntry>,
+    #[serde(default)]
+    well_known_labels: Vec<String>,
+}
+
+/// An instance-type catalogue: what a cloud plugin would return, from a file.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    /// The instance types, in file order.
+    pub instance_types: Vec<InstanceType>,
+    /// Label keys to treat as well-known besides upstream's (pods may select them without a
+    /// NodePool declaring them), e.g. the test provider's `size`, `special` and `integer`.
+    pub well_known_labels: Vec<String>,
+}
+
+impl Catalog {
+    /// Reads a catalogue file (YAML or JSON): either a list of [`CatalogEntry`], or an object
+    /// `{instanceTypes: [...], wellKnownLabels: [...]}`. Names must be unique; quantities,
+    /// operators, capacity types and prices are checked, each error naming the entry and field.
+    pub fn parse(text: &str) -> Result<Catalog, SnapshotError> {
+        let value: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| SnapshotError::Catalog(e.to_string()))?;
+        let (entries, well_known_labels) = match value {
+            serde_yaml::Value::Sequence(_) => {
+                (serde_yaml::from_str::<Vec<CatalogEntry>>(text).map_err(|e| SnapshotError::Catalog(e.to_string()))?, Vec::new())
+            }
+            serde_yaml::Value::Mapping(_) => {
+                let o: CatalogObject = serde_yaml::from_str(text).map_err(|e| SnapshotError::Catalog(e.to_string()))?;
+                (o.instance_types, o.well_known_labels)
+            }
+            _ => {
+                return Err(SnapshotError::Catalog(
+                    "expected a list of instance types, or a mapping with instanceTypes (and wellKnownLabels)".into(),
+                ));
+            }
+        };
+        let mut names = BTreeSet::new();
+        let mut instance_types = Vec::with_capacity(entries.len());
+        for (i, entry) in entries.iter().enumerate() {
+            let at = format!("[{i}] ({})", entry.name);
+            if entry.name.is_empty() {
+                return Err(SnapshotError::Catalog(format!("[{i}].name: must not be empty")));
+            }
+            if !names.insert(entry.name.as_str()) {
+                return Err(SnapshotError::Catalog(format!("{at}.name: listed twice")));
+            }
+            let t = entry.to_wit().and_then(|t| instance_type_from_wit(&t)).map_err(|e| SnapshotError::Catalog(format!("{at}.{e}")))?;
+            instance_types.push(with_offering_requirements(t));
+        }
+        Ok(Catalog { instance_types, well_known_labels })
+    }
+
+    /// Upstream's label policy plus this catalogue's well-known labels.
+    pub fn label_policy(&self) -> LabelPolicy {
+        self.well_known_labels.iter().fold(LabelPolicy::default(), |p, k| p.with_well_known(k.clone()))
+    }
+}
+
+/// Checks a quantity of `resource` and returns it as a WIT resource.
+fn quantity(field: &str, resource: &str, text: &str) -> Result<wit::Resource, String> {
+    Unit::of(resource).parse(text).map_err(|e| format!("{field}: {text:?} is not a quantity ({e})"))?;
+    Ok(wit::Resource { name: resource.to_string(), quantity: text.to_string() })
+}
+
+fn quantities(field: &str, list: &BTreeMap<String, String>) -> Result<Vec<wit::Resource>, String> {
+    list.iter().map(|(name, q)| quantity(&format!("{field}.{name}"), name, q)).collect()
+}
+
+impl CatalogEntry {
+    /// The entry in the form a cloud plugin returns (errors name the field).
+    fn to_wit(&self) -> Result<wit::InstanceType, String> {
+        let mut capacity = vec![quantity("cpu", "cpu", &self.cpu)?, quantity("memory", "memory", &self.memory)?];
+        capacity.push(quantity("pods", "pods", self.pods.as_deref().unwrap_or("110"))?);
+        if let Some(storage) = &self.ephemeral_storage {
+            capacity.push(quantity("ephemeralStorage", "ephemeral-storage", storage)?);
+        }
+        for (name, q) in &self.resources {
+            if ["cpu", "memory", "pods", "ephemeral-storage"].contains(&name.as_str()) {
+                return Err(format!("resources.{name}: set {name} with its own field"));
+            }
+            capacity.push(quantity(&format!("resources.{name}"), name, q)?);
+        }
+        let overhead = wit::Overhead {
+            kube_reserved: quantities("overhead.kubeReserved", &self.overhead.kube_reserved)?,
+            system_reserved: quantities("overhead.systemReserved", &self.overhead.system_reserved)?,
+            eviction_threshold: quantities("overhead.evictionThreshold", &self.overhead.eviction_threshold)?,
+        };
+        let in_values = |key: &str, values: Vec<String>| wit::Requirement {
+            key: key.to_string(),
+            operator: wit::Operator::In,
+            values,
+            min_values: None,
+        };
+        let mut requirements = vec![
+            in_values(joinery_core::labels::ARCH_LABEL, self.arch.as_ref().map(OneOrMany::values).unwrap_or_else(|| vec!["amd64".into()])),
+            in_values(joinery_core::labels::OS_LABEL, self.os.as_ref().map(OneOrMany::values).unwrap_or_else(|| vec!["linux".into()])),
+        ];
+        requirements.extend(self.labels.iter().map(|(k, v)| in_values(k, vec![v.clone()])));
+        for (i, r) in self.requirements.iter().enumerate() {
+            let op: Operator = r.operator.parse().map_err(|e| format!("requirements[{i}].operator: {e}"))?;
+            requirements.push(wit::Requirement {
+                key: r.key.clone(),
+                operator: convert::operator_to_wit(convert::operator_to_api(op)),
+                values: r.values.clone(),
+                min_values: r.min_values,
+            });
+        }
+        let mut offerings = Vec::with_capacity(self.offerings.len());
+        let mut seen = BTreeSet::new();
+        for (j, o) in self.offerings.iter().enumerate() {
+            if o.zone.is_empty() {
+                return Err(format!("offerings[{j}].zone: must not be empty"));
+            }
+            if !CAPACITY_TYPES.contains(&o.capacity_type.as_str()) {
+                return Err(format!("offerings[{j}].capacityType: {:?} is not one of {}", o.capacity_type, CAPACITY_TYPES.join(", ")));
+            }
+            if !seen.insert((o.zone.as_str(), o.capacity_type.as_str())) {
+                return Err(format!("offerings[{j}]: {} {} is listed twice", o.zone, o.capacity_type));
+            }
+            if let Some(p) = o.price
+                && !(p.is_finite() && p >= 0.0)
+            {
+                return Err(format!("offerings[{j}].price: {p} must be a finite, non-negative number"));
+            }
+            offerings.push(wit::Offering { zone: o.zone.clone(), capacity_type: o.capacity_type.clone(), price: o.price, available: o.available });
+        }
+        Ok(wit::InstanceType { name: self.name.clone(), requirements, capacity, overhead, offerings })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use joinery_core::scheduling::{Placement, schedule};
+
+    const CATALOG: &str = r#"
+- name: small
+  cpu: 2
+  memory: 4Gi
+  overhead: {kubeReserved: {cpu: 100m, memory: 10Mi}}
+  offerings:
+    - {zone: zone-a, capacityType: on-demand, price: 0.1}
+    - {zone: zone-b, capacityType: spot, price: 0.03}
+- name: large
+  cpu: 8
+  memory: 32Gi
+  arch: [amd64, arm64]
+  labels: {example.com/family: big}
+  offerings:
+    - {zone: zone-a, capacityType: on-demand, price: 0.4}
+"#;
+
+    const POOL: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: example.com, kind: ExampleNodeClass, name: default}
+      requirements: []
+"#;
+
+    fn catalog() -> Catalog {
+        Catalog::parse(CATALOG).unwrap()
+    }
+
+    fn assemble(text: &str) -> Assembly {
+        let c = catalog();
+        Snapshot::parse(text).unwrap().assemble(&c.instance_types, c.label_policy()).unwrap()
+    }
+
+    #[test]
+    fn documents_and_lists_are_typed_and_counted() {
+        let text = format!(
+            "{POOL}---\napiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {{name: a}}\n  spec: {{containers: [{{name: c, resources: {{requests: {{cpu: 1}}}}}}]}}\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {{name: cm}}\n---\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: shop}}\nspec: {{selector: {{}}, template: {{}}}}\n"
+        );
+        let s = Snapshot::parse(&text).unwrap();
+        assert_eq!(s.node_pools.len(), 1);
+        assert_eq!(s.pods.len(), 1);
+        assert_eq!(s.pods[0].origin, Origin { document: 2, item: Some(0) });
+        assert_eq!(s.pods[0].object.metadata.namespace.as_deref(), Some("default"), "namespace defaults");
+        assert_eq!(s.deployments.len(), 1);
+        assert_eq!(s.unknown.get("v1/ConfigMap"), Some(&1));
+        let a = s.assemble(&catalog().instance_types, LabelPolicy::default()).unwrap();
+        assert_eq!(a.input.pods.len(), 1);
+        assert_eq!(a.input.pods[0].requests.cpu_millis, 1000, "`cpu: 1` reads as the quantity 1");
+        assert!(a.notes.iter().any(|n| n.contains("1 Deployment")), "{:?}", a.notes);
+        assert!(a.notes.iter().any(|n| n.contains("1 v1/ConfigMap")), "{:?}", a.notes);
+    }
+
+    #[test]
+    fn a_type_error_names_document_object_field_and_line() {
+        let text = format!("{POOL}---\napiVersion: v1\nkind: Pod\nmetadata: {{name: web, namespace: shop}}\nspec:\n  containers:\n  - name: c\n    resources:\n      requests: [1, 2]\n");
+        let e = Snapshot::parse(&text).unwrap_err().to_string();
+        assert!(e.starts_with("document 2 (Pod shop/web): spec.containers[0].resources.requests: invalid type"), "{e}");
+        assert!(e.contains("line"), "{e}");
+    }
+
+    #[test]
+    fn list_item_errors_name_the_item() {
+        let text = "kind: List\napiVersion: v1\nitems:\n- {apiVersion: v1, kind: Node, metadata: {name: n1}}\n- {apiVersion: v1, kind: Node, metadata: {name: n2}, spec: {taints: {}}}\n";
+        let e = Snapshot::parse(text).unwrap_err().to_string();
+        assert!(e.starts_with("document 1 (Node n2): items[1].spec.taints: invalid type"), "{e}");
+    }
+
+    #[test]
+    fn missing_kind_name_and_bad_versions_are_refused() {
+        let e = Snapshot::parse("apiVersion: v1\nmetadata: {name: x}\n").unwrap_err().to_string();
+        assert!(e.contains("document 1") && e.contains("kind: missing"), "{e}");
+        let e = Snapshot::parse("apiVersion: v1\nkind: Pod\nspec: {containers: []}\n").unwrap_err().to_string();
+        assert!(e.contains("metadata.name: missing"), "{e}");
+        let e = Snapshot::parse("apiVersion: karpenter.sh/v1beta1\nkind: NodePool\nmetadata: {name: p}\n").unwrap_err().to_string();
+        assert!(e.contains("(NodePool p)") && e.contains("joinery reads karpenter.sh/v1"), "{e}");
+        let e = Snapshot::parse("- a\n- b\n").unwrap_err().to_string();
+        assert!(e.contains("expected a Kubernetes object"), "{e}");
+        let e = Snapshot::parse("a: [\n").unwrap_err().to_string();
+        assert!(e.starts_with("document 1:"), "{e}");
+    }
+
+    #[test]
+    fn the_same_object_twice_is_an_error() {
+        let text = "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n1}\n";
+        let e = Snapshot::parse(text).unwrap_err().to_string();
+        assert!(e.contains("document 2 (Node n1): listed twice (first in document 1)"), "{e}");
+    }
+
+    #[test]
+    fn bad_quantities_are_errors_naming_the_pod_and_container() {
+        let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: web, resources: {requests: {cpu: lots}}}]}\n";
+        let s = Snapshot::parse(text).unwrap();
+        let e = s.assemble(&[], LabelPolicy::default()).unwrap_err().to_string();
+        assert!(e.starts_with("document 1 (Pod default/p): spec.containers[web].resources.requests"), "{e}");
+    }
+
+    #[test]
+    fn pod_states_follow_the_controller_except_for_status_less_pods() {
+        let pod = |v: serde_json::Value| -> Pod { serde_json::from_value(v).unwrap() };
+        let base = serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": []}});
+        assert_eq!(pod_state(&pod(base.clone())), PodState::Pending);
+        let mut bound = base.clone();
+        bound["spec"]["nodeName"] = "n1".into();
+        assert_eq!(pod_state(&pod(bound)), PodState::Bound);
+        let mut done = base.clone();
+        done["status"] = serde_json::json!({"phase": "Succeeded"});
+        assert_eq!(pod_state(&pod(done)), PodState::Terminal);
+        let mut gated = base.clone();
+        gated["spec"]["schedulingGates"] = serde_json::json!([{"name": "g"}]);
+        assert!(matches!(pod_state(&pod(gated)), PodState::LeftOut(_)));
+        let mut unschedulable = base.clone();
+        unschedulable["status"] = serde_json::json!({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]});
+        assert_eq!(pod_state(&pod(unschedulable)), PodState::Pending);
+        let mut nominated = base.clone();
+        nominated["status"] = serde_json::json!({"nominatedNodeName": "n2"});
+        assert_eq!(pod_state(&pod(nominated)), PodState::LeftOut("nominated to node n2".into()));
+        let mut daemon = base;
+        daemon["metadata"]["ownerReferences"] = serde_json::json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u"}]);
+        assert!(matches!(pod_state(&pod(daemon)), PodState::LeftOut(_)));
+    }
+
+    #[test]
+    fn bound_pods_nodes_and_daemonsets_become_cluster_state() {
+        let text = format!(
+            "{POOL}---
+apiVersion: v1
+kind: Node
+metadata: {{name: n1, labels: {{topology.kubernetes.io/zone: zone-a}}}}
+status: {{allocatable: {{cpu: '4', memory: 8Gi, pods: '10'}}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: running, namespace: shop}}
+spec: {{nodeName: n1, containers: [{{name: c, resources: {{requests: {{cpu: '3'}}}}}}]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: small, namespace: shop}}
+spec: {{containers: [{{name: c, resources: {{requests: {{cpu: 500m}}}}}}]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: big, namespace: shop}}
+spec: {{containers: [{{name: c, resources: {{requests: {{cpu: '1'}}}}}}]}}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {{name: agent, namespace: kube-system}}
+spec:
+  selector: {{}}
+  template: {{spec: {{containers: [{{name: a, resources: {{requests: {{cpu: 200m}}}}}}]}}}}
+"
+        );
+        let a = assemble(&text);
+        assert_eq!(a.input.nodes.len(), 1);
+        assert_eq!(a.input.nodes[0].requested.cpu_millis, 3000);
+        assert_eq!(a.input.daemons.len(), 1);
+        assert_eq!(a.pods.len(), 2);
+        let result = schedule(&a.input);
+        // 4 CPU − 3 bound − 0.2 daemon reserved: 0.5 fits, then 1 does not.
+        assert_eq!(result.placement("shop", "small"), Some(&Placement::Existing { node: "n1".into() }));
+        assert_eq!(result.placement("shop", "big"), Some(&Placement::NewClaim { index: 0 }));
+    }
+
+    #[test]
+    fn match_fields_pods_are_refused_with_the_controllers_reason() {
+        let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: []\n  affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchFields: [{key: metadata.name, operator: In, values: [n]}]}]}}}\n";
+        let a = assemble(text);
+        assert!(a.input.pods.is_empty());
+        assert!(matches!(&a.pods[0].status, BatchStatus::Refused(r) if r.contains("matchFields")), "{:?}", a.pods);
+    }
+
+    #[test]
+    fn nodepool_limits_count_claims_and_bad_limits_name_the_pool() {
+        let text = format!(
+            "{POOL}  limits: {{cpu: '10'}}\n---\napiVersion: karpenter.sh/v1\nkind: NodeClaim\nmetadata: {{name: c1, labels: {{karpenter.sh/nodepool: default}}}}\nspec:\n  nodeClassRef: {{group: example.com, kind: ExampleNodeClass, name: default}}\n  requirements: []\nstatus: {{capacity: {{cpu: '8'}}}}\n"
+        );
+        let a = assemble(&text);
+        let limits = a.input.nodepools[0].limits.as_ref().unwrap();
+        assert_eq!(limits.usage.cpu_millis, 8000);
+        assert_eq!(limits.usage.get("nodes"), 1);
+        let bad = format!("{POOL}  limits: {{cpu: lots}}\n");
+        let e = Snapshot::parse(&bad).unwrap().assemble(&[], LabelPolicy::default()).unwrap_err().to_string();
+        assert!(e.starts_with("document 1 (NodePool default): spec.limits"), "{e}");
+    }
+
+    #[test]
+    fn static_and_deleting_pools_are_left_out_with_a_note() {
+        let text = format!("{POOL}  replicas: 2\n");
+        let a = assemble(&text);
+        assert!(a.input.nodepools.is_empty());
+        assert!(a.notes.iter().any(|n| n.contains("static")), "{:?}", a.notes);
+    }
+
+    #[test]
+    fn catalogue_entries_become_instance_types() {
+        let c = catalog();
+        assert_eq!(c.instance_types.len(), 2);
+        let small = &c.instance_types[0];
+        assert_eq!(small.capacity().pods, 110, "pods default to 110");
+        assert_eq!(small.allocatable().cpu_millis, 1900);
+        assert_eq!(small.offerings().len(), 2);
+        assert!(small.requirements().get("node.kubernetes.io/instance-type").unwrap().has("small"));
+        let large = &c.instance_types[1];
+        assert!(large.requirements().get("kubernetes.io/arch").unwrap().has("arm64"));
+        assert!(large.requirements().get("example.com/family").unwrap().has("big"));
+    }
+
+    #[test]
+    fn catalogue_object_form_adds_well_known_labels() {
+        let text = format!("wellKnownLabels: [size]\ninstanceTypes:\n{}", CATALOG.lines().map(|l| format!("  {l}\n")).collect::<String>());
+        let c = Catalog::parse(&text).unwrap();
+        assert!(c.label_policy().is_well_known("size"));
+        assert_eq!(c.instance_types.len(), 2);
+    }
+
+    #[test]
+    fn catalogue_errors_name_the_entry_and_field() {
+        let e = Catalog::parse("- {name: a, cpu: 1, memory: lots, offerings: []}\n").unwrap_err().to_string();
+        assert!(e.starts_with("catalogue: [0] (a).memory: \"lots\" is not a quantity"), "{e}");
+        let e = Catalog::parse("- {name: a, cpu: 1, memory: 1Gi, offerings: [{zone: z, capacityType: ondemand}]}\n").unwrap_err().to_string();
+        assert!(e.contains("[0] (a).offerings[0].capacityType"), "{e}");
+        let e = Catalog::parse("- {name: a, cpu: 1, memory: 1Gi, offering: []}\n").unwrap_err().to_string();
+        assert!(e.contains("unknown field `offering`"), "{e}");
+        let e = Catalog::parse("- {name: a, cpu: 1, memory: 1Gi, offerings: []}\n- {name: a, cpu: 1, memory: 1Gi, offerings: []}\n").unwrap_err().to_string();
+        assert!(e.contains("[1] (a).name: listed twice"), "{e}");
+    }
+}

@@ -1,0 +1,823 @@
+//! Topology groups: the bookkeeping behind topology spread constraints, pod affinity and pod
+//! anti-affinity, following upstream's `Topology` / `TopologyGroup`.
+//!
+//! A group counts, per domain (a value of its topology key), the pods its selector matches.
+//! Pods with the same constraint share one group (the "owners"). For each placement attempt
+//! the pod's owned groups, plus the *inverse* anti-affinity groups that select it (built from
+//! the required anti-affinity terms of other pods, placed or pending), each narrow the
+//! candidate's requirement on their key to the domains still allowed; once placed, the pod is
+//! recorded in every group that selects it.
+//!
+//! Domains come from the NodePools (their requirements and template labels intersected with
+//! each instance type's requirements, plus the `In` values of the pool requirements), from the
+//! existing nodes' labels and from hostnames (existing nodes, and the placeholder of each new
+//! claim once it holds a pod). Counts start from the pods already bound to nodes.
+//!
+//! Upstream iterates Go maps where several domains tie; here domains are kept sorted and the
+//! first (smallest) one wins, so results are deterministic.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use crate::labels::{HOSTNAME_LABEL, NODEPOOL_LABEL};
+use crate::requirements::{KeySet, NO_KEYS, Requirement, Requirements};
+use crate::taints::{Taint, Toleration};
+
+use super::constraints::{
+    LabelSelector, LabelSelectorRequirement, NodeInclusionPolicy, PodAffinityTerm,
+    SelectorOperator, TopologySpreadConstraint,
+};
+use super::daemons::tolerates;
+use super::render;
+use super::types::{BoundPod, ExistingNode, NodePool, PendingPod, PodKey};
+
+/// What a group enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Kind {
+    /// Topology spread: a bounded skew between domains.
+    Spread,
+    /// Pod affinity: a domain that already holds a selected pod.
+    Affinity,
+    /// Pod anti-affinity: a domain without selected pods.
+    AntiAffinity,
+}
+
+impl Kind {
+    /// Upstream's name, used in failure reasons.
+    fn describe(self) -> &'static str {
+        match self {
+            Kind::Spread => "topology spread",
+            Kind::Affinity => "pod affinity",
+            Kind::AntiAffinity => "pod anti-affinity",
+        }
+    }
+}
+
+/// Which nodes count for a spread constraint (`nodeAffinityPolicy` / `nodeTaintsPolicy`).
+/// The default matches every node (what affinity and anti-affinity groups use).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct NodeFilter {
+    /// With node affinity honored: the pod's node selector intersected with each of its
+    /// remaining required node-affinity terms; a node counts if it can satisfy any of them.
+    pub affinity: Option<Vec<Requirements>>,
+    /// With taints honored: the pod's tolerations, which must tolerate the node's taints.
+    pub tolerations: Option<Vec<Toleration>>,
+}
+
+impl NodeFilter {
+    /// Whether a node with these taints and requirements counts; `allow` lists the keys the
+    /// node may leave undefined (well-known keys for new claims, none for existing nodes).
+    fn matches<K: KeySet + ?Sized>(
+        &self,
+        taints: &[Taint],
+        requirements: &Requirements,
+        allow: &K,
+    ) -> bool {
+        if let Some(tolerations) = &self.tolerations
+            && !tolerates(tolerations, taints, false)
+        {
+            return false;
+        }
+        match &self.affinity {
+            Some(alternatives) if !alternatives.is_empty() => alternatives
+                .iter()
+                .any(|alt| requirements.is_compatible(alt, allow)),
+            _ => true,
+        }
+    }
+}
+
+/// Everything that identifies a group (upstream's hash: key, type, namespaces, selector,
+/// max skew and node filter; `minDomains` is not part of it, so the first constraint to
+/// create a group decides it).
+struct GroupSpec {
+    kind: Kind,
+    key: String,
+    namespaces: BTreeSet<String>,
+    selector: Option<LabelSelector>,
+    max_skew: u32,
+    min_domains: Option<u32>,
+    filter: NodeFilter,
+}
+
+impl GroupSpec {
+    fn identity(&self) -> String {
+        format!(
+            "{:?}|{}|{:?}|{:?}|{}|{:?}",
+            self.kind,
+            self.key,
+            self.namespaces,
+            self.selector.as_ref().map(LabelSelector::normalized),
+            self.max_skew,
+            self.filter
+        )
+    }
+}
+
+/// Pod counts per domain for one constraint shared by its owners.
+struct Group {
+    kind: Kind,
+    key: String,
+    namespaces: BTreeSet<String>,
+    selector: Option<LabelSelector>,
+    max_skew: u32,
+    min_domains: Option<u32>,
+    filter: NodeFilter,
+    /// Known domains and how many selected pods each holds.
+    counts: BTreeMap<String, u32>,
+    /// How many known domains hold no selected pod.
+    empty: usize,
+}
+
+/// A finite requirement's only value.
+fn single(r: &Requirement) -> Option<&str> {
+    if r.is_complement() || r.values().len() != 1 {
+        return None;
+    }
+    r.values().first().map(String::as_str)
+}
+
+/// Whether a requirement admits every value (a plain `Exists`).
+fn is_everything(r: &Requirement) -> bool {
+    r.is_complement() && r.values().is_empty() && r.gte().is_none() && r.lte().is_none()
+}
+
+impl Group {
+    fn new(spec: GroupSpec) -> Self {
+        Group {
+            kind: spec.kind,
+            key: spec.key,
+            namespaces: spec.namespaces,
+            selector: spec.selector,
+            max_skew: spec.max_skew,
+            min_domains: spec.min_domains,
+            filter: spec.filter,
+            counts: BTreeMap::new(),
+            empty: 0,
+        }
+    }
+
+    fn selects(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
+        self.namespaces.contains(namespace)
+            && self.selector.as_ref().is_some_and(|s| s.matches(labels))
+    }
+
+    fn register(&mut self, domain: &str) {
+        if !self.counts.contains_key(domain) {
+            self.counts.insert(domain.to_owned(), 0);
+            self.empty += 1;
+        }
+    }
+
+    fn record(&mut self, domain: &str) {
+        match self.counts.get_mut(domain) {
+            Some(count) => {
+                if *count == 0 {
+                    self.empty -= 1;
+                }
+                *count += 1;
+            }
+            None => {
+                self.counts.insert(domain.to_owned(), 1);
+            }
+        }
+    }
+
+    fn count(&self, domain: &str) -> u32 {
+        self.counts.get(domain).copied().unwrap_or(0)
+    }
+
+    /// The domains still allowed for a pod whose own requirement on the key is `pod` on a
+    /// node whose requirement is `node`; `None` when there is none.
+    fn next(&self, self_selecting: bool, pod: &Requirement, node: &Requirement) -> Option<Requirement> {
+        let options = match self.kind {
+            Kind::Spread => self.next_spread(self_selecting, pod, node),
+            Kind::Affinity => self.next_affinity(self_selecting, pod, node),
+            Kind::AntiAffinity => self.next_anti_affinity(pod, node),
+        };
+        (!options.is_empty()).then(|| Requirement::in_values(self.key.as_str(), options))
+    }
+
+    /// The global minimum over the domains the pod may use (0 for hostname: a new node can
+    /// always be created; 0 while fewer than `minDomains` domains are eligible).
+    fn min_count(&self, pod: &Requirement) -> i64 {
+        if self.key == HOSTNAME_LABEL {
+            return 0;
+        }
+        let mut min = i64::from(i32::MAX);
+        let mut eligible = 0u64;
+        for (domain, &count) in &self.counts {
+            if pod.has(domain) {
+                eligible += 1;
+                min = min.min(i64::from(count));
+            }
+        }
+        if self.min_domains.is_some_and(|m| eligible < u64::from(m)) {
+            return 0;
+        }
+        min
+    }
+
+    /// Spread: the node domain with the fewest matching pods among those within the skew.
+    fn next_spread<'s>(&'s self, self_selecting: bool, pod: &Requirement, node: &'s Requirement) -> Vec<&'s str> {
+        let own = i64::from(self_selecting);
+        let skew = i64::from(self.max_skew);
+        if self.key == HOSTNAME_LABEL
+            && let Some(host) = single(node)
+        {
+            let count = i64::from(self.count(host)) + own;
+            return if count <= skew { vec![host] } else { Vec::new() };
+        }
+        let min = self.min_count(pod);
+        let mut best: Option<(&str, i64)> = None;
+        let mut consider = |domain: &'s str, count: u32| {
+            let count = i64::from(count) + own;
+            if count - min <= skew && best.is_none_or(|(_, b)| count < b) {
+                best = Some((domain, count));
+            }
+        };
+        if node.is_complement() {
+            for (domain, &count) in &self.counts {
+                if node.has(domain) {
+                    consider(domain, count);
+                }
+            }
+        } else {
+            for domain in node.values() {
+                if let Some(&count) = self.counts.get(domain)
+                    && node.has(domain)
+                {
+                    consider(domain, count);
+                }
+            }
+        }
+        best.map(|(d, _)| vec![d]).unwrap_or_default()
+    }
+
+    /// Whether a self-selecting pod may start the group anywhere: nothing recorded yet, or
+    /// nothing in a domain the pod may use.
+    fn bootstrappable(&self, pod: &Requirement) -> bool {
+        let occupied = self.counts.len() - self.empty;
+        if occupied == 0 {
+            return true;
+        }
+        if is_everything(pod) {
+            return false;
+        }
+        !self.counts.iter().any(|(d, &c)| c > 0 && pod.has(d))
+    }
+
+    /// Affinity: node domains that hold a selected pod; a self-selecting pod bootstraps.
+    fn next_affinity<'s>(&'s self, self_selecting: bool, pod: &'s Requirement, node: &'s Requirement) -> Vec<&'s str> {
+        if self.key == HOSTNAME_LABEL
+            && let Some(host) = single(node)
+        {
+            if !pod.has(host) {
+                return Vec::new();
+            }
+            if self.count(host) > 0 || (self_selecting && self.bootstrappable(pod)) {
+                return vec![host];
+            }
+            return Vec::new();
+        }
+        let mut options: Vec<&str> = if node.is_complement() {
+            self.counts
+                .iter()
+                .filter(|(d, c)| **c > 0 && pod.has(d) && node.has(d))
+                .map(|(d, _)| d.as_str())
+                .collect()
+        } else {
+            node.values()
+                .iter()
+                .filter(|d| self.count(d) > 0 && pod.has(d) && node.has(d))
+                .map(String::as_str)
+                .collect()
+        };
+        if options.is_empty() && self_selecting && self.bootstrappable(pod) {
+            // Prefer a domain the node can already be in, then any domain the pod may use.
+            if let Some(d) = self.counts.keys().find(|d| pod.has(d) && node.has(d)) {
+                options.push(d);
+            }
+            if let Some(d) = self.counts.keys().find(|d| pod.has(d))
+                && !options.contains(&d.as_str())
+            {
+                options.push(d);
+            }
+        }
+        options
+    }
+
+    /// Anti-affinity: node domains without a selected pod.
+    fn next_anti_affinity<'s>(&'s self, pod: &Requirement, node: &'s Requirement) -> Vec<&'s str> {
+        if self.key == HOSTNAME_LABEL
+            && let Some(host) = single(node)
+        {
+            return if self.count(host) == 0 { vec![host] } else { Vec::new() };
+        }
+        if self.empty == 0 {
+            return Vec::new();
+        }
+        if node.is_complement() {
+            self.counts
+                .iter()
+                .filter(|(d, c)| **c == 0 && pod.has(d) && node.has(d))
+                .map(|(d, _)| d.as_str())
+                .collect()
+        } else {
+            node.values()
+                .iter()
+                .filter(|d| self.counts.get(*d) == Some(&0) && pod.has(d) && node.has(d))
+                .map(String::as_str)
+                .collect()
+        }
+    }
+}
+
+/// Which group a violation is about.
+#[derive(Debug, Clone, Copy)]
+enum GroupRef {
+    Regular(usize),
+    Inverse(usize),
+}
+
+/// A topology constraint that left no domain: kept cheap, rendered only when a reason is
+/// shown.
+#[derive(Debug, Clone)]
+pub(crate) struct Violation {
+    group: GroupRef,
+    pod_domains: Requirement,
+    node_domains: Requirement,
+}
+
+/// The pod-side inputs of [`Topology::update`]: the constraints a pod currently has (after
+/// relaxation, and without preferences under the Ignore policy).
+pub(crate) struct Constraints<'p> {
+    /// Remaining spread constraints.
+    pub spreads: Vec<&'p TopologySpreadConstraint>,
+    /// Required and remaining preferred affinity terms.
+    pub affinity: Vec<&'p PodAffinityTerm>,
+    /// Required and remaining preferred anti-affinity terms.
+    pub anti_affinity: Vec<&'p PodAffinityTerm>,
+    /// Node selector ∩ each remaining required node-affinity term.
+    pub node_terms: &'p [Requirements],
+    /// The pod's tolerations (plus the PreferNoSchedule one relaxation may have added).
+    pub tolerations: Vec<Toleration>,
+}
+
+/// Domains per topology key, each with the taint sets of the pools offering it (an empty set
+/// means some untainted pool offers it).
+type Universe = BTreeMap<String, BTreeMap<String, Vec<Vec<Taint>>>>;
+
+fn insert_domain(domains: &mut BTreeMap<String, Vec<Vec<Taint>>>, domain: &str, taints: &[Taint]) {
+    match domains.get_mut(domain) {
+        None => {
+            domains.insert(domain.to_owned(), vec![taints.to_vec()]);
+        }
+        Some(sets) => {
+            if taints.is_empty() {
+                *sets = vec![Vec::new()];
+            } else if !sets.first().is_some_and(Vec::is_empty) {
+                sets.push(taints.to_vec());
+            }
+        }
+    }
+}
+
+/// A node's single label value for `key`, if it has one.
+fn label<'n>(node: &'n ExistingNode, key: &str) -> Option<&'n str> {
+    node.requirements.get(key).and_then(single)
+}
+
+/// The hostname of an existing node: its hostname label, else its name.
+pub(crate) fn hostname(node: &ExistingNode) -> &str {
+    label(node, HOSTNAME_LABEL).unwrap_or(&node.name)
+}
+
+/// All topology groups of a pass.
+pub(crate) struct Topology<'a> {
+    pods: &'a [PendingPod],
+    nodes: &'a [ExistingNode],
+    node_index: BTreeMap<&'a str, usize>,
+    bound: Vec<&'a BoundPod>,
+    universe: Universe,
+    groups: Vec<Group>,
+    ids: BTreeMap<String, usize>,
+    inverse: Vec<Group>,
+    inverse_ids: BTreeMap<String, usize>,
+    /// Per pending pod: the regular groups it owns (sorted).
+    owned: Vec<Vec<usize>>,
+    /// Per pending pod: the regular groups whose selector matches it (sorted).
+    selecting: Vec<Vec<usize>>,
+    /// Per pending pod: the inverse groups built from its required anti-affinity terms.
+    inverse_owned: Vec<Vec<usize>>,
+    /// Per pending pod: the inverse groups whose selector matches it.
+    inverse_selecting: Vec<Vec<usize>>,
+}
+
+impl<'a> Topology<'a> {
+    /// Builds the domain universe and the inverse anti-affinity groups of bound pods. Pending
+    /// pods are added with [`own_inverse`](Self::own_inverse) and [`update`](Self::update).
+    pub(crate) fn new(
+        pods: &'a [PendingPod],
+        nodes: &'a [ExistingNode],
+        bound_pods: &'a [BoundPod],
+        nodepools: &[NodePool],
+    ) -> Self {
+        let pending: BTreeSet<&PodKey> = pods.iter().map(|p| &p.key).collect();
+        let mut bound: Vec<&BoundPod> = bound_pods
+            .iter()
+            .filter(|b| !pending.contains(&b.key))
+            .collect();
+        bound.sort_by(|a, b| a.node.cmp(&b.node).then_with(|| a.key.cmp(&b.key)));
+
+        let mut keys: BTreeSet<&str> = BTreeSet::new();
+        for p in pods {
+            keys.extend(p.topology_spread.iter().map(|c| c.topology_key.as_str()));
+            for term in p.pod_affinity.iter().chain(&p.pod_anti_affinity) {
+                keys.insert(&term.topology_key);
+            }
+            for w in p.preferred_pod_affinity.iter().chain(&p.preferred_pod_anti_affinity) {
+                keys.insert(&w.term.topology_key);
+            }
+        }
+        for b in &bound {
+            keys.extend(b.anti_affinity.iter().map(|t| t.topology_key.as_str()));
+        }
+
+        let mut topology = Topology {
+            pods,
+            nodes,
+            node_index: nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.name.as_str(), i))
+                .collect(),
+            bound,
+            universe: build_universe(nodepools, &keys),
+            groups: Vec::new(),
+            ids: BTreeMap::new(),
+            inverse: Vec::new(),
+            inverse_ids: BTreeMap::new(),
+            owned: vec![Vec::new(); pods.len()],
+            selecting: vec![Vec::new(); pods.len()],
+            inverse_owned: vec![Vec::new(); pods.len()],
+            inverse_selecting: vec![Vec::new(); pods.len()],
+        };
+        let bound = topology.bound.clone();
+        for b in bound {
+            let node = topology.node_index.get(b.node.as_str()).map(|&i| &nodes[i]);
+            for term in &b.anti_affinity {
+                let id = topology.inverse_group(affinity_spec(
+                    Kind::AntiAffinity,
+                    term,
+                    &b.key.namespace,
+                ));
+                if let Some(domain) = node.and_then(|n| label(n, &term.topology_key)) {
+                    topology.inverse[id].record(domain);
+                }
+            }
+        }
+        topology
+    }
+
+    /// Creates the inverse groups of pending pod `p`'s required anti-affinity terms.
+    pub(crate) fn own_inverse(&mut self, p: usize) {
+        let pod = &self.pods[p];
+        let mut ids: Vec<usize> = pod
+            .pod_anti_affinity
+            .iter()
+            .map(|term| {
+                self.inverse_group(affinity_spec(Kind::AntiAffinity, term, &pod.key.namespace))
+            })
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        self.inverse_owned[p] = ids;
+    }
+
+    /// Once every pending pod owns its inverse groups: which inverse groups select each pod.
+    pub(crate) fn index_inverse(&mut self) {
+        for (p, pod) in self.pods.iter().enumerate() {
+            self.inverse_selecting[p] = self
+                .inverse
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| g.selects(&pod.key.namespace, &pod.labels))
+                .map(|(i, _)| i)
+                .collect();
+        }
+    }
+
+    /// (Re)computes the groups pod `p` owns from its current constraints; groups that do
+    /// not exist yet are created (counting only the pods bound to nodes, as upstream).
+    pub(crate) fn update(&mut self, p: usize, constraints: &Constraints<'_>) {
+        let pod = &self.pods[p];
+        let mut ids = Vec::new();
+        for c in &constraints.spreads {
+            let mut selector = c.label_selector.clone();
+            if let Some(selector) = selector.as_mut() {
+                for key in &c.match_label_keys {
+                    if let Some(value) = pod.labels.get(key) {
+                        selector.match_expressions.push(LabelSelectorRequirement::new(
+                            key.as_str(),
+                            SelectorOperator::In,
+                            [value.as_str()],
+                        ));
+                    }
+                }
+            }
+            let honor_affinity = c.node_affinity_policy != Some(NodeInclusionPolicy::Ignore);
+            let honor_taints = c.node_taints_policy == Some(NodeInclusionPolicy::Honor);
+            let spec = GroupSpec {
+                kind: Kind::Spread,
+                key: c.topology_key.clone(),
+                namespaces: BTreeSet::from([pod.key.namespace.clone()]),
+                selector,
+                max_skew: c.max_skew,
+                min_domains: c.min_domains,
+                filter: NodeFilter {
+                    affinity: honor_affinity.then(|| constraints.node_terms.to_vec()),
+                    tolerations: honor_taints.then(|| constraints.tolerations.clone()),
+                },
+            };
+            ids.push(self.group(spec));
+        }
+        for term in &constraints.affinity {
+            ids.push(self.group(affinity_spec(Kind::Affinity, term, &pod.key.namespace)));
+        }
+        for term in &constraints.anti_affinity {
+            ids.push(self.group(affinity_spec(Kind::AntiAffinity, term, &pod.key.namespace)));
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        self.owned[p] = ids;
+    }
+
+    /// Registers `domain` for `key` in every group (e.g. a new claim's hostname).
+    pub(crate) fn register(&mut self, key: &str, domain: &str) {
+        for g in self.groups.iter_mut().chain(self.inverse.iter_mut()) {
+            if g.key == key {
+                g.register(domain);
+            }
+        }
+    }
+
+    /// The domain requirements pod `p` adds on a node: one per owned group and per inverse
+    /// group selecting the pod. `strict` are the pod's required node constraints (node
+    /// selector and the required affinity term in use, no preferences); `node` gives the
+    /// node's requirement on a key (the node's or claim's requirements intersected with the
+    /// pod's, `Exists` when undefined).
+    pub(crate) fn domains(
+        &self,
+        p: usize,
+        strict: &Requirements,
+        node: &dyn Fn(&str) -> Requirement,
+    ) -> Result<Vec<Requirement>, Violation> {
+        let owned = self.owned[p].iter().map(|&g| (GroupRef::Regular(g), &self.groups[g]));
+        let inverse = self.inverse_selecting[p]
+            .iter()
+            .map(|&g| (GroupRef::Inverse(g), &self.inverse[g]));
+        let mut out = Vec::new();
+        for (reference, group) in owned.chain(inverse) {
+            let pod_domains = strict.get_or_exists(&group.key);
+            let node_domains = node(&group.key);
+            let self_selecting = match reference {
+                GroupRef::Regular(g) => self.selecting[p].binary_search(&g).is_ok(),
+                GroupRef::Inverse(_) => true,
+            };
+            match group.next(self_selecting, &pod_domains, &node_domains) {
+                Some(r) => out.push(r),
+                None => {
+                    return Err(Violation {
+                        group: reference,
+                        pod_domains,
+                        node_domains,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records pod `p` on a node with these taints and (final) requirements: in every group
+    /// that selects it and whose node filter admits the node (spread and affinity only once
+    /// the key has a single value; anti-affinity in every domain the node may still be in),
+    /// and in the inverse groups it owns.
+    pub(crate) fn record<K: KeySet + ?Sized>(
+        &mut self,
+        p: usize,
+        taints: &[Taint],
+        requirements: &Requirements,
+        allow: &K,
+    ) {
+        for &g in &self.selecting[p] {
+            let group = &mut self.groups[g];
+            if !group.filter.matches(taints, requirements, allow) {
+                continue;
+            }
+            let Some(r) = requirements.get(&group.key) else {
+                continue;
+            };
+            if r.is_complement() {
+                continue;
+            }
+            if group.kind == Kind::AntiAffinity {
+                for v in r.values() {
+                    group.record(v);
+                }
+            } else if let Some(v) = single(r) {
+                group.record(v);
+            }
+        }
+        for &g in &self.inverse_owned[p] {
+            let group = &mut self.inverse[g];
+            if let Some(r) = requirements.get(&group.key)
+                && !r.is_complement()
+            {
+                for v in r.values() {
+                    group.record(v);
+                }
+            }
+        }
+    }
+
+    /// Upstream's reason for a violation: `unsatisfiable topology constraint for <kind>,
+    /// key=<key> (counts = <domain: count, …>, podDomains = <req>, nodeDomains = <req>` (the
+    /// parenthesis is left open, as upstream prints it).
+    pub(crate) fn describe(&self, v: &Violation) -> String {
+        let group = match v.group {
+            GroupRef::Regular(g) => &self.groups[g],
+            GroupRef::Inverse(g) => &self.inverse[g],
+        };
+        format!(
+            "unsatisfiable topology constraint for {}, key={} (counts = {}, podDomains = {}, nodeDomains = {}",
+            group.kind.describe(),
+            group.key,
+            pretty_counts(&group.counts, 25),
+            render::requirement(&v.pod_domains),
+            render::requirement(&v.node_domains)
+        )
+    }
+
+    fn group(&mut self, spec: GroupSpec) -> usize {
+        let identity = spec.identity();
+        if let Some(&id) = self.ids.get(&identity) {
+            return id;
+        }
+        let mut group = Group::new(spec);
+        self.seed(&mut group);
+        self.count(&mut group);
+        let id = self.groups.len();
+        for (p, pod) in self.pods.iter().enumerate() {
+            if group.selects(&pod.key.namespace, &pod.labels) {
+                self.selecting[p].push(id);
+            }
+        }
+        self.groups.push(group);
+        self.ids.insert(identity, id);
+        id
+    }
+
+    fn inverse_group(&mut self, spec: GroupSpec) -> usize {
+        let identity = spec.identity();
+        if let Some(&id) = self.inverse_ids.get(&identity) {
+            return id;
+        }
+        let mut group = Group::new(spec);
+        self.seed(&mut group);
+        let id = self.inverse.len();
+        self.inverse.push(group);
+        self.inverse_ids.insert(identity, id);
+        id
+    }
+
+    /// Registers the universe's domains for the group's key (only those offered by a pool
+    /// whose taints the group tolerates, when its filter honors taints).
+    fn seed(&self, group: &mut Group) {
+        let Some(domains) = self.universe.get(&group.key) else {
+            return;
+        };
+        for (domain, taint_sets) in domains {
+            let admitted = match &group.filter.tolerations {
+                None => true,
+                Some(tolerations) => taint_sets
+                    .iter()
+                    .any(|taints| tolerates(tolerations, taints, false)),
+            };
+            if admitted {
+                group.register(domain);
+            }
+        }
+    }
+
+    /// Registers the domains of existing nodes the group's filter admits, then counts the
+    /// bound pods it selects (a node without the key counts only for hostname, by name).
+    fn count(&self, group: &mut Group) {
+        for node in self.nodes {
+            if let Some(domain) = label(node, &group.key)
+                && group.filter.matches(&node.taints, &node.requirements, &NO_KEYS)
+            {
+                group.register(domain);
+            }
+        }
+        for b in &self.bound {
+            if !group.selects(&b.key.namespace, &b.labels) {
+                continue;
+            }
+            let Some(&n) = self.node_index.get(b.node.as_str()) else {
+                continue;
+            };
+            let node = &self.nodes[n];
+            let domain = match label(node, &group.key) {
+                Some(d) => d,
+                None if group.key == HOSTNAME_LABEL => node.name.as_str(),
+                None => continue,
+            };
+            if group.filter.matches(&node.taints, &node.requirements, &NO_KEYS) {
+                group.record(domain);
+            }
+        }
+    }
+}
+
+/// The group of an affinity or anti-affinity term of a pod in `namespace`.
+fn affinity_spec(kind: Kind, term: &PodAffinityTerm, namespace: &str) -> GroupSpec {
+    let namespaces = if term.namespaces.is_empty() {
+        BTreeSet::from([namespace.to_owned()])
+    } else {
+        term.namespaces.iter().cloned().collect()
+    };
+    GroupSpec {
+        kind,
+        key: term.topology_key.clone(),
+        namespaces,
+        selector: term.label_selector.clone(),
+        max_skew: u32::MAX,
+        min_domains: None,
+        filter: NodeFilter::default(),
+    }
+}
+
+/// Domains per key from the NodePools: each pool's own requirements (its requirements and
+/// template labels; the nodepool and NodeClass labels the template adds are left out, as
+/// upstream derives domains from the NodePool spec) intersected with each instance type's
+/// requirements, plus the `In` values of the pool's requirements.
+fn build_universe(nodepools: &[NodePool], keys: &BTreeSet<&str>) -> Universe {
+    let mut universe: Universe = BTreeMap::new();
+    if keys.is_empty() {
+        return universe;
+    }
+    for pool in nodepools {
+        let template = &pool.template;
+        let mut base = template.requirements.clone();
+        for added in [NODEPOOL_LABEL.to_owned(), template.node_class_ref.label_key()] {
+            if !template.labels.contains_key(&added) {
+                base.remove(&added);
+            }
+        }
+        let taints = &template.taints;
+        for t in &pool.instance_types {
+            for &key in keys {
+                let combined = match (base.get(key), t.requirements().get(key)) {
+                    (Some(a), Some(b)) => a.intersection(b),
+                    (Some(a), None) => a.clone(),
+                    (None, Some(b)) => b.clone(),
+                    (None, None) => continue,
+                };
+                if combined.is_complement() {
+                    continue;
+                }
+                let domains = universe.entry(key.to_owned()).or_default();
+                for v in combined.values() {
+                    insert_domain(domains, v, taints);
+                }
+            }
+        }
+        for &key in keys {
+            if let Some(r) = base.get(key)
+                && !r.is_complement()
+            {
+                let domains = universe.entry(key.to_owned()).or_default();
+                for v in r.values() {
+                    insert_domain(domains, v, taints);
+                }
+            }
+        }
+    }
+    universe
+}
+
+/// `a: 1, b: 0` for the first `max` domains, then ` and N other(s)`.
+fn pretty_counts(counts: &BTreeMap<String, u32>, max: usize) -> String {
+    let mut out = String::new();
+    for (i, (domain, count)) in counts.iter().take(max).enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "{domain}: {count}");
+    }
+    if counts.len() > max {
+        let _ = write!(out, " and {} other(s)", counts.len() - max);
+    }
+    out
+}
