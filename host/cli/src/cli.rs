@@ -47,6 +47,9 @@ pub enum Command {
     /// The emulated cluster on its own.
     #[command(subcommand)]
     Sim(SimCommand),
+    /// Explain why an object is where it is.
+    #[command(subcommand)]
+    Explain(ExplainCommand),
     /// Run the controllers against a real cluster (in-cluster config or --kubeconfig).
     /// Settings come from upstream's env vars (BATCH_IDLE_DURATION, METRICS_PORT, …).
     Run(RunArgs),
@@ -105,6 +108,19 @@ pub enum MinValuesPolicyArg {
     /// minValues is relaxed to what the remaining instance types allow.
     #[value(name = "BestEffort")]
     BestEffort,
+}
+
+/// `joinery explain …`
+#[derive(Debug, Subcommand)]
+pub enum ExplainCommand {
+    /// Why a pod is pending (the blocking constraint and the NodePools tried), or where it runs.
+    Pod {
+        /// `NAMESPACE/NAME`.
+        pod: String,
+        /// Kubeconfig (a cluster, or `joinery sim serve --kubeconfig-out`'s file).
+        #[arg(long, env = "KUBECONFIG")]
+        kubeconfig: Option<PathBuf>,
+    },
 }
 
 /// `joinery run …`
@@ -283,6 +299,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench(BenchCommand::Plugins { iterations, json }) => crate::bench::plugins(iterations, json).await,
         Command::Simulate(args) => crate::simulate_cmd::simulate(args).await,
         Command::Run(args) => crate::run_cmd::run(args).await,
+        Command::Explain(ExplainCommand::Pod { pod, kubeconfig }) => crate::explain_cmd::explain_pod(&pod, kubeconfig).await,
         Command::Schedule(args) => crate::schedule_cmd::schedule(args).await,
         Command::Sim(SimCommand::Serve { kubeconfig_out, speed, with_host }) => {
             crate::simulate_cmd::serve(kubeconfig_out, speed, with_host).await

@@ -2,6 +2,7 @@
 
 mod bench;
 mod cli;
+mod explain_cmd;
 mod plugins_cmd;
 mod run_cmd;
 mod schedule_cmd;

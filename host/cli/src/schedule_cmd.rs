@@ -276,6 +276,12 @@ fn write_text(
         result.new_claims.len(),
         report.duration_seconds
     )?;
+    if !result.new_claims.is_empty() {
+        let priced: Vec<f64> = result.new_claims.iter().filter_map(|c| c.launch_price).collect();
+        let unpriced = result.new_claims.len() - priced.len();
+        let unpriced = if unpriced > 0 { format!(", {unpriced} NodeClaim(s) without a known price") } else { String::new() };
+        writeln!(out, "estimated cost of the new NodeClaims: {:.4}/h (cheapest instance type of each){unpriced}", priced.iter().sum::<f64>())?;
+    }
     Ok(())
 }
 

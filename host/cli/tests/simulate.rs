@@ -93,6 +93,19 @@ fn a_drain_waits_for_the_disruption_budget_then_completes() {
 }
 
 #[test]
+fn an_unschedulable_pod_is_reported_with_its_reason() {
+    let (report, stdout, ok) = simulate(Some("unschedulable-explained.yaml"));
+    assert!(ok, "{stdout}");
+    let pending = report["pendingPods"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{report:#}");
+    assert_eq!(pending[0]["name"], "huge");
+    let reason = pending[0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("nodepool \"default\""), "the reason names the NodePool tried: {reason}");
+    assert!(reason.contains("cpu"), "the reason names the resource: {reason}");
+    assert!(stdout.contains("pending default/huge: "), "{stdout}");
+}
+
+#[test]
 fn every_shipped_scenario_is_covered_by_a_test() {
     let tested = [
         "blog-eight-pods.yaml",
@@ -101,6 +114,7 @@ fn every_shipped_scenario_is_covered_by_a_test() {
         "drain-respects-pdb.yaml",
         "insufficient-capacity.yaml",
         "quickstart.yaml",
+        "unschedulable-explained.yaml",
     ];
     let mut shipped: Vec<String> = std::fs::read_dir(repo().join("examples/scenarios"))
         .unwrap()

@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use crate::convert;
 use crate::events::Involved;
 use crate::nodeclass;
-use crate::state::{NodeClassKey, is_provisionable};
+use crate::state::{NodeClassKey, is_provisionable, is_terminal};
 use crate::{Context, ControllerError};
 
 /// Provisionable pods trigger a new pass at least this often while they stay pending
@@ -90,7 +90,49 @@ pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
 }
 
 fn provisionable_uids(ctx: &Context) -> BTreeSet<String> {
-    ctx.state.pods.state().iter().filter(|p| is_provisionable(p)).filter_map(|p| p.metadata.uid.clone()).collect()
+    let mut uids: BTreeSet<String> =
+        ctx.state.pods.state().iter().filter(|p| is_provisionable(p)).filter_map(|p| p.metadata.uid.clone()).collect();
+    uids.extend(reschedulable_pods(ctx).iter().filter_map(|p| p.metadata.uid.clone()));
+    uids
+}
+
+/// Pods that must move because their node is being deleted or disrupted (upstream adds them
+/// to every provisioning pass so their replacement capacity is launched before they are
+/// evicted): not finished, not DaemonSet/mirror pods, not tolerating the disrupted taint,
+/// and not held by a PodDisruptionBudget that allows no disruption.
+fn reschedulable_pods(ctx: &Context) -> Vec<Arc<Pod>> {
+    let claims = ctx.state.node_claims.state();
+    let deleting: BTreeSet<String> = ctx
+        .state
+        .nodes
+        .state()
+        .iter()
+        .filter(|n| {
+            let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+            let claim_deleting = claims.iter().any(|c| {
+                c.metadata.deletion_timestamp.is_some() && c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == pid && pid.is_some()
+            });
+            let managed = n.metadata.labels.as_ref().is_some_and(|l| l.contains_key(labels::NODEPOOL_LABEL));
+            managed && (n.metadata.deletion_timestamp.is_some() || claim_deleting)
+        })
+        .filter_map(|n| n.metadata.name.clone())
+        .collect();
+    if deleting.is_empty() {
+        return Vec::new();
+    }
+    let pdbs = ctx.state.pdbs.state();
+    crate::termination::pods_to_drain(
+        &ctx.state
+            .pods
+            .state()
+            .into_iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| deleting.contains(n)))
+            .filter(|p| !is_terminal(p) && p.metadata.deletion_timestamp.is_none())
+            .collect::<Vec<_>>(),
+    )
+    .into_iter()
+    .filter(|p| !crate::state::blocked_by_budget(p, &pdbs))
+    .collect()
 }
 
 /// Whether every NodeClaim is in the cache and launched (upstream's `Synced`): capacity of
@@ -117,7 +159,8 @@ pub async fn provision(ctx: &Context) -> Result<bool, ControllerError> {
     let all_pods = ctx.state.pods.state();
     let mut pods = Vec::new();
     let mut pod_objects: BTreeMap<(String, String), Arc<Pod>> = BTreeMap::new();
-    for pod in all_pods.iter().filter(|p| is_provisionable(p)) {
+    let moving = reschedulable_pods(ctx);
+    for pod in all_pods.iter().filter(|p| is_provisionable(p)).chain(moving.iter()) {
         match convert::pending_pod(pod) {
             Ok(p) => {
                 pod_objects.insert((p.key.namespace.clone(), p.key.name.clone()), pod.clone());

@@ -636,9 +636,6 @@ impl Snapshot {
             ("StatefulSet", self.stateful_sets.len()),
             ("Service", self.services.len()),
             ("PodDisruptionBudget", self.pod_disruption_budgets.len()),
-            ("PersistentVolume", self.persistent_volumes.len()),
-            ("PersistentVolumeClaim", self.persistent_volume_claims.len()),
-            ("StorageClass", self.storage_classes.len()),
             ("Namespace", self.namespaces.len()),
             ("NodeOverlay", self.node_overlays.len()),
         ]

@@ -166,6 +166,36 @@ impl ClusterState {
     }
 }
 
+/// Whether a label selector (`matchLabels` and `matchExpressions`) selects `labels`. An empty
+/// selector selects everything.
+pub fn selector_matches(
+    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> bool {
+    let exact = selector.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
+    exact
+        && selector.match_expressions.iter().flatten().all(|e| {
+            let values = e.values.clone().unwrap_or_default();
+            match e.operator.as_str() {
+                "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
+                "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
+                "Exists" => labels.contains_key(&e.key),
+                "DoesNotExist" => !labels.contains_key(&e.key),
+                _ => false,
+            }
+        })
+}
+
+/// Whether a PodDisruptionBudget that currently allows no disruption covers `pod`.
+pub fn blocked_by_budget(pod: &Pod, pdbs: &[Arc<PodDisruptionBudget>]) -> bool {
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    pdbs.iter().any(|pdb| {
+        pdb.metadata.namespace == pod.metadata.namespace
+            && pdb.spec.as_ref().and_then(|s| s.selector.as_ref()).is_some_and(|sel| selector_matches(sel, &labels))
+            && pdb.status.as_ref().is_none_or(|s| s.disruptions_allowed <= 0)
+    })
+}
+
 /// Whether a pod has finished (phase Succeeded or Failed).
 pub fn is_terminal(pod: &Pod) -> bool {
     matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
@@ -210,6 +240,19 @@ mod tests {
 
     fn pod(value: serde_json::Value) -> Pod {
         serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn label_selectors_match_like_kubernetes() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+        let sel: LabelSelector = serde_json::from_value(json!({"matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["db"]}]}))
+        .unwrap();
+        let labels = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        assert!(selector_matches(&sel, &labels(&[("app", "web")])));
+        assert!(!selector_matches(&sel, &labels(&[("app", "web"), ("tier", "db")])));
+        assert!(!selector_matches(&sel, &labels(&[("app", "api")])));
+        assert!(selector_matches(&LabelSelector::default(), &labels(&[])));
     }
 
     #[test]

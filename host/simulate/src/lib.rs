@@ -357,7 +357,8 @@ pub async fn run_scenario(scenario: &Scenario, speed: f64, echo: bool) -> Result
             failures.push(format!("final expectation {f}"));
         }
     }
-    let report = Report::new(scenario, observer.observation(), &observer.timeline, failures, observer.now(), wall.elapsed().as_secs_f64());
+    let pending = observer.pending_pods().await.unwrap_or_default();
+    let report = Report::new(scenario, observer.observation(), pending, &observer.timeline, failures, observer.now(), wall.elapsed().as_secs_f64());
     sim.shutdown().await;
     Ok(report)
 }

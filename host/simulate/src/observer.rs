@@ -23,6 +23,18 @@ pub struct PodCounts {
     pub pending: usize,
 }
 
+/// A workload pod that was not running at the end, with why.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingPod {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Joinery's latest `FailedScheduling` message, else the scheduler's `PodScheduled` message.
+    pub reason: Option<String>,
+}
+
 /// One node's life, in simulated seconds since the scenario started.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -130,6 +142,39 @@ impl Observer {
     /// Simulated seconds since the scenario started (set-up excluded).
     pub fn now(&self) -> f64 {
         self.clock.seconds() - self.origin
+    }
+
+    /// The workload pods not running now, each with the latest reason found in its events
+    /// (Joinery's `FailedScheduling`) or its `PodScheduled` condition.
+    pub async fn pending_pods(&self) -> Result<Vec<PendingPod>, kube::Error> {
+        let pods = Api::<Pod>::all(self.client.clone()).list(&ListParams::default()).await?;
+        let events = Api::<k8s_openapi::api::core::v1::Event>::all(self.client.clone()).list(&ListParams::default()).await?;
+        let mut out = Vec::new();
+        for pod in pods.items.iter().filter(|p| !is_daemon(p) && p.metadata.deletion_timestamp.is_none()) {
+            if pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") {
+                continue;
+            }
+            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let uid = pod.metadata.uid.clone();
+            let from_events = events
+                .items
+                .iter()
+                .filter(|e| e.involved_object.uid == uid && e.reason.as_deref() == Some("FailedScheduling"))
+                .max_by_key(|e| e.last_timestamp.as_ref().map(|t| t.0))
+                .and_then(|e| e.message.clone());
+            let from_condition = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+                .and_then(|c| c.message.clone());
+            out.push(PendingPod { namespace, name, reason: from_events.or(from_condition) });
+        }
+        out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        Ok(out)
     }
 
     /// Takes one sample.

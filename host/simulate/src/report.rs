@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::observer::{NodeRecord, Observation, PodCounts};
+use crate::observer::{NodeRecord, Observation, PendingPod, PodCounts};
 use crate::scenario::Scenario;
 
 /// Totals over the run.
@@ -43,6 +43,8 @@ pub struct Report {
     pub failures: Vec<String>,
     /// Workload pods at the end.
     pub pods: PodCounts,
+    /// Workload pods not running at the end, each with why.
+    pub pending_pods: Vec<PendingPod>,
     /// Every node (NodeClaim) seen.
     pub nodes: Vec<NodeRecord>,
     /// Totals.
@@ -61,12 +63,21 @@ pub struct Report {
 
 impl Report {
     /// Builds the report from the final observation.
-    pub fn new(scenario: &Scenario, seen: &Observation, timeline: &[String], failures: Vec<String>, simulated: f64, wall: f64) -> Report {
+    pub fn new(
+        scenario: &Scenario,
+        seen: &Observation,
+        pending_pods: Vec<PendingPod>,
+        timeline: &[String],
+        failures: Vec<String>,
+        simulated: f64,
+        wall: f64,
+    ) -> Report {
         Report {
             scenario: scenario.name.clone(),
             result: if failures.is_empty() { "pass".into() } else { "fail".into() },
             failures,
             pods: seen.pods,
+            pending_pods,
             nodes: seen.claims.clone(),
             totals: Totals {
                 node_claims_created: seen.claims.len(),
@@ -109,6 +120,9 @@ impl Report {
             self.simulated_seconds,
             self.wall_seconds
         ));
+        for p in &self.pending_pods {
+            s.push_str(&format!("  pending {}/{}: {}\n", p.namespace, p.name, p.reason.as_deref().unwrap_or("no reason recorded")));
+        }
         for f in &self.failures {
             s.push_str(&format!("  FAILED: {f}\n"));
         }

@@ -39,25 +39,12 @@ fn by_size(a: &InstanceType, b: &InstanceType) -> Ordering {
         .then(ca.pods.cmp(&cb.pods))
 }
 
-/// Orders `indices` (into `types`) cheapest first and returns each one's price, aligned with
-/// the new order.
+/// Orders `indices` (into `types`) cheapest first, the price of type index `i` being
+/// `price_of(i)`, and returns each one's price, aligned with the new order.
 ///
 /// Known prices ascend, ties broken by name (as upstream). Types without a known price come
 /// after every priced type, smallest machine first (CPU, memory, storage, pods) and only then
 /// by name, so an unpriced catalogue still prefers small machines instead of alphabetical ones.
-pub(crate) fn order_cheapest_first<K: KeySet + ?Sized>(
-    indices: &mut [usize],
-    types: &[InstanceType],
-    requirements: &Requirements,
-    well_known: &K,
-    fallback: FallbackPrice<'_>,
-) -> Vec<Option<f64>> {
-    order_by_price(indices, types, |i| {
-        launch_price(&types[i], requirements, well_known, fallback)
-    })
-}
-
-/// [`order_cheapest_first`] with the price of each type index given by `price_of`.
 pub(crate) fn order_by_price(
     indices: &mut [usize],
     types: &[InstanceType],

@@ -1057,8 +1057,8 @@ impl<'a> Scheduler<'a> {
         let mut dropped = vec![None; self.claims.len()];
         // Per (pool, final requirements): each candidate type's launch price and the capacity
         // types of its available compatible offerings. Many claims share requirements.
-        type Priced<'t> = (usize, Requirements, Vec<Option<f64>>, Vec<Vec<&'t str>>);
-        let mut memo: Vec<Priced<'_>> = Vec::new();
+        type Priced = (usize, Requirements, Vec<Option<f64>>, Vec<Vec<String>>);
+        let mut memo: Vec<Priced> = Vec::new();
         for (c, claim) in self.claims.iter().enumerate() {
             let pool = &self.pools[claim.pool];
             let template = &pool.input.template;
@@ -1079,10 +1079,10 @@ impl<'a> Scheduler<'a> {
                     for &t in &pool.candidates {
                         let it = pool.instance_type(t);
                         prices[t] = launch_price(it, &requirements, self.policy, fallback);
-                        let mut cts: Vec<&str> = it
+                        let mut cts: Vec<String> = it
                             .offerings()
                             .available_compatible(&requirements, self.policy)
-                            .map(|o| o.capacity_type())
+                            .map(|o| o.capacity_type().to_owned())
                             .collect();
                         cts.sort_unstable();
                         cts.dedup();
@@ -1115,7 +1115,7 @@ impl<'a> Scheduler<'a> {
 
             let capacity_types: BTreeSet<&str> = kept_indices
                 .iter()
-                .flat_map(|&t| type_capacity_types[t].iter().copied())
+                .flat_map(|&t| type_capacity_types[t].iter().map(String::as_str))
                 .collect();
             let names: Vec<String> = types.iter().map(|t| t.name().to_owned()).collect();
             requirements.add(Requirement::in_values(

@@ -1431,12 +1431,615 @@ fn summed_fit_matches_fits_on_the_sum() {
     }
 }
 
+
+// =============================================================================================
+// Inter-pod constraints: fixtures
+
+/// On-demand and spot (70%) offerings in zones a, b and c.
+fn offerings3(price: Option<f64>) -> Vec<Offering> {
+    let spot = price.map(|p| p * 0.7);
+    ["a", "b", "c"]
+        .into_iter()
+        .flat_map(|z| {
+            [
+                Offering::new(z, "on-demand", price, true),
+                Offering::new(z, "spot", spot, true),
+            ]
+        })
+        .collect()
+}
+
+/// The c3 family offered in three zones.
+fn c3z() -> Vec<InstanceType> {
+    vec![
+        itype_with("c3-4", 2, "amd64", offerings3(Some(0.1))),
+        itype_with("c3-8", 4, "amd64", offerings3(Some(0.2))),
+        itype_with("c3-16", 8, "amd64", offerings3(Some(0.4))),
+    ]
+}
+
+/// A pool without requirements over the three-zone c3 family.
+fn zonal(name: &str) -> NodePool {
+    pool_with(name, Requirements::new(), c3z())
+}
+
+/// A three-zone pool restricted to `zones`.
+fn zonal_in(name: &str, zones: &[&str]) -> NodePool {
+    pool_with(
+        name,
+        reqs([Requirement::in_values(ZONE_LABEL, zones.iter().copied())]),
+        c3z(),
+    )
+}
+
+fn sel(pairs: &[(&str, &str)]) -> LabelSelector {
+    LabelSelector::from_labels(pairs.iter().copied())
+}
+
+fn labelled(mut p: PendingPod, pairs: &[(&str, &str)]) -> PendingPod {
+    for (k, v) in pairs {
+        p.labels.insert((*k).into(), (*v).into());
+    }
+    p
+}
+
+/// A required spread over `key` counting pods with `app=<app>`.
+fn spread(key: &str, max_skew: u32, app: &str) -> TopologySpreadConstraint {
+    TopologySpreadConstraint::new(key, max_skew, sel(&[("app", app)]))
+}
+
+/// `n` pods labelled `app=<prefix>` spreading themselves over `key`.
+fn spread_pods(prefix: &str, n: usize, cpu_millis: u64, key: &str, max_skew: u32) -> Vec<PendingPod> {
+    pods(prefix, n, cpu_millis)
+        .into_iter()
+        .map(|p| {
+            let mut p = labelled(p, &[("app", prefix)]);
+            p.topology_spread = vec![spread(key, max_skew, prefix)];
+            p
+        })
+        .collect()
+}
+
+/// A term over `key` selecting `app=<app>`.
+fn term(key: &str, app: &str) -> PodAffinityTerm {
+    PodAffinityTerm::new(key, sel(&[("app", app)]))
+}
+
+/// A node with zone and hostname labels and `cpu_millis` of room for up to 110 pods.
+fn zone_node(name: &str, zone: &str, cpu_millis: u64) -> ExistingNode {
+    node(name, &[(ZONE_LABEL, zone), (HOSTNAME_LABEL, name)], cpu_millis)
+}
+
+/// A full node (no room), still counting for topology.
+fn full_node(name: &str, zone: &str) -> ExistingNode {
+    let mut n = zone_node(name, zone, 0);
+    n.schedulable = false;
+    n
+}
+
+fn bound(name: &str, node: &str, app: &str) -> BoundPod {
+    BoundPod {
+        key: PodKey::new("default", name),
+        node: node.into(),
+        labels: BTreeMap::from([("app".to_owned(), app.to_owned())]),
+        ..Default::default()
+    }
+}
+
+fn with_context(inp: &SchedulingInput, bound_pods: Vec<BoundPod>) -> SchedulingResult {
+    schedule_with_context(
+        inp,
+        &SchedulingContext {
+            bound_pods,
+            ..Default::default()
+        },
+        None,
+    )
+}
+
+fn ignoring_preferences(inp: &SchedulingInput) -> SchedulingResult {
+    schedule_with_context(
+        inp,
+        &SchedulingContext {
+            preference_policy: PreferencePolicy::Ignore,
+            ..Default::default()
+        },
+        None,
+    )
+}
+
+fn zone_of(c: &NewNodeClaim) -> Vec<String> {
+    values(&c.spec.requirements, ZONE_LABEL)
+}
+
+/// The single zone of each new claim, in claim order.
+fn claim_zones(r: &SchedulingResult) -> Vec<String> {
+    r.new_claims
+        .iter()
+        .map(|c| {
+            let z = zone_of(c);
+            assert_eq!(z.len(), 1, "claim zone not narrowed: {z:?}");
+            z[0].clone()
+        })
+        .collect()
+}
+
+fn pod_counts(r: &SchedulingResult) -> Vec<usize> {
+    r.new_claims.iter().map(|c| c.pods.len()).collect()
+}
+
+fn all_placed(r: &SchedulingResult) {
+    assert!(r.unschedulable().is_empty(), "{:?}", r.unschedulable());
+}
+
+// ---------------------------------------------------------------------------------------------
+// topology spread
+
 #[test]
-fn zz_probe_benchmark() {
-    let t = std::time::Instant::now();
-    let inp = benchmark_input(2000, 400);
-    let built = t.elapsed();
+fn zonal_spread_puts_one_pod_per_zone() {
+    let r = run(spread_pods("web", 3, 1000, ZONE_LABEL, 1), vec![], vec![zonal("default")]);
+    all_placed(&r);
+    assert_eq!(claim_zones(&r), ["a", "b", "c"]);
+    assert_eq!(pod_counts(&r), [1, 1, 1]);
+}
+
+#[test]
+fn zonal_spread_fills_zones_evenly() {
+    let r = run(spread_pods("web", 6, 1000, ZONE_LABEL, 1), vec![], vec![zonal("default")]);
+    all_placed(&r);
+    assert_eq!(claim_zones(&r), ["a", "b", "c"]);
+    assert_eq!(pod_counts(&r), [2, 2, 2]);
+}
+
+#[test]
+fn zonal_spread_with_a_larger_skew_packs_more() {
+    let r = run(spread_pods("web", 3, 1000, ZONE_LABEL, 2), vec![], vec![zonal("default")]);
+    all_placed(&r);
+    assert_eq!(claim_zones(&r), ["a", "b"]);
+    assert_eq!(pod_counts(&r), [2, 1]);
+}
+
+#[test]
+fn zonal_spread_counts_pods_already_bound() {
+    // Zone a holds two matching pods and zone b one: the first pod goes to c, the second can
+    // join it (skew 1 against b), the third opens b.
+    let inp = input(
+        spread_pods("web", 3, 1000, ZONE_LABEL, 1),
+        vec![full_node("n-a", "a"), full_node("n-b", "b")],
+        vec![zonal("default")],
+    );
+    let r = with_context(
+        &inp,
+        vec![bound("w1", "n-a", "web"), bound("w2", "n-a", "web"), bound("w3", "n-b", "web")],
+    );
+    all_placed(&r);
+    assert_eq!(claim_zones(&r), ["c", "b"]);
+    assert_eq!(pod_counts(&r), [2, 1]);
+}
+
+#[test]
+fn zonal_spread_ignores_pods_other_selectors_do_not_match() {
+    let inp = input(
+        spread_pods("web", 3, 1000, ZONE_LABEL, 1),
+        vec![full_node("n-a", "a")],
+        vec![zonal("default")],
+    );
+    let r = with_context(&inp, vec![bound("d1", "n-a", "db"), bound("d2", "n-a", "db")]);
+    assert_eq!(claim_zones(&r), ["a", "b", "c"]);
+}
+
+#[test]
+fn spread_only_counts_the_pods_own_namespace() {
+    let inp = input(
+        spread_pods("web", 1, 1000, ZONE_LABEL, 1),
+        vec![full_node("n-a", "a")],
+        vec![zonal("default")],
+    );
+    let mut other = bound("w1", "n-a", "web");
+    other.key.namespace = "other".into();
+    let r = with_context(&inp, vec![other]);
+    assert_eq!(claim_zones(&r), ["a"]);
+}
+
+#[test]
+fn bound_pods_of_unknown_nodes_and_pending_pods_do_not_count() {
+    let pending = spread_pods("web", 1, 1000, ZONE_LABEL, 1);
+    let inp = input(pending.clone(), vec![full_node("n-a", "a")], vec![zonal("default")]);
+    // On a node the input does not know, or the pending pod itself (being rescheduled).
+    let ghost = bound("w1", "ghost", "web");
+    let mut itself = bound("web-0", "n-a", "web");
+    itself.key = pending[0].key.clone();
+    let r = with_context(&inp, vec![ghost, itself]);
+    assert_eq!(claim_zones(&r), ["a"]);
+}
+
+#[test]
+fn spread_domains_follow_the_pods_node_selector() {
+    let mut all = spread_pods("web", 4, 1000, ZONE_LABEL, 1);
+    for p in &mut all {
+        p.required_affinity = vec![reqs([Requirement::in_values(ZONE_LABEL, ["a", "b"])])];
+    }
+    let r = run(all, vec![], vec![zonal("default")]);
+    all_placed(&r);
+    // Zone c is not a domain the pods may use, so its zero count does not hold them back.
+    assert_eq!(claim_zones(&r), ["a", "b"]);
+    assert_eq!(pod_counts(&r), [2, 2]);
+}
+
+#[test]
+fn spread_domains_follow_the_nodepool() {
+    let r = run(
+        spread_pods("web", 4, 1000, ZONE_LABEL, 1),
+        vec![],
+        vec![zonal_in("default", &["a", "b"])],
+    );
+    all_placed(&r);
+    assert_eq!(claim_zones(&r), ["a", "b"]);
+    assert_eq!(pod_counts(&r), [2, 2]);
+}
+
+#[test]
+fn an_existing_node_in_another_zone_is_a_domain_too() {
+    // The pool launches in a and b only, but a node in c exists: with c at zero, a third pod
+    // would exceed the skew anywhere the pool can launch.
+    let inp = input(
+        spread_pods("web", 3, 1000, ZONE_LABEL, 1),
+        vec![full_node("n-c", "c")],
+        vec![zonal_in("default", &["a", "b"])],
+    );
     let r = schedule(&inp);
-    eprintln!("build {:?} schedule {:?} claims {} unsched {}", built, t.elapsed() - built, r.new_claims.len(), r.unschedulable().len());
-    for (k, why) in r.unschedulable().iter().take(3) { eprintln!("{k}: {why}"); }
+    assert_eq!(claim_zones(&r), ["a", "b"]);
+    assert_eq!(
+        reason_of(&r, "web-2"),
+        "incompatible with nodepool \"default\", daemonset overhead={}, unsatisfiable topology constraint for topology spread, key=topology.kubernetes.io/zone (counts = a: 1, b: 1, c: 0, podDomains = topology.kubernetes.io/zone Exists, nodeDomains = topology.kubernetes.io/zone In [a b]"
+    );
+}
+
+#[test]
+fn min_domains_keeps_the_global_minimum_at_zero() {
+    let mut all = spread_pods("web", 3, 1000, ZONE_LABEL, 1);
+    for p in &mut all {
+        p.topology_spread[0].min_domains = Some(3);
+    }
+    let r = run(all.clone(), vec![], vec![zonal_in("default", &["a", "b"])]);
+    assert_eq!(claim_zones(&r), ["a", "b"]);
+    assert!(reason_of(&r, "web-2").contains("unsatisfiable topology constraint for topology spread"));
+
+    // Two domains satisfy minDomains 2: the third pod joins zone a.
+    for p in &mut all {
+        p.topology_spread[0].min_domains = Some(2);
+    }
+    let r = run(all, vec![], vec![zonal_in("default", &["a", "b"])]);
+    all_placed(&r);
+    assert_eq!(pod_counts(&r), [2, 1]);
+}
+
+#[test]
+fn node_taints_policy_honor_skips_domains_of_untolerated_pools() {
+    let mut open = zonal_in("open", &["a", "b"]);
+    open.template.weight = 10;
+    let mut tainted = zonal_in("tainted", &["c"]);
+    tainted.template.taints = vec![Taint::without_value("dedicated", TaintEffect::NoSchedule)];
+    let pools = vec![open, tainted];
+
+    // Ignore (the default): zone c counts with zero pods, so the third pod cannot go anywhere.
+    let r = run(spread_pods("web", 3, 1000, ZONE_LABEL, 1), vec![], pools.clone());
+    assert_eq!(r.unschedulable().len(), 1);
+
+    let mut honoring = spread_pods("web", 3, 1000, ZONE_LABEL, 1);
+    for p in &mut honoring {
+        p.topology_spread[0].node_taints_policy = Some(NodeInclusionPolicy::Honor);
+    }
+    let r = run(honoring, vec![], pools);
+    all_placed(&r);
+    assert_eq!(claim_zones(&r), ["a", "b"]);
+    assert_eq!(pod_counts(&r), [2, 1]);
+}
+
+#[test]
+fn node_affinity_policy_decides_which_nodes_count() {
+    let mut on_demand = full_node("n-a", "a");
+    on_demand
+        .requirements
+        .add(Requirement::in_values(CAPACITY_TYPE_LABEL, ["on-demand"]));
+    let make = |policy: Option<NodeInclusionPolicy>| {
+        let mut all = spread_pods("web", 2, 1000, ZONE_LABEL, 1);
+        for p in &mut all {
+            p.node_selector.insert(CAPACITY_TYPE_LABEL.into(), "spot".into());
+            p.topology_spread[0].node_affinity_policy = policy;
+        }
+        input(all, vec![on_demand.clone()], vec![zonal("default")])
+    };
+    let bound_pods = || vec![bound("w1", "n-a", "web"), bound("w2", "n-a", "web")];
+
+    // Honor (default): the on-demand node does not match the pods, its pods do not count.
+    let r = with_context(&make(None), bound_pods());
+    assert_eq!(claim_zones(&r), ["a", "b"]);
+
+    // Ignore: zone a holds two matching pods.
+    let r = with_context(&make(Some(NodeInclusionPolicy::Ignore)), bound_pods());
+    assert_eq!(claim_zones(&r), ["b", "c"]);
+}
+
+#[test]
+fn match_label_keys_narrow_the_selector_to_the_pods_revision() {
+    let make = |hash: &str| {
+        let mut p = labelled(pod("web", 1000), &[("app", "web"), ("pod-template-hash", hash)]);
+        let mut c = spread(ZONE_LABEL, 1, "web");
+        c.match_label_keys = vec!["pod-template-hash".into()];
+        p.topology_spread = vec![c];
+        input(vec![p], vec![full_node("n-a", "a")], vec![zonal("default")])
+    };
+    let old_revision = || {
+        (0..2)
+            .map(|i| {
+                let mut b = bound(&format!("old-{i}"), "n-a", "web");
+                b.labels.insert("pod-template-hash".into(), "v1".into());
+                b
+            })
+            .collect::<Vec<_>>()
+    };
+    // A new revision does not count the old one's pods.
+    let r = with_context(&make("v2"), old_revision());
+    assert_eq!(claim_zones(&r), ["a"]);
+    // The same revision does.
+    let r = with_context(&make("v1"), old_revision());
+    assert_eq!(claim_zones(&r), ["b"]);
+}
+
+#[test]
+fn hostname_spread_puts_one_pod_per_node() {
+    let r = run(spread_pods("web", 3, 500, HOSTNAME_LABEL, 1), vec![], vec![zonal("default")]);
+    all_placed(&r);
+    assert_eq!(pod_counts(&r), [1, 1, 1]);
+}
+
+#[test]
+fn hostname_spread_with_skew_two_pairs_pods() {
+    let r = run(spread_pods("web", 4, 500, HOSTNAME_LABEL, 2), vec![], vec![zonal("default")]);
+    all_placed(&r);
+    assert_eq!(pod_counts(&r), [2, 2]);
+}
+
+#[test]
+fn hostname_spread_counts_pods_bound_on_existing_nodes() {
+    let inp = input(
+        spread_pods("web", 1, 500, HOSTNAME_LABEL, 1),
+        vec![zone_node("n1", "a", 8000)],
+        vec![zonal("default")],
+    );
+    let r = with_context(&inp, vec![bound("w1", "n1", "web")]);
+    assert!(r.pods_on_node("n1").is_empty());
+    claim_of(&r, "web-0");
+
+    let mut relaxed = inp.clone();
+    relaxed.pods[0].topology_spread[0].max_skew = 2;
+    let r = with_context(&relaxed, vec![bound("w1", "n1", "web")]);
+    assert_eq!(node_of(&r, "web-0"), "n1");
+}
+
+#[test]
+fn hostname_of_a_node_without_the_label_is_its_name() {
+    // n1 has no hostname label: bound pods still count on it, by name.
+    let inp = input(
+        spread_pods("web", 1, 500, HOSTNAME_LABEL, 1),
+        vec![node("n1", &[(ZONE_LABEL, "a")], 8000)],
+        vec![zonal("default")],
+    );
+    let r = with_context(&inp, vec![bound("w1", "n1", "web")]);
+    claim_of(&r, "web-0");
+    let r = with_context(&inp, vec![]);
+    assert_eq!(node_of(&r, "web-0"), "n1");
+}
+
+#[test]
+fn spread_pods_that_do_not_match_their_own_selector() {
+    // The pods are not `app=web`, so they do not add to the count they are bound by.
+    let all: Vec<PendingPod> = pods("other", 2, 1000)
+        .into_iter()
+        .map(|p| {
+            let mut p = labelled(p, &[("app", "other")]);
+            p.topology_spread = vec![spread(ZONE_LABEL, 1, "web")];
+            p
+        })
+        .collect();
+    let inp = input(all, vec![full_node("n-a", "a")], vec![zonal("default")]);
+    let r = with_context(&inp, vec![bound("w1", "n-a", "web"), bound("w2", "n-a", "web")]);
+    all_placed(&r);
+    assert_eq!(claim_zones(&r), ["b"]);
+    assert_eq!(pod_counts(&r), [2]);
+}
+
+#[test]
+fn spread_without_a_selector_constrains_nothing() {
+    let mut all = spread_pods("web", 3, 1000, ZONE_LABEL, 1);
+    for p in &mut all {
+        p.topology_spread[0].label_selector = None;
+    }
+    let r = run(all, vec![], vec![zonal("default")]);
+    assert_eq!(pod_counts(&r), [3]);
+    assert_eq!(zone_of(&r.new_claims[0]), ["a", "b", "c"]);
+}
+
+#[test]
+fn capacity_type_spread_uses_both_capacity_types() {
+    let r = run(
+        spread_pods("web", 2, 1000, CAPACITY_TYPE_LABEL, 1),
+        vec![],
+        vec![zonal("default")],
+    );
+    all_placed(&r);
+    let cts: Vec<Vec<String>> = r
+        .new_claims
+        .iter()
+        .map(|c| values(&c.spec.requirements, CAPACITY_TYPE_LABEL))
+        .collect();
+    assert_eq!(cts, [vec!["on-demand".to_owned()], vec!["spot".to_owned()]]);
+    assert_eq!(r.new_claims[0].launch_price, Some(0.1));
+    assert_eq!(r.new_claims[1].launch_price, Some(0.1 * 0.7));
+}
+
+#[test]
+fn spread_over_a_custom_label_declared_by_the_pool() {
+    let p = pool_with(
+        "default",
+        reqs([Requirement::in_values("example.com/rack", ["r1", "r2"])]),
+        c3z(),
+    );
+    let r = run(spread_pods("web", 2, 1000, "example.com/rack", 1), vec![], vec![p]);
+    all_placed(&r);
+    let racks: Vec<&str> = r
+        .new_claims
+        .iter()
+        .map(|c| c.spec.labels["example.com/rack"].as_str())
+        .collect();
+    assert_eq!(racks, ["r1", "r2"]);
+}
+
+#[test]
+fn spread_over_an_undeclared_label_has_no_domains() {
+    let r = run(spread_pods("web", 1, 1000, "example.com/rack", 1), vec![], vec![zonal("default")]);
+    assert!(
+        reason_of(&r, "web-0").contains(
+            "unsatisfiable topology constraint for topology spread, key=example.com/rack (counts = , podDomains = example.com/rack Exists, nodeDomains = example.com/rack Exists"
+        ),
+        "{}",
+        reason_of(&r, "web-0")
+    );
+}
+
+#[test]
+fn spread_counts_pods_placed_on_existing_nodes_in_the_same_pass() {
+    let r = run(
+        spread_pods("web", 2, 1000, ZONE_LABEL, 1),
+        vec![zone_node("n-a", "a", 8000)],
+        vec![zonal("default")],
+    );
+    all_placed(&r);
+    assert_eq!(node_of(&r, "web-0"), "n-a");
+    assert_eq!(zone_of(claim_of(&r, "web-1")), ["b"]);
+}
+
+#[test]
+fn spread_narrows_the_claims_instance_types_to_the_zone() {
+    let mut types = c3z();
+    types[0] = itype_with(
+        "c3-4",
+        2,
+        "amd64",
+        vec![Offering::new("a", "on-demand", Some(0.1), true)],
+    );
+    let r = run(
+        spread_pods("web", 2, 1000, ZONE_LABEL, 1),
+        vec![],
+        vec![pool_with("default", Requirements::new(), types)],
+    );
+    assert_eq!(claim_zones(&r), ["a", "b"]);
+    assert_eq!(types_of(&r.new_claims[0]), ["c3-4", "c3-8", "c3-16"]);
+    assert_eq!(types_of(&r.new_claims[1]), ["c3-8", "c3-16"]);
+}
+
+#[test]
+fn spread_across_nodepools_in_different_zones() {
+    let mut pa = zonal_in("pa", &["a"]);
+    pa.template.weight = 10;
+    let pb = zonal_in("pb", &["b"]);
+    let r = run(spread_pods("web", 2, 1000, ZONE_LABEL, 1), vec![], vec![pa, pb]);
+    all_placed(&r);
+    let pools: Vec<&str> = r.new_claims.iter().map(|c| c.spec.nodepool.as_str()).collect();
+    assert_eq!(pools, ["pa", "pb"]);
+    assert_eq!(claim_zones(&r), ["a", "b"]);
+}
+
+#[test]
+fn spread_narrows_an_in_flight_claim() {
+    let in_flight = ExistingNode {
+        name: "default-abc12".into(),
+        nodepool: Some("default".into()),
+        requirements: reqs([Requirement::in_values(ZONE_LABEL, ["a", "b"])]),
+        allocatable: cpu(8000).with("pods", 110),
+        in_flight: true,
+        schedulable: true,
+        ..Default::default()
+    };
+    let r = run(
+        spread_pods("web", 2, 1000, ZONE_LABEL, 1),
+        vec![in_flight],
+        vec![zonal("default")],
+    );
+    all_placed(&r);
+    // The first pod narrows the in-flight node to zone a; the second needs another zone.
+    assert_eq!(node_of(&r, "web-0"), "default-abc12");
+    assert_eq!(zone_of(claim_of(&r, "web-1")), ["b"]);
+}
+
+#[test]
+fn two_spread_constraints_must_both_hold() {
+    let mut all = spread_pods("web", 4, 500, ZONE_LABEL, 1);
+    for p in &mut all {
+        p.topology_spread.push(spread(HOSTNAME_LABEL, 1, "web"));
+    }
+    let r = run(all, vec![], vec![zonal("default")]);
+    all_placed(&r);
+    assert_eq!(claim_zones(&r), ["a", "b", "c", "a"]);
+    assert_eq!(pod_counts(&r), [1, 1, 1, 1]);
+}
+
+#[test]
+fn schedule_anyway_spread_is_kept_while_it_can_be() {
+    let mut all = spread_pods("web", 3, 1000, ZONE_LABEL, 1);
+    for p in &mut all {
+        p.topology_spread[0] = p.topology_spread[0].clone().schedule_anyway();
+    }
+    let r = run(all, vec![], vec![zonal("default")]);
+    assert_eq!(claim_zones(&r), ["a", "b", "c"]);
+}
+
+#[test]
+fn schedule_anyway_spread_is_relaxed_when_it_cannot_hold() {
+    let mut all = spread_pods("web", 3, 1000, ZONE_LABEL, 1);
+    for p in &mut all {
+        p.topology_spread[0] = p.topology_spread[0].clone().schedule_anyway();
+    }
+    let inp = input(all, vec![full_node("n-c", "c")], vec![zonal_in("default", &["a", "b"])]);
+    let r = schedule(&inp);
+    all_placed(&r);
+    assert_eq!(claim_zones(&r), ["a", "b"]);
+    assert_eq!(r.placement("default", "web-2"), Some(&Placement::NewClaim { index: 0 }));
+}
+
+#[test]
+fn ignored_preferences_drop_schedule_anyway_spreads() {
+    let mut all = spread_pods("web", 3, 1000, ZONE_LABEL, 1);
+    for p in &mut all {
+        p.topology_spread[0] = p.topology_spread[0].clone().schedule_anyway();
+    }
+    let r = ignoring_preferences(&input(all, vec![], vec![zonal("default")]));
+    assert_eq!(pod_counts(&r), [3]);
+}
+
+#[test]
+fn ignored_preferences_keep_do_not_schedule_spreads() {
+    let r = ignoring_preferences(&input(
+        spread_pods("web", 3, 1000, ZONE_LABEL, 1),
+        vec![],
+        vec![zonal("default")],
+    ));
+    assert_eq!(claim_zones(&r), ["a", "b", "c"]);
+}
+
+#[test]
+fn spread_groups_are_shared_by_pods_with_the_same_constraint() {
+    // Two deployments' worth of pods with the same constraint, mixed in the queue, still
+    // balance as one group.
+    let mut all = spread_pods("web", 4, 1000, ZONE_LABEL, 1);
+    all.extend(spread_pods("web", 2, 2000, ZONE_LABEL, 1).into_iter().map(|mut p| {
+        p.key.name = format!("big-{}", p.key.name);
+        p.uid = p.key.to_string();
+        p
+    }));
+    let r = run(all, vec![], vec![zonal("default")]);
+    all_placed(&r);
+    assert_eq!(claim_zones(&r), ["a", "b", "c"]);
+    assert_eq!(pod_counts(&r), [2, 2, 2]);
 }
