@@ -16,6 +16,7 @@ const SOURCES: &[&str] = &[
     "k3s",
     "synthetic-pricing",
     "simcloud",
+    "exoscale",
     "testing",
 ];
 

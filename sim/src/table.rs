@@ -166,9 +166,7 @@ impl Printer {
         if kind.crd_name.is_some() {
             return Self::for_custom_resource(&kind.version, crd);
         }
-        let mut columns = vec![name_column()];
-        columns.extend(builtin_columns(&kind.group, &kind.plural));
-        Printer { columns }
+        Printer { columns: builtin_columns(&kind.group, &kind.plural) }
     }
 
     fn for_custom_resource(version: &str, crd: Option<&Value>) -> Self {
@@ -237,8 +235,19 @@ impl Printer {
     }
 }
 
-/// The columns after Name of the built-in types that have their own printer.
+/// The columns of a built-in type: Name first (except for Events, whose name is a wide
+/// column at the end), then the type's own columns, or Age for types without a printer.
 fn builtin_columns(group: &str, plural: &str) -> Vec<Column> {
+    if matches!((group, plural), ("", "events") | ("events.k8s.io", "events")) {
+        return event_columns(group == "events.k8s.io");
+    }
+    let mut columns = vec![name_column()];
+    columns.extend(own_columns(group, plural));
+    columns
+}
+
+/// The columns after Name of a built-in type.
+fn own_columns(group: &str, plural: &str) -> Vec<Column> {
     let age = age_column;
     match (group, plural) {
         ("", "pods") => vec![
@@ -305,8 +314,6 @@ fn builtin_columns(group: &str, plural: &str) -> Vec<Column> {
             }),
             age(),
         ],
-        ("", "events") => event_columns(false),
-        ("events.k8s.io", "events") => event_columns(true),
         ("", "services") => vec![
             Column::computed("Type", "string", "The type of the service.", |svc, _| {
                 Value::String(text(svc.pointer("/spec/type")).if_empty("ClusterIP"))

@@ -265,7 +265,7 @@ spec:
             type: object
             description: The desired shape of the widget.
             properties:
-              size: {type: integer, description: How big the widget is, in centimetres.}
+              size: {type: integer, description: 'How big the widget is, in centimetres.'}
               replicas: {type: integer, description: How many copies of the widget to keep.}
               colour: {type: string, enum: [red, blue], default: red, description: The colour of the widget.}
               parts:
@@ -453,7 +453,7 @@ async fn get_pods_prints_ready_status_restarts_and_age_columns() {
     let run = cluster.kubectl(&["get", "pods"]).await;
     assert_eq!(header(&run), ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
     let running = row(&run, "web-1");
-    assert_eq!(&running[1..4], ["2/2", "Running", "3"]);
+    assert_eq!(&running[1..4], ["2/2", "Running", "6"], "restarts of both containers add up");
     assert!(running[4].ends_with('s'), "age like 0s: {running:?}");
     assert_eq!(&row(&run, "web-2")[1..4], ["0/2", "Pending", "0"]);
 
@@ -615,7 +615,9 @@ async fn get_custom_resources_prints_the_crd_printer_columns() {
     assert_eq!(row(&wide, "gizmo")[4], "zone-b");
     // Categories work too: `get all` and `get gadgets` include widgets.
     let gadgets = cluster.kubectl(&["get", "gadgets"]).await;
-    assert!(gadgets.ok().contains("widget.example.com/gizmo"), "{}", gadgets.stdout);
+    assert_eq!(row(&gadgets, "gizmo")[1], "3");
+    let all = cluster.kubectl(&["get", "all"]).await;
+    assert!(all.ok().contains("widget.example.com/gizmo"), "{}", all.stdout);
 }
 
 #[tokio::test]

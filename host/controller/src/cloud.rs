@@ -32,11 +32,14 @@ pub const UNAVAILABLE_OFFERING_TTL: Duration = Duration::from_secs(3 * 60);
 /// An offering: instance type, zone and capacity type.
 pub type OfferingKey = (String, String, String);
 
+/// Instance types fetched for a NodeClass (UID, generation), with when they were fetched.
+type InstanceTypeCache = HashMap<(String, i64), (SystemTime, Arc<Vec<InstanceType>>)>;
+
 /// Access to the cloud plugins with caching.
 pub struct Cloud {
     registry: Arc<PluginRegistry>,
     clock: Arc<Clock>,
-    instance_types: Mutex<HashMap<(String, i64), (SystemTime, Arc<Vec<InstanceType>>)>>,
+    instance_types: Mutex<InstanceTypeCache>,
     unavailable: Mutex<BTreeMap<OfferingKey, SystemTime>>,
 }
 

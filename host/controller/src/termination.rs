@@ -76,7 +76,7 @@ async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
     let mut taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
     let node_labels = node.metadata.labels.clone().unwrap_or_default();
     let tainted = taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY && t.effect == "NoSchedule");
-    if !tainted || node_labels.get(labels::EXCLUDE_FROM_LOAD_BALANCERS_LABEL).is_none() {
+    if !tainted || !node_labels.contains_key(labels::EXCLUDE_FROM_LOAD_BALANCERS_LABEL) {
         taints.retain(|t| t.key != labels::DISRUPTED_TAINT_KEY);
         taints.push(Taint { key: labels::DISRUPTED_TAINT_KEY.into(), effect: "NoSchedule".into(), value: None, time_added: None });
         merge_patch(

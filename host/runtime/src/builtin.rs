@@ -19,13 +19,15 @@ macro_rules! builtin {
     };
 }
 
-/// The shipped plugins: the verbatim and k3s renderers, the synthetic pricing function and the
-/// cloud provider of the simulated cloud (so `joinery simulate` needs no plugin directory).
+/// The shipped plugins: the verbatim and k3s renderers, the synthetic pricing function, the
+/// cloud provider of the simulated cloud (so `joinery simulate` needs no plugin directory) and
+/// the Exoscale cloud provider.
 pub static BUILTIN_PLUGINS: &[BuiltinPlugin] = &[
     builtin!("template", "joinery_plugin_template.wasm"),
     builtin!("k3s", "joinery_plugin_k3s.wasm"),
     builtin!("synthetic-pricing", "joinery_plugin_synthetic_pricing.wasm"),
     builtin!("simcloud", "joinery_plugin_simcloud.wasm"),
+    builtin!("exoscale", "joinery_plugin_exoscale.wasm"),
 ];
 
 /// Parses the manifests of the built-in plugins (they are tested, so this cannot fail in a release).

@@ -390,7 +390,7 @@ pub struct IdRef {
 }
 
 /// An instance type.
-#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct InstanceType {
     /// ID.

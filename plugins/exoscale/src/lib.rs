@@ -139,12 +139,15 @@ impl Ctx {
     /// The API's instance types (cached).
     fn instance_types(&self) -> Result<Vec<api::InstanceType>, CloudError> {
         let key = format!("instance-types/{}", self.api.base("{zone}"));
-        if let Some(types) = cache::get_json::<Vec<api::InstanceType>>(&key) {
-            return Ok(types);
-        }
-        let types = resolve::instance_types(&self.api, self.config.home()).map_err(|e| e.into_cloud(None))?;
-        cache::set_json(&key, &types, CATALOGUE_TTL);
-        Ok(types)
+        let raw = match cache::get_json::<Value>(&key) {
+            Some(raw) => raw,
+            None => {
+                let raw = resolve::instance_types_json(&self.api, self.config.home()).map_err(|e| e.into_cloud(None))?;
+                cache::set_json(&key, &raw, CATALOGUE_TTL);
+                raw
+            }
+        };
+        resolve::decode_types(raw).map_err(|e| e.into_cloud(None))
     }
 
     /// Resolves the class live.

@@ -125,15 +125,15 @@ pub fn api_zones(api: &Api, home: &str) -> Result<Vec<String>, ApiError> {
     Ok(list.zones.into_iter().map(|z| z.name).collect())
 }
 
-/// The instance types the API lists.
-pub fn instance_types(api: &Api, home: &str) -> Result<Vec<InstanceType>, ApiError> {
-    #[derive(Deserialize, Default)]
-    #[serde(default)]
-    struct Types {
-        #[serde(rename = "instance-types")]
-        instance_types: Vec<InstanceType>,
-    }
-    Ok(api.get::<Types>(home, "/instance-type", &[])?.instance_types)
+/// The instance types the API lists, as JSON (the `instance-types` array).
+pub fn instance_types_json(api: &Api, home: &str) -> Result<serde_json::Value, ApiError> {
+    let mut value: serde_json::Value = api.get(home, "/instance-type", &[])?;
+    Ok(value.get_mut("instance-types").map(serde_json::Value::take).unwrap_or_default())
+}
+
+/// Decodes the `instance-types` array.
+pub fn decode_types(value: serde_json::Value) -> Result<Vec<InstanceType>, ApiError> {
+    serde_json::from_value(value).map_err(|e| ApiError::Decode(format!("GET /instance-type: {e}")))
 }
 
 /// Resolves the class. API failures that are not about the class itself (5xx, throttling,
@@ -291,7 +291,7 @@ pub fn resolve(api: &Api, home: &str, spec_json: &str, spec: &Spec, default_zone
     if spec.instance_types.is_empty() {
         conditions.push(ok("InstanceTypesReady", "AllAuthorized", "every authorized instance type".into()));
     } else {
-        let types = instance_types(api, home)?;
+        let types = decode_types(instance_types_json(api, home)?)?;
         let usable = |name: &String| {
             types.iter().any(|t| t.name() == *name && t.authorized != Some(false) && t.zones.iter().any(|z| zones.contains(z)))
         };

@@ -423,7 +423,10 @@ fn drift_is_zone_removal_or_a_changed_spec() {
     let current = full_spec();
     let hash = spec::drift_hash(&current.to_string());
     let recorded = Rc::new(hash.clone());
-    let (_host, _) = install(CONFIG, move |call| world(call).unwrap_or_else(|| ok(instance_json(&recorded, "running", &[]))));
+    let (_host, _) = install(CONFIG, move |call| match call.zone.as_str() {
+        "de-fra-1" => world(call).unwrap_or_else(|| ok(instance_json(&recorded, "running", &[]))),
+        _ => world(call).unwrap_or_else(|| error(404, "instance not found")),
+    });
     let mut claim = claim();
     claim.provider_id = Some(format!("exoscale://{ID}"));
     let class = |spec: &Value| NodeClass::new("default", spec.to_string());

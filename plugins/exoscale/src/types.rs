@@ -36,8 +36,9 @@ pub const ON_DEMAND: &str = "on-demand";
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
-/// Parses a Kubernetes quantity into thousandths of a unit, rounding up; `None` if invalid.
-pub fn parse_milli(quantity: &str) -> Option<u128> {
+/// Parses a Kubernetes quantity into thousandths of a unit, rounding up; `None` if invalid
+/// or beyond `u64`.
+pub fn parse_milli(quantity: &str) -> Option<u64> {
     let text = quantity.trim();
     let end = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
     let (number, suffix) = text.split_at(end);
@@ -45,12 +46,15 @@ pub fn parse_milli(quantity: &str) -> Option<u128> {
     if whole.is_empty() && fraction.is_empty() {
         return None;
     }
-    let digits: u128 = format!("{whole}{fraction}").parse().ok()?;
-    let mut divisor = 10u128.checked_pow(fraction.len() as u32)?;
-    let multiplier: u128 = match suffix {
+    let mut digits: u64 = 0;
+    for c in whole.chars().chain(fraction.chars()) {
+        digits = digits.checked_mul(10)?.checked_add(u64::from(c.to_digit(10)?))?;
+    }
+    let mut divisor = 10u64.checked_pow(fraction.len() as u32)?;
+    let multiplier: u64 = match suffix {
         "" => 1,
         "m" => {
-            divisor *= 1000;
+            divisor = divisor.checked_mul(1000)?;
             1
         }
         "k" => 1_000,
@@ -63,7 +67,7 @@ pub fn parse_milli(quantity: &str) -> Option<u128> {
         "Ti" => 1 << 40,
         _ => return None,
     };
-    Some((digits.checked_mul(multiplier)?.checked_mul(1000)?).div_ceil(divisor))
+    Some(digits.checked_mul(multiplier)?.checked_mul(1000)?.div_ceil(divisor))
 }
 
 /// Whether a requirement holds for a label value (`None`: absent).
@@ -124,8 +128,9 @@ fn reserved(given: Option<&BTreeMap<String, String>>, defaults: &[(&str, &str)])
 /// An eviction threshold as bytes: an absolute quantity, or a percentage of `total`.
 fn threshold(value: &str, total: u64) -> Option<u64> {
     match value.trim().strip_suffix('%') {
-        Some(pct) => pct.trim().parse::<f64>().ok().map(|p| (total as f64 * p / 100.0).ceil() as u64),
-        None => parse_milli(value).map(|m| (m / 1000) as u64),
+        // Thousandths of a percent: bytes = total × milli-percent / 100 000, rounded up.
+        Some(pct) => parse_milli(pct).and_then(|mp| total.checked_mul(mp)).map(|x| x.div_ceil(100_000)),
+        None => parse_milli(value).map(|m| m / 1000),
     }
 }
 
@@ -179,16 +184,16 @@ pub fn to_instance_type(t: &api::InstanceType, spec: &Spec, zones: &[String]) ->
 }
 
 /// Milli-units of a resource a type leaves allocatable.
-fn allocatable(t: &api::InstanceType, spec: &Spec, name: &str) -> u128 {
+fn allocatable(t: &api::InstanceType, spec: &Spec, name: &str) -> u64 {
     let disk = spec.disk_size.unwrap_or(crate::spec::DISK_MIN);
     let kubelet = spec.kubelet.as_ref();
-    let total: u128 = capacity(t, disk, kubelet.and_then(|k| k.max_pods).unwrap_or(110))
+    let total: u64 = capacity(t, disk, kubelet.and_then(|k| k.max_pods).unwrap_or(110))
         .iter()
         .filter(|r| r.name == name)
         .filter_map(|r| parse_milli(&r.quantity))
         .sum();
     let o = overhead(kubelet, t.memory, disk);
-    let used: u128 = [o.kube_reserved, o.system_reserved, o.eviction_threshold]
+    let used: u64 = [o.kube_reserved, o.system_reserved, o.eviction_threshold]
         .iter()
         .flatten()
         .filter(|r| r.name == name)
@@ -290,6 +295,8 @@ mod tests {
         assert_eq!(parse_milli("1500m"), Some(1500));
         assert_eq!(parse_milli("2"), Some(2000));
         assert_eq!(parse_milli("1.5Gi"), Some(1_610_612_736_000));
+        assert_eq!(parse_milli("0.5"), Some(500));
+        assert_eq!(parse_milli("99999999999999999999"), None);
         assert_eq!(parse_milli("x"), None);
         assert_eq!(parse_milli(""), None);
     }

@@ -1851,14 +1851,16 @@ fn spread_pods_that_do_not_match_their_own_selector() {
 }
 
 #[test]
-fn spread_without_a_selector_constrains_nothing() {
+fn spread_without_a_selector_counts_nothing_but_still_picks_a_domain() {
+    // No pod is ever counted, so the skew never grows; upstream still narrows the claim to
+    // the least loaded (here: first) domain.
     let mut all = spread_pods("web", 3, 1000, ZONE_LABEL, 1);
     for p in &mut all {
         p.topology_spread[0].label_selector = None;
     }
     let r = run(all, vec![], vec![zonal("default")]);
     assert_eq!(pod_counts(&r), [3]);
-    assert_eq!(zone_of(&r.new_claims[0]), ["a", "b", "c"]);
+    assert_eq!(claim_zones(&r), ["a"]);
 }
 
 #[test]
@@ -2042,4 +2044,756 @@ fn spread_groups_are_shared_by_pods_with_the_same_constraint() {
     all_placed(&r);
     assert_eq!(claim_zones(&r), ["a", "b", "c"]);
     assert_eq!(pod_counts(&r), [2, 2, 2]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// pod affinity
+
+/// `n` pods labelled `app=<prefix>` with required affinity to themselves over `key`.
+fn self_affine(prefix: &str, n: usize, cpu_millis: u64, key: &str) -> Vec<PendingPod> {
+    pods(prefix, n, cpu_millis)
+        .into_iter()
+        .map(|p| {
+            let mut p = labelled(p, &[("app", prefix)]);
+            p.pod_affinity = vec![term(key, prefix)];
+            p
+        })
+        .collect()
+}
+
+/// `n` pods labelled `app=<prefix>` with required anti-affinity to themselves over `key`.
+fn self_averse(prefix: &str, n: usize, cpu_millis: u64, key: &str) -> Vec<PendingPod> {
+    pods(prefix, n, cpu_millis)
+        .into_iter()
+        .map(|p| {
+            let mut p = labelled(p, &[("app", prefix)]);
+            p.pod_anti_affinity = vec![term(key, prefix)];
+            p
+        })
+        .collect()
+}
+
+#[test]
+fn zonal_self_affinity_keeps_a_group_in_one_zone() {
+    // Each pod needs its own node; all land in the zone the first one picked.
+    let r = run(self_affine("db", 3, 7000, ZONE_LABEL), vec![], vec![zonal("default")]);
+    all_placed(&r);
+    assert_eq!(claim_zones(&r), ["a", "a", "a"]);
+}
+
+#[test]
+fn hostname_self_affinity_packs_a_group_on_one_node() {
+    let r = run(self_affine("db", 3, 1000, HOSTNAME_LABEL), vec![], vec![zonal("default")]);
+    all_placed(&r);
+    assert_eq!(pod_counts(&r), [3]);
+}
+
+#[test]
+fn hostname_self_affinity_that_does_not_fit_one_node_fails() {
+    let r = run(self_affine("db", 2, 5000, HOSTNAME_LABEL), vec![], vec![zonal("default")]);
+    assert_eq!(pod_counts(&r), [1]);
+    assert!(
+        reason_of(&r, "db-1")
+            .contains("unsatisfiable topology constraint for pod affinity, key=kubernetes.io/hostname"),
+        "{}",
+        reason_of(&r, "db-1")
+    );
+}
+
+#[test]
+fn affinity_to_a_bound_pod_follows_its_zone() {
+    let mut web = labelled(pod("web", 1000), &[("app", "web")]);
+    web.pod_affinity = vec![term(ZONE_LABEL, "db")];
+    let inp = input(vec![web], vec![full_node("n-b", "b")], vec![zonal("default")]);
+    let r = with_context(&inp, vec![bound("db-0", "n-b", "db")]);
+    assert_eq!(claim_zones(&r), ["b"]);
+}
+
+#[test]
+fn hostname_affinity_to_a_bound_pod_means_its_node() {
+    let mut web = labelled(pod("web", 1000), &[("app", "web")]);
+    web.pod_affinity = vec![term(HOSTNAME_LABEL, "db")];
+    let inp = input(
+        vec![web.clone()],
+        vec![zone_node("n1", "a", 4000), zone_node("n2", "a", 4000)],
+        vec![zonal("default")],
+    );
+    let r = with_context(&inp, vec![bound("db-0", "n2", "db")]);
+    assert_eq!(node_of(&r, "web"), "n2");
+
+    // Without room there, no other node will do.
+    let mut big = web;
+    big.requests = cpu(6000).with("pods", 1);
+    let inp = input(vec![big], inp.nodes.clone(), vec![zonal("default")]);
+    let r = with_context(&inp, vec![bound("db-0", "n2", "db")]);
+    assert!(
+        reason_of(&r, "web")
+            .contains("unsatisfiable topology constraint for pod affinity, key=kubernetes.io/hostname")
+    );
+}
+
+#[test]
+fn affinity_without_a_matching_pod_fails() {
+    let mut web = labelled(pod("web", 1000), &[("app", "web")]);
+    web.pod_affinity = vec![term(ZONE_LABEL, "db")];
+    let r = run(vec![web], vec![], vec![zonal("default")]);
+    assert_eq!(
+        reason_of(&r, "web"),
+        "incompatible with nodepool \"default\", daemonset overhead={}, unsatisfiable topology constraint for pod affinity, key=topology.kubernetes.io/zone (counts = a: 0, b: 0, c: 0, podDomains = topology.kubernetes.io/zone Exists, nodeDomains = topology.kubernetes.io/zone Exists"
+    );
+}
+
+#[test]
+fn affinity_to_a_pod_of_the_same_batch_is_retried_after_it() {
+    // The web pod is larger, so it is tried first and fails; once the db pod has a node,
+    // web joins it.
+    let db = labelled(pod("db", 1000), &[("app", "db")]);
+    let mut web = labelled(pod("web", 2000), &[("app", "web")]);
+    web.pod_affinity = vec![term(HOSTNAME_LABEL, "db")];
+    let r = run(vec![web, db], vec![], vec![zonal("default")]);
+    all_placed(&r);
+    assert_eq!(pod_counts(&r), [2]);
+}
+
+#[test]
+fn zonal_affinity_to_a_pod_of_the_same_batch_needs_its_zone_decided() {
+    // The db claim is not narrowed to a zone, so it does not count in any zone (upstream
+    // records spread and affinity only once the key has one value): web cannot follow.
+    let db = labelled(pod("db", 1000), &[("app", "db")]);
+    let mut web = labelled(pod("web", 2000), &[("app", "web")]);
+    web.pod_affinity = vec![term(ZONE_LABEL, "db")];
+    let r = run(vec![web.clone(), db.clone()], vec![], vec![zonal("default")]);
+    reason_of(&r, "web");
+
+    // With db pinned to zone b, web follows it there.
+    let db = with_selector(db, ZONE_LABEL, "b");
+    let mut big_web = web;
+    big_web.requests = cpu(7500).with("pods", 1);
+    let r = run(vec![big_web, db], vec![], vec![zonal("default")]);
+    all_placed(&r);
+    assert_eq!(claim_zones(&r), ["b", "b"]);
+}
+
+#[test]
+fn affinity_terms_may_name_other_namespaces() {
+    let mut web = labelled(pod("web", 1000), &[("app", "web")]);
+    web.pod_affinity = vec![term(ZONE_LABEL, "db")];
+    let mut db = bound("db-0", "n-b", "db");
+    db.key.namespace = "data".into();
+    let inp = input(vec![web.clone()], vec![full_node("n-b", "b")], vec![zonal("default")]);
+    // Only the pod's own namespace by default.
+    let r = with_context(&inp, vec![db.clone()]);
+    reason_of(&r, "web");
+
+    web.pod_affinity[0].namespaces = vec!["data".into()];
+    let inp = input(vec![web], vec![full_node("n-b", "b")], vec![zonal("default")]);
+    let r = with_context(&inp, vec![db]);
+    assert_eq!(claim_zones(&r), ["b"]);
+}
+
+#[test]
+fn affinity_and_node_selector_must_agree() {
+    let mut web = labelled(with_selector(pod("web", 1000), ZONE_LABEL, "a"), &[("app", "web")]);
+    web.pod_affinity = vec![term(ZONE_LABEL, "db")];
+    let inp = input(vec![web], vec![full_node("n-b", "b")], vec![zonal("default")]);
+    let r = with_context(&inp, vec![bound("db-0", "n-b", "db")]);
+    assert!(reason_of(&r, "web").contains("podDomains = topology.kubernetes.io/zone In [a]"));
+}
+
+#[test]
+fn self_affinity_starts_in_the_zone_of_a_usable_existing_node() {
+    let r = run(
+        self_affine("db", 3, 1000, ZONE_LABEL),
+        vec![zone_node("n-b", "b", 2000)],
+        vec![zonal("default")],
+    );
+    all_placed(&r);
+    assert_eq!(r.pods_on_node("n-b").len(), 2);
+    assert_eq!(claim_zones(&r), ["b"]);
+}
+
+#[test]
+fn self_affinity_joins_where_the_group_already_runs() {
+    let inp = input(
+        self_affine("db", 1, 1000, ZONE_LABEL),
+        vec![full_node("n-c", "c")],
+        vec![zonal("default")],
+    );
+    let r = with_context(&inp, vec![bound("db-old", "n-c", "db")]);
+    assert_eq!(claim_zones(&r), ["c"]);
+}
+
+#[test]
+fn self_affinity_may_start_over_where_the_group_cannot_go() {
+    // The only matching pod runs in zone c, which the pod's node selector excludes: it may
+    // bootstrap in a zone it can use.
+    let mut p = self_affine("db", 1, 1000, ZONE_LABEL);
+    p[0].required_affinity = vec![reqs([Requirement::in_values(ZONE_LABEL, ["a", "b"])])];
+    let inp = input(p, vec![full_node("n-c", "c")], vec![zonal("default")]);
+    let r = with_context(&inp, vec![bound("db-old", "n-c", "db")]);
+    assert_eq!(claim_zones(&r), ["a"]);
+}
+
+#[test]
+fn preferred_pod_affinity_is_honored_when_possible() {
+    let mut web = labelled(pod("web", 1000), &[("app", "web")]);
+    web.preferred_pod_affinity = vec![WeightedPodAffinityTerm {
+        weight: 10,
+        term: term(ZONE_LABEL, "db"),
+    }];
+    let inp = input(vec![web.clone()], vec![full_node("n-b", "b")], vec![zonal("default")]);
+    let r = with_context(&inp, vec![bound("db-0", "n-b", "db")]);
+    assert_eq!(claim_zones(&r), ["b"]);
+    // And dropped otherwise.
+    let r = with_context(&inp, vec![]);
+    all_placed(&r);
+    assert!(!r.new_claims[0].spec.requirements.has(ZONE_LABEL));
+    // Or ignored outright.
+    let r = schedule_with_context(
+        &inp,
+        &SchedulingContext {
+            bound_pods: vec![bound("db-0", "n-b", "db")],
+            preference_policy: PreferencePolicy::Ignore,
+        },
+        None,
+    );
+    assert!(!r.new_claims[0].spec.requirements.has(ZONE_LABEL));
+}
+
+// ---------------------------------------------------------------------------------------------
+// pod anti-affinity
+
+#[test]
+fn hostname_self_anti_affinity_puts_one_pod_per_node() {
+    let r = run(self_averse("web", 3, 500, HOSTNAME_LABEL), vec![], vec![zonal("default")]);
+    all_placed(&r);
+    assert_eq!(pod_counts(&r), [1, 1, 1]);
+}
+
+#[test]
+fn zonal_self_anti_affinity_blocks_every_zone_a_claim_may_land_in() {
+    // The first claim is not narrowed to a zone, so its pod blocks all three.
+    let r = run(self_averse("web", 3, 500, ZONE_LABEL), vec![], vec![zonal("default")]);
+    assert_eq!(pod_counts(&r), [1]);
+    assert_eq!(zone_of(&r.new_claims[0]), ["a", "b", "c"]);
+    assert_eq!(r.unschedulable().len(), 2);
+    assert!(r.unschedulable()[0].1.contains("unsatisfiable topology constraint for pod anti-affinity"));
+}
+
+#[test]
+fn zonal_self_anti_affinity_with_pinned_zones() {
+    let mut all = self_averse("web", 4, 500, ZONE_LABEL);
+    for (p, zone) in all.iter_mut().zip(["a", "b", "c", "a"]) {
+        p.node_selector.insert(ZONE_LABEL.into(), zone.into());
+    }
+    let r = run(all, vec![], vec![zonal("default")]);
+    assert_eq!(claim_zones(&r), ["a", "b", "c"]);
+    reason_of(&r, "web-3");
+}
+
+#[test]
+fn anti_affinity_keeps_away_from_bound_pods() {
+    let mut web = labelled(pod("web", 1000), &[("app", "web")]);
+    web.pod_anti_affinity = vec![term(HOSTNAME_LABEL, "db")];
+    let inp = input(vec![web], vec![zone_node("n1", "a", 8000)], vec![zonal("default")]);
+    let r = with_context(&inp, vec![bound("db-0", "n1", "db")]);
+    claim_of(&r, "web");
+    let r = with_context(&inp, vec![]);
+    assert_eq!(node_of(&r, "web"), "n1");
+}
+
+#[test]
+fn zonal_anti_affinity_to_bound_pods_excludes_their_zones() {
+    let mut web = labelled(pod("web", 1000), &[("app", "web")]);
+    web.pod_anti_affinity = vec![term(ZONE_LABEL, "db")];
+    let inp = input(vec![web], vec![full_node("n-a", "a")], vec![zonal("default")]);
+    let r = with_context(&inp, vec![bound("db-0", "n-a", "db")]);
+    assert_eq!(zone_of(&r.new_claims[0]), ["b", "c"]);
+}
+
+#[test]
+fn inverse_anti_affinity_of_a_bound_pod_keeps_its_targets_away() {
+    // The bound db pod repels web pods from its zone; web itself has no constraint.
+    let web = labelled(pod("web", 1000), &[("app", "web")]);
+    let inp = input(vec![web], vec![full_node("n-a", "a")], vec![zonal("default")]);
+    let mut db = bound("db-0", "n-a", "db");
+    db.anti_affinity = vec![term(ZONE_LABEL, "web")];
+    let r = with_context(&inp, vec![db]);
+    assert_eq!(zone_of(&r.new_claims[0]), ["b", "c"]);
+}
+
+#[test]
+fn inverse_anti_affinity_on_an_existing_node() {
+    let web = labelled(pod("web", 1000), &[("app", "web")]);
+    let inp = input(vec![web], vec![zone_node("n1", "a", 8000)], vec![zonal("default")]);
+    let mut db = bound("db-0", "n1", "db");
+    db.anti_affinity = vec![term(HOSTNAME_LABEL, "web")];
+    let r = with_context(&inp, vec![db.clone()]);
+    claim_of(&r, "web");
+    // Terms of other namespaces' pods only select their own namespace.
+    db.key.namespace = "other".into();
+    let r = with_context(&inp, vec![db]);
+    assert_eq!(node_of(&r, "web"), "n1");
+}
+
+#[test]
+fn inverse_anti_affinity_of_a_pending_pod() {
+    // a is placed first (larger); b has no constraint but a's anti-affinity selects it.
+    let mut a = labelled(pod("a", 2000), &[("app", "a")]);
+    a.pod_anti_affinity = vec![term(HOSTNAME_LABEL, "b")];
+    let b = labelled(pod("b", 1000), &[("app", "b")]);
+    let r = run(vec![a.clone(), b.clone()], vec![], vec![zonal("default")]);
+    all_placed(&r);
+    assert_eq!(pod_counts(&r), [1, 1]);
+
+    // Without the term they share a claim.
+    a.pod_anti_affinity.clear();
+    let r = run(vec![a, b], vec![], vec![zonal("default")]);
+    assert_eq!(pod_counts(&r), [2]);
+}
+
+#[test]
+fn anti_affinity_only_sees_the_named_namespaces() {
+    let mut web = labelled(pod("web", 1000), &[("app", "web")]);
+    web.pod_anti_affinity = vec![term(HOSTNAME_LABEL, "db")];
+    let inp = input(vec![web.clone()], vec![zone_node("n1", "a", 8000)], vec![zonal("default")]);
+    let mut db = bound("db-0", "n1", "db");
+    db.key.namespace = "data".into();
+    let r = with_context(&inp, vec![db.clone()]);
+    assert_eq!(node_of(&r, "web"), "n1");
+
+    web.pod_anti_affinity[0].namespaces = vec!["data".into()];
+    let inp = input(vec![web], vec![zone_node("n1", "a", 8000)], vec![zonal("default")]);
+    let r = with_context(&inp, vec![db]);
+    claim_of(&r, "web");
+}
+
+#[test]
+fn anti_affinity_and_spread_together() {
+    let mut all = self_averse("web", 3, 500, HOSTNAME_LABEL);
+    for p in &mut all {
+        p.topology_spread = vec![spread(ZONE_LABEL, 1, "web")];
+    }
+    let r = run(all, vec![], vec![zonal("default")]);
+    all_placed(&r);
+    assert_eq!(claim_zones(&r), ["a", "b", "c"]);
+}
+
+#[test]
+fn preferred_anti_affinity_is_honored_while_possible() {
+    let all: Vec<PendingPod> = pods("web", 3, 500)
+        .into_iter()
+        .map(|p| {
+            let mut p = labelled(p, &[("app", "web")]);
+            p.preferred_pod_anti_affinity = vec![WeightedPodAffinityTerm {
+                weight: 1,
+                term: term(HOSTNAME_LABEL, "web"),
+            }];
+            p
+        })
+        .collect();
+    let r = run(all.clone(), vec![], vec![zonal("default")]);
+    assert_eq!(pod_counts(&r), [1, 1, 1]);
+    let r = ignoring_preferences(&input(all, vec![], vec![zonal("default")]));
+    assert_eq!(pod_counts(&r), [3]);
+}
+
+/// Upstream's preference benchmark pod: a satisfiable preferred zone, an unsatisfiable
+/// preferred zonal self anti-affinity (weight 10), a satisfiable preferred hostname self
+/// anti-affinity (weight 1).
+fn preference_pods(n: usize) -> Vec<PendingPod> {
+    pods("web", n, 500)
+        .into_iter()
+        .map(|p| {
+            let mut p = labelled(p, &[("app", "web")]);
+            p.preferred_affinity = vec![PreferredSchedulingTerm {
+                weight: 1,
+                preference: reqs([Requirement::in_values(ZONE_LABEL, ["b"])]),
+            }];
+            p.preferred_pod_anti_affinity = vec![
+                WeightedPodAffinityTerm {
+                    weight: 10,
+                    term: term(ZONE_LABEL, "web"),
+                },
+                WeightedPodAffinityTerm {
+                    weight: 1,
+                    term: term(HOSTNAME_LABEL, "web"),
+                },
+            ];
+            p
+        })
+        .collect()
+}
+
+#[test]
+fn preferences_are_relaxed_heaviest_first() {
+    let r = run(preference_pods(4), vec![], vec![zonal("default")]);
+    all_placed(&r);
+    // The zonal anti-affinity gives way, the hostname one and the zone preference hold.
+    assert_eq!(pod_counts(&r), [1, 1, 1, 1]);
+    assert_eq!(claim_zones(&r), ["b", "b", "b", "b"]);
+}
+
+#[test]
+fn preferences_ignored_pack_the_preference_pods() {
+    let r = ignoring_preferences(&input(preference_pods(4), vec![], vec![zonal("default")]));
+    all_placed(&r);
+    assert_eq!(pod_counts(&r), [4]);
+    assert!(!r.new_claims[0].spec.requirements.has(ZONE_LABEL));
+}
+
+// ---------------------------------------------------------------------------------------------
+// preferred node affinity and relaxation order
+
+fn prefer(p: PendingPod, weight: i32, zones: &[&str]) -> PendingPod {
+    let mut p = p;
+    p.preferred_affinity.push(PreferredSchedulingTerm {
+        weight,
+        preference: reqs([Requirement::in_values(ZONE_LABEL, zones.iter().copied())]),
+    });
+    p
+}
+
+#[test]
+fn preferred_node_affinity_is_honored_when_possible() {
+    let r = run(vec![prefer(pod("p", 1000), 10, &["b"])], vec![], vec![zonal("default")]);
+    assert_eq!(claim_zones(&r), ["b"]);
+}
+
+#[test]
+fn unsatisfiable_preferred_node_affinity_is_dropped() {
+    let r = run(vec![prefer(pod("p", 1000), 10, &["nowhere"])], vec![], vec![zonal("default")]);
+    all_placed(&r);
+    assert!(!r.new_claims[0].spec.requirements.has(ZONE_LABEL));
+}
+
+#[test]
+fn the_heaviest_preferred_term_is_tried_first() {
+    let p = prefer(prefer(pod("p", 1000), 1, &["a"]), 50, &["b"]);
+    let r = run(vec![p], vec![], vec![zonal("default")]);
+    assert_eq!(claim_zones(&r), ["b"]);
+}
+
+#[test]
+fn lighter_preferred_terms_follow_when_heavier_ones_fail() {
+    let p = prefer(prefer(pod("p", 1000), 50, &["nowhere"]), 1, &["c"]);
+    let r = run(vec![p], vec![], vec![zonal("default")]);
+    assert_eq!(claim_zones(&r), ["c"]);
+}
+
+#[test]
+fn equal_weights_keep_their_order() {
+    let p = prefer(prefer(pod("p", 1000), 5, &["c"]), 5, &["b"]);
+    let r = run(vec![p], vec![], vec![zonal("default")]);
+    assert_eq!(claim_zones(&r), ["c"]);
+}
+
+#[test]
+fn ignored_preferences_leave_the_node_unconstrained() {
+    let inp = input(vec![prefer(pod("p", 1000), 10, &["b"])], vec![], vec![zonal("default")]);
+    let r = ignoring_preferences(&inp);
+    assert!(!r.new_claims[0].spec.requirements.has(ZONE_LABEL));
+}
+
+#[test]
+fn preferred_node_affinity_prefers_an_existing_node_in_that_zone() {
+    let nodes = vec![zone_node("n-a", "a", 4000), zone_node("n-b", "b", 4000)];
+    let r = run(vec![prefer(pod("p", 1000), 10, &["b"])], nodes.clone(), vec![zonal("default")]);
+    assert_eq!(node_of(&r, "p"), "n-b");
+    let r = run(vec![prefer(pod("p", 1000), 10, &["c"])], nodes, vec![zonal("default")]);
+    // No node in c: a new claim in c rather than an existing node elsewhere.
+    assert_eq!(claim_zones(&r), ["c"]);
+}
+
+#[test]
+fn preferred_node_affinity_does_not_narrow_spread_domains() {
+    // Spread domains come from required constraints only: with zone a preferred, the second
+    // pod would exceed the skew in a (b and c are still empty), so the preference gives way.
+    let all: Vec<PendingPod> = spread_pods("web", 2, 1000, ZONE_LABEL, 1)
+        .into_iter()
+        .map(|p| prefer(p, 10, &["a"]))
+        .collect();
+    let r = run(all, vec![], vec![zonal("default")]);
+    all_placed(&r);
+    assert_eq!(claim_zones(&r), ["a", "b"]);
+}
+
+#[test]
+fn preferred_pod_affinity_is_relaxed_before_preferred_node_affinity() {
+    // The pod affinity cannot be met; dropping it first keeps the zone preference.
+    let mut p = prefer(labelled(pod("p", 1000), &[("app", "web")]), 10, &["b"]);
+    p.preferred_pod_affinity = vec![WeightedPodAffinityTerm {
+        weight: 100,
+        term: term(ZONE_LABEL, "ghost"),
+    }];
+    let r = run(vec![p], vec![], vec![zonal("default")]);
+    assert_eq!(claim_zones(&r), ["b"]);
+}
+
+#[test]
+fn preferred_anti_affinity_is_relaxed_before_preferred_node_affinity() {
+    // Zone b holds a pod the anti-affinity avoids, and b is preferred: the anti-affinity
+    // gives way first, so the pod still lands in b.
+    let mut p = prefer(labelled(pod("p", 1000), &[("app", "web")]), 10, &["b"]);
+    p.preferred_pod_anti_affinity = vec![WeightedPodAffinityTerm {
+        weight: 100,
+        term: term(ZONE_LABEL, "db"),
+    }];
+    let inp = input(vec![p], vec![full_node("n-b", "b")], vec![zonal("default")]);
+    let r = with_context(&inp, vec![bound("db-0", "n-b", "db")]);
+    assert_eq!(claim_zones(&r), ["b"]);
+}
+
+#[test]
+fn preferred_node_affinity_is_relaxed_before_schedule_anyway_spreads() {
+    // Zone a is preferred but already holds a matching pod while b and c hold none: the zone
+    // preference gives way before the spread, which then picks b.
+    let mut p = prefer(labelled(pod("web", 1000), &[("app", "web")]), 10, &["a"]);
+    p.topology_spread = vec![spread(ZONE_LABEL, 1, "web").schedule_anyway()];
+    let inp = input(vec![p], vec![full_node("n-a", "a")], vec![zonal("default")]);
+    let r = with_context(&inp, vec![bound("w1", "n-a", "web")]);
+    assert_eq!(claim_zones(&r), ["b"]);
+}
+
+#[test]
+fn required_terms_are_relaxed_before_preferences() {
+    // The first required term cannot be met; the second can, together with the preference.
+    let mut p = prefer(pod("p", 1000), 10, &["c"]);
+    p.required_affinity = vec![
+        reqs([Requirement::in_values(ZONE_LABEL, ["nowhere"])]),
+        reqs([Requirement::in_values(ZONE_LABEL, ["b", "c"])]),
+    ];
+    let r = run(vec![p], vec![], vec![zonal("default")]);
+    assert_eq!(claim_zones(&r), ["c"]);
+}
+
+#[test]
+fn prefer_no_schedule_is_relaxed_even_when_preferences_are_ignored() {
+    let mut soft = zonal("soft");
+    soft.template.taints = vec![Taint::new("spot-only", "true", TaintEffect::PreferNoSchedule)];
+    let r = ignoring_preferences(&input(vec![pod("p", 1000)], vec![], vec![soft]));
+    assert_eq!(claim_of(&r, "p").spec.nodepool, "soft");
+}
+
+#[test]
+fn pods_tolerating_prefer_no_schedule_need_no_relaxation() {
+    let mut soft = weighted("soft", 50);
+    soft.template.taints = vec![Taint::new("spot-only", "true", TaintEffect::PreferNoSchedule)];
+    let mut p = pod("p", 1000);
+    p.tolerations = vec![Toleration::exists("", Some(TaintEffect::PreferNoSchedule))];
+    let r = run(vec![p], vec![], vec![soft, pool("plain")]);
+    assert_eq!(claim_of(&r, "p").spec.nodepool, "soft");
+}
+
+#[test]
+fn a_pod_that_cannot_be_placed_still_gets_a_reason_after_all_relaxations() {
+    let mut p = prefer(labelled(pod("p", 100_000), &[("app", "web")]), 10, &["b"]);
+    p.preferred_pod_anti_affinity = vec![WeightedPodAffinityTerm {
+        weight: 1,
+        term: term(HOSTNAME_LABEL, "web"),
+    }];
+    p.topology_spread = vec![spread(ZONE_LABEL, 1, "web").schedule_anyway()];
+    let r = run(vec![p], vec![], vec![zonal("default")]);
+    // The last attempt had no preference left: only the resources are reported.
+    assert_eq!(
+        reason_of(&r, "p"),
+        "incompatible with nodepool \"default\", daemonset overhead={}, no instance type satisfied resources {\"cpu\":\"100\",\"pods\":\"1\"} and requirements karpenter.sh/nodepool In [default], test.joinery.dev/testnodeclass In [default] (no instance type has enough resources)"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// host ports
+
+fn with_ports(mut p: PendingPod, ports: &[HostPort]) -> PendingPod {
+    p.host_ports = ports.to_vec();
+    p
+}
+
+#[test]
+fn pods_binding_the_same_host_port_need_separate_nodes() {
+    let all: Vec<PendingPod> = pods("p", 3, 500)
+        .into_iter()
+        .map(|p| with_ports(p, &[HostPort::tcp(8080)]))
+        .collect();
+    let r = run(all, vec![], vec![pool("default")]);
+    all_placed(&r);
+    assert_eq!(pod_counts(&r), [1, 1, 1]);
+}
+
+#[test]
+fn different_ports_protocols_or_addresses_share_a_node() {
+    let udp = HostPort {
+        protocol: "UDP".into(),
+        ..HostPort::tcp(53)
+    };
+    let on = |ip: &str| HostPort {
+        host_ip: ip.into(),
+        ..HostPort::tcp(80)
+    };
+    let all = vec![
+        with_ports(pod("a", 500), &[HostPort::tcp(53)]),
+        with_ports(pod("b", 500), &[udp]),
+        with_ports(pod("c", 500), &[on("10.0.0.1")]),
+        with_ports(pod("d", 500), &[on("10.0.0.2")]),
+    ];
+    let r = run(all, vec![], vec![pool("default")]);
+    assert_eq!(pod_counts(&r), [4]);
+}
+
+#[test]
+fn an_unspecified_address_conflicts_with_any_address() {
+    let all = vec![
+        with_ports(pod("a", 500), &[HostPort::tcp(80)]),
+        with_ports(
+            pod("b", 500),
+            &[HostPort {
+                host_ip: "10.0.0.1".into(),
+                ..HostPort::tcp(80)
+            }],
+        ),
+    ];
+    let r = run(all, vec![], vec![pool("default")]);
+    assert_eq!(pod_counts(&r), [1, 1]);
+}
+
+#[test]
+fn host_ports_of_bound_pods_are_taken() {
+    let p = with_ports(pod("p", 500), &[HostPort::tcp(8080)]);
+    let inp = input(vec![p], vec![zone_node("n1", "a", 4000)], vec![pool("default")]);
+    let mut holder = bound("holder", "n1", "x");
+    holder.host_ports = vec![HostPort::tcp(8080)];
+    let r = with_context(&inp, vec![holder.clone()]);
+    claim_of(&r, "p");
+    holder.host_ports = vec![HostPort::tcp(9090)];
+    let r = with_context(&inp, vec![holder]);
+    assert_eq!(node_of(&r, "p"), "n1");
+}
+
+#[test]
+fn host_ports_taken_in_the_same_pass_on_an_existing_node() {
+    let all: Vec<PendingPod> = pods("p", 2, 500)
+        .into_iter()
+        .map(|p| with_ports(p, &[HostPort::tcp(8080)]))
+        .collect();
+    let r = run(all, vec![zone_node("n1", "a", 4000)], vec![pool("default")]);
+    assert_eq!(node_of(&r, "p-0"), "n1");
+    claim_of(&r, "p-1");
+}
+
+#[test]
+fn daemon_host_ports_rule_out_the_types_the_daemon_runs_on() {
+    let types = vec![
+        itype_with("arm-4", 4, "arm64", offerings(Some(0.15))),
+        itype_with("amd-4", 4, "amd64", offerings(Some(0.2))),
+    ];
+    let mut agent = daemon("kube-system/arm-agent", 100);
+    agent.node_selector.insert(ARCH_LABEL.into(), "arm64".into());
+    agent.host_ports = vec![HostPort::tcp(9100)];
+    let mut inp = input(
+        vec![with_ports(pod("p", 500), &[HostPort::tcp(9100)])],
+        vec![],
+        vec![pool_with("default", Requirements::new(), types)],
+    );
+    inp.daemons = vec![agent];
+    let r = schedule(&inp);
+    assert_eq!(types_of(claim_of(&r, "p")), ["amd-4"]);
+
+    // Running everywhere, it leaves nothing.
+    inp.daemons[0].node_selector.clear();
+    let r = schedule(&inp);
+    assert!(
+        reason_of(&r, "p").ends_with(
+            "(no instance type met the scheduling requirements or had enough resources or had a required offering)"
+        ),
+        "{}",
+        reason_of(&r, "p")
+    );
+}
+
+#[test]
+fn pods_without_host_ports_ignore_daemon_ports() {
+    let mut agent = daemon("kube-system/agent", 100);
+    agent.host_ports = vec![HostPort::tcp(9100)];
+    let mut inp = input(pods("p", 2, 500), vec![], vec![pool("default")]);
+    inp.daemons = vec![agent];
+    let r = schedule(&inp);
+    assert_eq!(pod_counts(&r), [2]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// volume topology
+
+fn zones(list: &[&str]) -> Requirements {
+    reqs([Requirement::in_values(ZONE_LABEL, list.iter().copied())])
+}
+
+#[test]
+fn volume_topology_narrows_the_claim() {
+    let mut p = pod("p", 1000);
+    p.volume_requirements = vec![zones(&["b"])];
+    let r = run(vec![p], vec![], vec![zonal("default")]);
+    assert_eq!(claim_zones(&r), ["b"]);
+}
+
+#[test]
+fn volume_alternatives_are_tried_in_order() {
+    let mut p = pod("p", 1000);
+    p.volume_requirements = vec![zones(&["nowhere"]), zones(&["c"]), zones(&["a"])];
+    let r = run(vec![p], vec![], vec![zonal("default")]);
+    assert_eq!(claim_zones(&r), ["c"]);
+}
+
+#[test]
+fn volume_topology_decides_existing_nodes() {
+    let mut p = pod("p", 1000);
+    p.volume_requirements = vec![zones(&["b"])];
+    let nodes = vec![zone_node("n-a", "a", 4000), zone_node("n-b", "b", 4000)];
+    let r = run(vec![p], nodes, vec![zonal("default")]);
+    assert_eq!(node_of(&r, "p"), "n-b");
+}
+
+#[test]
+fn volume_topology_that_matches_no_node_is_reported() {
+    let mut p = with_selector(pod("p", 1000), ZONE_LABEL, "a");
+    p.volume_requirements = vec![zones(&["b"])];
+    let r = run(vec![p], vec![], vec![zonal("default")]);
+    assert_eq!(
+        reason_of(&r, "p"),
+        "incompatible with nodepool \"default\", daemonset overhead={}, incompatible volume requirements, key topology.kubernetes.io/zone, topology.kubernetes.io/zone In [b] not in topology.kubernetes.io/zone In [a]"
+    );
+}
+
+#[test]
+fn volume_topology_on_an_undeclared_custom_label() {
+    let mut p = pod("p", 1000);
+    p.volume_requirements = vec![reqs([Requirement::in_values("example.com/rack", ["r1"])])];
+    let r = run(vec![p], vec![], vec![zonal("default")]);
+    assert!(reason_of(&r, "p").ends_with(
+        "incompatible volume requirements, label \"example.com/rack\" does not have known values"
+    ));
+}
+
+#[test]
+fn volume_topology_does_not_narrow_spread_domains() {
+    // Both pods' volumes live in zone a. Spread domains come from the pods' own constraints,
+    // so zones b and c still count: the second pod would exceed the skew in a.
+    let mut all = spread_pods("web", 2, 1000, ZONE_LABEL, 1);
+    for p in &mut all {
+        p.volume_requirements = vec![zones(&["a"])];
+    }
+    let r = run(all, vec![], vec![zonal("default")]);
+    assert_eq!(claim_zones(&r), ["a"]);
+    assert!(reason_of(&r, "web-1").contains("unsatisfiable topology constraint for topology spread"));
+}
+
+#[test]
+fn volume_alternatives_combine_with_topology() {
+    // Zone a is taken by a matching pod; the first volume alternative (a) fails the
+    // anti-affinity, the second (b) works.
+    let mut p = labelled(pod("web", 1000), &[("app", "web")]);
+    p.pod_anti_affinity = vec![term(ZONE_LABEL, "web")];
+    p.volume_requirements = vec![zones(&["a"]), zones(&["b"])];
+    let inp = input(vec![p], vec![full_node("n-a", "a")], vec![zonal("default")]);
+    let r = with_context(&inp, vec![bound("w0", "n-a", "web")]);
+    assert_eq!(claim_zones(&r), ["b"]);
 }
