@@ -1284,6 +1284,66 @@ spec:
     }
 
     #[test]
+    fn volume_requirements_come_from_bound_volumes_and_storage_classes() {
+        let text = "apiVersion: v1
+kind: PersistentVolume
+metadata: {name: local-1}
+spec:
+  local: {path: /mnt/disk}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+        - matchExpressions:
+            - {key: kubernetes.io/hostname, operator: In, values: [node-1]}
+            - {key: topology.kubernetes.io/zone, operator: In, values: [zone-a]}
+        - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [zone-b]}]
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: local, namespace: db}
+spec: {volumeName: local-1}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: fast}
+provisioner: example.com/csi
+allowedTopologies: [{matchLabelExpressions: [{key: topology.kubernetes.io/zone, values: [zone-a, zone-c]}]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: db}
+spec:
+  containers: []
+  volumes:
+    - {name: data, persistentVolumeClaim: {claimName: local}}
+    - {name: tmp, ephemeral: {volumeClaimTemplate: {spec: {storageClassName: fast}}}}
+    - {name: cfg, configMap: {name: cfg}}
+";
+        let s = Snapshot::parse(text).unwrap();
+        let reqs = s.volume_requirements(&s.pods[0].object).unwrap();
+        assert_eq!(reqs.len(), 1);
+        let r = &reqs[0];
+        assert!(!r.has(HOSTNAME_LABEL), "a local volume's hostname is dropped");
+        let zone = r.get(ZONE_LABEL).unwrap();
+        assert!(zone.has("zone-a") && !zone.has("zone-b") && !zone.has("zone-c"), "first PV term ∩ StorageClass: {zone:?}");
+        let mut missing = s.pods[0].object.clone();
+        missing.spec.as_mut().unwrap().volumes.as_mut().unwrap()[0].persistent_volume_claim.as_mut().unwrap().claim_name = "gone".into();
+        assert_eq!(s.volume_requirements(&missing).unwrap_err(), "PersistentVolumeClaim db/gone (volume data) is not in the snapshot");
+    }
+
+    #[test]
+    fn offering_requirements_name_the_zones_and_capacity_types_sold() {
+        let c = catalog();
+        let small = &c.instance_types[0];
+        let zones = small.requirements().get(ZONE_LABEL).unwrap();
+        assert!(zones.has("zone-a") && zones.has("zone-b") && !zones.has("zone-c"));
+        let cts = small.requirements().get(CAPACITY_TYPE_LABEL).unwrap();
+        assert!(cts.has("on-demand") && cts.has("spot"));
+        let again = with_offering_requirements(small.clone());
+        assert_eq!(&again, small, "idempotent");
+    }
+
+    #[test]
     fn catalogue_entries_become_instance_types() {
         let c = catalog();
         assert_eq!(c.instance_types.len(), 2);
