@@ -14,6 +14,8 @@ const SOURCES: &[&str] = &[
     "sdk",
     "template",
     "k3s",
+    "rke2",
+    "kubeadm",
     "synthetic-pricing",
     "simcloud",
     "exoscale",

@@ -17,6 +17,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod bench;
 pub mod cloud;
 mod disruption;
 mod error;

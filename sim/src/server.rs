@@ -405,6 +405,11 @@ async fn resource_request(
         return Err(ApiError::no_such_resource());
     }
     let method = call.method;
+    if *method != Method::GET && call.query.get("dryRun").is_some_and(|d| !d.is_empty()) {
+        // Refused rather than ignored: ignoring it would make a dry run (`kubectl diff`,
+        // `--dry-run=server`) really change the object.
+        return Err(ApiError::bad_request("dryRun is not supported by the emulated API server"));
+    }
     if let Some(verb) = ApiVerb::of(method, name.is_some(), call.flag("watch"))
         && let Some(injected) = shared.faults.inject(verb, shared.store.clock()).await
     {

@@ -263,6 +263,22 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The emulated API server holding a large cluster with a pod watch open: list latency
+    /// over HTTP (medians of several runs) and memory.
+    Sim {
+        /// Nodes to load.
+        #[arg(long, default_value_t = 5000)]
+        nodes: usize,
+        /// Pods to load.
+        #[arg(long, default_value_t = 50000)]
+        pods: usize,
+        /// Measured runs of each list.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn parse_key_value(s: &str) -> Result<(String, String), String> {
@@ -297,6 +313,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(BenchCommand::Plugins { iterations, json }) => crate::bench::plugins(iterations, json).await,
+        Command::Bench(BenchCommand::Sim { nodes, pods, runs, json }) => crate::bench::sim(nodes, pods, runs, json).await,
         Command::Simulate(args) => crate::simulate_cmd::simulate(args).await,
         Command::Run(args) => crate::run_cmd::run(args).await,
         Command::Explain(ExplainCommand::Pod { pod, kubeconfig }) => crate::explain_cmd::explain_pod(&pod, kubeconfig).await,

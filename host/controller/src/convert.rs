@@ -598,4 +598,67 @@ mod tests {
         assert!(t.tolerates(&taint));
         assert_eq!(taint_to_k8s(&taint).effect, "NoSchedule");
     }
+
+    #[test]
+    fn inter_pod_constraints_and_host_ports_convert() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "web"}},
+            "spec": {
+                "containers": [{"name": "a", "ports": [{"containerPort": 80, "hostPort": 8080, "protocol": "UDP"}, {"containerPort": 81}]}],
+                "topologySpreadConstraints": [{
+                    "maxSkew": 2, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {"matchLabels": {"app": "web"}}, "minDomains": 3, "nodeTaintsPolicy": "Honor",
+                    "matchLabelKeys": ["pod-template-hash"]
+                }],
+                "affinity": {
+                    "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 7, "preference": {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}]}}
+                    ]},
+                    "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["db"]}]}, "namespaces": ["data"]}
+                    ]},
+                    "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 3, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "web"}}, "namespaceSelector": {}}}
+                    ]}
+                }
+            }
+        }))
+        .unwrap();
+        let p = pending_pod(&pod).unwrap();
+        assert_eq!(p.labels.get("app").map(String::as_str), Some("web"));
+        assert_eq!(p.host_ports, vec![HostPort { port: 8080, protocol: "UDP".into(), host_ip: String::new() }]);
+        let c = &p.topology_spread[0];
+        assert_eq!((c.max_skew, c.min_domains, c.when_unsatisfiable), (2, Some(3), WhenUnsatisfiable::ScheduleAnyway));
+        assert_eq!(c.node_taints_policy, Some(NodeInclusionPolicy::Honor));
+        assert_eq!(c.node_affinity_policy, None);
+        assert_eq!(c.match_label_keys, ["pod-template-hash"]);
+        assert_eq!(p.preferred_affinity[0].weight, 7);
+        assert!(p.preferred_affinity[0].preference.has("topology.kubernetes.io/zone"));
+        assert_eq!(p.pod_affinity[0].namespaces, ["data"]);
+        assert_eq!(p.pod_affinity[0].label_selector.as_ref().unwrap().match_expressions[0].operator, SelectorOperator::In);
+        assert!(p.pod_anti_affinity.is_empty());
+        let w = &p.preferred_pod_anti_affinity[0];
+        assert_eq!((w.weight, w.term.namespaces.as_slice()), (3, ["ns".to_owned()].as_slice()));
+
+        let mut on_node = pod.clone();
+        on_node.spec.as_mut().unwrap().node_name = Some("n1".into());
+        let b = bound_pod(&on_node).unwrap();
+        assert_eq!((b.node.as_str(), b.host_ports.len()), ("n1", 1));
+        assert!(bound_pod(&pod).is_none(), "not bound");
+        assert_eq!(bound_pods(&[pod, on_node]).len(), 1);
+    }
+
+    #[test]
+    fn bad_label_selector_operator_names_the_field() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"containers": [], "topologySpreadConstraints": [{
+                "maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchExpressions": [{"key": "app", "operator": "Near"}]}
+            }]}
+        }))
+        .unwrap();
+        let e = pending_pod(&pod).unwrap_err();
+        assert!(e.contains("spec.topologySpreadConstraints[0].labelSelector.matchExpressions[0].operator"), "{e}");
+    }
 }

@@ -562,6 +562,7 @@ impl Snapshot {
         };
 
         // Pods: the batch, and a check of every live pod's requests.
+        let volumes = VolumeIndex::new(self);
         let mut left_out = Vec::new();
         for located in &self.pods {
             let pod = &located.object;
@@ -578,7 +579,7 @@ impl Snapshot {
                 PodState::LeftOut(why) => left_out.push(format!("{key} ({why})")),
                 PodState::Pending => {
                     let converted = convert::pending_pod(pod).and_then(|mut p| {
-                        p.volume_requirements = self.volume_requirements(pod)?;
+                        p.volume_requirements = volumes.requirements(pod)?;
                         Ok(p)
                     });
                     let status = match converted {
@@ -662,8 +663,35 @@ impl Snapshot {
     /// yet, the first `allowedTopologies` term of its StorageClass. All of them hold at once,
     /// so the result is one requirement set (empty list when unconstrained). A claim, volume
     /// or StorageClass missing from the snapshot refuses the pod, as upstream's validation
-    /// does.
+    /// does. (Indexes the snapshot's volumes on every call; [`assemble`](Self::assemble)
+    /// indexes them once.)
     pub fn volume_requirements(&self, pod: &Pod) -> Result<Vec<Requirements>, String> {
+        VolumeIndex::new(self).requirements(pod)
+    }
+}
+
+/// The snapshot's claims, volumes and StorageClasses by name.
+struct VolumeIndex<'a> {
+    claims: BTreeMap<(&'a str, &'a str), &'a PersistentVolumeClaim>,
+    volumes: BTreeMap<&'a str, &'a PersistentVolume>,
+    classes: BTreeMap<&'a str, &'a StorageClass>,
+}
+
+impl<'a> VolumeIndex<'a> {
+    fn new(s: &'a Snapshot) -> Self {
+        let name = |m: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| m.name.as_deref().unwrap_or("");
+        VolumeIndex {
+            claims: s
+                .persistent_volume_claims
+                .iter()
+                .map(|l| ((l.object.metadata.namespace.as_deref().unwrap_or(""), name(&l.object.metadata)), &l.object))
+                .collect(),
+            volumes: s.persistent_volumes.iter().map(|l| (name(&l.object.metadata), &l.object)).collect(),
+            classes: s.storage_classes.iter().map(|l| (name(&l.object.metadata), &l.object)).collect(),
+        }
+    }
+
+    fn requirements(&self, pod: &Pod) -> Result<Vec<Requirements>, String> {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
         let mut out = Requirements::new();
@@ -677,9 +705,7 @@ impl Snapshot {
             } else {
                 continue;
             };
-            let claim = self.persistent_volume_claims.iter().map(|l| &l.object).find(|c| {
-                c.metadata.name.as_deref() == Some(claim_name.as_str()) && c.metadata.namespace.as_deref() == Some(namespace.as_str())
-            });
+            let claim = self.claims.get(&(namespace.as_str(), claim_name.as_str())).copied();
             let terms: Vec<Requirement> = match (claim, ephemeral_class) {
                 (None, None) => return Err(format!("PersistentVolumeClaim {namespace}/{claim_name} (volume {}) is not in the snapshot", volume.name)),
                 (None, Some(class)) => self.storage_class_terms(class.as_deref(), &volume.name)?,
@@ -700,7 +726,7 @@ impl Snapshot {
     }
 
     fn persistent_volume_terms(&self, pv_name: &str, namespace: &str, claim: &str) -> Result<Vec<Requirement>, String> {
-        let Some(pv) = self.persistent_volumes.iter().map(|l| &l.object).find(|v| v.metadata.name.as_deref() == Some(pv_name)) else {
+        let Some(pv) = self.volumes.get(pv_name) else {
             return Err(format!("PersistentVolume {pv_name} (bound to PersistentVolumeClaim {namespace}/{claim}) is not in the snapshot"));
         };
         let spec = pv.spec.clone().unwrap_or_default();
@@ -711,18 +737,16 @@ impl Snapshot {
             if node_local && e.key == HOSTNAME_LABEL {
                 continue;
             }
-            let op: Operator = e.operator.parse().map_err(|err| format!("PersistentVolume {pv_name}: spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[{j}].operator: {err}"))?;
-            out.push(
-                Requirement::new(e.key.clone(), op, e.values.unwrap_or_default())
-                    .map_err(|err| format!("PersistentVolume {pv_name}: spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[{j}]: {err}"))?,
-            );
+            let at = format!("PersistentVolume {pv_name}: spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[{j}]");
+            let op: Operator = e.operator.parse().map_err(|err| format!("{at}.operator: {err}"))?;
+            out.push(Requirement::new(e.key.clone(), op, e.values.unwrap_or_default()).map_err(|err| format!("{at}: {err}"))?);
         }
         Ok(out)
     }
 
     fn storage_class_terms(&self, class: Option<&str>, volume: &str) -> Result<Vec<Requirement>, String> {
         let Some(class) = class.filter(|c| !c.is_empty()) else { return Ok(Vec::new()) };
-        let Some(sc) = self.storage_classes.iter().map(|l| &l.object).find(|c| c.metadata.name.as_deref() == Some(class)) else {
+        let Some(sc) = self.classes.get(class) else {
             return Err(format!("StorageClass {class} (volume {volume}) is not in the snapshot"));
         };
         let first = sc.allowed_topologies.iter().flatten().next();

@@ -19,12 +19,14 @@ macro_rules! builtin {
     };
 }
 
-/// The shipped plugins: the verbatim and k3s renderers, the synthetic pricing function, the
-/// cloud provider of the simulated cloud (so `joinery simulate` needs no plugin directory) and
-/// the Exoscale cloud provider.
+/// The shipped plugins: the verbatim, k3s, RKE2 and kubeadm renderers, the synthetic pricing
+/// function, the cloud provider of the simulated cloud (so `joinery simulate` needs no plugin
+/// directory) and the Exoscale cloud provider.
 pub static BUILTIN_PLUGINS: &[BuiltinPlugin] = &[
     builtin!("template", "joinery_plugin_template.wasm"),
     builtin!("k3s", "joinery_plugin_k3s.wasm"),
+    builtin!("rke2", "joinery_plugin_rke2.wasm"),
+    builtin!("kubeadm", "joinery_plugin_kubeadm.wasm"),
     builtin!("synthetic-pricing", "joinery_plugin_synthetic_pricing.wasm"),
     builtin!("simcloud", "joinery_plugin_simcloud.wasm"),
     builtin!("exoscale", "joinery_plugin_exoscale.wasm"),

@@ -220,12 +220,25 @@ impl Ctx {
         cache::remove(&format!("zone/{id}"));
     }
 
-    /// Attaches the networks the instance still lacks. On failure the caller discards it.
-    fn attach_networks(&self, zone: &str, instance: &ApiInstance, networks: &[String]) -> Result<(), ApiError> {
+    /// Attaches the networks the instance still lacks. On failure the caller discards it; the
+    /// error is `retryable` (a failed attachment says nothing about the offering's capacity)
+    /// unless the API reports an exhausted quota or refuses the request outright.
+    fn attach_networks(&self, zone: &str, instance: &ApiInstance, networks: &[String]) -> Result<(), CloudError> {
         for network in networks.iter().filter(|n| !instance.private_networks.iter().any(|p| p.id == **n)) {
             let body = json!({"instance": {"id": instance.id}});
-            let operation = self.api.start(zone, "PUT", &format!("/private-network/{}:attach", encode(network)), Some(&body))?;
-            self.api.wait(zone, operation)?;
+            let attached = self
+                .api
+                .start(zone, "PUT", &format!("/private-network/{}:attach", encode(network)), Some(&body))
+                .and_then(|operation| self.api.wait(zone, operation));
+            if let Err(e) = attached {
+                let text = format!("exoscale: attaching private network {network} to instance {} failed", instance.id);
+                return Err(match e.into_cloud(None) {
+                    CloudError::InsufficientCapacity(ic) => CloudError::retryable(format!("{text}: {}", ic.message), None),
+                    CloudError::Retryable(r) => CloudError::retryable(format!("{text}: {}", r.message), r.retry_after_ms),
+                    CloudError::QuotaExceeded(m) => CloudError::QuotaExceeded(format!("{text}: {m}")),
+                    other => CloudError::invalid(format!("{text}: {}", other.message())),
+                });
+            }
             log::debug(format!("exoscale: attached private network {network} to {}", instance.id));
         }
         Ok(())
@@ -339,7 +352,7 @@ impl CloudProvider for Exoscale {
             let networks = resolved.private_networks.get(&zone).unwrap_or(&no_networks);
             if let Err(e) = ctx.attach_networks(&zone, &instance, networks) {
                 ctx.discard(&zone, &instance.id, "attaching its private networks failed");
-                return Err(e.into_cloud(None));
+                return Err(e);
             }
             return Ok(to_instance(&zone, &instance, pods));
         }
@@ -419,7 +432,7 @@ impl CloudProvider for Exoscale {
         let networks = resolved.private_networks.get(&zone).unwrap_or(&no_networks);
         if let Err(e) = ctx.attach_networks(&zone, &instance, networks) {
             ctx.discard(&zone, &id, "attaching its private networks failed");
-            return Err(e.into_cloud(None));
+            return Err(e);
         }
         let instance = if networks.is_empty() { instance } else { ctx.api.get(&zone, &path, &[]).map_err(|e| e.into_cloud(None))? };
         Ok(to_instance(&zone, &instance, pods))

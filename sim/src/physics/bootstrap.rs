@@ -1,7 +1,7 @@
 //! What a simulated kubelet understands of an instance's userData: the bootstrap that decides
 //! the Node it registers (name, labels, taints, provider ID, pod capacity).
 //!
-//! Two formats are understood:
+//! Four formats are understood, tried in this order:
 //!
 //! - **k3s agent scripts** as the `k3s` renderer writes them: the YAML between
 //!   `cat > /etc/rancher/k3s/config.yaml <<'JOINERY_K3S_CONFIG'` and the line
@@ -11,6 +11,18 @@
 //!   shell variables assigned earlier in the script; a variable assigned from a command
 //!   substitution (`ID="$(…)"`) holds the instance ID, since such commands ask the machine's
 //!   metadata for it. Without a provider ID, k3s registers with `k3s://<node name>`.
+//! - **RKE2 agent scripts** as the `rke2` renderer writes them: the same keys, in the
+//!   here-document `cat > /etc/rancher/rke2/config.yaml <<'JOINERY_RKE2_CONFIG'`, appends
+//!   emulated the same way. Without a provider ID, RKE2 registers with `rke2://<node name>`.
+//! - **kubeadm join scripts** as the `kubeadm` renderer writes them: the JoinConfiguration
+//!   (`kubeadm.k8s.io/v1beta4`, or `v1beta3`) in the here-document
+//!   `cat > /etc/joinery/kubeadm-join.yaml <<'JOINERY_KUBEADM_CONFIG'`, appends emulated, and a
+//!   later `kubeadm join --config /etc/joinery/kubeadm-join.yaml`. Like kubeadm, discovery
+//!   needs a bootstrap token with `caCertHashes` (or `unsafeSkipCAVerification: true`) or a
+//!   discovery file. The kubelet then runs with the flags kubeadm gives it:
+//!   `--hostname-override` from `nodeRegistration.name`, `--register-with-taints` from
+//!   `nodeRegistration.taints`, then `kubeletExtraArgs` (a list of `name`/`value` in v1beta4,
+//!   a map in v1beta3), which win. No provider ID unless `provider-id` is among them.
 //! - **a kubelet command line** anywhere in the script (also inside a here-document or a
 //!   systemd unit's `ExecStart=`), the format for the verbatim `template` renderer:
 //!   `--node-labels=k=v,…`, `--register-with-taints=k=v:Effect,…`, `--provider-id=…`,
@@ -25,19 +37,57 @@ use std::collections::{BTreeMap, HashMap};
 use joinery_core::taints::{Taint, TaintEffect};
 use serde_yaml::Value;
 
-/// Where the k3s agent reads its configuration.
-const K3S_CONFIG_PATH: &str = "/etc/rancher/k3s/config.yaml";
-/// The here-document delimiter the k3s renderer writes the configuration with.
-const K3S_CONFIG_MARKER: &str = "JOINERY_K3S_CONFIG";
+/// Where the kubeadm renderer writes the JoinConfiguration.
+const KUBEADM_CONFIG_PATH: &str = "/etc/joinery/kubeadm-join.yaml";
+/// The here-document delimiter the kubeadm renderer writes the JoinConfiguration with.
+const KUBEADM_CONFIG_MARKER: &str = "JOINERY_KUBEADM_CONFIG";
+/// The kubeadm configuration versions a JoinConfiguration may have.
+const KUBEADM_API_VERSIONS: [&str; 2] = ["kubeadm.k8s.io/v1beta3", "kubeadm.k8s.io/v1beta4"];
 
 /// Which bootstrap format was recognised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Format {
     /// The k3s renderer's agent script.
     K3s,
+    /// The rke2 renderer's agent script.
+    Rke2,
+    /// The kubeadm renderer's join script.
+    Kubeadm,
     /// A kubelet command line.
     KubeletFlags,
 }
+
+/// A distribution whose agent reads a `config.yaml` with k3s's keys (k3s and RKE2).
+struct Agent {
+    /// The format reported when its script is recognised.
+    format: Format,
+    /// Its name in error messages.
+    name: &'static str,
+    /// The configuration file.
+    path: &'static str,
+    /// The renderer's here-document delimiter.
+    marker: &'static str,
+    /// The provider ID scheme of the agent's built-in cloud provider (`<scheme>://<node name>`).
+    scheme: &'static str,
+}
+
+/// The k3s agent.
+const K3S: Agent = Agent {
+    format: Format::K3s,
+    name: "k3s",
+    path: "/etc/rancher/k3s/config.yaml",
+    marker: "JOINERY_K3S_CONFIG",
+    scheme: "k3s",
+};
+
+/// The RKE2 agent.
+const RKE2: Agent = Agent {
+    format: Format::Rke2,
+    name: "RKE2",
+    path: "/etc/rancher/rke2/config.yaml",
+    marker: "JOINERY_RKE2_CONFIG",
+    scheme: "rke2",
+};
 
 /// The Node a bootstrap registers.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,15 +109,20 @@ pub(crate) struct Bootstrap {
 /// Why a bootstrap could not be run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum BootstrapError {
-    /// Neither format was found.
-    #[error("the userData is neither a k3s agent script from the k3s renderer nor a script that runs the kubelet")]
+    /// No format was found.
+    #[error(
+        "the userData is none of: a k3s, RKE2 or kubeadm script from the k3s, rke2 or kubeadm renderer, a script that runs the kubelet"
+    )]
     NotUnderstood,
-    /// The k3s configuration here-document never ends.
-    #[error("the k3s configuration here-document is not closed by a `{K3S_CONFIG_MARKER}` line")]
-    UnterminatedK3sConfig,
-    /// The k3s configuration is not the expected YAML.
-    #[error("the k3s configuration is not valid: {0}")]
-    K3sConfig(String),
+    /// A configuration here-document never ends (the delimiter is named).
+    #[error("the configuration here-document is not closed by a `{0}` line")]
+    UnterminatedConfig(&'static str),
+    /// A configuration is not what its distribution expects (distribution, problem).
+    #[error("the {0} configuration is not valid: {1}")]
+    Config(&'static str, String),
+    /// The kubeadm script writes a JoinConfiguration but never joins with it.
+    #[error("the script writes {KUBEADM_CONFIG_PATH} but never runs `kubeadm join --config {KUBEADM_CONFIG_PATH}`")]
+    KubeadmNotJoined,
     /// A node label is not `key=value`.
     #[error("invalid node label `{0}`: expected key=value")]
     Label(String),
@@ -81,7 +136,12 @@ pub(crate) enum BootstrapError {
 
 /// Runs the bootstrap of instance `instance_id` (whose hostname is its ID).
 pub(crate) fn parse(user_data: &str, instance_id: &str) -> Result<Bootstrap, BootstrapError> {
-    if let Some(result) = parse_k3s(user_data, instance_id) {
+    for agent in [&K3S, &RKE2] {
+        if let Some(result) = parse_agent(user_data, instance_id, agent) {
+            return result;
+        }
+    }
+    if let Some(result) = parse_kubeadm(user_data, instance_id) {
         return result;
     }
     if let Some(result) = parse_kubelet_flags(user_data, instance_id) {
@@ -346,17 +406,24 @@ fn printf(format: &str, arguments: &[String]) -> String {
     }
 }
 
-/// The k3s renderer's agent script, if this is one.
-fn parse_k3s(script: &str, instance_id: &str) -> Option<Result<Bootstrap, BootstrapError>> {
-    let lines = logical_lines(script);
-    let start_line = format!("cat > {K3S_CONFIG_PATH} <<'{K3S_CONFIG_MARKER}'");
+/// The file a script writes with the quoted here-document `cat > PATH <<'MARKER'`, plus what
+/// later lines append to it (`printf … >> PATH`, `echo … >> PATH`, emulated with the
+/// script's variables), and the index of the delimiter line; `None` without such a
+/// here-document.
+fn written_file(
+    lines: &[String],
+    path: &str,
+    marker: &'static str,
+    instance_id: &str,
+) -> Option<Result<(String, usize), BootstrapError>> {
+    let start_line = format!("cat > {path} <<'{marker}'");
     let start = lines.iter().position(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") == start_line)?;
-    let Some(length) = lines[start + 1..].iter().position(|l| l.trim_end() == K3S_CONFIG_MARKER) else {
-        return Some(Err(BootstrapError::UnterminatedK3sConfig));
+    let Some(length) = lines[start + 1..].iter().position(|l| l.trim_end() == marker) else {
+        return Some(Err(BootstrapError::UnterminatedConfig(marker)));
     };
     let end = start + 1 + length;
-    let mut config: String = lines[start + 1..end].iter().map(|l| format!("{l}\n")).collect();
-    // Emulate the rest of the script that touches the configuration (the provider-ID step).
+    let mut file: String = lines[start + 1..end].iter().map(|l| format!("{l}\n")).collect();
+    // Emulate the rest of the script that touches the file (the provider-ID step).
     let mut shell = Shell::new(instance_id);
     for line in lines[..start].iter().chain(&lines[end + 1..]) {
         for command in shell.commands(line) {
@@ -364,25 +431,32 @@ fn parse_k3s(script: &str, instance_id: &str) -> Option<Result<Bootstrap, Bootst
                 continue;
             }
             let Some(redirect) = command.iter().position(|w| w == ">>") else { continue };
-            if command.get(redirect + 1).map(String::as_str) != Some(K3S_CONFIG_PATH) {
+            if command.get(redirect + 1).map(String::as_str) != Some(path) {
                 continue;
             }
             let arguments = &command[1..redirect];
             match command[0].as_str() {
-                "printf" if !arguments.is_empty() => config.push_str(&printf(&arguments[0], &arguments[1..])),
+                "printf" if !arguments.is_empty() => file.push_str(&printf(&arguments[0], &arguments[1..])),
                 "echo" => {
-                    config.push_str(&arguments.join(" "));
-                    config.push('\n');
+                    file.push_str(&arguments.join(" "));
+                    file.push('\n');
                 }
                 _ => {}
             }
         }
     }
-    Some(k3s_config(&config, instance_id))
+    Some(Ok((file, end)))
 }
 
-/// A k3s configuration value that may be a string or a list of strings.
-fn strings(value: Option<&Value>) -> Result<Vec<String>, BootstrapError> {
+/// The k3s or RKE2 renderer's agent script, if this is one.
+fn parse_agent(script: &str, instance_id: &str, agent: &Agent) -> Option<Result<Bootstrap, BootstrapError>> {
+    let lines = logical_lines(script);
+    Some(written_file(&lines, agent.path, agent.marker, instance_id)?.and_then(|(config, _)| agent_config(&config, instance_id, agent)))
+}
+
+/// An agent configuration value that may be a string or a list of strings.
+fn strings(value: Option<&Value>, agent: &Agent) -> Result<Vec<String>, BootstrapError> {
+    let invalid = |problem: String| BootstrapError::Config(agent.name, problem);
     match value {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::String(s)) => Ok(vec![s.clone()]),
@@ -390,19 +464,20 @@ fn strings(value: Option<&Value>) -> Result<Vec<String>, BootstrapError> {
             .iter()
             .map(|item| match item {
                 Value::String(s) => Ok(s.clone()),
-                other => Err(BootstrapError::K3sConfig(format!("expected strings, found {other:?}"))),
+                other => Err(invalid(format!("expected strings, found {other:?}"))),
             })
             .collect(),
-        Some(other) => Err(BootstrapError::K3sConfig(format!("expected a string or a list, found {other:?}"))),
+        Some(other) => Err(invalid(format!("expected a string or a list, found {other:?}"))),
     }
 }
 
-fn k3s_config(config: &str, instance_id: &str) -> Result<Bootstrap, BootstrapError> {
-    let document: Value = serde_yaml::from_str(config).map_err(|e| BootstrapError::K3sConfig(e.to_string()))?;
+fn agent_config(config: &str, instance_id: &str, agent: &Agent) -> Result<Bootstrap, BootstrapError> {
+    let invalid = |problem: String| BootstrapError::Config(agent.name, problem);
+    let document: Value = serde_yaml::from_str(config).map_err(|e| invalid(e.to_string()))?;
     let map = match &document {
         Value::Mapping(map) => map.clone(),
         Value::Null => Default::default(),
-        _ => return Err(BootstrapError::K3sConfig("the configuration is not a YAML mapping".into())),
+        _ => return Err(invalid("the configuration is not a YAML mapping".into())),
     };
     let field = |name: &str| map.get(Value::String(name.to_string()));
     let node_name = match field("node-name") {
@@ -410,14 +485,14 @@ fn k3s_config(config: &str, instance_id: &str) -> Result<Bootstrap, BootstrapErr
         _ => instance_id.to_string(),
     };
     let mut labels = BTreeMap::new();
-    for label in strings(field("node-label"))? {
+    for label in strings(field("node-label"), agent)? {
         let (key, value) = parse_label(&label)?;
         labels.insert(key, value);
     }
-    let taints = strings(field("node-taint"))?.iter().map(|t| parse_taint(t)).collect::<Result<Vec<_>, _>>()?;
+    let taints = strings(field("node-taint"), agent)?.iter().map(|t| parse_taint(t)).collect::<Result<Vec<_>, _>>()?;
     let mut provider_id = None;
     let mut max_pods = None;
-    for argument in strings(field("kubelet-arg"))? {
+    for argument in strings(field("kubelet-arg"), agent)? {
         let argument = argument.trim_start_matches('-');
         match argument.split_once('=') {
             Some(("provider-id", value)) => provider_id = Some(value.to_string()),
@@ -425,8 +500,122 @@ fn k3s_config(config: &str, instance_id: &str) -> Result<Bootstrap, BootstrapErr
             _ => {}
         }
     }
-    let provider_id = provider_id.filter(|p| !p.is_empty()).unwrap_or_else(|| format!("k3s://{node_name}"));
-    Ok(Bootstrap { format: Format::K3s, node_name, labels, taints, provider_id: Some(provider_id), max_pods })
+    let provider_id = provider_id.filter(|p| !p.is_empty()).unwrap_or_else(|| format!("{}://{node_name}", agent.scheme));
+    Ok(Bootstrap { format: agent.format, node_name, labels, taints, provider_id: Some(provider_id), max_pods })
+}
+
+/// The kubeadm renderer's join script, if this is one.
+fn parse_kubeadm(script: &str, instance_id: &str) -> Option<Result<Bootstrap, BootstrapError>> {
+    let lines = logical_lines(script);
+    let (config, end) = match written_file(&lines, KUBEADM_CONFIG_PATH, KUBEADM_CONFIG_MARKER, instance_id)? {
+        Ok(written) => written,
+        Err(error) => return Some(Err(error)),
+    };
+    if !runs_kubeadm_join(&lines[end + 1..], instance_id) {
+        return Some(Err(BootstrapError::KubeadmNotJoined));
+    }
+    Some(kubeadm_config(&config, instance_id))
+}
+
+/// Whether a command in `lines` runs `kubeadm join … --config <the renderer's file>` (also
+/// behind `sudo`, `exec`, `env` or variable assignments).
+fn runs_kubeadm_join(lines: &[String], instance_id: &str) -> bool {
+    let shell = Shell::new(instance_id);
+    lines.iter().flat_map(|line| shell.commands(line)).any(|command| {
+        let program = command
+            .iter()
+            .position(|w| !matches!(w.as_str(), "sudo" | "exec" | "env" | "nohup") && assignment(w).is_none());
+        let Some(at) = program.filter(|at| command[*at].rsplit('/').next() == Some("kubeadm")) else {
+            return false;
+        };
+        let arguments = &command[at + 1..];
+        arguments.first().map(String::as_str) == Some("join")
+            && arguments.iter().enumerate().any(|(i, word)| {
+                word.strip_prefix("--config=") == Some(KUBEADM_CONFIG_PATH)
+                    || (word == "--config" && arguments.get(i + 1).map(String::as_str) == Some(KUBEADM_CONFIG_PATH))
+            })
+    })
+}
+
+/// The string at `path` (mapping keys) in a YAML document, if it is one.
+fn yaml_string<'a>(document: &'a Value, path: &[&str]) -> Option<&'a str> {
+    path.iter().try_fold(document, |value, key| value.get(*key))?.as_str()
+}
+
+/// Runs kubeadm's part of a join: checks the JoinConfiguration the way kubeadm would, then
+/// builds the kubelet's flags the way kubeadm does and reads them like a kubelet.
+fn kubeadm_config(config: &str, instance_id: &str) -> Result<Bootstrap, BootstrapError> {
+    let invalid = |problem: String| BootstrapError::Config("kubeadm", problem);
+    let document: Value = serde_yaml::from_str(config).map_err(|e| invalid(e.to_string()))?;
+    let api_version = yaml_string(&document, &["apiVersion"]).unwrap_or_default();
+    if !KUBEADM_API_VERSIONS.contains(&api_version) {
+        return Err(invalid(format!("apiVersion `{api_version}` is not one of {}", KUBEADM_API_VERSIONS.join(", "))));
+    }
+    if yaml_string(&document, &["kind"]) != Some("JoinConfiguration") {
+        return Err(invalid("kind is not JoinConfiguration".into()));
+    }
+    let discovery = document.get("discovery").cloned().unwrap_or(Value::Null);
+    if let Some(token) = discovery.get("bootstrapToken") {
+        if yaml_string(token, &["token"]).is_none_or(|t| t.trim().is_empty()) {
+            return Err(invalid("discovery.bootstrapToken has no token".into()));
+        }
+        let pinned = token.get("caCertHashes").and_then(Value::as_sequence).is_some_and(|h| !h.is_empty());
+        let unsafe_skip = token.get("unsafeSkipCAVerification").and_then(Value::as_bool) == Some(true);
+        if !pinned && !unsafe_skip {
+            return Err(invalid(
+                "discovery.bootstrapToken has neither caCertHashes nor unsafeSkipCAVerification: true".into(),
+            ));
+        }
+    } else if yaml_string(&discovery, &["file", "kubeConfigPath"]).is_none() {
+        return Err(invalid("discovery has neither bootstrapToken nor file".into()));
+    }
+    let registration = document.get("nodeRegistration").cloned().unwrap_or(Value::Null);
+
+    // The flags kubeadm writes for the kubelet, then the extra arguments, which override them.
+    let mut flags = Vec::new();
+    if let Some(name) = yaml_string(&registration, &["name"]).map(str::trim).filter(|n| !n.is_empty()) {
+        flags.push(format!("--hostname-override={name}"));
+    }
+    if let Some(taints) = registration.get("taints").and_then(Value::as_sequence).filter(|t| !t.is_empty()) {
+        let specs: Vec<String> = taints
+            .iter()
+            .map(|taint| {
+                let key = yaml_string(taint, &["key"]).unwrap_or_default();
+                let effect = yaml_string(taint, &["effect"]).unwrap_or_default();
+                match yaml_string(taint, &["value"]).filter(|v| !v.is_empty()) {
+                    Some(value) => format!("{key}={value}:{effect}"),
+                    None => format!("{key}:{effect}"),
+                }
+            })
+            .collect();
+        flags.push(format!("--register-with-taints={}", specs.join(",")));
+    }
+    let extra = registration.get("kubeletExtraArgs").cloned().unwrap_or(Value::Null);
+    let v1beta4 = api_version.ends_with("v1beta4");
+    match (&extra, v1beta4) {
+        (Value::Null, _) => {}
+        (Value::Sequence(items), true) => {
+            for item in items {
+                match (yaml_string(item, &["name"]), item.get("value")) {
+                    (Some(name), Some(Value::String(value))) => flags.push(format!("--{name}={value}")),
+                    _ => return Err(invalid(format!("kubeletExtraArgs item {item:?} is not a name and a string value"))),
+                }
+            }
+        }
+        (Value::Mapping(map), false) => {
+            for (name, value) in map {
+                match (name, value) {
+                    (Value::String(name), Value::String(value)) => flags.push(format!("--{name}={value}")),
+                    _ => return Err(invalid(format!("kubeletExtraArgs entry {name:?} is not a string value"))),
+                }
+            }
+        }
+        _ if v1beta4 => return Err(invalid("kubeletExtraArgs must be a list of name/value in v1beta4".into())),
+        _ => return Err(invalid("kubeletExtraArgs must be a map of strings in v1beta3".into())),
+    }
+    let mut bootstrap = kubelet_flags(&flags, instance_id)?;
+    bootstrap.format = Format::Kubeadm;
+    Ok(bootstrap)
 }
 
 fn parse_label(label: &str) -> Result<(String, String), BootstrapError> {
@@ -603,9 +792,222 @@ sh "$JOINERY_INSTALLER" agent
     #[test]
     fn k3s_errors_are_reported() {
         let unterminated = K3S_SCRIPT.replace("JOINERY_K3S_CONFIG\n#", "#");
-        assert_eq!(parse(&unterminated, "i-1"), Err(BootstrapError::UnterminatedK3sConfig));
+        assert_eq!(parse(&unterminated, "i-1"), Err(BootstrapError::UnterminatedConfig("JOINERY_K3S_CONFIG")));
         let bad_taint = K3S_SCRIPT.replace("dedicated=gpu:NoSchedule", "dedicated=gpu:Sometimes");
         assert!(matches!(parse(&bad_taint, "i-1"), Err(BootstrapError::Taint(_))));
+    }
+
+    /// The rke2 renderer's output (`joinery render`, copied verbatim) for a NodeClaim with a
+    /// provider-ID command on the simulated cloud.
+    const RKE2_SCRIPT: &str = r#"#!/bin/sh
+# Joinery: join NodeClaim default-abc12 (NodePool default) to RKE2 as an agent. Generated, do not edit.
+set -eu
+umask 077
+mkdir -p /etc/rancher/rke2
+cat > /etc/rancher/rke2/config.yaml <<'JOINERY_RKE2_CONFIG'
+server: "https://10.0.0.1:9345"
+token: "K10secret::server:abc"
+node-name: "default-abc12"
+node-label:
+  - "karpenter.sh/nodepool=default"
+  - "q=it's \"x\""
+node-taint:
+  - "dedicated=gpu:NoSchedule"
+  - "karpenter.sh/unregistered:NoExecute"
+kubelet-arg:
+  - "max-pods=58"
+JOINERY_RKE2_CONFIG
+# Provider ID: the cloud's prefix followed by the instance ID that providerIDCommand prints.
+JOINERY_INSTANCE_ID="$(sh -c 'cat /var/lib/simcloud/instance-id' | tr -d '[:space:]')"
+case "$JOINERY_INSTANCE_ID" in
+  ''|*[!A-Za-z0-9._:/-]*)
+    echo "joinery: providerIDCommand printed no usable instance ID: '$JOINERY_INSTANCE_ID'" >&2
+    exit 1 ;;
+esac
+printf '  - "provider-id=%s%s"\n' 'simcloud://' "$JOINERY_INSTANCE_ID" >> /etc/rancher/rke2/config.yaml
+chmod 600 /etc/rancher/rke2/config.yaml
+JOINERY_INSTALLER="$(mktemp)"
+if command -v curl >/dev/null 2>&1; then
+  curl -sfL 'https://get.rke2.io' -o "$JOINERY_INSTALLER"
+else
+  wget -qO "$JOINERY_INSTALLER" 'https://get.rke2.io'
+fi
+INSTALL_RKE2_TYPE=agent sh "$JOINERY_INSTALLER"
+rm -f "$JOINERY_INSTALLER"
+systemctl enable --now rke2-agent.service
+"#;
+
+    /// The kubeadm renderer's output (`joinery render`, copied verbatim), v1beta4.
+    const KUBEADM_SCRIPT: &str = r#"#!/bin/sh
+# Joinery: join NodeClaim default-abc12 (NodePool default) with kubeadm. Generated, do not edit.
+set -eu
+umask 077
+mkdir -p /etc/joinery
+cat > /etc/joinery/kubeadm-join.yaml <<'JOINERY_KUBEADM_CONFIG'
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: JoinConfiguration
+discovery:
+  bootstrapToken:
+    apiServerEndpoint: "10.0.0.1:6443"
+    token: "abcdef.0123456789abcdef"
+    caCertHashes:
+      - "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+nodeRegistration:
+  name: "default-abc12"
+  kubeletExtraArgs:
+    - name: "node-labels"
+      value: "karpenter.sh/nodepool=default,q=it's \"x\""
+    - name: "register-with-taints"
+      value: "dedicated=gpu:NoSchedule,karpenter.sh/unregistered:NoExecute"
+    - name: "max-pods"
+      value: "58"
+JOINERY_KUBEADM_CONFIG
+# Provider ID: the cloud's prefix followed by the instance ID that providerIDCommand prints.
+JOINERY_INSTANCE_ID="$(sh -c 'cat /var/lib/simcloud/instance-id' | tr -d '[:space:]')"
+case "$JOINERY_INSTANCE_ID" in
+  ''|*[!A-Za-z0-9._:/-]*)
+    echo "joinery: providerIDCommand printed no usable instance ID: '$JOINERY_INSTANCE_ID'" >&2
+    exit 1 ;;
+esac
+printf '    - name: "provider-id"\n      value: "%s%s"\n' 'simcloud://' "$JOINERY_INSTANCE_ID" >> /etc/joinery/kubeadm-join.yaml
+chmod 600 /etc/joinery/kubeadm-join.yaml
+systemctl enable kubelet.service
+kubeadm join --config /etc/joinery/kubeadm-join.yaml
+"#;
+
+    /// The kubeadm renderer's output with `configAPIVersion: v1beta3` (copied verbatim).
+    const KUBEADM_V1BETA3_SCRIPT: &str = r#"#!/bin/sh
+# Joinery: join NodeClaim default-abc12 (NodePool default) with kubeadm. Generated, do not edit.
+set -eu
+umask 077
+mkdir -p /etc/joinery
+cat > /etc/joinery/kubeadm-join.yaml <<'JOINERY_KUBEADM_CONFIG'
+apiVersion: kubeadm.k8s.io/v1beta3
+kind: JoinConfiguration
+discovery:
+  bootstrapToken:
+    apiServerEndpoint: "10.0.0.1:6443"
+    token: "abcdef.0123456789abcdef"
+    caCertHashes:
+      - "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+nodeRegistration:
+  name: "default-abc12"
+  kubeletExtraArgs:
+    node-labels: "karpenter.sh/nodepool=default,q=it's \"x\""
+    register-with-taints: "dedicated=gpu:NoSchedule,karpenter.sh/unregistered:NoExecute"
+    max-pods: "58"
+JOINERY_KUBEADM_CONFIG
+# Provider ID: the cloud's prefix followed by the instance ID that providerIDCommand prints.
+JOINERY_INSTANCE_ID="$(sh -c 'cat /var/lib/simcloud/instance-id' | tr -d '[:space:]')"
+case "$JOINERY_INSTANCE_ID" in
+  ''|*[!A-Za-z0-9._:/-]*)
+    echo "joinery: providerIDCommand printed no usable instance ID: '$JOINERY_INSTANCE_ID'" >&2
+    exit 1 ;;
+esac
+printf '    provider-id: "%s%s"\n' 'simcloud://' "$JOINERY_INSTANCE_ID" >> /etc/joinery/kubeadm-join.yaml
+chmod 600 /etc/joinery/kubeadm-join.yaml
+systemctl enable kubelet.service
+kubeadm join --config /etc/joinery/kubeadm-join.yaml
+"#;
+
+    fn expected_taints() -> Vec<Taint> {
+        vec![
+            Taint::new("dedicated", "gpu", TaintEffect::NoSchedule),
+            Taint::without_value("karpenter.sh/unregistered", TaintEffect::NoExecute),
+        ]
+    }
+
+    #[test]
+    fn rke2_script_with_the_provider_id_step() {
+        let bootstrap = parse(RKE2_SCRIPT, "i-0000002a").unwrap();
+        assert_eq!(bootstrap.format, Format::Rke2);
+        assert_eq!(bootstrap.node_name, "default-abc12");
+        assert_eq!(bootstrap.provider_id.as_deref(), Some("simcloud://i-0000002a"));
+        assert_eq!(bootstrap.max_pods, Some(58));
+        assert_eq!(bootstrap.labels["karpenter.sh/nodepool"], "default");
+        assert_eq!(bootstrap.labels["q"], "it's \"x\"");
+        assert_eq!(bootstrap.taints, expected_taints());
+    }
+
+    #[test]
+    fn rke2_without_a_provider_id_registers_with_the_rke2_scheme() {
+        let script = RKE2_SCRIPT.replace("printf '  - \"provider-id", "# printf '  - \"provider-id");
+        let bootstrap = parse(&script, "i-1").unwrap();
+        assert_eq!(bootstrap.provider_id.as_deref(), Some("rke2://default-abc12"));
+        assert_eq!(bootstrap.max_pods, Some(58));
+    }
+
+    #[test]
+    fn rke2_errors_are_reported() {
+        let unterminated = RKE2_SCRIPT.replace("JOINERY_RKE2_CONFIG\n#", "#");
+        assert_eq!(parse(&unterminated, "i-1"), Err(BootstrapError::UnterminatedConfig("JOINERY_RKE2_CONFIG")));
+        let bad_label = RKE2_SCRIPT.replace("\"karpenter.sh/nodepool=default\"", "\"karpenter.sh/nodepool\"");
+        assert!(matches!(parse(&bad_label, "i-1"), Err(BootstrapError::Label(_))));
+        let not_yaml = RKE2_SCRIPT.replace("node-taint:\n", "node-taint: [\n");
+        assert!(matches!(parse(&not_yaml, "i-1"), Err(BootstrapError::Config("RKE2", _))));
+    }
+
+    #[test]
+    fn kubeadm_script_with_the_provider_id_step() {
+        for script in [KUBEADM_SCRIPT, KUBEADM_V1BETA3_SCRIPT] {
+            let bootstrap = parse(script, "i-0000002a").unwrap();
+            assert_eq!(bootstrap.format, Format::Kubeadm);
+            assert_eq!(bootstrap.node_name, "default-abc12");
+            assert_eq!(bootstrap.provider_id.as_deref(), Some("simcloud://i-0000002a"));
+            assert_eq!(bootstrap.max_pods, Some(58));
+            assert_eq!(bootstrap.labels.len(), 2);
+            assert_eq!(bootstrap.labels["q"], "it's \"x\"");
+            assert_eq!(bootstrap.taints, expected_taints());
+        }
+    }
+
+    #[test]
+    fn kubeadm_flags_the_way_kubeadm_builds_them() {
+        // Without the provider-ID step: no provider ID (no cloud controller in the picture).
+        let script = KUBEADM_SCRIPT.replace("printf '    - name", "# printf '    - name");
+        assert_eq!(parse(&script, "i-1").unwrap().provider_id, None);
+        // Without nodeRegistration.name the node is named after the machine.
+        let unnamed = KUBEADM_SCRIPT.replace("  name: \"default-abc12\"\n", "");
+        assert_eq!(parse(&unnamed, "i-1").unwrap().node_name, "i-1");
+        // nodeRegistration.taints count when kubeletExtraArgs has no register-with-taints.
+        let structured = KUBEADM_SCRIPT.replace(
+            "    - name: \"register-with-taints\"\n      value: \"dedicated=gpu:NoSchedule,karpenter.sh/unregistered:NoExecute\"\n",
+            "",
+        );
+        let structured = structured.replace(
+            "  kubeletExtraArgs:\n",
+            "  taints:\n    - {key: dedicated, value: gpu, effect: NoSchedule}\n    \
+             - {key: karpenter.sh/unregistered, effect: NoExecute}\n  kubeletExtraArgs:\n",
+        );
+        assert_eq!(parse(&structured, "i-1").unwrap().taints, expected_taints());
+    }
+
+    #[test]
+    fn kubeadm_refuses_what_kubeadm_refuses() {
+        let config_error = |script: &str| matches!(parse(script, "i-1"), Err(BootstrapError::Config("kubeadm", _)));
+        let never_joins = KUBEADM_SCRIPT.replace("kubeadm join --config", "echo kubeadm join --config");
+        assert_eq!(parse(&never_joins, "i-1"), Err(BootstrapError::KubeadmNotJoined));
+        let other_file = KUBEADM_SCRIPT.replace("join --config /etc/joinery/kubeadm-join.yaml", "join --config /tmp/x.yaml");
+        assert_eq!(parse(&other_file, "i-1"), Err(BootstrapError::KubeadmNotJoined));
+        let equals = KUBEADM_SCRIPT.replace("join --config /etc", "join --config=/etc");
+        assert!(parse(&equals, "i-1").is_ok());
+        let unpinned = KUBEADM_SCRIPT.replace("    caCertHashes:\n      - \"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"\n", "");
+        assert!(config_error(&unpinned), "token discovery without a CA hash");
+        let skipped = unpinned.replace("    token:", "    unsafeSkipCAVerification: true\n    token:");
+        assert!(parse(&skipped, "i-1").is_ok());
+        assert!(config_error(&KUBEADM_SCRIPT.replace("kubeadm.k8s.io/v1beta4", "kubeadm.k8s.io/v1beta2")));
+        assert!(config_error(&KUBEADM_SCRIPT.replace("kind: JoinConfiguration", "kind: InitConfiguration")));
+        // The extra arguments' shape must match the version.
+        assert!(config_error(&KUBEADM_SCRIPT.replace("kubeadm.k8s.io/v1beta4", "kubeadm.k8s.io/v1beta3")));
+        assert!(config_error(&KUBEADM_V1BETA3_SCRIPT.replace("kubeadm.k8s.io/v1beta3", "kubeadm.k8s.io/v1beta4")));
+        let unterminated = KUBEADM_SCRIPT.replace("JOINERY_KUBEADM_CONFIG\n#", "#");
+        assert_eq!(parse(&unterminated, "i-1"), Err(BootstrapError::UnterminatedConfig("JOINERY_KUBEADM_CONFIG")));
+    }
+
+    #[test]
+    fn a_script_for_another_path_is_not_understood() {
+        let elsewhere = RKE2_SCRIPT.replace("/etc/rancher/rke2/config.yaml <<", "/etc/rancher/other/config.yaml <<");
+        assert_eq!(parse(&elsewhere, "i-1"), Err(BootstrapError::NotUnderstood));
     }
 
     #[test]

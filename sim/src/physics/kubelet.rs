@@ -249,7 +249,8 @@ fn node_object(shared: &Shared, instance: &SimInstance, bootstrap: &Bootstrap, m
     let pod_cidr = format!("{}/24", pod_range(machine));
     let kubelet_version = match bootstrap.format {
         Format::K3s => format!("{KUBELET_VERSION}+k3s1"),
-        Format::KubeletFlags => KUBELET_VERSION.to_string(),
+        Format::Rke2 => format!("{KUBELET_VERSION}+rke2r1"),
+        Format::Kubeadm | Format::KubeletFlags => KUBELET_VERSION.to_string(),
     };
     Node {
         metadata: ObjectMeta {

@@ -89,9 +89,11 @@ pub fn benchmark_input(pods: usize, instance_types: usize) -> SchedulingInput {
         kind: "TestNodeClass".into(),
         name: "default".into(),
     };
-    let limits =
-        NodePoolLimits::from_quantities([("cpu", "10000000"), ("memory", "10000000Gi")], Resources::new())
-            .expect("valid quantities");
+    let limits = NodePoolLimits::from_quantities(
+        [("cpu", "10000000"), ("memory", "10000000Gi")],
+        Resources::new(),
+    )
+    .expect("valid quantities");
     let pool = NodePool {
         template: NodeClaimTemplate::new("default", class, &Requirements::new(), BTreeMap::new()),
         instance_types: (0..instance_types).map(fake_instance_type).collect(),
@@ -115,14 +117,17 @@ pub fn benchmark_input(pods: usize, instance_types: usize) -> SchedulingInput {
         };
         let mut pod = PendingPod::from_spec("default", format!("pod-{i:06}"), &spec);
         pod.uid = format!("00000000-0000-0000-0000-{i:012}");
-        let mut random_label = |key: &str| {
-            BTreeMap::from([(key.to_owned(), (*rng.pick(&label_values)).to_owned())])
-        };
+        let mut random_label =
+            |key: &str| BTreeMap::from([(key.to_owned(), (*rng.pick(&label_values)).to_owned())]);
         match (i / fifth.max(1), fifth) {
             (_, 0) | (5.., _) | (0, _) => pod.labels = random_label("my-label"),
             (kind @ (1 | 2), _) => {
                 pod.labels = random_label("my-label");
-                let key = if kind == 1 { ZONE_LABEL } else { HOSTNAME_LABEL };
+                let key = if kind == 1 {
+                    ZONE_LABEL
+                } else {
+                    HOSTNAME_LABEL
+                };
                 let selector = LabelSelector {
                     match_labels: random_label("my-label"),
                     ..Default::default()

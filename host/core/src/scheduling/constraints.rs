@@ -370,12 +370,15 @@ mod tests {
             protocol: "UDP".into(),
             ..HostPort::tcp(80)
         };
-        assert!(any.conflicts_with(&local), "unspecified matches any address");
+        assert!(
+            any.conflicts_with(&local),
+            "unspecified matches any address"
+        );
         assert!(!local.conflicts_with(&other_local));
         assert!(!any.conflicts_with(&udp));
         assert!(!any.conflicts_with(&HostPort::tcp(81)));
         assert_eq!(any.to_string(), "IP=0.0.0.0 Port=80 Proto=TCP");
-        assert!(port_conflict(&[udp.clone(), any.clone()], &[local.clone()]).is_some());
+        assert!(port_conflict(&[udp.clone(), any], std::slice::from_ref(&local)).is_some());
         assert!(port_conflict(&[udp], &[local]).is_none());
     }
 }

@@ -67,7 +67,10 @@ pub(crate) fn incompatible(
     pod: &Requirements,
     err: &IncompatibleRequirements,
 ) -> String {
-    format!("incompatible requirements, {}", incompatibility(node, pod, err))
+    format!(
+        "incompatible requirements, {}",
+        incompatibility(node, pod, err)
+    )
 }
 
 /// Why `pod` (any incoming requirements) does not fit `node`: one clause per key, joined by

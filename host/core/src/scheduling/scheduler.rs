@@ -1,6 +1,7 @@
 //! The provisioning pass: queue, placement on existing nodes, open claims and new claims,
 //! then finalization of the claims.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -191,8 +192,8 @@ struct Accepted {
 
 /// Why volume or topology constraints rule a node out; rendered only for reasons shown.
 enum Failure {
-    /// A topology group left no domain.
-    Topology(Violation),
+    /// A topology group left no domain (described only when asked for).
+    Topology(Option<Box<Violation>>),
     /// The volume alternative does not fit the node's requirements.
     Volume {
         node: Requirements,
@@ -214,6 +215,9 @@ struct Facts {
     offering: bool,
 }
 
+/// Requirement sets (hostname removed) seen for one NodePool, with their types' [`Facts`].
+type FactsCache = Vec<(Requirements, Rc<[Facts]>)>;
+
 /// How many requirement sets per NodePool have their [`Facts`] remembered.
 const FACTS_PER_POOL: usize = 64;
 
@@ -231,14 +235,18 @@ fn same_but_hostname(a: &Requirements, b: &Requirements) -> bool {
     }
 }
 
-/// The node's requirement on `key` intersected with the pod's (`Exists` when neither
-/// defines it), without building the whole intersection.
-fn layered(node: &Requirements, pod: &Requirements, key: &str) -> Requirement {
+/// The node's requirement on `key` intersected with the pod's (`None` when neither defines
+/// it), without building the whole intersection.
+fn layered<'r>(
+    node: &'r Requirements,
+    pod: &'r Requirements,
+    key: &str,
+) -> Option<Cow<'r, Requirement>> {
     match (node.get(key), pod.get(key)) {
-        (Some(a), Some(b)) => a.intersection(b),
-        (Some(a), None) => a.clone(),
-        (None, Some(b)) => b.clone(),
-        (None, None) => Requirement::exists(key),
+        (Some(a), Some(b)) => Some(Cow::Owned(a.intersection(b))),
+        (Some(a), None) => Some(Cow::Borrowed(a)),
+        (None, Some(b)) => Some(Cow::Borrowed(b)),
+        (None, None) => None,
     }
 }
 
@@ -315,13 +323,15 @@ struct Scheduler<'a> {
     nodes: Vec<Node<'a>>,
     pods: Vec<Pod>,
     claims: Vec<Claim>,
+    /// Claim indices ordered by pod count, then age: the order open claims are tried in.
+    claim_order: Vec<usize>,
     topology: Topology<'a>,
     /// Whether relaxation may tolerate PreferNoSchedule taints (some pool has one).
     prefer_no_schedule_relaxable: bool,
     /// Counter for the hostname placeholders of new claims.
     hostnames: usize,
     /// Per pool: [`Facts`] of its candidate types for requirement sets seen so far.
-    facts: RefCell<Vec<Vec<(Requirements, Rc<[Facts]>)>>>,
+    facts: RefCell<Vec<FactsCache>>,
 }
 
 /// Pod indices in upstream's queue order.
@@ -364,9 +374,7 @@ fn constraints<'p>(
         .spreads
         .iter()
         .map(|&i| &input.topology_spread[i])
-        .filter(|c| {
-            !ignore_preferences || c.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule
-        })
+        .filter(|c| !ignore_preferences || c.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule)
         .collect();
     let mut affinity: Vec<_> = input.pod_affinity.iter().collect();
     let mut anti_affinity: Vec<_> = input.pod_anti_affinity.iter().collect();
@@ -470,8 +478,7 @@ impl<'a> Scheduler<'a> {
             });
         }
 
-        let pending: BTreeSet<&super::types::PodKey> =
-            input.pods.iter().map(|p| &p.key).collect();
+        let pending: BTreeSet<&super::types::PodKey> = input.pods.iter().map(|p| &p.key).collect();
         let mut ports: BTreeMap<&str, Vec<HostPort>> = BTreeMap::new();
         for b in &context.bound_pods {
             if !pending.contains(&b.key) {
@@ -494,10 +501,7 @@ impl<'a> Scheduler<'a> {
                     .sum();
                 let mut requirements = node.requirements.clone();
                 if !requirements.has(HOSTNAME_LABEL) {
-                    requirements.add(Requirement::in_values(
-                        HOSTNAME_LABEL,
-                        [node.name.as_str()],
-                    ));
+                    requirements.add(Requirement::in_values(HOSTNAME_LABEL, [node.name.as_str()]));
                 }
                 Node {
                     input: node,
@@ -568,6 +572,7 @@ impl<'a> Scheduler<'a> {
             nodes,
             pods,
             claims: Vec::new(),
+            claim_order: Vec::new(),
             topology,
             prefer_no_schedule_relaxable,
             hostnames: 0,
@@ -704,10 +709,10 @@ impl<'a> Scheduler<'a> {
             }
         }
 
-        let mut order: Vec<usize> = (0..self.claims.len()).collect();
-        order.sort_by_key(|&c| self.claims[c].pods.len());
-        for c in order {
+        for i in 0..self.claim_order.len() {
+            let c = self.claim_order[i];
             if let Ok(accepted) = self.try_claim(&self.claims[c], p, false) {
+                self.claim_order.remove(i);
                 self.apply(c, accepted, p);
                 return Ok(Target::Claim(c));
             }
@@ -803,31 +808,32 @@ impl<'a> Scheduler<'a> {
         if !fits_sum(&[&node.reserved, &input.requests], &node.available) {
             return None;
         }
-        if !node
-            .requirements
-            .is_compatible(&pod.requirements, &NO_KEYS)
-        {
+        if !node.requirements.is_compatible(&pod.requirements, &NO_KEYS) {
             return None;
         }
         if input.volume_requirements.is_empty() {
-            return self.narrow(p, &node.requirements, None, &NO_KEYS).ok();
+            return self
+                .narrow(p, &node.requirements, None, &NO_KEYS, false)
+                .ok();
         }
-        input
-            .volume_requirements
-            .iter()
-            .find_map(|v| self.narrow(p, &node.requirements, Some(v), &NO_KEYS).ok())
+        input.volume_requirements.iter().find_map(|v| {
+            self.narrow(p, &node.requirements, Some(v), &NO_KEYS, false)
+                .ok()
+        })
     }
 
     /// Adds pod `p`'s requirements, then `volume` (one of its volume alternatives), then the
     /// domains its topology constraints allow, to `base` (a node's or claim's requirements,
     /// already compatible with the pod's). `allow` lists the keys `base` may leave
     /// undefined. Topology comes last, as upstream, since it may collapse a key to one value.
+    /// Without `detail`, a topology failure is not described (it is the common, cheap case).
     fn narrow<K: KeySet + ?Sized>(
         &self,
         p: usize,
         base: &Requirements,
         volume: Option<&Requirements>,
         allow: &K,
+        detail: bool,
     ) -> Result<Requirements, Failure> {
         let pod = &self.pods[p];
         let mut merged = None;
@@ -843,12 +849,18 @@ impl<'a> Scheduler<'a> {
             merged = Some(m);
         }
         let domains = match &merged {
-            Some(m) => self
-                .topology
-                .domains(p, pod.strict(), &|key| m.get_or_exists(key)),
-            None => self.topology.domains(p, pod.strict(), &|key| {
-                layered(base, &pod.requirements, key)
-            }),
+            Some(m) => self.topology.domains(
+                p,
+                pod.strict(),
+                &|key| m.get(key).map(Cow::Borrowed),
+                detail,
+            ),
+            None => self.topology.domains(
+                p,
+                pod.strict(),
+                &|key| layered(base, &pod.requirements, key),
+                detail,
+            ),
         }
         .map_err(Failure::Topology)?;
         let mut m = merged.unwrap_or_else(|| base.intersection(&pod.requirements));
@@ -864,16 +876,21 @@ impl<'a> Scheduler<'a> {
 
     /// A failure in upstream's words.
     fn describe(&self, failure: &Failure) -> String {
-        let clauses = |node: &Requirements, other: &Requirements| match node
-            .compatible(other, self.policy)
-        {
-            Err(err) => render::incompatibility(node, other, &err),
-            Ok(()) => String::new(),
-        };
+        let clauses =
+            |node: &Requirements, other: &Requirements| match node.compatible(other, self.policy) {
+                Err(err) => render::incompatibility(node, other, &err),
+                Ok(()) => String::new(),
+            };
         match failure {
-            Failure::Topology(v) => self.topology.describe(v),
+            Failure::Topology(v) => v
+                .as_ref()
+                .map(|v| self.topology.describe(v))
+                .unwrap_or_default(),
             Failure::Volume { node, volume } => {
-                format!("incompatible volume requirements, {}", clauses(node, volume))
+                format!(
+                    "incompatible volume requirements, {}",
+                    clauses(node, volume)
+                )
             }
             Failure::Domains { node, domains } => clauses(node, domains),
         }
@@ -909,7 +926,7 @@ impl<'a> Scheduler<'a> {
 
         let attempt = |volume: Option<&Requirements>| {
             let requirements = self
-                .narrow(p, &claim.requirements, volume, self.policy)
+                .narrow(p, &claim.requirements, volume, self.policy, detail)
                 .map_err(|f| detail.then(|| self.describe(&f)))?;
             self.filter(claim, p, requirements, detail)
         };
@@ -1037,6 +1054,14 @@ impl<'a> Scheduler<'a> {
         claim.requests = accepted.requests;
         claim.pods.push(p);
         claim.ports.extend(input.host_ports.iter().cloned());
+        // Back into the try order at its new pod count (after older claims with as many).
+        let key = (claim.pods.len(), c);
+        let claims = &self.claims;
+        let at = self
+            .claim_order
+            .partition_point(|&o| (claims[o].pods.len(), o) < key);
+        self.claim_order.insert(at, c);
+        let claim = &self.claims[c];
         self.topology.register(HOSTNAME_LABEL, &claim.hostname);
         self.topology.record(
             p,
@@ -1057,7 +1082,6 @@ impl<'a> Scheduler<'a> {
         let mut dropped = vec![None; self.claims.len()];
         // Per (pool, final requirements): each candidate type's launch price and the capacity
         // types of its available compatible offerings. Many claims share requirements.
-        type Priced = (usize, Requirements, Vec<Option<f64>>, Vec<Vec<String>>);
         let mut memo: Vec<Priced> = Vec::new();
         for (c, claim) in self.claims.iter().enumerate() {
             let pool = &self.pools[claim.pool];
@@ -1069,33 +1093,24 @@ impl<'a> Scheduler<'a> {
 
             let entry = match memo
                 .iter()
-                .position(|(p, r, _, _)| *p == claim.pool && *r == requirements)
+                .position(|m| m.pool == claim.pool && m.requirements == requirements)
             {
                 Some(i) => i,
                 None => {
-                    let count = pool.input.instance_types.len();
-                    let mut prices = vec![None; count];
-                    let mut capacity_types = vec![Vec::new(); count];
-                    for &t in &pool.candidates {
-                        let it = pool.instance_type(t);
-                        prices[t] = launch_price(it, &requirements, self.policy, fallback);
-                        let mut cts: Vec<String> = it
-                            .offerings()
-                            .available_compatible(&requirements, self.policy)
-                            .map(|o| o.capacity_type().to_owned())
-                            .collect();
-                        cts.sort_unstable();
-                        cts.dedup();
-                        capacity_types[t] = cts;
-                    }
-                    memo.push((claim.pool, requirements.clone(), prices, capacity_types));
+                    memo.push(Priced::new(
+                        claim.pool,
+                        pool,
+                        &requirements,
+                        self.policy,
+                        fallback,
+                    ));
                     memo.len() - 1
                 }
             };
-            let (_, _, type_prices, type_capacity_types) = &memo[entry];
+            let priced = &memo[entry];
             let mut kept_indices = claim.options.clone();
             let mut prices = order_by_price(&mut kept_indices, &pool.input.instance_types, |t| {
-                type_prices[t]
+                priced.prices[t]
             });
             kept_indices.truncate(MAX_INSTANCE_TYPES);
             prices.truncate(MAX_INSTANCE_TYPES);
@@ -1113,9 +1128,15 @@ impl<'a> Scheduler<'a> {
             let daemon_overhead =
                 elementwise_min(kept_indices.iter().map(|&i| &pool.type_overhead[i]));
 
-            let capacity_types: BTreeSet<&str> = kept_indices
+            let mask = kept_indices
                 .iter()
-                .flat_map(|&t| type_capacity_types[t].iter().map(String::as_str))
+                .fold(0u64, |m, &t| m | priced.capacity_types[t]);
+            let capacity_types: Vec<&str> = priced
+                .capacity_type_names
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| mask & (1 << i) != 0)
+                .map(|(_, n)| n.as_str())
                 .collect();
             let names: Vec<String> = types.iter().map(|t| t.name().to_owned()).collect();
             requirements.add(Requirement::in_values(
@@ -1166,17 +1187,75 @@ impl<'a> Scheduler<'a> {
     }
 }
 
+/// Launch facts of a pool's types under one set of final claim requirements (many claims
+/// share them): each type's launch price and the capacity types of its available compatible
+/// offerings.
+struct Priced {
+    pool: usize,
+    requirements: Requirements,
+    /// Launch price per type index (candidates only).
+    prices: Vec<Option<f64>>,
+    /// Capacity types seen (at most 64 are told apart).
+    capacity_type_names: Vec<String>,
+    /// Per type index: bit `i` set when it offers `capacity_type_names[i]`.
+    capacity_types: Vec<u64>,
+}
+
+impl Priced {
+    fn new(
+        index: usize,
+        pool: &Pool<'_>,
+        requirements: &Requirements,
+        policy: &LabelPolicy,
+        fallback: FallbackPrice<'_>,
+    ) -> Self {
+        let count = pool.input.instance_types.len();
+        let mut priced = Priced {
+            pool: index,
+            requirements: requirements.clone(),
+            prices: vec![None; count],
+            capacity_type_names: Vec::new(),
+            capacity_types: vec![0; count],
+        };
+        for &t in &pool.candidates {
+            let it = pool.instance_type(t);
+            priced.prices[t] = launch_price(it, requirements, policy, fallback);
+            for o in it.offerings().available_compatible(requirements, policy) {
+                let name = o.capacity_type();
+                let bit = match priced.capacity_type_names.iter().position(|n| n == name) {
+                    Some(bit) => bit,
+                    None => {
+                        priced.capacity_type_names.push(name.to_owned());
+                        priced.capacity_type_names.len() - 1
+                    }
+                };
+                if bit < 64 {
+                    priced.capacity_types[t] |= 1 << bit;
+                }
+            }
+        }
+        priced
+    }
+}
+
 /// Whether the sum of `parts` fits `available`, by the rule of [`Resources::fits`] (every
 /// requested amount at most the available one; resources nobody asks for are not checked),
 /// without building the sum.
 pub(super) fn fits_sum(parts: &[&Resources], available: &Resources) -> bool {
+    let (mut cpu, mut memory, mut storage, mut pods) = (0u64, 0u64, 0u64, 0u64);
+    for r in parts {
+        cpu = cpu.saturating_add(r.cpu_millis);
+        memory = memory.saturating_add(r.memory_bytes);
+        storage = storage.saturating_add(r.ephemeral_storage_bytes);
+        pods = pods.saturating_add(r.pods);
+    }
     let total = |get: &dyn Fn(&Resources) -> u64| {
         parts.iter().fold(0u64, |sum, r| sum.saturating_add(get(r)))
     };
-    total(&|r| r.cpu_millis) <= available.cpu_millis
-        && total(&|r| r.memory_bytes) <= available.memory_bytes
-        && total(&|r| r.ephemeral_storage_bytes) <= available.ephemeral_storage_bytes
-        && total(&|r| r.pods) <= available.pods
+    cpu <= available.cpu_millis
+        && memory <= available.memory_bytes
+        && storage <= available.ephemeral_storage_bytes
+        && pods <= available.pods
         && parts.iter().all(|part| {
             part.extended().all(|(name, _)| {
                 let asked = total(&|r| r.get(name));
@@ -1184,7 +1263,6 @@ pub(super) fn fits_sum(parts: &[&Resources], available: &Resources) -> bool {
             })
         })
 }
-
 
 /// Whether launching `t` stays within the remaining limits: its capacity of every limited
 /// resource fits what is left, and a node is left when `nodes` is limited.
@@ -1225,6 +1303,9 @@ fn elementwise_min<'r>(mut all: impl Iterator<Item = &'r Resources>) -> Resource
     };
     let mut out = first.clone();
     for r in all {
+        if out.is_zero() {
+            break;
+        }
         let current: Vec<(String, u64)> = out.iter().map(|(k, v)| (k.to_owned(), v)).collect();
         for (name, amount) in current {
             out.set(&name, amount.min(r.get(&name)));

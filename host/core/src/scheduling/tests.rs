@@ -1,6 +1,6 @@
 //! Scenario tests for the provisioning pass, built from plain data.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::*;
 use crate::instance_type::{InstanceType, Offering, Overhead};
@@ -1431,7 +1431,6 @@ fn summed_fit_matches_fits_on_the_sum() {
     }
 }
 
-
 // =============================================================================================
 // Inter-pod constraints: fixtures
 
@@ -1489,7 +1488,13 @@ fn spread(key: &str, max_skew: u32, app: &str) -> TopologySpreadConstraint {
 }
 
 /// `n` pods labelled `app=<prefix>` spreading themselves over `key`.
-fn spread_pods(prefix: &str, n: usize, cpu_millis: u64, key: &str, max_skew: u32) -> Vec<PendingPod> {
+fn spread_pods(
+    prefix: &str,
+    n: usize,
+    cpu_millis: u64,
+    key: &str,
+    max_skew: u32,
+) -> Vec<PendingPod> {
     pods(prefix, n, cpu_millis)
         .into_iter()
         .map(|p| {
@@ -1507,7 +1512,11 @@ fn term(key: &str, app: &str) -> PodAffinityTerm {
 
 /// A node with zone and hostname labels and `cpu_millis` of room for up to 110 pods.
 fn zone_node(name: &str, zone: &str, cpu_millis: u64) -> ExistingNode {
-    node(name, &[(ZONE_LABEL, zone), (HOSTNAME_LABEL, name)], cpu_millis)
+    node(
+        name,
+        &[(ZONE_LABEL, zone), (HOSTNAME_LABEL, name)],
+        cpu_millis,
+    )
 }
 
 /// A full node (no room), still counting for topology.
@@ -1577,7 +1586,11 @@ fn all_placed(r: &SchedulingResult) {
 
 #[test]
 fn zonal_spread_puts_one_pod_per_zone() {
-    let r = run(spread_pods("web", 3, 1000, ZONE_LABEL, 1), vec![], vec![zonal("default")]);
+    let r = run(
+        spread_pods("web", 3, 1000, ZONE_LABEL, 1),
+        vec![],
+        vec![zonal("default")],
+    );
     all_placed(&r);
     assert_eq!(claim_zones(&r), ["a", "b", "c"]);
     assert_eq!(pod_counts(&r), [1, 1, 1]);
@@ -1585,7 +1598,11 @@ fn zonal_spread_puts_one_pod_per_zone() {
 
 #[test]
 fn zonal_spread_fills_zones_evenly() {
-    let r = run(spread_pods("web", 6, 1000, ZONE_LABEL, 1), vec![], vec![zonal("default")]);
+    let r = run(
+        spread_pods("web", 6, 1000, ZONE_LABEL, 1),
+        vec![],
+        vec![zonal("default")],
+    );
     all_placed(&r);
     assert_eq!(claim_zones(&r), ["a", "b", "c"]);
     assert_eq!(pod_counts(&r), [2, 2, 2]);
@@ -1593,7 +1610,11 @@ fn zonal_spread_fills_zones_evenly() {
 
 #[test]
 fn zonal_spread_with_a_larger_skew_packs_more() {
-    let r = run(spread_pods("web", 3, 1000, ZONE_LABEL, 2), vec![], vec![zonal("default")]);
+    let r = run(
+        spread_pods("web", 3, 1000, ZONE_LABEL, 2),
+        vec![],
+        vec![zonal("default")],
+    );
     all_placed(&r);
     assert_eq!(claim_zones(&r), ["a", "b"]);
     assert_eq!(pod_counts(&r), [2, 1]);
@@ -1610,7 +1631,11 @@ fn zonal_spread_counts_pods_already_bound() {
     );
     let r = with_context(
         &inp,
-        vec![bound("w1", "n-a", "web"), bound("w2", "n-a", "web"), bound("w3", "n-b", "web")],
+        vec![
+            bound("w1", "n-a", "web"),
+            bound("w2", "n-a", "web"),
+            bound("w3", "n-b", "web"),
+        ],
     );
     all_placed(&r);
     assert_eq!(claim_zones(&r), ["c", "b"]);
@@ -1624,7 +1649,10 @@ fn zonal_spread_ignores_pods_other_selectors_do_not_match() {
         vec![full_node("n-a", "a")],
         vec![zonal("default")],
     );
-    let r = with_context(&inp, vec![bound("d1", "n-a", "db"), bound("d2", "n-a", "db")]);
+    let r = with_context(
+        &inp,
+        vec![bound("d1", "n-a", "db"), bound("d2", "n-a", "db")],
+    );
     assert_eq!(claim_zones(&r), ["a", "b", "c"]);
 }
 
@@ -1644,7 +1672,11 @@ fn spread_only_counts_the_pods_own_namespace() {
 #[test]
 fn bound_pods_of_unknown_nodes_and_pending_pods_do_not_count() {
     let pending = spread_pods("web", 1, 1000, ZONE_LABEL, 1);
-    let inp = input(pending.clone(), vec![full_node("n-a", "a")], vec![zonal("default")]);
+    let inp = input(
+        pending.clone(),
+        vec![full_node("n-a", "a")],
+        vec![zonal("default")],
+    );
     // On a node the input does not know, or the pending pod itself (being rescheduled).
     let ghost = bound("w1", "ghost", "web");
     let mut itself = bound("web-0", "n-a", "web");
@@ -1703,7 +1735,9 @@ fn min_domains_keeps_the_global_minimum_at_zero() {
     }
     let r = run(all.clone(), vec![], vec![zonal_in("default", &["a", "b"])]);
     assert_eq!(claim_zones(&r), ["a", "b"]);
-    assert!(reason_of(&r, "web-2").contains("unsatisfiable topology constraint for topology spread"));
+    assert!(
+        reason_of(&r, "web-2").contains("unsatisfiable topology constraint for topology spread")
+    );
 
     // Two domains satisfy minDomains 2: the third pod joins zone a.
     for p in &mut all {
@@ -1723,7 +1757,11 @@ fn node_taints_policy_honor_skips_domains_of_untolerated_pools() {
     let pools = vec![open, tainted];
 
     // Ignore (the default): zone c counts with zero pods, so the third pod cannot go anywhere.
-    let r = run(spread_pods("web", 3, 1000, ZONE_LABEL, 1), vec![], pools.clone());
+    let r = run(
+        spread_pods("web", 3, 1000, ZONE_LABEL, 1),
+        vec![],
+        pools.clone(),
+    );
     assert_eq!(r.unschedulable().len(), 1);
 
     let mut honoring = spread_pods("web", 3, 1000, ZONE_LABEL, 1);
@@ -1745,7 +1783,8 @@ fn node_affinity_policy_decides_which_nodes_count() {
     let make = |policy: Option<NodeInclusionPolicy>| {
         let mut all = spread_pods("web", 2, 1000, ZONE_LABEL, 1);
         for p in &mut all {
-            p.node_selector.insert(CAPACITY_TYPE_LABEL.into(), "spot".into());
+            p.node_selector
+                .insert(CAPACITY_TYPE_LABEL.into(), "spot".into());
             p.topology_spread[0].node_affinity_policy = policy;
         }
         input(all, vec![on_demand.clone()], vec![zonal("default")])
@@ -1764,7 +1803,10 @@ fn node_affinity_policy_decides_which_nodes_count() {
 #[test]
 fn match_label_keys_narrow_the_selector_to_the_pods_revision() {
     let make = |hash: &str| {
-        let mut p = labelled(pod("web", 1000), &[("app", "web"), ("pod-template-hash", hash)]);
+        let mut p = labelled(
+            pod("web", 1000),
+            &[("app", "web"), ("pod-template-hash", hash)],
+        );
         let mut c = spread(ZONE_LABEL, 1, "web");
         c.match_label_keys = vec!["pod-template-hash".into()];
         p.topology_spread = vec![c];
@@ -1789,14 +1831,22 @@ fn match_label_keys_narrow_the_selector_to_the_pods_revision() {
 
 #[test]
 fn hostname_spread_puts_one_pod_per_node() {
-    let r = run(spread_pods("web", 3, 500, HOSTNAME_LABEL, 1), vec![], vec![zonal("default")]);
+    let r = run(
+        spread_pods("web", 3, 500, HOSTNAME_LABEL, 1),
+        vec![],
+        vec![zonal("default")],
+    );
     all_placed(&r);
     assert_eq!(pod_counts(&r), [1, 1, 1]);
 }
 
 #[test]
 fn hostname_spread_with_skew_two_pairs_pods() {
-    let r = run(spread_pods("web", 4, 500, HOSTNAME_LABEL, 2), vec![], vec![zonal("default")]);
+    let r = run(
+        spread_pods("web", 4, 500, HOSTNAME_LABEL, 2),
+        vec![],
+        vec![zonal("default")],
+    );
     all_placed(&r);
     assert_eq!(pod_counts(&r), [2, 2]);
 }
@@ -1844,7 +1894,10 @@ fn spread_pods_that_do_not_match_their_own_selector() {
         })
         .collect();
     let inp = input(all, vec![full_node("n-a", "a")], vec![zonal("default")]);
-    let r = with_context(&inp, vec![bound("w1", "n-a", "web"), bound("w2", "n-a", "web")]);
+    let r = with_context(
+        &inp,
+        vec![bound("w1", "n-a", "web"), bound("w2", "n-a", "web")],
+    );
     all_placed(&r);
     assert_eq!(claim_zones(&r), ["b"]);
     assert_eq!(pod_counts(&r), [2]);
@@ -1888,7 +1941,11 @@ fn spread_over_a_custom_label_declared_by_the_pool() {
         reqs([Requirement::in_values("example.com/rack", ["r1", "r2"])]),
         c3z(),
     );
-    let r = run(spread_pods("web", 2, 1000, "example.com/rack", 1), vec![], vec![p]);
+    let r = run(
+        spread_pods("web", 2, 1000, "example.com/rack", 1),
+        vec![],
+        vec![p],
+    );
     all_placed(&r);
     let racks: Vec<&str> = r
         .new_claims
@@ -1900,7 +1957,11 @@ fn spread_over_a_custom_label_declared_by_the_pool() {
 
 #[test]
 fn spread_over_an_undeclared_label_has_no_domains() {
-    let r = run(spread_pods("web", 1, 1000, "example.com/rack", 1), vec![], vec![zonal("default")]);
+    let r = run(
+        spread_pods("web", 1, 1000, "example.com/rack", 1),
+        vec![],
+        vec![zonal("default")],
+    );
     assert!(
         reason_of(&r, "web-0").contains(
             "unsatisfiable topology constraint for topology spread, key=example.com/rack (counts = , podDomains = example.com/rack Exists, nodeDomains = example.com/rack Exists"
@@ -1946,9 +2007,17 @@ fn spread_across_nodepools_in_different_zones() {
     let mut pa = zonal_in("pa", &["a"]);
     pa.template.weight = 10;
     let pb = zonal_in("pb", &["b"]);
-    let r = run(spread_pods("web", 2, 1000, ZONE_LABEL, 1), vec![], vec![pa, pb]);
+    let r = run(
+        spread_pods("web", 2, 1000, ZONE_LABEL, 1),
+        vec![],
+        vec![pa, pb],
+    );
     all_placed(&r);
-    let pools: Vec<&str> = r.new_claims.iter().map(|c| c.spec.nodepool.as_str()).collect();
+    let pools: Vec<&str> = r
+        .new_claims
+        .iter()
+        .map(|c| c.spec.nodepool.as_str())
+        .collect();
     assert_eq!(pools, ["pa", "pb"]);
     assert_eq!(claim_zones(&r), ["a", "b"]);
 }
@@ -2003,11 +2072,18 @@ fn schedule_anyway_spread_is_relaxed_when_it_cannot_hold() {
     for p in &mut all {
         p.topology_spread[0] = p.topology_spread[0].clone().schedule_anyway();
     }
-    let inp = input(all, vec![full_node("n-c", "c")], vec![zonal_in("default", &["a", "b"])]);
+    let inp = input(
+        all,
+        vec![full_node("n-c", "c")],
+        vec![zonal_in("default", &["a", "b"])],
+    );
     let r = schedule(&inp);
     all_placed(&r);
     assert_eq!(claim_zones(&r), ["a", "b"]);
-    assert_eq!(r.placement("default", "web-2"), Some(&Placement::NewClaim { index: 0 }));
+    assert_eq!(
+        r.placement("default", "web-2"),
+        Some(&Placement::NewClaim { index: 0 })
+    );
 }
 
 #[test]
@@ -2035,11 +2111,15 @@ fn spread_groups_are_shared_by_pods_with_the_same_constraint() {
     // Two deployments' worth of pods with the same constraint, mixed in the queue, still
     // balance as one group.
     let mut all = spread_pods("web", 4, 1000, ZONE_LABEL, 1);
-    all.extend(spread_pods("web", 2, 2000, ZONE_LABEL, 1).into_iter().map(|mut p| {
-        p.key.name = format!("big-{}", p.key.name);
-        p.uid = p.key.to_string();
-        p
-    }));
+    all.extend(
+        spread_pods("web", 2, 2000, ZONE_LABEL, 1)
+            .into_iter()
+            .map(|mut p| {
+                p.key.name = format!("big-{}", p.key.name);
+                p.uid = p.key.to_string();
+                p
+            }),
+    );
     let r = run(all, vec![], vec![zonal("default")]);
     all_placed(&r);
     assert_eq!(claim_zones(&r), ["a", "b", "c"]);
@@ -2076,25 +2156,38 @@ fn self_averse(prefix: &str, n: usize, cpu_millis: u64, key: &str) -> Vec<Pendin
 #[test]
 fn zonal_self_affinity_keeps_a_group_in_one_zone() {
     // Each pod needs its own node; all land in the zone the first one picked.
-    let r = run(self_affine("db", 3, 7000, ZONE_LABEL), vec![], vec![zonal("default")]);
+    let r = run(
+        self_affine("db", 3, 7000, ZONE_LABEL),
+        vec![],
+        vec![zonal("default")],
+    );
     all_placed(&r);
     assert_eq!(claim_zones(&r), ["a", "a", "a"]);
 }
 
 #[test]
 fn hostname_self_affinity_packs_a_group_on_one_node() {
-    let r = run(self_affine("db", 3, 1000, HOSTNAME_LABEL), vec![], vec![zonal("default")]);
+    let r = run(
+        self_affine("db", 3, 1000, HOSTNAME_LABEL),
+        vec![],
+        vec![zonal("default")],
+    );
     all_placed(&r);
     assert_eq!(pod_counts(&r), [3]);
 }
 
 #[test]
 fn hostname_self_affinity_that_does_not_fit_one_node_fails() {
-    let r = run(self_affine("db", 2, 5000, HOSTNAME_LABEL), vec![], vec![zonal("default")]);
+    let r = run(
+        self_affine("db", 2, 5000, HOSTNAME_LABEL),
+        vec![],
+        vec![zonal("default")],
+    );
     assert_eq!(pod_counts(&r), [1]);
     assert!(
-        reason_of(&r, "db-1")
-            .contains("unsatisfiable topology constraint for pod affinity, key=kubernetes.io/hostname"),
+        reason_of(&r, "db-1").contains(
+            "unsatisfiable topology constraint for pod affinity, key=kubernetes.io/hostname"
+        ),
         "{}",
         reason_of(&r, "db-1")
     );
@@ -2104,7 +2197,11 @@ fn hostname_self_affinity_that_does_not_fit_one_node_fails() {
 fn affinity_to_a_bound_pod_follows_its_zone() {
     let mut web = labelled(pod("web", 1000), &[("app", "web")]);
     web.pod_affinity = vec![term(ZONE_LABEL, "db")];
-    let inp = input(vec![web], vec![full_node("n-b", "b")], vec![zonal("default")]);
+    let inp = input(
+        vec![web],
+        vec![full_node("n-b", "b")],
+        vec![zonal("default")],
+    );
     let r = with_context(&inp, vec![bound("db-0", "n-b", "db")]);
     assert_eq!(claim_zones(&r), ["b"]);
 }
@@ -2126,10 +2223,9 @@ fn hostname_affinity_to_a_bound_pod_means_its_node() {
     big.requests = cpu(6000).with("pods", 1);
     let inp = input(vec![big], inp.nodes.clone(), vec![zonal("default")]);
     let r = with_context(&inp, vec![bound("db-0", "n2", "db")]);
-    assert!(
-        reason_of(&r, "web")
-            .contains("unsatisfiable topology constraint for pod affinity, key=kubernetes.io/hostname")
-    );
+    assert!(reason_of(&r, "web").contains(
+        "unsatisfiable topology constraint for pod affinity, key=kubernetes.io/hostname"
+    ));
 }
 
 #[test]
@@ -2162,7 +2258,11 @@ fn zonal_affinity_to_a_pod_of_the_same_batch_needs_its_zone_decided() {
     let db = labelled(pod("db", 1000), &[("app", "db")]);
     let mut web = labelled(pod("web", 2000), &[("app", "web")]);
     web.pod_affinity = vec![term(ZONE_LABEL, "db")];
-    let r = run(vec![web.clone(), db.clone()], vec![], vec![zonal("default")]);
+    let r = run(
+        vec![web.clone(), db.clone()],
+        vec![],
+        vec![zonal("default")],
+    );
     reason_of(&r, "web");
 
     // With db pinned to zone b, web follows it there.
@@ -2180,22 +2280,37 @@ fn affinity_terms_may_name_other_namespaces() {
     web.pod_affinity = vec![term(ZONE_LABEL, "db")];
     let mut db = bound("db-0", "n-b", "db");
     db.key.namespace = "data".into();
-    let inp = input(vec![web.clone()], vec![full_node("n-b", "b")], vec![zonal("default")]);
+    let inp = input(
+        vec![web.clone()],
+        vec![full_node("n-b", "b")],
+        vec![zonal("default")],
+    );
     // Only the pod's own namespace by default.
     let r = with_context(&inp, vec![db.clone()]);
     reason_of(&r, "web");
 
     web.pod_affinity[0].namespaces = vec!["data".into()];
-    let inp = input(vec![web], vec![full_node("n-b", "b")], vec![zonal("default")]);
+    let inp = input(
+        vec![web],
+        vec![full_node("n-b", "b")],
+        vec![zonal("default")],
+    );
     let r = with_context(&inp, vec![db]);
     assert_eq!(claim_zones(&r), ["b"]);
 }
 
 #[test]
 fn affinity_and_node_selector_must_agree() {
-    let mut web = labelled(with_selector(pod("web", 1000), ZONE_LABEL, "a"), &[("app", "web")]);
+    let mut web = labelled(
+        with_selector(pod("web", 1000), ZONE_LABEL, "a"),
+        &[("app", "web")],
+    );
     web.pod_affinity = vec![term(ZONE_LABEL, "db")];
-    let inp = input(vec![web], vec![full_node("n-b", "b")], vec![zonal("default")]);
+    let inp = input(
+        vec![web],
+        vec![full_node("n-b", "b")],
+        vec![zonal("default")],
+    );
     let r = with_context(&inp, vec![bound("db-0", "n-b", "db")]);
     assert!(reason_of(&r, "web").contains("podDomains = topology.kubernetes.io/zone In [a]"));
 }
@@ -2241,7 +2356,11 @@ fn preferred_pod_affinity_is_honored_when_possible() {
         weight: 10,
         term: term(ZONE_LABEL, "db"),
     }];
-    let inp = input(vec![web.clone()], vec![full_node("n-b", "b")], vec![zonal("default")]);
+    let inp = input(
+        vec![web.clone()],
+        vec![full_node("n-b", "b")],
+        vec![zonal("default")],
+    );
     let r = with_context(&inp, vec![bound("db-0", "n-b", "db")]);
     assert_eq!(claim_zones(&r), ["b"]);
     // And dropped otherwise.
@@ -2265,7 +2384,11 @@ fn preferred_pod_affinity_is_honored_when_possible() {
 
 #[test]
 fn hostname_self_anti_affinity_puts_one_pod_per_node() {
-    let r = run(self_averse("web", 3, 500, HOSTNAME_LABEL), vec![], vec![zonal("default")]);
+    let r = run(
+        self_averse("web", 3, 500, HOSTNAME_LABEL),
+        vec![],
+        vec![zonal("default")],
+    );
     all_placed(&r);
     assert_eq!(pod_counts(&r), [1, 1, 1]);
 }
@@ -2273,11 +2396,19 @@ fn hostname_self_anti_affinity_puts_one_pod_per_node() {
 #[test]
 fn zonal_self_anti_affinity_blocks_every_zone_a_claim_may_land_in() {
     // The first claim is not narrowed to a zone, so its pod blocks all three.
-    let r = run(self_averse("web", 3, 500, ZONE_LABEL), vec![], vec![zonal("default")]);
+    let r = run(
+        self_averse("web", 3, 500, ZONE_LABEL),
+        vec![],
+        vec![zonal("default")],
+    );
     assert_eq!(pod_counts(&r), [1]);
     assert_eq!(zone_of(&r.new_claims[0]), ["a", "b", "c"]);
     assert_eq!(r.unschedulable().len(), 2);
-    assert!(r.unschedulable()[0].1.contains("unsatisfiable topology constraint for pod anti-affinity"));
+    assert!(
+        r.unschedulable()[0]
+            .1
+            .contains("unsatisfiable topology constraint for pod anti-affinity")
+    );
 }
 
 #[test]
@@ -2295,7 +2426,11 @@ fn zonal_self_anti_affinity_with_pinned_zones() {
 fn anti_affinity_keeps_away_from_bound_pods() {
     let mut web = labelled(pod("web", 1000), &[("app", "web")]);
     web.pod_anti_affinity = vec![term(HOSTNAME_LABEL, "db")];
-    let inp = input(vec![web], vec![zone_node("n1", "a", 8000)], vec![zonal("default")]);
+    let inp = input(
+        vec![web],
+        vec![zone_node("n1", "a", 8000)],
+        vec![zonal("default")],
+    );
     let r = with_context(&inp, vec![bound("db-0", "n1", "db")]);
     claim_of(&r, "web");
     let r = with_context(&inp, vec![]);
@@ -2306,7 +2441,11 @@ fn anti_affinity_keeps_away_from_bound_pods() {
 fn zonal_anti_affinity_to_bound_pods_excludes_their_zones() {
     let mut web = labelled(pod("web", 1000), &[("app", "web")]);
     web.pod_anti_affinity = vec![term(ZONE_LABEL, "db")];
-    let inp = input(vec![web], vec![full_node("n-a", "a")], vec![zonal("default")]);
+    let inp = input(
+        vec![web],
+        vec![full_node("n-a", "a")],
+        vec![zonal("default")],
+    );
     let r = with_context(&inp, vec![bound("db-0", "n-a", "db")]);
     assert_eq!(zone_of(&r.new_claims[0]), ["b", "c"]);
 }
@@ -2315,7 +2454,11 @@ fn zonal_anti_affinity_to_bound_pods_excludes_their_zones() {
 fn inverse_anti_affinity_of_a_bound_pod_keeps_its_targets_away() {
     // The bound db pod repels web pods from its zone; web itself has no constraint.
     let web = labelled(pod("web", 1000), &[("app", "web")]);
-    let inp = input(vec![web], vec![full_node("n-a", "a")], vec![zonal("default")]);
+    let inp = input(
+        vec![web],
+        vec![full_node("n-a", "a")],
+        vec![zonal("default")],
+    );
     let mut db = bound("db-0", "n-a", "db");
     db.anti_affinity = vec![term(ZONE_LABEL, "web")];
     let r = with_context(&inp, vec![db]);
@@ -2325,7 +2468,11 @@ fn inverse_anti_affinity_of_a_bound_pod_keeps_its_targets_away() {
 #[test]
 fn inverse_anti_affinity_on_an_existing_node() {
     let web = labelled(pod("web", 1000), &[("app", "web")]);
-    let inp = input(vec![web], vec![zone_node("n1", "a", 8000)], vec![zonal("default")]);
+    let inp = input(
+        vec![web],
+        vec![zone_node("n1", "a", 8000)],
+        vec![zonal("default")],
+    );
     let mut db = bound("db-0", "n1", "db");
     db.anti_affinity = vec![term(HOSTNAME_LABEL, "web")];
     let r = with_context(&inp, vec![db.clone()]);
@@ -2356,14 +2503,22 @@ fn inverse_anti_affinity_of_a_pending_pod() {
 fn anti_affinity_only_sees_the_named_namespaces() {
     let mut web = labelled(pod("web", 1000), &[("app", "web")]);
     web.pod_anti_affinity = vec![term(HOSTNAME_LABEL, "db")];
-    let inp = input(vec![web.clone()], vec![zone_node("n1", "a", 8000)], vec![zonal("default")]);
+    let inp = input(
+        vec![web.clone()],
+        vec![zone_node("n1", "a", 8000)],
+        vec![zonal("default")],
+    );
     let mut db = bound("db-0", "n1", "db");
     db.key.namespace = "data".into();
     let r = with_context(&inp, vec![db.clone()]);
     assert_eq!(node_of(&r, "web"), "n1");
 
     web.pod_anti_affinity[0].namespaces = vec!["data".into()];
-    let inp = input(vec![web], vec![zone_node("n1", "a", 8000)], vec![zonal("default")]);
+    let inp = input(
+        vec![web],
+        vec![zone_node("n1", "a", 8000)],
+        vec![zonal("default")],
+    );
     let r = with_context(&inp, vec![db]);
     claim_of(&r, "web");
 }
@@ -2456,13 +2611,21 @@ fn prefer(p: PendingPod, weight: i32, zones: &[&str]) -> PendingPod {
 
 #[test]
 fn preferred_node_affinity_is_honored_when_possible() {
-    let r = run(vec![prefer(pod("p", 1000), 10, &["b"])], vec![], vec![zonal("default")]);
+    let r = run(
+        vec![prefer(pod("p", 1000), 10, &["b"])],
+        vec![],
+        vec![zonal("default")],
+    );
     assert_eq!(claim_zones(&r), ["b"]);
 }
 
 #[test]
 fn unsatisfiable_preferred_node_affinity_is_dropped() {
-    let r = run(vec![prefer(pod("p", 1000), 10, &["nowhere"])], vec![], vec![zonal("default")]);
+    let r = run(
+        vec![prefer(pod("p", 1000), 10, &["nowhere"])],
+        vec![],
+        vec![zonal("default")],
+    );
     all_placed(&r);
     assert!(!r.new_claims[0].spec.requirements.has(ZONE_LABEL));
 }
@@ -2490,7 +2653,11 @@ fn equal_weights_keep_their_order() {
 
 #[test]
 fn ignored_preferences_leave_the_node_unconstrained() {
-    let inp = input(vec![prefer(pod("p", 1000), 10, &["b"])], vec![], vec![zonal("default")]);
+    let inp = input(
+        vec![prefer(pod("p", 1000), 10, &["b"])],
+        vec![],
+        vec![zonal("default")],
+    );
     let r = ignoring_preferences(&inp);
     assert!(!r.new_claims[0].spec.requirements.has(ZONE_LABEL));
 }
@@ -2498,9 +2665,17 @@ fn ignored_preferences_leave_the_node_unconstrained() {
 #[test]
 fn preferred_node_affinity_prefers_an_existing_node_in_that_zone() {
     let nodes = vec![zone_node("n-a", "a", 4000), zone_node("n-b", "b", 4000)];
-    let r = run(vec![prefer(pod("p", 1000), 10, &["b"])], nodes.clone(), vec![zonal("default")]);
+    let r = run(
+        vec![prefer(pod("p", 1000), 10, &["b"])],
+        nodes.clone(),
+        vec![zonal("default")],
+    );
     assert_eq!(node_of(&r, "p"), "n-b");
-    let r = run(vec![prefer(pod("p", 1000), 10, &["c"])], nodes, vec![zonal("default")]);
+    let r = run(
+        vec![prefer(pod("p", 1000), 10, &["c"])],
+        nodes,
+        vec![zonal("default")],
+    );
     // No node in c: a new claim in c rather than an existing node elsewhere.
     assert_eq!(claim_zones(&r), ["c"]);
 }
@@ -2570,7 +2745,11 @@ fn required_terms_are_relaxed_before_preferences() {
 #[test]
 fn prefer_no_schedule_is_relaxed_even_when_preferences_are_ignored() {
     let mut soft = zonal("soft");
-    soft.template.taints = vec![Taint::new("spot-only", "true", TaintEffect::PreferNoSchedule)];
+    soft.template.taints = vec![Taint::new(
+        "spot-only",
+        "true",
+        TaintEffect::PreferNoSchedule,
+    )];
     let r = ignoring_preferences(&input(vec![pod("p", 1000)], vec![], vec![soft]));
     assert_eq!(claim_of(&r, "p").spec.nodepool, "soft");
 }
@@ -2578,7 +2757,11 @@ fn prefer_no_schedule_is_relaxed_even_when_preferences_are_ignored() {
 #[test]
 fn pods_tolerating_prefer_no_schedule_need_no_relaxation() {
     let mut soft = weighted("soft", 50);
-    soft.template.taints = vec![Taint::new("spot-only", "true", TaintEffect::PreferNoSchedule)];
+    soft.template.taints = vec![Taint::new(
+        "spot-only",
+        "true",
+        TaintEffect::PreferNoSchedule,
+    )];
     let mut p = pod("p", 1000);
     p.tolerations = vec![Toleration::exists("", Some(TaintEffect::PreferNoSchedule))];
     let r = run(vec![p], vec![], vec![soft, pool("plain")]);
@@ -2659,7 +2842,11 @@ fn an_unspecified_address_conflicts_with_any_address() {
 #[test]
 fn host_ports_of_bound_pods_are_taken() {
     let p = with_ports(pod("p", 500), &[HostPort::tcp(8080)]);
-    let inp = input(vec![p], vec![zone_node("n1", "a", 4000)], vec![pool("default")]);
+    let inp = input(
+        vec![p],
+        vec![zone_node("n1", "a", 4000)],
+        vec![pool("default")],
+    );
     let mut holder = bound("holder", "n1", "x");
     holder.host_ports = vec![HostPort::tcp(8080)];
     let r = with_context(&inp, vec![holder.clone()]);
@@ -2687,7 +2874,9 @@ fn daemon_host_ports_rule_out_the_types_the_daemon_runs_on() {
         itype_with("amd-4", 4, "amd64", offerings(Some(0.2))),
     ];
     let mut agent = daemon("kube-system/arm-agent", 100);
-    agent.node_selector.insert(ARCH_LABEL.into(), "arm64".into());
+    agent
+        .node_selector
+        .insert(ARCH_LABEL.into(), "arm64".into());
     agent.host_ports = vec![HostPort::tcp(9100)];
     let mut inp = input(
         vec![with_ports(pod("p", 500), &[HostPort::tcp(9100)])],
@@ -2783,7 +2972,9 @@ fn volume_topology_does_not_narrow_spread_domains() {
     }
     let r = run(all, vec![], vec![zonal("default")]);
     assert_eq!(claim_zones(&r), ["a"]);
-    assert!(reason_of(&r, "web-1").contains("unsatisfiable topology constraint for topology spread"));
+    assert!(
+        reason_of(&r, "web-1").contains("unsatisfiable topology constraint for topology spread")
+    );
 }
 
 #[test]
@@ -2796,4 +2987,285 @@ fn volume_alternatives_combine_with_topology() {
     let inp = input(vec![p], vec![full_node("n-a", "a")], vec![zonal("default")]);
     let r = with_context(&inp, vec![bound("w0", "n-a", "web")]);
     assert_eq!(claim_zones(&r), ["b"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// determinism with inter-pod constraints
+
+fn topology_scenario() -> (SchedulingInput, Vec<BoundPod>) {
+    let mut all = spread_pods("web", 5, 700, ZONE_LABEL, 1);
+    all.extend(self_averse("cache", 3, 300, HOSTNAME_LABEL));
+    all.extend(self_affine("db", 3, 900, ZONE_LABEL));
+    all.push(prefer(
+        labelled(pod("solo", 1200), &[("app", "solo")]),
+        5,
+        &["c"],
+    ));
+    all.push(with_ports(pod("agent", 250), &[HostPort::tcp(9100)]));
+    for (i, p) in all.iter_mut().enumerate() {
+        p.created = (i % 3) as i64;
+    }
+    let mut second = zonal_in("second", &["b", "c"]);
+    second.template.weight = 5;
+    let inp = input(
+        all,
+        vec![zone_node("n-a", "a", 1500), full_node("n-b", "b")],
+        vec![zonal("first"), second],
+    );
+    let mut repel = bound("x1", "n-b", "x");
+    repel.anti_affinity = vec![term(HOSTNAME_LABEL, "cache")];
+    (inp, vec![bound("w1", "n-b", "web"), repel])
+}
+
+#[test]
+fn shuffled_input_with_topology_gives_the_same_result() {
+    let (base, bound_pods) = topology_scenario();
+    let expected = with_context(&base, bound_pods.clone());
+    all_placed(&expected);
+    assert!(expected.new_claims.len() >= 3);
+    for seed in 1..=6u64 {
+        let mut inp = base.clone();
+        inp.pods = shuffled(&base.pods, seed);
+        inp.nodes = shuffled(&base.nodes, seed + 100);
+        inp.nodepools = shuffled(&base.nodepools, seed + 200);
+        let got = with_context(&inp, shuffled(&bound_pods, seed + 300));
+        assert_eq!(got.new_claims, expected.new_claims, "seed {seed}");
+        assert_eq!(by_key(&got), by_key(&expected), "seed {seed}");
+    }
+}
+
+#[test]
+fn topology_scenario_respects_every_constraint() {
+    let (inp, bound_pods) = topology_scenario();
+    let r = with_context(&inp, bound_pods);
+    all_placed(&r);
+    // Cache pods: one per node, never on n-b's hostname (repelled) and never together.
+    let cache_claims: BTreeSet<usize> = (0..3)
+        .filter_map(|i| match r.placement("default", &format!("cache-{i}")) {
+            Some(Placement::NewClaim { index }) => Some(*index),
+            Some(Placement::Existing { node }) => {
+                assert_ne!(node, "n-b");
+                None
+            }
+            _ => panic!("cache pod not placed"),
+        })
+        .collect();
+    assert!(cache_claims.len() >= 2);
+    // The db group shares one zone.
+    let db_zones: BTreeSet<Vec<String>> = (0..3)
+        .map(|i| match r.placement("default", &format!("db-{i}")) {
+            Some(Placement::NewClaim { index }) => zone_of(&r.new_claims[*index]),
+            Some(Placement::Existing { node }) => {
+                vec![if node == "n-a" { "a" } else { "b" }.to_owned()]
+            }
+            other => panic!("db pod not placed: {other:?}"),
+        })
+        .collect();
+    assert_eq!(db_zones.len(), 1, "{db_zones:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// cost lower bound
+
+#[test]
+fn lower_bound_is_exact_for_one_pod_filling_the_cheapest_rate() {
+    // c3 prices are proportional to size: 2 CPU of spot in any size costs 0.07.
+    let inp = input(vec![pod("p", 2000)], vec![], vec![pool("default")]);
+    let bound = cost_lower_bound(&inp);
+    assert!((bound - 0.07).abs() < 1e-9, "{bound}");
+    let r = schedule(&inp);
+    let spent: f64 = r.new_claims.iter().filter_map(|c| c.launch_price).sum();
+    assert!((spent - bound).abs() < 1e-9, "spent {spent}, bound {bound}");
+}
+
+#[test]
+fn lower_bound_is_exact_when_pods_fill_nodes() {
+    // Eight 1-CPU pods fill one 8-CPU node exactly.
+    let inp = input(pods("p", 8, 1000), vec![], vec![pool("default")]);
+    let bound = cost_lower_bound(&inp);
+    let r = schedule(&inp);
+    let spent: f64 = r.new_claims.iter().filter_map(|c| c.launch_price).sum();
+    assert!((bound - 0.4 * 0.7).abs() < 1e-9, "{bound}");
+    assert!((spent - bound).abs() < 1e-9, "spent {spent}, bound {bound}");
+}
+
+#[test]
+fn lower_bound_uses_the_scarcest_resource() {
+    // Memory-heavy pods: 8 GiB on a family with 2 GiB per CPU costs as much as 4 CPUs.
+    let mut p = pod("p", 100);
+    p.requests.memory_bytes = 8 * GI;
+    let inp = input(vec![p], vec![], vec![pool("default")]);
+    let bound = cost_lower_bound(&inp);
+    assert!((bound - 0.2 * 0.7).abs() < 1e-9, "{bound}");
+}
+
+#[test]
+fn lower_bound_subtracts_existing_room() {
+    let inp = input(
+        pods("p", 3, 1000),
+        vec![node("n1", &[], 4000)],
+        vec![pool("default")],
+    );
+    assert_eq!(cost_lower_bound(&inp), 0.0);
+    let inp = input(
+        pods("p", 6, 1000),
+        vec![node("n1", &[], 4000)],
+        vec![pool("default")],
+    );
+    assert!((cost_lower_bound(&inp) - 0.07).abs() < 1e-9);
+}
+
+#[test]
+fn lower_bound_is_infinite_for_resources_nobody_offers() {
+    let mut p = pod("p", 1000);
+    p.requests.set("nvidia.com/gpu", 1);
+    let inp = input(vec![p], vec![], vec![pool("default")]);
+    assert!(cost_lower_bound(&inp).is_infinite());
+    assert_eq!(
+        cost_lower_bound(&input(vec![], vec![], vec![pool("default")])),
+        0.0
+    );
+}
+
+#[test]
+fn lower_bound_never_exceeds_what_scheduling_spends() {
+    let cases = [
+        input(pods("p", 13, 700), vec![], vec![pool("default")]),
+        input(
+            spread_pods("web", 7, 1300, ZONE_LABEL, 1),
+            vec![],
+            vec![zonal("default")],
+        ),
+        input(
+            self_averse("web", 5, 300, HOSTNAME_LABEL),
+            vec![],
+            vec![zonal("default")],
+        ),
+        benchmark_input(200, 40),
+    ];
+    for (i, inp) in cases.iter().enumerate() {
+        let bound = cost_lower_bound(inp);
+        let r = schedule(inp);
+        all_placed(&r);
+        let spent: f64 = r.new_claims.iter().filter_map(|c| c.launch_price).sum();
+        assert!(
+            bound <= spent + 1e-9,
+            "case {i}: bound {bound} > spent {spent}"
+        );
+        assert!(bound > 0.0, "case {i}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// upstream's benchmark shape
+
+#[test]
+fn benchmark_catalogue_matches_upstreams_fake_types() {
+    let inp = benchmark_input(10, 400);
+    let types = &inp.nodepools[0].instance_types;
+    assert_eq!(types.len(), 400);
+    let first = &types[0];
+    assert_eq!(first.name(), "fake-it-0");
+    assert_eq!(first.capacity().cpu_millis, 1000);
+    assert_eq!(first.capacity().memory_bytes, 2 * GI);
+    assert_eq!(first.capacity().pods, 10);
+    assert_eq!(first.allocatable().cpu_millis, 900);
+    assert_eq!(first.offerings().len(), 5);
+    let price = first
+        .offerings()
+        .cheapest()
+        .and_then(|o| o.price())
+        .unwrap();
+    assert!((price - (0.1 + 0.1 * (2 * GI) as f64 / 1e9)).abs() < 1e-12);
+    assert_eq!(types[399].name(), "fake-it-399");
+    assert_eq!(types[399].capacity().cpu_millis, 400_000);
+    assert_eq!(benchmark_input(10, 400), inp, "deterministic");
+}
+
+#[test]
+fn benchmark_pods_follow_upstreams_mix() {
+    let inp = benchmark_input(1000, 10);
+    let count = |f: &dyn Fn(&PendingPod) -> bool| inp.pods.iter().filter(|p| f(p)).count();
+    assert_eq!(inp.pods.len(), 1000);
+    assert_eq!(
+        count(&|p| p
+            .topology_spread
+            .iter()
+            .any(|c| c.topology_key == ZONE_LABEL)),
+        200
+    );
+    assert_eq!(
+        count(&|p| p
+            .topology_spread
+            .iter()
+            .any(|c| c.topology_key == HOSTNAME_LABEL)),
+        200
+    );
+    assert_eq!(count(&|p| !p.pod_affinity.is_empty()), 200);
+    assert_eq!(count(&|p| !p.pod_anti_affinity.is_empty()), 200);
+    let cpus: BTreeSet<u64> = inp.pods.iter().map(|p| p.requests.cpu_millis).collect();
+    assert_eq!(cpus, BTreeSet::from([100, 250, 500, 1000, 1500]));
+    let mems: BTreeSet<u64> = inp
+        .pods
+        .iter()
+        .map(|p| p.requests.memory_bytes >> 20)
+        .collect();
+    assert_eq!(mems, BTreeSet::from([100, 256, 512, 1024, 2048, 4096]));
+}
+
+#[test]
+fn benchmark_2000_pods_over_400_types_schedule_sanely() {
+    let inp = benchmark_input(2000, 400);
+    let r = schedule(&inp);
+    all_placed(&r);
+    // 400 pods with hostname self anti-affinity need 400 nodes; upstream reports 400.
+    assert!(
+        (400..=420).contains(&r.new_claims.len()),
+        "{} claims",
+        r.new_claims.len()
+    );
+    let anti: Vec<&PendingPod> = inp
+        .pods
+        .iter()
+        .filter(|p| !p.pod_anti_affinity.is_empty())
+        .collect();
+    let anti_claims: BTreeSet<usize> = anti
+        .iter()
+        .map(|p| match r.placement("default", &p.key.name) {
+            Some(Placement::NewClaim { index }) => *index,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        anti_claims.len(),
+        anti.len(),
+        "one anti-affinity pod per node"
+    );
+    // Each self-affinity group sits in one zone.
+    let mut group_zones: BTreeMap<String, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for p in inp.pods.iter().filter(|p| !p.pod_affinity.is_empty()) {
+        let Some(Placement::NewClaim { index }) = r.placement("default", &p.key.name) else {
+            panic!("affinity pod not on a new claim");
+        };
+        group_zones
+            .entry(p.labels["my-affininity"].clone())
+            .or_default()
+            .insert(zone_of(&r.new_claims[*index]));
+    }
+    assert!(
+        group_zones.values().all(|z| z.len() == 1),
+        "{group_zones:?}"
+    );
+    // Every claim lists cheapest types first and fits its pods.
+    for c in &r.new_claims {
+        assert!(!c.spec.instance_types.is_empty());
+        assert!(c.spec.instance_types.len() <= MAX_INSTANCE_TYPES);
+    }
+    // Within a factor of the resource-volume bound.
+    let spent: f64 = r.new_claims.iter().filter_map(|c| c.launch_price).sum();
+    let bound = cost_lower_bound(&inp);
+    assert!(
+        bound <= spent && spent <= 3.0 * bound,
+        "spent {spent}, bound {bound}"
+    );
 }

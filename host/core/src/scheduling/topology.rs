@@ -16,6 +16,7 @@
 //! Upstream iterates Go maps where several domains tie; here domains are kept sorted and the
 //! first (smallest) one wins, so results are deterministic.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
@@ -127,6 +128,8 @@ struct Group {
     counts: BTreeMap<String, u32>,
     /// How many known domains hold no selected pod.
     empty: usize,
+    /// `key Exists`, what a pod or node that does not constrain the key allows.
+    everything: Requirement,
 }
 
 /// A finite requirement's only value.
@@ -145,6 +148,7 @@ fn is_everything(r: &Requirement) -> bool {
 impl Group {
     fn new(spec: GroupSpec) -> Self {
         Group {
+            everything: Requirement::exists(spec.key.as_str()),
             kind: spec.kind,
             key: spec.key,
             namespaces: spec.namespaces,
@@ -189,7 +193,12 @@ impl Group {
 
     /// The domains still allowed for a pod whose own requirement on the key is `pod` on a
     /// node whose requirement is `node`; `None` when there is none.
-    fn next(&self, self_selecting: bool, pod: &Requirement, node: &Requirement) -> Option<Requirement> {
+    fn next(
+        &self,
+        self_selecting: bool,
+        pod: &Requirement,
+        node: &Requirement,
+    ) -> Option<Requirement> {
         let options = match self.kind {
             Kind::Spread => self.next_spread(self_selecting, pod, node),
             Kind::Affinity => self.next_affinity(self_selecting, pod, node),
@@ -219,14 +228,23 @@ impl Group {
     }
 
     /// Spread: the node domain with the fewest matching pods among those within the skew.
-    fn next_spread<'s>(&'s self, self_selecting: bool, pod: &Requirement, node: &'s Requirement) -> Vec<&'s str> {
+    fn next_spread<'s>(
+        &'s self,
+        self_selecting: bool,
+        pod: &Requirement,
+        node: &'s Requirement,
+    ) -> Vec<&'s str> {
         let own = i64::from(self_selecting);
         let skew = i64::from(self.max_skew);
         if self.key == HOSTNAME_LABEL
             && let Some(host) = single(node)
         {
             let count = i64::from(self.count(host)) + own;
-            return if count <= skew { vec![host] } else { Vec::new() };
+            return if count <= skew {
+                vec![host]
+            } else {
+                Vec::new()
+            };
         }
         let min = self.min_count(pod);
         let mut best: Option<(&str, i64)> = None;
@@ -268,7 +286,12 @@ impl Group {
     }
 
     /// Affinity: node domains that hold a selected pod; a self-selecting pod bootstraps.
-    fn next_affinity<'s>(&'s self, self_selecting: bool, pod: &'s Requirement, node: &'s Requirement) -> Vec<&'s str> {
+    fn next_affinity<'s>(
+        &'s self,
+        self_selecting: bool,
+        pod: &'s Requirement,
+        node: &'s Requirement,
+    ) -> Vec<&'s str> {
         if self.key == HOSTNAME_LABEL
             && let Some(host) = single(node)
         {
@@ -312,7 +335,11 @@ impl Group {
         if self.key == HOSTNAME_LABEL
             && let Some(host) = single(node)
         {
-            return if self.count(host) == 0 { vec![host] } else { Vec::new() };
+            return if self.count(host) == 0 {
+                vec![host]
+            } else {
+                Vec::new()
+            };
         }
         if self.empty == 0 {
             return Vec::new();
@@ -436,7 +463,11 @@ impl<'a> Topology<'a> {
             for term in p.pod_affinity.iter().chain(&p.pod_anti_affinity) {
                 keys.insert(&term.topology_key);
             }
-            for w in p.preferred_pod_affinity.iter().chain(&p.preferred_pod_anti_affinity) {
+            for w in p
+                .preferred_pod_affinity
+                .iter()
+                .chain(&p.preferred_pod_anti_affinity)
+            {
                 keys.insert(&w.term.topology_key);
             }
         }
@@ -518,11 +549,13 @@ impl<'a> Topology<'a> {
             if let Some(selector) = selector.as_mut() {
                 for key in &c.match_label_keys {
                     if let Some(value) = pod.labels.get(key) {
-                        selector.match_expressions.push(LabelSelectorRequirement::new(
-                            key.as_str(),
-                            SelectorOperator::In,
-                            [value.as_str()],
-                        ));
+                        selector
+                            .match_expressions
+                            .push(LabelSelectorRequirement::new(
+                                key.as_str(),
+                                SelectorOperator::In,
+                                [value.as_str()],
+                            ));
                     }
                 }
             }
@@ -566,33 +599,39 @@ impl<'a> Topology<'a> {
     /// group selecting the pod. `strict` are the pod's required node constraints (node
     /// selector and the required affinity term in use, no preferences); `node` gives the
     /// node's requirement on a key (the node's or claim's requirements intersected with the
-    /// pod's, `Exists` when undefined).
-    pub(crate) fn domains(
+    /// pod's; `None` when neither defines it). A failure carries a [`Violation`] only when
+    /// `detail` is set.
+    pub(crate) fn domains<'r>(
         &self,
         p: usize,
         strict: &Requirements,
-        node: &dyn Fn(&str) -> Requirement,
-    ) -> Result<Vec<Requirement>, Violation> {
-        let owned = self.owned[p].iter().map(|&g| (GroupRef::Regular(g), &self.groups[g]));
+        node: &dyn Fn(&str) -> Option<Cow<'r, Requirement>>,
+        detail: bool,
+    ) -> Result<Vec<Requirement>, Option<Box<Violation>>> {
+        let owned = self.owned[p]
+            .iter()
+            .map(|&g| (GroupRef::Regular(g), &self.groups[g]));
         let inverse = self.inverse_selecting[p]
             .iter()
             .map(|&g| (GroupRef::Inverse(g), &self.inverse[g]));
         let mut out = Vec::new();
         for (reference, group) in owned.chain(inverse) {
-            let pod_domains = strict.get_or_exists(&group.key);
-            let node_domains = node(&group.key);
+            let pod_domains = strict.get(&group.key).unwrap_or(&group.everything);
+            let node_domains = node(&group.key).unwrap_or(Cow::Borrowed(&group.everything));
             let self_selecting = match reference {
                 GroupRef::Regular(g) => self.selecting[p].binary_search(&g).is_ok(),
                 GroupRef::Inverse(_) => true,
             };
-            match group.next(self_selecting, &pod_domains, &node_domains) {
+            match group.next(self_selecting, pod_domains, &node_domains) {
                 Some(r) => out.push(r),
                 None => {
-                    return Err(Violation {
-                        group: reference,
-                        pod_domains,
-                        node_domains,
-                    });
+                    return Err(detail.then(|| {
+                        Box::new(Violation {
+                            group: reference,
+                            pod_domains: pod_domains.clone(),
+                            node_domains: node_domains.into_owned(),
+                        })
+                    }));
                 }
             }
         }
@@ -715,7 +754,9 @@ impl<'a> Topology<'a> {
     fn count(&self, group: &mut Group) {
         for node in self.nodes {
             if let Some(domain) = label(node, &group.key)
-                && group.filter.matches(&node.taints, &node.requirements, &NO_KEYS)
+                && group
+                    .filter
+                    .matches(&node.taints, &node.requirements, &NO_KEYS)
             {
                 group.register(domain);
             }
@@ -733,7 +774,10 @@ impl<'a> Topology<'a> {
                 None if group.key == HOSTNAME_LABEL => node.name.as_str(),
                 None => continue,
             };
-            if group.filter.matches(&node.taints, &node.requirements, &NO_KEYS) {
+            if group
+                .filter
+                .matches(&node.taints, &node.requirements, &NO_KEYS)
+            {
                 group.record(domain);
             }
         }
@@ -770,7 +814,10 @@ fn build_universe(nodepools: &[NodePool], keys: &BTreeSet<&str>) -> Universe {
     for pool in nodepools {
         let template = &pool.template;
         let mut base = template.requirements.clone();
-        for added in [NODEPOOL_LABEL.to_owned(), template.node_class_ref.label_key()] {
+        for added in [
+            NODEPOOL_LABEL.to_owned(),
+            template.node_class_ref.label_key(),
+        ] {
             if !template.labels.contains_key(&added) {
                 base.remove(&added);
             }

@@ -171,7 +171,8 @@ pub struct SchedulingContext {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ExistingNode {
     /// Node name (or NodeClaim name for a claim without node yet). Names should be unique:
-    /// they order the nodes.
+    /// they order the nodes, and [`BoundPod::node`] refers to them. A node without a
+    /// `kubernetes.io/hostname` label is the hostname topology domain of this name.
     pub name: String,
     /// Owning NodePool, if managed.
     pub nodepool: Option<String>,
@@ -193,7 +194,8 @@ pub struct ExistingNode {
     /// tried first.
     pub in_flight: bool,
     /// False for nodes that must not receive pods (cordoned, marked for deletion, being
-    /// disrupted); such nodes are skipped entirely.
+    /// disrupted); such nodes receive no pods, but their labels and bound pods still count
+    /// for topology spread and pod (anti-)affinity.
     pub schedulable: bool,
 }
 
@@ -278,7 +280,8 @@ pub struct NodePool {
     pub limits: Option<NodePoolLimits>,
 }
 
-/// Everything one provisioning pass looks at.
+/// Everything one provisioning pass looks at (the pods bound to the nodes and the preference
+/// policy come separately, in a [`SchedulingContext`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SchedulingInput {
     /// Pending pods to place (any order; the scheduler sorts them).
