@@ -11,7 +11,8 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use joinery_controller::cloud::{Cloud, group_kind};
 use joinery_controller::convert;
-use joinery_controller::snapshot::{Assembly, BatchStatus, Catalog, Snapshot, with_offering_requirements};
+use joinery_controller::cloud::with_offering_requirements;
+use joinery_controller::snapshot::{Assembly, BatchStatus, Catalog, Snapshot};
 use joinery_core::clock::Clock;
 use joinery_core::instance_type::InstanceType;
 use joinery_core::labels::{CAPACITY_TYPE_LABEL, LabelPolicy, ZONE_LABEL};
@@ -227,6 +228,7 @@ fn write_text(
 
     let by_name: HashMap<&str, &InstanceType> = instance_types.iter().map(|t| (t.name(), t)).collect();
     let policy = &assembly.input.label_policy;
+    let all_zones: BTreeSet<&str> = instance_types.iter().flat_map(|t| t.offerings().iter().map(|o| o.zone())).collect();
     writeln!(out)?;
     writeln!(out, "NodeClaims to create ({}):", result.new_claims.len())?;
     for (index, claim) in result.new_claims.iter().enumerate() {
@@ -248,8 +250,14 @@ fn write_text(
         let more = spec.instance_types.len().saturating_sub(SHOWN_INSTANCE_TYPES);
         let more = if more > 0 { format!(", and {more} more") } else { String::new() };
         writeln!(out, "      instance types ({}, cheapest first): {}{more}", spec.instance_types.len(), shown.join(", "))?;
+        // Zones with an available compatible offering; stop once every zone the claim allows
+        // is found.
+        let allowed = all_zones.iter().filter(|z| spec.requirements.get(ZONE_LABEL).is_none_or(|r| r.has(z))).count();
         let mut zones = BTreeSet::new();
         for name in &spec.instance_types {
+            if zones.len() == allowed {
+                break;
+            }
             if let Some(t) = by_name.get(name.as_str()) {
                 zones.extend(t.offerings().available_compatible(&spec.requirements, policy).map(|o| o.zone().to_string()));
             }

@@ -29,7 +29,7 @@ use serde::Deserialize;
 
 #[test]
 fn inspect_reports_size_digest_and_that_each_shipped_plugin_loads() {
-    for name in ["template", "k3s", "synthetic-pricing"] {
+    for name in ["template", "k3s", "rke2", "kubeadm", "synthetic-pricing"] {
         let (ok, out, err) = joinery(&["plugins", "inspect", name, "--json"]);
         assert!(ok, "{name}: {err}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -77,4 +77,52 @@ fn render_with_k3s_needs_the_token_secret_and_uses_it() {
     assert!(out.contains("token: \"K10abc\""), "{out}");
     assert!(out.contains("max-pods=110"), "{out}");
     assert!(out.contains("provider-id=%s%s") && out.contains("'exoscale://'"), "the provider ID is built at boot from the prefix: {out}");
+}
+
+#[test]
+fn render_with_rke2_needs_the_token_secret_and_uses_it() {
+    let args = ["render", "--claim", "examples/render/nodeclaim.yaml", "--class", "examples/render/nodeclass-rke2.yaml"];
+    let (ok, _, err) = joinery(&args);
+    assert!(!ok, "rendering without the token secret must fail");
+    assert!(err.contains("rke2/token"), "the error names the missing secret: {err}");
+    let mut with_secret = args.to_vec();
+    with_secret.extend(["--secret", "rke2/token=K10abc", "--provider-id-prefix", "exoscale://"]);
+    let (ok, out, err) = joinery(&with_secret);
+    assert!(ok, "{err}");
+    assert!(out.contains("cat > /etc/rancher/rke2/config.yaml <<'JOINERY_RKE2_CONFIG'\n"), "{out}");
+    assert!(out.contains("server: \"https://10.0.0.10:9345\"\n") && out.contains("token: \"K10abc\"\n"), "{out}");
+    assert!(out.contains("node-name: \"default-7xk2p\"\n"), "{out}");
+    assert!(out.contains("  - \"karpenter.sh/unregistered:NoExecute\"\n"), "{out}");
+    assert!(out.contains("  - \"max-pods=110\"\n  - \"system-reserved=cpu=100m,memory=256Mi\"\n"), "{out}");
+    assert!(out.contains("provider-id=%s%s") && out.contains("'exoscale://'"), "the provider ID is built at boot: {out}");
+    assert!(out.contains("INSTALL_RKE2_TYPE=agent INSTALL_RKE2_VERSION='v1.33.4+rke2r1' sh"), "{out}");
+    assert!(out.ends_with("systemctl enable --now rke2-agent.service\n"), "{out}");
+    let (ok, _, err) = joinery(&[&with_secret[..], &["--param", "serverUrl=https://x:9345"]].concat());
+    assert!(!ok && err.contains("serverUrl"), "an unknown parameter is refused: {err}");
+}
+
+#[test]
+fn render_with_kubeadm_writes_a_join_configuration() {
+    let args = ["render", "--claim", "examples/render/nodeclaim.yaml", "--class", "examples/render/nodeclass-kubeadm.yaml"];
+    let (ok, _, err) = joinery(&args);
+    assert!(!ok, "rendering without the bootstrap token secret must fail");
+    assert!(err.contains("kubeadm/token"), "the error names the missing secret: {err}");
+    let (ok, _, err) = joinery(&[&args[..], &["--secret", "kubeadm/token=hunter2"]].concat());
+    assert!(!ok && err.contains("[a-z0-9]{6}") && !err.contains("hunter2"), "a malformed token is refused, unprinted: {err}");
+    let mut with_secret = args.to_vec();
+    with_secret.extend(["--secret", "kubeadm/token=abcdef.0123456789abcdef", "--provider-id-prefix", "exoscale://"]);
+    let (ok, out, err) = joinery(&with_secret);
+    assert!(ok, "{err}");
+    assert!(out.contains("apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\n"), "{out}");
+    assert!(out.contains("    apiServerEndpoint: \"10.0.0.10:6443\"\n    token: \"abcdef.0123456789abcdef\"\n"), "{out}");
+    assert!(out.contains("    caCertHashes:\n      - \"sha256:2f4b6c1d"), "{out}");
+    assert!(out.contains("  name: \"default-7xk2p\"\n"), "{out}");
+    assert!(out.contains("    - name: \"register-with-taints\"\n      value: \"dedicated=web:NoSchedule,karpenter.sh/unregistered:NoExecute,"), "{out}");
+    assert!(out.contains("    - name: \"max-pods\"\n      value: \"110\"\n"), "{out}");
+    assert!(out.contains("printf '    - name: \"provider-id\"\\n      value: \"%s%s\"\\n' 'exoscale://'"), "{out}");
+    assert!(out.contains("apt-get install -y kubelet kubeadm\n") && out.contains("https://pkgs.k8s.io/core:/stable:/v1.33/deb/"), "{out}");
+    assert!(out.ends_with("kubeadm join --config /etc/joinery/kubeadm-join.yaml\n"), "{out}");
+    let (ok, out, err) = joinery(&[&with_secret[..], &["--param", "configAPIVersion=v1beta3"]].concat());
+    assert!(ok, "{err}");
+    assert!(out.contains("apiVersion: kubeadm.k8s.io/v1beta3\n") && out.contains("    max-pods: \"110\"\n"), "{out}");
 }

@@ -298,7 +298,8 @@ fn the_instance_types_must_come_from_somewhere() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a cloud provider"), "{}", String::from_utf8_lossy(&out.stderr));
     let out = joinery(&["schedule", &fixture("ordering"), "--plugin", "nope", "--node-class", &fixture("simnodeclass")]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cloud plugins loaded: simcloud"), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no plugin named \"nope\"; cloud plugins loaded: ") && stderr.contains("simcloud"), "{stderr}");
 }
 
 #[test]

@@ -105,6 +105,44 @@ fn an_unschedulable_pod_is_reported_with_its_reason() {
     assert!(stdout.contains("pending default/huge: "), "{stdout}");
 }
 
+/// Asserts that every node of a bootstrap scenario registered under its NodeClaim's name:
+/// the simulated kubelet ran the renderer's script (node name, provider ID) to register it.
+fn nodes_registered_through_the_bootstrap(report: &serde_json::Value) {
+    let nodes = report["nodes"].as_array().unwrap();
+    assert!(!nodes.is_empty(), "{report:#}");
+    for node in nodes {
+        assert!(!node["registeredAt"].is_null(), "node {node} never registered");
+        assert_eq!(node["name"], node["nodeClaim"], "the node is named by the bootstrap's node name: {node}");
+    }
+}
+
+#[test]
+fn rke2_nodes_join_with_the_rke2_renderer() {
+    let (report, stdout, ok) = simulate(Some("rke2-bootstrap.yaml"));
+    assert!(ok, "{stdout}");
+    assert_eq!(report["result"], "pass");
+    assert_eq!(report["pods"]["running"], 4);
+    nodes_registered_through_the_bootstrap(&report);
+}
+
+#[test]
+fn kubeadm_nodes_join_with_the_kubeadm_renderer() {
+    let (report, stdout, ok) = simulate(Some("kubeadm-bootstrap.yaml"));
+    assert!(ok, "{stdout}");
+    assert_eq!(report["result"], "pass");
+    assert_eq!(report["pods"]["running"], 4);
+    nodes_registered_through_the_bootstrap(&report);
+}
+
+#[test]
+fn zonal_spread_gets_one_node_per_zone() {
+    let (report, stdout, ok) = simulate(Some("zone-spread.yaml"));
+    assert!(ok, "{stdout}");
+    let mut zones: Vec<String> = report["nodes"].as_array().unwrap().iter().map(|n| n["zone"].as_str().unwrap().to_string()).collect();
+    zones.sort();
+    assert_eq!(zones, ["zone-a", "zone-b", "zone-c"], "{report:#}");
+}
+
 #[test]
 fn every_shipped_scenario_is_covered_by_a_test() {
     let tested = [
@@ -113,8 +151,11 @@ fn every_shipped_scenario_is_covered_by_a_test() {
         "daemonset-overhead.yaml",
         "drain-respects-pdb.yaml",
         "insufficient-capacity.yaml",
+        "kubeadm-bootstrap.yaml",
         "quickstart.yaml",
+        "rke2-bootstrap.yaml",
         "unschedulable-explained.yaml",
+        "zone-spread.yaml",
     ];
     let mut shipped: Vec<String> = std::fs::read_dir(repo().join("examples/scenarios"))
         .unwrap()

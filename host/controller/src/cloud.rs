@@ -2,7 +2,7 @@
 //! types, remembers offerings that just ran out of capacity, and fills unknown prices from
 //! the pricing plugin (never from name order).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -121,7 +121,7 @@ impl Cloud {
                 }
             }
         }
-        Ok(out)
+        Ok(out.into_iter().map(with_offering_requirements).collect())
     }
 
     /// Prices offerings the cloud left unpriced with the fallback pricing plugin. When that
@@ -229,4 +229,27 @@ pub fn instance_type_from_wit(t: &wit::InstanceType) -> Result<InstanceType, Str
     let offerings: Vec<Offering> =
         t.offerings.iter().map(|o| Offering::new(o.zone.clone(), o.capacity_type.clone(), o.price, o.available)).collect();
     Ok(InstanceType::new(t.name.clone(), requirements, capacity, overhead, offerings))
+}
+
+/// An instance type whose requirements also say where it is sold, as upstream's providers
+/// declare: `topology.kubernetes.io/zone In [zones with an available offering]` and
+/// `karpenter.sh/capacity-type In [capacity types with one]`, each added only when the type
+/// does not define the key already. Topology spread and affinity find their zone domains
+/// there. Types without available offerings are returned unchanged.
+pub fn with_offering_requirements(t: InstanceType) -> InstanceType {
+    let zones: BTreeSet<&str> = t.offerings().available().map(|o| o.zone()).collect();
+    let capacity_types: BTreeSet<&str> = t.offerings().available().map(|o| o.capacity_type()).collect();
+    let missing_zone = !zones.is_empty() && !t.requirements().has(labels::ZONE_LABEL);
+    let missing_ct = !capacity_types.is_empty() && !t.requirements().has(labels::CAPACITY_TYPE_LABEL);
+    if !missing_zone && !missing_ct {
+        return t;
+    }
+    let mut requirements = t.requirements().clone();
+    if missing_zone {
+        requirements.add(Requirement::in_values(labels::ZONE_LABEL, zones));
+    }
+    if missing_ct {
+        requirements.add(Requirement::in_values(labels::CAPACITY_TYPE_LABEL, capacity_types));
+    }
+    InstanceType::new(t.name(), requirements, t.capacity().clone(), t.overhead().clone(), t.offerings().clone())
 }

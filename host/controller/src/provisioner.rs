@@ -193,7 +193,14 @@ pub async fn provision(ctx: &Context) -> Result<bool, ControllerError> {
     }
     let input = SchedulingInput { pods, nodes, nodepools, daemons, label_policy: LabelPolicy::default() };
     let started = std::time::Instant::now();
-    let result = scheduling::schedule(&input);
+    let context = scheduling::SchedulingContext {
+        bound_pods: convert::bound_pods(&all_pods),
+        preference_policy: match ctx.settings.preference_policy {
+            crate::settings::PreferencePolicy::Respect => scheduling::PreferencePolicy::Respect,
+            crate::settings::PreferencePolicy::Ignore => scheduling::PreferencePolicy::Ignore,
+        },
+    };
+    let result = scheduling::schedule_with_context(&input, &context, None);
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     if result.new_claims.is_empty() {
         tracing::debug!(pods = input.pods.len(), duration_ms, "computed scheduling decision: nothing to launch");

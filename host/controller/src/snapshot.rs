@@ -20,7 +20,7 @@ use std::fmt;
 
 use joinery_api::{NodeClaim, NodeOverlay, NodePool};
 use joinery_core::instance_type::InstanceType;
-use joinery_core::labels::{CAPACITY_TYPE_LABEL, CAPACITY_TYPES, HOSTNAME_LABEL, LabelPolicy, ZONE_LABEL};
+use joinery_core::labels::{CAPACITY_TYPES, HOSTNAME_LABEL, LabelPolicy};
 use joinery_core::requirements::{Operator, Requirement, Requirements};
 use joinery_core::resources::Unit;
 use joinery_core::scheduling::{self, PodKey, SchedulingContext, SchedulingInput};
@@ -758,29 +758,6 @@ impl<'a> VolumeIndex<'a> {
     }
 }
 
-/// An instance type whose requirements also say where it is sold, as upstream's providers
-/// declare: `topology.kubernetes.io/zone In [zones with an available offering]` and
-/// `karpenter.sh/capacity-type In [capacity types with one]`, each added only when the type
-/// does not define the key already. Topology spread and affinity find their zone domains
-/// there. Types without available offerings are returned unchanged.
-pub fn with_offering_requirements(t: InstanceType) -> InstanceType {
-    let zones: BTreeSet<&str> = t.offerings().available().map(|o| o.zone()).collect();
-    let capacity_types: BTreeSet<&str> = t.offerings().available().map(|o| o.capacity_type()).collect();
-    let missing_zone = !zones.is_empty() && !t.requirements().has(ZONE_LABEL);
-    let missing_ct = !capacity_types.is_empty() && !t.requirements().has(CAPACITY_TYPE_LABEL);
-    if !missing_zone && !missing_ct {
-        return t;
-    }
-    let mut requirements = t.requirements().clone();
-    if missing_zone {
-        requirements.add(Requirement::in_values(ZONE_LABEL, zones));
-    }
-    if missing_ct {
-        requirements.add(Requirement::in_values(CAPACITY_TYPE_LABEL, capacity_types));
-    }
-    InstanceType::new(t.name(), requirements, t.capacity().clone(), t.overhead().clone(), t.offerings().clone())
-}
-
 /// What a pod is to a provisioning pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PodState {
@@ -1021,7 +998,7 @@ impl Catalog {
                 return Err(SnapshotError::Catalog(format!("{at}.name: listed twice")));
             }
             let t = entry.to_wit().and_then(|t| instance_type_from_wit(&t)).map_err(|e| SnapshotError::Catalog(format!("{at}.{e}")))?;
-            instance_types.push(with_offering_requirements(t));
+            instance_types.push(crate::cloud::with_offering_requirements(t));
         }
         Ok(Catalog { instance_types, well_known_labels })
     }
@@ -1363,7 +1340,7 @@ spec:
         assert!(zones.has("zone-a") && zones.has("zone-b") && !zones.has("zone-c"));
         let cts = small.requirements().get(CAPACITY_TYPE_LABEL).unwrap();
         assert!(cts.has("on-demand") && cts.has("spot"));
-        let again = with_offering_requirements(small.clone());
+        let again = crate::cloud::with_offering_requirements(small.clone());
         assert_eq!(&again, small, "idempotent");
     }
 

@@ -9,7 +9,7 @@ use joinery_api::{NodeClaim, NodePool};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{Api, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::Notify;
@@ -104,7 +104,16 @@ impl ClusterState {
         let mut node_classes = BTreeMap::new();
         for (key, version) in node_class_kinds {
             let gvk = GroupVersionKind::gvk(&key.group, version, &key.kind);
-            let resource = ApiResource::from_gvk(&gvk);
+            // A plugin whose NodeClass CRD is not installed serves nothing here: skip it
+            // (waiting for its cache would block every decision).
+            let resource = match kube::discovery::pinned_kind(&client, &gvk).await {
+                Ok((resource, _)) => resource,
+                Err(e) => {
+                    tracing::warn!(group = %key.group, kind = %key.kind, error = %e,
+                        "NodeClass kind not served (its CRD is not installed); NodePools using it cannot launch until the controller restarts with the CRD in place");
+                    continue;
+                }
+            };
             let writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
             let reader = writer.as_reader();
             let api = Api::<DynamicObject>::all_with(client.clone(), &resource);

@@ -314,6 +314,10 @@ pub fn unmet(expect: &Expectations, seen: &Observation) -> Vec<String> {
     if let Some(n) = expect.node_claims_created_at_most {
         check(seen.claims.len() <= n, format!("nodeClaimsCreatedAtMost: wanted ≤ {n}, saw {}", seen.claims.len()));
     }
+    if let Some(n) = expect.zones_at_least {
+        let zones = seen.live_zones();
+        check(zones.len() >= n, format!("zonesAtLeast: wanted ≥ {n}, live nodes are in {zones:?}"));
+    }
     if let Some(types) = &expect.instance_types {
         let used = seen.instance_types();
         let bad: Vec<&String> = used.iter().filter(|t| !types.contains(t)).collect();

@@ -92,6 +92,14 @@ pub struct Observation {
 }
 
 impl Observation {
+    /// Zones of the NodeClaims launched and not deleted.
+    pub fn live_zones(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.claims.iter().filter(|c| c.deleted_at.is_none()).filter_map(|c| c.zone.clone()).collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// Instance types launched so far.
     pub fn instance_types(&self) -> Vec<String> {
         let mut out: Vec<String> = self.claims.iter().filter_map(|c| c.instance_type.clone()).collect();

@@ -213,6 +213,9 @@ pub struct Expectations {
     /// At most this many NodeClaims created so far.
     #[serde(default)]
     pub node_claims_created_at_most: Option<usize>,
+    /// Live nodes span at least this many zones.
+    #[serde(default)]
+    pub zones_at_least: Option<usize>,
     /// Every instance launched so far has one of these types.
     #[serde(default)]
     pub instance_types: Option<Vec<String>>,

@@ -111,7 +111,7 @@ pub(crate) struct Bootstrap {
 pub(crate) enum BootstrapError {
     /// No format was found.
     #[error(
-        "the userData is none of: a k3s, RKE2 or kubeadm script from the k3s, rke2 or kubeadm renderer, a script that runs the kubelet"
+        "the userData is neither a k3s, RKE2 or kubeadm script from the renderer of that name nor a script that runs the kubelet"
     )]
     NotUnderstood,
     /// A configuration here-document never ends (the delimiter is named).
@@ -451,7 +451,8 @@ fn written_file(
 /// The k3s or RKE2 renderer's agent script, if this is one.
 fn parse_agent(script: &str, instance_id: &str, agent: &Agent) -> Option<Result<Bootstrap, BootstrapError>> {
     let lines = logical_lines(script);
-    Some(written_file(&lines, agent.path, agent.marker, instance_id)?.and_then(|(config, _)| agent_config(&config, instance_id, agent)))
+    let written = written_file(&lines, agent.path, agent.marker, instance_id)?;
+    Some(written.and_then(|(config, _)| agent_config(&config, instance_id, agent)))
 }
 
 /// An agent configuration value that may be a string or a list of strings.
@@ -970,10 +971,9 @@ kubeadm join --config /etc/joinery/kubeadm-join.yaml
         let unnamed = KUBEADM_SCRIPT.replace("  name: \"default-abc12\"\n", "");
         assert_eq!(parse(&unnamed, "i-1").unwrap().node_name, "i-1");
         // nodeRegistration.taints count when kubeletExtraArgs has no register-with-taints.
-        let structured = KUBEADM_SCRIPT.replace(
-            "    - name: \"register-with-taints\"\n      value: \"dedicated=gpu:NoSchedule,karpenter.sh/unregistered:NoExecute\"\n",
-            "",
-        );
+        let taint_arg =
+            "    - name: \"register-with-taints\"\n      value: \"dedicated=gpu:NoSchedule,karpenter.sh/unregistered:NoExecute\"\n";
+        let structured = KUBEADM_SCRIPT.replace(taint_arg, "");
         let structured = structured.replace(
             "  kubeletExtraArgs:\n",
             "  taints:\n    - {key: dedicated, value: gpu, effect: NoSchedule}\n    \
@@ -991,7 +991,8 @@ kubeadm join --config /etc/joinery/kubeadm-join.yaml
         assert_eq!(parse(&other_file, "i-1"), Err(BootstrapError::KubeadmNotJoined));
         let equals = KUBEADM_SCRIPT.replace("join --config /etc", "join --config=/etc");
         assert!(parse(&equals, "i-1").is_ok());
-        let unpinned = KUBEADM_SCRIPT.replace("    caCertHashes:\n      - \"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"\n", "");
+        let hashes = "    caCertHashes:\n      - \"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"\n";
+        let unpinned = KUBEADM_SCRIPT.replace(hashes, "");
         assert!(config_error(&unpinned), "token discovery without a CA hash");
         let skipped = unpinned.replace("    token:", "    unsafeSkipCAVerification: true\n    token:");
         assert!(parse(&skipped, "i-1").is_ok());
