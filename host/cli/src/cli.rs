@@ -263,6 +263,22 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The provisioning scheduler on upstream's benchmark shape: median time, placements,
+    /// cost against a lower bound.
+    Scheduler {
+        /// Pending pods.
+        #[arg(long, default_value_t = 2000)]
+        pods: usize,
+        /// Instance types in the catalogue.
+        #[arg(long, default_value_t = 400)]
+        types: usize,
+        /// Measured runs.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// The emulated API server holding a large cluster with a pod watch open: list latency
     /// over HTTP (medians of several runs) and memory.
     Sim {
@@ -313,6 +329,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(BenchCommand::Plugins { iterations, json }) => crate::bench::plugins(iterations, json).await,
+        Command::Bench(BenchCommand::Scheduler { pods, types, runs, json }) => crate::bench_scheduler::scheduler(pods, types, runs, json),
         Command::Bench(BenchCommand::Sim { nodes, pods, runs, json }) => crate::bench::sim(nodes, pods, runs, json).await,
         Command::Simulate(args) => crate::simulate_cmd::simulate(args).await,
         Command::Run(args) => crate::run_cmd::run(args).await,

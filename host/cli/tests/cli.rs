@@ -126,3 +126,17 @@ fn render_with_kubeadm_writes_a_join_configuration() {
     assert!(ok, "{err}");
     assert!(out.contains("apiVersion: kubeadm.k8s.io/v1beta3\n") && out.contains("    max-pods: \"110\"\n"), "{out}");
 }
+
+#[test]
+fn bench_scheduler_places_every_pod_and_reports_cost_against_the_bound() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_joinery"))
+        .args(["bench", "scheduler", "--pods", "100", "--types", "50", "--runs", "1", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["placedPods"], 100);
+    assert!(report["newNodeClaims"].as_u64().unwrap() >= 20, "hostname anti-affinity pods need a node each: {report}");
+    let ratio = report["costToBoundRatio"].as_f64().unwrap();
+    assert!(ratio >= 1.0 - 1e-9, "the bound is a lower bound: {report}");
+}
