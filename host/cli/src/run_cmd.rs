@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{Context, Result};
 use joinery_controller::{Controller, ControllerOptions, Settings};
 use joinery_core::clock::Clock;
-use joinery_runtime::services::HostServices;
+use joinery_runtime::services::{HostServices, KubeClusters, KubeSecrets};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -30,7 +30,16 @@ pub async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         settings.cluster_endpoint = config.cluster_url.to_string();
     }
     let client = kube::Client::try_from(config).context("cannot build the Kubernetes client")?;
-    let registry = crate::plugins_cmd::open_registry(&args.plugins, HostServices::default())?;
+    // Plugins' secrets (and renderers' granted secrets) are read from the controller's own
+    // namespace unless a name carries `namespace/`; the `workload` cluster is this one.
+    let namespace = std::env::var("SYSTEM_NAMESPACE").unwrap_or_else(|_| "joinery".into());
+    let secrets: Arc<dyn joinery_runtime::services::SecretStore> = Arc::new(KubeSecrets::new(client.clone(), &namespace));
+    let services = HostServices {
+        secrets: secrets.clone(),
+        kube: Arc::new(KubeClusters::default().with("workload", client.clone())),
+        ..HostServices::default()
+    };
+    let registry = crate::plugins_cmd::open_registry(&args.plugins, services)?;
     let _watch = registry.watch(std::time::Duration::from_secs(10));
     let ready = Arc::new(AtomicBool::new(false));
     let metrics_port = settings.metrics_port;
@@ -44,7 +53,7 @@ pub async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         _ => None,
     }));
     tracing::info!(metrics_port, health_port, "starting controllers");
-    let controller = Controller::start(ControllerOptions { client, registry, clock: Arc::new(Clock::real()), settings }).await?;
+    let controller = Controller::start(ControllerOptions { client, registry, clock: Arc::new(Clock::real()), settings, secrets }).await?;
     ready.store(true, Ordering::Relaxed);
     let context = controller.context().clone();
     tokio::spawn(serve(metrics_listener, move |path| (path == "/metrics").then(|| (200, context.metrics.render()))));

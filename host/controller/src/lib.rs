@@ -86,6 +86,8 @@ pub struct ControllerOptions {
     pub clock: Arc<Clock>,
     /// Settings (env vars with upstream's names).
     pub settings: Settings,
+    /// Where the secrets granted to renderers are read (a join token, say).
+    pub secrets: Arc<dyn joinery_runtime::services::SecretStore>,
 }
 
 /// Shared context of the controller loops.
@@ -102,6 +104,8 @@ pub struct Context {
     pub settings: Settings,
     /// Kubernetes Events.
     pub events: events::EventRecorder,
+    /// Secrets granted to renderers.
+    pub secrets: Arc<dyn joinery_runtime::services::SecretStore>,
     /// NodeClaims this process created that the cache may not show yet.
     pub recently_created: std::sync::Mutex<Vec<joinery_api::NodeClaim>>,
     /// Launch results not yet written to status (upstream keeps them an hour), by NodeClaim UID.
@@ -165,6 +169,7 @@ impl Controller {
         let (state, state_tasks) = state::ClusterState::start(options.client.clone(), &kinds).await?;
         let context = Arc::new(Context {
             events: events::EventRecorder::new(options.client.clone(), options.clock.clone()),
+            secrets: options.secrets.clone(),
             client: options.client,
             state,
             cloud: cloud::Cloud::new(options.registry, options.clock.clone()),

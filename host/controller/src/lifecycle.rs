@@ -293,7 +293,23 @@ async fn render_user_data(ctx: &Context, claim: &NodeClaim, class: &kube::api::D
     };
     let renderer = bootstrap.renderer.clone().unwrap_or_else(|| DEFAULT_RENDERER.to_string());
     let plugin = ctx.cloud.registry().current().require(&renderer, PluginKind::UserdataRenderer)?;
-    let context = render_context(claim, &bootstrap, &cluster, Vec::new());
+    // Secrets the operator granted to this renderer reach it through the context, as
+    // `secret-name/key` entries (a join token, say).
+    let mut secrets = Vec::new();
+    for name in &plugin.capabilities().grant().secrets {
+        match ctx.secrets.get(name).await {
+            Ok(entries) => {
+                for (key, value) in entries {
+                    match String::from_utf8(value) {
+                        Ok(value) => secrets.push(joinery_runtime::types::KeyValue { key: format!("{name}/{key}"), value }),
+                        Err(_) => tracing::warn!(secret = %name, %key, renderer = %renderer, "secret value is not UTF-8; not passed to the renderer"),
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(secret = %name, renderer = %renderer, error = %e, "cannot read a secret granted to the renderer"),
+        }
+    }
+    let context = render_context(claim, &bootstrap, &cluster, secrets);
     Ok(plugin.render(&context).await?)
 }
 

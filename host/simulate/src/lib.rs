@@ -78,6 +78,8 @@ pub struct SimulationOptions {
     pub start_controller: bool,
     /// Faults the cloud injects from the start.
     pub faults: Option<scenario::FaultSpec>,
+    /// Secrets (`name` → key → value), granted to every renderer.
+    pub secrets: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
 }
 
 impl Default for SimulationOptions {
@@ -89,6 +91,7 @@ impl Default for SimulationOptions {
             settings: Settings::default(),
             start_controller: true,
             faults: None,
+            secrets: Default::default(),
         }
     }
 }
@@ -111,17 +114,34 @@ pub struct Simulation {
     pub settings: Settings,
     /// Client of the emulated API server.
     pub client: kube::Client,
+    /// The secrets the host reads.
+    pub secrets: Arc<dyn joinery_runtime::services::SecretStore>,
 }
 
-/// Loads the built-in plugins with grants that let `simcloud` reach exactly `cloud_url`.
-pub fn simulation_registry(cloud_url: &str, cluster_name: &str) -> Result<Arc<PluginRegistry>, SimulateError> {
-    let grants_yaml = format!(
+/// The renderers the simulation grants its secrets to.
+const RENDERERS: [&str; 4] = ["template", "k3s", "rke2", "kubeadm"];
+
+/// Loads the built-in plugins with grants that let `simcloud` reach exactly `cloud_url`, and
+/// every renderer read the `secrets` named.
+pub fn simulation_registry(
+    cloud_url: &str,
+    cluster_name: &str,
+    secrets: &[String],
+    store: Arc<dyn joinery_runtime::services::SecretStore>,
+) -> Result<Arc<PluginRegistry>, SimulateError> {
+    let mut grants_yaml = format!(
         "plugins:\n  simcloud:\n    http: [{url:?}]\n    config: {{endpoint: {url:?}, clusterName: {cluster_name:?}}}\n",
         url = cloud_url
     );
+    if !secrets.is_empty() {
+        for renderer in RENDERERS {
+            grants_yaml.push_str(&format!("  {renderer}:\n    secrets: {secrets:?}\n"));
+        }
+    }
     let grants = Grants::parse(&grants_yaml, "simulation grants").map_err(|e| SimulateError::Plugins(e.to_string()))?;
     let engine = PluginEngine::new(&EngineOptions::default()).map_err(SimulateError::Plugins)?;
-    let cx = LoadContext::new(engine, grants, HostServices::default()).map_err(SimulateError::Plugins)?;
+    let services = HostServices { secrets: store, ..HostServices::default() };
+    let cx = LoadContext::new(engine, grants, services).map_err(SimulateError::Plugins)?;
     let registry = PluginRegistry::load(cx, Vec::new(), true).map_err(|e| SimulateError::Plugins(e.to_string()))?;
     Ok(Arc::new(registry))
 }
@@ -168,8 +188,15 @@ impl Simulation {
         if settings.cluster_endpoint.is_empty() {
             settings.cluster_endpoint = api.url().to_string();
         }
-        let registry = simulation_registry(cloud.url(), &settings.cluster_name)?;
-        let mut sim = Simulation { clock, api, cloud, physics: Some(physics), controller: None, registry, settings, client };
+        let mut store = joinery_runtime::services::StaticSecrets::default();
+        for (name, entries) in &options.secrets {
+            let entries: Vec<(&str, &[u8])> = entries.iter().map(|(k, v)| (k.as_str(), v.as_bytes())).collect();
+            store = store.with(name, &entries);
+        }
+        let secrets: Arc<dyn joinery_runtime::services::SecretStore> = Arc::new(store);
+        let names: Vec<String> = options.secrets.keys().cloned().collect();
+        let registry = simulation_registry(cloud.url(), &settings.cluster_name, &names, secrets.clone())?;
+        let mut sim = Simulation { clock, api, cloud, physics: Some(physics), controller: None, registry, settings, client, secrets };
         if options.start_controller {
             sim.start_controller().await?;
         }
@@ -183,6 +210,7 @@ impl Simulation {
             registry: self.registry.clone(),
             clock: self.clock.clone(),
             settings: self.settings.clone(),
+            secrets: self.secrets.clone(),
         })
         .await?;
         self.controller = Some(controller);
@@ -345,6 +373,7 @@ pub async fn run_scenario(scenario: &Scenario, speed: f64, echo: bool) -> Result
         settings,
         start_controller: true,
         faults: scenario.cloud.faults.clone(),
+        secrets: scenario.secrets.clone(),
     };
     let wall = std::time::Instant::now();
     let sim = Simulation::start(options).await?;

@@ -60,6 +60,10 @@ pub struct Scenario {
     /// Simulated time limit for the whole scenario (Go duration; default 30m).
     #[serde(default)]
     pub timeout: Option<String>,
+    /// Secrets the host can read (`name: {key: value}`), granted to every renderer — e.g. a
+    /// join token for a renderer's `tokenSecret: name/key` parameter.
+    #[serde(default)]
+    pub secrets: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
     /// Objects applied at start.
     #[serde(default)]
     pub manifests: Vec<serde_json::Value>,
