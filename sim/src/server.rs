@@ -75,7 +75,7 @@ fn json_response(code: u16, value: &Value) -> HttpResponse {
     Response::builder()
         .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
         .header(header::CONTENT_TYPE, "application/json")
-        .body(ResponseBody::Complete(Some(Bytes::from(value.to_string()))))
+        .body(ResponseBody::Complete(Some(Bytes::from(serde_json::to_vec(value).unwrap_or_default()))))
         .expect("static response parts are valid")
 }
 
@@ -683,8 +683,13 @@ impl WatchSettings {
 }
 
 fn watch_line(event_type: &str, object: &Value) -> Bytes {
-    let mut line = json!({"type": event_type, "object": object}).to_string();
-    line.push('\n');
+    // Written by hand rather than through `json!`, which would copy the object first.
+    let mut line = Vec::with_capacity(256);
+    line.extend_from_slice(b"{\"type\":");
+    line.extend_from_slice(&serde_json::to_vec(event_type).unwrap_or_default());
+    line.extend_from_slice(b",\"object\":");
+    line.extend_from_slice(&serde_json::to_vec(object).unwrap_or_default());
+    line.extend_from_slice(b"}\n");
     Bytes::from(line)
 }
 
@@ -965,6 +970,15 @@ impl ApiFaults {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watch_lines_are_one_json_event_per_line() {
+        let line = watch_line("ADDED", &json!({"metadata": {"name": "a"}}));
+        let text = std::str::from_utf8(&line).unwrap();
+        assert!(text.ends_with('\n'));
+        let event: Value = serde_json::from_str(text.trim_end()).unwrap();
+        assert_eq!(event, json!({"type": "ADDED", "object": {"metadata": {"name": "a"}}}));
+    }
 
     #[test]
     fn query_strings_are_decoded() {

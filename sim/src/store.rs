@@ -1128,14 +1128,14 @@ impl Store {
             .take_while(|((group, plural, object_namespace, _), _)| {
                 *group == kind.group && *plural == kind.plural && namespace.is_none_or(|n| n == object_namespace)
             })
-            .map(|(_, object)| with_type(kind, object))
-            .filter(|object| options.labels.matches_object(object) && options.fields.matches(object));
+            .filter(|(_, object)| options.labels.matches_object(object) && options.fields.matches(object));
         let mut items = Vec::new();
         let mut remaining = 0u64;
         let limit = options.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
-        for object in matching {
+        // Only the returned objects are copied; the rest of a page is only counted.
+        for (_, object) in matching {
             if items.len() < limit {
-                items.push(object);
+                items.push(with_type(kind, object));
             } else {
                 remaining += 1;
             }

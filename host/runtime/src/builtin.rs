@@ -20,8 +20,8 @@ macro_rules! builtin {
 }
 
 /// The shipped plugins: the verbatim, k3s, RKE2 and kubeadm renderers, the synthetic pricing
-/// function, the cloud provider of the simulated cloud (so `joinery simulate` needs no plugin
-/// directory) and the Exoscale cloud provider.
+/// function, the Exoscale cloud provider and the cloud provider of the simulated cloud (so
+/// `joinery simulate` needs no plugin directory).
 pub static BUILTIN_PLUGINS: &[BuiltinPlugin] = &[
     builtin!("template", "joinery_plugin_template.wasm"),
     builtin!("k3s", "joinery_plugin_k3s.wasm"),

@@ -1,16 +1,16 @@
-//! The built-in `exoscale` plugin through the real runtime, against the fake Exoscale API
+//! The `exoscale` plugin through the real runtime, against the fake Exoscale API
 //! (`joinery_sim::exoscale::ExoFake`): signed requests over the host's gated outgoing HTTP,
 //! credentials from a granted secret, operations followed, networks attached after launch.
 
 mod common;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use common::engine;
 use joinery_runtime::CallError;
-use joinery_runtime::builtin::builtin_manifests;
 use joinery_runtime::grants::{Grants, HttpPattern};
+use joinery_runtime::manifest::PluginManifest;
 use joinery_runtime::plugin::{LoadContext, LoadedPlugin, PluginBytes, PluginSource};
 use joinery_runtime::services::{HostServices, StaticSecrets};
 use joinery_runtime::types::{CloudError, CreateRequest, InstanceState, NodeClaim, NodeClass, Operator, Requirement, Resource};
@@ -28,12 +28,20 @@ fn services(secret: &str) -> HostServices {
     HostServices { secrets: Arc::new(secrets), ..HostServices::default() }
 }
 
-/// Loads the built-in plugin, granted exactly the fake's loopback address and the secret.
+/// The plugin's manifest (from `plugins/exoscale/plugin.yaml`) and component (built by this
+/// crate's build script), loaded the way a plugin directory is.
+fn parts() -> (PluginManifest, &'static [u8]) {
+    static WASM: OnceLock<Vec<u8>> = OnceLock::new();
+    let text = std::fs::read_to_string(common::repo().join("plugins/exoscale/plugin.yaml")).unwrap();
+    (PluginManifest::parse(&text, "exoscale").unwrap(), WASM.get_or_init(|| common::wasm("joinery_plugin_exoscale.wasm")))
+}
+
+/// Loads the plugin, granted exactly the fake's loopback address and the secret.
 ///
 /// The shipped `plugin.yaml` asks only for `https://api-*.exoscale.com`; a test (like a
 /// simulation) adds the loopback pattern to the request, and the grant names the exact address.
 fn load(fake: &ExoFake, grant_http: bool, services: HostServices) -> Arc<LoadedPlugin> {
-    let (mut manifest, wasm) = builtin_manifests().into_iter().find(|(m, _)| m.name == "exoscale").expect("exoscale is built in");
+    let (mut manifest, wasm) = parts();
     manifest.capabilities.http.push(HttpPattern::parse("http://127.0.0.1:*").unwrap());
     let http = if grant_http { format!("[\"{}\"]", fake.url()) } else { "[]".to_string() };
     let grants = format!(
@@ -42,6 +50,18 @@ fn load(fake: &ExoFake, grant_http: bool, services: HostServices) -> Arc<LoadedP
     );
     let cx = LoadContext::new(engine(), Grants::parse(&grants, "test grants").unwrap(), services).unwrap();
     Arc::new(LoadedPlugin::load(&cx, PluginBytes { manifest, source: PluginSource::Builtin, wasm, compiled: None }).unwrap())
+}
+
+#[test]
+fn the_component_fits_the_size_budget_and_the_manifest_asks_only_for_exoscale() {
+    let (manifest, wasm) = parts();
+    assert!(wasm.len() <= 512 * 1024, "exoscale is {} bytes, over the 512 KiB budget", wasm.len());
+    let node_class = manifest.node_class.expect("a cloud provider serves a NodeClass");
+    assert_eq!((node_class.group.as_str(), node_class.kind.as_str()), ("karpenter.k8s.exoscale", "ExoscaleNodeClass"));
+    assert_eq!(node_class.provider_id_prefix.as_deref(), Some("exoscale://"));
+    let http: Vec<&str> = manifest.capabilities.http.iter().map(HttpPattern::as_str).collect();
+    assert_eq!(http, ["https://api-*.exoscale.com"]);
+    assert_eq!(manifest.capabilities.secrets, [SECRET]);
 }
 
 fn plugin(fake: &ExoFake) -> Arc<LoadedPlugin> {
@@ -217,7 +237,7 @@ async fn create_follows_the_operation_attaches_networks_and_labels_the_instance(
     assert_eq!(made.security_groups, [fake.security_groups()[0].id.clone()]);
     assert_eq!(made.anti_affinity_groups, [fake.anti_affinity_groups()[0].id.clone()]);
     let prod = fake.private_networks().into_iter().find(|n| n.zone == "de-fra-1" && n.labels["env"] == "prod").unwrap();
-    assert_eq!(made.private_networks, [prod.id.clone()], "attached after launch");
+    assert_eq!(made.private_networks, std::slice::from_ref(&prod.id), "attached after launch");
     assert_eq!(prod.leases[0].instance_id, id);
     let ops = fake.operations();
     assert!(ops.iter().all(|op| op.state == OperationState::Success), "every operation was followed: {ops:?}");

@@ -32,8 +32,11 @@ pub use observer::{Observation, Observer};
 pub use report::Report;
 pub use scenario::{Expectations, Scenario, ScenarioError};
 
-/// The simcloud NodeClass CRD, applied to every simulated cluster.
-pub const SIM_NODECLASS_CRD: &str = include_str!("../../../plugins/simcloud/nodeclass-crd.yaml");
+/// The NodeClass CRDs of the built-in cloud plugins, applied to every simulated cluster.
+pub const NODECLASS_CRDS: [(&str, &str); 2] = [
+    ("simcloud", include_str!("../../../plugins/simcloud/nodeclass-crd.yaml")),
+    ("exoscale", include_str!("../../../plugins/exoscale/nodeclass-crd.yaml")),
+];
 
 /// Default speed-up of simulated time over real time.
 pub const DEFAULT_SPEED: f64 = 20.0;
@@ -160,9 +163,11 @@ impl Simulation {
         let client = api.client()?;
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         let mut all = joinery_api::crds();
-        let sim_crd: CustomResourceDefinition =
-            serde_yaml::from_str(SIM_NODECLASS_CRD).map_err(|e| SimulateError::Plugins(format!("simcloud NodeClass CRD: {e}")))?;
-        all.push(sim_crd);
+        for (plugin, text) in NODECLASS_CRDS {
+            let crd: CustomResourceDefinition =
+                serde_yaml::from_str(text).map_err(|e| SimulateError::Plugins(format!("{plugin} NodeClass CRD: {e}")))?;
+            all.push(crd);
+        }
         for crd in all {
             let name = crd.metadata.name.clone().unwrap_or_default();
             crds.create(&PostParams::default(), &crd).await.map_err(kube_err(format!("creating CRD {name}")))?;

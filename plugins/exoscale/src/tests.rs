@@ -245,10 +245,10 @@ fn create_follows_the_operation_attaches_networks_and_labels_the_instance() {
     let attached = Rc::new(RefCell::new(Vec::<String>::new()));
     let attached_in = attached.clone();
     let (_host, seen) = install(CONFIG, move |call| {
-        if let Some(answer) = world(call) {
-            if call.path != "/instance" {
-                return answer;
-            }
+        if let Some(answer) = world(call)
+            && call.path != "/instance"
+        {
+            return answer;
         }
         match (call.method.as_str(), call.path.as_str()) {
             ("GET", "/instance") => ok(json!({"instances": []})),
@@ -327,7 +327,8 @@ fn a_create_whose_operation_fails_deletes_the_instance() {
 
 #[test]
 fn capacity_and_quota_failures_are_classified() {
-    let cases: Vec<(Response, fn(&CloudError) -> bool)> = vec![
+    type Expected = fn(&CloudError) -> bool;
+    let cases: Vec<(Response, Expected)> = vec![
         (ok(json!({"id": "op-1", "state": "failure", "reason": "unavailable", "message": "insufficient capacity"})), |e| {
             matches!(e, CloudError::InsufficientCapacity(ic) if ic.offerings.len() == 1
                 && ic.offerings[0].instance_type == "standard.large" && ic.offerings[0].zone == "de-fra-1")

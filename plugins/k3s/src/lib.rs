@@ -39,13 +39,16 @@
 //! `\uXXXX`), so no value can end the here-document or break the YAML. `node-label` is
 //! sorted by key; `node-taint` lists the taints, then the startup taints, and always
 //! `karpenter.sh/unregistered:NoExecute`; `kubelet-arg` is the last key, so the
-//! provider-ID step can append `  - "provider-id=<prefix><id>"` to it at boot. Values used
-//! in shell commands (installer URL, version, provider-ID command, extra arguments) are
-//! single-quoted, with embedded `'` written as `'\''`.
+//! provider-ID step can append `  - "provider-id=<prefix><id>"` to it at boot. It holds the
+//! NodeClass `kubelet` settings as `name=value` kubelet flags (the mapping is
+//! [`joinery_plugin_sdk::bootstrap::kubelet_flags`]'s). Values used in shell commands
+//! (installer URL, version, provider-ID command, extra arguments) are single-quoted, with
+//! embedded `'` written as `'\''`.
 
-use joinery_plugin_sdk::log;
+use joinery_plugin_sdk::bootstrap::{
+    self, Endpoint, TokenErrors, kubelet_args, shell_quote, yaml_escape, yaml_quote,
+};
 use joinery_plugin_sdk::renderer::{RenderContext, RenderError, Renderer};
-use serde_json::Value;
 
 /// Where k3s reads its configuration.
 pub const CONFIG_PATH: &str = "/etc/rancher/k3s/config.yaml";
@@ -56,15 +59,26 @@ pub const DEFAULT_INSTALL_SCRIPT_URL: &str = "https://get.k3s.io";
 /// The default k3s server port.
 pub const DEFAULT_SERVER_PORT: u16 = 6443;
 
-const PARAMETERS: &[&str] = &[
+/// Every parameter this renderer accepts.
+pub const PARAMETERS: &[&str] = &[
     "serverURL",
     "token",
     "tokenSecret",
     "version",
     "installScriptURL",
-    "providerIDCommand",
+    bootstrap::PROVIDER_ID_COMMAND,
     "extraArgs",
 ];
+
+/// What the join token errors say (see [`bootstrap::join_token`]).
+const TOKEN_ERRORS: TokenErrors = TokenErrors {
+    both: "set only one of the parameters token and tokenSecret",
+    neither: "the k3s renderer needs a join token: set the parameter tokenSecret to `secret-name/key` \
+              (a secret granted to this renderer) or, less safely, token",
+    malformed: "parameter tokenSecret `{reference}` must be `secret-name/key`",
+    not_granted: "the k3s join token secret `{reference}` (parameter tokenSecret) was not supplied: grant the \
+                  secret `{name}` to this renderer in the grants file and check that it has the key `{key}`",
+};
 
 /// The k3s agent renderer.
 pub struct K3s;
@@ -76,45 +90,6 @@ impl Renderer for K3s {
 }
 
 joinery_plugin_sdk::export_renderer!(K3s);
-
-/// Quotes `s` for POSIX sh: wrapped in single quotes, each `'` written as `'\''`.
-pub fn shell_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('\'');
-    for c in s.chars() {
-        if c == '\'' {
-            out.push_str("'\\''");
-        } else {
-            out.push(c);
-        }
-    }
-    out.push('\'');
-    out
-}
-
-/// Quotes `s` as a YAML double-quoted scalar on a single line.
-pub fn yaml_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20
-                || c == '\u{7f}'
-                || ('\u{80}'..='\u{9f}').contains(&c)
-                || c == '\u{2028}'
-                || c == '\u{2029}'
-                || c == '\u{feff}' =>
-            {
-                out.push_str(&format!("\\u{:04X}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
 
 fn invalid(msg: impl Into<String>) -> RenderError {
     RenderError::InvalidParameter(msg.into())
@@ -136,225 +111,23 @@ pub fn server_url(ctx: &RenderContext) -> Result<String, RenderError> {
             "no cluster endpoint is known: set the parameter serverURL (e.g. https://k3s.example.com:6443)",
         ));
     }
-    let (scheme, rest) = endpoint.split_once("://").unwrap_or(("https", endpoint));
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    if authority.is_empty() || authority.chars().any(char::is_whitespace) {
+    let Some(Endpoint { scheme, host, port }) = Endpoint::parse(endpoint) else {
         return Err(invalid(format!(
             "cannot derive the k3s server URL from the cluster endpoint `{endpoint}`: set the parameter serverURL"
         )));
-    }
-    let has_port = match authority.rfind(']') {
-        // IPv6 literal: a port follows the closing bracket.
-        Some(i) => authority[i..].contains(':'),
-        None => authority.contains(':'),
     };
-    Ok(if has_port {
-        format!("{scheme}://{authority}")
-    } else {
-        format!("{scheme}://{authority}:{DEFAULT_SERVER_PORT}")
-    })
+    Ok(format!(
+        "{}://{host}:{}",
+        scheme.unwrap_or("https"),
+        port.unwrap_or(DEFAULT_SERVER_PORT)
+    ))
 }
-
-/// The join token, from `token` or from the granted secret named by `tokenSecret`.
-pub fn token(ctx: &RenderContext) -> Result<String, RenderError> {
-    match (
-        ctx.non_empty_parameter("token"),
-        ctx.non_empty_parameter("tokenSecret"),
-    ) {
-        (Some(_), Some(_)) => Err(invalid(
-            "set only one of the parameters token and tokenSecret",
-        )),
-        (None, None) => Err(invalid(
-            "the k3s renderer needs a join token: set the parameter tokenSecret to `secret-name/key` \
-             (a secret granted to this renderer) or, less safely, token",
-        )),
-        (Some(token), None) => Ok(token.to_string()),
-        (None, Some(reference)) => {
-            let Some((name, key)) = reference
-                .rsplit_once('/')
-                .filter(|(n, k)| !n.is_empty() && !k.is_empty())
-            else {
-                return Err(invalid(format!(
-                    "parameter tokenSecret `{reference}` must be `secret-name/key`"
-                )));
-            };
-            match ctx.secret(reference) {
-                Some(v) if !v.trim().is_empty() => Ok(v.trim().to_string()),
-                _ => Err(RenderError::MissingSecret(format!(
-                    "the k3s join token secret `{reference}` (parameter tokenSecret) was not supplied: grant the \
-                     secret `{name}` to this renderer in the grants file and check that it has the key `{key}`"
-                ))),
-            }
-        }
-    }
-}
-
-/// Names a JSON value's type for error messages (cheaper in code size than printing it).
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(n) if n.is_u64() => "a non-negative integer",
-        Value::Number(_) => "a negative or fractional number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
-
-fn as_count(key: &str, v: &Value) -> Result<u64, RenderError> {
-    v.as_u64().ok_or_else(|| {
-        invalid(format!(
-            "kubelet.{key} must be a non-negative integer, got {}",
-            json_kind(v)
-        ))
-    })
-}
-
-fn as_text(key: &str, v: &Value) -> Result<String, RenderError> {
-    match v {
-        Value::String(s) => Ok(s.clone()),
-        Value::Number(n) => Ok(n.to_string()),
-        _ => Err(invalid(format!(
-            "kubelet.{key} values must be strings, got {}",
-            json_kind(v)
-        ))),
-    }
-}
-
-/// `k<sep>v,k<sep>v` from a JSON object, sorted by key.
-fn joined_map(key: &str, v: &Value, sep: &str) -> Result<String, RenderError> {
-    let Value::Object(map) = v else {
-        return Err(invalid(format!(
-            "kubelet.{key} must be an object, got {}",
-            json_kind(v)
-        )));
-    };
-    let mut pairs = map
-        .iter()
-        .map(|(k, v)| Ok((k.clone(), as_text(key, v)?)))
-        .collect::<Result<Vec<_>, RenderError>>()?;
-    pairs.sort();
-    Ok(pairs
-        .iter()
-        .map(|(k, v)| format!("{k}{sep}{v}"))
-        .collect::<Vec<_>>()
-        .join(","))
-}
-
-/// kubelet arguments (`name=value`, without `--`) for the NodeClass kubelet settings.
-///
-/// Maps Karpenter's kubelet fields: `maxPods`, `podsPerCore`, `kubeReserved`,
-/// `systemReserved`, `evictionHard`, `evictionSoft`, `evictionSoftGracePeriod`,
-/// `evictionMaxPodGracePeriod`, `imageGCHighThresholdPercent`,
-/// `imageGCLowThresholdPercent`, `cpuCFSQuota`, `clusterDNS`. Other fields are logged
-/// and ignored.
-pub fn kubelet_args(ctx: &RenderContext) -> Result<Vec<String>, RenderError> {
-    let settings = ctx.kubelet_settings()?;
-    let mut args = Vec::new();
-    // Fixed order, so the output does not depend on the JSON's key order.
-    for (key, value) in KUBELET_FIELDS
-        .iter()
-        .filter_map(|k| settings.get(*k).map(|v| (*k, v)))
-    {
-        if value.is_null() {
-            continue;
-        }
-        let arg = match key {
-            "maxPods" => format!("max-pods={}", as_count(key, value)?),
-            "podsPerCore" => format!("pods-per-core={}", as_count(key, value)?),
-            "kubeReserved" => format!("kube-reserved={}", joined_map(key, value, "=")?),
-            "systemReserved" => format!("system-reserved={}", joined_map(key, value, "=")?),
-            "evictionHard" => format!("eviction-hard={}", joined_map(key, value, "<")?),
-            "evictionSoft" => format!("eviction-soft={}", joined_map(key, value, "<")?),
-            "evictionSoftGracePeriod" => format!(
-                "eviction-soft-grace-period={}",
-                joined_map(key, value, "=")?
-            ),
-            "evictionMaxPodGracePeriod" => {
-                format!("eviction-max-pod-grace-period={}", as_count(key, value)?)
-            }
-            "imageGCHighThresholdPercent" => {
-                format!("image-gc-high-threshold={}", as_count(key, value)?)
-            }
-            "imageGCLowThresholdPercent" => {
-                format!("image-gc-low-threshold={}", as_count(key, value)?)
-            }
-            "cpuCFSQuota" => match value {
-                Value::Bool(b) => format!("cpu-cfs-quota={b}"),
-                _ => {
-                    return Err(invalid(format!(
-                        "kubelet.cpuCFSQuota must be true or false, got {}",
-                        json_kind(value)
-                    )));
-                }
-            },
-            "clusterDNS" => match value {
-                Value::Array(items) => {
-                    let ips = items
-                        .iter()
-                        .map(|v| as_text(key, v))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    format!("cluster-dns={}", ips.join(","))
-                }
-                _ => {
-                    return Err(invalid(format!(
-                        "kubelet.clusterDNS must be a list of IPs, got {}",
-                        json_kind(value)
-                    )));
-                }
-            },
-            _ => unreachable!("every KUBELET_FIELDS entry is handled"),
-        };
-        // An empty map yields `name=`: skip it rather than pass an empty setting.
-        if !arg.ends_with('=') {
-            args.push(arg);
-        }
-    }
-    let ignored: Vec<&str> = settings
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !KUBELET_FIELDS.contains(k))
-        .collect();
-    if !ignored.is_empty() {
-        log::warn(format!(
-            "k3s renderer: ignoring kubelet settings it does not map: {}",
-            ignored.join(", ")
-        ));
-    }
-    Ok(args)
-}
-
-const KUBELET_FIELDS: &[&str] = &[
-    "maxPods",
-    "podsPerCore",
-    "kubeReserved",
-    "systemReserved",
-    "evictionHard",
-    "evictionSoft",
-    "evictionSoftGracePeriod",
-    "evictionMaxPodGracePeriod",
-    "imageGCHighThresholdPercent",
-    "imageGCLowThresholdPercent",
-    "cpuCFSQuota",
-    "clusterDNS",
-];
 
 /// Renders the whole join script.
 pub fn render_script(ctx: &RenderContext) -> Result<String, RenderError> {
-    if let Some(unknown) = ctx
-        .parameters
-        .iter()
-        .find(|p| !PARAMETERS.contains(&p.key.as_str()))
-    {
-        return Err(invalid(format!(
-            "unknown parameter `{}` for the k3s renderer; valid parameters: {}",
-            unknown.key,
-            PARAMETERS.join(", ")
-        )));
-    }
+    bootstrap::check_parameter_names(ctx, "k3s", PARAMETERS)?;
     let server = server_url(ctx)?;
-    let token = token(ctx)?;
+    let token = bootstrap::join_token(ctx, "token", "tokenSecret", &TOKEN_ERRORS)?.value;
     let kubelet = kubelet_args(ctx)?;
     let install_url = ctx
         .non_empty_parameter("installScriptURL")
@@ -364,28 +137,16 @@ pub fn render_script(ctx: &RenderContext) -> Result<String, RenderError> {
         .parameter("extraArgs")
         .map(|a| a.split_whitespace().collect())
         .unwrap_or_default();
-    let provider_id_cmd = ctx
-        .non_empty_parameter("providerIDCommand")
-        .filter(|_| !ctx.provider_id_prefix.is_empty());
-    if ctx.non_empty_parameter("providerIDCommand").is_some() && provider_id_cmd.is_none() {
-        log::info(
-            "k3s renderer: providerIDCommand ignored because the provider ID prefix is empty",
-        );
-    }
+    let provider_id_cmd = bootstrap::provider_id_command(ctx, "k3s");
 
     let mut s = String::with_capacity(2048);
-    s.push_str("#!/bin/sh\n");
-    s.push_str(&format!(
-        "# Joinery: join NodeClaim {} (NodePool {}) to k3s as an agent. Generated, do not edit.\n",
-        one_line(&ctx.node_claim),
-        one_line(&ctx.node_pool)
-    ));
-    s.push_str("set -eu\numask 077\nmkdir -p /etc/rancher/k3s\n");
+    s.push_str(&bootstrap::script_header(ctx, "to k3s as an agent"));
+    s.push_str("\numask 077\nmkdir -p /etc/rancher/k3s\n");
 
     // The agent configuration: a quoted here-document, so nothing in it is expanded.
     s.push_str(&format!("cat > {CONFIG_PATH} <<'{CONFIG_MARKER}'\n"));
     s.push_str(&format!("server: {}\n", yaml_quote(&server)));
-    s.push_str(&format!("token: {}\n", yaml_quote(&token)));
+    s.push_str(&format!("token: {}\n", yaml_quote(token)));
     s.push_str(&format!("node-name: {}\n", yaml_quote(&ctx.node_claim)));
     let labels = ctx.sorted_labels();
     if !labels.is_empty() {
@@ -410,34 +171,20 @@ pub fn render_script(ctx: &RenderContext) -> Result<String, RenderError> {
 
     if let Some(cmd) = provider_id_cmd {
         s.push_str("# The kubelet registers with provider ID <prefix><instance id>.\n");
-        s.push_str(&format!(
-            "JOINERY_INSTANCE_ID=\"$(sh -c {} | tr -d '[:space:]')\"\n",
-            shell_quote(cmd)
-        ));
-        s.push_str("case \"$JOINERY_INSTANCE_ID\" in\n");
-        s.push_str("  ''|*[!A-Za-z0-9._:/-]*)\n");
-        s.push_str(
-            "    echo \"joinery: providerIDCommand printed no usable instance ID: '$JOINERY_INSTANCE_ID'\" >&2\n",
-        );
-        s.push_str("    exit 1 ;;\nesac\n");
+        s.push_str(&bootstrap::read_instance_id(cmd));
+        s.push('\n');
         // The prefix is escaped for YAML now, then quoted for the shell; the ID is checked above.
-        let yaml_prefix = yaml_quote(&ctx.provider_id_prefix);
-        let yaml_prefix = &yaml_prefix[1..yaml_prefix.len() - 1];
         s.push_str(&format!(
             "printf '  - \"provider-id=%s%s\"\\n' {} \"$JOINERY_INSTANCE_ID\" >> {CONFIG_PATH}\n",
-            shell_quote(yaml_prefix)
+            shell_quote(&yaml_escape(&ctx.provider_id_prefix))
         ));
     }
 
     s.push_str("chmod 600 ");
     s.push_str(CONFIG_PATH);
     s.push('\n');
-    s.push_str(&format!(
-        "JOINERY_INSTALLER=\"$(mktemp)\"\n\
-         if command -v curl >/dev/null 2>&1; then\n  curl -sfL {url} -o \"$JOINERY_INSTALLER\"\n\
-         else\n  wget -qO \"$JOINERY_INSTALLER\" {url}\nfi\n",
-        url = shell_quote(install_url)
-    ));
+    s.push_str(&bootstrap::fetch_installer(install_url));
+    s.push('\n');
     let mut run = String::new();
     if let Some(v) = version {
         run.push_str(&format!("INSTALL_K3S_VERSION={} ", shell_quote(v)));
@@ -450,13 +197,6 @@ pub fn render_script(ctx: &RenderContext) -> Result<String, RenderError> {
     s.push_str(&run);
     s.push('\n');
     Ok(s)
-}
-
-/// Makes a name safe for a shell comment line.
-fn one_line(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
 }
 
 #[cfg(test)]

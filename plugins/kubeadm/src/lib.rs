@@ -60,8 +60,8 @@
 //!   `node-labels` (`k=v,…` sorted by key; left out when there is no label),
 //!   `register-with-taints` (the NodeClaim's taints, then its startup taints, and always
 //!   `karpenter.sh/unregistered:NoExecute`), then the NodeClass `kubelet` settings as
-//!   kubelet flags (see [`kubelet::kubelet_flags`]). A label or taint containing a `,`
-//!   is refused, since the kubelet splits these lists on commas;
+//!   kubelet flags (see [`joinery_plugin_sdk::bootstrap::kubelet_flags`]). A label or
+//!   taint containing a `,` is refused, since the kubelet splits these lists on commas;
 //! - with `configAPIVersion: v1beta3`, `kubeletExtraArgs` is a map instead
 //!   (`    node-labels: "…"`);
 //! - `kubeletExtraArgs` is the last key of the file, so the provider-ID step can append
@@ -73,10 +73,9 @@
 //! script if that is empty or has characters outside `A-Z a-z 0-9 . _ : / -`. Values used
 //! on a shell command line are single-quoted, an embedded `'` written as `'\''`.
 
-#[path = "../../rke2/src/kubelet.rs"]
-pub mod kubelet;
-
-use joinery_plugin_sdk::log;
+use joinery_plugin_sdk::bootstrap::{
+    self, Endpoint, TokenErrors, shell_quote, yaml_escape, yaml_quote,
+};
 use joinery_plugin_sdk::renderer::{RenderContext, RenderError, Renderer};
 
 /// The directory of the join configuration.
@@ -99,10 +98,20 @@ pub const PARAMETERS: &[&str] = &[
     "caCertHash",
     "apiServerEndpoint",
     "configAPIVersion",
-    "providerIDCommand",
+    bootstrap::PROVIDER_ID_COMMAND,
     "packages",
     "kubernetesVersion",
 ];
+
+/// What the bootstrap token errors say (see [`bootstrap::join_token`]).
+const TOKEN_ERRORS: TokenErrors = TokenErrors::new(
+    "the kubeadm renderer needs a bootstrap token: set the parameter tokenSecret to `secret-name/key` \
+     of a secret granted to this renderer (or, visible to every reader of the NodeClass, the parameter \
+     token); `kubeadm token create` makes one",
+    "the kubeadm bootstrap token `{reference}` (parameter tokenSecret) did not reach the renderer: \
+     grant the secret `{name}` to the kubeadm renderer in the grants file and make sure it has \
+     a non-empty key `{key}`",
+);
 
 /// The kubeadm configuration API version to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,69 +167,12 @@ fn invalid(message: impl Into<String>) -> RenderError {
     RenderError::InvalidParameter(message.into())
 }
 
-/// Single-quotes `text` for a POSIX shell; an embedded `'` becomes `'\''`.
-pub fn sh_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "'\\''"))
-}
-
-/// Writes `text` as a double-quoted YAML scalar that stays on one line: `"` and `\` get a
-/// backslash; control characters, U+2028/U+2029 and the byte-order mark become `\uXXXX`.
-pub fn yaml_str(text: &str) -> String {
-    let mut quoted = String::with_capacity(text.len() + 2);
-    quoted.push('"');
-    for c in text.chars() {
-        match c {
-            '"' | '\\' => {
-                quoted.push('\\');
-                quoted.push(c);
-            }
-            _ if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{feff}') => {
-                quoted.push_str(&format!("\\u{:04X}", u32::from(c)));
-            }
-            _ => quoted.push(c),
-        }
-    }
-    quoted.push('"');
-    quoted
-}
-
-/// Replaces control characters so that a name fits in a shell comment line.
-fn comment_safe(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
-}
-
-/// Splits `host[:port]` (IPv6 literal in brackets); `None` when malformed.
-fn host_and_port(authority: &str) -> Option<(&str, Option<u16>)> {
-    let (host, port) = if authority.starts_with('[') {
-        let close = authority.find(']')?;
-        let port = match &authority[close + 1..] {
-            "" => None,
-            rest => Some(rest.strip_prefix(':')?),
-        };
-        (&authority[..=close], port)
-    } else {
-        match authority.split_once(':') {
-            Some((_, port)) if port.contains(':') => return None,
-            Some((host, port)) => (host, Some(port)),
-            None => (authority, None),
-        }
-    };
-    let port = match port {
-        None => None,
-        Some(digits) => Some(digits.parse::<u16>().ok().filter(|p| *p != 0)?),
-    };
-    let usable = !host.is_empty() && host != "[]" && !host.contains(char::is_whitespace);
-    usable.then_some((host, port))
-}
-
 /// The API server endpoint (`host:port`) for discovery: the `apiServerEndpoint` parameter,
 /// else the cluster endpoint's host and port (443 for https without a port, 80 for http).
 pub fn api_server_endpoint(ctx: &RenderContext) -> Result<String, RenderError> {
     if let Some(value) = ctx.non_empty_parameter("apiServerEndpoint") {
-        return match host_and_port(value) {
-            Some((_, Some(_))) => Ok(value.to_string()),
+        return match Endpoint::parse_authority(value) {
+            Some(Endpoint { port: Some(_), .. }) => Ok(value.to_string()),
             _ => Err(invalid(format!(
                 "parameter apiServerEndpoint `{value}` must be host:port without a scheme, e.g. 10.0.0.1:6443"
             ))),
@@ -232,21 +184,13 @@ pub fn api_server_endpoint(ctx: &RenderContext) -> Result<String, RenderError> {
             "the cluster endpoint is unknown: set the parameter apiServerEndpoint (host:port)",
         ));
     }
-    let (scheme, rest) = endpoint.split_once("://").unwrap_or(("https", endpoint));
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let authority = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
-    let Some((host, port)) = host_and_port(authority) else {
+    let Some(Endpoint { scheme, host, port }) = Endpoint::parse(endpoint) else {
         return Err(invalid(format!(
             "no host:port can be read from the cluster endpoint `{endpoint}`: set the parameter apiServerEndpoint"
         )));
     };
-    let port = port.unwrap_or(if scheme.eq_ignore_ascii_case("http") {
-        80
-    } else {
-        443
-    });
+    let http = scheme.is_some_and(|s| s.eq_ignore_ascii_case("http"));
+    let port = port.unwrap_or(if http { 80 } else { 443 });
     Ok(format!("{host}:{port}"))
 }
 
@@ -266,53 +210,18 @@ pub fn is_bootstrap_token(token: &str) -> bool {
 /// The bootstrap token: the `token` parameter, or the granted secret `tokenSecret` names.
 /// A malformed token is refused without repeating it.
 pub fn bootstrap_token(ctx: &RenderContext) -> Result<String, RenderError> {
-    let (token, origin) = match (
-        ctx.non_empty_parameter("token"),
-        ctx.non_empty_parameter("tokenSecret"),
-    ) {
-        (Some(_), Some(_)) => {
-            return Err(invalid(
-                "set either the parameter token or tokenSecret, not both",
-            ));
-        }
-        (None, None) => {
-            return Err(invalid(
-                "the kubeadm renderer needs a bootstrap token: set the parameter tokenSecret to `secret-name/key` \
-                 of a secret granted to this renderer (or, visible to every reader of the NodeClass, the parameter \
-                 token); `kubeadm token create` makes one",
-            ));
-        }
-        (Some(token), None) => (token.to_string(), "the parameter token".to_string()),
-        (None, Some(reference)) => {
-            let Some((name, key)) = reference
-                .rsplit_once('/')
-                .filter(|(n, k)| !n.is_empty() && !k.is_empty())
-            else {
-                return Err(invalid(format!(
-                    "parameter tokenSecret `{reference}` must have the form `secret-name/key`"
-                )));
-            };
-            match ctx.secret(reference).map(str::trim) {
-                Some(token) if !token.is_empty() => {
-                    (token.to_string(), format!("the secret `{reference}`"))
-                }
-                _ => {
-                    return Err(RenderError::MissingSecret(format!(
-                        "the kubeadm bootstrap token `{reference}` (parameter tokenSecret) did not reach the renderer: \
-                         grant the secret `{name}` to the kubeadm renderer in the grants file and make sure it has \
-                         a non-empty key `{key}`"
-                    )));
-                }
-            }
-        }
-    };
-    if !is_bootstrap_token(&token) {
+    let token = bootstrap::join_token(ctx, "token", "tokenSecret", &TOKEN_ERRORS)?;
+    if !is_bootstrap_token(token.value) {
+        let origin = match token.secret {
+            None => "the parameter token".to_string(),
+            Some(reference) => format!("the secret `{reference}`"),
+        };
         return Err(invalid(format!(
             "the bootstrap token in {origin} is not of the form [a-z0-9]{{6}}.[a-z0-9]{{16}} \
              (e.g. abcdef.0123456789abcdef)"
         )));
     }
-    Ok(token)
+    Ok(token.value.to_string())
 }
 
 /// The CA public-key hashes of `caCertHash`: each `sha256:` and 64 hexadecimal digits.
@@ -427,24 +336,8 @@ pub fn kubelet_extra_args(ctx: &RenderContext) -> Result<Vec<(&'static str, Stri
         .map(|taint| list_entry("taint", taint.to_spec()))
         .collect::<Result<Vec<_>, _>>()?;
     args.push(("register-with-taints", taints.join(",")));
-    args.extend(kubelet::kubelet_flags(ctx)?);
+    args.extend(bootstrap::kubelet_flags(ctx)?);
     Ok(args)
-}
-
-/// Refuses parameters this renderer does not know.
-fn check_parameter_names(ctx: &RenderContext) -> Result<(), RenderError> {
-    match ctx
-        .parameters
-        .iter()
-        .find(|p| !PARAMETERS.contains(&p.key.as_str()))
-    {
-        Some(unknown) => Err(invalid(format!(
-            "the kubeadm renderer has no parameter `{}`; it accepts: {}",
-            unknown.key,
-            PARAMETERS.join(", ")
-        ))),
-        None => Ok(()),
-    }
 }
 
 /// The shell lines installing kubelet and kubeadm, if asked for.
@@ -466,7 +359,7 @@ fn package_step(packages: &Packages) -> Vec<String> {
     if manager == "apt" {
         let keyring = "/etc/apt/keyrings/kubernetes-apt-keyring.gpg";
         let pin = |name: &str| match &release.exact {
-            Some(exact) => format!("{name}={}", sh_quote(&format!("{exact}-*"))),
+            Some(exact) => format!("{name}={}", shell_quote(&format!("{exact}-*"))),
             None => name.to_string(),
         };
         lines.extend([
@@ -476,11 +369,11 @@ fn package_step(packages: &Packages) -> Vec<String> {
             "mkdir -p /etc/apt/keyrings".to_string(),
             format!(
                 "curl -fsSL {} | gpg --dearmor --yes -o {keyring}",
-                sh_quote(&format!("{repository}/deb/Release.key"))
+                shell_quote(&format!("{repository}/deb/Release.key"))
             ),
             format!(
                 "echo {} > /etc/apt/sources.list.d/kubernetes.list",
-                sh_quote(&format!("deb [signed-by={keyring}] {repository}/deb/ /"))
+                shell_quote(&format!("deb [signed-by={keyring}] {repository}/deb/ /"))
             ),
             "apt-get update".to_string(),
             format!("apt-get install -y {} {}", pin("kubelet"), pin("kubeadm")),
@@ -514,33 +407,21 @@ fn package_step(packages: &Packages) -> Vec<String> {
 
 /// Renders the whole script.
 pub fn render_script(ctx: &RenderContext) -> Result<String, RenderError> {
-    check_parameter_names(ctx)?;
+    bootstrap::check_parameter_names(ctx, "kubeadm", PARAMETERS)?;
     let version = api_version(ctx)?;
     let endpoint = api_server_endpoint(ctx)?;
     let token = bootstrap_token(ctx)?;
     let hashes = ca_cert_hashes(ctx)?;
     let packages = packages(ctx)?;
     let extra_args = kubelet_extra_args(ctx)?;
-    let command = ctx.non_empty_parameter("providerIDCommand");
-    let provider_id_command = command.filter(|_| !ctx.provider_id_prefix.is_empty());
-    if command.is_some() && provider_id_command.is_none() {
-        log::info(
-            "kubeadm renderer: providerIDCommand is not used: the cloud has no provider ID prefix",
-        );
-    }
+    let provider_id_command = bootstrap::provider_id_command(ctx, "kubeadm");
 
     let mut out = String::with_capacity(2048);
     let mut line = |text: &str| {
         out.push_str(text);
         out.push('\n');
     };
-    line("#!/bin/sh");
-    line(&format!(
-        "# Joinery: join NodeClaim {} (NodePool {}) with kubeadm. Generated, do not edit.",
-        comment_safe(&ctx.node_claim),
-        comment_safe(&ctx.node_pool)
-    ));
-    line("set -eu");
+    line(&bootstrap::script_header(ctx, "with kubeadm"));
     for step in package_step(&packages) {
         line(&step);
     }
@@ -553,23 +434,23 @@ pub fn render_script(ctx: &RenderContext) -> Result<String, RenderError> {
     line("kind: JoinConfiguration");
     line("discovery:");
     line("  bootstrapToken:");
-    line(&format!("    apiServerEndpoint: {}", yaml_str(&endpoint)));
-    line(&format!("    token: {}", yaml_str(&token)));
+    line(&format!("    apiServerEndpoint: {}", yaml_quote(&endpoint)));
+    line(&format!("    token: {}", yaml_quote(&token)));
     line("    caCertHashes:");
     for hash in &hashes {
-        line(&format!("      - {}", yaml_str(hash)));
+        line(&format!("      - {}", yaml_quote(hash)));
     }
     line("nodeRegistration:");
-    line(&format!("  name: {}", yaml_str(&ctx.node_claim)));
+    line(&format!("  name: {}", yaml_quote(&ctx.node_claim)));
     // The last key of the file: the provider-ID step appends to it.
     line("  kubeletExtraArgs:");
     for (name, value) in &extra_args {
         match version {
             ApiVersion::V1beta4 => {
-                line(&format!("    - name: {}", yaml_str(name)));
-                line(&format!("      value: {}", yaml_str(value)));
+                line(&format!("    - name: {}", yaml_quote(name)));
+                line(&format!("      value: {}", yaml_quote(value)));
             }
-            ApiVersion::V1beta3 => line(&format!("    {name}: {}", yaml_str(value))),
+            ApiVersion::V1beta3 => line(&format!("    {name}: {}", yaml_quote(value))),
         }
     }
     line(CONFIG_MARKER);
@@ -578,20 +459,9 @@ pub fn render_script(ctx: &RenderContext) -> Result<String, RenderError> {
         line(
             "# Provider ID: the cloud's prefix followed by the instance ID that providerIDCommand prints.",
         );
-        line(&format!(
-            "JOINERY_INSTANCE_ID=\"$(sh -c {} | tr -d '[:space:]')\"",
-            sh_quote(command)
-        ));
-        line("case \"$JOINERY_INSTANCE_ID\" in");
-        line("  ''|*[!A-Za-z0-9._:/-]*)");
-        line(
-            "    echo \"joinery: providerIDCommand printed no usable instance ID: '$JOINERY_INSTANCE_ID'\" >&2",
-        );
-        line("    exit 1 ;;");
-        line("esac");
+        line(&bootstrap::read_instance_id(command));
         // The prefix goes into a YAML string: escaped for YAML, then quoted for the shell.
-        let prefix = yaml_str(&ctx.provider_id_prefix);
-        let prefix = sh_quote(&prefix[1..prefix.len() - 1]);
+        let prefix = shell_quote(&yaml_escape(&ctx.provider_id_prefix));
         let format = match version {
             ApiVersion::V1beta4 => "'    - name: \"provider-id\"\\n      value: \"%s%s\"\\n'",
             ApiVersion::V1beta3 => "'    provider-id: \"%s%s\"\\n'",

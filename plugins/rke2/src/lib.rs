@@ -44,7 +44,8 @@
 //!   `karpenter.sh/unregistered:NoExecute` (the node must carry it until Joinery registers it);
 //! - `kubelet-arg` comes last, so that the provider-ID step can append
 //!   `  - "provider-id=<prefix><instance id>"` to the file at boot. It holds the NodeClass
-//!   `kubelet` settings as kubelet flags without the dashes (see [`kubelet::kubelet_flags`]).
+//!   `kubelet` settings as kubelet flags without the dashes (see
+//!   [`joinery_plugin_sdk::bootstrap::kubelet_flags`]).
 //!
 //! The provider-ID step (only with `providerIDCommand` and a non-empty prefix) runs the
 //! command, keeps its output without whitespace in `JOINERY_INSTANCE_ID`, stops the script
@@ -53,10 +54,13 @@
 //! shell command line (installer URL, version, channel, the command) is single-quoted,
 //! an embedded `'` written as `'\''`.
 
-pub mod kubelet;
-
-use joinery_plugin_sdk::log;
+use joinery_plugin_sdk::bootstrap::{
+    self, Endpoint, TokenErrors, kubelet_args, shell_quote, yaml_escape, yaml_quote,
+};
 use joinery_plugin_sdk::renderer::{RenderContext, RenderError, Renderer};
+// The names the unit tests know the quoting helpers by.
+#[cfg(test)]
+use joinery_plugin_sdk::bootstrap::{shell_quote as sh_quote, yaml_quote as yaml_str};
 
 /// The directory RKE2 reads its configuration from.
 pub const CONFIG_DIR: &str = "/etc/rancher/rke2";
@@ -79,8 +83,17 @@ pub const PARAMETERS: &[&str] = &[
     "version",
     "channel",
     "installScriptURL",
-    "providerIDCommand",
+    bootstrap::PROVIDER_ID_COMMAND,
 ];
+
+/// What the join token errors say (see [`bootstrap::join_token`]).
+const TOKEN_ERRORS: TokenErrors = TokenErrors::new(
+    "the rke2 renderer needs the cluster's join token: set the parameter tokenSecret to \
+     `secret-name/key` of a secret granted to this renderer (or, visible to every reader \
+     of the NodeClass, the parameter token)",
+    "the RKE2 join token `{reference}` (parameter tokenSecret) did not reach the renderer: grant the \
+     secret `{name}` to the rke2 renderer in the grants file and make sure it has a non-empty key `{key}`",
+);
 
 /// The RKE2 agent renderer.
 pub struct Rke2;
@@ -95,65 +108,6 @@ joinery_plugin_sdk::export_renderer!(Rke2);
 
 fn invalid(message: impl Into<String>) -> RenderError {
     RenderError::InvalidParameter(message.into())
-}
-
-/// Single-quotes `text` for a POSIX shell; an embedded `'` becomes `'\''` (close the
-/// quotes, an escaped quote, reopen them).
-pub fn sh_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "'\\''"))
-}
-
-/// Writes `text` as a double-quoted YAML scalar that stays on one line: `"` and `\` get a
-/// backslash; C0/C1 control characters, DEL, U+2028/U+2029 and the byte-order mark are
-/// written as `\uXXXX`.
-pub fn yaml_str(text: &str) -> String {
-    let mut quoted = String::with_capacity(text.len() + 2);
-    quoted.push('"');
-    for c in text.chars() {
-        let escape = c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{feff}');
-        match c {
-            '"' | '\\' => {
-                quoted.push('\\');
-                quoted.push(c);
-            }
-            _ if escape => quoted.push_str(&format!("\\u{:04X}", u32::from(c))),
-            _ => quoted.push(c),
-        }
-    }
-    quoted.push('"');
-    quoted
-}
-
-/// Replaces control characters so that a name fits in a shell comment line.
-fn comment_safe(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
-}
-
-/// The host of a URL-like endpoint (`https://host:port/path`, `host:port` or `host`),
-/// IPv6 literals kept in brackets; `None` when no host can be found.
-pub fn endpoint_host(endpoint: &str) -> Option<&str> {
-    let endpoint = endpoint.trim();
-    let rest = endpoint
-        .split_once("://")
-        .map_or(endpoint, |(_, rest)| rest);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let authority = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
-    let host = if authority.starts_with('[') {
-        &authority[..=authority.find(']')?]
-    } else {
-        match authority.split_once(':') {
-            // More than one colon without brackets is not a host and port.
-            Some((_, port)) if port.contains(':') => return None,
-            Some((host, _)) => host,
-            None => authority,
-        }
-    };
-    let usable = !host.is_empty() && host != "[]" && !host.contains(char::is_whitespace);
-    usable.then_some(host)
 }
 
 /// The supervisor URL: the `serverURL` parameter, else `https://<endpoint host>:9345`.
@@ -175,50 +129,13 @@ pub fn server_url(ctx: &RenderContext) -> Result<String, RenderError> {
             "the cluster endpoint is unknown: set the parameter serverURL (e.g. https://rke2.example.com:{SUPERVISOR_PORT})"
         )));
     }
-    let host = endpoint_host(&ctx.cluster_endpoint).ok_or_else(|| {
-        invalid(format!(
+    let Some(Endpoint { host, .. }) = Endpoint::parse(&ctx.cluster_endpoint) else {
+        return Err(invalid(format!(
             "no host can be read from the cluster endpoint `{}`: set the parameter serverURL",
             ctx.cluster_endpoint
-        ))
-    })?;
-    Ok(format!("https://{host}:{SUPERVISOR_PORT}"))
-}
-
-/// The join token: the `token` parameter, or the granted secret `tokenSecret` names.
-pub fn join_token(ctx: &RenderContext) -> Result<String, RenderError> {
-    let inline = ctx.non_empty_parameter("token");
-    let reference = ctx.non_empty_parameter("tokenSecret");
-    let reference = match (inline, reference) {
-        (Some(_), Some(_)) => {
-            return Err(invalid(
-                "set either the parameter token or tokenSecret, not both",
-            ));
-        }
-        (Some(token), None) => return Ok(token.to_string()),
-        (None, Some(reference)) => reference,
-        (None, None) => {
-            return Err(invalid(
-                "the rke2 renderer needs the cluster's join token: set the parameter tokenSecret to \
-                 `secret-name/key` of a secret granted to this renderer (or, visible to every reader \
-                 of the NodeClass, the parameter token)",
-            ));
-        }
-    };
-    let Some((name, key)) = reference
-        .rsplit_once('/')
-        .filter(|(n, k)| !n.is_empty() && !k.is_empty())
-    else {
-        return Err(invalid(format!(
-            "parameter tokenSecret `{reference}` must have the form `secret-name/key`"
         )));
     };
-    match ctx.secret(reference).map(str::trim) {
-        Some(token) if !token.is_empty() => Ok(token.to_string()),
-        _ => Err(RenderError::MissingSecret(format!(
-            "the RKE2 join token `{reference}` (parameter tokenSecret) did not reach the renderer: grant the \
-             secret `{name}` to the rke2 renderer in the grants file and make sure it has a non-empty key `{key}`"
-        ))),
-    }
+    Ok(format!("https://{host}:{SUPERVISOR_PORT}"))
 }
 
 /// A version or channel parameter: only `A-Z a-z 0-9 . _ + -` (so `v1.31.4+rke2r1`,
@@ -242,31 +159,12 @@ fn release_parameter<'a>(
     }
 }
 
-/// Refuses parameters this renderer does not know.
-fn check_parameter_names(ctx: &RenderContext) -> Result<(), RenderError> {
-    match ctx
-        .parameters
-        .iter()
-        .find(|p| !PARAMETERS.contains(&p.key.as_str()))
-    {
-        Some(unknown) => Err(invalid(format!(
-            "the rke2 renderer has no parameter `{}`; it accepts: {}",
-            unknown.key,
-            PARAMETERS.join(", ")
-        ))),
-        None => Ok(()),
-    }
-}
-
 /// Renders the whole script.
 pub fn render_script(ctx: &RenderContext) -> Result<String, RenderError> {
-    check_parameter_names(ctx)?;
+    bootstrap::check_parameter_names(ctx, "rke2", PARAMETERS)?;
     let server = server_url(ctx)?;
-    let token = join_token(ctx)?;
-    let kubelet_args: Vec<String> = kubelet::kubelet_flags(ctx)?
-        .into_iter()
-        .map(|(name, value)| format!("{name}={value}"))
-        .collect();
+    let token = bootstrap::join_token(ctx, "token", "tokenSecret", &TOKEN_ERRORS)?.value;
+    let kubelet = kubelet_args(ctx)?;
     let version = release_parameter(ctx, "version")?;
     let channel = release_parameter(ctx, "channel")?;
     if version.is_some() && channel.is_some() {
@@ -284,50 +182,38 @@ pub fn render_script(ctx: &RenderContext) -> Result<String, RenderError> {
             "parameter installScriptURL `{installer}` is not an http(s) URL"
         )));
     }
-    let command = ctx.non_empty_parameter("providerIDCommand");
-    let provider_id_command = command.filter(|_| !ctx.provider_id_prefix.is_empty());
-    if command.is_some() && provider_id_command.is_none() {
-        log::info(
-            "rke2 renderer: providerIDCommand is not used: the cloud has no provider ID prefix",
-        );
-    }
+    let provider_id_command = bootstrap::provider_id_command(ctx, "rke2");
 
     let mut out = String::with_capacity(2048);
     let mut line = |text: &str| {
         out.push_str(text);
         out.push('\n');
     };
-    line("#!/bin/sh");
-    line(&format!(
-        "# Joinery: join NodeClaim {} (NodePool {}) to RKE2 as an agent. Generated, do not edit.",
-        comment_safe(&ctx.node_claim),
-        comment_safe(&ctx.node_pool)
-    ));
-    line("set -eu");
+    line(&bootstrap::script_header(ctx, "to RKE2 as an agent"));
     line("umask 077");
     line(&format!("mkdir -p {CONFIG_DIR}"));
 
     // The configuration, in a quoted here-document: the shell expands nothing in it.
     line(&format!("cat > {CONFIG_PATH} <<'{CONFIG_MARKER}'"));
-    line(&format!("server: {}", yaml_str(&server)));
-    line(&format!("token: {}", yaml_str(&token)));
-    line(&format!("node-name: {}", yaml_str(&ctx.node_claim)));
+    line(&format!("server: {}", yaml_quote(&server)));
+    line(&format!("token: {}", yaml_quote(token)));
+    line(&format!("node-name: {}", yaml_quote(&ctx.node_claim)));
     let labels = ctx.sorted_labels();
     if !labels.is_empty() {
         line("node-label:");
         for (key, value) in labels {
-            line(&format!("  - {}", yaml_str(&format!("{key}={value}"))));
+            line(&format!("  - {}", yaml_quote(&format!("{key}={value}"))));
         }
     }
     line("node-taint:");
     for taint in ctx.node_taints() {
-        line(&format!("  - {}", yaml_str(&taint.to_spec())));
+        line(&format!("  - {}", yaml_quote(&taint.to_spec())));
     }
     // The last key: the provider-ID step appends an item to it.
-    if !kubelet_args.is_empty() || provider_id_command.is_some() {
+    if !kubelet.is_empty() || provider_id_command.is_some() {
         line("kubelet-arg:");
-        for arg in &kubelet_args {
-            line(&format!("  - {}", yaml_str(arg)));
+        for arg in &kubelet {
+            line(&format!("  - {}", yaml_quote(arg)));
         }
     }
     line(CONFIG_MARKER);
@@ -336,46 +222,23 @@ pub fn render_script(ctx: &RenderContext) -> Result<String, RenderError> {
         line(
             "# Provider ID: the cloud's prefix followed by the instance ID that providerIDCommand prints.",
         );
-        line(&format!(
-            "JOINERY_INSTANCE_ID=\"$(sh -c {} | tr -d '[:space:]')\"",
-            sh_quote(command)
-        ));
-        line("case \"$JOINERY_INSTANCE_ID\" in");
-        line("  ''|*[!A-Za-z0-9._:/-]*)");
-        line(
-            "    echo \"joinery: providerIDCommand printed no usable instance ID: '$JOINERY_INSTANCE_ID'\" >&2",
-        );
-        line("    exit 1 ;;");
-        line("esac");
+        line(&bootstrap::read_instance_id(command));
         // The prefix goes into the YAML string, so it is escaped for YAML first, then quoted
         // for the shell; the instance ID was checked above.
-        let prefix = yaml_str(&ctx.provider_id_prefix);
-        let prefix = &prefix[1..prefix.len() - 1];
         line(&format!(
             "printf '  - \"provider-id=%s%s\"\\n' {} \"$JOINERY_INSTANCE_ID\" >> {CONFIG_PATH}",
-            sh_quote(prefix)
+            shell_quote(&yaml_escape(&ctx.provider_id_prefix))
         ));
     }
     line(&format!("chmod 600 {CONFIG_PATH}"));
 
-    line("JOINERY_INSTALLER=\"$(mktemp)\"");
-    line("if command -v curl >/dev/null 2>&1; then");
-    line(&format!(
-        "  curl -sfL {} -o \"$JOINERY_INSTALLER\"",
-        sh_quote(installer)
-    ));
-    line("else");
-    line(&format!(
-        "  wget -qO \"$JOINERY_INSTALLER\" {}",
-        sh_quote(installer)
-    ));
-    line("fi");
+    line(&bootstrap::fetch_installer(installer));
     let mut install = String::from("INSTALL_RKE2_TYPE=agent ");
     if let Some(version) = version {
-        install.push_str(&format!("INSTALL_RKE2_VERSION={} ", sh_quote(version)));
+        install.push_str(&format!("INSTALL_RKE2_VERSION={} ", shell_quote(version)));
     }
     if let Some(channel) = channel {
-        install.push_str(&format!("INSTALL_RKE2_CHANNEL={} ", sh_quote(channel)));
+        install.push_str(&format!("INSTALL_RKE2_CHANNEL={} ", shell_quote(channel)));
     }
     install.push_str("sh \"$JOINERY_INSTALLER\"");
     line(&install);

@@ -39,6 +39,10 @@
 //! - [`kube`]: Kubernetes objects as JSON, cloud world;
 //! - [`secrets`]: granted secrets, cloud world (renderers get theirs in the render context).
 //!
+//! Renderers that write a shell bootstrap script also get [`bootstrap`]: shell and YAML
+//! quoting, the join token from an inline parameter or a granted secret, cluster endpoint
+//! parsing, parameter-name checks and the NodeClass kubelet settings as kubelet flags.
+//!
 //! ## Native unit tests
 //!
 //! On a native target (`cargo test`) the host imports do not exist. Every helper above then
@@ -70,6 +74,9 @@ pub mod secrets;
 
 #[cfg(feature = "renderer")]
 pub mod renderer;
+
+#[cfg(feature = "renderer")]
+pub mod bootstrap;
 
 #[cfg(feature = "pricing")]
 pub mod pricing;

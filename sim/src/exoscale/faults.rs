@@ -275,7 +275,7 @@ mod tests {
         assert!(!faults.lacks_capacity("standard.medium", "de-fra-1"));
         faults.restore_capacity("standard.large", "*");
         assert!(!faults.lacks_capacity("standard.large", "de-fra-1"));
-        assert!(faults.take_fail_after_create() == false);
+        assert!(!faults.take_fail_after_create());
         faults.fail_after_create(1);
         assert!(faults.take_fail_after_create());
         assert!(!faults.take_fail_after_create());
