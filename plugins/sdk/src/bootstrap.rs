@@ -157,7 +157,7 @@ pub struct JoinToken<'a> {
 ///
 /// In each text, `{inline}` and `{secret}` stand for the two parameters' names,
 /// `{reference}` for the secret parameter's value (`secret-name/key`), and `{name}` and
-/// `{key}` for its two parts.
+/// `{key}` for its two parts (these three are empty in the messages where they do not apply).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TokenErrors<'a> {
     /// Both parameters are set (an invalid-parameter error).
@@ -249,27 +249,23 @@ pub fn join_token<'c>(
 /// Replaces each `{name}` of `values` in `template` in one pass (a replaced value is not
 /// searched again); any other `{` stays as it is.
 fn fill(template: &str, values: &[(&str, &str)]) -> String {
-    let mut out = String::with_capacity(template.len() + 32);
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let tail = &rest[open + 1..];
-        let hit = values.iter().find(|(name, _)| {
-            tail.strip_prefix(name)
-                .is_some_and(|after| after.starts_with('}'))
-        });
+    let mut pieces = template.split('{');
+    let mut out = String::from(pieces.next().unwrap_or_default());
+    for piece in pieces {
+        let hit = values
+            .iter()
+            .find_map(|(name, value)| Some((value, piece.strip_prefix(name)?.strip_prefix('}')?)));
         match hit {
-            Some((name, value)) => {
+            Some((value, rest)) => {
                 out.push_str(value);
-                rest = &tail[name.len() + 1..];
+                out.push_str(rest);
             }
             None => {
                 out.push('{');
-                rest = tail;
+                out.push_str(piece);
             }
         }
     }
-    out.push_str(rest);
     out
 }
 
