@@ -118,7 +118,7 @@ fn node(index: usize) -> Value {
                 "node.kubernetes.io/instance-type": "c3-16",
                 "topology.kubernetes.io/zone": zone,
                 "karpenter.sh/nodepool": "default",
-                "karpenter.sh/capacity-type": if index % 4 == 0 { "spot" } else { "on-demand" },
+                "karpenter.sh/capacity-type": if index.is_multiple_of(4) { "spot" } else { "on-demand" },
             },
         },
         "spec": {"providerID": format!("sim://{zone}/{name}")},

@@ -122,7 +122,7 @@ fn add_paths(paths: &mut Map<String, Value>, kind: &ResourceKind, definition: &s
             .group
             .split(['.', '-'])
             .filter(|p| !p.is_empty())
-            .map(|p| capitalized(p))
+            .map(capitalized)
             .collect();
         let version_part = capitalized(&kind.version);
         let scope = if kind.namespaced { "Namespaced" } else { "" };

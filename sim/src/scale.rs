@@ -23,11 +23,13 @@ struct ScalePaths {
     default_replicas: i64,
 }
 
+/// Where a Scale's `status.selector` comes from.
 enum Selector {
-    /// A `metav1.LabelSelector` object (built-in workloads).
-    LabelSelector(String),
-    /// A selector already in query syntax (a CRD's `labelSelectorPath`).
+    /// A `metav1.LabelSelector` object at this pointer (built-in workloads).
+    Object(String),
+    /// A selector already in query syntax at this pointer (a CRD's `labelSelectorPath`).
     Text(String),
+    /// The type declares no selector.
     None,
 }
 
@@ -45,7 +47,7 @@ fn scale_paths(store: &Store, kind: &ResourceKind) -> Result<ScalePaths, ApiErro
         return Ok(ScalePaths {
             spec_replicas: "/spec/replicas".into(),
             status_replicas: Some("/status/replicas".into()),
-            selector: Selector::LabelSelector("/spec/selector".into()),
+            selector: Selector::Object("/spec/selector".into()),
             default_replicas: 1,
         });
     }
@@ -72,7 +74,7 @@ fn scale_of(object: &Value, paths: &ScalePaths) -> Value {
     let replicas = object.pointer(&paths.spec_replicas).and_then(Value::as_i64).unwrap_or(paths.default_replicas);
     let observed = paths.status_replicas.as_deref().and_then(|p| object.pointer(p)).and_then(Value::as_i64).unwrap_or(0);
     let selector = match &paths.selector {
-        Selector::LabelSelector(at) => label_selector_string(object.pointer(at)),
+        Selector::Object(at) => label_selector_string(object.pointer(at)),
         Selector::Text(at) => object.pointer(at).and_then(Value::as_str).unwrap_or_default().to_string(),
         Selector::None => String::new(),
     };
@@ -189,7 +191,7 @@ mod tests {
         let paths = ScalePaths {
             spec_replicas: "/spec/replicas".into(),
             status_replicas: Some("/status/replicas".into()),
-            selector: Selector::LabelSelector("/spec/selector".into()),
+            selector: Selector::Object("/spec/selector".into()),
             default_replicas: 1,
         };
         let deployment = json!({

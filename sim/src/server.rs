@@ -523,7 +523,7 @@ fn patch(
                 .map_err(|e| ApiError::bad_request(format!("invalid strategic merge patch: {e}")))?;
             let updated = store.update(kind, namespace, name, target, |current| {
                 let mut document = current.clone();
-                crate::strategic::apply(&mut document, &changes).map_err(|e| patch_failed(e))?;
+                crate::strategic::apply(&mut document, &changes).map_err(patch_failed)?;
                 checked(document)
             })?;
             json_response(200, &updated)

@@ -1062,7 +1062,7 @@ mod tests {
             {"key": "zone", "operator": "In", "values": ["b", "a"]},
             {"key": "gpu", "operator": "DoesNotExist"}
         ]});
-        assert_eq!(label_selector_string(Some(&selector)), "!gpu,app=shop,tier=web,zone in (a,b)");
+        assert_eq!(label_selector_string(Some(&selector)), "app=shop,!gpu,tier=web,zone in (a,b)");
     }
 
     #[test]
