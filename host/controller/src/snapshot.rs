@@ -1085,6 +1085,7 @@ impl CatalogEntry {
 mod tests {
     use super::*;
     use joinery_core::scheduling::{Placement, schedule};
+    use joinery_core::labels::{CAPACITY_TYPE_LABEL, ZONE_LABEL};
 
     const CATALOG: &str = r#"
 - name: small
