@@ -51,7 +51,7 @@ struct Candidate {
 
 fn node_of(ctx: &Context, claim: &NodeClaim) -> Option<Arc<Node>> {
     let name = claim.status.as_ref()?.node_name.clone()?;
-    ctx.state.nodes.state().into_iter().find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
+    ctx.state.node(&name)
 }
 
 async fn step(ctx: Arc<Context>, memory: Arc<Mutex<Memory>>) -> Result<(), ControllerError> {

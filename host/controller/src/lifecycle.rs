@@ -418,7 +418,7 @@ pub fn is_ephemeral_taint(t: &Taint) -> bool {
 async fn initialize(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let node_name = claim.status.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
-    let Some(node) = ctx.state.nodes.state().into_iter().find(|n| n.metadata.name.as_deref() == Some(node_name.as_str())) else {
+    let Some(node) = ctx.state.node(&node_name) else {
         return write_status(ctx, claim, vec![condition(ctx, INITIALIZED, ConditionStatus::Unknown, "NodeNotFound", "")], json!({})).await;
     };
     let ready = node

@@ -101,7 +101,14 @@ fn provisionable_uids(ctx: &Context) -> BTreeSet<String> {
 /// evicted): not finished, not DaemonSet/mirror pods, not tolerating the disrupted taint,
 /// and not held by a PodDisruptionBudget that allows no disruption.
 fn reschedulable_pods(ctx: &Context) -> Vec<Arc<Pod>> {
-    let claims = ctx.state.node_claims.state();
+    let deleting_claims: BTreeSet<String> = ctx
+        .state
+        .node_claims
+        .state()
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_some())
+        .filter_map(|c| c.status.as_ref().and_then(|s| s.provider_id.clone()))
+        .collect();
     let deleting: BTreeSet<String> = ctx
         .state
         .nodes
@@ -109,9 +116,7 @@ fn reschedulable_pods(ctx: &Context) -> Vec<Arc<Pod>> {
         .iter()
         .filter(|n| {
             let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-            let claim_deleting = claims.iter().any(|c| {
-                c.metadata.deletion_timestamp.is_some() && c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == pid && pid.is_some()
-            });
+            let claim_deleting = pid.is_some_and(|pid| deleting_claims.contains(pid));
             let managed = n.metadata.labels.as_ref().is_some_and(|l| l.contains_key(labels::NODEPOOL_LABEL));
             managed && (n.metadata.deletion_timestamp.is_some() || claim_deleting)
         })

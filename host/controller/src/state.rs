@@ -62,11 +62,11 @@ fn spawn_reflector<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,
     changed: Arc<Notify>,
-    what: &'static str,
+    what: String,
 ) -> JoinHandle<()>
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone + Default + Send + Sync,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
     tokio::spawn(async move {
         let stream = reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
@@ -74,7 +74,7 @@ where
         while let Some(event) = stream.next().await {
             match event {
                 Ok(_) => changed.notify_waiters(),
-                Err(e) => tracing::warn!(kind = what, error = %e, "watch failed; retrying with backoff"),
+                Err(e) => tracing::warn!(kind = %what, error = %e, "watch failed; retrying with backoff"),
             }
         }
     })
@@ -91,7 +91,7 @@ impl ClusterState {
         macro_rules! watch_all {
             ($ty:ty, $what:literal) => {{
                 let (reader, writer) = reflector::store::<$ty>();
-                tasks.push(spawn_reflector(Api::<$ty>::all(client.clone()), writer, changed.clone(), $what));
+                tasks.push(spawn_reflector(Api::<$ty>::all(client.clone()), writer, changed.clone(), $what.to_string()));
                 reader
             }};
         }
@@ -117,18 +117,7 @@ impl ClusterState {
             let writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
             let reader = writer.as_reader();
             let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
-            let changed = changed.clone();
-            let kind = key.kind.clone();
-            tasks.push(tokio::spawn(async move {
-                let stream = reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
-                futures::pin_mut!(stream);
-                while let Some(event) = stream.next().await {
-                    match event {
-                        Ok(_) => changed.notify_waiters(),
-                        Err(e) => tracing::warn!(kind = %kind, error = %e, "NodeClass watch failed; retrying with backoff"),
-                    }
-                }
-            }));
+            tasks.push(spawn_reflector(api, writer, changed.clone(), key.kind.clone()));
             node_classes.insert(key.clone(), reader);
         }
         let tasks = StateTasks(tasks);
@@ -158,6 +147,11 @@ impl ClusterState {
             .into_iter()
             .filter(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
             .collect()
+    }
+
+    /// The Node named `name` (a keyed lookup, not a scan).
+    pub fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.nodes.get(&kube::runtime::reflector::ObjectRef::new(name))
     }
 
     /// The pods bound to `node` that are not finished (Succeeded/Failed).
