@@ -263,21 +263,23 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
-    /// The provisioning scheduler on upstream's benchmark shape: median time, placements,
-    /// cost against a lower bound.
-    Scheduler {
-        /// Pending pods.
-        #[arg(long, default_value_t = 2000)]
-        pods: usize,
-        /// Instance types in the catalogue.
-        #[arg(long, default_value_t = 400)]
-        types: usize,
-        /// Measured runs.
-        #[arg(long, default_value_t = 5)]
+    /// The provisioning scheduler on upstream Karpenter's benchmark workloads (the exact pod
+    /// sets upstream solves): per row pods/s, nodes, cost and its lower bound, peak memory,
+    /// and upstream's result beside them.
+    #[command(alias = "scheduler")]
+    Scheduling {
+        /// Run only these workloads (repeatable; default: all rows).
+        #[arg(long = "workload", value_name = "NAME")]
+        workloads: Vec<String>,
+        /// Measured runs per workload (the median is reported).
+        #[arg(long, default_value_t = 3)]
         runs: usize,
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Internal: run one workload in this process and print its row as JSON.
+        #[arg(long, hide = true)]
+        child: bool,
     },
     /// The emulated API server holding a large cluster with a pod watch open: list latency
     /// over HTTP (medians of several runs) and memory.
@@ -329,7 +331,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(BenchCommand::Plugins { iterations, json }) => crate::bench::plugins(iterations, json).await,
-        Command::Bench(BenchCommand::Scheduler { pods, types, runs, json }) => crate::bench_scheduler::scheduler(pods, types, runs, json),
+        Command::Bench(BenchCommand::Scheduling { workloads, runs, json, child }) => {
+            crate::bench_scheduling::scheduling(&workloads, runs, json, child)
+        }
         Command::Bench(BenchCommand::Sim { nodes, pods, runs, json }) => crate::bench::sim(nodes, pods, runs, json).await,
         Command::Simulate(args) => crate::simulate_cmd::simulate(args).await,
         Command::Run(args) => crate::run_cmd::run(args).await,

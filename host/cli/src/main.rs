@@ -1,7 +1,7 @@
 //! `joinery`: a Karpenter-compatible node autoscaler with WebAssembly plugins.
 
 mod bench;
-mod bench_scheduler;
+mod bench_scheduling;
 mod cli;
 mod explain_cmd;
 mod plugins_cmd;

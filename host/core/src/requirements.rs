@@ -141,7 +141,7 @@ impl NodeSelectorRequirement {
 /// Represented as a finite `values` set, or — when `complement` is set — everything except
 /// `values`; plus optional inclusive integer bounds that only ever constrain complement sets
 /// (a finite set is filtered by the bounds at intersection time, which drops them).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Requirement {
     key: String,
     complement: bool,
@@ -366,6 +366,11 @@ impl Requirement {
         } else {
             self.values.is_empty()
         }
+    }
+
+    /// Whether this is `In` exactly one value (no bounds), like a label.
+    fn is_single_value(&self) -> bool {
+        !self.complement && self.values.len() == 1 && self.gte.is_none() && self.lte.is_none()
     }
 
     /// Whether `value` is admitted.
@@ -911,6 +916,17 @@ impl Requirements {
         other: &Requirements,
         allow_undefined: &K,
     ) -> bool {
+        if other.items.iter().all(Requirement::is_single_value) {
+            // Labels (`In` one value each, e.g. an offering's zone and capacity type): a
+            // direct lookup per key gives the same answer as the general walk below.
+            return other.items.iter().all(|incoming| {
+                let value = incoming.values.first().expect("single value");
+                match self.get(&incoming.key) {
+                    Some(existing) => existing.has(value),
+                    None => allow_undefined.contains_key(&incoming.key),
+                }
+            });
+        }
         let mut ok = true;
         self.check(other, allow_undefined, |_| {
             ok = false;

@@ -12,7 +12,10 @@ use crate::nodeclaim::{NodeClaimTemplate, NodeClassRef};
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::{PodResourceSpec, Resources};
 
-use super::constraints::{LabelSelector, PodAffinityTerm, TopologySpreadConstraint};
+use super::constraints::{
+    LabelSelector, PodAffinityTerm, PreferredSchedulingTerm, TopologySpreadConstraint,
+    WeightedPodAffinityTerm,
+};
 use super::types::{NodePool, NodePoolLimits, PendingPod, SchedulingInput};
 
 const GIB: u64 = 1 << 30;
@@ -73,17 +76,10 @@ fn fake_instance_type(i: usize) -> InstanceType {
     InstanceType::new(name, requirements, capacity, overhead, offerings)
 }
 
-/// Upstream's benchmark shape: one NodePool (`default`, no requirements, limits of 10,000,000
-/// CPU and 10,000,000Gi memory) over `instance_types` fake types (`fake-it-0..`; upstream uses
-/// 400), no existing nodes, no DaemonSets, and `pods` "diverse" pods: a fifth generic, a fifth
-/// with a zonal topology spread (maxSkew 1, DoNotSchedule, selecting a random `my-label`
-/// value of seven), a fifth with the same spread over hostnames, a fifth with zonal
-/// self-affinity (a random `my-affininity` value, upstream's spelling), a fifth with hostname
-/// self anti-affinity (all `app=nginx`, so one per node), the rest generic. Generic and spread
-/// pods carry a random `my-label`. CPU requests are drawn from {100m, 250m, 500m, 1, 1.5} and
-/// memory from {100, 256, 512, 1024, 2048, 4096}Mi. The draws are seeded, so the input is
-/// the same on every call (though not the same draws as upstream's Go generator).
-pub fn benchmark_input(pods: usize, instance_types: usize) -> SchedulingInput {
+/// The cluster of upstream's benchmark: one NodePool (`default`, no requirements, limits of
+/// 10,000,000 CPU and 10,000,000Gi memory) over `instance_types` fake types (`fake-it-0..`;
+/// upstream uses 400), no existing nodes, no DaemonSets, and no pods yet.
+pub fn benchmark_cluster(instance_types: usize) -> SchedulingInput {
     let class = NodeClassRef {
         group: "karpenter.test.sh".into(),
         kind: "TestNodeClass".into(),
@@ -99,7 +95,26 @@ pub fn benchmark_input(pods: usize, instance_types: usize) -> SchedulingInput {
         instance_types: (0..instance_types).map(fake_instance_type).collect(),
         limits: Some(limits),
     };
+    SchedulingInput {
+        pods: Vec::new(),
+        nodes: Vec::new(),
+        nodepools: vec![pool],
+        daemons: Vec::new(),
+        label_policy: LabelPolicy::default(),
+    }
+}
 
+/// Upstream's benchmark shape: one NodePool (`default`, no requirements, limits of 10,000,000
+/// CPU and 10,000,000Gi memory) over `instance_types` fake types (`fake-it-0..`; upstream uses
+/// 400), no existing nodes, no DaemonSets, and `pods` "diverse" pods: a fifth generic, a fifth
+/// with a zonal topology spread (maxSkew 1, DoNotSchedule, selecting a random `my-label`
+/// value of seven), a fifth with the same spread over hostnames, a fifth with zonal
+/// self-affinity (a random `my-affininity` value, upstream's spelling), a fifth with hostname
+/// self anti-affinity (all `app=nginx`, so one per node), the rest generic. Generic and spread
+/// pods carry a random `my-label`. CPU requests are drawn from {100m, 250m, 500m, 1, 1.5} and
+/// memory from {100, 256, 512, 1024, 2048, 4096}Mi. The draws are seeded, so the input is
+/// the same on every call (though not the same draws as upstream's Go generator).
+pub fn benchmark_input(pods: usize, instance_types: usize) -> SchedulingInput {
     let mut rng = Lcg(42);
     let label_values = ["a", "b", "c", "d", "e", "f", "g"];
     let cpus = [100, 250, 500, 1000, 1500];
@@ -153,9 +168,129 @@ pub fn benchmark_input(pods: usize, instance_types: usize) -> SchedulingInput {
 
     SchedulingInput {
         pods: out,
-        nodes: Vec::new(),
-        nodepools: vec![pool],
-        daemons: Vec::new(),
-        label_policy: LabelPolicy::default(),
+        ..benchmark_cluster(instance_types)
     }
+}
+
+/// One pod of upstream's exported benchmark workloads (`benches/workloads/*.json.gz`): the
+/// exact pods upstream's `BenchmarkScheduling<N>` and `Benchmark{Respect,Ignore}Preferences`
+/// solve with their generator seeded at 42. Field names follow the export.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+pub struct WorkloadPod {
+    /// Index in the workload.
+    pub i: usize,
+    /// `generic`, `topology_spread`, `pod_affinity`, `pod_anti_affinity` or `preference`.
+    pub kind: String,
+    /// The pod's labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// CPU request in millicores.
+    pub cpu_m: u64,
+    /// Memory request in bytes.
+    pub mem_bytes: u64,
+    /// Spread pods: the constraint's topology key (maxSkew 1, DoNotSchedule).
+    #[serde(default)]
+    pub tsc_topology_key: Option<String>,
+    /// Spread pods: the constraint's `matchLabels`.
+    #[serde(default)]
+    pub tsc_selector: Option<BTreeMap<String, String>>,
+    /// Affinity pods: the required pod-affinity term's topology key.
+    #[serde(default)]
+    pub affinity_topology_key: Option<String>,
+    /// Affinity pods: the term's `matchLabels`.
+    #[serde(default)]
+    pub affinity_selector: Option<BTreeMap<String, String>>,
+    /// Anti-affinity pods: the required pod-anti-affinity term's topology key.
+    #[serde(default)]
+    pub anti_affinity_topology_key: Option<String>,
+    /// Anti-affinity pods: the term's `matchLabels`.
+    #[serde(default)]
+    pub anti_affinity_selector: Option<BTreeMap<String, String>>,
+    /// Preference pods: preferred node affinity to `test-zone-1` (weight 1), preferred zonal
+    /// anti-affinity to `app=nginx` (weight 10) and preferred hostname anti-affinity to
+    /// `app=nginx` (weight 1).
+    #[serde(default)]
+    pub preference_pod: bool,
+}
+
+/// A workload record that cannot be turned into a pod.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("workload pod {index}: {message}")]
+pub struct WorkloadError {
+    /// The record's `i`.
+    pub index: usize,
+    /// What is missing or wrong.
+    pub message: String,
+}
+
+impl WorkloadPod {
+    /// The pending pod this record describes (namespace `default`, name `pod-<i>`).
+    pub fn to_pending_pod(&self) -> Result<PendingPod, WorkloadError> {
+        let fail = |message: &str| WorkloadError {
+            index: self.i,
+            message: message.to_owned(),
+        };
+        let term = |key: &Option<String>, selector: &Option<BTreeMap<String, String>>, what: &str| {
+            match (key, selector) {
+                (Some(key), Some(selector)) => Ok(PodAffinityTerm::new(
+                    key.clone(),
+                    LabelSelector {
+                        match_labels: selector.clone(),
+                        ..Default::default()
+                    },
+                )),
+                _ => Err(fail(&format!("kind {} needs {what}_topology_key and {what}_selector", self.kind))),
+            }
+        };
+        let spec = PodResourceSpec {
+            containers: vec![Resources::new().with("cpu", self.cpu_m).with("memory", self.mem_bytes)],
+            ..Default::default()
+        };
+        let mut pod = PendingPod::from_spec("default", format!("pod-{:06}", self.i), &spec);
+        pod.uid = format!("00000000-0000-0000-0000-{:012}", self.i);
+        pod.labels = self.labels.clone();
+        match self.kind.as_str() {
+            "generic" => {}
+            "topology_spread" => {
+                let t = term(&self.tsc_topology_key, &self.tsc_selector, "tsc")?;
+                let selector = t.label_selector.expect("built with a selector");
+                pod.topology_spread = vec![TopologySpreadConstraint::new(t.topology_key, 1, selector)];
+            }
+            "pod_affinity" => pod.pod_affinity = vec![term(&self.affinity_topology_key, &self.affinity_selector, "affinity")?],
+            "pod_anti_affinity" => {
+                pod.pod_anti_affinity =
+                    vec![term(&self.anti_affinity_topology_key, &self.anti_affinity_selector, "anti_affinity")?]
+            }
+            "preference" => {}
+            other => return Err(fail(&format!("unknown kind {other:?}"))),
+        }
+        if self.preference_pod {
+            let nginx = || LabelSelector::from_labels([("app", "nginx")]);
+            pod.preferred_affinity = vec![PreferredSchedulingTerm {
+                weight: 1,
+                preference: [Requirement::in_values(ZONE_LABEL, ["test-zone-1"])].into_iter().collect(),
+            }];
+            pod.preferred_pod_anti_affinity = vec![
+                WeightedPodAffinityTerm {
+                    weight: 10,
+                    term: PodAffinityTerm::new(ZONE_LABEL, nginx()),
+                },
+                WeightedPodAffinityTerm {
+                    weight: 1,
+                    term: PodAffinityTerm::new(HOSTNAME_LABEL, nginx()),
+                },
+            ];
+        }
+        Ok(pod)
+    }
+}
+
+/// Upstream's benchmark cluster ([`benchmark_cluster`] with 400 types) with these workload
+/// pods pending.
+pub fn workload_input(records: &[WorkloadPod]) -> Result<SchedulingInput, WorkloadError> {
+    let pods = records.iter().map(WorkloadPod::to_pending_pod).collect::<Result<Vec<_>, _>>()?;
+    Ok(SchedulingInput {
+        pods,
+        ..benchmark_cluster(400)
+    })
 }

@@ -38,6 +38,7 @@ mod benchmark;
 mod bound;
 mod constraints;
 mod daemons;
+mod catalog;
 mod pricing;
 mod render;
 mod scheduler;
@@ -47,7 +48,7 @@ mod types;
 #[cfg(test)]
 mod tests;
 
-pub use benchmark::benchmark_input;
+pub use benchmark::{WorkloadError, WorkloadPod, benchmark_cluster, benchmark_input, workload_input};
 pub use bound::cost_lower_bound;
 pub use constraints::{
     HostPort, LabelSelector, LabelSelectorRequirement, NodeInclusionPolicy, PodAffinityTerm,

@@ -3,7 +3,6 @@
 use std::cmp::Ordering;
 
 use crate::instance_type::{InstanceType, Offering};
-use crate::requirements::{KeySet, Requirements};
 
 /// Supplies a price for an offering whose price is unknown (`None` keeps it unknown).
 pub type FallbackPrice<'a> = &'a dyn Fn(&InstanceType, &Offering) -> Option<f64>;
@@ -13,17 +12,15 @@ pub(crate) fn no_fallback(_: &InstanceType, _: &Offering) -> Option<f64> {
     None
 }
 
-/// Price of the cheapest available offering of `t` compatible with `requirements`: the
-/// offering's own price, else the fallback's. `None` when no such offering has a (finite)
-/// price.
-pub(crate) fn launch_price<K: KeySet + ?Sized>(
+/// Price of the cheapest of `offerings` (of `t`; the available ones compatible with a
+/// claim's requirements): the offering's own price, else the fallback's. `None` when no such
+/// offering has a (finite) price.
+pub(crate) fn launch_price<'o>(
     t: &InstanceType,
-    requirements: &Requirements,
-    well_known: &K,
+    offerings: impl Iterator<Item = &'o Offering>,
     fallback: FallbackPrice<'_>,
 ) -> Option<f64> {
-    t.offerings()
-        .available_compatible(requirements, well_known)
+    offerings
         .filter_map(|o| o.price().or_else(|| fallback(t, o)))
         .filter(|p| p.is_finite())
         .min_by(f64::total_cmp)

@@ -19,6 +19,7 @@ use crate::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
 
 use super::constraints::{HostPort, PreferencePolicy, WhenUnsatisfiable, port_conflict};
 use super::daemons::{Daemon, alternatives, tolerated, tolerates};
+use super::catalog::{OfferingTable, TypeClasses};
 use super::pricing::{FallbackPrice, launch_price, no_fallback, order_by_price};
 use super::render;
 use super::topology::{self, Constraints, Topology, Violation};
@@ -91,6 +92,10 @@ struct Pool<'a> {
     overhead: Resources,
     /// Remaining limits, reduced as claims are opened.
     remaining: Option<BTreeMap<String, i128>>,
+    /// The instance types' offerings, numbered for mask checks.
+    offerings: OfferingTable,
+    /// The instance types' requirements grouped by class.
+    classes: TypeClasses,
 }
 
 impl Pool<'_> {
@@ -426,13 +431,20 @@ impl<'a> Scheduler<'a> {
             ));
             requirements.add(Requirement::in_values(REGISTERED_LABEL, ["true"]));
             requirements.add(Requirement::in_values(INITIALIZED_LABEL, ["true"]));
+            let offerings = OfferingTable::new(&pool.instance_types);
+            let classes = TypeClasses::new(&pool.instance_types);
+            let filter = offerings.filter(&requirements, policy);
+            let intersecting = classes.intersecting(&requirements);
             let mut candidates: Vec<usize> = pool
                 .instance_types
                 .iter()
                 .enumerate()
-                .filter(|(_, t)| {
-                    t.requirements().is_intersecting(&requirements)
-                        && t.has_available_compatible(&requirements, policy)
+                .filter(|&(i, t)| {
+                    intersecting[i]
+                        && offerings
+                            .available_compatible(i, t, filter, &requirements, policy)
+                            .next()
+                            .is_some()
                 })
                 .map(|(i, _)| i)
                 .collect();
@@ -475,6 +487,8 @@ impl<'a> Scheduler<'a> {
                 type_ports,
                 overhead,
                 remaining: pool.limits.as_ref().map(|l| l.remaining()),
+                offerings,
+                classes,
             });
         }
 
@@ -1028,11 +1042,17 @@ impl<'a> Scheduler<'a> {
         }
         let p = &self.pools[pool];
         let mut facts = vec![Facts::default(); p.input.instance_types.len()];
+        let filter = p.offerings.filter(requirements, self.policy);
+        let intersecting = p.classes.intersecting(requirements);
         for &t in &p.candidates {
             let it = p.instance_type(t);
             facts[t] = Facts {
-                compatible: it.requirements().is_intersecting(requirements),
-                offering: it.has_available_compatible(requirements, self.policy),
+                compatible: intersecting[t],
+                offering: p
+                    .offerings
+                    .available_compatible(t, it, filter, requirements, self.policy)
+                    .next()
+                    .is_some(),
             };
         }
         let facts: Rc<[Facts]> = facts.into();
@@ -1217,10 +1237,12 @@ impl Priced {
             capacity_type_names: Vec::new(),
             capacity_types: vec![0; count],
         };
+        let filter = pool.offerings.filter(requirements, policy);
         for &t in &pool.candidates {
             let it = pool.instance_type(t);
-            priced.prices[t] = launch_price(it, requirements, policy, fallback);
-            for o in it.offerings().available_compatible(requirements, policy) {
+            let compatible = || pool.offerings.available_compatible(t, it, filter, requirements, policy);
+            priced.prices[t] = launch_price(it, compatible(), fallback);
+            for o in compatible() {
                 let name = o.capacity_type();
                 let bit = match priced.capacity_type_names.iter().position(|n| n == name) {
                     Some(bit) => bit,
