@@ -20,6 +20,7 @@
 //! requirements (e.g. a reservation ID) are checked the general way.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::instance_type::{InstanceType, Offering};
 use crate::labels::{CAPACITY_TYPE_LABEL, ZONE_LABEL};
@@ -46,7 +47,7 @@ impl TypeClasses {
         let mut keys: Vec<KeyClasses> = Vec::new();
         // Class numbers by requirement (requirements carry their key); lookup only, the
         // classes keep first-seen order.
-        let mut numbers: HashMap<&Requirement, (usize, usize)> = HashMap::new();
+        let mut numbers: HashMap<&Requirement, (usize, usize), BuildHasherDefault<FxHasher>> = HashMap::default();
         for (t, it) in types.iter().enumerate() {
             for r in it.requirements().iter() {
                 if let Some(&(k, c)) = numbers.get(r) {
@@ -83,6 +84,29 @@ impl TypeClasses {
             }
         }
         out
+    }
+}
+
+/// A fast, non-cryptographic hasher (the Fx multiply-rotate scheme) for in-memory indexes of
+/// trusted data.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+            self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(SEED);
+        }
+        for &byte in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(byte)).wrapping_mul(SEED);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
     }
 }
 

@@ -130,6 +130,8 @@ struct Claim {
     pool: usize,
     /// The placeholder hostname (a topology domain once the claim holds a pod).
     hostname: String,
+    /// The hostname's number in the topology ([`Topology::host_slot`]).
+    slot: u32,
     requirements: Requirements,
     /// Instance type indices (into the pool's list) that can still hold every pod.
     options: Vec<usize>,
@@ -725,6 +727,9 @@ impl<'a> Scheduler<'a> {
 
         for i in 0..self.claim_order.len() {
             let c = self.claim_order[i];
+            if self.topology.rejects_host(p, self.claims[c].slot) {
+                continue;
+            }
             if let Ok(accepted) = self.try_claim(&self.claims[c], p, false) {
                 self.claim_order.remove(i);
                 self.apply(c, accepted, p);
@@ -756,6 +761,7 @@ impl<'a> Scheduler<'a> {
             requirements.add(Requirement::in_values(HOSTNAME_LABEL, [hostname.as_str()]));
             let claim = Claim {
                 pool: index,
+                slot: self.topology.host_slot(&hostname),
                 hostname,
                 requirements,
                 options,

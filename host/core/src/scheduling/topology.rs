@@ -17,7 +17,8 @@
 //! first (smallest) one wins, so results are deterministic.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::BuildHasherDefault;
 use std::fmt::Write as _;
 
 use crate::labels::{HOSTNAME_LABEL, NODEPOOL_LABEL};
@@ -28,6 +29,7 @@ use super::constraints::{
     LabelSelector, LabelSelectorRequirement, NodeInclusionPolicy, PodAffinityTerm,
     SelectorOperator, TopologySpreadConstraint,
 };
+use super::catalog::FxHasher;
 use super::daemons::tolerates;
 use super::render;
 use super::types::{BoundPod, ExistingNode, NodePool, PendingPod, PodKey};
@@ -124,12 +126,31 @@ struct Group {
     max_skew: u32,
     min_domains: Option<u32>,
     filter: NodeFilter,
-    /// Known domains and how many selected pods each holds.
+    /// Known domains and how many selected pods each holds (ordered: iteration order
+    /// breaks ties between domains).
     counts: BTreeMap<String, u32>,
+    /// The same counts, for lookups by domain.
+    index: HashMap<String, u32, BuildHasherDefault<FxHasher>>,
+    /// Hostname groups only: the counts of the pass's numbered hostnames, by number (see
+    /// [`Topology::host_slot`]).
+    by_slot: Vec<u32>,
     /// How many known domains hold no selected pod.
     empty: usize,
     /// `key Exists`, what a pod or node that does not constrain the key allows.
     everything: Requirement,
+    /// Whether the key is `kubernetes.io/hostname`.
+    hostname: bool,
+}
+
+/// Records a pod in `domain` of `group`, and in the numbered counts when the domain is a
+/// numbered hostname.
+fn record_numbered(group: &mut Group, host_slots: &HashMap<String, u32, BuildHasherDefault<FxHasher>>, domain: &str) {
+    group.record(domain);
+    if group.hostname
+        && let Some(&slot) = host_slots.get(domain)
+    {
+        group.by_slot[slot as usize] += 1;
+    }
 }
 
 /// A finite requirement's only value.
@@ -149,6 +170,7 @@ impl Group {
     fn new(spec: GroupSpec) -> Self {
         Group {
             everything: Requirement::exists(spec.key.as_str()),
+            hostname: spec.key == HOSTNAME_LABEL,
             kind: spec.kind,
             key: spec.key,
             namespaces: spec.namespaces,
@@ -157,6 +179,8 @@ impl Group {
             min_domains: spec.min_domains,
             filter: spec.filter,
             counts: BTreeMap::new(),
+            index: HashMap::default(),
+            by_slot: Vec::new(),
             empty: 0,
         }
     }
@@ -167,28 +191,31 @@ impl Group {
     }
 
     fn register(&mut self, domain: &str) {
-        if !self.counts.contains_key(domain) {
+        if !self.index.contains_key(domain) {
             self.counts.insert(domain.to_owned(), 0);
+            self.index.insert(domain.to_owned(), 0);
             self.empty += 1;
         }
     }
 
     fn record(&mut self, domain: &str) {
-        match self.counts.get_mut(domain) {
+        match self.index.get_mut(domain) {
             Some(count) => {
                 if *count == 0 {
                     self.empty -= 1;
                 }
                 *count += 1;
+                *self.counts.get_mut(domain).expect("both maps hold every domain") += 1;
             }
             None => {
                 self.counts.insert(domain.to_owned(), 1);
+                self.index.insert(domain.to_owned(), 1);
             }
         }
     }
 
     fn count(&self, domain: &str) -> u32 {
-        self.counts.get(domain).copied().unwrap_or(0)
+        self.index.get(domain).copied().unwrap_or(0)
     }
 
     /// The domains still allowed for a pod whose own requirement on the key is `pod` on a
@@ -262,7 +289,7 @@ impl Group {
             }
         } else {
             for domain in node.values() {
-                if let Some(&count) = self.counts.get(domain)
+                if let Some(&count) = self.index.get(domain.as_str())
                     && node.has(domain)
                 {
                     consider(domain, count);
@@ -353,7 +380,7 @@ impl Group {
         } else {
             node.values()
                 .iter()
-                .filter(|d| self.counts.get(*d) == Some(&0) && pod.has(d) && node.has(d))
+                .filter(|d| self.index.get(d.as_str()) == Some(&0) && pod.has(d) && node.has(d))
                 .map(String::as_str)
                 .collect()
         }
@@ -439,6 +466,11 @@ pub(crate) struct Topology<'a> {
     inverse_owned: Vec<Vec<usize>>,
     /// Per pending pod: the inverse groups whose selector matches it.
     inverse_selecting: Vec<Vec<usize>>,
+    /// Per pending pod: its hostname rules, each a group and the count at which a hostname
+    /// is closed to the pod (see [`rejects_host`](Self::rejects_host)).
+    host_rules: Vec<Vec<(GroupRef, u32)>>,
+    /// Hostnames numbered by [`host_slot`](Self::host_slot).
+    host_slots: HashMap<String, u32, BuildHasherDefault<FxHasher>>,
 }
 
 impl<'a> Topology<'a> {
@@ -493,6 +525,8 @@ impl<'a> Topology<'a> {
             selecting: vec![Vec::new(); pods.len()],
             inverse_owned: vec![Vec::new(); pods.len()],
             inverse_selecting: vec![Vec::new(); pods.len()],
+            host_rules: vec![Vec::new(); pods.len()],
+            host_slots: HashMap::default(),
         };
         let bound = topology.bound.clone();
         for b in bound {
@@ -537,6 +571,48 @@ impl<'a> Topology<'a> {
                 .map(|(i, _)| i)
                 .collect();
         }
+        for p in 0..self.pods.len() {
+            self.index_host_rules(p);
+        }
+    }
+
+    /// Recomputes pod `p`'s hostname rules from the groups it owns and the inverse groups
+    /// selecting it: a hostname holding `limit` or more of a group's pods is closed to it —
+    /// one pod for anti-affinity, `maxSkew + 1` (less the pod itself when it is selected) for
+    /// a spread, whose hostname minimum is always 0. Affinity never closes a hostname here.
+    fn index_host_rules(&mut self, p: usize) {
+        let mut rules = Vec::new();
+        for &g in &self.owned[p] {
+            let group = &self.groups[g];
+            if !group.hostname {
+                continue;
+            }
+            let own = u32::from(self.selecting[p].binary_search(&g).is_ok());
+            match group.kind {
+                Kind::AntiAffinity => rules.push((GroupRef::Regular(g), 1)),
+                Kind::Spread => rules.push((GroupRef::Regular(g), (group.max_skew + 1).saturating_sub(own))),
+                Kind::Affinity => {}
+            }
+        }
+        for &g in &self.inverse_selecting[p] {
+            if self.inverse[g].hostname {
+                rules.push((GroupRef::Inverse(g), 1));
+            }
+        }
+        self.host_rules[p] = rules;
+    }
+
+    /// Whether pod `p`'s hostname constraints (anti-affinity, spread, inverse anti-affinity)
+    /// already rule out a node whose only possible hostname is the one numbered `slot` — a cheap, exact
+    /// pre-check of what [`domains`](Self::domains) would say about that hostname.
+    pub(crate) fn rejects_host(&self, p: usize, slot: u32) -> bool {
+        self.host_rules[p].iter().any(|&(group, limit)| {
+            let group = match group {
+                GroupRef::Regular(g) => &self.groups[g],
+                GroupRef::Inverse(g) => &self.inverse[g],
+            };
+            group.by_slot[slot as usize] >= limit
+        })
     }
 
     /// (Re)computes the groups pod `p` owns from its current constraints; groups that do
@@ -584,6 +660,7 @@ impl<'a> Topology<'a> {
         ids.sort_unstable();
         ids.dedup();
         self.owned[p] = ids;
+        self.index_host_rules(p);
     }
 
     /// Registers `domain` for `key` in every group (e.g. a new claim's hostname).
@@ -662,10 +739,10 @@ impl<'a> Topology<'a> {
             }
             if group.kind == Kind::AntiAffinity {
                 for v in r.values() {
-                    group.record(v);
+                    record_numbered(group, &self.host_slots, v);
                 }
             } else if let Some(v) = single(r) {
-                group.record(v);
+                record_numbered(group, &self.host_slots, v);
             }
         }
         for &g in &self.inverse_owned[p] {
@@ -674,10 +751,40 @@ impl<'a> Topology<'a> {
                 && !r.is_complement()
             {
                 for v in r.values() {
-                    group.record(v);
+                    record_numbered(group, &self.host_slots, v);
                 }
             }
         }
+    }
+
+    /// The number of hostname `host` in this pass (numbering it if new), for
+    /// [`rejects_host`](Self::rejects_host). Number the hostnames of the nodes and claims
+    /// that pods are tried on.
+    pub(crate) fn host_slot(&mut self, host: &str) -> u32 {
+        if let Some(&slot) = self.host_slots.get(host) {
+            return slot;
+        }
+        let slot = self.host_slots.len() as u32;
+        self.host_slots.insert(host.to_owned(), slot);
+        for group in self.groups.iter_mut().chain(self.inverse.iter_mut()) {
+            if group.hostname {
+                let count = group.count(host);
+                group.by_slot.push(count);
+            }
+        }
+        slot
+    }
+
+    /// Gives a new group the counts of the hostnames numbered so far.
+    fn number_hosts(&self, group: &mut Group) {
+        if !group.hostname {
+            return;
+        }
+        let mut by_slot = vec![0; self.host_slots.len()];
+        for (host, &slot) in &self.host_slots {
+            by_slot[slot as usize] = group.count(host);
+        }
+        group.by_slot = by_slot;
     }
 
     /// Upstream's reason for a violation: `unsatisfiable topology constraint for <kind>,
@@ -706,6 +813,7 @@ impl<'a> Topology<'a> {
         let mut group = Group::new(spec);
         self.seed(&mut group);
         self.count(&mut group);
+        self.number_hosts(&mut group);
         let id = self.groups.len();
         for (p, pod) in self.pods.iter().enumerate() {
             if group.selects(&pod.key.namespace, &pod.labels) {
@@ -724,6 +832,7 @@ impl<'a> Topology<'a> {
         }
         let mut group = Group::new(spec);
         self.seed(&mut group);
+        self.number_hosts(&mut group);
         let id = self.inverse.len();
         self.inverse.push(group);
         self.inverse_ids.insert(identity, id);
