@@ -132,6 +132,8 @@ struct Claim {
     hostname: String,
     /// The hostname's number in the topology ([`Topology::host_slot`]).
     slot: u32,
+    /// The domains the claim is narrowed to, by topology key ([`Topology::pin`]).
+    pins: Vec<u32>,
     requirements: Requirements,
     /// Instance type indices (into the pool's list) that can still hold every pod.
     options: Vec<usize>,
@@ -727,7 +729,8 @@ impl<'a> Scheduler<'a> {
 
         for i in 0..self.claim_order.len() {
             let c = self.claim_order[i];
-            if self.topology.rejects_host(p, self.claims[c].slot) {
+            let claim = &self.claims[c];
+            if self.topology.rejects(p, claim.slot, &claim.pins, self.pods[p].strict()) {
                 continue;
             }
             if let Ok(accepted) = self.try_claim(&self.claims[c], p, false) {
@@ -762,6 +765,7 @@ impl<'a> Scheduler<'a> {
             let claim = Claim {
                 pool: index,
                 slot: self.topology.host_slot(&hostname),
+                pins: Vec::new(),
                 hostname,
                 requirements,
                 options,
@@ -1076,6 +1080,7 @@ impl<'a> Scheduler<'a> {
         let input = &self.input.pods[p];
         let claim = &mut self.claims[c];
         claim.requirements = accepted.requirements;
+        self.topology.pin(&claim.requirements, &mut claim.pins);
         claim.options = accepted.options;
         claim.requests = accepted.requests;
         claim.pods.push(p);

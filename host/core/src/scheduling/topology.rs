@@ -131,9 +131,11 @@ struct Group {
     counts: BTreeMap<String, u32>,
     /// The same counts, for lookups by domain.
     index: HashMap<String, u32, BuildHasherDefault<FxHasher>>,
-    /// Hostname groups only: the counts of the pass's numbered hostnames, by number (see
-    /// [`Topology::host_slot`]).
+    /// The counts of the domains numbered so far for the group's key, by number (see
+    /// [`Topology::slot`]).
     by_slot: Vec<u32>,
+    /// The key's number in [`Topology::numbering`].
+    key_index: usize,
     /// How many known domains hold no selected pod.
     empty: usize,
     /// `key Exists`, what a pod or node that does not constrain the key allows.
@@ -142,16 +144,26 @@ struct Group {
     hostname: bool,
 }
 
-/// Records a pod in `domain` of `group`, and in the numbered counts when the domain is a
-/// numbered hostname.
-fn record_numbered(group: &mut Group, host_slots: &HashMap<String, u32, BuildHasherDefault<FxHasher>>, domain: &str) {
+/// The domains of one topology key numbered during a pass, so that per-claim checks count by
+/// index instead of by string.
+#[derive(Default)]
+struct KeyNumbering {
+    key: String,
+    slots: HashMap<String, u32, BuildHasherDefault<FxHasher>>,
+    names: Vec<String>,
+}
+
+/// Records a pod in `domain` of `group`, and in the numbered counts when the domain is
+/// numbered.
+fn record_numbered(group: &mut Group, numbering: &[KeyNumbering], domain: &str) {
     group.record(domain);
-    if group.hostname
-        && let Some(&slot) = host_slots.get(domain)
-    {
+    if let Some(&slot) = numbering[group.key_index].slots.get(domain) {
         group.by_slot[slot as usize] += 1;
     }
 }
+
+/// "Not narrowed to one numbered domain" in a claim's pins (see [`Topology::pin`]).
+pub(crate) const UNPINNED: u32 = u32::MAX;
 
 /// A finite requirement's only value.
 fn single(r: &Requirement) -> Option<&str> {
@@ -181,6 +193,7 @@ impl Group {
             counts: BTreeMap::new(),
             index: HashMap::default(),
             by_slot: Vec::new(),
+            key_index: 0,
             empty: 0,
         }
     }
@@ -469,8 +482,10 @@ pub(crate) struct Topology<'a> {
     /// Per pending pod: its hostname rules, each a group and the count at which a hostname
     /// is closed to the pod (see [`rejects_host`](Self::rejects_host)).
     host_rules: Vec<Vec<(GroupRef, u32)>>,
-    /// Hostnames numbered by [`host_slot`](Self::host_slot).
-    host_slots: HashMap<String, u32, BuildHasherDefault<FxHasher>>,
+    /// Per pending pod: its groups (owned, or inverse ones selecting it) on other keys.
+    other_rules: Vec<Vec<GroupRef>>,
+    /// Domains numbered per topology key; entry 0 is the hostname.
+    numbering: Vec<KeyNumbering>,
 }
 
 impl<'a> Topology<'a> {
@@ -526,7 +541,11 @@ impl<'a> Topology<'a> {
             inverse_owned: vec![Vec::new(); pods.len()],
             inverse_selecting: vec![Vec::new(); pods.len()],
             host_rules: vec![Vec::new(); pods.len()],
-            host_slots: HashMap::default(),
+            other_rules: vec![Vec::new(); pods.len()],
+            numbering: vec![KeyNumbering {
+                key: HOSTNAME_LABEL.to_owned(),
+                ..Default::default()
+            }],
         };
         let bound = topology.bound.clone();
         for b in bound {
@@ -582,9 +601,11 @@ impl<'a> Topology<'a> {
     /// a spread, whose hostname minimum is always 0. Affinity never closes a hostname here.
     fn index_host_rules(&mut self, p: usize) {
         let mut rules = Vec::new();
+        let mut others = Vec::new();
         for &g in &self.owned[p] {
             let group = &self.groups[g];
             if !group.hostname {
+                others.push(GroupRef::Regular(g));
                 continue;
             }
             let own = u32::from(self.selecting[p].binary_search(&g).is_ok());
@@ -597,15 +618,55 @@ impl<'a> Topology<'a> {
         for &g in &self.inverse_selecting[p] {
             if self.inverse[g].hostname {
                 rules.push((GroupRef::Inverse(g), 1));
+            } else {
+                others.push(GroupRef::Inverse(g));
             }
         }
         self.host_rules[p] = rules;
+        self.other_rules[p] = others;
+    }
+
+    /// Whether pod `p`'s topology constraints already rule out a claim numbered `slot` with
+    /// pins `pins` (see [`pin`](Self::pin)), the pod's required node constraints being `strict`: the
+    /// hostname rules of [`rejects_host`](Self::rejects_host), then every other group on a
+    /// key the claim has narrowed to one domain. Exact where it answers `true` —
+    /// [`domains`](Self::domains) would find no domain — and cheap: the common way a claim
+    /// fails a pod is skipped without building requirements.
+    pub(crate) fn rejects(&self, p: usize, slot: u32, pins: &[u32], strict: &Requirements) -> bool {
+        if self.rejects_host(p, slot) {
+            return true;
+        }
+        self.other_rules[p].iter().any(|&rule| {
+            let (group, self_selecting) = match rule {
+                GroupRef::Regular(g) => (&self.groups[g], self.selecting[p].binary_search(&g).is_ok()),
+                GroupRef::Inverse(g) => (&self.inverse[g], true),
+            };
+            let slot = pins.get(group.key_index).copied().unwrap_or(UNPINNED);
+            if slot == UNPINNED {
+                return false;
+            }
+            let domain = self.numbering[group.key_index].names[slot as usize].as_str();
+            let pod = strict.get(&group.key).unwrap_or(&group.everything);
+            if !pod.has(domain) {
+                // The pod's own requirements exclude the claim's only domain.
+                return true;
+            }
+            let count = group.by_slot[slot as usize];
+            match group.kind {
+                Kind::AntiAffinity => count > 0,
+                Kind::Affinity => count == 0 && !(self_selecting && group.bootstrappable(pod)),
+                Kind::Spread => {
+                    !group.index.contains_key(domain)
+                        || i64::from(count) + i64::from(self_selecting) - group.min_count(pod) > i64::from(group.max_skew)
+                }
+            }
+        })
     }
 
     /// Whether pod `p`'s hostname constraints (anti-affinity, spread, inverse anti-affinity)
-    /// already rule out a node whose only possible hostname is the one numbered `slot` — a cheap, exact
-    /// pre-check of what [`domains`](Self::domains) would say about that hostname.
-    pub(crate) fn rejects_host(&self, p: usize, slot: u32) -> bool {
+    /// already rule out a node whose only possible hostname is the one numbered `slot` — a
+    /// cheap, exact pre-check of what [`domains`](Self::domains) would say about it.
+    fn rejects_host(&self, p: usize, slot: u32) -> bool {
         self.host_rules[p].iter().any(|&(group, limit)| {
             let group = match group {
                 GroupRef::Regular(g) => &self.groups[g],
@@ -739,10 +800,10 @@ impl<'a> Topology<'a> {
             }
             if group.kind == Kind::AntiAffinity {
                 for v in r.values() {
-                    record_numbered(group, &self.host_slots, v);
+                    record_numbered(group, &self.numbering, v);
                 }
             } else if let Some(v) = single(r) {
-                record_numbered(group, &self.host_slots, v);
+                record_numbered(group, &self.numbering, v);
             }
         }
         for &g in &self.inverse_owned[p] {
@@ -751,7 +812,7 @@ impl<'a> Topology<'a> {
                 && !r.is_complement()
             {
                 for v in r.values() {
-                    record_numbered(group, &self.host_slots, v);
+                    record_numbered(group, &self.numbering, v);
                 }
             }
         }
@@ -761,28 +822,65 @@ impl<'a> Topology<'a> {
     /// [`rejects_host`](Self::rejects_host). Number the hostnames of the nodes and claims
     /// that pods are tried on.
     pub(crate) fn host_slot(&mut self, host: &str) -> u32 {
-        if let Some(&slot) = self.host_slots.get(host) {
+        self.slot(0, host)
+    }
+
+    /// The number of `domain` of the key numbered `key_index`, numbering it if new.
+    fn slot(&mut self, key_index: usize, domain: &str) -> u32 {
+        let numbering = &mut self.numbering[key_index];
+        if let Some(&slot) = numbering.slots.get(domain) {
             return slot;
         }
-        let slot = self.host_slots.len() as u32;
-        self.host_slots.insert(host.to_owned(), slot);
+        let slot = numbering.names.len() as u32;
+        numbering.slots.insert(domain.to_owned(), slot);
+        numbering.names.push(domain.to_owned());
         for group in self.groups.iter_mut().chain(self.inverse.iter_mut()) {
-            if group.hostname {
-                let count = group.count(host);
+            if group.key_index == key_index {
+                let count = group.count(domain);
                 group.by_slot.push(count);
             }
         }
         slot
     }
 
-    /// Gives a new group the counts of the hostnames numbered so far.
-    fn number_hosts(&self, group: &mut Group) {
-        if !group.hostname {
-            return;
+    /// The number of topology key `key`, numbering it if new.
+    fn key_index(&mut self, key: &str) -> usize {
+        match self.numbering.iter().position(|n| n.key == key) {
+            Some(i) => i,
+            None => {
+                self.numbering.push(KeyNumbering {
+                    key: key.to_owned(),
+                    ..Default::default()
+                });
+                self.numbering.len() - 1
+            }
         }
-        let mut by_slot = vec![0; self.host_slots.len()];
-        for (host, &slot) in &self.host_slots {
-            by_slot[slot as usize] = group.count(host);
+    }
+
+    /// A claim's pins: per topology key number (the hostname's, 0, excepted), the number of
+    /// the one domain `requirements` allow, or [`UNPINNED`]. Written into `pins`, which
+    /// [`rejects`](Self::rejects) reads; refresh them whenever the claim's requirements
+    /// change.
+    pub(crate) fn pin(&mut self, requirements: &Requirements, pins: &mut Vec<u32>) {
+        pins.clear();
+        pins.push(UNPINNED);
+        for k in 1..self.numbering.len() {
+            let domain = requirements.get(&self.numbering[k].key).and_then(single);
+            let slot = match domain {
+                Some(d) => self.slot(k, d),
+                None => UNPINNED,
+            };
+            pins.push(slot);
+        }
+    }
+
+    /// Gives a new group its key's number and the counts of the domains numbered so far.
+    fn number_domains(&mut self, group: &mut Group) {
+        group.key_index = self.key_index(&group.key);
+        let numbering = &self.numbering[group.key_index];
+        let mut by_slot = vec![0; numbering.names.len()];
+        for (domain, &slot) in &numbering.slots {
+            by_slot[slot as usize] = group.count(domain);
         }
         group.by_slot = by_slot;
     }
@@ -813,7 +911,7 @@ impl<'a> Topology<'a> {
         let mut group = Group::new(spec);
         self.seed(&mut group);
         self.count(&mut group);
-        self.number_hosts(&mut group);
+        self.number_domains(&mut group);
         let id = self.groups.len();
         for (p, pod) in self.pods.iter().enumerate() {
             if group.selects(&pod.key.namespace, &pod.labels) {
@@ -832,7 +930,7 @@ impl<'a> Topology<'a> {
         }
         let mut group = Group::new(spec);
         self.seed(&mut group);
-        self.number_hosts(&mut group);
+        self.number_domains(&mut group);
         let id = self.inverse.len();
         self.inverse.push(group);
         self.inverse_ids.insert(identity, id);
