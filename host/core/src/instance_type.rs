@@ -29,6 +29,8 @@ pub struct Offering {
     price: Option<f64>,
     available: bool,
     requirements: Requirements,
+    /// Fingerprints of the zone and capacity type, for per-pass indexes.
+    fingerprints: (u64, u64),
 }
 
 impl Offering {
@@ -49,6 +51,7 @@ impl Offering {
         .into_iter()
         .collect();
         Offering {
+            fingerprints: (crate::hash::fingerprint(zone.as_str()), crate::hash::fingerprint(capacity_type.as_str())),
             zone,
             capacity_type,
             price,
@@ -72,6 +75,11 @@ impl Offering {
     /// Capacity type (`on-demand`, `spot`, `reserved`).
     pub fn capacity_type(&self) -> &str {
         &self.capacity_type
+    }
+
+    /// Fingerprints of the zone and of the capacity type.
+    pub(crate) fn fingerprints(&self) -> (u64, u64) {
+        self.fingerprints
     }
 
     /// Price per hour, if known.
@@ -260,6 +268,9 @@ pub struct InstanceType {
     overhead: Overhead,
     offerings: Offerings,
     allocatable: Resources,
+    /// [`fingerprint`](crate::hash::fingerprint) of each requirement, in the requirements'
+    /// order; computed once here so that scheduling passes group types without hashing.
+    fingerprints: Vec<u64>,
 }
 
 impl InstanceType {
@@ -274,8 +285,10 @@ impl InstanceType {
         offerings: impl Into<Offerings>,
     ) -> Self {
         let allocatable = compute_allocatable(&capacity, &overhead);
+        let fingerprints = requirements.iter().map(crate::hash::fingerprint).collect();
         InstanceType {
             name: name.into(),
+            fingerprints,
             requirements,
             capacity,
             overhead,
@@ -292,6 +305,11 @@ impl InstanceType {
     /// Labels a node of this type will have.
     pub fn requirements(&self) -> &Requirements {
         &self.requirements
+    }
+
+    /// The fingerprint of each of [`requirements`](Self::requirements), in order.
+    pub(crate) fn requirement_fingerprints(&self) -> &[u64] {
+        &self.fingerprints
     }
 
     /// Total capacity.

@@ -19,6 +19,7 @@
 //!   NodeClaims to create.
 
 pub mod clock;
+mod hash;
 pub mod instance_type;
 pub mod labels;
 pub mod nodeclaim;

@@ -20,7 +20,9 @@
 //! requirements (e.g. a reservation ID) are checked the general way.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
+
+use crate::hash::FxHasher;
 
 use crate::instance_type::{InstanceType, Offering};
 use crate::labels::{CAPACITY_TYPE_LABEL, ZONE_LABEL};
@@ -45,12 +47,14 @@ impl TypeClasses {
     /// Groups `types` key by key.
     pub(crate) fn new(types: &[InstanceType]) -> Self {
         let mut keys: Vec<KeyClasses> = Vec::new();
-        // Class numbers by requirement (requirements carry their key); lookup only, the
-        // classes keep first-seen order.
-        let mut numbers: HashMap<&Requirement, (usize, usize), BuildHasherDefault<FxHasher>> = HashMap::default();
+        // Class numbers by the requirement's fingerprint (computed when the instance type was
+        // built; requirements carry their key, and a 64-bit SipHash fingerprint stands for
+        // the requirement). The classes keep first-seen order.
+        let mut numbers: HashMap<u64, (usize, usize), BuildHasherDefault<FxHasher>> = HashMap::default();
         for (t, it) in types.iter().enumerate() {
-            for r in it.requirements().iter() {
-                if let Some(&(k, c)) = numbers.get(r) {
+            for (r, &fingerprint) in it.requirements().iter().zip(it.requirement_fingerprints()) {
+                if let Some(&(k, c)) = numbers.get(&fingerprint) {
+                    debug_assert_eq!(keys[k].classes[c].0, *r, "fingerprint collision");
                     keys[k].classes[c].1.push(t as u32);
                     continue;
                 }
@@ -62,7 +66,7 @@ impl TypeClasses {
                     }
                 };
                 keys[k].classes.push((r.clone(), vec![t as u32]));
-                numbers.insert(r, (k, keys[k].classes.len() - 1));
+                numbers.insert(fingerprint, (k, keys[k].classes.len() - 1));
             }
         }
         TypeClasses { count: types.len(), keys }
@@ -87,29 +91,6 @@ impl TypeClasses {
     }
 }
 
-/// A fast, non-cryptographic hasher (the Fx multiply-rotate scheme) for in-memory indexes of
-/// trusted data.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-            self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(SEED);
-        }
-        for &byte in chunks.remainder() {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(byte)).wrapping_mul(SEED);
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 /// Bits available per mask.
 const MAX_VALUES: usize = 64;
 
@@ -127,10 +108,14 @@ struct Entry {
 /// The zones and capacity types of a list of instance types' offerings, numbered.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct OfferingTable {
-    zones: Vec<String>,
-    capacity_types: Vec<String>,
-    /// Per instance type, per offering (same order as [`InstanceType::offerings`]).
-    entries: Vec<Vec<Entry>>,
+    /// Distinct zones: fingerprint and name.
+    zones: Vec<(u64, String)>,
+    /// Distinct capacity types: fingerprint and name.
+    capacity_types: Vec<(u64, String)>,
+    /// Every type's offerings, type after type, in [`InstanceType::offerings`] order.
+    entries: Vec<Entry>,
+    /// Where each type's entries start in `entries`.
+    starts: Vec<usize>,
 }
 
 /// What one set of requirements admits, as masks over an [`OfferingTable`]'s numbers.
@@ -140,11 +125,11 @@ pub(crate) struct OfferingFilter {
     capacity_types: u64,
 }
 
-fn number(values: &mut Vec<String>, value: &str) -> Option<u8> {
-    match values.iter().position(|v| v == value) {
+fn number(values: &mut Vec<(u64, String)>, fingerprint: u64, value: &str) -> Option<u8> {
+    match values.iter().position(|(f, _)| *f == fingerprint) {
         Some(i) => Some(i as u8),
         None if values.len() < MAX_VALUES => {
-            values.push(value.to_owned());
+            values.push((fingerprint, value.to_owned()));
             Some((values.len() - 1) as u8)
         }
         None => None,
@@ -155,22 +140,22 @@ impl OfferingTable {
     /// Numbers the offerings of `types`. Offerings beyond 64 distinct zones or capacity
     /// types are marked general (checked without the masks).
     pub(crate) fn new(types: &[InstanceType]) -> Self {
-        let mut table = OfferingTable::default();
+        let mut table = OfferingTable {
+            starts: Vec::with_capacity(types.len()),
+            ..Default::default()
+        };
         for t in types {
-            let entries = t
-                .offerings()
-                .iter()
-                .map(|o| {
-                    let zone = number(&mut table.zones, o.zone());
-                    let capacity_type = number(&mut table.capacity_types, o.capacity_type());
-                    Entry {
-                        zone: zone.unwrap_or(0),
-                        capacity_type: capacity_type.unwrap_or(0),
-                        general: zone.is_none() || capacity_type.is_none() || o.requirements().len() != 2,
-                    }
-                })
-                .collect();
-            table.entries.push(entries);
+            table.starts.push(table.entries.len());
+            for o in t.offerings().iter() {
+                let (zone_fingerprint, capacity_type_fingerprint) = o.fingerprints();
+                let zone = number(&mut table.zones, zone_fingerprint, o.zone());
+                let capacity_type = number(&mut table.capacity_types, capacity_type_fingerprint, o.capacity_type());
+                table.entries.push(Entry {
+                    zone: zone.unwrap_or(0),
+                    capacity_type: capacity_type.unwrap_or(0),
+                    general: zone.is_none() || capacity_type.is_none() || o.requirements().len() != 2,
+                });
+            }
         }
         table
     }
@@ -178,10 +163,10 @@ impl OfferingTable {
     /// The masks of what `requirements` admit (a key they leave undefined admits every
     /// value if `well_known` allows it undefined, as [`Requirements::is_compatible`] does).
     pub(crate) fn filter<K: KeySet + ?Sized>(&self, requirements: &Requirements, well_known: &K) -> OfferingFilter {
-        let mask = |key: &str, values: &[String]| {
+        let mask = |key: &str, values: &[(u64, String)]| {
             let requirement = requirements.get(key);
             let undefined_ok = requirement.is_none() && well_known.contains_key(key);
-            values.iter().enumerate().fold(0u64, |mask, (i, v)| {
+            values.iter().enumerate().fold(0u64, |mask, (i, (_, v))| {
                 let admitted = match requirement {
                     Some(r) => r.has(v),
                     None => undefined_ok,
@@ -206,7 +191,7 @@ impl OfferingTable {
         requirements: &Requirements,
         well_known: &K,
     ) -> bool {
-        let e = self.entries[t][index];
+        let e = self.entries[self.starts[t] + index];
         if e.general {
             return o.is_compatible(requirements, well_known);
         }

@@ -4,7 +4,8 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::hash::BuildHasherDefault;
 use std::rc::Rc;
 
 use crate::instance_type::{InstanceType, MinValuesError, satisfies_min_values};
@@ -20,6 +21,7 @@ use crate::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
 use super::constraints::{HostPort, PreferencePolicy, WhenUnsatisfiable, port_conflict};
 use super::daemons::{Daemon, alternatives, tolerated, tolerates};
 use super::catalog::{OfferingTable, TypeClasses};
+use crate::hash::FxHasher;
 use super::pricing::{FallbackPrice, launch_price, no_fallback, order_by_price};
 use super::render;
 use super::topology::{self, Constraints, Topology, Violation};
@@ -1114,6 +1116,8 @@ impl<'a> Scheduler<'a> {
         // Per (pool, final requirements): each candidate type's launch price and the capacity
         // types of its available compatible offerings. Many claims share requirements.
         let mut memo: Vec<Priced> = Vec::new();
+        let mut named: HashMap<(usize, Vec<usize>), (Vec<String>, Requirement), BuildHasherDefault<FxHasher>> =
+            HashMap::default();
         for (c, claim) in self.claims.iter().enumerate() {
             let pool = &self.pools[claim.pool];
             let template = &pool.input.template;
@@ -1169,11 +1173,16 @@ impl<'a> Scheduler<'a> {
                 .filter(|(i, _)| mask & (1 << i) != 0)
                 .map(|(_, n)| n.as_str())
                 .collect();
-            let names: Vec<String> = types.iter().map(|t| t.name().to_owned()).collect();
-            requirements.add(Requirement::in_values(
-                INSTANCE_TYPE_LABEL,
-                names.iter().map(String::as_str),
-            ));
+            // Claims often keep the same options: their names and requirement are built once.
+            let (names, type_requirement) = named
+                .entry((claim.pool, kept_indices.clone()))
+                .or_insert_with(|| {
+                    let names: Vec<String> = types.iter().map(|t| t.name().to_owned()).collect();
+                    let requirement = Requirement::in_values(INSTANCE_TYPE_LABEL, names.iter().map(String::as_str));
+                    (names, requirement)
+                })
+                .clone();
+            requirements.add(type_requirement);
             if !capacity_types.is_empty() {
                 requirements.add(Requirement::in_values(CAPACITY_TYPE_LABEL, capacity_types));
             }

@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::BuildHasherDefault;
 use std::fmt::Write as _;
 
+use crate::hash::FxHasher;
 use crate::labels::{HOSTNAME_LABEL, NODEPOOL_LABEL};
 use crate::requirements::{KeySet, NO_KEYS, Requirement, Requirements};
 use crate::taints::{Taint, Toleration};
@@ -29,7 +30,6 @@ use super::constraints::{
     LabelSelector, LabelSelectorRequirement, NodeInclusionPolicy, PodAffinityTerm,
     SelectorOperator, TopologySpreadConstraint,
 };
-use super::catalog::FxHasher;
 use super::daemons::tolerates;
 use super::render;
 use super::types::{BoundPod, ExistingNode, NodePool, PendingPod, PodKey};
@@ -1030,9 +1030,23 @@ fn build_universe(nodepools: &[NodePool], keys: &BTreeSet<&str>) -> Universe {
             }
         }
         let taints = &template.taints;
+        // Types mostly share their requirement on a key: each distinct one is seen once.
+        let mut seen: HashMap<u64, Vec<&Requirement>, BuildHasherDefault<FxHasher>> = HashMap::default();
         for t in &pool.instance_types {
             for &key in keys {
-                let combined = match (base.get(key), t.requirements().get(key)) {
+                let own = t
+                    .requirements()
+                    .iter()
+                    .zip(t.requirement_fingerprints())
+                    .find(|(r, _)| r.key() == key);
+                if let Some((r, &fingerprint)) = own {
+                    let same = seen.entry(fingerprint).or_default();
+                    if same.contains(&r) {
+                        continue;
+                    }
+                    same.push(r);
+                }
+                let combined = match (base.get(key), own.map(|(r, _)| r)) {
                     (Some(a), Some(b)) => a.intersection(b),
                     (Some(a), None) => a.clone(),
                     (None, Some(b)) => b.clone(),
