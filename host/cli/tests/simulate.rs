@@ -143,6 +143,118 @@ fn zonal_spread_gets_one_node_per_zone() {
     assert_eq!(zones, ["zone-a", "zone-b", "zone-c"], "{report:#}");
 }
 
+/// The live instances of an Exoscale report's cloud section, and its creation count.
+fn exoscale_cloud(report: &serde_json::Value) -> (Vec<serde_json::Value>, u64) {
+    assert_eq!(report["cloud"]["provider"], "exoscale", "{report:#}");
+    let live = report["cloud"]["instances"].as_array().unwrap().iter().filter(|i| i["state"] != "terminated").cloned().collect();
+    (live, report["cloud"]["instancesCreated"].as_u64().unwrap())
+}
+
+#[test]
+fn exoscale_two_zones_scale_up_then_to_zero() {
+    let (report, stdout, ok) = simulate(Some("exoscale-two-zones.yaml"));
+    assert!(ok, "{stdout}");
+    let nodes = report["nodes"].as_array().unwrap();
+    assert!(nodes.len() >= 2, "{report:#}");
+    let mut zones: Vec<&str> = nodes.iter().map(|n| n["zone"].as_str().unwrap()).collect();
+    zones.sort();
+    zones.dedup();
+    assert_eq!(zones, ["ch-gva-2", "de-fra-1"], "{report:#}");
+    for node in nodes {
+        assert!(!node["registeredAt"].is_null(), "node {node} never registered from its k3s userData");
+        assert!(node["instanceType"].as_str().unwrap().starts_with("standard."), "{node}");
+        assert!(!node["deletedAt"].is_null(), "{node}");
+    }
+    let (live, created) = exoscale_cloud(&report);
+    assert!(live.is_empty(), "no instance survives the scale-down: {live:?}");
+    assert_eq!(created, nodes.len() as u64, "one instance per NodeClaim");
+    assert!(stdout.contains("all 6 pods running"), "{stdout}");
+}
+
+#[test]
+fn exoscale_missing_security_group_is_not_ready_and_launches_nothing() {
+    let (report, stdout, ok) = simulate(Some("exoscale-missing-security-group.yaml"));
+    assert!(ok, "{stdout}");
+    let class = &report["nodeClasses"].as_array().unwrap().iter().find(|c| c["kind"] == "ExoscaleNodeClass").cloned().unwrap();
+    assert_eq!(class["ready"], false, "{class:#}");
+    let conditions = class["conditions"].as_array().unwrap();
+    let sg = conditions.iter().find(|c| c["type"] == "SecurityGroupsReady").unwrap_or_else(|| panic!("{class:#}"));
+    assert_eq!(sg["status"], "False");
+    let message = sg["message"].as_str().unwrap();
+    assert!(message.contains("securityGroupSelectorTerms[1]") && message.contains("k8s-nodes-typo"), "the condition names the term: {message}");
+    assert!(conditions.iter().any(|c| c["type"] == "Ready" && c["status"] == "False"), "{class:#}");
+    assert_eq!(report["totals"]["nodeClaimsCreated"], 0);
+    let (live, created) = exoscale_cloud(&report);
+    assert!(live.is_empty() && created == 0, "{report:#}");
+    assert_eq!(report["pendingPods"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn exoscale_anti_affinity_ceiling_is_insufficient_capacity_not_a_crash_loop() {
+    let (report, stdout, ok) = simulate(Some("exoscale-anti-affinity-ceiling.yaml"));
+    assert!(ok, "{stdout}");
+    assert_eq!(report["pods"]["running"], 2);
+    let pending = report["pendingPods"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{report:#}");
+    assert!(pending[0]["reason"].as_str().is_some_and(|r| !r.is_empty()), "the pending pod says why: {pending:?}");
+    // The refused claim is deleted once; its offerings are skipped, not retried in a loop.
+    let created = report["totals"]["nodeClaimsCreated"].as_u64().unwrap();
+    assert!((3..=4).contains(&created), "{created} NodeClaims: a crash loop? {report:#}");
+    let (live, instances_created) = exoscale_cloud(&report);
+    assert_eq!(live.len(), 2, "{live:?}");
+    assert_eq!(instances_created, 2, "the refused create made no instance");
+    assert!(report["timeline"].to_string().contains("deleted (node -)"), "the refused claim was deleted");
+}
+
+#[test]
+fn exoscale_failed_create_leaves_no_instance_behind() {
+    let (report, stdout, ok) = simulate(Some("exoscale-failed-create.yaml"));
+    assert!(ok, "{stdout}");
+    assert_eq!(report["totals"]["nodeClaimsCreated"], 1, "the retry reused the claim: {report:#}");
+    assert_eq!(report["totals"]["nodesLaunched"], 1);
+    let (live, created) = exoscale_cloud(&report);
+    assert_eq!(created, 2, "the failed create made an instance, the retry another");
+    assert!(live.is_empty(), "{live:?}");
+}
+
+#[test]
+fn exoscale_flaky_api_still_converges_without_leaks() {
+    let (report, stdout, ok) = simulate(Some("exoscale-flaky-api.yaml"));
+    assert!(ok, "{stdout}");
+    assert!(report["timings"]["allPodsRunningSeconds"].as_f64().is_some(), "{report:#}");
+    let launched = report["totals"]["nodesLaunched"].as_u64().unwrap();
+    assert!(launched >= 2);
+    assert_eq!(report["totals"]["nodesDeleted"].as_u64().unwrap(), launched);
+    let (live, created) = exoscale_cloud(&report);
+    assert!(live.is_empty(), "{live:?}");
+    assert!(created >= launched, "{report:#}");
+}
+
+#[test]
+fn exoscale_garbage_collection_reaps_only_this_clusters_orphans() {
+    let (report, stdout, ok) = simulate(Some("exoscale-garbage-collection.yaml"));
+    assert!(ok, "{stdout}");
+    let (live, created) = exoscale_cloud(&report);
+    assert_eq!(created, 2);
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!(live[0]["tags"]["owner"], "someone-else", "the untagged instance stays: {live:?}");
+    assert!(live[0]["tags"].get("karpenter-sh_managed-by").is_none());
+    let reaped = report["timeline"].as_array().unwrap().iter().find(|l| l.as_str().unwrap().ends_with("cloud instances: 1")).unwrap();
+    let at: f64 = reaped.as_str().unwrap().trim_start_matches('[').split('s').next().unwrap().trim().parse().unwrap();
+    assert!(at >= 30.0, "not before the grace period: {reaped}");
+}
+
+#[test]
+fn an_unknown_cloud_provider_is_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(&path, "name: bad\ncloud: {provider: openstack}\n").unwrap();
+    let out = joinery().arg("simulate").arg(&path).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cloud.provider") && stderr.contains("openstack"), "{stderr}");
+}
+
 #[test]
 fn every_shipped_scenario_is_covered_by_a_test() {
     let tested = [
@@ -150,6 +262,12 @@ fn every_shipped_scenario_is_covered_by_a_test() {
         "blog-one-pod-3-vcpu.yaml",
         "daemonset-overhead.yaml",
         "drain-respects-pdb.yaml",
+        "exoscale-anti-affinity-ceiling.yaml",
+        "exoscale-failed-create.yaml",
+        "exoscale-flaky-api.yaml",
+        "exoscale-garbage-collection.yaml",
+        "exoscale-missing-security-group.yaml",
+        "exoscale-two-zones.yaml",
         "insufficient-capacity.yaml",
         "kubeadm-bootstrap.yaml",
         "quickstart.yaml",

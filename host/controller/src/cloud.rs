@@ -76,8 +76,15 @@ impl Cloud {
         self.unavailable.lock().expect("unavailable offerings lock").insert(offering, until);
     }
 
-    fn is_unavailable(&self, key: &OfferingKey, now: SystemTime) -> bool {
-        self.unavailable.lock().expect("unavailable offerings lock").get(key).is_some_and(|until| *until > now)
+    /// Whether an offering is marked out of capacity; a mark may use `*` for its zone or
+    /// capacity type (a failure that concerned every zone of a type).
+    pub fn is_unavailable(&self, key: &OfferingKey, now: SystemTime) -> bool {
+        let marks = self.unavailable.lock().expect("unavailable offerings lock");
+        let any = "*".to_string();
+        let (name, zone, capacity_type) = key;
+        [(zone, capacity_type), (&any, capacity_type), (zone, &any), (&any, &any)]
+            .into_iter()
+            .any(|(z, c)| marks.get(&(name.clone(), z.clone(), c.clone())).is_some_and(|until| *until > now))
     }
 
     /// The instance types a NodeClass offers, in core form, with recent insufficient-capacity

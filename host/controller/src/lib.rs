@@ -11,7 +11,9 @@
 //! - [`termination`]: drains Nodes being deleted (eviction honouring PDBs) and deletes their instances;
 //! - [`disruption`]: removes empty nodes after `consolidateAfter`, within the NodePool budgets;
 //! - [`nodeclass`]: resolves NodeClasses through their plugin and writes their status conditions;
-//! - [`nodepool`]: NodePool status (resources, node count, readiness conditions).
+//! - [`nodepool`]: NodePool status (resources, node count, readiness conditions);
+//! - [`gc`]: garbage collection: instances tagged for this cluster that no NodeClaim owns
+//!   (after a grace period), and registered NodeClaims whose instance is gone.
 //!
 //! All durations are read from a shared [`joinery_core::clock::Clock`], so a simulation can
 //! run faster than real time with Karpenter's timings unchanged in simulated seconds.
@@ -21,6 +23,7 @@ pub mod cloud;
 pub mod convert;
 pub mod disruption;
 pub mod events;
+pub mod gc;
 pub mod lifecycle;
 pub mod metrics;
 pub mod nodeclass;
@@ -112,6 +115,12 @@ pub struct Context {
     pub launched: std::sync::Mutex<std::collections::HashMap<String, joinery_runtime::types::Instance>>,
     /// NodeClaims (by UID) whose create call this process made and did not see succeed.
     pub launch_attempted: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Failed create calls by NodeClaim UID: how many in a row, and when the next may start
+    /// (backoff, never earlier than the cloud's `Retry-After`).
+    pub launch_backoff: std::sync::Mutex<std::collections::HashMap<String, (u32, std::time::SystemTime)>>,
+    /// The NodeClass (UID, generation) each launched NodeClaim's instance was last reconciled
+    /// with (`reconcile-instance`), by NodeClaim UID.
+    pub reconciled: std::sync::Mutex<std::collections::HashMap<String, (String, i64)>>,
     /// Prometheus counters.
     pub metrics: metrics::Metrics,
     /// When this process started (simulated clock): claims older than this may have been
@@ -178,6 +187,8 @@ impl Controller {
             recently_created: Default::default(),
             launched: Default::default(),
             launch_attempted: Default::default(),
+            launch_backoff: Default::default(),
+            reconciled: Default::default(),
             metrics: Default::default(),
             started_at: options.clock.now(),
         });
@@ -189,6 +200,7 @@ impl Controller {
             tokio::spawn(lifecycle::run(context.clone(), stopped.clone())),
             tokio::spawn(termination::run(context.clone(), stopped.clone())),
             tokio::spawn(disruption::run(context.clone(), stopped.clone())),
+            tokio::spawn(gc::run(context.clone(), stopped.clone())),
         ];
         tracing::info!("controllers started");
         Ok(Controller { context, stop, tasks, _state_tasks: state_tasks })

@@ -43,6 +43,19 @@ pub mod conditions {
 }
 use conditions::*;
 
+/// First wait after a failed create call; doubles with every further failure.
+pub const LAUNCH_BACKOFF_BASE: Duration = Duration::from_secs(1);
+/// Longest wait between create calls of one NodeClaim (a `Retry-After` may ask for more).
+pub const LAUNCH_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// How long to wait after the `failures`-th failed create in a row (1-based): the exponential
+/// backoff, or the cloud's `Retry-After` when that is longer.
+pub fn launch_backoff(failures: u32, retry_after: Option<Duration>) -> Duration {
+    let exponent = failures.saturating_sub(1).min(16);
+    let backoff = LAUNCH_BACKOFF_BASE.saturating_mul(1 << exponent).min(LAUNCH_BACKOFF_MAX);
+    retry_after.map_or(backoff, |r| r.max(backoff))
+}
+
 /// Runs the lifecycle loop.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
     util::run_loop(ctx, stopped, "nodeclaim.lifecycle", Duration::from_secs(1), step).await;
@@ -86,9 +99,33 @@ async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerErr
         return register(ctx, claim).await;
     }
     if !claim.is_condition_true(INITIALIZED) {
-        return initialize(ctx, claim).await;
+        initialize(ctx, claim).await?;
     }
-    Ok(())
+    reconcile_instance(ctx, claim).await
+}
+
+/// Calls the plugin's `reconcile-instance` for a launched claim whose NodeClass generation
+/// changed since the last successful call (or that this process has not reconciled yet):
+/// in-place updates such as the instance's cloud labels, never a replacement.
+async fn reconcile_instance(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError> {
+    if claim.status.as_ref().and_then(|s| s.provider_id.as_deref()).is_none() {
+        return Ok(());
+    }
+    let key = class_key(claim);
+    let Some(class) = ctx.state.node_class(&key, &claim.spec.node_class_ref.name) else { return Ok(()) };
+    let uid = claim.metadata.uid.clone().unwrap_or_default();
+    let seen = (class.metadata.uid.clone().unwrap_or_default(), class.metadata.generation.unwrap_or_default());
+    if ctx.reconciled.lock().expect("reconciled lock").get(&uid) == Some(&seen) {
+        return Ok(());
+    }
+    let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
+    match plugin.reconcile_instance(&claim_to_wit(claim), &node_class_wit(&class)).await {
+        Ok(()) | Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => {
+            ctx.reconciled.lock().expect("reconciled lock").insert(uid, seen);
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Writes conditions (and other status fields) in one status patch.
@@ -204,6 +241,10 @@ async fn launch(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError>
                     instance
                 }
                 None => {
+                    let waiting = ctx.launch_backoff.lock().expect("launch backoff lock").get(&uid).is_some_and(|(_, at)| *at > ctx.clock.now());
+                    if waiting {
+                        return Ok(());
+                    }
                     let user_data = match render_user_data(ctx, claim, &class).await {
                         Ok(text) => text,
                         Err(e) => {
@@ -215,13 +256,27 @@ async fn launch(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError>
                     let request = wit::CreateRequest { claim: claim_to_wit(claim), node_class: node_class_wit(&class), user_data };
                     ctx.mark_launch_attempted(&uid);
                     match plugin.create(&request).await {
-                        Ok(instance) => instance,
+                        Ok(instance) => {
+                            ctx.launch_backoff.lock().expect("launch backoff lock").remove(&uid);
+                            instance
+                        }
                         Err(e) => return launch_failed(ctx, claim, e).await,
                     }
                 }
             }
         }
     };
+    let mut instance = instance;
+    if instance.allocatable.is_empty() {
+        // "Compute it from the instance type": capacity minus the type's overhead, so the
+        // claim counts as in-flight capacity before its Node registers.
+        if let Ok(types) = ctx.cloud.instance_types(&class).await
+            && let Some(t) = types.iter().find(|t| t.name() == instance.instance_type)
+        {
+            instance.allocatable =
+                t.allocatable().to_quantities().into_iter().map(|(name, quantity)| wit::Resource { name, quantity }).collect();
+        }
+    }
     ctx.launched.lock().expect("launch cache lock").insert(uid.clone(), instance.clone());
     // Labels the cloud decided (instance type, zone, capacity type, provider labels); the
     // claim's own labels win.
@@ -264,6 +319,14 @@ async fn launch_failed(ctx: &Context, claim: &NodeClaim, error: CallError) -> Re
             for o in &ice.offerings {
                 ctx.cloud.mark_unavailable((o.instance_type.clone(), o.zone.clone(), o.capacity_type.clone()));
             }
+            if ice.offerings.is_empty() {
+                // "All offerings of the request": every type the claim allows, in the zones and
+                // capacity types it allows (`*` where it does not restrict them).
+                for offering in claim_offerings(claim) {
+                    ctx.cloud.mark_unavailable(offering);
+                }
+            }
+            ctx.launch_backoff.lock().expect("launch backoff lock").remove(&claim.metadata.uid.clone().unwrap_or_default());
             tracing::info!(nodeclaim = %name, %message, "insufficient capacity; deleting the NodeClaim so its pods are provisioned again");
             ctx.events.warning(&involved, "InsufficientCapacityError", &format!("NodeClaim {name} event: {message}")).await;
             ctx.forget_launch_attempt(claim);
@@ -274,11 +337,50 @@ async fn launch_failed(ctx: &Context, claim: &NodeClaim, error: CallError) -> Re
             write_status(ctx, claim, vec![condition(ctx, LAUNCHED, ConditionStatus::Unknown, "NodeClassNotReady", message)], json!({})).await
         }
         _ => {
-            tracing::warn!(nodeclaim = %name, %message, "launch failed; will retry");
+            let retry_after = match &error {
+                CallError::Cloud { error: CloudError::Retryable(r), .. } => r.retry_after_ms.map(Duration::from_millis),
+                _ => None,
+            };
+            let uid = claim.metadata.uid.clone().unwrap_or_default();
+            let wait = {
+                let mut backoff = ctx.launch_backoff.lock().expect("launch backoff lock");
+                let entry = backoff.entry(uid).or_insert((0, ctx.clock.now()));
+                entry.0 += 1;
+                let wait = launch_backoff(entry.0, retry_after);
+                entry.1 = ctx.clock.now() + wait;
+                wait
+            };
+            tracing::warn!(nodeclaim = %name, %message, retry_in_ms = wait.as_millis() as u64, "launch failed; will retry");
             ctx.events.warning(&involved, "LaunchFailed", &message).await;
             write_status(ctx, claim, vec![condition(ctx, LAUNCHED, ConditionStatus::Unknown, "LaunchFailed", message)], json!({})).await
         }
     }
+}
+
+/// The offerings a NodeClaim allows, from its instance-type, zone and capacity-type
+/// requirements (`*` for a key it does not restrict with `In`).
+fn claim_offerings(claim: &NodeClaim) -> Vec<crate::cloud::OfferingKey> {
+    let values = |key: &str| -> Vec<String> {
+        claim
+            .spec
+            .requirements
+            .iter()
+            .find(|r| r.key == key && r.operator == joinery_api::requirements::Operator::In)
+            .and_then(|r| r.values.clone())
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| vec!["*".to_string()])
+    };
+    let (types, zones, capacity_types) =
+        (values(labels::INSTANCE_TYPE_LABEL), values(labels::ZONE_LABEL), values(labels::CAPACITY_TYPE_LABEL));
+    let mut out = Vec::new();
+    for t in types.iter().filter(|t| *t != "*") {
+        for z in &zones {
+            for c in &capacity_types {
+                out.push((t.clone(), z.clone(), c.clone()));
+            }
+        }
+    }
+    out
 }
 
 async fn render_user_data(ctx: &Context, claim: &NodeClaim, class: &kube::api::DynamicObject) -> Result<String, ControllerError> {
@@ -517,6 +619,8 @@ async fn finalize(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerErro
         Err(e) => return Err(e.into()),
     }
     ctx.launched.lock().expect("launch cache lock").remove(&uid);
+    ctx.launch_backoff.lock().expect("launch backoff lock").remove(&uid);
+    ctx.reconciled.lock().expect("reconciled lock").remove(&uid);
     ctx.forget_launch_attempt(claim);
     let label = |k: &str| claim.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or_default();
     ctx.metrics.inc(

@@ -66,6 +66,7 @@ async fn step(ctx: Arc<Context>, resolved: Arc<Mutex<HashMap<(String, i64), Syst
                 continue;
             }
             let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
+            let mut retry_soon = false;
             let (conditions, status) = match plugin.resolve_node_class(&node_class_wit(&class)).await {
                 Ok(resolution) => {
                     let status: serde_json::Value = serde_json::from_str(&resolution.status).unwrap_or_else(|_| json!({}));
@@ -84,7 +85,19 @@ async fn step(ctx: Arc<Context>, resolved: Arc<Mutex<HashMap<(String, i64), Syst
                     }
                     (conditions, status)
                 }
-                Err(e) => (vec![("Ready".into(), "False".into(), "ResolutionFailed".into(), util::truncate(&e.to_string(), 1000))], json!({})),
+                Err(e) => {
+                    // A transient cloud error (429, 5xx) says nothing about the class: keep
+                    // the conditions of a class resolved before, and try again soon.
+                    let transient = matches!(&e, joinery_runtime::CallError::Cloud { error: joinery_runtime::types::CloudError::Retryable(_), .. });
+                    if transient && is_resolved(&class) {
+                        tracing::info!(nodeclass = class.metadata.name.as_deref().unwrap_or(""), error = %e, "resolving the NodeClass failed transiently; keeping its status");
+                        continue;
+                    }
+                    if transient {
+                        retry_soon = true;
+                    }
+                    (vec![("Ready".into(), "False".into(), "ResolutionFailed".into(), util::truncate(&e.to_string(), 1000))], json!({}))
+                }
             };
             let previous: Vec<serde_json::Value> =
                 class.data.pointer("/status/conditions").and_then(|c| c.as_array()).cloned().unwrap_or_default();
@@ -113,7 +126,9 @@ async fn step(ctx: Arc<Context>, resolved: Arc<Mutex<HashMap<(String, i64), Syst
             let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &resource);
             let name = class.metadata.name.clone().unwrap_or_default();
             api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": new_status}))).await?;
-            resolved.lock().expect("resolve times lock").insert(id, now);
+            if !retry_soon {
+                resolved.lock().expect("resolve times lock").insert(id, now);
+            }
             tracing::debug!(nodeclass = %name, "resolved nodeclass");
         }
     }

@@ -708,7 +708,7 @@ fn looks_like(key: &str, candidate: &str) -> bool {
 ///
 /// Kept as a vector sorted by key: small, cache-friendly, cheap to clone, and shared keys of
 /// two collections are found by a linear merge.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Requirements {
     items: Vec<Requirement>,
 }

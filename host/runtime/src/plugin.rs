@@ -443,6 +443,11 @@ impl LoadedPlugin {
         cloud_call!(self, "delete", call_delete(provider_id))
     }
 
+    /// `reconcile-instance`.
+    pub async fn reconcile_instance(&self, claim: &cloud::NodeClaim, class: &cloud::NodeClass) -> Result<(), CallError> {
+        cloud_call!(self, "reconcile-instance", call_reconcile_instance(claim, class))
+    }
+
     /// `is-drifted`.
     pub async fn is_drifted(&self, claim: &cloud::NodeClaim, class: &cloud::NodeClass) -> Result<Option<String>, CallError> {
         cloud_call!(self, "is-drifted", call_is_drifted(claim, class))

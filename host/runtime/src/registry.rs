@@ -163,7 +163,7 @@ pub fn fingerprint(roots: &[PathBuf]) -> String {
 pub struct PluginRegistry {
     cx: LoadContext,
     roots: Vec<PathBuf>,
-    include_builtins: bool,
+    builtins: Vec<(PluginManifest, &'static [u8])>,
     current: ArcSwap<PluginSet>,
     compiled: Mutex<HashMap<String, Component>>,
     last_fingerprint: Mutex<String>,
@@ -174,10 +174,22 @@ impl PluginRegistry {
     /// Loads the built-in plugins (if asked) and every plugin under `roots`. A directory
     /// plugin replaces a built-in of the same name. Fails if any plugin fails.
     pub fn load(cx: LoadContext, roots: Vec<PathBuf>, include_builtins: bool) -> Result<PluginRegistry, LoadError> {
+        let builtins = if include_builtins { builtin_manifests() } else { Vec::new() };
+        Self::load_with_builtins(cx, roots, builtins)
+    }
+
+    /// Like [`PluginRegistry::load`], with the built-in plugins given by the caller: a
+    /// simulation uses it to add a loopback address to a built-in's requested `http`
+    /// (the grants still decide what the plugin may reach).
+    pub fn load_with_builtins(
+        cx: LoadContext,
+        roots: Vec<PathBuf>,
+        builtins: Vec<(PluginManifest, &'static [u8])>,
+    ) -> Result<PluginRegistry, LoadError> {
         let registry = PluginRegistry {
             cx,
             roots,
-            include_builtins,
+            builtins,
             current: ArcSwap::from_pointee(PluginSet::default()),
             compiled: Mutex::new(HashMap::new()),
             last_fingerprint: Mutex::new(String::new()),
@@ -204,8 +216,8 @@ impl PluginRegistry {
         let mut errors = Vec::new();
         let mut plugins: BTreeMap<String, Arc<LoadedPlugin>> = BTreeMap::new();
         let mut origins: BTreeMap<String, String> = BTreeMap::new();
-        if self.include_builtins {
-            for (manifest, wasm) in builtin_manifests() {
+        {
+            for (manifest, wasm) in self.builtins.iter().cloned() {
                 let name = manifest.name.clone();
                 match self.load_one(manifest, PluginSource::Builtin, wasm) {
                     Ok(p) => {

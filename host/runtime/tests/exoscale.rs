@@ -263,6 +263,37 @@ async fn create_follows_the_operation_attaches_networks_and_labels_the_instance(
     let mut moved = spec();
     moved["zones"] = json!(["ch-gva-2"]);
     assert_eq!(plugin.is_drifted(&launched_claim, &class(&moved)).await.unwrap().as_deref(), Some("ZoneRemoved"));
+
+    // Drift of what the class resolves to, read from its (current) status.
+    let resolution = plugin.resolve_node_class(&class(&spec())).await.unwrap();
+    let resolved: Value = serde_json::from_str(&resolution.status).unwrap();
+    let with_status = |status: &Value| NodeClass { status: status.to_string(), ..class(&spec()) };
+    assert_eq!(plugin.is_drifted(&launched_claim, &with_status(&resolved)).await.unwrap(), None);
+    let mut rebuilt = resolved.clone();
+    rebuilt["templates"]["de-fra-1"]["id"] = json!("a-newer-build");
+    assert_eq!(plugin.is_drifted(&launched_claim, &with_status(&rebuilt)).await.unwrap().as_deref(), Some("TemplateDrift"));
+    let mut regrouped = resolved.clone();
+    regrouped["securityGroups"] = json!(["another-group"]);
+    assert_eq!(plugin.is_drifted(&launched_claim, &with_status(&regrouped)).await.unwrap().as_deref(), Some("SecurityGroupDrift"));
+    let mut renetworked = resolved.clone();
+    renetworked["privateNetworks"]["de-fra-1"] = json!(["another-network"]);
+    assert_eq!(plugin.is_drifted(&launched_claim, &with_status(&renetworked)).await.unwrap().as_deref(), Some("PrivateNetworkDrift"));
+
+    // Labels are reconciled in place: same instance, new labels, managed ones kept.
+    let mut relabelled = spec();
+    relabelled["labels"] = json!({"team": "data", "cost.center/id": "c42"});
+    assert_eq!(plugin.is_drifted(&launched_claim, &class(&relabelled)).await.unwrap(), None, "labels are not drift");
+    let updates_before = fake.operations().iter().filter(|op| op.command == "update-instance").count();
+    plugin.reconcile_instance(&launched_claim, &class(&relabelled)).await.unwrap();
+    let updated = fake.instance(&id).unwrap();
+    assert_eq!(updated.labels["team"], "data");
+    assert_eq!(updated.labels["cost-center_id"], "c42");
+    assert_eq!(updated.labels["karpenter-sh_nodeclaim"], "general-abcde");
+    assert_eq!(updated.labels["karpenter-k8s-exoscale_nodeclass-hash"], made.labels["karpenter-k8s-exoscale_nodeclass-hash"]);
+    assert_eq!(fake.instances().len(), 1, "never a replacement");
+    plugin.reconcile_instance(&launched_claim, &class(&relabelled)).await.unwrap();
+    let updates = fake.operations().iter().filter(|op| op.command == "update-instance").count();
+    assert_eq!(updates, updates_before + 1, "a second call with nothing to change sends nothing");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,7 +19,8 @@ use joinery_runtime::grants::Grants;
 use joinery_runtime::plugin::LoadContext;
 use joinery_runtime::registry::PluginRegistry;
 use joinery_runtime::services::HostServices;
-use joinery_sim::cloud::{Catalogue, SimCloud, SimCloudOptions};
+use joinery_sim::cloud::{Catalogue, SimCloud, SimCloudOptions, SimInstance};
+use joinery_sim::exoscale::{ExoFake, ExoFakeOptions};
 use joinery_sim::physics::{Physics, PhysicsOptions};
 use joinery_sim::{ApiServer, ApiServerOptions};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -30,7 +31,7 @@ use serde_json::json;
 
 pub use observer::{Observation, Observer};
 pub use report::Report;
-pub use scenario::{Expectations, Scenario, ScenarioError};
+pub use scenario::{Expectations, ExoscaleSpec, Scenario, ScenarioError};
 
 /// The NodeClass CRDs of the built-in cloud plugins, applied to every simulated cluster.
 pub const NODECLASS_CRDS: [(&str, &str); 2] = [
@@ -83,6 +84,9 @@ pub struct SimulationOptions {
     pub faults: Option<scenario::FaultSpec>,
     /// Secrets (`name` → key → value), granted to every renderer.
     pub secrets: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    /// Run the fake Exoscale API with these contents, and grant the `exoscale` plugin its
+    /// loopback address, instead of launching on the simulated cloud (which still runs, idle).
+    pub exoscale: Option<ExoscaleSpec>,
 }
 
 impl Default for SimulationOptions {
@@ -95,6 +99,7 @@ impl Default for SimulationOptions {
             start_controller: true,
             faults: None,
             secrets: Default::default(),
+            exoscale: None,
         }
     }
 }
@@ -107,6 +112,9 @@ pub struct Simulation {
     pub api: ApiServer,
     /// The simulated cloud.
     pub cloud: SimCloud,
+    /// The fake Exoscale API, when the scenario's provider is `exoscale` (the simulated
+    /// cloud then stays idle).
+    pub exoscale: Option<ExoFake>,
     /// The physics (scheduler, workload controllers, kubelets).
     pub physics: Option<Physics>,
     /// The host's controllers.
@@ -124,18 +132,48 @@ pub struct Simulation {
 /// The renderers the simulation grants its secrets to.
 const RENDERERS: [&str; 4] = ["template", "k3s", "rke2", "kubeadm"];
 
+/// The secret the `exoscale` plugin reads its API key from in a simulation.
+pub const EXOSCALE_SECRET: &str = "exoscale-credentials";
+
+/// Where the `exoscale` plugin finds the fake Exoscale API.
+#[derive(Debug, Clone)]
+pub struct ExoscaleGrant {
+    /// The fake's base URL (`http://127.0.0.1:<port>`): the only address granted.
+    pub url: String,
+    /// The per-zone endpoint pattern (`http://127.0.0.1:<port>/{zone}/v2`).
+    pub endpoint: String,
+    /// The cluster's zone.
+    pub zone: String,
+}
+
 /// Loads the built-in plugins with grants that let `simcloud` reach exactly `cloud_url`, and
-/// every renderer read the `secrets` named.
+/// every renderer read the `secrets` named. With `exoscale`, the `exoscale` plugin is also
+/// granted the fake's loopback address (added to its requested `http`, which names only
+/// Exoscale's real hosts) and the credentials secret [`EXOSCALE_SECRET`].
 pub fn simulation_registry(
     cloud_url: &str,
     cluster_name: &str,
     secrets: &[String],
     store: Arc<dyn joinery_runtime::services::SecretStore>,
+    exoscale: Option<&ExoscaleGrant>,
 ) -> Result<Arc<PluginRegistry>, SimulateError> {
     let mut grants_yaml = format!(
         "plugins:\n  simcloud:\n    http: [{url:?}]\n    config: {{endpoint: {url:?}, clusterName: {cluster_name:?}}}\n",
         url = cloud_url
     );
+    let mut builtins = joinery_runtime::builtin::builtin_manifests();
+    if let Some(grant) = exoscale {
+        grants_yaml.push_str(&format!(
+            "  exoscale:\n    http: [{url:?}]\n    secrets: [{EXOSCALE_SECRET}]\n    config: {{endpoint: {endpoint:?}, zone: {zone:?}, clusterName: {cluster_name:?}, operationTimeoutSeconds: 20}}\n",
+            url = grant.url,
+            endpoint = grant.endpoint,
+            zone = grant.zone,
+        ));
+        let loopback = joinery_runtime::grants::HttpPattern::parse("http://127.0.0.1:*").map_err(|e| SimulateError::Plugins(e.to_string()))?;
+        for (manifest, _) in builtins.iter_mut().filter(|(m, _)| m.name == "exoscale") {
+            manifest.capabilities.http.push(loopback.clone());
+        }
+    }
     if !secrets.is_empty() {
         for renderer in RENDERERS {
             grants_yaml.push_str(&format!("  {renderer}:\n    secrets: {secrets:?}\n"));
@@ -145,7 +183,7 @@ pub fn simulation_registry(
     let engine = PluginEngine::new(&EngineOptions::default()).map_err(SimulateError::Plugins)?;
     let services = HostServices { secrets: store, ..HostServices::default() };
     let cx = LoadContext::new(engine, grants, services).map_err(SimulateError::Plugins)?;
-    let registry = PluginRegistry::load(cx, Vec::new(), true).map_err(|e| SimulateError::Plugins(e.to_string()))?;
+    let registry = PluginRegistry::load_with_builtins(cx, Vec::new(), builtins).map_err(|e| SimulateError::Plugins(e.to_string()))?;
     Ok(Arc::new(registry))
 }
 
@@ -188,24 +226,52 @@ impl Simulation {
                 cloud.faults().fail_after_create(n);
             }
         }
-        let physics = Physics::start(PhysicsOptions::new(client.clone(), clock.clone()).with_cloud(cloud.subscribe(), cloud.boot_delay()));
         let mut settings = options.settings;
         if settings.cluster_endpoint.is_empty() {
             settings.cluster_endpoint = api.url().to_string();
         }
+        let exoscale = match &options.exoscale {
+            Some(spec) => Some(start_exoscale(spec, clock.clone(), options.boot_delay).await?),
+            None => None,
+        };
+        let events = match &exoscale {
+            Some(fake) => (fake.subscribe(), fake.boot_delay()),
+            None => (cloud.subscribe(), cloud.boot_delay()),
+        };
+        let physics = Physics::start(PhysicsOptions::new(client.clone(), clock.clone()).with_cloud(events.0, events.1));
+        let mut grant = None;
+        if let (Some(fake), Some(spec)) = (&exoscale, &options.exoscale) {
+            seed_exoscale(fake, spec, &settings.cluster_name)?;
+            grant = Some(ExoscaleGrant { url: fake.url().to_string(), endpoint: fake.endpoint_template(), zone: fake.zones()[0].clone() });
+        }
         let mut store = joinery_runtime::services::StaticSecrets::default();
+        if grant.is_some() {
+            store = store.with(
+                EXOSCALE_SECRET,
+                &[("api-key", joinery_sim::exoscale::DEFAULT_API_KEY.as_bytes()), ("api-secret", joinery_sim::exoscale::DEFAULT_API_SECRET.as_bytes())],
+            );
+        }
         for (name, entries) in &options.secrets {
             let entries: Vec<(&str, &[u8])> = entries.iter().map(|(k, v)| (k.as_str(), v.as_bytes())).collect();
             store = store.with(name, &entries);
         }
         let secrets: Arc<dyn joinery_runtime::services::SecretStore> = Arc::new(store);
         let names: Vec<String> = options.secrets.keys().cloned().collect();
-        let registry = simulation_registry(cloud.url(), &settings.cluster_name, &names, secrets.clone())?;
-        let mut sim = Simulation { clock, api, cloud, physics: Some(physics), controller: None, registry, settings, client, secrets };
+        let registry = simulation_registry(cloud.url(), &settings.cluster_name, &names, secrets.clone(), grant.as_ref())?;
+        let mut sim = Simulation { clock, api, cloud, exoscale, physics: Some(physics), controller: None, registry, settings, client, secrets };
         if options.start_controller {
             sim.start_controller().await?;
         }
         Ok(sim)
+    }
+
+    /// The instances of the cloud the scenario runs (the fake Exoscale API's, else the
+    /// simulated cloud's), as the physics sees them.
+    pub fn cloud_instances(&self) -> Vec<SimInstance> {
+        match &self.exoscale {
+            Some(fake) => fake.sim_instances(),
+            None => self.cloud.instances(),
+        }
     }
 
     /// Starts the host (again, after [`Simulation::crash_controller`]).
@@ -311,8 +377,178 @@ impl Simulation {
             p.shutdown().await;
         }
         self.cloud.shutdown().await;
+        if let Some(fake) = self.exoscale.take() {
+            fake.shutdown().await;
+        }
         self.api.shutdown().await;
     }
+}
+
+const MIB: u64 = 1 << 20;
+
+/// Starts the fake Exoscale API with a scenario's zones, instance types, templates and faults.
+async fn start_exoscale(spec: &ExoscaleSpec, clock: Arc<Clock>, boot_delay: Duration) -> Result<ExoFake, SimulateError> {
+    use joinery_sim::exoscale::{ErrorShape, ExoInstanceType, ExoTemplate, GIB, Visibility, default_instance_types, default_templates, stable_uuid};
+    let defaults = ExoFakeOptions::default();
+    let zones = spec.zones.clone().filter(|z| !z.is_empty()).unwrap_or(defaults.zones.clone());
+    let instance_types = match &spec.instance_types {
+        None => default_instance_types(&zones),
+        Some(types) => types
+            .iter()
+            .map(|t| ExoInstanceType {
+                id: stable_uuid(&format!("instance-type/{}.{}", t.family, t.size)),
+                family: t.family.clone(),
+                size: t.size.clone(),
+                cpus: t.cpus,
+                gpus: t.gpus,
+                memory: t.memory_mib * MIB,
+                authorized: t.authorized.unwrap_or(true),
+                zones: t.zones.clone().unwrap_or_else(|| zones.clone()),
+            })
+            .collect(),
+    };
+    let mut templates = default_templates(&zones);
+    for t in &spec.templates {
+        for zone in t.zones.clone().unwrap_or_else(|| zones.clone()) {
+            let build = t.build.clone().unwrap_or_else(|| "1".into());
+            templates.push(ExoTemplate {
+                id: stable_uuid(&format!("template/{zone}/{}/{build}", t.name)),
+                zone,
+                name: t.name.clone(),
+                visibility: Visibility::Private,
+                build,
+                version: String::new(),
+                size: t.size_gib.unwrap_or(10) * GIB,
+                created_at: "2026-01-01T00:00:00Z".into(),
+                family: "other".into(),
+                default_user: "root".into(),
+            });
+        }
+    }
+    let faults = joinery_sim::exoscale::ExoFaults::default();
+    if let Some(f) = &spec.faults {
+        let retry_after = scenario::duration_field(f.retry_after.as_deref(), "cloud.exoscale.faults.retryAfter", Duration::from_secs(1), "scenario")?;
+        if let Some(rate) = f.error_rate {
+            faults.set_default_error_rate(rate);
+        }
+        faults.set_throttle_rate(f.throttle_rate.unwrap_or(0.0), retry_after);
+        if let Some(n) = f.fail_after_create {
+            faults.fail_after_create(n);
+        }
+        if let Some(n) = f.fail_attach {
+            faults.fail_attach(n);
+        }
+        faults.set_instance_quota(f.instance_quota);
+        for o in &f.insufficient_capacity {
+            faults.insufficient_capacity(&o.instance_type, &o.zone);
+        }
+        if f.problem_details {
+            faults.set_error_shape(ErrorShape::Problem);
+        }
+    }
+    let options = ExoFakeOptions {
+        zones,
+        instance_types,
+        templates,
+        clock,
+        boot_delay,
+        anti_affinity_ceiling: spec.anti_affinity_ceiling.unwrap_or(defaults.anti_affinity_ceiling),
+        // The plugin waits in real time between polls; operations that end on their first
+        // poll keep a create from taking tens of simulated seconds at high speed-ups.
+        operation_polls: 0,
+        faults,
+        ..defaults
+    };
+    Ok(ExoFake::start(options).await?)
+}
+
+/// Adds a scenario's security groups, networks, groups, keys and pre-existing instances.
+fn seed_exoscale(fake: &ExoFake, spec: &ExoscaleSpec, cluster_name: &str) -> Result<(), SimulateError> {
+    for name in &spec.security_groups {
+        fake.add_security_group(name);
+    }
+    for n in &spec.private_networks {
+        let labels: Vec<(&str, &str)> = n.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        fake.add_private_network(&n.zone, &n.name, &labels);
+    }
+    for name in &spec.anti_affinity_groups {
+        fake.add_anti_affinity_group(name);
+    }
+    for name in &spec.ssh_keys {
+        fake.add_ssh_key(name);
+    }
+    for (i, seed) in spec.instances.iter().enumerate() {
+        let mut labels: Vec<(&str, &str)> = seed.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        if seed.managed {
+            labels.push(("karpenter-sh_managed-by", cluster_name));
+        }
+        let kind = seed.instance_type.as_deref().unwrap_or("standard.small");
+        fake.add_instance(&seed.zone, kind, &labels).map_err(|e| {
+            SimulateError::Scenario(ScenarioError { origin: "scenario".into(), message: format!("cloud.exoscale.instances[{i}]: {e}") })
+        })?;
+    }
+    Ok(())
+}
+
+/// The cloud's instances at the end of a run.
+fn cloud_report(sim: &Simulation, provider: &str) -> report::CloudReport {
+    use joinery_sim::cloud::InstanceState;
+    let instances: Vec<report::CloudInstance> = sim
+        .cloud_instances()
+        .into_iter()
+        .filter(|i| provider == "exoscale" || i.state != InstanceState::Terminated)
+        .map(|i| report::CloudInstance {
+            provider_id: i.provider_id,
+            instance_type: i.instance_type,
+            zone: i.zone,
+            state: match i.state {
+                InstanceState::Pending => "pending",
+                InstanceState::Running => "running",
+                _ => "terminated",
+            }
+            .into(),
+            tags: i.tags,
+        })
+        .collect();
+    report::CloudReport {
+        provider: provider.to_string(),
+        instances_created: sim.exoscale.as_ref().map(ExoFake::created_count),
+        instances_at_end: instances.iter().filter(|i| i.state != "terminated").count(),
+        instances,
+    }
+}
+
+/// Every NodeClass of the NodeClass CRDs installed, with its conditions.
+async fn node_class_report(sim: &Simulation) -> Vec<report::NodeClassReport> {
+    let mut out = Vec::new();
+    for (_, text) in NODECLASS_CRDS {
+        let Ok(crd) = serde_yaml::from_str::<CustomResourceDefinition>(text) else { continue };
+        let Some(version) = crd.spec.versions.first() else { continue };
+        let gvk = kube::api::GroupVersionKind::gvk(&crd.spec.group, &version.name, &crd.spec.names.kind);
+        let resource = kube::api::ApiResource::from_gvk(&gvk);
+        let api: Api<DynamicObject> = Api::all_with(sim.client.clone(), &resource);
+        let Ok(list) = api.list(&kube::api::ListParams::default()).await else { continue };
+        for object in list.items {
+            let conditions: Vec<report::ConditionReport> = object
+                .data
+                .pointer("/status/conditions")
+                .and_then(|c| c.as_array())
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    let field = |k: &str| c.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+                    report::ConditionReport { type_: field("type"), status: field("status"), reason: field("reason"), message: field("message") }
+                })
+                .collect();
+            out.push(report::NodeClassReport {
+                kind: crd.spec.names.kind.clone(),
+                name: object.metadata.name.clone().unwrap_or_default(),
+                ready: conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"),
+                conditions,
+            });
+        }
+    }
+    out
 }
 
 /// Checks expectations against an observation; each failure names the expectation.
@@ -356,6 +592,9 @@ pub fn unmet(expect: &Expectations, seen: &Observation) -> Vec<String> {
         let bad: Vec<&String> = used.iter().filter(|t| !types.contains(t)).collect();
         check(bad.is_empty(), format!("instanceTypes: wanted only {types:?}, launched {used:?}"));
     }
+    if let Some(n) = expect.cloud_instances {
+        check(seen.cloud_instances == n, format!("cloudInstances: wanted {n}, the cloud has {}", seen.cloud_instances));
+    }
     if let Some(max) = expect.cost_per_hour_at_most {
         check(seen.cost_per_hour <= max + 1e-9, format!("costPerHourAtMost: wanted ≤ {max}, cost is {:.4}/h", seen.cost_per_hour));
     }
@@ -379,6 +618,7 @@ pub async fn run_scenario(scenario: &Scenario, speed: f64, echo: bool) -> Result
         start_controller: true,
         faults: scenario.cloud.faults.clone(),
         secrets: scenario.secrets.clone(),
+        exoscale: (scenario.cloud.provider() == "exoscale").then(|| scenario.cloud.exoscale.clone().unwrap_or_default()),
     };
     let wall = std::time::Instant::now();
     let sim = Simulation::start(options).await?;
@@ -386,7 +626,7 @@ pub async fn run_scenario(scenario: &Scenario, speed: f64, echo: bool) -> Result
     let mut failures = Vec::new();
     let deadline = scenario.timeout();
     let result = drive(&sim, scenario, &mut observer, &mut failures, deadline).await;
-    let _ = observer.sample(&sim.cloud).await;
+    let _ = observer.sample(&sim.cloud_instances()).await;
     if let Err(e) = result {
         failures.push(e.to_string());
     }
@@ -396,7 +636,9 @@ pub async fn run_scenario(scenario: &Scenario, speed: f64, echo: bool) -> Result
         }
     }
     let pending = observer.pending_pods().await.unwrap_or_default();
-    let report = Report::new(scenario, observer.observation(), pending, &observer.timeline, failures, observer.now(), wall.elapsed().as_secs_f64());
+    let mut report = Report::new(scenario, observer.observation(), pending, &observer.timeline, failures, observer.now(), wall.elapsed().as_secs_f64());
+    report.cloud = cloud_report(&sim, scenario.cloud.provider());
+    report.node_classes = node_class_report(&sim).await;
     sim.shutdown().await;
     Ok(report)
 }
@@ -470,7 +712,7 @@ async fn drive(
 
 async fn sample_pause(sim: &Simulation, observer: &mut Observer) {
     tokio::time::sleep(sim.clock.to_real(SAMPLE_EVERY)).await;
-    if let Err(e) = observer.sample(&sim.cloud).await {
+    if let Err(e) = observer.sample(&sim.cloud_instances()).await {
         tracing::warn!(error = %e, "sampling the cluster failed");
     }
 }

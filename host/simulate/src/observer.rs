@@ -7,7 +7,7 @@ use std::sync::Arc;
 use joinery_api::{HasConditions, NodeClaim};
 use joinery_core::clock::Clock;
 use joinery_core::labels;
-use joinery_sim::cloud::{InstanceState, SimCloud};
+use joinery_sim::cloud::{InstanceState, SimInstance};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 use serde::Serialize;
@@ -89,6 +89,8 @@ pub struct Observation {
     pub first_node_claim: Option<f64>,
     /// Last time all workload pods became Running (with at least one pod).
     pub all_pods_running: Option<f64>,
+    /// Instances in the cloud now that are not being deleted (owned by a NodeClaim or not).
+    pub cloud_instances: usize,
 }
 
 impl Observation {
@@ -185,8 +187,8 @@ impl Observer {
         Ok(out)
     }
 
-    /// Takes one sample.
-    pub async fn sample(&mut self, cloud: &SimCloud) -> Result<(), kube::Error> {
+    /// Takes one sample; `instances` are the cloud's instances now.
+    pub async fn sample(&mut self, instances: &[SimInstance]) -> Result<(), kube::Error> {
         let now = self.now();
         self.state.at = now;
         let pods = Api::<Pod>::all(self.client.clone()).list(&ListParams::default()).await?;
@@ -211,7 +213,6 @@ impl Observer {
         self.state.nodes = nodes.items.len();
         self.state.peak_nodes = self.state.peak_nodes.max(self.state.nodes);
         self.state.node_claims = claims.items.len();
-        let instances = cloud.instances();
         let mut live = std::collections::BTreeSet::new();
         for claim in &claims.items {
             let name = claim.metadata.name.clone().unwrap_or_default();
@@ -282,6 +283,11 @@ impl Observer {
                 self.timeline.push(stamped);
             }
         }
+        let alive = instances.iter().filter(|x| x.state != InstanceState::Terminated).count();
+        if alive != self.state.cloud_instances {
+            self.note(format!("cloud instances: {alive}"));
+        }
+        self.state.cloud_instances = alive;
         self.state.cost_per_hour = instances.iter().filter(|x| x.state != InstanceState::Terminated).fold(0.0, |total, x| total + x.price_per_hour);
         Ok(())
     }

@@ -31,6 +31,66 @@ pub struct Timings {
     pub all_pods_running_seconds: Option<f64>,
 }
 
+/// One cloud instance at the end of the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CloudInstance {
+    /// Provider ID.
+    pub provider_id: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// Zone.
+    pub zone: String,
+    /// `pending`, `running` or `terminated` (being deleted).
+    pub state: String,
+    /// The cloud's tags (Exoscale labels).
+    pub tags: std::collections::BTreeMap<String, String>,
+}
+
+/// The cloud at the end of the run.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CloudReport {
+    /// `simcloud` or `exoscale`.
+    pub provider: String,
+    /// Instances the cloud ever created, including deleted ones and failed creates that
+    /// made an instance (Exoscale only; `null` for simcloud).
+    pub instances_created: Option<usize>,
+    /// Instances not being deleted at the end.
+    pub instances_at_end: usize,
+    /// Every instance still known at the end.
+    pub instances: Vec<CloudInstance>,
+}
+
+/// A NodeClass condition at the end of the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConditionReport {
+    /// Type, e.g. `SecurityGroupsReady`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Reason.
+    pub reason: String,
+    /// Message.
+    pub message: String,
+}
+
+/// A NodeClass at the end of the run.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClassReport {
+    /// Kind, e.g. `ExoscaleNodeClass`.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// Whether its `Ready` condition is `True`.
+    pub ready: bool,
+    /// Its status conditions.
+    pub conditions: Vec<ConditionReport>,
+}
+
 /// The report.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -53,6 +113,10 @@ pub struct Report {
     pub timings: Timings,
     /// Instance types launched.
     pub instance_types: Vec<String>,
+    /// The cloud at the end.
+    pub cloud: CloudReport,
+    /// The NodeClasses at the end, with their conditions.
+    pub node_classes: Vec<NodeClassReport>,
     /// Simulated seconds the run took.
     pub simulated_seconds: f64,
     /// Real seconds the run took.
@@ -88,6 +152,8 @@ impl Report {
             },
             timings: Timings { first_node_claim_seconds: seen.first_node_claim, all_pods_running_seconds: seen.all_pods_running },
             instance_types: seen.instance_types(),
+            cloud: CloudReport::default(),
+            node_classes: Vec::new(),
             simulated_seconds: simulated,
             wall_seconds: wall,
             timeline: timeline.to_vec(),
@@ -120,6 +186,20 @@ impl Report {
             self.simulated_seconds,
             self.wall_seconds
         ));
+        if self.cloud.provider == "exoscale" || self.cloud.instances_at_end > 0 {
+            s.push_str(&format!(
+                "  cloud {}: {} instances at end{}\n",
+                self.cloud.provider,
+                self.cloud.instances_at_end,
+                self.cloud.instances_created.map(|n| format!(", {n} created")).unwrap_or_default()
+            ));
+        }
+        for c in &self.node_classes {
+            if !c.ready {
+                let failing: Vec<String> = c.conditions.iter().filter(|x| x.status != "True").map(|x| format!("{}: {}", x.type_, x.message)).collect();
+                s.push_str(&format!("  {} {} not ready: {}\n", c.kind, c.name, failing.join("; ")));
+            }
+        }
         for p in &self.pending_pods {
             s.push_str(&format!("  pending {}/{}: {}\n", p.namespace, p.name, p.reason.as_deref().unwrap_or("no reason recorded")));
         }

@@ -4,8 +4,10 @@
 //! name: quickstart
 //! description: …
 //! cloud:                       # optional
+//!   provider: simcloud         # simcloud (default) or exoscale
 //!   bootDelay: 30s             # simulated
-//!   catalogue: {…}             # optional; default: the kwok-like catalogue
+//!   catalogue: {…}             # simcloud only; default: the kwok-like catalogue
+//!   exoscale: {…}              # exoscale only: the fake Exoscale API's contents and faults
 //! settings: {BATCH_IDLE_DURATION: 1s}   # optional controller env settings
 //! timeout: 30m                 # simulated; the whole scenario
 //! manifests: [ … ]             # applied at start
@@ -75,19 +77,173 @@ pub struct Scenario {
     pub expect: Option<Expectations>,
 }
 
+/// The cloud providers a scenario can run.
+pub const PROVIDERS: [&str; 2] = ["simcloud", "exoscale"];
+
 /// The simulated cloud's settings.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CloudSpec {
+    /// Which cloud runs: `simcloud` (the default) or `exoscale` (the fake Exoscale API and
+    /// the `exoscale` plugin).
+    #[serde(default)]
+    pub provider: Option<String>,
     /// Simulated boot time of an instance (Go duration; default 30s).
     #[serde(default)]
     pub boot_delay: Option<String>,
+    /// The fake Exoscale API's contents and faults (`provider: exoscale` only).
+    #[serde(default)]
+    pub exoscale: Option<ExoscaleSpec>,
     /// Replaces the default catalogue.
     #[serde(default)]
     pub catalogue: Option<Catalogue>,
     /// Faults injected from the start.
     #[serde(default)]
     pub faults: Option<FaultSpec>,
+}
+
+impl CloudSpec {
+    /// The provider's name (`simcloud` unless set).
+    pub fn provider(&self) -> &str {
+        self.provider.as_deref().unwrap_or("simcloud")
+    }
+}
+
+/// What the fake Exoscale API holds at start, and the faults it injects.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExoscaleSpec {
+    /// Zones served; default `ch-gva-2`, `de-fra-1`, `at-vie-1`.
+    #[serde(default)]
+    pub zones: Option<Vec<String>>,
+    /// Replaces the default instance types (Exoscale's `standard` family and a few others).
+    #[serde(default)]
+    pub instance_types: Option<Vec<ExoInstanceTypeSpec>>,
+    /// Private templates added to the public defaults (two Ubuntu 24.04 builds, one Debian 12).
+    #[serde(default)]
+    pub templates: Vec<ExoTemplateSpec>,
+    /// Security group names.
+    #[serde(default)]
+    pub security_groups: Vec<String>,
+    /// Private networks.
+    #[serde(default)]
+    pub private_networks: Vec<ExoNetworkSpec>,
+    /// Anti-affinity group names.
+    #[serde(default)]
+    pub anti_affinity_groups: Vec<String>,
+    /// Members an anti-affinity group can hold (one per host); default 8.
+    #[serde(default)]
+    pub anti_affinity_ceiling: Option<usize>,
+    /// SSH key names.
+    #[serde(default)]
+    pub ssh_keys: Vec<String>,
+    /// Instances that exist before the scenario starts (e.g. orphans for garbage collection).
+    #[serde(default)]
+    pub instances: Vec<ExoSeedInstanceSpec>,
+    /// Faults injected from the start.
+    #[serde(default)]
+    pub faults: Option<ExoFaultSpec>,
+}
+
+/// An instance type of the fake Exoscale API.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExoInstanceTypeSpec {
+    /// Family, e.g. `standard`.
+    pub family: String,
+    /// Size, e.g. `medium`.
+    pub size: String,
+    /// vCPUs.
+    pub cpus: u32,
+    /// Memory in MiB.
+    pub memory_mib: u64,
+    /// GPUs (default 0).
+    #[serde(default)]
+    pub gpus: u32,
+    /// Whether the organisation may launch it (default true).
+    #[serde(default)]
+    pub authorized: Option<bool>,
+    /// Zones it is offered in (default every zone).
+    #[serde(default)]
+    pub zones: Option<Vec<String>>,
+}
+
+/// A private template added in some zones.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExoTemplateSpec {
+    /// Name.
+    pub name: String,
+    /// Build (default `1`).
+    #[serde(default)]
+    pub build: Option<String>,
+    /// Size in GiB (default 10).
+    #[serde(default)]
+    pub size_gib: Option<u64>,
+    /// Zones (default every zone).
+    #[serde(default)]
+    pub zones: Option<Vec<String>>,
+}
+
+/// A private network in one zone.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExoNetworkSpec {
+    /// Zone.
+    pub zone: String,
+    /// Name.
+    pub name: String,
+    /// Exoscale labels.
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+/// An instance that exists before the scenario starts.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExoSeedInstanceSpec {
+    /// Zone.
+    pub zone: String,
+    /// `<family>.<size>` (default `standard.small`).
+    #[serde(default)]
+    pub instance_type: Option<String>,
+    /// Whether it carries this cluster's `karpenter-sh_managed-by` label (as an instance a
+    /// previous controller launched would).
+    #[serde(default)]
+    pub managed: bool,
+    /// Other Exoscale labels.
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+/// Faults of the fake Exoscale API (see `joinery_sim::exoscale::ExoFaults`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExoFaultSpec {
+    /// Fraction (0–1) of calls answered 500.
+    #[serde(default)]
+    pub error_rate: Option<f64>,
+    /// Fraction (0–1) of calls answered 429 with `Retry-After`.
+    #[serde(default)]
+    pub throttle_rate: Option<f64>,
+    /// The `Retry-After` of throttled calls (Go duration; default 1s).
+    #[serde(default)]
+    pub retry_after: Option<String>,
+    /// The next N creates make the instance, then their operation fails.
+    #[serde(default)]
+    pub fail_after_create: Option<u32>,
+    /// The next N private-network attachments fail.
+    #[serde(default)]
+    pub fail_attach: Option<u32>,
+    /// Most instances the organisation may have.
+    #[serde(default)]
+    pub instance_quota: Option<usize>,
+    /// Offerings out of capacity (`instanceType` and `zone`, each may be `*`).
+    #[serde(default)]
+    pub insufficient_capacity: Vec<OfferingSpec>,
+    /// Error bodies as RFC 9457 problem details instead of `{"message"}`.
+    #[serde(default)]
+    pub problem_details: bool,
 }
 
 /// Faults the simulated cloud injects (see `joinery_sim::cloud::CloudFaults`).
@@ -226,6 +382,10 @@ pub struct Expectations {
     /// The hourly price of the live instances is at most this.
     #[serde(default)]
     pub cost_per_hour_at_most: Option<f64>,
+    /// Exactly this many instances exist in the cloud now (not being deleted), whether or not
+    /// a NodeClaim owns them: a leak shows here.
+    #[serde(default)]
+    pub cloud_instances: Option<usize>,
 }
 
 /// Parses a Go duration field, naming it on error.
@@ -254,6 +414,28 @@ impl Scenario {
     }
 
     fn check(&self, origin: &str) -> Result<(), ScenarioError> {
+        let err = |message: String| ScenarioError { origin: origin.to_string(), message };
+        let provider = self.cloud.provider();
+        if !PROVIDERS.contains(&provider) {
+            return Err(err(format!("cloud.provider: unknown provider {provider:?}; use one of {}", PROVIDERS.join(", "))));
+        }
+        if provider == "exoscale" {
+            for (field, set) in [("cloud.catalogue", self.cloud.catalogue.is_some()), ("cloud.faults", self.cloud.faults.is_some())] {
+                if set {
+                    return Err(err(format!("{field}: only for provider simcloud; with exoscale use cloud.exoscale")));
+                }
+            }
+        } else if self.cloud.exoscale.is_some() {
+            return Err(err("cloud.exoscale: only for provider exoscale; set cloud.provider: exoscale".into()));
+        }
+        if let Some(f) = self.cloud.exoscale.as_ref().and_then(|e| e.faults.as_ref()) {
+            duration_field(f.retry_after.as_deref(), "cloud.exoscale.faults.retryAfter", Duration::ZERO, origin)?;
+            for (field, rate) in [("errorRate", f.error_rate), ("throttleRate", f.throttle_rate)] {
+                if rate.is_some_and(|r| !(0.0..=1.0).contains(&r)) {
+                    return Err(err(format!("cloud.exoscale.faults.{field}: must be between 0 and 1")));
+                }
+            }
+        }
         duration_field(self.timeout.as_deref(), "timeout", Duration::ZERO, origin)?;
         duration_field(self.cloud.boot_delay.as_deref(), "cloud.bootDelay", Duration::ZERO, origin)?;
         for (i, m) in self.manifests.iter().enumerate() {
@@ -320,5 +502,22 @@ mod tests {
         assert!(e.to_string().contains("manifests[0].apiVersion"), "{e}");
         let e = Scenario::parse("expect: {podsRuning: 3}\n", "x.yaml").unwrap_err();
         assert!(e.to_string().contains("podsRuning"), "{e}");
+    }
+
+    #[test]
+    fn the_cloud_provider_is_checked() {
+        assert_eq!(Scenario::parse("name: x\n", "x.yaml").unwrap().cloud.provider(), "simcloud");
+        let s = Scenario::parse("cloud: {provider: exoscale, exoscale: {zones: [ch-gva-2]}}\n", "x.yaml").unwrap();
+        assert_eq!(s.cloud.provider(), "exoscale");
+        let e = Scenario::parse("cloud: {provider: aws}\n", "x.yaml").unwrap_err();
+        assert!(e.to_string().contains("cloud.provider") && e.to_string().contains("\"aws\""), "{e}");
+        let e = Scenario::parse("cloud: {exoscale: {}}\n", "x.yaml").unwrap_err();
+        assert!(e.to_string().contains("cloud.exoscale"), "{e}");
+        let e = Scenario::parse("cloud: {provider: exoscale, catalogue: {}}\n", "x.yaml").unwrap_err();
+        assert!(e.to_string().contains("cloud.catalogue"), "{e}");
+        let e = Scenario::parse("cloud: {provider: exoscale, exoscale: {faults: {errorRate: 2}}}\n", "x.yaml").unwrap_err();
+        assert!(e.to_string().contains("errorRate"), "{e}");
+        let e = Scenario::parse("cloud: {provider: exoscale, exoscale: {faults: {retryAfter: soon}}}\n", "x.yaml").unwrap_err();
+        assert!(e.to_string().contains("retryAfter"), "{e}");
     }
 }

@@ -98,6 +98,9 @@ impl ApiError {
                         "{text} (the API key was not accepted: check api-key and api-secret in the credentials secret)"
                     )),
                     _ if mentions_quota(&message) => CloudError::QuotaExceeded(text),
+                    // A full anti-affinity group refuses every type in every zone: no
+                    // offerings listed means all offerings of the request.
+                    _ if message.to_ascii_lowercase().contains("anti-affinity group") => CloudError::insufficient_capacity(text, Vec::new()),
                     _ if mentions_capacity(&message) => capacity(text),
                     _ => CloudError::invalid(text),
                 }
@@ -440,6 +443,8 @@ pub struct ApiInstance {
     pub disk_size: u64,
     /// Attached private networks.
     pub private_networks: Vec<IdRef>,
+    /// Its security groups.
+    pub security_groups: Vec<IdRef>,
 }
 
 #[cfg(test)]
@@ -479,6 +484,10 @@ mod tests {
         assert!(matches!(cls(status(403, "invalid request signature", None)), CloudError::Invalid(_)));
         assert!(matches!(cls(status(403, "quota exceeded for resource instance", None)), CloudError::QuotaExceeded(_)));
         match cls(status(400, "anti-affinity group spread cannot take another instance", None)) {
+            CloudError::InsufficientCapacity(ic) => assert!(ic.offerings.is_empty(), "a full group refuses every offering: {ic:?}"),
+            other => panic!("{other:?}"),
+        }
+        match cls(status(400, "insufficient capacity for standard.large", None)) {
             CloudError::InsufficientCapacity(ic) => assert_eq!(ic.offerings, vec![offering.clone()]),
             other => panic!("{other:?}"),
         }

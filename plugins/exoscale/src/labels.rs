@@ -86,6 +86,19 @@ pub fn instance_labels(user: &BTreeMap<String, String>, managed: &[(&str, &str)]
     out
 }
 
+/// The labels a running instance should carry: its managed labels as they are (they record
+/// how it was launched), plus the NodeClass's current `labels`. Anything else goes, since the
+/// API replaces the whole map.
+pub fn reconciled_labels(current: &BTreeMap<String, String>, user: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let managed: Vec<(String, String)> = [MANAGED_BY, NODECLAIM, NODEPOOL, NODECLASS, NODECLASS_HASH]
+        .iter()
+        .filter_map(|k| current.get(&flatten_key(k)).map(|v| (flatten_key(k), v.clone())))
+        .collect();
+    let mut out: BTreeMap<String, String> = user.iter().map(|(k, v)| (flatten_key(k), v.clone())).collect();
+    out.extend(managed);
+    out
+}
+
 /// Percent-encodes a label filter (`k=v k2=v2`) for the `labels` query parameter.
 pub fn filter(pairs: &[(&str, &str)]) -> String {
     pairs.iter().map(|(k, v)| format!("{}={}", flatten_key(k), sanitize_value(v))).collect::<Vec<_>>().join(" ")
@@ -94,6 +107,23 @@ pub fn filter(pairs: &[(&str, &str)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reconciled_labels_keep_the_managed_ones_and_replace_the_rest() {
+        let current: BTreeMap<String, String> =
+            [("karpenter-sh_nodeclaim", "default-abc12"), ("karpenter-sh_managed-by", "prod"), ("team", "old"), ("gone", "x")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        let user: BTreeMap<String, String> =
+            [("team", "platform"), ("cost.center/id", "c42"), ("karpenter.sh/nodeclaim", "hijack")].into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let wanted = reconciled_labels(&current, &user);
+        assert_eq!(wanted.get("team").map(String::as_str), Some("platform"));
+        assert_eq!(wanted.get("cost-center_id").map(String::as_str), Some("c42"));
+        assert_eq!(wanted.get("karpenter-sh_nodeclaim").map(String::as_str), Some("default-abc12"), "managed labels win");
+        assert_eq!(wanted.get("karpenter-sh_managed-by").map(String::as_str), Some("prod"));
+        assert!(!wanted.contains_key("gone"), "labels dropped from the class are removed");
+    }
 
     #[test]
     fn keys_are_flattened() {

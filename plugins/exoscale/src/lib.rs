@@ -3,7 +3,7 @@
 //! Serves `ExoscaleNodeClass` (`karpenter.k8s.exoscale/v1alpha1`): launches one Exoscale
 //! compute instance per NodeClaim through the v2 API, signing every request with
 //! `EXO2-HMAC-SHA256`, following the asynchronous operations it starts, and attaching
-//! private networks after launch. See `docs/backends/exoscale.md` for the operator's view.
+//! private networks after launch. See `docs/exoscale.md` for the operator's view.
 //!
 //! ## Configuration (`plugins.exoscale.config` in the grants file)
 //!
@@ -30,7 +30,11 @@
 //!   (and cached) across the API's zones.
 //! - `list`: instances labelled with this cluster, in every zone.
 //! - `is-drifted`: `ZoneRemoved` when the instance's zone left the class, `NodeClassDrift`
-//!   when the spec hash recorded on the instance differs from the class's.
+//!   when the spec hash recorded on the instance differs from the class's, then
+//!   `TemplateDrift`, `SecurityGroupDrift` or `PrivateNetworkDrift` when what the class
+//!   resolves to now (its status) differs from what the instance has.
+//! - `reconcile-instance`: puts the class's current `labels` on the instance in place (the
+//!   managed labels stay), without replacing it.
 
 pub mod api;
 pub mod labels;
@@ -284,6 +288,29 @@ fn max_pods(spec: &Spec) -> u64 {
     spec.kubelet.as_ref().and_then(|k| k.max_pods).unwrap_or(110)
 }
 
+/// Drift of what the class resolves to, against the class's status when that is current:
+/// `TemplateDrift` (the zone's template is now another build or image), `SecurityGroupDrift`
+/// (the instance's groups differ from the resolved ones), `PrivateNetworkDrift` (a resolved
+/// network of its zone is not attached).
+pub fn resolved_drift(class: &NodeClass, zone: &str, instance: &ApiInstance) -> Option<&'static str> {
+    let status = class.status_as::<Resolved>().ok().filter(|s| s.spec_hash == spec::resolution_hash(&class.spec))?;
+    if status.templates.get(zone).is_some_and(|t| !instance.template.id.is_empty() && t.id != instance.template.id) {
+        return Some("TemplateDrift");
+    }
+    let mut have: Vec<&str> = instance.security_groups.iter().map(|g| g.id.as_str()).collect();
+    let mut want: Vec<&str> = status.security_groups.iter().map(String::as_str).collect();
+    have.sort_unstable();
+    want.sort_unstable();
+    if have != want {
+        return Some("SecurityGroupDrift");
+    }
+    let networks = status.private_networks.get(zone).map(Vec::as_slice).unwrap_or_default();
+    if networks.iter().any(|n| !instance.private_networks.iter().any(|p| p.id == *n)) {
+        return Some("PrivateNetworkDrift");
+    }
+    None
+}
+
 /// The plugin.
 pub struct Exoscale;
 
@@ -488,7 +515,27 @@ impl CloudProvider for Exoscale {
         if recorded.is_some_and(|h| *h != spec::drift_hash(&node_class.spec)) {
             return Ok(Some("NodeClassDrift".to_string()));
         }
-        Ok(None)
+        Ok(resolved_drift(&node_class, &zone, &instance).map(str::to_string))
+    }
+
+    fn reconcile_instance(claim: NodeClaim, node_class: NodeClass) -> Result<(), CloudError> {
+        let Some(provider_id) = claim.provider_id.as_deref() else { return Ok(()) };
+        let spec: Spec = node_class.spec_as()?;
+        let ctx = Ctx::load()?;
+        let id = instance_id(provider_id)?;
+        let (zone, instance) = ctx.find(id)?;
+        if matches!(instance.state.as_str(), "destroying" | "destroyed" | "expunging") {
+            return Ok(());
+        }
+        let wanted = labels::reconciled_labels(&instance.labels, &spec.labels);
+        if wanted == instance.labels {
+            return Ok(());
+        }
+        // `PUT /instance/{id}` replaces the label map: send all of it.
+        let operation = ctx.api.start(&zone, "PUT", &format!("/instance/{}", encode(id)), Some(&json!({"labels": wanted})));
+        ctx.api.wait(&zone, operation.map_err(|e| e.into_cloud(None))?).map_err(|e| e.into_cloud(None))?;
+        log::info(format!("exoscale: updated the labels of instance {id} for claim {}", claim.name));
+        Ok(())
     }
 }
 

@@ -179,7 +179,7 @@ fn claim() -> NodeClaim {
             Requirement::is_in("node.kubernetes.io/instance-type", &["standard.large", "standard.small"]),
             Requirement::is_in("topology.kubernetes.io/zone", &["de-fra-1"]),
         ],
-        resource_requests: vec![Resource::new("cpu", "1")],
+        resource_requests: vec![Resource::new("cpu", "1800m")],
         provider_id: None,
     }
 }
@@ -283,7 +283,7 @@ fn create_follows_the_operation_attaches_networks_and_labels_the_instance() {
     assert_eq!(post.zone, "de-fra-1");
     let body = &post.body;
     assert_eq!(body["name"], "k-default-abc12");
-    assert_eq!(body["instance-type"]["id"], "t-large", "standard.small leaves too little CPU for 1 core");
+    assert_eq!(body["instance-type"]["id"], "t-large", "standard.small leaves too little CPU for 1800m");
     assert_eq!(body["template"]["id"], "tpl-new-de-fra-1");
     assert_eq!(body["disk-size"], 50);
     assert_eq!(body["user-data"], sign::base64(b"#!/bin/sh\necho joined\n"));

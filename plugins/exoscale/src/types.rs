@@ -216,7 +216,9 @@ pub fn fits(t: &api::InstanceType, spec: &Spec, requests: &[Resource]) -> bool {
 pub fn satisfies(t: &api::InstanceType, claim: &NodeClaim) -> bool {
     let labels = type_labels(t);
     claim.requirements.iter().all(|r| {
-        let ours = labels.contains_key(&r.key) || r.key.starts_with(PREFIX);
+        // Our instance labels; other keys of our prefix (the host's
+        // `karpenter.k8s.exoscale/exoscalenodeclass`) describe the claim, not the type.
+        let ours = labels.contains_key(&r.key) || r.key.strip_prefix(PREFIX).is_some_and(|k| k.starts_with("instance-"));
         match r.key.as_str() {
             ZONE_LABEL | REGION_LABEL => true,
             CAPACITY_TYPE_LABEL => requirement_matches(r, Some(ON_DEMAND)),
@@ -226,19 +228,16 @@ pub fn satisfies(t: &api::InstanceType, claim: &NodeClaim) -> bool {
     })
 }
 
-/// What to launch: the first type in the claim's order (its instance-type requirement is
-/// cheapest first; without one, smallest first) that the class allows, the requirements
-/// accept and the requests fit, in the first of the class's zones that offers it and the
-/// claim allows. `None` when nothing qualifies.
+/// What to launch: the smallest type (fewest GPUs, then vCPUs, then memory: the cheapest on
+/// Exoscale's list, whose prices grow with size) among those the claim's instance-type
+/// requirement lists, that the class allows, the requirements accept and the requests fit,
+/// in the first of the class's zones that offers it and the claim allows. The claim's values
+/// carry no price order (they arrive as a set). `None` when nothing qualifies.
 pub fn pick<'a>(types: &'a [api::InstanceType], spec: &Spec, zones: &[String], claim: &NodeClaim) -> Option<(&'a api::InstanceType, String)> {
-    let ordered: Vec<&api::InstanceType> = match claim.requirements.iter().find(|r| r.key == TYPE_LABEL && r.operator == Operator::In) {
-        Some(requirement) => requirement.values.iter().filter_map(|name| types.iter().find(|t| t.name() == *name)).collect(),
-        None => {
-            let mut all: Vec<&api::InstanceType> = types.iter().collect();
-            all.sort_by_key(|t| (t.gpus, t.cpus, t.memory));
-            all
-        }
-    };
+    let listed = claim.requirements.iter().find(|r| r.key == TYPE_LABEL && r.operator == Operator::In);
+    let mut ordered: Vec<&api::InstanceType> =
+        types.iter().filter(|t| listed.is_none_or(|r| r.values.iter().any(|v| *v == t.name()))).collect();
+    ordered.sort_by_key(|t| (t.gpus, t.cpus, t.memory));
     let zone_ok = |zone: &str| claim.requirements.iter().filter(|r| r.key == ZONE_LABEL || r.key == REGION_LABEL).all(|r| requirement_matches(r, Some(zone)));
     ordered.into_iter().filter(|t| allowed(t, spec) && satisfies(t, claim) && fits(t, spec, &claim.resource_requests)).find_map(|t| {
         zones.iter().find(|z| t.zones.contains(z) && zone_ok(z)).map(|z| (t, z.clone()))
@@ -347,13 +346,16 @@ mod tests {
         let (t, zone) = pick(&types, &any, &zones, &claim(vec![], vec![])).unwrap();
         assert_eq!((t.name().as_str(), zone.as_str()), ("standard.small", "de-fra-1"));
 
-        // The claim's order wins; the zone requirement narrows.
+        // The claim's list restricts (its order means nothing: the smallest type wins); the
+        // zone requirement narrows.
         let order = Requirement::is_in(TYPE_LABEL, &["gpu3.small", "gpua30.small", "standard.large"]);
-        let (t, zone) = pick(&types, &any, &zones, &claim(vec![order.clone()], vec![])).unwrap();
+        let (t, _) = pick(&types, &any, &zones, &claim(vec![order.clone()], vec![])).unwrap();
+        assert_eq!(t.name(), "standard.large", "the smallest listed type, not the first listed");
+        let gpus = Requirement::is_in(TYPE_LABEL, &["gpu3.small", "gpua30.small"]);
+        let (t, zone) = pick(&types, &any, &zones, &claim(vec![gpus.clone()], vec![])).unwrap();
         assert_eq!((t.name().as_str(), zone.as_str()), ("gpua30.small", "ch-gva-2"), "gpu3 is not authorized; gpua30 only in ch-gva-2");
         let not_gva = Requirement::new(ZONE_LABEL, Operator::NotIn, &["ch-gva-2"]);
-        let (t, _) = pick(&types, &any, &zones, &claim(vec![order.clone(), not_gva], vec![])).unwrap();
-        assert_eq!(t.name(), "standard.large");
+        assert!(pick(&types, &any, &zones, &claim(vec![gpus, not_gva], vec![])).is_none());
 
         // Requests must fit allocatable: small has 2 CPUs minus 300m.
         let (t, _) = pick(&types, &any, &zones, &claim(vec![], vec![Resource::new("cpu", "1800m")])).unwrap();
@@ -370,5 +372,12 @@ mod tests {
         assert!(pick(&types, &only_small, &zones, &claim(vec![order], vec![])).is_none());
         let spot_only = Requirement::is_in(CAPACITY_TYPE_LABEL, &["spot"]);
         assert!(pick(&types, &any, &zones, &claim(vec![spot_only], vec![])).is_none(), "Exoscale has no spot");
+
+        // The host's NodeClass label requirement names the claim's class, not a type label;
+        // an unknown instance label of ours still has to match.
+        let class = Requirement::is_in("karpenter.k8s.exoscale/exoscalenodeclass", &["default"]);
+        assert!(pick(&types, &any, &zones, &claim(vec![class], vec![])).is_some());
+        let unknown = Requirement::is_in("karpenter.k8s.exoscale/instance-hypervisor", &["kvm"]);
+        assert!(pick(&types, &any, &zones, &claim(vec![unknown], vec![])).is_none());
     }
 }

@@ -24,6 +24,7 @@ crate::common::common_type_impls!();
 ///
 /// - `resolve_node_class`: accepts the NodeClass as is (no conditions, status `{}`);
 /// - `is_drifted`: never drifted;
+/// - `reconcile_instance`: nothing to reconcile (success);
 /// - `create`, `get`, `list`, `delete`: fail with `internal("not implemented: …")`.
 pub trait CloudProvider {
     /// Validates a NodeClass and resolves its selectors against the cloud.
@@ -66,6 +67,13 @@ pub trait CloudProvider {
     fn is_drifted(claim: NodeClaim, node_class: NodeClass) -> Result<Option<String>, CloudError> {
         let _ = (claim, node_class);
         Ok(None)
+    }
+
+    /// Updates the running instance in place after its NodeClass changed (cloud labels,
+    /// say); idempotent. The default has nothing to reconcile.
+    fn reconcile_instance(claim: NodeClaim, node_class: NodeClass) -> Result<(), CloudError> {
+        let _ = (claim, node_class);
+        Ok(())
     }
 }
 
@@ -249,6 +257,9 @@ impl<T: CloudProvider> crate::bindings::cloud::exports::joinery::plugin::cloud_p
     }
     fn is_drifted(claim: NodeClaim, node_class: NodeClass) -> Result<Option<String>, CloudError> {
         T::is_drifted(claim, node_class)
+    }
+    fn reconcile_instance(claim: NodeClaim, node_class: NodeClass) -> Result<(), CloudError> {
+        T::reconcile_instance(claim, node_class)
     }
 }
 

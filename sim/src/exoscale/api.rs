@@ -59,6 +59,8 @@ pub(crate) struct World {
     pub(crate) operations: BTreeMap<String, (ExoOperation, Completion)>,
     pub(crate) rng: u64,
     pub(crate) addresses: u32,
+    /// Instances ever created (including ones deleted since, and failed creates that made one).
+    pub(crate) created: usize,
 }
 
 impl World {
@@ -76,12 +78,12 @@ impl World {
         format_uuid(bytes)
     }
 
-    fn next_address(&mut self) -> u32 {
+    pub(crate) fn next_address(&mut self) -> u32 {
         self.addresses += 1;
         self.addresses
     }
 
-    fn type_by_id(&self, id: &str) -> Option<&ExoInstanceType> {
+    pub(crate) fn type_by_id(&self, id: &str) -> Option<&ExoInstanceType> {
         self.instance_types.iter().find(|t| t.id == id)
     }
 
@@ -183,7 +185,7 @@ impl ExoState {
         world
     }
 
-    fn publish(&self, event: CloudEvent) {
+    pub(crate) fn publish(&self, event: CloudEvent) {
         // Nobody listening is fine.
         let _ = self.events.send(event);
     }
@@ -868,6 +870,7 @@ fn create_instance(state: &Arc<ExoState>, zone: &str, body: &[u8]) -> Result<Val
     }
     let event = state.sim_instance(&world, &instance, true);
     world.instances.insert(id.clone(), instance);
+    world.created += 1;
     let completion = if state.faults.take_fail_after_create() {
         Completion::FailInstance {
             instance: id.clone(),

@@ -71,6 +71,7 @@ struct FaultState {
     error_rates: BTreeMap<ExoVerb, f64>,
     default_error_rate: f64,
     throttled_calls: u32,
+    throttle_rate: f64,
     retry_after: Duration,
     fail_after_create: u32,
     fail_attach: u32,
@@ -86,6 +87,7 @@ impl FaultState {
             error_rates: BTreeMap::new(),
             default_error_rate: 0.0,
             throttled_calls: 0,
+            throttle_rate: 0.0,
             retry_after: Duration::from_secs(1),
             fail_after_create: 0,
             fail_attach: 0,
@@ -148,6 +150,14 @@ impl ExoFaults {
     pub fn throttle_next(&self, calls: u32, retry_after: Duration) {
         let mut state = self.state();
         state.throttled_calls = calls;
+        state.retry_after = retry_after;
+    }
+
+    /// Answers a fraction `rate` (0 to 1) of all authenticated calls with 429 and `Retry-After`
+    /// (whole seconds, rounded up, at least 1), on top of [`ExoFaults::throttle_next`].
+    pub fn set_throttle_rate(&self, rate: f64, retry_after: Duration) {
+        let mut state = self.state();
+        state.throttle_rate = clamp_rate(rate);
         state.retry_after = retry_after;
     }
 
@@ -221,6 +231,9 @@ impl ExoFaults {
             state.throttled_calls -= 1;
             return Injected::Throttle(state.retry_after);
         }
+        if state.throttle_rate > 0.0 && state.next_unit() < state.throttle_rate {
+            return Injected::Throttle(state.retry_after);
+        }
         let rate = state.error_rates.get(&verb).copied().unwrap_or(state.default_error_rate);
         if rate > 0.0 && state.next_unit() < rate {
             return Injected::Fail;
@@ -276,6 +289,10 @@ mod tests {
         faults.restore_capacity("standard.large", "*");
         assert!(!faults.lacks_capacity("standard.large", "de-fra-1"));
         assert!(!faults.take_fail_after_create());
+        faults.set_throttle_rate(1.0, Duration::from_secs(2));
+        assert_eq!(faults.before_call(ExoVerb::Zones), Injected::Throttle(Duration::from_secs(2)));
+        faults.set_throttle_rate(0.0, Duration::from_secs(2));
+        assert_eq!(faults.before_call(ExoVerb::Zones), Injected::Proceed);
         faults.fail_after_create(1);
         assert!(faults.take_fail_after_create());
         assert!(!faults.take_fail_after_create());

@@ -68,7 +68,7 @@
 //! Error bodies are `{"message": "…"}` or RFC 9457 problem details, as
 //! [`ExoFaults::set_error_shape`] chooses; `429` is always `{"error", "retry_after"}` plus a
 //! `Retry-After` header. Refusals the real API's wording is not known for are the fake's own
-//! (marked so in `docs/backends/exoscale.md`):
+//! (marked so in `docs/exoscale.md`):
 //!
 //! - quota ([`ExoFaults::set_instance_quota`]): `403` "quota exceeded for resource instance…";
 //! - a full anti-affinity group (more members than [`ExoFakeOptions::anti_affinity_ceiling`],
@@ -394,6 +394,73 @@ impl ExoFake {
         let id = template.id.clone();
         world.templates.push(template);
         id
+    }
+
+    /// Adds a running instance as if someone had created it earlier (e.g. an orphan a
+    /// previous controller left behind): of type `instance_type` (`<family>.<size>`) in
+    /// `zone`, with the zone's first template, a 10 GiB disk, no userData and these labels.
+    /// It is announced like any other instance. Returns its ID.
+    pub fn add_instance(&self, zone: &str, instance_type: &str, labels: &[(&str, &str)]) -> Result<String, SimError> {
+        let labels: BTreeMap<String, String> = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        check_labels(&labels).map_err(SimError::InvalidCatalogue)?;
+        let now = self.state.clock.now();
+        let mut world = self.state.world();
+        if !self.state.zones.iter().any(|z| z == zone) {
+            return Err(SimError::InvalidCatalogue(format!("instance in unknown zone {zone}")));
+        }
+        let kind = world
+            .instance_types
+            .iter()
+            .find(|t| t.name() == instance_type)
+            .cloned()
+            .ok_or_else(|| SimError::InvalidCatalogue(format!("unknown instance type {instance_type}")))?;
+        let template = world
+            .templates
+            .iter()
+            .find(|t| t.zone == zone)
+            .map(|t| t.id.clone())
+            .ok_or_else(|| SimError::InvalidCatalogue(format!("zone {zone} has no template")))?;
+        let id = world.uuid();
+        let address = world.next_address();
+        let instance = ExoInstance {
+            id: id.clone(),
+            zone: zone.to_string(),
+            name: format!("vm-{}", &id[..8]),
+            state: ExoInstanceState::Running,
+            created_at: now,
+            labels,
+            instance_type_id: kind.id.clone(),
+            instance_type: kind.name(),
+            template_id: template,
+            disk_size: 10,
+            user_data: None,
+            security_groups: Vec::new(),
+            anti_affinity_groups: Vec::new(),
+            private_networks: Vec::new(),
+            ssh_keys: Vec::new(),
+            public_ip_assignment: "inet4".into(),
+            public_ip: Some(format!("194.182.{}.{}", (address >> 8) & 0xff, address & 0xff)),
+            mac_address: format!("06:00:00:{:02x}:{:02x}:{:02x}", (address >> 16) & 0xff, (address >> 8) & 0xff, address & 0xff),
+        };
+        let event = self.state.sim_instance(&world, &instance, true);
+        world.instances.insert(id.clone(), instance);
+        world.created += 1;
+        drop(world);
+        self.state.publish(CloudEvent::Launched(event));
+        Ok(id)
+    }
+
+    /// Every instance as the cluster physics sees it; instances being destroyed are
+    /// `Terminated`.
+    pub fn sim_instances(&self) -> Vec<SimInstance> {
+        let world = self.state.world();
+        world.instances.values().map(|i| self.state.sim_instance(&world, i, i.state != ExoInstanceState::Destroying)).collect()
+    }
+
+    /// How many instances were ever created (including deleted ones and failed creates
+    /// that made an instance).
+    pub fn created_count(&self) -> usize {
+        self.state.world().created
     }
 
     /// Stops the server and waits for the accept loop to finish.

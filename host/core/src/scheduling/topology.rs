@@ -35,7 +35,7 @@ use super::render;
 use super::types::{BoundPod, ExistingNode, NodePool, PendingPod, PodKey};
 
 /// What a group enforces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum Kind {
     /// Topology spread: a bounded skew between domains.
     Spread,
@@ -58,7 +58,7 @@ impl Kind {
 
 /// Which nodes count for a spread constraint (`nodeAffinityPolicy` / `nodeTaintsPolicy`).
 /// The default matches every node (what affinity and anti-affinity groups use).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub(crate) struct NodeFilter {
     /// With node affinity honored: the pod's node selector intersected with each of its
     /// remaining required node-affinity terms; a node counts if it can satisfy any of them.
@@ -104,16 +104,16 @@ struct GroupSpec {
 }
 
 impl GroupSpec {
-    fn identity(&self) -> String {
-        format!(
-            "{:?}|{}|{:?}|{:?}|{}|{:?}",
+    /// A fingerprint of what identifies the group (the selector normalized).
+    fn identity(&self) -> u64 {
+        crate::hash::fingerprint(&(
             self.kind,
-            self.key,
-            self.namespaces,
+            &self.key,
+            &self.namespaces,
             self.selector.as_ref().map(LabelSelector::normalized),
             self.max_skew,
-            self.filter
-        )
+            &self.filter,
+        ))
     }
 }
 
@@ -468,9 +468,9 @@ pub(crate) struct Topology<'a> {
     bound: Vec<&'a BoundPod>,
     universe: Universe,
     groups: Vec<Group>,
-    ids: BTreeMap<String, usize>,
+    ids: HashMap<u64, usize, BuildHasherDefault<FxHasher>>,
     inverse: Vec<Group>,
-    inverse_ids: BTreeMap<String, usize>,
+    inverse_ids: HashMap<u64, usize, BuildHasherDefault<FxHasher>>,
     /// Per pending pod: the regular groups it owns (sorted).
     owned: Vec<Vec<usize>>,
     /// Per pending pod: the regular groups whose selector matches it (sorted).
@@ -533,9 +533,9 @@ impl<'a> Topology<'a> {
             bound,
             universe: build_universe(nodepools, &keys),
             groups: Vec::new(),
-            ids: BTreeMap::new(),
+            ids: HashMap::default(),
             inverse: Vec::new(),
-            inverse_ids: BTreeMap::new(),
+            inverse_ids: HashMap::default(),
             owned: vec![Vec::new(); pods.len()],
             selecting: vec![Vec::new(); pods.len()],
             inverse_owned: vec![Vec::new(); pods.len()],
