@@ -196,7 +196,8 @@ enum Target {
 
 /// A pod accepted by a claim: the claim's new state.
 struct Accepted {
-    requirements: Requirements,
+    /// The claim's new requirements; `None` when the pod left them as they were.
+    requirements: Option<Requirements>,
     options: Vec<usize>,
     requests: Resources,
 }
@@ -837,15 +838,15 @@ impl<'a> Scheduler<'a> {
         if !node.requirements.is_compatible(&pod.requirements, &NO_KEYS) {
             return None;
         }
-        if input.volume_requirements.is_empty() {
-            return self
-                .narrow(p, &node.requirements, None, &NO_KEYS, false)
-                .ok();
-        }
-        input.volume_requirements.iter().find_map(|v| {
-            self.narrow(p, &node.requirements, Some(v), &NO_KEYS, false)
+        let narrowed = |volume| {
+            self.narrow(p, &node.requirements, volume, &NO_KEYS, false)
                 .ok()
-        })
+                .map(|r| r.unwrap_or_else(|| node.requirements.clone()))
+        };
+        if input.volume_requirements.is_empty() {
+            return narrowed(None);
+        }
+        input.volume_requirements.iter().find_map(|v| narrowed(Some(v)))
     }
 
     /// Adds pod `p`'s requirements, then `volume` (one of its volume alternatives), then the
@@ -853,6 +854,7 @@ impl<'a> Scheduler<'a> {
     /// already compatible with the pod's). `allow` lists the keys `base` may leave
     /// undefined. Topology comes last, as upstream, since it may collapse a key to one value.
     /// Without `detail`, a topology failure is not described (it is the common, cheap case).
+    /// `None` means `base` is left as it is.
     fn narrow<K: KeySet + ?Sized>(
         &self,
         p: usize,
@@ -860,7 +862,7 @@ impl<'a> Scheduler<'a> {
         volume: Option<&Requirements>,
         allow: &K,
         detail: bool,
-    ) -> Result<Requirements, Failure> {
+    ) -> Result<Option<Requirements>, Failure> {
         let pod = &self.pods[p];
         let mut merged = None;
         if let Some(volume) = volume {
@@ -889,6 +891,9 @@ impl<'a> Scheduler<'a> {
             ),
         }
         .map_err(Failure::Topology)?;
+        if merged.is_none() && domains.is_empty() && pod.requirements.is_empty() {
+            return Ok(None);
+        }
         let mut m = merged.unwrap_or_else(|| base.intersection(&pod.requirements));
         if !domains.is_empty() {
             let domains: Requirements = domains.into_iter().collect();
@@ -897,7 +902,7 @@ impl<'a> Scheduler<'a> {
             }
             m.add_all(&domains);
         }
-        Ok(m)
+        Ok(Some(m))
     }
 
     /// A failure in upstream's words.
@@ -976,7 +981,7 @@ impl<'a> Scheduler<'a> {
         &self,
         claim: &Claim,
         p: usize,
-        requirements: Requirements,
+        narrowed: Option<Requirements>,
         detail: bool,
     ) -> Result<Accepted, Option<String>> {
         let pool = &self.pools[claim.pool];
@@ -984,14 +989,15 @@ impl<'a> Scheduler<'a> {
         let requests = &claim.requests + &input.requests;
         // Requirements the pod did not narrow leave label and offering compatibility as they
         // were when the options were last filtered: only room and ports need checking.
-        let unchanged = requirements == claim.requirements;
+        let unchanged = narrowed.as_ref().is_none_or(|r| *r == claim.requirements);
+        let requirements = narrowed.as_ref().unwrap_or(&claim.requirements);
         let ports = &input.host_ports;
         let claim_conflict = port_conflict(ports, &claim.ports).is_some();
 
-        let facts = (!unchanged).then(|| self.type_facts(claim.pool, &requirements));
+        let facts = (!unchanged).then(|| self.type_facts(claim.pool, requirements));
 
         let mut flags = FilterFlags::default();
-        let mut options = Vec::new();
+        let mut options = Vec::with_capacity(claim.options.len());
         for &t in &claim.options {
             if claim_conflict
                 || (!ports.is_empty() && port_conflict(ports, &pool.type_ports[t]).is_some())
@@ -1019,7 +1025,7 @@ impl<'a> Scheduler<'a> {
         if requirements.has_min_values() && !options.is_empty() {
             let types: Vec<&InstanceType> =
                 options.iter().map(|&t| pool.instance_type(t)).collect();
-            if let Err(err) = satisfies_min_values(&types, &requirements) {
+            if let Err(err) = satisfies_min_values(&types, requirements) {
                 min_values = Some(err);
                 options.clear();
             }
@@ -1030,13 +1036,13 @@ impl<'a> Scheduler<'a> {
                 format!(
                     "no instance type satisfied resources {} and requirements {} ({})",
                     render::resources(&cumulative),
-                    render::requirements(&requirements),
+                    render::requirements(requirements),
                     flags.reason(min_values.as_ref(), &requests)
                 )
             }));
         }
         Ok(Accepted {
-            requirements,
+            requirements: if unchanged { None } else { narrowed },
             options,
             requests,
         })
@@ -1081,8 +1087,12 @@ impl<'a> Scheduler<'a> {
     fn apply(&mut self, c: usize, accepted: Accepted, p: usize) {
         let input = &self.input.pods[p];
         let claim = &mut self.claims[c];
-        claim.requirements = accepted.requirements;
-        self.topology.pin(&claim.requirements, &mut claim.pins);
+        if let Some(requirements) = accepted.requirements {
+            claim.requirements = requirements;
+            self.topology.pin(&claim.requirements, &mut claim.pins);
+        } else if claim.pins.is_empty() {
+            self.topology.pin(&claim.requirements, &mut claim.pins);
+        }
         claim.options = accepted.options;
         claim.requests = accepted.requests;
         claim.pods.push(p);
