@@ -16,7 +16,7 @@ use joinery_controller::snapshot::{Assembly, BatchStatus, Catalog, Snapshot};
 use joinery_core::clock::Clock;
 use joinery_core::instance_type::InstanceType;
 use joinery_core::labels::{CAPACITY_TYPE_LABEL, LabelPolicy, ZONE_LABEL};
-use joinery_core::scheduling::{self, NewNodeClaim, Placement, PreferencePolicy, SchedulingResult};
+use joinery_core::scheduling::{self, MinValuesPolicy, NewNodeClaim, Placement, PreferencePolicy, SchedulingResult};
 use joinery_runtime::manifest::PluginKind;
 use joinery_runtime::services::HostServices;
 use kube::api::DynamicObject;
@@ -49,9 +49,10 @@ pub async fn schedule(args: ScheduleArgs) -> Result<ExitCode> {
         PreferencePolicyArg::Respect => PreferencePolicy::Respect,
         PreferencePolicyArg::Ignore => PreferencePolicy::Ignore,
     };
-    if args.min_values_policy == MinValuesPolicyArg::BestEffort {
-        notes.push("--min-values-policy BestEffort is not supported by this scheduler version; minValues were applied strictly".into());
-    }
+    context.min_values_policy = match args.min_values_policy {
+        MinValuesPolicyArg::Strict => MinValuesPolicy::Strict,
+        MinValuesPolicyArg::BestEffort => MinValuesPolicy::BestEffort,
+    };
 
     let started = Instant::now();
     let result = scheduling::schedule_with_context(&assembly.input, &context, None);

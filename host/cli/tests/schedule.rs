@@ -303,10 +303,17 @@ fn the_instance_types_must_come_from_somewhere() {
 }
 
 #[test]
-fn best_effort_min_values_is_flagged_as_not_supported() {
-    let out = joinery(&["schedule", &fixture("minvalues"), "--catalog", FAKE, "--min-values-policy", "BestEffort", "--json"]);
-    assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("BestEffort is not supported"));
+fn best_effort_min_values_launches_what_strict_refuses() {
+    let r = report(&fixture("minvalues"), FAKE, &["--min-values-policy", "BestEffort"]);
+    // Strict leaves `big` pending (one type holds 10 CPU); BestEffort lowers minValues to 1.
+    let big = claim_of(&r, "shop/big");
+    assert_eq!(names(big), ["arm-instance-type"]);
+    let req = big["requirements"].as_array().unwrap().iter().find(|r| r["key"] == "node.kubernetes.io/instance-type").unwrap();
+    assert_eq!(req["minValues"], 1);
+    // Where minValues can be kept, it is.
+    let small = claim_of(&r, "shop/small");
+    let req = small["requirements"].as_array().unwrap().iter().find(|r| r["key"] == "node.kubernetes.io/instance-type").unwrap();
+    assert_eq!(req["minValues"], 3);
 }
 
 #[test]

@@ -204,6 +204,10 @@ pub async fn provision(ctx: &Context) -> Result<bool, ControllerError> {
             crate::settings::PreferencePolicy::Respect => scheduling::PreferencePolicy::Respect,
             crate::settings::PreferencePolicy::Ignore => scheduling::PreferencePolicy::Ignore,
         },
+        min_values_policy: match ctx.settings.min_values_policy {
+            crate::settings::MinValuesPolicy::Strict => scheduling::MinValuesPolicy::Strict,
+            crate::settings::MinValuesPolicy::BestEffort => scheduling::MinValuesPolicy::BestEffort,
+        },
     };
     let result = scheduling::schedule_with_context(&input, &context, None);
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;

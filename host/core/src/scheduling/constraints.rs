@@ -20,6 +20,18 @@ pub enum PreferencePolicy {
     Ignore,
 }
 
+/// How the pass enforces `minValues` (upstream's `MIN_VALUES_POLICY` setting).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum MinValuesPolicy {
+    /// A claim whose instance types cannot meet a requirement's `minValues` is not created:
+    /// its pods stay pending with the unmet keys named. Upstream's default.
+    #[default]
+    Strict,
+    /// `minValues` is lowered to what the remaining instance types can offer; the NodeClaim
+    /// is created with `karpenter.sh/nodeclaim-min-values-relaxed: "true"`.
+    BestEffort,
+}
+
 /// The operator of one label-selector expression.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SelectorOperator {

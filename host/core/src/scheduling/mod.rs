@@ -30,7 +30,7 @@
 //! arrives as alternative requirement sets on the pod.
 //!
 //! Not modelled yet (later versions): CSI volume attach limits, reserved capacity, DRA,
-//! offering capacity/overhead overrides, the BestEffort minValues policy, default
+//! offering capacity/overhead overrides, default
 //! (cluster-wide) spread constraints, and the consolidation-only options of upstream's
 //! scheduler.
 
@@ -51,7 +51,7 @@ mod tests;
 pub use benchmark::{WorkloadError, WorkloadPod, benchmark_cluster, benchmark_input, workload_input};
 pub use bound::cost_lower_bound;
 pub use constraints::{
-    HostPort, LabelSelector, LabelSelectorRequirement, NodeInclusionPolicy, PodAffinityTerm,
+    HostPort, LabelSelector, LabelSelectorRequirement, MinValuesPolicy, NodeInclusionPolicy, PodAffinityTerm,
     PreferencePolicy, PreferredSchedulingTerm, SelectorOperator, TopologySpreadConstraint,
     WeightedPodAffinityTerm, WhenUnsatisfiable,
 };

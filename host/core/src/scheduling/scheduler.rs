@@ -8,20 +8,20 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::rc::Rc;
 
+use crate::hash::FxHasher;
 use crate::instance_type::{InstanceType, MinValuesError, satisfies_min_values};
 use crate::labels::{
     CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INITIALIZED_LABEL, INSTANCE_TYPE_LABEL, LabelPolicy,
-    NODEPOOL_LABEL, REGISTERED_LABEL,
+    NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION, NODEPOOL_LABEL, REGISTERED_LABEL,
 };
 use crate::nodeclaim::{MAX_INSTANCE_TYPES, NodeClaimSpec};
 use crate::requirements::{KeySet, NO_KEYS, Requirement, Requirements};
 use crate::resources::{NODES, Resources};
 use crate::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
 
-use super::constraints::{HostPort, PreferencePolicy, WhenUnsatisfiable, port_conflict};
+use super::constraints::{HostPort, MinValuesPolicy, PreferencePolicy, WhenUnsatisfiable, port_conflict};
 use super::daemons::{Daemon, alternatives, tolerated, tolerates};
 use super::catalog::{OfferingTable, TypeClasses};
-use crate::hash::FxHasher;
 use super::pricing::{FallbackPrice, launch_price, no_fallback, order_by_price};
 use super::render;
 use super::topology::{self, Constraints, Topology, Violation};
@@ -145,6 +145,8 @@ struct Claim {
     /// Host ports of the pods placed on the claim.
     ports: Vec<HostPort>,
     pods: Vec<usize>,
+    /// Whether minValues were lowered for it (BestEffort).
+    min_values_relaxed: bool,
 }
 
 /// A pod during the pass: its constraints as relaxation leaves them.
@@ -200,6 +202,8 @@ struct Accepted {
     requirements: Option<Requirements>,
     options: Vec<usize>,
     requests: Resources,
+    /// Whether minValues had to be lowered to accept the pod (BestEffort).
+    min_values_relaxed: bool,
 }
 
 /// Why volume or topology constraints rule a node out; rendered only for reasons shown.
@@ -330,6 +334,8 @@ struct Scheduler<'a> {
     policy: &'a LabelPolicy,
     /// Preferences are ignored (PreferencePolicy::Ignore).
     ignore_preferences: bool,
+    /// minValues are lowered to what the types offer (MinValuesPolicy::BestEffort).
+    best_effort_min_values: bool,
     pools: Vec<Pool<'a>>,
     skipped_pools: Vec<String>,
     nodes: Vec<Node<'a>>,
@@ -455,7 +461,7 @@ impl<'a> Scheduler<'a> {
                 })
                 .map(|(i, _)| i)
                 .collect();
-            if requirements.has_min_values() {
+            if requirements.has_min_values() && context.min_values_policy == MinValuesPolicy::Strict {
                 let types: Vec<&InstanceType> = candidates
                     .iter()
                     .map(|&i| &pool.instance_types[i])
@@ -588,6 +594,7 @@ impl<'a> Scheduler<'a> {
             input,
             policy,
             ignore_preferences,
+            best_effort_min_values: context.min_values_policy == MinValuesPolicy::BestEffort,
             pools,
             skipped_pools,
             nodes,
@@ -775,6 +782,7 @@ impl<'a> Scheduler<'a> {
                 requests: Resources::new(),
                 ports: Vec::new(),
                 pods: Vec::new(),
+                min_values_relaxed: false,
             };
             match self.try_claim(&claim, p, true) {
                 Ok(accepted) => {
@@ -1022,12 +1030,17 @@ impl<'a> Scheduler<'a> {
             }
         }
         let mut min_values = None;
+        let mut relaxed = None;
         if requirements.has_min_values() && !options.is_empty() {
             let types: Vec<&InstanceType> =
                 options.iter().map(|&t| pool.instance_type(t)).collect();
             if let Err(err) = satisfies_min_values(&types, requirements) {
-                min_values = Some(err);
-                options.clear();
+                if self.best_effort_min_values {
+                    relaxed = Some(relax_min_values(requirements, &err));
+                } else {
+                    min_values = Some(err);
+                    options.clear();
+                }
             }
         }
         if options.is_empty() {
@@ -1041,10 +1054,12 @@ impl<'a> Scheduler<'a> {
                 )
             }));
         }
+        let min_values_relaxed = relaxed.is_some();
         Ok(Accepted {
-            requirements: if unchanged { None } else { narrowed },
+            requirements: relaxed.or(if unchanged { None } else { narrowed }),
             options,
             requests,
+            min_values_relaxed,
         })
     }
 
@@ -1095,6 +1110,7 @@ impl<'a> Scheduler<'a> {
         }
         claim.options = accepted.options;
         claim.requests = accepted.requests;
+        claim.min_values_relaxed |= accepted.min_values_relaxed;
         claim.pods.push(p);
         claim.ports.extend(input.host_ports.iter().cloned());
         // Back into the try order at its new pod count (after older claims with as many).
@@ -1163,12 +1179,17 @@ impl<'a> Scheduler<'a> {
                 .iter()
                 .map(|&t| pool.instance_type(t))
                 .collect();
+            let mut min_values_relaxed = claim.min_values_relaxed;
             if let Err(err) = satisfies_min_values(&types, &requirements) {
-                dropped[c] = Some(format!(
-                    "pod didn’t schedule because NodePool {:?} couldn’t meet minValues requirements, {err}",
-                    template.nodepool
-                ));
-                continue;
+                if !self.best_effort_min_values {
+                    dropped[c] = Some(format!(
+                        "pod didn’t schedule because NodePool {:?} couldn’t meet minValues requirements, {err}",
+                        template.nodepool
+                    ));
+                    continue;
+                }
+                requirements = relax_min_values(&requirements, &err);
+                min_values_relaxed = true;
             }
             let daemon_overhead =
                 elementwise_min(kept_indices.iter().map(|&i| &pool.type_overhead[i]));
@@ -1211,6 +1232,11 @@ impl<'a> Scheduler<'a> {
                 }
             }
 
+            let mut annotations = template.annotations.clone();
+            if self.best_effort_min_values && (min_values_relaxed || requirements.has_min_values()) {
+                annotations.insert(NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION.to_owned(), min_values_relaxed.to_string());
+            }
+
             index[c] = Some(kept.len());
             kept.push(NewNodeClaim {
                 spec: NodeClaimSpec {
@@ -1221,7 +1247,7 @@ impl<'a> Scheduler<'a> {
                     taints: template.taints.clone(),
                     startup_taints: template.startup_taints.clone(),
                     labels,
-                    annotations: template.annotations.clone(),
+                    annotations,
                     instance_types: names,
                 },
                 pods: claim
@@ -1235,6 +1261,18 @@ impl<'a> Scheduler<'a> {
         }
         (kept, index, dropped)
     }
+}
+
+/// `requirements` with each unmet key's minValues lowered to the number of values the types
+/// offer (removed when they offer none), as upstream's BestEffort policy does.
+fn relax_min_values(requirements: &Requirements, unmet: &MinValuesError) -> Requirements {
+    let mut out = requirements.clone();
+    for (key, &(found, _)) in &unmet.unmet {
+        if let Some(r) = out.remove(key) {
+            out.add(r.with_min_values((found > 0).then_some(found)));
+        }
+    }
+    out
 }
 
 /// Launch facts of a pool's types under one set of final claim requirements (many claims

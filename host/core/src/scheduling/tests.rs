@@ -1,6 +1,7 @@
 //! Scenario tests for the provisioning pass, built from plain data.
 
 use std::collections::{BTreeMap, BTreeSet};
+use crate::labels::NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION;
 
 use super::*;
 use crate::instance_type::{InstanceType, Offering, Overhead};
@@ -1204,6 +1205,79 @@ fn truncation_that_breaks_min_values_drops_the_claim() {
     );
 }
 
+fn best_effort(inp: &SchedulingInput) -> SchedulingResult {
+    schedule_with_context(
+        inp,
+        &SchedulingContext {
+            min_values_policy: MinValuesPolicy::BestEffort,
+            ..Default::default()
+        },
+        None,
+    )
+}
+
+#[test]
+fn best_effort_lowers_min_values_and_annotates_the_claim() {
+    // Strict leaves the 7-CPU pod pending (only c3-16 holds it); BestEffort launches it with
+    // minValues lowered to the one type left, and says so.
+    let pool_reqs = reqs([Requirement::exists(INSTANCE_TYPE_LABEL).with_min_values(Some(2))]);
+    let inp = input(vec![pod("big", 7000)], vec![], vec![pool_with("default", pool_reqs, c3())]);
+    assert!(schedule(&inp).new_claims.is_empty());
+    let r = best_effort(&inp);
+    let c = claim_of(&r, "big");
+    assert_eq!(types_of(c), ["c3-16"]);
+    assert_eq!(c.spec.requirements.get(INSTANCE_TYPE_LABEL).unwrap().min_values(), Some(1));
+    assert_eq!(
+        c.spec.annotations.get(NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION).map(String::as_str),
+        Some("true")
+    );
+}
+
+#[test]
+fn best_effort_keeps_min_values_that_hold_and_says_false() {
+    let pool_reqs = reqs([Requirement::exists(INSTANCE_TYPE_LABEL).with_min_values(Some(2))]);
+    let inp = input(vec![pod("mid", 3000)], vec![], vec![pool_with("default", pool_reqs, c3())]);
+    let r = best_effort(&inp);
+    let c = claim_of(&r, "mid");
+    assert_eq!(types_of(c), ["c3-8", "c3-16"]);
+    assert_eq!(c.spec.requirements.get(INSTANCE_TYPE_LABEL).unwrap().min_values(), Some(2));
+    assert_eq!(
+        c.spec.annotations.get(NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION).map(String::as_str),
+        Some("false")
+    );
+    // Strict adds no annotation at all.
+    let strict = schedule(&inp);
+    assert!(!claim_of(&strict, "mid").spec.annotations.contains_key(NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION));
+}
+
+#[test]
+fn best_effort_keeps_a_claim_that_truncation_would_drop() {
+    let types = many_types(700, |i| if i < 50 { "f2".into() } else { "f1".into() });
+    let pool_reqs = reqs([Requirement::exists(FAMILY_LABEL).with_min_values(Some(2))]);
+    let mut inp = input(vec![pod("p", 1000)], vec![], vec![pool_with("default", pool_reqs, types)]);
+    inp.label_policy = LabelPolicy::default().with_well_known(FAMILY_LABEL);
+    let r = best_effort(&inp);
+    let c = claim_of(&r, "p");
+    assert_eq!(c.spec.instance_types.len(), MAX_INSTANCE_TYPES);
+    assert_eq!(c.spec.requirements.get(FAMILY_LABEL).unwrap().min_values(), Some(1));
+    assert_eq!(
+        c.spec.annotations.get(NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION).map(String::as_str),
+        Some("true")
+    );
+}
+
+#[test]
+fn best_effort_does_not_skip_a_pool_whose_types_cannot_meet_min_values() {
+    // Three c3 types cannot offer 5 instance types: Strict skips the pool, BestEffort uses it.
+    let pool_reqs = reqs([Requirement::exists(INSTANCE_TYPE_LABEL).with_min_values(Some(5))]);
+    let inp = input(vec![pod("p", 1000)], vec![], vec![pool_with("default", pool_reqs, c3())]);
+    let strict = schedule(&inp);
+    assert_eq!(strict.nodepools_without_instance_types, ["default"]);
+    let r = best_effort(&inp);
+    assert_eq!(types_of(claim_of(&r, "p")), ["c3-4", "c3-8", "c3-16"]);
+    assert_eq!(claim_of(&r, "p").spec.requirements.get(INSTANCE_TYPE_LABEL).unwrap().min_values(), Some(3));
+}
+
 // ---------------------------------------------------------------------------------------------
 // pools without candidates, failure wording
 
@@ -2373,6 +2447,7 @@ fn preferred_pod_affinity_is_honored_when_possible() {
         &SchedulingContext {
             bound_pods: vec![bound("db-0", "n-b", "db")],
             preference_policy: PreferencePolicy::Ignore,
+            ..Default::default()
         },
         None,
     );

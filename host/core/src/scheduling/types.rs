@@ -11,7 +11,7 @@ use crate::resources::{PodResourceSpec, QuantityError, Resources, Unit};
 use crate::taints::{Taint, Toleration};
 
 use super::constraints::{
-    HostPort, PodAffinityTerm, PreferencePolicy, PreferredSchedulingTerm, TopologySpreadConstraint,
+    HostPort, MinValuesPolicy, PodAffinityTerm, PreferencePolicy, PreferredSchedulingTerm, TopologySpreadConstraint,
     WeightedPodAffinityTerm,
 };
 
@@ -164,6 +164,8 @@ pub struct SchedulingContext {
     pub bound_pods: Vec<BoundPod>,
     /// Whether preferences are respected (then relaxed) or ignored.
     pub preference_policy: PreferencePolicy,
+    /// Whether `minValues` is enforced strictly or relaxed to what the types can offer.
+    pub min_values_policy: MinValuesPolicy,
 }
 
 /// A node already in the cluster, or a NodeClaim in flight (launched or launching, not yet
