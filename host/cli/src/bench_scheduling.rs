@@ -76,6 +76,7 @@ struct RowReport {
     nodes: usize,
     cost_per_hour: f64,
     cost_lower_bound: f64,
+    #[serde(rename = "peakRssMiB")]
     peak_rss_mib: Option<f64>,
     upstream_seconds: Option<f64>,
     upstream_pods_per_second: Option<f64>,

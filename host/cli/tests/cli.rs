@@ -128,15 +128,26 @@ fn render_with_kubeadm_writes_a_join_configuration() {
 }
 
 #[test]
-fn bench_scheduler_places_every_pod_and_reports_cost_against_the_bound() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_joinery"))
-        .args(["bench", "scheduler", "--pods", "100", "--types", "50", "--runs", "1", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(report["placedPods"], 100);
-    assert!(report["newNodeClaims"].as_u64().unwrap() >= 20, "hostname anti-affinity pods need a node each: {report}");
-    let ratio = report["costToBoundRatio"].as_f64().unwrap();
-    assert!(ratio >= 1.0 - 1e-9, "the bound is a lower bound: {report}");
+fn bench_scheduling_solves_upstreams_workloads_with_upstreams_node_counts() {
+    let (ok, out, err) = joinery(&[
+        "bench", "scheduling", "--workload", "diverse-100", "--workload", "ignore-preferences-4000", "--runs", "1", "--json",
+    ]);
+    assert!(ok, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        assert_eq!(row["placedPods"], row["pods"], "{row}");
+        // Upstream's node counts: 20 for diverse-100 (20 hostname anti-affinity pods), 21 when
+        // preferences are ignored.
+        assert_eq!(row["nodes"], row["upstreamNodes"], "{row}");
+        let (cost, bound) = (row["costPerHour"].as_f64().unwrap(), row["costLowerBound"].as_f64().unwrap());
+        assert!(bound > 0.0 && cost >= bound - 1e-9, "the bound is a lower bound: {row}");
+        assert!(row["peakRssMiB"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["upstreamSeconds"].as_f64().unwrap() > 0.0 && row["speedup"].as_f64().is_some(), "{row}");
+    }
+    assert_eq!(rows[0]["workload"], "diverse-100");
+    assert_eq!(rows[0]["pods"], 100);
+    let (ok, _, err) = joinery(&["bench", "scheduling", "--workload", "diverse-7"]);
+    assert!(!ok && err.contains("unknown workload \"diverse-7\"") && err.contains("diverse-20000"), "{err}");
 }
