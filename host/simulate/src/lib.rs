@@ -626,7 +626,7 @@ pub async fn run_scenario(scenario: &Scenario, speed: f64, echo: bool) -> Result
     let mut failures = Vec::new();
     let deadline = scenario.timeout();
     let result = drive(&sim, scenario, &mut observer, &mut failures, deadline).await;
-    let _ = observer.sample(&sim.cloud_instances()).await;
+    let _ = observer.sample(|| sim.cloud_instances()).await;
     if let Err(e) = result {
         failures.push(e.to_string());
     }
@@ -712,7 +712,7 @@ async fn drive(
 
 async fn sample_pause(sim: &Simulation, observer: &mut Observer) {
     tokio::time::sleep(sim.clock.to_real(SAMPLE_EVERY)).await;
-    if let Err(e) = observer.sample(&sim.cloud_instances()).await {
+    if let Err(e) = observer.sample(|| sim.cloud_instances()).await {
         tracing::warn!(error = %e, "sampling the cluster failed");
     }
 }

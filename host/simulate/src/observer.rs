@@ -187,8 +187,9 @@ impl Observer {
         Ok(out)
     }
 
-    /// Takes one sample; `instances` are the cloud's instances now.
-    pub async fn sample(&mut self, instances: &[SimInstance]) -> Result<(), kube::Error> {
+    /// Takes one sample; `instances` gives the cloud's instances, read after the cluster (so a
+    /// claim seen launched finds its instance).
+    pub async fn sample(&mut self, instances: impl FnOnce() -> Vec<SimInstance>) -> Result<(), kube::Error> {
         let now = self.now();
         self.state.at = now;
         let pods = Api::<Pod>::all(self.client.clone()).list(&ListParams::default()).await?;
@@ -213,6 +214,7 @@ impl Observer {
         self.state.nodes = nodes.items.len();
         self.state.peak_nodes = self.state.peak_nodes.max(self.state.nodes);
         self.state.node_claims = claims.items.len();
+        let instances = instances();
         let mut live = std::collections::BTreeSet::new();
         for claim in &claims.items {
             let name = claim.metadata.name.clone().unwrap_or_default();

@@ -1,0 +1,242 @@
+//! Garbage collection between the cloud and the cluster, as upstream Karpenter and its
+//! providers do it:
+//!
+//! - **instances without a NodeClaim.** Every [`GC_INTERVAL`], each cloud plugin lists the
+//!   instances it launched for this cluster (`list`, which only returns instances carrying
+//!   the cluster's tag). An instance that no NodeClaim owns — by provider ID, or by the
+//!   NodeClaim name read back from its tags — is deleted once it is older than
+//!   [`INSTANCE_GRACE_PERIOD`], and never while a create of this process may still be
+//!   writing its result (the launch cache, claims created but not yet in the cache). A Node
+//!   left with the deleted instance's provider ID is deleted too.
+//! - **NodeClaims without an instance.** A Registered NodeClaim that is not being deleted,
+//!   whose instance the cloud no longer lists and whose Node is missing or not Ready, is
+//!   deleted (upstream's NodeClaim garbage collection). Unregistered claims are left to the
+//!   registration timeout.
+//!
+//! A listing that fails skips that plugin for the round: nothing is deleted on partial
+//! knowledge.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use joinery_api::HasConditions;
+use joinery_runtime::CallError;
+use joinery_runtime::types::{self as wit, CloudError};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams};
+use tokio::sync::watch;
+
+use crate::util;
+use crate::{Context, ControllerError};
+
+/// How often the cloud is compared with the cluster (upstream: every 2 minutes).
+pub const GC_INTERVAL: Duration = Duration::from_secs(120);
+
+/// How old an instance without a NodeClaim must be before it is deleted (upstream providers
+/// wait 30 seconds after launch, so a create whose result is being written is never reaped).
+pub const INSTANCE_GRACE_PERIOD: Duration = Duration::from_secs(30);
+
+/// Runs the garbage collector until stopped: one round at start, then every [`GC_INTERVAL`].
+pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
+    loop {
+        if *stopped.borrow() {
+            break;
+        }
+        if let Err(e) = step(&ctx).await {
+            tracing::warn!(controller = "garbagecollection", error = %e, "garbage collection failed; will retry");
+        }
+        tokio::select! {
+            _ = stopped.changed() => {}
+            _ = tokio::time::sleep(ctx.clock.to_real(GC_INTERVAL)) => {}
+        }
+    }
+}
+
+/// Parses an RFC 3339 time.
+fn parse_time(text: &str) -> Option<SystemTime> {
+    let ts: k8s_openapi::jiff::Timestamp = text.parse().ok()?;
+    let nanos = ts.as_nanosecond();
+    (nanos >= 0).then(|| UNIX_EPOCH + Duration::from_nanos(nanos as u64))
+}
+
+/// What decides whether an instance may be reaped: the provider IDs and claim names the
+/// cluster (and this process) knows, and the time.
+#[derive(Debug, Default)]
+pub struct Owners {
+    /// Provider IDs of NodeClaims (status or launch cache).
+    pub provider_ids: HashSet<String>,
+    /// Names of NodeClaims that exist (in the cache or just created by this process).
+    pub claim_names: HashSet<String>,
+}
+
+/// Whether `instance` is an orphan to delete at `now`: not terminating, owned by no
+/// NodeClaim, and older than the grace period (an instance without a creation time is
+/// never reaped).
+pub fn is_orphan(instance: &wit::Instance, owners: &Owners, now: SystemTime) -> bool {
+    if matches!(instance.state, wit::InstanceState::Terminating | wit::InstanceState::Terminated) {
+        return false;
+    }
+    if owners.provider_ids.contains(&instance.provider_id) {
+        return false;
+    }
+    if instance.node_claim.as_ref().is_some_and(|name| owners.claim_names.contains(name)) {
+        return false;
+    }
+    let Some(created) = instance.created_at.as_deref().and_then(parse_time) else { return false };
+    now.duration_since(created).is_ok_and(|age| age >= INSTANCE_GRACE_PERIOD)
+}
+
+fn owners(ctx: &Context) -> Owners {
+    let mut owners = Owners::default();
+    for claim in ctx.state.node_claims.state() {
+        if let Some(pid) = claim.status.as_ref().and_then(|s| s.provider_id.clone()) {
+            owners.provider_ids.insert(pid);
+        }
+        if let Some(name) = claim.metadata.name.clone() {
+            owners.claim_names.insert(name);
+        }
+    }
+    for claim in ctx.recently_created.lock().expect("recently created lock").iter() {
+        if let Some(name) = claim.metadata.name.clone() {
+            owners.claim_names.insert(name);
+        }
+    }
+    for instance in ctx.launched.lock().expect("launch cache lock").values() {
+        owners.provider_ids.insert(instance.provider_id.clone());
+    }
+    owners
+}
+
+async fn step(ctx: &Context) -> Result<(), ControllerError> {
+    let plugins: Vec<_> = ctx.cloud.registry().current().iter().filter(|p| p.manifest().node_class.is_some()).cloned().collect();
+    for plugin in plugins {
+        let Some(node_class) = plugin.manifest().node_class.clone() else { continue };
+        // Only plugins whose NodeClass kind has objects in the cluster are asked: one that
+        // serves nothing here has launched nothing here (and may not even be configured).
+        let key = crate::state::NodeClassKey { group: node_class.group.clone(), kind: node_class.kind.clone() };
+        if ctx.state.node_classes.get(&key).is_none_or(|store| store.state().is_empty()) {
+            continue;
+        }
+        // Owners are read before listing: a claim created after this point launches an
+        // instance younger than the grace period.
+        let owners = owners(ctx);
+        let instances = match plugin.list().await {
+            Ok(instances) => instances,
+            Err(e) => {
+                tracing::warn!(plugin = plugin.name(), error = %e, "listing instances for garbage collection failed; skipping this round");
+                continue;
+            }
+        };
+        let now = ctx.clock.now();
+        for instance in instances.iter().filter(|i| is_orphan(i, &owners, now)) {
+            tracing::info!(plugin = plugin.name(), provider_id = %instance.provider_id, node_claim = ?instance.node_claim,
+                "garbage collecting an instance no NodeClaim owns");
+            match plugin.delete(&instance.provider_id).await {
+                Ok(()) | Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => {
+                    ctx.metrics.inc(crate::metrics::names::INSTANCES_GARBAGE_COLLECTED, &[("provider", plugin.name())]);
+                }
+                Err(e) => {
+                    tracing::warn!(provider_id = %instance.provider_id, error = %e, "deleting an orphan instance failed; will retry");
+                    continue;
+                }
+            }
+            for node in ctx.state.nodes_with_provider_id(&instance.provider_id) {
+                if let Some(name) = node.metadata.name.clone() {
+                    delete_node(ctx, &name).await?;
+                }
+            }
+        }
+        collect_claims(ctx, &node_class.group, &node_class.kind, &instances).await?;
+    }
+    Ok(())
+}
+
+/// Deletes Registered NodeClaims of this plugin's kind whose instance is gone and whose Node
+/// is missing or not Ready.
+async fn collect_claims(ctx: &Context, group: &str, kind: &str, instances: &[wit::Instance]) -> Result<(), ControllerError> {
+    let listed: HashSet<&str> = instances
+        .iter()
+        .filter(|i| i.state != wit::InstanceState::Terminated)
+        .map(|i| i.provider_id.as_str())
+        .collect();
+    for claim in ctx.state.node_claims.state() {
+        if claim.metadata.deletion_timestamp.is_some()
+            || claim.spec.node_class_ref.group != group
+            || claim.spec.node_class_ref.kind != kind
+            || !claim.is_condition_true(crate::lifecycle::conditions::REGISTERED)
+        {
+            continue;
+        }
+        let Some(pid) = claim.status.as_ref().and_then(|s| s.provider_id.clone()) else { continue };
+        if listed.contains(pid.as_str()) {
+            continue;
+        }
+        let node_ready = ctx.state.nodes_with_provider_id(&pid).iter().any(|n| {
+            n.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True")
+        });
+        if node_ready {
+            continue;
+        }
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        tracing::info!(nodeclaim = %name, provider_id = %pid, "garbage collecting a NodeClaim whose instance is gone");
+        ctx.events.warning(&crate::events::Involved::of(claim.as_ref()), "GarbageCollected", "the cloud no longer has this NodeClaim's instance").await;
+        match Api::<joinery_api::NodeClaim>::all(ctx.client.clone()).delete(&name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(e) if util::is_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+async fn delete_node(ctx: &Context, name: &str) -> Result<(), ControllerError> {
+    match Api::<Node>::all(ctx.client.clone()).delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(e) if util::is_not_found(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn instance(pid: &str, claim: Option<&str>, created_at: Option<&str>, state: wit::InstanceState) -> wit::Instance {
+        wit::Instance {
+            provider_id: pid.into(),
+            instance_type: "standard.small".into(),
+            zone: "ch-gva-2".into(),
+            capacity_type: "on-demand".into(),
+            image_id: None,
+            labels: vec![],
+            capacity: vec![],
+            allocatable: vec![],
+            state,
+            node_claim: claim.map(str::to_string),
+            created_at: created_at.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn only_old_unowned_live_instances_are_orphans() {
+        let created = "2026-01-01T00:00:00Z";
+        let at = |seconds: u64| parse_time(created).unwrap() + Duration::from_secs(seconds);
+        let owners = Owners {
+            provider_ids: ["exoscale://owned".to_string()].into(),
+            claim_names: ["default-abc12".to_string()].into(),
+        };
+        let running = wit::InstanceState::Running;
+        let orphan = instance("exoscale://lost", Some("gone-x"), Some(created), running);
+        assert!(!is_orphan(&orphan, &owners, at(29)), "inside the grace period");
+        assert!(is_orphan(&orphan, &owners, at(30)));
+        assert!(!is_orphan(&instance("exoscale://owned", None, Some(created), running), &owners, at(600)), "owned by provider ID");
+        assert!(
+            !is_orphan(&instance("exoscale://new", Some("default-abc12"), Some(created), running), &owners, at(600)),
+            "its NodeClaim exists (a create whose result is not written yet)"
+        );
+        assert!(!is_orphan(&instance("exoscale://x", None, None, running), &owners, at(600)), "no creation time: never reaped");
+        assert!(!is_orphan(&instance("exoscale://x", None, Some(created), wit::InstanceState::Terminating), &owners, at(600)));
+        assert!(!is_orphan(&instance("exoscale://x", None, Some("yesterday"), running), &owners, at(600)));
+    }
+}
