@@ -316,6 +316,24 @@ fn best_effort_min_values_launches_what_strict_refuses() {
 }
 
 #[test]
+fn node_overlays_change_prices_and_capacity_before_scheduling() {
+    let r = report(&fixture("overlays"), FAKE, &[]);
+    // The discounted arm type is listed first for the plain pod.
+    assert_eq!(names(claim_of(&r, "shop/web"))[0], "arm-instance-type");
+    // Only the overlaid type offers the extended resource.
+    assert_eq!(names(claim_of(&r, "shop/fpga")), ["small-instance-type"]);
+    // A malformed overlay is refused, naming it and the field.
+    let text = std::fs::read_to_string(repo().join(fixture("overlays"))).unwrap().replace("price: \"0.001\"", "price: \"0.1\"\n  priceAdjustment: \"+1\"");
+    let path = std::env::temp_dir().join(format!("joinery-overlay-{}.yaml", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    let out = joinery(&["schedule", path.to_str().unwrap(), "--catalog", FAKE]);
+    let _ = std::fs::remove_file(&path);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("NodeOverlay arm-deal: spec.price and spec.priceAdjustment cannot both be set"), "{stderr}");
+}
+
+#[test]
 fn the_same_snapshot_gives_the_same_output() {
     let strip = |mut v: Value| {
         v.as_object_mut().unwrap().remove("durationSeconds");

@@ -610,6 +610,17 @@ impl Snapshot {
             out.input.daemons.push(d);
         }
 
+        let mut overlays = Vec::new();
+        for located in &self.node_overlays {
+            let overlay = convert::overlay(&located.object).map_err(|e| doc_error(located.origin.document, None, e))?;
+            overlays.push(overlay);
+        }
+        for (a, b) in joinery_core::overlay::conflicts(&overlays) {
+            out.notes.push(format!(
+                "NodeOverlays {a} and {b} have the same weight and can match the same instance types; {a} wins (upstream marks both ValidationSucceeded=False)"
+            ));
+        }
+
         let mut pools: Vec<&Located<NodePool>> = self.node_pools.iter().collect();
         pools.sort_by(|a, b| a.object.metadata.name.cmp(&b.object.metadata.name));
         for located in pools {
@@ -627,7 +638,8 @@ impl Snapshot {
             }
             let template = node_claim_template(pool).map_err(|e| doc_error(located.origin.document, Some(object.clone()), strip(e.to_string())))?;
             let limits = convert::nodepool_limits(pool, &self.node_claims).map_err(|e| doc_error(located.origin.document, Some(object.clone()), strip(e)))?;
-            out.input.nodepools.push(scheduling::NodePool { template, instance_types: instance_types.to_vec(), limits });
+            let instance_types = joinery_core::overlay::apply_overlays(instance_types, &template.requirements, &overlays);
+            out.input.nodepools.push(scheduling::NodePool { template, instance_types, limits });
         }
         out.input.label_policy = label_policy;
 
@@ -638,7 +650,6 @@ impl Snapshot {
             ("Service", self.services.len()),
             ("PodDisruptionBudget", self.pod_disruption_budgets.len()),
             ("Namespace", self.namespaces.len()),
-            ("NodeOverlay", self.node_overlays.len()),
         ]
         .into_iter()
         .filter(|(_, n)| *n > 0)

@@ -271,6 +271,8 @@ pub struct InstanceType {
     /// [`fingerprint`](crate::hash::fingerprint) of each requirement, in the requirements'
     /// order; computed once here so that scheduling passes group types without hashing.
     fingerprints: Vec<u64>,
+    /// Whether a NodeOverlay changed an offering's price / added capacity.
+    overlaid: (bool, bool),
 }
 
 impl InstanceType {
@@ -289,6 +291,7 @@ impl InstanceType {
         InstanceType {
             name: name.into(),
             fingerprints,
+            overlaid: (false, false),
             requirements,
             capacity,
             overhead,
@@ -305,6 +308,21 @@ impl InstanceType {
     /// Labels a node of this type will have.
     pub fn requirements(&self) -> &Requirements {
         &self.requirements
+    }
+
+    /// Whether a NodeOverlay changed the price of one of its offerings.
+    pub fn price_overlaid(&self) -> bool {
+        self.overlaid.0
+    }
+
+    /// Whether a NodeOverlay added capacity to it.
+    pub fn capacity_overlaid(&self) -> bool {
+        self.overlaid.1
+    }
+
+    /// Records which NodeOverlays changed the type (see [`crate::overlay`]).
+    pub(crate) fn mark_overlaid(&mut self, price: bool, capacity: bool) {
+        self.overlaid = (price, capacity);
     }
 
     /// The fingerprint of each of [`requirements`](Self::requirements), in order.

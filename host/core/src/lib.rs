@@ -15,6 +15,7 @@
 //! - [`instance_type`]: instance types, offerings, allocatable capacity and price ordering.
 //! - [`nodeclaim`]: the NodeClaim the scheduler asks a cloud plugin to launch, and the instance
 //!   a plugin reports back.
+//! - [`overlay`]: NodeOverlays, the operator's price and capacity adjustments to instance types.
 //! - [`scheduling`]: the provisioning pass: which pods go on existing nodes and which new
 //!   NodeClaims to create.
 
@@ -23,6 +24,7 @@ mod hash;
 pub mod instance_type;
 pub mod labels;
 pub mod nodeclaim;
+pub mod overlay;
 pub mod requirements;
 pub mod resources;
 pub mod scheduling;

@@ -11,8 +11,9 @@ use std::rc::Rc;
 use crate::hash::FxHasher;
 use crate::instance_type::{InstanceType, MinValuesError, satisfies_min_values};
 use crate::labels::{
-    CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INITIALIZED_LABEL, INSTANCE_TYPE_LABEL, LabelPolicy,
-    NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION, NODEPOOL_LABEL, REGISTERED_LABEL,
+    CAPACITY_OVERLAY_APPLIED_ANNOTATION, CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INITIALIZED_LABEL,
+    INSTANCE_TYPE_LABEL, LabelPolicy, NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION, NODEPOOL_LABEL,
+    PRICE_OVERLAY_APPLIED_ANNOTATION, REGISTERED_LABEL,
 };
 use crate::nodeclaim::{MAX_INSTANCE_TYPES, NodeClaimSpec};
 use crate::requirements::{KeySet, NO_KEYS, Requirement, Requirements};
@@ -1233,6 +1234,13 @@ impl<'a> Scheduler<'a> {
             }
 
             let mut annotations = template.annotations.clone();
+            // Upstream's marks for NodeClaims that may launch an overlaid instance type.
+            if types.iter().any(|t| t.price_overlaid()) {
+                annotations.insert(PRICE_OVERLAY_APPLIED_ANNOTATION.to_owned(), "true".to_owned());
+            }
+            if types.iter().any(|t| t.capacity_overlaid()) {
+                annotations.insert(CAPACITY_OVERLAY_APPLIED_ANNOTATION.to_owned(), "true".to_owned());
+            }
             if self.best_effort_min_values && (min_values_relaxed || requirements.has_min_values()) {
                 annotations.insert(NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION.to_owned(), min_values_relaxed.to_string());
             }

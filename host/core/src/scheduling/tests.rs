@@ -1,7 +1,9 @@
 //! Scenario tests for the provisioning pass, built from plain data.
 
 use std::collections::{BTreeMap, BTreeSet};
-use crate::labels::NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION;
+use crate::labels::{
+    CAPACITY_OVERLAY_APPLIED_ANNOTATION, NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION, PRICE_OVERLAY_APPLIED_ANNOTATION,
+};
 
 use super::*;
 use crate::instance_type::{InstanceType, Offering, Overhead};
@@ -1276,6 +1278,57 @@ fn best_effort_does_not_skip_a_pool_whose_types_cannot_meet_min_values() {
     let r = best_effort(&inp);
     assert_eq!(types_of(claim_of(&r, "p")), ["c3-4", "c3-8", "c3-16"]);
     assert_eq!(claim_of(&r, "p").spec.requirements.get(INSTANCE_TYPE_LABEL).unwrap().min_values(), Some(3));
+}
+
+// ---------------------------------------------------------------------------------------------
+// NodeOverlays
+
+#[test]
+fn a_price_overlay_reorders_the_options_and_marks_the_claim() {
+    use crate::overlay::{Overlay, PriceChange, apply_overlays};
+    // c3-16 becomes the cheapest type for pods in pool "default": a 1-CPU pod's claim lists it
+    // first and says an overlay set the price.
+    let overlay = Overlay {
+        name: "c3-16-deal".into(),
+        weight: 1,
+        requirements: reqs([
+            Requirement::in_values(INSTANCE_TYPE_LABEL, ["c3-16"]),
+            Requirement::in_values(NODEPOOL_LABEL, ["default"]),
+        ]),
+        price: Some(PriceChange::Set(0.01)),
+        capacity: Resources::new(),
+    };
+    let mut p = pool("default");
+    p.instance_types = apply_overlays(&p.instance_types, &p.template.requirements, &[overlay]);
+    let r = run(vec![pod("p", 1000)], vec![], vec![p]);
+    let c = claim_of(&r, "p");
+    assert_eq!(types_of(c), ["c3-16", "c3-4", "c3-8"]);
+    assert_eq!(c.launch_price, Some(0.01));
+    assert_eq!(c.spec.annotations.get(PRICE_OVERLAY_APPLIED_ANNOTATION).map(String::as_str), Some("true"));
+    assert!(!c.spec.annotations.contains_key(CAPACITY_OVERLAY_APPLIED_ANNOTATION));
+}
+
+#[test]
+fn a_capacity_overlay_lets_extended_resource_pods_schedule() {
+    use crate::overlay::{Overlay, apply_overlays};
+    let mut gpu_pod = pod("trainer", 1000);
+    gpu_pod.requests = gpu_pod.requests.clone().with("example.com/fpga", 1);
+    let p = pool("default");
+    let r = run(vec![gpu_pod.clone()], vec![], vec![p.clone()]);
+    assert!(r.new_claims.is_empty(), "no type offers the resource");
+    let overlay = Overlay {
+        name: "fpga".into(),
+        weight: 1,
+        requirements: reqs([Requirement::in_values(INSTANCE_TYPE_LABEL, ["c3-8"])]),
+        price: None,
+        capacity: Resources::new().with("example.com/fpga", 2),
+    };
+    let mut overlaid = p;
+    overlaid.instance_types = apply_overlays(&overlaid.instance_types, &overlaid.template.requirements, &[overlay]);
+    let r = run(vec![gpu_pod], vec![], vec![overlaid]);
+    let c = claim_of(&r, "trainer");
+    assert_eq!(types_of(c), ["c3-8"]);
+    assert_eq!(c.spec.annotations.get(CAPACITY_OVERLAY_APPLIED_ANNOTATION).map(String::as_str), Some("true"));
 }
 
 // ---------------------------------------------------------------------------------------------
