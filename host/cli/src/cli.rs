@@ -80,6 +80,12 @@ pub struct ScheduleArgs {
     /// Whether NodePool minValues are strict or best effort (upstream's MIN_VALUES_POLICY).
     #[arg(long, value_enum, ignore_case = true, default_value = "Strict")]
     pub min_values_policy: MinValuesPolicyArg,
+    /// Scheduler config with cluster-wide default spread constraints (upstream's
+    /// `SCHEDULER_CONFIG`): `{podTopologySpread: {defaultConstraints: [...]}}`, given to pending
+    /// pods without spread constraints, selectors deduced from Services, ReplicaSets and
+    /// StatefulSets.
+    #[arg(long, value_name = "FILE")]
+    pub scheduler_config: Option<PathBuf>,
     /// Print JSON instead of the human-readable report.
     #[arg(long)]
     pub json: bool,

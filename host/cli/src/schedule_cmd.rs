@@ -23,6 +23,33 @@ use kube::api::DynamicObject;
 use serde::Serialize;
 
 use crate::cli::{MinValuesPolicyArg, PluginOptions, PreferencePolicyArg, ScheduleArgs};
+use joinery_controller::spread;
+
+/// Gives the pending pods without spread constraints of their own the scheduler config's
+/// default constraints, with the selector deduced from the snapshot's Services, ReplicaSets
+/// and StatefulSets. Returns how many pods got them.
+fn apply_default_spread(snapshot: &Snapshot, pods: &mut [scheduling::PendingPod], defaults: &[spread::DefaultConstraint]) -> usize {
+    let services: Vec<_> = snapshot.services.iter().map(|l| &l.object).collect();
+    let replica_sets: Vec<_> = snapshot.replica_sets.iter().map(|l| &l.object).collect();
+    let stateful_sets: Vec<_> = snapshot.stateful_sets.iter().map(|l| &l.object).collect();
+    let sources = spread::SelectorSources { services: &services, replica_sets: &replica_sets, stateful_sets: &stateful_sets, ..Default::default() };
+    let by_key: std::collections::HashMap<(&str, &str), &k8s_openapi::api::core::v1::Pod> = snapshot
+        .pods
+        .iter()
+        .map(|l| {
+            let meta = &l.object.metadata;
+            ((meta.namespace.as_deref().unwrap_or_default(), meta.name.as_deref().unwrap_or_default()), &l.object)
+        })
+        .collect();
+    let mut applied = 0;
+    for pod in pods.iter_mut() {
+        let Some(object) = by_key.get(&(pod.key.namespace.as_str(), pod.key.name.as_str())) else { continue };
+        if spread::apply_defaults(pod, defaults, spread::default_selector(object, sources)) {
+            applied += 1;
+        }
+    }
+    applied
+}
 
 /// How many instance types the text report names per NodeClaim.
 const SHOWN_INSTANCE_TYPES: usize = 5;
@@ -42,8 +69,13 @@ pub async fn schedule(args: ScheduleArgs) -> Result<ExitCode> {
         (None, Some(plugin), Some(class)) => (plugin_instance_types(&args.plugins, plugin, class).await?, LabelPolicy::default()),
         _ => bail!("give the instance types: --catalog FILE, or --plugin NAME with --node-class FILE"),
     };
-    let assembly = snapshot.assemble(&instance_types, label_policy).with_context(|| format!("snapshot {}", args.snapshot.display()))?;
+    let mut assembly = snapshot.assemble(&instance_types, label_policy).with_context(|| format!("snapshot {}", args.snapshot.display()))?;
     let mut notes = assembly.notes.clone();
+    if let Some(path) = &args.scheduler_config {
+        let defaults = spread::parse_scheduler_config(&read(path, "scheduler config")?).with_context(|| format!("{}", path.display()))?;
+        let applied = apply_default_spread(&snapshot, &mut assembly.input.pods, &defaults);
+        notes.push(format!("default topology spread constraints from {} given to {applied} pending pod(s)", path.display()));
+    }
     let mut context = assembly.context.clone();
     context.preference_policy = match args.preference_policy {
         PreferencePolicyArg::Respect => PreferencePolicy::Respect,

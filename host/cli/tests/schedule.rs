@@ -334,6 +334,38 @@ fn node_overlays_change_prices_and_capacity_before_scheduling() {
 }
 
 #[test]
+fn default_spread_constraints_come_from_the_scheduler_config() {
+    let zones = |r: &Value| -> Vec<String> {
+        let mut zones: Vec<String> = ["web-5d8f-a", "web-5d8f-b", "web-5d8f-c"]
+            .iter()
+            .map(|p| {
+                let claim = claim_of(r, &format!("shop/{p}"));
+                let req = claim["requirements"].as_array().unwrap().iter().find(|q| q["key"] == "topology.kubernetes.io/zone");
+                req.map(|q| q["values"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect::<Vec<_>>().join(","))
+                    .unwrap_or_default()
+            })
+            .collect();
+        zones.sort();
+        zones
+    };
+    // Without defaults the three replicas share one claim.
+    let plain = report(&fixture("default-spread"), FAKE, &[]);
+    assert_eq!(plain["newNodeClaims"].as_array().unwrap().len(), 1);
+    // With them, one replica per zone; the pod nothing selects joins one of those claims.
+    let config = fixture("default-spread-config");
+    let r = report(&fixture("default-spread"), FAKE, &["--scheduler-config", &config]);
+    assert_eq!(zones(&r), ["test-zone-1", "test-zone-2", "test-zone-3"]);
+    assert_eq!(r["newNodeClaims"].as_array().unwrap().len(), 3);
+    // A selector in a default constraint is refused, naming the field.
+    let bad = std::env::temp_dir().join(format!("joinery-sched-config-{}.yaml", std::process::id()));
+    std::fs::write(&bad, "podTopologySpread: {defaultConstraints: [{maxSkew: 1, topologyKey: k, whenUnsatisfiable: DoNotSchedule, labelSelector: {}}]}").unwrap();
+    let out = joinery(&["schedule", &fixture("default-spread"), "--catalog", FAKE, "--scheduler-config", bad.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&bad);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("defaultConstraints[0].labelSelector"));
+}
+
+#[test]
 fn the_same_snapshot_gives_the_same_output() {
     let strip = |mut v: Value| {
         v.as_object_mut().unwrap().remove("durationSeconds");

@@ -31,6 +31,7 @@ pub mod nodepool;
 pub mod provisioner;
 pub mod settings;
 pub mod snapshot;
+pub mod spread;
 pub mod state;
 pub mod termination;
 mod util;
