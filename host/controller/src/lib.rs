@@ -35,6 +35,7 @@ pub mod spread;
 pub mod state;
 pub mod termination;
 mod util;
+pub mod volumes;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -122,6 +123,9 @@ pub struct Context {
     /// The NodeClass (UID, generation) each launched NodeClaim's instance was last reconciled
     /// with (`reconcile-instance`), by NodeClaim UID.
     pub reconciled: std::sync::Mutex<std::collections::HashMap<String, (String, i64)>>,
+    /// NodeOverlay problems (skipped or conflicting overlays) already logged, so each is
+    /// logged once while it lasts.
+    pub overlay_problems: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// Prometheus counters.
     pub metrics: metrics::Metrics,
     /// When this process started (simulated clock): claims older than this may have been
@@ -176,7 +180,7 @@ impl Controller {
             .filter_map(|p| p.manifest().node_class.clone())
             .map(|n| (state::NodeClassKey { group: n.group, kind: n.kind }, n.version))
             .collect();
-        let (state, state_tasks) = state::ClusterState::start(options.client.clone(), &kinds).await?;
+        let (state, state_tasks) = state::ClusterState::start(options.client.clone(), &kinds, options.settings.feature_gates.node_overlay).await?;
         let context = Arc::new(Context {
             events: events::EventRecorder::new(options.client.clone(), options.clock.clone()),
             secrets: options.secrets.clone(),
@@ -190,6 +194,7 @@ impl Controller {
             launch_attempted: Default::default(),
             launch_backoff: Default::default(),
             reconciled: Default::default(),
+            overlay_problems: Default::default(),
             metrics: Default::default(),
             started_at: options.clock.now(),
         });

@@ -2,16 +2,18 @@
 //! cluster, and create the NodeClaims it asks for (upstream's labels, annotations, owner
 //! reference, finalizer and requirements with at most 600 instance types, cheapest first).
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use joinery_api::{NodeClaim, NodeClaimResources, NodeClaimSpec, NodeClassReference, NodePool, NodeSelectorRequirementWithMinValues};
+use joinery_api::{NodeClaim, NodeClaimResources, NodeClaimSpec, NodeClassReference, NodeOverlay, NodePool, NodeSelectorRequirementWithMinValues};
 use joinery_core::labels::{self, LabelPolicy};
 use joinery_core::nodeclaim::{NodeClassRef, NodeClaimTemplate};
+use joinery_core::overlay::{self, Overlay};
 use joinery_core::requirements::{Requirement, Requirements};
 use joinery_core::resources::Resources;
-use joinery_core::scheduling::{self, ExistingNode, NewNodeClaim, NodePoolLimits, Placement, SchedulingInput};
+use joinery_core::scheduling::{self, ExistingNode, NewNodeClaim, NodePoolLimits, PendingPod, Placement, SchedulingInput};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ObjectMeta, PostParams};
@@ -21,6 +23,7 @@ use crate::convert;
 use crate::events::Involved;
 use crate::nodeclass;
 use crate::state::{NodeClassKey, is_provisionable, is_terminal};
+use crate::volumes::{VolumeError, VolumeIndex};
 use crate::{Context, ControllerError};
 
 /// Provisionable pods trigger a new pass at least this often while they stay pending
@@ -165,8 +168,11 @@ pub async fn provision(ctx: &Context) -> Result<bool, ControllerError> {
     let mut pods = Vec::new();
     let mut pod_objects: BTreeMap<(String, String), Arc<Pod>> = BTreeMap::new();
     let moving = reschedulable_pods(ctx);
+    let (volumes, claims, classes) =
+        (ctx.state.persistent_volumes.state(), ctx.state.persistent_volume_claims.state(), ctx.state.storage_classes.state());
+    let volume_index = VolumeIndex::new(&volumes, &claims, &classes);
     for pod in all_pods.iter().filter(|p| is_provisionable(p)).chain(moving.iter()) {
-        match convert::pending_pod(pod) {
+        match batch_pod(pod, &volume_index) {
             Ok(p) => {
                 pod_objects.insert((p.key.namespace.clone(), p.key.name.clone()), pod.clone());
                 pods.push(p);
@@ -184,7 +190,8 @@ pub async fn provision(ctx: &Context) -> Result<bool, ControllerError> {
             Err(e) => tracing::warn!(error = %e, "DaemonSet ignored for overhead"),
         }
     }
-    let (nodepools, pools_by_name, unresolved) = ready_nodepools(ctx).await;
+    let overlays = current_overlays(ctx).await;
+    let (nodepools, pools_by_name, unresolved) = ready_nodepools(ctx, &overlays).await;
     if unresolved {
         // A NodeClass has not been resolved yet (just created): wait for it rather than
         // deciding without its NodePools.
@@ -243,14 +250,90 @@ pub async fn provision(ctx: &Context) -> Result<bool, ControllerError> {
     Ok(true)
 }
 
+/// A pod of the batch in the core's form, with the topology its volumes require. A pod the
+/// core cannot take (e.g. `matchFields`), or whose PersistentVolumeClaim, bound
+/// PersistentVolume or StorageClass does not exist (yet), is refused with the reason: as
+/// upstream, it is not provisioned for until the object exists.
+pub fn batch_pod(pod: &Pod, volumes: &VolumeIndex<'_>) -> Result<PendingPod, String> {
+    let mut pending = convert::pending_pod(pod)?;
+    pending.volume_requirements = volumes.requirements(pod).map_err(|e| match e {
+        VolumeError::Invalid(message) => message,
+        missing => format!("{missing}; the pod is not provisioned for until it exists"),
+    })?;
+    Ok(pending)
+}
+
+/// The NodeOverlays a provisioning pass applies, and the ones it skips.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OverlaySet {
+    /// The overlays that convert, in name order.
+    pub overlays: Vec<Overlay>,
+    /// Overlays that cannot be used, by name, with the reason (naming the field).
+    pub invalid: Vec<(String, String)>,
+    /// Pairs of overlays of equal weight that can set the same price or resource (the first
+    /// of each pair wins; upstream marks both `ValidationSucceeded=False`).
+    pub conflicts: Vec<(String, String)>,
+}
+
+/// Converts NodeOverlay objects for the scheduler. An overlay that does not convert is left
+/// out (the others still apply) and listed in [`OverlaySet::invalid`]; it is never fatal.
+pub fn usable_overlays<O: Borrow<NodeOverlay>>(objects: &[O]) -> OverlaySet {
+    let mut set = OverlaySet::default();
+    let mut objects: Vec<&NodeOverlay> = objects.iter().map(Borrow::borrow).collect();
+    objects.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    for o in objects {
+        if o.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        match convert::overlay(o) {
+            Ok(overlay) => set.overlays.push(overlay),
+            Err(reason) => set.invalid.push((o.metadata.name.clone().unwrap_or_default(), reason)),
+        }
+    }
+    set.conflicts = overlay::conflicts(&set.overlays);
+    set
+}
+
+/// The NodeOverlays to apply in this pass: none unless the `NodeOverlay` feature gate is on.
+/// Skipped and conflicting overlays are reported (a warning log the first time a problem is
+/// seen, and a `FailedValidation` warning event on a skipped overlay).
+async fn current_overlays(ctx: &Context) -> Vec<Overlay> {
+    let Some(store) = ctx.state.node_overlays.as_ref().filter(|_| ctx.settings.feature_gates.node_overlay) else {
+        return Vec::new();
+    };
+    let objects = store.state();
+    let set = usable_overlays(&objects);
+    let mut problems = Vec::new();
+    for (name, reason) in &set.invalid {
+        problems.push(format!("NodeOverlay {name} skipped: {reason}"));
+        if let Some(o) = objects.iter().find(|o| o.metadata.name.as_deref() == Some(name.as_str())) {
+            ctx.events.warning(&Involved::of(o.as_ref()), "FailedValidation", &format!("NodeOverlay skipped: {reason}")).await;
+        }
+    }
+    for (a, b) in &set.conflicts {
+        problems.push(format!(
+            "NodeOverlays {a} and {b} have the same weight and can match the same instance types; {a} takes precedence"
+        ));
+    }
+    let mut reported = ctx.overlay_problems.lock().expect("overlay problems lock");
+    reported.retain(|p| problems.contains(p));
+    for problem in problems {
+        if reported.insert(problem.clone()) {
+            tracing::warn!(problem = %problem, "NodeOverlay problem");
+        }
+    }
+    set.overlays
+}
+
 /// Nodes and in-flight NodeClaims in the core's form (see [`convert::existing_nodes`]).
 fn existing_nodes(ctx: &Context) -> Vec<ExistingNode> {
     convert::existing_nodes(&ctx.state.nodes.state(), &ctx.state.node_claims.state(), &ctx.state.pods.state())
 }
 
-/// Ready, dynamic NodePools in the core's form, with their instance types and limits.
-/// Also says whether some NodePool's NodeClass has never been resolved yet.
-async fn ready_nodepools(ctx: &Context) -> (Vec<scheduling::NodePool>, BTreeMap<String, Arc<NodePool>>, bool) {
+/// Ready, dynamic NodePools in the core's form, with their instance types (after
+/// `overlays`) and limits. Also says whether some NodePool's NodeClass has never been
+/// resolved yet.
+async fn ready_nodepools(ctx: &Context, overlays: &[Overlay]) -> (Vec<scheduling::NodePool>, BTreeMap<String, Arc<NodePool>>, bool) {
     let claims = ctx.state.node_claims.state();
     let mut out = Vec::new();
     let mut by_name = BTreeMap::new();
@@ -290,6 +373,7 @@ async fn ready_nodepools(ctx: &Context) -> (Vec<scheduling::NodePool>, BTreeMap<
                 continue;
             }
         };
+        let instance_types = overlay::apply_overlays(&instance_types, &template.requirements, overlays);
         // A limit that is not a quantity leaves the pool without limits, as before.
         let limits = convert::nodepool_limits(&pool, &claims)
             .unwrap_or_else(|_| Some(NodePoolLimits::new(BTreeMap::new(), Resources::new())));
@@ -387,3 +471,86 @@ async fn create_node_claim(ctx: &Context, pool: &NodePool, claim: &NewNodeClaim)
     Ok(Api::<NodeClaim>::all(ctx.client.clone()).create(&PostParams::default(), &object).await?)
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use joinery_core::labels::ZONE_LABEL;
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    use k8s_openapi::api::storage::v1::StorageClass;
+    use serde_json::json;
+
+    fn of<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn pod_with_claim(claim: &str) -> Pod {
+        of(json!({"metadata": {"name": "db-0", "namespace": "db"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                     "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}}))
+    }
+
+    #[test]
+    fn batch_pods_carry_their_volume_topology() {
+        let pvs: Vec<Arc<PersistentVolume>> = vec![Arc::new(of(json!({"metadata": {"name": "pv-1"}, "spec": {
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": ZONE_LABEL, "operator": "In", "values": ["zone-c"]}]}]}}}})))];
+        let pvcs: Vec<Arc<PersistentVolumeClaim>> =
+            vec![Arc::new(of(json!({"metadata": {"name": "data", "namespace": "db"}, "spec": {"volumeName": "pv-1"}})))];
+        let classes: Vec<Arc<StorageClass>> = Vec::new();
+        let index = VolumeIndex::new(&pvs, &pvcs, &classes);
+        let pending = batch_pod(&pod_with_claim("data"), &index).unwrap();
+        assert_eq!(pending.volume_requirements.len(), 1);
+        let zone = pending.volume_requirements[0].get(ZONE_LABEL).unwrap();
+        assert!(zone.has("zone-c") && !zone.has("zone-a"), "{zone:?}");
+        assert_eq!(pending.requests.cpu_millis, 1000, "the rest of the conversion is unchanged");
+    }
+
+    #[test]
+    fn a_pod_whose_claim_does_not_exist_yet_is_left_out_with_the_reason() {
+        let none: (Vec<PersistentVolume>, Vec<PersistentVolumeClaim>, Vec<StorageClass>) = Default::default();
+        let index = VolumeIndex::new(&none.0, &none.1, &none.2);
+        let reason = batch_pod(&pod_with_claim("data"), &index).unwrap_err();
+        assert_eq!(reason, "PersistentVolumeClaim db/data (volume data) does not exist; the pod is not provisioned for until it exists");
+    }
+
+    fn overlay(name: &str, spec: serde_json::Value) -> NodeOverlay {
+        of(json!({"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": name}, "spec": spec}))
+    }
+
+    #[test]
+    fn invalid_overlays_are_skipped_and_named_while_the_others_apply() {
+        let objects = vec![
+            Arc::new(overlay("cheap-large", json!({"requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["large"]}], "price": "0.01"}))),
+            Arc::new(overlay("both-prices", json!({"requirements": [], "price": "1", "priceAdjustment": "+1"}))),
+        ];
+        let set = usable_overlays(&objects);
+        assert_eq!(set.overlays.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), ["cheap-large"]);
+        assert_eq!(set.invalid.len(), 1);
+        assert_eq!(set.invalid[0].0, "both-prices");
+        assert!(set.invalid[0].1.contains("spec.price and spec.priceAdjustment cannot both be set"), "{:?}", set.invalid);
+        assert!(set.conflicts.is_empty());
+
+        // Applied to a NodePool's types, the overlay makes the large type the cheaper one.
+        let catalog = crate::snapshot::Catalog::parse(
+            "- {name: small, cpu: 2, memory: 4Gi, offerings: [{zone: a, capacityType: on-demand, price: 0.1}]}\n\
+             - {name: large, cpu: 8, memory: 32Gi, offerings: [{zone: a, capacityType: on-demand, price: 0.4}]}\n",
+        )
+        .unwrap();
+        let types = overlay::apply_overlays(&catalog.instance_types, &Requirements::new(), &set.overlays);
+        let price = |name: &str| types.iter().find(|t| t.name() == name).unwrap().offerings().cheapest().unwrap().price().unwrap();
+        assert_eq!(price("large"), 0.01);
+        assert_eq!(price("small"), 0.1, "types the overlay does not match keep their price");
+    }
+
+    #[test]
+    fn equal_weight_price_overlays_on_the_same_types_conflict() {
+        let objects = [
+            overlay("a", json!({"requirements": [], "priceAdjustment": "-10%"})),
+            overlay("b", json!({"requirements": [], "price": "0.5"})),
+        ];
+        let set = usable_overlays(&objects);
+        assert_eq!(set.overlays.len(), 2);
+        assert_eq!(set.conflicts, [("b".to_string(), "a".to_string())], "ties go to the name sorted last, as upstream");
+    }
+}

@@ -36,6 +36,81 @@ pub enum MinValuesPolicy {
     BestEffort,
 }
 
+/// Upstream's feature gates (`FEATURE_GATES`), with upstream's defaults.
+///
+/// Gates whose feature Joinery does not implement yet are still accepted (so an upstream
+/// deployment's value works unchanged) and only recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeatureGates {
+    /// `NodeRepair` (default false): replace unhealthy nodes.
+    pub node_repair: bool,
+    /// `ReservedCapacity` (default true): launch into reserved offerings.
+    pub reserved_capacity: bool,
+    /// `SpotToSpotConsolidation` (default false): consolidate spot nodes onto cheaper spot nodes.
+    pub spot_to_spot_consolidation: bool,
+    /// `NodeOverlay` (default false): apply NodeOverlays to instance types before scheduling.
+    pub node_overlay: bool,
+    /// `StaticCapacity` (default false): NodePools with `spec.replicas`.
+    pub static_capacity: bool,
+    /// `CapacityBuffer` (default false): CapacityBuffer objects add virtual pods.
+    pub capacity_buffer: bool,
+}
+
+impl Default for FeatureGates {
+    fn default() -> Self {
+        FeatureGates {
+            node_repair: false,
+            reserved_capacity: true,
+            spot_to_spot_consolidation: false,
+            node_overlay: false,
+            static_capacity: false,
+            capacity_buffer: false,
+        }
+    }
+}
+
+impl FeatureGates {
+    /// The gate names upstream accepts, in upstream's order.
+    pub const NAMES: [&'static str; 6] =
+        ["NodeRepair", "ReservedCapacity", "SpotToSpotConsolidation", "NodeOverlay", "StaticCapacity", "CapacityBuffer"];
+
+    fn gate_mut(&mut self, name: &str) -> Option<&mut bool> {
+        Some(match name {
+            "NodeRepair" => &mut self.node_repair,
+            "ReservedCapacity" => &mut self.reserved_capacity,
+            "SpotToSpotConsolidation" => &mut self.spot_to_spot_consolidation,
+            "NodeOverlay" => &mut self.node_overlay,
+            "StaticCapacity" => &mut self.static_capacity,
+            "CapacityBuffer" => &mut self.capacity_buffer,
+            _ => return None,
+        })
+    }
+
+    /// Parses upstream's `--feature-gates` form, `Name=true,Other=false`, over the defaults.
+    /// Blanks around entries are ignored, as are empty entries; values are Go booleans
+    /// (`true`, `false`, `1`, `0`, `t`, `f`, `TRUE`, `False`, …). An unknown gate or a value that
+    /// is not a boolean is an error naming the entry.
+    pub fn parse(text: &str) -> Result<FeatureGates, String> {
+        let mut gates = FeatureGates::default();
+        for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let Some((name, value)) = entry.split_once('=') else {
+                return Err(format!("{entry:?} is not Name=true or Name=false"));
+            };
+            let (name, value) = (name.trim(), value.trim());
+            let enabled = match value {
+                "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
+                "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
+                _ => return Err(format!("{name}: {value:?} is not true or false")),
+            };
+            let Some(gate) = gates.gate_mut(name) else {
+                return Err(format!("unknown feature gate {name:?}; known gates: {}", FeatureGates::NAMES.join(", ")));
+            };
+            *gate = enabled;
+        }
+        Ok(gates)
+    }
+}
+
 /// Settings of the controller (durations are in simulated time when a simulation clock is used).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
@@ -53,6 +128,9 @@ pub struct Settings {
     pub health_probe_port: u16,
     /// `LOG_LEVEL` (default `info`; `debug`, `info` or `error`).
     pub log_level: String,
+    /// `FEATURE_GATES` (default upstream's:
+    /// `NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false`).
+    pub feature_gates: FeatureGates,
     /// `CLUSTER_NAME` (default `joinery`): tags instances so a cluster only ever touches its own.
     pub cluster_name: String,
     /// `CLUSTER_ENDPOINT`: the API server URL new nodes join (renderers receive it).
@@ -79,6 +157,7 @@ impl Default for Settings {
             metrics_port: 8080,
             health_probe_port: 8081,
             log_level: "info".into(),
+            feature_gates: FeatureGates::default(),
             cluster_name: "joinery".into(),
             cluster_endpoint: String::new(),
             disruption_poll: Duration::from_secs(10),
@@ -140,6 +219,9 @@ impl Settings {
             }
             s.log_level = v;
         }
+        if let Some(v) = lookup("FEATURE_GATES") {
+            s.feature_gates = FeatureGates::parse(&v).map_err(|problem| err("FEATURE_GATES", &v, &problem))?;
+        }
         if let Some(v) = lookup("CLUSTER_NAME") {
             if v.is_empty() {
                 return Err(err("CLUSTER_NAME", &v, "must not be empty"));
@@ -178,6 +260,32 @@ mod tests {
         assert_eq!((s.metrics_port, s.health_probe_port), (8080, 8081));
         assert_eq!(s.preference_policy, PreferencePolicy::Respect);
         assert_eq!(s.min_values_policy, MinValuesPolicy::Strict);
+        let gates = s.feature_gates;
+        assert!(!gates.node_overlay && !gates.node_repair && !gates.spot_to_spot_consolidation);
+        assert!(!gates.static_capacity && !gates.capacity_buffer);
+        assert!(gates.reserved_capacity, "ReservedCapacity is on by default upstream");
+    }
+
+    #[test]
+    fn feature_gates_override_only_the_named_gates() {
+        let s = from(&[("FEATURE_GATES", "NodeOverlay=true, ReservedCapacity=false,,")]).unwrap();
+        assert!(s.feature_gates.node_overlay);
+        assert!(!s.feature_gates.reserved_capacity);
+        assert!(!s.feature_gates.node_repair, "gates not named keep their default");
+        let upstream_default = "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false";
+        assert_eq!(from(&[("FEATURE_GATES", upstream_default)]).unwrap().feature_gates, FeatureGates::default());
+        assert!(from(&[("FEATURE_GATES", "NodeOverlay=1")]).unwrap().feature_gates.node_overlay, "Go booleans");
+        assert_eq!(from(&[("FEATURE_GATES", "")]).unwrap().feature_gates, FeatureGates::default());
+    }
+
+    #[test]
+    fn invalid_feature_gates_name_the_variable_and_the_gate() {
+        for (value, says) in [("NodeOverlay=yes", "NodeOverlay"), ("NodeOverlay", "Name=true"), ("NodeOverlays=true", "unknown feature gate \"NodeOverlays\"")] {
+            let e = from(&[("FEATURE_GATES", value)]).unwrap_err();
+            assert_eq!(e.name, "FEATURE_GATES");
+            let text = e.to_string();
+            assert!(text.contains("FEATURE_GATES") && text.contains(says), "{text}");
+        }
     }
 
     #[test]

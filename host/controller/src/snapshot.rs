@@ -20,8 +20,8 @@ use std::fmt;
 
 use joinery_api::{NodeClaim, NodeOverlay, NodePool};
 use joinery_core::instance_type::InstanceType;
-use joinery_core::labels::{CAPACITY_TYPES, HOSTNAME_LABEL, LabelPolicy};
-use joinery_core::requirements::{Operator, Requirement, Requirements};
+use joinery_core::labels::{CAPACITY_TYPES, LabelPolicy};
+use joinery_core::requirements::{Operator, Requirements};
 use joinery_core::resources::Unit;
 use joinery_core::scheduling::{self, PodKey, SchedulingContext, SchedulingInput};
 use joinery_runtime::types as wit;
@@ -36,6 +36,7 @@ use crate::cloud::instance_type_from_wit;
 use crate::convert;
 use crate::provisioner::node_claim_template;
 use crate::state::{is_daemon_pod, is_mirror_pod, is_terminal};
+use crate::volumes::VolumeIndex;
 
 /// Why a snapshot or a catalogue cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -562,7 +563,7 @@ impl Snapshot {
         };
 
         // Pods: the batch, and a check of every live pod's requests.
-        let volumes = VolumeIndex::new(self);
+        let volumes = self.volume_index();
         let mut left_out = Vec::new();
         for located in &self.pods {
             let pod = &located.object;
@@ -579,7 +580,7 @@ impl Snapshot {
                 PodState::LeftOut(why) => left_out.push(format!("{key} ({why})")),
                 PodState::Pending => {
                     let converted = convert::pending_pod(pod).and_then(|mut p| {
-                        p.volume_requirements = volumes.requirements(pod)?;
+                        p.volume_requirements = volumes.requirements(pod).map_err(|e| e.missing_from("the snapshot"))?;
                         Ok(p)
                     });
                     let status = match converted {
@@ -677,95 +678,12 @@ impl Snapshot {
     /// does. (Indexes the snapshot's volumes on every call; [`assemble`](Self::assemble)
     /// indexes them once.)
     pub fn volume_requirements(&self, pod: &Pod) -> Result<Vec<Requirements>, String> {
-        VolumeIndex::new(self).requirements(pod)
-    }
-}
-
-/// The snapshot's claims, volumes and StorageClasses by name.
-struct VolumeIndex<'a> {
-    claims: BTreeMap<(&'a str, &'a str), &'a PersistentVolumeClaim>,
-    volumes: BTreeMap<&'a str, &'a PersistentVolume>,
-    classes: BTreeMap<&'a str, &'a StorageClass>,
-}
-
-impl<'a> VolumeIndex<'a> {
-    fn new(s: &'a Snapshot) -> Self {
-        let name = |m: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| m.name.as_deref().unwrap_or("");
-        VolumeIndex {
-            claims: s
-                .persistent_volume_claims
-                .iter()
-                .map(|l| ((l.object.metadata.namespace.as_deref().unwrap_or(""), name(&l.object.metadata)), &l.object))
-                .collect(),
-            volumes: s.persistent_volumes.iter().map(|l| (name(&l.object.metadata), &l.object)).collect(),
-            classes: s.storage_classes.iter().map(|l| (name(&l.object.metadata), &l.object)).collect(),
-        }
+        self.volume_index().requirements(pod).map_err(|e| e.missing_from("the snapshot"))
     }
 
-    fn requirements(&self, pod: &Pod) -> Result<Vec<Requirements>, String> {
-        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-        let pod_name = pod.metadata.name.clone().unwrap_or_default();
-        let mut out = Requirements::new();
-        let mut any = false;
-        for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-            let (claim_name, ephemeral_class) = if let Some(pvc) = &volume.persistent_volume_claim {
-                (pvc.claim_name.clone(), None)
-            } else if let Some(e) = &volume.ephemeral {
-                let class = e.volume_claim_template.as_ref().and_then(|t| t.spec.storage_class_name.clone());
-                (format!("{pod_name}-{}", volume.name), Some(class))
-            } else {
-                continue;
-            };
-            let claim = self.claims.get(&(namespace.as_str(), claim_name.as_str())).copied();
-            let terms: Vec<Requirement> = match (claim, ephemeral_class) {
-                (None, None) => return Err(format!("PersistentVolumeClaim {namespace}/{claim_name} (volume {}) is not in the snapshot", volume.name)),
-                (None, Some(class)) => self.storage_class_terms(class.as_deref(), &volume.name)?,
-                (Some(claim), _) => {
-                    let spec = claim.spec.clone().unwrap_or_default();
-                    match spec.volume_name.as_deref().filter(|v| !v.is_empty()) {
-                        Some(pv_name) => self.persistent_volume_terms(pv_name, &namespace, &claim_name)?,
-                        None => self.storage_class_terms(spec.storage_class_name.as_deref(), &volume.name)?,
-                    }
-                }
-            };
-            for r in terms {
-                any = true;
-                out.add(r);
-            }
-        }
-        Ok(if any { vec![out] } else { Vec::new() })
-    }
-
-    fn persistent_volume_terms(&self, pv_name: &str, namespace: &str, claim: &str) -> Result<Vec<Requirement>, String> {
-        let Some(pv) = self.volumes.get(pv_name) else {
-            return Err(format!("PersistentVolume {pv_name} (bound to PersistentVolumeClaim {namespace}/{claim}) is not in the snapshot"));
-        };
-        let spec = pv.spec.clone().unwrap_or_default();
-        let node_local = spec.local.is_some() || spec.host_path.is_some();
-        let first = spec.node_affinity.and_then(|a| a.required).and_then(|r| r.node_selector_terms.into_iter().next());
-        let mut out = Vec::new();
-        for (j, e) in first.into_iter().flat_map(|t| t.match_expressions.unwrap_or_default()).enumerate() {
-            if node_local && e.key == HOSTNAME_LABEL {
-                continue;
-            }
-            let at = format!("PersistentVolume {pv_name}: spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[{j}]");
-            let op: Operator = e.operator.parse().map_err(|err| format!("{at}.operator: {err}"))?;
-            out.push(Requirement::new(e.key.clone(), op, e.values.unwrap_or_default()).map_err(|err| format!("{at}: {err}"))?);
-        }
-        Ok(out)
-    }
-
-    fn storage_class_terms(&self, class: Option<&str>, volume: &str) -> Result<Vec<Requirement>, String> {
-        let Some(class) = class.filter(|c| !c.is_empty()) else { return Ok(Vec::new()) };
-        let Some(sc) = self.classes.get(class) else {
-            return Err(format!("StorageClass {class} (volume {volume}) is not in the snapshot"));
-        };
-        let first = sc.allowed_topologies.iter().flatten().next();
-        Ok(first
-            .into_iter()
-            .flat_map(|t| t.match_label_expressions.iter().flatten())
-            .map(|e| Requirement::in_values(e.key.clone(), e.values.iter().cloned()))
-            .collect())
+    /// The snapshot's claims, volumes and StorageClasses by name.
+    fn volume_index(&self) -> VolumeIndex<'_> {
+        VolumeIndex::new(&self.persistent_volumes, &self.persistent_volume_claims, &self.storage_classes)
     }
 }
 
@@ -1096,7 +1014,7 @@ impl CatalogEntry {
 mod tests {
     use super::*;
     use joinery_core::scheduling::{Placement, schedule};
-    use joinery_core::labels::{CAPACITY_TYPE_LABEL, ZONE_LABEL};
+    use joinery_core::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, ZONE_LABEL};
 
     const CATALOG: &str = r#"
 - name: small

@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use joinery_api::{NodeClaim, NodePool};
+use joinery_api::{NodeClaim, NodeOverlay, NodePool};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -41,6 +42,15 @@ pub struct ClusterState {
     pub daemon_sets: Store<DaemonSet>,
     /// All PodDisruptionBudgets.
     pub pdbs: Store<PodDisruptionBudget>,
+    /// All PersistentVolumes (their node affinity constrains where claiming pods can run).
+    pub persistent_volumes: Store<PersistentVolume>,
+    /// All PersistentVolumeClaims.
+    pub persistent_volume_claims: Store<PersistentVolumeClaim>,
+    /// All StorageClasses (`allowedTopologies` of claims not bound yet).
+    pub storage_classes: Store<StorageClass>,
+    /// All NodeOverlays, when they are watched: only with the `NodeOverlay` feature gate on and
+    /// the `nodeoverlays.karpenter.sh` CRD served (as upstream, which watches them only then).
+    pub node_overlays: Option<Store<NodeOverlay>>,
     /// NodeClass objects, per kind served by a loaded cloud plugin.
     pub node_classes: BTreeMap<NodeClassKey, Store<DynamicObject>>,
     /// Notified whenever any cache changes.
@@ -81,10 +91,13 @@ where
 }
 
 impl ClusterState {
-    /// Starts the watches and waits until every cache has its initial list.
+    /// Starts the watches and waits until every cache has its initial list. NodeOverlays are
+    /// watched only when `watch_node_overlays` (the `NodeOverlay` feature gate) is set and
+    /// their CRD is served; otherwise [`node_overlays`](Self::node_overlays) is `None`.
     pub async fn start(
         client: kube::Client,
         node_class_kinds: &[(NodeClassKey, String)],
+        watch_node_overlays: bool,
     ) -> Result<(ClusterState, StateTasks), ControllerError> {
         let changed = Arc::new(Notify::new());
         let mut tasks = Vec::new();
@@ -101,6 +114,23 @@ impl ClusterState {
         let node_pools = watch_all!(NodePool, "NodePool");
         let daemon_sets = watch_all!(DaemonSet, "DaemonSet");
         let pdbs = watch_all!(PodDisruptionBudget, "PodDisruptionBudget");
+        let persistent_volumes = watch_all!(PersistentVolume, "PersistentVolume");
+        let persistent_volume_claims = watch_all!(PersistentVolumeClaim, "PersistentVolumeClaim");
+        let storage_classes = watch_all!(StorageClass, "StorageClass");
+        let node_overlays = if !watch_node_overlays {
+            None
+        } else {
+            let gvk = GroupVersionKind::gvk("karpenter.sh", "v1alpha1", "NodeOverlay");
+            match kube::discovery::pinned_kind(&client, &gvk).await {
+                Ok(_) => Some(watch_all!(NodeOverlay, "NodeOverlay")),
+                Err(e) => {
+                    // Waiting for a cache of a kind that is not served would block every decision.
+                    tracing::warn!(error = %e,
+                        "the NodeOverlay feature gate is on but nodeoverlays.karpenter.sh is not served (install it with `joinery crds`); NodeOverlays are ignored until the controller restarts with the CRD in place");
+                    None
+                }
+            }
+        };
         let mut node_classes = BTreeMap::new();
         for (key, version) in node_class_kinds {
             let gvk = GroupVersionKind::gvk(&key.group, version, &key.kind);
@@ -121,7 +151,20 @@ impl ClusterState {
             node_classes.insert(key.clone(), reader);
         }
         let tasks = StateTasks(tasks);
-        let state = ClusterState { pods, nodes, node_claims, node_pools, daemon_sets, pdbs, node_classes, changed };
+        let state = ClusterState {
+            pods,
+            nodes,
+            node_claims,
+            node_pools,
+            daemon_sets,
+            pdbs,
+            persistent_volumes,
+            persistent_volume_claims,
+            storage_classes,
+            node_overlays,
+            node_classes,
+            changed,
+        };
         state.wait_synced().await?;
         Ok((state, tasks))
     }
@@ -134,6 +177,12 @@ impl ClusterState {
         self.node_pools.wait_until_ready().await.map_err(|_| not_synced("nodepools"))?;
         self.daemon_sets.wait_until_ready().await.map_err(|_| not_synced("daemonsets"))?;
         self.pdbs.wait_until_ready().await.map_err(|_| not_synced("poddisruptionbudgets"))?;
+        self.persistent_volumes.wait_until_ready().await.map_err(|_| not_synced("persistentvolumes"))?;
+        self.persistent_volume_claims.wait_until_ready().await.map_err(|_| not_synced("persistentvolumeclaims"))?;
+        self.storage_classes.wait_until_ready().await.map_err(|_| not_synced("storageclasses"))?;
+        if let Some(overlays) = &self.node_overlays {
+            overlays.wait_until_ready().await.map_err(|_| not_synced("nodeoverlays"))?;
+        }
         for (key, store) in &self.node_classes {
             store.wait_until_ready().await.map_err(|_| not_synced(&key.kind))?;
         }
