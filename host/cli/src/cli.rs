@@ -277,7 +277,8 @@ pub enum BenchCommand {
         /// Run only these workloads (repeatable; default: all rows).
         #[arg(long = "workload", value_name = "NAME")]
         workloads: Vec<String>,
-        /// Measured runs per workload (the median is reported).
+        /// Minimum measured runs per workload; small workloads repeat until about a second has
+        /// been measured, as Go benchmarks do (the median is reported).
         #[arg(long, default_value_t = 3)]
         runs: usize,
         /// Print JSON.

@@ -75,6 +75,8 @@ pub async fn schedule(args: ScheduleArgs) -> Result<ExitCode> {
         let defaults = spread::parse_scheduler_config(&read(path, "scheduler config")?).with_context(|| format!("{}", path.display()))?;
         let applied = apply_default_spread(&snapshot, &mut assembly.input.pods, &defaults);
         notes.push(format!("default topology spread constraints from {} given to {applied} pending pod(s)", path.display()));
+    } else if !(snapshot.services.is_empty() && snapshot.replica_sets.is_empty() && snapshot.stateful_sets.is_empty()) {
+        notes.push("Services, ReplicaSets and StatefulSets select pods for default spread constraints, which only --scheduler-config asks for; not used".into());
     }
     let mut context = assembly.context.clone();
     context.preference_policy = match args.preference_policy {
@@ -220,7 +222,7 @@ fn claim_entry(index: usize, claim: &NewNodeClaim) -> ClaimEntry {
             .into_iter()
             .map(|r| RequirementEntry { key: r.key, operator: r.operator.to_string(), values: r.values, min_values: r.min_values })
             .collect(),
-        instance_types: spec.instance_types.clone(),
+        instance_types: spec.instance_types.to_vec(),
         requests: spec.requests.to_quantities(),
         labels: spec.labels.clone(),
         taints: spec.taints.iter().map(convert::taint_to_k8s).collect(),
@@ -287,7 +289,7 @@ fn write_text(
         // is found.
         let allowed = all_zones.iter().filter(|z| spec.requirements.get(ZONE_LABEL).is_none_or(|r| r.has(z))).count();
         let mut zones = BTreeSet::new();
-        for name in &spec.instance_types {
+        for name in spec.instance_types.iter() {
             if zones.len() == allowed {
                 break;
             }

@@ -644,11 +644,10 @@ impl Snapshot {
         }
         out.input.label_policy = label_policy;
 
+        // Services, ReplicaSets and StatefulSets serve default spread constraints (the caller
+        // decides whether a scheduler config asks for them).
         let unused: Vec<String> = [
-            ("ReplicaSet", self.replica_sets.len()),
             ("Deployment", self.deployments.len()),
-            ("StatefulSet", self.stateful_sets.len()),
-            ("Service", self.services.len()),
             ("PodDisruptionBudget", self.pod_disruption_budgets.len()),
             ("Namespace", self.namespaces.len()),
         ]

@@ -154,7 +154,7 @@ impl NodeClaimTemplate {
             startup_taints: self.startup_taints.clone(),
             labels,
             annotations: self.annotations.clone(),
-            instance_types: names,
+            instance_types: names.into(),
         })
     }
 }
@@ -178,8 +178,9 @@ pub struct NodeClaimSpec {
     pub labels: BTreeMap<String, String>,
     /// Annotations for the NodeClaim.
     pub annotations: BTreeMap<String, String>,
-    /// Candidate instance type names, cheapest first, at most [`MAX_INSTANCE_TYPES`].
-    pub instance_types: Vec<String>,
+    /// Candidate instance type names, cheapest first, at most [`MAX_INSTANCE_TYPES`]. Shared:
+    /// claims with the same options share one list.
+    pub instance_types: std::sync::Arc<[String]>,
 }
 
 /// Lifecycle state of a cloud instance.

@@ -198,6 +198,37 @@ impl OfferingTable {
         filter.zones & (1 << e.zone) != 0 && filter.capacity_types & (1 << e.capacity_type) != 0
     }
 
+    /// The distinct capacity types, by number.
+    pub(crate) fn capacity_type_names(&self) -> impl Iterator<Item = &str> {
+        self.capacity_types.iter().map(|(_, name)| name.as_str())
+    }
+
+    /// [`available_compatible`](Self::available_compatible), each offering with its
+    /// capacity type's number (`None` beyond the 64 numbered ones).
+    pub(crate) fn available_compatible_numbered<'a, K: KeySet + ?Sized>(
+        &'a self,
+        t: usize,
+        it: &'a InstanceType,
+        filter: OfferingFilter,
+        requirements: &'a Requirements,
+        well_known: &'a K,
+    ) -> impl Iterator<Item = (&'a Offering, Option<u8>)> + 'a {
+        let start = self.starts[t];
+        it.offerings()
+            .iter()
+            .enumerate()
+            .filter(move |(i, o)| o.available() && self.is_compatible(t, *i, o, filter, requirements, well_known))
+            .map(move |(i, o)| {
+                let e = self.entries[start + i];
+                let number = if e.general {
+                    self.capacity_types.iter().position(|(_, n)| n == o.capacity_type()).map(|n| n as u8)
+                } else {
+                    Some(e.capacity_type)
+                };
+                (o, number)
+            })
+    }
+
     /// The available offerings of type number `t` (`it`) compatible with the requirements
     /// `filter` was made from.
     pub(crate) fn available_compatible<'a, K: KeySet + ?Sized>(

@@ -12,20 +12,6 @@ pub(crate) fn no_fallback(_: &InstanceType, _: &Offering) -> Option<f64> {
     None
 }
 
-/// Price of the cheapest of `offerings` (of `t`; the available ones compatible with a
-/// claim's requirements): the offering's own price, else the fallback's. `None` when no such
-/// offering has a (finite) price.
-pub(crate) fn launch_price<'o>(
-    t: &InstanceType,
-    offerings: impl Iterator<Item = &'o Offering>,
-    fallback: FallbackPrice<'_>,
-) -> Option<f64> {
-    offerings
-        .filter_map(|o| o.price().or_else(|| fallback(t, o)))
-        .filter(|p| p.is_finite())
-        .min_by(f64::total_cmp)
-}
-
 /// Smaller machines first: CPU, then memory, then the rest of the capacity.
 fn by_size(a: &InstanceType, b: &InstanceType) -> Ordering {
     let (ca, cb) = (a.capacity(), b.capacity());

@@ -23,7 +23,7 @@ use crate::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
 use super::constraints::{HostPort, MinValuesPolicy, PreferencePolicy, WhenUnsatisfiable, port_conflict};
 use super::daemons::{Daemon, alternatives, tolerated, tolerates};
 use super::catalog::{OfferingTable, TypeClasses};
-use super::pricing::{FallbackPrice, launch_price, no_fallback, order_by_price};
+use super::pricing::{FallbackPrice, no_fallback, order_by_price};
 use super::render;
 use super::topology::{self, Constraints, Topology, Violation};
 use super::types::{
@@ -1143,7 +1143,7 @@ impl<'a> Scheduler<'a> {
         // Per (pool, final requirements): each candidate type's launch price and the capacity
         // types of its available compatible offerings. Many claims share requirements.
         let mut memo: Vec<Priced> = Vec::new();
-        let mut named: HashMap<(usize, Vec<usize>), (Vec<String>, Requirement), BuildHasherDefault<FxHasher>> =
+        let mut named: HashMap<(usize, Vec<usize>), (std::sync::Arc<[String]>, Requirement), BuildHasherDefault<FxHasher>> =
             HashMap::default();
         for (c, claim) in self.claims.iter().enumerate() {
             let pool = &self.pools[claim.pool];
@@ -1209,7 +1209,7 @@ impl<'a> Scheduler<'a> {
             let (names, type_requirement) = named
                 .entry((claim.pool, kept_indices.clone()))
                 .or_insert_with(|| {
-                    let names: Vec<String> = types.iter().map(|t| t.name().to_owned()).collect();
+                    let names: std::sync::Arc<[String]> = types.iter().map(|t| t.name().to_owned()).collect();
                     let requirement = Requirement::in_values(INSTANCE_TYPE_LABEL, names.iter().map(String::as_str));
                     (names, requirement)
                 })
@@ -1291,7 +1291,7 @@ struct Priced {
     requirements: Requirements,
     /// Launch price per type index (candidates only).
     prices: Vec<Option<f64>>,
-    /// Capacity types seen (at most 64 are told apart).
+    /// The pool's capacity types, by number (at most 64 are told apart).
     capacity_type_names: Vec<String>,
     /// Per type index: bit `i` set when it offers `capacity_type_names[i]`.
     capacity_types: Vec<u64>,
@@ -1310,27 +1310,24 @@ impl Priced {
             pool: index,
             requirements: requirements.clone(),
             prices: vec![None; count],
-            capacity_type_names: Vec::new(),
+            capacity_type_names: pool.offerings.capacity_type_names().map(str::to_owned).collect(),
             capacity_types: vec![0; count],
         };
         let filter = pool.offerings.filter(requirements, policy);
         for &t in &pool.candidates {
             let it = pool.instance_type(t);
-            let compatible = || pool.offerings.available_compatible(t, it, filter, requirements, policy);
-            priced.prices[t] = launch_price(it, compatible(), fallback);
-            for o in compatible() {
-                let name = o.capacity_type();
-                let bit = match priced.capacity_type_names.iter().position(|n| n == name) {
-                    Some(bit) => bit,
-                    None => {
-                        priced.capacity_type_names.push(name.to_owned());
-                        priced.capacity_type_names.len() - 1
-                    }
-                };
-                if bit < 64 {
+            // The cheapest available compatible offering's price (the fallback's where the
+            // offering has none), and the capacity types offered.
+            let mut cheapest: Option<f64> = None;
+            for (o, capacity_type) in pool.offerings.available_compatible_numbered(t, it, filter, requirements, policy) {
+                if let Some(price) = o.price().or_else(|| fallback(it, o)).filter(|p| p.is_finite()) {
+                    cheapest = Some(cheapest.map_or(price, |c: f64| c.min(price)));
+                }
+                if let Some(bit) = capacity_type {
                     priced.capacity_types[t] |= 1 << bit;
                 }
             }
+            priced.prices[t] = cheapest;
         }
         priced
     }
