@@ -1251,11 +1251,14 @@ spec:
 ";
         let s = Snapshot::parse(text).unwrap();
         let reqs = s.volume_requirements(&s.pods[0].object).unwrap();
-        assert_eq!(reqs.len(), 1);
+        // Each PV term is an alternative, intersected with the StorageClass's topology; the
+        // scheduler tries them in order (the second admits no zone and can never be used).
+        assert_eq!(reqs.len(), 2);
         let r = &reqs[0];
         assert!(!r.has(HOSTNAME_LABEL), "a local volume's hostname is dropped");
         let zone = r.get(ZONE_LABEL).unwrap();
         assert!(zone.has("zone-a") && !zone.has("zone-b") && !zone.has("zone-c"), "first PV term ∩ StorageClass: {zone:?}");
+        assert!(reqs[1].get(ZONE_LABEL).unwrap().values().is_empty(), "zone-b ∩ (zone-a, zone-c)");
         let mut missing = s.pods[0].object.clone();
         missing.spec.as_mut().unwrap().volumes.as_mut().unwrap()[0].persistent_volume_claim.as_mut().unwrap().claim_name = "gone".into();
         assert_eq!(s.volume_requirements(&missing).unwrap_err(), "PersistentVolumeClaim db/gone (volume data) is not in the snapshot");

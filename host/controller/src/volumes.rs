@@ -99,19 +99,19 @@ impl<'a> VolumeIndex<'a> {
     }
 
     /// Where a pending pod's volumes can be attached, as upstream's volume topology computes
-    /// it: for each PersistentVolumeClaim (or generic ephemeral volume) of the pod, the first
-    /// node-affinity term of its bound PersistentVolume (hostname requirements dropped for
+    /// it: for each PersistentVolumeClaim (or generic ephemeral volume) of the pod, the
+    /// node-affinity terms of its bound PersistentVolume (hostname requirements dropped for
     /// local and hostPath volumes, which a new node cannot keep), or, for a claim not bound
-    /// yet, the first `allowedTopologies` term of its StorageClass. All of them hold at once,
-    /// so the result is one requirement set (an empty list when unconstrained). A claim,
-    /// volume or StorageClass that does not exist is an error, as upstream's validation
-    /// refuses such a pod. A generic ephemeral volume whose claim does not exist yet is read
-    /// from its template's StorageClass.
+    /// yet, the `allowedTopologies` terms of its StorageClass. A volume's terms are
+    /// alternatives (any one will do); every volume must hold at once. The result lists the
+    /// combinations as alternatives, in term order (at most [`MAX_ALTERNATIVES`]; an empty
+    /// list when unconstrained). A claim, volume or StorageClass that does not exist is an
+    /// error, as upstream's validation refuses such a pod. A generic ephemeral volume whose
+    /// claim does not exist yet is read from its template's StorageClass.
     pub fn requirements(&self, pod: &Pod) -> Result<Vec<Requirements>, VolumeError> {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
-        let mut out = Requirements::new();
-        let mut any = false;
+        let mut combinations: Vec<Requirements> = Vec::new();
         for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
             let (claim_name, ephemeral_class) = if let Some(pvc) = &volume.persistent_volume_claim {
                 (pvc.claim_name.clone(), None)
@@ -122,7 +122,7 @@ impl<'a> VolumeIndex<'a> {
                 continue;
             };
             let claim = self.claims.get(&(namespace.as_str(), claim_name.as_str())).copied();
-            let terms: Vec<Requirement> = match (claim, ephemeral_class) {
+            let terms: Vec<Vec<Requirement>> = match (claim, ephemeral_class) {
                 (None, None) => {
                     return Err(VolumeError::MissingClaim { namespace, claim: claim_name, volume: volume.name.clone() });
                 }
@@ -135,15 +135,29 @@ impl<'a> VolumeIndex<'a> {
                     }
                 }
             };
-            for r in terms {
-                any = true;
-                out.add(r);
+            // No term, or a term that asks nothing: the volume attaches anywhere.
+            if terms.is_empty() || terms.iter().any(Vec::is_empty) {
+                continue;
             }
+            let base = if combinations.is_empty() { vec![Requirements::new()] } else { combinations };
+            combinations = base
+                .iter()
+                .flat_map(|so_far| {
+                    terms.iter().map(move |term| {
+                        let mut next = so_far.clone();
+                        for r in term {
+                            next.add(r.clone());
+                        }
+                        next
+                    })
+                })
+                .take(MAX_ALTERNATIVES)
+                .collect();
         }
-        Ok(if any { vec![out] } else { Vec::new() })
+        Ok(combinations)
     }
 
-    fn persistent_volume_terms(&self, pv_name: &str, namespace: &str, claim: &str) -> Result<Vec<Requirement>, VolumeError> {
+    fn persistent_volume_terms(&self, pv_name: &str, namespace: &str, claim: &str) -> Result<Vec<Vec<Requirement>>, VolumeError> {
         let Some(pv) = self.volumes.get(pv_name) else {
             return Err(VolumeError::MissingVolume {
                 persistent_volume: pv_name.to_string(),
@@ -153,32 +167,46 @@ impl<'a> VolumeIndex<'a> {
         };
         let spec = pv.spec.clone().unwrap_or_default();
         let node_local = spec.local.is_some() || spec.host_path.is_some();
-        let first = spec.node_affinity.and_then(|a| a.required).and_then(|r| r.node_selector_terms.into_iter().next());
+        let terms = spec.node_affinity.and_then(|a| a.required).map(|r| r.node_selector_terms).unwrap_or_default();
         let mut out = Vec::new();
-        for (j, e) in first.into_iter().flat_map(|t| t.match_expressions.unwrap_or_default()).enumerate() {
-            if node_local && e.key == HOSTNAME_LABEL {
-                continue;
+        for (i, term) in terms.into_iter().enumerate() {
+            let mut requirements = Vec::new();
+            for (j, e) in term.match_expressions.unwrap_or_default().into_iter().enumerate() {
+                if node_local && e.key == HOSTNAME_LABEL {
+                    continue;
+                }
+                let at = format!("PersistentVolume {pv_name}: spec.nodeAffinity.required.nodeSelectorTerms[{i}].matchExpressions[{j}]");
+                let op: Operator = e.operator.parse().map_err(|err| VolumeError::Invalid(format!("{at}.operator: {err}")))?;
+                requirements.push(Requirement::new(e.key.clone(), op, e.values.unwrap_or_default()).map_err(|err| VolumeError::Invalid(format!("{at}: {err}")))?);
             }
-            let at = format!("PersistentVolume {pv_name}: spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[{j}]");
-            let op: Operator = e.operator.parse().map_err(|err| VolumeError::Invalid(format!("{at}.operator: {err}")))?;
-            out.push(Requirement::new(e.key.clone(), op, e.values.unwrap_or_default()).map_err(|err| VolumeError::Invalid(format!("{at}: {err}")))?);
+            out.push(requirements);
         }
         Ok(out)
     }
 
-    fn storage_class_terms(&self, class: Option<&str>, volume: &str) -> Result<Vec<Requirement>, VolumeError> {
+    fn storage_class_terms(&self, class: Option<&str>, volume: &str) -> Result<Vec<Vec<Requirement>>, VolumeError> {
         let Some(class) = class.filter(|c| !c.is_empty()) else { return Ok(Vec::new()) };
         let Some(sc) = self.classes.get(class) else {
             return Err(VolumeError::MissingStorageClass { class: class.to_string(), volume: volume.to_string() });
         };
-        let first = sc.allowed_topologies.iter().flatten().next();
-        Ok(first
-            .into_iter()
-            .flat_map(|t| t.match_label_expressions.iter().flatten())
-            .map(|e| Requirement::in_values(e.key.clone(), e.values.iter().cloned()))
+        Ok(sc
+            .allowed_topologies
+            .iter()
+            .flatten()
+            .map(|t| {
+                t.match_label_expressions
+                    .iter()
+                    .flatten()
+                    .map(|e| Requirement::in_values(e.key.clone(), e.values.iter().cloned()))
+                    .collect()
+            })
             .collect())
     }
 }
+
+/// At most this many volume alternatives are kept for a pod (the combinations of its volumes'
+/// terms, in order).
+pub const MAX_ALTERNATIVES: usize = 64;
 
 #[cfg(test)]
 mod tests {
@@ -234,6 +262,37 @@ mod tests {
         let classes = [plain];
         let index = VolumeIndex::new(&[] as &[PersistentVolume], &pvcs, &classes);
         assert!(index.requirements(&pod_with(json!([{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]))).unwrap().is_empty());
+    }
+
+    #[test]
+    fn each_term_is_an_alternative_and_every_volume_must_hold() {
+        // A volume reachable from zone-a or zone-b (two terms), and a class topology allowing
+        // zone-b or zone-c on another key's term: the alternatives are the combinations.
+        let pv: PersistentVolume = of(json!({"metadata": {"name": "pv-1"}, "spec": {"csi": {"driver": "d", "volumeHandle": "h"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": ["zone-a"]}]},
+                {"matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": ["zone-b"]}]}]}}}}));
+        let sc: StorageClass = of(json!({"metadata": {"name": "fast"}, "provisioner": "d",
+            "allowedTopologies": [
+                {"matchLabelExpressions": [{"key": "rack", "values": ["r1"]}]},
+                {"matchLabelExpressions": [{"key": "rack", "values": ["r2"]}]}]}));
+        let pvs = [pv];
+        let pvcs = [claim("db", "data", json!({"volumeName": "pv-1"})), claim("db", "scratch", json!({"storageClassName": "fast"}))];
+        let classes = [sc];
+        let index = VolumeIndex::new(&pvs, &pvcs, &classes);
+        let pod = pod_with(json!([
+            {"name": "d", "persistentVolumeClaim": {"claimName": "data"}},
+            {"name": "s", "persistentVolumeClaim": {"claimName": "scratch"}}]));
+        let alternatives = index.requirements(&pod).unwrap();
+        let described: Vec<(String, String)> = alternatives
+            .iter()
+            .map(|r| {
+                let one = |key: &str| r.get(key).unwrap().values().iter().next().unwrap().clone();
+                (one(ZONE_LABEL), one("rack"))
+            })
+            .collect();
+        let expected = [("zone-a", "r1"), ("zone-a", "r2"), ("zone-b", "r1"), ("zone-b", "r2")];
+        assert_eq!(described, expected.map(|(z, r)| (z.to_owned(), r.to_owned())));
     }
 
     #[test]

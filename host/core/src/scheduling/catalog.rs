@@ -239,11 +239,7 @@ impl OfferingTable {
         requirements: &'a Requirements,
         well_known: &'a K,
     ) -> impl Iterator<Item = &'a Offering> + 'a {
-        it.offerings()
-            .iter()
-            .enumerate()
-            .filter(move |(i, o)| o.available() && self.is_compatible(t, *i, o, filter, requirements, well_known))
-            .map(|(_, o)| o)
+        self.available_compatible_numbered(t, it, filter, requirements, well_known).map(|(o, _)| o)
     }
 }
 
