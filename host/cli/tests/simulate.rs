@@ -143,6 +143,16 @@ fn zonal_spread_gets_one_node_per_zone() {
     assert_eq!(zones, ["zone-a", "zone-b", "zone-c"], "{report:#}");
 }
 
+#[test]
+fn scheduler_config_default_spread_puts_replicas_in_every_zone() {
+    let (report, stdout, ok) = simulate(Some("default-spread.yaml"));
+    assert!(ok, "{stdout}");
+    let mut zones: Vec<String> = report["nodes"].as_array().unwrap().iter().map(|n| n["zone"].as_str().unwrap().to_string()).collect();
+    zones.sort();
+    zones.dedup();
+    assert_eq!(zones, ["zone-a", "zone-b", "zone-c"], "{report:#}");
+}
+
 /// The live instances of an Exoscale report's cloud section, and its creation count.
 fn exoscale_cloud(report: &serde_json::Value) -> (Vec<serde_json::Value>, u64) {
     assert_eq!(report["cloud"]["provider"], "exoscale", "{report:#}");
@@ -261,6 +271,7 @@ fn every_shipped_scenario_is_covered_by_a_test() {
         "blog-eight-pods.yaml",
         "blog-one-pod-3-vcpu.yaml",
         "daemonset-overhead.yaml",
+        "default-spread.yaml",
         "drain-respects-pdb.yaml",
         "exoscale-anti-affinity-ceiling.yaml",
         "exoscale-failed-create.yaml",

@@ -180,7 +180,13 @@ impl Controller {
             .filter_map(|p| p.manifest().node_class.clone())
             .map(|n| (state::NodeClassKey { group: n.group, kind: n.kind }, n.version))
             .collect();
-        let (state, state_tasks) = state::ClusterState::start(options.client.clone(), &kinds, options.settings.feature_gates.node_overlay).await?;
+        let (state, state_tasks) = state::ClusterState::start(
+            options.client.clone(),
+            &kinds,
+            options.settings.feature_gates.node_overlay,
+            !options.settings.default_spread.is_empty(),
+        )
+        .await?;
         let context = Arc::new(Context {
             events: events::EventRecorder::new(options.client.clone(), options.clock.clone()),
             secrets: options.secrets.clone(),

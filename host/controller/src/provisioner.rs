@@ -183,6 +183,7 @@ pub async fn provision(ctx: &Context) -> Result<bool, ControllerError> {
     if pods.is_empty() {
         return Ok(true);
     }
+    apply_default_spread(ctx, &mut pods, &pod_objects);
     let mut daemons = Vec::new();
     for ds in ctx.state.daemon_sets.state() {
         match convert::daemon_pod(&ds) {
@@ -248,6 +249,36 @@ pub async fn provision(ctx: &Context) -> Result<bool, ControllerError> {
         }
     }
     Ok(true)
+}
+
+/// Gives the batch's pods without spread constraints of their own `SCHEDULER_CONFIG`'s default
+/// constraints, with the selector kube-scheduler would deduce (see [`crate::spread`]).
+fn apply_default_spread(ctx: &Context, pods: &mut [PendingPod], objects: &BTreeMap<(String, String), Arc<Pod>>) {
+    let (defaults, Some(stores)) = (&ctx.settings.default_spread, &ctx.state.selectors) else { return };
+    if defaults.is_empty() {
+        return;
+    }
+    let (services, replica_sets, stateful_sets, controllers) = (
+        stores.services.state(),
+        stores.replica_sets.state(),
+        stores.stateful_sets.state(),
+        stores.replication_controllers.state(),
+    );
+    let services: Vec<&k8s_openapi::api::core::v1::Service> = services.iter().map(|s| s.as_ref()).collect();
+    let replica_sets: Vec<&k8s_openapi::api::apps::v1::ReplicaSet> = replica_sets.iter().map(|s| s.as_ref()).collect();
+    let stateful_sets: Vec<&k8s_openapi::api::apps::v1::StatefulSet> = stateful_sets.iter().map(|s| s.as_ref()).collect();
+    let controllers: Vec<&k8s_openapi::api::core::v1::ReplicationController> = controllers.iter().map(|s| s.as_ref()).collect();
+    let sources = crate::spread::SelectorSources {
+        services: &services,
+        replica_sets: &replica_sets,
+        stateful_sets: &stateful_sets,
+        replication_controllers: &controllers,
+    };
+    for pod in pods.iter_mut() {
+        if let Some(object) = objects.get(&(pod.key.namespace.clone(), pod.key.name.clone())) {
+            crate::spread::apply_defaults(pod, defaults, crate::spread::default_selector(object, sources));
+        }
+    }
 }
 
 /// A pod of the batch in the core's form, with the topology its volumes require. A pod the

@@ -131,6 +131,11 @@ pub struct Settings {
     /// `FEATURE_GATES` (default upstream's:
     /// `NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false`).
     pub feature_gates: FeatureGates,
+    /// `SCHEDULER_CONFIG` (default none): a kube-scheduler-style
+    /// `{podTopologySpread: {defaultConstraints: [...]}}` document (YAML or JSON, the value
+    /// itself); pods without spread constraints get these, with a selector deduced from the
+    /// Services and controllers selecting them (see [`crate::spread`]).
+    pub default_spread: Vec<crate::spread::DefaultConstraint>,
     /// `CLUSTER_NAME` (default `joinery`): tags instances so a cluster only ever touches its own.
     pub cluster_name: String,
     /// `CLUSTER_ENDPOINT`: the API server URL new nodes join (renderers receive it).
@@ -158,6 +163,7 @@ impl Default for Settings {
             health_probe_port: 8081,
             log_level: "info".into(),
             feature_gates: FeatureGates::default(),
+            default_spread: Vec::new(),
             cluster_name: "joinery".into(),
             cluster_endpoint: String::new(),
             disruption_poll: Duration::from_secs(10),
@@ -197,6 +203,9 @@ impl Settings {
                 "Ignore" => PreferencePolicy::Ignore,
                 _ => return Err(err("PREFERENCE_POLICY", &v, "expected Respect or Ignore")),
             };
+        }
+        if let Some(v) = lookup("SCHEDULER_CONFIG").filter(|v| !v.trim().is_empty()) {
+            s.default_spread = crate::spread::parse_scheduler_config(&v).map_err(|e| err("SCHEDULER_CONFIG", &v, &e.0))?;
         }
         if let Some(v) = lookup("MIN_VALUES_POLICY") {
             s.min_values_policy = match v.as_str() {
@@ -250,6 +259,22 @@ mod tests {
     fn from(pairs: &[(&str, &str)]) -> Result<Settings, SettingError> {
         let map: BTreeMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Settings::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn scheduler_config_gives_default_spread_constraints() {
+        assert!(from(&[]).unwrap().default_spread.is_empty());
+        let s = from(&[(
+            "SCHEDULER_CONFIG",
+            r#"{"podTopologySpread": {"defaultConstraints": [{"maxSkew": 3, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway"}]}}"#,
+        )])
+        .unwrap();
+        assert_eq!(s.default_spread.len(), 1);
+        assert_eq!(s.default_spread[0].max_skew, 3);
+        let e = from(&[("SCHEDULER_CONFIG", "podTopologySpread: {defaultConstraints: [{maxSkew: 0, topologyKey: k, whenUnsatisfiable: DoNotSchedule}]}")])
+            .unwrap_err();
+        assert_eq!(e.name, "SCHEDULER_CONFIG");
+        assert!(e.to_string().contains("maxSkew"), "{e}");
     }
 
     #[test]

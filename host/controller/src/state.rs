@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use joinery_api::{NodeClaim, NodeOverlay, NodePool};
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DynamicObject, GroupVersionKind};
@@ -51,6 +51,9 @@ pub struct ClusterState {
     /// All NodeOverlays, when they are watched: only with the `NodeOverlay` feature gate on and
     /// the `nodeoverlays.karpenter.sh` CRD served (as upstream, which watches them only then).
     pub node_overlays: Option<Store<NodeOverlay>>,
+    /// Services, ReplicaSets, StatefulSets and ReplicationControllers, when default spread
+    /// constraints need their selectors (`SCHEDULER_CONFIG` set); `None` otherwise.
+    pub selectors: Option<SelectorStores>,
     /// NodeClass objects, per kind served by a loaded cloud plugin.
     pub node_classes: BTreeMap<NodeClassKey, Store<DynamicObject>>,
     /// Notified whenever any cache changes.
@@ -66,6 +69,19 @@ impl Drop for StateTasks {
             task.abort();
         }
     }
+}
+
+/// The caches whose selectors make a pod's default spread selector (see [`crate::spread`]).
+#[derive(Clone)]
+pub struct SelectorStores {
+    /// Services.
+    pub services: Store<Service>,
+    /// ReplicaSets.
+    pub replica_sets: Store<ReplicaSet>,
+    /// StatefulSets.
+    pub stateful_sets: Store<StatefulSet>,
+    /// ReplicationControllers.
+    pub replication_controllers: Store<ReplicationController>,
 }
 
 fn spawn_reflector<K>(
@@ -93,11 +109,14 @@ where
 impl ClusterState {
     /// Starts the watches and waits until every cache has its initial list. NodeOverlays are
     /// watched only when `watch_node_overlays` (the `NodeOverlay` feature gate) is set and
-    /// their CRD is served; otherwise [`node_overlays`](Self::node_overlays) is `None`.
+    /// their CRD is served; otherwise [`node_overlays`](Self::node_overlays) is `None`. The
+    /// objects whose selectors default spread constraints use are watched only with
+    /// `watch_selectors`.
     pub async fn start(
         client: kube::Client,
         node_class_kinds: &[(NodeClassKey, String)],
         watch_node_overlays: bool,
+        watch_selectors: bool,
     ) -> Result<(ClusterState, StateTasks), ControllerError> {
         let changed = Arc::new(Notify::new());
         let mut tasks = Vec::new();
@@ -131,6 +150,12 @@ impl ClusterState {
                 }
             }
         };
+        let selectors = watch_selectors.then(|| SelectorStores {
+            services: watch_all!(Service, "Service"),
+            replica_sets: watch_all!(ReplicaSet, "ReplicaSet"),
+            stateful_sets: watch_all!(StatefulSet, "StatefulSet"),
+            replication_controllers: watch_all!(ReplicationController, "ReplicationController"),
+        });
         let mut node_classes = BTreeMap::new();
         for (key, version) in node_class_kinds {
             let gvk = GroupVersionKind::gvk(&key.group, version, &key.kind);
@@ -162,6 +187,7 @@ impl ClusterState {
             persistent_volume_claims,
             storage_classes,
             node_overlays,
+            selectors,
             node_classes,
             changed,
         };
@@ -182,6 +208,12 @@ impl ClusterState {
         self.storage_classes.wait_until_ready().await.map_err(|_| not_synced("storageclasses"))?;
         if let Some(overlays) = &self.node_overlays {
             overlays.wait_until_ready().await.map_err(|_| not_synced("nodeoverlays"))?;
+        }
+        if let Some(selectors) = &self.selectors {
+            selectors.services.wait_until_ready().await.map_err(|_| not_synced("services"))?;
+            selectors.replica_sets.wait_until_ready().await.map_err(|_| not_synced("replicasets"))?;
+            selectors.stateful_sets.wait_until_ready().await.map_err(|_| not_synced("statefulsets"))?;
+            selectors.replication_controllers.wait_until_ready().await.map_err(|_| not_synced("replicationcontrollers"))?;
         }
         for (key, store) in &self.node_classes {
             store.wait_until_ready().await.map_err(|_| not_synced(&key.kind))?;
