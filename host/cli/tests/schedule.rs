@@ -482,7 +482,8 @@ fn the_simcloud_plugin_and_the_simcloud_catalogue_agree() {
     let _sim = KillOnDrop(child);
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut url = None;
-    for line in BufReader::new(stdout).lines() {
+    let mut lines = BufReader::new(stdout).lines();
+    for line in lines.by_ref() {
         let line = line.unwrap();
         if let Some(rest) = line.strip_prefix("simulated cloud:") {
             url = Some(rest.trim().to_string());
@@ -490,6 +491,9 @@ fn the_simcloud_plugin_and_the_simcloud_catalogue_agree() {
         }
         assert!(Instant::now() < deadline, "sim serve printed no cloud URL");
     }
+    // Keep reading what the server prints next: with the pipe closed its next line would fail
+    // and stop it.
+    std::thread::spawn(move || lines.for_each(drop));
     let url = url.expect("sim serve printed no cloud URL");
     let dir = tempfile::tempdir().unwrap();
     let grants = dir.path().join("grants.yaml");
