@@ -41,14 +41,7 @@ fn apply_default_spread(snapshot: &Snapshot, pods: &mut [scheduling::PendingPod]
             ((meta.namespace.as_deref().unwrap_or_default(), meta.name.as_deref().unwrap_or_default()), &l.object)
         })
         .collect();
-    let mut applied = 0;
-    for pod in pods.iter_mut() {
-        let Some(object) = by_key.get(&(pod.key.namespace.as_str(), pod.key.name.as_str())) else { continue };
-        if spread::apply_defaults(pod, defaults, spread::default_selector(object, sources)) {
-            applied += 1;
-        }
-    }
-    applied
+    spread::apply_to_batch(pods, defaults, sources, |pod| by_key.get(&(pod.key.namespace.as_str(), pod.key.name.as_str())).copied())
 }
 
 /// How many instance types the text report names per NodeClaim.

@@ -274,11 +274,9 @@ fn apply_default_spread(ctx: &Context, pods: &mut [PendingPod], objects: &BTreeM
         stateful_sets: &stateful_sets,
         replication_controllers: &controllers,
     };
-    for pod in pods.iter_mut() {
-        if let Some(object) = objects.get(&(pod.key.namespace.clone(), pod.key.name.clone())) {
-            crate::spread::apply_defaults(pod, defaults, crate::spread::default_selector(object, sources));
-        }
-    }
+    crate::spread::apply_to_batch(pods, defaults, sources, |pod| {
+        objects.get(&(pod.key.namespace.clone(), pod.key.name.clone())).map(|p| p.as_ref())
+    });
 }
 
 /// A pod of the batch in the core's form, with the topology its volumes require. A pod the

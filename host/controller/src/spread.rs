@@ -173,6 +173,25 @@ pub fn apply_defaults(pod: &mut PendingPod, defaults: &[DefaultConstraint], sele
     true
 }
 
+/// Gives every pod of a batch that declares no spread `defaults`, with the selector deduced
+/// from `sources` for its Pod object (`object` finds it by key). Returns how many got them.
+pub fn apply_to_batch<'o>(
+    pods: &mut [PendingPod],
+    defaults: &[DefaultConstraint],
+    sources: SelectorSources<'_>,
+    object: impl Fn(&PendingPod) -> Option<&'o Pod>,
+) -> usize {
+    let mut applied = 0;
+    for pod in pods.iter_mut() {
+        if let Some(found) = object(pod)
+            && apply_defaults(pod, defaults, default_selector(found, sources))
+        {
+            applied += 1;
+        }
+    }
+    applied
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
