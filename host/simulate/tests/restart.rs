@@ -54,9 +54,10 @@ async fn assert_one_instance_one_claim(sim: &Simulation) {
 async fn host_killed_mid_launch_adopts_the_instance_on_restart() {
     let mut sim = Simulation::start(SimulationOptions { speed: SPEED, ..Default::default() }).await.unwrap();
     let mut events = sim.cloud.subscribe();
+    // The cloud creates the instance but holds its answer back, so the host is killed
+    // between the create and the NodeClaim status write, however loaded the machine is.
+    sim.cloud.faults().hold_create_answers();
     apply_basics(&sim).await;
-    // Kill the host the moment the cloud has created the instance: the create's answer
-    // never reaches the NodeClaim's status.
     let launched = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
             if let Ok(CloudEvent::Launched(i)) = events.recv().await {
@@ -73,6 +74,7 @@ async fn host_killed_mid_launch_adopts_the_instance_on_restart() {
         claims[0].status.as_ref().and_then(|s| s.provider_id.as_ref()).is_none(),
         "the crash came before the status write (otherwise this test proves nothing)"
     );
+    sim.cloud.faults().release_create_answers();
     sim.start_controller().await.unwrap();
     assert!(wait_pod_running(&sim, Duration::from_secs(600)).await, "the pod ends Running");
     assert_one_instance_one_claim(&sim).await;

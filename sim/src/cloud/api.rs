@@ -242,7 +242,15 @@ async fn answer(state: &Arc<CloudState>, method: &Method, path: &str, query: &st
     match route {
         Route::Zones => Ok(json_response(200, &json!({"zones": state.zones}))),
         Route::InstanceTypes => Ok(json_response(200, &json!({"zones": state.zones, "instanceTypes": state.types}))),
-        Route::Create => create(state, body),
+        Route::Create => {
+            let answer = create(state, body);
+            let mut stopped = state.stopped.clone();
+            tokio::select! {
+                _ = state.faults.wait_create_release() => {}
+                _ = stopped.wait_for(|stop| *stop) => {}
+            }
+            answer
+        }
         Route::List => list(state, query),
         Route::Get(id) => match state.instance(&id) {
             Some(instance) => Ok(json_response(200, &to_json(&instance))),

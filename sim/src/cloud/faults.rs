@@ -104,6 +104,8 @@ impl FaultState {
 #[derive(Debug, Clone)]
 pub struct CloudFaults {
     inner: Arc<Mutex<FaultState>>,
+    /// `true` while create answers are held back (see [`CloudFaults::hold_create_answers`]).
+    held: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl Default for CloudFaults {
@@ -115,7 +117,10 @@ impl Default for CloudFaults {
 impl CloudFaults {
     /// No faults, random decisions seeded with `seed`.
     pub fn with_seed(seed: u64) -> Self {
-        CloudFaults { inner: Arc::new(Mutex::new(FaultState::new(seed))) }
+        CloudFaults {
+            inner: Arc::new(Mutex::new(FaultState::new(seed))),
+            held: Arc::new(tokio::sync::watch::channel(false).0),
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, FaultState> {
@@ -157,6 +162,26 @@ impl CloudFaults {
         self.state().fail_after_create = calls;
     }
 
+    /// Holds back the answer of every create until [`CloudFaults::release_create_answers`]:
+    /// the instance exists (and [`super::CloudEvent::Launched`] is published) but the caller
+    /// hears nothing. Lets a test act between the cloud's create and the caller's next step,
+    /// e.g. kill the host before it records the instance.
+    pub fn hold_create_answers(&self) {
+        self.held.send_replace(true);
+    }
+
+    /// Lets held and future create answers go out.
+    pub fn release_create_answers(&self) {
+        self.held.send_replace(false);
+    }
+
+    /// Waits while create answers are held back.
+    pub(crate) async fn wait_create_release(&self) {
+        let mut held = self.held.subscribe();
+        // The sender lives as long as `self`, so `wait_for` only ends on release.
+        let _ = held.wait_for(|held| !*held).await;
+    }
+
     /// Makes launches of the offerings matching `offering` fail with insufficient capacity
     /// until [`CloudFaults::restore_capacity`]. The catalogue still lists them as available.
     pub fn insufficient_capacity(&self, offering: OfferingKey) {
@@ -181,6 +206,7 @@ impl CloudFaults {
         let mut state = self.state();
         let rng = state.rng;
         *state = FaultState::new(rng);
+        self.held.send_replace(false);
     }
 
     /// The current quota.
