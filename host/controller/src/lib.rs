@@ -27,6 +27,7 @@ pub mod gc;
 pub mod lifecycle;
 pub mod metrics;
 pub mod nodeclass;
+pub mod nodeoverlay;
 pub mod nodepool;
 pub mod provisioner;
 pub mod settings;
@@ -208,6 +209,7 @@ impl Controller {
         let tasks = vec![
             tokio::spawn(nodeclass::run(context.clone(), stopped.clone())),
             tokio::spawn(nodepool::run(context.clone(), stopped.clone())),
+            tokio::spawn(nodeoverlay::run(context.clone(), stopped.clone())),
             tokio::spawn(provisioner::run(context.clone(), stopped.clone())),
             tokio::spawn(lifecycle::run(context.clone(), stopped.clone())),
             tokio::spawn(termination::run(context.clone(), stopped.clone())),

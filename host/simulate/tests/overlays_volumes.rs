@@ -117,3 +117,40 @@ async fn a_pod_with_a_zonal_volume_gets_a_node_in_the_volumes_zone() {
     assert_eq!(zones, ["test-zone-c"]);
     sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlays_get_validation_conditions_and_equal_weight_price_overlays_conflict() {
+    let settings = Settings::from_lookup(|k| (k == "FEATURE_GATES").then(|| "NodeOverlay=true".to_string())).unwrap();
+    let sim = Simulation::start(SimulationOptions { speed: 30.0, settings, ..Default::default() }).await.unwrap();
+    let overlay = |name: &str, weight: i32, price: &str, types: &[&str]| {
+        json!({"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": name},
+               "spec": {"weight": weight, "price": price,
+                        "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types}]}})
+    };
+    // `cheap` and `pricey` can both set the price of c3-8 at weight 5; `heavy` outranks them.
+    for m in [overlay("cheap", 5, "0.1", &["c3-4", "c3-8"]), overlay("pricey", 5, "9", &["c3-8"]), overlay("heavy", 7, "1", &["c3-8"])] {
+        sim.apply(&m).await.unwrap();
+    }
+    let overlays: Api<joinery_api::NodeOverlay> = Api::all(sim.client.clone());
+    let deadline = Instant::now() + sim.clock.to_real(Duration::from_secs(120));
+    let validation = |o: &joinery_api::NodeOverlay, type_: &str| {
+        o.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|c| c.iter().find(|c| c.type_ == type_).cloned())
+    };
+    let by_name = loop {
+        let list = overlays.list(&ListParams::default()).await.unwrap().items;
+        if list.iter().all(|o| validation(o, "ValidationSucceeded").is_some()) {
+            break list;
+        }
+        assert!(Instant::now() < deadline, "the overlays never got a ValidationSucceeded condition: {list:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for o in &by_name {
+        let name = o.metadata.name.as_deref().unwrap();
+        let validated = validation(o, "ValidationSucceeded").unwrap();
+        let ready = validation(o, "Ready").expect("a Ready condition");
+        let expected = if name == "heavy" { ("True", "ValidationSucceeded") } else { ("False", "Conflict") };
+        assert_eq!((format!("{:?}", validated.status).as_str(), validated.reason.as_str()), expected, "{name}: {validated:?}");
+        assert_eq!(ready.status, validated.status, "{name}: Ready follows ValidationSucceeded");
+    }
+    sim.shutdown().await;
+}
