@@ -12,8 +12,6 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
@@ -80,40 +78,8 @@ fn json_response(code: u16, value: &Value) -> HttpResponse {
 }
 
 /// Accepts connections until `shutdown` turns true.
-pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
-    let connections_shutdown = shutdown.clone();
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(pair) => pair,
-                    Err(error) => {
-                        tracing::warn!(%error, "accept failed");
-                        continue;
-                    }
-                };
-                let shared = shared.clone();
-                let mut connection_shutdown = connections_shutdown.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |request| {
-                        let shared = shared.clone();
-                        async move { Ok::<_, Infallible>(handle(shared, request).await) }
-                    });
-                    let connection = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-                    tokio::select! {
-                        result = connection => {
-                            if let Err(error) = result {
-                                tracing::debug!(%error, %peer, "connection ended with an error");
-                            }
-                        }
-                        _ = connection_shutdown.wait_for(|stop| *stop) => {}
-                    }
-                });
-            }
-            _ = shutdown.wait_for(|stop| *stop) => break,
-        }
-    }
-    tracing::debug!("API server stopped accepting connections");
+pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
+    crate::http_server::serve(listener, shutdown, "API server", move |request| handle(shared.clone(), request)).await;
 }
 
 pub(crate) fn percent_decode(text: &str) -> String {
@@ -952,13 +918,7 @@ impl ApiFaults {
         }
         let rate = state.error_rates.get(&verb).copied().unwrap_or(0.0);
         if rate > 0.0 {
-            // splitmix64 step, mapped to [0, 1).
-            state.rng = state.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = state.rng;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            let draw = ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64;
-            if draw < rate {
+            if crate::random::next_unit(&mut state.rng) < rate {
                 let error = ApiError::internal(format!("{verb:?} failed (injected fault)"));
                 return Some(json_response(500, &error.to_status()));
             }

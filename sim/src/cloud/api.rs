@@ -2,7 +2,6 @@
 //! [`crate::cloud`] for the API).
 
 use std::collections::{BTreeMap, HashMap};
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -10,8 +9,6 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use joinery_core::clock::Clock;
 use serde_json::{Map, Value, json};
 use tokio::net::TcpListener;
@@ -132,40 +129,12 @@ impl Failure {
 }
 
 /// Accepts connections until `stopped` turns true.
-pub(crate) async fn serve(listener: TcpListener, state: Arc<CloudState>, mut stopped: watch::Receiver<bool>) {
-    let connections_stopped = stopped.clone();
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(pair) => pair,
-                    Err(error) => {
-                        tracing::warn!(%error, "simulated cloud: accept failed");
-                        continue;
-                    }
-                };
-                let state = state.clone();
-                let mut connection_stopped = connections_stopped.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |request| {
-                        let state = state.clone();
-                        async move { Ok::<_, Infallible>(handle(&state, request).await) }
-                    });
-                    let connection = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-                    tokio::select! {
-                        result = connection => {
-                            if let Err(error) = result {
-                                tracing::debug!(%error, %peer, "simulated cloud: connection ended with an error");
-                            }
-                        }
-                        _ = connection_stopped.wait_for(|stop| *stop) => {}
-                    }
-                });
-            }
-            _ = stopped.wait_for(|stop| *stop) => break,
-        }
-    }
-    tracing::debug!("simulated cloud stopped accepting connections");
+pub(crate) async fn serve(listener: TcpListener, state: Arc<CloudState>, stopped: watch::Receiver<bool>) {
+    crate::http_server::serve(listener, stopped, "simulated cloud", move |request| {
+        let state = state.clone();
+        async move { handle(&state, request).await }
+    })
+    .await;
 }
 
 /// The routes: which verb a request is, and the instance ID it names.

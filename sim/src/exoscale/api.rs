@@ -1,7 +1,6 @@
 //! The fake Exoscale API's HTTP front end and state (see [`crate::exoscale`] for the API).
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -10,8 +9,6 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use joinery_core::clock::Clock;
 use joinery_core::resources::Resources;
 use serde_json::{Map, Value, json};
@@ -68,12 +65,7 @@ impl World {
     pub(crate) fn uuid(&mut self) -> String {
         let mut bytes = [0u8; 16];
         for half in bytes.chunks_mut(8) {
-            self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.rng;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            half.copy_from_slice(&z.to_be_bytes());
+            half.copy_from_slice(&crate::random::next_u64(&mut self.rng).to_be_bytes());
         }
         format_uuid(bytes)
     }
@@ -302,39 +294,12 @@ fn json_response(status: u16, value: &Value) -> HttpResponse {
 }
 
 /// Accepts connections until `stopped` turns true.
-pub(crate) async fn serve(listener: TcpListener, state: Arc<ExoState>, mut stopped: watch::Receiver<bool>) {
-    let connections_stopped = stopped.clone();
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(pair) => pair,
-                    Err(error) => {
-                        tracing::warn!(%error, "fake Exoscale API: accept failed");
-                        continue;
-                    }
-                };
-                let state = state.clone();
-                let mut connection_stopped = connections_stopped.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |request| {
-                        let state = state.clone();
-                        async move { Ok::<_, Infallible>(handle(&state, request).await) }
-                    });
-                    let connection = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-                    tokio::select! {
-                        result = connection => {
-                            if let Err(error) = result {
-                                tracing::debug!(%error, %peer, "fake Exoscale API: connection ended with an error");
-                            }
-                        }
-                        _ = connection_stopped.wait_for(|stop| *stop) => {}
-                    }
-                });
-            }
-            _ = stopped.wait_for(|stop| *stop) => break,
-        }
-    }
+pub(crate) async fn serve(listener: TcpListener, state: Arc<ExoState>, stopped: watch::Receiver<bool>) {
+    crate::http_server::serve(listener, stopped, "fake Exoscale API", move |request| {
+        let state = state.clone();
+        async move { handle(&state, request).await }
+    })
+    .await;
 }
 
 /// A request after its zone was found.

@@ -1,0 +1,57 @@
+//! The HTTP/1 accept loop every loopback server of the emulated world shares (the
+//! Kubernetes API, the simulated cloud, the fake Exoscale API).
+
+use std::convert::Infallible;
+use std::future::Future;
+
+use http::{Request, Response};
+use hyper::body::{Body, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Serves each connection of `listener` with `handle` until `stopped` turns true; open
+/// connections are dropped then too. `server` names the server in logs.
+pub(crate) async fn serve<H, Fut, B>(listener: TcpListener, mut stopped: watch::Receiver<bool>, server: &'static str, handle: H)
+where
+    H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<B>> + Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let connections_stopped = stopped.clone();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(pair) => pair,
+                    Err(error) => {
+                        tracing::warn!(%error, server, "accept failed");
+                        continue;
+                    }
+                };
+                let handle = handle.clone();
+                let mut connection_stopped = connections_stopped.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |request| {
+                        let answer = handle(request);
+                        async move { Ok::<_, Infallible>(answer.await) }
+                    });
+                    let connection = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+                    tokio::select! {
+                        result = connection => {
+                            if let Err(error) = result {
+                                tracing::debug!(%error, %peer, server, "connection ended with an error");
+                            }
+                        }
+                        _ = connection_stopped.wait_for(|stop| *stop) => {}
+                    }
+                });
+            }
+            _ = stopped.wait_for(|stop| *stop) => break,
+        }
+    }
+    tracing::debug!(server, "stopped accepting connections");
+}
