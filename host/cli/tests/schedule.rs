@@ -247,6 +247,14 @@ fn topology_spread_and_anti_affinity_shape_the_claims() {
 }
 
 #[test]
+fn namespace_selectors_pick_the_namespaces_by_their_labels() {
+    let r = report(&fixture("namespaces"), SIMCLOUD, &[]);
+    assert_eq!(values(claim_of(&r, "data/db"), "topology.kubernetes.io/zone"), ["test-zone-c"]);
+    assert_eq!(values(claim_of(&r, "shop/web"), "topology.kubernetes.io/zone"), ["test-zone-c"], "web follows db across namespaces");
+    assert!(reason(&r, "shop/lost").contains("affinity"), "{}", reason(&r, "shop/lost"));
+}
+
+#[test]
 fn preferences_are_respected_unless_ignored() {
     let respected = report(&fixture("preferences"), SMALL, &[]);
     assert_eq!(values(claim_of(&respected, "shop/likes-arm"), "kubernetes.io/arch"), ["arm64"]);

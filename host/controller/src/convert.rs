@@ -190,10 +190,10 @@ pub fn pending_pod(pod: &Pod) -> Result<PendingPod, String> {
         labels: pod.metadata.labels.clone().unwrap_or_default(),
         preferred_affinity: preferred_affinity(&spec).map_err(ctx)?,
         topology_spread: topology_spread(&spec).map_err(ctx)?,
-        pod_affinity: pod_affinity_terms(&spec, false, &namespace).map_err(ctx)?,
-        preferred_pod_affinity: preferred_pod_affinity_terms(&spec, false, &namespace).map_err(ctx)?,
-        pod_anti_affinity: pod_affinity_terms(&spec, true, &namespace).map_err(ctx)?,
-        preferred_pod_anti_affinity: preferred_pod_affinity_terms(&spec, true, &namespace).map_err(ctx)?,
+        pod_affinity: pod_affinity_terms(&spec, false).map_err(ctx)?,
+        preferred_pod_affinity: preferred_pod_affinity_terms(&spec, false).map_err(ctx)?,
+        pod_anti_affinity: pod_affinity_terms(&spec, true).map_err(ctx)?,
+        preferred_pod_anti_affinity: preferred_pod_affinity_terms(&spec, true).map_err(ctx)?,
         host_ports: host_ports(&spec),
         volume_requirements: Vec::new(),
     })
@@ -264,28 +264,34 @@ pub fn topology_spread(spec: &PodSpec) -> Result<Vec<TopologySpreadConstraint>, 
     Ok(out)
 }
 
-/// One pod (anti-)affinity term in core form. `namespaceSelector` cannot be resolved here (it
-/// needs the Namespace objects): a term with one keeps its listed namespaces plus the pod's
-/// own, which under-approximates "all namespaces".
-fn pod_affinity_term(term: &corev1::PodAffinityTerm, namespace: &str, path: &str) -> Result<PodAffinityTerm, String> {
-    let mut namespaces = term.namespaces.clone().unwrap_or_default();
-    if term.namespace_selector.is_some() && !namespaces.iter().any(|n| n == namespace) {
-        namespaces.push(namespace.to_owned());
-    }
+/// One pod (anti)-affinity term in core form. Its `namespaceSelector` is kept for the core,
+/// which matches it against the Namespaces of [`namespace_labels`].
+fn pod_affinity_term(term: &corev1::PodAffinityTerm, path: &str) -> Result<PodAffinityTerm, String> {
     Ok(PodAffinityTerm {
         label_selector: term.label_selector.as_ref().map(|s| label_selector(s, &format!("{path}.labelSelector"))).transpose()?,
         topology_key: term.topology_key.clone(),
-        namespaces,
+        namespaces: term.namespaces.clone().unwrap_or_default(),
+        namespace_selector: term.namespace_selector.as_ref().map(|s| label_selector(s, &format!("{path}.namespaceSelector"))).transpose()?,
     })
+}
+
+/// The labels of Namespace objects by name, for affinity terms' `namespaceSelector`.
+pub fn namespace_labels<N: Borrow<corev1::Namespace>>(namespaces: &[N]) -> BTreeMap<String, BTreeMap<String, String>> {
+    namespaces
+        .iter()
+        .filter_map(|n| {
+            let meta = &n.borrow().metadata;
+            Some((meta.name.clone()?, meta.labels.clone().unwrap_or_default()))
+        })
+        .collect()
 }
 
 fn affinity_path(anti: bool) -> &'static str {
     if anti { "spec.affinity.podAntiAffinity" } else { "spec.affinity.podAffinity" }
 }
 
-/// Required pod affinity (`anti` false) or anti-affinity (`anti` true) terms of a pod spec in
-/// the namespace `namespace`.
-pub fn pod_affinity_terms(spec: &PodSpec, anti: bool, namespace: &str) -> Result<Vec<PodAffinityTerm>, String> {
+/// Required pod affinity (`anti` false) or anti-affinity (`anti` true) terms of a pod spec.
+pub fn pod_affinity_terms(spec: &PodSpec, anti: bool) -> Result<Vec<PodAffinityTerm>, String> {
     let affinity = spec.affinity.as_ref();
     let terms = if anti {
         affinity.and_then(|a| a.pod_anti_affinity.as_ref()).and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
@@ -297,12 +303,12 @@ pub fn pod_affinity_terms(spec: &PodSpec, anti: bool, namespace: &str) -> Result
         .into_iter()
         .flatten()
         .enumerate()
-        .map(|(i, t)| pod_affinity_term(t, namespace, &format!("{path}.requiredDuringSchedulingIgnoredDuringExecution[{i}]")))
+        .map(|(i, t)| pod_affinity_term(t, &format!("{path}.requiredDuringSchedulingIgnoredDuringExecution[{i}]")))
         .collect()
 }
 
 /// Preferred pod affinity (`anti` false) or anti-affinity (`anti` true) terms with weights.
-pub fn preferred_pod_affinity_terms(spec: &PodSpec, anti: bool, namespace: &str) -> Result<Vec<WeightedPodAffinityTerm>, String> {
+pub fn preferred_pod_affinity_terms(spec: &PodSpec, anti: bool) -> Result<Vec<WeightedPodAffinityTerm>, String> {
     let affinity = spec.affinity.as_ref();
     let terms = if anti {
         affinity.and_then(|a| a.pod_anti_affinity.as_ref()).and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())
@@ -316,7 +322,7 @@ pub fn preferred_pod_affinity_terms(spec: &PodSpec, anti: bool, namespace: &str)
         .enumerate()
         .map(|(i, w)| {
             let path = format!("{path}.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm");
-            Ok(WeightedPodAffinityTerm { weight: w.weight, term: pod_affinity_term(&w.pod_affinity_term, namespace, &path)? })
+            Ok(WeightedPodAffinityTerm { weight: w.weight, term: pod_affinity_term(&w.pod_affinity_term, &path)? })
         })
         .collect()
 }
@@ -387,7 +393,7 @@ pub fn bound_pod(pod: &Pod) -> Option<BoundPod> {
         .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
         .into_iter()
         .flatten()
-        .filter_map(|t| pod_affinity_term(t, &namespace, "spec.affinity.podAntiAffinity").ok())
+        .filter_map(|t| pod_affinity_term(t, "spec.affinity.podAntiAffinity").ok())
         .collect();
     Some(BoundPod {
         key: PodKey::new(namespace, pod.metadata.name.clone().unwrap_or_default()),
@@ -638,7 +644,9 @@ mod tests {
         assert_eq!(p.pod_affinity[0].label_selector.as_ref().unwrap().match_expressions[0].operator, SelectorOperator::In);
         assert!(p.pod_anti_affinity.is_empty());
         let w = &p.preferred_pod_anti_affinity[0];
-        assert_eq!((w.weight, w.term.namespaces.as_slice()), (3, ["ns".to_owned()].as_slice()));
+        assert_eq!(w.weight, 3);
+        assert!(w.term.namespaces.is_empty());
+        assert_eq!(w.term.namespace_selector, Some(LabelSelector::default()), "an empty namespaceSelector (every namespace) is kept");
 
         let mut on_node = pod.clone();
         on_node.spec.as_mut().unwrap().node_name = Some("n1".into());

@@ -208,6 +208,7 @@ pub async fn provision(ctx: &Context) -> Result<bool, ControllerError> {
     let started = std::time::Instant::now();
     let context = scheduling::SchedulingContext {
         bound_pods: convert::bound_pods(&all_pods),
+        namespace_labels: convert::namespace_labels(&ctx.state.namespaces.state()),
         preference_policy: match ctx.settings.preference_policy {
             crate::settings::PreferencePolicy::Respect => scheduling::PreferencePolicy::Respect,
             crate::settings::PreferencePolicy::Ignore => scheduling::PreferencePolicy::Ignore,

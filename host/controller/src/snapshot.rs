@@ -604,6 +604,8 @@ impl Snapshot {
 
         out.input.nodes = convert::existing_nodes(&self.nodes, &self.node_claims, &self.pods);
         out.context.bound_pods = convert::bound_pods(&self.pods);
+        let namespaces: Vec<&Namespace> = self.namespaces.iter().map(|n| &n.object).collect();
+        out.context.namespace_labels = convert::namespace_labels(&namespaces);
 
         for located in &self.daemon_sets {
             let d = convert::daemon_pod(&located.object)
@@ -649,7 +651,6 @@ impl Snapshot {
         let unused: Vec<String> = [
             ("Deployment", self.deployments.len()),
             ("PodDisruptionBudget", self.pod_disruption_budgets.len()),
-            ("Namespace", self.namespaces.len()),
         ]
         .into_iter()
         .filter(|(_, n)| *n > 0)

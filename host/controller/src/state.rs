@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use joinery_api::{NodeClaim, NodeOverlay, NodePool};
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DynamicObject, GroupVersionKind};
@@ -48,6 +48,8 @@ pub struct ClusterState {
     pub persistent_volume_claims: Store<PersistentVolumeClaim>,
     /// All StorageClasses (`allowedTopologies` of claims not bound yet).
     pub storage_classes: Store<StorageClass>,
+    /// All Namespaces (their labels, for affinity terms' `namespaceSelector`).
+    pub namespaces: Store<Namespace>,
     /// All NodeOverlays, when they are watched: only with the `NodeOverlay` feature gate on and
     /// the `nodeoverlays.karpenter.sh` CRD served (as upstream, which watches them only then).
     pub node_overlays: Option<Store<NodeOverlay>>,
@@ -136,6 +138,7 @@ impl ClusterState {
         let persistent_volumes = watch_all!(PersistentVolume, "PersistentVolume");
         let persistent_volume_claims = watch_all!(PersistentVolumeClaim, "PersistentVolumeClaim");
         let storage_classes = watch_all!(StorageClass, "StorageClass");
+        let namespaces = watch_all!(Namespace, "Namespace");
         let node_overlays = if !watch_node_overlays {
             None
         } else {
@@ -186,6 +189,7 @@ impl ClusterState {
             persistent_volumes,
             persistent_volume_claims,
             storage_classes,
+            namespaces,
             node_overlays,
             selectors,
             node_classes,
@@ -206,6 +210,7 @@ impl ClusterState {
         self.persistent_volumes.wait_until_ready().await.map_err(|_| not_synced("persistentvolumes"))?;
         self.persistent_volume_claims.wait_until_ready().await.map_err(|_| not_synced("persistentvolumeclaims"))?;
         self.storage_classes.wait_until_ready().await.map_err(|_| not_synced("storageclasses"))?;
+        self.namespaces.wait_until_ready().await.map_err(|_| not_synced("namespaces"))?;
         if let Some(overlays) = &self.node_overlays {
             overlays.wait_until_ready().await.map_err(|_| not_synced("nodeoverlays"))?;
         }

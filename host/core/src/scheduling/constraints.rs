@@ -222,15 +222,21 @@ impl TopologySpreadConstraint {
 
 /// A pod (anti-)affinity term.
 ///
-/// Kubernetes' `namespaceSelector` is not modelled: callers resolve it into `namespaces`.
+/// The namespaces it selects pods in are `namespaces` plus those `namespace_selector`
+/// matches; with neither, the pod's own namespace (as kube-scheduler).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PodAffinityTerm {
     /// Which pods the term is about; `None` selects none (the term is a no-op).
     pub label_selector: Option<LabelSelector>,
     /// Node label whose values are the domains.
     pub topology_key: String,
-    /// Namespaces of the selected pods; empty means the pod's own namespace.
+    /// Namespaces of the selected pods, listed by name.
     pub namespaces: Vec<String>,
+    /// Kubernetes' `namespaceSelector`: adds every namespace whose labels match, as known
+    /// from [`SchedulingContext::namespace_labels`](super::SchedulingContext::namespace_labels)
+    /// and the namespaces of the pass's pods (each with its `kubernetes.io/metadata.name`
+    /// label). An empty selector selects every namespace.
+    pub namespace_selector: Option<LabelSelector>,
 }
 
 impl PodAffinityTerm {
@@ -240,6 +246,7 @@ impl PodAffinityTerm {
             label_selector: Some(selector),
             topology_key: topology_key.into(),
             namespaces: Vec::new(),
+            namespace_selector: None,
         }
     }
 }

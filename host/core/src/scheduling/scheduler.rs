@@ -566,6 +566,7 @@ impl<'a> Scheduler<'a> {
             &input.pods,
             &input.nodes,
             &context.bound_pods,
+            &context.namespace_labels,
             &input.nodepools,
         );
         let order = queue_order(&input.pods);

@@ -2427,6 +2427,67 @@ fn affinity_terms_may_name_other_namespaces() {
 }
 
 #[test]
+fn an_empty_namespace_selector_selects_pods_of_every_namespace() {
+    let mut web = labelled(pod("web", 1000), &[("app", "web")]);
+    web.pod_affinity = vec![term(ZONE_LABEL, "db")];
+    web.pod_affinity[0].namespace_selector = Some(LabelSelector::default());
+    let mut db = bound("db-0", "n-b", "db");
+    db.key.namespace = "data".into();
+    let inp = input(vec![web], vec![full_node("n-b", "b")], vec![zonal("default")]);
+    // No Namespace objects are given: the bound pod's namespace is still known.
+    let r = with_context(&inp, vec![db]);
+    assert_eq!(claim_zones(&r), ["b"]);
+}
+
+#[test]
+fn a_namespace_selector_matches_namespace_labels_and_the_name_label() {
+    let mut web = labelled(pod("web", 1000), &[("app", "web")]);
+    web.pod_anti_affinity = vec![term(HOSTNAME_LABEL, "db")];
+    let mut db = bound("db-0", "n1", "db");
+    db.key.namespace = "data".into();
+    let run_with = |selector: LabelSelector, labels: &[(&str, &str)]| {
+        let mut web = web.clone();
+        web.pod_anti_affinity[0].namespace_selector = Some(selector);
+        let inp = input(vec![web], vec![zone_node("n1", "a", 8000)], vec![zonal("default")]);
+        let context = SchedulingContext {
+            bound_pods: vec![db.clone()],
+            namespace_labels: BTreeMap::from([(
+                "data".to_owned(),
+                labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            )]),
+            ..Default::default()
+        };
+        schedule_with_context(&inp, &context, None)
+    };
+    // The selector matches the namespace's label: db's node is closed to web.
+    let r = run_with(sel(&[("team", "storage")]), &[("team", "storage")]);
+    claim_of(&r, "web");
+    // A label the namespace does not have: db is not selected, web shares its node.
+    let r = run_with(sel(&[("team", "storage")]), &[("team", "web")]);
+    assert_eq!(node_of(&r, "web"), "n1");
+    // Every namespace carries its name as kubernetes.io/metadata.name.
+    let r = run_with(sel(&[("kubernetes.io/metadata.name", "data")]), &[]);
+    claim_of(&r, "web");
+}
+
+#[test]
+fn a_namespace_selector_adds_to_the_listed_namespaces_and_drops_the_pods_own() {
+    let mut web = labelled(pod("web", 1000), &[("app", "web")]);
+    web.pod_anti_affinity = vec![term(HOSTNAME_LABEL, "db")];
+    // A selector matching nothing and no list: not even the pod's own namespace.
+    web.pod_anti_affinity[0].namespace_selector = Some(sel(&[("team", "nobody")]));
+    let db = bound("db-0", "n1", "db");
+    let inp = input(vec![web.clone()], vec![zone_node("n1", "a", 8000)], vec![zonal("default")]);
+    let r = with_context(&inp, vec![db.clone()]);
+    assert_eq!(node_of(&r, "web"), "n1");
+    // Listing the namespace brings it back alongside the selector's (empty) match.
+    web.pod_anti_affinity[0].namespaces = vec!["default".into()];
+    let inp = input(vec![web], vec![zone_node("n1", "a", 8000)], vec![zonal("default")]);
+    let r = with_context(&inp, vec![db]);
+    claim_of(&r, "web");
+}
+
+#[test]
 fn affinity_and_node_selector_must_agree() {
     let mut web = labelled(
         with_selector(pod("web", 1000), ZONE_LABEL, "a"),

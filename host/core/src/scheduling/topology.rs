@@ -466,6 +466,9 @@ pub(crate) struct Topology<'a> {
     nodes: &'a [ExistingNode],
     node_index: BTreeMap<&'a str, usize>,
     bound: Vec<&'a BoundPod>,
+    /// Every namespace a `namespaceSelector` can pick, with its labels (see
+    /// [`namespace_universe`]).
+    namespaces: Vec<(String, BTreeMap<String, String>)>,
     universe: Universe,
     groups: Vec<Group>,
     ids: HashMap<u64, usize, BuildHasherDefault<FxHasher>>,
@@ -495,6 +498,7 @@ impl<'a> Topology<'a> {
         pods: &'a [PendingPod],
         nodes: &'a [ExistingNode],
         bound_pods: &'a [BoundPod],
+        namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
         nodepools: &[NodePool],
     ) -> Self {
         let pending: BTreeSet<&PodKey> = pods.iter().map(|p| &p.key).collect();
@@ -530,6 +534,7 @@ impl<'a> Topology<'a> {
                 .enumerate()
                 .map(|(i, n)| (n.name.as_str(), i))
                 .collect(),
+            namespaces: namespace_universe(namespace_labels, pods, &bound),
             bound,
             universe: build_universe(nodepools, &keys),
             groups: Vec::new(),
@@ -555,6 +560,7 @@ impl<'a> Topology<'a> {
                     Kind::AntiAffinity,
                     term,
                     &b.key.namespace,
+                    &topology.namespaces,
                 ));
                 if let Some(domain) = node.and_then(|n| label(n, &term.topology_key)) {
                     topology.inverse[id].record(domain);
@@ -571,7 +577,8 @@ impl<'a> Topology<'a> {
             .pod_anti_affinity
             .iter()
             .map(|term| {
-                self.inverse_group(affinity_spec(Kind::AntiAffinity, term, &pod.key.namespace))
+                let spec = affinity_spec(Kind::AntiAffinity, term, &pod.key.namespace, &self.namespaces);
+                self.inverse_group(spec)
             })
             .collect();
         ids.sort_unstable();
@@ -713,10 +720,12 @@ impl<'a> Topology<'a> {
             ids.push(self.group(spec));
         }
         for term in &constraints.affinity {
-            ids.push(self.group(affinity_spec(Kind::Affinity, term, &pod.key.namespace)));
+            let spec = affinity_spec(Kind::Affinity, term, &pod.key.namespace, &self.namespaces);
+            ids.push(self.group(spec));
         }
         for term in &constraints.anti_affinity {
-            ids.push(self.group(affinity_spec(Kind::AntiAffinity, term, &pod.key.namespace)));
+            let spec = affinity_spec(Kind::AntiAffinity, term, &pod.key.namespace, &self.namespaces);
+            ids.push(self.group(spec));
         }
         ids.sort_unstable();
         ids.dedup();
@@ -991,13 +1000,48 @@ impl<'a> Topology<'a> {
     }
 }
 
-/// The group of an affinity or anti-affinity term of a pod in `namespace`.
-fn affinity_spec(kind: Kind, term: &PodAffinityTerm, namespace: &str) -> GroupSpec {
-    let namespaces = if term.namespaces.is_empty() {
-        BTreeSet::from([namespace.to_owned()])
-    } else {
-        term.namespaces.iter().cloned().collect()
-    };
+/// Every namespace a `namespaceSelector` can pick: the Namespaces the caller knows, and the
+/// namespace of every pending and bound pod (only namespaces holding pods matter to a pod
+/// selector). Each carries `kubernetes.io/metadata.name`, as the API server sets it.
+fn namespace_universe(
+    known: &BTreeMap<String, BTreeMap<String, String>>,
+    pods: &[PendingPod],
+    bound: &[&BoundPod],
+) -> Vec<(String, BTreeMap<String, String>)> {
+    let mut all: BTreeMap<String, BTreeMap<String, String>> = known.clone();
+    let pod_namespaces = pods.iter().map(|p| &p.key.namespace).chain(bound.iter().map(|b| &b.key.namespace));
+    for namespace in pod_namespaces {
+        if !all.contains_key(namespace) {
+            all.insert(namespace.clone(), BTreeMap::new());
+        }
+    }
+    for (name, labels) in &mut all {
+        labels.entry(NAMESPACE_NAME_LABEL.to_owned()).or_insert_with(|| name.clone());
+    }
+    all.into_iter().collect()
+}
+
+/// The label the API server gives every Namespace: its own name.
+const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// The group of an affinity or anti-affinity term of a pod in `namespace`; `universe` is
+/// what the term's `namespaceSelector` picks from.
+fn affinity_spec(
+    kind: Kind,
+    term: &PodAffinityTerm,
+    namespace: &str,
+    universe: &[(String, BTreeMap<String, String>)],
+) -> GroupSpec {
+    let mut namespaces: BTreeSet<String> = term.namespaces.iter().cloned().collect();
+    match &term.namespace_selector {
+        Some(selector) => {
+            namespaces.extend(universe.iter().filter(|(_, labels)| selector.matches(labels)).map(|(name, _)| name.clone()));
+        }
+        None if namespaces.is_empty() => {
+            namespaces.insert(namespace.to_owned());
+        }
+        None => {}
+    }
     GroupSpec {
         kind,
         key: term.topology_key.clone(),

@@ -166,6 +166,10 @@ pub struct SchedulingContext {
     pub preference_policy: PreferencePolicy,
     /// Whether `minValues` is enforced strictly or relaxed to what the types can offer.
     pub min_values_policy: MinValuesPolicy,
+    /// Labels of the cluster's Namespaces, by name, for affinity terms' `namespaceSelector`.
+    /// A namespace of a pod that is not listed counts with its `kubernetes.io/metadata.name`
+    /// label only (the label the API server gives every namespace).
+    pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// A node already in the cluster, or a NodeClaim in flight (launched or launching, not yet
