@@ -71,6 +71,10 @@ pub async fn schedule(args: ScheduleArgs) -> Result<ExitCode> {
     } else if !(snapshot.services.is_empty() && snapshot.replica_sets.is_empty() && snapshot.stateful_sets.is_empty()) {
         notes.push("Services, ReplicaSets and StatefulSets select pods for default spread constraints, which only --scheduler-config asks for; not used".into());
     }
+    // The pass and the report need only the assembled input: give the objects' memory
+    // (and the text's) back before the pass allocates its own.
+    drop(snapshot);
+    drop(text);
     let mut context = assembly.context.clone();
     context.preference_policy = match args.preference_policy {
         PreferencePolicyArg::Respect => PreferencePolicy::Respect,
