@@ -264,7 +264,7 @@ pub fn topology_spread(spec: &PodSpec) -> Result<Vec<TopologySpreadConstraint>, 
     Ok(out)
 }
 
-/// One pod (anti)-affinity term in core form. Its `namespaceSelector` is kept for the core,
+/// One pod (anti-)affinity term in core form. Its `namespaceSelector` is kept for the core,
 /// which matches it against the Namespaces of [`namespace_labels`].
 fn pod_affinity_term(term: &corev1::PodAffinityTerm, path: &str) -> Result<PodAffinityTerm, String> {
     Ok(PodAffinityTerm {
