@@ -174,6 +174,8 @@ fn exoscale_two_zones_scale_up_then_to_zero() {
         assert!(!node["registeredAt"].is_null(), "node {node} never registered from its k3s userData");
         assert!(node["instanceType"].as_str().unwrap().starts_with("standard."), "{node}");
         assert!(!node["deletedAt"].is_null(), "{node}");
+        // Exoscale publishes no prices: the report shows the pricing plugin's, not zero.
+        assert!(node["pricePerHour"].as_f64().is_some_and(|p| p > 0.0), "{node}");
     }
     let (live, created) = exoscale_cloud(&report);
     assert!(live.is_empty(), "no instance survives the scale-down: {live:?}");

@@ -266,12 +266,20 @@ impl Simulation {
     }
 
     /// The instances of the cloud the scenario runs (the fake Exoscale API's, else the
-    /// simulated cloud's), as the physics sees them.
+    /// simulated cloud's), as the physics sees them. Exoscale publishes no prices, so its
+    /// instances carry the price the host gave their offering (its pricing plugin's).
     pub fn cloud_instances(&self) -> Vec<SimInstance> {
-        match &self.exoscale {
-            Some(fake) => fake.sim_instances(),
-            None => self.cloud.instances(),
+        let Some(fake) = &self.exoscale else { return self.cloud.instances() };
+        let mut instances = fake.sim_instances();
+        if let Some(controller) = &self.controller {
+            let cloud = &controller.context().cloud;
+            for x in &mut instances {
+                if let Some(price) = cloud.known_price(&x.instance_type, &x.zone, &x.capacity_type) {
+                    x.price_per_hour = price;
+                }
+            }
         }
+        instances
     }
 
     /// Starts the host (again, after [`Simulation::crash_controller`]).
