@@ -159,6 +159,7 @@ pub fn builtin_kinds() -> Vec<ResourceKind> {
         builtin("coordination.k8s.io", "leases", "Lease", true, false, &[]),
         builtin("policy", "poddisruptionbudgets", "PodDisruptionBudget", true, true, &["pdb"]),
         builtin("storage.k8s.io", "storageclasses", "StorageClass", false, false, &["sc"]),
+        builtin("storage.k8s.io", "csinodes", "CSINode", false, false, &[]),
         builtin("storage.k8s.io", "volumeattachments", "VolumeAttachment", false, true, &[]),
         builtin("apiextensions.k8s.io", "customresourcedefinitions", "CustomResourceDefinition", false, true, &["crd", "crds"]),
     ]

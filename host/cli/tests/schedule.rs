@@ -188,6 +188,16 @@ fn existing_nodes_are_packed_first_and_unusable_ones_skipped() {
 }
 
 #[test]
+fn csi_attach_limits_keep_new_volumes_off_a_full_node() {
+    let r = report(&fixture("attach-limits"), SIMCLOUD, &[]);
+    let on_node = serde_json::json!({"kind": "existing", "node": "node-1"});
+    assert_eq!(placement(&r, "shop/plain"), &on_node);
+    assert_eq!(placement(&r, "shop/db-reader"), &on_node, "db's volume is attached already");
+    claim_of(&r, "shop/db-replica");
+    assert_eq!(r["newNodeClaims"].as_array().unwrap().len(), 1, "{r:#}");
+}
+
+#[test]
 fn in_flight_claims_and_uninitialized_nodes_take_pods() {
     let r = report(&fixture("inflight"), SMALL, &[]);
     assert_eq!(placement(&r, "shop/big"), &serde_json::json!({"kind": "existing", "node": "default-launching"}));

@@ -196,6 +196,7 @@ pub fn pending_pod(pod: &Pod) -> Result<PendingPod, String> {
         preferred_pod_anti_affinity: preferred_pod_affinity_terms(&spec, true).map_err(ctx)?,
         host_ports: host_ports(&spec),
         volume_requirements: Vec::new(),
+        volumes: Vec::new(),
     })
 }
 
@@ -378,7 +379,8 @@ pub fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
 
 /// A pod bound to a node in core form (`None` when it is not bound or is terminal): its
 /// labels, required anti-affinity terms and host ports. Anti-affinity terms that do not
-/// convert are left out.
+/// convert are left out. Its CSI volumes need the volume objects: see
+/// [`VolumeIndex::bound_pods`](crate::volumes::VolumeIndex::bound_pods).
 pub fn bound_pod(pod: &Pod) -> Option<BoundPod> {
     let spec = pod.spec.as_ref()?;
     let node = spec.node_name.clone()?;
@@ -401,14 +403,10 @@ pub fn bound_pod(pod: &Pod) -> Option<BoundPod> {
         labels: pod.metadata.labels.clone().unwrap_or_default(),
         anti_affinity,
         host_ports: host_ports(spec),
+        volumes: Vec::new(),
     })
 }
 
-/// The bound, non-terminal pods of a list in core form (for
-/// [`SchedulingContext::bound_pods`](joinery_core::scheduling::SchedulingContext::bound_pods)).
-pub fn bound_pods<P: Borrow<Pod>>(pods: &[P]) -> Vec<BoundPod> {
-    pods.iter().filter_map(|p| bound_pod(p.borrow())).collect()
-}
 
 /// Resources from a Kubernetes resource list; the error names `what`.
 pub fn resource_list(what: &str, list: Option<&BTreeMap<String, Quantity>>) -> Result<Resources, String> {
@@ -653,7 +651,7 @@ mod tests {
         let b = bound_pod(&on_node).unwrap();
         assert_eq!((b.node.as_str(), b.host_ports.len()), ("n1", 1));
         assert!(bound_pod(&pod).is_none(), "not bound");
-        assert_eq!(bound_pods(&[pod, on_node]).len(), 1);
+        assert_eq!([pod, on_node].iter().filter_map(bound_pod).count(), 1);
     }
 
     #[test]

@@ -163,7 +163,8 @@ pub async fn provision(ctx: &Context) -> Result<bool, ControllerError> {
     if !synced(ctx) {
         return Ok(false);
     }
-    let nodes = existing_nodes(ctx);
+    let mut nodes = existing_nodes(ctx);
+    crate::volumes::apply_attach_limits(&mut nodes, &crate::volumes::attach_limits(&ctx.state.csi_nodes.state()));
     let all_pods = ctx.state.pods.state();
     let mut pods = Vec::new();
     let mut pod_objects: BTreeMap<(String, String), Arc<Pod>> = BTreeMap::new();
@@ -207,7 +208,7 @@ pub async fn provision(ctx: &Context) -> Result<bool, ControllerError> {
     let input = SchedulingInput { pods, nodes, nodepools, daemons, label_policy: LabelPolicy::default() };
     let started = std::time::Instant::now();
     let context = scheduling::SchedulingContext {
-        bound_pods: convert::bound_pods(&all_pods),
+        bound_pods: volume_index.bound_pods(&all_pods),
         namespace_labels: convert::namespace_labels(&ctx.state.namespaces.state()),
         preference_policy: match ctx.settings.preference_policy {
             crate::settings::PreferencePolicy::Respect => scheduling::PreferencePolicy::Respect,
@@ -290,6 +291,7 @@ pub fn batch_pod(pod: &Pod, volumes: &VolumeIndex<'_>) -> Result<PendingPod, Str
         VolumeError::Invalid(message) => message,
         missing => format!("{missing}; the pod is not provisioned for until it exists"),
     })?;
+    pending.volumes = volumes.attachments(pod);
     Ok(pending)
 }
 

@@ -28,7 +28,7 @@ use joinery_runtime::types as wit;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
@@ -37,6 +37,8 @@ use crate::convert;
 use crate::provisioner::node_claim_template;
 use crate::state::{is_daemon_pod, is_mirror_pod, is_terminal};
 use crate::volumes::VolumeIndex;
+
+mod one_pass;
 
 /// Why a snapshot or a catalogue cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -124,6 +126,8 @@ pub struct Snapshot {
     pub persistent_volume_claims: Vec<Located<PersistentVolumeClaim>>,
     /// StorageClasses.
     pub storage_classes: Vec<Located<StorageClass>>,
+    /// CSINodes (the CSI attach limits of existing nodes).
+    pub csi_nodes: Vec<Located<CSINode>>,
     /// Namespaces.
     pub namespaces: Vec<Located<Namespace>>,
     /// `karpenter.sh/v1alpha1` NodeOverlays.
@@ -156,7 +160,7 @@ pub enum BatchStatus {
 pub struct Assembly {
     /// What the scheduler gets.
     pub input: SchedulingInput,
-    /// The bound pods ([`convert::bound_pods`]); the preference policy is left at its default
+    /// The bound pods ([`VolumeIndex::bound_pods`]); the preference policy is left at its default
     /// for the caller to set.
     pub context: SchedulingContext,
     /// The pending pods, in snapshot order.
@@ -181,6 +185,7 @@ enum Kind {
     PersistentVolume,
     PersistentVolumeClaim,
     StorageClass,
+    CSINode,
     Namespace,
     NodeOverlay,
     Unknown(String),
@@ -217,6 +222,7 @@ impl Kind {
             ("apps", "StatefulSet") => Kind::StatefulSet,
             ("policy", "PodDisruptionBudget") => Kind::PodDisruptionBudget,
             ("storage.k8s.io", "StorageClass") => Kind::StorageClass,
+            ("storage.k8s.io", "CSINode") => Kind::CSINode,
             _ => Kind::Unknown(format!("{api_version}/{kind}")),
         })
     }
@@ -297,6 +303,7 @@ enum Object {
     PersistentVolume(Box<PersistentVolume>),
     PersistentVolumeClaim(Box<PersistentVolumeClaim>),
     StorageClass(Box<StorageClass>),
+    CSINode(Box<CSINode>),
     Namespace(Box<Namespace>),
     NodeOverlay(Box<NodeOverlay>),
     Ignored,
@@ -328,6 +335,7 @@ impl<'de> DeserializeSeed<'de> for KindSeed<'_> {
             Some(Kind::PersistentVolume) => typed!(PersistentVolume),
             Some(Kind::PersistentVolumeClaim) => typed!(PersistentVolumeClaim),
             Some(Kind::StorageClass) => typed!(StorageClass),
+            Some(Kind::CSINode) => typed!(CSINode),
             Some(Kind::Namespace) => typed!(Namespace),
             Some(Kind::NodeOverlay) => typed!(NodeOverlay),
             Some(Kind::Unknown(_)) | None => IgnoredAny::deserialize(d).map(|_| Object::Ignored),
@@ -455,7 +463,20 @@ impl Snapshot {
     /// its `apiVersion` and `kind`. Empty documents are skipped. Objects of unknown kinds are
     /// counted in [`unknown`](Self::unknown). Namespaced objects without a namespace get
     /// `default`, as the API server would. The same object listed twice is an error.
+    ///
+    /// Documents whose `apiVersion` and `kind` come before their other keys (as `kubectl`
+    /// writes them) are read in one pass; any other text, and any text with an error, is read
+    /// again by the careful two-pass reader, which words the error.
     pub fn parse(text: &str) -> Result<Snapshot, SnapshotError> {
+        match one_pass::read(text) {
+            Some(snapshot) => Ok(snapshot),
+            None => Self::parse_two_passes(text),
+        }
+    }
+
+    /// Reads a snapshot in two passes over each document: its `apiVersion` and `kind` first
+    /// (any key order), then the object as that type.
+    fn parse_two_passes(text: &str) -> Result<Snapshot, SnapshotError> {
         // First pass: what each document is.
         let mut routes = Vec::new();
         for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
@@ -532,6 +553,7 @@ impl Snapshot {
             Object::PersistentVolume(o) => push!(persistent_volumes, o),
             Object::PersistentVolumeClaim(o) => push!(persistent_volume_claims, o),
             Object::StorageClass(o) => push!(storage_classes, o),
+            Object::CSINode(o) => push!(csi_nodes, o),
             Object::Namespace(o) => push!(namespaces, o),
             Object::NodeOverlay(o) => push!(node_overlays, o),
             Object::Ignored => {}
@@ -581,6 +603,7 @@ impl Snapshot {
                 PodState::Pending => {
                     let converted = convert::pending_pod(pod).and_then(|mut p| {
                         p.volume_requirements = volumes.requirements(pod).map_err(|e| e.missing_from("the snapshot"))?;
+                        p.volumes = volumes.attachments(pod);
                         Ok(p)
                     });
                     let status = match converted {
@@ -603,7 +626,8 @@ impl Snapshot {
         }
 
         out.input.nodes = convert::existing_nodes(&self.nodes, &self.node_claims, &self.pods);
-        out.context.bound_pods = convert::bound_pods(&self.pods);
+        crate::volumes::apply_attach_limits(&mut out.input.nodes, &crate::volumes::attach_limits(&self.csi_nodes));
+        out.context.bound_pods = volumes.bound_pods(&self.pods);
         let namespaces: Vec<&Namespace> = self.namespaces.iter().map(|n| &n.object).collect();
         out.context.namespace_labels = convert::namespace_labels(&namespaces);
 

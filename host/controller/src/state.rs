@@ -9,7 +9,7 @@ use joinery_api::{NodeClaim, NodeOverlay, NodePool};
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{Api, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -50,6 +50,8 @@ pub struct ClusterState {
     pub storage_classes: Store<StorageClass>,
     /// All Namespaces (their labels, for affinity terms' `namespaceSelector`).
     pub namespaces: Store<Namespace>,
+    /// All CSINodes (each node's CSI volume attach limits).
+    pub csi_nodes: Store<CSINode>,
     /// All NodeOverlays, when they are watched: only with the `NodeOverlay` feature gate on and
     /// the `nodeoverlays.karpenter.sh` CRD served (as upstream, which watches them only then).
     pub node_overlays: Option<Store<NodeOverlay>>,
@@ -139,6 +141,7 @@ impl ClusterState {
         let persistent_volume_claims = watch_all!(PersistentVolumeClaim, "PersistentVolumeClaim");
         let storage_classes = watch_all!(StorageClass, "StorageClass");
         let namespaces = watch_all!(Namespace, "Namespace");
+        let csi_nodes = watch_all!(CSINode, "CSINode");
         let node_overlays = if !watch_node_overlays {
             None
         } else {
@@ -190,6 +193,7 @@ impl ClusterState {
             persistent_volume_claims,
             storage_classes,
             namespaces,
+            csi_nodes,
             node_overlays,
             selectors,
             node_classes,
@@ -211,6 +215,7 @@ impl ClusterState {
         self.persistent_volume_claims.wait_until_ready().await.map_err(|_| not_synced("persistentvolumeclaims"))?;
         self.storage_classes.wait_until_ready().await.map_err(|_| not_synced("storageclasses"))?;
         self.namespaces.wait_until_ready().await.map_err(|_| not_synced("namespaces"))?;
+        self.csi_nodes.wait_until_ready().await.map_err(|_| not_synced("csinodes"))?;
         if let Some(overlays) = &self.node_overlays {
             overlays.wait_until_ready().await.map_err(|_| not_synced("nodeoverlays"))?;
         }

@@ -11,8 +11,11 @@ use std::collections::BTreeMap;
 use joinery_core::labels::HOSTNAME_LABEL;
 use joinery_core::requirements::{Operator, Requirement, Requirements};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::storage::v1::StorageClass;
+use joinery_core::scheduling::{AttachedVolume, BoundPod, ExistingNode};
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::convert;
 
 /// Why a pod's volume topology cannot be computed. Missing objects are told apart so the
 /// caller can say where it looked ([`VolumeError::missing_from`]).
@@ -204,6 +207,86 @@ impl<'a> VolumeIndex<'a> {
     }
 }
 
+impl VolumeIndex<'_> {
+    /// The CSI volumes a pod needs attached, each identified by its PersistentVolumeClaim
+    /// (`namespace/name`, as upstream counts them): the driver is the bound
+    /// PersistentVolume's `csi.driver`, or for a claim not bound yet (or a generic ephemeral
+    /// volume whose claim does not exist yet) its StorageClass's provisioner. Volumes whose
+    /// driver cannot be told (no claim, no class, not CSI) are left out.
+    pub fn attachments(&self, pod: &Pod) -> Vec<AttachedVolume> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
+        let pod_name = pod.metadata.name.as_deref().unwrap_or("");
+        let mut out = Vec::new();
+        for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+            let (claim_name, template_class) = if let Some(pvc) = &volume.persistent_volume_claim {
+                (pvc.claim_name.clone(), None)
+            } else if let Some(e) = &volume.ephemeral {
+                let class = e.volume_claim_template.as_ref().and_then(|t| t.spec.storage_class_name.clone());
+                (format!("{pod_name}-{}", volume.name), class)
+            } else {
+                continue;
+            };
+            let driver = match self.claims.get(&(namespace, claim_name.as_str())) {
+                Some(claim) => {
+                    let spec = claim.spec.as_ref();
+                    match spec.and_then(|s| s.volume_name.as_deref()).filter(|v| !v.is_empty()) {
+                        Some(pv) => self.volumes.get(pv).and_then(|pv| pv.spec.as_ref()?.csi.as_ref()).map(|csi| csi.driver.clone()),
+                        None => self.provisioner(spec.and_then(|s| s.storage_class_name.as_deref())),
+                    }
+                }
+                None => self.provisioner(template_class.as_deref()),
+            };
+            if let Some(driver) = driver {
+                out.push(AttachedVolume::new(driver, format!("{namespace}/{claim_name}")));
+            }
+        }
+        out
+    }
+
+    fn provisioner(&self, class: Option<&str>) -> Option<String> {
+        self.classes.get(class.filter(|c| !c.is_empty())?).map(|sc| sc.provisioner.clone())
+    }
+
+    /// The bound, non-terminal pods in core form ([`convert::bound_pod`]) with the CSI
+    /// volumes they hold on their nodes.
+    pub fn bound_pods<P: Borrow<Pod>>(&self, pods: &[P]) -> Vec<BoundPod> {
+        pods.iter()
+            .filter_map(|p| {
+                let mut bound = convert::bound_pod(p.borrow())?;
+                bound.volumes = self.attachments(p.borrow());
+                Some(bound)
+            })
+            .collect()
+    }
+}
+
+/// Each node's CSI attach limits (its CSINode's `spec.drivers[].allocatable.count`), by node
+/// name; drivers without a count are unlimited and left out.
+pub fn attach_limits<C: Borrow<CSINode>>(csi_nodes: &[C]) -> BTreeMap<String, BTreeMap<String, u32>> {
+    csi_nodes
+        .iter()
+        .map(Borrow::borrow)
+        .map(|n| {
+            let limits = n
+                .spec
+                .drivers
+                .iter()
+                .filter_map(|d| Some((d.name.clone(), u32::try_from(d.allocatable.as_ref()?.count?).ok()?)))
+                .collect();
+            (name(&n.metadata).to_string(), limits)
+        })
+        .collect()
+}
+
+/// Gives existing nodes the attach limits of their CSINode (see [`attach_limits`]).
+pub fn apply_attach_limits(nodes: &mut [ExistingNode], limits: &BTreeMap<String, BTreeMap<String, u32>>) {
+    for node in nodes {
+        if let Some(l) = limits.get(&node.name) {
+            node.volume_limits = l.clone();
+        }
+    }
+}
+
 /// At most this many volume alternatives are kept for a pod (the combinations of its volumes'
 /// terms, in order).
 pub const MAX_ALTERNATIVES: usize = 64;
@@ -237,6 +320,33 @@ mod tests {
         assert_eq!(reqs.len(), 1, "{reqs:?}");
         let zone = reqs[0].get(ZONE_LABEL).unwrap();
         ["zone-a", "zone-b", "zone-c"].iter().filter(|z| zone.has(z)).map(|z| z.to_string()).collect()
+    }
+
+    #[test]
+    fn attachments_name_the_driver_and_the_claim() {
+        let pvs = [zone_pv("pv-1", "zone-b")];
+        let pvcs = [claim("db", "data", json!({"volumeName": "pv-1"})), claim("db", "new", json!({"storageClassName": "fast"}))];
+        let classes: [StorageClass; 1] = [of(json!({"metadata": {"name": "fast"}, "provisioner": "ebs.csi.aws.com"}))];
+        let index = VolumeIndex::new(&pvs, &pvcs, &classes);
+        let pod = pod_with(json!([
+            {"name": "a", "persistentVolumeClaim": {"claimName": "data"}},
+            {"name": "b", "persistentVolumeClaim": {"claimName": "new"}},
+            {"name": "c", "ephemeral": {"volumeClaimTemplate": {"spec": {"storageClassName": "fast"}}}},
+            {"name": "d", "emptyDir": {}}
+        ]));
+        assert_eq!(
+            index.attachments(&pod),
+            [
+                AttachedVolume::new("example.com/csi", "db/data"),
+                AttachedVolume::new("ebs.csi.aws.com", "db/new"),
+                AttachedVolume::new("ebs.csi.aws.com", "db/p-c"),
+            ]
+        );
+        let csi: CSINode = of(json!({"metadata": {"name": "n1"}, "spec": {"drivers": [
+            {"name": "ebs.csi.aws.com", "nodeID": "i-1", "allocatable": {"count": 25}},
+            {"name": "example.com/csi", "nodeID": "i-1"}]}}));
+        let limits = attach_limits(&[csi]);
+        assert_eq!(limits["n1"], BTreeMap::from([("ebs.csi.aws.com".to_owned(), 25)]), "a driver without a count is unlimited");
     }
 
     #[test]

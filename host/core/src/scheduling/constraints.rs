@@ -2,7 +2,7 @@
 //! constraints, pod (anti-)affinity terms, preferred node affinity, host ports, and the
 //! preference policy.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
 
@@ -267,6 +267,54 @@ pub struct PreferredSchedulingTerm {
     pub weight: i32,
     /// The term's `matchExpressions`.
     pub preference: Requirements,
+}
+
+/// A CSI volume a pod needs attached to its node. Pods sharing a volume share its `id`, so
+/// it counts once against the node's attach limit (upstream identifies a volume by its
+/// PersistentVolumeClaim, `namespace/name`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AttachedVolume {
+    /// The CSI driver attaching it (the PersistentVolume's `csi.driver`, or the StorageClass
+    /// provisioner of a claim not bound yet).
+    pub driver: String,
+    /// Identifies the volume among the driver's.
+    pub id: String,
+}
+
+impl AttachedVolume {
+    /// A volume of `driver` identified by `id`.
+    pub fn new(driver: impl Into<String>, id: impl Into<String>) -> Self {
+        AttachedVolume { driver: driver.into(), id: id.into() }
+    }
+}
+
+/// Whether attaching `wanted` to a node that already has `attached` would exceed one of its
+/// per-driver `limits` (drivers without a limit take any number).
+pub(crate) fn exceeds_attach_limits(
+    wanted: &[AttachedVolume],
+    attached: &BTreeMap<String, BTreeSet<String>>,
+    limits: &BTreeMap<String, u32>,
+) -> bool {
+    if wanted.is_empty() || limits.is_empty() {
+        return false;
+    }
+    let mut drivers: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for v in wanted {
+        drivers.entry(v.driver.as_str()).or_default().insert(v.id.as_str());
+    }
+    drivers.into_iter().any(|(driver, ids)| {
+        let Some(&limit) = limits.get(driver) else { return false };
+        let on_node = attached.get(driver);
+        let new = ids.iter().filter(|id| !on_node.is_some_and(|set| set.contains(**id))).count();
+        on_node.map_or(0, BTreeSet::len) + new > limit as usize
+    })
+}
+
+/// Records `volumes` as attached in `attached` (per driver).
+pub(crate) fn attach(attached: &mut BTreeMap<String, BTreeSet<String>>, volumes: &[AttachedVolume]) {
+    for v in volumes {
+        attached.entry(v.driver.clone()).or_default().insert(v.id.clone());
+    }
 }
 
 /// A host port a pod (or DaemonSet pod) binds on its node.

@@ -51,7 +51,7 @@ mod tests;
 pub use benchmark::{WorkloadError, WorkloadPod, benchmark_cluster, benchmark_input, workload_input};
 pub use bound::cost_lower_bound;
 pub use constraints::{
-    HostPort, LabelSelector, LabelSelectorRequirement, MinValuesPolicy, NodeInclusionPolicy, PodAffinityTerm,
+    AttachedVolume, HostPort, LabelSelector, LabelSelectorRequirement, MinValuesPolicy, NodeInclusionPolicy, PodAffinityTerm,
     PreferencePolicy, PreferredSchedulingTerm, SelectorOperator, TopologySpreadConstraint,
     WeightedPodAffinityTerm, WhenUnsatisfiable,
 };

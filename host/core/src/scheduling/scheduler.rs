@@ -20,7 +20,9 @@ use crate::requirements::{KeySet, NO_KEYS, Requirement, Requirements};
 use crate::resources::{NODES, Resources};
 use crate::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
 
-use super::constraints::{HostPort, MinValuesPolicy, PreferencePolicy, WhenUnsatisfiable, port_conflict};
+use super::constraints::{
+    HostPort, MinValuesPolicy, PreferencePolicy, WhenUnsatisfiable, attach, exceeds_attach_limits, port_conflict,
+};
 use super::daemons::{Daemon, alternatives, tolerated, tolerates};
 use super::catalog::{OfferingTable, TypeClasses};
 use super::pricing::{FallbackPrice, no_fallback, order_by_price};
@@ -126,6 +128,8 @@ struct Node<'a> {
     reserved: Resources,
     /// Host ports of the bound pods and of the pods placed in this pass.
     ports: Vec<HostPort>,
+    /// CSI volumes attached (per driver) for the bound pods and the pods placed in this pass.
+    volumes: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// A NodeClaim being filled.
@@ -508,12 +512,16 @@ impl<'a> Scheduler<'a> {
 
         let pending: BTreeSet<&super::types::PodKey> = input.pods.iter().map(|p| &p.key).collect();
         let mut ports: BTreeMap<&str, Vec<HostPort>> = BTreeMap::new();
+        let mut volumes: BTreeMap<&str, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
         for b in &context.bound_pods {
             if !pending.contains(&b.key) {
                 ports
                     .entry(b.node.as_str())
                     .or_default()
                     .extend(b.host_ports.iter().cloned());
+                if !b.volumes.is_empty() {
+                    attach(volumes.entry(b.node.as_str()).or_default(), &b.volumes);
+                }
             }
         }
         let mut schedulable: Vec<&ExistingNode> =
@@ -537,6 +545,7 @@ impl<'a> Scheduler<'a> {
                     available: &node.allocatable - &node.requested,
                     reserved: &daemon_total - &node.daemon_requested,
                     ports: ports.remove(node.name.as_str()).unwrap_or_default(),
+                    volumes: volumes.remove(node.name.as_str()).unwrap_or_default(),
                 }
             })
             .collect();
@@ -732,6 +741,7 @@ impl<'a> Scheduler<'a> {
                 let node = &mut self.nodes[i];
                 node.reserved += &input.requests;
                 node.ports.extend(input.host_ports.iter().cloned());
+                attach(&mut node.volumes, &input.volumes);
                 node.requirements = requirements;
                 self.topology
                     .record(p, &node.input.taints, &node.requirements, &NO_KEYS);
@@ -840,6 +850,9 @@ impl<'a> Scheduler<'a> {
             return None;
         }
         if port_conflict(&input.host_ports, &node.ports).is_some() {
+            return None;
+        }
+        if exceeds_attach_limits(&input.volumes, &node.volumes, &node.input.volume_limits) {
             return None;
         }
         if !fits_sum(&[&node.reserved, &input.requests], &node.available) {

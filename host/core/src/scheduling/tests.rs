@@ -2487,6 +2487,57 @@ fn a_namespace_selector_adds_to_the_listed_namespaces_and_drops_the_pods_own() {
     claim_of(&r, "web");
 }
 
+/// A bound pod using the CSI volume `id` of `driver` on `node`.
+fn bound_with_volume(name: &str, node: &str, driver: &str, id: &str) -> BoundPod {
+    BoundPod { volumes: vec![AttachedVolume::new(driver, id)], ..bound(name, node, "db") }
+}
+
+#[test]
+fn a_node_at_its_csi_attach_limit_takes_no_pod_with_a_new_volume() {
+    let mut n1 = zone_node("n1", "a", 8000);
+    n1.volume_limits = BTreeMap::from([("ebs.csi.aws.com".to_owned(), 2)]);
+    let bound_pods = vec![
+        bound_with_volume("db-0", "n1", "ebs.csi.aws.com", "data/vol-0"),
+        bound_with_volume("db-1", "n1", "ebs.csi.aws.com", "data/vol-1"),
+    ];
+    let with_volume = |id: &str| {
+        let mut p = pod("web", 500);
+        p.volumes = vec![AttachedVolume::new("ebs.csi.aws.com", id)];
+        p
+    };
+    // A third volume of the driver exceeds the limit: a new claim instead.
+    let inp = input(vec![with_volume("data/vol-2")], vec![n1.clone()], vec![zonal("default")]);
+    let r = with_context(&inp, bound_pods.clone());
+    claim_of(&r, "web");
+    // A volume already attached there counts once: the node takes the pod.
+    let inp = input(vec![with_volume("data/vol-1")], vec![n1.clone()], vec![zonal("default")]);
+    let r = with_context(&inp, bound_pods.clone());
+    assert_eq!(node_of(&r, "web"), "n1");
+    // Another driver's volumes are not limited by this one's count.
+    let mut other = pod("web", 500);
+    other.volumes = vec![AttachedVolume::new("pd.csi.storage.gke.io", "data/vol-9")];
+    let inp = input(vec![other], vec![n1], vec![zonal("default")]);
+    let r = with_context(&inp, bound_pods);
+    assert_eq!(node_of(&r, "web"), "n1");
+}
+
+#[test]
+fn pods_placed_in_the_pass_use_up_the_attach_limit() {
+    let mut n1 = zone_node("n1", "a", 8000);
+    n1.volume_limits = BTreeMap::from([("csi.example.com".to_owned(), 1)]);
+    let pods: Vec<PendingPod> = (0..2)
+        .map(|i| {
+            let mut p = pod(&format!("db-{i}"), 500);
+            p.volumes = vec![AttachedVolume::new("csi.example.com", format!("data/vol-{i}"))];
+            p
+        })
+        .collect();
+    let r = run(pods, vec![n1], vec![zonal("default")]);
+    all_placed(&r);
+    let on_node = r.placements.iter().filter(|p| matches!(&p.placement, Placement::Existing { node } if node == "n1")).count();
+    assert_eq!((on_node, r.new_claims.len()), (1, 1), "one volume fits the node, the other pod gets a claim");
+}
+
 #[test]
 fn affinity_and_node_selector_must_agree() {
     let mut web = labelled(

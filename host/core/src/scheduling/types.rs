@@ -11,7 +11,7 @@ use crate::resources::{PodResourceSpec, QuantityError, Resources, Unit};
 use crate::taints::{Taint, Toleration};
 
 use super::constraints::{
-    HostPort, MinValuesPolicy, PodAffinityTerm, PreferencePolicy, PreferredSchedulingTerm, TopologySpreadConstraint,
+    AttachedVolume, HostPort, MinValuesPolicy, PodAffinityTerm, PreferencePolicy, PreferredSchedulingTerm, TopologySpreadConstraint,
     WeightedPodAffinityTerm,
 };
 
@@ -93,6 +93,9 @@ pub struct PendingPod {
     /// Alternatives are tried in order; they narrow the node only, not the domains the pod
     /// counts in for topology spread.
     pub volume_requirements: Vec<Requirements>,
+    /// The CSI volumes the pod needs attached, counted against existing nodes' attach limits
+    /// ([`ExistingNode::volume_limits`]).
+    pub volumes: Vec<AttachedVolume>,
 }
 
 impl PendingPod {
@@ -152,6 +155,8 @@ pub struct BoundPod {
     pub anti_affinity: Vec<PodAffinityTerm>,
     /// Host ports it binds on its node.
     pub host_ports: Vec<HostPort>,
+    /// CSI volumes attached to its node for it.
+    pub volumes: Vec<AttachedVolume>,
 }
 
 /// What a pass knows besides [`SchedulingInput`]: the pods already bound to nodes and the
@@ -203,6 +208,10 @@ pub struct ExistingNode {
     /// disrupted); such nodes receive no pods, but their labels and bound pods still count
     /// for topology spread and pod (anti-)affinity.
     pub schedulable: bool,
+    /// How many volumes each CSI driver can attach to the node (its CSINode's
+    /// `allocatable.count`); a driver not listed has no limit. Only existing nodes are
+    /// checked, as upstream: a new node's limits are not known before it registers.
+    pub volume_limits: BTreeMap<String, u32>,
 }
 
 impl ExistingNode {
