@@ -278,6 +278,9 @@ async fn create_follows_the_operation_attaches_networks_and_labels_the_instance(
     let mut renetworked = resolved.clone();
     renetworked["privateNetworks"]["de-fra-1"] = json!(["another-network"]);
     assert_eq!(plugin.is_drifted(&launched_claim, &with_status(&renetworked)).await.unwrap().as_deref(), Some("PrivateNetworkDrift"));
+    let mut ungrouped = resolved.clone();
+    ungrouped["antiAffinityGroups"] = json!([]);
+    assert_eq!(plugin.is_drifted(&launched_claim, &with_status(&ungrouped)).await.unwrap().as_deref(), Some("AntiAffinityGroupDrift"));
 
     // Labels are reconciled in place: same instance, new labels, managed ones kept.
     let mut relabelled = spec();

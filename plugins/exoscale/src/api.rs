@@ -445,6 +445,9 @@ pub struct ApiInstance {
     pub private_networks: Vec<IdRef>,
     /// Its security groups.
     pub security_groups: Vec<IdRef>,
+    /// Its anti-affinity groups; only `GET /instance/{id}` has them (`None` in list items,
+    /// which omit the field).
+    pub anti_affinity_groups: Option<Vec<IdRef>>,
 }
 
 #[cfg(test)]

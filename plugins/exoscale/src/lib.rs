@@ -31,7 +31,8 @@
 //! - `list`: instances labelled with this cluster, in every zone.
 //! - `is-drifted`: `ZoneRemoved` when the instance's zone left the class, `NodeClassDrift`
 //!   when the spec hash recorded on the instance differs from the class's, then
-//!   `TemplateDrift`, `SecurityGroupDrift` or `PrivateNetworkDrift` when what the class
+//!   `TemplateDrift`, `SecurityGroupDrift`, `PrivateNetworkDrift` or
+//!   `AntiAffinityGroupDrift` when what the class
 //!   resolves to now (its status) differs from what the instance has.
 //! - `reconcile-instance`: puts the class's current `labels` on the instance in place (the
 //!   managed labels stay), without replacing it.
@@ -291,7 +292,9 @@ fn max_pods(spec: &Spec) -> u64 {
 /// Drift of what the class resolves to, against the class's status when that is current:
 /// `TemplateDrift` (the zone's template is now another build or image), `SecurityGroupDrift`
 /// (the instance's groups differ from the resolved ones), `PrivateNetworkDrift` (a resolved
-/// network of its zone is not attached).
+/// network of its zone is not attached), `AntiAffinityGroupDrift` (its anti-affinity groups,
+/// which Exoscale sets only at creation, differ from the resolved ones; checked only when the
+/// API said which they are).
 pub fn resolved_drift(class: &NodeClass, zone: &str, instance: &ApiInstance) -> Option<&'static str> {
     let status = class.status_as::<Resolved>().ok().filter(|s| s.spec_hash == spec::resolution_hash(&class.spec))?;
     if status.templates.get(zone).is_some_and(|t| !instance.template.id.is_empty() && t.id != instance.template.id) {
@@ -307,6 +310,15 @@ pub fn resolved_drift(class: &NodeClass, zone: &str, instance: &ApiInstance) -> 
     let networks = status.private_networks.get(zone).map(Vec::as_slice).unwrap_or_default();
     if networks.iter().any(|n| !instance.private_networks.iter().any(|p| p.id == *n)) {
         return Some("PrivateNetworkDrift");
+    }
+    if let Some(groups) = &instance.anti_affinity_groups {
+        let mut have: Vec<&str> = groups.iter().map(|g| g.id.as_str()).collect();
+        let mut want: Vec<&str> = status.anti_affinity_groups.iter().map(String::as_str).collect();
+        have.sort_unstable();
+        want.sort_unstable();
+        if have != want {
+            return Some("AntiAffinityGroupDrift");
+        }
     }
     None
 }
