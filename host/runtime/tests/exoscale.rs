@@ -377,12 +377,16 @@ async fn a_create_that_fails_after_the_instance_exists_leaves_nothing() {
         CloudError::Retryable(r) => assert!(r.message.contains("attaching private network"), "{}", r.message),
         other => panic!("{other:?}"),
     }
-    assert!(fake.instances().is_empty(), "an instance whose network could not be attached is deleted");
+    // A transient attach failure keeps the instance (it carries the claim's labels)...
+    let kept = fake.instances();
+    assert_eq!(kept.len(), 1, "the instance is kept for the retry");
+    assert!(kept[0].private_networks.is_empty());
 
-    // The retry launches a fresh instance.
+    // ...and the retry attaches its network instead of launching another.
     let made = plugin.create(&request(claim("general-net", "de-fra-1", &["standard.small"]), &spec())).await.unwrap();
     assert_eq!(fake.instances().len(), 1);
-    assert_eq!(fake.instances()[0].id, made.provider_id.strip_prefix("exoscale://").unwrap());
+    assert_eq!(made.provider_id.strip_prefix("exoscale://").unwrap(), kept[0].id, "the same instance");
+    assert_eq!(fake.instances()[0].private_networks.len(), 1, "attached on the retry");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -225,9 +225,9 @@ impl Ctx {
         cache::remove(&format!("zone/{id}"));
     }
 
-    /// Attaches the networks the instance still lacks. On failure the caller discards it; the
-    /// error is `retryable` (a failed attachment says nothing about the offering's capacity)
-    /// unless the API reports an exhausted quota or refuses the request outright.
+    /// Attaches the networks the instance still lacks. The error is `retryable` (a failed
+    /// attachment says nothing about the offering's capacity) unless the API reports an
+    /// exhausted quota or refuses the request outright; see [`Ctx::attach_or_discard`].
     fn attach_networks(&self, zone: &str, instance: &ApiInstance, networks: &[String]) -> Result<(), CloudError> {
         for network in networks.iter().filter(|n| !instance.private_networks.iter().any(|p| p.id == **n)) {
             let body = json!({"instance": {"id": instance.id}});
@@ -247,6 +247,20 @@ impl Ctx {
             log::debug(format!("exoscale: attached private network {network} to {}", instance.id));
         }
         Ok(())
+    }
+
+    /// Attaches the instance's networks. A `retryable` failure keeps the instance: it carries
+    /// the claim's labels, so the host's next create finds it ([`Exoscale::existing`]) and
+    /// attaches again, instead of paying for a second launch (should the claim go away
+    /// instead, garbage collection reaps the instance). Any other failure deletes it.
+    fn attach_or_discard(&self, zone: &str, instance: &ApiInstance, networks: &[String]) -> Result<(), CloudError> {
+        let Err(e) = self.attach_networks(zone, instance, networks) else { return Ok(()) };
+        if matches!(e, CloudError::Retryable(_)) {
+            log::warn(format!("exoscale: keeping instance {} in {zone}; the next attempt attaches its networks again", instance.id));
+        } else {
+            self.discard(zone, &instance.id, "attaching its private networks failed");
+        }
+        Err(e)
     }
 }
 
@@ -389,10 +403,7 @@ impl CloudProvider for Exoscale {
             log::info(format!("exoscale: claim {} already has instance {} in {zone}", claim.name, instance.id));
             cache::set(&format!("zone/{}", instance.id), zone.as_bytes(), INSTANCE_ZONE_TTL);
             let networks = resolved.private_networks.get(&zone).unwrap_or(&no_networks);
-            if let Err(e) = ctx.attach_networks(&zone, &instance, networks) {
-                ctx.discard(&zone, &instance.id, "attaching its private networks failed");
-                return Err(e);
-            }
+            ctx.attach_or_discard(&zone, &instance, networks)?;
             return Ok(to_instance(&zone, &instance, pods));
         }
 
@@ -469,10 +480,7 @@ impl CloudProvider for Exoscale {
         let path = format!("/instance/{}", encode(&id));
         let instance: ApiInstance = ctx.api.get(&zone, &path, &[]).map_err(|e| e.into_cloud(None))?;
         let networks = resolved.private_networks.get(&zone).unwrap_or(&no_networks);
-        if let Err(e) = ctx.attach_networks(&zone, &instance, networks) {
-            ctx.discard(&zone, &id, "attaching its private networks failed");
-            return Err(e);
-        }
+        ctx.attach_or_discard(&zone, &instance, networks)?;
         let instance = if networks.is_empty() { instance } else { ctx.api.get(&zone, &path, &[]).map_err(|e| e.into_cloud(None))? };
         Ok(to_instance(&zone, &instance, pods))
     }
