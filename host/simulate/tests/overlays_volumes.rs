@@ -132,7 +132,7 @@ async fn overlays_get_validation_conditions_and_equal_weight_price_overlays_conf
         sim.apply(&m).await.unwrap();
     }
     let overlays: Api<joinery_api::NodeOverlay> = Api::all(sim.client.clone());
-    let deadline = Instant::now() + sim.clock.to_real(Duration::from_secs(120));
+    let deadline = Instant::now() + sim.clock.to_real(Duration::from_secs(900));
     let validation = |o: &joinery_api::NodeOverlay, type_: &str| {
         o.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|c| c.iter().find(|c| c.type_ == type_).cloned())
     };
