@@ -1,17 +1,20 @@
-//! Volume topology: where a pending pod's volumes let a new node be, from its
-//! PersistentVolumeClaims, the PersistentVolumes they are bound to and their StorageClasses.
+//! Volumes as the scheduler sees them, from PersistentVolumeClaims, the PersistentVolumes
+//! they are bound to, StorageClasses and CSINodes: volume topology (where a pending pod's
+//! volumes let a new node be) and CSI attachments (which volumes a pod needs attached, and how
+//! many each node's drivers can take).
 //!
 //! Used by the provisioner (over the cluster caches) and by `joinery schedule` (over a
-//! snapshot's objects), so both compute the same [`PendingPod::volume_requirements`]
-//! (`joinery_core::scheduling::PendingPod`).
+//! snapshot's objects), so both compute the same
+//! [`PendingPod::volume_requirements`](joinery_core::scheduling::PendingPod::volume_requirements)
+//! and [`PendingPod::volumes`](joinery_core::scheduling::PendingPod::volumes).
 
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use joinery_core::labels::HOSTNAME_LABEL;
 use joinery_core::requirements::{Operator, Requirement, Requirements};
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use joinery_core::scheduling::{AttachedVolume, BoundPod, ExistingNode};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -205,9 +208,7 @@ impl<'a> VolumeIndex<'a> {
             })
             .collect())
     }
-}
 
-impl VolumeIndex<'_> {
     /// The CSI volumes a pod needs attached, each identified by its PersistentVolumeClaim
     /// (`namespace/name`, as upstream counts them): the driver is the bound
     /// PersistentVolume's `csi.driver`, or for a claim not bound yet (or a generic ephemeral
