@@ -467,7 +467,7 @@ pub(crate) struct Topology<'a> {
     node_index: BTreeMap<&'a str, usize>,
     bound: Vec<&'a BoundPod>,
     /// Every namespace a `namespaceSelector` can pick, with its labels (see
-    /// [`namespace_universe`]).
+    /// [`namespace_universe`]); empty when no term of the pass has a selector.
     namespaces: Vec<(String, BTreeMap<String, String>)>,
     universe: Universe,
     groups: Vec<Group>,
@@ -509,21 +509,25 @@ impl<'a> Topology<'a> {
         bound.sort_by(|a, b| a.node.cmp(&b.node).then_with(|| a.key.cmp(&b.key)));
 
         let mut keys: BTreeSet<&str> = BTreeSet::new();
+        // Namespace selectors are rare: the namespace universe is built only for them.
+        let mut selects_namespaces = false;
         for p in pods {
             keys.extend(p.topology_spread.iter().map(|c| c.topology_key.as_str()));
-            for term in p.pod_affinity.iter().chain(&p.pod_anti_affinity) {
-                keys.insert(&term.topology_key);
-            }
-            for w in p
+            let preferred = p
                 .preferred_pod_affinity
                 .iter()
                 .chain(&p.preferred_pod_anti_affinity)
-            {
-                keys.insert(&w.term.topology_key);
+                .map(|w| &w.term);
+            for term in p.pod_affinity.iter().chain(&p.pod_anti_affinity).chain(preferred) {
+                keys.insert(&term.topology_key);
+                selects_namespaces |= term.namespace_selector.is_some();
             }
         }
         for b in &bound {
-            keys.extend(b.anti_affinity.iter().map(|t| t.topology_key.as_str()));
+            for term in &b.anti_affinity {
+                keys.insert(&term.topology_key);
+                selects_namespaces |= term.namespace_selector.is_some();
+            }
         }
 
         let mut topology = Topology {
@@ -534,7 +538,11 @@ impl<'a> Topology<'a> {
                 .enumerate()
                 .map(|(i, n)| (n.name.as_str(), i))
                 .collect(),
-            namespaces: namespace_universe(namespace_labels, pods, &bound),
+            namespaces: if selects_namespaces {
+                namespace_universe(namespace_labels, pods, &bound)
+            } else {
+                Vec::new()
+            },
             bound,
             universe: build_universe(nodepools, &keys),
             groups: Vec::new(),
