@@ -164,7 +164,7 @@ pub async fn provision(ctx: &Context) -> Result<bool, ControllerError> {
         return Ok(false);
     }
     let mut nodes = existing_nodes(ctx);
-    crate::volumes::apply_attach_limits(&mut nodes, &crate::volumes::attach_limits(&ctx.state.csi_nodes.state()));
+    crate::volumes::apply_attach_limits(&mut nodes, &ctx.state.csi_nodes.state());
     let all_pods = ctx.state.pods.state();
     let mut pods = Vec::new();
     let mut pod_objects: BTreeMap<(String, String), Arc<Pod>> = BTreeMap::new();

@@ -228,6 +228,17 @@ impl Kind {
     }
 
     /// Whether objects of this kind live in a namespace.
+    /// How errors and duplicate checks name an object of this kind: `Kind namespace/name`
+    /// for namespaced kinds (namespace `default` when it has none), else `Kind name`; `kind`
+    /// is the kind as written.
+    fn describe(&self, kind: &str, namespace: Option<&str>, name: &str) -> String {
+        if self.namespaced() {
+            format!("{kind} {}/{name}", namespace.unwrap_or("default"))
+        } else {
+            format!("{kind} {name}")
+        }
+    }
+
     fn namespaced(&self) -> bool {
         matches!(
             self,
@@ -275,12 +286,7 @@ impl Head {
 
     /// `Kind namespace/name` (namespace `default` when a namespaced object has none).
     fn describe(&self, kind: &Kind) -> String {
-        let k = self.kind.as_deref().unwrap_or("object");
-        if kind.namespaced() {
-            format!("{k} {}/{}", self.namespace().unwrap_or("default"), self.name())
-        } else {
-            format!("{k} {}", self.name())
-        }
+        kind.describe(self.kind.as_deref().unwrap_or("object"), self.namespace(), self.name())
     }
 
     fn is_list(&self) -> bool {
@@ -626,10 +632,9 @@ impl Snapshot {
         }
 
         out.input.nodes = convert::existing_nodes(&self.nodes, &self.node_claims, &self.pods);
-        crate::volumes::apply_attach_limits(&mut out.input.nodes, &crate::volumes::attach_limits(&self.csi_nodes));
+        crate::volumes::apply_attach_limits(&mut out.input.nodes, &self.csi_nodes);
         out.context.bound_pods = volumes.bound_pods(&self.pods);
-        let namespaces: Vec<&Namespace> = self.namespaces.iter().map(|n| &n.object).collect();
-        out.context.namespace_labels = convert::namespace_labels(&namespaces);
+        out.context.namespace_labels = convert::namespace_labels(&self.namespaces);
 
         for located in &self.daemon_sets {
             let d = convert::daemon_pod(&located.object)

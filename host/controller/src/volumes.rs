@@ -263,7 +263,7 @@ impl<'a> VolumeIndex<'a> {
 
 /// Each node's CSI attach limits (its CSINode's `spec.drivers[].allocatable.count`), by node
 /// name; drivers without a count are unlimited and left out.
-pub fn attach_limits<C: Borrow<CSINode>>(csi_nodes: &[C]) -> BTreeMap<String, BTreeMap<String, u32>> {
+fn attach_limits<C: Borrow<CSINode>>(csi_nodes: &[C]) -> BTreeMap<String, BTreeMap<String, u32>> {
     csi_nodes
         .iter()
         .map(Borrow::borrow)
@@ -279,8 +279,10 @@ pub fn attach_limits<C: Borrow<CSINode>>(csi_nodes: &[C]) -> BTreeMap<String, BT
         .collect()
 }
 
-/// Gives existing nodes the attach limits of their CSINode (see [`attach_limits`]).
-pub fn apply_attach_limits(nodes: &mut [ExistingNode], limits: &BTreeMap<String, BTreeMap<String, u32>>) {
+/// Gives existing nodes the CSI attach limits of their CSINode (same name as the node):
+/// `spec.drivers[].allocatable.count` per driver; drivers without a count are unlimited.
+pub fn apply_attach_limits<C: Borrow<CSINode>>(nodes: &mut [ExistingNode], csi_nodes: &[C]) {
+    let limits = attach_limits(csi_nodes);
     for node in nodes {
         if let Some(l) = limits.get(&node.name) {
             node.volume_limits = l.clone();

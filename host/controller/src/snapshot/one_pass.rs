@@ -155,11 +155,7 @@ fn typed_rest<'de, A: MapAccess<'de>>(api_version: String, kind: String, key: St
             if name.is_empty() {
                 return Err(give_up());
             }
-            if parsed.namespaced() {
-                format!("{kind} {}/{name}", meta.namespace.as_deref().unwrap_or("default"))
-            } else {
-                format!("{kind} {name}")
-            }
+            parsed.describe(&kind, meta.namespace.as_deref(), name)
         }
     };
     Ok((parsed, description, typed))
