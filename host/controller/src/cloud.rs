@@ -131,16 +131,22 @@ impl Cloud {
         Ok(out.into_iter().map(with_offering_requirements).collect())
     }
 
-    /// The price the host knows for an offering (the cloud's, or the pricing plugin's where
-    /// the cloud gave none), from the instance types fetched most recently; `None` when no
-    /// cached NodeClass offers it or its price is unknown.
-    pub fn known_price(&self, instance_type: &str, zone: &str, capacity_type: &str) -> Option<f64> {
+    /// The prices the host knows (the cloud's, or the pricing plugin's where the cloud gave
+    /// none) of every offering of the cached instance types; where NodeClasses disagree, the
+    /// most recently fetched wins. Offerings without a price are left out.
+    pub fn known_prices(&self) -> HashMap<OfferingKey, f64> {
         let cache = self.instance_types.lock().expect("instance type cache lock");
         let mut entries: Vec<&(SystemTime, Arc<Vec<InstanceType>>)> = cache.values().collect();
-        entries.sort_by(|a, b| b.0.cmp(&a.0));
-        entries.iter().flat_map(|(_, types)| types.iter()).filter(|t| t.name() == instance_type).find_map(|t| {
-            t.offerings().0.iter().find(|o| o.zone() == zone && o.capacity_type() == capacity_type).and_then(|o| o.price())
-        })
+        entries.sort_by_key(|(at, _)| *at);
+        let mut prices = HashMap::new();
+        for t in entries.iter().flat_map(|(_, types)| types.iter()) {
+            for o in &t.offerings().0 {
+                if let Some(price) = o.price() {
+                    prices.insert((t.name().to_string(), o.zone().to_string(), o.capacity_type().to_string()), price);
+                }
+            }
+        }
+        prices
     }
 
     /// Prices offerings the cloud left unpriced with the fallback pricing plugin. When that

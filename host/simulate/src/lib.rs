@@ -272,10 +272,10 @@ impl Simulation {
         let Some(fake) = &self.exoscale else { return self.cloud.instances() };
         let mut instances = fake.sim_instances();
         if let Some(controller) = &self.controller {
-            let cloud = &controller.context().cloud;
+            let prices = controller.context().cloud.known_prices();
             for x in &mut instances {
-                if let Some(price) = cloud.known_price(&x.instance_type, &x.zone, &x.capacity_type) {
-                    x.price_per_hour = price;
+                if let Some(price) = prices.get(&(x.instance_type.clone(), x.zone.clone(), x.capacity_type.clone())) {
+                    x.price_per_hour = *price;
                 }
             }
         }
