@@ -98,6 +98,26 @@ pub enum LoadError {
         /// Second location.
         second: String,
     },
+    /// A configured plugin directory is missing or unusable.
+    #[error("plugin directory {path} {message}; fix --plugin-dir (JOINERY_PLUGIN_DIRS) or the volume mount")]
+    PluginDir {
+        /// The configured path.
+        path: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// Two cloud plugins serve the same NodeClass kind.
+    #[error("NodeClass kind {kind} in group {group} is served by two plugins, {first} and {second}; remove one, or change the nodeClass in its plugin.yaml")]
+    NodeClassConflict {
+        /// API group.
+        group: String,
+        /// Kind.
+        kind: String,
+        /// The first plugin (and where it came from).
+        first: String,
+        /// The second plugin (and where it came from).
+        second: String,
+    },
     /// Several plugins failed; the set was not swapped in.
     #[error("{} plugin(s) failed to load: {}", .0.len(), .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
     Set(Vec<LoadError>),
@@ -125,6 +145,18 @@ pub enum CallError {
         op: &'static str,
         /// The deadline.
         limit_ms: u32,
+    },
+    /// Every concurrency slot of the plugin stayed busy for a whole call deadline.
+    #[error("plugin {plugin}: {op} waited {waited_ms} ms for one of its {max_concurrency} call slots (limits.maxConcurrency); earlier calls are stuck or slow, check the plugin or raise maxConcurrency")]
+    Saturated {
+        /// Plugin name.
+        plugin: String,
+        /// Operation.
+        op: &'static str,
+        /// The concurrency limit.
+        max_concurrency: u32,
+        /// How long the call waited.
+        waited_ms: u32,
     },
     /// The call tried to grow memory past its limit.
     #[error("plugin {plugin} exceeded its memory limit of {limit_mib} MiB in {op}; raise limits.memoryMiB if that is expected")]
@@ -195,11 +227,40 @@ pub enum CallError {
 }
 
 impl CallError {
+    /// Replaces every secret value the plugin was given in the messages the plugin wrote
+    /// (its errors and its stderr).
+    pub fn scrub(&mut self, secrets: &crate::redact::SecretValues) {
+        if secrets.is_empty() {
+            return;
+        }
+        let scrub = |text: &mut String| secrets.scrub_in_place(text);
+        match self {
+            CallError::Trap { message, .. }
+            | CallError::InvalidOutput { message, .. }
+            | CallError::Pricing { message, .. }
+            | CallError::Host { message, .. } => scrub(message),
+            CallError::Cloud { error, .. } => match error {
+                CloudError::NotFound(m)
+                | CloudError::NodeClassNotReady(m)
+                | CloudError::QuotaExceeded(m)
+                | CloudError::Invalid(m)
+                | CloudError::Internal(m) => scrub(m),
+                CloudError::InsufficientCapacity(c) => scrub(&mut c.message),
+                CloudError::Retryable(r) => scrub(&mut r.message),
+            },
+            CallError::Render { error, .. } => match error {
+                RenderError::InvalidParameter(m) | RenderError::MissingSecret(m) | RenderError::InvalidTemplate(m) => scrub(m),
+            },
+            CallError::Timeout { .. } | CallError::Saturated { .. } | CallError::MemoryLimit { .. } | CallError::NotFound { .. } => {}
+        }
+    }
+
     /// A short label for metrics (`trap`, `timeout`, `memory`, `invalid_output`, …).
     pub fn metric_label(&self) -> &'static str {
         match self {
             CallError::Trap { .. } => "trap",
             CallError::Timeout { .. } => "timeout",
+            CallError::Saturated { .. } => "saturated",
             CallError::MemoryLimit { .. } => "memory",
             CallError::InvalidOutput { .. } => "invalid_output",
             CallError::Cloud { .. } => "cloud",

@@ -22,7 +22,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::LoadError;
-use crate::manifest::{Limits, PluginManifest, RequestedCapabilities};
+use crate::manifest::{GrantLimits, PluginManifest, RequestedCapabilities};
 
 /// An outgoing HTTP destination pattern: `scheme://host[:port]`.
 ///
@@ -225,9 +225,10 @@ pub struct PluginGrant {
     /// The plugin's configuration (any JSON/YAML object), served by the `config` import.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<serde_json::Value>,
-    /// Limits the operator imposes (each field caps the manifest's).
+    /// Limits the operator imposes: each field that is set caps the manifest's same field;
+    /// a field left out leaves the manifest's value alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<Limits>,
+    pub limits: Option<GrantLimits>,
 }
 
 /// The operator's grants file: one entry per plugin name.
@@ -241,8 +242,17 @@ pub struct Grants {
 
 impl Grants {
     /// Parses a grants file; `origin` names it in errors.
+    /// Every plugin's limits are validated here, so a grants file asking for
+    /// `maxConcurrency: 0` or `timeoutMs: 0` is refused at load, naming the field.
     pub fn parse(text: &str, origin: &str) -> Result<Grants, LoadError> {
-        serde_yaml::from_str(text).map_err(|e| LoadError::Grants { origin: origin.to_string(), message: e.to_string() })
+        let error = |message: String| LoadError::Grants { origin: origin.to_string(), message };
+        let grants: Grants = serde_yaml::from_str(text).map_err(|e| error(e.to_string()))?;
+        for (plugin, grant) in &grants.plugins {
+            if let Some(limits) = &grant.limits {
+                limits.validate(plugin).map_err(error)?;
+            }
+        }
+        Ok(grants)
     }
 
     /// The effective capabilities of a plugin: the intersection of grant and request.
@@ -313,8 +323,27 @@ impl Capabilities {
             return Ok(());
         }
         let special = match ip {
-            IpAddr::V4(v4) => v4.is_loopback() || v4.is_link_local() || v4.is_unspecified() || v4.is_multicast() || v4.is_broadcast(),
-            IpAddr::V6(v6) => v6.is_loopback() || v6.is_unspecified() || v6.is_multicast() || (v6.segments()[0] & 0xffc0) == 0xfe80,
+            IpAddr::V4(v4) => {
+                let [a, b, c, _] = v4.octets();
+                v4.is_loopback()
+                    || v4.is_link_local()
+                    || v4.is_multicast()
+                    || v4.is_broadcast()
+                    || a == 0 // "this network", 0.0.0.0/8
+                    || a >= 240 // reserved, 240.0.0.0/4
+                    || (a == 192 && b == 0 && c == 0) // IETF protocol assignments, 192.0.0.0/24
+                    || (a == 198 && (b & 0xfe) == 18) // benchmarking, 198.18.0.0/15
+            }
+            IpAddr::V6(v6) => {
+                let s = v6.segments();
+                v6.is_loopback()
+                    || v6.is_unspecified()
+                    || v6.is_multicast()
+                    || (s[0] & 0xffc0) == 0xfe80 // link-local
+                    || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1) // local-use NAT64, 64:ff9b:1::/48
+                    || (s[0] == 0x2001 && s[1] == 0) // Teredo, 2001::/32 (the IPv4 inside is hidden)
+                    || (s[0] == 0x0100 && s[1..4] == [0, 0, 0]) // discard-only, 100::/64
+            }
         };
         if special {
             return Err(Refusal(format!(
@@ -324,7 +353,8 @@ impl Capabilities {
         }
         let private = match ip {
             IpAddr::V4(v4) => v4.is_private() || (v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64),
-            IpAddr::V6(v6) => (v6.segments()[0] & 0xfe00) == 0xfc00,
+            // unique-local fc00::/7 and the deprecated site-local fec0::/10
+            IpAddr::V6(v6) => (v6.segments()[0] & 0xfe00) == 0xfc00 || (v6.segments()[0] & 0xffc0) == 0xfec0,
         };
         if private && !self.granted.private_networks {
             return Err(Refusal(format!(
@@ -377,11 +407,28 @@ impl Capabilities {
     }
 }
 
+/// The address a connection really reaches, for the checks: IPv6 forms that carry an IPv4
+/// address and are routed to it are checked as that IPv4 address — IPv4-mapped
+/// (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`), NAT64 (`64:ff9b::/96`) and 6to4
+/// (`2002:aabb:ccdd::/48`). So `64:ff9b::a9fe:a9fe` is the metadata address 169.254.169.254.
 fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
-        v4 => v4,
+    let IpAddr::V6(v6) = ip else { return ip };
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return IpAddr::V4(v4);
     }
+    let s = v6.segments();
+    let embedded = |hi: u16, lo: u16| IpAddr::V4(std::net::Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8));
+    // IPv4-compatible: ::a.b.c.d (but not :: or ::1, which are IPv6's own).
+    if s[..6] == [0; 6] && !(s[6] == 0 && s[7] <= 1) {
+        return embedded(s[6], s[7]);
+    }
+    if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0; 4] {
+        return embedded(s[6], s[7]);
+    }
+    if s[0] == 0x2002 {
+        return embedded(s[1], s[2]);
+    }
+    ip
 }
 
 #[cfg(test)]
@@ -436,11 +483,38 @@ mod tests {
     fn resolved_special_addresses_are_refused_unless_granted_exactly() {
         let c = caps("  http: [\"https://a.com\", \"http://127.0.0.1:*\"]\n", "    http: [\"https://a.com\", \"http://127.0.0.1:*\"]\n");
         let by_name = c.check_http("https", "a.com", 443).unwrap().clone();
-        for ip in ["169.254.169.254", "127.0.0.1", "::1", "::ffff:169.254.169.254", "0.0.0.0", "fe80::1"] {
+        for ip in [
+            "169.254.169.254",
+            "127.0.0.1",
+            "::1",
+            "::ffff:169.254.169.254",
+            "0.0.0.0",
+            "0.1.2.3",
+            "fe80::1",
+            // NAT64, 6to4 and IPv4-compatible forms of loopback and the metadata address
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b::7f00:1",
+            "2002:a9fe:a9fe::1",
+            "2002:7f00:1::",
+            "::169.254.169.254",
+            "::127.0.0.1",
+            "64:ff9b:1::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "240.0.0.1",
+            "198.18.0.1",
+        ] {
             assert!(c.check_resolved_ip(&by_name, ip.parse().unwrap(), "a.com").is_err(), "{ip} should be refused");
         }
         assert!(c.check_resolved_ip(&by_name, "10.0.0.1".parse().unwrap(), "a.com").unwrap_err().0.contains("privateNetworks"));
         assert!(c.check_resolved_ip(&by_name, "8.8.8.8".parse().unwrap(), "a.com").is_ok());
+        // Wrapped private addresses need privateNetworks like the plain ones.
+        for ip in ["64:ff9b::a00:1", "2002:a00:1::1", "::10.0.0.1", "fd00::1", "fec0::1"] {
+            assert!(c.check_resolved_ip(&by_name, ip.parse().unwrap(), "a.com").unwrap_err().0.contains("privateNetworks"), "{ip}");
+        }
+        // Public addresses in the same wrappers pass.
+        for ip in ["64:ff9b::808:808", "2002:808:808::1", "2a00:1450::1"] {
+            assert!(c.check_resolved_ip(&by_name, ip.parse().unwrap(), "a.com").is_ok(), "{ip}");
+        }
         let by_ip = c.check_http("http", "127.0.0.1", 8080).unwrap().clone();
         assert!(c.check_resolved_ip(&by_ip, "127.0.0.1".parse().unwrap(), "127.0.0.1").is_ok());
     }
@@ -468,6 +542,31 @@ mod tests {
         assert!(c.check_secret("creds").is_ok());
         assert!(c.check_secret("other").unwrap_err().0.contains("plugins.p.secrets"));
         assert!(Capabilities::deny_all("p").check_secret("creds").is_err());
+    }
+
+    #[test]
+    fn grant_limits_cap_only_the_fields_they_set() {
+        use crate::manifest::Limits;
+        let manifest = Limits { memory_mib: 64, timeout_ms: 60_000, max_concurrency: 4 };
+        let grants = Grants::parse("plugins:\n  p:\n    limits: {memoryMiB: 32}\n", "g").unwrap();
+        let caps = grants.plugins["p"].limits.unwrap();
+        assert_eq!(manifest.capped_by(&caps), Limits { memory_mib: 32, timeout_ms: 60_000, max_concurrency: 4 });
+        let grants = Grants::parse("plugins:\n  p:\n    limits: {timeoutMs: 90000, maxConcurrency: 2}\n", "g").unwrap();
+        let caps = grants.plugins["p"].limits.unwrap();
+        assert_eq!(manifest.capped_by(&caps), Limits { memory_mib: 64, timeout_ms: 60_000, max_concurrency: 2 });
+    }
+
+    #[test]
+    fn grant_limits_are_validated_naming_the_field() {
+        for (line, field) in [
+            ("{maxConcurrency: 0}", "plugins.p.limits.maxConcurrency"),
+            ("{timeoutMs: 0}", "plugins.p.limits.timeoutMs"),
+            ("{timeoutMs: 999999999}", "plugins.p.limits.timeoutMs"),
+            ("{memoryMiB: 0}", "plugins.p.limits.memoryMiB"),
+        ] {
+            let e = Grants::parse(&format!("plugins:\n  p:\n    limits: {line}\n"), "grants.yaml").unwrap_err();
+            assert!(e.to_string().contains(field) && e.to_string().contains("grants.yaml"), "{line}: {e}");
+        }
     }
 
     #[test]

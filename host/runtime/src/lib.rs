@@ -9,14 +9,17 @@
 pub mod bindings;
 pub mod error;
 pub mod grants;
+pub mod kube_names;
 pub mod manifest;
 
 pub use error::{CallError, LoadError};
+pub mod egress;
 pub mod engine;
 pub mod services;
 pub mod state;
 mod trusted_cache;
 pub mod plugin;
+pub mod redact;
 pub mod validate;
 pub mod builtin;
 pub mod registry;
@@ -25,7 +28,7 @@ pub mod registry;
 pub mod types {
     pub use crate::bindings::cloud::exports::joinery::plugin::cloud_provider::{
         CloudError, CreateRequest, Instance, InstanceState, InstanceType, NodeClaim, NodeClass, NodeClassResolution, Offering,
-        Overhead,
+        Overhead, Retryable,
     };
     pub use crate::bindings::cloud::joinery::plugin::types::{Condition, KeyValue, Operator, Requirement, Resource, Taint};
     pub use crate::bindings::pricing::exports::joinery::plugin::pricing::PriceRequest;

@@ -114,12 +114,13 @@ impl Limits {
         8
     }
 
-    /// The tighter of two limit sets, field by field.
-    pub fn min(self, other: Limits) -> Limits {
+    /// These limits lowered by the operator's caps, field by field: a field the grant does
+    /// not set keeps the manifest's value (it is not reset to a default).
+    pub fn capped_by(self, caps: &GrantLimits) -> Limits {
         Limits {
-            memory_mib: self.memory_mib.min(other.memory_mib),
-            timeout_ms: self.timeout_ms.min(other.timeout_ms),
-            max_concurrency: self.max_concurrency.min(other.max_concurrency),
+            memory_mib: caps.memory_mib.map_or(self.memory_mib, |cap| self.memory_mib.min(cap)),
+            timeout_ms: caps.timeout_ms.map_or(self.timeout_ms, |cap| self.timeout_ms.min(cap)),
+            max_concurrency: caps.max_concurrency.map_or(self.max_concurrency, |cap| self.max_concurrency.min(cap)),
         }
     }
 
@@ -136,6 +137,44 @@ impl Limits {
         }
         if self.max_concurrency == 0 {
             return Err(bad("maxConcurrency", "must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
+/// The operator's caps on a plugin's limits (`plugins.<name>.limits` in the grants file).
+/// Each field is optional and only lowers the manifest's value of the same field.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GrantLimits {
+    /// Cap on the linear memory of one call, in MiB.
+    #[serde(default, rename = "memoryMiB", skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<u32>,
+    /// Cap on the deadline of one call, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u32>,
+    /// Cap on the calls of this plugin that may run at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
+}
+
+impl GrantLimits {
+    /// Checks each set field against the same bounds as a manifest's; the error names the
+    /// field as `plugins.<plugin>.limits.<field>`.
+    pub fn validate(&self, plugin: &str) -> Result<(), String> {
+        let bad = |field: &str, why: String| format!("plugins.{plugin}.limits.{field}: {why}");
+        if let Some(m) = self.memory_mib
+            && (m == 0 || m > Limits::MAX_MEMORY_MIB)
+        {
+            return Err(bad("memoryMiB", format!("must be 1..={}, got {m}", Limits::MAX_MEMORY_MIB)));
+        }
+        if let Some(t) = self.timeout_ms
+            && (t == 0 || t > Limits::MAX_TIMEOUT_MS)
+        {
+            return Err(bad("timeoutMs", format!("must be 1..={}, got {t}", Limits::MAX_TIMEOUT_MS)));
+        }
+        if self.max_concurrency == Some(0) {
+            return Err(bad("maxConcurrency", "must be at least 1 (0 would block every call)".into()));
         }
         Ok(())
     }

@@ -21,7 +21,7 @@ use crate::bindings::pricing::exports::joinery::plugin::pricing as price_api;
 use crate::bindings::pricing::{PricingPlugin, PricingPluginPre};
 use crate::bindings::renderer::exports::joinery::plugin::renderer as render_api;
 use crate::bindings::renderer::{UserdataRendererPlugin, UserdataRendererPluginPre};
-use crate::engine::{EPOCH_TICK, PluginEngine};
+use crate::engine::PluginEngine;
 use crate::error::{CallError, LoadError};
 use crate::grants::{Capabilities, Grants};
 use crate::manifest::{Limits, PluginKind, PluginManifest};
@@ -224,8 +224,8 @@ impl LoadedPlugin {
             PluginKind::UserdataRenderer => Pre::Renderer(UserdataRendererPluginPre::new(instance_pre).map_err(link_err)?),
             PluginKind::Pricing => Pre::Pricing(PricingPluginPre::new(instance_pre).map_err(link_err)?),
         };
-        let limits = match capabilities.grant().limits {
-            Some(cap) => manifest.limits.min(cap),
+        let limits = match &capabilities.grant().limits {
+            Some(caps) => manifest.limits.capped_by(caps),
             None => manifest.limits,
         };
         let config = capabilities.grant().config.clone().unwrap_or_else(|| serde_json::json!({}));
@@ -234,6 +234,7 @@ impl LoadedPlugin {
             config_json: config.to_string(),
             capabilities,
             memory_limit: limits.memory_mib as usize * 1024 * 1024,
+            secret_values: Default::default(),
         });
         Ok(LoadedPlugin {
             semaphore: Arc::new(Semaphore::new(limits.max_concurrency as usize)),
@@ -303,20 +304,40 @@ impl LoadedPlugin {
         Fut: Future<Output = (Store<CallState>, wasmtime::Result<Result<T, CallError>>)>,
     {
         let plugin = self.name().to_string();
-        let _permit = self
-            .semaphore
-            .acquire()
-            .await
-            .map_err(|_| CallError::Host { plugin: plugin.clone(), op, message: "plugin is being unloaded".into() })?;
         let timeout = Duration::from_millis(u64::from(self.limits.timeout_ms));
+        // Wait for a slot at most one call's deadline: calls queued behind stuck ones fail
+        // with a clear error instead of piling up without bound.
+        let _permit = match tokio::time::timeout(timeout, self.semaphore.acquire()).await {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(_closed)) => {
+                return Err(CallError::Host { plugin: plugin.clone(), op, message: "plugin is being unloaded".into() });
+            }
+            Err(_elapsed) => {
+                return Err(CallError::Saturated {
+                    plugin: plugin.clone(),
+                    op,
+                    max_concurrency: self.limits.max_concurrency,
+                    waited_ms: self.limits.timeout_ms,
+                });
+            }
+        };
         let state = CallState::new(self.context.clone(), self.services.clone(), op, timeout);
         let memory_hit = state.limiter.hit.clone();
         let stderr = state.stderr.clone();
         let mut store = Store::new(self.pre_engine(), state);
         store.limiter(|s| &mut s.limiter);
-        let ticks = (timeout.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64;
-        store.set_epoch_deadline(ticks);
-        store.epoch_deadline_trap();
+        // On every epoch tick the guest yields to the executor, so a spinning plugin shares
+        // its worker thread with the rest of the host (probes, other loops) instead of holding
+        // it for the whole deadline; past the deadline the next tick interrupts it.
+        let deadline = std::time::Instant::now() + timeout;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            Ok(if std::time::Instant::now() >= deadline {
+                wasmtime::UpdateDeadline::Interrupt
+            } else {
+                wasmtime::UpdateDeadline::Yield(1)
+            })
+        });
         let outcome = tokio::time::timeout(timeout + WALL_CLOCK_GRACE, body(store)).await;
         let classify = |error: wasmtime::Error| -> CallError {
             if memory_hit.load(std::sync::atomic::Ordering::Relaxed) {
@@ -334,6 +355,11 @@ impl LoadedPlugin {
             Ok((_store, Err(error))) => Err(classify(error)),
             Ok((_store, Ok(result))) => result,
         };
+        // What the plugin says reaches Events and conditions: never with a secret in it.
+        let result = result.map_err(|mut e| {
+            e.scrub(&self.context.secret_values);
+            e
+        });
         if let Err(e) = &result {
             tracing::debug!(plugin = %plugin, op, error = %e, kind = e.metric_label(), "plugin call failed");
         }
@@ -361,6 +387,9 @@ impl LoadedPlugin {
         let Pre::Renderer(pre) = &self.pre else {
             return Err(self.wrong_kind("render", PluginKind::UserdataRenderer));
         };
+        for secret in &context.secrets {
+            self.context.secret_values.remember(secret.value.as_bytes());
+        }
         let plugin = self.name().to_string();
         self.run("render", |mut store| async move {
             let result = async {

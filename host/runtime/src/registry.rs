@@ -22,6 +22,8 @@ use crate::plugin::{LoadContext, LoadedPlugin, PluginBytes, PluginSource, sha256
 
 /// Largest component accepted (after decompression), in bytes.
 pub const MAX_COMPONENT_BYTES: u64 = 32 * 1024 * 1024;
+/// Largest `plugin.yaml` accepted, in bytes.
+pub const MAX_MANIFEST_BYTES: u64 = 64 * 1024;
 /// Name of the manifest file in a plugin directory.
 pub const MANIFEST_FILE: &str = "plugin.yaml";
 
@@ -89,15 +91,39 @@ pub struct PluginDir {
     pub wasm: Vec<u8>,
 }
 
+/// Opens a file of a plugin directory, refusing anything but a regular file (after
+/// symlinks, which a mounted ConfigMap uses): a FIFO or a device would block or never end.
+fn open_regular(path: &Path, label: &str) -> Result<std::fs::File, LoadError> {
+    let io = |source| LoadError::Io { plugin: label.to_string(), path: path.display().to_string(), source };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if !meta.is_file() {
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, socket, device or directory); plugin files must be plain files",
+        )));
+    }
+    std::fs::File::open(path).map_err(io)
+}
+
 /// Reads one plugin directory: `plugin.yaml` and its (possibly gzipped) component.
 pub fn read_plugin_dir(dir: &Path) -> Result<PluginDir, LoadError> {
     let label = dir.display().to_string();
     let io = |path: &Path, source| LoadError::Io { plugin: label.clone(), path: path.display().to_string(), source };
     let manifest_path = dir.join(MANIFEST_FILE);
-    let text = std::fs::read_to_string(&manifest_path).map_err(|e| io(&manifest_path, e))?;
+    let mut text = String::new();
+    open_regular(&manifest_path, &label)?
+        .take(MAX_MANIFEST_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| io(&manifest_path, e))?;
+    if text.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(LoadError::Manifest {
+            plugin: manifest_path.display().to_string(),
+            message: format!("plugin.yaml is larger than {MAX_MANIFEST_BYTES} bytes; a manifest is a few lines"),
+        });
+    }
     let manifest = PluginManifest::parse(&text, &manifest_path.display().to_string())?;
     let component_path = dir.join(&manifest.component);
-    let file = std::fs::File::open(&component_path).map_err(|e| io(&component_path, e))?;
+    let file = open_regular(&component_path, &label)?;
     let mut wasm = Vec::new();
     let read = if manifest.component.ends_with(".gz") {
         flate2::read::GzDecoder::new(file).take(MAX_COMPONENT_BYTES + 1).read_to_end(&mut wasm)
@@ -108,10 +134,30 @@ pub fn read_plugin_dir(dir: &Path) -> Result<PluginDir, LoadError> {
     if wasm.len() as u64 > MAX_COMPONENT_BYTES {
         return Err(LoadError::Manifest {
             plugin: manifest.name.clone(),
-            message: format!("component {} is larger than {MAX_COMPONENT_BYTES} bytes", component_path.display()),
+            message: format!(
+                "component {} is larger than {MAX_COMPONENT_BYTES} bytes (after decompression)",
+                component_path.display()
+            ),
         });
     }
     Ok(PluginDir { path: dir.to_path_buf(), manifest, wasm })
+}
+
+/// Checks that every configured root is a readable directory: a mistyped `--plugin-dir`
+/// must not silently load nothing.
+pub fn check_roots(roots: &[PathBuf]) -> Result<(), LoadError> {
+    for root in roots {
+        let problem = match std::fs::metadata(root) {
+            Ok(meta) if meta.is_dir() => match std::fs::read_dir(root) {
+                Ok(_) => continue,
+                Err(e) => format!("cannot be read: {e}"),
+            },
+            Ok(_) => "is not a directory".to_string(),
+            Err(e) => format!("does not exist or cannot be reached: {e}"),
+        };
+        return Err(LoadError::PluginDir { path: root.display().to_string(), message: problem });
+    }
+    Ok(())
 }
 
 /// Lists plugin directories under the configured roots: a root holding `plugin.yaml` is one
@@ -195,6 +241,7 @@ impl PluginRegistry {
             last_fingerprint: Mutex::new(String::new()),
             last_error: Mutex::new(None),
         };
+        check_roots(&registry.roots)?;
         let fingerprint = fingerprint(&registry.roots);
         let set = registry.build_set()?;
         registry.current.store(Arc::new(set));
@@ -249,6 +296,22 @@ impl PluginRegistry {
                 Err(e) => errors.push(e),
             }
         }
+        // One NodeClass kind, one cloud plugin: otherwise which one launches is a coin toss.
+        let mut serving: BTreeMap<(String, String), String> = BTreeMap::new();
+        for plugin in plugins.values() {
+            let Some(class) = &plugin.manifest().node_class else { continue };
+            let key = (class.group.clone(), class.kind.clone());
+            if let Some(first) = serving.get(&key) {
+                errors.push(LoadError::NodeClassConflict {
+                    group: class.group.clone(),
+                    kind: class.kind.clone(),
+                    first: format!("{first} ({})", origins.get(first).map_or("?", String::as_str)),
+                    second: format!("{} ({})", plugin.name(), origins.get(plugin.name()).map_or("?", String::as_str)),
+                });
+            } else {
+                serving.insert(key, plugin.name().to_string());
+            }
+        }
         if !errors.is_empty() {
             return Err(if errors.len() == 1 { errors.remove(0) } else { LoadError::Set(errors) });
         }
@@ -264,17 +327,20 @@ impl PluginRegistry {
         Ok(plugin)
     }
 
-    /// Reloads if the directories changed. Returns `Ok(true)` when a new set was swapped in,
-    /// `Ok(false)` when nothing changed, and the error (keeping the old set) otherwise.
+    /// Reloads if the directories changed, or if the last reload failed (a failure may be
+    /// transient: a ConfigMap caught mid-update, a file not yet readable). Returns `Ok(true)`
+    /// when a new set was swapped in, `Ok(false)` when nothing changed, and the error
+    /// (keeping the old set) otherwise.
     pub fn reload_if_changed(&self) -> Result<bool, LoadError> {
         let fingerprint = fingerprint(&self.roots);
-        if *self.last_fingerprint.lock().unwrap_or_else(|p| p.into_inner()) == fingerprint {
+        let failed_before = self.last_error().is_some();
+        if !failed_before && *self.last_fingerprint.lock().unwrap_or_else(|p| p.into_inner()) == fingerprint {
             return Ok(false);
         }
-        let result = self.build_set();
-        *self.last_fingerprint.lock().unwrap_or_else(|p| p.into_inner()) = fingerprint;
+        let result = check_roots(&self.roots).and_then(|()| self.build_set());
         match result {
             Ok(set) => {
+                *self.last_fingerprint.lock().unwrap_or_else(|p| p.into_inner()) = fingerprint;
                 let names: Vec<String> = set.iter().map(|p| format!("{}@{}", p.name(), &p.digest()[..12])).collect();
                 self.current.store(Arc::new(set));
                 *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
@@ -282,8 +348,14 @@ impl PluginRegistry {
                 Ok(true)
             }
             Err(e) => {
-                tracing::error!(error = %e, "plugin reload failed; keeping the last good set");
-                *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                // The fingerprint is not recorded: the next poll tries again. The error is
+                // logged when it first appears or changes, not on every retry.
+                let message = e.to_string();
+                let mut last = self.last_error.lock().unwrap_or_else(|p| p.into_inner());
+                if last.as_deref() != Some(message.as_str()) {
+                    tracing::error!(error = %message, "plugin reload failed; keeping the last good set and retrying");
+                }
+                *last = Some(message);
                 Err(e)
             }
         }

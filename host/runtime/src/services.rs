@@ -66,6 +66,7 @@ impl KubeSecrets {
 #[async_trait]
 impl SecretStore for KubeSecrets {
     async fn get(&self, name: &str) -> Result<BTreeMap<String, Vec<u8>>, SecretLookupError> {
+        crate::kube_names::check_secret_ref(name).map_err(|e| SecretLookupError::Unavailable(e.to_string()))?;
         let (ns, short) = name.split_once('/').unwrap_or((&self.namespace, name));
         let api: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(self.client.clone(), ns);
         match api.get_opt(short).await {
@@ -181,7 +182,18 @@ impl KubeClusters {
         self
     }
 
-    fn api(&self, target: &KubeTarget) -> Result<kube::Api<kube::core::DynamicObject>, KubeCallError> {
+    /// The dynamic API for `target`. The parts are checked again here (the plugin-facing
+    /// import checks them first), so no caller can hand this backend a path-changing value.
+    fn api(&self, target: &KubeTarget, name: Option<&str>) -> Result<kube::Api<kube::core::DynamicObject>, KubeCallError> {
+        let parts = crate::kube_names::CallParts {
+            cluster: &target.cluster,
+            group: &target.group,
+            version: &target.version,
+            resource: &target.resource,
+            namespace: target.namespace.as_deref(),
+            name,
+        };
+        crate::kube_names::check(&parts).map_err(|e| KubeCallError::Invalid(e.to_string()))?;
         let client = self.clusters.get(&target.cluster).cloned().ok_or_else(|| {
             KubeCallError::Unavailable(format!("no cluster named {:?} is configured", target.cluster))
         })?;
@@ -220,24 +232,24 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String, KubeCallError> {
 #[async_trait]
 impl KubeBackend for KubeClusters {
     async fn get(&self, target: &KubeTarget, name: &str) -> Result<String, KubeCallError> {
-        to_json(&self.api(target)?.get(name).await.map_err(kube_error)?)
+        to_json(&self.api(target, Some(name))?.get(name).await.map_err(kube_error)?)
     }
     async fn list(&self, target: &KubeTarget, label_selector: Option<&str>) -> Result<String, KubeCallError> {
         let mut params = kube::api::ListParams::default();
         if let Some(selector) = label_selector {
             params = params.labels(selector);
         }
-        to_json(&self.api(target)?.list(&params).await.map_err(kube_error)?)
+        to_json(&self.api(target, None)?.list(&params).await.map_err(kube_error)?)
     }
     async fn create(&self, target: &KubeTarget, body: &str) -> Result<String, KubeCallError> {
         let object: kube::core::DynamicObject =
             serde_json::from_str(body).map_err(|e| KubeCallError::Invalid(format!("body is not an object: {e}")))?;
-        to_json(&self.api(target)?.create(&kube::api::PostParams::default(), &object).await.map_err(kube_error)?)
+        to_json(&self.api(target, None)?.create(&kube::api::PostParams::default(), &object).await.map_err(kube_error)?)
     }
     async fn patch(&self, target: &KubeTarget, name: &str, kind: PatchType, body: &str) -> Result<String, KubeCallError> {
         let value: serde_json::Value =
             serde_json::from_str(body).map_err(|e| KubeCallError::Invalid(format!("patch body is not JSON: {e}")))?;
-        let api = self.api(target)?;
+        let api = self.api(target, Some(name))?;
         let result = match kind {
             PatchType::Merge => api.patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(value)).await,
             PatchType::Apply => {
@@ -253,62 +265,110 @@ impl KubeBackend for KubeClusters {
         to_json(&result.map_err(kube_error)?)
     }
     async fn delete(&self, target: &KubeTarget, name: &str) -> Result<(), KubeCallError> {
-        self.api(target)?.delete(name, &kube::api::DeleteParams::background()).await.map_err(kube_error).map(|_| ())
+        self.api(target, Some(name))?.delete(name, &kube::api::DeleteParams::background()).await.map_err(kube_error).map(|_| ())
     }
 }
 
-/// Bounds of the per-plugin cache.
-pub const CACHE_MAX_ENTRIES: usize = 4096;
+/// Entries one plugin may keep in the cache.
+pub const CACHE_MAX_ENTRIES: usize = 1024;
+/// Bytes (keys and values) one plugin may keep in the cache.
+pub const CACHE_MAX_BYTES_PER_PLUGIN: usize = 8 * 1024 * 1024;
 /// Largest value the cache keeps, in bytes.
 pub const CACHE_MAX_VALUE: usize = 256 * 1024;
+/// Longest key, in bytes.
+pub const CACHE_MAX_KEY: usize = 1024;
 /// Longest time-to-live, in seconds.
 pub const CACHE_MAX_TTL_SECONDS: u32 = 24 * 3600;
 
-/// The key/value cache behind the `cache` import, namespaced per plugin and bounded.
+/// One plugin's part of the cache, with its own budget.
+#[derive(Debug, Default)]
+struct PluginEntries {
+    entries: HashMap<String, (Vec<u8>, Instant)>,
+    bytes: usize,
+}
+
+impl PluginEntries {
+    fn remove(&mut self, key: &str) {
+        if let Some((value, _)) = self.entries.remove(key) {
+            self.bytes -= key.len() + value.len();
+        }
+    }
+
+    /// Drops expired entries, then the ones closest to expiry, until `extra` more bytes and
+    /// one more entry fit the budget.
+    fn make_room(&mut self, extra: usize, now: Instant) {
+        let fits = |e: &PluginEntries| e.entries.len() < CACHE_MAX_ENTRIES && e.bytes + extra <= CACHE_MAX_BYTES_PER_PLUGIN;
+        if fits(self) {
+            return;
+        }
+        let expired: Vec<String> = self.entries.iter().filter(|(_, (_, e))| *e <= now).map(|(k, _)| k.clone()).collect();
+        for key in expired {
+            self.remove(&key);
+        }
+        if fits(self) {
+            return;
+        }
+        let mut by_expiry: Vec<(Instant, String)> = self.entries.iter().map(|(k, (_, e))| (*e, k.clone())).collect();
+        by_expiry.sort();
+        for (_, key) in by_expiry {
+            if fits(self) {
+                break;
+            }
+            self.remove(&key);
+        }
+    }
+}
+
+/// The key/value cache behind the `cache` import. Each plugin has its own namespace and its
+/// own budget ([`CACHE_MAX_ENTRIES`], [`CACHE_MAX_BYTES_PER_PLUGIN`]): a plugin that fills
+/// its part evicts only its own entries, never another plugin's.
 #[derive(Debug, Default)]
 pub struct PluginCache {
-    entries: Mutex<HashMap<(String, String), (Vec<u8>, Instant)>>,
+    plugins: Mutex<HashMap<String, PluginEntries>>,
 }
 
 impl PluginCache {
     /// Reads a live entry.
     pub fn get(&self, plugin: &str, key: &str) -> Option<Vec<u8>> {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let k = (plugin.to_string(), key.to_string());
-        match entries.get(&k) {
+        let mut plugins = self.plugins.lock().unwrap_or_else(|p| p.into_inner());
+        let part = plugins.get_mut(plugin)?;
+        match part.entries.get(key) {
             Some((value, expiry)) if *expiry > Instant::now() => Some(value.clone()),
             Some(_) => {
-                entries.remove(&k);
+                part.remove(key);
                 None
             }
             None => None,
         }
     }
 
-    /// Stores an entry; values over [`CACHE_MAX_VALUE`] are refused (returns false).
+    /// Stores an entry; values over [`CACHE_MAX_VALUE`] or keys over [`CACHE_MAX_KEY`] are
+    /// refused (returns false).
     pub fn set(&self, plugin: &str, key: &str, value: Vec<u8>, ttl_seconds: u32) -> bool {
-        if value.len() > CACHE_MAX_VALUE || key.len() > 1024 {
+        if value.len() > CACHE_MAX_VALUE || key.len() > CACHE_MAX_KEY {
             return false;
         }
         let now = Instant::now();
         let expiry = now + Duration::from_secs(u64::from(ttl_seconds.min(CACHE_MAX_TTL_SECONDS)));
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        if entries.len() >= CACHE_MAX_ENTRIES {
-            entries.retain(|_, (_, e)| *e > now);
-            if entries.len() >= CACHE_MAX_ENTRIES {
-                // Still full: drop the entry closest to expiry.
-                if let Some(k) = entries.iter().min_by_key(|(_, (_, e))| *e).map(|(k, _)| k.clone()) {
-                    entries.remove(&k);
-                }
-            }
-        }
-        entries.insert((plugin.to_string(), key.to_string()), (value, expiry));
+        let mut plugins = self.plugins.lock().unwrap_or_else(|p| p.into_inner());
+        let part = plugins.entry(plugin.to_string()).or_default();
+        part.remove(key);
+        part.make_room(key.len() + value.len(), now);
+        part.bytes += key.len() + value.len();
+        part.entries.insert(key.to_string(), (value, expiry));
         true
     }
 
     /// Removes an entry.
     pub fn remove(&self, plugin: &str, key: &str) {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner()).remove(&(plugin.to_string(), key.to_string()));
+        if let Some(part) = self.plugins.lock().unwrap_or_else(|p| p.into_inner()).get_mut(plugin) {
+            part.remove(key);
+        }
+    }
+
+    /// Entries and bytes a plugin holds (expired entries included until they are dropped).
+    pub fn usage(&self, plugin: &str) -> (usize, usize) {
+        self.plugins.lock().unwrap_or_else(|p| p.into_inner()).get(plugin).map_or((0, 0), |p| (p.entries.len(), p.bytes))
     }
 }
 
@@ -321,6 +381,8 @@ pub struct HostServices {
     pub kube: Arc<dyn KubeBackend>,
     /// The shared cache.
     pub cache: Arc<PluginCache>,
+    /// How plugins' outgoing HTTP(S) leaves the host (trust roots, proxy).
+    pub egress: Arc<crate::egress::Egress>,
 }
 
 impl Default for HostServices {
@@ -329,6 +391,7 @@ impl Default for HostServices {
             secrets: Arc::new(StaticSecrets::default()),
             kube: Arc::new(NoKube),
             cache: Arc::new(PluginCache::default()),
+            egress: Arc::new(crate::egress::Egress::default()),
         }
     }
 }
@@ -351,11 +414,37 @@ mod tests {
     }
 
     #[test]
-    fn cache_stays_bounded() {
+    fn cache_stays_bounded_per_plugin() {
         let cache = PluginCache::default();
         for i in 0..CACHE_MAX_ENTRIES + 10 {
             cache.set("a", &i.to_string(), vec![1], 60);
         }
-        assert!(cache.entries.lock().unwrap().len() <= CACHE_MAX_ENTRIES);
+        assert!(cache.usage("a").0 <= CACHE_MAX_ENTRIES);
+        // Bytes are bounded too: 64 values of 256 KiB would be 16 MiB.
+        for i in 0..64 {
+            assert!(cache.set("big", &i.to_string(), vec![0; CACHE_MAX_VALUE], 60));
+        }
+        assert!(cache.usage("big").1 <= CACHE_MAX_BYTES_PER_PLUGIN, "{:?}", cache.usage("big"));
+        assert_eq!(cache.get("big", "63"), Some(vec![0; CACHE_MAX_VALUE]), "the newest entry is kept");
+    }
+
+    #[test]
+    fn one_plugin_cannot_evict_another() {
+        let cache = PluginCache::default();
+        assert!(cache.set("quiet", "token", b"kept".to_vec(), 3600));
+        for i in 0..CACHE_MAX_ENTRIES * 3 {
+            cache.set("noisy", &i.to_string(), vec![7; 4096], 60);
+        }
+        assert_eq!(cache.get("quiet", "token"), Some(b"kept".to_vec()));
+    }
+
+    #[test]
+    fn replacing_an_entry_keeps_the_byte_count_exact() {
+        let cache = PluginCache::default();
+        cache.set("a", "k", vec![0; 100], 60);
+        cache.set("a", "k", vec![0; 10], 60);
+        assert_eq!(cache.usage("a"), (1, 11));
+        cache.remove("a", "k");
+        assert_eq!(cache.usage("a"), (0, 0));
     }
 }

@@ -15,10 +15,13 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpVi
 
 use crate::bindings::cloud::joinery::plugin::{cache, config, kubernetes, log, secrets};
 use crate::grants::{Capabilities, KubeAccess, Verb};
+use crate::kube_names;
 use crate::services::{HostServices, KubeCallError, KubeTarget, PatchType, SecretLookupError};
 
 /// Largest log message kept, in bytes.
 const MAX_LOG_MESSAGE: usize = 4096;
+/// Bytes of a denied request's body read (and thrown away) before the denial is answered.
+const MAX_DENIED_BODY: usize = 64 * 1024;
 /// Log lines a single call may emit before the rest are dropped.
 const MAX_LOG_LINES_PER_CALL: u32 = 200;
 
@@ -33,6 +36,8 @@ pub struct PluginContext {
     pub capabilities: Capabilities,
     /// Memory limit per call, bytes.
     pub memory_limit: usize,
+    /// Every secret value the plugin was given, scrubbed from what it says.
+    pub secret_values: crate::redact::SecretValues,
 }
 
 /// Memory limiter that remembers whether the limit was what stopped the call.
@@ -85,7 +90,7 @@ impl CallState {
             wasi,
             table: ResourceTable::new(),
             http: WasiHttpCtx::new(),
-            gate: HttpGate { plugin: plugin.clone(), timeout: http_timeout },
+            gate: HttpGate { plugin: plugin.clone(), timeout: http_timeout, egress: services.egress.clone() },
             limiter: CallLimiter { limit: plugin.memory_limit, hit },
             stderr,
             plugin,
@@ -109,11 +114,12 @@ impl WasiHttpView for CallState {
 }
 
 /// The outgoing-HTTP gate: checks each request against the plugin's effective grants,
-/// resolves the host and checks every address, pins plain-HTTP requests to the checked
-/// address, and clamps timeouts.
+/// resolves the host and checks every address, clamps timeouts, and sends through
+/// [`crate::egress`], which connects to the checked address (no second lookup).
 struct HttpGate {
     plugin: Arc<PluginContext>,
     timeout: Duration,
+    egress: Arc<crate::egress::Egress>,
 }
 
 type SendResult = Result<
@@ -124,20 +130,29 @@ type SendResult = Result<
 impl WasiHttpHooks for HttpGate {
     fn send_request(
         &mut self,
-        mut request: http::Request<wasmtime_wasi_http::WasiBody>,
+        request: http::Request<wasmtime_wasi_http::WasiBody>,
         options: Option<wasmtime_wasi_http::RequestOptions>,
         fut: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
     ) -> Box<dyn Future<Output = SendResult> + Send> {
         drop(fut);
         let plugin = self.plugin.clone();
         let clamp = self.timeout;
+        let egress = self.egress.clone();
         Box::new(async move {
             use http_body_util::BodyExt;
             let name = plugin.name.clone();
             let deny = move |request: http::Request<wasmtime_wasi_http::WasiBody>, why: String| async move {
                 tracing::warn!(plugin = %name, "outgoing request denied: {why}");
-                // Drain the body first, or the guest sees a reset instead of the denial.
-                let _ = request.into_body().collect().await;
+                // Drain the body first, or the guest sees a reset instead of the denial; but
+                // only so much of it: a denied request does not get to fill host memory.
+                let mut body = request.into_body();
+                let mut drained = 0usize;
+                while drained <= MAX_DENIED_BODY {
+                    match body.frame().await {
+                        Some(Ok(frame)) => drained += frame.data_ref().map_or(0, |d| d.len()),
+                        _ => break,
+                    }
+                }
                 Err(wasmtime_wasi_http::Error::HttpRequestDenied)
             };
             let uri = request.uri().clone();
@@ -162,23 +177,13 @@ impl WasiHttpHooks for HttpGate {
                     return deny(request, refusal.0).await;
                 }
             }
-            if scheme == "http" {
-                // Pin to the address just checked, so a second lookup cannot swap it.
-                // The Host header was already set from the original authority.
-                let pinned = addresses[0];
-                let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-                if let Ok(new_uri) = format!("http://{pinned}{path}").parse() {
-                    *request.uri_mut() = new_uri;
-                }
-            }
-            let clamp_opt = |d: Option<Duration>| Some(d.map_or(clamp, |d| d.min(clamp)));
-            let options = wasmtime_wasi_http::RequestOptions {
-                connect_timeout: clamp_opt(options.and_then(|o| o.connect_timeout)),
-                first_byte_timeout: clamp_opt(options.and_then(|o| o.first_byte_timeout)),
-                between_bytes_timeout: clamp_opt(options.and_then(|o| o.between_bytes_timeout)),
+            let clamp_opt = |d: Option<Duration>| d.map_or(clamp, |d| d.min(clamp));
+            let timeouts = crate::egress::Timeouts {
+                connect: clamp_opt(options.and_then(|o| o.connect_timeout)),
+                first_byte: clamp_opt(options.and_then(|o| o.first_byte_timeout)),
             };
-            let (response, io) = wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
-            Ok((response.map(BodyExt::boxed_unsync), Box::new(io) as Box<dyn Future<Output = _> + Send>))
+            let destination = crate::egress::Destination { scheme, host, port, pinned: addresses[0] };
+            egress.send(request, &destination, timeouts).await
         })
     }
 }
@@ -201,6 +206,7 @@ impl log::Host for CallState {
             message.truncate(cut);
             message.push('…');
         }
+        self.plugin.secret_values.scrub_in_place(&mut message);
         let plugin = self.plugin.name.as_str();
         let op = self.op;
         match level {
@@ -222,8 +228,14 @@ impl config::Host for CallState {
 impl secrets::Host for CallState {
     async fn get_secret(&mut self, name: String) -> Result<Vec<secrets::SecretEntry>, secrets::SecretError> {
         self.plugin.capabilities.check_secret(&name).map_err(|r| secrets::SecretError::Denied(r.0))?;
+        kube_names::check_secret_ref(&name).map_err(|e| secrets::SecretError::Denied(e.to_string()))?;
         match self.services.secrets.get(&name).await {
-            Ok(entries) => Ok(entries.into_iter().map(|(key, value)| secrets::SecretEntry { key, value }).collect()),
+            Ok(entries) => {
+                for value in entries.values() {
+                    self.plugin.secret_values.remember(value);
+                }
+                Ok(entries.into_iter().map(|(key, value)| secrets::SecretEntry { key, value }).collect())
+            }
             Err(SecretLookupError::NotFound(m)) => Err(secrets::SecretError::NotFound(m)),
             Err(SecretLookupError::Unavailable(m)) => Err(secrets::SecretError::Unavailable(m)),
         }
@@ -231,7 +243,26 @@ impl secrets::Host for CallState {
 }
 
 impl CallState {
-    fn kube_target(&self, target: kubernetes::ResourceRef, verb: Verb) -> Result<KubeTarget, kubernetes::KubeError> {
+    /// Checks the call's path parts (before the grant, so nothing unchecked reaches a path),
+    /// then the grant, and returns the target for the backend.
+    fn kube_target(
+        &self,
+        target: kubernetes::ResourceRef,
+        name: Option<&str>,
+        verb: Verb,
+    ) -> Result<KubeTarget, kubernetes::KubeError> {
+        let parts = kube_names::CallParts {
+            cluster: &target.cluster,
+            group: &target.group,
+            version: &target.version,
+            resource: &target.resource,
+            namespace: target.namespace.as_deref(),
+            name,
+        };
+        if let Err(invalid) = kube_names::check(&parts) {
+            tracing::warn!(plugin = %self.plugin.name, op = self.op, verb = verb.as_str(), "kubernetes call refused: {invalid}");
+            return Err(kubernetes::KubeError::Invalid(format!("plugin {}: {invalid}", self.plugin.name)));
+        }
         let access = KubeAccess {
             cluster: &target.cluster,
             group: &target.group,
@@ -261,17 +292,17 @@ fn kube_err(e: KubeCallError) -> kubernetes::KubeError {
 
 impl kubernetes::Host for CallState {
     async fn get(&mut self, target: kubernetes::ResourceRef, name: String) -> Result<String, kubernetes::KubeError> {
-        let target = self.kube_target(target, Verb::Get)?;
+        let target = self.kube_target(target, Some(&name), Verb::Get)?;
         self.services.kube.get(&target, &name).await.map_err(kube_err)
     }
 
     async fn list(&mut self, target: kubernetes::ResourceRef, label_selector: Option<String>) -> Result<String, kubernetes::KubeError> {
-        let target = self.kube_target(target, Verb::List)?;
+        let target = self.kube_target(target, None, Verb::List)?;
         self.services.kube.list(&target, label_selector.as_deref()).await.map_err(kube_err)
     }
 
     async fn create(&mut self, target: kubernetes::ResourceRef, body: String) -> Result<String, kubernetes::KubeError> {
-        let target = self.kube_target(target, Verb::Create)?;
+        let target = self.kube_target(target, None, Verb::Create)?;
         self.services.kube.create(&target, &body).await.map_err(kube_err)
     }
 
@@ -282,7 +313,7 @@ impl kubernetes::Host for CallState {
         kind: kubernetes::PatchKind,
         body: String,
     ) -> Result<String, kubernetes::KubeError> {
-        let target = self.kube_target(target, Verb::Patch)?;
+        let target = self.kube_target(target, Some(&name), Verb::Patch)?;
         let kind = match kind {
             kubernetes::PatchKind::Merge => PatchType::Merge,
             kubernetes::PatchKind::Json => PatchType::Json,
@@ -292,7 +323,7 @@ impl kubernetes::Host for CallState {
     }
 
     async fn delete(&mut self, target: kubernetes::ResourceRef, name: String) -> Result<(), kubernetes::KubeError> {
-        let target = self.kube_target(target, Verb::Delete)?;
+        let target = self.kube_target(target, Some(&name), Verb::Delete)?;
         self.services.kube.delete(&target, &name).await.map_err(kube_err)
     }
 }

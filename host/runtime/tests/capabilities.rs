@@ -168,3 +168,61 @@ async fn cache_config_and_log_are_always_available() {
         .await
         .expect("logging (even too much) never fails a call");
 }
+
+/// A plugin granted only `get configmaps` in one namespace tries to reach other objects by
+/// smuggling path characters into each part of its call. Every attempt is refused before
+/// the cluster is touched, with an error naming the part.
+#[tokio::test]
+async fn kubernetes_path_injection_is_refused_in_every_part() {
+    let kube = Arc::new(FakeKube::default());
+    let grants =
+        "plugins:\n  hostile:\n    kubernetes:\n      - {group: \"\", resources: [configmaps], verbs: [get], namespaces: [kube-system]}\n";
+    let plugin = hostile(grants, with_kube(kube.clone()));
+    // The granted call itself works, so the refusals below are about the injected values.
+    plugin.get_instance_types(&class(json!({"mode": "kube"}))).await.unwrap();
+    assert_eq!(kube.calls.load(Ordering::SeqCst), 1);
+    let payloads = [
+        "v1/namespaces/joinery/secrets/creds?",
+        "..",
+        "x/../../secrets",
+        "x?watch=true",
+        "x#frag",
+        "x%2F..%2Fsecrets",
+        "x/y",
+    ];
+    for payload in payloads {
+        for field in ["version", "name", "namespace", "resource", "group"] {
+            let mut spec = json!({"mode": "kube"});
+            spec[field] = json!(payload);
+            let err = plugin.get_instance_types(&class(spec)).await.unwrap_err();
+            let message = internal_message(err);
+            assert!(message.starts_with("invalid"), "{field} = {payload:?}: {message}");
+            assert!(message.contains(&format!("kubernetes {field} ")), "{field} = {payload:?}: {message}");
+        }
+    }
+    assert_eq!(kube.calls.load(Ordering::SeqCst), 1, "no injected call may reach the cluster");
+    // The plugin is still healthy afterwards.
+    plugin.get_instance_types(&class(json!({"mode": "kube"}))).await.unwrap();
+}
+
+/// A plugin that puts the secret values it was given into its error, its panic message
+/// (stderr) and its logs: what reaches the caller (and from there Events and conditions)
+/// carries `[redacted]` instead.
+#[tokio::test]
+async fn secret_values_never_leave_in_errors_or_stderr() {
+    const TOKEN: &str = "K10a7c9e1f0::server:hunter2hunter2";
+    let secrets = StaticSecrets::default().with("test-secret", &[("token", TOKEN.as_bytes()), ("pin", b"12")]);
+    let services = HostServices { secrets: Arc::new(secrets), ..Default::default() };
+    let plugin = hostile("plugins:\n  hostile:\n    secrets: [test-secret]\n", services);
+    let err = plugin.get_instance_types(&class(json!({"mode": "leak"}))).await.unwrap_err();
+    let shown = err.to_string();
+    assert!(!shown.contains(TOKEN) && !shown.contains("hunter2"), "{shown}");
+    assert!(shown.contains("[redacted]"), "{shown}");
+    let err = plugin.get_instance_types(&class(json!({"mode": "leak", "leakBy": "trap"}))).await.unwrap_err();
+    assert!(matches!(err, CallError::Trap { .. }), "{err:?}");
+    let shown = err.to_string();
+    assert!(!shown.contains("hunter2") && shown.contains("[redacted]"), "{shown}");
+    // A later call that repeats the value (say, from the cache) is scrubbed too.
+    let err = plugin.get_instance_types(&class(json!({"mode": "leak"}))).await.unwrap_err();
+    assert!(!err.to_string().contains("hunter2"));
+}

@@ -3,8 +3,12 @@
 
 mod common;
 
+use std::time::{Duration, Instant};
+
 use common::{class, hostile};
 use joinery_runtime::CallError;
+use joinery_runtime::plugin::LoadedPlugin;
+use joinery_runtime::services::{HostServices, KubeBackend, KubeCallError, KubeTarget, PatchType};
 use serde_json::json;
 
 const LIMITS: &str = "plugins:\n  hostile:\n    limits: {memoryMiB: 16, timeoutMs: 300, maxConcurrency: 4}\n";
@@ -78,4 +82,88 @@ async fn wrong_kind_call_is_a_host_error_not_a_crash() {
     let plugin = hostile(LIMITS, Default::default());
     let err = plugin.price(&[]).await.unwrap_err();
     assert!(err.to_string().contains("needs a pricing plugin"), "{err}");
+}
+
+/// The hostile plugin with a longer deadline, so a stall would be plain to see.
+fn slow_hostile(timeout_ms: u32, max_concurrency: u32, grants: &str, services: HostServices) -> std::sync::Arc<LoadedPlugin> {
+    let mut manifest = common::hostile_manifest();
+    manifest.limits.timeout_ms = timeout_ms;
+    manifest.limits.max_concurrency = max_concurrency;
+    common::hostile_with(manifest, grants, services)
+}
+
+/// How long a trivial task spawned now takes to run: what a `/healthz` handler would wait.
+async fn probe_latency() -> Duration {
+    let asked = Instant::now();
+    let answered = tokio::spawn(async move { Instant::now() }).await.unwrap();
+    answered - asked
+}
+
+/// More looping calls than worker threads: the executor still answers other tasks at once
+/// (the guest yields on every epoch tick), and a good call of the same plugin completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn looping_calls_do_not_starve_other_tasks() {
+    let plugin = slow_hostile(4_000, 8, "plugins: {}\n", Default::default());
+    let loops: Vec<_> = (0..4)
+        .map(|_| {
+            let plugin = plugin.clone();
+            tokio::spawn(async move { plugin.get_instance_types(&class(json!({"mode": "loop"}))).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for _ in 0..5 {
+        let latency = probe_latency().await;
+        assert!(latency < Duration::from_secs(1), "a probe waited {latency:?} while plugins looped");
+    }
+    let started = Instant::now();
+    assert_next_call_works(&plugin).await;
+    assert!(started.elapsed() < Duration::from_secs(2), "a good call waited {:?} behind looping ones", started.elapsed());
+    for task in loops {
+        let err = task.await.unwrap().unwrap_err();
+        assert!(matches!(err, CallError::Timeout { limit_ms: 4_000, .. }), "{err:?}");
+    }
+}
+
+/// A Kubernetes backend whose every call hangs (a dead API server behind a granted import).
+struct HangingKube;
+
+#[async_trait::async_trait]
+impl KubeBackend for HangingKube {
+    async fn get(&self, _: &KubeTarget, _: &str) -> Result<String, KubeCallError> {
+        std::future::pending().await
+    }
+    async fn list(&self, _: &KubeTarget, _: Option<&str>) -> Result<String, KubeCallError> {
+        std::future::pending().await
+    }
+    async fn create(&self, _: &KubeTarget, _: &str) -> Result<String, KubeCallError> {
+        std::future::pending().await
+    }
+    async fn patch(&self, _: &KubeTarget, _: &str, _: PatchType, _: &str) -> Result<String, KubeCallError> {
+        std::future::pending().await
+    }
+    async fn delete(&self, _: &KubeTarget, _: &str) -> Result<(), KubeCallError> {
+        std::future::pending().await
+    }
+}
+
+/// A call stuck inside a host import is abandoned at its deadline; the executor stays free
+/// meanwhile, and calls queued behind a full set of stuck slots fail as `Saturated` after one
+/// deadline instead of waiting forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_stuck_in_a_host_import_time_out_and_queued_calls_are_bounded() {
+    let grants = "plugins:\n  hostile:\n    kubernetes:\n      - {group: \"\", resources: [configmaps], verbs: [get]}\n";
+    let services = HostServices { kube: std::sync::Arc::new(HangingKube), ..Default::default() };
+    let plugin = slow_hostile(1_500, 1, grants, services);
+    let stuck = {
+        let plugin = plugin.clone();
+        tokio::spawn(async move { plugin.get_instance_types(&class(json!({"mode": "kube"}))).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(probe_latency().await < Duration::from_secs(1));
+    let queued = plugin.get_instance_types(&class(json!({"mode": "ok"}))).await.unwrap_err();
+    assert!(matches!(queued, CallError::Saturated { max_concurrency: 1, .. }), "{queued:?}");
+    assert!(queued.to_string().contains("maxConcurrency"), "{queued}");
+    let err = stuck.await.unwrap().unwrap_err();
+    assert!(matches!(err, CallError::Timeout { limit_ms: 1_500, .. }), "{err:?}");
+    assert_next_call_works(&plugin).await;
 }

@@ -219,3 +219,97 @@ fn a_renderer_importing_the_network_is_refused_at_load() {
     let err = joinery_runtime::plugin::LoadedPlugin::load(&cx, bytes).unwrap_err();
     assert!(matches!(err, LoadError::Import { .. }), "{err}");
 }
+
+/// Writes a plain plugin directory (no ConfigMap symlinks): `plugin.yaml` and `component`.
+fn write_plain_dir(dir: &Path, manifest: &str, component: &str, bytes: &[u8]) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("plugin.yaml"), manifest).unwrap();
+    std::fs::write(dir.join(component), bytes).unwrap();
+}
+
+#[test]
+fn a_missing_plugin_directory_is_an_error_naming_it() {
+    let root = tempfile::tempdir().unwrap();
+    let missing = root.path().join("not-mounted");
+    let err = registry(vec![missing.clone()]).err().expect("a missing --plugin-dir is an error");
+    assert!(matches!(err, LoadError::PluginDir { .. }), "{err}");
+    assert!(err.to_string().contains("not-mounted") && err.to_string().contains("--plugin-dir"), "{err}");
+    let file = root.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    let err = registry(vec![file]).err().expect("a file is not a plugin directory");
+    assert!(err.to_string().contains("is not a directory"), "{err}");
+}
+
+#[test]
+fn oversized_manifests_decompression_bombs_and_fifos_are_refused() {
+    let (manifest, wasm) = template_parts();
+    let sha = sha256_hex(wasm);
+    // plugin.yaml over its cap.
+    let root = tempfile::tempdir().unwrap();
+    let mut text = manifest_text(manifest.clone(), "big", &sha);
+    text.push_str(&format!("# {}\n", "x".repeat(70 * 1024)));
+    write_plain_dir(&root.path().join("big"), &text, "plugin.wasm", wasm);
+    let err = registry(vec![root.path().to_path_buf()]).err().expect("an oversized plugin.yaml is refused");
+    assert!(err.to_string().contains("larger than"), "{err}");
+
+    // A small .wasm.gz that inflates past the component cap.
+    let root = tempfile::tempdir().unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    std::io::Write::write_all(&mut gz, &vec![0u8; 33 * 1024 * 1024]).unwrap();
+    let bomb = gz.finish().unwrap();
+    assert!(bomb.len() < 1024 * 1024, "the bomb is small on disk ({} bytes)", bomb.len());
+    let mut gz_manifest = manifest.clone();
+    gz_manifest.component = "plugin.wasm.gz".into();
+    write_plain_dir(&root.path().join("bomb"), &manifest_text(gz_manifest, "bomb", &sha), "plugin.wasm.gz", &bomb);
+    let err = registry(vec![root.path().to_path_buf()]).err().expect("a decompression bomb is refused");
+    assert!(err.to_string().contains("after decompression"), "{err}");
+
+    // A FIFO where the component should be: refused at once, not read forever.
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("fifo");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("plugin.yaml"), manifest_text(manifest, "fifo", &sha)).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(dir.join("plugin.wasm")).status().expect("mkfifo runs");
+    assert!(made.success());
+    let err = registry(vec![root.path().to_path_buf()]).err().expect("a FIFO is refused");
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+}
+
+#[test]
+fn two_plugins_serving_one_nodeclass_kind_are_refused_naming_both() {
+    let root = tempfile::tempdir().unwrap();
+    let wasm = common::hostile_wasm();
+    let sha = sha256_hex(wasm);
+    for name in ["cloud-one", "cloud-two"] {
+        write_plain_dir(&root.path().join(name), &manifest_text(common::hostile_manifest(), name, &sha), "plugin.wasm", wasm);
+    }
+    let err = registry(vec![root.path().to_path_buf()]).err().expect("a NodeClass kind has one plugin");
+    assert!(matches!(err, LoadError::NodeClassConflict { .. }), "{err}");
+    let shown = err.to_string();
+    assert!(shown.contains("cloud-one") && shown.contains("cloud-two") && shown.contains("HostileNodeClass"), "{shown}");
+}
+
+/// A reload that failed is tried again on the next poll even if the files look the same
+/// (same sizes and times): the failure may have been transient.
+#[test]
+fn a_failed_reload_is_retried() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("mine");
+    let (manifest, wasm) = template_parts();
+    let sha = sha256_hex(wasm);
+    write_plain_dir(&dir, &manifest_text(manifest.clone(), "first1", &sha), "plugin.wasm", wasm);
+    let registry = registry(vec![root.path().to_path_buf()]).unwrap();
+    assert!(registry.current().get("first1").is_some());
+    // A broken manifest (wrong digest): the reload fails, the last good set serves.
+    let manifest_path = dir.join("plugin.yaml");
+    std::fs::write(&manifest_path, manifest_text(manifest.clone(), "first1", &"0".repeat(64))).unwrap();
+    assert!(registry.reload_if_changed().is_err());
+    assert!(registry.current().get("first1").is_some());
+    // Fixed with a manifest of the same size and modification time: nothing a fingerprint sees.
+    let broken_at = std::fs::metadata(&manifest_path).unwrap().modified().unwrap();
+    std::fs::write(&manifest_path, manifest_text(manifest, "second", &sha)).unwrap();
+    std::fs::File::options().write(true).open(&manifest_path).unwrap().set_modified(broken_at).unwrap();
+    assert!(registry.reload_if_changed().unwrap(), "the failed reload is retried and succeeds");
+    assert!(registry.current().get("second").is_some());
+    assert!(registry.last_error().is_none());
+}

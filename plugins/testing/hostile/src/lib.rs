@@ -21,6 +21,7 @@
 //! | `secret` | `get-secret(secret)` (default `test-secret`) | ok; else `internal("<kind>: <host message>")` |
 //! | `cache` | sets a key, reads it back | ok only if the value round-trips |
 //! | `log` | logs `message` (default `hostile plugin log line`) `count` times (default 1) | ok |
+//! | `leak` | reads `secret`, logs every value, then fails with them in the message (`internal`), or panics with them (`leakBy: trap`) | the host must scrub the values |
 //!
 //! Optional fields: `url`, `method`, `body` (http), `secret` (secret), `cluster`, `group`, `version`,
 //! `resource`, `namespace`, `name`, `verb` (kube), `message`, `count` (log), `zone`
@@ -38,7 +39,7 @@ use serde::Deserialize;
 
 /// Every mode, for error messages.
 pub const MODES: &[&str] = &[
-    "ok", "trap", "loop", "alloc", "garbage", "http", "kube", "secret", "cache", "log",
+    "ok", "trap", "loop", "alloc", "garbage", "http", "kube", "secret", "cache", "log", "leak",
 ];
 
 /// The requirement key carrying what a mode observed.
@@ -78,6 +79,8 @@ pub struct Config {
     pub count: Option<u32>,
     /// The zone of `ok-1`'s offering.
     pub zone: Option<String>,
+    /// `leak`: `error` (default) or `trap`.
+    pub leak_by: Option<String>,
 }
 
 /// What a mode produced when it did not fail.
@@ -204,6 +207,23 @@ pub fn run_mode(cfg: &Config) -> Result<Outcome, CloudError> {
                 log::info(message);
             }
             Ok(Outcome::Ok("log-ok".into()))
+        }
+        "leak" => {
+            let name = cfg.secret.as_deref().unwrap_or("test-secret");
+            let secret = secrets::get(name).map_err(|e| CloudError::internal(e.describe()))?;
+            let values: Vec<String> = secret
+                .entries
+                .iter()
+                .map(|e| String::from_utf8_lossy(&e.value).into_owned())
+                .collect();
+            for value in &values {
+                log::info(format!("the secret is {value}"));
+            }
+            let message = format!("leaking secret values: {}", values.join(" "));
+            if cfg.leak_by.as_deref() == Some("trap") {
+                panic!("{message}");
+            }
+            Err(CloudError::internal(message))
         }
         other => Err(CloudError::invalid(format!(
             "unknown hostile mode `{other}`; modes: {}",
