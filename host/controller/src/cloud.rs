@@ -6,11 +6,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use joinery_core::backoff::{BackoffPolicy, BackoffTable};
 use joinery_core::clock::Clock;
 use joinery_core::instance_type::{InstanceType, Offering, Overhead};
 use joinery_core::labels;
 use joinery_core::requirements::{Operator, Requirement, Requirements};
 use joinery_core::resources::Resources;
+use joinery_runtime::CallError;
 use joinery_runtime::manifest::PluginKind;
 use joinery_runtime::plugin::LoadedPlugin;
 use joinery_runtime::registry::PluginRegistry;
@@ -189,6 +191,73 @@ impl Cloud {
     }
 }
 
+/// What a cloud call is about, for its backoff: the plugin, the method (`create`, `delete`,
+/// `get`, `list`, `reconcile-instance`…) and the object (a NodeClaim UID, a provider ID;
+/// empty for plugin-wide calls such as garbage collection's `list`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CloudCall {
+    /// Plugin name.
+    pub plugin: String,
+    /// WIT method, or `*` for the plugin-wide `Retry-After` key.
+    pub method: &'static str,
+    /// The object the call is for.
+    pub object: String,
+}
+
+impl CloudCall {
+    /// A call of `method` for `object` through `plugin`.
+    pub fn new(plugin: &str, method: &'static str, object: &str) -> CloudCall {
+        CloudCall { plugin: plugin.to_string(), method, object: object.to_string() }
+    }
+
+    fn plugin_wide(&self) -> CloudCall {
+        CloudCall { plugin: self.plugin.clone(), method: "*", object: String::new() }
+    }
+}
+
+/// Backoff of cloud calls, shared by every loop: per call after failures, per plugin while
+/// its cloud asked every caller to wait.
+pub struct CloudBackoff {
+    table: Mutex<BackoffTable<CloudCall>>,
+}
+
+impl CloudBackoff {
+    /// Empty backoff with `policy`.
+    pub fn new(policy: BackoffPolicy) -> CloudBackoff {
+        CloudBackoff { table: Mutex::new(BackoffTable::new(policy)) }
+    }
+
+    /// How long `call` must still wait at `now`: the longer of its own wait and its plugin's.
+    pub fn wait(&self, call: &CloudCall, now: SystemTime) -> Option<Duration> {
+        let table = self.table.lock().expect("cloud backoff lock");
+        table.wait(call, now).max(table.wait(&call.plugin_wide(), now))
+    }
+
+    /// Records how a call ended at `now`. Success — or `not-found`, which is an answer —
+    /// forgets the call's backoff; any other error backs it off (the cloud's `Retry-After`
+    /// when longer), and a `Retry-After` also holds every call of the plugin for that long.
+    /// Returns the wait before the call may be retried, if it failed.
+    pub fn record<T>(&self, call: &CloudCall, now: SystemTime, result: &Result<T, CallError>) -> Option<Duration> {
+        let mut table = self.table.lock().expect("cloud backoff lock");
+        table.forget_idle(now, Duration::from_secs(3600));
+        let error = match result {
+            Ok(_) | Err(CallError::Cloud { error: wit::CloudError::NotFound(_), .. }) => {
+                table.succeed(call);
+                return None;
+            }
+            Err(e) => e,
+        };
+        let retry_after = match error {
+            CallError::Cloud { error: wit::CloudError::Retryable(r), .. } => r.retry_after_ms.map(Duration::from_millis),
+            _ => None,
+        };
+        if let Some(wait) = retry_after {
+            table.fail(call.plugin_wide(), now, Some(wait));
+        }
+        Some(table.fail(call.clone(), now, retry_after))
+    }
+}
+
 /// The API group and kind of a NodeClass object.
 pub fn group_kind(class: &DynamicObject) -> (String, String) {
     let types = class.types.clone().unwrap_or_default();
@@ -277,4 +346,51 @@ pub fn with_offering_requirements(t: InstanceType) -> InstanceType {
         requirements.add(Requirement::in_values(labels::CAPACITY_TYPE_LABEL, capacity_types));
     }
     InstanceType::new(t.name(), requirements, t.capacity().clone(), t.overhead().clone(), t.offerings().clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POLICY: BackoffPolicy = BackoffPolicy { base: Duration::from_secs(1), max: Duration::from_secs(30) };
+
+    fn at(seconds: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + seconds)
+    }
+
+    fn cloud_error(error: wit::CloudError) -> Result<(), CallError> {
+        Err(CallError::Cloud { plugin: "p".into(), op: "create", error })
+    }
+
+    #[test]
+    fn failed_calls_back_off_per_object_and_success_forgets() {
+        let backoff = CloudBackoff::new(POLICY);
+        let a = CloudCall::new("p", "delete", "claim-a");
+        let b = CloudCall::new("p", "delete", "claim-b");
+        let internal = cloud_error(wit::CloudError::Internal("boom".into()));
+        assert_eq!(backoff.record(&a, at(0), &internal), Some(Duration::from_secs(1)));
+        assert_eq!(backoff.record(&a, at(1), &internal), Some(Duration::from_secs(2)));
+        assert_eq!(backoff.wait(&a, at(2)), Some(Duration::from_secs(1)));
+        assert_eq!(backoff.wait(&b, at(2)), None, "another object is not held back");
+        assert_eq!(backoff.wait(&a, at(3)), None);
+        assert_eq!(backoff.record(&a, at(3), &Ok(())), None);
+        assert_eq!(backoff.record(&a, at(3), &internal), Some(Duration::from_secs(1)), "success forgot the failures");
+        // not-found is an answer, not a failure.
+        assert_eq!(backoff.record(&b, at(3), &cloud_error(wit::CloudError::NotFound("gone".into()))), None);
+        // A timed-out call backs off like any failure.
+        let timeout: Result<(), CallError> = Err(CallError::Timeout { plugin: "p".into(), op: "delete", limit_ms: 10 });
+        assert!(backoff.record(&b, at(3), &timeout).is_some());
+    }
+
+    #[test]
+    fn a_retry_after_holds_every_call_of_the_plugin() {
+        let backoff = CloudBackoff::new(POLICY);
+        let throttled = cloud_error(wit::CloudError::Retryable(wit::Retryable { message: "429".into(), retry_after_ms: Some(45_000) }));
+        let create = CloudCall::new("p", "create", "claim-a");
+        assert_eq!(backoff.record(&create, at(0), &throttled), Some(Duration::from_secs(45)));
+        let other = CloudCall::new("p", "list", "");
+        assert_eq!(backoff.wait(&other, at(10)), Some(Duration::from_secs(35)), "every call of the plugin waits");
+        assert_eq!(backoff.wait(&CloudCall::new("q", "list", ""), at(10)), None, "other plugins do not");
+        assert_eq!(backoff.wait(&other, at(45)), None);
+    }
 }

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 use crate::events::Involved;
 use crate::lifecycle::conditions::{CONSOLIDATABLE, DISRUPTION_REASON, INITIALIZED};
-use crate::termination::pods_to_drain;
+use crate::termination::reschedulable_pods;
 use crate::util::{self, condition, k8s_time, merge_patch, merge_patch_status, system_time};
 use crate::{Context, ControllerError};
 
@@ -67,7 +67,7 @@ async fn step(ctx: Arc<Context>, memory: Arc<Mutex<Memory>>) -> Result<(), Contr
         let pool_name = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)).cloned().unwrap_or_default();
         let Some(pool) = pools.get(&pool_name).cloned() else { continue };
         let node_name = node.metadata.name.clone().unwrap_or_default();
-        let workload = pods_to_drain(&ctx.state.pods_on_node(&node_name));
+        let workload = reschedulable_pods(&ctx.state.pods_on_node(&node_name));
         let empty = workload.is_empty();
         // A workload pod arrived on or left the node: record the pod event time.
         let mut uids: Vec<String> = workload.iter().filter_map(|p| p.metadata.uid.clone()).collect();
@@ -110,7 +110,7 @@ async fn step(ctx: Arc<Context>, memory: Arc<Mutex<Memory>>) -> Result<(), Contr
         };
         let Some(node) = node_of(&ctx, &claim) else { continue };
         let node_name = node.metadata.name.clone().unwrap_or_default();
-        let still_empty = pods_to_drain(&ctx.state.pods_on_node(&node_name)).is_empty();
+        let still_empty = reschedulable_pods(&ctx.state.pods_on_node(&node_name)).is_empty();
         if !still_empty || !claim.is_condition_true(CONSOLIDATABLE) || claim.metadata.deletion_timestamp.is_some() {
             tracing::info!(nodeclaim = %name, "no longer empty; disruption abandoned");
             continue;

@@ -28,7 +28,10 @@ use kube::api::{Api, DeleteParams};
 use tokio::sync::watch;
 
 use crate::util;
-use crate::{Context, ControllerError};
+use crate::{CloudCall, Context, ControllerError};
+
+/// The controller name cloud calls of this loop are counted under.
+const CONTROLLER: &str = "garbagecollection";
 
 /// How often the cloud is compared with the cluster (upstream: every 2 minutes).
 pub const GC_INTERVAL: Duration = Duration::from_secs(120);
@@ -60,20 +63,31 @@ fn parse_time(text: &str) -> Option<SystemTime> {
     (nanos >= 0).then(|| UNIX_EPOCH + Duration::from_nanos(nanos as u64))
 }
 
-/// What decides whether an instance may be reaped: the provider IDs and claim names the
-/// cluster (and this process) knows, and the time.
+/// What decides whether an instance may be reaped: this cluster's name, the provider IDs
+/// and claim names the cluster (and this process) knows, and the time.
 #[derive(Debug, Default)]
 pub struct Owners {
+    /// This cluster's name (`CLUSTER_NAME`): an instance must carry it in its
+    /// `joinery.dev/cluster` label to be reaped.
+    pub cluster: String,
     /// Provider IDs of NodeClaims (status or launch cache).
     pub provider_ids: HashSet<String>,
     /// Names of NodeClaims that exist (in the cache or just created by this process).
     pub claim_names: HashSet<String>,
 }
 
-/// Whether `instance` is an orphan to delete at `now`: not terminating, owned by no
-/// NodeClaim, and older than the grace period (an instance without a creation time is
-/// never reaped).
+/// Whether the instance says it belongs to `cluster` (its `joinery.dev/cluster` label).
+pub fn is_this_clusters(instance: &wit::Instance, cluster: &str) -> bool {
+    instance.labels.iter().any(|kv| kv.key == joinery_core::labels::CLUSTER_LABEL && kv.value == cluster)
+}
+
+/// Whether `instance` is an orphan to delete at `now`: provably this cluster's (checked
+/// here, whatever the plugin's `list` returned), not terminating, owned by no NodeClaim, and
+/// older than the grace period (an instance without a creation time is never reaped).
 pub fn is_orphan(instance: &wit::Instance, owners: &Owners, now: SystemTime) -> bool {
+    if !is_this_clusters(instance, &owners.cluster) {
+        return false;
+    }
     if matches!(instance.state, wit::InstanceState::Terminating | wit::InstanceState::Terminated) {
         return false;
     }
@@ -88,7 +102,7 @@ pub fn is_orphan(instance: &wit::Instance, owners: &Owners, now: SystemTime) -> 
 }
 
 fn owners(ctx: &Context) -> Owners {
-    let mut owners = Owners::default();
+    let mut owners = Owners { cluster: ctx.settings.cluster_name.clone(), ..Default::default() };
     for claim in ctx.state.node_claims.state() {
         if let Some(pid) = claim.status.as_ref().and_then(|s| s.provider_id.clone()) {
             owners.provider_ids.insert(pid);
@@ -121,7 +135,13 @@ async fn step(ctx: &Context) -> Result<(), ControllerError> {
         // Owners are read before listing: a claim created after this point launches an
         // instance younger than the grace period.
         let owners = owners(ctx);
-        let instances = match plugin.list().await {
+        let call = CloudCall::new(plugin.name(), "list", "");
+        if ctx.cloud_wait(&call).is_some() {
+            continue;
+        }
+        let result = plugin.list().await;
+        ctx.cloud_outcome(CONTROLLER, &call, &result);
+        let instances = match result {
             Ok(instances) => instances,
             Err(e) => {
                 tracing::warn!(plugin = plugin.name(), error = %e, "listing instances for garbage collection failed; skipping this round");
@@ -129,10 +149,21 @@ async fn step(ctx: &Context) -> Result<(), ControllerError> {
             }
         };
         let now = ctx.clock.now();
+        let foreign = instances.iter().filter(|i| !is_this_clusters(i, &owners.cluster)).count();
+        if foreign > 0 {
+            tracing::warn!(plugin = plugin.name(), instances = foreign, cluster = %owners.cluster,
+                "the plugin listed instances without this cluster's joinery.dev/cluster label; they are never garbage collected (check the plugin's cluster name against CLUSTER_NAME)");
+        }
         for instance in instances.iter().filter(|i| is_orphan(i, &owners, now)) {
             tracing::info!(plugin = plugin.name(), provider_id = %instance.provider_id, node_claim = ?instance.node_claim,
                 "garbage collecting an instance no NodeClaim owns");
-            match plugin.delete(&instance.provider_id).await {
+            let call = CloudCall::new(plugin.name(), "delete", &instance.provider_id);
+            if ctx.cloud_wait(&call).is_some() {
+                continue;
+            }
+            let result = plugin.delete(&instance.provider_id).await;
+            ctx.cloud_outcome(CONTROLLER, &call, &result);
+            match result {
                 Ok(()) | Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => {
                     ctx.metrics.inc(crate::metrics::names::INSTANCES_GARBAGE_COLLECTED, &[("provider", plugin.name())]);
                 }
@@ -203,13 +234,17 @@ mod tests {
     use super::*;
 
     fn instance(pid: &str, claim: Option<&str>, created_at: Option<&str>, state: wit::InstanceState) -> wit::Instance {
+        foreign(pid, claim, created_at, state, "prod")
+    }
+
+    fn foreign(pid: &str, claim: Option<&str>, created_at: Option<&str>, state: wit::InstanceState, cluster: &str) -> wit::Instance {
         wit::Instance {
             provider_id: pid.into(),
             instance_type: "standard.small".into(),
             zone: "ch-gva-2".into(),
             capacity_type: "on-demand".into(),
             image_id: None,
-            labels: vec![],
+            labels: vec![wit::KeyValue { key: joinery_core::labels::CLUSTER_LABEL.into(), value: cluster.into() }],
             capacity: vec![],
             allocatable: vec![],
             state,
@@ -223,6 +258,7 @@ mod tests {
         let created = "2026-01-01T00:00:00Z";
         let at = |seconds: u64| parse_time(created).unwrap() + Duration::from_secs(seconds);
         let owners = Owners {
+            cluster: "prod".into(),
             provider_ids: ["exoscale://owned".to_string()].into(),
             claim_names: ["default-abc12".to_string()].into(),
         };
@@ -238,5 +274,20 @@ mod tests {
         assert!(!is_orphan(&instance("exoscale://x", None, None, running), &owners, at(600)), "no creation time: never reaped");
         assert!(!is_orphan(&instance("exoscale://x", None, Some(created), wit::InstanceState::Terminating), &owners, at(600)));
         assert!(!is_orphan(&instance("exoscale://x", None, Some("yesterday"), running), &owners, at(600)));
+    }
+
+    #[test]
+    fn an_instance_not_provably_this_clusters_is_never_an_orphan() {
+        let created = "2026-01-01T00:00:00Z";
+        let later = parse_time(created).unwrap() + Duration::from_secs(3600);
+        let owners = Owners { cluster: "prod".into(), ..Default::default() };
+        let running = wit::InstanceState::Running;
+        assert!(is_orphan(&instance("sim://mine", Some("gone"), Some(created), running), &owners, later));
+        // Another cluster's instance that a buggy or hostile plugin listed anyway.
+        assert!(!is_orphan(&foreign("sim://theirs", Some("gone"), Some(created), running, "staging"), &owners, later));
+        // No cluster label at all: the host cannot tell, so it leaves it alone.
+        let mut unlabelled = instance("sim://unknown", Some("gone"), Some(created), running);
+        unlabelled.labels.clear();
+        assert!(!is_orphan(&unlabelled, &owners, later));
     }
 }

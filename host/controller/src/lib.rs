@@ -46,6 +46,7 @@ use joinery_runtime::registry::PluginRegistry;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use cloud::CloudCall;
 pub use settings::Settings;
 
 /// Errors of the controllers. Each says what to check.
@@ -75,6 +76,16 @@ pub enum ControllerError {
         group: String,
         /// Kind.
         kind: String,
+    },
+    /// A cloud call is backing off after failures (or the cloud's `Retry-After`).
+    #[error("plugin {plugin}: {method} is backing off for {wait:?} after failed calls")]
+    BackingOff {
+        /// Plugin name.
+        plugin: String,
+        /// The WIT method.
+        method: &'static str,
+        /// How long until it may be called again.
+        wait: Duration,
     },
     /// An object the controllers read is malformed; the message names the object and field.
     #[error("{0}")]
@@ -118,9 +129,9 @@ pub struct Context {
     pub launched: std::sync::Mutex<std::collections::HashMap<String, joinery_runtime::types::Instance>>,
     /// NodeClaims (by UID) whose create call this process made and did not see succeed.
     pub launch_attempted: std::sync::Mutex<std::collections::HashSet<String>>,
-    /// Failed create calls by NodeClaim UID: how many in a row, and when the next may start
-    /// (backoff, never earlier than the cloud's `Retry-After`).
-    pub launch_backoff: std::sync::Mutex<std::collections::HashMap<String, (u32, std::time::SystemTime)>>,
+    /// Backoff of cloud calls: per method and object after a failure (never earlier than
+    /// the cloud's `Retry-After`), and per plugin while its cloud asked every caller to wait.
+    pub cloud_backoff: cloud::CloudBackoff,
     /// The NodeClass (UID, generation) each launched NodeClaim's instance was last reconciled
     /// with (`reconcile-instance`), by NodeClaim UID.
     pub reconciled: std::sync::Mutex<std::collections::HashMap<String, (String, i64)>>,
@@ -135,6 +146,33 @@ pub struct Context {
 }
 
 impl Context {
+    /// How long `call` must still wait: its own backoff, or its plugin's while the cloud
+    /// asked every caller to wait (`Retry-After` on a throttled call). `None`: go.
+    pub fn cloud_wait(&self, call: &CloudCall) -> Option<Duration> {
+        self.cloud_backoff.wait(call, self.clock.now())
+    }
+
+    /// Records how a cloud call ended (see [`cloud::CloudBackoff::record`]) and counts a
+    /// failure in `karpenter_cloudprovider_errors_total`. Returns the wait before the call
+    /// may be retried, if it failed.
+    pub fn cloud_outcome<T>(
+        &self,
+        controller: &'static str,
+        call: &CloudCall,
+        result: &Result<T, joinery_runtime::CallError>,
+    ) -> Option<Duration> {
+        let wait = self.cloud_backoff.record(call, self.clock.now(), result)?;
+        if let Err(error) = result {
+            self.metrics.inc(
+                metrics::names::CLOUDPROVIDER_ERRORS,
+                &[("controller", controller), ("method", call.method), ("provider", &call.plugin), ("error", error.metric_label())],
+            );
+            tracing::debug!(controller, plugin = %call.plugin, method = call.method, object = %call.object,
+                retry_in_ms = wait.as_millis() as u64, error = %error, "cloud call failed; backing off");
+        }
+        Some(wait)
+    }
+
     /// Whether an instance may already exist for `claim` although its status has no provider
     /// ID: it predates this process, or a create call of ours did not return a result.
     pub fn may_have_launched(&self, claim: &joinery_api::NodeClaim) -> bool {
@@ -199,7 +237,7 @@ impl Controller {
             recently_created: Default::default(),
             launched: Default::default(),
             launch_attempted: Default::default(),
-            launch_backoff: Default::default(),
+            cloud_backoff: cloud::CloudBackoff::new(lifecycle::CLOUD_BACKOFF),
             reconciled: Default::default(),
             overlay_problems: Default::default(),
             metrics: Default::default(),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use joinery_api::{ConditionStatus, HasConditions, NodeClaim};
+use joinery_core::backoff::BackoffPolicy;
 use joinery_core::labels;
 use joinery_runtime::CallError;
 use joinery_runtime::manifest::PluginKind;
@@ -20,7 +21,7 @@ use crate::cloud::{group_kind, node_class_wit};
 use crate::events::Involved;
 use crate::state::NodeClassKey;
 use crate::util::{self, condition, merge_patch, merge_patch_status, system_time};
-use crate::{Context, ControllerError};
+use crate::{CloudCall, Context, ControllerError};
 
 /// Condition types of a NodeClaim (upstream's exact strings).
 pub mod conditions {
@@ -43,31 +44,35 @@ pub mod conditions {
 }
 use conditions::*;
 
-/// First wait after a failed create call; doubles with every further failure.
-pub const LAUNCH_BACKOFF_BASE: Duration = Duration::from_secs(1);
-/// Longest wait between create calls of one NodeClaim (a `Retry-After` may ask for more).
-pub const LAUNCH_BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// Backoff of a failed cloud call (create, delete, get, list, reconcile-instance): 1 s,
+/// doubling to 30 s, or the cloud's `Retry-After` when that is longer.
+pub const CLOUD_BACKOFF: BackoffPolicy = BackoffPolicy { base: Duration::from_secs(1), max: Duration::from_secs(30) };
 
-/// How long to wait after the `failures`-th failed create in a row (1-based): the exponential
-/// backoff, or the cloud's `Retry-After` when that is longer.
-pub fn launch_backoff(failures: u32, retry_after: Option<Duration>) -> Duration {
-    let exponent = failures.saturating_sub(1).min(16);
-    let backoff = LAUNCH_BACKOFF_BASE.saturating_mul(1 << exponent).min(LAUNCH_BACKOFF_MAX);
-    retry_after.map_or(backoff, |r| r.max(backoff))
-}
+/// The controller name cloud calls of this loop are counted under.
+const CONTROLLER: &str = "nodeclaim.lifecycle";
 
-/// Runs the lifecycle loop.
+/// How many NodeClaims the lifecycle loop reconciles at once.
+pub const MAX_CONCURRENT_RECONCILES: usize = 64;
+
+/// Runs the lifecycle loop. Each NodeClaim is reconciled in its own task (one at a time per
+/// claim, [`MAX_CONCURRENT_RECONCILES`] at once), so a create that hangs until its deadline
+/// delays neither other launches nor timeouts nor finalization.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
-    util::run_loop(ctx, stopped, "nodeclaim.lifecycle", Duration::from_secs(1), step).await;
+    let workers = Arc::new(util::KeyedWorkers::new("nodeclaim.lifecycle", MAX_CONCURRENT_RECONCILES));
+    util::run_loop(ctx, stopped, "nodeclaim.lifecycle", Duration::from_secs(1), move |ctx| {
+        let workers = workers.clone();
+        async move { step(ctx, &workers).await }
+    })
+    .await;
 }
 
-async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
+async fn step(ctx: Arc<Context>, workers: &util::KeyedWorkers) -> Result<(), ControllerError> {
     let mut claims = ctx.state.node_claims.state();
     claims.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for claim in claims {
-        if let Err(e) = reconcile(&ctx, &claim).await {
-            tracing::warn!(nodeclaim = claim.metadata.name.as_deref().unwrap_or(""), error = %e, "NodeClaim reconcile failed");
-        }
+        let key = claim.metadata.uid.clone().or_else(|| claim.metadata.name.clone()).unwrap_or_default();
+        let ctx = ctx.clone();
+        workers.spawn(key, async move { reconcile(&ctx, &claim).await }).await;
     }
     Ok(())
 }
@@ -119,7 +124,13 @@ async fn reconcile_instance(ctx: &Context, claim: &NodeClaim) -> Result<(), Cont
         return Ok(());
     }
     let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
-    match plugin.reconcile_instance(&claim_to_wit(claim), &node_class_wit(&class)).await {
+    let call = CloudCall::new(plugin.name(), "reconcile-instance", &uid);
+    if ctx.cloud_wait(&call).is_some() {
+        return Ok(());
+    }
+    let result = plugin.reconcile_instance(&claim_to_wit(claim), &node_class_wit(&class)).await;
+    ctx.cloud_outcome(CONTROLLER, &call, &result);
+    match result {
         Ok(()) | Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => {
             ctx.reconciled.lock().expect("reconciled lock").insert(uid, seen);
             Ok(())
@@ -229,9 +240,7 @@ async fn launch(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError>
         None => {
             // A previous life of this process (or a failed call) may have created the instance.
             let adopted = if ctx.may_have_launched(claim) {
-                plugin.list().await?.into_iter().find(|i| {
-                    i.node_claim.as_deref() == Some(name.as_str()) && i.state != wit::InstanceState::Terminated
-                })
+                find_instance_of(ctx, &plugin, claim).await?
             } else {
                 None
             };
@@ -241,8 +250,8 @@ async fn launch(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError>
                     instance
                 }
                 None => {
-                    let waiting = ctx.launch_backoff.lock().expect("launch backoff lock").get(&uid).is_some_and(|(_, at)| *at > ctx.clock.now());
-                    if waiting {
+                    let call = CloudCall::new(plugin.name(), "create", &uid);
+                    if ctx.cloud_wait(&call).is_some() {
                         return Ok(());
                     }
                     let user_data = match render_user_data(ctx, claim, &class).await {
@@ -255,12 +264,11 @@ async fn launch(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError>
                     };
                     let request = wit::CreateRequest { claim: claim_to_wit(claim), node_class: node_class_wit(&class), user_data };
                     ctx.mark_launch_attempted(&uid);
-                    match plugin.create(&request).await {
-                        Ok(instance) => {
-                            ctx.launch_backoff.lock().expect("launch backoff lock").remove(&uid);
-                            instance
-                        }
-                        Err(e) => return launch_failed(ctx, claim, e).await,
+                    let result = plugin.create(&request).await;
+                    let retry_in = ctx.cloud_outcome(CONTROLLER, &call, &result);
+                    match result {
+                        Ok(instance) => instance,
+                        Err(e) => return launch_failed(ctx, claim, e, retry_in.unwrap_or_default()).await,
                     }
                 }
             }
@@ -310,7 +318,25 @@ async fn launch(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError>
     Ok(())
 }
 
-async fn launch_failed(ctx: &Context, claim: &NodeClaim, error: CallError) -> Result<(), ControllerError> {
+/// The live instance a claim's create may have launched, found by the claim name its tags
+/// carry (for a create whose result never reached status). The `list` call backs off per
+/// claim like every cloud call.
+async fn find_instance_of(
+    ctx: &Context,
+    plugin: &joinery_runtime::plugin::LoadedPlugin,
+    claim: &NodeClaim,
+) -> Result<Option<wit::Instance>, ControllerError> {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let call = CloudCall::new(plugin.name(), "list", &claim.metadata.uid.clone().unwrap_or_default());
+    if let Some(wait) = ctx.cloud_wait(&call) {
+        return Err(ControllerError::BackingOff { plugin: plugin.name().to_string(), method: "list", wait });
+    }
+    let result = plugin.list().await;
+    ctx.cloud_outcome(CONTROLLER, &call, &result);
+    Ok(result?.into_iter().find(|i| i.node_claim.as_deref() == Some(name.as_str()) && i.state != wit::InstanceState::Terminated))
+}
+
+async fn launch_failed(ctx: &Context, claim: &NodeClaim, error: CallError, retry_in: Duration) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let involved = Involved::of(claim);
     let message = util::truncate(&error.to_string(), 300);
@@ -326,7 +352,6 @@ async fn launch_failed(ctx: &Context, claim: &NodeClaim, error: CallError) -> Re
                     ctx.cloud.mark_unavailable(offering);
                 }
             }
-            ctx.launch_backoff.lock().expect("launch backoff lock").remove(&claim.metadata.uid.clone().unwrap_or_default());
             tracing::info!(nodeclaim = %name, %message, "insufficient capacity; deleting the NodeClaim so its pods are provisioned again");
             ctx.events.warning(&involved, "InsufficientCapacityError", &format!("NodeClaim {name} event: {message}")).await;
             ctx.forget_launch_attempt(claim);
@@ -337,20 +362,7 @@ async fn launch_failed(ctx: &Context, claim: &NodeClaim, error: CallError) -> Re
             write_status(ctx, claim, vec![condition(ctx, LAUNCHED, ConditionStatus::Unknown, "NodeClassNotReady", message)], json!({})).await
         }
         _ => {
-            let retry_after = match &error {
-                CallError::Cloud { error: CloudError::Retryable(r), .. } => r.retry_after_ms.map(Duration::from_millis),
-                _ => None,
-            };
-            let uid = claim.metadata.uid.clone().unwrap_or_default();
-            let wait = {
-                let mut backoff = ctx.launch_backoff.lock().expect("launch backoff lock");
-                let entry = backoff.entry(uid).or_insert((0, ctx.clock.now()));
-                entry.0 += 1;
-                let wait = launch_backoff(entry.0, retry_after);
-                entry.1 = ctx.clock.now() + wait;
-                wait
-            };
-            tracing::warn!(nodeclaim = %name, %message, retry_in_ms = wait.as_millis() as u64, "launch failed; will retry");
+            tracing::warn!(nodeclaim = %name, %message, retry_in_ms = retry_in.as_millis() as u64, "launch failed; will retry");
             ctx.events.warning(&involved, "LaunchFailed", &message).await;
             write_status(ctx, claim, vec![condition(ctx, LAUNCHED, ConditionStatus::Unknown, "LaunchFailed", message)], json!({})).await
         }
@@ -572,6 +584,18 @@ async fn finalize(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerErro
     if !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
         return Ok(());
     }
+    // Stamp the node's termination deadline (deletion + terminationGracePeriod), which the
+    // drain enforces; upstream's annotation, so other tools see it too.
+    let stamped = claim.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION));
+    if !stamped && let Some(deadline) = crate::termination::termination_deadline(claim) {
+        let value = util::k8s_time(deadline).0.to_string();
+        let patch = json!({"metadata": {"annotations": {labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION: value}}});
+        match merge_patch(&claims(ctx), &name, patch).await {
+            Ok(_) => {}
+            Err(e) if util::is_not_found(&e) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+    }
     let key = class_key(claim);
     let uid = claim.metadata.uid.clone().unwrap_or_default();
     let cached = ctx.launched.lock().expect("launch cache lock").get(&uid).map(|i| i.provider_id.clone());
@@ -579,12 +603,7 @@ async fn finalize(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerErro
     if provider_id.is_none() && ctx.may_have_launched(claim) {
         // The create may have succeeded without its result reaching status: find it by tag.
         if let Ok(plugin) = ctx.cloud.plugin_for(&key.group, &key.kind) {
-            provider_id = plugin
-                .list()
-                .await?
-                .into_iter()
-                .find(|i| i.node_claim.as_deref() == Some(name.as_str()) && i.state != wit::InstanceState::Terminated)
-                .map(|i| i.provider_id);
+            provider_id = find_instance_of(ctx, &plugin, claim).await?.map(|i| i.provider_id);
         }
     }
     if let Some(pid) = &provider_id {
@@ -602,14 +621,25 @@ async fn finalize(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerErro
             }
             return Ok(()); // wait until the Node (drained by the termination controller) is gone
         }
+        // `delete` starts the deletion and answers `not-found` once the instance is gone (the
+        // WIT contract): the finalizer stays until then, so a claim never disappears while
+        // its instance still runs.
         let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
-        match plugin.delete(pid).await {
-            Ok(()) => {}
+        let call = CloudCall::new(plugin.name(), "delete", &uid);
+        if ctx.cloud_wait(&call).is_some() {
+            return Ok(());
+        }
+        let result = plugin.delete(pid).await;
+        ctx.cloud_outcome(CONTROLLER, &call, &result);
+        match result {
+            Ok(()) => {
+                if !claim.is_condition_true(INSTANCE_TERMINATING) {
+                    write_status(ctx, claim, vec![condition(ctx, INSTANCE_TERMINATING, ConditionStatus::True, "InstanceTerminating", "")], json!({})).await?;
+                }
+                return Ok(());
+            }
             Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => {}
             Err(e) => return Err(e.into()),
-        }
-        if !claim.is_condition_true(INSTANCE_TERMINATING) {
-            let _ = write_status(ctx, claim, vec![condition(ctx, INSTANCE_TERMINATING, ConditionStatus::True, "InstanceTerminating", "")], json!({})).await;
         }
     }
     let remaining: Vec<String> = finalizers.into_iter().filter(|f| f != labels::TERMINATION_FINALIZER).collect();
@@ -619,7 +649,6 @@ async fn finalize(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerErro
         Err(e) => return Err(e.into()),
     }
     ctx.launched.lock().expect("launch cache lock").remove(&uid);
-    ctx.launch_backoff.lock().expect("launch backoff lock").remove(&uid);
     ctx.reconciled.lock().expect("reconciled lock").remove(&uid);
     ctx.forget_launch_attempt(claim);
     let label = |k: &str| claim.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or_default();

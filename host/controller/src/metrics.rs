@@ -19,6 +19,8 @@ pub mod names {
     pub const NODES_TERMINATED: &str = "karpenter_nodes_terminated_total";
     /// Eviction requests, by `code`.
     pub const EVICTION_REQUESTS: &str = "karpenter_pods_eviction_requests_total";
+    /// Failed cloud-provider calls, by `controller`, `method`, `provider` and `error`.
+    pub const CLOUDPROVIDER_ERRORS: &str = "karpenter_cloudprovider_errors_total";
     /// Instances no NodeClaim owned that garbage collection deleted, by `provider` (Joinery's own).
     pub const INSTANCES_GARBAGE_COLLECTED: &str = "joinery_instances_garbage_collected_total";
 }
@@ -30,6 +32,7 @@ const HELP: &[(&str, &str)] = &[
     (names::NODES_CREATED, "Number of nodes created in total by Karpenter."),
     (names::NODES_TERMINATED, "Number of nodes terminated in total by Karpenter."),
     (names::EVICTION_REQUESTS, "The number of eviction requests by response code."),
+    (names::CLOUDPROVIDER_ERRORS, "Total number of errors returned from CloudProvider calls."),
     (names::INSTANCES_GARBAGE_COLLECTED, "Number of instances without a NodeClaim deleted by garbage collection."),
 ];
 

@@ -66,8 +66,16 @@ async fn step(ctx: Arc<Context>, resolved: Arc<Mutex<HashMap<(String, i64), Syst
                 continue;
             }
             let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
+            // A failed resolve is retried soon, but never faster than its backoff allows
+            // (nor while the plugin's cloud asked every caller to wait).
+            let call = crate::CloudCall::new(plugin.name(), "resolve-node-class", class.metadata.uid.as_deref().unwrap_or(""));
+            if ctx.cloud_wait(&call).is_some() {
+                continue;
+            }
             let mut retry_soon = false;
-            let (conditions, status) = match plugin.resolve_node_class(&node_class_wit(&class)).await {
+            let result = plugin.resolve_node_class(&node_class_wit(&class)).await;
+            ctx.cloud_outcome("nodeclass", &call, &result);
+            let (conditions, status) = match result {
                 Ok(resolution) => {
                     let status: serde_json::Value = serde_json::from_str(&resolution.status).unwrap_or_else(|_| json!({}));
                     let mut conditions: Vec<(String, String, String, String)> = resolution

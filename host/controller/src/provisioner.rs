@@ -129,7 +129,7 @@ fn reschedulable_pods(ctx: &Context) -> Vec<Arc<Pod>> {
         return Vec::new();
     }
     let pdbs = ctx.state.pdbs.state();
-    crate::termination::pods_to_drain(
+    crate::termination::reschedulable_pods(
         &ctx.state
             .pods
             .state()

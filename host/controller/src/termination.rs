@@ -1,11 +1,16 @@
 //! Node termination: a managed Node being deleted is tainted `karpenter.sh/disrupted`,
-//! drained through the Eviction API (so PodDisruptionBudgets hold), its instance deleted,
-//! and only then its `karpenter.sh/termination` finalizer removed.
+//! drained (eviction honouring PDBs, tier by tier; the NodeClaim's `terminationGracePeriod`
+//! forcing deletion when it runs out; pods stuck terminating on a dead kubelet ignored), its
+//! instance deleted, and only then its `karpenter.sh/termination` finalizer removed. The
+//! drain decisions are the pure core's ([`joinery_core::drain`]); this loop gathers the pods,
+//! asks, and carries out the answer. Each Node is worked on in its own task, so one slow
+//! cloud call does not hold up the others.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use joinery_api::NodeClaim;
+use joinery_core::drain::{self, DrainAction, DrainPod};
 use joinery_core::labels;
 use joinery_runtime::CallError;
 use joinery_runtime::types::CloudError;
@@ -16,20 +21,33 @@ use tokio::sync::watch;
 
 use crate::events::Involved;
 use crate::state::{is_daemon_pod, is_mirror_pod};
-use crate::util::{self, merge_patch};
-use crate::{Context, ControllerError};
+use crate::util::{self, merge_patch, system_time};
+use crate::{CloudCall, Context, ControllerError};
+
+/// The controller name cloud calls of this loop are counted under.
+const CONTROLLER: &str = "node.termination";
+
+/// How many Nodes are terminated at once.
+pub const MAX_CONCURRENT_TERMINATIONS: usize = 64;
 
 /// Runs the termination loop.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
-    util::run_loop(ctx, stopped, "node.termination", Duration::from_secs(1), step).await;
+    let workers = Arc::new(util::KeyedWorkers::new("node.termination", MAX_CONCURRENT_TERMINATIONS));
+    util::run_loop(ctx, stopped, "node.termination", Duration::from_secs(1), move |ctx| {
+        let workers = workers.clone();
+        async move { step(ctx, &workers).await }
+    })
+    .await;
 }
 
-async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
+async fn step(ctx: Arc<Context>, workers: &util::KeyedWorkers) -> Result<(), ControllerError> {
     for node in ctx.state.nodes.state() {
         let terminating = node.metadata.deletion_timestamp.is_some()
             && node.metadata.finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER);
-        if terminating && let Err(e) = terminate(&ctx, &node).await {
-            tracing::warn!(node = node.metadata.name.as_deref().unwrap_or(""), error = %e, "node termination step failed");
+        if terminating {
+            let ctx = ctx.clone();
+            let key = node.metadata.name.clone().unwrap_or_default();
+            workers.spawn(key, async move { terminate(&ctx, &node).await }).await;
         }
     }
     Ok(())
@@ -49,73 +67,169 @@ pub fn tolerates_disrupted_taint(pod: &Pod) -> bool {
     })
 }
 
-/// The pods a drain must evict from a node: not finished, not DaemonSet or mirror pods, not
-/// tolerating the disrupted taint.
-pub fn pods_to_drain(pods: &[Arc<Pod>]) -> Vec<Arc<Pod>> {
+/// Priority classes upstream drains last.
+const CRITICAL_PRIORITY_CLASSES: [&str; 2] = ["system-cluster-critical", "system-node-critical"];
+
+/// Whether a pod's `karpenter.sh/do-not-disrupt` protects it at `now`: `"true"`, or a
+/// duration that has not yet elapsed since the pod started. Other values are ignored.
+pub fn do_not_disrupt_active(pod: &Pod, now: SystemTime) -> bool {
+    let Some(value) = pod.metadata.annotations.as_ref().and_then(|a| a.get(labels::DO_NOT_DISRUPT_ANNOTATION)) else {
+        return false;
+    };
+    if value == "true" {
+        return true;
+    }
+    let Ok(protect_for) = joinery_api::duration::parse_go_duration(value) else { return false };
+    let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(system_time);
+    protect_for > Duration::ZERO && started.is_none_or(|started| now < started + protect_for)
+}
+
+/// The drain's view of a pod.
+pub fn drain_pod(pod: &Pod, now: SystemTime) -> DrainPod {
+    let spec = pod.spec.as_ref();
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    DrainPod {
+        key: format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or(""), pod.metadata.name.as_deref().unwrap_or("")),
+        terminal: matches!(phase, Some("Succeeded" | "Failed")),
+        mirror: is_mirror_pod(pod),
+        daemon: is_daemon_pod(pod),
+        critical: spec
+            .and_then(|s| s.priority_class_name.as_deref())
+            .is_some_and(|c| CRITICAL_PRIORITY_CLASSES.contains(&c)),
+        tolerates_disrupted: tolerates_disrupted_taint(pod),
+        do_not_disrupt: do_not_disrupt_active(pod, now),
+        deleting_at: pod.metadata.deletion_timestamp.as_ref().map(system_time),
+        grace_period: spec
+            .and_then(|s| s.termination_grace_period_seconds)
+            .map_or(drain::DEFAULT_POD_GRACE, |s| Duration::from_secs(s.max(0) as u64)),
+    }
+}
+
+/// The pods of a node that must find a home elsewhere when it goes (what makes a node
+/// non-empty): not DaemonSet or mirror pods, not tolerating the disrupted taint. The drain
+/// itself also evicts DaemonSet pods, last (see [`joinery_core::drain`]).
+pub fn reschedulable_pods(pods: &[Arc<Pod>]) -> Vec<Arc<Pod>> {
     pods.iter().filter(|p| !is_daemon_pod(p) && !is_mirror_pod(p) && !tolerates_disrupted_taint(p)).cloned().collect()
+}
+
+/// When a deleting NodeClaim's node must be gone: its
+/// `karpenter.sh/nodeclaim-termination-timestamp`, else its deletion time plus its
+/// `terminationGracePeriod`; `None` without a grace period (the drain may take as long as
+/// budgets make it).
+pub fn termination_deadline(claim: &NodeClaim) -> Option<SystemTime> {
+    let stamped = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION))
+        .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .map(|t| system_time(&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t)));
+    stamped.or_else(|| {
+        let deleted = claim.metadata.deletion_timestamp.as_ref().map(system_time)?;
+        Some(deleted + claim.spec.termination_grace_period.as_ref()?.duration())
+    })
+}
+
+fn node_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
 async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
     let node_name = node.metadata.name.clone().unwrap_or_default();
     let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.clone()).unwrap_or_default();
+    let claim = (!provider_id.is_empty())
+        .then(|| {
+            ctx.state
+                .node_claims
+                .state()
+                .into_iter()
+                .find(|c| c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id.as_str()))
+        })
+        .flatten();
+    let plugin = match &claim {
+        Some(c) => Some(ctx.cloud.plugin_for(&c.spec.node_class_ref.group, &c.spec.node_class_ref.kind)?),
+        None => None,
+    };
     // 1. The NodeClaim goes too.
-    let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
-    for claim in ctx.state.node_claims.state() {
-        if claim.status.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id.as_str())
-            && claim.metadata.deletion_timestamp.is_none()
-        {
-            let name = claim.metadata.name.clone().unwrap_or_default();
-            match claims.delete(&name, &DeleteParams::background()).await {
-                Ok(_) => {}
-                Err(e) if util::is_not_found(&e) => {}
-                Err(e) => return Err(e.into()),
-            }
+    if let Some(claim) = claim.as_ref().filter(|c| c.metadata.deletion_timestamp.is_none()) {
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        match Api::<NodeClaim>::all(ctx.client.clone()).delete(&name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(e) if util::is_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
         }
     }
-    // 2. Taint and exclude from load balancers.
-    let mut taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    let node_labels = node.metadata.labels.clone().unwrap_or_default();
-    let tainted = taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY && t.effect == "NoSchedule");
-    if !tainted || !node_labels.contains_key(labels::EXCLUDE_FROM_LOAD_BALANCERS_LABEL) {
-        taints.retain(|t| t.key != labels::DISRUPTED_TAINT_KEY);
-        taints.push(Taint { key: labels::DISRUPTED_TAINT_KEY.into(), effect: "NoSchedule".into(), value: None, time_added: None });
-        merge_patch(
-            &Api::<Node>::all(ctx.client.clone()),
-            &node_name,
-            json!({"metadata": {"labels": {labels::EXCLUDE_FROM_LOAD_BALANCERS_LABEL: labels::EXCLUDE_FROM_LOAD_BALANCERS_VALUE}},
-                   "spec": {"taints": taints}}),
-        )
-        .await?;
-    }
-    // 3. Drain through the Eviction API.
-    let remaining = pods_to_drain(&ctx.state.pods_on_node(&node_name));
-    if !remaining.is_empty() {
-        for pod in &remaining {
-            if pod.metadata.deletion_timestamp.is_some() {
-                continue;
+    // 2. A Node that is not Ready may have lost its instance: then there is nothing to drain.
+    let instance_gone = match &plugin {
+        Some(plugin) if !node_ready(node) => {
+            let call = CloudCall::new(plugin.name(), "get", &provider_id);
+            if ctx.cloud_wait(&call).is_some() {
+                false
+            } else {
+                let result = plugin.get(&provider_id).await;
+                ctx.cloud_outcome(CONTROLLER, &call, &result);
+                matches!(result, Err(CallError::Cloud { error: CloudError::NotFound(_), .. }))
             }
-            evict(ctx, pod).await;
         }
-        return Ok(());
-    }
-    // 4. The instance goes, then the finalizer.
-    if !provider_id.is_empty() {
-        let class_ref = ctx
-            .state
-            .node_claims
-            .state()
-            .into_iter()
-            .find(|c| c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id.as_str()))
-            .map(|c| (c.spec.node_class_ref.group.clone(), c.spec.node_class_ref.kind.clone()));
-        if let Some((group, kind)) = class_ref {
-            let plugin = ctx.cloud.plugin_for(&group, &kind)?;
-            match plugin.delete(&provider_id).await {
+        _ => false,
+    };
+    if !instance_gone {
+        // 3. Taint and exclude from load balancers.
+        let mut taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+        let node_labels = node.metadata.labels.clone().unwrap_or_default();
+        let tainted = taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY && t.effect == "NoSchedule");
+        if !tainted || !node_labels.contains_key(labels::EXCLUDE_FROM_LOAD_BALANCERS_LABEL) {
+            taints.retain(|t| t.key != labels::DISRUPTED_TAINT_KEY);
+            taints.push(Taint { key: labels::DISRUPTED_TAINT_KEY.into(), effect: "NoSchedule".into(), value: None, time_added: None });
+            merge_patch(
+                &Api::<Node>::all(ctx.client.clone()),
+                &node_name,
+                json!({"metadata": {"labels": {labels::EXCLUDE_FROM_LOAD_BALANCERS_LABEL: labels::EXCLUDE_FROM_LOAD_BALANCERS_VALUE}},
+                       "spec": {"taints": taints}}),
+            )
+            .await?;
+        }
+        // 4. Drain: the core decides, this loop acts.
+        let now = ctx.clock.now();
+        let deadline = claim.as_deref().and_then(termination_deadline);
+        let pods = ctx.state.pods_on_node(&node_name);
+        let views: Vec<DrainPod> = pods.iter().map(|p| drain_pod(p, now)).collect();
+        let plan = drain::plan(&views, now, deadline);
+        for action in &plan.actions {
+            match *action {
+                DrainAction::Evict(i) => evict(ctx, &pods[i]).await,
+                DrainAction::ForceDelete { pod, grace } => force_delete(ctx, &pods[pod], grace).await,
+            }
+        }
+        if !plan.drained() {
+            if plan.blocked_by_do_not_disrupt > 0 {
+                tracing::debug!(node = %node_name, pods = plan.blocked_by_do_not_disrupt, "drain waits for do-not-disrupt pods");
+            }
+            return Ok(());
+        }
+        // 5. The instance goes (until the cloud says it is gone).
+        if let Some(plugin) = &plugin {
+            let call = CloudCall::new(plugin.name(), "delete", &provider_id);
+            if let Some(wait) = ctx.cloud_wait(&call) {
+                return Err(ControllerError::BackingOff { plugin: plugin.name().to_string(), method: "delete", wait });
+            }
+            let result = plugin.delete(&provider_id).await;
+            ctx.cloud_outcome(CONTROLLER, &call, &result);
+            match result {
                 Ok(()) => {}
                 Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => {}
                 Err(e) => return Err(e.into()),
             }
         }
+    } else {
+        tracing::info!(node = %node_name, %provider_id, "node is not ready and its instance is gone; skipping the drain");
     }
+    // 6. Then the finalizer.
     let finalizers: Vec<String> =
         node.metadata.finalizers.iter().flatten().filter(|f| *f != labels::TERMINATION_FINALIZER).cloned().collect();
     match merge_patch(&Api::<Node>::all(ctx.client.clone()), &node_name, json!({"metadata": {"finalizers": finalizers}})).await {
@@ -123,12 +237,32 @@ async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
         Err(e) if util::is_not_found(&e) => {}
         Err(e) => return Err(e.into()),
     }
+    let node_labels = node.metadata.labels.clone().unwrap_or_default();
     ctx.metrics.inc(
         crate::metrics::names::NODES_TERMINATED,
         &[("nodepool", node_labels.get(labels::NODEPOOL_LABEL).map(String::as_str).unwrap_or("")), ("zone", node_labels.get(labels::ZONE_LABEL).map(String::as_str).unwrap_or(""))],
     );
     tracing::info!(node = %node_name, "deleted node");
     Ok(())
+}
+
+/// Deletes a pod with `grace`, bypassing PodDisruptionBudgets and do-not-disrupt: the node's
+/// terminationGracePeriod is running out.
+async fn force_delete(ctx: &Context, pod: &Pod, grace: Duration) {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let params = DeleteParams { grace_period_seconds: Some(grace.as_secs().max(1) as u32), ..DeleteParams::default() };
+    match api.delete(&name, &params).await {
+        Ok(_) => {
+            tracing::info!(pod = %format!("{namespace}/{name}"), grace_seconds = grace.as_secs(), "deleted pod: the node's terminationGracePeriod is ending");
+            ctx.events
+                .normal(&Involved::of(pod), "Evicted", "Deleted pod: the node's terminationGracePeriod is ending (budgets and do-not-disrupt no longer hold)")
+                .await;
+        }
+        Err(e) if util::is_not_found(&e) => {}
+        Err(e) => tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, "forced pod deletion failed; will retry"),
+    }
 }
 
 async fn evict(ctx: &Context, pod: &Pod) {

@@ -44,6 +44,60 @@ pub(crate) async fn run_loop<F, Fut>(
     }
 }
 
+/// Runs one reconcile per object key at a time, up to `limit` at once, each in its own task,
+/// so one slow object (a cloud call that hangs until its deadline) never delays the others.
+///
+/// A key whose reconcile is still running is skipped by later passes until it finishes.
+/// The tasks belong to this value: dropping it (the loop stops, or is aborted as in a crash)
+/// aborts them, so no work outlives its loop.
+pub(crate) struct KeyedWorkers {
+    name: &'static str,
+    in_flight: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    slots: Arc<tokio::sync::Semaphore>,
+    tasks: std::sync::Mutex<tokio::task::JoinSet<()>>,
+}
+
+impl KeyedWorkers {
+    /// Workers for the loop `name`, at most `limit` reconciles at once.
+    pub(crate) fn new(name: &'static str, limit: usize) -> KeyedWorkers {
+        KeyedWorkers {
+            name,
+            in_flight: Default::default(),
+            slots: Arc::new(tokio::sync::Semaphore::new(limit.max(1))),
+            tasks: Default::default(),
+        }
+    }
+
+    /// Starts `work` for `key` unless a reconcile of `key` is running. Waits for a free slot
+    /// (so a pass never starts more than `limit` at once), never for the work itself.
+    pub(crate) async fn spawn<Fut>(&self, key: String, work: Fut)
+    where
+        Fut: Future<Output = Result<(), ControllerError>> + Send + 'static,
+    {
+        if !self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone()) {
+            return;
+        }
+        let Ok(slot) = self.slots.clone().acquire_owned().await else { return };
+        let in_flight = self.in_flight.clone();
+        let name = self.name;
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(async move {
+            if let Err(e) = work.await {
+                tracing::warn!(controller = name, object = %key, error = %e, "reconcile failed; will retry");
+            }
+            in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+            drop(slot);
+        });
+    }
+
+    /// How many reconciles are running.
+    #[cfg(test)]
+    pub(crate) fn running(&self) -> usize {
+        self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
 /// A Kubernetes timestamp for a (simulated) time.
 pub fn k8s_time(at: SystemTime) -> Time {
     let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
@@ -93,6 +147,44 @@ pub fn truncate(message: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn keyed_workers_run_keys_apart_and_once_at_a_time() {
+        let workers = KeyedWorkers::new("test", 2);
+        let (release, released) = tokio::sync::watch::channel(false);
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let slow = |runs: Arc<std::sync::atomic::AtomicUsize>, mut released: watch::Receiver<bool>| async move {
+            runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = released.wait_for(|r| *r).await;
+            Ok(())
+        };
+        workers.spawn("stuck".into(), slow(runs.clone(), released.clone())).await;
+        // The same key is not started twice while it runs.
+        workers.spawn("stuck".into(), slow(runs.clone(), released.clone())).await;
+        // Another key runs to completion while the first is stuck.
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        workers
+            .spawn("quick".into(), async move {
+                let _ = done_tx.send(());
+                Ok(())
+            })
+            .await;
+        tokio::time::timeout(Duration::from_secs(5), done_rx).await.expect("the quick key is not delayed").unwrap();
+        tokio::task::yield_now().await;
+        assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+        release.send_replace(true);
+        for _ in 0..100 {
+            if workers.running() == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(workers.running(), 0);
+        // Once finished, the key may run again.
+        workers.spawn("stuck".into(), slow(runs.clone(), released)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
 
     #[test]
     fn times_round_trip() {

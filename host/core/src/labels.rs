@@ -76,6 +76,10 @@ pub const CLOUD_UNINITIALIZED_TAINT_KEY: &str = "node.cloudprovider.kubernetes.i
 /// Any taint key with this prefix is a readiness gate, ignored while a node initializes.
 pub const READINESS_TAINT_PREFIX: &str = "readiness.k8s.io/";
 
+/// Joinery's label naming the cluster an instance was launched for (read back from the
+/// cloud's tags); garbage collection reaps only instances carrying this cluster's name.
+pub const CLUSTER_LABEL: &str = "joinery.dev/cluster";
+
 // --- annotations ------------------------------------------------------------------------------
 
 /// Blocks voluntary disruption: `"true"` on pods and nodes, or a duration on pods.

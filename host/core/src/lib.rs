@@ -13,13 +13,17 @@
 //!   "can this pod run on that shape" question.
 //! - [`taints`]: taints, tolerations and Kubernetes' matching rules.
 //! - [`instance_type`]: instance types, offerings, allocatable capacity and price ordering.
+//! - [`backoff`]: exponential backoff with `Retry-After`, per key, for calls that failed.
+//! - [`drain`]: which pods a terminating node evicts, force-deletes or waits for.
 //! - [`nodeclaim`]: the NodeClaim the scheduler asks a cloud plugin to launch, and the instance
 //!   a plugin reports back.
 //! - [`overlay`]: NodeOverlays, the operator's price and capacity adjustments to instance types.
 //! - [`scheduling`]: the provisioning pass: which pods go on existing nodes and which new
 //!   NodeClaims to create.
 
+pub mod backoff;
 pub mod clock;
+pub mod drain;
 mod hash;
 pub mod instance_type;
 pub mod labels;

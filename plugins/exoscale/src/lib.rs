@@ -47,7 +47,7 @@ pub mod types;
 use std::time::Duration;
 
 use joinery_plugin_sdk::cloud::{
-    CloudError, CloudProvider, CreateRequest, Instance, InstanceState, InstanceType, KeyValue, NodeClaim, NodeClass,
+    CLUSTER_LABEL, CloudError, CloudProvider, CreateRequest, Instance, InstanceState, InstanceType, KeyValue, NodeClaim, NodeClass,
     NodeClassResolution, OfferingRef,
 };
 use joinery_plugin_sdk::{cache, log, secrets};
@@ -278,6 +278,9 @@ pub fn to_instance(zone: &str, api: &ApiInstance, max_pods: u64) -> Instance {
     let mut node_labels = types::type_labels(kind);
     node_labels.remove(types::TYPE_LABEL);
     node_labels.insert(types::REGION_LABEL.to_string(), zone.to_string());
+    if let Some(cluster) = api.labels.get(&labels::flatten_key(labels::MANAGED_BY)) {
+        node_labels.insert(CLUSTER_LABEL.to_string(), cluster.clone());
+    }
     let state = match api.state.as_str() {
         "running" | "migrating" => InstanceState::Running,
         "stopping" | "stopped" | "destroying" | "expunging" => InstanceState::Terminating,

@@ -15,7 +15,7 @@ pub use crate::bindings::cloud::exports::joinery::plugin::cloud_provider::{
 pub use crate::bindings::cloud::joinery::plugin::types::{
     Condition, KeyValue, Operator, Requirement, Resource, Taint,
 };
-pub use crate::common::{REGISTRATION_TAINT_EFFECT, REGISTRATION_TAINT_KEY};
+pub use crate::common::{CLUSTER_LABEL, REGISTRATION_TAINT_EFFECT, REGISTRATION_TAINT_KEY};
 
 crate::common::common_type_impls!();
 

@@ -7,6 +7,12 @@
 /// The taint key every new node carries until Joinery registers it.
 pub const REGISTRATION_TAINT_KEY: &str = "karpenter.sh/unregistered";
 
+/// The label every instance a cloud plugin reports (`get`, `list`, `create`) carries with
+/// the cluster tag it was launched with. Garbage collection deletes only instances whose
+/// label equals the host's cluster name (`CLUSTER_NAME`): an instance without it is never
+/// reaped, whatever `list` returned.
+pub const CLUSTER_LABEL: &str = "joinery.dev/cluster";
+
 /// The effect of the registration taint.
 pub const REGISTRATION_TAINT_EFFECT: &str = "NoExecute";
 

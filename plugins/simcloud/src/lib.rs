@@ -39,7 +39,7 @@ pub mod select;
 use std::collections::BTreeMap;
 
 use joinery_plugin_sdk::cloud::{
-    CloudError, CloudProvider, Condition, CreateRequest, Instance, InstanceState, InstanceType, KeyValue, NodeClaim,
+    CLUSTER_LABEL, CloudError, CloudProvider, Condition, CreateRequest, Instance, InstanceState, InstanceType, KeyValue, NodeClaim,
     NodeClass, NodeClassResolution, Offering, OfferingRef, Overhead, Requirement, Resource,
 };
 use joinery_plugin_sdk::http;
@@ -245,7 +245,12 @@ fn to_instance(api: ApiInstance) -> Instance {
         zone: api.zone,
         capacity_type: api.capacity_type,
         image_id: None,
-        labels: api.labels.into_iter().map(|(k, v)| KeyValue::new(k, v)).collect(),
+        labels: api
+            .labels
+            .into_iter()
+            .map(|(k, v)| KeyValue::new(k, v))
+            .chain(api.tags.get(TAG_CLUSTER).map(|c| KeyValue::new(CLUSTER_LABEL, c.clone())))
+            .collect(),
         capacity: resources(&api.capacity),
         allocatable: resources(&api.allocatable),
         state,

@@ -182,6 +182,18 @@ impl SimCloud {
         &self.state.types
     }
 
+    /// Makes a live instance hang: its kubelet stops for good (see [`CloudEvent::Hung`]).
+    /// Returns whether the instance exists.
+    pub fn hang(&self, id: &str) -> bool {
+        match self.state.instance(id) {
+            Some(instance) if instance.state != InstanceState::Terminated => {
+                let _ = self.state.events.send(CloudEvent::Hung(instance));
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The fault settings; changes take effect on the next call.
     pub fn faults(&self) -> &CloudFaults {
         &self.state.faults

@@ -67,6 +67,10 @@ impl SimInstance {
 pub enum CloudEvent {
     /// An instance was created (state `pending`); its kubelet should boot after the boot delay.
     Launched(SimInstance),
+    /// The machine hangs (a kernel panic, a network partition): the cloud still runs it, but
+    /// its kubelet is gone — pods on it are never confirmed deleted, and its Node turns
+    /// `Ready=Unknown` once the node controller's grace period has passed.
+    Hung(SimInstance),
     /// An instance was deleted; its Node must go away.
     Terminated {
         /// The instance.

@@ -11,6 +11,9 @@
 //! and ready after the pod-start delay, and pods being deleted are removed (with a zero grace
 //! period) once their `deletionTimestamp` has come.
 //!
+//! On [`CloudEvent::Hung`] the kubelet stops (nothing it would do happens any more) and,
+//! after the node monitor grace period, the Node turns `Ready=Unknown`.
+//!
 //! On [`CloudEvent::Terminated`] the machine is gone: its kubelet stops, its Node is deleted
 //! if it still exists, and the pods bound to it are deleted at once. Pods bound to a node that
 //! does not exist are deleted after 40 simulated seconds, as by the pod garbage collector.
@@ -79,6 +82,15 @@ pub(crate) async fn run(shared: Arc<Shared>, mut events: Option<broadcast::Recei
                         previous.abort();
                     }
                 }
+                Ok(CloudEvent::Hung(instance)) => {
+                    if let Some(task) = kubelets.remove(&instance.id) {
+                        task.abort();
+                        let _ = task.await;
+                    }
+                    tracing::info!(instance = %instance.id, "machine hung; its kubelet stopped");
+                    let task = tokio::spawn(node_lost(shared.clone(), instance.id.clone()));
+                    guard.0.push(task.abort_handle());
+                }
                 Ok(CloudEvent::Terminated { instance, .. }) => {
                     if let Some(task) = kubelets.remove(&instance.id) {
                         task.abort();
@@ -103,6 +115,33 @@ pub(crate) async fn run(shared: Arc<Shared>, mut events: Option<broadcast::Recei
             }
         }
         guard.0.retain(|task| !task.is_finished());
+    }
+}
+
+/// How long the node controller waits for a silent kubelet before marking its Node
+/// `Ready=Unknown` (kube-controller-manager's `--node-monitor-grace-period`).
+pub(crate) const NODE_MONITOR_GRACE_PERIOD: Duration = Duration::from_secs(40);
+
+/// The node controller noticing a hung machine: after the grace period its Node's `Ready`
+/// condition turns `Unknown` (reason `NodeStatusUnknown`), as when kubelet stops posting.
+async fn node_lost(shared: Arc<Shared>, instance_id: String) {
+    shared.sleep(NODE_MONITOR_GRACE_PERIOD).await;
+    let nodes: Api<Node> = Api::all(shared.client.clone());
+    let Ok(list) = nodes.list(&ListParams::default()).await else { return };
+    let now = shared.now();
+    for node in list {
+        if node.metadata.annotations.as_ref().and_then(|a| a.get(INSTANCE_ANNOTATION)) != Some(&instance_id) {
+            continue;
+        }
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let mut conditions = node.status.and_then(|s| s.conditions).unwrap_or_default();
+        conditions.retain(|c| c.type_ != "Ready");
+        conditions.push(condition("Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.", &now));
+        let patch = json!({"status": {"conditions": conditions}});
+        match nodes.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => tracing::info!(node = %name, "node controller: kubelet stopped posting status; node NotReady"),
+            Err(error) => tracing::warn!(node = %name, %error, "marking a lost node NotReady failed"),
+        }
     }
 }
 

@@ -1,0 +1,189 @@
+//! The host under bad days, end to end on the simulated cluster: a kubelet that dies in
+//! the middle of a drain, a PodDisruptionBudget that never allows an eviction, and a cloud
+//! create that hangs while other claims must still be finalized. Each test checks that
+//! nothing leaks: no live instance without a claim, no claim or Node left behind.
+
+use std::time::Duration;
+
+use joinery_api::NodeClaim;
+use joinery_sim::cloud::InstanceState;
+use joinery_simulate::{Simulation, SimulationOptions};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams};
+use serde_json::{Value, json};
+
+const SPEED: f64 = 20.0;
+
+async fn start() -> Simulation {
+    Simulation::start(SimulationOptions { speed: SPEED, ..Default::default() }).await.unwrap()
+}
+
+async fn apply_pool(sim: &Simulation, termination_grace_period: Option<&str>) {
+    let mut template_spec = json!({
+        "nodeClassRef": {"group": "sim.joinery.dev", "kind": "SimNodeClass", "name": "default"},
+        "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}],
+    });
+    if let Some(tgp) = termination_grace_period {
+        template_spec["terminationGracePeriod"] = json!(tgp);
+    }
+    for manifest in [
+        json!({"apiVersion": "sim.joinery.dev/v1alpha1", "kind": "SimNodeClass", "metadata": {"name": "default"},
+               "spec": {"userDataRenderer": {"name": "k3s", "parameters": {"token": "t", "providerIDCommand": "cat /id"}}}}),
+        json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+               "spec": {"template": {"spec": template_spec}}}),
+    ] {
+        sim.apply(&manifest).await.expect("apply");
+    }
+}
+
+fn pod(name: &str, labels: Value, extra_spec: Value) -> Value {
+    let mut spec = json!({"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]});
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra_spec.as_object()) {
+        spec.extend(extra.clone());
+    }
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "labels": labels}, "spec": spec})
+}
+
+/// Waits (real time) until `done` holds, polling every 50 ms.
+async fn eventually<F, Fut>(what: &str, limit: Duration, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if done().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+async fn pod_running(sim: &Simulation, name: &str) -> bool {
+    let pods: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
+    pods.get(name).await.is_ok_and(|p| p.status.and_then(|s| s.phase).as_deref() == Some("Running"))
+}
+
+async fn claims(sim: &Simulation) -> Vec<NodeClaim> {
+    Api::<NodeClaim>::all(sim.client.clone()).list(&ListParams::default()).await.unwrap().items
+}
+
+async fn nodes(sim: &Simulation) -> Vec<Node> {
+    Api::<Node>::all(sim.client.clone()).list(&ListParams::default()).await.unwrap().items
+}
+
+fn live_instances(sim: &Simulation) -> usize {
+    sim.cloud.instances().into_iter().filter(|i| i.state != InstanceState::Terminated).count()
+}
+
+/// The claim whose node runs `pod`.
+async fn claim_of_pod(sim: &Simulation, pod: &str) -> NodeClaim {
+    let node = Api::<Pod>::namespaced(sim.client.clone(), "default").get(pod).await.unwrap().spec.unwrap().node_name.unwrap();
+    claims(sim).await.into_iter().find(|c| c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str())).unwrap()
+}
+
+async fn delete_claim(sim: &Simulation, name: &str) {
+    Api::<NodeClaim>::all(sim.client.clone()).delete(name, &DeleteParams::background()).await.unwrap();
+}
+
+async fn assert_all_gone(sim: &Simulation, limit: Duration) {
+    eventually("every claim, node and live instance gone", limit, || async {
+        claims(sim).await.is_empty() && nodes(sim).await.is_empty() && live_instances(sim) == 0
+    })
+    .await;
+}
+
+/// The machine hangs while its node drains: the evicted pod is never confirmed deleted. A
+/// minute past its deletion time it stops holding the drain, so the instance is deleted and
+/// every finalizer completes (before, the drain waited forever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_kubelet_dies_mid_drain_is_still_terminated() {
+    let sim = start().await;
+    apply_pool(&sim, None).await;
+    sim.apply(&pod("web", json!({"app": "web"}), json!({}))).await.unwrap();
+    eventually("the pod runs", Duration::from_secs(60), || pod_running(&sim, "web")).await;
+    let claim = claim_of_pod(&sim, "web").await;
+    let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone()).unwrap();
+    let instance = sim.cloud.instances().into_iter().find(|i| i.provider_id == provider_id).unwrap();
+    assert!(sim.cloud.hang(&instance.id), "the instance hangs");
+    delete_claim(&sim, claim.metadata.name.as_deref().unwrap()).await;
+    assert_all_gone(&sim, Duration::from_secs(90)).await;
+    sim.shutdown().await;
+}
+
+/// A PodDisruptionBudget that never allows an eviction, and a pod marked do-not-disrupt: the
+/// NodeClaim's terminationGracePeriod ends the wait. The pods are deleted (budgets and
+/// do-not-disrupt bypassed) so they get their grace period before the deadline, and the
+/// claim carries upstream's termination-timestamp annotation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn termination_grace_period_overrides_budgets_and_do_not_disrupt() {
+    let sim = start().await;
+    apply_pool(&sim, Some("90s")).await;
+    sim.apply(&pod("guarded", json!({"app": "guarded"}), json!({}))).await.unwrap();
+    let mut precious = pod("precious", json!({"app": "precious"}), json!({}));
+    precious["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "true"});
+    sim.apply(&precious).await.unwrap();
+    sim.apply(&json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "never", "namespace": "default"},
+                      "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "guarded"}}}}))
+        .await
+        .unwrap();
+    eventually("both pods run", Duration::from_secs(60), || async {
+        pod_running(&sim, "guarded").await && pod_running(&sim, "precious").await
+    })
+    .await;
+    let claim = claim_of_pod(&sim, "guarded").await;
+    let name = claim.metadata.name.clone().unwrap();
+    delete_claim(&sim, &name).await;
+    eventually("the claim carries its termination deadline", Duration::from_secs(20), || async {
+        claims(&sim).await.iter().any(|c| {
+            c.metadata.name.as_deref() == Some(name.as_str())
+                && c.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("karpenter.sh/nodeclaim-termination-timestamp"))
+        })
+    })
+    .await;
+    // 90 s simulated is 4.5 s real; the drain must not finish long before the deadline.
+    tokio::time::sleep(sim.clock.to_real(Duration::from_secs(30))).await;
+    assert!(claims(&sim).await.iter().any(|c| c.metadata.name.as_deref() == Some(name.as_str())), "the budget holds at first");
+    // The pods are gone, so their replacements (none here: bare pods) do not keep a node.
+    let pods: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
+    eventually("the node is gone and the pods were deleted", Duration::from_secs(60), || async {
+        nodes(&sim).await.is_empty() && pods.get_opt("guarded").await.unwrap().is_none() && pods.get_opt("precious").await.unwrap().is_none()
+    })
+    .await;
+    sim.shutdown().await;
+}
+
+/// One NodeClaim's create hangs in the cloud (its answer held back until the plugin's call
+/// deadline), while another claim is deleted: the deletion completes without waiting for
+/// the hung create, because each claim is reconciled on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_create_does_not_delay_another_claims_finalization() {
+    let sim = start().await;
+    apply_pool(&sim, None).await;
+    sim.apply(&pod("first", json!({"app": "first"}), json!({}))).await.unwrap();
+    eventually("the first pod runs", Duration::from_secs(60), || pod_running(&sim, "first")).await;
+    let first = claim_of_pod(&sim, "first").await;
+    // Every create from now on hangs until released.
+    sim.cloud.faults().hold_create_answers();
+    let apart = json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "first"}}, "topologyKey": "kubernetes.io/hostname"}]}}});
+    sim.apply(&pod("second", json!({"app": "second"}), apart)).await.unwrap();
+    eventually("a second claim is launching", Duration::from_secs(30), || async { claims(&sim).await.len() == 2 }).await;
+    tokio::time::sleep(Duration::from_millis(500)).await; // the create is in flight
+    // The first pod is evicted by the drain; it keeps the second off the first node until the
+    // node is tainted.
+    let first_name = first.metadata.name.clone().unwrap();
+    let started = std::time::Instant::now();
+    delete_claim(&sim, &first_name).await;
+    eventually("the first claim is finalized while the create hangs", Duration::from_secs(8), || async {
+        !claims(&sim).await.iter().any(|c| c.metadata.name.as_deref() == Some(first_name.as_str()))
+    })
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(8));
+    sim.cloud.faults().release_create_answers();
+    eventually("the second pod runs", Duration::from_secs(120), || pod_running(&sim, "second")).await;
+    assert_eq!(live_instances(&sim), 1, "exactly one live instance: the second claim's");
+    assert_eq!(claims(&sim).await.len(), 1);
+    sim.shutdown().await;
+}
