@@ -187,3 +187,96 @@ async fn a_hung_create_does_not_delay_another_claims_finalization() {
     assert_eq!(claims(&sim).await.len(), 1);
     sim.shutdown().await;
 }
+
+fn deployment(name: &str, replicas: u32) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
+           "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                    "template": {"metadata": {"labels": {"app": name}},
+                                 "spec": {"terminationGracePeriodSeconds": 5,
+                                          "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]}}}})
+}
+
+async fn running_pods(sim: &Simulation) -> usize {
+    let pods: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
+    pods.list(&ListParams::default())
+        .await
+        .map(|l| l.items.iter().filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")).count())
+        .unwrap_or(0)
+}
+
+/// The host is killed while a PodDisruptionBudget holds a drain; a new host picks the drain
+/// up where the cluster says it is, and once the budget is lifted the node goes, the pods
+/// run elsewhere, and nothing leaks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_killed_mid_drain_finishes_the_drain_after_restart() {
+    let mut sim = start().await;
+    apply_pool(&sim, None).await;
+    sim.apply(&deployment("web", 2)).await.unwrap();
+    sim.apply(&json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web", "namespace": "default"},
+                      "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}}))
+        .await
+        .unwrap();
+    eventually("two pods run", Duration::from_secs(60), || async { running_pods(&sim).await == 2 }).await;
+    let old = nodes(&sim).await;
+    assert_eq!(old.len(), 1);
+    let old_node = old[0].metadata.name.clone().unwrap();
+    Api::<Node>::all(sim.client.clone()).delete(&old_node, &DeleteParams::background()).await.unwrap();
+    // The drain is held by the budget: let it try for a while, then kill the host.
+    tokio::time::sleep(sim.clock.to_real(Duration::from_secs(20))).await;
+    assert!(nodes(&sim).await.iter().any(|n| n.metadata.name.as_deref() == Some(old_node.as_str())), "the budget holds the drain");
+    sim.crash_controller();
+    sim.start_controller().await.unwrap();
+    Api::<k8s_openapi::api::policy::v1::PodDisruptionBudget>::namespaced(sim.client.clone(), "default")
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the old node is gone and both pods run on a new one", Duration::from_secs(120), || async {
+        let nodes = nodes(&sim).await;
+        nodes.len() == 1 && nodes[0].metadata.name.as_deref() != Some(old_node.as_str()) && running_pods(&sim).await == 2
+    })
+    .await;
+    eventually("one claim, one live instance", Duration::from_secs(30), || async {
+        claims(&sim).await.len() == 1 && live_instances(&sim) == 1
+    })
+    .await;
+    sim.shutdown().await;
+}
+
+/// The API server fails a share of writes with 500, throttles bursts with 429 and
+/// `Retry-After`, and expires every watch (410 Gone on reconnect) while the controllers run:
+/// pods still get nodes, and scaling back to zero still removes every node, claim and
+/// instance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controllers_converge_through_api_errors_throttling_and_expired_watches() {
+    use joinery_sim::ApiVerb;
+    let sim = start().await;
+    apply_pool(&sim, None).await;
+    let faults = sim.api.faults();
+    for verb in [ApiVerb::Create, ApiVerb::Patch, ApiVerb::Update, ApiVerb::Delete] {
+        faults.set_error_rate(verb, 0.1);
+    }
+    faults.throttle_next(30, Duration::from_secs(1));
+    let web = deployment("web", 3);
+    eventually("the deployment is created", Duration::from_secs(20), || async { sim.apply(&web).await.is_ok() }).await;
+    // Cut every watch and hold reconnections while the cluster moves on, then forget the
+    // history: every watch comes back to 410 Gone and must relist.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    sim.api.pause_watches();
+    sim.api.disconnect_watches();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sim.api.compact_history();
+    sim.api.resume_watches();
+    eventually("three pods run", Duration::from_secs(120), || async { running_pods(&sim).await == 3 }).await;
+    assert!(sim.api.expired_watch_count() >= 1, "watches were told 410 Gone");
+    // Scale to zero with the faults still on.
+    let scale = json!({"spec": {"replicas": 0}});
+    eventually("the deployment is scaled to zero", Duration::from_secs(20), || async {
+        Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(sim.client.clone(), "default")
+            .patch("web", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&scale))
+            .await
+            .is_ok()
+    })
+    .await;
+    assert_all_gone(&sim, Duration::from_secs(120)).await;
+    sim.shutdown().await;
+}

@@ -118,6 +118,9 @@ pub(crate) async fn run(shared: Arc<Shared>, mut events: Option<broadcast::Recei
     }
 }
 
+/// How soon a kubelet tries again after an action failed (the API server refused a write).
+const ACTION_RETRY: Duration = Duration::from_secs(1);
+
 /// How long the node controller waits for a silent kubelet before marking its Node
 /// `Ready=Unknown` (kube-controller-manager's `--node-monitor-grace-period`).
 pub(crate) const NODE_MONITOR_GRACE_PERIOD: Duration = Duration::from_secs(40);
@@ -360,8 +363,10 @@ async fn kubelet(shared: Arc<Shared>, instance: SimInstance, machine: u32) {
         return;
     }
     shared.sleep(shared.node_ready_delay).await;
-    if let Err(error) = mark_ready(&shared, &name).await {
-        tracing::warn!(node = %name, %error, "could not report the node ready");
+    // A kubelet keeps posting its status: a refused write is tried again.
+    while let Err(error) = mark_ready(&shared, &name).await {
+        tracing::warn!(node = %name, %error, "could not report the node ready; retrying");
+        shared.sleep(ACTION_RETRY).await;
     }
     let mut runner = PodRunner {
         shared: shared.clone(),
@@ -467,8 +472,10 @@ impl PodRunner {
                             break;
                         }
                         let Some(Reverse((_, _, action))) = self.timers.pop() else { break };
-                        if let Err(error) = self.act(action).await {
-                            tracing::warn!(node = %self.node, %error, "kubelet action failed");
+                        if let Err(error) = self.act(action.clone()).await {
+                            // A real kubelet syncs its pods again on its next pass.
+                            tracing::warn!(node = %self.node, %error, "kubelet action failed; retrying");
+                            self.schedule(self.shared.clock.to_real(ACTION_RETRY), action);
                         }
                     }
                 }
