@@ -18,6 +18,7 @@
 //! ```
 
 pub mod bench;
+pub mod cel;
 pub mod cloud;
 mod disruption;
 mod error;

@@ -353,15 +353,16 @@ impl State {
         self.builtins.iter().chain(self.crd_kinds.values().flatten())
     }
 
-    /// Prunes, defaults and validates a custom resource against its schema; for CRDs, checks the
-    /// declared names and fills in the status the real server reports.
-    fn prepare(&self, kind: &ResourceKind, object: &mut Value) -> Result<(), ApiError> {
+    /// Prunes, defaults and validates a custom resource against its schema (`old`: the stored
+    /// object on an update, for transition rules and ratcheting); for CRDs, checks the declared
+    /// names and fills in the status the real server reports.
+    fn prepare(&self, kind: &ResourceKind, object: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
         let name = metadata_str(object, "name").unwrap_or_default().to_string();
         if let Some(schema_root) = &kind.schema {
             schema::prune_unknown_fields(schema_root, object);
             schema::apply_defaults(schema_root, object);
             let mut problems = Vec::new();
-            schema::validate(schema_root, object, "", &mut problems);
+            schema::validate_update(schema_root, object, old, "", &mut problems);
             if !problems.is_empty() {
                 return Err(ApiError::invalid(&kind.group, &kind.kind, &name, &problems));
             }
@@ -798,7 +799,7 @@ impl Store {
         if state.objects.contains_key(&key) {
             return Err(ApiError::already_exists(&kind.group, &kind.plural, &name));
         }
-        state.prepare(kind, &mut object)?;
+        state.prepare(kind, &mut object, None)?;
         let stored = state.commit(key, object, EventType::Added, None);
         state.after_crd_write(kind, &stored, false);
         state.settle();
@@ -903,7 +904,7 @@ impl Store {
         if kind.group == CRD_GROUP && kind.plural == CRD_PLURAL && target == WriteTarget::Status {
             // The CRD's status is owned by the server; accept the write but keep it consistent.
         } else {
-            state.prepare(kind, &mut next)?;
+            state.prepare(kind, &mut next, Some(&with_type(kind, &current)))?;
         }
         if generation_relevant(kind, &next) != generation_relevant(kind, &current) {
             let generation = current.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;

@@ -1143,3 +1143,387 @@ async fn injected_throttling_answers_429_with_retry_after_then_recovers() {
     assert_eq!(raw.get(uri).await.unwrap().status(), 200, "only the next two requests are throttled");
     assert_eq!(api_status(api.get("any").await).code, 404);
 }
+
+/// The karpenter.sh CRDs: the ones Joinery serves, or upstream Karpenter's verbatim copies.
+fn karpenter_crds(upstream: bool) -> Vec<CustomResourceDefinition> {
+    if !upstream {
+        return joinery_api::crds();
+    }
+    [
+        include_str!("../../host/api/tests/fixtures/upstream/karpenter.sh_nodepools.yaml"),
+        include_str!("../../host/api/tests/fixtures/upstream/karpenter.sh_nodeclaims.yaml"),
+        include_str!("../../host/api/tests/fixtures/upstream/karpenter.sh_nodeoverlays.yaml"),
+    ]
+    .iter()
+    .map(|text| serde_yaml::from_str(text).expect("upstream CRD parses"))
+    .collect()
+}
+
+/// Installs the karpenter.sh CRDs the way a cluster gets them: created through the API.
+async fn install_karpenter_crds(client: &Client, upstream: bool) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in karpenter_crds(upstream) {
+        crds.create(&PostParams::default(), &crd).await.expect("CRD is created");
+    }
+}
+
+/// The cluster-scoped API of a karpenter.sh kind.
+fn karpenter_api(client: &Client, version: &str, kind: &str) -> Api<DynamicObject> {
+    let plural = format!("{}s", kind.to_lowercase());
+    let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("karpenter.sh", version, kind), &plural);
+    Api::all_with(client.clone(), &resource)
+}
+
+fn dynamic(object: serde_json::Value) -> DynamicObject {
+    serde_json::from_value(object).expect("a Kubernetes object")
+}
+
+/// A NodePool a real API server accepts.
+fn valid_node_pool(name: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"team": "web"}},
+                "spec": {
+                    "nodeClassRef": {"group": "sim.joinery.dev", "kind": "SimNodeClass", "name": "default"},
+                    "requirements": [
+                        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                        {"key": "example.com/cpu", "operator": "Gt", "values": ["2"]}
+                    ],
+                    "expireAfter": "720h"
+                }
+            },
+            "disruption": {"consolidateAfter": "30s", "budgets": [{"nodes": "10%"}, {"nodes": "0", "schedule": "@daily", "duration": "10m"}]},
+            "limits": {"cpu": "100"}
+        }
+    })
+}
+
+/// NodePools a real API server refuses, each with the one problem it reports.
+fn invalid_node_pools() -> Vec<(&'static str, serde_json::Value, &'static str)> {
+    let with = |pointer: &str, value: serde_json::Value| {
+        let mut pool = valid_node_pool("x");
+        *pool.pointer_mut(pointer).expect("the field exists in the valid pool") = value;
+        pool
+    };
+    let requirement = |key: &str, operator: &str, values: serde_json::Value| {
+        with("/spec/template/spec/requirements", json!([{"key": key, "operator": operator, "values": values}]))
+    };
+    vec![
+        (
+            "in-without-values",
+            requirement("topology.kubernetes.io/zone", "In", json!([])),
+            "spec.template.spec.requirements: Invalid value: \"array\": requirements with operator 'In' must have a value defined",
+        ),
+        (
+            "gt-with-two-values",
+            requirement("example.com/cpu", "Gt", json!(["2", "4"])),
+            "spec.template.spec.requirements: Invalid value: \"array\": requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single \
+             positive integer value",
+        ),
+        (
+            "gt-not-an-integer",
+            requirement("example.com/cpu", "Gt", json!(["two"])),
+            "spec.template.spec.requirements: Invalid value: \"array\": strconv.ParseInt: parsing \"two\": invalid syntax evaluating rule: \
+             requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value",
+        ),
+        (
+            "lt-negative",
+            requirement("example.com/cpu", "Lt", json!(["-1"])),
+            "spec.template.spec.requirements: Invalid value: \"array\": requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single \
+             positive integer value",
+        ),
+        (
+            "requires-the-nodepool-label",
+            requirement("karpenter.sh/nodepool", "In", json!(["other"])),
+            "spec.template.spec.requirements[0].key: Invalid value: \"string\": label \"karpenter.sh/nodepool\" is restricted",
+        ),
+        (
+            "requires-the-hostname",
+            requirement("kubernetes.io/hostname", "In", json!(["node-a"])),
+            "spec.template.spec.requirements[0].key: Invalid value: \"string\": label \"kubernetes.io/hostname\" is restricted",
+        ),
+        (
+            "requires-a-karpenter-label",
+            requirement("karpenter.sh/custom", "Exists", json!([])),
+            "spec.template.spec.requirements[0].key: Invalid value: \"string\": label domain \"karpenter.sh\" is restricted",
+        ),
+        (
+            "labels-the-nodepool",
+            with("/spec/template/metadata/labels", json!({"karpenter.sh/nodepool": "other"})),
+            "spec.template.metadata.labels: Invalid value: \"object\": label \"karpenter.sh/nodepool\" is restricted",
+        ),
+        (
+            "schedule-without-duration",
+            with("/spec/disruption/budgets", json!([{"nodes": "1", "schedule": "@daily"}])),
+            "spec.disruption.budgets: Invalid value: \"array\": 'schedule' must be set with 'duration'",
+        ),
+        (
+            "expire-after-in-days",
+            with("/spec/template/spec/expireAfter", json!("30d")),
+            "spec.template.spec.expireAfter: Invalid value: \"30d\": spec.template.spec.expireAfter in body should match \
+             '^(([0-9]+(s|m|h))+|Never)$'",
+        ),
+        (
+            "consolidate-after-in-words",
+            with("/spec/disruption/consolidateAfter", json!("soon")),
+            "spec.disruption.consolidateAfter: Invalid value: \"soon\": spec.disruption.consolidateAfter in body should match \
+             '^(([0-9]+(s|m|h))+|Never)$'",
+        ),
+    ]
+}
+
+async fn refused_node_pools_are_refused_as_on_a_real_cluster(upstream: bool) {
+    let (_server, client) = start().await;
+    install_karpenter_crds(&client, upstream).await;
+    let pools = karpenter_api(&client, "v1", "NodePool");
+    pools.create(&PostParams::default(), &dynamic(valid_node_pool("valid"))).await.expect("the valid pool is accepted");
+    for (name, mut pool, expected) in invalid_node_pools() {
+        pool["metadata"]["name"] = name.into();
+        let status = api_status(pools.create(&PostParams::default(), &dynamic(pool)).await);
+        assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"), "{name}: {}", status.message);
+        assert_eq!(
+            status.message,
+            format!("NodePool.karpenter.sh \"{name}\" is invalid: {expected}"),
+            "{name} (upstream CRDs: {upstream})"
+        );
+        assert_eq!(api_status(pools.get(name).await).code, 404, "{name} was not stored");
+    }
+}
+
+#[tokio::test]
+async fn node_pools_a_real_api_server_refuses_are_refused_with_its_messages() {
+    refused_node_pools_are_refused_as_on_a_real_cluster(false).await;
+}
+
+#[tokio::test]
+async fn node_pools_are_validated_against_the_upstream_karpenter_crds_too() {
+    refused_node_pools_are_refused_as_on_a_real_cluster(true).await;
+}
+
+#[tokio::test]
+async fn every_problem_of_a_node_pool_is_reported_and_type_errors_skip_the_rules() {
+    let (_server, client) = start().await;
+    install_karpenter_crds(&client, false).await;
+    let pools = karpenter_api(&client, "v1", "NodePool");
+    let mut pool = valid_node_pool("many-problems");
+    pool["spec"]["template"]["spec"]["expireAfter"] = "forever".into();
+    pool["spec"]["template"]["spec"]["requirements"] = json!([{"key": "kubernetes.io/hostname", "operator": "In", "values": []}]);
+    let status = api_status(pools.create(&PostParams::default(), &dynamic(pool.clone())).await);
+    assert_eq!(status.code, 422);
+    for expected in [
+        "spec.template.spec.expireAfter: Invalid value: \"forever\"",
+        "spec.template.spec.requirements: Invalid value: \"array\": requirements with operator 'In' must have a value defined",
+        "spec.template.spec.requirements[0].key: Invalid value: \"string\": label \"kubernetes.io/hostname\" is restricted",
+    ] {
+        assert!(status.message.contains(expected), "missing {expected:?} in {}", status.message);
+    }
+    let causes = status.details.as_ref().map(|d| d.causes.len()).unwrap_or_default();
+    assert_eq!(causes, 3, "{:?}", status.details);
+
+    // A wrong type is a blocking problem: the CEL rules are not evaluated.
+    pool["spec"]["template"]["spec"]["expireAfter"] = "720h".into();
+    pool["spec"]["weight"] = "heavy".into();
+    let status = api_status(pools.create(&PostParams::default(), &dynamic(pool)).await);
+    assert!(status.message.contains("spec.weight: Invalid value: \"heavy\": must be of type integer"), "{}", status.message);
+    assert!(status.message.contains("some validation rules were not checked because the object was invalid"), "{}", status.message);
+    assert!(!status.message.contains("restricted"), "{}", status.message);
+}
+
+#[tokio::test]
+async fn node_claim_spec_is_immutable_and_node_pool_transition_rules_apply_on_update() {
+    let (_server, client) = start().await;
+    install_karpenter_crds(&client, false).await;
+    let claims = karpenter_api(&client, "v1", "NodeClaim");
+    let claim = json!({
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": "default-abcde", "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {
+            "nodeClassRef": {"group": "sim.joinery.dev", "kind": "SimNodeClass", "name": "default"},
+            "requirements": [
+                {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["default"]},
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c1.large"]}
+            ]
+        }
+    });
+    let created = claims.create(&PostParams::default(), &dynamic(claim)).await.expect("a valid NodeClaim is accepted");
+
+    let mut changed = created.clone();
+    changed.data["spec"]["requirements"][1]["values"] = json!(["c1.xlarge"]);
+    let status = api_status(claims.replace("default-abcde", &PostParams::default(), &changed).await);
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+    assert_eq!(status.message, "NodeClaim.karpenter.sh \"default-abcde\" is invalid: spec: Invalid value: \"object\": spec is immutable");
+    let patch = Patch::Merge(json!({"spec": {"taints": [{"key": "a", "effect": "NoSchedule"}]}}));
+    assert_eq!(api_status(claims.patch("default-abcde", &PatchParams::default(), &patch).await).code, 422, "a patch is an update too");
+
+    let mut relabelled = created.clone();
+    relabelled.metadata.labels.get_or_insert_with(Default::default).insert("team".into(), "web".into());
+    let updated = claims.replace("default-abcde", &PostParams::default(), &relabelled).await.expect("a metadata change is accepted");
+    assert_eq!(updated.metadata.labels.unwrap()["team"], "web");
+    let status_patch = Patch::Merge(json!({"status": {"providerID": "simcloud://i-1"}}));
+    claims.patch_status("default-abcde", &PatchParams::default(), &status_patch).await.expect("a status update is accepted");
+
+    let pools = karpenter_api(&client, "v1", "NodePool");
+    pools.create(&PostParams::default(), &dynamic(valid_node_pool("default"))).await.unwrap();
+    let kind_change = Patch::Merge(json!({"spec": {"template": {"spec": {"nodeClassRef": {"kind": "OtherNodeClass"}}}}}));
+    let status = api_status(pools.patch("default", &PatchParams::default(), &kind_change).await);
+    assert!(
+        status.message.ends_with("spec.template.spec.nodeClassRef: Invalid value: \"object\": nodeClassRef.kind is immutable"),
+        "{}",
+        status.message
+    );
+    let to_static = Patch::Merge(json!({"spec": {"replicas": 3, "limits": null}}));
+    let status = api_status(pools.patch("default", &PatchParams::default(), &to_static).await);
+    assert!(
+        status.message.ends_with(
+            "spec: Invalid value: \"object\": Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning modes"
+        ),
+        "{}",
+        status.message
+    );
+    // A static pool may be created, and then keeps its replicas.
+    let mut static_pool = valid_node_pool("static");
+    static_pool["spec"]["replicas"] = 2.into();
+    static_pool["spec"]["limits"] = json!({"nodes": "5"});
+    pools.create(&PostParams::default(), &dynamic(static_pool)).await.expect("a static pool is accepted");
+    let scaled = pools.patch("static", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 4}}))).await.unwrap();
+    assert_eq!(scaled.data["spec"]["replicas"], 4);
+    let name_change = Patch::Merge(json!({"spec": {"template": {"spec": {"nodeClassRef": {"name": "other"}}}}}));
+    pools.patch("static", &PatchParams::default(), &name_change).await.expect("nodeClassRef.name may change");
+}
+
+/// Every karpenter.sh object in `value` (a document, or the objects nested in a scenario).
+fn karpenter_objects(value: &serde_json::Value, found: &mut Vec<serde_json::Value>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            if map.get("apiVersion").and_then(|v| v.as_str()).is_some_and(|v| v.starts_with("karpenter.sh/")) && map.contains_key("kind") {
+                found.push(value.clone());
+            } else {
+                map.values().for_each(|v| karpenter_objects(v, found));
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| karpenter_objects(v, found)),
+        _ => {}
+    }
+}
+
+fn yaml_files(dir: &std::path::Path, files: &mut Vec<std::path::PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            yaml_files(&path, files);
+        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            files.push(path);
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_shipped_karpenter_example_is_accepted() {
+    let (_server, client) = start().await;
+    install_karpenter_crds(&client, false).await;
+    let mut files = Vec::new();
+    yaml_files(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples"), &mut files);
+    let mut kinds = BTreeMap::<String, usize>::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let mut objects = Vec::new();
+        for document in serde_yaml::Deserializer::from_str(&text) {
+            let value: serde_json::Value = serde::Deserialize::deserialize(document).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            karpenter_objects(&value, &mut objects);
+        }
+        for object in objects {
+            let kind = object["kind"].as_str().unwrap().to_string();
+            let version = object["apiVersion"].as_str().unwrap().trim_start_matches("karpenter.sh/").to_string();
+            let name = object["metadata"]["name"].as_str().unwrap().to_string();
+            let api = karpenter_api(&client, &version, &kind);
+            if let Err(e) = api.create(&PostParams::default(), &dynamic(object)).await {
+                panic!("{} {kind}/{name} is refused: {e}", file.display());
+            }
+            api.delete(&name, &DeleteParams::default()).await.unwrap();
+            *kinds.entry(kind).or_default() += 1;
+        }
+    }
+    assert!(kinds.get("NodePool").copied().unwrap_or_default() >= 20, "{kinds:?}");
+    assert!(kinds.contains_key("NodeClaim"), "{kinds:?}");
+}
+
+/// Every `x-kubernetes-validations` rule text under `schema`.
+fn rules_in(schema: &serde_json::Value, found: &mut Vec<String>) {
+    match schema {
+        serde_json::Value::Object(map) => {
+            if let Some(rules) = map.get("x-kubernetes-validations").and_then(|r| r.as_array()) {
+                found.extend(rules.iter().filter_map(|r| r["rule"].as_str()).map(String::from));
+            }
+            map.values().for_each(|v| rules_in(v, found));
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| rules_in(v, found)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_rule_of_the_served_and_upstream_karpenter_crds_parses() {
+    for upstream in [false, true] {
+        let mut rules = Vec::new();
+        for crd in karpenter_crds(upstream) {
+            rules_in(&serde_json::to_value(&crd).unwrap(), &mut rules);
+        }
+        assert!(rules.len() >= 25, "{rules:?}");
+        for rule in &rules {
+            if let Err(e) = joinery_sim::cel::Program::parse(rule) {
+                panic!("{rule} (upstream CRDs: {upstream}): {e}");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn node_overlays_a_real_api_server_refuses_are_refused() {
+    let (_server, client) = start().await;
+    install_karpenter_crds(&client, false).await;
+    let overlays = karpenter_api(&client, "v1alpha1", "NodeOverlay");
+    let overlay = |name: &str, spec: serde_json::Value| {
+        dynamic(json!({"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": name}, "spec": spec}))
+    };
+    let requirements = json!([{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c1.large"]}]);
+    let valid = overlay("valid", json!({"requirements": requirements, "priceAdjustment": "-10%", "capacity": {"example.com/gpu": "1"}}));
+    overlays.create(&PostParams::default(), &valid).await.expect("a valid overlay is accepted");
+    for (name, spec, expected) in [
+        (
+            "both-prices",
+            json!({"requirements": requirements, "price": "1.5", "priceAdjustment": "+1"}),
+            "spec: Invalid value: \"object\": cannot set both 'price' and 'priceAdjustment'",
+        ),
+        (
+            "standard-capacity",
+            json!({"requirements": requirements, "capacity": {"memory": "1Gi"}}),
+            "spec.capacity: Invalid value: \"object\": invalid resource restricted",
+        ),
+        (
+            "not-in-nothing",
+            json!({"requirements": [{"key": "topology.kubernetes.io/zone", "operator": "NotIn", "values": []}]}),
+            "spec.requirements: Invalid value: \"array\": requirements with operator 'NotIn' must have a value defined",
+        ),
+        (
+            "price-in-words",
+            json!({"requirements": requirements, "price": "cheap"}),
+            "spec.price: Invalid value: \"cheap\": spec.price in body should match '^\\d+(\\.\\d+)?$'",
+        ),
+        (
+            "too-heavy",
+            json!({"requirements": requirements, "weight": 10001}),
+            "spec.weight: Invalid value: 10001: spec.weight in body should be less than or equal to 10000",
+        ),
+    ] {
+        let status = api_status(overlays.create(&PostParams::default(), &overlay(name, spec)).await);
+        assert_eq!(status.code, 422, "{name}: {}", status.message);
+        assert_eq!(status.message, format!("NodeOverlay.karpenter.sh \"{name}\" is invalid: {expected}"), "{name}");
+    }
+}

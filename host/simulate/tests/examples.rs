@@ -1,7 +1,7 @@
 //! The Exoscale examples (`examples/exoscale/*.yaml`) are valid against the CRDs a cluster
 //! serves: every document is created with strict field validation on the emulated API
 //! server, which checks the ExoscaleNodeClass and NodePool schemas (types, enums, required
-//! fields; the emulator does not evaluate CEL rules) and refuses unknown fields.
+//! fields, patterns and bounds, and the CEL rules) and refuses unknown fields.
 
 use std::path::{Path, PathBuf};
 
