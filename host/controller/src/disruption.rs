@@ -29,6 +29,9 @@ struct Memory {
     last_decision: Option<SystemTime>,
     /// Workload pod UIDs last seen per node, to notice pods arriving or leaving.
     pods_seen: HashMap<String, Vec<String>>,
+    /// Claims (by UID) this process started disrupting: their taint is not a crash's leftover
+    /// even before the cache shows their deletion.
+    disrupting: std::collections::HashSet<String>,
 }
 
 /// Runs the disruption loop.
@@ -87,6 +90,13 @@ async fn step(ctx: Arc<Context>, memory: Arc<Mutex<Memory>>) -> Result<(), Contr
             }
         }
         update_consolidatable(&ctx, &claim, &pool, now).await?;
+        // Crash recovery (upstream's rule): a node that carries the disrupted taint while
+        // neither it nor its claim is being deleted was left by a disruption that never
+        // finished (the host died between tainting and deleting): untaint it.
+        let ours = claim.metadata.uid.as_ref().is_some_and(|uid| memory.lock().expect("disruption memory lock").disrupting.contains(uid));
+        if node.metadata.deletion_timestamp.is_none() && !ours {
+            release_abandoned(&ctx, &claim, &node).await?;
+        }
         candidates.push(Candidate { claim, node, pool, empty });
     }
     let poll_due = memory
@@ -115,8 +125,14 @@ async fn step(ctx: Arc<Context>, memory: Arc<Mutex<Memory>>) -> Result<(), Contr
             tracing::info!(nodeclaim = %name, "no longer empty; disruption abandoned");
             continue;
         }
+        if let Some(uid) = claim.metadata.uid.clone() {
+            memory.lock().expect("disruption memory lock").disrupting.insert(uid);
+        }
         disrupt(&ctx, &claim, &node).await?;
     }
+    // Forget disruptions whose claim is gone.
+    let live: std::collections::HashSet<String> = ctx.state.node_claims.state().iter().filter_map(|c| c.metadata.uid.clone()).collect();
+    memory.lock().expect("disruption memory lock").disrupting.retain(|uid| live.contains(uid));
     Ok(())
 }
 
@@ -208,6 +224,26 @@ fn choose_empty(ctx: &Context, candidates: &[Candidate]) -> Vec<String> {
         chosen.push(c.claim.metadata.name.clone().unwrap_or_default());
     }
     chosen
+}
+
+/// Removes the disrupted taint and the `DisruptionReason` condition that an interrupted
+/// disruption left on a node and claim that are not being deleted.
+async fn release_abandoned(ctx: &Context, claim: &NodeClaim, node: &Node) -> Result<(), ControllerError> {
+    let taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    if !taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY) {
+        return Ok(());
+    }
+    let node_name = node.metadata.name.clone().unwrap_or_default();
+    let kept: Vec<&Taint> = taints.iter().filter(|t| t.key != labels::DISRUPTED_TAINT_KEY).collect();
+    merge_patch(&Api::<Node>::all(ctx.client.clone()), &node_name, json!({"spec": {"taints": kept}})).await?;
+    if claim.condition(DISRUPTION_REASON).is_some() {
+        let mut conds = claim.conditions().to_vec();
+        joinery_api::condition::remove_condition(&mut conds, DISRUPTION_REASON);
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        merge_patch_status(&Api::<NodeClaim>::all(ctx.client.clone()), &name, json!({"status": {"conditions": conds}})).await?;
+    }
+    tracing::info!(node = %node_name, "removed the disrupted taint an interrupted disruption left behind");
+    Ok(())
 }
 
 async fn disrupt(ctx: &Context, claim: &NodeClaim, node: &Node) -> Result<(), ControllerError> {

@@ -280,3 +280,34 @@ async fn controllers_converge_through_api_errors_throttling_and_expired_watches(
     assert_all_gone(&sim, Duration::from_secs(120)).await;
     sim.shutdown().await;
 }
+
+/// A disruption interrupted between tainting the node and deleting its claim (the host
+/// died) leaves `karpenter.sh/disrupted` on a node nobody is deleting; the restarted host
+/// removes it, so the node takes pods again instead of staying cordoned forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_killed_mid_disruption_releases_the_abandoned_taint_on_restart() {
+    let mut sim = start().await;
+    apply_pool(&sim, None).await;
+    // Keep the node: it has a workload, so emptiness never picks it.
+    sim.apply(&pod("web", json!({"app": "web"}), json!({}))).await.unwrap();
+    eventually("the pod runs", Duration::from_secs(60), || pod_running(&sim, "web")).await;
+    sim.crash_controller();
+    // What the dead host left: the taint, and the claim's DisruptionReason condition.
+    let node = nodes(&sim).await.remove(0);
+    let node_name = node.metadata.name.clone().unwrap();
+    let mut taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+    taints.push(k8s_openapi::api::core::v1::Taint { key: "karpenter.sh/disrupted".into(), effect: "NoSchedule".into(), value: None, time_added: None });
+    Api::<Node>::all(sim.client.clone())
+        .patch(&node_name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&json!({"spec": {"taints": taints}})))
+        .await
+        .unwrap();
+    sim.start_controller().await.unwrap();
+    eventually("the abandoned taint is removed", Duration::from_secs(30), || async {
+        let node = Api::<Node>::all(sim.client.clone()).get(&node_name).await.unwrap();
+        !node.spec.and_then(|s| s.taints).unwrap_or_default().iter().any(|t| t.key == "karpenter.sh/disrupted")
+    })
+    .await;
+    assert!(pod_running(&sim, "web").await);
+    assert_eq!((claims(&sim).await.len(), live_instances(&sim)), (1, 1));
+    sim.shutdown().await;
+}
