@@ -34,9 +34,12 @@ pub async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     // namespace unless a name carries `namespace/`; the `workload` cluster is this one.
     let namespace = std::env::var("SYSTEM_NAMESPACE").unwrap_or_else(|_| "joinery".into());
     let secrets: Arc<dyn joinery_runtime::services::SecretStore> = Arc::new(KubeSecrets::new(client.clone(), &namespace));
+    // Plugins' outgoing HTTPS: system trust store, the operator's CA bundle and proxies.
+    let egress = joinery_runtime::egress::EgressConfig::from_env().map_err(|e| anyhow::anyhow!("invalid egress setting: {e}"))?;
     let services = HostServices {
         secrets: secrets.clone(),
         kube: Arc::new(KubeClusters::default().with("workload", client.clone())),
+        egress: Arc::new(joinery_runtime::egress::Egress::new(&egress)),
         ..HostServices::default()
     };
     let registry = crate::plugins_cmd::open_registry(&args.plugins, services)?;
