@@ -283,3 +283,68 @@ async fn evict(ctx: &Context, pod: &Pod) {
         Err(e) => tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, "eviction failed; will retry"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(value: serde_json::Value) -> Pod {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn at(rfc3339: &str) -> SystemTime {
+        system_time(&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(rfc3339.parse().unwrap()))
+    }
+
+    #[test]
+    fn do_not_disrupt_is_true_or_a_duration_since_the_pod_started() {
+        let now = at("2026-01-01T01:00:00Z");
+        let with = |value: &str| {
+            pod(json!({"metadata": {"name": "p", "annotations": {"karpenter.sh/do-not-disrupt": value}},
+                       "status": {"startTime": "2026-01-01T00:30:00Z"}}))
+        };
+        assert!(do_not_disrupt_active(&with("true"), now));
+        assert!(do_not_disrupt_active(&with("45m"), now), "30 minutes old, protected for 45");
+        assert!(!do_not_disrupt_active(&with("20m"), now), "protection over");
+        assert!(!do_not_disrupt_active(&with("false"), now));
+        assert!(!do_not_disrupt_active(&with("soon"), now), "invalid values are ignored");
+        assert!(!do_not_disrupt_active(&pod(json!({"metadata": {"name": "p"}})), now));
+    }
+
+    #[test]
+    fn the_drain_view_of_a_pod() {
+        let now = at("2026-01-01T01:00:00Z");
+        let view = drain_pod(
+            &pod(json!({
+                "metadata": {"name": "agent", "namespace": "kube-system", "deletionTimestamp": "2026-01-01T00:59:00Z",
+                             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "u"}]},
+                "spec": {"containers": [], "priorityClassName": "system-node-critical", "terminationGracePeriodSeconds": 5,
+                         "tolerations": [{"operator": "Exists"}]},
+                "status": {"phase": "Running"}
+            })),
+            now,
+        );
+        assert_eq!(view.key, "kube-system/agent");
+        assert!(view.daemon && view.critical && view.tolerates_disrupted && !view.terminal && !view.mirror);
+        assert_eq!(view.deleting_at, Some(at("2026-01-01T00:59:00Z")));
+        assert_eq!(view.grace_period, Duration::from_secs(5));
+        let plain = drain_pod(&pod(json!({"metadata": {"name": "web"}, "spec": {"containers": []}, "status": {"phase": "Succeeded"}})), now);
+        assert!(plain.terminal && !plain.daemon && !plain.critical);
+        assert_eq!(plain.grace_period, drain::DEFAULT_POD_GRACE);
+    }
+
+    #[test]
+    fn the_deadline_is_the_annotation_or_deletion_plus_grace_period() {
+        let claim = |value: serde_json::Value| -> NodeClaim { serde_json::from_value(value).unwrap() };
+        let spec = json!({"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}, "requirements": []});
+        let mut with_tgp = spec.clone();
+        with_tgp["terminationGracePeriod"] = json!("10m");
+        let deleting = claim(json!({"metadata": {"name": "c", "deletionTimestamp": "2026-01-01T00:00:00Z"}, "spec": with_tgp}));
+        assert_eq!(termination_deadline(&deleting), Some(at("2026-01-01T00:10:00Z")));
+        let stamped = claim(json!({"metadata": {"name": "c", "annotations": {"karpenter.sh/nodeclaim-termination-timestamp": "2026-01-01T00:05:00Z"}},
+                                   "spec": spec.clone()}));
+        assert_eq!(termination_deadline(&stamped), Some(at("2026-01-01T00:05:00Z")));
+        let no_tgp = claim(json!({"metadata": {"name": "c", "deletionTimestamp": "2026-01-01T00:00:00Z"}, "spec": spec}));
+        assert_eq!(termination_deadline(&no_tgp), None, "without a grace period the drain has no deadline");
+    }
+}
