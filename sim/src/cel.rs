@@ -635,61 +635,50 @@ impl Parser {
 
     /// `Relation = Addition {("<" | "<=" | ">" | ">=" | "==" | "!=" | "in") Addition}`
     fn parse_relation(&mut self) -> Result<Expr, CelError> {
-        let saved = self.depth;
-        let mut left = self.parse_addition()?;
-        loop {
-            let op = match self.peek() {
-                Token::Punct("==") => BinaryOp::Equal,
-                Token::Punct("!=") => BinaryOp::NotEqual,
-                Token::Punct("<") => BinaryOp::Less,
-                Token::Punct("<=") => BinaryOp::LessOrEqual,
-                Token::Punct(">") => BinaryOp::Greater,
-                Token::Punct(">=") => BinaryOp::GreaterOrEqual,
-                Token::Ident(word) if word == "in" => BinaryOp::In,
-                _ => break,
-            };
-            self.advance();
-            self.deeper()?;
-            let right = self.parse_addition()?;
-            left = Expr::Binary(op, Box::new(left), Box::new(right));
-        }
-        self.depth = saved;
-        Ok(left)
+        self.parse_left_associative(Self::parse_addition, |token| match token {
+            Token::Punct("==") => Some(BinaryOp::Equal),
+            Token::Punct("!=") => Some(BinaryOp::NotEqual),
+            Token::Punct("<") => Some(BinaryOp::Less),
+            Token::Punct("<=") => Some(BinaryOp::LessOrEqual),
+            Token::Punct(">") => Some(BinaryOp::Greater),
+            Token::Punct(">=") => Some(BinaryOp::GreaterOrEqual),
+            Token::Ident(word) if word == "in" => Some(BinaryOp::In),
+            _ => None,
+        })
     }
 
     /// `Addition = Multiplication {("+" | "-") Multiplication}`
     fn parse_addition(&mut self) -> Result<Expr, CelError> {
-        let saved = self.depth;
-        let mut left = self.parse_multiplication()?;
-        loop {
-            let op = match self.peek() {
-                Token::Punct("+") => BinaryOp::Add,
-                Token::Punct("-") => BinaryOp::Subtract,
-                _ => break,
-            };
-            self.advance();
-            self.deeper()?;
-            let right = self.parse_multiplication()?;
-            left = Expr::Binary(op, Box::new(left), Box::new(right));
-        }
-        self.depth = saved;
-        Ok(left)
+        self.parse_left_associative(Self::parse_multiplication, |token| match token {
+            Token::Punct("+") => Some(BinaryOp::Add),
+            Token::Punct("-") => Some(BinaryOp::Subtract),
+            _ => None,
+        })
     }
 
     /// `Multiplication = Unary {("*" | "/" | "%") Unary}`
     fn parse_multiplication(&mut self) -> Result<Expr, CelError> {
+        self.parse_left_associative(Self::parse_unary, |token| match token {
+            Token::Punct("*") => Some(BinaryOp::Multiply),
+            Token::Punct("/") => Some(BinaryOp::Divide),
+            Token::Punct("%") => Some(BinaryOp::Modulo),
+            _ => None,
+        })
+    }
+
+    /// One level of left-associative binary operators: `Operand {op Operand}`, where `op_of`
+    /// says which tokens are this level's operators.
+    fn parse_left_associative(
+        &mut self,
+        operand: fn(&mut Self) -> Result<Expr, CelError>,
+        op_of: fn(&Token) -> Option<BinaryOp>,
+    ) -> Result<Expr, CelError> {
         let saved = self.depth;
-        let mut left = self.parse_unary()?;
-        loop {
-            let op = match self.peek() {
-                Token::Punct("*") => BinaryOp::Multiply,
-                Token::Punct("/") => BinaryOp::Divide,
-                Token::Punct("%") => BinaryOp::Modulo,
-                _ => break,
-            };
+        let mut left = operand(self)?;
+        while let Some(op) = op_of(self.peek()) {
             self.advance();
             self.deeper()?;
-            let right = self.parse_unary()?;
+            let right = operand(self)?;
             left = Expr::Binary(op, Box::new(left), Box::new(right));
         }
         self.depth = saved;

@@ -58,15 +58,10 @@ pub const MAX_CONCURRENT_RECONCILES: usize = 64;
 /// claim, [`MAX_CONCURRENT_RECONCILES`] at once), so a create that hangs until its deadline
 /// delays neither other launches nor timeouts nor finalization.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
-    let workers = Arc::new(util::KeyedWorkers::new("nodeclaim.lifecycle", MAX_CONCURRENT_RECONCILES));
-    util::run_loop(ctx, stopped, "nodeclaim.lifecycle", Duration::from_secs(1), move |ctx| {
-        let workers = workers.clone();
-        async move { step(ctx, &workers).await }
-    })
-    .await;
+    util::run_keyed_loop(ctx, stopped, "nodeclaim.lifecycle", MAX_CONCURRENT_RECONCILES, step).await;
 }
 
-async fn step(ctx: Arc<Context>, workers: &util::KeyedWorkers) -> Result<(), ControllerError> {
+async fn step(ctx: Arc<Context>, workers: Arc<util::KeyedWorkers>) -> Result<(), ControllerError> {
     let mut claims = ctx.state.node_claims.state();
     claims.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for claim in claims {

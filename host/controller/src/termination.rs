@@ -32,15 +32,10 @@ pub const MAX_CONCURRENT_TERMINATIONS: usize = 64;
 
 /// Runs the termination loop.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
-    let workers = Arc::new(util::KeyedWorkers::new("node.termination", MAX_CONCURRENT_TERMINATIONS));
-    util::run_loop(ctx, stopped, "node.termination", Duration::from_secs(1), move |ctx| {
-        let workers = workers.clone();
-        async move { step(ctx, &workers).await }
-    })
-    .await;
+    util::run_keyed_loop(ctx, stopped, "node.termination", MAX_CONCURRENT_TERMINATIONS, step).await;
 }
 
-async fn step(ctx: Arc<Context>, workers: &util::KeyedWorkers) -> Result<(), ControllerError> {
+async fn step(ctx: Arc<Context>, workers: Arc<util::KeyedWorkers>) -> Result<(), ControllerError> {
     for node in ctx.state.nodes.state() {
         let terminating = node.metadata.deletion_timestamp.is_some()
             && node.metadata.finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER);

@@ -44,6 +44,22 @@ pub(crate) async fn run_loop<F, Fut>(
     }
 }
 
+/// Runs `step` like [`run_loop`], handing it the loop's [`KeyedWorkers`] (at most `limit`
+/// reconciles at once), which live as long as the loop.
+pub(crate) async fn run_keyed_loop<F, Fut>(
+    ctx: Arc<Context>,
+    stopped: watch::Receiver<bool>,
+    name: &'static str,
+    limit: usize,
+    step: F,
+) where
+    F: Fn(Arc<Context>, Arc<KeyedWorkers>) -> Fut,
+    Fut: Future<Output = Result<(), ControllerError>>,
+{
+    let workers = Arc::new(KeyedWorkers::new(name, limit));
+    run_loop(ctx, stopped, name, Duration::from_secs(1), move |ctx| step(ctx, workers.clone())).await;
+}
+
 /// Runs one reconcile per object key at a time, up to `limit` at once, each in its own task,
 /// so one slow object (a cloud call that hangs until its deadline) never delays the others.
 ///

@@ -99,6 +99,21 @@ pub struct KubeTarget {
     pub namespace: Option<String>,
 }
 
+impl KubeTarget {
+    /// The parts of a call on this collection (and object `name`) that go into the request
+    /// path, for [`crate::kube_names::check`].
+    pub fn parts<'a>(&'a self, name: Option<&'a str>) -> crate::kube_names::CallParts<'a> {
+        crate::kube_names::CallParts {
+            cluster: &self.cluster,
+            group: &self.group,
+            version: &self.version,
+            resource: &self.resource,
+            namespace: self.namespace.as_deref(),
+            name,
+        }
+    }
+}
+
 /// How a patch body is interpreted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatchType {
@@ -185,15 +200,7 @@ impl KubeClusters {
     /// The dynamic API for `target`. The parts are checked again here (the plugin-facing
     /// import checks them first), so no caller can hand this backend a path-changing value.
     fn api(&self, target: &KubeTarget, name: Option<&str>) -> Result<kube::Api<kube::core::DynamicObject>, KubeCallError> {
-        let parts = crate::kube_names::CallParts {
-            cluster: &target.cluster,
-            group: &target.group,
-            version: &target.version,
-            resource: &target.resource,
-            namespace: target.namespace.as_deref(),
-            name,
-        };
-        crate::kube_names::check(&parts).map_err(|e| KubeCallError::Invalid(e.to_string()))?;
+        crate::kube_names::check(&target.parts(name)).map_err(|e| KubeCallError::Invalid(e.to_string()))?;
         let client = self.clusters.get(&target.cluster).cloned().ok_or_else(|| {
             KubeCallError::Unavailable(format!("no cluster named {:?} is configured", target.cluster))
         })?;

@@ -251,15 +251,14 @@ impl CallState {
         name: Option<&str>,
         verb: Verb,
     ) -> Result<KubeTarget, kubernetes::KubeError> {
-        let parts = kube_names::CallParts {
-            cluster: &target.cluster,
-            group: &target.group,
-            version: &target.version,
-            resource: &target.resource,
-            namespace: target.namespace.as_deref(),
-            name,
+        let target = KubeTarget {
+            cluster: target.cluster,
+            group: target.group,
+            version: target.version,
+            resource: target.resource,
+            namespace: target.namespace,
         };
-        if let Err(invalid) = kube_names::check(&parts) {
+        if let Err(invalid) = kube_names::check(&target.parts(name)) {
             tracing::warn!(plugin = %self.plugin.name, op = self.op, verb = verb.as_str(), "kubernetes call refused: {invalid}");
             return Err(kubernetes::KubeError::Invalid(format!("plugin {}: {invalid}", self.plugin.name)));
         }
@@ -271,13 +270,7 @@ impl CallState {
             verb,
         };
         self.plugin.capabilities.check_kube(&access).map_err(|r| kubernetes::KubeError::Denied(r.0))?;
-        Ok(KubeTarget {
-            cluster: target.cluster,
-            group: target.group,
-            version: target.version,
-            resource: target.resource,
-            namespace: target.namespace,
-        })
+        Ok(target)
     }
 }
 
