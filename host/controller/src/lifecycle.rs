@@ -1,5 +1,6 @@
 //! The NodeClaim lifecycle: finalizer → launch → registration → initialization, liveness
-//! timeouts, and finalization of deleted claims (Node gone, instance deleted, finalizer off).
+//! timeouts, expiration (`expireAfter`), and finalization of deleted claims (Node gone,
+//! instance deleted until the cloud says `not-found`, finalizer off).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -92,6 +93,11 @@ async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerErr
         merge_patch(&claims(ctx), &name, json!({"metadata": {"finalizers": next}})).await?;
         return Ok(());
     }
+    if let Some(at) = expires_at(claim)
+        && ctx.clock.now() >= at
+    {
+        return expire(ctx, claim).await;
+    }
     if !claim.is_condition_true(LAUNCHED) {
         return launch(ctx, claim).await;
     }
@@ -102,6 +108,32 @@ async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerErr
         initialize(ctx, claim).await?;
     }
     reconcile_instance(ctx, claim).await
+}
+
+/// When a NodeClaim expires: its creation time plus its `expireAfter` (720h when unset;
+/// `None` for `Never`).
+pub fn expires_at(claim: &NodeClaim) -> Option<std::time::SystemTime> {
+    let created = claim.metadata.creation_timestamp.as_ref().map(system_time)?;
+    Some(created + claim.spec.effective_expire_after().duration()?)
+}
+
+/// Expiration, upstream's forceful disruption: the claim is deleted at once — no budgets, no
+/// replacement launched first, no do-not-disrupt check (the drain still honours budgets and
+/// do-not-disrupt until the claim's terminationGracePeriod). Its pods are provisioned again
+/// like any pods that lose their node.
+async fn expire(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError> {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    delete_claim(ctx, &name).await?;
+    let label = |k: &str| claim.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or_default();
+    let (pool, capacity_type) = (label(labels::NODEPOOL_LABEL), label(labels::CAPACITY_TYPE_LABEL));
+    let reason = [("reason", "expired"), ("nodepool", pool.as_str()), ("capacity_type", capacity_type.as_str())];
+    ctx.metrics.inc(crate::metrics::names::NODECLAIMS_DISRUPTED, &reason);
+    let node = claim.status.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+    let pods = crate::termination::reschedulable_pods(&ctx.state.pods_on_node(&node)).len() as u64;
+    ctx.metrics.add(crate::metrics::names::PODS_DISRUPTION_INITIATED, &reason, pods);
+    ctx.events.normal(&Involved::of(claim), "DisruptionTerminating", "Disrupting NodeClaim: Expired").await;
+    tracing::info!(nodeclaim = %name, expire_after = %claim.spec.effective_expire_after().as_str(), "deleting expired nodeclaim");
+    Ok(())
 }
 
 /// Calls the plugin's `reconcile-instance` for a launched claim whose NodeClass generation
@@ -653,4 +685,28 @@ async fn finalize(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerErro
     );
     tracing::info!(nodeclaim = %name, "deleted nodeclaim");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(created: &str, expire_after: Option<&str>) -> NodeClaim {
+        let mut spec = json!({"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}, "requirements": []});
+        if let Some(e) = expire_after {
+            spec["expireAfter"] = json!(e);
+        }
+        serde_json::from_value(json!({"metadata": {"name": "c", "creationTimestamp": created}, "spec": spec})).unwrap()
+    }
+
+    fn at(rfc3339: &str) -> std::time::SystemTime {
+        system_time(&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(rfc3339.parse().unwrap()))
+    }
+
+    #[test]
+    fn a_claim_expires_at_creation_plus_expire_after() {
+        assert_eq!(expires_at(&claim("2026-01-01T00:00:00Z", Some("90m"))), Some(at("2026-01-01T01:30:00Z")));
+        assert_eq!(expires_at(&claim("2026-01-01T00:00:00Z", None)), Some(at("2026-01-31T00:00:00Z")), "720h by default");
+        assert_eq!(expires_at(&claim("2026-01-01T00:00:00Z", Some("Never"))), None);
+    }
 }

@@ -19,6 +19,9 @@ pub mod names {
     pub const NODES_TERMINATED: &str = "karpenter_nodes_terminated_total";
     /// Eviction requests, by `code`.
     pub const EVICTION_REQUESTS: &str = "karpenter_pods_eviction_requests_total";
+    /// Reschedulable pods on NodeClaims whose disruption started, by `reason`, `nodepool`,
+    /// `capacity_type`.
+    pub const PODS_DISRUPTION_INITIATED: &str = "karpenter_pods_disruption_initiated_total";
     /// Failed cloud-provider calls, by `controller`, `method`, `provider` and `error`.
     pub const CLOUDPROVIDER_ERRORS: &str = "karpenter_cloudprovider_errors_total";
     /// Instances no NodeClaim owned that garbage collection deleted, by `provider` (Joinery's own).
@@ -32,6 +35,7 @@ const HELP: &[(&str, &str)] = &[
     (names::NODES_CREATED, "Number of nodes created in total by Karpenter."),
     (names::NODES_TERMINATED, "Number of nodes terminated in total by Karpenter."),
     (names::EVICTION_REQUESTS, "The number of eviction requests by response code."),
+    (names::PODS_DISRUPTION_INITIATED, "The number of pods whose disruption was initiated, by the NodeClaim's disruption reason."),
     (names::CLOUDPROVIDER_ERRORS, "Total number of errors returned from CloudProvider calls."),
     (names::INSTANCES_GARBAGE_COLLECTED, "Number of instances without a NodeClaim deleted by garbage collection."),
 ];
@@ -47,8 +51,13 @@ pub struct Metrics {
 impl Metrics {
     /// Adds one to the counter `name` with `labels`.
     pub fn inc(&self, name: &'static str, labels: &[(&'static str, &str)]) {
+        self.add(name, labels, 1);
+    }
+
+    /// Adds `amount` to the counter `name` with `labels` (the series appears even for 0).
+    pub fn add(&self, name: &'static str, labels: &[(&'static str, &str)], amount: u64) {
         let labels: Labels = labels.iter().map(|(k, v)| (*k, v.to_string())).collect();
-        *self.counters.lock().expect("metrics lock").entry(name).or_default().entry(labels).or_default() += 1;
+        *self.counters.lock().expect("metrics lock").entry(name).or_default().entry(labels).or_default() += amount;
     }
 
     /// The value of a counter (0 when never incremented).
