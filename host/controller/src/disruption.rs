@@ -1,7 +1,9 @@
 //! Disruption v0: emptiness. Initialized nodes without workload pods (DaemonSet, mirror and
 //! disrupted-taint-tolerating pods do not count) for `consolidateAfter` become
-//! `Consolidatable`; the loop then deletes them within the NodePool's disruption budgets,
-//! after re-validating the decision `disruption_validation_delay` later, as upstream does.
+//! `Consolidatable`; the loop then deletes them within the NodePool's disruption budgets
+//! (a budget with a `schedule` counts only while its window is open, see
+//! [`joinery_core::cron`]), after re-validating the decision `disruption_validation_delay`
+//! later, as upstream does.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -169,9 +171,27 @@ async fn update_consolidatable(ctx: &Context, claim: &NodeClaim, pool: &NodePool
     Ok(())
 }
 
+/// Whether a budget constrains disruption at `now`: always without a schedule; with one, while
+/// the schedule fired within the last `duration` (upstream's rule, UTC).
+fn budget_active(budget: &joinery_api::nodepool::Budget, now: SystemTime) -> Result<bool, String> {
+    match (&budget.schedule, &budget.duration) {
+        (None, None) => Ok(true),
+        (Some(schedule), Some(duration)) => {
+            let schedule = joinery_core::cron::Schedule::parse(schedule).map_err(|e| e.to_string())?;
+            Ok(schedule.active(duration.duration(), now))
+        }
+        _ => Err("'schedule' must be set with 'duration'".to_string()),
+    }
+}
+
 /// How many nodes of each pool may be disrupted for `reason` now: the tightest budget that
 /// applies, minus the pool's nodes already being disrupted (floored at 0).
-fn allowed_disruptions(candidates: &[Candidate], deleting: &HashMap<String, u64>, reason: DisruptionReason) -> BTreeMap<String, u64> {
+fn allowed_disruptions(
+    candidates: &[Candidate],
+    deleting: &HashMap<String, u64>,
+    reason: DisruptionReason,
+    now: SystemTime,
+) -> BTreeMap<String, u64> {
     let mut totals: BTreeMap<String, (Arc<NodePool>, u64)> = BTreeMap::new();
     for c in candidates {
         let name = c.pool.metadata.name.clone().unwrap_or_default();
@@ -187,9 +207,15 @@ fn allowed_disruptions(candidates: &[Candidate], deleting: &HashMap<String, u64>
                 .effective_budgets()
                 .iter()
                 .filter(|b| b.applies_to(reason))
-                // Scheduled budgets are treated as always active (fail closed) until cron
-                // schedules are evaluated.
-                .map(|b| b.nodes_value().map(|n| n.allowed(total)).unwrap_or(0))
+                .filter_map(|b| match budget_active(b, now) {
+                    // An invalid budget fails closed: nothing may be disrupted.
+                    Err(e) => {
+                        tracing::warn!(nodepool = %name, error = %e, "invalid disruption budget; allowing no disruption");
+                        Some(0)
+                    }
+                    Ok(false) => None,
+                    Ok(true) => Some(b.nodes_value().map(|n| n.allowed(total)).unwrap_or(0)),
+                })
                 .min()
                 .unwrap_or(u64::MAX);
             let busy = deleting.get(&name).copied().unwrap_or(0);
@@ -206,7 +232,7 @@ fn choose_empty(ctx: &Context, candidates: &[Candidate]) -> Vec<String> {
             *deleting.entry(pool).or_default() += 1;
         }
     }
-    let mut allowed = allowed_disruptions(candidates, &deleting, DisruptionReason::Empty);
+    let mut allowed = allowed_disruptions(candidates, &deleting, DisruptionReason::Empty, ctx.clock.now());
     let mut chosen = Vec::new();
     let mut empties: Vec<&Candidate> = candidates
         .iter()

@@ -14,6 +14,7 @@
 //! - [`taints`]: taints, tolerations and Kubernetes' matching rules.
 //! - [`instance_type`]: instance types, offerings, allocatable capacity and price ordering.
 //! - [`backoff`]: exponential backoff with `Retry-After`, per key, for calls that failed.
+//! - [`cron`]: the cron schedules of disruption budgets, and when a scheduled budget is active.
 //! - [`drain`]: which pods a terminating node evicts, force-deletes or waits for.
 //! - [`nodeclaim`]: the NodeClaim the scheduler asks a cloud plugin to launch, and the instance
 //!   a plugin reports back.
@@ -23,6 +24,7 @@
 
 pub mod backoff;
 pub mod clock;
+pub mod cron;
 pub mod drain;
 mod hash;
 pub mod instance_type;
