@@ -251,9 +251,11 @@ async fn force_delete(ctx: &Context, pod: &Pod, grace: Duration) {
     match api.delete(&name, &params).await {
         Ok(_) => {
             tracing::info!(pod = %format!("{namespace}/{name}"), grace_seconds = grace.as_secs(), "deleted pod: the node's terminationGracePeriod is ending");
-            ctx.events
-                .normal(&Involved::of(pod), "Evicted", "Deleted pod: the node's terminationGracePeriod is ending (budgets and do-not-disrupt no longer hold)")
-                .await;
+            let message = format!(
+                "Deleting the pod with a {}s grace period: its node's terminationGracePeriod ends then; this bypasses the pod's disruption budget and do-not-disrupt annotation",
+                grace.as_secs().max(1)
+            );
+            ctx.events.warning(&Involved::of(pod), "TerminationGracePeriodExpiring", &message).await;
         }
         Err(e) if util::is_not_found(&e) => {}
         Err(e) => tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, "forced pod deletion failed; will retry"),
