@@ -207,7 +207,8 @@ async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
             }
             return Ok(());
         }
-        // 5. The instance goes (until the cloud says it is gone).
+        // 5. The instance goes: `delete` is called again on later passes until the cloud
+        //    answers not-found, and only then does the finalizer come off.
         if let Some(plugin) = &plugin {
             let call = CloudCall::new(plugin.name(), "delete", &provider_id);
             if let Some(wait) = ctx.cloud_wait(&call) {
@@ -216,7 +217,7 @@ async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
             let result = plugin.delete(&provider_id).await;
             ctx.cloud_outcome(CONTROLLER, &call, &result);
             match result {
-                Ok(()) => {}
+                Ok(()) => return Ok(()),
                 Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => {}
                 Err(e) => return Err(e.into()),
             }
