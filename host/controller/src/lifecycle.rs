@@ -167,7 +167,7 @@ async fn reconcile_instance(ctx: &Context, claim: &NodeClaim) -> Result<(), Cont
 }
 
 /// Writes conditions (and other status fields) in one status patch.
-async fn write_status(
+pub(crate) async fn write_status(
     ctx: &Context,
     claim: &NodeClaim,
     updates: Vec<joinery_api::Condition>,

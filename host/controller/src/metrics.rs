@@ -17,6 +17,8 @@ pub mod names {
     pub const NODES_CREATED: &str = "karpenter_nodes_created_total";
     /// Nodes whose finalizer completed, by `nodepool`, `zone`.
     pub const NODES_TERMINATED: &str = "karpenter_nodes_terminated_total";
+    /// Nodes whose drain completed, by `nodepool`.
+    pub const NODES_DRAINED: &str = "karpenter_nodes_drained_total";
     /// Eviction requests, by `code`.
     pub const EVICTION_REQUESTS: &str = "karpenter_pods_eviction_requests_total";
     /// Reschedulable pods on NodeClaims whose disruption started, by `reason`, `nodepool`,
@@ -34,6 +36,7 @@ const HELP: &[(&str, &str)] = &[
     (names::NODECLAIMS_DISRUPTED, "Number of nodeclaims disrupted in total by Karpenter."),
     (names::NODES_CREATED, "Number of nodes created in total by Karpenter."),
     (names::NODES_TERMINATED, "Number of nodes terminated in total by Karpenter."),
+    (names::NODES_DRAINED, "The total number of nodes drained by Karpenter."),
     (names::EVICTION_REQUESTS, "The number of eviction requests by response code."),
     (names::PODS_DISRUPTION_INITIATED, "The number of pods whose disruption was initiated, by the NodeClaim's disruption reason."),
     (names::CLOUDPROVIDER_ERRORS, "Total number of errors returned from CloudProvider calls."),

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use joinery_api::NodeClaim;
+use joinery_api::{ConditionStatus, HasConditions, NodeClaim};
 use joinery_core::drain::{self, DrainAction, DrainPod};
 use joinery_core::labels;
 use joinery_runtime::CallError;
@@ -20,6 +20,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::events::Involved;
+use crate::lifecycle::conditions::DRAINED;
 use crate::state::{is_daemon_pod, is_mirror_pod};
 use crate::util::{self, merge_patch, system_time};
 use crate::{CloudCall, Context, ControllerError};
@@ -205,7 +206,13 @@ async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
             if plan.blocked_by_do_not_disrupt > 0 {
                 tracing::debug!(node = %node_name, pods = plan.blocked_by_do_not_disrupt, "drain waits for do-not-disrupt pods");
             }
+            let message = format!("{} pods waiting to be evicted", plan.waiting);
+            set_drained(ctx, claim.as_deref(), ConditionStatus::Unknown, "Draining", message).await?;
             return Ok(());
+        }
+        if set_drained(ctx, claim.as_deref(), ConditionStatus::True, "Drained", String::new()).await? {
+            let pool = node.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)).cloned().unwrap_or_default();
+            ctx.metrics.inc(crate::metrics::names::NODES_DRAINED, &[("nodepool", pool.as_str())]);
         }
         // 5. The instance goes: `delete` is called again on later passes until the cloud
         //    answers not-found, and only then does the finalizer come off.
@@ -240,6 +247,28 @@ async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
     );
     tracing::info!(node = %node_name, "deleted node");
     Ok(())
+}
+
+/// Writes the NodeClaim's `Drained` condition (upstream's: `Unknown`/`Draining` while pods
+/// remain, `True` once none does) when it changes. Returns whether it was written.
+async fn set_drained(
+    ctx: &Context,
+    claim: Option<&NodeClaim>,
+    status: ConditionStatus,
+    reason: &str,
+    message: String,
+) -> Result<bool, ControllerError> {
+    let Some(claim) = claim else { return Ok(false) };
+    let current = claim.condition(DRAINED);
+    if current.is_some_and(|c| c.status == status && c.reason == reason && c.message == message) {
+        return Ok(false);
+    }
+    let condition = util::condition(ctx, DRAINED, status, reason, message);
+    match crate::lifecycle::write_status(ctx, claim, vec![condition], json!({})).await {
+        Ok(()) => Ok(true),
+        Err(ControllerError::Kube(e)) if util::is_not_found(&e) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Deletes a pod with `grace`, bypassing PodDisruptionBudgets and do-not-disrupt: the node's

@@ -144,7 +144,11 @@ async fn termination_grace_period_overrides_budgets_and_do_not_disrupt() {
     .await;
     // 90 s simulated is 4.5 s real; the drain must not finish long before the deadline.
     tokio::time::sleep(sim.clock.to_real(Duration::from_secs(30))).await;
-    assert!(claims(&sim).await.iter().any(|c| c.metadata.name.as_deref() == Some(name.as_str())), "the budget holds at first");
+    let held = claims(&sim).await.into_iter().find(|c| c.metadata.name.as_deref() == Some(name.as_str()));
+    let held = held.expect("the budget holds at first");
+    let drained = held.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|c| c.iter().find(|c| c.type_ == "Drained")).cloned();
+    let drained = drained.expect("the claim says it is draining");
+    assert_eq!((format!("{:?}", drained.status), drained.reason.as_str()), ("Unknown".to_string(), "Draining"), "{drained:?}");
     // The pods are gone, so their replacements (none here: bare pods) do not keep a node.
     let pods: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
     eventually("the node is gone and the pods were deleted", Duration::from_secs(60), || async {
