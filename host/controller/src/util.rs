@@ -189,16 +189,17 @@ mod tests {
         tokio::task::yield_now().await;
         assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
         release.send_replace(true);
-        for _ in 0..100 {
-            if workers.running() == 0 {
-                break;
+        async fn until(done: impl Fn() -> bool) {
+            let started = std::time::Instant::now();
+            while !done() && started.elapsed() < Duration::from_secs(30) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        until(|| workers.running() == 0).await;
         assert_eq!(workers.running(), 0);
         // Once finished, the key may run again.
         workers.spawn("stuck".into(), slow(runs.clone(), released)).await;
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        until(|| runs.load(std::sync::atomic::Ordering::SeqCst) == 2).await;
         assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 

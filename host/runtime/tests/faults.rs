@@ -124,25 +124,36 @@ async fn looping_calls_do_not_starve_other_tasks() {
     }
 }
 
-/// A Kubernetes backend whose every call hangs (a dead API server behind a granted import).
-struct HangingKube;
+/// A Kubernetes backend whose every call hangs (a dead API server behind a granted import),
+/// and says when a call has entered it.
+#[derive(Default)]
+struct HangingKube {
+    entered: tokio::sync::Notify,
+}
+
+impl HangingKube {
+    async fn hang<T>(&self) -> T {
+        self.entered.notify_one();
+        std::future::pending().await
+    }
+}
 
 #[async_trait::async_trait]
 impl KubeBackend for HangingKube {
     async fn get(&self, _: &KubeTarget, _: &str) -> Result<String, KubeCallError> {
-        std::future::pending().await
+        self.hang().await
     }
     async fn list(&self, _: &KubeTarget, _: Option<&str>) -> Result<String, KubeCallError> {
-        std::future::pending().await
+        self.hang().await
     }
     async fn create(&self, _: &KubeTarget, _: &str) -> Result<String, KubeCallError> {
-        std::future::pending().await
+        self.hang().await
     }
     async fn patch(&self, _: &KubeTarget, _: &str, _: PatchType, _: &str) -> Result<String, KubeCallError> {
-        std::future::pending().await
+        self.hang().await
     }
     async fn delete(&self, _: &KubeTarget, _: &str) -> Result<(), KubeCallError> {
-        std::future::pending().await
+        self.hang().await
     }
 }
 
@@ -152,13 +163,15 @@ impl KubeBackend for HangingKube {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_stuck_in_a_host_import_time_out_and_queued_calls_are_bounded() {
     let grants = "plugins:\n  hostile:\n    kubernetes:\n      - {group: \"\", resources: [configmaps], verbs: [get]}\n";
-    let services = HostServices { kube: std::sync::Arc::new(HangingKube), ..Default::default() };
+    let kube = std::sync::Arc::new(HangingKube::default());
+    let services = HostServices { kube: kube.clone(), ..Default::default() };
     let plugin = slow_hostile(1_500, 1, grants, services);
     let stuck = {
         let plugin = plugin.clone();
         tokio::spawn(async move { plugin.get_instance_types(&class(json!({"mode": "kube"}))).await })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The stuck call holds the only slot once it is inside the import.
+    kube.entered.notified().await;
     assert!(probe_latency().await < Duration::from_secs(1));
     let queued = plugin.get_instance_types(&class(json!({"mode": "ok"}))).await.unwrap_err();
     assert!(matches!(queued, CallError::Saturated { max_concurrency: 1, .. }), "{queued:?}");
