@@ -5,6 +5,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use joinery_core::clock::days_from_civil;
 use serde_json::{Map, Value, json};
 
 use crate::jsonpath::JsonPath;
@@ -988,17 +989,6 @@ pub(crate) fn parse_timestamp(value: Option<&Value>) -> Option<SystemTime> {
     } else {
         UNIX_EPOCH.checked_sub(Duration::from_secs((-seconds) as u64))
     }
-}
-
-/// Days since 1970-01-01 of a date in the proleptic Gregorian calendar.
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_from_march = (month + 9) % 12;
-    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 #[cfg(test)]

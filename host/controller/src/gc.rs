@@ -136,11 +136,7 @@ async fn step(ctx: &Context) -> Result<(), ControllerError> {
         // instance younger than the grace period.
         let owners = owners(ctx);
         let call = CloudCall::new(plugin.name(), "list", "");
-        if ctx.cloud_wait(&call).is_some() {
-            continue;
-        }
-        let result = plugin.list().await;
-        ctx.cloud_outcome(CONTROLLER, &call, &result);
+        let Ok(result) = ctx.call_cloud(CONTROLLER, &call, plugin.list()).await else { continue };
         let instances = match result {
             Ok(instances) => instances,
             Err(e) => {
@@ -158,11 +154,7 @@ async fn step(ctx: &Context) -> Result<(), ControllerError> {
             tracing::info!(plugin = plugin.name(), provider_id = %instance.provider_id, node_claim = ?instance.node_claim,
                 "garbage collecting an instance no NodeClaim owns");
             let call = CloudCall::new(plugin.name(), "delete", &instance.provider_id);
-            if ctx.cloud_wait(&call).is_some() {
-                continue;
-            }
-            let result = plugin.delete(&instance.provider_id).await;
-            ctx.cloud_outcome(CONTROLLER, &call, &result);
+            let Ok(result) = ctx.call_cloud(CONTROLLER, &call, plugin.delete(&instance.provider_id)).await else { continue };
             match result {
                 Ok(()) | Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => {
                     ctx.metrics.inc(crate::metrics::names::INSTANCES_GARBAGE_COLLECTED, &[("provider", plugin.name())]);

@@ -152,6 +152,23 @@ impl Context {
         self.cloud_backoff.wait(call, self.clock.now())
     }
 
+    /// Makes the cloud call `request` through the backoff: `Err(BackingOff)` without calling
+    /// while `call` (or its plugin) must wait, else the call's own result, recorded with
+    /// [`Context::cloud_outcome`]. `request` is not started unless the call goes ahead.
+    pub async fn call_cloud<T>(
+        &self,
+        controller: &'static str,
+        call: &CloudCall,
+        request: impl Future<Output = Result<T, joinery_runtime::CallError>>,
+    ) -> Result<Result<T, joinery_runtime::CallError>, ControllerError> {
+        if let Some(wait) = self.cloud_wait(call) {
+            return Err(ControllerError::BackingOff { plugin: call.plugin.clone(), method: call.method, wait });
+        }
+        let result = request.await;
+        self.cloud_outcome(controller, call, &result);
+        Ok(result)
+    }
+
     /// Records how a cloud call ended (see [`cloud::CloudBackoff::record`]) and counts a
     /// failure in `karpenter_cloudprovider_errors_total`. Returns the wait before the call
     /// may be retried, if it failed.

@@ -152,11 +152,10 @@ async fn reconcile_instance(ctx: &Context, claim: &NodeClaim) -> Result<(), Cont
     }
     let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
     let call = CloudCall::new(plugin.name(), "reconcile-instance", &uid);
-    if ctx.cloud_wait(&call).is_some() {
+    let (claim_wit, class_wit) = (claim_to_wit(claim), node_class_wit(&class));
+    let Ok(result) = ctx.call_cloud(CONTROLLER, &call, plugin.reconcile_instance(&claim_wit, &class_wit)).await else {
         return Ok(());
-    }
-    let result = plugin.reconcile_instance(&claim_to_wit(claim), &node_class_wit(&class)).await;
-    ctx.cloud_outcome(CONTROLLER, &call, &result);
+    };
     match result {
         Ok(()) | Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => {
             ctx.reconciled.lock().expect("reconciled lock").insert(uid, seen);
@@ -355,12 +354,8 @@ async fn find_instance_of(
 ) -> Result<Option<wit::Instance>, ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let call = CloudCall::new(plugin.name(), "list", &claim.metadata.uid.clone().unwrap_or_default());
-    if let Some(wait) = ctx.cloud_wait(&call) {
-        return Err(ControllerError::BackingOff { plugin: plugin.name().to_string(), method: "list", wait });
-    }
-    let result = plugin.list().await;
-    ctx.cloud_outcome(CONTROLLER, &call, &result);
-    Ok(result?.into_iter().find(|i| i.node_claim.as_deref() == Some(name.as_str()) && i.state != wit::InstanceState::Terminated))
+    let instances = ctx.call_cloud(CONTROLLER, &call, plugin.list()).await??;
+    Ok(instances.into_iter().find(|i| i.node_claim.as_deref() == Some(name.as_str()) && i.state != wit::InstanceState::Terminated))
 }
 
 async fn launch_failed(ctx: &Context, claim: &NodeClaim, error: CallError, retry_in: Duration) -> Result<(), ControllerError> {
@@ -653,11 +648,7 @@ async fn finalize(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerErro
         // its instance still runs.
         let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
         let call = CloudCall::new(plugin.name(), "delete", &uid);
-        if ctx.cloud_wait(&call).is_some() {
-            return Ok(());
-        }
-        let result = plugin.delete(pid).await;
-        ctx.cloud_outcome(CONTROLLER, &call, &result);
+        let Ok(result) = ctx.call_cloud(CONTROLLER, &call, plugin.delete(pid)).await else { return Ok(()) };
         match result {
             Ok(()) => {
                 if !claim.is_condition_true(INSTANCE_TERMINATING) {

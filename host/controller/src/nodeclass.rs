@@ -69,12 +69,8 @@ async fn step(ctx: Arc<Context>, resolved: Arc<Mutex<HashMap<(String, i64), Syst
             // A failed resolve is retried soon, but never faster than its backoff allows
             // (nor while the plugin's cloud asked every caller to wait).
             let call = crate::CloudCall::new(plugin.name(), "resolve-node-class", class.metadata.uid.as_deref().unwrap_or(""));
-            if ctx.cloud_wait(&call).is_some() {
-                continue;
-            }
+            let Ok(result) = ctx.call_cloud("nodeclass", &call, plugin.resolve_node_class(&node_class_wit(&class))).await else { continue };
             let mut retry_soon = false;
-            let result = plugin.resolve_node_class(&node_class_wit(&class)).await;
-            ctx.cloud_outcome("nodeclass", &call, &result);
             let (conditions, status) = match result {
                 Ok(resolution) => {
                     let status: serde_json::Value = serde_json::from_str(&resolution.status).unwrap_or_else(|_| json!({}));

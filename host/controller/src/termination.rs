@@ -164,13 +164,8 @@ async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
     let instance_gone = match &plugin {
         Some(plugin) if !node_ready(node) => {
             let call = CloudCall::new(plugin.name(), "get", &provider_id);
-            if ctx.cloud_wait(&call).is_some() {
-                false
-            } else {
-                let result = plugin.get(&provider_id).await;
-                ctx.cloud_outcome(CONTROLLER, &call, &result);
-                matches!(result, Err(CallError::Cloud { error: CloudError::NotFound(_), .. }))
-            }
+            let result = ctx.call_cloud(CONTROLLER, &call, plugin.get(&provider_id)).await;
+            matches!(result, Ok(Err(CallError::Cloud { error: CloudError::NotFound(_), .. })))
         }
         _ => false,
     };
@@ -218,12 +213,7 @@ async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
         //    answers not-found, and only then does the finalizer come off.
         if let Some(plugin) = &plugin {
             let call = CloudCall::new(plugin.name(), "delete", &provider_id);
-            if let Some(wait) = ctx.cloud_wait(&call) {
-                return Err(ControllerError::BackingOff { plugin: plugin.name().to_string(), method: "delete", wait });
-            }
-            let result = plugin.delete(&provider_id).await;
-            ctx.cloud_outcome(CONTROLLER, &call, &result);
-            match result {
+            match ctx.call_cloud(CONTROLLER, &call, plugin.delete(&provider_id)).await? {
                 Ok(()) => return Ok(()),
                 Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => {}
                 Err(e) => return Err(e.into()),

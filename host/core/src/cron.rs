@@ -178,17 +178,10 @@ impl Civil {
         let seconds = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let days = (seconds / 86_400) as i64;
         let of_day = seconds % 86_400;
-        // Days since 1970-01-01 to a civil date (proleptic Gregorian), by eras of 400 years.
-        let z = days + 719_468;
-        let doe = z.rem_euclid(146_097);
-        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+        let (_, month, day) = crate::clock::civil_from_days(days);
         Civil {
-            month,
-            day,
+            month: month as u32,
+            day: day as u32,
             // 1970-01-01 was a Thursday (4).
             weekday: ((days + 4).rem_euclid(7)) as u32,
             hour: (of_day / 3_600) as u32,
@@ -201,16 +194,9 @@ impl Civil {
 mod tests {
     use super::*;
 
-    /// Seconds since the epoch of a UTC date and time.
+    /// A UTC date and time.
     fn utc(year: i64, month: u32, day: u32, hour: u32, minute: u32) -> SystemTime {
-        // Days from civil (the inverse of Civil::of), for the tests only.
-        let y = if month <= 2 { year - 1 } else { year };
-        let era = y.div_euclid(400);
-        let yoe = y.rem_euclid(400);
-        let m = i64::from(month);
-        let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        let days = era * 146_097 + doe - 719_468;
+        let days = crate::clock::days_from_civil(year, i64::from(month), i64::from(day));
         UNIX_EPOCH + Duration::from_secs((days * 86_400) as u64 + u64::from(hour) * 3_600 + u64::from(minute) * 60)
     }
 

@@ -482,16 +482,7 @@ impl Drop for ExoFake {
 pub fn rfc3339(at: SystemTime) -> String {
     let seconds = at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let (days, in_day) = (seconds / 86_400, seconds % 86_400);
-    // Civil date from days since 1970-01-01 (Gregorian calendar, proleptic).
-    let shifted = days as i64 + 719_468;
-    let era = shifted.div_euclid(146_097);
-    let day_of_era = shifted.rem_euclid(146_097);
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = joinery_core::clock::civil_from_days(days as i64);
     format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", in_day / 3600, in_day % 3600 / 60, in_day % 60)
 }
 
