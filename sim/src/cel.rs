@@ -33,6 +33,25 @@ const CACHE_LIMIT: usize = 1024;
 
 const NANOS_PER_SECOND: i128 = 1_000_000_000;
 
+/// How an infix operator joins its two operands.
+#[derive(Clone, Copy)]
+enum Join {
+    Or,
+    And,
+    Binary(BinaryOp),
+}
+
+impl Join {
+    fn apply(self, left: Expr, right: Expr) -> Expr {
+        let (left, right) = (Box::new(left), Box::new(right));
+        match self {
+            Join::Or => Expr::Or(left, right),
+            Join::And => Expr::And(left, right),
+            Join::Binary(op) => Expr::Binary(op, left, right),
+        }
+    }
+}
+
 /// Why a CEL expression could not be parsed or evaluated. The evaluation errors are worded as
 /// cel-go words them, since the API server copies them into its messages.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -610,40 +629,30 @@ impl Parser {
 
     /// `Or = And {"||" And}`
     fn parse_or(&mut self) -> Result<Expr, CelError> {
-        let saved = self.depth;
-        let mut left = self.parse_and()?;
-        while self.eat("||") {
-            self.deeper()?;
-            let right = self.parse_and()?;
-            left = Expr::Or(Box::new(left), Box::new(right));
-        }
-        self.depth = saved;
-        Ok(left)
+        self.parse_left_associative(Self::parse_and, |token| match token {
+            Token::Punct("||") => Some(Join::Or),
+            _ => None,
+        })
     }
 
     /// `And = Relation {"&&" Relation}`
     fn parse_and(&mut self) -> Result<Expr, CelError> {
-        let saved = self.depth;
-        let mut left = self.parse_relation()?;
-        while self.eat("&&") {
-            self.deeper()?;
-            let right = self.parse_relation()?;
-            left = Expr::And(Box::new(left), Box::new(right));
-        }
-        self.depth = saved;
-        Ok(left)
+        self.parse_left_associative(Self::parse_relation, |token| match token {
+            Token::Punct("&&") => Some(Join::And),
+            _ => None,
+        })
     }
 
     /// `Relation = Addition {("<" | "<=" | ">" | ">=" | "==" | "!=" | "in") Addition}`
     fn parse_relation(&mut self) -> Result<Expr, CelError> {
         self.parse_left_associative(Self::parse_addition, |token| match token {
-            Token::Punct("==") => Some(BinaryOp::Equal),
-            Token::Punct("!=") => Some(BinaryOp::NotEqual),
-            Token::Punct("<") => Some(BinaryOp::Less),
-            Token::Punct("<=") => Some(BinaryOp::LessOrEqual),
-            Token::Punct(">") => Some(BinaryOp::Greater),
-            Token::Punct(">=") => Some(BinaryOp::GreaterOrEqual),
-            Token::Ident(word) if word == "in" => Some(BinaryOp::In),
+            Token::Punct("==") => Some(Join::Binary(BinaryOp::Equal)),
+            Token::Punct("!=") => Some(Join::Binary(BinaryOp::NotEqual)),
+            Token::Punct("<") => Some(Join::Binary(BinaryOp::Less)),
+            Token::Punct("<=") => Some(Join::Binary(BinaryOp::LessOrEqual)),
+            Token::Punct(">") => Some(Join::Binary(BinaryOp::Greater)),
+            Token::Punct(">=") => Some(Join::Binary(BinaryOp::GreaterOrEqual)),
+            Token::Ident(word) if word == "in" => Some(Join::Binary(BinaryOp::In)),
             _ => None,
         })
     }
@@ -651,8 +660,8 @@ impl Parser {
     /// `Addition = Multiplication {("+" | "-") Multiplication}`
     fn parse_addition(&mut self) -> Result<Expr, CelError> {
         self.parse_left_associative(Self::parse_multiplication, |token| match token {
-            Token::Punct("+") => Some(BinaryOp::Add),
-            Token::Punct("-") => Some(BinaryOp::Subtract),
+            Token::Punct("+") => Some(Join::Binary(BinaryOp::Add)),
+            Token::Punct("-") => Some(Join::Binary(BinaryOp::Subtract)),
             _ => None,
         })
     }
@@ -660,27 +669,27 @@ impl Parser {
     /// `Multiplication = Unary {("*" | "/" | "%") Unary}`
     fn parse_multiplication(&mut self) -> Result<Expr, CelError> {
         self.parse_left_associative(Self::parse_unary, |token| match token {
-            Token::Punct("*") => Some(BinaryOp::Multiply),
-            Token::Punct("/") => Some(BinaryOp::Divide),
-            Token::Punct("%") => Some(BinaryOp::Modulo),
+            Token::Punct("*") => Some(Join::Binary(BinaryOp::Multiply)),
+            Token::Punct("/") => Some(Join::Binary(BinaryOp::Divide)),
+            Token::Punct("%") => Some(Join::Binary(BinaryOp::Modulo)),
             _ => None,
         })
     }
 
-    /// One level of left-associative binary operators: `Operand {op Operand}`, where `op_of`
-    /// says which tokens are this level's operators.
+    /// One level of left-associative operators: `Operand {op Operand}`, where `combine_with`
+    /// says which tokens are this level's operators and how each joins its operands.
     fn parse_left_associative(
         &mut self,
         operand: fn(&mut Self) -> Result<Expr, CelError>,
-        op_of: fn(&Token) -> Option<BinaryOp>,
+        combine_with: fn(&Token) -> Option<Join>,
     ) -> Result<Expr, CelError> {
         let saved = self.depth;
         let mut left = operand(self)?;
-        while let Some(op) = op_of(self.peek()) {
+        while let Some(join) = combine_with(self.peek()) {
             self.advance();
             self.deeper()?;
             let right = operand(self)?;
-            left = Expr::Binary(op, Box::new(left), Box::new(right));
+            left = join.apply(left, right);
         }
         self.depth = saved;
         Ok(left)

@@ -181,9 +181,11 @@ pub struct Egress {
 }
 
 impl Default for Egress {
-    /// Public web roots and the system trust store, no proxy.
+    /// Public web roots and the system trust store, no proxy. Built once per process and
+    /// shared (every `HostServices::default()` takes one).
     fn default() -> Self {
-        Egress::new(&EgressConfig { system_roots: true, ..Default::default() })
+        static DEFAULT: OnceLock<Egress> = OnceLock::new();
+        DEFAULT.get_or_init(|| Egress::new(&EgressConfig { system_roots: true, ..Default::default() })).clone()
     }
 }
 
