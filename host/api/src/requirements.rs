@@ -10,56 +10,10 @@ use serde::{Deserialize, Serialize};
 /// A map from resource name (`cpu`, `memory`, `nodes`, `nvidia.com/gpu`, ...) to quantity.
 pub type ResourceList = BTreeMap<String, Quantity>;
 
-/// Relationship between a requirement's key and its values.
-///
-/// The first six are the Kubernetes node-selector operators; `Gte` and `Lte` are Karpenter
-/// extensions (inclusive integer comparisons).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-pub enum Operator {
-    /// The label value is one of `values`.
-    In,
-    /// The label value is none of `values` (or the label is absent).
-    NotIn,
-    /// The label is present (`values` must be empty).
-    Exists,
-    /// The label is absent (`values` must be empty).
-    DoesNotExist,
-    /// The label value, as an integer, is greater than the single value.
-    Gt,
-    /// The label value, as an integer, is less than the single value.
-    Lt,
-    /// The label value, as an integer, is greater than or equal to the single value.
-    Gte,
-    /// The label value, as an integer, is less than or equal to the single value.
-    Lte,
-}
-
-impl Operator {
-    /// The wire form of the operator.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::In => "In",
-            Self::NotIn => "NotIn",
-            Self::Exists => "Exists",
-            Self::DoesNotExist => "DoesNotExist",
-            Self::Gt => "Gt",
-            Self::Lt => "Lt",
-            Self::Gte => "Gte",
-            Self::Lte => "Lte",
-        }
-    }
-
-    /// Whether the operator compares a single integer value (`Gt`, `Lt`, `Gte`, `Lte`).
-    pub fn is_numeric(self) -> bool {
-        matches!(self, Self::Gt | Self::Lt | Self::Gte | Self::Lte)
-    }
-}
-
-impl std::fmt::Display for Operator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// Relationship between a requirement's key and its values: the core's operator (the six
+/// Kubernetes node-selector operators plus Karpenter's inclusive `Gte`/`Lte`), one type from
+/// the CRDs to the scheduler. Its CRD schema is [`crate::schema::operator`].
+pub use joinery_core::requirements::Operator;
 
 /// A node selector requirement with an optional minimum number of distinct values
 /// (NodePool and NodeClaim `requirements`).
@@ -74,6 +28,7 @@ pub struct NodeSelectorRequirementWithMinValues {
     ))]
     pub key: String,
     /// How the key relates to `values`.
+    #[schemars(schema_with = "crate::schema::operator")]
     pub operator: Operator,
     /// Values for `In`/`NotIn` (non-empty), a single integer for `Gt`/`Lt`/`Gte`/`Lte`, and
     /// nothing for `Exists`/`DoesNotExist`.
@@ -127,6 +82,7 @@ pub struct NodeSelectorRequirement {
     ))]
     pub key: String,
     /// How the key relates to `values`.
+    #[schemars(schema_with = "crate::schema::operator")]
     pub operator: Operator,
     /// Values for `In`/`NotIn` (non-empty), a single integer for `Gt`/`Lt`/`Gte`/`Lte`, and
     /// nothing for `Exists`/`DoesNotExist`.

@@ -9,6 +9,14 @@ use serde_json::{Value, json};
 
 use crate::patterns;
 
+/// A requirement's `operator`: one of the eight operator names.
+pub(crate) fn operator(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "enum": ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte"],
+    })
+}
+
 /// One `x-kubernetes-validations` entry.
 fn rule(rule: &str, message: &str) -> Value {
     json!({ "message": message, "rule": rule })

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use joinery_runtime::manifest::PluginKind;
-use joinery_runtime::types::{KeyValue, PriceRequest, RenderContext, Taint};
+use joinery_runtime::contract::{KeyValue, PriceRequest, RenderContext, Taint};
 
 use crate::cli::PluginOptions;
 

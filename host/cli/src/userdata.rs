@@ -7,7 +7,7 @@ use joinery_api::NodeClaim;
 use joinery_controller::bootstrap::{ClusterInfo, DEFAULT_RENDERER, NodeClassBootstrap, render_context};
 use joinery_runtime::manifest::PluginKind;
 use joinery_runtime::registry::read_plugin_dir;
-use joinery_runtime::types::KeyValue;
+use joinery_runtime::contract::KeyValue;
 
 use crate::cli::RenderArgs;
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use joinery_api::{NodeClaim, Operator};
 use joinery_core::labels;
-use joinery_runtime::types::{KeyValue, RenderContext, Resource, Taint};
+use joinery_runtime::contract::{KeyValue, RenderContext, Resource, Taint};
 
 /// A NodeClass whose bootstrap fields are malformed; the message names the object and field.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

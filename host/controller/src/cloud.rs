@@ -8,15 +8,14 @@ use std::time::{Duration, SystemTime};
 
 use joinery_core::backoff::{BackoffPolicy, BackoffTable};
 use joinery_core::clock::Clock;
-use joinery_core::instance_type::{InstanceType, Offering, Overhead};
+use joinery_core::instance_type::InstanceType;
 use joinery_core::labels;
-use joinery_core::requirements::{Operator, Requirement, Requirements};
-use joinery_core::resources::Resources;
+use joinery_core::requirements::Requirement;
 use joinery_runtime::CallError;
 use joinery_runtime::manifest::PluginKind;
 use joinery_runtime::plugin::LoadedPlugin;
 use joinery_runtime::registry::PluginRegistry;
-use joinery_runtime::types as wit;
+use joinery_runtime::contract;
 use kube::api::DynamicObject;
 
 use crate::ControllerError;
@@ -107,14 +106,7 @@ impl Cloud {
             Some(types) => types,
             None => {
                 let plugin = self.plugin_for(&group, &kind)?;
-                let raw = plugin.get_instance_types(&node_class_wit(class)).await?;
-                let mut types = Vec::with_capacity(raw.len());
-                for t in &raw {
-                    types.push(instance_type_from_wit(t).map_err(|message| ControllerError::PluginOutput {
-                        plugin: plugin.name().to_string(),
-                        message,
-                    })?);
-                }
+                let mut types = plugin.get_instance_types(&plugin_node_class(class)).await?;
                 self.fill_unknown_prices(&mut types).await;
                 let types = Arc::new(types);
                 self.instance_types.lock().expect("instance type cache lock").insert((uid, generation), (now, types.clone()));
@@ -159,7 +151,7 @@ impl Cloud {
         for (ti, t) in types.iter().enumerate() {
             for (oi, o) in t.offerings().0.iter().enumerate() {
                 if o.price().is_none() {
-                    requests.push(wit::PriceRequest {
+                    requests.push(contract::PriceRequest {
                         instance_type: t.name().to_string(),
                         zone: o.zone().to_string(),
                         capacity_type: o.capacity_type().to_string(),
@@ -241,14 +233,14 @@ impl CloudBackoff {
         let mut table = self.table.lock().expect("cloud backoff lock");
         table.forget_idle(now, Duration::from_secs(3600));
         let error = match result {
-            Ok(_) | Err(CallError::Cloud { error: wit::CloudError::NotFound(_), .. }) => {
+            Ok(_) | Err(CallError::Cloud { error: contract::CloudError::NotFound(_), .. }) => {
                 table.succeed(call);
                 return None;
             }
             Err(e) => e,
         };
         let retry_after = match error {
-            CallError::Cloud { error: wit::CloudError::Retryable(r), .. } => r.retry_after_ms.map(Duration::from_millis),
+            CallError::Cloud { error: contract::CloudError::Retryable(r), .. } => r.retry_after_ms.map(Duration::from_millis),
             _ => None,
         };
         if let Some(wait) = retry_after {
@@ -265,64 +257,15 @@ pub fn group_kind(class: &DynamicObject) -> (String, String) {
     (group, types.kind)
 }
 
-/// A NodeClass object in the WIT form plugins receive.
-pub fn node_class_wit(class: &DynamicObject) -> wit::NodeClass {
-    wit::NodeClass {
+/// A NodeClass object in the form cloud plugins receive.
+pub fn plugin_node_class(class: &DynamicObject) -> contract::NodeClass {
+    contract::NodeClass {
         name: class.metadata.name.clone().unwrap_or_default(),
         uid: class.metadata.uid.clone().unwrap_or_default(),
         generation: class.metadata.generation.unwrap_or_default().max(0) as u64,
         spec: class.data.get("spec").cloned().unwrap_or_else(|| serde_json::json!({})).to_string(),
         status: class.data.get("status").cloned().unwrap_or_else(|| serde_json::json!({})).to_string(),
     }
-}
-
-fn operator_from_wit(op: wit::Operator) -> Operator {
-    match op {
-        wit::Operator::In => Operator::In,
-        wit::Operator::NotIn => Operator::NotIn,
-        wit::Operator::Exists => Operator::Exists,
-        wit::Operator::DoesNotExist => Operator::DoesNotExist,
-        wit::Operator::Gt => Operator::Gt,
-        wit::Operator::Lt => Operator::Lt,
-        wit::Operator::Gte => Operator::Gte,
-        wit::Operator::Lte => Operator::Lte,
-    }
-}
-
-/// Requirements from their WIT form.
-pub fn requirements_from_wit(items: &[wit::Requirement]) -> Result<Requirements, String> {
-    let mut out = Requirements::new();
-    for r in items {
-        let req = Requirement::new(r.key.clone(), operator_from_wit(r.operator), r.values.clone())
-            .map_err(|e| format!("requirement {}: {e}", r.key))?
-            .with_min_values(r.min_values.map(|m| m as usize));
-        out.add(req);
-    }
-    Ok(out)
-}
-
-/// Resources from their WIT form.
-pub fn resources_from_wit(items: &[wit::Resource]) -> Result<Resources, String> {
-    Resources::from_quantities(items.iter().map(|r| (r.name.as_str(), r.quantity.as_str())))
-        .map_err(|e| format!("resources: {e}"))
-}
-
-/// An instance type from its WIT form; errors name the type and field.
-pub fn instance_type_from_wit(t: &wit::InstanceType) -> Result<InstanceType, String> {
-    let ctx = |e: String| format!("instance type {}: {e}", t.name);
-    let mut requirements = requirements_from_wit(&t.requirements).map_err(ctx)?;
-    if !requirements.has(labels::INSTANCE_TYPE_LABEL) {
-        requirements.add(Requirement::in_values(labels::INSTANCE_TYPE_LABEL, [t.name.as_str()]));
-    }
-    let capacity = resources_from_wit(&t.capacity).map_err(ctx)?;
-    let overhead = Overhead {
-        kube_reserved: resources_from_wit(&t.overhead.kube_reserved).map_err(ctx)?,
-        system_reserved: resources_from_wit(&t.overhead.system_reserved).map_err(ctx)?,
-        eviction_threshold: resources_from_wit(&t.overhead.eviction_threshold).map_err(ctx)?,
-    };
-    let offerings: Vec<Offering> =
-        t.offerings.iter().map(|o| Offering::new(o.zone.clone(), o.capacity_type.clone(), o.price, o.available)).collect();
-    Ok(InstanceType::new(t.name.clone(), requirements, capacity, overhead, offerings))
 }
 
 /// An instance type whose requirements also say where it is sold, as upstream's providers
@@ -358,7 +301,7 @@ mod tests {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + seconds)
     }
 
-    fn cloud_error(error: wit::CloudError) -> Result<(), CallError> {
+    fn cloud_error(error: contract::CloudError) -> Result<(), CallError> {
         Err(CallError::Cloud { plugin: "p".into(), op: "create", error })
     }
 
@@ -367,7 +310,7 @@ mod tests {
         let backoff = CloudBackoff::new(POLICY);
         let a = CloudCall::new("p", "delete", "claim-a");
         let b = CloudCall::new("p", "delete", "claim-b");
-        let internal = cloud_error(wit::CloudError::Internal("boom".into()));
+        let internal = cloud_error(contract::CloudError::Internal("boom".into()));
         assert_eq!(backoff.record(&a, at(0), &internal), Some(Duration::from_secs(1)));
         assert_eq!(backoff.record(&a, at(1), &internal), Some(Duration::from_secs(2)));
         assert_eq!(backoff.wait(&a, at(2)), Some(Duration::from_secs(1)));
@@ -376,7 +319,7 @@ mod tests {
         assert_eq!(backoff.record(&a, at(3), &Ok(())), None);
         assert_eq!(backoff.record(&a, at(3), &internal), Some(Duration::from_secs(1)), "success forgot the failures");
         // not-found is an answer, not a failure.
-        assert_eq!(backoff.record(&b, at(3), &cloud_error(wit::CloudError::NotFound("gone".into()))), None);
+        assert_eq!(backoff.record(&b, at(3), &cloud_error(contract::CloudError::NotFound("gone".into()))), None);
         // A timed-out call backs off like any failure.
         let timeout: Result<(), CallError> = Err(CallError::Timeout { plugin: "p".into(), op: "delete", limit_ms: 10 });
         assert!(backoff.record(&b, at(3), &timeout).is_some());
@@ -385,7 +328,7 @@ mod tests {
     #[test]
     fn a_retry_after_holds_every_call_of_the_plugin() {
         let backoff = CloudBackoff::new(POLICY);
-        let throttled = cloud_error(wit::CloudError::Retryable(wit::Retryable { message: "429".into(), retry_after_ms: Some(45_000) }));
+        let throttled = cloud_error(contract::CloudError::Retryable(contract::Retryable { message: "429".into(), retry_after_ms: Some(45_000) }));
         let create = CloudCall::new("p", "create", "claim-a");
         assert_eq!(backoff.record(&create, at(0), &throttled), Some(Duration::from_secs(45)));
         let other = CloudCall::new("p", "list", "");

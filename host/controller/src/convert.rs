@@ -4,7 +4,7 @@
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 
-use joinery_api::{HasConditions, NodeClaim, NodePool, Operator as ApiOperator};
+use joinery_api::{HasConditions, NodeClaim, NodePool};
 use joinery_core::requirements::{Operator, Requirement, Requirements};
 use joinery_core::resources::{InitContainer, PodLevelRequests, PodResourceSpec, Resources};
 use joinery_core::scheduling::{
@@ -13,55 +13,12 @@ use joinery_core::scheduling::{
     WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 use joinery_core::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
-use joinery_runtime::types as wit;
 use k8s_openapi::api::core::v1::{self as corev1, Node, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::lifecycle::conditions::{INITIALIZED, LAUNCHED};
 use crate::lifecycle::is_ephemeral_taint;
 use crate::state::{is_daemon_pod, is_terminal};
-
-/// The WIT form of an API operator.
-pub fn operator_to_wit(op: ApiOperator) -> wit::Operator {
-    match op {
-        ApiOperator::In => wit::Operator::In,
-        ApiOperator::NotIn => wit::Operator::NotIn,
-        ApiOperator::Exists => wit::Operator::Exists,
-        ApiOperator::DoesNotExist => wit::Operator::DoesNotExist,
-        ApiOperator::Gt => wit::Operator::Gt,
-        ApiOperator::Lt => wit::Operator::Lt,
-        ApiOperator::Gte => wit::Operator::Gte,
-        ApiOperator::Lte => wit::Operator::Lte,
-    }
-}
-
-/// The core form of an API operator.
-pub fn operator_to_core(op: ApiOperator) -> Operator {
-    match op {
-        ApiOperator::In => Operator::In,
-        ApiOperator::NotIn => Operator::NotIn,
-        ApiOperator::Exists => Operator::Exists,
-        ApiOperator::DoesNotExist => Operator::DoesNotExist,
-        ApiOperator::Gt => Operator::Gt,
-        ApiOperator::Lt => Operator::Lt,
-        ApiOperator::Gte => Operator::Gte,
-        ApiOperator::Lte => Operator::Lte,
-    }
-}
-
-/// The API form of a core operator.
-pub fn operator_to_api(op: Operator) -> ApiOperator {
-    match op {
-        Operator::In => ApiOperator::In,
-        Operator::NotIn => ApiOperator::NotIn,
-        Operator::Exists => ApiOperator::Exists,
-        Operator::DoesNotExist => ApiOperator::DoesNotExist,
-        Operator::Gt => ApiOperator::Gt,
-        Operator::Lt => ApiOperator::Lt,
-        Operator::Gte => ApiOperator::Gte,
-        Operator::Lte => ApiOperator::Lte,
-    }
-}
 
 /// Parses a taint effect.
 pub fn taint_effect(effect: &str) -> Option<TaintEffect> {
@@ -504,7 +461,7 @@ where
         }
         let mut requirements = Requirements::new();
         for r in &claim.spec.requirements {
-            if let Ok(req) = Requirement::new(r.key.clone(), operator_to_core(r.operator), r.values.clone().unwrap_or_default()) {
+            if let Ok(req) = Requirement::new(r.key.clone(), r.operator, r.values.clone().unwrap_or_default()) {
                 requirements.add(req);
             }
         }
@@ -675,7 +632,7 @@ pub fn overlay(o: &joinery_api::NodeOverlay) -> Result<joinery_core::overlay::Ov
     let fail = |message: String| format!("NodeOverlay {name}: {message}");
     let mut requirements = Requirements::new();
     for (i, r) in o.spec.requirements.iter().enumerate() {
-        let req = Requirement::new(r.key.clone(), operator_to_core(r.operator), r.values.clone().unwrap_or_default())
+        let req = Requirement::new(r.key.clone(), r.operator, r.values.clone().unwrap_or_default())
             .map_err(|e| fail(format!("spec.requirements[{i}]: {e}")))?;
         requirements.add(req);
     }

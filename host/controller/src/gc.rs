@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use joinery_api::HasConditions;
 use joinery_runtime::CallError;
-use joinery_runtime::types::{self as wit, CloudError};
+use joinery_runtime::contract::{self, CloudError};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams};
 use tokio::sync::watch;
@@ -77,18 +77,18 @@ pub struct Owners {
 }
 
 /// Whether the instance says it belongs to `cluster` (its `joinery.dev/cluster` label).
-pub fn is_this_clusters(instance: &wit::Instance, cluster: &str) -> bool {
+pub fn is_this_clusters(instance: &contract::Instance, cluster: &str) -> bool {
     instance.labels.iter().any(|kv| kv.key == joinery_core::labels::CLUSTER_LABEL && kv.value == cluster)
 }
 
 /// Whether `instance` is an orphan to delete at `now`: provably this cluster's (checked
 /// here, whatever the plugin's `list` returned), not terminating, owned by no NodeClaim, and
 /// older than the grace period (an instance without a creation time is never reaped).
-pub fn is_orphan(instance: &wit::Instance, owners: &Owners, now: SystemTime) -> bool {
+pub fn is_orphan(instance: &contract::Instance, owners: &Owners, now: SystemTime) -> bool {
     if !is_this_clusters(instance, &owners.cluster) {
         return false;
     }
-    if matches!(instance.state, wit::InstanceState::Terminating | wit::InstanceState::Terminated) {
+    if matches!(instance.state, contract::InstanceState::Terminating | contract::InstanceState::Terminated) {
         return false;
     }
     if owners.provider_ids.contains(&instance.provider_id) {
@@ -177,10 +177,10 @@ async fn step(ctx: &Context) -> Result<(), ControllerError> {
 
 /// Deletes Registered NodeClaims of this plugin's kind whose instance is gone and whose Node
 /// is missing or not Ready.
-async fn collect_claims(ctx: &Context, group: &str, kind: &str, instances: &[wit::Instance]) -> Result<(), ControllerError> {
+async fn collect_claims(ctx: &Context, group: &str, kind: &str, instances: &[contract::Instance]) -> Result<(), ControllerError> {
     let listed: HashSet<&str> = instances
         .iter()
-        .filter(|i| i.state != wit::InstanceState::Terminated)
+        .filter(|i| i.state != contract::InstanceState::Terminated)
         .map(|i| i.provider_id.as_str())
         .collect();
     for claim in ctx.state.node_claims.state() {
@@ -225,18 +225,18 @@ async fn delete_node(ctx: &Context, name: &str) -> Result<(), ControllerError> {
 mod tests {
     use super::*;
 
-    fn instance(pid: &str, claim: Option<&str>, created_at: Option<&str>, state: wit::InstanceState) -> wit::Instance {
+    fn instance(pid: &str, claim: Option<&str>, created_at: Option<&str>, state: contract::InstanceState) -> contract::Instance {
         foreign(pid, claim, created_at, state, "prod")
     }
 
-    fn foreign(pid: &str, claim: Option<&str>, created_at: Option<&str>, state: wit::InstanceState, cluster: &str) -> wit::Instance {
-        wit::Instance {
+    fn foreign(pid: &str, claim: Option<&str>, created_at: Option<&str>, state: contract::InstanceState, cluster: &str) -> contract::Instance {
+        contract::Instance {
             provider_id: pid.into(),
             instance_type: "standard.small".into(),
             zone: "ch-gva-2".into(),
             capacity_type: "on-demand".into(),
             image_id: None,
-            labels: vec![wit::KeyValue { key: joinery_core::labels::CLUSTER_LABEL.into(), value: cluster.into() }],
+            labels: vec![contract::KeyValue { key: joinery_core::labels::CLUSTER_LABEL.into(), value: cluster.into() }],
             capacity: vec![],
             allocatable: vec![],
             state,
@@ -254,7 +254,7 @@ mod tests {
             provider_ids: ["exoscale://owned".to_string()].into(),
             claim_names: ["default-abc12".to_string()].into(),
         };
-        let running = wit::InstanceState::Running;
+        let running = contract::InstanceState::Running;
         let orphan = instance("exoscale://lost", Some("gone-x"), Some(created), running);
         assert!(!is_orphan(&orphan, &owners, at(29)), "inside the grace period");
         assert!(is_orphan(&orphan, &owners, at(30)));
@@ -264,7 +264,7 @@ mod tests {
             "its NodeClaim exists (a create whose result is not written yet)"
         );
         assert!(!is_orphan(&instance("exoscale://x", None, None, running), &owners, at(600)), "no creation time: never reaped");
-        assert!(!is_orphan(&instance("exoscale://x", None, Some(created), wit::InstanceState::Terminating), &owners, at(600)));
+        assert!(!is_orphan(&instance("exoscale://x", None, Some(created), contract::InstanceState::Terminating), &owners, at(600)));
         assert!(!is_orphan(&instance("exoscale://x", None, Some("yesterday"), running), &owners, at(600)));
     }
 
@@ -273,7 +273,7 @@ mod tests {
         let created = "2026-01-01T00:00:00Z";
         let later = parse_time(created).unwrap() + Duration::from_secs(3600);
         let owners = Owners { cluster: "prod".into(), ..Default::default() };
-        let running = wit::InstanceState::Running;
+        let running = contract::InstanceState::Running;
         assert!(is_orphan(&instance("sim://mine", Some("gone"), Some(created), running), &owners, later));
         // Another cluster's instance that a buggy or hostile plugin listed anyway.
         assert!(!is_orphan(&foreign("sim://theirs", Some("gone"), Some(created), running, "staging"), &owners, later));

@@ -126,7 +126,7 @@ pub struct Context {
     /// NodeClaims this process created that the cache may not show yet.
     pub recently_created: std::sync::Mutex<Vec<joinery_api::NodeClaim>>,
     /// Launch results not yet written to status (upstream keeps them an hour), by NodeClaim UID.
-    pub launched: std::sync::Mutex<std::collections::HashMap<String, joinery_runtime::types::Instance>>,
+    pub launched: std::sync::Mutex<std::collections::HashMap<String, joinery_runtime::contract::Instance>>,
     /// NodeClaims (by UID) whose create call this process made and did not see succeed.
     pub launch_attempted: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Backoff of cloud calls: per method and object after a failure (never earlier than

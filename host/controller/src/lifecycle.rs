@@ -11,14 +11,14 @@ use joinery_core::backoff::BackoffPolicy;
 use joinery_core::labels;
 use joinery_runtime::CallError;
 use joinery_runtime::manifest::PluginKind;
-use joinery_runtime::types::{self as wit, CloudError};
+use joinery_runtime::contract::{self, CloudError};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Api, DeleteParams};
 use serde_json::json;
 use tokio::sync::watch;
 
 use crate::bootstrap::{ClusterInfo, DEFAULT_RENDERER, NodeClassBootstrap, render_context};
-use crate::cloud::{group_kind, node_class_wit};
+use crate::cloud::{group_kind, plugin_node_class};
 use crate::events::Involved;
 use crate::state::NodeClassKey;
 use crate::util::{self, condition, merge_patch, merge_patch_status, system_time};
@@ -152,8 +152,8 @@ async fn reconcile_instance(ctx: &Context, claim: &NodeClaim) -> Result<(), Cont
     }
     let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
     let call = CloudCall::new(plugin.name(), "reconcile-instance", &uid);
-    let (claim_wit, class_wit) = (claim_to_wit(claim), node_class_wit(&class));
-    let Ok(result) = ctx.call_cloud(CONTROLLER, &call, plugin.reconcile_instance(&claim_wit, &class_wit)).await else {
+    let (claim_view, class_view) = (plugin_node_claim(claim), plugin_node_class(&class));
+    let Ok(result) = ctx.call_cloud(CONTROLLER, &call, plugin.reconcile_instance(&claim_view, &class_view)).await else {
         return Ok(());
     };
     match result {
@@ -200,17 +200,17 @@ fn class_key(claim: &NodeClaim) -> NodeClassKey {
     NodeClassKey { group: claim.spec.node_class_ref.group.clone(), kind: claim.spec.node_class_ref.kind.clone() }
 }
 
-fn claim_to_wit(claim: &NodeClaim) -> wit::NodeClaim {
+fn plugin_node_claim(claim: &NodeClaim) -> contract::NodeClaim {
     let kv = |m: &Option<BTreeMap<String, String>>| {
-        m.iter().flatten().map(|(k, v)| wit::KeyValue { key: k.clone(), value: v.clone() }).collect()
+        m.iter().flatten().map(|(k, v)| contract::KeyValue { key: k.clone(), value: v.clone() }).collect()
     };
     let taints = |t: &Option<Vec<Taint>>| {
         t.iter()
             .flatten()
-            .map(|t| wit::Taint { key: t.key.clone(), value: t.value.clone().filter(|v| !v.is_empty()), effect: t.effect.clone() })
+            .map(|t| contract::Taint { key: t.key.clone(), value: t.value.clone().filter(|v| !v.is_empty()), effect: t.effect.clone() })
             .collect()
     };
-    wit::NodeClaim {
+    contract::NodeClaim {
         name: claim.metadata.name.clone().unwrap_or_default(),
         uid: claim.metadata.uid.clone().unwrap_or_default(),
         node_pool: claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)).cloned().unwrap_or_default(),
@@ -222,9 +222,9 @@ fn claim_to_wit(claim: &NodeClaim) -> wit::NodeClaim {
             .spec
             .requirements
             .iter()
-            .map(|r| wit::Requirement {
+            .map(|r| contract::Requirement {
                 key: r.key.clone(),
-                operator: crate::convert::operator_to_wit(r.operator),
+                operator: r.operator,
                 values: r.values.clone().unwrap_or_default(),
                 min_values: r.min_values.map(|m| m.max(0) as u32),
             })
@@ -236,7 +236,7 @@ fn claim_to_wit(claim: &NodeClaim) -> wit::NodeClaim {
             .and_then(|r| r.requests.as_ref())
             .into_iter()
             .flatten()
-            .map(|(k, v)| wit::Resource { name: k.clone(), quantity: v.0.clone() })
+            .map(|(k, v)| contract::Resource { name: k.clone(), quantity: v.0.clone() })
             .collect(),
         provider_id: claim.status.as_ref().and_then(|s| s.provider_id.clone()),
     }
@@ -288,7 +288,7 @@ async fn launch(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError>
                             return write_status(ctx, claim, vec![condition(ctx, LAUNCHED, ConditionStatus::Unknown, "LaunchFailed", message)], json!({})).await;
                         }
                     };
-                    let request = wit::CreateRequest { claim: claim_to_wit(claim), node_class: node_class_wit(&class), user_data };
+                    let request = contract::CreateRequest { claim: plugin_node_claim(claim), node_class: plugin_node_class(&class), user_data };
                     ctx.mark_launch_attempted(&uid);
                     let result = plugin.create(&request).await;
                     let retry_in = ctx.cloud_outcome(CONTROLLER, &call, &result);
@@ -308,7 +308,7 @@ async fn launch(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError>
             && let Some(t) = types.iter().find(|t| t.name() == instance.instance_type)
         {
             instance.allocatable =
-                t.allocatable().to_quantities().into_iter().map(|(name, quantity)| wit::Resource { name, quantity }).collect();
+                t.allocatable().to_quantities().into_iter().map(|(name, quantity)| contract::Resource { name, quantity }).collect();
         }
     }
     ctx.launched.lock().expect("launch cache lock").insert(uid.clone(), instance.clone());
@@ -328,7 +328,7 @@ async fn launch(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError>
     if !add.is_empty() {
         merge_patch(&claims(ctx), &name, json!({"metadata": {"labels": add}})).await?;
     }
-    let list = |items: &[wit::Resource]| {
+    let list = |items: &[contract::Resource]| {
         items.iter().map(|r| (r.name.clone(), json!(r.quantity))).collect::<serde_json::Map<String, serde_json::Value>>()
     };
     let extra = json!({
@@ -351,11 +351,11 @@ async fn find_instance_of(
     ctx: &Context,
     plugin: &joinery_runtime::plugin::LoadedPlugin,
     claim: &NodeClaim,
-) -> Result<Option<wit::Instance>, ControllerError> {
+) -> Result<Option<contract::Instance>, ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let call = CloudCall::new(plugin.name(), "list", &claim.metadata.uid.clone().unwrap_or_default());
     let instances = ctx.call_cloud(CONTROLLER, &call, plugin.list()).await??;
-    Ok(instances.into_iter().find(|i| i.node_claim.as_deref() == Some(name.as_str()) && i.state != wit::InstanceState::Terminated))
+    Ok(instances.into_iter().find(|i| i.node_claim.as_deref() == Some(name.as_str()) && i.state != contract::InstanceState::Terminated))
 }
 
 async fn launch_failed(ctx: &Context, claim: &NodeClaim, error: CallError, retry_in: Duration) -> Result<(), ControllerError> {
@@ -437,7 +437,7 @@ async fn render_user_data(ctx: &Context, claim: &NodeClaim, class: &kube::api::D
             Ok(entries) => {
                 for (key, value) in entries {
                     match String::from_utf8(value) {
-                        Ok(value) => secrets.push(joinery_runtime::types::KeyValue { key: format!("{name}/{key}"), value }),
+                        Ok(value) => secrets.push(joinery_runtime::contract::KeyValue { key: format!("{name}/{key}"), value }),
                         Err(_) => tracing::warn!(secret = %name, %key, renderer = %renderer, "secret value is not UTF-8; not passed to the renderer"),
                     }
                 }

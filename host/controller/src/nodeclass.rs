@@ -10,7 +10,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchP
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::cloud::node_class_wit;
+use crate::cloud::plugin_node_class;
 use crate::util::{self, k8s_time};
 use crate::{Context, ControllerError};
 
@@ -69,7 +69,7 @@ async fn step(ctx: Arc<Context>, resolved: Arc<Mutex<HashMap<(String, i64), Syst
             // A failed resolve is retried soon, but never faster than its backoff allows
             // (nor while the plugin's cloud asked every caller to wait).
             let call = crate::CloudCall::new(plugin.name(), "resolve-node-class", class.metadata.uid.as_deref().unwrap_or(""));
-            let Ok(result) = ctx.call_cloud("nodeclass", &call, plugin.resolve_node_class(&node_class_wit(&class))).await else { continue };
+            let Ok(result) = ctx.call_cloud("nodeclass", &call, plugin.resolve_node_class(&plugin_node_class(&class))).await else { continue };
             let mut retry_soon = false;
             let (conditions, status) = match result {
                 Ok(resolution) => {
@@ -92,7 +92,7 @@ async fn step(ctx: Arc<Context>, resolved: Arc<Mutex<HashMap<(String, i64), Syst
                 Err(e) => {
                     // A transient cloud error (429, 5xx) says nothing about the class: keep
                     // the conditions of a class resolved before, and try again soon.
-                    let transient = matches!(&e, joinery_runtime::CallError::Cloud { error: joinery_runtime::types::CloudError::Retryable(_), .. });
+                    let transient = matches!(&e, joinery_runtime::CallError::Cloud { error: joinery_runtime::contract::CloudError::Retryable(_), .. });
                     if transient && is_resolved(&class) {
                         tracing::info!(nodeclass = class.metadata.name.as_deref().unwrap_or(""), error = %e, "resolving the NodeClass failed transiently; keeping its status");
                         continue;

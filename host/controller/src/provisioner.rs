@@ -421,7 +421,7 @@ pub fn node_claim_template(pool: &NodePool) -> Result<NodeClaimTemplate, Control
     let spec = &pool.spec.template.spec;
     let mut requirements = Requirements::new();
     for (i, r) in spec.requirements.iter().enumerate() {
-        let req = Requirement::new(r.key.clone(), convert::operator_to_core(r.operator), r.values.clone().unwrap_or_default())
+        let req = Requirement::new(r.key.clone(), r.operator, r.values.clone().unwrap_or_default())
             .map_err(|e| ControllerError::Invalid(format!("NodePool {name}: spec.template.spec.requirements[{i}]: {e}")))?
             .with_min_values(r.min_values.map(|m| m.max(0) as usize));
         requirements.add(req);
@@ -467,7 +467,7 @@ async fn create_node_claim(ctx: &Context, pool: &NodePool, claim: &NewNodeClaim)
         .flat_map(|r| r.to_node_selector())
         .map(|n| NodeSelectorRequirementWithMinValues {
             key: n.key,
-            operator: convert::operator_to_api(n.operator),
+            operator: n.operator,
             values: (!n.values.is_empty()).then_some(n.values),
             min_values: n.min_values.map(|m| m as i64),
         })

@@ -24,7 +24,7 @@ use joinery_core::labels::{CAPACITY_TYPES, LabelPolicy};
 use joinery_core::requirements::{Operator, Requirements};
 use joinery_core::resources::Unit;
 use joinery_core::scheduling::{self, PodKey, SchedulingContext, SchedulingInput};
-use joinery_runtime::types as wit;
+use joinery_runtime::contract;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -32,7 +32,6 @@ use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
-use crate::cloud::instance_type_from_wit;
 use crate::convert;
 use crate::provisioner::node_claim_template;
 use crate::state::{is_daemon_pod, is_mirror_pod, is_terminal};
@@ -955,7 +954,7 @@ impl Catalog {
             if !names.insert(entry.name.as_str()) {
                 return Err(SnapshotError::Catalog(format!("{at}.name: listed twice")));
             }
-            let t = entry.to_wit().and_then(|t| instance_type_from_wit(&t)).map_err(|e| SnapshotError::Catalog(format!("{at}.{e}")))?;
+            let t = entry.to_contract().and_then(|t| t.to_core()).map_err(|e| SnapshotError::Catalog(format!("{at}.{e}")))?;
             instance_types.push(crate::cloud::with_offering_requirements(t));
         }
         Ok(Catalog { instance_types, well_known_labels })
@@ -968,18 +967,18 @@ impl Catalog {
 }
 
 /// Checks a quantity of `resource` and returns it as a WIT resource.
-fn quantity(field: &str, resource: &str, text: &str) -> Result<wit::Resource, String> {
+fn quantity(field: &str, resource: &str, text: &str) -> Result<contract::Resource, String> {
     Unit::of(resource).parse(text).map_err(|e| format!("{field}: {text:?} is not a quantity ({e})"))?;
-    Ok(wit::Resource { name: resource.to_string(), quantity: text.to_string() })
+    Ok(contract::Resource { name: resource.to_string(), quantity: text.to_string() })
 }
 
-fn quantities(field: &str, list: &BTreeMap<String, String>) -> Result<Vec<wit::Resource>, String> {
+fn quantities(field: &str, list: &BTreeMap<String, String>) -> Result<Vec<contract::Resource>, String> {
     list.iter().map(|(name, q)| quantity(&format!("{field}.{name}"), name, q)).collect()
 }
 
 impl CatalogEntry {
     /// The entry in the form a cloud plugin returns (errors name the field).
-    fn to_wit(&self) -> Result<wit::InstanceType, String> {
+    fn to_contract(&self) -> Result<contract::InstanceType, String> {
         let mut capacity = vec![quantity("cpu", "cpu", &self.cpu)?, quantity("memory", "memory", &self.memory)?];
         capacity.push(quantity("pods", "pods", self.pods.as_deref().unwrap_or("110"))?);
         if let Some(storage) = &self.ephemeral_storage {
@@ -991,14 +990,14 @@ impl CatalogEntry {
             }
             capacity.push(quantity(&format!("resources.{name}"), name, q)?);
         }
-        let overhead = wit::Overhead {
+        let overhead = contract::Overhead {
             kube_reserved: quantities("overhead.kubeReserved", &self.overhead.kube_reserved)?,
             system_reserved: quantities("overhead.systemReserved", &self.overhead.system_reserved)?,
             eviction_threshold: quantities("overhead.evictionThreshold", &self.overhead.eviction_threshold)?,
         };
-        let in_values = |key: &str, values: Vec<String>| wit::Requirement {
+        let in_values = |key: &str, values: Vec<String>| contract::Requirement {
             key: key.to_string(),
-            operator: wit::Operator::In,
+            operator: contract::Operator::In,
             values,
             min_values: None,
         };
@@ -1009,9 +1008,9 @@ impl CatalogEntry {
         requirements.extend(self.labels.iter().map(|(k, v)| in_values(k, vec![v.clone()])));
         for (i, r) in self.requirements.iter().enumerate() {
             let op: Operator = r.operator.parse().map_err(|e| format!("requirements[{i}].operator: {e}"))?;
-            requirements.push(wit::Requirement {
+            requirements.push(contract::Requirement {
                 key: r.key.clone(),
-                operator: convert::operator_to_wit(convert::operator_to_api(op)),
+                operator: op,
                 values: r.values.clone(),
                 min_values: r.min_values,
             });
@@ -1033,9 +1032,9 @@ impl CatalogEntry {
             {
                 return Err(format!("offerings[{j}].price: {p} must be a finite, non-negative number"));
             }
-            offerings.push(wit::Offering { zone: o.zone.clone(), capacity_type: o.capacity_type.clone(), price: o.price, available: o.available });
+            offerings.push(contract::Offering { zone: o.zone.clone(), capacity_type: o.capacity_type.clone(), price: o.price, available: o.available });
         }
-        Ok(wit::InstanceType { name: self.name.clone(), requirements, capacity, overhead, offerings })
+        Ok(contract::InstanceType { name: self.name.clone(), requirements, capacity, overhead, offerings })
     }
 }
 

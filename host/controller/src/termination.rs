@@ -13,7 +13,7 @@ use joinery_api::{ConditionStatus, HasConditions, NodeClaim};
 use joinery_core::drain::{self, DrainAction, DrainPod};
 use joinery_core::labels;
 use joinery_runtime::CallError;
-use joinery_runtime::types::CloudError;
+use joinery_runtime::contract::CloudError;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use kube::api::{Api, DeleteParams, EvictParams};
 use serde_json::json;

@@ -1,8 +1,7 @@
 //! Errors of the plugin runtime. Load errors name the plugin and the file or field;
 //! call errors are classified so controllers can react (retry, skip, report).
 
-use crate::bindings::cloud::exports::joinery::plugin::cloud_provider::CloudError;
-use crate::bindings::renderer::exports::joinery::plugin::renderer::RenderError;
+use crate::contract::{CloudError, RenderError};
 
 /// Why a plugin (or the grants file) could not be loaded.
 #[derive(Debug, thiserror::Error)]

@@ -6,7 +6,8 @@
 //! denied by default: a plugin gets the intersection of what its manifest requests and what
 //! the operator grants, checked on every call.
 
-pub mod bindings;
+pub mod contract;
+mod wit;
 pub mod error;
 pub mod grants;
 pub mod kube_names;
@@ -24,13 +25,3 @@ pub mod validate;
 pub mod builtin;
 pub mod registry;
 
-/// Short paths to the WIT types the host exchanges with plugins.
-pub mod types {
-    pub use crate::bindings::cloud::exports::joinery::plugin::cloud_provider::{
-        CloudError, CreateRequest, Instance, InstanceState, InstanceType, NodeClaim, NodeClass, NodeClassResolution, Offering,
-        Overhead, Retryable,
-    };
-    pub use crate::bindings::cloud::joinery::plugin::types::{Condition, KeyValue, Operator, Requirement, Resource, Taint};
-    pub use crate::bindings::pricing::exports::joinery::plugin::pricing::PriceRequest;
-    pub use crate::bindings::renderer::exports::joinery::plugin::renderer::{RenderContext, RenderError};
-}

@@ -15,12 +15,11 @@ use tokio::sync::Semaphore;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Store, Trap};
 
-use crate::bindings::cloud::exports::joinery::plugin::cloud_provider as cloud;
-use crate::bindings::cloud::CloudProviderPluginPre;
-use crate::bindings::pricing::exports::joinery::plugin::pricing as price_api;
-use crate::bindings::pricing::{PricingPlugin, PricingPluginPre};
-use crate::bindings::renderer::exports::joinery::plugin::renderer as render_api;
-use crate::bindings::renderer::{UserdataRendererPlugin, UserdataRendererPluginPre};
+use crate::contract;
+use joinery_core::instance_type::InstanceType;
+use crate::wit::v0_1::cloud::CloudProviderPluginPre;
+use crate::wit::v0_1::pricing::{PricingPlugin, PricingPluginPre};
+use crate::wit::v0_1::renderer::{UserdataRendererPlugin, UserdataRendererPluginPre};
 use crate::engine::PluginEngine;
 use crate::error::{CallError, LoadError};
 use crate::grants::{Capabilities, Grants};
@@ -59,7 +58,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// Builds the one linker every plugin kind uses. Which imports a component may actually
 /// have is checked per component at load time ([`check_imports`]).
 pub fn build_linker(engine: &PluginEngine) -> Result<Linker<CallState>, String> {
-    use crate::bindings::cloud::joinery::plugin as host;
+    use crate::wit::v0_1::cloud::joinery::plugin as host;
     let mut linker = Linker::new(engine.engine());
     let link = |r: wasmtime::Result<()>| r.map_err(|e| format!("cannot link host imports: {e:#}"));
     link(wasmtime_wasi::p2::add_to_linker_async(&mut linker))?;
@@ -113,7 +112,9 @@ macro_rules! cloud_call {
                     Ok(bindings) => bindings.joinery_plugin_cloud_provider().$method(&mut store, $($arg),*).await,
                     Err(e) => Err(e),
                 };
-                let mapped = result.map(|r| r.map_err(|error| CallError::Cloud { plugin: plugin.clone(), op: $op, error }));
+                let mapped = result.map(|r| {
+                    r.map(Into::into).map_err(|error| CallError::Cloud { plugin: plugin.clone(), op: $op, error: error.into() })
+                });
                 (store, mapped)
             })
             .await
@@ -383,7 +384,7 @@ impl LoadedPlugin {
     }
 
     /// Renders userData (renderer plugins).
-    pub async fn render(&self, context: &render_api::RenderContext) -> Result<String, CallError> {
+    pub async fn render(&self, context: &contract::RenderContext) -> Result<String, CallError> {
         let Pre::Renderer(pre) = &self.pre else {
             return Err(self.wrong_kind("render", PluginKind::UserdataRenderer));
         };
@@ -394,7 +395,7 @@ impl LoadedPlugin {
         self.run("render", |mut store| async move {
             let result = async {
                 let bindings: UserdataRendererPlugin = pre.instantiate_async(&mut store).await?;
-                bindings.joinery_plugin_renderer().call_render(&mut store, context).await
+                bindings.joinery_plugin_renderer().call_render(&mut store, &context.into()).await
             }
             .await;
             let mapped = result.map(|r| match r {
@@ -404,7 +405,7 @@ impl LoadedPlugin {
                     message: format!("userData is {} bytes, more than the {MAX_RENDERED_BYTES}-byte ceiling", text.len()),
                 }),
                 Ok(text) => Ok(text),
-                Err(error) => Err(CallError::Render { plugin: plugin.clone(), error }),
+                Err(error) => Err(CallError::Render { plugin: plugin.clone(), error: error.into() }),
             });
             (store, mapped)
         })
@@ -412,15 +413,17 @@ impl LoadedPlugin {
     }
 
     /// Prices a batch (pricing plugins). Checks one finite, non-negative price per request.
-    pub async fn price(&self, requests: &[price_api::PriceRequest]) -> Result<Vec<Option<f64>>, CallError> {
+    pub async fn price(&self, requests: &[contract::PriceRequest]) -> Result<Vec<Option<f64>>, CallError> {
         let Pre::Pricing(pre) = &self.pre else {
             return Err(self.wrong_kind("price", PluginKind::Pricing));
         };
         let plugin = self.name().to_string();
+        let wire: Vec<_> = requests.iter().map(Into::into).collect();
+        let wire = &wire;
         self.run("price", |mut store| async move {
             let result = async {
                 let bindings: PricingPlugin = pre.instantiate_async(&mut store).await?;
-                bindings.joinery_plugin_pricing().call_price(&mut store, requests).await
+                bindings.joinery_plugin_pricing().call_price(&mut store, wire).await
             }
             .await;
             let mapped = result.map(|r| match r {
@@ -433,34 +436,49 @@ impl LoadedPlugin {
     }
 
     /// `resolve-node-class`.
-    pub async fn resolve_node_class(&self, class: &cloud::NodeClass) -> Result<cloud::NodeClassResolution, CallError> {
-        cloud_call!(self, "resolve-node-class", call_resolve_node_class(class))
+    pub async fn resolve_node_class(&self, class: &contract::NodeClass) -> Result<contract::NodeClassResolution, CallError> {
+        let class = class.into();
+        cloud_call!(self, "resolve-node-class", call_resolve_node_class(&class))
     }
 
-    /// `get-instance-types`; quantities and prices are validated.
-    pub async fn get_instance_types(&self, class: &cloud::NodeClass) -> Result<Vec<cloud::InstanceType>, CallError> {
-        let types = cloud_call!(self, "get-instance-types", call_get_instance_types(class))?;
+    /// `get-instance-types`: checked (quantities, zones, capacity types, prices) and
+    /// converted to the core's instance types.
+    pub async fn get_instance_types(&self, class: &contract::NodeClass) -> Result<Vec<InstanceType>, CallError> {
+        let class = class.into();
+        let types: Vec<contract::InstanceType> = cloud_call!(self, "get-instance-types", call_get_instance_types(&class))
+            .map(|types: Vec<_>| types.into_iter().map(Into::into).collect())?;
         crate::validate::instance_types(self.name(), &types)?;
-        Ok(types)
+        types
+            .iter()
+            .map(|t| {
+                t.to_core().map_err(|message| CallError::InvalidOutput {
+                    plugin: self.name().to_string(),
+                    op: "get-instance-types",
+                    message,
+                })
+            })
+            .collect()
     }
 
     /// `create`.
-    pub async fn create(&self, request: &cloud::CreateRequest) -> Result<cloud::Instance, CallError> {
-        let instance = cloud_call!(self, "create", call_create(request))?;
+    pub async fn create(&self, request: &contract::CreateRequest) -> Result<contract::Instance, CallError> {
+        let request = request.into();
+        let instance = cloud_call!(self, "create", call_create(&request))?;
         crate::validate::instance(self.name(), "create", &instance)?;
         Ok(instance)
     }
 
     /// `get`.
-    pub async fn get(&self, provider_id: &str) -> Result<cloud::Instance, CallError> {
+    pub async fn get(&self, provider_id: &str) -> Result<contract::Instance, CallError> {
         let instance = cloud_call!(self, "get", call_get(provider_id))?;
         crate::validate::instance(self.name(), "get", &instance)?;
         Ok(instance)
     }
 
     /// `list`.
-    pub async fn list(&self) -> Result<Vec<cloud::Instance>, CallError> {
-        let instances = cloud_call!(self, "list", call_list())?;
+    pub async fn list(&self) -> Result<Vec<contract::Instance>, CallError> {
+        let instances: Vec<contract::Instance> =
+            cloud_call!(self, "list", call_list()).map(|list: Vec<_>| list.into_iter().map(Into::into).collect())?;
         for instance in &instances {
             crate::validate::instance(self.name(), "list", instance)?;
         }
@@ -473,13 +491,15 @@ impl LoadedPlugin {
     }
 
     /// `reconcile-instance`.
-    pub async fn reconcile_instance(&self, claim: &cloud::NodeClaim, class: &cloud::NodeClass) -> Result<(), CallError> {
-        cloud_call!(self, "reconcile-instance", call_reconcile_instance(claim, class))
+    pub async fn reconcile_instance(&self, claim: &contract::NodeClaim, class: &contract::NodeClass) -> Result<(), CallError> {
+        let (claim, class) = (claim.into(), class.into());
+        cloud_call!(self, "reconcile-instance", call_reconcile_instance(&claim, &class))
     }
 
     /// `is-drifted`.
-    pub async fn is_drifted(&self, claim: &cloud::NodeClaim, class: &cloud::NodeClass) -> Result<Option<String>, CallError> {
-        cloud_call!(self, "is-drifted", call_is_drifted(claim, class))
+    pub async fn is_drifted(&self, claim: &contract::NodeClaim, class: &contract::NodeClass) -> Result<Option<String>, CallError> {
+        let (claim, class) = (claim.into(), class.into());
+        cloud_call!(self, "is-drifted", call_is_drifted(&claim, &class))
     }
 }
 

@@ -13,7 +13,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
 
-use crate::bindings::cloud::joinery::plugin::{cache, config, kubernetes, log, secrets};
+use crate::wit::v0_1::cloud::joinery::plugin::{cache, config, kubernetes, log, secrets};
 use crate::grants::{Capabilities, KubeAccess, Verb};
 use crate::kube_names;
 use crate::services::{HostServices, KubeCallError, KubeTarget, PatchType, SecretLookupError};
@@ -337,4 +337,4 @@ impl cache::Host for CallState {
     }
 }
 
-impl crate::bindings::cloud::joinery::plugin::types::Host for CallState {}
+impl crate::wit::v0_1::cloud::joinery::plugin::types::Host for CallState {}

@@ -3,8 +3,7 @@
 
 use joinery_core::resources::Quantity;
 
-use crate::bindings::cloud::exports::joinery::plugin::cloud_provider::{Instance, InstanceType};
-use crate::bindings::cloud::joinery::plugin::types::Resource;
+use crate::contract::{Instance, InstanceType, Resource};
 use crate::error::CallError;
 
 const CAPACITY_TYPES: &[&str] = &["on-demand", "spot", "reserved"];

@@ -10,17 +10,17 @@ use async_trait::async_trait;
 use common::{class, hostile};
 use joinery_runtime::CallError;
 use joinery_runtime::services::{HostServices, KubeBackend, KubeCallError, KubeTarget, PatchType, StaticSecrets};
-use joinery_runtime::types::{CloudError, InstanceType};
+use joinery_core::instance_type::InstanceType;
+use joinery_runtime::contract::CloudError;
 use serde_json::json;
 
 const NO_GRANTS: &str = "plugins: {}\n";
 
 fn observed(types: &[InstanceType]) -> String {
     types[0]
-        .requirements
-        .iter()
-        .find(|r| r.key == "hostile.joinery.dev/result")
-        .map(|r| r.values.join(","))
+        .requirements()
+        .get("hostile.joinery.dev/result")
+        .map(|r| r.values().iter().cloned().collect::<Vec<_>>().join(","))
         .unwrap_or_default()
 }
 

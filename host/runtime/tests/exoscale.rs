@@ -13,7 +13,7 @@ use joinery_runtime::grants::{Grants, HttpPattern};
 use joinery_runtime::manifest::PluginManifest;
 use joinery_runtime::plugin::{LoadContext, LoadedPlugin, PluginBytes, PluginSource};
 use joinery_runtime::services::{HostServices, StaticSecrets};
-use joinery_runtime::types::{CloudError, CreateRequest, InstanceState, NodeClaim, NodeClass, Operator, Requirement, Resource};
+use joinery_runtime::contract::{CloudError, CreateRequest, InstanceState, NodeClaim, NodeClass, Operator, Requirement, Resource};
 use joinery_sim::cloud::CloudEvent;
 use joinery_sim::exoscale::{
     DEFAULT_API_KEY, DEFAULT_API_SECRET, ExoFake, ExoFakeOptions, ExoInstanceState, ExoTemplate, OperationState, Visibility,
@@ -197,18 +197,18 @@ async fn resolve_names_the_failing_term_and_lists_authorized_types() {
     assert!(template.message.contains("in zone de-fra-1") && template.message.contains("smaller than template k3s-golden"), "{}", template.message);
 
     let types = plugin.get_instance_types(&class(&spec())).await.unwrap();
-    let names: Vec<&str> = types.iter().map(|t| t.name.as_str()).collect();
+    let names: Vec<&str> = types.iter().map(|t| t.name()).collect();
     assert!(names.contains(&"standard.medium") && names.contains(&"gpua30.small"), "{names:?}");
     assert!(!names.contains(&"gpu3.small"), "not authorized");
-    let gpu = types.iter().find(|t| t.name == "gpua30.small").unwrap();
-    assert_eq!(gpu.offerings.iter().map(|o| o.zone.as_str()).collect::<Vec<_>>(), ["ch-gva-2"]);
-    assert!(gpu.capacity.iter().any(|r| r.name == "nvidia.com/gpu" && r.quantity == "1"));
-    assert!(gpu.offerings.iter().all(|o| o.price.is_none() && o.capacity_type == "on-demand"));
-    let medium = types.iter().find(|t| t.name == "standard.medium").unwrap();
-    let label = |key: &str| medium.requirements.iter().find(|r| r.key == key).map(|r| r.values.clone()).unwrap_or_default();
+    let gpu = types.iter().find(|t| t.name() == "gpua30.small").unwrap();
+    assert_eq!(gpu.offerings().0.iter().map(|o| o.zone()).collect::<Vec<_>>(), ["ch-gva-2"]);
+    assert_eq!(gpu.capacity().get("nvidia.com/gpu"), 1);
+    assert!(gpu.offerings().0.iter().all(|o| o.price().is_none() && o.capacity_type() == "on-demand"));
+    let medium = types.iter().find(|t| t.name() == "standard.medium").unwrap();
+    let label = |key: &str| medium.requirements().get(key).map(|r| r.values().iter().cloned().collect::<Vec<_>>()).unwrap_or_default();
     assert_eq!(label("karpenter.k8s.exoscale/instance-memory"), ["4096"]);
     assert_eq!(label("karpenter.k8s.exoscale/instance-cpu"), ["2"]);
-    assert!(medium.capacity.iter().any(|r| r.name == "ephemeral-storage" && r.quantity == "20Gi"));
+    assert_eq!(medium.capacity().get("ephemeral-storage"), 20 * 1024 * 1024 * 1024);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,7 +16,7 @@ const LIMITS: &str = "plugins:\n  hostile:\n    limits: {memoryMiB: 16, timeoutM
 async fn assert_next_call_works(plugin: &joinery_runtime::plugin::LoadedPlugin) {
     let types = plugin.get_instance_types(&class(json!({"mode": "ok"}))).await.expect("next call must succeed");
     assert_eq!(types.len(), 1);
-    assert_eq!(types[0].name, "ok-1");
+    assert_eq!(types[0].name(), "ok-1");
 }
 
 #[tokio::test]

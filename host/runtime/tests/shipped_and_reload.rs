@@ -13,7 +13,7 @@ use joinery_runtime::grants::Grants;
 use joinery_runtime::manifest::{PluginKind, PluginManifest};
 use joinery_runtime::plugin::{LoadContext, sha256_hex};
 use joinery_runtime::registry::PluginRegistry;
-use joinery_runtime::types::{KeyValue, PriceRequest, RenderContext, Taint};
+use joinery_runtime::contract::{KeyValue, PriceRequest, RenderContext, Taint};
 use joinery_runtime::{CallError, LoadError};
 
 fn registry(dirs: Vec<std::path::PathBuf>) -> Result<PluginRegistry, LoadError> {

@@ -10,7 +10,7 @@ use common::engine;
 use joinery_runtime::builtin::builtin_manifests;
 use joinery_runtime::grants::Grants;
 use joinery_runtime::plugin::{LoadContext, LoadedPlugin, PluginBytes, PluginSource};
-use joinery_runtime::types::{CloudError, CreateRequest, InstanceState, NodeClaim, NodeClass, Operator, Requirement, Resource};
+use joinery_runtime::contract::{CloudError, CreateRequest, InstanceState, NodeClaim, NodeClass, Operator, Requirement, Resource};
 use joinery_runtime::CallError;
 use joinery_sim::cloud::{CloudVerb, OfferingKey, SimCloud, SimCloudOptions};
 use serde_json::{Value, json};
@@ -91,20 +91,21 @@ async fn resolve_and_instance_types_come_from_the_cloud() {
 
     let types = plugin.get_instance_types(&class(json!({}))).await.unwrap();
     assert_eq!(types.len(), 72);
-    let c4 = types.iter().find(|t| t.name == "c-4x-amd64-linux").unwrap();
-    assert_eq!(c4.offerings.len(), 8);
-    let on_demand = c4.offerings.iter().find(|o| o.zone == "test-zone-a" && o.capacity_type == "on-demand").unwrap();
-    assert!((on_demand.price.unwrap() - 0.108_589_934_592).abs() < 1e-9, "{:?}", on_demand.price);
-    assert!(c4.capacity.iter().any(|r| r.name == "memory" && r.quantity == "8Gi"));
-    assert!(c4.overhead.kube_reserved.iter().any(|r| r.name == "cpu" && r.quantity == "100m"));
-    assert!(c4.requirements.iter().any(|r| r.key == "simcloud.joinery.dev/instance-family" && r.values == ["c"]));
+    let c4 = types.iter().find(|t| t.name() == "c-4x-amd64-linux").unwrap();
+    assert_eq!(c4.offerings().0.len(), 8);
+    let on_demand = c4.offerings().0.iter().find(|o| o.zone() == "test-zone-a" && o.capacity_type() == "on-demand").unwrap();
+    assert!((on_demand.price().unwrap() - 0.108_589_934_592).abs() < 1e-9, "{:?}", on_demand.price());
+    assert_eq!(c4.capacity().get("memory"), 8 << 30);
+    assert_eq!(c4.overhead().kube_reserved.get("cpu"), 100);
+    let family = c4.requirements().get("simcloud.joinery.dev/instance-family").expect("family label");
+    assert_eq!(family.values().iter().collect::<Vec<_>>(), ["c"]);
 
     let narrowed = plugin
         .get_instance_types(&class(json!({"instanceTypes": ["c-1x-amd64-linux", "m-2x-arm64-linux", "nope"], "zones": ["test-zone-b"]})))
         .await
         .unwrap();
     assert_eq!(narrowed.len(), 2);
-    assert!(narrowed.iter().all(|t| t.offerings.len() == 2 && t.offerings.iter().all(|o| o.zone == "test-zone-b")));
+    assert!(narrowed.iter().all(|t| t.offerings().0.len() == 2 && t.offerings().0.iter().all(|o| o.zone() == "test-zone-b")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,7 +10,7 @@ use joinery_runtime::grants::Grants;
 use joinery_runtime::manifest::PluginManifest;
 use joinery_runtime::plugin::{LoadContext, LoadedPlugin, PluginBytes, PluginSource};
 use joinery_runtime::services::HostServices;
-use joinery_runtime::types::NodeClass;
+use joinery_runtime::contract::NodeClass;
 
 /// One engine for the whole test binary (engines reserve address space).
 pub fn engine() -> PluginEngine {
