@@ -1,25 +1,38 @@
 //! `joinery`: a Karpenter-compatible node autoscaler with WebAssembly plugins.
+//!
+//! This file only parses the command line, sets up logging and runs the chosen command; the
+//! commands themselves live in [`commands`].
 
-mod bench;
-mod bench_scheduling;
-mod cli;
-mod explain_cmd;
-mod plugins_cmd;
-mod run_cmd;
-mod schedule_cmd;
-mod simulate_cmd;
-mod userdata;
+mod commands;
+mod logging;
+mod plugin_options;
 
 use clap::Parser;
+
+use crate::commands::{Command, Execute};
+use crate::logging::LogFormat;
 
 /// mimalloc as the process allocator: scheduling passes and the API emulator make many small,
 /// short-lived allocations, which it serves markedly faster than the system allocator.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Joinery: a Karpenter-compatible node autoscaler whose cloud backends, bootstrap
+/// renderers and pricing functions are WebAssembly plugins.
+#[derive(Debug, Parser)]
+#[command(name = "joinery", version, about, propagate_version = true)]
+struct Cli {
+    /// Log format.
+    #[arg(long, global = true, env = "JOINERY_LOG_FORMAT", value_enum, default_value = "text")]
+    log_format: LogFormat,
+    /// What to do.
+    #[command(subcommand)]
+    command: Command,
+}
+
 fn main() -> std::process::ExitCode {
-    let cli = cli::Cli::parse();
-    cli::init_tracing(cli.log_format, &cli.command);
+    let cli = Cli::parse();
+    logging::init_tracing(cli.log_format, cli.command.default_log_level());
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -27,7 +40,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(cli::run(cli)) {
+    match runtime.block_on(cli.command.execute()) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");

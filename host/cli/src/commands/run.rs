@@ -1,6 +1,7 @@
 //! `joinery run`: the controller for a real cluster, with `/metrics` and health probes on
 //! upstream's ports (`METRICS_PORT` 8080, `HEALTH_PROBE_PORT` 8081).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -11,10 +12,28 @@ use joinery_runtime::services::{HostServices, KubeClusters, KubeSecrets};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::cli::RunArgs;
+use super::Execute;
+use crate::plugin_options::PluginOptions;
+
+/// `joinery run …`
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Kubeconfig file; default: in-cluster config, then the usual kubeconfig lookup.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Plugin loading options.
+    #[command(flatten)]
+    pub plugins: PluginOptions,
+}
+
+impl Execute for RunArgs {
+    async fn execute(self) -> Result<std::process::ExitCode> {
+        run(self).await
+    }
+}
 
 /// Runs the controllers until SIGINT/SIGTERM.
-pub async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
+async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     // kube's TLS stack needs a process-wide crypto provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let settings = Settings::from_env().context("invalid settings")?;
@@ -42,7 +61,7 @@ pub async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         egress: Arc::new(joinery_runtime::egress::Egress::new(&egress)),
         ..HostServices::default()
     };
-    let registry = crate::plugins_cmd::open_registry(&args.plugins, services)?;
+    let registry = crate::plugin_options::open_registry(&args.plugins, services)?;
     let _watch = registry.watch(std::time::Duration::from_secs(10));
     let ready = Arc::new(AtomicBool::new(false));
     let metrics_port = settings.metrics_port;

@@ -1,5 +1,5 @@
-//! `joinery bench plugins`: the cost of a fresh-instance plugin call, measured as medians;
-//! `joinery bench sim`: list latency and memory of the emulated API server under a large cluster.
+//! `joinery bench plugins`: the cost of a fresh-instance plugin call (instantiate + call),
+//! measured as medians, for the template renderer and a pricing batch.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -8,7 +8,25 @@ use anyhow::Result;
 use joinery_runtime::manifest::PluginKind;
 use joinery_runtime::contract::{KeyValue, PriceRequest, RenderContext, Taint};
 
-use crate::cli::PluginOptions;
+use crate::commands::Execute;
+use crate::plugin_options::PluginOptions;
+
+/// `joinery bench plugins …`
+#[derive(Debug, clap::Args)]
+pub struct PluginsArgs {
+    /// Measured calls per benchmark.
+    #[arg(long, default_value_t = 2000)]
+    pub iterations: usize,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Execute for PluginsArgs {
+    async fn execute(self) -> Result<ExitCode> {
+        plugins(self.iterations, self.json).await
+    }
+}
 
 /// Offerings in the pricing benchmark batch (Karpenter's benchmark catalogue size).
 const PRICING_BATCH: usize = 400;
@@ -73,10 +91,10 @@ fn price_batch() -> Vec<PriceRequest> {
 }
 
 /// Runs the plugin benchmarks and prints medians.
-pub async fn plugins(iterations: usize, json: bool) -> Result<ExitCode> {
+async fn plugins(iterations: usize, json: bool) -> Result<ExitCode> {
     let iterations = iterations.max(10);
     let options = PluginOptions { plugin_dirs: vec![], grants: None, plugin_cache_dir: None };
-    let registry = crate::plugins_cmd::open_registry(&options, Default::default())?;
+    let registry = crate::plugin_options::open_registry(&options, Default::default())?;
     let set = registry.current();
     let template = set.require("template", PluginKind::UserdataRenderer)?;
     let pricing = set.require("synthetic-pricing", PluginKind::Pricing)?;
@@ -135,82 +153,5 @@ pub async fn plugins(iterations: usize, json: bool) -> Result<ExitCode> {
             );
         }
     }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `joinery bench sim`: loads `nodes` nodes and `pods` pods into an in-process emulated API
-/// server with a pod watch open, times lists over HTTP and prints medians and memory.
-pub async fn sim(nodes: usize, pods: usize, runs: usize, json: bool) -> Result<ExitCode> {
-    let options = joinery_sim::bench::BenchOptions { nodes, pods, runs: runs.max(1), ..Default::default() };
-    let report = joinery_sim::bench::run(&options).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-    let millis = |d: Duration| d.as_secs_f64() * 1e3;
-    let mib = |kib: Option<u64>| kib.map(|k| k as f64 / 1024.0);
-    let loaded_objects = report.nodes + report.pods + report.other_objects;
-    let growth_kib = report.rss_loaded_kib.zip(report.rss_before_kib).map(|(after, before)| after.saturating_sub(before));
-    if json {
-        let lists: Vec<_> = report
-            .lists
-            .iter()
-            .map(|l| {
-                serde_json::json!({
-                    "name": l.name,
-                    "items": l.items,
-                    "bytes": l.bytes,
-                    "requests": l.requests,
-                    "runs": l.samples.len(),
-                    "medianMillis": millis(l.median()),
-                    "minMillis": millis(l.min()),
-                    "maxMillis": millis(l.max()),
-                })
-            })
-            .collect();
-        let document = serde_json::json!({
-            "nodes": report.nodes,
-            "pods": report.pods,
-            "otherObjects": report.other_objects,
-            "loadSeconds": report.load_time.as_secs_f64(),
-            "watchEvents": report.watch_events,
-            "watchRestarts": report.watch_restarts,
-            "rssBeforeMiB": mib(report.rss_before_kib),
-            "rssLoadedMiB": mib(report.rss_loaded_kib),
-            "rssPeakMiB": mib(report.rss_peak_kib),
-            "bytesPerObject": growth_kib.map(|kib| kib as f64 * 1024.0 / loaded_objects.max(1) as f64),
-            "lists": lists,
-        });
-        println!("{}", serde_json::to_string_pretty(&document)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!(
-        "emulated API server: {} nodes, {} pods, {} namespaces and ReplicaSets; loaded in {:.1} s with a pod watch open ({} ADDED events, {} restarts)",
-        report.nodes,
-        report.pods,
-        report.other_objects,
-        report.load_time.as_secs_f64(),
-        report.watch_events,
-        report.watch_restarts
-    );
-    let show = |kib: Option<u64>| mib(kib).map_or("n/a".to_string(), |m| format!("{m:.0} MiB"));
-    println!(
-        "memory (RSS): {} before, {} loaded, {} peak after the lists{}",
-        show(report.rss_before_kib),
-        show(report.rss_loaded_kib),
-        show(report.rss_peak_kib),
-        growth_kib.map_or(String::new(), |kib| format!(" (~{:.1} KiB per object)", kib as f64 / loaded_objects.max(1) as f64))
-    );
-    println!();
-    println!("{:<58} {:>7} {:>9} {:>5} {:>11} {:>10} {:>10}", "LIST (over HTTP)", "ITEMS", "MiB", "REQS", "MEDIAN ms", "MIN ms", "MAX ms");
-    for l in &report.lists {
-        println!(
-            "{:<58} {:>7} {:>9.1} {:>5} {:>11.1} {:>10.1} {:>10.1}",
-            l.name,
-            l.items,
-            l.bytes as f64 / (1024.0 * 1024.0),
-            l.requests,
-            millis(l.median()),
-            millis(l.min()),
-            millis(l.max())
-        );
-    }
-    println!("(medians of {} runs each)", options.runs);
     Ok(ExitCode::SUCCESS)
 }

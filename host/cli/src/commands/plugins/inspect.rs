@@ -1,43 +1,40 @@
-//! `joinery plugins inspect|list|package`.
+//! `joinery plugins inspect`: a plugin's manifest, WIT version, imports and exports,
+//! capabilities, size and digest, and whether it loads under the given grants.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use joinery_runtime::engine::{EngineOptions, PluginEngine};
-use joinery_runtime::grants::Grants;
 use joinery_runtime::manifest::PluginManifest;
 use joinery_runtime::plugin::{LoadContext, LoadedPlugin, PluginBytes, PluginSource, sha256_hex};
-use joinery_runtime::registry::{PluginRegistry, read_plugin_dir};
+use joinery_runtime::registry::read_plugin_dir;
 use joinery_runtime::services::HostServices;
 
-use crate::cli::PluginOptions;
+use crate::commands::Execute;
+use crate::plugin_options::read_grants;
 
 /// ConfigMap-friendly size budget for a shipped plugin.
 pub const SIZE_BUDGET_BYTES: usize = 512 * 1024;
 
-/// Reads a grants file, or returns empty grants.
-pub fn read_grants(path: Option<&Path>) -> Result<Grants> {
-    match path {
-        None => Ok(Grants::default()),
-        Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read grants file {}", p.display()))?;
-            Ok(Grants::parse(&text, &p.display().to_string())?)
-        }
-    }
+/// `joinery plugins inspect …`
+#[derive(Debug, clap::Args)]
+pub struct InspectArgs {
+    /// A plugin directory, a component file (.wasm / .wasm.gz), or the name of a built-in plugin.
+    pub path: String,
+    /// Grants file to evaluate the plugin against.
+    #[arg(long)]
+    pub grants: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
-/// Opens the plugin registry: built-ins plus the configured directories.
-pub fn open_registry(options: &PluginOptions, services: HostServices) -> Result<Arc<PluginRegistry>> {
-    let engine = PluginEngine::new(&EngineOptions { cache_dir: options.plugin_cache_dir.clone(), ..Default::default() })
-        .map_err(anyhow::Error::msg)?;
-    let grants = read_grants(options.grants.as_deref())?;
-    let cx = LoadContext::new(engine, grants, services).map_err(anyhow::Error::msg)?;
-    let registry = PluginRegistry::load(cx, options.plugin_dirs.clone(), true)
-        .context("cannot load plugins; fix the plugin named above or remove its directory")?;
-    Ok(Arc::new(registry))
+impl Execute for InspectArgs {
+    async fn execute(self) -> Result<ExitCode> {
+        inspect(&self.path, self.grants.as_deref(), self.json)
+    }
 }
 
 struct Inspected {
@@ -94,7 +91,7 @@ fn gzip_size(bytes: &[u8]) -> usize {
 }
 
 /// `joinery plugins inspect`.
-pub fn inspect(path: &str, grants: Option<&Path>, json: bool) -> Result<ExitCode> {
+fn inspect(path: &str, grants: Option<&Path>, json: bool) -> Result<ExitCode> {
     let item = locate(path)?;
     let grants = read_grants(grants)?;
     let engine = PluginEngine::new(&EngineOptions { pooling: false, ..Default::default() }).map_err(anyhow::Error::msg)?;
@@ -194,43 +191,4 @@ pub fn inspect(path: &str, grants: Option<&Path>, json: bool) -> Result<ExitCode
 fn list_or_none(items: impl Iterator<Item = String>) -> String {
     let v: Vec<String> = items.collect();
     if v.is_empty() { "(none)".into() } else { v.join(", ") }
-}
-
-/// `joinery plugins list`.
-pub fn list(options: &PluginOptions) -> Result<ExitCode> {
-    let registry = open_registry(options, HostServices::default())?;
-    println!("{:<20} {:<18} {:<9} {:>10}  {:<14} SOURCE", "NAME", "KIND", "VERSION", "SIZE", "SHA256");
-    for p in registry.current().iter() {
-        println!(
-            "{:<20} {:<18} {:<9} {:>10}  {:<14} {}",
-            p.name(),
-            p.kind().as_str(),
-            p.manifest().version,
-            p.size(),
-            &p.digest()[..12],
-            p.source()
-        );
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `joinery plugins package`.
-pub fn package(manifest_path: &Path, wasm_path: &Path, out: &Path, gzip: bool) -> Result<ExitCode> {
-    let text = std::fs::read_to_string(manifest_path).with_context(|| format!("cannot read {}", manifest_path.display()))?;
-    let mut manifest = PluginManifest::parse(&text, &manifest_path.display().to_string())?;
-    let wasm = std::fs::read(wasm_path).with_context(|| format!("cannot read {}", wasm_path.display()))?;
-    manifest.sha256 = Some(sha256_hex(&wasm));
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    if gzip {
-        manifest.component = "plugin.wasm.gz".into();
-        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-        encoder.write_all(&wasm)?;
-        std::fs::write(out.join(&manifest.component), encoder.finish()?)?;
-    } else {
-        manifest.component = "plugin.wasm".into();
-        std::fs::write(out.join(&manifest.component), &wasm)?;
-    }
-    std::fs::write(out.join("plugin.yaml"), serde_yaml::to_string(&manifest)?)?;
-    println!("packaged {} {} into {} (sha256 {})", manifest.name, manifest.version, out.display(), manifest.sha256.unwrap_or_default());
-    Ok(ExitCode::SUCCESS)
 }

@@ -1,5 +1,6 @@
 //! `joinery render`: render a NodeClaim's userData with a renderer plugin.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -9,7 +10,54 @@ use joinery_runtime::manifest::PluginKind;
 use joinery_runtime::registry::read_plugin_dir;
 use joinery_runtime::contract::KeyValue;
 
-use crate::cli::RenderArgs;
+use super::Execute;
+use crate::plugin_options::PluginOptions;
+
+/// `joinery render …`
+#[derive(Debug, clap::Args)]
+pub struct RenderArgs {
+    /// Renderer: a built-in or loaded plugin name, or a plugin directory. Defaults to the
+    /// NodeClass's `spec.userDataRenderer.name`, else `template`.
+    #[arg(long)]
+    pub renderer: Option<String>,
+    /// NodeClaim YAML (karpenter.sh/v1).
+    #[arg(long)]
+    pub claim: PathBuf,
+    /// NodeClass YAML (any kind: `spec.userData`, `spec.userDataRenderer`, `spec.kubelet` are read).
+    #[arg(long)]
+    pub class: PathBuf,
+    /// Renderer parameter overriding the NodeClass's (`key=value`). Repeatable.
+    #[arg(long = "param", value_parser = parse_key_value)]
+    pub params: Vec<(String, String)>,
+    /// Secret value handed to the renderer (`secret/key=value`). Repeatable.
+    #[arg(long = "secret", value_parser = parse_key_value)]
+    pub secrets: Vec<(String, String)>,
+    /// Cluster name.
+    #[arg(long, env = "CLUSTER_NAME", default_value = "joinery")]
+    pub cluster_name: String,
+    /// API server endpoint.
+    #[arg(long, env = "CLUSTER_ENDPOINT", default_value = "https://127.0.0.1:6443")]
+    pub cluster_endpoint: String,
+    /// Provider ID prefix the node registers with (e.g. `exoscale://`).
+    #[arg(long, default_value = "")]
+    pub provider_id_prefix: String,
+    /// Plugin loading options.
+    #[command(flatten)]
+    pub options: PluginOptions,
+}
+
+impl Execute for RenderArgs {
+    async fn execute(self) -> Result<ExitCode> {
+        render_command(self).await
+    }
+}
+
+/// Splits a `key=value` argument at its first `=`.
+fn parse_key_value(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("expected key=value, got {s:?}"))
+}
 
 fn read_yaml(path: &std::path::Path, what: &str) -> Result<serde_json::Value> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {what} {}", path.display()))?;
@@ -17,7 +65,7 @@ fn read_yaml(path: &std::path::Path, what: &str) -> Result<serde_json::Value> {
 }
 
 /// `joinery render`.
-pub async fn render_command(args: RenderArgs) -> Result<ExitCode> {
+async fn render_command(args: RenderArgs) -> Result<ExitCode> {
     let claim_value = read_yaml(&args.claim, "NodeClaim")?;
     let claim: NodeClaim = serde_json::from_value(claim_value)
         .with_context(|| format!("NodeClaim {}: not a karpenter.sh/v1 NodeClaim", args.claim.display()))?;
@@ -34,7 +82,7 @@ pub async fn render_command(args: RenderArgs) -> Result<ExitCode> {
     } else {
         renderer
     };
-    let registry = crate::plugins_cmd::open_registry(&options, Default::default())?;
+    let registry = crate::plugin_options::open_registry(&options, Default::default())?;
     let plugin = registry.current().require(&renderer_name, PluginKind::UserdataRenderer)?;
     let secrets = args.secrets.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone() }).collect();
     let cluster = ClusterInfo {

@@ -15,6 +15,32 @@ use joinery_core::scheduling::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::commands::Execute;
+
+/// `joinery bench scheduling …`
+#[derive(Debug, clap::Args)]
+pub struct SchedulingArgs {
+    /// Run only these workloads (repeatable; default: all rows).
+    #[arg(long = "workload", value_name = "NAME")]
+    pub workloads: Vec<String>,
+    /// Minimum measured runs per workload; small workloads repeat until about a second has
+    /// been measured, as Go benchmarks do (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Internal: run one workload in this process and print its row as JSON.
+    #[arg(long, hide = true)]
+    pub child: bool,
+}
+
+impl Execute for SchedulingArgs {
+    async fn execute(self) -> Result<ExitCode> {
+        scheduling(&self.workloads, self.runs, self.json, self.child)
+    }
+}
+
 /// One benchmark row: a workload file, the preference policy, and upstream's result for it.
 struct Workload {
     /// Row name (`--workload`).
@@ -33,7 +59,7 @@ struct Workload {
 
 macro_rules! workload_file {
     ($file:literal) => {
-        include_bytes!(concat!("../../core/benches/workloads/", $file))
+        include_bytes!(concat!("../../../../core/benches/workloads/", $file))
     };
 }
 
@@ -86,7 +112,7 @@ struct RowReport {
 }
 
 /// Names of the rows, in order.
-pub fn workload_names() -> Vec<&'static str> {
+fn workload_names() -> Vec<&'static str> {
     WORKLOADS.iter().map(|w| w.name).collect()
 }
 
@@ -145,7 +171,7 @@ fn measure(workload: &Workload, runs: usize) -> Result<RowReport> {
 
 /// Runs the selected workloads (all when `selected` is empty), each in a fresh child process
 /// unless `child` is set (then exactly one workload runs here and its row is printed as JSON).
-pub fn scheduling(selected: &[String], runs: usize, json: bool, child: bool) -> Result<ExitCode> {
+fn scheduling(selected: &[String], runs: usize, json: bool, child: bool) -> Result<ExitCode> {
     for name in selected {
         if !WORKLOADS.iter().any(|w| w.name == name) {
             bail!("unknown workload {name:?}; choose from: {}", workload_names().join(", "));

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -20,10 +20,81 @@ use joinery_core::scheduling::{self, MinValuesPolicy, NewNodeClaim, Placement, P
 use joinery_runtime::manifest::PluginKind;
 use joinery_runtime::services::HostServices;
 use kube::api::DynamicObject;
+use clap::ValueEnum;
 use serde::Serialize;
 
-use crate::cli::{MinValuesPolicyArg, PluginOptions, PreferencePolicyArg, ScheduleArgs};
+use super::Execute;
+use crate::plugin_options::PluginOptions;
 use joinery_controller::spread;
+
+/// `joinery schedule …`
+#[derive(Debug, clap::Args)]
+pub struct ScheduleArgs {
+    /// The snapshot: multi-document YAML of NodePools, NodeClaims, Nodes, Pods, DaemonSets, …
+    /// (`kubectl get -o yaml` output works, `kind: List` included).
+    pub snapshot: PathBuf,
+    /// Instance-type catalogue file (YAML or JSON); see examples/catalogs/.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["plugin", "node_class"], required_unless_present = "plugin")]
+    pub catalog: Option<PathBuf>,
+    /// Cloud plugin (built-in or from --plugin-dir) to ask for instance types instead.
+    #[arg(long, value_name = "NAME", requires = "node_class")]
+    pub plugin: Option<String>,
+    /// NodeClass YAML passed to the plugin's get-instance-types (with --plugin).
+    #[arg(long, value_name = "FILE", requires = "plugin")]
+    pub node_class: Option<PathBuf>,
+    /// Whether preferences (preferred affinities, ScheduleAnyway spreads) are respected then
+    /// relaxed, or ignored (upstream's PREFERENCE_POLICY).
+    #[arg(long, value_enum, ignore_case = true, default_value = "Respect")]
+    pub preference_policy: PreferencePolicyArg,
+    /// Whether NodePool minValues are strict or best effort (upstream's MIN_VALUES_POLICY).
+    #[arg(long, value_enum, ignore_case = true, default_value = "Strict")]
+    pub min_values_policy: MinValuesPolicyArg,
+    /// Scheduler config with cluster-wide default spread constraints (upstream's
+    /// `SCHEDULER_CONFIG`): `{podTopologySpread: {defaultConstraints: [...]}}`, given to pending
+    /// pods without spread constraints, selectors deduced from Services, ReplicaSets and
+    /// StatefulSets.
+    #[arg(long, value_name = "FILE")]
+    pub scheduler_config: Option<PathBuf>,
+    /// Print JSON instead of the human-readable report.
+    #[arg(long)]
+    pub json: bool,
+    /// Plugin loading options (with --plugin).
+    #[command(flatten)]
+    pub plugins: PluginOptions,
+}
+
+/// `--preference-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PreferencePolicyArg {
+    /// Treat preferences as required, relaxing them one at a time when a pod does not fit.
+    #[value(name = "Respect")]
+    Respect,
+    /// Leave preferences out.
+    #[value(name = "Ignore")]
+    Ignore,
+}
+
+/// `--min-values-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MinValuesPolicyArg {
+    /// A NodeClaim that cannot keep minValues distinct values is not created.
+    #[value(name = "Strict")]
+    Strict,
+    /// minValues is relaxed to what the remaining instance types allow.
+    #[value(name = "BestEffort")]
+    BestEffort,
+}
+
+impl Execute for ScheduleArgs {
+    async fn execute(self) -> Result<ExitCode> {
+        schedule(self).await
+    }
+
+    /// The decision is the output: only warnings are logged.
+    fn default_log_level(&self) -> &'static str {
+        "warn"
+    }
+}
 
 /// Gives the pending pods without spread constraints of their own the scheduler config's
 /// default constraints, with the selector deduced from the snapshot's Services, ReplicaSets
@@ -50,7 +121,7 @@ const SHOWN_INSTANCE_TYPES: usize = 5;
 /// Runs `joinery schedule`: reads the snapshot and the instance types, runs one pass, prints
 /// the decision, and writes notes (what was left out or not modelled) to stderr. Exit code 0
 /// whenever the pass ran, whether or not every pod found a place.
-pub async fn schedule(args: ScheduleArgs) -> Result<ExitCode> {
+async fn schedule(args: ScheduleArgs) -> Result<ExitCode> {
     let text = read(&args.snapshot, "snapshot")?;
     let snapshot = Snapshot::parse(&text).with_context(|| format!("snapshot {}", args.snapshot.display()))?;
     let (instance_types, label_policy) = match (&args.catalog, &args.plugin, &args.node_class) {
@@ -119,7 +190,7 @@ async fn plugin_instance_types(options: &PluginOptions, name: &str, class_path: 
     let class: DynamicObject = serde_yaml::from_str(&text)
         .with_context(|| format!("NodeClass {}: expected one Kubernetes object with apiVersion, kind and metadata", class_path.display()))?;
     let (group, kind) = group_kind(&class);
-    let registry = crate::plugins_cmd::open_registry(options, HostServices::default())?;
+    let registry = crate::plugin_options::open_registry(options, HostServices::default())?;
     let plugins = registry.current();
     let Some(plugin) = plugins.get(name) else {
         let loaded: Vec<&str> = plugins.iter().filter(|p| p.kind() == PluginKind::CloudProvider).map(|p| p.name()).collect();

@@ -8,8 +8,26 @@ use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ListParams};
 
+use crate::commands::Execute;
+
+/// `joinery explain pod …`
+#[derive(Debug, clap::Args)]
+pub struct PodArgs {
+    /// `NAMESPACE/NAME`.
+    pub pod: String,
+    /// Kubeconfig (a cluster, or `joinery sim serve --kubeconfig-out`'s file).
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+impl Execute for PodArgs {
+    async fn execute(self) -> Result<ExitCode> {
+        explain_pod(&self.pod, self.kubeconfig).await
+    }
+}
+
 /// Prints the explanation for one pod.
-pub async fn explain_pod(target: &str, kubeconfig: Option<PathBuf>) -> Result<ExitCode> {
+async fn explain_pod(target: &str, kubeconfig: Option<PathBuf>) -> Result<ExitCode> {
     let Some((namespace, name)) = target.split_once('/') else {
         bail!("expected NAMESPACE/NAME, got {target:?}");
     };

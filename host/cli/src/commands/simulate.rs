@@ -1,0 +1,58 @@
+//! `joinery simulate`: run a scenario against the emulated cluster and simulated cloud with
+//! the real host and plugins, print its timeline and summary, and pass or fail on it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use joinery_simulate::scenario::QUICKSTART;
+use joinery_simulate::{Scenario, run_scenario};
+
+use super::Execute;
+
+/// `joinery simulate …`
+#[derive(Debug, clap::Args)]
+pub struct SimulateArgs {
+    /// Scenario file (YAML). Without it, the built-in quickstart runs.
+    pub scenario: Option<PathBuf>,
+    /// Write the JSON report here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Simulated seconds per real second.
+    #[arg(long, default_value_t = joinery_simulate::DEFAULT_SPEED)]
+    pub speed: f64,
+    /// Do not print the timeline as it happens (the summary is still printed).
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl Execute for SimulateArgs {
+    /// Runs a scenario and prints its timeline and summary; exit code 0 when it passed.
+    async fn execute(self) -> Result<ExitCode> {
+        let scenario = match &self.scenario {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).with_context(|| format!("cannot read scenario {}", path.display()))?;
+                Scenario::parse(&text, &path.display().to_string())?
+            }
+            None => Scenario::parse(QUICKSTART, "built-in quickstart")?,
+        };
+        if !(self.speed.is_finite() && self.speed > 0.0) {
+            anyhow::bail!("--speed must be a positive number, got {}", self.speed);
+        }
+        if !self.quiet {
+            println!("scenario {}: {}", scenario.name, scenario.description.trim());
+        }
+        let report = run_scenario(&scenario, self.speed, !self.quiet).await?;
+        print!("{}", report.summary());
+        if let Some(path) = &self.report {
+            let json = serde_json::to_string_pretty(&report)?;
+            std::fs::write(path, json + "\n").with_context(|| format!("cannot write report {}", path.display()))?;
+        }
+        Ok(if report.passed() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    }
+
+    /// The timeline and summary are the output: only warnings are logged.
+    fn default_log_level(&self) -> &'static str {
+        "warn"
+    }
+}
