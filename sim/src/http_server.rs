@@ -55,3 +55,29 @@ where
     }
     tracing::debug!(server, "stopped accepting connections");
 }
+
+/// Decodes a URL query component: `+` becomes a space and `%XX` the byte it names; a
+/// malformed escape is kept as written.
+pub(crate) fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        match bytes[index] {
+            b'+' => decoded.push(b' '),
+            b'%' if index + 2 < bytes.len() => {
+                let hex_digits = std::str::from_utf8(&bytes[index + 1..index + 3]).ok();
+                match hex_digits.and_then(|digits| u8::from_str_radix(digits, 16).ok()) {
+                    Some(byte) => {
+                        decoded.push(byte);
+                        index += 2;
+                    }
+                    None => decoded.push(b'%'),
+                }
+            }
+            other => decoded.push(other),
+        }
+        index += 1;
+    }
+    String::from_utf8_lossy(&decoded).into_owned()
+}

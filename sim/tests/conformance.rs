@@ -1477,7 +1477,7 @@ fn every_rule_of_the_served_and_upstream_karpenter_crds_parses() {
         }
         assert!(rules.len() >= 25, "{rules:?}");
         for rule in &rules {
-            if let Err(e) = joinery_sim::cel::Program::parse(rule) {
+            if let Err(e) = joinery_sim::apiserver::cel::Program::parse(rule) {
                 panic!("{rule} (upstream CRDs: {upstream}): {e}");
             }
         }

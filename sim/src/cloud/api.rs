@@ -15,8 +15,9 @@ use tokio::net::TcpListener;
 use tokio::sync::{broadcast, watch};
 
 use super::catalogue::{CAPACITY_TYPES, InstanceTypeInfo};
-use super::faults::{CloudFaults, CloudVerb, Injected};
+use super::faults::{CloudFaults, CloudVerb};
 use super::model::{CloudEvent, InstanceState, PROVIDER_ID_PREFIX, SimInstance};
+use crate::faults::InjectedAnswer;
 
 /// One instance and, once deleted, when.
 struct Entry {
@@ -128,6 +129,18 @@ impl Failure {
     }
 }
 
+impl InjectedAnswer<CloudVerb> for Failure {
+    fn throttled(retry_after_seconds: u64) -> Self {
+        let mut failure = Failure::new(429, "Throttled", "request rate exceeded (injected fault)");
+        failure.retry_after = Some(retry_after_seconds);
+        failure
+    }
+
+    fn failed(verb: CloudVerb) -> Self {
+        Failure::new(500, "InternalError", format!("{verb:?} failed (injected fault)"))
+    }
+}
+
 /// Accepts connections until `stopped` turns true.
 pub(crate) async fn serve(listener: TcpListener, state: Arc<CloudState>, stopped: watch::Receiver<bool>) {
     crate::http_server::serve(listener, stopped, "simulated cloud", move |request| {
@@ -194,19 +207,8 @@ async fn handle(state: &Arc<CloudState>, request: Request<Incoming>) -> HttpResp
 async fn answer(state: &Arc<CloudState>, method: &Method, path: &str, query: &str, body: &Bytes) -> Result<HttpResponse, Failure> {
     let route = route(method, path)?;
     let verb = route.verb();
-    let latency = state.faults.latency(verb);
-    if !latency.is_zero() {
-        tokio::time::sleep(state.clock.to_real(latency)).await;
-    }
-    match state.faults.before_call(verb) {
-        Injected::Proceed => {}
-        Injected::Throttle(retry_after) => {
-            let seconds = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
-            let mut failure = Failure::new(429, "Throttled", "request rate exceeded (injected fault)");
-            failure.retry_after = Some(seconds.max(1));
-            return Err(failure);
-        }
-        Injected::Fail => return Err(Failure::new(500, "InternalError", format!("{verb:?} failed (injected fault)"))),
+    if let Some(failure) = state.faults.inject::<Failure>(verb, &state.clock).await {
+        return Err(failure);
     }
     match route {
         Route::Zones => Ok(json_response(200, &json!({"zones": state.zones}))),
@@ -391,10 +393,10 @@ fn list(state: &CloudState, query: &str) -> Result<HttpResponse, Failure> {
     let mut filters = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        if crate::server::percent_decode(key) != "tag" {
+        if crate::http_server::percent_decode(key) != "tag" {
             continue;
         }
-        let value = crate::server::percent_decode(value);
+        let value = crate::http_server::percent_decode(value);
         match value.split_once('=') {
             Some((k, v)) if !k.is_empty() => filters.push((k.to_string(), v.to_string())),
             _ => return Err(Failure::invalid("tag", format!("{value:?}: expected KEY=VALUE"))),

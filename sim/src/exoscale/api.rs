@@ -16,7 +16,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{broadcast, watch};
 
 use super::catalogue::format_uuid;
-use super::faults::{ErrorShape, ExoFaults, ExoVerb, Injected};
+use super::faults::{ErrorShape, ExoFaults, ExoVerb};
 use super::model::{
     ExoAntiAffinityGroup, ExoInstance, ExoInstanceState, ExoInstanceType, ExoOperation, ExoPrivateNetwork, ExoSecurityGroup,
     ExoSshKey, ExoTemplate, GIB, Lease, OperationState, PROVIDER_ID_PREFIX, Visibility,
@@ -24,6 +24,7 @@ use super::model::{
 use super::signature::{self, AuthFailure, Presented};
 use crate::cloud::catalogue::OverheadSpec;
 use crate::cloud::model::{CloudEvent, InstanceState, SimInstance};
+use crate::faults::InjectedAnswer;
 
 /// Largest accepted `user-data` (base64 characters).
 pub(crate) const MAX_USER_DATA: usize = 32_768;
@@ -285,6 +286,16 @@ impl Failure {
     }
 }
 
+impl InjectedAnswer<ExoVerb> for Failure {
+    fn throttled(retry_after_seconds: u64) -> Self {
+        Failure { status: 429, message: "too many requests (injected fault)".into(), retry_after: Some(retry_after_seconds) }
+    }
+
+    fn failed(verb: ExoVerb) -> Self {
+        Failure::new(500, format!("internal error handling {verb:?} (injected fault)"))
+    }
+}
+
 fn json_response(status: u16, value: &Value) -> HttpResponse {
     Response::builder()
         .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
@@ -373,13 +384,8 @@ fn answer(
     }
     let call = Call { zone, method, segments, query, body };
     let verb = verb_of(&call)?;
-    match state.faults.before_call(verb) {
-        Injected::Proceed => {}
-        Injected::Throttle(after) => {
-            let seconds = (after.as_secs() + u64::from(after.subsec_nanos() > 0)).max(1);
-            return Err(Failure { status: 429, message: "too many requests (injected fault)".into(), retry_after: Some(seconds) });
-        }
-        Injected::Fail => return Err(Failure::new(500, format!("internal error handling {verb:?} (injected fault)"))),
+    if let Some(failure) = state.faults.before_call(verb).answer::<ExoVerb, Failure>(verb) {
+        return Err(failure);
     }
     route(state, &call).map(|value| json_response(200, &value))
 }
@@ -509,7 +515,7 @@ fn route(state: &Arc<ExoState>, call: &Call<'_>) -> Result<Value, Failure> {
             Ok(json!({"ssh-keys": world.ssh_keys.iter().map(|k| json!({"name": k.name, "fingerprint": k.fingerprint})).collect::<Vec<_>>()}))
         }
         (["ssh-key", name], _) => {
-            let name = crate::server::percent_decode(name);
+            let name = crate::http_server::percent_decode(name);
             let world = state.world();
             world
                 .ssh_keys

@@ -3,11 +3,12 @@
 //! the error-body shape. Everything can change while the fake runs.
 //!
 //! Random decisions come from a seeded generator, so the same calls in the same order see
-//! the same failures.
+//! the same failures. Rates and throttling are the shared [`crate::faults`] core; capacity,
+//! quota, failing operations and the error shape are the fake's own.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+
+use crate::faults::{Countdown, Faults, Injected, rule_setters, wildcard_matches};
 
 /// The API calls faults can target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -54,60 +55,21 @@ pub enum ErrorShape {
     Problem,
 }
 
-/// What happens to one call before it is handled.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Injected {
-    /// Handle it.
-    Proceed,
-    /// Answer 429 with this `Retry-After`.
-    Throttle(Duration),
-    /// Answer 500.
-    Fail,
-}
-
-#[derive(Debug)]
-struct FaultState {
-    rng: u64,
-    error_rates: BTreeMap<ExoVerb, f64>,
-    default_error_rate: f64,
-    throttled_calls: u32,
-    throttle_rate: f64,
-    retry_after: Duration,
-    fail_after_create: u32,
-    fail_attach: u32,
+/// The fake's own faults, beside the shared request rules.
+#[derive(Debug, Default)]
+struct ExoExtras {
+    fail_after_create: Countdown,
+    fail_attach: Countdown,
     no_capacity: Vec<(String, String)>,
     instance_quota: Option<usize>,
     error_shape: ErrorShape,
-}
-
-impl FaultState {
-    fn new(seed: u64) -> Self {
-        FaultState {
-            rng: seed,
-            error_rates: BTreeMap::new(),
-            default_error_rate: 0.0,
-            throttled_calls: 0,
-            throttle_rate: 0.0,
-            retry_after: Duration::from_secs(1),
-            fail_after_create: 0,
-            fail_attach: 0,
-            no_capacity: Vec::new(),
-            instance_quota: None,
-            error_shape: ErrorShape::Classic,
-        }
-    }
-
-    /// A uniform float in [0, 1) (splitmix64).
-    fn next_unit(&mut self) -> f64 {
-        crate::random::next_unit(&mut self.rng)
-    }
 }
 
 /// Fault settings of a fake Exoscale API. Clones share the settings, so a test keeps one and
 /// changes it while the fake runs. Nothing is injected by default.
 #[derive(Debug, Clone)]
 pub struct ExoFaults {
-    inner: Arc<Mutex<FaultState>>,
+    faults: Faults<ExoVerb, ExoExtras>,
 }
 
 impl Default for ExoFaults {
@@ -116,57 +78,23 @@ impl Default for ExoFaults {
     }
 }
 
-fn clamp_rate(rate: f64) -> f64 {
-    if rate.is_finite() { rate.clamp(0.0, 1.0) } else { 0.0 }
-}
-
 impl ExoFaults {
     /// No faults; random decisions seeded with `seed`.
     pub fn with_seed(seed: u64) -> Self {
-        ExoFaults { inner: Arc::new(Mutex::new(FaultState::new(seed))) }
-    }
-
-    fn state(&self) -> MutexGuard<'_, FaultState> {
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Makes a fraction `rate` (0 to 1) of the calls of `verb` fail with 500.
-    pub fn set_error_rate(&self, verb: ExoVerb, rate: f64) {
-        self.state().error_rates.insert(verb, clamp_rate(rate));
-    }
-
-    /// Makes a fraction `rate` of the calls of every verb without a rate of its own fail with 500.
-    pub fn set_default_error_rate(&self, rate: f64) {
-        self.state().default_error_rate = clamp_rate(rate);
-    }
-
-    /// Answers the next `calls` authenticated calls with 429 and `Retry-After` (whole seconds,
-    /// rounded up, at least 1).
-    pub fn throttle_next(&self, calls: u32, retry_after: Duration) {
-        let mut state = self.state();
-        state.throttled_calls = calls;
-        state.retry_after = retry_after;
-    }
-
-    /// Answers a fraction `rate` (0 to 1) of all authenticated calls with 429 and `Retry-After`
-    /// (whole seconds, rounded up, at least 1), on top of [`ExoFaults::throttle_next`].
-    pub fn set_throttle_rate(&self, rate: f64, retry_after: Duration) {
-        let mut state = self.state();
-        state.throttle_rate = clamp_rate(rate);
-        state.retry_after = retry_after;
+        ExoFaults { faults: Faults::with_seed(seed) }
     }
 
     /// The next `creates` instance creations make the instance (it is listed, labelled and
     /// announced) but their operation ends in `failure` (reason `fault`), leaving the
     /// instance in state `error` until someone deletes it.
     pub fn fail_after_create(&self, creates: u32) {
-        self.state().fail_after_create = creates;
+        self.faults.lock().extra.fail_after_create.set(creates);
     }
 
     /// The next `attaches` private-network attachments fail in their operation (reason
     /// `unavailable`); the network is not attached.
     pub fn fail_attach(&self, attaches: u32) {
-        self.state().fail_attach = attaches;
+        self.faults.lock().extra.fail_attach.set(attaches);
     }
 
     /// Creating an instance of type `instance_type` (`<family>.<size>` or `*`) in `zone` (or
@@ -174,84 +102,77 @@ impl ExoFaults {
     /// `unavailable` and no instance remains.
     pub fn insufficient_capacity(&self, instance_type: &str, zone: &str) {
         let key = (instance_type.to_string(), zone.to_string());
-        let mut state = self.state();
-        if !state.no_capacity.contains(&key) {
-            state.no_capacity.push(key);
+        let mut state = self.faults.lock();
+        if !state.extra.no_capacity.contains(&key) {
+            state.extra.no_capacity.push(key);
         }
     }
 
     /// Lifts an [`ExoFaults::insufficient_capacity`] set with the same arguments.
     pub fn restore_capacity(&self, instance_type: &str, zone: &str) {
-        self.state().no_capacity.retain(|(t, z)| !(t == instance_type && z == zone));
+        self.faults.lock().extra.no_capacity.retain(|(t, z)| !(t == instance_type && z == zone));
     }
 
     /// Limits the number of instances in the organisation (all zones, not being destroyed);
     /// creating one more is refused with 403 and a quota message. `None` lifts the limit.
     pub fn set_instance_quota(&self, limit: Option<usize>) {
-        self.state().instance_quota = limit;
+        self.faults.lock().extra.instance_quota = limit;
     }
 
     /// Chooses the shape of error bodies (except 429, which always has `error` and `retry_after`).
     pub fn set_error_shape(&self, shape: ErrorShape) {
-        self.state().error_shape = shape;
+        self.faults.lock().extra.error_shape = shape;
     }
 
     /// Removes every fault (the random sequence continues).
     pub fn clear(&self) {
-        let mut state = self.state();
-        let rng = state.rng;
-        *state = FaultState::new(rng);
+        self.faults.clear();
     }
 
     /// The instance quota.
     pub fn instance_quota(&self) -> Option<usize> {
-        self.state().instance_quota
+        self.faults.lock().extra.instance_quota
     }
 
     /// The error-body shape.
     pub fn error_shape(&self) -> ErrorShape {
-        self.state().error_shape
+        self.faults.lock().extra.error_shape
     }
 
     /// Whether launching `instance_type` in `zone` currently fails for lack of capacity.
     pub fn lacks_capacity(&self, instance_type: &str, zone: &str) -> bool {
-        let matches = |pattern: &str, value: &str| pattern == "*" || pattern == value;
-        self.state().no_capacity.iter().any(|(t, z)| matches(t, instance_type) && matches(z, zone))
+        let state = self.faults.lock();
+        state.extra.no_capacity.iter().any(|(t, z)| wildcard_matches(t, instance_type) && wildcard_matches(z, zone))
     }
 
     /// Decides whether a call of `verb` is throttled, fails or proceeds.
     pub(crate) fn before_call(&self, verb: ExoVerb) -> Injected {
-        let mut state = self.state();
-        if state.throttled_calls > 0 {
-            state.throttled_calls -= 1;
-            return Injected::Throttle(state.retry_after);
-        }
-        if state.throttle_rate > 0.0 && state.next_unit() < state.throttle_rate {
-            return Injected::Throttle(state.retry_after);
-        }
-        let rate = state.error_rates.get(&verb).copied().unwrap_or(state.default_error_rate);
-        if rate > 0.0 && state.next_unit() < rate {
-            return Injected::Fail;
-        }
-        Injected::Proceed
+        self.faults.before_call(verb)
     }
 
     /// Consumes one pending "fail after create".
     pub(crate) fn take_fail_after_create(&self) -> bool {
-        let mut state = self.state();
-        let pending = state.fail_after_create > 0;
-        state.fail_after_create = state.fail_after_create.saturating_sub(1);
-        pending
+        self.faults.lock().extra.fail_after_create.take()
     }
 
     /// Consumes one pending "fail attach".
     pub(crate) fn take_fail_attach(&self) -> bool {
-        let mut state = self.state();
-        let pending = state.fail_attach > 0;
-        state.fail_attach = state.fail_attach.saturating_sub(1);
-        pending
+        self.faults.lock().extra.fail_attach.take()
     }
 }
+
+rule_setters!(ExoFaults {
+    /// Makes a fraction `rate` (0 to 1) of the calls of `verb` fail with 500.
+    set_error_rate => set_error_rate(verb: ExoVerb, rate: f64);
+    /// Makes a fraction `rate` of the calls of every verb without a rate of its own fail with 500.
+    set_default_error_rate => set_default_error_rate(rate: f64);
+    /// Answers the next `calls` authenticated calls with 429 and `Retry-After` (whole seconds,
+    /// rounded up, at least 1).
+    throttle_next => throttle_next(calls: u32, retry_after: Duration);
+    /// Answers a fraction `rate` (0 to 1) of all authenticated calls with 429 and `Retry-After`
+    /// (whole seconds, rounded up, at least 1), on top of [`ExoFaults::throttle_next`].
+    set_throttle_rate => set_throttle_rate(rate: f64, retry_after: Duration);
+});
 
 #[cfg(test)]
 mod tests {

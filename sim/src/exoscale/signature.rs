@@ -87,7 +87,7 @@ pub(crate) fn query_pairs(query: &str) -> Vec<(String, String)> {
         .filter(|p| !p.is_empty())
         .map(|pair| {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            (crate::server::percent_decode(name), crate::server::percent_decode(value))
+            (crate::http_server::percent_decode(name), crate::http_server::percent_decode(value))
         })
         .collect()
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use crate::resources::ResourceKind;
+use crate::apiserver::resources::ResourceKind;
 
 /// Name of the shared ObjectMeta schema in `components.schemas`.
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
@@ -269,7 +269,7 @@ fn object_meta_schema() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::builtin_kinds;
+    use crate::apiserver::resources::builtin_kinds;
 
     #[test]
     fn patch_operations_declare_field_validation_and_their_kind() {

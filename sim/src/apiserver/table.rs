@@ -8,8 +8,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use joinery_core::clock::days_from_civil;
 use serde_json::{Map, Value, json};
 
-use crate::jsonpath::JsonPath;
-use crate::resources::ResourceKind;
+use crate::apiserver::jsonpath::JsonPath;
+use crate::apiserver::resources::ResourceKind;
 
 /// What a Table row carries besides its cells (the `includeObject` query parameter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

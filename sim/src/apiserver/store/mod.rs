@@ -1,66 +1,41 @@
-//! The in-memory object store: every object of every resource type, one global
-//! resourceVersion, and a bounded history of change events that watches are served from.
+//! The in-memory object store: every object of every resource type under one global
+//! resourceVersion. This file holds the store itself, its locked state, object metadata
+//! helpers (uids, generated names, timestamps) and the create / get / update / list verbs;
+//! the rest lives beside it:
+//!
+//! - [`history`]: the bounded change history watches are served from (events, the window,
+//!   compaction, watch snapshots);
+//! - [`gc`]: deletion — preconditions, grace periods, finalizers, orphaning and the
+//!   ownerReference garbage collector;
+//! - [`subresources`]: the write paths that are not plain object writes — `pods/binding`,
+//!   `pods/eviction` and the PodDisruptionBudget status the eviction checks.
+
+mod gc;
+mod history;
+mod subresources;
+
+pub use history::{EventType, HistoryExpired, StoredEvent};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use joinery_core::clock::Clock;
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 
-use crate::disruption;
+use gc::has_finalizers;
+
+use crate::apiserver::resources::{CRD_GROUP, CRD_PLURAL, ResourceKind, builtin_kinds, compare_version_priority, kinds_from_crd};
+use crate::apiserver::schema;
+use crate::apiserver::selectors::{FieldSelector, LabelSelector};
 use crate::error::ApiError;
-use crate::resources::{CRD_GROUP, CRD_PLURAL, ResourceKind, builtin_kinds, compare_version_priority, kinds_from_crd};
-use crate::schema;
-use crate::selectors::{FieldSelector, LabelSelector};
 
 /// Storage key: (group, plural, namespace or empty, name). All versions of a resource share storage.
 type ObjectKey = (String, String, String, String);
-
-/// Kind of change recorded in the event history.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    /// The object was created.
-    Added,
-    /// The object changed.
-    Modified,
-    /// The object was removed.
-    Deleted,
-}
-
-impl EventType {
-    /// The watch event name, e.g. `ADDED`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Added => "ADDED",
-            EventType::Modified => "MODIFIED",
-            EventType::Deleted => "DELETED",
-        }
-    }
-}
-
-/// One change in the history.
-#[derive(Debug)]
-pub struct StoredEvent {
-    /// The resourceVersion this change produced.
-    pub resource_version: u64,
-    /// API group of the changed object.
-    pub group: String,
-    /// Plural resource name of the changed object.
-    pub plural: String,
-    /// Namespace (empty for cluster-scoped objects).
-    pub namespace: String,
-    /// What happened.
-    pub event_type: EventType,
-    /// The object after the change (for deletions: its last state).
-    pub object: Value,
-    /// The object before the change, if it existed.
-    pub previous: Option<Value>,
-}
 
 /// Which part of an object a write may change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,13 +61,6 @@ pub struct ListOptions {
     pub resource_version: Option<String>,
     /// How to interpret `resource_version` (`Exact`, `NotOlderThan`).
     pub resource_version_match: Option<String>,
-}
-
-/// The watch history no longer covers the requested version.
-#[derive(Debug, Clone, Copy)]
-pub struct HistoryExpired {
-    /// The oldest version a watch can still start from.
-    pub oldest_watchable: u64,
 }
 
 struct State {
@@ -216,20 +184,6 @@ fn metadata_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
     object.get("metadata").and_then(|m| m.get(field)).and_then(Value::as_str)
 }
 
-/// The uids an object's `metadata.ownerReferences` point at.
-fn owner_uids(object: &Value) -> impl Iterator<Item = &str> {
-    object.pointer("/metadata/ownerReferences").and_then(Value::as_array).into_iter().flatten().filter_map(|r| r["uid"].as_str())
-}
-
-fn has_finalizers(object: &Value) -> bool {
-    object.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty())
-}
-
-/// A `Status` object reporting success.
-fn success_status(code: u16) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code})
-}
-
 /// Sets `apiVersion` and `kind` to the version the client asked through.
 fn with_type(kind: &ResourceKind, object: &Value) -> Value {
     let mut object = object.clone();
@@ -279,70 +233,6 @@ impl State {
     /// The store clock's current time as a Kubernetes timestamp.
     fn now(&self) -> String {
         format_timestamp(self.clock.now())
-    }
-
-    fn commit(&mut self, key: ObjectKey, mut object: Value, event_type: EventType, previous: Option<Value>) -> Value {
-        self.resource_version += 1;
-        let resource_version = self.resource_version;
-        metadata_mut(&mut object).insert("resourceVersion".into(), Value::String(resource_version.to_string()));
-        if (key.0.is_empty() && key.1 == "pods") || (key.0 == "policy" && key.1 == "poddisruptionbudgets") {
-            self.stale_budgets.insert(key.2.clone());
-        }
-        self.index_owners(&key, (event_type != EventType::Deleted).then_some(&object));
-        if event_type == EventType::Deleted {
-            self.objects.remove(&key);
-            if let Some(uid) = metadata_str(&object, "uid") {
-                self.live_uids.remove(uid);
-                self.removed_uids.push(uid.to_string());
-            }
-        } else {
-            if let Some(uid) = metadata_str(&object, "uid") {
-                self.live_uids.insert(uid.to_string());
-            }
-            self.objects.insert(key.clone(), object.clone());
-        }
-        let (group, plural, namespace, _) = key;
-        self.history.push_back(Arc::new(StoredEvent {
-            resource_version,
-            group,
-            plural,
-            namespace,
-            event_type,
-            object: object.clone(),
-            previous,
-        }));
-        self.trim_history();
-        object
-    }
-
-    /// Keeps the owner-uid → dependents index in step with the object at `key` becoming `next`
-    /// (`None`: removed). Called before the object map changes.
-    fn index_owners(&mut self, key: &ObjectKey, next: Option<&Value>) {
-        let before: BTreeSet<String> = self.objects.get(key).map(|o| owner_uids(o).map(String::from).collect()).unwrap_or_default();
-        let after: BTreeSet<String> = next.map(|o| owner_uids(o).map(String::from).collect()).unwrap_or_default();
-        for uid in before.difference(&after) {
-            if let Some(dependents) = self.dependents.get_mut(uid) {
-                dependents.remove(key);
-                if dependents.is_empty() {
-                    self.dependents.remove(uid);
-                }
-            }
-        }
-        for uid in after.difference(&before) {
-            self.dependents.entry(uid.clone()).or_default().insert(key.clone());
-        }
-        if !after.is_empty() && after != before {
-            // New owner references may already dangle; let the collector check them.
-            self.gc_candidates.push(key.clone());
-        }
-    }
-
-    fn trim_history(&mut self) {
-        while self.history.len() > self.window.max(1) {
-            if let Some(evicted) = self.history.pop_front() {
-                self.oldest_watchable = evicted.resource_version;
-            }
-        }
     }
 
     fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceKind>> {
@@ -433,178 +323,6 @@ impl State {
             .range((group.to_string(), plural.to_string(), namespace.to_string(), String::new())..)
             .take_while(move |((g, p, n, _), _)| g == group && p == plural && n == namespace)
     }
-
-    /// Deletes the object at `key` as a DELETE request would: preconditions, the orphan
-    /// propagation policy, then finalizers (deletionTimestamp only) or removal.
-    fn delete_key(&mut self, kind: &ResourceKind, key: ObjectKey, options: &Value) -> Result<Value, ApiError> {
-        let name = key.3.clone();
-        let Some(current) = self.objects.get(&key).cloned() else {
-            return Err(ApiError::not_found(&kind.group, &kind.plural, &name));
-        };
-        if let Some(uid) = options.pointer("/preconditions/uid").and_then(Value::as_str)
-            && Some(uid) != metadata_str(&current, "uid")
-        {
-            return Err(ApiError::conflict(&kind.group, &kind.plural, &name, "Precondition failed: UID does not match"));
-        }
-        if let Some(version) = options.pointer("/preconditions/resourceVersion").and_then(Value::as_str)
-            && Some(version) != metadata_str(&current, "resourceVersion")
-        {
-            return Err(ApiError::conflict(&kind.group, &kind.plural, &name, "Precondition failed: ResourceVersion does not match"));
-        }
-        let orphan = options.get("propagationPolicy").and_then(Value::as_str) == Some("Orphan")
-            || options.get("orphanDependents").and_then(Value::as_bool) == Some(true);
-        if orphan && let Some(uid) = metadata_str(&current, "uid") {
-            self.orphan_dependents(uid);
-        }
-        let grace = self.grace_period(&key, &current, options);
-        if grace > 0 {
-            // A pod on a node is only marked: its kubelet stops it and removes it (with a zero
-            // grace period) once the grace period is over. A shorter grace period shortens it.
-            let remaining = current.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64);
-            if current.pointer("/metadata/deletionTimestamp").is_some() && remaining.is_some_and(|r| r <= grace) {
-                return Ok(current);
-            }
-            let mut next = current.clone();
-            let deadline = self.clock.now() + Duration::from_secs(grace as u64);
-            let metadata = metadata_mut(&mut next);
-            metadata.insert("deletionTimestamp".into(), Value::String(format_timestamp(deadline)));
-            metadata.insert("deletionGracePeriodSeconds".into(), json!(grace));
-            return Ok(self.commit(key, next, EventType::Modified, Some(current)));
-        }
-        if has_finalizers(&current) {
-            let marked = current.pointer("/metadata/deletionTimestamp").is_some();
-            if marked && current.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0 {
-                return Ok(current);
-            }
-            let mut next = current.clone();
-            let now = self.now();
-            let metadata = metadata_mut(&mut next);
-            if !marked {
-                metadata.insert("deletionTimestamp".into(), Value::String(now));
-            }
-            metadata.insert("deletionGracePeriodSeconds".into(), json!(0));
-            Ok(self.commit(key, next, EventType::Modified, Some(current)))
-        } else {
-            let stored = self.commit(key, current.clone(), EventType::Deleted, Some(current));
-            self.after_crd_write(kind, &stored, true);
-            Ok(stored)
-        }
-    }
-
-    /// The grace period (seconds) a DELETE of the object at `key` waits for: zero except for a
-    /// pod bound to a node that has not finished, as on the real server — then the
-    /// DeleteOptions' `gracePeriodSeconds`, else the pod's `terminationGracePeriodSeconds`,
-    /// else 30.
-    fn grace_period(&self, key: &ObjectKey, current: &Value, options: &Value) -> i64 {
-        let is_pod = key.0.is_empty() && key.1 == "pods";
-        if !self.pod_grace_periods || !is_pod {
-            return 0;
-        }
-        let bound = current.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
-        let finished = matches!(current.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
-        if !bound || finished {
-            return 0;
-        }
-        options
-            .get("gracePeriodSeconds")
-            .and_then(Value::as_i64)
-            .or_else(|| current.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
-            .unwrap_or(30)
-            .max(0)
-    }
-
-    /// Removes the owner references pointing at `owner_uid` from every object.
-    fn orphan_dependents(&mut self, owner_uid: &str) {
-        let dependents: Vec<ObjectKey> = self.dependents.get(owner_uid).into_iter().flatten().cloned().collect();
-        for key in dependents {
-            let Some(current) = self.objects.get(&key).cloned() else { continue };
-            let mut next = current.clone();
-            let metadata = metadata_mut(&mut next);
-            let kept: Vec<Value> = metadata
-                .get("ownerReferences")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter(|reference| reference["uid"].as_str() != Some(owner_uid))
-                .cloned()
-                .collect();
-            if kept.is_empty() {
-                metadata.remove("ownerReferences");
-            } else {
-                metadata.insert("ownerReferences".into(), Value::Array(kept));
-            }
-            self.commit(key, next, EventType::Modified, Some(current));
-        }
-    }
-
-    /// Housekeeping after a write, under the same lock: garbage collection of dependents whose
-    /// owners are all gone, then PodDisruptionBudget status.
-    fn settle(&mut self) {
-        self.collect_garbage();
-        self.refresh_budgets();
-    }
-
-    /// Deletes (respecting finalizers) every object whose owner references all name objects
-    /// that no longer exist: dependents of the objects removed since the last run, and objects
-    /// whose owner references changed (they may have been created with dangling ones).
-    fn collect_garbage(&mut self) {
-        loop {
-            if let Some(removed) = self.removed_uids.pop() {
-                let dependents: Vec<ObjectKey> = self.dependents.get(&removed).into_iter().flatten().cloned().collect();
-                for key in dependents {
-                    self.collect_if_orphaned(key);
-                }
-            } else if let Some(key) = self.gc_candidates.pop() {
-                self.collect_if_orphaned(key);
-            } else {
-                break;
-            }
-        }
-    }
-
-    /// Deletes the object at `key` if it has owner references and none of them names a stored object.
-    fn collect_if_orphaned(&mut self, key: ObjectKey) {
-        let Some(current) = self.objects.get(&key) else { return };
-        let keep = {
-            let mut owners = owner_uids(current).peekable();
-            owners.peek().is_none()
-                || owners.any(|uid| self.live_uids.contains(uid))
-                || current.pointer("/metadata/deletionTimestamp").is_some()
-        };
-        if keep {
-            return;
-        }
-        tracing::debug!(plural = %key.1, namespace = %key.2, name = %key.3, "garbage-collecting a dependent whose owners are gone");
-        let kind = self.all_kinds().find(|k| k.group == key.0 && k.plural == key.1).cloned();
-        if let Some(kind) = kind {
-            let _ = self.delete_key(&kind, key, &Value::Null);
-        }
-    }
-
-    /// Recomputes the status of the PodDisruptionBudgets in namespaces where pods or budgets changed.
-    fn refresh_budgets(&mut self) {
-        let namespaces = std::mem::take(&mut self.stale_budgets);
-        let now = self.now();
-        for namespace in namespaces {
-            let updates: Vec<(ObjectKey, Value, Value)> = self
-                .objects_in("policy", "poddisruptionbudgets", &namespace)
-                .filter_map(|(key, budget)| {
-                    let pods = self.objects_in("", "pods", &namespace).map(|(_, pod)| pod);
-                    let status = disruption::status(budget, disruption::figures(budget, pods), &now);
-                    (budget.get("status") != Some(&status)).then(|| {
-                        let mut next = budget.clone();
-                        next["status"] = status;
-                        (key.clone(), next, budget.clone())
-                    })
-                })
-                .collect();
-            for (key, next, previous) in updates {
-                self.commit(key, next, EventType::Modified, Some(previous));
-            }
-        }
-        // The status writes above only touched budgets whose figures are now current.
-        self.stale_budgets.clear();
-    }
 }
 
 impl Store {
@@ -658,11 +376,6 @@ impl Store {
         format_timestamp(self.clock.now())
     }
 
-    /// A notification that fires after the next write.
-    pub fn changed(&self) -> &Notify {
-        &self.changed
-    }
-
     /// The resource type served at group/version/plural, if any.
     pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceKind>> {
         self.lock().lookup(group, version, plural)
@@ -696,21 +409,6 @@ impl Store {
     /// The latest resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.lock().resource_version
-    }
-
-    /// Changes how many events are retained for watches (older ones are dropped at once).
-    pub fn set_window(&self, window: usize) {
-        let mut state = self.lock();
-        state.window = window;
-        state.trim_history();
-    }
-
-    /// Forgets the whole event history, as an etcd compaction would: any watch or continue
-    /// token older than the current version now gets `410 Gone`.
-    pub fn compact(&self) {
-        let mut state = self.lock();
-        state.history.clear();
-        state.oldest_watchable = state.resource_version;
     }
 
     fn key(kind: &ResourceKind, namespace: Option<&str>, name: &str) -> ObjectKey {
@@ -928,165 +626,6 @@ impl Store {
         Ok(with_type(kind, &stored))
     }
 
-    /// Deletes an object: with finalizers it only gets a deletionTimestamp; otherwise it is removed
-    /// and its dependents are garbage-collected. `options` is a DeleteOptions body: preconditions
-    /// are honoured, `propagationPolicy: Orphan` (or `orphanDependents`) strips the owner
-    /// references to the object from its dependents instead; `Foreground` acts as `Background`.
-    pub fn delete(&self, kind: &ResourceKind, namespace: Option<&str>, name: &str, options: &Value) -> Result<Value, ApiError> {
-        let mut state = self.lock();
-        let stored = state.delete_key(kind, Self::key(kind, namespace, name), options)?;
-        state.settle();
-        drop(state);
-        self.changed.notify_waiters();
-        Ok(with_type(kind, &stored))
-    }
-
-    /// The `pods/binding` subresource: assigns a pod to the node a v1 `Binding` targets (sets
-    /// `spec.nodeName` and a `PodScheduled=True` condition). 409 when the pod is already bound or
-    /// being deleted, 404 when it does not exist.
-    pub fn bind(&self, pods: &ResourceKind, namespace: &str, name: &str, binding: &Value) -> Result<Value, ApiError> {
-        let node = binding.pointer("/target/name").and_then(Value::as_str).filter(|n| !n.is_empty()).ok_or_else(|| {
-            ApiError::invalid("", "Binding", name, &[("target.name".into(), "Required value".into())])
-        })?;
-        if let Some(body_name) = metadata_str(binding, "name").filter(|n| !n.is_empty())
-            && body_name != name
-        {
-            return Err(ApiError::bad_request(format!(
-                "the name of the binding ({body_name}) does not match the pod name on the URL ({name})"
-            )));
-        }
-        let mut state = self.lock();
-        let key = Self::key(pods, Some(namespace), name);
-        let Some(current) = state.objects.get(&key).cloned() else {
-            return Err(ApiError::not_found("", "pods", name));
-        };
-        let conflict = |why: String| ApiError::conflict("", "pods/binding", name, &why);
-        if let Some(uid) = metadata_str(binding, "uid").filter(|u| !u.is_empty())
-            && Some(uid) != metadata_str(&current, "uid")
-        {
-            return Err(conflict("Precondition failed: UID in object meta does not match".into()));
-        }
-        if current.pointer("/metadata/deletionTimestamp").is_some() {
-            return Err(conflict(format!("pod {name} is being deleted, cannot be assigned to a host")));
-        }
-        if let Some(bound) = current.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
-            return Err(conflict(format!("pod {name} is already assigned to node \"{bound}\"")));
-        }
-        let mut next = current.clone();
-        if !next.get("spec").is_some_and(Value::is_object) {
-            next["spec"] = json!({});
-        }
-        next["spec"]["nodeName"] = Value::String(node.to_string());
-        let generation = current.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
-        metadata_mut(&mut next).insert("generation".into(), json!(generation));
-        if !next.get("status").is_some_and(Value::is_object) {
-            next["status"] = json!({});
-        }
-        let mut conditions: Vec<Value> = next["status"]["conditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|c| c["type"] != "PodScheduled")
-            .cloned()
-            .collect();
-        conditions.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": state.now()}));
-        next["status"]["conditions"] = Value::Array(conditions);
-        state.commit(key, next, EventType::Modified, Some(current));
-        state.settle();
-        drop(state);
-        self.changed.notify_waiters();
-        Ok(success_status(201))
-    }
-
-    /// The `pods/eviction` subresource: deletes a pod (respecting finalizers) unless the
-    /// PodDisruptionBudget covering it forbids the disruption (429). A pod that is not `Running`
-    /// or is already being deleted is evicted without consulting budgets; an unhealthy running
-    /// pod may be evicted while its budget is satisfied (or always, with
-    /// `unhealthyPodEvictionPolicy: AlwaysAllow`). More than one covering budget is a 500, as
-    /// on the real server.
-    pub fn evict(&self, pods: &ResourceKind, namespace: &str, name: &str, eviction: &Value) -> Result<Value, ApiError> {
-        if let Some(body_name) = metadata_str(eviction, "name").filter(|n| !n.is_empty())
-            && body_name != name
-        {
-            return Err(ApiError::bad_request(format!(
-                "name in URL does not match name in Eviction object ({body_name} vs {name})"
-            )));
-        }
-        let mut state = self.lock();
-        let key = Self::key(pods, Some(namespace), name);
-        let Some(pod) = state.objects.get(&key).cloned() else {
-            return Err(ApiError::not_found("", "pods", name));
-        };
-        let consult_budgets = pod.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
-            && pod.pointer("/metadata/deletionTimestamp").is_none();
-        if consult_budgets {
-            let labels = pod.pointer("/metadata/labels").and_then(Value::as_object);
-            let budgets: Vec<&Value> = state
-                .objects_in("policy", "poddisruptionbudgets", namespace)
-                .map(|(_, budget)| budget)
-                .filter(|budget| disruption::selector_matches(budget.pointer("/spec/selector"), labels))
-                .collect();
-            if budgets.len() > 1 {
-                return Err(ApiError::internal(
-                    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
-                ));
-            }
-            if let Some(budget) = budgets.first() {
-                let figures = disruption::figures(budget, state.objects_in("", "pods", namespace).map(|(_, p)| p));
-                let allowed = if disruption::pod_is_healthy(&pod) {
-                    figures.disruptions_allowed > 0
-                } else {
-                    budget.pointer("/spec/unhealthyPodEvictionPolicy").and_then(Value::as_str) == Some("AlwaysAllow")
-                        || figures.current_healthy >= figures.desired_healthy
-                };
-                if !allowed {
-                    let budget_name = metadata_str(budget, "name").unwrap_or_default();
-                    let cause = format!(
-                        "The disruption budget {budget_name} needs {} healthy pods and has {} currently",
-                        figures.desired_healthy, figures.current_healthy
-                    );
-                    return Err(ApiError::too_many_requests(
-                        format!("Cannot evict pod as it would violate the pod's disruption budget. {cause}"),
-                        &[("DisruptionBudget", cause.clone())],
-                    ));
-                }
-            }
-        }
-        let options = eviction.get("deleteOptions").cloned().unwrap_or(Value::Null);
-        state.delete_key(pods, key, &options)?;
-        state.settle();
-        drop(state);
-        self.changed.notify_waiters();
-        Ok(success_status(201))
-    }
-
-    /// Deletes every object of a type (in a namespace) matching the selectors; `delete_options`
-    /// (a DeleteOptions body) applies to each object as in [`Store::delete`].
-    pub fn delete_collection(
-        &self,
-        kind: &ResourceKind,
-        namespace: Option<&str>,
-        options: &ListOptions,
-        delete_options: &Value,
-    ) -> Result<Value, ApiError> {
-        let selected = self.list(kind, namespace, &ListOptions { limit: None, continue_token: None, ..options.clone() })?;
-        let mut deleted = Vec::new();
-        for item in selected["items"].as_array().into_iter().flatten() {
-            let name = metadata_str(item, "name").unwrap_or_default();
-            match self.delete(kind, metadata_str(item, "namespace").or(namespace), name, delete_options) {
-                Ok(object) => deleted.push(object),
-                Err(error) if error.code == 404 => {}
-                Err(error) => return Err(error),
-            }
-        }
-        Ok(json!({
-            "kind": kind.list_kind,
-            "apiVersion": kind.api_version(),
-            "metadata": {"resourceVersion": self.resource_version().to_string()},
-            "items": deleted,
-        }))
-    }
-
     /// Lists objects of a type, across namespaces when `namespace` is `None`.
     pub fn list(&self, kind: &ResourceKind, namespace: Option<&str>, options: &ListOptions) -> Result<Value, ApiError> {
         let state = self.lock();
@@ -1155,46 +694,6 @@ impl Store {
         }
         Ok(json!({"kind": kind.list_kind, "apiVersion": kind.api_version(), "metadata": metadata, "items": items}))
     }
-
-    /// The objects a watch without a starting version begins with, and the version it continues from.
-    pub fn watch_snapshot(&self, kind: &ResourceKind, namespace: Option<&str>) -> (Vec<Value>, u64) {
-        let state = self.lock();
-        let namespace = if kind.namespaced { namespace } else { None };
-        let objects = state
-            .objects
-            .range((kind.group.clone(), kind.plural.clone(), namespace.unwrap_or_default().to_string(), String::new())..)
-            .take_while(|((group, plural, object_namespace, _), _)| {
-                *group == kind.group && *plural == kind.plural && namespace.is_none_or(|n| n == object_namespace)
-            })
-            .map(|(_, object)| with_type(kind, object))
-            .collect();
-        (objects, state.resource_version)
-    }
-
-    /// Events of a type (in a namespace) newer than `since`, plus the current version; fails when
-    /// the history no longer reaches back to `since`.
-    pub fn events_since(
-        &self,
-        kind: &ResourceKind,
-        namespace: Option<&str>,
-        since: u64,
-    ) -> Result<(Vec<Arc<StoredEvent>>, u64), HistoryExpired> {
-        let state = self.lock();
-        if since < state.oldest_watchable {
-            return Err(HistoryExpired { oldest_watchable: state.oldest_watchable });
-        }
-        let namespace = if kind.namespaced { namespace } else { None };
-        let first = state.history.partition_point(|event| event.resource_version <= since);
-        let events = state
-            .history
-            .range(first..)
-            .filter(|event| {
-                event.group == kind.group && event.plural == kind.plural && namespace.is_none_or(|n| n == event.namespace)
-            })
-            .cloned()
-            .collect();
-        Ok((events, state.resource_version))
-    }
 }
 
 #[cfg(test)]
@@ -1215,50 +714,5 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a.len(), 36);
         assert_eq!(&a[14..15], "4");
-    }
-
-    #[test]
-    fn bound_pods_wait_for_their_grace_period_on_the_store_clock() {
-        let clock = Arc::new(Clock::with_speed(1000.0));
-        let store = Store::with_clock(100, clock.clone(), true);
-        let pods = store.lookup("", "v1", "pods").unwrap();
-        let pod = |name: &str, node: Option<&str>| {
-            json!({"metadata": {"name": name}, "spec": {"nodeName": node, "terminationGracePeriodSeconds": 120, "containers": []}})
-        };
-        store.create(&pods, Some("default"), pod("unbound", None)).unwrap();
-        store.create(&pods, Some("default"), pod("bound", Some("n1"))).unwrap();
-        store.delete(&pods, Some("default"), "unbound", &Value::Null).unwrap();
-        assert!(store.get(&pods, Some("default"), "unbound").is_err(), "unbound pods go at once");
-
-        store.delete(&pods, Some("default"), "bound", &Value::Null).unwrap();
-        let marked = store.get(&pods, Some("default"), "bound").unwrap();
-        assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 120);
-        let deadline = marked["metadata"]["deletionTimestamp"].as_str().unwrap().to_string();
-        let expected = format_timestamp(clock.now() + Duration::from_secs(120));
-        assert!(deadline.as_str() <= expected.as_str() && deadline.len() == expected.len(), "{deadline} vs {expected}");
-        // Status writes do not finish a pod within its grace period; a zero grace period does.
-        store
-            .update(&pods, Some("default"), "bound", WriteTarget::Main, |current| {
-                let mut next = current.clone();
-                next["status"] = json!({"phase": "Running"});
-                Ok(next)
-            })
-            .unwrap();
-        assert!(store.get(&pods, Some("default"), "bound").is_ok());
-        store.delete(&pods, Some("default"), "bound", &json!({"gracePeriodSeconds": 0})).unwrap();
-        assert!(store.get(&pods, Some("default"), "bound").is_err());
-    }
-
-    #[test]
-    fn history_window_expires_old_versions() {
-        let store = Store::new(3);
-        let configmaps = store.lookup("", "v1", "configmaps").unwrap();
-        let start = store.resource_version();
-        for i in 0..5 {
-            store.create(&configmaps, Some("default"), json!({"metadata": {"name": format!("c{i}")}})).unwrap();
-        }
-        assert!(store.events_since(&configmaps, Some("default"), start).is_err());
-        let (events, _) = store.events_since(&configmaps, Some("default"), start + 3).unwrap();
-        assert_eq!(events.len(), 2);
     }
 }

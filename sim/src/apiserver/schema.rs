@@ -3,12 +3,12 @@
 //! int-or-string; the value validations (`pattern`, `minLength`/`maxLength` in characters,
 //! `minItems`/`maxItems`, `minProperties`/`maxProperties`, `minimum`/`maximum` with their
 //! exclusive forms); the uniqueness of `x-kubernetes-list-type` `set` and `map` lists; and the
-//! `x-kubernetes-validations` CEL rules (evaluated by [`crate::cel`]), transition rules
+//! `x-kubernetes-validations` CEL rules (evaluated by [`crate::apiserver::cel`]), transition rules
 //! (`oldSelf`) only on update. Problems are worded as the API server words them.
 
 use serde_json::Value;
 
-use crate::cel::{self, CelError, Val};
+use crate::apiserver::cel::{self, CelError, Val};
 
 /// Drops fields the structural schema does not declare, as the API server does for custom
 /// resources, except under `x-kubernetes-preserve-unknown-fields`. At the root, `apiVersion`,

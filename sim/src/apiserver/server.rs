@@ -17,11 +17,13 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use crate::apiserver::resources::{CRD_GROUP, CRD_PLURAL, ResourceKind, api_group, resource_list};
+use crate::apiserver::selectors::{FieldSelector, LabelSelector};
+use crate::apiserver::store::{EventType, ListOptions, Store, StoredEvent, WriteTarget};
+use crate::apiserver::table::{Printer, TableRequest};
 use crate::error::ApiError;
-use crate::resources::{CRD_GROUP, CRD_PLURAL, ResourceKind, api_group, resource_list};
-use crate::selectors::{FieldSelector, LabelSelector};
-use crate::store::{EventType, ListOptions, Store, StoredEvent, WriteTarget};
-use crate::table::{Printer, TableRequest};
+use crate::faults::{Faults, InjectedAnswer, rule_setters};
+use crate::http_server::percent_decode;
 
 /// State shared by every connection.
 pub(crate) struct Shared {
@@ -80,30 +82,6 @@ fn json_response(code: u16, value: &Value) -> HttpResponse {
 /// Accepts connections until `shutdown` turns true.
 pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
     crate::http_server::serve(listener, shutdown, "API server", move |request| handle(shared.clone(), request)).await;
-}
-
-pub(crate) fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        match bytes[index] {
-            b'+' => decoded.push(b' '),
-            b'%' if index + 2 < bytes.len() => {
-                let hex_digits = std::str::from_utf8(&bytes[index + 1..index + 3]).ok();
-                match hex_digits.and_then(|digits| u8::from_str_radix(digits, 16).ok()) {
-                    Some(byte) => {
-                        decoded.push(byte);
-                        index += 2;
-                    }
-                    None => decoded.push(b'%'),
-                }
-            }
-            other => decoded.push(other),
-        }
-        index += 1;
-    }
-    String::from_utf8_lossy(&decoded).into_owned()
 }
 
 fn parse_query(query: Option<&str>) -> HashMap<String, String> {
@@ -230,7 +208,7 @@ async fn route(shared: &Arc<Shared>, path: &str, call: &Call<'_>) -> Result<Http
             }
             Ok(json_response(200, &resource_list(&format!("{group}/{version}"), &kinds)))
         }
-        ["openapi", "v3"] => Ok(json_response(200, &crate::openapi::index(&openapi_documents(store)))),
+        ["openapi", "v3"] => Ok(json_response(200, &crate::apiserver::openapi::index(&openapi_documents(store)))),
         ["openapi", "v3", "api", version] => openapi_document(store, "", version),
         ["openapi", "v3", "apis", group, version] => openapi_document(store, group, version),
         ["api", "v1", rest @ ..] => resource_request(shared, "", "v1", rest, call).await,
@@ -249,8 +227,8 @@ fn openapi_documents(store: &Store) -> std::collections::BTreeMap<String, Value>
         .into_iter()
         .map(|(group, version)| {
             let kinds = store.kinds_at(&group, &version);
-            let document = crate::openapi::group_version_document(&kinds);
-            (crate::openapi::group_version_path(&group, &version), document)
+            let document = crate::apiserver::openapi::group_version_document(&kinds);
+            (crate::apiserver::openapi::group_version_path(&group, &version), document)
         })
         .collect()
 }
@@ -260,7 +238,7 @@ fn openapi_document(store: &Store, group: &str, version: &str) -> Result<HttpRes
     if kinds.is_empty() {
         return Err(ApiError::no_such_resource());
     }
-    Ok(json_response(200, &crate::openapi::group_version_document(&kinds)))
+    Ok(json_response(200, &crate::apiserver::openapi::group_version_document(&kinds)))
 }
 
 /// The Table printer of a type (custom resources read their CRD's printer columns).
@@ -303,7 +281,7 @@ fn validate_fields(kind: &ResourceKind, object: &Value, call: &Call<'_>) -> Resu
     if directive != "Strict" && directive != "Warn" {
         return Ok(Vec::new());
     }
-    let unknown = crate::schema::unknown_fields(schema, object);
+    let unknown = crate::apiserver::schema::unknown_fields(schema, object);
     if unknown.is_empty() {
         return Ok(Vec::new());
     }
@@ -437,7 +415,7 @@ async fn resource_request(
             _ => Err(ApiError::method_not_allowed(format!("{method} is not supported on pods/binding"))),
         },
         (Some(name), Some("scale")) if kind.extra_subresources.iter().any(|s| s.name == "scale") => {
-            crate::scale::handle(store, &kind, namespace, name, call.method, call.content_type, call.body)
+            crate::apiserver::scale::handle(store, &kind, namespace, name, call.method, call.content_type, call.body)
                 .map(|scale| json_response(200, &scale))
         }
         (Some(name), Some("eviction")) if kind.group.is_empty() && kind.plural == "pods" => match *method {
@@ -489,7 +467,7 @@ fn patch(
                 .map_err(|e| ApiError::bad_request(format!("invalid strategic merge patch: {e}")))?;
             let updated = store.update(kind, namespace, name, target, |current| {
                 let mut document = current.clone();
-                crate::strategic::apply(&mut document, &changes).map_err(patch_failed)?;
+                crate::apiserver::strategic::apply(&mut document, &changes).map_err(patch_failed)?;
                 checked(document)
             })?;
             json_response(200, &updated)
@@ -826,23 +804,48 @@ impl ApiVerb {
     }
 }
 
-#[derive(Debug)]
-struct ApiFaultState {
-    rng: u64,
-    error_rates: std::collections::BTreeMap<ApiVerb, f64>,
-    latency: Duration,
-    throttled: u32,
-    retry_after: Duration,
-}
-
 /// Test hooks that make the emulated API server misbehave like a loaded real one. They apply
 /// to resource requests only (discovery, `/version` and health checks are never affected),
 /// change at run time, and draw their random numbers from a seeded generator so a test that
-/// sends the same requests sees the same failures. Nothing is injected by default.
+/// sends the same requests sees the same failures. Nothing is injected by default. The rules
+/// are the shared [`crate::faults`] core; only the answers (Kubernetes `Status` bodies) are
+/// the server's own.
 #[derive(Debug)]
 pub struct ApiFaults {
-    state: std::sync::Mutex<ApiFaultState>,
+    faults: Faults<ApiVerb, ()>,
 }
+
+impl ApiFaults {
+    /// No faults; random decisions seeded with `seed`.
+    pub fn with_seed(seed: u64) -> Self {
+        ApiFaults { faults: Faults::with_seed(seed) }
+    }
+
+    /// Restarts the random sequence from `seed`.
+    pub fn reseed(&self, seed: u64) {
+        self.faults.reseed(seed);
+    }
+
+    /// Removes every fault (the random sequence continues where it was).
+    pub fn clear(&self) {
+        self.faults.clear();
+    }
+
+    /// Waits out the latency, then returns the injected answer, if any, for a request of `verb`.
+    async fn inject(&self, verb: ApiVerb, clock: &joinery_core::clock::Clock) -> Option<HttpResponse> {
+        self.faults.delay_and_decide(verb, clock).await
+    }
+}
+
+rule_setters!(ApiFaults {
+    /// Answers a fraction `rate` (0 to 1) of the requests of `verb` with `500 InternalError`.
+    set_error_rate => set_error_rate(verb: ApiVerb, rate: f64);
+    /// Delays every resource request by `latency` of the server's (simulated) clock.
+    set_latency => set_default_latency(latency: Duration);
+    /// Answers the next `requests` resource requests with `429 TooManyRequests` and a
+    /// `Retry-After` of `retry_after` (whole seconds, rounded up, at least 1).
+    throttle_next => throttle_next(requests: u32, retry_after: Duration);
+});
 
 impl Default for ApiFaults {
     fn default() -> Self {
@@ -850,80 +853,18 @@ impl Default for ApiFaults {
     }
 }
 
-impl ApiFaults {
-    /// No faults; random decisions seeded with `seed`.
-    pub fn with_seed(seed: u64) -> Self {
-        let state = ApiFaultState {
-            rng: seed,
-            error_rates: Default::default(),
-            latency: Duration::ZERO,
-            throttled: 0,
-            retry_after: Duration::from_secs(1),
-        };
-        ApiFaults { state: std::sync::Mutex::new(state) }
+impl InjectedAnswer<ApiVerb> for HttpResponse {
+    fn throttled(retry_after_seconds: u64) -> Self {
+        let mut error = ApiError::too_many_requests("the server is throttling requests (injected fault)", &[]);
+        error.details = Some(json!({"retryAfterSeconds": retry_after_seconds}));
+        let mut response = json_response(429, &error.to_status());
+        response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(retry_after_seconds));
+        response
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, ApiFaultState> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Answers a fraction `rate` (0 to 1) of the requests of `verb` with `500 InternalError`.
-    pub fn set_error_rate(&self, verb: ApiVerb, rate: f64) {
-        let rate = if rate.is_finite() { rate.clamp(0.0, 1.0) } else { 0.0 };
-        self.lock().error_rates.insert(verb, rate);
-    }
-
-    /// Delays every resource request by `latency` of the server's (simulated) clock.
-    pub fn set_latency(&self, latency: Duration) {
-        self.lock().latency = latency;
-    }
-
-    /// Answers the next `requests` resource requests with `429 TooManyRequests` and a
-    /// `Retry-After` of `retry_after` (whole seconds, rounded up, at least 1).
-    pub fn throttle_next(&self, requests: u32, retry_after: Duration) {
-        let mut state = self.lock();
-        state.throttled = requests;
-        state.retry_after = retry_after;
-    }
-
-    /// Restarts the random sequence from `seed`.
-    pub fn reseed(&self, seed: u64) {
-        self.lock().rng = seed;
-    }
-
-    /// Removes every fault (the random sequence continues where it was).
-    pub fn clear(&self) {
-        let mut state = self.lock();
-        state.error_rates.clear();
-        state.latency = Duration::ZERO;
-        state.throttled = 0;
-    }
-
-    /// Waits out the latency, then returns the injected answer, if any, for a request of `verb`.
-    async fn inject(&self, verb: ApiVerb, clock: &joinery_core::clock::Clock) -> Option<HttpResponse> {
-        let latency = self.lock().latency;
-        if !latency.is_zero() {
-            tokio::time::sleep(clock.to_real(latency)).await;
-        }
-        let mut state = self.lock();
-        if state.throttled > 0 {
-            state.throttled -= 1;
-            let wait = state.retry_after;
-            let seconds = (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1);
-            let mut error = ApiError::too_many_requests("the server is throttling requests (injected fault)", &[]);
-            error.details = Some(json!({"retryAfterSeconds": seconds}));
-            let mut response = json_response(429, &error.to_status());
-            response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
-            return Some(response);
-        }
-        let rate = state.error_rates.get(&verb).copied().unwrap_or(0.0);
-        if rate > 0.0 {
-            if crate::random::next_unit(&mut state.rng) < rate {
-                let error = ApiError::internal(format!("{verb:?} failed (injected fault)"));
-                return Some(json_response(500, &error.to_status()));
-            }
-        }
-        None
+    fn failed(verb: ApiVerb) -> Self {
+        let error = ApiError::internal(format!("{verb:?} failed (injected fault)"));
+        json_response(500, &error.to_status())
     }
 }
 

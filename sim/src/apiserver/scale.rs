@@ -6,10 +6,10 @@ use bytes::Bytes;
 use http::Method;
 use serde_json::{Value, json};
 
+use crate::apiserver::resources::{CRD_GROUP, CRD_PLURAL, ResourceKind};
+use crate::apiserver::store::{Store, WriteTarget};
+use crate::apiserver::table::label_selector_string;
 use crate::error::ApiError;
-use crate::resources::{CRD_GROUP, CRD_PLURAL, ResourceKind};
-use crate::store::{Store, WriteTarget};
-use crate::table::label_selector_string;
 
 /// Where a type keeps what a Scale shows.
 struct ScalePaths {

@@ -1,0 +1,126 @@
+//! What a simulated kubelet understands of an instance's userData: the bootstrap that decides
+//! the Node it registers (name, labels, taints, provider ID, pod capacity).
+//!
+//! Four formats are understood, tried in this order, one file each:
+//!
+//! - [`k3s`]: k3s agent scripts as the `k3s` renderer writes them;
+//! - [`rke2`]: RKE2 agent scripts as the `rke2` renderer writes them (k3s and RKE2 read the
+//!   same `config.yaml` keys, in [`agent`]);
+//! - [`kubeadm`]: kubeadm join scripts as the `kubeadm` renderer writes them;
+//! - [`kubelet_flags`]: a kubelet command line anywhere in the script, the format for the
+//!   verbatim `template` renderer.
+//!
+//! [`shell`] is the bit of a POSIX shell the script formats are read with. Anything else is
+//! not understood: the kubelet registers no Node.
+
+mod agent;
+mod k3s;
+mod kubeadm;
+mod kubelet_flags;
+mod rke2;
+mod shell;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+use joinery_core::taints::{Taint, TaintEffect};
+
+use kubeadm::KUBEADM_CONFIG_PATH;
+
+/// Which bootstrap format was recognised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Format {
+    /// The k3s renderer's agent script.
+    K3s,
+    /// The rke2 renderer's agent script.
+    Rke2,
+    /// The kubeadm renderer's join script.
+    Kubeadm,
+    /// A kubelet command line.
+    KubeletFlags,
+}
+
+/// The Node a bootstrap registers.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Bootstrap {
+    /// The recognised format.
+    pub(crate) format: Format,
+    /// The Node's name.
+    pub(crate) node_name: String,
+    /// Labels the node registers with.
+    pub(crate) labels: BTreeMap<String, String>,
+    /// Taints the node registers with.
+    pub(crate) taints: Vec<Taint>,
+    /// `spec.providerID`, if the bootstrap sets one.
+    pub(crate) provider_id: Option<String>,
+    /// The kubelet's `max-pods`, if set.
+    pub(crate) max_pods: Option<u64>,
+}
+
+/// Why a bootstrap could not be run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BootstrapError {
+    /// No format was found.
+    #[error(
+        "the userData is neither a k3s, RKE2 or kubeadm script from the renderer of that name nor a script that runs the kubelet"
+    )]
+    NotUnderstood,
+    /// A configuration here-document never ends (the delimiter is named).
+    #[error("the configuration here-document is not closed by a `{0}` line")]
+    UnterminatedConfig(&'static str),
+    /// A configuration is not what its distribution expects (distribution, problem).
+    #[error("the {0} configuration is not valid: {1}")]
+    Config(&'static str, String),
+    /// The kubeadm script writes a JoinConfiguration but never joins with it.
+    #[error("the script writes {KUBEADM_CONFIG_PATH} but never runs `kubeadm join --config {KUBEADM_CONFIG_PATH}`")]
+    KubeadmNotJoined,
+    /// A node label is not `key=value`.
+    #[error("invalid node label `{0}`: expected key=value")]
+    Label(String),
+    /// A taint is not `key[=value]:Effect`.
+    #[error("invalid node taint `{0}`: expected key[=value]:NoSchedule|PreferNoSchedule|NoExecute")]
+    Taint(String),
+    /// `max-pods` is not a number.
+    #[error("invalid max-pods `{0}`: expected a non-negative integer")]
+    MaxPods(String),
+}
+
+/// Runs the bootstrap of instance `instance_id` (whose hostname is its ID).
+pub(crate) fn parse(user_data: &str, instance_id: &str) -> Result<Bootstrap, BootstrapError> {
+    let formats: [fn(&str, &str) -> Option<Result<Bootstrap, BootstrapError>>; 4] =
+        [k3s::parse, rke2::parse, kubeadm::parse_kubeadm, kubelet_flags::parse_kubelet_flags];
+    for format in formats {
+        if let Some(result) = format(user_data, instance_id) {
+            return result;
+        }
+    }
+    Err(BootstrapError::NotUnderstood)
+}
+
+pub(super) fn parse_label(label: &str) -> Result<(String, String), BootstrapError> {
+    match label.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => Ok((key.trim().to_string(), value.trim().to_string())),
+        _ => Err(BootstrapError::Label(label.to_string())),
+    }
+}
+
+pub(super) fn parse_taint(taint: &str) -> Result<Taint, BootstrapError> {
+    let invalid = || BootstrapError::Taint(taint.to_string());
+    let (rest, effect) = taint.trim().rsplit_once(':').ok_or_else(invalid)?;
+    let effect = match effect {
+        "NoSchedule" => TaintEffect::NoSchedule,
+        "PreferNoSchedule" => TaintEffect::PreferNoSchedule,
+        "NoExecute" => TaintEffect::NoExecute,
+        _ => return Err(invalid()),
+    };
+    let (key, value) = rest.split_once('=').unwrap_or((rest, ""));
+    if key.is_empty() {
+        return Err(invalid());
+    }
+    Ok(Taint::new(key, value, effect))
+}
+
+pub(super) fn parse_max_pods(value: &str) -> Result<u64, BootstrapError> {
+    value.trim().parse().map_err(|_| BootstrapError::MaxPods(value.to_string()))
+}
