@@ -35,7 +35,7 @@ pub fn open_registry(options: &PluginOptions, services: HostServices) -> Result<
         .map_err(anyhow::Error::msg)?;
     let grants = read_grants(options.grants.as_deref())?;
     let cx = LoadContext::new(engine, grants, services).map_err(anyhow::Error::msg)?;
-    let registry = PluginRegistry::load(cx, options.plugin_dirs.clone(), true)
+    let registry = PluginRegistry::load(cx, options.plugin_dirs.clone(), joinery_builtin_plugins::builtin_manifests())
         .context("cannot load plugins; fix the plugin named above or remove its directory")?;
     Ok(Arc::new(registry))
 }
@@ -72,7 +72,7 @@ fn locate(path: &str) -> Result<Inspected> {
         };
         return Ok(Inspected { manifest: None, source: PluginSource::Directory(p), wasm, file_size });
     }
-    for builtin in joinery_runtime::builtin::BUILTIN_PLUGINS {
+    for builtin in joinery_builtin_plugins::BUILTIN_PLUGINS {
         let manifest = PluginManifest::parse(builtin.manifest, "built-in")?;
         if manifest.name == path {
             return Ok(Inspected {
@@ -83,7 +83,7 @@ fn locate(path: &str) -> Result<Inspected> {
             });
         }
     }
-    let names: Vec<String> = joinery_runtime::builtin::builtin_manifests().into_iter().map(|(m, _)| m.name).collect();
+    let names: Vec<String> = joinery_builtin_plugins::builtin_manifests().into_iter().map(|(m, _)| m.name).collect();
     bail!("{path:?} is neither a plugin directory, a component file, nor a built-in plugin ({})", names.join(", "))
 }
 

@@ -21,7 +21,6 @@ mod trusted_cache;
 pub mod plugin;
 pub mod redact;
 pub mod validate;
-pub mod builtin;
 pub mod registry;
 
 /// Short paths to the WIT types the host exchanges with plugins.
