@@ -43,7 +43,7 @@ pub fn open_registry(options: &PluginOptions, services: HostServices) -> Result<
         .map_err(anyhow::Error::msg)?;
     let grants = read_grants(options.grants.as_deref())?;
     let cx = LoadContext::new(engine, grants, services).map_err(anyhow::Error::msg)?;
-    let registry = PluginRegistry::load(cx, options.plugin_dirs.clone(), true)
+    let registry = PluginRegistry::load(cx, options.plugin_dirs.clone(), joinery_builtin_plugins::builtin_manifests())
         .context("cannot load plugins; fix the plugin named above or remove its directory")?;
     Ok(Arc::new(registry))
 }

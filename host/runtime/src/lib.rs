@@ -22,6 +22,5 @@ mod trusted_cache;
 pub mod plugin;
 pub mod redact;
 pub mod validate;
-pub mod builtin;
 pub mod registry;
 

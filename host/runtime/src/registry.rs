@@ -15,7 +15,6 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use wasmtime::component::Component;
 
-use crate::builtin::builtin_manifests;
 use crate::error::{CallError, LoadError};
 use crate::manifest::{PluginKind, PluginManifest};
 use crate::plugin::{LoadContext, LoadedPlugin, PluginBytes, PluginSource, sha256_hex};
@@ -217,17 +216,14 @@ pub struct PluginRegistry {
 }
 
 impl PluginRegistry {
-    /// Loads the built-in plugins (if asked) and every plugin under `roots`. A directory
-    /// plugin replaces a built-in of the same name. Fails if any plugin fails.
-    pub fn load(cx: LoadContext, roots: Vec<PathBuf>, include_builtins: bool) -> Result<PluginRegistry, LoadError> {
-        let builtins = if include_builtins { builtin_manifests() } else { Vec::new() };
-        Self::load_with_builtins(cx, roots, builtins)
-    }
-
-    /// Like [`PluginRegistry::load`], with the built-in plugins given by the caller: a
-    /// simulation uses it to add a loopback address to a built-in's requested `http`
-    /// (the grants still decide what the plugin may reach).
-    pub fn load_with_builtins(
+    /// Loads the given built-in plugins and every plugin under `roots`. A directory plugin
+    /// replaces a built-in of the same name. Fails if any plugin fails.
+    ///
+    /// The runtime embeds no plugin: the binary passes the shipped ones
+    /// (`joinery_builtin_plugins::builtin_manifests()`), possibly adjusted (a simulation adds
+    /// a loopback address to a built-in's requested `http`; the grants still decide what the
+    /// plugin may reach), or none.
+    pub fn load(
         cx: LoadContext,
         roots: Vec<PathBuf>,
         builtins: Vec<(PluginManifest, &'static [u8])>,

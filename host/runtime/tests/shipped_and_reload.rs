@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::engine;
-use joinery_runtime::builtin::builtin_manifests;
+use joinery_builtin_plugins::builtin_manifests;
 use joinery_runtime::engine::{EngineOptions, PluginEngine};
 use joinery_runtime::grants::Grants;
 use joinery_runtime::manifest::{PluginKind, PluginManifest};
@@ -18,7 +18,7 @@ use joinery_runtime::{CallError, LoadError};
 
 fn registry(dirs: Vec<std::path::PathBuf>) -> Result<PluginRegistry, LoadError> {
     let cx = LoadContext::new(engine(), Grants::default(), Default::default()).unwrap();
-    PluginRegistry::load(cx, dirs, true)
+    PluginRegistry::load(cx, dirs, builtin_manifests())
 }
 
 fn context(user_data: &str) -> RenderContext {

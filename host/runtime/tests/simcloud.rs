@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::engine;
-use joinery_runtime::builtin::builtin_manifests;
+use joinery_builtin_plugins::builtin_manifests;
 use joinery_runtime::grants::Grants;
 use joinery_runtime::plugin::{LoadContext, LoadedPlugin, PluginBytes, PluginSource};
 use joinery_runtime::contract::{CloudError, CreateRequest, InstanceState, NodeClaim, NodeClass, Operator, Requirement, Resource};

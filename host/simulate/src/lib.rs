@@ -161,7 +161,7 @@ pub fn simulation_registry(
         "plugins:\n  simcloud:\n    http: [{url:?}]\n    config: {{endpoint: {url:?}, clusterName: {cluster_name:?}}}\n",
         url = cloud_url
     );
-    let mut builtins = joinery_runtime::builtin::builtin_manifests();
+    let mut builtins = joinery_builtin_plugins::builtin_manifests();
     if let Some(grant) = exoscale {
         grants_yaml.push_str(&format!(
             "  exoscale:\n    http: [{url:?}]\n    secrets: [{EXOSCALE_SECRET}]\n    config: {{endpoint: {endpoint:?}, zone: {zone:?}, clusterName: {cluster_name:?}, operationTimeoutSeconds: 20}}\n",
@@ -183,7 +183,7 @@ pub fn simulation_registry(
     let engine = PluginEngine::new(&EngineOptions::default()).map_err(SimulateError::Plugins)?;
     let services = HostServices { secrets: store, ..HostServices::default() };
     let cx = LoadContext::new(engine, grants, services).map_err(SimulateError::Plugins)?;
-    let registry = PluginRegistry::load_with_builtins(cx, Vec::new(), builtins).map_err(|e| SimulateError::Plugins(e.to_string()))?;
+    let registry = PluginRegistry::load(cx, Vec::new(), builtins).map_err(|e| SimulateError::Plugins(e.to_string()))?;
     Ok(Arc::new(registry))
 }
 

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use joinery_plugin_sdk::cloud::{CloudError, OfferingRef};
 use joinery_plugin_sdk::http;
+use joinery_plugin_sdk::url::percent_encode;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -173,19 +174,6 @@ pub fn error_message(body: &[u8]) -> String {
     message
 }
 
-/// Percent-encodes everything but unreserved characters.
-pub fn encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
 /// Credentials and endpoints: everything needed to sign and send.
 pub struct Api {
     key: String,
@@ -219,9 +207,8 @@ impl Api {
         let signed_path = format!("{prefix}{path}");
         let mut url = format!("{base}{path}");
         if !query.is_empty() {
-            let encoded: Vec<String> = query.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect();
             url.push('?');
-            url.push_str(&encoded.join("&"));
+            url.push_str(&joinery_plugin_sdk::url::query_string(query));
         }
         let bytes = match body {
             Some(value) => serde_json::to_vec(value).map_err(|e| ApiError::Decode(e.to_string()))?,
@@ -315,7 +302,7 @@ impl Api {
             }
             pause(delay);
             delay = (delay * 2).min(Duration::from_secs(2));
-            match self.get::<Operation>(zone, &format!("/operation/{}", encode(&operation.id)), &[]) {
+            match self.get::<Operation>(zone, &format!("/operation/{}", percent_encode(&operation.id)), &[]) {
                 Ok(next) => {
                     operation = next;
                     errors = 0;
@@ -505,10 +492,5 @@ mod tests {
         assert!(matches!(cls(ApiError::Transport(http::Error::Transport("ConnectionRefused".into()))), CloudError::Retryable(_)));
         assert!(matches!(cls(ApiError::Transport(http::Error::Transport("HttpRequestDenied".into()))), CloudError::Invalid(_)));
         assert!(matches!(cls(ApiError::Decode("x".into())), CloudError::Internal(_)));
-    }
-
-    #[test]
-    fn query_values_are_percent_encoded() {
-        assert_eq!(encode("karpenter-sh_managed-by=demo a"), "karpenter-sh_managed-by%3Ddemo%20a");
     }
 }

@@ -54,7 +54,8 @@ use joinery_plugin_sdk::{cache, log, secrets};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use api::{Api, ApiError, ApiInstance, encode};
+use api::{Api, ApiError, ApiInstance};
+use joinery_plugin_sdk::url::percent_encode;
 use resolve::{Resolution, Resolved};
 use spec::Spec;
 
@@ -186,7 +187,7 @@ impl Ctx {
     fn find(&self, id: &str) -> Result<(String, ApiInstance), CloudError> {
         let key = format!("zone/{id}");
         let cached = cache::get(&key).and_then(|z| String::from_utf8(z).ok());
-        let path = format!("/instance/{}", encode(id));
+        let path = format!("/instance/{}", percent_encode(id));
         if let Some(zone) = &cached {
             match self.api.get::<ApiInstance>(zone, &path, &[]) {
                 Ok(instance) => return Ok((zone.clone(), instance)),
@@ -213,7 +214,7 @@ impl Ctx {
     /// Deletes an instance that must not survive a failed create, and waits a little for it.
     fn discard(&self, zone: &str, id: &str, why: &str) {
         log::warn(format!("exoscale: deleting instance {id} in {zone}: {why}"));
-        match self.api.start(zone, "DELETE", &format!("/instance/{}", encode(id)), None) {
+        match self.api.start(zone, "DELETE", &format!("/instance/{}", percent_encode(id)), None) {
             Ok(operation) => {
                 if let Err(e) = self.api.wait(zone, operation) {
                     log::warn(format!("exoscale: deleting instance {id} has not finished: {}", e.into_cloud(None).message()));
@@ -233,7 +234,7 @@ impl Ctx {
             let body = json!({"instance": {"id": instance.id}});
             let attached = self
                 .api
-                .start(zone, "PUT", &format!("/private-network/{}:attach", encode(network)), Some(&body))
+                .start(zone, "PUT", &format!("/private-network/{}:attach", percent_encode(network)), Some(&body))
                 .and_then(|operation| self.api.wait(zone, operation));
             if let Err(e) = attached {
                 let text = format!("exoscale: attaching private network {network} to instance {} failed", instance.id);
@@ -480,7 +481,7 @@ impl CloudProvider for Exoscale {
                 return Err(e.into_cloud(Some(offering)));
             }
         }
-        let path = format!("/instance/{}", encode(&id));
+        let path = format!("/instance/{}", percent_encode(&id));
         let instance: ApiInstance = ctx.api.get(&zone, &path, &[]).map_err(|e| e.into_cloud(None))?;
         let networks = resolved.private_networks.get(&zone).unwrap_or(&no_networks);
         ctx.attach_or_discard(&zone, &instance, networks)?;
@@ -517,7 +518,7 @@ impl CloudProvider for Exoscale {
         if matches!(instance.state.as_str(), "destroying" | "destroyed" | "expunging") {
             return Ok(());
         }
-        match ctx.api.start(&zone, "DELETE", &format!("/instance/{}", encode(id)), None) {
+        match ctx.api.start(&zone, "DELETE", &format!("/instance/{}", percent_encode(id)), None) {
             Ok(_) => {
                 log::info(format!("exoscale: deleting instance {id} in {zone}"));
                 Ok(())
@@ -555,7 +556,7 @@ impl CloudProvider for Exoscale {
             return Ok(());
         }
         // `PUT /instance/{id}` replaces the label map: send all of it.
-        let operation = ctx.api.start(&zone, "PUT", &format!("/instance/{}", encode(id)), Some(&json!({"labels": wanted})));
+        let operation = ctx.api.start(&zone, "PUT", &format!("/instance/{}", percent_encode(id)), Some(&json!({"labels": wanted})));
         ctx.api.wait(&zone, operation.map_err(|e| e.into_cloud(None))?).map_err(|e| e.into_cloud(None))?;
         log::info(format!("exoscale: updated the labels of instance {id} for claim {}", claim.name));
         Ok(())

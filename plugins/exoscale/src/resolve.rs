@@ -168,7 +168,7 @@ pub fn resolve(api: &Api, home: &str, spec_json: &str, spec: &Spec, default_zone
     let mut template_problems = Vec::new();
     for zone in &zones {
         let choice = if let Some(id) = &spec.template_id {
-            match api.get::<Named>(zone, &format!("/template/{}", crate::api::encode(id)), &[]) {
+            match api.get::<Named>(zone, &format!("/template/{}", joinery_plugin_sdk::url::percent_encode(id)), &[]) {
                 Ok(t) => Some(t),
                 Err(e) if e.is_not_found() => {
                     template_problems.push(format!(
@@ -277,7 +277,7 @@ pub fn resolve(api: &Api, home: &str, spec_json: &str, spec: &Spec, default_zone
     // SSH key.
     match &spec.ssh_key {
         None => conditions.push(ok("SSHKeyReady", "NoneRequested", "no sshKey".into())),
-        Some(name) => match api.get::<Named>(home, &format!("/ssh-key/{}", crate::api::encode(name)), &[]) {
+        Some(name) => match api.get::<Named>(home, &format!("/ssh-key/{}", joinery_plugin_sdk::url::percent_encode(name)), &[]) {
             Ok(_) => {
                 resolved.ssh_key = Some(name.clone());
                 conditions.push(ok("SSHKeyReady", "Resolved", format!("SSH key {name}")));

@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use joinery_plugin_sdk::cloud::{InstanceType, NodeClaim, Offering, Operator, Overhead, Requirement, Resource};
+use joinery_plugin_sdk::cloud::{InstanceType, NodeClaim, Offering, Overhead, Requirement, Resource};
+use joinery_plugin_sdk::requirements::{self, LabelRequirement};
 
 use crate::api;
 use crate::spec::{Kubelet, Spec};
@@ -68,24 +69,6 @@ pub fn parse_milli(quantity: &str) -> Option<u64> {
         _ => return None,
     };
     Some(digits.checked_mul(multiplier)?.checked_mul(1000)?.div_ceil(divisor))
-}
-
-/// Whether a requirement holds for a label value (`None`: absent).
-pub fn requirement_matches(requirement: &Requirement, value: Option<&str>) -> bool {
-    let listed = |v: &str| requirement.values.iter().any(|x| x == v);
-    let number = |v: Option<&str>| v.and_then(|v| v.trim().parse::<i64>().ok());
-    let bound = number(requirement.values.first().map(String::as_str));
-    let compare = |check: fn(i64, i64) -> bool| matches!((number(value), bound), (Some(l), Some(r)) if check(l, r));
-    match requirement.operator {
-        Operator::In => value.is_some_and(listed),
-        Operator::NotIn => !value.is_some_and(listed),
-        Operator::Exists => value.is_some(),
-        Operator::DoesNotExist => value.is_none(),
-        Operator::Gt => compare(|l, r| l > r),
-        Operator::Lt => compare(|l, r| l < r),
-        Operator::Gte => compare(|l, r| l >= r),
-        Operator::Lte => compare(|l, r| l <= r),
-    }
 }
 
 /// The labels of a type (without zone, which depends on the offering).
@@ -221,8 +204,8 @@ pub fn satisfies(t: &api::InstanceType, claim: &NodeClaim) -> bool {
         let ours = labels.contains_key(&r.key) || r.key.strip_prefix(PREFIX).is_some_and(|k| k.starts_with("instance-"));
         match r.key.as_str() {
             ZONE_LABEL | REGION_LABEL => true,
-            CAPACITY_TYPE_LABEL => requirement_matches(r, Some(ON_DEMAND)),
-            _ if ours => requirement_matches(r, labels.get(&r.key).map(String::as_str)),
+            CAPACITY_TYPE_LABEL => r.accepts(Some(ON_DEMAND)),
+            _ if ours => r.accepts(labels.get(&r.key).map(String::as_str)),
             _ => true,
         }
     })
@@ -234,11 +217,11 @@ pub fn satisfies(t: &api::InstanceType, claim: &NodeClaim) -> bool {
 /// in the first of the class's zones that offers it and the claim allows. The claim's values
 /// carry no price order (they arrive as a set). `None` when nothing qualifies.
 pub fn pick<'a>(types: &'a [api::InstanceType], spec: &Spec, zones: &[String], claim: &NodeClaim) -> Option<(&'a api::InstanceType, String)> {
-    let listed = claim.requirements.iter().find(|r| r.key == TYPE_LABEL && r.operator == Operator::In);
+    let listed = requirements::allowed_values(&claim.requirements, TYPE_LABEL);
     let mut ordered: Vec<&api::InstanceType> =
-        types.iter().filter(|t| listed.is_none_or(|r| r.values.iter().any(|v| *v == t.name()))).collect();
+        types.iter().filter(|t| listed.as_ref().is_none_or(|names| names.contains(&t.name().as_str()))).collect();
     ordered.sort_by_key(|t| (t.gpus, t.cpus, t.memory));
-    let zone_ok = |zone: &str| claim.requirements.iter().filter(|r| r.key == ZONE_LABEL || r.key == REGION_LABEL).all(|r| requirement_matches(r, Some(zone)));
+    let zone_ok = |zone: &str| requirements::allows(&claim.requirements, ZONE_LABEL, zone) && requirements::allows(&claim.requirements, REGION_LABEL, zone);
     ordered.into_iter().filter(|t| allowed(t, spec) && satisfies(t, claim) && fits(t, spec, &claim.resource_requests)).find_map(|t| {
         zones.iter().find(|z| t.zones.contains(z) && zone_ok(z)).map(|z| (t, z.clone()))
     })
@@ -247,6 +230,7 @@ pub fn pick<'a>(types: &'a [api::InstanceType], spec: &Spec, zones: &[String], c
 #[cfg(test)]
 mod tests {
     use super::*;
+    use joinery_plugin_sdk::cloud::Operator;
 
     fn kind(family: &str, size: &str, cpus: u64, memory_mib: u64, gpus: u64, zones: &[&str]) -> api::InstanceType {
         api::InstanceType {

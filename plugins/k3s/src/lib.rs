@@ -203,25 +203,10 @@ pub fn render_script(ctx: &RenderContext) -> Result<String, RenderError> {
 mod tests {
     use super::*;
     use joinery_plugin_sdk::renderer::{KeyValue, Taint};
-    use joinery_plugin_sdk::testing::{self, FakeHost};
+    use joinery_plugin_sdk::testing::{self, FakeHost, set_parameter as param};
 
     fn ctx() -> RenderContext {
-        let mut c = RenderContext::for_claim("default-abc12");
-        c.node_pool = "default".into();
-        c.cluster_endpoint = "https://10.0.0.1:6443".into();
-        c.labels = vec![
-            KeyValue::new("zeta", "1"),
-            KeyValue::new("karpenter.sh/nodepool", "default"),
-        ];
-        c.taints = vec![Taint::registration()];
-        c.parameters = vec![KeyValue::new("tokenSecret", "k3s-join/token")];
-        c.secrets = vec![KeyValue::new("k3s-join/token", "K10secret::server:abc\n")];
-        c
-    }
-
-    fn param(c: &mut RenderContext, k: &str, v: &str) {
-        c.parameters.retain(|p| p.key != k);
-        c.parameters.push(KeyValue::new(k, v));
+        testing::render_context().join_token_secret("k3s-join/token", "K10secret::server:abc\n").build()
     }
 
     #[test]
@@ -454,21 +439,7 @@ sh "$JOINERY_INSTALLER" agent
         param(&mut c, "extraArgs", "--a=it's");
         c.labels.push(KeyValue::new("q", "it's \"x\" $(y)"));
         let script = render_script(&c).unwrap();
-        let Ok(mut child) = std::process::Command::new("sh")
-            .arg("-n")
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-        else {
-            return; // no sh on this machine
-        };
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(script.as_bytes())
-            .unwrap();
-        assert!(child.wait().unwrap().success(), "sh -n rejected:\n{script}");
+        testing::assert_shell_syntax(&script);
     }
 
     #[test]
@@ -485,11 +456,7 @@ sh "$JOINERY_INSTALLER" agent
         let script = render_script(&c).unwrap();
         let config_part = &script[..script.find("JOINERY_INSTALLER=").unwrap()];
         let config_part = config_part.replace("/etc/rancher/k3s", dir.to_str().unwrap());
-        let Ok(out) = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(&config_part)
-            .output()
-        else {
+        let Some(out) = testing::run_sh(&[], &config_part) else {
             return; // no sh on this machine
         };
         assert!(

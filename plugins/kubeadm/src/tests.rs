@@ -1,61 +1,20 @@
 use super::*;
 use joinery_plugin_sdk::renderer::{KeyValue, Taint};
-use joinery_plugin_sdk::testing::{self, FakeHost};
+use joinery_plugin_sdk::testing::{self, FakeHost, remove_parameter as unset, run_sh, set_parameter as set};
 
 const HASH: &str = "sha256:8f5a4c1e0d2b3a69788d6e5f4c3b2a190817263544536271809a8b7c6d5e4f30";
 const TOKEN: &str = "abcdef.0123456789abcdef";
 
 /// A NodeClaim in pool `default` whose token comes from the granted secret `kubeadm-join/token`.
 fn context() -> RenderContext {
-    let mut ctx = RenderContext::for_claim("default-abc12");
-    ctx.node_pool = "default".into();
-    ctx.cluster_endpoint = "https://10.0.0.1:6443".into();
-    ctx.labels = vec![
-        KeyValue::new("zeta", "1"),
-        KeyValue::new("karpenter.sh/nodepool", "default"),
-    ];
-    ctx.taints = vec![Taint::registration()];
-    ctx.parameters = vec![
-        KeyValue::new("tokenSecret", "kubeadm-join/token"),
-        KeyValue::new("caCertHash", HASH),
-    ];
-    ctx.secrets = vec![KeyValue::new("kubeadm-join/token", format!("{TOKEN}\n"))];
-    ctx
-}
-
-fn set(ctx: &mut RenderContext, key: &str, value: &str) {
-    ctx.parameters.retain(|p| p.key != key);
-    ctx.parameters.push(KeyValue::new(key, value));
-}
-
-fn unset(ctx: &mut RenderContext, key: &str) {
-    ctx.parameters.retain(|p| p.key != key);
+    testing::render_context()
+        .join_token_secret("kubeadm-join/token", &format!("{TOKEN}\n"))
+        .parameter("caCertHash", HASH)
+        .build()
 }
 
 fn invalid_parameter(ctx: &RenderContext) -> String {
-    match render_script(ctx) {
-        Err(RenderError::InvalidParameter(message)) => message,
-        other => panic!("expected invalid-parameter, got {other:?}"),
-    }
-}
-
-/// Runs `script` with `sh`; `None` when there is no shell.
-fn run_sh(args: &[&str], script: &str) -> Option<std::process::Output> {
-    use std::io::Write;
-    let mut child = std::process::Command::new("sh")
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .ok()?;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
-    child.wait_with_output().ok()
+    testing::invalid_parameter(render_script(ctx))
 }
 
 /// Runs the script up to `systemctl` in a temporary directory; returns the file it wrote.
@@ -221,14 +180,7 @@ fn every_rendering_is_valid_sh() {
             set(&mut ctx, key, value);
         }
         let script = render_script(&ctx).unwrap();
-        let Some(out) = run_sh(&["-n"], &script) else {
-            return;
-        };
-        assert!(
-            out.status.success(),
-            "sh -n refused:\n{script}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        testing::assert_shell_syntax(&script);
     }
 }
 

@@ -219,13 +219,15 @@ impl NodeClaim {
         lookup(&self.annotations, key)
     }
 
-    /// The values an `In` requirement on `key` allows (empty when there is none).
+    /// The values of label `key` the claim's requirements list and allow (empty when no `In`
+    /// requirement names `key`); see [`crate::requirements::allowed_values`].
     pub fn allowed_values(&self, key: &str) -> Vec<&str> {
-        self.requirements
-            .iter()
-            .filter(|r| r.key == key && r.operator == Operator::In)
-            .flat_map(|r| r.values.iter().map(String::as_str))
-            .collect()
+        crate::requirements::allowed_values(&self.requirements, key).unwrap_or_default()
+    }
+
+    /// Whether label `key` with `value` satisfies every requirement of the claim on `key`.
+    pub fn allows(&self, key: &str, value: &str) -> bool {
+        crate::requirements::allows(&self.requirements, key, value)
     }
 }
 

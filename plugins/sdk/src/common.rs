@@ -138,6 +138,8 @@ macro_rules! common_type_impls {
             map.into_iter().collect()
         }
 
+        $crate::requirements::requirement_impls!();
+
         /// Finds the value of `key` in a key/value list (the last one when repeated).
         pub fn lookup<'a>(list: &'a [KeyValue], key: &str) -> Option<&'a str> {
             list.iter()

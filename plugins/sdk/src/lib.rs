@@ -39,6 +39,12 @@
 //! - [`kube`]: Kubernetes objects as JSON, cloud world;
 //! - [`secrets`]: granted secrets, cloud world (renderers get theirs in the render context).
 //!
+//! Pure helpers, every world:
+//!
+//! - [`requirements`]: Karpenter's requirement operators (`In`, `NotIn`, `Exists`,
+//!   `DoesNotExist`, `Gt`, `Lt`, `Gte`, `Lte`) over the WIT `requirement` record and labels;
+//! - [`url`]: percent-encoding of URL path segments and query strings.
+//!
 //! Renderers that write a shell bootstrap script also get [`bootstrap`]: shell and YAML
 //! quoting, the join token from an inline parameter or a granted secret, cluster endpoint
 //! parsing, parameter-name checks and the NodeClass kubelet settings as kubelet flags.
@@ -91,6 +97,10 @@ pub mod cloud;
 pub mod testing;
 
 mod common;
+
+pub mod requirements;
+
+pub mod url;
 
 pub use common::{REGISTRATION_TAINT_EFFECT, REGISTRATION_TAINT_KEY};
 

@@ -173,3 +173,179 @@ pub fn logs() -> Vec<(Level, String)> {
 pub fn clear_logs() {
     with_host(|h| h.logs.clear());
 }
+
+/// Builds a [`RenderContext`](crate::renderer::RenderContext) for a renderer's tests.
+///
+/// Start from [`render_context`] (the usual sample) or [`RenderContextBuilder::new`] (only
+/// the NodeClaim name and the defaults of `RenderContext::for_claim`), chain setters, then
+/// [`build`](RenderContextBuilder::build):
+///
+/// ```ignore
+/// use joinery_plugin_sdk::testing;
+///
+/// let ctx = testing::render_context().join_token_secret("k3s-join/token", "K10abc::server:def\n").build();
+/// ```
+#[cfg(feature = "renderer")]
+#[derive(Clone, Debug)]
+pub struct RenderContextBuilder {
+    ctx: crate::renderer::RenderContext,
+}
+
+#[cfg(feature = "renderer")]
+impl RenderContextBuilder {
+    /// A context for NodeClaim `node_claim` with nothing else set.
+    pub fn new(node_claim: &str) -> Self {
+        RenderContextBuilder { ctx: crate::renderer::RenderContext::for_claim(node_claim) }
+    }
+
+    /// Sets the NodePool name.
+    pub fn node_pool(mut self, name: &str) -> Self {
+        self.ctx.node_pool = name.into();
+        self
+    }
+
+    /// Sets the API server endpoint.
+    pub fn cluster_endpoint(mut self, url: &str) -> Self {
+        self.ctx.cluster_endpoint = url.into();
+        self
+    }
+
+    /// Sets the cluster name.
+    pub fn cluster_name(mut self, name: &str) -> Self {
+        self.ctx.cluster_name = name.into();
+        self
+    }
+
+    /// Sets the provider ID prefix.
+    pub fn provider_id_prefix(mut self, prefix: &str) -> Self {
+        self.ctx.provider_id_prefix = prefix.into();
+        self
+    }
+
+    /// Replaces the labels.
+    pub fn labels(mut self, labels: &[(&str, &str)]) -> Self {
+        self.ctx.labels = labels.iter().map(|(k, v)| crate::renderer::KeyValue::new(*k, *v)).collect();
+        self
+    }
+
+    /// Replaces the taints.
+    pub fn taints(mut self, taints: Vec<crate::renderer::Taint>) -> Self {
+        self.ctx.taints = taints;
+        self
+    }
+
+    /// Replaces the startup taints.
+    pub fn startup_taints(mut self, taints: Vec<crate::renderer::Taint>) -> Self {
+        self.ctx.startup_taints = taints;
+        self
+    }
+
+    /// Sets the NodeClass kubelet settings (a JSON object).
+    pub fn kubelet(mut self, json: &str) -> Self {
+        self.ctx.kubelet = json.into();
+        self
+    }
+
+    /// Sets the zone.
+    pub fn zone(mut self, zone: &str) -> Self {
+        self.ctx.zone = Some(zone.into());
+        self
+    }
+
+    /// Sets the instance type.
+    pub fn instance_type(mut self, name: &str) -> Self {
+        self.ctx.instance_type = Some(name.into());
+        self
+    }
+
+    /// Sets the capacity type.
+    pub fn capacity_type(mut self, capacity_type: &str) -> Self {
+        self.ctx.capacity_type = Some(capacity_type.into());
+        self
+    }
+
+    /// Sets the NodeClass `userData`.
+    pub fn user_data(mut self, text: Option<&str>) -> Self {
+        self.ctx.user_data = text.map(str::to_string);
+        self
+    }
+
+    /// Sets renderer parameter `key` (replacing an earlier value).
+    pub fn parameter(mut self, key: &str, value: &str) -> Self {
+        set_parameter(&mut self.ctx, key, value);
+        self
+    }
+
+    /// Adds a granted secret entry, `name` being `secret-name/key`.
+    pub fn secret(mut self, name: &str, value: &str) -> Self {
+        self.ctx.secrets.push(crate::renderer::KeyValue::new(name, value));
+        self
+    }
+
+    /// Points the `tokenSecret` parameter at the granted secret entry `name`
+    /// (`secret-name/key`) and grants it with `token`.
+    pub fn join_token_secret(self, name: &str, token: &str) -> Self {
+        self.parameter("tokenSecret", name).secret(name, token)
+    }
+
+    /// The context.
+    pub fn build(self) -> crate::renderer::RenderContext {
+        self.ctx
+    }
+}
+
+/// The sample context the shipped renderers' tests start from: NodeClaim `default-abc12`
+/// of NodePool `default`, API server `https://10.0.0.1:6443`, labels `zeta=1` and
+/// `karpenter.sh/nodepool=default` (in that order, to show the renderer sorts them) and the
+/// registration taint; no parameters or secrets.
+#[cfg(feature = "renderer")]
+pub fn render_context() -> RenderContextBuilder {
+    RenderContextBuilder::new("default-abc12")
+        .node_pool("default")
+        .cluster_endpoint("https://10.0.0.1:6443")
+        .labels(&[("zeta", "1"), ("karpenter.sh/nodepool", "default")])
+        .taints(vec![crate::renderer::Taint::registration()])
+}
+
+/// Sets renderer parameter `key` of `ctx` to `value`, replacing an earlier value.
+#[cfg(feature = "renderer")]
+pub fn set_parameter(ctx: &mut crate::renderer::RenderContext, key: &str, value: &str) {
+    remove_parameter(ctx, key);
+    ctx.parameters.push(crate::renderer::KeyValue::new(key, value));
+}
+
+/// Removes renderer parameter `key` from `ctx`.
+#[cfg(feature = "renderer")]
+pub fn remove_parameter(ctx: &mut crate::renderer::RenderContext, key: &str) {
+    ctx.parameters.retain(|p| p.key != key);
+}
+
+/// The message of an `invalid-parameter` error; panics on anything else.
+#[cfg(feature = "renderer")]
+#[track_caller]
+pub fn invalid_parameter(result: Result<String, crate::renderer::RenderError>) -> String {
+    match result {
+        Err(crate::renderer::RenderError::InvalidParameter(message)) => message,
+        other => panic!("expected invalid-parameter, got {other:?}"),
+    }
+}
+
+/// Runs `sh` with `args`, feeding `script` on standard input; `None` when there is no shell
+/// (so a test can skip instead of failing).
+pub fn run_sh(args: &[&str], script: &str) -> Option<std::process::Output> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child =
+        Command::new("sh").args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().ok()?;
+    child.stdin.take()?.write_all(script.as_bytes()).ok()?;
+    child.wait_with_output().ok()
+}
+
+/// Asserts that `sh -n` accepts `script` (a syntax check; nothing runs). Does nothing when
+/// there is no shell.
+#[track_caller]
+pub fn assert_shell_syntax(script: &str) {
+    if let Some(out) = run_sh(&["-n"], script) {
+        assert!(out.status.success(), "sh -n refused:\n{script}\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+}

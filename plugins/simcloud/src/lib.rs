@@ -42,7 +42,7 @@ use joinery_plugin_sdk::cloud::{
     CLUSTER_LABEL, CloudError, CloudProvider, Condition, CreateRequest, Instance, InstanceState, InstanceType, KeyValue, NodeClaim,
     NodeClass, NodeClassResolution, Offering, OfferingRef, Overhead, Requirement, Resource,
 };
-use joinery_plugin_sdk::http;
+use joinery_plugin_sdk::{http, url};
 use serde::{Deserialize, Serialize};
 
 use select::{Candidate, CatalogueType, ClassFilter, ZONE_LABEL};
@@ -211,22 +211,10 @@ fn call<T: serde::de::DeserializeOwned>(request: http::Request) -> Result<T, Clo
     Ok(response.json()?)
 }
 
-/// Percent-encodes a query value (everything but unreserved characters).
-fn encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
 fn tag_query(tags: &[(&str, &str)]) -> String {
-    let parts: Vec<String> = tags.iter().map(|(k, v)| format!("tag={}", encode(&format!("{k}={v}")))).collect();
-    format!("/v1/instances?{}", parts.join("&"))
+    let values: Vec<String> = tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let pairs: Vec<(&str, &str)> = values.iter().map(|v| ("tag", v.as_str())).collect();
+    format!("/v1/instances?{}", url::query_string(&pairs))
 }
 
 fn resources(map: &BTreeMap<String, String>) -> Vec<Resource> {
@@ -273,7 +261,7 @@ fn fetch_types(config: &Config) -> Result<Vec<CatalogueType>, CloudError> {
 
 fn fetch_instance(config: &Config, provider_id: &str) -> Result<ApiInstance, CloudError> {
     let id = instance_id(provider_id)?;
-    let instance: ApiInstance = call(http::Request::get(config.url(&format!("/v1/instances/{}", encode(id)))))?;
+    let instance: ApiInstance = call(http::Request::get(config.url(&format!("/v1/instances/{}", url::percent_encode(id)))))?;
     if instance.terminated() {
         return Err(CloudError::NotFound(format!("simcloud: instance {id} is terminated")));
     }
@@ -395,7 +383,7 @@ impl CloudProvider for SimCloud {
     fn delete(provider_id: String) -> Result<(), CloudError> {
         let config = Config::load()?;
         let id = instance_id(&provider_id)?;
-        let answer: ApiInstance = call(http::Request::delete(config.url(&format!("/v1/instances/{}", encode(id)))))?;
+        let answer: ApiInstance = call(http::Request::delete(config.url(&format!("/v1/instances/{}", url::percent_encode(id)))))?;
         match answer.previous_state.as_deref() {
             Some("terminated") => Err(CloudError::NotFound(format!("simcloud: instance {id} is already terminated"))),
             _ => Ok(()),

@@ -5,7 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use joinery_plugin_sdk::cloud::{Operator, Requirement, Resource};
+use joinery_plugin_sdk::cloud::{Requirement, Resource};
+use joinery_plugin_sdk::requirements::LabelRequirement;
 use serde::{Deserialize, Serialize};
 
 /// Zone label.
@@ -100,26 +101,6 @@ impl ClassFilter<'_> {
     }
 }
 
-/// Evaluates one requirement against a label value (`None`: the label is absent).
-pub fn requirement_matches(requirement: &Requirement, value: Option<&str>) -> bool {
-    let contains = |v: &str| requirement.values.iter().any(|x| x == v);
-    let compare = |ordering: fn(i64, i64) -> bool| {
-        let left = value.and_then(|v| v.trim().parse::<i64>().ok());
-        let right = requirement.values.first().and_then(|v| v.trim().parse::<i64>().ok());
-        matches!((left, right), (Some(l), Some(r)) if ordering(l, r))
-    };
-    match requirement.operator {
-        Operator::In => value.is_some_and(contains),
-        Operator::NotIn => !value.is_some_and(contains),
-        Operator::Exists => value.is_some(),
-        Operator::DoesNotExist => value.is_none(),
-        Operator::Gt => compare(|l, r| l > r),
-        Operator::Lt => compare(|l, r| l < r),
-        Operator::Gte => compare(|l, r| l >= r),
-        Operator::Lte => compare(|l, r| l <= r),
-    }
-}
-
 /// The value a type (and, for zone and capacity type, an offering) has for `key`:
 /// `Some(None)` when the type defines the key but lacks the label, `None` when the key is
 /// none of the cloud's business (e.g. `karpenter.sh/nodepool` or a template label), which
@@ -142,7 +123,7 @@ fn lookup<'a>(it: &'a CatalogueType, offering: Option<&'a CatalogueOffering>, ke
 /// checked per offering).
 pub fn type_matches(it: &CatalogueType, requirements: &[Requirement]) -> bool {
     requirements.iter().all(|r| match lookup(it, None, &r.key) {
-        Some(value) => requirement_matches(r, value),
+        Some(value) => r.accepts(value),
         None => true,
     })
 }
@@ -152,7 +133,7 @@ pub fn offering_matches(it: &CatalogueType, offering: &CatalogueOffering, requir
     requirements
         .iter()
         .filter(|r| r.key == ZONE_LABEL || r.key == CAPACITY_TYPE_LABEL)
-        .all(|r| requirement_matches(r, lookup(it, Some(offering), &r.key).flatten()))
+        .all(|r| r.accepts(lookup(it, Some(offering), &r.key).flatten()))
 }
 
 /// Parses a Kubernetes quantity into thousandths of a unit, rounding up
@@ -243,6 +224,7 @@ pub fn candidates(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use joinery_plugin_sdk::cloud::Operator;
 
     fn offering(zone: &str, capacity_type: &str, price: f64) -> CatalogueOffering {
         CatalogueOffering { zone: zone.into(), capacity_type: capacity_type.into(), price, available: true }
@@ -298,26 +280,6 @@ mod tests {
         assert_eq!(parse_milli("-1"), None);
         assert_eq!(parse_milli("lots"), None);
         assert_eq!(parse_milli(""), None);
-    }
-
-    #[test]
-    fn operators_follow_node_selector_semantics() {
-        let v = Some("4");
-        assert!(requirement_matches(&req("k", Operator::In, &["2", "4"]), v));
-        assert!(!requirement_matches(&req("k", Operator::In, &["2"]), v));
-        assert!(!requirement_matches(&req("k", Operator::In, &["2"]), None));
-        assert!(requirement_matches(&req("k", Operator::NotIn, &["2"]), v));
-        assert!(requirement_matches(&req("k", Operator::NotIn, &["2"]), None));
-        assert!(requirement_matches(&req("k", Operator::Exists, &[]), v));
-        assert!(!requirement_matches(&req("k", Operator::Exists, &[]), None));
-        assert!(requirement_matches(&req("k", Operator::DoesNotExist, &[]), None));
-        assert!(requirement_matches(&req("k", Operator::Gt, &["3"]), v));
-        assert!(!requirement_matches(&req("k", Operator::Gt, &["4"]), v));
-        assert!(requirement_matches(&req("k", Operator::Gte, &["4"]), v));
-        assert!(requirement_matches(&req("k", Operator::Lt, &["5"]), v));
-        assert!(requirement_matches(&req("k", Operator::Lte, &["4"]), v));
-        assert!(!requirement_matches(&req("k", Operator::Lt, &["x"]), v));
-        assert!(!requirement_matches(&req("k", Operator::Gt, &["1"]), None));
     }
 
     #[test]

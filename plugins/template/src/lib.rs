@@ -139,33 +139,20 @@ pub fn render_template(template: &str, ctx: &RenderContext) -> Result<String, Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use joinery_plugin_sdk::renderer::{KeyValue, Taint};
+    use joinery_plugin_sdk::renderer::Taint;
+    use joinery_plugin_sdk::testing;
 
     fn ctx(user_data: Option<&str>) -> RenderContext {
-        let mut c = RenderContext::for_claim("default-abc12");
-        c.node_pool = "default".into();
-        c.labels = vec![
-            KeyValue::new("zeta", "1"),
-            KeyValue::new("karpenter.sh/nodepool", "default"),
-            KeyValue::new("alpha", "x"),
-        ];
-        c.taints = vec![
-            Taint::new("dedicated", Some("gpu"), "NoSchedule"),
-            Taint::registration(),
-        ];
-        c.startup_taints = vec![Taint::new(
-            "node.cilium.io/agent-not-ready",
-            None,
-            "NoExecute",
-        )];
-        c.zone = Some("ch-gva-2".into());
-        c.instance_type = Some("standard.medium".into());
-        c.capacity_type = None;
-        c.cluster_name = "prod".into();
-        c.cluster_endpoint = "https://10.0.0.1:6443".into();
-        c.provider_id_prefix = "exoscale://".into();
-        c.user_data = user_data.map(str::to_string);
-        c
+        testing::render_context()
+            .labels(&[("zeta", "1"), ("karpenter.sh/nodepool", "default"), ("alpha", "x")])
+            .taints(vec![Taint::new("dedicated", Some("gpu"), "NoSchedule"), Taint::registration()])
+            .startup_taints(vec![Taint::new("node.cilium.io/agent-not-ready", None, "NoExecute")])
+            .zone("ch-gva-2")
+            .instance_type("standard.medium")
+            .cluster_name("prod")
+            .provider_id_prefix("exoscale://")
+            .user_data(user_data)
+            .build()
     }
 
     fn render(ud: &str) -> Result<String, RenderError> {

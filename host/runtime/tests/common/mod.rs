@@ -23,7 +23,7 @@ pub fn repo() -> PathBuf {
 }
 
 pub fn wasm(file: &str) -> Vec<u8> {
-    let path = PathBuf::from(joinery_runtime::builtin::PLUGIN_WASM_DIR).join(file);
+    let path = PathBuf::from(joinery_builtin_plugins::PLUGIN_WASM_DIR).join(file);
     std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 

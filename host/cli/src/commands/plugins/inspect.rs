@@ -69,7 +69,7 @@ fn locate(path: &str) -> Result<Inspected> {
         };
         return Ok(Inspected { manifest: None, source: PluginSource::Directory(p), wasm, file_size });
     }
-    for builtin in joinery_runtime::builtin::BUILTIN_PLUGINS {
+    for builtin in joinery_builtin_plugins::BUILTIN_PLUGINS {
         let manifest = PluginManifest::parse(builtin.manifest, "built-in")?;
         if manifest.name == path {
             return Ok(Inspected {
@@ -80,7 +80,7 @@ fn locate(path: &str) -> Result<Inspected> {
             });
         }
     }
-    let names: Vec<String> = joinery_runtime::builtin::builtin_manifests().into_iter().map(|(m, _)| m.name).collect();
+    let names: Vec<String> = joinery_builtin_plugins::builtin_manifests().into_iter().map(|(m, _)| m.name).collect();
     bail!("{path:?} is neither a plugin directory, a component file, nor a built-in plugin ({})", names.join(", "))
 }
 

@@ -1,8 +1,10 @@
-//! Builds the guest workspace (`plugins/`) for `wasm32-wasip2` so the built-in plugins can be
-//! embedded in the host and the hostile test plugins are available to the runtime's tests.
+//! Builds the guest workspace (`plugins/`) for `wasm32-wasip2`, once, so this crate can embed
+//! the shipped plugins and the runtime's tests can load the test-only ones (`hostile`).
 //!
-//! The nested cargo uses its own target directory (`target/plugins`) so it never waits on
-//! the lock of the build that runs this script.
+//! The nested cargo gets its own target directory (`target/plugins`, or
+//! `JOINERY_PLUGINS_TARGET_DIR`): it must not wait on the lock of the build running this
+//! script. `./dev test` runs the plugins' native unit tests in that same directory, so guest
+//! builds stay out of the host's target directory.
 
 use std::env;
 use std::path::PathBuf;
@@ -32,8 +34,9 @@ fn main() {
     println!("cargo:rerun-if-changed={}", repo.join("wit").display());
     println!("cargo:rerun-if-env-changed=JOINERY_PLUGINS_TARGET_DIR");
 
+    // A relative JOINERY_PLUGINS_TARGET_DIR is taken from the repository root, as `./dev` does.
     let target_dir = env::var_os("JOINERY_PLUGINS_TARGET_DIR")
-        .map(PathBuf::from)
+        .map(|dir| repo.join(dir))
         .unwrap_or_else(|| repo.join("target").join("plugins"));
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(cargo);

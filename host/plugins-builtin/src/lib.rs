@@ -1,6 +1,11 @@
-//! Plugins embedded in the joinery binary (built from `plugins/` by the build script).
+//! The plugins embedded in the joinery binary.
+//!
+//! This crate's build script builds the guest workspace (`plugins/`) for `wasm32-wasip2`;
+//! the components it produces are embedded here with their `plugin.yaml`. Depend on it where
+//! the built-in plugins are needed (the CLI, simulations, tests); `joinery-runtime` itself
+//! only loads whatever plugins it is given.
 
-use crate::manifest::PluginManifest;
+use joinery_runtime::manifest::PluginManifest;
 
 /// One embedded plugin.
 pub struct BuiltinPlugin {
@@ -32,7 +37,8 @@ pub static BUILTIN_PLUGINS: &[BuiltinPlugin] = &[
     builtin!("exoscale", "joinery_plugin_exoscale.wasm"),
 ];
 
-/// Parses the manifests of the built-in plugins (they are tested, so this cannot fail in a release).
+/// Parses the manifests of the built-in plugins (they are tested, so this cannot fail in a
+/// release); pass the result to `PluginRegistry::load`.
 pub fn builtin_manifests() -> Vec<(PluginManifest, &'static [u8])> {
     BUILTIN_PLUGINS
         .iter()
@@ -40,5 +46,21 @@ pub fn builtin_manifests() -> Vec<(PluginManifest, &'static [u8])> {
         .collect()
 }
 
-/// Directory of the plugins built for this host (including test-only ones such as `hostile`).
+/// Directory of the plugins built for this host, including test-only ones such as `hostile`.
 pub const PLUGIN_WASM_DIR: &str = env!("JOINERY_PLUGIN_WASM_DIR");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_manifest_parses_and_names_a_distinct_plugin() {
+        let plugins = builtin_manifests();
+        assert_eq!(plugins.len(), BUILTIN_PLUGINS.len());
+        let mut names: Vec<&str> = plugins.iter().map(|(m, _)| m.name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), plugins.len());
+        assert!(plugins.iter().all(|(_, wasm)| wasm.starts_with(b"\0asm")));
+    }
+}
