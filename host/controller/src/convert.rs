@@ -17,8 +17,8 @@ use k8s_openapi::api::core::v1::{self as corev1, Node, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::lifecycle::conditions::{INITIALIZED, LAUNCHED};
-use crate::lifecycle::is_ephemeral_taint;
-use crate::state::{is_daemon_pod, is_terminal};
+use joinery_core::lifecycle::is_ephemeral_taint;
+use crate::pods::{is_daemon_pod, is_terminal};
 
 /// Parses a taint effect.
 pub fn taint_effect(effect: &str) -> Option<TaintEffect> {
@@ -427,7 +427,7 @@ where
         {
             // Uninitialized managed nodes: their startup and ephemeral taints are temporary.
             let startup = taints(claim.spec.startup_taints.as_ref());
-            node_taints.retain(|t| !startup.contains(t) && !is_ephemeral_taint(&taint_to_k8s(t)));
+            node_taints.retain(|t| !startup.contains(t) && !is_ephemeral_taint(t));
             for t in taints(claim.spec.taints.as_ref()) {
                 if !node_taints.contains(&t) {
                     node_taints.push(t);

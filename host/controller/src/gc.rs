@@ -111,14 +111,8 @@ fn owners(ctx: &Context) -> Owners {
             owners.claim_names.insert(name);
         }
     }
-    for claim in ctx.recently_created.lock().expect("recently created lock").iter() {
-        if let Some(name) = claim.metadata.name.clone() {
-            owners.claim_names.insert(name);
-        }
-    }
-    for instance in ctx.launched.lock().expect("launch cache lock").values() {
-        owners.provider_ids.insert(instance.provider_id.clone());
-    }
+    owners.claim_names.extend(ctx.inflight.created_names());
+    owners.provider_ids.extend(ctx.inflight.launched_provider_ids());
     owners
 }
 

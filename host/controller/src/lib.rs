@@ -24,11 +24,13 @@ pub mod convert;
 pub mod disruption;
 pub mod events;
 pub mod gc;
+pub mod inflight;
 pub mod lifecycle;
 pub mod metrics;
 pub mod nodeclass;
 pub mod nodeoverlay;
 pub mod nodepool;
+pub mod pods;
 pub mod provisioner;
 pub mod settings;
 pub mod snapshot;
@@ -123,26 +125,14 @@ pub struct Context {
     pub events: events::EventRecorder,
     /// Secrets granted to renderers.
     pub secrets: Arc<dyn joinery_runtime::services::SecretStore>,
-    /// NodeClaims this process created that the cache may not show yet.
-    pub recently_created: std::sync::Mutex<Vec<joinery_api::NodeClaim>>,
-    /// Launch results not yet written to status (upstream keeps them an hour), by NodeClaim UID.
-    pub launched: std::sync::Mutex<std::collections::HashMap<String, joinery_runtime::contract::Instance>>,
-    /// NodeClaims (by UID) whose create call this process made and did not see succeed.
-    pub launch_attempted: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// What this process has in flight that the cluster may not show yet (claims just
+    /// created, create attempts, launch results): the one memory the loops share.
+    pub inflight: inflight::InFlight,
     /// Backoff of cloud calls: per method and object after a failure (never earlier than
     /// the cloud's `Retry-After`), and per plugin while its cloud asked every caller to wait.
     pub cloud_backoff: cloud::CloudBackoff,
-    /// The NodeClass (UID, generation) each launched NodeClaim's instance was last reconciled
-    /// with (`reconcile-instance`), by NodeClaim UID.
-    pub reconciled: std::sync::Mutex<std::collections::HashMap<String, (String, i64)>>,
-    /// NodeOverlay problems (skipped or conflicting overlays) already logged, so each is
-    /// logged once while it lasts.
-    pub overlay_problems: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// Prometheus counters.
     pub metrics: metrics::Metrics,
-    /// When this process started (simulated clock): claims older than this may have been
-    /// launched by a previous life of the controller.
-    pub started_at: std::time::SystemTime,
 }
 
 impl Context {
@@ -190,28 +180,6 @@ impl Context {
         Some(wait)
     }
 
-    /// Whether an instance may already exist for `claim` although its status has no provider
-    /// ID: it predates this process, or a create call of ours did not return a result.
-    pub fn may_have_launched(&self, claim: &joinery_api::NodeClaim) -> bool {
-        let uid = claim.metadata.uid.clone().unwrap_or_default();
-        if self.launch_attempted.lock().expect("launch attempts lock").contains(&uid) {
-            return true;
-        }
-        let created = claim.metadata.creation_timestamp.as_ref().map(util::system_time);
-        created.is_none_or(|c| c <= self.started_at)
-    }
-
-    /// Records that a create call is about to be made for the claim `uid`.
-    pub fn mark_launch_attempted(&self, uid: &str) {
-        self.launch_attempted.lock().expect("launch attempts lock").insert(uid.to_string());
-    }
-
-    /// Forgets a claim's create attempt (it failed cleanly, or the claim is gone).
-    pub fn forget_launch_attempt(&self, claim: &joinery_api::NodeClaim) {
-        let uid = claim.metadata.uid.clone().unwrap_or_default();
-        self.launch_attempted.lock().expect("launch attempts lock").remove(&uid);
-    }
-
     /// Sleeps for a simulated duration.
     pub async fn sleep(&self, simulated: Duration) {
         tokio::time::sleep(self.clock.to_real(simulated)).await;
@@ -251,14 +219,9 @@ impl Controller {
             cloud: cloud::Cloud::new(options.registry, options.clock.clone()),
             clock: options.clock.clone(),
             settings: options.settings,
-            recently_created: Default::default(),
-            launched: Default::default(),
-            launch_attempted: Default::default(),
+            inflight: inflight::InFlight::new(options.clock.now()),
             cloud_backoff: cloud::CloudBackoff::new(lifecycle::CLOUD_BACKOFF),
-            reconciled: Default::default(),
-            overlay_problems: Default::default(),
             metrics: Default::default(),
-            started_at: options.clock.now(),
         });
         let (stop, stopped) = watch::channel(false);
         let tasks = vec![

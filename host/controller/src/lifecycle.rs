@@ -9,6 +9,8 @@ use std::time::Duration;
 use joinery_api::{ConditionStatus, HasConditions, NodeClaim};
 use joinery_core::backoff::BackoffPolicy;
 use joinery_core::labels;
+use joinery_core::lifecycle::{self, Action, ClaimView, FinalizationStep, NodeView, Timeouts};
+use joinery_core::resources::Unit;
 use joinery_runtime::CallError;
 use joinery_runtime::manifest::PluginKind;
 use joinery_runtime::contract::{self, CloudError};
@@ -59,16 +61,24 @@ pub const MAX_CONCURRENT_RECONCILES: usize = 64;
 /// claim, [`MAX_CONCURRENT_RECONCILES`] at once), so a create that hangs until its deadline
 /// delays neither other launches nor timeouts nor finalization.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
-    util::run_keyed_loop(ctx, stopped, "nodeclaim.lifecycle", MAX_CONCURRENT_RECONCILES, step).await;
+    let reconciled = Arc::new(Reconciled::default());
+    util::run_keyed_loop(ctx, stopped, "nodeclaim.lifecycle", MAX_CONCURRENT_RECONCILES, move |ctx, workers| {
+        step(ctx, workers, reconciled.clone())
+    })
+    .await;
 }
 
-async fn step(ctx: Arc<Context>, workers: Arc<util::KeyedWorkers>) -> Result<(), ControllerError> {
+/// The NodeClass (UID, generation) each launched NodeClaim's instance was last reconciled
+/// with (`reconcile-instance`), by NodeClaim UID: this loop's own memory.
+type Reconciled = std::sync::Mutex<std::collections::HashMap<String, (String, i64)>>;
+
+async fn step(ctx: Arc<Context>, workers: Arc<util::KeyedWorkers>, reconciled: Arc<Reconciled>) -> Result<(), ControllerError> {
     let mut claims = ctx.state.node_claims.state();
     claims.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for claim in claims {
         let key = claim.metadata.uid.clone().or_else(|| claim.metadata.name.clone()).unwrap_or_default();
-        let ctx = ctx.clone();
-        workers.spawn(key, async move { reconcile(&ctx, &claim).await }).await;
+        let (ctx, reconciled) = (ctx.clone(), reconciled.clone());
+        workers.spawn(key, async move { reconcile(&ctx, &claim, &reconciled).await }).await;
     }
     Ok(())
 }
@@ -81,40 +91,128 @@ fn nodes(ctx: &Context) -> Api<Node> {
     Api::all(ctx.client.clone())
 }
 
-async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError> {
+/// The core's view of a claim (conditions, timestamps, taints, requests) for the state machine.
+fn claim_view(ctx: &Context, claim: &NodeClaim) -> ClaimView {
+    let key = class_key(claim);
+    let uid = claim.metadata.uid.clone().unwrap_or_default();
+    let create_backoff = ctx
+        .cloud
+        .plugin_for(&key.group, &key.kind)
+        .ok()
+        .and_then(|plugin| ctx.cloud_wait(&CloudCall::new(plugin.name(), "create", &uid)));
+    ClaimView {
+        deleting: claim.metadata.deletion_timestamp.is_some(),
+        has_finalizer: claim.metadata.finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER),
+        created: claim.metadata.creation_timestamp.as_ref().map(system_time),
+        expire_after: claim.spec.effective_expire_after().duration(),
+        launched: claim.is_condition_true(LAUNCHED),
+        launched_at: claim.condition(LAUNCHED).map(|c| system_time(&c.last_transition_time)),
+        registered: claim.is_condition_true(REGISTERED),
+        initialized: claim.is_condition_true(INITIALIZED),
+        provider_id: claim.status.as_ref().and_then(|s| s.provider_id.clone()),
+        node_class_found: ctx.state.node_class(&key, &claim.spec.node_class_ref.name).is_some(),
+        create_backoff,
+        startup_taints: crate::convert::taints(claim.spec.startup_taints.as_ref()),
+        requested_resources: claim
+            .spec
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|(resource, quantity)| Unit::of(resource).parse(&quantity.0).unwrap_or(0) > 0)
+            .map(|(resource, _)| resource.clone())
+            .collect(),
+    }
+}
+
+/// The core's view of a Node: readiness, taints, advertised resources.
+fn node_view(node: &Node) -> NodeView {
+    let status = node.status.as_ref();
+    NodeView {
+        name: node.metadata.name.clone().unwrap_or_default(),
+        deleting: node.metadata.deletion_timestamp.is_some(),
+        ready: status.and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True"),
+        taints: crate::convert::taints(node.spec.as_ref().and_then(|s| s.taints.as_ref())),
+        allocatable_resources: status
+            .and_then(|s| s.allocatable.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|(resource, quantity)| Unit::of(resource).parse(&quantity.0).unwrap_or(0) > 0)
+            .map(|(resource, _)| resource.clone())
+            .collect(),
+    }
+}
+
+/// The Nodes the claim's state machine looks at: those with its provider ID once it has one
+/// and is not registered; its registered Node afterwards.
+fn claim_nodes(ctx: &Context, claim: &NodeClaim, view: &ClaimView) -> Vec<NodeView> {
+    if view.registered {
+        let name = claim.status.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+        return ctx.state.node(&name).map(|n| vec![node_view(&n)]).unwrap_or_default();
+    }
+    match &view.provider_id {
+        Some(provider_id) => ctx.state.nodes_with_provider_id(provider_id).iter().map(|n| node_view(n)).collect(),
+        None => Vec::new(),
+    }
+}
+
+/// Asks the core's state machine what to do next with `claim`, and does it.
+async fn reconcile(ctx: &Context, claim: &NodeClaim, reconciled: &Reconciled) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     if claim.metadata.deletion_timestamp.is_some() {
-        return finalize(ctx, claim).await;
+        return finalize(ctx, claim, reconciled).await;
     }
-    let finalizers = claim.metadata.finalizers.clone().unwrap_or_default();
-    if !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
-        let mut next = finalizers;
-        next.push(labels::TERMINATION_FINALIZER.to_string());
-        merge_patch(&claims(ctx), &name, json!({"metadata": {"finalizers": next}})).await?;
-        return Ok(());
+    let view = claim_view(ctx, claim);
+    let nodes = claim_nodes(ctx, claim, &view);
+    let timeouts = Timeouts { launch: ctx.settings.launch_timeout, registration: ctx.settings.registration_timeout };
+    let involved = Involved::of(claim);
+    match lifecycle::next_action(&view, &nodes, ctx.clock.now(), timeouts) {
+        Action::AddFinalizer => {
+            let mut next = claim.metadata.finalizers.clone().unwrap_or_default();
+            next.push(labels::TERMINATION_FINALIZER.to_string());
+            merge_patch(&claims(ctx), &name, json!({"metadata": {"finalizers": next}})).await?;
+            Ok(())
+        }
+        Action::Expire => expire(ctx, claim).await,
+        Action::LaunchTimedOut => {
+            tracing::info!(nodeclaim = %name, "launch timed out; deleting the NodeClaim");
+            ctx.events.warning(&involved, "LaunchTimeout", "NodeClaim was not launched within the launch timeout").await;
+            delete_claim(ctx, &name).await
+        }
+        Action::NodeClassMissing => {
+            let message = format!("{} {} not found", claim.spec.node_class_ref.kind, claim.spec.node_class_ref.name);
+            write_status(ctx, claim, vec![condition(ctx, LAUNCHED, ConditionStatus::Unknown, "NodeClassNotFound", message)], json!({})).await
+        }
+        // Adopting an instance a lost create left needs no create call: only the call itself waits.
+        Action::LaunchBackingOff(_) | Action::Launch => launch(ctx, claim, matches!(view.create_backoff, Some(_))).await,
+        Action::RegistrationTimedOut => {
+            tracing::info!(nodeclaim = %name, "registration timed out; deleting the NodeClaim");
+            ctx.events.warning(&involved, "RegistrationTimeout", "no Node registered within the registration timeout").await;
+            delete_claim(ctx, &name).await
+        }
+        Action::AwaitRegistration { conflict, waiting } => {
+            let status = if conflict { ConditionStatus::False } else { ConditionStatus::Unknown };
+            write_status(ctx, claim, vec![condition(ctx, REGISTERED, status, waiting.reason, waiting.message)], json!({})).await
+        }
+        Action::Idle => Ok(()),
+        Action::Register { node } => register(ctx, claim, &node).await,
+        Action::AwaitInitialization(waiting) => {
+            let update = condition(ctx, INITIALIZED, ConditionStatus::Unknown, waiting.reason, waiting.message);
+            write_status(ctx, claim, vec![update], json!({})).await
+        }
+        Action::Initialize { node } => {
+            initialize(ctx, claim, &node).await?;
+            reconcile_instance(ctx, claim, reconciled).await
+        }
+        Action::ReconcileInstance => reconcile_instance(ctx, claim, reconciled).await,
     }
-    if let Some(at) = expires_at(claim)
-        && ctx.clock.now() >= at
-    {
-        return expire(ctx, claim).await;
-    }
-    if !claim.is_condition_true(LAUNCHED) {
-        return launch(ctx, claim).await;
-    }
-    if !claim.is_condition_true(REGISTERED) {
-        return register(ctx, claim).await;
-    }
-    if !claim.is_condition_true(INITIALIZED) {
-        initialize(ctx, claim).await?;
-    }
-    reconcile_instance(ctx, claim).await
 }
 
 /// When a NodeClaim expires: its creation time plus its `expireAfter` (720h when unset;
 /// `None` for `Never`).
 pub fn expires_at(claim: &NodeClaim) -> Option<std::time::SystemTime> {
-    let created = claim.metadata.creation_timestamp.as_ref().map(system_time)?;
-    Some(created + claim.spec.effective_expire_after().duration()?)
+    Some(claim.metadata.creation_timestamp.as_ref().map(system_time)? + claim.spec.effective_expire_after().duration()?)
 }
 
 /// Expiration, upstream's forceful disruption: the claim is deleted at once — no budgets, no
@@ -139,7 +237,7 @@ async fn expire(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError>
 /// Calls the plugin's `reconcile-instance` for a launched claim whose NodeClass generation
 /// changed since the last successful call (or that this process has not reconciled yet):
 /// in-place updates such as the instance's cloud labels, never a replacement.
-async fn reconcile_instance(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError> {
+async fn reconcile_instance(ctx: &Context, claim: &NodeClaim, reconciled: &Reconciled) -> Result<(), ControllerError> {
     if claim.status.as_ref().and_then(|s| s.provider_id.as_deref()).is_none() {
         return Ok(());
     }
@@ -147,7 +245,7 @@ async fn reconcile_instance(ctx: &Context, claim: &NodeClaim) -> Result<(), Cont
     let Some(class) = ctx.state.node_class(&key, &claim.spec.node_class_ref.name) else { return Ok(()) };
     let uid = claim.metadata.uid.clone().unwrap_or_default();
     let seen = (class.metadata.uid.clone().unwrap_or_default(), class.metadata.generation.unwrap_or_default());
-    if ctx.reconciled.lock().expect("reconciled lock").get(&uid) == Some(&seen) {
+    if reconciled.lock().expect("reconciled lock").get(&uid) == Some(&seen) {
         return Ok(());
     }
     let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
@@ -158,7 +256,7 @@ async fn reconcile_instance(ctx: &Context, claim: &NodeClaim) -> Result<(), Cont
     };
     match result {
         Ok(()) | Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => {
-            ctx.reconciled.lock().expect("reconciled lock").insert(uid, seen);
+            reconciled.lock().expect("reconciled lock").insert(uid, seen);
             Ok(())
         }
         Err(e) => Err(e.into()),
@@ -242,30 +340,21 @@ fn plugin_node_claim(claim: &NodeClaim) -> contract::NodeClaim {
     }
 }
 
-async fn launch(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError> {
+/// Launches a claim: the instance this process already launched, else one an earlier create
+/// left (found by tag), else a new `create` — unless that call is backing off.
+async fn launch(ctx: &Context, claim: &NodeClaim, create_backing_off: bool) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let uid = claim.metadata.uid.clone().unwrap_or_default();
     let key = class_key(claim);
     let involved = Involved::of(claim);
-    let created = claim.metadata.creation_timestamp.as_ref().map(system_time).unwrap_or_else(|| ctx.clock.now());
-    let age = ctx.clock.now().duration_since(created).unwrap_or_default();
-    if age > ctx.settings.launch_timeout {
-        tracing::info!(nodeclaim = %name, "launch timed out; deleting the NodeClaim");
-        ctx.events.warning(&involved, "LaunchTimeout", "NodeClaim was not launched within the launch timeout").await;
-        delete_claim(ctx, &name).await?;
-        return Ok(());
-    }
-    let Some(class) = ctx.state.node_class(&key, &claim.spec.node_class_ref.name) else {
-        let message = format!("{} {} not found", key.kind, claim.spec.node_class_ref.name);
-        return write_status(ctx, claim, vec![condition(ctx, LAUNCHED, ConditionStatus::Unknown, "NodeClassNotFound", message)], json!({})).await;
-    };
+    let Some(class) = ctx.state.node_class(&key, &claim.spec.node_class_ref.name) else { return Ok(()) };
     let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
-    let cached = ctx.launched.lock().expect("launch cache lock").get(&uid).cloned();
+    let cached = ctx.inflight.launched(&uid);
     let instance = match cached {
         Some(instance) => instance,
         None => {
             // A previous life of this process (or a failed call) may have created the instance.
-            let adopted = if ctx.may_have_launched(claim) {
+            let adopted = if ctx.inflight.may_have_launched(claim) {
                 find_instance_of(ctx, &plugin, claim).await?
             } else {
                 None
@@ -276,10 +365,10 @@ async fn launch(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError>
                     instance
                 }
                 None => {
-                    let call = CloudCall::new(plugin.name(), "create", &uid);
-                    if ctx.cloud_wait(&call).is_some() {
+                    if create_backing_off {
                         return Ok(());
                     }
+                    let call = CloudCall::new(plugin.name(), "create", &uid);
                     let user_data = match render_user_data(ctx, claim, &class).await {
                         Ok(text) => text,
                         Err(e) => {
@@ -289,7 +378,7 @@ async fn launch(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError>
                         }
                     };
                     let request = contract::CreateRequest { claim: plugin_node_claim(claim), node_class: plugin_node_class(&class), user_data };
-                    ctx.mark_launch_attempted(&uid);
+                    ctx.inflight.record_create_attempt(&uid);
                     let result = plugin.create(&request).await;
                     let retry_in = ctx.cloud_outcome(CONTROLLER, &call, &result);
                     match result {
@@ -311,7 +400,7 @@ async fn launch(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError>
                 t.allocatable().to_quantities().into_iter().map(|(name, quantity)| contract::Resource { name, quantity }).collect();
         }
     }
-    ctx.launched.lock().expect("launch cache lock").insert(uid.clone(), instance.clone());
+    ctx.inflight.record_launched(&uid, instance.clone());
     // Labels the cloud decided (instance type, zone, capacity type, provider labels); the
     // claim's own labels win.
     let current = claim.metadata.labels.clone().unwrap_or_default();
@@ -376,7 +465,7 @@ async fn launch_failed(ctx: &Context, claim: &NodeClaim, error: CallError, retry
             }
             tracing::info!(nodeclaim = %name, %message, "insufficient capacity; deleting the NodeClaim so its pods are provisioned again");
             ctx.events.warning(&involved, "InsufficientCapacityError", &format!("NodeClaim {name} event: {message}")).await;
-            ctx.forget_launch_attempt(claim);
+            ctx.inflight.forget_create_attempt(&claim.metadata.uid.clone().unwrap_or_default());
             delete_claim(ctx, &name).await
         }
         CallError::Cloud { error: CloudError::NodeClassNotReady(m), .. } => {
@@ -457,32 +546,12 @@ async fn delete_claim(ctx: &Context, name: &str) -> Result<(), ControllerError> 
     }
 }
 
-async fn register(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError> {
+/// Syncs the claim onto its Node (labels, taints, finalizer, owner reference, annotations)
+/// and marks it `Registered`.
+async fn register(ctx: &Context, claim: &NodeClaim, node_name: &str) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
-    let Some(provider_id) = claim.status.as_ref().and_then(|s| s.provider_id.clone()) else {
-        return Ok(());
-    };
-    let found = ctx.state.nodes_with_provider_id(&provider_id);
-    if found.is_empty() {
-        let since = claim.condition(LAUNCHED).map(|c| system_time(&c.last_transition_time)).unwrap_or_else(|| ctx.clock.now());
-        if ctx.clock.now().duration_since(since).unwrap_or_default() > ctx.settings.registration_timeout {
-            tracing::info!(nodeclaim = %name, "registration timed out; deleting the NodeClaim");
-            ctx.events.warning(&Involved::of(claim), "RegistrationTimeout", "no Node registered within the registration timeout").await;
-            return delete_claim(ctx, &name).await;
-        }
-        let message = format!("Node not registered with provider ID {provider_id}");
-        return write_status(ctx, claim, vec![condition(ctx, REGISTERED, ConditionStatus::Unknown, "NodeNotFound", message)], json!({})).await;
-    }
-    if found.len() > 1 {
-        let message = format!("{} nodes have provider ID {provider_id}", found.len());
-        return write_status(ctx, claim, vec![condition(ctx, REGISTERED, ConditionStatus::False, "MultipleNodesFound", message)], json!({})).await;
-    }
-    let node = &found[0];
-    let node_name = node.metadata.name.clone().unwrap_or_default();
+    let Some(node) = ctx.state.node(node_name) else { return Ok(()) };
     let node_labels = node.metadata.labels.clone().unwrap_or_default();
-    if node.metadata.deletion_timestamp.is_some() {
-        return Ok(());
-    }
     // Sync the claim onto the node: labels (claim wins), taints, finalizer, owner reference.
     let mut labels_patch = serde_json::Map::new();
     for (k, v) in claim.metadata.labels.iter().flatten() {
@@ -524,7 +593,7 @@ async fn register(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerErro
     }
     merge_patch(
         &nodes(ctx),
-        &node_name,
+        node_name,
         json!({
             "metadata": {"labels": labels_patch, "annotations": annotations, "finalizers": finalizers, "ownerReferences": owners},
             "spec": {"taints": taints},
@@ -542,133 +611,104 @@ fn node_has_unregistered_taint(taints: &[Taint]) -> bool {
     taints.iter().any(|t| t.key == labels::UNREGISTERED_TAINT_KEY)
 }
 
-/// Whether a taint only exists while a node starts (upstream's known ephemeral taints).
-pub fn is_ephemeral_taint(t: &Taint) -> bool {
-    t.key == labels::NOT_READY_TAINT_KEY
-        || (t.key == labels::UNREACHABLE_TAINT_KEY && t.effect == "NoSchedule")
-        || t.key == labels::CLOUD_UNINITIALIZED_TAINT_KEY
-        || t.key == labels::UNREGISTERED_TAINT_KEY
-        || t.key.starts_with(labels::READINESS_TAINT_PREFIX)
-}
-
-async fn initialize(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError> {
+/// Labels the Node initialized and marks the claim `Initialized` (the core found nothing
+/// blocking it).
+async fn initialize(ctx: &Context, claim: &NodeClaim, node_name: &str) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
-    let node_name = claim.status.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
-    let Some(node) = ctx.state.node(&node_name) else {
-        return write_status(ctx, claim, vec![condition(ctx, INITIALIZED, ConditionStatus::Unknown, "NodeNotFound", "")], json!({})).await;
-    };
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
-    if !ready {
-        return write_status(ctx, claim, vec![condition(ctx, INITIALIZED, ConditionStatus::Unknown, "NodeNotReady", "Node is not Ready")], json!({})).await;
-    }
-    let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    let startup: Vec<&Taint> = claim
-        .spec
-        .startup_taints
-        .iter()
-        .flatten()
-        .filter(|s| taints.iter().any(|t| t.key == s.key && t.effect == s.effect))
-        .collect();
-    if let Some(t) = startup.first() {
-        let message = format!("StartupTaint \"{}:{}\" still exists", t.key, t.effect);
-        return write_status(ctx, claim, vec![condition(ctx, INITIALIZED, ConditionStatus::Unknown, "StartupTaintsExist", message)], json!({})).await;
-    }
-    if let Some(t) = taints.iter().find(|t| is_ephemeral_taint(t)) {
-        let message = format!("KnownEphemeralTaint \"{}:{}\" still exists", t.key, t.effect);
-        return write_status(ctx, claim, vec![condition(ctx, INITIALIZED, ConditionStatus::Unknown, "KnownEphemeralTaintsExist", message)], json!({})).await;
-    }
-    let allocatable = node.status.as_ref().and_then(|s| s.allocatable.clone()).unwrap_or_default();
-    for (resource, quantity) in claim.spec.resources.as_ref().and_then(|r| r.requests.clone()).unwrap_or_default() {
-        let requested_nonzero = joinery_core::resources::Unit::of(&resource).parse(&quantity.0).unwrap_or(0) > 0;
-        let registered = allocatable
-            .get(&resource)
-            .is_some_and(|q| joinery_core::resources::Unit::of(&resource).parse(&q.0).unwrap_or(0) > 0);
-        if requested_nonzero && !registered {
-            let message = format!("Resource \"{resource}\" was requested but not registered");
-            return write_status(ctx, claim, vec![condition(ctx, INITIALIZED, ConditionStatus::Unknown, "ResourceNotRegistered", message)], json!({})).await;
-        }
-    }
-    merge_patch(&nodes(ctx), &node_name, json!({"metadata": {"labels": {labels::INITIALIZED_LABEL: "true"}}})).await?;
+    merge_patch(&nodes(ctx), node_name, json!({"metadata": {"labels": {labels::INITIALIZED_LABEL: "true"}}})).await?;
     write_status(ctx, claim, vec![condition(ctx, INITIALIZED, ConditionStatus::True, "Initialized", "")], json!({})).await?;
     tracing::info!(nodeclaim = %name, node = %node_name, "initialized nodeclaim");
     Ok(())
 }
 
-async fn finalize(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError> {
+/// Finalizes a deleted claim, step by step as the core decides: the termination deadline,
+/// the instance of a create whose answer was lost, the Nodes, the instance (until the cloud
+/// answers not-found), then the finalizer.
+async fn finalize(ctx: &Context, claim: &NodeClaim, reconciled: &Reconciled) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let finalizers = claim.metadata.finalizers.clone().unwrap_or_default();
-    if !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
-        return Ok(());
-    }
-    // Stamp the node's termination deadline (deletion + terminationGracePeriod), which the
-    // drain enforces; upstream's annotation, so other tools see it too.
-    let stamped = claim.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION));
-    if !stamped && let Some(deadline) = crate::termination::termination_deadline(claim) {
-        let value = util::k8s_time(deadline).0.to_string();
-        let patch = json!({"metadata": {"annotations": {labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION: value}}});
-        match merge_patch(&claims(ctx), &name, patch).await {
-            Ok(_) => {}
-            Err(e) if util::is_not_found(&e) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        }
-    }
     let key = class_key(claim);
     let uid = claim.metadata.uid.clone().unwrap_or_default();
-    let cached = ctx.launched.lock().expect("launch cache lock").get(&uid).map(|i| i.provider_id.clone());
-    let mut provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone()).or(cached);
-    if provider_id.is_none() && ctx.may_have_launched(claim) {
-        // The create may have succeeded without its result reaching status: find it by tag.
-        if let Ok(plugin) = ctx.cloud.plugin_for(&key.group, &key.kind) {
-            provider_id = find_instance_of(ctx, &plugin, claim).await?.map(|i| i.provider_id);
-        }
-    }
-    if let Some(pid) = &provider_id {
-        let found = ctx.state.nodes_with_provider_id(pid);
-        if !found.is_empty() {
-            for node in found {
-                if node.metadata.deletion_timestamp.is_none() {
-                    let node_name = node.metadata.name.clone().unwrap_or_default();
+    let stamped = claim.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION));
+    let deadline = crate::termination::termination_deadline(claim);
+    let launched = ctx.inflight.launched(&uid).map(|i| i.provider_id);
+    let mut view = lifecycle::Finalization {
+        has_finalizer: finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER),
+        deadline_stamped: stamped || deadline.is_none(),
+        provider_id: claim.status.as_ref().and_then(|s| s.provider_id.clone()).or(launched),
+        may_have_launched: ctx.inflight.may_have_launched(claim),
+        looked_up: false,
+        nodes: Vec::new(),
+    };
+    loop {
+        view.nodes = match &view.provider_id {
+            Some(pid) => ctx.state.nodes_with_provider_id(pid).iter().map(|n| node_view(n)).collect(),
+            None => Vec::new(),
+        };
+        match lifecycle::next_finalization_step(&view) {
+            FinalizationStep::Done | FinalizationStep::AwaitNodes => return Ok(()),
+            FinalizationStep::StampDeadline => {
+                // Upstream's annotation, so other tools see the deadline the drain enforces.
+                let value = util::k8s_time(deadline.expect("a deadline to stamp")).0.to_string();
+                let patch = json!({"metadata": {"annotations": {labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION: value}}});
+                match merge_patch(&claims(ctx), &name, patch).await {
+                    Ok(_) => view.deadline_stamped = true,
+                    Err(e) if util::is_not_found(&e) => return Ok(()),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            FinalizationStep::LookUpInstance => {
+                view.looked_up = true;
+                if let Ok(plugin) = ctx.cloud.plugin_for(&key.group, &key.kind) {
+                    view.provider_id = find_instance_of(ctx, &plugin, claim).await?.map(|i| i.provider_id);
+                }
+            }
+            FinalizationStep::DeleteNodes(names) => {
+                // The termination controller drains them; the claim waits until they are gone.
+                for node_name in names {
                     match nodes(ctx).delete(&node_name, &DeleteParams::background()).await {
                         Ok(_) => {}
                         Err(e) if util::is_not_found(&e) => {}
                         Err(e) => return Err(e.into()),
                     }
                 }
-            }
-            return Ok(()); // wait until the Node (drained by the termination controller) is gone
-        }
-        // `delete` starts the deletion and answers `not-found` once the instance is gone (the
-        // WIT contract): the finalizer stays until then, so a claim never disappears while
-        // its instance still runs.
-        let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
-        let call = CloudCall::new(plugin.name(), "delete", &uid);
-        let Ok(result) = ctx.call_cloud(CONTROLLER, &call, plugin.delete(pid)).await else { return Ok(()) };
-        match result {
-            Ok(()) => {
-                if !claim.is_condition_true(INSTANCE_TERMINATING) {
-                    write_status(ctx, claim, vec![condition(ctx, INSTANCE_TERMINATING, ConditionStatus::True, "InstanceTerminating", "")], json!({})).await?;
-                }
                 return Ok(());
             }
-            Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => {}
-            Err(e) => return Err(e.into()),
+            FinalizationStep::DeleteInstance(pid) => {
+                // `delete` starts the deletion and answers `not-found` once the instance is
+                // gone (the WIT contract): the finalizer stays until then, so a claim never
+                // disappears while its instance still runs.
+                let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
+                let call = CloudCall::new(plugin.name(), "delete", &uid);
+                let Ok(result) = ctx.call_cloud(CONTROLLER, &call, plugin.delete(&pid)).await else { return Ok(()) };
+                return match result {
+                    Ok(()) if claim.is_condition_true(INSTANCE_TERMINATING) => Ok(()),
+                    Ok(()) => {
+                        let update = condition(ctx, INSTANCE_TERMINATING, ConditionStatus::True, "InstanceTerminating", "");
+                        write_status(ctx, claim, vec![update], json!({})).await
+                    }
+                    Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => remove_finalizer(ctx, claim, reconciled).await,
+                    Err(e) => Err(e.into()),
+                };
+            }
+            FinalizationStep::RemoveFinalizer => return remove_finalizer(ctx, claim, reconciled).await,
         }
     }
+}
+
+/// Removes the termination finalizer of a claim whose instance is gone, and forgets it.
+async fn remove_finalizer(ctx: &Context, claim: &NodeClaim, reconciled: &Reconciled) -> Result<(), ControllerError> {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let uid = claim.metadata.uid.clone().unwrap_or_default();
+    let finalizers = claim.metadata.finalizers.clone().unwrap_or_default();
     let remaining: Vec<String> = finalizers.into_iter().filter(|f| f != labels::TERMINATION_FINALIZER).collect();
     match merge_patch(&claims(ctx), &name, json!({"metadata": {"finalizers": remaining}})).await {
         Ok(_) => {}
         Err(e) if util::is_not_found(&e) => {}
         Err(e) => return Err(e.into()),
     }
-    ctx.launched.lock().expect("launch cache lock").remove(&uid);
-    ctx.reconciled.lock().expect("reconciled lock").remove(&uid);
-    ctx.forget_launch_attempt(claim);
+    ctx.inflight.forget(&uid);
+    reconciled.lock().expect("reconciled lock").remove(&uid);
     let label = |k: &str| claim.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or_default();
     ctx.metrics.inc(
         crate::metrics::names::NODECLAIMS_TERMINATED,

@@ -22,7 +22,8 @@ use tokio::sync::watch;
 use crate::convert;
 use crate::events::Involved;
 use crate::nodeclass;
-use crate::state::{NodeClassKey, is_provisionable, is_terminal};
+use crate::pods::{is_provisionable, is_terminal};
+use crate::state::NodeClassKey;
 use crate::volumes::{VolumeError, VolumeIndex};
 use crate::{Context, ControllerError};
 
@@ -36,6 +37,8 @@ const BATCH_POLL: Duration = Duration::from_millis(100);
 /// Runs the provisioning loop until stopped.
 pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
     let mut handled: BTreeSet<String> = BTreeSet::new();
+    // NodeOverlay problems already logged, so each is logged once while it lasts.
+    let mut overlay_problems: BTreeSet<String> = BTreeSet::new();
     let mut last_pass: Option<SystemTime> = None;
     loop {
         if *stopped.borrow() {
@@ -75,7 +78,7 @@ pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
                 break;
             }
         }
-        match provision(&ctx).await {
+        match provision(&ctx, &mut overlay_problems).await {
             Ok(true) => {
                 handled = seen;
                 last_pass = Some(ctx.clock.now());
@@ -139,7 +142,7 @@ fn reschedulable_pods(ctx: &Context) -> Vec<Arc<Pod>> {
             .collect::<Vec<_>>(),
     )
     .into_iter()
-    .filter(|p| !crate::state::blocked_by_budget(p, &pdbs))
+    .filter(|p| !crate::pods::blocked_by_budget(p, &pdbs))
     .collect()
 }
 
@@ -148,18 +151,16 @@ fn reschedulable_pods(ctx: &Context) -> Vec<Arc<Pod>> {
 fn synced(ctx: &Context) -> bool {
     let claims = ctx.state.node_claims.state();
     let names: BTreeSet<String> = claims.iter().filter_map(|c| c.metadata.name.clone()).collect();
-    {
-        let mut recent = ctx.recently_created.lock().expect("recently created lock");
-        recent.retain(|c| !c.metadata.name.as_ref().is_some_and(|n| names.contains(n)));
-        if !recent.is_empty() {
-            return false;
-        }
+    if ctx.inflight.created_not_cached(&names) {
+        return false;
     }
     claims.iter().all(|c| c.metadata.deletion_timestamp.is_some() || c.status.as_ref().is_some_and(|s| s.provider_id.is_some()))
 }
 
 /// One provisioning pass. Returns `Ok(false)` when the state is not synced yet.
-pub async fn provision(ctx: &Context) -> Result<bool, ControllerError> {
+/// `overlay_problems` holds the NodeOverlay problems already reported (each is logged once
+/// while it lasts).
+pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -> Result<bool, ControllerError> {
     if !synced(ctx) {
         return Ok(false);
     }
@@ -192,7 +193,7 @@ pub async fn provision(ctx: &Context) -> Result<bool, ControllerError> {
             Err(e) => tracing::warn!(error = %e, "DaemonSet ignored for overhead"),
         }
     }
-    let overlays = current_overlays(ctx).await;
+    let overlays = current_overlays(ctx, overlay_problems).await;
     let (nodepools, pools_by_name, unresolved) = ready_nodepools(ctx, &overlays).await;
     if unresolved {
         // A NodeClass has not been resolved yet (just created): wait for it rather than
@@ -245,7 +246,7 @@ pub async fn provision(ctx: &Context) -> Result<bool, ControllerError> {
                     }
                 }
                 ctx.metrics.inc(crate::metrics::names::NODECLAIMS_CREATED, &[("reason", "provisioned"), ("nodepool", &claim.spec.nodepool)]);
-                ctx.recently_created.lock().expect("recently created lock").push(created);
+                ctx.inflight.record_created(created);
             }
             Err(e) => tracing::warn!(index, nodepool = %claim.spec.nodepool, error = %e, "creating nodeclaim failed"),
         }
@@ -329,7 +330,7 @@ pub fn usable_overlays<O: Borrow<NodeOverlay>>(objects: &[O]) -> OverlaySet {
 /// The NodeOverlays to apply in this pass: none unless the `NodeOverlay` feature gate is on.
 /// Skipped and conflicting overlays are reported (a warning log the first time a problem is
 /// seen, and a `FailedValidation` warning event on a skipped overlay).
-async fn current_overlays(ctx: &Context) -> Vec<Overlay> {
+async fn current_overlays(ctx: &Context, reported: &mut BTreeSet<String>) -> Vec<Overlay> {
     let Some(store) = ctx.state.node_overlays.as_ref().filter(|_| ctx.settings.feature_gates.node_overlay) else {
         return Vec::new();
     };
@@ -347,7 +348,6 @@ async fn current_overlays(ctx: &Context) -> Vec<Overlay> {
             "NodeOverlays {a} and {b} have the same weight and can match the same instance types; {a} takes precedence"
         ));
     }
-    let mut reported = ctx.overlay_problems.lock().expect("overlay problems lock");
     reported.retain(|p| problems.contains(p));
     for problem in problems {
         if reported.insert(problem.clone()) {

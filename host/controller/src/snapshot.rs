@@ -34,7 +34,7 @@ use serde::Deserialize;
 
 use crate::convert;
 use crate::provisioner::node_claim_template;
-use crate::state::{is_daemon_pod, is_mirror_pod, is_terminal};
+pub use crate::pods::{PodState, pod_state};
 use crate::volumes::VolumeIndex;
 
 mod one_pass;
@@ -713,58 +713,6 @@ impl Snapshot {
     fn volume_index(&self) -> VolumeIndex<'_> {
         VolumeIndex::new(&self.persistent_volumes, &self.persistent_volume_claims, &self.storage_classes)
     }
-}
-
-/// What a pod is to a provisioning pass.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PodState {
-    /// Succeeded or Failed: ignored entirely.
-    Terminal,
-    /// Bound to a node (`spec.nodeName`): cluster state.
-    Bound,
-    /// Waiting for capacity: part of the batch.
-    Pending,
-    /// Not bound, but not something the controller provisions for; the reason says why.
-    LeftOut(String),
-}
-
-/// Classifies a pod of a snapshot. A pod without `spec.nodeName` is pending unless it is
-/// being deleted, owned by a DaemonSet or its Node (mirror pod), scheduling-gated, nominated
-/// to a node, or marked by kube-scheduler `PodScheduled` with another reason than
-/// `Unschedulable`. Unlike the controller, a pod kube-scheduler has not looked at yet (no
-/// `PodScheduled` condition) counts as pending, so hand-written snapshots need no status.
-pub fn pod_state(pod: &Pod) -> PodState {
-    if is_terminal(pod) {
-        return PodState::Terminal;
-    }
-    if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()) {
-        return PodState::Bound;
-    }
-    let left_out = |why: &str| PodState::LeftOut(why.to_string());
-    if pod.metadata.deletion_timestamp.is_some() {
-        return left_out("being deleted");
-    }
-    if is_daemon_pod(pod) {
-        return left_out("DaemonSet pod; its DaemonSet counts as overhead instead");
-    }
-    if is_mirror_pod(pod) {
-        return left_out("mirror pod");
-    }
-    if pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty()) {
-        return left_out("scheduling gated");
-    }
-    let status = pod.status.as_ref();
-    if let Some(node) = status.and_then(|s| s.nominated_node_name.as_deref()).filter(|n| !n.is_empty()) {
-        return PodState::LeftOut(format!("nominated to node {node}"));
-    }
-    let scheduled = status.and_then(|s| s.conditions.as_ref()).into_iter().flatten().find(|c| c.type_ == "PodScheduled");
-    if let Some(c) = scheduled {
-        let reason = c.reason.as_deref().unwrap_or("");
-        if c.status != "False" || reason != "Unschedulable" {
-            return PodState::LeftOut(format!("PodScheduled={} reason {reason:?}", c.status));
-        }
-    }
-    PodState::Pending
 }
 
 /// The first `max` items joined by `", "`, then `and N more`.

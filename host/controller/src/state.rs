@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::ControllerError;
+use crate::pods::is_terminal;
 
 /// The NodeClass kind a cloud plugin serves, identified by API group and kind.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -257,116 +258,5 @@ impl ClusterState {
     /// The NodeClass object `name` of the given kind.
     pub fn node_class(&self, key: &NodeClassKey, name: &str) -> Option<Arc<DynamicObject>> {
         self.node_classes.get(key)?.state().into_iter().find(|o| o.metadata.name.as_deref() == Some(name))
-    }
-}
-
-/// Whether a label selector (`matchLabels` and `matchExpressions`) selects `labels`. An empty
-/// selector selects everything.
-pub fn selector_matches(
-    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
-    labels: &std::collections::BTreeMap<String, String>,
-) -> bool {
-    let exact = selector.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
-    exact
-        && selector.match_expressions.iter().flatten().all(|e| {
-            let values = e.values.clone().unwrap_or_default();
-            match e.operator.as_str() {
-                "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
-                "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
-                "Exists" => labels.contains_key(&e.key),
-                "DoesNotExist" => !labels.contains_key(&e.key),
-                _ => false,
-            }
-        })
-}
-
-/// Whether a PodDisruptionBudget that currently allows no disruption covers `pod`.
-pub fn blocked_by_budget(pod: &Pod, pdbs: &[Arc<PodDisruptionBudget>]) -> bool {
-    let labels = pod.metadata.labels.clone().unwrap_or_default();
-    pdbs.iter().any(|pdb| {
-        pdb.metadata.namespace == pod.metadata.namespace
-            && pdb.spec.as_ref().and_then(|s| s.selector.as_ref()).is_some_and(|sel| selector_matches(sel, &labels))
-            && pdb.status.as_ref().is_none_or(|s| s.disruptions_allowed <= 0)
-    })
-}
-
-/// Whether a pod has finished (phase Succeeded or Failed).
-pub fn is_terminal(pod: &Pod) -> bool {
-    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
-}
-
-/// Whether a pod is owned by a DaemonSet.
-pub fn is_daemon_pod(pod: &Pod) -> bool {
-    pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet")
-}
-
-/// Whether a pod is a static (mirror) pod, owned by its Node.
-pub fn is_mirror_pod(pod: &Pod) -> bool {
-    pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "Node")
-        || pod.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"))
-}
-
-/// Whether Karpenter should provision for this pod (upstream's rule): kube-scheduler marked
-/// it `PodScheduled=False` with reason `Unschedulable`, it is not bound or nominated, and it
-/// is neither a DaemonSet pod nor a mirror pod.
-pub fn is_provisionable(pod: &Pod) -> bool {
-    let unschedulable = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"));
-    let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
-    let nominated = pod.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()).is_some_and(|n| !n.is_empty());
-    unschedulable
-        && !bound
-        && !nominated
-        && pod.metadata.deletion_timestamp.is_none()
-        && !is_daemon_pod(pod)
-        && !is_mirror_pod(pod)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn pod(value: serde_json::Value) -> Pod {
-        serde_json::from_value(value).unwrap()
-    }
-
-    #[test]
-    fn label_selectors_match_like_kubernetes() {
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-        let sel: LabelSelector = serde_json::from_value(json!({"matchLabels": {"app": "web"},
-            "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["db"]}]}))
-        .unwrap();
-        let labels = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        assert!(selector_matches(&sel, &labels(&[("app", "web")])));
-        assert!(!selector_matches(&sel, &labels(&[("app", "web"), ("tier", "db")])));
-        assert!(!selector_matches(&sel, &labels(&[("app", "api")])));
-        assert!(selector_matches(&LabelSelector::default(), &labels(&[])));
-    }
-
-    #[test]
-    fn only_unschedulable_unbound_pods_are_provisionable() {
-        let pending = json!({"metadata": {"name": "a"}, "spec": {"containers": []},
-            "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}});
-        assert!(is_provisionable(&pod(pending.clone())));
-        let mut bound = pending.clone();
-        bound["spec"]["nodeName"] = json!("n1");
-        assert!(!is_provisionable(&pod(bound)));
-        let mut nominated = pending.clone();
-        nominated["status"]["nominatedNodeName"] = json!("n1");
-        assert!(!is_provisionable(&pod(nominated)));
-        let mut daemon = pending.clone();
-        daemon["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u"}]);
-        assert!(!is_provisionable(&pod(daemon)));
-        let never_tried = json!({"metadata": {"name": "b"}, "spec": {"containers": []}, "status": {}});
-        assert!(!is_provisionable(&pod(never_tried)));
-        let other_reason = json!({"metadata": {"name": "c"}, "spec": {"containers": []},
-            "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]}});
-        assert!(!is_provisionable(&pod(other_reason)));
     }
 }

@@ -16,6 +16,9 @@
 //! - [`backoff`]: exponential backoff with `Retry-After`, per key, for calls that failed.
 //! - [`cron`]: the cron schedules of disruption budgets, and when a scheduled budget is active.
 //! - [`drain`]: which pods a terminating node evicts, force-deletes or waits for.
+//! - [`lifecycle`]: the NodeClaim lifecycle as a state machine: from a view of a claim, its
+//!   Nodes and the clock to the next action (launch, register, initialize, time out, expire,
+//!   finalize).
 //! - [`nodeclaim`]: the NodeClaim the scheduler asks a cloud plugin to launch, and the instance
 //!   a plugin reports back.
 //! - [`overlay`]: NodeOverlays, the operator's price and capacity adjustments to instance types.
@@ -29,6 +32,7 @@ pub mod drain;
 mod hash;
 pub mod instance_type;
 pub mod labels;
+pub mod lifecycle;
 pub mod nodeclaim;
 pub mod overlay;
 pub mod requirements;

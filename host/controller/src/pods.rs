@@ -1,0 +1,151 @@
+//! The one classification of pods: terminal, bound, pending (what Karpenter provisions for),
+//! or left out with the reason; DaemonSet and mirror pods; and which pods a
+//! PodDisruptionBudget that allows no eviction protects. The provisioner, `joinery schedule`,
+//! termination and disruption all ask here.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+/// What a pod is to a provisioning pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodState {
+    /// Succeeded or Failed: ignored entirely.
+    Terminal,
+    /// Bound to a node (`spec.nodeName`): cluster state.
+    Bound,
+    /// Waiting for capacity: part of the batch.
+    Pending,
+    /// Not bound, but not something the controller provisions for; the reason says why.
+    LeftOut(String),
+}
+
+/// Classifies a pod of a snapshot. A pod without `spec.nodeName` is pending unless it is
+/// being deleted, owned by a DaemonSet or its Node (mirror pod), scheduling-gated, nominated
+/// to a node, or marked by kube-scheduler `PodScheduled` with another reason than
+/// `Unschedulable`. Unlike the controller, a pod kube-scheduler has not looked at yet (no
+/// `PodScheduled` condition) counts as pending, so hand-written snapshots need no status.
+pub fn pod_state(pod: &Pod) -> PodState {
+    if is_terminal(pod) {
+        return PodState::Terminal;
+    }
+    if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()) {
+        return PodState::Bound;
+    }
+    let left_out = |why: &str| PodState::LeftOut(why.to_string());
+    if pod.metadata.deletion_timestamp.is_some() {
+        return left_out("being deleted");
+    }
+    if is_daemon_pod(pod) {
+        return left_out("DaemonSet pod; its DaemonSet counts as overhead instead");
+    }
+    if is_mirror_pod(pod) {
+        return left_out("mirror pod");
+    }
+    if pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty()) {
+        return left_out("scheduling gated");
+    }
+    let status = pod.status.as_ref();
+    if let Some(node) = status.and_then(|s| s.nominated_node_name.as_deref()).filter(|n| !n.is_empty()) {
+        return PodState::LeftOut(format!("nominated to node {node}"));
+    }
+    if let Some(c) = scheduled_condition(pod) {
+        let reason = c.reason.as_deref().unwrap_or("");
+        if c.status != "False" || reason != "Unschedulable" {
+            return PodState::LeftOut(format!("PodScheduled={} reason {reason:?}", c.status));
+        }
+    }
+    PodState::Pending
+}
+
+/// Whether a Kubernetes label selector selects `labels`, by the core's rules (the one label
+/// selector of the host): an empty selector selects everything, a malformed one nothing.
+pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    crate::convert::label_selector(selector, "selector").is_ok_and(|s| s.matches(labels))
+}
+
+/// Whether a PodDisruptionBudget that currently allows no disruption covers `pod`.
+pub fn blocked_by_budget(pod: &Pod, pdbs: &[Arc<PodDisruptionBudget>]) -> bool {
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    pdbs.iter().any(|pdb| {
+        pdb.metadata.namespace == pod.metadata.namespace
+            && pdb.spec.as_ref().and_then(|s| s.selector.as_ref()).is_some_and(|sel| selector_matches(sel, &labels))
+            && pdb.status.as_ref().is_none_or(|s| s.disruptions_allowed <= 0)
+    })
+}
+
+/// Whether a pod has finished (phase Succeeded or Failed).
+pub fn is_terminal(pod: &Pod) -> bool {
+    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+}
+
+/// Whether a pod is owned by a DaemonSet.
+pub fn is_daemon_pod(pod: &Pod) -> bool {
+    pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet")
+}
+
+/// Whether a pod is a static (mirror) pod, owned by its Node.
+pub fn is_mirror_pod(pod: &Pod) -> bool {
+    pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "Node")
+        || pod.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"))
+}
+
+/// Whether Karpenter should provision for this pod (upstream's rule): a pending pod (see
+/// [`pod_state`]) that kube-scheduler marked `PodScheduled=False` with reason
+/// `Unschedulable`. A snapshot also counts a pod kube-scheduler has not looked at yet; the
+/// controller waits for kube-scheduler's verdict.
+pub fn is_provisionable(pod: &Pod) -> bool {
+    pod_state(pod) == PodState::Pending && scheduled_condition(pod).is_some()
+}
+
+/// The pod's `PodScheduled` condition.
+fn scheduled_condition(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::PodCondition> {
+    pod.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().find(|c| c.type_ == "PodScheduled")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(value: serde_json::Value) -> Pod {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn label_selectors_match_like_kubernetes() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+        let sel: LabelSelector = serde_json::from_value(json!({"matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["db"]}]}))
+        .unwrap();
+        let labels = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        assert!(selector_matches(&sel, &labels(&[("app", "web")])));
+        assert!(!selector_matches(&sel, &labels(&[("app", "web"), ("tier", "db")])));
+        assert!(!selector_matches(&sel, &labels(&[("app", "api")])));
+        assert!(selector_matches(&LabelSelector::default(), &labels(&[])));
+    }
+
+    #[test]
+    fn only_unschedulable_unbound_pods_are_provisionable() {
+        let pending = json!({"metadata": {"name": "a"}, "spec": {"containers": []},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}});
+        assert!(is_provisionable(&pod(pending.clone())));
+        let mut bound = pending.clone();
+        bound["spec"]["nodeName"] = json!("n1");
+        assert!(!is_provisionable(&pod(bound)));
+        let mut nominated = pending.clone();
+        nominated["status"]["nominatedNodeName"] = json!("n1");
+        assert!(!is_provisionable(&pod(nominated)));
+        let mut daemon = pending.clone();
+        daemon["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u"}]);
+        assert!(!is_provisionable(&pod(daemon)));
+        let never_tried = json!({"metadata": {"name": "b"}, "spec": {"containers": []}, "status": {}});
+        assert!(!is_provisionable(&pod(never_tried)));
+        let other_reason = json!({"metadata": {"name": "c"}, "spec": {"containers": []},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]}});
+        assert!(!is_provisionable(&pod(other_reason)));
+    }
+}
