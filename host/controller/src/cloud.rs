@@ -2,15 +2,13 @@
 //! types, remembers offerings that just ran out of capacity, and fills unknown prices from
 //! the pricing plugin (never from name order).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use joinery_core::backoff::{BackoffPolicy, BackoffTable};
 use joinery_core::clock::Clock;
 use joinery_core::instance_type::InstanceType;
-use joinery_core::labels;
-use joinery_core::requirements::Requirement;
 use joinery_runtime::CallError;
 use joinery_runtime::manifest::PluginKind;
 use joinery_runtime::plugin::LoadedPlugin;
@@ -122,7 +120,7 @@ impl Cloud {
                 }
             }
         }
-        Ok(out.into_iter().map(with_offering_requirements).collect())
+        Ok(out.into_iter().map(InstanceType::with_offering_requirements).collect())
     }
 
     /// The prices the host knows (the cloud's, or the pricing plugin's where the cloud gave
@@ -266,29 +264,6 @@ pub fn plugin_node_class(class: &DynamicObject) -> contract::NodeClass {
         spec: class.data.get("spec").cloned().unwrap_or_else(|| serde_json::json!({})).to_string(),
         status: class.data.get("status").cloned().unwrap_or_else(|| serde_json::json!({})).to_string(),
     }
-}
-
-/// An instance type whose requirements also say where it is sold, as upstream's providers
-/// declare: `topology.kubernetes.io/zone In [zones with an available offering]` and
-/// `karpenter.sh/capacity-type In [capacity types with one]`, each added only when the type
-/// does not define the key already. Topology spread and affinity find their zone domains
-/// there. Types without available offerings are returned unchanged.
-pub fn with_offering_requirements(t: InstanceType) -> InstanceType {
-    let zones: BTreeSet<&str> = t.offerings().available().map(|o| o.zone()).collect();
-    let capacity_types: BTreeSet<&str> = t.offerings().available().map(|o| o.capacity_type()).collect();
-    let missing_zone = !zones.is_empty() && !t.requirements().has(labels::ZONE_LABEL);
-    let missing_ct = !capacity_types.is_empty() && !t.requirements().has(labels::CAPACITY_TYPE_LABEL);
-    if !missing_zone && !missing_ct {
-        return t;
-    }
-    let mut requirements = t.requirements().clone();
-    if missing_zone {
-        requirements.add(Requirement::in_values(labels::ZONE_LABEL, zones));
-    }
-    if missing_ct {
-        requirements.add(Requirement::in_values(labels::CAPACITY_TYPE_LABEL, capacity_types));
-    }
-    InstanceType::new(t.name(), requirements, t.capacity().clone(), t.overhead().clone(), t.offerings().clone())
 }
 
 #[cfg(test)]

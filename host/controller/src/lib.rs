@@ -20,7 +20,6 @@
 
 pub mod bootstrap;
 pub mod cloud;
-pub mod convert;
 pub mod disruption;
 pub mod events;
 pub mod gc;
@@ -30,15 +29,11 @@ pub mod metrics;
 pub mod nodeclass;
 pub mod nodeoverlay;
 pub mod nodepool;
-pub mod pods;
 pub mod provisioner;
 pub mod settings;
-pub mod snapshot;
-pub mod spread;
 pub mod state;
 pub mod termination;
 mod util;
-pub mod volumes;
 
 use std::sync::Arc;
 use std::time::Duration;

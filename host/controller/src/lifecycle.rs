@@ -27,24 +27,7 @@ use crate::util::{self, condition, merge_patch, merge_patch_status, system_time}
 use crate::{CloudCall, Context, ControllerError};
 
 /// Condition types of a NodeClaim (upstream's exact strings).
-pub mod conditions {
-    /// The cloud created the instance.
-    pub const LAUNCHED: &str = "Launched";
-    /// A Node with the claim's provider ID joined and was synced.
-    pub const REGISTERED: &str = "Registered";
-    /// The Node is Ready with startup and ephemeral taints gone.
-    pub const INITIALIZED: &str = "Initialized";
-    /// Launched ∧ Registered ∧ Initialized.
-    pub const READY: &str = "Ready";
-    /// The node may be consolidated (consolidateAfter elapsed).
-    pub const CONSOLIDATABLE: &str = "Consolidatable";
-    /// A disruption command is in flight.
-    pub const DISRUPTION_REASON: &str = "DisruptionReason";
-    /// The cloud accepted the instance's deletion.
-    pub const INSTANCE_TERMINATING: &str = "InstanceTerminating";
-    /// The node's pods were drained.
-    pub const DRAINED: &str = "Drained";
-}
+pub use joinery_kube::conditions;
 use conditions::*;
 
 /// Backoff of a failed cloud call (create, delete, get, list, reconcile-instance): 1 s,
@@ -112,7 +95,7 @@ fn claim_view(ctx: &Context, claim: &NodeClaim) -> ClaimView {
         provider_id: claim.status.as_ref().and_then(|s| s.provider_id.clone()),
         node_class_found: ctx.state.node_class(&key, &claim.spec.node_class_ref.name).is_some(),
         create_backoff,
-        startup_taints: crate::convert::taints(claim.spec.startup_taints.as_ref()),
+        startup_taints: joinery_kube::convert::taints(claim.spec.startup_taints.as_ref()),
         requested_resources: claim
             .spec
             .resources
@@ -133,7 +116,7 @@ fn node_view(node: &Node) -> NodeView {
         name: node.metadata.name.clone().unwrap_or_default(),
         deleting: node.metadata.deletion_timestamp.is_some(),
         ready: status.and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True"),
-        taints: crate::convert::taints(node.spec.as_ref().and_then(|s| s.taints.as_ref())),
+        taints: joinery_kube::convert::taints(node.spec.as_ref().and_then(|s| s.taints.as_ref())),
         allocatable_resources: status
             .and_then(|s| s.allocatable.as_ref())
             .into_iter()

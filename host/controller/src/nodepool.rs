@@ -15,7 +15,9 @@ use tokio::sync::watch;
 
 use crate::state::NodeClassKey;
 use crate::util::{self, condition, merge_patch_status};
-use crate::{Context, ControllerError, convert, nodeclass, provisioner};
+use joinery_kube::convert;
+
+use crate::{Context, ControllerError, nodeclass};
 
 /// Runs the NodePool status loop.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
@@ -47,7 +49,7 @@ async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
             Some(c) if nodeclass::is_ready(&c) => condition(&ctx, "NodeClassReady", ConditionStatus::True, "NodeClassReady", ""),
             Some(_) => condition(&ctx, "NodeClassReady", ConditionStatus::False, "NodeClassNotReady", format!("{} {} is not ready", key.kind, class_ref.name)),
         };
-        let validation = match provisioner::node_claim_template(&pool) {
+        let validation = match joinery_kube::template::node_claim_template(&pool) {
             Ok(_) => condition(&ctx, "ValidationSucceeded", ConditionStatus::True, "ValidationSucceeded", ""),
             Err(e) => condition(&ctx, "ValidationSucceeded", ConditionStatus::False, "ValidationFailed", util::truncate(&e.to_string(), 1000)),
         };

@@ -9,22 +9,21 @@ use std::time::{Duration, SystemTime};
 
 use joinery_api::{NodeClaim, NodeClaimResources, NodeClaimSpec, NodeClassReference, NodeOverlay, NodePool, NodeSelectorRequirementWithMinValues};
 use joinery_core::labels::{self, LabelPolicy};
-use joinery_core::nodeclaim::{NodeClassRef, NodeClaimTemplate};
+use joinery_core::instance_type::InstanceType;
 use joinery_core::overlay::{self, Overlay};
-use joinery_core::requirements::{Requirement, Requirements};
-use joinery_core::resources::Resources;
-use joinery_core::scheduling::{self, ExistingNode, NewNodeClaim, NodePoolLimits, PendingPod, Placement, SchedulingInput};
+use joinery_core::scheduling::{self, NewNodeClaim, PendingPod, Placement};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::watch;
 
-use crate::convert;
 use crate::events::Involved;
 use crate::nodeclass;
-use crate::pods::{is_provisionable, is_terminal};
+use joinery_kube::pods::{is_provisionable, is_terminal};
 use crate::state::NodeClassKey;
-use crate::volumes::{VolumeError, VolumeIndex};
+use joinery_kube::convert;
+use joinery_kube::template::nodepool_hash;
+use joinery_kube::assemble::{Assembly, BatchStatus, ClusterObjects, PoolOffer, ProblemObject, Source, assemble};
 use crate::{Context, ControllerError};
 
 /// Provisionable pods trigger a new pass at least this often while they stay pending
@@ -142,7 +141,7 @@ fn reschedulable_pods(ctx: &Context) -> Vec<Arc<Pod>> {
             .collect::<Vec<_>>(),
     )
     .into_iter()
-    .filter(|p| !crate::pods::blocked_by_budget(p, &pdbs))
+    .filter(|p| !joinery_kube::pods::blocked_by_budget(p, &pdbs))
     .collect()
 }
 
@@ -164,61 +163,82 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
     if !synced(ctx) {
         return Ok(false);
     }
-    let mut nodes = existing_nodes(ctx);
-    crate::volumes::apply_attach_limits(&mut nodes, &ctx.state.csi_nodes.state());
-    let all_pods = ctx.state.pods.state();
-    let mut pods = Vec::new();
-    let mut pod_objects: BTreeMap<(String, String), Arc<Pod>> = BTreeMap::new();
+    let state = &ctx.state;
+    let (nodes, claims, all_pods, daemon_sets) =
+        (state.nodes.state(), state.node_claims.state(), state.pods.state(), state.daemon_sets.state());
+    let (volumes, volume_claims, storage_classes, csi_nodes, namespaces) = (
+        state.persistent_volumes.state(),
+        state.persistent_volume_claims.state(),
+        state.storage_classes.state(),
+        state.csi_nodes.state(),
+        state.namespaces.state(),
+    );
     let moving = reschedulable_pods(ctx);
-    let (volumes, claims, classes) =
-        (ctx.state.persistent_volumes.state(), ctx.state.persistent_volume_claims.state(), ctx.state.storage_classes.state());
-    let volume_index = VolumeIndex::new(&volumes, &claims, &classes);
-    for pod in all_pods.iter().filter(|p| is_provisionable(p)).chain(moving.iter()) {
-        match batch_pod(pod, &volume_index) {
-            Ok(p) => {
-                pod_objects.insert((p.key.namespace.clone(), p.key.name.clone()), pod.clone());
-                pods.push(p);
-            }
-            Err(message) => ctx.events.warning(&Involved::of(pod.as_ref()), "FailedScheduling", &message).await,
-        }
-    }
-    if pods.is_empty() {
+    let pending: Vec<&Pod> = all_pods.iter().filter(|p| is_provisionable(p)).chain(moving.iter()).map(|p| p.as_ref()).collect();
+    if pending.is_empty() {
         return Ok(true);
     }
-    apply_default_spread(ctx, &mut pods, &pod_objects);
-    let mut daemons = Vec::new();
-    for ds in ctx.state.daemon_sets.state() {
-        match convert::daemon_pod(&ds) {
-            Ok(d) => daemons.push(d),
-            Err(e) => tracing::warn!(error = %e, "DaemonSet ignored for overhead"),
-        }
-    }
     let overlays = current_overlays(ctx, overlay_problems).await;
-    let (nodepools, pools_by_name, unresolved) = ready_nodepools(ctx, &overlays).await;
+    let (pools, unresolved) = ready_nodepools(ctx).await;
     if unresolved {
         // A NodeClass has not been resolved yet (just created): wait for it rather than
         // deciding without its NodePools.
         return Ok(false);
     }
-    if nodepools.is_empty() {
+    fn refs<T>(list: &[Arc<T>]) -> Vec<&T> {
+        list.iter().map(|o| o.as_ref()).collect()
+    }
+    let objects = ClusterObjects {
+        nodes: refs(&nodes),
+        node_claims: refs(&claims),
+        pods: refs(&all_pods),
+        daemon_sets: refs(&daemon_sets),
+        persistent_volumes: refs(&volumes),
+        persistent_volume_claims: refs(&volume_claims),
+        storage_classes: refs(&storage_classes),
+        csi_nodes: refs(&csi_nodes),
+        namespaces: refs(&namespaces),
+    };
+    let offers: Vec<PoolOffer<'_>> = pools.iter().map(|(pool, types)| PoolOffer { pool: pool.as_ref(), instance_types: types }).collect();
+    let assembly = assemble(&objects, &pending, &offers, &overlays, LabelPolicy::default(), Source::Cluster);
+    for problem in &assembly.problems {
+        match problem.object {
+            ProblemObject::DaemonSet(_) => tracing::warn!(error = %problem.message, "DaemonSet ignored for overhead"),
+            ProblemObject::NodePool(i) => {
+                tracing::warn!(nodepool = pools[i].0.metadata.name.as_deref().unwrap_or(""), error = %problem.message, "NodePool skipped or left without limits")
+            }
+        }
+    }
+    let mut pod_objects: BTreeMap<(String, String), &Pod> = BTreeMap::new();
+    for (pod, batch) in pending.iter().zip(&assembly.pods) {
+        match &batch.status {
+            BatchStatus::Scheduled(_) => {
+                pod_objects.insert((batch.key.namespace.clone(), batch.key.name.clone()), pod);
+            }
+            BatchStatus::Refused(message) => ctx.events.warning(&Involved::of(*pod), "FailedScheduling", message).await,
+        }
+    }
+    let Assembly { mut input, mut context, .. } = assembly;
+    if input.pods.is_empty() {
+        return Ok(true);
+    }
+    apply_default_spread(ctx, &mut input.pods, &pod_objects);
+    if input.nodepools.is_empty() {
         for pod in pod_objects.values() {
-            ctx.events.warning(&Involved::of(pod.as_ref()), "FailedScheduling", "no dynamic nodepools found").await;
+            ctx.events.warning(&Involved::of(*pod), "FailedScheduling", "no dynamic nodepools found").await;
         }
         return Ok(true);
     }
-    let input = SchedulingInput { pods, nodes, nodepools, daemons, label_policy: LabelPolicy::default() };
+    let pools_by_name: BTreeMap<String, &NodePool> =
+        pools.iter().map(|(pool, _)| (pool.metadata.name.clone().unwrap_or_default(), pool.as_ref())).collect();
     let started = std::time::Instant::now();
-    let context = scheduling::SchedulingContext {
-        bound_pods: volume_index.bound_pods(&all_pods),
-        namespace_labels: convert::namespace_labels(&ctx.state.namespaces.state()),
-        preference_policy: match ctx.settings.preference_policy {
-            crate::settings::PreferencePolicy::Respect => scheduling::PreferencePolicy::Respect,
-            crate::settings::PreferencePolicy::Ignore => scheduling::PreferencePolicy::Ignore,
-        },
-        min_values_policy: match ctx.settings.min_values_policy {
-            crate::settings::MinValuesPolicy::Strict => scheduling::MinValuesPolicy::Strict,
-            crate::settings::MinValuesPolicy::BestEffort => scheduling::MinValuesPolicy::BestEffort,
-        },
+    context.preference_policy = match ctx.settings.preference_policy {
+        crate::settings::PreferencePolicy::Respect => scheduling::PreferencePolicy::Respect,
+        crate::settings::PreferencePolicy::Ignore => scheduling::PreferencePolicy::Ignore,
+    };
+    context.min_values_policy = match ctx.settings.min_values_policy {
+        crate::settings::MinValuesPolicy::Strict => scheduling::MinValuesPolicy::Strict,
+        crate::settings::MinValuesPolicy::BestEffort => scheduling::MinValuesPolicy::BestEffort,
     };
     let result = scheduling::schedule_with_context(&input, &context, None);
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -230,7 +250,7 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
     for placement in &result.placements {
         let Some(pod) = pod_objects.get(&(placement.key.namespace.clone(), placement.key.name.clone())) else { continue };
         if let Placement::Unschedulable { reason } = &placement.placement {
-            ctx.events.warning(&Involved::of(pod.as_ref()), "FailedScheduling", &format!("Failed to schedule pod, {reason}")).await;
+            ctx.events.warning(&Involved::of(*pod), "FailedScheduling", &format!("Failed to schedule pod, {reason}")).await;
         }
     }
     for (index, claim) in result.new_claims.iter().enumerate() {
@@ -242,7 +262,7 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
                     instance_types = claim.spec.instance_types.len(), requests = %claim.spec.requests, "created nodeclaim");
                 for key in &claim.pods {
                     if let Some(pod) = pod_objects.get(&(key.namespace.clone(), key.name.clone())) {
-                        ctx.events.normal(&Involved::of(pod.as_ref()), "Nominated", &format!("Pod should schedule on: nodeclaim/{created_name}")).await;
+                        ctx.events.normal(&Involved::of(*pod), "Nominated", &format!("Pod should schedule on: nodeclaim/{created_name}")).await;
                     }
                 }
                 ctx.metrics.inc(crate::metrics::names::NODECLAIMS_CREATED, &[("reason", "provisioned"), ("nodepool", &claim.spec.nodepool)]);
@@ -255,8 +275,8 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
 }
 
 /// Gives the batch's pods without spread constraints of their own `SCHEDULER_CONFIG`'s default
-/// constraints, with the selector kube-scheduler would deduce (see [`crate::spread`]).
-fn apply_default_spread(ctx: &Context, pods: &mut [PendingPod], objects: &BTreeMap<(String, String), Arc<Pod>>) {
+/// constraints, with the selector kube-scheduler would deduce (see [`joinery_kube::spread`]).
+fn apply_default_spread(ctx: &Context, pods: &mut [PendingPod], objects: &BTreeMap<(String, String), &Pod>) {
     let (defaults, Some(stores)) = (&ctx.settings.default_spread, &ctx.state.selectors) else { return };
     if defaults.is_empty() {
         return;
@@ -271,29 +291,15 @@ fn apply_default_spread(ctx: &Context, pods: &mut [PendingPod], objects: &BTreeM
     let replica_sets: Vec<&k8s_openapi::api::apps::v1::ReplicaSet> = replica_sets.iter().map(|s| s.as_ref()).collect();
     let stateful_sets: Vec<&k8s_openapi::api::apps::v1::StatefulSet> = stateful_sets.iter().map(|s| s.as_ref()).collect();
     let controllers: Vec<&k8s_openapi::api::core::v1::ReplicationController> = controllers.iter().map(|s| s.as_ref()).collect();
-    let sources = crate::spread::SelectorSources {
+    let sources = joinery_kube::spread::SelectorSources {
         services: &services,
         replica_sets: &replica_sets,
         stateful_sets: &stateful_sets,
         replication_controllers: &controllers,
     };
-    crate::spread::apply_to_batch(pods, defaults, sources, |pod| {
-        objects.get(&(pod.key.namespace.clone(), pod.key.name.clone())).map(|p| p.as_ref())
+    joinery_kube::spread::apply_to_batch(pods, defaults, sources, |pod| {
+        objects.get(&(pod.key.namespace.clone(), pod.key.name.clone())).copied()
     });
-}
-
-/// A pod of the batch in the core's form, with the topology its volumes require. A pod the
-/// core cannot take (e.g. `matchFields`), or whose PersistentVolumeClaim, bound
-/// PersistentVolume or StorageClass does not exist (yet), is refused with the reason: as
-/// upstream, it is not provisioned for until the object exists.
-pub fn batch_pod(pod: &Pod, volumes: &VolumeIndex<'_>) -> Result<PendingPod, String> {
-    let mut pending = convert::pending_pod(pod)?;
-    pending.volume_requirements = volumes.requirements(pod).map_err(|e| match e {
-        VolumeError::Invalid(message) => message,
-        missing => format!("{missing}; the pod is not provisioned for until it exists"),
-    })?;
-    pending.volumes = volumes.attachments(pod);
-    Ok(pending)
 }
 
 /// The NodeOverlays a provisioning pass applies, and the ones it skips.
@@ -357,18 +363,10 @@ async fn current_overlays(ctx: &Context, reported: &mut BTreeSet<String>) -> Vec
     set.overlays
 }
 
-/// Nodes and in-flight NodeClaims in the core's form (see [`convert::existing_nodes`]).
-fn existing_nodes(ctx: &Context) -> Vec<ExistingNode> {
-    convert::existing_nodes(&ctx.state.nodes.state(), &ctx.state.node_claims.state(), &ctx.state.pods.state())
-}
-
-/// Ready, dynamic NodePools in the core's form, with their instance types (after
-/// `overlays`) and limits. Also says whether some NodePool's NodeClass has never been
-/// resolved yet.
-async fn ready_nodepools(ctx: &Context, overlays: &[Overlay]) -> (Vec<scheduling::NodePool>, BTreeMap<String, Arc<NodePool>>, bool) {
-    let claims = ctx.state.node_claims.state();
+/// Ready, dynamic NodePools with their NodeClasses' instance types (before NodeOverlays),
+/// by name. Also says whether some NodePool's NodeClass has never been resolved yet.
+async fn ready_nodepools(ctx: &Context) -> (Vec<(Arc<NodePool>, Vec<InstanceType>)>, bool) {
     let mut out = Vec::new();
-    let mut by_name = BTreeMap::new();
     let mut unresolved = false;
     let mut pools = ctx.state.node_pools.state();
     pools.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
@@ -391,65 +389,12 @@ async fn ready_nodepools(ctx: &Context, overlays: &[Overlay]) -> (Vec<scheduling
             ctx.events.warning(&Involved::of(pool.as_ref()), "NodeClassNotReady", &format!("NodeClass {} is not ready", class_ref.name)).await;
             continue;
         }
-        let instance_types = match ctx.cloud.instance_types(&class).await {
-            Ok(types) => types,
-            Err(e) => {
-                tracing::warn!(nodepool = %name, error = %e, "cannot list instance types; NodePool skipped");
-                continue;
-            }
-        };
-        let template = match node_claim_template(&pool) {
-            Ok(t) => t,
-            Err(e) => {
-                tracing::warn!(nodepool = %name, error = %e, "NodePool skipped");
-                continue;
-            }
-        };
-        let instance_types = overlay::apply_overlays(&instance_types, &template.requirements, overlays);
-        // A limit that is not a quantity leaves the pool without limits, as before.
-        let limits = convert::nodepool_limits(&pool, &claims)
-            .unwrap_or_else(|_| Some(NodePoolLimits::new(BTreeMap::new(), Resources::new())));
-        out.push(scheduling::NodePool { template, instance_types, limits });
-        by_name.insert(name, pool);
+        match ctx.cloud.instance_types(&class).await {
+            Ok(types) => out.push((pool, types)),
+            Err(e) => tracing::warn!(nodepool = %name, error = %e, "cannot list instance types; NodePool skipped"),
+        }
     }
-    (out, by_name, unresolved)
-}
-
-/// The core's template of a NodePool; errors name the pool and field.
-pub fn node_claim_template(pool: &NodePool) -> Result<NodeClaimTemplate, ControllerError> {
-    let name = pool.metadata.name.clone().unwrap_or_default();
-    let spec = &pool.spec.template.spec;
-    let mut requirements = Requirements::new();
-    for (i, r) in spec.requirements.iter().enumerate() {
-        let req = Requirement::new(r.key.clone(), r.operator, r.values.clone().unwrap_or_default())
-            .map_err(|e| ControllerError::Invalid(format!("NodePool {name}: spec.template.spec.requirements[{i}]: {e}")))?
-            .with_min_values(r.min_values.map(|m| m.max(0) as usize));
-        requirements.add(req);
-    }
-    let meta = pool.spec.template.metadata.clone().unwrap_or_default();
-    let class = NodeClassRef { group: spec.node_class_ref.group.clone(), kind: spec.node_class_ref.kind.clone(), name: spec.node_class_ref.name.clone() };
-    let mut template = NodeClaimTemplate::new(name, class, &requirements, meta.labels.unwrap_or_default());
-    template.weight = pool.spec.weight.unwrap_or(0);
-    template.annotations = meta.annotations.unwrap_or_default();
-    template.taints = convert::taints(spec.taints.as_ref());
-    template.startup_taints = convert::taints(spec.startup_taints.as_ref());
-    Ok(template)
-}
-
-/// A stable hash of the NodePool template (requirements excluded, as upstream), for the
-/// `karpenter.sh/nodepool-hash` annotation.
-pub fn nodepool_hash(pool: &NodePool) -> String {
-    let mut template = serde_json::to_value(&pool.spec.template).unwrap_or_default();
-    if let Some(spec) = template.get_mut("spec").and_then(|s| s.as_object_mut()) {
-        spec.remove("requirements");
-    }
-    let text = template.to_string();
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in text.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash.to_string()
+    (out, unresolved)
 }
 
 async fn create_node_claim(ctx: &Context, pool: &NodePool, claim: &NewNodeClaim) -> Result<NodeClaim, ControllerError> {
@@ -507,43 +452,11 @@ async fn create_node_claim(ctx: &Context, pool: &NodePool, claim: &NewNodeClaim)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use joinery_core::labels::ZONE_LABEL;
-    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-    use k8s_openapi::api::storage::v1::StorageClass;
+    use joinery_core::requirements::Requirements;
     use serde_json::json;
 
     fn of<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
         serde_json::from_value(v).unwrap()
-    }
-
-    fn pod_with_claim(claim: &str) -> Pod {
-        of(json!({"metadata": {"name": "db-0", "namespace": "db"},
-            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
-                     "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}}))
-    }
-
-    #[test]
-    fn batch_pods_carry_their_volume_topology() {
-        let pvs: Vec<Arc<PersistentVolume>> = vec![Arc::new(of(json!({"metadata": {"name": "pv-1"}, "spec": {
-            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                {"key": ZONE_LABEL, "operator": "In", "values": ["zone-c"]}]}]}}}})))];
-        let pvcs: Vec<Arc<PersistentVolumeClaim>> =
-            vec![Arc::new(of(json!({"metadata": {"name": "data", "namespace": "db"}, "spec": {"volumeName": "pv-1"}})))];
-        let classes: Vec<Arc<StorageClass>> = Vec::new();
-        let index = VolumeIndex::new(&pvs, &pvcs, &classes);
-        let pending = batch_pod(&pod_with_claim("data"), &index).unwrap();
-        assert_eq!(pending.volume_requirements.len(), 1);
-        let zone = pending.volume_requirements[0].get(ZONE_LABEL).unwrap();
-        assert!(zone.has("zone-c") && !zone.has("zone-a"), "{zone:?}");
-        assert_eq!(pending.requests.cpu_millis, 1000, "the rest of the conversion is unchanged");
-    }
-
-    #[test]
-    fn a_pod_whose_claim_does_not_exist_yet_is_left_out_with_the_reason() {
-        let none: (Vec<PersistentVolume>, Vec<PersistentVolumeClaim>, Vec<StorageClass>) = Default::default();
-        let index = VolumeIndex::new(&none.0, &none.1, &none.2);
-        let reason = batch_pod(&pod_with_claim("data"), &index).unwrap_err();
-        assert_eq!(reason, "PersistentVolumeClaim db/data (volume data) does not exist; the pod is not provisioned for until it exists");
     }
 
     fn overlay(name: &str, spec: serde_json::Value) -> NodeOverlay {
@@ -564,7 +477,7 @@ mod tests {
         assert!(set.conflicts.is_empty());
 
         // Applied to a NodePool's types, the overlay makes the large type the cheaper one.
-        let catalog = crate::snapshot::Catalog::parse(
+        let catalog = joinery_kube::snapshot::Catalog::parse(
             "- {name: small, cpu: 2, memory: 4Gi, offerings: [{zone: a, capacityType: on-demand, price: 0.1}]}\n\
              - {name: large, cpu: 8, memory: 32Gi, offerings: [{zone: a, capacityType: on-demand, price: 0.4}]}\n",
         )

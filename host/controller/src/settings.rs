@@ -134,8 +134,8 @@ pub struct Settings {
     /// `SCHEDULER_CONFIG` (default none): a kube-scheduler-style
     /// `{podTopologySpread: {defaultConstraints: [...]}}` document (YAML or JSON, the value
     /// itself); pods without spread constraints get these, with a selector deduced from the
-    /// Services and controllers selecting them (see [`crate::spread`]).
-    pub default_spread: Vec<crate::spread::DefaultConstraint>,
+    /// Services and controllers selecting them (see [`joinery_kube::spread`]).
+    pub default_spread: Vec<joinery_kube::spread::DefaultConstraint>,
     /// `CLUSTER_NAME` (default `joinery`): tags instances so a cluster only ever touches its own.
     pub cluster_name: String,
     /// `CLUSTER_ENDPOINT`: the API server URL new nodes join (renderers receive it).
@@ -205,7 +205,7 @@ impl Settings {
             };
         }
         if let Some(v) = lookup("SCHEDULER_CONFIG").filter(|v| !v.trim().is_empty()) {
-            s.default_spread = crate::spread::parse_scheduler_config(&v).map_err(|e| err("SCHEDULER_CONFIG", &v, &e.0))?;
+            s.default_spread = joinery_kube::spread::parse_scheduler_config(&v).map_err(|e| err("SCHEDULER_CONFIG", &v, &e.0))?;
         }
         if let Some(v) = lookup("MIN_VALUES_POLICY") {
             s.min_values_policy = match v.as_str() {

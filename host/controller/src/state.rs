@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::ControllerError;
-use crate::pods::is_terminal;
+use joinery_kube::pods::is_terminal;
 
 /// The NodeClass kind a cloud plugin serves, identified by API group and kind.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -76,7 +76,7 @@ impl Drop for StateTasks {
     }
 }
 
-/// The caches whose selectors make a pod's default spread selector (see [`crate::spread`]).
+/// The caches whose selectors make a pod's default spread selector (see [`joinery_kube::spread`]).
 #[derive(Clone)]
 pub struct SelectorStores {
     /// Services.

@@ -21,7 +21,7 @@ use tokio::sync::watch;
 
 use crate::events::Involved;
 use crate::lifecycle::conditions::DRAINED;
-use crate::pods::{is_daemon_pod, is_mirror_pod};
+use joinery_kube::pods::{is_daemon_pod, is_mirror_pod};
 use crate::util::{self, merge_patch, system_time};
 use crate::{CloudCall, Context, ControllerError};
 

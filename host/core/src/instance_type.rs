@@ -300,6 +300,30 @@ impl InstanceType {
         }
     }
 
+    /// An instance type whose requirements also say where it is sold, as upstream's providers
+    /// declare: `topology.kubernetes.io/zone In [zones with an available offering]` and
+    /// `karpenter.sh/capacity-type In [capacity types with one]`, each added only when the type
+    /// does not define the key already. Topology spread and affinity find their zone domains
+    /// there. Types without available offerings are returned unchanged.
+    pub fn with_offering_requirements(self) -> InstanceType {
+        let t = self;
+        let zones: BTreeSet<&str> = t.offerings().available().map(|o| o.zone()).collect();
+        let capacity_types: BTreeSet<&str> = t.offerings().available().map(|o| o.capacity_type()).collect();
+        let missing_zone = !zones.is_empty() && !t.requirements().has(crate::labels::ZONE_LABEL);
+        let missing_ct = !capacity_types.is_empty() && !t.requirements().has(crate::labels::CAPACITY_TYPE_LABEL);
+        if !missing_zone && !missing_ct {
+            return t;
+        }
+        let mut requirements = t.requirements().clone();
+        if missing_zone {
+            requirements.add(Requirement::in_values(crate::labels::ZONE_LABEL, zones));
+        }
+        if missing_ct {
+            requirements.add(Requirement::in_values(crate::labels::CAPACITY_TYPE_LABEL, capacity_types));
+        }
+        InstanceType::new(t.name(), requirements, t.capacity().clone(), t.overhead().clone(), t.offerings().clone())
+    }
+
     /// Name (the `node.kubernetes.io/instance-type` value).
     pub fn name(&self) -> &str {
         &self.name

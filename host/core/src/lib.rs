@@ -13,6 +13,8 @@
 //!   "can this pod run on that shape" question.
 //! - [`taints`]: taints, tolerations and Kubernetes' matching rules.
 //! - [`instance_type`]: instance types, offerings, allocatable capacity and price ordering.
+//! - [`contract`]: the plugin contract as plain types (what cloud, renderer and pricing plugins
+//!   receive and return), independent of any WIT version.
 //! - [`backoff`]: exponential backoff with `Retry-After`, per key, for calls that failed.
 //! - [`cron`]: the cron schedules of disruption budgets, and when a scheduled budget is active.
 //! - [`drain`]: which pods a terminating node evicts, force-deletes or waits for.
@@ -27,6 +29,7 @@
 
 pub mod backoff;
 pub mod clock;
+pub mod contract;
 pub mod cron;
 pub mod drain;
 mod hash;

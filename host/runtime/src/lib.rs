@@ -6,7 +6,8 @@
 //! denied by default: a plugin gets the intersection of what its manifest requests and what
 //! the operator grants, checked on every call.
 
-pub mod contract;
+/// The plugin contract's host-side types (the core's), which every WIT version converts to.
+pub use joinery_core::contract;
 mod wit;
 pub mod error;
 pub mod grants;

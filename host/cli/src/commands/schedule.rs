@@ -10,9 +10,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use joinery_controller::cloud::{Cloud, group_kind};
-use joinery_controller::convert;
-use joinery_controller::cloud::with_offering_requirements;
-use joinery_controller::snapshot::{Assembly, BatchStatus, Catalog, Snapshot};
+use joinery_kube::convert;
+use joinery_kube::snapshot::{Assembly, BatchStatus, Catalog, Snapshot};
 use joinery_core::clock::Clock;
 use joinery_core::instance_type::InstanceType;
 use joinery_core::labels::{CAPACITY_TYPE_LABEL, LabelPolicy, ZONE_LABEL};
@@ -25,7 +24,7 @@ use serde::Serialize;
 
 use super::Execute;
 use crate::plugin_options::PluginOptions;
-use joinery_controller::spread;
+use joinery_kube::spread;
 
 /// `joinery schedule …`
 #[derive(Debug, clap::Args)]
@@ -206,7 +205,7 @@ async fn plugin_instance_types(options: &PluginOptions, name: &str, class_path: 
     }
     let cloud = Cloud::new(registry.clone(), Arc::new(Clock::real()));
     let types = cloud.instance_types(&class).await.with_context(|| format!("plugin {name}: get-instance-types for {}", class_path.display()))?;
-    Ok(types.into_iter().map(with_offering_requirements).collect())
+    Ok(types.into_iter().map(InstanceType::with_offering_requirements).collect())
 }
 
 /// The `--json` document. Field names are a stable interface.

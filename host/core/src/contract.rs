@@ -1,18 +1,18 @@
 //! The plugin contract as the host sees it: plain Rust types, independent of any WIT version.
 //!
 //! The controllers, the CLI and the simulator speak only these types. Each WIT version the
-//! runtime supports has a module under [`crate::wit`] that converts between these types and
+//! runtime supports has a module under its `wit` folder that converts between these types and
 //! its generated bindings at the runtime's edge, so adding `v0.2` means a new module there
 //! and nothing elsewhere. Quantities stay Kubernetes quantity strings here (plugins receive
 //! exactly the text the cluster holds); [`InstanceType::to_core`] turns a plugin's instance
 //! type into the core's checked form.
 
-use joinery_core::instance_type::{InstanceType as CoreInstanceType, Offering as CoreOffering, Overhead as CoreOverhead};
-use joinery_core::labels;
-use joinery_core::requirements::{Requirement as CoreRequirement, Requirements};
-use joinery_core::resources::Resources;
+use crate::instance_type::{InstanceType as CoreInstanceType, Offering as CoreOffering, Overhead as CoreOverhead};
+use crate::labels;
+use crate::requirements::{Requirement as CoreRequirement, Requirements};
+use crate::resources::Resources;
 
-pub use joinery_core::requirements::Operator;
+pub use crate::requirements::Operator;
 
 /// A key and its value (labels, annotations, parameters, secret entries).
 #[derive(Debug, Clone, PartialEq, Eq)]

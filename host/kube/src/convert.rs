@@ -16,7 +16,7 @@ use joinery_core::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
 use k8s_openapi::api::core::v1::{self as corev1, Node, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::lifecycle::conditions::{INITIALIZED, LAUNCHED};
+use crate::conditions::{INITIALIZED, LAUNCHED};
 use joinery_core::lifecycle::is_ephemeral_taint;
 use crate::pods::{is_daemon_pod, is_terminal};
 

@@ -23,8 +23,8 @@ use joinery_core::instance_type::InstanceType;
 use joinery_core::labels::{CAPACITY_TYPES, LabelPolicy};
 use joinery_core::requirements::{Operator, Requirements};
 use joinery_core::resources::Unit;
-use joinery_core::scheduling::{self, PodKey, SchedulingContext, SchedulingInput};
-use joinery_runtime::contract;
+use joinery_core::scheduling::PodKey;
+use joinery_core::contract;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -33,9 +33,9 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
 use serde::Deserialize;
 
 use crate::convert;
-use crate::provisioner::node_claim_template;
-pub use crate::pods::{PodState, pod_state};
+use crate::assemble::{ClusterObjects, PoolOffer, ProblemObject, Source};
 use crate::volumes::VolumeIndex;
+pub use crate::pods::{PodState, pod_state};
 
 mod one_pass;
 
@@ -135,38 +135,7 @@ pub struct Snapshot {
     pub unknown: BTreeMap<String, usize>,
 }
 
-/// One pod of the batch, in snapshot order.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BatchPod {
-    /// Namespace and name.
-    pub key: PodKey,
-    /// Whether the scheduler sees it.
-    pub status: BatchStatus,
-}
-
-/// Whether a pending pod was handed to the scheduler.
-#[derive(Debug, Clone, PartialEq)]
-pub enum BatchStatus {
-    /// It is [`SchedulingInput::pods`] at this index (so also the scheduler's placement index).
-    Scheduled(usize),
-    /// The controller could not convert it (e.g. a `matchFields` node selector term); the
-    /// reason is the controller's message.
-    Refused(String),
-}
-
-/// A snapshot turned into scheduler input.
-#[derive(Debug, Clone, Default)]
-pub struct Assembly {
-    /// What the scheduler gets.
-    pub input: SchedulingInput,
-    /// The bound pods ([`VolumeIndex::bound_pods`]); the preference policy is left at its default
-    /// for the caller to set.
-    pub context: SchedulingContext,
-    /// The pending pods, in snapshot order.
-    pub pods: Vec<BatchPod>,
-    /// Things the reader should know: skipped NodePools and pods, kinds not used yet.
-    pub notes: Vec<String>,
-}
+pub use crate::assemble::{Assembly, BatchPod, BatchStatus};
 
 /// The kinds a snapshot may hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -583,14 +552,14 @@ impl Snapshot {
     /// Errors (with the document and object named): a quantity that does not parse in any
     /// pod, DaemonSet or NodePool limit, an invalid NodePool requirement.
     pub fn assemble(&self, instance_types: &[InstanceType], label_policy: LabelPolicy) -> Result<Assembly, SnapshotError> {
-        let mut out = Assembly::default();
+        let mut notes = Vec::new();
         let describe = |kind: &str, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| match &meta.namespace {
             Some(ns) => format!("{kind} {ns}/{}", meta.name.as_deref().unwrap_or("")),
             None => format!("{kind} {}", meta.name.as_deref().unwrap_or("")),
         };
 
         // Pods: the batch, and a check of every live pod's requests.
-        let volumes = self.volume_index();
+        let mut pending = Vec::new();
         let mut left_out = Vec::new();
         for located in &self.pods {
             let pod = &located.object;
@@ -601,44 +570,21 @@ impl Snapshot {
             let object = describe("Pod", &pod.metadata);
             let spec = pod.spec.clone().unwrap_or_default();
             convert::pod_requests(&spec).map_err(|e| doc_error(located.origin.document, Some(object.clone()), e))?;
-            let key = PodKey::new(pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default());
             match state {
                 PodState::Terminal | PodState::Bound => {}
-                PodState::LeftOut(why) => left_out.push(format!("{key} ({why})")),
-                PodState::Pending => {
-                    let converted = convert::pending_pod(pod).and_then(|mut p| {
-                        p.volume_requirements = volumes.requirements(pod).map_err(|e| e.missing_from("the snapshot"))?;
-                        p.volumes = volumes.attachments(pod);
-                        Ok(p)
-                    });
-                    let status = match converted {
-                        Ok(p) => {
-                            out.input.pods.push(p);
-                            BatchStatus::Scheduled(out.input.pods.len() - 1)
-                        }
-                        Err(e) => BatchStatus::Refused(e),
-                    };
-                    out.pods.push(BatchPod { key, status });
+                PodState::LeftOut(why) => {
+                    let key = PodKey::new(pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default());
+                    left_out.push(format!("{key} ({why})"));
                 }
+                PodState::Pending => pending.push(pod),
             }
         }
         if !left_out.is_empty() {
-            out.notes.push(format!(
+            notes.push(format!(
                 "{} pod(s) without a node are not provisioned for, as the controller would not: {}",
                 left_out.len(),
                 abbreviate(&left_out, 10)
             ));
-        }
-
-        out.input.nodes = convert::existing_nodes(&self.nodes, &self.node_claims, &self.pods);
-        crate::volumes::apply_attach_limits(&mut out.input.nodes, &self.csi_nodes);
-        out.context.bound_pods = volumes.bound_pods(&self.pods);
-        out.context.namespace_labels = convert::namespace_labels(&self.namespaces);
-
-        for located in &self.daemon_sets {
-            let d = convert::daemon_pod(&located.object)
-                .map_err(|e| doc_error(located.origin.document, Some(describe("DaemonSet", &located.object.metadata)), e))?;
-            out.input.daemons.push(d);
         }
 
         let mut overlays = Vec::new();
@@ -647,32 +593,42 @@ impl Snapshot {
             overlays.push(overlay);
         }
         for (a, b) in joinery_core::overlay::conflicts(&overlays) {
-            out.notes.push(format!(
+            notes.push(format!(
                 "NodeOverlays {a} and {b} have the same weight and can match the same instance types; {a} wins (upstream marks both ValidationSucceeded=False)"
             ));
         }
 
-        let mut pools: Vec<&Located<NodePool>> = self.node_pools.iter().collect();
-        pools.sort_by(|a, b| a.object.metadata.name.cmp(&b.object.metadata.name));
-        for located in pools {
+        let mut pools: Vec<&Located<NodePool>> = Vec::new();
+        let mut sorted: Vec<&Located<NodePool>> = self.node_pools.iter().collect();
+        sorted.sort_by(|a, b| a.object.metadata.name.cmp(&b.object.metadata.name));
+        for located in sorted {
             let pool = &located.object;
             let name = pool.metadata.name.clone().unwrap_or_default();
-            let object = format!("NodePool {name}");
-            let strip = |message: String| message.strip_prefix(&format!("{object}: ")).map(str::to_string).unwrap_or(message);
             if pool.metadata.deletion_timestamp.is_some() {
-                out.notes.push(format!("NodePool {name} is being deleted; left out, as the controller does"));
-                continue;
+                notes.push(format!("NodePool {name} is being deleted; left out, as the controller does"));
+            } else if pool.spec.is_static() {
+                notes.push(format!("NodePool {name} is static (spec.replicas); static pools do not provision for pods"));
+            } else {
+                pools.push(located);
             }
-            if pool.spec.is_static() {
-                out.notes.push(format!("NodePool {name} is static (spec.replicas); static pools do not provision for pods"));
-                continue;
-            }
-            let template = node_claim_template(pool).map_err(|e| doc_error(located.origin.document, Some(object.clone()), strip(e.to_string())))?;
-            let limits = convert::nodepool_limits(pool, &self.node_claims).map_err(|e| doc_error(located.origin.document, Some(object.clone()), strip(e)))?;
-            let instance_types = joinery_core::overlay::apply_overlays(instance_types, &template.requirements, &overlays);
-            out.input.nodepools.push(scheduling::NodePool { template, instance_types, limits });
         }
-        out.input.label_policy = label_policy;
+        let offers: Vec<PoolOffer<'_>> = pools.iter().map(|l| PoolOffer { pool: &l.object, instance_types }).collect();
+        let objects = self.objects();
+        let mut assembly = crate::assemble::assemble(&objects, &pending, &offers, &overlays, label_policy, Source::Snapshot);
+        if let Some(problem) = assembly.problems.first() {
+            let (document, object) = match problem.object {
+                ProblemObject::DaemonSet(i) => {
+                    let located = &self.daemon_sets[i];
+                    (located.origin.document, describe("DaemonSet", &located.object.metadata))
+                }
+                ProblemObject::NodePool(i) => {
+                    let located = pools[i];
+                    (located.origin.document, format!("NodePool {}", located.object.metadata.name.as_deref().unwrap_or("")))
+                }
+            };
+            let message = problem.message.strip_prefix(&format!("{object}: ")).map(str::to_string).unwrap_or_else(|| problem.message.clone());
+            return Err(doc_error(document, Some(object), message));
+        }
 
         // Services, ReplicaSets and StatefulSets serve default spread constraints (the caller
         // decides whether a scheduler config asks for them).
@@ -685,13 +641,32 @@ impl Snapshot {
         .map(|(kind, n)| format!("{n} {kind}"))
         .collect();
         if !unused.is_empty() {
-            out.notes.push(format!("read but not used by the scheduler yet: {}", unused.join(", ")));
+            notes.push(format!("read but not used by the scheduler yet: {}", unused.join(", ")));
         }
         if !self.unknown.is_empty() {
             let kinds: Vec<String> = self.unknown.iter().map(|(k, n)| format!("{n} {k}")).collect();
-            out.notes.push(format!("kinds joinery does not read, ignored: {}", kinds.join(", ")));
+            notes.push(format!("kinds joinery does not read, ignored: {}", kinds.join(", ")));
         }
-        Ok(out)
+        assembly.notes = notes;
+        Ok(assembly)
+    }
+
+    /// The snapshot's objects, lent to [`crate::assemble::assemble`].
+    pub fn objects(&self) -> ClusterObjects<'_> {
+        fn refs<T>(list: &[Located<T>]) -> Vec<&T> {
+            list.iter().map(|l| &l.object).collect()
+        }
+        ClusterObjects {
+            nodes: refs(&self.nodes),
+            node_claims: refs(&self.node_claims),
+            pods: refs(&self.pods),
+            daemon_sets: refs(&self.daemon_sets),
+            persistent_volumes: refs(&self.persistent_volumes),
+            persistent_volume_claims: refs(&self.persistent_volume_claims),
+            storage_classes: refs(&self.storage_classes),
+            csi_nodes: refs(&self.csi_nodes),
+            namespaces: refs(&self.namespaces),
+        }
     }
 }
 
@@ -903,7 +878,7 @@ impl Catalog {
                 return Err(SnapshotError::Catalog(format!("{at}.name: listed twice")));
             }
             let t = entry.to_contract().and_then(|t| t.to_core()).map_err(|e| SnapshotError::Catalog(format!("{at}.{e}")))?;
-            instance_types.push(crate::cloud::with_offering_requirements(t));
+            instance_types.push(t.with_offering_requirements());
         }
         Ok(Catalog { instance_types, well_known_labels })
     }
@@ -1249,7 +1224,7 @@ spec:
         assert!(zones.has("zone-a") && zones.has("zone-b") && !zones.has("zone-c"));
         let cts = small.requirements().get(CAPACITY_TYPE_LABEL).unwrap();
         assert!(cts.has("on-demand") && cts.has("spot"));
-        let again = crate::cloud::with_offering_requirements(small.clone());
+        let again = small.clone().with_offering_requirements();
         assert_eq!(&again, small, "idempotent");
     }
 
