@@ -23,9 +23,9 @@ pub enum SimError {
     /// The kube client could not be built.
     #[error("could not build a kube client: {0}")]
     Client(#[from] kube::Error),
-    /// The simulated cloud's catalogue is inconsistent; the text names the bad entry.
-    #[error("invalid simulated cloud catalogue: {0}")]
-    InvalidCatalogue(String),
+    /// The simulated cloud's catalog is inconsistent; the text names the bad entry.
+    #[error("invalid simulated cloud catalog: {0}")]
+    InvalidCatalog(String),
 }
 
 /// An error answered to an API client, rendered as a Kubernetes `Status` object.

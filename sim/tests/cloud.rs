@@ -9,7 +9,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use joinery_core::clock::Clock;
 use joinery_sim::SimError;
-use joinery_sim::cloud::{Catalogue, CloudEvent, CloudVerb, InstanceState, OfferingKey, SimCloud, SimCloudOptions};
+use joinery_sim::cloud::{Catalog, CloudEvent, CloudVerb, InstanceState, OfferingKey, SimCloud, SimCloudOptions};
 use serde_json::{Value, json};
 
 /// An answer: status, `Retry-After` (if any) and the JSON body (`null` when empty).
@@ -293,7 +293,7 @@ async fn invalid_create_bodies_name_the_field() {
 }
 
 #[tokio::test]
-async fn the_default_catalogue_follows_kwok() {
+async fn the_default_catalog_follows_kwok() {
     let cloud = start().await;
     let answer = call(&cloud, "GET", "/v1/instance-types", None).await;
     let types = answer.body["instanceTypes"].as_array().unwrap();
@@ -325,8 +325,8 @@ async fn the_default_catalogue_follows_kwok() {
 }
 
 #[tokio::test]
-async fn a_scenario_can_replace_the_catalogue() {
-    let catalogue: Catalogue = serde_yaml::from_str(
+async fn a_scenario_can_replace_the_catalog() {
+    let catalog: Catalog = serde_yaml::from_str(
         "instanceTypes:\n\
          - {name: c3-4, cpu: 2, memory: 4Gi}\n\
          - {name: c3-8, cpu: 4, memory: 8Gi, arch: arm64}\n\
@@ -334,8 +334,8 @@ async fn a_scenario_can_replace_the_catalogue() {
            - {zone: test-zone-a, capacityType: on-demand}\n  - {zone: test-zone-b, capacityType: spot, available: false}\n",
     )
     .unwrap();
-    assert_eq!(catalogue.zones.len(), 4, "zones default to kwok's");
-    let cloud = SimCloud::start(SimCloudOptions { catalogue, ..Default::default() }).await.unwrap();
+    assert_eq!(catalog.zones.len(), 4, "zones default to kwok's");
+    let cloud = SimCloud::start(SimCloudOptions { catalog, ..Default::default() }).await.unwrap();
     let answer = call(&cloud, "GET", "/v1/instance-types", None).await;
     let types = answer.body["instanceTypes"].as_array().unwrap();
     let names: Vec<&str> = types.iter().map(|t| t["name"].as_str().unwrap()).collect();
@@ -369,13 +369,13 @@ async fn a_scenario_can_replace_the_catalogue() {
 }
 
 #[tokio::test]
-async fn an_inconsistent_catalogue_is_refused_at_start() {
-    let mut catalogue = Catalogue::default();
-    catalogue.instance_types[0].offerings =
+async fn an_inconsistent_catalog_is_refused_at_start() {
+    let mut catalog = Catalog::default();
+    catalog.instance_types[0].offerings =
         Some(vec![serde_json::from_value(json!({"zone": "nowhere", "capacityType": "spot"})).unwrap()]);
-    let err = SimCloud::start(SimCloudOptions { catalogue, ..Default::default() }).await.err().expect("refused");
+    let err = SimCloud::start(SimCloudOptions { catalog, ..Default::default() }).await.err().expect("refused");
     match err {
-        SimError::InvalidCatalogue(message) => assert!(message.contains("nowhere"), "{message}"),
+        SimError::InvalidCatalog(message) => assert!(message.contains("nowhere"), "{message}"),
         other => panic!("unexpected error {other}"),
     }
 }

@@ -1,4 +1,4 @@
-//! The fake Exoscale API over HTTP: signature checks, zones, catalogue, instances and their
+//! The fake Exoscale API over HTTP: signature checks, zones, catalog, instances and their
 //! operations, private-network attachment, labels, events and injected faults. Requests are
 //! signed by a small signer written here, independently of the fake's verifier.
 

@@ -225,7 +225,7 @@ fn min_values_keeps_enough_instance_types_or_refuses() {
     assert_eq!(req["minValues"], 3);
     assert_eq!(req["operator"], "In");
     assert!(reason(&r, "shop/big").contains("minValues requirement is not met for label(s) node.kubernetes.io/instance-type (1 of 3)"));
-    assert!(reason(&r, "shop/large-only").contains("size In [large]"), "size is well-known in the fake catalogue");
+    assert!(reason(&r, "shop/large-only").contains("size In [large]"), "size is well-known in the fake catalog");
 }
 
 #[test]
@@ -235,10 +235,10 @@ fn instance_types_are_listed_cheapest_first() {
     let listed = names(claim);
     assert_eq!(listed[..4], ["c-2x-amd64-linux", "c-2x-arm64-linux", "s-2x-amd64-linux", "s-2x-arm64-linux"]);
     assert_eq!(listed.len(), 66, "every type but the six 1-vCPU ones");
-    // Cheapest offering of each type from the catalogue file: prices never decrease.
-    let catalogue: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(repo().join(SIMCLOUD)).unwrap()).unwrap();
+    // Cheapest offering of each type from the catalog file: prices never decrease.
+    let catalog: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(repo().join(SIMCLOUD)).unwrap()).unwrap();
     let cheapest = |name: &str| -> f64 {
-        let entry = catalogue.as_sequence().unwrap().iter().find(|e| e["name"].as_str() == Some(name)).unwrap();
+        let entry = catalog.as_sequence().unwrap().iter().find(|e| e["name"].as_str() == Some(name)).unwrap();
         entry["offerings"].as_sequence().unwrap().iter().map(|o| o["price"].as_f64().unwrap()).fold(f64::INFINITY, f64::min)
     };
     let prices: Vec<f64> = listed.iter().map(|n| cheapest(n)).collect();
@@ -295,7 +295,7 @@ fn a_garbled_snapshot_is_refused_naming_the_document_object_and_field() {
 }
 
 #[test]
-fn a_garbled_catalogue_is_refused_naming_the_entry_and_field() {
+fn a_garbled_catalog_is_refused_naming_the_entry_and_field() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.yaml");
     std::fs::write(&path, "- {name: ok, cpu: 1, memory: 1Gi, offerings: []}\n- {name: bad, cpu: 1, memory: 1Gi, offerings: [{zone: z, capacityType: reserve}]}\n").unwrap();
@@ -419,7 +419,7 @@ fn the_text_report_has_one_line_per_pod_then_the_claims() {
 }
 
 #[test]
-fn shipped_catalogues_reproduce_upstreams_test_providers() {
+fn shipped_catalogs_reproduce_upstreams_test_providers() {
     let dir = tempfile::tempdir().unwrap();
     let snapshot = dir.path().join("s.yaml");
     std::fs::write(
@@ -485,10 +485,10 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// The simcloud plugin against a simulated cloud with its default catalogue gives the same
-/// decisions as the shipped simcloud catalogue file.
+/// The simcloud plugin against a simulated cloud with its default catalog gives the same
+/// decisions as the shipped simcloud catalog file.
 #[test]
-fn the_simcloud_plugin_and_the_simcloud_catalogue_agree() {
+fn the_simcloud_plugin_and_the_simcloud_catalog_agree() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_joinery"))
         .args(["sim", "serve"])
         .current_dir(repo())
@@ -522,7 +522,7 @@ fn the_simcloud_plugin_and_the_simcloud_catalogue_agree() {
     };
     for name in ["ordering", "topology", "selectors"] {
         let snapshot = fixture(name);
-        let from_catalogue = strip(report(&snapshot, SIMCLOUD, &[]));
+        let from_catalog = strip(report(&snapshot, SIMCLOUD, &[]));
         let out = joinery(&[
             "schedule",
             &snapshot,
@@ -536,6 +536,6 @@ fn the_simcloud_plugin_and_the_simcloud_catalogue_agree() {
         ]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let from_plugin = strip(serde_json::from_slice(&out.stdout).unwrap());
-        assert_eq!(from_plugin, from_catalogue, "{name}");
+        assert_eq!(from_plugin, from_catalog, "{name}");
     }
 }

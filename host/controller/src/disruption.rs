@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use crate::events::Involved;
 use crate::lifecycle::conditions::{CONSOLIDATABLE, DISRUPTION_REASON, INITIALIZED};
-use crate::termination::reschedulable_pods;
+use joinery_kube::drain::reschedulable_pods;
 use crate::util::{self, condition, k8s_time, merge_patch, merge_patch_status, system_time};
 use crate::{Context, ControllerError};
 

@@ -210,7 +210,7 @@ async fn expire(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError>
     let reason = [("reason", "expired"), ("nodepool", pool.as_str()), ("capacity_type", capacity_type.as_str())];
     ctx.metrics.inc(crate::metrics::names::NODECLAIMS_DISRUPTED, &reason);
     let node = claim.status.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
-    let pods = crate::termination::reschedulable_pods(&ctx.state.pods_on_node(&node)).len() as u64;
+    let pods = joinery_kube::drain::reschedulable_pods(&ctx.state.pods_on_node(&node)).len() as u64;
     ctx.metrics.add(crate::metrics::names::PODS_DISRUPTION_INITIATED, &reason, pods);
     ctx.events.normal(&Involved::of(claim), "DisruptionTerminating", "Disrupting NodeClaim: Expired").await;
     tracing::info!(nodeclaim = %name, expire_after = %claim.spec.effective_expire_after().as_str(), "deleting expired nodeclaim");
@@ -613,7 +613,7 @@ async fn finalize(ctx: &Context, claim: &NodeClaim, reconciled: &Reconciled) -> 
     let key = class_key(claim);
     let uid = claim.metadata.uid.clone().unwrap_or_default();
     let stamped = claim.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION));
-    let deadline = crate::termination::termination_deadline(claim);
+    let deadline = joinery_kube::drain::termination_deadline(claim);
     let launched = ctx.inflight.launched(&uid).map(|i| i.provider_id);
     let mut view = lifecycle::Finalization {
         has_finalizer: finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER),

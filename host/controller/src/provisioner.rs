@@ -131,7 +131,7 @@ fn reschedulable_pods(ctx: &Context) -> Vec<Arc<Pod>> {
         return Vec::new();
     }
     let pdbs = ctx.state.pdbs.state();
-    crate::termination::reschedulable_pods(
+    joinery_kube::drain::reschedulable_pods(
         &ctx.state
             .pods
             .state()

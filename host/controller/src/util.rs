@@ -124,8 +124,7 @@ pub fn k8s_time(at: SystemTime) -> Time {
 
 /// The (simulated) time of a Kubernetes timestamp.
 pub fn system_time(t: &Time) -> SystemTime {
-    let nanos = t.0.as_nanosecond();
-    if nanos >= 0 { UNIX_EPOCH + Duration::from_nanos(nanos as u64) } else { UNIX_EPOCH }
+    joinery_kube::convert::system_time(t)
 }
 
 /// A condition stamped with the current (simulated) time.

@@ -1,6 +1,6 @@
 //! Criterion benchmarks of the provisioning scheduler on upstream Karpenter's exported
 //! benchmark workloads (`benches/workloads`, see its README): the same pods, the same
-//! 400-type catalogue. `joinery bench scheduling` prints the full table with upstream's
+//! 400-type catalog. `joinery bench scheduling` prints the full table with upstream's
 //! figures beside ours; these benches track regressions.
 //!
 //! Run with `cargo bench -p joinery-core --features bench`.

@@ -142,7 +142,7 @@ pub struct Overhead {
     pub eviction_threshold: Vec<Resource>,
 }
 
-/// An instance type in the form a cloud plugin (or a catalogue file) describes it.
+/// An instance type in the form a cloud plugin (or a catalog file) describes it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InstanceType {
     /// Name (the `node.kubernetes.io/instance-type` value).

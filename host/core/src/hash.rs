@@ -27,7 +27,7 @@ impl Hasher for FxHasher {
 
 /// A 64-bit fingerprint (SipHash with fixed keys) of a requirement, label value or other
 /// hashable datum: equal data have equal fingerprints, and for the few thousand distinct
-/// requirements of a catalogue a collision is vanishingly unlikely (about 1 in 10^12), so
+/// requirements of a catalog a collision is vanishingly unlikely (about 1 in 10^12), so
 /// indexes built per scheduling pass let a fingerprint stand for its datum.
 pub(crate) fn fingerprint<T: Hash + ?Sized>(value: &T) -> u64 {
     let mut hasher = std::hash::DefaultHasher::new();

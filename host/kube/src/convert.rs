@@ -642,3 +642,9 @@ pub fn overlay(o: &joinery_api::NodeOverlay) -> Result<joinery_core::overlay::Ov
     overlay.validate().map_err(|e| e.to_string())?;
     Ok(overlay)
 }
+
+/// A Kubernetes timestamp as a `SystemTime` (times before the epoch become the epoch).
+pub fn system_time(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> std::time::SystemTime {
+    let nanos = t.0.as_nanosecond();
+    if nanos >= 0 { std::time::UNIX_EPOCH + std::time::Duration::from_nanos(nanos as u64) } else { std::time::UNIX_EPOCH }
+}

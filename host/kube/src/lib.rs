@@ -7,6 +7,8 @@
 //!   NodeOverlays;
 //! - [`pods`]: the one classification of pods (terminal, bound, pending, left out and why;
 //!   DaemonSet and mirror pods; PDB protection);
+//! - [`drain`]: the drain's view of pods, `karpenter.sh/do-not-disrupt`, the pods a node's
+//!   removal displaces, a deleting claim's termination deadline;
 //! - [`volumes`]: where a pod's volumes can be attached, and CSI attach limits;
 //! - [`spread`]: kube-scheduler's default topology spread (`SCHEDULER_CONFIG`);
 //! - [`template`]: a NodePool as the core's NodeClaim template, and its hash;
@@ -22,6 +24,7 @@
 pub mod assemble;
 pub mod conditions;
 pub mod convert;
+pub mod drain;
 pub mod pods;
 pub mod snapshot;
 pub mod spread;

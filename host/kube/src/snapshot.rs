@@ -8,7 +8,7 @@
 //! Node become in-flight capacity, pending pods become the batch, DaemonSets the per-node
 //! overhead, NodePools the templates (limits counted against their NodeClaims).
 //!
-//! The instance types come from outside the snapshot: a catalogue file ([`Catalog::parse`])
+//! The instance types come from outside the snapshot: a catalog file ([`Catalog::parse`])
 //! or a cloud plugin.
 //!
 //! Everything here is pure and deterministic. Errors name the document (1-based, in stream
@@ -39,7 +39,7 @@ pub use crate::pods::{PodState, pod_state};
 
 mod one_pass;
 
-/// Why a snapshot or a catalogue cannot be used.
+/// Why a snapshot or a catalog cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SnapshotError {
     /// A snapshot document is not YAML, not an object, of an unsupported version, or does not
@@ -53,8 +53,8 @@ pub enum SnapshotError {
         /// What is wrong, starting with the field path when there is one.
         message: String,
     },
-    /// The instance-type catalogue is invalid.
-    #[error("catalogue: {0}")]
+    /// The instance-type catalog is invalid.
+    #[error("catalog: {0}")]
     Catalog(String),
 }
 
@@ -700,9 +700,9 @@ fn abbreviate(items: &[String], max: usize) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Instance-type catalogues.
+// Instance-type catalogs.
 
-/// One instance type of a catalogue file.
+/// One instance type of a catalog file.
 ///
 /// ```yaml
 /// - name: c-4x-amd64-linux
@@ -776,7 +776,7 @@ impl OneOrMany {
     }
 }
 
-/// A requirement of a catalogue entry (node-selector form).
+/// A requirement of a catalog entry (node-selector form).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CatalogRequirement {
@@ -792,7 +792,7 @@ pub struct CatalogRequirement {
     pub min_values: Option<u32>,
 }
 
-/// Overhead of a catalogue entry: resource name → quantity per category.
+/// Overhead of a catalog entry: resource name → quantity per category.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CatalogOverhead {
@@ -807,7 +807,7 @@ pub struct CatalogOverhead {
     pub eviction_threshold: BTreeMap<String, String>,
 }
 
-/// An offering of a catalogue entry.
+/// An offering of a catalog entry.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CatalogOffering {
@@ -828,7 +828,7 @@ fn yes() -> bool {
     true
 }
 
-/// The object form of a catalogue file.
+/// The object form of a catalog file.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CatalogObject {
@@ -837,7 +837,7 @@ struct CatalogObject {
     well_known_labels: Vec<String>,
 }
 
-/// An instance-type catalogue: what a cloud plugin would return, from a file.
+/// An instance-type catalog: what a cloud plugin would return, from a file.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     /// The instance types, in file order.
@@ -848,7 +848,7 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// Reads a catalogue file (YAML or JSON): either a list of [`CatalogEntry`], or an object
+    /// Reads a catalog file (YAML or JSON): either a list of [`CatalogEntry`], or an object
     /// `{instanceTypes: [...], wellKnownLabels: [...]}`. Names must be unique; quantities,
     /// operators, capacity types and prices are checked, each error naming the entry and field.
     pub fn parse(text: &str) -> Result<Catalog, SnapshotError> {
@@ -883,7 +883,7 @@ impl Catalog {
         Ok(Catalog { instance_types, well_known_labels })
     }
 
-    /// Upstream's label policy plus this catalogue's well-known labels.
+    /// Upstream's label policy plus this catalog's well-known labels.
     pub fn label_policy(&self) -> LabelPolicy {
         self.well_known_labels.iter().fold(LabelPolicy::default(), |p, k| p.with_well_known(k.clone()))
     }
@@ -1229,7 +1229,7 @@ spec:
     }
 
     #[test]
-    fn catalogue_entries_become_instance_types() {
+    fn catalog_entries_become_instance_types() {
         let c = catalog();
         assert_eq!(c.instance_types.len(), 2);
         let small = &c.instance_types[0];
@@ -1243,7 +1243,7 @@ spec:
     }
 
     #[test]
-    fn catalogue_object_form_adds_well_known_labels() {
+    fn catalog_object_form_adds_well_known_labels() {
         let text = format!("wellKnownLabels: [size]\ninstanceTypes:\n{}", CATALOG.lines().map(|l| format!("  {l}\n")).collect::<String>());
         let c = Catalog::parse(&text).unwrap();
         assert!(c.label_policy().is_well_known("size"));
@@ -1251,9 +1251,9 @@ spec:
     }
 
     #[test]
-    fn catalogue_errors_name_the_entry_and_field() {
+    fn catalog_errors_name_the_entry_and_field() {
         let e = Catalog::parse("- {name: a, cpu: 1, memory: lots, offerings: []}\n").unwrap_err().to_string();
-        assert!(e.starts_with("catalogue: [0] (a).memory: \"lots\" is not a quantity"), "{e}");
+        assert!(e.starts_with("catalog: [0] (a).memory: \"lots\" is not a quantity"), "{e}");
         let e = Catalog::parse("- {name: a, cpu: 1, memory: 1Gi, offerings: [{zone: z, capacityType: ondemand}]}\n").unwrap_err().to_string();
         assert!(e.contains("[0] (a).offerings[0].capacityType"), "{e}");
         let e = Catalog::parse("- {name: a, cpu: 1, memory: 1Gi, offering: []}\n").unwrap_err().to_string();

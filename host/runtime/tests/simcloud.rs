@@ -117,7 +117,7 @@ async fn create_launches_the_cheapest_fitting_offering_and_falls_back_on_insuffi
     let first = plugin.create(&create_request(amd64_claim("default-aaaaa"), spec.clone())).await.unwrap();
     assert_eq!(first.instance_type, "c-1x-amd64-linux");
     assert_eq!(first.capacity_type, "spot");
-    assert_eq!(first.zone, "test-zone-a", "ties keep the catalogue's zone order");
+    assert_eq!(first.zone, "test-zone-a", "ties keep the catalog's zone order");
     assert_eq!(first.state, InstanceState::Pending);
     assert_eq!(first.node_claim.as_deref(), Some("default-aaaaa"));
     let id = first.provider_id.strip_prefix("simcloud://").unwrap();

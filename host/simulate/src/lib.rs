@@ -19,7 +19,7 @@ use joinery_runtime::grants::Grants;
 use joinery_runtime::plugin::LoadContext;
 use joinery_runtime::registry::PluginRegistry;
 use joinery_runtime::services::HostServices;
-use joinery_sim::cloud::{Catalogue, SimCloud, SimCloudOptions, SimInstance};
+use joinery_sim::cloud::{Catalog, SimCloud, SimCloudOptions, SimInstance};
 use joinery_sim::exoscale::{ExoFake, ExoFakeOptions};
 use joinery_sim::physics::{Physics, PhysicsOptions};
 use joinery_sim::{ApiServer, ApiServerOptions};
@@ -72,8 +72,8 @@ pub enum SimulateError {
 pub struct SimulationOptions {
     /// Simulated seconds per real second.
     pub speed: f64,
-    /// The cloud's catalogue.
-    pub catalogue: Catalogue,
+    /// The cloud's catalog.
+    pub catalog: Catalog,
     /// Simulated instance boot time.
     pub boot_delay: Duration,
     /// Controller settings.
@@ -93,7 +93,7 @@ impl Default for SimulationOptions {
     fn default() -> Self {
         SimulationOptions {
             speed: DEFAULT_SPEED,
-            catalogue: Catalogue::default(),
+            catalog: Catalog::default(),
             boot_delay: Duration::from_secs(30),
             settings: Settings::default(),
             start_controller: true,
@@ -211,7 +211,7 @@ impl Simulation {
             crds.create(&PostParams::default(), &crd).await.map_err(kube_err(format!("creating CRD {name}")))?;
         }
         let cloud = SimCloud::start(SimCloudOptions {
-            catalogue: options.catalogue,
+            catalog: options.catalog,
             boot_delay: options.boot_delay,
             clock: clock.clone(),
             ..Default::default()
@@ -620,7 +620,7 @@ pub async fn run_scenario(scenario: &Scenario, speed: f64, echo: bool) -> Result
     let boot_delay = scenario::duration_field(scenario.cloud.boot_delay.as_deref(), "cloud.bootDelay", Duration::from_secs(30), &origin)?;
     let options = SimulationOptions {
         speed,
-        catalogue: scenario.cloud.catalogue.clone().unwrap_or_default(),
+        catalog: scenario.cloud.catalog.clone().unwrap_or_default(),
         boot_delay,
         settings,
         start_controller: true,

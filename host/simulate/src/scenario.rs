@@ -6,7 +6,7 @@
 //! cloud:                       # optional
 //!   provider: simcloud         # simcloud (default) or exoscale
 //!   bootDelay: 30s             # simulated
-//!   catalogue: {…}             # simcloud only; default: the kwok-like catalogue
+//!   catalog: {…}             # simcloud only; default: the kwok-like catalog
 //!   exoscale: {…}              # exoscale only: the fake Exoscale API's contents and faults
 //! settings: {BATCH_IDLE_DURATION: 1s}   # optional controller env settings
 //! timeout: 30m                 # simulated; the whole scenario
@@ -27,7 +27,7 @@
 use std::time::Duration;
 
 use joinery_api::duration::parse_go_duration;
-use joinery_sim::cloud::Catalogue;
+use joinery_sim::cloud::Catalog;
 use serde::{Deserialize, Serialize};
 
 /// The built-in quickstart scenario (`examples/scenarios/quickstart.yaml`).
@@ -94,9 +94,10 @@ pub struct CloudSpec {
     /// The fake Exoscale API's contents and faults (`provider: exoscale` only).
     #[serde(default)]
     pub exoscale: Option<ExoscaleSpec>,
-    /// Replaces the default catalogue.
-    #[serde(default)]
-    pub catalogue: Option<Catalogue>,
+    /// Replaces the default catalog (`catalogue`, the spelling of earlier versions, is
+    /// accepted too).
+    #[serde(default, alias = "catalogue")]
+    pub catalog: Option<Catalog>,
     /// Faults injected from the start.
     #[serde(default)]
     pub faults: Option<FaultSpec>,
@@ -420,7 +421,7 @@ impl Scenario {
             return Err(err(format!("cloud.provider: unknown provider {provider:?}; use one of {}", PROVIDERS.join(", "))));
         }
         if provider == "exoscale" {
-            for (field, set) in [("cloud.catalogue", self.cloud.catalogue.is_some()), ("cloud.faults", self.cloud.faults.is_some())] {
+            for (field, set) in [("cloud.catalog", self.cloud.catalog.is_some()), ("cloud.faults", self.cloud.faults.is_some())] {
                 if set {
                     return Err(err(format!("{field}: only for provider simcloud; with exoscale use cloud.exoscale")));
                 }
@@ -513,8 +514,8 @@ mod tests {
         assert!(e.to_string().contains("cloud.provider") && e.to_string().contains("\"aws\""), "{e}");
         let e = Scenario::parse("cloud: {exoscale: {}}\n", "x.yaml").unwrap_err();
         assert!(e.to_string().contains("cloud.exoscale"), "{e}");
-        let e = Scenario::parse("cloud: {provider: exoscale, catalogue: {}}\n", "x.yaml").unwrap_err();
-        assert!(e.to_string().contains("cloud.catalogue"), "{e}");
+        let e = Scenario::parse("cloud: {provider: exoscale, catalog: {}}\n", "x.yaml").unwrap_err();
+        assert!(e.to_string().contains("cloud.catalog"), "{e}");
         let e = Scenario::parse("cloud: {provider: exoscale, exoscale: {faults: {errorRate: 2}}}\n", "x.yaml").unwrap_err();
         assert!(e.to_string().contains("errorRate"), "{e}");
         let e = Scenario::parse("cloud: {provider: exoscale, exoscale: {faults: {retryAfter: soon}}}\n", "x.yaml").unwrap_err();

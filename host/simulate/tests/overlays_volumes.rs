@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use joinery_api::NodeClaim;
 use joinery_controller::Settings;
-use joinery_sim::cloud::Catalogue;
+use joinery_sim::cloud::Catalog;
 use joinery_simulate::{Simulation, SimulationOptions};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
@@ -34,11 +34,11 @@ fn overlay_manifests() -> Vec<serde_json::Value> {
 /// The first NodeClaim created within `simulated` time, with the given `FEATURE_GATES`.
 async fn first_claim(feature_gates: &str, simulated: Duration) -> Option<NodeClaim> {
     let settings = Settings::from_lookup(|k| (k == "FEATURE_GATES").then(|| feature_gates.to_string())).unwrap();
-    let catalogue: Catalogue = serde_yaml::from_str(
+    let catalog: Catalog = serde_yaml::from_str(
         "zones: [nova]\ninstanceTypes:\n  - {name: c3-4, cpu: 2, memory: 4Gi}\n  - {name: c3-8, cpu: 4, memory: 8Gi}\n",
     )
     .unwrap();
-    let sim = Simulation::start(SimulationOptions { speed: 30.0, settings, catalogue, ..Default::default() }).await.unwrap();
+    let sim = Simulation::start(SimulationOptions { speed: 30.0, settings, catalog, ..Default::default() }).await.unwrap();
     // Watch before anything can be created: the cloud refuses the launch (it has no widgets),
     // so the claim is short-lived.
     let claims = watcher(Api::<NodeClaim>::all(sim.client.clone()), watcher::Config::default()).applied_objects();

@@ -9,6 +9,8 @@
 //!   collection, and the binding and eviction subresources (`store/` splits these by concern);
 //! - `server.rs`: the HTTP front end — routing, discovery, verbs, patches, watch streams —
 //!   and [`ApiFaults`], the server's fault-injection hooks;
+//! - `admission.rs`: defaulting the real API server applies to built-in kinds on create
+//!   (a Pod's requests from its limits);
 //! - [`resources`]: the served resource types (built-in and from CRDs) and discovery documents;
 //! - [`schema`]: structural-schema pruning, defaulting and validation of custom resources;
 //! - [`cel`]: the CEL interpreter behind `x-kubernetes-validations` rules;
@@ -21,6 +23,7 @@
 //! - `openapi.rs`: the OpenAPI v3 documents `kubectl` reads;
 //! - `kubeconfig.rs`: the kubeconfig pointing clients at the server.
 
+pub(crate) mod admission;
 pub mod cel;
 mod disruption;
 mod jsonpath;

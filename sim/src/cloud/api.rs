@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, watch};
 
-use super::catalogue::{CAPACITY_TYPES, InstanceTypeInfo};
+use super::catalog::{CAPACITY_TYPES, InstanceTypeInfo};
 use super::faults::{CloudFaults, CloudVerb};
 use super::model::{CloudEvent, InstanceState, PROVIDER_ID_PREFIX, SimInstance};
 use crate::faults::InjectedAnswer;

@@ -127,7 +127,7 @@ impl CloudFaults {
     }
 
     /// Makes launches of the offerings matching `offering` fail with insufficient capacity
-    /// until [`CloudFaults::restore_capacity`]. The catalogue still lists them as available.
+    /// until [`CloudFaults::restore_capacity`]. The catalog still lists them as available.
     pub fn insufficient_capacity(&self, offering: OfferingKey) {
         let mut state = self.faults.lock();
         if !state.extra.insufficient.contains(&offering) {

@@ -56,7 +56,7 @@
 //! [`CloudEvent::Terminated`] when a live instance is deleted.
 
 mod api;
-pub mod catalogue;
+pub mod catalog;
 pub mod faults;
 pub mod model;
 
@@ -73,7 +73,7 @@ use tokio::task::JoinHandle;
 use crate::SimError;
 use api::{CloudState, InstanceTable};
 
-pub use catalogue::{Catalogue, InstanceTypeInfo, InstanceTypeSpec, OfferingInfo, OfferingSpec, OverheadSpec};
+pub use catalog::{Catalog, InstanceTypeInfo, InstanceTypeSpec, OfferingInfo, OfferingSpec, OverheadSpec};
 pub use faults::{CloudFaults, CloudVerb, OfferingKey};
 pub use model::{CloudEvent, InstanceState, PROVIDER_ID_PREFIX, SimInstance};
 
@@ -83,8 +83,8 @@ const EVENT_BUFFER: usize = 4096;
 /// Settings of a simulated cloud.
 #[derive(Debug, Clone)]
 pub struct SimCloudOptions {
-    /// What the cloud can launch; default: the kwok-like catalogue.
-    pub catalogue: Catalogue,
+    /// What the cloud can launch; default: the kwok-like catalog.
+    pub catalog: Catalog,
     /// Simulated time from launch to `running` (and to the kubelet booting); default 30 s.
     pub boot_delay: Duration,
     /// The shared clock; default: real time.
@@ -100,7 +100,7 @@ pub struct SimCloudOptions {
 impl Default for SimCloudOptions {
     fn default() -> Self {
         SimCloudOptions {
-            catalogue: Catalogue::default(),
+            catalog: Catalog::default(),
             boot_delay: Duration::from_secs(30),
             clock: Arc::new(Clock::real()),
             faults: CloudFaults::default(),
@@ -114,16 +114,16 @@ impl Default for SimCloudOptions {
 pub struct SimCloud {
     address: SocketAddr,
     url: String,
-    catalogue: Catalogue,
+    catalog: Catalog,
     state: Arc<CloudState>,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
 }
 
 impl SimCloud {
-    /// Checks the catalogue, binds the listener and starts serving in the background.
+    /// Checks the catalog, binds the listener and starts serving in the background.
     pub async fn start(options: SimCloudOptions) -> Result<SimCloud, SimError> {
-        let types = options.catalogue.resolve().map_err(SimError::InvalidCatalogue)?;
+        let types = options.catalog.resolve().map_err(SimError::InvalidCatalog)?;
         let by_name: HashMap<String, usize> = types.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
         let listener = TcpListener::bind(options.bind_address).await.map_err(SimError::Bind)?;
         let address = listener.local_addr().map_err(SimError::Bind)?;
@@ -133,7 +133,7 @@ impl SimCloud {
         let state = Arc::new(CloudState {
             types,
             by_name,
-            zones: options.catalogue.zones.clone(),
+            zones: options.catalog.zones.clone(),
             clock: options.clock,
             boot_delay: options.boot_delay,
             retention: options.terminated_retention,
@@ -144,7 +144,7 @@ impl SimCloud {
         });
         let task = tokio::spawn(api::serve(listener, state.clone(), stopped));
         tracing::info!(%url, instance_types = state.types.len(), "simulated cloud listening");
-        Ok(SimCloud { address, url, catalogue: options.catalogue, state, stop, task: Some(task) })
+        Ok(SimCloud { address, url, catalog: options.catalog, state, stop, task: Some(task) })
     }
 
     /// The base URL, e.g. `http://127.0.0.1:41234` (grant exactly this to the plugin).
@@ -172,9 +172,9 @@ impl SimCloud {
         self.state.instance(id)
     }
 
-    /// The catalogue the cloud was started with.
-    pub fn catalogue(&self) -> &Catalogue {
-        &self.catalogue
+    /// The catalog the cloud was started with.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
     }
 
     /// The resolved instance types (capacity, labels, priced offerings).

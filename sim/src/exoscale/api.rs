@@ -15,14 +15,14 @@ use serde_json::{Map, Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, watch};
 
-use super::catalogue::format_uuid;
+use super::catalog::format_uuid;
 use super::faults::{ErrorShape, ExoFaults, ExoVerb};
 use super::model::{
     ExoAntiAffinityGroup, ExoInstance, ExoInstanceState, ExoInstanceType, ExoOperation, ExoPrivateNetwork, ExoSecurityGroup,
     ExoSshKey, ExoTemplate, GIB, Lease, OperationState, PROVIDER_ID_PREFIX, Visibility,
 };
 use super::signature::{self, AuthFailure, Presented};
-use crate::cloud::catalogue::OverheadSpec;
+use crate::cloud::catalog::OverheadSpec;
 use crate::cloud::model::{CloudEvent, InstanceState, SimInstance};
 use crate::faults::InjectedAnswer;
 

@@ -89,7 +89,7 @@
 //! deleted. A kubelet bootstrap that asks the metadata service for `instance-id` gets the UUID.
 
 mod api;
-pub mod catalogue;
+pub mod catalog;
 pub mod faults;
 pub mod model;
 mod signature;
@@ -105,12 +105,12 @@ use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
 use crate::SimError;
-use crate::cloud::catalogue::OverheadSpec;
+use crate::cloud::catalog::OverheadSpec;
 use crate::cloud::model::{CloudEvent, SimInstance};
 use api::{ExoState, World};
 
 pub use api::check_labels;
-pub use catalogue::{DEBIAN_12, UBUNTU_2404, default_instance_types, default_templates, default_zones, stable_uuid};
+pub use catalog::{DEBIAN_12, UBUNTU_2404, default_instance_types, default_templates, default_zones, stable_uuid};
 pub use faults::{ErrorShape, ExoFaults, ExoVerb};
 pub use model::{
     ExoAntiAffinityGroup, ExoInstance, ExoInstanceState, ExoInstanceType, ExoOperation, ExoPrivateNetwork, ExoSecurityGroup,
@@ -203,11 +203,11 @@ impl ExoFake {
     /// Checks the options, binds the listener and starts serving in the background.
     pub async fn start(options: ExoFakeOptions) -> Result<ExoFake, SimError> {
         if options.zones.is_empty() {
-            return Err(SimError::InvalidCatalogue("the fake Exoscale API needs at least one zone".into()));
+            return Err(SimError::InvalidCatalog("the fake Exoscale API needs at least one zone".into()));
         }
         for t in &options.templates {
             if !options.zones.contains(&t.zone) {
-                return Err(SimError::InvalidCatalogue(format!("template {} is in unknown zone {}", t.id, t.zone)));
+                return Err(SimError::InvalidCatalog(format!("template {} is in unknown zone {}", t.id, t.zone)));
             }
         }
         let listener = TcpListener::bind(options.bind_address).await.map_err(SimError::Bind)?;
@@ -402,24 +402,24 @@ impl ExoFake {
     /// It is announced like any other instance. Returns its ID.
     pub fn add_instance(&self, zone: &str, instance_type: &str, labels: &[(&str, &str)]) -> Result<String, SimError> {
         let labels: BTreeMap<String, String> = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        check_labels(&labels).map_err(SimError::InvalidCatalogue)?;
+        check_labels(&labels).map_err(SimError::InvalidCatalog)?;
         let now = self.state.clock.now();
         let mut world = self.state.world();
         if !self.state.zones.iter().any(|z| z == zone) {
-            return Err(SimError::InvalidCatalogue(format!("instance in unknown zone {zone}")));
+            return Err(SimError::InvalidCatalog(format!("instance in unknown zone {zone}")));
         }
         let kind = world
             .instance_types
             .iter()
             .find(|t| t.name() == instance_type)
             .cloned()
-            .ok_or_else(|| SimError::InvalidCatalogue(format!("unknown instance type {instance_type}")))?;
+            .ok_or_else(|| SimError::InvalidCatalog(format!("unknown instance type {instance_type}")))?;
         let template = world
             .templates
             .iter()
             .find(|t| t.zone == zone)
             .map(|t| t.id.clone())
-            .ok_or_else(|| SimError::InvalidCatalogue(format!("zone {zone} has no template")))?;
+            .ok_or_else(|| SimError::InvalidCatalog(format!("zone {zone} has no template")))?;
         let id = world.uuid();
         let address = world.next_address();
         let instance = ExoInstance {

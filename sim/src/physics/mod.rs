@@ -366,19 +366,10 @@ pub(crate) fn resources_of(list: Option<&BTreeMap<String, Quantity>>) -> Resourc
     out
 }
 
-/// What a container asks for: its requests, with a limit standing in for a request it does
-/// not state (as API-server defaulting does).
+/// What a container asks for: its requests (the emulator's admission already defaulted a
+/// request from a limit that stood alone, as the real API server does).
 fn container_requests(resources: Option<&ResourceRequirements>) -> Resources {
-    let requests = resources.and_then(|r| r.requests.as_ref());
-    let limits = resources.and_then(|r| r.limits.as_ref());
-    let mut out = Resources::new();
-    let defaulted = limits.into_iter().flatten().filter(|(name, _)| !requests.is_some_and(|r| r.contains_key(*name)));
-    for (name, quantity) in defaulted.chain(requests.into_iter().flatten()) {
-        if let Err(error) = out.set_quantity(name, &quantity.0) {
-            tracing::debug!(resource = %name, %error, "ignoring an unparsable quantity");
-        }
-    }
-    out
+    resources_of(resources.and_then(|r| r.requests.as_ref()))
 }
 
 /// What a pod asks of a node, computed by joinery-core (init containers, sidecars, pod-level
@@ -386,7 +377,7 @@ fn container_requests(resources: Option<&ResourceRequirements>) -> Resources {
 pub(crate) fn pod_requests(pod: &Pod) -> Resources {
     let Some(spec) = pod.spec.as_ref() else { return Resources::new().with(joinery_core::resources::PODS, 1) };
     let pod_level = container_requests(spec.resources.as_ref());
-    let pod_requests = spec.resources.as_ref().and_then(|r| r.requests.as_ref().or(r.limits.as_ref()));
+    let pod_requests = spec.resources.as_ref().and_then(|r| r.requests.as_ref());
     let has = |name: &str| pod_requests.is_some_and(|r| r.contains_key(name));
     let spec_data = PodResourceSpec {
         containers: spec.containers.iter().map(|c| container_requests(c.resources.as_ref())).collect(),
@@ -477,12 +468,15 @@ pub(crate) fn object_reference(kind: &str, api_version: &str, name: &str, namesp
 mod tests {
     use super::*;
 
+    /// A pod as the emulator stores it (after admission's defaulting).
     fn pod(spec: serde_json::Value) -> Pod {
-        serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}, "spec": spec})).unwrap()
+        let mut object = serde_json::json!({"metadata": {"name": "p"}, "spec": spec});
+        crate::apiserver::admission::default_pod(&mut object);
+        serde_json::from_value(object).unwrap()
     }
 
     #[test]
-    fn pod_requests_use_limits_as_requests_sidecars_and_overhead() {
+    fn pod_requests_count_admitted_limits_sidecars_and_overhead() {
         let p = pod(serde_json::json!({
             "containers": [
                 {"name": "a", "resources": {"requests": {"cpu": "500m"}, "limits": {"memory": "1Gi"}}},

@@ -32,7 +32,7 @@ pub struct ScheduleArgs {
     /// The snapshot: multi-document YAML of NodePools, NodeClaims, Nodes, Pods, DaemonSets, …
     /// (`kubectl get -o yaml` output works, `kind: List` included).
     pub snapshot: PathBuf,
-    /// Instance-type catalogue file (YAML or JSON); see examples/catalogs/.
+    /// Instance-type catalog file (YAML or JSON); see examples/catalogs/.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["plugin", "node_class"], required_unless_present = "plugin")]
     pub catalog: Option<PathBuf>,
     /// Cloud plugin (built-in or from --plugin-dir) to ask for instance types instead.
@@ -125,7 +125,7 @@ async fn schedule(args: ScheduleArgs) -> Result<ExitCode> {
     let snapshot = Snapshot::parse(&text).with_context(|| format!("snapshot {}", args.snapshot.display()))?;
     let (instance_types, label_policy) = match (&args.catalog, &args.plugin, &args.node_class) {
         (Some(path), _, _) => {
-            let catalog = Catalog::parse(&read(path, "catalogue")?).with_context(|| format!("catalogue {}", path.display()))?;
+            let catalog = Catalog::parse(&read(path, "catalog")?).with_context(|| format!("catalog {}", path.display()))?;
             let policy = catalog.label_policy();
             (catalog.instance_types, policy)
         }

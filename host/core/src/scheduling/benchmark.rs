@@ -38,7 +38,7 @@ impl Lcg {
     }
 }
 
-/// Upstream's fake catalogue entry `fake-it-<i>`: `i+1` vCPU, `2(i+1)` GiB, `10(i+1)` pods,
+/// Upstream's fake catalog entry `fake-it-<i>`: `i+1` vCPU, `2(i+1)` GiB, `10(i+1)` pods,
 /// 100m / 10Mi kube-reserved, spot in two zones and on-demand in three, every offering
 /// available and priced 0.1 per vCPU plus 0.1 per GB of memory.
 fn fake_instance_type(i: usize) -> InstanceType {

@@ -27,7 +27,7 @@ fn by_size(a: &InstanceType, b: &InstanceType) -> Ordering {
 ///
 /// Known prices ascend, ties broken by name (as upstream). Types without a known price come
 /// after every priced type, smallest machine first (CPU, memory, storage, pods) and only then
-/// by name, so an unpriced catalogue still prefers small machines instead of alphabetical ones.
+/// by name, so an unpriced catalog still prefers small machines instead of alphabetical ones.
 pub(crate) fn order_by_price(
     indices: &mut [usize],
     types: &[InstanceType],

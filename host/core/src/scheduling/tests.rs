@@ -3400,7 +3400,7 @@ fn lower_bound_never_exceeds_what_scheduling_spends() {
 // upstream's benchmark shape
 
 #[test]
-fn benchmark_catalogue_matches_upstreams_fake_types() {
+fn benchmark_catalog_matches_upstreams_fake_types() {
     let inp = benchmark_input(10, 400);
     let types = &inp.nodepools[0].instance_types;
     assert_eq!(types.len(), 400);

@@ -461,6 +461,9 @@ impl Store {
                 map.remove("status");
             }
         }
+        if kind.group.is_empty() && kind.plural == "pods" {
+            super::admission::default_pod(&mut object);
+        }
         if kind.group.is_empty() && kind.plural == "namespaces" && object.pointer("/status/phase").is_none() {
             object["status"] = json!({"phase": "Active"});
         }

@@ -28,7 +28,7 @@ impl Execute for PluginsArgs {
     }
 }
 
-/// Offerings in the pricing benchmark batch (Karpenter's benchmark catalogue size).
+/// Offerings in the pricing benchmark batch (Karpenter's benchmark catalog size).
 const PRICING_BATCH: usize = 400;
 /// Unmeasured warm-up calls.
 const WARMUP: usize = 200;

@@ -1,6 +1,6 @@
 //! What the simulated cloud can launch: zones, instance types and their offerings.
 //!
-//! A [`Catalogue`] is plain data that a scenario file can replace (YAML or JSON, camelCase
+//! A [`Catalog`] is plain data that a scenario file can replace (YAML or JSON, camelCase
 //! keys). Every field except `name`, `cpu` and `memory` of an instance type has a default, so a
 //! short entry such as `{name: c3-4, cpu: 2, memory: 4Gi}` is a complete instance type:
 //!
@@ -15,7 +15,7 @@
 //!     offerings: [{zone: test-zone-a, capacityType: on-demand, price: 1.2}]
 //! ```
 //!
-//! [`Catalogue::default`] mirrors the catalogue upstream Karpenter's kwok provider generates
+//! [`Catalog::default`] mirrors the catalog upstream Karpenter's kwok provider generates
 //! (its Linux half): families `c`, `s` and `m` with 2, 4 and 8 GiB per vCPU, twelve sizes from
 //! 1 to 256 vCPU, `amd64` and `arm64`, named `<family>-<vCPU>x-<arch>-linux`, offered in four
 //! zones as on-demand and spot.
@@ -54,11 +54,11 @@ const ARCHES: [&str; 2] = ["amd64", "arm64"];
 /// The zones, instance types and overhead of a simulated cloud.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Catalogue {
+pub struct Catalog {
     /// Zone names; default `test-zone-a` … `test-zone-d` (kwok's zones).
     #[serde(default = "default_zones")]
     pub zones: Vec<String>,
-    /// Instance types; default: the kwok-like generated catalogue.
+    /// Instance types; default: the kwok-like generated catalog.
     #[serde(default = "default_instance_types")]
     pub instance_types: Vec<InstanceTypeSpec>,
     /// Overhead subtracted from every type's capacity; default kube-reserved 100m CPU, 10Mi memory.
@@ -66,7 +66,7 @@ pub struct Catalogue {
     pub overhead: OverheadSpec,
 }
 
-/// One instance type as a catalogue declares it.
+/// One instance type as a catalog declares it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InstanceTypeSpec {
@@ -76,7 +76,7 @@ pub struct InstanceTypeSpec {
     pub cpu: u32,
     /// Memory as a Kubernetes quantity, e.g. `8Gi`.
     pub memory: String,
-    /// Pod capacity; default 110 (what kwok assumes when its catalogue omits it).
+    /// Pod capacity; default 110 (what kwok assumes when its catalog omits it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pods: Option<u32>,
     /// CPU architecture; default `amd64`.
@@ -102,11 +102,11 @@ pub struct InstanceTypeSpec {
     pub price: Option<f64>,
 }
 
-/// One offering as a catalogue declares it.
+/// One offering as a catalog declares it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OfferingSpec {
-    /// Zone; must be one of the catalogue's zones.
+    /// Zone; must be one of the catalog's zones.
     pub zone: String,
     /// `on-demand`, `spot` or `reserved`.
     pub capacity_type: String,
@@ -150,7 +150,7 @@ pub struct InstanceTypeInfo {
     pub name: String,
     /// `cpu`, `memory`, `pods`, `ephemeral-storage` and `nvidia.com/gpu` (when present).
     pub capacity: BTreeMap<String, String>,
-    /// The catalogue's overhead.
+    /// The catalog's overhead.
     pub overhead: OverheadSpec,
     /// Capacity minus overhead.
     pub allocatable: BTreeMap<String, String>,
@@ -170,7 +170,7 @@ pub struct OfferingInfo {
     pub capacity_type: String,
     /// Price per hour.
     pub price: f64,
-    /// Whether the catalogue lists it as available (injected capacity faults are not shown).
+    /// Whether the catalog lists it as available (injected capacity faults are not shown).
     pub available: bool,
 }
 
@@ -224,9 +224,9 @@ pub fn default_instance_types() -> Vec<InstanceTypeSpec> {
     types
 }
 
-impl Default for Catalogue {
+impl Default for Catalog {
     fn default() -> Self {
-        Catalogue { zones: default_zones(), instance_types: default_instance_types(), overhead: OverheadSpec::default() }
+        Catalog { zones: default_zones(), instance_types: default_instance_types(), overhead: OverheadSpec::default() }
     }
 }
 
@@ -258,8 +258,8 @@ fn sum_quantities(lists: &[&BTreeMap<String, String>]) -> Result<Resources, Stri
     Ok(total)
 }
 
-impl Catalogue {
-    /// Checks the catalogue and derives every instance type's capacity, labels and offerings.
+impl Catalog {
+    /// Checks the catalog and derives every instance type's capacity, labels and offerings.
     /// The error names the offending entry.
     pub fn resolve(&self) -> Result<Vec<InstanceTypeInfo>, String> {
         if self.zones.is_empty() {
@@ -346,7 +346,7 @@ impl Catalogue {
                 let mut out = Vec::with_capacity(list.len());
                 for (j, o) in list.iter().enumerate() {
                     if !zones.contains(o.zone.as_str()) {
-                        return Err(format!("offerings[{j}].zone: {:?} is not one of the catalogue's zones", o.zone));
+                        return Err(format!("offerings[{j}].zone: {:?} is not one of the catalog's zones", o.zone));
                     }
                     if !CAPACITY_TYPES.contains(&o.capacity_type.as_str()) {
                         return Err(format!(
@@ -388,8 +388,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_catalogue_has_kwok_shape() {
-        let types = Catalogue::default().resolve().unwrap();
+    fn default_catalog_has_kwok_shape() {
+        let types = Catalog::default().resolve().unwrap();
         assert_eq!(types.len(), 72);
         let c1 = types.iter().find(|t| t.name == "c-1x-amd64-linux").unwrap();
         assert_eq!(c1.capacity["memory"], "2Gi");
@@ -411,9 +411,9 @@ mod tests {
 
     #[test]
     fn bad_entries_are_named() {
-        let mut catalogue = Catalogue::default();
-        catalogue.instance_types[3].memory = "lots".into();
-        let err = catalogue.resolve().unwrap_err();
+        let mut catalog = Catalog::default();
+        catalog.instance_types[3].memory = "lots".into();
+        let err = catalog.resolve().unwrap_err();
         assert!(err.starts_with("instanceTypes[3]") && err.contains("memory"), "{err}");
     }
 }
