@@ -2,15 +2,16 @@
 //! drained (eviction honouring PDBs, tier by tier; the NodeClaim's `terminationGracePeriod`
 //! forcing deletion when it runs out; pods stuck terminating on a dead kubelet ignored), its
 //! instance deleted, and only then its `karpenter.sh/termination` finalizer removed. The
-//! drain decisions are the pure core's ([`joinery_core::drain`]); this loop gathers the pods,
-//! asks, and carries out the answer. Each Node is worked on in its own task, so one slow
+//! decisions are the pure core's ([`joinery_core::drain`]: the drain plan and the order of
+//! the steps); the pods' and claim's views come from [`joinery_kube::drain`]; this loop
+//! gathers, asks, and carries out the answer. Each Node is worked on in its own task, so one slow
 //! cloud call does not hold up the others.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use joinery_api::{ConditionStatus, HasConditions, NodeClaim};
-use joinery_core::drain::{self, DrainAction, DrainPod};
+use joinery_core::drain::{self, DrainAction, DrainPod, NodeTermination, TerminationStep};
 use joinery_core::labels;
 use joinery_runtime::CallError;
 use joinery_runtime::contract::CloudError;
@@ -74,78 +75,94 @@ async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
         Some(c) => Some(ctx.cloud.plugin_for(&c.spec.node_class_ref.group, &c.spec.node_class_ref.kind)?),
         None => None,
     };
-    // 1. The NodeClaim goes too.
-    if let Some(claim) = claim.as_ref().filter(|c| c.metadata.deletion_timestamp.is_none()) {
-        let name = claim.metadata.name.clone().unwrap_or_default();
-        match Api::<NodeClaim>::all(ctx.client.clone()).delete(&name, &DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(e) if util::is_not_found(&e) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    // 2. A Node that is not Ready may have lost its instance: then there is nothing to drain.
-    let instance_gone = match &plugin {
-        Some(plugin) if !node_ready(node) => {
-            let call = CloudCall::new(plugin.name(), "get", &provider_id);
-            let result = ctx.call_cloud(CONTROLLER, &call, plugin.get(&provider_id)).await;
-            matches!(result, Ok(Err(CallError::Cloud { error: CloudError::NotFound(_), .. })))
-        }
-        _ => false,
+    let now = ctx.clock.now();
+    let deadline = claim.as_deref().and_then(termination_deadline);
+    let pods = ctx.state.pods_on_node(&node_name);
+    let views: Vec<DrainPod> = pods.iter().map(|p| drain_pod(p, now)).collect();
+    let plan = drain::plan(&views, now, deadline);
+    let taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    let node_labels = node.metadata.labels.clone().unwrap_or_default();
+    let mut view = NodeTermination {
+        claim_live: claim.as_ref().is_some_and(|c| c.metadata.deletion_timestamp.is_none()),
+        cloud: plugin.is_some(),
+        ready: node_ready(node),
+        instance_gone: None,
+        tainted: taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY && t.effect == "NoSchedule")
+            && node_labels.contains_key(labels::EXCLUDE_FROM_LOAD_BALANCERS_LABEL),
+        drained: plan.drained(),
+        drained_marked: claim.as_ref().is_none_or(|c| c.is_condition_true(DRAINED)),
+        instance_deleted: false,
     };
-    if !instance_gone {
-        // 3. Taint and exclude from load balancers.
-        let mut taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-        let node_labels = node.metadata.labels.clone().unwrap_or_default();
-        let tainted = taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY && t.effect == "NoSchedule");
-        if !tainted || !node_labels.contains_key(labels::EXCLUDE_FROM_LOAD_BALANCERS_LABEL) {
-            taints.retain(|t| t.key != labels::DISRUPTED_TAINT_KEY);
-            taints.push(Taint { key: labels::DISRUPTED_TAINT_KEY.into(), effect: "NoSchedule".into(), value: None, time_added: None });
-            merge_patch(
-                &Api::<Node>::all(ctx.client.clone()),
-                &node_name,
-                json!({"metadata": {"labels": {labels::EXCLUDE_FROM_LOAD_BALANCERS_LABEL: labels::EXCLUDE_FROM_LOAD_BALANCERS_VALUE}},
-                       "spec": {"taints": taints}}),
-            )
-            .await?;
-        }
-        // 4. Drain: the core decides, this loop acts.
-        let now = ctx.clock.now();
-        let deadline = claim.as_deref().and_then(termination_deadline);
-        let pods = ctx.state.pods_on_node(&node_name);
-        let views: Vec<DrainPod> = pods.iter().map(|p| drain_pod(p, now)).collect();
-        let plan = drain::plan(&views, now, deadline);
-        for action in &plan.actions {
-            match *action {
-                DrainAction::Evict(i) => evict(ctx, &pods[i]).await,
-                DrainAction::ForceDelete { pod, grace } => force_delete(ctx, &pods[pod], grace).await,
+    loop {
+        match drain::next_termination_step(&view) {
+            TerminationStep::DeleteClaim => {
+                let name = claim.as_ref().and_then(|c| c.metadata.name.clone()).unwrap_or_default();
+                match Api::<NodeClaim>::all(ctx.client.clone()).delete(&name, &DeleteParams::background()).await {
+                    Ok(_) => {}
+                    Err(e) if util::is_not_found(&e) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                view.claim_live = false;
             }
-        }
-        if !plan.drained() {
-            if plan.blocked_by_do_not_disrupt > 0 {
-                tracing::debug!(node = %node_name, pods = plan.blocked_by_do_not_disrupt, "drain waits for do-not-disrupt pods");
+            TerminationStep::CheckInstance => {
+                let plugin = plugin.as_ref().expect("a cloud to ask");
+                let call = CloudCall::new(plugin.name(), "get", &provider_id);
+                let result = ctx.call_cloud(CONTROLLER, &call, plugin.get(&provider_id)).await;
+                let gone = matches!(result, Ok(Err(CallError::Cloud { error: CloudError::NotFound(_), .. })));
+                if gone {
+                    tracing::info!(node = %node_name, %provider_id, "node is not ready and its instance is gone; skipping the drain");
+                }
+                view.instance_gone = Some(gone);
             }
-            let message = format!("{} pods waiting to be evicted", plan.waiting);
-            set_drained(ctx, claim.as_deref(), ConditionStatus::Unknown, "Draining", message).await?;
-            return Ok(());
-        }
-        if set_drained(ctx, claim.as_deref(), ConditionStatus::True, "Drained", String::new()).await? {
-            let pool = node.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)).cloned().unwrap_or_default();
-            ctx.metrics.inc(crate::metrics::names::NODES_DRAINED, &[("nodepool", pool.as_str())]);
-        }
-        // 5. The instance goes: `delete` is called again on later passes until the cloud
-        //    answers not-found, and only then does the finalizer come off.
-        if let Some(plugin) = &plugin {
-            let call = CloudCall::new(plugin.name(), "delete", &provider_id);
-            match ctx.call_cloud(CONTROLLER, &call, plugin.delete(&provider_id)).await? {
-                Ok(()) => return Ok(()),
-                Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => {}
-                Err(e) => return Err(e.into()),
+            TerminationStep::Taint => {
+                let mut taints = taints.clone();
+                taints.retain(|t| t.key != labels::DISRUPTED_TAINT_KEY);
+                taints.push(Taint { key: labels::DISRUPTED_TAINT_KEY.into(), effect: "NoSchedule".into(), value: None, time_added: None });
+                merge_patch(
+                    &Api::<Node>::all(ctx.client.clone()),
+                    &node_name,
+                    json!({"metadata": {"labels": {labels::EXCLUDE_FROM_LOAD_BALANCERS_LABEL: labels::EXCLUDE_FROM_LOAD_BALANCERS_VALUE}},
+                           "spec": {"taints": taints}}),
+                )
+                .await?;
+                view.tainted = true;
             }
+            TerminationStep::Drain => {
+                for action in &plan.actions {
+                    match *action {
+                        DrainAction::Evict(i) => evict(ctx, &pods[i]).await,
+                        DrainAction::ForceDelete { pod, grace } => force_delete(ctx, &pods[pod], grace).await,
+                    }
+                }
+                if plan.blocked_by_do_not_disrupt > 0 {
+                    tracing::debug!(node = %node_name, pods = plan.blocked_by_do_not_disrupt, "drain waits for do-not-disrupt pods");
+                }
+                let message = format!("{} pods waiting to be evicted", plan.waiting);
+                set_drained(ctx, claim.as_deref(), ConditionStatus::Unknown, "Draining", message).await?;
+                return Ok(());
+            }
+            TerminationStep::MarkDrained => {
+                if set_drained(ctx, claim.as_deref(), ConditionStatus::True, "Drained", String::new()).await? {
+                    let pool = node_labels.get(labels::NODEPOOL_LABEL).cloned().unwrap_or_default();
+                    ctx.metrics.inc(crate::metrics::names::NODES_DRAINED, &[("nodepool", pool.as_str())]);
+                }
+                view.drained_marked = true;
+            }
+            TerminationStep::DeleteInstance => {
+                // `delete` is called again on later passes until the cloud answers not-found;
+                // only then does the finalizer come off.
+                let plugin = plugin.as_ref().expect("a cloud to call");
+                let call = CloudCall::new(plugin.name(), "delete", &provider_id);
+                match ctx.call_cloud(CONTROLLER, &call, plugin.delete(&provider_id)).await? {
+                    Ok(()) => return Ok(()),
+                    Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => view.instance_deleted = true,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            TerminationStep::RemoveFinalizer => break,
         }
-    } else {
-        tracing::info!(node = %node_name, %provider_id, "node is not ready and its instance is gone; skipping the drain");
     }
-    // 6. Then the finalizer.
+    // The Node may go.
     let finalizers: Vec<String> =
         node.metadata.finalizers.iter().flatten().filter(|f| *f != labels::TERMINATION_FINALIZER).cloned().collect();
     match merge_patch(&Api::<Node>::all(ctx.client.clone()), &node_name, json!({"metadata": {"finalizers": finalizers}})).await {
@@ -153,7 +170,6 @@ async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
         Err(e) if util::is_not_found(&e) => {}
         Err(e) => return Err(e.into()),
     }
-    let node_labels = node.metadata.labels.clone().unwrap_or_default();
     ctx.metrics.inc(
         crate::metrics::names::NODES_TERMINATED,
         &[("nodepool", node_labels.get(labels::NODEPOOL_LABEL).map(String::as_str).unwrap_or("")), ("zone", node_labels.get(labels::ZONE_LABEL).map(String::as_str).unwrap_or(""))],

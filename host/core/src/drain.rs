@@ -1,5 +1,6 @@
 //! Drain decisions for a Node being terminated: which pods to evict now, which to delete
-//! by force, and which still hold the drain open.
+//! by force, and which still hold the drain open; and the order of a termination's steps
+//! ([`next_termination_step`]).
 //!
 //! Upstream's rules (`pkg/controllers/node/termination`), decided here from plain values:
 //!
@@ -246,5 +247,112 @@ mod tests {
         );
         let early = vec![DrainPod { deleting_at: Some(at(550)), ..pod("quick") }];
         assert!(plan(&early, at(500), Some(at(600))).actions.is_empty());
+    }
+}
+
+/// What terminating a Node knows, gathered by the termination controller.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeTermination {
+    /// Its NodeClaim exists and is not being deleted yet.
+    pub claim_live: bool,
+    /// A cloud plugin owns its instance (the Node has a NodeClaim).
+    pub cloud: bool,
+    /// Its `Ready` condition is `True`.
+    pub ready: bool,
+    /// Whether the cloud said its instance is gone (`None`: not asked).
+    pub instance_gone: Option<bool>,
+    /// It carries `karpenter.sh/disrupted:NoSchedule` and the exclude-from-load-balancers label.
+    pub tainted: bool,
+    /// The drain plan has nothing left to evict or wait for.
+    pub drained: bool,
+    /// The claim's `Drained` condition is `True` already (or there is no claim to mark).
+    pub drained_marked: bool,
+    /// The cloud answered not-found to the instance's deletion.
+    pub instance_deleted: bool,
+}
+
+/// The next step of terminating a Node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TerminationStep {
+    /// Delete its NodeClaim too.
+    DeleteClaim,
+    /// It is not Ready: ask the cloud whether its instance still exists.
+    CheckInstance,
+    /// Taint it `karpenter.sh/disrupted:NoSchedule` and exclude it from load balancers.
+    Taint,
+    /// Carry out the drain plan and wait.
+    Drain,
+    /// Mark the claim `Drained`.
+    MarkDrained,
+    /// Delete the instance (again, until the cloud answers not-found).
+    DeleteInstance,
+    /// Remove the `karpenter.sh/termination` finalizer: the Node may go.
+    RemoveFinalizer,
+}
+
+/// The next termination step, in upstream's order: the claim goes too; a NotReady node whose
+/// instance is gone has nothing to drain; otherwise taint, drain, mark drained, delete the
+/// instance until it is gone, and only then release the Node.
+pub fn next_termination_step(t: &NodeTermination) -> TerminationStep {
+    if t.claim_live {
+        return TerminationStep::DeleteClaim;
+    }
+    if t.cloud && !t.ready && t.instance_gone.is_none() {
+        return TerminationStep::CheckInstance;
+    }
+    if t.instance_gone == Some(true) {
+        return TerminationStep::RemoveFinalizer;
+    }
+    if !t.tainted {
+        return TerminationStep::Taint;
+    }
+    if !t.drained {
+        return TerminationStep::Drain;
+    }
+    if !t.drained_marked {
+        return TerminationStep::MarkDrained;
+    }
+    if t.cloud && !t.instance_deleted {
+        return TerminationStep::DeleteInstance;
+    }
+    TerminationStep::RemoveFinalizer
+}
+
+#[cfg(test)]
+mod termination_tests {
+    use super::*;
+
+    #[test]
+    fn a_ready_node_is_tainted_drained_and_its_instance_deleted_before_release() {
+        let mut t = NodeTermination { claim_live: true, cloud: true, ready: true, ..NodeTermination::default() };
+        assert_eq!(next_termination_step(&t), TerminationStep::DeleteClaim);
+        t.claim_live = false;
+        assert_eq!(next_termination_step(&t), TerminationStep::Taint, "a Ready node is not looked up");
+        t.tainted = true;
+        assert_eq!(next_termination_step(&t), TerminationStep::Drain);
+        t.drained = true;
+        assert_eq!(next_termination_step(&t), TerminationStep::MarkDrained);
+        t.drained_marked = true;
+        assert_eq!(next_termination_step(&t), TerminationStep::DeleteInstance);
+        t.instance_deleted = true;
+        assert_eq!(next_termination_step(&t), TerminationStep::RemoveFinalizer);
+    }
+
+    #[test]
+    fn a_not_ready_node_whose_instance_is_gone_skips_the_drain() {
+        let mut t = NodeTermination { cloud: true, ..NodeTermination::default() };
+        assert_eq!(next_termination_step(&t), TerminationStep::CheckInstance);
+        t.instance_gone = Some(true);
+        assert_eq!(next_termination_step(&t), TerminationStep::RemoveFinalizer);
+        t.instance_gone = Some(false);
+        assert_eq!(next_termination_step(&t), TerminationStep::Taint, "its instance lives: drain as usual");
+    }
+
+    #[test]
+    fn a_node_without_a_claim_is_drained_and_released_without_a_cloud_call() {
+        let t = NodeTermination { tainted: true, drained: true, drained_marked: true, ..NodeTermination::default() };
+        assert_eq!(next_termination_step(&t), TerminationStep::RemoveFinalizer);
+        let not_ready = NodeTermination { ready: false, ..NodeTermination::default() };
+        assert_eq!(next_termination_step(&not_ready), TerminationStep::Taint, "no cloud to ask");
     }
 }
