@@ -1,7 +1,7 @@
 //! The shipped plugins through the real runtime, directory loading, digests, the compile
 //! cache, and hot reload keeping the last good set.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! The built-in `simcloud` plugin through the real runtime, against a running simulated
 //! cloud (`joinery_sim::cloud::SimCloud`) reached over the host's gated outgoing HTTP.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

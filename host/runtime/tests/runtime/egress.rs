@@ -16,9 +16,9 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// A name that never resolves: reaching the server proves no lookup happened.
 const NAME: &str = "pinned.joinery.invalid";
-const CA: &[u8] = include_bytes!("fixtures/ca.pem");
-const CERT: &[u8] = include_bytes!("fixtures/server.pem");
-const KEY: &[u8] = include_bytes!("fixtures/server.key");
+const CA: &[u8] = include_bytes!("../fixtures/ca.pem");
+const CERT: &[u8] = include_bytes!("../fixtures/server.pem");
+const KEY: &[u8] = include_bytes!("../fixtures/server.key");
 
 const TIMEOUTS: Timeouts = Timeouts { connect: Duration::from_secs(5), first_byte: Duration::from_secs(5) };
 

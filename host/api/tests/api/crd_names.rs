@@ -1,6 +1,6 @@
 //! CRD names, scope, versions, subresources and printer columns against upstream.
 
-mod common;
+use crate::common;
 
 use common::crd_pairs;
 use joinery_api::{NodeClaim, NodeOverlay, NodePool};

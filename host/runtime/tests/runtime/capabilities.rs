@@ -1,7 +1,7 @@
 //! Deny by default: each gated host import is refused with an empty grant (and the refusal
 //! names the line to add), and works once both the manifest and the grants allow it.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,7 +1,7 @@
 //! A misbehaving plugin gets a classified error for that call; the host keeps serving and
 //! the next call succeeds.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

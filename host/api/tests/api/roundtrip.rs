@@ -1,7 +1,7 @@
 //! Realistic objects deserialize into our types and serialize back to the same JSON, and are
 //! valid under upstream's schemas.
 
-mod common;
+use crate::common;
 
 use std::time::Duration as StdDuration;
 

@@ -1150,9 +1150,9 @@ fn karpenter_crds(upstream: bool) -> Vec<CustomResourceDefinition> {
         return joinery_api::crds();
     }
     [
-        include_str!("../../host/api/tests/fixtures/upstream/karpenter.sh_nodepools.yaml"),
-        include_str!("../../host/api/tests/fixtures/upstream/karpenter.sh_nodeclaims.yaml"),
-        include_str!("../../host/api/tests/fixtures/upstream/karpenter.sh_nodeoverlays.yaml"),
+        include_str!("../../../host/api/tests/fixtures/upstream/karpenter.sh_nodepools.yaml"),
+        include_str!("../../../host/api/tests/fixtures/upstream/karpenter.sh_nodeclaims.yaml"),
+        include_str!("../../../host/api/tests/fixtures/upstream/karpenter.sh_nodeoverlays.yaml"),
     ]
     .iter()
     .map(|text| serde_yaml::from_str(text).expect("upstream CRD parses"))

@@ -388,7 +388,7 @@ async fn the_simcloud_node_class_crd_is_served_by_the_emulator() {
     let server = joinery_sim::ApiServer::start(Default::default()).await.unwrap();
     let client = server.client().unwrap();
     let crd: CustomResourceDefinition =
-        serde_yaml::from_str(include_str!("../../plugins/simcloud/nodeclass-crd.yaml")).expect("the CRD parses");
+        serde_yaml::from_str(include_str!("../../../plugins/simcloud/nodeclass-crd.yaml")).expect("the CRD parses");
     Api::<CustomResourceDefinition>::all(client.clone()).create(&PostParams::default(), &crd).await.expect("the CRD is accepted");
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("sim.joinery.dev", "v1alpha1", "SimNodeClass"));
     let classes: Api<DynamicObject> = Api::all_with(client, &resource);

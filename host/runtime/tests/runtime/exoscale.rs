@@ -2,7 +2,7 @@
 //! (`joinery_sim::exoscale::ExoFake`): signed requests over the host's gated outgoing HTTP,
 //! credentials from a granted secret, operations followed, networks attached after launch.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! Our generated CRD schemas against upstream Karpenter's (tests/fixtures/upstream).
 
-mod common;
+use crate::common;
 
 use common::crd_pairs;
 use joinery_api::{property_paths, schema_at};

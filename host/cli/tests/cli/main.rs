@@ -1,0 +1,8 @@
+//! The integration tests of `host/cli`, one test binary: each file below is a module, so the
+//! tests link once instead of once per file (what most of a clean test build's time went to).
+//! Run one file's tests with `cargo test --workspace --test cli <module>::`.
+
+mod cli;
+mod run;
+mod schedule;
+mod simulate;

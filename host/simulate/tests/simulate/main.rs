@@ -1,0 +1,12 @@
+//! The integration tests of `host/simulate`, one test binary: each file below is a module, so the
+//! tests link once instead of once per file (what most of a clean test build's time went to).
+//! Run one file's tests with `cargo test --workspace --test simulate <module>::`.
+
+mod budgets;
+mod examples;
+mod exoscale;
+mod expiration;
+mod hardening;
+mod overlays_volumes;
+mod restart;
+mod status;
