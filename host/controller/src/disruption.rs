@@ -1,17 +1,19 @@
 //! Disruption v0: emptiness. Initialized nodes without workload pods (DaemonSet, mirror and
 //! disrupted-taint-tolerating pods do not count) for `consolidateAfter` become
 //! `Consolidatable`; the loop then deletes them within the NodePool's disruption budgets
-//! (a budget with a `schedule` counts only while its window is open, see
-//! [`joinery_core::cron`]), after re-validating the decision `disruption_validation_delay`
-//! later, as upstream does.
+//! (a budget with a `schedule` counts only while its window is open), after re-validating the
+//! decision `disruption_validation_delay` later, as upstream does. The decisions —
+//! `Consolidatable`, budgets, which empty nodes go — are the core's
+//! ([`joinery_core::disruption`]); this loop gathers the view, asks, and acts.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use joinery_api::nodepool::DisruptionReason;
 use joinery_api::{ConditionStatus, HasConditions, NodeClaim, NodePool};
+use joinery_core::disruption::{self, EmptyCandidate, Reason};
 use joinery_core::labels;
+use joinery_kube::disruption as kube_disruption;
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Api, DeleteParams};
 use serde_json::json;
@@ -127,6 +129,10 @@ async fn step(ctx: Arc<Context>, memory: Arc<Mutex<Memory>>) -> Result<(), Contr
             tracing::info!(nodeclaim = %name, "no longer empty; disruption abandoned");
             continue;
         }
+        if nominated(&ctx, &claim, &node) {
+            tracing::info!(nodeclaim = %name, "nominated for pending pods; disruption abandoned");
+            continue;
+        }
         if let Some(uid) = claim.metadata.uid.clone() {
             memory.lock().expect("disruption memory lock").disrupting.insert(uid);
         }
@@ -139,57 +145,35 @@ async fn step(ctx: Arc<Context>, memory: Arc<Mutex<Memory>>) -> Result<(), Contr
 }
 
 async fn update_consolidatable(ctx: &Context, claim: &NodeClaim, pool: &NodePool, now: SystemTime) -> Result<(), ControllerError> {
-    let after = pool.spec.effective_disruption().effective_consolidate_after();
     let name = claim.metadata.name.clone().unwrap_or_default();
     let api = Api::<NodeClaim>::all(ctx.client.clone());
-    let Some(after) = after.duration() else {
-        if claim.condition(CONSOLIDATABLE).is_some() {
-            let mut conds = claim.conditions().to_vec();
-            joinery_api::condition::remove_condition(&mut conds, CONSOLIDATABLE);
-            merge_patch_status(&api, &name, json!({"status": {"conditions": conds}})).await?;
-        }
-        return Ok(());
-    };
     let initialized_at = claim.condition(INITIALIZED).map(|c| system_time(&c.last_transition_time));
     let last_pod = claim.status.as_ref().and_then(|s| s.last_pod_event_time.as_ref()).map(system_time);
-    let since = match (initialized_at, last_pod) {
-        (Some(a), Some(b)) => a.max(b),
-        (a, b) => a.or(b).unwrap_or(now),
+    let wanted = disruption::consolidatable(kube_disruption::consolidate_after(pool), initialized_at, last_pod, now);
+    // `None`: consolidateAfter is Never, and the condition goes away.
+    let changed = match wanted {
+        None => claim.condition(CONSOLIDATABLE).is_some(),
+        Some(wanted) => wanted != claim.is_condition_true(CONSOLIDATABLE),
     };
-    let elapsed = now.duration_since(since).unwrap_or_default();
-    let consolidatable = elapsed >= after;
-    let currently = claim.is_condition_true(CONSOLIDATABLE);
-    if consolidatable != currently {
-        let mut conds = claim.conditions().to_vec();
-        if consolidatable {
-            joinery_api::condition::set_condition(&mut conds, condition(ctx, CONSOLIDATABLE, ConditionStatus::True, "Consolidatable", ""));
-        } else {
-            joinery_api::condition::remove_condition(&mut conds, CONSOLIDATABLE);
-        }
-        merge_patch_status(&api, &name, json!({"status": {"conditions": conds}})).await?;
+    if !changed {
+        return Ok(());
     }
+    let mut conds = claim.conditions().to_vec();
+    if wanted == Some(true) {
+        joinery_api::condition::set_condition(&mut conds, condition(ctx, CONSOLIDATABLE, ConditionStatus::True, "Consolidatable", ""));
+    } else {
+        joinery_api::condition::remove_condition(&mut conds, CONSOLIDATABLE);
+    }
+    merge_patch_status(&api, &name, json!({"status": {"conditions": conds}})).await?;
     Ok(())
 }
 
-/// Whether a budget constrains disruption at `now`: always without a schedule; with one, while
-/// the schedule fired within the last `duration` (upstream's rule, UTC).
-fn budget_active(budget: &joinery_api::nodepool::Budget, now: SystemTime) -> Result<bool, String> {
-    match (&budget.schedule, &budget.duration) {
-        (None, None) => Ok(true),
-        (Some(schedule), Some(duration)) => {
-            let schedule = joinery_core::cron::Schedule::parse(schedule).map_err(|e| e.to_string())?;
-            Ok(schedule.active(duration.duration(), now))
-        }
-        _ => Err("'schedule' must be set with 'duration'".to_string()),
-    }
-}
-
-/// How many nodes of each pool may be disrupted for `reason` now: the tightest budget that
-/// applies, minus the pool's nodes already being disrupted (floored at 0).
+/// How many nodes of each pool may start disrupting for `reason` now (the core decides from
+/// each pool's budgets, its node count and the nodes it is already disrupting).
 fn allowed_disruptions(
     candidates: &[Candidate],
     deleting: &HashMap<String, u64>,
-    reason: DisruptionReason,
+    reason: Reason,
     now: SystemTime,
 ) -> BTreeMap<String, u64> {
     let mut totals: BTreeMap<String, (Arc<NodePool>, u64)> = BTreeMap::new();
@@ -200,28 +184,20 @@ fn allowed_disruptions(
     totals
         .into_iter()
         .map(|(name, (pool, total))| {
-            let total = total + deleting.get(&name).copied().unwrap_or(0);
-            let allowed = pool
-                .spec
-                .effective_disruption()
-                .effective_budgets()
-                .iter()
-                .filter(|b| b.applies_to(reason))
-                .filter_map(|b| match budget_active(b, now) {
-                    // An invalid budget fails closed: nothing may be disrupted.
-                    Err(e) => {
-                        tracing::warn!(nodepool = %name, error = %e, "invalid disruption budget; allowing no disruption");
-                        Some(0)
-                    }
-                    Ok(false) => None,
-                    Ok(true) => Some(b.nodes_value().map(|n| n.allowed(total)).unwrap_or(0)),
-                })
-                .min()
-                .unwrap_or(u64::MAX);
             let busy = deleting.get(&name).copied().unwrap_or(0);
-            (name, allowed.saturating_sub(busy))
+            let allowance = disruption::allowed_disruptions(&kube_disruption::budgets(&pool), reason, total + busy, busy, now);
+            for error in &allowance.invalid {
+                tracing::warn!(nodepool = %name, %error, "invalid disruption budget; allowing no disruption");
+            }
+            (name, allowance.allowed)
         })
         .collect()
+}
+
+/// Whether the provisioner just chose this node (by Node or NodeClaim name) for pending pods.
+fn nominated(ctx: &Context, claim: &NodeClaim, node: &Node) -> bool {
+    let now = ctx.clock.now();
+    [claim.metadata.name.as_deref(), node.metadata.name.as_deref()].into_iter().flatten().any(|name| ctx.inflight.is_nominated(name, now))
 }
 
 fn choose_empty(ctx: &Context, candidates: &[Candidate]) -> Vec<String> {
@@ -232,24 +208,21 @@ fn choose_empty(ctx: &Context, candidates: &[Candidate]) -> Vec<String> {
             *deleting.entry(pool).or_default() += 1;
         }
     }
-    let mut allowed = allowed_disruptions(candidates, &deleting, DisruptionReason::Empty, ctx.clock.now());
-    let mut chosen = Vec::new();
-    let mut empties: Vec<&Candidate> = candidates
+    let allowed = allowed_disruptions(candidates, &deleting, Reason::Empty, ctx.clock.now());
+    let views: Vec<EmptyCandidate> = candidates
         .iter()
-        .filter(|c| c.empty && c.claim.is_condition_true(CONSOLIDATABLE) && c.node.metadata.deletion_timestamp.is_none())
-        .filter(|c| c.node.metadata.annotations.as_ref().and_then(|a| a.get(labels::DO_NOT_DISRUPT_ANNOTATION)).map(String::as_str) != Some("true"))
+        .map(|c| EmptyCandidate {
+            claim: c.claim.metadata.name.clone().unwrap_or_default(),
+            pool: c.pool.metadata.name.clone().unwrap_or_default(),
+            empty: c.empty,
+            consolidatable: c.claim.is_condition_true(CONSOLIDATABLE),
+            deleting: c.node.metadata.deletion_timestamp.is_some(),
+            do_not_disrupt: c.node.metadata.annotations.as_ref().and_then(|a| a.get(labels::DO_NOT_DISRUPT_ANNOTATION)).map(String::as_str)
+                == Some("true"),
+            nominated: nominated(ctx, &c.claim, &c.node),
+        })
         .collect();
-    empties.sort_by(|a, b| a.claim.metadata.name.cmp(&b.claim.metadata.name));
-    for c in empties {
-        let pool = c.pool.metadata.name.clone().unwrap_or_default();
-        let left = allowed.entry(pool).or_default();
-        if *left == 0 {
-            continue;
-        }
-        *left -= 1;
-        chosen.push(c.claim.metadata.name.clone().unwrap_or_default());
-    }
-    chosen
+    disruption::choose_empty(&views, &allowed)
 }
 
 /// Removes the disrupted taint and the `DisruptionReason` condition that an interrupted

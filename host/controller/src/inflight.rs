@@ -7,6 +7,7 @@
 //! | NodeClaims created | provisioner | provisioner, gc | the watch may not have delivered a claim just created |
 //! | create attempts | lifecycle | lifecycle | a create whose answer was lost may have launched an instance |
 //! | instances launched | lifecycle | lifecycle, gc | the launch result is written to status a moment later (upstream keeps it an hour) |
+//! | nominations | provisioner | disruption | which nodes and claims pending pods were just placed on is a decision, not an object |
 //!
 //! Everything else a loop needs it reads from the cluster caches. The registry forgets a
 //! claim once the cache shows it (created) or once it is finalized (attempts, launches), so
@@ -33,12 +34,21 @@ pub struct InFlight {
     create_attempts: Mutex<HashSet<String>>,
     /// Launch results not yet known to be in status, by NodeClaim UID.
     launched: Mutex<HashMap<String, Instance>>,
+    /// Nodes and NodeClaims (by name) the provisioner placed pending pods on, until when
+    /// they are kept from disruption.
+    nominated: Mutex<HashMap<String, SystemTime>>,
 }
 
 impl InFlight {
     /// An empty registry for a process started at `started_at`.
     pub fn new(started_at: SystemTime) -> InFlight {
-        InFlight { started_at, created: Mutex::default(), create_attempts: Mutex::default(), launched: Mutex::default() }
+        InFlight {
+            started_at,
+            created: Mutex::default(),
+            create_attempts: Mutex::default(),
+            launched: Mutex::default(),
+            nominated: Mutex::default(),
+        }
     }
 
     /// Records a NodeClaim the provisioner just created.
@@ -95,6 +105,22 @@ impl InFlight {
         self.launched.lock().expect("in-flight lock").values().map(|i| i.provider_id.clone()).collect()
     }
 
+    /// Keeps the node or NodeClaim `name` from disruption until `until` (the provisioner placed
+    /// pending pods on it); a later nomination extends it.
+    pub fn nominate(&self, name: &str, until: SystemTime) {
+        let mut nominated = self.nominated.lock().expect("in-flight lock");
+        let entry = nominated.entry(name.to_string()).or_insert(until);
+        *entry = (*entry).max(until);
+    }
+
+    /// Whether the node or NodeClaim `name` is nominated at `now`. Expired nominations are
+    /// forgotten.
+    pub fn is_nominated(&self, name: &str, now: SystemTime) -> bool {
+        let mut nominated = self.nominated.lock().expect("in-flight lock");
+        nominated.retain(|_, until| *until > now);
+        nominated.contains_key(name)
+    }
+
     /// Forgets everything about the claim `uid` (it was finalized).
     pub fn forget(&self, uid: &str) {
         self.launched.lock().expect("in-flight lock").remove(uid);
@@ -129,6 +155,20 @@ mod tests {
         assert!(inflight.created_not_cached(&BTreeSet::from(["a".to_string()])));
         assert_eq!(inflight.created_names(), ["b"]);
         assert!(!inflight.created_not_cached(&BTreeSet::from(["b".to_string()])));
+    }
+
+    #[test]
+    fn a_nomination_lasts_until_its_end_and_is_extended_by_a_later_one() {
+        let inflight = InFlight::new(start());
+        let at = |s: u64| start() + Duration::from_secs(s);
+        inflight.nominate("node-a", at(20));
+        assert!(inflight.is_nominated("node-a", at(19)));
+        assert!(!inflight.is_nominated("node-b", at(19)));
+        inflight.nominate("node-a", at(10));
+        assert!(inflight.is_nominated("node-a", at(19)), "an earlier end does not shorten it");
+        inflight.nominate("node-a", at(40));
+        assert!(inflight.is_nominated("node-a", at(39)));
+        assert!(!inflight.is_nominated("node-a", at(40)));
     }
 
     #[test]

@@ -96,17 +96,16 @@ fn claim_view(ctx: &Context, claim: &NodeClaim) -> ClaimView {
         node_class_found: ctx.state.node_class(&key, &claim.spec.node_class_ref.name).is_some(),
         create_backoff,
         startup_taints: joinery_kube::convert::taints(claim.spec.startup_taints.as_ref()),
-        requested_resources: claim
-            .spec
-            .resources
-            .as_ref()
-            .and_then(|r| r.requests.as_ref())
-            .into_iter()
-            .flatten()
+        requested_resources: claim_requests(claim)
             .filter(|(resource, quantity)| Unit::of(resource).parse(&quantity.0).unwrap_or(0) > 0)
             .map(|(resource, _)| resource.clone())
             .collect(),
     }
+}
+
+/// The resources a claim's pods requested.
+fn claim_requests(claim: &NodeClaim) -> impl Iterator<Item = (&String, &k8s_openapi::apimachinery::pkg::api::resource::Quantity)> {
+    claim.spec.resources.as_ref().and_then(|r| r.requests.as_ref()).into_iter().flatten()
 }
 
 /// The core's view of a Node: readiness, taints, advertised resources.
@@ -168,7 +167,8 @@ async fn reconcile(ctx: &Context, claim: &NodeClaim, reconciled: &Reconciled) ->
             write_status(ctx, claim, vec![condition(ctx, LAUNCHED, ConditionStatus::Unknown, "NodeClassNotFound", message)], json!({})).await
         }
         // Adopting an instance a lost create left needs no create call: only the call itself waits.
-        Action::LaunchBackingOff(_) | Action::Launch => launch(ctx, claim, matches!(view.create_backoff, Some(_))).await,
+        Action::LaunchBackingOff(_) => launch(ctx, claim, true).await,
+        Action::Launch => launch(ctx, claim, false).await,
         Action::RegistrationTimedOut => {
             tracing::info!(nodeclaim = %name, "registration timed out; deleting the NodeClaim");
             ctx.events.warning(&involved, "RegistrationTimeout", "no Node registered within the registration timeout").await;
@@ -310,13 +310,7 @@ fn plugin_node_claim(claim: &NodeClaim) -> contract::NodeClaim {
                 min_values: r.min_values.map(|m| m.max(0) as u32),
             })
             .collect(),
-        resource_requests: claim
-            .spec
-            .resources
-            .as_ref()
-            .and_then(|r| r.requests.as_ref())
-            .into_iter()
-            .flatten()
+        resource_requests: claim_requests(claim)
             .map(|(k, v)| contract::Resource { name: k.clone(), quantity: v.0.clone() })
             .collect(),
         provider_id: claim.status.as_ref().and_then(|s| s.provider_id.clone()),

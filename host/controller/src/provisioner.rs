@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use joinery_api::{NodeClaim, NodeClaimResources, NodeClaimSpec, NodeClassReference, NodeOverlay, NodePool, NodeSelectorRequirementWithMinValues};
 use joinery_core::labels::{self, LabelPolicy};
+use joinery_core::disruption;
 use joinery_core::instance_type::InstanceType;
 use joinery_core::overlay::{self, Overlay};
 use joinery_core::scheduling::{self, NewNodeClaim, PendingPod, Placement};
@@ -247,6 +248,14 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
     } else {
         tracing::info!(pods = input.pods.len(), new_nodeclaims = result.new_claims.len(), duration_ms, "computed scheduling decision");
     }
+    // Nodes and in-flight claims chosen for pending pods are kept from disruption for the
+    // nomination window (pods still pending renominate them on every pass).
+    let nominated_until = ctx.clock.now() + disruption::nomination_window(ctx.settings.batch_max_duration);
+    for placement in &result.placements {
+        if let Placement::Existing { node } = &placement.placement {
+            ctx.inflight.nominate(node, nominated_until);
+        }
+    }
     for placement in &result.placements {
         let Some(pod) = pod_objects.get(&(placement.key.namespace.clone(), placement.key.name.clone())) else { continue };
         if let Placement::Unschedulable { reason } = &placement.placement {
@@ -266,6 +275,7 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
                     }
                 }
                 ctx.metrics.inc(crate::metrics::names::NODECLAIMS_CREATED, &[("reason", "provisioned"), ("nodepool", &claim.spec.nodepool)]);
+                ctx.inflight.nominate(&created_name, nominated_until);
                 ctx.inflight.record_created(created);
             }
             Err(e) => tracing::warn!(index, nodepool = %claim.spec.nodepool, error = %e, "creating nodeclaim failed"),

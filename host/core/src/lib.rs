@@ -17,6 +17,7 @@
 //!   receive and return), independent of any WIT version.
 //! - [`backoff`]: exponential backoff with `Retry-After`, per key, for calls that failed.
 //! - [`cron`]: the cron schedules of disruption budgets, and when a scheduled budget is active.
+//! - [`disruption`]: disruption budgets per reason, `Consolidatable`, and emptiness's choice.
 //! - [`drain`]: which pods a terminating node evicts, force-deletes or waits for.
 //! - [`lifecycle`]: the NodeClaim lifecycle as a state machine: from a view of a claim, its
 //!   Nodes and the clock to the next action (launch, register, initialize, time out, expire,
@@ -31,6 +32,7 @@ pub mod backoff;
 pub mod clock;
 pub mod contract;
 pub mod cron;
+pub mod disruption;
 pub mod drain;
 mod hash;
 pub mod instance_type;

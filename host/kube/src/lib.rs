@@ -7,6 +7,7 @@
 //!   NodeOverlays;
 //! - [`pods`]: the one classification of pods (terminal, bound, pending, left out and why;
 //!   DaemonSet and mirror pods; PDB protection);
+//! - [`disruption`]: NodePool budgets and `consolidateAfter` in the core's form;
 //! - [`drain`]: the drain's view of pods, `karpenter.sh/do-not-disrupt`, the pods a node's
 //!   removal displaces, a deleting claim's termination deadline;
 //! - [`volumes`]: where a pod's volumes can be attached, and CSI attach limits;
@@ -24,6 +25,7 @@
 pub mod assemble;
 pub mod conditions;
 pub mod convert;
+pub mod disruption;
 pub mod drain;
 pub mod pods;
 pub mod snapshot;
