@@ -12,7 +12,7 @@ pub type ResourceList = BTreeMap<String, Quantity>;
 
 /// Relationship between a requirement's key and its values: the core's operator (the six
 /// Kubernetes node-selector operators plus Karpenter's inclusive `Gte`/`Lte`), one type from
-/// the CRDs to the scheduler. Its CRD schema is [`crate::schema::operator`].
+/// the CRDs to the scheduler. Its CRD schema is `schema::operator`.
 pub use joinery_core::requirements::Operator;
 
 /// A node selector requirement with an optional minimum number of distinct values

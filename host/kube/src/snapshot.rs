@@ -3,7 +3,7 @@
 //! A snapshot is a multi-document YAML stream of Kubernetes objects, as `kubectl get -o yaml`
 //! prints them (a `kind: List` with `items` is unpacked) or as written by hand. [`Snapshot::parse`]
 //! reads it into typed objects; [`Snapshot::assemble`] turns them into the scheduler's
-//! [`SchedulingInput`] with the same conversions the provisioning controller uses
+//! [`SchedulingInput`](joinery_core::scheduling::SchedulingInput) with the one assembly the provisioner uses
 //! ([`convert`]): bound pods and Nodes become cluster state, launched NodeClaims without a
 //! Node become in-flight capacity, pending pods become the batch, DaemonSets the per-node
 //! overhead, NodePools the templates (limits counted against their NodeClaims).
@@ -535,17 +535,17 @@ impl Snapshot {
         Ok(())
     }
 
-    /// Builds the scheduler's input, giving every NodePool `instance_types` and using
-    /// `label_policy`.
+    /// Builds the scheduler's input with [`crate::assemble::assemble`] (the one assembly the
+    /// provisioner uses too), giving every NodePool `instance_types` and using `label_policy`.
     ///
     /// - Pending pods (see [`pod_state`]) are the batch, in snapshot order; a pod the
     ///   controller cannot convert (e.g. `matchFields`) is [`BatchStatus::Refused`]. Pods that
     ///   are neither bound nor provisionable (gated, nominated, DaemonSet or mirror pods, being
     ///   deleted) are left out with a note.
-    /// - Nodes, launched NodeClaims and bound pods become [`ExistingNode`](scheduling::ExistingNode)s
+    /// - Nodes, launched NodeClaims and bound pods become [`ExistingNode`](joinery_core::scheduling::ExistingNode)s
     ///   ([`convert::existing_nodes`]).
     /// - NodePools being deleted and static NodePools are left out with a note, as the
-    ///   controller does; the others become templates ([`node_claim_template`]) with their
+    ///   controller does; the others become templates ([`crate::template::node_claim_template`]) with their
     ///   limits ([`convert::nodepool_limits`]). NodePool readiness and the NodeClass are not
     ///   checked: every pool gets `instance_types`.
     ///

@@ -56,7 +56,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Builds the one linker every plugin kind uses. Which imports a component may actually
-/// have is checked per component at load time ([`check_imports`]).
+/// have is checked per component at load time (`check_imports`).
 pub fn build_linker(engine: &PluginEngine) -> Result<Linker<CallState>, String> {
     use crate::wit::v0_1::cloud::joinery::plugin as host;
     let mut linker = Linker::new(engine.engine());

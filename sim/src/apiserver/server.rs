@@ -808,7 +808,7 @@ impl ApiVerb {
 /// to resource requests only (discovery, `/version` and health checks are never affected),
 /// change at run time, and draw their random numbers from a seeded generator so a test that
 /// sends the same requests sees the same failures. Nothing is injected by default. The rules
-/// are the shared [`crate::faults`] core; only the answers (Kubernetes `Status` bodies) are
+/// are the shared `faults` core; only the answers (Kubernetes `Status` bodies) are
 /// the server's own.
 #[derive(Debug)]
 pub struct ApiFaults {

@@ -3,7 +3,7 @@
 //!
 //! Random decisions come from a seeded generator, so a scenario that makes the same calls in
 //! the same order sees the same failures. The rates, latency and throttling are the shared
-//! [`crate::faults`] core; capacity, quota and lost or held create answers are the cloud's own.
+//! `faults` core; capacity, quota and lost or held create answers are the cloud's own.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! the error-body shape. Everything can change while the fake runs.
 //!
 //! Random decisions come from a seeded generator, so the same calls in the same order see
-//! the same failures. Rates and throttling are the shared [`crate::faults`] core; capacity,
+//! the same failures. Rates and throttling are the shared `faults` core; capacity,
 //! quota, failing operations and the error shape are the fake's own.
 
 use std::time::Duration;

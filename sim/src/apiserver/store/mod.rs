@@ -3,11 +3,11 @@
 //! helpers (uids, generated names, timestamps) and the create / get / update / list verbs;
 //! the rest lives beside it:
 //!
-//! - [`history`]: the bounded change history watches are served from (events, the window,
+//! - `history`: the bounded change history watches are served from (events, the window,
 //!   compaction, watch snapshots);
-//! - [`gc`]: deletion — preconditions, grace periods, finalizers, orphaning and the
+//! - `gc`: deletion — preconditions, grace periods, finalizers, orphaning and the
 //!   ownerReference garbage collector;
-//! - [`subresources`]: the write paths that are not plain object writes — `pods/binding`,
+//! - `subresources`: the write paths that are not plain object writes — `pods/binding`,
 //!   `pods/eviction` and the PodDisruptionBudget status the eviction checks.
 
 mod gc;
