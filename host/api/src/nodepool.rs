@@ -324,34 +324,13 @@ impl Default for Budget {
     }
 }
 
-/// The parsed form of [`Budget::nodes`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BudgetNodes {
-    /// A fixed number of nodes.
-    Count(u64),
-    /// A percentage (0..=100) of the pool's nodes.
-    Percent(u8),
-}
-
-impl BudgetNodes {
-    /// How many of `total` nodes may disrupt; percentages round up, as upstream does.
-    pub fn allowed(self, total: u64) -> u64 {
-        match self {
-            Self::Count(n) => n,
-            Self::Percent(p) => (total * u64::from(p)).div_ceil(100),
-        }
-    }
-}
+/// The parsed form of [`Budget::nodes`]: the core's (a count, or a percentage rounded up).
+pub use joinery_core::disruption::BudgetNodes;
 
 impl Budget {
     /// Parses `nodes`; `None` when it is not a count or a 0-100 percentage.
     pub fn nodes_value(&self) -> Option<BudgetNodes> {
-        if let Some(p) = self.nodes.strip_suffix('%') {
-            let value: u8 = p.parse().ok()?;
-            (value <= 100).then_some(BudgetNodes::Percent(value))
-        } else {
-            self.nodes.parse().ok().map(BudgetNodes::Count)
-        }
+        BudgetNodes::parse(&self.nodes)
     }
 
     /// Whether the budget limits the given disruption reason.

@@ -189,9 +189,7 @@ async fn collect_claims(ctx: &Context, group: &str, kind: &str, instances: &[con
         if listed.contains(pid.as_str()) {
             continue;
         }
-        let node_ready = ctx.state.nodes_with_provider_id(&pid).iter().any(|n| {
-            n.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True")
-        });
+        let node_ready = ctx.state.nodes_with_provider_id(&pid).iter().any(|n| joinery_kube::convert::node_ready(n));
         if node_ready {
             continue;
         }

@@ -114,7 +114,7 @@ fn node_view(node: &Node) -> NodeView {
     NodeView {
         name: node.metadata.name.clone().unwrap_or_default(),
         deleting: node.metadata.deletion_timestamp.is_some(),
-        ready: status.and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True"),
+        ready: joinery_kube::convert::node_ready(node),
         taints: joinery_kube::convert::taints(node.spec.as_ref().and_then(|s| s.taints.as_ref())),
         allocatable_resources: status
             .and_then(|s| s.allocatable.as_ref())
@@ -195,7 +195,11 @@ async fn reconcile(ctx: &Context, claim: &NodeClaim, reconciled: &Reconciled) ->
 /// When a NodeClaim expires: its creation time plus its `expireAfter` (720h when unset;
 /// `None` for `Never`).
 pub fn expires_at(claim: &NodeClaim) -> Option<std::time::SystemTime> {
-    Some(claim.metadata.creation_timestamp.as_ref().map(system_time)? + claim.spec.effective_expire_after().duration()?)
+    lifecycle::expires_at(&ClaimView {
+        created: claim.metadata.creation_timestamp.as_ref().map(system_time),
+        expire_after: claim.spec.effective_expire_after().duration(),
+        ..ClaimView::default()
+    })
 }
 
 /// Expiration, upstream's forceful disruption: the claim is deleted at once — no budgets, no

@@ -50,15 +50,6 @@ async fn step(ctx: Arc<Context>, workers: Arc<util::KeyedWorkers>) -> Result<(),
     Ok(())
 }
 
-fn node_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True")
-}
-
 async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
     let node_name = node.metadata.name.clone().unwrap_or_default();
     let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.clone()).unwrap_or_default();
@@ -85,7 +76,7 @@ async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
     let mut view = NodeTermination {
         claim_live: claim.as_ref().is_some_and(|c| c.metadata.deletion_timestamp.is_none()),
         cloud: plugin.is_some(),
-        ready: node_ready(node),
+        ready: joinery_kube::convert::node_ready(node),
         instance_gone: None,
         tainted: taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY && t.effect == "NoSchedule")
             && node_labels.contains_key(labels::EXCLUDE_FROM_LOAD_BALANCERS_LABEL),

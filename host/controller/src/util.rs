@@ -123,9 +123,7 @@ pub fn k8s_time(at: SystemTime) -> Time {
 }
 
 /// The (simulated) time of a Kubernetes timestamp.
-pub fn system_time(t: &Time) -> SystemTime {
-    joinery_kube::convert::system_time(t)
-}
+pub use joinery_kube::convert::system_time;
 
 /// A condition stamped with the current (simulated) time.
 pub fn condition(ctx: &Context, type_: &str, status: ConditionStatus, reason: &str, message: impl Into<String>) -> Condition {

@@ -648,3 +648,8 @@ pub fn system_time(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> 
     let nanos = t.0.as_nanosecond();
     if nanos >= 0 { std::time::UNIX_EPOCH + std::time::Duration::from_nanos(nanos as u64) } else { std::time::UNIX_EPOCH }
 }
+
+/// Whether a Node's `Ready` condition is `True`.
+pub fn node_ready(node: &Node) -> bool {
+    node.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True")
+}
