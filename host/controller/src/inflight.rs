@@ -105,20 +105,21 @@ impl InFlight {
         self.launched.lock().expect("in-flight lock").values().map(|i| i.provider_id.clone()).collect()
     }
 
-    /// Keeps the node or NodeClaim `name` from disruption until `until` (the provisioner placed
-    /// pending pods on it); a later nomination extends it.
-    pub fn nominate(&self, name: &str, until: SystemTime) {
+    /// Keeps the nodes or NodeClaims `names` from disruption until `until` (the provisioner
+    /// placed pending pods on them at `now`); a later nomination extends one. Nominations that
+    /// ended by `now` are forgotten here, once per provisioning pass.
+    pub fn nominate<'a>(&self, names: impl IntoIterator<Item = &'a str>, now: SystemTime, until: SystemTime) {
         let mut nominated = self.nominated.lock().expect("in-flight lock");
-        let entry = nominated.entry(name.to_string()).or_insert(until);
-        *entry = (*entry).max(until);
+        nominated.retain(|_, end| *end > now);
+        for name in names {
+            let end = nominated.entry(name.to_string()).or_insert(until);
+            *end = (*end).max(until);
+        }
     }
 
-    /// Whether the node or NodeClaim `name` is nominated at `now`. Expired nominations are
-    /// forgotten.
+    /// Whether the node or NodeClaim `name` is nominated at `now`.
     pub fn is_nominated(&self, name: &str, now: SystemTime) -> bool {
-        let mut nominated = self.nominated.lock().expect("in-flight lock");
-        nominated.retain(|_, until| *until > now);
-        nominated.contains_key(name)
+        self.nominated.lock().expect("in-flight lock").get(name).is_some_and(|end| *end > now)
     }
 
     /// Forgets everything about the claim `uid` (it was finalized).
@@ -161,12 +162,12 @@ mod tests {
     fn a_nomination_lasts_until_its_end_and_is_extended_by_a_later_one() {
         let inflight = InFlight::new(start());
         let at = |s: u64| start() + Duration::from_secs(s);
-        inflight.nominate("node-a", at(20));
+        inflight.nominate(["node-a"], at(0), at(20));
         assert!(inflight.is_nominated("node-a", at(19)));
         assert!(!inflight.is_nominated("node-b", at(19)));
-        inflight.nominate("node-a", at(10));
+        inflight.nominate(["node-a"], at(0), at(10));
         assert!(inflight.is_nominated("node-a", at(19)), "an earlier end does not shorten it");
-        inflight.nominate("node-a", at(40));
+        inflight.nominate(["node-a"], at(20), at(40));
         assert!(inflight.is_nominated("node-a", at(39)));
         assert!(!inflight.is_nominated("node-a", at(40)));
     }

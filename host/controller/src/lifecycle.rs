@@ -75,25 +75,33 @@ fn nodes(ctx: &Context) -> Api<Node> {
 }
 
 /// The core's view of a claim (conditions, timestamps, taints, requests) for the state machine.
+/// The NodeClass and the create backoff are only looked up for a claim not launched yet (the
+/// only one the state machine asks them for), so a pass over launched claims reads neither.
 fn claim_view(ctx: &Context, claim: &NodeClaim) -> ClaimView {
     let key = class_key(claim);
-    let uid = claim.metadata.uid.clone().unwrap_or_default();
-    let create_backoff = ctx
-        .cloud
-        .plugin_for(&key.group, &key.kind)
-        .ok()
-        .and_then(|plugin| ctx.cloud_wait(&CloudCall::new(plugin.name(), "create", &uid)));
+    let launched = claim.is_condition_true(LAUNCHED);
+    let (node_class_found, create_backoff) = if launched {
+        (true, None)
+    } else {
+        let uid = claim.metadata.uid.clone().unwrap_or_default();
+        let backoff = ctx
+            .cloud
+            .plugin_for(&key.group, &key.kind)
+            .ok()
+            .and_then(|plugin| ctx.cloud_wait(&CloudCall::new(plugin.name(), "create", &uid)));
+        (ctx.state.node_class(&key, &claim.spec.node_class_ref.name).is_some(), backoff)
+    };
     ClaimView {
         deleting: claim.metadata.deletion_timestamp.is_some(),
         has_finalizer: claim.metadata.finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER),
         created: claim.metadata.creation_timestamp.as_ref().map(system_time),
         expire_after: claim.spec.effective_expire_after().duration(),
-        launched: claim.is_condition_true(LAUNCHED),
+        launched,
         launched_at: claim.condition(LAUNCHED).map(|c| system_time(&c.last_transition_time)),
         registered: claim.is_condition_true(REGISTERED),
         initialized: claim.is_condition_true(INITIALIZED),
         provider_id: claim.status.as_ref().and_then(|s| s.provider_id.clone()),
-        node_class_found: ctx.state.node_class(&key, &claim.spec.node_class_ref.name).is_some(),
+        node_class_found,
         create_backoff,
         startup_taints: joinery_kube::convert::taints(claim.spec.startup_taints.as_ref()),
         requested_resources: claim_requests(claim)
@@ -127,8 +135,11 @@ fn node_view(node: &Node) -> NodeView {
 }
 
 /// The Nodes the claim's state machine looks at: those with its provider ID once it has one
-/// and is not registered; its registered Node afterwards.
+/// and is not registered; its registered Node until it is initialized; none afterwards.
 fn claim_nodes(ctx: &Context, claim: &NodeClaim, view: &ClaimView) -> Vec<NodeView> {
+    if view.initialized {
+        return Vec::new(); // nothing left that needs the Node
+    }
     if view.registered {
         let name = claim.status.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
         return ctx.state.node(&name).map(|n| vec![node_view(&n)]).unwrap_or_default();

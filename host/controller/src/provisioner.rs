@@ -250,12 +250,13 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
     }
     // Nodes and in-flight claims chosen for pending pods are kept from disruption for the
     // nomination window (pods still pending renominate them on every pass).
-    let nominated_until = ctx.clock.now() + disruption::nomination_window(ctx.settings.batch_max_duration);
-    for placement in &result.placements {
-        if let Placement::Existing { node } = &placement.placement {
-            ctx.inflight.nominate(node, nominated_until);
-        }
-    }
+    let now = ctx.clock.now();
+    let nominated_until = now + disruption::nomination_window(ctx.settings.batch_max_duration);
+    let chosen = result.placements.iter().filter_map(|p| match &p.placement {
+        Placement::Existing { node } => Some(node.as_str()),
+        _ => None,
+    });
+    ctx.inflight.nominate(chosen, now, nominated_until);
     for placement in &result.placements {
         let Some(pod) = pod_objects.get(&(placement.key.namespace.clone(), placement.key.name.clone())) else { continue };
         if let Placement::Unschedulable { reason } = &placement.placement {
@@ -275,7 +276,7 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
                     }
                 }
                 ctx.metrics.inc(crate::metrics::names::NODECLAIMS_CREATED, &[("reason", "provisioned"), ("nodepool", &claim.spec.nodepool)]);
-                ctx.inflight.nominate(&created_name, nominated_until);
+                ctx.inflight.nominate([created_name.as_str()], now, nominated_until);
                 ctx.inflight.record_created(created);
             }
             Err(e) => tracing::warn!(index, nodepool = %claim.spec.nodepool, error = %e, "creating nodeclaim failed"),
