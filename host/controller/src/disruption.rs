@@ -1,46 +1,79 @@
-//! Disruption v0: emptiness. Initialized nodes without workload pods (DaemonSet, mirror and
-//! disrupted-taint-tolerating pods do not count) for `consolidateAfter` become
-//! `Consolidatable`; the loop then deletes them within the NodePool's disruption budgets
-//! (a budget with a `schedule` counts only while its window is open), after re-validating the
-//! decision `disruption_validation_delay` later, as upstream does. The decisions —
-//! `Consolidatable`, budgets, which empty nodes go — are the core's
-//! ([`joinery_core::disruption`]); this loop gathers the view, asks, and acts.
+//! The disruption controller, thin around [`joinery_core::disruption`]: it keeps each claim's
+//! signals current (`lastPodEventTime`, `Consolidatable`, `Drifted`), gathers a snapshot
+//! through [`joinery_kube::disruption::snapshot`], asks the core for the next command
+//! (emptiness, drift, multi-node then single-node consolidation, in upstream's order), waits
+//! `disruption_validation_delay` and has the core re-validate it on a fresh snapshot, then
+//! acts as upstream's orchestration queue does: taint the candidates
+//! `karpenter.sh/disrupted:NoSchedule` with a `DisruptionReason` condition, create the
+//! replacements, wait until they are `Initialized` (rolling back on timeout or if one
+//! vanishes), and only then delete the candidates.
+//!
+//! Nothing here survives a restart on purpose: a host killed mid-command leaves tainted
+//! candidates that the next process untaints (they are not deleting and not in its queue),
+//! replacements that are ordinary NodeClaims (consolidated later if unneeded), and never a
+//! deleted candidate whose replacement did not come up.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use joinery_api::{ConditionStatus, HasConditions, NodeClaim, NodePool};
-use joinery_core::disruption::{self, EmptyCandidate, Reason};
+use joinery_core::disruption::{self, Command, Options, Snapshot};
+use joinery_core::instance_type::InstanceType;
 use joinery_core::labels;
-use joinery_kube::disruption as kube_disruption;
-use k8s_openapi::api::core::v1::{Node, Taint};
+use joinery_kube::assemble::{PoolOffer, Source};
+use joinery_kube::disruption::{self as kube_disruption, DisruptionObjects, Marks};
+use joinery_kube::drain::reschedulable_pods;
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use kube::api::{Api, DeleteParams};
 use serde_json::json;
 use tokio::sync::watch;
 
 use crate::events::Involved;
-use crate::lifecycle::conditions::{CONSOLIDATABLE, DISRUPTION_REASON, INITIALIZED};
-use joinery_kube::drain::reschedulable_pods;
+use crate::lifecycle::conditions::{CONSOLIDATABLE, DISRUPTION_REASON, INITIALIZED, LAUNCHED};
+use crate::metrics::names;
 use crate::util::{self, condition, k8s_time, merge_patch, merge_patch_status, system_time};
-use crate::{Context, ControllerError};
+use crate::{Context, ControllerError, provisioner};
 
 /// How often `status.lastPodEventTime` may be rewritten for one claim (upstream: 10s).
 pub const POD_EVENT_DEDUP: Duration = Duration::from_secs(10);
+/// How often a claim's drift is re-checked with its cloud plugin (upstream: 5 min).
+pub const DRIFT_RECHECK: Duration = Duration::from_secs(300);
+/// Claims younger than this are not checked for a vanished instance type (upstream: 1 h).
+pub const INSTANCE_TYPE_DRIFT_AGE: Duration = Duration::from_secs(3600);
+
+/// A command started and waiting for its replacements.
+struct Queued {
+    command: Command,
+    /// Names of the replacement NodeClaims created for it.
+    replacements: Vec<String>,
+    started: SystemTime,
+}
 
 #[derive(Default)]
 struct Memory {
     last_decision: Option<SystemTime>,
     /// Workload pod UIDs last seen per node, to notice pods arriving or leaving.
     pods_seen: HashMap<String, Vec<String>>,
-    /// Claims (by UID) this process started disrupting: their taint is not a crash's leftover
-    /// even before the cache shows their deletion.
-    disrupting: std::collections::HashSet<String>,
+    /// Claims (by name) this process tainted for a command: their taint is not a crash's
+    /// leftover even before the cache shows their deletion.
+    disrupting: BTreeSet<String>,
+    /// Commands waiting for their replacements to initialize.
+    queue: Vec<Queued>,
+    /// When each claim (by UID) was last checked with its cloud plugin for drift, and the
+    /// plugin's answer.
+    plugin_drift: HashMap<String, (SystemTime, Option<String>)>,
+}
+
+type Shared = Arc<Mutex<Memory>>;
+
+fn lock(memory: &Shared) -> std::sync::MutexGuard<'_, Memory> {
+    memory.lock().expect("disruption memory lock")
 }
 
 /// Runs the disruption loop.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
-    let memory: Arc<Mutex<Memory>> = Arc::default();
+    let memory: Shared = Arc::default();
     util::run_loop(ctx, stopped, "disruption", Duration::from_secs(1), move |ctx| {
         let memory = memory.clone();
         async move { step(ctx, memory).await }
@@ -48,12 +81,8 @@ pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
     .await;
 }
 
-/// One managed node as the disruption loop sees it.
-struct Candidate {
-    claim: Arc<NodeClaim>,
-    node: Arc<Node>,
-    pool: Arc<NodePool>,
-    empty: bool,
+fn name_of<K: kube::Resource>(object: &K) -> String {
+    object.meta().name.clone().unwrap_or_default()
 }
 
 fn node_of(ctx: &Context, claim: &NodeClaim) -> Option<Arc<Node>> {
@@ -61,92 +90,326 @@ fn node_of(ctx: &Context, claim: &NodeClaim) -> Option<Arc<Node>> {
     ctx.state.node(&name)
 }
 
-async fn step(ctx: Arc<Context>, memory: Arc<Mutex<Memory>>) -> Result<(), ControllerError> {
+fn claim_named(ctx: &Context, name: &str) -> Option<Arc<NodeClaim>> {
+    ctx.state.node_claims.state().into_iter().find(|c| c.metadata.name.as_deref() == Some(name))
+}
+
+async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> {
     let now = ctx.clock.now();
-    let pools: BTreeMap<String, Arc<NodePool>> =
-        ctx.state.node_pools.state().into_iter().map(|p| (p.metadata.name.clone().unwrap_or_default(), p)).collect();
-    let mut candidates = Vec::new();
-    for claim in ctx.state.node_claims.state() {
-        if claim.metadata.deletion_timestamp.is_some() || !claim.is_condition_true(INITIALIZED) {
-            continue;
-        }
-        let Some(node) = node_of(&ctx, &claim) else { continue };
-        let pool_name = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)).cloned().unwrap_or_default();
-        let Some(pool) = pools.get(&pool_name).cloned() else { continue };
-        let node_name = node.metadata.name.clone().unwrap_or_default();
-        let workload = reschedulable_pods(&ctx.state.pods_on_node(&node_name));
-        let empty = workload.is_empty();
-        // A workload pod arrived on or left the node: record the pod event time.
-        let mut uids: Vec<String> = workload.iter().filter_map(|p| p.metadata.uid.clone()).collect();
-        uids.sort();
-        let previous = memory.lock().expect("disruption memory lock").pods_seen.get(&node_name).cloned();
-        if previous.as_ref() != Some(&uids) {
-            let last = claim.status.as_ref().and_then(|s| s.last_pod_event_time.as_ref()).map(system_time);
-            let first_sight = previous.is_none() && last.is_some();
-            let recent = last.is_some_and(|l| now.duration_since(l).unwrap_or_default() < POD_EVENT_DEDUP);
-            if !first_sight && !recent {
-                let name = claim.metadata.name.clone().unwrap_or_default();
-                merge_patch_status(&Api::<NodeClaim>::all(ctx.client.clone()), &name, json!({"status": {"lastPodEventTime": k8s_time(now)}}))
-                    .await?;
-            }
-            if first_sight || !recent {
-                memory.lock().expect("disruption memory lock").pods_seen.insert(node_name.clone(), uids);
-            }
-        }
-        update_consolidatable(&ctx, &claim, &pool, now).await?;
-        // Crash recovery (upstream's rule): a node that carries the disrupted taint while
-        // neither it nor its claim is being deleted was left by a disruption that never
-        // finished (the host died between tainting and deleting): untaint it.
-        let ours = claim.metadata.uid.as_ref().is_some_and(|uid| memory.lock().expect("disruption memory lock").disrupting.contains(uid));
-        if node.metadata.deletion_timestamp.is_none() && !ours {
-            release_abandoned(&ctx, &claim, &node).await?;
-        }
-        candidates.push(Candidate { claim, node, pool, empty });
-    }
-    let poll_due = memory
-        .lock()
-        .expect("disruption memory lock")
-        .last_decision
-        .is_none_or(|at| now.duration_since(at).unwrap_or_default() >= ctx.settings.disruption_poll);
+    let pools: BTreeMap<String, Arc<NodePool>> = ctx.state.node_pools.state().into_iter().map(|p| (name_of(p.as_ref()), p)).collect();
+    maintain_signals(&ctx, &memory, &pools, now).await?;
+    advance_queue(&ctx, &memory).await?;
+    let poll_due = lock(&memory).last_decision.is_none_or(|at| now.duration_since(at).unwrap_or_default() >= ctx.settings.disruption_poll);
     if !poll_due {
         return Ok(());
     }
-    memory.lock().expect("disruption memory lock").last_decision = Some(now);
-    let chosen = choose_empty(&ctx, &candidates);
-    if chosen.is_empty() {
+    lock(&memory).last_decision = Some(now);
+    let Some(snapshot) = gather(&ctx, &memory).await else { return Ok(()) };
+    publish_allowances(&ctx, &snapshot);
+    let outcomes = disruption::decide(&snapshot);
+    for outcome in &outcomes {
+        let eligible = snapshot.candidates.iter().filter(|c| disruption::candidate::blocked(&snapshot, c, outcome.method).is_none()).count();
+        ctx.metrics.set(names::VOLUNTARY_DISRUPTION_ELIGIBLE_NODES, &[("reason", outcome.method.reason().metric_label())], eligible as u64);
+        for (claim, why) in &outcome.blocked {
+            if let Some(c) = snapshot.candidate(claim)
+                && let Some(node) = ctx.state.node(&c.node)
+            {
+                ctx.events.normal(&Involved::of(node.as_ref()), "DisruptionBlocked", &format!("Cannot disrupt Node: {why}")).await;
+            }
+        }
+        for (claim, why) in &outcome.rejected {
+            if let Some(c) = snapshot.candidate(claim)
+                && let Some(node) = ctx.state.node(&c.node)
+            {
+                ctx.events.normal(&Involved::of(node.as_ref()), "Unconsolidatable", why).await;
+            }
+        }
+    }
+    let Some(command) = outcomes.into_iter().find_map(|o| o.command) else { return Ok(()) };
+    tracing::info!(method = command.method.as_str(), decision = command.decision().as_str(), candidates = ?command.candidates,
+        explanation = %command.explanation, "disruption command found; validating before acting");
+    ctx.sleep(ctx.settings.disruption_validation_delay).await;
+    let Some(fresh) = gather(&ctx, &memory).await else { return Ok(()) };
+    let command = match disruption::validate(&fresh, &command) {
+        Ok(command) => command,
+        Err(why) => {
+            tracing::info!(method = command.method.as_str(), candidates = ?command.candidates, reason = %why, "disruption abandoned after validation");
+            ctx.metrics.inc(names::VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS, &[("consolidation_type", command.method.consolidation_type())]);
+            return Ok(());
+        }
+    };
+    start(&ctx, &memory, command).await
+}
+
+/// Gathers the snapshot a pass decides on; `None` while the state is not synced or a
+/// NodeClass has not been resolved yet.
+async fn gather(ctx: &Context, memory: &Shared) -> Option<Snapshot> {
+    if !provisioner::synced(ctx) {
+        return None;
+    }
+    let cached = ctx.state.objects();
+    let (pdbs, node_pools) = (ctx.state.pdbs.state(), ctx.state.node_pools.state());
+    let (offers, unresolved) = provisioner::ready_nodepools(ctx).await;
+    if unresolved {
+        return None;
+    }
+    let overlays = provisioner::current_overlays(ctx, &mut BTreeSet::new()).await;
+    let moving = provisioner::reschedulable_pods(ctx);
+    let pending: Vec<&Pod> =
+        cached.pods.iter().filter(|p| joinery_kube::pods::is_provisionable(p)).chain(moving.iter()).map(|p| p.as_ref()).collect();
+    let objects = DisruptionObjects {
+        cluster: cached.lend(),
+        pdbs: &pdbs,
+        node_pools: node_pools.iter().map(|p| p.as_ref()).collect(),
+        offers: offers.iter().map(|(pool, types)| PoolOffer { pool: pool.as_ref(), instance_types: types }).collect(),
+        overlays: &overlays,
+        pending,
+    };
+    let now = ctx.clock.now();
+    let disrupting = lock(memory).disrupting.clone();
+    let nominated = |name: &str| ctx.inflight.is_nominated(name, now);
+    let marks = Marks { now, nominated: &nominated, disrupting: &disrupting, source: Source::Cluster };
+    let options = Options { spot_to_spot: ctx.settings.feature_gates.spot_to_spot_consolidation, ..Options::default() };
+    let (mut snapshot, _problems, messages) = kube_disruption::snapshot(&objects, &marks, options);
+    for message in messages {
+        tracing::warn!(error = %message, "ignored a NodePool disruption setting");
+    }
+    snapshot.context.preference_policy = provisioner::preference_policy(ctx);
+    snapshot.context.min_values_policy = provisioner::min_values_policy(ctx);
+    Some(snapshot)
+}
+
+fn publish_allowances(ctx: &Context, snapshot: &Snapshot) {
+    for pool in snapshot.pools.keys() {
+        for reason in [disruption::Reason::Empty, disruption::Reason::Drifted, disruption::Reason::Underutilized] {
+            let allowance = snapshot.allowance(pool, reason);
+            for error in &allowance.invalid {
+                tracing::warn!(nodepool = %pool, %error, "invalid disruption budget; allowing no disruption");
+            }
+            let allowed = allowance.allowed.min(snapshot.pools[pool].nodes);
+            ctx.metrics.set(names::NODEPOOLS_ALLOWED_DISRUPTIONS, &[("nodepool", pool), ("reason", reason.as_str())], allowed);
+        }
+    }
+}
+
+/// Starts a validated command: taints the candidates with a `DisruptionReason`, creates the
+/// replacements, then deletes the candidates right away (a delete) or queues the command until
+/// the replacements initialize.
+async fn start(ctx: &Context, memory: &Shared, command: Command) -> Result<(), ControllerError> {
+    let decision = command.decision();
+    ctx.metrics.inc(
+        names::VOLUNTARY_DISRUPTION_DECISIONS,
+        &[("decision", decision.as_str()), ("reason", command.reason().metric_label()), ("consolidation_type", command.method.consolidation_type())],
+    );
+    let mut tainted = Vec::new();
+    for name in &command.candidates {
+        let Some(claim) = claim_named(ctx, name) else { continue };
+        let Some(node) = node_of(ctx, &claim) else { continue };
+        lock(memory).disrupting.insert(name.clone());
+        if let Err(e) = mark(ctx, &claim, &node, command.reason().as_str()).await {
+            tracing::warn!(nodeclaim = %name, error = %e, "could not mark the candidate; disruption rolled back");
+            rollback(ctx, memory, &command.candidates).await;
+            return Err(e);
+        }
+        tainted.push(name.clone());
+    }
+    if tainted.len() != command.candidates.len() && decision == disruption::Decision::Replace {
+        tracing::info!(candidates = ?command.candidates, "a candidate vanished before it was marked; disruption rolled back");
+        rollback(ctx, memory, &command.candidates).await;
         return Ok(());
     }
-    tracing::info!(count = chosen.len(), "empty nodes found; validating before disruption");
-    ctx.sleep(ctx.settings.disruption_validation_delay).await;
-    for name in chosen {
-        let Some(claim) = ctx.state.node_claims.state().into_iter().find(|c| c.metadata.name.as_deref() == Some(name.as_str())) else {
-            continue;
+    let mut replacements = Vec::new();
+    for replacement in &command.replacements {
+        let Some(pool) = ctx.state.node_pools.state().into_iter().find(|p| name_of(p.as_ref()) == replacement.spec.nodepool) else {
+            rollback(ctx, memory, &command.candidates).await;
+            return Ok(());
         };
-        let Some(node) = node_of(&ctx, &claim) else { continue };
-        let node_name = node.metadata.name.clone().unwrap_or_default();
-        let still_empty = reschedulable_pods(&ctx.state.pods_on_node(&node_name)).is_empty();
-        if !still_empty || !claim.is_condition_true(CONSOLIDATABLE) || claim.metadata.deletion_timestamp.is_some() {
-            tracing::info!(nodeclaim = %name, "no longer empty; disruption abandoned");
-            continue;
+        match provisioner::create_node_claim(ctx, &pool, replacement).await {
+            Ok(created) => {
+                let created_name = name_of(&created);
+                ctx.metrics.inc(names::NODECLAIMS_CREATED, &[("reason", command.reason().metric_label()), ("nodepool", &replacement.spec.nodepool)]);
+                tracing::info!(nodeclaim = %created_name, replaces = ?command.candidates, "created replacement nodeclaim");
+                ctx.inflight.record_created(created);
+                replacements.push(created_name);
+            }
+            Err(e) => {
+                // Replacements already created are ordinary claims now; the candidates stay.
+                tracing::warn!(error = %e, candidates = ?command.candidates, "creating a replacement failed; disruption rolled back");
+                rollback(ctx, memory, &command.candidates).await;
+                return Err(e);
+            }
         }
-        if nominated(&ctx, &claim, &node) {
-            tracing::info!(nodeclaim = %name, "nominated for pending pods; disruption abandoned");
-            continue;
-        }
-        if let Some(uid) = claim.metadata.uid.clone() {
-            memory.lock().expect("disruption memory lock").disrupting.insert(uid);
-        }
-        disrupt(&ctx, &claim, &node).await?;
     }
-    // Forget disruptions whose claim is gone.
-    let live: std::collections::HashSet<String> = ctx.state.node_claims.state().iter().filter_map(|c| c.metadata.uid.clone()).collect();
-    memory.lock().expect("disruption memory lock").disrupting.retain(|uid| live.contains(uid));
+    if replacements.is_empty() {
+        return finish(ctx, memory, &command).await;
+    }
+    for name in &command.candidates {
+        if let Some(claim) = claim_named(ctx, name) {
+            let message = format!("Launching NodeClaim: {}", replacements.join(", "));
+            ctx.events.normal(&Involved::of(claim.as_ref()), "DisruptionLaunching", &message).await;
+        }
+    }
+    lock(memory).queue.push(Queued { command, replacements, started: ctx.clock.now() });
+    Ok(())
+}
+
+/// Moves queued commands on: deletes the candidates once every replacement is initialized;
+/// rolls back a command whose replacement vanished or that timed out.
+async fn advance_queue(ctx: &Context, memory: &Shared) -> Result<(), ControllerError> {
+    let queued: Vec<(usize, Vec<String>, SystemTime)> =
+        lock(memory).queue.iter().enumerate().map(|(i, q)| (i, q.replacements.clone(), q.started)).collect();
+    let timeout = disruption::command_timeout(queued.len());
+    let now = ctx.clock.now();
+    let mut done = Vec::new();
+    for (index, replacements, started) in queued {
+        let claims: Vec<Option<Arc<NodeClaim>>> = replacements.iter().map(|r| claim_named(ctx, r)).collect();
+        let cached = replacements.iter().cloned().collect::<BTreeSet<_>>();
+        let vanished = claims.iter().any(|c| c.as_ref().is_none_or(|c| c.metadata.deletion_timestamp.is_some()))
+            && !ctx.inflight.created_not_cached(&ctx.state.node_claims.state().iter().filter_map(|c| c.metadata.name.clone()).collect())
+            && !cached.is_empty();
+        let ready = claims.iter().all(|c| c.as_ref().is_some_and(|c| c.is_condition_true(INITIALIZED)));
+        let command = lock(memory).queue[index].command.clone();
+        if ready {
+            finish(ctx, memory, &command).await?;
+            done.push(index);
+        } else if vanished || now.duration_since(started).unwrap_or_default() >= timeout {
+            let why = if vanished { "a replacement NodeClaim vanished" } else { "replacements did not initialize in time" };
+            tracing::warn!(candidates = ?command.candidates, replacements = ?replacements, reason = why, "disruption command failed; rolled back");
+            ctx.metrics.inc(names::VOLUNTARY_DISRUPTION_QUEUE_FAILURES, &[("decision", command.decision().as_str()), ("reason", command.reason().metric_label())]);
+            rollback(ctx, memory, &command.candidates).await;
+            done.push(index);
+        } else {
+            for name in &command.candidates {
+                if let Some(claim) = claim_named(ctx, name) {
+                    ctx.events.normal(&Involved::of(claim.as_ref()), "DisruptionWaitingReadiness", "Waiting on readiness to continue disruption").await;
+                }
+            }
+        }
+    }
+    let mut memory = lock(memory);
+    for index in done.into_iter().rev() {
+        memory.queue.remove(index);
+    }
+    Ok(())
+}
+
+/// Deletes a command's candidates (their replacements, if any, are initialized).
+async fn finish(ctx: &Context, memory: &Shared, command: &Command) -> Result<(), ControllerError> {
+    let api = Api::<NodeClaim>::all(ctx.client.clone());
+    let reason = command.reason();
+    for name in &command.candidates {
+        let Some(claim) = claim_named(ctx, name) else { continue };
+        let message = format!("Disrupting NodeClaim: {} ({})", reason.as_str(), command.explanation);
+        ctx.events.normal(&Involved::of(claim.as_ref()), "DisruptionTerminating", &message).await;
+        if let Some(node) = node_of(ctx, &claim) {
+            ctx.events.normal(&Involved::of(node.as_ref()), "DisruptionTerminating", &format!("Disrupting Node: {}", reason.as_str())).await;
+            let moving = reschedulable_pods(&ctx.state.pods_on_node(&name_of(node.as_ref()))).len();
+            ctx.metrics.add(names::PODS_DISRUPTION_INITIATED, &[("reason", reason.metric_label())], moving as u64);
+        }
+        match api.delete(name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(e) if util::is_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let label = |k: &str| claim.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or_default();
+        ctx.metrics.inc(
+            names::NODECLAIMS_DISRUPTED,
+            &[
+                ("reason", reason.metric_label()),
+                ("nodepool", &label(labels::NODEPOOL_LABEL)),
+                ("capacity_type", &label(labels::CAPACITY_TYPE_LABEL)),
+            ],
+        );
+        tracing::info!(nodeclaim = %name, reason = reason.metric_label(), decision = command.decision().as_str(), "disrupting nodeclaim");
+    }
+    let mut memory = lock(memory);
+    let live: BTreeSet<String> = ctx.state.node_claims.state().iter().filter_map(|c| c.metadata.name.clone()).collect();
+    memory.disrupting.retain(|n| live.contains(n));
+    Ok(())
+}
+
+/// Taints the candidate's Node `karpenter.sh/disrupted:NoSchedule` and sets its claim's
+/// `DisruptionReason`.
+async fn mark(ctx: &Context, claim: &NodeClaim, node: &Node, reason: &str) -> Result<(), ControllerError> {
+    let mut taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    if !taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY) {
+        taints.push(Taint { key: labels::DISRUPTED_TAINT_KEY.into(), effect: "NoSchedule".into(), value: None, time_added: None });
+        merge_patch(&Api::<Node>::all(ctx.client.clone()), &name_of(node), json!({"spec": {"taints": taints}})).await?;
+    }
+    let mut conds = claim.conditions().to_vec();
+    joinery_api::condition::set_condition(&mut conds, condition(ctx, DISRUPTION_REASON, ConditionStatus::True, reason, ""));
+    merge_patch_status(&Api::<NodeClaim>::all(ctx.client.clone()), &name_of(claim), json!({"status": {"conditions": conds}})).await?;
+    Ok(())
+}
+
+/// Untaints a command's candidates and clears their `DisruptionReason` (best effort: what
+/// fails here is retried by the abandoned-taint sweep of later passes).
+async fn rollback(ctx: &Context, memory: &Shared, candidates: &[String]) {
+    for name in candidates {
+        lock(memory).disrupting.remove(name);
+        let Some(claim) = claim_named(ctx, name) else { continue };
+        let Some(node) = node_of(ctx, &claim) else { continue };
+        if let Err(e) = release(ctx, &claim, &node).await {
+            tracing::warn!(nodeclaim = %name, error = %e, "could not untaint a candidate; a later pass retries");
+        }
+    }
+}
+
+/// Keeps each initialized claim's signals current: `lastPodEventTime`, `Consolidatable` and
+/// `Drifted`; and untaints nodes an interrupted disruption left tainted.
+async fn maintain_signals(ctx: &Context, memory: &Shared, pools: &BTreeMap<String, Arc<NodePool>>, now: SystemTime) -> Result<(), ControllerError> {
+    let mut types_by_pool: Option<BTreeMap<String, Vec<InstanceType>>> = None;
+    for claim in ctx.state.node_claims.state() {
+        if claim.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let pool_name = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)).cloned().unwrap_or_default();
+        let Some(pool) = pools.get(&pool_name).cloned() else { continue };
+        if claim.is_condition_true(LAUNCHED) {
+            update_drifted(ctx, memory, &claim, &pool, &mut types_by_pool, now).await?;
+        }
+        if !claim.is_condition_true(INITIALIZED) {
+            continue;
+        }
+        let Some(node) = node_of(ctx, &claim) else { continue };
+        let node_name = name_of(node.as_ref());
+        record_pod_events(ctx, memory, &claim, &node_name, now).await?;
+        update_consolidatable(ctx, &claim, &pool, now).await?;
+        // Crash recovery (upstream's rule): a node that carries the disrupted taint while
+        // neither it nor its claim is being deleted was left by a disruption that never
+        // finished: untaint it.
+        let ours = lock(memory).disrupting.contains(&name_of(claim.as_ref()));
+        if node.metadata.deletion_timestamp.is_none() && !ours {
+            release(ctx, &claim, &node).await?;
+        }
+    }
+    Ok(())
+}
+
+/// A workload pod arrived on or left the node: record the pod event time (at most every
+/// [`POD_EVENT_DEDUP`]).
+async fn record_pod_events(ctx: &Context, memory: &Shared, claim: &NodeClaim, node_name: &str, now: SystemTime) -> Result<(), ControllerError> {
+    let workload = reschedulable_pods(&ctx.state.pods_on_node(node_name));
+    let mut uids: Vec<String> = workload.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+    uids.sort();
+    let previous = lock(memory).pods_seen.get(node_name).cloned();
+    if previous.as_ref() == Some(&uids) {
+        return Ok(());
+    }
+    let last = claim.status.as_ref().and_then(|s| s.last_pod_event_time.as_ref()).map(system_time);
+    let first_sight = previous.is_none() && last.is_some();
+    let recent = last.is_some_and(|l| now.duration_since(l).unwrap_or_default() < POD_EVENT_DEDUP);
+    if !first_sight && !recent {
+        merge_patch_status(&Api::<NodeClaim>::all(ctx.client.clone()), &name_of(claim), json!({"status": {"lastPodEventTime": k8s_time(now)}}))
+            .await?;
+    }
+    if first_sight || !recent {
+        lock(memory).pods_seen.insert(node_name.to_string(), uids);
+    }
     Ok(())
 }
 
 async fn update_consolidatable(ctx: &Context, claim: &NodeClaim, pool: &NodePool, now: SystemTime) -> Result<(), ControllerError> {
-    let name = claim.metadata.name.clone().unwrap_or_default();
-    let api = Api::<NodeClaim>::all(ctx.client.clone());
     let initialized_at = claim.condition(INITIALIZED).map(|c| system_time(&c.last_transition_time));
     let last_pod = claim.status.as_ref().and_then(|s| s.last_pod_event_time.as_ref()).map(system_time);
     let wanted = disruption::consolidatable(kube_disruption::consolidate_after(pool), initialized_at, last_pod, now);
@@ -164,111 +427,95 @@ async fn update_consolidatable(ctx: &Context, claim: &NodeClaim, pool: &NodePool
     } else {
         joinery_api::condition::remove_condition(&mut conds, CONSOLIDATABLE);
     }
-    merge_patch_status(&api, &name, json!({"status": {"conditions": conds}})).await?;
+    merge_patch_status(&Api::<NodeClaim>::all(ctx.client.clone()), &name_of(claim), json!({"status": {"conditions": conds}})).await?;
     Ok(())
 }
 
-/// How many nodes of each pool may start disrupting for `reason` now (the core decides from
-/// each pool's budgets, its node count and the nodes it is already disrupting).
-fn allowed_disruptions(
-    candidates: &[Candidate],
-    deleting: &HashMap<String, u64>,
-    reason: Reason,
+/// Sets or clears the claim's `Drifted` condition: the core's checks (template hash,
+/// requirements, and for claims older than an hour the instance type), then the cloud
+/// plugin's `is-drifted` (asked at most every [`DRIFT_RECHECK`] per claim).
+async fn update_drifted(
+    ctx: &Context,
+    memory: &Shared,
+    claim: &NodeClaim,
+    pool: &NodePool,
+    types_by_pool: &mut Option<BTreeMap<String, Vec<InstanceType>>>,
     now: SystemTime,
-) -> BTreeMap<String, u64> {
-    let mut totals: BTreeMap<String, (Arc<NodePool>, u64)> = BTreeMap::new();
-    for c in candidates {
-        let name = c.pool.metadata.name.clone().unwrap_or_default();
-        totals.entry(name).or_insert_with(|| (c.pool.clone(), 0)).1 += 1;
+) -> Result<(), ControllerError> {
+    let created = claim.metadata.creation_timestamp.as_ref().map(system_time).unwrap_or(now);
+    let old = now.duration_since(created).unwrap_or_default() >= INSTANCE_TYPE_DRIFT_AGE;
+    if old && types_by_pool.is_none() {
+        let (offers, _) = provisioner::ready_nodepools(ctx).await;
+        *types_by_pool = Some(offers.into_iter().map(|(p, types)| (name_of(p.as_ref()), types)).collect());
     }
-    totals
-        .into_iter()
-        .map(|(name, (pool, total))| {
-            let busy = deleting.get(&name).copied().unwrap_or(0);
-            let allowance = disruption::allowed_disruptions(&kube_disruption::budgets(&pool), reason, total + busy, busy, now);
-            for error in &allowance.invalid {
-                tracing::warn!(nodepool = %name, %error, "invalid disruption budget; allowing no disruption");
-            }
-            (name, allowance.allowed)
-        })
-        .collect()
-}
-
-/// Whether the provisioner just chose this node (by Node or NodeClaim name) for pending pods.
-fn nominated(ctx: &Context, claim: &NodeClaim, node: &Node) -> bool {
-    let now = ctx.clock.now();
-    [claim.metadata.name.as_deref(), node.metadata.name.as_deref()].into_iter().flatten().any(|name| ctx.inflight.is_nominated(name, now))
-}
-
-fn choose_empty(ctx: &Context, candidates: &[Candidate]) -> Vec<String> {
-    let mut deleting: HashMap<String, u64> = HashMap::new();
-    for claim in ctx.state.node_claims.state() {
-        if claim.metadata.deletion_timestamp.is_some() {
-            let pool = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)).cloned().unwrap_or_default();
-            *deleting.entry(pool).or_default() += 1;
-        }
+    let types = if old { types_by_pool.as_ref().and_then(|m| m.get(&name_of(pool))).map(Vec::as_slice) } else { None };
+    let mut reason = kube_disruption::drift(claim, pool, types).map(|r| r.as_str().to_string());
+    if reason.is_none() {
+        reason = plugin_drift(ctx, memory, claim, now).await;
     }
-    let allowed = allowed_disruptions(candidates, &deleting, Reason::Empty, ctx.clock.now());
-    let views: Vec<EmptyCandidate> = candidates
-        .iter()
-        .map(|c| EmptyCandidate {
-            claim: c.claim.metadata.name.clone().unwrap_or_default(),
-            pool: c.pool.metadata.name.clone().unwrap_or_default(),
-            empty: c.empty,
-            consolidatable: c.claim.is_condition_true(CONSOLIDATABLE),
-            deleting: c.node.metadata.deletion_timestamp.is_some(),
-            do_not_disrupt: c.node.metadata.annotations.as_ref().and_then(|a| a.get(labels::DO_NOT_DISRUPT_ANNOTATION)).map(String::as_str)
-                == Some("true"),
-            nominated: nominated(ctx, &c.claim, &c.node),
-        })
-        .collect();
-    disruption::choose_empty(&views, &allowed)
-}
-
-/// Removes the disrupted taint and the `DisruptionReason` condition that an interrupted
-/// disruption left on a node and claim that are not being deleted.
-async fn release_abandoned(ctx: &Context, claim: &NodeClaim, node: &Node) -> Result<(), ControllerError> {
-    let taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    if !taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY) {
+    let current = claim.condition(disruption_condition::DRIFTED).filter(|c| c.is_true()).map(|c| c.reason.clone());
+    if current == reason {
         return Ok(());
     }
-    let node_name = node.metadata.name.clone().unwrap_or_default();
-    let kept: Vec<&Taint> = taints.iter().filter(|t| t.key != labels::DISRUPTED_TAINT_KEY).collect();
-    merge_patch(&Api::<Node>::all(ctx.client.clone()), &node_name, json!({"spec": {"taints": kept}})).await?;
+    let mut conds = claim.conditions().to_vec();
+    match &reason {
+        Some(reason) => {
+            joinery_api::condition::set_condition(&mut conds, condition(ctx, disruption_condition::DRIFTED, ConditionStatus::True, reason, ""));
+            tracing::info!(nodeclaim = %name_of(claim), %reason, "nodeclaim drifted");
+        }
+        None => {
+            joinery_api::condition::remove_condition(&mut conds, disruption_condition::DRIFTED);
+        }
+    }
+    merge_patch_status(&Api::<NodeClaim>::all(ctx.client.clone()), &name_of(claim), json!({"status": {"conditions": conds}})).await?;
+    Ok(())
+}
+
+mod disruption_condition {
+    pub use joinery_kube::conditions::DRIFTED;
+}
+
+/// The cloud plugin's drift verdict for the claim, cached for [`DRIFT_RECHECK`]. A failed call
+/// keeps the previous verdict.
+async fn plugin_drift(ctx: &Context, memory: &Shared, claim: &NodeClaim, now: SystemTime) -> Option<String> {
+    let uid = claim.metadata.uid.clone().unwrap_or_default();
+    if let Some((at, verdict)) = lock(memory).plugin_drift.get(&uid).cloned()
+        && now.duration_since(at).unwrap_or_default() < DRIFT_RECHECK
+    {
+        return verdict;
+    }
+    let class_ref = &claim.spec.node_class_ref;
+    let key = crate::state::NodeClassKey { group: class_ref.group.clone(), kind: class_ref.kind.clone() };
+    let class = ctx.state.node_class(&key, &class_ref.name)?;
+    let plugin = ctx.cloud.plugin_for(&class_ref.group, &class_ref.kind).ok()?;
+    let previous = lock(memory).plugin_drift.get(&uid).and_then(|(_, v)| v.clone());
+    let verdict = match plugin.is_drifted(&crate::lifecycle::plugin_node_claim(claim), &crate::cloud::plugin_node_class(&class)).await {
+        Ok(verdict) => verdict,
+        Err(e) => {
+            tracing::debug!(nodeclaim = %name_of(claim), error = %e, "is-drifted failed; keeping the previous verdict");
+            previous
+        }
+    };
+    let mut memory = lock(memory);
+    memory.plugin_drift.insert(uid, (now, verdict.clone()));
+    let live: BTreeSet<String> = ctx.state.node_claims.state().iter().filter_map(|c| c.metadata.uid.clone()).collect();
+    memory.plugin_drift.retain(|uid, _| live.contains(uid));
+    verdict
+}
+
+/// Removes the disrupted taint and the `DisruptionReason` condition from a node and claim that
+/// are not being deleted.
+async fn release(ctx: &Context, claim: &NodeClaim, node: &Node) -> Result<(), ControllerError> {
+    let taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    if taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY) {
+        let kept: Vec<&Taint> = taints.iter().filter(|t| t.key != labels::DISRUPTED_TAINT_KEY).collect();
+        merge_patch(&Api::<Node>::all(ctx.client.clone()), &name_of(node), json!({"spec": {"taints": kept}})).await?;
+        tracing::info!(node = %name_of(node), "removed the disrupted taint of a disruption that did not complete");
+    }
     if claim.condition(DISRUPTION_REASON).is_some() {
         let mut conds = claim.conditions().to_vec();
         joinery_api::condition::remove_condition(&mut conds, DISRUPTION_REASON);
-        let name = claim.metadata.name.clone().unwrap_or_default();
-        merge_patch_status(&Api::<NodeClaim>::all(ctx.client.clone()), &name, json!({"status": {"conditions": conds}})).await?;
+        merge_patch_status(&Api::<NodeClaim>::all(ctx.client.clone()), &name_of(claim), json!({"status": {"conditions": conds}})).await?;
     }
-    tracing::info!(node = %node_name, "removed the disrupted taint an interrupted disruption left behind");
-    Ok(())
-}
-
-async fn disrupt(ctx: &Context, claim: &NodeClaim, node: &Node) -> Result<(), ControllerError> {
-    let name = claim.metadata.name.clone().unwrap_or_default();
-    let node_name = node.metadata.name.clone().unwrap_or_default();
-    let mut taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    if !taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY) {
-        taints.push(Taint { key: labels::DISRUPTED_TAINT_KEY.into(), effect: "NoSchedule".into(), value: None, time_added: None });
-        merge_patch(&Api::<Node>::all(ctx.client.clone()), &node_name, json!({"spec": {"taints": taints}})).await?;
-    }
-    let mut conds = claim.conditions().to_vec();
-    joinery_api::condition::set_condition(&mut conds, condition(ctx, DISRUPTION_REASON, ConditionStatus::True, "Empty", ""));
-    let api = Api::<NodeClaim>::all(ctx.client.clone());
-    merge_patch_status(&api, &name, json!({"status": {"conditions": conds}})).await?;
-    ctx.events.normal(&Involved::of(node), "DisruptionTerminating", "Disrupting Node: Empty").await;
-    ctx.events.normal(&Involved::of(claim), "DisruptionTerminating", "Disrupting NodeClaim: Empty").await;
-    match api.delete(&name, &DeleteParams::background()).await {
-        Ok(_) => {}
-        Err(e) if util::is_not_found(&e) => {}
-        Err(e) => return Err(e.into()),
-    }
-    let label = |k: &str| claim.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or_default();
-    ctx.metrics.inc(
-        crate::metrics::names::NODECLAIMS_DISRUPTED,
-        &[("reason", "empty"), ("nodepool", &label(labels::NODEPOOL_LABEL)), ("capacity_type", &label(labels::CAPACITY_TYPE_LABEL))],
-    );
-    tracing::info!(nodeclaim = %name, node = %node_name, reason = "empty", "disrupting nodeclaim");
     Ok(())
 }

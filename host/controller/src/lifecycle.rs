@@ -296,7 +296,8 @@ fn class_key(claim: &NodeClaim) -> NodeClassKey {
     NodeClassKey { group: claim.spec.node_class_ref.group.clone(), kind: claim.spec.node_class_ref.kind.clone() }
 }
 
-fn plugin_node_claim(claim: &NodeClaim) -> contract::NodeClaim {
+/// The plugin contract's view of a NodeClaim.
+pub(crate) fn plugin_node_claim(claim: &NodeClaim) -> contract::NodeClaim {
     let kv = |m: &Option<BTreeMap<String, String>>| {
         m.iter().flatten().map(|(k, v)| contract::KeyValue { key: k.clone(), value: v.clone() }).collect()
     };

@@ -1,4 +1,4 @@
-//! Prometheus counters with upstream Karpenter's metric names and labels, rendered in the
+//! Prometheus counters and gauges with upstream Karpenter's metric names and labels, rendered in the
 //! text exposition format for `/metrics`.
 
 use std::collections::BTreeMap;
@@ -28,6 +28,18 @@ pub mod names {
     pub const CLOUDPROVIDER_ERRORS: &str = "karpenter_cloudprovider_errors_total";
     /// Instances no NodeClaim owned that garbage collection deleted, by `provider` (Joinery's own).
     pub const INSTANCES_GARBAGE_COLLECTED: &str = "joinery_instances_garbage_collected_total";
+    /// Disruption decisions started, by `decision` (`delete`/`replace`), `reason` and
+    /// `consolidation_type`.
+    pub const VOLUNTARY_DISRUPTION_DECISIONS: &str = "karpenter_voluntary_disruption_decisions_total";
+    /// Commands abandoned at validation, by `consolidation_type`.
+    pub const VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS: &str = "karpenter_voluntary_disruption_failed_validations_total";
+    /// Started commands rolled back (a replacement vanished or never initialized), by
+    /// `decision` and `reason`.
+    pub const VOLUNTARY_DISRUPTION_QUEUE_FAILURES: &str = "karpenter_voluntary_disruption_queue_failures_total";
+    /// Gauge: nodes a method may consider, by `reason`.
+    pub const VOLUNTARY_DISRUPTION_ELIGIBLE_NODES: &str = "karpenter_voluntary_disruption_eligible_nodes";
+    /// Gauge: nodes of a pool that may still be disrupted now, by `nodepool` and `reason`.
+    pub const NODEPOOLS_ALLOWED_DISRUPTIONS: &str = "karpenter_nodepools_allowed_disruptions";
 }
 
 const HELP: &[(&str, &str)] = &[
@@ -41,6 +53,15 @@ const HELP: &[(&str, &str)] = &[
     (names::PODS_DISRUPTION_INITIATED, "The number of pods whose disruption was initiated, by the NodeClaim's disruption reason."),
     (names::CLOUDPROVIDER_ERRORS, "Total number of errors returned from CloudProvider calls."),
     (names::INSTANCES_GARBAGE_COLLECTED, "Number of instances without a NodeClaim deleted by garbage collection."),
+    (names::VOLUNTARY_DISRUPTION_DECISIONS, "Number of disruption decisions performed."),
+    (names::VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS, "Number of candidates that were selected for disruption but failed validation."),
+    (names::VOLUNTARY_DISRUPTION_QUEUE_FAILURES, "Number of disruption commands that failed in the orchestration queue."),
+];
+
+/// Gauges (current values), with their help text.
+const GAUGES: &[(&str, &str)] = &[
+    (names::VOLUNTARY_DISRUPTION_ELIGIBLE_NODES, "Number of nodes eligible for disruption by Karpenter."),
+    (names::NODEPOOLS_ALLOWED_DISRUPTIONS, "The number of nodes for a given NodePool that can be concurrently disrupting at a point in time."),
 ];
 
 type Labels = Vec<(&'static str, String)>;
@@ -49,6 +70,7 @@ type Labels = Vec<(&'static str, String)>;
 #[derive(Default)]
 pub struct Metrics {
     counters: Mutex<BTreeMap<&'static str, BTreeMap<Labels, u64>>>,
+    gauges: Mutex<BTreeMap<&'static str, BTreeMap<Labels, u64>>>,
 }
 
 impl Metrics {
@@ -63,22 +85,36 @@ impl Metrics {
         *self.counters.lock().expect("metrics lock").entry(name).or_default().entry(labels).or_default() += amount;
     }
 
+    /// Sets the gauge `name` with `labels` to `value`.
+    pub fn set(&self, name: &'static str, labels: &[(&'static str, &str)], value: u64) {
+        let labels: Labels = labels.iter().map(|(k, v)| (*k, v.to_string())).collect();
+        self.gauges.lock().expect("metrics lock").entry(name).or_default().insert(labels, value);
+    }
+
+    /// The value of a gauge, if set.
+    pub fn gauge(&self, name: &str, labels: &[(&'static str, &str)]) -> Option<u64> {
+        let labels: Labels = labels.iter().map(|(k, v)| (*k, v.to_string())).collect();
+        self.gauges.lock().expect("metrics lock").get(name).and_then(|m| m.get(&labels)).copied()
+    }
+
     /// The value of a counter (0 when never incremented).
     pub fn get(&self, name: &str, labels: &[(&'static str, &str)]) -> u64 {
         let labels: Labels = labels.iter().map(|(k, v)| (*k, v.to_string())).collect();
         self.counters.lock().expect("metrics lock").get(name).and_then(|m| m.get(&labels)).copied().unwrap_or(0)
     }
 
-    /// The Prometheus text exposition of every counter.
+    /// The Prometheus text exposition of every counter and gauge.
     pub fn render(&self) -> String {
-        let counters = self.counters.lock().expect("metrics lock");
         let mut out = String::new();
-        for (name, help) in HELP {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for (labels, value) in counters.get(name).into_iter().flatten() {
-                let rendered: Vec<String> =
-                    labels.iter().map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"))).collect();
-                let _ = writeln!(out, "{name}{{{}}} {value}", rendered.join(","));
+        for (kind, help, series) in [("counter", HELP, &self.counters), ("gauge", GAUGES, &self.gauges)] {
+            let series = series.lock().expect("metrics lock");
+            for (name, help) in help {
+                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+                for (labels, value) in series.get(name).into_iter().flatten() {
+                    let rendered: Vec<String> =
+                        labels.iter().map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"))).collect();
+                    let _ = writeln!(out, "{name}{{{}}} {value}", rendered.join(","));
+                }
             }
         }
         out
@@ -98,5 +134,10 @@ mod tests {
         let text = m.render();
         assert!(text.contains("# TYPE karpenter_nodeclaims_created_total counter"), "{text}");
         assert!(text.contains("karpenter_nodeclaims_created_total{reason=\"provisioned\",nodepool=\"a\\\"b\"} 2"), "{text}");
+        m.set(names::NODEPOOLS_ALLOWED_DISRUPTIONS, &[("nodepool", "p"), ("reason", "Empty")], 3);
+        m.set(names::NODEPOOLS_ALLOWED_DISRUPTIONS, &[("nodepool", "p"), ("reason", "Empty")], 1);
+        let text = m.render();
+        assert!(text.contains("# TYPE karpenter_nodepools_allowed_disruptions gauge"), "{text}");
+        assert!(text.contains("karpenter_nodepools_allowed_disruptions{nodepool=\"p\",reason=\"Empty\"} 1"), "{text}");
     }
 }

@@ -24,7 +24,7 @@ use joinery_kube::pods::{is_provisionable, is_terminal};
 use crate::state::NodeClassKey;
 use joinery_kube::convert;
 use joinery_kube::template::nodepool_hash;
-use joinery_kube::assemble::{Assembly, BatchStatus, ClusterObjects, PoolOffer, ProblemObject, Source, assemble};
+use joinery_kube::assemble::{Assembly, BatchStatus, PoolOffer, ProblemObject, Source, assemble};
 use crate::{Context, ControllerError};
 
 /// Provisionable pods trigger a new pass at least this often while they stay pending
@@ -106,7 +106,7 @@ fn provisionable_uids(ctx: &Context) -> BTreeSet<String> {
 /// to every provisioning pass so their replacement capacity is launched before they are
 /// evicted): not finished, not DaemonSet/mirror pods, not tolerating the disrupted taint,
 /// and not held by a PodDisruptionBudget that allows no disruption.
-fn reschedulable_pods(ctx: &Context) -> Vec<Arc<Pod>> {
+pub(crate) fn reschedulable_pods(ctx: &Context) -> Vec<Arc<Pod>> {
     let deleting_claims: BTreeSet<String> = ctx
         .state
         .node_claims
@@ -148,7 +148,7 @@ fn reschedulable_pods(ctx: &Context) -> Vec<Arc<Pod>> {
 
 /// Whether every NodeClaim is in the cache and launched (upstream's `Synced`): capacity of
 /// claims still launching is unknown, so deciding now could launch twice.
-fn synced(ctx: &Context) -> bool {
+pub(crate) fn synced(ctx: &Context) -> bool {
     let claims = ctx.state.node_claims.state();
     let names: BTreeSet<String> = claims.iter().filter_map(|c| c.metadata.name.clone()).collect();
     if ctx.inflight.created_not_cached(&names) {
@@ -164,16 +164,8 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
     if !synced(ctx) {
         return Ok(false);
     }
-    let state = &ctx.state;
-    let (nodes, claims, all_pods, daemon_sets) =
-        (state.nodes.state(), state.node_claims.state(), state.pods.state(), state.daemon_sets.state());
-    let (volumes, volume_claims, storage_classes, csi_nodes, namespaces) = (
-        state.persistent_volumes.state(),
-        state.persistent_volume_claims.state(),
-        state.storage_classes.state(),
-        state.csi_nodes.state(),
-        state.namespaces.state(),
-    );
+    let cached = ctx.state.objects();
+    let all_pods = &cached.pods;
     let moving = reschedulable_pods(ctx);
     let pending: Vec<&Pod> = all_pods.iter().filter(|p| is_provisionable(p)).chain(moving.iter()).map(|p| p.as_ref()).collect();
     if pending.is_empty() {
@@ -186,20 +178,7 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
         // deciding without its NodePools.
         return Ok(false);
     }
-    fn refs<T>(list: &[Arc<T>]) -> Vec<&T> {
-        list.iter().map(|o| o.as_ref()).collect()
-    }
-    let objects = ClusterObjects {
-        nodes: refs(&nodes),
-        node_claims: refs(&claims),
-        pods: refs(&all_pods),
-        daemon_sets: refs(&daemon_sets),
-        persistent_volumes: refs(&volumes),
-        persistent_volume_claims: refs(&volume_claims),
-        storage_classes: refs(&storage_classes),
-        csi_nodes: refs(&csi_nodes),
-        namespaces: refs(&namespaces),
-    };
+    let objects = cached.lend();
     let offers: Vec<PoolOffer<'_>> = pools.iter().map(|(pool, types)| PoolOffer { pool: pool.as_ref(), instance_types: types }).collect();
     let assembly = assemble(&objects, &pending, &offers, &overlays, LabelPolicy::default(), Source::Cluster);
     for problem in &assembly.problems {
@@ -233,14 +212,8 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
     let pools_by_name: BTreeMap<String, &NodePool> =
         pools.iter().map(|(pool, _)| (pool.metadata.name.clone().unwrap_or_default(), pool.as_ref())).collect();
     let started = std::time::Instant::now();
-    context.preference_policy = match ctx.settings.preference_policy {
-        crate::settings::PreferencePolicy::Respect => scheduling::PreferencePolicy::Respect,
-        crate::settings::PreferencePolicy::Ignore => scheduling::PreferencePolicy::Ignore,
-    };
-    context.min_values_policy = match ctx.settings.min_values_policy {
-        crate::settings::MinValuesPolicy::Strict => scheduling::MinValuesPolicy::Strict,
-        crate::settings::MinValuesPolicy::BestEffort => scheduling::MinValuesPolicy::BestEffort,
-    };
+    context.preference_policy = preference_policy(ctx);
+    context.min_values_policy = min_values_policy(ctx);
     let result = scheduling::schedule_with_context(&input, &context, None);
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     if result.new_claims.is_empty() {
@@ -283,6 +256,22 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
         }
     }
     Ok(true)
+}
+
+/// `PREFERENCE_POLICY` in the core's form.
+pub(crate) fn preference_policy(ctx: &Context) -> scheduling::PreferencePolicy {
+    match ctx.settings.preference_policy {
+        crate::settings::PreferencePolicy::Respect => scheduling::PreferencePolicy::Respect,
+        crate::settings::PreferencePolicy::Ignore => scheduling::PreferencePolicy::Ignore,
+    }
+}
+
+/// `MIN_VALUES_POLICY` in the core's form.
+pub(crate) fn min_values_policy(ctx: &Context) -> scheduling::MinValuesPolicy {
+    match ctx.settings.min_values_policy {
+        crate::settings::MinValuesPolicy::Strict => scheduling::MinValuesPolicy::Strict,
+        crate::settings::MinValuesPolicy::BestEffort => scheduling::MinValuesPolicy::BestEffort,
+    }
 }
 
 /// Gives the batch's pods without spread constraints of their own `SCHEDULER_CONFIG`'s default
@@ -347,7 +336,7 @@ pub fn usable_overlays<O: Borrow<NodeOverlay>>(objects: &[O]) -> OverlaySet {
 /// The NodeOverlays to apply in this pass: none unless the `NodeOverlay` feature gate is on.
 /// Skipped and conflicting overlays are reported (a warning log the first time a problem is
 /// seen, and a `FailedValidation` warning event on a skipped overlay).
-async fn current_overlays(ctx: &Context, reported: &mut BTreeSet<String>) -> Vec<Overlay> {
+pub(crate) async fn current_overlays(ctx: &Context, reported: &mut BTreeSet<String>) -> Vec<Overlay> {
     let Some(store) = ctx.state.node_overlays.as_ref().filter(|_| ctx.settings.feature_gates.node_overlay) else {
         return Vec::new();
     };
@@ -376,7 +365,7 @@ async fn current_overlays(ctx: &Context, reported: &mut BTreeSet<String>) -> Vec
 
 /// Ready, dynamic NodePools with their NodeClasses' instance types (before NodeOverlays),
 /// by name. Also says whether some NodePool's NodeClass has never been resolved yet.
-async fn ready_nodepools(ctx: &Context) -> (Vec<(Arc<NodePool>, Vec<InstanceType>)>, bool) {
+pub(crate) async fn ready_nodepools(ctx: &Context) -> (Vec<(Arc<NodePool>, Vec<InstanceType>)>, bool) {
     let mut out = Vec::new();
     let mut unresolved = false;
     let mut pools = ctx.state.node_pools.state();
@@ -408,7 +397,7 @@ async fn ready_nodepools(ctx: &Context) -> (Vec<(Arc<NodePool>, Vec<InstanceType
     (out, unresolved)
 }
 
-async fn create_node_claim(ctx: &Context, pool: &NodePool, claim: &NewNodeClaim) -> Result<NodeClaim, ControllerError> {
+pub(crate) async fn create_node_claim(ctx: &Context, pool: &NodePool, claim: &NewNodeClaim) -> Result<NodeClaim, ControllerError> {
     let spec = &claim.spec;
     let pool_name = pool.metadata.name.clone().unwrap_or_default();
     let mut annotations = spec.annotations.clone();

@@ -65,6 +65,48 @@ pub struct ClusterState {
     pub changed: Arc<Notify>,
 }
 
+/// The cached objects of one pass (see [`ClusterState::objects`]).
+pub struct CachedObjects {
+    /// Nodes.
+    pub nodes: Vec<Arc<Node>>,
+    /// NodeClaims.
+    pub node_claims: Vec<Arc<NodeClaim>>,
+    /// Every pod.
+    pub pods: Vec<Arc<Pod>>,
+    /// DaemonSets.
+    pub daemon_sets: Vec<Arc<DaemonSet>>,
+    /// PersistentVolumes.
+    pub persistent_volumes: Vec<Arc<PersistentVolume>>,
+    /// PersistentVolumeClaims.
+    pub persistent_volume_claims: Vec<Arc<PersistentVolumeClaim>>,
+    /// StorageClasses.
+    pub storage_classes: Vec<Arc<StorageClass>>,
+    /// CSINodes.
+    pub csi_nodes: Vec<Arc<CSINode>>,
+    /// Namespaces.
+    pub namespaces: Vec<Arc<Namespace>>,
+}
+
+impl CachedObjects {
+    /// Lends them to [`joinery_kube::assemble`].
+    pub fn lend(&self) -> joinery_kube::assemble::ClusterObjects<'_> {
+        fn refs<T>(list: &[Arc<T>]) -> Vec<&T> {
+            list.iter().map(|o| o.as_ref()).collect()
+        }
+        joinery_kube::assemble::ClusterObjects {
+            nodes: refs(&self.nodes),
+            node_claims: refs(&self.node_claims),
+            pods: refs(&self.pods),
+            daemon_sets: refs(&self.daemon_sets),
+            persistent_volumes: refs(&self.persistent_volumes),
+            persistent_volume_claims: refs(&self.persistent_volume_claims),
+            storage_classes: refs(&self.storage_classes),
+            csi_nodes: refs(&self.csi_nodes),
+            namespaces: refs(&self.namespaces),
+        }
+    }
+}
+
 /// The watch tasks behind a [`ClusterState`]; dropping them stops the watches.
 pub struct StateTasks(Vec<JoinHandle<()>>);
 
@@ -239,6 +281,21 @@ impl ClusterState {
             .into_iter()
             .filter(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
             .collect()
+    }
+
+    /// The objects a scheduling or disruption pass reads, taken from the caches at once.
+    pub fn objects(&self) -> CachedObjects {
+        CachedObjects {
+            nodes: self.nodes.state(),
+            node_claims: self.node_claims.state(),
+            pods: self.pods.state(),
+            daemon_sets: self.daemon_sets.state(),
+            persistent_volumes: self.persistent_volumes.state(),
+            persistent_volume_claims: self.persistent_volume_claims.state(),
+            storage_classes: self.storage_classes.state(),
+            csi_nodes: self.csi_nodes.state(),
+            namespaces: self.namespaces.state(),
+        }
     }
 
     /// The Node named `name` (a keyed lookup, not a scan).

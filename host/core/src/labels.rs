@@ -76,6 +76,11 @@ pub const CLOUD_UNINITIALIZED_TAINT_KEY: &str = "node.cloudprovider.kubernetes.i
 /// Any taint key with this prefix is a readiness gate, ignored while a node initializes.
 pub const READINESS_TAINT_PREFIX: &str = "readiness.k8s.io/";
 
+/// Joinery's NodePool annotation asking for a minimum saving before consolidation acts on the
+/// pool's nodes: a percentage of what the candidates cost (`"10%"`) or an amount per hour
+/// (`"0.05"`). Beyond upstream; absent, consolidation acts on any saving.
+pub const CONSOLIDATION_MIN_SAVING_ANNOTATION: &str = "joinery.dev/consolidation-min-saving";
+
 /// Joinery's label naming the cluster an instance was launched for (read back from the
 /// cloud's tags); garbage collection reaps only instances carrying this cluster's name.
 pub const CLUSTER_LABEL: &str = "joinery.dev/cluster";

@@ -10,6 +10,8 @@ pub const INITIALIZED: &str = "Initialized";
 pub const READY: &str = "Ready";
 /// The node may be consolidated (consolidateAfter elapsed).
 pub const CONSOLIDATABLE: &str = "Consolidatable";
+/// The claim no longer matches its NodePool or NodeClass (reason says how).
+pub const DRIFTED: &str = "Drifted";
 /// A disruption command is in flight.
 pub const DISRUPTION_REASON: &str = "DisruptionReason";
 /// The cloud accepted the instance's deletion.

@@ -1,6 +1,7 @@
-//! `joinery bench …`: benchmarks of the plugin runtime, the scheduler and the emulated API
-//! server.
+//! `joinery bench …`: benchmarks of the plugin runtime, the scheduler, disruption and the
+//! emulated API server.
 
+mod consolidation;
 mod plugins;
 mod scheduling;
 mod sim;
@@ -8,6 +9,10 @@ mod sim;
 super::subcommands! {
     /// `joinery bench …`
     pub enum BenchCommand {
+        /// One full disruption pass (every method once) over clusters of 100 to 2,000 nodes with
+        /// 10 pods each and a third of the capacity removable: wall time, simulations, the
+        /// decision and its saving, peak memory.
+        Consolidation(consolidation::ConsolidationArgs),
         /// Median cost of instantiate + call for the template renderer and a 400-offering pricing batch.
         Plugins(plugins::PluginsArgs),
         /// The provisioning scheduler on upstream Karpenter's benchmark workloads (the exact pod

@@ -1,25 +1,10 @@
-//! Disruption decisions from plain values: NodePool disruption budgets (per reason, counts and
-//! percentages, cron windows), when a node becomes `Consolidatable`, and which empty nodes an
-//! emptiness pass deletes.
-//!
-//! The disruption controller gathers the view (budgets through `joinery-kube`, candidates from
-//! its caches), asks here, and acts.
+//! NodePool disruption budgets: per reason, counts or percentages (rounded up), active always
+//! or inside a cron window; an invalid budget fails closed.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use super::Reason;
 use crate::cron::Schedule;
-
-/// Why a node is disrupted (upstream's budget reasons).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Reason {
-    /// Consolidation of a node whose pods fit elsewhere.
-    Underutilized,
-    /// Removal of a node without workload pods.
-    Empty,
-    /// Replacement of a node that no longer matches its NodePool or NodeClass.
-    Drifted,
-}
 
 /// A budget's `nodes`: a count or a percentage of the pool's nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,68 +98,6 @@ pub fn allowed_disruptions(budgets: &[Budget], reason: Reason, total: u64, disru
     Allowance { allowed: allowed.saturating_sub(disrupting), invalid }
 }
 
-/// Whether a node is `Consolidatable` at `now`: `consolidateAfter` (`None`: `Never`, the
-/// condition goes away) has passed since the later of its initialization and its last pod
-/// event. `None` when the condition should not exist.
-pub fn consolidatable(
-    consolidate_after: Option<Duration>,
-    initialized_at: Option<SystemTime>,
-    last_pod_event: Option<SystemTime>,
-    now: SystemTime,
-) -> Option<bool> {
-    let after = consolidate_after?;
-    let since = match (initialized_at, last_pod_event) {
-        (Some(a), Some(b)) => a.max(b),
-        (a, b) => a.or(b).unwrap_or(now),
-    };
-    Some(now.duration_since(since).unwrap_or_default() >= after)
-}
-
-/// How long a node (or in-flight NodeClaim) the provisioner chose for pending pods is kept
-/// from disruption: twice `BATCH_MAX_DURATION`, at least 10 s (upstream's nomination window).
-/// Pods still pending for it renominate it on every provisioning pass.
-pub fn nomination_window(batch_max_duration: Duration) -> Duration {
-    (batch_max_duration * 2).max(Duration::from_secs(10))
-}
-
-/// A node an emptiness pass considers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EmptyCandidate {
-    /// Its NodeClaim's name.
-    pub claim: String,
-    /// Its NodePool.
-    pub pool: String,
-    /// It has no workload pods (DaemonSet, mirror and disrupted-tolerating pods aside).
-    pub empty: bool,
-    /// Its claim is `Consolidatable`.
-    pub consolidatable: bool,
-    /// Its Node is being deleted already.
-    pub deleting: bool,
-    /// Its Node carries `karpenter.sh/do-not-disrupt: "true"`.
-    pub do_not_disrupt: bool,
-    /// The provisioner chose it for pending pods within the nomination window.
-    pub nominated: bool,
-}
-
-/// The claims an emptiness pass deletes: empty, consolidatable nodes not being deleted, not
-/// nominated for pending pods and not protected by do-not-disrupt, in name order, while their
-/// pool's `allowed` lasts.
-pub fn choose_empty(candidates: &[EmptyCandidate], allowed: &BTreeMap<String, u64>) -> Vec<String> {
-    let mut left = allowed.clone();
-    let mut empties: Vec<&EmptyCandidate> =
-        candidates.iter().filter(|c| c.empty && c.consolidatable && !c.deleting && !c.do_not_disrupt && !c.nominated).collect();
-    empties.sort_by(|a, b| a.claim.cmp(&b.claim));
-    let mut chosen = Vec::new();
-    for c in empties {
-        let slot = left.entry(c.pool.clone()).or_default();
-        if *slot > 0 {
-            *slot -= 1;
-            chosen.push(c.claim.clone());
-        }
-    }
-    chosen
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,52 +163,5 @@ mod tests {
         assert_eq!((bad_nodes.allowed, bad_nodes.invalid.len()), (0, 1));
         let other_reason = Budget { reasons: Some(vec![Reason::Drifted]), ..budget("lots") };
         assert_eq!(allowed_disruptions(&[other_reason], Reason::Empty, 10, 0, now).allowed, u64::MAX, "it does not apply to Empty");
-    }
-
-    #[test]
-    fn consolidatable_after_the_later_of_initialization_and_the_last_pod_event() {
-        let t = |s: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(1_000 + s);
-        let after = Some(Duration::from_secs(30));
-        assert_eq!(consolidatable(after, Some(t(0)), None, t(29)), Some(false));
-        assert_eq!(consolidatable(after, Some(t(0)), None, t(30)), Some(true));
-        assert_eq!(consolidatable(after, Some(t(0)), Some(t(20)), t(30)), Some(false), "a pod event restarts the wait");
-        assert_eq!(consolidatable(after, Some(t(0)), Some(t(20)), t(50)), Some(true));
-        assert_eq!(consolidatable(None, Some(t(0)), None, t(1_000)), None, "Never: no condition");
-        assert_eq!(consolidatable(Some(Duration::ZERO), None, None, t(0)), Some(true));
-    }
-
-    #[test]
-    fn the_nomination_window_is_twice_the_batch_maximum_and_at_least_ten_seconds() {
-        assert_eq!(nomination_window(Duration::from_secs(10)), Duration::from_secs(20));
-        assert_eq!(nomination_window(Duration::from_secs(2)), Duration::from_secs(10));
-    }
-
-    #[test]
-    fn emptiness_takes_eligible_nodes_in_name_order_within_each_pool_allowance() {
-        let c = |claim: &str, pool: &str| EmptyCandidate {
-            claim: claim.into(),
-            pool: pool.into(),
-            empty: true,
-            consolidatable: true,
-            deleting: false,
-            do_not_disrupt: false,
-            nominated: false,
-        };
-        let candidates = vec![
-            c("b-2", "b"),
-            c("a-3", "a"),
-            c("a-1", "a"),
-            EmptyCandidate { empty: false, ..c("a-0", "a") },
-            EmptyCandidate { consolidatable: false, ..c("a-00", "a") },
-            EmptyCandidate { do_not_disrupt: true, ..c("a-01", "a") },
-            EmptyCandidate { deleting: true, ..c("a-02", "a") },
-            EmptyCandidate { nominated: true, ..c("a-03", "a") },
-            c("a-2", "a"),
-            c("b-1", "b"),
-        ];
-        let allowed = BTreeMap::from([("a".to_string(), 2), ("b".to_string(), 0)]);
-        assert_eq!(choose_empty(&candidates, &allowed), ["a-1", "a-2"]);
-        let generous = BTreeMap::from([("a".to_string(), 9), ("b".to_string(), 1)]);
-        assert_eq!(choose_empty(&candidates, &generous), ["a-1", "a-2", "a-3", "b-1"]);
     }
 }

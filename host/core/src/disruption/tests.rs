@@ -1,0 +1,313 @@
+//! The disruption methods on small clusters built with the fixture.
+
+use std::time::Duration;
+
+use super::fixture::{Builder, FixturePod, instance_type};
+use super::*;
+
+fn pods(prefix: &str, cpus: &[u64]) -> Vec<FixturePod> {
+    cpus.iter().enumerate().map(|(i, c)| FixturePod::new(format!("{prefix}-{i}"), *c)).collect()
+}
+
+/// Small 2-CPU nodes at 0.10, 4-CPU at 0.19, 8-CPU at 0.36 (on-demand; spot 40 %).
+fn catalog() -> Builder {
+    Builder::new(vec![instance_type("c-2", 2, 0.10), instance_type("c-4", 4, 0.19), instance_type("c-8", 8, 0.36)])
+}
+
+fn command(snapshot: &Snapshot) -> Option<Command> {
+    decide(snapshot).pop().and_then(|o| o.command)
+}
+
+#[test]
+fn emptiness_deletes_every_empty_consolidatable_node_within_the_budget_priciest_first() {
+    let mut b = catalog();
+    b.node("big-empty", "c-8", "on-demand", "zone-a", &[]);
+    b.node("small-empty", "c-2", "on-demand", "zone-a", &[]);
+    b.node("busy", "c-2", "on-demand", "zone-a", &pods("busy", &[1500]));
+    b.node("fresh-empty", "c-2", "on-demand", "zone-a", &[]).consolidatable = false;
+    b.pool().budgets = vec![Budget { nodes: "1".into(), reasons: None, schedule: None, duration: None }];
+    let snapshot = b.build();
+    let outcome = evaluate(&snapshot, Method::Emptiness);
+    let cmd = outcome.command.expect("a command");
+    assert_eq!(cmd.candidates, ["big-empty"], "one node allowed: the priciest");
+    assert_eq!(cmd.decision(), Decision::Delete);
+    assert!((cmd.saving_per_hour - 0.36).abs() < 1e-9);
+    let blocked: Vec<&str> = outcome.blocked.iter().map(|(c, _)| c.as_str()).collect();
+    assert_eq!(blocked, ["fresh-empty", "small-empty"], "{:?}", outcome.blocked);
+    assert!(outcome.blocked[1].1.contains("budgets"), "{:?}", outcome.blocked);
+}
+
+#[test]
+fn pods_that_fit_elsewhere_make_a_delete_and_the_pass_stops_at_the_first_command() {
+    let mut b = catalog();
+    b.node("a", "c-4", "on-demand", "zone-a", &pods("a", &[1000]));
+    b.node("b", "c-4", "on-demand", "zone-a", &pods("b", &[1000, 1000]));
+    let snapshot = b.build();
+    let outcomes = decide(&snapshot);
+    let methods: Vec<Method> = outcomes.iter().map(|o| o.method).collect();
+    assert_eq!(methods, [Method::Emptiness, Method::Drift, Method::MultiNodeConsolidation]);
+    let cmd = outcomes.last().unwrap().command.clone().expect("multi-node decides");
+    assert_eq!(cmd.decision(), Decision::Replace);
+    assert_eq!(cmd.candidates, ["a", "b"], "both replaced by one cheaper node, the emptier first");
+    assert_eq!(&*cmd.replacements[0].spec.instance_types, ["c-4", "c-8"], "spot options cheaper than one c-4 on demand");
+}
+
+#[test]
+fn single_node_consolidation_deletes_a_node_whose_pods_fit_on_another() {
+    let mut b = catalog();
+    b.node("a", "c-4", "on-demand", "zone-a", &pods("a", &[500]));
+    b.node("b", "c-8", "on-demand", "zone-a", &pods("b", &[6000]));
+    let snapshot = b.build();
+    let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
+    let cmd = single.command.expect("a command");
+    assert_eq!(cmd.candidates, ["b"], "the pricier per disruption goes first, and b's pods fit... ");
+}
+
+#[test]
+fn a_lone_oversized_node_is_replaced_by_the_cheapest_type_that_holds_its_pods() {
+    let mut b = catalog();
+    b.node("big", "c-8", "on-demand", "zone-a", &pods("p", &[500, 500]));
+    let snapshot = b.build();
+    let cmd = command(&snapshot).expect("a replace");
+    assert_eq!(cmd.method, Method::SingleNodeConsolidation, "multi-node needs two candidates");
+    assert_eq!(cmd.decision(), Decision::Replace);
+    let claim = &cmd.replacements[0];
+    assert_eq!(&*claim.spec.instance_types, ["c-2", "c-4", "c-8"], "every cheaper option, cheapest first (c-8 on spot too)");
+    let ct = claim.spec.requirements.get(crate::labels::CAPACITY_TYPE_LABEL).unwrap();
+    assert!(ct.has("spot") && !ct.has("on-demand"), "priced as spot, pinned to spot: {ct}");
+    assert!((cmd.saving_per_hour - (0.36 - 0.04)).abs() < 1e-9, "{}", cmd.saving_per_hour);
+}
+
+#[test]
+fn no_cheaper_replacement_leaves_the_node_and_says_why() {
+    let mut b = catalog();
+    b.node("small", "c-2", "on-demand", "zone-a", &pods("p", &[1500]));
+    b.pool();
+    let mut snapshot = b.build();
+    // Only on-demand: no spot to price against.
+    snapshot.scheduling.nodepools[0].template.requirements.add(crate::requirements::Requirement::in_values(crate::labels::CAPACITY_TYPE_LABEL, ["on-demand"]));
+    let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
+    assert!(single.command.is_none());
+    assert_eq!(single.rejected.len(), 1);
+    assert!(single.rejected[0].1.contains("cheaper"), "{:?}", single.rejected);
+}
+
+#[test]
+fn spot_nodes_are_not_replaced_by_spot_unless_the_gate_is_on() {
+    let mut b = catalog();
+    b.node("big", "c-8", "spot", "zone-a", &pods("p", &[500]));
+    let mut snapshot = b.build();
+    let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
+    assert!(single.command.is_none());
+    assert!(single.rejected[0].1.contains("SpotToSpotConsolidation is disabled"), "{:?}", single.rejected);
+    snapshot.options.spot_to_spot = true;
+    let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
+    assert!(single.command.is_none(), "single-node spot-to-spot needs 15 cheaper options");
+    assert!(single.rejected[0].1.contains("requires 15"), "{:?}", single.rejected);
+}
+
+#[test]
+fn do_not_disrupt_pods_and_pdbs_block_consolidation_but_not_drift_with_a_grace_period() {
+    let mut b = catalog();
+    let c = b.node("a", "c-8", "on-demand", "zone-a", &pods("p", &[500]));
+    c.pod_blockers = vec!["pod \"default/p-0\" has \"karpenter.sh/do-not-disrupt\" annotation".into()];
+    c.drifted = Some(Drifted { reason: "NodePoolDrifted".into(), since: std::time::SystemTime::UNIX_EPOCH });
+    let mut snapshot = b.build();
+    let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
+    assert!(single.command.is_none());
+    assert!(single.blocked[0].1.contains("do-not-disrupt"));
+    assert!(evaluate(&snapshot, Method::Drift).command.is_none(), "no terminationGracePeriod: drift is blocked too");
+    snapshot.candidates[0].termination_grace_period = true;
+    let drift = evaluate(&snapshot, Method::Drift).command.expect("drift overrides with a grace period");
+    assert_eq!(drift.decision(), Decision::Replace);
+    assert!(evaluate(&snapshot, Method::SingleNodeConsolidation).command.is_none(), "consolidation never overrides");
+}
+
+#[test]
+fn node_annotation_nomination_and_state_block_every_method() {
+    for (label, adjust) in [
+        ("do-not-disrupt", (|c: &mut Candidate| c.do_not_disrupt = true) as fn(&mut Candidate)),
+        ("nominated", |c| c.nominated = true),
+        ("not initialized", |c| c.initialized = false),
+        ("marked for deletion", |c| c.deleting = true),
+        ("already being disrupted", |c| c.disrupting = true),
+    ] {
+        let mut b = catalog();
+        adjust(b.node("e", "c-2", "on-demand", "zone-a", &[]));
+        let snapshot = b.build();
+        let outcome = evaluate(&snapshot, Method::Emptiness);
+        assert!(outcome.command.is_none(), "{label}");
+        assert!(outcome.blocked[0].1.contains(label), "{label}: {:?}", outcome.blocked);
+    }
+}
+
+#[test]
+fn consolidation_respects_policy_consolidate_after_and_budgets() {
+    let build = |adjust: fn(&mut Builder)| {
+        let mut b = catalog();
+        b.node("big", "c-8", "on-demand", "zone-a", &pods("p", &[500]));
+        adjust(&mut b);
+        evaluate(&b.build(), Method::SingleNodeConsolidation)
+    };
+    assert!(build(|_| {}).command.is_some());
+    let when_empty = build(|b| b.pool().policy = ConsolidationPolicy::WhenEmpty);
+    assert!(when_empty.command.is_none() && when_empty.blocked[0].1.contains("WhenEmpty"));
+    let never = build(|b| b.pool().consolidate_after = None);
+    assert!(never.command.is_none() && never.blocked[0].1.contains("Never"));
+    let waiting = build(|b| b.snapshot().candidates[0].consolidatable = false);
+    assert!(waiting.command.is_none() && waiting.blocked[0].1.contains("consolidateAfter"));
+    let zero = build(|b| b.pool().budgets = vec![Budget { nodes: "0".into(), reasons: Some(vec![Reason::Underutilized]), schedule: None, duration: None }]);
+    assert!(zero.command.is_none() && zero.blocked[0].1.contains("budgets"), "{:?}", zero.blocked);
+    let other_reason = build(|b| b.pool().budgets = vec![Budget { nodes: "0".into(), reasons: Some(vec![Reason::Empty]), schedule: None, duration: None }]);
+    assert!(other_reason.command.is_some(), "an Empty budget does not limit consolidation");
+}
+
+#[test]
+fn multi_node_consolidation_takes_the_longest_prefix_that_fits() {
+    let mut b = catalog();
+    // Four on-demand 4-CPU nodes at 0.9 CPU each: three can go onto the fourth. Replacing all
+    // four with one c-4 is ruled out: it is the candidates' own type.
+    for name in ["n1", "n2", "n3", "n4"] {
+        b.node(name, "c-4", "on-demand", "zone-a", &pods(name, &[900]));
+    }
+    let mut snapshot = b.build();
+    snapshot.scheduling.nodepools[0].template.requirements.add(crate::requirements::Requirement::in_values(crate::labels::CAPACITY_TYPE_LABEL, ["on-demand"]));
+    let outcome = evaluate(&snapshot, Method::MultiNodeConsolidation);
+    let cmd = outcome.command.expect("a command");
+    assert_eq!(cmd.decision(), Decision::Delete);
+    assert_eq!(cmd.candidates.len(), 3, "{:?}", cmd);
+    assert!(outcome.simulations >= 2 && outcome.simulations <= 3, "binary search: {}", outcome.simulations);
+    assert!((cmd.saving_per_hour - 3.0 * 0.19).abs() < 1e-9);
+}
+
+#[test]
+fn multi_node_never_replaces_with_a_type_as_expensive_as_one_of_the_candidates() {
+    let mut b = catalog();
+    // Two 8-CPU nodes with 3 CPUs each: one c-8 replacement would be cheaper than both, but it
+    // is the candidates' own type: deleting one of them is the better move (filterOutSameInstanceType).
+    b.node("x", "c-8", "on-demand", "zone-a", &pods("x", &[3000]));
+    b.node("y", "c-8", "on-demand", "zone-a", &pods("y", &[3000]));
+    let mut snapshot = b.build();
+    snapshot.scheduling.nodepools[0].template.requirements.add(crate::requirements::Requirement::in_values(crate::labels::CAPACITY_TYPE_LABEL, ["on-demand"]));
+    let multi = evaluate(&snapshot, Method::MultiNodeConsolidation);
+    assert!(multi.command.is_none(), "{multi:?}");
+    let cmd = command(&snapshot).expect("single-node deletes one");
+    assert_eq!((cmd.method, cmd.decision()), (Method::SingleNodeConsolidation, Decision::Delete), "{cmd:?}");
+    assert_eq!(cmd.candidates.len(), 1);
+}
+
+#[test]
+fn a_minimum_saving_keeps_small_improvements_from_draining_nodes() {
+    let mut b = catalog();
+    b.node("big", "c-8", "on-demand", "zone-a", &pods("p", &[500]));
+    b.pool().min_saving = Some(candidate::MinSaving::Ratio(0.95));
+    let snapshot = b.build();
+    let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
+    assert!(single.command.is_none(), "0.32 of 0.36 is below 95 %");
+    assert!(single.rejected[0].1.contains("minimum"), "{:?}", single.rejected);
+    assert_eq!(candidate::MinSaving::parse("10%"), Some(candidate::MinSaving::Ratio(0.1)));
+    assert_eq!(candidate::MinSaving::parse("0.05"), Some(candidate::MinSaving::PerHour(0.05)));
+    assert_eq!(candidate::MinSaving::parse("cheap"), None);
+}
+
+#[test]
+fn pods_must_not_land_on_uninitialized_nodes() {
+    let mut b = catalog();
+    b.node("a", "c-8", "on-demand", "zone-a", &pods("a", &[500]));
+    let target = b.node("launching", "c-8", "on-demand", "zone-a", &pods("l", &[500]));
+    target.initialized = false;
+    let mut snapshot = b.build();
+    snapshot.scheduling.nodes[1].in_flight = true;
+    // With on-demand only, a replacement is possible (c-2 is cheaper), so forbid it: c-8 only.
+    snapshot.scheduling.nodepools[0].instance_types.retain(|t| t.name() == "c-8");
+    let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
+    assert!(single.command.is_none());
+    assert!(single.rejected[0].1.contains("uninitialized"), "{:?}", single.rejected);
+}
+
+#[test]
+fn drift_replaces_empty_nodes_first_then_the_longest_drifted() {
+    let t = |s| std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(s);
+    let mut b = catalog();
+    b.node("old", "c-4", "on-demand", "zone-a", &pods("o", &[3000])).drifted = Some(Drifted { reason: "NodePoolDrifted".into(), since: t(10) });
+    b.node("older", "c-4", "on-demand", "zone-a", &pods("r", &[3000])).drifted = Some(Drifted { reason: "NodePoolDrifted".into(), since: t(5) });
+    let snapshot = b.clone().build();
+    let cmd = evaluate(&snapshot, Method::Drift).command.expect("drift");
+    assert_eq!(cmd.candidates, ["older"]);
+    assert_eq!(cmd.decision(), Decision::Replace, "3 CPUs do not fit on the other node");
+    b.node("empty", "c-4", "on-demand", "zone-a", &[]).drifted = Some(Drifted { reason: "RequirementsDrifted".into(), since: t(20) });
+    let cmd = evaluate(&b.build(), Method::Drift).command.expect("drift");
+    assert_eq!(cmd.candidates, ["empty"]);
+    assert_eq!(cmd.decision(), Decision::Delete);
+}
+
+#[test]
+fn validation_rejects_a_command_whose_world_changed() {
+    let mut b = catalog();
+    b.node("big", "c-8", "on-demand", "zone-a", &pods("p", &[500]));
+    let snapshot = b.clone().build();
+    let cmd = command(&snapshot).expect("a replace");
+    assert_eq!(validate(&snapshot, &cmd).as_ref(), Ok(&cmd));
+    let mut nominated = snapshot.clone();
+    nominated.candidates[0].nominated = true;
+    assert!(validate(&nominated, &cmd).unwrap_err().contains("nominated"));
+    let mut roomier = b.clone();
+    roomier.node("new", "c-8", "on-demand", "zone-b", &[]).consolidatable = false;
+    let changed = validate(&roomier.build(), &cmd).unwrap_err();
+    assert!(changed.contains("decision changed from replace to delete"), "{changed}");
+    let mut empty_cmd_world = catalog();
+    empty_cmd_world.node("e1", "c-2", "on-demand", "zone-a", &[]);
+    empty_cmd_world.node("e2", "c-2", "on-demand", "zone-a", &[]);
+    let world = empty_cmd_world.build();
+    let emptiness = evaluate(&world, Method::Emptiness).command.unwrap();
+    let mut later = world.clone();
+    later.candidates[0].disruption_cost = 2.0;
+    assert_eq!(validate(&later, &emptiness).unwrap().candidates, ["e2"], "emptiness keeps what is still empty");
+}
+
+#[test]
+fn explain_names_budgets_and_every_methods_verdict() {
+    let mut b = catalog();
+    b.node("big", "c-8", "on-demand", "zone-a", &pods("p", &[500]));
+    let lines = explain(&b.build(), "big").expect("known node");
+    let text = lines.join("\n");
+    assert!(text.contains("emptiness: no: node is not empty"), "{text}");
+    assert!(text.contains("drift: no: node has not drifted"), "{text}");
+    assert!(text.contains("single-node-consolidation: yes: underutilized: replace big with one c-2"), "{text}");
+    assert!(text.contains("budget for Underutilized: unlimited"), "{text}");
+}
+
+#[test]
+fn the_command_timeout_is_clamped_between_ten_minutes_and_an_hour() {
+    assert_eq!(command_timeout(1), Duration::from_secs(600));
+    assert_eq!(command_timeout(100_000), Duration::from_secs(3600));
+    assert_eq!(command_timeout(10_000), Duration::from_secs(800));
+}
+
+#[test]
+fn the_benchmark_cluster_consolidates_something() {
+    let snapshot = fixture::consolidation_cluster(60);
+    assert_eq!(snapshot.candidates.len(), 60);
+    let outcomes: Vec<MethodOutcome> = Method::ALL.iter().map(|m| evaluate(&snapshot, *m)).collect();
+    let multi = outcomes[2].command.as_ref().expect("a third of the capacity is removable");
+    assert!(multi.candidates.len() >= 2 && multi.saving_per_hour > 0.0, "{multi:?}");
+}
+
+#[test]
+fn a_balanced_pool_refuses_moves_that_disrupt_more_than_they_save() {
+    // Ten busy nodes; the candidate saves little relative to the pool (a c-8 replaced by spot
+    // c-2 saves 0.32 of a 3.6 pool) and moves many pods relative to the pool's disruption cost.
+    let mut b = catalog();
+    for i in 0..9 {
+        b.node(&format!("busy-{i}"), "c-8", "on-demand", "zone-a", &pods(&format!("b{i}"), &[7000])).consolidatable = false;
+    }
+    b.node("heavy", "c-8", "on-demand", "zone-a", &pods("h", &[100; 30]));
+    b.pool().policy = ConsolidationPolicy::Balanced;
+    let snapshot = b.build();
+    let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
+    let heavy = single.rejected.iter().find(|(c, _)| c == "heavy").expect("heavy was tried");
+    assert!(heavy.1.contains("Balanced"), "{heavy:?}");
+    let mut relaxed = snapshot.clone();
+    relaxed.pools.get_mut("default").unwrap().policy = ConsolidationPolicy::WhenEmptyOrUnderutilized;
+    assert!(evaluate(&relaxed, Method::SingleNodeConsolidation).command.is_some());
+}
