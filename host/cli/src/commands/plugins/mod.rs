@@ -11,7 +11,8 @@ super::subcommands! {
         Inspect(inspect::InspectArgs),
         /// List the built-in plugins and those found in plugin directories.
         List(list::ListArgs),
-        /// Write a plugin directory (plugin.yaml with sha256, and the component) ready for a ConfigMap.
+        /// Package a plugin (plugin.yaml with its sha256, and the component) as a plugin directory
+        /// (--out) or as a ConfigMap printed to stdout (--configmap).
         Package(package::PackageArgs),
     }
 }
