@@ -246,6 +246,11 @@ pub fn snapshot(objects: &DisruptionObjects<'_>, marks: &Marks<'_>, options: Opt
             termination_grace_period: claim.spec.termination_grace_period.is_some(),
             consolidatable: claim.is_condition_true(CONSOLIDATABLE),
             drifted,
+            expires_at: claim
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .and_then(|created| Some(system_time(created) + claim.spec.effective_expire_after().duration()?)),
         });
     }
     candidates.sort_by(|a, b| a.claim.cmp(&b.claim));

@@ -123,6 +123,8 @@ pub struct Candidate {
     pub consolidatable: bool,
     /// Its claim is `Drifted`.
     pub drifted: Option<Drifted>,
+    /// When its claim expires (`creationTimestamp + expireAfter`); `None` for `Never`.
+    pub expires_at: Option<SystemTime>,
 }
 
 impl Candidate {
@@ -146,6 +148,16 @@ impl Candidate {
 /// The first rule that applies, in upstream's order: the node's state, then do-not-disrupt
 /// and PDBs, then what the method itself requires.
 pub fn blocked(snapshot: &Snapshot, candidate: &Candidate, method: Method) -> Option<String> {
+    if method == Method::Expiration {
+        // Forceful: no budget, do-not-disrupt or PDB keeps an expired node (the drain still
+        // honours them until the claim's terminationGracePeriod).
+        return match candidate.expires_at {
+            _ if candidate.deleting => Some("node is marked for deletion".to_string()),
+            Some(at) if at <= snapshot.now() => None,
+            Some(_) => Some("node has not expired".to_string()),
+            None => Some("expireAfter is Never".to_string()),
+        };
+    }
     let Some(pool) = snapshot.pools.get(&candidate.pool) else {
         return Some(format!("NodePool {:?} not found", candidate.pool));
     };
@@ -185,6 +197,7 @@ pub fn blocked(snapshot: &Snapshot, candidate: &Candidate, method: Method) -> Op
                 return Some("node is not consolidatable yet (consolidateAfter has not passed)".to_string());
             }
         }
+        Method::Expiration => unreachable!("expiration is checked above"),
         Method::Drift => {
             if candidate.drifted.is_none() {
                 return Some("node has not drifted".to_string());

@@ -59,6 +59,7 @@ pub fn evaluate(snapshot: &Snapshot, method: Method) -> MethodOutcome {
         Method::Drift => drift(snapshot, eligible, &mut outcome),
         Method::MultiNodeConsolidation => multi_node(snapshot, eligible, &mut outcome),
         Method::SingleNodeConsolidation => single_node(snapshot, eligible, &mut outcome),
+        Method::Expiration => outcome.command = expiration(&eligible),
     }
     outcome
 }
@@ -72,6 +73,7 @@ fn eligible<'s>(snapshot: &'s Snapshot, method: Method, blocked_out: &mut Vec<(S
             None => out.push(c),
             Some(reason) => {
                 let relevant = match method {
+                    Method::Expiration => false,
                     Method::Emptiness => c.is_empty(),
                     Method::Drift => c.drifted.is_some(),
                     _ => !c.is_empty(),
@@ -125,6 +127,20 @@ fn emptiness(snapshot: &Snapshot, eligible: &[&Candidate], blocked_out: &mut Vec
         replacements: Vec::new(),
         saving_per_hour: saving,
         explanation: format!("{} empty: delete {}", count(chosen.len()), names(&chosen)),
+    })
+}
+
+/// Expiration: every node past its `expireAfter`, deleted without budgets or replacements.
+fn expiration(eligible: &[&Candidate]) -> Option<Command> {
+    if eligible.is_empty() {
+        return None;
+    }
+    Some(Command {
+        method: Method::Expiration,
+        candidates: eligible.iter().map(|c| c.claim.clone()).collect(),
+        replacements: Vec::new(),
+        saving_per_hour: eligible.iter().map(|c| c.price_or_zero()).sum(),
+        explanation: format!("{} past expireAfter: delete {}", count(eligible.len()), names(eligible)),
     })
 }
 
@@ -463,13 +479,14 @@ pub fn explain(snapshot: &Snapshot, name: &str) -> Option<Vec<String>> {
         }
         lines.push(line);
     }
-    for method in Method::ALL {
+    for method in [Method::Expiration].into_iter().chain(Method::ALL) {
         let verdict = match blocked(snapshot, c, method) {
             Some(reason) => format!("no: {reason}"),
-            None if snapshot.allowance(&c.pool, method.reason()).allowed == 0 => format!("no: {}", budget_blocked(&c.pool, method)),
+            None if method != Method::Expiration && snapshot.allowance(&c.pool, method.reason()).allowed == 0 => format!("no: {}", budget_blocked(&c.pool, method)),
             None => {
                 let mut sim = Simulator::new(snapshot);
                 let result = match method {
+                    Method::Expiration => Ok("delete (expired; forceful, no budget applies)".to_string()),
                     Method::Emptiness => Ok(format!("delete (empty); saves {:.4}/h", c.price_or_zero())),
                     Method::Drift => sim.remove(&[c]).map(|s| {
                         if s.new_claims.is_empty() { "delete".to_string() } else { format!("replace with {}", describe_claims(&s.new_claims)) }

@@ -38,6 +38,8 @@ pub enum Reason {
     Empty,
     /// Replacement of a node that no longer matches its NodePool or NodeClass.
     Drifted,
+    /// Forceful removal of a node past its `expireAfter` (no budget limits it).
+    Expired,
 }
 
 impl Reason {
@@ -47,6 +49,7 @@ impl Reason {
             Reason::Underutilized => "Underutilized",
             Reason::Empty => "Empty",
             Reason::Drifted => "Drifted",
+            Reason::Expired => "Expired",
         }
     }
 
@@ -56,6 +59,7 @@ impl Reason {
             Reason::Underutilized => "underutilized",
             Reason::Empty => "empty",
             Reason::Drifted => "drifted",
+            Reason::Expired => "expired",
         }
     }
 }
@@ -71,6 +75,9 @@ pub enum Method {
     MultiNodeConsolidation,
     /// Delete or replace one node, round robin across NodePools.
     SingleNodeConsolidation,
+    /// Delete every node past its `expireAfter`: forceful, outside the disruption loop (the
+    /// lifecycle controller deletes expired claims), so not in [`Method::ALL`].
+    Expiration,
 }
 
 impl Method {
@@ -83,6 +90,7 @@ impl Method {
             Method::Emptiness => Reason::Empty,
             Method::Drift => Reason::Drifted,
             Method::MultiNodeConsolidation | Method::SingleNodeConsolidation => Reason::Underutilized,
+            Method::Expiration => Reason::Expired,
         }
     }
 
@@ -93,6 +101,7 @@ impl Method {
             Method::Drift => "drift",
             Method::MultiNodeConsolidation => "multi-node-consolidation",
             Method::SingleNodeConsolidation => "single-node-consolidation",
+            Method::Expiration => "expiration",
         }
     }
 
@@ -100,7 +109,7 @@ impl Method {
     pub fn consolidation_type(self) -> &'static str {
         match self {
             Method::Emptiness => "empty",
-            Method::Drift => "",
+            Method::Drift | Method::Expiration => "",
             Method::MultiNodeConsolidation => "multi",
             Method::SingleNodeConsolidation => "single",
         }

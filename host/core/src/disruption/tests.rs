@@ -311,3 +311,23 @@ fn a_balanced_pool_refuses_moves_that_disrupt_more_than_they_save() {
     relaxed.pools.get_mut("default").unwrap().policy = ConsolidationPolicy::WhenEmptyOrUnderutilized;
     assert!(evaluate(&relaxed, Method::SingleNodeConsolidation).command.is_some());
 }
+
+#[test]
+fn expiration_deletes_every_expired_node_regardless_of_budgets_and_blockers() {
+    let mut b = catalog();
+    let now = b.snapshot().now();
+    let old = b.node("old", "c-2", "on-demand", "zone-a", &pods("o", &[500]));
+    old.expires_at = Some(now - Duration::from_secs(1));
+    old.pod_blockers = vec!["pdb prevents pod evictions".into()];
+    b.node("young", "c-2", "on-demand", "zone-a", &[]).expires_at = Some(now + Duration::from_secs(60));
+    b.node("never", "c-2", "on-demand", "zone-a", &[]);
+    b.pool().budgets = vec![Budget { nodes: "0".into(), reasons: None, schedule: None, duration: None }];
+    let snapshot = b.build();
+    let outcome = evaluate(&snapshot, Method::Expiration);
+    let cmd = outcome.command.expect("expired");
+    assert_eq!((cmd.candidates.as_slice(), cmd.decision(), cmd.reason()), (&["old".to_string()][..], Decision::Delete, Reason::Expired));
+    assert!(outcome.blocked.is_empty(), "nodes that did not expire are not blocked: {:?}", outcome.blocked);
+    assert!(!decide(&snapshot).iter().any(|o| o.method == Method::Expiration), "the disruption loop leaves expiration to the lifecycle");
+    let text = explain(&snapshot, "old").unwrap().join("\n");
+    assert!(text.contains("expiration: yes"), "{text}");
+}
