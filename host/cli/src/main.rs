@@ -32,7 +32,7 @@ struct Cli {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    logging::init_tracing(cli.log_format, cli.command.default_log_level());
+    logging::init_tracing(cli.log_format, &cli.command.default_log_level());
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -15,10 +15,11 @@ pub trait Execute {
     /// Runs the command; the exit code it returns is the process's.
     async fn execute(self) -> Result<ExitCode>;
 
-    /// The log level used when `RUST_LOG` is unset: `info`, unless the command's output is a
-    /// report that log lines on stderr would only clutter.
-    fn default_log_level(&self) -> &'static str {
-        "info"
+    /// The log filter used when `RUST_LOG` is unset: `info`, unless the command's output is a
+    /// report that log lines on stderr would only clutter (`joinery run` reads upstream's
+    /// `LOG_LEVEL`).
+    fn default_log_level(&self) -> String {
+        "info".to_string()
     }
 }
 
@@ -46,7 +47,7 @@ macro_rules! subcommands {
                 }
             }
 
-            fn default_log_level(&self) -> &'static str {
+            fn default_log_level(&self) -> String {
                 match self {
                     $( Self::$variant(args) => $crate::commands::Execute::default_log_level(args), )*
                 }
@@ -74,7 +75,8 @@ subcommands! {
         Plugins(plugins::PluginsCommand),
         /// Render userData for a NodeClaim with a renderer plugin, as a launch would.
         Render(render::RenderArgs),
-        /// Print the karpenter.sh CRDs (NodePool, NodeClaim, NodeOverlay) as YAML.
+        /// Print the karpenter.sh CRDs (NodePool, NodeClaim, NodeOverlay) and the NodeClass CRDs
+        /// of the built-in cloud plugins as YAML (or write one file per CRD with --out-dir).
         Crds(crds::CrdsArgs),
         /// Run benchmarks.
         #[command(subcommand)]

@@ -30,6 +30,12 @@ impl Execute for RunArgs {
     async fn execute(self) -> Result<std::process::ExitCode> {
         run(self).await
     }
+
+    /// Upstream's `LOG_LEVEL` (`debug`, `info` or `error`; default `info`). An invalid value
+    /// falls back to `info` here and then stops the start, naming the variable.
+    fn default_log_level(&self) -> String {
+        crate::logging::log_level_env_filter()
+    }
 }
 
 /// Runs the controllers until SIGINT/SIGTERM.

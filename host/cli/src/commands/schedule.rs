@@ -90,8 +90,8 @@ impl Execute for ScheduleArgs {
     }
 
     /// The decision is the output: only warnings are logged.
-    fn default_log_level(&self) -> &'static str {
-        "warn"
+    fn default_log_level(&self) -> String {
+        "warn".to_string()
     }
 }
 

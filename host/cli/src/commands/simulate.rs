@@ -52,7 +52,7 @@ impl Execute for SimulateArgs {
     }
 
     /// The timeline and summary are the output: only warnings are logged.
-    fn default_log_level(&self) -> &'static str {
-        "warn"
+    fn default_log_level(&self) -> String {
+        "warn".to_string()
     }
 }

@@ -13,7 +13,7 @@ fn repo() -> PathBuf {
 }
 
 #[test]
-fn crds_prints_the_three_karpenter_crds() {
+fn crds_prints_the_karpenter_crds_then_the_builtin_node_classes() {
     let (ok, out, _) = joinery(&["crds"]);
     assert!(ok);
     let names: Vec<String> = serde_yaml::Deserializer::from_str(&out)
@@ -22,7 +22,16 @@ fn crds_prints_the_three_karpenter_crds() {
             v["metadata"]["name"].as_str().unwrap().to_string()
         })
         .collect();
-    assert_eq!(names, ["nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "nodeoverlays.karpenter.sh"]);
+    assert_eq!(
+        names,
+        [
+            "nodepools.karpenter.sh",
+            "nodeclaims.karpenter.sh",
+            "nodeoverlays.karpenter.sh",
+            "simnodeclasses.sim.joinery.dev",
+            "exoscalenodeclasses.karpenter.k8s.exoscale"
+        ]
+    );
 }
 
 use serde::Deserialize;

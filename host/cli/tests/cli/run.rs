@@ -84,3 +84,81 @@ fn run_refuses_a_bad_setting_naming_the_variable() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("BATCH_IDLE_DURATION"), "{stderr}");
 }
+
+/// `joinery run --log-format json` against an API server that refuses connections, with `env`;
+/// the JSON log lines up to the first ERROR (the failed connection, logged at every level).
+fn run_logs(cache: &std::path::Path, env: &[(&str, &str)]) -> Vec<serde_json::Value> {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let refused = free_port();
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"http://127.0.0.1:{refused}\"}}}}]\nusers: [{{name: u, user: {{}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\ncurrent-context: x\n"
+        ),
+    )
+    .unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_joinery"));
+    command
+        .args(["--log-format", "json", "run", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .arg("--plugin-cache-dir")
+        .arg(cache)
+        .env("METRICS_PORT", free_port().to_string())
+        .env("HEALTH_PROBE_PORT", free_port().to_string())
+        .env_remove("RUST_LOG")
+        .env_remove("LOG_LEVEL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = KillOnDrop(command.spawn().unwrap());
+    let stderr = child.0.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut lines = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx.recv_timeout(left).unwrap_or_else(|_| panic!("no ERROR line within 120 s with {env:?}; got:\n{lines:#?}"));
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
+        let error = value["level"] == "ERROR";
+        lines.push(value);
+        if error {
+            return lines;
+        }
+    }
+}
+
+#[test]
+fn run_honours_log_level_unless_rust_log_is_set() {
+    let cache = tempfile::tempdir().unwrap();
+    let levels = |lines: &[serde_json::Value]| lines.iter().map(|l| l["level"].as_str().unwrap().to_string()).collect::<std::collections::BTreeSet<_>>();
+    // Default (info): the start line, with the documented JSON keys.
+    let lines = run_logs(cache.path(), &[]);
+    let start = lines.iter().find(|l| l["fields"]["message"] == "starting controllers").unwrap_or_else(|| panic!("{lines:#?}"));
+    assert_eq!(start["level"], "INFO");
+    assert!(start["timestamp"].as_str().unwrap().ends_with('Z'), "{start}");
+    assert_eq!(start["target"], "joinery::commands::run");
+    assert!(start["fields"]["metrics_port"].is_number(), "{start}");
+    assert!(!levels(&lines).contains("DEBUG"));
+    // LOG_LEVEL=error: errors only.
+    let lines = run_logs(cache.path(), &[("LOG_LEVEL", "error")]);
+    assert_eq!(levels(&lines), ["ERROR".to_string()].into(), "{lines:#?}");
+    // LOG_LEVEL=debug: Joinery's own debug lines (the compile cache, warm now), nobody else's.
+    let lines = run_logs(cache.path(), &[("LOG_LEVEL", "debug")]);
+    let debug: Vec<&serde_json::Value> = lines.iter().filter(|l| l["level"] == "DEBUG").collect();
+    assert!(!debug.is_empty(), "{lines:#?}");
+    assert!(debug.iter().all(|l| l["target"].as_str().unwrap().starts_with("joinery")), "{debug:#?}");
+    // RUST_LOG wins over LOG_LEVEL.
+    let lines = run_logs(cache.path(), &[("LOG_LEVEL", "debug"), ("RUST_LOG", "error")]);
+    assert_eq!(levels(&lines), ["ERROR".to_string()].into(), "{lines:#?}");
+}
