@@ -248,7 +248,7 @@ const MATRIX: [(&str, &str); 6] = [
     ("defaults", ""),
     ("two plugin ConfigMaps", PLUGINS),
     ("ServiceMonitor on", "serviceMonitor:\n  enabled: true\n  additionalLabels: {release: prometheus}\n  endpointConfig: {interval: 15s}\n"),
-    ("one replica", "replicas: 1\n"),
+    ("two replicas", "replicas: 2\n"),
     ("custom settings", CUSTOM_SETTINGS),
     ("grants", GRANTS),
 ];
@@ -321,15 +321,15 @@ fn every_case_of_the_matrix_renders_objects_the_api_accepts() {
 }
 
 #[test]
-fn defaults_give_two_spread_replicas_a_budget_least_privilege_and_a_locked_down_pod() {
-    let Some(helm) = helm("defaults_give_two_spread_replicas_a_budget_least_privilege_and_a_locked_down_pod") else { return };
+fn defaults_give_spread_replicas_a_budget_least_privilege_and_a_locked_down_pod() {
+    let Some(helm) = helm("defaults_give_spread_replicas_a_budget_least_privilege_and_a_locked_down_pod") else { return };
     let objects = render(&helm, "");
     let kinds: BTreeSet<&str> = objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
     let expected = ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "PodDisruptionBudget", "Role", "RoleBinding", "Service", "ServiceAccount"];
     assert_eq!(kinds, expected.into_iter().collect(), "no ServiceMonitor unless asked");
 
     let deployment = one(&objects, "Deployment");
-    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(deployment["spec"]["replicas"], 1, "one replica until leader election lands");
     let pod = &deployment["spec"]["template"]["spec"];
     let selector = &deployment["spec"]["selector"]["matchLabels"];
     assert!(!selector.as_object().unwrap().is_empty());
@@ -483,11 +483,11 @@ fn service_monitor_scrapes_the_metrics_service() {
 }
 
 #[test]
-fn one_replica_is_allowed() {
-    let Some(helm) = helm("one_replica_is_allowed") else { return };
+fn two_replicas_are_allowed() {
+    let Some(helm) = helm("two_replicas_are_allowed") else { return };
     let objects = render(&helm, MATRIX[3].1);
-    assert_eq!(one(&objects, "Deployment")["spec"]["replicas"], 1);
-    assert_eq!(one(&objects, "PodDisruptionBudget")["spec"]["maxUnavailable"], 1, "a single replica can still be drained");
+    assert_eq!(one(&objects, "Deployment")["spec"]["replicas"], 2);
+    assert_eq!(one(&objects, "PodDisruptionBudget")["spec"]["maxUnavailable"], 1, "one replica at a time may be drained");
 }
 
 /// The environment variables `host/controller/src/settings.rs` reads.

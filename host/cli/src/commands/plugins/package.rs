@@ -91,8 +91,8 @@ impl Execute for PackageArgs {
         }
     }
 
-    fn default_log_level(&self) -> &'static str {
-        "warn"
+    fn default_log_level(&self) -> String {
+        "warn".into()
     }
 }
 
