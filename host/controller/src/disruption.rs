@@ -187,6 +187,7 @@ fn publish_allowances(ctx: &Context, snapshot: &Snapshot) {
                 tracing::warn!(nodepool = %pool, %error, "invalid disruption budget; allowing no disruption");
             }
             let allowed = allowance.allowed.min(snapshot.pools[pool].nodes);
+            tracing::debug!(nodepool = %pool, reason = reason.as_str(), allowed, budgets = ?snapshot.pools[pool].budgets, now = ?snapshot.now, "disruption allowance");
             ctx.metrics.set(names::NODEPOOLS_ALLOWED_DISRUPTIONS, &[("nodepool", pool), ("reason", reason.as_str())], allowed);
         }
     }

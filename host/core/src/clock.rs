@@ -6,15 +6,35 @@
 //! The clock only reads the system's monotonic and wall clocks; sleeping is left to the
 //! caller (`tokio::time::sleep(clock.to_real(d))`), so this module stays free of any runtime.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// A clock that runs `speed` times faster than real time, starting at the wall-clock time
 /// it was created. With `speed == 1.0` it is the real clock.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Clock {
     speed: f64,
     origin_instant: Instant,
-    origin_wall: SystemTime,
+    /// The simulated wall-clock time at `origin_instant`, in nanoseconds since the Unix epoch
+    /// (moved by [`Clock::rebase`]).
+    origin_wall: AtomicI64,
+}
+
+impl Clone for Clock {
+    fn clone(&self) -> Self {
+        Clock { speed: self.speed, origin_instant: self.origin_instant, origin_wall: AtomicI64::new(self.origin_wall.load(Ordering::Relaxed)) }
+    }
+}
+
+fn to_nanos(at: SystemTime) -> i64 {
+    match at.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_nanos()).unwrap_or(i64::MAX),
+    }
+}
+
+fn from_nanos(nanos: i64) -> SystemTime {
+    if nanos >= 0 { UNIX_EPOCH + Duration::from_nanos(nanos as u64) } else { UNIX_EPOCH - Duration::from_nanos(nanos.unsigned_abs()) }
 }
 
 impl Default for Clock {
@@ -33,7 +53,18 @@ impl Clock {
     /// positive are treated as 1.
     pub fn with_speed(speed: f64) -> Clock {
         let speed = if speed.is_finite() && speed > 0.0 { speed } else { 1.0 };
-        Clock { speed, origin_instant: Instant::now(), origin_wall: SystemTime::now() }
+        Clock { speed, origin_instant: Instant::now(), origin_wall: AtomicI64::new(to_nanos(SystemTime::now())) }
+    }
+
+    /// Moves the simulated wall-clock time so that it reads `now` at this instant (elapsed
+    /// time and durations are unchanged). A simulation calls it once, after setting up and
+    /// before its scenario starts, so that cron windows open at known moments.
+    pub fn rebase(&self, now: SystemTime) {
+        self.origin_wall.store(to_nanos(now) - to_nanos(from_nanos(0) + self.elapsed()), Ordering::Relaxed);
+    }
+
+    fn origin_wall(&self) -> SystemTime {
+        from_nanos(self.origin_wall.load(Ordering::Relaxed))
     }
 
     /// How many simulated seconds pass per real second.
@@ -48,7 +79,7 @@ impl Clock {
 
     /// The simulated wall-clock time now.
     pub fn now(&self) -> SystemTime {
-        self.origin_wall + self.elapsed()
+        self.origin_wall() + self.elapsed()
     }
 
     /// The real duration that lasts `simulated` on this clock (what to pass to a real sleep).
@@ -68,7 +99,7 @@ impl Clock {
 
     /// Simulated seconds between the clock's origin and `at` (negative if before it).
     pub fn seconds_at(&self, at: SystemTime) -> f64 {
-        match at.duration_since(self.origin_wall) {
+        match at.duration_since(self.origin_wall()) {
             Ok(d) => d.as_secs_f64(),
             Err(e) => -e.duration().as_secs_f64(),
         }
@@ -133,5 +164,23 @@ mod tests {
         std::thread::sleep(Duration::from_millis(5));
         assert!(clock.elapsed() >= Duration::from_secs(5), "{:?}", clock.elapsed());
         assert!(clock.seconds_at(clock.now()) >= 5.0);
+    }
+}
+
+#[cfg(test)]
+mod rebase_tests {
+    use super::*;
+
+    #[test]
+    fn rebase_moves_the_wall_time_and_keeps_elapsed_time() {
+        let clock = Clock::with_speed(1000.0);
+        let at = UNIX_EPOCH + Duration::from_secs(1_772_470_200);
+        clock.rebase(at);
+        let now = clock.now();
+        assert!(now >= at && now.duration_since(at).unwrap() < Duration::from_secs(60), "{now:?}");
+        let copy = clock.clone();
+        assert!(copy.now() >= now, "a clone keeps the rebased origin");
+        clock.rebase(UNIX_EPOCH - Duration::from_secs(10));
+        assert!(clock.now() < UNIX_EPOCH + Duration::from_secs(60), "times before the epoch work too");
     }
 }

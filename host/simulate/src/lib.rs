@@ -629,7 +629,12 @@ pub async fn run_scenario(scenario: &Scenario, speed: f64, echo: bool) -> Result
         exoscale: (scenario.cloud.provider() == "exoscale").then(|| scenario.cloud.exoscale.clone().unwrap_or_default()),
     };
     let wall = std::time::Instant::now();
+    let start_at = scenario.start_at()?;
     let sim = Simulation::start(options).await?;
+    if let Some(at) = start_at {
+        // The scenario's timeline starts now: it reads `startAt` here.
+        sim.clock.rebase(at);
+    }
     let mut observer = Observer::new(sim.client.clone(), sim.clock.clone(), echo);
     let mut failures = Vec::new();
     let deadline = scenario.timeout();

@@ -59,6 +59,10 @@ pub struct Scenario {
     /// Controller settings by upstream env-var name (e.g. `BATCH_IDLE_DURATION: 1s`).
     #[serde(default)]
     pub settings: std::collections::BTreeMap<String, String>,
+    /// The simulated time the scenario starts at (RFC 3339, e.g. `2026-03-02T08:50:00Z`), so
+    /// that cron windows of disruption budgets open at known moments; default: now.
+    #[serde(default)]
+    pub start_at: Option<String>,
     /// Simulated time limit for the whole scenario (Go duration; default 30m).
     #[serde(default)]
     pub timeout: Option<String>,
@@ -416,6 +420,7 @@ impl Scenario {
 
     fn check(&self, origin: &str) -> Result<(), ScenarioError> {
         let err = |message: String| ScenarioError { origin: origin.to_string(), message };
+        self.start_at().map_err(|e| err(e.message))?;
         let provider = self.cloud.provider();
         if !PROVIDERS.contains(&provider) {
             return Err(err(format!("cloud.provider: unknown provider {provider:?}; use one of {}", PROVIDERS.join(", "))));
@@ -459,6 +464,16 @@ impl Scenario {
             }
         }
         Ok(())
+    }
+
+    /// `startAt` as a time; the error names the field.
+    pub fn start_at(&self) -> Result<Option<std::time::SystemTime>, ScenarioError> {
+        let Some(text) = &self.start_at else { return Ok(None) };
+        let at: k8s_openapi::jiff::Timestamp = text.parse().map_err(|e| ScenarioError {
+            origin: self.name.clone(),
+            message: format!("startAt: {text:?} is not an RFC 3339 time such as 2026-03-02T08:50:00Z: {e}"),
+        })?;
+        Ok(Some(std::time::SystemTime::from(at)))
     }
 
     /// The scenario's simulated time limit (default 30 minutes).
