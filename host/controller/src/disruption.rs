@@ -60,9 +60,9 @@ struct Memory {
     disrupting: BTreeSet<String>,
     /// Commands waiting for their replacements to initialize.
     queue: Vec<Queued>,
-    /// When each claim (by UID) was last checked with its cloud plugin for drift, and the
-    /// plugin's answer.
-    plugin_drift: HashMap<String, (SystemTime, Option<String>)>,
+    /// When each claim (by UID) was last checked with its cloud plugin for drift, against which
+    /// version of its NodeClass, and the plugin's answer.
+    plugin_drift: HashMap<String, (SystemTime, String, Option<String>)>,
 }
 
 type Shared = Arc<Mutex<Memory>>;
@@ -476,20 +476,22 @@ mod disruption_condition {
     pub use joinery_kube::conditions::DRIFTED;
 }
 
-/// The cloud plugin's drift verdict for the claim, cached for [`DRIFT_RECHECK`]. A failed call
-/// keeps the previous verdict.
+/// The cloud plugin's drift verdict for the claim, cached for [`DRIFT_RECHECK`] or until its
+/// NodeClass changes. A failed call keeps the previous verdict.
 async fn plugin_drift(ctx: &Context, memory: &Shared, claim: &NodeClaim, now: SystemTime) -> Option<String> {
     let uid = claim.metadata.uid.clone().unwrap_or_default();
-    if let Some((at, verdict)) = lock(memory).plugin_drift.get(&uid).cloned()
+    let class_ref = &claim.spec.node_class_ref;
+    let key = crate::state::NodeClassKey { group: class_ref.group.clone(), kind: class_ref.kind.clone() };
+    let class = ctx.state.node_class(&key, &class_ref.name)?;
+    let version = class.metadata.resource_version.clone().unwrap_or_default();
+    if let Some((at, seen, verdict)) = lock(memory).plugin_drift.get(&uid).cloned()
+        && seen == version
         && now.duration_since(at).unwrap_or_default() < DRIFT_RECHECK
     {
         return verdict;
     }
-    let class_ref = &claim.spec.node_class_ref;
-    let key = crate::state::NodeClassKey { group: class_ref.group.clone(), kind: class_ref.kind.clone() };
-    let class = ctx.state.node_class(&key, &class_ref.name)?;
     let plugin = ctx.cloud.plugin_for(&class_ref.group, &class_ref.kind).ok()?;
-    let previous = lock(memory).plugin_drift.get(&uid).and_then(|(_, v)| v.clone());
+    let previous = lock(memory).plugin_drift.get(&uid).and_then(|(_, _, v)| v.clone());
     let verdict = match plugin.is_drifted(&crate::lifecycle::plugin_node_claim(claim), &crate::cloud::plugin_node_class(&class)).await {
         Ok(verdict) => verdict,
         Err(e) => {
@@ -498,7 +500,7 @@ async fn plugin_drift(ctx: &Context, memory: &Shared, claim: &NodeClaim, now: Sy
         }
     };
     let mut memory = lock(memory);
-    memory.plugin_drift.insert(uid, (now, verdict.clone()));
+    memory.plugin_drift.insert(uid, (now, version, verdict.clone()));
     let live: BTreeSet<String> = ctx.state.node_claims.state().iter().filter_map(|c| c.metadata.uid.clone()).collect();
     memory.plugin_drift.retain(|uid, _| live.contains(uid));
     verdict

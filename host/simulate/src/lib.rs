@@ -591,6 +591,9 @@ pub fn unmet(expect: &Expectations, seen: &Observation) -> Vec<String> {
     if let Some(n) = expect.node_claims_created_at_most {
         check(seen.claims.len() <= n, format!("nodeClaimsCreatedAtMost: wanted ≤ {n}, saw {}", seen.claims.len()));
     }
+    if let Some(n) = expect.node_claims_created_at_least {
+        check(seen.claims.len() >= n, format!("nodeClaimsCreatedAtLeast: wanted ≥ {n}, saw {}", seen.claims.len()));
+    }
     if let Some(n) = expect.zones_at_least {
         let zones = seen.live_zones();
         check(zones.len() >= n, format!("zonesAtLeast: wanted ≥ {n}, live nodes are in {zones:?}"));

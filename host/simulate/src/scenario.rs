@@ -378,6 +378,9 @@ pub struct Expectations {
     /// At most this many NodeClaims created so far.
     #[serde(default)]
     pub node_claims_created_at_most: Option<usize>,
+    /// At least this many NodeClaims created so far (a replacement happened).
+    #[serde(default)]
+    pub node_claims_created_at_least: Option<usize>,
     /// Live nodes span at least this many zones.
     #[serde(default)]
     pub zones_at_least: Option<usize>,
