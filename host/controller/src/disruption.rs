@@ -155,8 +155,10 @@ async fn gather(ctx: &Context, memory: &Shared) -> Option<Snapshot> {
     }
     let overlays = provisioner::current_overlays(ctx, &mut BTreeSet::new()).await;
     let moving = provisioner::reschedulable_pods(ctx);
-    let pending: Vec<&Pod> =
-        cached.pods.iter().filter(|p| joinery_kube::pods::is_provisionable(p)).chain(moving.iter()).map(|p| p.as_ref()).collect();
+    // Every pod waiting for a node counts, including those kube-scheduler has not looked at
+    // yet: the nodes they would land on are nominated for them.
+    let waiting = |p: &Pod| matches!(joinery_kube::pods::pod_state(p), joinery_kube::pods::PodState::Pending);
+    let pending: Vec<&Pod> = cached.pods.iter().filter(|p| waiting(p)).chain(moving.iter()).map(|p| p.as_ref()).collect();
     let objects = DisruptionObjects {
         cluster: cached.lend(),
         pdbs: &pdbs,

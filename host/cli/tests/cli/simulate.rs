@@ -13,6 +13,11 @@ fn repo() -> PathBuf {
 
 /// Runs a scenario (or the quickstart when `None`) and returns the report and stdout.
 fn simulate(scenario: Option<&str>) -> (serde_json::Value, String, bool) {
+    simulate_at(scenario, 30.0)
+}
+
+/// [`simulate`] at another speed (a heavy scenario runs slower so that the debug build keeps up).
+fn simulate_at(scenario: Option<&str>, speed: f64) -> (serde_json::Value, String, bool) {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report.json");
     let mut cmd = joinery();
@@ -20,7 +25,7 @@ fn simulate(scenario: Option<&str>) -> (serde_json::Value, String, bool) {
     if let Some(s) = scenario {
         cmd.arg(repo().join("examples/scenarios").join(s));
     }
-    let out = cmd.arg("--report").arg(&report).arg("--speed").arg("30").output().unwrap();
+    let out = cmd.arg("--report").arg(&report).arg("--speed").arg(speed.to_string()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let text = std::fs::read_to_string(&report).unwrap_or_else(|_| panic!("no report; stdout:\n{stdout}\nstderr:\n{stderr}"));
@@ -267,24 +272,110 @@ fn an_unknown_cloud_provider_is_refused_naming_the_field() {
     assert!(stderr.contains("cloud.provider") && stderr.contains("openstack"), "{stderr}");
 }
 
+/// The cost, node and pod totals a disruption scenario ends with.
+fn totals(report: &serde_json::Value) -> (f64, u64, u64, u64) {
+    let totals = &report["totals"];
+    (
+        totals["costPerHourAtEnd"].as_f64().unwrap(),
+        totals["nodeClaimsCreated"].as_u64().unwrap(),
+        totals["nodesDeleted"].as_u64().unwrap(),
+        report["pods"]["running"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn an_underutilized_node_is_replaced_by_a_cheaper_one() {
+    let (report, stdout, ok) = simulate(Some("consolidation-replace-cheaper.yaml"));
+    assert!(ok, "{stdout}");
+    let (cost, created, deleted, running) = totals(&report);
+    assert_eq!((created, deleted, running), (2, 1, 1), "{report:#}");
+    assert!((cost - 0.06).abs() < 1e-9, "one c3-4 left: {cost}");
+    assert_eq!(report["instanceTypes"], serde_json::json!(["c3-16", "c3-4"]));
+}
+
+#[test]
+fn several_idle_nodes_go_without_a_new_launch() {
+    let (report, stdout, ok) = simulate(Some("consolidation-multi-delete.yaml"));
+    assert!(ok, "{stdout}");
+    let (cost, created, deleted, running) = totals(&report);
+    assert_eq!((created, deleted, running), (3, 2, 3), "{report:#}");
+    assert!((cost - 0.108).abs() < 1e-9, "one c3-8 left: {cost}");
+}
+
+#[test]
+fn do_not_disrupt_pods_and_budgets_hold_consolidation_until_they_go() {
+    let (report, stdout, ok) = simulate(Some("consolidation-blocked.yaml"));
+    assert!(ok, "{stdout}");
+    let (cost, created, deleted, running) = totals(&report);
+    assert_eq!((created, deleted, running), (2, 1, 1), "{report:#}");
+    assert!((cost - 0.06).abs() < 1e-9, "{cost}");
+}
+
+#[test]
+fn a_scheduled_zero_budget_holds_consolidation_until_its_window_closes() {
+    let (report, stdout, ok) = simulate(Some("consolidation-budget-window.yaml"));
+    assert!(ok, "{stdout}");
+    let (cost, created, deleted, _) = totals(&report);
+    assert_eq!((created, deleted), (2, 1), "{report:#}");
+    assert!((cost - 0.06).abs() < 1e-9, "{cost}");
+    // The replacement came after 17:00, ten minutes into the scenario.
+    let replaced_at = stdout.lines().filter(|l| l.contains("nodeclaim") && l.contains("created")).nth(1).unwrap_or_default().to_string();
+    let seconds: f64 = replaced_at.trim_start_matches('[').split('s').next().unwrap_or("0").trim().parse().unwrap_or(0.0);
+    assert!(seconds >= 600.0, "replaced inside the budget window: {replaced_at}");
+}
+
+#[test]
+fn drifted_nodes_are_replaced_after_nodepool_and_nodeclass_changes() {
+    let (report, stdout, ok) = simulate(Some("drift-replace.yaml"));
+    assert!(ok, "{stdout}");
+    let (cost, created, deleted, running) = totals(&report);
+    assert_eq!((created, deleted, running), (3, 2, 1), "{report:#}");
+    assert!((cost - 0.108).abs() < 1e-9, "a c3-8 after the NodeClass change: {cost}");
+}
+
+#[test]
+fn an_expired_node_waits_for_its_grace_period_then_goes() {
+    let (report, stdout, ok) = simulate(Some("expiration-grace-period.yaml"));
+    assert!(ok, "{stdout}");
+    let (_, created, deleted, running) = totals(&report);
+    assert_eq!((created, deleted, running), (2, 1, 1), "{report:#}");
+}
+
+#[test]
+fn a_thousand_pod_scale_out_never_deletes_a_node_or_launches_twice() {
+    // The emulated cluster is heavy at 1,000 pods in a debug build: a slower clock keeps the
+    // simulated kube-scheduler from starving.
+    let (report, stdout, ok) = simulate_at(Some("scale-out-1000-pods.yaml"), 8.0);
+    assert!(ok, "{}", stdout.lines().rev().take(20).collect::<Vec<_>>().join("\n"));
+    let (_, created, deleted, running) = totals(&report);
+    assert_eq!((created, deleted, running), (33, 0, 1000), "{}", report["totals"]);
+}
+
 #[test]
 fn every_shipped_scenario_is_covered_by_a_test() {
     let tested = [
         "blog-eight-pods.yaml",
         "blog-one-pod-3-vcpu.yaml",
+        "consolidation-blocked.yaml",
+        "consolidation-budget-window.yaml",
+        "consolidation-multi-delete.yaml",
+        "consolidation-replace-cheaper.yaml",
         "daemonset-overhead.yaml",
         "default-spread.yaml",
         "drain-respects-pdb.yaml",
+        "drift-replace.yaml",
         "exoscale-anti-affinity-ceiling.yaml",
         "exoscale-failed-create.yaml",
         "exoscale-flaky-api.yaml",
         "exoscale-garbage-collection.yaml",
         "exoscale-missing-security-group.yaml",
         "exoscale-two-zones.yaml",
+        "expiration-grace-period.yaml",
         "insufficient-capacity.yaml",
         "kubeadm-bootstrap.yaml",
         "quickstart.yaml",
         "rke2-bootstrap.yaml",
+        "scale-out-1000-pods.yaml",
         "unschedulable-explained.yaml",
         "zone-spread.yaml",
     ];

@@ -33,6 +33,8 @@ pub struct MethodOutcome {
     pub rejected: Vec<(String, String)>,
     /// How many scheduling simulations it ran.
     pub simulations: usize,
+    /// Why the method did not look at any candidate, when it skipped them all.
+    pub skipped: Option<String>,
 }
 
 /// The first command a pass would start: each method in upstream's order until one decides
@@ -52,24 +54,31 @@ pub fn decide(snapshot: &Snapshot) -> Vec<MethodOutcome> {
 
 /// What `method` alone would decide on `snapshot`.
 pub fn evaluate(snapshot: &Snapshot, method: Method) -> MethodOutcome {
-    let mut outcome = MethodOutcome { method, command: None, blocked: Vec::new(), rejected: Vec::new(), simulations: 0 };
-    let eligible = eligible(snapshot, method, &mut outcome.blocked);
+    let mut outcome = MethodOutcome { method, command: None, blocked: Vec::new(), rejected: Vec::new(), simulations: 0, skipped: None };
+    let mut sim = Simulator::new(snapshot);
+    let eligible = eligible(snapshot, method, &mut sim, &mut outcome.blocked);
     match method {
         Method::Emptiness => outcome.command = emptiness(snapshot, &eligible, &mut outcome.blocked),
-        Method::Drift => drift(snapshot, eligible, &mut outcome),
-        Method::MultiNodeConsolidation => multi_node(snapshot, eligible, &mut outcome),
-        Method::SingleNodeConsolidation => single_node(snapshot, eligible, &mut outcome),
+        Method::Drift => drift(snapshot, &mut sim, eligible, &mut outcome),
+        Method::MultiNodeConsolidation => multi_node(snapshot, &mut sim, eligible, &mut outcome),
+        Method::SingleNodeConsolidation => single_node(snapshot, &mut sim, eligible, &mut outcome),
         Method::Expiration => outcome.command = expiration(&eligible),
     }
+    outcome.simulations = sim.count;
     outcome
 }
 
 /// Candidates `method` may consider, in its order; the others that it would apply to are
-/// recorded in `blocked`.
-fn eligible<'s>(snapshot: &'s Snapshot, method: Method, blocked_out: &mut Vec<(String, String)>) -> Vec<&'s Candidate> {
+/// recorded in `blocked`. Besides [`blocked`]'s rules, a node that pending pods would be placed
+/// on is nominated for them (except for expiration, which is forceful).
+fn eligible<'s>(snapshot: &'s Snapshot, method: Method, sim: &mut Simulator<'_>, blocked_out: &mut Vec<(String, String)>) -> Vec<&'s Candidate> {
     let mut out = Vec::new();
     for c in &snapshot.candidates {
-        match blocked(snapshot, c, method) {
+        let verdict = blocked(snapshot, c, method).or_else(|| {
+            (method != Method::Expiration && sim.baseline().receiving.contains(&c.node))
+                .then(|| "node is nominated for a pending pod".to_string())
+        });
+        match verdict {
             None => out.push(c),
             Some(reason) => {
                 let relevant = match method {
@@ -147,9 +156,8 @@ fn expiration(eligible: &[&Candidate]) -> Option<Command> {
 /// Drift: the drifted nodes (empty first, then the longest drifted), one at a time within the
 /// budget; the first whose pods can move becomes a delete or a replace with as many new
 /// NodeClaims as its pods need.
-fn drift(snapshot: &Snapshot, eligible: Vec<&Candidate>, outcome: &mut MethodOutcome) {
+fn drift(snapshot: &Snapshot, sim: &mut Simulator<'_>, eligible: Vec<&Candidate>, outcome: &mut MethodOutcome) {
     let left = allowances(snapshot, Method::Drift, &eligible);
-    let mut sim = Simulator::new(snapshot);
     for c in eligible {
         if left.get(&c.pool).copied().unwrap_or(0) == 0 {
             outcome.blocked.push((c.claim.clone(), budget_blocked(&c.pool, Method::Drift)));
@@ -176,13 +184,12 @@ fn drift(snapshot: &Snapshot, eligible: Vec<&Candidate>, outcome: &mut MethodOut
             Err(reason) => outcome.rejected.push((c.claim.clone(), reason)),
         }
     }
-    outcome.simulations = sim.count;
 }
 
 /// Multi-node consolidation: the consolidation candidates within their budgets (at most
 /// [`Options::multi_node_limit`](super::Options)), and a binary search for the longest prefix
 /// that can be deleted or replaced by one cheaper node.
-fn multi_node(snapshot: &Snapshot, eligible: Vec<&Candidate>, outcome: &mut MethodOutcome) {
+fn multi_node(snapshot: &Snapshot, sim: &mut Simulator<'_>, eligible: Vec<&Candidate>, outcome: &mut MethodOutcome) {
     let mut left = allowances(snapshot, Method::MultiNodeConsolidation, &eligible);
     let mut batch = Vec::new();
     for c in eligible {
@@ -200,12 +207,15 @@ fn multi_node(snapshot: &Snapshot, eligible: Vec<&Candidate>, outcome: &mut Meth
     if batch.len() < 2 {
         return;
     }
-    let mut sim = Simulator::new(snapshot);
+    if let Some(why) = pending_need_nodes(sim) {
+        outcome.skipped = Some(why);
+        return;
+    }
     let (mut lo, mut hi) = (1usize, batch.len() - 1);
     let mut best = None;
     while lo <= hi {
         let mid = (lo + hi) / 2;
-        match consolidate(snapshot, &mut sim, &batch[..=mid], Method::MultiNodeConsolidation) {
+        match consolidate(snapshot, sim, &batch[..=mid], Method::MultiNodeConsolidation) {
             Ok(command) => {
                 best = Some(command);
                 lo = mid + 1;
@@ -219,12 +229,11 @@ fn multi_node(snapshot: &Snapshot, eligible: Vec<&Candidate>, outcome: &mut Meth
         }
     }
     outcome.command = best;
-    outcome.simulations = sim.count;
 }
 
 /// Single-node consolidation: one candidate at a time, round robin across NodePools, until one
 /// can be deleted or replaced by a cheaper node.
-fn single_node(snapshot: &Snapshot, eligible: Vec<&Candidate>, outcome: &mut MethodOutcome) {
+fn single_node(snapshot: &Snapshot, sim: &mut Simulator<'_>, eligible: Vec<&Candidate>, outcome: &mut MethodOutcome) {
     let left = allowances(snapshot, Method::SingleNodeConsolidation, &eligible);
     let mut by_pool: BTreeMap<&str, Vec<&Candidate>> = BTreeMap::new();
     for c in &eligible {
@@ -232,13 +241,18 @@ fn single_node(snapshot: &Snapshot, eligible: Vec<&Candidate>, outcome: &mut Met
     }
     let longest = by_pool.values().map(Vec::len).max().unwrap_or(0);
     let order = (0..longest).flat_map(|i| by_pool.values().filter_map(move |list| list.get(i).copied()));
-    let mut sim = Simulator::new(snapshot);
+    if !eligible.is_empty()
+        && let Some(why) = pending_need_nodes(sim)
+    {
+        outcome.skipped = Some(why);
+        return;
+    }
     for c in order {
         if left.get(&c.pool).copied().unwrap_or(0) == 0 {
             outcome.blocked.push((c.claim.clone(), budget_blocked(&c.pool, Method::SingleNodeConsolidation)));
             continue;
         }
-        match consolidate(snapshot, &mut sim, &[c], Method::SingleNodeConsolidation) {
+        match consolidate(snapshot, sim, &[c], Method::SingleNodeConsolidation) {
             Ok(command) => {
                 outcome.command = Some(command);
                 break;
@@ -246,7 +260,15 @@ fn single_node(snapshot: &Snapshot, eligible: Vec<&Candidate>, outcome: &mut Met
             Err(reason) => outcome.rejected.push((c.claim.clone(), reason)),
         }
     }
-    outcome.simulations = sim.count;
+}
+
+/// Why no consolidation can succeed now, if so: the pending pods alone already need two or
+/// more new NodeClaims, and removing nodes only adds pods, so every simulation would need at
+/// least as many (upstream simulates each candidate anyway and rejects each one). Checked with
+/// one simulation before any candidate's, which keeps consolidation cheap during a scale-out.
+fn pending_need_nodes(sim: &mut Simulator<'_>) -> Option<String> {
+    let needed = sim.baseline().new_claims;
+    (needed >= 2).then(|| format!("pending pods need {needed} new nodes; consolidation waits until they are placed"))
 }
 
 /// Upstream's `computeConsolidation` for one set of candidates: their pods move to the other
@@ -404,14 +426,20 @@ fn pool_types<'s>(snapshot: &'s Snapshot, pool: &str) -> &'s [InstanceType] {
 /// Returns the command to execute, or why it was abandoned.
 pub fn validate(snapshot: &Snapshot, command: &Command) -> Result<Command, String> {
     let method = command.method;
+    let mut sim = Simulator::new(snapshot);
+    let mut blocked_now = Vec::new();
+    let eligible_now = eligible(snapshot, method, &mut sim, &mut blocked_now);
     let mut valid = Vec::new();
     let mut problems = Vec::new();
     for name in &command.candidates {
-        match snapshot.candidates.iter().find(|c| &c.claim == name) {
-            None => problems.push(format!("{name} is gone")),
-            Some(c) => match blocked(snapshot, c, method) {
-                Some(reason) => problems.push(format!("{name}: {reason}")),
-                None => valid.push(c),
+        match eligible_now.iter().find(|c| &c.claim == name) {
+            Some(c) => valid.push(*c),
+            None => match blocked_now.iter().find(|(c, _)| c == name) {
+                Some((_, reason)) => problems.push(format!("{name}: {reason}")),
+                None if snapshot.candidates.iter().any(|c| &c.claim == name) => {
+                    problems.push(format!("{name}: {}", blocked(snapshot, snapshot.candidate(name).expect("present"), method).unwrap_or_default()))
+                }
+                None => problems.push(format!("{name} is gone")),
             },
         }
     }
@@ -438,7 +466,6 @@ pub fn validate(snapshot: &Snapshot, command: &Command) -> Result<Command, Strin
     if !problems.is_empty() {
         return Err(problems.join("; "));
     }
-    let mut sim = Simulator::new(snapshot);
     let again = match method {
         Method::Drift => sim.remove(&valid).map(|s| s.new_claims.len()).map(|n| if n == 0 { Decision::Delete } else { Decision::Replace }),
         _ => consolidate(snapshot, &mut sim, &valid, method).and_then(|fresh| {

@@ -14,12 +14,23 @@ pub(crate) struct Simulated {
     pub new_claims: Vec<NewNodeClaim>,
 }
 
+/// Where the pending pods alone would go.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Baseline {
+    /// Nodes that pending pods would be placed on: nominated for them, as upstream's
+    /// provisioner would nominate them.
+    pub receiving: BTreeSet<String>,
+    /// How many new NodeClaims the pending pods need.
+    pub new_claims: usize,
+}
+
 /// Runs removal simulations against one snapshot.
 pub(crate) struct Simulator<'a> {
     snapshot: &'a Snapshot,
     input: SchedulingInput,
     pending: usize,
     node_index: HashMap<String, usize>,
+    baseline: Option<Baseline>,
     /// How many simulations ran.
     pub count: usize,
 }
@@ -28,7 +39,26 @@ impl<'a> Simulator<'a> {
     pub fn new(snapshot: &'a Snapshot) -> Self {
         let input = snapshot.scheduling.clone();
         let node_index = input.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
-        Simulator { snapshot, pending: input.pods.len(), input, node_index, count: 0 }
+        Simulator { snapshot, pending: input.pods.len(), input, node_index, baseline: None, count: 0 }
+    }
+
+    /// The pending pods scheduled alone (one simulation, run once; none without pending pods).
+    pub fn baseline(&mut self) -> &Baseline {
+        if self.baseline.is_none() {
+            let mut baseline = Baseline::default();
+            if self.pending > 0 {
+                self.count += 1;
+                let result = scheduling::schedule_with_context(&self.input, &self.snapshot.context, None);
+                baseline.new_claims = result.new_claims.len();
+                for p in &result.placements {
+                    if let Placement::Existing { node } = &p.placement {
+                        baseline.receiving.insert(node.clone());
+                    }
+                }
+            }
+            self.baseline = Some(baseline);
+        }
+        self.baseline.as_ref().expect("just computed")
     }
 
     /// Simulates deleting `candidates`: their pods (with the pending pods) are scheduled on

@@ -331,3 +331,28 @@ fn expiration_deletes_every_expired_node_regardless_of_budgets_and_blockers() {
     let text = explain(&snapshot, "old").unwrap().join("\n");
     assert!(text.contains("expiration: yes"), "{text}");
 }
+
+#[test]
+fn consolidation_is_skipped_while_pending_pods_need_several_new_nodes() {
+    let mut b = catalog();
+    b.node("a", "c-8", "on-demand", "zone-a", &pods("a", &[500]));
+    b.node("b", "c-8", "on-demand", "zone-a", &pods("b", &[500]));
+    for i in 0..3 {
+        b.pending(FixturePod::new(format!("big-{i}"), 7600));
+    }
+    let snapshot = b.clone().build();
+    for method in [Method::MultiNodeConsolidation, Method::SingleNodeConsolidation] {
+        let outcome = evaluate(&snapshot, method);
+        assert!(outcome.command.is_none());
+        assert_eq!(outcome.simulations, 1, "one baseline simulation, no candidate's");
+        assert!(outcome.skipped.as_deref().unwrap_or_default().contains("need 3 new nodes"), "{:?}", outcome.skipped);
+    }
+    let mut one = catalog();
+    one.node("a", "c-8", "on-demand", "zone-a", &pods("a", &[500]));
+    one.node("b", "c-8", "on-demand", "zone-a", &pods("b", &[500]));
+    one.pending(FixturePod::new("small", 500));
+    let outcome = evaluate(&one.build(), Method::SingleNodeConsolidation);
+    assert!(outcome.skipped.is_none(), "a pending pod that fits does not stop it: {outcome:?}");
+    assert_eq!(outcome.blocked, [("a".to_string(), "node is nominated for a pending pod".to_string())], "the pod would go to a");
+    assert_eq!(outcome.command.expect("b can go").candidates, ["b"]);
+}
