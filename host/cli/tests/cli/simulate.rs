@@ -345,7 +345,7 @@ fn an_expired_node_waits_for_its_grace_period_then_goes() {
 fn a_thousand_pod_scale_out_never_deletes_a_node_or_launches_twice() {
     // The emulated cluster is heavy at 1,000 pods in a debug build: a slower clock keeps the
     // simulated kube-scheduler from starving.
-    let (report, stdout, ok) = simulate_at(Some("scale-out-1000-pods.yaml"), 8.0);
+    let (report, stdout, ok) = simulate_at(Some("scale-out-1000-pods.yaml"), 4.0);
     assert!(ok, "{}", stdout.lines().rev().take(20).collect::<Vec<_>>().join("\n"));
     let (_, created, deleted, running) = totals(&report);
     assert_eq!((created, deleted, running), (33, 0, 1000), "{}", report["totals"]);

@@ -91,3 +91,89 @@ async fn a_create_that_fails_after_the_instance_exists_leaks_nothing() {
     assert_one_instance_one_claim(&sim).await;
     sim.shutdown().await;
 }
+
+/// A host killed in the middle of a replace command — candidate tainted, replacement created,
+/// not yet initialized — loses nothing: the next host untaints the candidate (it is not in its
+/// queue), the candidate is never deleted before a replacement is up, and the cluster settles
+/// on one cheaper node with no instance leaked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_killed_mid_replace_strands_no_taint_and_leaks_nothing() {
+    use joinery_simulate::scenario::Scale;
+    use k8s_openapi::api::core::v1::Node;
+
+    let catalog: joinery_sim::cloud::Catalog = serde_json::from_value(json!({
+        "zones": ["nova"],
+        "instanceTypes": [
+            {"name": "c3-4", "cpu": 2, "memory": "4Gi", "offerings": [{"zone": "nova", "capacityType": "on-demand", "price": 0.06}]},
+            {"name": "c3-16", "cpu": 8, "memory": "16Gi", "offerings": [{"zone": "nova", "capacityType": "on-demand", "price": 0.2}]}
+        ]
+    }))
+    .unwrap();
+    let mut sim = Simulation::start(SimulationOptions { speed: SPEED, catalog, ..Default::default() }).await.unwrap();
+    let manifests = [
+        json!({"apiVersion": "sim.joinery.dev/v1alpha1", "kind": "SimNodeClass", "metadata": {"name": "default"},
+               "spec": {"userDataRenderer": {"name": "k3s", "parameters": {"token": "t", "providerIDCommand": "cat /id"}}}}),
+        json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+               "spec": {"template": {"spec": {"nodeClassRef": {"group": "sim.joinery.dev", "kind": "SimNodeClass", "name": "default"},
+                        "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]}},
+                        "disruption": {"consolidateAfter": "10s"}}}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+               "spec": {"replicas": 6, "selector": {"matchLabels": {"app": "web"}},
+                        "template": {"metadata": {"labels": {"app": "web"}},
+                                     "spec": {"terminationGracePeriodSeconds": 5,
+                                              "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]}}}}),
+    ];
+    for m in &manifests {
+        sim.apply(m).await.expect("apply");
+    }
+    let claims: Api<NodeClaim> = Api::all(sim.client.clone());
+    let nodes: Api<Node> = Api::all(sim.client.clone());
+    let tainted = |n: &Node| n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| t.iter().any(|t| t.key == "karpenter.sh/disrupted"));
+    let clock = sim.clock.clone();
+    let wait = |what: &'static str, limit: Duration| {
+        let deadline = std::time::Instant::now() + clock.to_real(limit);
+        move || assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}")
+    };
+    let check = wait("six pods on one node", Duration::from_secs(600));
+    loop {
+        let running = Api::<Pod>::namespaced(sim.client.clone(), "default").list(&ListParams::default()).await.unwrap().items.iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")).count();
+        if running == 6 && nodes.list(&ListParams::default()).await.unwrap().items.len() == 1 {
+            break;
+        }
+        check();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    sim.scale(&Scale { namespace: None, name: "web".into(), replicas: 1 }).await.unwrap();
+    // Wait for the command to start: the c3-16 tainted and a replacement claim created.
+    let check = wait("the replace command to start", Duration::from_secs(600));
+    loop {
+        let tainted_nodes = nodes.list(&ListParams::default()).await.unwrap().items.iter().filter(|n| tainted(n)).count();
+        if tainted_nodes == 1 && claims.list(&ListParams::default()).await.unwrap().items.len() == 2 {
+            break;
+        }
+        check();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    sim.crash_controller();
+    let replacement_initialized = claims.list(&ListParams::default()).await.unwrap().items.iter().filter(|c| {
+        c.status.as_ref().is_some_and(|s| s.conditions.iter().flatten().any(|c| c.type_ == "Initialized" && c.status == joinery_api::ConditionStatus::True))
+    }).count();
+    assert_eq!(replacement_initialized, 1, "the crash came before the replacement initialized (otherwise this test proves nothing)");
+    sim.start_controller().await.unwrap();
+    // The cluster settles on one c3-4 with the pod running, nothing tainted, nothing leaked.
+    let check = wait("one c3-4 running the pod", Duration::from_secs(1200));
+    loop {
+        let live: Vec<_> = sim.cloud.instances().into_iter().filter(|i| i.state != InstanceState::Terminated).collect();
+        let node_list = nodes.list(&ListParams::default()).await.unwrap().items;
+        let running = Api::<Pod>::namespaced(sim.client.clone(), "default").list(&ListParams::default()).await.unwrap().items.iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")).count();
+        if live.len() == 1 && live[0].instance_type == "c3-4" && node_list.len() == 1 && !tainted(&node_list[0]) && running == 1 {
+            break;
+        }
+        check();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_one_instance_one_claim(&sim).await;
+    sim.shutdown().await;
+}
