@@ -176,6 +176,10 @@ async fn gather(ctx: &Context, memory: &Shared) -> Option<Snapshot> {
     for message in messages {
         tracing::warn!(error = %message, "ignored a NodePool disruption setting");
     }
+    if !ctx.settings.feature_gates.static_capacity {
+        // Static pools are not managed without the gate: nothing replaces their nodes.
+        snapshot.pools.values_mut().for_each(|p| p.template = None);
+    }
     snapshot.context.preference_policy = provisioner::preference_policy(ctx);
     snapshot.context.min_values_policy = provisioner::min_values_policy(ctx);
     Some(snapshot)

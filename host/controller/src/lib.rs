@@ -32,6 +32,7 @@ pub mod nodepool;
 pub mod provisioner;
 pub mod settings;
 pub mod state;
+pub mod static_pools;
 pub mod termination;
 mod util;
 
@@ -227,6 +228,7 @@ impl Controller {
             tokio::spawn(lifecycle::run(context.clone(), stopped.clone())),
             tokio::spawn(termination::run(context.clone(), stopped.clone())),
             tokio::spawn(disruption::run(context.clone(), stopped.clone())),
+            tokio::spawn(static_pools::run(context.clone(), stopped.clone())),
             tokio::spawn(gc::run(context.clone(), stopped.clone())),
         ];
         tracing::info!("controllers started");

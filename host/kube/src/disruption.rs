@@ -159,6 +159,7 @@ pub fn snapshot(objects: &DisruptionObjects<'_>, marks: &Marks<'_>, options: Opt
                 },
                 consolidate_after: consolidate_after(pool),
                 is_static: pool.spec.is_static(),
+                template: if pool.spec.is_static() { crate::template::node_claim_template(pool).ok() } else { None },
                 min_saving,
                 ..Default::default()
             },

@@ -342,6 +342,15 @@ fn an_expired_node_waits_for_its_grace_period_then_goes() {
 }
 
 #[test]
+fn a_static_nodepool_holds_its_replicas_and_replaces_a_drifted_node() {
+    let (report, stdout, ok) = simulate(Some("static-nodepool.yaml"));
+    assert!(ok, "{stdout}");
+    let (cost, created, deleted, _) = totals(&report);
+    assert_eq!((created, deleted), (3, 2), "{report:#}");
+    assert!((cost - 0.06).abs() < 1e-9, "one node left: {cost}");
+}
+
+#[test]
 fn a_thousand_pod_scale_out_never_deletes_a_node_or_launches_twice() {
     // The emulated cluster is heavy at 1,000 pods in a debug build: a slower clock keeps the
     // simulated kube-scheduler from starving.
@@ -376,6 +385,7 @@ fn every_shipped_scenario_is_covered_by_a_test() {
         "quickstart.yaml",
         "rke2-bootstrap.yaml",
         "scale-out-1000-pods.yaml",
+        "static-nodepool.yaml",
         "unschedulable-explained.yaml",
         "zone-spread.yaml",
     ];

@@ -70,6 +70,8 @@ pub struct Pool {
     pub is_static: bool,
     /// The minimum saving before consolidation replaces or deletes this pool's nodes.
     pub min_saving: Option<MinSaving>,
+    /// A static pool's template (what its drifted nodes are replaced with).
+    pub template: Option<crate::nodeclaim::NodeClaimTemplate>,
 }
 
 /// A claim's `Drifted` condition.
@@ -176,8 +178,12 @@ pub fn blocked(snapshot: &Snapshot, candidate: &Candidate, method: Method) -> Op
     if candidate.do_not_disrupt {
         return Some("disruption is blocked through the \"karpenter.sh/do-not-disrupt\" annotation".to_string());
     }
-    if pool.is_static {
-        return Some(format!("NodePool {:?} is static", candidate.pool));
+    if pool.is_static != (method == Method::StaticDrift) {
+        return Some(if pool.is_static {
+            format!("NodePool {:?} is static", candidate.pool)
+        } else {
+            format!("NodePool {:?} is not static", candidate.pool)
+        });
     }
     let overridable = method.is_eventual() && candidate.termination_grace_period;
     if let Some(blocker) = candidate.pod_blockers.first()
@@ -198,7 +204,7 @@ pub fn blocked(snapshot: &Snapshot, candidate: &Candidate, method: Method) -> Op
             }
         }
         Method::Expiration => unreachable!("expiration is checked above"),
-        Method::Drift => {
+        Method::Drift | Method::StaticDrift => {
             if candidate.drifted.is_none() {
                 return Some("node has not drifted".to_string());
             }

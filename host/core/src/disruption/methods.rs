@@ -59,6 +59,7 @@ pub fn evaluate(snapshot: &Snapshot, method: Method) -> MethodOutcome {
     let eligible = eligible(snapshot, method, &mut sim, &mut outcome.blocked);
     match method {
         Method::Emptiness => outcome.command = emptiness(snapshot, &eligible, &mut outcome.blocked),
+        Method::StaticDrift => outcome.command = static_drift(snapshot, &eligible, &mut outcome.blocked),
         Method::Drift => drift(snapshot, &mut sim, eligible, &mut outcome),
         Method::MultiNodeConsolidation => multi_node(snapshot, &mut sim, eligible, &mut outcome),
         Method::SingleNodeConsolidation => single_node(snapshot, &mut sim, eligible, &mut outcome),
@@ -84,7 +85,8 @@ fn eligible<'s>(snapshot: &'s Snapshot, method: Method, sim: &mut Simulator<'_>,
                 let relevant = match method {
                     Method::Expiration => false,
                     Method::Emptiness => c.is_empty(),
-                    Method::Drift => c.drifted.is_some(),
+                    Method::Drift => c.drifted.is_some() && !snapshot.pools.get(&c.pool).is_some_and(|p| p.is_static),
+                    Method::StaticDrift => c.drifted.is_some() && snapshot.pools.get(&c.pool).is_some_and(|p| p.is_static),
                     _ => !c.is_empty(),
                 };
                 if relevant {
@@ -94,7 +96,7 @@ fn eligible<'s>(snapshot: &'s Snapshot, method: Method, sim: &mut Simulator<'_>,
         }
     }
     match method {
-        Method::Drift => out.sort_by(|a, b| {
+        Method::Drift | Method::StaticDrift => out.sort_by(|a, b| {
             let since = |c: &Candidate| c.drifted.as_ref().map(|d| d.since);
             b.is_empty().cmp(&a.is_empty()).then(since(a).cmp(&since(b))).then(a.claim.cmp(&b.claim))
         }),
@@ -150,6 +152,35 @@ fn expiration(eligible: &[&Candidate]) -> Option<Command> {
         replacements: Vec::new(),
         saving_per_hour: eligible.iter().map(|c| c.price_or_zero()).sum(),
         explanation: format!("{} past expireAfter: delete {}", count(eligible.len()), names(eligible)),
+    })
+}
+
+/// Static drift: the drifted nodes of static NodePools, each replaced by one NodeClaim from its
+/// pool's template, within each pool's `Drifted` budget, in one command.
+fn static_drift(snapshot: &Snapshot, eligible: &[&Candidate], blocked_out: &mut Vec<(String, String)>) -> Option<Command> {
+    let mut left = allowances(snapshot, Method::StaticDrift, eligible);
+    let mut chosen = Vec::new();
+    let mut replacements = Vec::new();
+    for c in eligible {
+        let Some(template) = snapshot.pools.get(&c.pool).and_then(|p| p.template.as_ref()) else { continue };
+        let slot = left.entry(c.pool.clone()).or_default();
+        if *slot == 0 {
+            blocked_out.push((c.claim.clone(), budget_blocked(&c.pool, Method::StaticDrift)));
+            continue;
+        }
+        *slot -= 1;
+        chosen.push(*c);
+        replacements.push(super::static_claim(template));
+    }
+    if chosen.is_empty() {
+        return None;
+    }
+    Some(Command {
+        method: Method::StaticDrift,
+        candidates: chosen.iter().map(|c| c.claim.clone()).collect(),
+        replacements,
+        saving_per_hour: 0.0,
+        explanation: format!("{} of static NodePools drifted: replace {}", count(chosen.len()), names(&chosen)),
     })
 }
 
@@ -454,6 +485,9 @@ pub fn validate(snapshot: &Snapshot, command: &Command) -> Result<Command, Strin
         }
         ok
     });
+    if method == Method::StaticDrift && problems.is_empty() {
+        return Ok(command.clone());
+    }
     if method == Method::Emptiness {
         if valid.is_empty() {
             return Err(problems.join("; "));
@@ -514,6 +548,7 @@ pub fn explain(snapshot: &Snapshot, name: &str) -> Option<Vec<String>> {
                 let mut sim = Simulator::new(snapshot);
                 let result = match method {
                     Method::Expiration => Ok("delete (expired; forceful, no budget applies)".to_string()),
+                    Method::StaticDrift => Ok("replace with a NodeClaim from its static NodePool's template".to_string()),
                     Method::Emptiness => Ok(format!("delete (empty); saves {:.4}/h", c.price_or_zero())),
                     Method::Drift => sim.remove(&[c]).map(|s| {
                         if s.new_claims.is_empty() { "delete".to_string() } else { format!("replace with {}", describe_claims(&s.new_claims)) }

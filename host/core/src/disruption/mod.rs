@@ -15,6 +15,7 @@ pub mod fixture;
 pub mod methods;
 pub mod signals;
 mod simulate;
+pub mod static_pool;
 
 #[cfg(test)]
 mod tests;
@@ -24,6 +25,7 @@ use std::time::{Duration, SystemTime};
 
 pub use budget::{Allowance, Budget, BudgetNodes, allowed_disruptions};
 pub use candidate::{Candidate, ConsolidationPolicy, Drifted, Pool};
+pub use static_pool::{StaticAction, StaticClaim, static_action, static_claim};
 pub use methods::{MethodOutcome, decide, evaluate, explain, validate};
 pub use signals::{DriftReason, DriftView, consolidatable, drift, eviction_cost, nomination_window, reschedule_cost};
 
@@ -69,6 +71,8 @@ impl Reason {
 pub enum Method {
     /// Delete empty, consolidatable nodes.
     Emptiness,
+    /// Replace drifted nodes of static NodePools (one new claim each, within the budget).
+    StaticDrift,
     /// Replace drifted nodes, one command per pass.
     Drift,
     /// Delete or replace a prefix of the consolidation candidates at once.
@@ -82,13 +86,14 @@ pub enum Method {
 
 impl Method {
     /// Every method, in upstream's order.
-    pub const ALL: [Method; 4] = [Method::Emptiness, Method::Drift, Method::MultiNodeConsolidation, Method::SingleNodeConsolidation];
+    pub const ALL: [Method; 5] =
+        [Method::Emptiness, Method::StaticDrift, Method::Drift, Method::MultiNodeConsolidation, Method::SingleNodeConsolidation];
 
     /// The budget reason the method's commands count against.
     pub fn reason(self) -> Reason {
         match self {
             Method::Emptiness => Reason::Empty,
-            Method::Drift => Reason::Drifted,
+            Method::Drift | Method::StaticDrift => Reason::Drifted,
             Method::MultiNodeConsolidation | Method::SingleNodeConsolidation => Reason::Underutilized,
             Method::Expiration => Reason::Expired,
         }
@@ -98,6 +103,7 @@ impl Method {
     pub fn as_str(self) -> &'static str {
         match self {
             Method::Emptiness => "emptiness",
+            Method::StaticDrift => "static",
             Method::Drift => "drift",
             Method::MultiNodeConsolidation => "multi-node-consolidation",
             Method::SingleNodeConsolidation => "single-node-consolidation",
@@ -109,7 +115,7 @@ impl Method {
     pub fn consolidation_type(self) -> &'static str {
         match self {
             Method::Emptiness => "empty",
-            Method::Drift | Method::Expiration => "",
+            Method::Drift | Method::StaticDrift | Method::Expiration => "",
             Method::MultiNodeConsolidation => "multi",
             Method::SingleNodeConsolidation => "single",
         }
@@ -118,7 +124,7 @@ impl Method {
     /// Whether pods protected by do-not-disrupt or a PDB may be overridden for a claim with a
     /// `terminationGracePeriod` (upstream's "eventual" methods: drift).
     pub fn is_eventual(self) -> bool {
-        self == Method::Drift
+        matches!(self, Method::Drift | Method::StaticDrift)
     }
 }
 

@@ -45,7 +45,7 @@ fn pods_that_fit_elsewhere_make_a_delete_and_the_pass_stops_at_the_first_command
     let snapshot = b.build();
     let outcomes = decide(&snapshot);
     let methods: Vec<Method> = outcomes.iter().map(|o| o.method).collect();
-    assert_eq!(methods, [Method::Emptiness, Method::Drift, Method::MultiNodeConsolidation]);
+    assert_eq!(methods, [Method::Emptiness, Method::StaticDrift, Method::Drift, Method::MultiNodeConsolidation]);
     let cmd = outcomes.last().unwrap().command.clone().expect("multi-node decides");
     assert_eq!(cmd.decision(), Decision::Replace);
     assert_eq!(cmd.candidates, ["a", "b"], "both replaced by one cheaper node, the emptier first");
@@ -289,7 +289,8 @@ fn the_benchmark_cluster_consolidates_something() {
     let snapshot = fixture::consolidation_cluster(60);
     assert_eq!(snapshot.candidates.len(), 60);
     let outcomes: Vec<MethodOutcome> = Method::ALL.iter().map(|m| evaluate(&snapshot, *m)).collect();
-    let multi = outcomes[2].command.as_ref().expect("a third of the capacity is removable");
+    let multi = outcomes[3].command.as_ref().expect("a third of the capacity is removable");
+    assert_eq!(outcomes[3].method, Method::MultiNodeConsolidation);
     assert!(multi.candidates.len() >= 2 && multi.saving_per_hour > 0.0, "{multi:?}");
 }
 
@@ -355,4 +356,32 @@ fn consolidation_is_skipped_while_pending_pods_need_several_new_nodes() {
     assert!(outcome.skipped.is_none(), "a pending pod that fits does not stop it: {outcome:?}");
     assert_eq!(outcome.blocked, [("a".to_string(), "node is nominated for a pending pod".to_string())], "the pod would go to a");
     assert_eq!(outcome.command.expect("b can go").candidates, ["b"]);
+}
+
+#[test]
+fn static_drift_replaces_drifted_nodes_of_static_pools_within_the_budget_and_drift_leaves_them() {
+    let t = std::time::SystemTime::UNIX_EPOCH;
+    let mut b = catalog();
+    for name in ["s1", "s2", "s3"] {
+        b.node(name, "c-2", "on-demand", "zone-a", &pods(name, &[500])).drifted = Some(Drifted { reason: "NodePoolDrifted".into(), since: t });
+    }
+    let template = b.snapshot().scheduling.nodepools[0].template.clone();
+    let pool = b.pool();
+    pool.is_static = true;
+    pool.template = Some(template);
+    pool.budgets = vec![Budget { nodes: "50%".into(), reasons: None, schedule: None, duration: None }];
+    let snapshot = b.build();
+    let outcome = evaluate(&snapshot, Method::StaticDrift);
+    let cmd = outcome.command.expect("static drift");
+    assert_eq!(cmd.candidates, ["s1", "s2"], "50 % of 3 nodes rounds up to 2");
+    assert_eq!(cmd.replacements.len(), 2);
+    assert!(cmd.replacements[0].spec.instance_types.is_empty(), "no instance types injected: the plugin chooses");
+    assert_eq!(outcome.blocked, [("s3".to_string(), budget_blocked_text("default"))]);
+    assert!(evaluate(&snapshot, Method::Drift).command.is_none(), "drift leaves static pools to static drift");
+    assert!(evaluate(&snapshot, Method::SingleNodeConsolidation).command.is_none(), "static pools are never consolidated");
+    assert_eq!(validate(&snapshot, &cmd).as_ref(), Ok(&cmd));
+}
+
+fn budget_blocked_text(pool: &str) -> String {
+    format!("disruption budgets of NodePool {pool:?} allow no more Drifted disruptions now")
 }
