@@ -110,7 +110,10 @@ async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> 
     for outcome in &outcomes {
         let eligible = snapshot.candidates.iter().filter(|c| disruption::candidate::blocked(&snapshot, c, outcome.method).is_none()).count();
         ctx.metrics.set(names::VOLUNTARY_DISRUPTION_ELIGIBLE_NODES, &[("reason", outcome.method.reason().metric_label())], eligible as u64);
-        for (claim, why) in &outcome.blocked {
+        // Events for what an operator can act on (protections, budgets, nominations), not for
+        // nodes merely waiting for consolidateAfter or initialization.
+        let waiting = |why: &str| why.contains("not consolidatable yet") || why.contains("not initialized");
+        for (claim, why) in outcome.blocked.iter().filter(|(_, why)| !waiting(why)) {
             if let Some(c) = snapshot.candidate(claim)
                 && let Some(node) = ctx.state.node(&c.node)
             {
@@ -193,7 +196,6 @@ fn publish_allowances(ctx: &Context, snapshot: &Snapshot) {
                 tracing::warn!(nodepool = %pool, %error, "invalid disruption budget; allowing no disruption");
             }
             let allowed = allowance.allowed.min(snapshot.pools[pool].nodes);
-            tracing::debug!(nodepool = %pool, reason = reason.as_str(), allowed, budgets = ?snapshot.pools[pool].budgets, now = ?snapshot.now, "disruption allowance");
             ctx.metrics.set(names::NODEPOOLS_ALLOWED_DISRUPTIONS, &[("nodepool", pool), ("reason", reason.as_str())], allowed);
         }
     }
@@ -270,10 +272,11 @@ async fn advance_queue(ctx: &Context, memory: &Shared) -> Result<(), ControllerE
     let mut done = Vec::new();
     for (index, replacements, started) in queued {
         let claims: Vec<Option<Arc<NodeClaim>>> = replacements.iter().map(|r| claim_named(ctx, r)).collect();
-        let cached = replacements.iter().cloned().collect::<BTreeSet<_>>();
+        // A replacement just created may not be in the cache yet: only a claim the cache has
+        // seen and lost (or that is being deleted) has vanished.
+        let cached_names: BTreeSet<String> = ctx.state.node_claims.state().iter().filter_map(|c| c.metadata.name.clone()).collect();
         let vanished = claims.iter().any(|c| c.as_ref().is_none_or(|c| c.metadata.deletion_timestamp.is_some()))
-            && !ctx.inflight.created_not_cached(&ctx.state.node_claims.state().iter().filter_map(|c| c.metadata.name.clone()).collect())
-            && !cached.is_empty();
+            && !ctx.inflight.created_not_cached(&cached_names);
         let ready = claims.iter().all(|c| c.as_ref().is_some_and(|c| c.is_condition_true(INITIALIZED)));
         let command = lock(memory).queue[index].command.clone();
         if ready {
