@@ -312,6 +312,15 @@ fn do_not_disrupt_pods_and_budgets_hold_consolidation_until_they_go() {
 }
 
 #[test]
+fn a_node_annotated_do_not_disrupt_is_never_consolidated() {
+    let (report, stdout, ok) = simulate(Some("consolidation-node-do-not-disrupt.yaml"));
+    assert!(ok, "{stdout}");
+    let (cost, created, deleted, running) = totals(&report);
+    assert_eq!((created, deleted, running), (1, 0, 1), "{report:#}");
+    assert!((cost - 0.2).abs() < 1e-9, "the c3-16 stays: {cost}");
+}
+
+#[test]
 fn a_scheduled_zero_budget_holds_consolidation_until_its_window_closes() {
     let (report, stdout, ok) = simulate(Some("consolidation-budget-window.yaml"));
     assert!(ok, "{stdout}");
@@ -368,6 +377,7 @@ fn every_shipped_scenario_is_covered_by_a_test() {
         "consolidation-blocked.yaml",
         "consolidation-budget-window.yaml",
         "consolidation-multi-delete.yaml",
+        "consolidation-node-do-not-disrupt.yaml",
         "consolidation-replace-cheaper.yaml",
         "daemonset-overhead.yaml",
         "default-spread.yaml",
