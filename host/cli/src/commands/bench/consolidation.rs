@@ -45,7 +45,7 @@ impl Execute for ConsolidationArgs {
         }
         let exe = std::env::current_exe().context("cannot find the joinery executable to run each size in")?;
         if !self.json {
-            println!("consolidation benchmark: one full pass (emptiness, drift, multi-node, single-node), median of {} run(s), one process per row", self.runs.max(1));
+            println!("consolidation benchmark: one full pass (emptiness, static drift, drift, multi-node, single-node), median of {} run(s), one process per row", self.runs.max(1));
             println!(
                 "{:>6} {:>7} {:>10} {:>12} {:>14} {:>9} {:>13} {:>9}",
                 "nodes", "pods", "pass", "simulations", "removed/repl.", "decision", "saving/h", "peak MiB"
