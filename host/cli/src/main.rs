@@ -6,6 +6,7 @@
 mod commands;
 mod logging;
 mod plugin_options;
+mod snapshot_input;
 
 use clap::Parser;
 

@@ -59,6 +59,7 @@ pub(crate) use subcommands;
 
 mod bench;
 mod crds;
+mod disrupt;
 mod explain;
 mod plugins;
 mod render;
@@ -96,5 +97,8 @@ subcommands! {
         /// Dry-run one provisioning pass over a cluster snapshot (multi-document YAML) and print
         /// where each pending pod would go and which NodeClaims would be created. Launches nothing.
         Schedule(schedule::ScheduleArgs),
+        /// Dry-run one disruption pass over a cluster snapshot and print what Joinery would
+        /// consolidate, replace or leave (and why), with each NodePool's budgets. Changes nothing.
+        Disrupt(disrupt::DisruptArgs),
     }
 }

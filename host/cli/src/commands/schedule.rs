@@ -3,27 +3,21 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
-use joinery_controller::cloud::{Cloud, group_kind};
+use anyhow::{Context, Result};
 use joinery_kube::convert;
-use joinery_kube::snapshot::{Assembly, BatchStatus, Catalog, Snapshot};
-use joinery_core::clock::Clock;
+use joinery_kube::snapshot::{Assembly, BatchStatus, Snapshot};
 use joinery_core::instance_type::InstanceType;
-use joinery_core::labels::{CAPACITY_TYPE_LABEL, LabelPolicy, ZONE_LABEL};
+use joinery_core::labels::{CAPACITY_TYPE_LABEL, ZONE_LABEL};
 use joinery_core::scheduling::{self, MinValuesPolicy, NewNodeClaim, Placement, PreferencePolicy, SchedulingResult};
-use joinery_runtime::manifest::PluginKind;
-use joinery_runtime::services::HostServices;
-use kube::api::DynamicObject;
 use clap::ValueEnum;
 use serde::Serialize;
 
 use super::Execute;
-use crate::plugin_options::PluginOptions;
+use crate::snapshot_input::{InstanceTypeArgs, read, read_snapshot};
 use joinery_kube::spread;
 
 /// `joinery schedule …`
@@ -32,15 +26,9 @@ pub struct ScheduleArgs {
     /// The snapshot: multi-document YAML of NodePools, NodeClaims, Nodes, Pods, DaemonSets, …
     /// (`kubectl get -o yaml` output works, `kind: List` included).
     pub snapshot: PathBuf,
-    /// Instance-type catalog file (YAML or JSON); see examples/catalogs/.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["plugin", "node_class"], required_unless_present = "plugin")]
-    pub catalog: Option<PathBuf>,
-    /// Cloud plugin (built-in or from --plugin-dir) to ask for instance types instead.
-    #[arg(long, value_name = "NAME", requires = "node_class")]
-    pub plugin: Option<String>,
-    /// NodeClass YAML passed to the plugin's get-instance-types (with --plugin).
-    #[arg(long, value_name = "FILE", requires = "plugin")]
-    pub node_class: Option<PathBuf>,
+    /// Where the instance types come from (--catalog, or --plugin with --node-class).
+    #[command(flatten)]
+    pub instance_types: InstanceTypeArgs,
     /// Whether preferences (preferred affinities, ScheduleAnyway spreads) are respected then
     /// relaxed, or ignored (upstream's PREFERENCE_POLICY).
     #[arg(long, value_enum, ignore_case = true, default_value = "Respect")]
@@ -57,9 +45,6 @@ pub struct ScheduleArgs {
     /// Print JSON instead of the human-readable report.
     #[arg(long)]
     pub json: bool,
-    /// Plugin loading options (with --plugin).
-    #[command(flatten)]
-    pub plugins: PluginOptions,
 }
 
 /// `--preference-policy`.
@@ -121,17 +106,8 @@ const SHOWN_INSTANCE_TYPES: usize = 5;
 /// the decision, and writes notes (what was left out or not modelled) to stderr. Exit code 0
 /// whenever the pass ran, whether or not every pod found a place.
 async fn schedule(args: ScheduleArgs) -> Result<ExitCode> {
-    let text = read(&args.snapshot, "snapshot")?;
-    let snapshot = Snapshot::parse(&text).with_context(|| format!("snapshot {}", args.snapshot.display()))?;
-    let (instance_types, label_policy) = match (&args.catalog, &args.plugin, &args.node_class) {
-        (Some(path), _, _) => {
-            let catalog = Catalog::parse(&read(path, "catalog")?).with_context(|| format!("catalog {}", path.display()))?;
-            let policy = catalog.label_policy();
-            (catalog.instance_types, policy)
-        }
-        (None, Some(plugin), Some(class)) => (plugin_instance_types(&args.plugins, plugin, class).await?, LabelPolicy::default()),
-        _ => bail!("give the instance types: --catalog FILE, or --plugin NAME with --node-class FILE"),
-    };
+    let snapshot = read_snapshot(&args.snapshot)?;
+    let (instance_types, label_policy) = args.instance_types.load().await?;
     let mut assembly = snapshot.assemble(&instance_types, label_policy).with_context(|| format!("snapshot {}", args.snapshot.display()))?;
     let mut notes = assembly.notes.clone();
     if let Some(path) = &args.scheduler_config {
@@ -141,10 +117,9 @@ async fn schedule(args: ScheduleArgs) -> Result<ExitCode> {
     } else if !(snapshot.services.is_empty() && snapshot.replica_sets.is_empty() && snapshot.stateful_sets.is_empty()) {
         notes.push("Services, ReplicaSets and StatefulSets select pods for default spread constraints, which only --scheduler-config asks for; not used".into());
     }
-    // The pass and the report need only the assembled input: give the objects' memory
-    // (and the text's) back before the pass allocates its own.
+    // The pass and the report need only the assembled input: give the objects' memory back
+    // before the pass allocates its own (the text's went when it was parsed).
     drop(snapshot);
-    drop(text);
     let mut context = assembly.context.clone();
     context.preference_policy = match args.preference_policy {
         PreferencePolicyArg::Respect => PreferencePolicy::Respect,
@@ -176,36 +151,6 @@ async fn schedule(args: ScheduleArgs) -> Result<ExitCode> {
         eprintln!("note: {note}");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn read(path: &Path, what: &str) -> Result<String> {
-    std::fs::read_to_string(path).with_context(|| format!("cannot read {what} {}", path.display()))
-}
-
-/// Asks the cloud plugin `name` for the instance types of the NodeClass in `class_path`, the
-/// way the controller does (unknown prices filled by the fallback pricing plugin).
-async fn plugin_instance_types(options: &PluginOptions, name: &str, class_path: &Path) -> Result<Vec<InstanceType>> {
-    let text = read(class_path, "NodeClass")?;
-    let class: DynamicObject = serde_yaml::from_str(&text)
-        .with_context(|| format!("NodeClass {}: expected one Kubernetes object with apiVersion, kind and metadata", class_path.display()))?;
-    let (group, kind) = group_kind(&class);
-    let registry = crate::plugin_options::open_registry(options, HostServices::default())?;
-    let plugins = registry.current();
-    let Some(plugin) = plugins.get(name) else {
-        let loaded: Vec<&str> = plugins.iter().filter(|p| p.kind() == PluginKind::CloudProvider).map(|p| p.name()).collect();
-        bail!("no plugin named {name:?}; cloud plugins loaded: {}", loaded.join(", "));
-    };
-    if plugin.kind() != PluginKind::CloudProvider {
-        bail!("plugin {name} is a {} plugin, not a cloud provider", plugin.kind().as_str());
-    }
-    let serving = plugins.cloud_for(&group, &kind).map(|p| p.name().to_string());
-    if serving.as_deref() != Some(name) {
-        let serves = plugin.manifest().node_class.as_ref().map(|n| format!("{}.{}", n.kind, n.group)).unwrap_or_else(|| "no NodeClass".into());
-        bail!("plugin {name} serves {serves}, but {} is a {kind}.{group}", class_path.display());
-    }
-    let cloud = Cloud::new(registry.clone(), Arc::new(Clock::real()));
-    let types = cloud.instance_types(&class).await.with_context(|| format!("plugin {name}: get-instance-types for {}", class_path.display()))?;
-    Ok(types.into_iter().map(InstanceType::with_offering_requirements).collect())
 }
 
 /// The `--json` document. Field names are a stable interface.

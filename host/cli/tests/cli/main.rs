@@ -3,6 +3,7 @@
 //! Run one file's tests with `cargo test --workspace --test cli <module>::`.
 
 mod cli;
+mod disrupt;
 mod helm;
 mod plugins_package;
 mod run;

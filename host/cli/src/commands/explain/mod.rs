@@ -1,5 +1,6 @@
 //! `joinery explain …`: why an object is where it is.
 
+mod node;
 mod pod;
 
 super::subcommands! {
@@ -7,5 +8,8 @@ super::subcommands! {
     pub enum ExplainCommand {
         /// Why a pod is pending (the blocking constraint and the NodePools tried), or where it runs.
         Pod(pod::PodArgs),
+        /// Why a node of a cluster snapshot is or is not disrupted: its NodePool's budgets, each
+        /// method's verdict, and what consolidating it would save.
+        Node(node::NodeArgs),
     }
 }

@@ -1,0 +1,47 @@
+//! `joinery explain node NAME SNAPSHOT`: why a node of a cluster snapshot is or is not
+//! disrupted — its NodePool's budgets per reason, each method's verdict on it alone, and what
+//! consolidating it would save — in the words of [`joinery_core::disruption::explain`] (the
+//! text of the controller's `DisruptionBlocked` and `Unconsolidatable` events). The snapshot is
+//! read exactly as `joinery disrupt` reads it.
+
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+
+use crate::commands::Execute;
+use crate::commands::disrupt::{PassArgs, rfc3339};
+
+/// `joinery explain node …`
+#[derive(Debug, clap::Args)]
+pub struct NodeArgs {
+    /// The Node (or its NodeClaim).
+    pub node: String,
+    /// The snapshot and the moment of the pass.
+    #[command(flatten)]
+    pub pass: PassArgs,
+}
+
+impl Execute for NodeArgs {
+    async fn execute(self) -> Result<ExitCode> {
+        let pass = self.pass.load().await?;
+        let snapshot = &pass.snapshot;
+        let Some(lines) = joinery_core::disruption::explain(snapshot, &self.node) else {
+            let known: Vec<&str> = snapshot.candidates.iter().map(|c| c.node.as_str()).take(10).collect();
+            let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+            bail!("no node or NodeClaim named {:?} is managed in the snapshot (managed nodes: {known})", self.node);
+        };
+        println!("At {} ({}):", rfc3339(snapshot.now()), pass.now_from);
+        for line in lines {
+            println!("{line}");
+        }
+        for note in &pass.notes {
+            eprintln!("note: {note}");
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+
+    /// The explanation is the output: only warnings are logged.
+    fn default_log_level(&self) -> String {
+        "warn".to_string()
+    }
+}
