@@ -151,11 +151,12 @@ impl PassArgs {
         refresh_consolidatable(&mut snapshot, &objects, now);
         if waiting > 0 {
             notes.push(format!(
-                "{waiting} pod(s) wait for capacity; a snapshot holds no nominations, so the nodes the provisioner would choose for them are not kept from disruption"
+                "{waiting} pod(s) wait for capacity: the nodes they would land on count as nominated (the snapshot holds no nominations of earlier passes)"
             ));
         }
-        if snapshot.pools.values().any(|p| p.is_static) {
-            notes.push("static NodePools (spec.replicas) are not disrupted by this pass".into());
+        if !gates.static_capacity && snapshot.pools.values().any(|p| p.is_static) {
+            snapshot.pools.values_mut().for_each(|p| p.template = None);
+            notes.push("static NodePools (spec.replicas) are managed only with --feature-gates StaticCapacity=true, as in the controller".into());
         }
         Ok(Pass { snapshot, now_from, notes })
     }

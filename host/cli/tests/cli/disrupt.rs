@@ -178,21 +178,17 @@ fn a_cron_budget_window_blocks_until_it_closes() {
 }
 
 #[test]
-fn percent_budgets_round_up_and_node_do_not_disrupt_blocks_without_nominations() {
+fn percent_budgets_round_up_and_node_do_not_disrupt_and_pending_pods_block() {
     let r = report(&fixture("empty"), CATALOG, &[]);
     assert_eq!(allowed(&r, "general", "Empty"), 2, "34% of 4 nodes is 1.36, rounded up");
     let [c] = commands(&r) else { panic!("{r:#}") };
     assert_eq!(c["method"], "emptiness");
-    let deleted = strings(&c["candidates"]);
-    assert_eq!(deleted.len(), 2, "{r:#}");
-    assert!(deleted.iter().all(|n| ["node-1", "node-2", "node-3"].contains(n)), "{deleted:?}");
-    let left = ["node-1", "node-2", "node-3"].into_iter().find(|n| !deleted.contains(n)).unwrap();
-    assert!(blocked(&r, left).iter().any(|b| b.contains("budgets")), "{r:#}");
+    assert_eq!(strings(&c["candidates"]), ["node-2", "node-3"], "two allowed, node-1 kept for the pending pod: {r:#}");
+    assert_eq!(blocked(&r, "node-1"), ["node is nominated for a pending pod"], "the waiting pod would land on node-1");
     assert_eq!(blocked(&r, "node-4"), ["disruption is blocked through the \"karpenter.sh/do-not-disrupt\" annotation"]);
     assert_eq!(c["savingPerHour"], 0.2);
-    // The pending pod does not nominate (keep) an empty node in a snapshot: said on stderr.
     let (_, stderr) = text(&fixture("empty"), CATALOG, &[]);
-    assert!(stderr.contains("1 pod(s) wait for capacity; a snapshot holds no nominations"), "{stderr}");
+    assert!(stderr.contains("1 pod(s) wait for capacity: the nodes they would land on count as nominated"), "{stderr}");
 }
 
 #[test]

@@ -553,6 +553,9 @@ pub fn explain(snapshot: &Snapshot, name: &str) -> Option<Vec<String>> {
                     Method::Drift => sim.remove(&[c]).map(|s| {
                         if s.new_claims.is_empty() { "delete".to_string() } else { format!("replace with {}", describe_claims(&s.new_claims)) }
                     }),
+                    // Multi-node acts on two candidates or more: alone, a node is its
+                    // candidate, and what removing it would bring is single-node's verdict.
+                    Method::MultiNodeConsolidation => Ok("a candidate (a command takes two or more; `joinery disrupt --all` shows the batch)".to_string()),
                     _ => consolidate(snapshot, &mut sim, &[c], method).map(|cmd| cmd.explanation),
                 };
                 match result {
