@@ -1,6 +1,8 @@
 //! Static NodePools (`spec.replicas`, gate `StaticCapacity`): each is kept at its count of
-//! NodeClaims, whatever the pods, as the core's [`static_action`] decides. Claims held by a
-//! disruption command (a drifted claim being replaced) do not count; their replacements do.
+//! NodeClaims, whatever the pods, as the core's [`static_action`] decides. While a disruption
+//! command holds one of a pool's claims, the pool is left alone until the command has finished
+//! or rolled back (the candidate is marked before its replacement is created, so counting in
+//! between would launch one too many).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,8 +40,13 @@ async fn step(ctx: &Context) -> Result<(), ControllerError> {
         let mine: Vec<&Arc<NodeClaim>> = claims
             .iter()
             .filter(|c| c.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)) == Some(&name))
-            .filter(|c| c.metadata.deletion_timestamp.is_none() && c.condition(DISRUPTION_REASON).is_none())
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
             .collect();
+        if mine.iter().any(|c| c.condition(DISRUPTION_REASON).is_some()) {
+            // A disruption command replaces one of its claims (marked first, replacement
+            // created next): count again once it has finished or rolled back.
+            continue;
+        }
         let views: Vec<StaticClaim> = mine.iter().map(|c| view(ctx, c)).collect();
         match static_action(replicas.max(0) as u64, node_limit(&pool), &views) {
             StaticAction::Keep => {}

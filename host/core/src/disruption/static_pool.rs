@@ -34,8 +34,8 @@ pub enum StaticAction {
 }
 
 /// Keeps a static pool at `replicas` NodeClaims, never above its `limits.nodes`. `claims` are
-/// its NodeClaims that count: not being deleted, and not held by a disruption command (a
-/// drifted claim being replaced is not counted, its replacement is). Scale-down removes claims
+/// its NodeClaims that count: those not being deleted (the caller leaves a pool alone while a
+/// disruption command replaces one of its claims). Scale-down removes claims
 /// not launched yet first, then empty nodes, then the cheapest to disrupt (ties by name).
 pub fn static_action(replicas: u64, limit_nodes: Option<u64>, claims: &[StaticClaim]) -> StaticAction {
     let desired = limit_nodes.map_or(replicas, |l| replicas.min(l));
