@@ -366,7 +366,8 @@ async fn rollback(ctx: &Context, memory: &Shared, candidates: &[String]) {
 }
 
 /// Keeps each initialized claim's signals current: `lastPodEventTime`, `Consolidatable` and
-/// `Drifted`; and untaints nodes an interrupted disruption left tainted.
+/// `Drifted`; and untaints nodes an interrupted disruption left tainted. A claim whose update
+/// fails (an API error) is retried on the next pass; the others, and the pass's decision, go on.
 async fn maintain_signals(ctx: &Context, memory: &Shared, pools: &BTreeMap<String, Arc<NodePool>>, now: SystemTime) -> Result<(), ControllerError> {
     let mut types_by_pool: Option<BTreeMap<String, Vec<InstanceType>>> = None;
     for claim in ctx.state.node_claims.state() {
@@ -375,23 +376,37 @@ async fn maintain_signals(ctx: &Context, memory: &Shared, pools: &BTreeMap<Strin
         }
         let pool_name = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)).cloned().unwrap_or_default();
         let Some(pool) = pools.get(&pool_name).cloned() else { continue };
-        if claim.is_condition_true(LAUNCHED) {
-            update_drifted(ctx, memory, &claim, &pool, &mut types_by_pool, now).await?;
+        if let Err(error) = maintain_claim(ctx, memory, &claim, &pool, &mut types_by_pool, now).await {
+            tracing::debug!(nodeclaim = %name_of(claim.as_ref()), %error, "updating disruption signals failed; retried next pass");
         }
-        if !claim.is_condition_true(INITIALIZED) {
-            continue;
-        }
-        let Some(node) = node_of(ctx, &claim) else { continue };
-        let node_name = name_of(node.as_ref());
-        record_pod_events(ctx, memory, &claim, &node_name, now).await?;
-        update_consolidatable(ctx, &claim, &pool, now).await?;
-        // Crash recovery (upstream's rule): a node that carries the disrupted taint while
-        // neither it nor its claim is being deleted was left by a disruption that never
-        // finished: untaint it.
-        let ours = lock(memory).disrupting.contains(&name_of(claim.as_ref()));
-        if node.metadata.deletion_timestamp.is_none() && !ours {
-            release(ctx, &claim, &node).await?;
-        }
+    }
+    Ok(())
+}
+
+async fn maintain_claim(
+    ctx: &Context,
+    memory: &Shared,
+    claim: &NodeClaim,
+    pool: &NodePool,
+    types_by_pool: &mut Option<BTreeMap<String, Vec<InstanceType>>>,
+    now: SystemTime,
+) -> Result<(), ControllerError> {
+    if claim.is_condition_true(LAUNCHED) {
+        update_drifted(ctx, memory, claim, pool, types_by_pool, now).await?;
+    }
+    if !claim.is_condition_true(INITIALIZED) {
+        return Ok(());
+    }
+    let Some(node) = node_of(ctx, claim) else { return Ok(()) };
+    let node_name = name_of(node.as_ref());
+    record_pod_events(ctx, memory, claim, &node_name, now).await?;
+    update_consolidatable(ctx, claim, pool, now).await?;
+    // Crash recovery (upstream's rule): a node that carries the disrupted taint while
+    // neither it nor its claim is being deleted was left by a disruption that never
+    // finished: untaint it.
+    let ours = lock(memory).disrupting.contains(&name_of(claim));
+    if node.metadata.deletion_timestamp.is_none() && !ours {
+        release(ctx, claim, &node).await?;
     }
     Ok(())
 }
