@@ -30,7 +30,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::events::Involved;
-use crate::lifecycle::conditions::{CONSOLIDATABLE, DISRUPTION_REASON, INITIALIZED, LAUNCHED};
+use crate::lifecycle::conditions::{CONSOLIDATABLE, DISRUPTION_REASON, DRIFTED, INITIALIZED, LAUNCHED};
 use crate::metrics::names;
 use crate::util::{self, condition, k8s_time, merge_patch, merge_patch_status, system_time};
 use crate::{Context, ControllerError, provisioner};
@@ -468,7 +468,12 @@ async fn update_drifted(
     now: SystemTime,
 ) -> Result<(), ControllerError> {
     let created = claim.metadata.creation_timestamp.as_ref().map(system_time).unwrap_or(now);
-    let old = now.duration_since(created).unwrap_or_default() >= INSTANCE_TYPE_DRIFT_AGE;
+    // The instance-type check needs the pool's types from its plugin: only for claims older
+    // than an hour, and only when the claim's plugin verdict is due again (every
+    // DRIFT_RECHECK), not on every pass.
+    let uid = claim.metadata.uid.clone().unwrap_or_default();
+    let due = lock(memory).plugin_drift.get(&uid).is_none_or(|(at, _, _)| now.duration_since(*at).unwrap_or_default() >= DRIFT_RECHECK);
+    let old = due && now.duration_since(created).unwrap_or_default() >= INSTANCE_TYPE_DRIFT_AGE;
     if old && types_by_pool.is_none() {
         let (offers, _) = provisioner::ready_nodepools(ctx).await;
         *types_by_pool = Some(offers.into_iter().map(|(p, types)| (name_of(p.as_ref()), types)).collect());
@@ -478,26 +483,22 @@ async fn update_drifted(
     if reason.is_none() {
         reason = plugin_drift(ctx, memory, claim, now).await;
     }
-    let current = claim.condition(disruption_condition::DRIFTED).filter(|c| c.is_true()).map(|c| c.reason.clone());
+    let current = claim.condition(DRIFTED).filter(|c| c.is_true()).map(|c| c.reason.clone());
     if current == reason {
         return Ok(());
     }
     let mut conds = claim.conditions().to_vec();
     match &reason {
         Some(reason) => {
-            joinery_api::condition::set_condition(&mut conds, condition(ctx, disruption_condition::DRIFTED, ConditionStatus::True, reason, ""));
+            joinery_api::condition::set_condition(&mut conds, condition(ctx, DRIFTED, ConditionStatus::True, reason, ""));
             tracing::info!(nodeclaim = %name_of(claim), %reason, "nodeclaim drifted");
         }
         None => {
-            joinery_api::condition::remove_condition(&mut conds, disruption_condition::DRIFTED);
+            joinery_api::condition::remove_condition(&mut conds, DRIFTED);
         }
     }
     merge_patch_status(&Api::<NodeClaim>::all(ctx.client.clone()), &name_of(claim), json!({"status": {"conditions": conds}})).await?;
     Ok(())
-}
-
-mod disruption_condition {
-    pub use joinery_kube::conditions::DRIFTED;
 }
 
 /// The cloud plugin's drift verdict for the claim, cached for [`DRIFT_RECHECK`] or until its

@@ -15,7 +15,6 @@ use joinery_core::disruption::{
 use joinery_core::instance_type::InstanceType;
 use joinery_core::labels::{self, LabelPolicy};
 use joinery_core::overlay::Overlay;
-use joinery_core::requirements::{Requirement, Requirements};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
@@ -74,12 +73,9 @@ pub fn min_saving(pool: &NodePool) -> Result<Option<MinSaving>, String> {
 /// after). `instance_types`: the pool's types now, when the instance-type check is due.
 pub fn drift(claim: &NodeClaim, pool: &NodePool, instance_types: Option<&[InstanceType]>) -> Option<DriftReason> {
     let annotation = |k: &str| claim.metadata.annotations.as_ref().and_then(|a| a.get(k)).map(String::as_str);
-    let mut requirements = Requirements::new();
-    for r in &pool.spec.template.spec.requirements {
-        if let Ok(req) = Requirement::new(r.key.clone(), r.operator, r.values.clone().unwrap_or_default()) {
-            requirements.add(req);
-        }
-    }
+    // A NodePool whose requirements do not parse launches nothing; its claims are not judged
+    // against them.
+    let requirements = crate::template::pool_requirements(pool).unwrap_or_default();
     let hash = nodepool_hash(pool);
     let empty = BTreeMap::new();
     joinery_core::disruption::drift(&DriftView {

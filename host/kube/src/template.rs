@@ -11,13 +11,7 @@ use crate::convert;
 pub fn node_claim_template(pool: &NodePool) -> Result<NodeClaimTemplate, String> {
     let name = pool.metadata.name.clone().unwrap_or_default();
     let spec = &pool.spec.template.spec;
-    let mut requirements = Requirements::new();
-    for (i, r) in spec.requirements.iter().enumerate() {
-        let req = Requirement::new(r.key.clone(), r.operator, r.values.clone().unwrap_or_default())
-            .map_err(|e| format!("NodePool {name}: spec.template.spec.requirements[{i}]: {e}"))?
-            .with_min_values(r.min_values.map(|m| m.max(0) as usize));
-        requirements.add(req);
-    }
+    let requirements = pool_requirements(pool)?;
     let meta = pool.spec.template.metadata.clone().unwrap_or_default();
     let class = NodeClassRef { group: spec.node_class_ref.group.clone(), kind: spec.node_class_ref.kind.clone(), name: spec.node_class_ref.name.clone() };
     let mut template = NodeClaimTemplate::new(name, class, &requirements, meta.labels.unwrap_or_default());
@@ -26,6 +20,20 @@ pub fn node_claim_template(pool: &NodePool) -> Result<NodeClaimTemplate, String>
     template.taints = convert::taints(spec.taints.as_ref());
     template.startup_taints = convert::taints(spec.startup_taints.as_ref());
     Ok(template)
+}
+
+/// A NodePool's `spec.template.spec.requirements` in the core's form; errors name the pool and
+/// the requirement.
+pub fn pool_requirements(pool: &NodePool) -> Result<Requirements, String> {
+    let name = pool.metadata.name.as_deref().unwrap_or_default();
+    let mut requirements = Requirements::new();
+    for (i, r) in pool.spec.template.spec.requirements.iter().enumerate() {
+        let req = Requirement::new(r.key.clone(), r.operator, r.values.clone().unwrap_or_default())
+            .map_err(|e| format!("NodePool {name}: spec.template.spec.requirements[{i}]: {e}"))?
+            .with_min_values(r.min_values.map(|m| m.max(0) as usize));
+        requirements.add(req);
+    }
+    Ok(requirements)
 }
 
 /// A stable hash of the NodePool template (requirements excluded, as upstream), for the
