@@ -9,11 +9,14 @@
 //! - [`lifecycle`]: launches NodeClaims through the cloud plugin (userData rendered by the
 //!   NodeClass's renderer), registers and initializes their Nodes, and finalizes deleted claims;
 //! - [`termination`]: drains Nodes being deleted (eviction honouring PDBs) and deletes their instances;
-//! - [`disruption`]: removes empty nodes after `consolidateAfter`, within the NodePool budgets;
+//! - [`disruption`]: emptiness, drift, consolidation and expiration, decided by the core's
+//!   disruption methods within the NodePool budgets;
 //! - [`nodeclass`]: resolves NodeClasses through their plugin and writes their status conditions;
 //! - [`nodepool`]: NodePool status (resources, node count, readiness conditions);
 //! - [`gc`]: garbage collection: instances tagged for this cluster that no NodeClaim owns
 //!   (after a grace period), and registered NodeClaims whose instance is gone.
+//!
+//! [`leader`] elects one replica on a Lease; only the leader starts these loops.
 //!
 //! All durations are read from a shared [`joinery_core::clock::Clock`], so a simulation can
 //! run faster than real time with Karpenter's timings unchanged in simulated seconds.
@@ -24,6 +27,7 @@ pub mod disruption;
 pub mod events;
 pub mod gc;
 pub mod inflight;
+pub mod leader;
 pub mod lifecycle;
 pub mod metrics;
 pub mod nodeclass;

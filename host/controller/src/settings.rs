@@ -150,6 +150,13 @@ pub struct Settings {
     pub launch_timeout: Duration,
     /// Minimum time a node stays in `Drained=Unknown` before it is considered drained (upstream: 5s).
     pub min_drain_time: Duration,
+    /// `DISABLE_LEADER_ELECTION` (default `false`): when true, this process runs the control
+    /// loops without competing for the Lease (one replica only).
+    pub disable_leader_election: bool,
+    /// `LEADER_ELECTION_NAME` (default `joinery-leader-election`): the Lease's name.
+    pub leader_election_name: String,
+    /// `LEADER_ELECTION_NAMESPACE` (default empty: the controller's own namespace).
+    pub leader_election_namespace: String,
 }
 
 impl Default for Settings {
@@ -171,6 +178,9 @@ impl Default for Settings {
             registration_timeout: Duration::from_secs(15 * 60),
             launch_timeout: Duration::from_secs(5 * 60),
             min_drain_time: Duration::from_secs(5),
+            disable_leader_election: false,
+            leader_election_name: "joinery-leader-election".into(),
+            leader_election_namespace: String::new(),
         }
     }
 }
@@ -236,6 +246,22 @@ impl Settings {
                 return Err(err("CLUSTER_NAME", &v, "must not be empty"));
             }
             s.cluster_name = v;
+        }
+        if let Some(v) = lookup("DISABLE_LEADER_ELECTION") {
+            s.disable_leader_election = match v.to_ascii_lowercase().as_str() {
+                "true" | "1" => true,
+                "false" | "0" | "" => false,
+                _ => return Err(err("DISABLE_LEADER_ELECTION", &v, "expected true or false")),
+            };
+        }
+        if let Some(v) = lookup("LEADER_ELECTION_NAME") {
+            if v.is_empty() {
+                return Err(err("LEADER_ELECTION_NAME", &v, "must not be empty (the Lease's name)"));
+            }
+            s.leader_election_name = v;
+        }
+        if let Some(v) = lookup("LEADER_ELECTION_NAMESPACE") {
+            s.leader_election_namespace = v;
         }
         if let Some(v) = lookup("CLUSTER_ENDPOINT") {
             s.cluster_endpoint = v;
@@ -319,6 +345,12 @@ mod tests {
         assert_eq!(s.batch_idle_duration, Duration::from_millis(500));
         assert_eq!(s.batch_max_duration, Duration::from_secs(3));
         assert_eq!(s.preference_policy, PreferencePolicy::Ignore);
+        let s = from(&[("DISABLE_LEADER_ELECTION", "true"), ("LEADER_ELECTION_NAME", "mine"), ("LEADER_ELECTION_NAMESPACE", "ops")]).unwrap();
+        assert!(s.disable_leader_election);
+        assert_eq!((s.leader_election_name.as_str(), s.leader_election_namespace.as_str()), ("mine", "ops"));
+        let s = from(&[]).unwrap();
+        assert!(!s.disable_leader_election, "election is on by default, as upstream");
+        assert_eq!(s.leader_election_name, "joinery-leader-election");
     }
 
     #[test]
@@ -329,5 +361,7 @@ mod tests {
         assert_eq!(from(&[("MIN_VALUES_POLICY", "strict")]).unwrap_err().name, "MIN_VALUES_POLICY");
         assert_eq!(from(&[("LOG_LEVEL", "trace")]).unwrap_err().name, "LOG_LEVEL");
         assert_eq!(from(&[("BATCH_IDLE_DURATION", "20s")]).unwrap_err().name, "BATCH_IDLE_DURATION");
+        assert_eq!(from(&[("DISABLE_LEADER_ELECTION", "maybe")]).unwrap_err().name, "DISABLE_LEADER_ELECTION");
+        assert_eq!(from(&[("LEADER_ELECTION_NAME", "")]).unwrap_err().name, "LEADER_ELECTION_NAME");
     }
 }

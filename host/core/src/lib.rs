@@ -19,6 +19,7 @@
 //! - [`cron`]: the cron schedules of disruption budgets, and when a scheduled budget is active.
 //! - [`disruption`]: disruption budgets per reason, `Consolidatable`, and emptiness's choice.
 //! - [`drain`]: which pods a terminating node evicts, force-deletes or waits for.
+//! - [`lease`]: leader election on a Lease: take, renew, wait or release.
 //! - [`lifecycle`]: the NodeClaim lifecycle as a state machine: from a view of a claim, its
 //!   Nodes and the clock to the next action (launch, register, initialize, time out, expire,
 //!   finalize).
@@ -37,6 +38,7 @@ pub mod drain;
 mod hash;
 pub mod instance_type;
 pub mod labels;
+pub mod lease;
 pub mod lifecycle;
 pub mod nodeclaim;
 pub mod overlay;

@@ -284,16 +284,20 @@ impl Simulation {
 
     /// Starts the host (again, after [`Simulation::crash_controller`]).
     pub async fn start_controller(&mut self) -> Result<(), SimulateError> {
-        let controller = Controller::start(ControllerOptions {
+        self.controller = Some(Controller::start(self.controller_options()).await?);
+        Ok(())
+    }
+
+    /// The options the host starts with: this simulation's client, plugins, clock, settings
+    /// and secrets (a test starts more replicas of the host with them).
+    pub fn controller_options(&self) -> ControllerOptions {
+        ControllerOptions {
             client: self.client.clone(),
             registry: self.registry.clone(),
             clock: self.clock.clone(),
             settings: self.settings.clone(),
             secrets: self.secrets.clone(),
-        })
-        .await?;
-        self.controller = Some(controller);
-        Ok(())
+        }
     }
 
     /// Kills the host at once, as a crash would.

@@ -2,12 +2,14 @@
 //! upstream's ports (`METRICS_PORT` 8080, `HEALTH_PROBE_PORT` 8081).
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
+use joinery_controller::leader::{Elector, LeaderElectionConfig, default_identity};
 use joinery_controller::{Controller, ControllerOptions, Settings};
 use joinery_core::clock::Clock;
+use joinery_core::lease::LeaseTimings;
 use joinery_runtime::services::{HostServices, KubeClusters, KubeSecrets};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -54,6 +56,7 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     if settings.cluster_endpoint.is_empty() {
         settings.cluster_endpoint = config.cluster_url.to_string();
     }
+    let api_server = config.cluster_url.to_string();
     let client = kube::Client::try_from(config).context("cannot build the Kubernetes client")?;
     // Plugins' secrets (and renderers' granted secrets) are read from the controller's own
     // namespace unless a name carries `namespace/`; the `workload` cluster is this one.
@@ -80,14 +83,59 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         "/readyz" => Some(if health_ready.load(Ordering::Relaxed) { (200, "ok".into()) } else { (503, "caches not synced".into()) }),
         _ => None,
     }));
+    // A follower serves an empty /metrics until it leads (it has no loops to report on).
+    let leading: Arc<OnceLock<Arc<joinery_controller::Context>>> = Arc::new(OnceLock::new());
+    let metrics_context = leading.clone();
+    tokio::spawn(serve(metrics_listener, move |path| {
+        (path == "/metrics").then(|| (200, metrics_context.get().map(|c| c.metrics.render()).unwrap_or_default()))
+    }));
     tracing::info!(metrics_port, health_port, "starting controllers");
-    let controller = Controller::start(ControllerOptions { client, registry, clock: Arc::new(Clock::real()), settings, secrets }).await?;
+    // Fail at once, naming the server, rather than retry a Lease on an unreachable API.
+    client
+        .apiserver_version()
+        .await
+        .with_context(|| format!("cannot reach the Kubernetes API server at {api_server}; check --kubeconfig (or the in-cluster service account) and the network"))?;
+    let clock = Arc::new(Clock::real());
+    let leadership = if settings.disable_leader_election {
+        None
+    } else {
+        let config = LeaderElectionConfig {
+            namespace: if settings.leader_election_namespace.is_empty() { namespace.clone() } else { settings.leader_election_namespace.clone() },
+            name: settings.leader_election_name.clone(),
+            identity: default_identity(),
+            timings: LeaseTimings::default(),
+        };
+        // A follower is ready: it is healthy and takes over when the leader goes.
+        ready.store(true, Ordering::Relaxed);
+        tracing::info!(controller = "leaderelection", lease = %config.name, namespace = %config.namespace, identity = %config.identity, "waiting to lead");
+        let elector = Elector::new(client.clone(), clock.clone(), config);
+        tokio::select! {
+            leadership = elector.acquire() => Some(leadership),
+            _ = shutdown_signal() => return Ok(std::process::ExitCode::SUCCESS),
+        }
+    };
+    let controller = Controller::start(ControllerOptions { client, registry, clock, settings, secrets }).await?;
     ready.store(true, Ordering::Relaxed);
-    let context = controller.context().clone();
-    tokio::spawn(serve(metrics_listener, move |path| (path == "/metrics").then(|| (200, context.metrics.render()))));
-    shutdown_signal().await;
-    tracing::info!("shutting down");
-    controller.shutdown().await;
+    let _ = leading.set(controller.context().clone());
+    let Some(mut leadership) = leadership else {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        controller.shutdown().await;
+        return Ok(std::process::ExitCode::SUCCESS);
+    };
+    tokio::select! {
+        _ = shutdown_signal() => {
+            tracing::info!("shutting down");
+            controller.shutdown().await;
+            leadership.release().await;
+        }
+        _ = leadership.lost() => {
+            // Another replica may be acting already: stop at once, as upstream does, and let
+            // the pod restart as a follower.
+            controller.abort();
+            anyhow::bail!("lost the leader-election Lease; stopping so that only the new leader acts");
+        }
+    }
     Ok(std::process::ExitCode::SUCCESS)
 }
 

@@ -329,7 +329,7 @@ fn defaults_give_spread_replicas_a_budget_least_privilege_and_a_locked_down_pod(
     assert_eq!(kinds, expected.into_iter().collect(), "no ServiceMonitor unless asked");
 
     let deployment = one(&objects, "Deployment");
-    assert_eq!(deployment["spec"]["replicas"], 1, "one replica until leader election lands");
+    assert_eq!(deployment["spec"]["replicas"], 2, "two replicas elect a leader");
     let pod = &deployment["spec"]["template"]["spec"];
     let selector = &deployment["spec"]["selector"]["matchLabels"];
     assert!(!selector.as_object().unwrap().is_empty());
@@ -366,6 +366,7 @@ fn defaults_give_spread_replicas_a_budget_least_privilege_and_a_locked_down_pod(
     // JSON logs by default, at info.
     assert_eq!(env_value(&objects, "JOINERY_LOG_FORMAT").as_deref(), Some("json"));
     assert_eq!(env_value(&objects, "LOG_LEVEL").as_deref(), Some("info"));
+    assert_eq!(env_value(&objects, "DISABLE_LEADER_ELECTION").as_deref(), Some("false"), "the replicas elect a leader");
     assert_eq!(env(&objects)["SYSTEM_NAMESPACE"]["fieldRef"]["fieldPath"], "metadata.namespace");
     // No plugin directories without plugins; the grants file is always there (empty grants).
     assert!(env_value(&objects, "JOINERY_PLUGIN_DIRS").is_none());
@@ -564,9 +565,8 @@ fn every_setting_is_a_value_passed_in_its_environment_variable() {
             }
         }
     }
-    // Upstream's leader-election settings, set for the Lease the Role allows; the host does
-    // not read them until leader election lands.
-    let not_read_yet = ["LEADER_ELECTION_NAME", "LEADER_ELECTION_NAMESPACE", "RUST_BACKTRACE"];
+    // RUST_BACKTRACE is read by the standard library, not by Joinery's sources.
+    let not_read_yet = ["RUST_BACKTRACE"];
     for name in env.keys() {
         assert!(sources.contains(&format!("\"{name}\"")) || not_read_yet.contains(&name.as_str()), "the chart sets {name}, which the host never reads");
     }

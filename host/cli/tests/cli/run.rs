@@ -26,11 +26,10 @@ fn get(port: u16, path: &str) -> Option<String> {
     Some(out)
 }
 
-#[test]
-fn run_serves_probes_and_metrics_against_a_cluster() {
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    let _sim = KillOnDrop(
+/// `joinery sim serve` writing its kubeconfig into `dir`; returns the server and the kubeconfig.
+fn sim_serve(dir: &std::path::Path) -> (KillOnDrop, std::path::PathBuf) {
+    let kubeconfig = dir.join("kubeconfig");
+    let sim = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_joinery"))
             .args(["sim", "serve", "--kubeconfig-out"])
             .arg(&kubeconfig)
@@ -45,32 +44,90 @@ fn run_serves_probes_and_metrics_against_a_cluster() {
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_millis(200));
+    (sim, kubeconfig)
+}
+
+/// A `joinery run` replica named `pod` (its Lease identity starts with it); returns the
+/// process and its metrics and health ports.
+fn replica(kubeconfig: &std::path::Path, pod: &str) -> (KillOnDrop, u16, u16) {
     let (metrics, health) = (free_port(), free_port());
-    let _run = KillOnDrop(
+    let child = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_joinery"))
             .arg("run")
             .arg("--kubeconfig")
-            .arg(&kubeconfig)
+            .arg(kubeconfig)
             .env("METRICS_PORT", metrics.to_string())
             .env("HEALTH_PROBE_PORT", health.to_string())
+            .env("SYSTEM_NAMESPACE", "default")
+            .env("POD_NAME", pod)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if get(health, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200")) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "joinery run never became ready");
+    (child, metrics, health)
+}
+
+/// Polls `check` every 100 ms until it holds, failing with `what` after `limit`.
+fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !check() {
+        assert!(Instant::now() < deadline, "{what}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Whether a replica serves the controller's metrics (only the leader runs the loops).
+fn leads(metrics: u16) -> bool {
+    get(metrics, "/metrics").is_some_and(|body| body.contains("# TYPE karpenter_nodeclaims_created_total counter"))
+}
+
+fn lease_holder(kubeconfig: &std::path::Path) -> String {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["get", "lease", "-n", "default", "joinery-leader-election", "-o", "jsonpath={.spec.holderIdentity}"])
+        .output()
+        .expect("kubectl is installed");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[test]
+fn run_serves_probes_and_metrics_against_a_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, kubeconfig) = sim_serve(dir.path());
+    let (_run, metrics, health) = replica(&kubeconfig, "replica-a");
+    eventually(Duration::from_secs(60), "joinery run never became ready", || {
+        get(health, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+    });
     assert!(get(health, "/healthz").unwrap().starts_with("HTTP/1.1 200"));
-    let body = get(metrics, "/metrics").unwrap();
-    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
-    assert!(body.contains("# TYPE karpenter_nodeclaims_created_total counter"), "{body}");
+    eventually(Duration::from_secs(60), "the only replica never led", || leads(metrics));
     assert!(get(metrics, "/nothing").unwrap().starts_with("HTTP/1.1 404"));
+}
+
+#[test]
+fn a_second_replica_stands_by_ready_and_leads_once_the_first_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, kubeconfig) = sim_serve(dir.path());
+    let (mut first, first_metrics, _) = replica(&kubeconfig, "replica-a");
+    eventually(Duration::from_secs(60), "the first replica never led", || leads(first_metrics));
+    let (_second, second_metrics, second_health) = replica(&kubeconfig, "replica-b");
+    eventually(Duration::from_secs(60), "the follower never became ready", || {
+        get(second_health, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+    });
+    // Well past several retry periods (2 s), the follower still only stands by.
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(!leads(second_metrics), "two replicas lead at once");
+    assert!(lease_holder(&kubeconfig).starts_with("replica-a_"), "{}", lease_holder(&kubeconfig));
+    // SIGTERM: the leader stops its loops and hands the Lease back, so the follower leads
+    // within a retry period instead of waiting 15 s for the Lease to lapse.
+    let terminated = Command::new("kill").args(["-TERM", &first.0.id().to_string()]).status().unwrap();
+    assert!(terminated.success());
+    let status = first.0.wait().unwrap();
+    assert!(status.success(), "a clean stop exits 0: {status:?}");
+    assert!(lease_holder(&kubeconfig).is_empty(), "released: {}", lease_holder(&kubeconfig));
+    eventually(Duration::from_secs(30), "the follower never took over", || leads(second_metrics));
+    assert!(lease_holder(&kubeconfig).starts_with("replica-b_"), "{}", lease_holder(&kubeconfig));
 }
 
 #[test]

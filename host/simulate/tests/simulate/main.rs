@@ -6,6 +6,7 @@ mod budgets;
 mod examples;
 mod exoscale;
 mod expiration;
+mod failover;
 mod hardening;
 mod overlays_volumes;
 mod restart;

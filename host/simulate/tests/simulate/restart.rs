@@ -12,7 +12,7 @@ use serde_json::json;
 
 const SPEED: f64 = 20.0;
 
-async fn apply_basics(sim: &Simulation) {
+pub(crate) async fn apply_basics(sim: &Simulation) {
     let manifests = [
         json!({"apiVersion": "sim.joinery.dev/v1alpha1", "kind": "SimNodeClass", "metadata": {"name": "default"},
                "spec": {"userDataRenderer": {"name": "k3s", "parameters": {"token": "t", "providerIDCommand": "cat /id"}}}}),
@@ -27,7 +27,7 @@ async fn apply_basics(sim: &Simulation) {
     }
 }
 
-async fn wait_pod_running(sim: &Simulation, limit: Duration) -> bool {
+pub(crate) async fn wait_pod_running(sim: &Simulation, limit: Duration) -> bool {
     let pods: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
     let deadline = std::time::Instant::now() + sim.clock.to_real(limit);
     while std::time::Instant::now() < deadline {
@@ -41,7 +41,7 @@ async fn wait_pod_running(sim: &Simulation, limit: Duration) -> bool {
     false
 }
 
-async fn assert_one_instance_one_claim(sim: &Simulation) {
+pub(crate) async fn assert_one_instance_one_claim(sim: &Simulation) {
     let live: Vec<_> = sim.cloud.instances().into_iter().filter(|i| i.state != InstanceState::Terminated).collect();
     assert_eq!(live.len(), 1, "exactly one live instance, got {live:?}");
     let claims = Api::<NodeClaim>::all(sim.client.clone()).list(&ListParams::default()).await.unwrap().items;
