@@ -32,7 +32,8 @@ use tokio::sync::watch;
 use crate::events::Involved;
 use crate::lifecycle::conditions::{CONSOLIDATABLE, DISRUPTION_REASON, DRIFTED, INITIALIZED, LAUNCHED};
 use crate::metrics::names;
-use crate::util::{self, condition, k8s_time, merge_patch, merge_patch_status, system_time};
+use crate::util::{self, condition, k8s_time, merge_patch_status, system_time};
+use crate::writes::{edit_claim_conditions, edit_node_taints};
 use crate::{Context, ControllerError, provisioner};
 
 /// How often `status.lastPodEventTime` may be rewritten for one claim (upstream: 10s).
@@ -341,14 +342,16 @@ async fn finish(ctx: &Context, memory: &Shared, command: &Command) -> Result<(),
 /// Taints the candidate's Node `karpenter.sh/disrupted:NoSchedule` and sets its claim's
 /// `DisruptionReason`.
 async fn mark(ctx: &Context, claim: &NodeClaim, node: &Node, reason: &str) -> Result<(), ControllerError> {
-    let mut taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    if !taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY) {
-        taints.push(Taint { key: labels::DISRUPTED_TAINT_KEY.into(), effect: "NoSchedule".into(), value: None, time_added: None });
-        merge_patch(&Api::<Node>::all(ctx.client.clone()), &name_of(node), json!({"spec": {"taints": taints}})).await?;
-    }
-    let mut conds = claim.conditions().to_vec();
-    joinery_api::condition::set_condition(&mut conds, condition(ctx, DISRUPTION_REASON, ConditionStatus::True, reason, ""));
-    merge_patch_status(&Api::<NodeClaim>::all(ctx.client.clone()), &name_of(claim), json!({"status": {"conditions": conds}})).await?;
+    edit_node_taints(ctx, node, |taints| {
+        let missing = !taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY);
+        if missing {
+            taints.push(Taint { key: labels::DISRUPTED_TAINT_KEY.into(), effect: "NoSchedule".into(), value: None, time_added: None });
+        }
+        missing
+    })
+    .await?;
+    let reason_condition = condition(ctx, DISRUPTION_REASON, ConditionStatus::True, reason, "");
+    edit_claim_conditions(ctx, claim, |conds| joinery_api::condition::set_condition(conds, reason_condition.clone())).await?;
     Ok(())
 }
 
@@ -446,13 +449,15 @@ async fn update_consolidatable(ctx: &Context, claim: &NodeClaim, pool: &NodePool
     if !changed {
         return Ok(());
     }
-    let mut conds = claim.conditions().to_vec();
-    if wanted == Some(true) {
-        joinery_api::condition::set_condition(&mut conds, condition(ctx, CONSOLIDATABLE, ConditionStatus::True, "Consolidatable", ""));
-    } else {
-        joinery_api::condition::remove_condition(&mut conds, CONSOLIDATABLE);
-    }
-    merge_patch_status(&Api::<NodeClaim>::all(ctx.client.clone()), &name_of(claim), json!({"status": {"conditions": conds}})).await?;
+    let consolidatable = condition(ctx, CONSOLIDATABLE, ConditionStatus::True, "Consolidatable", "");
+    edit_claim_conditions(ctx, claim, |conds| {
+        if wanted == Some(true) {
+            joinery_api::condition::set_condition(conds, consolidatable.clone())
+        } else {
+            joinery_api::condition::remove_condition(conds, CONSOLIDATABLE)
+        }
+    })
+    .await?;
     Ok(())
 }
 
@@ -487,17 +492,15 @@ async fn update_drifted(
     if current == reason {
         return Ok(());
     }
-    let mut conds = claim.conditions().to_vec();
-    match &reason {
-        Some(reason) => {
-            joinery_api::condition::set_condition(&mut conds, condition(ctx, DRIFTED, ConditionStatus::True, reason, ""));
-            tracing::info!(nodeclaim = %name_of(claim), %reason, "nodeclaim drifted");
-        }
-        None => {
-            joinery_api::condition::remove_condition(&mut conds, DRIFTED);
-        }
+    let drifted = reason.as_ref().map(|reason| condition(ctx, DRIFTED, ConditionStatus::True, reason, ""));
+    edit_claim_conditions(ctx, claim, |conds| match &drifted {
+        Some(drifted) => joinery_api::condition::set_condition(conds, drifted.clone()),
+        None => joinery_api::condition::remove_condition(conds, DRIFTED),
+    })
+    .await?;
+    if let Some(reason) = &reason {
+        tracing::info!(nodeclaim = %name_of(claim), %reason, "nodeclaim drifted");
     }
-    merge_patch_status(&Api::<NodeClaim>::all(ctx.client.clone()), &name_of(claim), json!({"status": {"conditions": conds}})).await?;
     Ok(())
 }
 
@@ -534,16 +537,16 @@ async fn plugin_drift(ctx: &Context, memory: &Shared, claim: &NodeClaim, now: Sy
 /// Removes the disrupted taint and the `DisruptionReason` condition from a node and claim that
 /// are not being deleted.
 async fn release(ctx: &Context, claim: &NodeClaim, node: &Node) -> Result<(), ControllerError> {
-    let taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    if taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY) {
-        let kept: Vec<&Taint> = taints.iter().filter(|t| t.key != labels::DISRUPTED_TAINT_KEY).collect();
-        merge_patch(&Api::<Node>::all(ctx.client.clone()), &name_of(node), json!({"spec": {"taints": kept}})).await?;
+    let tainted = node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| t.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY));
+    if tainted {
+        edit_node_taints(ctx, node, |taints| {
+            let before = taints.len();
+            taints.retain(|t| t.key != labels::DISRUPTED_TAINT_KEY);
+            taints.len() != before
+        })
+        .await?;
         tracing::info!(node = %name_of(node), "removed the disrupted taint of a disruption that did not complete");
     }
-    if claim.condition(DISRUPTION_REASON).is_some() {
-        let mut conds = claim.conditions().to_vec();
-        joinery_api::condition::remove_condition(&mut conds, DISRUPTION_REASON);
-        merge_patch_status(&Api::<NodeClaim>::all(ctx.client.clone()), &name_of(claim), json!({"status": {"conditions": conds}})).await?;
-    }
+    edit_claim_conditions(ctx, claim, |conds| joinery_api::condition::remove_condition(conds, DISRUPTION_REASON)).await?;
     Ok(())
 }

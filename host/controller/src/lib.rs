@@ -39,6 +39,7 @@ pub mod state;
 pub mod static_pools;
 pub mod termination;
 mod util;
+pub mod writes;
 
 use std::sync::Arc;
 use std::time::Duration;

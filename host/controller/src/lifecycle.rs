@@ -23,7 +23,8 @@ use crate::bootstrap::{ClusterInfo, DEFAULT_RENDERER, NodeClassBootstrap, render
 use crate::cloud::{group_kind, plugin_node_class};
 use crate::events::Involved;
 use crate::state::NodeClassKey;
-use crate::util::{self, condition, merge_patch, merge_patch_status, system_time};
+use crate::writes;
+use crate::util::{self, condition, merge_patch, system_time};
 use crate::{CloudCall, Context, ControllerError};
 
 /// Condition types of a NodeClaim (upstream's exact strings).
@@ -162,9 +163,14 @@ async fn reconcile(ctx: &Context, claim: &NodeClaim, reconciled: &Reconciled) ->
     let involved = Involved::of(claim);
     match lifecycle::next_action(&view, &nodes, ctx.clock.now(), timeouts) {
         Action::AddFinalizer => {
-            let mut next = claim.metadata.finalizers.clone().unwrap_or_default();
-            next.push(labels::TERMINATION_FINALIZER.to_string());
-            merge_patch(&claims(ctx), &name, json!({"metadata": {"finalizers": next}})).await?;
+            writes::edit_finalizers(&claims(ctx), claim, |finalizers| {
+                let missing = !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER);
+                if missing {
+                    finalizers.push(labels::TERMINATION_FINALIZER.to_string());
+                }
+                missing
+            })
+            .await?;
             Ok(())
         }
         Action::Expire => expire(ctx, claim).await,
@@ -268,27 +274,26 @@ pub(crate) async fn write_status(
     updates: Vec<joinery_api::Condition>,
     extra: serde_json::Value,
 ) -> Result<(), ControllerError> {
-    let mut conds = claim.conditions().to_vec();
-    let mut changed = false;
-    for c in updates {
-        changed |= joinery_api::condition::set_condition(&mut conds, c);
-    }
-    let launched = joinery_api::condition::find_condition(&conds, LAUNCHED).is_some_and(|c| c.is_true());
-    let registered = joinery_api::condition::find_condition(&conds, REGISTERED).is_some_and(|c| c.is_true());
-    let initialized = joinery_api::condition::find_condition(&conds, INITIALIZED).is_some_and(|c| c.is_true());
-    let ready = if launched && registered && initialized {
-        condition(ctx, READY, ConditionStatus::True, "Ready", "")
-    } else {
-        condition(ctx, READY, ConditionStatus::Unknown, "NotReady", "waiting for Launched, Registered and Initialized")
-    };
-    changed |= joinery_api::condition::set_condition(&mut conds, ready);
-    let mut status = if extra.is_object() { extra } else { json!({}) };
-    if !changed && status.as_object().is_some_and(|o| o.is_empty()) {
-        return Ok(());
-    }
-    status["conditions"] = serde_json::to_value(&conds).map_err(|e| ControllerError::Invalid(e.to_string()))?;
-    let name = claim.metadata.name.clone().unwrap_or_default();
-    merge_patch_status(&claims(ctx), &name, json!({"status": status})).await?;
+    // Guarded: the conditions are merged into the claim's latest ones (see writes::patch_guarded).
+    let ready = condition(ctx, READY, ConditionStatus::True, "Ready", "");
+    let not_ready = condition(ctx, READY, ConditionStatus::Unknown, "NotReady", "waiting for Launched, Registered and Initialized");
+    writes::patch_guarded(&claims(ctx), claim, writes::Part::Status, |current| {
+        let mut conds = current.conditions().to_vec();
+        let mut changed = false;
+        for c in &updates {
+            changed |= joinery_api::condition::set_condition(&mut conds, c.clone());
+        }
+        let is_true = |type_: &str| joinery_api::condition::find_condition(&conds, type_).is_some_and(|c| c.is_true());
+        let all = is_true(LAUNCHED) && is_true(REGISTERED) && is_true(INITIALIZED);
+        changed |= joinery_api::condition::set_condition(&mut conds, if all { ready.clone() } else { not_ready.clone() });
+        let mut status = if extra.is_object() { extra.clone() } else { json!({}) };
+        if !changed && status.as_object().is_some_and(|o| o.is_empty()) {
+            return None;
+        }
+        status["conditions"] = serde_json::to_value(&conds).ok()?;
+        Some(json!({"status": status}))
+    })
+    .await?;
     Ok(())
 }
 
@@ -552,46 +557,46 @@ async fn register(ctx: &Context, claim: &NodeClaim, node_name: &str) -> Result<(
     }
     labels_patch.insert(labels::REGISTERED_LABEL.into(), json!("true"));
     let sync_taints = node_labels.get(labels::DO_NOT_SYNC_TAINTS_LABEL).map(String::as_str) != Some("true");
-    let mut taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    if !node_has_unregistered_taint(&taints) {
+    if !node_has_unregistered_taint(node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or_default()) {
         ctx.events.warning(&Involved::of(claim), "UnregisteredTaintMissing", &format!("Node {node_name} registered without the karpenter.sh/unregistered taint")).await;
     }
-    taints.retain(|t| t.key != labels::UNREGISTERED_TAINT_KEY);
-    if sync_taints {
-        for t in claim.spec.taints.iter().flatten().chain(claim.spec.startup_taints.iter().flatten()) {
-            if !taints.iter().any(|x| x.key == t.key && x.effect == t.effect) {
-                taints.push(t.clone());
-            }
-        }
-    }
-    let mut finalizers = node.metadata.finalizers.clone().unwrap_or_default();
-    if !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
-        finalizers.push(labels::TERMINATION_FINALIZER.to_string());
-    }
-    let mut owners = node.metadata.owner_references.clone().unwrap_or_default();
     let claim_uid = claim.metadata.uid.clone().unwrap_or_default();
-    if !owners.iter().any(|o| o.uid == claim_uid) {
-        owners.push(k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-            api_version: "karpenter.sh/v1".into(),
-            kind: "NodeClaim".into(),
-            name: name.clone(),
-            uid: claim_uid,
-            block_owner_deletion: Some(true),
-            controller: None,
-        });
-    }
     let mut annotations = serde_json::Map::new();
     for (k, v) in claim.metadata.annotations.iter().flatten() {
         annotations.insert(k.clone(), json!(v));
     }
-    merge_patch(
-        &nodes(ctx),
-        node_name,
-        json!({
+    // Taints, finalizers and owner references are lists another writer (the kubelet, a CNI,
+    // an operator) may change meanwhile: they are recomputed from the Node as last read.
+    writes::patch_guarded(&nodes(ctx), &node, writes::Part::Main, |current| {
+        let mut taints: Vec<Taint> = current.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+        taints.retain(|t| t.key != labels::UNREGISTERED_TAINT_KEY);
+        if sync_taints {
+            for t in claim.spec.taints.iter().flatten().chain(claim.spec.startup_taints.iter().flatten()) {
+                if !taints.iter().any(|x| x.key == t.key && x.effect == t.effect) {
+                    taints.push(t.clone());
+                }
+            }
+        }
+        let mut finalizers = current.metadata.finalizers.clone().unwrap_or_default();
+        if !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER) {
+            finalizers.push(labels::TERMINATION_FINALIZER.to_string());
+        }
+        let mut owners = current.metadata.owner_references.clone().unwrap_or_default();
+        if !owners.iter().any(|o| o.uid == claim_uid) {
+            owners.push(k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "karpenter.sh/v1".into(),
+                kind: "NodeClaim".into(),
+                name: name.clone(),
+                uid: claim_uid.clone(),
+                block_owner_deletion: Some(true),
+                controller: None,
+            });
+        }
+        Some(json!({
             "metadata": {"labels": labels_patch, "annotations": annotations, "finalizers": finalizers, "ownerReferences": owners},
             "spec": {"taints": taints},
-        }),
-    )
+        }))
+    })
     .await?;
     write_status(ctx, claim, vec![condition(ctx, REGISTERED, ConditionStatus::True, "Registered", "")], json!({"nodeName": node_name})).await?;
     let label = |k: &str| claim.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or_default();
@@ -693,9 +698,12 @@ async fn finalize(ctx: &Context, claim: &NodeClaim, reconciled: &Reconciled) -> 
 async fn remove_finalizer(ctx: &Context, claim: &NodeClaim, reconciled: &Reconciled) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let uid = claim.metadata.uid.clone().unwrap_or_default();
-    let finalizers = claim.metadata.finalizers.clone().unwrap_or_default();
-    let remaining: Vec<String> = finalizers.into_iter().filter(|f| f != labels::TERMINATION_FINALIZER).collect();
-    match merge_patch(&claims(ctx), &name, json!({"metadata": {"finalizers": remaining}})).await {
+    let ours = |finalizers: &mut Vec<String>| {
+        let before = finalizers.len();
+        finalizers.retain(|f| f != labels::TERMINATION_FINALIZER);
+        finalizers.len() != before
+    };
+    match writes::edit_finalizers(&claims(ctx), claim, ours).await {
         Ok(_) => {}
         Err(e) if util::is_not_found(&e) => {}
         Err(e) => return Err(e.into()),

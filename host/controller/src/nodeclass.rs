@@ -6,11 +6,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::json;
 use tokio::sync::watch;
 
 use crate::cloud::plugin_node_class;
+use crate::writes;
 use crate::util::{self, k8s_time};
 use crate::{Context, ControllerError};
 
@@ -103,24 +104,28 @@ async fn step(ctx: Arc<Context>, resolved: Arc<Mutex<HashMap<(String, i64), Syst
                     (vec![("Ready".into(), "False".into(), "ResolutionFailed".into(), util::truncate(&e.to_string(), 1000))], json!({}))
                 }
             };
-            let previous: Vec<serde_json::Value> =
-                class.data.pointer("/status/conditions").and_then(|c| c.as_array()).cloned().unwrap_or_default();
-            let conditions: Vec<serde_json::Value> = conditions
-                .into_iter()
-                .map(|(type_, status, reason, message)| {
-                    let same = previous.iter().find(|p| p.get("type").and_then(|t| t.as_str()) == Some(type_.as_str()));
-                    let transition = match same {
-                        Some(p) if p.get("status").and_then(|s| s.as_str()) == Some(status.as_str()) => {
-                            p.get("lastTransitionTime").cloned().unwrap_or_else(|| json!(k8s_time(now)))
-                        }
-                        _ => json!(k8s_time(now)),
-                    };
-                    json!({"type": type_, "status": status, "reason": reason, "message": message,
-                           "lastTransitionTime": transition, "observedGeneration": id.1})
-                })
-                .collect();
-            let mut new_status = if status.is_object() { status } else { json!({}) };
-            new_status["conditions"] = json!(conditions);
+            // The plugin's conditions, keeping each one's transition time while its status holds.
+            let new_status = |current: &DynamicObject| {
+                let previous: Vec<serde_json::Value> =
+                    current.data.pointer("/status/conditions").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+                let conditions: Vec<serde_json::Value> = conditions
+                    .iter()
+                    .map(|(type_, status, reason, message)| {
+                        let same = previous.iter().find(|p| p.get("type").and_then(|t| t.as_str()) == Some(type_.as_str()));
+                        let transition = match same {
+                            Some(p) if p.get("status").and_then(|s| s.as_str()) == Some(status.as_str()) => {
+                                p.get("lastTransitionTime").cloned().unwrap_or_else(|| json!(k8s_time(now)))
+                            }
+                            _ => json!(k8s_time(now)),
+                        };
+                        json!({"type": type_, "status": status, "reason": reason, "message": message,
+                               "lastTransitionTime": transition, "observedGeneration": id.1})
+                    })
+                    .collect();
+                let mut new_status = if status.is_object() { status.clone() } else { json!({}) };
+                new_status["conditions"] = json!(conditions);
+                Some(json!({"status": new_status}))
+            };
             let (group, version) = class
                 .types
                 .as_ref()
@@ -129,7 +134,7 @@ async fn step(ctx: Arc<Context>, resolved: Arc<Mutex<HashMap<(String, i64), Syst
             let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(&group, &version, &key.kind));
             let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &resource);
             let name = class.metadata.name.clone().unwrap_or_default();
-            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": new_status}))).await?;
+            writes::patch_guarded(&api, &class, writes::Part::Status, new_status).await?;
             if !retry_soon {
                 resolved.lock().expect("resolve times lock").insert(id, now);
             }

@@ -17,7 +17,8 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::provisioner::{OverlaySet, usable_overlays};
-use crate::util::{self, condition, merge_patch_status};
+use crate::writes;
+use crate::util::{self, condition};
 use crate::{Context, ControllerError};
 
 /// Runs the NodeOverlay status loop (returns at once when overlays are not watched).
@@ -79,18 +80,20 @@ async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
         } else {
             condition(&ctx, "Ready", ConditionStatus::False, "NotReady", "ValidationSucceeded must be True")
         };
-        let mut conds = overlay.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
-        let mut changed = false;
-        for c in [validated, ready] {
-            changed |= joinery_api::condition::set_condition(&mut conds, c);
-        }
-        if changed {
-            match merge_patch_status(&api, name, json!({"status": {"conditions": conds}})).await {
-                Ok(_) => {}
-                // Deleted since the cache saw it: nothing to report on.
-                Err(e) if util::is_not_found(&e) => {}
-                Err(e) => return Err(e.into()),
+        let written = writes::patch_guarded(&api, overlay.as_ref(), writes::Part::Status, |current| {
+            let mut conds = current.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+            let mut changed = false;
+            for c in [&validated, &ready] {
+                changed |= joinery_api::condition::set_condition(&mut conds, c.clone());
             }
+            changed.then(|| json!({"status": {"conditions": conds}}))
+        })
+        .await;
+        match written {
+            Ok(_) => {}
+            // Deleted since the cache saw it: nothing to report on.
+            Err(e) if util::is_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(())

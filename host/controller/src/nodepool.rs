@@ -14,7 +14,8 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::state::NodeClassKey;
-use crate::util::{self, condition, merge_patch_status};
+use crate::writes;
+use crate::util::{self, condition};
 use joinery_kube::convert;
 
 use crate::{Context, ControllerError, nodeclass};
@@ -58,19 +59,27 @@ async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
         } else {
             condition(&ctx, "Ready", ConditionStatus::False, "NotReady", "NodeClassReady and ValidationSucceeded must be True")
         };
-        let mut conds = pool.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
-        let mut changed = false;
-        for c in [class_ready, validation, ready] {
-            changed |= joinery_api::condition::set_condition(&mut conds, c);
-        }
         let resource_list = convert::to_resource_list(&resources);
-        let current_resources = pool.status.as_ref().and_then(|s| s.resources.clone()).unwrap_or_default();
-        let current_nodes = pool.status.as_ref().and_then(|s| s.nodes).unwrap_or(0);
-        if !changed && current_resources == resource_list && current_nodes == nodes as i64 {
-            continue;
-        }
         let api: Api<NodePool> = Api::all(ctx.client.clone());
-        merge_patch_status(&api, &name, json!({"status": {"resources": resource_list, "nodes": nodes, "conditions": conds}})).await?;
+        // Guarded: the conditions are merged into the pool's latest ones (another controller
+        // may own other condition types).
+        let written = writes::patch_guarded(&api, pool.as_ref(), writes::Part::Status, |current| {
+            let mut conds = current.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+            let mut changed = false;
+            for c in [&class_ready, &validation, &ready] {
+                changed |= joinery_api::condition::set_condition(&mut conds, c.clone());
+            }
+            let current_resources = current.status.as_ref().and_then(|s| s.resources.clone()).unwrap_or_default();
+            let current_nodes = current.status.as_ref().and_then(|s| s.nodes).unwrap_or(0);
+            (changed || current_resources != resource_list || current_nodes != nodes as i64)
+                .then(|| json!({"status": {"resources": resource_list, "nodes": nodes, "conditions": conds}}))
+        })
+        .await;
+        match written {
+            Ok(_) => {}
+            Err(e) if util::is_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     Ok(())
 }

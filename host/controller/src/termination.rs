@@ -23,7 +23,8 @@ use tokio::sync::watch;
 use crate::events::Involved;
 use crate::lifecycle::conditions::DRAINED;
 use joinery_kube::drain::{drain_pod, termination_deadline};
-use crate::util::{self, merge_patch};
+use crate::util;
+use crate::writes::{self, Part};
 use crate::{CloudCall, Context, ControllerError};
 
 /// The controller name cloud calls of this loop are counted under.
@@ -106,15 +107,14 @@ async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
                 view.instance_gone = Some(gone);
             }
             TerminationStep::Taint => {
-                let mut taints = taints.clone();
-                taints.retain(|t| t.key != labels::DISRUPTED_TAINT_KEY);
-                taints.push(Taint { key: labels::DISRUPTED_TAINT_KEY.into(), effect: "NoSchedule".into(), value: None, time_added: None });
-                merge_patch(
-                    &Api::<Node>::all(ctx.client.clone()),
-                    &node_name,
-                    json!({"metadata": {"labels": {labels::EXCLUDE_FROM_LOAD_BALANCERS_LABEL: labels::EXCLUDE_FROM_LOAD_BALANCERS_VALUE}},
-                           "spec": {"taints": taints}}),
-                )
+                // Guarded: the taint list is computed from the Node as last read.
+                writes::patch_guarded(&Api::<Node>::all(ctx.client.clone()), node, Part::Main, |current| {
+                    let mut taints = current.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+                    taints.retain(|t| t.key != labels::DISRUPTED_TAINT_KEY);
+                    taints.push(Taint { key: labels::DISRUPTED_TAINT_KEY.into(), effect: "NoSchedule".into(), value: None, time_added: None });
+                    Some(json!({"metadata": {"labels": {labels::EXCLUDE_FROM_LOAD_BALANCERS_LABEL: labels::EXCLUDE_FROM_LOAD_BALANCERS_VALUE}},
+                                "spec": {"taints": taints}}))
+                })
                 .await?;
                 view.tainted = true;
             }
@@ -154,9 +154,12 @@ async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
         }
     }
     // The Node may go.
-    let finalizers: Vec<String> =
-        node.metadata.finalizers.iter().flatten().filter(|f| *f != labels::TERMINATION_FINALIZER).cloned().collect();
-    match merge_patch(&Api::<Node>::all(ctx.client.clone()), &node_name, json!({"metadata": {"finalizers": finalizers}})).await {
+    let ours = |finalizers: &mut Vec<String>| {
+        let before = finalizers.len();
+        finalizers.retain(|f| f != labels::TERMINATION_FINALIZER);
+        finalizers.len() != before
+    };
+    match writes::edit_finalizers(&Api::<Node>::all(ctx.client.clone()), node, ours).await {
         Ok(_) => {}
         Err(e) if util::is_not_found(&e) => {}
         Err(e) => return Err(e.into()),

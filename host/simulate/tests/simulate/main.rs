@@ -11,3 +11,4 @@ mod hardening;
 mod overlays_volumes;
 mod restart;
 mod status;
+mod writes;
