@@ -107,10 +107,16 @@ async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> 
     lock(&memory).last_decision = Some(now);
     let Some(snapshot) = gather(&ctx, &memory).await else { return Ok(()) };
     publish_allowances(&ctx, &snapshot);
-    let outcomes = disruption::decide(&snapshot);
+    let outcomes = disruption::methods::decide_with(|method| {
+        let started = std::time::Instant::now();
+        let outcome = disruption::methods::evaluate(&snapshot, method);
+        let series = [("reason", method.reason().metric_label()), ("consolidation_type", method.consolidation_type())];
+        ctx.metrics.observe(names::VOLUNTARY_DISRUPTION_DECISION_EVALUATION_DURATION, &series, started.elapsed().as_secs_f64());
+        outcome
+    });
     for outcome in &outcomes {
         let eligible = snapshot.candidates.iter().filter(|c| disruption::candidate::blocked(&snapshot, c, outcome.method).is_none()).count();
-        ctx.metrics.set(names::VOLUNTARY_DISRUPTION_ELIGIBLE_NODES, &[("reason", outcome.method.reason().metric_label())], eligible as u64);
+        ctx.metrics.set(names::VOLUNTARY_DISRUPTION_ELIGIBLE_NODES, &[("reason", outcome.method.reason().metric_label())], eligible as f64);
         // Events for what an operator can act on (protections, budgets, nominations), not for
         // nodes merely waiting for consolidateAfter or initialization.
         let waiting = |why: &str| why.contains("not consolidatable yet") || why.contains("not initialized");
@@ -197,7 +203,7 @@ fn publish_allowances(ctx: &Context, snapshot: &Snapshot) {
                 tracing::warn!(nodepool = %pool, %error, "invalid disruption budget; allowing no disruption");
             }
             let allowed = allowance.allowed.min(snapshot.pools[pool].nodes);
-            ctx.metrics.set(names::NODEPOOLS_ALLOWED_DISRUPTIONS, &[("nodepool", pool), ("reason", reason.as_str())], allowed);
+            ctx.metrics.set(names::NODEPOOLS_ALLOWED_DISRUPTIONS, &[("nodepool", pool), ("reason", reason.as_str())], allowed as f64);
         }
     }
 }

@@ -13,6 +13,7 @@
 //!   disruption methods within the NodePool budgets;
 //! - [`nodeclass`]: resolves NodeClasses through their plugin and writes their status conditions;
 //! - [`nodepool`]: NodePool status (resources, node count, readiness conditions);
+//! - [`observability`]: gauges of the cluster state (node count, NodePool usage, pods);
 //! - [`gc`]: garbage collection: instances tagged for this cluster that no NodeClaim owns
 //!   (after a grace period), and registered NodeClaims whose instance is gone.
 //!
@@ -33,6 +34,7 @@ pub mod metrics;
 pub mod nodeclass;
 pub mod nodeoverlay;
 pub mod nodepool;
+pub mod observability;
 pub mod provisioner;
 pub mod settings;
 pub mod state;
@@ -133,7 +135,7 @@ pub struct Context {
     /// the cloud's `Retry-After`), and per plugin while its cloud asked every caller to wait.
     pub cloud_backoff: cloud::CloudBackoff,
     /// Prometheus counters.
-    pub metrics: metrics::Metrics,
+    pub metrics: Arc<metrics::Metrics>,
 }
 
 impl Context {
@@ -155,9 +157,21 @@ impl Context {
         if let Some(wait) = self.cloud_wait(call) {
             return Err(ControllerError::BackingOff { plugin: call.plugin.clone(), method: call.method, wait });
         }
+        let started = std::time::Instant::now();
         let result = request.await;
+        self.cloud_call_took(controller, call, started);
         self.cloud_outcome(controller, call, &result);
         Ok(result)
+    }
+
+    /// Records a cloud call's duration (since `started`) in
+    /// `karpenter_cloudprovider_duration_seconds`.
+    pub fn cloud_call_took(&self, controller: &'static str, call: &CloudCall, started: std::time::Instant) {
+        self.metrics.observe(
+            metrics::names::CLOUDPROVIDER_DURATION,
+            &[("controller", controller), ("method", call.method), ("provider", &call.plugin)],
+            started.elapsed().as_secs_f64(),
+        );
     }
 
     /// Records how a cloud call ended (see [`cloud::CloudBackoff::record`]) and counts a
@@ -212,6 +226,8 @@ impl Controller {
             !options.settings.default_spread.is_empty(),
         )
         .await?;
+        let metrics = Arc::new(metrics::Metrics::new());
+        options.registry.observe_calls(metrics.clone());
         let context = Arc::new(Context {
             events: events::EventRecorder::new(options.client.clone(), options.clock.clone()),
             secrets: options.secrets.clone(),
@@ -222,7 +238,7 @@ impl Controller {
             settings: options.settings,
             inflight: inflight::InFlight::new(options.clock.now()),
             cloud_backoff: cloud::CloudBackoff::new(lifecycle::CLOUD_BACKOFF),
-            metrics: Default::default(),
+            metrics,
         });
         let (stop, stopped) = watch::channel(false);
         let tasks = vec![
@@ -235,6 +251,7 @@ impl Controller {
             tokio::spawn(disruption::run(context.clone(), stopped.clone())),
             tokio::spawn(static_pools::run(context.clone(), stopped.clone())),
             tokio::spawn(gc::run(context.clone(), stopped.clone())),
+            tokio::spawn(observability::run(context.clone(), stopped.clone())),
         ];
         tracing::info!("controllers started");
         Ok(Controller { context, stop, tasks, _state_tasks: state_tasks })

@@ -377,7 +377,9 @@ async fn launch(ctx: &Context, claim: &NodeClaim, create_backing_off: bool) -> R
                     };
                     let request = contract::CreateRequest { claim: plugin_node_claim(claim), node_class: plugin_node_class(&class), user_data };
                     ctx.inflight.record_create_attempt(&uid);
+                    let started = std::time::Instant::now();
                     let result = plugin.create(&request).await;
+                    ctx.cloud_call_took(CONTROLLER, &call, started);
                     let retry_in = ctx.cloud_outcome(CONTROLLER, &call, &result);
                     match result {
                         Ok(instance) => instance,
@@ -715,6 +717,10 @@ async fn remove_finalizer(ctx: &Context, claim: &NodeClaim, reconciled: &Reconci
         crate::metrics::names::NODECLAIMS_TERMINATED,
         &[("nodepool", &label(labels::NODEPOOL_LABEL)), ("capacity_type", &label(labels::CAPACITY_TYPE_LABEL)), ("zone", &label(labels::ZONE_LABEL))],
     );
+    if let Some(deleted) = claim.metadata.deletion_timestamp.as_ref() {
+        let seconds = ctx.clock.now().duration_since(system_time(deleted)).unwrap_or_default().as_secs_f64();
+        ctx.metrics.observe(crate::metrics::names::NODECLAIMS_TERMINATION_DURATION, &[("nodepool", &label(labels::NODEPOOL_LABEL))], seconds);
+    }
     tracing::info!(nodeclaim = %name, "deleted nodeclaim");
     Ok(())
 }

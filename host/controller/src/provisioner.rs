@@ -18,6 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::watch;
 
+use crate::metrics::names;
 use crate::events::Involved;
 use crate::nodeclass;
 use joinery_kube::pods::{is_provisionable, is_terminal};
@@ -214,7 +215,11 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
     let started = std::time::Instant::now();
     context.preference_policy = preference_policy(ctx);
     context.min_values_policy = min_values_policy(ctx);
+    let scheduling_id = format!("{:x}", ctx.clock.now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis());
+    ctx.metrics.replace(names::SCHEDULER_QUEUE_DEPTH, [(vec![("controller", "provisioner".to_string()), ("scheduling_id", scheduling_id)], input.pods.len() as f64)]);
     let result = scheduling::schedule_with_context(&input, &context, None);
+    ctx.metrics.clear(names::SCHEDULER_QUEUE_DEPTH);
+    ctx.metrics.observe(names::SCHEDULER_SCHEDULING_DURATION, &[("controller", "provisioner")], started.elapsed().as_secs_f64());
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     if result.new_claims.is_empty() {
         tracing::debug!(pods = input.pods.len(), duration_ms, "computed scheduling decision: nothing to launch");

@@ -168,6 +168,11 @@ async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
         crate::metrics::names::NODES_TERMINATED,
         &[("nodepool", node_labels.get(labels::NODEPOOL_LABEL).map(String::as_str).unwrap_or("")), ("zone", node_labels.get(labels::ZONE_LABEL).map(String::as_str).unwrap_or(""))],
     );
+    if let Some(deleted) = node.metadata.deletion_timestamp.as_ref() {
+        let seconds = ctx.clock.now().duration_since(util::system_time(deleted)).unwrap_or_default().as_secs_f64();
+        let nodepool = node_labels.get(labels::NODEPOOL_LABEL).map(String::as_str).unwrap_or("");
+        ctx.metrics.observe(crate::metrics::names::NODES_TERMINATION_DURATION, &[("nodepool", nodepool)], seconds);
+    }
     tracing::info!(node = %node_name, "deleted node");
     Ok(())
 }

@@ -254,7 +254,26 @@ impl CallError {
         }
     }
 
-    /// A short label for metrics (`trap`, `timeout`, `memory`, `invalid_output`, …).
+    /// The error's class for `joinery_plugin_errors_total`: the cloud error's kind
+    /// (`not_found`, `insufficient_capacity`, `retryable`, …) for a cloud error, else as
+    /// [`CallError::metric_label`].
+    pub fn class(&self) -> &'static str {
+        match self {
+            CallError::Cloud { error, .. } => match error {
+                CloudError::NotFound(_) => "not_found",
+                CloudError::InsufficientCapacity(_) => "insufficient_capacity",
+                CloudError::NodeClassNotReady(_) => "nodeclass_not_ready",
+                CloudError::QuotaExceeded(_) => "quota_exceeded",
+                CloudError::Retryable(_) => "retryable",
+                CloudError::Invalid(_) => "invalid",
+                CloudError::Internal(_) => "internal",
+            },
+            other => other.metric_label(),
+        }
+    }
+
+    /// A short label for metrics (`trap`, `timeout`, `memory`, `invalid_output`, `cloud`, …),
+    /// as in `karpenter_cloudprovider_errors_total`.
     pub fn metric_label(&self) -> &'static str {
         match self {
             CallError::Trap { .. } => "trap",

@@ -24,7 +24,7 @@ use crate::engine::PluginEngine;
 use crate::error::{CallError, LoadError};
 use crate::grants::{Capabilities, Grants};
 use crate::manifest::{Limits, PluginKind, PluginManifest};
-use crate::services::HostServices;
+use crate::services::{CallRecord, HostServices};
 use crate::state::{CallState, PluginContext};
 
 /// Largest userData a renderer may return (bytes). Clouds accept far less; this only stops garbage.
@@ -304,6 +304,7 @@ impl LoadedPlugin {
         F: FnOnce(Store<CallState>) -> Fut,
         Fut: Future<Output = (Store<CallState>, wasmtime::Result<Result<T, CallError>>)>,
     {
+        let started = std::time::Instant::now();
         let plugin = self.name().to_string();
         let timeout = Duration::from_millis(u64::from(self.limits.timeout_ms));
         // Wait for a slot at most one call's deadline: calls queued behind stuck ones fail
@@ -314,16 +315,20 @@ impl LoadedPlugin {
                 return Err(CallError::Host { plugin: plugin.clone(), op, message: "plugin is being unloaded".into() });
             }
             Err(_elapsed) => {
-                return Err(CallError::Saturated {
+                let error = CallError::Saturated {
                     plugin: plugin.clone(),
                     op,
                     max_concurrency: self.limits.max_concurrency,
                     waited_ms: self.limits.timeout_ms,
-                });
+                };
+                let record = CallRecord { plugin: &plugin, method: op, duration: started.elapsed(), error: Some(error.class()), peak_memory_bytes: 0 };
+                self.services.observers.notify(&record);
+                return Err(error);
             }
         };
         let state = CallState::new(self.context.clone(), self.services.clone(), op, timeout);
         let memory_hit = state.limiter.hit.clone();
+        let memory_peak = state.limiter.peak.clone();
         let stderr = state.stderr.clone();
         let mut store = Store::new(self.pre_engine(), state);
         store.limiter(|s| &mut s.limiter);
@@ -364,6 +369,13 @@ impl LoadedPlugin {
         if let Err(e) = &result {
             tracing::debug!(plugin = %plugin, op, error = %e, kind = e.metric_label(), "plugin call failed");
         }
+        self.services.observers.notify(&CallRecord {
+            plugin: &plugin,
+            method: op,
+            duration: started.elapsed(),
+            error: result.as_ref().err().map(CallError::class),
+            peak_memory_bytes: memory_peak.load(std::sync::atomic::Ordering::Relaxed),
+        });
         result
     }
 

@@ -245,6 +245,11 @@ impl PluginRegistry {
         Ok(registry)
     }
 
+    /// Makes `observer` hear of every plugin call from now on, reloaded plugins included.
+    pub fn observe_calls(&self, observer: Arc<dyn crate::services::CallObserver>) {
+        self.cx.services.observers.set(observer);
+    }
+
     /// The current set (cheap; hold it for the duration of a decision).
     pub fn current(&self) -> Arc<PluginSet> {
         self.current.load_full()

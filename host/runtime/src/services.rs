@@ -390,6 +390,55 @@ pub struct HostServices {
     pub cache: Arc<PluginCache>,
     /// How plugins' outgoing HTTP(S) leaves the host (trust roots, proxy).
     pub egress: Arc<crate::egress::Egress>,
+    /// Who hears of every plugin call (the controller's metrics), once set.
+    pub observers: CallObservers,
+}
+
+/// One finished plugin call, as observers hear of it.
+#[derive(Debug, Clone)]
+pub struct CallRecord<'a> {
+    /// The plugin's name.
+    pub plugin: &'a str,
+    /// The WIT function called (`create`, `render`, `instance-types`, …).
+    pub method: &'static str,
+    /// How long the call took, waiting for a concurrency slot included.
+    pub duration: std::time::Duration,
+    /// The error's class ([`crate::CallError::class`]) when the call failed.
+    pub error: Option<&'static str>,
+    /// The largest linear memory the call grew to, in bytes.
+    pub peak_memory_bytes: usize,
+}
+
+/// Hears of every plugin call (implemented by the controller's metrics).
+pub trait CallObserver: Send + Sync {
+    /// Called once per finished call.
+    fn plugin_call(&self, call: &CallRecord<'_>);
+}
+
+/// The observer slot the plugins of one registry share: set once the observer exists (the
+/// controller's metrics are made after the plugins are loaded).
+#[derive(Clone, Default)]
+pub struct CallObservers(Arc<std::sync::RwLock<Option<Arc<dyn CallObserver>>>>);
+
+impl std::fmt::Debug for CallObservers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallObservers")
+    }
+}
+
+impl CallObservers {
+    /// Makes `observer` hear of every later call.
+    pub fn set(&self, observer: Arc<dyn CallObserver>) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Some(observer);
+    }
+
+    /// Tells the observer, if any, of a finished call.
+    pub fn notify(&self, call: &CallRecord<'_>) {
+        let observer = self.0.read().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(observer) = observer {
+            observer.plugin_call(call);
+        }
+    }
 }
 
 impl Default for HostServices {
@@ -399,6 +448,7 @@ impl Default for HostServices {
             kube: Arc::new(NoKube),
             cache: Arc::new(PluginCache::default()),
             egress: Arc::new(crate::egress::Egress::default()),
+            observers: CallObservers::default(),
         }
     }
 }

@@ -44,6 +44,8 @@ pub struct PluginContext {
 pub(crate) struct CallLimiter {
     limit: usize,
     pub(crate) hit: Arc<AtomicBool>,
+    /// The largest linear memory the call grew to, in bytes.
+    pub(crate) peak: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl wasmtime::ResourceLimiter for CallLimiter {
@@ -52,6 +54,7 @@ impl wasmtime::ResourceLimiter for CallLimiter {
             self.hit.store(true, Ordering::Relaxed);
             return Err(wasmtime::format_err!("memory limit of {} bytes reached (wanted {desired})", self.limit));
         }
+        self.peak.fetch_max(desired, Ordering::Relaxed);
         Ok(true)
     }
 
@@ -91,7 +94,7 @@ impl CallState {
             table: ResourceTable::new(),
             http: WasiHttpCtx::new(),
             gate: HttpGate { plugin: plugin.clone(), timeout: http_timeout, egress: services.egress.clone() },
-            limiter: CallLimiter { limit: plugin.memory_limit, hit },
+            limiter: CallLimiter { limit: plugin.memory_limit, hit, peak: Default::default() },
             stderr,
             plugin,
             services,

@@ -79,7 +79,7 @@ fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
 
 /// Whether a replica serves the controller's metrics (only the leader runs the loops).
 fn leads(metrics: u16) -> bool {
-    get(metrics, "/metrics").is_some_and(|body| body.contains("# TYPE karpenter_nodeclaims_created_total counter"))
+    get(metrics, "/metrics").is_some_and(|body| body.contains("# TYPE karpenter_cluster_state_synced gauge"))
 }
 
 fn lease_holder(kubeconfig: &std::path::Path) -> String {

@@ -40,9 +40,15 @@ pub struct MethodOutcome {
 /// The first command a pass would start: each method in upstream's order until one decides
 /// something. Returns every outcome up to and including that one.
 pub fn decide(snapshot: &Snapshot) -> Vec<MethodOutcome> {
+    decide_with(|method| evaluate(snapshot, method))
+}
+
+/// [`decide`] with each method's evaluation done by `evaluate` (the controller wraps
+/// [`evaluate`] to time it): methods in order until one returns a command.
+pub fn decide_with(mut evaluate: impl FnMut(Method) -> MethodOutcome) -> Vec<MethodOutcome> {
     let mut outcomes = Vec::new();
     for method in Method::ALL {
-        let outcome = evaluate(snapshot, method);
+        let outcome = evaluate(method);
         let done = outcome.command.is_some();
         outcomes.push(outcome);
         if done {

@@ -8,6 +8,7 @@ mod exoscale;
 mod expiration;
 mod failover;
 mod hardening;
+mod metrics;
 mod overlays_volumes;
 mod restart;
 mod status;

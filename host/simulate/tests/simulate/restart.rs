@@ -168,7 +168,9 @@ async fn host_killed_mid_replace_strands_no_taint_and_leaks_nothing() {
         let node_list = nodes.list(&ListParams::default()).await.unwrap().items;
         let running = Api::<Pod>::namespaced(sim.client.clone(), "default").list(&ListParams::default()).await.unwrap().items.iter()
             .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")).count();
-        if live.len() == 1 && live[0].instance_type == "c3-4" && node_list.len() == 1 && !tainted(&node_list[0]) && running == 1 {
+        // The candidate's NodeClaim goes last (its finalizer waits for the instance to be gone).
+        let claim_count = claims.list(&ListParams::default()).await.unwrap().items.len();
+        if live.len() == 1 && live[0].instance_type == "c3-4" && node_list.len() == 1 && !tainted(&node_list[0]) && running == 1 && claim_count == 1 {
             break;
         }
         check();

@@ -1,0 +1,113 @@
+//! Gauges of the cluster as the caches see it, refreshed every 10 s (upstream's observability
+//! controllers): node count and sync state, NodePool usage and limits, one `karpenter_pods_state`
+//! series per pod, and each pod's startup duration once it is first Ready.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use joinery_core::labels;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use tokio::sync::watch;
+
+use crate::Context;
+use crate::metrics::names;
+use crate::util::system_time;
+
+/// How often the gauges are refreshed (simulated time).
+const INTERVAL: Duration = Duration::from_secs(10);
+
+/// Refreshes the gauges until stopped.
+pub(crate) async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
+    // Pods whose startup duration was recorded (so each is recorded once).
+    let mut started: HashSet<String> = HashSet::new();
+    loop {
+        observe(&ctx, &mut started);
+        tokio::select! {
+            _ = stopped.changed() => return,
+            _ = tokio::time::sleep(ctx.clock.to_real(INTERVAL)) => {}
+        }
+    }
+}
+
+fn observe(ctx: &Context, started: &mut HashSet<String>) {
+    let nodes = ctx.state.nodes.state();
+    ctx.metrics.set(names::CLUSTER_STATE_NODE_COUNT, &[], nodes.len() as f64);
+    ctx.metrics.set(names::CLUSTER_STATE_SYNCED, &[], if crate::provisioner::synced(ctx) { 1.0 } else { 0.0 });
+
+    let pools = ctx.state.node_pools.state();
+    let mut usage = Vec::new();
+    let mut limits = Vec::new();
+    for pool in &pools {
+        let name = pool.metadata.name.clone().unwrap_or_default();
+        for (resource, quantity) in pool.status.as_ref().and_then(|s| s.resources.as_ref()).into_iter().flatten() {
+            if let Some(value) = amount(&quantity.0) {
+                usage.push((vec![("nodepool", name.clone()), ("resource_type", resource.clone())], value));
+            }
+        }
+        for (resource, quantity) in pool.spec.limits.iter().flatten() {
+            if let Some(value) = amount(&quantity.0) {
+                limits.push((vec![("nodepool", name.clone()), ("resource_type", resource.clone())], value));
+            }
+        }
+    }
+    ctx.metrics.replace(names::NODEPOOLS_USAGE, usage);
+    ctx.metrics.replace(names::NODEPOOLS_LIMIT, limits);
+
+    let nodes_by_name: BTreeMap<&str, &Node> = nodes.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, n.as_ref()))).collect();
+    let pods = ctx.state.pods.state();
+    ctx.metrics.replace(names::PODS_STATE, pods.iter().map(|pod| (pod_state_labels(pod, &nodes_by_name), 1.0)));
+    let live: HashSet<String> = pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+    started.retain(|uid| live.contains(uid));
+    for pod in &pods {
+        let Some(uid) = pod.metadata.uid.as_ref() else { continue };
+        if started.contains(uid) {
+            continue;
+        }
+        let ready_at = pod.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().find(|c| c.type_ == "Ready" && c.status == "True");
+        let (Some(ready), Some(created)) = (ready_at.and_then(|c| c.last_transition_time.as_ref()), pod.metadata.creation_timestamp.as_ref()) else {
+            continue;
+        };
+        let seconds = system_time(ready).duration_since(system_time(created)).unwrap_or_default().as_secs_f64();
+        ctx.metrics.observe(names::PODS_STARTUP_DURATION, &[], seconds);
+        started.insert(uid.clone());
+    }
+}
+
+/// A quantity as a plain number (cores, bytes, counts).
+fn amount(quantity: &str) -> Option<f64> {
+    let millis = joinery_core::Quantity::parse(quantity).ok()?.milli_value()?;
+    Some(millis as f64 / 1000.0)
+}
+
+/// Upstream's `karpenter_pods_state` labels for one pod.
+fn pod_state_labels(pod: &Pod, nodes: &BTreeMap<&str, &Node>) -> Vec<(&'static str, String)> {
+    let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+    let node_labels = nodes.get(node_name.as_str()).and_then(|n| n.metadata.labels.as_ref());
+    let node_label = |key: &str| node_labels.and_then(|l| l.get(key)).cloned().unwrap_or_default();
+    let owner = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .next()
+        .map(|o| format!("{}/{}", o.kind, o.name))
+        .unwrap_or_default();
+    let status = pod.status.as_ref();
+    let ready = status.and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True");
+    vec![
+        ("name", pod.metadata.name.clone().unwrap_or_default()),
+        ("namespace", pod.metadata.namespace.clone().unwrap_or_default()),
+        ("owner", owner),
+        ("node", node_name.clone()),
+        ("scheduled", (!node_name.is_empty()).to_string()),
+        ("nodepool", node_label(labels::NODEPOOL_LABEL)),
+        ("zone", node_label(labels::ZONE_LABEL)),
+        ("arch", node_label(labels::ARCH_LABEL)),
+        ("capacity_type", node_label(labels::CAPACITY_TYPE_LABEL)),
+        ("instance_type", node_label(labels::INSTANCE_TYPE_LABEL)),
+        ("phase", status.and_then(|s| s.phase.clone()).unwrap_or_default()),
+        ("ready", ready.to_string()),
+        ("managed", node_labels.is_some_and(|l| l.contains_key(labels::NODEPOOL_LABEL)).to_string()),
+    ]
+}
