@@ -5,13 +5,20 @@
 //! `LOG_LEVEL` setting (`debug`, `info` or `error`, see [`log_level_filter`]); the other
 //! commands pick their own (see `Execute::default_log_level`).
 //!
-//! `--log-format json` writes one object per line with `tracing-subscriber`'s keys:
-//! `timestamp` (RFC 3339, UTC), `level` (`ERROR`, `WARN`, `INFO`, `DEBUG`, `TRACE`), `fields`
-//! (`message` plus the event's own fields, e.g. `nodeclaim`, `error`), `target` (the Rust
-//! module that logged, e.g. `joinery_controller::lifecycle`) and, inside a span, `span` and
-//! `spans`.
+//! `--log-format json` writes one object per line with upstream Karpenter's keys: `level`
+//! (`ERROR`, `WARN`, `INFO`, `DEBUG`), `time` (RFC 3339, UTC, milliseconds), `logger`
+//! (`controller` for Joinery's own lines, else the crate that logged), `message`, then the
+//! event's fields: `controller`, the objects as upstream writes them (`"NodeClaim": {"name":
+//! …}`, `"Node"`, `"NodePool"`, `"NodeClass"`) and the rest under their own names (`error`,
+//! `plugin`, …).
+
+use std::fmt;
 
 use clap::ValueEnum;
+use tracing::field::{Field, Visit};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
 
 /// Log output format.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -59,8 +66,92 @@ pub fn init_tracing(format: LogFormat, default_filter: &str) {
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Json => builder.event_format(UpstreamJson).try_init(),
     };
+}
+
+/// Formats an event as one JSON object with upstream Karpenter's keys (see the module docs).
+struct UpstreamJson;
+
+impl<S, N> FormatEvent<S, N> for UpstreamJson
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(&self, _ctx: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &tracing::Event<'_>) -> fmt::Result {
+        let meta = event.metadata();
+        let time = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string();
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        writeln!(writer, "{}", upstream_line(meta.level().as_str(), &time, meta.target(), fields))
+    }
+}
+
+/// An event's fields, in the order recorded.
+#[derive(Default)]
+struct Fields {
+    message: String,
+    rest: Vec<(String, serde_json::Value)>,
+}
+
+impl Fields {
+    fn record(&mut self, field: &Field, value: serde_json::Value) {
+        if field.name() == "message" {
+            self.message = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
+        } else {
+            self.rest.push((field.name().to_string(), value));
+        }
+    }
+}
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.record(field, value.into());
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.record(field, value.into());
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.record(field, value.into());
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.record(field, value.into());
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.record(field, value.into());
+    }
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.record(field, value.to_string().into());
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.record(field, format!("{value:?}").into());
+    }
+}
+
+/// The JSON line of one event: upstream's keys first, then the fields, objects renamed to
+/// upstream's `"Kind": {"name": …}`.
+fn upstream_line(level: &str, time: &str, target: &str, fields: Fields) -> serde_json::Value {
+    let krate = target.split("::").next().unwrap_or(target);
+    let logger = if krate == "joinery" || krate.starts_with("joinery_") { "controller" } else { krate };
+    let mut line = serde_json::Map::new();
+    line.insert("level".into(), level.into());
+    line.insert("time".into(), time.into());
+    line.insert("logger".into(), logger.into());
+    line.insert("message".into(), fields.message.into());
+    for (name, value) in fields.rest {
+        let kind = match name.as_str() {
+            "nodeclaim" => Some("NodeClaim"),
+            "node" => Some("Node"),
+            "nodepool" => Some("NodePool"),
+            "nodeclass" => Some("NodeClass"),
+            _ => None,
+        };
+        match kind {
+            Some(kind) => line.insert(kind.into(), serde_json::json!({"name": value})),
+            None => line.insert(name, value),
+        };
+    }
+    serde_json::Value::Object(line)
 }
 
 #[cfg(test)]
@@ -75,5 +166,26 @@ mod tests {
         assert!(debug.starts_with("info,") && debug.contains("joinery_controller=debug"), "{debug}");
         assert!(tracing_subscriber::EnvFilter::try_new(&debug).is_ok(), "{debug}");
         assert_eq!(log_level_filter("trace"), None);
+    }
+
+    #[test]
+    fn json_lines_carry_upstreams_keys_and_object_shapes() {
+        let fields = Fields {
+            message: "registered nodeclaim".into(),
+            rest: vec![
+                ("controller".into(), "nodeclaim.lifecycle".into()),
+                ("nodeclaim".into(), "default-abc".into()),
+                ("node".into(), "n1".into()),
+                ("retry_in_ms".into(), 250.into()),
+            ],
+        };
+        let line = upstream_line("INFO", "2026-12-01T00:00:00.000Z", "joinery_controller::lifecycle", fields);
+        assert_eq!(
+            line,
+            serde_json::json!({"level": "INFO", "time": "2026-12-01T00:00:00.000Z", "logger": "controller", "message": "registered nodeclaim",
+                               "controller": "nodeclaim.lifecycle", "NodeClaim": {"name": "default-abc"}, "Node": {"name": "n1"}, "retry_in_ms": 250})
+        );
+        let other = upstream_line("WARN", "t", "kube_client::client", Fields::default());
+        assert_eq!(other["logger"], "kube_client");
     }
 }

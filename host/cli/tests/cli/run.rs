@@ -201,11 +201,12 @@ fn run_honours_log_level_unless_rust_log_is_set() {
     let levels = |lines: &[serde_json::Value]| lines.iter().map(|l| l["level"].as_str().unwrap().to_string()).collect::<std::collections::BTreeSet<_>>();
     // Default (info): the start line, with the documented JSON keys.
     let lines = run_logs(cache.path(), &[]);
-    let start = lines.iter().find(|l| l["fields"]["message"] == "starting controllers").unwrap_or_else(|| panic!("{lines:#?}"));
+    let start = lines.iter().find(|l| l["message"] == "starting controllers").unwrap_or_else(|| panic!("{lines:#?}"));
     assert_eq!(start["level"], "INFO");
-    assert!(start["timestamp"].as_str().unwrap().ends_with('Z'), "{start}");
-    assert_eq!(start["target"], "joinery::commands::run");
-    assert!(start["fields"]["metrics_port"].is_number(), "{start}");
+    let time = start["time"].as_str().unwrap();
+    assert!(time.ends_with('Z') && time.len() == "2026-12-01T00:00:00.000Z".len(), "{start}");
+    assert_eq!(start["logger"], "controller");
+    assert!(start["metrics_port"].is_number(), "{start}");
     assert!(!levels(&lines).contains("DEBUG"));
     // LOG_LEVEL=error: errors only.
     let lines = run_logs(cache.path(), &[("LOG_LEVEL", "error")]);
@@ -214,7 +215,7 @@ fn run_honours_log_level_unless_rust_log_is_set() {
     let lines = run_logs(cache.path(), &[("LOG_LEVEL", "debug")]);
     let debug: Vec<&serde_json::Value> = lines.iter().filter(|l| l["level"] == "DEBUG").collect();
     assert!(!debug.is_empty(), "{lines:#?}");
-    assert!(debug.iter().all(|l| l["target"].as_str().unwrap().starts_with("joinery")), "{debug:#?}");
+    assert!(debug.iter().all(|l| l["logger"] == "controller"), "{debug:#?}");
     // RUST_LOG wins over LOG_LEVEL.
     let lines = run_logs(cache.path(), &[("LOG_LEVEL", "debug"), ("RUST_LOG", "error")]);
     assert_eq!(levels(&lines), ["ERROR".to_string()].into(), "{lines:#?}");
