@@ -6,6 +6,7 @@
 //! [`run_scenario`] drives a [`Scenario`] to its end and returns a [`Report`].
 
 pub mod observer;
+pub mod plot;
 pub mod report;
 pub mod scenario;
 

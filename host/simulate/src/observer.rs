@@ -68,6 +68,23 @@ pub struct NodeRecord {
     pub provider_id: Option<String>,
 }
 
+/// The cluster at one moment, as plotted: recorded at the start and whenever one of its
+/// figures changed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sample {
+    /// Simulated seconds since the scenario started.
+    pub at: f64,
+    /// Workload pods not running.
+    pub pods_pending: usize,
+    /// Workload pods running.
+    pub pods_running: usize,
+    /// Nodes, by their `node.kubernetes.io/instance-type` label (`unknown` without one).
+    pub nodes_by_instance_type: BTreeMap<String, usize>,
+    /// Hourly price of the live instances.
+    pub cost_per_hour: f64,
+}
+
 /// A snapshot of the cluster plus everything seen so far.
 #[derive(Debug, Clone, Default)]
 pub struct Observation {
@@ -91,6 +108,8 @@ pub struct Observation {
     pub all_pods_running: Option<f64>,
     /// Instances in the cloud now that are not being deleted (owned by a NodeClaim or not).
     pub cloud_instances: usize,
+    /// The figures over time (see [`Sample`]).
+    pub samples: Vec<Sample>,
 }
 
 impl Observation {
@@ -291,6 +310,16 @@ impl Observer {
         }
         self.state.cloud_instances = alive;
         self.state.cost_per_hour = instances.iter().filter(|x| x.state != InstanceState::Terminated).fold(0.0, |total, x| total + x.price_per_hour);
+        let mut by_type: BTreeMap<String, usize> = BTreeMap::new();
+        for node in &nodes.items {
+            let instance_type = node.metadata.labels.as_ref().and_then(|l| l.get(labels::INSTANCE_TYPE_LABEL)).cloned();
+            *by_type.entry(instance_type.unwrap_or_else(|| "unknown".into())).or_default() += 1;
+        }
+        let sample = Sample { at: now, pods_pending: counts.pending, pods_running: counts.running, nodes_by_instance_type: by_type, cost_per_hour: self.state.cost_per_hour };
+        let changed = self.state.samples.last().is_none_or(|last| Sample { at: now, ..last.clone() } != sample);
+        if changed {
+            self.state.samples.push(sample);
+        }
         Ok(())
     }
 }

@@ -123,6 +123,9 @@ pub struct Report {
     pub wall_seconds: f64,
     /// The timeline, as printed.
     pub timeline: Vec<String>,
+    /// The cluster over time: one sample at the start and at every change of its pods,
+    /// nodes or cost (what `joinery simulate --plot` draws).
+    pub samples: Vec<crate::observer::Sample>,
 }
 
 impl Report {
@@ -157,6 +160,7 @@ impl Report {
             simulated_seconds: simulated,
             wall_seconds: wall,
             timeline: timeline.to_vec(),
+            samples: seen.samples.clone(),
         }
     }
 

@@ -18,6 +18,10 @@ pub struct SimulateArgs {
     /// Write the JSON report here.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Draw nodes by instance type, pods pending and running, and the hourly cost over
+    /// simulated time into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
     /// Simulated seconds per real second.
     #[arg(long, default_value_t = joinery_simulate::DEFAULT_SPEED)]
     pub speed: f64,
@@ -47,6 +51,10 @@ impl Execute for SimulateArgs {
         if let Some(path) = &self.report {
             let json = serde_json::to_string_pretty(&report)?;
             std::fs::write(path, json + "\n").with_context(|| format!("cannot write report {}", path.display()))?;
+        }
+        if let Some(path) = &self.plot {
+            let svg = joinery_simulate::plot::svg(&report)?;
+            std::fs::write(path, svg).with_context(|| format!("cannot write plot {}", path.display()))?;
         }
         Ok(if report.passed() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
     }

@@ -31,23 +31,35 @@ fn simulate_alone(scenario: &str, speed: f64) -> (serde_json::Value, String, boo
 }
 
 fn run_scenario(scenario: Option<&str>, speed: f64) -> (serde_json::Value, String, bool) {
+    let (report, stdout, ok, _) = run_scenario_plotted(scenario, speed);
+    (report, stdout, ok)
+}
+
+/// [`run_scenario`] with `--plot`: also returns the SVG drawn.
+fn run_scenario_plotted(scenario: Option<&str>, speed: f64) -> (serde_json::Value, String, bool, String) {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report.json");
+    let plot = dir.path().join("plot.svg");
     let mut cmd = joinery();
     cmd.arg("simulate");
     if let Some(s) = scenario {
         cmd.arg(repo().join("examples/scenarios").join(s));
     }
-    let out = cmd.arg("--report").arg(&report).arg("--speed").arg(speed.to_string()).output().unwrap();
+    let out = cmd.arg("--report").arg(&report).arg("--plot").arg(&plot).arg("--speed").arg(speed.to_string()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let text = std::fs::read_to_string(&report).unwrap_or_else(|_| panic!("no report; stdout:\n{stdout}\nstderr:\n{stderr}"));
-    (serde_json::from_str(&text).unwrap(), stdout, out.status.success())
+    let svg = std::fs::read_to_string(&plot).unwrap_or_else(|_| panic!("no plot; stderr:\n{stderr}"));
+    (serde_json::from_str(&text).unwrap(), stdout, out.status.success(), svg)
 }
 
 #[test]
 fn the_quickstart_scales_up_then_to_zero() {
-    let (report, stdout, ok) = simulate(None);
+    let (report, stdout, ok, svg) = {
+        let _shared = CPU.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        run_scenario_plotted(None, 30.0)
+    };
+    plot_shows_the_three_series(&report, &svg);
     assert!(ok, "quickstart failed:\n{stdout}");
     assert_eq!(report["result"], "pass");
     assert_eq!(report["scenario"], "quickstart");
@@ -66,6 +78,30 @@ fn the_quickstart_scales_up_then_to_zero() {
     }
     assert!(stdout.contains("all 10 pods running"), "{stdout}");
     assert!(stdout.contains("PASS"), "{stdout}");
+}
+
+/// The report's samples follow the run, and the plot is an SVG document with the three
+/// panels and a line per instance type, pod state and the cost.
+fn plot_shows_the_three_series(report: &serde_json::Value, svg: &str) {
+    let samples = report["samples"].as_array().expect("samples in the report");
+    assert!(samples.len() >= 4, "{samples:#?}");
+    assert!(samples[0]["at"].as_f64().unwrap() < 5.0);
+    assert!(samples.iter().any(|s| s["podsRunning"] == 10), "a sample with every pod running");
+    assert!(samples.iter().any(|s| s["costPerHour"].as_f64().unwrap() > 0.0));
+    let last = samples.last().unwrap();
+    assert_eq!(last["podsRunning"], 0);
+    assert!(last["nodesByInstanceType"].as_object().unwrap().is_empty(), "scaled to zero: {last}");
+    let document = roxmltree::Document::parse(svg).expect("the plot is well-formed XML");
+    assert_eq!(document.root_element().tag_name().name(), "svg");
+    let texts: Vec<String> = document.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).map(|t| t.trim().to_string()).collect();
+    for label in ["Nodes by instance type", "Pods", "Cost", "pending", "running", "cost per hour"] {
+        assert!(texts.iter().any(|t| t == label), "no {label:?} in the plot's texts: {texts:?}");
+    }
+    for instance_type in report["instanceTypes"].as_array().unwrap() {
+        assert!(texts.iter().any(|t| t == instance_type.as_str().unwrap()), "no line for {instance_type}");
+    }
+    let lines = document.descendants().filter(|n| n.has_tag_name("polyline") || n.has_tag_name("path")).count();
+    assert!(lines >= 4, "{lines} lines drawn");
 }
 
 #[test]
