@@ -29,6 +29,7 @@ mod disruption;
 mod jsonpath;
 mod kubeconfig;
 mod openapi;
+mod protobuf;
 pub mod resources;
 mod scale;
 pub mod schema;

@@ -221,6 +221,9 @@ fn builtin_schema(kind: &ResourceKind) -> Value {
         ("events.k8s.io", "events") => (false, &["regarding", "reason", "note", "type", "eventTime", "series", "reportingController"]),
         ("", "serviceaccounts") => (false, &["secrets", "imagePullSecrets", "automountServiceAccountToken"]),
         ("storage.k8s.io", "storageclasses") => (false, &["provisioner", "parameters", "reclaimPolicy", "volumeBindingMode", "allowVolumeExpansion"]),
+        ("rbac.authorization.k8s.io", "clusterroles") => (false, &["rules", "aggregationRule"]),
+        ("rbac.authorization.k8s.io", "roles") => (false, &["rules"]),
+        ("rbac.authorization.k8s.io", "clusterrolebindings" | "rolebindings") => (false, &["subjects", "roleRef"]),
         _ => (true, &[]),
     };
     if has_spec {

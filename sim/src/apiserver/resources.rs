@@ -162,6 +162,11 @@ pub fn builtin_kinds() -> Vec<ResourceKind> {
         builtin("storage.k8s.io", "csinodes", "CSINode", false, false, &[]),
         builtin("storage.k8s.io", "volumeattachments", "VolumeAttachment", false, true, &[]),
         builtin("apiextensions.k8s.io", "customresourcedefinitions", "CustomResourceDefinition", false, true, &["crd", "crds"]),
+        // What an install (`helm install`) creates besides workloads; stored, not enforced.
+        builtin("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", false, false, &[]),
+        builtin("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBinding", false, false, &[]),
+        builtin("rbac.authorization.k8s.io", "roles", "Role", true, false, &[]),
+        builtin("rbac.authorization.k8s.io", "rolebindings", "RoleBinding", true, false, &[]),
     ]
 }
 

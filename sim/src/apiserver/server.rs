@@ -125,8 +125,11 @@ impl Call<'_> {
         if self.body.is_empty() {
             return Ok(Value::Null);
         }
+        if self.content_type == crate::apiserver::protobuf::MEDIA_TYPE {
+            return crate::apiserver::protobuf::decode(self.body);
+        }
         if self.content_type.contains("protobuf") || self.content_type.contains("cbor") {
-            // Only JSON is spoken; clients such as kubectl fall back to JSON on 415.
+            // Clients such as kubectl fall back to JSON on 415.
             return Err(ApiError::unsupported_media_type(self.content_type));
         }
         serde_json::from_slice(self.body).map_err(|error| ApiError::bad_request(format!("invalid JSON body: {error}")))
