@@ -25,7 +25,7 @@ fn read(path: &str) -> String {
 
 /// The Helm binary, or `None` after printing why the calling test is skipped. A `JOINERY_HELM`
 /// that names no file is an error, not a skip (`.ci/run` sets it, so CI never skips).
-fn helm(test: &str) -> Option<PathBuf> {
+pub(crate) fn helm(test: &str) -> Option<PathBuf> {
     if let Some(named) = std::env::var_os("JOINERY_HELM") {
         let named = PathBuf::from(named);
         assert!(named.is_file(), "JOINERY_HELM={} is not a file; run .ci/install-helm", named.display());
@@ -40,7 +40,7 @@ fn helm(test: &str) -> Option<PathBuf> {
 }
 
 /// Runs helm; returns (success, stdout, stderr).
-fn run_helm(helm: &Path, args: &[&str]) -> (bool, String, String) {
+pub(crate) fn run_helm(helm: &Path, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(helm)
         .args(args)
         .current_dir(repo())

@@ -5,6 +5,7 @@
 mod cli;
 mod disrupt;
 mod helm;
+mod helm_install;
 mod plugins_package;
 mod run;
 mod schedule;
