@@ -93,8 +93,11 @@ pub fn import_refusal(kind: PluginKind, caps: &Capabilities, name: &str) -> Opti
         "wasi:clocks" => Some(format!(
             "reads the clock: set capabilities.clock: true in plugin.yaml and clock: true in the grants file ({kind} plugins are clock-free by default)"
         )),
-        "wasi:filesystem" => Some("reaches the filesystem; Joinery plugins get none (use the config and secrets imports)".into()),
-        "wasi:sockets" => Some("opens sockets; Joinery plugins get none (use wasi:http, checked against the grants)".into()),
+        // Linked but inert, so that components of toolchains that always import them (most
+        // non-Rust ones) load: no directory is preopened, so there is no file to open; TCP,
+        // UDP and name lookups are refused. Outgoing HTTP stays wasi:http, checked against
+        // the grants.
+        "wasi:filesystem" | "wasi:sockets" => None,
         _ => Some("is not provided by this host; rebuild the plugin against the joinery:plugin WIT".into()),
     }
 }
@@ -551,8 +554,9 @@ mod tests {
         assert!(clock.contains("clock: true"), "{clock}");
         assert!(import_refusal(PluginKind::UserdataRenderer, &caps, "joinery:plugin/secrets@0.1.0").is_some());
         assert!(import_refusal(PluginKind::CloudProvider, &caps, "joinery:plugin/secrets@0.1.0").is_none());
-        assert!(import_refusal(PluginKind::CloudProvider, &caps, "wasi:filesystem/preopens@0.2.12").is_some());
-        assert!(import_refusal(PluginKind::CloudProvider, &caps, "wasi:sockets/tcp@0.2.12").is_some());
+        // Inert imports: linked, reaching nothing (see the runtime's capability tests).
+        assert!(import_refusal(PluginKind::UserdataRenderer, &caps, "wasi:filesystem/preopens@0.2.12").is_none());
+        assert!(import_refusal(PluginKind::UserdataRenderer, &caps, "wasi:sockets/tcp@0.2.12").is_none());
         assert!(import_refusal(PluginKind::CloudProvider, &caps, "evil:thing/x").is_some());
     }
 }

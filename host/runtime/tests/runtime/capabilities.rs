@@ -226,3 +226,22 @@ async fn secret_values_never_leave_in_errors_or_stderr() {
     let err = plugin.get_instance_types(&class(json!({"mode": "leak"}))).await.unwrap_err();
     assert!(!err.to_string().contains("hunter2"));
 }
+
+/// Components of most non-Rust toolchains import `wasi:filesystem` and `wasi:sockets`; they
+/// load, and those imports reach nothing: no directory is preopened, and TCP, UDP and name
+/// lookups are refused — even for a plugin granted HTTP to the very address it tries.
+#[tokio::test]
+async fn filesystem_and_sockets_are_linked_but_reach_nothing() {
+    let (port, hits) = http_server().await;
+    let plugin = hostile("plugins:\n  hostile:\n    http: [\"http://127.0.0.1:*\"]\n", Default::default());
+    let imports = plugin.imports();
+    assert!(imports.iter().any(|i| i.starts_with("wasi:filesystem/")), "{imports:?}");
+    assert!(imports.iter().any(|i| i.starts_with("wasi:sockets/")), "{imports:?}");
+    let existing = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    let types = plugin.get_instance_types(&class(json!({"mode": "fs", "path": existing}))).await.unwrap();
+    assert_eq!(observed(&types), "fs-denied");
+    assert!(!std::path::Path::new("escape.txt").exists(), "nothing was written");
+    let types = plugin.get_instance_types(&class(json!({"mode": "socket", "url": format!("127.0.0.1:{port}")}))).await.unwrap();
+    assert_eq!(observed(&types), "socket-denied");
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "no connection reached the listener");
+}

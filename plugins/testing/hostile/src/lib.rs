@@ -22,6 +22,8 @@
 //! | `cache` | sets a key, reads it back | ok only if the value round-trips |
 //! | `log` | logs `message` (default `hostile plugin log line`) `count` times (default 1) | ok |
 //! | `leak` | reads `secret`, logs every value, then fails with them in the message (`internal`), or panics with them (`leakBy: trap`) | the host must scrub the values |
+//! | `fs` | lists `/` and `.`, reads `path` (default `/etc/hostname`), writes `escape.txt`, through `wasi:filesystem` | `fs-denied` when all fail; else `internal("reached: …")` |
+//! | `socket` | TCP connect to `url` (an `address:port`), TCP listen, UDP bind and a name lookup, through `wasi:sockets` | `socket-denied` when all fail; else `internal("reached: …")` |
 //!
 //! Optional fields: `url`, `method`, `body` (http), `secret` (secret), `cluster`, `group`, `version`,
 //! `resource`, `namespace`, `name`, `verb` (kube), `message`, `count` (log), `zone`
@@ -40,6 +42,7 @@ use serde::Deserialize;
 /// Every mode, for error messages.
 pub const MODES: &[&str] = &[
     "ok", "trap", "loop", "alloc", "garbage", "http", "kube", "secret", "cache", "log", "leak",
+    "fs", "socket",
 ];
 
 /// The requirement key carrying what a mode observed.
@@ -81,6 +84,17 @@ pub struct Config {
     pub zone: Option<String>,
     /// `leak`: `error` (default) or `trap`.
     pub leak_by: Option<String>,
+    /// `fs`: the file to read (default `/etc/hostname`).
+    pub path: Option<String>,
+}
+
+/// `Ok(observation)` when nothing was reached, else the list of what was.
+fn none_reached(reached: Vec<&str>, observation: &str) -> Result<Outcome, CloudError> {
+    if reached.is_empty() {
+        Ok(Outcome::Ok(observation.into()))
+    } else {
+        Err(CloudError::internal(format!("reached: {}", reached.join(", "))))
+    }
 }
 
 /// What a mode produced when it did not fail.
@@ -224,6 +238,39 @@ pub fn run_mode(cfg: &Config) -> Result<Outcome, CloudError> {
                 panic!("{message}");
             }
             Err(CloudError::internal(message))
+        }
+        "fs" => {
+            let mut reached = Vec::new();
+            for dir in ["/", "."] {
+                if std::fs::read_dir(dir).is_ok() {
+                    reached.push("a directory listing");
+                }
+            }
+            if std::fs::read(cfg.path.as_deref().unwrap_or("/etc/hostname")).is_ok() {
+                reached.push("a file read");
+            }
+            if std::fs::write("escape.txt", b"out").is_ok() {
+                reached.push("a file write");
+            }
+            none_reached(reached, "fs-denied")
+        }
+        "socket" => {
+            use std::net::ToSocketAddrs;
+            let mut reached = Vec::new();
+            let target = cfg.url.as_deref().unwrap_or("127.0.0.1:80");
+            if std::net::TcpStream::connect(target).is_ok() {
+                reached.push("a TCP connection");
+            }
+            if std::net::TcpListener::bind("0.0.0.0:0").is_ok() {
+                reached.push("a TCP listener");
+            }
+            if std::net::UdpSocket::bind("0.0.0.0:0").is_ok() {
+                reached.push("a UDP socket");
+            }
+            if ("localhost", 80).to_socket_addrs().is_ok() {
+                reached.push("a name lookup");
+            }
+            none_reached(reached, "socket-denied")
         }
         other => Err(CloudError::invalid(format!(
             "unknown hostile mode `{other}`; modes: {}",
