@@ -63,7 +63,9 @@ pub fn log_level_env_filter() -> String {
 /// `default_filter` (the command's own choice, see `Execute::default_log_level`) applies.
 pub fn init_tracing(format: LogFormat, default_filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter.into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colour only on a terminal: a file, a pipe or a log collector gets plain text.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.event_format(UpstreamJson).try_init(),

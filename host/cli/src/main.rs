@@ -4,6 +4,8 @@
 //! commands themselves live in [`commands`].
 
 mod commands;
+mod exit;
+mod kube_options;
 mod logging;
 mod plugin_options;
 mod snapshot_input;
@@ -32,20 +34,27 @@ struct Cli {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and --version print and succeed; anything else is a usage error (2).
+            let _ = e.print();
+            return if e.use_stderr() { exit::usage() } else { std::process::ExitCode::SUCCESS };
+        }
+    };
     logging::init_tracing(cli.log_format, &cli.command.default_log_level());
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            return std::process::ExitCode::FAILURE;
+            return exit::error();
         }
     };
     match runtime.block_on(cli.command.execute()) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
+            exit::error()
         }
     }
 }

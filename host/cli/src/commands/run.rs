@@ -1,7 +1,6 @@
 //! `joinery run`: the controller for a real cluster, with `/metrics` and health probes on
 //! upstream's ports (`METRICS_PORT` 8080, `HEALTH_PROBE_PORT` 8081).
 
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -20,9 +19,9 @@ use crate::plugin_options::PluginOptions;
 /// `joinery run …`
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Kubeconfig file; default: in-cluster config, then the usual kubeconfig lookup.
-    #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
+    /// Where the cluster is.
+    #[command(flatten)]
+    pub kube: crate::kube_options::KubeOptions,
     /// Plugin loading options.
     #[command(flatten)]
     pub plugins: PluginOptions,
@@ -45,13 +44,7 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     // kube's TLS stack needs a process-wide crypto provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let settings = Settings::from_env().context("invalid settings")?;
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path).with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.context("kubeconfig is not usable")?
-        }
-        None => kube::Config::infer().await.context("no in-cluster config and no kubeconfig; pass --kubeconfig")?,
-    };
+    let config = args.kube.config().await?;
     let mut settings = settings;
     if settings.cluster_endpoint.is_empty() {
         settings.cluster_endpoint = config.cluster_url.to_string();

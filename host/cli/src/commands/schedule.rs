@@ -45,6 +45,10 @@ pub struct ScheduleArgs {
     /// Print JSON instead of the human-readable report.
     #[arg(long)]
     pub json: bool,
+    /// Exit with 1 (a failed check) when a pending pod fits neither an existing node nor a
+    /// new NodeClaim; the report is printed either way.
+    #[arg(long)]
+    pub fail_on_pending: bool,
 }
 
 /// `--preference-policy`.
@@ -149,6 +153,11 @@ async fn schedule(args: ScheduleArgs) -> Result<ExitCode> {
     out.flush()?;
     for note in notes {
         eprintln!("note: {note}");
+    }
+    let stuck = report.pods.iter().filter(|p| matches!(p.placement, PlacementEntry::None { .. })).count();
+    if args.fail_on_pending && stuck > 0 {
+        eprintln!("{stuck} pod(s) would stay pending (--fail-on-pending)");
+        return Ok(crate::exit::CHECK_FAILED);
     }
     Ok(ExitCode::SUCCESS)
 }

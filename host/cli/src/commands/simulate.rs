@@ -56,7 +56,7 @@ impl Execute for SimulateArgs {
             let svg = joinery_simulate::plot::svg(&report)?;
             std::fs::write(path, svg).with_context(|| format!("cannot write plot {}", path.display()))?;
         }
-        Ok(if report.passed() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        Ok(if report.passed() { ExitCode::SUCCESS } else { crate::exit::CHECK_FAILED })
     }
 
     /// The timeline and summary are the output: only warnings are logged.

@@ -160,3 +160,30 @@ fn bench_scheduling_solves_upstreams_workloads_with_upstreams_node_counts() {
     let (ok, _, err) = joinery(&["bench", "scheduling", "--workload", "diverse-7"]);
     assert!(!ok && err.contains("unknown workload \"diverse-7\"") && err.contains("diverse-20000"), "{err}");
 }
+
+/// One exit-code convention: 0 done, 1 a check failed, 2 a usage error, 3 a runtime error.
+#[test]
+fn exit_codes_tell_usage_errors_runtime_errors_and_failed_checks_apart() {
+    let code = |args: &[&str]| std::process::Command::new(env!("CARGO_BIN_EXE_joinery")).args(args).output().unwrap().status.code();
+    assert_eq!(code(&["no-such-command"]), Some(2));
+    assert_eq!(code(&["schedule"]), Some(2), "a missing argument is a usage error");
+    assert_eq!(code(&["--help"]), Some(0));
+    assert_eq!(code(&["simulate", "no-such-scenario.yaml"]), Some(3), "an unreadable input is a runtime error");
+    assert_eq!(code(&["plugins", "inspect", "no-such-plugin"]), Some(3));
+    assert_eq!(code(&["plugins", "list"]), Some(0));
+}
+
+/// `plugins list --json`: one object per plugin, with the fields scripts read.
+#[test]
+fn plugins_list_prints_json_on_request() {
+    let (ok, stdout, stderr) = joinery(&["plugins", "list", "--json"]);
+    assert!(ok, "{stderr}");
+    let plugins: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let k3s = plugins.as_array().unwrap().iter().find(|p| p["name"] == "k3s").expect("k3s is built in");
+    assert_eq!(k3s["kind"], "userdata-renderer");
+    assert_eq!(k3s["source"], "built-in");
+    assert_eq!(k3s["sha256"].as_str().unwrap().len(), 64);
+    assert!(k3s["sizeBytes"].as_u64().unwrap() > 0);
+    let simcloud = plugins.as_array().unwrap().iter().find(|p| p["name"] == "simcloud").unwrap();
+    assert_eq!(simcloud["nodeClass"]["kind"], "SimNodeClass");
+}

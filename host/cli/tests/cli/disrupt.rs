@@ -269,6 +269,13 @@ fn explain_node_gives_each_methods_verdict_and_the_budgets() {
     let (out, _) = run_ok(&["explain", "node", "node-empty", EXAMPLE, "--catalog", CATALOG, "--at", "2026-03-02T10:00:00Z"]);
     assert!(out.contains("emptiness: no: disruption budgets of NodePool \"general\" allow no more Empty disruptions now"), "{out}");
 
+    let (out, _) = run_ok(&["explain", "node", "node-big", EXAMPLE, "--catalog", CATALOG, "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["at"], "2026-03-02T07:30:00Z");
+    assert_eq!((json["node"].as_str(), json["nodeClaim"].as_str(), json["nodePool"].as_str()), (Some("node-big"), Some("general-m4f8d"), Some("general")));
+    assert_eq!(json["pricePerHour"], 0.5);
+    assert!(json["explanation"].as_array().unwrap().iter().any(|l| l.as_str().unwrap().starts_with("single-node-consolidation: yes")), "{json:#}");
+
     let missing = joinery(&["explain", "node", "node-nope", EXAMPLE, "--catalog", CATALOG]);
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no node or NodeClaim named \"node-nope\""));

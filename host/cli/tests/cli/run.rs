@@ -220,3 +220,44 @@ fn run_honours_log_level_unless_rust_log_is_set() {
     let lines = run_logs(cache.path(), &[("LOG_LEVEL", "debug"), ("RUST_LOG", "error")]);
     assert_eq!(levels(&lines), ["ERROR".to_string()].into(), "{lines:#?}");
 }
+
+/// `KUBECONFIG` lists several files, merged as kubectl merges them (missing ones skipped, the
+/// first to define a name wins), and `--context` picks a context from any of them.
+#[test]
+fn kubeconfig_lists_merge_and_context_picks_the_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, kubeconfig) = sim_serve(dir.path());
+    let elsewhere = dir.path().join("elsewhere");
+    let refused = free_port();
+    std::fs::write(
+        &elsewhere,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: elsewhere, cluster: {{server: \"http://127.0.0.1:{refused}\"}}}}]\nusers: [{{name: nobody, user: {{}}}}]\ncontexts: [{{name: elsewhere, context: {{cluster: elsewhere, user: nobody}}}}]\ncurrent-context: elsewhere\n"
+        ),
+    )
+    .unwrap();
+    let context = std::fs::read_to_string(&kubeconfig).unwrap().lines().find_map(|l| l.strip_prefix("current-context: ").map(str::to_string)).unwrap();
+    let list = format!("{}:{}:{}", dir.path().join("missing").display(), elsewhere.display(), kubeconfig.display());
+    let explain = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_joinery")).args(["explain", "pod", "default/nope"]).args(extra).env("KUBECONFIG", &list).output().unwrap();
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    // The first file's current context: the refused address.
+    let stderr = explain(&[]);
+    assert!(stderr.contains("Connection refused") || stderr.contains("Connect"), "{stderr}");
+    // --context names the emulated cluster's context, defined in the last file: it answers.
+    let stderr = explain(&["--context", &context]);
+    assert!(stderr.contains("cannot read pod default/nope") && stderr.contains("NotFound"), "{stderr}");
+    // No colour when stderr is not a terminal.
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+    // A pod that exists, as JSON.
+    let pod = dir.path().join("pod.json");
+    std::fs::write(&pod, r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"}, "spec": {"containers": [{"name": "c", "image": "pause"}]}}"#).unwrap();
+    let applied = Command::new("kubectl").arg("--kubeconfig").arg(&kubeconfig).args(["apply", "-f"]).arg(&pod).output().expect("kubectl is installed");
+    assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_joinery")).args(["explain", "pod", "default/web", "--json", "--context", &context]).env("KUBECONFIG", &list).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let explained: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((explained["namespace"].as_str(), explained["name"].as_str()), (Some("default"), Some("web")));
+    assert!(explained["explanation"].as_array().is_some_and(|lines| !lines.is_empty()), "{explained}");
+}

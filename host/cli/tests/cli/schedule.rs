@@ -539,3 +539,16 @@ fn the_simcloud_plugin_and_the_simcloud_catalog_agree() {
         assert_eq!(from_plugin, from_catalog, "{name}");
     }
 }
+
+/// `--fail-on-pending` turns a pod that fits nowhere into exit code 1 (a failed check), after
+/// printing the report; without it, or when every pod fits, the exit code is 0.
+#[test]
+fn fail_on_pending_exits_one_when_a_pod_fits_nowhere() {
+    let stuck = joinery(&["schedule", &fixture("resources"), "--catalog", SMALL, "--json", "--fail-on-pending"]);
+    assert_eq!(stuck.status.code(), Some(1), "{}", String::from_utf8_lossy(&stuck.stderr));
+    let printed: Value = serde_json::from_slice(&stuck.stdout).expect("the report is printed anyway");
+    assert!(reason(&printed, "shop/huge").contains("no instance type"));
+    assert!(String::from_utf8_lossy(&stuck.stderr).contains("would stay pending (--fail-on-pending)"));
+    let lenient = joinery(&["schedule", &fixture("resources"), "--catalog", SMALL, "--json"]);
+    assert_eq!(lenient.status.code(), Some(0));
+}

@@ -19,6 +19,10 @@ pub struct NodeArgs {
     /// The snapshot and the moment of the pass.
     #[command(flatten)]
     pub pass: PassArgs,
+    /// Print JSON: `at`, `node`, `nodeClaim`, `nodePool`, `instanceType`, `capacityType`,
+    /// `zone`, `pricePerHour`, `pods`, `disruptionCost` and `explanation` (the lines).
+    #[arg(long)]
+    pub json: bool,
 }
 
 impl Execute for NodeArgs {
@@ -30,9 +34,27 @@ impl Execute for NodeArgs {
             let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
             bail!("no node or NodeClaim named {:?} is managed in the snapshot (managed nodes: {known})", self.node);
         };
-        println!("At {} ({}):", rfc3339(snapshot.now()), pass.now_from);
-        for line in lines {
-            println!("{line}");
+        if self.json {
+            let c = snapshot.candidate(&self.node).expect("explained, so a candidate");
+            let value = serde_json::json!({
+                "at": rfc3339(snapshot.now()),
+                "node": c.node,
+                "nodeClaim": c.claim,
+                "nodePool": c.pool,
+                "instanceType": c.instance_type,
+                "capacityType": c.capacity_type,
+                "zone": c.zone,
+                "pricePerHour": c.price,
+                "pods": c.pods.len(),
+                "disruptionCost": c.disruption_cost,
+                "explanation": lines,
+            });
+            println!("{}", serde_json::to_string_pretty(&value)?);
+        } else {
+            println!("At {} ({}):", rfc3339(snapshot.now()), pass.now_from);
+            for line in lines {
+                println!("{line}");
+            }
         }
         for note in &pass.notes {
             eprintln!("note: {note}");

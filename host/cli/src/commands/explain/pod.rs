@@ -1,7 +1,6 @@
 //! `joinery explain pod NS/NAME`: why a pod is where it is, or why it is still pending —
 //! from the pod's status and the events Joinery (and the scheduler) published about it.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
@@ -15,30 +14,27 @@ use crate::commands::Execute;
 pub struct PodArgs {
     /// `NAMESPACE/NAME`.
     pub pod: String,
-    /// Kubeconfig (a cluster, or `joinery sim serve --kubeconfig-out`'s file).
-    #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
+    /// Where the cluster is (a real one, or `joinery sim serve --kubeconfig-out`'s file).
+    #[command(flatten)]
+    pub kube: crate::kube_options::KubeOptions,
+    /// Print JSON: `namespace`, `name`, `phase`, `node` and `explanation` (the lines).
+    #[arg(long)]
+    pub json: bool,
 }
 
 impl Execute for PodArgs {
     async fn execute(self) -> Result<ExitCode> {
-        explain_pod(&self.pod, self.kubeconfig).await
+        explain_pod(&self.pod, &self.kube, self.json).await
     }
 }
 
 /// Prints the explanation for one pod.
-async fn explain_pod(target: &str, kubeconfig: Option<PathBuf>) -> Result<ExitCode> {
+async fn explain_pod(target: &str, kube_options: &crate::kube_options::KubeOptions, json: bool) -> Result<ExitCode> {
     let Some((namespace, name)) = target.split_once('/') else {
         bail!("expected NAMESPACE/NAME, got {target:?}");
     };
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = match &kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.context("kubeconfig is not usable")?
-        }
-        None => kube::Config::infer().await.context("no kubeconfig found; pass --kubeconfig")?,
-    };
+    let config = kube_options.config().await?;
     let client = kube::Client::try_from(config).context("cannot build the Kubernetes client")?;
     let pod = Api::<Pod>::namespaced(client.clone(), namespace)
         .get(name)
@@ -48,7 +44,19 @@ async fn explain_pod(target: &str, kubeconfig: Option<PathBuf>) -> Result<ExitCo
         .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
         .await
         .context("cannot list the pod's events")?;
-    print!("{}", explain(&pod, &events.items));
+    let text = explain(&pod, &events.items);
+    if json {
+        let value = serde_json::json!({
+            "namespace": namespace,
+            "name": name,
+            "phase": pod.status.as_ref().and_then(|s| s.phase.clone()),
+            "node": pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            "explanation": text.lines().collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        print!("{text}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -185,7 +185,7 @@ fn inspect(path: &str, grants: Option<&Path>, json: bool) -> Result<ExitCode> {
             Err(e) => println!("loads:      no — {e}"),
         }
     }
-    Ok(if loads.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(2) })
+    Ok(if loads.is_ok() { ExitCode::SUCCESS } else { crate::exit::CHECK_FAILED })
 }
 
 fn list_or_none(items: impl Iterator<Item = String>) -> String {

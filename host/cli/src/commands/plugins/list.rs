@@ -14,17 +14,41 @@ pub struct ListArgs {
     /// Plugin loading options.
     #[command(flatten)]
     pub options: PluginOptions,
+    /// Print a JSON array (name, kind, version, wit, sizeBytes, sha256, source, nodeClass).
+    #[arg(long)]
+    pub json: bool,
 }
 
 impl Execute for ListArgs {
     async fn execute(self) -> Result<ExitCode> {
-        list(&self.options)
+        list(&self.options, self.json)
     }
 }
 
 /// `joinery plugins list`.
-fn list(options: &PluginOptions) -> Result<ExitCode> {
+fn list(options: &PluginOptions, json: bool) -> Result<ExitCode> {
     let registry = open_registry(options, HostServices::default())?;
+    if json {
+        let plugins: Vec<serde_json::Value> = registry
+            .current()
+            .iter()
+            .map(|p| {
+                let manifest = p.manifest();
+                serde_json::json!({
+                    "name": p.name(),
+                    "kind": p.kind().as_str(),
+                    "version": manifest.version,
+                    "wit": manifest.wit,
+                    "sizeBytes": p.size(),
+                    "sha256": p.digest(),
+                    "source": p.source().to_string(),
+                    "nodeClass": manifest.node_class.as_ref().map(|n| serde_json::json!({"group": n.group, "version": n.version, "kind": n.kind})),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&plugins)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     println!("{:<20} {:<18} {:<9} {:>10}  {:<14} SOURCE", "NAME", "KIND", "VERSION", "SIZE", "SHA256");
     for p in registry.current().iter() {
         println!(
