@@ -11,6 +11,7 @@ pub const REGISTRATION_TAINT_KEY: &str = "karpenter.sh/unregistered";
 /// the cluster tag it was launched with. Garbage collection deletes only instances whose
 /// label equals the host's cluster name (`CLUSTER_NAME`): an instance without it is never
 /// reaped, whatever `list` returned.
+#[cfg_attr(not(feature = "cloud"), allow(dead_code))]
 pub const CLUSTER_LABEL: &str = "joinery.dev/cluster";
 
 /// The effect of the registration taint.

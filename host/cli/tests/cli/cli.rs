@@ -187,3 +187,32 @@ fn plugins_list_prints_json_on_request() {
     let simcloud = plugins.as_array().unwrap().iter().find(|p| p["name"] == "simcloud").unwrap();
     assert_eq!(simcloud["nodeClass"]["kind"], "SimNodeClass");
 }
+
+/// The SDK carries its own copy of the WIT (so it builds outside this repository and can be
+/// published); it must be the host's, file for file.
+#[test]
+fn the_sdk_carries_the_hosts_wit_unchanged() {
+    let pairs = [("wit/v0.1", "plugins/sdk/wit/v0.1"), ("wit/deps", "plugins/sdk/wit/v0.1/deps")];
+    for (host, sdk) in pairs {
+        let mut count = 0;
+        for entry in std::fs::read_dir(repo().join(host)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "wit") {
+                continue;
+            }
+            let name = path.file_name().unwrap();
+            let copy = repo().join(sdk).join(name);
+            assert_eq!(
+                std::fs::read_to_string(&path).unwrap(),
+                std::fs::read_to_string(&copy).unwrap_or_default(),
+                "{sdk}/{} differs from {host}/{}: copy it (cp {host}/*.wit {sdk}/)",
+                name.to_string_lossy(),
+                name.to_string_lossy()
+            );
+            count += 1;
+        }
+        assert!(count >= 6, "{host}: {count} files");
+        let copies = std::fs::read_dir(repo().join(sdk)).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "wit")).count();
+        assert_eq!(copies, count, "{sdk} holds a WIT file {host} does not");
+    }
+}

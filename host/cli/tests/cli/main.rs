@@ -6,6 +6,7 @@ mod cli;
 mod disrupt;
 mod helm;
 mod helm_install;
+mod plugins_new;
 mod plugins_package;
 mod run;
 mod schedule;

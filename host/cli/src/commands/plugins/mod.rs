@@ -2,6 +2,7 @@
 
 mod inspect;
 mod list;
+mod new;
 mod package;
 
 super::subcommands! {
@@ -11,6 +12,8 @@ super::subcommands! {
         Inspect(inspect::InspectArgs),
         /// List the built-in plugins and those found in plugin directories.
         List(list::ListArgs),
+        /// Scaffold a plugin crate (renderer, cloud or pricing) that builds and passes its test as generated.
+        New(new::NewArgs),
         /// Package a plugin (plugin.yaml with its sha256, and the component) as a plugin directory
         /// (--out) or as a ConfigMap printed to stdout (--configmap).
         Package(package::PackageArgs),
