@@ -16,7 +16,7 @@ fn joinery(args: &[&str]) -> (bool, String, String) {
 /// `cargo ARGS` in `dir`, sharing the guest target directory of `./dev test` (the SDK and its
 /// dependencies are built there already, at the versions of the plugins' lock file).
 fn cargo(dir: &Path, args: &[&str]) -> (bool, String) {
-    let target = std::env::var_os("JOINERY_PLUGINS_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| repo().join("target/plugins"));
+    let target = plugins_target();
     let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         .args(args)
         .current_dir(dir)
@@ -24,6 +24,12 @@ fn cargo(dir: &Path, args: &[&str]) -> (bool, String) {
         .output()
         .unwrap();
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// The guest target directory (`JOINERY_PLUGINS_TARGET_DIR`, relative to the repository as
+/// `./dev` takes it; default `target/plugins`).
+fn plugins_target() -> PathBuf {
+    repo().join(std::env::var_os("JOINERY_PLUGINS_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("target/plugins")))
 }
 
 /// Scaffolds `kind` into a temporary directory and runs its tests.
@@ -53,7 +59,7 @@ fn every_kind_of_scaffold_builds_and_passes_its_test_and_the_renderer_renders() 
     let dir = scaffold_and_test("renderer", root.path());
     let (ok, out) = cargo(&dir, &["build", "--release", "--target", "wasm32-wasip2"]);
     assert!(ok, "{out}");
-    let target = std::env::var_os("JOINERY_PLUGINS_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| repo().join("target/plugins"));
+    let target = plugins_target();
     std::fs::copy(target.join("wasm32-wasip2/release/hello_renderer.wasm"), dir.join("plugin.wasm")).unwrap();
     let dist = dir.join("dist");
     let (ok, stdout, stderr) = joinery(&["plugins", "package", "--out", dist.to_str().unwrap(), dir.join("plugin.yaml").to_str().unwrap(), dir.join("plugin.wasm").to_str().unwrap()]);
