@@ -89,6 +89,10 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         .await
         .with_context(|| format!("cannot reach the Kubernetes API server at {api_server}; check --kubeconfig (or the in-cluster service account) and the network"))?;
     let clock = Arc::new(Clock::real());
+    // One SIGTERM/SIGINT listener for the whole life of the process, so that a signal arriving
+    // while the loops start is not missed.
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
     let leadership = if settings.disable_leader_election {
         None
     } else {
@@ -104,20 +108,20 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         let elector = Elector::new(client.clone(), clock.clone(), config);
         tokio::select! {
             leadership = elector.acquire() => Some(leadership),
-            _ = shutdown_signal() => return Ok(std::process::ExitCode::SUCCESS),
+            _ = &mut shutdown => return Ok(std::process::ExitCode::SUCCESS),
         }
     };
     let controller = Controller::start(ControllerOptions { client, registry, clock, settings, secrets }).await?;
     ready.store(true, Ordering::Relaxed);
     let _ = leading.set(controller.context().clone());
     let Some(mut leadership) = leadership else {
-        shutdown_signal().await;
+        shutdown.await;
         tracing::info!("shutting down");
         controller.shutdown().await;
         return Ok(std::process::ExitCode::SUCCESS);
     };
     tokio::select! {
-        _ = shutdown_signal() => {
+        _ = &mut shutdown => {
             tracing::info!("shutting down");
             controller.shutdown().await;
             leadership.release().await;
