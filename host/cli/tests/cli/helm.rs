@@ -39,15 +39,21 @@ pub(crate) fn helm(test: &str) -> Option<PathBuf> {
     None
 }
 
+/// Helm's home directories for this test process.
+fn helm_home() -> PathBuf {
+    std::env::temp_dir().join(format!("joinery-helm-test-{}", std::process::id()))
+}
+
 /// Runs helm; returns (success, stdout, stderr).
 pub(crate) fn run_helm(helm: &Path, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(helm)
         .args(args)
         .current_dir(repo())
-        // Keep Helm away from the user's configuration, caches and repositories.
-        .env("HELM_CACHE_HOME", std::env::temp_dir().join("joinery-helm-test/cache"))
-        .env("HELM_CONFIG_HOME", std::env::temp_dir().join("joinery-helm-test/config"))
-        .env("HELM_DATA_HOME", std::env::temp_dir().join("joinery-helm-test/data"))
+        // Keep Helm away from the user's configuration, caches and repositories (and from
+        // another test run's: one directory per test process).
+        .env("HELM_CACHE_HOME", helm_home().join("cache"))
+        .env("HELM_CONFIG_HOME", helm_home().join("config"))
+        .env("HELM_DATA_HOME", helm_home().join("data"))
         .output()
         .unwrap();
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
