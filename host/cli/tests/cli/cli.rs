@@ -1,15 +1,10 @@
 //! The `joinery` binary's commands, run as a user would.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 fn joinery(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_joinery")).args(args).current_dir(repo()).output().unwrap();
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 #[test]
@@ -35,6 +30,7 @@ fn crds_prints_the_karpenter_crds_then_the_builtin_node_classes() {
 }
 
 use serde::Deserialize;
+use crate::support::repo;
 
 #[test]
 fn inspect_reports_size_digest_and_that_each_shipped_plugin_loads() {

@@ -5,18 +5,14 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
+use crate::support::repo;
 
 const FIXTURES: &str = "host/cli/tests/fixtures/disrupt";
 const EXAMPLE: &str = "examples/disrupt/cluster.yaml";
 const CATALOG: &str = "examples/disrupt/catalog.yaml";
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn joinery(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_joinery")).args(args).current_dir(repo()).output().unwrap()

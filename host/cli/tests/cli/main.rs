@@ -11,3 +11,4 @@ mod plugins_package;
 mod run;
 mod schedule;
 mod simulate;
+mod support;

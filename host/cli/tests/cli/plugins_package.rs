@@ -8,6 +8,7 @@ use std::process::Command;
 use joinery_runtime::manifest::PluginManifest;
 use joinery_runtime::plugin::sha256_hex;
 use k8s_openapi::api::core::v1::ConfigMap;
+use crate::support::repo;
 
 fn joinery(args: &[&std::ffi::OsStr]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_joinery")).args(args).current_dir(repo()).output().unwrap();
@@ -19,10 +20,6 @@ fn package(args: &[&dyn AsRef<std::ffi::OsStr>]) -> (bool, String, String) {
     let mut all: Vec<&std::ffi::OsStr> = vec!["plugins".as_ref(), "package".as_ref()];
     all.extend(args.iter().map(|a| a.as_ref()));
     joinery(&all)
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// The built-in k3s renderer: its source manifest, its built component and the component's bytes.

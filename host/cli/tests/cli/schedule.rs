@@ -3,21 +3,17 @@
 //! category of the core scheduler.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use crate::support::{repo, KillOnDrop};
 
 const FIXTURES: &str = "host/cli/tests/fixtures/schedule";
 const SMALL: &str = "host/cli/tests/fixtures/schedule/catalog.yaml";
 const SIMCLOUD: &str = "examples/catalogs/simcloud.yaml";
 const FAKE: &str = "examples/catalogs/fake-default.yaml";
 const INCREMENTING: &str = "examples/catalogs/fake-incrementing.yaml";
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn joinery(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_joinery")).args(args).current_dir(repo()).output().unwrap()
@@ -474,15 +470,6 @@ fn documented_nodepool_designs_compare_by_cost() {
     assert_eq!(a["newNodeClaims"].as_array().unwrap().len(), 1);
     let pools: Vec<&str> = b["newNodeClaims"].as_array().unwrap().iter().map(|c| c["nodePool"].as_str().unwrap()).collect();
     assert_eq!(pools, ["spot", "on-demand"], "the spot pool's 16-CPU limit sends the rest on-demand");
-}
-
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The simcloud plugin against a simulated cloud with its default catalog gives the same

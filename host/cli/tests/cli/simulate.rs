@@ -1,8 +1,8 @@
 //! `joinery simulate` on every shipped scenario, asserting on the JSON report.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::RwLock;
+use crate::support::repo;
 
 /// Scenarios run two at a time, except the heavy one, which runs alone: the emulated cluster
 /// at 1,000 pods takes both cores, and a starved scenario next to it sees its simulated
@@ -11,10 +11,6 @@ static CPU: RwLock<()> = RwLock::new(());
 
 fn joinery() -> Command {
     Command::new(env!("CARGO_BIN_EXE_joinery"))
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// Runs a scenario (or the quickstart when `None`) and returns the report and stdout.
