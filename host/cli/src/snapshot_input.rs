@@ -53,6 +53,27 @@ impl InstanceTypeArgs {
 }
 
 /// Reads a file the command was given; the error names what it is (`snapshot`, `catalog`, …).
+/// Prints a dry-run command's report to stdout: `report` as pretty JSON with `json`, else
+/// the text `write_text` writes (buffered, flushed once).
+pub fn print_report(
+    json: bool,
+    report: &impl serde::Serialize,
+    write_text: impl FnOnce(&mut std::io::BufWriter<std::io::StdoutLock<'static>>) -> Result<()>,
+) -> Result<()> {
+    use std::io::Write;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if json {
+        serde_json::to_writer_pretty(&mut out, report)?;
+        writeln!(out)?;
+    } else {
+        write_text(&mut out)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Reads a file the command was given, naming it (`what`) when it cannot.
 pub fn read(path: &Path, what: &str) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {what} {}", path.display()))
 }

@@ -205,8 +205,7 @@ fn micro_time(at: SystemTime) -> MicroTime {
 }
 
 fn system_time(at: &MicroTime) -> SystemTime {
-    let nanos = at.0.as_nanosecond();
-    if nanos >= 0 { UNIX_EPOCH + Duration::from_nanos(nanos as u64) } else { UNIX_EPOCH }
+    crate::util::system_time(&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at.0))
 }
 
 /// The election fields of a Lease.

@@ -64,14 +64,18 @@ fn observe(ctx: &Context, started: &mut HashSet<String>) {
         if started.contains(uid) {
             continue;
         }
-        let ready_at = pod.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().find(|c| c.type_ == "Ready" && c.status == "True");
-        let (Some(ready), Some(created)) = (ready_at.and_then(|c| c.last_transition_time.as_ref()), pod.metadata.creation_timestamp.as_ref()) else {
+        let (Some(ready), Some(created)) = (ready_condition(pod).and_then(|c| c.last_transition_time.as_ref()), pod.metadata.creation_timestamp.as_ref()) else {
             continue;
         };
         let seconds = system_time(ready).duration_since(system_time(created)).unwrap_or_default().as_secs_f64();
         ctx.metrics.observe(names::PODS_STARTUP_DURATION, &[], seconds);
         started.insert(uid.clone());
     }
+}
+
+/// The pod's `Ready` condition, when it is `True`.
+fn ready_condition(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::PodCondition> {
+    pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready" && c.status == "True")
 }
 
 /// A quantity as a plain number (cores, bytes, counts).
@@ -94,7 +98,7 @@ fn pod_state_labels(pod: &Pod, nodes: &BTreeMap<&str, &Node>) -> Vec<(&'static s
         .map(|o| format!("{}/{}", o.kind, o.name))
         .unwrap_or_default();
     let status = pod.status.as_ref();
-    let ready = status.and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True");
+    let ready = ready_condition(pod).is_some();
     vec![
         ("name", pod.metadata.name.clone().unwrap_or_default()),
         ("namespace", pod.metadata.namespace.clone().unwrap_or_default()),

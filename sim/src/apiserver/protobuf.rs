@@ -67,16 +67,16 @@ fn json<T: serde::Serialize>(object: T) -> Result<Value, ApiError> {
     serde_json::to_value(object).map_err(|e| ApiError::bad_request(format!("cannot represent the decoded object: {e}")))
 }
 
+fn timestamp(seconds: Option<i64>, nanos: Option<i32>) -> Option<k8s_openapi::jiff::Timestamp> {
+    k8s_openapi::jiff::Timestamp::new(seconds.unwrap_or(0), nanos.unwrap_or(0)).ok()
+}
+
 fn time(time: Option<pb_meta::Time>) -> Option<meta::Time> {
-    let time = time?;
-    let stamp = k8s_openapi::jiff::Timestamp::new(time.seconds.unwrap_or(0), time.nanos.unwrap_or(0)).ok()?;
-    Some(meta::Time(stamp))
+    time.and_then(|t| timestamp(t.seconds, t.nanos)).map(meta::Time)
 }
 
 fn micro_time(time: Option<pb_meta::MicroTime>) -> Option<meta::MicroTime> {
-    let time = time?;
-    let stamp = k8s_openapi::jiff::Timestamp::new(time.seconds.unwrap_or(0), time.nanos.unwrap_or(0)).ok()?;
-    Some(meta::MicroTime(stamp))
+    time.and_then(|t| timestamp(t.seconds, t.nanos)).map(meta::MicroTime)
 }
 
 fn non_empty<K: Ord, V>(map: BTreeMap<K, V>) -> Option<BTreeMap<K, V>> {

@@ -9,7 +9,7 @@
 //! from the claims' conditions as they are. The 15 s validation is not waited for.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -270,15 +270,7 @@ async fn disrupt(args: DisruptArgs) -> Result<ExitCode> {
     let outcomes: Vec<MethodOutcome> = std::iter::once(expiration).chain(outcomes).collect();
 
     let report = Report::new(snapshot, &outcomes, duration_seconds);
-    let stdout = std::io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
-        writeln!(out)?;
-    } else {
-        write_text(&mut out, &pass, &outcomes, &report, args.all)?;
-    }
-    out.flush()?;
+    crate::snapshot_input::print_report(args.json, &report, |out| write_text(out, &pass, &outcomes, &report, args.all))?;
     for note in &pass.notes {
         eprintln!("note: {note}");
     }

@@ -2,7 +2,7 @@
 //! snapshot. Nothing is launched; the decision is printed (text or `--json`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -142,15 +142,7 @@ async fn schedule(args: ScheduleArgs) -> Result<ExitCode> {
     }
 
     let report = Report::new(&assembly, &result, duration_seconds);
-    let stdout = std::io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
-        writeln!(out)?;
-    } else {
-        write_text(&mut out, &report, &assembly, &result, &instance_types)?;
-    }
-    out.flush()?;
+    crate::snapshot_input::print_report(args.json, &report, |out| write_text(out, &report, &assembly, &result, &instance_types))?;
     for note in notes {
         eprintln!("note: {note}");
     }

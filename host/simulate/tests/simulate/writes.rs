@@ -26,14 +26,30 @@ fn taint_keys(node: &Node) -> Vec<String> {
     node.spec.as_ref().and_then(|s| s.taints.as_ref()).into_iter().flatten().map(|t| t.key.clone()).collect()
 }
 
+/// A JSON-patch operation appending `value` to the list at `path` (creating the list when
+/// the object has none yet).
+fn append_op(path: &str, list_exists: bool, value: serde_json::Value) -> serde_json::Value {
+    if list_exists { json!({"op": "add", "path": format!("{path}/-"), "value": value}) } else { json!({"op": "add", "path": path, "value": [value]}) }
+}
+
+/// The racer removes its own finalizer from an object being deleted (`test` first, so it
+/// never removes another entry that moved into that position).
+async fn release_racer_finalizer<K>(api: &Api<K>, metadata: &kube::api::ObjectMeta)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let finalizers = metadata.finalizers.clone().unwrap_or_default();
+    if let Some(at) = finalizers.iter().position(|f| f == RACER_FINALIZER) {
+        let ops = json!([{"op": "test", "path": format!("/metadata/finalizers/{at}"), "value": RACER_FINALIZER},
+                         {"op": "remove", "path": format!("/metadata/finalizers/{at}")}]);
+        let _ = api.patch(metadata.name.as_deref().unwrap_or_default(), &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(ops).unwrap())).await;
+    }
+}
+
 /// Another writer appends to the list (a JSON patch, as a careless client would send).
 async fn append_taint(api: &Api<Node>, name: &str, key: &str) {
     let node = api.get(name).await.unwrap();
-    let op = if taint_keys(&node).is_empty() {
-        json!([{"op": "add", "path": "/spec/taints", "value": [{"key": key, "effect": "PreferNoSchedule"}]}])
-    } else {
-        json!([{"op": "add", "path": "/spec/taints/-", "value": {"key": key, "effect": "PreferNoSchedule"}}])
-    };
+    let op = json!([append_op("/spec/taints", !taint_keys(&node).is_empty(), json!({"key": key, "effect": "PreferNoSchedule"}))]);
     api.patch(name, &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(op).unwrap())).await.unwrap();
 }
 
@@ -122,19 +138,16 @@ async fn a_racing_writer_loses_nothing_through_a_scale_up_and_down() {
                     let name = node.metadata.name.clone().unwrap();
                     let finalizers = node.metadata.finalizers.clone().unwrap_or_default();
                     if node.metadata.deletion_timestamp.is_some() {
-                        if let Some(at) = finalizers.iter().position(|f| f == RACER_FINALIZER) {
-                            let ops = json!([{"op": "test", "path": format!("/metadata/finalizers/{at}"), "value": RACER_FINALIZER},
-                                             {"op": "remove", "path": format!("/metadata/finalizers/{at}")}]);
-                            let _ = nodes.patch(&name, &PatchParams::default(), &json_patch(ops)).await;
-                        }
+                        release_racer_finalizer(&nodes, &node.metadata).await;
                         continue;
                     }
                     if marked_nodes.lock().unwrap().contains(&name) {
                         continue;
                     }
-                    let taint = json!({"key": RACER_TAINT, "effect": "PreferNoSchedule"});
-                    let mut ops = vec![if taint_keys(&node).is_empty() { json!({"op": "add", "path": "/spec/taints", "value": [taint]}) } else { json!({"op": "add", "path": "/spec/taints/-", "value": taint}) }];
-                    ops.push(if finalizers.is_empty() { json!({"op": "add", "path": "/metadata/finalizers", "value": [RACER_FINALIZER]}) } else { json!({"op": "add", "path": "/metadata/finalizers/-", "value": RACER_FINALIZER}) });
+                    let ops = vec![
+                        append_op("/spec/taints", !taint_keys(&node).is_empty(), json!({"key": RACER_TAINT, "effect": "PreferNoSchedule"})),
+                        append_op("/metadata/finalizers", !finalizers.is_empty(), json!(RACER_FINALIZER)),
+                    ];
                     if nodes.patch(&name, &PatchParams::default(), &json_patch(json!(ops))).await.is_ok() {
                         marked_nodes.lock().unwrap().insert(name);
                     }
@@ -143,21 +156,20 @@ async fn a_racing_writer_loses_nothing_through_a_scale_up_and_down() {
                     let name = claim.metadata.name.clone().unwrap();
                     let finalizers = claim.metadata.finalizers.clone().unwrap_or_default();
                     if claim.metadata.deletion_timestamp.is_some() {
-                        if let Some(at) = finalizers.iter().position(|f| f == RACER_FINALIZER) {
-                            let ops = json!([{"op": "test", "path": format!("/metadata/finalizers/{at}"), "value": RACER_FINALIZER},
-                                             {"op": "remove", "path": format!("/metadata/finalizers/{at}")}]);
-                            let _ = claims.patch(&name, &PatchParams::default(), &json_patch(ops)).await;
-                        }
+                        release_racer_finalizer(&claims, &claim.metadata).await;
                         continue;
                     }
                     if marked_claims.lock().unwrap().contains(&name) {
                         continue;
                     }
-                    let finalizer = if finalizers.is_empty() { json!({"op": "add", "path": "/metadata/finalizers", "value": [RACER_FINALIZER]}) } else { json!({"op": "add", "path": "/metadata/finalizers/-", "value": RACER_FINALIZER}) };
+                    let finalizer = append_op("/metadata/finalizers", !finalizers.is_empty(), json!(RACER_FINALIZER));
                     let condition = json!({"type": RACER_CONDITION, "status": "True", "reason": "Seen", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"});
                     let has_conditions = claim.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| !c.is_empty());
-                    let status_op = if has_conditions { json!([{"op": "add", "path": "/status/conditions/-", "value": condition}]) } else { json!([{"op": "add", "path": "/status", "value": {"conditions": [condition]}}]) };
-                    let status_op = if claim.status.is_some() && !has_conditions { json!([{"op": "add", "path": "/status/conditions", "value": [condition]}]) } else { status_op };
+                    let status_op = if claim.status.is_some() {
+                        json!([append_op("/status/conditions", has_conditions, condition)])
+                    } else {
+                        json!([{"op": "add", "path": "/status", "value": {"conditions": [condition]}}])
+                    };
                     if claims.patch(&name, &PatchParams::default(), &json_patch(json!([finalizer]))).await.is_ok()
                         && claims.patch_status(&name, &PatchParams::default(), &json_patch(status_op)).await.is_ok()
                     {
