@@ -10,6 +10,7 @@ pub mod plot;
 pub mod report;
 pub mod scenario;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -88,6 +89,9 @@ pub struct SimulationOptions {
     /// Run the fake Exoscale API with these contents, and grant the `exoscale` plugin its
     /// loopback address, instead of launching on the simulated cloud (which still runs, idle).
     pub exoscale: Option<ExoscaleSpec>,
+    /// Write every exchange with the fake Exoscale API to this file (JSON lines; see
+    /// [`ExoFakeOptions::journal`]).
+    pub exoscale_journal: Option<PathBuf>,
 }
 
 impl Default for SimulationOptions {
@@ -101,6 +105,7 @@ impl Default for SimulationOptions {
             faults: None,
             secrets: Default::default(),
             exoscale: None,
+            exoscale_journal: None,
         }
     }
 }
@@ -232,7 +237,7 @@ impl Simulation {
             settings.cluster_endpoint = api.url().to_string();
         }
         let exoscale = match &options.exoscale {
-            Some(spec) => Some(start_exoscale(spec, clock.clone(), options.boot_delay).await?),
+            Some(spec) => Some(start_exoscale(spec, clock.clone(), options.boot_delay, options.exoscale_journal.clone()).await?),
             None => None,
         };
         let events = match &exoscale {
@@ -400,7 +405,7 @@ impl Simulation {
 const MIB: u64 = 1 << 20;
 
 /// Starts the fake Exoscale API with a scenario's zones, instance types, templates and faults.
-async fn start_exoscale(spec: &ExoscaleSpec, clock: Arc<Clock>, boot_delay: Duration) -> Result<ExoFake, SimulateError> {
+async fn start_exoscale(spec: &ExoscaleSpec, clock: Arc<Clock>, boot_delay: Duration, journal: Option<PathBuf>) -> Result<ExoFake, SimulateError> {
     use joinery_sim::exoscale::{ErrorShape, ExoInstanceType, ExoTemplate, GIB, Visibility, default_instance_types, default_templates, stable_uuid};
     let defaults = ExoFakeOptions::default();
     let zones = spec.zones.clone().filter(|z| !z.is_empty()).unwrap_or(defaults.zones.clone());
@@ -470,6 +475,7 @@ async fn start_exoscale(spec: &ExoscaleSpec, clock: Arc<Clock>, boot_delay: Dura
         // poll keep a create from taking tens of simulated seconds at high speed-ups.
         operation_polls: 0,
         faults,
+        journal,
         ..defaults
     };
     Ok(ExoFake::start(options).await?)
@@ -620,8 +626,25 @@ pub fn unmet(expect: &Expectations, seen: &Observation) -> Vec<String> {
 /// How often the observer samples the cluster (simulated).
 const SAMPLE_EVERY: Duration = Duration::from_millis(500);
 
+/// How [`run_scenario_with`] runs a scenario.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Simulated seconds per real second.
+    pub speed: f64,
+    /// Print the timeline as it happens.
+    pub echo: bool,
+    /// See [`SimulationOptions::exoscale_journal`] (Exoscale scenarios only).
+    pub exoscale_journal: Option<PathBuf>,
+}
+
 /// Runs a scenario to its end. `echo` prints the timeline as it happens.
 pub async fn run_scenario(scenario: &Scenario, speed: f64, echo: bool) -> Result<Report, SimulateError> {
+    run_scenario_with(scenario, RunOptions { speed, echo, exoscale_journal: None }).await
+}
+
+/// [`run_scenario`] with every option.
+pub async fn run_scenario_with(scenario: &Scenario, run: RunOptions) -> Result<Report, SimulateError> {
+    let RunOptions { speed, echo, exoscale_journal } = run;
     let origin = scenario.name.clone();
     let settings = Settings::from_lookup(|k| scenario.settings.get(k).cloned().or_else(|| std::env::var(k).ok()))
         .map_err(|e| ScenarioError { origin: origin.clone(), message: format!("settings: {e}") })?;
@@ -635,6 +658,7 @@ pub async fn run_scenario(scenario: &Scenario, speed: f64, echo: bool) -> Result
         faults: scenario.cloud.faults.clone(),
         secrets: scenario.secrets.clone(),
         exoscale: (scenario.cloud.provider() == "exoscale").then(|| scenario.cloud.exoscale.clone().unwrap_or_default()),
+        exoscale_journal,
     };
     let wall = std::time::Instant::now();
     let start_at = scenario.start_at()?;

@@ -426,8 +426,8 @@ pub struct ApiInstance {
     pub instance_type: InstanceType,
     /// Its template.
     pub template: IdRef,
-    /// Root disk in GiB.
-    pub disk_size: u64,
+    /// Root disk in GiB; only `GET /instance/{id}` has it (`None` in list items).
+    pub disk_size: Option<u64>,
     /// Attached private networks.
     pub private_networks: Vec<IdRef>,
     /// Its security groups.

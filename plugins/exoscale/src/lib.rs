@@ -459,8 +459,8 @@ impl CloudProvider for Exoscale {
         if !resolved.anti_affinity_groups.is_empty() {
             body["anti-affinity-groups"] = refs(&resolved.anti_affinity_groups);
         }
-        if let Some(key) = &resolved.ssh_key {
-            body["ssh-key"] = json!({"name": key});
+        if !resolved.ssh_keys.is_empty() {
+            body["ssh-keys"] = Value::Array(resolved.ssh_keys.iter().map(|name| json!({"name": name})).collect());
         }
 
         let operation = ctx.api.start(&zone, "POST", "/instance", Some(&body)).map_err(|e| e.into_cloud(Some(offering.clone())))?;

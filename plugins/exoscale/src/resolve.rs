@@ -79,9 +79,9 @@ pub struct Resolved {
     pub private_networks: BTreeMap<String, Vec<String>>,
     /// Anti-affinity group IDs.
     pub anti_affinity_groups: Vec<String>,
-    /// The SSH key name, if one is set.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ssh_key: Option<String>,
+    /// The SSH key names (`sshKey` and `sshKeys`, each once).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ssh_keys: Vec<String>,
 }
 
 /// The outcome of a resolution: the status to store and one condition per check.
@@ -274,17 +274,24 @@ pub fn resolve(api: &Api, home: &str, spec_json: &str, spec: &Spec, default_zone
         });
     }
 
-    // SSH key.
-    match &spec.ssh_key {
-        None => conditions.push(ok("SSHKeyReady", "NoneRequested", "no sshKey".into())),
-        Some(name) => match api.get::<Named>(home, &format!("/ssh-key/{}", joinery_plugin_sdk::url::percent_encode(name)), &[]) {
-            Ok(_) => {
-                resolved.ssh_key = Some(name.clone());
-                conditions.push(ok("SSHKeyReady", "Resolved", format!("SSH key {name}")));
+    // SSH keys.
+    let names = spec.ssh_key_names();
+    if names.is_empty() {
+        conditions.push(ok("SSHKeyReady", "NoneRequested", "no sshKeys".into()));
+    } else {
+        let mut missing = Vec::new();
+        for name in &names {
+            match api.get::<Named>(home, &format!("/ssh-key/{}", joinery_plugin_sdk::url::percent_encode(name)), &[]) {
+                Ok(_) => resolved.ssh_keys.push(name.clone()),
+                Err(e) if e.is_not_found() => missing.push(format!("{name:?}")),
+                Err(e) => return Err(e),
             }
-            Err(e) if e.is_not_found() => conditions.push(failed("SSHKeyReady", "SSHKeyNotFound", format!("SSH key {name:?} does not exist"))),
-            Err(e) => return Err(e),
-        },
+        }
+        conditions.push(if missing.is_empty() {
+            ok("SSHKeyReady", "Resolved", format!("SSH keys {}", names.join(", ")))
+        } else {
+            failed("SSHKeyReady", "SSHKeyNotFound", format!("SSH key {} does not exist", missing.join(", ")))
+        });
     }
 
     // Instance-type allow-list.

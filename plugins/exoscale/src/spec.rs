@@ -86,7 +86,10 @@ pub struct Spec {
     pub disk_size: Option<u64>,
     /// Allowed instance types (`<family>.<size>`); empty: every authorized type.
     pub instance_types: Vec<String>,
-    /// SSH key name.
+    /// SSH key names (Exoscale's `ssh-keys`).
+    pub ssh_keys: Vec<String>,
+    /// One SSH key name: the older spelling, kept so existing classes still work; merged
+    /// before [`Spec::ssh_keys`] by [`Spec::ssh_key_names`].
     pub ssh_key: Option<String>,
     /// Security groups.
     pub security_group_selector_terms: Vec<Term>,
@@ -94,7 +97,7 @@ pub struct Spec {
     pub private_network_selector_terms: Vec<Term>,
     /// Anti-affinity groups.
     pub anti_affinity_group_selector_terms: Vec<Term>,
-    /// `inet4` (default) or `none`.
+    /// `inet4` (default), `dual` (IPv4 and IPv6) or `none`.
     #[serde(rename = "publicIPAssignment")]
     pub public_ip_assignment: Option<String>,
     /// Extra Exoscale instance labels.
@@ -117,6 +120,17 @@ impl Spec {
     /// `publicIPAssignment` with its default.
     pub fn public_ip(&self) -> &str {
         self.public_ip_assignment.as_deref().unwrap_or("inet4")
+    }
+
+    /// Every SSH key the class names: `sshKey`, then `sshKeys`, each once.
+    pub fn ssh_key_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for name in self.ssh_key.iter().chain(&self.ssh_keys) {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        names
     }
 
     /// Every problem that needs no API call to see.
@@ -154,8 +168,8 @@ impl Spec {
                 }
             }
         }
-        if !matches!(self.public_ip(), "inet4" | "none") {
-            problems.push(format!("publicIPAssignment {:?} must be inet4 or none", self.public_ip()));
+        if !matches!(self.public_ip(), "inet4" | "dual" | "none") {
+            problems.push(format!("publicIPAssignment {:?} must be inet4, dual or none", self.public_ip()));
         }
         if self.zones.as_ref().is_some_and(Vec::is_empty) {
             problems.push("zones is empty: list at least one zone or omit the field".into());
@@ -221,12 +235,22 @@ mod tests {
         assert!(problems.iter().any(|p| p.contains("outside 10-51200")));
         assert!(problems.iter().any(|p| p.contains("is required")));
         let bad = spec(
-            r#"{"diskSize": 50, "templateID": "x", "publicIPAssignment": "dual", "securityGroupSelectorTerms": [{}],
+            r#"{"diskSize": 50, "templateID": "x", "publicIPAssignment": "inet6", "securityGroupSelectorTerms": [{}],
                 "namePrefix": "a_b", "labels": {"env": "2026"}, "zones": []}"#,
         );
         let problems = bad.problems();
         assert_eq!(problems.len(), 5, "{problems:?}");
+        assert!(problems.iter().any(|p| p.contains("must be inet4, dual or none")), "{problems:?}");
+        let dual = spec(r#"{"diskSize": 50, "templateID": "x", "publicIPAssignment": "dual"}"#);
+        assert!(dual.problems().is_empty(), "{:?}", dual.problems());
         assert!(serde_json::from_str::<Spec>(r#"{"securityGroupSelectorTerms": [{"tag": "x"}]}"#).is_err(), "unknown term fields are refused");
+    }
+
+    #[test]
+    fn ssh_keys_merge_the_old_single_key_first_without_repeats() {
+        let both = spec(r#"{"sshKey": "ops", "sshKeys": ["dev", "ops", "ci"]}"#);
+        assert_eq!(both.ssh_key_names(), ["ops", "dev", "ci"]);
+        assert!(spec("{}").ssh_key_names().is_empty());
     }
 
     #[test]

@@ -140,6 +140,7 @@ fn world(call: &Call) -> Option<Response> {
             {"id": format!("pn-dev-{zone}"), "name": "k8s-internal", "labels": {"env": "dev"}},
         ]}),
         "/ssh-key/ops" => json!({"name": "ops", "fingerprint": "aa:bb"}),
+        "/ssh-key/ci" => json!({"name": "ci", "fingerprint": "cc:dd"}),
         "/ssh-key/nobody" => return Some(error(404, "SSH key nobody not found")),
         _ => return None,
     };
@@ -155,6 +156,7 @@ fn full_spec() -> Value {
         "privateNetworkSelectorTerms": [{"name": "k8s-internal", "labels": {"env": "prod"}}],
         "antiAffinityGroupSelectorTerms": [{"name": "spread"}],
         "sshKey": "ops",
+        "sshKeys": ["ci"],
         "labels": {"team": "platform"},
         "namePrefix": "k-",
         "userData": "ignored by the plugin",
@@ -202,7 +204,7 @@ fn resolve_gives_every_selector_its_own_condition() {
     assert_eq!(status["securityGroups"], json!(["sg-1", "sg-2"]));
     assert_eq!(status["privateNetworks"], json!({"ch-gva-2": ["pn-ch-gva-2"], "de-fra-1": ["pn-de-fra-1"]}));
     assert_eq!(status["antiAffinityGroups"], json!(["aag-1"]));
-    assert_eq!(status["sshKey"], "ops");
+    assert_eq!(status["sshKeys"], json!(["ops", "ci"]));
     assert_eq!(status["specHash"], spec::resolution_hash(&full_spec().to_string()));
 
     let mut broken = full_spec();
@@ -287,7 +289,8 @@ fn create_follows_the_operation_attaches_networks_and_labels_the_instance() {
     assert_eq!(body["template"]["id"], "tpl-new-de-fra-1");
     assert_eq!(body["disk-size"], 50);
     assert_eq!(body["user-data"], sign::base64(b"#!/bin/sh\necho joined\n"));
-    assert_eq!(body["ssh-key"]["name"], "ops");
+    assert_eq!(body["ssh-keys"], json!([{"name": "ops"}, {"name": "ci"}]));
+    assert!(body.get("ssh-key").is_none(), "the deprecated single ssh-key is never sent");
     assert_eq!(body["security-groups"], json!([{"id": "sg-1"}, {"id": "sg-2"}]));
     assert_eq!(body["anti-affinity-groups"], json!([{"id": "aag-1"}]));
     assert_eq!(body["public-ip-assignment"], "inet4");

@@ -86,15 +86,17 @@ pub fn type_labels(t: &api::InstanceType) -> BTreeMap<String, String> {
     pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 
-/// Capacity of a type with the class's disk and pod limit: cpu, memory, ephemeral-storage,
+/// Capacity of a type with the class's disk (when known) and pod limit: cpu, memory, ephemeral-storage,
 /// pods and, for GPU types, `nvidia.com/gpu`.
-pub fn capacity(t: &api::InstanceType, disk_gib: u64, max_pods: u64) -> Vec<Resource> {
+pub fn capacity(t: &api::InstanceType, disk_gib: Option<u64>, max_pods: u64) -> Vec<Resource> {
     let mut out = vec![
         Resource::new("cpu", t.cpus.to_string()),
         Resource::new("memory", format!("{}Mi", t.memory / MIB)),
-        Resource::new("ephemeral-storage", format!("{disk_gib}Gi")),
         Resource::new("pods", max_pods.to_string()),
     ];
+    if let Some(disk_gib) = disk_gib {
+        out.insert(2, Resource::new("ephemeral-storage", format!("{disk_gib}Gi")));
+    }
     if t.gpus > 0 {
         out.push(Resource::new(GPU_RESOURCE, t.gpus.to_string()));
     }
@@ -157,7 +159,7 @@ pub fn to_instance_type(t: &api::InstanceType, spec: &Spec, zones: &[String]) ->
     InstanceType {
         name: t.name(),
         requirements,
-        capacity: capacity(t, disk, max_pods),
+        capacity: capacity(t, Some(disk), max_pods),
         overhead: overhead(kubelet, t.memory, disk),
         offerings: offered
             .into_iter()
@@ -170,7 +172,7 @@ pub fn to_instance_type(t: &api::InstanceType, spec: &Spec, zones: &[String]) ->
 fn allocatable(t: &api::InstanceType, spec: &Spec, name: &str) -> u64 {
     let disk = spec.disk_size.unwrap_or(crate::spec::DISK_MIN);
     let kubelet = spec.kubelet.as_ref();
-    let total: u64 = capacity(t, disk, kubelet.and_then(|k| k.max_pods).unwrap_or(110))
+    let total: u64 = capacity(t, Some(disk), kubelet.and_then(|k| k.max_pods).unwrap_or(110))
         .iter()
         .filter(|r| r.name == name)
         .filter_map(|r| parse_milli(&r.quantity))

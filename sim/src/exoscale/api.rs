@@ -154,6 +154,8 @@ pub(crate) struct ExoState {
     pub(crate) world: Mutex<World>,
     pub(crate) events: broadcast::Sender<CloudEvent>,
     pub(crate) base_url: String,
+    /// Where every exchange is written, when [`super::ExoFakeOptions::journal`] is set.
+    pub(crate) journal: Option<Mutex<std::fs::File>>,
 }
 
 impl ExoState {
@@ -361,7 +363,36 @@ async fn handle(state: &Arc<ExoState>, request: Request<Incoming>) -> HttpRespon
     let response = answer(state, &method, &path, &query, host.as_deref(), authorization.as_deref(), &body)
         .unwrap_or_else(|failure| failure.into_response(state.faults.error_shape()));
     tracing::debug!(%method, %path, status = response.status().as_u16(), "fake Exoscale API call");
-    response
+    match &state.journal {
+        Some(journal) => record(journal, &method, &path, &query, &body, response).await,
+        None => response,
+    }
+}
+
+/// Appends one exchange to the journal (see [`super::ExoFakeOptions::journal`]) and gives the
+/// response back unchanged.
+async fn record(journal: &Mutex<std::fs::File>, method: &Method, path: &str, query: &str, body: &[u8], response: HttpResponse) -> HttpResponse {
+    use std::io::Write as _;
+    let (parts, answer) = response.into_parts();
+    let answer = match answer.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(never) => match never {},
+    };
+    let parsed = |bytes: &[u8]| serde_json::from_slice::<Value>(bytes).unwrap_or(Value::Null);
+    let entry = json!({
+        "method": method.as_str(),
+        "path": path,
+        "query": query,
+        "requestBody": parsed(body),
+        "status": parts.status.as_u16(),
+        "contentType": parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()),
+        "responseBody": parsed(&answer),
+    });
+    let mut file = journal.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Err(error) = writeln!(file, "{entry}") {
+        tracing::warn!(%error, "could not write the fake Exoscale API's journal");
+    }
+    Response::from_parts(parts, Full::new(answer))
 }
 
 fn answer(
@@ -377,8 +408,12 @@ fn answer(
     let presented = Presented { method: method.as_str(), path, query, body, authorization };
     // Plugins read the real wall clock, so expiry is checked against it, not the simulated one.
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    // The zone list is public: Exoscale's own client asks for it without credentials (a
+    // signed request for it is still checked).
+    let public = method == Method::GET && segments == ["zone"] && authorization.is_none();
     match signature::verify(&presented, now, |key| state.credentials.get(key).cloned()) {
         Ok(_) => {}
+        Err(AuthFailure::Missing(_)) if public => {}
         Err(AuthFailure::Missing(message)) => return Err(Failure::new(401, message)),
         Err(AuthFailure::Rejected(message)) => return Err(Failure::new(403, message)),
     }
@@ -575,11 +610,17 @@ fn operation_json(operation: &ExoOperation) -> Value {
     body
 }
 
+/// An instance type. `gpus` is left out when zero: Exoscale's API definition says it is
+/// greater than zero whenever present.
 fn instance_type_json(t: &ExoInstanceType) -> Value {
-    json!({
-        "id": t.id, "family": t.family, "size": t.size, "cpus": t.cpus, "gpus": t.gpus,
+    let mut body = json!({
+        "id": t.id, "family": t.family, "size": t.size, "cpus": t.cpus,
         "memory": t.memory, "authorized": t.authorized, "zones": t.zones,
-    })
+    });
+    if t.gpus > 0 {
+        body["gpus"] = json!(t.gpus);
+    }
+    body
 }
 
 fn template_json(t: &ExoTemplate) -> Value {
@@ -592,7 +633,9 @@ fn template_json(t: &ExoTemplate) -> Value {
 }
 
 fn security_group_json(g: &ExoSecurityGroup) -> Value {
-    json!({"id": g.id, "name": g.name, "description": g.description, "visibility": g.visibility.as_str(), "rules": []})
+    // No `visibility` field (the definition has none; it is only a filter of the list) and no
+    // `rules` (write-only in the definition).
+    json!({"id": g.id, "name": g.name, "description": g.description})
 }
 
 fn private_network_json(n: &ExoPrivateNetwork) -> Value {
@@ -610,12 +653,13 @@ fn anti_affinity_json(g: &ExoAntiAffinityGroup) -> Value {
     })
 }
 
-/// An instance; list items (`full` false) omit `anti-affinity-groups`, like the real API.
+/// An instance; list items (`full` false) omit `disk-size`, `anti-affinity-groups` and
+/// `user-data`, as the API definition's list schema does.
 fn instance_json(world: &World, i: &ExoInstance, full: bool) -> Value {
     let kind = world.type_by_id(&i.instance_type_id).map(instance_type_json).unwrap_or_else(|| json!({"id": i.instance_type_id}));
     let mut body = json!({
         "id": i.id, "name": i.name, "state": i.state.as_str(), "created-at": super::rfc3339(i.created_at),
-        "labels": i.labels, "instance-type": kind, "template": {"id": i.template_id}, "disk-size": i.disk_size,
+        "labels": i.labels, "instance-type": kind, "template": {"id": i.template_id},
         "public-ip-assignment": i.public_ip_assignment, "mac-address": i.mac_address,
         "security-groups": i.security_groups.iter().map(|id| json!({"id": id})).collect::<Vec<_>>(),
         "private-networks": i.private_networks.iter().map(|id| json!({"id": id, "mac-address": i.mac_address})).collect::<Vec<_>>(),
@@ -627,7 +671,11 @@ fn instance_json(world: &World, i: &ExoInstance, full: bool) -> Value {
     if let Some(ip) = &i.public_ip {
         body["public-ip"] = json!(ip);
     }
+    if let Some(ip) = &i.ipv6_address {
+        body["ipv6-address"] = json!(ip);
+    }
     if full {
+        body["disk-size"] = json!(i.disk_size);
         body["anti-affinity-groups"] = json!(i.anti_affinity_groups.iter().map(|id| json!({"id": id})).collect::<Vec<_>>());
         if let Some(user_data) = &i.user_data {
             body["user-data"] = json!(user_data);
@@ -833,6 +881,7 @@ fn create_instance(state: &Arc<ExoState>, zone: &str, body: &[u8]) -> Result<Val
         private_networks: Vec::new(),
         ssh_keys,
         public_ip: (public_ip_assignment != "none").then(|| format!("194.182.{}.{}", (address >> 8) & 0xff, address & 0xff)),
+        ipv6_address: (public_ip_assignment == "dual").then(|| format!("2a04:c43:e00:{:x}::{:x}", address >> 16, address & 0xffff)),
         public_ip_assignment,
         mac_address: format!("06:00:00:{:02x}:{:02x}:{:02x}", (address >> 16) & 0xff, (address >> 8) & 0xff, address & 0xff),
     };

@@ -31,7 +31,8 @@
 //! signed over five lines joined by `\n`: `<METHOD> <path>` with the request path exactly as sent
 //! (so with the fake's zone prefix, and always including `/v2`), the raw body, the decoded
 //! values of the single-valued query parameters in name order, an empty header segment
-//! and the expiry. A missing or malformed header is `401`; an unknown key, a wrong signature,
+//! and the expiry. `GET /v2/zone` is public, as on the real API (Exoscale's own client sends
+//! it unsigned); every other call needs the header. A missing or malformed header is `401`; an unknown key, a wrong signature,
 //! unsigned query parameters or an `expires` in the past is `403`. Expiry is checked against
 //! the real wall clock (plugins sign with it), not the simulated one. The real API's answer
 //! to a bad signature is not documented; these statuses are the fake's choice.
@@ -96,6 +97,7 @@ mod signature;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -157,6 +159,12 @@ pub struct ExoFakeOptions {
     pub seed: u64,
     /// Address to listen on; default an ephemeral port on 127.0.0.1.
     pub bind_address: SocketAddr,
+    /// Write every exchange to this file (created or truncated at start), one JSON object
+    /// per line: `method`, `path` (as sent, zone prefix included), `query`, `requestBody`,
+    /// `status`, `contentType`, `responseBody` (bodies parsed as JSON, else `null`). The
+    /// conformance test (`conformance/exoscale/`) validates them against Exoscale's OpenAPI
+    /// document. Default: no journal.
+    pub journal: Option<PathBuf>,
 }
 
 /// The overhead the `exoscale` plugin assumes when a NodeClass sets no kubelet reservations.
@@ -186,6 +194,7 @@ impl Default for ExoFakeOptions {
             faults: ExoFaults::default(),
             seed: 0x0E80_5CA1,
             bind_address: SocketAddr::from(([127, 0, 0, 1], 0)),
+            journal: None,
         }
     }
 }
@@ -210,6 +219,13 @@ impl ExoFake {
                 return Err(SimError::InvalidCatalog(format!("template {} is in unknown zone {}", t.id, t.zone)));
             }
         }
+        let journal = match &options.journal {
+            Some(path) => Some(Mutex::new(std::fs::File::create(path).map_err(|source| SimError::Write {
+                what: format!("the fake Exoscale API's journal {}", path.display()),
+                source,
+            })?)),
+            None => None,
+        };
         let listener = TcpListener::bind(options.bind_address).await.map_err(SimError::Bind)?;
         let address = listener.local_addr().map_err(SimError::Bind)?;
         let url = format!("http://{address}");
@@ -234,6 +250,7 @@ impl ExoFake {
             world: Mutex::new(world),
             events,
             base_url: url.clone(),
+            journal,
         });
         let task = tokio::spawn(api::serve(listener, state.clone(), stopped));
         tracing::info!(%url, zones = ?state.zones, "fake Exoscale API listening");
@@ -440,6 +457,7 @@ impl ExoFake {
             ssh_keys: Vec::new(),
             public_ip_assignment: "inet4".into(),
             public_ip: Some(format!("194.182.{}.{}", (address >> 8) & 0xff, address & 0xff)),
+            ipv6_address: None,
             mac_address: format!("06:00:00:{:02x}:{:02x}:{:02x}", (address >> 16) & 0xff, (address >> 8) & 0xff, address & 0xff),
         };
         let event = self.state.sim_instance(&world, &instance, true);

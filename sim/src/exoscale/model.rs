@@ -221,6 +221,8 @@ pub struct ExoInstance {
     pub public_ip_assignment: String,
     /// Public IPv4 address, unless the assignment is `none`.
     pub public_ip: Option<String>,
+    /// Public IPv6 address, when the assignment is `dual`.
+    pub ipv6_address: Option<String>,
     /// MAC address of the public interface.
     pub mac_address: String,
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use joinery_simulate::scenario::QUICKSTART;
-use joinery_simulate::{Scenario, run_scenario};
+use joinery_simulate::{RunOptions, Scenario, run_scenario_with};
 
 use super::Execute;
 
@@ -28,6 +28,10 @@ pub struct SimulateArgs {
     /// Do not print the timeline as it happens (the summary is still printed).
     #[arg(long)]
     pub quiet: bool,
+    /// Exoscale scenarios: write every exchange with the fake Exoscale API here, one JSON
+    /// object per line (what the conformance test in `conformance/exoscale/` checks).
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub exoscale_journal: Option<PathBuf>,
 }
 
 impl Execute for SimulateArgs {
@@ -46,7 +50,11 @@ impl Execute for SimulateArgs {
         if !self.quiet {
             println!("scenario {}: {}", scenario.name, scenario.description.trim());
         }
-        let report = run_scenario(&scenario, self.speed, !self.quiet).await?;
+        if self.exoscale_journal.is_some() && scenario.cloud.provider() != "exoscale" {
+            anyhow::bail!("--exoscale-journal needs a scenario whose cloud.provider is exoscale; {} uses {}", scenario.name, scenario.cloud.provider());
+        }
+        let run = RunOptions { speed: self.speed, echo: !self.quiet, exoscale_journal: self.exoscale_journal.clone() };
+        let report = run_scenario_with(&scenario, run).await?;
         print!("{}", report.summary());
         if let Some(path) = &self.report {
             let json = serde_json::to_string_pretty(&report)?;
