@@ -27,7 +27,8 @@
 //!   one; else picks a type and zone, `POST /instance`, follows the operation, attaches the
 //!   private networks, and deletes the instance again if any step after its creation fails.
 //! - `get`, `delete`: the provider ID `exoscale://<uuid>` has no zone, so the zone is looked up
-//!   (and cached) across the API's zones.
+//!   (and cached) across the API's zones. An instance without this cluster's
+//!   `karpenter-sh_managed-by` label is answered as not found: never adopted, never deleted.
 //! - `list`: instances labelled with this cluster, in every zone.
 //! - `is-drifted`: `ZoneRemoved` when the instance's zone left the class, `NodeClassDrift`
 //!   when the spec hash recorded on the instance differs from the class's, then
@@ -209,6 +210,22 @@ impl Ctx {
             }
         }
         Err(CloudError::NotFound(format!("exoscale: instance {id} exists in none of the zones {}", zones.join(", "))))
+    }
+
+    /// [`Ctx::find`], for an instance this cluster manages: one without this cluster's
+    /// `karpenter-sh_managed-by` label (made by hand, by another tool or by another cluster)
+    /// is answered as not found, so the host never adopts, changes or deletes it.
+    fn find_managed(&self, id: &str) -> Result<(String, ApiInstance), CloudError> {
+        let (zone, instance) = self.find(id)?;
+        let cluster = self.config.cluster();
+        match instance.labels.get(&labels::flatten_key(labels::MANAGED_BY)) {
+            Some(owner) if owner == cluster => Ok((zone, instance)),
+            owner => Err(CloudError::NotFound(format!(
+                "exoscale: instance {id} in {zone} is not managed by cluster {cluster} (its {} label is {}); Joinery leaves it alone",
+                labels::flatten_key(labels::MANAGED_BY),
+                owner.map_or_else(|| "missing".to_string(), |o| format!("{o:?}"))
+            ))),
+        }
     }
 
     /// Deletes an instance that must not survive a failed create, and waits a little for it.
@@ -491,7 +508,7 @@ impl CloudProvider for Exoscale {
 
     fn get(provider_id: String) -> Result<Instance, CloudError> {
         let ctx = Ctx::load()?;
-        let (zone, instance) = ctx.find(instance_id(&provider_id)?)?;
+        let (zone, instance) = ctx.find_managed(instance_id(&provider_id)?)?;
         Ok(to_instance(&zone, &instance, 110))
     }
 
@@ -514,7 +531,7 @@ impl CloudProvider for Exoscale {
     fn delete(provider_id: String) -> Result<(), CloudError> {
         let ctx = Ctx::load()?;
         let id = instance_id(&provider_id)?;
-        let (zone, instance) = ctx.find(id)?;
+        let (zone, instance) = ctx.find_managed(id)?;
         if matches!(instance.state.as_str(), "destroying" | "destroyed" | "expunging") {
             return Ok(());
         }
@@ -531,7 +548,7 @@ impl CloudProvider for Exoscale {
         let Some(provider_id) = claim.provider_id.as_deref() else { return Ok(None) };
         let spec: Spec = node_class.spec_as()?;
         let ctx = Ctx::load()?;
-        let (zone, instance) = ctx.find(instance_id(provider_id)?)?;
+        let (zone, instance) = ctx.find_managed(instance_id(provider_id)?)?;
         if !spec.effective_zones(ctx.config.zone.as_deref()).contains(&zone) {
             return Ok(Some("ZoneRemoved".to_string()));
         }
@@ -547,7 +564,7 @@ impl CloudProvider for Exoscale {
         let spec: Spec = node_class.spec_as()?;
         let ctx = Ctx::load()?;
         let id = instance_id(provider_id)?;
-        let (zone, instance) = ctx.find(id)?;
+        let (zone, instance) = ctx.find_managed(id)?;
         if matches!(instance.state.as_str(), "destroying" | "destroyed" | "expunging") {
             return Ok(());
         }

@@ -92,6 +92,7 @@
 mod api;
 pub mod catalog;
 pub mod faults;
+pub mod judges;
 pub mod model;
 mod signature;
 

@@ -4,6 +4,7 @@
 
 mod cli;
 mod disrupt;
+mod exoscale_conformance;
 mod helm;
 mod helm_install;
 mod plugins_new;

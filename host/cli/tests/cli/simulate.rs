@@ -31,22 +31,45 @@ fn run_scenario(scenario: Option<&str>, speed: f64) -> (serde_json::Value, Strin
     (report, stdout, ok)
 }
 
-/// [`run_scenario`] with `--plot`: also returns the SVG drawn.
+/// [`run_scenario`] with `--plot`: also returns the SVG drawn. An Exoscale scenario also
+/// journals its exchanges with the fake Exoscale API, and every one of them must conform to
+/// Exoscale's OpenAPI document ([`conforms_to_exoscales_definition`]).
 fn run_scenario_plotted(scenario: Option<&str>, speed: f64) -> (serde_json::Value, String, bool, String) {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report.json");
     let plot = dir.path().join("plot.svg");
+    let journal = dir.path().join("exoscale.jsonl");
+    let exoscale = scenario.is_some_and(|s| s.starts_with("exoscale-"));
     let mut cmd = joinery();
     cmd.arg("simulate");
     if let Some(s) = scenario {
         cmd.arg(repo().join("examples/scenarios").join(s));
+    }
+    if exoscale {
+        cmd.arg("--exoscale-journal").arg(&journal);
     }
     let out = cmd.arg("--report").arg(&report).arg("--plot").arg(&plot).arg("--speed").arg(speed.to_string()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let text = std::fs::read_to_string(&report).unwrap_or_else(|_| panic!("no report; stdout:\n{stdout}\nstderr:\n{stderr}"));
     let svg = std::fs::read_to_string(&plot).unwrap_or_else(|_| panic!("no plot; stderr:\n{stderr}"));
+    if exoscale {
+        conforms_to_exoscales_definition(scenario.unwrap_or_default(), &journal);
+    }
     (serde_json::from_str(&text).unwrap(), stdout, out.status.success(), svg)
+}
+
+/// Judges a scenario's exchanges with the fake Exoscale API against Exoscale's OpenAPI
+/// document: no unknown path or field, no wrong type, no missing required field, no deprecated
+/// field in the plugin's requests (skipped with a notice when the judges are not installed).
+fn conforms_to_exoscales_definition(scenario: &str, journal: &std::path::Path) {
+    let Some(judges) = joinery_sim::exoscale::judges::Judges::find(&repo()).unwrap() else {
+        println!("NOTICE: the Exoscale judges are not installed (run .ci/install-exoscale-judges); not judging {scenario}");
+        return;
+    };
+    let verdict = judges.check_journals(&[journal.to_path_buf()]).unwrap_or_else(|e| panic!("{scenario}: {e}"));
+    assert!(verdict.violations.is_empty(), "{scenario}: the exchanges break Exoscale's API definition: {:#?}", verdict.violations);
+    assert!(!verdict.operations.is_empty(), "{scenario}: nothing was judged");
 }
 
 #[test]

@@ -408,3 +408,69 @@ async fn credentials_and_destinations_must_be_granted() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Exoscale's official Python client drives the fake through a whole instance lifecycle, then
+/// leaves one instance labelled as the plugin labels its own and one that is not: the plugin
+/// sees the first exactly as one it launched and refuses the second. Every exchange (the
+/// plugin's and the client's) is judged against Exoscale's OpenAPI document.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_client_and_the_plugin_agree_on_instances() {
+    use joinery_sim::exoscale::judges::Judges;
+    let Some(judges) = Judges::find(&common::repo()).unwrap() else {
+        println!("NOTICE: the Exoscale judges are not installed (run .ci/install-exoscale-judges); skipping");
+        return;
+    };
+    let journal = tempfile::NamedTempFile::new().unwrap();
+    let fake = start(ExoFakeOptions { operation_polls: 1, journal: Some(journal.path().to_path_buf()), ..ExoFakeOptions::default() }).await;
+    let plugin = plugin(&fake);
+
+    let own = plugin.create(&request(claim("general-plugin", "de-fra-1", &["standard.small"]), &spec())).await.unwrap();
+    let own_id = own.provider_id.strip_prefix("exoscale://").unwrap().to_string();
+    let mut labels = serde_json::to_value(&fake.instance(&own_id).unwrap().labels).unwrap();
+    labels["karpenter-sh_nodeclaim"] = json!("general-client");
+
+    let fake_url = fake.url().to_string();
+    let driven = tokio::task::spawn_blocking(move || judges.drive_client(&fake_url, "de-fra-1", DEFAULT_API_KEY, DEFAULT_API_SECRET, &labels).map(|d| (d, judges)))
+        .await
+        .unwrap();
+    let (driven, judges) = driven.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(driven["steps"].as_array().unwrap().len(), 11, "{driven}");
+    let managed = format!("exoscale://{}", driven["managed"].as_str().unwrap());
+    let unmanaged = format!("exoscale://{}", driven["unmanaged"].as_str().unwrap());
+
+    // The client-made managed instance looks exactly like the plugin's own, claim aside.
+    let theirs = plugin.get(&managed).await.unwrap();
+    let ours = plugin.get(&own.provider_id).await.unwrap();
+    assert_eq!(theirs.node_claim.as_deref(), Some("general-client"));
+    assert_eq!(
+        (&theirs.instance_type, &theirs.zone, &theirs.capacity_type, &theirs.labels, &theirs.state, &theirs.image_id),
+        (&ours.instance_type, &ours.zone, &ours.capacity_type, &ours.labels, &ours.state, &ours.image_id)
+    );
+    let mut their_capacity = theirs.capacity.clone();
+    let mut our_capacity = ours.capacity.clone();
+    their_capacity.sort_by(|a, b| a.name.cmp(&b.name));
+    our_capacity.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(their_capacity, our_capacity, "same type and disk, same capacity");
+    let listed: Vec<String> = plugin.list().await.unwrap().into_iter().map(|i| i.provider_id).collect();
+    assert!(listed.contains(&managed) && listed.contains(&own.provider_id), "{listed:?}");
+    assert!(!listed.contains(&unmanaged), "an unmanaged instance is never listed: {listed:?}");
+
+    // The unmanaged one is not the plugin's to read or delete.
+    match cloud_error(plugin.get(&unmanaged).await) {
+        CloudError::NotFound(message) => assert!(message.contains("not managed by cluster test"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    match cloud_error(plugin.delete(&unmanaged).await) {
+        CloudError::NotFound(_) => {}
+        other => panic!("{other:?}"),
+    }
+    let id = unmanaged.strip_prefix("exoscale://").unwrap();
+    assert!(fake.instance(id).is_some_and(|i| i.state != ExoInstanceState::Destroying), "the unmanaged instance is untouched");
+    plugin.delete(&managed).await.unwrap();
+
+    let verdict = judges.check_journals(&[journal.path().to_path_buf()]).unwrap();
+    assert!(verdict.violations.is_empty(), "{:#?}", verdict.violations);
+    for op in ["create-instance", "get-operation", "update-instance", "attach-instance-to-private-network", "delete-instance", "list-instances"] {
+        assert!(verdict.operations.get(op).is_some_and(|n| *n > 0), "{op} never judged: {:?}", verdict.operations);
+    }
+}
