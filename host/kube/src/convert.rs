@@ -66,17 +66,33 @@ fn resources_of(what: &str, requests: Option<&BTreeMap<String, Quantity>>) -> Re
         .map_err(|e| format!("{what}: {e}"))
 }
 
+/// A container's requests, a limit standing in for each resource it limits but does not
+/// request (as the API server defaults them, and as upstream counts a pod it reads before
+/// defaulting). Errors name the field.
+fn container_requests(path: &str, resources: Option<&corev1::ResourceRequirements>) -> Result<Resources, String> {
+    let requests = resources.and_then(|r| r.requests.as_ref());
+    let limits = resources.and_then(|r| r.limits.as_ref());
+    let mut merged: BTreeMap<String, Quantity> = limits.cloned().unwrap_or_default();
+    merged.extend(requests.cloned().unwrap_or_default());
+    let what = if limits.is_some_and(|l| l.keys().any(|k| !requests.is_some_and(|r| r.contains_key(k)))) {
+        format!("{path}.resources.requests (or .limits)")
+    } else {
+        format!("{path}.resources.requests")
+    };
+    resources_of(&what, Some(&merged))
+}
+
 /// What a pod spec asks of a node (init containers, sidecars, overhead, pod-level requests,
-/// one pod slot). Errors name the container.
+/// one pod slot; limits where requests are missing). Errors name the container.
 pub fn pod_requests(spec: &PodSpec) -> Result<Resources, String> {
     let mut containers = Vec::new();
     for c in &spec.containers {
-        containers.push(resources_of(&format!("spec.containers[{}].resources.requests", c.name), c.resources.as_ref().and_then(|r| r.requests.as_ref()))?);
+        containers.push(container_requests(&format!("spec.containers[{}]", c.name), c.resources.as_ref())?);
     }
     let mut init_containers = Vec::new();
     for c in spec.init_containers.iter().flatten() {
         init_containers.push(InitContainer {
-            requests: resources_of(&format!("spec.initContainers[{}].resources.requests", c.name), c.resources.as_ref().and_then(|r| r.requests.as_ref()))?,
+            requests: container_requests(&format!("spec.initContainers[{}]", c.name), c.resources.as_ref())?,
             restartable: c.restart_policy.as_deref() == Some("Always"),
         });
     }
@@ -526,6 +542,33 @@ mod tests {
         assert_eq!(p.requests.cpu_millis, 2100);
         assert_eq!(p.requests.memory_bytes, 1 << 30);
         assert_eq!(p.requests.get("pods"), 1);
+    }
+
+    #[test]
+    fn limits_stand_in_for_missing_requests_in_containers_and_init_containers() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {
+                "containers": [
+                    {"name": "limited", "resources": {"limits": {"cpu": "1", "memory": "2Gi"}}},
+                    {"name": "both", "resources": {"requests": {"cpu": "250m"}, "limits": {"cpu": "4", "nvidia.com/gpu": "1"}}}
+                ],
+                "initContainers": [{"name": "i", "resources": {"limits": {"cpu": "3"}}}]
+            }
+        }))
+        .unwrap();
+        let p = pending_pod(&pod).unwrap();
+        // Containers: 1 + 0.25 (a request wins over its own limit); the init container's limit (3) is larger.
+        assert_eq!(p.requests.cpu_millis, 3000);
+        assert_eq!(p.requests.memory_bytes, 2 << 30);
+        assert_eq!(p.requests.get("nvidia.com/gpu"), 1, "an extended resource only limited counts too");
+        let bad: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"containers": [{"name": "web", "resources": {"limits": {"cpu": "lots"}}}]}
+        }))
+        .unwrap();
+        let e = pending_pod(&bad).unwrap_err();
+        assert!(e.contains("spec.containers[web].resources.requests (or .limits)"), "{e}");
     }
 
     #[test]
