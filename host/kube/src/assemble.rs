@@ -166,7 +166,7 @@ pub fn assemble(
     out.context.namespace_labels = convert::namespace_labels(&objects.namespaces);
 
     for (i, ds) in objects.daemon_sets.iter().enumerate() {
-        match convert::daemon_pod(ds) {
+        match convert::daemon_pod(ds, convert::representative_daemon_pod(ds, &objects.pods)) {
             Ok(d) => out.input.daemons.push(d),
             Err(message) => out.problems.push(Problem { object: ProblemObject::DaemonSet(i), message }),
         }
@@ -237,6 +237,40 @@ mod tests {
             "PersistentVolumeClaim db/data (volume data) does not exist; the pod is not provisioned for until it exists"
         );
         assert_eq!(batch_pod(&pod, &index, Source::Snapshot).unwrap_err(), "PersistentVolumeClaim db/data (volume data) is not in the snapshot");
+    }
+
+    #[test]
+    fn a_daemonsets_newest_pod_gives_its_requests_and_the_template_its_affinity() {
+        let template_affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}});
+        let daemon: DaemonSet = of(json!({"metadata": {"name": "agent", "namespace": "kube-system", "uid": "ds-uid"}, "spec": {"selector": {},
+            "template": {"spec": {"affinity": template_affinity,
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}}}}));
+        // What the DaemonSet controller makes: a pod pinned to its node by matchFields, with the
+        // requests admission gave it.
+        let pod = |name: &str, created: &str, cpu: &str, owner_uid: &str| -> Pod {
+            of(json!({"metadata": {"name": name, "namespace": "kube-system", "creationTimestamp": created,
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": owner_uid, "controller": true}]},
+                "spec": {"nodeName": "n1", "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}},
+                    "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}],
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}))
+        };
+        let older = pod("agent-old", "2026-01-01T00:00:00Z", "300m", "ds-uid");
+        let newer = pod("agent-new", "2026-01-02T00:00:00Z", "500m", "ds-uid");
+        let stranger = pod("other", "2026-01-03T00:00:00Z", "900m", "another-uid");
+        let objects = ClusterObjects { daemon_sets: vec![&daemon], pods: vec![&older, &stranger, &newer], ..ClusterObjects::default() };
+        let assembly = assemble(&objects, &[], &[], &[], LabelPolicy::default(), Source::Snapshot);
+        assert!(assembly.problems.is_empty(), "the pod's matchFields affinity is not used: {:?}", assembly.problems);
+        let d = &assembly.input.daemons[0];
+        assert_eq!(d.requests.cpu_millis, 500, "the newest pod the DaemonSet controls");
+        assert_eq!(d.tolerations.len(), 1, "with the tolerations its controller added");
+        assert_eq!(d.required_affinity.len(), 1);
+        assert!(d.required_affinity[0].get("kubernetes.io/os").is_some_and(|r| r.has("linux")), "the template's affinity");
+
+        let alone = ClusterObjects { daemon_sets: vec![&daemon], pods: vec![&stranger], ..ClusterObjects::default() };
+        let assembly = assemble(&alone, &[], &[], &[], LabelPolicy::default(), Source::Snapshot);
+        assert_eq!(assembly.input.daemons[0].requests.cpu_millis, 100, "no pod of its own: the template");
     }
 
     #[test]

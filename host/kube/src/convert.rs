@@ -173,19 +173,43 @@ pub fn pending_pod(pod: &Pod) -> Result<PendingPod, String> {
     })
 }
 
-/// The representative daemon pod of a DaemonSet.
-pub fn daemon_pod(ds: &k8s_openapi::api::apps::v1::DaemonSet) -> Result<DaemonPod, String> {
+/// A DaemonSet's pod as the scheduler counts it: the spec of its representative pod
+/// ([`representative_daemon_pod`]) when one exists, else its template; in both cases the
+/// template's required node affinity.
+pub fn daemon_pod(ds: &k8s_openapi::api::apps::v1::DaemonSet, representative: Option<&Pod>) -> Result<DaemonPod, String> {
     let name = format!("{}/{}", ds.metadata.namespace.clone().unwrap_or_default(), ds.metadata.name.clone().unwrap_or_default());
-    let spec = ds.spec.as_ref().and_then(|s| s.template.spec.clone()).unwrap_or_default();
-    let ctx = |e: String| format!("DaemonSet {name}: spec.template.{e}");
+    let template = ds.spec.as_ref().and_then(|s| s.template.spec.clone()).unwrap_or_default();
+    let template_affinity = required_affinity(&template).map_err(|e| format!("DaemonSet {name}: spec.template.{e}"))?;
+    // A running pod tells what its DaemonSet really asks (admission may have changed requests,
+    // the DaemonSet controller adds tolerations); its node affinity pins it to its own node, so
+    // the template's says where the next one runs.
+    let (spec, origin) = match representative.and_then(|p| p.spec.clone().map(|s| (p, s))) {
+        Some((pod, spec)) => (spec, format!("its pod {}: ", pod.metadata.name.as_deref().unwrap_or_default())),
+        None => (template, "spec.template.".to_string()),
+    };
+    let ctx = |e: String| format!("DaemonSet {name}: {origin}{e}");
     Ok(DaemonPod {
-        requests: pod_requests(&spec).map_err(ctx)?,
+        requests: pod_requests(&spec).map_err(&ctx)?,
         node_selector: spec.node_selector.clone().unwrap_or_default(),
-        required_affinity: required_affinity(&spec).map_err(ctx)?,
+        required_affinity: template_affinity,
         tolerations: spec.tolerations.iter().flatten().map(toleration).collect(),
         host_ports: host_ports(&spec),
         name,
     })
+}
+
+/// The newest pod a DaemonSet controls (its controller owner reference names the DaemonSet's
+/// UID): what upstream takes as the DaemonSet's representative pod.
+pub fn representative_daemon_pod<'a>(ds: &k8s_openapi::api::apps::v1::DaemonSet, pods: &[&'a Pod]) -> Option<&'a Pod> {
+    let uid = ds.metadata.uid.as_deref().filter(|u| !u.is_empty())?;
+    let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
+    pods.iter()
+        .copied()
+        .filter(|p| p.metadata.namespace.as_deref().unwrap_or_default() == namespace)
+        .filter(|p| {
+            p.metadata.owner_references.iter().flatten().any(|o| o.controller == Some(true) && o.kind == "DaemonSet" && o.uid == uid)
+        })
+        .max_by_key(|p| (p.metadata.creation_timestamp.as_ref().map(|t| t.0.as_second()), p.metadata.name.clone()))
 }
 
 /// A label selector in core form; an unknown operator is an error naming `path`.
