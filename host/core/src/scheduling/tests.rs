@@ -479,6 +479,26 @@ fn daemons_not_yet_running_are_reserved_on_existing_nodes() {
 }
 
 #[test]
+fn an_unexpected_daemon_on_a_node_never_makes_the_reservation_negative() {
+    // n1 runs a daemon pod of 1500m that no DaemonSet of the pass would place (say its
+    // DaemonSet is gone); the pass's own daemon (1000m) is not running there yet.
+    let mut inp = input(
+        vec![pod("fits", 500)],
+        vec![node("n1", &[("kubernetes.io/arch", "amd64")], 2000)],
+        vec![pool("default")],
+    );
+    inp.nodes[0].requested = daemon("x", 1500).requests;
+    inp.nodes[0].daemon_requested = daemon("x", 1500).requests;
+    inp.daemons = vec![daemon("kube-system/agent", 1000)];
+    // Reserved = max(0, 1000 - 1500) = 0: the 500m left take the pod, and no more than that.
+    let r = schedule(&inp);
+    assert_eq!(node_of(&r, "fits"), "n1");
+    inp.pods = vec![pod("too-big", 600)];
+    let r = schedule(&inp);
+    claim_of(&r, "too-big");
+}
+
+#[test]
 fn in_flight_claim_requirements_narrow_as_pods_land() {
     let mut claim = ExistingNode {
         name: "default-abc12".into(),

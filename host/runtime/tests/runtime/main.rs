@@ -9,3 +9,4 @@ mod exoscale;
 mod faults;
 mod shipped_and_reload;
 mod simcloud;
+mod js_renderer;
