@@ -380,6 +380,10 @@ pub(crate) async fn ready_nodepools(ctx: &Context) -> (Vec<(Arc<NodePool>, Vec<I
         if pool.metadata.deletion_timestamp.is_some() || pool.spec.is_static() {
             continue;
         }
+        if let Some(why) = joinery_kube::template::not_ready(&pool) {
+            tracing::debug!(nodepool = %name, "{why}");
+            continue;
+        }
         let class_ref = &pool.spec.template.spec.node_class_ref;
         let key = NodeClassKey { group: class_ref.group.clone(), kind: class_ref.kind.clone() };
         let Some(class) = ctx.state.node_class(&key, &class_ref.name) else {

@@ -608,6 +608,8 @@ impl Snapshot {
                 notes.push(format!("NodePool {name} is being deleted; left out, as the controller does"));
             } else if pool.spec.is_static() {
                 notes.push(format!("NodePool {name} is static (spec.replicas); static pools do not provision for pods"));
+            } else if let Some(why) = crate::template::not_ready(pool) {
+                notes.push(format!("{why}; left out, as the controller does"));
             } else {
                 pools.push(located);
             }
@@ -1163,6 +1165,18 @@ spec:
         let a = assemble(&text);
         assert!(a.input.nodepools.is_empty());
         assert!(a.notes.iter().any(|n| n.contains("static")), "{:?}", a.notes);
+    }
+
+    #[test]
+    fn a_nodepool_that_is_not_ready_is_left_out_and_one_without_conditions_is_kept() {
+        let status = |ready: &str| {
+            format!("{POOL}status:\n  conditions:\n    - {{type: Ready, status: \"{ready}\", reason: NodeClassNotReady, message: class broken, lastTransitionTime: \"2026-01-01T00:00:00Z\"}}\n")
+        };
+        let a = assemble(&status("False"));
+        assert!(a.input.nodepools.is_empty());
+        assert!(a.notes.iter().any(|n| n.contains("NodePool default is not Ready (NodeClassNotReady: class broken)")), "{:?}", a.notes);
+        assert_eq!(assemble(&status("True")).input.nodepools.len(), 1);
+        assert_eq!(assemble(POOL).input.nodepools.len(), 1, "never reconciled: kept");
     }
 
     #[test]

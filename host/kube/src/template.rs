@@ -7,6 +7,19 @@ use joinery_core::requirements::{Requirement, Requirements};
 
 use crate::convert;
 
+/// Why a NodePool may not provision: its `Ready` condition is present and not `True` (upstream
+/// provisions only from Ready NodePools). A NodePool without a `Ready` condition (not yet
+/// reconciled, or written by hand into a snapshot) is not refused.
+pub fn not_ready(pool: &NodePool) -> Option<String> {
+    use joinery_api::HasConditions;
+    let ready = pool.status.as_ref()?.condition("Ready")?;
+    (!ready.is_true()).then(|| {
+        let name = pool.metadata.name.as_deref().unwrap_or_default();
+        let why = if ready.message.is_empty() { ready.reason.clone() } else { format!("{}: {}", ready.reason, ready.message) };
+        format!("NodePool {name} is not Ready ({why}); it does not provision until it is")
+    })
+}
+
 /// The core's template of a NodePool; errors name the pool and field.
 pub fn node_claim_template(pool: &NodePool) -> Result<NodeClaimTemplate, String> {
     let name = pool.metadata.name.clone().unwrap_or_default();
