@@ -961,13 +961,16 @@ impl Requirements {
         ok
     }
 
-    /// Labels implied by the requirements: every key restricted to exactly one value (`In`
-    /// with a single value), except restricted keys such as `kubernetes.io/hostname`.
+    /// Labels implied by the requirements, as upstream gives a new node: every key with a value
+    /// that satisfies its requirement ([`Requirement::any`]: the one value of a single-valued
+    /// `In`, the smallest of a larger `In`, an integer for `NotIn`, `Exists`, `Gt` and `Lt`),
+    /// except keys no value satisfies (`DoesNotExist`) and restricted keys such as
+    /// `kubernetes.io/hostname`.
     pub fn labels(&self) -> BTreeMap<String, String> {
         self.items
             .iter()
-            .filter(|r| !r.complement && r.values.len() == 1 && !is_restricted_label(&r.key))
-            .map(|r| (r.key.clone(), r.values.first().expect("one value").clone()))
+            .filter(|r| !is_restricted_label(&r.key))
+            .filter_map(|r| Some((r.key.clone(), r.any()?)))
             .collect()
     }
 

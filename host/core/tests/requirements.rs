@@ -773,7 +773,7 @@ fn label_policy_extends_allowed_undefined_keys() {
 }
 
 #[test]
-fn labels_come_from_single_valued_in() {
+fn every_satisfiable_unrestricted_key_becomes_a_label() {
     let r = reqs(vec![
         req(NODEPOOL_LABEL, Operator::In, &["default"]),
         req(ZONE_LABEL, Operator::In, &["a", "b"]),
@@ -788,9 +788,12 @@ fn labels_come_from_single_valued_in() {
     assert_eq!(
         labels.into_iter().collect::<Vec<_>>(),
         vec![
+            ("exclude".to_owned(), "0".to_owned()),
+            ("gen".to_owned(), "4".to_owned()),
             (CAPACITY_TYPE_LABEL.to_owned(), "spot".to_owned()),
             (NODEPOOL_LABEL.to_owned(), "default".to_owned()),
             ("team".to_owned(), "red".to_owned()),
+            (ZONE_LABEL.to_owned(), "a".to_owned()),
         ]
     );
 }

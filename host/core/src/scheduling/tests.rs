@@ -646,9 +646,10 @@ fn exists_on_a_declared_custom_key() {
     let r = schedule(&inp);
     let c = claim_of(&r, "any");
     assert_eq!(values(&c.spec.requirements, "team"), ["blue", "red"]);
-    assert!(
-        !c.spec.labels.contains_key("team"),
-        "two values: not a label"
+    assert_eq!(
+        c.spec.labels.get("team").map(String::as_str),
+        Some("blue"),
+        "two values: labelled with one that satisfies the requirement (upstream picks any; we pick the smallest)"
     );
 
     inp.pods = vec![red];
@@ -698,6 +699,39 @@ fn gt_and_lt_filter_integer_labels() {
         reason_of(&r, "p")
             .contains("label \"example.com/instance-cpu\" does not have known values")
     );
+}
+
+#[test]
+fn exists_on_a_custom_key_no_pool_declares_is_unschedulable() {
+    let mut p = pod("p", 500);
+    p.required_affinity = vec![reqs([Requirement::exists("example.com/gpu-model")])];
+    let r = run(vec![p.clone()], vec![], vec![pool("default")]);
+    assert!(reason_of(&r, "p").contains("label \"example.com/gpu-model\" does not have known values"), "{}", reason_of(&r, "p"));
+    // DoesNotExist (and NotIn) on the same undeclared key are satisfied by its absence.
+    p.required_affinity = vec![reqs([Requirement::new("example.com/gpu-model", Operator::DoesNotExist, Vec::<String>::new()).unwrap()])];
+    let r = run(vec![p], vec![], vec![pool("default")]);
+    claim_of(&r, "p");
+}
+
+#[test]
+fn pool_requirements_on_custom_keys_become_labels_that_satisfy_them() {
+    let pool_reqs = reqs([
+        Requirement::new("example.com/tier", Operator::NotIn, ["0", "1"]).unwrap(),
+        Requirement::exists("example.com/any"),
+        Requirement::new("example.com/generation", Operator::Gt, ["5"]).unwrap(),
+        Requirement::new("example.com/rack", Operator::Lt, ["-3"]).unwrap(),
+        Requirement::new("example.com/absent", Operator::DoesNotExist, Vec::<String>::new()).unwrap(),
+    ]);
+    let r = run(vec![pod("p", 500)], vec![], vec![pool_with("default", pool_reqs.clone(), c3())]);
+    let labels = &claim_of(&r, "p").spec.labels;
+    for requirement in pool_reqs.iter().filter(|r| r.key() != "example.com/absent") {
+        let value = labels.get(requirement.key()).unwrap_or_else(|| panic!("no label {} in {labels:?}", requirement.key()));
+        assert!(requirement.has(value), "{} = {value} does not satisfy {requirement:?}", requirement.key());
+    }
+    assert_eq!(labels["example.com/tier"], "2");
+    assert_eq!(labels["example.com/generation"], "6");
+    assert_eq!(labels["example.com/rack"], "-4");
+    assert!(!labels.contains_key("example.com/absent"), "DoesNotExist gives no label");
 }
 
 #[test]
