@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use crate::metrics::names;
 use crate::events::Involved;
 use crate::nodeclass;
-use joinery_kube::pods::{is_provisionable, is_terminal};
+use joinery_kube::pods::is_provisionable;
 use crate::state::NodeClassKey;
 use joinery_kube::convert;
 use joinery_kube::template::nodepool_hash;
@@ -105,30 +105,13 @@ fn provisionable_uids(ctx: &Context) -> BTreeSet<String> {
 
 /// Pods that must move because their node is being deleted or disrupted (upstream adds them
 /// to every provisioning pass so their replacement capacity is launched before they are
-/// evicted): not finished, not DaemonSet/mirror pods, not tolerating the disrupted taint,
-/// and not held by a PodDisruptionBudget that allows no disruption.
+/// evicted): the reschedulable ones ([`joinery_kube::drain::is_reschedulable`]: active, or
+/// terminating StatefulSet pods) not held by a PodDisruptionBudget that allows no disruption.
 pub(crate) fn reschedulable_pods(ctx: &Context) -> Vec<Arc<Pod>> {
-    let deleting_claims: BTreeSet<String> = ctx
-        .state
-        .node_claims
-        .state()
-        .iter()
-        .filter(|c| c.metadata.deletion_timestamp.is_some())
-        .filter_map(|c| c.status.as_ref().and_then(|s| s.provider_id.clone()))
-        .collect();
-    let deleting: BTreeSet<String> = ctx
-        .state
-        .nodes
-        .state()
-        .iter()
-        .filter(|n| {
-            let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-            let claim_deleting = pid.is_some_and(|pid| deleting_claims.contains(pid));
-            let managed = n.metadata.labels.as_ref().is_some_and(|l| l.contains_key(labels::NODEPOOL_LABEL));
-            managed && (n.metadata.deletion_timestamp.is_some() || claim_deleting)
-        })
-        .filter_map(|n| n.metadata.name.clone())
-        .collect();
+    let deleting = joinery_kube::drain::deleting_node_names(
+        ctx.state.nodes.state().iter().map(Arc::as_ref),
+        ctx.state.node_claims.state().iter().map(Arc::as_ref),
+    );
     if deleting.is_empty() {
         return Vec::new();
     }
@@ -139,7 +122,6 @@ pub(crate) fn reschedulable_pods(ctx: &Context) -> Vec<Arc<Pod>> {
             .state()
             .into_iter()
             .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| deleting.contains(n)))
-            .filter(|p| !is_terminal(p) && p.metadata.deletion_timestamp.is_none())
             .collect::<Vec<_>>(),
     )
     .into_iter()

@@ -3,16 +3,17 @@
 //! new home when a node goes, and a deleting claim's termination deadline. The drain's
 //! decisions themselves are the core's ([`joinery_core::drain`]).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use joinery_api::NodeClaim;
 use joinery_core::drain::{self, DrainPod};
 use joinery_core::labels;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::convert::system_time;
-use crate::pods::{is_daemon_pod, is_mirror_pod};
+use crate::pods::{is_daemon_pod, is_mirror_pod, is_owned_by, is_terminal};
 
 /// Whether a pod tolerates the `karpenter.sh/disrupted:NoSchedule` taint (such pods are
 /// never drained, like DaemonSet pods).
@@ -66,11 +67,43 @@ pub fn drain_pod(pod: &Pod, now: SystemTime) -> DrainPod {
     }
 }
 
+/// Whether a pod must find a home elsewhere when its node goes, as upstream's
+/// `IsReschedulable`: active (not finished, not terminating), or terminating but owned by a
+/// StatefulSet (its replacement needs room as soon as it is gone, under the same name); and
+/// not a DaemonSet or mirror pod, nor one tolerating the disrupted taint.
+pub fn is_reschedulable(pod: &Pod) -> bool {
+    let terminating = pod.metadata.deletion_timestamp.is_some();
+    let active = !is_terminal(pod) && !terminating;
+    (active || (terminating && !is_terminal(pod) && is_owned_by(pod, "StatefulSet")))
+        && !is_daemon_pod(pod)
+        && !is_mirror_pod(pod)
+        && !tolerates_disrupted_taint(pod)
+}
+
 /// The pods of a node that must find a home elsewhere when it goes (what makes a node
-/// non-empty): not DaemonSet or mirror pods, not tolerating the disrupted taint. The drain
-/// itself also evicts DaemonSet pods, last (see [`joinery_core::drain`]).
+/// non-empty; see [`is_reschedulable`]). The drain itself also evicts DaemonSet pods, last
+/// (see [`joinery_core::drain`]).
 pub fn reschedulable_pods(pods: &[Arc<Pod>]) -> Vec<Arc<Pod>> {
-    pods.iter().filter(|p| !is_daemon_pod(p) && !is_mirror_pod(p) && !tolerates_disrupted_taint(p)).cloned().collect()
+    pods.iter().filter(|p| is_reschedulable(p)).cloned().collect()
+}
+
+/// The names of the nodes whose pods must move: managed Nodes (labelled with a NodePool) that
+/// are being deleted, or whose NodeClaim is.
+pub fn deleting_node_names<'a>(nodes: impl IntoIterator<Item = &'a Node>, claims: impl IntoIterator<Item = &'a NodeClaim>) -> BTreeSet<String> {
+    let deleting_claims: BTreeSet<&str> = claims
+        .into_iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_some())
+        .filter_map(|c| c.status.as_ref().and_then(|s| s.provider_id.as_deref()))
+        .collect();
+    nodes
+        .into_iter()
+        .filter(|n| {
+            let managed = n.metadata.labels.as_ref().is_some_and(|l| l.contains_key(labels::NODEPOOL_LABEL));
+            let claim_deleting = n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).is_some_and(|pid| deleting_claims.contains(pid));
+            managed && (n.metadata.deletion_timestamp.is_some() || claim_deleting)
+        })
+        .filter_map(|n| n.metadata.name.clone())
+        .collect()
 }
 
 /// When a deleting NodeClaim's node must be gone: its

@@ -84,7 +84,12 @@ pub fn is_terminal(pod: &Pod) -> bool {
 
 /// Whether a pod is owned by a DaemonSet.
 pub fn is_daemon_pod(pod: &Pod) -> bool {
-    pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet")
+    is_owned_by(pod, "DaemonSet")
+}
+
+/// Whether one of a pod's owner references is of this kind.
+pub fn is_owned_by(pod: &Pod, kind: &str) -> bool {
+    pod.metadata.owner_references.iter().flatten().any(|o| o.kind == kind)
 }
 
 /// Whether a pod is a static (mirror) pod, owned by its Node.

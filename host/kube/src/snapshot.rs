@@ -558,9 +558,12 @@ impl Snapshot {
             None => format!("{kind} {}", meta.name.as_deref().unwrap_or("")),
         };
 
-        // Pods: the batch, and a check of every live pod's requests.
+        // Pods: the batch, and a check of every live pod's requests. The batch also holds the
+        // pods that must leave a deleting node (as upstream's provisioner adds them).
+        let deleting = crate::drain::deleting_node_names(self.nodes.iter().map(|l| &l.object), self.node_claims.iter().map(|l| &l.object));
         let mut pending = Vec::new();
         let mut left_out = Vec::new();
+        let mut moving = Vec::new();
         for located in &self.pods {
             let pod = &located.object;
             let state = pod_state(pod);
@@ -571,6 +574,10 @@ impl Snapshot {
             let spec = pod.spec.clone().unwrap_or_default();
             convert::pod_requests(&spec).map_err(|e| doc_error(located.origin.document, Some(object.clone()), e))?;
             match state {
+                PodState::Bound if spec.node_name.as_ref().is_some_and(|n| deleting.contains(n)) && crate::drain::is_reschedulable(pod) => {
+                    moving.push(object);
+                    pending.push(pod);
+                }
                 PodState::Terminal | PodState::Bound => {}
                 PodState::LeftOut(why) => {
                     let key = PodKey::new(pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default());
@@ -578,6 +585,13 @@ impl Snapshot {
                 }
                 PodState::Pending => pending.push(pod),
             }
+        }
+        if !moving.is_empty() {
+            notes.push(format!(
+                "{} pod(s) of deleting nodes are scheduled again, as the controller does: {}",
+                moving.len(),
+                abbreviate(&moving, 10)
+            ));
         }
         if !left_out.is_empty() {
             notes.push(format!(
@@ -1135,6 +1149,30 @@ spec:
         // 4 CPU − 3 bound − 0.2 daemon reserved: 0.5 fits, then 1 does not.
         assert_eq!(result.placement("shop", "small"), Some(&Placement::Existing { node: "n1".into() }));
         assert_eq!(result.placement("shop", "big"), Some(&Placement::NewClaim { index: 0 }));
+    }
+
+    #[test]
+    fn active_and_terminating_statefulset_pods_of_a_deleting_node_are_scheduled_again() {
+        let pod = |name: &str, owner: &str, extra: &str| {
+            format!(
+                "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: shop, ownerReferences: [{{apiVersion: apps/v1, kind: {owner}, name: o, uid: u}}]{extra}}}\nspec: {{nodeName: old, containers: [{{name: c, resources: {{requests: {{cpu: '1'}}}}}}]}}\n"
+            )
+        };
+        let mut text = format!(
+            "{POOL}---\napiVersion: v1\nkind: Node\nmetadata: {{name: old, deletionTimestamp: '2026-01-01T00:00:00Z', finalizers: [karpenter.sh/termination], labels: {{karpenter.sh/nodepool: default}}}}\nstatus: {{allocatable: {{cpu: '4', pods: '10'}}}}\n"
+        );
+        text += &pod("web", "ReplicaSet", "");
+        text += &pod("db-0", "StatefulSet", ", deletionTimestamp: '2026-01-01T00:00:10Z'");
+        text += &pod("leaving", "ReplicaSet", ", deletionTimestamp: '2026-01-01T00:00:10Z'");
+        text += &pod("agent", "DaemonSet", "");
+        let a = assemble(&text);
+        let batch: Vec<String> = a.pods.iter().map(|p| p.key.to_string()).collect();
+        assert_eq!(batch, ["shop/web", "shop/db-0"], "{:?}", a.notes);
+        assert!(a.notes.iter().any(|n| n.contains("2 pod(s) of deleting nodes are scheduled again")), "{:?}", a.notes);
+        assert!(!a.input.nodes.iter().any(|n| n.schedulable), "the deleting node takes nothing");
+        // Not deleting: the same pods stay where they are.
+        let a = assemble(&text.replace("deletionTimestamp: '2026-01-01T00:00:00Z', ", ""));
+        assert!(a.pods.is_empty(), "{:?}", a.pods);
     }
 
     #[test]
