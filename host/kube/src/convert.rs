@@ -477,7 +477,20 @@ where
         let deleting = node.metadata.deletion_timestamp.is_some() || claim.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
         let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
         let disrupted = node_taints.iter().any(|t| t.key == joinery_core::labels::DISRUPTED_TAINT_KEY);
-        let allocatable = resource_list("status.allocatable", node.status.as_ref().and_then(|s| s.allocatable.as_ref())).unwrap_or_default();
+        let mut allocatable = resource_list("status.allocatable", node.status.as_ref().and_then(|s| s.allocatable.as_ref())).unwrap_or_default();
+        if let Some(claim) = claim
+            && !initialized
+        {
+            // A kubelet that has just started reports extended resources (GPUs…) as zero until
+            // their device plugin registers: until the node is initialized, what its NodeClaim
+            // expects stands in for every zero (as upstream's state node does).
+            let expected = resource_list("status.allocatable", claim.status.as_ref().and_then(|s| s.allocatable.as_ref())).unwrap_or_default();
+            for (resource, amount) in expected.iter() {
+                if allocatable.get(resource) == 0 {
+                    allocatable.set(resource, amount);
+                }
+            }
+        }
         let (req, daemon) = requested.remove(&name).unwrap_or_default();
         out.push(ExistingNode {
             requirements: Requirements::from_labels(node_labels.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
@@ -593,6 +606,36 @@ mod tests {
         .unwrap();
         let e = pending_pod(&bad).unwrap_err();
         assert!(e.contains("spec.containers[web].resources.requests (or .limits)"), "{e}");
+    }
+
+    #[test]
+    fn an_uninitialized_node_counts_the_extended_resources_its_claim_expects() {
+        let claim: NodeClaim = serde_json::from_value(json!({
+            "metadata": {"name": "gpu-1"},
+            "spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}, "requirements": []},
+            "status": {"providerID": "sim://gpu-1", "allocatable": {"cpu": "7", "nvidia.com/gpu": "4", "pods": "110"},
+                "conditions": [{"type": "Launched", "status": "True", "reason": "Launched", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                               {"type": "Registered", "status": "True", "reason": "Registered", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        }))
+        .unwrap();
+        let node = |gpus: &str| -> Node {
+            serde_json::from_value(json!({
+                "metadata": {"name": "gpu-1", "labels": {"karpenter.sh/nodepool": "default"}},
+                "spec": {"providerID": "sim://gpu-1"},
+                "status": {"allocatable": {"cpu": "6500m", "nvidia.com/gpu": gpus, "pods": "110"}}
+            }))
+            .unwrap()
+        };
+        let fresh = node("0");
+        let nodes = existing_nodes(&[&fresh], &[&claim], &Vec::<&Pod>::new());
+        assert_eq!(nodes[0].allocatable.get("nvidia.com/gpu"), 4, "the claim's expectation while the kubelet shows zero");
+        assert_eq!(nodes[0].allocatable.cpu_millis, 6500, "a value the kubelet reports wins");
+        let mut initialized = claim.clone();
+        initialized.status.as_mut().unwrap().conditions.as_mut().unwrap().push(
+            serde_json::from_value(json!({"type": "Initialized", "status": "True", "reason": "Initialized", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"})).unwrap(),
+        );
+        let nodes = existing_nodes(&[&fresh], &[&initialized], &Vec::<&Pod>::new());
+        assert_eq!(nodes[0].allocatable.get("nvidia.com/gpu"), 0, "once initialized, the node's own word");
     }
 
     #[test]
