@@ -401,6 +401,7 @@ pub fn bound_pod(pod: &Pod) -> Option<BoundPod> {
         anti_affinity,
         host_ports: host_ports(spec),
         volumes: Vec::new(),
+        terminating: pod.metadata.deletion_timestamp.is_some(),
     })
 }
 

@@ -1867,6 +1867,24 @@ fn bound_pods_of_unknown_nodes_and_pending_pods_do_not_count() {
 }
 
 #[test]
+fn terminating_bound_pods_do_not_count_for_spread() {
+    let inp = input(
+        spread_pods("web", 1, 1000, ZONE_LABEL, 1),
+        vec![full_node("n-a", "a"), full_node("n-b", "b")],
+        vec![zonal("default")],
+    );
+    // Zone b holds one live pod; zone a one that is being deleted, so a is the emptiest.
+    let mut leaving = bound("w1", "n-a", "web");
+    leaving.terminating = true;
+    let r = with_context(&inp, vec![leaving.clone(), bound("w2", "n-b", "web")]);
+    assert_eq!(claim_zones(&r), ["a"]);
+    // Counted, it would send the pod to c.
+    leaving.terminating = false;
+    let r = with_context(&inp, vec![leaving, bound("w2", "n-b", "web")]);
+    assert_eq!(claim_zones(&r), ["c"]);
+}
+
+#[test]
 fn spread_domains_follow_the_pods_node_selector() {
     let mut all = spread_pods("web", 4, 1000, ZONE_LABEL, 1);
     for p in &mut all {

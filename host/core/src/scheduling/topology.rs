@@ -504,7 +504,7 @@ impl<'a> Topology<'a> {
         let pending: BTreeSet<&PodKey> = pods.iter().map(|p| &p.key).collect();
         let mut bound: Vec<&BoundPod> = bound_pods
             .iter()
-            .filter(|b| !pending.contains(&b.key))
+            .filter(|b| !pending.contains(&b.key) && !b.terminating)
             .collect();
         bound.sort_by(|a, b| a.node.cmp(&b.node).then_with(|| a.key.cmp(&b.key)));
 

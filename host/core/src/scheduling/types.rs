@@ -139,7 +139,8 @@ pub struct DaemonPod {
 }
 
 /// A pod already bound to a node (running or about to), as topology and host-port accounting
-/// see it. Terminal and terminating pods should be left out by the caller.
+/// see it. Terminal pods are left out by the caller; terminating ones are marked
+/// [`terminating`](Self::terminating).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BoundPod {
     /// Namespace and name. A bound pod with the key of a pending pod is not counted (the
@@ -157,6 +158,9 @@ pub struct BoundPod {
     pub host_ports: Vec<HostPort>,
     /// CSI volumes attached to its node for it.
     pub volumes: Vec<AttachedVolume>,
+    /// Being deleted: it still holds its node's resources, host ports and volumes, but
+    /// topology (spread, affinity, anti-affinity) no longer counts it, as upstream.
+    pub terminating: bool,
 }
 
 /// What a pass knows besides [`SchedulingInput`]: the pods already bound to nodes and the
