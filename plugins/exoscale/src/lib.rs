@@ -428,8 +428,8 @@ impl CloudProvider for Exoscale {
             return Ok(to_instance(&zone, &instance, pods));
         }
 
-        let catalogue = ctx.instance_types()?;
-        let Some((kind, zone)) = types::pick(&catalogue, &spec, &resolved.zones, claim) else {
+        let catalog = ctx.instance_types()?;
+        let Some((kind, zone)) = types::pick(&catalog, &spec, &resolved.zones, claim) else {
             return Err(CloudError::insufficient_capacity(
                 format!(
                     "exoscale: no authorized instance type of ExoscaleNodeClass {} in zones {} satisfies the requirements and requests of claim {}",

@@ -461,7 +461,7 @@ fn instance_types_are_authorized_allowed_and_unpriced() {
             .unwrap();
     assert_eq!(narrowed.len(), 1);
     assert_eq!(narrowed[0].offerings[0].zone, "de-fra-1");
-    assert_eq!(seen.borrow().len(), 1, "the catalogue is cached");
+    assert_eq!(seen.borrow().len(), 1, "the catalog is cached");
 }
 
 #[test]

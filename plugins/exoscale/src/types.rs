@@ -247,7 +247,7 @@ mod tests {
         }
     }
 
-    fn catalogue() -> Vec<api::InstanceType> {
+    fn catalog() -> Vec<api::InstanceType> {
         vec![
             kind("standard", "large", 4, 8192, 0, &["ch-gva-2", "de-fra-1"]),
             kind("standard", "small", 2, 2048, 0, &["ch-gva-2", "de-fra-1"]),
@@ -290,7 +290,7 @@ mod tests {
     fn instance_types_carry_the_provider_labels_and_gpus() {
         let zones = vec!["ch-gva-2".to_string(), "de-fra-1".to_string()];
         let s = spec(r#"{"diskSize": 50, "kubelet": {"maxPods": 58}}"#);
-        let gpu = to_instance_type(&catalogue()[2], &s, &zones);
+        let gpu = to_instance_type(&catalog()[2], &s, &zones);
         assert_eq!(gpu.name, "gpua30.small");
         let value = |key: &str| gpu.requirements.iter().find(|r| r.key == key).map(|r| r.values.clone());
         assert_eq!(value(LABEL_CPU), Some(vec!["12".to_string()]));
@@ -305,7 +305,7 @@ mod tests {
         assert_eq!(gpu.offerings.len(), 1);
         assert_eq!(gpu.offerings[0].price, None, "Exoscale publishes no prices");
         assert_eq!(gpu.offerings[0].capacity_type, "on-demand");
-        let large = to_instance_type(&catalogue()[0], &s, &zones);
+        let large = to_instance_type(&catalog()[0], &s, &zones);
         assert_eq!(large.offerings.len(), 2);
         assert!(!large.capacity.iter().any(|r| r.name == GPU_RESOURCE));
     }
@@ -327,7 +327,7 @@ mod tests {
     #[test]
     fn the_first_fitting_allowed_type_and_zone_is_launched() {
         let zones = vec!["de-fra-1".to_string(), "ch-gva-2".to_string()];
-        let types = catalogue();
+        let types = catalog();
         let any = spec(r#"{"diskSize": 50}"#);
         let (t, zone) = pick(&types, &any, &zones, &claim(vec![], vec![])).unwrap();
         assert_eq!((t.name().as_str(), zone.as_str()), ("standard.small", "de-fra-1"));

@@ -45,7 +45,7 @@ use joinery_plugin_sdk::cloud::{
 use joinery_plugin_sdk::{http, url};
 use serde::{Deserialize, Serialize};
 
-use select::{Candidate, CatalogueType, ClassFilter, ZONE_LABEL};
+use select::{Candidate, CatalogType, ClassFilter, ZONE_LABEL};
 
 /// Tag naming the NodeClaim an instance was launched for.
 pub const TAG_NODECLAIM: &str = "karpenter.sh/nodeclaim";
@@ -143,7 +143,7 @@ struct ZoneList {
 #[derive(Deserialize, Default)]
 #[serde(default, rename_all = "camelCase")]
 struct TypeList {
-    instance_types: Vec<CatalogueType>,
+    instance_types: Vec<CatalogType>,
 }
 
 #[derive(Deserialize, Default)]
@@ -254,7 +254,7 @@ fn instance_id(provider_id: &str) -> Result<&str, CloudError> {
         .ok_or_else(|| CloudError::invalid(format!("simcloud: `{provider_id}` is not a simcloud:// provider ID")))
 }
 
-fn fetch_types(config: &Config) -> Result<Vec<CatalogueType>, CloudError> {
+fn fetch_types(config: &Config) -> Result<Vec<CatalogType>, CloudError> {
     let list: TypeList = call(http::Request::get(config.url("/v1/instance-types")))?;
     Ok(list.instance_types)
 }
@@ -268,7 +268,7 @@ fn fetch_instance(config: &Config, provider_id: &str) -> Result<ApiInstance, Clo
     Ok(instance)
 }
 
-fn to_instance_type(it: CatalogueType, class: ClassFilter<'_>) -> InstanceType {
+fn to_instance_type(it: CatalogType, class: ClassFilter<'_>) -> InstanceType {
     let requirements = it.labels.iter().map(|(k, v)| Requirement::is_in(k.clone(), &[v.as_str()])).collect();
     let offerings = it
         .offerings
@@ -343,8 +343,8 @@ impl CloudProvider for SimCloud {
             return Ok(to_instance(found));
         }
 
-        let catalogue = fetch_types(&config)?;
-        let candidates = select::candidates(&catalogue, spec.filter(), &claim.requirements, &claim.resource_requests);
+        let catalog = fetch_types(&config)?;
+        let candidates = select::candidates(&catalog, spec.filter(), &claim.requirements, &claim.resource_requests);
         if candidates.is_empty() {
             return Err(CloudError::insufficient_capacity(
                 format!(

@@ -1,5 +1,5 @@
 //! Choosing what to launch: matching a NodeClaim's requirements and resource requests
-//! against the simulated cloud's catalogue, cheapest offering first.
+//! against the simulated cloud's catalog, cheapest offering first.
 //!
 //! Everything here is pure (no host calls), so it is unit-tested natively.
 
@@ -24,25 +24,25 @@ pub const MAX_CANDIDATES: usize = 100;
 /// An instance type as `GET /v1/instance-types` describes it.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(default, rename_all = "camelCase")]
-pub struct CatalogueType {
+pub struct CatalogType {
     /// Name.
     pub name: String,
     /// Capacity as resource name → quantity.
     pub capacity: BTreeMap<String, String>,
     /// Kubelet reservations.
-    pub overhead: CatalogueOverhead,
+    pub overhead: CatalogOverhead,
     /// Capacity minus overhead.
     pub allocatable: BTreeMap<String, String>,
     /// The type's labels (arch, os, instance type, `simcloud.joinery.dev/*`, custom ones).
     pub labels: BTreeMap<String, String>,
     /// Priced offerings.
-    pub offerings: Vec<CatalogueOffering>,
+    pub offerings: Vec<CatalogOffering>,
 }
 
-/// Overhead of a [`CatalogueType`].
+/// Overhead of a [`CatalogType`].
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(default, rename_all = "camelCase")]
-pub struct CatalogueOverhead {
+pub struct CatalogOverhead {
     /// `kube-reserved`.
     pub kube_reserved: BTreeMap<String, String>,
     /// `system-reserved`.
@@ -51,10 +51,10 @@ pub struct CatalogueOverhead {
     pub eviction_threshold: BTreeMap<String, String>,
 }
 
-/// An offering of a [`CatalogueType`].
+/// An offering of a [`CatalogType`].
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(default, rename_all = "camelCase")]
-pub struct CatalogueOffering {
+pub struct CatalogOffering {
     /// Zone.
     pub zone: String,
     /// `on-demand`, `spot` or `reserved`.
@@ -105,7 +105,7 @@ impl ClassFilter<'_> {
 /// `Some(None)` when the type defines the key but lacks the label, `None` when the key is
 /// none of the cloud's business (e.g. `karpenter.sh/nodepool` or a template label), which
 /// every type satisfies.
-fn lookup<'a>(it: &'a CatalogueType, offering: Option<&'a CatalogueOffering>, key: &str) -> Option<Option<&'a str>> {
+fn lookup<'a>(it: &'a CatalogType, offering: Option<&'a CatalogOffering>, key: &str) -> Option<Option<&'a str>> {
     match (key, offering) {
         (ZONE_LABEL, Some(o)) => return Some(Some(&o.zone)),
         (CAPACITY_TYPE_LABEL, Some(o)) => return Some(Some(&o.capacity_type)),
@@ -121,7 +121,7 @@ fn lookup<'a>(it: &'a CatalogueType, offering: Option<&'a CatalogueOffering>, ke
 
 /// Whether the type's own labels satisfy every requirement (zone and capacity type are
 /// checked per offering).
-pub fn type_matches(it: &CatalogueType, requirements: &[Requirement]) -> bool {
+pub fn type_matches(it: &CatalogType, requirements: &[Requirement]) -> bool {
     requirements.iter().all(|r| match lookup(it, None, &r.key) {
         Some(value) => r.accepts(value),
         None => true,
@@ -129,7 +129,7 @@ pub fn type_matches(it: &CatalogueType, requirements: &[Requirement]) -> bool {
 }
 
 /// Whether an offering satisfies the zone and capacity-type requirements.
-pub fn offering_matches(it: &CatalogueType, offering: &CatalogueOffering, requirements: &[Requirement]) -> bool {
+pub fn offering_matches(it: &CatalogType, offering: &CatalogOffering, requirements: &[Requirement]) -> bool {
     requirements
         .iter()
         .filter(|r| r.key == ZONE_LABEL || r.key == CAPACITY_TYPE_LABEL)
@@ -182,7 +182,7 @@ pub fn parse_milli(quantity: &str) -> Option<u128> {
 
 /// Whether the requested resources fit the type's allocatable resources. A requested
 /// resource the type does not have fits only if the request is zero.
-pub fn fits(it: &CatalogueType, requests: &[Resource]) -> bool {
+pub fn fits(it: &CatalogType, requests: &[Resource]) -> bool {
     requests.iter().all(|r| {
         let Some(wanted) = parse_milli(&r.quantity) else { return false };
         if wanted == 0 {
@@ -192,16 +192,16 @@ pub fn fits(it: &CatalogueType, requests: &[Resource]) -> bool {
     })
 }
 
-/// The launch options for a claim, cheapest first (ties keep catalogue order), at most
+/// The launch options for a claim, cheapest first (ties keep catalog order), at most
 /// [`MAX_CANDIDATES`]: every available offering, in an allowed zone, of an allowed type
 /// that satisfies the requirements and fits the requests.
 pub fn candidates(
-    catalogue: &[CatalogueType],
+    catalog: &[CatalogType],
     class: ClassFilter<'_>,
     requirements: &[Requirement],
     requests: &[Resource],
 ) -> Vec<Candidate> {
-    let mut out: Vec<Candidate> = catalogue
+    let mut out: Vec<Candidate> = catalog
         .iter()
         .filter(|it| class.allows_type(&it.name) && type_matches(it, requirements) && fits(it, requests))
         .flat_map(|it| {
@@ -226,12 +226,12 @@ mod tests {
     use super::*;
     use joinery_plugin_sdk::cloud::Operator;
 
-    fn offering(zone: &str, capacity_type: &str, price: f64) -> CatalogueOffering {
-        CatalogueOffering { zone: zone.into(), capacity_type: capacity_type.into(), price, available: true }
+    fn offering(zone: &str, capacity_type: &str, price: f64) -> CatalogOffering {
+        CatalogOffering { zone: zone.into(), capacity_type: capacity_type.into(), price, available: true }
     }
 
     /// A c3-like type with `cpu` vCPUs, 2 GiB per vCPU, in zones a and b.
-    fn it(name: &str, cpu: u32, arch: &str) -> CatalogueType {
+    fn it(name: &str, cpu: u32, arch: &str) -> CatalogType {
         let od = 0.025 * f64::from(cpu);
         let labels = [
             ("node.kubernetes.io/instance-type", name.to_string()),
@@ -240,10 +240,10 @@ mod tests {
             ("simcloud.joinery.dev/instance-cpu", cpu.to_string()),
             ("simcloud.joinery.dev/instance-family", "c3".to_string()),
         ];
-        CatalogueType {
+        CatalogType {
             name: name.into(),
             capacity: BTreeMap::new(),
-            overhead: CatalogueOverhead::default(),
+            overhead: CatalogOverhead::default(),
             allocatable: [
                 ("cpu".to_string(), format!("{}m", cpu * 1000 - 100)),
                 ("memory".to_string(), format!("{}Mi", cpu * 2048 - 10)),
@@ -255,7 +255,7 @@ mod tests {
         }
     }
 
-    fn catalogue() -> Vec<CatalogueType> {
+    fn catalog() -> Vec<CatalogType> {
         vec![it("c3-16", 8, "amd64"), it("c3-4", 2, "amd64"), it("c3-8", 4, "arm64")]
     }
 
@@ -284,7 +284,7 @@ mod tests {
 
     #[test]
     fn candidates_are_cheapest_first_and_respect_every_filter() {
-        let all = candidates(&catalogue(), ClassFilter::default(), &[], &[]);
+        let all = candidates(&catalog(), ClassFilter::default(), &[], &[]);
         assert_eq!(all.len(), 9);
         assert_eq!(names(&all[..3]), ["c3-4/a/spot", "c3-4/a/on-demand", "c3-4/b/on-demand"]);
         assert!(all.windows(2).all(|w| w[0].price <= w[1].price));
@@ -297,28 +297,28 @@ mod tests {
             req("karpenter.sh/nodepool", Operator::In, &["default"]),
             req("team", Operator::DoesNotExist, &[]),
         ];
-        assert_eq!(names(&candidates(&catalogue(), ClassFilter::default(), &requirements, &[])), ["c3-4/b/on-demand", "c3-16/b/on-demand"]);
+        assert_eq!(names(&candidates(&catalog(), ClassFilter::default(), &requirements, &[])), ["c3-4/b/on-demand", "c3-16/b/on-demand"]);
 
         let bigger = [req("simcloud.joinery.dev/instance-cpu", Operator::Gt, &["2"])];
-        let picked = candidates(&catalogue(), ClassFilter::default(), &bigger, &[]);
+        let picked = candidates(&catalog(), ClassFilter::default(), &bigger, &[]);
         assert_eq!(picked[0].instance_type, "c3-8");
         let no_gpu = [req("simcloud.joinery.dev/instance-gpu-count", Operator::Exists, &[])];
-        assert!(candidates(&catalogue(), ClassFilter::default(), &no_gpu, &[]).is_empty(), "a simcloud key a type lacks is absent");
+        assert!(candidates(&catalog(), ClassFilter::default(), &no_gpu, &[]).is_empty(), "a simcloud key a type lacks is absent");
         let types = [req("node.kubernetes.io/instance-type", Operator::In, &["c3-16", "c3-8"])];
-        assert_eq!(candidates(&catalogue(), ClassFilter::default(), &types, &[])[0].instance_type, "c3-8");
+        assert_eq!(candidates(&catalog(), ClassFilter::default(), &types, &[])[0].instance_type, "c3-8");
     }
 
     #[test]
     fn requests_must_fit_allocatable() {
         let requests = [Resource::new("cpu", "2"), Resource::new("memory", "3Gi")];
-        let picked = candidates(&catalogue(), ClassFilter::default(), &[], &requests);
+        let picked = candidates(&catalog(), ClassFilter::default(), &[], &requests);
         assert_eq!(picked[0].instance_type, "c3-8", "c3-4 has 1900m allocatable CPU");
         let exact = [Resource::new("cpu", "1900m")];
-        assert_eq!(candidates(&catalogue(), ClassFilter::default(), &[], &exact)[0].instance_type, "c3-4");
+        assert_eq!(candidates(&catalog(), ClassFilter::default(), &[], &exact)[0].instance_type, "c3-4");
         let gpu = [Resource::new("nvidia.com/gpu", "1")];
-        assert!(candidates(&catalogue(), ClassFilter::default(), &[], &gpu).is_empty());
+        assert!(candidates(&catalog(), ClassFilter::default(), &[], &gpu).is_empty());
         let zero_gpu = [Resource::new("nvidia.com/gpu", "0")];
-        assert_eq!(candidates(&catalogue(), ClassFilter::default(), &[], &zero_gpu).len(), 9);
+        assert_eq!(candidates(&catalog(), ClassFilter::default(), &[], &zero_gpu).len(), 9);
     }
 
     #[test]
@@ -326,15 +326,15 @@ mod tests {
         let zones = vec!["b".to_string()];
         let types = vec!["c3-16".to_string(), "c3-8".to_string()];
         let class = ClassFilter { zones: Some(&zones), instance_types: Some(&types) };
-        assert_eq!(names(&candidates(&catalogue(), class, &[], &[])), ["c3-8/b/on-demand", "c3-16/b/on-demand"]);
+        assert_eq!(names(&candidates(&catalog(), class, &[], &[])), ["c3-8/b/on-demand", "c3-16/b/on-demand"]);
     }
 
     #[test]
     fn unavailable_offerings_are_skipped() {
-        let mut catalogue = catalogue();
-        for o in &mut catalogue[1].offerings {
+        let mut catalog = catalog();
+        for o in &mut catalog[1].offerings {
             o.available = o.capacity_type != "spot";
         }
-        assert_eq!(names(&candidates(&catalogue, ClassFilter::default(), &[], &[])[..1]), ["c3-4/a/on-demand"]);
+        assert_eq!(names(&candidates(&catalog, ClassFilter::default(), &[], &[])[..1]), ["c3-4/a/on-demand"]);
     }
 }

@@ -23,7 +23,7 @@ fn offerings(od: f64) -> Value {
     ])
 }
 
-fn catalogue_json() -> String {
+fn catalog_json() -> String {
     let it = |name: &str, cpu: u32| {
         json!({
             "name": name,
@@ -71,10 +71,10 @@ fn with_retry_after(mut response: Response, seconds: &str) -> Response {
     response
 }
 
-/// Answers catalogue and empty-list calls; `launch` answers the POST.
+/// Answers catalog and empty-list calls; `launch` answers the POST.
 fn launching(launch: impl Fn(&Request) -> Response + 'static) -> impl Fn(&Request) -> Response {
     move |req| match (req.method.as_str(), req.url.as_str()) {
-        ("GET", url) if url.ends_with("/v1/instance-types") => Response::new(200, catalogue_json()),
+        ("GET", url) if url.ends_with("/v1/instance-types") => Response::new(200, catalog_json()),
         ("GET", url) if url.contains("/v1/instances?") => Response::new(200, r#"{"instances": []}"#),
         ("POST", _) => launch(req),
         _ => Response::new(404, r#"{"reason": "NotFound", "message": "no such path"}"#),
@@ -222,7 +222,7 @@ fn resolve_names_unknown_zones() {
 
 #[test]
 fn instance_types_honour_the_allow_list_and_zones() {
-    let (_host, _) = cloud(CONFIG, |_| Response::new(200, catalogue_json()));
+    let (_host, _) = cloud(CONFIG, |_| Response::new(200, catalog_json()));
     let types = SimCloud::get_instance_types(NodeClass::new("a", r#"{"instanceTypes": ["c3-4", "c3-8"], "zones": ["test-zone-b"]}"#)).unwrap();
     let names: Vec<&str> = types.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["c3-4", "c3-8"]);
