@@ -5,7 +5,7 @@
 // camelCase field names (`nodeClaim`, `providerIdPrefix`, …); an `option<string>` is a
 // string or `undefined`.
 
-import { compareCodePoints, hasWhitespace, isControl, trim } from './text.js';
+import { CONTROL, hasWhitespace, sortByCodePoints, trim } from './text.js';
 import { JsonError, numberText, parseJson } from './json.js';
 
 /** The parameter that names a shell command printing the instance ID. */
@@ -67,7 +67,7 @@ export function secret(ctx, nameAndKey) {
 export function sortedLabels(ctx) {
   const labels = new Map();
   for (const { key, value } of ctx.labels) labels.set(key, value);
-  return [...labels].sort(([a], [b]) => compareCodePoints(a, b));
+  return sortByCodePoints([...labels.keys()]).map((key) => [key, labels.get(key)]);
 }
 
 /**
@@ -77,10 +77,14 @@ export function sortedLabels(ctx) {
  */
 export function nodeTaints(ctx) {
   const taints = [];
+  const seen = new Map(); // key → the effects already taken
   for (const taint of [...ctx.taints, ...ctx.startupTaints]) {
-    if (!taints.some((t) => t.key === taint.key && t.effect === taint.effect)) taints.push(taint);
+    const effects = seen.get(taint.key) ?? new Set();
+    if (effects.has(taint.effect)) continue;
+    seen.set(taint.key, effects.add(taint.effect));
+    taints.push(taint);
   }
-  if (!taints.some((t) => t.key === REGISTRATION_TAINT.key)) taints.push(REGISTRATION_TAINT);
+  if (!seen.has(REGISTRATION_TAINT.key)) taints.push(REGISTRATION_TAINT);
   return taints;
 }
 
@@ -98,22 +102,18 @@ export function shellQuote(text) {
   return `'${text.replaceAll("'", "'\\''")}'`;
 }
 
+const YAML_QUOTED = /["\\]/g;
+const YAML_UNPRINTABLE = new RegExp(`[${CONTROL}\\u2028\\u2029\\ufeff]`, 'g');
+
 /**
  * The inside of a double-quoted YAML scalar: `"` and `\` get a backslash; control
  * characters, U+2028, U+2029 and U+FEFF become `\uXXXX`, so the value stays on one line.
  */
 export function yamlEscape(text) {
-  let out = '';
-  for (const c of text) {
-    if (c === '"' || c === '\\') {
-      out += `\\${c}`;
-    } else if (isControl(c) || c === '\u2028' || c === '\u2029' || c === '\ufeff') {
-      out += `\\u${c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}`;
-    } else {
-      out += c;
-    }
-  }
-  return out;
+  // `$&` is the match: a replacement string, not a function, keeps the work native.
+  return text
+    .replace(YAML_QUOTED, '\\$&')
+    .replace(YAML_UNPRINTABLE, (c) => `\\u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`);
 }
 
 /** A double-quoted YAML scalar that cannot end a here-document or change the YAML's shape. */
@@ -121,11 +121,11 @@ export function yamlQuote(text) {
   return `"${yamlEscape(text)}"`;
 }
 
+const CONTROLS = new RegExp(`[${CONTROL}]`, 'g');
+
 /** Replaces control characters with `?`, so that a name fits on a shell comment line. */
 export function commentSafe(text) {
-  let out = '';
-  for (const c of text) out += isControl(c) ? '?' : c;
-  return out;
+  return text.replace(CONTROLS, '?');
 }
 
 // ---------------------------------------------------------------------------------------
@@ -317,11 +317,11 @@ function flagValue(field, { shape, separator }, value) {
     case 'pairs': {
       if (value.kind !== 'object') throw wrong(field, 'an object', value);
       const pairs = [];
-      for (const key of [...value.entries.keys()].sort(compareCodePoints)) {
+      for (const key of sortByCodePoints([...value.entries.keys()])) {
         const name = item(field, { kind: 'string', value: key });
         pairs.push(`${name}${separator}${item(field, value.entries.get(key))}`);
       }
-      text = pairs.sort(compareCodePoints).join(',');
+      text = sortByCodePoints(pairs).join(',');
       break;
     }
     default: // list
@@ -359,9 +359,9 @@ export function kubeletArgs(ctx, log) {
     const text = flagValue(field, shape, settings.get(field));
     if (text !== undefined) args.push(`${flag}=${text}`);
   }
-  const unmapped = [...settings.keys()]
-    .filter((key) => !KUBELET_MAPPING.some(([field]) => field === key))
-    .sort(compareCodePoints);
+  const unmapped = sortByCodePoints(
+    [...settings.keys()].filter((key) => !KUBELET_MAPPING.some(([field]) => field === key)),
+  );
   if (unmapped.length > 0) {
     log('warn', `kubelet settings without a kubelet flag are ignored by this renderer: ${unmapped.join(', ')}`);
   }

@@ -87,14 +87,17 @@ class Parser {
 
   /** Skips JSON whitespace; returns the next byte without consuming it. */
   whitespace() {
-    for (;;) {
-      const b = this.peek();
-      if (b === 0x20 || b === 0x0a || b === 0x09 || b === 0x0d) {
-        this.eat();
-      } else {
-        return b;
-      }
+    // The hot loops read the bytes directly: the engine interprets this code, and a method
+    // call per byte would cost more than the rest of the loop.
+    const { bytes } = this;
+    let i = this.index;
+    while (i < bytes.length) {
+      const b = bytes[i];
+      if (b !== 0x20 && b !== 0x0a && b !== 0x09 && b !== 0x0d) break;
+      i++;
     }
+    this.index = i;
+    return this.peek();
   }
 
   // --- values ---
@@ -211,12 +214,16 @@ class Parser {
     let text = '';
     let start = this.index;
     const piece = () => this.decoder.decode(this.bytes.subarray(start, this.index));
+    const { bytes } = this;
     for (;;) {
-      let b = this.peek();
-      while (b !== null && b !== QUOTE && b !== BACKSLASH && b >= 0x20) {
-        this.eat();
-        b = this.peek();
+      let i = this.index;
+      while (i < bytes.length) {
+        const c = bytes[i];
+        if (c === QUOTE || c === BACKSLASH || c < 0x20) break;
+        i++;
       }
+      this.index = i;
+      const b = this.peek();
       if (b === null) throw this.error('EOF while parsing a string');
       if (b === QUOTE) {
         text += piece();

@@ -231,6 +231,12 @@ fn renderable() -> Vec<(&'static str, RenderContext)> {
             c.labels.clear();
             c.startup_taints = vec![taint("example.com/init", Some("true"), "NoSchedule")];
         })),
+        ("a large context: 300 labels, 100 taints, 500 kubelet entries", with(|c| {
+            c.labels = (0..300).map(|i| kv(&format!("example.com/label-{i:03}"), &"v\"".repeat(20))).collect();
+            c.taints = (0..100).map(|i| taint(&format!("example.com/taint-{i}"), Some("x"), "NoSchedule")).collect();
+            let reserved: Vec<String> = (0..500).map(|i| format!("\"r{i}\": \"{i}Mi\"")).collect();
+            c.kubelet = format!("{{\"kubeReserved\": {{{}}}}}", reserved.join(", "));
+        })),
         ("kubelet settings, every flag", with(|c| {
             c.kubelet = r#"{
                 "clusterDNS": ["10.43.0.10", "10.43.0.11"],
