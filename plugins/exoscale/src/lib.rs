@@ -69,7 +69,7 @@ pub const FALLBACK_ZONE: &str = "ch-gva-2";
 /// How long the zone of an instance is remembered.
 const INSTANCE_ZONE_TTL: u32 = 30 * 24 * 3600;
 /// How long the API's zone list and instance types are remembered.
-const CATALOGUE_TTL: u32 = 300;
+const CATALOG_TTL: u32 = 300;
 /// Largest `user-data` Exoscale accepts (base64 characters).
 const MAX_USER_DATA: usize = 32_768;
 
@@ -139,7 +139,7 @@ impl Ctx {
             return Ok(zones);
         }
         let zones = resolve::api_zones(&self.api, self.config.home()).map_err(|e| e.into_cloud(None))?;
-        cache::set_json(&key, &zones, CATALOGUE_TTL);
+        cache::set_json(&key, &zones, CATALOG_TTL);
         Ok(zones)
     }
 
@@ -150,7 +150,7 @@ impl Ctx {
             Some(raw) => raw,
             None => {
                 let raw = resolve::instance_types_json(&self.api, self.config.home()).map_err(|e| e.into_cloud(None))?;
-                cache::set_json(&key, &raw, CATALOGUE_TTL);
+                cache::set_json(&key, &raw, CATALOG_TTL);
                 raw
             }
         };
