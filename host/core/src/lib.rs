@@ -38,6 +38,7 @@ pub mod drain;
 mod hash;
 pub mod instance_type;
 pub mod labels;
+pub mod learned;
 pub mod lease;
 pub mod lifecycle;
 pub mod nodeclaim;
