@@ -29,6 +29,7 @@ pub mod events;
 pub mod gc;
 pub mod inflight;
 pub mod leader;
+pub mod learned;
 pub mod lifecycle;
 pub mod metrics;
 pub mod nodeclass;
@@ -136,6 +137,8 @@ pub struct Context {
     pub cloud_backoff: cloud::CloudBackoff,
     /// Prometheus counters.
     pub metrics: Arc<metrics::Metrics>,
+    /// Instance-type capacity learned from the nodes that joined.
+    pub learned: learned::LearnedStore,
 }
 
 impl Context {
@@ -239,6 +242,7 @@ impl Controller {
             inflight: inflight::InFlight::new(options.clock.now()),
             cloud_backoff: cloud::CloudBackoff::new(lifecycle::CLOUD_BACKOFF),
             metrics,
+            learned: learned::LearnedStore::default(),
         });
         let (stop, stopped) = watch::channel(false);
         let tasks = vec![
@@ -252,6 +256,7 @@ impl Controller {
             tokio::spawn(static_pools::run(context.clone(), stopped.clone())),
             tokio::spawn(gc::run(context.clone(), stopped.clone())),
             tokio::spawn(observability::run(context.clone(), stopped.clone())),
+            tokio::spawn(learned::run(context.clone(), stopped.clone())),
         ];
         tracing::info!("controllers started");
         Ok(Controller { context, stop, tasks, _state_tasks: state_tasks })

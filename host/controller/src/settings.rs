@@ -157,6 +157,9 @@ pub struct Settings {
     pub leader_election_name: String,
     /// `LEADER_ELECTION_NAMESPACE` (default empty: the controller's own namespace).
     pub leader_election_namespace: String,
+    /// `SYSTEM_NAMESPACE` (default `joinery`): the controller's own namespace, where it reads
+    /// granted secrets and keeps its ConfigMap of learned capacity.
+    pub system_namespace: String,
 }
 
 impl Default for Settings {
@@ -181,6 +184,7 @@ impl Default for Settings {
             disable_leader_election: false,
             leader_election_name: "joinery-leader-election".into(),
             leader_election_namespace: String::new(),
+            system_namespace: "joinery".into(),
         }
     }
 }
@@ -262,6 +266,12 @@ impl Settings {
         }
         if let Some(v) = lookup("LEADER_ELECTION_NAMESPACE") {
             s.leader_election_namespace = v;
+        }
+        if let Some(v) = lookup("SYSTEM_NAMESPACE") {
+            if v.is_empty() {
+                return Err(err("SYSTEM_NAMESPACE", &v, "must not be empty (the controller's namespace)"));
+            }
+            s.system_namespace = v;
         }
         if let Some(v) = lookup("CLUSTER_ENDPOINT") {
             s.cluster_endpoint = v;

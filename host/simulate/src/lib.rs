@@ -236,6 +236,17 @@ impl Simulation {
         if settings.cluster_endpoint.is_empty() {
             settings.cluster_endpoint = api.url().to_string();
         }
+        // The controller's own namespace, as an installation has it (it keeps its
+        // learned-capacity ConfigMap there).
+        let namespace = k8s_openapi::api::core::v1::Namespace {
+            metadata: kube::api::ObjectMeta { name: Some(settings.system_namespace.clone()), ..Default::default() },
+            ..Default::default()
+        };
+        match kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(kube_err(format!("creating Namespace {}", settings.system_namespace))(e)),
+        }
         let exoscale = match &options.exoscale {
             Some(spec) => Some(start_exoscale(spec, clock.clone(), options.boot_delay, options.exoscale_journal.clone()).await?),
             None => None,

@@ -349,7 +349,7 @@ fn create(state: &Arc<CloudState>, body: &Bytes) -> Result<HttpResponse, Failure
             user_data: request.user_data,
             tags: request.tags,
             capacity: info.capacity.clone(),
-            allocatable: info.allocatable.clone(),
+            allocatable: info.kubelet_allocatable.clone(),
             labels: info.labels.clone(),
             price_per_hour: price,
             state: InstanceState::Pending,

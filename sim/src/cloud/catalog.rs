@@ -64,6 +64,11 @@ pub struct Catalog {
     /// Overhead subtracted from every type's capacity; default kube-reserved 100m CPU, 10Mi memory.
     #[serde(default)]
     pub overhead: OverheadSpec,
+    /// What the simulated kubelets really keep, when it differs from the advertised
+    /// `overhead` (a node that joins with less allocatable than its cloud estimated, as real
+    /// ones do); default the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet_overhead: Option<OverheadSpec>,
 }
 
 /// One instance type as a catalog declares it.
@@ -154,6 +159,10 @@ pub struct InstanceTypeInfo {
     pub overhead: OverheadSpec,
     /// Capacity minus overhead.
     pub allocatable: BTreeMap<String, String>,
+    /// What its kubelets report as allocatable: capacity minus the catalog's
+    /// `kubeletOverhead` (the advertised `allocatable` unless that is set). Not served.
+    #[serde(skip)]
+    pub kubelet_allocatable: BTreeMap<String, String>,
     /// Architecture, OS, instance type and the `simcloud.joinery.dev/*` labels.
     pub labels: BTreeMap<String, String>,
     /// Every offering, with its price and static availability.
@@ -226,7 +235,7 @@ pub fn default_instance_types() -> Vec<InstanceTypeSpec> {
 
 impl Default for Catalog {
     fn default() -> Self {
-        Catalog { zones: default_zones(), instance_types: default_instance_types(), overhead: OverheadSpec::default() }
+        Catalog { zones: default_zones(), instance_types: default_instance_types(), overhead: OverheadSpec::default(), kubelet_overhead: None }
     }
 }
 
@@ -274,6 +283,10 @@ impl Catalog {
         }
         let overhead =
             sum_quantities(&[&self.overhead.kube_reserved, &self.overhead.system_reserved, &self.overhead.eviction_threshold])?;
+        let kubelet_overhead = match &self.kubelet_overhead {
+            Some(o) => Some(sum_quantities(&[&o.kube_reserved, &o.system_reserved, &o.eviction_threshold]).map_err(|e| format!("kubeletOverhead: {e}"))?),
+            None => None,
+        };
         let mut names = BTreeSet::new();
         let mut resolved = Vec::with_capacity(self.instance_types.len());
         for (index, spec) in self.instance_types.iter().enumerate() {
@@ -284,7 +297,12 @@ impl Catalog {
             if !names.insert(spec.name.as_str()) {
                 return Err(format!("{at}.name: {:?} is listed twice", spec.name));
             }
-            resolved.push(self.resolve_one(spec, &zones, &overhead).map_err(|e| format!("{at} ({}).{e}", spec.name))?);
+            let mut info = self.resolve_one(spec, &zones, &overhead).map_err(|e| format!("{at} ({}).{e}", spec.name))?;
+            if let Some(kubelet) = &kubelet_overhead {
+                let capacity = Resources::from_quantities(info.capacity.iter()).map_err(|e| format!("{at}.capacity: {e}"))?;
+                info.kubelet_allocatable = capacity.saturating_sub(kubelet).to_quantities();
+            }
+            resolved.push(info);
         }
         Ok(resolved)
     }
@@ -376,6 +394,7 @@ impl Catalog {
             name: spec.name.clone(),
             capacity,
             overhead: self.overhead.clone(),
+            kubelet_allocatable: allocatable.clone(),
             allocatable,
             labels,
             offerings,

@@ -53,7 +53,7 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     let client = kube::Client::try_from(config).context("cannot build the Kubernetes client")?;
     // Plugins' secrets (and renderers' granted secrets) are read from the controller's own
     // namespace unless a name carries `namespace/`; the `workload` cluster is this one.
-    let namespace = std::env::var("SYSTEM_NAMESPACE").unwrap_or_else(|_| "joinery".into());
+    let namespace = settings.system_namespace.clone();
     let secrets: Arc<dyn joinery_runtime::services::SecretStore> = Arc::new(KubeSecrets::new(client.clone(), &namespace));
     // Plugins' outgoing HTTPS: system trust store, the operator's CA bundle and proxies.
     let egress = joinery_runtime::egress::EgressConfig::from_env().map_err(|e| anyhow::anyhow!("invalid egress setting: {e}"))?;

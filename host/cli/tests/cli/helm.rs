@@ -438,6 +438,11 @@ fn defaults_give_spread_replicas_a_budget_least_privilege_and_a_locked_down_pod(
     assert!(lease_rules.iter().any(|r| strings(&r["verbs"]).contains(&"create".to_string())));
     let lease_name = env_value(&objects, "LEADER_ELECTION_NAME").unwrap();
     assert!(lease_rules.iter().any(|r| strings(&r["verbs"]).contains(&"update".to_string()) && strings(&r["resourceNames"]) == [lease_name.clone()]));
+    // The learned-capacity ConfigMap: created, then read and patched by name only.
+    let config_map_rules: Vec<&Value> = role["rules"].as_array().unwrap().iter().filter(|r| strings(&r["resources"]) == ["configmaps"]).collect();
+    assert!(config_map_rules.iter().any(|r| strings(&r["verbs"]) == ["create"] && r.get("resourceNames").is_none()));
+    assert!(config_map_rules.iter().any(|r| strings(&r["verbs"]) == ["get", "patch"] && strings(&r["resourceNames"]) == ["joinery-learned-capacity"]));
+    assert_eq!(config_map_rules.len(), 2, "nothing else of ConfigMaps: {config_map_rules:?}");
     let role_binding = one(&objects, "RoleBinding");
     assert_eq!(role_binding["roleRef"]["name"], role["metadata"]["name"]);
     assert_eq!(role_binding["subjects"][0]["name"], service_account["metadata"]["name"]);

@@ -8,6 +8,7 @@ mod exoscale;
 mod expiration;
 mod failover;
 mod hardening;
+mod learned;
 mod metrics;
 mod overlays_volumes;
 mod restart;

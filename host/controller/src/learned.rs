@@ -1,0 +1,139 @@
+//! Capacity learned from real nodes (`joinery_core::learned`), kept up to date and kept across
+//! restarts: every [`INTERVAL`] (simulated) the initialized nodes of each (NodeClass, instance
+//! type) are observed; what changed is written to the ConfigMap [`CONFIGMAP`] in the
+//! controller's namespace (key [`KEY`], JSON), which a new leader reads when it starts. The
+//! provisioner and disruption use it through [`LearnedStore::apply`].
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use joinery_core::instance_type::InstanceType;
+use joinery_core::labels::{INSTANCE_TYPE_LABEL, NODEPOOL_LABEL};
+use joinery_core::learned::{LearnedCapacity, NodeReport};
+use joinery_api::HasConditions;
+use joinery_kube::conditions::INITIALIZED;
+use joinery_kube::convert::resource_list;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+use tokio::sync::watch;
+
+use crate::Context;
+
+/// The ConfigMap that keeps what was learned.
+pub const CONFIGMAP: &str = "joinery-learned-capacity";
+/// Its data key (a JSON object: NodeClass `group/kind/name` → instance type → learned values).
+pub const KEY: &str = "learned.json";
+/// How often the nodes are observed (simulated time).
+const INTERVAL: Duration = Duration::from_secs(30);
+
+/// What was learned, shared by the loops.
+#[derive(Debug, Default)]
+pub struct LearnedStore {
+    learned: Mutex<LearnedCapacity>,
+}
+
+impl LearnedStore {
+    /// `types` of the NodeClass `group/kind/name` with learned capacity in place of the
+    /// estimate (see [`LearnedCapacity::apply`]).
+    pub fn apply(&self, node_class: &str, types: Vec<InstanceType>) -> Vec<InstanceType> {
+        self.learned.lock().expect("learned capacity lock").apply(node_class, types)
+    }
+
+    /// A copy of everything learned.
+    pub fn snapshot(&self) -> LearnedCapacity {
+        self.learned.lock().expect("learned capacity lock").clone()
+    }
+
+    fn observe(&self, reports: &[NodeReport]) -> Option<LearnedCapacity> {
+        let mut learned = self.learned.lock().expect("learned capacity lock");
+        learned.observe(reports).then(|| learned.clone())
+    }
+
+    fn restore(&self, saved: LearnedCapacity) {
+        *self.learned.lock().expect("learned capacity lock") = saved;
+    }
+}
+
+/// The key a NodeClass's learned capacity is kept under: `group/kind/name`.
+pub fn node_class_key(group: &str, kind: &str, name: &str) -> String {
+    format!("{group}/{kind}/{name}")
+}
+
+/// Reads the ConfigMap, then observes the nodes until stopped.
+pub(crate) async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ctx.settings.system_namespace);
+    match api.get_opt(CONFIGMAP).await {
+        Ok(Some(cm)) => match cm.data.as_ref().and_then(|d| d.get(KEY)).map(|text| serde_json::from_str::<LearnedCapacity>(text)) {
+            Some(Ok(saved)) => {
+                tracing::info!(configmap = CONFIGMAP, types = saved.iter().count(), "learned capacity restored");
+                ctx.learned.restore(saved);
+            }
+            Some(Err(error)) => tracing::warn!(configmap = CONFIGMAP, %error, "learned capacity unreadable; starting from the plugins' estimates"),
+            None => {}
+        },
+        Ok(None) => {}
+        Err(error) => tracing::warn!(configmap = CONFIGMAP, %error, "cannot read the learned capacity; starting from the plugins' estimates"),
+    }
+    let mut unsaved = false;
+    loop {
+        if let Some(learned) = ctx.learned.observe(&reports(&ctx)) {
+            for (class, kind, l) in learned.iter() {
+                tracing::debug!(node_class = class, instance_type = kind, allocatable = ?l.allocatable, nodes = l.nodes, "capacity learned");
+            }
+            unsaved = true;
+        }
+        if unsaved {
+            unsaved = !save(&api, &ctx.learned.snapshot()).await;
+        }
+        tokio::select! {
+            _ = stopped.changed() => return,
+            _ = tokio::time::sleep(ctx.clock.to_real(INTERVAL)) => {}
+        }
+    }
+}
+
+/// What the initialized managed nodes report, with their NodeClaim's NodeClass.
+fn reports(ctx: &Context) -> Vec<NodeReport> {
+    let claims = ctx.state.node_claims.state();
+    let by_provider_id: BTreeMap<&str, _> =
+        claims.iter().filter_map(|c| Some((c.status.as_ref()?.provider_id.as_deref()?, c.as_ref()))).collect();
+    let mut out = Vec::new();
+    for node in ctx.state.nodes.state() {
+        let labels = node.metadata.labels.as_ref();
+        let (Some(kind), true) = (labels.and_then(|l| l.get(INSTANCE_TYPE_LABEL)), labels.is_some_and(|l| l.contains_key(NODEPOOL_LABEL))) else {
+            continue;
+        };
+        let Some(claim) = node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).and_then(|pid| by_provider_id.get(pid)) else { continue };
+        if !claim.is_condition_true(INITIALIZED) || node.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let status = node.status.as_ref();
+        let (Ok(capacity), Ok(allocatable)) = (
+            resource_list("status.capacity", status.and_then(|s| s.capacity.as_ref())),
+            resource_list("status.allocatable", status.and_then(|s| s.allocatable.as_ref())),
+        ) else {
+            continue;
+        };
+        let class = &claim.spec.node_class_ref;
+        out.push(NodeReport { node_class: node_class_key(&class.group, &class.kind, &class.name), instance_type: kind.clone(), capacity, allocatable });
+    }
+    out
+}
+
+/// Writes the ConfigMap (server-side apply); whether it was written.
+async fn save(api: &Api<ConfigMap>, learned: &LearnedCapacity) -> bool {
+    let Ok(json) = serde_json::to_string(learned) else { return false };
+    let cm = ConfigMap {
+        metadata: kube::api::ObjectMeta { name: Some(CONFIGMAP.into()), ..Default::default() },
+        data: Some([(KEY.to_string(), json)].into()),
+        ..Default::default()
+    };
+    match api.patch(CONFIGMAP, &PatchParams::apply("joinery").force(), &Patch::Apply(&cm)).await {
+        Ok(_) => true,
+        Err(error) => {
+            tracing::warn!(configmap = CONFIGMAP, %error, "cannot save the learned capacity; retrying at the next observation");
+            false
+        }
+    }
+}
