@@ -60,8 +60,9 @@ pub fn node_class_key(group: &str, kind: &str, name: &str) -> String {
     format!("{group}/{kind}/{name}")
 }
 
-/// Reads the ConfigMap, then observes the nodes until stopped.
-pub(crate) async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
+/// Reads what an earlier leader learned from the ConfigMap (before the loops start, so the
+/// first provisioning pass already uses it).
+pub(crate) async fn restore(ctx: &Context) {
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ctx.settings.system_namespace);
     match api.get_opt(CONFIGMAP).await {
         Ok(Some(cm)) => match cm.data.as_ref().and_then(|d| d.get(KEY)).map(|text| serde_json::from_str::<LearnedCapacity>(text)) {
@@ -75,7 +76,15 @@ pub(crate) async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
         Ok(None) => {}
         Err(error) => tracing::warn!(configmap = CONFIGMAP, %error, "cannot read the learned capacity; starting from the plugins' estimates"),
     }
+}
+
+/// Observes the nodes until stopped, saving what changed.
+pub(crate) async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ctx.settings.system_namespace);
     let mut unsaved = false;
+    // A failed save is retried at every observation; only the first failure of a run of them
+    // is a warning (an install without the Role's ConfigMap rules would repeat it forever).
+    let mut failing = false;
     loop {
         if let Some(learned) = ctx.learned.observe(&reports(&ctx)) {
             for (class, kind, l) in learned.iter() {
@@ -84,7 +93,7 @@ pub(crate) async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
             unsaved = true;
         }
         if unsaved {
-            unsaved = !save(&api, &ctx.learned.snapshot()).await;
+            unsaved = !save(&api, &ctx.learned.snapshot(), &mut failing).await;
         }
         tokio::select! {
             _ = stopped.changed() => return,
@@ -121,8 +130,9 @@ fn reports(ctx: &Context) -> Vec<NodeReport> {
     out
 }
 
-/// Writes the ConfigMap (server-side apply); whether it was written.
-async fn save(api: &Api<ConfigMap>, learned: &LearnedCapacity) -> bool {
+/// Writes the ConfigMap (server-side apply); whether it was written. `failing` says whether the
+/// previous attempt failed too (then the failure is not warned about again).
+async fn save(api: &Api<ConfigMap>, learned: &LearnedCapacity, failing: &mut bool) -> bool {
     let Ok(json) = serde_json::to_string(learned) else { return false };
     let cm = ConfigMap {
         metadata: kube::api::ObjectMeta { name: Some(CONFIGMAP.into()), ..Default::default() },
@@ -130,9 +140,15 @@ async fn save(api: &Api<ConfigMap>, learned: &LearnedCapacity) -> bool {
         ..Default::default()
     };
     match api.patch(CONFIGMAP, &PatchParams::apply("joinery").force(), &Patch::Apply(&cm)).await {
-        Ok(_) => true,
+        Ok(_) => {
+            *failing = false;
+            true
+        }
         Err(error) => {
-            tracing::warn!(configmap = CONFIGMAP, %error, "cannot save the learned capacity; retrying at the next observation");
+            if !*failing {
+                tracing::warn!(configmap = CONFIGMAP, %error, "cannot save the learned capacity (it is still used); retrying at every observation");
+            }
+            *failing = true;
             false
         }
     }

@@ -244,6 +244,7 @@ impl Controller {
             metrics,
             learned: learned::LearnedStore::default(),
         });
+        learned::restore(&context).await;
         let (stop, stopped) = watch::channel(false);
         let tasks = vec![
             tokio::spawn(nodeclass::run(context.clone(), stopped.clone())),

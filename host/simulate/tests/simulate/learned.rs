@@ -36,23 +36,30 @@ fn instance_types(claim: &NodeClaim) -> Vec<String> {
     claim.spec.requirements.iter().filter(|r| r.key == "node.kubernetes.io/instance-type").flat_map(|r| r.values.clone().unwrap_or_default()).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_type_whose_nodes_hold_less_than_estimated_is_learned_and_the_next_launch_uses_it() {
-    // The cloud advertises 100m of CPU overhead; its kubelets keep 1100m: an m-4 node offers
-    // 2.9 CPU, not 3.9.
-    let catalog: Catalog = serde_yaml::from_str(
+/// The cloud advertises 100m of CPU overhead; its kubelets keep 1100m: an m-4 node offers
+/// 2.9 CPU, not 3.9.
+fn catalog() -> Catalog {
+    serde_yaml::from_str(
         "zones: [nova]\ninstanceTypes:\n  - {name: m-4, cpu: 4, memory: 8Gi}\n  - {name: m-8, cpu: 8, memory: 16Gi}\nkubeletOverhead:\n  kubeReserved: {cpu: 1100m, memory: 10Mi}\n",
     )
-    .unwrap();
-    let sim = Simulation::start(SimulationOptions { speed: SPEED, catalog, ..Default::default() }).await.unwrap();
-    for m in [
+    .unwrap()
+}
+
+/// The NodeClass and the NodePool.
+fn pool() -> [Value; 2] {
+    [
         json!({"apiVersion": "sim.joinery.dev/v1alpha1", "kind": "SimNodeClass", "metadata": {"name": "default"},
                "spec": {"userDataRenderer": {"name": "k3s", "parameters": {"token": "t", "providerIDCommand": "cat /id"}}}}),
         json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
                "spec": {"template": {"spec": {"nodeClassRef": {"group": "sim.joinery.dev", "kind": "SimNodeClass", "name": "default"},
                         "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]}}}}),
-        pod("first", "2"),
-    ] {
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_type_whose_nodes_hold_less_than_estimated_is_learned_and_the_next_launch_uses_it() {
+    let sim = Simulation::start(SimulationOptions { speed: SPEED, catalog: catalog(), ..Default::default() }).await.unwrap();
+    for m in pool().into_iter().chain([pod("first", "2")]) {
         sim.apply(&m).await.unwrap();
     }
     let claims: Api<NodeClaim> = Api::all(sim.client.clone());
@@ -81,5 +88,26 @@ async fn a_type_whose_nodes_hold_less_than_estimated_is_learned_and_the_next_lau
     })
     .await;
     assert_eq!(instance_types(&second), ["m-8"], "the learned allocatable rules m-4 out");
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_was_learned_before_a_restart_is_used_with_no_node_left() {
+    let sim = Simulation::start(SimulationOptions { speed: SPEED, catalog: catalog(), start_controller: false, ..Default::default() }).await.unwrap();
+    // What an earlier leader learned; no m-4 node exists now.
+    let learned = json!({"sim.joinery.dev/SimNodeClass/default": {"m-4": {
+        "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"}, "allocatable": {"cpu": "2900m", "memory": "8182Mi", "pods": "110"}, "nodes": 1}}});
+    sim.apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "joinery-learned-capacity", "namespace": "joinery"},
+                      "data": {"learned.json": learned.to_string()}}))
+        .await
+        .unwrap();
+    let mut sim = sim;
+    sim.start_controller().await.unwrap();
+    for m in pool().into_iter().chain([pod("big", "3500m")]) {
+        sim.apply(&m).await.unwrap();
+    }
+    let claims: Api<NodeClaim> = Api::all(sim.client.clone());
+    let claim = wait_for(&sim, Duration::from_secs(120), "a NodeClaim", async || claims.list(&ListParams::default()).await.unwrap().items.into_iter().next()).await;
+    assert_eq!(instance_types(&claim), ["m-8"], "the restored allocatable rules m-4 out");
     sim.shutdown().await;
 }
