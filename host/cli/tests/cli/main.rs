@@ -5,6 +5,7 @@
 mod cli;
 mod disrupt;
 mod exoscale_conformance;
+mod explain_capacity;
 mod helm;
 mod helm_install;
 mod plugins_new;

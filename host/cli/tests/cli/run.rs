@@ -15,7 +15,7 @@ fn get(port: u16, path: &str) -> Option<String> {
 }
 
 /// `joinery sim serve` writing its kubeconfig into `dir`; returns the server and the kubeconfig.
-fn sim_serve(dir: &std::path::Path) -> (KillOnDrop, std::path::PathBuf) {
+pub(crate) fn sim_serve(dir: &std::path::Path) -> (KillOnDrop, std::path::PathBuf) {
     let kubeconfig = dir.join("kubeconfig");
     let sim = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_joinery"))

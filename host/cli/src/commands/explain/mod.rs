@@ -1,5 +1,6 @@
 //! `joinery explain …`: why an object is where it is.
 
+mod capacity;
 mod node;
 mod pod;
 
@@ -11,5 +12,8 @@ super::subcommands! {
         /// Why a node of a cluster snapshot is or is not disrupted: its NodePool's budgets, each
         /// method's verdict, and what consolidating it would save.
         Node(node::NodeArgs),
+        /// The instance-type capacity learned from the nodes that joined, which the controller
+        /// uses in place of the cloud plugins' estimates.
+        Capacity(capacity::CapacityArgs),
     }
 }

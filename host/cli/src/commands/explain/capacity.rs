@@ -1,0 +1,67 @@
+//! `joinery explain capacity`: the instance-type capacity the controller learned from the
+//! nodes that joined (the ConfigMap `joinery-learned-capacity` in its namespace), which it
+//! uses in place of the cloud plugin's estimate (see docs/operations.md).
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use joinery_controller::learned::{CONFIGMAP, KEY};
+use joinery_core::learned::LearnedCapacity;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+
+use crate::commands::Execute;
+
+/// `joinery explain capacity …`
+#[derive(Debug, clap::Args)]
+pub struct CapacityArgs {
+    /// The controller's namespace (its `SYSTEM_NAMESPACE`).
+    #[arg(long, short = 'n', default_value = "joinery")]
+    pub namespace: String,
+    /// Where the cluster is (a real one, or `joinery sim serve --kubeconfig-out`'s file).
+    #[command(flatten)]
+    pub kube: crate::kube_options::KubeOptions,
+    /// Print JSON: NodeClass (`group/kind/name`) → instance type → `capacity`, `allocatable`,
+    /// `nodes`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Execute for CapacityArgs {
+    async fn execute(self) -> Result<ExitCode> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = kube::Client::try_from(self.kube.config().await?).context("cannot build the Kubernetes client")?;
+        let cm = Api::<ConfigMap>::namespaced(client, &self.namespace)
+            .get_opt(CONFIGMAP)
+            .await
+            .with_context(|| format!("cannot read ConfigMap {}/{CONFIGMAP}", self.namespace))?;
+        let learned = match cm.as_ref().and_then(|c| c.data.as_ref()).and_then(|d| d.get(KEY)) {
+            Some(text) => serde_json::from_str::<LearnedCapacity>(text)
+                .with_context(|| format!("ConfigMap {}/{CONFIGMAP}: {KEY} is not learned capacity", self.namespace))?,
+            None => LearnedCapacity::default(),
+        };
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(&learned)?);
+            return Ok(ExitCode::SUCCESS);
+        }
+        if learned.is_empty() {
+            println!(
+                "Nothing learned yet (no ConfigMap {}/{CONFIGMAP}, or no initialized node): every instance type uses its plugin's estimate.",
+                self.namespace
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        println!("Learned from initialized nodes (used in place of the plugins' estimates):");
+        println!("{:<40} {:<24} {:>5}  {:<34} allocatable", "NODECLASS", "INSTANCE TYPE", "NODES", "capacity");
+        let show = |m: &std::collections::BTreeMap<String, String>| m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+        for (class, kind, l) in learned.iter() {
+            println!("{class:<40} {kind:<24} {:>5}  {:<34} {}", l.nodes, show(&l.capacity), show(&l.allocatable));
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+
+    /// The answer is the output: only warnings are logged.
+    fn default_log_level(&self) -> String {
+        "warn".to_string()
+    }
+}
