@@ -40,12 +40,15 @@ pub struct Cloud {
     clock: Arc<Clock>,
     instance_types: Mutex<InstanceTypeCache>,
     unavailable: Mutex<BTreeMap<OfferingKey, SystemTime>>,
+    /// Instance-type capacity learned from the nodes that joined; [`Cloud::instance_types`]
+    /// puts it in place of the plugins' estimates.
+    pub learned: crate::learned::LearnedStore,
 }
 
 impl Cloud {
     /// Cloud access over the plugins of `registry`.
     pub fn new(registry: Arc<PluginRegistry>, clock: Arc<Clock>) -> Cloud {
-        Cloud { registry, clock, instance_types: Mutex::default(), unavailable: Mutex::default() }
+        Cloud { registry, clock, instance_types: Mutex::default(), unavailable: Mutex::default(), learned: Default::default() }
     }
 
     /// The plugin registry.
@@ -120,6 +123,8 @@ impl Cloud {
                 }
             }
         }
+        let name = class.metadata.name.as_deref().unwrap_or_default();
+        let out = self.learned.apply(&crate::learned::node_class_key(&group, &kind, name), out);
         Ok(out.into_iter().map(InstanceType::with_offering_requirements).collect())
     }
 

@@ -1,8 +1,9 @@
 //! Capacity learned from real nodes (`joinery_core::learned`), kept up to date and kept across
 //! restarts: every [`INTERVAL`] (simulated) the initialized nodes of each (NodeClass, instance
 //! type) are observed; what changed is written to the ConfigMap [`CONFIGMAP`] in the
-//! controller's namespace (key [`KEY`], JSON), which a new leader reads when it starts. The
-//! provisioner and disruption use it through [`LearnedStore::apply`].
+//! controller's namespace (key [`KEY`], JSON), which a new leader reads ([`restore`]) before its
+//! loops start. Every user of instance types (provisioning, disruption, a launched claim's
+//! allocatable) gets it through `Cloud::instance_types`, which calls [`LearnedStore::apply`].
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -68,7 +69,7 @@ pub(crate) async fn restore(ctx: &Context) {
         Ok(Some(cm)) => match cm.data.as_ref().and_then(|d| d.get(KEY)).map(|text| serde_json::from_str::<LearnedCapacity>(text)) {
             Some(Ok(saved)) => {
                 tracing::info!(configmap = CONFIGMAP, types = saved.iter().count(), "learned capacity restored");
-                ctx.learned.restore(saved);
+                ctx.cloud.learned.restore(saved);
             }
             Some(Err(error)) => tracing::warn!(configmap = CONFIGMAP, %error, "learned capacity unreadable; starting from the plugins' estimates"),
             None => {}
@@ -86,14 +87,14 @@ pub(crate) async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
     // is a warning (an install without the Role's ConfigMap rules would repeat it forever).
     let mut failing = false;
     loop {
-        if let Some(learned) = ctx.learned.observe(&reports(&ctx)) {
+        if let Some(learned) = ctx.cloud.learned.observe(&reports(&ctx)) {
             for (class, kind, l) in learned.iter() {
                 tracing::debug!(node_class = class, instance_type = kind, allocatable = ?l.allocatable, nodes = l.nodes, "capacity learned");
             }
             unsaved = true;
         }
         if unsaved {
-            unsaved = !save(&api, &ctx.learned.snapshot(), &mut failing).await;
+            unsaved = !save(&api, &ctx.cloud.learned.snapshot(), &mut failing).await;
         }
         tokio::select! {
             _ = stopped.changed() => return,

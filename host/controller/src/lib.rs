@@ -137,8 +137,6 @@ pub struct Context {
     pub cloud_backoff: cloud::CloudBackoff,
     /// Prometheus counters.
     pub metrics: Arc<metrics::Metrics>,
-    /// Instance-type capacity learned from the nodes that joined.
-    pub learned: learned::LearnedStore,
 }
 
 impl Context {
@@ -242,7 +240,6 @@ impl Controller {
             inflight: inflight::InFlight::new(options.clock.now()),
             cloud_backoff: cloud::CloudBackoff::new(lifecycle::CLOUD_BACKOFF),
             metrics,
-            learned: learned::LearnedStore::default(),
         });
         learned::restore(&context).await;
         let (stop, stopped) = watch::channel(false);

@@ -351,7 +351,8 @@ pub(crate) async fn current_overlays(ctx: &Context, reported: &mut BTreeSet<Stri
 }
 
 /// Ready, dynamic NodePools with their NodeClasses' instance types (capacity learned from
-/// joined nodes in place of the estimate, before NodeOverlays), by name. Also says whether some NodePool's NodeClass has never been resolved yet.
+/// joined nodes in place of the estimate, before NodeOverlays), by name. Also says whether
+/// some NodePool's NodeClass has never been resolved yet.
 pub(crate) async fn ready_nodepools(ctx: &Context) -> (Vec<(Arc<NodePool>, Vec<InstanceType>)>, bool) {
     let mut out = Vec::new();
     let mut unresolved = false;
@@ -381,10 +382,7 @@ pub(crate) async fn ready_nodepools(ctx: &Context) -> (Vec<(Arc<NodePool>, Vec<I
             continue;
         }
         match ctx.cloud.instance_types(&class).await {
-            Ok(types) => {
-                let key = crate::learned::node_class_key(&class_ref.group, &class_ref.kind, &class_ref.name);
-                out.push((pool, ctx.learned.apply(&key, types)));
-            }
+            Ok(types) => out.push((pool, types)),
             Err(e) => tracing::warn!(nodepool = %name, error = %e, "cannot list instance types; NodePool skipped"),
         }
     }
