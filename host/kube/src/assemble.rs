@@ -165,8 +165,10 @@ pub fn assemble(
     out.context.bound_pods = volumes.bound_pods(&objects.pods);
     out.context.namespace_labels = convert::namespace_labels(&objects.namespaces);
 
+    let representatives = convert::representative_daemon_pods(&objects.pods);
     for (i, ds) in objects.daemon_sets.iter().enumerate() {
-        match convert::daemon_pod(ds, convert::representative_daemon_pod(ds, &objects.pods)) {
+        let representative = ds.metadata.uid.as_deref().filter(|u| !u.is_empty()).and_then(|uid| representatives.get(uid).copied());
+        match convert::daemon_pod(ds, representative) {
             Ok(d) => out.input.daemons.push(d),
             Err(message) => out.problems.push(Problem { object: ProblemObject::DaemonSet(i), message }),
         }

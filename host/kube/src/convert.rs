@@ -71,15 +71,13 @@ fn resources_of(what: &str, requests: Option<&BTreeMap<String, Quantity>>) -> Re
 /// defaulting). Errors name the field.
 fn container_requests(path: &str, resources: Option<&corev1::ResourceRequirements>) -> Result<Resources, String> {
     let requests = resources.and_then(|r| r.requests.as_ref());
-    let limits = resources.and_then(|r| r.limits.as_ref());
-    let mut merged: BTreeMap<String, Quantity> = limits.cloned().unwrap_or_default();
-    merged.extend(requests.cloned().unwrap_or_default());
-    let what = if limits.is_some_and(|l| l.keys().any(|k| !requests.is_some_and(|r| r.contains_key(k)))) {
-        format!("{path}.resources.requests (or .limits)")
-    } else {
-        format!("{path}.resources.requests")
-    };
-    resources_of(&what, Some(&merged))
+    let requested = |k: &String| requests.is_some_and(|r| r.contains_key(k));
+    let limits_only = || resources.and_then(|r| r.limits.as_ref()).into_iter().flatten().filter(|(k, _)| !requested(k));
+    let items = requests.into_iter().flatten().chain(limits_only());
+    Resources::from_quantities(items.map(|(k, v)| (k.as_str(), v.0.as_str()))).map_err(|e| {
+        let which = if limits_only().next().is_some() { "requests (or .limits)" } else { "requests" };
+        format!("{path}.resources.{which}: {e}")
+    })
 }
 
 /// What a pod spec asks of a node (init containers, sidecars, overhead, pod-level requests,
@@ -174,7 +172,7 @@ pub fn pending_pod(pod: &Pod) -> Result<PendingPod, String> {
 }
 
 /// A DaemonSet's pod as the scheduler counts it: the spec of its representative pod
-/// ([`representative_daemon_pod`]) when one exists, else its template; in both cases the
+/// ([`representative_daemon_pods`]) when one exists, else its template; in both cases the
 /// template's required node affinity.
 pub fn daemon_pod(ds: &k8s_openapi::api::apps::v1::DaemonSet, representative: Option<&Pod>) -> Result<DaemonPod, String> {
     let name = format!("{}/{}", ds.metadata.namespace.clone().unwrap_or_default(), ds.metadata.name.clone().unwrap_or_default());
@@ -198,18 +196,18 @@ pub fn daemon_pod(ds: &k8s_openapi::api::apps::v1::DaemonSet, representative: Op
     })
 }
 
-/// The newest pod a DaemonSet controls (its controller owner reference names the DaemonSet's
-/// UID): what upstream takes as the DaemonSet's representative pod.
-pub fn representative_daemon_pod<'a>(ds: &k8s_openapi::api::apps::v1::DaemonSet, pods: &[&'a Pod]) -> Option<&'a Pod> {
-    let uid = ds.metadata.uid.as_deref().filter(|u| !u.is_empty())?;
-    let namespace = ds.metadata.namespace.as_deref().unwrap_or_default();
-    pods.iter()
-        .copied()
-        .filter(|p| p.metadata.namespace.as_deref().unwrap_or_default() == namespace)
-        .filter(|p| {
-            p.metadata.owner_references.iter().flatten().any(|o| o.controller == Some(true) && o.kind == "DaemonSet" && o.uid == uid)
-        })
-        .max_by_key(|p| (p.metadata.creation_timestamp.as_ref().map(|t| t.0.as_second()), p.metadata.name.clone()))
+/// Each DaemonSet's newest pod (what upstream takes as its representative pod), by the
+/// DaemonSet's UID (a pod's controller owner reference names it): one pass over the pods.
+pub fn representative_daemon_pods<'a>(pods: &[&'a Pod]) -> BTreeMap<&'a str, &'a Pod> {
+    let newest = |p: &Pod| (p.metadata.creation_timestamp.as_ref().map(|t| t.0.as_second()), p.metadata.name.clone());
+    let mut out: BTreeMap<&'a str, &'a Pod> = BTreeMap::new();
+    for &pod in pods {
+        let Some(owner) = pod.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true) && o.kind == "DaemonSet") else {
+            continue;
+        };
+        out.entry(owner.uid.as_str()).and_modify(|kept| if newest(pod) > newest(kept) { *kept = pod }).or_insert(pod);
+    }
+    out
 }
 
 /// A label selector in core form; an unknown operator is an error naming `path`.
