@@ -52,6 +52,16 @@ impl Judges {
         Ok(python.is_file().then_some(Judges { python, scripts }))
     }
 
+    /// [`Judges::find`] for a test: `None` after printing a notice that `what` is skipped when
+    /// they are not installed; a [`PYTHON_ENV`] naming no file panics (CI must not skip).
+    pub fn for_test(repo: &Path, what: &str) -> Option<Judges> {
+        let judges = Judges::find(repo).unwrap_or_else(|e| panic!("{e}"));
+        if judges.is_none() {
+            println!("NOTICE: the Exoscale judges are not installed (run .ci/install-exoscale-judges); skipping {what}");
+        }
+        judges
+    }
+
     /// Runs `check_journal.py` on journals written by [`super::ExoFakeOptions::journal`].
     pub fn check_journals(&self, journals: &[PathBuf]) -> Result<Verdict, String> {
         let out = Command::new(&self.python)

@@ -12,11 +12,7 @@ use serde_json::{Value, json};
 use crate::support::{KillOnDrop, repo};
 
 fn judges(test: &str) -> Option<Judges> {
-    let judges = Judges::find(&repo()).unwrap();
-    if judges.is_none() {
-        println!("NOTICE: the Exoscale judges are not installed (run .ci/install-exoscale-judges); skipping {test}");
-    }
-    judges
+    Judges::for_test(&repo(), test)
 }
 
 /// What `sim serve --cloud exoscale` printed about the fake Exoscale API.

@@ -63,10 +63,7 @@ fn run_scenario_plotted(scenario: Option<&str>, speed: f64) -> (serde_json::Valu
 /// document: no unknown path or field, no wrong type, no missing required field, no deprecated
 /// field in the plugin's requests (skipped with a notice when the judges are not installed).
 fn conforms_to_exoscales_definition(scenario: &str, journal: &std::path::Path) {
-    let Some(judges) = joinery_sim::exoscale::judges::Judges::find(&repo()).unwrap() else {
-        println!("NOTICE: the Exoscale judges are not installed (run .ci/install-exoscale-judges); not judging {scenario}");
-        return;
-    };
+    let Some(judges) = joinery_sim::exoscale::judges::Judges::for_test(&repo(), &format!("judging {scenario}")) else { return };
     let verdict = judges.check_journals(&[journal.to_path_buf()]).unwrap_or_else(|e| panic!("{scenario}: {e}"));
     assert!(verdict.violations.is_empty(), "{scenario}: the exchanges break Exoscale's API definition: {:#?}", verdict.violations);
     assert!(!verdict.operations.is_empty(), "{scenario}: nothing was judged");
