@@ -2,14 +2,12 @@
 //! `conformance/exoscale/`) against `joinery sim serve --cloud exoscale`, and the judge's own
 //! ability to fail. The shipped Exoscale scenarios are judged where they run (`simulate.rs`).
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 use joinery_sim::exoscale::judges::Judges;
 use serde_json::{Value, json};
 
-use crate::support::{KillOnDrop, repo};
+use crate::support::{KillOnDrop, printed_value, repo, sim_serve};
 
 fn judges(test: &str) -> Option<Judges> {
     Judges::for_test(&repo(), test)
@@ -24,37 +22,16 @@ struct Printed {
 }
 
 fn serve_exoscale(journal: &std::path::Path) -> (KillOnDrop, Printed) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_joinery"))
-        .args(["sim", "serve", "--cloud", "exoscale", "--exoscale-journal"])
-        .arg(journal)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-    let server = KillOnDrop(child);
-    let mut printed = Printed { url: String::new(), zones: Vec::new(), key: String::new(), secret: String::new() };
-    let mut text = String::new();
-    for line in stdout.by_ref().map_while(Result::ok) {
-        text.push_str(&line);
-        text.push('\n');
-        let value = |prefix: &str| line.trim().strip_prefix(prefix).map(|v| v.trim().to_string());
-        if let Some(url) = value("fake Exoscale API:") {
-            printed.url = url;
-        } else if let Some(rest) = value("zone endpoints:") {
-            let zones = rest.split("(zones ").nth(1).unwrap_or_default().trim_end_matches(')');
-            printed.zones = zones.split(", ").map(str::to_string).collect();
-        } else if let Some(key) = value("API key:") {
-            printed.key = key;
-        } else if let Some(secret) = value("API secret:") {
-            printed.secret = secret;
-        } else if line.starts_with("press Ctrl-C") {
-            break;
-        }
-    }
-    assert!(!printed.url.is_empty() && !printed.key.is_empty() && !printed.secret.is_empty() && !printed.zones.is_empty(), "{text}");
-    // Keep reading: a closed pipe would make the server's next line kill it.
-    std::thread::spawn(move || stdout.for_each(drop));
+    let (server, lines) = sim_serve(&["--cloud".as_ref(), "exoscale".as_ref(), "--exoscale-journal".as_ref(), journal.as_os_str()]);
+    let value = |label: &str| printed_value(&lines, label).unwrap_or_else(|| panic!("sim serve printed no {label:?}: {lines:#?}"));
+    let endpoints = value("zone endpoints:");
+    let zones = endpoints.split("(zones ").nth(1).unwrap_or_default().trim_end_matches(')');
+    let printed = Printed {
+        url: value("fake Exoscale API:"),
+        zones: zones.split(", ").map(str::to_string).collect(),
+        key: value("API key:"),
+        secret: value("API secret:"),
+    };
     (server, printed)
 }
 

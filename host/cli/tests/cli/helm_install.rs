@@ -3,7 +3,6 @@
 //! mounted file): the quickstart workload scales up and back to zero through it.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -40,30 +39,10 @@ fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
 /// its kubeconfig, the API server's URL and the simulated cloud's.
 fn sim_serve(dir: &Path) -> (KillOnDrop, PathBuf, String, String) {
     let kubeconfig = dir.join("kubeconfig");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_joinery"))
-        .args(["sim", "serve", "--speed", "1", "--kubeconfig-out"])
-        .arg(&kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-    let server = KillOnDrop(child);
-    let (mut api, mut cloud) = (String::new(), String::new());
-    for line in stdout.by_ref().map_while(Result::ok) {
-        if let Some(url) = line.strip_prefix("emulated API server:") {
-            api = url.trim().to_string();
-        }
-        if let Some(url) = line.strip_prefix("simulated cloud:") {
-            cloud = url.trim().to_string();
-        }
-        if line.starts_with("kubeconfig written") {
-            break;
-        }
-    }
-    assert!(!api.is_empty() && !cloud.is_empty() && kubeconfig.exists(), "sim serve did not start");
-    // Keep reading: a closed pipe would make the server's next line kill it.
-    std::thread::spawn(move || stdout.for_each(drop));
+    let (server, printed) = crate::support::sim_serve(&["--speed".as_ref(), "1".as_ref(), "--kubeconfig-out".as_ref(), kubeconfig.as_os_str()]);
+    let api = crate::support::printed_value(&printed, "emulated API server:");
+    let cloud = crate::support::printed_value(&printed, "simulated cloud:");
+    let (Some(api), Some(cloud), true) = (api, cloud, kubeconfig.exists()) else { panic!("sim serve did not start: {printed:?}") };
     (server, kubeconfig, api, cloud)
 }
 
