@@ -22,6 +22,7 @@
 pub mod apiserver;
 pub mod bench;
 pub mod cloud;
+pub mod clevercloud;
 mod error;
 pub mod exoscale;
 mod faults;

@@ -1,0 +1,1 @@
+//! The NodeGroup CRD of CKE and its operator (being written).

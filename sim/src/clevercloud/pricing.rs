@@ -1,0 +1,1 @@
+//! Clever Cloud's public pricing endpoints (being written).
