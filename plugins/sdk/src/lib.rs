@@ -36,6 +36,8 @@
 //! - [`config`] / [`config_json`]: the plugin's configuration from the operator, every world;
 //! - [`cache`]: the per-plugin key/value cache, pricing and cloud worlds;
 //! - [`http`]: a small blocking HTTP client over `wasi:http`, pricing and cloud worlds;
+//! - [`refresh`]: data fetched from an API now and then (a price list), its last good copy
+//!   kept in the cache, refreshed on a jittered schedule, pricing and cloud worlds;
 //! - [`kube`]: Kubernetes objects as JSON, cloud world;
 //! - [`secrets`]: granted secrets, cloud world (renderers get theirs in the render context).
 //!
@@ -71,6 +73,9 @@ pub mod cache;
 
 #[cfg(any(feature = "pricing", feature = "cloud"))]
 pub mod http;
+
+#[cfg(any(feature = "pricing", feature = "cloud"))]
+pub mod refresh;
 
 #[cfg(feature = "cloud")]
 pub mod kube;

@@ -1,8 +1,24 @@
 //! Pricing functions (world `pricing-plugin`, feature `pricing`).
 //!
 //! Implement [`Pricing`] and export it with [`export_pricing!`](crate::export_pricing). The
-//! host asks a pricing plugin for every offering whose cloud plugin reported no price
-//! (and, depending on the plugin, for all of them).
+//! host asks a pricing plugin for every offering whose cloud plugin reported no price: the
+//! plugin the cloud plugin's manifest names under `pricing` (or the operator's override),
+//! `synthetic-pricing` otherwise.
+//!
+//! # Table and live-API pricing plugins
+//!
+//! Both have the same shape:
+//!
+//! 1. a **seed table** compiled in (sizes and prices, or rates a formula turns into prices),
+//!    which an operator may overlay from the configuration;
+//! 2. for a live plugin, a fetch that reads the provider's price list over granted HTTP and
+//!    **validates** it (currency, units, plausible rates against the seed, body size), kept
+//!    by a [`Refresher`](crate::refresh::Refresher): the last good copy lives in the cache,
+//!    is refreshed on a jittered schedule, and survives any failure;
+//! 3. `price`: the live data when there is some, else the seed table; `None` for what the
+//!    plugin does not know.
+//!
+//! [`check_rate`] and [`round_to`] cover the usual validation and rounding.
 
 use std::marker::PhantomData;
 
@@ -56,6 +72,36 @@ impl PriceRequest {
     }
 }
 
+/// Rounds `value` to `decimals` decimal places (half away from zero), as price lists
+/// publish prices.
+pub fn round_to(value: f64, decimals: u32) -> f64 {
+    let scale = 10f64.powi(decimals.min(15) as i32);
+    (value * scale).round() / scale
+}
+
+/// Checks a rate read from a price list: a finite number above zero and within `factor`×
+/// of `reference` (the rate the plugin ships with) either way. Returns the rate, or an
+/// error naming `what`, the value and the accepted range.
+///
+/// ```
+/// # use joinery_plugin_sdk::pricing::check_rate;
+/// assert!(check_rate("vcpu", 0.003, 0.0028, 10.0).is_ok());
+/// assert!(check_rate("vcpu", 0.5, 0.0028, 10.0).is_err());
+/// ```
+pub fn check_rate(what: &str, value: f64, reference: f64, factor: f64) -> Result<f64, String> {
+    if !value.is_finite() || value <= 0.0 {
+        return Err(format!("{what} price {value} is not a positive number"));
+    }
+    let (low, high) = (reference / factor, reference * factor);
+    // A hair of tolerance, so exactly `factor`× passes despite float rounding.
+    if value < low * (1.0 - 1e-9) || value > high * (1.0 + 1e-9) {
+        return Err(format!(
+            "{what} price {value} is not within {factor}x of the expected {reference} (accepted {low}..={high})"
+        ));
+    }
+    Ok(value)
+}
+
 /// Adapts a [`Pricing`] impl to the generated export trait and checks the batch length;
 /// used by [`export_pricing!`](crate::export_pricing).
 #[doc(hidden)]
@@ -98,4 +144,23 @@ macro_rules! export_pricing {
             );
         };
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounding_and_rate_checks() {
+        assert_eq!(round_to(0.033_333_333_2, 4), 0.0333);
+        assert_eq!(round_to(0.116_666_666_5, 4), 0.1167);
+        assert_eq!(round_to(2.5, 0), 3.0);
+        assert_eq!(check_rate("ram", 0.0055, 0.0055, 10.0), Ok(0.0055));
+        assert!(check_rate("ram", 0.055, 0.0055, 10.0).is_ok(), "exactly 10x is within");
+        assert!(check_rate("ram", 0.000_55, 0.0055, 10.0).is_ok());
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 0.0551, 0.000_54] {
+            let e = check_rate("ram", bad, 0.0055, 10.0).unwrap_err();
+            assert!(e.starts_with("ram price"), "{e}");
+        }
+    }
 }
