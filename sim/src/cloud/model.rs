@@ -2,8 +2,9 @@
 //! format and the cluster physics (whose kubelets boot the instances it launches).
 
 use std::collections::BTreeMap;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
+use joinery_core::taints::Taint;
 use serde::{Deserialize, Serialize};
 
 /// The provider-ID scheme of simulated instances: `simcloud://<instance id>`.
@@ -62,11 +63,39 @@ impl SimInstance {
     }
 }
 
+/// The Node a managed platform registers for one of its machines by itself: the machine
+/// carries no userData for its kubelet to read (a managed Kubernetes service such as Clever
+/// Cloud's joins its nodes without any bootstrap from the autoscaler).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeRegistration {
+    /// The Node's name.
+    pub node_name: String,
+    /// Labels the Node registers with; the kubelet's own (hostname, architecture, OS,
+    /// instance type, zone, region from the instance) are added on top and win.
+    pub labels: BTreeMap<String, String>,
+    /// Taints the Node registers with.
+    pub taints: Vec<Taint>,
+    /// `spec.providerID`; `None` leaves it empty (for someone else to set later).
+    pub provider_id: Option<String>,
+    /// How long this machine takes to boot before its Node registers (simulated); `None`
+    /// uses the physics' boot delay.
+    pub boot_delay: Option<Duration>,
+}
+
 /// What happened in the simulated cloud; the physics subscribes to boot and stop kubelets.
 #[derive(Debug, Clone)]
 pub enum CloudEvent {
     /// An instance was created (state `pending`); its kubelet should boot after the boot delay.
     Launched(SimInstance),
+    /// A managed platform's machine was created: its kubelet registers `registration`'s Node
+    /// after the boot delay, without reading the instance's userData. Hang and termination
+    /// work as for [`CloudEvent::Launched`] instances.
+    PlatformLaunched {
+        /// The machine.
+        instance: SimInstance,
+        /// The Node it registers.
+        registration: NodeRegistration,
+    },
     /// The machine hangs (a kernel panic, a network partition): the cloud still runs it, but
     /// its kubelet is gone — pods on it are never confirmed deleted, and its Node turns
     /// `Ready=Unknown` once the node controller's grace period has passed.

@@ -2,7 +2,9 @@
 //! manager and the pod garbage collector do around them.
 //!
 //! For every [`CloudEvent::Launched`] a kubelet task waits the boot delay, then runs the
-//! instance's bootstrap (see [`super::bootstrap`] for the userData formats it understands). A
+//! instance's bootstrap (see [`super::bootstrap`] for the userData formats it understands);
+//! for a [`CloudEvent::PlatformLaunched`] machine it registers the platform's ready-made
+//! Node instead (after the registration's own boot delay, if it has one). A
 //! bootstrap it does not understand registers no Node: the kubelet logs a warning and records
 //! a `Warning` Event (reason `BootstrapFailed`) naming the instance. Otherwise it registers the
 //! Node — labels from the bootstrap plus the ones kubelet and cloud controller set, taints and
@@ -40,6 +42,7 @@ use tokio::time::Instant;
 use super::bootstrap::{self, Bootstrap, Format};
 use super::cache::Cache;
 use super::{PhysicsError, Shared, api_code, is_deleting, is_terminal, node_name_of, object_reference, system_time, watch};
+use crate::cloud::model::NodeRegistration;
 use crate::cloud::{CloudEvent, SimInstance};
 use joinery_core::labels::{ARCH_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, OS_LABEL, REGION_LABEL, ZONE_LABEL};
 
@@ -73,14 +76,10 @@ pub(crate) async fn run(shared: Arc<Shared>, mut events: Option<broadcast::Recei
         tokio::select! {
             event = next_event(&mut events) => match event {
                 Ok(CloudEvent::Launched(instance)) => {
-                    tracing::debug!(instance = %instance.id, "instance launched; its kubelet boots");
-                    kubelets.retain(|_, task| !task.is_finished());
-                    let task = tokio::spawn(kubelet(shared.clone(), instance.clone(), machines));
-                    machines = machines.wrapping_add(1);
-                    guard.0.push(task.abort_handle());
-                    if let Some(previous) = kubelets.insert(instance.id, task) {
-                        previous.abort();
-                    }
+                    boot(&shared, &mut kubelets, &mut guard, &mut machines, instance, None);
+                }
+                Ok(CloudEvent::PlatformLaunched { instance, registration }) => {
+                    boot(&shared, &mut kubelets, &mut guard, &mut machines, instance, Some(registration));
                 }
                 Ok(CloudEvent::Hung(instance)) => {
                     if let Some(task) = kubelets.remove(&instance.id) {
@@ -115,6 +114,25 @@ pub(crate) async fn run(shared: Arc<Shared>, mut events: Option<broadcast::Recei
             }
         }
         guard.0.retain(|task| !task.is_finished());
+    }
+}
+
+/// Starts the kubelet of a launched machine (replacing one of the same instance ID).
+fn boot(
+    shared: &Arc<Shared>,
+    kubelets: &mut HashMap<String, JoinHandle<()>>,
+    guard: &mut AbortOnDrop,
+    machines: &mut u32,
+    instance: SimInstance,
+    registration: Option<NodeRegistration>,
+) {
+    tracing::debug!(instance = %instance.id, platform = registration.is_some(), "instance launched; its kubelet boots");
+    kubelets.retain(|_, task| !task.is_finished());
+    let task = tokio::spawn(kubelet(shared.clone(), instance.clone(), registration, *machines));
+    *machines = machines.wrapping_add(1);
+    guard.0.push(task.abort_handle());
+    if let Some(previous) = kubelets.insert(instance.id, task) {
+        previous.abort();
     }
 }
 
@@ -292,7 +310,7 @@ fn node_object(shared: &Shared, instance: &SimInstance, bootstrap: &Bootstrap, m
     let kubelet_version = match bootstrap.format {
         Format::K3s => format!("{KUBELET_VERSION}+k3s1"),
         Format::Rke2 => format!("{KUBELET_VERSION}+rke2r1"),
-        Format::Kubeadm | Format::KubeletFlags => KUBELET_VERSION.to_string(),
+        Format::Kubeadm | Format::KubeletFlags | Format::Platform => KUBELET_VERSION.to_string(),
     };
     Node {
         metadata: ObjectMeta {
@@ -344,10 +362,29 @@ fn node_object(shared: &Shared, instance: &SimInstance, bootstrap: &Bootstrap, m
     }
 }
 
-/// One kubelet: boots, registers, turns ready, then runs its pods until aborted.
-async fn kubelet(shared: Arc<Shared>, instance: SimInstance, machine: u32) {
-    shared.sleep(shared.boot_delay).await;
-    let bootstrap = match bootstrap::parse(&instance.user_data, &instance.id) {
+/// The bootstrap of a managed platform's machine: its registration as given.
+fn platform_bootstrap(registration: NodeRegistration) -> Bootstrap {
+    Bootstrap {
+        format: Format::Platform,
+        node_name: registration.node_name,
+        labels: registration.labels,
+        taints: registration.taints,
+        provider_id: registration.provider_id,
+        max_pods: None,
+    }
+}
+
+/// One kubelet: boots, registers, turns ready, then runs its pods until aborted. A machine
+/// with a platform `registration` registers that Node (after its own boot delay, if it has
+/// one) instead of running its userData.
+async fn kubelet(shared: Arc<Shared>, instance: SimInstance, registration: Option<NodeRegistration>, machine: u32) {
+    let boot_delay = registration.as_ref().and_then(|r| r.boot_delay).unwrap_or(shared.boot_delay);
+    shared.sleep(boot_delay).await;
+    let parsed = match registration {
+        Some(registration) => Ok(platform_bootstrap(registration)),
+        None => bootstrap::parse(&instance.user_data, &instance.id),
+    };
+    let bootstrap = match parsed {
         Ok(bootstrap) => bootstrap,
         Err(error) => {
             tracing::warn!(instance = %instance.id, %error, "the instance's bootstrap is not understood; no node registers");

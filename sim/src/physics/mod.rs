@@ -10,7 +10,8 @@
 //!   and run one pod of every DaemonSet on each matching node;
 //! - the **kubelets** (`kubelet.rs`) boot the instances the simulated cloud launches: after the
 //!   boot delay they run the instance's bootstrap (its userData), register a Node if they
-//!   understand it, run the pods bound to it and finish the ones being deleted; when the cloud
+//!   understand it (a managed platform's machine brings its ready-made registration instead),
+//!   run the pods bound to it and finish the ones being deleted; when the cloud
 //!   terminates the instance, its Node and pods go away.
 //!
 //! All durations are simulated: the physics sleeps `clock.to_real(d)` and writes timestamps

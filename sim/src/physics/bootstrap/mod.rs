@@ -39,6 +39,9 @@ pub(crate) enum Format {
     Kubeadm,
     /// A kubelet command line.
     KubeletFlags,
+    /// No userData: a managed platform's ready-made registration
+    /// ([`crate::cloud::model::NodeRegistration`]).
+    Platform,
 }
 
 /// The Node a bootstrap registers.
