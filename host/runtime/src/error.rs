@@ -146,12 +146,14 @@ pub enum CallError {
         limit_ms: u32,
     },
     /// Every concurrency slot of the plugin stayed busy for a whole call deadline.
-    #[error("plugin {plugin}: {op} waited {waited_ms} ms for one of its {max_concurrency} call slots (limits.maxConcurrency); earlier calls are stuck or slow, check the plugin or raise maxConcurrency")]
+    #[error("plugin {plugin}: {op} waited {waited_ms} ms for one of its {max_concurrency} call slots (limits.{limit}); earlier calls are stuck or slow, check the plugin or raise {limit}")]
     Saturated {
         /// Plugin name.
         plugin: String,
         /// Operation.
         op: &'static str,
+        /// The limit that was full: `maxConcurrency`, or `maxConcurrentCreates` for creates.
+        limit: &'static str,
         /// The concurrency limit.
         max_concurrency: u32,
         /// How long the call waited.

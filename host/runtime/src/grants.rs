@@ -547,13 +547,13 @@ mod tests {
     #[test]
     fn grant_limits_cap_only_the_fields_they_set() {
         use crate::manifest::Limits;
-        let manifest = Limits { memory_mib: 64, timeout_ms: 60_000, max_concurrency: 4 };
+        let manifest = Limits { memory_mib: 64, timeout_ms: 60_000, max_concurrency: 4, max_concurrent_creates: None };
         let grants = Grants::parse("plugins:\n  p:\n    limits: {memoryMiB: 32}\n", "g").unwrap();
         let caps = grants.plugins["p"].limits.unwrap();
-        assert_eq!(manifest.capped_by(&caps), Limits { memory_mib: 32, timeout_ms: 60_000, max_concurrency: 4 });
+        assert_eq!(manifest.capped_by(&caps), Limits { memory_mib: 32, timeout_ms: 60_000, max_concurrency: 4, max_concurrent_creates: None });
         let grants = Grants::parse("plugins:\n  p:\n    limits: {timeoutMs: 90000, maxConcurrency: 2}\n", "g").unwrap();
         let caps = grants.plugins["p"].limits.unwrap();
-        assert_eq!(manifest.capped_by(&caps), Limits { memory_mib: 64, timeout_ms: 60_000, max_concurrency: 2 });
+        assert_eq!(manifest.capped_by(&caps), Limits { memory_mib: 64, timeout_ms: 60_000, max_concurrency: 2, max_concurrent_creates: None });
     }
 
     #[test]

@@ -97,6 +97,11 @@ pub struct Limits {
     /// How many calls of this plugin may run at once.
     #[serde(default = "Limits::default_concurrency")]
     pub max_concurrency: u32,
+    /// How many `create` calls may run at once (within `maxConcurrency`); unset means no
+    /// limit beyond `maxConcurrency`. `1` serialises launches, for clouds whose accounting
+    /// misbehaves under bursts of creations (Clever Cloud's quota reservations, say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_creates: Option<u32>,
 }
 
 impl Limits {
@@ -121,6 +126,7 @@ impl Limits {
             memory_mib: caps.memory_mib.map_or(self.memory_mib, |cap| self.memory_mib.min(cap)),
             timeout_ms: caps.timeout_ms.map_or(self.timeout_ms, |cap| self.timeout_ms.min(cap)),
             max_concurrency: caps.max_concurrency.map_or(self.max_concurrency, |cap| self.max_concurrency.min(cap)),
+            max_concurrent_creates: self.max_concurrent_creates,
         }
     }
 
@@ -137,6 +143,9 @@ impl Limits {
         }
         if self.max_concurrency == 0 {
             return Err(bad("maxConcurrency", "must be at least 1".into()));
+        }
+        if self.max_concurrent_creates == Some(0) {
+            return Err(bad("maxConcurrentCreates", "must be at least 1 (or unset)".into()));
         }
         Ok(())
     }
@@ -186,6 +195,7 @@ impl Default for Limits {
             memory_mib: Self::default_memory(),
             timeout_ms: Self::default_timeout(),
             max_concurrency: Self::default_concurrency(),
+            max_concurrent_creates: None,
         }
     }
 }

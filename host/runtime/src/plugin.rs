@@ -142,6 +142,8 @@ pub struct LoadedPlugin {
     context: Arc<PluginContext>,
     services: HostServices,
     semaphore: Arc<Semaphore>,
+    /// Slots of `create` calls when the manifest limits them (`limits.maxConcurrentCreates`).
+    create_slots: Option<Arc<Semaphore>>,
     component: Component,
     pre: Pre,
 }
@@ -242,6 +244,7 @@ impl LoadedPlugin {
         });
         Ok(LoadedPlugin {
             semaphore: Arc::new(Semaphore::new(limits.max_concurrency as usize)),
+            create_slots: limits.max_concurrent_creates.map(|n| Arc::new(Semaphore::new(n as usize))),
             size: wasm.len(),
             manifest,
             source,
@@ -321,6 +324,7 @@ impl LoadedPlugin {
                 let error = CallError::Saturated {
                     plugin: plugin.clone(),
                     op,
+                    limit: "maxConcurrency",
                     max_concurrency: self.limits.max_concurrency,
                     waited_ms: self.limits.timeout_ms,
                 };
@@ -476,7 +480,31 @@ impl LoadedPlugin {
     }
 
     /// `create`.
+    ///
+    /// With `limits.maxConcurrentCreates`, a create first waits for one of those slots (at
+    /// most one call deadline, then it fails as saturated), so launches run one after another.
     pub async fn create(&self, request: &contract::CreateRequest) -> Result<contract::Instance, CallError> {
+        let _create_slot = match &self.create_slots {
+            Some(slots) => {
+                let timeout = Duration::from_millis(u64::from(self.limits.timeout_ms));
+                match tokio::time::timeout(timeout, slots.clone().acquire_owned()).await {
+                    Ok(Ok(permit)) => Some(permit),
+                    Ok(Err(_closed)) => {
+                        return Err(CallError::Host { plugin: self.name().to_string(), op: "create", message: "plugin is being unloaded".into() });
+                    }
+                    Err(_elapsed) => {
+                        return Err(CallError::Saturated {
+                            plugin: self.name().to_string(),
+                            op: "create",
+                            limit: "maxConcurrentCreates",
+                            max_concurrency: self.limits.max_concurrent_creates.unwrap_or(1),
+                            waited_ms: self.limits.timeout_ms,
+                        });
+                    }
+                }
+            }
+            None => None,
+        };
         let request = request.into();
         let instance = cloud_call!(self, "create", call_create(&request))?;
         crate::validate::instance(self.name(), "create", &instance)?;

@@ -180,3 +180,48 @@ async fn calls_stuck_in_a_host_import_time_out_and_queued_calls_are_bounded() {
     assert!(matches!(err, CallError::Timeout { limit_ms: 1_500, .. }), "{err:?}");
     assert_next_call_works(&plugin).await;
 }
+
+/// `limits.maxConcurrentCreates: 1` serialises creates only: a create stuck in the cloud holds
+/// the one create slot, a second create fails as saturated on `maxConcurrentCreates` after one
+/// deadline, while other calls of the same plugin still run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_beyond_max_concurrent_creates_wait_while_other_calls_run() {
+    let grants = "plugins:\n  hostile:\n    kubernetes:\n      - {group: \"\", resources: [configmaps], verbs: [get]}\n";
+    let kube = std::sync::Arc::new(HangingKube::default());
+    let services = HostServices { kube: kube.clone(), ..Default::default() };
+    let mut manifest = common::hostile_manifest();
+    manifest.limits.timeout_ms = 1_500;
+    manifest.limits.max_concurrency = 4;
+    manifest.limits.max_concurrent_creates = Some(1);
+    let plugin = common::hostile_with(manifest, grants, services);
+    let request = |mode: &str, name: &str| joinery_runtime::contract::CreateRequest {
+        claim: joinery_runtime::contract::NodeClaim {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            node_pool: "default".into(),
+            labels: vec![],
+            annotations: vec![],
+            taints: vec![],
+            startup_taints: vec![],
+            requirements: vec![],
+            resource_requests: vec![],
+            provider_id: None,
+        },
+        node_class: class(json!({"mode": mode})),
+        user_data: String::new(),
+    };
+    let stuck = {
+        let plugin = plugin.clone();
+        let request = request("kube", "first");
+        tokio::spawn(async move { plugin.create(&request).await })
+    };
+    kube.entered.notified().await;
+    // Another kind of call is not held up by the create slot.
+    plugin.get_instance_types(&class(json!({"mode": "ok"}))).await.expect("other calls run beside a stuck create");
+    let queued = plugin.create(&request("ok", "second")).await.unwrap_err();
+    assert!(matches!(queued, CallError::Saturated { limit: "maxConcurrentCreates", max_concurrency: 1, .. }), "{queued:?}");
+    assert!(queued.to_string().contains("maxConcurrentCreates"), "{queued}");
+    assert!(matches!(stuck.await.unwrap().unwrap_err(), CallError::Timeout { .. }));
+    // The slot is free again once the stuck create ended.
+    plugin.create(&request("ok", "third")).await.expect("the create slot is released");
+}
