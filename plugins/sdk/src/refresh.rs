@@ -279,7 +279,7 @@ pub fn unix_now() -> u64 {
 pub fn random_draw() -> f64 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u64(0x6a6f_696e_6572_79);
+    hasher.write_u64(0x006a_6f69_6e65_7279);
     (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
@@ -324,7 +324,7 @@ mod tests {
         let first = r.get_at(1000, 0.5, || Ok(1u32));
         assert_eq!((first.value, first.fetched_at, first.outcome), (Some(1), Some(1000), Outcome::Refreshed));
         let calls = std::cell::Cell::new(0);
-        let mut fetch = |v: u32| {
+        let fetch = |v: u32| {
             calls.set(calls.get() + 1);
             Ok::<u32, String>(v)
         };
