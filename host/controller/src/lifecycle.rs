@@ -192,6 +192,9 @@ async fn reconcile(ctx: &Context, claim: &NodeClaim, reconciled: &Reconciled) ->
             delete_claim(ctx, &name).await
         }
         Action::AwaitRegistration { conflict, waiting } => {
+            if !conflict {
+                identify_node(ctx, claim, &view).await?;
+            }
             let status = if conflict { ConditionStatus::False } else { ConditionStatus::Unknown };
             write_status(ctx, claim, vec![condition(ctx, REGISTERED, status, waiting.reason, waiting.message)], json!({})).await
         }
@@ -294,6 +297,31 @@ pub(crate) async fn write_status(
         Some(json!({"status": status}))
     })
     .await?;
+    Ok(())
+}
+
+/// For a cloud whose platform registers Nodes without a provider ID (its plugin declares
+/// `providerIDFromNodeLabel`): writes the claim's provider ID onto the one Node that carries
+/// the matching label and no provider ID, so the claim registers on the next pass. Does
+/// nothing for other clouds, and never touches a Node that has a provider ID.
+async fn identify_node(ctx: &Context, claim: &NodeClaim, view: &ClaimView) -> Result<(), ControllerError> {
+    let Some(provider_id) = view.provider_id.as_deref() else { return Ok(()) };
+    let reference = &claim.spec.node_class_ref;
+    let Ok(plugin) = ctx.cloud.plugin_for(&reference.group, &reference.kind) else { return Ok(()) };
+    let Some(kind) = plugin.manifest().node_class.as_ref() else { return Ok(()) };
+    let (Some(label), Some(prefix)) = (kind.provider_id_from_node_label.as_deref(), kind.provider_id_prefix.as_deref()) else {
+        return Ok(());
+    };
+    let all = ctx.state.nodes();
+    let candidates = all.iter().map(|n| lifecycle::UnidentifiedNode {
+        name: n.metadata.name.as_deref().unwrap_or_default(),
+        label_value: n.metadata.labels.as_ref().and_then(|l| l.get(label)).map(String::as_str),
+        has_provider_id: n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).is_some_and(|p| !p.is_empty()),
+        deleting: n.metadata.deletion_timestamp.is_some(),
+    });
+    let Some(node) = lifecycle::node_to_identify(provider_id, prefix, candidates) else { return Ok(()) };
+    tracing::info!(nodeclaim = ?claim.metadata.name, node, provider_id, label, "writing the provider ID onto a Node its platform registered without one");
+    merge_patch(&nodes(ctx), node, json!({"spec": {"providerID": provider_id}})).await?;
     Ok(())
 }
 

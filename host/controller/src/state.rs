@@ -298,6 +298,11 @@ impl ClusterState {
         }
     }
 
+    /// Every Node in the cache.
+    pub fn nodes(&self) -> Vec<Arc<Node>> {
+        self.nodes.state()
+    }
+
     /// The Node named `name` (a keyed lookup, not a scan).
     pub fn node(&self, name: &str) -> Option<Arc<Node>> {
         self.nodes.get(&kube::runtime::reflector::ObjectRef::new(name))

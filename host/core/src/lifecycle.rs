@@ -275,6 +275,30 @@ pub fn next_finalization_step(f: &Finalization) -> FinalizationStep {
     FinalizationStep::DeleteInstance(provider_id.clone())
 }
 
+/// A Node as seen when looking for the one a platform registered without a provider ID.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UnidentifiedNode<'a> {
+    /// Node name.
+    pub name: &'a str,
+    /// The value of the plugin's identifying label (`providerIDFromNodeLabel`), if set.
+    pub label_value: Option<&'a str>,
+    /// `spec.providerID` is set (such a Node is never touched).
+    pub has_provider_id: bool,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+}
+
+/// For clouds that register Nodes without a provider ID but label them with the instance's
+/// name: the Node that must receive `provider_id` — the only live Node without a provider ID
+/// whose label value is `provider_id` with `prefix` removed. `None` when the provider ID does
+/// not start with `prefix`, or when no Node, or more than one, matches (never a guess).
+pub fn node_to_identify<'a>(provider_id: &str, prefix: &str, nodes: impl IntoIterator<Item = UnidentifiedNode<'a>>) -> Option<&'a str> {
+    let wanted = provider_id.strip_prefix(prefix).filter(|rest| !rest.is_empty() && !prefix.is_empty())?;
+    let mut matching = nodes.into_iter().filter(|n| !n.has_provider_id && !n.deleting && n.label_value == Some(wanted));
+    let first = matching.next()?;
+    matching.next().is_none().then_some(first.name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,5 +463,23 @@ mod tests {
         f.may_have_launched = false;
         f.looked_up = false;
         assert_eq!(next_finalization_step(&f), FinalizationStep::RemoveFinalizer, "never launched");
+    }
+
+    #[test]
+    fn a_node_registered_without_provider_id_is_identified_by_its_label_only_when_unambiguous() {
+        let node = |name, value, has_provider_id, deleting| UnidentifiedNode { name, label_value: value, has_provider_id, deleting };
+        let pid = "clevercloud://ng-a";
+        let prefix = "clevercloud://";
+        assert_eq!(node_to_identify(pid, prefix, [node("ng-b-node0", Some("ng-b"), false, false), node("ng-a-node0", Some("ng-a"), false, false)]), Some("ng-a-node0"));
+        // A Node that already has a provider ID, or is going away, is never rewritten.
+        assert_eq!(node_to_identify(pid, prefix, [node("ng-a-node0", Some("ng-a"), true, false)]), None);
+        assert_eq!(node_to_identify(pid, prefix, [node("ng-a-node0", Some("ng-a"), false, true)]), None);
+        // Two candidates: no guess.
+        assert_eq!(node_to_identify(pid, prefix, [node("x", Some("ng-a"), false, false), node("y", Some("ng-a"), false, false)]), None);
+        // A provider ID of another scheme, or an empty prefix or name, identifies nothing.
+        assert_eq!(node_to_identify("sim://ng-a", prefix, [node("ng-a-node0", Some("ng-a"), false, false)]), None);
+        assert_eq!(node_to_identify(pid, "", [node("ng-a-node0", Some(pid), false, false)]), None);
+        assert_eq!(node_to_identify(prefix, prefix, [node("n", Some(""), false, false)]), None);
+        assert_eq!(node_to_identify(pid, prefix, [node("ng-a-node0", None, false, false)]), None);
     }
 }

@@ -64,6 +64,12 @@ pub struct NodeClassKind {
     /// receive it to write the kubelet's `provider-id`.
     #[serde(default, rename = "providerIDPrefix", skip_serializing_if = "Option::is_none")]
     pub provider_id_prefix: Option<String>,
+    /// For clouds that register their Nodes themselves and leave `spec.providerID` empty
+    /// (Clever Cloud's CKE): the Node label whose value, after `providerIDPrefix`, is the
+    /// instance's provider ID. The host writes that provider ID onto such a Node when a
+    /// launched NodeClaim of this plugin waits for exactly it, and onto no other Node.
+    #[serde(default, rename = "providerIDFromNodeLabel", skip_serializing_if = "Option::is_none")]
+    pub provider_id_from_node_label: Option<String>,
 }
 
 /// Capabilities a plugin asks for. Each is denied unless the operator grants it too.

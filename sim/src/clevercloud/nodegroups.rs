@@ -1,1 +1,0 @@
-//! The NodeGroup CRD of CKE and its operator (being written).
