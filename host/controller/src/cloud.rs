@@ -10,7 +10,6 @@ use joinery_core::backoff::{BackoffPolicy, BackoffTable};
 use joinery_core::clock::Clock;
 use joinery_core::instance_type::InstanceType;
 use joinery_runtime::CallError;
-use joinery_runtime::manifest::PluginKind;
 use joinery_runtime::plugin::LoadedPlugin;
 use joinery_runtime::registry::PluginRegistry;
 use joinery_runtime::contract;
@@ -18,8 +17,10 @@ use kube::api::DynamicObject;
 
 use crate::ControllerError;
 
-/// The pricing plugin used for offerings whose cloud publishes no price.
-pub const FALLBACK_PRICING_PLUGIN: &str = "synthetic-pricing";
+/// The pricing plugin used for offerings whose cloud publishes no price, unless the cloud
+/// plugin's manifest or the operator's grant names another
+/// ([`joinery_runtime::registry::pricing_plugin_name`]).
+pub const FALLBACK_PRICING_PLUGIN: &str = joinery_runtime::manifest::DEFAULT_PRICING_PLUGIN;
 
 /// How long a fetched instance-type list is reused for a NodeClass generation.
 pub const INSTANCE_TYPE_TTL: Duration = Duration::from_secs(5 * 60);
@@ -108,7 +109,7 @@ impl Cloud {
             None => {
                 let plugin = self.plugin_for(&group, &kind)?;
                 let mut types = plugin.get_instance_types(&plugin_node_class(class)).await?;
-                self.fill_unknown_prices(&mut types).await;
+                self.fill_unknown_prices(&plugin, &mut types).await;
                 let types = Arc::new(types);
                 self.instance_types.lock().expect("instance type cache lock").insert((uid, generation), (now, types.clone()));
                 types
@@ -146,12 +147,14 @@ impl Cloud {
         prices
     }
 
-    /// Prices offerings the cloud left unpriced with the fallback pricing plugin. When that
-    /// plugin is missing or fails, prices stay unknown (the scheduler then orders by size).
-    async fn fill_unknown_prices(&self, types: &mut [InstanceType]) {
+    /// Prices the offerings `cloud` left unpriced with its pricing plugin (the operator's
+    /// choice, the one its manifest names, or [`FALLBACK_PRICING_PLUGIN`]). When that plugin
+    /// is missing or fails, prices stay unknown (the scheduler then orders by size).
+    async fn fill_unknown_prices(&self, cloud: &LoadedPlugin, types: &mut [InstanceType]) {
         let mut requests = Vec::new();
         let mut slots = Vec::new();
         for (ti, t) in types.iter().enumerate() {
+            let labels = price_labels(t);
             for (oi, o) in t.offerings().0.iter().enumerate() {
                 if o.price().is_none() {
                     requests.push(contract::PriceRequest {
@@ -162,7 +165,7 @@ impl Cloud {
                         memory_bytes: t.capacity().memory_bytes,
                         gpu_count: t.capacity().get("nvidia.com/gpu") as u32,
                         known_price: None,
-                        labels: Vec::new(),
+                        labels: labels.clone(),
                     });
                     slots.push((ti, oi));
                 }
@@ -171,9 +174,12 @@ impl Cloud {
         if requests.is_empty() {
             return;
         }
-        let Ok(plugin) = self.registry.current().require(FALLBACK_PRICING_PLUGIN, PluginKind::Pricing) else {
-            tracing::warn!("{} offerings have no price and the {FALLBACK_PRICING_PLUGIN} plugin is not loaded", requests.len());
-            return;
+        let plugin = match self.registry.current().pricing_for(cloud) {
+            Ok(plugin) => plugin,
+            Err(e) => {
+                tracing::warn!(cloud = cloud.name(), error = %e, "{} offerings have no price and their pricing plugin is not loaded", requests.len());
+                return;
+            }
         };
         match plugin.price(&requests).await {
             Ok(prices) => {
@@ -181,9 +187,20 @@ impl Cloud {
                     types[ti].offerings_mut().0[oi].set_price(price);
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "fallback pricing failed; unpriced offerings stay unknown"),
+            Err(e) => tracing::warn!(cloud = cloud.name(), pricing = plugin.name(), error = %e, "pricing failed; unpriced offerings stay unknown"),
         }
     }
+}
+
+/// The labels a pricing plugin receives for an instance type: every requirement of the type
+/// with exactly one allowed value (`In` a single value), such as its name, family, size,
+/// architecture or the cloud's own flavor label.
+pub fn price_labels(t: &InstanceType) -> Vec<contract::KeyValue> {
+    t.requirements()
+        .iter()
+        .filter(|r| r.operator() == joinery_core::requirements::Operator::In && r.values().len() == 1)
+        .filter_map(|r| Some(contract::KeyValue { key: r.key().to_string(), value: r.values().iter().next()?.clone() }))
+        .collect()
 }
 
 /// What a cloud call is about, for its backoff: the plugin, the method (`create`, `delete`,
@@ -303,6 +320,24 @@ mod tests {
         // A timed-out call backs off like any failure.
         let timeout: Result<(), CallError> = Err(CallError::Timeout { plugin: "p".into(), op: "delete", limit_ms: 10 });
         assert!(backoff.record(&b, at(3), &timeout).is_some());
+    }
+
+    #[test]
+    fn pricing_labels_are_the_single_valued_requirements_of_the_type() {
+        use joinery_core::requirements::{Requirement, Requirements};
+        let mut requirements = Requirements::new();
+        requirements.add(Requirement::in_values("node.kubernetes.io/instance-type", ["M"]));
+        requirements.add(Requirement::in_values("clever-cloud.com/flavor", ["M"]));
+        requirements.add(Requirement::in_values("topology.kubernetes.io/zone", ["par", "rbx"]));
+        requirements.add(Requirement::exists("example.com/any"));
+        requirements.add(Requirement::not_in("example.com/not", ["x"]));
+        let t = InstanceType::new("M", requirements, Default::default(), Default::default(), Vec::new());
+        let mut labels: Vec<(String, String)> = price_labels(&t).into_iter().map(|kv| (kv.key, kv.value)).collect();
+        labels.sort();
+        assert_eq!(
+            labels,
+            [("clever-cloud.com/flavor".to_string(), "M".to_string()), ("node.kubernetes.io/instance-type".into(), "M".into())]
+        );
     }
 
     #[test]

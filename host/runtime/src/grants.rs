@@ -225,6 +225,10 @@ pub struct PluginGrant {
     /// The plugin's configuration (any JSON/YAML object), served by the `config` import.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<serde_json::Value>,
+    /// For a cloud-provider plugin: the pricing plugin for the offerings it leaves unpriced,
+    /// in place of the one its manifest names (`pricing`) or the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pricing: Option<String>,
     /// Limits the operator imposes: each field that is set caps the manifest's same field;
     /// a field left out leaves the manifest's value alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -250,6 +254,11 @@ impl Grants {
         for (plugin, grant) in &grants.plugins {
             if let Some(limits) = &grant.limits {
                 limits.validate(plugin).map_err(error)?;
+            }
+            if let Some(name) = &grant.pricing
+                && !crate::manifest::is_plugin_name(name)
+            {
+                return Err(error(format!("plugins.{plugin}.pricing: {name:?} is not a plugin name")));
             }
         }
         Ok(grants)
@@ -289,6 +298,11 @@ impl Capabilities {
     /// Whether any outgoing HTTP at all is possible (decides linking of `wasi:http`).
     pub fn any_http(&self) -> bool {
         !self.requested.http.is_empty() && !self.granted.http.is_empty()
+    }
+
+    /// Whether the plugin's manifest requests any outgoing HTTP (granted or not).
+    pub fn requests_http(&self) -> bool {
+        !self.requested.http.is_empty()
     }
 
     /// Whether `wasi:clocks` may be used by a renderer or pricing plugin.
@@ -542,6 +556,14 @@ mod tests {
         assert!(c.check_secret("creds").is_ok());
         assert!(c.check_secret("other").unwrap_err().0.contains("plugins.p.secrets"));
         assert!(Capabilities::deny_all("p").check_secret("creds").is_err());
+    }
+
+    #[test]
+    fn a_grant_may_name_the_pricing_plugin_of_a_cloud_plugin() {
+        let grants = Grants::parse("plugins:\n  exoscale:\n    pricing: my-prices\n", "g").unwrap();
+        assert_eq!(grants.plugins["exoscale"].pricing.as_deref(), Some("my-prices"));
+        let err = Grants::parse("plugins:\n  exoscale:\n    pricing: \"a b\"\n", "g").unwrap_err();
+        assert!(err.to_string().contains("plugins.exoscale.pricing"), "{err}");
     }
 
     #[test]

@@ -12,6 +12,19 @@ use crate::grants::{HttpPattern, KubeRule};
 /// The WIT package versions this host can run, newest first.
 pub const SUPPORTED_WIT_VERSIONS: &[&str] = &["0.1.0"];
 
+/// The pricing plugin for the unpriced offerings of a cloud plugin that names none.
+pub const DEFAULT_PRICING_PLUGIN: &str = "synthetic-pricing";
+
+/// Whether `name` is a valid plugin name: 1-63 lowercase letters, digits and `-`, not
+/// starting or ending with `-`.
+pub fn is_plugin_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
 /// Which world a plugin implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "kebab-case")]
@@ -227,6 +240,11 @@ pub struct PluginManifest {
     /// For cloud-provider plugins: the NodeClass kind served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_class: Option<NodeClassKind>,
+    /// For cloud-provider plugins: the pricing plugin that prices the offerings this plugin
+    /// leaves unpriced (default [`DEFAULT_PRICING_PLUGIN`]; the operator's grant may name
+    /// another, see [`crate::grants::PluginGrant::pricing`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pricing: Option<String>,
     /// Requested capabilities.
     #[serde(default)]
     pub capabilities: RequestedCapabilities,
@@ -253,12 +271,7 @@ impl PluginManifest {
     /// Checks the fields the serde types cannot express.
     pub fn validate(&self) -> Result<(), LoadError> {
         let bad = |message: String| LoadError::Manifest { plugin: self.name.clone(), message };
-        let name_ok = !self.name.is_empty()
-            && self.name.len() <= 63
-            && self.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !self.name.starts_with('-')
-            && !self.name.ends_with('-');
-        if !name_ok {
+        if !is_plugin_name(&self.name) {
             return Err(bad(format!(
                 "name {:?}: use 1-63 lowercase letters, digits and '-', not starting or ending with '-'",
                 self.name
@@ -288,6 +301,18 @@ impl PluginManifest {
             }
             (PluginKind::UserdataRenderer | PluginKind::Pricing, Some(_)) => {
                 return Err(bad(format!("nodeClass: only cloud-provider plugins serve a NodeClass, this one is {}", self.kind)));
+            }
+            _ => {}
+        }
+        match (&self.pricing, self.kind) {
+            (Some(_), PluginKind::UserdataRenderer | PluginKind::Pricing) => {
+                return Err(bad(format!(
+                    "pricing: only cloud-provider plugins name the pricing plugin of their offerings, this one is {}",
+                    self.kind
+                )));
+            }
+            (Some(name), _) if !is_plugin_name(name) => {
+                return Err(bad(format!("pricing {name:?}: not a plugin name (lowercase letters, digits and '-')")));
             }
             _ => {}
         }
@@ -351,6 +376,18 @@ mod tests {
         let text = format!("{RENDERER}limits:\n  memoryMiB: 100000\n");
         let err = PluginManifest::parse(&text, "t").unwrap_err();
         assert!(err.to_string().contains("limits.memoryMiB"), "{err}");
+    }
+
+    #[test]
+    fn a_cloud_plugin_may_name_its_pricing_plugin() {
+        let cloud = "name: c\nversion: 0.1.0\nkind: cloud-provider\nwit: 0.1.0\nnodeClass: {group: g, version: v1, kind: K}\n";
+        assert_eq!(PluginManifest::parse(cloud, "t").unwrap().pricing, None);
+        let named = PluginManifest::parse(&format!("{cloud}pricing: clevercloud-pricing\n"), "t").unwrap();
+        assert_eq!(named.pricing.as_deref(), Some("clevercloud-pricing"));
+        let err = PluginManifest::parse(&format!("{cloud}pricing: Bad_Name\n"), "t").unwrap_err();
+        assert!(err.to_string().contains("pricing \"Bad_Name\""), "{err}");
+        let err = PluginManifest::parse(&format!("{RENDERER}pricing: synthetic-pricing\n"), "t").unwrap_err();
+        assert!(err.to_string().contains("only cloud-provider plugins"), "{err}");
     }
 
     #[test]

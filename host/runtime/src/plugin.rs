@@ -73,10 +73,18 @@ pub fn build_linker(engine: &PluginEngine) -> Result<Linker<CallState>, String> 
 
 /// Decides whether a component of `kind` with capabilities `caps` may import `name`.
 /// Returns the reason when it may not.
+///
+/// `wasi:http` (and the clocks it brings) is linked for cloud plugins, for any plugin both
+/// requesting and granted HTTP, and for pricing plugins that request HTTP in their manifest
+/// even when the operator granted none: every request is still checked against the grant,
+/// so such a plugin's requests are all denied and a live pricing plugin prices from its
+/// built-in table, instead of the whole plugin set failing to load.
 pub fn import_refusal(kind: PluginKind, caps: &Capabilities, name: &str) -> Option<String> {
     let iface = name.split('@').next().unwrap_or(name);
     let (package, _) = iface.split_once('/').unwrap_or((iface, ""));
-    let wants_http = matches!(kind, PluginKind::CloudProvider) || caps.any_http();
+    let wants_http = matches!(kind, PluginKind::CloudProvider)
+        || caps.any_http()
+        || (kind == PluginKind::Pricing && caps.requests_http());
     match package {
         "wasi:cli" | "wasi:io" | "wasi:random" => None,
         "joinery:plugin" => match (kind, iface) {
@@ -580,11 +588,27 @@ mod tests {
         assert!(http.contains("capabilities.http"), "{http}");
         let clock = import_refusal(PluginKind::Pricing, &caps, "wasi:clocks/wall-clock@0.2.12").unwrap();
         assert!(clock.contains("clock: true"), "{clock}");
+        assert!(import_refusal(PluginKind::Pricing, &caps, "wasi:http/outgoing-handler@0.2.12").is_some());
         assert!(import_refusal(PluginKind::UserdataRenderer, &caps, "joinery:plugin/secrets@0.1.0").is_some());
         assert!(import_refusal(PluginKind::CloudProvider, &caps, "joinery:plugin/secrets@0.1.0").is_none());
         // Inert imports: linked, reaching nothing (see the runtime's capability tests).
         assert!(import_refusal(PluginKind::UserdataRenderer, &caps, "wasi:filesystem/preopens@0.2.12").is_none());
         assert!(import_refusal(PluginKind::UserdataRenderer, &caps, "wasi:sockets/tcp@0.2.12").is_none());
         assert!(import_refusal(PluginKind::CloudProvider, &caps, "evil:thing/x").is_some());
+    }
+
+    #[test]
+    fn a_pricing_plugin_requesting_http_links_it_even_ungranted() {
+        let manifest = |kind: &str| {
+            let text = format!("name: p\nversion: 0.1.0\nkind: {kind}\nwit: 0.1.0\ncapabilities:\n  http: [\"https://prices.example.com\"]\n");
+            PluginManifest::parse(&text, "t").unwrap()
+        };
+        let caps = Grants::default().capabilities_for(&manifest("pricing"));
+        assert!(!caps.any_http());
+        for import in ["wasi:http/outgoing-handler@0.2.12", "wasi:clocks/wall-clock@0.2.12"] {
+            assert_eq!(import_refusal(PluginKind::Pricing, &caps, import), None, "{import}");
+        }
+        // Linked, but every request is still checked: nothing is granted.
+        assert!(caps.check_http("https", "prices.example.com", 443).is_err());
     }
 }

@@ -16,7 +16,8 @@ use arc_swap::ArcSwap;
 use wasmtime::component::Component;
 
 use crate::error::{CallError, LoadError};
-use crate::manifest::{PluginKind, PluginManifest};
+use crate::grants::PluginGrant;
+use crate::manifest::{DEFAULT_PRICING_PLUGIN, PluginKind, PluginManifest};
 use crate::plugin::{LoadContext, LoadedPlugin, PluginBytes, PluginSource, sha256_hex};
 
 /// Largest component accepted (after decompression), in bytes.
@@ -61,6 +62,12 @@ impl PluginSet {
         }
     }
 
+    /// The pricing plugin for the offerings `cloud` leaves unpriced (see
+    /// [`pricing_plugin_name`]), or an error naming it and the loaded pricing plugins.
+    pub fn pricing_for(&self, cloud: &LoadedPlugin) -> Result<Arc<LoadedPlugin>, CallError> {
+        self.require(pricing_plugin_name(cloud.manifest(), cloud.capabilities().grant()), PluginKind::Pricing)
+    }
+
     /// The cloud-provider plugin serving a NodeClass kind.
     pub fn cloud_for(&self, group: &str, kind: &str) -> Option<&Arc<LoadedPlugin>> {
         self.plugins.values().find(|p| {
@@ -77,6 +84,13 @@ impl PluginSet {
     pub fn is_empty(&self) -> bool {
         self.plugins.is_empty()
     }
+}
+
+/// The name of the pricing plugin for the offerings a cloud plugin leaves unpriced: the
+/// operator's choice (`plugins.<cloud>.pricing` in the grants file), else the one the cloud
+/// plugin's manifest names (`pricing`), else [`DEFAULT_PRICING_PLUGIN`].
+pub fn pricing_plugin_name<'a>(cloud: &'a PluginManifest, grant: &'a PluginGrant) -> &'a str {
+    grant.pricing.as_deref().or(cloud.pricing.as_deref()).unwrap_or(DEFAULT_PRICING_PLUGIN)
 }
 
 /// A plugin directory read from disk (not yet compiled).
@@ -374,5 +388,23 @@ impl PluginRegistry {
                 let _ = tokio::task::spawn_blocking(move || registry.reload_if_changed()).await;
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pricing_plugin_is_the_grants_then_the_manifests_then_the_default() {
+        let text = "name: c\nversion: 0.1.0\nkind: cloud-provider\nwit: 0.1.0\nnodeClass: {group: g, version: v1, kind: K}\n";
+        let plain = PluginManifest::parse(text, "t").unwrap();
+        let named = PluginManifest::parse(&format!("{text}pricing: clevercloud-pricing\n"), "t").unwrap();
+        let none = PluginGrant::default();
+        let chosen = PluginGrant { pricing: Some("my-prices".into()), ..PluginGrant::default() };
+        assert_eq!(pricing_plugin_name(&plain, &none), "synthetic-pricing");
+        assert_eq!(pricing_plugin_name(&named, &none), "clevercloud-pricing");
+        assert_eq!(pricing_plugin_name(&named, &chosen), "my-prices");
+        assert_eq!(pricing_plugin_name(&plain, &chosen), "my-prices");
     }
 }
