@@ -24,17 +24,19 @@ macro_rules! builtin {
     };
 }
 
-/// The shipped plugins: the verbatim, k3s, RKE2 and kubeadm renderers, the synthetic pricing
-/// function, the Exoscale cloud provider and the cloud provider of the simulated cloud (so
-/// `joinery simulate` needs no plugin directory).
+/// The shipped plugins: the verbatim, k3s, RKE2 and kubeadm renderers, the synthetic and
+/// Clever Cloud pricing functions, the Exoscale and Clever Cloud cloud providers and the cloud
+/// provider of the simulated cloud (so `joinery simulate` needs no plugin directory).
 pub static BUILTIN_PLUGINS: &[BuiltinPlugin] = &[
     builtin!("template", "joinery_plugin_template.wasm"),
     builtin!("k3s", "joinery_plugin_k3s.wasm"),
     builtin!("rke2", "joinery_plugin_rke2.wasm"),
     builtin!("kubeadm", "joinery_plugin_kubeadm.wasm"),
     builtin!("synthetic-pricing", "joinery_plugin_synthetic_pricing.wasm"),
+    builtin!("clevercloud-pricing", "joinery_plugin_clevercloud_pricing.wasm"),
     builtin!("simcloud", "joinery_plugin_simcloud.wasm"),
     builtin!("exoscale", "joinery_plugin_exoscale.wasm"),
+    builtin!("clevercloud", "joinery_plugin_clevercloud.wasm"),
 ];
 
 /// Parses the manifests of the built-in plugins (they are tested, so this cannot fail in a

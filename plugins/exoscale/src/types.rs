@@ -37,39 +37,7 @@ pub const ON_DEMAND: &str = "on-demand";
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
-/// Parses a Kubernetes quantity into thousandths of a unit, rounding up; `None` if invalid
-/// or beyond `u64`.
-pub fn parse_milli(quantity: &str) -> Option<u64> {
-    let text = quantity.trim();
-    let end = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
-    let (number, suffix) = text.split_at(end);
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    if whole.is_empty() && fraction.is_empty() {
-        return None;
-    }
-    let mut digits: u64 = 0;
-    for c in whole.chars().chain(fraction.chars()) {
-        digits = digits.checked_mul(10)?.checked_add(u64::from(c.to_digit(10)?))?;
-    }
-    let mut divisor = 10u64.checked_pow(fraction.len() as u32)?;
-    let multiplier: u64 = match suffix {
-        "" => 1,
-        "m" => {
-            divisor = divisor.checked_mul(1000)?;
-            1
-        }
-        "k" => 1_000,
-        "M" => 1_000_000,
-        "G" => 1_000_000_000,
-        "T" => 1_000_000_000_000,
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        "Ti" => 1 << 40,
-        _ => return None,
-    };
-    Some(digits.checked_mul(multiplier)?.checked_mul(1000)?.div_ceil(divisor))
-}
+pub use joinery_plugin_sdk::quantity::parse_milli;
 
 /// The labels of a type (without zone, which depends on the offering).
 pub fn type_labels(t: &api::InstanceType) -> BTreeMap<String, String> {

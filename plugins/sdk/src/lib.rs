@@ -103,6 +103,8 @@ pub mod testing;
 
 mod common;
 
+pub mod quantity;
+
 pub mod requirements;
 
 pub mod url;
