@@ -36,9 +36,10 @@ pub use report::Report;
 pub use scenario::{Expectations, ExoscaleSpec, Scenario, ScenarioError};
 
 /// The NodeClass CRDs of the built-in cloud plugins, applied to every simulated cluster.
-pub const NODECLASS_CRDS: [(&str, &str); 2] = [
+pub const NODECLASS_CRDS: [(&str, &str); 3] = [
     ("simcloud", include_str!("../../../plugins/simcloud/nodeclass-crd.yaml")),
     ("exoscale", include_str!("../../../plugins/exoscale/nodeclass-crd.yaml")),
+    ("clevercloud", include_str!("../../../plugins/clevercloud/nodeclass-crd.yaml")),
 ];
 
 /// Default speed-up of simulated time over real time.
