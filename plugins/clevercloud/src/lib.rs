@@ -9,8 +9,9 @@
 //!   NodeGroup (node labels filtered for CKE, the registration taint, managed labels, the
 //!   NodeClass hash, an owner reference to the NodeClaim), then follows CKE's answer for up to
 //!   `acceptanceTimeoutSeconds`: `Synced` → launched; a quota refusal → the group is deleted,
-//!   a `NodeGroupQuotaExceeded` event goes on the NodeClaim, a fail-fast backoff is armed and
-//!   the launch fails as insufficient capacity (so the host re-plans at once); a group that
+//!   a `NodeGroupQuotaExceeded` event goes on the NodeClaim, a fail-fast backoff is armed for
+//!   that flavor and every larger one, and the launch fails as insufficient capacity for them
+//!   (so the host re-plans at once, with smaller flavors if they fit); a group that
 //!   vanishes meanwhile → `NodeGroupVanished`, backoff, insufficient capacity; no verdict in
 //!   time → `NodeGroupAcceptanceTimeout` and the launch is assumed to proceed (the
 //!   registration timeout is the backstop). The host runs creates one at a time
@@ -61,7 +62,7 @@ use nodegroup::{Acceptance, Desired, NodeGroup};
 
 /// Scheme of this cloud's provider IDs.
 pub const PROVIDER_ID_PREFIX: &str = "clevercloud://";
-/// Cache key of the fail-fast quota backoff (value: the refusal message).
+/// Cache key of the fail-fast quota backoff (a [`Backoff`] as JSON).
 const BACKOFF_KEY: &str = "quota-backoff";
 /// Drift reason when the NodeClass changed since launch.
 pub const NODECLASS_DRIFTED: &str = "NodeClassDrifted";
@@ -255,8 +256,40 @@ fn claim_event(config: &Config, claim: &NodeClaim, reason: &str, message: &str) 
     }
 }
 
-fn arm_backoff(config: &Config, message: &str) {
-    cache::set(BACKOFF_KEY, message.as_bytes(), config.quota_backoff_seconds);
+/// The fail-fast backoff after a quota refusal. The organisation's quota counts vCPUs and
+/// memory, so a flavor at least as large in both as the refused one cannot fit either: those
+/// fail fast (and are reported unavailable), while a smaller flavor may still be tried.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, Deserialize)]
+struct Backoff {
+    /// CKE's message.
+    message: String,
+    /// vCPUs of the refused flavor.
+    cpu: u64,
+    /// Memory of the refused flavor, KiB.
+    memory_ki: u64,
+}
+
+impl Backoff {
+    /// Stores the backoff for `quotaBackoffSeconds`.
+    fn arm(config: &Config, refused: &Flavor, message: &str) -> Backoff {
+        let backoff = Backoff { message: message.to_string(), cpu: refused.cpu, memory_ki: refused.memory_ki };
+        cache::set_json(BACKOFF_KEY, &backoff, config.quota_backoff_seconds);
+        backoff
+    }
+
+    /// Whether `flavor` is at least as large as the refused one.
+    fn covers(&self, flavor: &Flavor) -> bool {
+        flavor.cpu >= self.cpu && flavor.memory_ki >= self.memory_ki
+    }
+
+    /// The offerings the refusal rules out: the refused flavor and every larger one.
+    fn offerings(&self, catalog: &[Flavor], zone: &str) -> Vec<OfferingRef> {
+        catalog
+            .iter()
+            .filter(|f| self.covers(f))
+            .map(|f| OfferingRef { instance_type: f.name.clone(), zone: zone.to_string(), capacity_type: ON_DEMAND.into() })
+            .collect()
+    }
 }
 
 /// The host's view of a NodeGroup.
@@ -383,15 +416,16 @@ impl CloudProvider for Clever {
         let catalog = config.catalog()?;
         let claim = &request.claim;
         let spec: ClassSpec = request.node_class.spec_as()?;
-        if let Some(message) = cache::get(BACKOFF_KEY) {
-            // Fail fast without another event: the refusal was reported when it happened.
-            let message = String::from_utf8_lossy(&message).to_string();
-            return Err(CloudError::insufficient_capacity(format!("clevercloud: quota backoff after a recent refusal: {message}"), Vec::new()));
-        }
         let flavor = choose_flavor(&catalog, claim, &config.zone).ok_or_else(|| {
             CloudError::insufficient_capacity(format!("clevercloud: no flavor fits NodeClaim {}'s requirements and requests", claim.name), Vec::new())
         })?;
-        let offering = vec![OfferingRef { instance_type: flavor.name.clone(), zone: config.zone.clone(), capacity_type: ON_DEMAND.into() }];
+        if let Some(backoff) = cache::get_json::<Backoff>(BACKOFF_KEY).filter(|b| b.covers(flavor)) {
+            // Fail fast without another event: the refusal was reported when it happened.
+            return Err(CloudError::insufficient_capacity(
+                format!("clevercloud: {} not tried during the quota backoff after a recent refusal: {}", flavor.name, backoff.message),
+                backoff.offerings(&catalog, &config.zone),
+            ));
+        }
         let desired = Desired {
             name: &claim.name,
             claim_uid: &claim.uid,
@@ -426,15 +460,18 @@ impl CloudProvider for Clever {
                         log::warn(format!("clevercloud: refused NodeGroup {} could not be deleted: {}", claim.name, e.describe()));
                     }
                 }
-                arm_backoff(&config, &message);
+                let backoff = Backoff::arm(&config, flavor, &message);
                 claim_event(&config, claim, "NodeGroupQuotaExceeded", &message);
-                Err(CloudError::insufficient_capacity(format!("clevercloud: NodeGroup {} refused: {message}", claim.name), offering))
+                Err(CloudError::insufficient_capacity(
+                    format!("clevercloud: NodeGroup {} refused: {message}", claim.name),
+                    backoff.offerings(&catalog, &config.zone),
+                ))
             }
             Verdict::Vanished => {
                 let message = format!("NodeGroup {} disappeared before CKE accepted it (reclaimed near the quota limit)", claim.name);
-                arm_backoff(&config, &message);
+                let backoff = Backoff::arm(&config, flavor, &message);
                 claim_event(&config, claim, "NodeGroupVanished", &message);
-                Err(CloudError::insufficient_capacity(format!("clevercloud: {message}"), offering))
+                Err(CloudError::insufficient_capacity(format!("clevercloud: {message}"), backoff.offerings(&catalog, &config.zone)))
             }
             Verdict::TimedOut(group) => {
                 let message = format!(

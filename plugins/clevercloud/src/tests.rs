@@ -261,8 +261,10 @@ fn a_quota_refusal_deletes_the_group_reports_it_once_and_fails_fast_until_a_dele
     let err = Clever::create(request("web-1")).unwrap_err();
     let CloudError::InsufficientCapacity(ice) = &err else { panic!("{err:?}") };
     assert!(ice.message.contains("Quota exceeded: RAM max: limit = 40.0 GB | actual = 48.0 GB"), "{}", ice.message);
-    assert_eq!(ice.offerings.len(), 1);
-    assert_eq!((ice.offerings[0].instance_type.as_str(), ice.offerings[0].zone.as_str()), ("2XS", "par"));
+    // 2XS was refused: it and every flavor at least as large in vCPU and memory (all of them).
+    let refused: Vec<&str> = ice.offerings.iter().map(|o| o.instance_type.as_str()).collect();
+    assert_eq!(refused, ["2XS", "XS", "S", "M", "L", "XL"]);
+    assert!(ice.offerings.iter().all(|o| o.zone == "par" && o.capacity_type == "on-demand"));
     assert_eq!(kinds(&world), ["create", "get", "delete", "event"]);
     {
         let w = world.borrow();
@@ -276,7 +278,7 @@ fn a_quota_refusal_deletes_the_group_reports_it_once_and_fails_fast_until_a_dele
     // The backoff: the next create fails at once, without a call and without another event.
     world.borrow_mut().calls.clear();
     let err = Clever::create(request("web-2")).unwrap_err();
-    assert!(matches!(&err, CloudError::InsufficientCapacity(i) if i.message.contains("backoff") && i.offerings.is_empty()), "{err:?}");
+    assert!(matches!(&err, CloudError::InsufficientCapacity(i) if i.message.contains("backoff") && i.offerings.len() == 6), "{err:?}");
     assert!(kinds(&world).is_empty());
     // A real deletion frees quota and clears the backoff.
     world.borrow_mut().groups.insert("old".into(), managed_group_json("old", "S", "prod"));
@@ -433,4 +435,23 @@ fn rfc3339_timestamps_are_well_formed() {
     let now = now_rfc3339();
     assert_eq!(now.len(), 20, "{now}");
     assert!(now.starts_with("20") && now.ends_with('Z') && now.as_bytes()[10] == b'T', "{now}");
+}
+
+#[test]
+fn during_the_backoff_a_flavor_smaller_than_the_refused_one_is_still_tried() {
+    let (_host, world) = install(Cke::RefuseAfter(1));
+    let mut needs_s = request("big");
+    needs_s.claim.resource_requests = vec![Resource::new("cpu", "7")];
+    let err = Clever::create(needs_s.clone()).unwrap_err();
+    let CloudError::InsufficientCapacity(ice) = &err else { panic!("{err:?}") };
+    let refused: Vec<&str> = ice.offerings.iter().map(|o| o.instance_type.as_str()).collect();
+    assert_eq!(refused, ["S", "M", "L", "XL"], "S and the flavors that dominate it");
+    // S again: fails fast, no call.
+    world.borrow_mut().calls.clear();
+    needs_s.claim.name = "big-2".into();
+    assert!(matches!(Clever::create(needs_s).unwrap_err(), CloudError::InsufficientCapacity(i) if i.message.contains("backoff")));
+    assert!(kinds(&world).is_empty());
+    // 2XS is smaller in both: CKE is asked.
+    let _ = Clever::create(request("small"));
+    assert_eq!(kinds(&world).first(), Some(&"create"));
 }
