@@ -455,10 +455,10 @@ impl CloudProvider for Clever {
         match await_verdict(&config, &claim.name, created)? {
             Verdict::Accepted(group) => Ok(to_instance(&group, &catalog, &config.zone)),
             Verdict::QuotaExceeded(message) => {
-                if let Err(e) = kube::delete(&collection, &claim.name) {
-                    if !matches!(e, KubeError::NotFound(_)) {
-                        log::warn(format!("clevercloud: refused NodeGroup {} could not be deleted: {}", claim.name, e.describe()));
-                    }
+                if let Err(e) = kube::delete(&collection, &claim.name)
+                    && !matches!(e, KubeError::NotFound(_))
+                {
+                    log::warn(format!("clevercloud: refused NodeGroup {} could not be deleted: {}", claim.name, e.describe()));
                 }
                 let backoff = Backoff::arm(&config, flavor, &message);
                 claim_event(&config, claim, "NodeGroupQuotaExceeded", &message);
