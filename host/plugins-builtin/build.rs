@@ -19,6 +19,7 @@ const SOURCES: &[&str] = &[
     "rke2",
     "kubeadm",
     "synthetic-pricing",
+    "clevercloud-pricing",
     "simcloud",
     "exoscale",
     "testing",

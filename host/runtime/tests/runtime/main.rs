@@ -4,6 +4,7 @@
 
 mod common;
 mod capabilities;
+mod clevercloud_pricing;
 mod egress;
 mod exoscale;
 mod faults;
