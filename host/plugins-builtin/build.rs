@@ -22,6 +22,7 @@ const SOURCES: &[&str] = &[
     "clevercloud-pricing",
     "simcloud",
     "exoscale",
+    "clevercloud",
     "testing",
 ];
 
