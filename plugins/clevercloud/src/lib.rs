@@ -136,19 +136,16 @@ pub fn group_name(provider_id: &str) -> Result<&str, CloudError> {
         .ok_or_else(|| CloudError::invalid(format!("clevercloud: {provider_id:?} is not a clevercloud://<nodegroup> provider ID")))
 }
 
-fn kube_error(what: &str, e: KubeError) -> CloudError {
-    let text = format!("clevercloud: {what}: {}", e.describe());
-    match e {
-        KubeError::NotFound(_) => CloudError::NotFound(text),
-        KubeError::Unavailable(_) | KubeError::Conflict(_) => CloudError::retryable(text, None),
-        KubeError::Denied(_) | KubeError::Invalid(_) => CloudError::invalid(text),
-    }
-}
-
-fn sdk_error(what: &str, e: kube::Error) -> CloudError {
-    match e {
-        kube::Error::Api(e) => kube_error(what, e),
-        kube::Error::Json(m) => CloudError::internal(format!("clevercloud: {what}: unexpected JSON: {m}")),
+/// A failed Kubernetes call, classified as the SDK does for every cloud plugin (not-found,
+/// retryable, invalid, internal), with what was being done in front of the message.
+fn kube_error(what: &str, e: impl Into<kube::Error>) -> CloudError {
+    let context = |m: String| format!("clevercloud: {what}: {m}");
+    match CloudError::from(e.into()) {
+        CloudError::NotFound(m) => CloudError::NotFound(context(m)),
+        CloudError::Invalid(m) => CloudError::Invalid(context(m)),
+        CloudError::Internal(m) => CloudError::Internal(context(m)),
+        CloudError::Retryable(r) => CloudError::retryable(context(r.message), r.retry_after_ms),
+        other => other,
     }
 }
 
@@ -165,7 +162,7 @@ fn read_group(name: &str) -> Result<Option<NodeGroup>, CloudError> {
     match kube::get_json::<NodeGroup>(&nodegroup::collection(), name) {
         Ok(group) => Ok(Some(group)),
         Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(sdk_error(&format!("reading NodeGroup {name}"), e)),
+        Err(e) => Err(kube_error(&format!("reading NodeGroup {name}"), e)),
     }
 }
 
@@ -496,7 +493,7 @@ impl CloudProvider for Clever {
         let catalog = config.catalog()?;
         let selector = format!("{}=true,{}={}", nodegroup::MANAGED_LABEL, CLUSTER_LABEL, config.cluster_name);
         let groups: Vec<NodeGroup> =
-            kube::list_items(&nodegroup::collection(), Some(&selector)).map_err(|e| sdk_error("listing NodeGroups", e))?;
+            kube::list_items(&nodegroup::collection(), Some(&selector)).map_err(|e| kube_error("listing NodeGroups", e))?;
         let mut out = Vec::new();
         for group in groups.iter().filter(|g| g.is_managed_by(&config.cluster_name) && !g.is_terminating()) {
             if group.spec.node_count != 1 {
