@@ -36,21 +36,21 @@
 //!
 //! - adds its finalizer [`FINALIZER`] at once (the name is the fake's choice; Clever Cloud's
 //!   own is not documented);
-//! - after [`NodeGroupOperatorOptions::acceptance_delay`] (1 s) decides with the quota
-//!   engine: the organisation's limit ([`NodeGroupOperatorOptions::quota`], 40 vCPU / 40 GB)
-//!   must hold the control plane ([`NodeGroupOperatorOptions::control_plane`], 24 vCPU /
+//! - after [`CkeSettings::acceptance_delay`] (1 s) decides with the quota
+//!   engine: the organisation's limit ([`CkeSettings::quota`], 40 vCPU / 40 GB)
+//!   must hold the control plane ([`CkeSettings::control_plane`], 24 vCPU /
 //!   24 GB), every accepted group (flavor's nominal size × its node count) and the new group.
 //!   Accepted: `status.phase: Synced`, `Ready=True` reason `Synced`,
 //!   `ReconcileInProgress=False`, `targetNodeCount`, `upstreamId`, `labels`, `taints`.
-//!   Refused: after [`NodeGroupOperatorOptions::rejection_delay`] (1–3 s from creation)
+//!   Refused: after [`CkeSettings::rejection_delay`] (1–3 s from creation)
 //!   `phase: QuotaExceeded`, `ReconcileFailed=True` reason `QuotaExceeded` with the message
 //!   of [`QuotaExceeded`] (e.g. `Quota exceeded: RAM max: limit = 40.0 GB | actual = 48.0 GB`),
 //!   `Ready=False`. A refusal is final (the fake does not retry it) and holds no quota, unless
-//!   [`NodeGroupOperatorOptions::reservation_leak`] is set: then it holds its demand from the
+//!   [`CkeSettings::reservation_leak`] is set: then it holds its demand from the
 //!   refusal until that long after its deletion, as Clever Cloud once leaked reservations;
 //! - launches one machine per node (`<nodegroup>-node<i>`, i from 0) as a
 //!   [`CloudEvent::PlatformLaunched`]: after its boot delay
-//!   ([`NodeGroupOperatorOptions::boot_delay`], uniformly 26–60 s) its Node registers itself
+//!   ([`CkeSettings::boot_delay`], uniformly 26–60 s) its Node registers itself
 //!   with an **empty providerID**, the labels `clever-cloud.com/nodegroup`,
 //!   `clever-cloud.com/flavor`, `clever-cloud.com/cluster-node-role=worker`, the group's
 //!   labels and taints, the kubelet's usual labels (instance type = the flavor, zone and
@@ -59,18 +59,18 @@
 //! - follows `spec.nodeCount`: more nodes if the quota allows (otherwise `ReconcileFailed=True`
 //!   reason `QuotaExceeded` while the group stays `Synced` with its current nodes, retried on
 //!   every pass), fewer by terminating the highest indexes after the teardown delay;
-//! - on deletion (a `deletionTimestamp`), after [`NodeGroupOperatorOptions::teardown_delay`]
+//! - on deletion (a `deletionTimestamp`), after [`CkeSettings::teardown_delay`]
 //!   (30–40 s) terminates the machines (the physics deletes their Nodes; a Node held by a
 //!   finalizer such as `karpenter.sh/termination` stays until that is removed), and removes
 //!   its finalizer only once no Node of the group exists any more. A group that was never
 //!   accepted is let go at once. Garbage collection of a NodeGroup whose owner (a NodeClaim)
 //!   is gone is the API server's, and ends the same way;
-//! - optionally "vanishes" an accepted group ([`NodeGroupOperatorOptions::vanish_names`],
-//!   [`NodeGroupOperatorOptions::vanish_probability`]): it deletes the NodeGroup itself
-//!   [`NodeGroupOperatorOptions::vanish_after`] after `Synced` and tears it down at once, as
+//! - optionally "vanishes" an accepted group ([`CkeSettings::vanish_names`],
+//!   [`CkeSettings::vanish_probability`]): it deletes the NodeGroup itself
+//!   [`CkeSettings::vanish_after`] after `Synced` and tears it down at once, as
 //!   the real platform once did near the quota edge.
 //!
-//! Random draws (delays, vanishing) come from [`NodeGroupOperatorOptions::seed`]; the same
+//! Random draws (delays, vanishing) come from [`CkeSettings::seed`]; the same
 //! seed and the same sequence of NodeGroups give the same run.
 
 mod operator;
@@ -231,13 +231,10 @@ impl DelayRange {
     }
 }
 
-/// Settings of the fake CKE operator. Every duration is simulated time.
-#[derive(Clone)]
-pub struct NodeGroupOperatorOptions {
-    /// Client of the API server the NodeGroups live in.
-    pub client: kube::Client,
-    /// The shared clock.
-    pub clock: Arc<Clock>,
+/// How the fake platform behaves: quota, delays, faults. Every duration is simulated time;
+/// the default is CKE as measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CkeSettings {
     /// The organisation's quota; default 40 vCPU / 40 GB.
     pub quota: Usage,
     /// What the control plane uses of the quota; default 24 vCPU / 24 GB (a 3-node S
@@ -267,12 +264,9 @@ pub struct NodeGroupOperatorOptions {
     pub resync_interval: Duration,
 }
 
-impl NodeGroupOperatorOptions {
-    /// The defaults above, on this client and clock.
-    pub fn new(client: kube::Client, clock: Arc<Clock>) -> NodeGroupOperatorOptions {
-        NodeGroupOperatorOptions {
-            client,
-            clock,
+impl Default for CkeSettings {
+    fn default() -> Self {
+        CkeSettings {
             quota: Usage::new(40, 40.0),
             control_plane: Usage::new(24, 24.0),
             acceptance_delay: Duration::from_secs(1),
@@ -289,21 +283,27 @@ impl NodeGroupOperatorOptions {
     }
 }
 
+/// What the fake CKE operator runs against, and how the platform behaves.
+#[derive(Clone)]
+pub struct NodeGroupOperatorOptions {
+    /// Client of the API server the NodeGroups live in.
+    pub client: kube::Client,
+    /// The shared clock: sleeps last `clock.to_real(d)`, timestamps come from `clock.now()`.
+    pub clock: Arc<Clock>,
+    /// Quota, delays and faults.
+    pub settings: CkeSettings,
+}
+
+impl NodeGroupOperatorOptions {
+    /// The default [`CkeSettings`] on this client and clock.
+    pub fn new(client: kube::Client, clock: Arc<Clock>) -> NodeGroupOperatorOptions {
+        NodeGroupOperatorOptions { client, clock, settings: CkeSettings::default() }
+    }
+}
+
 impl std::fmt::Debug for NodeGroupOperatorOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NodeGroupOperatorOptions")
-            .field("quota", &self.quota)
-            .field("control_plane", &self.control_plane)
-            .field("acceptance_delay", &self.acceptance_delay)
-            .field("rejection_delay", &self.rejection_delay)
-            .field("boot_delay", &self.boot_delay)
-            .field("teardown_delay", &self.teardown_delay)
-            .field("reservation_leak", &self.reservation_leak)
-            .field("vanish_names", &self.vanish_names)
-            .field("vanish_probability", &self.vanish_probability)
-            .field("vanish_after", &self.vanish_after)
-            .field("seed", &self.seed)
-            .finish_non_exhaustive()
+        f.debug_struct("NodeGroupOperatorOptions").field("clock", &self.clock).field("settings", &self.settings).finish_non_exhaustive()
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
+use joinery_core::clock::Clock;
 use joinery_core::labels::{ARCH_LABEL, OS_LABEL, REGION_LABEL};
 use joinery_core::taints::{Taint, TaintEffect};
 use k8s_openapi::api::core::v1::Node;
@@ -19,7 +20,7 @@ use tokio::sync::broadcast;
 
 use super::quota::{self, Usage};
 use super::{
-    FINALIZER, FLAVOR_LABEL, Flavor, Ledger, MachineRecord, NODEGROUP_LABEL, NodeGroupOperatorOptions, PROVIDER_ID_PREFIX, REGION, ROLE_LABEL,
+    CkeSettings, FINALIZER, FLAVOR_LABEL, Flavor, Ledger, MachineRecord, NODEGROUP_LABEL, NodeGroupOperatorOptions, PROVIDER_ID_PREFIX, REGION, ROLE_LABEL,
     api_resource, flavor,
 };
 use crate::cloud::model::{CloudEvent, InstanceState, NodeRegistration, SimInstance};
@@ -156,7 +157,8 @@ fn core_taint(taint: &Value) -> Option<Taint> {
 }
 
 struct Operator {
-    options: NodeGroupOperatorOptions,
+    settings: CkeSettings,
+    clock: Arc<Clock>,
     api: Api<DynamicObject>,
     nodes: Api<Node>,
     events: broadcast::Sender<CloudEvent>,
@@ -172,13 +174,15 @@ struct Operator {
 
 /// Runs the operator until the task is aborted.
 pub(super) async fn run(options: NodeGroupOperatorOptions, events: broadcast::Sender<CloudEvent>, ledger: Arc<Ledger>) {
-    let api: Api<DynamicObject> = Api::all_with(options.client.clone(), &api_resource());
-    let nodes: Api<Node> = Api::all(options.client.clone());
+    let NodeGroupOperatorOptions { client, clock, settings } = options;
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource());
+    let nodes: Api<Node> = Api::all(client);
     let mut group_events = watch(api.clone(), watcher::Config::default());
     let mut node_events = watch(nodes.clone(), watcher::Config::default().labels(NODEGROUP_LABEL));
-    let rng = options.seed;
+    let rng = settings.seed;
     let mut operator = Operator {
-        options,
+        settings,
+        clock,
         api,
         nodes,
         events,
@@ -211,23 +215,23 @@ pub(super) async fn run(options: NodeGroupOperatorOptions, events: broadcast::Se
 impl Operator {
     /// Simulated time since the clock's origin (immune to the clock being rebased).
     fn now(&self) -> Duration {
-        self.options.clock.elapsed()
+        self.clock.elapsed()
     }
 
     /// The real time until the next thing due, at most the resync interval.
     fn real_wait(&self) -> Duration {
         let now = self.now();
-        let resync = self.options.resync_interval;
+        let resync = self.settings.resync_interval;
         let next = self.groups.values().filter_map(Group::next_due).min().map(|at| at.saturating_sub(now)).unwrap_or(resync);
-        self.options.clock.to_real(next.min(resync)).max(Duration::from_millis(1))
+        self.clock.to_real(next.min(resync)).max(Duration::from_millis(1))
     }
 
     /// What the organisation uses now, the group being reconciled (taken out) aside.
     fn used(&self) -> Usage {
-        let leaking = self.options.reservation_leak.is_some();
+        let leaking = self.settings.reservation_leak.is_some();
         let groups = self.groups.values().fold(Usage::default(), |total, g| total.plus(g.holding(leaking)));
         let leaks = self.leaks.iter().fold(Usage::default(), |total, (_, u)| total.plus(*u));
-        self.options.control_plane.plus(groups).plus(leaks)
+        self.settings.control_plane.plus(groups).plus(leaks)
     }
 
     async fn pass(&mut self) {
@@ -298,7 +302,7 @@ impl Operator {
             taints,
             upstream_id: format!("nodegroup_{}", crate::exoscale::stable_uuid(&format!("cke-nodegroup/{uid}"))),
             seen_at: now,
-            decision: Decision::Pending { at: now + self.options.acceptance_delay },
+            decision: Decision::Pending { at: now + self.settings.acceptance_delay },
             target: 0,
             scale_refusal: None,
             machines: BTreeMap::new(),
@@ -328,7 +332,7 @@ impl Operator {
 
     /// A refused group let go: with the leak option, its demand stays held for a while.
     fn release_refused(&mut self, group: &mut Group, now: Duration) {
-        if let (Decision::Refused { demand, .. }, Some(leak), false) = (&group.decision, self.options.reservation_leak, group.released) {
+        if let (Decision::Refused { demand, .. }, Some(leak), false) = (&group.decision, self.settings.reservation_leak, group.released) {
             tracing::info!(nodegroup = %group.name, leak = ?leak, "refused NodeGroup deleted; its quota reservation leaks");
             self.leaks.push((now + leak, *demand));
         }
@@ -362,20 +366,20 @@ impl Operator {
             Decision::Pending { at } if *at <= now => {
                 let count = spec_node_count(object);
                 let demand = Usage::of(group.flavor, count);
-                match quota::check(self.options.quota, self.used(), demand) {
+                match quota::check(self.settings.quota, self.used(), demand) {
                     Ok(()) => {
                         group.decision = Decision::Accepted;
                         group.target = count;
                         self.ledger.accepted.fetch_add(1, Ordering::Relaxed);
-                        let vanish = self.options.vanish_names.contains(&group.name)
-                            || (self.options.vanish_probability > 0.0 && crate::random::next_unit(&mut self.rng) < self.options.vanish_probability);
+                        let vanish = self.settings.vanish_names.contains(&group.name)
+                            || (self.settings.vanish_probability > 0.0 && crate::random::next_unit(&mut self.rng) < self.settings.vanish_probability);
                         if vanish {
-                            group.vanish_at = Some(now + self.options.vanish_after);
+                            group.vanish_at = Some(now + self.settings.vanish_after);
                         }
                         tracing::info!(nodegroup = %group.name, flavor = %group.flavor.name, nodes = count, vanish, "NodeGroup accepted");
                     }
                     Err(refusal) => {
-                        let shows_at = (group.seen_at + self.options.rejection_delay.pick(&mut self.rng)).max(now);
+                        let shows_at = (group.seen_at + self.settings.rejection_delay.pick(&mut self.rng)).max(now);
                         group.decision = Decision::Refusing { at: shows_at, message: refusal.to_string(), demand };
                     }
                 }
@@ -395,7 +399,7 @@ impl Operator {
         let desired = spec_node_count(object);
         if desired > group.target {
             let used = self.used().plus(Usage::of(group.flavor, group.target));
-            match quota::check(self.options.quota, used, Usage::of(group.flavor, desired - group.target)) {
+            match quota::check(self.settings.quota, used, Usage::of(group.flavor, desired - group.target)) {
                 Ok(()) => {
                     tracing::info!(nodegroup = %group.name, from = group.target, to = desired, "NodeGroup scaled up");
                     group.target = desired;
@@ -423,7 +427,7 @@ impl Operator {
             if let Some(machine) = group.machines.get_mut(&index)
                 && machine.terminate_at.is_none()
             {
-                machine.terminate_at = Some(now + self.options.teardown_delay.pick(&mut self.rng));
+                machine.terminate_at = Some(now + self.settings.teardown_delay.pick(&mut self.rng));
             }
         }
         let due: Vec<u32> = group.machines.iter().filter(|(_, m)| m.terminate_at.is_some_and(|at| at <= now)).map(|(i, _)| *i).collect();
@@ -436,7 +440,7 @@ impl Operator {
 
     /// Creates the machine of node `index`; its Node registers after the boot delay.
     fn launch(&mut self, group: &mut Group, index: u32, now: Duration) {
-        let boot = self.options.boot_delay.pick(&mut self.rng);
+        let boot = self.settings.boot_delay.pick(&mut self.rng);
         let node_name = group.node_name(index);
         group.launches += 1;
         let id = format!("{}-{}", group.upstream_id, group.launches);
@@ -463,7 +467,7 @@ impl Operator {
             ]),
             price_per_hour: flavor.price_hourly,
             state: InstanceState::Pending,
-            created_at: crate::exoscale::rfc3339(self.options.clock.now()),
+            created_at: crate::exoscale::rfc3339(self.clock.now()),
         };
         let mut labels = group.labels.clone();
         labels.insert(NODEGROUP_LABEL.to_string(), group.name.clone());
@@ -491,7 +495,7 @@ impl Operator {
             record.terminated = true;
         }
         tracing::info!(machine = %instance.id, "machine terminated");
-        let _ = self.events.send(CloudEvent::Terminated { instance, at: self.options.clock.now() });
+        let _ = self.events.send(CloudEvent::Terminated { instance, at: self.clock.now() });
     }
 
     /// Deletes an accepted group upstream, as the real platform once did.
@@ -521,7 +525,7 @@ impl Operator {
         let at = match group.teardown_at {
             Some(at) => at,
             None => {
-                let delay = if group.vanished { Duration::ZERO } else { self.options.teardown_delay.pick(&mut self.rng) };
+                let delay = if group.vanished { Duration::ZERO } else { self.settings.teardown_delay.pick(&mut self.rng) };
                 *group.teardown_at.insert(now + delay)
             }
         };
@@ -650,7 +654,7 @@ impl Operator {
             }
         }
         let generation = object.metadata.generation.unwrap_or(1);
-        let now = serde_json::to_value(time_at(self.options.clock.now())).unwrap_or(Value::Null);
+        let now = serde_json::to_value(time_at(self.clock.now())).unwrap_or(Value::Null);
         let earlier = |kind: &str, state: &str| {
             previous
                 .and_then(|p| p.get("conditions"))

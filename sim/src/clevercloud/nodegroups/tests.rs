@@ -92,13 +92,13 @@ async fn server(clock: &Arc<Clock>) -> (ApiServer, Client) {
     (server, client)
 }
 
-async fn fake(configure: impl FnOnce(&mut NodeGroupOperatorOptions)) -> Fake {
+async fn fake(configure: impl FnOnce(&mut CkeSettings)) -> Fake {
     let clock = Arc::new(Clock::with_speed(SPEED));
     let (server, client) = server(&clock).await;
     let mut options = NodeGroupOperatorOptions::new(client.clone(), clock.clone());
-    options.boot_delay = DelayRange::fixed(Duration::from_secs(5));
-    options.teardown_delay = DelayRange::fixed(Duration::from_secs(3));
-    configure(&mut options);
+    options.settings.boot_delay = DelayRange::fixed(Duration::from_secs(5));
+    options.settings.teardown_delay = DelayRange::fixed(Duration::from_secs(3));
+    configure(&mut options.settings);
     let operator = NodeGroupOperator::start(options);
     let physics = Physics::start(PhysicsOptions::new(client.clone(), clock).with_cloud(operator.subscribe(), Duration::from_secs(30)));
     Fake { _server: server, client, operator, _physics: physics }
