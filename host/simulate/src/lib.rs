@@ -21,6 +21,8 @@ use joinery_runtime::grants::Grants;
 use joinery_runtime::plugin::LoadContext;
 use joinery_runtime::registry::PluginRegistry;
 use joinery_runtime::services::HostServices;
+use joinery_sim::clevercloud::nodegroups::{NodeGroupOperator, NodeGroupOperatorOptions};
+use joinery_sim::clevercloud::pricing::PricingFake;
 use joinery_sim::cloud::{Catalog, SimCloud, SimCloudOptions, SimInstance};
 use joinery_sim::exoscale::{ExoFake, ExoFakeOptions};
 use joinery_sim::physics::{Physics, PhysicsOptions};
@@ -33,7 +35,7 @@ use serde_json::json;
 
 pub use observer::{Observation, Observer};
 pub use report::Report;
-pub use scenario::{Expectations, ExoscaleSpec, Scenario, ScenarioError};
+pub use scenario::{CleverCloudSpec, Expectations, ExoscaleSpec, Scenario, ScenarioError};
 
 /// The NodeClass CRDs of the built-in cloud plugins, applied to every simulated cluster.
 pub const NODECLASS_CRDS: [(&str, &str); 3] = [
@@ -93,6 +95,11 @@ pub struct SimulationOptions {
     /// Write every exchange with the fake Exoscale API to this file (JSON lines; see
     /// [`ExoFakeOptions::journal`]).
     pub exoscale_journal: Option<PathBuf>,
+    /// Run the fake Clever Cloud Kubernetes Engine with these settings — the NodeGroup CRD
+    /// and its operator in the emulated cluster, the pricing endpoints on loopback — and
+    /// grant the `clevercloud` and `clevercloud-pricing` plugins, instead of launching on
+    /// the simulated cloud (which still runs, idle).
+    pub clevercloud: Option<CleverCloudSpec>,
 }
 
 impl Default for SimulationOptions {
@@ -107,6 +114,7 @@ impl Default for SimulationOptions {
             secrets: Default::default(),
             exoscale: None,
             exoscale_journal: None,
+            clevercloud: None,
         }
     }
 }
@@ -122,6 +130,9 @@ pub struct Simulation {
     /// The fake Exoscale API, when the scenario's provider is `exoscale` (the simulated
     /// cloud then stays idle).
     pub exoscale: Option<ExoFake>,
+    /// The fake Clever Cloud Kubernetes Engine, when the scenario's provider is
+    /// `clevercloud` (the simulated cloud then stays idle).
+    pub clevercloud: Option<CleverCloud>,
     /// The physics (scheduler, workload controllers, kubelets).
     pub physics: Option<Physics>,
     /// The host's controllers.
@@ -153,6 +164,32 @@ pub struct ExoscaleGrant {
     pub zone: String,
 }
 
+/// The fake Clever Cloud Kubernetes Engine of a simulation.
+pub struct CleverCloud {
+    /// The NodeGroup operator (its machines are the cloud's instances).
+    pub operator: NodeGroupOperator,
+    /// The pricing endpoints.
+    pub pricing: PricingFake,
+}
+
+impl std::fmt::Debug for CleverCloud {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CleverCloud").field("operator", &self.operator).field("pricing", &self.pricing.url()).finish()
+    }
+}
+
+/// What the `clevercloud` plugins are granted in a simulation.
+#[derive(Debug, Clone)]
+pub struct CleverCloudGrant {
+    /// The pricing fake's base URL (`http://127.0.0.1:<port>`): the only address granted to
+    /// `clevercloud-pricing`, and its `endpoint` setting.
+    pub pricing_url: String,
+}
+
+/// The Kubernetes access the `clevercloud` plugin is granted in a simulation: NodeGroups,
+/// and Events (for its quota warnings on NodeClaims).
+const CLEVERCLOUD_KUBERNETES: &str = "[{cluster: workload, group: api.clever-cloud.com, resources: [nodegroups], verbs: [get, list, create, delete, patch]}, {cluster: workload, group: \"\", resources: [events], verbs: [create]}]";
+
 /// Loads the built-in plugins with grants that let `simcloud` reach exactly `cloud_url`, and
 /// every renderer read the `secrets` named. With `exoscale`, the `exoscale` plugin is also
 /// granted the fake's loopback address (added to its requested `http`, which names only
@@ -163,6 +200,23 @@ pub fn simulation_registry(
     secrets: &[String],
     store: Arc<dyn joinery_runtime::services::SecretStore>,
     exoscale: Option<&ExoscaleGrant>,
+) -> Result<Arc<PluginRegistry>, SimulateError> {
+    simulation_registry_with(cloud_url, cluster_name, secrets, store, exoscale, None)
+}
+
+/// [`simulation_registry`], and with `clevercloud` the grants of a Clever Cloud simulation:
+/// the `clevercloud` plugin may use NodeGroups (get, list, create, delete, patch: every verb
+/// a grant can name) and create Events in the workload cluster, with config `{clusterName}`; the
+/// `clevercloud-pricing` plugin may reach the pricing fake (its loopback address added to the
+/// plugin's requested `http`, which names only Clever Cloud's real API), with config
+/// `{endpoint: <the fake's URL>}`. Grants for a plugin that is not built in are harmless.
+pub fn simulation_registry_with(
+    cloud_url: &str,
+    cluster_name: &str,
+    secrets: &[String],
+    store: Arc<dyn joinery_runtime::services::SecretStore>,
+    exoscale: Option<&ExoscaleGrant>,
+    clevercloud: Option<&CleverCloudGrant>,
 ) -> Result<Arc<PluginRegistry>, SimulateError> {
     let mut grants_yaml = format!(
         "plugins:\n  simcloud:\n    http: [{url:?}]\n    config: {{endpoint: {url:?}, clusterName: {cluster_name:?}}}\n",
@@ -178,6 +232,16 @@ pub fn simulation_registry(
         ));
         let loopback = joinery_runtime::grants::HttpPattern::parse("http://127.0.0.1:*").map_err(|e| SimulateError::Plugins(e.to_string()))?;
         for (manifest, _) in builtins.iter_mut().filter(|(m, _)| m.name == "exoscale") {
+            manifest.capabilities.http.push(loopback.clone());
+        }
+    }
+    if let Some(grant) = clevercloud {
+        grants_yaml.push_str(&format!(
+            "  clevercloud:\n    kubernetes: {CLEVERCLOUD_KUBERNETES}\n    config: {{clusterName: {cluster_name:?}}}\n  clevercloud-pricing:\n    http: [{url:?}]\n    config: {{endpoint: {url:?}}}\n",
+            url = grant.pricing_url,
+        ));
+        let loopback = joinery_runtime::grants::HttpPattern::parse("http://127.0.0.1:*").map_err(|e| SimulateError::Plugins(e.to_string()))?;
+        for (manifest, _) in builtins.iter_mut().filter(|(m, _)| m.name == "clevercloud-pricing") {
             manifest.capabilities.http.push(loopback.clone());
         }
     }
@@ -252,9 +316,15 @@ impl Simulation {
             Some(spec) => Some(start_exoscale(spec, clock.clone(), options.boot_delay, options.exoscale_journal.clone()).await?),
             None => None,
         };
-        let events = match &exoscale {
-            Some(fake) => (fake.subscribe(), fake.boot_delay()),
-            None => (cloud.subscribe(), cloud.boot_delay()),
+        let clevercloud = match &options.clevercloud {
+            Some(spec) => Some(start_clevercloud(spec, &client, clock.clone()).await?),
+            None => None,
+        };
+        let events = match (&exoscale, &clevercloud) {
+            (Some(fake), _) => (fake.subscribe(), fake.boot_delay()),
+            // Each machine brings its own boot delay.
+            (None, Some(cke)) => (cke.operator.subscribe(), options.boot_delay),
+            (None, None) => (cloud.subscribe(), cloud.boot_delay()),
         };
         let physics = Physics::start(PhysicsOptions::new(client.clone(), clock.clone()).with_cloud(events.0, events.1));
         let mut grant = None;
@@ -275,20 +345,28 @@ impl Simulation {
         }
         let secrets: Arc<dyn joinery_runtime::services::SecretStore> = Arc::new(store);
         let names: Vec<String> = options.secrets.keys().cloned().collect();
-        let registry = simulation_registry(cloud.url(), &settings.cluster_name, &names, secrets.clone(), grant.as_ref())?;
-        let mut sim = Simulation { clock, api, cloud, exoscale, physics: Some(physics), controller: None, registry, settings, client, secrets };
+        let cke_grant = clevercloud.as_ref().map(|cke| CleverCloudGrant { pricing_url: cke.pricing.url().to_string() });
+        let registry =
+            simulation_registry_with(cloud.url(), &settings.cluster_name, &names, secrets.clone(), grant.as_ref(), cke_grant.as_ref())?;
+        let mut sim =
+            Simulation { clock, api, cloud, exoscale, clevercloud, physics: Some(physics), controller: None, registry, settings, client, secrets };
         if options.start_controller {
             sim.start_controller().await?;
         }
         Ok(sim)
     }
 
-    /// The instances of the cloud the scenario runs (the fake Exoscale API's, else the
-    /// simulated cloud's), as the physics sees them. Exoscale publishes no prices, so its
-    /// instances carry the price the host gave their offering (its pricing plugin's).
+    /// The instances of the cloud the scenario runs (the fake Exoscale API's, the fake
+    /// CKE's machines, else the simulated cloud's), as the physics sees them. Exoscale
+    /// publishes no prices, so its instances carry the price the host gave their offering
+    /// (its pricing plugin's); so do CKE's machines once the host knows a price for their
+    /// flavor (until then, the flavor's list price).
     pub fn cloud_instances(&self) -> Vec<SimInstance> {
-        let Some(fake) = &self.exoscale else { return self.cloud.instances() };
-        let mut instances = fake.sim_instances();
+        let mut instances = match (&self.exoscale, &self.clevercloud) {
+            (Some(fake), _) => fake.sim_instances(),
+            (None, Some(cke)) => cke.operator.instances(),
+            (None, None) => return self.cloud.instances(),
+        };
         if let Some(controller) = &self.controller {
             let prices = controller.context().cloud.known_prices();
             for x in &mut instances {
@@ -410,6 +488,10 @@ impl Simulation {
         if let Some(fake) = self.exoscale.take() {
             fake.shutdown().await;
         }
+        if let Some(cke) = self.clevercloud.take() {
+            cke.operator.shutdown().await;
+            cke.pricing.shutdown().await;
+        }
         self.api.shutdown().await;
     }
 }
@@ -493,6 +575,18 @@ async fn start_exoscale(spec: &ExoscaleSpec, clock: Arc<Clock>, boot_delay: Dura
     Ok(ExoFake::start(options).await?)
 }
 
+/// Installs the NodeGroup CRD, starts the fake CKE operator on the simulation's client and
+/// clock, and the pricing endpoints, with a scenario's settings.
+async fn start_clevercloud(spec: &CleverCloudSpec, client: &kube::Client, clock: Arc<Clock>) -> Result<CleverCloud, SimulateError> {
+    let (settings, pricing) = spec.settings("scenario")?;
+    joinery_sim::clevercloud::nodegroups::install_crd(client)
+        .await
+        .map_err(kube_err(format!("creating CRD {}", joinery_sim::clevercloud::nodegroups::CRD_NAME)))?;
+    let operator = NodeGroupOperator::start(NodeGroupOperatorOptions { client: client.clone(), clock, settings });
+    let pricing = PricingFake::start(pricing).await?;
+    Ok(CleverCloud { operator, pricing })
+}
+
 /// Adds a scenario's security groups, networks, groups, keys and pre-existing instances.
 fn seed_exoscale(fake: &ExoFake, spec: &ExoscaleSpec, cluster_name: &str) -> Result<(), SimulateError> {
     for name in &spec.security_groups {
@@ -541,11 +635,13 @@ fn cloud_report(sim: &Simulation, provider: &str) -> report::CloudReport {
             tags: i.tags,
         })
         .collect();
+    let counters = sim.clevercloud.as_ref().map(|cke| cke.operator.counters());
     report::CloudReport {
         provider: provider.to_string(),
-        instances_created: sim.exoscale.as_ref().map(ExoFake::created_count),
+        instances_created: sim.exoscale.as_ref().map(ExoFake::created_count).or(counters.map(|c| c.machines as usize)),
         instances_at_end: instances.iter().filter(|i| i.state != "terminated").count(),
         instances,
+        node_groups: counters.map(|c| report::NodeGroupTotals { accepted: c.accepted, rejected: c.rejected, vanished: c.vanished }),
     }
 }
 
@@ -671,6 +767,7 @@ pub async fn run_scenario_with(scenario: &Scenario, run: RunOptions) -> Result<R
         secrets: scenario.secrets.clone(),
         exoscale: (scenario.cloud.provider() == "exoscale").then(|| scenario.cloud.exoscale.clone().unwrap_or_default()),
         exoscale_journal,
+        clevercloud: (scenario.cloud.provider() == "clevercloud").then(|| scenario.cloud.clevercloud.clone().unwrap_or_default()),
     };
     let wall = std::time::Instant::now();
     let start_at = scenario.start_at()?;
@@ -771,5 +868,80 @@ async fn sample_pause(sim: &Simulation, observer: &mut Observer) {
     tokio::time::sleep(sim.clock.to_real(SAMPLE_EVERY)).await;
     if let Err(e) = observer.sample(|| sim.cloud_instances()).await {
         tracing::warn!(error = %e, "sampling the cluster failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use joinery_runtime::grants::{KubeAccess, Verb};
+
+    #[test]
+    fn a_clevercloud_simulation_grants_both_plugins_what_they_need() {
+        let store: Arc<dyn joinery_runtime::services::SecretStore> = Arc::new(joinery_runtime::services::StaticSecrets::default());
+        let grant = CleverCloudGrant { pricing_url: "http://127.0.0.1:41000".into() };
+        let registry = simulation_registry_with("http://127.0.0.1:40000", "sim", &[], store.clone(), None, Some(&grant)).unwrap();
+        let set = registry.current();
+        if let Some(cloud) = set.get("clevercloud") {
+            let caps = cloud.capabilities();
+            assert_eq!(caps.grant().config, Some(json!({"clusterName": "sim"})));
+            assert!(caps.grant().kubernetes.iter().any(|r| r.group == "api.clever-cloud.com" && r.verbs.contains(&Verb::Patch)), "patch granted too");
+            // What the plugin asks for (the effective capability is the intersection).
+            for verb in [Verb::Get, Verb::List, Verb::Create, Verb::Delete] {
+                let access = KubeAccess { cluster: "workload", group: "api.clever-cloud.com", resource: "nodegroups", namespace: None, verb };
+                assert!(caps.check_kube(&access).is_ok(), "{verb:?}: {:?}", caps.check_kube(&access));
+            }
+            let events = KubeAccess { cluster: "workload", group: "", resource: "events", namespace: Some("default"), verb: Verb::Create };
+            assert!(caps.check_kube(&events).is_ok(), "{:?}", caps.check_kube(&events));
+        }
+        if let Some(pricing) = set.get("clevercloud-pricing") {
+            let caps = pricing.capabilities();
+            assert_eq!(caps.grant().config, Some(json!({"endpoint": "http://127.0.0.1:41000"})));
+            assert!(caps.check_http("http", "127.0.0.1", 41000).is_ok());
+            assert!(caps.check_http("http", "127.0.0.1", 40000).is_err(), "only the pricing fake");
+        }
+        // Without the grant, nothing of the kind.
+        let registry = simulation_registry("http://127.0.0.1:40000", "sim", &[], store, None).unwrap();
+        if let Some(pricing) = registry.current().get("clevercloud-pricing") {
+            assert!(pricing.capabilities().check_http("http", "127.0.0.1", 41000).is_err());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_clevercloud_simulation_runs_the_fake_cke_and_reports_its_machines() {
+        let spec: CleverCloudSpec = serde_yaml::from_str("{bootDelay: 5s}").unwrap();
+        let options = SimulationOptions { speed: 50.0, start_controller: false, clevercloud: Some(spec), ..Default::default() };
+        let sim = Simulation::start(options).await.unwrap();
+        let groups: Api<DynamicObject> = Api::all_with(sim.client.clone(), &joinery_sim::clevercloud::nodegroups::api_resource());
+        let group = json!({"apiVersion": "api.clever-cloud.com/v1", "kind": "NodeGroup", "metadata": {"name": "ng-1"}, "spec": {"flavor": "S", "nodeCount": 1}});
+        groups.create(&PostParams::default(), &serde_json::from_value(group).unwrap()).await.unwrap();
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(sim.client.clone());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while nodes.get_opt("ng-1-node0").await.unwrap().is_none() {
+            assert!(tokio::time::Instant::now() < deadline, "no node registered");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let instances = sim.cloud_instances();
+        assert_eq!(instances.len(), 1);
+        assert_eq!((instances[0].instance_type.as_str(), instances[0].zone.as_str()), ("S", "par"));
+        let report = cloud_report(&sim, "clevercloud");
+        assert_eq!((report.instances_created, report.instances_at_end), (Some(1), 1));
+        assert_eq!(report.instances[0].provider_id, "clevercloud://ng-1");
+        assert_eq!(report.node_groups, Some(report::NodeGroupTotals { accepted: 1, rejected: 0, vanished: 0 }));
+        let response = http_get(&format!("{}/v4/billing/price-system?zone_id=par", sim.clevercloud.as_ref().unwrap().pricing.url())).await;
+        assert!(response.contains("\"currency\":\"EUR\""), "{response}");
+        sim.shutdown().await;
+    }
+
+    /// A GET over plain HTTP/1.1 on loopback, returning the body.
+    async fn http_get(url: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let rest = url.strip_prefix("http://").unwrap();
+        let (host, path) = rest.split_once('/').unwrap();
+        let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
+        stream.write_all(format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes()).await.unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).await.unwrap();
+        text
     }
 }

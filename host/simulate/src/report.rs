@@ -51,15 +51,33 @@ pub struct CloudInstance {
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CloudReport {
-    /// `simcloud` or `exoscale`.
+    /// `simcloud`, `exoscale` or `clevercloud`.
     pub provider: String,
     /// Instances the cloud ever created, including deleted ones and failed creates that
-    /// made an instance (Exoscale only; `null` for simcloud).
+    /// made an instance (Exoscale; for Clever Cloud, the NodeGroups' machines; `null` for
+    /// simcloud).
     pub instances_created: Option<usize>,
     /// Instances not being deleted at the end.
     pub instances_at_end: usize,
-    /// Every instance still known at the end.
+    /// Every instance still known at the end (for Clever Cloud: the machines of the
+    /// NodeGroups, tagged with `nodegroup`, `node` and `upstreamId`, not yet torn down).
     pub instances: Vec<CloudInstance>,
+    /// What the fake Clever Cloud decided on NodeGroups (`clevercloud` only; absent
+    /// otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_groups: Option<NodeGroupTotals>,
+}
+
+/// NodeGroups the fake Clever Cloud accepted, refused for quota, and deleted upstream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeGroupTotals {
+    /// Accepted (`Synced`).
+    pub accepted: u64,
+    /// Refused for quota.
+    pub rejected: u64,
+    /// Accepted, then deleted upstream.
+    pub vanished: u64,
 }
 
 /// A NodeClass condition at the end of the run.
@@ -190,12 +208,16 @@ impl Report {
             self.simulated_seconds,
             self.wall_seconds
         ));
-        if self.cloud.provider == "exoscale" || self.cloud.instances_at_end > 0 {
+        if self.cloud.provider != "simcloud" || self.cloud.instances_at_end > 0 {
             s.push_str(&format!(
-                "  cloud {}: {} instances at end{}\n",
+                "  cloud {}: {} instances at end{}{}\n",
                 self.cloud.provider,
                 self.cloud.instances_at_end,
-                self.cloud.instances_created.map(|n| format!(", {n} created")).unwrap_or_default()
+                self.cloud.instances_created.map(|n| format!(", {n} created")).unwrap_or_default(),
+                self.cloud
+                    .node_groups
+                    .map(|g| format!("; nodegroups accepted {}, refused for quota {}, vanished {}", g.accepted, g.rejected, g.vanished))
+                    .unwrap_or_default()
             ));
         }
         for c in &self.node_classes {

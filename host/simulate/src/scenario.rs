@@ -4,10 +4,11 @@
 //! name: quickstart
 //! description: …
 //! cloud:                       # optional
-//!   provider: simcloud         # simcloud (default) or exoscale
-//!   bootDelay: 30s             # simulated
+//!   provider: simcloud         # simcloud (default), exoscale or clevercloud
+//!   bootDelay: 30s             # simulated (not with clevercloud: see cloud.clevercloud)
 //!   catalog: {…}             # simcloud only; default: the kwok-like catalog
 //!   exoscale: {…}              # exoscale only: the fake Exoscale API's contents and faults
+//!   clevercloud: {…}           # clevercloud only: the fake CKE's quota, delays and faults
 //! settings: {BATCH_IDLE_DURATION: 1s}   # optional controller env settings
 //! timeout: 30m                 # simulated; the whole scenario
 //! manifests: [ … ]             # applied at start
@@ -27,6 +28,8 @@
 use std::time::Duration;
 
 use joinery_api::duration::parse_go_duration;
+use joinery_sim::clevercloud::nodegroups::{CkeSettings, DelayRange, Usage};
+use joinery_sim::clevercloud::pricing::{PricingFailure, PricingFakeOptions};
 use joinery_sim::cloud::Catalog;
 use serde::{Deserialize, Serialize};
 
@@ -82,14 +85,15 @@ pub struct Scenario {
 }
 
 /// The cloud providers a scenario can run.
-pub const PROVIDERS: [&str; 2] = ["simcloud", "exoscale"];
+pub const PROVIDERS: [&str; 3] = ["simcloud", "exoscale", "clevercloud"];
 
 /// The simulated cloud's settings.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CloudSpec {
-    /// Which cloud runs: `simcloud` (the default) or `exoscale` (the fake Exoscale API and
-    /// the `exoscale` plugin).
+    /// Which cloud runs: `simcloud` (the default), `exoscale` (the fake Exoscale API and
+    /// the `exoscale` plugin) or `clevercloud` (the fake CKE NodeGroup API and pricing
+    /// endpoints, the `clevercloud` and `clevercloud-pricing` plugins).
     #[serde(default)]
     pub provider: Option<String>,
     /// Simulated boot time of an instance (Go duration; default 30s).
@@ -98,6 +102,9 @@ pub struct CloudSpec {
     /// The fake Exoscale API's contents and faults (`provider: exoscale` only).
     #[serde(default)]
     pub exoscale: Option<ExoscaleSpec>,
+    /// The fake CKE's quota, delays and faults (`provider: clevercloud` only).
+    #[serde(default)]
+    pub clevercloud: Option<CleverCloudSpec>,
     /// Replaces the default catalog (`catalogue`, the spelling of earlier versions, is
     /// accepted too).
     #[serde(default, alias = "catalogue")]
@@ -249,6 +256,183 @@ pub struct ExoFaultSpec {
     /// Error bodies as RFC 9457 problem details instead of `{"message"}`.
     #[serde(default)]
     pub problem_details: bool,
+}
+
+/// The fake Clever Cloud Kubernetes Engine (`provider: clevercloud`): its NodeGroup
+/// operator's quota, delays and faults, and its pricing endpoints. Every field is optional;
+/// durations are Go durations of simulated time. See `joinery_sim::clevercloud`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CleverCloudSpec {
+    /// The organisation's quota (default 40 vCPU, 40 GB), control plane included.
+    #[serde(default)]
+    pub quota: Option<UsageSpec>,
+    /// What the control plane uses of the quota (default 24 vCPU, 24 GB).
+    #[serde(default)]
+    pub control_plane: Option<UsageSpec>,
+    /// From a NodeGroup's creation to its acceptance (default 1s).
+    #[serde(default)]
+    pub acceptance_delay: Option<String>,
+    /// From a NodeGroup's creation to its quota refusal showing (default 1s–3s).
+    #[serde(default)]
+    pub rejection_delay: Option<DelaySpec>,
+    /// From acceptance to the node registering (default 26s–60s).
+    #[serde(default)]
+    pub boot_delay: Option<DelaySpec>,
+    /// From deletion to the machine terminating (default 30s–40s).
+    #[serde(default)]
+    pub teardown_delay: Option<DelaySpec>,
+    /// A refused NodeGroup keeps holding its quota this long after its deletion (default:
+    /// not at all).
+    #[serde(default)]
+    pub reservation_leak: Option<String>,
+    /// NodeGroups deleted upstream soon after they were accepted: a list of names, or the
+    /// chance (0–1) that any accepted group is (default none).
+    #[serde(default)]
+    pub vanish: Option<VanishSpec>,
+    /// From acceptance to a vanishing group's deletion (default 3s).
+    #[serde(default)]
+    pub vanish_after: Option<String>,
+    /// Seed of the fake's random draws (delays, vanishing).
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// The pricing endpoints.
+    #[serde(default)]
+    pub pricing: Option<CleverPricingSpec>,
+}
+
+/// An amount of quota.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UsageSpec {
+    /// vCPUs (default: the default's).
+    #[serde(default)]
+    pub vcpu: Option<u32>,
+    /// RAM in GB (default: the default's).
+    #[serde(default, rename = "memoryGB")]
+    pub memory_gb: Option<f64>,
+}
+
+/// A delay: one duration (`45s`), or drawn uniformly from a range (`{min: 26s, max: 60s}`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum DelaySpec {
+    /// Always this long.
+    Fixed(String),
+    /// Uniformly between two durations.
+    Range(DelayRangeSpec),
+}
+
+/// The bounds of a [`DelaySpec::Range`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DelayRangeSpec {
+    /// Shortest.
+    pub min: String,
+    /// Longest.
+    pub max: String,
+}
+
+/// Which accepted NodeGroups vanish: these names, or each with this probability.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum VanishSpec {
+    /// NodeGroups of these names.
+    Names(Vec<String>),
+    /// Any accepted NodeGroup, with this chance (0–1).
+    Probability(f64),
+}
+
+/// The fake pricing endpoints' rates and failure mode.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CleverPricingSpec {
+    /// EUR per vCPU-hour (default Clever Cloud's, 0.00277777777).
+    #[serde(default)]
+    pub vcpu_rate: Option<f64>,
+    /// EUR per GB-hour of RAM (default Clever Cloud's, 0.00555555555).
+    #[serde(default, rename = "ramRatePerGB")]
+    pub ram_rate_per_gb: Option<f64>,
+    /// How the endpoints misbehave: `none` (default), `serverError`, `malformedJson`,
+    /// `wrongCurrency`, `wrongUnit`, `tieredPlans` or `hugeBody`.
+    #[serde(default)]
+    pub failure: Option<String>,
+}
+
+impl CleverCloudSpec {
+    /// The fake's settings with the defaults for what the block leaves out, and the pricing
+    /// fake's options; errors name the field (under `cloud.clevercloud`).
+    pub fn settings(&self, origin: &str) -> Result<(CkeSettings, PricingFakeOptions), ScenarioError> {
+        let err = |field: &str, message: String| ScenarioError { origin: origin.to_string(), message: format!("cloud.clevercloud.{field}: {message}") };
+        let defaults = CkeSettings::default();
+        let usage = |spec: &Option<UsageSpec>, field: &str, default: Usage| -> Result<Usage, ScenarioError> {
+            let Some(spec) = spec else { return Ok(default) };
+            let memory_gb = spec.memory_gb.unwrap_or(default.memory_gb);
+            if !memory_gb.is_finite() || memory_gb < 0.0 {
+                return Err(err(&format!("{field}.memoryGB"), format!("{memory_gb} is not a non-negative number of GB")));
+            }
+            Ok(Usage::new(spec.vcpu.unwrap_or(default.vcpu), memory_gb))
+        };
+        let duration = |value: &Option<String>, field: &str, default: Duration| {
+            duration_field(value.as_deref(), &format!("cloud.clevercloud.{field}"), default, origin)
+        };
+        let delay = |spec: &Option<DelaySpec>, field: &str, default: DelayRange| -> Result<DelayRange, ScenarioError> {
+            match spec {
+                None => Ok(default),
+                Some(DelaySpec::Fixed(d)) => Ok(DelayRange::fixed(duration(&Some(d.clone()), field, Duration::ZERO)?)),
+                Some(DelaySpec::Range(r)) => {
+                    let min = duration(&Some(r.min.clone()), &format!("{field}.min"), Duration::ZERO)?;
+                    let max = duration(&Some(r.max.clone()), &format!("{field}.max"), Duration::ZERO)?;
+                    if max < min {
+                        return Err(err(&format!("{field}.max"), format!("{} is shorter than min {}", r.max, r.min)));
+                    }
+                    Ok(DelayRange { min, max })
+                }
+            }
+        };
+        let (vanish_names, vanish_probability) = match &self.vanish {
+            None => (Default::default(), 0.0),
+            Some(VanishSpec::Names(names)) => (names.iter().cloned().collect(), 0.0),
+            Some(VanishSpec::Probability(p)) if (0.0..=1.0).contains(p) => (Default::default(), *p),
+            Some(VanishSpec::Probability(p)) => return Err(err("vanish", format!("{p} is not a probability between 0 and 1 (or give a list of NodeGroup names)"))),
+        };
+        let settings = CkeSettings {
+            quota: usage(&self.quota, "quota", defaults.quota)?,
+            control_plane: usage(&self.control_plane, "controlPlane", defaults.control_plane)?,
+            acceptance_delay: duration(&self.acceptance_delay, "acceptanceDelay", defaults.acceptance_delay)?,
+            rejection_delay: delay(&self.rejection_delay, "rejectionDelay", defaults.rejection_delay)?,
+            boot_delay: delay(&self.boot_delay, "bootDelay", defaults.boot_delay)?,
+            teardown_delay: delay(&self.teardown_delay, "teardownDelay", defaults.teardown_delay)?,
+            reservation_leak: self.reservation_leak.as_ref().map(|_| duration(&self.reservation_leak, "reservationLeak", Duration::ZERO)).transpose()?,
+            vanish_names,
+            vanish_probability,
+            vanish_after: duration(&self.vanish_after, "vanishAfter", defaults.vanish_after)?,
+            seed: self.seed.unwrap_or(defaults.seed),
+            ..defaults
+        };
+        let mut pricing = PricingFakeOptions::default();
+        if let Some(p) = &self.pricing {
+            for (field, rate, target) in
+                [("pricing.vcpuRate", p.vcpu_rate, &mut pricing.vcpu_rate), ("pricing.ramRatePerGB", p.ram_rate_per_gb, &mut pricing.ram_rate_per_gb)]
+            {
+                if let Some(rate) = rate {
+                    if !rate.is_finite() || rate <= 0.0 {
+                        return Err(err(field, format!("{rate} is not a positive price")));
+                    }
+                    *target = rate;
+                }
+            }
+            if let Some(failure) = &p.failure {
+                pricing.failure = serde_json::from_value::<PricingFailure>(serde_json::Value::String(failure.clone())).map_err(|_| {
+                    err(
+                        "pricing.failure",
+                        format!("unknown failure {failure:?}; use none, serverError, malformedJson, wrongCurrency, wrongUnit, tieredPlans or hugeBody"),
+                    )
+                })?;
+            }
+        }
+        Ok((settings, pricing))
+    }
 }
 
 /// Faults the simulated cloud injects (see `joinery_sim::cloud::CloudFaults`).
@@ -428,14 +612,24 @@ impl Scenario {
         if !PROVIDERS.contains(&provider) {
             return Err(err(format!("cloud.provider: unknown provider {provider:?}; use one of {}", PROVIDERS.join(", "))));
         }
-        if provider == "exoscale" {
+        if provider != "simcloud" {
             for (field, set) in [("cloud.catalog", self.cloud.catalog.is_some()), ("cloud.faults", self.cloud.faults.is_some())] {
                 if set {
-                    return Err(err(format!("{field}: only for provider simcloud; with exoscale use cloud.exoscale")));
+                    return Err(err(format!("{field}: only for provider simcloud; with {provider} use cloud.{provider}")));
                 }
             }
-        } else if self.cloud.exoscale.is_some() {
+        }
+        if provider != "exoscale" && self.cloud.exoscale.is_some() {
             return Err(err("cloud.exoscale: only for provider exoscale; set cloud.provider: exoscale".into()));
+        }
+        if provider != "clevercloud" && self.cloud.clevercloud.is_some() {
+            return Err(err("cloud.clevercloud: only for provider clevercloud; set cloud.provider: clevercloud".into()));
+        }
+        if provider == "clevercloud" && self.cloud.boot_delay.is_some() {
+            return Err(err("cloud.bootDelay: not for provider clevercloud; use cloud.clevercloud.bootDelay".into()));
+        }
+        if let Some(spec) = &self.cloud.clevercloud {
+            spec.settings(origin)?;
         }
         if let Some(f) = self.cloud.exoscale.as_ref().and_then(|e| e.faults.as_ref()) {
             duration_field(f.retry_after.as_deref(), "cloud.exoscale.faults.retryAfter", Duration::ZERO, origin)?;
@@ -538,5 +732,65 @@ mod tests {
         assert!(e.to_string().contains("errorRate"), "{e}");
         let e = Scenario::parse("cloud: {provider: exoscale, exoscale: {faults: {retryAfter: soon}}}\n", "x.yaml").unwrap_err();
         assert!(e.to_string().contains("retryAfter"), "{e}");
+    }
+
+    #[test]
+    fn the_clevercloud_block_is_parsed_with_defaults_and_checked() {
+        let s = Scenario::parse("cloud: {provider: clevercloud}\n", "x.yaml").unwrap();
+        assert_eq!(s.cloud.provider(), "clevercloud");
+        let (settings, pricing) = CleverCloudSpec::default().settings("x").unwrap();
+        assert_eq!(settings, CkeSettings::default());
+        assert_eq!(pricing, PricingFakeOptions::default());
+
+        let text = r#"
+cloud:
+  provider: clevercloud
+  clevercloud:
+    quota: {vcpu: 80, memoryGB: 96.5}
+    controlPlane: {memoryGB: 12}
+    acceptanceDelay: 2s
+    rejectionDelay: 1s
+    bootDelay: {min: 20s, max: 40s}
+    teardownDelay: 35s
+    reservationLeak: 5m
+    vanish: [default-abc12]
+    vanishAfter: 4s
+    seed: 7
+    pricing: {vcpuRate: 0.003, ramRatePerGB: 0.006, failure: wrongCurrency}
+"#;
+        let s = Scenario::parse(text, "x.yaml").unwrap();
+        let (settings, pricing) = s.cloud.clevercloud.as_ref().unwrap().settings("x").unwrap();
+        assert_eq!(settings.quota, Usage::new(80, 96.5));
+        assert_eq!(settings.control_plane, Usage::new(24, 12.0), "a field left out keeps its default");
+        assert_eq!(settings.acceptance_delay, Duration::from_secs(2));
+        assert_eq!(settings.rejection_delay, DelayRange::fixed(Duration::from_secs(1)));
+        assert_eq!(settings.boot_delay, DelayRange::seconds(20, 40));
+        assert_eq!(settings.teardown_delay, DelayRange::fixed(Duration::from_secs(35)));
+        assert_eq!(settings.reservation_leak, Some(Duration::from_secs(300)));
+        assert!(settings.vanish_names.contains("default-abc12") && settings.vanish_probability == 0.0);
+        assert_eq!((settings.vanish_after, settings.seed), (Duration::from_secs(4), 7));
+        assert_eq!((pricing.vcpu_rate, pricing.ram_rate_per_gb, pricing.failure), (0.003, 0.006, PricingFailure::WrongCurrency));
+        let s = Scenario::parse("cloud: {provider: clevercloud, clevercloud: {vanish: 0.25}}\n", "x.yaml").unwrap();
+        assert_eq!(s.cloud.clevercloud.unwrap().settings("x").unwrap().0.vanish_probability, 0.25);
+
+        for (text, field) in [
+            ("cloud: {clevercloud: {}}", "cloud.clevercloud"),
+            ("cloud: {provider: exoscale, clevercloud: {}}", "cloud.clevercloud"),
+            ("cloud: {provider: clevercloud, exoscale: {}}", "cloud.exoscale"),
+            ("cloud: {provider: clevercloud, catalog: {}}", "cloud.catalog"),
+            ("cloud: {provider: clevercloud, bootDelay: 30s}", "cloud.clevercloud.bootDelay"),
+            ("cloud: {provider: clevercloud, clevercloud: {bootDelay: soon}}", "cloud.clevercloud.bootDelay"),
+            ("cloud: {provider: clevercloud, clevercloud: {bootDelay: {min: 60s, max: 20s}}}", "cloud.clevercloud.bootDelay.max"),
+            ("cloud: {provider: clevercloud, clevercloud: {teardownDelay: {min: 1s, max: later}}}", "cloud.clevercloud.teardownDelay.max"),
+            ("cloud: {provider: clevercloud, clevercloud: {reservationLeak: forever}}", "cloud.clevercloud.reservationLeak"),
+            ("cloud: {provider: clevercloud, clevercloud: {vanish: 1.5}}", "cloud.clevercloud.vanish"),
+            ("cloud: {provider: clevercloud, clevercloud: {quota: {memoryGB: -1}}}", "cloud.clevercloud.quota.memoryGB"),
+            ("cloud: {provider: clevercloud, clevercloud: {pricing: {vcpuRate: 0}}}", "cloud.clevercloud.pricing.vcpuRate"),
+            ("cloud: {provider: clevercloud, clevercloud: {pricing: {failure: teapot}}}", "cloud.clevercloud.pricing.failure"),
+            ("cloud: {provider: clevercloud, clevercloud: {quotas: {}}}", "quotas"),
+        ] {
+            let e = Scenario::parse(&format!("{text}\n"), "x.yaml").unwrap_err();
+            assert!(e.to_string().contains(field), "{text}: {e}");
+        }
     }
 }
