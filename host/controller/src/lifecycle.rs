@@ -12,7 +12,7 @@ use joinery_core::labels;
 use joinery_core::lifecycle::{self, Action, ClaimView, FinalizationStep, NodeView, Timeouts};
 use joinery_core::resources::Unit;
 use joinery_runtime::CallError;
-use joinery_runtime::manifest::PluginKind;
+use joinery_runtime::manifest::{NodeBootstrap, PluginKind};
 use joinery_runtime::contract::{self, CloudError};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Api, DeleteParams};
@@ -395,10 +395,19 @@ async fn launch(ctx: &Context, claim: &NodeClaim, create_backing_off: bool) -> R
                         return Ok(());
                     }
                     let call = CloudCall::new(plugin.name(), "create", &uid);
-                    let user_data = match render_user_data(ctx, claim, &class).await {
+                    let platform_bootstrap = plugin.manifest().node_class.as_ref().is_some_and(|n| n.bootstrap == NodeBootstrap::Platform);
+                    let rendered = if platform_bootstrap { Ok(String::new()) } else { render_user_data(ctx, claim, &class).await };
+                    let user_data = match rendered {
                         Ok(text) => text,
                         Err(e) => {
                             let message = util::truncate(&e.to_string(), 300);
+                            // Backs off like a failed create: the claim is retried later, not
+                            // re-rendered on every pass.
+                            let failed: Result<(), CallError> = Err(match e {
+                                ControllerError::Plugin(call_error) => call_error,
+                                other => CallError::Host { plugin: plugin.name().to_string(), op: "create", message: other.to_string() },
+                            });
+                            ctx.cloud_outcome(CONTROLLER, &call, &failed);
                             ctx.events.warning(&involved, "LaunchFailed", &message).await;
                             return write_status(ctx, claim, vec![condition(ctx, LAUNCHED, ConditionStatus::Unknown, "LaunchFailed", message)], json!({})).await;
                         }

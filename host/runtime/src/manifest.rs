@@ -83,6 +83,28 @@ pub struct NodeClassKind {
     /// launched NodeClaim of this plugin waits for exactly it, and onto no other Node.
     #[serde(default, rename = "providerIDFromNodeLabel", skip_serializing_if = "Option::is_none")]
     pub provider_id_from_node_label: Option<String>,
+    /// Who bootstraps the nodes: `userData` (default: the host renders the NodeClass's
+    /// userData and passes it to `create`) or `platform` (the cloud joins its nodes itself,
+    /// as CKE does; the host renders nothing and passes an empty userData).
+    #[serde(default, skip_serializing_if = "NodeBootstrap::is_user_data")]
+    pub bootstrap: NodeBootstrap,
+}
+
+/// Who bootstraps a cloud's nodes (`nodeClass.bootstrap` in `plugin.yaml`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum NodeBootstrap {
+    /// The host renders userData with the NodeClass's renderer.
+    #[default]
+    UserData,
+    /// The platform joins its nodes itself; no userData is rendered.
+    Platform,
+}
+
+impl NodeBootstrap {
+    fn is_user_data(&self) -> bool {
+        *self == NodeBootstrap::UserData
+    }
 }
 
 /// Capabilities a plugin asks for. Each is denied unless the operator grants it too.

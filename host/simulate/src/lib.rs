@@ -179,16 +179,19 @@ impl std::fmt::Debug for CleverCloud {
 }
 
 /// What the `clevercloud` plugins are granted in a simulation.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct CleverCloudGrant {
     /// The pricing fake's base URL (`http://127.0.0.1:<port>`): the only address granted to
     /// `clevercloud-pricing`, and its `endpoint` setting.
     pub pricing_url: String,
+    /// The emulated cluster, reached by the plugins' Kubernetes import (the `workload`
+    /// cluster of their grants): where the NodeGroups live.
+    pub workload: Option<kube::Client>,
 }
 
 /// The Kubernetes access the `clevercloud` plugin is granted in a simulation: NodeGroups,
 /// and Events (for its quota warnings on NodeClaims).
-const CLEVERCLOUD_KUBERNETES: &str = "[{cluster: workload, group: api.clever-cloud.com, resources: [nodegroups], verbs: [get, list, create, delete, patch]}, {cluster: workload, group: \"\", resources: [events], verbs: [create]}]";
+const CLEVERCLOUD_KUBERNETES: &str = "[{cluster: workload, group: api.clever-cloud.com, resources: [nodegroups], verbs: [get, list, create, delete]}, {cluster: workload, group: \"\", resources: [events], verbs: [create]}]";
 
 /// Loads the built-in plugins with grants that let `simcloud` reach exactly `cloud_url`, and
 /// every renderer read the `secrets` named. With `exoscale`, the `exoscale` plugin is also
@@ -205,8 +208,9 @@ pub fn simulation_registry(
 }
 
 /// [`simulation_registry`], and with `clevercloud` the grants of a Clever Cloud simulation:
-/// the `clevercloud` plugin may use NodeGroups (get, list, create, delete, patch: every verb
-/// a grant can name) and create Events in the workload cluster, with config `{clusterName}`; the
+/// the `clevercloud` plugin may use NodeGroups (get, list, create, delete: what it asks for)
+/// and create Events in the workload cluster, reached through `workload`, and reads a new
+/// NodeGroup every 50 ms (real time: CKE's simulated second passes in a fraction of one), with config `{clusterName}`; the
 /// `clevercloud-pricing` plugin may reach the pricing fake (its loopback address added to the
 /// plugin's requested `http`, which names only Clever Cloud's real API), with config
 /// `{endpoint: <the fake's URL>}`. Grants for a plugin that is not built in are harmless.
@@ -237,7 +241,7 @@ pub fn simulation_registry_with(
     }
     if let Some(grant) = clevercloud {
         grants_yaml.push_str(&format!(
-            "  clevercloud:\n    kubernetes: {CLEVERCLOUD_KUBERNETES}\n    config: {{clusterName: {cluster_name:?}}}\n  clevercloud-pricing:\n    http: [{url:?}]\n    config: {{endpoint: {url:?}}}\n",
+            "  clevercloud:\n    kubernetes: {CLEVERCLOUD_KUBERNETES}\n    config: {{clusterName: {cluster_name:?}, acceptancePollMillis: 50}}\n  clevercloud-pricing:\n    http: [{url:?}]\n    config: {{endpoint: {url:?}}}\n",
             url = grant.pricing_url,
         ));
         let loopback = joinery_runtime::grants::HttpPattern::parse("http://127.0.0.1:*").map_err(|e| SimulateError::Plugins(e.to_string()))?;
@@ -252,7 +256,10 @@ pub fn simulation_registry_with(
     }
     let grants = Grants::parse(&grants_yaml, "simulation grants").map_err(|e| SimulateError::Plugins(e.to_string()))?;
     let engine = PluginEngine::new(&EngineOptions::default()).map_err(SimulateError::Plugins)?;
-    let services = HostServices { secrets: store, ..HostServices::default() };
+    let mut services = HostServices { secrets: store, ..HostServices::default() };
+    if let Some(workload) = clevercloud.and_then(|g| g.workload.clone()) {
+        services.kube = Arc::new(joinery_runtime::services::KubeClusters::default().with("workload", workload));
+    }
     let cx = LoadContext::new(engine, grants, services).map_err(SimulateError::Plugins)?;
     let registry = PluginRegistry::load(cx, Vec::new(), builtins).map_err(|e| SimulateError::Plugins(e.to_string()))?;
     Ok(Arc::new(registry))
@@ -345,7 +352,9 @@ impl Simulation {
         }
         let secrets: Arc<dyn joinery_runtime::services::SecretStore> = Arc::new(store);
         let names: Vec<String> = options.secrets.keys().cloned().collect();
-        let cke_grant = clevercloud.as_ref().map(|cke| CleverCloudGrant { pricing_url: cke.pricing.url().to_string() });
+        let cke_grant = clevercloud
+            .as_ref()
+            .map(|cke| CleverCloudGrant { pricing_url: cke.pricing.url().to_string(), workload: Some(client.clone()) });
         let registry =
             simulation_registry_with(cloud.url(), &settings.cluster_name, &names, secrets.clone(), grant.as_ref(), cke_grant.as_ref())?;
         let mut sim =
@@ -879,13 +888,13 @@ mod tests {
     #[test]
     fn a_clevercloud_simulation_grants_both_plugins_what_they_need() {
         let store: Arc<dyn joinery_runtime::services::SecretStore> = Arc::new(joinery_runtime::services::StaticSecrets::default());
-        let grant = CleverCloudGrant { pricing_url: "http://127.0.0.1:41000".into() };
+        let grant = CleverCloudGrant { pricing_url: "http://127.0.0.1:41000".into(), workload: None };
         let registry = simulation_registry_with("http://127.0.0.1:40000", "sim", &[], store.clone(), None, Some(&grant)).unwrap();
         let set = registry.current();
-        if let Some(cloud) = set.get("clevercloud") {
+        {
+            let cloud = set.get("clevercloud").expect("the clevercloud plugin is built in");
             let caps = cloud.capabilities();
-            assert_eq!(caps.grant().config, Some(json!({"clusterName": "sim"})));
-            assert!(caps.grant().kubernetes.iter().any(|r| r.group == "api.clever-cloud.com" && r.verbs.contains(&Verb::Patch)), "patch granted too");
+            assert_eq!(caps.grant().config, Some(json!({"clusterName": "sim", "acceptancePollMillis": 50})));
             // What the plugin asks for (the effective capability is the intersection).
             for verb in [Verb::Get, Verb::List, Verb::Create, Verb::Delete] {
                 let access = KubeAccess { cluster: "workload", group: "api.clever-cloud.com", resource: "nodegroups", namespace: None, verb };
@@ -894,7 +903,8 @@ mod tests {
             let events = KubeAccess { cluster: "workload", group: "", resource: "events", namespace: Some("default"), verb: Verb::Create };
             assert!(caps.check_kube(&events).is_ok(), "{:?}", caps.check_kube(&events));
         }
-        if let Some(pricing) = set.get("clevercloud-pricing") {
+        {
+            let pricing = set.get("clevercloud-pricing").expect("the clevercloud-pricing plugin is built in");
             let caps = pricing.capabilities();
             assert_eq!(caps.grant().config, Some(json!({"endpoint": "http://127.0.0.1:41000"})));
             assert!(caps.check_http("http", "127.0.0.1", 41000).is_ok());

@@ -19,8 +19,9 @@
 //! - **get / list**: only groups labelled managed for this cluster; a terminating group is
 //!   reported not-found, so Karpenter releases the Node's finalizer while CKE's own finalizer
 //!   removes the Node.
-//! - **delete**: deletes a managed group (already deleting is success; an unknown or
-//!   unmanaged group is not-found); any real deletion clears the quota backoff.
+//! - **delete**: deletes a managed group; an unknown, unmanaged or already terminating group
+//!   is not-found (the host's contract: not-found once the instance is gone); any real
+//!   deletion clears the quota backoff.
 //! - **drift**: `NodeClassDrifted` when the group's hash annotation differs from the current
 //!   CleverNodeClass spec's.
 //! - CKE leaves `spec.providerID` empty: the manifest's `providerIDFromNodeLabel` has the host
@@ -167,15 +168,14 @@ fn read_group(name: &str) -> Result<Option<NodeGroup>, CloudError> {
 }
 
 /// The flavor for a claim: the cheapest (smallest) catalog flavor whose labels satisfy the
-/// claim's requirements and whose allocatable holds the claim's requests.
+/// claim's requirements on those labels and whose allocatable holds the claim's requests.
 pub fn choose_flavor<'a>(catalog: &'a [Flavor], claim: &NodeClaim, zone: &str) -> Option<&'a Flavor> {
     let price = |f: &Flavor| f.price_hourly.unwrap_or_else(|| seed_price(f));
     let mut fitting: Vec<&Flavor> = catalog
         .iter()
-        .filter(|f| {
-            let labels: BTreeMap<String, String> = f.labels(zone).into_iter().collect();
-            joinery_plugin_sdk::requirements::requirements_match(&claim.requirements, &labels)
-        })
+        // Only the keys a flavor describes: the claim's other requirements (its NodePool,
+        // template labels…) are about the node, not the flavor.
+        .filter(|f| f.labels(zone).iter().all(|(key, value)| claim.allows(key, value)))
         .filter(|f| {
             claim.resource_requests.iter().all(|r| match (parse_milli(&r.quantity), f.allocatable_milli(&r.name)) {
                 (Some(0), _) => true,
@@ -516,7 +516,9 @@ impl CloudProvider for Clever {
             None => return Err(CloudError::NotFound(format!("clevercloud: NodeGroup {name} not found"))),
         };
         if group.is_terminating() {
-            return Ok(());
+            // Gone as far as Karpenter is concerned (as `get` says): CKE's own finalizer
+            // removes the Node, which waits for Karpenter to let go of it.
+            return Err(CloudError::NotFound(format!("clevercloud: NodeGroup {name} is being deleted")));
         }
         match kube::delete(&nodegroup::collection(), name) {
             Ok(()) => {

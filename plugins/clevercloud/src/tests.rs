@@ -132,7 +132,11 @@ fn claim(name: &str) -> NodeClaim {
         annotations: vec![],
         taints: vec![],
         startup_taints: vec![],
-        requirements: vec![Requirement::new("kubernetes.io/arch", Operator::In, &["amd64"])],
+        requirements: vec![
+            Requirement::new("kubernetes.io/arch", Operator::In, &["amd64"]),
+            Requirement::new("karpenter.sh/nodepool", Operator::In, &["general"]),
+            Requirement::new("team", Operator::In, &["checkout"]),
+        ],
         resource_requests: vec![Resource::new("cpu", "3"), Resource::new("memory", "2Gi")],
         provider_id: None,
     }
@@ -362,7 +366,7 @@ fn get_and_list_see_only_live_groups_managed_for_this_cluster() {
 }
 
 #[test]
-fn delete_touches_only_managed_groups_and_is_done_once_deleting() {
+fn delete_touches_only_managed_groups_and_a_terminating_group_is_gone() {
     let (_host, world) = install(Cke::Silent);
     {
         let mut w = world.borrow_mut();
@@ -374,8 +378,8 @@ fn delete_touches_only_managed_groups_and_is_done_once_deleting() {
     assert!(!kinds(&world).contains(&"delete"), "nothing unmanaged is deleted");
     Clever::delete("clevercloud://mine".into()).unwrap();
     assert_eq!(kinds(&world).iter().filter(|k| **k == "delete").count(), 1);
-    // Deleting again while CKE tears it down: success, no second call.
-    Clever::delete("clevercloud://mine".into()).unwrap();
+    // Deleting again while CKE tears it down: gone for the host, no second call.
+    assert!(matches!(Clever::delete("clevercloud://mine".into()).unwrap_err(), CloudError::NotFound(_)));
     assert_eq!(kinds(&world).iter().filter(|k| **k == "delete").count(), 1);
     assert!(matches!(Clever::get("clevercloud://mine".into()).unwrap_err(), CloudError::NotFound(_)));
 }
