@@ -734,6 +734,10 @@ pub fn unmet(expect: &Expectations, seen: &Observation) -> Vec<String> {
     if let Some(n) = expect.cloud_instances {
         check(seen.cloud_instances == n, format!("cloudInstances: wanted {n}, the cloud has {}", seen.cloud_instances));
     }
+    if let Some(reasons) = &expect.event_reasons {
+        let missing: Vec<&String> = reasons.iter().filter(|r| !seen.event_reasons.contains(*r)).collect();
+        check(missing.is_empty(), format!("eventReasons: no Event with reason {missing:?} was recorded"));
+    }
     if let Some(max) = expect.cost_per_hour_at_most {
         check(seen.cost_per_hour <= max + 1e-9, format!("costPerHourAtMost: wanted ≤ {max}, cost is {:.4}/h", seen.cost_per_hour));
     }
@@ -786,6 +790,9 @@ pub async fn run_scenario_with(scenario: &Scenario, run: RunOptions) -> Result<R
         sim.clock.rebase(at);
     }
     let mut observer = Observer::new(sim.client.clone(), sim.clock.clone(), echo);
+    if scenario.expects_events() {
+        observer.record_events();
+    }
     let mut failures = Vec::new();
     let deadline = scenario.timeout();
     let result = drive(&sim, scenario, &mut observer, &mut failures, deadline).await;
@@ -884,6 +891,21 @@ async fn sample_pause(sim: &Simulation, observer: &mut Observer) {
 mod tests {
     use super::*;
     use joinery_runtime::grants::{KubeAccess, Verb};
+
+    #[test]
+    fn event_reason_expectations_name_the_missing_reasons() {
+        let expect = Expectations { event_reasons: Some(vec!["NodeGroupQuotaExceeded".into(), "Nominated".into()]), ..Default::default() };
+        let mut seen = Observation::default();
+        seen.event_reasons.insert("Nominated".into());
+        let unmet_now = unmet(&expect, &seen);
+        assert_eq!(unmet_now.len(), 1);
+        assert!(unmet_now[0].contains("NodeGroupQuotaExceeded") && !unmet_now[0].contains("Nominated\""), "{unmet_now:?}");
+        seen.event_reasons.insert("NodeGroupQuotaExceeded".into());
+        assert!(unmet(&expect, &seen).is_empty());
+        let scenario = Scenario::parse("steps:\n  - name: s\n    wait: 1s\n    expect: {eventReasons: [X]}\n", "x.yaml").unwrap();
+        assert!(scenario.expects_events());
+        assert!(!Scenario::parse("expect: {nodes: 0}\n", "x.yaml").unwrap().expects_events());
+    }
 
     #[test]
     fn a_clevercloud_simulation_grants_both_plugins_what_they_need() {

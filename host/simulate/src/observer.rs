@@ -1,7 +1,7 @@
 //! Watches the emulated cluster and the simulated cloud while a scenario runs: the timeline
 //! printed to the user and the figures of the report.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use joinery_api::{HasConditions, NodeClaim};
@@ -110,6 +110,8 @@ pub struct Observation {
     pub cloud_instances: usize,
     /// The figures over time (see [`Sample`]).
     pub samples: Vec<Sample>,
+    /// Reasons of the Events seen so far (only when the observer records events).
+    pub event_reasons: BTreeSet<String>,
 }
 
 impl Observation {
@@ -141,6 +143,7 @@ pub struct Observer {
     pub timeline: Vec<String>,
     echo: bool,
     origin: f64,
+    record_events: bool,
 }
 
 fn is_daemon(pod: &Pod) -> bool {
@@ -151,7 +154,23 @@ impl Observer {
     /// An observer; with `echo`, timeline lines are printed as they happen.
     pub fn new(client: kube::Client, clock: Arc<Clock>, echo: bool) -> Observer {
         let origin = clock.seconds();
-        Observer { client, clock, state: Observation::default(), index: BTreeMap::new(), was_all_running: false, timeline: Vec::new(), echo, origin }
+        Observer {
+            client,
+            clock,
+            state: Observation::default(),
+            index: BTreeMap::new(),
+            was_all_running: false,
+            timeline: Vec::new(),
+            echo,
+            origin,
+            record_events: false,
+        }
+    }
+
+    /// Also records the reasons of the cluster's Events at every sample (a list of all
+    /// Events, so only when an expectation needs them).
+    pub fn record_events(&mut self) {
+        self.record_events = true;
     }
 
     /// The current observation.
@@ -214,6 +233,10 @@ impl Observer {
         let pods = Api::<Pod>::all(self.client.clone()).list(&ListParams::default()).await?;
         let nodes = Api::<Node>::all(self.client.clone()).list(&ListParams::default()).await?;
         let claims = Api::<NodeClaim>::all(self.client.clone()).list(&ListParams::default()).await?;
+        if self.record_events {
+            let events = Api::<k8s_openapi::api::core::v1::Event>::all(self.client.clone()).list(&ListParams::default()).await?;
+            self.state.event_reasons.extend(events.items.into_iter().filter_map(|e| e.reason));
+        }
         let workload: Vec<&Pod> = pods.items.iter().filter(|p| !is_daemon(p) && p.metadata.deletion_timestamp.is_none()).collect();
         let running = workload.iter().filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")).count();
         let counts = PodCounts { total: workload.len(), running, pending: workload.len() - running };

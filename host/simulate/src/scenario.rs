@@ -578,6 +578,10 @@ pub struct Expectations {
     /// a NodeClaim owns them: a leak shows here.
     #[serde(default)]
     pub cloud_instances: Option<usize>,
+    /// Events with each of these reasons were recorded so far, on any object (e.g.
+    /// `NodeGroupQuotaExceeded`, `InsufficientCapacityError`).
+    #[serde(default)]
+    pub event_reasons: Option<Vec<String>>,
 }
 
 /// Parses a Go duration field, naming it on error.
@@ -671,6 +675,12 @@ impl Scenario {
             message: format!("startAt: {text:?} is not an RFC 3339 time such as 2026-03-02T08:50:00Z: {e}"),
         })?;
         Ok(Some(std::time::SystemTime::from(at)))
+    }
+
+    /// Whether an expectation (of a step or the final one) names event reasons, so the
+    /// run must record them.
+    pub fn expects_events(&self) -> bool {
+        self.steps.iter().filter_map(|s| s.expect.as_ref()).chain(self.expect.as_ref()).any(|e| e.event_reasons.is_some())
     }
 
     /// The scenario's simulated time limit (default 30 minutes).

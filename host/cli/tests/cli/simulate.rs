@@ -288,6 +288,46 @@ fn exoscale_anti_affinity_ceiling_is_insufficient_capacity_not_a_crash_loop() {
     assert!(report["timeline"].to_string().contains("deleted (node -)"), "the refused claim was deleted");
 }
 
+/// The fake CKE's NodeGroup totals from a Clever Cloud report: (accepted, refused, vanished).
+fn node_groups(report: &serde_json::Value) -> (u64, u64, u64) {
+    let totals = &report["cloud"]["nodeGroups"];
+    let n = |k: &str| totals[k].as_u64().unwrap_or_else(|| panic!("no cloud.nodeGroups.{k}: {report:#}"));
+    (n("accepted"), n("rejected"), n("vanished"))
+}
+
+#[test]
+fn clevercloud_quickstart_registers_platform_nodes_and_scales_to_zero() {
+    let (report, stdout, ok) = simulate(Some("clevercloud-quickstart.yaml"));
+    assert!(ok, "{stdout}");
+    assert_eq!(report["cloud"]["provider"], "clevercloud");
+    let nodes = report["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 1, "{report:#}");
+    let node = &nodes[0];
+    assert_eq!(node["instanceType"], "2XS", "the cheapest flavor holding 3 × (1 CPU, 1Gi)");
+    // CKE registered the Node without a provider ID; the host's hook wrote it, so it registered.
+    assert!(!node["registeredAt"].is_null(), "{node}");
+    assert!(node["pricePerHour"].as_f64().is_some_and(|p| (p - 0.0333).abs() < 1e-9), "the clevercloud-pricing price of 2XS: {node}");
+    assert!(!node["deletedAt"].is_null(), "{node}");
+    assert_eq!(node_groups(&report), (1, 0, 0));
+    assert_eq!(report["cloud"]["instancesAtEnd"], 0, "the NodeGroup is gone: {report:#}");
+    assert!(stdout.contains("all 3 pods running"), "{stdout}");
+}
+
+#[test]
+fn clevercloud_quota_refusal_is_reported_and_the_pod_runs_once_quota_frees() {
+    let (report, stdout, ok) = simulate(Some("clevercloud-quota.yaml"));
+    assert!(ok, "{stdout}");
+    let (accepted, refused, vanished) = node_groups(&report);
+    assert_eq!((accepted, refused, vanished), (2, 1, 0), "the S, then the M once quota freed; one refusal: {report:#}");
+    // The refused claim was deleted at once (insufficient capacity), not after the 15 min
+    // registration timeout, and nothing was left in CKE.
+    assert_eq!(report["totals"]["nodeClaimsCreated"], 3, "{}", report["totals"]);
+    assert_eq!(report["cloud"]["instancesAtEnd"], 1);
+    let mut types: Vec<&str> = report["nodes"].as_array().unwrap().iter().filter_map(|n| n["instanceType"].as_str()).collect();
+    types.sort();
+    assert_eq!(types, ["M", "S"], "{report:#}");
+}
+
 #[test]
 fn exoscale_failed_create_leaves_no_instance_behind() {
     let (report, stdout, ok) = simulate(Some("exoscale-failed-create.yaml"));
@@ -439,6 +479,8 @@ fn every_shipped_scenario_is_covered_by_a_test() {
     let tested = [
         "blog-eight-pods.yaml",
         "blog-one-pod-3-vcpu.yaml",
+        "clevercloud-quickstart.yaml",
+        "clevercloud-quota.yaml",
         "consolidation-blocked.yaml",
         "consolidation-budget-window.yaml",
         "consolidation-multi-delete.yaml",
