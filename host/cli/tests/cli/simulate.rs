@@ -306,7 +306,8 @@ fn clevercloud_quickstart_registers_platform_nodes_and_scales_to_zero() {
     assert_eq!(node["instanceType"], "2XS", "the cheapest flavor holding 3 × (1 CPU, 1Gi)");
     // CKE registered the Node without a provider ID; the host's hook wrote it, so it registered.
     assert!(!node["registeredAt"].is_null(), "{node}");
-    assert!(node["pricePerHour"].as_f64().is_some_and(|p| (p - 0.0333).abs() < 1e-9), "the clevercloud-pricing price of 2XS: {node}");
+    // Priced by clevercloud-pricing from the fake's live rates (0.004/vCPU), not the table's 0.0333.
+    assert!(node["pricePerHour"].as_f64().is_some_and(|p| (p - 0.0382).abs() < 1e-9), "the live price of 2XS: {node}");
     assert!(!node["deletedAt"].is_null(), "{node}");
     assert_eq!(node_groups(&report), (1, 0, 0));
     assert_eq!(report["cloud"]["instancesAtEnd"], 0, "the NodeGroup is gone: {report:#}");
