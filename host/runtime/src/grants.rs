@@ -9,6 +9,9 @@
 //!     http: ["https://api-*.exoscale.com"]
 //!     kubernetes:
 //!       - {cluster: workload, group: "", resources: [configmaps], verbs: [get, list]}
+//!   capi:
+//!     kubernetes:
+//!       - {cluster: management, group: cluster.x-k8s.io, resources: [machinedeployments], verbs: [get, patch], namespaces: [capi]}
 //!     secrets: [exoscale-credentials]
 //!     config: {zone: ch-gva-2}
 //!     limits: {memoryMiB: 64, timeoutMs: 30000, maxConcurrency: 4}
@@ -151,7 +154,9 @@ fn default_cluster() -> String {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct KubeRule {
-    /// `workload` or the name of a management cluster.
+    /// The cluster the rule is for: `workload` (the default; the cluster Joinery scales) or
+    /// `management` (the cluster holding Cluster API objects, which `joinery run` reaches
+    /// through `--management-kubeconfig`). A call reaches a cluster only through a rule naming it.
     #[serde(default = "default_cluster")]
     pub cluster: String,
     /// API group (`""` for core).
@@ -548,6 +553,30 @@ mod tests {
         access.namespace = Some("kube-system");
         access.cluster = "management";
         assert!(c.check_kube(&access).is_err());
+    }
+
+    #[test]
+    fn a_management_rule_allows_calls_to_the_management_cluster_only() {
+        let rule = "  kubernetes: [{cluster: management, group: cluster.x-k8s.io, resources: [machinedeployments], verbs: [get, patch], namespaces: [capi]}]\n";
+        let c = caps(rule, &format!("  {rule}"));
+        assert_eq!(c.grant().kubernetes[0].cluster, "management");
+        let mut access = KubeAccess {
+            cluster: "management",
+            group: "cluster.x-k8s.io",
+            resource: "machinedeployments",
+            namespace: Some("capi"),
+            verb: Verb::Patch,
+        };
+        assert!(c.check_kube(&access).is_ok());
+        // The same call on the workload cluster is another grant, and the refusal names it.
+        access.cluster = "workload";
+        let e = c.check_kube(&access).unwrap_err();
+        assert!(e.0.contains("{cluster: workload, group: \"cluster.x-k8s.io\", resources: [machinedeployments], verbs: [patch], namespaces: [capi]}"), "{e}");
+        // A rule without `cluster` is a workload rule: it does not reach the management cluster.
+        let c = caps("  kubernetes: [{group: \"\", resources: [configmaps], verbs: [get]}]\n", "    kubernetes: [{group: \"\", resources: [configmaps], verbs: [get]}]\n");
+        let access = KubeAccess { cluster: "management", group: "", resource: "configmaps", namespace: Some("kube-system"), verb: Verb::Get };
+        assert!(c.check_kube(&access).unwrap_err().0.contains("{cluster: management,"));
+        assert!(c.check_kube(&KubeAccess { cluster: "workload", ..access }).is_ok());
     }
 
     #[test]

@@ -185,25 +185,57 @@ fn no_cluster() -> KubeCallError {
 }
 
 /// Kubernetes access through kube-rs clients, one per cluster name.
+///
+/// Each call goes to the client of the cluster its target names (the grant check has already
+/// matched the rule's `cluster` to it); a call to a cluster this host has no client for fails
+/// as unavailable, with the reason given to [`KubeClusters::without`] when there is one.
 #[derive(Clone, Default)]
 pub struct KubeClusters {
     clusters: BTreeMap<String, kube::Client>,
+    /// Clusters known to be absent, with what the operator should do to add them.
+    absent: BTreeMap<String, String>,
 }
 
 impl KubeClusters {
-    /// Adds a cluster under `name` (`workload` for the cluster Joinery manages).
+    /// Adds a cluster under `name` (`workload` for the cluster Joinery manages, `management`
+    /// for the one holding Cluster API objects).
     pub fn with(mut self, name: &str, client: kube::Client) -> Self {
+        self.absent.remove(name);
         self.clusters.insert(name.to_string(), client);
         self
+    }
+
+    /// Records that this host has no client for cluster `name`, and `how` to give it one: the
+    /// error of a call to that cluster says it (e.g. which flag to pass).
+    pub fn without(mut self, name: &str, how: &str) -> Self {
+        if !self.clusters.contains_key(name) {
+            self.absent.insert(name.to_string(), how.to_string());
+        }
+        self
+    }
+
+    /// The names of the clusters calls can reach, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        self.clusters.keys().map(String::as_str).collect()
+    }
+
+    /// The client for `cluster`, or why there is none.
+    fn client(&self, cluster: &str) -> Result<kube::Client, KubeCallError> {
+        if let Some(client) = self.clusters.get(cluster) {
+            return Ok(client.clone());
+        }
+        let reachable = if self.clusters.is_empty() { "none".to_string() } else { self.names().join(", ") };
+        Err(KubeCallError::Unavailable(match self.absent.get(cluster) {
+            Some(how) => format!("no {cluster:?} cluster is configured on this host (clusters plugins can reach: {reachable}); {how}"),
+            None => format!("no cluster named {cluster:?} is configured on this host (clusters plugins can reach: {reachable})"),
+        }))
     }
 
     /// The dynamic API for `target`. The parts are checked again here (the plugin-facing
     /// import checks them first), so no caller can hand this backend a path-changing value.
     fn api(&self, target: &KubeTarget, name: Option<&str>) -> Result<kube::Api<kube::core::DynamicObject>, KubeCallError> {
         crate::kube_names::check(&target.parts(name)).map_err(|e| KubeCallError::Invalid(e.to_string()))?;
-        let client = self.clusters.get(&target.cluster).cloned().ok_or_else(|| {
-            KubeCallError::Unavailable(format!("no cluster named {:?} is configured", target.cluster))
-        })?;
+        let client = self.client(&target.cluster)?;
         let api_version =
             if target.group.is_empty() { target.version.clone() } else { format!("{}/{}", target.group, target.version) };
         let resource = kube::discovery::ApiResource {
@@ -493,6 +525,89 @@ mod tests {
             cache.set("noisy", &i.to_string(), vec![7; 4096], 60);
         }
         assert_eq!(cache.get("quiet", "token"), Some(b"kept".to_vec()));
+    }
+
+    /// A fake API server on loopback (a plain thread, one request per connection) answering
+    /// every request with the ConfigMap `kube-system/x` whose data names `cluster`; returns its
+    /// URL and the request lines it received.
+    fn fake_api_server(cluster: &'static str) -> (String, Arc<Mutex<Vec<String>>>) {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut buf = vec![0u8; 16 * 1024];
+                let n = stream.read(&mut buf).unwrap_or(0);
+                let request = String::from_utf8_lossy(&buf[..n]);
+                record.lock().unwrap().push(request.lines().next().unwrap_or_default().to_string());
+                let body = serde_json::json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "x", "namespace": "kube-system"},
+                    "data": {"cluster": cluster},
+                })
+                .to_string();
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes());
+            }
+        });
+        (url, seen)
+    }
+
+    fn client(url: &str) -> kube::Client {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap()
+    }
+
+    fn configmap_x(cluster: &str) -> KubeTarget {
+        KubeTarget {
+            cluster: cluster.into(),
+            group: String::new(),
+            version: "v1".into(),
+            resource: "configmaps".into(),
+            namespace: Some("kube-system".into()),
+        }
+    }
+
+    #[tokio::test]
+    async fn each_call_goes_to_the_cluster_its_target_names() {
+        let (workload_url, workload_seen) = fake_api_server("workload");
+        let (management_url, management_seen) = fake_api_server("management");
+        let clusters = KubeClusters::default().with("workload", client(&workload_url)).with("management", client(&management_url));
+        assert_eq!(clusters.names(), ["management", "workload"]);
+        let from = |json: String| serde_json::from_str::<serde_json::Value>(&json).unwrap()["data"]["cluster"].as_str().unwrap().to_string();
+        assert_eq!(from(clusters.get(&configmap_x("management"), "x").await.unwrap()), "management");
+        assert_eq!(from(clusters.get(&configmap_x("workload"), "x").await.unwrap()), "workload");
+        assert_eq!(from(clusters.get(&configmap_x("management"), "x").await.unwrap()), "management");
+        let path = "GET /api/v1/namespaces/kube-system/configmaps/x HTTP/1.1";
+        assert_eq!(*management_seen.lock().unwrap(), [path, path]);
+        assert_eq!(*workload_seen.lock().unwrap(), [path]);
+    }
+
+    #[tokio::test]
+    async fn a_call_to_a_cluster_without_a_client_says_how_to_add_it() {
+        // The workload client is never called here, so no server needs to listen on its port.
+        let clusters = KubeClusters::default()
+            .with("workload", client("http://127.0.0.1:9"))
+            .without("management", "start joinery run with --management-kubeconfig FILE");
+        let Err(KubeCallError::Unavailable(message)) = clusters.get(&configmap_x("management"), "x").await else {
+            panic!("a call to an absent cluster must fail as unavailable");
+        };
+        assert!(message.contains("\"management\"") && message.contains("--management-kubeconfig"), "{message}");
+        assert!(message.contains("can reach: workload"), "{message}");
+        let Err(KubeCallError::Unavailable(message)) = clusters.delete(&configmap_x("elsewhere"), "x").await else {
+            panic!("a call to an unknown cluster must fail as unavailable");
+        };
+        assert!(message.contains("no cluster named \"elsewhere\""), "{message}");
+        // Adding the cluster afterwards removes the hint.
+        let (url, _) = fake_api_server("management");
+        let clusters = clusters.with("management", client(&url));
+        assert!(clusters.get(&configmap_x("management"), "x").await.is_ok());
     }
 
     #[test]
