@@ -23,6 +23,7 @@ const SOURCES: &[&str] = &[
     "simcloud",
     "exoscale",
     "clevercloud",
+    "clusterapi",
     "testing",
 ];
 

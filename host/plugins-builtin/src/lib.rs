@@ -25,8 +25,8 @@ macro_rules! builtin {
 }
 
 /// The shipped plugins: the verbatim, k3s, RKE2 and kubeadm renderers, the synthetic and
-/// Clever Cloud pricing functions, the Exoscale and Clever Cloud cloud providers and the cloud
-/// provider of the simulated cloud (so `joinery simulate` needs no plugin directory).
+/// Clever Cloud pricing functions, the Exoscale, Clever Cloud and Cluster API cloud providers
+/// and the cloud provider of the simulated cloud (so `joinery simulate` needs no plugin directory).
 pub static BUILTIN_PLUGINS: &[BuiltinPlugin] = &[
     builtin!("template", "joinery_plugin_template.wasm"),
     builtin!("k3s", "joinery_plugin_k3s.wasm"),
@@ -37,6 +37,7 @@ pub static BUILTIN_PLUGINS: &[BuiltinPlugin] = &[
     builtin!("simcloud", "joinery_plugin_simcloud.wasm"),
     builtin!("exoscale", "joinery_plugin_exoscale.wasm"),
     builtin!("clevercloud", "joinery_plugin_clevercloud.wasm"),
+    builtin!("clusterapi", "joinery_plugin_clusterapi.wasm"),
 ];
 
 /// Parses the manifests of the built-in plugins (they are tested, so this cannot fail in a
