@@ -7,6 +7,7 @@ mod commands;
 mod exit;
 mod kube_options;
 mod logging;
+mod management;
 mod plugin_options;
 mod snapshot_input;
 

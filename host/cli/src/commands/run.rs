@@ -22,6 +22,9 @@ pub struct RunArgs {
     /// Where the cluster is.
     #[command(flatten)]
     pub kube: crate::kube_options::KubeOptions,
+    /// Where the management cluster (Cluster API objects) is, if any.
+    #[command(flatten)]
+    pub management: crate::management::ManagementOptions,
     /// Plugin loading options.
     #[command(flatten)]
     pub plugins: PluginOptions,
@@ -44,6 +47,9 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     // kube's TLS stack needs a process-wide crypto provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let settings = Settings::from_env().context("invalid settings")?;
+    // The management cluster, if the operator named one: plugins granted `cluster: management`
+    // reach it; the controller's own watches and writes stay on the workload cluster.
+    let management_source = crate::management::resolve(&args.management, |name| std::env::var(name).ok())?;
     let config = args.kube.config().await?;
     let mut settings = settings;
     if settings.cluster_endpoint.is_empty() {
@@ -51,6 +57,27 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     }
     let api_server = config.cluster_url.to_string();
     let client = kube::Client::try_from(config).context("cannot build the Kubernetes client")?;
+    let management = match management_source {
+        None => None,
+        Some(source) => {
+            let config = source.config().await?;
+            let url = config.cluster_url.to_string();
+            let client = kube::Client::try_from(config)
+                .with_context(|| format!("cannot build the management cluster's Kubernetes client (from {source})"))?;
+            Some((source, url, client))
+        }
+    };
+    let workload_only = KubeClusters::default().with("workload", client.clone());
+    let clusters = match &management {
+        Some((source, url, management)) => {
+            tracing::info!(workload = %api_server, management = %url, from = %source, "plugins can reach the workload and management clusters");
+            workload_only.with("management", management.clone())
+        }
+        None => {
+            tracing::info!(workload = %api_server, "plugins can reach the workload cluster only (no management cluster: pass --management-kubeconfig to add one)");
+            workload_only.without("management", crate::management::NOT_CONFIGURED)
+        }
+    };
     // Plugins' secrets (and renderers' granted secrets) are read from the controller's own
     // namespace unless a name carries `namespace/`; the `workload` cluster is this one.
     let namespace = settings.system_namespace.clone();
@@ -59,7 +86,7 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     let egress = joinery_runtime::egress::EgressConfig::from_env().map_err(|e| anyhow::anyhow!("invalid egress setting: {e}"))?;
     let services = HostServices {
         secrets: secrets.clone(),
-        kube: Arc::new(KubeClusters::default().with("workload", client.clone())),
+        kube: Arc::new(clusters),
         egress: Arc::new(joinery_runtime::egress::Egress::new(&egress)),
         ..HostServices::default()
     };
@@ -88,6 +115,12 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         .apiserver_version()
         .await
         .with_context(|| format!("cannot reach the Kubernetes API server at {api_server}; check --kubeconfig (or the in-cluster service account) and the network"))?;
+    if let Some((source, url, management)) = &management {
+        management
+            .apiserver_version()
+            .await
+            .with_context(|| format!("cannot reach the management cluster's API server at {url}; check {source} and the network"))?;
+    }
     let clock = Arc::new(Clock::real());
     // One SIGTERM/SIGINT listener for the whole life of the process, so that a signal arriving
     // while the loops start is not missed.
