@@ -6,7 +6,10 @@
 //! unchanged. Around it, [`physics`] runs what a real cluster has around Karpenter (scheduler,
 //! workload controllers, kubelets), [`cloud`] the simulated cloud whose instances the kubelets
 //! boot and [`exoscale`] a fake of the Exoscale API. The three fakes share one loopback HTTP
-//! loop (`http_server.rs`) and one fault-injection core (`faults.rs`).
+//! loop (`http_server.rs`) and one fault-injection core (`faults.rs`). [`clevercloud`] fakes
+//! Clever Cloud's NodeGroup API inside the cluster, and [`clusterapi`] a Cluster API
+//! management cluster (a second API server with MachineDeployment, MachineSet and Machine
+//! controllers whose machines register as Nodes in the workload cluster).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), joinery_sim::SimError> {
@@ -23,6 +26,7 @@ pub mod apiserver;
 pub mod bench;
 pub mod cloud;
 pub mod clevercloud;
+pub mod clusterapi;
 mod error;
 pub mod exoscale;
 mod faults;

@@ -30,9 +30,10 @@ pub struct SimInstance {
     pub id: String,
     /// `simcloud://<id>`.
     pub provider_id: String,
-    /// Instance-type name, e.g. `c-4x-amd64-linux`.
+    /// Instance-type name, e.g. `c-4x-amd64-linux` (empty when the platform does not say:
+    /// the Node then gets no `node.kubernetes.io/instance-type` label from the kubelet).
     pub instance_type: String,
-    /// Zone, e.g. `test-zone-a`.
+    /// Zone, e.g. `test-zone-a` (empty: no `topology.kubernetes.io/zone` label).
     pub zone: String,
     /// `on-demand` or `spot`.
     pub capacity_type: String,

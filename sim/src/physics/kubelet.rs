@@ -284,8 +284,13 @@ fn node_object(shared: &Shared, instance: &SimInstance, bootstrap: &Bootstrap, m
     labels.insert(HOSTNAME_LABEL.into(), bootstrap.node_name.clone());
     labels.insert(ARCH_LABEL.into(), arch.clone());
     labels.insert(OS_LABEL.into(), os.clone());
-    labels.insert(INSTANCE_TYPE_LABEL.into(), instance.instance_type.clone());
-    labels.insert(ZONE_LABEL.into(), instance.zone.clone());
+    // An instance of no known type or zone (a platform that does not say) sets no label.
+    if !instance.instance_type.is_empty() {
+        labels.insert(INSTANCE_TYPE_LABEL.into(), instance.instance_type.clone());
+    }
+    if !instance.zone.is_empty() {
+        labels.insert(ZONE_LABEL.into(), instance.zone.clone());
+    }
     labels.insert(REGION_LABEL.into(), instance_label(REGION_LABEL, &shared.region));
 
     let mut capacity = quantities(&instance.capacity);
