@@ -63,6 +63,8 @@ app.kubernetes.io/part-of: joinery
 {{- define "joinery.grantsDir" -}}/etc/joinery/grants{{- end }}
 {{/* Directory of the egress CA bundle. */}}
 {{- define "joinery.egressCaDir" -}}/etc/joinery/egress-ca{{- end }}
+{{/* Directory of the management cluster's kubeconfig. */}}
+{{- define "joinery.managementDir" -}}/etc/joinery/management{{- end }}
 
 {{/* FEATURE_GATES in upstream's `Name=bool,…` form and order. */}}
 {{- define "joinery.featureGates" -}}

@@ -8,6 +8,7 @@ mod exoscale_conformance;
 mod explain_capacity;
 mod helm;
 mod helm_install;
+mod management;
 mod plugins_new;
 mod plugins_package;
 mod run;
