@@ -1,5 +1,6 @@
 //! `joinery simulate`: one process runs the emulated Kubernetes API, the cluster physics,
-//! the simulated cloud and the real host with its real wasm plugins, applies a scenario, and
+//! the simulated cloud (or a fake of a real one: Exoscale, Clever Cloud, a Cluster API
+//! management cluster) and the real host with its real wasm plugins, applies a scenario, and
 //! reports what happened.
 //!
 //! [`Simulation::start`] brings the pieces up (also used by tests that need a whole cluster);
@@ -24,6 +25,7 @@ use joinery_runtime::services::HostServices;
 use joinery_sim::clevercloud::nodegroups::{NodeGroupOperator, NodeGroupOperatorOptions};
 use joinery_sim::clevercloud::pricing::PricingFake;
 use joinery_sim::cloud::{Catalog, SimCloud, SimCloudOptions, SimInstance};
+use joinery_sim::clusterapi::{CapiControllers, CapiOptions};
 use joinery_sim::exoscale::{ExoFake, ExoFakeOptions};
 use joinery_sim::physics::{Physics, PhysicsOptions};
 use joinery_sim::{ApiServer, ApiServerOptions};
@@ -35,7 +37,7 @@ use serde_json::json;
 
 pub use observer::{Observation, Observer};
 pub use report::Report;
-pub use scenario::{CleverCloudSpec, Expectations, ExoscaleSpec, Scenario, ScenarioError};
+pub use scenario::{CleverCloudSpec, ClusterApiSpec, Expectations, ExoscaleSpec, Scenario, ScenarioError};
 
 /// The NodeClass CRDs of the built-in cloud plugins, applied to every simulated cluster.
 pub const NODECLASS_CRDS: [(&str, &str); 3] = [
@@ -100,6 +102,12 @@ pub struct SimulationOptions {
     /// grant the `clevercloud` and `clevercloud-pricing` plugins, instead of launching on
     /// the simulated cloud (which still runs, idle).
     pub clevercloud: Option<CleverCloudSpec>,
+    /// Run a fake Cluster API management cluster with these contents and settings — a second
+    /// emulated API server with the `cluster.x-k8s.io` CRDs and the MachineDeployment,
+    /// MachineSet and Machine controllers, whose machines register as Nodes in the emulated
+    /// (workload) cluster — and grant the `clusterapi` plugin both clusters, instead of
+    /// launching on the simulated cloud (which still runs, idle).
+    pub clusterapi: Option<ClusterApiSpec>,
 }
 
 impl Default for SimulationOptions {
@@ -115,6 +123,7 @@ impl Default for SimulationOptions {
             exoscale: None,
             exoscale_journal: None,
             clevercloud: None,
+            clusterapi: None,
         }
     }
 }
@@ -133,6 +142,9 @@ pub struct Simulation {
     /// The fake Clever Cloud Kubernetes Engine, when the scenario's provider is
     /// `clevercloud` (the simulated cloud then stays idle).
     pub clevercloud: Option<CleverCloud>,
+    /// The fake Cluster API management cluster, when the scenario's provider is
+    /// `clusterapi` (the simulated cloud then stays idle).
+    pub clusterapi: Option<ClusterApi>,
     /// The physics (scheduler, workload controllers, kubelets).
     pub physics: Option<Physics>,
     /// The host's controllers.
@@ -178,6 +190,42 @@ impl std::fmt::Debug for CleverCloud {
     }
 }
 
+/// The fake Cluster API management cluster of a simulation.
+pub struct ClusterApi {
+    /// The management cluster's emulated API server (the CRDs and the scenario's
+    /// `cloud.clusterapi.manifests` are there).
+    pub management: ApiServer,
+    /// Client of the management cluster.
+    pub client: kube::Client,
+    /// The MachineDeployment, MachineSet and Machine controllers (their machines are the
+    /// cloud's instances).
+    pub controllers: CapiControllers,
+    /// The `clusterName` the `clusterapi` plugin is configured with.
+    pub cluster_name: String,
+}
+
+impl std::fmt::Debug for ClusterApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterApi").field("management", &self.management.url()).field("controllers", &self.controllers).finish_non_exhaustive()
+    }
+}
+
+/// What the `clusterapi` plugin is granted in a simulation.
+#[derive(Clone)]
+pub struct ClusterApiGrant {
+    /// Its `clusterName` setting.
+    pub cluster_name: String,
+    /// The management cluster (`management` in its grants), where the MachineDeployments live.
+    pub management: Option<kube::Client>,
+    /// The emulated cluster the host manages (`workload` in its grants).
+    pub workload: Option<kube::Client>,
+}
+
+/// The Kubernetes access the `clusterapi` plugin is granted in a simulation: the Cluster API
+/// objects of the management cluster.
+const CLUSTERAPI_KUBERNETES: &str =
+    "[{cluster: management, group: cluster.x-k8s.io, resources: [machinedeployments, machinesets, machines], verbs: [get, list, patch, delete]}]";
+
 /// What the `clevercloud` plugins are granted in a simulation.
 #[derive(Clone)]
 pub struct CleverCloudGrant {
@@ -204,7 +252,7 @@ pub fn simulation_registry(
     store: Arc<dyn joinery_runtime::services::SecretStore>,
     exoscale: Option<&ExoscaleGrant>,
 ) -> Result<Arc<PluginRegistry>, SimulateError> {
-    simulation_registry_with(cloud_url, cluster_name, secrets, store, exoscale, None)
+    simulation_registry_with(cloud_url, cluster_name, secrets, store, exoscale, None, None)
 }
 
 /// [`simulation_registry`], and with `clevercloud` the grants of a Clever Cloud simulation:
@@ -213,7 +261,11 @@ pub fn simulation_registry(
 /// NodeGroup every 50 ms (real time: CKE's simulated second passes in a fraction of one), with config `{clusterName}`; the
 /// `clevercloud-pricing` plugin may reach the pricing fake (its loopback address added to the
 /// plugin's requested `http`, which names only Clever Cloud's real API), with config
-/// `{endpoint: <the fake's URL>}`. Grants for a plugin that is not built in are harmless.
+/// `{endpoint: <the fake's URL>}`. With `clusterapi`, the `clusterapi` plugin may get, list,
+/// patch and delete MachineDeployments, MachineSets and Machines in the `management`
+/// cluster, with config `{clusterName}`; the host's Kubernetes import then reaches the
+/// `management` and `workload` clusters through the grant's clients. Grants for a plugin
+/// that is not built in are harmless.
 pub fn simulation_registry_with(
     cloud_url: &str,
     cluster_name: &str,
@@ -221,6 +273,7 @@ pub fn simulation_registry_with(
     store: Arc<dyn joinery_runtime::services::SecretStore>,
     exoscale: Option<&ExoscaleGrant>,
     clevercloud: Option<&CleverCloudGrant>,
+    clusterapi: Option<&ClusterApiGrant>,
 ) -> Result<Arc<PluginRegistry>, SimulateError> {
     let mut grants_yaml = format!(
         "plugins:\n  simcloud:\n    http: [{url:?}]\n    config: {{endpoint: {url:?}, clusterName: {cluster_name:?}}}\n",
@@ -249,6 +302,12 @@ pub fn simulation_registry_with(
             manifest.capabilities.http.push(loopback.clone());
         }
     }
+    if let Some(grant) = clusterapi {
+        grants_yaml.push_str(&format!(
+            "  clusterapi:\n    kubernetes: {CLUSTERAPI_KUBERNETES}\n    config: {{clusterName: {name:?}}}\n",
+            name = grant.cluster_name,
+        ));
+    }
     if !secrets.is_empty() {
         for renderer in RENDERERS {
             grants_yaml.push_str(&format!("  {renderer}:\n    secrets: {secrets:?}\n"));
@@ -257,8 +316,17 @@ pub fn simulation_registry_with(
     let grants = Grants::parse(&grants_yaml, "simulation grants").map_err(|e| SimulateError::Plugins(e.to_string()))?;
     let engine = PluginEngine::new(&EngineOptions::default()).map_err(SimulateError::Plugins)?;
     let mut services = HostServices { secrets: store, ..HostServices::default() };
-    if let Some(workload) = clevercloud.and_then(|g| g.workload.clone()) {
-        services.kube = Arc::new(joinery_runtime::services::KubeClusters::default().with("workload", workload));
+    let workload = clevercloud.and_then(|g| g.workload.clone()).or_else(|| clusterapi.and_then(|g| g.workload.clone()));
+    let management = clusterapi.and_then(|g| g.management.clone());
+    if workload.is_some() || management.is_some() {
+        let mut clusters = joinery_runtime::services::KubeClusters::default();
+        if let Some(workload) = workload {
+            clusters = clusters.with("workload", workload);
+        }
+        if let Some(management) = management {
+            clusters = clusters.with("management", management);
+        }
+        services.kube = Arc::new(clusters);
     }
     let cx = LoadContext::new(engine, grants, services).map_err(SimulateError::Plugins)?;
     let registry = PluginRegistry::load(cx, Vec::new(), builtins).map_err(|e| SimulateError::Plugins(e.to_string()))?;
@@ -327,13 +395,24 @@ impl Simulation {
             Some(spec) => Some(start_clevercloud(spec, &client, clock.clone()).await?),
             None => None,
         };
-        let events = match (&exoscale, &clevercloud) {
-            (Some(fake), _) => (fake.subscribe(), fake.boot_delay()),
+        let clusterapi = match &options.clusterapi {
+            Some(spec) => Some(start_clusterapi(spec, &client, clock.clone(), &settings.cluster_name).await?),
+            None => None,
+        };
+        let events = match (&exoscale, &clevercloud, &clusterapi) {
+            (Some(fake), _, _) => (fake.subscribe(), fake.boot_delay()),
             // Each machine brings its own boot delay.
-            (None, Some(cke)) => (cke.operator.subscribe(), options.boot_delay),
-            (None, None) => (cloud.subscribe(), cloud.boot_delay()),
+            (None, Some(cke), _) => (cke.operator.subscribe(), options.boot_delay),
+            (None, None, Some(capi)) => (capi.controllers.subscribe(), options.boot_delay),
+            (None, None, None) => (cloud.subscribe(), cloud.boot_delay()),
         };
         let physics = Physics::start(PhysicsOptions::new(client.clone(), clock.clone()).with_cloud(events.0, events.1));
+        // The management cluster's objects go in once the kubelets listen for its machines.
+        if let (Some(capi), Some(spec)) = (&clusterapi, &options.clusterapi) {
+            for object in &spec.manifests {
+                apply_to(&capi.client, object).await?;
+            }
+        }
         let mut grant = None;
         if let (Some(fake), Some(spec)) = (&exoscale, &options.exoscale) {
             seed_exoscale(fake, spec, &settings.cluster_name)?;
@@ -355,10 +434,34 @@ impl Simulation {
         let cke_grant = clevercloud
             .as_ref()
             .map(|cke| CleverCloudGrant { pricing_url: cke.pricing.url().to_string(), workload: Some(client.clone()) });
-        let registry =
-            simulation_registry_with(cloud.url(), &settings.cluster_name, &names, secrets.clone(), grant.as_ref(), cke_grant.as_ref())?;
-        let mut sim =
-            Simulation { clock, api, cloud, exoscale, clevercloud, physics: Some(physics), controller: None, registry, settings, client, secrets };
+        let capi_grant = clusterapi.as_ref().map(|capi| ClusterApiGrant {
+            cluster_name: capi.cluster_name.clone(),
+            management: Some(capi.client.clone()),
+            workload: Some(client.clone()),
+        });
+        let registry = simulation_registry_with(
+            cloud.url(),
+            &settings.cluster_name,
+            &names,
+            secrets.clone(),
+            grant.as_ref(),
+            cke_grant.as_ref(),
+            capi_grant.as_ref(),
+        )?;
+        let mut sim = Simulation {
+            clock,
+            api,
+            cloud,
+            exoscale,
+            clevercloud,
+            clusterapi,
+            physics: Some(physics),
+            controller: None,
+            registry,
+            settings,
+            client,
+            secrets,
+        };
         if options.start_controller {
             sim.start_controller().await?;
         }
@@ -366,15 +469,17 @@ impl Simulation {
     }
 
     /// The instances of the cloud the scenario runs (the fake Exoscale API's, the fake
-    /// CKE's machines, else the simulated cloud's), as the physics sees them. Exoscale
-    /// publishes no prices, so its instances carry the price the host gave their offering
-    /// (its pricing plugin's); so do CKE's machines once the host knows a price for their
-    /// flavor (until then, the flavor's list price).
+    /// CKE's machines, the fake Cluster API's machines, else the simulated cloud's), as the
+    /// physics sees them. Exoscale publishes no prices, so its instances carry the price the
+    /// host gave their offering (its pricing plugin's); so do CKE's and Cluster API's machines
+    /// once the host knows a price for their offering (until then, CKE's flavor list price,
+    /// or the MachineDeployment's `cluster.x-k8s.io/machine-current-price` annotation).
     pub fn cloud_instances(&self) -> Vec<SimInstance> {
-        let mut instances = match (&self.exoscale, &self.clevercloud) {
-            (Some(fake), _) => fake.sim_instances(),
-            (None, Some(cke)) => cke.operator.instances(),
-            (None, None) => return self.cloud.instances(),
+        let mut instances = match (&self.exoscale, &self.clevercloud, &self.clusterapi) {
+            (Some(fake), _, _) => fake.sim_instances(),
+            (None, Some(cke), _) => cke.operator.instances(),
+            (None, None, Some(capi)) => capi.controllers.instances(),
+            (None, None, None) => return self.cloud.instances(),
         };
         if let Some(controller) = &self.controller {
             let prices = controller.context().cloud.known_prices();
@@ -414,20 +519,7 @@ impl Simulation {
 
     /// Creates or updates an object given as JSON (any kind the server serves).
     pub async fn apply(&self, object: &serde_json::Value) -> Result<(), SimulateError> {
-        let (api, name, what) = self.dynamic_api(object).await?;
-        let obj: DynamicObject = serde_json::from_value(object.clone()).map_err(|e| SimulateError::Plugins(format!("{what}: {e}")))?;
-        match api.create(&PostParams::default(), &obj).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => {
-                let mut patch = object.clone();
-                if let Some(m) = patch.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-                    m.remove("resourceVersion");
-                }
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(kube_err(format!("updating {what}")))?;
-                Ok(())
-            }
-            Err(e) => Err(kube_err(format!("creating {what}"))(e)),
-        }
+        apply_to(&self.client, object).await
     }
 
     /// Deletes an object, or every object matching a label selector (missing objects are
@@ -435,7 +527,7 @@ impl Simulation {
     pub async fn delete(&self, r: &scenario::ObjectRef) -> Result<usize, SimulateError> {
         let object = json!({"apiVersion": r.api_version, "kind": r.kind,
                             "metadata": {"name": r.name.clone().unwrap_or_else(|| "-".into()), "namespace": r.namespace}});
-        let (api, name, what) = self.dynamic_api(&object).await?;
+        let (api, name, what) = dynamic_api(&self.client, &object).await?;
         let names = match &r.label_selector {
             None => vec![name],
             Some(selector) => api
@@ -467,24 +559,6 @@ impl Simulation {
         Ok(())
     }
 
-    async fn dynamic_api(&self, object: &serde_json::Value) -> Result<(Api<DynamicObject>, String, String), SimulateError> {
-        let api_version = object.get("apiVersion").and_then(|v| v.as_str()).unwrap_or_default();
-        let kind = object.get("kind").and_then(|v| v.as_str()).unwrap_or_default();
-        let name = object.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default().to_string();
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
-        let what = format!("{kind} {name}");
-        let (resource, caps) = discovery::pinned_kind(&self.client, &gvk).await.map_err(kube_err(format!("{what}: unknown kind {api_version}/{kind}")))?;
-        let api = match caps.scope {
-            Scope::Cluster => Api::all_with(self.client.clone(), &resource),
-            Scope::Namespaced => {
-                let ns = object.pointer("/metadata/namespace").and_then(|v| v.as_str()).unwrap_or("default");
-                Api::namespaced_with(self.client.clone(), ns, &resource)
-            }
-        };
-        Ok((api, name, what))
-    }
-
     /// Stops everything.
     pub async fn shutdown(mut self) {
         if let Some(c) = self.controller.take() {
@@ -501,8 +575,50 @@ impl Simulation {
             cke.operator.shutdown().await;
             cke.pricing.shutdown().await;
         }
+        if let Some(capi) = self.clusterapi.take() {
+            capi.controllers.shutdown().await;
+            capi.management.shutdown().await;
+        }
         self.api.shutdown().await;
     }
+}
+
+/// Creates or updates an object given as JSON in the cluster of `client` (any kind it
+/// serves; an existing object is merge-patched).
+async fn apply_to(client: &kube::Client, object: &serde_json::Value) -> Result<(), SimulateError> {
+    let (api, name, what) = dynamic_api(client, object).await?;
+    let obj: DynamicObject = serde_json::from_value(object.clone()).map_err(|e| SimulateError::Plugins(format!("{what}: {e}")))?;
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let mut patch = object.clone();
+            if let Some(m) = patch.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+                m.remove("resourceVersion");
+            }
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(kube_err(format!("updating {what}")))?;
+            Ok(())
+        }
+        Err(e) => Err(kube_err(format!("creating {what}"))(e)),
+    }
+}
+
+/// The dynamic API of an object's kind (found by discovery), its name, and `<kind> <name>`.
+async fn dynamic_api(client: &kube::Client, object: &serde_json::Value) -> Result<(Api<DynamicObject>, String, String), SimulateError> {
+    let api_version = object.get("apiVersion").and_then(|v| v.as_str()).unwrap_or_default();
+    let kind = object.get("kind").and_then(|v| v.as_str()).unwrap_or_default();
+    let name = object.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default().to_string();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+    let what = format!("{kind} {name}");
+    let (resource, caps) = discovery::pinned_kind(client, &gvk).await.map_err(kube_err(format!("{what}: unknown kind {api_version}/{kind}")))?;
+    let api = match caps.scope {
+        Scope::Cluster => Api::all_with(client.clone(), &resource),
+        Scope::Namespaced => {
+            let ns = object.pointer("/metadata/namespace").and_then(|v| v.as_str()).unwrap_or("default");
+            Api::namespaced_with(client.clone(), ns, &resource)
+        }
+    };
+    Ok((api, name, what))
 }
 
 const MIB: u64 = 1 << 20;
@@ -596,6 +712,20 @@ async fn start_clevercloud(spec: &CleverCloudSpec, client: &kube::Client, clock:
     Ok(CleverCloud { operator, pricing })
 }
 
+/// Starts the management cluster's API server on the simulation's clock, installs the
+/// Cluster API CRDs there and starts the controllers with a scenario's settings (the
+/// scenario's management manifests are applied later, once the physics listens).
+async fn start_clusterapi(spec: &ClusterApiSpec, workload: &kube::Client, clock: Arc<Clock>, host_cluster_name: &str) -> Result<ClusterApi, SimulateError> {
+    let settings = spec.settings("scenario")?;
+    let management = ApiServer::start(ApiServerOptions { clock: clock.clone(), ..Default::default() }).await?;
+    let client = management.client()?;
+    joinery_sim::clusterapi::install_crds(&client).await.map_err(kube_err("creating the Cluster API CRDs in the management cluster"))?;
+    let controllers = CapiControllers::start(CapiOptions { management: client.clone(), workload: workload.clone(), clock, settings });
+    let cluster_name = spec.cluster_name.clone().unwrap_or_else(|| host_cluster_name.to_string());
+    tracing::info!(url = %management.url(), "fake Cluster API management cluster started");
+    Ok(ClusterApi { management, client, controllers, cluster_name })
+}
+
 /// Adds a scenario's security groups, networks, groups, keys and pre-existing instances.
 fn seed_exoscale(fake: &ExoFake, spec: &ExoscaleSpec, cluster_name: &str) -> Result<(), SimulateError> {
     for name in &spec.security_groups {
@@ -645,12 +775,39 @@ fn cloud_report(sim: &Simulation, provider: &str) -> report::CloudReport {
         })
         .collect();
     let counters = sim.clevercloud.as_ref().map(|cke| cke.operator.counters());
+    let capi = sim.clusterapi.as_ref().map(|capi| (capi.controllers.counters(), capi.controllers.machines()));
     report::CloudReport {
         provider: provider.to_string(),
-        instances_created: sim.exoscale.as_ref().map(ExoFake::created_count).or(counters.map(|c| c.machines as usize)),
+        instances_created: sim
+            .exoscale
+            .as_ref()
+            .map(ExoFake::created_count)
+            .or(counters.map(|c| c.machines as usize))
+            .or(capi.as_ref().map(|(c, _)| c.machines_provisioned as usize)),
         instances_at_end: instances.iter().filter(|i| i.state != "terminated").count(),
         instances,
         node_groups: counters.map(|c| report::NodeGroupTotals { accepted: c.accepted, rejected: c.rejected, vanished: c.vanished }),
+        machines: capi.as_ref().map(|(_, machines)| {
+            machines
+                .iter()
+                .map(|m| report::MachineReport {
+                    namespace: m.namespace.clone(),
+                    name: m.name.clone(),
+                    machine_deployment: m.deployment.clone(),
+                    provider_id: m.provider_id.clone(),
+                    phase: m.phase.clone(),
+                    node: m.node.clone(),
+                })
+                .collect()
+        }),
+        machine_totals: capi.as_ref().map(|(c, machines)| report::MachineTotals {
+            created: c.machines_created,
+            provisioned: c.machines_provisioned,
+            running: c.machines_running,
+            failed: c.machines_failed,
+            deleted: c.machines_deleted,
+            at_end: machines.len(),
+        }),
     }
 }
 
@@ -781,6 +938,7 @@ pub async fn run_scenario_with(scenario: &Scenario, run: RunOptions) -> Result<R
         exoscale: (scenario.cloud.provider() == "exoscale").then(|| scenario.cloud.exoscale.clone().unwrap_or_default()),
         exoscale_journal,
         clevercloud: (scenario.cloud.provider() == "clevercloud").then(|| scenario.cloud.clevercloud.clone().unwrap_or_default()),
+        clusterapi: (scenario.cloud.provider() == "clusterapi").then(|| scenario.cloud.clusterapi.clone().unwrap_or_default()),
     };
     let wall = std::time::Instant::now();
     let start_at = scenario.start_at()?;
@@ -911,7 +1069,7 @@ mod tests {
     fn a_clevercloud_simulation_grants_both_plugins_what_they_need() {
         let store: Arc<dyn joinery_runtime::services::SecretStore> = Arc::new(joinery_runtime::services::StaticSecrets::default());
         let grant = CleverCloudGrant { pricing_url: "http://127.0.0.1:41000".into(), workload: None };
-        let registry = simulation_registry_with("http://127.0.0.1:40000", "sim", &[], store.clone(), None, Some(&grant)).unwrap();
+        let registry = simulation_registry_with("http://127.0.0.1:40000", "sim", &[], store.clone(), None, Some(&grant), None).unwrap();
         let set = registry.current();
         {
             let cloud = set.get("clevercloud").expect("the clevercloud plugin is built in");
@@ -962,6 +1120,95 @@ mod tests {
         assert_eq!(report.node_groups, Some(report::NodeGroupTotals { accepted: 1, rejected: 0, vanished: 0 }));
         let response = http_get(&format!("{}/v4/billing/price-system?zone_id=par", sim.clevercloud.as_ref().unwrap().pricing.url())).await;
         assert!(response.contains("\"currency\":\"EUR\""), "{response}");
+        sim.shutdown().await;
+    }
+
+    #[test]
+    fn a_clusterapi_simulation_grants_the_plugin_the_management_cluster() {
+        let store: Arc<dyn joinery_runtime::services::SecretStore> = Arc::new(joinery_runtime::services::StaticSecrets::default());
+        let grant = ClusterApiGrant { cluster_name: "capi-ovh".into(), management: None, workload: None };
+        let registry = simulation_registry_with("http://127.0.0.1:40000", "sim", &[], store, None, None, Some(&grant)).unwrap();
+        // The plugin may not be built in yet: the grant is then harmless.
+        if let Some(plugin) = registry.current().get("clusterapi") {
+            let caps = plugin.capabilities();
+            assert_eq!(caps.grant().config, Some(json!({"clusterName": "capi-ovh"})));
+            for verb in [Verb::Get, Verb::List, Verb::Patch] {
+                let access = KubeAccess { cluster: "management", group: "cluster.x-k8s.io", resource: "machinedeployments", namespace: Some("default"), verb };
+                assert!(caps.check_kube(&access).is_ok(), "{verb:?}: {:?}", caps.check_kube(&access));
+            }
+            let workload = KubeAccess { cluster: "workload", group: "cluster.x-k8s.io", resource: "machinedeployments", namespace: Some("default"), verb: Verb::Get };
+            assert!(caps.check_kube(&workload).is_err(), "the Cluster API objects are in the management cluster only");
+        }
+        let grants = Grants::parse(&format!("plugins:\n  clusterapi:\n    kubernetes: {CLUSTERAPI_KUBERNETES}\n"), "test").unwrap();
+        assert!(format!("{grants:?}").contains("machinesets"), "{grants:?}");
+    }
+
+    #[tokio::test]
+    async fn a_clusterapi_simulation_runs_the_management_cluster_and_reports_its_machines() {
+        let spec: ClusterApiSpec = serde_yaml::from_str(
+            r#"
+clusterName: capi-ovh
+provisionDelay: 2s
+bootDelay: 5s
+teardownDelay: 1s
+manifests:
+  - apiVersion: cluster.x-k8s.io/v1beta1
+    kind: MachineDeployment
+    metadata:
+      name: capi-ovh-c3-4
+      labels: {node.cluster.x-k8s.io/karpenter-member: ""}
+      annotations:
+        capacity.cluster-autoscaler.kubernetes.io/cpu: "2"
+        capacity.cluster-autoscaler.kubernetes.io/memory: 4G
+        capacity.cluster-autoscaler.kubernetes.io/labels: node.kubernetes.io/instance-type=c3-4,topology.kubernetes.io/zone=nova
+        cluster.x-k8s.io/machine-current-price: "0.05"
+    spec:
+      clusterName: capi-ovh
+      replicas: 1
+      template:
+        spec:
+          clusterName: capi-ovh
+          bootstrap: {dataSecretName: bootstrap}
+          infrastructureRef: {apiVersion: infrastructure.cluster.x-k8s.io/v1beta1, kind: OpenStackMachineTemplate, name: c3-4}
+"#,
+        )
+        .unwrap();
+        let options = SimulationOptions { speed: 50.0, start_controller: false, clusterapi: Some(spec), ..Default::default() };
+        let sim = Simulation::start(options).await.unwrap();
+        let capi = sim.clusterapi.as_ref().unwrap();
+        assert_eq!(capi.cluster_name, "capi-ovh");
+        assert_ne!(capi.management.url(), sim.api.url(), "a second API server");
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(sim.client.clone());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        let node = loop {
+            let list = nodes.list(&Default::default()).await.unwrap().items;
+            if let Some(node) = list.into_iter().find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).is_some_and(|p| p.starts_with("clusterapi-sim:///"))) {
+                break node;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no node registered");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let name = node.metadata.name.clone().unwrap();
+        let machines: Api<DynamicObject> = Api::namespaced_with(capi.client.clone(), "default", &joinery_sim::clusterapi::Kind::Machine.api_resource());
+        assert!(machines.get(&name).await.is_ok(), "the Node is named after its Machine");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        let report = loop {
+            let report = cloud_report(&sim, "clusterapi");
+            if report.machines.as_ref().is_some_and(|m| m.len() == 1 && m[0].phase == "Running") {
+                break report;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the Machine never showed Running: {:?}", report.machines);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let machine = &report.machines.as_ref().unwrap()[0];
+        assert_eq!(machine.machine_deployment.as_deref(), Some("capi-ovh-c3-4"));
+        assert_eq!(machine.provider_id.as_deref(), Some(format!("clusterapi-sim:///default/{name}").as_str()));
+        assert_eq!(machine.node.as_deref(), Some(name.as_str()));
+        assert_eq!((report.instances_created, report.instances_at_end), (Some(1), 1));
+        assert_eq!((report.instances[0].instance_type.as_str(), report.instances[0].zone.as_str()), ("c3-4", "nova"));
+        let totals = report.machine_totals.unwrap();
+        assert_eq!((totals.created, totals.provisioned, totals.running, totals.at_end), (1, 1, 1, 1));
+        assert_eq!(sim.cloud_instances()[0].price_per_hour, 0.05);
         sim.shutdown().await;
     }
 

@@ -51,11 +51,11 @@ pub struct CloudInstance {
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CloudReport {
-    /// `simcloud`, `exoscale` or `clevercloud`.
+    /// `simcloud`, `exoscale`, `clevercloud` or `clusterapi`.
     pub provider: String,
     /// Instances the cloud ever created, including deleted ones and failed creates that
-    /// made an instance (Exoscale; for Clever Cloud, the NodeGroups' machines; `null` for
-    /// simcloud).
+    /// made an instance (Exoscale; for Clever Cloud, the NodeGroups' machines; for Cluster
+    /// API, the Machines provisioned; `null` for simcloud).
     pub instances_created: Option<usize>,
     /// Instances not being deleted at the end.
     pub instances_at_end: usize,
@@ -66,6 +66,51 @@ pub struct CloudReport {
     /// otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_groups: Option<NodeGroupTotals>,
+    /// The Machines of the fake Cluster API management cluster at the end (`clusterapi`
+    /// only; absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machines: Option<Vec<MachineReport>>,
+    /// What the fake Cluster API controllers did with Machines (`clusterapi` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine_totals: Option<MachineTotals>,
+}
+
+/// One Cluster API Machine at the end of the run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineReport {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Its MachineDeployment.
+    pub machine_deployment: Option<String>,
+    /// `spec.providerID`, once provisioned.
+    #[serde(rename = "providerID")]
+    pub provider_id: Option<String>,
+    /// `status.phase` (`Provisioning`, `Running`, `Deleting`, `Failed`…).
+    pub phase: String,
+    /// Its Node (`status.nodeRef.name`), once running.
+    pub node: Option<String>,
+}
+
+/// Machines the fake Cluster API controllers created, provisioned, saw running, failed and
+/// deleted over the run, and how many exist at the end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineTotals {
+    /// Created by the MachineSets.
+    pub created: u64,
+    /// Got a providerID (their machine booted).
+    pub provisioned: u64,
+    /// Got a nodeRef.
+    pub running: u64,
+    /// Got a failureReason (injected).
+    pub failed: u64,
+    /// Deleted (their finalizer released).
+    pub deleted: u64,
+    /// Existing at the end.
+    pub at_end: usize,
 }
 
 /// NodeGroups the fake Clever Cloud accepted, refused for quota, and deleted upstream.
@@ -217,6 +262,10 @@ impl Report {
                 self.cloud
                     .node_groups
                     .map(|g| format!("; nodegroups accepted {}, refused for quota {}, vanished {}", g.accepted, g.rejected, g.vanished))
+                    .or_else(|| self.cloud.machine_totals.map(|m| format!(
+                        "; machines created {}, provisioned {}, running {}, failed {}, deleted {}, {} at end",
+                        m.created, m.provisioned, m.running, m.failed, m.deleted, m.at_end
+                    )))
                     .unwrap_or_default()
             ));
         }

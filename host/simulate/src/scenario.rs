@@ -4,11 +4,12 @@
 //! name: quickstart
 //! description: …
 //! cloud:                       # optional
-//!   provider: simcloud         # simcloud (default), exoscale or clevercloud
-//!   bootDelay: 30s             # simulated (not with clevercloud: see cloud.clevercloud)
+//!   provider: simcloud         # simcloud (default), exoscale, clevercloud or clusterapi
+//!   bootDelay: 30s             # simulated (not with clevercloud or clusterapi: see their blocks)
 //!   catalog: {…}             # simcloud only; default: the kwok-like catalog
 //!   exoscale: {…}              # exoscale only: the fake Exoscale API's contents and faults
 //!   clevercloud: {…}           # clevercloud only: the fake CKE's quota, delays and faults
+//!   clusterapi: {…}            # clusterapi only: the management cluster's objects, delays and faults
 //! settings: {BATCH_IDLE_DURATION: 1s}   # optional controller env settings
 //! timeout: 30m                 # simulated; the whole scenario
 //! manifests: [ … ]             # applied at start
@@ -31,6 +32,7 @@ use joinery_api::duration::parse_go_duration;
 use joinery_sim::clevercloud::nodegroups::{CkeSettings, DelayRange, Usage};
 use joinery_sim::clevercloud::pricing::{PricingFailure, PricingFakeOptions};
 use joinery_sim::cloud::Catalog;
+use joinery_sim::clusterapi::{CapiSettings, DeletePolicy};
 use serde::{Deserialize, Serialize};
 
 /// The built-in quickstart scenario (`examples/scenarios/quickstart.yaml`).
@@ -85,15 +87,16 @@ pub struct Scenario {
 }
 
 /// The cloud providers a scenario can run.
-pub const PROVIDERS: [&str; 3] = ["simcloud", "exoscale", "clevercloud"];
+pub const PROVIDERS: [&str; 4] = ["simcloud", "exoscale", "clevercloud", "clusterapi"];
 
 /// The simulated cloud's settings.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CloudSpec {
     /// Which cloud runs: `simcloud` (the default), `exoscale` (the fake Exoscale API and
-    /// the `exoscale` plugin) or `clevercloud` (the fake CKE NodeGroup API and pricing
-    /// endpoints, the `clevercloud` and `clevercloud-pricing` plugins).
+    /// the `exoscale` plugin), `clevercloud` (the fake CKE NodeGroup API and pricing
+    /// endpoints, the `clevercloud` and `clevercloud-pricing` plugins) or `clusterapi` (a
+    /// fake Cluster API management cluster and the `clusterapi` plugin).
     #[serde(default)]
     pub provider: Option<String>,
     /// Simulated boot time of an instance (Go duration; default 30s).
@@ -105,6 +108,10 @@ pub struct CloudSpec {
     /// The fake CKE's quota, delays and faults (`provider: clevercloud` only).
     #[serde(default)]
     pub clevercloud: Option<CleverCloudSpec>,
+    /// The fake Cluster API management cluster's objects, delays and faults (`provider:
+    /// clusterapi` only).
+    #[serde(default)]
+    pub clusterapi: Option<ClusterApiSpec>,
     /// Replaces the default catalog (`catalogue`, the spelling of earlier versions, is
     /// accepted too).
     #[serde(default, alias = "catalogue")]
@@ -435,6 +442,132 @@ impl CleverCloudSpec {
     }
 }
 
+/// The fake Cluster API management cluster (`provider: clusterapi`): what it holds at start
+/// and how its controllers behave. Every field is optional; durations are Go durations of
+/// simulated time, a delay one duration or `{min, max}`. See `joinery_sim::clusterapi`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterApiSpec {
+    /// The `clusterName` the `clusterapi` plugin is configured with (default: the host's
+    /// cluster name); the MachineDeployments' `spec.clusterName` should match it.
+    #[serde(default)]
+    pub cluster_name: Option<String>,
+    /// Objects applied to the management cluster at start (MachineDeployments, typically
+    /// with `replicas: 0`, the `node.cluster.x-k8s.io/karpenter-member: ""` label and the
+    /// `capacity.cluster-autoscaler.kubernetes.io/*` annotations).
+    #[serde(default)]
+    pub manifests: Vec<serde_json::Value>,
+    /// From a Machine's creation to its providerID (default 10s–20s).
+    #[serde(default)]
+    pub provision_delay: Option<DelaySpec>,
+    /// From the providerID to the Node registering (default 40s–60s).
+    #[serde(default)]
+    pub boot_delay: Option<DelaySpec>,
+    /// From a Machine's deletion to its machine terminating (default 10s–20s).
+    #[serde(default)]
+    pub teardown_delay: Option<DelaySpec>,
+    /// The delete policy of MachineDeployments that name none: `Random` (default), `Oldest`
+    /// or `Newest`.
+    #[serde(default)]
+    pub delete_policy: Option<String>,
+    /// Machines that never get a providerID: Machine-name prefixes or MachineDeployment
+    /// names, or the chance (0–1) that any Machine does not (default none).
+    #[serde(default)]
+    pub never_provision: Option<NeverProvisionSpec>,
+    /// How long after its creation a never-provisioned Machine gets `failureReason` and
+    /// `failureMessage` (default: never).
+    #[serde(default)]
+    pub fail_after: Option<String>,
+    /// Taints every Node registers with besides its MachineDeployment's, as `key=value:Effect`
+    /// or `key:Effect` (default `[karpenter.sh/unregistered:NoExecute]`; `[]` for none).
+    #[serde(default)]
+    pub registration_taints: Option<Vec<String>>,
+    /// Seed of the fake's random draws (names, delays, never-provisioned Machines).
+    #[serde(default)]
+    pub seed: Option<u64>,
+}
+
+/// Which Machines never get a providerID: these prefixes or MD names, or each with a chance.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum NeverProvisionSpec {
+    /// Machine-name prefixes or MachineDeployment names.
+    Names(Vec<String>),
+    /// Any Machine, with this chance (0–1).
+    Probability(f64),
+}
+
+/// A delay field: one duration, or a range whose max is not below its min; errors name
+/// `field` (a full path such as `cloud.clusterapi.bootDelay`).
+fn delay_range(spec: &Option<DelaySpec>, field: &str, default: DelayRange, origin: &str) -> Result<DelayRange, ScenarioError> {
+    match spec {
+        None => Ok(default),
+        Some(DelaySpec::Fixed(d)) => Ok(DelayRange::fixed(duration_field(Some(d), field, Duration::ZERO, origin)?)),
+        Some(DelaySpec::Range(r)) => {
+            let min = duration_field(Some(&r.min), &format!("{field}.min"), Duration::ZERO, origin)?;
+            let max = duration_field(Some(&r.max), &format!("{field}.max"), Duration::ZERO, origin)?;
+            if max < min {
+                return Err(ScenarioError { origin: origin.to_string(), message: format!("{field}.max: {} is shorter than min {}", r.max, r.min) });
+            }
+            Ok(DelayRange { min, max })
+        }
+    }
+}
+
+impl ClusterApiSpec {
+    /// The fake's settings with the defaults for what the block leaves out; errors name the
+    /// field (under `cloud.clusterapi`), the manifests included.
+    pub fn settings(&self, origin: &str) -> Result<CapiSettings, ScenarioError> {
+        let err = |field: &str, message: String| ScenarioError { origin: origin.to_string(), message: format!("cloud.clusterapi.{field}: {message}") };
+        for (i, m) in self.manifests.iter().enumerate() {
+            check_manifest(m, &format!("cloud.clusterapi.manifests[{i}]"), origin)?;
+        }
+        if self.cluster_name.as_deref().is_some_and(str::is_empty) {
+            return Err(err("clusterName", "must not be empty".into()));
+        }
+        let defaults = CapiSettings::default();
+        let delay = |spec: &Option<DelaySpec>, field: &str, default: DelayRange| delay_range(spec, &format!("cloud.clusterapi.{field}"), default, origin);
+        let delete_policy = match &self.delete_policy {
+            None => defaults.delete_policy,
+            Some(text) => DeletePolicy::parse(text).ok_or_else(|| err("deletePolicy", format!("unknown policy {text:?}; use Random, Oldest or Newest")))?,
+        };
+        let (never_provision, never_provision_probability) = match &self.never_provision {
+            None => (Default::default(), 0.0),
+            Some(NeverProvisionSpec::Names(names)) => {
+                if let Some(i) = names.iter().position(|n| n.is_empty()) {
+                    return Err(err(&format!("neverProvision[{i}]"), "must not be empty (it would match every Machine)".into()));
+                }
+                (names.iter().cloned().collect(), 0.0)
+            }
+            Some(NeverProvisionSpec::Probability(p)) if (0.0..=1.0).contains(p) => (Default::default(), *p),
+            Some(NeverProvisionSpec::Probability(p)) => {
+                return Err(err("neverProvision", format!("{p} is not a probability between 0 and 1 (or give a list of Machine-name prefixes or MachineDeployment names)")));
+            }
+        };
+        let fail_after = self.fail_after.as_ref().map(|d| duration_field(Some(d), "cloud.clusterapi.failAfter", Duration::ZERO, origin)).transpose()?;
+        let registration_taints = match &self.registration_taints {
+            None => defaults.registration_taints.clone(),
+            Some(texts) => texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| joinery_sim::clusterapi::parse_taint(t).map_err(|e| err(&format!("registrationTaints[{i}]"), e)))
+                .collect::<Result<_, _>>()?,
+        };
+        Ok(CapiSettings {
+            provision_delay: delay(&self.provision_delay, "provisionDelay", defaults.provision_delay)?,
+            boot_delay: delay(&self.boot_delay, "bootDelay", defaults.boot_delay)?,
+            teardown_delay: delay(&self.teardown_delay, "teardownDelay", defaults.teardown_delay)?,
+            delete_policy,
+            never_provision,
+            never_provision_probability,
+            fail_after,
+            registration_taints,
+            seed: self.seed.unwrap_or(defaults.seed),
+            ..defaults
+        })
+    }
+}
+
 /// Faults the simulated cloud injects (see `joinery_sim::cloud::CloudFaults`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -635,6 +768,15 @@ impl Scenario {
         if let Some(spec) = &self.cloud.clevercloud {
             spec.settings(origin)?;
         }
+        if provider != "clusterapi" && self.cloud.clusterapi.is_some() {
+            return Err(err("cloud.clusterapi: only for provider clusterapi; set cloud.provider: clusterapi".into()));
+        }
+        if provider == "clusterapi" && self.cloud.boot_delay.is_some() {
+            return Err(err("cloud.bootDelay: not for provider clusterapi; use cloud.clusterapi.bootDelay".into()));
+        }
+        if let Some(spec) = &self.cloud.clusterapi {
+            spec.settings(origin)?;
+        }
         if let Some(f) = self.cloud.exoscale.as_ref().and_then(|e| e.faults.as_ref()) {
             duration_field(f.retry_after.as_deref(), "cloud.exoscale.faults.retryAfter", Duration::ZERO, origin)?;
             for (field, rate) in [("errorRate", f.error_rate), ("throttleRate", f.throttle_rate)] {
@@ -798,6 +940,70 @@ cloud:
             ("cloud: {provider: clevercloud, clevercloud: {pricing: {vcpuRate: 0}}}", "cloud.clevercloud.pricing.vcpuRate"),
             ("cloud: {provider: clevercloud, clevercloud: {pricing: {failure: teapot}}}", "cloud.clevercloud.pricing.failure"),
             ("cloud: {provider: clevercloud, clevercloud: {quotas: {}}}", "quotas"),
+        ] {
+            let e = Scenario::parse(&format!("{text}\n"), "x.yaml").unwrap_err();
+            assert!(e.to_string().contains(field), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_clusterapi_block_is_parsed_with_defaults_and_checked() {
+        let s = Scenario::parse("cloud: {provider: clusterapi}\n", "x.yaml").unwrap();
+        assert_eq!(s.cloud.provider(), "clusterapi");
+        assert_eq!(ClusterApiSpec::default().settings("x").unwrap(), CapiSettings::default());
+
+        let text = r#"
+cloud:
+  provider: clusterapi
+  clusterapi:
+    clusterName: capi-ovh
+    manifests:
+      - apiVersion: cluster.x-k8s.io/v1beta1
+        kind: MachineDeployment
+        metadata: {name: c3-4, labels: {node.cluster.x-k8s.io/karpenter-member: ""}}
+        spec: {clusterName: capi-ovh, replicas: 0}
+    provisionDelay: 5s
+    bootDelay: {min: 20s, max: 40s}
+    teardownDelay: 3s
+    deletePolicy: Oldest
+    neverProvision: [c3-16]
+    failAfter: 2m
+    registrationTaints: ["karpenter.sh/unregistered:NoExecute", "x=y:NoSchedule"]
+    seed: 7
+"#;
+        let s = Scenario::parse(text, "x.yaml").unwrap();
+        let spec = s.cloud.clusterapi.as_ref().unwrap();
+        assert_eq!((spec.cluster_name.as_deref(), spec.manifests.len()), (Some("capi-ovh"), 1));
+        let settings = spec.settings("x").unwrap();
+        assert_eq!(settings.provision_delay, DelayRange::fixed(Duration::from_secs(5)));
+        assert_eq!(settings.boot_delay, DelayRange::seconds(20, 40));
+        assert_eq!(settings.teardown_delay, DelayRange::fixed(Duration::from_secs(3)));
+        assert_eq!(settings.delete_policy, DeletePolicy::Oldest);
+        assert!(settings.never_provision.contains("c3-16") && settings.never_provision_probability == 0.0);
+        assert_eq!((settings.fail_after, settings.seed), (Some(Duration::from_secs(120)), 7));
+        assert_eq!(settings.registration_taints.iter().map(ToString::to_string).collect::<Vec<_>>(), ["karpenter.sh/unregistered:NoExecute", "x=y:NoSchedule"]);
+        let s = Scenario::parse("cloud: {provider: clusterapi, clusterapi: {neverProvision: 0.25, registrationTaints: []}}\n", "x.yaml").unwrap();
+        let settings = s.cloud.clusterapi.unwrap().settings("x").unwrap();
+        assert_eq!(settings.never_provision_probability, 0.25);
+        assert!(settings.registration_taints.is_empty());
+
+        for (text, field) in [
+            ("cloud: {clusterapi: {}}", "cloud.clusterapi"),
+            ("cloud: {provider: clevercloud, clusterapi: {}}", "cloud.clusterapi"),
+            ("cloud: {provider: clusterapi, bootDelay: 30s}", "cloud.clusterapi.bootDelay"),
+            ("cloud: {provider: clusterapi, catalog: {}}", "cloud.catalog"),
+            ("cloud: {provider: clusterapi, clusterapi: {bootDelay: soon}}", "cloud.clusterapi.bootDelay"),
+            ("cloud: {provider: clusterapi, clusterapi: {provisionDelay: {min: 9s, max: 1s}}}", "cloud.clusterapi.provisionDelay.max"),
+            ("cloud: {provider: clusterapi, clusterapi: {teardownDelay: {min: 1s, max: later}}}", "cloud.clusterapi.teardownDelay.max"),
+            ("cloud: {provider: clusterapi, clusterapi: {deletePolicy: Cheapest}}", "cloud.clusterapi.deletePolicy"),
+            ("cloud: {provider: clusterapi, clusterapi: {neverProvision: 2}}", "cloud.clusterapi.neverProvision"),
+            ("cloud: {provider: clusterapi, clusterapi: {neverProvision: [a, \"\"]}}", "cloud.clusterapi.neverProvision[1]"),
+            ("cloud: {provider: clusterapi, clusterapi: {failAfter: eventually}}", "cloud.clusterapi.failAfter"),
+            ("cloud: {provider: clusterapi, clusterapi: {registrationTaints: [\"a=b:Sometimes\"]}}", "cloud.clusterapi.registrationTaints[0]"),
+            ("cloud: {provider: clusterapi, clusterapi: {clusterName: \"\"}}", "cloud.clusterapi.clusterName"),
+            ("cloud: {provider: clusterapi, clusterapi: {manifests: [{kind: MachineDeployment}]}}", "cloud.clusterapi.manifests[0].apiVersion"),
+            ("cloud: {provider: clusterapi, clusterapi: {manifests: [{apiVersion: v1, kind: Namespace, metadata: {}}]}}", "cloud.clusterapi.manifests[0].metadata.name"),
+            ("cloud: {provider: clusterapi, clusterapi: {machineDeployments: []}}", "machineDeployments"),
         ] {
             let e = Scenario::parse(&format!("{text}\n"), "x.yaml").unwrap_err();
             assert!(e.to_string().contains(field), "{text}: {e}");
