@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use joinery_simulate::scenario::ExoNetworkSpec;
-use joinery_simulate::{ExoscaleSpec, Simulation, SimulationOptions};
+use joinery_simulate::{ClusterApiSpec, ExoscaleSpec, Simulation, SimulationOptions};
 
 use crate::commands::Execute;
 
@@ -22,14 +22,18 @@ pub struct ServeArgs {
     /// Also run the host (the Joinery controllers) against it.
     #[arg(long)]
     pub with_host: bool,
-    /// The cloud next to the cluster: `simulated` (the generic simulated cloud) or `exoscale`
-    /// (also serve the fake Exoscale API, and print its URL and a test API key and secret).
+    /// The cloud next to the cluster: `simulated` (the generic simulated cloud), `exoscale`
+    /// (also serve the fake Exoscale API, and print its URL and a test API key and secret) or
+    /// `clusterapi` (also serve a fake Cluster API management cluster, and print its URL).
     #[arg(long, value_enum, default_value_t = Cloud::Simulated)]
     pub cloud: Cloud,
     /// With `--cloud exoscale`: write every exchange with the fake Exoscale API here, one
     /// JSON object per line.
     #[arg(long, value_name = "FILE.jsonl")]
     pub exoscale_journal: Option<PathBuf>,
+    /// With `--cloud clusterapi`: write a kubeconfig for the management cluster here.
+    #[arg(long, value_name = "FILE")]
+    pub management_kubeconfig_out: Option<PathBuf>,
 }
 
 /// What `--cloud exoscale` creates in the fake Exoscale API, so a NodeClass or a client has
@@ -62,17 +66,25 @@ pub enum Cloud {
     Simulated,
     /// The fake Exoscale API as well (its instances boot as nodes of the emulated cluster).
     Exoscale,
+    /// A fake Cluster API management cluster as well: a second emulated API server with the
+    /// `cluster.x-k8s.io` CRDs and controllers, whose Machines boot as nodes of the emulated
+    /// cluster.
+    Clusterapi,
 }
 
 impl Execute for ServeArgs {
     /// Serves the emulated cluster until Ctrl-C.
     async fn execute(self) -> Result<ExitCode> {
-        let Self { kubeconfig_out, speed, with_host, cloud, exoscale_journal } = self;
+        let Self { kubeconfig_out, speed, with_host, cloud, exoscale_journal, management_kubeconfig_out } = self;
         if exoscale_journal.is_some() && cloud != Cloud::Exoscale {
             anyhow::bail!("--exoscale-journal needs --cloud exoscale");
         }
+        if management_kubeconfig_out.is_some() && cloud != Cloud::Clusterapi {
+            anyhow::bail!("--management-kubeconfig-out needs --cloud clusterapi");
+        }
         let exoscale = (cloud == Cloud::Exoscale).then(exoscale_world);
-        let options = SimulationOptions { speed, start_controller: with_host, exoscale, exoscale_journal, ..Default::default() };
+        let clusterapi = (cloud == Cloud::Clusterapi).then(ClusterApiSpec::default);
+        let options = SimulationOptions { speed, start_controller: with_host, exoscale, exoscale_journal, clusterapi, ..Default::default() };
         let sim = Simulation::start(options).await?;
         println!("emulated API server: {}", sim.api.url());
         println!("simulated cloud:     {}", sim.cloud.url());
@@ -85,6 +97,13 @@ impl Execute for ServeArgs {
                 "  seeded:            security group {SECURITY_GROUP}, anti-affinity group {ANTI_AFFINITY_GROUP}, SSH keys {}, private network {PRIVATE_NETWORK} in every zone",
                 SSH_KEYS.join(", ")
             );
+        }
+        if let Some(capi) = &sim.clusterapi {
+            println!("management cluster:  {} (Cluster API MachineDeployments, MachineSets, Machines)", capi.management.url());
+            if let Some(path) = &management_kubeconfig_out {
+                capi.management.write_kubeconfig(path).with_context(|| format!("cannot write kubeconfig {}", path.display()))?;
+                println!("management kubeconfig written to {} (kubectl --kubeconfig {} get machinedeployments -A)", path.display(), path.display());
+            }
         }
         if let Some(path) = &kubeconfig_out {
             sim.api.write_kubeconfig(path).with_context(|| format!("cannot write kubeconfig {}", path.display()))?;
