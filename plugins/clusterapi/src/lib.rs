@@ -38,6 +38,7 @@
 //! | `zone` | `default` | the zone of MachineDeployments without a `topology.kubernetes.io/zone` label |
 //! | `claimTimeoutSeconds` | `30` | how long a create waits for a Machine to claim and for its provider ID |
 //! | `pollMillis` | `1000` | how often it looks meanwhile |
+//! | `namespace` | — | the one namespace of the CAPI objects (a namespaced Role then suffices); unset: all namespaces |
 
 pub mod capi;
 
@@ -77,11 +78,14 @@ pub struct Config {
     pub claim_timeout_seconds: u64,
     /// How often it looks, in milliseconds.
     pub poll_millis: u64,
+    /// The one namespace of the CAPI objects, when they are in one: then a namespaced Role
+    /// is enough on the management cluster. Unset: listed across namespaces.
+    pub namespace: Option<String>,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { cluster_name: String::new(), zone: "default".into(), claim_timeout_seconds: 30, poll_millis: 1000 }
+        Config { cluster_name: String::new(), zone: "default".into(), claim_timeout_seconds: 30, poll_millis: 1000, namespace: None }
     }
 }
 
@@ -131,13 +135,21 @@ fn pause(duration: Duration) {
     let _ = duration;
 }
 
-fn deployments() -> Result<Vec<MachineDeployment>, CloudError> {
-    kube::list_items(&capi::collection("machinedeployments"), Some(&format!("{}=", capi::MEMBER_LABEL)))
+/// A collection in the management cluster: in the configured namespace, else across all.
+fn scope(config: &Config, resource: &str) -> kube::ResourceRef {
+    match &config.namespace {
+        Some(namespace) => capi::collection(resource).namespace(namespace.clone()),
+        None => capi::collection(resource),
+    }
+}
+
+fn deployments(config: &Config) -> Result<Vec<MachineDeployment>, CloudError> {
+    kube::list_items(&scope(config, "machinedeployments"), Some(&format!("{}=", capi::MEMBER_LABEL)))
         .map_err(|e| kube_error("listing MachineDeployments in the management cluster", e))
 }
 
-fn machines(selector: &str) -> Result<Vec<Machine>, CloudError> {
-    kube::list_items(&capi::collection("machines"), Some(selector)).map_err(|e| kube_error("listing Machines", e))
+fn machines(config: &Config, selector: &str) -> Result<Vec<Machine>, CloudError> {
+    kube::list_items(&scope(config, "machines"), Some(selector)).map_err(|e| kube_error("listing Machines", e))
 }
 
 /// The NodeClass's MachineDeployments as instance types, and what kept some out.
@@ -173,9 +185,9 @@ pub fn offers(spec: &ClassSpec, all: &[MachineDeployment]) -> Result<Offers, Clo
     Ok(out)
 }
 
-fn load_offers(class: &NodeClass) -> Result<Offers, CloudError> {
+fn load_offers(config: &Config, class: &NodeClass) -> Result<Offers, CloudError> {
     let spec: ClassSpec = class.spec_as()?;
-    offers(&spec, &deployments()?)
+    offers(&spec, &deployments(config)?)
 }
 
 fn zone_of(offer: &Offer, config: &Config) -> String {
@@ -277,7 +289,7 @@ fn offer_of(machine: &Machine, all: &[MachineDeployment]) -> Option<Offer> {
 /// The claimed Machines of this cluster.
 fn claimed(config: &Config) -> Result<Vec<Machine>, CloudError> {
     let selector = format!("{},{}={}", capi::MEMBER_LABEL, CLUSTER_LABEL, config.cluster_name);
-    Ok(machines(&selector)?.into_iter().filter(|m| m.is_claimed() && m.metadata.labels.get(CLUSTER_LABEL) == Some(&config.cluster_name)).collect())
+    Ok(machines(config, &selector)?.into_iter().filter(|m| m.is_claimed() && m.metadata.labels.get(CLUSTER_LABEL) == Some(&config.cluster_name)).collect())
 }
 
 /// The claimed Machine of this cluster with this provider ID.
@@ -316,9 +328,9 @@ fn scale(md: &MachineDeployment, delta: i64) -> Result<i64, CloudError> {
 }
 
 /// The Machines of a MachineDeployment that nobody claimed and that stay.
-fn unclaimed(md: &MachineDeployment) -> Result<Vec<Machine>, CloudError> {
+fn unclaimed(config: &Config, md: &MachineDeployment) -> Result<Vec<Machine>, CloudError> {
     let selector = format!("{}={}", capi::DEPLOYMENT_LABEL, md.metadata.name);
-    let mut out: Vec<Machine> = machines(&selector)?
+    let mut out: Vec<Machine> = machines(config, &selector)?
         .into_iter()
         .filter(|m| m.metadata.namespace == md.metadata.namespace && !m.is_claimed() && !m.is_leaving())
         .collect();
@@ -341,9 +353,9 @@ fn claim_machine(machine: &Machine, claim: &NodeClaim, config: &Config) -> Resul
 }
 
 /// The Machine already claimed for this NodeClaim, if any (the resume path).
-fn claimed_for(claim: &NodeClaim) -> Result<Option<Machine>, CloudError> {
+fn claimed_for(config: &Config, claim: &NodeClaim) -> Result<Option<Machine>, CloudError> {
     let selector = format!("{}={}", capi::NODECLAIM_LABEL, claim.name);
-    Ok(machines(&selector)?.into_iter().find(|m| {
+    Ok(machines(config, &selector)?.into_iter().find(|m| {
         m.metadata.deletion_timestamp.is_none() && m.metadata.annotations.get(capi::NODECLAIM_UID_ANNOTATION).is_none_or(|uid| *uid == claim.uid)
     }))
 }
@@ -379,9 +391,9 @@ pub struct ClusterApi;
 
 impl CloudProvider for ClusterApi {
     fn resolve_node_class(node_class: NodeClass) -> Result<NodeClassResolution, CloudError> {
-        Config::load()?;
+        let config = Config::load()?;
         let spec: ClassSpec = node_class.spec_as()?;
-        let all = match deployments() {
+        let all = match deployments(&config) {
             Ok(all) => all,
             Err(e) => {
                 let condition = Condition::new(
@@ -415,7 +427,7 @@ impl CloudProvider for ClusterApi {
 
     fn get_instance_types(node_class: NodeClass) -> Result<Vec<InstanceType>, CloudError> {
         let config = Config::load()?;
-        let Offers { kept, problems } = load_offers(&node_class)?;
+        let Offers { kept, problems } = load_offers(&config, &node_class)?;
         for problem in problems {
             log::warn(format!("clusterapi: {problem}"));
         }
@@ -425,9 +437,9 @@ impl CloudProvider for ClusterApi {
     fn create(request: CreateRequest) -> Result<Instance, CloudError> {
         let config = Config::load()?;
         let claim = &request.claim;
-        let kept = load_offers(&request.node_class)?.kept;
+        let kept = load_offers(&config, &request.node_class)?.kept;
         let all: Vec<MachineDeployment> = kept.iter().map(|o| o.source.clone()).collect();
-        if let Some(machine) = claimed_for(claim)? {
+        if let Some(machine) = claimed_for(&config, claim)? {
             log::info(format!("clusterapi: NodeClaim {} resumes with Machine {}", claim.name, machine.key()));
             let machine = provisioned(machine, &config)?;
             return Ok(to_instance(&machine, offer_of(&machine, &all).as_ref(), &config));
@@ -438,13 +450,13 @@ impl CloudProvider for ClusterApi {
         let md = &offer.source;
         let md_key = offer.deployment.clone();
         for _ in 0..=CONFLICT_RETRIES {
-            let mut free = unclaimed(md)?;
+            let mut free = unclaimed(&config, md)?;
             if free.is_empty() {
                 let replicas = scale(md, 1)?;
                 log::info(format!("clusterapi: MachineDeployment {md_key} raised to {replicas} for NodeClaim {}", claim.name));
                 for _ in 0..config.polls() {
                     pause(Duration::from_millis(config.poll_millis));
-                    free = unclaimed(md)?;
+                    free = unclaimed(&config, md)?;
                     if !free.is_empty() {
                         break;
                     }
@@ -474,13 +486,13 @@ impl CloudProvider for ClusterApi {
         if machine.metadata.deletion_timestamp.is_some() {
             return Err(CloudError::NotFound(format!("clusterapi: Machine {} is being deleted", machine.key())));
         }
-        let all = deployments()?;
+        let all = deployments(&config)?;
         Ok(to_instance(&machine, offer_of(&machine, &all).as_ref(), &config))
     }
 
     fn list() -> Result<Vec<Instance>, CloudError> {
         let config = Config::load()?;
-        let all = deployments()?;
+        let all = deployments(&config)?;
         Ok(claimed(&config)?
             .iter()
             .filter(|m| m.metadata.deletion_timestamp.is_none())
@@ -530,7 +542,7 @@ impl CloudProvider for ClusterApi {
             Err(CloudError::NotFound(_)) => return Ok(None),
             Err(e) => return Err(e),
         };
-        let kept = load_offers(&node_class)?.kept;
+        let kept = load_offers(&config, &node_class)?.kept;
         let selected = kept.iter().map(|o| &o.source).any(|md| md.metadata.namespace == machine.metadata.namespace && Some(md.metadata.name.as_str()) == machine.deployment());
         Ok((!selected).then(|| DEPLOYMENT_DRIFTED.to_string()))
     }

@@ -314,8 +314,8 @@ fn an_unreachable_management_cluster_is_a_not_ready_class_not_a_crash() {
 fn the_claims_order_picks_the_machine_deployment_not_the_name() {
     let (_host, _) = install(blog(), CONFIG);
     let spec = ClassSpec::default();
-    let kept = offers(&spec, &deployments().unwrap()).unwrap().kept;
     let config = Config { cluster_name: "prod".into(), ..Config::default() };
+    let kept = offers(&spec, &deployments(&config).unwrap()).unwrap().kept;
     // The host lists the types cheapest first: c3-8 before c3-16, although "c3-16" < "c3-8".
     let c = claim("a", &["c3-8", "c3-16"], "3");
     assert_eq!(choose(&kept, &c, &config).unwrap().name, "c3-8");
@@ -482,4 +482,22 @@ fn propagated_label_keys_follow_cluster_api() {
     for key in ["app", "kubernetes.io/arch", "x.node-role.kubernetes.io/worker", "evilnode.cluster.x-k8s.io/y"] {
         assert!(!capi::is_propagated(key), "{key}");
     }
+}
+
+#[test]
+fn a_configured_namespace_scopes_every_list() {
+    let seen: Rc<RefCell<Vec<Option<String>>>> = Rc::default();
+    let s = seen.clone();
+    let mut world = blog();
+    let host = FakeHost::new().with_config(r#"{"clusterName": "prod", "namespace": "capi"}"#).with_kube(move |call| {
+        if let KubeCall::List { target, .. } = call {
+            s.borrow_mut().push(target.namespace.clone());
+        }
+        world.handle(call)
+    });
+    let _host = testing::install(host);
+    ClusterApi::get_instance_types(class(json!({}))).unwrap();
+    ClusterApi::list().unwrap();
+    let seen = seen.borrow();
+    assert!(!seen.is_empty() && seen.iter().all(|n| n.as_deref() == Some("capi")), "{seen:?}");
 }
