@@ -263,7 +263,8 @@ pub fn simulation_registry(
 /// plugin's requested `http`, which names only Clever Cloud's real API), with config
 /// `{endpoint: <the fake's URL>}`. With `clusterapi`, the `clusterapi` plugin may get, list,
 /// patch and delete MachineDeployments, MachineSets and Machines in the `management`
-/// cluster, with config `{clusterName}`; the host's Kubernetes import then reaches the
+/// cluster, with config `{clusterName, pollMillis: 50}` (it polls for its Machine in real
+/// time: 50 ms keeps a launch from taking simulated minutes); the host's Kubernetes import then reaches the
 /// `management` and `workload` clusters through the grant's clients. Grants for a plugin
 /// that is not built in are harmless.
 pub fn simulation_registry_with(
@@ -304,7 +305,7 @@ pub fn simulation_registry_with(
     }
     if let Some(grant) = clusterapi {
         grants_yaml.push_str(&format!(
-            "  clusterapi:\n    kubernetes: {CLUSTERAPI_KUBERNETES}\n    config: {{clusterName: {name:?}}}\n",
+            "  clusterapi:\n    kubernetes: {CLUSTERAPI_KUBERNETES}\n    config: {{clusterName: {name:?}, pollMillis: 50}}\n",
             name = grant.cluster_name,
         ));
     }
@@ -1131,7 +1132,7 @@ mod tests {
         // The plugin may not be built in yet: the grant is then harmless.
         if let Some(plugin) = registry.current().get("clusterapi") {
             let caps = plugin.capabilities();
-            assert_eq!(caps.grant().config, Some(json!({"clusterName": "capi-ovh"})));
+            assert_eq!(caps.grant().config, Some(json!({"clusterName": "capi-ovh", "pollMillis": 50})));
             for verb in [Verb::Get, Verb::List, Verb::Patch] {
                 let access = KubeAccess { cluster: "management", group: "cluster.x-k8s.io", resource: "machinedeployments", namespace: Some("default"), verb };
                 assert!(caps.check_kube(&access).is_ok(), "{verb:?}: {:?}", caps.check_kube(&access));
@@ -1209,6 +1210,90 @@ manifests:
         let totals = report.machine_totals.unwrap();
         assert_eq!((totals.created, totals.provisioned, totals.running, totals.at_end), (1, 1, 1, 1));
         assert_eq!(sim.cloud_instances()[0].price_per_hour, 0.05);
+        sim.shutdown().await;
+    }
+
+    /// The real `clusterapi` plugin against the fake management cluster: a pending pod gets a
+    /// Machine of a MachineDeployment that fits, its Node joins, the pod runs;
+    /// once the pod is gone the node is consolidated away and exactly that Machine deleted.
+    #[tokio::test]
+    async fn the_clusterapi_plugin_scales_the_fake_management_cluster_up_and_down() {
+        let md = |name: &str, cpu: &str, memory: &str, price: &str| {
+            json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment",
+                "metadata": {"name": name, "namespace": "default", "labels": {"node.cluster.x-k8s.io/karpenter-member": ""}, "annotations": {
+                    "capacity.cluster-autoscaler.kubernetes.io/cpu": cpu,
+                    "capacity.cluster-autoscaler.kubernetes.io/memory": memory,
+                    "capacity.cluster-autoscaler.kubernetes.io/labels": format!("kubernetes.io/arch=amd64,topology.kubernetes.io/zone=nova,node.kubernetes.io/instance-type={name},karpenter.sh/capacity-type=on-demand"),
+                    "cluster.x-k8s.io/machine-current-price": price,
+                }},
+                "spec": {"clusterName": "capi-ovh", "replicas": 0, "template": {"spec": {
+                    "clusterName": "capi-ovh", "bootstrap": {"dataSecretName": "join"},
+                    "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OpenStackMachineTemplate", "name": name},
+                }}},
+            })
+        };
+        let spec = ClusterApiSpec {
+            manifests: vec![md("c3-4", "2", "4G", "0.05"), md("c3-8", "4", "8G", "0.1"), md("c3-16", "8", "16G", "0.2")],
+            provision_delay: Some(scenario::DelaySpec::Fixed("5s".into())),
+            boot_delay: Some(scenario::DelaySpec::Fixed("20s".into())),
+            teardown_delay: Some(scenario::DelaySpec::Fixed("5s".into())),
+            ..Default::default()
+        };
+        let options = SimulationOptions { speed: 20.0, start_controller: false, clusterapi: Some(spec), ..Default::default() };
+        let mut sim = Simulation::start(options).await.unwrap();
+        if sim.registry.current().get("clusterapi").is_none() {
+            sim.shutdown().await;
+            return;
+        }
+        let crd: serde_json::Value = serde_yaml::from_str(include_str!("../../../plugins/clusterapi/nodeclass-crd.yaml")).unwrap();
+        sim.apply(&crd).await.unwrap();
+        sim.start_controller().await.unwrap();
+        for manifest in [
+            json!({"apiVersion": "karpenter.cluster.x-k8s.io/v1alpha1", "kind": "ClusterAPINodeClass", "metadata": {"name": "default"}, "spec": {}}),
+            json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"}, "spec": {
+                "template": {"spec": {"nodeClassRef": {"group": "karpenter.cluster.x-k8s.io", "kind": "ClusterAPINodeClass", "name": "default"}, "requirements": [], "expireAfter": "Never"}},
+                "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"},
+            }}),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "three-cpus", "namespace": "default"}, "spec": {
+                "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "3", "memory": "256Mi"}}}],
+            }}),
+        ] {
+            sim.apply(&manifest).await.unwrap();
+        }
+        let capi = sim.clusterapi.as_ref().unwrap();
+        let machines: Api<DynamicObject> = Api::namespaced_with(capi.client.clone(), "default", &joinery_sim::clusterapi::Kind::Machine.api_resource());
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(sim.client.clone(), "default");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        let node_name = loop {
+            let pod = pods.get("three-cpus").await.unwrap();
+            if pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") {
+                break pod.spec.and_then(|s| s.node_name).unwrap();
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the pod never ran; machines: {:?}", capi.controllers.machines());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let machine = machines.get(&node_name).await.expect("the pod's node is a Machine");
+        // Which of the types that fit is the plugin's choice (the blog post's c3-8 is its scenarios' business).
+        let deployment = machine.metadata.labels.as_ref().and_then(|l| l.get(joinery_sim::clusterapi::DEPLOYMENT_NAME_LABEL)).cloned().unwrap_or_default();
+        assert!(deployment == "c3-8" || deployment == "c3-16", "a type that fits 3 CPUs: {deployment}");
+        assert!(machine.metadata.labels.as_ref().is_some_and(|l| l.contains_key(joinery_sim::clusterapi::KARPENTER_MEMBER_LABEL)), "claimed");
+
+        pods.delete("three-cpus", &DeleteParams::background()).await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+        loop {
+            let left = machines.list(&Default::default()).await.unwrap().items.len();
+            let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(sim.client.clone()).list(&Default::default()).await.unwrap().items.len();
+            if left == 0 && nodes == 0 {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "scale-down never finished: {left} machines, {nodes} nodes; {:?}", capi.controllers.machines());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let mds: Api<DynamicObject> = Api::namespaced_with(capi.client.clone(), "default", &joinery_sim::clusterapi::Kind::MachineDeployment.api_resource());
+        assert_eq!(mds.get(&deployment).await.unwrap().data.pointer("/spec/replicas"), Some(&json!(0)));
+        let totals = capi.controllers.counters();
+        assert_eq!((totals.machines_created, totals.machines_deleted), (1, 1));
         sim.shutdown().await;
     }
 
