@@ -124,6 +124,8 @@ pub struct MachineSpec {
 pub struct MachineStatus {
     /// `Pending`, `Provisioning`, `Provisioned`, `Running`, `Deleting`, `Failed`…
     pub phase: Option<String>,
+    /// Why provisioning failed, if it did (short form).
+    pub failure_reason: Option<String>,
     /// Why provisioning failed, if it did.
     pub failure_message: Option<String>,
 }
@@ -147,6 +149,20 @@ impl Machine {
     /// Whether it is being deleted or marked for deletion.
     pub fn is_leaving(&self) -> bool {
         self.metadata.deletion_timestamp.is_some() || self.metadata.annotations.contains_key(DELETE_MACHINE_ANNOTATION)
+    }
+
+    /// CAPI's verdict that the machine cannot be provisioned (`failureReason`/`failureMessage`
+    /// set, or phase `Failed`), as `reason: message`.
+    pub fn failure(&self) -> Option<String> {
+        let status = &self.status;
+        if status.failure_reason.is_none() && status.failure_message.is_none() && status.phase.as_deref() != Some("Failed") {
+            return None;
+        }
+        let reason = status.failure_reason.clone().unwrap_or_else(|| "Failed".into());
+        Some(match &status.failure_message {
+            Some(message) => format!("{reason}: {message}"),
+            None => reason,
+        })
     }
 
     /// Whether a NodeClaim has it.

@@ -49,7 +49,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use joinery_plugin_sdk::cloud::{
     CLUSTER_LABEL, CloudError, CloudProvider, Condition, CreateRequest, Instance, InstanceState, InstanceType, KeyValue, NodeClaim,
-    NodeClass, NodeClassResolution, Offering, Overhead, Requirement, Resource,
+    NodeClass, NodeClassResolution, Offering, OfferingRef, Overhead, Requirement, Resource,
 };
 use joinery_plugin_sdk::kube::{self, KubeError, PatchKind};
 use joinery_plugin_sdk::log;
@@ -360,12 +360,25 @@ fn claimed_for(config: &Config, claim: &NodeClaim) -> Result<Option<Machine>, Cl
     }))
 }
 
-/// Waits for a claimed Machine's provider ID.
-fn provisioned(machine: Machine, config: &Config) -> Result<Machine, CloudError> {
+/// Waits for a claimed Machine's provider ID. A Machine CAPI gave up on (`failureReason`)
+/// fails the launch as insufficient capacity for its instance type, so the host marks that
+/// offering unavailable, deletes the claim (whose deletion returns the replica) and plans
+/// with another type — as cluster-autoscaler backs off a node group whose machines fail.
+fn provisioned(machine: Machine, offer: Option<&Offer>, config: &Config) -> Result<Machine, CloudError> {
     let mut current = machine;
     for _ in 0..config.polls() {
         if current.provider_id().is_some() {
             return Ok(current);
+        }
+        if let Some(failure) = current.failure() {
+            let offering = match offer {
+                Some(o) => OfferingRef { instance_type: o.name.clone(), zone: zone_of(o, config), capacity_type: "on-demand".into() },
+                None => OfferingRef { instance_type: current.deployment().unwrap_or_default().into(), zone: "*".into(), capacity_type: "on-demand".into() },
+            };
+            return Err(CloudError::insufficient_capacity(
+                format!("clusterapi: Machine {} failed to provision ({failure})", current.key()),
+                vec![offering],
+            ));
         }
         pause(Duration::from_millis(config.poll_millis));
         let target = capi::collection("machines").namespace(current.metadata.namespace.clone());
@@ -441,8 +454,9 @@ impl CloudProvider for ClusterApi {
         let all: Vec<MachineDeployment> = kept.iter().map(|o| o.source.clone()).collect();
         if let Some(machine) = claimed_for(&config, claim)? {
             log::info(format!("clusterapi: NodeClaim {} resumes with Machine {}", claim.name, machine.key()));
-            let machine = provisioned(machine, &config)?;
-            return Ok(to_instance(&machine, offer_of(&machine, &all).as_ref(), &config));
+            let offer = offer_of(&machine, &all);
+            let machine = provisioned(machine, offer.as_ref(), &config)?;
+            return Ok(to_instance(&machine, offer.as_ref(), &config));
         }
         let offer = choose(&kept, claim, &config).ok_or_else(|| {
             CloudError::insufficient_capacity(format!("clusterapi: no MachineDeployment fits NodeClaim {} and may grow", claim.name), Vec::new())
@@ -472,7 +486,7 @@ impl CloudProvider for ClusterApi {
             for candidate in &free {
                 if let Some(machine) = claim_machine(candidate, claim, &config)? {
                     log::info(format!("clusterapi: NodeClaim {} claimed Machine {}", claim.name, machine.key()));
-                    let machine = provisioned(machine, &config)?;
+                    let machine = provisioned(machine, Some(offer), &config)?;
                     return Ok(to_instance(&machine, Some(offer), &config));
                 }
             }

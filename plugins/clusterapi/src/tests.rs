@@ -501,3 +501,24 @@ fn a_configured_namespace_scopes_every_list() {
     let seen = seen.borrow();
     assert!(!seen.is_empty() && seen.iter().all(|n| n.as_deref() == Some("capi")), "{seen:?}");
 }
+
+#[test]
+fn a_machine_capi_gave_up_on_fails_the_launch_for_its_type_only() {
+    let mut w = blog();
+    w.provision = false;
+    let (_host, world) = install(w, CONFIG);
+    assert!(matches!(ClusterApi::create(request("default-abc", &["c3-8"], "3")).unwrap_err(), CloudError::Retryable(_)));
+    {
+        let mut w = world.borrow_mut();
+        let m = w.machines.get_mut("capi/capi-ovh-karpenter-c3-8-m0").unwrap();
+        m["status"] = json!({"phase": "Failed", "failureReason": "InsufficientResources", "failureMessage": "no host has room"});
+    }
+    let err = ClusterApi::create(request("default-abc", &["c3-8"], "3")).unwrap_err();
+    let CloudError::InsufficientCapacity(ice) = &err else { panic!("{err:?}") };
+    assert!(ice.message.contains("InsufficientResources: no host has room"), "{}", ice.message);
+    assert_eq!(ice.offerings.len(), 1);
+    assert_eq!((ice.offerings[0].instance_type.as_str(), ice.offerings[0].zone.as_str()), ("c3-8", "nova"));
+    // Deleting the claim then returns the replica through the pending provider ID.
+    ClusterApi::delete("clusterapi-pending://capi/capi-ovh-karpenter-c3-8-m0".into()).unwrap();
+    assert_eq!(replicas(&world, "capi-ovh-karpenter-c3-8"), 0);
+}
