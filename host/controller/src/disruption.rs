@@ -120,6 +120,9 @@ async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> 
         // Events for what an operator can act on (protections, budgets, nominations), not for
         // nodes merely waiting for consolidateAfter or initialization.
         let waiting = |why: &str| why.contains("not consolidatable yet") || why.contains("not initialized");
+        for (claim, why) in &outcome.blocked {
+            tracing::debug!(method = outcome.method.as_str(), nodeclaim = %claim, reason = %why, "disruption candidate blocked");
+        }
         for (claim, why) in outcome.blocked.iter().filter(|(_, why)| !waiting(why)) {
             if let Some(c) = snapshot.candidate(claim)
                 && let Some(node) = ctx.state.node(&c.node)

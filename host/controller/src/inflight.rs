@@ -122,9 +122,12 @@ impl InFlight {
         self.nominated.lock().expect("in-flight lock").get(name).is_some_and(|end| *end > now)
     }
 
-    /// Forgets everything about the claim `uid` (it was finalized).
+    /// Forgets everything about the claim `uid` (it was finalized), including that it was
+    /// created: a claim created, refused and finalized between two provisioning passes may
+    /// never be seen in the cache, and must not hold provisioning back as "not cached yet".
     pub fn forget(&self, uid: &str) {
         self.launched.lock().expect("in-flight lock").remove(uid);
+        self.created.lock().expect("in-flight lock").retain(|c| c.metadata.uid.as_deref() != Some(uid));
         self.forget_create_attempt(uid);
     }
 }
@@ -156,6 +159,16 @@ mod tests {
         assert!(inflight.created_not_cached(&BTreeSet::from(["a".to_string()])));
         assert_eq!(inflight.created_names(), ["b"]);
         assert!(!inflight.created_not_cached(&BTreeSet::from(["b".to_string()])));
+    }
+
+    #[test]
+    fn a_created_claim_finalized_before_the_cache_saw_it_no_longer_counts_as_missing() {
+        let inflight = InFlight::default();
+        inflight.record_created(claim("refused", "7", "2026-01-01T00:00:00Z"));
+        assert!(inflight.created_not_cached(&BTreeSet::new()), "created, not cached yet");
+        // Launched, refused and finalized between two provisioning passes.
+        inflight.forget("7");
+        assert!(!inflight.created_not_cached(&BTreeSet::new()), "provisioning is not held back by a claim that is gone");
     }
 
     #[test]

@@ -389,6 +389,16 @@ pub(crate) async fn ready_nodepools(ctx: &Context) -> (Vec<(Arc<NodePool>, Vec<I
     (out, unresolved)
 }
 
+/// `values` in the order of `ranked` (cheapest first), then any `ranked` does not list, in
+/// their own order: the same set, ordered by price.
+fn cheapest_first(values: &[String], ranked: &[String]) -> Vec<String> {
+    let wanted: BTreeSet<&str> = values.iter().map(String::as_str).collect();
+    let mut out: Vec<String> = ranked.iter().filter(|n| wanted.contains(n.as_str())).cloned().collect();
+    let placed: BTreeSet<String> = out.iter().cloned().collect();
+    out.extend(values.iter().filter(|v| !placed.contains(*v)).cloned());
+    out
+}
+
 pub(crate) async fn create_node_claim(ctx: &Context, pool: &NodePool, claim: &NewNodeClaim) -> Result<NodeClaim, ControllerError> {
     let spec = &claim.spec;
     let pool_name = pool.metadata.name.clone().unwrap_or_default();
@@ -402,11 +412,20 @@ pub(crate) async fn create_node_claim(ctx: &Context, pool: &NodePool, claim: &Ne
         .requirements
         .iter()
         .flat_map(|r| r.to_node_selector())
-        .map(|n| NodeSelectorRequirementWithMinValues {
-            key: n.key,
-            operator: n.operator,
-            values: (!n.values.is_empty()).then_some(n.values),
-            min_values: n.min_values.map(|m| m as i64),
+        .map(|n| {
+            // The instance types cheapest first (the order plugins may launch in, as the WIT
+            // contract says), not in the requirement's set order; same values either way.
+            let values = if n.key == labels::INSTANCE_TYPE_LABEL && n.operator == joinery_core::requirements::Operator::In {
+                cheapest_first(&n.values, &spec.instance_types)
+            } else {
+                n.values
+            };
+            NodeSelectorRequirementWithMinValues {
+                key: n.key,
+                operator: n.operator,
+                values: (!values.is_empty()).then_some(values),
+                min_values: n.min_values.map(|m| m as i64),
+            }
         })
         .collect();
     let template = &pool.spec.template.spec;
@@ -453,6 +472,15 @@ mod tests {
 
     fn overlay(name: &str, spec: serde_json::Value) -> NodeOverlay {
         of(json!({"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": name}, "spec": spec}))
+    }
+
+    #[test]
+    fn instance_type_values_are_written_cheapest_first() {
+        let values: Vec<String> = ["c3-16", "c3-4", "c3-8"].map(String::from).into();
+        let ranked: Vec<String> = ["c3-4", "c3-8", "c3-16", "c3-32"].map(String::from).into();
+        assert_eq!(cheapest_first(&values, &ranked), ["c3-4", "c3-8", "c3-16"], "ranked order, only the requirement's values");
+        let unranked: Vec<String> = ["b", "a"].map(String::from).into();
+        assert_eq!(cheapest_first(&unranked, &["a".to_string()]), ["a", "b"], "values missing from the ranking keep their place after");
     }
 
     #[test]

@@ -381,8 +381,9 @@ impl LoadedPlugin {
             e.scrub(&self.context.secret_values);
             e
         });
-        if let Err(e) = &result {
-            tracing::debug!(plugin = %plugin, op, error = %e, kind = e.metric_label(), "plugin call failed");
+        match &result {
+            Err(e) => tracing::debug!(plugin = %plugin, op, error = %e, kind = e.metric_label(), "plugin call failed"),
+            Ok(_) => tracing::trace!(plugin = %plugin, op, duration_ms = started.elapsed().as_millis() as u64, "plugin call"),
         }
         self.services.observers.notify(&CallRecord {
             plugin: &plugin,
