@@ -40,10 +40,11 @@ pub use report::Report;
 pub use scenario::{CleverCloudSpec, ClusterApiSpec, Expectations, ExoscaleSpec, Scenario, ScenarioError};
 
 /// The NodeClass CRDs of the built-in cloud plugins, applied to every simulated cluster.
-pub const NODECLASS_CRDS: [(&str, &str); 3] = [
+pub const NODECLASS_CRDS: [(&str, &str); 4] = [
     ("simcloud", include_str!("../../../plugins/simcloud/nodeclass-crd.yaml")),
     ("exoscale", include_str!("../../../plugins/exoscale/nodeclass-crd.yaml")),
     ("clevercloud", include_str!("../../../plugins/clevercloud/nodeclass-crd.yaml")),
+    ("clusterapi", include_str!("../../../plugins/clusterapi/nodeclass-crd.yaml")),
 ];
 
 /// Default speed-up of simulated time over real time.
@@ -235,6 +236,9 @@ pub struct CleverCloudGrant {
     /// The emulated cluster, reached by the plugins' Kubernetes import (the `workload`
     /// cluster of their grants): where the NodeGroups live.
     pub workload: Option<kube::Client>,
+    /// The plugin's `quotaBackoffSeconds`: its cache counts real seconds, so a simulation
+    /// at speed `s` grants 60 / `s` (at least 1) to keep CKE's one simulated minute.
+    pub quota_backoff_seconds: u32,
 }
 
 /// The Kubernetes access the `clevercloud` plugin is granted in a simulation: NodeGroups,
@@ -295,8 +299,9 @@ pub fn simulation_registry_with(
     }
     if let Some(grant) = clevercloud {
         grants_yaml.push_str(&format!(
-            "  clevercloud:\n    kubernetes: {CLEVERCLOUD_KUBERNETES}\n    config: {{clusterName: {cluster_name:?}, acceptancePollMillis: 50}}\n  clevercloud-pricing:\n    http: [{url:?}]\n    config: {{endpoint: {url:?}}}\n",
+            "  clevercloud:\n    kubernetes: {CLEVERCLOUD_KUBERNETES}\n    config: {{clusterName: {cluster_name:?}, acceptancePollMillis: 50, quotaBackoffSeconds: {backoff}}}\n  clevercloud-pricing:\n    http: [{url:?}]\n    config: {{endpoint: {url:?}}}\n",
             url = grant.pricing_url,
+            backoff = grant.quota_backoff_seconds,
         ));
         let loopback = joinery_runtime::grants::HttpPattern::parse("http://127.0.0.1:*").map_err(|e| SimulateError::Plugins(e.to_string()))?;
         for (manifest, _) in builtins.iter_mut().filter(|(m, _)| m.name == "clevercloud-pricing") {
@@ -434,7 +439,11 @@ impl Simulation {
         let names: Vec<String> = options.secrets.keys().cloned().collect();
         let cke_grant = clevercloud
             .as_ref()
-            .map(|cke| CleverCloudGrant { pricing_url: cke.pricing.url().to_string(), workload: Some(client.clone()) });
+            .map(|cke| CleverCloudGrant {
+                pricing_url: cke.pricing.url().to_string(),
+                workload: Some(client.clone()),
+                quota_backoff_seconds: (60.0 / options.speed.max(1.0)).round().max(1.0) as u32,
+            });
         let capi_grant = clusterapi.as_ref().map(|capi| ClusterApiGrant {
             cluster_name: capi.cluster_name.clone(),
             management: Some(capi.client.clone()),
@@ -1069,13 +1078,13 @@ mod tests {
     #[test]
     fn a_clevercloud_simulation_grants_both_plugins_what_they_need() {
         let store: Arc<dyn joinery_runtime::services::SecretStore> = Arc::new(joinery_runtime::services::StaticSecrets::default());
-        let grant = CleverCloudGrant { pricing_url: "http://127.0.0.1:41000".into(), workload: None };
+        let grant = CleverCloudGrant { pricing_url: "http://127.0.0.1:41000".into(), workload: None, quota_backoff_seconds: 3 };
         let registry = simulation_registry_with("http://127.0.0.1:40000", "sim", &[], store.clone(), None, Some(&grant), None).unwrap();
         let set = registry.current();
         {
             let cloud = set.get("clevercloud").expect("the clevercloud plugin is built in");
             let caps = cloud.capabilities();
-            assert_eq!(caps.grant().config, Some(json!({"clusterName": "sim", "acceptancePollMillis": 50})));
+            assert_eq!(caps.grant().config, Some(json!({"clusterName": "sim", "acceptancePollMillis": 50, "quotaBackoffSeconds": 3})));
             // What the plugin asks for (the effective capability is the intersection).
             for verb in [Verb::Get, Verb::List, Verb::Create, Verb::Delete] {
                 let access = KubeAccess { cluster: "workload", group: "api.clever-cloud.com", resource: "nodegroups", namespace: None, verb };
@@ -1242,12 +1251,7 @@ manifests:
         };
         let options = SimulationOptions { speed: 20.0, start_controller: false, clusterapi: Some(spec), ..Default::default() };
         let mut sim = Simulation::start(options).await.unwrap();
-        if sim.registry.current().get("clusterapi").is_none() {
-            sim.shutdown().await;
-            return;
-        }
-        let crd: serde_json::Value = serde_yaml::from_str(include_str!("../../../plugins/clusterapi/nodeclass-crd.yaml")).unwrap();
-        sim.apply(&crd).await.unwrap();
+        assert!(sim.registry.current().get("clusterapi").is_some(), "the clusterapi plugin is built in");
         sim.start_controller().await.unwrap();
         for manifest in [
             json!({"apiVersion": "karpenter.cluster.x-k8s.io/v1alpha1", "kind": "ClusterAPINodeClass", "metadata": {"name": "default"}, "spec": {}}),
@@ -1274,9 +1278,9 @@ manifests:
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
         let machine = machines.get(&node_name).await.expect("the pod's node is a Machine");
-        // Which of the types that fit is the plugin's choice (the blog post's c3-8 is its scenarios' business).
+        // The cheapest type that fits (priced by annotation), not the first by name (c3-16).
         let deployment = machine.metadata.labels.as_ref().and_then(|l| l.get(joinery_sim::clusterapi::DEPLOYMENT_NAME_LABEL)).cloned().unwrap_or_default();
-        assert!(deployment == "c3-8" || deployment == "c3-16", "a type that fits 3 CPUs: {deployment}");
+        assert_eq!(deployment, "c3-8", "the cheapest type that fits 3 CPUs");
         assert!(machine.metadata.labels.as_ref().is_some_and(|l| l.contains_key(joinery_sim::clusterapi::KARPENTER_MEMBER_LABEL)), "claimed");
 
         pods.delete("three-cpus", &DeleteParams::background()).await.unwrap();

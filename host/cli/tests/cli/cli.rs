@@ -24,7 +24,9 @@ fn crds_prints_the_karpenter_crds_then_the_builtin_node_classes() {
             "nodeclaims.karpenter.sh",
             "nodeoverlays.karpenter.sh",
             "simnodeclasses.sim.joinery.dev",
-            "exoscalenodeclasses.karpenter.k8s.exoscale"
+            "exoscalenodeclasses.karpenter.k8s.exoscale",
+            "clevernodeclasses.karpenter.clever-cloud.com",
+            "clusterapinodeclasses.karpenter.cluster.x-k8s.io"
         ]
     );
 }

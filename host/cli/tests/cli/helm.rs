@@ -692,6 +692,8 @@ fn crd_chart_renders_every_crd_for_the_api() {
     let crds = documents(&out);
     let names: BTreeSet<&str> = crds.iter().map(|c| c["metadata"]["name"].as_str().unwrap()).collect();
     let expected = [
+        "clevernodeclasses.karpenter.clever-cloud.com",
+        "clusterapinodeclasses.karpenter.cluster.x-k8s.io",
         "exoscalenodeclasses.karpenter.k8s.exoscale",
         "nodeclaims.karpenter.sh",
         "nodeoverlays.karpenter.sh",

@@ -329,6 +329,71 @@ fn clevercloud_quota_refusal_is_reported_and_the_pod_runs_once_quota_frees() {
     assert_eq!(types, ["M", "S"], "{report:#}");
 }
 
+/// The fake management cluster's Machine totals from a Cluster API report.
+fn machine_totals(report: &serde_json::Value) -> serde_json::Value {
+    let totals = report["cloud"]["machineTotals"].clone();
+    assert!(totals.is_object(), "no cloud.machineTotals: {report:#}");
+    totals
+}
+
+#[test]
+fn clusterapi_blog_one_pod_gets_a_c3_8_machine() {
+    let (report, stdout, ok) = simulate(Some("clusterapi-blog-one-pod.yaml"));
+    assert!(ok, "{stdout}");
+    assert_eq!(report["cloud"]["provider"], "clusterapi");
+    let types: Vec<&str> = report["nodes"].as_array().unwrap().iter().filter_map(|n| n["instanceType"].as_str()).collect();
+    assert_eq!(types, ["c3-8"], "least waste, not c3-16 by name: {report:#}");
+    let machines = report["cloud"]["machines"].as_array().unwrap();
+    assert_eq!(machines.len(), 1, "{machines:?}");
+    assert_eq!(machines[0]["machineDeployment"], "capi-ovh-karpenter-c3-8");
+    assert_eq!(machines[0]["phase"], "Running");
+}
+
+#[test]
+fn clusterapi_blog_eight_pods_cost_no_more_than_cluster_autoscaler() {
+    let (report, stdout, ok) = simulate(Some("clusterapi-blog-eight-pods.yaml"));
+    assert!(ok, "{stdout}");
+    let cost = report["totals"]["costPerHourAtEnd"].as_f64().unwrap();
+    assert!(cost <= 0.3225 + 1e-9, "3 × c3-8 cost 0.3225/h; Joinery: {cost}");
+    assert_eq!(machine_totals(&report)["atEnd"].as_u64(), Some(report["nodes"].as_array().unwrap().len() as u64));
+}
+
+#[test]
+fn clusterapi_scale_down_removes_exactly_the_empty_machine() {
+    let (report, stdout, ok) = simulate(Some("clusterapi-exact-scale-down.yaml"));
+    assert!(ok, "{stdout}");
+    let totals = machine_totals(&report);
+    assert_eq!((totals["created"].as_u64(), totals["deleted"].as_u64(), totals["atEnd"].as_u64()), (Some(2), Some(1), Some(1)), "{totals}");
+    // The Machine left is the busy pod's: its node was never deleted, the other one was.
+    let nodes = report["nodes"].as_array().unwrap();
+    let kept: Vec<&serde_json::Value> = nodes.iter().filter(|n| n["deletedAt"].is_null()).collect();
+    assert_eq!(kept.len(), 1, "{nodes:?}");
+    let machines = report["cloud"]["machines"].as_array().unwrap();
+    assert_eq!(machines.len(), 1);
+    assert_eq!(machines[0]["node"], kept[0]["name"], "the Machine left runs the busy pod's node");
+    assert_eq!(report["totals"]["nodeClaimsCreated"], 2, "the busy pod was never evicted");
+}
+
+#[test]
+fn clusterapi_machine_that_never_provisions_is_given_back() {
+    let (report, stdout, ok) = simulate(Some("clusterapi-never-provisions.yaml"));
+    assert!(ok, "{stdout}");
+    let totals = machine_totals(&report);
+    assert_eq!((totals["failed"].as_u64(), totals["deleted"].as_u64(), totals["atEnd"].as_u64()), (Some(1), Some(1), Some(1)), "{totals}");
+    let machines = report["cloud"]["machines"].as_array().unwrap();
+    assert!(machines.iter().all(|m| m["machineDeployment"] == "capi-ovh-karpenter-c3-16"), "no c3-8 Machine is left: {machines:?}");
+}
+
+#[test]
+fn clusterapi_consolidation_replaces_with_a_cheaper_machine() {
+    let (report, stdout, ok) = simulate(Some("clusterapi-replace-cheaper.yaml"));
+    assert!(ok, "{stdout}");
+    let machines = report["cloud"]["machines"].as_array().unwrap();
+    assert_eq!(machines.len(), 1, "{machines:?}");
+    assert_eq!(machines[0]["machineDeployment"], "capi-ovh-karpenter-c3-8");
+    assert_eq!(machine_totals(&report)["deleted"].as_u64(), Some(1), "the c3-16's Machine");
+}
+
 #[test]
 fn exoscale_failed_create_leaves_no_instance_behind() {
     let (report, stdout, ok) = simulate(Some("exoscale-failed-create.yaml"));
@@ -482,6 +547,11 @@ fn every_shipped_scenario_is_covered_by_a_test() {
         "blog-one-pod-3-vcpu.yaml",
         "clevercloud-quickstart.yaml",
         "clevercloud-quota.yaml",
+        "clusterapi-blog-eight-pods.yaml",
+        "clusterapi-blog-one-pod.yaml",
+        "clusterapi-exact-scale-down.yaml",
+        "clusterapi-never-provisions.yaml",
+        "clusterapi-replace-cheaper.yaml",
         "consolidation-blocked.yaml",
         "consolidation-budget-window.yaml",
         "consolidation-multi-delete.yaml",
