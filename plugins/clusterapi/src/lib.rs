@@ -360,10 +360,10 @@ fn claimed_for(config: &Config, claim: &NodeClaim) -> Result<Option<Machine>, Cl
     }))
 }
 
-/// Waits for a claimed Machine's provider ID. A Machine CAPI gave up on (`failureReason`)
-/// fails the launch as insufficient capacity for its instance type, so the host marks that
-/// offering unavailable, deletes the claim (whose deletion returns the replica) and plans
-/// with another type — as cluster-autoscaler backs off a node group whose machines fail.
+/// Waits for a claimed Machine's provider ID. A Machine CAPI gave up on (`failureReason`) is
+/// released (its replica returned) and fails the launch as insufficient capacity for its
+/// instance type, so the host marks that offering unavailable and plans with another type —
+/// as cluster-autoscaler backs off a node group whose machines fail.
 fn provisioned(machine: Machine, offer: Option<&Offer>, config: &Config) -> Result<Machine, CloudError> {
     let mut current = machine;
     for _ in 0..config.polls() {
@@ -371,6 +371,10 @@ fn provisioned(machine: Machine, offer: Option<&Offer>, config: &Config) -> Resu
             return Ok(current);
         }
         if let Some(failure) = current.failure() {
+            // Give the replica back now: the host forgets a launch that failed this way.
+            if let Err(e) = release(&current) {
+                log::warn(format!("clusterapi: failed Machine {} not released ({}); garbage collection will", current.key(), e.message()));
+            }
             let offering = match offer {
                 Some(o) => OfferingRef { instance_type: o.name.clone(), zone: zone_of(o, config), capacity_type: "on-demand".into() },
                 None => OfferingRef { instance_type: current.deployment().unwrap_or_default().into(), zone: "*".into(), capacity_type: "on-demand".into() },
@@ -392,6 +396,37 @@ fn provisioned(machine: Machine, offer: Option<&Offer>, config: &Config) -> Resu
         format!("clusterapi: Machine {} is claimed but has no provider ID yet{why}; the next attempt resumes with it", current.key()),
         Some(config.poll_millis.max(1000)),
     ))
+}
+
+/// Removes exactly this Machine: marks it with `cluster.x-k8s.io/delete-machine`, then lowers
+/// its MachineDeployment's replicas (conflict-safe), so CAPI deletes it and no other; the mark
+/// is taken back if the scale-down fails.
+fn release(machine: &Machine) -> Result<(), CloudError> {
+    let Some(deployment) = machine.deployment().map(str::to_string) else {
+        return Err(CloudError::invalid(format!("clusterapi: Machine {} has no {} label; delete it by hand", machine.key(), capi::DEPLOYMENT_LABEL)));
+    };
+    let namespace = machine.metadata.namespace.clone();
+    let marked: Machine = patch_at(
+        "machines",
+        &namespace,
+        &machine.metadata.name,
+        &machine.metadata.resource_version,
+        json!({"metadata": {"annotations": {capi::DELETE_MACHINE_ANNOTATION: now_text()}}}),
+    )
+    .map_err(|e| kube_error(&format!("marking Machine {} for deletion", machine.key()), e))?;
+    let target = capi::collection("machinedeployments").namespace(namespace.clone());
+    let md: MachineDeployment =
+        kube::get_json(&target, &deployment).map_err(|e| kube_error(&format!("reading MachineDeployment {namespace}/{deployment}"), e))?;
+    if let Err(e) = scale(&md, -1) {
+        // Unmark it, so that CAPI does not pick it at some later scale-down.
+        let unmark = json!({"metadata": {"annotations": {capi::DELETE_MACHINE_ANNOTATION: null}}});
+        if let Err(undo) = patch_at::<Machine>("machines", &namespace, &marked.metadata.name, &marked.metadata.resource_version, unmark) {
+            log::warn(format!("clusterapi: could not unmark Machine {}: {}", marked.key(), undo.describe()));
+        }
+        return Err(e);
+    }
+    log::info(format!("clusterapi: Machine {} marked and MachineDeployment {namespace}/{deployment} lowered", machine.key()));
+    Ok(())
 }
 
 fn now_text() -> String {
@@ -521,31 +556,7 @@ impl CloudProvider for ClusterApi {
             // CAPI is removing exactly this Machine: gone as far as the host is concerned.
             return Err(CloudError::NotFound(format!("clusterapi: Machine {} is being deleted", machine.key())));
         }
-        let Some(deployment) = machine.deployment().map(str::to_string) else {
-            return Err(CloudError::invalid(format!("clusterapi: Machine {} has no {} label; delete it by hand", machine.key(), capi::DEPLOYMENT_LABEL)));
-        };
-        let namespace = machine.metadata.namespace.clone();
-        let marked: Machine = patch_at(
-            "machines",
-            &namespace,
-            &machine.metadata.name,
-            &machine.metadata.resource_version,
-            json!({"metadata": {"annotations": {capi::DELETE_MACHINE_ANNOTATION: now_text()}}}),
-        )
-        .map_err(|e| kube_error(&format!("marking Machine {} for deletion", machine.key()), e))?;
-        let target = capi::collection("machinedeployments").namespace(namespace.clone());
-        let md: MachineDeployment =
-            kube::get_json(&target, &deployment).map_err(|e| kube_error(&format!("reading MachineDeployment {namespace}/{deployment}"), e))?;
-        if let Err(e) = scale(&md, -1) {
-            // Unmark it, so that CAPI does not pick it at some later scale-down.
-            let unmark = json!({"metadata": {"annotations": {capi::DELETE_MACHINE_ANNOTATION: null}}});
-            if let Err(undo) = patch_at::<Machine>("machines", &namespace, &marked.metadata.name, &marked.metadata.resource_version, unmark) {
-                log::warn(format!("clusterapi: could not unmark Machine {}: {}", marked.key(), undo.describe()));
-            }
-            return Err(e);
-        }
-        log::info(format!("clusterapi: Machine {} marked and MachineDeployment {namespace}/{deployment} lowered", machine.key()));
-        Ok(())
+        release(&machine)
     }
 
     fn is_drifted(claim: NodeClaim, node_class: NodeClass) -> Result<Option<String>, CloudError> {

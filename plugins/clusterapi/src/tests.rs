@@ -518,7 +518,10 @@ fn a_machine_capi_gave_up_on_fails_the_launch_for_its_type_only() {
     assert!(ice.message.contains("InsufficientResources: no host has room"), "{}", ice.message);
     assert_eq!(ice.offerings.len(), 1);
     assert_eq!((ice.offerings[0].instance_type.as_str(), ice.offerings[0].zone.as_str()), ("c3-8", "nova"));
-    // Deleting the claim then returns the replica through the pending provider ID.
-    ClusterApi::delete("clusterapi-pending://capi/capi-ovh-karpenter-c3-8-m0".into()).unwrap();
+    // The failed Machine was released at once: marked, and its replica returned.
+    assert_eq!(replicas(&world, "capi-ovh-karpenter-c3-8"), 0);
+    assert!(!world.borrow().machines["capi/capi-ovh-karpenter-c3-8-m0"]["metadata"]["annotations"]["cluster.x-k8s.io/delete-machine"].is_null());
+    // A later delete of the claim finds it leaving: gone, nothing lowered twice.
+    assert!(matches!(ClusterApi::delete("clusterapi-pending://capi/capi-ovh-karpenter-c3-8-m0".into()).unwrap_err(), CloudError::NotFound(_)));
     assert_eq!(replicas(&world, "capi-ovh-karpenter-c3-8"), 0);
 }
