@@ -163,7 +163,7 @@ mod tests {
 
     #[test]
     fn a_created_claim_finalized_before_the_cache_saw_it_no_longer_counts_as_missing() {
-        let inflight = InFlight::default();
+        let inflight = InFlight::new(start());
         inflight.record_created(claim("refused", "7", "2026-01-01T00:00:00Z"));
         assert!(inflight.created_not_cached(&BTreeSet::new()), "created, not cached yet");
         // Launched, refused and finalized between two provisioning passes.
