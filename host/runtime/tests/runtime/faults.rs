@@ -195,18 +195,7 @@ async fn creates_beyond_max_concurrent_creates_wait_while_other_calls_run() {
     manifest.limits.max_concurrent_creates = Some(1);
     let plugin = common::hostile_with(manifest, grants, services);
     let request = |mode: &str, name: &str| joinery_runtime::contract::CreateRequest {
-        claim: joinery_runtime::contract::NodeClaim {
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            node_pool: "default".into(),
-            labels: vec![],
-            annotations: vec![],
-            taints: vec![],
-            startup_taints: vec![],
-            requirements: vec![],
-            resource_requests: vec![],
-            provider_id: None,
-        },
+        claim: common::claim(name, vec![], vec![]),
         node_class: class(json!({"mode": mode})),
         user_data: String::new(),
     };

@@ -6,7 +6,7 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::engine;
+use common::{claim, engine};
 use joinery_builtin_plugins::builtin_manifests;
 use joinery_runtime::grants::Grants;
 use joinery_runtime::plugin::{LoadContext, LoadedPlugin, PluginBytes, PluginSource};
@@ -29,20 +29,6 @@ fn class(spec: Value) -> NodeClass {
     NodeClass { name: "default".into(), uid: "uid-class".into(), generation: 1, spec: spec.to_string(), status: "{}".into() }
 }
 
-fn claim(name: &str, requirements: Vec<Requirement>, requests: Vec<Resource>) -> NodeClaim {
-    NodeClaim {
-        name: name.into(),
-        uid: format!("uid-{name}"),
-        node_pool: "default".into(),
-        labels: vec![],
-        annotations: vec![],
-        taints: vec![],
-        startup_taints: vec![],
-        requirements,
-        resource_requests: requests,
-        provider_id: None,
-    }
-}
 
 fn requirement(key: &str, operator: Operator, values: &[&str]) -> Requirement {
     Requirement { key: key.into(), operator, values: values.iter().map(|v| v.to_string()).collect(), min_values: None }

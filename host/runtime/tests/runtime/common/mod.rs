@@ -10,7 +10,7 @@ use joinery_runtime::grants::Grants;
 use joinery_runtime::manifest::PluginManifest;
 use joinery_runtime::plugin::{LoadContext, LoadedPlugin, PluginBytes, PluginSource};
 use joinery_runtime::services::HostServices;
-use joinery_runtime::contract::NodeClass;
+use joinery_runtime::contract::{NodeClaim, NodeClass, Requirement, Resource};
 
 /// One engine for the whole test binary (engines reserve address space).
 pub fn engine() -> PluginEngine {
@@ -53,4 +53,21 @@ pub fn hostile_with(manifest: PluginManifest, grants: &str, services: HostServic
 /// A NodeClass whose spec selects the hostile plugin's mode for this call.
 pub fn class(spec: serde_json::Value) -> NodeClass {
     NodeClass { name: "test".into(), uid: "uid-1".into(), generation: 1, spec: spec.to_string(), status: "{}".into() }
+}
+
+/// A NodeClaim `name` (UID `uid-<name>`, NodePool `default`) with these requirements and
+/// requests, nothing else, not launched.
+pub fn claim(name: &str, requirements: Vec<Requirement>, requests: Vec<Resource>) -> NodeClaim {
+    NodeClaim {
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        node_pool: "default".into(),
+        labels: vec![],
+        annotations: vec![],
+        taints: vec![],
+        startup_taints: vec![],
+        requirements,
+        resource_requests: requests,
+        provider_id: None,
+    }
 }
