@@ -385,6 +385,15 @@ fn clusterapi_machine_that_never_provisions_is_given_back() {
 }
 
 #[test]
+fn clusterapi_restart_between_raise_and_claim_adds_no_machine() {
+    let (report, stdout, ok) = simulate(Some("clusterapi-restart-resume.yaml"));
+    assert!(ok, "{stdout}");
+    let totals = machine_totals(&report);
+    assert_eq!((totals["created"].as_u64(), totals["atEnd"].as_u64()), (Some(1), Some(1)), "the Machine already there was claimed: {totals}");
+    assert_eq!(report["totals"]["nodeClaimsCreated"], 1);
+}
+
+#[test]
 fn clusterapi_consolidation_replaces_with_a_cheaper_machine() {
     let (report, stdout, ok) = simulate(Some("clusterapi-replace-cheaper.yaml"));
     assert!(ok, "{stdout}");
@@ -552,6 +561,7 @@ fn every_shipped_scenario_is_covered_by_a_test() {
         "clusterapi-exact-scale-down.yaml",
         "clusterapi-never-provisions.yaml",
         "clusterapi-replace-cheaper.yaml",
+        "clusterapi-restart-resume.yaml",
         "consolidation-blocked.yaml",
         "consolidation-budget-window.yaml",
         "consolidation-multi-delete.yaml",
