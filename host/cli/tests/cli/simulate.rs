@@ -329,6 +329,12 @@ fn clevercloud_quota_refusal_is_reported_and_the_pod_runs_once_quota_frees() {
     assert_eq!(types, ["M", "S"], "{report:#}");
 }
 
+/// The Machines of a Cluster API report that are not being deleted (a Machine the plugin
+/// released may still be tearing down when the scenario ends).
+fn live_machines(report: &serde_json::Value) -> Vec<serde_json::Value> {
+    report["cloud"]["machines"].as_array().unwrap().iter().filter(|m| m["phase"] != "Deleting").cloned().collect()
+}
+
 /// The fake management cluster's Machine totals from a Cluster API report.
 fn machine_totals(report: &serde_json::Value) -> serde_json::Value {
     let totals = report["cloud"]["machineTotals"].clone();
@@ -378,10 +384,10 @@ fn clusterapi_scale_down_removes_exactly_the_empty_machine() {
 fn clusterapi_machine_that_never_provisions_is_given_back() {
     let (report, stdout, ok) = simulate(Some("clusterapi-never-provisions.yaml"));
     assert!(ok, "{stdout}");
-    let totals = machine_totals(&report);
-    assert_eq!((totals["failed"].as_u64(), totals["deleted"].as_u64(), totals["atEnd"].as_u64()), (Some(1), Some(1), Some(1)), "{totals}");
-    let machines = report["cloud"]["machines"].as_array().unwrap();
-    assert!(machines.iter().all(|m| m["machineDeployment"] == "capi-ovh-karpenter-c3-16"), "no c3-8 Machine is left: {machines:?}");
+    assert_eq!(machine_totals(&report)["failed"].as_u64(), Some(1), "{report:#}");
+    let live = live_machines(&report);
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!(live[0]["machineDeployment"], "capi-ovh-karpenter-c3-16", "the failed c3-8 Machine is gone or going");
 }
 
 #[test]
@@ -397,10 +403,10 @@ fn clusterapi_restart_between_raise_and_claim_adds_no_machine() {
 fn clusterapi_consolidation_replaces_with_a_cheaper_machine() {
     let (report, stdout, ok) = simulate(Some("clusterapi-replace-cheaper.yaml"));
     assert!(ok, "{stdout}");
-    let machines = report["cloud"]["machines"].as_array().unwrap();
-    assert_eq!(machines.len(), 1, "{machines:?}");
-    assert_eq!(machines[0]["machineDeployment"], "capi-ovh-karpenter-c3-8");
-    assert_eq!(machine_totals(&report)["deleted"].as_u64(), Some(1), "the c3-16's Machine");
+    let live = live_machines(&report);
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!(live[0]["machineDeployment"], "capi-ovh-karpenter-c3-8", "the c3-16's Machine is gone or going");
+    assert_eq!(machine_totals(&report)["created"].as_u64(), Some(2));
 }
 
 #[test]
