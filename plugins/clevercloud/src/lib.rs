@@ -137,25 +137,10 @@ pub fn group_name(provider_id: &str) -> Result<&str, CloudError> {
         .ok_or_else(|| CloudError::invalid(format!("clevercloud: {provider_id:?} is not a clevercloud://<nodegroup> provider ID")))
 }
 
-/// A failed Kubernetes call, classified as the SDK does for every cloud plugin (not-found,
-/// retryable, invalid, internal), with what was being done in front of the message.
+/// A failed Kubernetes call, classified as the SDK does for every cloud plugin, with what
+/// was being done in front of the message.
 fn kube_error(what: &str, e: impl Into<kube::Error>) -> CloudError {
-    let context = |m: String| format!("clevercloud: {what}: {m}");
-    match CloudError::from(e.into()) {
-        CloudError::NotFound(m) => CloudError::NotFound(context(m)),
-        CloudError::Invalid(m) => CloudError::Invalid(context(m)),
-        CloudError::Internal(m) => CloudError::Internal(context(m)),
-        CloudError::Retryable(r) => CloudError::retryable(context(r.message), r.retry_after_ms),
-        other => other,
-    }
-}
-
-/// Waits, inside the component; native unit tests do not wait.
-fn pause(duration: Duration) {
-    #[cfg(target_arch = "wasm32")]
-    std::thread::sleep(duration);
-    #[cfg(not(target_arch = "wasm32"))]
-    let _ = duration;
+    CloudError::from(e.into()).context(&format!("clevercloud: {what}"))
 }
 
 /// Reads one NodeGroup; `Ok(None)` when it does not exist.
@@ -356,7 +341,7 @@ pub fn await_verdict(config: &Config, name: &str, created: NodeGroup) -> Result<
             Acceptance::QuotaExceeded(message) => return Ok(Verdict::QuotaExceeded(message)),
             Acceptance::Pending => {}
         }
-        pause(poll);
+        joinery_plugin_sdk::pause(poll);
         match read_group(name)? {
             Some(group) if !group.is_terminating() => last = group,
             _ => return Ok(Verdict::Vanished),

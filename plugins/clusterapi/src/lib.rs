@@ -115,24 +115,10 @@ pub struct ClassSpec {
     pub scalable_resource_selector: LabelSelector,
 }
 
-/// A failed Kubernetes call, classified as the SDK does, with what was being done.
+/// A failed Kubernetes call, classified as the SDK does for every cloud plugin, with what
+/// was being done in front of the message.
 fn kube_error(what: &str, e: impl Into<kube::Error>) -> CloudError {
-    let context = |m: String| format!("clusterapi: {what}: {m}");
-    match CloudError::from(e.into()) {
-        CloudError::NotFound(m) => CloudError::NotFound(context(m)),
-        CloudError::Invalid(m) => CloudError::Invalid(context(m)),
-        CloudError::Internal(m) => CloudError::Internal(context(m)),
-        CloudError::Retryable(r) => CloudError::retryable(context(r.message), r.retry_after_ms),
-        other => other,
-    }
-}
-
-/// Waits, inside the component; native unit tests do not wait.
-fn pause(duration: Duration) {
-    #[cfg(target_arch = "wasm32")]
-    std::thread::sleep(duration);
-    #[cfg(not(target_arch = "wasm32"))]
-    let _ = duration;
+    CloudError::from(e.into()).context(&format!("clusterapi: {what}"))
 }
 
 /// A collection in the management cluster: in the configured namespace, else across all.
@@ -384,7 +370,7 @@ fn provisioned(machine: Machine, offer: Option<&Offer>, config: &Config) -> Resu
                 vec![offering],
             ));
         }
-        pause(Duration::from_millis(config.poll_millis));
+        joinery_plugin_sdk::pause(Duration::from_millis(config.poll_millis));
         let target = capi::collection("machines").namespace(current.metadata.namespace.clone());
         current = kube::get_json(&target, &current.metadata.name).map_err(|e| kube_error(&format!("reading Machine {}", current.key()), e))?;
     }
@@ -504,7 +490,7 @@ impl CloudProvider for ClusterApi {
                 let replicas = scale(md, 1)?;
                 log::info(format!("clusterapi: MachineDeployment {md_key} raised to {replicas} for NodeClaim {}", claim.name));
                 for _ in 0..config.polls() {
-                    pause(Duration::from_millis(config.poll_millis));
+                    joinery_plugin_sdk::pause(Duration::from_millis(config.poll_millis));
                     free = unclaimed(&config, md)?;
                     if !free.is_empty() {
                         break;

@@ -25,13 +25,7 @@ const RETRIES: u32 = 2;
 /// Consecutive failed polls tolerated while following an operation.
 const POLL_ERRORS: u32 = 4;
 
-/// Waits, inside the component; native unit tests do not wait.
-pub fn pause(duration: Duration) {
-    #[cfg(target_arch = "wasm32")]
-    std::thread::sleep(duration);
-    #[cfg(not(target_arch = "wasm32"))]
-    let _ = duration;
-}
+pub use joinery_plugin_sdk::pause;
 
 /// Why an API call failed, before classification.
 #[derive(Clone, Debug, PartialEq)]

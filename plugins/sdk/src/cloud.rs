@@ -109,6 +109,21 @@ impl CloudError {
         })
     }
 
+    /// The same error with `context` in front of its message (`"<context>: <message>"`),
+    /// e.g. `err.context("clusterapi: listing Machines")`.
+    pub fn context(self, context: &str) -> Self {
+        let with = |m: String| format!("{context}: {m}");
+        match self {
+            CloudError::NotFound(m) => CloudError::NotFound(with(m)),
+            CloudError::NodeClassNotReady(m) => CloudError::NodeClassNotReady(with(m)),
+            CloudError::QuotaExceeded(m) => CloudError::QuotaExceeded(with(m)),
+            CloudError::Invalid(m) => CloudError::Invalid(with(m)),
+            CloudError::Internal(m) => CloudError::Internal(with(m)),
+            CloudError::InsufficientCapacity(ic) => CloudError::InsufficientCapacity(InsufficientCapacity { message: with(ic.message), offerings: ic.offerings }),
+            CloudError::Retryable(r) => CloudError::Retryable(Retryable { message: with(r.message), retry_after_ms: r.retry_after_ms }),
+        }
+    }
+
     /// The message, without the variant.
     pub fn message(&self) -> &str {
         match self {
@@ -285,4 +300,20 @@ macro_rules! export_cloud_provider {
             );
         };
     };
+}
+
+#[cfg(test)]
+mod context_tests {
+    use super::*;
+
+    #[test]
+    fn context_prefixes_the_message_and_keeps_the_class_and_details() {
+        let e = CloudError::retryable("busy", Some(500)).context("acme: listing");
+        assert!(matches!(&e, CloudError::Retryable(r) if r.message == "acme: listing: busy" && r.retry_after_ms == Some(500)));
+        let offering = OfferingRef { instance_type: "t".into(), zone: "z".into(), capacity_type: "on-demand".into() };
+        let e = CloudError::insufficient_capacity("full", vec![offering.clone()]).context("acme");
+        assert!(matches!(&e, CloudError::InsufficientCapacity(i) if i.message == "acme: full" && i.offerings == vec![offering.clone()]));
+        assert_eq!(CloudError::NotFound("gone".into()).context("acme").message(), "acme: gone");
+        assert!(matches!(CloudError::invalid("bad").context("acme"), CloudError::Invalid(_)));
+    }
 }

@@ -148,3 +148,12 @@ pub fn config<T: serde::de::DeserializeOwned>() -> Result<T, String> {
     let raw = config_json();
     serde_json::from_str(&raw).map_err(|e| format!("invalid plugin configuration: {e}"))
 }
+
+/// Waits `duration` inside the component (between polls of a cloud's answer, say). Native
+/// unit tests do not wait, so a test drives a polling loop by its fake host's answers.
+pub fn pause(duration: std::time::Duration) {
+    #[cfg(target_arch = "wasm32")]
+    std::thread::sleep(duration);
+    #[cfg(not(target_arch = "wasm32"))]
+    let _ = duration;
+}
