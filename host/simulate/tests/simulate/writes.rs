@@ -32,6 +32,12 @@ fn append_op(path: &str, list_exists: bool, value: serde_json::Value) -> serde_j
     if list_exists { json!({"op": "add", "path": format!("{path}/-"), "value": value}) } else { json!({"op": "add", "path": path, "value": [value]}) }
 }
 
+/// A JSON-patch `test` that the object is still at the version read (the patch then fails,
+/// and is tried again on a fresh read, instead of overwriting a newer write).
+fn unchanged_since(metadata: &kube::api::ObjectMeta) -> serde_json::Value {
+    json!({"op": "test", "path": "/metadata/resourceVersion", "value": metadata.resource_version.clone().unwrap_or_default()})
+}
+
 /// The racer removes its own finalizer from an object being deleted (`test` first, so it
 /// never removes another entry that moved into that position).
 async fn release_racer_finalizer<K>(api: &Api<K>, metadata: &kube::api::ObjectMeta)
@@ -144,7 +150,10 @@ async fn a_racing_writer_loses_nothing_through_a_scale_up_and_down() {
                     if marked_nodes.lock().unwrap().contains(&name) {
                         continue;
                     }
+                    // `test` the version read first: creating a list that another writer has
+                    // just created would replace its entries (the racer is careful too).
                     let ops = vec![
+                        unchanged_since(&node.metadata),
                         append_op("/spec/taints", !taint_keys(&node).is_empty(), json!({"key": RACER_TAINT, "effect": "PreferNoSchedule"})),
                         append_op("/metadata/finalizers", !finalizers.is_empty(), json!(RACER_FINALIZER)),
                     ];
@@ -170,7 +179,7 @@ async fn a_racing_writer_loses_nothing_through_a_scale_up_and_down() {
                     } else {
                         json!([{"op": "add", "path": "/status", "value": {"conditions": [condition]}}])
                     };
-                    if claims.patch(&name, &PatchParams::default(), &json_patch(json!([finalizer]))).await.is_ok()
+                    if claims.patch(&name, &PatchParams::default(), &json_patch(json!([unchanged_since(&claim.metadata), finalizer]))).await.is_ok()
                         && claims.patch_status(&name, &PatchParams::default(), &json_patch(status_op)).await.is_ok()
                     {
                         marked_claims.lock().unwrap().insert(name);
