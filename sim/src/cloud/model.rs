@@ -109,3 +109,34 @@ pub enum CloudEvent {
         at: SystemTime,
     },
 }
+
+/// A machine a platform fake (the fake CKE operator, the fake Cluster API controllers)
+/// launched, as it records it for its reports.
+#[derive(Debug, Clone)]
+pub(crate) struct MachineRecord {
+    /// The instance, as the physics boots it.
+    pub(crate) instance: SimInstance,
+    /// Simulated time (since the clock's origin) its boot ends.
+    pub(crate) booted_at: std::time::Duration,
+    /// Torn down.
+    pub(crate) terminated: bool,
+}
+
+/// The recorded machines as instances at simulated time `now`: `pending` while booting,
+/// `running`, `terminated` once torn down.
+pub(crate) fn platform_instances<'a>(records: impl IntoIterator<Item = &'a MachineRecord>, now: std::time::Duration) -> Vec<SimInstance> {
+    records
+        .into_iter()
+        .map(|m| {
+            let mut instance = m.instance.clone();
+            instance.state = if m.terminated {
+                InstanceState::Terminated
+            } else if now >= m.booted_at {
+                InstanceState::Running
+            } else {
+                InstanceState::Pending
+            };
+            instance
+        })
+        .collect()
+}

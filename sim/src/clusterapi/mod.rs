@@ -114,7 +114,9 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
-use crate::cloud::model::{CloudEvent, InstanceState, SimInstance};
+use crate::cloud::model::{CloudEvent, MachineRecord, SimInstance, platform_instances};
+#[cfg(test)]
+use crate::cloud::model::InstanceState;
 pub use crate::clevercloud::nodegroups::DelayRange;
 
 pub use priority::{BETTER_DELETE, COULD_DELETE, DeletePolicy, MUST_DELETE, MUST_NOT_DELETE, SHOULD_DELETE, deletion_priority, is_healthy, machines_to_delete};
@@ -356,15 +358,6 @@ pub struct MachineInfo {
     pub marked_for_deletion: bool,
 }
 
-/// One launched machine as the controllers record it.
-#[derive(Debug, Clone)]
-struct MachineRecord {
-    instance: SimInstance,
-    /// Simulated time (since the clock's origin) its boot ends.
-    booted_at: Duration,
-    terminated: bool,
-}
-
 /// What the controllers share with their handle.
 #[derive(Default)]
 struct Ledger {
@@ -447,22 +440,7 @@ impl CapiControllers {
     /// `karpenter.sh/capacity-type`, tags `namespace`, `machine`, `machineSet`,
     /// `machineDeployment`, `cluster`, price from [`PRICE_ANNOTATION`].
     pub fn instances(&self) -> Vec<SimInstance> {
-        let now = self.clock.elapsed();
-        self.ledger
-            .machines()
-            .values()
-            .map(|m| {
-                let mut instance = m.instance.clone();
-                instance.state = if m.terminated {
-                    InstanceState::Terminated
-                } else if now >= m.booted_at {
-                    InstanceState::Running
-                } else {
-                    InstanceState::Pending
-                };
-                instance
-            })
-            .collect()
+        platform_instances(self.ledger.machines().values(), self.clock.elapsed())
     }
 
     /// Stops the controllers and waits for them to end (machines are left as they are).

@@ -90,7 +90,9 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
-use crate::cloud::model::{CloudEvent, InstanceState, SimInstance};
+use crate::cloud::model::{CloudEvent, MachineRecord, SimInstance, platform_instances};
+#[cfg(test)]
+use crate::cloud::model::InstanceState;
 
 pub use quota::{QuotaExceeded, Usage};
 
@@ -320,15 +322,6 @@ pub struct NodeGroupCounters {
     pub machines: u64,
 }
 
-/// One machine as the operator records it.
-#[derive(Debug, Clone)]
-struct MachineRecord {
-    instance: SimInstance,
-    /// Simulated time (since the clock's origin) its boot ends.
-    booted_at: Duration,
-    terminated: bool,
-}
-
 /// What the operator shares with its handle.
 #[derive(Default)]
 struct Ledger {
@@ -396,22 +389,7 @@ impl NodeGroupOperator {
     /// `par`, provider ID `clevercloud://<nodegroup>` (`clevercloud://<nodegroup>-node<i>`
     /// for i > 0), tags `nodegroup`, `node`, `upstreamId`, price the flavor's list price.
     pub fn instances(&self) -> Vec<SimInstance> {
-        let now = self.clock.elapsed();
-        self.ledger
-            .machines()
-            .values()
-            .map(|m| {
-                let mut instance = m.instance.clone();
-                instance.state = if m.terminated {
-                    InstanceState::Terminated
-                } else if now >= m.booted_at {
-                    InstanceState::Running
-                } else {
-                    InstanceState::Pending
-                };
-                instance
-            })
-            .collect()
+        platform_instances(self.ledger.machines().values(), self.clock.elapsed())
     }
 
     /// Stops the operator and waits for it to end (machines are left as they are).
