@@ -38,3 +38,29 @@ pub use apiserver::{ApiFaults, ApiServer, ApiServerOptions, ApiVerb, ShutdownHan
 pub use error::{ApiError, SimError};
 pub use physics::{Physics, PhysicsOptions};
 
+/// Helpers of the crate's unit tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::future::Future;
+    use std::time::Duration;
+
+    /// How long (real time) a test waits for the emulated clusters to get somewhere.
+    const PATIENCE: Duration = Duration::from_secs(20);
+
+    /// Polls `probe` until it yields a value, failing the test (naming `what`) after
+    /// [`PATIENCE`].
+    pub(crate) async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Option<T>>,
+    {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            if let Some(value) = probe().await {
+                return value;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

@@ -3,7 +3,6 @@
 //! through `kube::Client`s with a fast clock.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,27 +13,11 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use serde_json::{Value, json};
 
 use super::*;
+use crate::test_support::eventually;
 use crate::{ApiServer, ApiServerOptions, Physics, PhysicsOptions};
 
 const SPEED: f64 = 100.0;
-/// How long (real time) a test waits for the clusters to get somewhere.
-const PATIENCE: Duration = Duration::from_secs(20);
 const NAMESPACE: &str = "default";
-
-async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 struct Fake {
     _management: ApiServer,

@@ -1,7 +1,6 @@
 //! The fake CKE against the emulated API server and the cluster physics over loopback: the
 //! CRD's validation, then the operator driven through a `kube::Client` with a fast clock.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,26 +12,10 @@ use kube::Client;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::test_support::eventually;
 use crate::{ApiServer, ApiServerOptions, Physics, PhysicsOptions};
 
 const SPEED: f64 = 100.0;
-/// How long (real time) a test waits for the cluster to get somewhere.
-const PATIENCE: Duration = Duration::from_secs(20);
-
-async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 struct Fake {
     _server: ApiServer,
