@@ -16,8 +16,8 @@
 //! cost follows the actual requests.
 //!
 //! Everything is plain data and deterministic: the same input, in any order, gives the same
-//! output (pods, nodes, NodePools and instance types are sorted with total orders; no hash
-//! map iteration is involved).
+//! output (pods, nodes, NodePools and instance types are sorted with total orders; no
+//! decision depends on the iteration order of a hash map).
 //!
 //! Inter-pod constraints follow upstream's topology groups (see the `topology` module):
 //! topology spread (maxSkew, minDomains, node inclusion policies, matchLabelKeys, hostname
@@ -36,9 +36,10 @@
 
 mod benchmark;
 mod bound;
+mod catalog;
 mod constraints;
 mod daemons;
-mod catalog;
+mod open_claims;
 mod pricing;
 mod render;
 mod scheduler;
@@ -48,12 +49,14 @@ mod types;
 #[cfg(test)]
 mod tests;
 
-pub use benchmark::{WorkloadError, WorkloadPod, benchmark_cluster, benchmark_input, workload_input};
+pub use benchmark::{
+    WorkloadError, WorkloadPod, benchmark_cluster, benchmark_input, workload_input,
+};
 pub use bound::cost_lower_bound;
 pub use constraints::{
-    AttachedVolume, HostPort, LabelSelector, LabelSelectorRequirement, MinValuesPolicy, NodeInclusionPolicy, PodAffinityTerm,
-    PreferencePolicy, PreferredSchedulingTerm, SelectorOperator, TopologySpreadConstraint,
-    WeightedPodAffinityTerm, WhenUnsatisfiable,
+    AttachedVolume, HostPort, LabelSelector, LabelSelectorRequirement, MinValuesPolicy,
+    NodeInclusionPolicy, PodAffinityTerm, PreferencePolicy, PreferredSchedulingTerm,
+    SelectorOperator, TopologySpreadConstraint, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 pub use pricing::FallbackPrice;
 pub use scheduler::{schedule, schedule_with_context, schedule_with_fallback_price};

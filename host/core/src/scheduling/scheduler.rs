@@ -20,11 +20,13 @@ use crate::requirements::{KeySet, NO_KEYS, Requirement, Requirements};
 use crate::resources::{NODES, Resources};
 use crate::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
 
+use super::catalog::{OfferingTable, TypeClasses};
 use super::constraints::{
-    HostPort, MinValuesPolicy, PreferencePolicy, WhenUnsatisfiable, attach, exceeds_attach_limits, port_conflict,
+    HostPort, MinValuesPolicy, PreferencePolicy, WhenUnsatisfiable, attach, exceeds_attach_limits,
+    port_conflict,
 };
 use super::daemons::{Daemon, alternatives, tolerated, tolerates};
-use super::catalog::{OfferingTable, TypeClasses};
+use super::open_claims::OpenClaims;
 use super::pricing::{FallbackPrice, no_fallback, order_by_price};
 use super::render;
 use super::topology::{self, Constraints, Topology, Violation};
@@ -346,8 +348,8 @@ struct Scheduler<'a> {
     nodes: Vec<Node<'a>>,
     pods: Vec<Pod>,
     claims: Vec<Claim>,
-    /// Claim indices ordered by pod count, then age: the order open claims are tried in.
-    claim_order: Vec<usize>,
+    /// The claims in the order they are tried (fewest pods first, then oldest), indexed.
+    open: OpenClaims,
     topology: Topology<'a>,
     /// Whether relaxation may tolerate PreferNoSchedule taints (some pool has one).
     prefer_no_schedule_relaxable: bool,
@@ -466,7 +468,8 @@ impl<'a> Scheduler<'a> {
                 })
                 .map(|(i, _)| i)
                 .collect();
-            if requirements.has_min_values() && context.min_values_policy == MinValuesPolicy::Strict {
+            if requirements.has_min_values() && context.min_values_policy == MinValuesPolicy::Strict
+            {
                 let types: Vec<&InstanceType> = candidates
                     .iter()
                     .map(|&i| &pool.instance_types[i])
@@ -611,7 +614,7 @@ impl<'a> Scheduler<'a> {
             nodes,
             pods,
             claims: Vec::new(),
-            claim_order: Vec::new(),
+            open: OpenClaims::default(),
             topology,
             prefer_no_schedule_relaxable,
             hostnames: 0,
@@ -749,17 +752,9 @@ impl<'a> Scheduler<'a> {
             }
         }
 
-        for i in 0..self.claim_order.len() {
-            let c = self.claim_order[i];
-            let claim = &self.claims[c];
-            if self.topology.rejects(p, claim.slot, &claim.pins, self.pods[p].strict()) {
-                continue;
-            }
-            if let Ok(accepted) = self.try_claim(&self.claims[c], p, false) {
-                self.claim_order.remove(i);
-                self.apply(c, accepted, p);
-                return Ok(Target::Claim(c));
-            }
+        if let Some((c, accepted)) = self.first_open_claim(p) {
+            self.apply(c, accepted, p);
+            return Ok(Target::Claim(c));
         }
 
         let mut reasons = Vec::new();
@@ -837,6 +832,25 @@ impl<'a> Scheduler<'a> {
             .join("; "))
     }
 
+    /// The first claim, in try order, that takes pod `p`, with what it becomes. Only the
+    /// claims [`OpenClaims::walk`] leaves in are tried: the others are ruled out by the
+    /// pod's topology anyway.
+    fn first_open_claim(&mut self, p: usize) -> Option<(usize, Accepted)> {
+        let walk = self.open.walk(p, self.pods[p].strict(), &self.topology);
+        self.open.claims(&walk).find_map(|c| {
+            let claim = &self.claims[c];
+            if self
+                .topology
+                .rejects(p, claim.slot, &claim.pins, self.pods[p].strict())
+            {
+                return None;
+            }
+            self.try_claim(claim, p, false)
+                .ok()
+                .map(|accepted| (c, accepted))
+        })
+    }
+
     /// The requirements existing node `i` would have with pod `p` on it, if it can take it.
     fn try_node(&self, i: usize, p: usize) -> Option<Requirements> {
         let node = &self.nodes[i];
@@ -869,7 +883,10 @@ impl<'a> Scheduler<'a> {
         if input.volume_requirements.is_empty() {
             return narrowed(None);
         }
-        input.volume_requirements.iter().find_map(|v| narrowed(Some(v)))
+        input
+            .volume_requirements
+            .iter()
+            .find_map(|v| narrowed(Some(v)))
     }
 
     /// Adds pod `p`'s requirements, then `volume` (one of its volume alternatives), then the
@@ -1128,13 +1145,6 @@ impl<'a> Scheduler<'a> {
         claim.min_values_relaxed |= accepted.min_values_relaxed;
         claim.pods.push(p);
         claim.ports.extend(input.host_ports.iter().cloned());
-        // Back into the try order at its new pod count (after older claims with as many).
-        let key = (claim.pods.len(), c);
-        let claims = &self.claims;
-        let at = self
-            .claim_order
-            .partition_point(|&o| (claims[o].pods.len(), o) < key);
-        self.claim_order.insert(at, c);
         let claim = &self.claims[c];
         self.topology.register(HOSTNAME_LABEL, &claim.hostname);
         self.topology.record(
@@ -1143,6 +1153,8 @@ impl<'a> Scheduler<'a> {
             &claim.requirements,
             self.policy,
         );
+        self.open
+            .record(c, claim.pods.len(), claim.slot, &claim.pins, &self.topology);
     }
 
     /// Turns the filled claims into NodeClaim specs. Returns the kept claims, the new index
@@ -1157,8 +1169,11 @@ impl<'a> Scheduler<'a> {
         // Per (pool, final requirements): each candidate type's launch price and the capacity
         // types of its available compatible offerings. Many claims share requirements.
         let mut memo: Vec<Priced> = Vec::new();
-        let mut named: HashMap<(usize, Vec<usize>), (std::sync::Arc<[String]>, Requirement), BuildHasherDefault<FxHasher>> =
-            HashMap::default();
+        let mut named: HashMap<
+            (usize, Vec<usize>),
+            (std::sync::Arc<[String]>, Requirement),
+            BuildHasherDefault<FxHasher>,
+        > = HashMap::default();
         for (c, claim) in self.claims.iter().enumerate() {
             let pool = &self.pools[claim.pool];
             let template = &pool.input.template;
@@ -1223,8 +1238,12 @@ impl<'a> Scheduler<'a> {
             let (names, type_requirement) = named
                 .entry((claim.pool, kept_indices.clone()))
                 .or_insert_with(|| {
-                    let names: std::sync::Arc<[String]> = types.iter().map(|t| t.name().to_owned()).collect();
-                    let requirement = Requirement::in_values(INSTANCE_TYPE_LABEL, names.iter().map(String::as_str));
+                    let names: std::sync::Arc<[String]> =
+                        types.iter().map(|t| t.name().to_owned()).collect();
+                    let requirement = Requirement::in_values(
+                        INSTANCE_TYPE_LABEL,
+                        names.iter().map(String::as_str),
+                    );
                     (names, requirement)
                 })
                 .clone();
@@ -1250,13 +1269,23 @@ impl<'a> Scheduler<'a> {
             let mut annotations = template.annotations.clone();
             // Upstream's marks for NodeClaims that may launch an overlaid instance type.
             if types.iter().any(|t| t.price_overlaid()) {
-                annotations.insert(PRICE_OVERLAY_APPLIED_ANNOTATION.to_owned(), "true".to_owned());
+                annotations.insert(
+                    PRICE_OVERLAY_APPLIED_ANNOTATION.to_owned(),
+                    "true".to_owned(),
+                );
             }
             if types.iter().any(|t| t.capacity_overlaid()) {
-                annotations.insert(CAPACITY_OVERLAY_APPLIED_ANNOTATION.to_owned(), "true".to_owned());
+                annotations.insert(
+                    CAPACITY_OVERLAY_APPLIED_ANNOTATION.to_owned(),
+                    "true".to_owned(),
+                );
             }
-            if self.best_effort_min_values && (min_values_relaxed || requirements.has_min_values()) {
-                annotations.insert(NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION.to_owned(), min_values_relaxed.to_string());
+            if self.best_effort_min_values && (min_values_relaxed || requirements.has_min_values())
+            {
+                annotations.insert(
+                    NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION.to_owned(),
+                    min_values_relaxed.to_string(),
+                );
             }
 
             index[c] = Some(kept.len());
@@ -1324,7 +1353,11 @@ impl Priced {
             pool: index,
             requirements: requirements.clone(),
             prices: vec![None; count],
-            capacity_type_names: pool.offerings.capacity_type_names().map(str::to_owned).collect(),
+            capacity_type_names: pool
+                .offerings
+                .capacity_type_names()
+                .map(str::to_owned)
+                .collect(),
             capacity_types: vec![0; count],
         };
         let filter = pool.offerings.filter(requirements, policy);
@@ -1333,8 +1366,15 @@ impl Priced {
             // The cheapest available compatible offering's price (the fallback's where the
             // offering has none), and the capacity types offered.
             let mut cheapest: Option<f64> = None;
-            for (o, capacity_type) in pool.offerings.available_compatible_numbered(t, it, filter, requirements, policy) {
-                if let Some(price) = o.price().or_else(|| fallback(it, o)).filter(|p| p.is_finite()) {
+            for (o, capacity_type) in
+                pool.offerings
+                    .available_compatible_numbered(t, it, filter, requirements, policy)
+            {
+                if let Some(price) = o
+                    .price()
+                    .or_else(|| fallback(it, o))
+                    .filter(|p| p.is_finite())
+                {
                     cheapest = Some(cheapest.map_or(price, |c: f64| c.min(price)));
                 }
                 if let Some(bit) = capacity_type {

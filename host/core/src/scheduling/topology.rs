@@ -18,8 +18,8 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::BuildHasherDefault;
 use std::fmt::Write as _;
+use std::hash::BuildHasherDefault;
 
 use crate::hash::FxHasher;
 use crate::labels::{HOSTNAME_LABEL, NODEPOOL_LABEL};
@@ -218,7 +218,10 @@ impl Group {
                     self.empty -= 1;
                 }
                 *count += 1;
-                *self.counts.get_mut(domain).expect("both maps hold every domain") += 1;
+                *self
+                    .counts
+                    .get_mut(domain)
+                    .expect("both maps hold every domain") += 1;
             }
             None => {
                 self.counts.insert(domain.to_owned(), 1);
@@ -400,12 +403,16 @@ impl Group {
     }
 }
 
-/// Which group a violation is about.
-#[derive(Debug, Clone, Copy)]
-enum GroupRef {
+/// Which group a violation or a hostname rule is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum GroupRef {
     Regular(usize),
     Inverse(usize),
 }
+
+/// A hostname rule of a pod: a group counted per hostname and the count at which a
+/// hostname is ruled out.
+pub(crate) type HostRule = (GroupRef, u32);
 
 /// A topology constraint that left no domain: kept cheap, rendered only when a reason is
 /// shown.
@@ -484,7 +491,7 @@ pub(crate) struct Topology<'a> {
     inverse_selecting: Vec<Vec<usize>>,
     /// Per pending pod: its hostname rules, each a group and the count at which a hostname
     /// is closed to the pod (see [`rejects_host`](Self::rejects_host)).
-    host_rules: Vec<Vec<(GroupRef, u32)>>,
+    host_rules: Vec<Vec<HostRule>>,
     /// Per pending pod: its groups (owned, or inverse ones selecting it) on other keys.
     other_rules: Vec<Vec<GroupRef>>,
     /// Domains numbered per topology key; entry 0 is the hostname.
@@ -518,7 +525,12 @@ impl<'a> Topology<'a> {
                 .iter()
                 .chain(&p.preferred_pod_anti_affinity)
                 .map(|w| &w.term);
-            for term in p.pod_affinity.iter().chain(&p.pod_anti_affinity).chain(preferred) {
+            for term in p
+                .pod_affinity
+                .iter()
+                .chain(&p.pod_anti_affinity)
+                .chain(preferred)
+            {
                 keys.insert(&term.topology_key);
                 selects_namespaces |= term.namespace_selector.is_some();
             }
@@ -585,7 +597,12 @@ impl<'a> Topology<'a> {
             .pod_anti_affinity
             .iter()
             .map(|term| {
-                let spec = affinity_spec(Kind::AntiAffinity, term, &pod.key.namespace, &self.namespaces);
+                let spec = affinity_spec(
+                    Kind::AntiAffinity,
+                    term,
+                    &pod.key.namespace,
+                    &self.namespaces,
+                );
                 self.inverse_group(spec)
             })
             .collect();
@@ -626,7 +643,10 @@ impl<'a> Topology<'a> {
             let own = u32::from(self.selecting[p].binary_search(&g).is_ok());
             match group.kind {
                 Kind::AntiAffinity => rules.push((GroupRef::Regular(g), 1)),
-                Kind::Spread => rules.push((GroupRef::Regular(g), (group.max_skew + 1).saturating_sub(own))),
+                Kind::Spread => rules.push((
+                    GroupRef::Regular(g),
+                    (group.max_skew + 1).saturating_sub(own),
+                )),
                 Kind::Affinity => {}
             }
         }
@@ -652,43 +672,92 @@ impl<'a> Topology<'a> {
             return true;
         }
         self.other_rules[p].iter().any(|&rule| {
-            let (group, self_selecting) = match rule {
-                GroupRef::Regular(g) => (&self.groups[g], self.selecting[p].binary_search(&g).is_ok()),
-                GroupRef::Inverse(g) => (&self.inverse[g], true),
-            };
-            let slot = pins.get(group.key_index).copied().unwrap_or(UNPINNED);
-            if slot == UNPINNED {
-                return false;
-            }
-            let domain = self.numbering[group.key_index].names[slot as usize].as_str();
-            let pod = strict.get(&group.key).unwrap_or(&group.everything);
-            if !pod.has(domain) {
-                // The pod's own requirements exclude the claim's only domain.
-                return true;
-            }
-            let count = group.by_slot[slot as usize];
-            match group.kind {
-                Kind::AntiAffinity => count > 0,
-                Kind::Affinity => count == 0 && !(self_selecting && group.bootstrappable(pod)),
-                Kind::Spread => {
-                    !group.index.contains_key(domain)
-                        || i64::from(count) + i64::from(self_selecting) - group.min_count(pod) > i64::from(group.max_skew)
-                }
-            }
+            let slot = pins
+                .get(self.group_of(rule).key_index)
+                .copied()
+                .unwrap_or(UNPINNED);
+            slot != UNPINNED && self.rule_rejects(p, rule, slot, strict)
         })
+    }
+
+    /// The numbers of the keys of pod `p`'s rules other than its hostname rules (a claim
+    /// pinned on one of them may be ruled out by [`rejects`](Self::rejects)).
+    pub(crate) fn pin_keys(&self, p: usize) -> impl Iterator<Item = usize> + '_ {
+        self.other_rules[p]
+            .iter()
+            .map(|&rule| self.group_of(rule).key_index)
+    }
+
+    /// How many domains of the key numbered `key_index` are numbered so far.
+    pub(crate) fn domains_numbered(&self, key_index: usize) -> usize {
+        self.numbering[key_index].names.len()
+    }
+
+    /// Whether none of pod `p`'s rules on the key numbered `key_index` rules out a claim
+    /// pinned to that key's domain `slot` — what [`rejects`](Self::rejects) checks for it.
+    pub(crate) fn admits_pin(
+        &self,
+        p: usize,
+        key_index: usize,
+        slot: u32,
+        strict: &Requirements,
+    ) -> bool {
+        !self.other_rules[p].iter().any(|&rule| {
+            self.group_of(rule).key_index == key_index && self.rule_rejects(p, rule, slot, strict)
+        })
+    }
+
+    fn group_of(&self, rule: GroupRef) -> &Group {
+        match rule {
+            GroupRef::Regular(g) => &self.groups[g],
+            GroupRef::Inverse(g) => &self.inverse[g],
+        }
+    }
+
+    /// Whether `rule` of pod `p` rules out a claim pinned to the domain numbered `slot` of
+    /// the rule's key (the pod's required node constraints being `strict`).
+    fn rule_rejects(&self, p: usize, rule: GroupRef, slot: u32, strict: &Requirements) -> bool {
+        let (group, self_selecting) = match rule {
+            GroupRef::Regular(g) => (&self.groups[g], self.selecting[p].binary_search(&g).is_ok()),
+            GroupRef::Inverse(g) => (&self.inverse[g], true),
+        };
+        let domain = self.numbering[group.key_index].names[slot as usize].as_str();
+        let pod = strict.get(&group.key).unwrap_or(&group.everything);
+        if !pod.has(domain) {
+            // The pod's own requirements exclude the claim's only domain.
+            return true;
+        }
+        let count = group.by_slot[slot as usize];
+        match group.kind {
+            Kind::AntiAffinity => count > 0,
+            Kind::Affinity => count == 0 && !(self_selecting && group.bootstrappable(pod)),
+            Kind::Spread => {
+                !group.index.contains_key(domain)
+                    || i64::from(count) + i64::from(self_selecting) - group.min_count(pod)
+                        > i64::from(group.max_skew)
+            }
+        }
+    }
+
+    /// Pod `p`'s hostname rules: a node whose hostname slot counts `limit` or more pods of
+    /// the group is ruled out (see [`rejects_host`](Self::rejects_host)).
+    pub(crate) fn host_rules(&self, p: usize) -> &[HostRule] {
+        &self.host_rules[p]
+    }
+
+    /// Whether hostname rule `rule` still admits the hostname numbered `slot`. Counts only
+    /// grow during a pass, so once it says no for a slot, it says no for the rest of the pass.
+    pub(crate) fn host_admits(&self, (group, limit): HostRule, slot: u32) -> bool {
+        self.group_of(group).by_slot[slot as usize] < limit
     }
 
     /// Whether pod `p`'s hostname constraints (anti-affinity, spread, inverse anti-affinity)
     /// already rule out a node whose only possible hostname is the one numbered `slot` — a
     /// cheap, exact pre-check of what [`domains`](Self::domains) would say about it.
     fn rejects_host(&self, p: usize, slot: u32) -> bool {
-        self.host_rules[p].iter().any(|&(group, limit)| {
-            let group = match group {
-                GroupRef::Regular(g) => &self.groups[g],
-                GroupRef::Inverse(g) => &self.inverse[g],
-            };
-            group.by_slot[slot as usize] >= limit
-        })
+        self.host_rules[p]
+            .iter()
+            .any(|&rule| !self.host_admits(rule, slot))
     }
 
     /// (Re)computes the groups pod `p` owns from its current constraints; groups that do
@@ -732,7 +801,12 @@ impl<'a> Topology<'a> {
             ids.push(self.group(spec));
         }
         for term in &constraints.anti_affinity {
-            let spec = affinity_spec(Kind::AntiAffinity, term, &pod.key.namespace, &self.namespaces);
+            let spec = affinity_spec(
+                Kind::AntiAffinity,
+                term,
+                &pod.key.namespace,
+                &self.namespaces,
+            );
             ids.push(self.group(spec));
         }
         ids.sort_unstable();
@@ -1017,14 +1091,19 @@ fn namespace_universe(
     bound: &[&BoundPod],
 ) -> Vec<(String, BTreeMap<String, String>)> {
     let mut all: BTreeMap<String, BTreeMap<String, String>> = known.clone();
-    let pod_namespaces = pods.iter().map(|p| &p.key.namespace).chain(bound.iter().map(|b| &b.key.namespace));
+    let pod_namespaces = pods
+        .iter()
+        .map(|p| &p.key.namespace)
+        .chain(bound.iter().map(|b| &b.key.namespace));
     for namespace in pod_namespaces {
         if !all.contains_key(namespace) {
             all.insert(namespace.clone(), BTreeMap::new());
         }
     }
     for (name, labels) in &mut all {
-        labels.entry(NAMESPACE_NAME_LABEL.to_owned()).or_insert_with(|| name.clone());
+        labels
+            .entry(NAMESPACE_NAME_LABEL.to_owned())
+            .or_insert_with(|| name.clone());
     }
     all.into_iter().collect()
 }
@@ -1043,7 +1122,12 @@ fn affinity_spec(
     let mut namespaces: BTreeSet<String> = term.namespaces.iter().cloned().collect();
     match &term.namespace_selector {
         Some(selector) => {
-            namespaces.extend(universe.iter().filter(|(_, labels)| selector.matches(labels)).map(|(name, _)| name.clone()));
+            namespaces.extend(
+                universe
+                    .iter()
+                    .filter(|(_, labels)| selector.matches(labels))
+                    .map(|(name, _)| name.clone()),
+            );
         }
         None if namespaces.is_empty() => {
             namespaces.insert(namespace.to_owned());
@@ -1083,7 +1167,8 @@ fn build_universe(nodepools: &[NodePool], keys: &BTreeSet<&str>) -> Universe {
         }
         let taints = &template.taints;
         // Types mostly share their requirement on a key: each distinct one is seen once.
-        let mut seen: HashMap<u64, Vec<&Requirement>, BuildHasherDefault<FxHasher>> = HashMap::default();
+        let mut seen: HashMap<u64, Vec<&Requirement>, BuildHasherDefault<FxHasher>> =
+            HashMap::default();
         for t in &pool.instance_types {
             for &key in keys {
                 let own = t
