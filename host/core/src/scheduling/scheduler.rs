@@ -20,15 +20,14 @@ use crate::requirements::{KeySet, NO_KEYS, Requirement, Requirements};
 use crate::resources::{NODES, Resources};
 use crate::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
 
-use super::catalog::{OfferingTable, TypeClasses};
 use super::constraints::{
-    HostPort, MinValuesPolicy, PreferencePolicy, WhenUnsatisfiable, attach, exceeds_attach_limits,
-    port_conflict,
+    HostPort, MinValuesPolicy, PreferencePolicy, WhenUnsatisfiable, attach, exceeds_attach_limits, port_conflict,
 };
 use super::daemons::{Daemon, alternatives, tolerated, tolerates};
-use super::open_claims::OpenClaims;
+use super::catalog::{OfferingTable, TypeClasses};
 use super::pricing::{FallbackPrice, no_fallback, order_by_price};
 use super::render;
+use super::open_claims::OpenClaims;
 use super::topology::{self, Constraints, Topology, Violation};
 use super::types::{
     ExistingNode, NewNodeClaim, NodePool, Placement, PodPlacement, SchedulingContext,
@@ -468,8 +467,7 @@ impl<'a> Scheduler<'a> {
                 })
                 .map(|(i, _)| i)
                 .collect();
-            if requirements.has_min_values() && context.min_values_policy == MinValuesPolicy::Strict
-            {
+            if requirements.has_min_values() && context.min_values_policy == MinValuesPolicy::Strict {
                 let types: Vec<&InstanceType> = candidates
                     .iter()
                     .map(|&i| &pool.instance_types[i])
@@ -839,15 +837,10 @@ impl<'a> Scheduler<'a> {
         let walk = self.open.walk(p, self.pods[p].strict(), &self.topology);
         self.open.claims(&walk).find_map(|c| {
             let claim = &self.claims[c];
-            if self
-                .topology
-                .rejects(p, claim.slot, &claim.pins, self.pods[p].strict())
-            {
+            if self.topology.rejects(p, claim.slot, &claim.pins, self.pods[p].strict()) {
                 return None;
             }
-            self.try_claim(claim, p, false)
-                .ok()
-                .map(|accepted| (c, accepted))
+            self.try_claim(claim, p, false).ok().map(|accepted| (c, accepted))
         })
     }
 
@@ -883,10 +876,7 @@ impl<'a> Scheduler<'a> {
         if input.volume_requirements.is_empty() {
             return narrowed(None);
         }
-        input
-            .volume_requirements
-            .iter()
-            .find_map(|v| narrowed(Some(v)))
+        input.volume_requirements.iter().find_map(|v| narrowed(Some(v)))
     }
 
     /// Adds pod `p`'s requirements, then `volume` (one of its volume alternatives), then the
@@ -1153,6 +1143,7 @@ impl<'a> Scheduler<'a> {
             &claim.requirements,
             self.policy,
         );
+        // Back into the try order at its new pod count (after older claims with as many).
         self.open
             .record(c, claim.pods.len(), claim.slot, &claim.pins, &self.topology);
     }
@@ -1169,11 +1160,8 @@ impl<'a> Scheduler<'a> {
         // Per (pool, final requirements): each candidate type's launch price and the capacity
         // types of its available compatible offerings. Many claims share requirements.
         let mut memo: Vec<Priced> = Vec::new();
-        let mut named: HashMap<
-            (usize, Vec<usize>),
-            (std::sync::Arc<[String]>, Requirement),
-            BuildHasherDefault<FxHasher>,
-        > = HashMap::default();
+        let mut named: HashMap<(usize, Vec<usize>), (std::sync::Arc<[String]>, Requirement), BuildHasherDefault<FxHasher>> =
+            HashMap::default();
         for (c, claim) in self.claims.iter().enumerate() {
             let pool = &self.pools[claim.pool];
             let template = &pool.input.template;
@@ -1238,12 +1226,8 @@ impl<'a> Scheduler<'a> {
             let (names, type_requirement) = named
                 .entry((claim.pool, kept_indices.clone()))
                 .or_insert_with(|| {
-                    let names: std::sync::Arc<[String]> =
-                        types.iter().map(|t| t.name().to_owned()).collect();
-                    let requirement = Requirement::in_values(
-                        INSTANCE_TYPE_LABEL,
-                        names.iter().map(String::as_str),
-                    );
+                    let names: std::sync::Arc<[String]> = types.iter().map(|t| t.name().to_owned()).collect();
+                    let requirement = Requirement::in_values(INSTANCE_TYPE_LABEL, names.iter().map(String::as_str));
                     (names, requirement)
                 })
                 .clone();
@@ -1269,23 +1253,13 @@ impl<'a> Scheduler<'a> {
             let mut annotations = template.annotations.clone();
             // Upstream's marks for NodeClaims that may launch an overlaid instance type.
             if types.iter().any(|t| t.price_overlaid()) {
-                annotations.insert(
-                    PRICE_OVERLAY_APPLIED_ANNOTATION.to_owned(),
-                    "true".to_owned(),
-                );
+                annotations.insert(PRICE_OVERLAY_APPLIED_ANNOTATION.to_owned(), "true".to_owned());
             }
             if types.iter().any(|t| t.capacity_overlaid()) {
-                annotations.insert(
-                    CAPACITY_OVERLAY_APPLIED_ANNOTATION.to_owned(),
-                    "true".to_owned(),
-                );
+                annotations.insert(CAPACITY_OVERLAY_APPLIED_ANNOTATION.to_owned(), "true".to_owned());
             }
-            if self.best_effort_min_values && (min_values_relaxed || requirements.has_min_values())
-            {
-                annotations.insert(
-                    NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION.to_owned(),
-                    min_values_relaxed.to_string(),
-                );
+            if self.best_effort_min_values && (min_values_relaxed || requirements.has_min_values()) {
+                annotations.insert(NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION.to_owned(), min_values_relaxed.to_string());
             }
 
             index[c] = Some(kept.len());
@@ -1353,11 +1327,7 @@ impl Priced {
             pool: index,
             requirements: requirements.clone(),
             prices: vec![None; count],
-            capacity_type_names: pool
-                .offerings
-                .capacity_type_names()
-                .map(str::to_owned)
-                .collect(),
+            capacity_type_names: pool.offerings.capacity_type_names().map(str::to_owned).collect(),
             capacity_types: vec![0; count],
         };
         let filter = pool.offerings.filter(requirements, policy);
@@ -1366,15 +1336,8 @@ impl Priced {
             // The cheapest available compatible offering's price (the fallback's where the
             // offering has none), and the capacity types offered.
             let mut cheapest: Option<f64> = None;
-            for (o, capacity_type) in
-                pool.offerings
-                    .available_compatible_numbered(t, it, filter, requirements, policy)
-            {
-                if let Some(price) = o
-                    .price()
-                    .or_else(|| fallback(it, o))
-                    .filter(|p| p.is_finite())
-                {
+            for (o, capacity_type) in pool.offerings.available_compatible_numbered(t, it, filter, requirements, policy) {
+                if let Some(price) = o.price().or_else(|| fallback(it, o)).filter(|p| p.is_finite()) {
                     cheapest = Some(cheapest.map_or(price, |c: f64| c.min(price)));
                 }
                 if let Some(bit) = capacity_type {

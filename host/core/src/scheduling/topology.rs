@@ -18,8 +18,8 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt::Write as _;
 use std::hash::BuildHasherDefault;
+use std::fmt::Write as _;
 
 use crate::hash::FxHasher;
 use crate::labels::{HOSTNAME_LABEL, NODEPOOL_LABEL};
@@ -218,10 +218,7 @@ impl Group {
                     self.empty -= 1;
                 }
                 *count += 1;
-                *self
-                    .counts
-                    .get_mut(domain)
-                    .expect("both maps hold every domain") += 1;
+                *self.counts.get_mut(domain).expect("both maps hold every domain") += 1;
             }
             None => {
                 self.counts.insert(domain.to_owned(), 1);
@@ -525,12 +522,7 @@ impl<'a> Topology<'a> {
                 .iter()
                 .chain(&p.preferred_pod_anti_affinity)
                 .map(|w| &w.term);
-            for term in p
-                .pod_affinity
-                .iter()
-                .chain(&p.pod_anti_affinity)
-                .chain(preferred)
-            {
+            for term in p.pod_affinity.iter().chain(&p.pod_anti_affinity).chain(preferred) {
                 keys.insert(&term.topology_key);
                 selects_namespaces |= term.namespace_selector.is_some();
             }
@@ -597,12 +589,7 @@ impl<'a> Topology<'a> {
             .pod_anti_affinity
             .iter()
             .map(|term| {
-                let spec = affinity_spec(
-                    Kind::AntiAffinity,
-                    term,
-                    &pod.key.namespace,
-                    &self.namespaces,
-                );
+                let spec = affinity_spec(Kind::AntiAffinity, term, &pod.key.namespace, &self.namespaces);
                 self.inverse_group(spec)
             })
             .collect();
@@ -643,10 +630,7 @@ impl<'a> Topology<'a> {
             let own = u32::from(self.selecting[p].binary_search(&g).is_ok());
             match group.kind {
                 Kind::AntiAffinity => rules.push((GroupRef::Regular(g), 1)),
-                Kind::Spread => rules.push((
-                    GroupRef::Regular(g),
-                    (group.max_skew + 1).saturating_sub(own),
-                )),
+                Kind::Spread => rules.push((GroupRef::Regular(g), (group.max_skew + 1).saturating_sub(own))),
                 Kind::Affinity => {}
             }
         }
@@ -672,10 +656,7 @@ impl<'a> Topology<'a> {
             return true;
         }
         self.other_rules[p].iter().any(|&rule| {
-            let slot = pins
-                .get(self.group_of(rule).key_index)
-                .copied()
-                .unwrap_or(UNPINNED);
+            let slot = pins.get(self.group_of(rule).key_index).copied().unwrap_or(UNPINNED);
             slot != UNPINNED && self.rule_rejects(p, rule, slot, strict)
         })
     }
@@ -683,9 +664,7 @@ impl<'a> Topology<'a> {
     /// The numbers of the keys of pod `p`'s rules other than its hostname rules (a claim
     /// pinned on one of them may be ruled out by [`rejects`](Self::rejects)).
     pub(crate) fn pin_keys(&self, p: usize) -> impl Iterator<Item = usize> + '_ {
-        self.other_rules[p]
-            .iter()
-            .map(|&rule| self.group_of(rule).key_index)
+        self.other_rules[p].iter().map(|&rule| self.group_of(rule).key_index)
     }
 
     /// How many domains of the key numbered `key_index` are numbered so far.
@@ -695,16 +674,22 @@ impl<'a> Topology<'a> {
 
     /// Whether none of pod `p`'s rules on the key numbered `key_index` rules out a claim
     /// pinned to that key's domain `slot` — what [`rejects`](Self::rejects) checks for it.
-    pub(crate) fn admits_pin(
-        &self,
-        p: usize,
-        key_index: usize,
-        slot: u32,
-        strict: &Requirements,
-    ) -> bool {
-        !self.other_rules[p].iter().any(|&rule| {
-            self.group_of(rule).key_index == key_index && self.rule_rejects(p, rule, slot, strict)
-        })
+    pub(crate) fn admits_pin(&self, p: usize, key_index: usize, slot: u32, strict: &Requirements) -> bool {
+        !self.other_rules[p]
+            .iter()
+            .any(|&rule| self.group_of(rule).key_index == key_index && self.rule_rejects(p, rule, slot, strict))
+    }
+
+    /// Pod `p`'s hostname rules: a node whose hostname slot counts `limit` or more pods of
+    /// the group is ruled out (see [`rejects_host`](Self::rejects_host)).
+    pub(crate) fn host_rules(&self, p: usize) -> &[HostRule] {
+        &self.host_rules[p]
+    }
+
+    /// Whether hostname rule `rule` still admits the hostname numbered `slot`. Counts only
+    /// grow during a pass, so once it says no for a slot, it says no for the rest of the pass.
+    pub(crate) fn host_admits(&self, (group, limit): HostRule, slot: u32) -> bool {
+        self.group_of(group).by_slot[slot as usize] < limit
     }
 
     fn group_of(&self, rule: GroupRef) -> &Group {
@@ -733,31 +718,16 @@ impl<'a> Topology<'a> {
             Kind::Affinity => count == 0 && !(self_selecting && group.bootstrappable(pod)),
             Kind::Spread => {
                 !group.index.contains_key(domain)
-                    || i64::from(count) + i64::from(self_selecting) - group.min_count(pod)
-                        > i64::from(group.max_skew)
+                    || i64::from(count) + i64::from(self_selecting) - group.min_count(pod) > i64::from(group.max_skew)
             }
         }
-    }
-
-    /// Pod `p`'s hostname rules: a node whose hostname slot counts `limit` or more pods of
-    /// the group is ruled out (see [`rejects_host`](Self::rejects_host)).
-    pub(crate) fn host_rules(&self, p: usize) -> &[HostRule] {
-        &self.host_rules[p]
-    }
-
-    /// Whether hostname rule `rule` still admits the hostname numbered `slot`. Counts only
-    /// grow during a pass, so once it says no for a slot, it says no for the rest of the pass.
-    pub(crate) fn host_admits(&self, (group, limit): HostRule, slot: u32) -> bool {
-        self.group_of(group).by_slot[slot as usize] < limit
     }
 
     /// Whether pod `p`'s hostname constraints (anti-affinity, spread, inverse anti-affinity)
     /// already rule out a node whose only possible hostname is the one numbered `slot` — a
     /// cheap, exact pre-check of what [`domains`](Self::domains) would say about it.
     fn rejects_host(&self, p: usize, slot: u32) -> bool {
-        self.host_rules[p]
-            .iter()
-            .any(|&rule| !self.host_admits(rule, slot))
+        self.host_rules[p].iter().any(|&rule| !self.host_admits(rule, slot))
     }
 
     /// (Re)computes the groups pod `p` owns from its current constraints; groups that do
@@ -801,12 +771,7 @@ impl<'a> Topology<'a> {
             ids.push(self.group(spec));
         }
         for term in &constraints.anti_affinity {
-            let spec = affinity_spec(
-                Kind::AntiAffinity,
-                term,
-                &pod.key.namespace,
-                &self.namespaces,
-            );
+            let spec = affinity_spec(Kind::AntiAffinity, term, &pod.key.namespace, &self.namespaces);
             ids.push(self.group(spec));
         }
         ids.sort_unstable();
@@ -1091,19 +1056,14 @@ fn namespace_universe(
     bound: &[&BoundPod],
 ) -> Vec<(String, BTreeMap<String, String>)> {
     let mut all: BTreeMap<String, BTreeMap<String, String>> = known.clone();
-    let pod_namespaces = pods
-        .iter()
-        .map(|p| &p.key.namespace)
-        .chain(bound.iter().map(|b| &b.key.namespace));
+    let pod_namespaces = pods.iter().map(|p| &p.key.namespace).chain(bound.iter().map(|b| &b.key.namespace));
     for namespace in pod_namespaces {
         if !all.contains_key(namespace) {
             all.insert(namespace.clone(), BTreeMap::new());
         }
     }
     for (name, labels) in &mut all {
-        labels
-            .entry(NAMESPACE_NAME_LABEL.to_owned())
-            .or_insert_with(|| name.clone());
+        labels.entry(NAMESPACE_NAME_LABEL.to_owned()).or_insert_with(|| name.clone());
     }
     all.into_iter().collect()
 }
@@ -1122,12 +1082,7 @@ fn affinity_spec(
     let mut namespaces: BTreeSet<String> = term.namespaces.iter().cloned().collect();
     match &term.namespace_selector {
         Some(selector) => {
-            namespaces.extend(
-                universe
-                    .iter()
-                    .filter(|(_, labels)| selector.matches(labels))
-                    .map(|(name, _)| name.clone()),
-            );
+            namespaces.extend(universe.iter().filter(|(_, labels)| selector.matches(labels)).map(|(name, _)| name.clone()));
         }
         None if namespaces.is_empty() => {
             namespaces.insert(namespace.to_owned());
@@ -1167,8 +1122,7 @@ fn build_universe(nodepools: &[NodePool], keys: &BTreeSet<&str>) -> Universe {
         }
         let taints = &template.taints;
         // Types mostly share their requirement on a key: each distinct one is seen once.
-        let mut seen: HashMap<u64, Vec<&Requirement>, BuildHasherDefault<FxHasher>> =
-            HashMap::default();
+        let mut seen: HashMap<u64, Vec<&Requirement>, BuildHasherDefault<FxHasher>> = HashMap::default();
         for t in &pool.instance_types {
             for &key in keys {
                 let own = t

@@ -11,8 +11,8 @@ use crate::resources::{PodResourceSpec, QuantityError, Resources, Unit};
 use crate::taints::{Taint, Toleration};
 
 use super::constraints::{
-    AttachedVolume, HostPort, MinValuesPolicy, PodAffinityTerm, PreferencePolicy,
-    PreferredSchedulingTerm, TopologySpreadConstraint, WeightedPodAffinityTerm,
+    AttachedVolume, HostPort, MinValuesPolicy, PodAffinityTerm, PreferencePolicy, PreferredSchedulingTerm, TopologySpreadConstraint,
+    WeightedPodAffinityTerm,
 };
 
 /// Identifies a pod by namespace and name.
