@@ -148,6 +148,9 @@ struct Claim {
     /// Summed pod requests (DaemonSet overhead is added per instance type when filtering and
     /// once at finalization).
     requests: Resources,
+    /// The most CPU, memory and pods any remaining option still has free (see
+    /// [`Room::admits`]).
+    room: Room,
     /// Host ports of the pods placed on the claim.
     ports: Vec<HostPort>,
     pods: Vec<usize>,
@@ -193,6 +196,50 @@ fn by_weight<T>(items: &[T], weight: impl Fn(&T) -> i32) -> Vec<usize> {
 /// The toleration relaxation adds: every PreferNoSchedule taint.
 fn prefer_no_schedule_toleration() -> Toleration {
     Toleration::exists("", Some(TaintEffect::PreferNoSchedule))
+}
+
+/// The most CPU, memory and pods any of a claim's remaining instance types has free (after
+/// its DaemonSet overhead and the claim's pods): a pod asking more of one of them fits no
+/// option, so the claim is skipped without filtering its types — exactly what the filter
+/// would conclude, only cheaper (a full claim is otherwise tried by every later pod).
+#[derive(Clone, Copy)]
+struct Room {
+    cpu_millis: u64,
+    memory_bytes: u64,
+    pods: u64,
+}
+
+impl Room {
+    /// Before any pod: nothing is known, nothing is skipped.
+    const UNKNOWN: Room = Room {
+        cpu_millis: u64::MAX,
+        memory_bytes: u64::MAX,
+        pods: u64::MAX,
+    };
+
+    /// The room of options given as (allocatable, DaemonSet overhead), holding `requests`.
+    fn of<'r>(options: impl Iterator<Item = (&'r Resources, &'r Resources)>, requests: &Resources) -> Room {
+        let free = |allocatable: u64, overhead: u64, asked: u64| allocatable.saturating_sub(overhead.saturating_add(asked));
+        options.fold(
+            Room {
+                cpu_millis: 0,
+                memory_bytes: 0,
+                pods: 0,
+            },
+            |room, (allocatable, overhead)| Room {
+                cpu_millis: room.cpu_millis.max(free(allocatable.cpu_millis, overhead.cpu_millis, requests.cpu_millis)),
+                memory_bytes: room
+                    .memory_bytes
+                    .max(free(allocatable.memory_bytes, overhead.memory_bytes, requests.memory_bytes)),
+                pods: room.pods.max(free(allocatable.pods, overhead.pods, requests.pods)),
+            },
+        )
+    }
+
+    /// Whether some option may still hold a pod asking `requests` (false only when none can).
+    fn admits(&self, requests: &Resources) -> bool {
+        requests.cpu_millis <= self.cpu_millis && requests.memory_bytes <= self.memory_bytes && requests.pods <= self.pods
+    }
 }
 
 /// Where a pod was put during the pass.
@@ -785,6 +832,7 @@ impl<'a> Scheduler<'a> {
                 requirements,
                 options,
                 requests: Resources::new(),
+                room: Room::UNKNOWN,
                 ports: Vec::new(),
                 pods: Vec::new(),
                 min_values_relaxed: false,
@@ -835,8 +883,12 @@ impl<'a> Scheduler<'a> {
     /// pod's topology anyway.
     fn first_open_claim(&mut self, p: usize) -> Option<(usize, Accepted)> {
         let walk = self.open.walk(p, self.pods[p].strict(), &self.topology);
+        let requests = &self.input.pods[p].requests;
         self.open.claims(&walk).find_map(|c| {
             let claim = &self.claims[c];
+            if !claim.room.admits(requests) {
+                return None;
+            }
             if self.topology.rejects(p, claim.slot, &claim.pins, self.pods[p].strict()) {
                 return None;
             }
@@ -1132,6 +1184,10 @@ impl<'a> Scheduler<'a> {
         }
         claim.options = accepted.options;
         claim.requests = accepted.requests;
+        let pool = &self.pools[claim.pool];
+        claim.room = Room::of(claim.options.iter().map(|&t| {
+            (pool.instance_type(t).allocatable(), &pool.type_overhead[t])
+        }), &claim.requests);
         claim.min_values_relaxed |= accepted.min_values_relaxed;
         claim.pods.push(p);
         claim.ports.extend(input.host_ports.iter().cloned());
@@ -1424,4 +1480,24 @@ fn elementwise_min<'r>(mut all: impl Iterator<Item = &'r Resources>) -> Resource
         }
     }
     out
+}
+
+#[cfg(test)]
+mod room_tests {
+    use super::*;
+
+    #[test]
+    fn room_is_the_most_any_option_has_free() {
+        let small = Resources::new().with("cpu", 2000).with("memory", 4 << 30).with("pods", 10);
+        let large = Resources::new().with("cpu", 8000).with("memory", 8 << 30).with("pods", 10);
+        let overhead = Resources::new().with("cpu", 500);
+        let held = Resources::new().with("cpu", 1000).with("memory", 1 << 30).with("pods", 2);
+        let room = Room::of([(&small, &overhead), (&large, &overhead)].into_iter(), &held);
+        // 6,500m CPU free on the large type, 3 GiB on the small one: each limit from its own type.
+        assert!(room.admits(&Resources::new().with("cpu", 6500).with("memory", 3 << 30).with("pods", 1)));
+        assert!(!room.admits(&Resources::new().with("cpu", 6501)));
+        assert!(!room.admits(&Resources::new().with("memory", (7 << 30) + 1)));
+        assert!(!room.admits(&Resources::new().with("pods", 9)));
+        assert!(Room::UNKNOWN.admits(&Resources::new().with("cpu", u64::MAX)));
+    }
 }
