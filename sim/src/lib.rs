@@ -32,6 +32,7 @@ pub mod exoscale;
 mod faults;
 mod http_server;
 pub mod physics;
+pub mod preload;
 mod random;
 
 pub use apiserver::{ApiFaults, ApiServer, ApiServerOptions, ApiVerb, ShutdownHandle, kubeconfig_yaml, plain_http_client};

@@ -1,7 +1,8 @@
-//! `joinery bench …`: benchmarks of the plugin runtime, the scheduler, disruption and the
-//! emulated API server.
+//! `joinery bench …`: benchmarks of the plugin runtime, the scheduler, disruption, the
+//! controller against a large cluster and the emulated API server.
 
 mod consolidation;
+mod controller;
 mod plugins;
 mod scheduling;
 mod sim;
@@ -13,6 +14,10 @@ super::subcommands! {
         /// 10 pods each and a third of the capacity removable: wall time, simulations, the
         /// decision and its saving, peak memory.
         Consolidation(consolidation::ConsolidationArgs),
+        /// `joinery run` as its own process against `joinery sim serve` preloaded with 5,000
+        /// static nodes and 50,000 pods: first sync, the controller's memory and idle CPU,
+        /// and the time from a burst of 1,000 pending pods to their NodeClaims.
+        Controller(controller::ControllerArgs),
         /// Median cost of instantiate + call for the template renderer and a 400-offering pricing batch.
         Plugins(plugins::PluginsArgs),
         /// The provisioning scheduler on upstream Karpenter's benchmark workloads (the exact pod

@@ -34,6 +34,15 @@ pub struct ServeArgs {
     /// With `--cloud clusterapi`: write a kubeconfig for the management cluster here.
     #[arg(long, value_name = "FILE")]
     pub management_kubeconfig_out: Option<PathBuf>,
+    /// Before serving, load this many static nodes: a node group no autoscaler manages
+    /// (tainted `joinery.dev/static=true:NoSchedule`, 16 vCPU / 64 GiB, Ready), to see how
+    /// what runs against the cluster copes with its size.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub preload_nodes: usize,
+    /// Before serving, load this many Running pods (owned by ReplicaSets, tolerating the
+    /// static taint) bound round-robin to the `--preload-nodes` nodes.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub preload_pods: usize,
 }
 
 /// What `--cloud exoscale` creates in the fake Exoscale API, so a NodeClass or a client has
@@ -75,7 +84,10 @@ pub enum Cloud {
 impl Execute for ServeArgs {
     /// Serves the emulated cluster until Ctrl-C.
     async fn execute(self) -> Result<ExitCode> {
-        let Self { kubeconfig_out, speed, with_host, cloud, exoscale_journal, management_kubeconfig_out } = self;
+        let Self { kubeconfig_out, speed, with_host, cloud, exoscale_journal, management_kubeconfig_out, preload_nodes, preload_pods } = self;
+        if preload_pods > 0 && preload_nodes == 0 {
+            anyhow::bail!("--preload-pods needs --preload-nodes: the pods are bound to the preloaded nodes");
+        }
         if exoscale_journal.is_some() && cloud != Cloud::Exoscale {
             anyhow::bail!("--exoscale-journal needs --cloud exoscale");
         }
@@ -86,6 +98,13 @@ impl Execute for ServeArgs {
         let clusterapi = (cloud == Cloud::Clusterapi).then(ClusterApiSpec::default);
         let options = SimulationOptions { speed, start_controller: with_host, exoscale, exoscale_journal, clusterapi, ..Default::default() };
         let sim = Simulation::start(options).await?;
+        if preload_nodes > 0 {
+            let started = std::time::Instant::now();
+            joinery_sim::preload::preload(sim.api.store(), joinery_sim::preload::Preload::new(preload_nodes, preload_pods))
+                .await
+                .context("cannot preload the static cluster")?;
+            println!("preloaded:           {preload_nodes} static nodes, {preload_pods} running pods in {:.1} s", started.elapsed().as_secs_f64());
+        }
         println!("emulated API server: {}", sim.api.url());
         println!("simulated cloud:     {}", sim.cloud.url());
         if let Some(fake) = &sim.exoscale {
