@@ -159,6 +159,22 @@ fn bench_scheduling_solves_upstreams_workloads_with_upstreams_node_counts() {
     assert!(!ok && err.contains("unknown workload \"diverse-7\"") && err.contains("diverse-20000"), "{err}");
 }
 
+/// `joinery bench controller` on a small cluster: the two processes start, the controller
+/// syncs, and the burst gets NodeClaims through real provisioning passes.
+#[test]
+fn bench_controller_runs_the_controller_against_a_preloaded_sim_serve() {
+    let (ok, out, err) = joinery(&["bench", "controller", "--nodes", "20", "--pods", "200", "--pending", "30", "--idle-seconds", "1", "--json"]);
+    assert!(ok, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((report["nodes"].as_u64(), report["pods"].as_u64(), report["pending"].as_u64()), (Some(20), Some(200), Some(30)));
+    assert!(report["nodeclaims"].as_u64().unwrap() >= 1, "{report}");
+    assert!(report["passes"].as_u64().unwrap() >= 1, "{report}");
+    assert!(report["syncSeconds"].as_f64().unwrap() > 0.0 && report["burstToNodeclaimsSeconds"].as_f64().unwrap() > 0.0, "{report}");
+    assert!(report["peakRssMib"].as_f64().unwrap() > 0.0 && report["serverRssMib"].as_f64().unwrap() > 0.0, "{report}");
+    let (ok, _, err) = joinery(&["sim", "serve", "--preload-pods", "10"]);
+    assert!(!ok && err.contains("--preload-pods needs --preload-nodes"), "{err}");
+}
+
 /// One exit-code convention: 0 done, 1 a check failed, 2 a usage error, 3 a runtime error.
 #[test]
 fn exit_codes_tell_usage_errors_runtime_errors_and_failed_checks_apart() {
