@@ -217,23 +217,21 @@ impl Room {
         pods: u64::MAX,
     };
 
-    /// The room of options given as (allocatable, DaemonSet overhead), holding `requests`.
-    fn of<'r>(options: impl Iterator<Item = (&'r Resources, &'r Resources)>, requests: &Resources) -> Room {
+    /// No option yet: room for nothing.
+    const NONE: Room = Room {
+        cpu_millis: 0,
+        memory_bytes: 0,
+        pods: 0,
+    };
+
+    /// Counts in an option with `allocatable` and DaemonSet `overhead` holding `requests`.
+    fn widen(&mut self, allocatable: &Resources, overhead: &Resources, requests: &Resources) {
         let free = |allocatable: u64, overhead: u64, asked: u64| allocatable.saturating_sub(overhead.saturating_add(asked));
-        options.fold(
-            Room {
-                cpu_millis: 0,
-                memory_bytes: 0,
-                pods: 0,
-            },
-            |room, (allocatable, overhead)| Room {
-                cpu_millis: room.cpu_millis.max(free(allocatable.cpu_millis, overhead.cpu_millis, requests.cpu_millis)),
-                memory_bytes: room
-                    .memory_bytes
-                    .max(free(allocatable.memory_bytes, overhead.memory_bytes, requests.memory_bytes)),
-                pods: room.pods.max(free(allocatable.pods, overhead.pods, requests.pods)),
-            },
-        )
+        self.cpu_millis = self.cpu_millis.max(free(allocatable.cpu_millis, overhead.cpu_millis, requests.cpu_millis));
+        self.memory_bytes = self
+            .memory_bytes
+            .max(free(allocatable.memory_bytes, overhead.memory_bytes, requests.memory_bytes));
+        self.pods = self.pods.max(free(allocatable.pods, overhead.pods, requests.pods));
     }
 
     /// Whether some option may still hold a pod asking `requests` (false only when none can).
@@ -255,6 +253,8 @@ struct Accepted {
     requirements: Option<Requirements>,
     options: Vec<usize>,
     requests: Resources,
+    /// The room the options leave with the pod on the claim.
+    room: Room,
     /// Whether minValues had to be lowered to accept the pod (BestEffort).
     min_values_relaxed: bool,
 }
@@ -1079,6 +1079,7 @@ impl<'a> Scheduler<'a> {
         let facts = (!unchanged).then(|| self.type_facts(claim.pool, requirements));
 
         let mut flags = FilterFlags::default();
+        let mut room = Room::NONE;
         let mut options = Vec::with_capacity(claim.options.len());
         for &t in &claim.options {
             if claim_conflict
@@ -1101,6 +1102,7 @@ impl<'a> Scheduler<'a> {
             flags.record(compatible, fits, offering);
             if compatible && fits && offering {
                 options.push(t);
+                room.widen(it.allocatable(), &pool.type_overhead[t], &requests);
             }
         }
         let mut min_values = None;
@@ -1133,6 +1135,7 @@ impl<'a> Scheduler<'a> {
             requirements: relaxed.or(if unchanged { None } else { narrowed }),
             options,
             requests,
+            room,
             min_values_relaxed,
         })
     }
@@ -1184,10 +1187,7 @@ impl<'a> Scheduler<'a> {
         }
         claim.options = accepted.options;
         claim.requests = accepted.requests;
-        let pool = &self.pools[claim.pool];
-        claim.room = Room::of(claim.options.iter().map(|&t| {
-            (pool.instance_type(t).allocatable(), &pool.type_overhead[t])
-        }), &claim.requests);
+        claim.room = accepted.room;
         claim.min_values_relaxed |= accepted.min_values_relaxed;
         claim.pods.push(p);
         claim.ports.extend(input.host_ports.iter().cloned());
@@ -1492,7 +1492,9 @@ mod room_tests {
         let large = Resources::new().with("cpu", 8000).with("memory", 8 << 30).with("pods", 10);
         let overhead = Resources::new().with("cpu", 500);
         let held = Resources::new().with("cpu", 1000).with("memory", 1 << 30).with("pods", 2);
-        let room = Room::of([(&small, &overhead), (&large, &overhead)].into_iter(), &held);
+        let mut room = Room::NONE;
+        room.widen(&small, &overhead, &held);
+        room.widen(&large, &overhead, &held);
         // 6,500m CPU free on the large type, 3 GiB on the small one: each limit from its own type.
         assert!(room.admits(&Resources::new().with("cpu", 6500).with("memory", 3 << 30).with("pods", 1)));
         assert!(!room.admits(&Resources::new().with("cpu", 6501)));
