@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::api::{Api, ListParams, PostParams};
+use joinery_sim::preload::STATIC_TAINT_KEY;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde::Serialize;
 use serde_json::json;
@@ -256,7 +257,7 @@ async fn measure_in(exe: &Path, dir: &Path, args: &ControllerArgs) -> Result<Con
     let page_before = http_get(metrics, "/metrics").unwrap_or_default();
     let cpu_before = cpu_seconds(pid);
     let burst_started = Instant::now();
-    create_burst(&client, args.pending).await?;
+    create_burst(&client, args.pending, args.nodes).await?;
     let burst_created = burst_started.elapsed();
     let created_at = Instant::now();
     let events: Api<Event> = Api::namespaced(client.clone(), "default");
@@ -348,8 +349,9 @@ async fn apply_nodepool(client: &kube::Client) -> Result<()> {
 }
 
 /// Creates `count` bare pods in `default` (16 requests in flight) that only the NodePool can
-/// take: they do not tolerate the static nodes' taint.
-async fn create_burst(client: &kube::Client, count: usize) -> Result<()> {
+/// take (they do not tolerate the static nodes' taint), each marked unschedulable as
+/// kube-scheduler would.
+async fn create_burst(client: &kube::Client, count: usize, nodes: usize) -> Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     futures::stream::iter(0..count)
         .map(|i| {
@@ -359,7 +361,17 @@ async fn create_burst(client: &kube::Client, count: usize) -> Result<()> {
                     "metadata": {"name": format!("burst-{i:05}"), "labels": {"app": "burst"}},
                     "spec": {"containers": [{"name": "app", "image": "pause", "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}}}]},
                 }))?;
+                let name = format!("burst-{i:05}");
                 pods.create(&PostParams::default(), &pod).await.context("cannot create a pod of the burst")?;
+                // kube-scheduler's verdict, written at once: the controller acts on pods marked
+                // unschedulable, and the bench measures the controller, not the emulated
+                // scheduler's pace over a cluster this size.
+                let verdict = json!({"status": {"conditions": [{
+                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                    "message": format!("0/{nodes} nodes are available: {nodes} node(s) had untolerated taint {{{STATIC_TAINT_KEY}: true}}."),
+                    "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string(),
+                }]}});
+                pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&verdict)).await.context("cannot mark a pod of the burst unschedulable")?;
                 anyhow::Ok(())
             }
         })
