@@ -26,11 +26,39 @@ pub struct BudgetFigures {
     pub disruptions_allowed: i64,
 }
 
+/// What the budget arithmetic reads of a pod: its JSON, or the store's index of it.
+pub trait BudgetPod {
+    /// The value of a (string) label, if the pod has it.
+    fn label(&self, key: &str) -> Option<&str>;
+    /// Whether the pod has a `deletionTimestamp`.
+    fn is_deleting(&self) -> bool;
+    /// Whether the pod counts as healthy (see [`pod_is_healthy`]).
+    fn is_healthy(&self) -> bool;
+}
+
+impl BudgetPod for Value {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.pointer("/metadata/labels").and_then(|labels| labels.get(key)).and_then(Value::as_str)
+    }
+
+    fn is_deleting(&self) -> bool {
+        self.pointer("/metadata/deletionTimestamp").is_some()
+    }
+
+    fn is_healthy(&self) -> bool {
+        pod_is_healthy(self)
+    }
+}
+
 /// Whether a `metav1.LabelSelector` (`matchLabels`, `matchExpressions`) selects these labels.
 /// `None` (no selector) selects nothing; an empty selector selects everything.
 pub fn selector_matches(selector: Option<&Value>, labels: Option<&serde_json::Map<String, Value>>) -> bool {
+    selector_matches_by(selector, |key| labels.and_then(|l| l.get(key)).and_then(Value::as_str))
+}
+
+/// [`selector_matches`] over the labels `label` looks up.
+pub fn selector_matches_by<'a>(selector: Option<&Value>, label: impl Fn(&str) -> Option<&'a str>) -> bool {
     let Some(selector) = selector.filter(|s| s.is_object()) else { return false };
-    let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
     let labels_match = selector
         .get("matchLabels")
         .and_then(Value::as_object)
@@ -52,9 +80,8 @@ pub fn selector_matches(selector: Option<&Value>, labels: Option<&serde_json::Ma
 }
 
 /// Whether a budget covers a pod (selector match, pod not being deleted).
-pub fn covers(budget: &Value, pod: &Value) -> bool {
-    pod.pointer("/metadata/deletionTimestamp").is_none()
-        && selector_matches(budget.pointer("/spec/selector"), pod.pointer("/metadata/labels").and_then(Value::as_object))
+pub fn covers(budget: &Value, pod: &(impl BudgetPod + ?Sized)) -> bool {
+    !pod.is_deleting() && selector_matches_by(budget.pointer("/spec/selector"), |key| pod.label(key))
 }
 
 /// Whether a pod counts as healthy: phase `Running` and condition `Ready` is `True`.
@@ -81,10 +108,10 @@ fn scaled(value: &Value, total: i64) -> Option<i64> {
 }
 
 /// Computes a budget's figures over the pods of its namespace.
-pub fn figures<'a>(budget: &Value, pods: impl IntoIterator<Item = &'a Value>) -> BudgetFigures {
-    let covered: Vec<&Value> = pods.into_iter().filter(|pod| covers(budget, pod)).collect();
+pub fn figures<'a, P: BudgetPod + ?Sized + 'a>(budget: &Value, pods: impl IntoIterator<Item = &'a P>) -> BudgetFigures {
+    let covered: Vec<&P> = pods.into_iter().filter(|pod| covers(budget, *pod)).collect();
     let expected_pods = covered.len() as i64;
-    let current_healthy = covered.iter().filter(|pod| pod_is_healthy(pod)).count() as i64;
+    let current_healthy = covered.iter().filter(|pod| pod.is_healthy()).count() as i64;
     let spec = budget.get("spec");
     let desired_healthy = if let Some(max_unavailable) = spec.and_then(|s| s.get("maxUnavailable")).filter(|v| !v.is_null()) {
         (expected_pods - scaled(max_unavailable, expected_pods).unwrap_or(0)).max(0)

@@ -1,5 +1,7 @@
 //! Label and field selectors as the API server parses them from list and watch query strings.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 /// One requirement of a label selector.
@@ -93,7 +95,12 @@ impl LabelSelector {
 
     /// Whether an object's labels satisfy every requirement.
     pub fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
-        let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
+        self.matches_by(|key| labels.and_then(|l| l.get(key)).and_then(Value::as_str))
+    }
+
+    /// Whether every requirement holds for the labels `label` looks up (`None`: the object
+    /// has no such label, or its value is not a string).
+    pub fn matches_by<'a>(&self, label: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.requirements.iter().all(|requirement| match requirement {
             LabelRequirement::Equals(key, value) => label(key) == Some(value.as_str()),
             LabelRequirement::NotEquals(key, value) => label(key) != Some(value.as_str()),
@@ -102,6 +109,11 @@ impl LabelSelector {
             LabelRequirement::Exists(key) => label(key).is_some(),
             LabelRequirement::DoesNotExist(key) => label(key).is_none(),
         })
+    }
+
+    /// Whether the selector has no requirements (it selects everything).
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
     }
 
     /// Whether an object (its `metadata.labels`) satisfies the selector.
@@ -156,30 +168,53 @@ impl FieldSelector {
 
     /// Whether the object satisfies every term.
     pub fn matches(&self, object: &Value) -> bool {
-        self.requirements.iter().all(|requirement| {
-            let actual = field_as_string(object, &requirement.path);
-            (actual == requirement.value) == requirement.equal
-        })
+        self.matches_by(|path| Cow::Owned(field_as_string(object, path)))
+    }
+
+    /// Whether every term holds for the field values `field` gives (the string form
+    /// [`field_as_string`] defines, by dotted path).
+    pub fn matches_by<'a>(&self, mut field: impl FnMut(&str) -> Cow<'a, str>) -> bool {
+        self.requirements.iter().all(|requirement| (field(&requirement.path) == requirement.value) == requirement.equal)
+    }
+
+    /// The value of the selector's first term on `path` (an equality when `equal`, else an
+    /// inequality), if it has one.
+    pub fn term(&self, path: &str, equal: bool) -> Option<&str> {
+        self.requirements.iter().find(|r| r.path == path && r.equal == equal).map(|r| r.value.as_str())
+    }
+
+    /// Whether the selector has no terms (it selects everything).
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
     }
 }
 
-fn field_as_string(object: &Value, path: &str) -> String {
+/// The string form of the field at a dotted `path`, as field selectors compare it: strings as
+/// they are, numbers and booleans printed, `null` empty; a missing field reads as
+/// [`absent_field_value`].
+pub fn field_as_string(object: &Value, path: &str) -> String {
+    field_value(object, path).unwrap_or_else(|| absent_field_value(path).to_string())
+}
+
+/// The string form of the field at a dotted `path` (see [`field_as_string`]), or `None` when
+/// the object has no such field.
+pub fn field_value(object: &Value, path: &str) -> Option<String> {
     let mut current = object;
     for segment in path.split('.') {
-        match current.get(segment) {
-            Some(next) => current = next,
-            None => {
-                return if BOOLEAN_FIELDS.contains(&path) { "false".to_string() } else { String::new() };
-            }
-        }
+        current = current.get(segment)?;
     }
-    match current {
+    Some(match current {
         Value::String(s) => s.clone(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.to_string(),
         Value::Null => String::new(),
         other => other.to_string(),
-    }
+    })
+}
+
+/// What a missing field at `path` reads as: `false` for boolean fields, else the empty string.
+pub fn absent_field_value(path: &str) -> &'static str {
+    if BOOLEAN_FIELDS.contains(&path) { "false" } else { "" }
 }
 
 #[cfg(test)]

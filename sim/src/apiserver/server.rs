@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use crate::apiserver::resources::{CRD_GROUP, CRD_PLURAL, ResourceKind, api_group, resource_list};
 use crate::apiserver::selectors::{FieldSelector, LabelSelector};
-use crate::apiserver::store::{EventType, ListOptions, Store, StoredEvent, WriteTarget};
+use crate::apiserver::store::{EventType, ListOptions, ObjectList, Store, StoredEvent, StoredObject, WriteTarget, type_prefix};
 use crate::apiserver::table::{Printer, TableRequest};
 use crate::error::ApiError;
 use crate::faults::{Faults, InjectedAnswer, rule_setters};
@@ -72,10 +72,15 @@ impl Body for ResponseBody {
 type HttpResponse = Response<ResponseBody>;
 
 fn json_response(code: u16, value: &Value) -> HttpResponse {
+    bytes_response(code, serde_json::to_vec(value).unwrap_or_default())
+}
+
+/// A response with a JSON body already written.
+fn bytes_response(code: u16, body: Vec<u8>) -> HttpResponse {
     Response::builder()
         .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
         .header(header::CONTENT_TYPE, "application/json")
-        .body(ResponseBody::Complete(Some(Bytes::from(serde_json::to_vec(value).unwrap_or_default()))))
+        .body(ResponseBody::Complete(Some(Bytes::from(body))))
         .expect("static response parts are valid")
 }
 
@@ -253,26 +258,29 @@ fn printer_for(store: &Store, kind: &ResourceKind) -> Printer {
     Printer::for_kind(kind, crd.as_ref())
 }
 
-/// A list (or a single object) as the client wants it: as is, or as a Table.
-fn list_or_table(store: &Store, kind: &ResourceKind, call: &Call<'_>, list: Value) -> HttpResponse {
+/// A list as the client wants it: as is (the stored texts concatenated, see
+/// [`ObjectList::to_json`]), or as a Table (only then are the items parsed).
+fn list_or_table(store: &Store, kind: &ResourceKind, call: &Call<'_>, list: ObjectList) -> HttpResponse {
     match call.table_request() {
         Some(request) => {
-            let items = list["items"].as_array().map(Vec::as_slice).unwrap_or_default();
-            let table = printer_for(store, kind).table(request, items, list["metadata"].clone(), store.clock().now());
+            let items: Vec<Value> = list.items.iter().map(|item| item.to_value(kind)).collect();
+            let table = printer_for(store, kind).table(request, &items, list.metadata(), store.clock().now());
             json_response(200, &table)
         }
-        None => json_response(200, &list),
+        None => bytes_response(200, list.to_json(kind)),
     }
 }
 
-fn object_or_table(store: &Store, kind: &ResourceKind, call: &Call<'_>, object: Value) -> HttpResponse {
+/// A single object as the client wants it: as is (its stored text), or as a Table.
+fn object_or_table(store: &Store, kind: &ResourceKind, call: &Call<'_>, object: &StoredObject) -> HttpResponse {
     match call.table_request() {
         Some(request) => {
+            let object = object.to_value(kind);
             let metadata = json!({"resourceVersion": object.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)});
             let table = printer_for(store, kind).table(request, std::slice::from_ref(&object), metadata, store.clock().now());
             json_response(200, &table)
         }
-        None => json_response(200, &object),
+        None => bytes_response(200, object.json_for(kind)),
     }
 }
 
@@ -379,7 +387,7 @@ async fn resource_request(
         },
         (Some(name), None) => match *method {
             Method::GET if call.flag("watch") => start_watch(shared, kind, namespace, Some(name.to_string()), call),
-            Method::GET => Ok(object_or_table(store, &kind, call, store.get(&kind, namespace, name)?)),
+            Method::GET => Ok(object_or_table(store, &kind, call, &*store.get_stored(&kind, namespace, name)?)),
             Method::PUT => {
                 let body = call.body_json()?;
                 let warnings = validate_fields(&kind, &body, call)?;
@@ -403,7 +411,7 @@ async fn resource_request(
             _ => Err(ApiError::method_not_allowed(format!("{method} is not supported on an object"))),
         },
         (Some(name), Some("status")) if kind.has_status => match *method {
-            Method::GET => Ok(json_response(200, &store.get(&kind, namespace, name)?)),
+            Method::GET => Ok(bytes_response(200, store.get_stored(&kind, namespace, name)?.json_for(&kind))),
             Method::PUT => {
                 let body = call.body_json()?;
                 Ok(json_response(200, &store.update(&kind, namespace, name, WriteTarget::Status, |_| Ok(body))?))
@@ -587,21 +595,15 @@ struct WatchFilter {
 }
 
 impl WatchFilter {
-    fn matches(&self, object: &Value) -> bool {
-        let name_matches = self
-            .name
-            .as_deref()
-            .is_none_or(|name| object.pointer("/metadata/name").and_then(Value::as_str) == Some(name));
-        name_matches && self.labels.matches_object(object) && self.fields.matches(object)
+    fn matches(&self, object: &StoredObject) -> bool {
+        self.name.as_deref().is_none_or(|name| object.name() == name) && object.matches(&self.labels, &self.fields)
     }
 
     /// The event a client of this filter sees, if any: objects moving into or out of the
     /// selection appear as ADDED or DELETED.
-    fn translate(&self, kind: &ResourceKind, event: &StoredEvent) -> Option<(&'static str, Value)> {
-        let mut object = event.object.clone();
-        object["apiVersion"] = Value::String(kind.api_version());
-        object["kind"] = Value::String(kind.kind.clone());
-        let now = self.matches(&object);
+    fn translate<'e>(&self, event: &'e StoredEvent) -> Option<(&'static str, &'e StoredObject)> {
+        let object = &*event.object;
+        let now = self.matches(object);
         let before = event.previous.as_ref().is_some_and(|previous| self.matches(previous));
         let event_type = match event.event_type {
             EventType::Added if now => EventType::Added,
@@ -616,26 +618,40 @@ impl WatchFilter {
 }
 
 impl WatchSettings {
-    /// The watch line of an object event, with the object printed as a Table when asked.
-    fn object_line(&self, store: &Store, event_type: &str, object: &Value) -> Bytes {
+    /// The watch line of an object event: the stored text with the type spliced in, or the
+    /// object printed as a Table when asked.
+    fn object_line(&self, store: &Store, kind: &ResourceKind, event_type: &str, object: &StoredObject) -> Bytes {
         match &self.table {
             Some((request, printer)) => {
+                let object = object.to_value(kind);
                 let metadata = json!({"resourceVersion": object.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)});
-                let table = printer.table(*request, std::slice::from_ref(object), metadata, store.clock().now());
+                let table = printer.table(*request, std::slice::from_ref(&object), metadata, store.clock().now());
                 watch_line(event_type, &table)
             }
-            None => watch_line(event_type, object),
+            None => {
+                let prefix = type_prefix(kind);
+                let mut line = watch_line_start(event_type, object.json_len(&prefix) + 3);
+                object.write_json(&prefix, &mut line);
+                line.extend_from_slice(b"}\n");
+                Bytes::from(line)
+            }
         }
     }
 }
 
+/// The start of a watch line, `{"type":…,"object":`, with room for `capacity` more bytes.
+fn watch_line_start(event_type: &str, capacity: usize) -> Vec<u8> {
+    let mut line = Vec::with_capacity(32 + capacity);
+    line.extend_from_slice(b"{\"type\":");
+    let _ = serde_json::to_writer(&mut line, event_type);
+    line.extend_from_slice(b",\"object\":");
+    line
+}
+
 fn watch_line(event_type: &str, object: &Value) -> Bytes {
     // Written by hand rather than through `json!`, which would copy the object first.
-    let mut line = Vec::with_capacity(256);
-    line.extend_from_slice(b"{\"type\":");
-    line.extend_from_slice(&serde_json::to_vec(event_type).unwrap_or_default());
-    line.extend_from_slice(b",\"object\":");
-    line.extend_from_slice(&serde_json::to_vec(object).unwrap_or_default());
+    let mut line = watch_line_start(event_type, 256);
+    let _ = serde_json::to_writer(&mut line, object);
     line.extend_from_slice(b"}\n");
     Bytes::from(line)
 }
@@ -720,7 +736,7 @@ async fn run_watch(
         None => {
             let (objects, version) = store.watch_snapshot(&kind, namespace);
             for object in objects.iter().filter(|o| filter.matches(o)) {
-                if sender.send(settings.object_line(store, "ADDED", object)).await.is_err() {
+                if sender.send(settings.object_line(store, &kind, "ADDED", object)).await.is_err() {
                     return;
                 }
             }
@@ -745,8 +761,8 @@ async fn run_watch(
             }
             Ok((events, current)) => {
                 for event in &events {
-                    if let Some((event_type, object)) = filter.translate(&kind, event)
-                        && sender.send(settings.object_line(store, event_type, &object)).await.is_err()
+                    if let Some((event_type, object)) = filter.translate(event)
+                        && sender.send(settings.object_line(store, &kind, event_type, object)).await.is_err()
                     {
                         return;
                     }

@@ -9,14 +9,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::history::EventType;
-use super::{ListOptions, ObjectKey, State, Store, format_timestamp, metadata_mut, metadata_str, with_type};
+use super::{ListOptions, ObjectKey, State, Store, StoredObject, format_timestamp, metadata_mut, metadata_str, with_type};
 use crate::apiserver::resources::ResourceKind;
 use crate::error::ApiError;
-
-/// The uids an object's `metadata.ownerReferences` point at.
-fn owner_uids(object: &Value) -> impl Iterator<Item = &str> {
-    object.pointer("/metadata/ownerReferences").and_then(Value::as_array).into_iter().flatten().filter_map(|r| r["uid"].as_str())
-}
 
 pub(super) fn has_finalizers(object: &Value) -> bool {
     object.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty())
@@ -25,9 +20,9 @@ pub(super) fn has_finalizers(object: &Value) -> bool {
 impl State {
     /// Keeps the owner-uid → dependents index in step with the object at `key` becoming `next`
     /// (`None`: removed). Called before the object map changes.
-    pub(super) fn index_owners(&mut self, key: &ObjectKey, next: Option<&Value>) {
-        let before: BTreeSet<String> = self.objects.get(key).map(|o| owner_uids(o).map(String::from).collect()).unwrap_or_default();
-        let after: BTreeSet<String> = next.map(|o| owner_uids(o).map(String::from).collect()).unwrap_or_default();
+    pub(super) fn index_owners(&mut self, key: &ObjectKey, next: Option<&StoredObject>) {
+        let before: BTreeSet<String> = self.objects.get(key).map(|o| o.owner_uids().map(String::from).collect()).unwrap_or_default();
+        let after: BTreeSet<String> = next.map(|o| o.owner_uids().map(String::from).collect()).unwrap_or_default();
         for uid in before.difference(&after) {
             if let Some(dependents) = self.dependents.get_mut(uid) {
                 dependents.remove(key);
@@ -49,7 +44,7 @@ impl State {
     /// propagation policy, then finalizers (deletionTimestamp only) or removal.
     pub(super) fn delete_key(&mut self, kind: &ResourceKind, key: ObjectKey, options: &Value) -> Result<Value, ApiError> {
         let name = key.3.clone();
-        let Some(current) = self.objects.get(&key).cloned() else {
+        let Some(current) = self.objects.get(&key).map(|o| o.to_untyped_value()) else {
             return Err(ApiError::not_found(&kind.group, &kind.plural, &name));
         };
         if let Some(uid) = options.pointer("/preconditions/uid").and_then(Value::as_str)
@@ -80,7 +75,7 @@ impl State {
             let metadata = metadata_mut(&mut next);
             metadata.insert("deletionTimestamp".into(), Value::String(format_timestamp(deadline)));
             metadata.insert("deletionGracePeriodSeconds".into(), json!(grace));
-            return Ok(self.commit(key, next, EventType::Modified, Some(current)));
+            return Ok(self.commit(key, next, EventType::Modified));
         }
         if has_finalizers(&current) {
             let marked = current.pointer("/metadata/deletionTimestamp").is_some();
@@ -94,9 +89,9 @@ impl State {
                 metadata.insert("deletionTimestamp".into(), Value::String(now));
             }
             metadata.insert("deletionGracePeriodSeconds".into(), json!(0));
-            Ok(self.commit(key, next, EventType::Modified, Some(current)))
+            Ok(self.commit(key, next, EventType::Modified))
         } else {
-            let stored = self.commit(key, current.clone(), EventType::Deleted, Some(current));
+            let stored = self.commit(key, current, EventType::Deleted);
             self.after_crd_write(kind, &stored, true);
             Ok(stored)
         }
@@ -128,8 +123,7 @@ impl State {
     pub(super) fn orphan_dependents(&mut self, owner_uid: &str) {
         let dependents: Vec<ObjectKey> = self.dependents.get(owner_uid).into_iter().flatten().cloned().collect();
         for key in dependents {
-            let Some(current) = self.objects.get(&key).cloned() else { continue };
-            let mut next = current.clone();
+            let Some(mut next) = self.objects.get(&key).map(|o| o.to_untyped_value()) else { continue };
             let metadata = metadata_mut(&mut next);
             let kept: Vec<Value> = metadata
                 .get("ownerReferences")
@@ -144,7 +138,7 @@ impl State {
             } else {
                 metadata.insert("ownerReferences".into(), Value::Array(kept));
             }
-            self.commit(key, next, EventType::Modified, Some(current));
+            self.commit(key, next, EventType::Modified);
         }
     }
 
@@ -177,10 +171,8 @@ impl State {
     pub(super) fn collect_if_orphaned(&mut self, key: ObjectKey) {
         let Some(current) = self.objects.get(&key) else { return };
         let keep = {
-            let mut owners = owner_uids(current).peekable();
-            owners.peek().is_none()
-                || owners.any(|uid| self.live_uids.contains(uid))
-                || current.pointer("/metadata/deletionTimestamp").is_some()
+            let mut owners = current.owner_uids().peekable();
+            owners.peek().is_none() || owners.any(|uid| self.live_uids.contains(uid)) || current.is_deleting()
         };
         if keep {
             return;
@@ -218,9 +210,9 @@ impl Store {
     ) -> Result<Value, ApiError> {
         let selected = self.list(kind, namespace, &ListOptions { limit: None, continue_token: None, ..options.clone() })?;
         let mut deleted = Vec::new();
-        for item in selected["items"].as_array().into_iter().flatten() {
-            let name = metadata_str(item, "name").unwrap_or_default();
-            match self.delete(kind, metadata_str(item, "namespace").or(namespace), name, delete_options) {
+        for item in &selected.items {
+            let item_namespace = Some(item.namespace()).filter(|n| !n.is_empty());
+            match self.delete(kind, item_namespace.or(namespace), item.name(), delete_options) {
                 Ok(object) => deleted.push(object),
                 Err(error) if error.code == 404 => {}
                 Err(error) => return Err(error),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use super::{ObjectKey, State, Store, metadata_mut, metadata_str, with_type};
+use super::{ObjectKey, State, Store, StoredObject, metadata_mut};
 use crate::apiserver::resources::ResourceKind;
 
 /// Kind of change recorded in the event history.
@@ -32,7 +32,8 @@ impl EventType {
     }
 }
 
-/// One change in the history.
+/// One change in the history. Its objects are the very ones the object map holds (or held),
+/// shared rather than copied.
 #[derive(Debug)]
 pub struct StoredEvent {
     /// The resourceVersion this change produced.
@@ -46,9 +47,9 @@ pub struct StoredEvent {
     /// What happened.
     pub event_type: EventType,
     /// The object after the change (for deletions: its last state).
-    pub object: Value,
+    pub object: Arc<StoredObject>,
     /// The object before the change, if it existed.
-    pub previous: Option<Value>,
+    pub previous: Option<Arc<StoredObject>>,
 }
 
 /// The watch history no longer covers the requested version.
@@ -59,26 +60,29 @@ pub struct HistoryExpired {
 }
 
 impl State {
-    pub(super) fn commit(&mut self, key: ObjectKey, mut object: Value, event_type: EventType, previous: Option<Value>) -> Value {
+    /// Records a change of the object at `key` to `object` (for deletions: its last state) under
+    /// the next resourceVersion: stores it (serialized once, see [`StoredObject`]), keeps the
+    /// indexes in step and appends the event, which shares the stored object and the one it
+    /// replaced. Returns `object` with its new resourceVersion.
+    pub(super) fn commit(&mut self, key: ObjectKey, mut object: Value, event_type: EventType) -> Value {
         self.resource_version += 1;
         let resource_version = self.resource_version;
         metadata_mut(&mut object).insert("resourceVersion".into(), Value::String(resource_version.to_string()));
         if (key.0.is_empty() && key.1 == "pods") || (key.0 == "policy" && key.1 == "poddisruptionbudgets") {
             self.stale_budgets.insert(key.2.clone());
         }
-        self.index_owners(&key, (event_type != EventType::Deleted).then_some(&object));
-        if event_type == EventType::Deleted {
-            self.objects.remove(&key);
-            if let Some(uid) = metadata_str(&object, "uid") {
-                self.live_uids.remove(uid);
-                self.removed_uids.push(uid.to_string());
-            }
+        let stored = Arc::new(StoredObject::new(&object));
+        let deleted = event_type == EventType::Deleted;
+        self.index_owners(&key, (!deleted).then_some(&*stored));
+        let previous = if deleted {
+            self.live_uids.remove(stored.uid());
+            self.removed_uids.push(stored.uid().to_string());
+            self.objects.remove(&key)
         } else {
-            if let Some(uid) = metadata_str(&object, "uid") {
-                self.live_uids.insert(uid.to_string());
-            }
-            self.objects.insert(key.clone(), object.clone());
-        }
+            self.live_uids.insert(stored.uid().to_string());
+            self.objects.insert(key.clone(), stored.clone())
+        };
+        self.reindex(&key, previous.as_deref(), (!deleted).then_some(&*stored));
         let (group, plural, namespace, _) = key;
         self.history.push_back(Arc::new(StoredEvent {
             resource_version,
@@ -86,7 +90,7 @@ impl State {
             plural,
             namespace,
             event_type,
-            object: object.clone(),
+            object: stored,
             previous,
         }));
         self.trim_history();
@@ -123,8 +127,9 @@ impl Store {
         state.oldest_watchable = state.resource_version;
     }
 
-    /// The objects a watch without a starting version begins with, and the version it continues from.
-    pub fn watch_snapshot(&self, kind: &ResourceKind, namespace: Option<&str>) -> (Vec<Value>, u64) {
+    /// The objects a watch without a starting version begins with (shared, not copied), and the
+    /// version it continues from.
+    pub fn watch_snapshot(&self, kind: &ResourceKind, namespace: Option<&str>) -> (Vec<Arc<StoredObject>>, u64) {
         let state = self.lock();
         let namespace = if kind.namespaced { namespace } else { None };
         let objects = state
@@ -133,7 +138,7 @@ impl Store {
             .take_while(|((group, plural, object_namespace, _), _)| {
                 *group == kind.group && *plural == kind.plural && namespace.is_none_or(|n| n == object_namespace)
             })
-            .map(|(_, object)| with_type(kind, object))
+            .map(|(_, object)| object.clone())
             .collect();
         (objects, state.resource_version)
     }

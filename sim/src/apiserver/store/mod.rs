@@ -8,13 +8,31 @@
 //! - `gc`: deletion — preconditions, grace periods, finalizers, orphaning and the
 //!   ownerReference garbage collector;
 //! - `subresources`: the write paths that are not plain object writes — `pods/binding`,
-//!   `pods/eviction` and the PodDisruptionBudget status the eviction checks.
+//!   `pods/eviction` and the PodDisruptionBudget status the eviction checks;
+//! - `object`: [`StoredObject`], the form objects are kept in.
+//!
+//! How objects are kept: each version of an object is serialized once, when it is committed,
+//! into an immutable [`StoredObject`] — its JSON text without `apiVersion` and `kind` (spliced
+//! in on output from the version the client asked through) and a small index extracted at the
+//! same time: name, namespace, uid, resourceVersion, string labels, owner uids, a deletion flag,
+//! pod health for PodDisruptionBudgets, and the values of the fields that field selectors hit
+//! in practice (`spec.nodeName`, `status.phase`, `spec.unschedulable`; other paths parse the
+//! text). The object map and the watch history share it as an `Arc`, so an event costs no copy.
+//! Writes parse the current text into a `serde_json::Value`, compute the next object as a
+//! `Value` and commit a new `StoredObject`. Reads filter on the index, collect `Arc`s under the
+//! lock and write responses after releasing it by concatenating the stored texts
+//! ([`ObjectList::to_json`], watch lines likewise); only Table output parses items. Beside the
+//! map, the state counts objects per (group, plural, namespace), so a page's
+//! `remainingItemCount` walks at most the rest of one namespace, and indexes bound pods by node,
+//! so `fieldSelector=spec.nodeName=…` (each kubelet's list) looks only at that node's pods.
 
 mod gc;
 mod history;
+mod object;
 mod subresources;
 
 pub use history::{EventType, HistoryExpired, StoredEvent};
+pub use object::{StoredObject, type_prefix};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, Hasher};
@@ -36,6 +54,9 @@ use crate::error::ApiError;
 
 /// Storage key: (group, plural, namespace or empty, name). All versions of a resource share storage.
 type ObjectKey = (String, String, String, String);
+
+/// The (namespace, name) of the pods bound to one node, in key order.
+type PodsOfNode = BTreeSet<(Box<str>, Box<str>)>;
 
 /// Which part of an object a write may change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +85,11 @@ pub struct ListOptions {
 }
 
 struct State {
-    objects: BTreeMap<ObjectKey, Value>,
+    objects: BTreeMap<ObjectKey, Arc<StoredObject>>,
+    /// How many objects are stored per (group, plural, namespace), for `remainingItemCount`.
+    counts: BTreeMap<(String, String, String), usize>,
+    /// The (namespace, name) of the pods bound to each node, for `fieldSelector=spec.nodeName=…`.
+    pods_by_node: HashMap<Box<str>, PodsOfNode>,
     resource_version: u64,
     history: VecDeque<Arc<StoredEvent>>,
     oldest_watchable: u64,
@@ -186,7 +211,11 @@ fn metadata_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
 
 /// Sets `apiVersion` and `kind` to the version the client asked through.
 fn with_type(kind: &ResourceKind, object: &Value) -> Value {
-    let mut object = object.clone();
+    into_typed(kind, object.clone())
+}
+
+/// [`with_type`] of an object the caller owns.
+fn into_typed(kind: &ResourceKind, mut object: Value) -> Value {
     if let Some(map) = object.as_object_mut() {
         map.insert("apiVersion".into(), Value::String(kind.api_version()));
         map.insert("kind".into(), Value::String(kind.kind.clone()));
@@ -305,8 +334,8 @@ impl State {
                     .map(|(key, _)| key.clone())
                     .collect();
                 for key in doomed {
-                    if let Some(previous) = self.objects.get(&key).cloned() {
-                        self.commit(key, previous.clone(), EventType::Deleted, Some(previous));
+                    if let Some(previous) = self.objects.get(&key).map(|o| o.to_untyped_value()) {
+                        self.commit(key, previous, EventType::Deleted);
                     }
                 }
             }
@@ -318,7 +347,12 @@ impl State {
     }
 
     /// The stored objects of one type in one namespace (empty for cluster-scoped types).
-    fn objects_in<'a>(&'a self, group: &'a str, plural: &'a str, namespace: &'a str) -> impl Iterator<Item = (&'a ObjectKey, &'a Value)> {
+    fn objects_in<'a>(
+        &'a self,
+        group: &'a str,
+        plural: &'a str,
+        namespace: &'a str,
+    ) -> impl Iterator<Item = (&'a ObjectKey, &'a Arc<StoredObject>)> {
         self.objects
             .range((group.to_string(), plural.to_string(), namespace.to_string(), String::new())..)
             .take_while(move |((g, p, n, _), _)| g == group && p == plural && n == namespace)
@@ -339,6 +373,8 @@ impl Store {
     pub fn with_clock(window: usize, clock: Arc<Clock>, pod_grace_periods: bool) -> Self {
         let state = State {
             objects: BTreeMap::new(),
+            counts: BTreeMap::new(),
+            pods_by_node: HashMap::new(),
             resource_version: 0,
             history: VecDeque::new(),
             oldest_watchable: 0,
@@ -501,21 +537,26 @@ impl Store {
             return Err(ApiError::already_exists(&kind.group, &kind.plural, &name));
         }
         state.prepare(kind, &mut object, None)?;
-        let stored = state.commit(key, object, EventType::Added, None);
+        let stored = state.commit(key, object, EventType::Added);
         state.after_crd_write(kind, &stored, false);
         state.settle();
         drop(state);
         self.changed.notify_waiters();
-        Ok(with_type(kind, &stored))
+        Ok(into_typed(kind, stored))
     }
 
     /// Reads one object.
     pub fn get(&self, kind: &ResourceKind, namespace: Option<&str>, name: &str) -> Result<Value, ApiError> {
+        Ok(self.get_stored(kind, namespace, name)?.to_value(kind))
+    }
+
+    /// Reads one object in its stored form (shared, not copied).
+    pub fn get_stored(&self, kind: &ResourceKind, namespace: Option<&str>, name: &str) -> Result<Arc<StoredObject>, ApiError> {
         let state = self.lock();
         state
             .objects
             .get(&Self::key(kind, namespace, name))
-            .map(|object| with_type(kind, object))
+            .cloned()
             .ok_or_else(|| ApiError::not_found(&kind.group, &kind.plural, name))
     }
 
@@ -531,10 +572,10 @@ impl Store {
     ) -> Result<Value, ApiError> {
         let mut state = self.lock();
         let key = Self::key(kind, namespace, name);
-        let Some(current) = state.objects.get(&key).cloned() else {
+        let Some(current) = state.objects.get(&key).map(|o| o.to_value(kind)) else {
             return Err(ApiError::not_found(&kind.group, &kind.plural, name));
         };
-        let wanted = desired(&with_type(kind, &current))?;
+        let wanted = desired(&current)?;
         if !wanted.is_object() {
             return Err(ApiError::bad_request("the request body must be a JSON object"));
         }
@@ -592,7 +633,7 @@ impl Store {
                 next
             }
             WriteTarget::Status => {
-                let mut next = with_type(kind, &current);
+                let mut next = current.clone();
                 if let Some(map) = next.as_object_mut() {
                     match wanted.get("status") {
                         Some(status) => map.insert("status".into(), status.clone()),
@@ -605,15 +646,15 @@ impl Store {
         if kind.group == CRD_GROUP && kind.plural == CRD_PLURAL && target == WriteTarget::Status {
             // The CRD's status is owned by the server; accept the write but keep it consistent.
         } else {
-            state.prepare(kind, &mut next, Some(&with_type(kind, &current)))?;
+            state.prepare(kind, &mut next, Some(&current))?;
         }
         if generation_relevant(kind, &next) != generation_relevant(kind, &current) {
             let generation = current.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
             metadata_mut(&mut next).insert("generation".into(), json!(generation));
         }
         metadata_mut(&mut next).insert("resourceVersion".into(), Value::String(current_version.to_string()));
-        if same_ignoring_version(&next, &with_type(kind, &current)) {
-            return Ok(with_type(kind, &current));
+        if same_ignoring_version(&next, &current) {
+            return Ok(current);
         }
         // An object marked for deletion goes once no finalizer holds it, unless it is a pod
         // still within its grace period (its kubelet removes it).
@@ -621,16 +662,18 @@ impl Store {
             && !has_finalizers(&next)
             && next.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0;
         let event_type = if finished { EventType::Deleted } else { EventType::Modified };
-        let stored = state.commit(key, next, event_type, Some(current));
+        let stored = state.commit(key, next, event_type);
         state.after_crd_write(kind, &stored, finished);
         state.settle();
         drop(state);
         self.changed.notify_waiters();
-        Ok(with_type(kind, &stored))
+        Ok(into_typed(kind, stored))
     }
 
-    /// Lists objects of a type, across namespaces when `namespace` is `None`.
-    pub fn list(&self, kind: &ResourceKind, namespace: Option<&str>, options: &ListOptions) -> Result<Value, ApiError> {
+    /// Lists objects of a type, across namespaces when `namespace` is `None`. Only the
+    /// returned objects' handles are collected under the lock; nothing is copied or serialized
+    /// there ([`ObjectList::to_json`] writes the response afterwards).
+    pub fn list(&self, kind: &ResourceKind, namespace: Option<&str>, options: &ListOptions) -> Result<ObjectList, ApiError> {
         let state = self.lock();
         let namespace = if kind.namespaced { namespace } else { None };
         if options.resource_version_match.as_deref() == Some("Exact") {
@@ -665,37 +708,178 @@ impl Store {
                 (state.resource_version, Bound::Included(key))
             }
         };
-        let matching = state
-            .objects
-            .range((start, Bound::Unbounded))
-            .take_while(|((group, plural, object_namespace, _), _)| {
-                *group == kind.group && *plural == kind.plural && namespace.is_none_or(|n| n == object_namespace)
-            })
-            .filter(|(_, object)| options.labels.matches_object(object) && options.fields.matches(object));
-        let mut items = Vec::new();
-        let mut remaining = 0u64;
+        let in_scope = |(group, plural, object_namespace, _): &ObjectKey| {
+            *group == kind.group && *plural == kind.plural && namespace.is_none_or(|n| n == object_namespace)
+        };
+        // The index holds bound pods only; `spec.nodeName=` (unbound pods) walks the type.
+        let node = options
+            .fields
+            .term("spec.nodeName", true)
+            .filter(|node| !node.is_empty() && kind.group.is_empty() && kind.plural == "pods");
+        let candidates: Box<dyn Iterator<Item = (&ObjectKey, &Arc<StoredObject>)>> = match node {
+            // Pods selected by node: only that node's pods are looked at, in key order.
+            Some(node) => Box::new(state.pods_on_node(node, &start).filter(|(key, _)| in_scope(key))),
+            None => Box::new(state.objects.range((start, Bound::Unbounded)).take_while(|(key, _)| in_scope(key))),
+        };
+        let mut matching = candidates.filter(|(_, object)| object.matches(&options.labels, &options.fields));
         let limit = options.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
-        // Only the returned objects are copied; the rest of a page is only counted.
-        for (_, object) in matching {
-            if items.len() < limit {
-                items.push(with_type(kind, object));
-            } else {
-                remaining += 1;
+        let mut items = Vec::new();
+        let mut last_key = None;
+        for (key, object) in matching.by_ref().take(limit) {
+            items.push(object.clone());
+            last_key = Some(key);
+        }
+        let more = matching.next().is_some();
+        let mut list = ObjectList { resource_version: list_version, continue_token: None, remaining_item_count: None, items };
+        if more && let Some(last_key) = last_key {
+            list.continue_token = Some(encode_continue(list_version, &last_key.2, &last_key.3));
+            // As on the real server, a selected list does not say how much is left.
+            if options.labels.is_empty() && options.fields.is_empty() {
+                list.remaining_item_count = Some(state.count_after(last_key, namespace.is_none()) as u64);
             }
         }
-        let mut metadata = json!({"resourceVersion": list_version.to_string()});
-        if remaining > 0
-            && let Some(last) = items.last()
-        {
-            let token = encode_continue(
-                list_version,
-                metadata_str(last, "namespace").unwrap_or_default(),
-                metadata_str(last, "name").unwrap_or_default(),
-            );
-            metadata["continue"] = Value::String(token);
+        Ok(list)
+    }
+}
+
+/// One list response (or one page of it): the objects, shared with the store, and the list's
+/// metadata.
+#[derive(Debug, Clone)]
+pub struct ObjectList {
+    /// The resourceVersion the list (all its pages) was served at.
+    pub resource_version: u64,
+    /// The token of the next page, when there is one.
+    pub continue_token: Option<String>,
+    /// How many objects the next pages hold; only for lists without selectors.
+    pub remaining_item_count: Option<u64>,
+    /// The objects, in key order.
+    pub items: Vec<Arc<StoredObject>>,
+}
+
+impl ObjectList {
+    /// The list's `metadata`.
+    pub fn metadata(&self) -> Value {
+        let mut metadata = json!({"resourceVersion": self.resource_version.to_string()});
+        if let Some(token) = &self.continue_token {
+            metadata["continue"] = Value::String(token.clone());
+        }
+        if let Some(remaining) = self.remaining_item_count {
             metadata["remainingItemCount"] = json!(remaining);
         }
-        Ok(json!({"kind": kind.list_kind, "apiVersion": kind.api_version(), "metadata": metadata, "items": items}))
+        metadata
+    }
+
+    /// The list as served through `kind` (e.g. `PodList`), written by concatenating the
+    /// stored texts with their `apiVersion` and `kind` spliced in; members in the order
+    /// serde_json writes them (`apiVersion`, `items`, `kind`, `metadata`).
+    pub fn to_json(&self, kind: &ResourceKind) -> Vec<u8> {
+        let prefix = type_prefix(kind);
+        let items_len: usize = self.items.iter().map(|item| item.json_len(&prefix) + 1).sum();
+        let mut out = Vec::with_capacity(items_len + 256);
+        out.extend_from_slice(b"{\"apiVersion\":");
+        let _ = serde_json::to_writer(&mut out, &kind.api_version());
+        out.extend_from_slice(b",\"items\":[");
+        for (index, item) in self.items.iter().enumerate() {
+            if index > 0 {
+                out.push(b',');
+            }
+            item.write_json(&prefix, &mut out);
+        }
+        out.extend_from_slice(b"],\"kind\":");
+        let _ = serde_json::to_writer(&mut out, &kind.list_kind);
+        out.extend_from_slice(b",\"metadata\":");
+        let _ = serde_json::to_writer(&mut out, &self.metadata());
+        out.push(b'}');
+        out
+    }
+
+    /// The list as a JSON value (each item parsed from its text).
+    pub fn to_value(&self, kind: &ResourceKind) -> Value {
+        let items: Vec<Value> = self.items.iter().map(|item| item.to_value(kind)).collect();
+        json!({"kind": kind.list_kind, "apiVersion": kind.api_version(), "metadata": self.metadata(), "items": items})
+    }
+}
+
+impl State {
+    /// The pods bound to `node` after `start`, in key order.
+    fn pods_on_node<'a>(
+        &'a self,
+        node: &str,
+        start: &Bound<ObjectKey>,
+    ) -> impl Iterator<Item = (&'a ObjectKey, &'a Arc<StoredObject>)> + 'a {
+        let from = match start {
+            Bound::Excluded((_, _, namespace, name)) => Bound::Excluded((Box::from(namespace.as_str()), Box::from(name.as_str()))),
+            Bound::Included((_, _, namespace, name)) => Bound::Included((Box::from(namespace.as_str()), Box::from(name.as_str()))),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        self.pods_by_node
+            .get(node)
+            .into_iter()
+            .flat_map(move |pods| pods.range((from.clone(), Bound::Unbounded)))
+            .filter_map(|(namespace, name)| {
+                let key = (String::new(), "pods".to_string(), namespace.to_string(), name.to_string());
+                self.objects.get_key_value(&key)
+            })
+    }
+
+    /// How many objects of `after`'s type follow it: in its namespace, and with `all_namespaces`
+    /// in the namespaces after it too (from the per-namespace counts, without walking them).
+    fn count_after(&self, after: &ObjectKey, all_namespaces: bool) -> usize {
+        let (group, plural, namespace, _) = after;
+        let in_namespace = self
+            .objects
+            .range((Bound::Excluded(after.clone()), Bound::Unbounded))
+            .take_while(|((g, p, n, _), _)| g == group && p == plural && n == namespace)
+            .count();
+        let later_namespaces: usize = if all_namespaces {
+            self.counts
+                .range((Bound::Excluded((group.clone(), plural.clone(), namespace.clone())), Bound::Unbounded))
+                .take_while(|((g, p, _), _)| g == group && p == plural)
+                .map(|(_, count)| count)
+                .sum()
+        } else {
+            0
+        };
+        in_namespace + later_namespaces
+    }
+
+    /// Keeps the per-namespace counts and the pods-by-node index in step with the object at
+    /// `key` changing from `before` to `after` (`None`: absent).
+    fn reindex(&mut self, key: &ObjectKey, before: Option<&StoredObject>, after: Option<&StoredObject>) {
+        let (group, plural, namespace, name) = key;
+        match (before.is_some(), after.is_some()) {
+            (false, true) => *self.counts.entry((group.clone(), plural.clone(), namespace.clone())).or_default() += 1,
+            (true, false) => {
+                let count_key = (group.clone(), plural.clone(), namespace.clone());
+                if let Some(count) = self.counts.get_mut(&count_key) {
+                    *count -= 1;
+                    if *count == 0 {
+                        self.counts.remove(&count_key);
+                    }
+                }
+            }
+            _ => {}
+        }
+        if !(group.is_empty() && plural == "pods") {
+            return;
+        }
+        let node_of = |object: Option<&StoredObject>| object.map(|o| o.field("spec.nodeName").into_owned()).filter(|n| !n.is_empty());
+        let (old_node, new_node) = (node_of(before), node_of(after));
+        if old_node == new_node {
+            return;
+        }
+        let entry = (Box::from(namespace.as_str()), Box::from(name.as_str()));
+        if let Some(node) = old_node
+            && let Some(pods) = self.pods_by_node.get_mut(node.as_str())
+        {
+            pods.remove(&entry);
+            if pods.is_empty() {
+                self.pods_by_node.remove(node.as_str());
+            }
+        }
+        if let Some(node) = new_node {
+            self.pods_by_node.entry(node.into_boxed_str()).or_default().insert(entry);
+        }
     }
 }
 
@@ -708,6 +892,188 @@ mod tests {
         assert_eq!(civil_date(0), (1970, 1, 1));
         assert_eq!(civil_date(19_782), (2024, 2, 29));
         assert_eq!(civil_date(20_786), (2026, 11, 29));
+    }
+
+    fn widget_crd() -> Value {
+        let version = |name: &str, storage: bool| {
+            json!({"name": name, "served": true, "storage": storage,
+                   "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}})
+        };
+        json!({
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {
+                "group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+                "versions": [version("v1beta1", true), version("v1beta2", false)],
+            },
+        })
+    }
+
+    fn list_all(store: &Store, kind: &ResourceKind, namespace: Option<&str>, options: ListOptions) -> Vec<Arc<StoredObject>> {
+        let mut options = options;
+        let mut items = Vec::new();
+        loop {
+            let page = store.list(kind, namespace, &options).unwrap();
+            items.extend(page.items.iter().cloned());
+            match page.continue_token {
+                Some(token) => options.continue_token = Some(token),
+                None => return items,
+            }
+        }
+    }
+
+    #[test]
+    fn objects_come_back_typed_as_the_version_they_are_read_through() {
+        let store = Store::new(100);
+        let crds = store.lookup(CRD_GROUP, "v1", CRD_PLURAL).unwrap();
+        store.create(&crds, None, widget_crd()).unwrap();
+        let (old, new) = (store.lookup("example.com", "v1beta1", "widgets").unwrap(), store.lookup("example.com", "v1beta2", "widgets").unwrap());
+        let created = store.create(&old, Some("default"), json!({"metadata": {"name": "w"}, "spec": {"size": 3}})).unwrap();
+        assert_eq!(created["apiVersion"], "example.com/v1beta1");
+
+        let read = store.get(&new, Some("default"), "w").unwrap();
+        assert_eq!((read["apiVersion"].as_str(), read["kind"].as_str()), (Some("example.com/v1beta2"), Some("Widget")));
+        let mut expected = created.clone();
+        expected["apiVersion"] = json!("example.com/v1beta2");
+        assert_eq!(read, expected);
+
+        let list: Value = serde_json::from_slice(&store.list(&new, None, &ListOptions::default()).unwrap().to_json(&new)).unwrap();
+        assert_eq!((list["apiVersion"].as_str(), list["kind"].as_str()), (Some("example.com/v1beta2"), Some("WidgetList")));
+        assert_eq!(list["items"], json!([expected]));
+        let (snapshot, _) = store.watch_snapshot(&old, None);
+        let watched: Value = serde_json::from_slice(&snapshot[0].json_for(&old)).unwrap();
+        assert_eq!(watched, created);
+    }
+
+    #[test]
+    fn list_bytes_parse_back_to_the_objects_as_written() {
+        let store = Store::new(100);
+        let pods = store.lookup("", "v1", "pods").unwrap();
+        let mut written = Vec::new();
+        for (index, namespace) in ["default", "kube-system", "default"].iter().enumerate() {
+            let pod = json!({
+                "metadata": {"name": format!("p{index}"), "labels": {"app": "web", "n": index.to_string()}},
+                "spec": {"nodeName": format!("n{index}"), "containers": [{"name": "c", "image": "i", "resources": {}}]},
+                "status": {"phase": "Running", "podIP": null},
+            });
+            written.push(store.create(&pods, Some(namespace), pod).unwrap());
+        }
+        // Key order: namespace, then name.
+        written.sort_by_key(|pod| (pod["metadata"]["namespace"].as_str().map(String::from), pod["metadata"]["name"].as_str().map(String::from)));
+        let list = store.list(&pods, None, &ListOptions::default()).unwrap();
+        let parsed: Value = serde_json::from_slice(&list.to_json(&pods)).unwrap();
+        let expected = json!({
+            "apiVersion": "v1", "kind": "PodList", "items": written,
+            "metadata": {"resourceVersion": store.resource_version().to_string()},
+        });
+        assert_eq!(parsed, expected);
+        assert_eq!(list.to_value(&pods), expected);
+        let empty: Value = serde_json::from_slice(&store.list(&pods, Some("kube-public"), &ListOptions::default()).unwrap().to_json(&pods)).unwrap();
+        assert_eq!(empty["items"], json!([]));
+    }
+
+    #[test]
+    fn the_history_shares_the_stored_objects() {
+        let store = Store::new(100);
+        let configmaps = store.lookup("", "v1", "configmaps").unwrap();
+        let start = store.resource_version();
+        store.create(&configmaps, Some("default"), json!({"metadata": {"name": "c"}, "data": {"k": "1"}})).unwrap();
+        store
+            .update(&configmaps, Some("default"), "c", WriteTarget::Main, |current| {
+                let mut next = current.clone();
+                next["data"]["k"] = json!("2");
+                Ok(next)
+            })
+            .unwrap();
+        let (events, _) = store.events_since(&configmaps, Some("default"), start).unwrap();
+        let [added, modified] = events.as_slice() else { panic!("two events expected, got {}", events.len()) };
+        assert!(added.previous.is_none());
+        assert!(Arc::ptr_eq(modified.previous.as_ref().unwrap(), &added.object), "the replaced object is not copied");
+        let current = store.get_stored(&configmaps, Some("default"), "c").unwrap();
+        assert!(Arc::ptr_eq(&current, &modified.object), "the map and the history hold one object");
+        let (snapshot, _) = store.watch_snapshot(&configmaps, Some("default"));
+        assert!(Arc::ptr_eq(&snapshot[0], &current));
+        assert_eq!(current.resource_version(), modified.resource_version);
+        store.delete(&configmaps, Some("default"), "c", &Value::Null).unwrap();
+        let (events, _) = store.events_since(&configmaps, Some("default"), modified.resource_version).unwrap();
+        assert!(Arc::ptr_eq(events[0].previous.as_ref().unwrap(), &current));
+    }
+
+    #[test]
+    fn pages_count_what_remains_and_selected_lists_do_not() {
+        let store = Store::new(1000);
+        let configmaps = store.lookup("", "v1", "configmaps").unwrap();
+        let namespaces = store.lookup("", "v1", "namespaces").unwrap();
+        for namespace in ["a", "b", "c"] {
+            store.create(&namespaces, None, json!({"metadata": {"name": namespace}})).unwrap();
+            for index in 0..4 {
+                let labels = json!({"even": (index % 2 == 0).to_string()});
+                store.create(&configmaps, Some(namespace), json!({"metadata": {"name": format!("m{index}"), "labels": labels}})).unwrap();
+            }
+        }
+        for (namespace, total) in [(None, 12), (Some("b"), 4)] {
+            let mut options = ListOptions { limit: Some(3), ..Default::default() };
+            let mut seen = 0;
+            loop {
+                let page = store.list(&configmaps, namespace, &options).unwrap();
+                seen += page.items.len();
+                assert_eq!(page.remaining_item_count, Some((total - seen) as u64).filter(|r| *r > 0), "{namespace:?} after {seen}");
+                match page.continue_token {
+                    Some(token) => options.continue_token = Some(token),
+                    None => break,
+                }
+            }
+            assert_eq!(seen, total);
+        }
+        let selected = ListOptions { limit: Some(2), labels: LabelSelector::parse("even=true").unwrap(), ..Default::default() };
+        let first = store.list(&configmaps, None, &selected).unwrap();
+        assert!(first.continue_token.is_some() && first.remaining_item_count.is_none());
+        assert_eq!(list_all(&store, &configmaps, None, selected).len(), 6);
+        // The last matching page says nothing is left.
+        let last = store.list(&configmaps, Some("c"), &ListOptions { limit: Some(2), labels: LabelSelector::parse("even=true").unwrap(), ..Default::default() }).unwrap();
+        assert_eq!((last.items.len(), last.continue_token), (2, None));
+    }
+
+    #[test]
+    fn pods_selected_by_node_match_a_full_scan() {
+        let store = Store::new(1000);
+        let pods = store.lookup("", "v1", "pods").unwrap();
+        for index in 0..24 {
+            let namespace = ["default", "kube-system"][index % 2];
+            let node = (index % 3 != 0).then(|| format!("n{}", index % 4));
+            let pod = json!({"metadata": {"name": format!("p{index:02}")}, "spec": {"nodeName": node, "containers": []}});
+            store.create(&pods, Some(namespace), pod).unwrap();
+        }
+        // Move pods between nodes and delete some, so that the index has to follow.
+        for index in [1, 2, 5] {
+            store
+                .update(&pods, Some(["default", "kube-system"][index % 2]), &format!("p{index:02}"), WriteTarget::Main, |current| {
+                    let mut next = current.clone();
+                    next["spec"]["nodeName"] = json!("n9");
+                    Ok(next)
+                })
+                .unwrap();
+        }
+        store.delete(&pods, Some("default"), "p04", &json!({"gracePeriodSeconds": 0})).unwrap();
+        store.delete(&pods, Some("kube-system"), "p07", &json!({"gracePeriodSeconds": 0})).unwrap();
+        let everything = list_all(&store, &pods, None, ListOptions::default());
+        for node in ["n1", "n2", "n3", "n9", "n0", "none"] {
+            for namespace in [None, Some("default")] {
+                for selector in [format!("spec.nodeName={node}"), format!("spec.nodeName=={node},metadata.name!=p10")] {
+                    let fields = FieldSelector::parse(&selector).unwrap();
+                    let scanned: Vec<&str> = everything
+                        .iter()
+                        .filter(|p| namespace.is_none_or(|n| p.namespace() == n) && fields.matches(&p.to_untyped_value()))
+                        .map(|p| p.name())
+                        .collect();
+                    for limit in [None, Some(1), Some(2)] {
+                        let options = ListOptions { fields: fields.clone(), limit, ..Default::default() };
+                        let listed = list_all(&store, &pods, namespace, options);
+                        assert_eq!(listed.iter().map(|p| p.name()).collect::<Vec<_>>(), scanned, "{selector} in {namespace:?}, limit {limit:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

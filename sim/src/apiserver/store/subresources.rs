@@ -23,20 +23,21 @@ impl State {
         let namespaces = std::mem::take(&mut self.stale_budgets);
         let now = self.now();
         for namespace in namespaces {
-            let updates: Vec<(ObjectKey, Value, Value)> = self
+            let updates: Vec<(ObjectKey, Value)> = self
                 .objects_in("policy", "poddisruptionbudgets", &namespace)
                 .filter_map(|(key, budget)| {
-                    let pods = self.objects_in("", "pods", &namespace).map(|(_, pod)| pod);
-                    let status = disruption::status(budget, disruption::figures(budget, pods), &now);
+                    let mut budget = budget.to_untyped_value();
+                    // Pods are read through the store's index of them, without parsing.
+                    let pods = self.objects_in("", "pods", &namespace).map(|(_, pod)| &**pod);
+                    let status = disruption::status(&budget, disruption::figures(&budget, pods), &now);
                     (budget.get("status") != Some(&status)).then(|| {
-                        let mut next = budget.clone();
-                        next["status"] = status;
-                        (key.clone(), next, budget.clone())
+                        budget["status"] = status;
+                        (key.clone(), budget)
                     })
                 })
                 .collect();
-            for (key, next, previous) in updates {
-                self.commit(key, next, EventType::Modified, Some(previous));
+            for (key, next) in updates {
+                self.commit(key, next, EventType::Modified);
             }
         }
         // The status writes above only touched budgets whose figures are now current.
@@ -61,7 +62,7 @@ impl Store {
         }
         let mut state = self.lock();
         let key = Self::key(pods, Some(namespace), name);
-        let Some(current) = state.objects.get(&key).cloned() else {
+        let Some(current) = state.objects.get(&key).map(|o| o.to_untyped_value()) else {
             return Err(ApiError::not_found("", "pods", name));
         };
         let conflict = |why: String| ApiError::conflict("", "pods/binding", name, &why);
@@ -95,7 +96,7 @@ impl Store {
             .collect();
         conditions.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": state.now()}));
         next["status"]["conditions"] = Value::Array(conditions);
-        state.commit(key, next, EventType::Modified, Some(current));
+        state.commit(key, next, EventType::Modified);
         state.settle();
         drop(state);
         self.changed.notify_waiters();
@@ -118,16 +119,16 @@ impl Store {
         }
         let mut state = self.lock();
         let key = Self::key(pods, Some(namespace), name);
-        let Some(pod) = state.objects.get(&key).cloned() else {
+        let Some(pod) = state.objects.get(&key).map(|o| o.to_untyped_value()) else {
             return Err(ApiError::not_found("", "pods", name));
         };
         let consult_budgets = pod.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
             && pod.pointer("/metadata/deletionTimestamp").is_none();
         if consult_budgets {
             let labels = pod.pointer("/metadata/labels").and_then(Value::as_object);
-            let budgets: Vec<&Value> = state
+            let budgets: Vec<Value> = state
                 .objects_in("policy", "poddisruptionbudgets", namespace)
-                .map(|(_, budget)| budget)
+                .map(|(_, budget)| budget.to_untyped_value())
                 .filter(|budget| disruption::selector_matches(budget.pointer("/spec/selector"), labels))
                 .collect();
             if budgets.len() > 1 {
@@ -136,7 +137,7 @@ impl Store {
                 ));
             }
             if let Some(budget) = budgets.first() {
-                let figures = disruption::figures(budget, state.objects_in("", "pods", namespace).map(|(_, p)| p));
+                let figures = disruption::figures(budget, state.objects_in("", "pods", namespace).map(|(_, p)| &**p));
                 let allowed = if disruption::pod_is_healthy(&pod) {
                     figures.disruptions_allowed > 0
                 } else {
