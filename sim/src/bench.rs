@@ -96,6 +96,55 @@ pub struct BenchReport {
     pub lists: Vec<ListTiming>,
 }
 
+/// The list latency the emulator is held to: a full list of all pods (50,000 at the default
+/// size), median over the runs.
+pub const FULL_LIST_TARGET: Duration = Duration::from_secs(1);
+
+/// The resident memory (MiB) the emulator is held to once the default cluster (5,000 nodes,
+/// 50,000 pods) is loaded with a pod watch open.
+pub const RSS_LOADED_TARGET_MIB: f64 = 400.0;
+
+/// One target of [`BenchReport::targets`] and whether the run met it.
+#[derive(Debug, Clone)]
+pub struct TargetCheck {
+    /// What is measured, e.g. `full list of 50000 pods (median)`.
+    pub name: String,
+    /// The target, e.g. `≤ 1000 ms`.
+    pub target: String,
+    /// What the run measured, e.g. `412 ms`.
+    pub measured: String,
+    /// Whether the measurement is within the target (`None`: not measured on this platform).
+    pub met: Option<bool>,
+}
+
+impl BenchReport {
+    /// The median of the full pod list, if it was measured.
+    pub fn full_list_median(&self) -> Option<Duration> {
+        self.lists.iter().find(|l| l.name.starts_with("pods, full list")).map(ListTiming::median)
+    }
+
+    /// The targets the emulator is held to (they are set for the default size: 5,000 nodes
+    /// and 50,000 pods), each with what this run measured.
+    pub fn targets(&self) -> Vec<TargetCheck> {
+        let median = self.full_list_median();
+        let rss_mib = self.rss_loaded_kib.map(|kib| kib as f64 / 1024.0);
+        vec![
+            TargetCheck {
+                name: format!("full list of {} pods (median)", self.pods),
+                target: format!("≤ {} ms", FULL_LIST_TARGET.as_millis()),
+                measured: median.map_or("n/a".into(), |d| format!("{:.0} ms", d.as_secs_f64() * 1e3)),
+                met: median.map(|d| d <= FULL_LIST_TARGET),
+            },
+            TargetCheck {
+                name: "resident memory loaded, watch open".into(),
+                target: format!("≤ {RSS_LOADED_TARGET_MIB:.0} MiB"),
+                measured: rss_mib.map_or("n/a".into(), |m| format!("{m:.0} MiB")),
+                met: rss_mib.map(|m| m <= RSS_LOADED_TARGET_MIB),
+            },
+        ]
+    }
+}
+
 /// A field of `/proc/self/status` in KiB (`VmRSS`, `VmHWM`); `None` off Linux.
 pub fn proc_status_kib(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -258,6 +307,20 @@ fn continue_token(body: &str) -> Option<String> {
     Some(body[start..end].to_string()).filter(|token| !token.is_empty())
 }
 
+/// The items (or Table rows) of a list body, counted without building them (a parsed
+/// 50,000-pod list would take more memory than the server holding it).
+fn count_items(body: &str, table: bool) -> Result<usize, BenchError> {
+    #[derive(serde::Deserialize)]
+    struct Counted {
+        #[serde(default)]
+        items: Vec<serde::de::IgnoredAny>,
+        #[serde(default)]
+        rows: Vec<serde::de::IgnoredAny>,
+    }
+    let counted: Counted = serde_json::from_str(body)?;
+    Ok(if table { counted.rows.len() } else { counted.items.len() })
+}
+
 /// What one list returned: items (or Table rows), bytes and requests.
 async fn list_once(
     client: &kube::Client,
@@ -274,9 +337,7 @@ async fn list_once(
         bytes += body.len();
         let token = continue_token(&body);
         if count {
-            let value: Value = serde_json::from_str(&body)?;
-            let field = if table { "rows" } else { "items" };
-            items += value[field].as_array().map_or(0, Vec::len);
+            items += count_items(&body, table)?;
         }
         match token {
             Some(token) if params.limit.is_some() => params.continue_token = Some(token),
@@ -359,7 +420,7 @@ pub async fn run(options: &BenchOptions) -> Result<BenchReport, BenchError> {
             async move {
                 if first_page_only {
                     let body = get(client, &path, &params, table).await?;
-                    let items = if count { serde_json::from_str::<Value>(&body).ok().and_then(|v| v["items"].as_array().map(Vec::len)).unwrap_or(0) } else { 0 };
+                    let items = if count { count_items(&body, table)? } else { 0 };
                     Ok::<_, BenchError>((items, body.len(), 1))
                 } else {
                     list_once(client, &path, &params, table, count).await
@@ -402,6 +463,41 @@ mod tests {
         let body = r#"{"items":[{"metadata":{"name":"a"}}],"metadata":{"continue":"abc123","resourceVersion":"9"}}"#;
         assert_eq!(continue_token(body).as_deref(), Some("abc123"));
         assert_eq!(continue_token(r#"{"items":[],"metadata":{"resourceVersion":"9"}}"#), None);
+    }
+
+    #[test]
+    fn items_and_rows_are_counted_without_parsing_them() {
+        let list = r#"{"apiVersion":"v1","items":[{"metadata":{"name":"a"}},{"a":[1,{"b":null}]}],"kind":"PodList","metadata":{}}"#;
+        assert_eq!(count_items(list, false).unwrap(), 2);
+        let table = r#"{"kind":"Table","rows":[{"cells":["a"]}],"columnDefinitions":[]}"#;
+        assert_eq!(count_items(table, true).unwrap(), 1);
+    }
+
+    #[test]
+    fn targets_report_whether_they_were_met() {
+        let timing = |millis: u64| ListTiming {
+            name: "pods, full list (all namespaces)".into(),
+            items: 1,
+            bytes: 1,
+            requests: 1,
+            samples: vec![Duration::from_millis(millis)],
+        };
+        let mut report = BenchReport {
+            nodes: 1,
+            pods: 1,
+            other_objects: 0,
+            load_time: Duration::ZERO,
+            watch_events: 1,
+            watch_restarts: 0,
+            rss_before_kib: Some(1024),
+            rss_loaded_kib: Some(300 * 1024),
+            rss_peak_kib: Some(500 * 1024),
+            lists: vec![timing(900)],
+        };
+        assert_eq!(report.targets().iter().map(|t| t.met).collect::<Vec<_>>(), [Some(true), Some(true)]);
+        report.lists = vec![timing(1100)];
+        report.rss_loaded_kib = None;
+        assert_eq!(report.targets().iter().map(|t| t.met).collect::<Vec<_>>(), [Some(false), None]);
     }
 
     #[test]

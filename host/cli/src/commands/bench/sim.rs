@@ -69,6 +69,12 @@ async fn sim(nodes: usize, pods: usize, runs: usize, json: bool) -> Result<ExitC
             "rssPeakMiB": mib(report.rss_peak_kib),
             "bytesPerObject": growth_kib.map(|kib| kib as f64 * 1024.0 / loaded_objects.max(1) as f64),
             "lists": lists,
+            "targets": report.targets().iter().map(|t| serde_json::json!({
+                "name": t.name,
+                "target": t.target,
+                "measured": t.measured,
+                "met": t.met,
+            })).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&document)?);
         return Ok(ExitCode::SUCCESS);
@@ -105,5 +111,21 @@ async fn sim(nodes: usize, pods: usize, runs: usize, json: bool) -> Result<ExitC
         );
     }
     println!("(medians of {} runs each)", options.runs);
+    println!();
+    let default_size = joinery_sim::bench::BenchOptions::default();
+    let size_note = if (report.nodes, report.pods) == (default_size.nodes, default_size.pods) {
+        String::new()
+    } else {
+        format!(" (set for {} nodes / {} pods; this run loaded {} / {})", default_size.nodes, default_size.pods, report.nodes, report.pods)
+    };
+    println!("targets{size_note}:");
+    for target in report.targets() {
+        let verdict = match target.met {
+            Some(true) => "met",
+            Some(false) => "NOT met",
+            None => "not measured",
+        };
+        println!("  {:<40} {:>10} {:>10}  {verdict}", target.name, target.target, target.measured);
+    }
     Ok(ExitCode::SUCCESS)
 }
