@@ -243,13 +243,17 @@ async fn host_killed_mid_drain_finishes_the_drain_after_restart() {
         .delete("web", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("the old node is gone and both pods run on a new one", Duration::from_secs(120), || async {
+    eventually("the old node is gone and both pods run on new nodes", Duration::from_secs(120), || async {
         let nodes = nodes(&sim).await;
-        nodes.len() == 1 && nodes[0].metadata.name.as_deref() != Some(old_node.as_str()) && running_pods(&sim).await == 2
+        !nodes.is_empty() && nodes.iter().all(|n| n.metadata.name.as_deref() != Some(old_node.as_str())) && running_pods(&sim).await == 2
     })
     .await;
-    eventually("one claim, one live instance", Duration::from_secs(30), || async {
-        claims(&sim).await.len() == 1 && live_instances(&sim) == 1
+    // The replacements may come as one node or two (the two pods may be evicted in one drain
+    // pass or in two, each pass scheduling what it evicted): either way every node has its
+    // claim and its instance, and no instance is left over.
+    eventually("a claim and a live instance per node, and no more", Duration::from_secs(30), || async {
+        let nodes = nodes(&sim).await.len();
+        (1..=2).contains(&nodes) && claims(&sim).await.len() == nodes && live_instances(&sim) == nodes
     })
     .await;
     sim.shutdown().await;
