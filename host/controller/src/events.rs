@@ -1,12 +1,17 @@
 //! Kubernetes Events (`v1/Event`) with upstream's reasons, de-duplicated over a window.
+//!
+//! Publishing does not wait for the API server: events are handed to a writer task (started
+//! with the first one) that creates them in order, as client-go's event broadcaster does, so
+//! a provisioning pass that nominates thousands of pods is not held up by as many requests.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use joinery_core::clock::Clock;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use kube::api::{Api, PostParams};
+use tokio::sync::mpsc;
 
 use crate::util::k8s_time;
 
@@ -21,6 +26,9 @@ pub struct EventRecorder {
     client: kube::Client,
     clock: Arc<Clock>,
     recent: Mutex<HashMap<(String, String, String), SystemTime>>,
+    /// The writer task's queue (namespace, event); it ends once the recorder is dropped and
+    /// the queue is written.
+    queue: OnceLock<mpsc::UnboundedSender<(String, Event)>>,
 }
 
 /// The object an Event is about.
@@ -55,7 +63,23 @@ impl Involved {
 impl EventRecorder {
     /// A recorder writing through `client`, stamping times from `clock`.
     pub fn new(client: kube::Client, clock: Arc<Clock>) -> EventRecorder {
-        EventRecorder { client, clock, recent: Mutex::default() }
+        EventRecorder { client, clock, recent: Mutex::default(), queue: OnceLock::new() }
+    }
+
+    /// The writer task's queue, starting the task the first time (from within the runtime).
+    fn queue(&self) -> &mpsc::UnboundedSender<(String, Event)> {
+        self.queue.get_or_init(|| {
+            let (sender, mut receiver) = mpsc::unbounded_channel::<(String, Event)>();
+            let client = self.client.clone();
+            tokio::spawn(async move {
+                while let Some((namespace, event)) = receiver.recv().await {
+                    if let Err(e) = Api::<Event>::namespaced(client.clone(), &namespace).create(&PostParams::default(), &event).await {
+                        tracing::debug!(error = %e, reason = event.reason.as_deref().unwrap_or_default(), "could not publish event");
+                    }
+                }
+            });
+            sender
+        })
     }
 
     /// Publishes a `Normal` event.
@@ -106,8 +130,8 @@ impl EventRecorder {
             reporting_component: Some(COMPONENT.to_string()),
             ..Default::default()
         };
-        if let Err(e) = Api::<Event>::namespaced(self.client.clone(), &namespace).create(&PostParams::default(), &event).await {
-            tracing::debug!(error = %e, reason, "could not publish event");
+        if self.queue().send((namespace, event)).is_err() {
+            tracing::debug!(reason, "could not publish event: the writer stopped");
         }
     }
 }

@@ -3,7 +3,8 @@
 //! reference, finalizer and requirements with at most 600 instance types, cheapest first).
 
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -37,7 +38,7 @@ const BATCH_POLL: Duration = Duration::from_millis(100);
 
 /// Runs the provisioning loop until stopped.
 pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
-    let mut handled: BTreeSet<String> = BTreeSet::new();
+    let mut handled: HashSet<u64> = HashSet::new();
     // NodeOverlay problems already logged, so each is logged once while it lasts.
     let mut overlay_problems: BTreeSet<String> = BTreeSet::new();
     let mut last_pass: Option<SystemTime> = None;
@@ -52,7 +53,14 @@ pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
         if pending.is_empty() || !(fresh || retrigger) {
             let changed = ctx.state.changed.notified();
             tokio::select! {
-                _ = changed => {}
+                _ = changed => {
+                    // Changes come in bursts (a scale-out writes every pod several times):
+                    // look again once they had a poll interval to settle, not at each one.
+                    tokio::select! {
+                        _ = tokio::time::sleep(ctx.clock.to_real(BATCH_POLL)) => {}
+                        _ = stopped.changed() => return,
+                    }
+                }
                 _ = tokio::time::sleep(ctx.clock.to_real(Duration::from_secs(1))) => {}
                 _ = stopped.changed() => return,
             }
@@ -96,10 +104,16 @@ pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
     }
 }
 
-fn provisionable_uids(ctx: &Context) -> BTreeSet<String> {
-    let mut uids: BTreeSet<String> =
-        ctx.state.pods.state().iter().filter(|p| is_provisionable(p)).filter_map(|p| p.metadata.uid.clone()).collect();
-    uids.extend(reschedulable_pods(ctx).iter().filter_map(|p| p.metadata.uid.clone()));
+/// The pods a provisioning pass would consider now, as hashes of their uids (the batcher only
+/// asks whether new ones came, many times a second while a window is open).
+fn provisionable_uids(ctx: &Context) -> HashSet<u64> {
+    let hash = |pod: &Pod| {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        pod.metadata.uid.hash(&mut hasher);
+        hasher.finish()
+    };
+    let mut uids: HashSet<u64> = ctx.state.pods.state().iter().filter(|p| is_provisionable(p)).map(|p| hash(p)).collect();
+    uids.extend(reschedulable_pods(ctx).iter().map(|p| hash(p)));
     uids
 }
 

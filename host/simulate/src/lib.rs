@@ -502,6 +502,17 @@ impl Simulation {
         instances
     }
 
+    /// How late the physics and the runtime have acted on the scaled clock (see
+    /// [`joinery_sim::physics::LagMeter`]); `None` once the physics is stopped.
+    pub fn lag(&self) -> Option<&Arc<joinery_sim::physics::LagMeter>> {
+        self.physics.as_ref().map(Physics::lag)
+    }
+
+    /// The lag so far, judged against [`LAG_TOLERANCE_SECONDS`].
+    pub fn lag_report(&self) -> report::LagReport {
+        judge_lag(self.lag().map(|l| l.snapshot()).unwrap_or_default(), self.clock.speed())
+    }
+
     /// Starts the host (again, after [`Simulation::crash_controller`]).
     pub async fn start_controller(&mut self) -> Result<(), SimulateError> {
         self.controller = Some(Controller::start(self.controller_options()).await?);
@@ -871,6 +882,18 @@ pub fn unmet(expect: &Expectations, seen: &Observation) -> Vec<String> {
     if expect.all_pods_running == Some(true) {
         check(seen.pods.total > 0 && seen.pods.pending == 0, format!("allPodsRunning: {} of {} running", seen.pods.running, seen.pods.total));
     }
+    if let Some(text) = &expect.all_pods_running_within {
+        // Checked when the scenario was parsed.
+        let within = joinery_api::duration::parse_go_duration(text).unwrap_or_default().as_secs_f64();
+        let all_running = seen.pods.total > 0 && seen.pods.pending == 0;
+        match seen.all_pods_running.filter(|_| all_running) {
+            Some(at) => check(at <= within, format!("allPodsRunningWithin: wanted every pod running by {within:.0} s, they were at {at:.1} s")),
+            None => check(
+                false,
+                format!("allPodsRunningWithin: wanted every pod running by {within:.0} s; {} of {} running at {:.1} s", seen.pods.running, seen.pods.total, seen.at),
+            ),
+        }
+    }
     if let Some(n) = expect.nodes {
         check(seen.nodes == n, format!("nodes: wanted {n}, saw {}", seen.nodes));
     }
@@ -913,6 +936,36 @@ pub fn unmet(expect: &Expectations, seen: &Observation) -> Vec<String> {
 
 /// How often the observer samples the cluster (simulated).
 const SAMPLE_EVERY: Duration = Duration::from_millis(500);
+
+/// How late (simulated seconds, 95th percentile of every lag series) a run may act on its
+/// clock and still count as honouring its speed: Karpenter's default batch idle window is
+/// one second, the physics' pod start one second and node readiness two. Beyond it the run
+/// warns.
+pub const LAG_TOLERANCE_SECONDS: f64 = 1.0;
+
+/// Beyond this lag (simulated seconds, 95th percentile of a series) a run is refused: it
+/// fails, naming the speed and the lag, with a speed to use instead. Five seconds late, batch
+/// windows, pod starts and node readiness all happen at other moments than a real cluster's.
+pub const LAG_REFUSAL_SECONDS: f64 = 5.0;
+
+/// Fewer samples than this do not make a percentile worth judging.
+const LAG_MIN_SAMPLES: u64 = 20;
+
+/// Judges lag series against [`LAG_TOLERANCE_SECONDS`] and [`LAG_REFUSAL_SECONDS`].
+pub fn judge_lag(snapshot: joinery_sim::physics::LagSnapshot, speed: f64) -> report::LagReport {
+    let judged = || snapshot.series.iter().filter(|s| s.count >= LAG_MIN_SAMPLES);
+    let worst = judged().max_by(|a, b| a.p95_seconds.total_cmp(&b.p95_seconds));
+    let p95 = worst.map_or(0.0, |s| s.p95_seconds);
+    report::LagReport {
+        speed,
+        tolerance_seconds: LAG_TOLERANCE_SECONDS,
+        refusal_seconds: LAG_REFUSAL_SECONDS,
+        honoured: p95 <= LAG_TOLERANCE_SECONDS,
+        refused: p95 > LAG_REFUSAL_SECONDS,
+        worst: worst.map(|s| s.name.clone()),
+        series: snapshot.series.clone(),
+    }
+}
 
 /// How [`run_scenario_with`] runs a scenario.
 #[derive(Debug, Clone, Default)]
@@ -961,6 +1014,10 @@ pub async fn run_scenario_with(scenario: &Scenario, run: RunOptions) -> Result<R
     if scenario.expects_events() {
         observer.record_events();
     }
+    // Setting up (compiling the plugins, creating the CRDs) is not the scenario's lag.
+    if let Some(lag) = sim.lag() {
+        lag.reset();
+    }
     let mut failures = Vec::new();
     let deadline = scenario.timeout();
     let result = drive(&sim, scenario, &mut observer, &mut failures, deadline).await;
@@ -973,10 +1030,17 @@ pub async fn run_scenario_with(scenario: &Scenario, run: RunOptions) -> Result<R
             failures.push(format!("final expectation {f}"));
         }
     }
+    let lag = sim.lag_report();
+    if let Some(refusal) = lag.refusal() {
+        failures.push(refusal);
+    }
     let pending = observer.pending_pods().await.unwrap_or_default();
     let mut report = Report::new(scenario, observer.observation(), pending, &observer.timeline, failures, observer.now(), wall.elapsed().as_secs_f64());
+    report.lag = lag;
     report.cloud = cloud_report(&sim, scenario.cloud.provider());
     report.node_classes = node_class_report(&sim).await;
+    // Its watches end first, so the API server's shutdown does not cut them mid-stream.
+    drop(observer);
     sim.shutdown().await;
     Ok(report)
 }
@@ -1053,12 +1117,75 @@ async fn sample_pause(sim: &Simulation, observer: &mut Observer) {
     if let Err(e) = observer.sample(|| sim.cloud_instances()).await {
         tracing::warn!(error = %e, "sampling the cluster failed");
     }
+    if !observer.lag_noted {
+        let lag = sim.lag_report();
+        if !lag.honoured {
+            observer.lag_noted = true;
+            let worst = lag.worst.as_deref().and_then(|w| lag.series.iter().find(|s| s.name == w));
+            if let Some(worst) = worst {
+                observer.note(format!(
+                    "WARNING: falling behind the clock ({} p95 {:.2} s > {} s): --speed {} is too fast for this machine",
+                    worst.name, worst.p95_seconds, lag.tolerance_seconds, lag.speed
+                ));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use joinery_runtime::grants::{KubeAccess, Verb};
+
+    fn series(name: &str, count: u64, p95: f64) -> joinery_sim::physics::LagSeries {
+        joinery_sim::physics::LagSeries {
+            name: name.into(),
+            count,
+            mean_seconds: p95 / 2.0,
+            p50_seconds: p95 / 2.0,
+            p95_seconds: p95,
+            p99_seconds: p95,
+            max_seconds: p95 * 2.0,
+        }
+    }
+
+    #[test]
+    fn lag_is_judged_by_the_worst_95th_percentile_warned_then_refused() {
+        let snapshot = |p95: f64| joinery_sim::physics::LagSnapshot {
+            series: vec![series("clock", 500, 0.05), series("scheduler", 300, p95), series("kubelets", 3, 50.0)],
+        };
+        // Too few samples to judge: the kubelets' series does not count.
+        let fine = judge_lag(snapshot(0.4), 20.0);
+        assert!(fine.honoured && !fine.refused, "{fine:?}");
+        assert_eq!((fine.refusal(), fine.warning(), fine.suggested_speed()), (None, None, None));
+        let late = judge_lag(snapshot(2.0), 20.0);
+        assert!(!late.honoured && !late.refused);
+        assert_eq!(late.worst.as_deref(), Some("scheduler"));
+        assert_eq!(late.suggested_speed(), Some(10.0));
+        let warning = late.warning().unwrap();
+        assert!(warning.contains("--speed 20") && warning.contains("scheduler p95 2.00 s") && warning.contains("--speed 10 or lower"), "{warning}");
+        assert!(late.refusal().is_none());
+        let hopeless = judge_lag(snapshot(24.0), 60.0);
+        assert!(hopeless.refused);
+        let refusal = hopeless.refusal().unwrap();
+        assert!(refusal.starts_with("speed: refused, --speed 60") && refusal.contains("--speed 2 or lower"), "{refusal}");
+        assert!(hopeless.warning().is_none());
+        assert!(hopeless.line().contains("speed 60 refused"), "{}", hopeless.line());
+    }
+
+    #[test]
+    fn time_to_running_is_checked_against_when_every_pod_ran() {
+        let expect = Expectations { all_pods_running_within: Some("2m".into()), ..Default::default() };
+        let mut seen = Observation { at: 90.0, pods: observer::PodCounts { total: 10, running: 4, pending: 6 }, ..Default::default() };
+        let unmet_now = unmet(&expect, &seen);
+        assert!(unmet_now.len() == 1 && unmet_now[0].contains("4 of 10 running"), "{unmet_now:?}");
+        seen.pods = observer::PodCounts { total: 10, running: 10, pending: 0 };
+        seen.all_pods_running = Some(118.0);
+        assert!(unmet(&expect, &seen).is_empty());
+        seen.all_pods_running = Some(121.5);
+        assert!(unmet(&expect, &seen)[0].contains("they were at 121.5 s"));
+        assert!(Scenario::parse("expect: {allPodsRunningWithin: soon}\n", "x.yaml").unwrap_err().to_string().contains("expect.allPodsRunningWithin"));
+    }
 
     #[test]
     fn event_reason_expectations_name_the_missing_reasons() {

@@ -7,10 +7,14 @@ use std::sync::Arc;
 use joinery_api::{HasConditions, NodeClaim};
 use joinery_core::clock::Clock;
 use joinery_core::labels;
+use futures::StreamExt;
 use joinery_sim::cloud::{InstanceState, SimInstance};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use serde::Serialize;
+use tokio::task::JoinHandle;
 
 /// Pod counts (workload pods: DaemonSet pods are not counted).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -132,9 +136,64 @@ impl Observation {
     }
 }
 
+/// Watch-fed copies of the objects the observer samples: a sample reads them instead of
+/// listing every pod from the API server (which, at thousands of pods and a sample every
+/// half simulated second, would load the machine more than the cluster being observed).
+struct Stores {
+    pods: Store<Pod>,
+    nodes: Store<Node>,
+    claims: Store<NodeClaim>,
+    tasks: Vec<JoinHandle<()>>,
+    ready: bool,
+}
+
+impl Stores {
+    fn start(client: &kube::Client) -> Stores {
+        fn feed<K>(api: Api<K>) -> (Store<K>, JoinHandle<()>)
+        where
+            K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+        {
+            let (reader, writer) = reflector::store();
+            let stream = reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+            let task = tokio::spawn(async move {
+                let mut stream = std::pin::pin!(stream);
+                while let Some(event) = stream.next().await {
+                    if let Err(error) = event {
+                        tracing::debug!(%error, "the observer's watch failed; retrying");
+                    }
+                }
+            });
+            (reader, task)
+        }
+        let (pods, pods_task) = feed(Api::<Pod>::all(client.clone()));
+        let (nodes, nodes_task) = feed(Api::<Node>::all(client.clone()));
+        let (claims, claims_task) = feed(Api::<NodeClaim>::all(client.clone()));
+        Stores { pods, nodes, claims, tasks: vec![pods_task, nodes_task, claims_task], ready: false }
+    }
+
+    /// Waits for the first full list of each kind (once).
+    async fn ready(&mut self) {
+        if !self.ready {
+            let _ = self.pods.wait_until_ready().await;
+            let _ = self.nodes.wait_until_ready().await;
+            let _ = self.claims.wait_until_ready().await;
+            self.ready = true;
+        }
+    }
+}
+
+impl Drop for Stores {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
 /// Samples the cluster and records transitions.
 pub struct Observer {
     client: kube::Client,
+    stores: Stores,
     clock: Arc<Clock>,
     state: Observation,
     index: BTreeMap<String, usize>,
@@ -144,6 +203,8 @@ pub struct Observer {
     echo: bool,
     origin: f64,
     record_events: bool,
+    /// Whether the timeline already says the run fell behind its clock.
+    pub lag_noted: bool,
 }
 
 fn is_daemon(pod: &Pod) -> bool {
@@ -155,6 +216,7 @@ impl Observer {
     pub fn new(client: kube::Client, clock: Arc<Clock>, echo: bool) -> Observer {
         let origin = clock.seconds();
         Observer {
+            stores: Stores::start(&client),
             client,
             clock,
             state: Observation::default(),
@@ -164,6 +226,7 @@ impl Observer {
             echo,
             origin,
             record_events: false,
+            lag_noted: false,
         }
     }
 
@@ -228,16 +291,19 @@ impl Observer {
     /// Takes one sample; `instances` gives the cloud's instances, read after the cluster (so a
     /// claim seen launched finds its instance).
     pub async fn sample(&mut self, instances: impl FnOnce() -> Vec<SimInstance>) -> Result<(), kube::Error> {
+        self.stores.ready().await;
         let now = self.now();
         self.state.at = now;
-        let pods = Api::<Pod>::all(self.client.clone()).list(&ListParams::default()).await?;
-        let nodes = Api::<Node>::all(self.client.clone()).list(&ListParams::default()).await?;
-        let claims = Api::<NodeClaim>::all(self.client.clone()).list(&ListParams::default()).await?;
+        let pods = self.stores.pods.state();
+        let nodes = self.stores.nodes.state();
+        let mut claims = self.stores.claims.state();
+        // By name, as a list gives them.
+        claims.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         if self.record_events {
             let events = Api::<k8s_openapi::api::core::v1::Event>::all(self.client.clone()).list(&ListParams::default()).await?;
             self.state.event_reasons.extend(events.items.into_iter().filter_map(|e| e.reason));
         }
-        let workload: Vec<&Pod> = pods.items.iter().filter(|p| !is_daemon(p) && p.metadata.deletion_timestamp.is_none()).collect();
+        let workload: Vec<&Pod> = pods.iter().map(Arc::as_ref).filter(|p| !is_daemon(p) && p.metadata.deletion_timestamp.is_none()).collect();
         let running = workload.iter().filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")).count();
         let counts = PodCounts { total: workload.len(), running, pending: workload.len() - running };
         if counts != self.state.pods {
@@ -250,15 +316,15 @@ impl Observer {
             self.note(format!("all {} pods running", counts.total));
         }
         self.was_all_running = all_running;
-        if nodes.items.len() != self.state.nodes {
-            self.note(format!("nodes: {}", nodes.items.len()));
+        if nodes.len() != self.state.nodes {
+            self.note(format!("nodes: {}", nodes.len()));
         }
-        self.state.nodes = nodes.items.len();
+        self.state.nodes = nodes.len();
         self.state.peak_nodes = self.state.peak_nodes.max(self.state.nodes);
-        self.state.node_claims = claims.items.len();
+        self.state.node_claims = claims.len();
         let instances = instances();
         let mut live = std::collections::BTreeSet::new();
-        for claim in &claims.items {
+        for claim in &claims {
             let name = claim.metadata.name.clone().unwrap_or_default();
             live.insert(name.clone());
             let i = match self.index.get(&name) {
@@ -334,7 +400,7 @@ impl Observer {
         self.state.cloud_instances = alive;
         self.state.cost_per_hour = instances.iter().filter(|x| x.state != InstanceState::Terminated).fold(0.0, |total, x| total + x.price_per_hour);
         let mut by_type: BTreeMap<String, usize> = BTreeMap::new();
-        for node in &nodes.items {
+        for node in &nodes {
             let instance_type = node.metadata.labels.as_ref().and_then(|l| l.get(labels::INSTANCE_TYPE_LABEL)).cloned();
             *by_type.entry(instance_type.unwrap_or_else(|| "unknown".into())).or_default() += 1;
         }

@@ -154,6 +154,103 @@ pub struct NodeClassReport {
     pub conditions: Vec<ConditionReport>,
 }
 
+/// How far the simulation fell behind its scaled clock, in simulated seconds (see
+/// `joinery_sim::physics::lag`), judged by the 95th percentile of each series: within
+/// `toleranceSeconds` the speed is honoured; beyond it the run warns that its decisions may
+/// differ from a slower run's; beyond `refusalSeconds` the run is refused (it fails, naming
+/// the speed, the lag and a speed to use instead).
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LagReport {
+    /// The speed-up the run asked for (`--speed`).
+    pub speed: f64,
+    /// The largest 95th percentile a series may have for the speed to count as honoured.
+    pub tolerance_seconds: f64,
+    /// A 95th percentile beyond this refuses the run.
+    pub refusal_seconds: f64,
+    /// Whether every series (with enough samples to judge) stayed within the tolerance.
+    pub honoured: bool,
+    /// Whether a series went beyond the refusal limit.
+    pub refused: bool,
+    /// The series with the largest 95th percentile.
+    pub worst: Option<String>,
+    /// `clock` (the runtime's own lateness, shared by the host and the physics), `scheduler`,
+    /// `workloads` and `kubelets`.
+    pub series: Vec<joinery_sim::physics::LagSeries>,
+}
+
+impl LagReport {
+    fn worst_series(&self) -> Option<&joinery_sim::physics::LagSeries> {
+        let name = self.worst.as_deref()?;
+        self.series.iter().find(|s| s.name == name)
+    }
+
+    /// A speed that would probably be honoured on this machine (the lag grows with the
+    /// speed-up), rounded down; `None` when this one was.
+    pub fn suggested_speed(&self) -> Option<f64> {
+        if self.honoured {
+            return None;
+        }
+        let worst = self.worst_series().map_or(0.0, |s| s.p95_seconds);
+        let guess = if worst > 0.0 { self.speed * self.tolerance_seconds / worst } else { self.speed / 2.0 };
+        let rounded = if guess >= 10.0 { (guess / 5.0).floor() * 5.0 } else { guess.floor() };
+        Some(rounded.max(1.0))
+    }
+
+    /// What went wrong and what to do, when the speed was not honoured.
+    fn explanation(&self) -> Option<String> {
+        let suggested = self.suggested_speed()?;
+        let worst = self.worst_series()?;
+        let latest = self.series.iter().map(|s| s.max_seconds).fold(0.0, f64::max);
+        let advice = if self.speed <= 1.0 {
+            "this machine cannot run the scenario in real time; try a smaller one".to_string()
+        } else {
+            format!("run it again with --speed {suggested} or lower")
+        };
+        Some(format!(
+            "--speed {} is more than this machine can simulate faithfully: the simulation fell behind its clock \
+             ({} p95 {:.2} s, up to {:.1} s; tolerance {} s), so its decisions may not be those of a real cluster; {advice}",
+            self.speed, worst.name, worst.p95_seconds, latest, self.tolerance_seconds
+        ))
+    }
+
+    /// The refusal, when the lag went beyond the refusal limit: which speed, how late, and
+    /// what to do instead.
+    pub fn refusal(&self) -> Option<String> {
+        if !self.refused {
+            return None;
+        }
+        self.explanation().map(|text| format!("speed: refused, {text}"))
+    }
+
+    /// The warning, when the speed was not honoured but the run not refused.
+    pub fn warning(&self) -> Option<String> {
+        if self.refused {
+            return None;
+        }
+        self.explanation().map(|text| format!("WARNING: {text}"))
+    }
+
+    /// One line for the summary.
+    pub fn line(&self) -> String {
+        let series: Vec<String> = self.series.iter().map(|s| format!("{} {:.2}/{:.2}", s.name, s.p95_seconds, s.max_seconds)).collect();
+        let verdict = if self.refused {
+            "refused"
+        } else if self.honoured {
+            "honoured"
+        } else {
+            "NOT honoured"
+        };
+        format!(
+            "lag behind the clock (simulated s, p95/max): {}; speed {} {verdict} (tolerance {} s, refused beyond {} s)",
+            if series.is_empty() { "-".to_string() } else { series.join(", ") },
+            self.speed,
+            self.tolerance_seconds,
+            self.refusal_seconds
+        )
+    }
+}
+
 /// The report.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -180,6 +277,8 @@ pub struct Report {
     pub cloud: CloudReport,
     /// The NodeClasses at the end, with their conditions.
     pub node_classes: Vec<NodeClassReport>,
+    /// How far the simulation fell behind its clock.
+    pub lag: LagReport,
     /// Simulated seconds the run took.
     pub simulated_seconds: f64,
     /// Real seconds the run took.
@@ -220,6 +319,7 @@ impl Report {
             instance_types: seen.instance_types(),
             cloud: CloudReport::default(),
             node_classes: Vec::new(),
+            lag: LagReport::default(),
             simulated_seconds: simulated,
             wall_seconds: wall,
             timeline: timeline.to_vec(),
@@ -268,6 +368,12 @@ impl Report {
                     )))
                     .unwrap_or_default()
             ));
+        }
+        if self.lag.speed > 0.0 {
+            s.push_str(&format!("  {}\n", self.lag.line()));
+            if let Some(warning) = self.lag.warning() {
+                s.push_str(&format!("  {warning}\n"));
+            }
         }
         for c in &self.node_classes {
             if !c.ready {

@@ -680,6 +680,11 @@ pub struct Expectations {
     /// Every workload pod Running (and at least one exists).
     #[serde(default)]
     pub all_pods_running: Option<bool>,
+    /// Every workload pod became Running no later than this (Go duration of simulated time
+    /// since the scenario started; the report's `timings.allPodsRunningSeconds`): the
+    /// time-to-running of a scale-out.
+    #[serde(default)]
+    pub all_pods_running_within: Option<String>,
     /// Exactly this many Nodes.
     #[serde(default)]
     pub nodes: Option<usize>,
@@ -790,8 +795,17 @@ impl Scenario {
         for (i, m) in self.manifests.iter().enumerate() {
             check_manifest(m, &format!("manifests[{i}]"), origin)?;
         }
+        if let Some(expect) = &self.expect {
+            duration_field(expect.all_pods_running_within.as_deref(), "expect.allPodsRunningWithin", Duration::ZERO, origin)?;
+        }
         for (i, s) in self.steps.iter().enumerate() {
             duration_field(s.at.as_deref(), &format!("steps[{i}].at"), Duration::ZERO, origin)?;
+            for (field, expect) in [("expect", &s.expect), ("waitFor", &s.wait_for)] {
+                if let Some(expect) = expect {
+                    let name = format!("steps[{i}].{field}.allPodsRunningWithin");
+                    duration_field(expect.all_pods_running_within.as_deref(), &name, Duration::ZERO, origin)?;
+                }
+            }
             duration_field(s.timeout.as_deref(), &format!("steps[{i}].timeout"), Duration::ZERO, origin)?;
             duration_field(s.wait.as_deref(), &format!("steps[{i}].wait"), Duration::ZERO, origin)?;
             for (j, m) in s.apply.iter().enumerate() {

@@ -39,8 +39,12 @@ use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
+
 use super::bootstrap::{self, Bootstrap, Format};
 use super::cache::Cache;
+use super::lag::{Pace, paced};
 use super::{PhysicsError, Shared, api_code, is_deleting, is_terminal, node_name_of, object_reference, system_time, watch};
 use crate::cloud::model::NodeRegistration;
 use crate::cloud::{CloudEvent, SimInstance};
@@ -421,6 +425,7 @@ async fn kubelet(shared: Arc<Shared>, instance: SimInstance, registration: Optio
         removing: HashSet::new(),
         timers: BinaryHeap::new(),
         sequence: 0,
+        pace: Pace::new(KUBELET_WRITE_RATE, KUBELET_WRITE_BURST),
     };
     runner.run().await;
 }
@@ -493,7 +498,17 @@ struct PodRunner {
     removing: HashSet<String>,
     timers: BinaryHeap<Reverse<(Instant, u64, Action)>>,
     sequence: u64,
+    /// The kubelet's own write pace.
+    pace: Pace,
 }
+
+/// Writes per simulated second of each kubelet, and its bursts (the kubelet's `kubeAPIQPS`
+/// and `kubeAPIBurst` defaults).
+const KUBELET_WRITE_RATE: f64 = 50.0;
+const KUBELET_WRITE_BURST: u32 = 100;
+
+/// The request an [`Action`] makes, ready to run.
+type Request = BoxFuture<'static, (Action, Result<Option<Pod>, PhysicsError>)>;
 
 impl PodRunner {
     async fn run(&mut self) {
@@ -509,12 +524,19 @@ impl PodRunner {
                     }
                 }
                 _ = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {
+                    let mut requests = Vec::new();
                     while let Some(Reverse((at, _, _))) = self.timers.peek() {
                         if *at > Instant::now() {
                             break;
                         }
                         let Some(Reverse((_, _, action))) = self.timers.pop() else { break };
-                        if let Err(error) = self.act(action.clone()).await {
+                        requests.extend(self.request(action));
+                    }
+                    // Every pod due now is started (or removed) at the kubelet's pace, a few
+                    // at once, as its pod workers would.
+                    let shared = self.shared.clone();
+                    for (action, result) in paced(&shared.clock, &mut self.pace, &shared.lag, "kubelets", requests).await {
+                        if let Err(error) = self.done(&action, result) {
                             // A real kubelet syncs its pods again on its next pass.
                             tracing::warn!(node = %self.node, %error, "kubelet action failed; retrying");
                             self.schedule(self.shared.clock.to_real(ACTION_RETRY), action);
@@ -571,34 +593,64 @@ impl PodRunner {
         self.removing.retain(|uid| present.contains(uid));
     }
 
-    async fn act(&mut self, action: Action) -> Result<(), PhysicsError> {
+    /// The request an action makes; `None` when there is nothing left to do (the pod went, or
+    /// is being deleted before it started).
+    fn request(&mut self, action: Action) -> Option<Request> {
+        let (namespace, name, uid) = match &action {
+            Action::Start { namespace, name, uid } | Action::Remove { namespace, name, uid } => (namespace, name, uid),
+        };
+        let pod = self.pods.get(namespace, name).filter(|p| p.metadata.uid.as_deref() == Some(uid.as_str())).cloned()?;
+        let shared = self.shared.clone();
         match action {
-            Action::Start { namespace, name, uid } => {
-                let Some(pod) = self.pods.get(&namespace, &name).filter(|p| p.metadata.uid.as_deref() == Some(uid.as_str())).cloned() else {
-                    return Ok(());
-                };
+            Action::Start { .. } => {
                 if is_deleting(&pod) {
-                    return Ok(());
+                    return None;
                 }
-                self.start(&pod).await
+                let status = self.running_status(&pod);
+                Some(
+                    async move {
+                        let (namespace, name) = (pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default());
+                        let api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
+                        let result = match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await {
+                            Ok(updated) => Ok(Some(updated)),
+                            Err(error) if api_code(&error) == Some(404) => Ok(None),
+                            Err(error) => Err(error.into()),
+                        };
+                        (action, result)
+                    }
+                    .boxed(),
+                )
             }
-            Action::Remove { namespace, name, uid } => {
-                let Some(pod) = self.pods.get(&namespace, &name).filter(|p| p.metadata.uid.as_deref() == Some(uid.as_str())).cloned() else {
-                    return Ok(());
-                };
-                match force_delete(&self.shared, &pod).await? {
-                    Some(object) => self.pods.deleted(object, true),
-                    None => self.pods.forget(&namespace, &name),
+            Action::Remove { .. } => Some(
+                async move {
+                    let result = force_delete(&shared, &pod).await;
+                    (action, result)
                 }
-                Ok(())
-            }
+                .boxed(),
+            ),
         }
     }
 
-    /// The pod's containers are running and ready.
-    async fn start(&mut self, pod: &Pod) -> Result<(), PhysicsError> {
-        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-        let name = pod.metadata.name.clone().unwrap_or_default();
+    /// Takes in what an action's request answered.
+    fn done(&mut self, action: &Action, result: Result<Option<Pod>, PhysicsError>) -> Result<(), PhysicsError> {
+        let answer = result?;
+        match action {
+            Action::Start { namespace, name, .. } => {
+                if let Some(updated) = answer {
+                    tracing::debug!(pod = %name, %namespace, node = %self.node, "pod running");
+                    self.pods.upsert(updated);
+                }
+            }
+            Action::Remove { namespace, name, .. } => match answer {
+                Some(object) => self.pods.deleted(object, true),
+                None => self.pods.forget(namespace, name),
+            },
+        }
+        Ok(())
+    }
+
+    /// The status of the pod with its containers running and ready.
+    fn running_status(&mut self, pod: &Pod) -> Value {
         let spec = pod.spec.clone().unwrap_or_default();
         let now = serde_json::to_value(self.shared.now()).unwrap_or(Value::Null);
         let pod_ip = if spec.host_network == Some(true) {
@@ -675,16 +727,7 @@ impl PodRunner {
         if !init_containers.is_empty() {
             status["initContainerStatuses"] = Value::Array(init_containers);
         }
-        let api: Api<Pod> = Api::namespaced(self.shared.client.clone(), &namespace);
-        match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await {
-            Ok(updated) => {
-                tracing::debug!(pod = %name, %namespace, node = %self.node, "pod running");
-                self.pods.upsert(updated);
-                Ok(())
-            }
-            Err(error) if api_code(&error) == Some(404) => Ok(()),
-            Err(error) => Err(error.into()),
-        }
+        status
     }
 }
 

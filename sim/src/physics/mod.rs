@@ -15,11 +15,14 @@
 //!   terminates the instance, its Node and pods go away.
 //!
 //! All durations are simulated: the physics sleeps `clock.to_real(d)` and writes timestamps
-//! from the shared [`Clock`].
+//! from the shared [`Clock`]. The scheduler and the controllers write at a simulated pace
+//! ([`PhysicsOptions::write_rate`]), and every component records how late it acts on the
+//! scaled clock in a [`LagMeter`] ([`Physics::lag`]), with a probe of the runtime itself.
 
 mod bootstrap;
 mod cache;
 mod kubelet;
+pub mod lag;
 mod scheduler;
 mod workloads;
 
@@ -41,6 +44,7 @@ use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
 use crate::cloud::CloudEvent;
+pub use lag::{LagMeter, LagSeries, LagSnapshot};
 
 /// The scheduler name pods get when they do not name one.
 pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
@@ -74,11 +78,23 @@ pub struct PhysicsOptions {
     pub resync_interval: Duration,
     /// The `topology.kubernetes.io/region` label of nodes whose instance has none.
     pub region: String,
+    /// Writes per simulated second the scheduler (bindings and status) and the workload
+    /// controllers (pod creations and deletions, status) each make at most, as the
+    /// client-side rate limit of the real components (kube-scheduler's and
+    /// kube-controller-manager's `--kube-api-qps`).
+    pub write_rate: f64,
 }
+
+/// Writes per simulated second of the scheduler and of the workload controllers, unless set.
+pub const DEFAULT_WRITE_RATE: f64 = 100.0;
+
+/// How many writes a component may make at once above its rate (client-go's `Burst`).
+pub(crate) const WRITE_BURST: u32 = 20;
 
 impl PhysicsOptions {
     /// Options with the defaults: no cloud events, boot delay 30 s, node ready 2 s after
-    /// registration, pods running 1 s after binding, resync every 10 s, region `sim-region-1`.
+    /// registration, pods running 1 s after binding, resync every 10 s, region `sim-region-1`,
+    /// [`DEFAULT_WRITE_RATE`] writes per simulated second.
     pub fn new(client: kube::Client, clock: Arc<Clock>) -> Self {
         Self {
             client,
@@ -89,6 +105,7 @@ impl PhysicsOptions {
             pod_start_delay: Duration::from_secs(1),
             resync_interval: Duration::from_secs(10),
             region: "sim-region-1".to_string(),
+            write_rate: DEFAULT_WRITE_RATE,
         }
     }
 
@@ -111,6 +128,7 @@ impl std::fmt::Debug for PhysicsOptions {
             .field("pod_start_delay", &self.pod_start_delay)
             .field("resync_interval", &self.resync_interval)
             .field("region", &self.region)
+            .field("write_rate", &self.write_rate)
             .finish_non_exhaustive()
     }
 }
@@ -124,6 +142,8 @@ pub(crate) struct Shared {
     pub(crate) pod_start_delay: Duration,
     pub(crate) resync_interval: Duration,
     pub(crate) region: String,
+    pub(crate) write_rate: f64,
+    pub(crate) lag: Arc<LagMeter>,
 }
 
 impl Shared {
@@ -140,6 +160,17 @@ impl Shared {
     /// The real duration of the resync interval (at least a millisecond).
     pub(crate) fn real_resync(&self) -> Duration {
         self.clock.to_real(self.resync_interval).max(Duration::from_millis(1))
+    }
+
+    /// A write pace at this physics' write rate.
+    pub(crate) fn pace(&self) -> lag::Pace {
+        lag::Pace::new(self.write_rate, WRITE_BURST)
+    }
+
+    /// Records, as `what`, how late a pass started after the change that asked for it
+    /// (`fired`, real time).
+    pub(crate) fn record_pass(&self, what: &'static str, fired: tokio::time::Instant) {
+        self.lag.record(what, self.clock.to_simulated(fired.elapsed()));
     }
 
     /// The clock's time now, as a Kubernetes timestamp.
@@ -188,23 +219,51 @@ pub(crate) fn system_time(time: &Time) -> SystemTime {
 /// The running cluster physics. Dropping it stops every component.
 pub struct Physics {
     tasks: Vec<JoinHandle<()>>,
+    lag: Arc<LagMeter>,
 }
 
 impl Physics {
-    /// Starts the scheduler, the workload controllers and the kubelet manager as tokio tasks
-    /// (call from within a tokio runtime).
+    /// Starts the scheduler, the workload controllers, the kubelet manager and the clock
+    /// probe as tokio tasks (call from within a tokio runtime).
     pub fn start(options: PhysicsOptions) -> Physics {
-        let PhysicsOptions { client, clock, cloud_events, boot_delay, node_ready_delay, pod_start_delay, resync_interval, region } =
-            options;
-        let shared = Arc::new(Shared { client, clock, boot_delay, node_ready_delay, pod_start_delay, resync_interval, region });
+        let PhysicsOptions {
+            client,
+            clock,
+            cloud_events,
+            boot_delay,
+            node_ready_delay,
+            pod_start_delay,
+            resync_interval,
+            region,
+            write_rate,
+        } = options;
+        let lag = Arc::new(LagMeter::new());
+        let shared = Arc::new(Shared {
+            client,
+            clock: clock.clone(),
+            boot_delay,
+            node_ready_delay,
+            pod_start_delay,
+            resync_interval,
+            region,
+            write_rate,
+            lag: lag.clone(),
+        });
         let tasks = vec![
             tokio::spawn(scheduler::run(shared.clone())),
             tokio::spawn(workloads::run_deployments(shared.clone())),
             tokio::spawn(workloads::run_daemonsets(shared.clone())),
             tokio::spawn(kubelet::run(shared, cloud_events)),
+            tokio::spawn(lag::probe(clock, lag.clone())),
         ];
         tracing::info!("cluster physics started");
-        Physics { tasks }
+        Physics { tasks, lag }
+    }
+
+    /// How late the physics and the runtime it shares with the host have acted on the scaled
+    /// clock so far (see [`LagMeter`]).
+    pub fn lag(&self) -> &Arc<LagMeter> {
+        &self.lag
     }
 
     /// Stops every component (kubelets included) and waits for them to end.
@@ -261,34 +320,48 @@ pub(crate) fn api_code(error: &kube::Error) -> Option<u16> {
     }
 }
 
-/// Coalesces change notifications into passes: a pass is due a few milliseconds after the
-/// first change since the previous one, so a burst of watch events leads to one pass.
+/// Coalesces change notifications into passes: a pass is due shortly after the first change
+/// since the previous one, so a burst of watch events leads to one pass.
 pub(crate) struct Trigger {
-    due: Option<tokio::time::Instant>,
+    /// When the pending pass is due, and when the change that asked for it came.
+    due: Option<(tokio::time::Instant, tokio::time::Instant)>,
+    settle: Duration,
 }
 
 impl Trigger {
-    /// How long a burst of changes may take to settle before a pass starts (real time).
+    /// How long a burst of changes may take to settle before a pass starts (real time)...
     const SETTLE: Duration = Duration::from_millis(5);
+    /// ...and at most (simulated), so that high speed-ups do not make every reaction late.
+    const SETTLE_SIMULATED: Duration = Duration::from_millis(50);
 
-    /// A trigger with a pass due at once.
+    /// A trigger with a pass due at once, settling for a few real milliseconds.
     pub(crate) fn new() -> Self {
-        Self { due: Some(tokio::time::Instant::now()) }
+        let now = tokio::time::Instant::now();
+        Self { due: Some((now, now)), settle: Self::SETTLE }
+    }
+
+    /// [`Trigger::new`], settling for no more than a few simulated tens of milliseconds on
+    /// `clock`.
+    pub(crate) fn scaled(clock: &Clock) -> Self {
+        Self { settle: clock.to_real(Self::SETTLE_SIMULATED).min(Self::SETTLE), ..Self::new() }
     }
 
     /// Something changed: make a pass due, unless one already is.
     pub(crate) fn fire(&mut self) {
         if self.due.is_none() {
-            self.due = Some(tokio::time::Instant::now() + Self::SETTLE);
+            let now = tokio::time::Instant::now();
+            self.due = Some((now + self.settle, now));
         }
     }
 
-    /// Waits until a pass is due (forever if none is), then clears it.
-    pub(crate) async fn due(&mut self) {
+    /// Waits until a pass is due (forever if none is), then clears it; returns when the change
+    /// that asked for it came (real time).
+    pub(crate) async fn due(&mut self) -> tokio::time::Instant {
         match self.due {
-            Some(at) => {
+            Some((at, fired)) => {
                 tokio::time::sleep_until(at).await;
                 self.due = None;
+                fired
             }
             None => std::future::pending().await,
         }

@@ -32,6 +32,7 @@ use kube::Resource;
 use serde_json::json;
 
 use super::cache::Cache;
+use super::lag::{Pace, paced};
 use super::scheduler::{node_affinity_matches, untolerated};
 use super::{
     PhysicsError, Shared, Trigger, api_code, controller_uid, core_toleration, is_deleting, is_ready, is_terminal, labels_of,
@@ -132,8 +133,9 @@ pub(crate) async fn run_deployments(shared: Arc<Shared>) {
     let mut replica_set_events = watch(Api::<ReplicaSet>::all(client.clone()), watcher::Config::default());
     let mut pod_events = watch(Api::<Pod>::all(client), watcher::Config::default());
     let mut resync = tokio::time::interval(shared.real_resync());
-    let mut controller = Deployments { shared, deployments: Cache::new(), replica_sets: Cache::new(), pods: Cache::new() };
-    let mut trigger = Trigger::new();
+    let mut trigger = Trigger::scaled(&shared.clock);
+    let pace = shared.pace();
+    let mut controller = Deployments { shared, deployments: Cache::new(), replica_sets: Cache::new(), pods: Cache::new(), pace };
     loop {
         let synced = controller.deployments.is_synced() && controller.replica_sets.is_synced() && controller.pods.is_synced();
         tokio::select! {
@@ -150,7 +152,10 @@ pub(crate) async fn run_deployments(shared: Arc<Shared>) {
                 trigger.fire();
             }
             _ = resync.tick() => trigger.fire(),
-            _ = trigger.due(), if synced => controller.pass().await,
+            fired = trigger.due(), if synced => {
+                controller.shared.record_pass(LAG_SERIES, fired);
+                controller.pass().await;
+            }
         }
     }
 }
@@ -160,6 +165,40 @@ struct Deployments {
     deployments: Cache<Deployment>,
     replica_sets: Cache<ReplicaSet>,
     pods: Cache<Pod>,
+    pace: Pace,
+}
+
+/// The lag series the workload controllers record into.
+const LAG_SERIES: &str = "workloads";
+
+/// Most pods a ReplicaSet creates or deletes in one pass (kube-controller-manager's
+/// `burstReplicas`); the next pass goes on.
+const BURST_REPLICAS: usize = 500;
+
+/// A pod a ReplicaSet creates or deletes.
+enum PodWrite {
+    Create(Pod),
+    Delete(Pod),
+}
+
+/// What came of a [`PodWrite`].
+enum PodWritten {
+    Created(Result<Pod, kube::Error>),
+    Deleted(Pod, Result<Option<Pod>, kube::Error>),
+}
+
+/// The writes of several ReplicaSets taken in turn, one of each at a time, so that they grow
+/// (or shrink) together as with the real controller's parallel workers.
+fn interleave(mut plans: Vec<std::collections::VecDeque<PodWrite>>) -> Vec<PodWrite> {
+    let mut out = Vec::new();
+    while plans.iter().any(|p| !p.is_empty()) {
+        for plan in &mut plans {
+            if let Some(write) = plan.pop_front() {
+                out.push(write);
+            }
+        }
+    }
+    out
 }
 
 impl Deployments {
@@ -171,9 +210,12 @@ impl Deployments {
             }
         }
         let replica_sets: Vec<ReplicaSet> = self.replica_sets.iter().filter(|r| r.metadata.deletion_timestamp.is_none()).cloned().collect();
+        let plans = replica_sets.iter().map(|replica_set| self.plan_pods(replica_set).into()).collect();
+        self.write_pods(interleave(plans)).await;
         for replica_set in &replica_sets {
-            if let Err(error) = self.sync_pods(replica_set).await {
-                tracing::warn!(replicaset = %replica_set.metadata.name.as_deref().unwrap_or_default(), %error, "replicaset sync failed");
+            let Some(uid) = replica_set.metadata.uid.as_deref() else { continue };
+            if let Err(error) = self.sync_replica_set_status(replica_set, uid).await {
+                tracing::warn!(replicaset = %replica_set.metadata.name.as_deref().unwrap_or_default(), %error, "replicaset status update failed");
             }
         }
         for deployment in &deployments {
@@ -257,47 +299,102 @@ impl Deployments {
         }
     }
 
-    /// Creates or deletes pods until the ReplicaSet's active pods match its replica count.
-    async fn sync_pods(&mut self, replica_set: &ReplicaSet) -> Result<(), PhysicsError> {
-        let Some(spec) = replica_set.spec.as_ref() else { return Ok(()) };
-        let Some(uid) = replica_set.metadata.uid.clone() else { return Ok(()) };
+    /// The pods to create or delete so that the ReplicaSet's active pods match its replica
+    /// count (at most [`BURST_REPLICAS`]): surplus pods go unscheduled first, then pending,
+    /// unready, cheaper to delete, newest.
+    fn plan_pods(&self, replica_set: &ReplicaSet) -> Vec<PodWrite> {
+        let Some(spec) = replica_set.spec.as_ref() else { return Vec::new() };
+        let Some(uid) = replica_set.metadata.uid.as_deref() else { return Vec::new() };
         let (namespace, _) = name_of(&replica_set.metadata);
         let desired = spec.replicas.unwrap_or(1).max(0) as usize;
-        let active: Vec<Pod> = self
-            .pods
-            .iter()
-            .filter(|p| controller_uid(&p.metadata) == Some(uid.as_str()) && !is_terminal(p) && !is_deleting(p))
-            .cloned()
-            .collect();
+        let active: Vec<&Pod> =
+            self.pods.iter().filter(|p| controller_uid(&p.metadata) == Some(uid) && !is_terminal(p) && !is_deleting(p)).collect();
         if active.len() < desired
             && let Some(template) = spec.template.as_ref()
         {
             let pod = pod_from_template(template, &namespace, controller_reference(replica_set));
-            for _ in active.len()..desired {
-                create_pod(&self.shared, &mut self.pods, &pod).await?;
-            }
-        } else if active.len() > desired {
-            let mut ranked = active.clone();
-            ranked.sort_by_key(|p| {
-                let phase = match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
-                    Some("Pending") | None => 0,
-                    Some("Running") => 2,
-                    Some(_) => 1,
-                };
-                let cost: i64 = p
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(joinery_core::labels::POD_DELETION_COST_ANNOTATION))
-                    .and_then(|c| c.parse().ok())
-                    .unwrap_or(0);
-                (node_name_of(p).is_some(), phase, is_ready(p), cost, Reverse(p.metadata.creation_timestamp.clone()), p.metadata.name.clone())
-            });
-            for pod in ranked.iter().take(active.len() - desired) {
-                delete_pod(&self.shared, &mut self.pods, pod, false).await?;
+            return (active.len()..desired).take(BURST_REPLICAS).map(|_| PodWrite::Create(pod.clone())).collect();
+        }
+        if active.len() <= desired {
+            return Vec::new();
+        }
+        let mut ranked = active.clone();
+        ranked.sort_by_key(|p| {
+            let phase = match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
+                Some("Pending") | None => 0,
+                Some("Running") => 2,
+                Some(_) => 1,
+            };
+            let cost: i64 = p
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(joinery_core::labels::POD_DELETION_COST_ANNOTATION))
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0);
+            (node_name_of(p).is_some(), phase, is_ready(p), cost, Reverse(p.metadata.creation_timestamp.clone()), p.metadata.name.clone())
+        });
+        ranked.into_iter().take((active.len() - desired).min(BURST_REPLICAS)).map(|p| PodWrite::Delete(p.clone())).collect()
+    }
+
+    /// Makes pod creations and deletions at the controllers' pace, a few at once, and takes
+    /// what they return into the cache.
+    async fn write_pods(&mut self, writes: Vec<PodWrite>) {
+        if writes.is_empty() {
+            return;
+        }
+        let client = self.shared.client.clone();
+        let jobs: Vec<_> = writes
+            .into_iter()
+            .map(|write| {
+                let client = client.clone();
+                async move {
+                    match write {
+                        PodWrite::Create(pod) => {
+                            let api: Api<Pod> = Api::namespaced(client, pod.metadata.namespace.as_deref().unwrap_or_default());
+                            PodWritten::Created(api.create(&PostParams::default(), &pod).await)
+                        }
+                        PodWrite::Delete(pod) => {
+                            let (namespace, name) = name_of(&pod.metadata);
+                            let api: Api<Pod> = Api::namespaced(client, &namespace);
+                            let result = api.delete(&name, &DeleteParams::default()).await.map(|answer| answer.left());
+                            PodWritten::Deleted(pod, result)
+                        }
+                    }
+                }
+            })
+            .collect();
+        let shared = self.shared.clone();
+        for written in paced(&shared.clock, &mut self.pace, &shared.lag, LAG_SERIES, jobs).await {
+            match written {
+                PodWritten::Created(Ok(created)) => {
+                    tracing::debug!(pod = %created.metadata.name.as_deref().unwrap_or_default(), "pod created");
+                    self.pods.upsert(created);
+                }
+                PodWritten::Created(Err(error)) => tracing::warn!(%error, "creating a pod failed"),
+                PodWritten::Deleted(pod, result) => {
+                    let (namespace, name) = name_of(&pod.metadata);
+                    match result {
+                        Ok(answer) => {
+                            match answer {
+                                Some(object) => self.pods.deleted(object, false),
+                                None => self.pods.forget(&namespace, &name),
+                            }
+                            tracing::debug!(pod = %name, %namespace, "pod deleted");
+                        }
+                        Err(error) if api_code(&error) == Some(404) => self.pods.forget(&namespace, &name),
+                        Err(error) => tracing::warn!(pod = %name, %namespace, %error, "deleting a pod failed"),
+                    }
+                }
             }
         }
-        self.sync_replica_set_status(replica_set, &uid).await
+    }
+
+    /// One write at the controllers' pace.
+    async fn paced_write<T>(&mut self, write: impl std::future::Future<Output = T>) -> T {
+        let shared = self.shared.clone();
+        let mut done = paced(&shared.clock, &mut self.pace, &shared.lag, LAG_SERIES, vec![write]).await;
+        done.pop().expect("one write gives one result")
     }
 
     async fn sync_replica_set_status(&mut self, replica_set: &ReplicaSet, uid: &str) -> Result<(), PhysicsError> {
@@ -317,7 +414,8 @@ impl Deployments {
         }
         let (namespace, name) = name_of(&replica_set.metadata);
         let api: Api<ReplicaSet> = Api::namespaced(self.shared.client.clone(), &namespace);
-        match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await {
+        let patch = json!({"status": status});
+        match self.paced_write(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))).await {
             Ok(updated) => {
                 self.replica_sets.upsert(updated);
                 Ok(())
@@ -387,7 +485,8 @@ impl Deployments {
         }
         let (namespace, name) = name_of(&deployment.metadata);
         let api: Api<Deployment> = Api::namespaced(self.shared.client.clone(), &namespace);
-        match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await {
+        let patch = json!({"status": status});
+        match self.paced_write(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))).await {
             Ok(updated) => {
                 self.deployments.upsert(updated);
                 Ok(())
@@ -403,12 +502,26 @@ pub(crate) async fn run_daemonsets(shared: Arc<Shared>) {
     let client = shared.client.clone();
     let mut daemon_set_events = watch(Api::<DaemonSet>::all(client.clone()), watcher::Config::default());
     let mut node_events = watch(Api::<Node>::all(client.clone()), watcher::Config::default());
-    let mut pod_events = watch(Api::<Pod>::all(client), watcher::Config::default());
+    // Pods are watched only while a DaemonSet exists: decoding every pod event of a large
+    // cluster for nothing would cost what the scheduler and the kubelets need.
+    let mut pod_events = None;
     let mut resync = tokio::time::interval(shared.real_resync());
+    let mut trigger = Trigger::scaled(&shared.clock);
     let mut controller = DaemonSets { shared, daemon_sets: Cache::new(), nodes: Cache::new(), pods: Cache::new() };
-    let mut trigger = Trigger::new();
     loop {
-        let synced = controller.daemon_sets.is_synced() && controller.nodes.is_synced() && controller.pods.is_synced();
+        let wanted = controller.daemon_sets.iter().next().is_some();
+        if wanted != pod_events.is_some() && controller.daemon_sets.is_synced() {
+            pod_events = wanted.then(|| watch(Api::<Pod>::all(client.clone()), watcher::Config::default()));
+            controller.pods = Cache::new();
+        }
+        let pods_synced = pod_events.is_none() || controller.pods.is_synced();
+        let synced = controller.daemon_sets.is_synced() && controller.nodes.is_synced() && pods_synced;
+        let next_pod = async {
+            match pod_events.as_mut() {
+                Some(events) => events.next().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             Some(event) = daemon_set_events.next() => {
                 controller.daemon_sets.apply(event);
@@ -418,12 +531,15 @@ pub(crate) async fn run_daemonsets(shared: Arc<Shared>) {
                 controller.nodes.apply(event);
                 trigger.fire();
             }
-            Some(event) = pod_events.next() => {
+            Some(event) = next_pod => {
                 controller.pods.apply(event);
                 trigger.fire();
             }
             _ = resync.tick() => trigger.fire(),
-            _ = trigger.due(), if synced => controller.pass().await,
+            fired = trigger.due(), if synced => {
+                controller.shared.record_pass(LAG_SERIES, fired);
+                controller.pass().await;
+            }
         }
     }
 }

@@ -35,6 +35,13 @@ fn run_scenario(scenario: Option<&str>, speed: f64) -> (serde_json::Value, Strin
 /// journals its exchanges with the fake Exoscale API, and every one of them must conform to
 /// Exoscale's OpenAPI document ([`conforms_to_exoscales_definition`]).
 fn run_scenario_plotted(scenario: Option<&str>, speed: f64) -> (serde_json::Value, String, bool, String) {
+    run_scenario_file(scenario.map(|s| repo().join("examples/scenarios").join(s)).as_deref(), speed)
+}
+
+/// [`run_scenario_plotted`] on any scenario file.
+fn run_scenario_file(path: Option<&std::path::Path>, speed: f64) -> (serde_json::Value, String, bool, String) {
+    let scenario = path.map(|p| p.file_name().unwrap().to_string_lossy().to_string());
+    let scenario = scenario.as_deref();
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report.json");
     let plot = dir.path().join("plot.svg");
@@ -42,8 +49,8 @@ fn run_scenario_plotted(scenario: Option<&str>, speed: f64) -> (serde_json::Valu
     let exoscale = scenario.is_some_and(|s| s.starts_with("exoscale-"));
     let mut cmd = joinery();
     cmd.arg("simulate");
-    if let Some(s) = scenario {
-        cmd.arg(repo().join("examples/scenarios").join(s));
+    if let Some(path) = path {
+        cmd.arg(path);
     }
     if exoscale {
         cmd.arg("--exoscale-journal").arg(&journal);
@@ -555,6 +562,77 @@ fn a_thousand_pod_scale_out_never_deletes_a_node_or_launches_twice() {
     assert_eq!((created, deleted, running), (33, 0, 1000), "{}", report["totals"]);
 }
 
+/// The speed the 2,000-pod scale-out runs at in these tests: what a debug build keeps up
+/// with on two cores (the scenario's own figures hold at any speed the machine honours).
+const SCALE_OUT_SPEED: f64 = 4.0;
+
+#[test]
+fn two_thousand_pods_scale_out_within_two_minutes_on_few_claims() {
+    let (report, stdout, ok) = simulate_alone("scale-out-2000-pods.yaml", SCALE_OUT_SPEED);
+    let tail = stdout.lines().rev().take(20).collect::<Vec<_>>().join("\n");
+    assert!(ok, "{tail}");
+    let (_, created, _, running) = totals(&report);
+    assert_eq!(running, 2000, "{}", report["totals"]);
+    // 600 CPUs of pods need at least 38 nodes of the largest type (16 CPUs).
+    assert!((38..=48).contains(&created), "{created} claims; {}", report["totals"]);
+    let to_running = report["timings"]["allPodsRunningSeconds"].as_f64().unwrap();
+    assert!(to_running <= 120.0, "every pod running at {to_running} s");
+    assert_eq!(report["lag"]["refused"], false, "{}", report["lag"]);
+    for series in ["clock", "scheduler", "workloads", "kubelets"] {
+        let found = report["lag"]["series"].as_array().unwrap().iter().any(|s| s["name"] == series && s["count"].as_u64().unwrap() > 0);
+        assert!(found, "no {series} lag in {}", report["lag"]);
+    }
+    assert!(stdout.contains("lag behind the clock"), "{tail}");
+}
+
+/// The 2,000-pod scale-out with a tenth of its replicas, as a scenario file in `dir`.
+fn small_scale_out(dir: &std::path::Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(repo().join("examples/scenarios/scale-out-2000-pods.yaml")).unwrap();
+    let mut small = text.clone();
+    for (from, to) in [("replicas: 1000", "replicas: 100"), ("replicas: 600", "replicas: 60"), ("replicas: 400", "replicas: 40"), ("podsRunning: 2000", "podsRunning: 200")] {
+        assert!(small.contains(from), "the scenario no longer says {from}");
+        small = small.replace(from, to);
+    }
+    let path = dir.join("scale-out-200-pods.yaml");
+    std::fs::write(&path, small).unwrap();
+    path
+}
+
+/// What a run decided: NodeClaims created, nodes launched per instance type, pods running.
+fn decisions(report: &serde_json::Value) -> (u64, std::collections::BTreeMap<String, u64>, u64) {
+    let mut types = std::collections::BTreeMap::new();
+    for node in report["nodes"].as_array().unwrap() {
+        if let Some(t) = node["instanceType"].as_str() {
+            *types.entry(t.to_string()).or_insert(0) += 1;
+        }
+    }
+    (report["totals"]["nodeClaimsCreated"].as_u64().unwrap(), types, report["pods"]["running"].as_u64().unwrap())
+}
+
+#[test]
+fn one_scenario_decides_alike_at_two_speeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = small_scale_out(dir.path());
+    let run = |speed: f64| {
+        let _exclusive = CPU.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (report, stdout, ok, _) = run_scenario_file(Some(&path), speed);
+        assert!(ok, "speed {speed}: {}", stdout.lines().rev().take(20).collect::<Vec<_>>().join("\n"));
+        assert_eq!(report["lag"]["refused"], false, "speed {speed}: {}", report["lag"]);
+        report
+    };
+    let (slow, fast) = (run(SCALE_OUT_SPEED), run(4.0 * SCALE_OUT_SPEED));
+    let ((slow_claims, slow_types, slow_running), (fast_claims, fast_types, fast_running)) = (decisions(&slow), decisions(&fast));
+    assert_eq!((slow_running, fast_running), (200, 200));
+    // A batch window that closes a moment earlier or later may split pods differently: one or
+    // two claims apart at most, of the same instance types.
+    assert!(slow_claims.abs_diff(fast_claims) <= 2, "claims {slow_claims} vs {fast_claims}");
+    let types = |t: &std::collections::BTreeMap<String, u64>| t.keys().cloned().collect::<Vec<_>>();
+    let apart: u64 = slow_types.keys().chain(fast_types.keys()).collect::<std::collections::BTreeSet<_>>().into_iter()
+        .map(|t| slow_types.get(t).copied().unwrap_or(0).abs_diff(fast_types.get(t).copied().unwrap_or(0)))
+        .sum();
+    assert!(apart <= 2, "instance types {:?} vs {:?} ({:?} vs {:?})", slow_types, fast_types, types(&slow_types), types(&fast_types));
+}
+
 #[test]
 fn every_shipped_scenario_is_covered_by_a_test() {
     let tested = [
@@ -589,6 +667,7 @@ fn every_shipped_scenario_is_covered_by_a_test() {
         "quickstart.yaml",
         "rke2-bootstrap.yaml",
         "scale-out-1000-pods.yaml",
+        "scale-out-2000-pods.yaml",
         "static-nodepool.yaml",
         "unschedulable-explained.yaml",
         "zone-spread.yaml",
