@@ -131,6 +131,100 @@ pub struct SelectorStores {
     pub replication_controllers: Store<ReplicationController>,
 }
 
+/// What the caches keep of each object: everything but what no controller reads. Trimming
+/// happens as objects arrive, before they are stored, so that a cluster of 50,000 pods does
+/// not hold their container images, environments, probes and container statuses in memory.
+/// Cached objects are read, never written back (writes are patches built from scratch), so
+/// the cut fields are never lost from the cluster.
+pub trait Trim {
+    /// Drops the fields no controller reads. The default keeps everything but
+    /// `metadata.managedFields`.
+    fn trim(&mut self)
+    where
+        Self: kube::Resource,
+    {
+        self.meta_mut().managed_fields = None;
+    }
+}
+
+macro_rules! keep_all_but_managed_fields {
+    ($($ty:ty),*) => { $(impl Trim for $ty {})* };
+}
+keep_all_but_managed_fields!(
+    NodeClaim,
+    NodePool,
+    NodeOverlay,
+    DaemonSet,
+    PodDisruptionBudget,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+    Namespace,
+    CSINode,
+    Service,
+    ReplicaSet,
+    StatefulSet,
+    ReplicationController,
+    DynamicObject
+);
+
+/// The annotation `kubectl apply` keeps a whole copy of the object in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+impl Trim for Pod {
+    /// Keeps what scheduling, disruption, termination and the metrics read: metadata (but
+    /// managed fields and kubectl's last-applied copy), the spec with each container cut to
+    /// its name, resources, host ports and restart policy (sidecars), the volumes that take
+    /// part in scheduling (claims, ephemeral and inline cloud volumes: not ConfigMaps,
+    /// Secrets, projected, downward API or emptyDir), and the status' phase, reason,
+    /// conditions, nominated node and start time.
+    fn trim(&mut self) {
+        self.metadata.managed_fields = None;
+        if let Some(annotations) = self.metadata.annotations.as_mut() {
+            annotations.remove(LAST_APPLIED);
+        }
+        if let Some(spec) = self.spec.as_mut() {
+            let cut = |c: &mut k8s_openapi::api::core::v1::Container| {
+                *c = k8s_openapi::api::core::v1::Container {
+                    name: std::mem::take(&mut c.name),
+                    resources: c.resources.take(),
+                    restart_policy: c.restart_policy.take(),
+                    ports: c.ports.take().map(|ports| ports.into_iter().filter(|p| p.host_port.is_some()).collect::<Vec<_>>()).filter(|p| !p.is_empty()),
+                    ..Default::default()
+                };
+            };
+            spec.containers.iter_mut().for_each(cut);
+            spec.init_containers.iter_mut().flatten().for_each(cut);
+            spec.ephemeral_containers = None;
+            if let Some(volumes) = spec.volumes.as_mut() {
+                volumes.retain(|v| {
+                    v.config_map.is_none() && v.secret.is_none() && v.projected.is_none() && v.downward_api.is_none() && v.empty_dir.is_none()
+                });
+            }
+        }
+        if let Some(status) = self.status.as_mut() {
+            *status = k8s_openapi::api::core::v1::PodStatus {
+                phase: status.phase.take(),
+                reason: status.reason.take(),
+                conditions: status.conditions.take(),
+                nominated_node_name: status.nominated_node_name.take(),
+                start_time: status.start_time.take(),
+                ..Default::default()
+            };
+        }
+    }
+}
+
+impl Trim for Node {
+    /// Keeps everything but managed fields and the list of container images on the node.
+    fn trim(&mut self) {
+        self.metadata.managed_fields = None;
+        if let Some(status) = self.status.as_mut() {
+            status.images = None;
+        }
+    }
+}
+
 fn spawn_reflector<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,
@@ -138,11 +232,11 @@ fn spawn_reflector<K>(
     what: String,
 ) -> JoinHandle<()>
 where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K: kube::Resource + Trim + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
     tokio::spawn(async move {
-        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).modify(Trim::trim)).default_backoff();
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
             match event {
@@ -320,5 +414,62 @@ impl ClusterState {
     /// The NodeClass object `name` of the given kind.
     pub fn node_class(&self, key: &NodeClassKey, name: &str) -> Option<Arc<DynamicObject>> {
         self.node_classes.get(key)?.state().into_iter().find(|o| o.metadata.name.as_deref() == Some(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_cached_pod_keeps_what_the_controllers_read_and_nothing_else() {
+        let mut pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "web-1", "namespace": "default", "labels": {"app": "web"},
+                "annotations": {"karpenter.sh/do-not-disrupt": "true", LAST_APPLIED: "{...}"},
+                "managedFields": [{"manager": "kubectl", "operation": "Apply"}],
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u1", "controller": true}]},
+            "spec": {
+                "nodeSelector": {"disk": "ssd"},
+                "tolerations": [{"key": "gpu", "operator": "Exists"}],
+                "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}}],
+                "containers": [{"name": "app", "image": "app:1", "command": ["run"], "env": [{"name": "A", "value": "b"}],
+                    "ports": [{"containerPort": 8080}, {"containerPort": 53, "hostPort": 53, "protocol": "UDP"}],
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+                    {"name": "config", "configMap": {"name": "c"}}, {"name": "token", "projected": {"sources": []}}]},
+            "status": {"phase": "Pending", "podIP": "10.0.0.1", "nominatedNodeName": "n1",
+                "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+                "containerStatuses": [{"name": "app", "ready": false, "restartCount": 0, "image": "app:1", "imageID": ""}]}
+        }))
+        .unwrap();
+        pod.trim();
+        let kept = serde_json::to_value(&pod).unwrap();
+        assert_eq!(kept["metadata"]["annotations"], json!({"karpenter.sh/do-not-disrupt": "true"}));
+        assert!(kept["metadata"].get("managedFields").is_none());
+        assert_eq!(kept["metadata"]["ownerReferences"][0]["uid"], "u1");
+        assert_eq!(kept["spec"]["nodeSelector"], json!({"disk": "ssd"}));
+        assert_eq!(kept["spec"]["tolerations"][0]["key"], "gpu");
+        assert_eq!(
+            kept["spec"]["containers"],
+            json!([{"name": "app", "ports": [{"containerPort": 53, "hostPort": 53, "protocol": "UDP"}], "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}])
+        );
+        assert_eq!(kept["spec"]["initContainers"], json!([{"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}}]));
+        assert_eq!(kept["spec"]["volumes"], json!([{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]));
+        assert_eq!(kept["status"], json!({"phase": "Pending", "nominatedNodeName": "n1",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}));
+    }
+
+    #[test]
+    fn a_cached_node_loses_its_image_list_and_managed_fields_only() {
+        let mut node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "labels": {"a": "b"}, "managedFields": [{"manager": "kubelet"}]},
+            "spec": {"providerID": "sim:///i-1"},
+            "status": {"allocatable": {"cpu": "4"}, "images": [{"names": ["app:1"], "sizeBytes": 1}]}
+        }))
+        .unwrap();
+        node.trim();
+        let kept = serde_json::to_value(&node).unwrap();
+        assert_eq!(kept, json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"a": "b"}}, "spec": {"providerID": "sim:///i-1"}, "status": {"allocatable": {"cpu": "4"}}}));
     }
 }
