@@ -1168,7 +1168,7 @@ mod tests {
         let hopeless = judge_lag(snapshot(24.0), 60.0);
         assert!(hopeless.refused);
         let refusal = hopeless.refusal().unwrap();
-        assert!(refusal.starts_with("speed: refused, --speed 60") && refusal.contains("--speed 2 or lower"), "{refusal}");
+        assert!(refusal.starts_with("speed: refused, --speed 60") && refusal.contains("--speed 20 or lower"), "{refusal}");
         assert!(hopeless.warning().is_none());
         assert!(hopeless.line().contains("speed 60 refused"), "{}", hopeless.line());
     }

@@ -236,8 +236,11 @@ impl Pace {
     }
 }
 
-/// How many writes a component has in flight at most.
-pub(crate) const CONCURRENT_WRITES: usize = 8;
+/// How many writes a component has in flight at most. With 8, a loopback round trip of a few
+/// milliseconds capped the emulated kube-scheduler below 2,000 bindings per real second, and
+/// a 2,000-pod scale-out fell seconds behind its clock at `--speed 20` (kube-scheduler binds
+/// each pod in a goroutine of its own, without such a cap).
+pub(crate) const CONCURRENT_WRITES: usize = 32;
 
 /// Runs writes at the component's pace, [`CONCURRENT_WRITES`] at a time: each waits for its
 /// slot, runs, and is recorded as `what` by how late it completed after its slot. Returns the

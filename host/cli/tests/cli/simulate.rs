@@ -574,7 +574,7 @@ fn two_thousand_pods_scale_out_within_two_minutes_on_few_claims() {
     let (_, created, _, running) = totals(&report);
     assert_eq!(running, 2000, "{}", report["totals"]);
     // 600 CPUs of pods need at least 38 nodes of the largest type (16 CPUs).
-    assert!((38..=48).contains(&created), "{created} claims; {}", report["totals"]);
+    assert!((38..=50).contains(&created), "{created} claims; {}", report["totals"]);
     let to_running = report["timings"]["allPodsRunningSeconds"].as_f64().unwrap();
     assert!(to_running <= 120.0, "every pod running at {to_running} s");
     assert_eq!(report["lag"]["refused"], false, "{}", report["lag"]);
