@@ -105,15 +105,16 @@ pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
 }
 
 /// The pods a provisioning pass would consider now, as hashes of their uids (the batcher only
-/// asks whether new ones came, many times a second while a window is open).
+/// asks whether new ones came, many times a second while a window is open): the pending ones
+/// from the set the pod watch keeps, and those on deleting nodes.
 fn provisionable_uids(ctx: &Context) -> HashSet<u64> {
-    let hash = |pod: &Pod| {
+    let hash = |uid: Option<&str>| {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        pod.metadata.uid.hash(&mut hasher);
+        uid.hash(&mut hasher);
         hasher.finish()
     };
-    let mut uids: HashSet<u64> = ctx.state.pods.state().iter().filter(|p| is_provisionable(p)).map(|p| hash(p)).collect();
-    uids.extend(reschedulable_pods(ctx).iter().map(|p| hash(p)));
+    let mut uids: HashSet<u64> = ctx.state.provisionable.uids().iter().map(|uid| hash(Some(uid))).collect();
+    uids.extend(reschedulable_pods(ctx).iter().map(|p| hash(p.metadata.uid.as_deref())));
     uids
 }
 

@@ -63,6 +63,60 @@ pub struct ClusterState {
     pub node_classes: BTreeMap<NodeClassKey, Store<DynamicObject>>,
     /// Notified whenever any cache changes.
     pub changed: Arc<Notify>,
+    /// The uids of the pods a provisioning pass would take, kept from the pod watch.
+    pub provisionable: Arc<ProvisionablePods>,
+}
+
+/// The uids of the pods a provisioning pass would take
+/// ([`is_provisionable`](joinery_kube::pods::is_provisionable)), kept up to date from the pod
+/// watch's events, so that the provisioner's batcher, which asks many times a second whether
+/// new pending pods came, reads a set of a few entries instead of scanning every cached pod.
+/// A relist builds a new set and swaps it in when the list is complete, as the cache does.
+#[derive(Debug, Default)]
+pub struct ProvisionablePods {
+    sets: std::sync::Mutex<ProvisionableSets>,
+}
+
+#[derive(Debug, Default)]
+struct ProvisionableSets {
+    current: std::collections::HashSet<String>,
+    relisting: Option<std::collections::HashSet<String>>,
+}
+
+impl ProvisionablePods {
+    /// Takes in one event of the pod watch.
+    pub fn observe(&self, event: &watcher::Event<Pod>) {
+        let mut sets = self.sets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let uid = |pod: &Pod| pod.metadata.uid.clone().unwrap_or_default();
+        match event {
+            watcher::Event::Init => sets.relisting = Some(Default::default()),
+            watcher::Event::InitApply(pod) => {
+                if joinery_kube::pods::is_provisionable(pod) {
+                    sets.relisting.get_or_insert_with(Default::default).insert(uid(pod));
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(listed) = sets.relisting.take() {
+                    sets.current = listed;
+                }
+            }
+            watcher::Event::Apply(pod) => {
+                if joinery_kube::pods::is_provisionable(pod) {
+                    sets.current.insert(uid(pod));
+                } else {
+                    sets.current.remove(&uid(pod));
+                }
+            }
+            watcher::Event::Delete(pod) => {
+                sets.current.remove(&uid(pod));
+            }
+        }
+    }
+
+    /// The uids now.
+    pub fn uids(&self) -> Vec<String> {
+        self.sets.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).current.iter().cloned().collect()
+    }
 }
 
 /// The cached objects of one pass (see [`ClusterState::objects`]).
@@ -235,12 +289,30 @@ where
     K: kube::Resource + Trim + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
+    spawn_observed_reflector(api, writer, changed, what, |_| {})
+}
+
+/// [`spawn_reflector`], also handing every event (after the cache took it) to `observe`.
+fn spawn_observed_reflector<K>(
+    api: Api<K>,
+    writer: reflector::store::Writer<K>,
+    changed: Arc<Notify>,
+    what: String,
+    mut observe: impl FnMut(&watcher::Event<K>) + Send + 'static,
+) -> JoinHandle<()>
+where
+    K: kube::Resource + Trim + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
     tokio::spawn(async move {
         let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).modify(Trim::trim)).default_backoff();
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
             match event {
-                Ok(_) => changed.notify_waiters(),
+                Ok(event) => {
+                    observe(&event);
+                    changed.notify_waiters();
+                }
                 Err(e) => tracing::warn!(kind = %what, error = %e, "watch failed; retrying with backoff"),
             }
         }
@@ -268,7 +340,14 @@ impl ClusterState {
                 reader
             }};
         }
-        let pods = watch_all!(Pod, "Pod");
+        let provisionable = Arc::new(ProvisionablePods::default());
+        let pods = {
+            let (reader, writer) = reflector::store::<Pod>();
+            let observer = provisionable.clone();
+            let observe = move |event: &watcher::Event<Pod>| observer.observe(event);
+            tasks.push(spawn_observed_reflector(Api::<Pod>::all(client.clone()), writer, changed.clone(), "Pod".to_string(), observe));
+            reader
+        };
         let nodes = watch_all!(Node, "Node");
         let node_claims = watch_all!(NodeClaim, "NodeClaim");
         let node_pools = watch_all!(NodePool, "NodePool");
@@ -335,6 +414,7 @@ impl ClusterState {
             selectors,
             node_classes,
             changed,
+            provisionable,
         };
         state.wait_synced().await?;
         Ok((state, tasks))
@@ -471,5 +551,41 @@ mod tests {
         node.trim();
         let kept = serde_json::to_value(&node).unwrap();
         assert_eq!(kept, json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"a": "b"}}, "spec": {"providerID": "sim:///i-1"}, "status": {"allocatable": {"cpu": "4"}}}));
+    }
+
+    #[test]
+    fn the_provisionable_set_follows_the_watch_and_a_relist_replaces_it() {
+        let pod = |uid: &str, unschedulable: bool, node: Option<&str>| -> Pod {
+            let status = if unschedulable { "False" } else { "True" };
+            serde_json::from_value(json!({
+                "metadata": {"name": uid, "namespace": "default", "uid": uid},
+                "spec": {"containers": [{"name": "c"}], "nodeName": node},
+                "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": status, "reason": if unschedulable { "Unschedulable" } else { "" }}]}
+            }))
+            .unwrap()
+        };
+        let set = ProvisionablePods::default();
+        let sorted = |set: &ProvisionablePods| {
+            let mut uids = set.uids();
+            uids.sort();
+            uids
+        };
+        set.observe(&watcher::Event::Init);
+        set.observe(&watcher::Event::InitApply(pod("a", true, None)));
+        set.observe(&watcher::Event::InitApply(pod("b", false, Some("n1"))));
+        assert!(set.uids().is_empty(), "nothing until the list is complete");
+        set.observe(&watcher::Event::InitDone);
+        assert_eq!(sorted(&set), vec!["a"]);
+        set.observe(&watcher::Event::Apply(pod("c", true, None)));
+        set.observe(&watcher::Event::Apply(pod("a", false, Some("n1"))));
+        assert_eq!(sorted(&set), vec!["c"], "a was bound");
+        // A relist keeps the old set until it is complete, then replaces it.
+        set.observe(&watcher::Event::Init);
+        set.observe(&watcher::Event::InitApply(pod("d", true, None)));
+        assert_eq!(sorted(&set), vec!["c"]);
+        set.observe(&watcher::Event::InitDone);
+        assert_eq!(sorted(&set), vec!["d"]);
+        set.observe(&watcher::Event::Delete(pod("d", true, None)));
+        assert!(set.uids().is_empty());
     }
 }
