@@ -171,25 +171,7 @@ fn node(index: usize) -> Value {
             },
         },
         "spec": {"providerID": format!("sim://{zone}/{name}")},
-        "status": {
-            "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110", "ephemeral-storage": "100Gi"},
-            "allocatable": {"cpu": "15890m", "memory": "62Gi", "pods": "110", "ephemeral-storage": "95Gi"},
-            "conditions": [
-                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory", "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-                {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure", "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-                {"type": "PIDPressure", "status": "False", "reason": "KubeletHasSufficientPID", "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status", "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-            ],
-            "addresses": [
-                {"type": "InternalIP", "address": format!("10.{}.{}.{}", index / 65_536 % 256, index / 256 % 256, index % 256)},
-                {"type": "Hostname", "address": name},
-            ],
-            "nodeInfo": {
-                "kubeletVersion": "v1.33.0", "kubeProxyVersion": "", "osImage": "Simulated Linux", "kernelVersion": "6.1.0",
-                "containerRuntimeVersion": "containerd://2.0.0", "architecture": "amd64", "operatingSystem": "linux",
-                "machineID": "", "systemUUID": "", "bootID": "",
-            },
-        },
+        "status": crate::preload::node_status(index, &name),
     })
 }
 
@@ -234,25 +216,7 @@ fn pod(index: usize, namespace: &str, node: &str, app: usize, owner_uid: &str) -
                 {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
             ],
         },
-        "status": {
-            "phase": "Running",
-            "qosClass": "Burstable",
-            "podIP": format!("10.128.{}.{}", index / 256 % 256, index % 256),
-            "hostIP": "10.0.0.1",
-            "startTime": "2026-01-01T00:00:00Z",
-            "conditions": [
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-                {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-                {"type": "ContainersReady", "status": "True", "lastTransitionTime": "2026-01-01T00:00:01Z"},
-                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:01Z"},
-            ],
-            "containerStatuses": [{
-                "name": "app", "ready": true, "started": true, "restartCount": 0,
-                "image": "registry.example/app:1", "imageID": "registry.example/app@sha256:0000",
-                "containerID": format!("containerd://{index:064x}"),
-                "state": {"running": {"startedAt": "2026-01-01T00:00:01Z"}},
-            }],
-        },
+        "status": crate::preload::running_pod_status(index),
     })
 }
 

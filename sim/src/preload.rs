@@ -88,10 +88,6 @@ fn node_name(index: usize) -> String {
 fn node(index: usize) -> Value {
     let name = node_name(index);
     let zone = ["zone-a", "zone-b", "zone-c"][index % 3];
-    let since = "2026-01-01T00:00:00Z";
-    let condition = |kind: &str, status: &str, reason: &str| {
-        json!({"type": kind, "status": status, "reason": reason, "lastHeartbeatTime": since, "lastTransitionTime": since})
-    };
     json!({
         "metadata": {
             "name": name,
@@ -107,25 +103,61 @@ fn node(index: usize) -> Value {
             "providerID": format!("static:///{name}"),
             "taints": [{"key": STATIC_TAINT_KEY, "value": "true", "effect": "NoSchedule"}],
         },
-        "status": {
-            "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110", "ephemeral-storage": "100Gi"},
-            "allocatable": {"cpu": "15890m", "memory": "62Gi", "pods": "110", "ephemeral-storage": "95Gi"},
-            "conditions": [
-                condition("MemoryPressure", "False", "KubeletHasSufficientMemory"),
-                condition("DiskPressure", "False", "KubeletHasNoDiskPressure"),
-                condition("PIDPressure", "False", "KubeletHasSufficientPID"),
-                condition("Ready", "True", "KubeletReady"),
-            ],
-            "addresses": [
-                {"type": "InternalIP", "address": format!("10.{}.{}.{}", index / 65_536 % 256, index / 256 % 256, index % 256)},
-                {"type": "Hostname", "address": name},
-            ],
-            "nodeInfo": {
-                "kubeletVersion": "v1.33.0", "kubeProxyVersion": "", "osImage": "Simulated Linux", "kernelVersion": "6.1.0",
-                "containerRuntimeVersion": "containerd://2.0.0", "architecture": "amd64", "operatingSystem": "linux",
-                "machineID": "", "systemUUID": "", "bootID": "",
-            },
+        "status": node_status(index, &name),
+    })
+}
+
+/// When every preloaded object started.
+const SINCE: &str = "2026-01-01T00:00:00Z";
+
+/// The status of a Ready 16 vCPU / 64 GiB node, `index` picking its address (also used by
+/// `joinery bench sim`).
+pub(crate) fn node_status(index: usize, name: &str) -> Value {
+    let condition = |kind: &str, status: &str, reason: &str| {
+        json!({"type": kind, "status": status, "reason": reason, "lastHeartbeatTime": SINCE, "lastTransitionTime": SINCE})
+    };
+    json!({
+        "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110", "ephemeral-storage": "100Gi"},
+        "allocatable": {"cpu": "15890m", "memory": "62Gi", "pods": "110", "ephemeral-storage": "95Gi"},
+        "conditions": [
+            condition("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+            condition("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+            condition("PIDPressure", "False", "KubeletHasSufficientPID"),
+            condition("Ready", "True", "KubeletReady"),
+        ],
+        "addresses": [
+            {"type": "InternalIP", "address": format!("10.{}.{}.{}", index / 65_536 % 256, index / 256 % 256, index % 256)},
+            {"type": "Hostname", "address": name},
+        ],
+        "nodeInfo": {
+            "kubeletVersion": "v1.33.0", "kubeProxyVersion": "", "osImage": "Simulated Linux", "kernelVersion": "6.1.0",
+            "containerRuntimeVersion": "containerd://2.0.0", "architecture": "amd64", "operatingSystem": "linux",
+            "machineID": "", "systemUUID": "", "bootID": "",
         },
+    })
+}
+
+/// The status of a Running pod with one ready container `app`, `index` picking its IP and
+/// container ID (also used by `joinery bench sim`).
+pub(crate) fn running_pod_status(index: usize) -> Value {
+    json!({
+        "phase": "Running",
+        "qosClass": "Burstable",
+        "podIP": format!("10.128.{}.{}", index / 256 % 256, index % 256),
+        "hostIP": "10.0.0.1",
+        "startTime": SINCE,
+        "conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": SINCE},
+            {"type": "Initialized", "status": "True", "lastTransitionTime": SINCE},
+            {"type": "ContainersReady", "status": "True", "lastTransitionTime": SINCE},
+            {"type": "Ready", "status": "True", "lastTransitionTime": SINCE},
+        ],
+        "containerStatuses": [{
+            "name": "app", "ready": true, "started": true, "restartCount": 0,
+            "image": "registry.example/app:1", "imageID": "registry.example/app@sha256:0000",
+            "containerID": format!("containerd://{index:064x}"),
+            "state": {"running": {"startedAt": SINCE}},
+        }],
     })
 }
 
@@ -150,7 +182,6 @@ fn replica_set(app: usize, replicas: usize) -> Value {
 
 fn pod(index: usize, namespace: &str, node: &str, app: usize, owner_uid: &str) -> Value {
     let app_name = format!("static-{app}");
-    let since = "2026-01-01T00:00:00Z";
     json!({
         "metadata": {
             "name": format!("{app_name}-7c9d4f-{index:06}"),
@@ -175,25 +206,7 @@ fn pod(index: usize, namespace: &str, node: &str, app: usize, owner_uid: &str) -
                 {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
             ],
         },
-        "status": {
-            "phase": "Running",
-            "qosClass": "Burstable",
-            "podIP": format!("10.128.{}.{}", index / 256 % 256, index % 256),
-            "hostIP": "10.0.0.1",
-            "startTime": since,
-            "conditions": [
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": since},
-                {"type": "Initialized", "status": "True", "lastTransitionTime": since},
-                {"type": "ContainersReady", "status": "True", "lastTransitionTime": since},
-                {"type": "Ready", "status": "True", "lastTransitionTime": since},
-            ],
-            "containerStatuses": [{
-                "name": "app", "ready": true, "started": true, "restartCount": 0,
-                "image": "registry.example/app:1", "imageID": "registry.example/app@sha256:0000",
-                "containerID": format!("containerd://{index:064x}"),
-                "state": {"running": {"startedAt": since}},
-            }],
-        },
+        "status": running_pod_status(index),
     })
 }
 
