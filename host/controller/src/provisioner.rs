@@ -4,7 +4,6 @@
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -38,7 +37,7 @@ const BATCH_POLL: Duration = Duration::from_millis(100);
 
 /// Runs the provisioning loop until stopped.
 pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
-    let mut handled: HashSet<u64> = HashSet::new();
+    let mut handled: HashSet<String> = HashSet::new();
     // NodeOverlay problems already logged, so each is logged once while it lasts.
     let mut overlay_problems: BTreeSet<String> = BTreeSet::new();
     let mut last_pass: Option<SystemTime> = None;
@@ -104,17 +103,11 @@ pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
     }
 }
 
-/// The pods a provisioning pass would consider now, as hashes of their uids (the batcher only
-/// asks whether new ones came, many times a second while a window is open): the pending ones
-/// from the set the pod watch keeps, and those on deleting nodes.
-fn provisionable_uids(ctx: &Context) -> HashSet<u64> {
-    let hash = |uid: Option<&str>| {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        uid.hash(&mut hasher);
-        hasher.finish()
-    };
-    let mut uids: HashSet<u64> = ctx.state.provisionable.uids().iter().map(|uid| hash(Some(uid))).collect();
-    uids.extend(reschedulable_pods(ctx).iter().map(|p| hash(p.metadata.uid.as_deref())));
+/// The uids of the pods a provisioning pass would consider now: the pending ones from the
+/// set the pod watch keeps, and those on deleting nodes.
+fn provisionable_uids(ctx: &Context) -> HashSet<String> {
+    let mut uids = ctx.state.provisionable.uids();
+    uids.extend(reschedulable_pods(ctx).iter().map(|p| p.metadata.uid.clone().unwrap_or_default()));
     uids
 }
 

@@ -114,8 +114,8 @@ impl ProvisionablePods {
     }
 
     /// The uids now.
-    pub fn uids(&self) -> Vec<String> {
-        self.sets.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).current.iter().cloned().collect()
+    pub fn uids(&self) -> std::collections::HashSet<String> {
+        self.sets.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).current.clone()
     }
 }
 
@@ -566,7 +566,7 @@ mod tests {
         };
         let set = ProvisionablePods::default();
         let sorted = |set: &ProvisionablePods| {
-            let mut uids = set.uids();
+            let mut uids: Vec<String> = set.uids().into_iter().collect();
             uids.sort();
             uids
         };
