@@ -12,7 +12,7 @@ use joinery_controller::cloud::{Cloud, group_kind};
 use joinery_core::clock::Clock;
 use joinery_core::instance_type::InstanceType;
 use joinery_core::labels::LabelPolicy;
-use joinery_kube::snapshot::{Catalog, Snapshot};
+use joinery_kube::snapshot::{Snapshot, read_catalog};
 use joinery_runtime::manifest::PluginKind;
 use joinery_runtime::services::HostServices;
 use kube::api::DynamicObject;
@@ -42,9 +42,7 @@ impl InstanceTypeArgs {
     pub async fn load(&self) -> Result<(Vec<InstanceType>, LabelPolicy)> {
         match (&self.catalog, &self.plugin, &self.node_class) {
             (Some(path), _, _) => {
-                let catalog = Catalog::parse(&read(path, "catalog")?).with_context(|| format!("catalog {}", path.display()))?;
-                let policy = catalog.label_policy();
-                Ok((catalog.instance_types, policy))
+                read_catalog(&read(path, "catalog")?).with_context(|| format!("catalog {}", path.display()))
             }
             (None, Some(plugin), Some(class)) => Ok((plugin_instance_types(&self.plugins, plugin, class).await?, LabelPolicy::default())),
             _ => bail!("give the instance types: --catalog FILE, or --plugin NAME with --node-class FILE"),

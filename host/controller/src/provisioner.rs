@@ -505,12 +505,12 @@ mod tests {
         assert!(set.conflicts.is_empty());
 
         // Applied to a NodePool's types, the overlay makes the large type the cheaper one.
-        let catalog = joinery_kube::snapshot::Catalog::parse(
+        let (catalog, _) = joinery_kube::snapshot::read_catalog(
             "- {name: small, cpu: 2, memory: 4Gi, offerings: [{zone: a, capacityType: on-demand, price: 0.1}]}\n\
              - {name: large, cpu: 8, memory: 32Gi, offerings: [{zone: a, capacityType: on-demand, price: 0.4}]}\n",
         )
         .unwrap();
-        let types = overlay::apply_overlays(&catalog.instance_types, &Requirements::new(), &set.overlays);
+        let types = overlay::apply_overlays(&catalog, &Requirements::new(), &set.overlays);
         let price = |name: &str| types.iter().find(|t| t.name() == name).unwrap().offerings().cheapest().unwrap().price().unwrap();
         assert_eq!(price("large"), 0.01);
         assert_eq!(price("small"), 0.1, "types the overlay does not match keep their price");

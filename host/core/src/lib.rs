@@ -13,6 +13,8 @@
 //!   "can this pod run on that shape" question.
 //! - [`taints`]: taints, tolerations and Kubernetes' matching rules.
 //! - [`instance_type`]: instance types, offerings, allocatable capacity and price ordering.
+//! - [`catalog`]: the instance-type catalog file (`joinery schedule --catalog`, the simulated
+//!   cloud's `cloud.catalog`): its defaults, checks and instance types.
 //! - [`contract`]: the plugin contract as plain types (what cloud, renderer and pricing plugins
 //!   receive and return), independent of any WIT version.
 //! - [`backoff`]: exponential backoff with `Retry-After`, per key, for calls that failed.
@@ -30,6 +32,7 @@
 //!   NodeClaims to create.
 
 pub mod backoff;
+pub mod catalog;
 pub mod clock;
 pub mod contract;
 pub mod cron;

@@ -8,23 +8,22 @@
 //! Node become in-flight capacity, pending pods become the batch, DaemonSets the per-node
 //! overhead, NodePools the templates (limits counted against their NodeClaims).
 //!
-//! The instance types come from outside the snapshot: a catalog file ([`Catalog::parse`])
+//! The instance types come from outside the snapshot: a catalog file ([`read_catalog`])
 //! or a cloud plugin.
 //!
 //! Everything here is pure and deterministic. Errors name the document (1-based, in stream
 //! order), the object's kind and name, and the field; YAML errors also carry the line.
 
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 
 use joinery_api::{NodeClaim, NodeOverlay, NodePool};
 use joinery_core::instance_type::InstanceType;
-use joinery_core::labels::{CAPACITY_TYPES, LabelPolicy};
-use joinery_core::requirements::{Operator, Requirements};
-use joinery_core::resources::Unit;
+use joinery_core::catalog::Catalog;
+use joinery_core::labels::LabelPolicy;
+use joinery_core::requirements::Requirements;
 use joinery_core::scheduling::PodKey;
-use joinery_core::contract;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -718,263 +717,13 @@ fn abbreviate(items: &[String], max: usize) -> String {
 // ---------------------------------------------------------------------------------------------
 // Instance-type catalogs.
 
-/// One instance type of a catalog file.
-///
-/// ```yaml
-/// - name: c-4x-amd64-linux
-///   cpu: 4
-///   memory: 8Gi
-///   pods: 64                      # default 110
-///   ephemeralStorage: 20Gi        # optional
-///   arch: amd64                   # or a list; default amd64
-///   os: linux                     # or a list; default linux
-///   resources: {nvidia.com/gpu: 1}  # extended resources
-///   labels: {example.com/family: c}
-///   requirements: [{key: example.com/exotic, operator: DoesNotExist}]
-///   overhead: {kubeReserved: {cpu: 100m, memory: 10Mi}}
-///   offerings:
-///     - {zone: zone-a, capacityType: on-demand, price: 0.12}
-///     - {zone: zone-a, capacityType: spot, price: 0.05, available: false}
-/// ```
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CatalogEntry {
-    /// Name (the `node.kubernetes.io/instance-type` value).
-    pub name: String,
-    /// CPU capacity as a quantity (`4`, `3500m`).
-    pub cpu: String,
-    /// Memory capacity as a quantity (`16Gi`).
-    pub memory: String,
-    /// Pod capacity; default 110.
-    #[serde(default)]
-    pub pods: Option<String>,
-    /// Ephemeral storage capacity; unset means none is advertised.
-    #[serde(default)]
-    pub ephemeral_storage: Option<String>,
-    /// Architecture(s) (`kubernetes.io/arch`); default `amd64`.
-    #[serde(default)]
-    pub arch: Option<OneOrMany>,
-    /// Operating system(s) (`kubernetes.io/os`); default `linux`.
-    #[serde(default)]
-    pub os: Option<OneOrMany>,
-    /// Extended resources (e.g. `nvidia.com/gpu`) as quantities.
-    #[serde(default)]
-    pub resources: BTreeMap<String, String>,
-    /// Labels every node of the type gets (each becomes a single-value `In` requirement).
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-    /// Further requirements, e.g. `DoesNotExist` for a label the type never has.
-    #[serde(default)]
-    pub requirements: Vec<CatalogRequirement>,
-    /// Kubelet reservations subtracted from capacity.
-    #[serde(default)]
-    pub overhead: CatalogOverhead,
-    /// Zones and capacity types the type can be bought in.
-    pub offerings: Vec<CatalogOffering>,
-}
-
-/// A string or a list of strings.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
-pub enum OneOrMany {
-    /// One value.
-    One(String),
-    /// Several values.
-    Many(Vec<String>),
-}
-
-impl OneOrMany {
-    fn values(&self) -> Vec<String> {
-        match self {
-            OneOrMany::One(v) => vec![v.clone()],
-            OneOrMany::Many(v) => v.clone(),
-        }
-    }
-}
-
-/// A requirement of a catalog entry (node-selector form).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CatalogRequirement {
-    /// Label key.
-    pub key: String,
-    /// `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`, `Gte`, `Lte`.
-    pub operator: String,
-    /// Values.
-    #[serde(default)]
-    pub values: Vec<String>,
-    /// minValues.
-    #[serde(default)]
-    pub min_values: Option<u32>,
-}
-
-/// Overhead of a catalog entry: resource name → quantity per category.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CatalogOverhead {
-    /// `kube-reserved`.
-    #[serde(default)]
-    pub kube_reserved: BTreeMap<String, String>,
-    /// `system-reserved`.
-    #[serde(default)]
-    pub system_reserved: BTreeMap<String, String>,
-    /// Hard eviction thresholds.
-    #[serde(default)]
-    pub eviction_threshold: BTreeMap<String, String>,
-}
-
-/// An offering of a catalog entry.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CatalogOffering {
-    /// Zone (`topology.kubernetes.io/zone`).
-    pub zone: String,
-    /// `on-demand`, `spot` or `reserved`.
-    pub capacity_type: String,
-    /// Price per hour; unset means unknown (such types are ordered after priced ones,
-    /// smallest first).
-    #[serde(default)]
-    pub price: Option<f64>,
-    /// Whether it can be launched; default true.
-    #[serde(default = "yes")]
-    pub available: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-/// The object form of a catalog file.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct CatalogObject {
-    instance_types: Vec<CatalogEntry>,
-    #[serde(default)]
-    well_known_labels: Vec<String>,
-}
-
-/// An instance-type catalog: what a cloud plugin would return, from a file.
-#[derive(Debug, Clone, Default)]
-pub struct Catalog {
-    /// The instance types, in file order.
-    pub instance_types: Vec<InstanceType>,
-    /// Label keys to treat as well-known besides upstream's (pods may select them without a
-    /// NodePool declaring them), e.g. the test provider's `size`, `special` and `integer`.
-    pub well_known_labels: Vec<String>,
-}
-
-impl Catalog {
-    /// Reads a catalog file (YAML or JSON): either a list of [`CatalogEntry`], or an object
-    /// `{instanceTypes: [...], wellKnownLabels: [...]}`. Names must be unique; quantities,
-    /// operators, capacity types and prices are checked, each error naming the entry and field.
-    pub fn parse(text: &str) -> Result<Catalog, SnapshotError> {
-        let value: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| SnapshotError::Catalog(e.to_string()))?;
-        let (entries, well_known_labels) = match value {
-            serde_yaml::Value::Sequence(_) => {
-                (serde_yaml::from_str::<Vec<CatalogEntry>>(text).map_err(|e| SnapshotError::Catalog(e.to_string()))?, Vec::new())
-            }
-            serde_yaml::Value::Mapping(_) => {
-                let o: CatalogObject = serde_yaml::from_str(text).map_err(|e| SnapshotError::Catalog(e.to_string()))?;
-                (o.instance_types, o.well_known_labels)
-            }
-            _ => {
-                return Err(SnapshotError::Catalog(
-                    "expected a list of instance types, or a mapping with instanceTypes (and wellKnownLabels)".into(),
-                ));
-            }
-        };
-        let mut names = BTreeSet::new();
-        let mut instance_types = Vec::with_capacity(entries.len());
-        for (i, entry) in entries.iter().enumerate() {
-            let at = format!("[{i}] ({})", entry.name);
-            if entry.name.is_empty() {
-                return Err(SnapshotError::Catalog(format!("[{i}].name: must not be empty")));
-            }
-            if !names.insert(entry.name.as_str()) {
-                return Err(SnapshotError::Catalog(format!("{at}.name: listed twice")));
-            }
-            let t = entry.to_contract().and_then(|t| t.to_core()).map_err(|e| SnapshotError::Catalog(format!("{at}.{e}")))?;
-            instance_types.push(t.with_offering_requirements());
-        }
-        Ok(Catalog { instance_types, well_known_labels })
-    }
-
-    /// Upstream's label policy plus this catalog's well-known labels.
-    pub fn label_policy(&self) -> LabelPolicy {
-        self.well_known_labels.iter().fold(LabelPolicy::default(), |p, k| p.with_well_known(k.clone()))
-    }
-}
-
-/// Checks a quantity of `resource` and returns it as a WIT resource.
-fn quantity(field: &str, resource: &str, text: &str) -> Result<contract::Resource, String> {
-    Unit::of(resource).parse(text).map_err(|e| format!("{field}: {text:?} is not a quantity ({e})"))?;
-    Ok(contract::Resource { name: resource.to_string(), quantity: text.to_string() })
-}
-
-fn quantities(field: &str, list: &BTreeMap<String, String>) -> Result<Vec<contract::Resource>, String> {
-    list.iter().map(|(name, q)| quantity(&format!("{field}.{name}"), name, q)).collect()
-}
-
-impl CatalogEntry {
-    /// The entry in the form a cloud plugin returns (errors name the field).
-    fn to_contract(&self) -> Result<contract::InstanceType, String> {
-        let mut capacity = vec![quantity("cpu", "cpu", &self.cpu)?, quantity("memory", "memory", &self.memory)?];
-        capacity.push(quantity("pods", "pods", self.pods.as_deref().unwrap_or("110"))?);
-        if let Some(storage) = &self.ephemeral_storage {
-            capacity.push(quantity("ephemeralStorage", "ephemeral-storage", storage)?);
-        }
-        for (name, q) in &self.resources {
-            if ["cpu", "memory", "pods", "ephemeral-storage"].contains(&name.as_str()) {
-                return Err(format!("resources.{name}: set {name} with its own field"));
-            }
-            capacity.push(quantity(&format!("resources.{name}"), name, q)?);
-        }
-        let overhead = contract::Overhead {
-            kube_reserved: quantities("overhead.kubeReserved", &self.overhead.kube_reserved)?,
-            system_reserved: quantities("overhead.systemReserved", &self.overhead.system_reserved)?,
-            eviction_threshold: quantities("overhead.evictionThreshold", &self.overhead.eviction_threshold)?,
-        };
-        let in_values = |key: &str, values: Vec<String>| contract::Requirement {
-            key: key.to_string(),
-            operator: contract::Operator::In,
-            values,
-            min_values: None,
-        };
-        let mut requirements = vec![
-            in_values(joinery_core::labels::ARCH_LABEL, self.arch.as_ref().map(OneOrMany::values).unwrap_or_else(|| vec!["amd64".into()])),
-            in_values(joinery_core::labels::OS_LABEL, self.os.as_ref().map(OneOrMany::values).unwrap_or_else(|| vec!["linux".into()])),
-        ];
-        requirements.extend(self.labels.iter().map(|(k, v)| in_values(k, vec![v.clone()])));
-        for (i, r) in self.requirements.iter().enumerate() {
-            let op: Operator = r.operator.parse().map_err(|e| format!("requirements[{i}].operator: {e}"))?;
-            requirements.push(contract::Requirement {
-                key: r.key.clone(),
-                operator: op,
-                values: r.values.clone(),
-                min_values: r.min_values,
-            });
-        }
-        let mut offerings = Vec::with_capacity(self.offerings.len());
-        let mut seen = BTreeSet::new();
-        for (j, o) in self.offerings.iter().enumerate() {
-            if o.zone.is_empty() {
-                return Err(format!("offerings[{j}].zone: must not be empty"));
-            }
-            if !CAPACITY_TYPES.contains(&o.capacity_type.as_str()) {
-                return Err(format!("offerings[{j}].capacityType: {:?} is not one of {}", o.capacity_type, CAPACITY_TYPES.join(", ")));
-            }
-            if !seen.insert((o.zone.as_str(), o.capacity_type.as_str())) {
-                return Err(format!("offerings[{j}]: {} {} is listed twice", o.zone, o.capacity_type));
-            }
-            if let Some(p) = o.price
-                && !(p.is_finite() && p >= 0.0)
-            {
-                return Err(format!("offerings[{j}].price: {p} must be a finite, non-negative number"));
-            }
-            offerings.push(contract::Offering { zone: o.zone.clone(), capacity_type: o.capacity_type.clone(), price: o.price, available: o.available });
-        }
-        Ok(contract::InstanceType { name: self.name.clone(), requirements, capacity, overhead, offerings })
-    }
+/// Reads an instance-type catalog file (YAML or JSON, the format of [`joinery_core::catalog`])
+/// into the instance types a cloud plugin would return and the label policy (upstream's, plus
+/// the catalog's `wellKnownLabels`). Errors name the entry and field.
+pub fn read_catalog(text: &str) -> Result<(Vec<InstanceType>, LabelPolicy), SnapshotError> {
+    let catalog: Catalog = serde_yaml::from_str(text).map_err(|e| SnapshotError::Catalog(e.to_string()))?;
+    let types = catalog.instance_types().map_err(|e| SnapshotError::Catalog(e.to_string()))?;
+    Ok((types, catalog.label_policy()))
 }
 
 #[cfg(test)]
@@ -1011,13 +760,12 @@ spec:
       requirements: []
 "#;
 
-    fn catalog() -> Catalog {
-        Catalog::parse(CATALOG).unwrap()
+    fn catalog() -> Vec<InstanceType> {
+        read_catalog(CATALOG).unwrap().0
     }
 
     fn assemble(text: &str) -> Assembly {
-        let c = catalog();
-        Snapshot::parse(text).unwrap().assemble(&c.instance_types, c.label_policy()).unwrap()
+        Snapshot::parse(text).unwrap().assemble(&catalog(), LabelPolicy::default()).unwrap()
     }
 
     #[test]
@@ -1032,7 +780,7 @@ spec:
         assert_eq!(s.pods[0].object.metadata.namespace.as_deref(), Some("default"), "namespace defaults");
         assert_eq!(s.deployments.len(), 1);
         assert_eq!(s.unknown.get("v1/ConfigMap"), Some(&1));
-        let a = s.assemble(&catalog().instance_types, LabelPolicy::default()).unwrap();
+        let a = s.assemble(&catalog(), LabelPolicy::default()).unwrap();
         assert_eq!(a.input.pods.len(), 1);
         assert_eq!(a.input.pods[0].requests.cpu_millis, 1000, "`cpu: 1` reads as the quantity 1");
         assert!(a.notes.iter().any(|n| n.contains("1 Deployment")), "{:?}", a.notes);
@@ -1271,7 +1019,7 @@ spec:
     #[test]
     fn offering_requirements_name_the_zones_and_capacity_types_sold() {
         let c = catalog();
-        let small = &c.instance_types[0];
+        let small = &c[0];
         let zones = small.requirements().get(ZONE_LABEL).unwrap();
         assert!(zones.has("zone-a") && zones.has("zone-b") && !zones.has("zone-c"));
         let cts = small.requirements().get(CAPACITY_TYPE_LABEL).unwrap();
@@ -1283,13 +1031,13 @@ spec:
     #[test]
     fn catalog_entries_become_instance_types() {
         let c = catalog();
-        assert_eq!(c.instance_types.len(), 2);
-        let small = &c.instance_types[0];
+        assert_eq!(c.len(), 2);
+        let small = &c[0];
         assert_eq!(small.capacity().pods, 110, "pods default to 110");
         assert_eq!(small.allocatable().cpu_millis, 1900);
         assert_eq!(small.offerings().len(), 2);
         assert!(small.requirements().get("node.kubernetes.io/instance-type").unwrap().has("small"));
-        let large = &c.instance_types[1];
+        let large = &c[1];
         assert!(large.requirements().get("kubernetes.io/arch").unwrap().has("arm64"));
         assert!(large.requirements().get("example.com/family").unwrap().has("big"));
     }
@@ -1297,20 +1045,20 @@ spec:
     #[test]
     fn catalog_object_form_adds_well_known_labels() {
         let text = format!("wellKnownLabels: [size]\ninstanceTypes:\n{}", CATALOG.lines().map(|l| format!("  {l}\n")).collect::<String>());
-        let c = Catalog::parse(&text).unwrap();
-        assert!(c.label_policy().is_well_known("size"));
-        assert_eq!(c.instance_types.len(), 2);
+        let (types, policy) = read_catalog(&text).unwrap();
+        assert!(policy.is_well_known("size"));
+        assert_eq!(types.len(), 2);
     }
 
     #[test]
     fn catalog_errors_name_the_entry_and_field() {
-        let e = Catalog::parse("- {name: a, cpu: 1, memory: lots, offerings: []}\n").unwrap_err().to_string();
-        assert!(e.starts_with("catalog: [0] (a).memory: \"lots\" is not a quantity"), "{e}");
-        let e = Catalog::parse("- {name: a, cpu: 1, memory: 1Gi, offerings: [{zone: z, capacityType: ondemand}]}\n").unwrap_err().to_string();
+        let e = read_catalog("- {name: a, cpu: 1, memory: lots, offerings: []}\n").unwrap_err().to_string();
+        assert!(e.starts_with("catalog: instanceTypes[0] (a).memory: \"lots\" is not a quantity"), "{e}");
+        let e = read_catalog("- {name: a, cpu: 1, memory: 1Gi, offerings: [{zone: z, capacityType: ondemand}]}\n").unwrap_err().to_string();
         assert!(e.contains("[0] (a).offerings[0].capacityType"), "{e}");
-        let e = Catalog::parse("- {name: a, cpu: 1, memory: 1Gi, offering: []}\n").unwrap_err().to_string();
+        let e = read_catalog("- {name: a, cpu: 1, memory: 1Gi, offering: []}\n").unwrap_err().to_string();
         assert!(e.contains("unknown field `offering`"), "{e}");
-        let e = Catalog::parse("- {name: a, cpu: 1, memory: 1Gi, offerings: []}\n- {name: a, cpu: 1, memory: 1Gi, offerings: []}\n").unwrap_err().to_string();
+        let e = read_catalog("- {name: a, cpu: 1, memory: 1Gi, offerings: []}\n- {name: a, cpu: 1, memory: 1Gi, offerings: []}\n").unwrap_err().to_string();
         assert!(e.contains("[1] (a).name: listed twice"), "{e}");
     }
 }

@@ -112,9 +112,9 @@ pub struct CloudSpec {
     /// clusterapi` only).
     #[serde(default)]
     pub clusterapi: Option<ClusterApiSpec>,
-    /// Replaces the default catalog (`catalogue`, the spelling of earlier versions, is
-    /// accepted too).
-    #[serde(default, alias = "catalogue")]
+    /// Replaces the simulated cloud's default catalog (the instance-type catalog file format
+    /// of `joinery_core::catalog`).
+    #[serde(default)]
     pub catalog: Option<Catalog>,
     /// Faults injected from the start.
     #[serde(default)]

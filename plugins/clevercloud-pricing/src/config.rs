@@ -1,8 +1,8 @@
-//! The plugin's configuration and the flavor catalogue it yields (seed plus overlay).
+//! The plugin's configuration and the flavor catalog it yields (seed plus overlay).
 
 use serde::Deserialize;
 
-use crate::catalogue::{Flavor, seed_flavors};
+use crate::catalog::{Flavor, seed_flavors};
 
 /// The real API.
 pub const DEFAULT_ENDPOINT: &str = "https://api.clever-cloud.com";
@@ -147,7 +147,7 @@ impl Config {
     }
 
     /// The built-in flavors with the overlay applied, new flavors last.
-    pub fn catalogue(&self) -> Vec<Flavor> {
+    pub fn catalog(&self) -> Vec<Flavor> {
         let mut flavors = seed_flavors();
         for overlay in &self.flavors {
             let index = match flavors.iter().position(|f| f.name == overlay.name) {
@@ -186,7 +186,7 @@ mod tests {
         assert_eq!(c, Config::default());
         assert_eq!(c.base_url(), "https://api.clever-cloud.com");
         assert_eq!((c.zone.as_str(), c.refresh_interval_seconds, c.timeout_seconds), ("par", 43_200, 15));
-        assert_eq!(c.catalogue(), seed_flavors());
+        assert_eq!(c.catalog(), seed_flavors());
     }
 
     #[test]
@@ -236,13 +236,13 @@ mod tests {
             ]}"#,
         )
         .unwrap();
-        let catalogue = c.catalogue();
-        let get = |n: &str| catalogue.iter().find(|f| f.name == n).unwrap().clone();
+        let catalog = c.catalog();
+        let get = |n: &str| catalog.iter().find(|f| f.name == n).unwrap().clone();
         assert_eq!((get("L").cpu, get("L").memory_gb, get("L").pinned_price), (12.0, 20.0, None));
         assert_eq!((get("XL").cpu, get("XL").pinned_price), (16.0, Some(0.2)));
         assert_eq!(get("2XL"), Flavor { name: "2XL".into(), cpu: 32.0, memory_gb: 64.0, pinned_price: Some(0.45) });
-        assert_eq!(catalogue.len(), 7);
-        assert_eq!(catalogue.last().unwrap().name, "2XL");
+        assert_eq!(catalog.len(), 7);
+        assert_eq!(catalog.last().unwrap().name, "2XL");
     }
 
     #[test]

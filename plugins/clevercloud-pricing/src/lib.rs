@@ -19,7 +19,7 @@
 //! | L | 12 | 24 | 0.1667 |
 //! | XL | 16 | 32 | 0.2222 |
 //!
-//! A request is priced when its instance type is a flavor of the catalogue, its capacity
+//! A request is priced when its instance type is a flavor of the catalog, its capacity
 //! type `on-demand` and its zone the configured one; anything else gets no price (`None`).
 //! A request that carries a known price gets it back.
 //!
@@ -53,7 +53,7 @@
 //! - each of the two has exactly one price plan, a price above zero, and that price within
 //!   10× of its default either way; each is listed once;
 //! - the product has a `DISTRIBUTED` topology offering at least one known flavor. An offered
-//!   flavor the catalogue does not know (no size) is skipped; a catalogue flavor not offered
+//!   flavor the catalog does not know (no size) is skipped; a catalog flavor not offered
 //!   gets no price while live rates are in use.
 //!
 //! ## Refresh and last good rates
@@ -64,14 +64,14 @@
 //! failure is logged, and the next attempt backs off from a minute, doubling up to the
 //! interval. Without any good rates, the built-in ones price.
 
-pub mod catalogue;
+pub mod catalog;
 pub mod config;
 pub mod live;
 
 use joinery_plugin_sdk::pricing::{PriceRequest, Pricing};
 use joinery_plugin_sdk::refresh::{Current, Refresher, Schedule};
 
-use catalogue::{Flavor, Rates};
+use catalog::{Flavor, Rates};
 use config::Config;
 use live::LiveRates;
 
@@ -88,15 +88,15 @@ pub fn refresher(config: &Config) -> Refresher {
     Refresher::new(cache_key(config), Schedule::every(config.refresh_interval_seconds).with_jitter(0.1))
 }
 
-/// Prices one request from the catalogue, with the live rates when there are some.
-pub fn price_one(request: &PriceRequest, zone: &str, catalogue: &[Flavor], live: Option<&LiveRates>) -> Option<f64> {
+/// Prices one request from the catalog, with the live rates when there are some.
+pub fn price_one(request: &PriceRequest, zone: &str, catalog: &[Flavor], live: Option<&LiveRates>) -> Option<f64> {
     if let Some(known) = request.known_price {
         return Some(known);
     }
     if request.capacity_type != CAPACITY_TYPE || request.zone != zone {
         return None;
     }
-    let flavor = catalogue.iter().find(|f| f.name == request.instance_type)?;
+    let flavor = catalog.iter().find(|f| f.name == request.instance_type)?;
     if let Some(pinned) = flavor.pinned_price {
         return Some(pinned);
     }
@@ -109,8 +109,8 @@ pub fn price_one(request: &PriceRequest, zone: &str, catalogue: &[Flavor], live:
 
 /// Prices a batch with the rates `current` settled on.
 pub fn price_with(config: &Config, current: &Current<LiveRates>, requests: &[PriceRequest]) -> Vec<Option<f64>> {
-    let catalogue = config.catalogue();
-    requests.iter().map(|r| price_one(r, &config.zone, &catalogue, current.value.as_ref())).collect()
+    let catalog = config.catalog();
+    requests.iter().map(|r| price_one(r, &config.zone, &catalog, current.value.as_ref())).collect()
 }
 
 /// Prices a batch at `now` (Unix seconds) with jitter draw `draw`: refreshes the rates
@@ -121,15 +121,15 @@ pub fn price_at(
     now: u64,
     draw: f64,
 ) -> Vec<Option<f64>> {
-    let catalogue = config.catalogue();
+    let catalog = config.catalog();
     let needs_rates = requests.iter().any(|r| {
         r.known_price.is_none()
             && r.capacity_type == CAPACITY_TYPE
             && r.zone == config.zone
-            && catalogue.iter().any(|f| f.name == r.instance_type && f.pinned_price.is_none())
+            && catalog.iter().any(|f| f.name == r.instance_type && f.pinned_price.is_none())
     });
     let current = if needs_rates {
-        refresher(config).get_at(now, draw, || live::fetch(config, &catalogue))
+        refresher(config).get_at(now, draw, || live::fetch(config, &catalog))
     } else {
         Current { value: None, fetched_at: None, outcome: joinery_plugin_sdk::refresh::Outcome::NotDue }
     };
@@ -156,7 +156,7 @@ joinery_plugin_sdk::export_pricing!(CleverCloudPricing);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use catalogue::{DEFAULT_RAM_RATE_PER_GB, DEFAULT_VCPU_RATE, SEED};
+    use catalog::{DEFAULT_RAM_RATE_PER_GB, DEFAULT_VCPU_RATE, SEED};
     use joinery_plugin_sdk::http;
     use joinery_plugin_sdk::log::Level;
     use joinery_plugin_sdk::testing::{self, FakeHost};

@@ -11,7 +11,7 @@ use joinery_plugin_sdk::url::percent_encode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::catalogue::{DEFAULT_RAM_RATE_PER_GB, DEFAULT_VCPU_RATE, Flavor, Rates};
+use crate::catalog::{DEFAULT_RAM_RATE_PER_GB, DEFAULT_VCPU_RATE, Flavor, Rates};
 use crate::config::Config;
 
 /// Largest response body accepted, in bytes (1 MiB).
@@ -35,14 +35,14 @@ pub const USER_AGENT: &str = concat!("joinery-clevercloud-pricing/", env!("CARGO
 pub struct LiveRates {
     /// The rates of the price list.
     pub rates: Rates,
-    /// The catalogue flavors the API offers, in the API's order.
+    /// The catalog flavors the API offers, in the API's order.
     pub offered: Vec<String>,
 }
 
-/// Reads both endpoints and validates them against the flavors of `catalogue`.
-pub fn fetch(config: &Config, catalogue: &[Flavor]) -> Result<LiveRates, String> {
+/// Reads both endpoints and validates them against the flavors of `catalog`.
+pub fn fetch(config: &Config, catalog: &[Flavor]) -> Result<LiveRates, String> {
     let product = get(config, "/v4/kubernetes-product")?;
-    let offered = parse_product(&product, catalogue)?;
+    let offered = parse_product(&product, catalog)?;
     let path = format!("/v4/billing/price-system?zone_id={}", percent_encode(&config.zone));
     let prices = get(config, &path)?;
     let rates = parse_price_system(&prices, &config.zone)?;
@@ -84,10 +84,10 @@ struct Topology {
     available_flavors: Vec<String>,
 }
 
-/// The flavors of `catalogue` the DISTRIBUTED topology offers. An offered flavor the
-/// catalogue does not know is skipped (and logged); offering none of the known flavors is
+/// The flavors of `catalog` the DISTRIBUTED topology offers. An offered flavor the
+/// catalog does not know is skipped (and logged); offering none of the known flavors is
 /// an error, as is a missing DISTRIBUTED topology.
-pub fn parse_product(body: &[u8], catalogue: &[Flavor]) -> Result<Vec<String>, String> {
+pub fn parse_product(body: &[u8], catalog: &[Flavor]) -> Result<Vec<String>, String> {
     let product: Product =
         serde_json::from_slice(body).map_err(|e| format!("kubernetes-product: not the expected JSON: {e}"))?;
     let topology = product
@@ -98,7 +98,7 @@ pub fn parse_product(body: &[u8], catalogue: &[Flavor]) -> Result<Vec<String>, S
     let mut offered = Vec::new();
     let mut skipped = Vec::new();
     for name in topology.available_flavors {
-        if catalogue.iter().any(|f| f.name == name) {
+        if catalog.iter().any(|f| f.name == name) {
             if !offered.contains(&name) {
                 offered.push(name);
             }
@@ -186,7 +186,7 @@ fn shown(value: Option<&Value>) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::catalogue::seed_flavors;
+    use crate::catalog::seed_flavors;
     use joinery_plugin_sdk::testing::{self, FakeHost};
     use serde_json::json;
 

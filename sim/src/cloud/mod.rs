@@ -73,7 +73,7 @@ use tokio::task::JoinHandle;
 use crate::SimError;
 use api::{CloudState, InstanceTable};
 
-pub use catalog::{Catalog, InstanceTypeInfo, InstanceTypeSpec, OfferingInfo, OfferingSpec, OverheadSpec};
+pub use catalog::{Catalog, InstanceTypeInfo, OfferingInfo, OverheadSpec, ServedCatalog};
 pub use faults::{CloudFaults, CloudVerb, OfferingKey};
 pub use model::{CloudEvent, InstanceState, PROVIDER_ID_PREFIX, SimInstance};
 
@@ -123,7 +123,7 @@ pub struct SimCloud {
 impl SimCloud {
     /// Checks the catalog, binds the listener and starts serving in the background.
     pub async fn start(options: SimCloudOptions) -> Result<SimCloud, SimError> {
-        let types = options.catalog.resolve().map_err(SimError::InvalidCatalog)?;
+        let catalog::ServedCatalog { zones, types } = catalog::serve(&options.catalog).map_err(SimError::InvalidCatalog)?;
         let by_name: HashMap<String, usize> = types.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
         let listener = TcpListener::bind(options.bind_address).await.map_err(SimError::Bind)?;
         let address = listener.local_addr().map_err(SimError::Bind)?;
@@ -133,7 +133,7 @@ impl SimCloud {
         let state = Arc::new(CloudState {
             types,
             by_name,
-            zones: options.catalog.zones.clone(),
+            zones,
             clock: options.clock,
             boot_delay: options.boot_delay,
             retention: options.terminated_retention,

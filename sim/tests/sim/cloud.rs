@@ -330,11 +330,10 @@ async fn a_scenario_can_replace_the_catalog() {
         "instanceTypes:\n\
          - {name: c3-4, cpu: 2, memory: 4Gi}\n\
          - {name: c3-8, cpu: 4, memory: 8Gi, arch: arm64}\n\
-         - name: c3-16\n  cpu: 8\n  memory: 16Gi\n  gpu: 1\n  price: 1.5\n  labels: {tier: gold}\n  offerings:\n  \
+         - name: c3-16\n  cpu: 8\n  memory: 16Gi\n  resources: {nvidia.com/gpu: 1}\n  price: 1.5\n  labels: {tier: gold}\n  offerings:\n  \
            - {zone: test-zone-a, capacityType: on-demand}\n  - {zone: test-zone-b, capacityType: spot, available: false}\n",
     )
     .unwrap();
-    assert_eq!(catalog.zones.len(), 4, "zones default to kwok's");
     let cloud = SimCloud::start(SimCloudOptions { catalog, ..Default::default() }).await.unwrap();
     let answer = call(&cloud, "GET", "/v1/instance-types", None).await;
     let types = answer.body["instanceTypes"].as_array().unwrap();
@@ -370,9 +369,9 @@ async fn a_scenario_can_replace_the_catalog() {
 
 #[tokio::test]
 async fn an_inconsistent_catalog_is_refused_at_start() {
-    let mut catalog = Catalog::default();
-    catalog.instance_types[0].offerings =
-        Some(vec![serde_json::from_value(json!({"zone": "nowhere", "capacityType": "spot"})).unwrap()]);
+    let mut types = joinery_core::catalog::default_instance_types();
+    types[0].offerings = Some(vec![serde_json::from_value(json!({"zone": "nowhere", "capacityType": "spot"})).unwrap()]);
+    let catalog = Catalog { zones: Some(joinery_core::catalog::default_zones()), instance_types: Some(types), ..Default::default() };
     let err = SimCloud::start(SimCloudOptions { catalog, ..Default::default() }).await.err().expect("refused");
     match err {
         SimError::InvalidCatalog(message) => assert!(message.contains("nowhere"), "{message}"),
