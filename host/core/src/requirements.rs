@@ -13,6 +13,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -145,7 +146,9 @@ impl NodeSelectorRequirement {
 pub struct Requirement {
     key: String,
     complement: bool,
-    values: BTreeSet<String>,
+    /// Shared: a NodeClaim's hundreds of instance-type names are one set however many claims
+    /// and copies hold it; changed copy-on-write.
+    values: Arc<BTreeSet<String>>,
     gte: Option<i64>,
     lte: Option<i64>,
     min_values: Option<usize>,
@@ -199,7 +202,7 @@ impl Requirement {
         let mut r = Requirement {
             key,
             complement: true,
-            values: BTreeSet::new(),
+            values: Arc::default(),
             gte: None,
             lte: None,
             min_values: None,
@@ -207,9 +210,9 @@ impl Requirement {
         match operator {
             Operator::In => {
                 r.complement = false;
-                r.values = values.collect();
+                r.values = Arc::new(values.collect());
             }
-            Operator::NotIn => r.values = values.collect(),
+            Operator::NotIn => r.values = Arc::new(values.collect()),
             Operator::Exists => {}
             Operator::DoesNotExist => r.complement = false,
             Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte => {
@@ -421,28 +424,40 @@ impl Requirement {
             && g > l
         {
             self.complement = false;
-            self.values.clear();
+            self.values = Arc::default();
             self.gte = None;
             self.lte = None;
             return;
         }
+        // Each case changes the shared set only when the result differs from what is held.
         match (self.complement, other.complement) {
-            (true, true) => self.values.extend(other.values.iter().cloned()),
-            (true, false) => {
-                let excluded = std::mem::take(&mut self.values);
-                self.values = other
-                    .values
-                    .iter()
-                    .filter(|v| !excluded.contains(*v))
-                    .cloned()
-                    .collect();
+            (true, true) => {
+                if other.values.iter().any(|v| !self.values.contains(v)) {
+                    Arc::make_mut(&mut self.values).extend(other.values.iter().cloned());
+                }
             }
-            (false, true) => self.values.retain(|v| !other.values.contains(v)),
-            (false, false) => self.values.retain(|v| other.values.contains(v)),
+            (true, false) => {
+                if other.values.iter().any(|v| self.values.contains(v)) {
+                    let excluded = std::mem::take(&mut self.values);
+                    self.values = Arc::new(other.values.iter().filter(|v| !excluded.contains(*v)).cloned().collect());
+                } else {
+                    self.values = other.values.clone();
+                }
+            }
+            (false, true) => {
+                if self.values.iter().any(|v| other.values.contains(v)) {
+                    Arc::make_mut(&mut self.values).retain(|v| !other.values.contains(v));
+                }
+            }
+            (false, false) => {
+                if self.values.iter().any(|v| !other.values.contains(v)) {
+                    Arc::make_mut(&mut self.values).retain(|v| other.values.contains(v));
+                }
+            }
         }
         self.complement = self.complement && other.complement;
-        if gte.is_some() || lte.is_some() {
-            self.values.retain(|v| within(v, gte, lte));
+        if (gte.is_some() || lte.is_some()) && self.values.iter().any(|v| !within(v, gte, lte)) {
+            Arc::make_mut(&mut self.values).retain(|v| within(v, gte, lte));
         }
         if self.complement {
             self.gte = gte;
