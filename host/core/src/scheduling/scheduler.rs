@@ -251,12 +251,22 @@ enum Target {
 struct Accepted {
     /// The claim's new requirements; `None` when the pod left them as they were.
     requirements: Option<Requirements>,
-    options: Vec<usize>,
+    options: Options,
     requests: Resources,
     /// The room the options leave with the pod on the claim.
     room: Room,
     /// Whether minValues had to be lowered to accept the pod (BestEffort).
     min_values_relaxed: bool,
+}
+
+/// How an accepted pod changes a claim's instance-type options.
+enum Options {
+    /// Exactly these remain.
+    Filtered(Vec<usize>),
+    /// The first `n` no longer hold the claim's pods and go; the rest stay unchecked: they
+    /// are a superset of what holds the pods, narrowed to exactly that when the claim's
+    /// requirements next change and when the claim is finalized.
+    DropFirst(usize),
 }
 
 /// Why volume or topology constraints rule a node out; rendered only for reasons shown.
@@ -1076,6 +1086,27 @@ impl<'a> Scheduler<'a> {
         let ports = &input.host_ports;
         let claim_conflict = port_conflict(ports, &claim.ports).is_some();
 
+        // The common case (a claim that already holds pods gets one more that changes neither
+        // its requirements nor its ports): the first option with room for every pod is proof
+        // enough; options before it cannot hold the pods any more (requests only grow) and
+        // go, the rest are left unchecked. Every pod added since the last full filter only
+        // took room, so the room shrinks by the pod's requests at most.
+        if unchanged && ports.is_empty() && claim.ports.is_empty() && !claim.pods.is_empty() && !requirements.has_min_values() {
+            let first_fit = claim
+                .options
+                .iter()
+                .position(|&t| fits_sum(&[&requests, &pool.type_overhead[t]], pool.instance_type(t).allocatable()));
+            if let Some(first) = first_fit {
+                let asked = &input.requests;
+                let room = Room {
+                    cpu_millis: claim.room.cpu_millis.saturating_sub(asked.cpu_millis),
+                    memory_bytes: claim.room.memory_bytes.saturating_sub(asked.memory_bytes),
+                    pods: claim.room.pods.saturating_sub(asked.pods),
+                };
+                return Ok(Accepted { requirements: None, options: Options::DropFirst(first), requests, room, min_values_relaxed: false });
+            }
+        }
+
         let facts = (!unchanged).then(|| self.type_facts(claim.pool, requirements));
 
         let mut flags = FilterFlags::default();
@@ -1133,7 +1164,7 @@ impl<'a> Scheduler<'a> {
         let min_values_relaxed = relaxed.is_some();
         Ok(Accepted {
             requirements: relaxed.or(if unchanged { None } else { narrowed }),
-            options,
+            options: Options::Filtered(options),
             requests,
             room,
             min_values_relaxed,
@@ -1185,7 +1216,12 @@ impl<'a> Scheduler<'a> {
         } else if claim.pins.is_empty() {
             self.topology.pin(&claim.requirements, &mut claim.pins);
         }
-        claim.options = accepted.options;
+        match accepted.options {
+            Options::Filtered(options) => claim.options = options,
+            Options::DropFirst(n) => {
+                claim.options.drain(..n);
+            }
+        }
         claim.requests = accepted.requests;
         claim.room = accepted.room;
         claim.min_values_relaxed |= accepted.min_values_relaxed;
@@ -1243,7 +1279,13 @@ impl<'a> Scheduler<'a> {
                 }
             };
             let priced = &memo[entry];
-            let mut kept_indices = claim.options.clone();
+            // Options left unchecked by later pods (see `Options::DropFirst`) are checked here.
+            let mut kept_indices: Vec<usize> = claim
+                .options
+                .iter()
+                .copied()
+                .filter(|&t| fits_sum(&[&claim.requests, &pool.type_overhead[t]], pool.instance_type(t).allocatable()))
+                .collect();
             let mut prices = order_by_price(&mut kept_indices, &pool.input.instance_types, |t| {
                 priced.prices[t]
             });
