@@ -308,6 +308,34 @@ pub struct Resources {
     extended: Vec<(String, u64)>,
 }
 
+/// A resource name resolved once ([`ResourceKey::of`]), read with [`Resources::amount`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResourceKey<'a> {
+    /// `cpu`.
+    Cpu,
+    /// `memory`.
+    Memory,
+    /// `ephemeral-storage`.
+    EphemeralStorage,
+    /// `pods`.
+    Pods,
+    /// Any other (extended) resource.
+    Extended(&'a str),
+}
+
+impl<'a> ResourceKey<'a> {
+    /// The key of the resource called `name`.
+    pub fn of(name: &'a str) -> Self {
+        match name {
+            CPU => ResourceKey::Cpu,
+            MEMORY => ResourceKey::Memory,
+            EPHEMERAL_STORAGE => ResourceKey::EphemeralStorage,
+            PODS => ResourceKey::Pods,
+            other => ResourceKey::Extended(other),
+        }
+    }
+}
+
 impl Resources {
     /// An all-zero vector.
     pub fn new() -> Self {
@@ -337,12 +365,18 @@ impl Resources {
 
     /// The amount of the named resource (zero if absent), in the resource's [`Unit`].
     pub fn get(&self, name: &str) -> u64 {
-        match name {
-            CPU => self.cpu_millis,
-            MEMORY => self.memory_bytes,
-            EPHEMERAL_STORAGE => self.ephemeral_storage_bytes,
-            PODS => self.pods,
-            _ => match self.extended_index(name) {
+        self.amount(ResourceKey::of(name))
+    }
+
+    /// The amount of a resource named by a [`ResourceKey`] (zero if absent): [`Resources::get`]
+    /// without comparing names, for loops reading one resource of many vectors.
+    pub fn amount(&self, key: ResourceKey<'_>) -> u64 {
+        match key {
+            ResourceKey::Cpu => self.cpu_millis,
+            ResourceKey::Memory => self.memory_bytes,
+            ResourceKey::EphemeralStorage => self.ephemeral_storage_bytes,
+            ResourceKey::Pods => self.pods,
+            ResourceKey::Extended(name) => match self.extended_index(name) {
                 Ok(i) => self.extended[i].1,
                 Err(_) => 0,
             },

@@ -17,7 +17,7 @@ use crate::labels::{
 };
 use crate::nodeclaim::{MAX_INSTANCE_TYPES, NodeClaimSpec};
 use crate::requirements::{KeySet, NO_KEYS, Requirement, Requirements};
-use crate::resources::{NODES, Resources};
+use crate::resources::{NODES, ResourceKey, Resources};
 use crate::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
 
 use super::constraints::{
@@ -816,12 +816,10 @@ impl<'a> Scheduler<'a> {
         for (index, pool) in self.pools.iter().enumerate() {
             let options: Vec<usize> = match &pool.remaining {
                 None => pool.candidates.clone(),
-                Some(remaining) => pool
-                    .candidates
-                    .iter()
-                    .copied()
-                    .filter(|&t| within_limits(pool.instance_type(t), remaining))
-                    .collect(),
+                Some(remaining) => {
+                    let limits = resolved_limits(remaining);
+                    pool.candidates.iter().copied().filter(|&t| within_limits(pool.instance_type(t), &limits)).collect()
+                }
             };
             if options.is_empty() {
                 reasons.push(format!(
@@ -1474,15 +1472,17 @@ pub(super) fn fits_sum(parts: &[&Resources], available: &Resources) -> bool {
         })
 }
 
+/// The remaining limits with each resource name resolved once; `None` stands for `nodes`.
+fn resolved_limits(remaining: &BTreeMap<String, i128>) -> Vec<(Option<ResourceKey<'_>>, i128)> {
+    remaining.iter().map(|(name, left)| ((name != NODES).then(|| ResourceKey::of(name)), *left)).collect()
+}
+
 /// Whether launching `t` stays within the remaining limits: its capacity of every limited
 /// resource fits what is left, and a node is left when `nodes` is limited.
-fn within_limits(t: &InstanceType, remaining: &BTreeMap<String, i128>) -> bool {
-    remaining.iter().all(|(name, left)| {
-        if name == NODES {
-            *left >= 1
-        } else {
-            i128::from(t.capacity().get(name)) <= *left
-        }
+fn within_limits(t: &InstanceType, limits: &[(Option<ResourceKey<'_>>, i128)]) -> bool {
+    limits.iter().all(|(key, left)| match key {
+        None => *left >= 1,
+        Some(key) => i128::from(t.capacity().amount(*key)) <= *left,
     })
 }
 
@@ -1496,9 +1496,10 @@ fn subtract_max<'r>(
         let used = if name == NODES {
             1
         } else {
+            let key = ResourceKey::of(name);
             capacities
                 .clone()
-                .map(|c| i128::from(c.get(name)))
+                .map(|c| i128::from(c.amount(key)))
                 .max()
                 .unwrap_or(0)
         };
