@@ -12,10 +12,17 @@ use joinery_runtime::plugin::{LoadContext, LoadedPlugin, PluginBytes, PluginSour
 use joinery_runtime::services::HostServices;
 use joinery_runtime::contract::{NodeClaim, NodeClass, Requirement, Resource};
 
-/// One engine for the whole test binary (engines reserve address space).
+/// One engine for the whole test binary (engines reserve address space). It keeps compiled
+/// plugins in `JOINERY_PLUGIN_CACHE_DIR` when set (`./dev test` sets it), so the many tests
+/// loading one plugin compile it once.
 pub fn engine() -> PluginEngine {
     static ENGINE: OnceLock<PluginEngine> = OnceLock::new();
-    ENGINE.get_or_init(|| PluginEngine::new(&EngineOptions { pool_instances: 32, ..Default::default() }).unwrap()).clone()
+    ENGINE
+        .get_or_init(|| {
+            let cache_dir = std::env::var_os("JOINERY_PLUGIN_CACHE_DIR").filter(|v| !v.is_empty()).map(PathBuf::from);
+            PluginEngine::new(&EngineOptions { pool_instances: 32, cache_dir, ..Default::default() }).unwrap()
+        })
+        .clone()
 }
 
 pub fn repo() -> PathBuf {
