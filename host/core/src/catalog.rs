@@ -296,45 +296,37 @@ impl CatalogInstanceType {
 }
 
 /// An instance-type catalog file (see the module documentation).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+// `remote = "Self"` makes the derives inherent functions; the trait impls below add the list
+// form to deserialization and serialize as derived.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self", rename_all = "camelCase", deny_unknown_fields)]
 pub struct Catalog {
     /// Zones; default the zones the offerings name, plus kwok's four when a type lists no
     /// offerings. When set, every offering must be in one of them.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zones: Option<Vec<String>>,
     /// Instance types; default the kwok-shaped catalog ([`default_instance_types`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_types: Option<Vec<CatalogInstanceType>>,
     /// Overhead of every type that sets none; default [`CatalogOverhead::kwok`].
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overhead: Option<CatalogOverhead>,
     /// What the simulated kubelets really keep, when it differs from the advertised overhead
     /// (a node that joins with less allocatable than its cloud estimated). Only the simulated
     /// cloud reads it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubelet_overhead: Option<CatalogOverhead>,
     /// Label keys to treat as well-known besides upstream's (pods may select them without a
     /// NodePool declaring them). Only `joinery schedule` and `joinery disrupt` read it: a cloud
     /// plugin declares its own.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub well_known_labels: Vec<String>,
 }
 
-/// The object form of a catalog file.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct CatalogObject {
-    #[serde(default)]
-    zones: Option<Vec<String>>,
-    #[serde(default)]
-    instance_types: Option<Vec<CatalogInstanceType>>,
-    #[serde(default)]
-    overhead: Option<CatalogOverhead>,
-    #[serde(default)]
-    kubelet_overhead: Option<CatalogOverhead>,
-    #[serde(default)]
-    well_known_labels: Vec<String>,
+impl Serialize for Catalog {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        Catalog::serialize(self, serializer)
+    }
 }
 
 impl<'de> Deserialize<'de> for Catalog {
@@ -350,14 +342,7 @@ impl<'de> Deserialize<'de> for Catalog {
                 Ok(Catalog { instance_types: Some(types), ..Default::default() })
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Catalog, A::Error> {
-                let o = CatalogObject::deserialize(MapAccessDeserializer::new(map))?;
-                Ok(Catalog {
-                    zones: o.zones,
-                    instance_types: o.instance_types,
-                    overhead: o.overhead,
-                    kubelet_overhead: o.kubelet_overhead,
-                    well_known_labels: o.well_known_labels,
-                })
+                Catalog::deserialize(MapAccessDeserializer::new(map))
             }
         }
         deserializer.deserialize_any(Form)
@@ -611,6 +596,14 @@ mod tests {
 
     fn parse(text: &str) -> Catalog {
         serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn a_catalog_serializes_as_it_reads() {
+        let text = r#"{"zones":["nova"],"instanceTypes":[{"name":"a","cpu":"2","memory":"4Gi","price":0.5}],"wellKnownLabels":["size"]}"#;
+        let c = parse(text);
+        assert_eq!(serde_json::to_string(&c).unwrap(), text);
+        assert!(serde_json::from_str::<Catalog>(r#"{"zone": []}"#).unwrap_err().to_string().contains("zone"));
     }
 
     #[test]
