@@ -1252,6 +1252,7 @@ impl<'a> Scheduler<'a> {
         let mut memo: Vec<Priced> = Vec::new();
         let mut named: HashMap<(usize, Vec<usize>), (std::sync::Arc<[String]>, Requirement), BuildHasherDefault<FxHasher>> =
             HashMap::default();
+        let mut kept_mask: Vec<bool> = Vec::new();
         for (c, claim) in self.claims.iter().enumerate() {
             let pool = &self.pools[claim.pool];
             let template = &pool.input.template;
@@ -1277,16 +1278,15 @@ impl<'a> Scheduler<'a> {
                 }
             };
             let priced = &memo[entry];
-            // Options left unchecked by later pods (see `Options::DropFirst`) are checked here.
-            let mut kept_indices: Vec<usize> = claim
-                .options
-                .iter()
-                .copied()
-                .filter(|&t| fits_sum(&[&claim.requests, &pool.type_overhead[t]], pool.instance_type(t).allocatable()))
-                .collect();
-            let mut prices = order_by_price(&mut kept_indices, &pool.input.instance_types, |t| {
-                priced.prices[t]
-            });
+            // Options left unchecked by later pods (see `Options::DropFirst`) are checked here,
+            // and put in launch order by keeping them from the memo's ordered candidates.
+            kept_mask.clear();
+            kept_mask.resize(pool.input.instance_types.len(), false);
+            for &t in &claim.options {
+                kept_mask[t] = fits_sum(&[&claim.requests, &pool.type_overhead[t]], pool.instance_type(t).allocatable());
+            }
+            let mut kept_indices: Vec<usize> = priced.order.iter().copied().filter(|&t| kept_mask[t]).collect();
+            let mut prices: Vec<Option<f64>> = kept_indices.iter().map(|&t| priced.prices[t]).collect();
             kept_indices.truncate(MAX_INSTANCE_TYPES);
             prices.truncate(MAX_INSTANCE_TYPES);
             let types: Vec<&InstanceType> = kept_indices
@@ -1408,6 +1408,10 @@ struct Priced {
     capacity_type_names: Vec<String>,
     /// Per type index: bit `i` set when it offers `capacity_type_names[i]`.
     capacity_types: Vec<u64>,
+    /// Every candidate in launch order (`order_by_price`): a claim's options are put in order
+    /// by keeping theirs from this list, which the order's total tie-breaking makes the same
+    /// as sorting them.
+    order: Vec<usize>,
 }
 
 impl Priced {
@@ -1425,6 +1429,7 @@ impl Priced {
             prices: vec![None; count],
             capacity_type_names: pool.offerings.capacity_type_names().map(str::to_owned).collect(),
             capacity_types: vec![0; count],
+            order: pool.candidates.clone(),
         };
         let filter = pool.offerings.filter(requirements, policy);
         for &t in &pool.candidates {
@@ -1442,6 +1447,8 @@ impl Priced {
             }
             priced.prices[t] = cheapest;
         }
+        let prices = &priced.prices;
+        order_by_price(&mut priced.order, &pool.input.instance_types, |t| prices[t]);
         priced
     }
 }
