@@ -623,14 +623,16 @@ fn one_scenario_decides_alike_at_two_speeds() {
     let (slow, fast) = (run(SCALE_OUT_SPEED), run(4.0 * SCALE_OUT_SPEED));
     let ((slow_claims, slow_types, slow_running), (fast_claims, fast_types, fast_running)) = (decisions(&slow), decisions(&fast));
     assert_eq!((slow_running, fast_running), (200, 200));
-    // A batch window that closes a moment earlier or later may split pods differently: one or
-    // two claims apart at most, of the same instance types.
+    // A batch window that closes a moment earlier or later may split pods differently, at any
+    // one speed as between two: one or two claims more or fewer, or two of another size (the
+    // last batch's pods fill two c3-16 in one run and two c3-8 in another, six claims each).
+    // Each claim of another type counts twice in `apart` (one type fewer, one more).
     assert!(slow_claims.abs_diff(fast_claims) <= 2, "claims {slow_claims} vs {fast_claims}");
     let types = |t: &std::collections::BTreeMap<String, u64>| t.keys().cloned().collect::<Vec<_>>();
     let apart: u64 = slow_types.keys().chain(fast_types.keys()).collect::<std::collections::BTreeSet<_>>().into_iter()
         .map(|t| slow_types.get(t).copied().unwrap_or(0).abs_diff(fast_types.get(t).copied().unwrap_or(0)))
         .sum();
-    assert!(apart <= 2, "instance types {:?} vs {:?} ({:?} vs {:?})", slow_types, fast_types, types(&slow_types), types(&fast_types));
+    assert!(apart <= 4, "instance types {:?} vs {:?} ({:?} vs {:?})", slow_types, fast_types, types(&slow_types), types(&fast_types));
 }
 
 #[test]
