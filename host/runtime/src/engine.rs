@@ -27,6 +27,17 @@ pub struct EngineOptions {
     pub cache_dir: Option<PathBuf>,
 }
 
+/// The environment variable naming the compiled-component cache directory (what
+/// `--plugin-cache-dir` sets on the command line; simulations and test engines read it).
+pub const PLUGIN_CACHE_ENV: &str = "JOINERY_PLUGIN_CACHE_DIR";
+
+impl EngineOptions {
+    /// The cache directory [`PLUGIN_CACHE_ENV`] names, when it is set and not empty.
+    pub fn cache_dir_from_env() -> Option<PathBuf> {
+        std::env::var_os(PLUGIN_CACHE_ENV).filter(|v| !v.is_empty()).map(PathBuf::from)
+    }
+}
+
 impl Default for EngineOptions {
     fn default() -> Self {
         EngineOptions { pooling: true, pool_instances: 64, max_memory_mib: 256, cache_dir: None }

@@ -245,20 +245,9 @@ pub struct CleverCloudGrant {
 /// and Events (for its quota warnings on NodeClaims).
 const CLEVERCLOUD_KUBERNETES: &str = "[{cluster: workload, group: api.clever-cloud.com, resources: [nodegroups], verbs: [get, list, create, delete]}, {cluster: workload, group: \"\", resources: [events], verbs: [create]}]";
 
-/// The environment variable naming a directory where simulations keep the plugins they
-/// compile, as `joinery run --plugin-cache-dir` does: the same variable, the same cache.
-pub const PLUGIN_CACHE_ENV: &str = "JOINERY_PLUGIN_CACHE_DIR";
-
-/// The compile cache of simulations: [`PLUGIN_CACHE_ENV`] when set and not empty. Compiling
-/// the built-in plugins takes seconds of CPU; with the cache, every simulation after the
-/// first loads them in milliseconds.
-fn plugin_cache_dir() -> Option<PathBuf> {
-    std::env::var_os(PLUGIN_CACHE_ENV).filter(|v| !v.is_empty()).map(PathBuf::from)
-}
-
 /// Loads the built-in plugins with grants that let `simcloud` reach exactly `cloud_url`, and
-/// every renderer read the `secrets` named (compiled once per digest into
-/// [`PLUGIN_CACHE_ENV`]'s directory when it is set). With `exoscale`, the `exoscale` plugin is also
+/// every renderer read the `secrets` named (compiled once per digest into the directory
+/// [`joinery_runtime::engine::PLUGIN_CACHE_ENV`] names, when it is set). With `exoscale`, the `exoscale` plugin is also
 /// granted the fake's loopback address (added to its requested `http`, which names only
 /// Exoscale's real hosts) and the credentials secret [`EXOSCALE_SECRET`].
 pub fn simulation_registry(
@@ -332,7 +321,7 @@ pub fn simulation_registry_with(
         }
     }
     let grants = Grants::parse(&grants_yaml, "simulation grants").map_err(|e| SimulateError::Plugins(e.to_string()))?;
-    let engine = PluginEngine::new(&EngineOptions { cache_dir: plugin_cache_dir(), ..Default::default() }).map_err(SimulateError::Plugins)?;
+    let engine = PluginEngine::new(&EngineOptions { cache_dir: EngineOptions::cache_dir_from_env(), ..Default::default() }).map_err(SimulateError::Plugins)?;
     let mut services = HostServices { secrets: store, ..HostServices::default() };
     let workload = clevercloud.and_then(|g| g.workload.clone()).or_else(|| clusterapi.and_then(|g| g.workload.clone()));
     let management = clusterapi.and_then(|g| g.management.clone());

@@ -19,8 +19,8 @@ pub fn engine() -> PluginEngine {
     static ENGINE: OnceLock<PluginEngine> = OnceLock::new();
     ENGINE
         .get_or_init(|| {
-            let cache_dir = std::env::var_os("JOINERY_PLUGIN_CACHE_DIR").filter(|v| !v.is_empty()).map(PathBuf::from);
-            PluginEngine::new(&EngineOptions { pool_instances: 32, cache_dir, ..Default::default() }).unwrap()
+            PluginEngine::new(&EngineOptions { pool_instances: 32, cache_dir: EngineOptions::cache_dir_from_env(), ..Default::default() })
+                .unwrap()
         })
         .clone()
 }
