@@ -48,7 +48,7 @@ use crate::contract;
 use crate::instance_type::InstanceType;
 use crate::labels::{self, CAPACITY_TYPES, LabelPolicy};
 use crate::requirements::Operator;
-use crate::resources::{Unit, parse_value};
+use crate::resources::{Resources, Unit, parse_value};
 
 /// Why a catalog cannot be used: the entry and field, then what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -184,6 +184,18 @@ impl CatalogOverhead {
     /// The three categories with their field names.
     pub fn categories(&self) -> [(&'static str, &BTreeMap<String, QuantityText>); 3] {
         [("kubeReserved", &self.kube_reserved), ("systemReserved", &self.system_reserved), ("evictionThreshold", &self.eviction_threshold)]
+    }
+
+    /// The three categories summed (a resource in several adds up); the error names the
+    /// category and resource of a bad quantity.
+    pub fn total(&self) -> Result<Resources, String> {
+        let mut total = Resources::new();
+        for (category, list) in self.categories() {
+            let parsed = Resources::from_quantities(list.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .map_err(|e| format!("{category}: {e}"))?;
+            total = total.saturating_add(&parsed);
+        }
+        Ok(total)
     }
 
     fn check(&self, field: &str) -> Result<(), String> {

@@ -113,15 +113,6 @@ impl From<&CatalogOverhead> for OverheadSpec {
     }
 }
 
-fn total(o: &CatalogOverhead) -> Result<Resources, String> {
-    let mut total = Resources::new();
-    for (_, list) in o.categories() {
-        let parsed = Resources::from_quantities(list.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(|e| e.to_string())?;
-        total = total.saturating_add(&parsed);
-    }
-    Ok(total)
-}
-
 /// What the simulated cloud serves: its zones and its instance types, in catalog order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServedCatalog {
@@ -139,7 +130,7 @@ pub fn serve(catalog: &Catalog) -> Result<ServedCatalog, String> {
     }
     let resolved = catalog.resolve().map_err(|e| e.to_string())?;
     let kubelet_overhead = match &catalog.kubelet_overhead {
-        Some(o) => Some(total(o).map_err(|e| format!("kubeletOverhead: {e}"))?),
+        Some(o) => Some(o.total().map_err(|e| format!("kubeletOverhead: {e}"))?),
         None => None,
     };
     let types = resolved
@@ -173,7 +164,7 @@ fn serve_one(t: &ResolvedInstanceType, kubelet_overhead: Option<&Resources>) -> 
     let storage = parse_value(&t.capacity["ephemeral-storage"]).map_err(|e| format!("ephemeralStorage: {e}"))?;
     capacity.insert("ephemeral-storage".to_string(), format_bytes(storage));
     let capacity_amounts = Resources::from_quantities(capacity.iter()).map_err(|e| format!("capacity: {e}"))?;
-    let allocatable = capacity_amounts.saturating_sub(&total(&t.overhead).map_err(|e| format!("overhead: {e}"))?).to_quantities();
+    let allocatable = capacity_amounts.saturating_sub(&t.overhead.total().map_err(|e| format!("overhead: {e}"))?).to_quantities();
     let kubelet_allocatable = match kubelet_overhead {
         Some(o) => capacity_amounts.saturating_sub(o).to_quantities(),
         None => allocatable.clone(),
