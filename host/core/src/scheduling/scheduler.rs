@@ -1084,12 +1084,13 @@ impl<'a> Scheduler<'a> {
         let ports = &input.host_ports;
         let claim_conflict = port_conflict(ports, &claim.ports).is_some();
 
-        // The common case (a claim that already holds pods gets one more that changes neither
-        // its requirements nor its ports): the first option with room for every pod is proof
-        // enough; options before it cannot hold the pods any more (requests only grow) and
-        // go, the rest are left unchecked. Every pod added since the last full filter only
-        // took room, so the room shrinks by the pod's requests at most.
-        if unchanged && ports.is_empty() && claim.ports.is_empty() && !claim.pods.is_empty() && !requirements.has_min_values() {
+        // The common case: a claim that already holds pods gets one that leaves its
+        // requirements as they were and asks for no host port (so it conflicts with none).
+        // The first option with room for every pod is proof enough; options before it cannot
+        // hold the pods any more (requests only grow) and go, the rest are left unchecked.
+        // Every pod added since the last full filter only took room, so the room shrinks by
+        // the pod's requests at most.
+        if unchanged && ports.is_empty() && !claim.pods.is_empty() && !requirements.has_min_values() {
             let first_fit = claim
                 .options
                 .iter()
