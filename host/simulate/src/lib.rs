@@ -880,6 +880,9 @@ pub fn unmet(expect: &Expectations, seen: &Observation) -> Vec<String> {
     if let Some(n) = expect.pods_pending {
         check(seen.pods.pending == n, format!("podsPending: wanted {n}, saw {}", seen.pods.pending));
     }
+    if let Some(n) = expect.pods_unschedulable {
+        check(seen.pods.unschedulable == n, format!("podsUnschedulable: wanted {n}, saw {}", seen.pods.unschedulable));
+    }
     if expect.all_pods_running == Some(true) {
         check(seen.pods.total > 0 && seen.pods.pending == 0, format!("allPodsRunning: {} of {} running", seen.pods.running, seen.pods.total));
     }
@@ -1177,15 +1180,26 @@ mod tests {
     #[test]
     fn time_to_running_is_checked_against_when_every_pod_ran() {
         let expect = Expectations { all_pods_running_within: Some("2m".into()), ..Default::default() };
-        let mut seen = Observation { at: 90.0, pods: observer::PodCounts { total: 10, running: 4, pending: 6 }, ..Default::default() };
+        let mut seen = Observation { at: 90.0, pods: observer::PodCounts { total: 10, running: 4, pending: 6, unschedulable: 6 }, ..Default::default() };
         let unmet_now = unmet(&expect, &seen);
         assert!(unmet_now.len() == 1 && unmet_now[0].contains("4 of 10 running"), "{unmet_now:?}");
-        seen.pods = observer::PodCounts { total: 10, running: 10, pending: 0 };
+        seen.pods = observer::PodCounts { total: 10, running: 10, pending: 0, unschedulable: 0 };
         seen.all_pods_running = Some(118.0);
         assert!(unmet(&expect, &seen).is_empty());
         seen.all_pods_running = Some(121.5);
         assert!(unmet(&expect, &seen)[0].contains("they were at 121.5 s"));
         assert!(Scenario::parse("expect: {allPodsRunningWithin: soon}\n", "x.yaml").unwrap_err().to_string().contains("expect.allPodsRunningWithin"));
+    }
+
+    #[test]
+    fn unschedulable_pods_are_counted_apart_from_pending_ones() {
+        let expect = Expectations { pods_unschedulable: Some(6), ..Default::default() };
+        let mut seen = Observation { pods: observer::PodCounts { total: 6, running: 0, pending: 6, unschedulable: 3 }, ..Default::default() };
+        assert_eq!(unmet(&expect, &seen), vec!["podsUnschedulable: wanted 6, saw 3".to_string()]);
+        seen.pods.unschedulable = 6;
+        assert!(unmet(&expect, &seen).is_empty());
+        let parsed = Scenario::parse("steps:\n  - name: marked\n    waitFor: {podsUnschedulable: 2}\n", "x.yaml").unwrap();
+        assert_eq!(parsed.steps[0].wait_for.as_ref().and_then(|w| w.pods_unschedulable), Some(2));
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub struct PodCounts {
     pub running: usize,
     /// Of which not Running.
     pub pending: usize,
+    /// Of the pending ones, those marked `PodScheduled=False` with reason `Unschedulable`.
+    pub unschedulable: usize,
 }
 
 /// A workload pod that was not running at the end, with why.
@@ -211,6 +213,13 @@ fn is_daemon(pod: &Pod) -> bool {
     pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet")
 }
 
+/// Whether the scheduler marked the pod `PodScheduled=False` with reason `Unschedulable`.
+fn is_marked_unschedulable(pod: &Pod) -> bool {
+    pod.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| {
+        c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable")
+    })
+}
+
 impl Observer {
     /// An observer; with `echo`, timeline lines are printed as they happen.
     pub fn new(client: kube::Client, clock: Arc<Clock>, echo: bool) -> Observer {
@@ -305,8 +314,9 @@ impl Observer {
         }
         let workload: Vec<&Pod> = pods.iter().map(Arc::as_ref).filter(|p| !is_daemon(p) && p.metadata.deletion_timestamp.is_none()).collect();
         let running = workload.iter().filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")).count();
-        let counts = PodCounts { total: workload.len(), running, pending: workload.len() - running };
-        if counts != self.state.pods {
+        let unschedulable = workload.iter().filter(|p| is_marked_unschedulable(p)).count();
+        let counts = PodCounts { total: workload.len(), running, pending: workload.len() - running, unschedulable };
+        if (counts.running, counts.pending) != (self.state.pods.running, self.state.pods.pending) {
             self.note(format!("pods: {} running, {} pending", counts.running, counts.pending));
         }
         self.state.pods = counts;

@@ -677,6 +677,11 @@ pub struct Expectations {
     /// Exactly this many workload pods not Running.
     #[serde(default)]
     pub pods_pending: Option<usize>,
+    /// Exactly this many workload pods the scheduler marked `PodScheduled=False` with reason
+    /// `Unschedulable`: the pods Karpenter acts on. Waiting for it (rather than for
+    /// `podsPending`) before a NodePool arrives lets one provisioning batch see them all.
+    #[serde(default)]
+    pub pods_unschedulable: Option<usize>,
     /// Every workload pod Running (and at least one exists).
     #[serde(default)]
     pub all_pods_running: Option<bool>,
