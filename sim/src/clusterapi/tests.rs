@@ -332,10 +332,18 @@ async fn scale_down_deletes_exactly_the_annotated_machine() {
     fake.nodes().patch(&doomed, &PatchParams::default(), &Patch::Merge(&hold)).await.unwrap();
     let mark = json!({"metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: "2026-05-01 10:00:00 +0000 UTC"}}});
     fake.api(Kind::Machine).patch(&doomed, &PatchParams::default(), &Patch::Merge(&mark)).await.unwrap();
-    // Karpenter's provider writes the whole object back with one replica less.
-    let mut current = fake.api(Kind::MachineDeployment).get("capi-ovh-karpenter").await.unwrap();
-    current.data["spec"]["replicas"] = json!(1);
-    fake.api(Kind::MachineDeployment).replace("capi-ovh-karpenter", &PostParams::default(), &current).await.unwrap();
+    // Karpenter's provider writes the whole object back with one replica less, reading it
+    // again when the controllers' status writes got in between (409 Conflict).
+    let deployments = fake.api(Kind::MachineDeployment);
+    eventually("the MachineDeployment scaled to one replica", || {
+        let deployments = deployments.clone();
+        async move {
+            let mut current = deployments.get("capi-ovh-karpenter").await.unwrap();
+            current.data["spec"]["replicas"] = json!(1);
+            deployments.replace("capi-ovh-karpenter", &PostParams::default(), &current).await.ok()
+        }
+    })
+    .await;
 
     let machines_api = fake.api(Kind::Machine);
     let deleting = eventually("the marked Machine Deleting", || {
