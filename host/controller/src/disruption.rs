@@ -260,7 +260,8 @@ async fn start(ctx: &Context, memory: &Shared, command: Command) -> Result<(), C
         }
     }
     if replacements.is_empty() {
-        return finish(ctx, memory, &command).await;
+        // Nothing retries this command: a candidate whose delete fails is released.
+        return finish(ctx, memory, &command, true).await;
     }
     for name in &command.candidates {
         if let Some(claim) = claim_named(ctx, name) {
@@ -290,7 +291,8 @@ async fn advance_queue(ctx: &Context, memory: &Shared) -> Result<(), ControllerE
         let ready = claims.iter().all(|c| c.as_ref().is_some_and(|c| c.is_condition_true(INITIALIZED)));
         let command = lock(memory).queue[index].command.clone();
         if ready {
-            finish(ctx, memory, &command).await?;
+            // The command stays queued when a delete fails: the next pass finishes it.
+            finish(ctx, memory, &command, false).await?;
             done.push(index);
         } else if vanished || now.duration_since(started).unwrap_or_default() >= timeout {
             let why = if vanished { "a replacement NodeClaim vanished" } else { "replacements did not initialize in time" };
@@ -313,11 +315,15 @@ async fn advance_queue(ctx: &Context, memory: &Shared) -> Result<(), ControllerE
     Ok(())
 }
 
-/// Deletes a command's candidates (their replacements, if any, are initialized).
-async fn finish(ctx: &Context, memory: &Shared, command: &Command) -> Result<(), ControllerError> {
+/// Deletes a command's candidates (their replacements, if any, are initialized). When a
+/// delete fails and `release_on_failure` is set (nothing will retry the command), the
+/// candidates not deleted yet are released (untainted, no longer counted as being disrupted)
+/// so that a later pass decides on them again; left marked, they would be blocked as "already
+/// being disrupted" forever.
+async fn finish(ctx: &Context, memory: &Shared, command: &Command, release_on_failure: bool) -> Result<(), ControllerError> {
     let api = Api::<NodeClaim>::all(ctx.client.clone());
     let reason = command.reason();
-    for name in &command.candidates {
+    for (index, name) in command.candidates.iter().enumerate() {
         let Some(claim) = claim_named(ctx, name) else { continue };
         let message = format!("Disrupting NodeClaim: {} ({})", reason.as_str(), command.explanation);
         ctx.events.normal(&Involved::of(claim.as_ref()), "DisruptionTerminating", &message).await;
@@ -329,7 +335,13 @@ async fn finish(ctx: &Context, memory: &Shared, command: &Command) -> Result<(),
         match api.delete(name, &DeleteParams::background()).await {
             Ok(_) => {}
             Err(e) if util::is_not_found(&e) => {}
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                if release_on_failure {
+                    tracing::warn!(nodeclaim = %name, error = %e, "could not delete a disruption candidate; released for a later pass");
+                    rollback(ctx, memory, &command.candidates[index..]).await;
+                }
+                return Err(e.into());
+            }
         }
         let label = |k: &str| claim.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or_default();
         ctx.metrics.inc(

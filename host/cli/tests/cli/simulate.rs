@@ -48,7 +48,8 @@ fn run_scenario_file(path: Option<&std::path::Path>, speed: f64) -> (serde_json:
     let journal = dir.path().join("exoscale.jsonl");
     let exoscale = scenario.is_some_and(|s| s.starts_with("exoscale-"));
     let mut cmd = joinery();
-    cmd.arg("simulate");
+    // The controllers' decisions too, shown with the report when a run fails.
+    cmd.arg("simulate").env("RUST_LOG", "warn,joinery_controller=info");
     if let Some(path) = path {
         cmd.arg(path);
     }
@@ -56,8 +57,14 @@ fn run_scenario_file(path: Option<&std::path::Path>, speed: f64) -> (serde_json:
         cmd.arg("--exoscale-journal").arg(&journal);
     }
     let out = cmd.arg("--report").arg(&report).arg("--plot").arg(&plot).arg("--speed").arg(speed.to_string()).output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    if !out.status.success() {
+        // What the host logged (its decisions, warnings and errors) is the first clue to a failed run.
+        let lines: Vec<&str> = stderr.lines().collect();
+        let tail = lines[lines.len().saturating_sub(150)..].join("\n");
+        stdout.push_str(&format!("\n--- last lines of stderr ---\n{tail}\n"));
+    }
     let text = std::fs::read_to_string(&report).unwrap_or_else(|_| panic!("no report; stdout:\n{stdout}\nstderr:\n{stderr}"));
     let svg = std::fs::read_to_string(&plot).unwrap_or_else(|_| panic!("no plot; stderr:\n{stderr}"));
     if exoscale {
