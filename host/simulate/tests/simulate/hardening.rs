@@ -328,3 +328,36 @@ async fn host_killed_mid_disruption_releases_the_abandoned_taint_on_restart() {
     assert_eq!((claims(&sim).await.len(), live_instances(&sim)), (1, 1));
     sim.shutdown().await;
 }
+
+/// Emptiness decides to delete an empty node, but the API server fails the NodeClaim's
+/// delete: the candidate is released (untainted, no longer "being disrupted") so that a later
+/// pass deletes it once the API recovers. Before, it stayed marked as being disrupted and no
+/// pass ever picked it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_delete_of_an_empty_nodes_claim_is_retried_by_a_later_pass() {
+    use joinery_sim::ApiVerb;
+    let sim = start().await;
+    apply_pool(&sim, None).await;
+    // Thirty seconds of emptiness before consolidation: time to turn the fault on.
+    let pool = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+        "spec": {"template": {"spec": {
+                    "nodeClassRef": {"group": "sim.joinery.dev", "kind": "SimNodeClass", "name": "default"},
+                    "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]}},
+                 "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s"}}});
+    sim.apply(&pool).await.unwrap();
+    sim.apply(&pod("web", json!({"app": "web"}), json!({"terminationGracePeriodSeconds": 0}))).await.unwrap();
+    eventually("the pod runs", Duration::from_secs(60), || pod_running(&sim, "web")).await;
+    let pods: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
+    pods.delete("web", &DeleteParams::default()).await.unwrap();
+    eventually("the pod is gone", Duration::from_secs(30), || async { pods.get_opt("web").await.unwrap().is_none() }).await;
+    sim.api.faults().set_error_rate(ApiVerb::Delete, 1.0);
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::all(sim.client.clone());
+    eventually("emptiness tried to delete the claim", Duration::from_secs(30), || async {
+        events.list(&ListParams::default()).await.unwrap().items.iter().any(|e| e.reason.as_deref() == Some("DisruptionTerminating"))
+    })
+    .await;
+    assert_eq!(claims(&sim).await.len(), 1, "the delete failed");
+    sim.api.faults().set_error_rate(ApiVerb::Delete, 0.0);
+    assert_all_gone(&sim, Duration::from_secs(60)).await;
+    sim.shutdown().await;
+}
