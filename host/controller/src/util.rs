@@ -30,7 +30,7 @@ pub(crate) async fn run_loop<F, Fut>(
         let changed = ctx.state.changed.notified();
         tokio::pin!(changed);
         changed.as_mut().enable();
-        if let Err(e) = step(ctx.clone()).await {
+        if let Err(e) = watched_step(&ctx, name, step(ctx.clone())).await {
             tracing::warn!(controller = name, error = %e, "step failed; will retry");
         }
         tokio::select! {
@@ -40,6 +40,29 @@ pub(crate) async fn run_loop<F, Fut>(
             }
             _ = tokio::time::sleep(ctx.clock.to_real(interval)) => {}
             _ = stopped.changed() => break,
+        }
+    }
+}
+
+/// How long (simulated) a loop's step may run before it is reported as stalled.
+const STALL_WARNING: Duration = Duration::from_secs(120);
+
+/// Awaits one step, warning every [`STALL_WARNING`] while it runs: a step blocked on a request
+/// that never returns stops its whole loop, and would otherwise do so silently. The step is
+/// never cancelled (a step cut short could leave its loop's memory half updated).
+async fn watched_step<Fut>(ctx: &Context, name: &'static str, step: Fut) -> Result<(), ControllerError>
+where
+    Fut: Future<Output = Result<(), ControllerError>>,
+{
+    tokio::pin!(step);
+    let started = ctx.clock.now();
+    loop {
+        tokio::select! {
+            result = &mut step => return result,
+            _ = tokio::time::sleep(ctx.clock.to_real(STALL_WARNING)) => {
+                let seconds = ctx.clock.now().duration_since(started).unwrap_or_default().as_secs();
+                tracing::warn!(controller = name, seconds, "a step has been running for a long time; a request may be hanging");
+            }
         }
     }
 }
