@@ -156,8 +156,13 @@ fn store_cached(path: &Path, component: &Component) {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
         }
-        // Write then rename, so a concurrent reader never sees half a file.
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        // Write a file of this call's own, then rename it into place: a reader never sees half
+        // a file, and no writer truncates a file another thread or process renamed into place
+        // and may have mapped (which killed it with SIGBUS when two threads of one process
+        // shared a temporary name).
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = path.with_extension(format!("tmp{}-{write}", std::process::id()));
         std::fs::write(&tmp, bytes).map_err(|e| e.to_string())?;
         std::fs::rename(&tmp, path).map_err(|e| e.to_string())
     });
