@@ -114,11 +114,11 @@ fn a_second_replica_stands_by_ready_and_leads_once_the_first_stops() {
     let status = first.0.wait().unwrap();
     assert!(status.success(), "a clean stop exits 0: {status:?}");
     // Released: nobody holds the Lease, or the follower already took it (it retries every
-    // 2 s, and may have done so before kubectl reads the Lease).
+    // 2 s, and may have done so before kubectl reads the Lease). Unreleased, the Lease would
+    // still name the first replica until it lapsed, so this needs no deadline.
     let holder = lease_holder(&kubeconfig);
     assert!(holder.is_empty() || holder.starts_with("replica-b_"), "released: {holder}");
-    // Sooner than the 15 s a lapsed Lease would take.
-    eventually(Duration::from_secs(12), "the follower never took over", || leads(second_metrics));
+    eventually(Duration::from_secs(30), "the follower never took over", || leads(second_metrics));
     assert!(lease_holder(&kubeconfig).starts_with("replica-b_"), "{}", lease_holder(&kubeconfig));
 }
 
