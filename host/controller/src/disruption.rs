@@ -105,7 +105,11 @@ async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> 
         return Ok(());
     }
     lock(&memory).last_decision = Some(now);
-    let Some(snapshot) = gather(&ctx, &memory).await else { return Ok(()) };
+    let Some(snapshot) = gather(&ctx, &memory).await else {
+        tracing::debug!("disruption pass skipped: the cluster state is not synced or a NodeClass is unresolved");
+        return Ok(());
+    };
+    tracing::debug!(candidates = snapshot.candidates.len(), "disruption pass");
     publish_allowances(&ctx, &snapshot);
     let outcomes = disruption::methods::decide_with(|method| {
         let started = std::time::Instant::now();
@@ -120,6 +124,9 @@ async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> 
         // Events for what an operator can act on (protections, budgets, nominations), not for
         // nodes merely waiting for consolidateAfter or initialization.
         let waiting = |why: &str| why.contains("not consolidatable yet") || why.contains("not initialized");
+        if let Some(why) = &outcome.skipped {
+            tracing::debug!(method = outcome.method.as_str(), reason = %why, "disruption method skipped every candidate");
+        }
         for (claim, why) in &outcome.blocked {
             tracing::debug!(method = outcome.method.as_str(), nodeclaim = %claim, reason = %why, "disruption candidate blocked");
         }
@@ -131,6 +138,7 @@ async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> 
             }
         }
         for (claim, why) in &outcome.rejected {
+            tracing::debug!(method = outcome.method.as_str(), nodeclaim = %claim, reason = %why, "disruption candidate rejected");
             if let Some(c) = snapshot.candidate(claim)
                 && let Some(node) = ctx.state.node(&c.node)
             {
