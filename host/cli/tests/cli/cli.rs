@@ -185,6 +185,10 @@ fn exit_codes_tell_usage_errors_runtime_errors_and_failed_checks_apart() {
     assert_eq!(code(&["simulate", "no-such-scenario.yaml"]), Some(3), "an unreadable input is a runtime error");
     assert_eq!(code(&["plugins", "inspect", "no-such-plugin"]), Some(3));
     assert_eq!(code(&["plugins", "list"]), Some(0));
+    let bad_delay = std::process::Command::new(env!("CARGO_BIN_EXE_joinery")).args(["sim", "serve", "--boot-delay", "soon"]).output().unwrap();
+    let err = String::from_utf8_lossy(&bad_delay.stderr);
+    assert_eq!(bad_delay.status.code(), Some(2), "{err}");
+    assert!(err.contains("--boot-delay") && err.contains("Go duration"), "{err}");
 }
 
 /// `plugins list --json`: one object per plugin, with the fields scripts read.

@@ -19,6 +19,10 @@ pub struct ServeArgs {
     /// Simulated seconds per real second.
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,
+    /// How long a simulated cloud instance takes to boot and register as a node, in simulated
+    /// time (a Go duration such as `30s`, `1m30s` or `0s`).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = boot_delay)]
+    pub boot_delay: std::time::Duration,
     /// Also run the host (the Joinery controllers) against it.
     #[arg(long)]
     pub with_host: bool,
@@ -43,6 +47,10 @@ pub struct ServeArgs {
     /// static taint) bound round-robin to the `--preload-nodes` nodes.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub preload_pods: usize,
+}
+
+fn boot_delay(text: &str) -> Result<std::time::Duration, String> {
+    joinery_api::duration::parse_go_duration(text).map_err(|e| format!("{e} (write a Go duration such as 30s or 1m30s)"))
 }
 
 /// What `--cloud exoscale` creates in the fake Exoscale API, so a NodeClass or a client has
@@ -84,7 +92,7 @@ pub enum Cloud {
 impl Execute for ServeArgs {
     /// Serves the emulated cluster until Ctrl-C.
     async fn execute(self) -> Result<ExitCode> {
-        let Self { kubeconfig_out, speed, with_host, cloud, exoscale_journal, management_kubeconfig_out, preload_nodes, preload_pods } = self;
+        let Self { kubeconfig_out, speed, boot_delay, with_host, cloud, exoscale_journal, management_kubeconfig_out, preload_nodes, preload_pods } = self;
         if preload_pods > 0 && preload_nodes == 0 {
             anyhow::bail!("--preload-pods needs --preload-nodes: the pods are bound to the preloaded nodes");
         }
@@ -96,7 +104,7 @@ impl Execute for ServeArgs {
         }
         let exoscale = (cloud == Cloud::Exoscale).then(exoscale_world);
         let clusterapi = (cloud == Cloud::Clusterapi).then(ClusterApiSpec::default);
-        let options = SimulationOptions { speed, start_controller: with_host, exoscale, exoscale_journal, clusterapi, ..Default::default() };
+        let options = SimulationOptions { speed, boot_delay, start_controller: with_host, exoscale, exoscale_journal, clusterapi, ..Default::default() };
         let sim = Simulation::start(options).await?;
         if preload_nodes > 0 {
             let started = std::time::Instant::now();
