@@ -100,7 +100,7 @@ async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> 
     let pools: BTreeMap<String, Arc<NodePool>> = ctx.state.node_pools.state().into_iter().map(|p| (name_of(p.as_ref()), p)).collect();
     maintain_signals(&ctx, &memory, &pools, now).await?;
     advance_queue(&ctx, &memory).await?;
-    let poll_due = lock(&memory).last_decision.is_none_or(|at| now.duration_since(at).unwrap_or_default() >= ctx.settings.disruption_poll);
+    let poll_due = lock(&memory).last_decision.is_none_or(|at| util::due(at, now, ctx.settings.disruption_poll));
     if !poll_due {
         return Ok(());
     }
@@ -506,7 +506,7 @@ async fn update_drifted(
     // than an hour, and only when the claim's plugin verdict is due again (every
     // DRIFT_RECHECK), not on every pass.
     let uid = claim.metadata.uid.clone().unwrap_or_default();
-    let due = lock(memory).plugin_drift.get(&uid).is_none_or(|(at, _, _)| now.duration_since(*at).unwrap_or_default() >= DRIFT_RECHECK);
+    let due = lock(memory).plugin_drift.get(&uid).is_none_or(|(at, _, _)| util::due(*at, now, DRIFT_RECHECK));
     let old = due && now.duration_since(created).unwrap_or_default() >= INSTANCE_TYPE_DRIFT_AGE;
     if old && types_by_pool.is_none() {
         let (offers, _) = provisioner::ready_nodepools(ctx).await;

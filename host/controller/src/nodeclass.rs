@@ -62,7 +62,7 @@ async fn step(ctx: Arc<Context>, resolved: Arc<Mutex<HashMap<(String, i64), Syst
                 .lock()
                 .expect("resolve times lock")
                 .get(&id)
-                .is_none_or(|at| now.duration_since(*at).unwrap_or_default() >= RESOLVE_INTERVAL);
+                .is_none_or(|at| crate::util::due(*at, now, RESOLVE_INTERVAL));
             if !due {
                 continue;
             }

@@ -47,7 +47,7 @@ pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
         }
         let pending = provisionable_uids(&ctx);
         let now = ctx.clock.now();
-        let retrigger = last_pass.is_none_or(|at| now.duration_since(at).unwrap_or_default() >= RETRIGGER);
+        let retrigger = last_pass.is_none_or(|at| crate::util::due(at, now, RETRIGGER));
         let fresh = pending.iter().any(|uid| !handled.contains(uid));
         if pending.is_empty() || !(fresh || retrigger) {
             let changed = ctx.state.changed.notified();

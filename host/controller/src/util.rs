@@ -44,6 +44,14 @@ pub(crate) async fn run_loop<F, Fut>(
     }
 }
 
+/// Whether a periodic check last made at `last` is due again at `now`: `every` has passed,
+/// or the clock went back before `last` (a wall clock stepped back, or a simulation's clock
+/// rebased into the past) — a check that waited for the clock to catch up with `last` would
+/// stop for as long as the step.
+pub(crate) fn due(last: SystemTime, now: SystemTime, every: Duration) -> bool {
+    now.duration_since(last).map_or(true, |since| since >= every)
+}
+
 /// How long (simulated) a loop's step may run before it is reported as stalled.
 const STALL_WARNING: Duration = Duration::from_secs(120);
 
@@ -183,6 +191,18 @@ pub fn truncate(message: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_periodic_check_is_due_after_its_interval_or_when_the_clock_went_back() {
+        let last = UNIX_EPOCH + Duration::from_secs(1_796_000_000);
+        let every = Duration::from_secs(10);
+        assert!(!due(last, last, every));
+        assert!(!due(last, last + Duration::from_secs(9), every));
+        assert!(due(last, last + every, every));
+        // A scenario's clock rebased nine months back after a loop's first pass: the next
+        // pass must not wait nine months.
+        assert!(due(last, last - Duration::from_secs(270 * 86_400), every));
+    }
 
     #[tokio::test]
     async fn keyed_workers_run_keys_apart_and_once_at_a_time() {

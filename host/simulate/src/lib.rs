@@ -999,7 +999,8 @@ pub async fn run_scenario_with(scenario: &Scenario, run: RunOptions) -> Result<R
         catalog: scenario.cloud.catalog.clone().unwrap_or_default(),
         boot_delay,
         settings,
-        start_controller: true,
+        // Started below, once the clock reads `startAt`.
+        start_controller: false,
         faults: scenario.cloud.faults.clone(),
         secrets: scenario.secrets.clone(),
         exoscale: (scenario.cloud.provider() == "exoscale").then(|| scenario.cloud.exoscale.clone().unwrap_or_default()),
@@ -1009,11 +1010,14 @@ pub async fn run_scenario_with(scenario: &Scenario, run: RunOptions) -> Result<R
     };
     let wall = std::time::Instant::now();
     let start_at = scenario.start_at()?;
-    let sim = Simulation::start(options).await?;
+    let mut sim = Simulation::start(options).await?;
     if let Some(at) = start_at {
-        // The scenario's timeline starts now: it reads `startAt` here.
+        // The scenario's timeline starts now: it reads `startAt` here. Before the host starts:
+        // a controller that read the clock before a rebase into the past would wait for the
+        // time it read to come again (the disruption loop polled once and never again).
         sim.clock.rebase(at);
     }
+    sim.start_controller().await?;
     let mut observer = Observer::new(sim.client.clone(), sim.clock.clone(), echo);
     if scenario.expects_events() {
         observer.record_events();
