@@ -45,12 +45,21 @@ fn key_of<K: Resource>(object: &K) -> String {
 struct Mirror<K> {
     objects: BTreeMap<String, K>,
     relisting: Option<BTreeMap<String, K>>,
+    /// What the controllers wrote while a relist was under way: its list may have been read
+    /// before the write, and must not make a Machine just created vanish (the MachineSet
+    /// controller would create another).
+    written_while_relisting: BTreeMap<String, K>,
     synced: bool,
 }
 
-impl<K: Resource> Mirror<K> {
+/// An object's `resourceVersion` as a number (the emulated API server's are), 0 otherwise.
+fn version_of<K: Resource>(object: &K) -> u64 {
+    object.meta().resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+impl<K: Resource + Clone> Mirror<K> {
     fn new() -> Self {
-        Mirror { objects: BTreeMap::new(), relisting: None, synced: false }
+        Mirror { objects: BTreeMap::new(), relisting: None, written_while_relisting: BTreeMap::new(), synced: false }
     }
 
     fn apply(&mut self, event: watcher::Event<K>) {
@@ -61,14 +70,25 @@ impl<K: Resource> Mirror<K> {
             watcher::Event::Delete(object) => {
                 self.objects.remove(&key_of(&object));
             }
-            watcher::Event::Init => self.relisting = Some(BTreeMap::new()),
+            watcher::Event::Init => {
+                self.relisting = Some(BTreeMap::new());
+                self.written_while_relisting.clear();
+            }
             watcher::Event::InitApply(object) => {
                 if let Some(relisting) = self.relisting.as_mut() {
                     relisting.insert(key_of(&object), object);
                 }
             }
             watcher::Event::InitDone => {
-                if let Some(relisting) = self.relisting.take() {
+                if let Some(mut relisting) = self.relisting.take() {
+                    // A write newer than the list wins. (An object written during the relist and
+                    // deleted before its list was read would stay until the next relist: the
+                    // watch, resumed after the list, never reports that deletion.)
+                    for (key, written) in std::mem::take(&mut self.written_while_relisting) {
+                        if relisting.get(&key).is_none_or(|listed| version_of(listed) < version_of(&written)) {
+                            relisting.insert(key, written);
+                        }
+                    }
                     self.objects = relisting;
                 }
                 self.synced = true;
@@ -78,6 +98,9 @@ impl<K: Resource> Mirror<K> {
 
     /// Records what a write returned (newer than what the watch has delivered so far).
     fn put(&mut self, object: K) {
+        if self.relisting.is_some() {
+            self.written_while_relisting.insert(key_of(&object), object.clone());
+        }
         self.objects.insert(key_of(&object), object);
     }
 }
@@ -1066,4 +1089,43 @@ impl Controllers {
 fn machine_infrastructure(machine: &DynamicObject) -> String {
     let kind = machine.data.pointer("/spec/infrastructureRef/kind").and_then(Value::as_str).unwrap_or("Machine");
     format!("{kind}/{}", name_of(machine))
+}
+
+#[cfg(test)]
+mod mirror_tests {
+    use super::*;
+
+    fn machine(name: &str, version: u64) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+            "metadata": {"name": name, "namespace": "default", "resourceVersion": version.to_string()},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_relist_read_before_a_write_does_not_drop_what_was_written() {
+        let mut mirror = Mirror::new();
+        mirror.apply(watcher::Event::Init);
+        mirror.apply(watcher::Event::InitDone);
+        mirror.put(machine("before", 5));
+        // A watch that expired: the relist starts, the controller creates a Machine, and the
+        // list (read before the create) holds only what existed before.
+        mirror.apply(watcher::Event::Init);
+        mirror.put(machine("during", 9));
+        mirror.apply(watcher::Event::InitApply(machine("before", 5)));
+        mirror.apply(watcher::Event::InitDone);
+        assert_eq!(mirror.objects.keys().collect::<Vec<_>>(), ["default/before", "default/during"]);
+        // A later relist that does not list it means it is gone.
+        mirror.apply(watcher::Event::Init);
+        mirror.apply(watcher::Event::InitApply(machine("before", 5)));
+        mirror.apply(watcher::Event::InitDone);
+        assert_eq!(mirror.objects.keys().collect::<Vec<_>>(), ["default/before"]);
+        // A listed version newer than the write wins.
+        mirror.apply(watcher::Event::Init);
+        mirror.put(machine("before", 6));
+        mirror.apply(watcher::Event::InitApply(machine("before", 7)));
+        mirror.apply(watcher::Event::InitDone);
+        assert_eq!(version_of(&mirror.objects["default/before"]), 7);
+    }
 }
