@@ -9,6 +9,25 @@ use crate::support::repo;
 /// seconds pass faster than its controllers can act.
 static CPU: RwLock<()> = RwLock::new(());
 
+/// The machine to this test alone: [`CPU`] for this binary, and for other processes the
+/// lock file `./dev test` names in `JOINERY_TEST_CPU_LOCK`, which it holds shared while it runs
+/// the other test binaries next to this one. Without the variable, only [`CPU`].
+struct Alone {
+    _in_process: std::sync::RwLockWriteGuard<'static, ()>,
+    _across_processes: Option<std::fs::File>,
+}
+
+fn alone() -> Alone {
+    let in_process = CPU.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let across_processes = std::env::var_os("JOINERY_TEST_CPU_LOCK").map(|path| {
+        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path)
+            .unwrap_or_else(|e| panic!("cannot open the lock file JOINERY_TEST_CPU_LOCK={}: {e}", path.display()));
+        file.lock().unwrap_or_else(|e| panic!("cannot lock JOINERY_TEST_CPU_LOCK={}: {e}", path.display()));
+        file
+    });
+    Alone { _in_process: in_process, _across_processes: across_processes }
+}
+
 fn joinery() -> Command {
     Command::new(env!("CARGO_BIN_EXE_joinery"))
 }
@@ -22,7 +41,7 @@ fn simulate(scenario: Option<&str>) -> (serde_json::Value, String, bool) {
 /// Runs a scenario with the machine to itself (no other scenario of this binary runs
 /// meanwhile), at another speed (a heavy scenario runs slower so that the debug build keeps up).
 fn simulate_alone(scenario: &str, speed: f64) -> (serde_json::Value, String, bool) {
-    let _exclusive = CPU.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _alone = alone();
     run_scenario(Some(scenario), speed)
 }
 
@@ -622,7 +641,7 @@ fn one_scenario_decides_alike_at_two_speeds() {
     let dir = tempfile::tempdir().unwrap();
     let path = small_scale_out(dir.path());
     let run = |speed: f64| {
-        let _exclusive = CPU.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _alone = alone();
         let (report, stdout, ok, _) = run_scenario_file(Some(&path), speed);
         assert!(ok, "speed {speed}: {}", stdout.lines().rev().take(20).collect::<Vec<_>>().join("\n"));
         assert_eq!(report["lag"]["refused"], false, "speed {speed}: {}", report["lag"]);
