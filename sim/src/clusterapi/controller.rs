@@ -25,6 +25,7 @@ use super::{
     OWNER_KIND_ANNOTATION, OWNER_NAME_ANNOTATION, SET_NAME_LABEL, STORAGE_VERSION, TEMPLATE_HASH_LABEL, provider_id,
 };
 use crate::cloud::model::{CloudEvent, InstanceState, NodeRegistration, SimInstance};
+use crate::physics::cache::Cache;
 use crate::physics::{Trigger, api_code, controller_uid, node_is_ready, time_at, watch};
 
 /// How long after its creation a Machine's bootstrap data is ready (simulated; never later
@@ -39,70 +40,6 @@ const MIN_SIZE_ANNOTATION: &str = "cluster.x-k8s.io/cluster-api-autoscaler-node-
 fn key_of<K: Resource>(object: &K) -> String {
     let meta = object.meta();
     format!("{}/{}", meta.namespace.as_deref().unwrap_or_default(), meta.name.as_deref().unwrap_or_default())
-}
-
-/// A watch-fed copy of one resource type, by `<namespace>/<name>`.
-struct Mirror<K> {
-    objects: BTreeMap<String, K>,
-    relisting: Option<BTreeMap<String, K>>,
-    /// What the controllers wrote while a relist was under way: its list may have been read
-    /// before the write, and must not make a Machine just created vanish (the MachineSet
-    /// controller would create another).
-    written_while_relisting: BTreeMap<String, K>,
-    synced: bool,
-}
-
-/// An object's `resourceVersion` as a number (the emulated API server's are), 0 otherwise.
-fn version_of<K: Resource>(object: &K) -> u64 {
-    object.meta().resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0)
-}
-
-impl<K: Resource + Clone> Mirror<K> {
-    fn new() -> Self {
-        Mirror { objects: BTreeMap::new(), relisting: None, written_while_relisting: BTreeMap::new(), synced: false }
-    }
-
-    fn apply(&mut self, event: watcher::Event<K>) {
-        match event {
-            watcher::Event::Apply(object) => {
-                self.objects.insert(key_of(&object), object);
-            }
-            watcher::Event::Delete(object) => {
-                self.objects.remove(&key_of(&object));
-            }
-            watcher::Event::Init => {
-                self.relisting = Some(BTreeMap::new());
-                self.written_while_relisting.clear();
-            }
-            watcher::Event::InitApply(object) => {
-                if let Some(relisting) = self.relisting.as_mut() {
-                    relisting.insert(key_of(&object), object);
-                }
-            }
-            watcher::Event::InitDone => {
-                if let Some(mut relisting) = self.relisting.take() {
-                    // A write newer than the list wins. (An object written during the relist and
-                    // deleted before its list was read would stay until the next relist: the
-                    // watch, resumed after the list, never reports that deletion.)
-                    for (key, written) in std::mem::take(&mut self.written_while_relisting) {
-                        if relisting.get(&key).is_none_or(|listed| version_of(listed) < version_of(&written)) {
-                            relisting.insert(key, written);
-                        }
-                    }
-                    self.objects = relisting;
-                }
-                self.synced = true;
-            }
-        }
-    }
-
-    /// Records what a write returned (newer than what the watch has delivered so far).
-    fn put(&mut self, object: K) {
-        if self.relisting.is_some() {
-            self.written_while_relisting.insert(key_of(&object), object.clone());
-        }
-        self.objects.insert(key_of(&object), object);
-    }
 }
 
 /// What the controllers know of one Machine (by uid).
@@ -143,10 +80,10 @@ struct Controllers {
     nodes: Api<Node>,
     events: broadcast::Sender<CloudEvent>,
     ledger: Arc<Ledger>,
-    deployments: Mirror<DynamicObject>,
-    sets: Mirror<DynamicObject>,
-    machines: Mirror<DynamicObject>,
-    nodes_seen: Mirror<Node>,
+    deployments: Cache<DynamicObject>,
+    sets: Cache<DynamicObject>,
+    machines: Cache<DynamicObject>,
+    nodes_seen: Cache<Node>,
     tracked: BTreeMap<String, Tracked>,
     rng: u64,
 }
@@ -168,10 +105,10 @@ pub(super) async fn run(options: CapiOptions, events: broadcast::Sender<CloudEve
         nodes,
         events,
         ledger,
-        deployments: Mirror::new(),
-        sets: Mirror::new(),
-        machines: Mirror::new(),
-        nodes_seen: Mirror::new(),
+        deployments: Cache::new(),
+        sets: Cache::new(),
+        machines: Cache::new(),
+        nodes_seen: Cache::new(),
         tracked: BTreeMap::new(),
         rng,
     };
@@ -302,8 +239,7 @@ impl Controllers {
         let resync = self.settings.resync_interval;
         let next = self
             .machines
-            .objects
-            .values()
+            .iter()
             .filter_map(|m| {
                 let tracked = self.tracked.get(m.metadata.uid.as_deref()?)?;
                 tracked.next_due(m.data.pointer("/spec/providerID").is_some())
@@ -320,26 +256,26 @@ impl Controllers {
     }
 
     /// A name `<prefix>-<5 random characters>` not taken in the mirror.
-    fn fresh_name(&mut self, prefix: &str, namespace: &str, taken: impl Fn(&Self, &str) -> bool) -> String {
+    fn fresh_name(&mut self, prefix: &str, namespace: &str, taken: impl Fn(&Self, &str, &str) -> bool) -> String {
         loop {
             let name = format!("{prefix}-{}", self.suffix());
-            if !taken(self, &format!("{namespace}/{name}")) {
+            if !taken(self, namespace, &name) {
                 return name;
             }
         }
     }
 
     async fn pass(&mut self) {
-        if !(self.deployments.synced && self.sets.synced && self.machines.synced && self.nodes_seen.synced) {
+        if !(self.deployments.is_synced() && self.sets.is_synced() && self.machines.is_synced() && self.nodes_seen.is_synced()) {
             return;
         }
-        let deployments: Vec<DynamicObject> = self.deployments.objects.values().cloned().collect();
+        let deployments: Vec<DynamicObject> = self.deployments.iter().cloned().collect();
         for md in &deployments {
             if let Err(error) = self.reconcile_deployment(md).await {
                 tracing::debug!(machinedeployment = %key_of(md), %error, "reconciling a MachineDeployment failed; retrying on the next pass");
             }
         }
-        let sets: Vec<DynamicObject> = self.sets.objects.values().cloned().collect();
+        let sets: Vec<DynamicObject> = self.sets.iter().cloned().collect();
         for ms in &sets {
             if let Err(error) = self.reconcile_set(ms).await {
                 tracing::debug!(machineset = %key_of(ms), %error, "reconciling a MachineSet failed; retrying on the next pass");
@@ -352,7 +288,7 @@ impl Controllers {
     /// The MachineSets a MachineDeployment controls, oldest first.
     fn sets_of(&self, md: &DynamicObject) -> Vec<DynamicObject> {
         let uid = md.metadata.uid.as_deref();
-        let mut sets: Vec<DynamicObject> = self.sets.objects.values().filter(|ms| controller_uid(&ms.metadata).is_some() && controller_uid(&ms.metadata) == uid).cloned().collect();
+        let mut sets: Vec<DynamicObject> = self.sets.iter().filter(|ms| controller_uid(&ms.metadata).is_some() && controller_uid(&ms.metadata) == uid).cloned().collect();
         sets.sort_by_key(|ms| (ms.metadata.creation_timestamp.as_ref().map(|t| t.0), ms.metadata.name.clone()));
         sets
     }
@@ -360,18 +296,18 @@ impl Controllers {
     /// The Machines a MachineSet controls.
     fn machines_of(&self, ms: &DynamicObject) -> Vec<DynamicObject> {
         let uid = ms.metadata.uid.as_deref();
-        self.machines.objects.values().filter(|m| controller_uid(&m.metadata).is_some() && controller_uid(&m.metadata) == uid).cloned().collect()
+        self.machines.iter().filter(|m| controller_uid(&m.metadata).is_some() && controller_uid(&m.metadata) == uid).cloned().collect()
     }
 
     /// The Node of a providerID, if one has registered.
     fn node_of(&self, provider_id: &str) -> Option<&Node> {
-        self.nodes_seen.objects.values().find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
+        self.nodes_seen.iter().find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
     }
 
     /// Whether a Machine's Node is Ready (and has been for `min_ready` seconds, for available).
     fn readiness(&self, machine: &DynamicObject, min_ready: i64) -> (bool, bool) {
         let Some(node_name) = machine.data.pointer("/status/nodeRef/name").and_then(Value::as_str) else { return (false, false) };
-        let Some(node) = self.nodes_seen.objects.get(&format!("/{node_name}")) else { return (false, false) };
+        let Some(node) = self.nodes_seen.get("", node_name) else { return (false, false) };
         if !node_is_ready(node) {
             return (false, false);
         }
@@ -442,7 +378,7 @@ impl Controllers {
             match sets.first().cloned() {
                 None => {
                     let hash = template_hash(md.data.pointer("/spec/template").unwrap_or(&Value::Null));
-                    let set_name = self.fresh_name(&name, &namespace, |s, key| s.sets.objects.contains_key(key));
+                    let set_name = self.fresh_name(&name, &namespace, |s, namespace, name| s.sets.get(namespace, name).is_some());
                     let spec = self.set_spec(md, &hash);
                     let labels = spec.pointer("/template/metadata/labels").cloned().unwrap_or_else(|| json!({}));
                     let object = json!({
@@ -460,7 +396,7 @@ impl Controllers {
                     let created = self.api(Kind::MachineSet, &namespace).create(&PostParams::default(), &object).await?;
                     tracing::info!(machinedeployment = %name, machineset = %set_name, %namespace, "MachineSet created");
                     Ledger::bump(&self.ledger.machine_sets_created);
-                    self.sets.put(created.clone());
+                    self.sets.upsert(created.clone());
                     sets.push(created);
                 }
                 Some(current) => {
@@ -482,7 +418,7 @@ impl Controllers {
                         match self.api(Kind::MachineSet, &namespace).replace(&set_name, &PostParams::default(), &updated).await {
                             Ok(written) => {
                                 tracing::debug!(machineset = %set_name, replicas = ?wanted.get("replicas"), "MachineSet follows its MachineDeployment");
-                                self.sets.put(written.clone());
+                                self.sets.upsert(written.clone());
                                 sets[0] = written;
                             }
                             Err(error) if matches!(api_code(&error), Some(404 | 409)) => {}
@@ -494,7 +430,7 @@ impl Controllers {
                         if desired_replicas(old) != 0 {
                             let patch = json!({"spec": {"replicas": 0}});
                             if let Ok(written) = self.api(Kind::MachineSet, &namespace).patch(&name_of(old), &PatchParams::default(), &Patch::Merge(&patch)).await {
-                                self.sets.put(written.clone());
+                                self.sets.upsert(written.clone());
                                 *old = written;
                             }
                         }
@@ -547,9 +483,9 @@ impl Controllers {
         match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await {
             Ok(written) => {
                 match kind {
-                    Kind::MachineDeployment => self.deployments.put(written),
-                    Kind::MachineSet => self.sets.put(written),
-                    Kind::Machine => self.machines.put(written),
+                    Kind::MachineDeployment => self.deployments.upsert(written),
+                    Kind::MachineSet => self.sets.upsert(written),
+                    Kind::Machine => self.machines.upsert(written),
                 }
                 Ok(())
             }
@@ -578,9 +514,9 @@ impl Controllers {
                         Ok(either) => {
                             tracing::info!(machineset = %name, machine = %machine_name, policy = policy.as_str(), "Machine deleted on scale-down");
                             match either.left() {
-                                Some(object) => self.machines.put(object),
+                                Some(object) => self.machines.upsert(object),
                                 None => {
-                                    self.machines.objects.remove(&key_of(machine));
+                                    self.machines.forget(&namespace_of(machine), &name_of(machine));
                                 }
                             }
                         }
@@ -615,7 +551,7 @@ impl Controllers {
     async fn create_machine(&mut self, ms: &DynamicObject) -> Result<(), kube::Error> {
         let namespace = namespace_of(ms);
         let set_name = name_of(ms);
-        let name = self.fresh_name(&set_name, &namespace, |s, key| s.machines.objects.contains_key(key));
+        let name = self.fresh_name(&set_name, &namespace, |s, namespace, name| s.machines.get(namespace, name).is_some());
         let template = ms.data.pointer("/spec/template").cloned().unwrap_or_else(|| json!({}));
         let cluster = ms.data.pointer("/spec/clusterName").cloned().unwrap_or(json!(""));
         let mut labels = template.pointer("/metadata/labels").and_then(Value::as_object).cloned().unwrap_or_default();
@@ -653,13 +589,13 @@ impl Controllers {
         let created = self.api(Kind::Machine, &namespace).create(&PostParams::default(), &object).await?;
         tracing::info!(machineset = %set_name, machine = %name, %namespace, "Machine created");
         Ledger::bump(&self.ledger.machines_created);
-        self.machines.put(created);
+        self.machines.upsert(created);
         Ok(())
     }
 
     async fn reconcile_machines(&mut self) {
         let now = self.now();
-        let machines: Vec<DynamicObject> = self.machines.objects.values().cloned().collect();
+        let machines: Vec<DynamicObject> = self.machines.iter().cloned().collect();
         let live: BTreeSet<String> = machines.iter().filter_map(|m| m.metadata.uid.clone()).collect();
         let gone: Vec<String> = self.tracked.keys().filter(|uid| !live.contains(*uid)).cloned().collect();
         for uid in gone {
@@ -737,8 +673,8 @@ impl Controllers {
     fn shape_annotations(&self, machine: &DynamicObject) -> BTreeMap<String, String> {
         let namespace = namespace_of(machine);
         let labels = labels_of(machine);
-        let by_label = |mirror: &Mirror<DynamicObject>, label: &str| {
-            labels.get(label).and_then(|name| mirror.objects.get(&format!("{namespace}/{name}"))).and_then(|o| o.metadata.annotations.clone())
+        let by_label = |mirror: &Cache<DynamicObject>, label: &str| {
+            labels.get(label).and_then(|name| mirror.get(&namespace, name)).and_then(|o| o.metadata.annotations.clone())
         };
         by_label(&self.deployments, DEPLOYMENT_NAME_LABEL).or_else(|| by_label(&self.sets, SET_NAME_LABEL)).unwrap_or_default()
     }
@@ -814,7 +750,7 @@ impl Controllers {
             let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": machine.metadata.resource_version}});
             match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
                 Ok(written) => {
-                    self.machines.put(written.clone());
+                    self.machines.upsert(written.clone());
                     machine = written;
                 }
                 // Changed meanwhile (or gone): the next pass sees the news.
@@ -827,7 +763,7 @@ impl Controllers {
             let id = provider_id(&namespace, &name);
             match api.patch(&name, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"providerID": id}}))).await {
                 Ok(written) => {
-                    self.machines.put(written.clone());
+                    self.machines.upsert(written.clone());
                     machine = written;
                     self.launch(&machine, tracked, &id);
                     provider = Some(id);
@@ -864,9 +800,9 @@ impl Controllers {
                     if let Some(node_name) = node.as_ref().and_then(|n| n.metadata.name.clone()) {
                         match self.nodes.delete(&node_name, &DeleteParams::background()).await {
                             Ok(either) => match either.left() {
-                                Some(written) => self.nodes_seen.put(written),
+                                Some(written) => self.nodes_seen.upsert(written),
                                 None => {
-                                    self.nodes_seen.objects.remove(&format!("/{node_name}"));
+                                    self.nodes_seen.forget("", &node_name);
                                 }
                             },
                             Err(error) if api_code(&error) == Some(404) => {}
@@ -875,7 +811,7 @@ impl Controllers {
                     }
                 }
                 let blocked = provider.as_deref().is_some_and(|p| {
-                    self.nodes_seen.objects.values().any(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(p) && n.metadata.deletion_timestamp.is_none())
+                    self.nodes_seen.iter().any(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(p) && n.metadata.deletion_timestamp.is_none())
                 });
                 if !blocked {
                     self.release(&machine, tracked).await?;
@@ -957,7 +893,7 @@ impl Controllers {
         match self.nodes.patch(&node_name, &PatchParams::default(), &Patch::Merge(&patch)).await {
             Ok(written) => {
                 tracing::debug!(node = %node_name, machine = %name_of(machine), "Node annotated and labelled from its Machine");
-                self.nodes_seen.put(written);
+                self.nodes_seen.upsert(written);
                 Ok(())
             }
             Err(error) if api_code(&error) == Some(404) => Ok(()),
@@ -1065,8 +1001,7 @@ impl Controllers {
     fn publish(&self) {
         let infos: Vec<MachineInfo> = self
             .machines
-            .objects
-            .values()
+            .iter()
             .map(|m| {
                 let labels = labels_of(m);
                 MachineInfo {
@@ -1089,43 +1024,4 @@ impl Controllers {
 fn machine_infrastructure(machine: &DynamicObject) -> String {
     let kind = machine.data.pointer("/spec/infrastructureRef/kind").and_then(Value::as_str).unwrap_or("Machine");
     format!("{kind}/{}", name_of(machine))
-}
-
-#[cfg(test)]
-mod mirror_tests {
-    use super::*;
-
-    fn machine(name: &str, version: u64) -> DynamicObject {
-        serde_json::from_value(json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
-            "metadata": {"name": name, "namespace": "default", "resourceVersion": version.to_string()},
-        }))
-        .unwrap()
-    }
-
-    #[test]
-    fn a_relist_read_before_a_write_does_not_drop_what_was_written() {
-        let mut mirror = Mirror::new();
-        mirror.apply(watcher::Event::Init);
-        mirror.apply(watcher::Event::InitDone);
-        mirror.put(machine("before", 5));
-        // A watch that expired: the relist starts, the controller creates a Machine, and the
-        // list (read before the create) holds only what existed before.
-        mirror.apply(watcher::Event::Init);
-        mirror.put(machine("during", 9));
-        mirror.apply(watcher::Event::InitApply(machine("before", 5)));
-        mirror.apply(watcher::Event::InitDone);
-        assert_eq!(mirror.objects.keys().collect::<Vec<_>>(), ["default/before", "default/during"]);
-        // A later relist that does not list it means it is gone.
-        mirror.apply(watcher::Event::Init);
-        mirror.apply(watcher::Event::InitApply(machine("before", 5)));
-        mirror.apply(watcher::Event::InitDone);
-        assert_eq!(mirror.objects.keys().collect::<Vec<_>>(), ["default/before"]);
-        // A listed version newer than the write wins.
-        mirror.apply(watcher::Event::Init);
-        mirror.put(machine("before", 6));
-        mirror.apply(watcher::Event::InitApply(machine("before", 7)));
-        mirror.apply(watcher::Event::InitDone);
-        assert_eq!(version_of(&mirror.objects["default/before"]), 7);
-    }
 }

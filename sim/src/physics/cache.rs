@@ -12,6 +12,10 @@ pub(crate) struct Cache<K> {
     objects: BTreeMap<(String, String), K>,
     /// Objects being relisted (between `Init` and `InitDone`).
     relisting: Option<BTreeMap<(String, String), K>>,
+    /// What this component wrote while a relist was under way: the relist's list may have been
+    /// read before the write, and must not take back what the component just did (a
+    /// controller would create the same object again).
+    written_while_relisting: Vec<K>,
     /// uids this component removed, until the watch reports the removal.
     removed: HashMap<String, ()>,
     synced: bool,
@@ -29,7 +33,7 @@ fn version<K: Resource>(object: &K) -> Option<u64> {
 impl<K: Resource + Clone> Cache<K> {
     /// An empty cache, not yet synced.
     pub(crate) fn new() -> Self {
-        Self { objects: BTreeMap::new(), relisting: None, removed: HashMap::new(), synced: false }
+        Self { objects: BTreeMap::new(), relisting: None, written_while_relisting: Vec::new(), removed: HashMap::new(), synced: false }
     }
 
     /// Whether the first full list has arrived.
@@ -40,14 +44,17 @@ impl<K: Resource + Clone> Cache<K> {
     /// Applies one watch event.
     pub(crate) fn apply(&mut self, event: watcher::Event<K>) {
         match event {
-            watcher::Event::Apply(object) => self.upsert(object),
+            watcher::Event::Apply(object) => self.store(object),
             watcher::Event::Delete(object) => {
                 self.objects.remove(&key(&object));
                 if let Some(uid) = object.meta().uid.as_deref() {
                     self.removed.remove(uid);
                 }
             }
-            watcher::Event::Init => self.relisting = Some(BTreeMap::new()),
+            watcher::Event::Init => {
+                self.relisting = Some(BTreeMap::new());
+                self.written_while_relisting.clear();
+            }
             watcher::Event::InitApply(object) => {
                 if let Some(relisting) = self.relisting.as_mut() {
                     relisting.insert(key(&object), object);
@@ -58,13 +65,27 @@ impl<K: Resource + Clone> Cache<K> {
                     self.objects = relisting;
                 }
                 self.removed.clear();
+                // Writes newer than the list win (`store` keeps the newer version). An object
+                // written during the relist and deleted before its list was read stays until the
+                // next relist: the watch, resumed after the list, never reports that deletion.
+                for written in std::mem::take(&mut self.written_while_relisting) {
+                    self.store(written);
+                }
                 self.synced = true;
             }
         }
     }
 
-    /// Stores an object unless the cache holds a newer version or this component removed it.
+    /// Records what one of this component's writes returned.
     pub(crate) fn upsert(&mut self, object: K) {
+        if self.relisting.is_some() {
+            self.written_while_relisting.push(object.clone());
+        }
+        self.store(object);
+    }
+
+    /// Stores an object unless the cache holds a newer version or this component removed it.
+    fn store(&mut self, object: K) {
         if object.meta().uid.as_deref().is_some_and(|uid| self.removed.contains_key(uid)) {
             return;
         }
@@ -110,5 +131,50 @@ impl<K: Resource + Clone> Cache<K> {
     /// One object.
     pub(crate) fn get(&self, namespace: &str, name: &str) -> Option<&K> {
         self.objects.get(&(namespace.to_string(), name.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::DynamicObject;
+    use serde_json::json;
+
+    fn machine(name: &str, version: u64) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+            "metadata": {"name": name, "namespace": "default", "uid": name, "resourceVersion": version.to_string()},
+        }))
+        .unwrap()
+    }
+
+    fn names(cache: &Cache<DynamicObject>) -> Vec<String> {
+        cache.iter().filter_map(|o| o.metadata.name.clone()).collect()
+    }
+
+    #[test]
+    fn a_relist_read_before_a_write_does_not_take_the_write_back() {
+        let mut cache = Cache::new();
+        cache.apply(watcher::Event::Init);
+        cache.apply(watcher::Event::InitDone);
+        cache.upsert(machine("before", 5));
+        // A watch that expired: the relist starts, the component creates an object, and the
+        // list (read before the create) holds only what existed before.
+        cache.apply(watcher::Event::Init);
+        cache.upsert(machine("during", 9));
+        cache.apply(watcher::Event::InitApply(machine("before", 5)));
+        cache.apply(watcher::Event::InitDone);
+        assert_eq!(names(&cache), ["before", "during"]);
+        // A later relist that does not list it means it is gone.
+        cache.apply(watcher::Event::Init);
+        cache.apply(watcher::Event::InitApply(machine("before", 5)));
+        cache.apply(watcher::Event::InitDone);
+        assert_eq!(names(&cache), ["before"]);
+        // A listed version newer than the write wins.
+        cache.apply(watcher::Event::Init);
+        cache.upsert(machine("before", 6));
+        cache.apply(watcher::Event::InitApply(machine("before", 7)));
+        cache.apply(watcher::Event::InitDone);
+        assert_eq!(version(cache.get("default", "before").unwrap()), Some(7));
     }
 }

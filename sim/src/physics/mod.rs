@@ -20,7 +20,7 @@
 //! scaled clock in a [`LagMeter`] ([`Physics::lag`]), with a probe of the runtime itself.
 
 mod bootstrap;
-mod cache;
+pub(crate) mod cache;
 mod kubelet;
 pub mod lag;
 mod scheduler;
