@@ -28,7 +28,7 @@ use super::catalog::{OfferingTable, TypeClasses};
 use super::pricing::{FallbackPrice, no_fallback, order_by_price};
 use super::render;
 use super::open_claims::OpenClaims;
-use super::topology::{self, Constraints, Topology, Violation};
+use super::topology::{self, Constraints, Registered, Topology, Violation};
 use super::types::{
     ExistingNode, NewNodeClaim, NodePool, Placement, PodPlacement, SchedulingContext,
     SchedulingInput, SchedulingResult,
@@ -92,12 +92,18 @@ struct Pool<'a> {
     candidates: Vec<usize>,
     /// DaemonSet requests per instance type index (filled for candidates).
     type_overhead: Vec<Resources>,
+    /// What each instance type has free once its DaemonSet overhead is reserved (see
+    /// [`Free`]), by index.
+    type_free: Vec<Option<Free>>,
     /// Host ports of the DaemonSets per instance type index (filled for candidates).
     type_ports: Vec<Vec<HostPort>>,
     /// DaemonSet requests for the pool regardless of instance type, as reported in reasons.
     overhead: Resources,
     /// Remaining limits, reduced as claims are opened.
     remaining: Option<BTreeMap<String, i128>>,
+    /// The candidates within the remaining limits as last filtered (see
+    /// [`Pool::new_claim_options`]).
+    within_limits: Option<WithinLimits>,
     /// The instance types' offerings, numbered for mask checks.
     offerings: OfferingTable,
     /// The instance types' requirements grouped by class.
@@ -116,6 +122,58 @@ impl Pool<'_> {
     fn taints(&self) -> &[Taint] {
         &self.input.template.taints
     }
+
+    /// Whether instance type `t` holds pods requesting `requests` besides its DaemonSet
+    /// overhead.
+    fn fits(&self, t: usize, requests: &Resources) -> bool {
+        match &self.type_free[t] {
+            Some(free) if no_extended(requests) => free.holds(requests),
+            _ => fits_sum(&[requests, &self.type_overhead[t]], self.instance_type(t).allocatable()),
+        }
+    }
+
+    /// Counts instance type `t` holding `requests` (besides its overhead) in `room`.
+    fn widen(&self, room: &mut Room, t: usize, requests: &Resources) {
+        match &self.type_free[t] {
+            Some(free) => room.widen_free(free, requests),
+            None => room.widen(self.instance_type(t).allocatable(), &self.type_overhead[t], requests),
+        }
+    }
+
+    /// The instance types a new claim may use: the candidates whose capacity fits the
+    /// remaining limits, in candidate order. Limits only shrink during a pass, so a type
+    /// once out stays out: the list is kept between claims and filtered again only when a
+    /// limit falls below the largest capacity it still holds (or no node is left).
+    fn new_claim_options(&mut self) -> Vec<usize> {
+        let Some(remaining) = &self.remaining else {
+            return self.candidates.clone();
+        };
+        let limits = resolved_limits(remaining);
+        let types = &self.input.instance_types;
+        let within = self.within_limits.get_or_insert_with(|| WithinLimits {
+            options: self.candidates.clone(),
+            largest: vec![i128::MAX; limits.len()],
+        });
+        if limits.iter().zip(&within.largest).any(|((_, left), largest)| largest > left) {
+            within.options.retain(|&t| within_limits(&types[t], &limits));
+            within.largest = limits
+                .iter()
+                .map(|(key, _)| match key {
+                    // One node per claim, whichever type.
+                    None => 1,
+                    Some(key) => within.options.iter().map(|&t| i128::from(types[t].capacity().amount(*key))).max().unwrap_or(0),
+                })
+                .collect();
+        }
+        within.options.clone()
+    }
+}
+
+/// A pool's candidates within its remaining limits, and per limited resource (in the order
+/// of the remaining limits) the largest amount one of them would take from it.
+struct WithinLimits {
+    options: Vec<usize>,
+    largest: Vec<i128>,
 }
 
 /// An existing node during the pass.
@@ -156,6 +214,8 @@ struct Claim {
     pods: Vec<usize>,
     /// Whether minValues were lowered for it (BestEffort).
     min_values_relaxed: bool,
+    /// The topology groups its hostname is registered in.
+    registered: Registered,
 }
 
 /// A pod during the pass: its constraints as relaxation leaves them.
@@ -234,10 +294,57 @@ impl Room {
         self.pods = self.pods.max(free(allocatable.pods, overhead.pods, requests.pods));
     }
 
+    /// Counts in an option with `free` room past its overhead holding `requests`.
+    fn widen_free(&mut self, free: &Free, requests: &Resources) {
+        self.cpu_millis = self.cpu_millis.max(free.cpu_millis.saturating_sub(requests.cpu_millis));
+        self.memory_bytes = self.memory_bytes.max(free.memory_bytes.saturating_sub(requests.memory_bytes));
+        self.pods = self.pods.max(free.pods.saturating_sub(requests.pods));
+    }
+
     /// Whether some option may still hold a pod asking `requests` (false only when none can).
     fn admits(&self, requests: &Resources) -> bool {
         requests.cpu_millis <= self.cpu_millis && requests.memory_bytes <= self.memory_bytes && requests.pods <= self.pods
     }
+}
+
+/// What an instance type has free for pods once its DaemonSet overhead is reserved, so
+/// that the usual check (a claim's requests, none of them extended) is four comparisons.
+#[derive(Clone, Copy)]
+struct Free {
+    cpu_millis: u64,
+    memory_bytes: u64,
+    ephemeral_storage_bytes: u64,
+    pods: u64,
+}
+
+impl Free {
+    /// `None` where the shortcut would not say what [`fits_sum`] says: the overhead asks
+    /// for an extended resource, does not fit on its own, or an amount is unbounded.
+    fn of(allocatable: &Resources, overhead: &Resources) -> Option<Free> {
+        let free = |allocatable: u64, overhead: u64| (allocatable != u64::MAX).then(|| allocatable.checked_sub(overhead)).flatten();
+        if !no_extended(overhead) {
+            return None;
+        }
+        Some(Free {
+            cpu_millis: free(allocatable.cpu_millis, overhead.cpu_millis)?,
+            memory_bytes: free(allocatable.memory_bytes, overhead.memory_bytes)?,
+            ephemeral_storage_bytes: free(allocatable.ephemeral_storage_bytes, overhead.ephemeral_storage_bytes)?,
+            pods: free(allocatable.pods, overhead.pods)?,
+        })
+    }
+
+    /// Whether `requests` (with no extended resource) fit.
+    fn holds(&self, requests: &Resources) -> bool {
+        requests.cpu_millis <= self.cpu_millis
+            && requests.memory_bytes <= self.memory_bytes
+            && requests.ephemeral_storage_bytes <= self.ephemeral_storage_bytes
+            && requests.pods <= self.pods
+    }
+}
+
+/// Whether `resources` asks for no extended resource.
+fn no_extended(resources: &Resources) -> bool {
+    resources.extended().all(|(_, amount)| amount == 0)
 }
 
 /// Where a pod was put during the pass.
@@ -555,14 +662,17 @@ impl<'a> Scheduler<'a> {
                     type_ports[i].extend(d.host_ports().iter().cloned());
                 }
             }
+            let type_free = pool.instance_types.iter().zip(&type_overhead).map(|(t, overhead)| Free::of(t.allocatable(), overhead)).collect();
             pools.push(Pool {
                 input: pool,
                 requirements,
                 candidates,
                 type_overhead,
+                type_free,
                 type_ports,
                 overhead,
                 remaining: pool.limits.as_ref().map(|l| l.remaining()),
+                within_limits: None,
                 offerings,
                 classes,
             });
@@ -648,7 +758,7 @@ impl<'a> Scheduler<'a> {
             );
         }
         for node in &nodes {
-            topology.register(HOSTNAME_LABEL, topology::hostname(node.input));
+            topology.register(HOSTNAME_LABEL, topology::hostname(node.input), Registered::NONE);
         }
 
         let pool_count = pools.len();
@@ -813,14 +923,9 @@ impl<'a> Scheduler<'a> {
         }
 
         let mut reasons = Vec::new();
-        for (index, pool) in self.pools.iter().enumerate() {
-            let options: Vec<usize> = match &pool.remaining {
-                None => pool.candidates.clone(),
-                Some(remaining) => {
-                    let limits = resolved_limits(remaining);
-                    pool.candidates.iter().copied().filter(|&t| within_limits(pool.instance_type(t), &limits)).collect()
-                }
-            };
+        for index in 0..self.pools.len() {
+            let options = self.pools[index].new_claim_options();
+            let pool = &self.pools[index];
             if options.is_empty() {
                 reasons.push(format!(
                     "all available instance types exceed limits for nodepool: {:?}",
@@ -844,6 +949,7 @@ impl<'a> Scheduler<'a> {
                 ports: Vec::new(),
                 pods: Vec::new(),
                 min_values_relaxed: false,
+                registered: Registered::NONE,
             };
             match self.try_claim(&claim, p, true) {
                 Ok(accepted) => {
@@ -1094,7 +1200,7 @@ impl<'a> Scheduler<'a> {
             let first_fit = claim
                 .options
                 .iter()
-                .position(|&t| fits_sum(&[&requests, &pool.type_overhead[t]], pool.instance_type(t).allocatable()));
+                .position(|&t| pool.fits(t, &requests));
             if let Some(first) = first_fit {
                 let asked = &input.requests;
                 let room = Room {
@@ -1117,8 +1223,7 @@ impl<'a> Scheduler<'a> {
             {
                 continue;
             }
-            let it = pool.instance_type(t);
-            let fits = fits_sum(&[&requests, &pool.type_overhead[t]], it.allocatable());
+            let fits = pool.fits(t, &requests);
             let Facts {
                 compatible,
                 offering,
@@ -1132,7 +1237,7 @@ impl<'a> Scheduler<'a> {
             flags.record(compatible, fits, offering);
             if compatible && fits && offering {
                 options.push(t);
-                room.widen(it.allocatable(), &pool.type_overhead[t], &requests);
+                pool.widen(&mut room, t, &requests);
             }
         }
         let mut min_values = None;
@@ -1226,8 +1331,8 @@ impl<'a> Scheduler<'a> {
         claim.min_values_relaxed |= accepted.min_values_relaxed;
         claim.pods.push(p);
         claim.ports.extend(input.host_ports.iter().cloned());
+        claim.registered = self.topology.register(HOSTNAME_LABEL, &claim.hostname, claim.registered);
         let claim = &self.claims[c];
-        self.topology.register(HOSTNAME_LABEL, &claim.hostname);
         self.topology.record(
             p,
             self.pools[claim.pool].taints(),
@@ -1284,7 +1389,7 @@ impl<'a> Scheduler<'a> {
             kept_mask.clear();
             kept_mask.resize(pool.input.instance_types.len(), false);
             for &t in &claim.options {
-                kept_mask[t] = fits_sum(&[&claim.requests, &pool.type_overhead[t]], pool.instance_type(t).allocatable());
+                kept_mask[t] = pool.fits(t, &claim.requests);
             }
             let mut kept_indices: Vec<usize> = priced.order.iter().copied().filter(|&t| kept_mask[t]).collect();
             let mut prices: Vec<Option<f64>> = kept_indices.iter().map(|&t| priced.prices[t]).collect();
@@ -1552,5 +1657,47 @@ mod room_tests {
         assert!(!room.admits(&Resources::new().with("memory", (7 << 30) + 1)));
         assert!(!room.admits(&Resources::new().with("pods", 9)));
         assert!(Room::UNKNOWN.admits(&Resources::new().with("cpu", u64::MAX)));
+    }
+
+    #[test]
+    fn the_free_room_shortcut_decides_as_the_full_sum() {
+        let allocatable = Resources::new().with("cpu", 4000).with("memory", 8 << 30).with("pods", 20).with("nvidia.com/gpu", 1);
+        let overheads = [
+            Resources::new(),
+            Resources::new().with("cpu", 500).with("pods", 2),
+            // More than the type has: nothing fits.
+            Resources::new().with("cpu", 5000),
+            // An extended resource in the overhead: the shortcut steps aside.
+            Resources::new().with("nvidia.com/gpu", 1),
+        ];
+        let requests = [
+            Resources::new(),
+            Resources::new().with("cpu", 3500).with("memory", 8 << 30).with("pods", 18),
+            Resources::new().with("cpu", 3501),
+            Resources::new().with("ephemeral-storage", 1),
+            Resources::new().with("nvidia.com/gpu", 1),
+            Resources::new().with("nvidia.com/gpu", 2),
+        ];
+        assert!(Free::of(&allocatable, &overheads[2]).is_none());
+        assert!(Free::of(&allocatable, &overheads[3]).is_none());
+        for overhead in &overheads {
+            for asked in &requests {
+                let full = fits_sum(&[asked, overhead], &allocatable);
+                let free = Free::of(&allocatable, overhead);
+                if let Some(free) = free.filter(|_| no_extended(asked)) {
+                    assert_eq!(free.holds(asked), full, "{asked:?} besides {overhead:?}");
+                }
+                let (mut by_free, mut by_sum) = (Room::NONE, Room::NONE);
+                if let Some(free) = free {
+                    by_free.widen_free(&free, asked);
+                    by_sum.widen(&allocatable, overhead, asked);
+                    assert_eq!((by_free.cpu_millis, by_free.memory_bytes, by_free.pods), (by_sum.cpu_millis, by_sum.memory_bytes, by_sum.pods));
+                }
+            }
+        }
+        // The overhead alone fills the type's CPU: a pod asking one more millicore is refused.
+        let full = Free::of(&allocatable, &Resources::new().with("cpu", 4000)).expect("fits exactly");
+        assert!(full.holds(&Resources::new().with("memory", 1)));
+        assert!(!full.holds(&Resources::new().with("cpu", 1)));
     }
 }

@@ -897,6 +897,30 @@ fn new_claims_count_their_largest_option_against_limits() {
 }
 
 #[test]
+fn each_new_claim_sees_the_limits_its_predecessors_left() {
+    let mut p = pool("default");
+    p.limits = Some(NodePoolLimits::from_quantities([("cpu", "12")], Resources::new()).unwrap());
+    let pods: Vec<_> = ["a", "b", "c"]
+        .into_iter()
+        .enumerate()
+        .map(|(i, zone)| {
+            let mut pod = with_selector(pod(&format!("zone-{zone}"), 1000), ZONE_LABEL, zone);
+            pod.created = i as i64;
+            pod
+        })
+        .collect();
+    let r = run(pods, vec![], vec![p]);
+    // 12 cpu: the first claim may become an 8-vCPU c3-16, which leaves 4 for the second
+    // (up to a c3-8), which leaves none for the third.
+    assert_eq!(types_of(claim_of(&r, "zone-a")), ["c3-4", "c3-8", "c3-16"]);
+    assert_eq!(types_of(claim_of(&r, "zone-b")), ["c3-4", "c3-8"]);
+    assert_eq!(
+        reason_of(&r, "zone-c"),
+        "all available instance types exceed limits for nodepool: \"default\""
+    );
+}
+
+#[test]
 fn node_count_limit() {
     let mut p = pool("default");
     p.limits = Some(NodePoolLimits::from_quantities([("nodes", "1")], Resources::new()).unwrap());

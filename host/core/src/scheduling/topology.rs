@@ -162,6 +162,19 @@ fn record_numbered(group: &mut Group, numbering: &[KeyNumbering], domain: &str) 
     }
 }
 
+/// How many groups and inverse groups a domain was registered in ([`Topology::register`]):
+/// groups are only ever appended, so the first ones.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Registered {
+    groups: usize,
+    inverse: usize,
+}
+
+impl Registered {
+    /// Registered nowhere yet.
+    pub(crate) const NONE: Registered = Registered { groups: 0, inverse: 0 };
+}
+
 /// "Not narrowed to one numbered domain" in a claim's pins (see [`Topology::pin`]).
 pub(crate) const UNPINNED: u32 = u32::MAX;
 
@@ -780,13 +793,19 @@ impl<'a> Topology<'a> {
         self.index_host_rules(p);
     }
 
-    /// Registers `domain` for `key` in every group (e.g. a new claim's hostname).
-    pub(crate) fn register(&mut self, key: &str, domain: &str) {
-        for g in self.groups.iter_mut().chain(self.inverse.iter_mut()) {
+    /// Registers `domain` for `key` in every group (e.g. a new claim's hostname) created
+    /// since `seen`, what an earlier call for the same domain returned (`Registered::NONE`
+    /// the first time). A registered domain stays registered, so registering a claim's
+    /// hostname each time a pod lands on it visits each group once, not once per pod.
+    pub(crate) fn register(&mut self, key: &str, domain: &str, seen: Registered) -> Registered {
+        let groups = self.groups[seen.groups..].iter_mut();
+        let inverse = self.inverse[seen.inverse..].iter_mut();
+        for g in groups.chain(inverse) {
             if g.key == key {
                 g.register(domain);
             }
         }
+        Registered { groups: self.groups.len(), inverse: self.inverse.len() }
     }
 
     /// The domain requirements pod `p` adds on a node: one per owned group and per inverse
