@@ -17,8 +17,20 @@ use super::topology::{HostRule, Topology, UNPINNED};
 
 type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
-/// A claim's place in the try order: (pods on it, claim index).
-type Key = (usize, usize);
+/// A claim's place in the try order: the pods on it in the high half, the claim index in
+/// the low half, so that keys order as (pods, index) pairs do and compare in one step.
+type Key = u64;
+
+/// The key of claim `c` holding `pods` pods.
+fn key_of(pods: usize, c: usize) -> Key {
+    debug_assert!(pods <= u32::MAX as usize && c <= u32::MAX as usize, "a pass holds fewer than 2^32 pods and claims");
+    ((pods as u64) << 32) | c as u64
+}
+
+/// The claim index of a key.
+fn claim_of(key: Key) -> usize {
+    (key & u64::from(u32::MAX)) as usize
+}
 
 /// What is known of a claim: its place in the order, its hostname's number and the domains
 /// it is pinned to per key ([`Topology::pin`]).
@@ -64,18 +76,15 @@ impl OpenClaims {
         pins: &[u32],
         topology: &Topology<'_>,
     ) {
-        let key = (pods, c);
+        let key = key_of(pods, c);
         let old = if c < self.claims.len() {
-            let old = std::mem::replace(
-                &mut self.claims[c],
-                Recorded {
-                    key,
-                    slot,
-                    pins: pins.to_vec(),
-                },
-            );
-            self.order.remove(&old.key);
-            Some(old)
+            let recorded = &mut self.claims[c];
+            let old_key = std::mem::replace(&mut recorded.key, key);
+            recorded.slot = slot;
+            // The old pins matter only where they differ from the new ones.
+            let old_pins = (recorded.pins != pins).then(|| std::mem::replace(&mut recorded.pins, pins.to_vec()));
+            self.order.remove(&old_key);
+            Some((old_key, old_pins))
         } else {
             debug_assert_eq!(
                 c,
@@ -91,16 +100,16 @@ impl OpenClaims {
         };
         self.order.insert(key);
         for (&rule, open) in &mut self.by_host_rule {
-            let present = old.as_ref().is_none_or(|old| open.remove(&old.key));
+            let present = old.as_ref().is_none_or(|(old_key, _)| open.remove(old_key));
             if present && topology.host_admits(rule, slot) {
                 open.insert(key);
             }
         }
         for (&key_index, buckets) in &mut self.by_pin {
-            if let Some(old) = &old {
-                let bucket = pin_of(&old.pins, key_index);
+            if let Some((old_key, old_pins)) = &old {
+                let bucket = pin_of(old_pins.as_deref().unwrap_or(pins), key_index);
                 if let Some(set) = buckets.get_mut(&bucket) {
-                    set.remove(&old.key);
+                    set.remove(old_key);
                 }
             }
             buckets
@@ -166,7 +175,7 @@ impl OpenClaims {
                     .collect()
             }
         };
-        merged(sets).map(|(_, c)| c)
+        merged(sets).map(claim_of)
     }
 
     /// The index of hostname rule `rule`, built from the claims so far on first use.
@@ -267,11 +276,15 @@ pub(super) mod tests {
 
     #[test]
     fn merged_sets_come_out_in_order() {
-        let a: BTreeSet<Key> = [(1, 0), (1, 4), (3, 2)].into();
-        let b: BTreeSet<Key> = [(1, 1), (2, 3)].into();
+        let keys = |pairs: &[(usize, usize)]| pairs.iter().map(|&(pods, c)| key_of(pods, c)).collect::<Vec<Key>>();
+        let a: BTreeSet<Key> = keys(&[(1, 0), (1, 4), (3, 2)]).into_iter().collect();
+        let b: BTreeSet<Key> = keys(&[(1, 1), (2, 3)]).into_iter().collect();
         let empty = BTreeSet::new();
-        let keys: Vec<Key> = merged(vec![&a, &empty, &b]).collect();
-        assert_eq!(keys, vec![(1, 0), (1, 1), (1, 4), (2, 3), (3, 2)]);
+        let merged: Vec<Key> = merged(vec![&a, &empty, &b]).collect();
+        assert_eq!(merged, keys(&[(1, 0), (1, 1), (1, 4), (2, 3), (3, 2)]));
+        assert_eq!(merged.iter().map(|&k| claim_of(k)).collect::<Vec<_>>(), [0, 1, 4, 3, 2]);
+        // More pods come later, whatever the index.
+        assert!(key_of(1, 1_000_000) < key_of(2, 0));
     }
 
     #[test]

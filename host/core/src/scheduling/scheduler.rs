@@ -524,18 +524,15 @@ struct Scheduler<'a> {
 
 /// Pod indices in upstream's queue order.
 fn queue_order(pods: &[super::types::PendingPod]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..pods.len()).collect();
-    order.sort_by(|&a, &b| {
-        let (pa, pb) = (&pods[a], &pods[b]);
-        pb.requests
-            .cpu_millis
-            .cmp(&pa.requests.cpu_millis)
-            .then(pb.requests.memory_bytes.cmp(&pa.requests.memory_bytes))
-            .then(pa.created.cmp(&pb.created))
-            .then_with(|| pa.uid.cmp(&pb.uid))
-            .then_with(|| pa.key.cmp(&pb.key))
-    });
-    order
+    // The sort keys side by side (not read through the pods for every comparison); the
+    // index last keeps equal pods in input order, as a stable sort would.
+    let mut keys: Vec<_> = pods
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (Reverse(p.requests.cpu_millis), Reverse(p.requests.memory_bytes), p.created, p.uid.as_str(), &p.key, i))
+        .collect();
+    keys.sort_unstable();
+    keys.into_iter().map(|(.., i)| i).collect()
 }
 
 /// What a node must satisfy for `pod`: its required alternative in use plus, unless

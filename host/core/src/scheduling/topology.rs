@@ -506,6 +506,23 @@ pub(crate) struct Topology<'a> {
     other_rules: Vec<Vec<GroupRef>>,
     /// Domains numbered per topology key; entry 0 is the hostname.
     numbering: Vec<KeyNumbering>,
+    /// The pending pods grouped by namespace and labels (what a selector reads), built the
+    /// first time a group is created: a new group asks each class once, not each pod.
+    label_classes: Option<Vec<Vec<usize>>>,
+}
+
+/// The pending pods grouped by identical namespace and labels, each class in pod order.
+fn label_classes(pods: &[PendingPod]) -> Vec<Vec<usize>> {
+    let mut index: HashMap<(&str, &BTreeMap<String, String>), usize, BuildHasherDefault<FxHasher>> = HashMap::default();
+    let mut classes: Vec<Vec<usize>> = Vec::new();
+    for (p, pod) in pods.iter().enumerate() {
+        let class = *index.entry((pod.key.namespace.as_str(), &pod.labels)).or_insert_with(|| {
+            classes.push(Vec::new());
+            classes.len() - 1
+        });
+        classes[class].push(p);
+    }
+    classes
 }
 
 impl<'a> Topology<'a> {
@@ -576,6 +593,7 @@ impl<'a> Topology<'a> {
                 key: HOSTNAME_LABEL.to_owned(),
                 ..Default::default()
             }],
+            label_classes: None,
         };
         let bound = topology.bound.clone();
         for b in bound {
@@ -988,9 +1006,13 @@ impl<'a> Topology<'a> {
         self.count(&mut group);
         self.number_domains(&mut group);
         let id = self.groups.len();
-        for (p, pod) in self.pods.iter().enumerate() {
+        let pods = self.pods;
+        for class in self.label_classes.get_or_insert_with(|| label_classes(pods)).iter() {
+            let pod = &pods[class[0]];
             if group.selects(&pod.key.namespace, &pod.labels) {
-                self.selecting[p].push(id);
+                for &p in class {
+                    self.selecting[p].push(id);
+                }
             }
         }
         self.groups.push(group);
