@@ -437,7 +437,7 @@ fn layered<'r>(
 }
 
 /// Which criteria at least one instance type met while filtering, for upstream's reasons.
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 struct FilterFlags {
     requirements: bool,
     fits: bool,
@@ -520,6 +520,60 @@ struct Scheduler<'a> {
     hostnames: usize,
     /// Per pool: [`Facts`] of its candidate types for requirement sets seen so far.
     facts: RefCell<Vec<FactsCache>>,
+    /// Recent option filterings of pods that ask for no host port.
+    filtered: RefCell<FilterMemo>,
+}
+
+/// What filtering a claim's options kept ([`Scheduler::filter`]).
+#[derive(Clone)]
+struct Filtered {
+    options: Vec<usize>,
+    room: Room,
+    flags: FilterFlags,
+}
+
+/// How many filterings [`FilterMemo`] remembers.
+const FILTERINGS_REMEMBERED: usize = 16;
+
+/// The last filterings of options for pods asking for no host port, by what decides them:
+/// the pool, the type facts of the requirements (`None`: unchanged, every type compatible),
+/// the claim's requests with the pod and the options filtered. Many claims ask the same (the
+/// first pod of each kind on a new claim, the same narrowing of claims filled alike), so
+/// the 400-type loop runs once for them. Facts are compared by identity: the memo holds
+/// them, so an address is never reused while remembered.
+#[derive(Default)]
+struct FilterMemo {
+    entries: Vec<(usize, Option<Rc<[Facts]>>, Resources, Vec<usize>, Filtered)>,
+    /// The entry to replace next once full.
+    next: usize,
+}
+
+impl FilterMemo {
+    fn get(&self, pool: usize, facts: Option<&Rc<[Facts]>>, requests: &Resources, options: &[usize]) -> Option<Filtered> {
+        self.entries
+            .iter()
+            .find(|(p, f, r, o, _)| {
+                *p == pool
+                    && match (f, facts) {
+                        (None, None) => true,
+                        (Some(a), Some(b)) => Rc::ptr_eq(a, b),
+                        _ => false,
+                    }
+                    && r == requests
+                    && o.as_slice() == options
+            })
+            .map(|(.., filtered)| filtered.clone())
+    }
+
+    fn put(&mut self, pool: usize, facts: Option<Rc<[Facts]>>, requests: Resources, options: Vec<usize>, filtered: Filtered) {
+        let entry = (pool, facts, requests, options, filtered);
+        if self.entries.len() < FILTERINGS_REMEMBERED {
+            self.entries.push(entry);
+        } else {
+            self.entries[self.next] = entry;
+            self.next = (self.next + 1) % FILTERINGS_REMEMBERED;
+        }
+    }
 }
 
 /// Pod indices in upstream's queue order.
@@ -781,6 +835,7 @@ impl<'a> Scheduler<'a> {
             prefer_no_schedule_relaxable,
             hostnames: 0,
             facts: RefCell::new(vec![Vec::new(); pool_count]),
+            filtered: RefCell::default(),
         }
     }
 
@@ -1210,33 +1265,20 @@ impl<'a> Scheduler<'a> {
         }
 
         let facts = (!unchanged).then(|| self.type_facts(claim.pool, requirements));
-
-        let mut flags = FilterFlags::default();
-        let mut room = Room::NONE;
-        let mut options = Vec::with_capacity(claim.options.len());
-        for &t in &claim.options {
-            if claim_conflict
-                || (!ports.is_empty() && port_conflict(ports, &pool.type_ports[t]).is_some())
-            {
-                continue;
+        let remembered = ports
+            .is_empty()
+            .then(|| self.filtered.borrow().get(claim.pool, facts.as_ref(), &requests, &claim.options))
+            .flatten();
+        let Filtered { mut options, room, flags } = match remembered {
+            Some(filtered) => filtered,
+            None => {
+                let filtered = filter_options(pool, &claim.options, facts.as_deref(), &requests, ports, claim_conflict);
+                if ports.is_empty() {
+                    self.filtered.borrow_mut().put(claim.pool, facts, requests.clone(), claim.options.clone(), filtered.clone());
+                }
+                filtered
             }
-            let fits = pool.fits(t, &requests);
-            let Facts {
-                compatible,
-                offering,
-            } = facts.as_ref().map_or(
-                Facts {
-                    compatible: true,
-                    offering: true,
-                },
-                |f| f[t],
-            );
-            flags.record(compatible, fits, offering);
-            if compatible && fits && offering {
-                options.push(t);
-                pool.widen(&mut room, t, &requests);
-            }
-        }
+        };
         let mut min_values = None;
         let mut relaxed = None;
         if requirements.has_min_values() && !options.is_empty() {
@@ -1487,6 +1529,36 @@ impl<'a> Scheduler<'a> {
     }
 }
 
+/// Keeps the `options` of a claim in `pool` that fit `requests` (the claim's with the pod's),
+/// are compatible with the requirements and have a compatible available offering (`facts`;
+/// `None` when the requirements did not change: all of them), and whose DaemonSets' ports do
+/// not clash with the pod's (none when `claim_conflict`: the pod clashes with the claim).
+fn filter_options(
+    pool: &Pool<'_>,
+    options: &[usize],
+    facts: Option<&[Facts]>,
+    requests: &Resources,
+    ports: &[HostPort],
+    claim_conflict: bool,
+) -> Filtered {
+    let mut flags = FilterFlags::default();
+    let mut room = Room::NONE;
+    let mut kept = Vec::with_capacity(options.len());
+    for &t in options {
+        if claim_conflict || (!ports.is_empty() && port_conflict(ports, &pool.type_ports[t]).is_some()) {
+            continue;
+        }
+        let fits = pool.fits(t, requests);
+        let Facts { compatible, offering } = facts.map_or(Facts { compatible: true, offering: true }, |f| f[t]);
+        flags.record(compatible, fits, offering);
+        if compatible && fits && offering {
+            kept.push(t);
+            pool.widen(&mut room, t, requests);
+        }
+    }
+    Filtered { options: kept, room, flags }
+}
+
 /// `requirements` with each unmet key's minValues lowered to the number of values the types
 /// offer (removed when they offer none), as upstream's BestEffort policy does.
 fn relax_min_values(requirements: &Requirements, unmet: &MinValuesError) -> Requirements {
@@ -1654,6 +1726,31 @@ mod room_tests {
         assert!(!room.admits(&Resources::new().with("memory", (7 << 30) + 1)));
         assert!(!room.admits(&Resources::new().with("pods", 9)));
         assert!(Room::UNKNOWN.admits(&Resources::new().with("cpu", u64::MAX)));
+    }
+
+    #[test]
+    fn a_remembered_filtering_is_found_only_for_the_same_question() {
+        let filtered = |options: Vec<usize>| Filtered { options, room: Room::NONE, flags: FilterFlags::default() };
+        let facts: Rc<[Facts]> = vec![Facts { compatible: true, offering: true }; 3].into();
+        let same_facts_elsewhere: Rc<[Facts]> = facts.to_vec().into();
+        let one_cpu = Resources::new().with("cpu", 1000);
+        let mut memo = FilterMemo::default();
+        memo.put(0, Some(facts.clone()), one_cpu.clone(), vec![0, 1, 2], filtered(vec![1, 2]));
+        memo.put(0, None, one_cpu.clone(), vec![0, 1, 2], filtered(vec![2]));
+        let kept = |m: &FilterMemo, pool, f: Option<&Rc<[Facts]>>, r: &Resources, o: &[usize]| m.get(pool, f, r, o).map(|x| x.options);
+        assert_eq!(kept(&memo, 0, Some(&facts), &one_cpu, &[0, 1, 2]), Some(vec![1, 2]));
+        assert_eq!(kept(&memo, 0, None, &one_cpu, &[0, 1, 2]), Some(vec![2]));
+        // Equal facts from another requirement set are another question: compared by identity.
+        assert_eq!(kept(&memo, 0, Some(&same_facts_elsewhere), &one_cpu, &[0, 1, 2]), None);
+        assert_eq!(kept(&memo, 1, Some(&facts), &one_cpu, &[0, 1, 2]), None);
+        assert_eq!(kept(&memo, 0, Some(&facts), &Resources::new().with("cpu", 1001), &[0, 1, 2]), None);
+        assert_eq!(kept(&memo, 0, Some(&facts), &one_cpu, &[0, 1]), None);
+        // Once full, the oldest entry goes first.
+        for i in 0..FILTERINGS_REMEMBERED - 1 {
+            memo.put(2, None, one_cpu.clone(), vec![i], filtered(vec![i]));
+        }
+        assert_eq!(kept(&memo, 0, Some(&facts), &one_cpu, &[0, 1, 2]), None);
+        assert_eq!(kept(&memo, 0, None, &one_cpu, &[0, 1, 2]), Some(vec![2]));
     }
 
     #[test]
