@@ -1398,6 +1398,10 @@ impl<'a> Scheduler<'a> {
         let mut named: HashMap<(usize, Vec<usize>), (std::sync::Arc<[String]>, Requirement), BuildHasherDefault<FxHasher>> =
             HashMap::default();
         let mut kept_mask: Vec<bool> = Vec::new();
+        // Per pool, its candidates ordered by name (built on first use): a claim's
+        // instance-type requirement is built from its types in that order, so the set of
+        // names is not sorted again for every claim.
+        let mut by_name: Vec<Option<Vec<usize>>> = vec![None; self.pools.len()];
         for (c, claim) in self.claims.iter().enumerate() {
             let pool = &self.pools[claim.pool];
             let template = &pool.input.template;
@@ -1468,8 +1472,17 @@ impl<'a> Scheduler<'a> {
                 .entry((claim.pool, kept_indices.clone()))
                 .or_insert_with(|| {
                     let names: std::sync::Arc<[String]> = types.iter().map(|t| t.name().to_owned()).collect();
-                    let requirement = Requirement::in_values(INSTANCE_TYPE_LABEL, names.iter().map(String::as_str));
-                    (names, requirement)
+                    let by_name = by_name[claim.pool].get_or_insert_with(|| {
+                        let mut order = pool.candidates.clone();
+                        order.sort_by(|&a, &b| pool.instance_type(a).name().cmp(pool.instance_type(b).name()));
+                        order
+                    });
+                    kept_mask.fill(false);
+                    for &t in &kept_indices {
+                        kept_mask[t] = true;
+                    }
+                    let sorted = by_name.iter().filter(|&&t| kept_mask[t]).map(|&t| pool.instance_type(t).name());
+                    (names, Requirement::in_values(INSTANCE_TYPE_LABEL, sorted))
                 })
                 .clone();
             requirements.add(type_requirement);
