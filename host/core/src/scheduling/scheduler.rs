@@ -1712,10 +1712,7 @@ fn elementwise_min<'r>(mut all: impl Iterator<Item = &'r Resources>) -> Resource
         if out.is_zero() {
             break;
         }
-        let current: Vec<(String, u64)> = out.iter().map(|(k, v)| (k.to_owned(), v)).collect();
-        for (name, amount) in current {
-            out.set(&name, amount.min(r.get(&name)));
-        }
+        out.min_with(r);
     }
     out
 }
