@@ -1395,8 +1395,9 @@ impl<'a> Scheduler<'a> {
         // Per (pool, final requirements): each candidate type's launch price and the capacity
         // types of its available compatible offerings. Many claims share requirements.
         let mut memo: Vec<Priced> = Vec::new();
-        let mut named: HashMap<(usize, Vec<usize>), (std::sync::Arc<[String]>, Requirement), BuildHasherDefault<FxHasher>> =
-            HashMap::default();
+        // Per pool, per list of kept types: their names and instance-type requirement.
+        let mut named: Vec<HashMap<Vec<usize>, (std::sync::Arc<[String]>, Requirement), BuildHasherDefault<FxHasher>>> =
+            vec![HashMap::default(); self.pools.len()];
         let mut kept_mask: Vec<bool> = Vec::new();
         // Per pool, its candidates ordered by name (built on first use): a claim's
         // instance-type requirement is built from its types in that order, so the set of
@@ -1435,9 +1436,7 @@ impl<'a> Scheduler<'a> {
                 kept_mask[t] = pool.fits(t, &claim.requests);
             }
             let mut kept_indices: Vec<usize> = priced.order.iter().copied().filter(|&t| kept_mask[t]).collect();
-            let mut prices: Vec<Option<f64>> = kept_indices.iter().map(|&t| priced.prices[t]).collect();
             kept_indices.truncate(MAX_INSTANCE_TYPES);
-            prices.truncate(MAX_INSTANCE_TYPES);
             let types: Vec<&InstanceType> = kept_indices
                 .iter()
                 .map(|&t| pool.instance_type(t))
@@ -1468,9 +1467,9 @@ impl<'a> Scheduler<'a> {
                 .map(|(_, n)| n.as_str())
                 .collect();
             // Claims often keep the same options: their names and requirement are built once.
-            let (names, type_requirement) = named
-                .entry((claim.pool, kept_indices.clone()))
-                .or_insert_with(|| {
+            let named = &mut named[claim.pool];
+            if !named.contains_key(kept_indices.as_slice()) {
+                let built = {
                     let names: std::sync::Arc<[String]> = types.iter().map(|t| t.name().to_owned()).collect();
                     let by_name = by_name[claim.pool].get_or_insert_with(|| {
                         let mut order = pool.candidates.clone();
@@ -1483,8 +1482,10 @@ impl<'a> Scheduler<'a> {
                     }
                     let sorted = by_name.iter().filter(|&&t| kept_mask[t]).map(|&t| pool.instance_type(t).name());
                     (names, Requirement::in_values(INSTANCE_TYPE_LABEL, sorted))
-                })
-                .clone();
+                };
+                named.insert(kept_indices.clone(), built);
+            }
+            let (names, type_requirement) = named[kept_indices.as_slice()].clone();
             requirements.add(type_requirement);
             if !capacity_types.is_empty() {
                 requirements.add(Requirement::in_values(CAPACITY_TYPE_LABEL, capacity_types));
@@ -1535,7 +1536,7 @@ impl<'a> Scheduler<'a> {
                     .map(|&p| self.input.pods[p].key.clone())
                     .collect(),
                 daemon_overhead,
-                launch_price: prices.first().copied().flatten(),
+                launch_price: kept_indices.first().and_then(|&t| priced.prices[t]),
             });
         }
         (kept, index, dropped)
