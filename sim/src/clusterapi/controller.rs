@@ -12,7 +12,7 @@ use joinery_core::clock::Clock;
 use joinery_core::labels::{ARCH_LABEL, INSTANCE_TYPE_LABEL, OS_LABEL, REGION_LABEL, ZONE_LABEL};
 use k8s_openapi::api::core::v1::Node;
 use kube::Resource;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
@@ -505,8 +505,20 @@ impl Controllers {
                     self.create_machine(ms).await?;
                 }
             } else if machines.len() > desired {
+                // Choose from the Machines as the API server has them now, not as the watch has
+                // delivered them so far: whoever lowers the replicas may have annotated a Machine
+                // with delete-machine just before, and that mark must decide which one goes.
+                let uid = ms.metadata.uid.as_deref();
+                let machines: Vec<DynamicObject> = self
+                    .api(Kind::Machine, &namespace)
+                    .list(&ListParams::default())
+                    .await?
+                    .items
+                    .into_iter()
+                    .filter(|m| controller_uid(&m.metadata).is_some() && controller_uid(&m.metadata) == uid)
+                    .collect();
                 let policy = named_policy(ms).unwrap_or(self.settings.delete_policy);
-                let surplus = machines.len() - desired;
+                let surplus = machines.len().saturating_sub(desired);
                 let picked: Vec<DynamicObject> = machines_to_delete(&machines, surplus, policy, self.clock.now()).into_iter().cloned().collect();
                 for machine in picked.iter().filter(|m| m.metadata.deletion_timestamp.is_none()) {
                     let machine_name = name_of(machine);

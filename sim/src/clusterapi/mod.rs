@@ -56,7 +56,9 @@
 //!   without `Template`, named after the Machine; the fake does not create them). Too many:
 //!   deletes the surplus by Cluster API's deletion priorities ([`deletion_priority`]: being
 //!   deleted 100, [`DELETE_MACHINE_ANNOTATION`] 75, unhealthy 50, then the policy; highest
-//!   first, ties by name). Status: `replicas`, `fullyLabeledReplicas`, `readyReplicas`,
+//!   first, ties by name), chosen among the Machines listed afresh from the API server, so
+//!   that a mark written just before the replicas were lowered is never missed for a watch
+//!   event still on its way. Status: `replicas`, `fullyLabeledReplicas`, `readyReplicas`,
 //!   `availableReplicas`, `selector`, `observedGeneration`.
 //! - **Machine**: phase `Pending` at first sight, `Provisioning` (bootstrap ready) until
 //!   [`CapiSettings::provision_delay`] has passed, then `Provisioned`: `spec.providerID`
