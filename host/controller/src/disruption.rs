@@ -24,7 +24,8 @@ use joinery_core::labels;
 use joinery_kube::assemble::{PoolOffer, Source};
 use joinery_kube::disruption::{self as kube_disruption, DisruptionObjects, Marks};
 use joinery_kube::drain::reschedulable_pods;
-use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use joinery_kube::lean::LeanPod;
+use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Api, DeleteParams};
 use serde_json::json;
 use tokio::sync::watch;
@@ -178,8 +179,8 @@ async fn gather(ctx: &Context, memory: &Shared) -> Option<Snapshot> {
     let moving = provisioner::reschedulable_pods(ctx);
     // Every pod waiting for a node counts, including those kube-scheduler has not looked at
     // yet: the nodes they would land on are nominated for them.
-    let waiting = |p: &Pod| matches!(joinery_kube::pods::pod_state(p), joinery_kube::pods::PodState::Pending);
-    let pending: Vec<&Pod> = cached.pods.iter().filter(|p| waiting(p)).chain(moving.iter()).map(|p| p.as_ref()).collect();
+    let waiting = |p: &LeanPod| matches!(joinery_kube::pods::pod_state(p), joinery_kube::pods::PodState::Pending);
+    let pending: Vec<&LeanPod> = cached.pods.iter().filter(|p| waiting(p)).chain(moving.iter()).map(|p| p.as_ref()).collect();
     let objects = DisruptionObjects {
         cluster: cached.lend(),
         pdbs: &pdbs,

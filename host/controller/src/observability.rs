@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use joinery_core::labels;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use joinery_kube::lean::LeanPod;
+use k8s_openapi::api::core::v1::Node;
 use tokio::sync::watch;
 
 use crate::Context;
@@ -74,7 +75,7 @@ fn observe(ctx: &Context, started: &mut HashSet<String>) {
 }
 
 /// The pod's `Ready` condition, when it is `True`.
-fn ready_condition(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::PodCondition> {
+fn ready_condition(pod: &LeanPod) -> Option<&k8s_openapi::api::core::v1::PodCondition> {
     pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready" && c.status == "True")
 }
 
@@ -85,7 +86,7 @@ fn amount(quantity: &str) -> Option<f64> {
 }
 
 /// Upstream's `karpenter_pods_state` labels for one pod.
-fn pod_state_labels(pod: &Pod, nodes: &BTreeMap<&str, &Node>) -> Vec<(&'static str, String)> {
+fn pod_state_labels(pod: &LeanPod, nodes: &BTreeMap<&str, &Node>) -> Vec<(&'static str, String)> {
     let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
     let node_labels = nodes.get(node_name.as_str()).and_then(|n| n.metadata.labels.as_ref());
     let node_label = |key: &str| node_labels.and_then(|l| l.get(key)).cloned().unwrap_or_default();

@@ -13,7 +13,7 @@ use joinery_core::disruption;
 use joinery_core::instance_type::InstanceType;
 use joinery_core::overlay::{self, Overlay};
 use joinery_core::scheduling::{self, NewNodeClaim, PendingPod, Placement};
-use k8s_openapi::api::core::v1::Pod;
+use joinery_kube::lean::LeanPod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::watch;
@@ -115,7 +115,7 @@ fn provisionable_uids(ctx: &Context) -> HashSet<String> {
 /// to every provisioning pass so their replacement capacity is launched before they are
 /// evicted): the reschedulable ones ([`joinery_kube::drain::is_reschedulable`]: active, or
 /// terminating StatefulSet pods) not held by a PodDisruptionBudget that allows no disruption.
-pub(crate) fn reschedulable_pods(ctx: &Context) -> Vec<Arc<Pod>> {
+pub(crate) fn reschedulable_pods(ctx: &Context) -> Vec<Arc<LeanPod>> {
     let deleting = joinery_kube::drain::deleting_node_names(
         ctx.state.nodes.state().iter().map(Arc::as_ref),
         ctx.state.node_claims.state().iter().map(Arc::as_ref),
@@ -158,7 +158,7 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
     let cached = ctx.state.objects();
     let all_pods = &cached.pods;
     let moving = reschedulable_pods(ctx);
-    let pending: Vec<&Pod> = all_pods.iter().filter(|p| is_provisionable(p)).chain(moving.iter()).map(|p| p.as_ref()).collect();
+    let pending: Vec<&LeanPod> = all_pods.iter().filter(|p| is_provisionable(p)).chain(moving.iter()).map(|p| p.as_ref()).collect();
     if pending.is_empty() {
         return Ok(true);
     }
@@ -180,7 +180,7 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
             }
         }
     }
-    let mut pod_objects: BTreeMap<(String, String), &Pod> = BTreeMap::new();
+    let mut pod_objects: BTreeMap<(String, String), &LeanPod> = BTreeMap::new();
     for (pod, batch) in pending.iter().zip(&assembly.pods) {
         match &batch.status {
             BatchStatus::Scheduled(_) => {
@@ -271,7 +271,7 @@ pub(crate) fn min_values_policy(ctx: &Context) -> scheduling::MinValuesPolicy {
 
 /// Gives the batch's pods without spread constraints of their own `SCHEDULER_CONFIG`'s default
 /// constraints, with the selector kube-scheduler would deduce (see [`joinery_kube::spread`]).
-fn apply_default_spread(ctx: &Context, pods: &mut [PendingPod], objects: &BTreeMap<(String, String), &Pod>) {
+fn apply_default_spread(ctx: &Context, pods: &mut [PendingPod], objects: &BTreeMap<(String, String), &LeanPod>) {
     let (defaults, Some(stores)) = (&ctx.settings.default_spread, &ctx.state.selectors) else { return };
     if defaults.is_empty() {
         return;

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use futures::StreamExt;
 use joinery_api::{NodeClaim, NodeOverlay, NodePool};
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service};
+use joinery_kube::lean::LeanPod;
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{Api, DynamicObject, GroupVersionKind};
@@ -32,7 +33,7 @@ pub struct NodeClassKey {
 #[derive(Clone)]
 pub struct ClusterState {
     /// All pods.
-    pub pods: Store<Pod>,
+    pub pods: Store<LeanPod>,
     /// All nodes.
     pub nodes: Store<Node>,
     /// All NodeClaims.
@@ -85,9 +86,9 @@ struct ProvisionableSets {
 
 impl ProvisionablePods {
     /// Takes in one event of the pod watch.
-    pub fn observe(&self, event: &watcher::Event<Pod>) {
+    pub fn observe(&self, event: &watcher::Event<LeanPod>) {
         let mut sets = self.sets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let uid = |pod: &Pod| pod.metadata.uid.clone().unwrap_or_default();
+        let uid = |pod: &LeanPod| pod.metadata.uid.clone().unwrap_or_default();
         match event {
             watcher::Event::Init => sets.relisting = Some(Default::default()),
             watcher::Event::InitApply(pod) => {
@@ -126,7 +127,7 @@ pub struct CachedObjects {
     /// NodeClaims.
     pub node_claims: Vec<Arc<NodeClaim>>,
     /// Every pod.
-    pub pods: Vec<Arc<Pod>>,
+    pub pods: Vec<Arc<LeanPod>>,
     /// DaemonSets.
     pub daemon_sets: Vec<Arc<DaemonSet>>,
     /// PersistentVolumes.
@@ -222,50 +223,12 @@ keep_all_but_managed_fields!(
     DynamicObject
 );
 
-/// The annotation `kubectl apply` keeps a whole copy of the object in.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
-impl Trim for Pod {
-    /// Keeps what scheduling, disruption, termination and the metrics read: metadata (but
-    /// managed fields and kubectl's last-applied copy), the spec with each container cut to
-    /// its name, resources, host ports and restart policy (sidecars), the volumes that take
-    /// part in scheduling (claims, ephemeral and inline cloud volumes: not ConfigMaps,
-    /// Secrets, projected, downward API or emptyDir), and the status' phase, reason,
-    /// conditions, nominated node and start time.
+impl Trim for LeanPod {
+    /// A [`LeanPod`] is parsed with only the fields the controllers read; this drops what
+    /// parsing cannot skip ([`LeanPod::trim`]: managed fields, kubectl's last-applied copy,
+    /// container ports without a host port, volumes that play no part in scheduling).
     fn trim(&mut self) {
-        self.metadata.managed_fields = None;
-        if let Some(annotations) = self.metadata.annotations.as_mut() {
-            annotations.remove(LAST_APPLIED);
-        }
-        if let Some(spec) = self.spec.as_mut() {
-            let cut = |c: &mut k8s_openapi::api::core::v1::Container| {
-                *c = k8s_openapi::api::core::v1::Container {
-                    name: std::mem::take(&mut c.name),
-                    resources: c.resources.take(),
-                    restart_policy: c.restart_policy.take(),
-                    ports: c.ports.take().map(|ports| ports.into_iter().filter(|p| p.host_port.is_some()).collect::<Vec<_>>()).filter(|p| !p.is_empty()),
-                    ..Default::default()
-                };
-            };
-            spec.containers.iter_mut().for_each(cut);
-            spec.init_containers.iter_mut().flatten().for_each(cut);
-            spec.ephemeral_containers = None;
-            if let Some(volumes) = spec.volumes.as_mut() {
-                volumes.retain(|v| {
-                    v.config_map.is_none() && v.secret.is_none() && v.projected.is_none() && v.downward_api.is_none() && v.empty_dir.is_none()
-                });
-            }
-        }
-        if let Some(status) = self.status.as_mut() {
-            *status = k8s_openapi::api::core::v1::PodStatus {
-                phase: status.phase.take(),
-                reason: status.reason.take(),
-                conditions: status.conditions.take(),
-                nominated_node_name: status.nominated_node_name.take(),
-                start_time: status.start_time.take(),
-                ..Default::default()
-            };
-        }
+        LeanPod::trim(self);
     }
 }
 
@@ -342,10 +305,10 @@ impl ClusterState {
         }
         let provisionable = Arc::new(ProvisionablePods::default());
         let pods = {
-            let (reader, writer) = reflector::store::<Pod>();
+            let (reader, writer) = reflector::store::<LeanPod>();
             let observer = provisionable.clone();
-            let observe = move |event: &watcher::Event<Pod>| observer.observe(event);
-            tasks.push(spawn_observed_reflector(Api::<Pod>::all(client.clone()), writer, changed.clone(), "Pod".to_string(), observe));
+            let observe = move |event: &watcher::Event<LeanPod>| observer.observe(event);
+            tasks.push(spawn_observed_reflector(Api::<LeanPod>::all(client.clone()), writer, changed.clone(), "Pod".to_string(), observe));
             reader
         };
         let nodes = watch_all!(Node, "Node");
@@ -483,7 +446,7 @@ impl ClusterState {
     }
 
     /// The pods bound to `node` that are not finished (Succeeded/Failed).
-    pub fn pods_on_node(&self, node: &str) -> Vec<Arc<Pod>> {
+    pub fn pods_on_node(&self, node: &str) -> Vec<Arc<LeanPod>> {
         self.pods
             .state()
             .into_iter()
@@ -504,9 +467,9 @@ mod tests {
 
     #[test]
     fn a_cached_pod_keeps_what_the_controllers_read_and_nothing_else() {
-        let mut pod: Pod = serde_json::from_value(json!({
+        let mut pod: LeanPod = serde_json::from_value(json!({
             "metadata": {"name": "web-1", "namespace": "default", "labels": {"app": "web"},
-                "annotations": {"karpenter.sh/do-not-disrupt": "true", LAST_APPLIED: "{...}"},
+                "annotations": {"karpenter.sh/do-not-disrupt": "true", "kubectl.kubernetes.io/last-applied-configuration": "{...}"},
                 "managedFields": [{"manager": "kubectl", "operation": "Apply"}],
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u1", "controller": true}]},
             "spec": {
@@ -555,7 +518,7 @@ mod tests {
 
     #[test]
     fn the_provisionable_set_follows_the_watch_and_a_relist_replaces_it() {
-        let pod = |uid: &str, unschedulable: bool, node: Option<&str>| -> Pod {
+        let pod = |uid: &str, unschedulable: bool, node: Option<&str>| -> LeanPod {
             let status = if unschedulable { "False" } else { "True" };
             serde_json::from_value(json!({
                 "metadata": {"name": uid, "namespace": "default", "uid": uid},

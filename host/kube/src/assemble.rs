@@ -17,10 +17,11 @@ use joinery_core::overlay::{self, Overlay};
 use joinery_core::resources::Resources;
 use joinery_core::scheduling::{self, NodePoolLimits, PendingPod, PodKey, SchedulingContext, SchedulingInput};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 
 use crate::convert;
+use crate::lean::LeanPod;
 use crate::template::node_claim_template;
 use crate::volumes::{VolumeError, VolumeIndex, apply_attach_limits};
 
@@ -32,7 +33,7 @@ pub struct ClusterObjects<'a> {
     /// NodeClaims (launched ones count as capacity in flight; all count against limits).
     pub node_claims: Vec<&'a NodeClaim>,
     /// Every pod (bound pods fill existing nodes and serve affinity and spread).
-    pub pods: Vec<&'a Pod>,
+    pub pods: Vec<&'a LeanPod>,
     /// DaemonSets (their pods' requests are every new node's overhead).
     pub daemon_sets: Vec<&'a DaemonSet>,
     /// PersistentVolumes.
@@ -124,7 +125,7 @@ pub struct Assembly {
 /// A pending pod in the core's form, with the topology its volumes require and the volumes
 /// it attaches. A pod whose PersistentVolumeClaim, bound PersistentVolume or StorageClass is
 /// missing is refused, as upstream does.
-pub fn batch_pod(pod: &Pod, volumes: &VolumeIndex<'_>, source: Source) -> Result<PendingPod, String> {
+pub fn batch_pod(pod: &LeanPod, volumes: &VolumeIndex<'_>, source: Source) -> Result<PendingPod, String> {
     let mut pending = convert::pending_pod(pod)?;
     pending.volume_requirements = volumes.requirements(pod).map_err(|e| match (e, source) {
         (VolumeError::Invalid(message), _) => message,
@@ -140,7 +141,7 @@ pub fn batch_pod(pod: &Pod, volumes: &VolumeIndex<'_>, source: Source) -> Result
 /// limits and its instance types after `overlays`.
 pub fn assemble(
     objects: &ClusterObjects<'_>,
-    pending: &[&Pod],
+    pending: &[&LeanPod],
     pools: &[PoolOffer<'_>],
     overlays: &[Overlay],
     label_policy: LabelPolicy,
@@ -208,7 +209,7 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
-    fn pod_with_claim(claim: &str) -> Pod {
+    fn pod_with_claim(claim: &str) -> LeanPod {
         of(json!({"metadata": {"name": "db-0", "namespace": "db"},
             "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
                      "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}}))
@@ -250,7 +251,7 @@ mod tests {
                 "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}}}}));
         // What the DaemonSet controller makes: a pod pinned to its node by matchFields, with the
         // requests admission gave it.
-        let pod = |name: &str, created: &str, cpu: &str, owner_uid: &str| -> Pod {
+        let pod = |name: &str, created: &str, cpu: &str, owner_uid: &str| -> LeanPod {
             of(json!({"metadata": {"name": name, "namespace": "kube-system", "creationTimestamp": created,
                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": owner_uid, "controller": true}]},
                 "spec": {"nodeName": "n1", "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [

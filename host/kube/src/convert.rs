@@ -13,10 +13,11 @@ use joinery_core::scheduling::{
     WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 use joinery_core::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
-use k8s_openapi::api::core::v1::{self as corev1, Node, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{self as corev1, Node};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::conditions::{INITIALIZED, LAUNCHED};
+use crate::lean::{LeanPod, LeanPodSpec};
 use joinery_core::lifecycle::is_ephemeral_taint;
 use crate::pods::{is_daemon_pod, is_terminal};
 
@@ -82,7 +83,7 @@ fn container_requests(path: &str, resources: Option<&corev1::ResourceRequirement
 
 /// What a pod spec asks of a node (init containers, sidecars, overhead, pod-level requests,
 /// one pod slot; limits where requests are missing). Errors name the container.
-pub fn pod_requests(spec: &PodSpec) -> Result<Resources, String> {
+pub fn pod_requests(spec: &LeanPodSpec) -> Result<Resources, String> {
     let mut containers = Vec::new();
     for c in &spec.containers {
         containers.push(container_requests(&format!("spec.containers[{}]", c.name), c.resources.as_ref())?);
@@ -105,7 +106,7 @@ pub fn pod_requests(spec: &PodSpec) -> Result<Resources, String> {
 
 /// Required node-affinity terms of a pod spec as OR-ed requirement sets. `matchFields` is
 /// refused, as upstream does.
-pub fn required_affinity(spec: &PodSpec) -> Result<Vec<Requirements>, String> {
+pub fn required_affinity(spec: &LeanPodSpec) -> Result<Vec<Requirements>, String> {
     let Some(terms) = spec
         .affinity
         .as_ref()
@@ -144,7 +145,7 @@ pub fn required_affinity(spec: &PodSpec) -> Result<Vec<Requirements>, String> {
 }
 
 /// A pending pod in core form; the error names the pod and field.
-pub fn pending_pod(pod: &Pod) -> Result<PendingPod, String> {
+pub fn pending_pod(pod: &LeanPod) -> Result<PendingPod, String> {
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
     let ctx = |e: String| format!("Pod {namespace}/{name}: {e}");
@@ -174,9 +175,9 @@ pub fn pending_pod(pod: &Pod) -> Result<PendingPod, String> {
 /// A DaemonSet's pod as the scheduler counts it: the spec of its representative pod
 /// ([`representative_daemon_pods`]) when one exists, else its template; in both cases the
 /// template's required node affinity.
-pub fn daemon_pod(ds: &k8s_openapi::api::apps::v1::DaemonSet, representative: Option<&Pod>) -> Result<DaemonPod, String> {
+pub fn daemon_pod(ds: &k8s_openapi::api::apps::v1::DaemonSet, representative: Option<&LeanPod>) -> Result<DaemonPod, String> {
     let name = format!("{}/{}", ds.metadata.namespace.clone().unwrap_or_default(), ds.metadata.name.clone().unwrap_or_default());
-    let template = ds.spec.as_ref().and_then(|s| s.template.spec.clone()).unwrap_or_default();
+    let template = ds.spec.as_ref().and_then(|s| s.template.spec.as_ref()).map(LeanPodSpec::from).unwrap_or_default();
     let template_affinity = required_affinity(&template).map_err(|e| format!("DaemonSet {name}: spec.template.{e}"))?;
     // A running pod tells what its DaemonSet really asks (admission may have changed requests,
     // the DaemonSet controller adds tolerations); its node affinity pins it to its own node, so
@@ -198,9 +199,9 @@ pub fn daemon_pod(ds: &k8s_openapi::api::apps::v1::DaemonSet, representative: Op
 
 /// Each DaemonSet's newest pod (what upstream takes as its representative pod), by the
 /// DaemonSet's UID (a pod's controller owner reference names it): one pass over the pods.
-pub fn representative_daemon_pods<'a>(pods: &[&'a Pod]) -> BTreeMap<&'a str, &'a Pod> {
-    let newest = |p: &Pod| (p.metadata.creation_timestamp.as_ref().map(|t| t.0.as_second()), p.metadata.name.clone());
-    let mut out: BTreeMap<&'a str, &'a Pod> = BTreeMap::new();
+pub fn representative_daemon_pods<'a>(pods: &[&'a LeanPod]) -> BTreeMap<&'a str, &'a LeanPod> {
+    let newest = |p: &LeanPod| (p.metadata.creation_timestamp.as_ref().map(|t| t.0.as_second()), p.metadata.name.clone());
+    let mut out: BTreeMap<&'a str, &'a LeanPod> = BTreeMap::new();
     for &pod in pods {
         let Some(owner) = pod.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true) && o.kind == "DaemonSet") else {
             continue;
@@ -238,7 +239,7 @@ fn inclusion_policy(policy: Option<&str>) -> Option<NodeInclusionPolicy> {
 }
 
 /// `spec.topologySpreadConstraints` in core form.
-pub fn topology_spread(spec: &PodSpec) -> Result<Vec<TopologySpreadConstraint>, String> {
+pub fn topology_spread(spec: &LeanPodSpec) -> Result<Vec<TopologySpreadConstraint>, String> {
     let mut out = Vec::new();
     for (i, c) in spec.topology_spread_constraints.iter().flatten().enumerate() {
         let path = format!("spec.topologySpreadConstraints[{i}]");
@@ -287,7 +288,7 @@ fn affinity_path(anti: bool) -> &'static str {
 }
 
 /// Required pod affinity (`anti` false) or anti-affinity (`anti` true) terms of a pod spec.
-pub fn pod_affinity_terms(spec: &PodSpec, anti: bool) -> Result<Vec<PodAffinityTerm>, String> {
+pub fn pod_affinity_terms(spec: &LeanPodSpec, anti: bool) -> Result<Vec<PodAffinityTerm>, String> {
     let affinity = spec.affinity.as_ref();
     let terms = if anti {
         affinity.and_then(|a| a.pod_anti_affinity.as_ref()).and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
@@ -304,7 +305,7 @@ pub fn pod_affinity_terms(spec: &PodSpec, anti: bool) -> Result<Vec<PodAffinityT
 }
 
 /// Preferred pod affinity (`anti` false) or anti-affinity (`anti` true) terms with weights.
-pub fn preferred_pod_affinity_terms(spec: &PodSpec, anti: bool) -> Result<Vec<WeightedPodAffinityTerm>, String> {
+pub fn preferred_pod_affinity_terms(spec: &LeanPodSpec, anti: bool) -> Result<Vec<WeightedPodAffinityTerm>, String> {
     let affinity = spec.affinity.as_ref();
     let terms = if anti {
         affinity.and_then(|a| a.pod_anti_affinity.as_ref()).and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())
@@ -325,7 +326,7 @@ pub fn preferred_pod_affinity_terms(spec: &PodSpec, anti: bool) -> Result<Vec<We
 
 /// Preferred node-affinity terms of a pod spec with their weights (`matchFields` is refused,
 /// as for required terms).
-pub fn preferred_affinity(spec: &PodSpec) -> Result<Vec<PreferredSchedulingTerm>, String> {
+pub fn preferred_affinity(spec: &LeanPodSpec) -> Result<Vec<PreferredSchedulingTerm>, String> {
     let Some(terms) = spec
         .affinity
         .as_ref()
@@ -361,7 +362,7 @@ pub fn preferred_affinity(spec: &PodSpec) -> Result<Vec<PreferredSchedulingTerm>
 }
 
 /// Host ports bound by the regular containers of a pod spec (what upstream tracks).
-pub fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
+pub fn host_ports(spec: &LeanPodSpec) -> Vec<HostPort> {
     spec.containers
         .iter()
         .flat_map(|c| c.ports.iter().flatten())
@@ -376,7 +377,7 @@ pub fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
 /// labels, required anti-affinity terms and host ports. Anti-affinity terms that do not
 /// convert are left out. Its CSI volumes need the volume objects: see
 /// [`VolumeIndex::bound_pods`](crate::volumes::VolumeIndex::bound_pods).
-pub fn bound_pod(pod: &Pod) -> Option<BoundPod> {
+pub fn bound_pod(pod: &LeanPod) -> Option<BoundPod> {
     let spec = pod.spec.as_ref()?;
     let node = spec.node_name.clone()?;
     if is_terminal(pod) {
@@ -428,7 +429,7 @@ pub fn existing_nodes<N, C, P>(nodes: &[N], claims: &[C], pods: &[P]) -> Vec<Exi
 where
     N: Borrow<Node>,
     C: Borrow<NodeClaim>,
-    P: Borrow<Pod>,
+    P: Borrow<LeanPod>,
 {
     let mut requested: BTreeMap<String, (Resources, Resources)> = BTreeMap::new();
     for pod in pods.iter().map(Borrow::borrow) {
@@ -565,7 +566,7 @@ mod tests {
 
     #[test]
     fn pod_requests_include_init_overhead_and_slot() {
-        let pod: Pod = serde_json::from_value(json!({
+        let pod: LeanPod = serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "ns"},
             "spec": {
                 "containers": [{"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}],
@@ -582,7 +583,7 @@ mod tests {
 
     #[test]
     fn limits_stand_in_for_missing_requests_in_containers_and_init_containers() {
-        let pod: Pod = serde_json::from_value(json!({
+        let pod: LeanPod = serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "ns"},
             "spec": {
                 "containers": [
@@ -598,7 +599,7 @@ mod tests {
         assert_eq!(p.requests.cpu_millis, 3000);
         assert_eq!(p.requests.memory_bytes, 2 << 30);
         assert_eq!(p.requests.get("nvidia.com/gpu"), 1, "an extended resource only limited counts too");
-        let bad: Pod = serde_json::from_value(json!({
+        let bad: LeanPod = serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "ns"},
             "spec": {"containers": [{"name": "web", "resources": {"limits": {"cpu": "lots"}}}]}
         }))
@@ -626,20 +627,20 @@ mod tests {
             .unwrap()
         };
         let fresh = node("0");
-        let nodes = existing_nodes(&[&fresh], &[&claim], &Vec::<&Pod>::new());
+        let nodes = existing_nodes(&[&fresh], &[&claim], &Vec::<&LeanPod>::new());
         assert_eq!(nodes[0].allocatable.get("nvidia.com/gpu"), 4, "the claim's expectation while the kubelet shows zero");
         assert_eq!(nodes[0].allocatable.cpu_millis, 6500, "a value the kubelet reports wins");
         let mut initialized = claim.clone();
         initialized.status.as_mut().unwrap().conditions.as_mut().unwrap().push(
             serde_json::from_value(json!({"type": "Initialized", "status": "True", "reason": "Initialized", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"})).unwrap(),
         );
-        let nodes = existing_nodes(&[&fresh], &[&initialized], &Vec::<&Pod>::new());
+        let nodes = existing_nodes(&[&fresh], &[&initialized], &Vec::<&LeanPod>::new());
         assert_eq!(nodes[0].allocatable.get("nvidia.com/gpu"), 0, "once initialized, the node's own word");
     }
 
     #[test]
     fn match_fields_is_refused_with_the_field_named() {
-        let pod: Pod = serde_json::from_value(json!({
+        let pod: LeanPod = serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "ns"},
             "spec": {"containers": [], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}]}}}}
@@ -651,7 +652,7 @@ mod tests {
 
     #[test]
     fn bad_quantity_names_the_container() {
-        let pod: Pod = serde_json::from_value(json!({
+        let pod: LeanPod = serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "ns"},
             "spec": {"containers": [{"name": "web", "resources": {"requests": {"cpu": "lots"}}}]}
         }))
@@ -671,7 +672,7 @@ mod tests {
 
     #[test]
     fn inter_pod_constraints_and_host_ports_convert() {
-        let pod: Pod = serde_json::from_value(json!({
+        let pod: LeanPod = serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "web"}},
             "spec": {
                 "containers": [{"name": "a", "ports": [{"containerPort": 80, "hostPort": 8080, "protocol": "UDP"}, {"containerPort": 81}]}],
@@ -722,7 +723,7 @@ mod tests {
 
     #[test]
     fn bad_label_selector_operator_names_the_field() {
-        let pod: Pod = serde_json::from_value(json!({
+        let pod: LeanPod = serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "ns"},
             "spec": {"containers": [], "topologySpreadConstraints": [{
                 "maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",

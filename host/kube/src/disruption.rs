@@ -15,13 +15,14 @@ use joinery_core::disruption::{
 use joinery_core::instance_type::InstanceType;
 use joinery_core::labels::{self, LabelPolicy};
 use joinery_core::overlay::Overlay;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use crate::assemble::{ClusterObjects, PoolOffer, Problem, Source, assemble};
 use crate::conditions::{CONSOLIDATABLE, DRIFTED, INITIALIZED};
 use crate::convert::{self, system_time};
 use crate::drain::{do_not_disrupt_active, tolerates_disrupted_taint};
+use crate::lean::LeanPod;
 use crate::pods::{blocked_by_budget, is_daemon_pod, is_mirror_pod, is_terminal};
 use crate::template::nodepool_hash;
 
@@ -101,7 +102,7 @@ pub struct DisruptionObjects<'a> {
     /// NodeOverlays in effect.
     pub overlays: &'a [Overlay],
     /// Pending pods (those waiting for capacity, and those of nodes being deleted).
-    pub pending: Vec<&'a Pod>,
+    pub pending: Vec<&'a LeanPod>,
 }
 
 /// What the caller knows beyond the objects.
@@ -124,7 +125,7 @@ pub struct Marks<'a> {
 pub fn snapshot(objects: &DisruptionObjects<'_>, marks: &Marks<'_>, options: Options) -> (Snapshot, Vec<Problem>, Vec<String>) {
     let assembly = assemble(&objects.cluster, &objects.pending, &objects.offers, objects.overlays, LabelPolicy::default(), marks.source);
     let mut messages = Vec::new();
-    let mut pods_by_node: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+    let mut pods_by_node: BTreeMap<&str, Vec<&LeanPod>> = BTreeMap::new();
     for pod in &objects.cluster.pods {
         if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
             pods_by_node.entry(node).or_default().push(pod);

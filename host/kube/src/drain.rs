@@ -10,14 +10,15 @@ use std::time::{Duration, SystemTime};
 use joinery_api::NodeClaim;
 use joinery_core::drain::{self, DrainPod};
 use joinery_core::labels;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node};
 
 use crate::convert::system_time;
+use crate::lean::LeanPod;
 use crate::pods::{is_daemon_pod, is_mirror_pod, is_owned_by, is_terminal};
 
 /// Whether a pod tolerates the `karpenter.sh/disrupted:NoSchedule` taint (such pods are
 /// never drained, like DaemonSet pods).
-pub fn tolerates_disrupted_taint(pod: &Pod) -> bool {
+pub fn tolerates_disrupted_taint(pod: &LeanPod) -> bool {
     pod.spec.as_ref().and_then(|s| s.tolerations.as_ref()).into_iter().flatten().any(|t| {
         let key_matches = match t.key.as_deref() {
             None | Some("") => t.operator.as_deref() == Some("Exists"),
@@ -34,7 +35,7 @@ const CRITICAL_PRIORITY_CLASSES: [&str; 2] = ["system-cluster-critical", "system
 
 /// Whether a pod's `karpenter.sh/do-not-disrupt` protects it at `now`: `"true"`, or a
 /// duration that has not yet elapsed since the pod started. Other values are ignored.
-pub fn do_not_disrupt_active(pod: &Pod, now: SystemTime) -> bool {
+pub fn do_not_disrupt_active(pod: &LeanPod, now: SystemTime) -> bool {
     let Some(value) = pod.metadata.annotations.as_ref().and_then(|a| a.get(labels::DO_NOT_DISRUPT_ANNOTATION)) else {
         return false;
     };
@@ -47,7 +48,7 @@ pub fn do_not_disrupt_active(pod: &Pod, now: SystemTime) -> bool {
 }
 
 /// The drain's view of a pod.
-pub fn drain_pod(pod: &Pod, now: SystemTime) -> DrainPod {
+pub fn drain_pod(pod: &LeanPod, now: SystemTime) -> DrainPod {
     let spec = pod.spec.as_ref();
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     DrainPod {
@@ -71,7 +72,7 @@ pub fn drain_pod(pod: &Pod, now: SystemTime) -> DrainPod {
 /// `IsReschedulable`: active (not finished, not terminating), or terminating but owned by a
 /// StatefulSet (its replacement needs room as soon as it is gone, under the same name); and
 /// not a DaemonSet or mirror pod, nor one tolerating the disrupted taint.
-pub fn is_reschedulable(pod: &Pod) -> bool {
+pub fn is_reschedulable(pod: &LeanPod) -> bool {
     let terminating = pod.metadata.deletion_timestamp.is_some();
     let active = !is_terminal(pod) && !terminating;
     (active || (terminating && !is_terminal(pod) && is_owned_by(pod, "StatefulSet")))
@@ -83,7 +84,7 @@ pub fn is_reschedulable(pod: &Pod) -> bool {
 /// The pods of a node that must find a home elsewhere when it goes (what makes a node
 /// non-empty; see [`is_reschedulable`]). The drain itself also evicts DaemonSet pods, last
 /// (see [`joinery_core::drain`]).
-pub fn reschedulable_pods(pods: &[Arc<Pod>]) -> Vec<Arc<Pod>> {
+pub fn reschedulable_pods(pods: &[Arc<LeanPod>]) -> Vec<Arc<LeanPod>> {
     pods.iter().filter(|p| is_reschedulable(p)).cloned().collect()
 }
 
@@ -130,7 +131,7 @@ mod tests {
 
     use super::*;
 
-    fn pod(value: serde_json::Value) -> Pod {
+    fn pod(value: serde_json::Value) -> LeanPod {
         serde_json::from_value(value).unwrap()
     }
 

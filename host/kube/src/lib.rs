@@ -5,6 +5,8 @@
 //! - [`convert`]: pods (requests, affinity, spread, tolerations, host ports), Nodes and
 //!   NodeClaims as existing capacity, NodePool limits, DaemonSets, taints, label selectors,
 //!   NodeOverlays;
+//! - [`lean`]: [`LeanPod`](lean::LeanPod), a pod with only the fields Joinery reads — what
+//!   every function here takes, and what the controller caches;
 //! - [`pods`]: the one classification of pods (terminal, bound, pending, left out and why;
 //!   DaemonSet and mirror pods; PDB protection);
 //! - [`disruption`]: NodePool budgets and `consolidateAfter` in the core's form;
@@ -27,6 +29,7 @@ pub mod conditions;
 pub mod convert;
 pub mod disruption;
 pub mod drain;
+pub mod lean;
 pub mod pods;
 pub mod snapshot;
 pub mod spread;

@@ -6,9 +6,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use crate::lean::LeanPod;
 
 /// What a pod is to a provisioning pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +29,7 @@ pub enum PodState {
 /// to a node, or marked by kube-scheduler `PodScheduled` with another reason than
 /// `Unschedulable`. Unlike the controller, a pod kube-scheduler has not looked at yet (no
 /// `PodScheduled` condition) counts as pending, so hand-written snapshots need no status.
-pub fn pod_state(pod: &Pod) -> PodState {
+pub fn pod_state(pod: &LeanPod) -> PodState {
     if is_terminal(pod) {
         return PodState::Terminal;
     }
@@ -68,7 +69,7 @@ pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, Stri
 }
 
 /// Whether a PodDisruptionBudget that currently allows no disruption covers `pod`.
-pub fn blocked_by_budget(pod: &Pod, pdbs: &[Arc<PodDisruptionBudget>]) -> bool {
+pub fn blocked_by_budget(pod: &LeanPod, pdbs: &[Arc<PodDisruptionBudget>]) -> bool {
     let labels = pod.metadata.labels.clone().unwrap_or_default();
     pdbs.iter().any(|pdb| {
         pdb.metadata.namespace == pod.metadata.namespace
@@ -78,22 +79,22 @@ pub fn blocked_by_budget(pod: &Pod, pdbs: &[Arc<PodDisruptionBudget>]) -> bool {
 }
 
 /// Whether a pod has finished (phase Succeeded or Failed).
-pub fn is_terminal(pod: &Pod) -> bool {
+pub fn is_terminal(pod: &LeanPod) -> bool {
     matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
 }
 
 /// Whether a pod is owned by a DaemonSet.
-pub fn is_daemon_pod(pod: &Pod) -> bool {
+pub fn is_daemon_pod(pod: &LeanPod) -> bool {
     is_owned_by(pod, "DaemonSet")
 }
 
 /// Whether one of a pod's owner references is of this kind.
-pub fn is_owned_by(pod: &Pod, kind: &str) -> bool {
+pub fn is_owned_by(pod: &LeanPod, kind: &str) -> bool {
     pod.metadata.owner_references.iter().flatten().any(|o| o.kind == kind)
 }
 
 /// Whether a pod is a static (mirror) pod, owned by its Node.
-pub fn is_mirror_pod(pod: &Pod) -> bool {
+pub fn is_mirror_pod(pod: &LeanPod) -> bool {
     pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "Node")
         || pod.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"))
 }
@@ -102,12 +103,12 @@ pub fn is_mirror_pod(pod: &Pod) -> bool {
 /// [`pod_state`]) that kube-scheduler marked `PodScheduled=False` with reason
 /// `Unschedulable`. A snapshot also counts a pod kube-scheduler has not looked at yet; the
 /// controller waits for kube-scheduler's verdict.
-pub fn is_provisionable(pod: &Pod) -> bool {
+pub fn is_provisionable(pod: &LeanPod) -> bool {
     pod_state(pod) == PodState::Pending && scheduled_condition(pod).is_some()
 }
 
 /// The pod's `PodScheduled` condition.
-fn scheduled_condition(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::PodCondition> {
+fn scheduled_condition(pod: &LeanPod) -> Option<&k8s_openapi::api::core::v1::PodCondition> {
     pod.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().find(|c| c.type_ == "PodScheduled")
 }
 
@@ -116,7 +117,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn pod(value: serde_json::Value) -> Pod {
+    fn pod(value: serde_json::Value) -> LeanPod {
         serde_json::from_value(value).unwrap()
     }
 

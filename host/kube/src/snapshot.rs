@@ -25,7 +25,7 @@ use joinery_core::labels::LabelPolicy;
 use joinery_core::requirements::Requirements;
 use joinery_core::scheduling::PodKey;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -33,6 +33,7 @@ use serde::Deserialize;
 
 use crate::convert;
 use crate::assemble::{ClusterObjects, PoolOffer, ProblemObject, Source};
+use crate::lean::LeanPod;
 use crate::volumes::VolumeIndex;
 pub use crate::pods::{PodState, pod_state};
 
@@ -105,7 +106,7 @@ pub struct Snapshot {
     /// Nodes.
     pub nodes: Vec<Located<Node>>,
     /// Pods, bound and pending.
-    pub pods: Vec<Located<Pod>>,
+    pub pods: Vec<Located<LeanPod>>,
     /// DaemonSets.
     pub daemon_sets: Vec<Located<DaemonSet>>,
     /// ReplicaSets.
@@ -266,7 +267,7 @@ enum Object {
     NodePool(Box<NodePool>),
     NodeClaim(Box<NodeClaim>),
     Node(Box<Node>),
-    Pod(Box<Pod>),
+    Pod(Box<LeanPod>),
     DaemonSet(Box<DaemonSet>),
     ReplicaSet(Box<ReplicaSet>),
     Deployment(Box<Deployment>),
@@ -695,7 +696,7 @@ impl Snapshot {
     /// or StorageClass missing from the snapshot refuses the pod, as upstream's validation
     /// does. (Indexes the snapshot's volumes on every call; [`assemble`](Self::assemble)
     /// indexes them once.)
-    pub fn volume_requirements(&self, pod: &Pod) -> Result<Vec<Requirements>, String> {
+    pub fn volume_requirements(&self, pod: &LeanPod) -> Result<Vec<Requirements>, String> {
         self.volume_index().requirements(pod).map_err(|e| e.missing_from("the snapshot"))
     }
 
@@ -833,7 +834,7 @@ spec:
 
     #[test]
     fn pod_states_follow_the_controller_except_for_status_less_pods() {
-        let pod = |v: serde_json::Value| -> Pod { serde_json::from_value(v).unwrap() };
+        let pod = |v: serde_json::Value| -> LeanPod { serde_json::from_value(v).unwrap() };
         let base = serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": []}});
         assert_eq!(pod_state(&pod(base.clone())), PodState::Pending);
         let mut bound = base.clone();

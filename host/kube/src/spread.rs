@@ -10,10 +10,11 @@ use std::collections::BTreeMap;
 
 use joinery_core::scheduling::{LabelSelector, PendingPod, TopologySpreadConstraint, WhenUnsatisfiable};
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Pod, ReplicationController, Service};
+use k8s_openapi::api::core::v1::{ReplicationController, Service};
 use serde::Deserialize;
 
 use crate::convert;
+use crate::lean::LeanPod;
 
 /// A scheduler configuration that cannot be used; the message names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -99,7 +100,7 @@ fn merge(into: &mut LabelSelector, labels: &BTreeMap<String, String>) {
 /// kube-scheduler's default selector for `pod`: the union of the selectors of the Services in
 /// its namespace that select it and of its controlling ReplicationController, ReplicaSet or
 /// StatefulSet. `None` when nothing selects it.
-pub fn default_selector(pod: &Pod, sources: SelectorSources<'_>) -> Option<LabelSelector> {
+pub fn default_selector(pod: &LeanPod, sources: SelectorSources<'_>) -> Option<LabelSelector> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     let labels = pod.metadata.labels.clone().unwrap_or_default();
     let mut selector = LabelSelector::default();
@@ -179,7 +180,7 @@ pub fn apply_to_batch<'o>(
     pods: &mut [PendingPod],
     defaults: &[DefaultConstraint],
     sources: SelectorSources<'_>,
-    object: impl Fn(&PendingPod) -> Option<&'o Pod>,
+    object: impl Fn(&PendingPod) -> Option<&'o LeanPod>,
 ) -> usize {
     let mut applied = 0;
     for pod in pods.iter_mut() {
@@ -197,8 +198,8 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector as K8sSelector, ObjectMeta, OwnerReference};
 
-    fn pod(labels: &[(&str, &str)], owner: Option<(&str, &str)>) -> Pod {
-        Pod {
+    fn pod(labels: &[(&str, &str)], owner: Option<(&str, &str)>) -> LeanPod {
+        LeanPod {
             metadata: ObjectMeta {
                 name: Some("web-1".into()),
                 namespace: Some("shop".into()),

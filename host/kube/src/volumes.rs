@@ -14,11 +14,12 @@ use std::collections::BTreeMap;
 use joinery_core::labels::HOSTNAME_LABEL;
 use joinery_core::requirements::{Operator, Requirement, Requirements};
 use joinery_core::scheduling::{AttachedVolume, BoundPod, ExistingNode};
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::convert;
+use crate::lean::LeanPod;
 
 /// Why a pod's volume topology cannot be computed. Missing objects are told apart so the
 /// caller can say where it looked ([`VolumeError::missing_from`]).
@@ -114,7 +115,7 @@ impl<'a> VolumeIndex<'a> {
     /// list when unconstrained). A claim, volume or StorageClass that does not exist is an
     /// error, as upstream's validation refuses such a pod. A generic ephemeral volume whose
     /// claim does not exist yet is read from its template's StorageClass.
-    pub fn requirements(&self, pod: &Pod) -> Result<Vec<Requirements>, VolumeError> {
+    pub fn requirements(&self, pod: &LeanPod) -> Result<Vec<Requirements>, VolumeError> {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
         let mut combinations: Vec<Requirements> = Vec::new();
@@ -214,7 +215,7 @@ impl<'a> VolumeIndex<'a> {
     /// PersistentVolume's `csi.driver`, or for a claim not bound yet (or a generic ephemeral
     /// volume whose claim does not exist yet) its StorageClass's provisioner. Volumes whose
     /// driver cannot be told (no claim, no class, not CSI) are left out.
-    pub fn attachments(&self, pod: &Pod) -> Vec<AttachedVolume> {
+    pub fn attachments(&self, pod: &LeanPod) -> Vec<AttachedVolume> {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
         let pod_name = pod.metadata.name.as_deref().unwrap_or("");
         let mut out = Vec::new();
@@ -250,7 +251,7 @@ impl<'a> VolumeIndex<'a> {
 
     /// The bound, non-terminal pods in core form ([`convert::bound_pod`]) with the CSI
     /// volumes they hold on their nodes.
-    pub fn bound_pods<P: Borrow<Pod>>(&self, pods: &[P]) -> Vec<BoundPod> {
+    pub fn bound_pods<P: Borrow<LeanPod>>(&self, pods: &[P]) -> Vec<BoundPod> {
         pods.iter()
             .filter_map(|p| {
                 let mut bound = convert::bound_pod(p.borrow())?;
@@ -315,7 +316,7 @@ mod tests {
         of(json!({"metadata": {"name": name, "namespace": namespace}, "spec": spec}))
     }
 
-    fn pod_with(volumes: serde_json::Value) -> Pod {
+    fn pod_with(volumes: serde_json::Value) -> LeanPod {
         of(json!({"metadata": {"name": "p", "namespace": "db"}, "spec": {"containers": [], "volumes": volumes}}))
     }
 

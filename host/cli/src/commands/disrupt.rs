@@ -26,7 +26,7 @@ use joinery_kube::disruption::{DisruptionObjects, Marks, consolidate_after};
 use joinery_kube::drain::tolerates_disrupted_taint;
 use joinery_kube::pods::{PodState, blocked_by_budget, is_daemon_pod, is_mirror_pod, is_terminal, pod_state};
 use joinery_kube::snapshot::Snapshot as Objects;
-use k8s_openapi::api::core::v1::Pod;
+use joinery_kube::lean::LeanPod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -183,7 +183,7 @@ fn refresh_consolidatable(snapshot: &mut disruption::Snapshot, objects: &Objects
 /// The pods a pass provisions for: those waiting for capacity, and the reschedulable pods of
 /// managed nodes being deleted (not DaemonSet or mirror pods, not tolerating the disrupted
 /// taint, not held by a PodDisruptionBudget), as the controller gathers them.
-fn pending_pods<'a>(objects: &'a Objects, pdbs: &[Arc<PodDisruptionBudget>]) -> Vec<&'a Pod> {
+fn pending_pods<'a>(objects: &'a Objects, pdbs: &[Arc<PodDisruptionBudget>]) -> Vec<&'a LeanPod> {
     let deleting_claims: BTreeSet<&str> = objects
         .node_claims
         .iter()

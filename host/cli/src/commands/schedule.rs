@@ -92,7 +92,7 @@ fn apply_default_spread(snapshot: &Snapshot, pods: &mut [scheduling::PendingPod]
     let replica_sets: Vec<_> = snapshot.replica_sets.iter().map(|l| &l.object).collect();
     let stateful_sets: Vec<_> = snapshot.stateful_sets.iter().map(|l| &l.object).collect();
     let sources = spread::SelectorSources { services: &services, replica_sets: &replica_sets, stateful_sets: &stateful_sets, ..Default::default() };
-    let by_key: std::collections::HashMap<(&str, &str), &k8s_openapi::api::core::v1::Pod> = snapshot
+    let by_key: std::collections::HashMap<(&str, &str), &joinery_kube::lean::LeanPod> = snapshot
         .pods
         .iter()
         .map(|l| {
