@@ -543,30 +543,39 @@ const FILTERINGS_REMEMBERED: usize = 16;
 /// them, so an address is never reused while remembered.
 #[derive(Default)]
 struct FilterMemo {
-    entries: Vec<(usize, Option<Rc<[Facts]>>, Resources, Vec<usize>, Filtered)>,
+    entries: Vec<Remembered>,
     /// The entry to replace next once full.
     next: usize,
+}
+
+/// One filtering [`FilterMemo`] remembers: the question, then the answer.
+struct Remembered {
+    pool: usize,
+    facts: Option<Rc<[Facts]>>,
+    requests: Resources,
+    options: Vec<usize>,
+    filtered: Filtered,
 }
 
 impl FilterMemo {
     fn get(&self, pool: usize, facts: Option<&Rc<[Facts]>>, requests: &Resources, options: &[usize]) -> Option<Filtered> {
         self.entries
             .iter()
-            .find(|(p, f, r, o, _)| {
-                *p == pool
-                    && match (f, facts) {
+            .find(|e| {
+                e.pool == pool
+                    && match (&e.facts, facts) {
                         (None, None) => true,
                         (Some(a), Some(b)) => Rc::ptr_eq(a, b),
                         _ => false,
                     }
-                    && r == requests
-                    && o.as_slice() == options
+                    && &e.requests == requests
+                    && e.options.as_slice() == options
             })
-            .map(|(.., filtered)| filtered.clone())
+            .map(|e| e.filtered.clone())
     }
 
     fn put(&mut self, pool: usize, facts: Option<Rc<[Facts]>>, requests: Resources, options: Vec<usize>, filtered: Filtered) {
-        let entry = (pool, facts, requests, options, filtered);
+        let entry = Remembered { pool, facts, requests, options, filtered };
         if self.entries.len() < FILTERINGS_REMEMBERED {
             self.entries.push(entry);
         } else {
@@ -1399,10 +1408,9 @@ impl<'a> Scheduler<'a> {
         let mut named: Vec<HashMap<Vec<usize>, (std::sync::Arc<[String]>, Requirement), BuildHasherDefault<FxHasher>>> =
             vec![HashMap::default(); self.pools.len()];
         let mut kept_mask: Vec<bool> = Vec::new();
-        // Per pool, its candidates ordered by name (built on first use): a claim's
-        // instance-type requirement is built from its types in that order, so the set of
-        // names is not sorted again for every claim.
-        let mut by_name: Vec<Option<Vec<usize>>> = vec![None; self.pools.len()];
+        // Per pool, each candidate's rank by name (built on first use): a claim's
+        // instance-type requirement lists its types in name order without comparing names.
+        let mut name_rank: Vec<Option<Vec<u32>>> = vec![None; self.pools.len()];
         for (c, claim) in self.claims.iter().enumerate() {
             let pool = &self.pools[claim.pool];
             let template = &pool.input.template;
@@ -1471,16 +1479,18 @@ impl<'a> Scheduler<'a> {
             if !named.contains_key(kept_indices.as_slice()) {
                 let built = {
                     let names: std::sync::Arc<[String]> = types.iter().map(|t| t.name().to_owned()).collect();
-                    let by_name = by_name[claim.pool].get_or_insert_with(|| {
+                    let rank = name_rank[claim.pool].get_or_insert_with(|| {
                         let mut order = pool.candidates.clone();
                         order.sort_by(|&a, &b| pool.instance_type(a).name().cmp(pool.instance_type(b).name()));
-                        order
+                        let mut rank = vec![u32::MAX; pool.input.instance_types.len()];
+                        for (r, &t) in order.iter().enumerate() {
+                            rank[t] = r as u32;
+                        }
+                        rank
                     });
-                    kept_mask.fill(false);
-                    for &t in &kept_indices {
-                        kept_mask[t] = true;
-                    }
-                    let sorted = by_name.iter().filter(|&&t| kept_mask[t]).map(|&t| pool.instance_type(t).name());
+                    let mut in_name_order = kept_indices.clone();
+                    in_name_order.sort_unstable_by_key(|&t| rank[t]);
+                    let sorted = in_name_order.iter().map(|&t| pool.instance_type(t).name());
                     (names, Requirement::in_values(INSTANCE_TYPE_LABEL, sorted))
                 };
                 named.insert(kept_indices.clone(), built);

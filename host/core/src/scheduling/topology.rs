@@ -164,7 +164,7 @@ fn record_numbered(group: &mut Group, numbering: &[KeyNumbering], domain: &str) 
 
 /// How many groups and inverse groups a domain was registered in ([`Topology::register`]):
 /// groups are only ever appended, so the first ones.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Registered {
     groups: usize,
     inverse: usize,
