@@ -15,7 +15,7 @@ use joinery_core::disruption::{
 use joinery_core::instance_type::InstanceType;
 use joinery_core::labels::{self, LabelPolicy};
 use joinery_core::overlay::Overlay;
-use k8s_openapi::api::core::v1::{Node};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use crate::assemble::{ClusterObjects, PoolOffer, Problem, Source, assemble};

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use joinery_api::NodeClaim;
 use joinery_core::drain::{self, DrainPod};
 use joinery_core::labels;
-use k8s_openapi::api::core::v1::{Node};
+use k8s_openapi::api::core::v1::Node;
 
 use crate::convert::system_time;
 use crate::lean::LeanPod;
