@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{self as corev1, Node};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::conditions::{INITIALIZED, LAUNCHED};
-use crate::lean::{LeanPod, LeanPodSpec};
+use crate::lean::{LeanPod, LeanPodSpec, LeanResources};
 use joinery_core::lifecycle::is_ephemeral_taint;
 use crate::pods::{is_daemon_pod, is_terminal};
 
@@ -70,7 +70,7 @@ fn resources_of(what: &str, requests: Option<&BTreeMap<String, Quantity>>) -> Re
 /// A container's requests, a limit standing in for each resource it limits but does not
 /// request (as the API server defaults them, and as upstream counts a pod it reads before
 /// defaulting). Errors name the field.
-fn container_requests(path: &str, resources: Option<&corev1::ResourceRequirements>) -> Result<Resources, String> {
+fn container_requests(path: &str, resources: Option<&LeanResources>) -> Result<Resources, String> {
     let requests = resources.and_then(|r| r.requests.as_ref());
     let requested = |k: &String| requests.is_some_and(|r| r.contains_key(k));
     let limits_only = || resources.and_then(|r| r.limits.as_ref()).into_iter().flatten().filter(|(k, _)| !requested(k));

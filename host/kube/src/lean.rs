@@ -19,7 +19,9 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use serde::{Deserialize, Serialize};
+use serde::de::{MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The annotation `kubectl apply` keeps a whole copy of the object in.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -68,7 +70,7 @@ pub struct LeanPodSpec {
     pub init_containers: Option<Vec<LeanContainer>>,
     /// `spec.resources`: pod-level requests and limits, when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<ResourceRequirements>,
+    pub resources: Option<LeanResources>,
     /// `spec.overhead` (the RuntimeClass' per-pod overhead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overhead: Option<BTreeMap<String, Quantity>>,
@@ -98,7 +100,7 @@ pub struct LeanContainer {
     pub name: String,
     /// `resources` (requests and limits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<ResourceRequirements>,
+    pub resources: Option<LeanResources>,
     /// `ports` (once [trimmed](LeanPod::trim), only those with a `hostPort`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ports: Option<Vec<ContainerPort>>,
@@ -128,6 +130,104 @@ pub struct LeanPodStatus {
     pub start_time: Option<Time>,
 }
 
+/// `resources` of a container or a pod: what it requests and what it is limited to.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeanResources {
+    /// `requests`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<ResourceList>,
+    /// `limits`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<ResourceList>,
+}
+
+impl From<&ResourceRequirements> for LeanResources {
+    fn from(r: &ResourceRequirements) -> Self {
+        let list = |map: &Option<BTreeMap<String, Quantity>>| map.as_ref().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
+        LeanResources { requests: list(&r.requests), limits: list(&r.limits) }
+    }
+}
+
+/// A resource list (`requests`, `limits`): resource names and quantities, in name order. It
+/// reads and writes as the JSON object Kubernetes uses, but is kept as a short sorted list:
+/// a `BTreeMap` takes room for eleven entries (about 540 bytes) for the two or three a pod
+/// has.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResourceList(Vec<(String, Quantity)>);
+
+impl ResourceList {
+    /// The quantity of `name`, if listed.
+    pub fn get(&self, name: &str) -> Option<&Quantity> {
+        self.0.binary_search_by(|(k, _)| k.as_str().cmp(name)).ok().map(|i| &self.0[i].1)
+    }
+
+    /// Whether `name` is listed.
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// The names and quantities, in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Quantity)> {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+}
+
+impl<'a> IntoIterator for &'a ResourceList {
+    type Item = (&'a String, &'a Quantity);
+    type IntoIter = std::iter::Map<std::slice::Iter<'a, (String, Quantity)>, fn(&'a (String, Quantity)) -> (&'a String, &'a Quantity)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+}
+
+impl FromIterator<(String, Quantity)> for ResourceList {
+    /// Sorts by name; of a name given twice, the last quantity stays (as in a map).
+    fn from_iter<I: IntoIterator<Item = (String, Quantity)>>(items: I) -> Self {
+        let mut list: Vec<(String, Quantity)> = items.into_iter().collect();
+        // A stable sort keeps repeated names in input order; dedup keeps the first of each
+        // run, so reverse first to keep the last one given.
+        list.reverse();
+        list.sort_by(|a, b| a.0.cmp(&b.0));
+        list.dedup_by(|later, earlier| later.0 == earlier.0);
+        list.shrink_to_fit();
+        ResourceList(list)
+    }
+}
+
+impl Serialize for ResourceList {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for ResourceList {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ListVisitor;
+        impl<'de> Visitor<'de> for ListVisitor {
+            type Value = ResourceList;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ResourceList, A::Error> {
+                let mut items = Vec::with_capacity(map.size_hint().unwrap_or(0));
+                while let Some(entry) = map.next_entry::<String, Quantity>()? {
+                    items.push(entry);
+                }
+                Ok(items.into_iter().collect())
+            }
+        }
+        deserializer.deserialize_map(ListVisitor)
+    }
+}
+
 impl LeanPod {
     /// Drops what the parser cannot skip but no reader needs: `metadata.managedFields`,
     /// kubectl's last-applied copy, container ports without a host port, and volumes that
@@ -155,7 +255,7 @@ impl LeanPod {
 
 impl From<&k8s_openapi::api::core::v1::Container> for LeanContainer {
     fn from(c: &k8s_openapi::api::core::v1::Container) -> Self {
-        LeanContainer { name: c.name.clone(), resources: c.resources.clone(), ports: c.ports.clone(), restart_policy: c.restart_policy.clone() }
+        LeanContainer { name: c.name.clone(), resources: c.resources.as_ref().map(LeanResources::from), ports: c.ports.clone(), restart_policy: c.restart_policy.clone() }
     }
 }
 
@@ -170,7 +270,7 @@ impl From<&PodSpec> for LeanPodSpec {
             topology_spread_constraints: s.topology_spread_constraints.clone(),
             containers: s.containers.iter().map(LeanContainer::from).collect(),
             init_containers: s.init_containers.as_ref().map(|c| c.iter().map(LeanContainer::from).collect()),
-            resources: s.resources.clone(),
+            resources: s.resources.as_ref().map(LeanResources::from),
             overhead: s.overhead.clone(),
             priority: s.priority,
             priority_class_name: s.priority_class_name.clone(),
@@ -277,6 +377,21 @@ mod tests {
         typed.insert("kind".into(), json!("Pod"));
         let again: Pod = serde_json::from_value(typed.into()).unwrap();
         assert_eq!(again.spec.unwrap().containers[0].name, "main");
+    }
+
+    #[test]
+    fn a_resource_list_reads_and_writes_as_a_map_and_finds_by_name() {
+        let list: ResourceList = serde_json::from_value(json!({"memory": "1Gi", "cpu": "250m", "nvidia.com/gpu": "1"})).unwrap();
+        let names: Vec<&str> = list.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["cpu", "memory", "nvidia.com/gpu"], "kept in name order");
+        assert_eq!(list.get("memory").map(|q| q.0.as_str()), Some("1Gi"));
+        assert!(list.contains_key("nvidia.com/gpu") && !list.contains_key("pods"));
+        assert_eq!(serde_json::to_value(&list).unwrap(), json!({"cpu": "250m", "memory": "1Gi", "nvidia.com/gpu": "1"}));
+        let twice: ResourceList = [("cpu", "1"), ("memory", "2Gi"), ("cpu", "2")].into_iter().map(|(k, v)| (k.to_string(), Quantity(v.into()))).collect();
+        assert_eq!(twice.get("cpu").map(|q| q.0.as_str()), Some("2"), "the last of a repeated name stays, as in a map");
+        assert_eq!(twice.iter().count(), 2);
+        let e = serde_json::from_value::<ResourceList>(json!(["cpu"])).unwrap_err().to_string();
+        assert!(e.starts_with("invalid type: sequence, expected a map"), "{e}");
     }
 
     #[test]
