@@ -9,6 +9,9 @@
 //! reads a pod takes one. Code holding a full `Pod` (a snapshot file, a test, the simulator's
 //! observer) converts it with `LeanPod::from(&pod)`.
 //!
+//! Requests and limits are kept as [`ResourceList`]s (short sorted lists) rather than
+//! `BTreeMap`s, which take room for eleven entries however few they hold.
+//!
 //! A `LeanPod` is read, never written back: writes to the cluster are patches built from
 //! scratch, so the fields it leaves out are never lost.
 
@@ -169,7 +172,7 @@ impl ResourceList {
 
     /// The names and quantities, in name order.
     pub fn iter(&self) -> impl Iterator<Item = (&String, &Quantity)> {
-        self.0.iter().map(|(k, v)| (k, v))
+        self.into_iter()
     }
 }
 
