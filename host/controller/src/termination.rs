@@ -16,7 +16,7 @@ use joinery_core::labels;
 use joinery_runtime::CallError;
 use joinery_runtime::contract::CloudError;
 use joinery_kube::lean::LeanPod;
-use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use kube::api::{Api, DeleteParams, EvictParams};
 use serde_json::json;
 use tokio::sync::watch;
@@ -205,7 +205,7 @@ async fn set_drained(
 async fn force_delete(ctx: &Context, pod: &LeanPod, grace: Duration) {
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
-    let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let params = DeleteParams { grace_period_seconds: Some(grace.as_secs().max(1) as u32), ..DeleteParams::default() };
     match api.delete(&name, &params).await {
         Ok(_) => {
@@ -224,7 +224,7 @@ async fn force_delete(ctx: &Context, pod: &LeanPod, grace: Duration) {
 async fn evict(ctx: &Context, pod: &LeanPod) {
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
-    let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     match api.evict(&name, &EvictParams::default()).await {
         Ok(_) => {
             ctx.metrics.inc(crate::metrics::names::EVICTION_REQUESTS, &[("code", "200")]);

@@ -298,12 +298,6 @@ impl From<&Pod> for LeanPod {
     }
 }
 
-impl From<Pod> for LeanPod {
-    fn from(pod: Pod) -> Self {
-        LeanPod::from(&pod)
-    }
-}
-
 impl k8s_openapi::Resource for LeanPod {
     const API_VERSION: &'static str = <Pod as k8s_openapi::Resource>::API_VERSION;
     const GROUP: &'static str = <Pod as k8s_openapi::Resource>::GROUP;

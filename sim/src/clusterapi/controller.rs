@@ -504,10 +504,12 @@ impl Controllers {
                 for _ in machines.len()..desired {
                     self.create_machine(ms).await?;
                 }
-            } else if machines.len() > desired {
-                // Choose from the Machines as the API server has them now, not as the watch has
-                // delivered them so far: whoever lowers the replicas may have annotated a Machine
-                // with delete-machine just before, and that mark must decide which one goes.
+            } else if machines.len() - desired > machines.iter().filter(|m| m.metadata.deletion_timestamp.is_some()).count() {
+                // A Machine not yet being deleted must go (those being deleted count, and go
+                // first). Choose from the Machines as the API server has them now, not as the
+                // watch has delivered them so far: whoever lowers the replicas may have annotated
+                // a Machine with delete-machine just before, and that mark must decide which one
+                // goes.
                 let uid = ms.metadata.uid.as_deref();
                 let machines: Vec<DynamicObject> = self
                     .api(Kind::Machine, &namespace)
