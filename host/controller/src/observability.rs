@@ -75,7 +75,7 @@ fn observe(ctx: &Context, started: &mut HashSet<String>) {
 }
 
 /// The pod's `Ready` condition, when it is `True`.
-fn ready_condition(pod: &LeanPod) -> Option<&k8s_openapi::api::core::v1::PodCondition> {
+fn ready_condition(pod: &LeanPod) -> Option<&joinery_kube::lean::LeanPodCondition> {
     pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready" && c.status == "True")
 }
 

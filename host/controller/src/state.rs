@@ -482,7 +482,12 @@ mod tests {
                 "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
                     {"name": "config", "configMap": {"name": "c"}}, {"name": "token", "projected": {"sources": []}}]},
             "status": {"phase": "Pending", "podIP": "10.0.0.1", "nominatedNodeName": "n1",
-                "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+                "conditions": [
+                    {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastProbeTime": null,
+                        "message": "0/3 nodes are available: 3 Insufficient cpu.", "lastTransitionTime": "2026-01-01T00:00:01Z"},
+                    {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady"},
+                    {"type": "Ready", "status": "False", "reason": "ContainersNotReady", "message": "containers with unready status: [app]"}],
                 "containerStatuses": [{"name": "app", "ready": false, "restartCount": 0, "image": "app:1", "imageID": ""}]}
         }))
         .unwrap();
@@ -499,8 +504,10 @@ mod tests {
         );
         assert_eq!(kept["spec"]["initContainers"], json!([{"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}}]));
         assert_eq!(kept["spec"]["volumes"], json!([{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]));
+        // Only kube-scheduler's verdict and readiness stay, without messages.
         assert_eq!(kept["status"], json!({"phase": "Pending", "nominatedNodeName": "n1",
-            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}));
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": "2026-01-01T00:00:01Z"},
+                {"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]}));
     }
 
     #[test]

@@ -122,15 +122,40 @@ pub struct LeanPodStatus {
     /// `status.reason`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// `status.conditions`.
+    /// `status.conditions` (once [trimmed](LeanPod::trim), only `PodScheduled` and `Ready`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<PodCondition>>,
+    pub conditions: Option<Vec<LeanPodCondition>>,
     /// `status.nominatedNodeName`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nominated_node_name: Option<String>,
     /// `status.startTime`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,
+}
+
+/// The parts of a pod condition Joinery reads: kube-scheduler's verdict (`PodScheduled`) and
+/// readiness (`Ready`, whose transition time gives the pod startup metric). Messages and
+/// probe times are skipped while parsing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeanPodCondition {
+    /// `type`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `status`: `True`, `False` or `Unknown`.
+    pub status: String,
+    /// `reason`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// `lastTransitionTime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+}
+
+impl From<&PodCondition> for LeanPodCondition {
+    fn from(c: &PodCondition) -> Self {
+        LeanPodCondition { type_: c.type_.clone(), status: c.status.clone(), reason: c.reason.clone(), last_transition_time: c.last_transition_time.clone() }
+    }
 }
 
 /// `resources` of a container or a pod: what it requests and what it is limited to.
@@ -233,9 +258,13 @@ impl<'de> Deserialize<'de> for ResourceList {
 
 impl LeanPod {
     /// Drops what the parser cannot skip but no reader needs: `metadata.managedFields`,
-    /// kubectl's last-applied copy, container ports without a host port, and volumes that
-    /// play no part in scheduling (ConfigMap, Secret, projected, downward API, emptyDir).
+    /// kubectl's last-applied copy, container ports without a host port, volumes that play
+    /// no part in scheduling (ConfigMap, Secret, projected, downward API, emptyDir), and the
+    /// conditions other than `PodScheduled` and `Ready`.
     pub fn trim(&mut self) {
+        if let Some(conditions) = self.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+            conditions.retain(|c| matches!(c.type_.as_str(), "PodScheduled" | "Ready"));
+        }
         self.metadata.managed_fields = None;
         if let Some(annotations) = self.metadata.annotations.as_mut() {
             annotations.remove(LAST_APPLIED);
@@ -290,7 +319,7 @@ impl From<&Pod> for LeanPod {
         let status = pod.status.as_ref().map(|s| LeanPodStatus {
             phase: s.phase.clone(),
             reason: s.reason.clone(),
-            conditions: s.conditions.clone(),
+            conditions: s.conditions.as_ref().map(|c| c.iter().map(LeanPodCondition::from).collect()),
             nominated_node_name: s.nominated_node_name.clone(),
             start_time: s.start_time.clone(),
         });
