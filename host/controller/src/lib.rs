@@ -229,6 +229,7 @@ impl Controller {
         .await?;
         let metrics = Arc::new(metrics::Metrics::new());
         options.registry.observe_calls(metrics.clone());
+        metrics.compute_on_scrape(metrics::names::PODS_STATE, observability::pods_state_source(&state));
         let context = Arc::new(Context {
             events: events::EventRecorder::new(options.client.clone(), options.clock.clone()),
             secrets: options.secrets.clone(),

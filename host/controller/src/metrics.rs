@@ -4,11 +4,14 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, RwLock};
 
-use prometheus_client::encoding::prometheus_text;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, prometheus_text};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -93,6 +96,10 @@ enum Kind {
     Counter,
     Gauge,
     Histogram,
+    /// A gauge whose series are computed from the caches at each scrape rather than kept
+    /// (see [`Metrics::compute_on_scrape`]): one per pod would otherwise hold about a
+    /// kilobyte of labels per pod between scrapes.
+    ScrapeTimeGauge,
 }
 
 /// Every metric: name, kind and help text.
@@ -117,7 +124,7 @@ const DEFINITIONS: &[(&str, Kind, &str)] = &[
     (names::CLUSTER_STATE_SYNCED, Kind::Gauge, "Returns 1 if cluster state is synced and 0 otherwise"),
     (names::NODEPOOLS_USAGE, Kind::Gauge, "The amount of resources that have been provisioned for a nodepool"),
     (names::NODEPOOLS_LIMIT, Kind::Gauge, "Limits specified on the nodepool that restrict the quantity of resources provisioned"),
-    (names::PODS_STATE, Kind::Gauge, "Pod state is the current state of pods"),
+    (names::PODS_STATE, Kind::ScrapeTimeGauge, "Pod state is the current state of pods"),
     (names::PODS_STARTUP_DURATION, Kind::Histogram, "The time from pod creation until the pod is running"),
     (names::SCHEDULER_SCHEDULING_DURATION, Kind::Histogram, "Duration of scheduling simulations used for deprovisioning and provisioning in seconds"),
     (names::SCHEDULER_QUEUE_DEPTH, Kind::Gauge, "The number of pods currently waiting to be scheduled"),
@@ -154,6 +161,47 @@ pub struct Metrics {
     counters: HashMap<&'static str, Family<Labels, Counter>>,
     gauges: HashMap<&'static str, Family<Labels, Gauge<f64, AtomicU64>>>,
     histograms: HashMap<&'static str, HistogramFamily>,
+    scrape_time_gauges: HashMap<&'static str, Arc<ScrapeTimeGauge>>,
+}
+
+/// Emits each series of a scrape-time gauge: its label pairs and its value.
+pub type SeriesSink<'a> = dyn FnMut(&[(&str, &str)], f64) + 'a;
+
+/// Computes the series of a scrape-time gauge, handing each to the sink.
+pub type SeriesSource = dyn Fn(&mut SeriesSink<'_>) + Send + Sync;
+
+/// A gauge computed when scraped: a name, its help, and (once the caches exist) its source.
+struct ScrapeTimeGauge {
+    name: &'static str,
+    help: &'static str,
+    source: RwLock<Option<Box<SeriesSource>>>,
+}
+
+impl ScrapeTimeGauge {
+    fn each_series(&self, sink: &mut SeriesSink<'_>) {
+        if let Some(source) = self.source.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            source(sink);
+        }
+    }
+}
+
+impl std::fmt::Debug for ScrapeTimeGauge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScrapeTimeGauge").field("name", &self.name).finish()
+    }
+}
+
+impl Collector for ScrapeTimeGauge {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut metric = encoder.encode_descriptor(self.name, self.help, None, MetricType::Gauge)?;
+        let mut outcome = Ok(());
+        self.each_series(&mut |pairs, value| {
+            if outcome.is_ok() {
+                outcome = metric.encode_family(&pairs).and_then(|mut series| series.encode_gauge(&value));
+            }
+        });
+        outcome
+    }
 }
 
 impl Default for Metrics {
@@ -171,7 +219,13 @@ impl std::fmt::Debug for Metrics {
 impl Metrics {
     /// Every metric registered, and `karpenter_build_info` set.
     pub fn new() -> Metrics {
-        let mut metrics = Metrics { registry: Registry::default(), counters: HashMap::new(), gauges: HashMap::new(), histograms: HashMap::new() };
+        let mut metrics = Metrics {
+            registry: Registry::default(),
+            counters: HashMap::new(),
+            gauges: HashMap::new(),
+            histograms: HashMap::new(),
+            scrape_time_gauges: HashMap::new(),
+        };
         for &(name, kind, help) in DEFINITIONS {
             match kind {
                 Kind::Counter => {
@@ -189,6 +243,11 @@ impl Metrics {
                     let family: HistogramFamily = Family::new_with_constructor(duration_histogram);
                     metrics.registry.register(name, help, family.clone());
                     metrics.histograms.insert(name, family);
+                }
+                Kind::ScrapeTimeGauge => {
+                    let gauge = Arc::new(ScrapeTimeGauge { name, help, source: RwLock::new(None) });
+                    metrics.registry.register_collector(Box::new(gauge.clone()));
+                    metrics.scrape_time_gauges.insert(name, gauge);
                 }
             }
         }
@@ -246,6 +305,15 @@ impl Metrics {
         }
     }
 
+    /// Makes `source` compute the series of the scrape-time gauge `name` at each scrape (and
+    /// for [`Metrics::gauge`]), replacing any earlier source.
+    pub fn compute_on_scrape(&self, name: &'static str, source: Box<SeriesSource>) {
+        match self.scrape_time_gauges.get(name) {
+            Some(gauge) => *gauge.source.write().unwrap_or_else(|e| e.into_inner()) = Some(source),
+            None => Self::unknown(name),
+        }
+    }
+
     /// Removes every series of the gauge `name`.
     pub fn clear(&self, name: &'static str) {
         match self.gauges.get(name) {
@@ -264,6 +332,15 @@ impl Metrics {
 
     /// The value of a gauge, if set.
     pub fn gauge(&self, name: &str, pairs: &[(&str, &str)]) -> Option<f64> {
+        if let Some(gauge) = self.scrape_time_gauges.get(name) {
+            let mut found = None;
+            gauge.each_series(&mut |series, value| {
+                if series.len() == pairs.len() && pairs.iter().all(|pair| series.contains(pair)) {
+                    found = Some(value);
+                }
+            });
+            return found;
+        }
         self.gauges.get(name)?.get(&labels(pairs)).map(|g| g.get())
     }
 
@@ -332,10 +409,35 @@ mod tests {
     #[test]
     fn replacing_a_gauge_drops_series_no_longer_listed() {
         let m = Metrics::default();
-        m.replace(names::PODS_STATE, [(vec![("name", "a".to_string())], 1.0), (vec![("name", "b".to_string())], 1.0)]);
-        m.replace(names::PODS_STATE, [(vec![("name", "b".to_string())], 1.0)]);
-        assert_eq!(m.gauge(names::PODS_STATE, &[("name", "a")]), None);
-        assert_eq!(m.gauge(names::PODS_STATE, &[("name", "b")]), Some(1.0));
+        m.replace(names::NODEPOOLS_USAGE, [(vec![("nodepool", "a".to_string())], 1.0), (vec![("nodepool", "b".to_string())], 1.0)]);
+        m.replace(names::NODEPOOLS_USAGE, [(vec![("nodepool", "b".to_string())], 1.0)]);
+        assert_eq!(m.gauge(names::NODEPOOLS_USAGE, &[("nodepool", "a")]), None);
+        assert_eq!(m.gauge(names::NODEPOOLS_USAGE, &[("nodepool", "b")]), Some(1.0));
+    }
+
+    #[test]
+    fn a_scrape_time_gauge_is_computed_from_its_source_at_each_scrape() {
+        let m = Metrics::default();
+        let text = m.render();
+        assert!(text.contains("# TYPE karpenter_pods_state gauge"), "declared before a source is set: {text}");
+        assert!(!text.contains("karpenter_pods_state{"), "{text}");
+        let pods = Arc::new(RwLock::new(vec!["a", "b\"x"]));
+        let source = pods.clone();
+        m.compute_on_scrape(
+            names::PODS_STATE,
+            Box::new(move |sink| {
+                for name in source.read().unwrap().iter() {
+                    sink(&[("name", name), ("ready", "true")], 1.0);
+                }
+            }),
+        );
+        let text = m.render();
+        assert!(text.contains("karpenter_pods_state{name=\"a\",ready=\"true\"} 1"), "{text}");
+        assert!(text.contains("karpenter_pods_state{name=\"b\\\"x\",ready=\"true\"} 1"), "{text}");
+        assert_eq!(m.gauge(names::PODS_STATE, &[("ready", "true"), ("name", "a")]), Some(1.0));
+        pods.write().unwrap().retain(|p| *p != "a");
+        assert_eq!(m.gauge(names::PODS_STATE, &[("name", "a"), ("ready", "true")]), None, "a gone pod's series goes at the next scrape");
+        assert!(!m.render().contains("name=\"a\""));
     }
 
     #[test]

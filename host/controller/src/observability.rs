@@ -1,6 +1,8 @@
 //! Gauges of the cluster as the caches see it, refreshed every 10 s (upstream's observability
-//! controllers): node count and sync state, NodePool usage and limits, one `karpenter_pods_state`
-//! series per pod, and each pod's startup duration once it is first Ready.
+//! controllers): node count and sync state, NodePool usage and limits, and each pod's startup
+//! duration once it is first Ready. `karpenter_pods_state` (one series per pod) is computed from
+//! the caches at each scrape instead ([`pods_state_source`]): kept, its labels would hold about
+//! a kilobyte per pod.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -12,7 +14,8 @@ use k8s_openapi::api::core::v1::Node;
 use tokio::sync::watch;
 
 use crate::Context;
-use crate::metrics::names;
+use crate::metrics::{SeriesSink, SeriesSource, names};
+use crate::state::ClusterState;
 use crate::util::system_time;
 
 /// How often the gauges are refreshed (simulated time).
@@ -55,9 +58,7 @@ fn observe(ctx: &Context, started: &mut HashSet<String>) {
     ctx.metrics.replace(names::NODEPOOLS_USAGE, usage);
     ctx.metrics.replace(names::NODEPOOLS_LIMIT, limits);
 
-    let nodes_by_name: BTreeMap<&str, &Node> = nodes.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, n.as_ref()))).collect();
     let pods = ctx.state.pods.state();
-    ctx.metrics.replace(names::PODS_STATE, pods.iter().map(|pod| (pod_state_labels(pod, &nodes_by_name), 1.0)));
     let live: HashSet<String> = pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
     started.retain(|uid| live.contains(uid));
     for pod in &pods {
@@ -85,34 +86,40 @@ fn amount(quantity: &str) -> Option<f64> {
     Some(millis as f64 / 1000.0)
 }
 
-/// Upstream's `karpenter_pods_state` labels for one pod.
-fn pod_state_labels(pod: &LeanPod, nodes: &BTreeMap<&str, &Node>) -> Vec<(&'static str, String)> {
-    let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
-    let node_labels = nodes.get(node_name.as_str()).and_then(|n| n.metadata.labels.as_ref());
-    let node_label = |key: &str| node_labels.and_then(|l| l.get(key)).cloned().unwrap_or_default();
-    let owner = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .next()
-        .map(|o| format!("{}/{}", o.kind, o.name))
-        .unwrap_or_default();
-    let status = pod.status.as_ref();
-    let ready = ready_condition(pod).is_some();
-    vec![
-        ("name", pod.metadata.name.clone().unwrap_or_default()),
-        ("namespace", pod.metadata.namespace.clone().unwrap_or_default()),
-        ("owner", owner),
-        ("node", node_name.clone()),
-        ("scheduled", (!node_name.is_empty()).to_string()),
+/// The source of `karpenter_pods_state`: one series per cached pod, with upstream's labels,
+/// read from the pod and node caches when scraped.
+pub(crate) fn pods_state_source(state: &ClusterState) -> Box<SeriesSource> {
+    let (pods, nodes) = (state.pods.clone(), state.nodes.clone());
+    Box::new(move |sink: &mut SeriesSink<'_>| {
+        let nodes = nodes.state();
+        let nodes_by_name: BTreeMap<&str, &Node> = nodes.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, n.as_ref()))).collect();
+        for pod in pods.state().iter() {
+            emit_pod_state(pod, &nodes_by_name, sink);
+        }
+    })
+}
+
+/// Hands upstream's `karpenter_pods_state` series for one pod to `sink`.
+fn emit_pod_state(pod: &LeanPod, nodes: &BTreeMap<&str, &Node>, sink: &mut SeriesSink<'_>) {
+    let node_name = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default();
+    let node_labels = nodes.get(node_name).and_then(|n| n.metadata.labels.as_ref());
+    let node_label = |key: &str| node_labels.and_then(|l| l.get(key)).map(String::as_str).unwrap_or_default();
+    let owner = pod.metadata.owner_references.iter().flatten().next().map(|o| format!("{}/{}", o.kind, o.name)).unwrap_or_default();
+    let flag = |b: bool| if b { "true" } else { "false" };
+    let labels = [
+        ("name", pod.metadata.name.as_deref().unwrap_or_default()),
+        ("namespace", pod.metadata.namespace.as_deref().unwrap_or_default()),
+        ("owner", owner.as_str()),
+        ("node", node_name),
+        ("scheduled", flag(!node_name.is_empty())),
         ("nodepool", node_label(labels::NODEPOOL_LABEL)),
         ("zone", node_label(labels::ZONE_LABEL)),
         ("arch", node_label(labels::ARCH_LABEL)),
         ("capacity_type", node_label(labels::CAPACITY_TYPE_LABEL)),
         ("instance_type", node_label(labels::INSTANCE_TYPE_LABEL)),
-        ("phase", status.and_then(|s| s.phase.clone()).unwrap_or_default()),
-        ("ready", ready.to_string()),
-        ("managed", node_labels.is_some_and(|l| l.contains_key(labels::NODEPOOL_LABEL)).to_string()),
-    ]
+        ("phase", pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or_default()),
+        ("ready", flag(ready_condition(pod).is_some())),
+        ("managed", flag(node_labels.is_some_and(|l| l.contains_key(labels::NODEPOOL_LABEL)))),
+    ];
+    sink(&labels, 1.0);
 }
