@@ -124,16 +124,11 @@ pub fn required_affinity(spec: &LeanPodSpec) -> Result<Vec<Requirements>, String
         }
         let mut reqs = Requirements::new();
         for (j, e) in term.match_expressions.iter().flatten().enumerate() {
-            let op = match e.operator.as_str() {
-                "In" => Operator::In,
-                "NotIn" => Operator::NotIn,
-                "Exists" => Operator::Exists,
-                "DoesNotExist" => Operator::DoesNotExist,
-                "Gt" => Operator::Gt,
-                "Lt" => Operator::Lt,
-                other => {
-                    return Err(format!("spec.affinity.nodeAffinity…nodeSelectorTerms[{i}].matchExpressions[{j}].operator {other:?} is not a node selector operator"));
-                }
+            let Some(op) = node_selector_operator(&e.operator) else {
+                return Err(format!(
+                    "spec.affinity.nodeAffinity…nodeSelectorTerms[{i}].matchExpressions[{j}].operator {:?} is not a node selector operator",
+                    e.operator
+                ));
             };
             let r = Requirement::new(e.key.clone(), op, e.values.clone().unwrap_or_default())
                 .map_err(|err| format!("spec.affinity.nodeAffinity…nodeSelectorTerms[{i}].matchExpressions[{j}]: {err}"))?;
@@ -343,14 +338,8 @@ pub fn preferred_affinity(spec: &LeanPodSpec) -> Result<Vec<PreferredSchedulingT
         }
         let mut preference = Requirements::new();
         for (j, e) in term.preference.match_expressions.iter().flatten().enumerate() {
-            let op = match e.operator.as_str() {
-                "In" => Operator::In,
-                "NotIn" => Operator::NotIn,
-                "Exists" => Operator::Exists,
-                "DoesNotExist" => Operator::DoesNotExist,
-                "Gt" => Operator::Gt,
-                "Lt" => Operator::Lt,
-                other => return Err(format!("{path}.matchExpressions[{j}].operator {other:?} is not a node selector operator")),
+            let Some(op) = node_selector_operator(&e.operator) else {
+                return Err(format!("{path}.matchExpressions[{j}].operator {:?} is not a node selector operator", e.operator));
             };
             let r = Requirement::new(e.key.clone(), op, e.values.clone().unwrap_or_default())
                 .map_err(|err| format!("{path}.matchExpressions[{j}]: {err}"))?;
@@ -359,6 +348,12 @@ pub fn preferred_affinity(spec: &LeanPodSpec) -> Result<Vec<PreferredSchedulingT
         out.push(PreferredSchedulingTerm { weight: term.weight, preference });
     }
     Ok(out)
+}
+
+/// The operator of a pod's node selector requirement: Kubernetes' six (Karpenter's `Gte` and
+/// `Lte` belong to NodePools, not pods).
+fn node_selector_operator(name: &str) -> Option<Operator> {
+    name.parse().ok().filter(|op| !matches!(op, Operator::Gte | Operator::Lte))
 }
 
 /// Host ports bound by the regular containers of a pod spec (what upstream tracks).
@@ -733,6 +728,27 @@ mod tests {
         .unwrap();
         let e = pending_pod(&pod).unwrap_err();
         assert!(e.contains("spec.topologySpreadConstraints[0].labelSelector.matchExpressions[0].operator"), "{e}");
+    }
+
+    #[test]
+    fn node_affinity_takes_kubernetes_six_operators_and_names_any_other() {
+        let pod = |operator: &str, preferred: bool| -> LeanPod {
+            let term = json!({"matchExpressions": [{"key": "size", "operator": operator, "values": ["4"]}]});
+            let affinity = if preferred {
+                json!({"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": term}]})
+            } else {
+                json!({"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}})
+            };
+            serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns"},
+                "spec": {"containers": [], "affinity": {"nodeAffinity": affinity}}})).unwrap()
+        };
+        for preferred in [false, true] {
+            assert!(pending_pod(&pod("Gt", preferred)).is_ok());
+            for karpenter_only in ["Gte", "Lte", "Near"] {
+                let e = pending_pod(&pod(karpenter_only, preferred)).unwrap_err();
+                assert!(e.contains(".matchExpressions[0].operator") && e.contains(&format!("{karpenter_only:?} is not a node selector operator")), "{e}");
+            }
+        }
     }
 }
 
