@@ -62,6 +62,9 @@ pub enum SimulateError {
     /// The plugins could not be loaded.
     #[error("plugins: {0}")]
     Plugins(String),
+    /// The static cluster could not be written into the emulated API server.
+    #[error("cannot preload the static cluster: {0}")]
+    Preload(String),
     /// The controllers failed to start.
     #[error("controller: {0}")]
     Controller(#[from] joinery_controller::ControllerError),
@@ -109,6 +112,9 @@ pub struct SimulationOptions {
     /// (workload) cluster — and grant the `clusterapi` plugin both clusters, instead of
     /// launching on the simulated cloud (which still runs, idle).
     pub clusterapi: Option<ClusterApiSpec>,
+    /// A static cluster written into the API server before the physics starts (so that its
+    /// workload controllers find every ReplicaSet with its pods already there).
+    pub preload: Option<joinery_sim::preload::Preload>,
 }
 
 impl Default for SimulationOptions {
@@ -125,6 +131,7 @@ impl Default for SimulationOptions {
             exoscale_journal: None,
             clevercloud: None,
             clusterapi: None,
+            preload: None,
         }
     }
 }
@@ -362,6 +369,11 @@ impl Simulation {
         for crd in all {
             let name = crd.metadata.name.clone().unwrap_or_default();
             crds.create(&PostParams::default(), &crd).await.map_err(kube_err(format!("creating CRD {name}")))?;
+        }
+        if let Some(shape) = options.preload {
+            joinery_sim::preload::preload(api.store(), shape)
+                .await
+                .map_err(|e| SimulateError::Preload(e.message))?;
         }
         let cloud = SimCloud::start(SimCloudOptions {
             catalog: options.catalog,
@@ -1007,6 +1019,7 @@ pub async fn run_scenario_with(scenario: &Scenario, run: RunOptions) -> Result<R
         exoscale_journal,
         clevercloud: (scenario.cloud.provider() == "clevercloud").then(|| scenario.cloud.clevercloud.clone().unwrap_or_default()),
         clusterapi: (scenario.cloud.provider() == "clusterapi").then(|| scenario.cloud.clusterapi.clone().unwrap_or_default()),
+        preload: None,
     };
     let wall = std::time::Instant::now();
     let start_at = scenario.start_at()?;

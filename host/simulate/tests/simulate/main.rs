@@ -11,6 +11,7 @@ mod hardening;
 mod learned;
 mod metrics;
 mod overlays_volumes;
+mod preload;
 mod restart;
 mod status;
 mod writes;

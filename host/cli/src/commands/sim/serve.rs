@@ -104,13 +104,13 @@ impl Execute for ServeArgs {
         }
         let exoscale = (cloud == Cloud::Exoscale).then(exoscale_world);
         let clusterapi = (cloud == Cloud::Clusterapi).then(ClusterApiSpec::default);
-        let options = SimulationOptions { speed, boot_delay, start_controller: with_host, exoscale, exoscale_journal, clusterapi, ..Default::default() };
+        // The static cluster goes in before the physics starts: its ReplicaSet controller
+        // must not see a ReplicaSet before its pods (it would create more).
+        let preload = (preload_nodes > 0).then(|| joinery_sim::preload::Preload::new(preload_nodes, preload_pods));
+        let options = SimulationOptions { speed, boot_delay, start_controller: with_host, exoscale, exoscale_journal, clusterapi, preload, ..Default::default() };
+        let started = std::time::Instant::now();
         let sim = Simulation::start(options).await?;
-        if preload_nodes > 0 {
-            let started = std::time::Instant::now();
-            joinery_sim::preload::preload(sim.api.store(), joinery_sim::preload::Preload::new(preload_nodes, preload_pods))
-                .await
-                .context("cannot preload the static cluster")?;
+        if preload.is_some() {
             println!("preloaded:           {preload_nodes} static nodes, {preload_pods} running pods in {:.1} s", started.elapsed().as_secs_f64());
         }
         println!("emulated API server: {}", sim.api.url());

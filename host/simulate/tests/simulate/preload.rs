@@ -1,0 +1,23 @@
+//! A preloaded static cluster (`joinery sim serve --preload-nodes/--preload-pods`, what
+//! `joinery bench controller` measures against) stays as written: its ReplicaSets already have
+//! their pods when the workload controllers start, so none is added or deleted.
+
+use std::time::Duration;
+
+use joinery_sim::preload::Preload;
+use joinery_simulate::{Simulation, SimulationOptions};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preloaded_cluster_keeps_exactly_its_pods() {
+    let preload = Preload::new(10, 100);
+    let sim = Simulation::start(SimulationOptions { speed: 20.0, start_controller: false, preload: Some(preload), ..Default::default() }).await.unwrap();
+    let pods: Api<Pod> = Api::all(sim.api.client().unwrap());
+    // Several passes of the workload controllers and of the scheduler (simulated minutes).
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let listed = pods.list(&ListParams::default()).await.unwrap().items;
+    let deleting = listed.iter().filter(|p| p.metadata.deletion_timestamp.is_some()).count();
+    let running = listed.iter().filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")).count();
+    assert_eq!((listed.len(), running, deleting), (100, 100, 0), "pods listed, running, being deleted");
+}
