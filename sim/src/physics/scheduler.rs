@@ -1008,31 +1008,32 @@ impl Scheduler {
     /// What the pass decides, pod by pod, against the nodes with what their pods take (each
     /// bound pod's share cached by uid and version across passes).
     fn decide(&mut self, all: bool, constrained: bool, requeued: &HashSet<Key>, now: SystemTime) -> Vec<Decision> {
+        let mut pending: Vec<&Pod> = self
+            .pods
+            .iter()
+            .filter(|pod| node_name_of(pod).is_none() && !is_terminal(pod) && is_pending(pod))
+            .filter(|pod| all || (constrained && depends_on_others(pod)) || requeued.contains(&key_of(pod)))
+            .collect();
+        if pending.is_empty() {
+            // Nothing to place: the nodes' room is not worth adding up (a resync of a large,
+            // settled cluster would otherwise cost a pass over every bound pod).
+            return Vec::new();
+        }
         let mut nodes: Vec<NodeInfo> = self.nodes.iter().map(NodeInfo::new).collect();
         let index: HashMap<String, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
         let placed = &mut self.placed;
-        let mut pending: Vec<&Pod> = Vec::new();
         for pod in self.pods.iter().filter(|p| !is_terminal(p)) {
-            match node_name_of(pod) {
-                Some(node) => {
-                    if let Some(i) = index.get(node) {
-                        let uid = pod.metadata.uid.clone().unwrap_or_default();
-                        let share = match placed.get(&uid) {
-                            Some((version, share)) if *version == pod.metadata.resource_version => share.clone(),
-                            _ => {
-                                let share = Arc::new(PlacedPod::of(pod));
-                                placed.insert(uid, (pod.metadata.resource_version.clone(), share.clone()));
-                                share
-                            }
-                        };
-                        nodes[*i].add(share);
-                    }
+            let Some(i) = node_name_of(pod).and_then(|node| index.get(node)) else { continue };
+            let uid = pod.metadata.uid.clone().unwrap_or_default();
+            let share = match placed.get(&uid) {
+                Some((version, share)) if *version == pod.metadata.resource_version => share.clone(),
+                _ => {
+                    let share = Arc::new(PlacedPod::of(pod));
+                    placed.insert(uid, (pod.metadata.resource_version.clone(), share.clone()));
+                    share
                 }
-                None if is_pending(pod) && (all || (constrained && depends_on_others(pod)) || requeued.contains(&key_of(pod))) => {
-                    pending.push(pod)
-                }
-                None => {}
-            }
+            };
+            nodes[*i].add(share);
         }
         let priority = |p: &Pod| p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
         pending.sort_by(|a, b| {
