@@ -7,8 +7,8 @@
 //! `--preload-pods`: a tainted node group no autoscaler manages, full of Running pods), the
 //! bench applies a NodePool and a SimNodeClass, starts `joinery run` with a grants file for
 //! the simulated cloud, waits for `karpenter_cluster_state_synced 1`, then creates the burst
-//! as bare pods the static nodes cannot take, and waits for a `Nominated` event per pod
-//! (the provisioner emits it once the pod's NodeClaim exists). The controller's memory and
+//! as bare pods the static nodes cannot take, and waits until every pod has a `Nominated`
+//! event (the provisioner emits it once the pod's NodeClaim exists) or is bound to a node. The controller's memory and
 //! CPU time come from `/proc/<pid>`, its passes from its own metrics.
 
 use std::io::{BufRead, BufReader};
@@ -261,14 +261,21 @@ async fn measure_in(exe: &Path, dir: &Path, args: &ControllerArgs) -> Result<Con
     let burst_created = burst_started.elapsed();
     let created_at = Instant::now();
     let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let burst: Api<Pod> = Api::namespaced(client.clone(), "default");
     let nominated = loop {
+        // A pod of the burst has its NodeClaim once it is nominated for it, or bound to its
+        // node (the emulated scheduler can bind it before the provisioner's event is listed).
         let listed = events.list(&ListParams::default().fields("reason=Nominated")).await?;
-        let count = listed.items.iter().filter(|e| e.reason.as_deref() == Some("Nominated")).count();
+        let mut served: std::collections::BTreeSet<String> =
+            listed.items.iter().filter(|e| e.reason.as_deref() == Some("Nominated")).filter_map(|e| e.involved_object.name.clone()).collect();
+        let bound = burst.list(&ListParams::default().labels("app=burst")).await?;
+        served.extend(bound.items.into_iter().filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some())).filter_map(|p| p.metadata.name));
+        let count = served.len();
         if count >= args.pending {
             break created_at.elapsed();
         }
         if created_at.elapsed() > Duration::from_secs(600) {
-            bail!("only {count} of {} pods were nominated for a NodeClaim within 10 minutes", args.pending);
+            bail!("only {count} of {} pods were nominated for a NodeClaim or bound within 10 minutes", args.pending);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
