@@ -1476,26 +1476,29 @@ impl<'a> Scheduler<'a> {
                 .collect();
             // Claims often keep the same options: their names and requirement are built once.
             let named = &mut named[claim.pool];
-            if !named.contains_key(kept_indices.as_slice()) {
-                let built = {
-                    let names: std::sync::Arc<[String]> = types.iter().map(|t| t.name().to_owned()).collect();
-                    let rank = name_rank[claim.pool].get_or_insert_with(|| {
-                        let mut order = pool.candidates.clone();
-                        order.sort_by(|&a, &b| pool.instance_type(a).name().cmp(pool.instance_type(b).name()));
-                        let mut rank = vec![u32::MAX; pool.input.instance_types.len()];
-                        for (r, &t) in order.iter().enumerate() {
-                            rank[t] = r as u32;
-                        }
-                        rank
-                    });
-                    let mut in_name_order = kept_indices.clone();
-                    in_name_order.sort_unstable_by_key(|&t| rank[t]);
-                    let sorted = in_name_order.iter().map(|&t| pool.instance_type(t).name());
-                    (names, Requirement::in_values(INSTANCE_TYPE_LABEL, sorted))
-                };
-                named.insert(kept_indices.clone(), built);
-            }
-            let (names, type_requirement) = named[kept_indices.as_slice()].clone();
+            let (names, type_requirement) = match named.get(kept_indices.as_slice()) {
+                Some(built) => built.clone(),
+                None => {
+                    let built = {
+                        let names: std::sync::Arc<[String]> = types.iter().map(|t| t.name().to_owned()).collect();
+                        let rank = name_rank[claim.pool].get_or_insert_with(|| {
+                            let mut order = pool.candidates.clone();
+                            order.sort_by(|&a, &b| pool.instance_type(a).name().cmp(pool.instance_type(b).name()));
+                            let mut rank = vec![u32::MAX; pool.input.instance_types.len()];
+                            for (r, &t) in order.iter().enumerate() {
+                                rank[t] = r as u32;
+                            }
+                            rank
+                        });
+                        let mut in_name_order = kept_indices.clone();
+                        in_name_order.sort_unstable_by_key(|&t| rank[t]);
+                        let sorted = in_name_order.iter().map(|&t| pool.instance_type(t).name());
+                        (names, Requirement::in_values(INSTANCE_TYPE_LABEL, sorted))
+                    };
+                    named.insert(kept_indices.clone(), built.clone());
+                    built
+                }
+            };
             requirements.add(type_requirement);
             if !capacity_types.is_empty() {
                 requirements.add(Requirement::in_values(CAPACITY_TYPE_LABEL, capacity_types));

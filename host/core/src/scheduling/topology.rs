@@ -16,6 +16,7 @@
 //! Upstream iterates Go maps where several domains tie; here domains are kept sorted and the
 //! first (smallest) one wins, so results are deterministic.
 
+use std::rc::Rc;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::BuildHasherDefault;
@@ -128,9 +129,9 @@ struct Group {
     filter: NodeFilter,
     /// Known domains and how many selected pods each holds (ordered: iteration order
     /// breaks ties between domains).
-    counts: BTreeMap<String, u32>,
-    /// The same counts, for lookups by domain.
-    index: HashMap<String, u32, BuildHasherDefault<FxHasher>>,
+    counts: BTreeMap<Rc<str>, u32>,
+    /// The same counts, for lookups by domain (sharing each domain's name with `counts`).
+    index: HashMap<Rc<str>, u32, BuildHasherDefault<FxHasher>>,
     /// The counts of the domains numbered so far for the group's key, by number (see
     /// [`Topology::slot`]).
     by_slot: Vec<u32>,
@@ -218,8 +219,9 @@ impl Group {
 
     fn register(&mut self, domain: &str) {
         if !self.index.contains_key(domain) {
-            self.counts.insert(domain.to_owned(), 0);
-            self.index.insert(domain.to_owned(), 0);
+            let name: Rc<str> = Rc::from(domain);
+            self.counts.insert(name.clone(), 0);
+            self.index.insert(name, 0);
             self.empty += 1;
         }
     }
@@ -234,8 +236,9 @@ impl Group {
                 *self.counts.get_mut(domain).expect("both maps hold every domain") += 1;
             }
             None => {
-                self.counts.insert(domain.to_owned(), 1);
-                self.index.insert(domain.to_owned(), 1);
+                let name: Rc<str> = Rc::from(domain);
+                self.counts.insert(name.clone(), 1);
+                self.index.insert(name, 1);
             }
         }
     }
@@ -360,7 +363,7 @@ impl Group {
             self.counts
                 .iter()
                 .filter(|(d, c)| **c > 0 && pod.has(d) && node.has(d))
-                .map(|(d, _)| d.as_str())
+                .map(|(d, _)| &**d)
                 .collect()
         } else {
             node.values()
@@ -375,7 +378,7 @@ impl Group {
                 options.push(d);
             }
             if let Some(d) = self.counts.keys().find(|d| pod.has(d))
-                && !options.contains(&d.as_str())
+                && !options.contains(&&**d)
             {
                 options.push(d);
             }
@@ -401,7 +404,7 @@ impl Group {
             self.counts
                 .iter()
                 .filter(|(d, c)| **c == 0 && pod.has(d) && node.has(d))
-                .map(|(d, _)| d.as_str())
+                .map(|(d, _)| &**d)
                 .collect()
         } else {
             node.values()
@@ -1208,7 +1211,7 @@ fn build_universe(nodepools: &[NodePool], keys: &BTreeSet<&str>) -> Universe {
 }
 
 /// `a: 1, b: 0` for the first `max` domains, then ` and N other(s)`.
-fn pretty_counts(counts: &BTreeMap<String, u32>, max: usize) -> String {
+fn pretty_counts(counts: &BTreeMap<Rc<str>, u32>, max: usize) -> String {
     let mut out = String::new();
     for (i, (domain, count)) in counts.iter().take(max).enumerate() {
         if i > 0 {
