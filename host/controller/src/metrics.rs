@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, prometheus_text};
@@ -174,12 +174,12 @@ pub type SeriesSource = dyn Fn(&mut SeriesSink<'_>) + Send + Sync;
 struct ScrapeTimeGauge {
     name: &'static str,
     help: &'static str,
-    source: RwLock<Option<Box<SeriesSource>>>,
+    source: OnceLock<Box<SeriesSource>>,
 }
 
 impl ScrapeTimeGauge {
     fn each_series(&self, sink: &mut SeriesSink<'_>) {
-        if let Some(source) = self.source.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if let Some(source) = self.source.get() {
             source(sink);
         }
     }
@@ -245,7 +245,7 @@ impl Metrics {
                     metrics.histograms.insert(name, family);
                 }
                 Kind::ScrapeTimeGauge => {
-                    let gauge = Arc::new(ScrapeTimeGauge { name, help, source: RwLock::new(None) });
+                    let gauge = Arc::new(ScrapeTimeGauge { name, help, source: OnceLock::new() });
                     metrics.registry.register_collector(Box::new(gauge.clone()));
                     metrics.scrape_time_gauges.insert(name, gauge);
                 }
@@ -306,10 +306,14 @@ impl Metrics {
     }
 
     /// Makes `source` compute the series of the scrape-time gauge `name` at each scrape (and
-    /// for [`Metrics::gauge`]), replacing any earlier source.
+    /// for [`Metrics::gauge`]). A gauge has one source: a second is ignored with a warning.
     pub fn compute_on_scrape(&self, name: &'static str, source: Box<SeriesSource>) {
         match self.scrape_time_gauges.get(name) {
-            Some(gauge) => *gauge.source.write().unwrap_or_else(|e| e.into_inner()) = Some(source),
+            Some(gauge) => {
+                if gauge.source.set(source).is_err() {
+                    tracing::warn!(metric = name, "a second source for a scrape-time gauge; this is a bug in Joinery");
+                }
+            }
             None => Self::unknown(name),
         }
     }
@@ -375,6 +379,8 @@ impl joinery_runtime::services::CallObserver for Metrics {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::RwLock;
+
     use super::*;
 
     #[test]

@@ -111,7 +111,7 @@ impl Execute for ServeArgs {
         let started = std::time::Instant::now();
         let sim = Simulation::start(options).await?;
         if preload.is_some() {
-            println!("preloaded:           {preload_nodes} static nodes, {preload_pods} running pods in {:.1} s", started.elapsed().as_secs_f64());
+            println!("preloaded:           {preload_nodes} static nodes, {preload_pods} running pods (emulator ready in {:.1} s)", started.elapsed().as_secs_f64());
         }
         println!("emulated API server: {}", sim.api.url());
         println!("simulated cloud:     {}", sim.cloud.url());
