@@ -7,7 +7,7 @@
 //! subsets here only ever leave out claims that [`Topology::rejects`] would rule out, so
 //! walking a subset finds the same first claim as walking everything.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
 use crate::hash::FxHasher;
@@ -44,15 +44,15 @@ struct Recorded {
 #[derive(Default)]
 pub(super) struct OpenClaims {
     /// Every claim, in try order.
-    order: BTreeSet<Key>,
+    order: TryOrder,
     /// Each claim as last recorded, by claim index.
     claims: Vec<Recorded>,
     /// Per hostname rule some pod has: the claims the rule still admits. A claim never
     /// comes back once left out: counts only grow during a pass.
-    by_host_rule: FxMap<HostRule, BTreeSet<Key>>,
+    by_host_rule: FxMap<HostRule, TryOrder>,
     /// Per topology key some pod has a non-hostname rule on: the claims by the domain they
     /// are pinned to ([`UNPINNED`] for none).
-    by_pin: FxMap<usize, FxMap<u32, BTreeSet<Key>>>,
+    by_pin: FxMap<usize, FxMap<u32, TryOrder>>,
 }
 
 /// Which claims a pod walks ([`OpenClaims::walk`]).
@@ -153,7 +153,7 @@ impl OpenClaims {
             let size = admitted
                 .iter()
                 .filter_map(|slot| buckets.get(slot))
-                .map(BTreeSet::len)
+                .map(TryOrder::len)
                 .sum();
             if size < best.1 {
                 best = (Walk::Pinned(key_index, admitted), size);
@@ -164,7 +164,7 @@ impl OpenClaims {
 
     /// The claims of `walk`, in try order.
     pub(super) fn claims(&self, walk: &Walk) -> impl Iterator<Item = usize> + '_ {
-        let sets: Vec<&BTreeSet<Key>> = match walk {
+        let sets: Vec<&TryOrder> = match walk {
             Walk::All => vec![&self.order],
             Walk::Host(rule) => vec![&self.by_host_rule[rule]],
             Walk::Pinned(key_index, admitted) => {
@@ -179,7 +179,7 @@ impl OpenClaims {
     }
 
     /// The index of hostname rule `rule`, built from the claims so far on first use.
-    fn host_rule(&mut self, rule: HostRule, topology: &Topology<'_>) -> &BTreeSet<Key> {
+    fn host_rule(&mut self, rule: HostRule, topology: &Topology<'_>) -> &TryOrder {
         let claims = &self.claims;
         self.by_host_rule.entry(rule).or_insert_with(|| {
             claims
@@ -191,10 +191,10 @@ impl OpenClaims {
     }
 
     /// The claims by pinned domain of the key numbered `key_index`, built on first use.
-    fn pinned(&mut self, key_index: usize) -> &FxMap<u32, BTreeSet<Key>> {
+    fn pinned(&mut self, key_index: usize) -> &FxMap<u32, TryOrder> {
         let claims = &self.claims;
         self.by_pin.entry(key_index).or_insert_with(|| {
-            let mut buckets: FxMap<u32, BTreeSet<Key>> = FxMap::default();
+            let mut buckets: FxMap<u32, TryOrder> = FxMap::default();
             for claim in claims {
                 buckets
                     .entry(pin_of(&claim.pins, key_index))
@@ -213,17 +213,98 @@ fn pin_of(pins: &[u32], key_index: usize) -> u32 {
 }
 
 /// The keys of disjoint ordered sets, merged in order.
-fn merged(sets: Vec<&BTreeSet<Key>>) -> impl Iterator<Item = Key> + '_ {
+fn merged(sets: Vec<&TryOrder>) -> impl Iterator<Item = Key> + '_ {
     let mut heads: Vec<_> = sets.into_iter().map(|set| set.iter().peekable()).collect();
     std::iter::from_fn(move || {
         let next = heads
             .iter_mut()
             .enumerate()
-            .filter_map(|(i, head)| head.peek().map(|&&key| (key, i)))
+            .filter_map(|(i, head)| head.peek().map(|&key| (key, i)))
             .min()?;
         heads[next.1].next();
         Some(next.0)
     })
+}
+
+/// A set of claim keys, iterated in key order: one bucket per pod count, each holding its
+/// claim indexes sorted. Recording a pod moves a claim from one bucket to the next, which
+/// costs two binary searches and two short moves where a balanced tree would search and
+/// rebalance twice (this is the hottest update of a pass: every set a claim is in, for
+/// every pod placed).
+#[derive(Default)]
+struct TryOrder {
+    /// Claim indexes by pod count, each bucket sorted.
+    buckets: Vec<Vec<u32>>,
+    /// No bucket below this one holds a claim.
+    lowest: usize,
+    /// How many keys the set holds.
+    len: usize,
+}
+
+impl TryOrder {
+    /// Splits a key into its bucket (pod count) and claim index.
+    fn split(key: Key) -> (usize, u32) {
+        ((key >> 32) as usize, claim_of(key) as u32)
+    }
+
+    /// Adds `key`; returns whether it was new.
+    fn insert(&mut self, key: Key) -> bool {
+        let (pods, c) = Self::split(key);
+        if pods >= self.buckets.len() {
+            self.buckets.resize_with(pods + 1, Vec::new);
+        }
+        let bucket = &mut self.buckets[pods];
+        match bucket.binary_search(&c) {
+            Ok(_) => false,
+            Err(at) => {
+                bucket.insert(at, c);
+                self.len += 1;
+                self.lowest = self.lowest.min(pods);
+                true
+            }
+        }
+    }
+
+    /// Takes `key` out; returns whether it was there.
+    fn remove(&mut self, key: &Key) -> bool {
+        let (pods, c) = Self::split(*key);
+        let Some(bucket) = self.buckets.get_mut(pods) else {
+            return false;
+        };
+        let Ok(at) = bucket.binary_search(&c) else {
+            return false;
+        };
+        bucket.remove(at);
+        self.len -= 1;
+        while self.buckets.get(self.lowest).is_some_and(Vec::is_empty) {
+            self.lowest += 1;
+        }
+        true
+    }
+
+    /// How many keys the set holds.
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The keys, in order.
+    fn iter(&self) -> impl Iterator<Item = Key> + '_ {
+        let lowest = self.lowest.min(self.buckets.len());
+        self.buckets[lowest..]
+            .iter()
+            .zip(lowest..)
+            .flat_map(|(bucket, pods)| bucket.iter().map(move |&c| key_of(pods, c as usize)))
+    }
+}
+
+impl FromIterator<Key> for TryOrder {
+    fn from_iter<I: IntoIterator<Item = Key>>(keys: I) -> Self {
+        let mut set = TryOrder::default();
+        for key in keys {
+            set.insert(key);
+        }
+        set
+    }
 }
 
 #[cfg(test)]
@@ -277,14 +358,45 @@ pub(super) mod tests {
     #[test]
     fn merged_sets_come_out_in_order() {
         let keys = |pairs: &[(usize, usize)]| pairs.iter().map(|&(pods, c)| key_of(pods, c)).collect::<Vec<Key>>();
-        let a: BTreeSet<Key> = keys(&[(1, 0), (1, 4), (3, 2)]).into_iter().collect();
-        let b: BTreeSet<Key> = keys(&[(1, 1), (2, 3)]).into_iter().collect();
-        let empty = BTreeSet::new();
+        let a: TryOrder = keys(&[(1, 0), (1, 4), (3, 2)]).into_iter().collect();
+        let b: TryOrder = keys(&[(1, 1), (2, 3)]).into_iter().collect();
+        let empty = TryOrder::default();
         let merged: Vec<Key> = merged(vec![&a, &empty, &b]).collect();
         assert_eq!(merged, keys(&[(1, 0), (1, 1), (1, 4), (2, 3), (3, 2)]));
         assert_eq!(merged.iter().map(|&k| claim_of(k)).collect::<Vec<_>>(), [0, 1, 4, 3, 2]);
         // More pods come later, whatever the index.
         assert!(key_of(1, 1_000_000) < key_of(2, 0));
+    }
+
+    #[test]
+    fn the_try_order_agrees_with_an_ordered_set() {
+        // Random inserts and removes, as recording moves claims up one pod at a time.
+        let mut reference = std::collections::BTreeSet::new();
+        let mut set = TryOrder::default();
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = |n: u64| {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % n
+        };
+        for step in 0..20_000 {
+            let key = key_of(next(40) as usize, next(300) as usize);
+            if next(3) == 0 {
+                assert_eq!(set.remove(&key), reference.remove(&key), "remove at step {step}");
+            } else {
+                assert_eq!(set.insert(key), reference.insert(key), "insert at step {step}");
+            }
+            assert_eq!(set.len(), reference.len());
+            if step % 500 == 0 {
+                assert!(set.iter().eq(reference.iter().copied()), "order at step {step}");
+            }
+        }
+        for key in reference.clone() {
+            assert!(set.remove(&key));
+        }
+        assert_eq!(set.len(), 0);
+        assert_eq!(set.iter().count(), 0);
+        assert!(set.insert(key_of(5, 1)));
+        assert_eq!(set.iter().collect::<Vec<_>>(), [key_of(5, 1)]);
     }
 
     #[test]
