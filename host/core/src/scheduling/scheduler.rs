@@ -15,7 +15,7 @@ use crate::labels::{
     INSTANCE_TYPE_LABEL, LabelPolicy, NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION, NODEPOOL_LABEL,
     PRICE_OVERLAY_APPLIED_ANNOTATION, REGISTERED_LABEL,
 };
-use crate::nodeclaim::{MAX_INSTANCE_TYPES, NodeClaimSpec};
+use crate::nodeclaim::{MAX_INSTANCE_TYPES, NodeClaimSpec, NodeClaimTemplate};
 use crate::requirements::{KeySet, NO_KEYS, Requirement, Requirements};
 use crate::resources::{NODES, ResourceKey, Resources};
 use crate::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
@@ -1404,10 +1404,10 @@ impl<'a> Scheduler<'a> {
         // Per (pool, final requirements): each candidate type's launch price and the capacity
         // types of its available compatible offerings. Many claims share requirements.
         let mut memo: Vec<Priced> = Vec::new();
-        // Per pool, per list of kept types: their names and instance-type requirement.
-        let mut named: Vec<HashMap<Vec<usize>, (std::sync::Arc<[String]>, Requirement), BuildHasherDefault<FxHasher>>> =
-            vec![HashMap::default(); self.pools.len()];
-        let mut kept_mask: Vec<bool> = Vec::new();
+        // Per memo entry, per list of options that still fit: what those types decide.
+        // Claims filled alike keep the same options, so most claims find theirs here.
+        let mut decided: Vec<HashMap<Vec<usize>, KeptTypes, BuildHasherDefault<FxHasher>>> = Vec::new();
+        let mut fitting: Vec<usize> = Vec::new();
         // Per pool, each candidate's rank by name (built on first use): a claim's
         // instance-type requirement lists its types in name order without comparing names.
         let mut name_rank: Vec<Option<Vec<u32>>> = vec![None; self.pools.len()];
@@ -1432,25 +1432,23 @@ impl<'a> Scheduler<'a> {
                         self.policy,
                         fallback,
                     ));
+                    decided.push(HashMap::default());
                     memo.len() - 1
                 }
             };
             let priced = &memo[entry];
-            // Options left unchecked by later pods (see `Options::DropFirst`) are checked here,
-            // and put in launch order by keeping them from the memo's ordered candidates.
-            kept_mask.clear();
-            kept_mask.resize(pool.input.instance_types.len(), false);
-            for &t in &claim.options {
-                kept_mask[t] = pool.fits(t, &claim.requests);
-            }
-            let mut kept_indices: Vec<usize> = priced.order.iter().copied().filter(|&t| kept_mask[t]).collect();
-            kept_indices.truncate(MAX_INSTANCE_TYPES);
-            let types: Vec<&InstanceType> = kept_indices
-                .iter()
-                .map(|&t| pool.instance_type(t))
-                .collect();
+            // Options left unchecked by later pods (see `Options::DropFirst`) are checked here.
+            fitting.clear();
+            fitting.extend(claim.options.iter().copied().filter(|&t| pool.fits(t, &claim.requests)));
+            let kept_types = match decided[entry].get(fitting.as_slice()) {
+                Some(kept_types) => kept_types,
+                None => {
+                    let kept_types = KeptTypes::new(pool, priced, &fitting, &mut name_rank[claim.pool]);
+                    decided[entry].entry(fitting.clone()).or_insert(kept_types)
+                }
+            };
             let mut min_values_relaxed = claim.min_values_relaxed;
-            if let Err(err) = satisfies_min_values(&types, &requirements) {
+            if let Err(err) = &kept_types.min_values {
                 if !self.best_effort_min_values {
                     dropped[c] = Some(format!(
                         "pod didn’t schedule because NodePool {:?} couldn’t meet minValues requirements, {err}",
@@ -1458,72 +1456,32 @@ impl<'a> Scheduler<'a> {
                     ));
                     continue;
                 }
-                requirements = relax_min_values(&requirements, &err);
+                requirements = relax_min_values(&requirements, err);
                 min_values_relaxed = true;
             }
-            let daemon_overhead =
-                elementwise_min(kept_indices.iter().map(|&i| &pool.type_overhead[i]));
-
-            let mask = kept_indices
-                .iter()
-                .fold(0u64, |m, &t| m | priced.capacity_types[t]);
             let capacity_types: Vec<&str> = priced
                 .capacity_type_names
                 .iter()
                 .enumerate()
-                .filter(|(i, _)| mask & (1 << i) != 0)
+                .filter(|(i, _)| kept_types.capacity_types & (1 << i) != 0)
                 .map(|(_, n)| n.as_str())
                 .collect();
-            // Claims often keep the same options: their names and requirement are built once.
-            let named = &mut named[claim.pool];
-            let (names, type_requirement) = match named.get(kept_indices.as_slice()) {
-                Some(built) => built.clone(),
-                None => {
-                    let built = {
-                        let names: std::sync::Arc<[String]> = types.iter().map(|t| t.name().to_owned()).collect();
-                        let rank = name_rank[claim.pool].get_or_insert_with(|| {
-                            let mut order = pool.candidates.clone();
-                            order.sort_by(|&a, &b| pool.instance_type(a).name().cmp(pool.instance_type(b).name()));
-                            let mut rank = vec![u32::MAX; pool.input.instance_types.len()];
-                            for (r, &t) in order.iter().enumerate() {
-                                rank[t] = r as u32;
-                            }
-                            rank
-                        });
-                        let mut in_name_order = kept_indices.clone();
-                        in_name_order.sort_unstable_by_key(|&t| rank[t]);
-                        let sorted = in_name_order.iter().map(|&t| pool.instance_type(t).name());
-                        (names, Requirement::in_values(INSTANCE_TYPE_LABEL, sorted))
-                    };
-                    named.insert(kept_indices.clone(), built.clone());
-                    built
-                }
-            };
-            requirements.add(type_requirement);
+            requirements.add(kept_types.type_requirement.clone());
             if !capacity_types.is_empty() {
                 requirements.add(Requirement::in_values(CAPACITY_TYPE_LABEL, capacity_types));
             }
 
-            let mut labels = template.labels.clone();
-            labels.insert(NODEPOOL_LABEL.to_owned(), template.nodepool.clone());
-            if !template.node_class_ref.kind.is_empty() {
-                labels.insert(
-                    template.node_class_ref.label_key(),
-                    template.node_class_ref.name.clone(),
-                );
-            }
-            for (key, value) in requirements.labels() {
-                if !self.policy.is_well_known(&key) && !self.policy.is_restricted(&key) {
-                    labels.entry(key).or_insert(value);
-                }
-            }
+            // What this claim added or relaxed are well-known keys' values and minValues,
+            // which labels leave out: the memo's labels are the claim's.
+            debug_assert_eq!(priced.labels, claim_labels(template, &requirements, self.policy));
+            let labels = priced.labels.clone();
 
             let mut annotations = template.annotations.clone();
             // Upstream's marks for NodeClaims that may launch an overlaid instance type.
-            if types.iter().any(|t| t.price_overlaid()) {
+            if kept_types.price_overlaid {
                 annotations.insert(PRICE_OVERLAY_APPLIED_ANNOTATION.to_owned(), "true".to_owned());
             }
-            if types.iter().any(|t| t.capacity_overlaid()) {
+            if kept_types.capacity_overlaid {
                 annotations.insert(CAPACITY_OVERLAY_APPLIED_ANNOTATION.to_owned(), "true".to_owned());
             }
             if self.best_effort_min_values && (min_values_relaxed || requirements.has_min_values()) {
@@ -1536,24 +1494,103 @@ impl<'a> Scheduler<'a> {
                     nodepool: template.nodepool.clone(),
                     node_class_ref: template.node_class_ref.clone(),
                     requirements,
-                    requests: &claim.requests + &daemon_overhead,
+                    requests: &claim.requests + &kept_types.daemon_overhead,
                     taints: template.taints.clone(),
                     startup_taints: template.startup_taints.clone(),
                     labels,
                     annotations,
-                    instance_types: names,
+                    instance_types: kept_types.names.clone(),
                 },
                 pods: claim
                     .pods
                     .iter()
                     .map(|&p| self.input.pods[p].key.clone())
                     .collect(),
-                daemon_overhead,
-                launch_price: kept_indices.first().and_then(|&t| priced.prices[t]),
+                daemon_overhead: kept_types.daemon_overhead.clone(),
+                launch_price: kept_types.indices.first().and_then(|&t| priced.prices[t]),
             });
         }
         (kept, index, dropped)
     }
+}
+
+/// What a claim's remaining instance types decide, the same for every claim of a pool
+/// whose requirements and fitting options are the same ([`Scheduler::finalize`]).
+struct KeptTypes {
+    /// The types launched, cheapest first, at most [`MAX_INSTANCE_TYPES`].
+    indices: Vec<usize>,
+    /// Their names, in the same order.
+    names: std::sync::Arc<[String]>,
+    /// `node.kubernetes.io/instance-type In [names]`, names sorted.
+    type_requirement: Requirement,
+    /// Whether the types meet the requirements' minValues.
+    min_values: Result<usize, MinValuesError>,
+    /// The DaemonSet overhead counted: resource by resource, the least any type has.
+    daemon_overhead: Resources,
+    /// Bit `i` set when a type offers `Priced::capacity_type_names[i]`.
+    capacity_types: u64,
+    /// Whether a NodeOverlay changed a type's price, or its capacity.
+    price_overlaid: bool,
+    capacity_overlaid: bool,
+}
+
+impl KeptTypes {
+    /// Decides for the `fitting` options of a claim of `pool` priced by `priced`; `name_rank`
+    /// is the pool's candidates' rank by name, built on first use.
+    fn new(pool: &Pool<'_>, priced: &Priced, fitting: &[usize], name_rank: &mut Option<Vec<u32>>) -> Self {
+        // In launch order: kept from the memo's ordered candidates.
+        let mut is_fitting = vec![false; pool.input.instance_types.len()];
+        for &t in fitting {
+            is_fitting[t] = true;
+        }
+        let indices: Vec<usize> = priced
+            .order
+            .iter()
+            .copied()
+            .filter(|&t| is_fitting[t])
+            .take(MAX_INSTANCE_TYPES)
+            .collect();
+        let types: Vec<&InstanceType> = indices.iter().map(|&t| pool.instance_type(t)).collect();
+        let rank = name_rank.get_or_insert_with(|| {
+            let mut order = pool.candidates.clone();
+            order.sort_by(|&a, &b| pool.instance_type(a).name().cmp(pool.instance_type(b).name()));
+            let mut rank = vec![u32::MAX; pool.input.instance_types.len()];
+            for (r, &t) in order.iter().enumerate() {
+                rank[t] = r as u32;
+            }
+            rank
+        });
+        let mut in_name_order = indices.clone();
+        in_name_order.sort_unstable_by_key(|&t| rank[t]);
+        let sorted = in_name_order.iter().map(|&t| pool.instance_type(t).name());
+        KeptTypes {
+            names: types.iter().map(|t| t.name().to_owned()).collect(),
+            type_requirement: Requirement::in_values(INSTANCE_TYPE_LABEL, sorted),
+            min_values: satisfies_min_values(&types, &priced.requirements),
+            daemon_overhead: elementwise_min(indices.iter().map(|&t| &pool.type_overhead[t])),
+            capacity_types: indices.iter().fold(0u64, |m, &t| m | priced.capacity_types[t]),
+            price_overlaid: types.iter().any(|t| t.price_overlaid()),
+            capacity_overlaid: types.iter().any(|t| t.capacity_overlaid()),
+            indices,
+        }
+    }
+}
+
+/// The labels of a NodeClaim from `template` with `requirements`: the template's, the
+/// NodePool's and node class's, and each single-valued requirement that is neither
+/// well-known nor restricted.
+fn claim_labels(template: &NodeClaimTemplate, requirements: &Requirements, policy: &LabelPolicy) -> BTreeMap<String, String> {
+    let mut labels = template.labels.clone();
+    labels.insert(NODEPOOL_LABEL.to_owned(), template.nodepool.clone());
+    if !template.node_class_ref.kind.is_empty() {
+        labels.insert(template.node_class_ref.label_key(), template.node_class_ref.name.clone());
+    }
+    for (key, value) in requirements.labels() {
+        if !policy.is_well_known(&key) && !policy.is_restricted(&key) {
+            labels.entry(key).or_insert(value);
+        }
+    }
+    labels
 }
 
 /// Keeps the `options` of a claim in `pool` that fit `requests` (the claim's with the pod's),
@@ -1614,6 +1651,8 @@ struct Priced {
     /// by keeping theirs from this list, which the order's total tie-breaking makes the same
     /// as sorting them.
     order: Vec<usize>,
+    /// The labels of a NodeClaim of the pool with these requirements ([`claim_labels`]).
+    labels: BTreeMap<String, String>,
 }
 
 impl Priced {
@@ -1632,6 +1671,7 @@ impl Priced {
             capacity_type_names: pool.offerings.capacity_type_names().map(str::to_owned).collect(),
             capacity_types: vec![0; count],
             order: pool.candidates.clone(),
+            labels: claim_labels(&pool.input.template, requirements, policy),
         };
         let filter = pool.offerings.filter(requirements, policy);
         for &t in &pool.candidates {
