@@ -126,8 +126,14 @@ impl Pool<'_> {
     /// Whether instance type `t` holds pods requesting `requests` besides its DaemonSet
     /// overhead.
     fn fits(&self, t: usize, requests: &Resources) -> bool {
+        self.fits_plain(t, requests, no_extended(requests))
+    }
+
+    /// [`fits`](Self::fits), told whether `requests` asks for no extended resource (`plain`),
+    /// for loops over many types with the same requests.
+    fn fits_plain(&self, t: usize, requests: &Resources, plain: bool) -> bool {
         match &self.type_free[t] {
-            Some(free) if no_extended(requests) => free.holds(requests),
+            Some(free) if plain => free.holds(requests),
             _ => fits_sum(&[requests, &self.type_overhead[t]], self.instance_type(t).allocatable()),
         }
     }
@@ -1258,10 +1264,11 @@ impl<'a> Scheduler<'a> {
         // Every pod added since the last full filter only took room, so the room shrinks by
         // the pod's requests at most.
         if unchanged && ports.is_empty() && !claim.pods.is_empty() && !requirements.has_min_values() {
+            let plain = no_extended(&requests);
             let first_fit = claim
                 .options
                 .iter()
-                .position(|&t| pool.fits(t, &requests));
+                .position(|&t| pool.fits_plain(t, &requests, plain));
             if let Some(first) = first_fit {
                 let asked = &input.requests;
                 let room = Room {
@@ -1439,7 +1446,8 @@ impl<'a> Scheduler<'a> {
             let priced = &memo[entry];
             // Options left unchecked by later pods (see `Options::DropFirst`) are checked here.
             fitting.clear();
-            fitting.extend(claim.options.iter().copied().filter(|&t| pool.fits(t, &claim.requests)));
+            let plain = no_extended(&claim.requests);
+            fitting.extend(claim.options.iter().copied().filter(|&t| pool.fits_plain(t, &claim.requests, plain)));
             let kept_types = match decided[entry].get(fitting.as_slice()) {
                 Some(kept_types) => kept_types,
                 None => {
