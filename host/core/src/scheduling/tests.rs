@@ -2053,6 +2053,32 @@ fn match_label_keys_narrow_the_selector_to_the_pods_revision() {
 }
 
 #[test]
+fn two_revisions_in_one_pass_count_apart() {
+    // The same constraint stated by pods of two revisions is two groups, however the pass
+    // finds a pod's group: the old revision's pod counts its own revision's pods only.
+    let revision = |name: &str, hash: &str, cpu| {
+        let mut p = labelled(pod(name, cpu), &[("app", "web"), ("pod-template-hash", hash)]);
+        let mut c = spread(ZONE_LABEL, 1, "web");
+        c.match_label_keys = vec!["pod-template-hash".into()];
+        p.topology_spread = vec![c];
+        p
+    };
+    // The new revision's pod goes first (larger); nothing of its revision runs yet.
+    let pods = vec![revision("web-new", "v2", 2000), revision("web-old", "v1", 1000)];
+    let old_revision = (0..2)
+        .map(|i| {
+            let mut b = bound(&format!("old-{i}"), "n-a", "web");
+            b.labels.insert("pod-template-hash".into(), "v1".into());
+            b
+        })
+        .collect::<Vec<_>>();
+    let r = with_context(&input(pods, vec![full_node("n-a", "a")], vec![zonal("default")]), old_revision);
+    // Zone a holds two of the old revision's pods: its new pod goes elsewhere. Counting
+    // only the new revision's pod, it would have joined that pod's claim in zone a.
+    assert_eq!(claim_zones(&r), ["a", "b"]);
+}
+
+#[test]
 fn hostname_spread_puts_one_pod_per_node() {
     let r = run(
         spread_pods("web", 3, 500, HOSTNAME_LABEL, 1),

@@ -492,6 +492,9 @@ pub(crate) struct Topology<'a> {
     universe: Universe,
     groups: Vec<Group>,
     ids: HashMap<u64, usize, BuildHasherDefault<FxHasher>>,
+    /// The group of a pod's constraint as the pod states it (see [`Topology::update`]):
+    /// pods of one workload find theirs here without building and normalizing a spec.
+    stated_ids: HashMap<u64, usize, BuildHasherDefault<FxHasher>>,
     inverse: Vec<Group>,
     inverse_ids: HashMap<u64, usize, BuildHasherDefault<FxHasher>>,
     /// Per pending pod: the regular groups it owns (sorted).
@@ -584,6 +587,7 @@ impl<'a> Topology<'a> {
             universe: build_universe(nodepools, &keys),
             groups: Vec::new(),
             ids: HashMap::default(),
+            stated_ids: HashMap::default(),
             inverse: Vec::new(),
             inverse_ids: HashMap::default(),
             owned: vec![Vec::new(); pods.len()],
@@ -767,9 +771,26 @@ impl<'a> Topology<'a> {
     /// (Re)computes the groups pod `p` owns from its current constraints; groups that do
     /// not exist yet are created (counting only the pods bound to nodes, as upstream).
     pub(crate) fn update(&mut self, p: usize, constraints: &Constraints<'_>) {
-        let pod = &self.pods[p];
+        let pods = self.pods;
+        let pod = &pods[p];
         let mut ids = Vec::new();
         for c in &constraints.spreads {
+            let honor_affinity = c.node_affinity_policy != Some(NodeInclusionPolicy::Ignore);
+            let honor_taints = c.node_taints_policy == Some(NodeInclusionPolicy::Honor);
+            // Everything the spec below is built from (a finer key than its identity).
+            let label_values: Vec<Option<&String>> = c.match_label_keys.iter().map(|key| pod.labels.get(key)).collect();
+            let stated = crate::hash::fingerprint(&(
+                Kind::Spread,
+                *c,
+                &label_values,
+                &pod.key.namespace,
+                honor_affinity.then_some(constraints.node_terms),
+                honor_taints.then_some(&constraints.tolerations),
+            ));
+            if let Some(&id) = self.stated_ids.get(&stated) {
+                ids.push(id);
+                continue;
+            }
             let mut selector = c.label_selector.clone();
             if let Some(selector) = selector.as_mut() {
                 for key in &c.match_label_keys {
@@ -784,8 +805,6 @@ impl<'a> Topology<'a> {
                     }
                 }
             }
-            let honor_affinity = c.node_affinity_policy != Some(NodeInclusionPolicy::Ignore);
-            let honor_taints = c.node_taints_policy == Some(NodeInclusionPolicy::Honor);
             let spec = GroupSpec {
                 kind: Kind::Spread,
                 key: c.topology_key.clone(),
@@ -798,15 +817,23 @@ impl<'a> Topology<'a> {
                     tolerations: honor_taints.then(|| constraints.tolerations.clone()),
                 },
             };
-            ids.push(self.group(spec));
+            let id = self.group(spec);
+            self.stated_ids.insert(stated, id);
+            ids.push(id);
         }
-        for term in &constraints.affinity {
-            let spec = affinity_spec(Kind::Affinity, term, &pod.key.namespace, &self.namespaces);
-            ids.push(self.group(spec));
-        }
-        for term in &constraints.anti_affinity {
-            let spec = affinity_spec(Kind::AntiAffinity, term, &pod.key.namespace, &self.namespaces);
-            ids.push(self.group(spec));
+        let terms = constraints.affinity.iter().map(|&term| (Kind::Affinity, term));
+        let anti_terms = constraints.anti_affinity.iter().map(|&term| (Kind::AntiAffinity, term));
+        for (kind, term) in terms.chain(anti_terms) {
+            let stated = crate::hash::fingerprint(&(kind, term, &pod.key.namespace));
+            let id = match self.stated_ids.get(&stated) {
+                Some(&id) => id,
+                None => {
+                    let id = self.group(affinity_spec(kind, term, &pod.key.namespace, &self.namespaces));
+                    self.stated_ids.insert(stated, id);
+                    id
+                }
+            };
+            ids.push(id);
         }
         ids.sort_unstable();
         ids.dedup();
