@@ -1467,16 +1467,9 @@ impl<'a> Scheduler<'a> {
                 requirements = relax_min_values(&requirements, err);
                 min_values_relaxed = true;
             }
-            let capacity_types: Vec<&str> = priced
-                .capacity_type_names
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| kept_types.capacity_types & (1 << i) != 0)
-                .map(|(_, n)| n.as_str())
-                .collect();
             requirements.add(kept_types.type_requirement.clone());
-            if !capacity_types.is_empty() {
-                requirements.add(Requirement::in_values(CAPACITY_TYPE_LABEL, capacity_types));
+            if let Some(capacity_types) = &kept_types.capacity_requirement {
+                requirements.add(capacity_types.clone());
             }
 
             // What this claim added or relaxed are well-known keys' values and minValues,
@@ -1535,8 +1528,8 @@ struct KeptTypes {
     min_values: Result<usize, MinValuesError>,
     /// The DaemonSet overhead counted: resource by resource, the least any type has.
     daemon_overhead: Resources,
-    /// Bit `i` set when a type offers `Priced::capacity_type_names[i]`.
-    capacity_types: u64,
+    /// `karpenter.sh/capacity-type In [what the types offer]`, unless they offer none.
+    capacity_requirement: Option<Requirement>,
     /// Whether a NodeOverlay changed a type's price, or its capacity.
     price_overlaid: bool,
     capacity_overlaid: bool,
@@ -1576,7 +1569,7 @@ impl KeptTypes {
             type_requirement: Requirement::in_values(INSTANCE_TYPE_LABEL, sorted),
             min_values: satisfies_min_values(&types, &priced.requirements),
             daemon_overhead: elementwise_min(indices.iter().map(|&t| &pool.type_overhead[t])),
-            capacity_types: indices.iter().fold(0u64, |m, &t| m | priced.capacity_types[t]),
+            capacity_requirement: priced.capacity_requirement(&indices),
             price_overlaid: types.iter().any(|t| t.price_overlaid()),
             capacity_overlaid: types.iter().any(|t| t.capacity_overlaid()),
             indices,
@@ -1664,6 +1657,19 @@ struct Priced {
 }
 
 impl Priced {
+    /// `karpenter.sh/capacity-type In [the capacity types the types `indices` offer]`.
+    fn capacity_requirement(&self, indices: &[usize]) -> Option<Requirement> {
+        let mask = indices.iter().fold(0u64, |m, &t| m | self.capacity_types[t]);
+        let names: Vec<&str> = self
+            .capacity_type_names
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mask & (1 << i) != 0)
+            .map(|(_, n)| n.as_str())
+            .collect();
+        (!names.is_empty()).then(|| Requirement::in_values(CAPACITY_TYPE_LABEL, names))
+    }
+
     fn new(
         index: usize,
         pool: &Pool<'_>,
