@@ -1415,9 +1415,8 @@ impl<'a> Scheduler<'a> {
         // Claims filled alike keep the same options, so most claims find theirs here.
         let mut decided: Vec<HashMap<Vec<usize>, KeptTypes, BuildHasherDefault<FxHasher>>> = Vec::new();
         let mut fitting: Vec<usize> = Vec::new();
-        // Per pool, each candidate's rank by name (built on first use): a claim's
-        // instance-type requirement lists its types in name order without comparing names.
-        let mut name_rank: Vec<Option<Vec<u32>>> = vec![None; self.pools.len()];
+        // Per pool: the names of the lists of types kept so far.
+        let mut type_names: Vec<TypeNames> = (0..self.pools.len()).map(|_| TypeNames::default()).collect();
         for (c, claim) in self.claims.iter().enumerate() {
             let pool = &self.pools[claim.pool];
             let template = &pool.input.template;
@@ -1451,7 +1450,7 @@ impl<'a> Scheduler<'a> {
             let kept_types = match decided[entry].get(fitting.as_slice()) {
                 Some(kept_types) => kept_types,
                 None => {
-                    let kept_types = KeptTypes::new(pool, priced, &fitting, &mut name_rank[claim.pool]);
+                    let kept_types = KeptTypes::new(pool, priced, &fitting, &mut type_names[claim.pool]);
                     decided[entry].entry(fitting.clone()).or_insert(kept_types)
                 }
             };
@@ -1538,7 +1537,7 @@ struct KeptTypes {
 impl KeptTypes {
     /// Decides for the `fitting` options of a claim of `pool` priced by `priced`; `name_rank`
     /// is the pool's candidates' rank by name, built on first use.
-    fn new(pool: &Pool<'_>, priced: &Priced, fitting: &[usize], name_rank: &mut Option<Vec<u32>>) -> Self {
+    fn new(pool: &Pool<'_>, priced: &Priced, fitting: &[usize], type_names: &mut TypeNames) -> Self {
         // In launch order: kept from the memo's ordered candidates.
         let mut is_fitting = vec![false; pool.input.instance_types.len()];
         for &t in fitting {
@@ -1552,7 +1551,39 @@ impl KeptTypes {
             .take(MAX_INSTANCE_TYPES)
             .collect();
         let types: Vec<&InstanceType> = indices.iter().map(|&t| pool.instance_type(t)).collect();
-        let rank = name_rank.get_or_insert_with(|| {
+        let (names, type_requirement) = type_names.of(pool, &indices);
+        KeptTypes {
+            names,
+            type_requirement,
+            min_values: satisfies_min_values(&types, &priced.requirements),
+            daemon_overhead: elementwise_min(indices.iter().map(|&t| &pool.type_overhead[t])),
+            capacity_requirement: priced.capacity_requirement(&indices),
+            price_overlaid: types.iter().any(|t| t.price_overlaid()),
+            capacity_overlaid: types.iter().any(|t| t.capacity_overlaid()),
+            indices,
+        }
+    }
+}
+
+/// A pool's lists of kept types by name, each built once (claims of different requirements
+/// often keep the same types).
+#[derive(Default)]
+struct TypeNames {
+    /// Each candidate's rank by name (built on first use): a claim's instance-type
+    /// requirement lists its types in name order without comparing names.
+    rank: Option<Vec<u32>>,
+    /// Per list of types (launch order): their names and instance-type requirement.
+    built: HashMap<Vec<usize>, (std::sync::Arc<[String]>, Requirement), BuildHasherDefault<FxHasher>>,
+}
+
+impl TypeNames {
+    /// The names of types `indices` of `pool`, in order, and `node.kubernetes.io/instance-type
+    /// In [those names]`.
+    fn of(&mut self, pool: &Pool<'_>, indices: &[usize]) -> (std::sync::Arc<[String]>, Requirement) {
+        if let Some(built) = self.built.get(indices) {
+            return built.clone();
+        }
+        let rank = self.rank.get_or_insert_with(|| {
             let mut order = pool.candidates.clone();
             order.sort_by(|&a, &b| pool.instance_type(a).name().cmp(pool.instance_type(b).name()));
             let mut rank = vec![u32::MAX; pool.input.instance_types.len()];
@@ -1561,19 +1592,13 @@ impl KeptTypes {
             }
             rank
         });
-        let mut in_name_order = indices.clone();
+        let mut in_name_order = indices.to_vec();
         in_name_order.sort_unstable_by_key(|&t| rank[t]);
         let sorted = in_name_order.iter().map(|&t| pool.instance_type(t).name());
-        KeptTypes {
-            names: types.iter().map(|t| t.name().to_owned()).collect(),
-            type_requirement: Requirement::in_values(INSTANCE_TYPE_LABEL, sorted),
-            min_values: satisfies_min_values(&types, &priced.requirements),
-            daemon_overhead: elementwise_min(indices.iter().map(|&t| &pool.type_overhead[t])),
-            capacity_requirement: priced.capacity_requirement(&indices),
-            price_overlaid: types.iter().any(|t| t.price_overlaid()),
-            capacity_overlaid: types.iter().any(|t| t.capacity_overlaid()),
-            indices,
-        }
+        let names: std::sync::Arc<[String]> = indices.iter().map(|&t| pool.instance_type(t).name().to_owned()).collect();
+        let built = (names, Requirement::in_values(INSTANCE_TYPE_LABEL, sorted));
+        self.built.insert(indices.to_vec(), built.clone());
+        built
     }
 }
 
