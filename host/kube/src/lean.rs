@@ -10,12 +10,16 @@
 //! observer) converts it with `LeanPod::from(&pod)`.
 //!
 //! Requests and limits are kept as [`ResourceList`]s (short sorted lists) rather than
-//! `BTreeMap`s, which take room for eleven entries however few they hold.
+//! `BTreeMap`s, which take room for eleven entries however few they hold. Tolerations,
+//! affinity and topology spread constraints, which the pods of one workload state alike, are
+//! [`Shared`]: held once for all the pods that state the same.
 //!
 //! A `LeanPod` is read, never written back: writes to the cluster are patches built from
 //! scratch, so the fields it leaves out are never lost.
 
-use std::collections::BTreeMap;
+use std::any::{Any, TypeId};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use k8s_openapi::api::core::v1::{
     Affinity, ContainerPort, Pod, PodCondition, PodSpec, PodSchedulingGate, ResourceRequirements, Toleration, TopologySpreadConstraint, Volume,
@@ -56,15 +60,15 @@ pub struct LeanPodSpec {
     /// `spec.nodeSelector`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_selector: Option<BTreeMap<String, String>>,
-    /// `spec.affinity`.
+    /// `spec.affinity` ([shared](Shared) between pods stating the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub affinity: Option<Affinity>,
-    /// `spec.tolerations`.
+    pub affinity: Option<Shared<Affinity>>,
+    /// `spec.tolerations` ([shared](Shared) between pods stating the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tolerations: Option<Vec<Toleration>>,
-    /// `spec.topologySpreadConstraints`.
+    pub tolerations: Option<Shared<Vec<Toleration>>>,
+    /// `spec.topologySpreadConstraints` ([shared](Shared) between pods stating the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
+    pub topology_spread_constraints: Option<Shared<Vec<TopologySpreadConstraint>>>,
     /// `spec.containers`.
     #[serde(default)]
     pub containers: Vec<LeanContainer>,
@@ -256,6 +260,93 @@ impl<'de> Deserialize<'de> for ResourceList {
     }
 }
 
+/// A part of a pod that the pods of one workload state alike (tolerations, affinity, spread
+/// constraints): parsed with the pod like any field, then swapped for the copy the cache
+/// already holds, if any. 50,000 pods of a few hundred workloads keep a few hundred copies
+/// instead of 50,000 (a pod's three default tolerations alone take about 600 bytes).
+///
+/// Reads as the value (`Deref`), and reads and writes the same JSON as the value.
+#[derive(Clone)]
+pub struct Shared<T>(Arc<T>);
+
+impl<T: Serialize + Send + Sync + 'static> Shared<T> {
+    /// `value`, or an equal value already shared.
+    pub fn new(value: T) -> Self {
+        Shared(interned(value))
+    }
+}
+
+impl<T> std::ops::Deref for Shared<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T: PartialEq> PartialEq for Shared<T> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || *self.0 == *other.0
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for Shared<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<T: Serialize> Serialize for Shared<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de, T: Deserialize<'de> + Serialize + Send + Sync + 'static> Deserialize<'de> for Shared<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        T::deserialize(deserializer).map(Shared::new)
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Shared<Vec<T>> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+/// The values shared so far, by type and JSON text; an entry goes once no pod holds it.
+#[derive(Default)]
+struct Interner {
+    values: HashMap<(TypeId, String), Weak<dyn Any + Send + Sync>>,
+    /// New entries since dead ones were last swept.
+    added: usize,
+}
+
+static INTERNER: LazyLock<Mutex<Interner>> = LazyLock::new(Mutex::default);
+
+/// The shared copy of `value` (the first equal one still held, else `value` itself).
+fn interned<T: Serialize + Send + Sync + 'static>(value: T) -> Arc<T> {
+    let Ok(text) = serde_json::to_string(&value) else {
+        return Arc::new(value);
+    };
+    let mut interner = INTERNER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let key = (TypeId::of::<T>(), text);
+    if let Some(held) = interner.values.get(&key).and_then(Weak::upgrade).and_then(|held| held.downcast::<T>().ok()) {
+        return held;
+    }
+    let shared = Arc::new(value);
+    let weak: Weak<dyn Any + Send + Sync> = Arc::downgrade(&shared) as Weak<dyn Any + Send + Sync>;
+    interner.values.insert(key, weak);
+    interner.added += 1;
+    // Sweep when the entries added since the last sweep could be half of them.
+    if interner.added > 1024 && interner.added * 2 > interner.values.len() {
+        interner.values.retain(|_, held| held.strong_count() > 0);
+        interner.added = 0;
+    }
+    shared
+}
+
 impl LeanPod {
     /// Drops what the parser cannot skip but no reader needs: `metadata.managedFields`,
     /// kubectl's last-applied copy, container ports without a host port, volumes that play
@@ -297,9 +388,9 @@ impl From<&PodSpec> for LeanPodSpec {
         LeanPodSpec {
             node_name: s.node_name.clone(),
             node_selector: s.node_selector.clone(),
-            affinity: s.affinity.clone(),
-            tolerations: s.tolerations.clone(),
-            topology_spread_constraints: s.topology_spread_constraints.clone(),
+            affinity: s.affinity.clone().map(Shared::new),
+            tolerations: s.tolerations.clone().map(Shared::new),
+            topology_spread_constraints: s.topology_spread_constraints.clone().map(Shared::new),
             containers: s.containers.iter().map(LeanContainer::from).collect(),
             init_containers: s.init_containers.as_ref().map(|c| c.iter().map(LeanContainer::from).collect()),
             resources: s.resources.as_ref().map(LeanResources::from),
@@ -418,6 +509,62 @@ mod tests {
         assert_eq!(twice.iter().count(), 2);
         let e = serde_json::from_value::<ResourceList>(json!(["cpu"])).unwrap_err().to_string();
         assert!(e.starts_with("invalid type: sequence, expected a map"), "{e}");
+    }
+
+    #[test]
+    fn pods_stating_the_same_tolerations_and_affinity_share_one_copy() {
+        let pod = |name: &str, seconds: i64| -> LeanPod {
+            serde_json::from_value(json!({
+                "metadata": {"name": name},
+                "spec": {
+                    "containers": [{"name": "main"}],
+                    "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "web"}}}
+                    ]}},
+                    "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}],
+                    "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"}]
+                }
+            }))
+            .unwrap()
+        };
+        let (a, b, other) = (pod("a", 300), pod("b", 300), pod("c", 60));
+        let (a, b, other) = (a.spec.unwrap(), b.spec.unwrap(), other.spec.unwrap());
+        let tolerations = |s: &LeanPodSpec| s.tolerations.clone().unwrap();
+        assert!(Arc::ptr_eq(&tolerations(&a).0, &tolerations(&b).0), "the same tolerations are held once");
+        assert!(!Arc::ptr_eq(&tolerations(&a).0, &tolerations(&other).0));
+        assert_eq!(other.tolerations.as_ref().unwrap()[0].toleration_seconds, Some(60));
+        assert!(Arc::ptr_eq(&a.affinity.as_ref().unwrap().0, &b.affinity.as_ref().unwrap().0));
+        assert!(Arc::ptr_eq(&a.topology_spread_constraints.as_ref().unwrap().0, &b.topology_spread_constraints.as_ref().unwrap().0));
+        // Read and written as the value itself.
+        let written = serde_json::to_value(&a).unwrap();
+        assert_eq!(written["tolerations"][0]["tolerationSeconds"], json!(300));
+        assert_eq!(written["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"], json!("kubernetes.io/hostname"));
+        assert_eq!(serde_json::from_value::<LeanPodSpec>(written).unwrap(), a);
+        // A full pod converts to the same shared copy.
+        let full: Pod = serde_json::from_value(json!({"metadata": {"name": "d"}, "spec": {"containers": [{"name": "main"}],
+            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]}}))
+        .unwrap();
+        assert!(Arc::ptr_eq(&LeanPod::from(&full).spec.unwrap().tolerations.unwrap().0, &tolerations(&a).0));
+    }
+
+    #[test]
+    fn a_shared_value_no_pod_holds_is_let_go() {
+        // A type of its own, so that no other test shares its entries.
+        #[derive(Serialize, PartialEq, Debug)]
+        struct Probe(u32);
+        let first = Shared::new(Probe(1));
+        assert!(Arc::ptr_eq(&first.0, &Shared::new(Probe(1)).0));
+        let weak = Arc::downgrade(&first.0);
+        drop(first);
+        assert!(weak.upgrade().is_none(), "the interner holds no strong reference");
+        // Many values come and go; the sweep keeps the table at about what is held.
+        let kept: Vec<Shared<Probe>> = (0..10).map(|i| Shared::new(Probe(i))).collect();
+        for i in 100..5_000 {
+            drop(Shared::new(Probe(i)));
+        }
+        let probes = INTERNER.lock().unwrap().values.keys().filter(|(t, _)| *t == TypeId::of::<Probe>()).count();
+        assert!(probes <= 2 * 1024 + kept.len(), "{probes} entries for {} values held", kept.len());
+        assert!(Arc::ptr_eq(&kept[3].0, &Shared::new(Probe(3)).0));
     }
 
     #[test]
