@@ -373,6 +373,30 @@ pub fn host_ports(spec: &LeanPodSpec) -> Vec<HostPort> {
 /// convert are left out. Its CSI volumes need the volume objects: see
 /// [`VolumeIndex::bound_pods`](crate::volumes::VolumeIndex::bound_pods).
 pub fn bound_pod(pod: &LeanPod) -> Option<BoundPod> {
+    bound_pod_sharing(pod, &mut SharedLabels::default())
+}
+
+/// Label maps shared between the pods of one conversion: the pods of a ReplicaSet carry the
+/// same labels, held once instead of once per pod.
+#[derive(Default)]
+pub struct SharedLabels(std::collections::HashSet<std::sync::Arc<BTreeMap<String, String>>>);
+
+impl SharedLabels {
+    /// `labels` (none: empty), or an equal map already shared.
+    pub fn get(&mut self, labels: Option<&BTreeMap<String, String>>) -> std::sync::Arc<BTreeMap<String, String>> {
+        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+        let labels = labels.unwrap_or(&EMPTY);
+        if let Some(shared) = self.0.get(labels) {
+            return shared.clone();
+        }
+        let shared = std::sync::Arc::new(labels.clone());
+        self.0.insert(shared.clone());
+        shared
+    }
+}
+
+/// [`bound_pod`], its labels taken from (or added to) `shared`.
+pub fn bound_pod_sharing(pod: &LeanPod, shared: &mut SharedLabels) -> Option<BoundPod> {
     let spec = pod.spec.as_ref()?;
     let node = spec.node_name.clone()?;
     if is_terminal(pod) {
@@ -391,7 +415,7 @@ pub fn bound_pod(pod: &LeanPod) -> Option<BoundPod> {
     Some(BoundPod {
         key: PodKey::new(namespace, pod.metadata.name.clone().unwrap_or_default()),
         node,
-        labels: pod.metadata.labels.clone().unwrap_or_default(),
+        labels: shared.get(pod.metadata.labels.as_ref()),
         anti_affinity,
         host_ports: host_ports(spec),
         volumes: Vec::new(),
@@ -713,6 +737,17 @@ mod tests {
         let b = bound_pod(&on_node).unwrap();
         assert_eq!((b.node.as_str(), b.host_ports.len()), ("n1", 1));
         assert!(bound_pod(&pod).is_none(), "not bound");
+        // Pods with the same labels share one map within a conversion; others do not.
+        let mut shared = SharedLabels::default();
+        let mut sibling = on_node.clone();
+        sibling.metadata.name = Some("web-2".into());
+        let mut other = on_node.clone();
+        other.metadata.labels.as_mut().unwrap().insert("pod-template-hash".into(), "v2".into());
+        let [first, second, third] = [&on_node, &sibling, &other].map(|p| bound_pod_sharing(p, &mut shared).unwrap());
+        assert!(std::sync::Arc::ptr_eq(&first.labels, &second.labels));
+        assert!(!std::sync::Arc::ptr_eq(&first.labels, &third.labels));
+        assert_eq!(third.labels.get("pod-template-hash").map(String::as_str), Some("v2"));
+        assert_eq!(*first.labels, *b.labels);
         assert_eq!([pod, on_node].iter().filter_map(bound_pod).count(), 1);
     }
 

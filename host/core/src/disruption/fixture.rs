@@ -129,7 +129,7 @@ impl Builder {
         let pending: Vec<PendingPod> = pods.iter().map(FixturePod::pending).collect();
         for p in &pending {
             node.requested += &p.requests;
-            self.snapshot.context.bound_pods.push(BoundPod { key: p.key.clone(), node: name.to_string(), labels: p.labels.clone(), ..Default::default() });
+            self.snapshot.context.bound_pods.push(BoundPod { key: p.key.clone(), node: name.to_string(), labels: std::sync::Arc::new(p.labels.clone()), ..Default::default() });
         }
         self.snapshot.scheduling.nodes.push(node);
         self.snapshot.candidates.push(Candidate {

@@ -1,6 +1,7 @@
 //! Scenario tests for the provisioning pass, built from plain data.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use crate::labels::{
     CAPACITY_OVERLAY_APPLIED_ANNOTATION, NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION, PRICE_OVERLAY_APPLIED_ANNOTATION,
 };
@@ -1735,7 +1736,7 @@ fn bound(name: &str, node: &str, app: &str) -> BoundPod {
     BoundPod {
         key: PodKey::new("default", name),
         node: node.into(),
-        labels: BTreeMap::from([("app".to_owned(), app.to_owned())]),
+        labels: Arc::new(BTreeMap::from([("app".to_owned(), app.to_owned())])),
         ..Default::default()
     }
 }
@@ -2039,7 +2040,7 @@ fn match_label_keys_narrow_the_selector_to_the_pods_revision() {
         (0..2)
             .map(|i| {
                 let mut b = bound(&format!("old-{i}"), "n-a", "web");
-                b.labels.insert("pod-template-hash".into(), "v1".into());
+                Arc::make_mut(&mut b.labels).insert("pod-template-hash".into(), "v1".into());
                 b
             })
             .collect::<Vec<_>>()
@@ -2068,7 +2069,7 @@ fn two_revisions_in_one_pass_count_apart() {
     let old_revision = (0..2)
         .map(|i| {
             let mut b = bound(&format!("old-{i}"), "n-a", "web");
-            b.labels.insert("pod-template-hash".into(), "v1".into());
+            Arc::make_mut(&mut b.labels).insert("pod-template-hash".into(), "v1".into());
             b
         })
         .collect::<Vec<_>>();

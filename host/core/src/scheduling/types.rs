@@ -1,6 +1,7 @@
 //! Inputs and outputs of a provisioning pass, as plain data.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::fmt;
 
 use crate::instance_type::InstanceType;
@@ -149,8 +150,10 @@ pub struct BoundPod {
     /// Name of the [`ExistingNode`] it is bound to (pods of nodes not in the input are
     /// ignored).
     pub node: String,
-    /// Labels, matched by spread and affinity selectors.
-    pub labels: BTreeMap<String, String>,
+    /// Labels, matched by spread and affinity selectors. Shared: the pods of one
+    /// ReplicaSet carry the same labels, and a cluster's worth of bound pods is converted
+    /// for every disruption pass.
+    pub labels: Arc<BTreeMap<String, String>>,
     /// Its required pod anti-affinity terms: pending pods it selects are kept out of its
     /// domain (upstream's inverse anti-affinity).
     pub anti_affinity: Vec<PodAffinityTerm>,
