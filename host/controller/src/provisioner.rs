@@ -231,6 +231,17 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
             ctx.events.warning(&Involved::of(*pod), "FailedScheduling", &format!("Failed to schedule pod, {reason}")).await;
         }
     }
+    // Pods placed on existing nodes and in-flight NodeClaims get upstream's `Nominated` event
+    // too, naming the NodeClaim and the Node (repeats within the window are dropped).
+    let mut targets: BTreeMap<&str, String> = BTreeMap::new();
+    for placement in &result.placements {
+        let Placement::Existing { node } = &placement.placement else { continue };
+        let Some(pod) = pod_objects.get(&(placement.key.namespace.clone(), placement.key.name.clone())) else { continue };
+        let target = targets
+            .entry(node.as_str())
+            .or_insert_with(|| nomination_target(node, ctx.state.node(node).as_deref(), &cached.node_claims));
+        ctx.events.normal(&Involved::of(*pod), "Nominated", &format!("Pod should schedule on: {target}")).await;
+    }
     for (index, claim) in result.new_claims.iter().enumerate() {
         let Some(pool) = pools_by_name.get(&claim.spec.nodepool) else { continue };
         match create_node_claim(ctx, pool, claim).await {
@@ -251,6 +262,27 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
         }
     }
     Ok(true)
+}
+
+/// What upstream's `Nominated` event names for a pod placed on the existing node or
+/// in-flight NodeClaim `name` (the name a pass gives it: the Node's, or the NodeClaim's while
+/// it has no Node): `nodeclaim/<claim>, node/<node>`, either part left out when there is none.
+fn nomination_target(name: &str, node: Option<&k8s_openapi::api::core::v1::Node>, claims: &[Arc<NodeClaim>]) -> String {
+    let claim = match node {
+        Some(node) => {
+            let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+            claims.iter().find(|c| {
+                c.status.as_ref().is_some_and(|s| {
+                    s.node_name.as_deref() == Some(name) || (provider_id.is_some() && s.provider_id.as_deref() == provider_id)
+                })
+            })
+        }
+        None => claims.iter().find(|c| c.metadata.name.as_deref() == Some(name)),
+    };
+    let claim = claim.and_then(|c| c.metadata.name.as_deref()).map(|c| format!("nodeclaim/{c}"));
+    let node = node.map(|_| format!("node/{name}"));
+    let parts: Vec<String> = claim.into_iter().chain(node).collect();
+    if parts.is_empty() { format!("nodeclaim/{name}") } else { parts.join(", ") }
 }
 
 /// `PREFERENCE_POLICY` in the core's form.
@@ -480,6 +512,26 @@ mod tests {
 
     fn overlay(name: &str, spec: serde_json::Value) -> NodeOverlay {
         of(json!({"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": name}, "spec": spec}))
+    }
+
+    #[test]
+    fn a_nomination_names_the_nodeclaim_and_the_node() {
+        let claim = |name: &str, node: Option<&str>, provider: &str| -> Arc<NodeClaim> {
+            Arc::new(of(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": name},
+                "spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}, "requirements": []},
+                "status": {"nodeName": node, "providerID": provider}})))
+        };
+        let node = |name: &str, provider: &str| -> k8s_openapi::api::core::v1::Node {
+            of(json!({"metadata": {"name": name}, "spec": {"providerID": provider}}))
+        };
+        let claims = [claim("default-abcde", Some("node-1"), "sim://1"), claim("default-fghij", None, "sim://2")];
+        // A registered node: its claim, then the node (upstream's order).
+        assert_eq!(nomination_target("node-1", Some(&node("node-1", "sim://1")), &claims), "nodeclaim/default-abcde, node/node-1");
+        // A node whose claim has not recorded its name yet is matched by provider ID.
+        assert_eq!(nomination_target("node-2", Some(&node("node-2", "sim://2")), &claims), "nodeclaim/default-fghij, node/node-2");
+        // An in-flight claim without a node, and a node no claim manages.
+        assert_eq!(nomination_target("default-fghij", None, &claims), "nodeclaim/default-fghij");
+        assert_eq!(nomination_target("static-1", Some(&node("static-1", "static://1")), &claims), "node/static-1");
     }
 
     #[test]
