@@ -1529,14 +1529,15 @@ struct KeptTypes {
     daemon_overhead: Resources,
     /// `karpenter.sh/capacity-type In [what the types offer]`, unless they offer none.
     capacity_requirement: Option<Requirement>,
-    /// Whether a NodeOverlay changed a type's price, or its capacity.
+    /// Whether a NodeOverlay changed a type's price.
     price_overlaid: bool,
+    /// Whether a NodeOverlay changed a type's capacity.
     capacity_overlaid: bool,
 }
 
 impl KeptTypes {
-    /// Decides for the `fitting` options of a claim of `pool` priced by `priced`; `name_rank`
-    /// is the pool's candidates' rank by name, built on first use.
+    /// Decides for the `fitting` options of a claim of `pool` priced by `priced`, taking the
+    /// types' names from the pool's `type_names`.
     fn new(pool: &Pool<'_>, priced: &Priced, fitting: &[usize], type_names: &mut TypeNames) -> Self {
         // In launch order: kept from the memo's ordered candidates.
         let mut is_fitting = vec![false; pool.input.instance_types.len()];
