@@ -23,8 +23,9 @@ const INTERVAL: Duration = Duration::from_secs(10);
 
 /// Refreshes the gauges until stopped.
 pub(crate) async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
-    // Pods whose startup duration was recorded (so each is recorded once).
-    let mut started: HashSet<String> = HashSet::new();
+    // Pods whose startup duration was recorded (so each is recorded once), by a hash of
+    // their UID: at 50,000 pods that is 0.4 MB instead of 4 MB of UID strings.
+    let mut started: HashSet<u64> = HashSet::new();
     loop {
         observe(&ctx, &mut started);
         tokio::select! {
@@ -34,7 +35,15 @@ pub(crate) async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
     }
 }
 
-fn observe(ctx: &Context, started: &mut HashSet<String>) {
+/// A 64-bit hash of a pod UID (two UIDs sharing one would only lose a startup sample).
+fn uid_hash(uid: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    uid.hash(&mut hasher);
+    hasher.finish()
+}
+
+fn observe(ctx: &Context, started: &mut HashSet<u64>) {
     let nodes = ctx.state.nodes.state();
     ctx.metrics.set(names::CLUSTER_STATE_NODE_COUNT, &[], nodes.len() as f64);
     ctx.metrics.set(names::CLUSTER_STATE_SYNCED, &[], if crate::provisioner::synced(ctx) { 1.0 } else { 0.0 });
@@ -58,21 +67,29 @@ fn observe(ctx: &Context, started: &mut HashSet<String>) {
     ctx.metrics.replace(names::NODEPOOLS_USAGE, usage);
     ctx.metrics.replace(names::NODEPOOLS_LIMIT, limits);
 
-    let pods = ctx.state.pods.state();
-    let live: HashSet<String> = pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+    for seconds in new_startups(&ctx.state.pods.state(), started) {
+        ctx.metrics.observe(names::PODS_STARTUP_DURATION, &[], seconds);
+    }
+}
+
+/// The startup durations (creation to `Ready`) of the pods that became Ready since the last
+/// call, each pod once; `started` remembers them, and forgets pods no longer cached.
+fn new_startups(pods: &[Arc<LeanPod>], started: &mut HashSet<u64>) -> Vec<f64> {
+    let live: HashSet<u64> = pods.iter().filter_map(|p| p.metadata.uid.as_deref()).map(uid_hash).collect();
     started.retain(|uid| live.contains(uid));
-    for pod in &pods {
-        let Some(uid) = pod.metadata.uid.as_ref() else { continue };
-        if started.contains(uid) {
+    let mut durations = Vec::new();
+    for pod in pods {
+        let Some(uid) = pod.metadata.uid.as_deref().map(uid_hash) else { continue };
+        if started.contains(&uid) {
             continue;
         }
         let (Some(ready), Some(created)) = (ready_condition(pod).and_then(|c| c.last_transition_time.as_ref()), pod.metadata.creation_timestamp.as_ref()) else {
             continue;
         };
-        let seconds = system_time(ready).duration_since(system_time(created)).unwrap_or_default().as_secs_f64();
-        ctx.metrics.observe(names::PODS_STARTUP_DURATION, &[], seconds);
-        started.insert(uid.clone());
+        durations.push(system_time(ready).duration_since(system_time(created)).unwrap_or_default().as_secs_f64());
+        started.insert(uid);
     }
+    durations
 }
 
 /// The pod's `Ready` condition, when it is `True`.
@@ -122,4 +139,36 @@ fn emit_pod_state(pod: &LeanPod, nodes: &BTreeMap<&str, &Node>, sink: &mut Serie
         ("managed", flag(node_labels.is_some_and(|l| l.contains_key(labels::NODEPOOL_LABEL)))),
     ];
     sink(&labels, 1.0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(uid: &str, ready_after: Option<u64>) -> Arc<LeanPod> {
+        let conditions = match ready_after {
+            Some(seconds) => serde_json::json!([{"type": "Ready", "status": "True", "lastTransitionTime": format!("2026-01-01T00:00:{seconds:02}Z")}]),
+            None => serde_json::json!([{"type": "Ready", "status": "False"}]),
+        };
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": uid, "uid": uid, "creationTimestamp": "2026-01-01T00:00:00Z"},
+                "status": {"conditions": conditions}
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn each_pod_startup_is_observed_once() {
+        let mut started = HashSet::new();
+        let pods = vec![pod("a", Some(12)), pod("b", None)];
+        assert_eq!(new_startups(&pods, &mut started), [12.0]);
+        assert!(new_startups(&pods, &mut started).is_empty(), "a pod already observed is not observed again");
+        // b becomes Ready; a is deleted and forgotten.
+        let pods = vec![pod("b", Some(30))];
+        assert_eq!(new_startups(&pods, &mut started), [30.0]);
+        assert_eq!(started.len(), 1, "pods no longer cached are forgotten");
+        assert!(new_startups(&pods, &mut started).is_empty());
+    }
 }
