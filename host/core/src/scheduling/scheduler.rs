@@ -1411,9 +1411,6 @@ impl<'a> Scheduler<'a> {
         // Per (pool, final requirements): each candidate type's launch price and the capacity
         // types of its available compatible offerings. Many claims share requirements.
         let mut memo: Vec<Priced> = Vec::new();
-        // Per memo entry, per list of options that still fit: what those types decide.
-        // Claims filled alike keep the same options, so most claims find theirs here.
-        let mut decided: Vec<HashMap<Vec<usize>, KeptTypes, BuildHasherDefault<FxHasher>>> = Vec::new();
         let mut fitting: Vec<usize> = Vec::new();
         // Per pool: the names of the lists of types kept so far.
         let mut type_names: Vec<TypeNames> = (0..self.pools.len()).map(|_| TypeNames::default()).collect();
@@ -1438,22 +1435,19 @@ impl<'a> Scheduler<'a> {
                         self.policy,
                         fallback,
                     ));
-                    decided.push(HashMap::default());
                     memo.len() - 1
                 }
             };
-            let priced = &memo[entry];
             // Options left unchecked by later pods (see `Options::DropFirst`) are checked here.
             fitting.clear();
             let plain = no_extended(&claim.requests);
             fitting.extend(claim.options.iter().copied().filter(|&t| pool.fits_plain(t, &claim.requests, plain)));
-            let kept_types = match decided[entry].get(fitting.as_slice()) {
-                Some(kept_types) => kept_types,
-                None => {
-                    let kept_types = KeptTypes::new(pool, priced, &fitting, &mut type_names[claim.pool]);
-                    decided[entry].entry(fitting.clone()).or_insert(kept_types)
-                }
-            };
+            if !memo[entry].decided.contains_key(fitting.as_slice()) {
+                let kept_types = KeptTypes::new(pool, &memo[entry], &fitting, &mut type_names[claim.pool]);
+                memo[entry].decided.insert(fitting.clone(), kept_types);
+            }
+            let priced = &memo[entry];
+            let kept_types = &priced.decided[fitting.as_slice()];
             let mut min_values_relaxed = claim.min_values_relaxed;
             if let Err(err) = &kept_types.min_values {
                 if !self.best_effort_min_values {
@@ -1507,7 +1501,7 @@ impl<'a> Scheduler<'a> {
                     .map(|&p| self.input.pods[p].key.clone())
                     .collect(),
                 daemon_overhead: kept_types.daemon_overhead.clone(),
-                launch_price: kept_types.indices.first().and_then(|&t| priced.prices[t]),
+                launch_price: kept_types.launch_price,
             });
         }
         (kept, index, dropped)
@@ -1517,9 +1511,9 @@ impl<'a> Scheduler<'a> {
 /// What a claim's remaining instance types decide, the same for every claim of a pool
 /// whose requirements and fitting options are the same ([`Scheduler::finalize`]).
 struct KeptTypes {
-    /// The types launched, cheapest first, at most [`MAX_INSTANCE_TYPES`].
-    indices: Vec<usize>,
-    /// Their names, in the same order.
+    /// The price of the first type launched (the cheapest), if known.
+    launch_price: Option<f64>,
+    /// The names of the types launched, cheapest first, at most [`MAX_INSTANCE_TYPES`].
     names: std::sync::Arc<[String]>,
     /// `node.kubernetes.io/instance-type In [names]`, names sorted.
     type_requirement: Requirement,
@@ -1561,7 +1555,7 @@ impl KeptTypes {
             capacity_requirement: priced.capacity_requirement(&indices),
             price_overlaid: types.iter().any(|t| t.price_overlaid()),
             capacity_overlaid: types.iter().any(|t| t.capacity_overlaid()),
-            indices,
+            launch_price: indices.first().and_then(|&t| priced.prices[t]),
         }
     }
 }
@@ -1680,6 +1674,9 @@ struct Priced {
     order: Vec<usize>,
     /// The labels of a NodeClaim of the pool with these requirements ([`claim_labels`]).
     labels: BTreeMap<String, String>,
+    /// Per list of a claim's options that still fit: what those types decide. Claims filled
+    /// alike keep the same options, so most claims find theirs here.
+    decided: HashMap<Vec<usize>, KeptTypes, BuildHasherDefault<FxHasher>>,
 }
 
 impl Priced {
@@ -1712,6 +1709,7 @@ impl Priced {
             capacity_types: vec![0; count],
             order: pool.candidates.clone(),
             labels: claim_labels(&pool.input.template, requirements, policy),
+            decided: HashMap::default(),
         };
         let filter = pool.offerings.filter(requirements, policy);
         for &t in &pool.candidates {
