@@ -16,10 +16,10 @@
 //! Upstream iterates Go maps where several domains tie; here domains are kept sorted and the
 //! first (smallest) one wins, so results are deterministic.
 
-use std::rc::Rc;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::BuildHasherDefault;
+use std::rc::Rc;
 use std::fmt::Write as _;
 
 use crate::hash::FxHasher;
@@ -218,12 +218,21 @@ impl Group {
     }
 
     fn register(&mut self, domain: &str) {
+        self.register_named(domain, || Rc::from(domain));
+    }
+
+    /// Registers `domain` with no pod, its name from `name` (one name can serve many groups).
+    fn register_named(&mut self, domain: &str, name: impl FnOnce() -> Rc<str>) {
         if !self.index.contains_key(domain) {
-            let name: Rc<str> = Rc::from(domain);
-            self.counts.insert(name.clone(), 0);
-            self.index.insert(name, 0);
+            self.insert(name(), 0);
             self.empty += 1;
         }
+    }
+
+    /// Adds a domain not known yet with `count` selected pods.
+    fn insert(&mut self, name: Rc<str>, count: u32) {
+        self.counts.insert(name.clone(), count);
+        self.index.insert(name, count);
     }
 
     fn record(&mut self, domain: &str) {
@@ -235,11 +244,7 @@ impl Group {
                 *count += 1;
                 *self.counts.get_mut(domain).expect("both maps hold every domain") += 1;
             }
-            None => {
-                let name: Rc<str> = Rc::from(domain);
-                self.counts.insert(name.clone(), 1);
-                self.index.insert(name, 1);
-            }
+            None => self.insert(Rc::from(domain), 1),
         }
     }
 
@@ -848,9 +853,11 @@ impl<'a> Topology<'a> {
     pub(crate) fn register(&mut self, key: &str, domain: &str, seen: Registered) -> Registered {
         let groups = self.groups[seen.groups..].iter_mut();
         let inverse = self.inverse[seen.inverse..].iter_mut();
+        // One name for every group that learns the domain now.
+        let mut name: Option<Rc<str>> = None;
         for g in groups.chain(inverse) {
             if g.key == key {
-                g.register(domain);
+                g.register_named(domain, || name.get_or_insert_with(|| Rc::from(domain)).clone());
             }
         }
         Registered { groups: self.groups.len(), inverse: self.inverse.len() }
