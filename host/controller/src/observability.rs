@@ -37,10 +37,8 @@ pub(crate) async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
 
 /// A 64-bit hash of a pod UID (two UIDs sharing one would only lose a startup sample).
 fn uid_hash(uid: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    uid.hash(&mut hasher);
-    hasher.finish()
+    use std::hash::BuildHasher;
+    std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default().hash_one(uid)
 }
 
 fn observe(ctx: &Context, started: &mut HashSet<u64>) {
