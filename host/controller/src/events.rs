@@ -58,6 +58,18 @@ impl Involved {
             uid: meta.uid.clone().unwrap_or_default(),
         }
     }
+
+    /// The involved object of a cached pod.
+    pub fn pod(pod: &joinery_kube::lean::LeanPod) -> Involved {
+        let meta = &pod.metadata;
+        Involved {
+            api_version: "v1".to_string(),
+            kind: "Pod".to_string(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone().unwrap_or_default(),
+        }
+    }
 }
 
 impl EventRecorder {

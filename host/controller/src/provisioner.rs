@@ -186,7 +186,7 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
             BatchStatus::Scheduled(_) => {
                 pod_objects.insert((batch.key.namespace.clone(), batch.key.name.clone()), pod);
             }
-            BatchStatus::Refused(message) => ctx.events.warning(&Involved::of(*pod), "FailedScheduling", message).await,
+            BatchStatus::Refused(message) => ctx.events.warning(&Involved::pod(pod), "FailedScheduling", message).await,
         }
     }
     let Assembly { mut input, mut context, .. } = assembly;
@@ -196,7 +196,7 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
     apply_default_spread(ctx, &mut input.pods, &pod_objects);
     if input.nodepools.is_empty() {
         for pod in pod_objects.values() {
-            ctx.events.warning(&Involved::of(*pod), "FailedScheduling", "no dynamic nodepools found").await;
+            ctx.events.warning(&Involved::pod(pod), "FailedScheduling", "no dynamic nodepools found").await;
         }
         return Ok(true);
     }
@@ -228,7 +228,7 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
     for placement in &result.placements {
         let Some(pod) = pod_objects.get(&(placement.key.namespace.clone(), placement.key.name.clone())) else { continue };
         if let Placement::Unschedulable { reason } = &placement.placement {
-            ctx.events.warning(&Involved::of(*pod), "FailedScheduling", &format!("Failed to schedule pod, {reason}")).await;
+            ctx.events.warning(&Involved::pod(pod), "FailedScheduling", &format!("Failed to schedule pod, {reason}")).await;
         }
     }
     // Pods placed on existing nodes and in-flight NodeClaims get upstream's `Nominated` event
@@ -240,7 +240,7 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
         let target = targets
             .entry(node.as_str())
             .or_insert_with(|| nomination_target(node, ctx.state.node(node).as_deref(), &cached.node_claims));
-        ctx.events.normal(&Involved::of(*pod), "Nominated", &format!("Pod should schedule on: {target}")).await;
+        ctx.events.normal(&Involved::pod(pod), "Nominated", &format!("Pod should schedule on: {target}")).await;
     }
     for (index, claim) in result.new_claims.iter().enumerate() {
         let Some(pool) = pools_by_name.get(&claim.spec.nodepool) else { continue };
@@ -251,7 +251,7 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
                     instance_types = claim.spec.instance_types.len(), requests = %claim.spec.requests, "created nodeclaim");
                 for key in &claim.pods {
                     if let Some(pod) = pod_objects.get(&(key.namespace.clone(), key.name.clone())) {
-                        ctx.events.normal(&Involved::of(*pod), "Nominated", &format!("Pod should schedule on: nodeclaim/{created_name}")).await;
+                        ctx.events.normal(&Involved::pod(pod), "Nominated", &format!("Pod should schedule on: nodeclaim/{created_name}")).await;
                     }
                 }
                 ctx.metrics.inc(crate::metrics::names::NODECLAIMS_CREATED, &[("reason", "provisioned"), ("nodepool", &claim.spec.nodepool)]);

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use futures::StreamExt;
 use joinery_api::{NodeClaim, NodeOverlay, NodePool};
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
-use joinery_kube::lean::LeanPod;
+use joinery_kube::lean::{LeanPod, WatchedPod};
+use crate::pod_cache::{PodCache, PodCacheWriter, pod_cache};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
@@ -33,7 +34,7 @@ pub struct NodeClassKey {
 #[derive(Clone)]
 pub struct ClusterState {
     /// All pods.
-    pub pods: Store<LeanPod>,
+    pub pods: PodCache,
     /// All nodes.
     pub nodes: Store<Node>,
     /// All NodeClaims.
@@ -86,7 +87,7 @@ struct ProvisionableSets {
 
 impl ProvisionablePods {
     /// Takes in one event of the pod watch.
-    pub fn observe(&self, event: &watcher::Event<LeanPod>) {
+    pub fn observe(&self, event: &watcher::Event<Arc<LeanPod>>) {
         let mut sets = self.sets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let uid = |pod: &LeanPod| pod.metadata.uid.clone().unwrap_or_default();
         match event {
@@ -223,15 +224,6 @@ keep_all_but_managed_fields!(
     DynamicObject
 );
 
-impl Trim for LeanPod {
-    /// A [`LeanPod`] is parsed with only the fields the controllers read; this drops what
-    /// parsing cannot skip ([`LeanPod::trim`]: managed fields, kubectl's last-applied copy,
-    /// container ports without a host port, volumes that play no part in scheduling).
-    fn trim(&mut self) {
-        LeanPod::trim(self);
-    }
-}
-
 impl Trim for Node {
     /// Keeps everything but managed fields and the list of container images on the node.
     fn trim(&mut self) {
@@ -240,6 +232,36 @@ impl Trim for Node {
             status.images = None;
         }
     }
+}
+
+/// The pod watch: each pod [trimmed](LeanPod::trim) into the [`PodCache`], and every event
+/// handed to the [provisionable set](ProvisionablePods) after the cache took it.
+fn spawn_pod_watch(api: Api<WatchedPod>, mut cache: PodCacheWriter, provisionable: Arc<ProvisionablePods>, changed: Arc<Notify>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let stream = watcher(api, watcher::Config::default()).default_backoff();
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            let lean = |watched: WatchedPod| {
+                let mut pod = watched.pod;
+                pod.trim();
+                Arc::new(pod)
+            };
+            let event = match event {
+                Ok(watcher::Event::Init) => watcher::Event::Init,
+                Ok(watcher::Event::InitApply(pod)) => watcher::Event::InitApply(lean(pod)),
+                Ok(watcher::Event::InitDone) => watcher::Event::InitDone,
+                Ok(watcher::Event::Apply(pod)) => watcher::Event::Apply(lean(pod)),
+                Ok(watcher::Event::Delete(pod)) => watcher::Event::Delete(lean(pod)),
+                Err(e) => {
+                    tracing::warn!(kind = "Pod", error = %e, "watch failed; retrying with backoff");
+                    continue;
+                }
+            };
+            cache.apply(&event);
+            provisionable.observe(&event);
+            changed.notify_waiters();
+        }
+    })
 }
 
 fn spawn_reflector<K>(
@@ -252,30 +274,12 @@ where
     K: kube::Resource + Trim + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    spawn_observed_reflector(api, writer, changed, what, |_| {})
-}
-
-/// [`spawn_reflector`], also handing every event (after the cache took it) to `observe`.
-fn spawn_observed_reflector<K>(
-    api: Api<K>,
-    writer: reflector::store::Writer<K>,
-    changed: Arc<Notify>,
-    what: String,
-    mut observe: impl FnMut(&watcher::Event<K>) + Send + 'static,
-) -> JoinHandle<()>
-where
-    K: kube::Resource + Trim + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
-{
     tokio::spawn(async move {
         let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).modify(Trim::trim)).default_backoff();
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
             match event {
-                Ok(event) => {
-                    observe(&event);
-                    changed.notify_waiters();
-                }
+                Ok(_) => changed.notify_waiters(),
                 Err(e) => tracing::warn!(kind = %what, error = %e, "watch failed; retrying with backoff"),
             }
         }
@@ -305,10 +309,8 @@ impl ClusterState {
         }
         let provisionable = Arc::new(ProvisionablePods::default());
         let pods = {
-            let (reader, writer) = reflector::store::<LeanPod>();
-            let observer = provisionable.clone();
-            let observe = move |event: &watcher::Event<LeanPod>| observer.observe(event);
-            tasks.push(spawn_observed_reflector(Api::<LeanPod>::all(client.clone()), writer, changed.clone(), "Pod".to_string(), observe));
+            let (reader, writer) = pod_cache();
+            tasks.push(spawn_pod_watch(Api::<WatchedPod>::all(client.clone()), writer, provisionable.clone(), changed.clone()));
             reader
         };
         let nodes = watch_all!(Node, "Node");
@@ -525,13 +527,14 @@ mod tests {
 
     #[test]
     fn the_provisionable_set_follows_the_watch_and_a_relist_replaces_it() {
-        let pod = |uid: &str, unschedulable: bool, node: Option<&str>| -> LeanPod {
+        let pod = |uid: &str, unschedulable: bool, node: Option<&str>| -> Arc<LeanPod> {
             let status = if unschedulable { "False" } else { "True" };
             serde_json::from_value(json!({
                 "metadata": {"name": uid, "namespace": "default", "uid": uid},
                 "spec": {"containers": [{"name": "c"}], "nodeName": node},
                 "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": status, "reason": if unschedulable { "Unschedulable" } else { "" }}]}
             }))
+            .map(Arc::new)
             .unwrap()
         };
         let set = ProvisionablePods::default();

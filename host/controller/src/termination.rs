@@ -214,7 +214,7 @@ async fn force_delete(ctx: &Context, pod: &LeanPod, grace: Duration) {
                 "Deleting the pod with a {}s grace period: its node's terminationGracePeriod ends then; this bypasses the pod's disruption budget and do-not-disrupt annotation",
                 grace.as_secs().max(1)
             );
-            ctx.events.warning(&Involved::of(pod), "TerminationGracePeriodExpiring", &message).await;
+            ctx.events.warning(&Involved::pod(pod), "TerminationGracePeriodExpiring", &message).await;
         }
         Err(e) if util::is_not_found(&e) => {}
         Err(e) => tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, "forced pod deletion failed; will retry"),
@@ -229,12 +229,12 @@ async fn evict(ctx: &Context, pod: &LeanPod) {
         Ok(_) => {
             ctx.metrics.inc(crate::metrics::names::EVICTION_REQUESTS, &[("code", "200")]);
             tracing::debug!(pod = %format!("{namespace}/{name}"), "evicted pod");
-            ctx.events.normal(&Involved::of(pod), "Evicted", "Evicted pod: node is being terminated").await;
+            ctx.events.normal(&Involved::pod(pod), "Evicted", "Evicted pod: node is being terminated").await;
         }
         Err(e) if util::is_not_found(&e) => {}
         Err(kube::Error::Api(s)) if s.code == 429 => {
             ctx.metrics.inc(crate::metrics::names::EVICTION_REQUESTS, &[("code", "429")]);
-            ctx.events.warning(&Involved::of(pod), "FailedDraining", &format!("Cannot evict pod as it would violate the pod's disruption budget: {}", s.message)).await;
+            ctx.events.warning(&Involved::pod(pod), "FailedDraining", &format!("Cannot evict pod as it would violate the pod's disruption budget: {}", s.message)).await;
         }
         Err(e) => tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, "eviction failed; will retry"),
     }

@@ -154,7 +154,7 @@ pub fn pending_pod(pod: &LeanPod) -> Result<PendingPod, String> {
         node_selector: spec.node_selector.clone().unwrap_or_default(),
         required_affinity: required_affinity(&spec).map_err(ctx)?,
         tolerations: spec.tolerations.iter().flatten().map(toleration).collect(),
-        labels: pod.metadata.labels.clone().unwrap_or_default(),
+        labels: pod.metadata.labels.as_deref().cloned().unwrap_or_default(),
         preferred_affinity: preferred_affinity(&spec).map_err(ctx)?,
         topology_spread: topology_spread(&spec).map_err(ctx)?,
         pod_affinity: pod_affinity_terms(&spec, false).map_err(ctx)?,
@@ -371,32 +371,10 @@ pub fn host_ports(spec: &LeanPodSpec) -> Vec<HostPort> {
 /// A pod bound to a node in core form (`None` when it is not bound or is terminal): its
 /// labels, required anti-affinity terms and host ports. Anti-affinity terms that do not
 /// convert are left out. Its CSI volumes need the volume objects: see
-/// [`VolumeIndex::bound_pods`](crate::volumes::VolumeIndex::bound_pods).
+/// [`VolumeIndex::bound_pods`](crate::volumes::VolumeIndex::bound_pods). Its labels are the
+/// map the pod itself holds, [shared](crate::lean::Shared) with the pods stating the same.
 pub fn bound_pod(pod: &LeanPod) -> Option<BoundPod> {
-    bound_pod_sharing(pod, &mut SharedLabels::default())
-}
-
-/// Label maps shared between the pods of one conversion: the pods of a ReplicaSet carry the
-/// same labels, held once instead of once per pod.
-#[derive(Default)]
-pub struct SharedLabels(std::collections::HashSet<std::sync::Arc<BTreeMap<String, String>>>);
-
-impl SharedLabels {
-    /// `labels` (none: empty), or an equal map already shared.
-    pub fn get(&mut self, labels: Option<&BTreeMap<String, String>>) -> std::sync::Arc<BTreeMap<String, String>> {
-        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
-        let labels = labels.unwrap_or(&EMPTY);
-        if let Some(shared) = self.0.get(labels) {
-            return shared.clone();
-        }
-        let shared = std::sync::Arc::new(labels.clone());
-        self.0.insert(shared.clone());
-        shared
-    }
-}
-
-/// [`bound_pod`], its labels taken from (or added to) `shared`.
-pub fn bound_pod_sharing(pod: &LeanPod, shared: &mut SharedLabels) -> Option<BoundPod> {
+    static NO_LABELS: std::sync::LazyLock<std::sync::Arc<BTreeMap<String, String>>> = std::sync::LazyLock::new(Default::default);
     let spec = pod.spec.as_ref()?;
     let node = spec.node_name.clone()?;
     if is_terminal(pod) {
@@ -415,7 +393,7 @@ pub fn bound_pod_sharing(pod: &LeanPod, shared: &mut SharedLabels) -> Option<Bou
     Some(BoundPod {
         key: PodKey::new(namespace, pod.metadata.name.clone().unwrap_or_default()),
         node,
-        labels: shared.get(pod.metadata.labels.as_ref()),
+        labels: pod.metadata.labels.as_ref().map_or_else(|| NO_LABELS.clone(), |labels| labels.as_arc().clone()),
         anti_affinity,
         host_ports: host_ports(spec),
         volumes: Vec::new(),
@@ -737,13 +715,14 @@ mod tests {
         let b = bound_pod(&on_node).unwrap();
         assert_eq!((b.node.as_str(), b.host_ports.len()), ("n1", 1));
         assert!(bound_pod(&pod).is_none(), "not bound");
-        // Pods with the same labels share one map within a conversion; others do not.
-        let mut shared = SharedLabels::default();
+        // Bound pods hold the labels their pods share; pods with other labels, another map.
         let mut sibling = on_node.clone();
         sibling.metadata.name = Some("web-2".into());
         let mut other = on_node.clone();
-        other.metadata.labels.as_mut().unwrap().insert("pod-template-hash".into(), "v2".into());
-        let [first, second, third] = [&on_node, &sibling, &other].map(|p| bound_pod_sharing(p, &mut shared).unwrap());
+        let mut labels = (**other.metadata.labels.as_ref().unwrap()).clone();
+        labels.insert("pod-template-hash".into(), "v2".into());
+        other.metadata.labels = Some(crate::lean::Shared::new(labels));
+        let [first, second, third] = [&on_node, &sibling, &other].map(|p| bound_pod(p).unwrap());
         assert!(std::sync::Arc::ptr_eq(&first.labels, &second.labels));
         assert!(!std::sync::Arc::ptr_eq(&first.labels, &third.labels));
         assert_eq!(third.labels.get("pod-template-hash").map(String::as_str), Some("v2"));

@@ -9,10 +9,15 @@
 //! reads a pod takes one. Code holding a full `Pod` (a snapshot file, a test, the simulator's
 //! observer) converts it with `LeanPod::from(&pod)`.
 //!
-//! Requests and limits are kept as [`ResourceList`]s (short sorted lists) rather than
-//! `BTreeMap`s, which take room for eleven entries however few they hold. Tolerations,
-//! affinity and topology spread constraints, which the pods of one workload state alike, are
-//! [`Shared`]: held once for all the pods that state the same.
+//! Its metadata is a [`PodMeta`], not an `ObjectMeta` (360 bytes inline). Requests and limits
+//! are kept as [`ResourceList`]s (short sorted lists) rather than `BTreeMap`s, which take room
+//! for eleven entries however few they hold. Labels, annotations, owner references,
+//! containers, tolerations, affinity and topology spread constraints, which the pods of one
+//! workload state alike, are [`Shared`]: held once for all the pods that state the same. A
+//! pod of a ReplicaSet, cached, takes under a kilobyte (`tests/pod_memory.rs`).
+//!
+//! Without an `ObjectMeta`, a `LeanPod` is not a `kube` resource: the pod watch reads
+//! [`WatchedPod`]s, which carry what a watch needs beside the pod.
 //!
 //! A `LeanPod` is read, never written back: writes to the cluster are patches built from
 //! scratch, so the fields it leaves out are never lost.
@@ -25,7 +30,7 @@ use k8s_openapi::api::core::v1::{
     Affinity, ContainerPort, Pod, PodCondition, PodSpec, PodSchedulingGate, ResourceRequirements, Toleration, TopologySpreadConstraint, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -38,15 +43,76 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LeanPod {
-    /// `metadata`, without `managedFields` and kubectl's last-applied copy once [trimmed](Self::trim).
+    /// `metadata`: the fields Joinery reads.
     #[serde(default)]
-    pub metadata: ObjectMeta,
+    pub metadata: PodMeta,
     /// `spec`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<LeanPodSpec>,
     /// `status`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<LeanPodStatus>,
+}
+
+/// The parts of a pod's `ObjectMeta` Joinery reads, under the same names. Labels, annotations
+/// and owner references, which the pods of one workload mostly state alike, are [`Shared`];
+/// the rest (`managedFields`, `generateName`, …) is skipped while parsing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodMeta {
+    /// `name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `namespace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// `uid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// `resourceVersion`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    /// `creationTimestamp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<Time>,
+    /// `deletionTimestamp`: set once the pod is being deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<Time>,
+    /// `labels` ([shared](Shared) between pods stating the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Shared<BTreeMap<String, String>>>,
+    /// `annotations` ([shared](Shared) between pods stating the same), without kubectl's
+    /// last-applied copy of the object (dropped while parsing).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "annotations_without_last_applied")]
+    pub annotations: Option<Shared<BTreeMap<String, String>>>,
+    /// `ownerReferences` ([shared](Shared) between pods stating the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_references: Option<Shared<Vec<OwnerReference>>>,
+    /// `finalizers`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finalizers: Option<Vec<String>>,
+}
+
+impl From<&ObjectMeta> for PodMeta {
+    /// Copies the fields a `PodMeta` keeps, as parsing would (without kubectl's last-applied
+    /// copy).
+    fn from(m: &ObjectMeta) -> Self {
+        PodMeta {
+            name: m.name.clone(),
+            namespace: m.namespace.clone(),
+            uid: m.uid.clone(),
+            resource_version: m.resource_version.clone(),
+            creation_timestamp: m.creation_timestamp.clone(),
+            deletion_timestamp: m.deletion_timestamp.clone(),
+            labels: m.labels.clone().map(Shared::new),
+            annotations: m.annotations.clone().map(|mut annotations| {
+                annotations.remove(LAST_APPLIED);
+                Shared::new(annotations)
+            }),
+            owner_references: m.owner_references.clone().map(Shared::new),
+            finalizers: m.finalizers.clone(),
+        }
+    }
 }
 
 /// The parts of a `PodSpec` that decide where a pod can run, what it needs, and how it is
@@ -69,12 +135,13 @@ pub struct LeanPodSpec {
     /// `spec.topologySpreadConstraints` ([shared](Shared) between pods stating the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_spread_constraints: Option<Shared<Vec<TopologySpreadConstraint>>>,
-    /// `spec.containers`.
+    /// `spec.containers` ([shared](Shared) between pods stating the same).
     #[serde(default)]
-    pub containers: Vec<LeanContainer>,
-    /// `spec.initContainers` (sidecars among them have `restartPolicy: Always`).
+    pub containers: Shared<Vec<LeanContainer>>,
+    /// `spec.initContainers` (sidecars among them have `restartPolicy: Always`;
+    /// [shared](Shared) between pods stating the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub init_containers: Option<Vec<LeanContainer>>,
+    pub init_containers: Option<Shared<Vec<LeanContainer>>>,
     /// `spec.resources`: pod-level requests and limits, when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<LeanResources>,
@@ -108,8 +175,9 @@ pub struct LeanContainer {
     /// `resources` (requests and limits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<LeanResources>,
-    /// `ports` (once [trimmed](LeanPod::trim), only those with a `hostPort`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `ports`: only those with a `hostPort` (the only ones scheduling reads); the others are
+    /// dropped while parsing.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "host_ports_only")]
     pub ports: Option<Vec<ContainerPort>>,
     /// `restartPolicy` (`Always` makes an init container a sidecar).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -260,19 +328,33 @@ impl<'de> Deserialize<'de> for ResourceList {
     }
 }
 
-/// A part of a pod that the pods of one workload state alike (tolerations, affinity, spread
-/// constraints): parsed with the pod like any field, then swapped for the copy the cache
-/// already holds, if any. 50,000 pods of a few hundred workloads keep a few hundred copies
-/// instead of 50,000 (a pod's three default tolerations alone take about 600 bytes).
+/// A part of a pod that the pods of one workload state alike (labels, annotations, owner
+/// references, tolerations, affinity, spread constraints): parsed with the pod like any
+/// field, then swapped for an equal copy the cache already holds, if any. 50,000 pods of a
+/// few hundred workloads keep a few hundred copies instead of 50,000 (a pod's label map alone
+/// takes about 600 bytes, its three default tolerations about as much).
 ///
 /// Reads as the value (`Deref`), and reads and writes the same JSON as the value.
 #[derive(Clone)]
 pub struct Shared<T>(Arc<T>);
 
-impl<T: Serialize + Send + Sync + 'static> Shared<T> {
+impl<T: Serialize + PartialEq + Send + Sync + 'static> Shared<T> {
     /// `value`, or an equal value already shared.
     pub fn new(value: T) -> Self {
         Shared(interned(value))
+    }
+}
+
+impl<T> Shared<T> {
+    /// The shared value itself, for holders that keep it past the pod (a bound pod's labels).
+    pub fn as_arc(&self) -> &Arc<T> {
+        &self.0
+    }
+}
+
+impl<T: Default + Serialize + PartialEq + Send + Sync + 'static> Default for Shared<T> {
+    fn default() -> Self {
+        Shared::new(T::default())
     }
 }
 
@@ -301,7 +383,7 @@ impl<T: Serialize> Serialize for Shared<T> {
     }
 }
 
-impl<'de, T: Deserialize<'de> + Serialize + Send + Sync + 'static> Deserialize<'de> for Shared<T> {
+impl<'de, T: Deserialize<'de> + Serialize + PartialEq + Send + Sync + 'static> Deserialize<'de> for Shared<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         T::deserialize(deserializer).map(Shared::new)
     }
@@ -315,70 +397,160 @@ impl<'a, T> IntoIterator for &'a Shared<Vec<T>> {
     }
 }
 
-/// The values shared so far, by type and JSON text; an entry goes once no pod holds it.
+/// The values shared so far, by type and a hash of their JSON text (values with the same hash
+/// are told apart by comparing them); an entry goes once no pod holds it. Only the hash is
+/// kept, not the text: a value no other pod states (a StatefulSet pod's labels) costs its
+/// table slot, not a second copy.
 #[derive(Default)]
 struct Interner {
-    values: HashMap<(TypeId, String), Weak<dyn Any + Send + Sync>>,
+    values: HashMap<(TypeId, u64), Vec<Weak<dyn Any + Send + Sync>>>,
     /// New entries since dead ones were last swept.
     added: usize,
 }
 
 static INTERNER: LazyLock<Mutex<Interner>> = LazyLock::new(Mutex::default);
 
+/// Feeds the JSON text of a value to a hasher without building it.
+struct HashingWriter(std::hash::DefaultHasher);
+
+impl std::io::Write for HashingWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        std::hash::Hasher::write(&mut self.0, bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// The shared copy of `value` (the first equal one still held, else `value` itself).
-fn interned<T: Serialize + Send + Sync + 'static>(value: T) -> Arc<T> {
-    let Ok(text) = serde_json::to_string(&value) else {
+fn interned<T: Serialize + PartialEq + Send + Sync + 'static>(value: T) -> Arc<T> {
+    let mut writer = HashingWriter(std::hash::DefaultHasher::new());
+    if serde_json::to_writer(&mut writer, &value).is_err() {
         return Arc::new(value);
-    };
+    }
+    let key = (TypeId::of::<T>(), std::hash::Hasher::finish(&writer.0));
     let mut interner = INTERNER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let key = (TypeId::of::<T>(), text);
-    if let Some(held) = interner.values.get(&key).and_then(Weak::upgrade).and_then(|held| held.downcast::<T>().ok()) {
+    let same_hash = interner.values.entry(key).or_default();
+    let held = same_hash.iter().filter_map(Weak::upgrade).filter_map(|held| held.downcast::<T>().ok()).find(|held| **held == value);
+    if let Some(held) = held {
         return held;
     }
     let shared = Arc::new(value);
-    let weak: Weak<dyn Any + Send + Sync> = Arc::downgrade(&shared) as Weak<dyn Any + Send + Sync>;
-    interner.values.insert(key, weak);
+    same_hash.retain(|held| held.strong_count() > 0);
+    // Nearly every hash has one value: room for one, not the four a first push makes.
+    same_hash.reserve_exact(1);
+    same_hash.push(Arc::downgrade(&shared) as Weak<dyn Any + Send + Sync>);
     interner.added += 1;
     // Sweep when the entries added since the last sweep could be half of them.
     if interner.added > 1024 && interner.added * 2 > interner.values.len() {
-        interner.values.retain(|_, held| held.strong_count() > 0);
+        interner.values.retain(|_, same_hash| {
+            same_hash.retain(|held| held.strong_count() > 0);
+            !same_hash.is_empty()
+        });
         interner.added = 0;
     }
     shared
 }
 
+/// Reads a container's `ports`, keeping those with a `hostPort` (`None` when none has one).
+fn host_ports_only<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Vec<ContainerPort>>, D::Error> {
+    Option::<Vec<ContainerPort>>::deserialize(deserializer).map(|ports| with_host_port(ports.as_deref()))
+}
+
+/// The ports of `ports` that have a `hostPort`, `None` when none has one.
+fn with_host_port(ports: Option<&[ContainerPort]>) -> Option<Vec<ContainerPort>> {
+    let kept: Vec<ContainerPort> = ports?.iter().filter(|p| p.host_port.is_some()).cloned().collect();
+    (!kept.is_empty()).then_some(kept)
+}
+
+/// Reads `metadata.annotations` without kubectl's last-applied copy of the object.
+fn annotations_without_last_applied<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Shared<BTreeMap<String, String>>>, D::Error> {
+    let annotations = Option::<BTreeMap<String, String>>::deserialize(deserializer)?;
+    Ok(annotations.map(|mut annotations| {
+        annotations.remove(LAST_APPLIED);
+        Shared::new(annotations)
+    }))
+}
+
+/// A pod as the pod watch delivers it: the [`LeanPod`], and the name, namespace, uid and
+/// resource version again as an `ObjectMeta`, which a watch needs (`kube`'s watcher reads an
+/// object's resource version from its `ObjectMeta`). The cache keeps only the `LeanPod`.
+#[derive(Debug, Clone)]
+pub struct WatchedPod {
+    meta: ObjectMeta,
+    /// The pod.
+    pub pod: LeanPod,
+}
+
+impl From<LeanPod> for WatchedPod {
+    fn from(pod: LeanPod) -> Self {
+        let meta = ObjectMeta {
+            name: pod.metadata.name.clone(),
+            namespace: pod.metadata.namespace.clone(),
+            uid: pod.metadata.uid.clone(),
+            resource_version: pod.metadata.resource_version.clone(),
+            ..ObjectMeta::default()
+        };
+        WatchedPod { meta, pod }
+    }
+}
+
+impl<'de> Deserialize<'de> for WatchedPod {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        LeanPod::deserialize(deserializer).map(WatchedPod::from)
+    }
+}
+
+impl k8s_openapi::Resource for WatchedPod {
+    const API_VERSION: &'static str = <Pod as k8s_openapi::Resource>::API_VERSION;
+    const GROUP: &'static str = <Pod as k8s_openapi::Resource>::GROUP;
+    const KIND: &'static str = <Pod as k8s_openapi::Resource>::KIND;
+    const VERSION: &'static str = <Pod as k8s_openapi::Resource>::VERSION;
+    const URL_PATH_SEGMENT: &'static str = <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+    type Scope = <Pod as k8s_openapi::Resource>::Scope;
+}
+
+impl k8s_openapi::ListableResource for WatchedPod {
+    const LIST_KIND: &'static str = <Pod as k8s_openapi::ListableResource>::LIST_KIND;
+}
+
+impl k8s_openapi::Metadata for WatchedPod {
+    type Ty = ObjectMeta;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.meta
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.meta
+    }
+}
+
 impl LeanPod {
-    /// Drops what the parser cannot skip but no reader needs: `metadata.managedFields`,
-    /// kubectl's last-applied copy, container ports without a host port, volumes that play
-    /// no part in scheduling (ConfigMap, Secret, projected, downward API, emptyDir), and the
-    /// conditions other than `PodScheduled` and `Ready`.
+    /// Drops what the parser cannot skip but no reader needs: volumes that play no part in
+    /// scheduling (ConfigMap, Secret, projected, downward API, emptyDir) and the conditions
+    /// other than `PodScheduled` and `Ready`; and gives back the room parsed lists keep
+    /// unused (a list grows by doubling from room for four).
     pub fn trim(&mut self) {
         if let Some(conditions) = self.status.as_mut().and_then(|s| s.conditions.as_mut()) {
             conditions.retain(|c| matches!(c.type_.as_str(), "PodScheduled" | "Ready"));
+            conditions.shrink_to_fit();
         }
-        self.metadata.managed_fields = None;
-        if let Some(annotations) = self.metadata.annotations.as_mut() {
-            annotations.remove(LAST_APPLIED);
+        if let Some(finalizers) = self.metadata.finalizers.as_mut() {
+            finalizers.shrink_to_fit();
         }
-        if let Some(spec) = self.spec.as_mut() {
-            for container in spec.containers.iter_mut().chain(spec.init_containers.iter_mut().flatten()) {
-                if let Some(ports) = container.ports.as_mut() {
-                    ports.retain(|p| p.host_port.is_some());
-                }
-                if container.ports.as_ref().is_some_and(Vec::is_empty) {
-                    container.ports = None;
-                }
-            }
-            if let Some(volumes) = spec.volumes.as_mut() {
-                volumes.retain(|v| v.config_map.is_none() && v.secret.is_none() && v.projected.is_none() && v.downward_api.is_none() && v.empty_dir.is_none());
-            }
+        if let Some(volumes) = self.spec.as_mut().and_then(|s| s.volumes.as_mut()) {
+            volumes.retain(|v| v.config_map.is_none() && v.secret.is_none() && v.projected.is_none() && v.downward_api.is_none() && v.empty_dir.is_none());
+            volumes.shrink_to_fit();
         }
     }
 }
 
 impl From<&k8s_openapi::api::core::v1::Container> for LeanContainer {
     fn from(c: &k8s_openapi::api::core::v1::Container) -> Self {
-        LeanContainer { name: c.name.clone(), resources: c.resources.as_ref().map(LeanResources::from), ports: c.ports.clone(), restart_policy: c.restart_policy.clone() }
+        LeanContainer { name: c.name.clone(), resources: c.resources.as_ref().map(LeanResources::from), ports: with_host_port(c.ports.as_deref()), restart_policy: c.restart_policy.clone() }
     }
 }
 
@@ -391,8 +563,8 @@ impl From<&PodSpec> for LeanPodSpec {
             affinity: s.affinity.clone().map(Shared::new),
             tolerations: s.tolerations.clone().map(Shared::new),
             topology_spread_constraints: s.topology_spread_constraints.clone().map(Shared::new),
-            containers: s.containers.iter().map(LeanContainer::from).collect(),
-            init_containers: s.init_containers.as_ref().map(|c| c.iter().map(LeanContainer::from).collect()),
+            containers: Shared::new(s.containers.iter().map(LeanContainer::from).collect()),
+            init_containers: s.init_containers.as_ref().map(|c| Shared::new(c.iter().map(LeanContainer::from).collect())),
             resources: s.resources.as_ref().map(LeanResources::from),
             overhead: s.overhead.clone(),
             priority: s.priority,
@@ -414,32 +586,7 @@ impl From<&Pod> for LeanPod {
             nominated_node_name: s.nominated_node_name.clone(),
             start_time: s.start_time.clone(),
         });
-        LeanPod { metadata: pod.metadata.clone(), spec: pod.spec.as_ref().map(LeanPodSpec::from), status }
-    }
-}
-
-impl k8s_openapi::Resource for LeanPod {
-    const API_VERSION: &'static str = <Pod as k8s_openapi::Resource>::API_VERSION;
-    const GROUP: &'static str = <Pod as k8s_openapi::Resource>::GROUP;
-    const KIND: &'static str = <Pod as k8s_openapi::Resource>::KIND;
-    const VERSION: &'static str = <Pod as k8s_openapi::Resource>::VERSION;
-    const URL_PATH_SEGMENT: &'static str = <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-    type Scope = <Pod as k8s_openapi::Resource>::Scope;
-}
-
-impl k8s_openapi::ListableResource for LeanPod {
-    const LIST_KIND: &'static str = <Pod as k8s_openapi::ListableResource>::LIST_KIND;
-}
-
-impl k8s_openapi::Metadata for LeanPod {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
+        LeanPod { metadata: PodMeta::from(&pod.metadata), spec: pod.spec.as_ref().map(LeanPodSpec::from), status }
     }
 }
 

@@ -553,9 +553,9 @@ impl Snapshot {
     /// pod, DaemonSet or NodePool limit, an invalid NodePool requirement.
     pub fn assemble(&self, instance_types: &[InstanceType], label_policy: LabelPolicy) -> Result<Assembly, SnapshotError> {
         let mut notes = Vec::new();
-        let describe = |kind: &str, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| match &meta.namespace {
-            Some(ns) => format!("{kind} {ns}/{}", meta.name.as_deref().unwrap_or("")),
-            None => format!("{kind} {}", meta.name.as_deref().unwrap_or("")),
+        let describe = |kind: &str, namespace: Option<&str>, name: Option<&str>| match namespace {
+            Some(ns) => format!("{kind} {ns}/{}", name.unwrap_or("")),
+            None => format!("{kind} {}", name.unwrap_or("")),
         };
 
         // Pods: the batch, and a check of every live pod's requests. The batch also holds the
@@ -570,7 +570,7 @@ impl Snapshot {
             if matches!(state, PodState::Terminal) {
                 continue;
             }
-            let object = describe("Pod", &pod.metadata);
+            let object = describe("Pod", pod.metadata.namespace.as_deref(), pod.metadata.name.as_deref());
             let spec = pod.spec.clone().unwrap_or_default();
             convert::pod_requests(&spec).map_err(|e| doc_error(located.origin.document, Some(object.clone()), e))?;
             match state {
@@ -635,7 +635,7 @@ impl Snapshot {
             let (document, object) = match problem.object {
                 ProblemObject::DaemonSet(i) => {
                     let located = &self.daemon_sets[i];
-                    (located.origin.document, describe("DaemonSet", &located.object.metadata))
+                    (located.origin.document, describe("DaemonSet", located.object.metadata.namespace.as_deref(), located.object.metadata.name.as_deref()))
                 }
                 ProblemObject::NodePool(i) => {
                     let located = pools[i];

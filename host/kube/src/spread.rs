@@ -200,12 +200,12 @@ mod tests {
 
     fn pod(labels: &[(&str, &str)], owner: Option<(&str, &str)>) -> LeanPod {
         LeanPod {
-            metadata: ObjectMeta {
+            metadata: crate::lean::PodMeta {
                 name: Some("web-1".into()),
                 namespace: Some("shop".into()),
-                labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+                labels: Some(crate::lean::Shared::new(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())),
                 owner_references: owner.map(|(kind, name)| {
-                    vec![OwnerReference { kind: kind.into(), name: name.into(), controller: Some(true), ..Default::default() }]
+                    crate::lean::Shared::new(vec![OwnerReference { kind: kind.into(), name: name.into(), controller: Some(true), ..Default::default() }])
                 }),
                 ..Default::default()
             },

@@ -252,10 +252,9 @@ impl<'a> VolumeIndex<'a> {
     /// The bound, non-terminal pods in core form ([`convert::bound_pod`]) with the CSI
     /// volumes they hold on their nodes.
     pub fn bound_pods<P: Borrow<LeanPod>>(&self, pods: &[P]) -> Vec<BoundPod> {
-        let mut labels = convert::SharedLabels::default();
         pods.iter()
             .filter_map(|p| {
-                let mut bound = convert::bound_pod_sharing(p.borrow(), &mut labels)?;
+                let mut bound = convert::bound_pod(p.borrow())?;
                 bound.volumes = self.attachments(p.borrow());
                 Some(bound)
             })

@@ -236,7 +236,8 @@ fn latest_timestamp(objects: &Objects) -> Option<SystemTime> {
         times.extend(conditions.into_iter().flatten().filter_map(|c| c.last_transition_time.as_ref()));
     }
     for l in &objects.pods {
-        times.extend(meta(&l.object.metadata));
+        let m = &l.object.metadata;
+        times.extend(m.creation_timestamp.iter().chain(m.deletion_timestamp.iter()));
         let conditions = l.object.status.as_ref().and_then(|s| s.conditions.as_ref());
         times.extend(conditions.into_iter().flatten().filter_map(|c| c.last_transition_time.as_ref()));
     }

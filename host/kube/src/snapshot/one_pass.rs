@@ -150,24 +150,24 @@ fn typed_rest<'de, A: MapAccess<'de>>(api_version: String, kind: String, key: St
     let typed = KindSeed(Some(&parsed)).deserialize(MapAccessDeserializer::new(replay))?;
     let description = match meta_of(&typed) {
         None => kind,
-        Some(meta) => {
-            let name = meta.name.as_deref().unwrap_or("");
+        Some((name, namespace)) => {
+            let name = name.unwrap_or("");
             if name.is_empty() {
                 return Err(give_up());
             }
-            parsed.describe(&kind, meta.namespace.as_deref(), name)
+            parsed.describe(&kind, namespace, name)
         }
     };
     Ok((parsed, description, typed))
 }
 
-/// The metadata of a typed object (`None` for an ignored one).
-fn meta_of(object: &Object) -> Option<&ObjectMeta> {
-    Some(match object {
+/// The name and namespace of a typed object (`None` for an ignored one).
+fn meta_of(object: &Object) -> Option<(Option<&str>, Option<&str>)> {
+    let meta: &ObjectMeta = match object {
+        Object::Pod(o) => return Some((o.metadata.name.as_deref(), o.metadata.namespace.as_deref())),
         Object::NodePool(o) => &o.metadata,
         Object::NodeClaim(o) => &o.metadata,
         Object::Node(o) => &o.metadata,
-        Object::Pod(o) => &o.metadata,
         Object::DaemonSet(o) => &o.metadata,
         Object::ReplicaSet(o) => &o.metadata,
         Object::Deployment(o) => &o.metadata,
@@ -181,7 +181,8 @@ fn meta_of(object: &Object) -> Option<&ObjectMeta> {
         Object::Namespace(o) => &o.metadata,
         Object::NodeOverlay(o) => &o.metadata,
         Object::Ignored => return None,
-    })
+    };
+    Some((meta.name.as_deref(), meta.namespace.as_deref()))
 }
 
 /// A mapping's entries with some already-read ones put back in front: the `apiVersion` and
