@@ -191,11 +191,23 @@ fn compile_cache_is_used_and_a_corrupt_entry_is_a_miss() {
     let engine = PluginEngine::new(&EngineOptions { pooling: false, cache_dir: Some(cache.path().into()), ..Default::default() }).unwrap();
     let (_, wasm) = template_parts();
     let digest = sha256_hex(wasm);
-    engine.compile("template", &digest, wasm).unwrap();
+    let first = engine.compile("template", &digest, wasm).unwrap();
     let entries: Vec<_> = std::fs::read_dir(cache.path()).unwrap().flatten().map(|e| e.path()).collect();
     assert_eq!(entries.len(), 1, "one cache entry per digest");
     assert!(entries[0].file_name().unwrap().to_string_lossy().starts_with(&digest));
-    engine.compile("template", &digest, wasm).expect("loads from the cache");
+    // Even the first compile runs the stored copy: its code is mapped from the cache file,
+    // not held in anonymous memory.
+    let start = first.image_range().start as usize;
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let mapping = maps.lines().find(|line| {
+        let (from, to) = line.split_whitespace().next().unwrap().split_once('-').unwrap();
+        (usize::from_str_radix(from, 16).unwrap()..usize::from_str_radix(to, 16).unwrap()).contains(&start)
+    });
+    assert!(mapping.is_some_and(|line| line.ends_with(".cwasm")), "the compiled image is mapped from {mapping:?}");
+    let second = engine.compile("template", &digest, wasm).expect("loads from the cache");
+    // Truncating a file a component is mapped from would fault its next read: the host itself
+    // only ever renames new entries into place.
+    drop((first, second));
     std::fs::write(&entries[0], b"not a compiled component").unwrap();
     engine.compile("template", &digest, wasm).expect("a corrupt entry is recompiled");
     assert_ne!(std::fs::read(&entries[0]).unwrap(), b"not a compiled component", "and rewritten");
