@@ -27,6 +27,10 @@ COPY --from=builder /out/joinery /usr/local/bin/joinery
 # The compiled-plugin cache: writable by the nonroot user when no volume is mounted there.
 COPY --from=builder --chown=65532:65532 /out/cache /var/cache/joinery
 ENV JOINERY_PLUGIN_CACHE_DIR=/var/cache/joinery
+# The allocator (mimalloc) gives freed pages back to the system at once instead of 10 ms
+# later, which, for a thread that then goes idle (the plugin compiler's), is never: tens of
+# MiB of resident memory on a large cluster (docs/operations.md).
+ENV MIMALLOC_PURGE_DELAY=0
 USER nonroot:nonroot
 # METRICS_PORT and HEALTH_PROBE_PORT.
 EXPOSE 8080 8081

@@ -766,6 +766,7 @@ fn dockerfile_builds_the_release_binary_and_ships_it_non_root_where_the_chart_ru
     assert!(final_stage.iter().any(|i| i == &format!("ENTRYPOINT [\"{binary}\"]")));
     let cache = env_value(&objects, "JOINERY_PLUGIN_CACHE_DIR").unwrap();
     assert!(final_stage.contains(&format!("ENV JOINERY_PLUGIN_CACHE_DIR={cache}")), "the image's cache directory is the chart's {cache}");
+    assert!(final_stage.iter().any(|i| i == "ENV MIMALLOC_PURGE_DELAY=0"), "freed pages go back to the system at once (docs/operations.md)");
     assert!(final_stage.iter().any(|i| i.starts_with("COPY --from=builder --chown=65532:65532") && i.ends_with(&format!(" {cache}"))), "writable by nonroot without a volume too");
     let mount = mount_of(&objects, &cache).unwrap();
     assert_eq!(mount["mountPath"], cache.as_str());

@@ -6,7 +6,9 @@
 //! Both processes are this executable. The server is preloaded (`--preload-nodes`,
 //! `--preload-pods`: a tainted node group no autoscaler manages, full of Running pods), the
 //! bench applies a NodePool and a SimNodeClass, starts `joinery run` with a grants file for
-//! the simulated cloud, waits for `karpenter_cluster_state_synced 1`, then creates the burst
+//! the simulated cloud, an empty plugin cache directory and `MIMALLOC_PURGE_DELAY=0` (as the
+//! container image and the Helm chart run it: the cache an `emptyDir`, so the plugins are
+//! compiled at start and run from the cache's files), waits for `karpenter_cluster_state_synced 1`, then creates the burst
 //! as bare pods the static nodes cannot take, and waits until every pod has a `Nominated`
 //! event (the provisioner emits it once the pod's NodeClaim exists) or is bound to a node. The controller's memory and
 //! CPU time come from `/proc/<pid>`, its passes from its own metrics.
@@ -224,6 +226,8 @@ async fn measure_in(exe: &Path, dir: &Path, args: &ControllerArgs) -> Result<Con
             .env("POD_NAME", "joinery-bench")
             .env("CLUSTER_ENDPOINT", &api_url)
             .env("LOG_LEVEL", "error")
+            .env(joinery_runtime::engine::PLUGIN_CACHE_ENV, dir.join("plugin-cache"))
+            .env("MIMALLOC_PURGE_DELAY", "0")
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
