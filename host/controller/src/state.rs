@@ -225,11 +225,30 @@ keep_all_but_managed_fields!(
 );
 
 impl Trim for Node {
-    /// Keeps everything but managed fields and the list of container images on the node.
+    /// Drops what no controller reads: managed fields, the container images on the node, its
+    /// addresses, system info, daemon endpoints, config and volumes, and its conditions'
+    /// messages and heartbeat times (a kubelet renews those every few seconds); and gives
+    /// back the room parsed lists keep unused.
     fn trim(&mut self) {
         self.metadata.managed_fields = None;
+        if let Some(spec) = self.spec.as_mut() {
+            spec.taints.iter_mut().for_each(Vec::shrink_to_fit);
+        }
         if let Some(status) = self.status.as_mut() {
             status.images = None;
+            status.addresses = None;
+            status.node_info = None;
+            status.daemon_endpoints = None;
+            status.config = None;
+            status.volumes_attached = None;
+            status.volumes_in_use = None;
+            if let Some(conditions) = status.conditions.as_mut() {
+                for condition in conditions.iter_mut() {
+                    condition.message = None;
+                    condition.last_heartbeat_time = None;
+                }
+                conditions.shrink_to_fit();
+            }
         }
     }
 }
@@ -513,16 +532,30 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_node_loses_its_image_list_and_managed_fields_only() {
+    fn a_cached_node_keeps_what_the_controllers_read() {
         let mut node: Node = serde_json::from_value(json!({
-            "metadata": {"name": "n1", "labels": {"a": "b"}, "managedFields": [{"manager": "kubelet"}]},
-            "spec": {"providerID": "sim:///i-1"},
-            "status": {"allocatable": {"cpu": "4"}, "images": [{"names": ["app:1"], "sizeBytes": 1}]}
+            "metadata": {"name": "n1", "labels": {"a": "b"}, "annotations": {"k": "v"}, "finalizers": ["karpenter.sh/termination"],
+                "managedFields": [{"manager": "kubelet"}]},
+            "spec": {"providerID": "sim:///i-1", "unschedulable": true, "taints": [{"key": "t", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "4"}, "capacity": {"cpu": "4"}, "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+                    "lastHeartbeatTime": "2026-01-01T00:00:30Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                "images": [{"names": ["app:1"], "sizeBytes": 1}], "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                "nodeInfo": {"kubeletVersion": "v1.33.0", "kubeProxyVersion": "", "osImage": "", "kernelVersion": "", "containerRuntimeVersion": "",
+                    "architecture": "amd64", "operatingSystem": "linux", "machineID": "", "systemUUID": "", "bootID": ""},
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}, "volumesInUse": ["v"]}
         }))
         .unwrap();
         node.trim();
         let kept = serde_json::to_value(&node).unwrap();
-        assert_eq!(kept, json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"a": "b"}}, "spec": {"providerID": "sim:///i-1"}, "status": {"allocatable": {"cpu": "4"}}}));
+        assert_eq!(
+            kept,
+            json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": "n1", "labels": {"a": "b"}, "annotations": {"k": "v"}, "finalizers": ["karpenter.sh/termination"]},
+                "spec": {"providerID": "sim:///i-1", "unschedulable": true, "taints": [{"key": "t", "effect": "NoSchedule"}]},
+                "status": {"allocatable": {"cpu": "4"}, "capacity": {"cpu": "4"}, "phase": "Running",
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+        );
     }
 
     #[test]
