@@ -95,7 +95,7 @@ pub fn pod_requests(spec: &LeanPodSpec) -> Result<Resources, String> {
             restartable: c.restart_policy.as_deref() == Some("Always"),
         });
     }
-    let overhead = resources_of("spec.overhead", spec.overhead.as_ref())?;
+    let overhead = resources_of("spec.overhead", spec.overhead.as_deref())?;
     let pod_level = spec.resources.as_ref().and_then(|r| r.requests.as_ref());
     let pod_level = PodLevelRequests {
         cpu_millis: pod_level.and_then(|r| r.get("cpu")).map(|q| joinery_core::resources::parse_milli(&q.0)).transpose().map_err(|e| format!("spec.resources.requests.cpu: {e}"))?,
@@ -151,7 +151,7 @@ pub fn pending_pod(pod: &LeanPod) -> Result<PendingPod, String> {
         created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0.as_second()).unwrap_or_default(),
         priority: spec.priority.unwrap_or_default(),
         requests: pod_requests(&spec).map_err(ctx)?,
-        node_selector: spec.node_selector.clone().unwrap_or_default(),
+        node_selector: spec.node_selector.as_deref().cloned().unwrap_or_default(),
         required_affinity: required_affinity(&spec).map_err(ctx)?,
         tolerations: spec.tolerations.iter().flatten().map(toleration).collect(),
         labels: pod.metadata.labels.as_deref().cloned().unwrap_or_default(),
@@ -184,7 +184,7 @@ pub fn daemon_pod(ds: &k8s_openapi::api::apps::v1::DaemonSet, representative: Op
     let ctx = |e: String| format!("DaemonSet {name}: {origin}{e}");
     Ok(DaemonPod {
         requests: pod_requests(&spec).map_err(&ctx)?,
-        node_selector: spec.node_selector.clone().unwrap_or_default(),
+        node_selector: spec.node_selector.as_deref().cloned().unwrap_or_default(),
         required_affinity: template_affinity,
         tolerations: spec.tolerations.iter().flatten().map(toleration).collect(),
         host_ports: host_ports(&spec),

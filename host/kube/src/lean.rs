@@ -12,9 +12,10 @@
 //! Its metadata is a [`PodMeta`], not an `ObjectMeta` (360 bytes inline). Requests and limits
 //! are kept as [`ResourceList`]s (short sorted lists) rather than `BTreeMap`s, which take room
 //! for eleven entries however few they hold. Labels, annotations, owner references,
-//! containers, tolerations, affinity and topology spread constraints, which the pods of one
-//! workload state alike, are [`Shared`]: held once for all the pods that state the same. A
-//! pod of a ReplicaSet, cached, takes under a kilobyte (`tests/pod_memory.rs`).
+//! containers, node selectors, overhead, tolerations, affinity and topology spread
+//! constraints, which the pods of one workload state alike, are [`Shared`]: held once for all
+//! the pods that state the same. A pod of a ReplicaSet, cached, takes under a kilobyte
+//! (`tests/pod_memory.rs`).
 //!
 //! Without an `ObjectMeta`, a `LeanPod` is not a `kube` resource: the pod watch reads
 //! [`WatchedPod`]s, which carry what a watch needs beside the pod.
@@ -123,9 +124,9 @@ pub struct LeanPodSpec {
     /// `spec.nodeName`: the node the pod is bound to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_name: Option<String>,
-    /// `spec.nodeSelector`.
+    /// `spec.nodeSelector` ([shared](Shared) between pods stating the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_selector: Option<BTreeMap<String, String>>,
+    pub node_selector: Option<Shared<BTreeMap<String, String>>>,
     /// `spec.affinity` ([shared](Shared) between pods stating the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Shared<Affinity>>,
@@ -145,9 +146,10 @@ pub struct LeanPodSpec {
     /// `spec.resources`: pod-level requests and limits, when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<LeanResources>,
-    /// `spec.overhead` (the RuntimeClass' per-pod overhead).
+    /// `spec.overhead` (the RuntimeClass' per-pod overhead; [shared](Shared) between pods
+    /// stating the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub overhead: Option<BTreeMap<String, Quantity>>,
+    pub overhead: Option<Shared<BTreeMap<String, Quantity>>>,
     /// `spec.priority`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
@@ -559,14 +561,14 @@ impl From<&PodSpec> for LeanPodSpec {
     fn from(s: &PodSpec) -> Self {
         LeanPodSpec {
             node_name: s.node_name.clone(),
-            node_selector: s.node_selector.clone(),
+            node_selector: s.node_selector.clone().map(Shared::new),
             affinity: s.affinity.clone().map(Shared::new),
             tolerations: s.tolerations.clone().map(Shared::new),
             topology_spread_constraints: s.topology_spread_constraints.clone().map(Shared::new),
             containers: Shared::new(s.containers.iter().map(LeanContainer::from).collect()),
             init_containers: s.init_containers.as_ref().map(|c| Shared::new(c.iter().map(LeanContainer::from).collect())),
             resources: s.resources.as_ref().map(LeanResources::from),
-            overhead: s.overhead.clone(),
+            overhead: s.overhead.clone().map(Shared::new),
             priority: s.priority,
             priority_class_name: s.priority_class_name.clone(),
             scheduling_gates: s.scheduling_gates.clone(),

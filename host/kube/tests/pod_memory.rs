@@ -67,6 +67,7 @@ fn pod_json(index: usize) -> String {
             "restartPolicy": "Always",
             "terminationGracePeriodSeconds": 30,
             "serviceAccountName": "default",
+            "nodeSelector": {"kubernetes.io/os": "linux"},
             "containers": [{
                 "name": "app",
                 "image": "registry.example/app:1",
