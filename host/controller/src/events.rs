@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use joinery_core::clock::Clock;
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
 use kube::api::{Api, PostParams};
 use tokio::sync::mpsc;
 
@@ -50,24 +50,23 @@ impl Involved {
     /// The involved object of a typed resource.
     pub fn of<K: kube::Resource<DynamicType = ()>>(object: &K) -> Involved {
         let meta = object.meta();
-        Involved {
-            api_version: K::api_version(&()).to_string(),
-            kind: K::kind(&()).to_string(),
-            namespace: meta.namespace.clone().unwrap_or_default(),
-            name: meta.name.clone().unwrap_or_default(),
-            uid: meta.uid.clone().unwrap_or_default(),
-        }
+        Involved::named(&K::api_version(&()), &K::kind(&()), meta.namespace.as_deref(), meta.name.as_deref(), meta.uid.as_deref())
     }
 
     /// The involved object of a cached pod.
     pub fn pod(pod: &joinery_kube::lean::LeanPod) -> Involved {
+        use k8s_openapi::Resource;
         let meta = &pod.metadata;
+        Involved::named(Pod::API_VERSION, Pod::KIND, meta.namespace.as_deref(), meta.name.as_deref(), meta.uid.as_deref())
+    }
+
+    fn named(api_version: &str, kind: &str, namespace: Option<&str>, name: Option<&str>, uid: Option<&str>) -> Involved {
         Involved {
-            api_version: "v1".to_string(),
-            kind: "Pod".to_string(),
-            namespace: meta.namespace.clone().unwrap_or_default(),
-            name: meta.name.clone().unwrap_or_default(),
-            uid: meta.uid.clone().unwrap_or_default(),
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+            namespace: namespace.unwrap_or_default().to_string(),
+            name: name.unwrap_or_default().to_string(),
+            uid: uid.unwrap_or_default().to_string(),
         }
     }
 }

@@ -106,10 +106,7 @@ impl From<&ObjectMeta> for PodMeta {
             creation_timestamp: m.creation_timestamp.clone(),
             deletion_timestamp: m.deletion_timestamp.clone(),
             labels: m.labels.clone().map(Shared::new),
-            annotations: m.annotations.clone().map(|mut annotations| {
-                annotations.remove(LAST_APPLIED);
-                Shared::new(annotations)
-            }),
+            annotations: m.annotations.clone().map(shared_without_last_applied),
             owner_references: m.owner_references.clone().map(Shared::new),
             finalizers: m.finalizers.clone(),
         }
@@ -469,11 +466,13 @@ fn with_host_port(ports: Option<&[ContainerPort]>) -> Option<Vec<ContainerPort>>
 
 /// Reads `metadata.annotations` without kubectl's last-applied copy of the object.
 fn annotations_without_last_applied<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Shared<BTreeMap<String, String>>>, D::Error> {
-    let annotations = Option::<BTreeMap<String, String>>::deserialize(deserializer)?;
-    Ok(annotations.map(|mut annotations| {
-        annotations.remove(LAST_APPLIED);
-        Shared::new(annotations)
-    }))
+    Ok(Option::<BTreeMap<String, String>>::deserialize(deserializer)?.map(shared_without_last_applied))
+}
+
+/// `annotations` without kubectl's last-applied copy, shared.
+fn shared_without_last_applied(mut annotations: BTreeMap<String, String>) -> Shared<BTreeMap<String, String>> {
+    annotations.remove(LAST_APPLIED);
+    Shared::new(annotations)
 }
 
 /// A pod as the pod watch delivers it: the [`LeanPod`], and the name, namespace, uid and

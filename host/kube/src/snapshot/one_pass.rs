@@ -148,7 +148,7 @@ fn typed_rest<'de, A: MapAccess<'de>>(api_version: String, kind: String, key: St
         map,
     };
     let typed = KindSeed(Some(&parsed)).deserialize(MapAccessDeserializer::new(replay))?;
-    let description = match meta_of(&typed) {
+    let description = match name_and_namespace(&typed) {
         None => kind,
         Some((name, namespace)) => {
             let name = name.unwrap_or("");
@@ -162,7 +162,7 @@ fn typed_rest<'de, A: MapAccess<'de>>(api_version: String, kind: String, key: St
 }
 
 /// The name and namespace of a typed object (`None` for an ignored one).
-fn meta_of(object: &Object) -> Option<(Option<&str>, Option<&str>)> {
+fn name_and_namespace(object: &Object) -> Option<(Option<&str>, Option<&str>)> {
     let meta: &ObjectMeta = match object {
         Object::Pod(o) => return Some((o.metadata.name.as_deref(), o.metadata.namespace.as_deref())),
         Object::NodePool(o) => &o.metadata,
