@@ -16,6 +16,18 @@ use tokio::net::TcpListener;
 use super::Execute;
 use crate::plugin_options::PluginOptions;
 
+/// Turns transparent huge pages off for this process. The allocator asks for them on its
+/// arenas, and a 2 MiB page stays resident while any 4 KiB of it is used: on a cluster of
+/// 5,000 nodes and 50,000 pods that held 20 to 28 MiB more (docs/operations.md). The
+/// controller's caches are read far less often than they are kept, so the TLB misses this
+/// saves are not worth that memory.
+fn without_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    if let Err(error) = rustix::thread::disable_transparent_huge_pages(true) {
+        tracing::debug!(%error, "cannot turn transparent huge pages off; the controller may hold more memory than it uses");
+    }
+}
+
 /// `joinery run …`
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -44,6 +56,7 @@ impl Execute for RunArgs {
 
 /// Runs the controllers until SIGINT/SIGTERM.
 async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
+    without_transparent_huge_pages();
     // kube's TLS stack needs a process-wide crypto provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let settings = Settings::from_env().context("invalid settings")?;

@@ -84,13 +84,19 @@ fn lease_holder(kubeconfig: &std::path::Path) -> String {
 fn run_serves_probes_and_metrics_against_a_cluster() {
     let dir = tempfile::tempdir().unwrap();
     let (_sim, kubeconfig) = sim_serve(dir.path());
-    let (_run, metrics, health) = replica(&kubeconfig, "replica-a");
+    let (run, metrics, health) = replica(&kubeconfig, "replica-a");
     eventually(Duration::from_secs(60), "joinery run never became ready", || {
         get(health, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
     });
     assert!(get(health, "/healthz").unwrap().starts_with("HTTP/1.1 200"));
     eventually(Duration::from_secs(60), "the only replica never led", || leads(metrics));
     assert!(get(metrics, "/nothing").unwrap().starts_with("HTTP/1.1 404"));
+    // It has turned transparent huge pages off (where the kernel says).
+    if let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", run.0.id())) {
+        if let Some(line) = status.lines().find(|l| l.starts_with("THP_enabled:")) {
+            assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
+        }
+    }
 }
 
 #[test]
