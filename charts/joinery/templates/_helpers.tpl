@@ -122,3 +122,31 @@ The Kubernetes access granted to plugins on this cluster (`cluster: workload`), 
 {{- end -}}
 {{- toYaml $term -}}
 {{- end }}
+
+{{/* The plugin settings of the controller and of the compile-plugins init container. */}}
+{{- define "joinery.pluginEnv" -}}
+- name: JOINERY_GRANTS
+  value: {{ printf "%s/grants.yaml" (include "joinery.grantsDir" .) | quote }}
+- name: JOINERY_PLUGIN_CACHE_DIR
+  value: {{ include "joinery.pluginCacheDir" . | quote }}
+{{- with .Values.plugins }}
+- name: JOINERY_PLUGIN_DIRS
+  value: {{ $dirs := list }}{{ range . }}{{ $dirs = append $dirs (printf "%s/%s" (include "joinery.pluginRoot" $) .configMap) }}{{ end }}{{ join "," $dirs | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The plugin volumes of the controller and of the compile-plugins init container. */}}
+{{- define "joinery.pluginMounts" -}}
+- name: plugin-cache
+  mountPath: {{ include "joinery.pluginCacheDir" . }}
+- name: grants
+  mountPath: {{ include "joinery.grantsDir" . }}
+  readOnly: true
+{{- range $i, $plugin := .Values.plugins }}
+# The whole ConfigMap, never a subPath: the kubelet then swaps updates in and the host
+# hot-reloads them.
+- name: plugin-{{ $i }}
+  mountPath: {{ printf "%s/%s" (include "joinery.pluginRoot" $) .configMap }}
+  readOnly: true
+{{- end }}
+{{- end }}

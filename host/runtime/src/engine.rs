@@ -115,7 +115,7 @@ impl PluginEngine {
     /// fails to deserialize is treated as a miss and rewritten. Bytes from plugin
     /// directories are never deserialized: only entries this host wrote itself.
     pub fn compile(&self, plugin: &str, digest: &str, wasm: &[u8]) -> Result<Component, LoadError> {
-        let cached = self.cache_dir.as_ref().map(|dir| dir.join(format!("{digest}-{}.cwasm", self.compatibility_key())));
+        let cached = self.cache_path(digest);
         if let Some(path) = &cached
             && let Some(component) = self.load_cached(path)
         {
@@ -135,6 +135,12 @@ impl PluginEngine {
             return Ok(stored);
         }
         Ok(component)
+    }
+
+    /// Where the compiled form of the component with sha256 `digest` is cached for this
+    /// engine, or `None` without a cache directory.
+    pub fn cache_path(&self, digest: &str) -> Option<PathBuf> {
+        self.cache_dir.as_ref().map(|dir| dir.join(format!("{digest}-{}.cwasm", self.compatibility_key())))
     }
 
     fn load_cached(&self, path: &Path) -> Option<Component> {

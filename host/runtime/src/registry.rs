@@ -259,6 +259,11 @@ impl PluginRegistry {
         Ok(registry)
     }
 
+    /// The engine the plugins are compiled with (and its compile cache).
+    pub fn engine(&self) -> &crate::engine::PluginEngine {
+        &self.cx.engine
+    }
+
     /// Makes `observer` hear of every plugin call from now on, reloaded plugins included.
     pub fn observe_calls(&self, observer: Arc<dyn crate::services::CallObserver>) {
         self.cx.services.observers.set(observer);

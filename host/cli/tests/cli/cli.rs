@@ -206,6 +206,34 @@ fn plugins_list_prints_json_on_request() {
     assert_eq!(simcloud["nodeClass"]["kind"], "SimNodeClass");
 }
 
+/// `plugins compile` fills the cache directory it is given with one compiled file per plugin,
+/// named by the plugin's digest (what `joinery run` then loads instead of compiling), and
+/// refuses to run without one.
+#[test]
+fn plugins_compile_fills_the_cache_and_needs_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let (ok, stdout, stderr) = joinery(&["plugins", "compile", "--plugin-cache-dir", cache.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    let (_, listed, _) = joinery(&["plugins", "list", "--json"]);
+    let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    let mut digests: Vec<String> = listed.as_array().unwrap().iter().map(|p| p["sha256"].as_str().unwrap().to_string()).collect();
+    let mut files: Vec<String> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter_map(|name| Some(name.strip_suffix(".cwasm")?.split_once('-')?.0.to_string()))
+        .collect();
+    digests.sort();
+    files.sort();
+    assert_eq!(files, digests, "one compiled file per plugin");
+    assert!(stdout.contains(&format!("{} plugins compiled into", digests.len())), "{stdout}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_joinery")).args(["plugins", "compile"]).env_remove("JOINERY_PLUGIN_CACHE_DIR").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("--plugin-cache-dir"), "{err}");
+}
+
 /// The SDK carries its own copy of the WIT (so it builds outside this repository and can be
 /// published); it must be the host's, file for file.
 #[test]

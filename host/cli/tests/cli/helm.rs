@@ -474,6 +474,32 @@ fn plugin_config_maps_are_mounted_whole_as_plugin_directories() {
     assert!(rules.iter().any(|r| strings(&r["resources"]) == ["acmenodeclasses/status"] && strings(&r["verbs"]) == ["patch"]));
 }
 
+/// The init container compiles the same plugins the controller loads, into the same cache:
+/// the same plugin settings and mounts, the same image and lock-down; `precompilePlugins:
+/// false` removes it.
+#[test]
+fn an_init_container_compiles_the_plugins_the_controller_loads() {
+    let Some(helm) = helm("an_init_container_compiles_the_plugins_the_controller_loads") else { return };
+    let objects = render(&helm, PLUGINS);
+    let pod = &one(&objects, "Deployment")["spec"]["template"]["spec"];
+    let inits = pod["initContainers"].as_array().expect("an init container");
+    assert_eq!(inits.len(), 1);
+    let (init, controller) = (&inits[0], container(&objects));
+    assert_eq!(init["name"], "compile-plugins");
+    assert_eq!(strings(&init["args"]), ["plugins", "compile"]);
+    for field in ["image", "command", "securityContext", "volumeMounts"] {
+        assert_eq!(init[field], controller[field], "{field}");
+    }
+    let plugin_env = |c: &Value| -> Vec<Value> {
+        c["env"].as_array().unwrap().iter().filter(|e| e["name"].as_str().unwrap().starts_with("JOINERY_")).cloned().collect()
+    };
+    assert_eq!(plugin_env(init), plugin_env(controller));
+    assert!(plugin_env(init).iter().any(|e| e["name"] == "JOINERY_PLUGIN_DIRS"), "{init}");
+
+    let objects = render(&helm, &format!("{PLUGINS}\nprecompilePlugins: false\n"));
+    assert!(one(&objects, "Deployment")["spec"]["template"]["spec"].get("initContainers").is_none());
+}
+
 #[test]
 fn service_monitor_scrapes_the_metrics_service() {
     let Some(helm) = helm("service_monitor_scrapes_the_metrics_service") else { return };

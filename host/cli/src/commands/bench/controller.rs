@@ -6,9 +6,11 @@
 //! Both processes are this executable. The server is preloaded (`--preload-nodes`,
 //! `--preload-pods`: a tainted node group no autoscaler manages, full of Running pods), the
 //! bench applies a NodePool and a SimNodeClass, starts `joinery run` with a grants file for
-//! the simulated cloud, an empty plugin cache directory and `MIMALLOC_PURGE_DELAY=0` (as the
-//! container image and the Helm chart run it: the cache an `emptyDir`, so the plugins are
-//! compiled at start and run from the cache's files), waits for `karpenter_cluster_state_synced 1`, then creates the burst
+//! the simulated cloud, a plugin cache directory that `joinery plugins compile` has just
+//! filled and `MIMALLOC_PURGE_DELAY=0` (as the container image and the Helm chart run it: the
+//! cache an `emptyDir` the chart's init container compiles the plugins into, so the
+//! controller runs them from the cache's files and never compiles), waits for
+//! `karpenter_cluster_state_synced 1`, then creates the burst
 //! as bare pods the static nodes cannot take, and waits until every pod has a `Nominated`
 //! event (the provisioner emits it once the pod's NodeClaim exists) or is bound to a node. The controller's memory and
 //! CPU time come from `/proc/<pid>`, its passes from its own metrics.
@@ -210,6 +212,16 @@ async fn measure_in(exe: &Path, dir: &Path, args: &ControllerArgs) -> Result<Con
         &grants,
         format!("plugins:\n  simcloud:\n    http: [{cloud_url:?}]\n    config: {{endpoint: {cloud_url:?}, clusterName: joinery}}\n"),
     )?;
+    // The chart's init container.
+    let compiled = Command::new(exe)
+        .args(["plugins", "compile"])
+        .env(joinery_runtime::engine::PLUGIN_CACHE_ENV, dir.join("plugin-cache"))
+        .stdout(Stdio::null())
+        .output()
+        .context("cannot start joinery plugins compile")?;
+    if !compiled.status.success() {
+        bail!("joinery plugins compile failed ({}):\n{}", compiled.status, String::from_utf8_lossy(&compiled.stderr).trim_end());
+    }
     let (metrics, health) = (free_port()?, free_port()?);
     let log = std::fs::File::create(dir.join("controller.log"))?;
     let started = Instant::now();

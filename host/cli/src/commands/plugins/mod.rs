@@ -1,5 +1,6 @@
-//! `joinery plugins …`: inspect, list and package plugins.
+//! `joinery plugins …`: inspect, list, compile and package plugins.
 
+mod compile;
 mod inspect;
 mod list;
 mod new;
@@ -8,6 +9,9 @@ mod package;
 super::subcommands! {
     /// `joinery plugins …`
     pub enum PluginsCommand {
+        /// Compile the built-in plugins and those of the plugin directories into the compile
+        /// cache (--plugin-cache-dir), as the Helm chart's init container does before `run`.
+        Compile(compile::CompileArgs),
         /// Show a plugin's manifest, WIT version, imports/exports, capabilities, size, digest and whether it loads.
         Inspect(inspect::InspectArgs),
         /// List the built-in plugins and those found in plugin directories.
