@@ -129,7 +129,7 @@ pub(crate) fn reschedulable_pods(ctx: &Context) -> Vec<Arc<LeanPod>> {
             .pods
             .state()
             .into_iter()
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| deleting.contains(n)))
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| deleting.contains(n)))
             .collect::<Vec<_>>(),
     )
     .into_iter()

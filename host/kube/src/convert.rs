@@ -141,7 +141,7 @@ pub fn required_affinity(spec: &LeanPodSpec) -> Result<Vec<Requirements>, String
 
 /// A pending pod in core form; the error names the pod and field.
 pub fn pending_pod(pod: &LeanPod) -> Result<PendingPod, String> {
-    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default().to_string();
     let name = pod.metadata.name.clone().unwrap_or_default();
     let ctx = |e: String| format!("Pod {namespace}/{name}: {e}");
     let spec = pod.spec.clone().unwrap_or_default();
@@ -376,11 +376,11 @@ pub fn host_ports(spec: &LeanPodSpec) -> Vec<HostPort> {
 pub fn bound_pod(pod: &LeanPod) -> Option<BoundPod> {
     static NO_LABELS: std::sync::LazyLock<std::sync::Arc<BTreeMap<String, String>>> = std::sync::LazyLock::new(Default::default);
     let spec = pod.spec.as_ref()?;
-    let node = spec.node_name.clone()?;
+    let node = spec.node_name.as_deref()?.to_string();
     if is_terminal(pod) {
         return None;
     }
-    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default().to_string();
     let anti_affinity = spec
         .affinity
         .as_ref()
@@ -431,12 +431,12 @@ where
     let mut requested: BTreeMap<String, (Resources, Resources)> = BTreeMap::new();
     for pod in pods.iter().map(Borrow::borrow) {
         let Some(spec) = pod.spec.as_ref() else { continue };
-        let Some(node) = spec.node_name.clone() else { continue };
+        let Some(node) = spec.node_name.as_deref() else { continue };
         if is_terminal(pod) {
             continue;
         }
         let Ok(r) = pod_requests(spec) else { continue };
-        let entry = requested.entry(node).or_default();
+        let entry = requested.entry(node.to_string()).or_default();
         entry.0 += &r;
         if is_daemon_pod(pod) {
             entry.1 += &r;

@@ -14,8 +14,11 @@
 //! for eleven entries however few they hold. Labels, annotations, owner references,
 //! containers, node selectors, overhead, tolerations, affinity and topology spread
 //! constraints, which the pods of one workload state alike, are [`Shared`]: held once for all
-//! the pods that state the same. A pod of a ReplicaSet, cached, takes under a kilobyte
-//! (`tests/pod_memory.rs`).
+//! the pods that state the same. So are, as [`Atom`]s, the short strings many pods repeat
+//! (namespace, node name, phase, the conditions' type, status and reason). Pod-level
+//! resources and scheduling gates, which few pods state, are shared too, so that they take a
+//! pointer, not their whole size, in the pods that do not. A pod of a ReplicaSet, cached,
+//! takes under 700 bytes, its record 360 (`tests/pod_memory.rs`).
 //!
 //! Without an `ObjectMeta`, a `LeanPod` is not a `kube` resource: the pod watch reads
 //! [`WatchedPod`]s, which carry what a watch needs beside the pod.
@@ -66,7 +69,7 @@ pub struct PodMeta {
     pub name: Option<String>,
     /// `namespace`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
+    pub namespace: Option<Atom>,
     /// `uid`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
@@ -89,9 +92,6 @@ pub struct PodMeta {
     /// `ownerReferences` ([shared](Shared) between pods stating the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_references: Option<Shared<Vec<OwnerReference>>>,
-    /// `finalizers`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finalizers: Option<Vec<String>>,
 }
 
 impl From<&ObjectMeta> for PodMeta {
@@ -100,7 +100,7 @@ impl From<&ObjectMeta> for PodMeta {
     fn from(m: &ObjectMeta) -> Self {
         PodMeta {
             name: m.name.clone(),
-            namespace: m.namespace.clone(),
+            namespace: m.namespace.as_ref().map(Atom::from),
             uid: m.uid.clone(),
             resource_version: m.resource_version.clone(),
             creation_timestamp: m.creation_timestamp.clone(),
@@ -108,7 +108,6 @@ impl From<&ObjectMeta> for PodMeta {
             labels: m.labels.clone().map(Shared::new),
             annotations: m.annotations.clone().map(shared_without_last_applied),
             owner_references: m.owner_references.clone().map(Shared::new),
-            finalizers: m.finalizers.clone(),
         }
     }
 }
@@ -120,7 +119,7 @@ impl From<&ObjectMeta> for PodMeta {
 pub struct LeanPodSpec {
     /// `spec.nodeName`: the node the pod is bound to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_name: Option<String>,
+    pub node_name: Option<Atom>,
     /// `spec.nodeSelector` ([shared](Shared) between pods stating the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_selector: Option<Shared<BTreeMap<String, String>>>,
@@ -140,9 +139,10 @@ pub struct LeanPodSpec {
     /// [shared](Shared) between pods stating the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init_containers: Option<Shared<Vec<LeanContainer>>>,
-    /// `spec.resources`: pod-level requests and limits, when set.
+    /// `spec.resources`: pod-level requests and limits, when set ([shared](Shared) between
+    /// pods stating the same; out of line, as few pods state them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<LeanResources>,
+    pub resources: Option<Shared<LeanResources>>,
     /// `spec.overhead` (the RuntimeClass' per-pod overhead; [shared](Shared) between pods
     /// stating the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -152,10 +152,10 @@ pub struct LeanPodSpec {
     pub priority: Option<i32>,
     /// `spec.priorityClassName`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub priority_class_name: Option<String>,
-    /// `spec.schedulingGates`.
+    pub priority_class_name: Option<Atom>,
+    /// `spec.schedulingGates` ([shared](Shared) between pods stating the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduling_gates: Option<Vec<PodSchedulingGate>>,
+    pub scheduling_gates: Option<Shared<Vec<PodSchedulingGate>>>,
     /// `spec.volumes` (once [trimmed](LeanPod::trim), only those that take part in scheduling).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volumes: Option<Vec<Volume>>,
@@ -189,16 +189,16 @@ pub struct LeanContainer {
 pub struct LeanPodStatus {
     /// `status.phase`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    pub phase: Option<Atom>,
     /// `status.reason`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub reason: Option<Atom>,
     /// `status.conditions` (once [trimmed](LeanPod::trim), only `PodScheduled` and `Ready`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<LeanPodCondition>>,
     /// `status.nominatedNodeName`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nominated_node_name: Option<String>,
+    pub nominated_node_name: Option<Atom>,
     /// `status.startTime`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,
@@ -212,12 +212,12 @@ pub struct LeanPodStatus {
 pub struct LeanPodCondition {
     /// `type`.
     #[serde(rename = "type")]
-    pub type_: String,
+    pub type_: Atom,
     /// `status`: `True`, `False` or `Unknown`.
-    pub status: String,
+    pub status: Atom,
     /// `reason`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub reason: Option<Atom>,
     /// `lastTransitionTime`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
@@ -225,7 +225,12 @@ pub struct LeanPodCondition {
 
 impl From<&PodCondition> for LeanPodCondition {
     fn from(c: &PodCondition) -> Self {
-        LeanPodCondition { type_: c.type_.clone(), status: c.status.clone(), reason: c.reason.clone(), last_transition_time: c.last_transition_time.clone() }
+        LeanPodCondition {
+            type_: Atom::from(&c.type_),
+            status: Atom::from(&c.status),
+            reason: c.reason.as_ref().map(Atom::from),
+            last_transition_time: c.last_transition_time.clone(),
+        }
     }
 }
 
@@ -396,6 +401,118 @@ impl<'a, T> IntoIterator for &'a Shared<Vec<T>> {
     }
 }
 
+/// A short string many pods state alike (a namespace, a node's name, a phase, a condition's
+/// type and status): [interned](Shared) like the other shared parts, so 50,000 pods hold a
+/// few hundred copies, and 8 bytes in the pod instead of a `String`'s 24. Reads as a `str`.
+#[derive(Clone, PartialEq, Default)]
+pub struct Atom(Shared<String>);
+
+impl Atom {
+    /// The string itself.
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl std::ops::Deref for Atom {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl AsRef<str> for Atom {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::borrow::Borrow<str> for Atom {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl Eq for Atom {}
+
+impl PartialOrd for Atom {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Atom {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl std::hash::Hash for Atom {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialEq<str> for Atom {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Atom {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl From<&str> for Atom {
+    fn from(value: &str) -> Self {
+        Atom(Shared::new(value.to_string()))
+    }
+}
+
+impl From<String> for Atom {
+    fn from(value: String) -> Self {
+        Atom(Shared::new(value))
+    }
+}
+
+impl From<&String> for Atom {
+    fn from(value: &String) -> Self {
+        Atom::from(value.as_str())
+    }
+}
+
+impl From<Atom> for String {
+    fn from(value: Atom) -> Self {
+        value.as_str().to_string()
+    }
+}
+
+impl std::fmt::Debug for Atom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_str().fmt(f)
+    }
+}
+
+impl std::fmt::Display for Atom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Atom {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Atom {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(Atom::from)
+    }
+}
+
 /// The values shared so far, by type and a hash of their JSON text (values with the same hash
 /// are told apart by comparing them); an entry goes once no pod holds it. Only the hash is
 /// kept, not the text: a value no other pod states (a StatefulSet pod's labels) costs its
@@ -489,7 +606,7 @@ impl From<LeanPod> for WatchedPod {
     fn from(pod: LeanPod) -> Self {
         let meta = ObjectMeta {
             name: pod.metadata.name.clone(),
-            namespace: pod.metadata.namespace.clone(),
+            namespace: pod.metadata.namespace.as_deref().map(String::from),
             uid: pod.metadata.uid.clone(),
             resource_version: pod.metadata.resource_version.clone(),
             ..ObjectMeta::default()
@@ -539,9 +656,6 @@ impl LeanPod {
             conditions.retain(|c| matches!(c.type_.as_str(), "PodScheduled" | "Ready"));
             conditions.shrink_to_fit();
         }
-        if let Some(finalizers) = self.metadata.finalizers.as_mut() {
-            finalizers.shrink_to_fit();
-        }
         if let Some(volumes) = self.spec.as_mut().and_then(|s| s.volumes.as_mut()) {
             volumes.retain(|v| v.config_map.is_none() && v.secret.is_none() && v.projected.is_none() && v.downward_api.is_none() && v.empty_dir.is_none());
             volumes.shrink_to_fit();
@@ -559,18 +673,18 @@ impl From<&PodSpec> for LeanPodSpec {
     /// Copies the fields a `LeanPodSpec` keeps (nothing is trimmed).
     fn from(s: &PodSpec) -> Self {
         LeanPodSpec {
-            node_name: s.node_name.clone(),
+            node_name: s.node_name.as_ref().map(Atom::from),
             node_selector: s.node_selector.clone().map(Shared::new),
             affinity: s.affinity.clone().map(Shared::new),
             tolerations: s.tolerations.clone().map(Shared::new),
             topology_spread_constraints: s.topology_spread_constraints.clone().map(Shared::new),
             containers: Shared::new(s.containers.iter().map(LeanContainer::from).collect()),
             init_containers: s.init_containers.as_ref().map(|c| Shared::new(c.iter().map(LeanContainer::from).collect())),
-            resources: s.resources.as_ref().map(LeanResources::from),
+            resources: s.resources.as_ref().map(|r| Shared::new(LeanResources::from(r))),
             overhead: s.overhead.clone().map(Shared::new),
             priority: s.priority,
-            priority_class_name: s.priority_class_name.clone(),
-            scheduling_gates: s.scheduling_gates.clone(),
+            priority_class_name: s.priority_class_name.as_ref().map(Atom::from),
+            scheduling_gates: s.scheduling_gates.clone().map(Shared::new),
             volumes: s.volumes.clone(),
             termination_grace_period_seconds: s.termination_grace_period_seconds,
         }
@@ -581,10 +695,10 @@ impl From<&Pod> for LeanPod {
     /// Copies the fields a `LeanPod` keeps (nothing is trimmed).
     fn from(pod: &Pod) -> Self {
         let status = pod.status.as_ref().map(|s| LeanPodStatus {
-            phase: s.phase.clone(),
-            reason: s.reason.clone(),
+            phase: s.phase.as_ref().map(Atom::from),
+            reason: s.reason.as_ref().map(Atom::from),
             conditions: s.conditions.as_ref().map(|c| c.iter().map(LeanPodCondition::from).collect()),
-            nominated_node_name: s.nominated_node_name.clone(),
+            nominated_node_name: s.nominated_node_name.as_ref().map(Atom::from),
             start_time: s.start_time.clone(),
         });
         LeanPod { metadata: PodMeta::from(&pod.metadata), spec: pod.spec.as_ref().map(LeanPodSpec::from), status }
@@ -693,6 +807,35 @@ mod tests {
             "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]}}))
         .unwrap();
         assert!(Arc::ptr_eq(&LeanPod::from(&full).spec.unwrap().tolerations.unwrap().0, &tolerations(&a).0));
+    }
+
+    #[test]
+    fn pods_of_one_namespace_and_node_share_their_strings_which_read_and_write_as_strings() {
+        let pod = |name: &str, node: &str| -> LeanPod {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "team-a"},
+                "spec": {"nodeName": node, "containers": []},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "reason": "PodCompleted"}]}
+            }))
+            .unwrap()
+        };
+        let (a, b, other) = (pod("a", "node-1"), pod("b", "node-1"), pod("c", "node-2"));
+        let atom = |value: &Option<Atom>| value.clone().unwrap().0.0;
+        assert!(Arc::ptr_eq(&atom(&a.metadata.namespace), &atom(&b.metadata.namespace)));
+        let node = |p: &LeanPod| p.spec.as_ref().unwrap().node_name.clone();
+        assert!(Arc::ptr_eq(&atom(&node(&a)), &atom(&node(&b))));
+        assert!(!Arc::ptr_eq(&atom(&node(&a)), &atom(&node(&other))));
+        let ready = |p: &LeanPod| p.status.as_ref().unwrap().conditions.as_ref().unwrap()[0].clone();
+        assert!(Arc::ptr_eq(&ready(&a).status.0.0, &ready(&other).status.0.0));
+        // Compared, ordered and printed as the string.
+        assert_eq!(node(&a).unwrap(), "node-1");
+        assert_eq!(node(&a).as_deref(), Some("node-1"));
+        assert!(node(&a).unwrap() < node(&other).unwrap());
+        assert_eq!(format!("{}/{:?}", a.metadata.namespace.as_ref().unwrap(), ready(&a).type_), "team-a/\"Ready\"");
+        let written = serde_json::to_value(&a).unwrap();
+        assert_eq!(written["metadata"]["namespace"], json!("team-a"));
+        assert_eq!(written["status"]["conditions"][0], json!({"type": "Ready", "status": "True", "reason": "PodCompleted"}));
+        assert_eq!(serde_json::from_value::<LeanPod>(written).unwrap(), a);
     }
 
     #[test]

@@ -72,7 +72,7 @@ pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, Stri
 pub fn blocked_by_budget(pod: &LeanPod, pdbs: &[Arc<PodDisruptionBudget>]) -> bool {
     let labels = pod.metadata.labels.clone().unwrap_or_default();
     pdbs.iter().any(|pdb| {
-        pdb.metadata.namespace == pod.metadata.namespace
+        pdb.metadata.namespace.as_deref() == pod.metadata.namespace.as_deref()
             && pdb.spec.as_ref().and_then(|s| s.selector.as_ref()).is_some_and(|sel| selector_matches(sel, &labels))
             && pdb.status.as_ref().is_none_or(|s| s.disruptions_allowed <= 0)
     })

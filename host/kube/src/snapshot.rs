@@ -508,7 +508,7 @@ impl Snapshot {
             ($list:ident, $o:expr) => {{
                 let mut o = *$o;
                 if kind.namespaced() && o.metadata.namespace.as_deref().is_none_or(str::is_empty) {
-                    o.metadata.namespace = Some("default".to_string());
+                    o.metadata.namespace = Some("default".into());
                 }
                 self.$list.push(Located { origin, object: o });
             }};
@@ -574,13 +574,13 @@ impl Snapshot {
             let spec = pod.spec.clone().unwrap_or_default();
             convert::pod_requests(&spec).map_err(|e| doc_error(located.origin.document, Some(object.clone()), e))?;
             match state {
-                PodState::Bound if spec.node_name.as_ref().is_some_and(|n| deleting.contains(n)) && crate::drain::is_reschedulable(pod) => {
+                PodState::Bound if spec.node_name.as_deref().is_some_and(|n| deleting.contains(n)) && crate::drain::is_reschedulable(pod) => {
                     moving.push(object);
                     pending.push(pod);
                 }
                 PodState::Terminal | PodState::Bound => {}
                 PodState::LeftOut(why) => {
-                    let key = PodKey::new(pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default());
+                    let key = PodKey::new(pod.metadata.namespace.as_deref().unwrap_or_default().to_string(), pod.metadata.name.clone().unwrap_or_default());
                     left_out.push(format!("{key} ({why})"));
                 }
                 PodState::Pending => pending.push(pod),

@@ -116,7 +116,7 @@ impl<'a> VolumeIndex<'a> {
     /// error, as upstream's validation refuses such a pod. A generic ephemeral volume whose
     /// claim does not exist yet is read from its template's StorageClass.
     pub fn requirements(&self, pod: &LeanPod) -> Result<Vec<Requirements>, VolumeError> {
-        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default().to_string();
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
         let mut combinations: Vec<Requirements> = Vec::new();
         for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
