@@ -203,7 +203,7 @@ async fn set_drained(
 /// Deletes a pod with `grace`, bypassing PodDisruptionBudgets and do-not-disrupt: the node's
 /// terminationGracePeriod is running out.
 async fn force_delete(ctx: &Context, pod: &LeanPod, grace: Duration) {
-    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default().to_string();
     let name = pod.metadata.name.clone().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let params = DeleteParams { grace_period_seconds: Some(grace.as_secs().max(1) as u32), ..DeleteParams::default() };
@@ -222,7 +222,7 @@ async fn force_delete(ctx: &Context, pod: &LeanPod, grace: Duration) {
 }
 
 async fn evict(ctx: &Context, pod: &LeanPod) {
-    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default().to_string();
     let name = pod.metadata.name.clone().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     match api.evict(&name, &EvictParams::default()).await {
