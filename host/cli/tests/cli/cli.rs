@@ -171,6 +171,8 @@ fn bench_controller_runs_the_controller_against_a_preloaded_sim_serve() {
     assert!(report["passes"].as_u64().unwrap() >= 1, "{report}");
     assert!(report["syncSeconds"].as_f64().unwrap() > 0.0 && report["burstToNodeclaimsSeconds"].as_f64().unwrap() > 0.0, "{report}");
     assert!(report["peakRssMib"].as_f64().unwrap() > 0.0 && report["serverRssMib"].as_f64().unwrap() > 0.0, "{report}");
+    let (idle, idle_max) = (report["rssIdleMib"].as_f64().unwrap(), report["rssIdleMaxMib"].as_f64().unwrap());
+    assert!(0.0 < idle && idle <= idle_max, "the idle median is within the samples: {report}");
     let (ok, _, err) = joinery(&["sim", "serve", "--preload-pods", "10"]);
     assert!(!ok && err.contains("--preload-pods needs --preload-nodes"), "{err}");
 }
