@@ -150,7 +150,7 @@ pub fn assemble(
     let mut out = Assembly::default();
     let volumes = VolumeIndex::new(&objects.persistent_volumes, &objects.persistent_volume_claims, &objects.storage_classes);
     for pod in pending {
-        let key = PodKey::new(pod.metadata.namespace.as_deref().unwrap_or_default().to_string(), pod.metadata.name.clone().unwrap_or_default());
+        let key = pod.key();
         let status = match batch_pod(pod, &volumes, source) {
             Ok(p) => {
                 out.input.pods.push(p);

@@ -9,7 +9,7 @@ use joinery_core::requirements::{Operator, Requirement, Requirements};
 use joinery_core::resources::{InitContainer, PodLevelRequests, PodResourceSpec, Resources};
 use joinery_core::scheduling::{
     BoundPod, DaemonPod, ExistingNode, HostPort, LabelSelector, LabelSelectorRequirement, NodeInclusionPolicy, NodePoolLimits,
-    PendingPod, PodAffinityTerm, PodKey, PreferredSchedulingTerm, SelectorOperator, TopologySpreadConstraint,
+    PendingPod, PodAffinityTerm, PreferredSchedulingTerm, SelectorOperator, TopologySpreadConstraint,
     WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 use joinery_core::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
@@ -141,12 +141,11 @@ pub fn required_affinity(spec: &LeanPodSpec) -> Result<Vec<Requirements>, String
 
 /// A pending pod in core form; the error names the pod and field.
 pub fn pending_pod(pod: &LeanPod) -> Result<PendingPod, String> {
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default().to_string();
-    let name = pod.metadata.name.clone().unwrap_or_default();
-    let ctx = |e: String| format!("Pod {namespace}/{name}: {e}");
+    let key = pod.key();
+    let ctx = |e: String| format!("Pod {key}: {e}");
     let spec = pod.spec.clone().unwrap_or_default();
     Ok(PendingPod {
-        key: PodKey::new(namespace.clone(), name.clone()),
+        key: key.clone(),
         uid: pod.metadata.uid.clone().unwrap_or_default(),
         created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0.as_second()).unwrap_or_default(),
         priority: spec.priority.unwrap_or_default(),
@@ -380,7 +379,6 @@ pub fn bound_pod(pod: &LeanPod) -> Option<BoundPod> {
     if is_terminal(pod) {
         return None;
     }
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default().to_string();
     let anti_affinity = spec
         .affinity
         .as_ref()
@@ -391,7 +389,7 @@ pub fn bound_pod(pod: &LeanPod) -> Option<BoundPod> {
         .filter_map(|t| pod_affinity_term(t, "spec.affinity.podAntiAffinity").ok())
         .collect();
     Some(BoundPod {
-        key: PodKey::new(namespace, pod.metadata.name.clone().unwrap_or_default()),
+        key: pod.key(),
         node,
         labels: pod.metadata.labels.as_ref().map_or_else(|| NO_LABELS.clone(), |labels| labels.as_arc().clone()),
         anti_affinity,

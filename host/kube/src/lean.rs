@@ -421,18 +421,6 @@ impl std::ops::Deref for Atom {
     }
 }
 
-impl AsRef<str> for Atom {
-    fn as_ref(&self) -> &str {
-        self.as_str()
-    }
-}
-
-impl std::borrow::Borrow<str> for Atom {
-    fn borrow(&self) -> &str {
-        self.as_str()
-    }
-}
-
 impl Eq for Atom {}
 
 impl PartialOrd for Atom {
@@ -444,18 +432,6 @@ impl PartialOrd for Atom {
 impl Ord for Atom {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         self.as_str().cmp(other.as_str())
-    }
-}
-
-impl std::hash::Hash for Atom {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state);
-    }
-}
-
-impl PartialEq<str> for Atom {
-    fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
     }
 }
 
@@ -480,12 +456,6 @@ impl From<String> for Atom {
 impl From<&String> for Atom {
     fn from(value: &String) -> Self {
         Atom::from(value.as_str())
-    }
-}
-
-impl From<Atom> for String {
-    fn from(value: Atom) -> Self {
-        value.as_str().to_string()
     }
 }
 
@@ -647,6 +617,12 @@ impl k8s_openapi::Metadata for WatchedPod {
 }
 
 impl LeanPod {
+    /// The pod's namespace and name as the scheduling core keys pods (empty when missing).
+    pub fn key(&self) -> joinery_core::scheduling::PodKey {
+        let meta = &self.metadata;
+        joinery_core::scheduling::PodKey::new(meta.namespace.as_deref().unwrap_or_default(), meta.name.as_deref().unwrap_or_default())
+    }
+
     /// Drops what the parser cannot skip but no reader needs: volumes that play no part in
     /// scheduling (ConfigMap, Secret, projected, downward API, emptyDir) and the conditions
     /// other than `PodScheduled` and `Ready`; and gives back the room parsed lists keep

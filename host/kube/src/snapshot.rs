@@ -23,7 +23,6 @@ use joinery_core::instance_type::InstanceType;
 use joinery_core::catalog::Catalog;
 use joinery_core::labels::LabelPolicy;
 use joinery_core::requirements::Requirements;
-use joinery_core::scheduling::PodKey;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -580,7 +579,7 @@ impl Snapshot {
                 }
                 PodState::Terminal | PodState::Bound => {}
                 PodState::LeftOut(why) => {
-                    let key = PodKey::new(pod.metadata.namespace.as_deref().unwrap_or_default().to_string(), pod.metadata.name.clone().unwrap_or_default());
+                    let key = pod.key();
                     left_out.push(format!("{key} ({why})"));
                 }
                 PodState::Pending => pending.push(pod),
