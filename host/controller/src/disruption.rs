@@ -24,8 +24,8 @@ use joinery_core::labels;
 use joinery_kube::assemble::{PoolOffer, Source};
 use joinery_kube::disruption::{self as kube_disruption, DisruptionObjects, Marks};
 use joinery_kube::drain::reschedulable_pods;
-use joinery_kube::lean::LeanPod;
-use k8s_openapi::api::core::v1::{Node, Taint};
+use joinery_kube::lean::{LeanNode, LeanPod};
+use k8s_openapi::api::core::v1::Taint;
 use kube::api::{Api, DeleteParams};
 use serde_json::json;
 use tokio::sync::watch;
@@ -87,7 +87,7 @@ fn name_of<K: kube::Resource>(object: &K) -> String {
     object.meta().name.clone().unwrap_or_default()
 }
 
-fn node_of(ctx: &Context, claim: &NodeClaim) -> Option<Arc<Node>> {
+fn node_of(ctx: &Context, claim: &NodeClaim) -> Option<Arc<LeanNode>> {
     let name = claim.status.as_ref()?.node_name.clone()?;
     ctx.state.node(&name)
 }
@@ -135,7 +135,7 @@ async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> 
             if let Some(c) = snapshot.candidate(claim)
                 && let Some(node) = ctx.state.node(&c.node)
             {
-                ctx.events.normal(&Involved::of(node.as_ref()), "DisruptionBlocked", &format!("Cannot disrupt Node: {why}")).await;
+                ctx.events.normal(&Involved::node(&node), "DisruptionBlocked", &format!("Cannot disrupt Node: {why}")).await;
             }
         }
         for (claim, why) in &outcome.rejected {
@@ -143,7 +143,7 @@ async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> 
             if let Some(c) = snapshot.candidate(claim)
                 && let Some(node) = ctx.state.node(&c.node)
             {
-                ctx.events.normal(&Involved::of(node.as_ref()), "Unconsolidatable", why).await;
+                ctx.events.normal(&Involved::node(&node), "Unconsolidatable", why).await;
             }
         }
     }
@@ -337,8 +337,8 @@ async fn finish(ctx: &Context, memory: &Shared, command: &Command, release_on_fa
         let message = format!("Disrupting NodeClaim: {} ({})", reason.as_str(), command.explanation);
         ctx.events.normal(&Involved::of(claim.as_ref()), "DisruptionTerminating", &message).await;
         if let Some(node) = node_of(ctx, &claim) {
-            ctx.events.normal(&Involved::of(node.as_ref()), "DisruptionTerminating", &format!("Disrupting Node: {}", reason.as_str())).await;
-            let moving = reschedulable_pods(&ctx.state.pods_on_node(&name_of(node.as_ref()))).len();
+            ctx.events.normal(&Involved::node(&node), "DisruptionTerminating", &format!("Disrupting Node: {}", reason.as_str())).await;
+            let moving = reschedulable_pods(&ctx.state.pods_on_node(&node.name())).len();
             ctx.metrics.add(names::PODS_DISRUPTION_INITIATED, &[("reason", reason.metric_label())], moving as u64);
         }
         match api.delete(name, &DeleteParams::background()).await {
@@ -371,7 +371,7 @@ async fn finish(ctx: &Context, memory: &Shared, command: &Command, release_on_fa
 
 /// Taints the candidate's Node `karpenter.sh/disrupted:NoSchedule` and sets its claim's
 /// `DisruptionReason`.
-async fn mark(ctx: &Context, claim: &NodeClaim, node: &Node, reason: &str) -> Result<(), ControllerError> {
+async fn mark(ctx: &Context, claim: &NodeClaim, node: &LeanNode, reason: &str) -> Result<(), ControllerError> {
     edit_node_taints(ctx, node, |taints| {
         let missing = !taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY);
         if missing {
@@ -431,7 +431,7 @@ async fn maintain_claim(
         return Ok(());
     }
     let Some(node) = node_of(ctx, claim) else { return Ok(()) };
-    let node_name = name_of(node.as_ref());
+    let node_name = node.name();
     record_pod_events(ctx, memory, claim, &node_name, now).await?;
     update_consolidatable(ctx, claim, pool, now).await?;
     // Crash recovery (upstream's rule): a node that carries the disrupted taint while
@@ -566,8 +566,8 @@ async fn plugin_drift(ctx: &Context, memory: &Shared, claim: &NodeClaim, now: Sy
 
 /// Removes the disrupted taint and the `DisruptionReason` condition from a node and claim that
 /// are not being deleted.
-async fn release(ctx: &Context, claim: &NodeClaim, node: &Node) -> Result<(), ControllerError> {
-    let tainted = node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| t.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY));
+async fn release(ctx: &Context, claim: &NodeClaim, node: &LeanNode) -> Result<(), ControllerError> {
+    let tainted = node.taints().iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY);
     if tainted {
         edit_node_taints(ctx, node, |taints| {
             let before = taints.len();
@@ -575,7 +575,7 @@ async fn release(ctx: &Context, claim: &NodeClaim, node: &Node) -> Result<(), Co
             taints.len() != before
         })
         .await?;
-        tracing::info!(node = %name_of(node), "removed the disrupted taint of a disruption that did not complete");
+        tracing::info!(node = %node.name(), "removed the disrupted taint of a disruption that did not complete");
     }
     edit_claim_conditions(ctx, claim, |conds| joinery_api::condition::remove_condition(conds, DISRUPTION_REASON)).await?;
     Ok(())

@@ -60,6 +60,13 @@ impl Involved {
         Involved::named(Pod::API_VERSION, Pod::KIND, meta.namespace.as_deref(), meta.name.as_deref(), meta.uid.as_deref())
     }
 
+    /// The involved object of a cached Node.
+    pub fn node(node: &joinery_kube::lean::LeanNode) -> Involved {
+        use k8s_openapi::Resource;
+        use k8s_openapi::api::core::v1::Node;
+        Involved::named(Node::API_VERSION, Node::KIND, None, node.metadata.name.as_deref(), node.metadata.uid.as_deref())
+    }
+
     fn named(api_version: &str, kind: &str, namespace: Option<&str>, name: Option<&str>, uid: Option<&str>) -> Involved {
         Involved {
             api_version: api_version.to_string(),

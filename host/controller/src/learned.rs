@@ -110,23 +110,22 @@ fn reports(ctx: &Context) -> Vec<NodeReport> {
         claims.iter().filter_map(|c| Some((c.status.as_ref()?.provider_id.as_deref()?, c.as_ref()))).collect();
     let mut out = Vec::new();
     for node in ctx.state.nodes.state() {
-        let labels = node.metadata.labels.as_ref();
-        let (Some(kind), true) = (labels.and_then(|l| l.get(INSTANCE_TYPE_LABEL)), labels.is_some_and(|l| l.contains_key(NODEPOOL_LABEL))) else {
+        let (Some(kind), true) = (node.label(INSTANCE_TYPE_LABEL), node.label(NODEPOOL_LABEL).is_some()) else {
             continue;
         };
-        let Some(claim) = node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).and_then(|pid| by_provider_id.get(pid)) else { continue };
+        let Some(claim) = node.provider_id().and_then(|pid| by_provider_id.get(pid)) else { continue };
         if !claim.is_condition_true(INITIALIZED) || node.metadata.deletion_timestamp.is_some() {
             continue;
         }
         let status = node.status.as_ref();
         let (Ok(capacity), Ok(allocatable)) = (
-            resource_list("status.capacity", status.and_then(|s| s.capacity.as_ref())),
-            resource_list("status.allocatable", status.and_then(|s| s.allocatable.as_ref())),
+            resource_list("status.capacity", status.and_then(|s| s.capacity.as_deref())),
+            resource_list("status.allocatable", node.allocatable()),
         ) else {
             continue;
         };
         let class = &claim.spec.node_class_ref;
-        out.push(NodeReport { node_class: node_class_key(&class.group, &class.kind, &class.name), instance_type: kind.clone(), capacity, allocatable });
+        out.push(NodeReport { node_class: node_class_key(&class.group, &class.kind, &class.name), instance_type: kind.to_string(), capacity, allocatable });
     }
     out
 }

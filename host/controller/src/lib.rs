@@ -36,7 +36,7 @@ pub mod nodeclass;
 pub mod nodeoverlay;
 pub mod nodepool;
 pub mod observability;
-pub mod pod_cache;
+pub mod lean_cache;
 pub mod provisioner;
 pub mod settings;
 pub mod state;

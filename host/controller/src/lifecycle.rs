@@ -14,7 +14,8 @@ use joinery_core::resources::Unit;
 use joinery_runtime::CallError;
 use joinery_runtime::manifest::{NodeBootstrap, PluginKind};
 use joinery_runtime::contract::{self, CloudError};
-use k8s_openapi::api::core::v1::{Node, Taint};
+use joinery_kube::lean::{LeanNode, WatchedNode};
+use k8s_openapi::api::core::v1::Taint;
 use kube::api::{Api, DeleteParams};
 use serde_json::json;
 use tokio::sync::watch;
@@ -71,8 +72,8 @@ fn claims(ctx: &Context) -> Api<NodeClaim> {
     Api::all(ctx.client.clone())
 }
 
-fn nodes(ctx: &Context) -> Api<Node> {
-    Api::all(ctx.client.clone())
+fn nodes(ctx: &Context) -> Api<WatchedNode> {
+    writes::node_api(ctx)
 }
 
 /// The core's view of a claim (conditions, timestamps, taints, requests) for the state machine.
@@ -118,15 +119,14 @@ fn claim_requests(claim: &NodeClaim) -> impl Iterator<Item = (&String, &k8s_open
 }
 
 /// The core's view of a Node: readiness, taints, advertised resources.
-fn node_view(node: &Node) -> NodeView {
-    let status = node.status.as_ref();
+fn node_view(node: &LeanNode) -> NodeView {
     NodeView {
-        name: node.metadata.name.clone().unwrap_or_default(),
+        name: node.name().to_string(),
         deleting: node.metadata.deletion_timestamp.is_some(),
-        ready: joinery_kube::convert::node_ready(node),
-        taints: joinery_kube::convert::taints(node.spec.as_ref().and_then(|s| s.taints.as_ref())),
-        allocatable_resources: status
-            .and_then(|s| s.allocatable.as_ref())
+        ready: node.is_ready(),
+        taints: joinery_kube::convert::taints(node.spec.as_ref().and_then(|s| s.taints.as_deref())),
+        allocatable_resources: node
+            .allocatable()
             .into_iter()
             .flatten()
             .filter(|(resource, quantity)| Unit::of(resource).parse(&quantity.0).unwrap_or(0) > 0)
@@ -315,8 +315,8 @@ async fn identify_node(ctx: &Context, claim: &NodeClaim, view: &ClaimView) -> Re
     let all = ctx.state.nodes();
     let candidates = all.iter().map(|n| lifecycle::UnidentifiedNode {
         name: n.metadata.name.as_deref().unwrap_or_default(),
-        label_value: n.metadata.labels.as_ref().and_then(|l| l.get(label)).map(String::as_str),
-        has_provider_id: n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).is_some_and(|p| !p.is_empty()),
+        label_value: n.label(label),
+        has_provider_id: n.provider_id().is_some_and(|p| !p.is_empty()),
         deleting: n.metadata.deletion_timestamp.is_some(),
     });
     let Some(node) = lifecycle::node_to_identify(provider_id, prefix, candidates) else { return Ok(()) };
@@ -588,15 +588,14 @@ async fn delete_claim(ctx: &Context, name: &str) -> Result<(), ControllerError> 
 async fn register(ctx: &Context, claim: &NodeClaim, node_name: &str) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let Some(node) = ctx.state.node(node_name) else { return Ok(()) };
-    let node_labels = node.metadata.labels.clone().unwrap_or_default();
     // Sync the claim onto the node: labels (claim wins), taints, finalizer, owner reference.
     let mut labels_patch = serde_json::Map::new();
     for (k, v) in claim.metadata.labels.iter().flatten() {
         labels_patch.insert(k.clone(), json!(v));
     }
     labels_patch.insert(labels::REGISTERED_LABEL.into(), json!("true"));
-    let sync_taints = node_labels.get(labels::DO_NOT_SYNC_TAINTS_LABEL).map(String::as_str) != Some("true");
-    if !node_has_unregistered_taint(node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or_default()) {
+    let sync_taints = node.label(labels::DO_NOT_SYNC_TAINTS_LABEL) != Some("true");
+    if !node_has_unregistered_taint(node.taints()) {
         ctx.events.warning(&Involved::of(claim), "UnregisteredTaintMissing", &format!("Node {node_name} registered without the karpenter.sh/unregistered taint")).await;
     }
     let claim_uid = claim.metadata.uid.clone().unwrap_or_default();
@@ -606,8 +605,8 @@ async fn register(ctx: &Context, claim: &NodeClaim, node_name: &str) -> Result<(
     }
     // Taints, finalizers and owner references are lists another writer (the kubelet, a CNI,
     // an operator) may change meanwhile: they are recomputed from the Node as last read.
-    writes::patch_guarded(&nodes(ctx), &node, writes::Part::Main, |current| {
-        let mut taints: Vec<Taint> = current.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    writes::patch_guarded(&nodes(ctx), &WatchedNode::from(node.as_ref().clone()), writes::Part::Main, |current| {
+        let mut taints: Vec<Taint> = current.taints().to_vec();
         taints.retain(|t| t.key != labels::UNREGISTERED_TAINT_KEY);
         if sync_taints {
             for t in claim.spec.taints.iter().flatten().chain(claim.spec.startup_taints.iter().flatten()) {

@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use joinery_core::labels;
-use joinery_kube::lean::LeanPod;
-use k8s_openapi::api::core::v1::Node;
+use joinery_kube::lean::{LeanNode, LeanPod};
 use tokio::sync::watch;
 
 use crate::Context;
@@ -107,7 +106,7 @@ pub(crate) fn pods_state_source(state: &ClusterState) -> Box<SeriesSource> {
     let (pods, nodes) = (state.pods.clone(), state.nodes.clone());
     Box::new(move |sink: &mut SeriesSink<'_>| {
         let nodes = nodes.state();
-        let nodes_by_name: BTreeMap<&str, &Node> = nodes.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, n.as_ref()))).collect();
+        let nodes_by_name: BTreeMap<&str, &LeanNode> = nodes.iter().map(|n| (n.name(), n.as_ref())).collect();
         for pod in pods.state().iter() {
             emit_pod_state(pod, &nodes_by_name, sink);
         }
@@ -115,10 +114,10 @@ pub(crate) fn pods_state_source(state: &ClusterState) -> Box<SeriesSource> {
 }
 
 /// Hands upstream's `karpenter_pods_state` series for one pod to `sink`.
-fn emit_pod_state(pod: &LeanPod, nodes: &BTreeMap<&str, &Node>, sink: &mut SeriesSink<'_>) {
+fn emit_pod_state(pod: &LeanPod, nodes: &BTreeMap<&str, &LeanNode>, sink: &mut SeriesSink<'_>) {
     let node_name = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default();
     let node_labels = nodes.get(node_name).and_then(|n| n.metadata.labels.as_ref());
-    let node_label = |key: &str| node_labels.and_then(|l| l.get(key)).map(String::as_str).unwrap_or_default();
+    let node_label = |key: &str| node_labels.and_then(|l| l.get(key)).unwrap_or_default();
     let owner = pod.metadata.owner_references.iter().flatten().next().map(|o| format!("{}/{}", o.kind, o.name)).unwrap_or_default();
     let flag = |b: bool| if b { "true" } else { "false" };
     let labels = [

@@ -13,7 +13,7 @@ use joinery_core::disruption;
 use joinery_core::instance_type::InstanceType;
 use joinery_core::overlay::{self, Overlay};
 use joinery_core::scheduling::{self, NewNodeClaim, PendingPod, Placement};
-use joinery_kube::lean::LeanPod;
+use joinery_kube::lean::{LeanNode, LeanPod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::watch;
@@ -267,10 +267,10 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
 /// What upstream's `Nominated` event names for a pod placed on the existing node or
 /// in-flight NodeClaim `name` (the name a pass gives it: the Node's, or the NodeClaim's while
 /// it has no Node): `nodeclaim/<claim>, node/<node>`, either part left out when there is none.
-fn nomination_target(name: &str, node: Option<&k8s_openapi::api::core::v1::Node>, claims: &[Arc<NodeClaim>]) -> String {
+fn nomination_target(name: &str, node: Option<&LeanNode>, claims: &[Arc<NodeClaim>]) -> String {
     let claim = match node {
         Some(node) => {
-            let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+            let provider_id = node.provider_id();
             claims.iter().find(|c| {
                 c.status.as_ref().is_some_and(|s| {
                     s.node_name.as_deref() == Some(name) || (provider_id.is_some() && s.provider_id.as_deref() == provider_id)
@@ -521,7 +521,7 @@ mod tests {
                 "spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}, "requirements": []},
                 "status": {"nodeName": node, "providerID": provider}})))
         };
-        let node = |name: &str, provider: &str| -> k8s_openapi::api::core::v1::Node {
+        let node = |name: &str, provider: &str| -> LeanNode {
             of(json!({"metadata": {"name": name}, "spec": {"providerID": provider}}))
         };
         let claims = [claim("default-abcde", Some("node-1"), "sim://1"), claim("default-fghij", None, "sim://2")];

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use futures::StreamExt;
 use joinery_api::{NodeClaim, NodeOverlay, NodePool};
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
-use joinery_kube::lean::{LeanPod, WatchedPod};
-use crate::pod_cache::{PodCache, PodCacheWriter, pod_cache};
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service};
+use joinery_kube::lean::{LeanNode, LeanPod, WatchedNode, WatchedPod};
+use crate::lean_cache::{Cached, LeanCacheWriter, NodeCache, PodCache, lean_cache};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{Api, DynamicObject, GroupVersionKind};
@@ -35,8 +35,8 @@ pub struct NodeClassKey {
 pub struct ClusterState {
     /// All pods.
     pub pods: PodCache,
-    /// All nodes.
-    pub nodes: Store<Node>,
+    /// All Nodes.
+    pub nodes: NodeCache,
     /// All NodeClaims.
     pub node_claims: Store<NodeClaim>,
     /// All NodePools.
@@ -124,7 +124,7 @@ impl ProvisionablePods {
 /// The cached objects of one pass (see [`ClusterState::objects`]).
 pub struct CachedObjects {
     /// Nodes.
-    pub nodes: Vec<Arc<Node>>,
+    pub nodes: Vec<Arc<LeanNode>>,
     /// NodeClaims.
     pub node_claims: Vec<Arc<NodeClaim>>,
     /// Every pod.
@@ -224,60 +224,62 @@ keep_all_but_managed_fields!(
     DynamicObject
 );
 
-impl Trim for Node {
-    /// Drops what no controller reads: managed fields, the container images on the node, its
-    /// addresses, system info, daemon endpoints, config and volumes, and its conditions'
-    /// messages and heartbeat times (a kubelet renews those every few seconds); and gives
-    /// back the room parsed lists keep unused.
-    fn trim(&mut self) {
-        self.metadata.managed_fields = None;
-        if let Some(spec) = self.spec.as_mut() {
-            spec.taints.iter_mut().for_each(Vec::shrink_to_fit);
-        }
-        if let Some(status) = self.status.as_mut() {
-            status.images = None;
-            status.addresses = None;
-            status.node_info = None;
-            status.daemon_endpoints = None;
-            status.config = None;
-            status.volumes_attached = None;
-            status.volumes_in_use = None;
-            if let Some(conditions) = status.conditions.as_mut() {
-                for condition in conditions.iter_mut() {
-                    condition.message = None;
-                    condition.last_heartbeat_time = None;
-                }
-                conditions.shrink_to_fit();
-            }
-        }
+/// An object watched into a [`LeanCache`](crate::lean_cache::LeanCache): what the watch
+/// reads, and how it becomes what the cache keeps.
+trait LeanWatched: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static {
+    /// What the cache keeps.
+    type Lean: Cached;
+    /// The kind, for logs.
+    const KIND: &'static str;
+    /// The object as the cache keeps it.
+    fn lean(self) -> Self::Lean;
+}
+
+impl LeanWatched for WatchedPod {
+    type Lean = LeanPod;
+    const KIND: &'static str = "Pod";
+    /// The pod, [trimmed](LeanPod::trim).
+    fn lean(self) -> LeanPod {
+        let mut pod = self.pod;
+        pod.trim();
+        pod
     }
 }
 
-/// The pod watch: each pod [trimmed](LeanPod::trim) into the [`PodCache`], and every event
-/// handed to the [provisionable set](ProvisionablePods) after the cache took it.
-fn spawn_pod_watch(api: Api<WatchedPod>, mut cache: PodCacheWriter, provisionable: Arc<ProvisionablePods>, changed: Arc<Notify>) -> JoinHandle<()> {
+impl LeanWatched for WatchedNode {
+    type Lean = LeanNode;
+    const KIND: &'static str = "Node";
+    fn lean(self) -> LeanNode {
+        self.node
+    }
+}
+
+/// A watch into a lean cache: each object made [lean](LeanWatched::lean) into the cache, and
+/// every event then handed to `observe` (the pod watch's [provisionable set](ProvisionablePods)).
+fn spawn_lean_watch<W: LeanWatched>(
+    api: Api<W>,
+    mut cache: LeanCacheWriter<W::Lean>,
+    mut observe: impl FnMut(&watcher::Event<Arc<W::Lean>>) + Send + 'static,
+    changed: Arc<Notify>,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         let stream = watcher(api, watcher::Config::default()).default_backoff();
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
-            let lean = |watched: WatchedPod| {
-                let mut pod = watched.pod;
-                pod.trim();
-                Arc::new(pod)
-            };
+            let lean = |watched: W| Arc::new(watched.lean());
             let event = match event {
                 Ok(watcher::Event::Init) => watcher::Event::Init,
-                Ok(watcher::Event::InitApply(pod)) => watcher::Event::InitApply(lean(pod)),
+                Ok(watcher::Event::InitApply(object)) => watcher::Event::InitApply(lean(object)),
                 Ok(watcher::Event::InitDone) => watcher::Event::InitDone,
-                Ok(watcher::Event::Apply(pod)) => watcher::Event::Apply(lean(pod)),
-                Ok(watcher::Event::Delete(pod)) => watcher::Event::Delete(lean(pod)),
+                Ok(watcher::Event::Apply(object)) => watcher::Event::Apply(lean(object)),
+                Ok(watcher::Event::Delete(object)) => watcher::Event::Delete(lean(object)),
                 Err(e) => {
-                    tracing::warn!(kind = "Pod", error = %e, "watch failed; retrying with backoff");
+                    tracing::warn!(kind = W::KIND, error = %e, "watch failed; retrying with backoff");
                     continue;
                 }
             };
             cache.apply(&event);
-            provisionable.observe(&event);
+            observe(&event);
             changed.notify_waiters();
         }
     })
@@ -328,11 +330,17 @@ impl ClusterState {
         }
         let provisionable = Arc::new(ProvisionablePods::default());
         let pods = {
-            let (reader, writer) = pod_cache();
-            tasks.push(spawn_pod_watch(Api::<WatchedPod>::all(client.clone()), writer, provisionable.clone(), changed.clone()));
+            let (reader, writer) = lean_cache();
+            let provisionable = provisionable.clone();
+            let observe = move |event: &watcher::Event<Arc<LeanPod>>| provisionable.observe(event);
+            tasks.push(spawn_lean_watch(Api::<WatchedPod>::all(client.clone()), writer, observe, changed.clone()));
             reader
         };
-        let nodes = watch_all!(Node, "Node");
+        let nodes = {
+            let (reader, writer) = lean_cache();
+            tasks.push(spawn_lean_watch(Api::<WatchedNode>::all(client.clone()), writer, |_| {}, changed.clone()));
+            reader
+        };
         let node_claims = watch_all!(NodeClaim, "NodeClaim");
         let node_pools = watch_all!(NodePool, "NodePool");
         let daemon_sets = watch_all!(DaemonSet, "DaemonSet");
@@ -433,12 +441,8 @@ impl ClusterState {
     }
 
     /// The Node whose `spec.providerID` is `provider_id`, if exactly one exists.
-    pub fn nodes_with_provider_id(&self, provider_id: &str) -> Vec<Arc<Node>> {
-        self.nodes
-            .state()
-            .into_iter()
-            .filter(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
-            .collect()
+    pub fn nodes_with_provider_id(&self, provider_id: &str) -> Vec<Arc<LeanNode>> {
+        self.nodes.state().into_iter().filter(|n| n.provider_id() == Some(provider_id)).collect()
     }
 
     /// The objects a scheduling or disruption pass reads, taken from the caches at once.
@@ -457,13 +461,13 @@ impl ClusterState {
     }
 
     /// Every Node in the cache.
-    pub fn nodes(&self) -> Vec<Arc<Node>> {
+    pub fn nodes(&self) -> Vec<Arc<LeanNode>> {
         self.nodes.state()
     }
 
     /// The Node named `name` (a keyed lookup, not a scan).
-    pub fn node(&self, name: &str) -> Option<Arc<Node>> {
-        self.nodes.get(&kube::runtime::reflector::ObjectRef::new(name))
+    pub fn node(&self, name: &str) -> Option<Arc<LeanNode>> {
+        self.nodes.get("", name)
     }
 
     /// The pods bound to `node` that are not finished (Succeeded/Failed).
@@ -533,8 +537,9 @@ mod tests {
 
     #[test]
     fn a_cached_node_keeps_what_the_controllers_read() {
-        let mut node: Node = serde_json::from_value(json!({
-            "metadata": {"name": "n1", "labels": {"a": "b"}, "annotations": {"k": "v"}, "finalizers": ["karpenter.sh/termination"],
+        let watched: WatchedNode = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n1", "resourceVersion": "7", "labels": {"a": "b"}, "annotations": {"k": "v"}, "finalizers": ["karpenter.sh/termination"],
                 "managedFields": [{"manager": "kubelet"}]},
             "spec": {"providerID": "sim:///i-1", "unschedulable": true, "taints": [{"key": "t", "effect": "NoSchedule"}]},
             "status": {"allocatable": {"cpu": "4"}, "capacity": {"cpu": "4"}, "phase": "Running",
@@ -546,14 +551,17 @@ mod tests {
                 "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}, "volumesInUse": ["v"]}
         }))
         .unwrap();
-        node.trim();
-        let kept = serde_json::to_value(&node).unwrap();
+        // What guarded writes and finalizer edits read.
+        use kube::Resource;
+        assert_eq!((watched.meta().name.as_deref(), watched.meta().resource_version.as_deref()), (Some("n1"), Some("7")));
+        assert_eq!(watched.meta().finalizers, Some(vec!["karpenter.sh/termination".to_string()]));
+        let kept = serde_json::to_value(watched.lean()).unwrap();
         assert_eq!(
             kept,
-            json!({"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": "n1", "labels": {"a": "b"}, "annotations": {"k": "v"}, "finalizers": ["karpenter.sh/termination"]},
+            json!({
+                "metadata": {"name": "n1", "resourceVersion": "7", "labels": {"a": "b"}, "annotations": {"k": "v"}, "finalizers": ["karpenter.sh/termination"]},
                 "spec": {"providerID": "sim:///i-1", "unschedulable": true, "taints": [{"key": "t", "effect": "NoSchedule"}]},
-                "status": {"allocatable": {"cpu": "4"}, "capacity": {"cpu": "4"}, "phase": "Running",
+                "status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"},
                     "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
         );
     }

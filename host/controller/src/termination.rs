@@ -16,7 +16,8 @@ use joinery_core::labels;
 use joinery_runtime::CallError;
 use joinery_runtime::contract::CloudError;
 use joinery_kube::lean::LeanPod;
-use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use joinery_kube::lean::{LeanNode, WatchedNode};
+use k8s_openapi::api::core::v1::{Pod, Taint};
 use kube::api::{Api, DeleteParams, EvictParams};
 use serde_json::json;
 use tokio::sync::watch;
@@ -45,16 +46,16 @@ async fn step(ctx: Arc<Context>, workers: Arc<util::KeyedWorkers>) -> Result<(),
             && node.metadata.finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER);
         if terminating {
             let ctx = ctx.clone();
-            let key = node.metadata.name.clone().unwrap_or_default();
+            let key = node.name().to_string();
             workers.spawn(key, async move { terminate(&ctx, &node).await }).await;
         }
     }
     Ok(())
 }
 
-async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
-    let node_name = node.metadata.name.clone().unwrap_or_default();
-    let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.clone()).unwrap_or_default();
+async fn terminate(ctx: &Context, node: &LeanNode) -> Result<(), ControllerError> {
+    let node_name = node.name().to_string();
+    let provider_id = node.provider_id().unwrap_or_default().to_string();
     let claim = (!provider_id.is_empty())
         .then(|| {
             ctx.state
@@ -73,15 +74,13 @@ async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
     let pods = ctx.state.pods_on_node(&node_name);
     let views: Vec<DrainPod> = pods.iter().map(|p| drain_pod(p, now)).collect();
     let plan = drain::plan(&views, now, deadline);
-    let taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    let node_labels = node.metadata.labels.clone().unwrap_or_default();
     let mut view = NodeTermination {
         claim_live: claim.as_ref().is_some_and(|c| c.metadata.deletion_timestamp.is_none()),
         cloud: plugin.is_some(),
-        ready: joinery_kube::convert::node_ready(node),
+        ready: node.is_ready(),
         instance_gone: None,
-        tainted: taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY && t.effect == "NoSchedule")
-            && node_labels.contains_key(labels::EXCLUDE_FROM_LOAD_BALANCERS_LABEL),
+        tainted: node.taints().iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY && t.effect == "NoSchedule")
+            && node.label(labels::EXCLUDE_FROM_LOAD_BALANCERS_LABEL).is_some(),
         drained: plan.drained(),
         drained_marked: claim.as_ref().is_none_or(|c| c.is_condition_true(DRAINED)),
         instance_deleted: false,
@@ -109,8 +108,8 @@ async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
             }
             TerminationStep::Taint => {
                 // Guarded: the taint list is computed from the Node as last read.
-                writes::patch_guarded(&Api::<Node>::all(ctx.client.clone()), node, Part::Main, |current| {
-                    let mut taints = current.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+                writes::patch_guarded(&writes::node_api(ctx), &WatchedNode::from(node.clone()), Part::Main, |current| {
+                    let mut taints = current.taints().to_vec();
                     taints.retain(|t| t.key != labels::DISRUPTED_TAINT_KEY);
                     taints.push(Taint { key: labels::DISRUPTED_TAINT_KEY.into(), effect: "NoSchedule".into(), value: None, time_added: None });
                     Some(json!({"metadata": {"labels": {labels::EXCLUDE_FROM_LOAD_BALANCERS_LABEL: labels::EXCLUDE_FROM_LOAD_BALANCERS_VALUE}},
@@ -135,8 +134,8 @@ async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
             }
             TerminationStep::MarkDrained => {
                 if set_drained(ctx, claim.as_deref(), ConditionStatus::True, "Drained", String::new()).await? {
-                    let pool = node_labels.get(labels::NODEPOOL_LABEL).cloned().unwrap_or_default();
-                    ctx.metrics.inc(crate::metrics::names::NODES_DRAINED, &[("nodepool", pool.as_str())]);
+                    let pool = node.label(labels::NODEPOOL_LABEL).unwrap_or_default();
+                    ctx.metrics.inc(crate::metrics::names::NODES_DRAINED, &[("nodepool", pool)]);
                 }
                 view.drained_marked = true;
             }
@@ -160,18 +159,18 @@ async fn terminate(ctx: &Context, node: &Node) -> Result<(), ControllerError> {
         finalizers.retain(|f| f != labels::TERMINATION_FINALIZER);
         finalizers.len() != before
     };
-    match writes::edit_finalizers(&Api::<Node>::all(ctx.client.clone()), node, ours).await {
+    match writes::edit_finalizers(&writes::node_api(ctx), &WatchedNode::from(node.clone()), ours).await {
         Ok(_) => {}
         Err(e) if util::is_not_found(&e) => {}
         Err(e) => return Err(e.into()),
     }
     ctx.metrics.inc(
         crate::metrics::names::NODES_TERMINATED,
-        &[("nodepool", node_labels.get(labels::NODEPOOL_LABEL).map(String::as_str).unwrap_or("")), ("zone", node_labels.get(labels::ZONE_LABEL).map(String::as_str).unwrap_or(""))],
+        &[("nodepool", node.label(labels::NODEPOOL_LABEL).unwrap_or("")), ("zone", node.label(labels::ZONE_LABEL).unwrap_or(""))],
     );
     if let Some(deleted) = node.metadata.deletion_timestamp.as_ref() {
         let seconds = ctx.clock.now().duration_since(util::system_time(deleted)).unwrap_or_default().as_secs_f64();
-        let nodepool = node_labels.get(labels::NODEPOOL_LABEL).map(String::as_str).unwrap_or("");
+        let nodepool = node.label(labels::NODEPOOL_LABEL).unwrap_or("");
         ctx.metrics.observe(crate::metrics::names::NODES_TERMINATION_DURATION, &[("nodepool", nodepool)], seconds);
     }
     tracing::info!(node = %node_name, "deleted node");

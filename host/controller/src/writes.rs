@@ -8,6 +8,7 @@
 
 use kube::api::{Api, Patch, PatchParams};
 use joinery_api::Condition;
+use joinery_kube::lean::{LeanNode, WatchedNode};
 
 use crate::Context;
 
@@ -90,16 +91,22 @@ pub async fn edit_claim_conditions(
 /// whether it changed anything.
 pub async fn edit_node_taints(
     ctx: &Context,
-    node: &k8s_openapi::api::core::v1::Node,
+    node: &LeanNode,
     edit: impl Fn(&mut Vec<k8s_openapi::api::core::v1::Taint>) -> bool,
 ) -> Result<(), kube::Error> {
-    let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(ctx.client.clone());
-    patch_guarded(&api, node, Part::Main, |current| {
-        let mut taints = current.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    patch_guarded(&node_api(ctx), &WatchedNode::from(node.clone()), Part::Main, |current| {
+        let mut taints = current.taints().to_vec();
         edit(&mut taints).then(|| serde_json::json!({"spec": {"taints": taints}}))
     })
     .await?;
     Ok(())
+}
+
+/// The Nodes' API for writes: they read and return [`WatchedNode`]s (a cached [`LeanNode`]
+/// becomes one with `WatchedNode::from`), which carry the version and finalizers that
+/// [`patch_guarded`] and [`edit_finalizers`] read.
+pub fn node_api(ctx: &Context) -> Api<WatchedNode> {
+    Api::all(ctx.client.clone())
 }
 
 /// Edits an object's finalizers from its latest state (see [`patch_guarded`]); `edit`

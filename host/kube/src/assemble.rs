@@ -17,11 +17,11 @@ use joinery_core::overlay::{self, Overlay};
 use joinery_core::resources::Resources;
 use joinery_core::scheduling::{self, NodePoolLimits, PendingPod, PodKey, SchedulingContext, SchedulingInput};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 
 use crate::convert;
-use crate::lean::LeanPod;
+use crate::lean::{LeanNode, LeanPod};
 use crate::template::node_claim_template;
 use crate::volumes::{VolumeError, VolumeIndex, apply_attach_limits};
 
@@ -29,7 +29,7 @@ use crate::volumes::{VolumeError, VolumeIndex, apply_attach_limits};
 #[derive(Debug, Clone, Default)]
 pub struct ClusterObjects<'a> {
     /// Nodes.
-    pub nodes: Vec<&'a Node>,
+    pub nodes: Vec<&'a LeanNode>,
     /// NodeClaims (launched ones count as capacity in flight; all count against limits).
     pub node_claims: Vec<&'a NodeClaim>,
     /// Every pod (bound pods fill existing nodes and serve affinity and spread).

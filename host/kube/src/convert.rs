@@ -13,11 +13,11 @@ use joinery_core::scheduling::{
     WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 use joinery_core::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
-use k8s_openapi::api::core::v1::{self as corev1, Node};
+use k8s_openapi::api::core::v1::{self as corev1};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::conditions::{INITIALIZED, LAUNCHED};
-use crate::lean::{LeanPod, LeanPodSpec, LeanResources};
+use crate::lean::{LeanNode, LeanPod, LeanPodSpec, LeanResources};
 use joinery_core::lifecycle::is_ephemeral_taint;
 use crate::pods::{is_daemon_pod, is_terminal};
 
@@ -422,7 +422,7 @@ pub fn to_resource_list(resources: &Resources) -> BTreeMap<String, Quantity> {
 /// count as empty, as in the controller.
 pub fn existing_nodes<N, C, P>(nodes: &[N], claims: &[C], pods: &[P]) -> Vec<ExistingNode>
 where
-    N: Borrow<Node>,
+    N: Borrow<LeanNode>,
     C: Borrow<NodeClaim>,
     P: Borrow<LeanPod>,
 {
@@ -450,13 +450,13 @@ where
     let mut out = Vec::new();
     let mut nodes_seen = BTreeSet::new();
     for node in nodes.iter().map(Borrow::borrow) {
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.clone()).unwrap_or_default();
+        let name = node.name().to_string();
+        let provider_id = node.provider_id().unwrap_or_default().to_string();
         let claim = claim_by_provider_id.get(provider_id.as_str()).copied();
         nodes_seen.insert(provider_id);
         let node_labels = node.metadata.labels.clone().unwrap_or_default();
         let initialized = claim.map(|c| c.is_condition_true(INITIALIZED)).unwrap_or(true);
-        let mut node_taints = taints(node.spec.as_ref().and_then(|s| s.taints.as_ref()));
+        let mut node_taints = taints(node.spec.as_ref().and_then(|s| s.taints.as_deref()));
         if let Some(claim) = claim
             && !initialized
         {
@@ -472,7 +472,7 @@ where
         let deleting = node.metadata.deletion_timestamp.is_some() || claim.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
         let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
         let disrupted = node_taints.iter().any(|t| t.key == joinery_core::labels::DISRUPTED_TAINT_KEY);
-        let mut allocatable = resource_list("status.allocatable", node.status.as_ref().and_then(|s| s.allocatable.as_ref())).unwrap_or_default();
+        let mut allocatable = resource_list("status.allocatable", node.allocatable()).unwrap_or_default();
         if let Some(claim) = claim
             && !initialized
         {
@@ -488,8 +488,8 @@ where
         }
         let (req, daemon) = requested.remove(&name).unwrap_or_default();
         out.push(ExistingNode {
-            requirements: Requirements::from_labels(node_labels.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
-            nodepool: node_labels.get(joinery_core::labels::NODEPOOL_LABEL).cloned(),
+            requirements: Requirements::from_labels(node_labels.iter()),
+            nodepool: node_labels.get(joinery_core::labels::NODEPOOL_LABEL).map(String::from),
             taints: node_taints,
             allocatable,
             requested: req,
@@ -613,7 +613,7 @@ mod tests {
                                {"type": "Registered", "status": "True", "reason": "Registered", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
         }))
         .unwrap();
-        let node = |gpus: &str| -> Node {
+        let node = |gpus: &str| -> LeanNode {
             serde_json::from_value(json!({
                 "metadata": {"name": "gpu-1", "labels": {"karpenter.sh/nodepool": "default"}},
                 "spec": {"providerID": "sim://gpu-1"},
@@ -788,6 +788,6 @@ pub fn system_time(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> 
 }
 
 /// Whether a Node's `Ready` condition is `True`.
-pub fn node_ready(node: &Node) -> bool {
-    node.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True")
+pub fn node_ready(node: &LeanNode) -> bool {
+    node.is_ready()
 }

@@ -15,14 +15,13 @@ use joinery_core::disruption::{
 use joinery_core::instance_type::InstanceType;
 use joinery_core::labels::{self, LabelPolicy};
 use joinery_core::overlay::Overlay;
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use crate::assemble::{ClusterObjects, PoolOffer, Problem, Source, assemble};
 use crate::conditions::{CONSOLIDATABLE, DRIFTED, INITIALIZED};
 use crate::convert::{self, system_time};
 use crate::drain::{do_not_disrupt_active, tolerates_disrupted_taint};
-use crate::lean::LeanPod;
+use crate::lean::{LeanNode, LeanPod};
 use crate::pods::{blocked_by_budget, is_daemon_pod, is_mirror_pod, is_terminal};
 use crate::template::nodepool_hash;
 
@@ -131,11 +130,11 @@ pub fn snapshot(objects: &DisruptionObjects<'_>, marks: &Marks<'_>, options: Opt
             pods_by_node.entry(node).or_default().push(pod);
         }
     }
-    let node_by_provider: BTreeMap<&str, &Node> = objects
+    let node_by_provider: BTreeMap<&str, &LeanNode> = objects
         .cluster
         .nodes
         .iter()
-        .filter_map(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).map(|pid| (pid, *n)))
+        .filter_map(|n| n.provider_id().map(|pid| (pid, *n)))
         .collect();
     let mut pools: BTreeMap<String, Pool> = BTreeMap::new();
     for pool in &objects.node_pools {
@@ -171,7 +170,7 @@ pub fn snapshot(objects: &DisruptionObjects<'_>, marks: &Marks<'_>, options: Opt
         else {
             continue;
         };
-        let node_name = node.metadata.name.clone().unwrap_or_default();
+        let node_name = node.name().to_string();
         let initialized = claim.is_condition_true(INITIALIZED);
         let deleting = claim.metadata.deletion_timestamp.is_some() || node.metadata.deletion_timestamp.is_some();
         let disrupting = marks.disrupting.contains(&claim_name);
@@ -179,12 +178,11 @@ pub fn snapshot(objects: &DisruptionObjects<'_>, marks: &Marks<'_>, options: Opt
             && initialized
         {
             pool.nodes += 1;
-            if deleting || disrupting || !convert::node_ready(node) {
+            if deleting || disrupting || !node.is_ready() {
                 pool.disrupting += 1;
             }
         }
-        let node_labels = node.metadata.labels.clone().unwrap_or_default();
-        let label = |k: &str| node_labels.get(k).or_else(|| claim_labels.get(k)).cloned().unwrap_or_default();
+        let label = |k: &str| node.label(k).or_else(|| claim_labels.get(k).map(String::as_str)).unwrap_or_default().to_string();
         let (instance_type, zone, capacity_type) =
             (label(labels::INSTANCE_TYPE_LABEL), label(labels::ZONE_LABEL), label(labels::CAPACITY_TYPE_LABEL));
         let price = assembly
@@ -238,8 +236,7 @@ pub fn snapshot(objects: &DisruptionObjects<'_>, marks: &Marks<'_>, options: Opt
             deleting,
             nominated: (marks.nominated)(&claim_name) || (marks.nominated)(&node_name),
             disrupting,
-            do_not_disrupt: node.metadata.annotations.as_ref().and_then(|a| a.get(labels::DO_NOT_DISRUPT_ANNOTATION)).map(String::as_str)
-                == Some("true"),
+            do_not_disrupt: node.metadata.annotations.as_ref().and_then(|a| a.get(labels::DO_NOT_DISRUPT_ANNOTATION)) == Some("true"),
             pod_blockers,
             termination_grace_period: claim.spec.termination_grace_period.is_some(),
             consolidatable: claim.is_condition_true(CONSOLIDATABLE),

@@ -10,10 +10,9 @@ use std::time::{Duration, SystemTime};
 use joinery_api::NodeClaim;
 use joinery_core::drain::{self, DrainPod};
 use joinery_core::labels;
-use k8s_openapi::api::core::v1::Node;
 
 use crate::convert::system_time;
-use crate::lean::LeanPod;
+use crate::lean::{LeanNode, LeanPod};
 use crate::pods::{is_daemon_pod, is_mirror_pod, is_owned_by, is_terminal};
 
 /// Whether a pod tolerates the `karpenter.sh/disrupted:NoSchedule` taint (such pods are
@@ -90,7 +89,7 @@ pub fn reschedulable_pods(pods: &[Arc<LeanPod>]) -> Vec<Arc<LeanPod>> {
 
 /// The names of the nodes whose pods must move: managed Nodes (labelled with a NodePool) that
 /// are being deleted, or whose NodeClaim is.
-pub fn deleting_node_names<'a>(nodes: impl IntoIterator<Item = &'a Node>, claims: impl IntoIterator<Item = &'a NodeClaim>) -> BTreeSet<String> {
+pub fn deleting_node_names<'a>(nodes: impl IntoIterator<Item = &'a LeanNode>, claims: impl IntoIterator<Item = &'a NodeClaim>) -> BTreeSet<String> {
     let deleting_claims: BTreeSet<&str> = claims
         .into_iter()
         .filter(|c| c.metadata.deletion_timestamp.is_some())
@@ -99,11 +98,11 @@ pub fn deleting_node_names<'a>(nodes: impl IntoIterator<Item = &'a Node>, claims
     nodes
         .into_iter()
         .filter(|n| {
-            let managed = n.metadata.labels.as_ref().is_some_and(|l| l.contains_key(labels::NODEPOOL_LABEL));
-            let claim_deleting = n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).is_some_and(|pid| deleting_claims.contains(pid));
+            let managed = n.label(labels::NODEPOOL_LABEL).is_some();
+            let claim_deleting = n.provider_id().is_some_and(|pid| deleting_claims.contains(pid));
             managed && (n.metadata.deletion_timestamp.is_some() || claim_deleting)
         })
-        .filter_map(|n| n.metadata.name.clone())
+        .filter_map(|n| n.metadata.name.as_deref().map(String::from))
         .collect()
 }
 

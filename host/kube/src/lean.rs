@@ -25,6 +25,9 @@
 //!
 //! A `LeanPod` is read, never written back: writes to the cluster are patches built from
 //! scratch, so the fields it leaves out are never lost.
+//!
+//! Nodes are read the same way, as [`LeanNode`]s, whose labels and annotations are
+//! [`AtomMap`]s.
 
 use std::any::{Any, TypeId};
 use std::collections::{BTreeMap, HashMap};
@@ -41,6 +44,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The annotation `kubectl apply` keeps a whole copy of the object in.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+mod node;
+pub use node::{AtomMap, LeanNode, LeanNodeCondition, LeanNodeSpec, LeanNodeStatus, NodeMeta};
 
 /// A pod with only the fields Joinery reads (see the module documentation). Serialized, it is
 /// a valid (partial) `v1` Pod.
@@ -585,36 +591,76 @@ impl From<LeanPod> for WatchedPod {
     }
 }
 
-impl<'de> Deserialize<'de> for WatchedPod {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        LeanPod::deserialize(deserializer).map(WatchedPod::from)
+/// A Node as the node watch delivers it: the [`LeanNode`], and the name, uid, resource
+/// version, finalizers and owner references again as an `ObjectMeta`, which a watch needs, and which guarded
+/// writes (a patch carrying the version read) and finalizer edits read. Derefs to the
+/// `LeanNode`. The cache keeps only the `LeanNode`.
+#[derive(Debug, Clone)]
+pub struct WatchedNode {
+    meta: ObjectMeta,
+    /// The Node.
+    pub node: LeanNode,
+}
+
+impl From<LeanNode> for WatchedNode {
+    fn from(node: LeanNode) -> Self {
+        let meta = ObjectMeta {
+            name: node.metadata.name.as_deref().map(String::from),
+            uid: node.metadata.uid.clone(),
+            resource_version: node.metadata.resource_version.clone(),
+            finalizers: node.metadata.finalizers.clone(),
+            owner_references: node.metadata.owner_references.clone(),
+            ..ObjectMeta::default()
+        };
+        WatchedNode { meta, node }
     }
 }
 
-impl k8s_openapi::Resource for WatchedPod {
-    const API_VERSION: &'static str = <Pod as k8s_openapi::Resource>::API_VERSION;
-    const GROUP: &'static str = <Pod as k8s_openapi::Resource>::GROUP;
-    const KIND: &'static str = <Pod as k8s_openapi::Resource>::KIND;
-    const VERSION: &'static str = <Pod as k8s_openapi::Resource>::VERSION;
-    const URL_PATH_SEGMENT: &'static str = <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-    type Scope = <Pod as k8s_openapi::Resource>::Scope;
-}
-
-impl k8s_openapi::ListableResource for WatchedPod {
-    const LIST_KIND: &'static str = <Pod as k8s_openapi::ListableResource>::LIST_KIND;
-}
-
-impl k8s_openapi::Metadata for WatchedPod {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.meta
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.meta
+impl std::ops::Deref for WatchedNode {
+    type Target = LeanNode;
+    fn deref(&self) -> &LeanNode {
+        &self.node
     }
 }
+
+/// Makes a watched type a `kube` resource of the same kind as the full type it stands for.
+macro_rules! watched_resource {
+    ($watched:ty, $lean:ty, $full:ty) => {
+        impl<'de> Deserialize<'de> for $watched {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                <$lean>::deserialize(deserializer).map(<$watched>::from)
+            }
+        }
+
+        impl k8s_openapi::Resource for $watched {
+            const API_VERSION: &'static str = <$full as k8s_openapi::Resource>::API_VERSION;
+            const GROUP: &'static str = <$full as k8s_openapi::Resource>::GROUP;
+            const KIND: &'static str = <$full as k8s_openapi::Resource>::KIND;
+            const VERSION: &'static str = <$full as k8s_openapi::Resource>::VERSION;
+            const URL_PATH_SEGMENT: &'static str = <$full as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+            type Scope = <$full as k8s_openapi::Resource>::Scope;
+        }
+
+        impl k8s_openapi::ListableResource for $watched {
+            const LIST_KIND: &'static str = <$full as k8s_openapi::ListableResource>::LIST_KIND;
+        }
+
+        impl k8s_openapi::Metadata for $watched {
+            type Ty = ObjectMeta;
+
+            fn metadata(&self) -> &ObjectMeta {
+                &self.meta
+            }
+
+            fn metadata_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.meta
+            }
+        }
+    };
+}
+
+watched_resource!(WatchedPod, LeanPod, Pod);
+watched_resource!(WatchedNode, LeanNode, k8s_openapi::api::core::v1::Node);
 
 impl LeanPod {
     /// The pod's namespace and name as the scheduling core keys pods (empty when missing).

@@ -5,8 +5,9 @@
 //! - [`convert`]: pods (requests, affinity, spread, tolerations, host ports), Nodes and
 //!   NodeClaims as existing capacity, NodePool limits, DaemonSets, taints, label selectors,
 //!   NodeOverlays;
-//! - [`lean`]: [`LeanPod`](lean::LeanPod), a pod with only the fields Joinery reads — what
-//!   every function here takes, and what the controller caches;
+//! - [`lean`]: [`LeanPod`](lean::LeanPod) and [`LeanNode`](lean::LeanNode), a pod and a Node
+//!   with only the fields Joinery reads — what every function here takes, and what the
+//!   controller caches;
 //! - [`pods`]: the one classification of pods (terminal, bound, pending, left out and why;
 //!   DaemonSet and mirror pods; PDB protection);
 //! - [`disruption`]: NodePool budgets and `consolidateAfter` in the core's form;

@@ -24,7 +24,7 @@ use joinery_core::catalog::Catalog;
 use joinery_core::labels::LabelPolicy;
 use joinery_core::requirements::Requirements;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Service};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -32,7 +32,7 @@ use serde::Deserialize;
 
 use crate::convert;
 use crate::assemble::{ClusterObjects, PoolOffer, ProblemObject, Source};
-use crate::lean::LeanPod;
+use crate::lean::{LeanNode, LeanPod};
 use crate::volumes::VolumeIndex;
 pub use crate::pods::{PodState, pod_state};
 
@@ -103,7 +103,7 @@ pub struct Snapshot {
     /// `karpenter.sh/v1` NodeClaims.
     pub node_claims: Vec<Located<NodeClaim>>,
     /// Nodes.
-    pub nodes: Vec<Located<Node>>,
+    pub nodes: Vec<Located<LeanNode>>,
     /// Pods, bound and pending.
     pub pods: Vec<Located<LeanPod>>,
     /// DaemonSets.
@@ -265,7 +265,7 @@ impl Head {
 enum Object {
     NodePool(Box<NodePool>),
     NodeClaim(Box<NodeClaim>),
-    Node(Box<Node>),
+    Node(Box<LeanNode>),
     Pod(Box<LeanPod>),
     DaemonSet(Box<DaemonSet>),
     ReplicaSet(Box<ReplicaSet>),
@@ -515,7 +515,8 @@ impl Snapshot {
         match typed {
             Object::NodePool(o) => push!(node_pools, o),
             Object::NodeClaim(o) => push!(node_claims, o),
-            Object::Node(o) => push!(nodes, o),
+            // Nodes are cluster-scoped.
+            Object::Node(o) => self.nodes.push(Located { origin, object: *o }),
             Object::Pod(o) => push!(pods, o),
             Object::DaemonSet(o) => push!(daemon_sets, o),
             Object::ReplicaSet(o) => push!(replica_sets, o),

@@ -231,8 +231,9 @@ fn latest_timestamp(objects: &Objects) -> Option<SystemTime> {
         times.extend(l.object.status.as_ref().and_then(|s| s.last_pod_event_time.as_ref()));
     }
     for l in &objects.nodes {
-        times.extend(meta(&l.object.metadata));
-        let conditions = l.object.status.as_ref().and_then(|s| s.conditions.as_ref());
+        let m = &l.object.metadata;
+        times.extend(m.creation_timestamp.iter().chain(m.deletion_timestamp.iter()));
+        let conditions = l.object.status.as_ref().and_then(|s| s.conditions.as_deref());
         times.extend(conditions.into_iter().flatten().filter_map(|c| c.last_transition_time.as_ref()));
     }
     for l in &objects.pods {

@@ -165,9 +165,9 @@ fn typed_rest<'de, A: MapAccess<'de>>(api_version: String, kind: String, key: St
 fn name_and_namespace(object: &Object) -> Option<(Option<&str>, Option<&str>)> {
     let meta: &ObjectMeta = match object {
         Object::Pod(o) => return Some((o.metadata.name.as_deref(), o.metadata.namespace.as_deref())),
+        Object::Node(o) => return Some((o.metadata.name.as_deref(), None)),
         Object::NodePool(o) => &o.metadata,
         Object::NodeClaim(o) => &o.metadata,
-        Object::Node(o) => &o.metadata,
         Object::DaemonSet(o) => &o.metadata,
         Object::ReplicaSet(o) => &o.metadata,
         Object::Deployment(o) => &o.metadata,

@@ -1,0 +1,239 @@
+//! The caches of the two kinds a large cluster has many of: every pod as a [`LeanPod`] and
+//! every Node as a [`LeanNode`], each kept current by one watch.
+//!
+//! Pods are by far the most numerous objects a controller caches (50,000 on a cluster of
+//! 5,000 nodes), and Nodes the largest, so these caches are ours rather than `kube`'s
+//! reflector: each object is kept once, in a table of `Arc`s found by namespace and name,
+//! with no key of its own (a reflector keys each object by an `ObjectRef`, four more strings
+//! per object), and with the compact metadata of the lean types rather than an `ObjectMeta`.
+//!
+//! Like a reflector, a relist (the watch's first list, or a new one after the watch broke)
+//! builds a new table beside the current one and swaps it in once the list is complete, so a
+//! reader never sees a half-listed cluster.
+
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Arc, RwLock};
+
+use hashbrown::HashTable;
+use joinery_kube::lean::{LeanNode, LeanPod};
+use kube::runtime::watcher;
+
+/// An object a [`LeanCache`] holds: found by namespace (empty for cluster-scoped kinds) and
+/// name.
+pub trait Cached: Send + Sync + 'static {
+    /// The object's namespace and name.
+    fn cache_key(&self) -> (&str, &str);
+}
+
+impl Cached for LeanPod {
+    fn cache_key(&self) -> (&str, &str) {
+        (self.metadata.namespace.as_deref().unwrap_or(""), self.metadata.name.as_deref().unwrap_or(""))
+    }
+}
+
+impl Cached for LeanNode {
+    fn cache_key(&self) -> (&str, &str) {
+        ("", self.name())
+    }
+}
+
+/// Every object of one kind, read by the controllers; cheap to clone (all clones read the
+/// same cache).
+pub struct LeanCache<T> {
+    shared: Arc<Shared<T>>,
+    ready: tokio::sync::watch::Receiver<bool>,
+}
+
+impl<T> Clone for LeanCache<T> {
+    fn clone(&self) -> Self {
+        LeanCache { shared: self.shared.clone(), ready: self.ready.clone() }
+    }
+}
+
+/// Every pod.
+pub type PodCache = LeanCache<LeanPod>;
+
+/// Every Node.
+pub type NodeCache = LeanCache<LeanNode>;
+
+/// The writing end of a [`LeanCache`]: the watch applies its events through it.
+pub struct LeanCacheWriter<T> {
+    shared: Arc<Shared<T>>,
+    ready: tokio::sync::watch::Sender<bool>,
+    /// The table a relist is filling, swapped in when it ends.
+    relisting: Option<Table<T>>,
+}
+
+struct Shared<T> {
+    objects: RwLock<Table<T>>,
+    hasher: RandomState,
+}
+
+/// Objects found by namespace and name.
+struct Table<T>(HashTable<Arc<T>>);
+
+impl<T> Default for Table<T> {
+    fn default() -> Self {
+        Table(HashTable::new())
+    }
+}
+
+/// The cache is not ready because its watch stopped before the first list was complete.
+#[derive(Debug, thiserror::Error)]
+#[error("the watch stopped before its first list was complete")]
+pub struct WatchStopped;
+
+impl<T: Cached> Table<T> {
+    fn insert(&mut self, hasher: &RandomState, object: Arc<T>) {
+        let hash = hasher.hash_one(object.cache_key());
+        match self.0.find_mut(hash, |held| held.cache_key() == object.cache_key()) {
+            Some(held) => *held = object,
+            None => {
+                self.0.insert_unique(hash, object, |held| hasher.hash_one(held.cache_key()));
+            }
+        }
+    }
+
+    fn remove(&mut self, hasher: &RandomState, object: &T) {
+        let hash = hasher.hash_one(object.cache_key());
+        if let Ok(entry) = self.0.find_entry(hash, |held| held.cache_key() == object.cache_key()) {
+            entry.remove();
+        }
+    }
+}
+
+/// A new, empty cache and the writer that fills it.
+pub fn lean_cache<T: Cached>() -> (LeanCache<T>, LeanCacheWriter<T>) {
+    let shared = Arc::new(Shared { objects: RwLock::new(Table::default()), hasher: RandomState::new() });
+    let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
+    (LeanCache { shared: shared.clone(), ready: ready_rx }, LeanCacheWriter { shared, ready: ready_tx, relisting: None })
+}
+
+impl<T: Cached> LeanCache<T> {
+    /// Every cached object, in no particular order.
+    pub fn state(&self) -> Vec<Arc<T>> {
+        self.shared.read().0.iter().cloned().collect()
+    }
+
+    /// The object `name` in `namespace` (empty for a cluster-scoped kind), if cached.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<T>> {
+        let hash = self.shared.hasher.hash_one((namespace, name));
+        self.shared.read().0.find(hash, |held| held.cache_key() == (namespace, name)).cloned()
+    }
+
+    /// How many objects are cached.
+    pub fn len(&self) -> usize {
+        self.shared.read().0.len()
+    }
+
+    /// Whether no object is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Waits until the first list is in the cache.
+    pub async fn wait_until_ready(&self) -> Result<(), WatchStopped> {
+        let mut ready = self.ready.clone();
+        ready.wait_for(|ready| *ready).await.map(|_| ()).map_err(|_| WatchStopped)
+    }
+}
+
+impl<T> Shared<T> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Table<T>> {
+        self.objects.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Table<T>> {
+        self.objects.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl<T: Cached> LeanCacheWriter<T> {
+    /// Applies one event of the watch.
+    pub fn apply(&mut self, event: &watcher::Event<Arc<T>>) {
+        let hasher = &self.shared.hasher;
+        match event {
+            watcher::Event::Init => self.relisting = Some(Table::default()),
+            watcher::Event::InitApply(object) => self.relisting.get_or_insert_with(Table::default).insert(hasher, object.clone()),
+            watcher::Event::InitDone => {
+                let listed = self.relisting.take().unwrap_or_default();
+                *self.shared.write() = listed;
+                self.ready.send_replace(true);
+            }
+            watcher::Event::Apply(object) => self.shared.write().insert(hasher, object.clone()),
+            watcher::Event::Delete(object) => self.shared.write().remove(hasher, object),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(namespace: &str, name: &str, node: &str) -> Arc<LeanPod> {
+        Arc::new(serde_json::from_value(json!({"metadata": {"name": name, "namespace": namespace}, "spec": {"nodeName": node, "containers": []}})).unwrap())
+    }
+
+    fn node_of(pod: &LeanPod) -> &str {
+        pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or("")
+    }
+
+    #[tokio::test]
+    async fn a_relist_is_seen_whole_and_watch_events_apply_by_namespace_and_name() {
+        let (cache, mut writer) = lean_cache::<LeanPod>();
+        writer.apply(&watcher::Event::Init);
+        writer.apply(&watcher::Event::InitApply(pod("a", "web", "n1")));
+        writer.apply(&watcher::Event::InitApply(pod("b", "web", "n2")));
+        assert!(cache.is_empty(), "a list in progress is not seen");
+        let waiting = tokio::spawn({
+            let cache = cache.clone();
+            async move { cache.wait_until_ready().await }
+        });
+        writer.apply(&watcher::Event::InitDone);
+        waiting.await.unwrap().unwrap();
+        assert_eq!(cache.len(), 2);
+        assert_eq!(cache.get("b", "web").map(|p| node_of(&p).to_string()).as_deref(), Some("n2"));
+        assert!(cache.get("c", "web").is_none());
+
+        // An update replaces the pod of the same namespace and name; a deletion removes it.
+        writer.apply(&watcher::Event::Apply(pod("a", "web", "n3")));
+        writer.apply(&watcher::Event::Apply(pod("a", "api", "n1")));
+        writer.apply(&watcher::Event::Delete(pod("b", "web", "n2")));
+        let mut seen: Vec<(String, String)> = cache.state().iter().map(|p| (p.cache_key().0.to_string() + "/" + p.cache_key().1, node_of(p).to_string())).collect();
+        seen.sort();
+        assert_eq!(seen, [("a/api".to_string(), "n1".to_string()), ("a/web".to_string(), "n3".to_string())]);
+
+        // A relist replaces everything at its end: pods it does not list are gone.
+        writer.apply(&watcher::Event::Init);
+        writer.apply(&watcher::Event::InitApply(pod("c", "db", "n4")));
+        assert_eq!(cache.len(), 2, "the old state stays until the list is complete");
+        writer.apply(&watcher::Event::InitDone);
+        assert_eq!(cache.state().iter().map(|p| p.cache_key().1.to_string()).collect::<Vec<_>>(), ["db"]);
+    }
+
+    #[tokio::test]
+    async fn nodes_are_found_by_name_alone() {
+        let node = |name: &str, zone: &str| -> Arc<LeanNode> {
+            Arc::new(serde_json::from_value(json!({"metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone}}})).unwrap())
+        };
+        let (cache, mut writer) = lean_cache::<LeanNode>();
+        writer.apply(&watcher::Event::Init);
+        writer.apply(&watcher::Event::InitApply(node("n1", "a")));
+        writer.apply(&watcher::Event::InitDone);
+        writer.apply(&watcher::Event::Apply(node("n2", "b")));
+        writer.apply(&watcher::Event::Apply(node("n1", "c")));
+        assert_eq!(cache.len(), 2);
+        assert_eq!(cache.get("", "n1").and_then(|n| n.label("topology.kubernetes.io/zone").map(String::from)).as_deref(), Some("c"));
+        writer.apply(&watcher::Event::Delete(node("n2", "b")));
+        assert!(cache.get("", "n2").is_none());
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn waiting_ends_with_an_error_when_the_watch_stops_before_listing() {
+        let (cache, writer) = lean_cache::<LeanPod>();
+        drop(writer);
+        assert!(cache.wait_until_ready().await.is_err());
+    }
+}
