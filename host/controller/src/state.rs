@@ -229,15 +229,12 @@ keep_all_but_managed_fields!(
 trait LeanWatched: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static {
     /// What the cache keeps.
     type Lean: Cached;
-    /// The kind, for logs.
-    const KIND: &'static str;
     /// The object as the cache keeps it.
     fn lean(self) -> Self::Lean;
 }
 
 impl LeanWatched for WatchedPod {
     type Lean = LeanPod;
-    const KIND: &'static str = "Pod";
     /// The pod, [trimmed](LeanPod::trim).
     fn lean(self) -> LeanPod {
         let mut pod = self.pod;
@@ -248,7 +245,6 @@ impl LeanWatched for WatchedPod {
 
 impl LeanWatched for WatchedNode {
     type Lean = LeanNode;
-    const KIND: &'static str = "Node";
     fn lean(self) -> LeanNode {
         self.node
     }
@@ -274,7 +270,7 @@ fn spawn_lean_watch<W: LeanWatched>(
                 Ok(watcher::Event::Apply(object)) => watcher::Event::Apply(lean(object)),
                 Ok(watcher::Event::Delete(object)) => watcher::Event::Delete(lean(object)),
                 Err(e) => {
-                    tracing::warn!(kind = W::KIND, error = %e, "watch failed; retrying with backoff");
+                    tracing::warn!(kind = %W::kind(&()), error = %e, "watch failed; retrying with backoff");
                     continue;
                 }
             };

@@ -18,7 +18,7 @@
 //! (namespace, node name, phase, the conditions' type, status and reason). Pod-level
 //! resources and scheduling gates, which few pods state, are shared too, so that they take a
 //! pointer, not their whole size, in the pods that do not. A pod of a ReplicaSet, cached,
-//! takes under 700 bytes, its record 360 (`tests/pod_memory.rs`).
+//! takes under 700 bytes, its record 360 (`tests/cache_memory.rs`).
 //!
 //! Without an `ObjectMeta`, a `LeanPod` is not a `kube` resource: the pod watch reads
 //! [`WatchedPod`]s, which carry what a watch needs beside the pod.
