@@ -57,6 +57,8 @@ pub(crate) const INSTANCE_ANNOTATION: &str = "sim.joinery.dev/instance-id";
 const ORPHAN_QUARANTINE: Duration = Duration::from_secs(40);
 /// How often orphaned pods are looked for (simulated).
 const POD_GC_INTERVAL: Duration = Duration::from_secs(20);
+/// How many bound pods the pod GC reads per request.
+const ORPHAN_PAGE: u32 = 500;
 /// How long a kubelet waits before retrying a failed registration (simulated).
 const REGISTRATION_RETRY: Duration = Duration::from_secs(1);
 /// The kubelet version nodes report.
@@ -233,21 +235,36 @@ async fn force_delete(shared: &Shared, pod: &Pod) -> Result<Option<Pod>, Physics
 async fn collect_orphans(shared: &Shared, orphans: &mut HashMap<String, SystemTime>) -> Result<(), PhysicsError> {
     let nodes: HashSet<String> =
         Api::<Node>::all(shared.client.clone()).list(&ListParams::default()).await?.into_iter().filter_map(|n| n.metadata.name).collect();
-    let pods = Api::<Pod>::all(shared.client.clone()).list(&ListParams::default().fields("spec.nodeName!=")).await?;
+    // The bound pods are read a page at a time: on a cluster of 50,000 pods, one list held
+    // them all at once (about 450 MB parsed) every 20 simulated seconds.
+    let api = Api::<Pod>::all(shared.client.clone());
+    let mut params = ListParams::default().fields("spec.nodeName!=").limit(ORPHAN_PAGE);
     let now = shared.clock.now();
     let mut seen = HashSet::new();
-    for pod in pods {
-        let Some(node) = node_name_of(&pod) else { continue };
-        let Some(uid) = pod.metadata.uid.clone() else { continue };
-        if nodes.contains(node) {
-            continue;
+    let mut expired = Vec::new();
+    loop {
+        let page = api.list(&params).await?;
+        for pod in page.items {
+            let Some(node) = node_name_of(&pod) else { continue };
+            let Some(uid) = pod.metadata.uid.clone() else { continue };
+            if nodes.contains(node) {
+                continue;
+            }
+            seen.insert(uid.clone());
+            let since = *orphans.entry(uid).or_insert(now);
+            if now.duration_since(since).unwrap_or_default() >= ORPHAN_QUARANTINE {
+                expired.push(pod);
+            }
         }
-        seen.insert(uid.clone());
-        let since = *orphans.entry(uid).or_insert(now);
-        if now.duration_since(since).unwrap_or_default() >= ORPHAN_QUARANTINE {
-            tracing::info!(pod = %pod.metadata.name.as_deref().unwrap_or_default(), %node, "deleting a pod bound to a node that no longer exists");
-            force_delete(shared, &pod).await?;
+        match page.metadata.continue_.filter(|token| !token.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => break,
         }
+    }
+    for pod in expired {
+        let node = node_name_of(&pod).unwrap_or_default();
+        tracing::info!(pod = %pod.metadata.name.as_deref().unwrap_or_default(), %node, "deleting a pod bound to a node that no longer exists");
+        force_delete(shared, &pod).await?;
     }
     orphans.retain(|uid, _| seen.contains(uid));
     Ok(())

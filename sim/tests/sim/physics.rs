@@ -627,6 +627,27 @@ async fn terminated_instance_takes_its_node_and_pods_with_it() {
 }
 
 #[tokio::test]
+async fn pods_bound_to_a_node_that_does_not_exist_are_collected_across_list_pages() {
+    let cluster = cluster().await;
+    let pods: Api<Pod> = Api::default_namespaced(cluster.client.clone());
+    node(&cluster.client, "here", "4", json!({}), json!({}), true).await;
+    let bound = |name: String, node: &str| -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}})).unwrap()
+    };
+    // More orphans than the pod GC reads in one page.
+    for i in 0..520 {
+        pods.create(&PostParams::default(), &bound(format!("orphan-{i:03}"), "vanished")).await.unwrap();
+    }
+    pods.create(&PostParams::default(), &bound("kept".into(), "here")).await.unwrap();
+    eventually("every pod of the missing node collected", || async {
+        let left = pods.list(&ListParams::default().fields("spec.nodeName=vanished")).await.unwrap().items.len();
+        (left == 0).then_some(())
+    })
+    .await;
+    assert!(pods.get("kept").await.is_ok(), "a pod on an existing node stays");
+}
+
+#[tokio::test]
 async fn timestamps_follow_the_fast_clock() {
     let cluster = cluster().await;
     let config_maps: Api<ConfigMap> = Api::default_namespaced(cluster.client.clone());
