@@ -338,7 +338,7 @@ async fn finish(ctx: &Context, memory: &Shared, command: &Command, release_on_fa
         ctx.events.normal(&Involved::of(claim.as_ref()), "DisruptionTerminating", &message).await;
         if let Some(node) = node_of(ctx, &claim) {
             ctx.events.normal(&Involved::node(&node), "DisruptionTerminating", &format!("Disrupting Node: {}", reason.as_str())).await;
-            let moving = reschedulable_pods(&ctx.state.pods_on_node(&node.name())).len();
+            let moving = reschedulable_pods(&ctx.state.pods_on_node(node.name())).len();
             ctx.metrics.add(names::PODS_DISRUPTION_INITIATED, &[("reason", reason.metric_label())], moving as u64);
         }
         match api.delete(name, &DeleteParams::background()).await {

@@ -189,7 +189,7 @@ async fn collect_claims(ctx: &Context, group: &str, kind: &str, instances: &[con
         if listed.contains(pid.as_str()) {
             continue;
         }
-        let node_ready = ctx.state.nodes_with_provider_id(&pid).iter().any(|n| joinery_kube::convert::node_ready(n));
+        let node_ready = ctx.state.nodes_with_provider_id(&pid).iter().any(|n| n.is_ready());
         if node_ready {
             continue;
         }

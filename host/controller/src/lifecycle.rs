@@ -72,10 +72,6 @@ fn claims(ctx: &Context) -> Api<NodeClaim> {
     Api::all(ctx.client.clone())
 }
 
-fn nodes(ctx: &Context) -> Api<WatchedNode> {
-    writes::node_api(ctx)
-}
-
 /// The core's view of a claim (conditions, timestamps, taints, requests) for the state machine.
 /// The NodeClass and the create backoff are only looked up for a claim not launched yet (the
 /// only one the state machine asks them for), so a pass over launched claims reads neither.
@@ -321,7 +317,7 @@ async fn identify_node(ctx: &Context, claim: &NodeClaim, view: &ClaimView) -> Re
     });
     let Some(node) = lifecycle::node_to_identify(provider_id, prefix, candidates) else { return Ok(()) };
     tracing::info!(nodeclaim = ?claim.metadata.name, node, provider_id, label, "writing the provider ID onto a Node its platform registered without one");
-    merge_patch(&nodes(ctx), node, json!({"spec": {"providerID": provider_id}})).await?;
+    merge_patch(&writes::node_api(ctx), node, json!({"spec": {"providerID": provider_id}})).await?;
     Ok(())
 }
 
@@ -605,7 +601,7 @@ async fn register(ctx: &Context, claim: &NodeClaim, node_name: &str) -> Result<(
     }
     // Taints, finalizers and owner references are lists another writer (the kubelet, a CNI,
     // an operator) may change meanwhile: they are recomputed from the Node as last read.
-    writes::patch_guarded(&nodes(ctx), &WatchedNode::from(node.as_ref().clone()), writes::Part::Main, |current| {
+    writes::patch_guarded(&writes::node_api(ctx), &WatchedNode::from(node.as_ref().clone()), writes::Part::Main, |current| {
         let mut taints: Vec<Taint> = current.taints().to_vec();
         taints.retain(|t| t.key != labels::UNREGISTERED_TAINT_KEY);
         if sync_taints {
@@ -651,7 +647,7 @@ fn node_has_unregistered_taint(taints: &[Taint]) -> bool {
 /// blocking it).
 async fn initialize(ctx: &Context, claim: &NodeClaim, node_name: &str) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
-    merge_patch(&nodes(ctx), node_name, json!({"metadata": {"labels": {labels::INITIALIZED_LABEL: "true"}}})).await?;
+    merge_patch(&writes::node_api(ctx), node_name, json!({"metadata": {"labels": {labels::INITIALIZED_LABEL: "true"}}})).await?;
     write_status(ctx, claim, vec![condition(ctx, INITIALIZED, ConditionStatus::True, "Initialized", "")], json!({})).await?;
     tracing::info!(nodeclaim = %name, node = %node_name, "initialized nodeclaim");
     Ok(())
@@ -702,7 +698,7 @@ async fn finalize(ctx: &Context, claim: &NodeClaim, reconciled: &Reconciled) -> 
             FinalizationStep::DeleteNodes(names) => {
                 // The termination controller drains them; the claim waits until they are gone.
                 for node_name in names {
-                    match nodes(ctx).delete(&node_name, &DeleteParams::background()).await {
+                    match writes::node_api(ctx).delete(&node_name, &DeleteParams::background()).await {
                         Ok(_) => {}
                         Err(e) if util::is_not_found(&e) => {}
                         Err(e) => return Err(e.into()),

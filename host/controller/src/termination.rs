@@ -15,8 +15,7 @@ use joinery_core::drain::{self, DrainAction, DrainPod, NodeTermination, Terminat
 use joinery_core::labels;
 use joinery_runtime::CallError;
 use joinery_runtime::contract::CloudError;
-use joinery_kube::lean::LeanPod;
-use joinery_kube::lean::{LeanNode, WatchedNode};
+use joinery_kube::lean::{LeanNode, LeanPod, WatchedNode};
 use k8s_openapi::api::core::v1::{Pod, Taint};
 use kube::api::{Api, DeleteParams, EvictParams};
 use serde_json::json;

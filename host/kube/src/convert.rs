@@ -787,7 +787,3 @@ pub fn system_time(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> 
     if nanos >= 0 { std::time::UNIX_EPOCH + std::time::Duration::from_nanos(nanos as u64) } else { std::time::UNIX_EPOCH }
 }
 
-/// Whether a Node's `Ready` condition is `True`.
-pub fn node_ready(node: &LeanNode) -> bool {
-    node.is_ready()
-}
