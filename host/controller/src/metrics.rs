@@ -162,6 +162,10 @@ pub struct Metrics {
     gauges: HashMap<&'static str, Family<Labels, Gauge<f64, AtomicU64>>>,
     histograms: HashMap<&'static str, HistogramFamily>,
     scrape_time_gauges: HashMap<&'static str, Arc<ScrapeTimeGauge>>,
+    /// The length of the last exposition, to size the next one's buffer at once: at 50,000
+    /// pods `karpenter_pods_state` alone is about 15 MB of text, and a buffer grown by
+    /// doubling holds the old and the new copy at once while it grows.
+    last_render_len: std::sync::atomic::AtomicUsize,
 }
 
 /// Emits each series of a scrape-time gauge: its label pairs and its value.
@@ -225,6 +229,7 @@ impl Metrics {
             gauges: HashMap::new(),
             histograms: HashMap::new(),
             scrape_time_gauges: HashMap::new(),
+            last_render_len: Default::default(),
         };
         for &(name, kind, help) in DEFINITIONS {
             match kind {
@@ -355,9 +360,14 @@ impl Metrics {
 
     /// The Prometheus text exposition (format 0.0.4) of every metric.
     pub fn render(&self) -> String {
-        let mut out = String::new();
+        use std::sync::atomic::Ordering;
+        let last = self.last_render_len.load(Ordering::Relaxed);
+        // Room for the last exposition and a little more, so that a scrape of a steady cluster
+        // never grows its buffer.
+        let mut out = String::with_capacity(last + last / 16 + 4096);
         // Writing into a String cannot fail.
         let _ = prometheus_text::encode(&mut out, &self.registry);
+        self.last_render_len.store(out.len(), Ordering::Relaxed);
         out
     }
 }

@@ -215,11 +215,15 @@ where
                 503 => "Service Unavailable",
                 _ => "Not Found",
             };
-            let response = format!(
-                "HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            let head = format!(
+                "HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
                 body.len()
             );
-            let _ = stream.write_all(response.as_bytes()).await;
+            // The body is written as it is, not copied after the head: at 50,000 pods a scrape
+            // is about 15 MB of text.
+            if stream.write_all(head.as_bytes()).await.is_ok() {
+                let _ = stream.write_all(body.as_bytes()).await;
+            }
         });
     }
 }
