@@ -454,7 +454,6 @@ where
         let provider_id = node.provider_id().unwrap_or_default().to_string();
         let claim = claim_by_provider_id.get(provider_id.as_str()).copied();
         nodes_seen.insert(provider_id);
-        let node_labels = node.metadata.labels.clone().unwrap_or_default();
         let initialized = claim.map(|c| c.is_condition_true(INITIALIZED)).unwrap_or(true);
         let mut node_taints = taints(node.spec.as_ref().and_then(|s| s.taints.as_deref()));
         if let Some(claim) = claim
@@ -488,8 +487,8 @@ where
         }
         let (req, daemon) = requested.remove(&name).unwrap_or_default();
         out.push(ExistingNode {
-            requirements: Requirements::from_labels(node_labels.iter()),
-            nodepool: node_labels.get(joinery_core::labels::NODEPOOL_LABEL).map(String::from),
+            requirements: Requirements::from_labels(node.metadata.labels.iter().flat_map(|l| l.iter())),
+            nodepool: node.label(joinery_core::labels::NODEPOOL_LABEL).map(String::from),
             taints: node_taints,
             allocatable,
             requested: req,

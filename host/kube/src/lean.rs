@@ -592,9 +592,9 @@ impl From<LeanPod> for WatchedPod {
 }
 
 /// A Node as the node watch delivers it: the [`LeanNode`], and the name, uid, resource
-/// version, finalizers and owner references again as an `ObjectMeta`, which a watch needs, and which guarded
-/// writes (a patch carrying the version read) and finalizer edits read. Derefs to the
-/// `LeanNode`. The cache keeps only the `LeanNode`.
+/// version, finalizers and owner references again as an `ObjectMeta`, which a watch needs,
+/// and which guarded writes (a patch carrying the version read), finalizer edits and
+/// registration read. Derefs to the `LeanNode`. The cache keeps only the `LeanNode`.
 #[derive(Debug, Clone)]
 pub struct WatchedNode {
     meta: ObjectMeta,
