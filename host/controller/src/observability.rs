@@ -90,7 +90,7 @@ fn new_startups(pods: &[Arc<LeanPod>], started: &mut HashSet<u64>) -> Vec<f64> {
 }
 
 /// The pod's `Ready` condition, when it is `True`.
-fn ready_condition(pod: &LeanPod) -> Option<&joinery_kube::lean::LeanPodCondition> {
+fn ready_condition(pod: &LeanPod) -> Option<&joinery_kube::lean::LeanCondition> {
     pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready" && c.status == "True")
 }
 

@@ -46,7 +46,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 mod node;
-pub use node::{AtomMap, LeanNode, LeanNodeCondition, LeanNodeSpec, LeanNodeStatus, NodeMeta};
+pub use node::{AtomMap, LeanNode, LeanNodeSpec, LeanNodeStatus, NodeMeta};
 
 /// A pod with only the fields Joinery reads (see the module documentation). Serialized, it is
 /// a valid (partial) `v1` Pod.
@@ -201,7 +201,7 @@ pub struct LeanPodStatus {
     pub reason: Option<Atom>,
     /// `status.conditions` (once [trimmed](LeanPod::trim), only `PodScheduled` and `Ready`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<LeanPodCondition>>,
+    pub conditions: Option<Vec<LeanCondition>>,
     /// `status.nominatedNodeName`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nominated_node_name: Option<Atom>,
@@ -210,12 +210,13 @@ pub struct LeanPodStatus {
     pub start_time: Option<Time>,
 }
 
-/// The parts of a pod condition Joinery reads: kube-scheduler's verdict (`PodScheduled`) and
-/// readiness (`Ready`, whose transition time gives the pod startup metric). Messages and
-/// probe times are skipped while parsing.
+/// The parts of a pod's or a Node's condition Joinery reads: a pod's kube-scheduler verdict
+/// (`PodScheduled`) and readiness (`Ready`, whose transition time gives the pod startup
+/// metric), a Node's `Ready` and pressure conditions. Messages, probe and heartbeat times
+/// (a kubelet renews those every few seconds) are skipped while parsing.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct LeanPodCondition {
+pub struct LeanCondition {
     /// `type`.
     #[serde(rename = "type")]
     pub type_: Atom,
@@ -229,14 +230,21 @@ pub struct LeanPodCondition {
     pub last_transition_time: Option<Time>,
 }
 
-impl From<&PodCondition> for LeanPodCondition {
+impl From<&PodCondition> for LeanCondition {
     fn from(c: &PodCondition) -> Self {
-        LeanPodCondition {
-            type_: Atom::from(&c.type_),
-            status: Atom::from(&c.status),
-            reason: c.reason.as_ref().map(Atom::from),
-            last_transition_time: c.last_transition_time.clone(),
-        }
+        LeanCondition::new(&c.type_, &c.status, c.reason.as_deref(), c.last_transition_time.as_ref())
+    }
+}
+
+impl From<&k8s_openapi::api::core::v1::NodeCondition> for LeanCondition {
+    fn from(c: &k8s_openapi::api::core::v1::NodeCondition) -> Self {
+        LeanCondition::new(&c.type_, &c.status, c.reason.as_deref(), c.last_transition_time.as_ref())
+    }
+}
+
+impl LeanCondition {
+    fn new(type_: &str, status: &str, reason: Option<&str>, last_transition_time: Option<&Time>) -> Self {
+        LeanCondition { type_: Atom::from(type_), status: Atom::from(status), reason: reason.map(Atom::from), last_transition_time: last_transition_time.cloned() }
     }
 }
 
@@ -295,47 +303,63 @@ impl<'a> IntoIterator for &'a ResourceList {
 impl FromIterator<(String, Quantity)> for ResourceList {
     /// Sorts by name; of a name given twice, the last quantity stays (as in a map).
     fn from_iter<I: IntoIterator<Item = (String, Quantity)>>(items: I) -> Self {
-        let mut list: Vec<(String, Quantity)> = items.into_iter().collect();
-        // A stable sort keeps repeated names in input order; dedup keeps the first of each
-        // run, so reverse first to keep the last one given.
-        list.reverse();
-        list.sort_by(|a, b| a.0.cmp(&b.0));
-        list.dedup_by(|later, earlier| later.0 == earlier.0);
-        list.shrink_to_fit();
-        ResourceList(list)
+        ResourceList(sorted_last_wins(items.into_iter().collect()))
     }
 }
 
 impl Serialize for ResourceList {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (k, v) in &self.0 {
-            map.serialize_entry(k, v)?;
-        }
-        map.end()
+        write_pairs(serializer, &self.0)
     }
 }
 
 impl<'de> Deserialize<'de> for ResourceList {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ListVisitor;
-        impl<'de> Visitor<'de> for ListVisitor {
-            type Value = ResourceList;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a map")
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ResourceList, A::Error> {
-                let mut items = Vec::with_capacity(map.size_hint().unwrap_or(0));
-                while let Some(entry) = map.next_entry::<String, Quantity>()? {
-                    items.push(entry);
-                }
-                Ok(items.into_iter().collect())
-            }
-        }
-        deserializer.deserialize_map(ListVisitor)
+        read_pairs(deserializer).map(|pairs| ResourceList(sorted_last_wins(pairs)))
     }
+}
+
+/// `pairs` sorted by key, without room to spare; of a key given twice, the last value stays
+/// (as in a map). What [`ResourceList`] and [`AtomMap`] keep instead of a `BTreeMap`, which
+/// takes room for eleven entries however few it holds.
+fn sorted_last_wins<K: Ord, V>(mut pairs: Vec<(K, V)>) -> Vec<(K, V)> {
+    // A stable sort keeps repeated keys in input order; dedup keeps the first of each run,
+    // so reverse first to keep the last one given.
+    pairs.reverse();
+    pairs.sort_by(|a, b| a.0.cmp(&b.0));
+    pairs.dedup_by(|later, earlier| later.0 == earlier.0);
+    pairs.shrink_to_fit();
+    pairs
+}
+
+/// Writes `(key, value)` pairs as a JSON object.
+fn write_pairs<S: Serializer, K: Serialize, V: Serialize>(serializer: S, pairs: &[(K, V)]) -> Result<S::Ok, S::Error> {
+    let mut map = serializer.serialize_map(Some(pairs.len()))?;
+    for (k, v) in pairs {
+        map.serialize_entry(k, v)?;
+    }
+    map.end()
+}
+
+/// Reads a JSON object as its `(key, value)` pairs, in the order written.
+fn read_pairs<'de, D: Deserializer<'de>, K: Deserialize<'de>, V: Deserialize<'de>>(deserializer: D) -> Result<Vec<(K, V)>, D::Error> {
+    struct PairsVisitor<K, V>(std::marker::PhantomData<(K, V)>);
+    impl<'de, K: Deserialize<'de>, V: Deserialize<'de>> Visitor<'de> for PairsVisitor<K, V> {
+        type Value = Vec<(K, V)>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<(K, V)>, A::Error> {
+            let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(0));
+            while let Some(entry) = map.next_entry::<K, V>()? {
+                pairs.push(entry);
+            }
+            Ok(pairs)
+        }
+    }
+    deserializer.deserialize_map(PairsVisitor(std::marker::PhantomData))
 }
 
 /// A part of a pod that the pods of one workload state alike (labels, annotations, owner
@@ -719,7 +743,7 @@ impl From<&Pod> for LeanPod {
         let status = pod.status.as_ref().map(|s| LeanPodStatus {
             phase: s.phase.as_ref().map(Atom::from),
             reason: s.reason.as_ref().map(Atom::from),
-            conditions: s.conditions.as_ref().map(|c| c.iter().map(LeanPodCondition::from).collect()),
+            conditions: s.conditions.as_ref().map(|c| c.iter().map(LeanCondition::from).collect()),
             nominated_node_name: s.nominated_node_name.as_ref().map(Atom::from),
             start_time: s.start_time.clone(),
         });

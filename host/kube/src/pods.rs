@@ -108,7 +108,7 @@ pub fn is_provisionable(pod: &LeanPod) -> bool {
 }
 
 /// The pod's `PodScheduled` condition.
-fn scheduled_condition(pod: &LeanPod) -> Option<&crate::lean::LeanPodCondition> {
+fn scheduled_condition(pod: &LeanPod) -> Option<&crate::lean::LeanCondition> {
     pod.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().find(|c| c.type_ == "PodScheduled")
 }
 

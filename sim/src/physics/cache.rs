@@ -15,15 +15,19 @@ use kube::runtime::watcher;
 /// scratch; nothing reads them back) and a Node's image list. At 50,000 pods, a pod's
 /// container statuses were a quarter of each pod cache.
 pub(crate) trait Cached: Resource + Clone {
-    /// Drops what no component reads.
-    fn slim(&mut self) {
-        self.meta_mut().managed_fields = None;
-    }
+    /// Drops what no component reads beyond managed fields (which [`slim`] drops for every
+    /// kind).
+    fn slim_kind(&mut self) {}
+}
+
+/// Drops what no component reads from an object about to be cached.
+fn slim<K: Cached>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+    object.slim_kind();
 }
 
 impl Cached for Pod {
-    fn slim(&mut self) {
-        self.metadata.managed_fields = None;
+    fn slim_kind(&mut self) {
         if let Some(status) = self.status.as_mut() {
             status.container_statuses = None;
             status.init_container_statuses = None;
@@ -33,8 +37,7 @@ impl Cached for Pod {
 }
 
 impl Cached for Node {
-    fn slim(&mut self) {
-        self.metadata.managed_fields = None;
+    fn slim_kind(&mut self) {
         if let Some(status) = self.status.as_mut() {
             status.images = None;
         }
@@ -98,7 +101,7 @@ impl<K: Cached> Cache<K> {
             }
             watcher::Event::InitApply(mut object) => {
                 if let Some(relisting) = self.relisting.as_mut() {
-                    object.slim();
+                    slim(&mut object);
                     relisting.insert(key(&object), Box::new(object));
                 }
             }
@@ -139,7 +142,7 @@ impl<K: Cached> Cache<K> {
         {
             return;
         }
-        object.slim();
+        slim(&mut object);
         self.objects.insert(key, Box::new(object));
     }
 

@@ -17,14 +17,12 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use serde::de::{MapAccess, Visitor};
-use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{Atom, LAST_APPLIED, Shared};
+use super::{Atom, LAST_APPLIED, LeanCondition, Shared, read_pairs, sorted_last_wins, write_pairs};
 
 /// A Node with only the fields Joinery reads (see the module documentation). Serialized, it
 /// is a valid (partial) `v1` Node.
@@ -104,25 +102,7 @@ pub struct LeanNodeStatus {
     /// `status.conditions`, without messages and heartbeat times ([shared](Shared) between
     /// Nodes stating the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Shared<Vec<LeanNodeCondition>>>,
-}
-
-/// The parts of a Node condition Joinery reads. Messages and heartbeat times (a kubelet
-/// renews those every few seconds) are skipped while parsing.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LeanNodeCondition {
-    /// `type`.
-    #[serde(rename = "type")]
-    pub type_: Atom,
-    /// `status`: `True`, `False` or `Unknown`.
-    pub status: Atom,
-    /// `reason`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<Atom>,
-    /// `lastTransitionTime`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_transition_time: Option<Time>,
+    pub conditions: Option<Shared<Vec<LeanCondition>>>,
 }
 
 impl LeanNode {
@@ -158,17 +138,6 @@ impl LeanNode {
     }
 }
 
-impl From<&NodeCondition> for LeanNodeCondition {
-    fn from(c: &NodeCondition) -> Self {
-        LeanNodeCondition {
-            type_: Atom::from(&c.type_),
-            status: Atom::from(&c.status),
-            reason: c.reason.as_ref().map(Atom::from),
-            last_transition_time: c.last_transition_time.clone(),
-        }
-    }
-}
-
 impl From<&ObjectMeta> for NodeMeta {
     /// Copies the fields a `NodeMeta` keeps, as parsing would (without kubectl's last-applied
     /// copy).
@@ -198,7 +167,7 @@ impl From<&NodeStatus> for LeanNodeStatus {
         LeanNodeStatus {
             capacity: s.capacity.clone().map(Shared::new),
             allocatable: s.allocatable.clone().map(Shared::new),
-            conditions: s.conditions.as_ref().map(|c| Shared::new(c.iter().map(LeanNodeCondition::from).collect())),
+            conditions: s.conditions.as_ref().map(|c| Shared::new(c.iter().map(LeanCondition::from).collect())),
         }
     }
 }
@@ -260,53 +229,40 @@ impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for AtomMap {
 }
 
 impl AtomMap {
-    /// The map of `list`: sorted by key; of a key given twice, the last value stays.
-    fn sorted(mut list: Vec<(Atom, Atom)>) -> AtomMap {
-        // A stable sort keeps repeated keys in input order; dedup keeps the first of each run,
-        // so reverse first to keep the last one given.
-        list.reverse();
-        list.sort_by(|a, b| a.0.cmp(&b.0));
-        list.dedup_by(|later, earlier| later.0 == earlier.0);
-        AtomMap(list.into_boxed_slice())
+    /// The map of `pairs`: sorted by key; of a key given twice, the last value stays.
+    fn sorted(pairs: Vec<(Atom, Atom)>) -> AtomMap {
+        AtomMap(sorted_last_wins(pairs).into_boxed_slice())
     }
 }
 
 impl Serialize for AtomMap {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (k, v) in self.iter() {
-            map.serialize_entry(k, v)?;
-        }
-        map.end()
+        write_pairs(serializer, &self.0)
     }
 }
 
 impl<'de> Deserialize<'de> for AtomMap {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct MapVisitor;
-        impl<'de> Visitor<'de> for MapVisitor {
-            type Value = AtomMap;
+        read_pairs(deserializer).map(AtomMap::sorted)
+    }
+}
 
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a map of strings")
-            }
+/// `metadata.annotations` as written, values not interned yet (kubectl's last-applied copy of
+/// the object is dropped before it would be).
+struct RawAnnotations(Vec<(Atom, String)>);
 
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<AtomMap, A::Error> {
-                let mut items = Vec::with_capacity(map.size_hint().unwrap_or(0));
-                while let Some(entry) = map.next_entry::<Atom, Atom>()? {
-                    items.push(entry);
-                }
-                Ok(AtomMap::sorted(items))
-            }
-        }
-        deserializer.deserialize_map(MapVisitor)
+impl<'de> Deserialize<'de> for RawAnnotations {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        read_pairs(deserializer).map(RawAnnotations)
     }
 }
 
 /// Reads `metadata.annotations` without kubectl's last-applied copy of the object.
 fn annotations_without_last_applied<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<AtomMap>, D::Error> {
-    let annotations = Option::<AtomMap>::deserialize(deserializer)?;
-    Ok(annotations.map(|AtomMap(list)| AtomMap(list.into_iter().filter(|(k, _)| k.as_str() != LAST_APPLIED).collect())))
+    let annotations = Option::<RawAnnotations>::deserialize(deserializer)?;
+    Ok(annotations.map(|RawAnnotations(pairs)| {
+        AtomMap::sorted(pairs.into_iter().filter(|(k, _)| k.as_str() != LAST_APPLIED).map(|(k, v)| (k, Atom::from(v))).collect())
+    }))
 }
 
 #[cfg(test)]
