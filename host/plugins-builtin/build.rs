@@ -28,7 +28,8 @@ const SOURCES: &[&str] = &[
 ];
 
 fn main() {
-    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let manifest_dir =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let repo = manifest_dir.join("../..");
     let plugins = repo.join("plugins");
     for source in SOURCES {
@@ -45,7 +46,14 @@ fn main() {
     let mut command = Command::new(cargo);
     command
         .current_dir(&plugins)
-        .args(["build", "--release", "--workspace", "--target", "wasm32-wasip2", "--target-dir"])
+        .args([
+            "build",
+            "--release",
+            "--workspace",
+            "--target",
+            "wasm32-wasip2",
+            "--target-dir",
+        ])
         .arg(&target_dir);
     // Do not leak the host build's settings into the guest build.
     for (key, _) in env::vars_os() {
@@ -56,14 +64,26 @@ fn main() {
             || key.starts_with("CARGO_MANIFEST_")
             || matches!(
                 key.as_str(),
-                "RUSTFLAGS" | "CARGO_ENCODED_RUSTFLAGS" | "CARGO_TARGET_DIR" | "CARGO_BUILD_TARGET" | "TARGET" | "HOST"
-                    | "OUT_DIR" | "OPT_LEVEL" | "PROFILE" | "DEBUG" | "RUSTC_WORKSPACE_WRAPPER" | "CARGO_PRIMARY_PACKAGE"
+                "RUSTFLAGS"
+                    | "CARGO_ENCODED_RUSTFLAGS"
+                    | "CARGO_TARGET_DIR"
+                    | "CARGO_BUILD_TARGET"
+                    | "TARGET"
+                    | "HOST"
+                    | "OUT_DIR"
+                    | "OPT_LEVEL"
+                    | "PROFILE"
+                    | "DEBUG"
+                    | "RUSTC_WORKSPACE_WRAPPER"
+                    | "CARGO_PRIMARY_PACKAGE"
             )
         {
             command.env_remove(key);
         }
     }
-    let status = command.status().expect("cannot run cargo to build the wasm plugins");
+    let status = command
+        .status()
+        .expect("cannot run cargo to build the wasm plugins");
     if !status.success() {
         panic!(
             "building the wasm plugins in plugins/ failed (see the output above). If the error says the \

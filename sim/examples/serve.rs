@@ -5,10 +5,15 @@ use joinery_sim::{ApiServer, ApiServerOptions};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = std::env::args().nth(1).unwrap_or_else(|| "sim-kubeconfig".to_string());
+    let path = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "sim-kubeconfig".to_string());
     let server = ApiServer::start(ApiServerOptions::default()).await?;
     server.write_kubeconfig(std::path::Path::new(&path))?;
-    println!("API server at {}; kubeconfig written to {path}", server.url());
+    println!(
+        "API server at {}; kubeconfig written to {path}",
+        server.url()
+    );
     tokio::signal::ctrl_c().await?;
     server.shutdown().await;
     Ok(())

@@ -33,7 +33,13 @@ pub struct BenchOptions {
 
 impl Default for BenchOptions {
     fn default() -> Self {
-        BenchOptions { nodes: 5_000, pods: 50_000, namespaces: 50, runs: 5, chunk: 500 }
+        BenchOptions {
+            nodes: 5_000,
+            pods: 50_000,
+            namespaces: 50,
+            runs: 5,
+            chunk: 500,
+        }
     }
 }
 
@@ -120,7 +126,10 @@ pub struct TargetCheck {
 impl BenchReport {
     /// The median of the full pod list, if it was measured.
     pub fn full_list_median(&self) -> Option<Duration> {
-        self.lists.iter().find(|l| l.name.starts_with("pods, full list")).map(ListTiming::median)
+        self.lists
+            .iter()
+            .find(|l| l.name.starts_with("pods, full list"))
+            .map(ListTiming::median)
     }
 
     /// The targets the emulator is held to (they are set for the default size: 5,000 nodes
@@ -132,7 +141,8 @@ impl BenchReport {
             TargetCheck {
                 name: format!("full list of {} pods (median)", self.pods),
                 target: format!("≤ {} ms", FULL_LIST_TARGET.as_millis()),
-                measured: median.map_or("n/a".into(), |d| format!("{:.0} ms", d.as_secs_f64() * 1e3)),
+                measured: median
+                    .map_or("n/a".into(), |d| format!("{:.0} ms", d.as_secs_f64() * 1e3)),
                 met: median.map(|d| d <= FULL_LIST_TARGET),
             },
             TargetCheck {
@@ -148,8 +158,15 @@ impl BenchReport {
 /// A field of `/proc/self/status` in KiB (`VmRSS`, `VmHWM`); `None` off Linux.
 pub fn proc_status_kib(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with(field) && line[field.len()..].starts_with(':'))?;
-    line[field.len() + 1..].trim().trim_end_matches("kB").trim().parse().ok()
+    let line = status
+        .lines()
+        .find(|line| line.starts_with(field) && line[field.len()..].starts_with(':'))?;
+    line[field.len() + 1..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn node(index: usize) -> Value {
@@ -233,10 +250,14 @@ struct WatchProgress {
 async fn watch_pods(client: kube::Client, progress: Arc<WatchProgress>) {
     let mut version = "0".to_string();
     loop {
-        let Ok(request) = kube::core::Request::new("/api/v1/pods").watch(&WatchParams::default().timeout(290), &version) else {
+        let Ok(request) = kube::core::Request::new("/api/v1/pods")
+            .watch(&WatchParams::default().timeout(290), &version)
+        else {
             return;
         };
-        let Ok(stream) = client.request_stream(request).await else { return };
+        let Ok(stream) = client.request_stream(request).await else {
+            return;
+        };
         let mut lines = Box::pin(stream).lines();
         while let Some(Ok(line)) = futures::StreamExt::next(&mut lines).await {
             if line.contains("\"type\":\"ADDED\"") {
@@ -246,19 +267,37 @@ async fn watch_pods(client: kube::Client, progress: Arc<WatchProgress>) {
                 break;
             }
         }
-        let Ok(request) = kube::core::Request::new("/api/v1/pods").list(&ListParams::default().limit(1)) else { return };
-        let Ok(list) = client.request::<Value>(request).await else { return };
-        version = list.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("0").to_string();
+        let Ok(request) =
+            kube::core::Request::new("/api/v1/pods").list(&ListParams::default().limit(1))
+        else {
+            return;
+        };
+        let Ok(list) = client.request::<Value>(request).await else {
+            return;
+        };
+        version = list
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("0")
+            .to_string();
     }
 }
 
 /// One GET over HTTP; returns the body.
-async fn get(client: &kube::Client, path: &str, params: &ListParams, table: bool) -> Result<String, BenchError> {
+async fn get(
+    client: &kube::Client,
+    path: &str,
+    params: &ListParams,
+    table: bool,
+) -> Result<String, BenchError> {
     let mut request = kube::core::Request::new(path).list(params)?;
     if table {
-        request
-            .headers_mut()
-            .insert(http::header::ACCEPT, http::HeaderValue::from_static("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"));
+        request.headers_mut().insert(
+            http::header::ACCEPT,
+            http::HeaderValue::from_static(
+                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+            ),
+        );
     }
     Ok(client.request_text(request).await?)
 }
@@ -282,7 +321,11 @@ fn count_items(body: &str, table: bool) -> Result<usize, BenchError> {
         rows: Vec<serde::de::IgnoredAny>,
     }
     let counted: Counted = serde_json::from_str(body)?;
-    Ok(if table { counted.rows.len() } else { counted.items.len() })
+    Ok(if table {
+        counted.rows.len()
+    } else {
+        counted.items.len()
+    })
 }
 
 /// What one list returned: items (or Table rows), bytes and requests.
@@ -320,9 +363,17 @@ pub async fn run(options: &BenchOptions) -> Result<BenchReport, BenchError> {
 
     let started = Instant::now();
     let store = server.store();
-    let kind = |group: &str, plural: &str| store.lookup(group, "v1", plural).expect("built-in kinds are served");
-    let (namespaces_kind, nodes_kind, pods_kind, replica_sets_kind) =
-        (kind("", "namespaces"), kind("", "nodes"), kind("", "pods"), kind("apps", "replicasets"));
+    let kind = |group: &str, plural: &str| {
+        store
+            .lookup(group, "v1", plural)
+            .expect("built-in kinds are served")
+    };
+    let (namespaces_kind, nodes_kind, pods_kind, replica_sets_kind) = (
+        kind("", "namespaces"),
+        kind("", "nodes"),
+        kind("", "pods"),
+        kind("apps", "replicasets"),
+    );
     for index in 0..options.nodes {
         store.create(&nodes_kind, None, node(index))?;
         if index % 200 == 0 {
@@ -333,11 +384,21 @@ pub async fn run(options: &BenchOptions) -> Result<BenchReport, BenchError> {
     let mut owners: Vec<Vec<String>> = Vec::new();
     for n in 0..namespaces {
         let namespace = format!("team-{n:02}");
-        store.create(&namespaces_kind, None, json!({"metadata": {"name": namespace}}))?;
+        store.create(
+            &namespaces_kind,
+            None,
+            json!({"metadata": {"name": namespace}}),
+        )?;
         let mut uids = Vec::new();
         for app in 0..10 {
             let created = store.create(&replica_sets_kind, Some(&namespace), replica_set(app))?;
-            uids.push(created.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_string());
+            uids.push(
+                created
+                    .pointer("/metadata/uid")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+            );
         }
         owners.push(uids);
     }
@@ -346,7 +407,11 @@ pub async fn run(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         let app = index / namespaces % 10;
         let namespace = format!("team-{n:02}");
         let node = format!("node-{:05}", index % options.nodes.max(1));
-        store.create(&pods_kind, Some(&namespace), pod(index, &namespace, &node, app, &owners[n][app]))?;
+        store.create(
+            &pods_kind,
+            Some(&namespace),
+            pod(index, &namespace, &node, app, &owners[n][app]),
+        )?;
         if index % 100 == 0 {
             tokio::task::yield_now().await;
             // Let the watch keep up, as the real server's write path would under a lagging watcher.
@@ -356,7 +421,8 @@ pub async fn run(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         }
     }
     let deadline = Instant::now() + Duration::from_secs(120);
-    while progress.added.load(Ordering::Relaxed) < options.pods as u64 && Instant::now() < deadline {
+    while progress.added.load(Ordering::Relaxed) < options.pods as u64 && Instant::now() < deadline
+    {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let load_time = started.elapsed();
@@ -366,15 +432,60 @@ pub async fn run(options: &BenchOptions) -> Result<BenchReport, BenchError> {
     let node_name = format!("node-{:05}", options.nodes / 2);
     let namespace = format!("team-{:02}", namespaces / 2);
     let cases: Vec<(String, String, ListParams, bool)> = vec![
-        ("pods, full list (all namespaces)".into(), "/api/v1/pods".into(), ListParams::default(), false),
-        (format!("pods, in pages of {chunk} (limit/continue)"), "/api/v1/pods".into(), ListParams::default().limit(chunk), false),
-        (format!("pods, first page of {chunk}"), "/api/v1/pods".into(), ListParams::default().limit(chunk), false),
-        ("pods, label selector shard=s07 (1%)".into(), "/api/v1/pods".into(), ListParams::default().labels("shard=s07"), false),
-        ("pods, label selector app=app-3 (10%)".into(), "/api/v1/pods".into(), ListParams::default().labels("app=app-3"), false),
-        (format!("pods, field selector spec.nodeName={node_name}"), "/api/v1/pods".into(), ListParams::default().fields(&format!("spec.nodeName={node_name}")), false),
-        (format!("pods in one namespace ({namespace})"), format!("/api/v1/namespaces/{namespace}/pods"), ListParams::default(), false),
-        (format!("pods as Table in pages of {chunk} (kubectl get pods -A)"), "/api/v1/pods".into(), ListParams::default().limit(chunk), true),
-        ("nodes, full list".into(), "/api/v1/nodes".into(), ListParams::default(), false),
+        (
+            "pods, full list (all namespaces)".into(),
+            "/api/v1/pods".into(),
+            ListParams::default(),
+            false,
+        ),
+        (
+            format!("pods, in pages of {chunk} (limit/continue)"),
+            "/api/v1/pods".into(),
+            ListParams::default().limit(chunk),
+            false,
+        ),
+        (
+            format!("pods, first page of {chunk}"),
+            "/api/v1/pods".into(),
+            ListParams::default().limit(chunk),
+            false,
+        ),
+        (
+            "pods, label selector shard=s07 (1%)".into(),
+            "/api/v1/pods".into(),
+            ListParams::default().labels("shard=s07"),
+            false,
+        ),
+        (
+            "pods, label selector app=app-3 (10%)".into(),
+            "/api/v1/pods".into(),
+            ListParams::default().labels("app=app-3"),
+            false,
+        ),
+        (
+            format!("pods, field selector spec.nodeName={node_name}"),
+            "/api/v1/pods".into(),
+            ListParams::default().fields(&format!("spec.nodeName={node_name}")),
+            false,
+        ),
+        (
+            format!("pods in one namespace ({namespace})"),
+            format!("/api/v1/namespaces/{namespace}/pods"),
+            ListParams::default(),
+            false,
+        ),
+        (
+            format!("pods as Table in pages of {chunk} (kubectl get pods -A)"),
+            "/api/v1/pods".into(),
+            ListParams::default().limit(chunk),
+            true,
+        ),
+        (
+            "nodes, full list".into(),
+            "/api/v1/nodes".into(),
+            ListParams::default(),
+            false,
+        ),
     ];
     let mut lists = Vec::new();
     for (name, path, params, table) in cases {
@@ -399,7 +510,13 @@ pub async fn run(options: &BenchOptions) -> Result<BenchReport, BenchError> {
             measure(false).await?;
             samples.push(start.elapsed());
         }
-        lists.push(ListTiming { name, items, bytes, requests, samples });
+        lists.push(ListTiming {
+            name,
+            items,
+            bytes,
+            requests,
+            samples,
+        });
     }
     let report = BenchReport {
         nodes: options.nodes,
@@ -426,7 +543,10 @@ mod tests {
     fn continue_tokens_are_read_from_the_list_metadata() {
         let body = r#"{"items":[{"metadata":{"name":"a"}}],"metadata":{"continue":"abc123","resourceVersion":"9"}}"#;
         assert_eq!(continue_token(body).as_deref(), Some("abc123"));
-        assert_eq!(continue_token(r#"{"items":[],"metadata":{"resourceVersion":"9"}}"#), None);
+        assert_eq!(
+            continue_token(r#"{"items":[],"metadata":{"resourceVersion":"9"}}"#),
+            None
+        );
     }
 
     #[test]
@@ -458,10 +578,16 @@ mod tests {
             rss_peak_kib: Some(500 * 1024),
             lists: vec![timing(900)],
         };
-        assert_eq!(report.targets().iter().map(|t| t.met).collect::<Vec<_>>(), [Some(true), Some(true)]);
+        assert_eq!(
+            report.targets().iter().map(|t| t.met).collect::<Vec<_>>(),
+            [Some(true), Some(true)]
+        );
         report.lists = vec![timing(1100)];
         report.rss_loaded_kib = None;
-        assert_eq!(report.targets().iter().map(|t| t.met).collect::<Vec<_>>(), [Some(false), None]);
+        assert_eq!(
+            report.targets().iter().map(|t| t.met).collect::<Vec<_>>(),
+            [Some(false), None]
+        );
     }
 
     #[test]
@@ -474,10 +600,22 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_small_run_loads_everything_and_lists_it_back() {
-        let options = BenchOptions { nodes: 20, pods: 300, namespaces: 3, runs: 1, chunk: 50 };
+        let options = BenchOptions {
+            nodes: 20,
+            pods: 300,
+            namespaces: 3,
+            runs: 1,
+            chunk: 50,
+        };
         let report = run(&options).await.unwrap();
         assert_eq!(report.watch_events, 300);
-        let by_name = |prefix: &str| report.lists.iter().find(|l| l.name.starts_with(prefix)).unwrap();
+        let by_name = |prefix: &str| {
+            report
+                .lists
+                .iter()
+                .find(|l| l.name.starts_with(prefix))
+                .unwrap()
+        };
         assert_eq!(by_name("pods, full list").items, 300);
         let paged = by_name("pods, in pages");
         assert_eq!((paged.items, paged.requests), (300, 6));

@@ -43,7 +43,12 @@ pub struct ApiError {
 
 impl ApiError {
     pub(crate) fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        Self { code, reason, message: message.into(), details: None }
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
     }
 
     fn with_details(mut self, group: &str, plural: &str, name: &str) -> Self {
@@ -54,36 +59,59 @@ impl ApiError {
     /// 404: the named object does not exist.
     pub fn not_found(group: &str, plural: &str, name: &str) -> Self {
         let resource = qualified(group, plural);
-        Self::new(404, "NotFound", format!("{resource} \"{name}\" not found")).with_details(group, plural, name)
+        Self::new(404, "NotFound", format!("{resource} \"{name}\" not found"))
+            .with_details(group, plural, name)
     }
 
     /// 404: no such path or resource type.
     pub fn no_such_resource() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
     }
 
     /// 409: an object of that name already exists.
     pub fn already_exists(group: &str, plural: &str, name: &str) -> Self {
         let resource = qualified(group, plural);
-        Self::new(409, "AlreadyExists", format!("{resource} \"{name}\" already exists"))
-            .with_details(group, plural, name)
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{resource} \"{name}\" already exists"),
+        )
+        .with_details(group, plural, name)
     }
 
     /// 409: the write was based on a stale resourceVersion (or failed a precondition).
     pub fn conflict(group: &str, plural: &str, name: &str, why: &str) -> Self {
         let resource = qualified(group, plural);
-        Self::new(409, "Conflict", format!("Operation cannot be fulfilled on {resource} \"{name}\": {why}"))
-            .with_details(group, plural, name)
+        Self::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {resource} \"{name}\": {why}"),
+        )
+        .with_details(group, plural, name)
     }
 
     /// 422: the object failed validation; `causes` are (field, message) pairs.
     pub fn invalid(group: &str, kind: &str, name: &str, causes: &[(String, String)]) -> Self {
-        let qualified_kind = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
-        let summary: Vec<String> = causes.iter().map(|(field, msg)| format!("{field}: {msg}")).collect();
+        let qualified_kind = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let summary: Vec<String> = causes
+            .iter()
+            .map(|(field, msg)| format!("{field}: {msg}"))
+            .collect();
         let mut error = Self::new(
             422,
             "Invalid",
-            format!("{qualified_kind} \"{name}\" is invalid: {}", summary.join(", ")),
+            format!(
+                "{qualified_kind} \"{name}\" is invalid: {}",
+                summary.join(", ")
+            ),
         );
         let causes: Vec<Value> = causes
             .iter()
@@ -112,7 +140,10 @@ impl ApiError {
     /// are (reason, message) pairs.
     pub fn too_many_requests(message: impl Into<String>, causes: &[(&str, String)]) -> Self {
         let mut error = Self::new(429, "TooManyRequests", message);
-        let causes: Vec<Value> = causes.iter().map(|(reason, msg)| json!({"reason": reason, "message": msg})).collect();
+        let causes: Vec<Value> = causes
+            .iter()
+            .map(|(reason, msg)| json!({"reason": reason, "message": msg}))
+            .collect();
         error.details = Some(json!({"causes": causes}));
         error
     }
@@ -124,7 +155,11 @@ impl ApiError {
 
     /// 415: the patch content type is not understood.
     pub fn unsupported_media_type(content_type: &str) -> Self {
-        Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format: {content_type}"))
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format: {content_type}"),
+        )
     }
 
     /// Renders the error as a Kubernetes `Status` object.
@@ -154,5 +189,9 @@ impl std::fmt::Display for ApiError {
 impl std::error::Error for ApiError {}
 
 fn qualified(group: &str, plural: &str) -> String {
-    if group.is_empty() { plural.to_string() } else { format!("{plural}.{group}") }
+    if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    }
 }

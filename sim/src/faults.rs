@@ -51,7 +51,11 @@ pub(crate) fn retry_after_seconds(wait: Duration) -> u64 {
 
 /// A probability as given by a caller, made safe: clamped to 0..=1, 0 when not a number.
 pub(crate) fn clamp_rate(rate: f64) -> f64 {
-    if rate.is_finite() { rate.clamp(0.0, 1.0) } else { 0.0 }
+    if rate.is_finite() {
+        rate.clamp(0.0, 1.0)
+    } else {
+        0.0
+    }
 }
 
 /// Whether a fault's `pattern` (a value or `*`) covers `value`.
@@ -138,7 +142,10 @@ impl<V: Ord + Copy> Rules<V> {
 
     /// The latency a call of `verb` gets.
     pub(crate) fn latency(&self, verb: V) -> Duration {
-        self.latency.get(&verb).copied().unwrap_or(self.default_latency)
+        self.latency
+            .get(&verb)
+            .copied()
+            .unwrap_or(self.default_latency)
     }
 
     /// Decides one call: pending throttles first, then the throttle rate, then the error
@@ -148,10 +155,15 @@ impl<V: Ord + Copy> Rules<V> {
         if self.throttled.take() {
             return Injected::Throttle(self.retry_after);
         }
-        if self.throttle_rate > 0.0 && crate::random::next_unit(&mut self.rng) < self.throttle_rate {
+        if self.throttle_rate > 0.0 && crate::random::next_unit(&mut self.rng) < self.throttle_rate
+        {
             return Injected::Throttle(self.retry_after);
         }
-        let rate = self.error_rates.get(&verb).copied().unwrap_or(self.default_error_rate);
+        let rate = self
+            .error_rates
+            .get(&verb)
+            .copied()
+            .unwrap_or(self.default_error_rate);
         if rate > 0.0 && crate::random::next_unit(&mut self.rng) < rate {
             return Injected::Fail;
         }
@@ -177,19 +189,28 @@ pub(crate) struct Faults<V, E> {
 
 impl<V, E> Clone for Faults<V, E> {
     fn clone(&self) -> Self {
-        Faults { inner: self.inner.clone() }
+        Faults {
+            inner: self.inner.clone(),
+        }
     }
 }
 
 impl<V: Ord + Copy, E: Default> Faults<V, E> {
     /// No faults; random decisions seeded with `seed`.
     pub(crate) fn with_seed(seed: u64) -> Self {
-        Faults { inner: Arc::new(Mutex::new(FaultState { rules: Rules::new(seed), extra: E::default() })) }
+        Faults {
+            inner: Arc::new(Mutex::new(FaultState {
+                rules: Rules::new(seed),
+                extra: E::default(),
+            })),
+        }
     }
 
     /// The settings, for reading or changing them.
     pub(crate) fn lock(&self) -> MutexGuard<'_, FaultState<V, E>> {
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Restarts the random sequence from `seed`.
@@ -201,7 +222,10 @@ impl<V: Ord + Copy, E: Default> Faults<V, E> {
     pub(crate) fn clear(&self) {
         let mut state = self.lock();
         let rng = state.rules.rng;
-        *state = FaultState { rules: Rules::new(rng), extra: E::default() };
+        *state = FaultState {
+            rules: Rules::new(rng),
+            extra: E::default(),
+        };
     }
 
     /// Decides whether a call of `verb` is throttled, fails or proceeds.
@@ -211,7 +235,11 @@ impl<V: Ord + Copy, E: Default> Faults<V, E> {
 
     /// Waits out the latency of a call of `verb` (simulated time on `clock`), then returns
     /// the fake's answer to an injected fault, if any.
-    pub(crate) async fn delay_and_decide<A: InjectedAnswer<V>>(&self, verb: V, clock: &Clock) -> Option<A> {
+    pub(crate) async fn delay_and_decide<A: InjectedAnswer<V>>(
+        &self,
+        verb: V,
+        clock: &Clock,
+    ) -> Option<A> {
         let latency = self.lock().rules.latency(verb);
         if !latency.is_zero() {
             tokio::time::sleep(clock.to_real(latency)).await;
@@ -245,8 +273,14 @@ mod tests {
     fn pending_throttles_come_before_rates_and_count_down() {
         let faults: Faults<u8, ()> = Faults::with_seed(1);
         faults.lock().rules.set_error_rate(0, 1.0);
-        faults.lock().rules.throttle_next(1, Duration::from_millis(1500));
-        assert_eq!(faults.before_call(0), Injected::Throttle(Duration::from_millis(1500)));
+        faults
+            .lock()
+            .rules
+            .throttle_next(1, Duration::from_millis(1500));
+        assert_eq!(
+            faults.before_call(0),
+            Injected::Throttle(Duration::from_millis(1500))
+        );
         assert_eq!(faults.before_call(0), Injected::Fail);
         assert_eq!(faults.before_call(1), Injected::Proceed);
         assert_eq!(retry_after_seconds(Duration::from_millis(1500)), 2);
@@ -260,7 +294,9 @@ mod tests {
         let failures = |seed: u64| -> Vec<bool> {
             let faults: Faults<u8, ()> = Faults::with_seed(seed);
             faults.lock().rules.set_default_error_rate(0.5);
-            std::iter::repeat_with(|| faults.before_call(7) == Injected::Fail).take(64).collect()
+            std::iter::repeat_with(|| faults.before_call(7) == Injected::Fail)
+                .take(64)
+                .collect()
         };
         let first = failures(7);
         assert_eq!(first, failures(7));

@@ -13,8 +13,12 @@ use tokio::sync::watch;
 
 /// Serves each connection of `listener` with `handle` until `stopped` turns true; open
 /// connections are dropped then too. `server` names the server in logs.
-pub(crate) async fn serve<H, Fut, B>(listener: TcpListener, mut stopped: watch::Receiver<bool>, server: &'static str, handle: H)
-where
+pub(crate) async fn serve<H, Fut, B>(
+    listener: TcpListener,
+    mut stopped: watch::Receiver<bool>,
+    server: &'static str,
+    handle: H,
+) where
     H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response<B>> + Send + 'static,
     B: Body + Send + 'static,

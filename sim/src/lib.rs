@@ -24,8 +24,8 @@
 
 pub mod apiserver;
 pub mod bench;
-pub mod cloud;
 pub mod clevercloud;
+pub mod cloud;
 pub mod clusterapi;
 mod error;
 pub mod exoscale;
@@ -35,7 +35,10 @@ pub mod physics;
 pub mod preload;
 mod random;
 
-pub use apiserver::{ApiFaults, ApiServer, ApiServerOptions, ApiVerb, ShutdownHandle, kubeconfig_yaml, plain_http_client};
+pub use apiserver::{
+    ApiFaults, ApiServer, ApiServerOptions, ApiVerb, ShutdownHandle, kubeconfig_yaml,
+    plain_http_client,
+};
 pub use error::{ApiError, SimError};
 pub use physics::{Physics, PhysicsOptions};
 
@@ -60,7 +63,10 @@ pub(crate) mod test_support {
             if let Some(value) = probe().await {
                 return value;
             }
-            assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {what}"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }

@@ -31,16 +31,28 @@ pub struct Preload {
 impl Preload {
     /// `nodes` nodes and `pods` pods over 50 namespaces (fewer when there are few pods).
     pub fn new(nodes: usize, pods: usize) -> Self {
-        Self { nodes, pods, namespaces: pods.div_ceil(1_000).clamp(1, 50) }
+        Self {
+            nodes,
+            pods,
+            namespaces: pods.div_ceil(1_000).clamp(1, 50),
+        }
     }
 }
 
 /// Writes the cluster `shape` describes into `store`, yielding to other tasks now and then so
 /// that watches opened meanwhile keep up.
 pub async fn preload(store: &Store, shape: Preload) -> Result<(), ApiError> {
-    let kind = |group: &str, plural: &str| store.lookup(group, "v1", plural).expect("built-in kinds are served");
-    let (namespaces_kind, nodes_kind, pods_kind, replica_sets_kind) =
-        (kind("", "namespaces"), kind("", "nodes"), kind("", "pods"), kind("apps", "replicasets"));
+    let kind = |group: &str, plural: &str| {
+        store
+            .lookup(group, "v1", plural)
+            .expect("built-in kinds are served")
+    };
+    let (namespaces_kind, nodes_kind, pods_kind, replica_sets_kind) = (
+        kind("", "namespaces"),
+        kind("", "nodes"),
+        kind("", "pods"),
+        kind("apps", "replicasets"),
+    );
     for index in 0..shape.nodes {
         store.create(&nodes_kind, None, node(index))?;
         if index % 200 == 0 {
@@ -60,11 +72,25 @@ pub async fn preload(store: &Store, shape: Preload) -> Result<(), ApiError> {
     let mut owners: Vec<Vec<String>> = Vec::with_capacity(namespaces);
     for n in 0..namespaces {
         let namespace = format!("static-{n:02}");
-        store.create(&namespaces_kind, None, json!({"metadata": {"name": namespace}}))?;
+        store.create(
+            &namespaces_kind,
+            None,
+            json!({"metadata": {"name": namespace}}),
+        )?;
         let mut uids = Vec::with_capacity(10);
         for app in 0..10 {
-            let created = store.create(&replica_sets_kind, Some(&namespace), replica_set(app, replicas[n][app]))?;
-            uids.push(created.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_string());
+            let created = store.create(
+                &replica_sets_kind,
+                Some(&namespace),
+                replica_set(app, replicas[n][app]),
+            )?;
+            uids.push(
+                created
+                    .pointer("/metadata/uid")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+            );
         }
         owners.push(uids);
     }
@@ -73,7 +99,11 @@ pub async fn preload(store: &Store, shape: Preload) -> Result<(), ApiError> {
         let app = index / namespaces % 10;
         let namespace = format!("static-{n:02}");
         let node = node_name(index % shape.nodes);
-        store.create(&pods_kind, Some(&namespace), pod(index, &namespace, &node, app, &owners[n][app]))?;
+        store.create(
+            &pods_kind,
+            Some(&namespace),
+            pod(index, &namespace, &node, app, &owners[n][app]),
+        )?;
         if index % 100 == 0 {
             tokio::task::yield_now().await;
         }
@@ -113,9 +143,7 @@ const SINCE: &str = "2026-01-01T00:00:00Z";
 /// The status of a Ready 16 vCPU / 64 GiB node, `index` picking its address (also used by
 /// `joinery bench sim`).
 pub(crate) fn node_status(index: usize, name: &str) -> Value {
-    let condition = |kind: &str, status: &str, reason: &str| {
-        json!({"type": kind, "status": status, "reason": reason, "lastHeartbeatTime": SINCE, "lastTransitionTime": SINCE})
-    };
+    let condition = |kind: &str, status: &str, reason: &str| json!({"type": kind, "status": status, "reason": reason, "lastHeartbeatTime": SINCE, "lastTransitionTime": SINCE});
     json!({
         "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110", "ephemeral-storage": "100Gi"},
         "allocatable": {"cpu": "15890m", "memory": "62Gi", "pods": "110", "ephemeral-storage": "95Gi"},
@@ -223,17 +251,44 @@ mod tests {
         let server = ApiServer::start(ApiServerOptions::default()).await.unwrap();
         preload(server.store(), Preload::new(4, 10)).await.unwrap();
         let client = server.client().unwrap();
-        let nodes = Api::<Node>::all(client.clone()).list(&ListParams::default()).await.unwrap().items;
-        let pods = Api::<Pod>::all(client).list(&ListParams::default()).await.unwrap().items;
+        let nodes = Api::<Node>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        let pods = Api::<Pod>::all(client)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
         assert_eq!((nodes.len(), pods.len()), (4, 10));
         for node in &nodes {
-            let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+            let taints = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default();
             assert_eq!(taints[0].key, STATIC_TAINT_KEY);
-            assert!(node.metadata.labels.as_ref().unwrap().keys().all(|k| !k.starts_with("karpenter.sh/")));
+            assert!(
+                node.metadata
+                    .labels
+                    .as_ref()
+                    .unwrap()
+                    .keys()
+                    .all(|k| !k.starts_with("karpenter.sh/"))
+            );
         }
-        assert!(pods.iter().all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")));
+        assert!(
+            pods.iter()
+                .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        );
         // Round-robin: the first node holds pods 0, 4 and 8.
-        let on_first = pods.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some("static-00000")).count();
+        let on_first = pods
+            .iter()
+            .filter(|p| {
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some("static-00000")
+            })
+            .count();
         assert_eq!(on_first, 3);
         server.shutdown().await;
     }

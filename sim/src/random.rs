@@ -26,6 +26,10 @@ mod tests {
         assert_eq!(first, (0..8).map(|_| next_u64(&mut b)).collect::<Vec<_>>());
         assert_ne!(first[0], first[1]);
         let mut c = 7u64;
-        assert!((0..1000).map(|_| next_unit(&mut c)).all(|u| (0.0..1.0).contains(&u)));
+        assert!(
+            (0..1000)
+                .map(|_| next_unit(&mut c))
+                .all(|u| (0.0..1.0).contains(&u))
+        );
     }
 }

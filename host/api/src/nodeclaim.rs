@@ -184,10 +184,15 @@ impl HasConditions for NodeClaimStatus {
 /// A NodeClaim's conditions are its status's (empty when it has no status yet).
 impl HasConditions for NodeClaim {
     fn conditions(&self) -> &[Condition] {
-        self.status.as_ref().map(|s| s.conditions()).unwrap_or_default()
+        self.status
+            .as_ref()
+            .map(|s| s.conditions())
+            .unwrap_or_default()
     }
 
     fn conditions_mut(&mut self) -> &mut Vec<Condition> {
-        self.status.get_or_insert_with(Default::default).conditions_mut()
+        self.status
+            .get_or_insert_with(Default::default)
+            .conditions_mut()
     }
 }

@@ -22,12 +22,23 @@ pub struct KubeOptions {
 impl KubeOptions {
     /// The client configuration these options select.
     pub async fn config(&self) -> Result<kube::Config> {
-        let options = KubeConfigOptions { context: self.context.clone(), ..Default::default() };
-        let paths: Vec<&PathBuf> = self.kubeconfig.iter().filter(|p| !p.as_os_str().is_empty()).collect();
+        let options = KubeConfigOptions {
+            context: self.context.clone(),
+            ..Default::default()
+        };
+        let paths: Vec<&PathBuf> = self
+            .kubeconfig
+            .iter()
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect();
         if paths.is_empty() {
             return match &self.context {
-                Some(_) => kube::Config::from_kubeconfig(&options).await.context("cannot use the default kubeconfig with --context"),
-                None => kube::Config::infer().await.context("no in-cluster config and no kubeconfig; pass --kubeconfig"),
+                Some(_) => kube::Config::from_kubeconfig(&options)
+                    .await
+                    .context("cannot use the default kubeconfig with --context"),
+                None => kube::Config::infer()
+                    .await
+                    .context("no in-cluster config and no kubeconfig; pass --kubeconfig"),
             };
         }
         let mut merged: Option<Kubeconfig> = None;
@@ -35,15 +46,27 @@ impl KubeOptions {
             if paths.len() > 1 && !path.exists() {
                 continue;
             }
-            let file = Kubeconfig::read_from(path).with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            let file = Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
             merged = Some(match merged {
                 None => file,
-                Some(first) => first.merge(file).with_context(|| format!("cannot merge kubeconfig {}", path.display()))?,
+                Some(first) => first
+                    .merge(file)
+                    .with_context(|| format!("cannot merge kubeconfig {}", path.display()))?,
             });
         }
         let Some(kubeconfig) = merged else {
-            bail!("none of the kubeconfig files exists: {}", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+            bail!(
+                "none of the kubeconfig files exists: {}",
+                paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
         };
-        kube::Config::from_custom_kubeconfig(kubeconfig, &options).await.context("the kubeconfig is not usable (check its current context or --context)")
+        kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .context("the kubeconfig is not usable (check its current context or --context)")
     }
 }

@@ -48,7 +48,12 @@ const JOINERY_TARGETS: [&str; 8] = [
 pub fn log_level_filter(level: &str) -> Option<String> {
     match level {
         "info" | "error" => Some(level.to_string()),
-        "debug" => Some(std::iter::once("info".to_string()).chain(JOINERY_TARGETS.iter().map(|t| format!("{t}=debug"))).collect::<Vec<_>>().join(",")),
+        "debug" => Some(
+            std::iter::once("info".to_string())
+                .chain(JOINERY_TARGETS.iter().map(|t| format!("{t}=debug")))
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
         _ => None,
     }
 }
@@ -56,16 +61,23 @@ pub fn log_level_filter(level: &str) -> Option<String> {
 /// The default filter of commands that honour `LOG_LEVEL`: its filter when it is set and valid,
 /// else `info`.
 pub fn log_level_env_filter() -> String {
-    std::env::var("LOG_LEVEL").ok().and_then(|level| log_level_filter(&level)).unwrap_or_else(|| "info".to_string())
+    std::env::var("LOG_LEVEL")
+        .ok()
+        .and_then(|level| log_level_filter(&level))
+        .unwrap_or_else(|| "info".to_string())
 }
 
 /// Installs the `tracing` subscriber writing to stderr. `RUST_LOG` wins when set; otherwise
 /// `default_filter` (the command's own choice, see `Execute::default_log_level`) applies.
 pub fn init_tracing(format: LogFormat, default_filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter.into());
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| default_filter.into());
     // Colour only on a terminal: a file, a pipe or a log collector gets plain text.
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(colour);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.event_format(UpstreamJson).try_init(),
@@ -80,12 +92,23 @@ where
     S: tracing::Subscriber + for<'a> LookupSpan<'a>,
     N: for<'a> FormatFields<'a> + 'static,
 {
-    fn format_event(&self, _ctx: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &tracing::Event<'_>) -> fmt::Result {
+    fn format_event(
+        &self,
+        _ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> fmt::Result {
         let meta = event.metadata();
-        let time = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string();
+        let time = k8s_openapi::jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+            .to_string();
         let mut fields = Fields::default();
         event.record(&mut fields);
-        writeln!(writer, "{}", upstream_line(meta.level().as_str(), &time, meta.target(), fields))
+        writeln!(
+            writer,
+            "{}",
+            upstream_line(meta.level().as_str(), &time, meta.target(), fields)
+        )
     }
 }
 
@@ -99,7 +122,10 @@ struct Fields {
 impl Fields {
     fn record(&mut self, field: &Field, value: serde_json::Value) {
         if field.name() == "message" {
-            self.message = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
+            self.message = value
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| value.to_string());
         } else {
             self.rest.push((field.name().to_string(), value));
         }
@@ -134,7 +160,11 @@ impl Visit for Fields {
 /// upstream's `"Kind": {"name": …}`.
 fn upstream_line(level: &str, time: &str, target: &str, fields: Fields) -> serde_json::Value {
     let krate = target.split("::").next().unwrap_or(target);
-    let logger = if krate == "joinery" || krate.starts_with("joinery_") { "controller" } else { krate };
+    let logger = if krate == "joinery" || krate.starts_with("joinery_") {
+        "controller"
+    } else {
+        krate
+    };
     let mut line = serde_json::Map::new();
     line.insert("level".into(), level.into());
     line.insert("time".into(), time.into());
@@ -165,8 +195,14 @@ mod tests {
         assert_eq!(log_level_filter("info").as_deref(), Some("info"));
         assert_eq!(log_level_filter("error").as_deref(), Some("error"));
         let debug = log_level_filter("debug").unwrap();
-        assert!(debug.starts_with("info,") && debug.contains("joinery_controller=debug"), "{debug}");
-        assert!(tracing_subscriber::EnvFilter::try_new(&debug).is_ok(), "{debug}");
+        assert!(
+            debug.starts_with("info,") && debug.contains("joinery_controller=debug"),
+            "{debug}"
+        );
+        assert!(
+            tracing_subscriber::EnvFilter::try_new(&debug).is_ok(),
+            "{debug}"
+        );
         assert_eq!(log_level_filter("trace"), None);
     }
 
@@ -181,7 +217,12 @@ mod tests {
                 ("retry_in_ms".into(), 250.into()),
             ],
         };
-        let line = upstream_line("INFO", "2026-12-01T00:00:00.000Z", "joinery_controller::lifecycle", fields);
+        let line = upstream_line(
+            "INFO",
+            "2026-12-01T00:00:00.000Z",
+            "joinery_controller::lifecycle",
+            fields,
+        );
         assert_eq!(
             line,
             serde_json::json!({"level": "INFO", "time": "2026-12-01T00:00:00.000Z", "logger": "controller", "message": "registered nodeclaim",

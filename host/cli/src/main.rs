@@ -27,7 +27,13 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(name = "joinery", version, about, propagate_version = true)]
 struct Cli {
     /// Log format.
-    #[arg(long, global = true, env = "JOINERY_LOG_FORMAT", value_enum, default_value = "text")]
+    #[arg(
+        long,
+        global = true,
+        env = "JOINERY_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
     log_format: LogFormat,
     /// What to do.
     #[command(subcommand)]
@@ -40,11 +46,18 @@ fn main() -> std::process::ExitCode {
         Err(e) => {
             // Help and --version print and succeed; anything else is a usage error (2).
             let _ = e.print();
-            return if e.use_stderr() { exit::usage() } else { std::process::ExitCode::SUCCESS };
+            return if e.use_stderr() {
+                exit::usage()
+            } else {
+                std::process::ExitCode::SUCCESS
+            };
         }
     };
     logging::init_tracing(cli.log_format, &cli.command.default_log_level());
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

@@ -41,11 +41,15 @@ impl InstanceTypeArgs {
     /// (upstream's, plus a catalog's `wellKnownLabels`).
     pub async fn load(&self) -> Result<(Vec<InstanceType>, LabelPolicy)> {
         match (&self.catalog, &self.plugin, &self.node_class) {
-            (Some(path), _, _) => {
-                read_catalog(&read(path, "catalog")?).with_context(|| format!("catalog {}", path.display()))
-            }
-            (None, Some(plugin), Some(class)) => Ok((plugin_instance_types(&self.plugins, plugin, class).await?, LabelPolicy::default())),
-            _ => bail!("give the instance types: --catalog FILE, or --plugin NAME with --node-class FILE"),
+            (Some(path), _, _) => read_catalog(&read(path, "catalog")?)
+                .with_context(|| format!("catalog {}", path.display())),
+            (None, Some(plugin), Some(class)) => Ok((
+                plugin_instance_types(&self.plugins, plugin, class).await?,
+                LabelPolicy::default(),
+            )),
+            _ => bail!(
+                "give the instance types: --catalog FILE, or --plugin NAME with --node-class FILE"
+            ),
         }
     }
 }
@@ -85,26 +89,62 @@ pub fn read_snapshot(path: &Path) -> Result<Snapshot> {
 
 /// Asks the cloud plugin `name` for the instance types of the NodeClass in `class_path`, the
 /// way the controller does (unknown prices filled by the fallback pricing plugin).
-async fn plugin_instance_types(options: &PluginOptions, name: &str, class_path: &Path) -> Result<Vec<InstanceType>> {
+async fn plugin_instance_types(
+    options: &PluginOptions,
+    name: &str,
+    class_path: &Path,
+) -> Result<Vec<InstanceType>> {
     let text = read(class_path, "NodeClass")?;
-    let class: DynamicObject = serde_yaml::from_str(&text)
-        .with_context(|| format!("NodeClass {}: expected one Kubernetes object with apiVersion, kind and metadata", class_path.display()))?;
+    let class: DynamicObject = serde_yaml::from_str(&text).with_context(|| {
+        format!(
+            "NodeClass {}: expected one Kubernetes object with apiVersion, kind and metadata",
+            class_path.display()
+        )
+    })?;
     let (group, kind) = group_kind(&class);
     let registry = crate::plugin_options::open_registry(options, HostServices::default())?;
     let plugins = registry.current();
     let Some(plugin) = plugins.get(name) else {
-        let loaded: Vec<&str> = plugins.iter().filter(|p| p.kind() == PluginKind::CloudProvider).map(|p| p.name()).collect();
-        bail!("no plugin named {name:?}; cloud plugins loaded: {}", loaded.join(", "));
+        let loaded: Vec<&str> = plugins
+            .iter()
+            .filter(|p| p.kind() == PluginKind::CloudProvider)
+            .map(|p| p.name())
+            .collect();
+        bail!(
+            "no plugin named {name:?}; cloud plugins loaded: {}",
+            loaded.join(", ")
+        );
     };
     if plugin.kind() != PluginKind::CloudProvider {
-        bail!("plugin {name} is a {} plugin, not a cloud provider", plugin.kind().as_str());
+        bail!(
+            "plugin {name} is a {} plugin, not a cloud provider",
+            plugin.kind().as_str()
+        );
     }
-    let serving = plugins.cloud_for(&group, &kind).map(|p| p.name().to_string());
+    let serving = plugins
+        .cloud_for(&group, &kind)
+        .map(|p| p.name().to_string());
     if serving.as_deref() != Some(name) {
-        let serves = plugin.manifest().node_class.as_ref().map(|n| format!("{}.{}", n.kind, n.group)).unwrap_or_else(|| "no NodeClass".into());
-        bail!("plugin {name} serves {serves}, but {} is a {kind}.{group}", class_path.display());
+        let serves = plugin
+            .manifest()
+            .node_class
+            .as_ref()
+            .map(|n| format!("{}.{}", n.kind, n.group))
+            .unwrap_or_else(|| "no NodeClass".into());
+        bail!(
+            "plugin {name} serves {serves}, but {} is a {kind}.{group}",
+            class_path.display()
+        );
     }
     let cloud = Cloud::new(registry.clone(), Arc::new(Clock::real()));
-    let types = cloud.instance_types(&class).await.with_context(|| format!("plugin {name}: get-instance-types for {}", class_path.display()))?;
-    Ok(types.into_iter().map(InstanceType::with_offering_requirements).collect())
+    let types = cloud.instance_types(&class).await.with_context(|| {
+        format!(
+            "plugin {name}: get-instance-types for {}",
+            class_path.display()
+        )
+    })?;
+    Ok(types
+        .into_iter()
+        .map(InstanceType::with_offering_requirements)
+        .collect())
 }

@@ -19,8 +19,16 @@ pub struct BootstrapFieldError {
     pub problem: String,
 }
 
-fn field_error(node_class: &str, field: impl Into<String>, problem: impl Into<String>) -> BootstrapFieldError {
-    BootstrapFieldError { node_class: node_class.to_string(), field: field.into(), problem: problem.into() }
+fn field_error(
+    node_class: &str,
+    field: impl Into<String>,
+    problem: impl Into<String>,
+) -> BootstrapFieldError {
+    BootstrapFieldError {
+        node_class: node_class.to_string(),
+        field: field.into(),
+        problem: problem.into(),
+    }
 }
 
 /// The renderer used when a NodeClass names none.
@@ -42,12 +50,21 @@ pub struct NodeClassBootstrap {
 
 impl NodeClassBootstrap {
     /// Reads the bootstrap fields from a NodeClass object; errors name the field.
-    pub fn from_object(object: &serde_json::Value, name: &str) -> Result<NodeClassBootstrap, BootstrapFieldError> {
+    pub fn from_object(
+        object: &serde_json::Value,
+        name: &str,
+    ) -> Result<NodeClassBootstrap, BootstrapFieldError> {
         let spec = object.get("spec").cloned().unwrap_or_default();
         let user_data = match spec.get("userData") {
             None | Some(serde_json::Value::Null) => None,
             Some(serde_json::Value::String(s)) => Some(s.clone()),
-            Some(other) => return Err(field_error(name, "spec.userData", format!("must be a string, got {other}"))),
+            Some(other) => {
+                return Err(field_error(
+                    name,
+                    "spec.userData",
+                    format!("must be a string, got {other}"),
+                ));
+            }
         };
         let mut renderer = None;
         let mut parameters = BTreeMap::new();
@@ -56,12 +73,20 @@ impl NodeClassBootstrap {
                 None | Some(serde_json::Value::Null) => None,
                 Some(serde_json::Value::String(s)) => Some(s.clone()),
                 Some(other) => {
-                    return Err(field_error(name, "spec.userDataRenderer.name", format!("must be a string, got {other}")));
+                    return Err(field_error(
+                        name,
+                        "spec.userDataRenderer.name",
+                        format!("must be a string, got {other}"),
+                    ));
                 }
             };
             if let Some(params) = r.get("parameters") {
                 let map = params.as_object().ok_or_else(|| {
-                    field_error(name, "spec.userDataRenderer.parameters", "must be a map of strings")
+                    field_error(
+                        name,
+                        "spec.userDataRenderer.parameters",
+                        "must be a map of strings",
+                    )
                 })?;
                 for (k, v) in map {
                     let v = match v {
@@ -80,8 +105,16 @@ impl NodeClassBootstrap {
                 }
             }
         }
-        let kubelet = spec.get("kubelet").cloned().unwrap_or(serde_json::json!({}));
-        Ok(NodeClassBootstrap { user_data, renderer, parameters, kubelet })
+        let kubelet = spec
+            .get("kubelet")
+            .cloned()
+            .unwrap_or(serde_json::json!({}));
+        Ok(NodeClassBootstrap {
+            user_data,
+            renderer,
+            parameters,
+            kubelet,
+        })
     }
 }
 
@@ -97,7 +130,11 @@ pub struct ClusterInfo {
 }
 
 fn taint_of(t: &k8s_openapi::api::core::v1::Taint) -> Taint {
-    Taint { key: t.key.clone(), value: t.value.clone().filter(|v| !v.is_empty()), effect: t.effect.clone() }
+    Taint {
+        key: t.key.clone(),
+        value: t.value.clone().filter(|v| !v.is_empty()),
+        effect: t.effect.clone(),
+    }
 }
 
 /// Builds the render context for a NodeClaim: labels are the claim's labels plus every
@@ -110,27 +147,50 @@ pub fn render_context(
     secrets: Vec<KeyValue>,
 ) -> RenderContext {
     let name = claim.metadata.name.clone().unwrap_or_default();
-    let mut node_labels: BTreeMap<String, String> = claim.metadata.labels.clone().unwrap_or_default();
+    let mut node_labels: BTreeMap<String, String> =
+        claim.metadata.labels.clone().unwrap_or_default();
     for r in &claim.spec.requirements {
         if r.operator == Operator::In
             && let Some([value]) = r.values.as_deref()
             && r.key != labels::HOSTNAME_LABEL
         {
-            node_labels.entry(r.key.clone()).or_insert_with(|| value.clone());
+            node_labels
+                .entry(r.key.clone())
+                .or_insert_with(|| value.clone());
         }
     }
     let mut taints: Vec<Taint> = claim.spec.taints.iter().flatten().map(taint_of).collect();
-    if !taints.iter().any(|t| t.key == labels::UNREGISTERED_TAINT_KEY && t.effect == "NoExecute") {
-        taints.push(Taint { key: labels::UNREGISTERED_TAINT_KEY.to_string(), value: None, effect: "NoExecute".into() });
+    if !taints
+        .iter()
+        .any(|t| t.key == labels::UNREGISTERED_TAINT_KEY && t.effect == "NoExecute")
+    {
+        taints.push(Taint {
+            key: labels::UNREGISTERED_TAINT_KEY.to_string(),
+            value: None,
+            effect: "NoExecute".into(),
+        });
     }
-    let startup_taints = claim.spec.startup_taints.iter().flatten().map(taint_of).collect();
+    let startup_taints = claim
+        .spec
+        .startup_taints
+        .iter()
+        .flatten()
+        .map(taint_of)
+        .collect();
     let label = |key: &str| node_labels.get(key).cloned();
     let resource_requests = claim
         .spec
         .resources
         .as_ref()
         .and_then(|r| r.requests.as_ref())
-        .map(|reqs| reqs.iter().map(|(k, v)| Resource { name: k.clone(), quantity: v.0.clone() }).collect())
+        .map(|reqs| {
+            reqs.iter()
+                .map(|(k, v)| Resource {
+                    name: k.clone(),
+                    quantity: v.0.clone(),
+                })
+                .collect()
+        })
         .unwrap_or_default();
     RenderContext {
         node_claim: name,
@@ -138,7 +198,13 @@ pub fn render_context(
         instance_type: label(labels::INSTANCE_TYPE_LABEL),
         zone: label(labels::ZONE_LABEL),
         capacity_type: label(labels::CAPACITY_TYPE_LABEL),
-        labels: node_labels.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone() }).collect(),
+        labels: node_labels
+            .iter()
+            .map(|(k, v)| KeyValue {
+                key: k.clone(),
+                value: v.clone(),
+            })
+            .collect(),
         taints,
         startup_taints,
         kubelet: class.kubelet.to_string(),
@@ -146,9 +212,15 @@ pub fn render_context(
         cluster_endpoint: cluster.endpoint.clone(),
         provider_id_prefix: cluster.provider_id_prefix.clone(),
         user_data: class.user_data.clone(),
-        parameters: class.parameters.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone() }).collect(),
+        parameters: class
+            .parameters
+            .iter()
+            .map(|(k, v)| KeyValue {
+                key: k.clone(),
+                value: v.clone(),
+            })
+            .collect(),
         secrets,
         resource_requests,
     }
 }
-

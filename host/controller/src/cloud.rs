@@ -10,9 +10,9 @@ use joinery_core::backoff::{BackoffPolicy, BackoffTable};
 use joinery_core::clock::Clock;
 use joinery_core::instance_type::InstanceType;
 use joinery_runtime::CallError;
+use joinery_runtime::contract;
 use joinery_runtime::plugin::LoadedPlugin;
 use joinery_runtime::registry::PluginRegistry;
-use joinery_runtime::contract;
 use kube::api::DynamicObject;
 
 use crate::ControllerError;
@@ -49,7 +49,13 @@ pub struct Cloud {
 impl Cloud {
     /// Cloud access over the plugins of `registry`.
     pub fn new(registry: Arc<PluginRegistry>, clock: Arc<Clock>) -> Cloud {
-        Cloud { registry, clock, instance_types: Mutex::default(), unavailable: Mutex::default(), learned: Default::default() }
+        Cloud {
+            registry,
+            clock,
+            instance_types: Mutex::default(),
+            unavailable: Mutex::default(),
+            learned: Default::default(),
+        }
     }
 
     /// The plugin registry.
@@ -58,25 +64,41 @@ impl Cloud {
     }
 
     /// The cloud plugin serving NodeClasses of `group`/`kind`.
-    pub fn plugin_for(&self, group: &str, kind: &str) -> Result<Arc<LoadedPlugin>, ControllerError> {
-        self.registry.current().cloud_for(group, kind).cloned().ok_or_else(|| ControllerError::NoCloudPlugin {
-            group: group.to_string(),
-            kind: kind.to_string(),
-        })
+    pub fn plugin_for(
+        &self,
+        group: &str,
+        kind: &str,
+    ) -> Result<Arc<LoadedPlugin>, ControllerError> {
+        self.registry
+            .current()
+            .cloud_for(group, kind)
+            .cloned()
+            .ok_or_else(|| ControllerError::NoCloudPlugin {
+                group: group.to_string(),
+                kind: kind.to_string(),
+            })
     }
 
     /// The provider-ID prefix the plugin of `group`/`kind` declares (empty if none).
     pub fn provider_id_prefix(&self, group: &str, kind: &str) -> String {
         self.plugin_for(group, kind)
             .ok()
-            .and_then(|p| p.manifest().node_class.as_ref().and_then(|n| n.provider_id_prefix.clone()))
+            .and_then(|p| {
+                p.manifest()
+                    .node_class
+                    .as_ref()
+                    .and_then(|n| n.provider_id_prefix.clone())
+            })
             .unwrap_or_default()
     }
 
     /// Marks an offering as out of capacity for [`UNAVAILABLE_OFFERING_TTL`].
     pub fn mark_unavailable(&self, offering: OfferingKey) {
         let until = self.clock.now() + UNAVAILABLE_OFFERING_TTL;
-        self.unavailable.lock().expect("unavailable offerings lock").insert(offering, until);
+        self.unavailable
+            .lock()
+            .expect("unavailable offerings lock")
+            .insert(offering, until);
     }
 
     /// Whether an offering is marked out of capacity; a mark may use `*` for its zone or
@@ -85,20 +107,35 @@ impl Cloud {
         let marks = self.unavailable.lock().expect("unavailable offerings lock");
         let any = "*".to_string();
         let (name, zone, capacity_type) = key;
-        [(zone, capacity_type), (&any, capacity_type), (zone, &any), (&any, &any)]
-            .into_iter()
-            .any(|(z, c)| marks.get(&(name.clone(), z.clone(), c.clone())).is_some_and(|until| *until > now))
+        [
+            (zone, capacity_type),
+            (&any, capacity_type),
+            (zone, &any),
+            (&any, &any),
+        ]
+        .into_iter()
+        .any(|(z, c)| {
+            marks
+                .get(&(name.clone(), z.clone(), c.clone()))
+                .is_some_and(|until| *until > now)
+        })
     }
 
     /// The instance types a NodeClass offers, in core form, with recent insufficient-capacity
     /// offerings marked unavailable and unknown prices filled by the pricing plugin.
-    pub async fn instance_types(&self, class: &DynamicObject) -> Result<Vec<InstanceType>, ControllerError> {
+    pub async fn instance_types(
+        &self,
+        class: &DynamicObject,
+    ) -> Result<Vec<InstanceType>, ControllerError> {
         let (group, kind) = group_kind(class);
         let uid = class.metadata.uid.clone().unwrap_or_default();
         let generation = class.metadata.generation.unwrap_or_default();
         let now = self.clock.now();
         let cached = {
-            let cache = self.instance_types.lock().expect("instance type cache lock");
+            let cache = self
+                .instance_types
+                .lock()
+                .expect("instance type cache lock");
             cache
                 .get(&(uid.clone(), generation))
                 .filter(|(at, _)| now.duration_since(*at).unwrap_or_default() < INSTANCE_TYPE_TTL)
@@ -111,7 +148,10 @@ impl Cloud {
                 let mut types = plugin.get_instance_types(&plugin_node_class(class)).await?;
                 self.fill_unknown_prices(&plugin, &mut types).await;
                 let types = Arc::new(types);
-                self.instance_types.lock().expect("instance type cache lock").insert((uid, generation), (now, types.clone()));
+                self.instance_types
+                    .lock()
+                    .expect("instance type cache lock")
+                    .insert((uid, generation), (now, types.clone()));
                 types
             }
         };
@@ -119,28 +159,50 @@ impl Cloud {
         for t in &mut out {
             let name = t.name().to_string();
             for o in t.offerings_mut().0.iter_mut() {
-                if self.is_unavailable(&(name.clone(), o.zone().to_string(), o.capacity_type().to_string()), now) {
+                if self.is_unavailable(
+                    &(
+                        name.clone(),
+                        o.zone().to_string(),
+                        o.capacity_type().to_string(),
+                    ),
+                    now,
+                ) {
                     o.set_available(false);
                 }
             }
         }
         let name = class.metadata.name.as_deref().unwrap_or_default();
-        let out = self.learned.apply(&crate::learned::node_class_key(&group, &kind, name), out);
-        Ok(out.into_iter().map(InstanceType::with_offering_requirements).collect())
+        let out = self
+            .learned
+            .apply(&crate::learned::node_class_key(&group, &kind, name), out);
+        Ok(out
+            .into_iter()
+            .map(InstanceType::with_offering_requirements)
+            .collect())
     }
 
     /// The prices the host knows (the cloud's, or the pricing plugin's where the cloud gave
     /// none) of every offering of the cached instance types; where NodeClasses disagree, the
     /// most recently fetched wins. Offerings without a price are left out.
     pub fn known_prices(&self) -> HashMap<OfferingKey, f64> {
-        let cache = self.instance_types.lock().expect("instance type cache lock");
+        let cache = self
+            .instance_types
+            .lock()
+            .expect("instance type cache lock");
         let mut entries: Vec<&(SystemTime, Arc<Vec<InstanceType>>)> = cache.values().collect();
         entries.sort_by_key(|(at, _)| *at);
         let mut prices = HashMap::new();
         for t in entries.iter().flat_map(|(_, types)| types.iter()) {
             for o in &t.offerings().0 {
                 if let Some(price) = o.price() {
-                    prices.insert((t.name().to_string(), o.zone().to_string(), o.capacity_type().to_string()), price);
+                    prices.insert(
+                        (
+                            t.name().to_string(),
+                            o.zone().to_string(),
+                            o.capacity_type().to_string(),
+                        ),
+                        price,
+                    );
                 }
             }
         }
@@ -187,7 +249,9 @@ impl Cloud {
                     types[ti].offerings_mut().0[oi].set_price(price);
                 }
             }
-            Err(e) => tracing::warn!(cloud = cloud.name(), pricing = plugin.name(), error = %e, "pricing failed; unpriced offerings stay unknown"),
+            Err(e) => {
+                tracing::warn!(cloud = cloud.name(), pricing = plugin.name(), error = %e, "pricing failed; unpriced offerings stay unknown")
+            }
         }
     }
 }
@@ -198,8 +262,15 @@ impl Cloud {
 pub fn price_labels(t: &InstanceType) -> Vec<contract::KeyValue> {
     t.requirements()
         .iter()
-        .filter(|r| r.operator() == joinery_core::requirements::Operator::In && r.values().len() == 1)
-        .filter_map(|r| Some(contract::KeyValue { key: r.key().to_string(), value: r.values().iter().next()?.clone() }))
+        .filter(|r| {
+            r.operator() == joinery_core::requirements::Operator::In && r.values().len() == 1
+        })
+        .filter_map(|r| {
+            Some(contract::KeyValue {
+                key: r.key().to_string(),
+                value: r.values().iter().next()?.clone(),
+            })
+        })
         .collect()
 }
 
@@ -219,11 +290,19 @@ pub struct CloudCall {
 impl CloudCall {
     /// A call of `method` for `object` through `plugin`.
     pub fn new(plugin: &str, method: &'static str, object: &str) -> CloudCall {
-        CloudCall { plugin: plugin.to_string(), method, object: object.to_string() }
+        CloudCall {
+            plugin: plugin.to_string(),
+            method,
+            object: object.to_string(),
+        }
     }
 
     fn plugin_wide(&self) -> CloudCall {
-        CloudCall { plugin: self.plugin.clone(), method: "*", object: String::new() }
+        CloudCall {
+            plugin: self.plugin.clone(),
+            method: "*",
+            object: String::new(),
+        }
     }
 }
 
@@ -236,31 +315,47 @@ pub struct CloudBackoff {
 impl CloudBackoff {
     /// Empty backoff with `policy`.
     pub fn new(policy: BackoffPolicy) -> CloudBackoff {
-        CloudBackoff { table: Mutex::new(BackoffTable::new(policy)) }
+        CloudBackoff {
+            table: Mutex::new(BackoffTable::new(policy)),
+        }
     }
 
     /// How long `call` must still wait at `now`: the longer of its own wait and its plugin's.
     pub fn wait(&self, call: &CloudCall, now: SystemTime) -> Option<Duration> {
         let table = self.table.lock().expect("cloud backoff lock");
-        table.wait(call, now).max(table.wait(&call.plugin_wide(), now))
+        table
+            .wait(call, now)
+            .max(table.wait(&call.plugin_wide(), now))
     }
 
     /// Records how a call ended at `now`. Success — or `not-found`, which is an answer —
     /// forgets the call's backoff; any other error backs it off (the cloud's `Retry-After`
     /// when longer), and a `Retry-After` also holds every call of the plugin for that long.
     /// Returns the wait before the call may be retried, if it failed.
-    pub fn record<T>(&self, call: &CloudCall, now: SystemTime, result: &Result<T, CallError>) -> Option<Duration> {
+    pub fn record<T>(
+        &self,
+        call: &CloudCall,
+        now: SystemTime,
+        result: &Result<T, CallError>,
+    ) -> Option<Duration> {
         let mut table = self.table.lock().expect("cloud backoff lock");
         table.forget_idle(now, Duration::from_secs(3600));
         let error = match result {
-            Ok(_) | Err(CallError::Cloud { error: contract::CloudError::NotFound(_), .. }) => {
+            Ok(_)
+            | Err(CallError::Cloud {
+                error: contract::CloudError::NotFound(_),
+                ..
+            }) => {
                 table.succeed(call);
                 return None;
             }
             Err(e) => e,
         };
         let retry_after = match error {
-            CallError::Cloud { error: contract::CloudError::Retryable(r), .. } => r.retry_after_ms.map(Duration::from_millis),
+            CallError::Cloud {
+                error: contract::CloudError::Retryable(r),
+                ..
+            } => r.retry_after_ms.map(Duration::from_millis),
             _ => None,
         };
         if let Some(wait) = retry_after {
@@ -273,7 +368,11 @@ impl CloudBackoff {
 /// The API group and kind of a NodeClass object.
 pub fn group_kind(class: &DynamicObject) -> (String, String) {
     let types = class.types.clone().unwrap_or_default();
-    let group = types.api_version.rsplit_once('/').map(|(g, _)| g.to_string()).unwrap_or_default();
+    let group = types
+        .api_version
+        .rsplit_once('/')
+        .map(|(g, _)| g.to_string())
+        .unwrap_or_default();
     (group, types.kind)
 }
 
@@ -283,8 +382,18 @@ pub fn plugin_node_class(class: &DynamicObject) -> contract::NodeClass {
         name: class.metadata.name.clone().unwrap_or_default(),
         uid: class.metadata.uid.clone().unwrap_or_default(),
         generation: class.metadata.generation.unwrap_or_default().max(0) as u64,
-        spec: class.data.get("spec").cloned().unwrap_or_else(|| serde_json::json!({})).to_string(),
-        status: class.data.get("status").cloned().unwrap_or_else(|| serde_json::json!({})).to_string(),
+        spec: class
+            .data
+            .get("spec")
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({}))
+            .to_string(),
+        status: class
+            .data
+            .get("status")
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({}))
+            .to_string(),
     }
 }
 
@@ -292,14 +401,21 @@ pub fn plugin_node_class(class: &DynamicObject) -> contract::NodeClass {
 mod tests {
     use super::*;
 
-    const POLICY: BackoffPolicy = BackoffPolicy { base: Duration::from_secs(1), max: Duration::from_secs(30) };
+    const POLICY: BackoffPolicy = BackoffPolicy {
+        base: Duration::from_secs(1),
+        max: Duration::from_secs(30),
+    };
 
     fn at(seconds: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + seconds)
     }
 
     fn cloud_error(error: contract::CloudError) -> Result<(), CallError> {
-        Err(CallError::Cloud { plugin: "p".into(), op: "create", error })
+        Err(CallError::Cloud {
+            plugin: "p".into(),
+            op: "create",
+            error,
+        })
     }
 
     #[test]
@@ -308,17 +424,42 @@ mod tests {
         let a = CloudCall::new("p", "delete", "claim-a");
         let b = CloudCall::new("p", "delete", "claim-b");
         let internal = cloud_error(contract::CloudError::Internal("boom".into()));
-        assert_eq!(backoff.record(&a, at(0), &internal), Some(Duration::from_secs(1)));
-        assert_eq!(backoff.record(&a, at(1), &internal), Some(Duration::from_secs(2)));
+        assert_eq!(
+            backoff.record(&a, at(0), &internal),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(
+            backoff.record(&a, at(1), &internal),
+            Some(Duration::from_secs(2))
+        );
         assert_eq!(backoff.wait(&a, at(2)), Some(Duration::from_secs(1)));
-        assert_eq!(backoff.wait(&b, at(2)), None, "another object is not held back");
+        assert_eq!(
+            backoff.wait(&b, at(2)),
+            None,
+            "another object is not held back"
+        );
         assert_eq!(backoff.wait(&a, at(3)), None);
         assert_eq!(backoff.record(&a, at(3), &Ok(())), None);
-        assert_eq!(backoff.record(&a, at(3), &internal), Some(Duration::from_secs(1)), "success forgot the failures");
+        assert_eq!(
+            backoff.record(&a, at(3), &internal),
+            Some(Duration::from_secs(1)),
+            "success forgot the failures"
+        );
         // not-found is an answer, not a failure.
-        assert_eq!(backoff.record(&b, at(3), &cloud_error(contract::CloudError::NotFound("gone".into()))), None);
+        assert_eq!(
+            backoff.record(
+                &b,
+                at(3),
+                &cloud_error(contract::CloudError::NotFound("gone".into()))
+            ),
+            None
+        );
         // A timed-out call backs off like any failure.
-        let timeout: Result<(), CallError> = Err(CallError::Timeout { plugin: "p".into(), op: "delete", limit_ms: 10 });
+        let timeout: Result<(), CallError> = Err(CallError::Timeout {
+            plugin: "p".into(),
+            op: "delete",
+            limit_ms: 10,
+        });
         assert!(backoff.record(&b, at(3), &timeout).is_some());
     }
 
@@ -326,29 +467,61 @@ mod tests {
     fn pricing_labels_are_the_single_valued_requirements_of_the_type() {
         use joinery_core::requirements::{Requirement, Requirements};
         let mut requirements = Requirements::new();
-        requirements.add(Requirement::in_values("node.kubernetes.io/instance-type", ["M"]));
+        requirements.add(Requirement::in_values(
+            "node.kubernetes.io/instance-type",
+            ["M"],
+        ));
         requirements.add(Requirement::in_values("clever-cloud.com/flavor", ["M"]));
-        requirements.add(Requirement::in_values("topology.kubernetes.io/zone", ["par", "rbx"]));
+        requirements.add(Requirement::in_values(
+            "topology.kubernetes.io/zone",
+            ["par", "rbx"],
+        ));
         requirements.add(Requirement::exists("example.com/any"));
         requirements.add(Requirement::not_in("example.com/not", ["x"]));
-        let t = InstanceType::new("M", requirements, Default::default(), Default::default(), Vec::new());
-        let mut labels: Vec<(String, String)> = price_labels(&t).into_iter().map(|kv| (kv.key, kv.value)).collect();
+        let t = InstanceType::new(
+            "M",
+            requirements,
+            Default::default(),
+            Default::default(),
+            Vec::new(),
+        );
+        let mut labels: Vec<(String, String)> = price_labels(&t)
+            .into_iter()
+            .map(|kv| (kv.key, kv.value))
+            .collect();
         labels.sort();
         assert_eq!(
             labels,
-            [("clever-cloud.com/flavor".to_string(), "M".to_string()), ("node.kubernetes.io/instance-type".into(), "M".into())]
+            [
+                ("clever-cloud.com/flavor".to_string(), "M".to_string()),
+                ("node.kubernetes.io/instance-type".into(), "M".into())
+            ]
         );
     }
 
     #[test]
     fn a_retry_after_holds_every_call_of_the_plugin() {
         let backoff = CloudBackoff::new(POLICY);
-        let throttled = cloud_error(contract::CloudError::Retryable(contract::Retryable { message: "429".into(), retry_after_ms: Some(45_000) }));
+        let throttled = cloud_error(contract::CloudError::Retryable(contract::Retryable {
+            message: "429".into(),
+            retry_after_ms: Some(45_000),
+        }));
         let create = CloudCall::new("p", "create", "claim-a");
-        assert_eq!(backoff.record(&create, at(0), &throttled), Some(Duration::from_secs(45)));
+        assert_eq!(
+            backoff.record(&create, at(0), &throttled),
+            Some(Duration::from_secs(45))
+        );
         let other = CloudCall::new("p", "list", "");
-        assert_eq!(backoff.wait(&other, at(10)), Some(Duration::from_secs(35)), "every call of the plugin waits");
-        assert_eq!(backoff.wait(&CloudCall::new("q", "list", ""), at(10)), None, "other plugins do not");
+        assert_eq!(
+            backoff.wait(&other, at(10)),
+            Some(Duration::from_secs(35)),
+            "every call of the plugin waits"
+        );
+        assert_eq!(
+            backoff.wait(&CloudCall::new("q", "list", ""), at(10)),
+            None,
+            "other plugins do not"
+        );
         assert_eq!(backoff.wait(&other, at(45)), None);
     }
 }

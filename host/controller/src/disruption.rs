@@ -31,7 +31,9 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::events::Involved;
-use crate::lifecycle::conditions::{CONSOLIDATABLE, DISRUPTION_REASON, DRIFTED, INITIALIZED, LAUNCHED};
+use crate::lifecycle::conditions::{
+    CONSOLIDATABLE, DISRUPTION_REASON, DRIFTED, INITIALIZED, LAUNCHED,
+};
 use crate::metrics::names;
 use crate::util::{self, condition, k8s_time, merge_patch_status, system_time};
 use crate::writes::{edit_claim_conditions, edit_node_taints};
@@ -76,10 +78,16 @@ fn lock(memory: &Shared) -> std::sync::MutexGuard<'_, Memory> {
 /// Runs the disruption loop.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
     let memory: Shared = Arc::default();
-    util::run_loop(ctx, stopped, "disruption", Duration::from_secs(1), move |ctx| {
-        let memory = memory.clone();
-        async move { step(ctx, memory).await }
-    })
+    util::run_loop(
+        ctx,
+        stopped,
+        "disruption",
+        Duration::from_secs(1),
+        move |ctx| {
+            let memory = memory.clone();
+            async move { step(ctx, memory).await }
+        },
+    )
     .await;
 }
 
@@ -93,21 +101,35 @@ fn node_of(ctx: &Context, claim: &NodeClaim) -> Option<Arc<LeanNode>> {
 }
 
 fn claim_named(ctx: &Context, name: &str) -> Option<Arc<NodeClaim>> {
-    ctx.state.node_claims.state().into_iter().find(|c| c.metadata.name.as_deref() == Some(name))
+    ctx.state
+        .node_claims
+        .state()
+        .into_iter()
+        .find(|c| c.metadata.name.as_deref() == Some(name))
 }
 
 async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> {
     let now = ctx.clock.now();
-    let pools: BTreeMap<String, Arc<NodePool>> = ctx.state.node_pools.state().into_iter().map(|p| (name_of(p.as_ref()), p)).collect();
+    let pools: BTreeMap<String, Arc<NodePool>> = ctx
+        .state
+        .node_pools
+        .state()
+        .into_iter()
+        .map(|p| (name_of(p.as_ref()), p))
+        .collect();
     maintain_signals(&ctx, &memory, &pools, now).await?;
     advance_queue(&ctx, &memory).await?;
-    let poll_due = lock(&memory).last_decision.is_none_or(|at| util::due(at, now, ctx.settings.disruption_poll));
+    let poll_due = lock(&memory)
+        .last_decision
+        .is_none_or(|at| util::due(at, now, ctx.settings.disruption_poll));
     if !poll_due {
         return Ok(());
     }
     lock(&memory).last_decision = Some(now);
     let Some(snapshot) = gather(&ctx, &memory).await else {
-        tracing::debug!("disruption pass skipped: the cluster state is not synced or a NodeClass is unresolved");
+        tracing::debug!(
+            "disruption pass skipped: the cluster state is not synced or a NodeClass is unresolved"
+        );
         return Ok(());
     };
     tracing::debug!(candidates = snapshot.candidates.len(), "disruption pass");
@@ -115,16 +137,32 @@ async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> 
     let outcomes = disruption::methods::decide_with(|method| {
         let started = std::time::Instant::now();
         let outcome = disruption::methods::evaluate(&snapshot, method);
-        let series = [("reason", method.reason().metric_label()), ("consolidation_type", method.consolidation_type())];
-        ctx.metrics.observe(names::VOLUNTARY_DISRUPTION_DECISION_EVALUATION_DURATION, &series, started.elapsed().as_secs_f64());
+        let series = [
+            ("reason", method.reason().metric_label()),
+            ("consolidation_type", method.consolidation_type()),
+        ];
+        ctx.metrics.observe(
+            names::VOLUNTARY_DISRUPTION_DECISION_EVALUATION_DURATION,
+            &series,
+            started.elapsed().as_secs_f64(),
+        );
         outcome
     });
     for outcome in &outcomes {
-        let eligible = snapshot.candidates.iter().filter(|c| disruption::candidate::blocked(&snapshot, c, outcome.method).is_none()).count();
-        ctx.metrics.set(names::VOLUNTARY_DISRUPTION_ELIGIBLE_NODES, &[("reason", outcome.method.reason().metric_label())], eligible as f64);
+        let eligible = snapshot
+            .candidates
+            .iter()
+            .filter(|c| disruption::candidate::blocked(&snapshot, c, outcome.method).is_none())
+            .count();
+        ctx.metrics.set(
+            names::VOLUNTARY_DISRUPTION_ELIGIBLE_NODES,
+            &[("reason", outcome.method.reason().metric_label())],
+            eligible as f64,
+        );
         // Events for what an operator can act on (protections, budgets, nominations), not for
         // nodes merely waiting for consolidateAfter or initialization.
-        let waiting = |why: &str| why.contains("not consolidatable yet") || why.contains("not initialized");
+        let waiting =
+            |why: &str| why.contains("not consolidatable yet") || why.contains("not initialized");
         if let Some(why) = &outcome.skipped {
             tracing::debug!(method = outcome.method.as_str(), reason = %why, "disruption method skipped every candidate");
         }
@@ -135,7 +173,13 @@ async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> 
             if let Some(c) = snapshot.candidate(claim)
                 && let Some(node) = ctx.state.node(&c.node)
             {
-                ctx.events.normal(&Involved::node(&node), "DisruptionBlocked", &format!("Cannot disrupt Node: {why}")).await;
+                ctx.events
+                    .normal(
+                        &Involved::node(&node),
+                        "DisruptionBlocked",
+                        &format!("Cannot disrupt Node: {why}"),
+                    )
+                    .await;
             }
         }
         for (claim, why) in &outcome.rejected {
@@ -143,20 +187,29 @@ async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> 
             if let Some(c) = snapshot.candidate(claim)
                 && let Some(node) = ctx.state.node(&c.node)
             {
-                ctx.events.normal(&Involved::node(&node), "Unconsolidatable", why).await;
+                ctx.events
+                    .normal(&Involved::node(&node), "Unconsolidatable", why)
+                    .await;
             }
         }
     }
-    let Some(command) = outcomes.into_iter().find_map(|o| o.command) else { return Ok(()) };
+    let Some(command) = outcomes.into_iter().find_map(|o| o.command) else {
+        return Ok(());
+    };
     tracing::info!(method = command.method.as_str(), decision = command.decision().as_str(), candidates = ?command.candidates,
         explanation = %command.explanation, "disruption command found; validating before acting");
     ctx.sleep(ctx.settings.disruption_validation_delay).await;
-    let Some(fresh) = gather(&ctx, &memory).await else { return Ok(()) };
+    let Some(fresh) = gather(&ctx, &memory).await else {
+        return Ok(());
+    };
     let command = match disruption::validate(&fresh, &command) {
         Ok(command) => command,
         Err(why) => {
             tracing::info!(method = command.method.as_str(), candidates = ?command.candidates, reason = %why, "disruption abandoned after validation");
-            ctx.metrics.inc(names::VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS, &[("consolidation_type", command.method.consolidation_type())]);
+            ctx.metrics.inc(
+                names::VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS,
+                &[("consolidation_type", command.method.consolidation_type())],
+            );
             return Ok(());
         }
     };
@@ -179,21 +232,46 @@ async fn gather(ctx: &Context, memory: &Shared) -> Option<Snapshot> {
     let moving = provisioner::reschedulable_pods(ctx);
     // Every pod waiting for a node counts, including those kube-scheduler has not looked at
     // yet: the nodes they would land on are nominated for them.
-    let waiting = |p: &LeanPod| matches!(joinery_kube::pods::pod_state(p), joinery_kube::pods::PodState::Pending);
-    let pending: Vec<&LeanPod> = cached.pods.iter().filter(|p| waiting(p)).chain(moving.iter()).map(|p| p.as_ref()).collect();
+    let waiting = |p: &LeanPod| {
+        matches!(
+            joinery_kube::pods::pod_state(p),
+            joinery_kube::pods::PodState::Pending
+        )
+    };
+    let pending: Vec<&LeanPod> = cached
+        .pods
+        .iter()
+        .filter(|p| waiting(p))
+        .chain(moving.iter())
+        .map(|p| p.as_ref())
+        .collect();
     let objects = DisruptionObjects {
         cluster: cached.lend(),
         pdbs: &pdbs,
         node_pools: node_pools.iter().map(|p| p.as_ref()).collect(),
-        offers: offers.iter().map(|(pool, types)| PoolOffer { pool: pool.as_ref(), instance_types: types }).collect(),
+        offers: offers
+            .iter()
+            .map(|(pool, types)| PoolOffer {
+                pool: pool.as_ref(),
+                instance_types: types,
+            })
+            .collect(),
         overlays: &overlays,
         pending,
     };
     let now = ctx.clock.now();
     let disrupting = lock(memory).disrupting.clone();
     let nominated = |name: &str| ctx.inflight.is_nominated(name, now);
-    let marks = Marks { now, nominated: &nominated, disrupting: &disrupting, source: Source::Cluster };
-    let options = Options { spot_to_spot: ctx.settings.feature_gates.spot_to_spot_consolidation, ..Options::default() };
+    let marks = Marks {
+        now,
+        nominated: &nominated,
+        disrupting: &disrupting,
+        source: Source::Cluster,
+    };
+    let options = Options {
+        spot_to_spot: ctx.settings.feature_gates.spot_to_spot_consolidation,
+        ..Options::default()
+    };
     let (mut snapshot, _problems, messages) = kube_disruption::snapshot(&objects, &marks, options);
     for message in messages {
         tracing::warn!(error = %message, "ignored a NodePool disruption setting");
@@ -209,13 +287,21 @@ async fn gather(ctx: &Context, memory: &Shared) -> Option<Snapshot> {
 
 fn publish_allowances(ctx: &Context, snapshot: &Snapshot) {
     for pool in snapshot.pools.keys() {
-        for reason in [disruption::Reason::Empty, disruption::Reason::Drifted, disruption::Reason::Underutilized] {
+        for reason in [
+            disruption::Reason::Empty,
+            disruption::Reason::Drifted,
+            disruption::Reason::Underutilized,
+        ] {
             let allowance = snapshot.allowance(pool, reason);
             for error in &allowance.invalid {
                 tracing::warn!(nodepool = %pool, %error, "invalid disruption budget; allowing no disruption");
             }
             let allowed = allowance.allowed.min(snapshot.pools[pool].nodes);
-            ctx.metrics.set(names::NODEPOOLS_ALLOWED_DISRUPTIONS, &[("nodepool", pool), ("reason", reason.as_str())], allowed as f64);
+            ctx.metrics.set(
+                names::NODEPOOLS_ALLOWED_DISRUPTIONS,
+                &[("nodepool", pool), ("reason", reason.as_str())],
+                allowed as f64,
+            );
         }
     }
 }
@@ -227,12 +313,20 @@ async fn start(ctx: &Context, memory: &Shared, command: Command) -> Result<(), C
     let decision = command.decision();
     ctx.metrics.inc(
         names::VOLUNTARY_DISRUPTION_DECISIONS,
-        &[("decision", decision.as_str()), ("reason", command.reason().metric_label()), ("consolidation_type", command.method.consolidation_type())],
+        &[
+            ("decision", decision.as_str()),
+            ("reason", command.reason().metric_label()),
+            ("consolidation_type", command.method.consolidation_type()),
+        ],
     );
     let mut tainted = Vec::new();
     for name in &command.candidates {
-        let Some(claim) = claim_named(ctx, name) else { continue };
-        let Some(node) = node_of(ctx, &claim) else { continue };
+        let Some(claim) = claim_named(ctx, name) else {
+            continue;
+        };
+        let Some(node) = node_of(ctx, &claim) else {
+            continue;
+        };
         lock(memory).disrupting.insert(name.clone());
         if let Err(e) = mark(ctx, &claim, &node, command.reason().as_str()).await {
             tracing::warn!(nodeclaim = %name, error = %e, "could not mark the candidate; disruption rolled back");
@@ -248,14 +342,26 @@ async fn start(ctx: &Context, memory: &Shared, command: Command) -> Result<(), C
     }
     let mut replacements = Vec::new();
     for replacement in &command.replacements {
-        let Some(pool) = ctx.state.node_pools.state().into_iter().find(|p| name_of(p.as_ref()) == replacement.spec.nodepool) else {
+        let Some(pool) = ctx
+            .state
+            .node_pools
+            .state()
+            .into_iter()
+            .find(|p| name_of(p.as_ref()) == replacement.spec.nodepool)
+        else {
             rollback(ctx, memory, &command.candidates).await;
             return Ok(());
         };
         match provisioner::create_node_claim(ctx, &pool, replacement).await {
             Ok(created) => {
                 let created_name = name_of(&created);
-                ctx.metrics.inc(names::NODECLAIMS_CREATED, &[("reason", command.reason().metric_label()), ("nodepool", &replacement.spec.nodepool)]);
+                ctx.metrics.inc(
+                    names::NODECLAIMS_CREATED,
+                    &[
+                        ("reason", command.reason().metric_label()),
+                        ("nodepool", &replacement.spec.nodepool),
+                    ],
+                );
                 tracing::info!(nodeclaim = %created_name, replaces = ?command.candidates, "created replacement nodeclaim");
                 ctx.inflight.record_created(created);
                 replacements.push(created_name);
@@ -275,44 +381,85 @@ async fn start(ctx: &Context, memory: &Shared, command: Command) -> Result<(), C
     for name in &command.candidates {
         if let Some(claim) = claim_named(ctx, name) {
             let message = format!("Launching NodeClaim: {}", replacements.join(", "));
-            ctx.events.normal(&Involved::of(claim.as_ref()), "DisruptionLaunching", &message).await;
+            ctx.events
+                .normal(
+                    &Involved::of(claim.as_ref()),
+                    "DisruptionLaunching",
+                    &message,
+                )
+                .await;
         }
     }
-    lock(memory).queue.push(Queued { command, replacements, started: ctx.clock.now() });
+    lock(memory).queue.push(Queued {
+        command,
+        replacements,
+        started: ctx.clock.now(),
+    });
     Ok(())
 }
 
 /// Moves queued commands on: deletes the candidates once every replacement is initialized;
 /// rolls back a command whose replacement vanished or that timed out.
 async fn advance_queue(ctx: &Context, memory: &Shared) -> Result<(), ControllerError> {
-    let queued: Vec<(usize, Vec<String>, SystemTime)> =
-        lock(memory).queue.iter().enumerate().map(|(i, q)| (i, q.replacements.clone(), q.started)).collect();
+    let queued: Vec<(usize, Vec<String>, SystemTime)> = lock(memory)
+        .queue
+        .iter()
+        .enumerate()
+        .map(|(i, q)| (i, q.replacements.clone(), q.started))
+        .collect();
     let timeout = disruption::command_timeout(queued.len());
     let now = ctx.clock.now();
     let mut done = Vec::new();
     for (index, replacements, started) in queued {
-        let claims: Vec<Option<Arc<NodeClaim>>> = replacements.iter().map(|r| claim_named(ctx, r)).collect();
+        let claims: Vec<Option<Arc<NodeClaim>>> =
+            replacements.iter().map(|r| claim_named(ctx, r)).collect();
         // A replacement just created may not be in the cache yet: only a claim the cache has
         // seen and lost (or that is being deleted) has vanished.
-        let cached_names: BTreeSet<String> = ctx.state.node_claims.state().iter().filter_map(|c| c.metadata.name.clone()).collect();
-        let vanished = claims.iter().any(|c| c.as_ref().is_none_or(|c| c.metadata.deletion_timestamp.is_some()))
-            && !ctx.inflight.created_not_cached(&cached_names);
-        let ready = claims.iter().all(|c| c.as_ref().is_some_and(|c| c.is_condition_true(INITIALIZED)));
+        let cached_names: BTreeSet<String> = ctx
+            .state
+            .node_claims
+            .state()
+            .iter()
+            .filter_map(|c| c.metadata.name.clone())
+            .collect();
+        let vanished = claims.iter().any(|c| {
+            c.as_ref()
+                .is_none_or(|c| c.metadata.deletion_timestamp.is_some())
+        }) && !ctx.inflight.created_not_cached(&cached_names);
+        let ready = claims
+            .iter()
+            .all(|c| c.as_ref().is_some_and(|c| c.is_condition_true(INITIALIZED)));
         let command = lock(memory).queue[index].command.clone();
         if ready {
             // The command stays queued when a delete fails: the next pass finishes it.
             finish(ctx, memory, &command, false).await?;
             done.push(index);
         } else if vanished || now.duration_since(started).unwrap_or_default() >= timeout {
-            let why = if vanished { "a replacement NodeClaim vanished" } else { "replacements did not initialize in time" };
+            let why = if vanished {
+                "a replacement NodeClaim vanished"
+            } else {
+                "replacements did not initialize in time"
+            };
             tracing::warn!(candidates = ?command.candidates, replacements = ?replacements, reason = why, "disruption command failed; rolled back");
-            ctx.metrics.inc(names::VOLUNTARY_DISRUPTION_QUEUE_FAILURES, &[("decision", command.decision().as_str()), ("reason", command.reason().metric_label())]);
+            ctx.metrics.inc(
+                names::VOLUNTARY_DISRUPTION_QUEUE_FAILURES,
+                &[
+                    ("decision", command.decision().as_str()),
+                    ("reason", command.reason().metric_label()),
+                ],
+            );
             rollback(ctx, memory, &command.candidates).await;
             done.push(index);
         } else {
             for name in &command.candidates {
                 if let Some(claim) = claim_named(ctx, name) {
-                    ctx.events.normal(&Involved::of(claim.as_ref()), "DisruptionWaitingReadiness", "Waiting on readiness to continue disruption").await;
+                    ctx.events
+                        .normal(
+                            &Involved::of(claim.as_ref()),
+                            "DisruptionWaitingReadiness",
+                            "Waiting on readiness to continue disruption",
+                        )
+                        .await;
                 }
             }
         }
@@ -329,17 +476,44 @@ async fn advance_queue(ctx: &Context, memory: &Shared) -> Result<(), ControllerE
 /// candidates not deleted yet are released (untainted, no longer counted as being disrupted)
 /// so that a later pass decides on them again; left marked, they would be blocked as "already
 /// being disrupted" forever.
-async fn finish(ctx: &Context, memory: &Shared, command: &Command, release_on_failure: bool) -> Result<(), ControllerError> {
+async fn finish(
+    ctx: &Context,
+    memory: &Shared,
+    command: &Command,
+    release_on_failure: bool,
+) -> Result<(), ControllerError> {
     let api = Api::<NodeClaim>::all(ctx.client.clone());
     let reason = command.reason();
     for (index, name) in command.candidates.iter().enumerate() {
-        let Some(claim) = claim_named(ctx, name) else { continue };
-        let message = format!("Disrupting NodeClaim: {} ({})", reason.as_str(), command.explanation);
-        ctx.events.normal(&Involved::of(claim.as_ref()), "DisruptionTerminating", &message).await;
+        let Some(claim) = claim_named(ctx, name) else {
+            continue;
+        };
+        let message = format!(
+            "Disrupting NodeClaim: {} ({})",
+            reason.as_str(),
+            command.explanation
+        );
+        ctx.events
+            .normal(
+                &Involved::of(claim.as_ref()),
+                "DisruptionTerminating",
+                &message,
+            )
+            .await;
         if let Some(node) = node_of(ctx, &claim) {
-            ctx.events.normal(&Involved::node(&node), "DisruptionTerminating", &format!("Disrupting Node: {}", reason.as_str())).await;
+            ctx.events
+                .normal(
+                    &Involved::node(&node),
+                    "DisruptionTerminating",
+                    &format!("Disrupting Node: {}", reason.as_str()),
+                )
+                .await;
             let moving = reschedulable_pods(&ctx.state.pods_on_node(node.name())).len();
-            ctx.metrics.add(names::PODS_DISRUPTION_INITIATED, &[("reason", reason.metric_label())], moving as u64);
+            ctx.metrics.add(
+                names::PODS_DISRUPTION_INITIATED,
+                &[("reason", reason.metric_label())],
+                moving as u64,
+            );
         }
         match api.delete(name, &DeleteParams::background()).await {
             Ok(_) => {}
@@ -352,7 +526,15 @@ async fn finish(ctx: &Context, memory: &Shared, command: &Command, release_on_fa
                 return Err(e.into());
             }
         }
-        let label = |k: &str| claim.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or_default();
+        let label = |k: &str| {
+            claim
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(k))
+                .cloned()
+                .unwrap_or_default()
+        };
         ctx.metrics.inc(
             names::NODECLAIMS_DISRUPTED,
             &[
@@ -364,24 +546,43 @@ async fn finish(ctx: &Context, memory: &Shared, command: &Command, release_on_fa
         tracing::info!(nodeclaim = %name, reason = reason.metric_label(), decision = command.decision().as_str(), "disrupting nodeclaim");
     }
     let mut memory = lock(memory);
-    let live: BTreeSet<String> = ctx.state.node_claims.state().iter().filter_map(|c| c.metadata.name.clone()).collect();
+    let live: BTreeSet<String> = ctx
+        .state
+        .node_claims
+        .state()
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
     memory.disrupting.retain(|n| live.contains(n));
     Ok(())
 }
 
 /// Taints the candidate's Node `karpenter.sh/disrupted:NoSchedule` and sets its claim's
 /// `DisruptionReason`.
-async fn mark(ctx: &Context, claim: &NodeClaim, node: &LeanNode, reason: &str) -> Result<(), ControllerError> {
+async fn mark(
+    ctx: &Context,
+    claim: &NodeClaim,
+    node: &LeanNode,
+    reason: &str,
+) -> Result<(), ControllerError> {
     edit_node_taints(ctx, node, |taints| {
         let missing = !taints.iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY);
         if missing {
-            taints.push(Taint { key: labels::DISRUPTED_TAINT_KEY.into(), effect: "NoSchedule".into(), value: None, time_added: None });
+            taints.push(Taint {
+                key: labels::DISRUPTED_TAINT_KEY.into(),
+                effect: "NoSchedule".into(),
+                value: None,
+                time_added: None,
+            });
         }
         missing
     })
     .await?;
     let reason_condition = condition(ctx, DISRUPTION_REASON, ConditionStatus::True, reason, "");
-    edit_claim_conditions(ctx, claim, |conds| joinery_api::condition::set_condition(conds, reason_condition.clone())).await?;
+    edit_claim_conditions(ctx, claim, |conds| {
+        joinery_api::condition::set_condition(conds, reason_condition.clone())
+    })
+    .await?;
     Ok(())
 }
 
@@ -390,8 +591,12 @@ async fn mark(ctx: &Context, claim: &NodeClaim, node: &LeanNode, reason: &str) -
 async fn rollback(ctx: &Context, memory: &Shared, candidates: &[String]) {
     for name in candidates {
         lock(memory).disrupting.remove(name);
-        let Some(claim) = claim_named(ctx, name) else { continue };
-        let Some(node) = node_of(ctx, &claim) else { continue };
+        let Some(claim) = claim_named(ctx, name) else {
+            continue;
+        };
+        let Some(node) = node_of(ctx, &claim) else {
+            continue;
+        };
         if let Err(e) = release(ctx, &claim, &node).await {
             tracing::warn!(nodeclaim = %name, error = %e, "could not untaint a candidate; a later pass retries");
         }
@@ -401,15 +606,30 @@ async fn rollback(ctx: &Context, memory: &Shared, candidates: &[String]) {
 /// Keeps each initialized claim's signals current: `lastPodEventTime`, `Consolidatable` and
 /// `Drifted`; and untaints nodes an interrupted disruption left tainted. A claim whose update
 /// fails (an API error) is retried on the next pass; the others, and the pass's decision, go on.
-async fn maintain_signals(ctx: &Context, memory: &Shared, pools: &BTreeMap<String, Arc<NodePool>>, now: SystemTime) -> Result<(), ControllerError> {
+async fn maintain_signals(
+    ctx: &Context,
+    memory: &Shared,
+    pools: &BTreeMap<String, Arc<NodePool>>,
+    now: SystemTime,
+) -> Result<(), ControllerError> {
     let mut types_by_pool: Option<BTreeMap<String, Vec<InstanceType>>> = None;
     for claim in ctx.state.node_claims.state() {
         if claim.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        let pool_name = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)).cloned().unwrap_or_default();
-        let Some(pool) = pools.get(&pool_name).cloned() else { continue };
-        if let Err(error) = maintain_claim(ctx, memory, &claim, &pool, &mut types_by_pool, now).await {
+        let pool_name = claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(labels::NODEPOOL_LABEL))
+            .cloned()
+            .unwrap_or_default();
+        let Some(pool) = pools.get(&pool_name).cloned() else {
+            continue;
+        };
+        if let Err(error) =
+            maintain_claim(ctx, memory, &claim, &pool, &mut types_by_pool, now).await
+        {
             tracing::debug!(nodeclaim = %name_of(claim.as_ref()), %error, "updating disruption signals failed; retried next pass");
         }
     }
@@ -430,7 +650,9 @@ async fn maintain_claim(
     if !claim.is_condition_true(INITIALIZED) {
         return Ok(());
     }
-    let Some(node) = node_of(ctx, claim) else { return Ok(()) };
+    let Some(node) = node_of(ctx, claim) else {
+        return Ok(());
+    };
     let node_name = node.name();
     record_pod_events(ctx, memory, claim, &node_name, now).await?;
     update_consolidatable(ctx, claim, pool, now).await?;
@@ -446,20 +668,37 @@ async fn maintain_claim(
 
 /// A workload pod arrived on or left the node: record the pod event time (at most every
 /// [`POD_EVENT_DEDUP`]).
-async fn record_pod_events(ctx: &Context, memory: &Shared, claim: &NodeClaim, node_name: &str, now: SystemTime) -> Result<(), ControllerError> {
+async fn record_pod_events(
+    ctx: &Context,
+    memory: &Shared,
+    claim: &NodeClaim,
+    node_name: &str,
+    now: SystemTime,
+) -> Result<(), ControllerError> {
     let workload = reschedulable_pods(&ctx.state.pods_on_node(node_name));
-    let mut uids: Vec<String> = workload.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+    let mut uids: Vec<String> = workload
+        .iter()
+        .filter_map(|p| p.metadata.uid.clone())
+        .collect();
     uids.sort();
     let previous = lock(memory).pods_seen.get(node_name).cloned();
     if previous.as_ref() == Some(&uids) {
         return Ok(());
     }
-    let last = claim.status.as_ref().and_then(|s| s.last_pod_event_time.as_ref()).map(system_time);
+    let last = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.last_pod_event_time.as_ref())
+        .map(system_time);
     let first_sight = previous.is_none() && last.is_some();
     let recent = last.is_some_and(|l| now.duration_since(l).unwrap_or_default() < POD_EVENT_DEDUP);
     if !first_sight && !recent {
-        merge_patch_status(&Api::<NodeClaim>::all(ctx.client.clone()), &name_of(claim), json!({"status": {"lastPodEventTime": k8s_time(now)}}))
-            .await?;
+        merge_patch_status(
+            &Api::<NodeClaim>::all(ctx.client.clone()),
+            &name_of(claim),
+            json!({"status": {"lastPodEventTime": k8s_time(now)}}),
+        )
+        .await?;
     }
     if first_sight || !recent {
         lock(memory).pods_seen.insert(node_name.to_string(), uids);
@@ -467,10 +706,26 @@ async fn record_pod_events(ctx: &Context, memory: &Shared, claim: &NodeClaim, no
     Ok(())
 }
 
-async fn update_consolidatable(ctx: &Context, claim: &NodeClaim, pool: &NodePool, now: SystemTime) -> Result<(), ControllerError> {
-    let initialized_at = claim.condition(INITIALIZED).map(|c| system_time(&c.last_transition_time));
-    let last_pod = claim.status.as_ref().and_then(|s| s.last_pod_event_time.as_ref()).map(system_time);
-    let wanted = disruption::consolidatable(kube_disruption::consolidate_after(pool), initialized_at, last_pod, now);
+async fn update_consolidatable(
+    ctx: &Context,
+    claim: &NodeClaim,
+    pool: &NodePool,
+    now: SystemTime,
+) -> Result<(), ControllerError> {
+    let initialized_at = claim
+        .condition(INITIALIZED)
+        .map(|c| system_time(&c.last_transition_time));
+    let last_pod = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.last_pod_event_time.as_ref())
+        .map(system_time);
+    let wanted = disruption::consolidatable(
+        kube_disruption::consolidate_after(pool),
+        initialized_at,
+        last_pod,
+        now,
+    );
     // `None`: consolidateAfter is Never, and the condition goes away.
     let changed = match wanted {
         None => claim.condition(CONSOLIDATABLE).is_some(),
@@ -479,7 +734,13 @@ async fn update_consolidatable(ctx: &Context, claim: &NodeClaim, pool: &NodePool
     if !changed {
         return Ok(());
     }
-    let consolidatable = condition(ctx, CONSOLIDATABLE, ConditionStatus::True, "Consolidatable", "");
+    let consolidatable = condition(
+        ctx,
+        CONSOLIDATABLE,
+        ConditionStatus::True,
+        "Consolidatable",
+        "",
+    );
     edit_claim_conditions(ctx, claim, |conds| {
         if wanted == Some(true) {
             joinery_api::condition::set_condition(conds, consolidatable.clone())
@@ -502,27 +763,52 @@ async fn update_drifted(
     types_by_pool: &mut Option<BTreeMap<String, Vec<InstanceType>>>,
     now: SystemTime,
 ) -> Result<(), ControllerError> {
-    let created = claim.metadata.creation_timestamp.as_ref().map(system_time).unwrap_or(now);
+    let created = claim
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(system_time)
+        .unwrap_or(now);
     // The instance-type check needs the pool's types from its plugin: only for claims older
     // than an hour, and only when the claim's plugin verdict is due again (every
     // DRIFT_RECHECK), not on every pass.
     let uid = claim.metadata.uid.clone().unwrap_or_default();
-    let due = lock(memory).plugin_drift.get(&uid).is_none_or(|(at, _, _)| util::due(*at, now, DRIFT_RECHECK));
+    let due = lock(memory)
+        .plugin_drift
+        .get(&uid)
+        .is_none_or(|(at, _, _)| util::due(*at, now, DRIFT_RECHECK));
     let old = due && now.duration_since(created).unwrap_or_default() >= INSTANCE_TYPE_DRIFT_AGE;
     if old && types_by_pool.is_none() {
         let (offers, _) = provisioner::ready_nodepools(ctx).await;
-        *types_by_pool = Some(offers.into_iter().map(|(p, types)| (name_of(p.as_ref()), types)).collect());
+        *types_by_pool = Some(
+            offers
+                .into_iter()
+                .map(|(p, types)| (name_of(p.as_ref()), types))
+                .collect(),
+        );
     }
-    let types = if old { types_by_pool.as_ref().and_then(|m| m.get(&name_of(pool))).map(Vec::as_slice) } else { None };
+    let types = if old {
+        types_by_pool
+            .as_ref()
+            .and_then(|m| m.get(&name_of(pool)))
+            .map(Vec::as_slice)
+    } else {
+        None
+    };
     let mut reason = kube_disruption::drift(claim, pool, types).map(|r| r.as_str().to_string());
     if reason.is_none() {
         reason = plugin_drift(ctx, memory, claim, now).await;
     }
-    let current = claim.condition(DRIFTED).filter(|c| c.is_true()).map(|c| c.reason.clone());
+    let current = claim
+        .condition(DRIFTED)
+        .filter(|c| c.is_true())
+        .map(|c| c.reason.clone());
     if current == reason {
         return Ok(());
     }
-    let drifted = reason.as_ref().map(|reason| condition(ctx, DRIFTED, ConditionStatus::True, reason, ""));
+    let drifted = reason
+        .as_ref()
+        .map(|reason| condition(ctx, DRIFTED, ConditionStatus::True, reason, ""));
     edit_claim_conditions(ctx, claim, |conds| match &drifted {
         Some(drifted) => joinery_api::condition::set_condition(conds, drifted.clone()),
         None => joinery_api::condition::remove_condition(conds, DRIFTED),
@@ -536,10 +822,18 @@ async fn update_drifted(
 
 /// The cloud plugin's drift verdict for the claim, cached for [`DRIFT_RECHECK`] or until its
 /// NodeClass changes. A failed call keeps the previous verdict.
-async fn plugin_drift(ctx: &Context, memory: &Shared, claim: &NodeClaim, now: SystemTime) -> Option<String> {
+async fn plugin_drift(
+    ctx: &Context,
+    memory: &Shared,
+    claim: &NodeClaim,
+    now: SystemTime,
+) -> Option<String> {
     let uid = claim.metadata.uid.clone().unwrap_or_default();
     let class_ref = &claim.spec.node_class_ref;
-    let key = crate::state::NodeClassKey { group: class_ref.group.clone(), kind: class_ref.kind.clone() };
+    let key = crate::state::NodeClassKey {
+        group: class_ref.group.clone(),
+        kind: class_ref.kind.clone(),
+    };
     let class = ctx.state.node_class(&key, &class_ref.name)?;
     let version = class.metadata.resource_version.clone().unwrap_or_default();
     if let Some((at, seen, verdict)) = lock(memory).plugin_drift.get(&uid).cloned()
@@ -548,9 +842,21 @@ async fn plugin_drift(ctx: &Context, memory: &Shared, claim: &NodeClaim, now: Sy
     {
         return verdict;
     }
-    let plugin = ctx.cloud.plugin_for(&class_ref.group, &class_ref.kind).ok()?;
-    let previous = lock(memory).plugin_drift.get(&uid).and_then(|(_, _, v)| v.clone());
-    let verdict = match plugin.is_drifted(&crate::lifecycle::plugin_node_claim(claim), &crate::cloud::plugin_node_class(&class)).await {
+    let plugin = ctx
+        .cloud
+        .plugin_for(&class_ref.group, &class_ref.kind)
+        .ok()?;
+    let previous = lock(memory)
+        .plugin_drift
+        .get(&uid)
+        .and_then(|(_, _, v)| v.clone());
+    let verdict = match plugin
+        .is_drifted(
+            &crate::lifecycle::plugin_node_claim(claim),
+            &crate::cloud::plugin_node_class(&class),
+        )
+        .await
+    {
         Ok(verdict) => verdict,
         Err(e) => {
             tracing::debug!(nodeclaim = %name_of(claim), error = %e, "is-drifted failed; keeping the previous verdict");
@@ -558,8 +864,16 @@ async fn plugin_drift(ctx: &Context, memory: &Shared, claim: &NodeClaim, now: Sy
         }
     };
     let mut memory = lock(memory);
-    memory.plugin_drift.insert(uid, (now, version, verdict.clone()));
-    let live: BTreeSet<String> = ctx.state.node_claims.state().iter().filter_map(|c| c.metadata.uid.clone()).collect();
+    memory
+        .plugin_drift
+        .insert(uid, (now, version, verdict.clone()));
+    let live: BTreeSet<String> = ctx
+        .state
+        .node_claims
+        .state()
+        .iter()
+        .filter_map(|c| c.metadata.uid.clone())
+        .collect();
     memory.plugin_drift.retain(|uid, _| live.contains(uid));
     verdict
 }
@@ -567,7 +881,10 @@ async fn plugin_drift(ctx: &Context, memory: &Shared, claim: &NodeClaim, now: Sy
 /// Removes the disrupted taint and the `DisruptionReason` condition from a node and claim that
 /// are not being deleted.
 async fn release(ctx: &Context, claim: &NodeClaim, node: &LeanNode) -> Result<(), ControllerError> {
-    let tainted = node.taints().iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY);
+    let tainted = node
+        .taints()
+        .iter()
+        .any(|t| t.key == labels::DISRUPTED_TAINT_KEY);
     if tainted {
         edit_node_taints(ctx, node, |taints| {
             let before = taints.len();
@@ -577,6 +894,9 @@ async fn release(ctx: &Context, claim: &NodeClaim, node: &LeanNode) -> Result<()
         .await?;
         tracing::info!(node = %node.name(), "removed the disrupted taint of a disruption that did not complete");
     }
-    edit_claim_conditions(ctx, claim, |conds| joinery_api::condition::remove_condition(conds, DISRUPTION_REASON)).await?;
+    edit_claim_conditions(ctx, claim, |conds| {
+        joinery_api::condition::remove_condition(conds, DISRUPTION_REASON)
+    })
+    .await?;
     Ok(())
 }

@@ -50,24 +50,48 @@ impl Involved {
     /// The involved object of a typed resource.
     pub fn of<K: kube::Resource<DynamicType = ()>>(object: &K) -> Involved {
         let meta = object.meta();
-        Involved::named(&K::api_version(&()), &K::kind(&()), meta.namespace.as_deref(), meta.name.as_deref(), meta.uid.as_deref())
+        Involved::named(
+            &K::api_version(&()),
+            &K::kind(&()),
+            meta.namespace.as_deref(),
+            meta.name.as_deref(),
+            meta.uid.as_deref(),
+        )
     }
 
     /// The involved object of a cached pod.
     pub fn pod(pod: &joinery_kube::lean::LeanPod) -> Involved {
         use k8s_openapi::Resource;
         let meta = &pod.metadata;
-        Involved::named(Pod::API_VERSION, Pod::KIND, meta.namespace.as_deref(), meta.name.as_deref(), meta.uid.as_deref())
+        Involved::named(
+            Pod::API_VERSION,
+            Pod::KIND,
+            meta.namespace.as_deref(),
+            meta.name.as_deref(),
+            meta.uid.as_deref(),
+        )
     }
 
     /// The involved object of a cached Node.
     pub fn node(node: &joinery_kube::lean::LeanNode) -> Involved {
         use k8s_openapi::Resource;
         use k8s_openapi::api::core::v1::Node;
-        Involved::named(Node::API_VERSION, Node::KIND, None, node.metadata.name.as_deref(), node.metadata.uid.as_deref())
+        Involved::named(
+            Node::API_VERSION,
+            Node::KIND,
+            None,
+            node.metadata.name.as_deref(),
+            node.metadata.uid.as_deref(),
+        )
     }
 
-    fn named(api_version: &str, kind: &str, namespace: Option<&str>, name: Option<&str>, uid: Option<&str>) -> Involved {
+    fn named(
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: Option<&str>,
+        uid: Option<&str>,
+    ) -> Involved {
         Involved {
             api_version: api_version.to_string(),
             kind: kind.to_string(),
@@ -81,7 +105,12 @@ impl Involved {
 impl EventRecorder {
     /// A recorder writing through `client`, stamping times from `clock`.
     pub fn new(client: kube::Client, clock: Arc<Clock>) -> EventRecorder {
-        EventRecorder { client, clock, recent: Mutex::default(), queue: OnceLock::new() }
+        EventRecorder {
+            client,
+            clock,
+            recent: Mutex::default(),
+            queue: OnceLock::new(),
+        }
     }
 
     /// The writer task's queue, starting the task the first time (from within the runtime).
@@ -123,7 +152,11 @@ impl EventRecorder {
             recent.retain(|_, at| now.duration_since(*at).unwrap_or_default() < DEDUP_WINDOW);
             recent.insert(key, now);
         }
-        let namespace = if on.namespace.is_empty() { "default".to_string() } else { on.namespace.clone() };
+        let namespace = if on.namespace.is_empty() {
+            "default".to_string()
+        } else {
+            on.namespace.clone()
+        };
         let event = Event {
             metadata: kube::api::ObjectMeta {
                 generate_name: Some(format!("{}.", on.name)),
@@ -144,7 +177,10 @@ impl EventRecorder {
             count: Some(1),
             first_timestamp: Some(k8s_time(now)),
             last_timestamp: Some(k8s_time(now)),
-            source: Some(EventSource { component: Some(COMPONENT.to_string()), host: None }),
+            source: Some(EventSource {
+                component: Some(COMPONENT.to_string()),
+                host: None,
+            }),
             reporting_component: Some(COMPONENT.to_string()),
             ..Default::default()
         };

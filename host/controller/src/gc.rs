@@ -78,7 +78,10 @@ pub struct Owners {
 
 /// Whether the instance says it belongs to `cluster` (its `joinery.dev/cluster` label).
 pub fn is_this_clusters(instance: &contract::Instance, cluster: &str) -> bool {
-    instance.labels.iter().any(|kv| kv.key == joinery_core::labels::CLUSTER_LABEL && kv.value == cluster)
+    instance
+        .labels
+        .iter()
+        .any(|kv| kv.key == joinery_core::labels::CLUSTER_LABEL && kv.value == cluster)
 }
 
 /// Whether `instance` is an orphan to delete at `now`: provably this cluster's (checked
@@ -88,21 +91,34 @@ pub fn is_orphan(instance: &contract::Instance, owners: &Owners, now: SystemTime
     if !is_this_clusters(instance, &owners.cluster) {
         return false;
     }
-    if matches!(instance.state, contract::InstanceState::Terminating | contract::InstanceState::Terminated) {
+    if matches!(
+        instance.state,
+        contract::InstanceState::Terminating | contract::InstanceState::Terminated
+    ) {
         return false;
     }
     if owners.provider_ids.contains(&instance.provider_id) {
         return false;
     }
-    if instance.node_claim.as_ref().is_some_and(|name| owners.claim_names.contains(name)) {
+    if instance
+        .node_claim
+        .as_ref()
+        .is_some_and(|name| owners.claim_names.contains(name))
+    {
         return false;
     }
-    let Some(created) = instance.created_at.as_deref().and_then(parse_time) else { return false };
-    now.duration_since(created).is_ok_and(|age| age >= INSTANCE_GRACE_PERIOD)
+    let Some(created) = instance.created_at.as_deref().and_then(parse_time) else {
+        return false;
+    };
+    now.duration_since(created)
+        .is_ok_and(|age| age >= INSTANCE_GRACE_PERIOD)
 }
 
 fn owners(ctx: &Context) -> Owners {
-    let mut owners = Owners { cluster: ctx.settings.cluster_name.clone(), ..Default::default() };
+    let mut owners = Owners {
+        cluster: ctx.settings.cluster_name.clone(),
+        ..Default::default()
+    };
     for claim in ctx.state.node_claims.state() {
         if let Some(pid) = claim.status.as_ref().and_then(|s| s.provider_id.clone()) {
             owners.provider_ids.insert(pid);
@@ -112,25 +128,46 @@ fn owners(ctx: &Context) -> Owners {
         }
     }
     owners.claim_names.extend(ctx.inflight.created_names());
-    owners.provider_ids.extend(ctx.inflight.launched_provider_ids());
+    owners
+        .provider_ids
+        .extend(ctx.inflight.launched_provider_ids());
     owners
 }
 
 async fn step(ctx: &Context) -> Result<(), ControllerError> {
-    let plugins: Vec<_> = ctx.cloud.registry().current().iter().filter(|p| p.manifest().node_class.is_some()).cloned().collect();
+    let plugins: Vec<_> = ctx
+        .cloud
+        .registry()
+        .current()
+        .iter()
+        .filter(|p| p.manifest().node_class.is_some())
+        .cloned()
+        .collect();
     for plugin in plugins {
-        let Some(node_class) = plugin.manifest().node_class.clone() else { continue };
+        let Some(node_class) = plugin.manifest().node_class.clone() else {
+            continue;
+        };
         // Only plugins whose NodeClass kind has objects in the cluster are asked: one that
         // serves nothing here has launched nothing here (and may not even be configured).
-        let key = crate::state::NodeClassKey { group: node_class.group.clone(), kind: node_class.kind.clone() };
-        if ctx.state.node_classes.get(&key).is_none_or(|store| store.state().is_empty()) {
+        let key = crate::state::NodeClassKey {
+            group: node_class.group.clone(),
+            kind: node_class.kind.clone(),
+        };
+        if ctx
+            .state
+            .node_classes
+            .get(&key)
+            .is_none_or(|store| store.state().is_empty())
+        {
             continue;
         }
         // Owners are read before listing: a claim created after this point launches an
         // instance younger than the grace period.
         let owners = owners(ctx);
         let call = CloudCall::new(plugin.name(), "list", "");
-        let Ok(result) = ctx.call_cloud(CONTROLLER, &call, plugin.list()).await else { continue };
+        let Ok(result) = ctx.call_cloud(CONTROLLER, &call, plugin.list()).await else {
+            continue;
+        };
         let instances = match result {
             Ok(instances) => instances,
             Err(e) => {
@@ -139,7 +176,10 @@ async fn step(ctx: &Context) -> Result<(), ControllerError> {
             }
         };
         let now = ctx.clock.now();
-        let foreign = instances.iter().filter(|i| !is_this_clusters(i, &owners.cluster)).count();
+        let foreign = instances
+            .iter()
+            .filter(|i| !is_this_clusters(i, &owners.cluster))
+            .count();
         if foreign > 0 {
             tracing::warn!(plugin = plugin.name(), instances = foreign, cluster = %owners.cluster,
                 "the plugin listed instances without this cluster's joinery.dev/cluster label; they are never garbage collected (check the plugin's cluster name against CLUSTER_NAME)");
@@ -148,10 +188,22 @@ async fn step(ctx: &Context) -> Result<(), ControllerError> {
             tracing::info!(plugin = plugin.name(), provider_id = %instance.provider_id, node_claim = ?instance.node_claim,
                 "garbage collecting an instance no NodeClaim owns");
             let call = CloudCall::new(plugin.name(), "delete", &instance.provider_id);
-            let Ok(result) = ctx.call_cloud(CONTROLLER, &call, plugin.delete(&instance.provider_id)).await else { continue };
+            let Ok(result) = ctx
+                .call_cloud(CONTROLLER, &call, plugin.delete(&instance.provider_id))
+                .await
+            else {
+                continue;
+            };
             match result {
-                Ok(()) | Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => {
-                    ctx.metrics.inc(crate::metrics::names::INSTANCES_GARBAGE_COLLECTED, &[("provider", plugin.name())]);
+                Ok(())
+                | Err(CallError::Cloud {
+                    error: CloudError::NotFound(_),
+                    ..
+                }) => {
+                    ctx.metrics.inc(
+                        crate::metrics::names::INSTANCES_GARBAGE_COLLECTED,
+                        &[("provider", plugin.name())],
+                    );
                 }
                 Err(e) => {
                     tracing::warn!(provider_id = %instance.provider_id, error = %e, "deleting an orphan instance failed; will retry");
@@ -171,7 +223,12 @@ async fn step(ctx: &Context) -> Result<(), ControllerError> {
 
 /// Deletes Registered NodeClaims of this plugin's kind whose instance is gone and whose Node
 /// is missing or not Ready.
-async fn collect_claims(ctx: &Context, group: &str, kind: &str, instances: &[contract::Instance]) -> Result<(), ControllerError> {
+async fn collect_claims(
+    ctx: &Context,
+    group: &str,
+    kind: &str,
+    instances: &[contract::Instance],
+) -> Result<(), ControllerError> {
     let listed: HashSet<&str> = instances
         .iter()
         .filter(|i| i.state != contract::InstanceState::Terminated)
@@ -185,18 +242,33 @@ async fn collect_claims(ctx: &Context, group: &str, kind: &str, instances: &[con
         {
             continue;
         }
-        let Some(pid) = claim.status.as_ref().and_then(|s| s.provider_id.clone()) else { continue };
+        let Some(pid) = claim.status.as_ref().and_then(|s| s.provider_id.clone()) else {
+            continue;
+        };
         if listed.contains(pid.as_str()) {
             continue;
         }
-        let node_ready = ctx.state.nodes_with_provider_id(&pid).iter().any(|n| n.is_ready());
+        let node_ready = ctx
+            .state
+            .nodes_with_provider_id(&pid)
+            .iter()
+            .any(|n| n.is_ready());
         if node_ready {
             continue;
         }
         let name = claim.metadata.name.clone().unwrap_or_default();
         tracing::info!(nodeclaim = %name, provider_id = %pid, "garbage collecting a NodeClaim whose instance is gone");
-        ctx.events.warning(&crate::events::Involved::of(claim.as_ref()), "GarbageCollected", "the cloud no longer has this NodeClaim's instance").await;
-        match Api::<joinery_api::NodeClaim>::all(ctx.client.clone()).delete(&name, &DeleteParams::background()).await {
+        ctx.events
+            .warning(
+                &crate::events::Involved::of(claim.as_ref()),
+                "GarbageCollected",
+                "the cloud no longer has this NodeClaim's instance",
+            )
+            .await;
+        match Api::<joinery_api::NodeClaim>::all(ctx.client.clone())
+            .delete(&name, &DeleteParams::background())
+            .await
+        {
             Ok(_) => {}
             Err(e) if util::is_not_found(&e) => {}
             Err(e) => return Err(e.into()),
@@ -206,7 +278,10 @@ async fn collect_claims(ctx: &Context, group: &str, kind: &str, instances: &[con
 }
 
 async fn delete_node(ctx: &Context, name: &str) -> Result<(), ControllerError> {
-    match Api::<Node>::all(ctx.client.clone()).delete(name, &DeleteParams::background()).await {
+    match Api::<Node>::all(ctx.client.clone())
+        .delete(name, &DeleteParams::background())
+        .await
+    {
         Ok(_) => Ok(()),
         Err(e) if util::is_not_found(&e) => Ok(()),
         Err(e) => Err(e.into()),
@@ -217,18 +292,32 @@ async fn delete_node(ctx: &Context, name: &str) -> Result<(), ControllerError> {
 mod tests {
     use super::*;
 
-    fn instance(pid: &str, claim: Option<&str>, created_at: Option<&str>, state: contract::InstanceState) -> contract::Instance {
+    fn instance(
+        pid: &str,
+        claim: Option<&str>,
+        created_at: Option<&str>,
+        state: contract::InstanceState,
+    ) -> contract::Instance {
         foreign(pid, claim, created_at, state, "prod")
     }
 
-    fn foreign(pid: &str, claim: Option<&str>, created_at: Option<&str>, state: contract::InstanceState, cluster: &str) -> contract::Instance {
+    fn foreign(
+        pid: &str,
+        claim: Option<&str>,
+        created_at: Option<&str>,
+        state: contract::InstanceState,
+        cluster: &str,
+    ) -> contract::Instance {
         contract::Instance {
             provider_id: pid.into(),
             instance_type: "standard.small".into(),
             zone: "ch-gva-2".into(),
             capacity_type: "on-demand".into(),
             image_id: None,
-            labels: vec![contract::KeyValue { key: joinery_core::labels::CLUSTER_LABEL.into(), value: cluster.into() }],
+            labels: vec![contract::KeyValue {
+                key: joinery_core::labels::CLUSTER_LABEL.into(),
+                value: cluster.into(),
+            }],
             capacity: vec![],
             allocatable: vec![],
             state,
@@ -248,27 +337,83 @@ mod tests {
         };
         let running = contract::InstanceState::Running;
         let orphan = instance("exoscale://lost", Some("gone-x"), Some(created), running);
-        assert!(!is_orphan(&orphan, &owners, at(29)), "inside the grace period");
-        assert!(is_orphan(&orphan, &owners, at(30)));
-        assert!(!is_orphan(&instance("exoscale://owned", None, Some(created), running), &owners, at(600)), "owned by provider ID");
         assert!(
-            !is_orphan(&instance("exoscale://new", Some("default-abc12"), Some(created), running), &owners, at(600)),
+            !is_orphan(&orphan, &owners, at(29)),
+            "inside the grace period"
+        );
+        assert!(is_orphan(&orphan, &owners, at(30)));
+        assert!(
+            !is_orphan(
+                &instance("exoscale://owned", None, Some(created), running),
+                &owners,
+                at(600)
+            ),
+            "owned by provider ID"
+        );
+        assert!(
+            !is_orphan(
+                &instance(
+                    "exoscale://new",
+                    Some("default-abc12"),
+                    Some(created),
+                    running
+                ),
+                &owners,
+                at(600)
+            ),
             "its NodeClaim exists (a create whose result is not written yet)"
         );
-        assert!(!is_orphan(&instance("exoscale://x", None, None, running), &owners, at(600)), "no creation time: never reaped");
-        assert!(!is_orphan(&instance("exoscale://x", None, Some(created), contract::InstanceState::Terminating), &owners, at(600)));
-        assert!(!is_orphan(&instance("exoscale://x", None, Some("yesterday"), running), &owners, at(600)));
+        assert!(
+            !is_orphan(
+                &instance("exoscale://x", None, None, running),
+                &owners,
+                at(600)
+            ),
+            "no creation time: never reaped"
+        );
+        assert!(!is_orphan(
+            &instance(
+                "exoscale://x",
+                None,
+                Some(created),
+                contract::InstanceState::Terminating
+            ),
+            &owners,
+            at(600)
+        ));
+        assert!(!is_orphan(
+            &instance("exoscale://x", None, Some("yesterday"), running),
+            &owners,
+            at(600)
+        ));
     }
 
     #[test]
     fn an_instance_not_provably_this_clusters_is_never_an_orphan() {
         let created = "2026-01-01T00:00:00Z";
         let later = parse_time(created).unwrap() + Duration::from_secs(3600);
-        let owners = Owners { cluster: "prod".into(), ..Default::default() };
+        let owners = Owners {
+            cluster: "prod".into(),
+            ..Default::default()
+        };
         let running = contract::InstanceState::Running;
-        assert!(is_orphan(&instance("sim://mine", Some("gone"), Some(created), running), &owners, later));
+        assert!(is_orphan(
+            &instance("sim://mine", Some("gone"), Some(created), running),
+            &owners,
+            later
+        ));
         // Another cluster's instance that a buggy or hostile plugin listed anyway.
-        assert!(!is_orphan(&foreign("sim://theirs", Some("gone"), Some(created), running, "staging"), &owners, later));
+        assert!(!is_orphan(
+            &foreign(
+                "sim://theirs",
+                Some("gone"),
+                Some(created),
+                running,
+                "staging"
+            ),
+            &owners,
+            later
+        ));
         // No cluster label at all: the host cannot tell, so it leaves it alone.
         let mut unlabelled = instance("sim://unknown", Some("gone"), Some(created), running);
         unlabelled.labels.clear();

@@ -66,19 +66,32 @@ impl InFlight {
 
     /// Names of the claims created and not yet seen in the cache.
     pub fn created_names(&self) -> Vec<String> {
-        self.created.lock().expect("in-flight lock").iter().filter_map(|c| c.metadata.name.clone()).collect()
+        self.created
+            .lock()
+            .expect("in-flight lock")
+            .iter()
+            .filter_map(|c| c.metadata.name.clone())
+            .collect()
     }
 
     /// Records that a create call is about to be made for the claim `uid`.
     pub fn record_create_attempt(&self, uid: &str) {
-        self.create_attempts.lock().expect("in-flight lock").insert(uid.to_string());
+        self.create_attempts
+            .lock()
+            .expect("in-flight lock")
+            .insert(uid.to_string());
     }
 
     /// Whether an instance may already exist for `claim` although its status has no provider
     /// ID: it predates this process, or a create call of ours did not return a result.
     pub fn may_have_launched(&self, claim: &NodeClaim) -> bool {
         let uid = claim.metadata.uid.clone().unwrap_or_default();
-        if self.create_attempts.lock().expect("in-flight lock").contains(&uid) {
+        if self
+            .create_attempts
+            .lock()
+            .expect("in-flight lock")
+            .contains(&uid)
+        {
             return true;
         }
         let created = claim.metadata.creation_timestamp.as_ref().map(system_time);
@@ -87,28 +100,48 @@ impl InFlight {
 
     /// Forgets a claim's create attempt (it failed cleanly with nothing launched).
     pub fn forget_create_attempt(&self, uid: &str) {
-        self.create_attempts.lock().expect("in-flight lock").remove(uid);
+        self.create_attempts
+            .lock()
+            .expect("in-flight lock")
+            .remove(uid);
     }
 
     /// Records the instance launched for the claim `uid`.
     pub fn record_launched(&self, uid: &str, instance: Instance) {
-        self.launched.lock().expect("in-flight lock").insert(uid.to_string(), instance);
+        self.launched
+            .lock()
+            .expect("in-flight lock")
+            .insert(uid.to_string(), instance);
     }
 
     /// The instance launched for the claim `uid`, if this process launched (or adopted) it.
     pub fn launched(&self, uid: &str) -> Option<Instance> {
-        self.launched.lock().expect("in-flight lock").get(uid).cloned()
+        self.launched
+            .lock()
+            .expect("in-flight lock")
+            .get(uid)
+            .cloned()
     }
 
     /// Provider IDs of every instance this process launched and has not finalized.
     pub fn launched_provider_ids(&self) -> Vec<String> {
-        self.launched.lock().expect("in-flight lock").values().map(|i| i.provider_id.clone()).collect()
+        self.launched
+            .lock()
+            .expect("in-flight lock")
+            .values()
+            .map(|i| i.provider_id.clone())
+            .collect()
     }
 
     /// Keeps the nodes or NodeClaims `names` from disruption until `until` (the provisioner
     /// placed pending pods on them at `now`); a later nomination extends one. Nominations that
     /// ended by `now` are forgotten here, once per provisioning pass.
-    pub fn nominate<'a>(&self, names: impl IntoIterator<Item = &'a str>, now: SystemTime, until: SystemTime) {
+    pub fn nominate<'a>(
+        &self,
+        names: impl IntoIterator<Item = &'a str>,
+        now: SystemTime,
+        until: SystemTime,
+    ) {
         let mut nominated = self.nominated.lock().expect("in-flight lock");
         nominated.retain(|_, end| *end > now);
         for name in names {
@@ -119,7 +152,11 @@ impl InFlight {
 
     /// Whether the node or NodeClaim `name` is nominated at `now`.
     pub fn is_nominated(&self, name: &str, now: SystemTime) -> bool {
-        self.nominated.lock().expect("in-flight lock").get(name).is_some_and(|end| *end > now)
+        self.nominated
+            .lock()
+            .expect("in-flight lock")
+            .get(name)
+            .is_some_and(|end| *end > now)
     }
 
     /// Forgets everything about the claim `uid` (it was finalized), including that it was
@@ -127,7 +164,10 @@ impl InFlight {
     /// never be seen in the cache, and must not hold provisioning back as "not cached yet".
     pub fn forget(&self, uid: &str) {
         self.launched.lock().expect("in-flight lock").remove(uid);
-        self.created.lock().expect("in-flight lock").retain(|c| c.metadata.uid.as_deref() != Some(uid));
+        self.created
+            .lock()
+            .expect("in-flight lock")
+            .retain(|c| c.metadata.uid.as_deref() != Some(uid));
         self.forget_create_attempt(uid);
     }
 }
@@ -147,7 +187,9 @@ mod tests {
     }
 
     fn start() -> SystemTime {
-        system_time(&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2026-01-01T00:00:00Z".parse().unwrap()))
+        system_time(&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2026-01-01T00:00:00Z".parse().unwrap(),
+        ))
     }
 
     #[test]
@@ -165,10 +207,16 @@ mod tests {
     fn a_created_claim_finalized_before_the_cache_saw_it_no_longer_counts_as_missing() {
         let inflight = InFlight::new(start());
         inflight.record_created(claim("refused", "7", "2026-01-01T00:00:00Z"));
-        assert!(inflight.created_not_cached(&BTreeSet::new()), "created, not cached yet");
+        assert!(
+            inflight.created_not_cached(&BTreeSet::new()),
+            "created, not cached yet"
+        );
         // Launched, refused and finalized between two provisioning passes.
         inflight.forget("7");
-        assert!(!inflight.created_not_cached(&BTreeSet::new()), "provisioning is not held back by a claim that is gone");
+        assert!(
+            !inflight.created_not_cached(&BTreeSet::new()),
+            "provisioning is not held back by a claim that is gone"
+        );
     }
 
     #[test]
@@ -179,7 +227,10 @@ mod tests {
         assert!(inflight.is_nominated("node-a", at(19)));
         assert!(!inflight.is_nominated("node-b", at(19)));
         inflight.nominate(["node-a"], at(0), at(10));
-        assert!(inflight.is_nominated("node-a", at(19)), "an earlier end does not shorten it");
+        assert!(
+            inflight.is_nominated("node-a", at(19)),
+            "an earlier end does not shorten it"
+        );
         inflight.nominate(["node-a"], at(20), at(40));
         assert!(inflight.is_nominated("node-a", at(39)));
         assert!(!inflight.is_nominated("node-a", at(40)));
@@ -190,10 +241,16 @@ mod tests {
         let inflight = InFlight::new(start() + Duration::from_secs(30));
         let old = claim("old", "1", "2026-01-01T00:00:00Z");
         let new = claim("new", "2", "2026-01-01T00:05:00Z");
-        assert!(inflight.may_have_launched(&old), "a previous life of the host may have launched it");
+        assert!(
+            inflight.may_have_launched(&old),
+            "a previous life of the host may have launched it"
+        );
         assert!(!inflight.may_have_launched(&new));
         inflight.record_create_attempt("2");
-        assert!(inflight.may_have_launched(&new), "our create's answer may have been lost");
+        assert!(
+            inflight.may_have_launched(&new),
+            "our create's answer may have been lost"
+        );
         inflight.forget("2");
         assert!(!inflight.may_have_launched(&new));
     }

@@ -39,7 +39,10 @@ pub fn default_identity() -> String {
         .ok()
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "joinery".into());
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().subsec_nanos();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .subsec_nanos();
     format!("{host}_{:08x}", nanos ^ std::process::id().rotate_left(16))
 }
 
@@ -54,7 +57,12 @@ pub struct Elector {
 impl Elector {
     /// An elector for `config`'s Lease through `client`, on `clock`.
     pub fn new(client: kube::Client, clock: Arc<Clock>, config: LeaderElectionConfig) -> Elector {
-        Elector { api: Api::namespaced(client, &config.namespace), clock, config, observed: None }
+        Elector {
+            api: Api::namespaced(client, &config.namespace),
+            clock,
+            config,
+            observed: None,
+        }
     }
 
     /// This replica's identity.
@@ -94,24 +102,44 @@ impl Elector {
     async fn try_acquire_or_renew(&mut self) -> Result<Option<String>, kube::Error> {
         let now = self.clock.now();
         let current = self.api.get_opt(&self.config.name).await?;
-        self.observed = current.as_ref().map(|lease| Observation::refresh(self.observed.as_ref(), record_of(lease), now));
-        match next_step(self.observed.as_ref(), &self.config.identity, now, &self.config.timings) {
+        self.observed = current
+            .as_ref()
+            .map(|lease| Observation::refresh(self.observed.as_ref(), record_of(lease), now));
+        match next_step(
+            self.observed.as_ref(),
+            &self.config.identity,
+            now,
+            &self.config.timings,
+        ) {
             LeaseStep::Wait { holder, .. } => Ok(Some(holder)),
             LeaseStep::Create(record) => {
                 let lease = Lease {
-                    metadata: ObjectMeta { name: Some(self.config.name.clone()), namespace: Some(self.config.namespace.clone()), ..Default::default() },
+                    metadata: ObjectMeta {
+                        name: Some(self.config.name.clone()),
+                        namespace: Some(self.config.namespace.clone()),
+                        ..Default::default()
+                    },
                     spec: Some(spec_of(&record)),
                 };
                 let created = self.api.create(&PostParams::default(), &lease).await?;
-                self.observed = Some(Observation { record: record_of(&created), since: now });
+                self.observed = Some(Observation {
+                    record: record_of(&created),
+                    since: now,
+                });
                 Ok(None)
             }
             LeaseStep::Update(record) => {
                 let mut lease = current.expect("an update follows a read that found the Lease");
                 lease.spec = Some(spec_of(&record));
                 // `replace` sends the resourceVersion read above: a concurrent writer makes it 409.
-                let written = self.api.replace(&self.config.name, &PostParams::default(), &lease).await?;
-                self.observed = Some(Observation { record: record_of(&written), since: now });
+                let written = self
+                    .api
+                    .replace(&self.config.name, &PostParams::default(), &lease)
+                    .await?;
+                self.observed = Some(Observation {
+                    record: record_of(&written),
+                    since: now,
+                });
                 Ok(None)
             }
         }
@@ -147,7 +175,11 @@ impl Leadership {
                         return elector;
                     }
                     Err(error) => {
-                        let failing_for = elector.clock.now().duration_since(last_renewal).unwrap_or_default();
+                        let failing_for = elector
+                            .clock
+                            .now()
+                            .duration_since(last_renewal)
+                            .unwrap_or_default();
                         tracing::warn!(controller = "leaderelection", lease = %elector.config.name, error = %describe(&error), ?failing_for, "cannot renew the leader-election Lease");
                         if failing_for >= timings.renew_deadline {
                             tracing::error!(controller = "leaderelection", lease = %elector.config.name, "leader-election Lease not renewed within the renew deadline; leadership lost");
@@ -158,7 +190,11 @@ impl Leadership {
                 }
             }
         });
-        Leadership { lost, renewal, stop }
+        Leadership {
+            lost,
+            renewal,
+            stop,
+        }
     }
 
     /// Resolves when leadership is lost.
@@ -170,19 +206,31 @@ impl Leadership {
     /// once. Call after the control loops have stopped.
     pub async fn release(self) {
         let _ = self.stop.send(true);
-        let Ok(elector) = self.renewal.await else { return };
+        let Ok(elector) = self.renewal.await else {
+            return;
+        };
         if *self.lost.borrow() {
             return;
         }
-        let Ok(Some(mut lease)) = elector.api.get_opt(&elector.config.name).await else { return };
+        let Ok(Some(mut lease)) = elector.api.get_opt(&elector.config.name).await else {
+            return;
+        };
         let record = record_of(&lease);
         if record.holder() != Some(elector.config.identity.as_str()) {
             return;
         }
         lease.spec = Some(spec_of(&released(&record, elector.clock.now())));
-        match elector.api.replace(&elector.config.name, &PostParams::default(), &lease).await {
-            Ok(_) => tracing::info!(controller = "leaderelection", lease = %elector.config.name, "released the leader-election Lease"),
-            Err(error) => tracing::warn!(controller = "leaderelection", lease = %elector.config.name, %error, "cannot release the leader-election Lease; a follower takes over when it lapses"),
+        match elector
+            .api
+            .replace(&elector.config.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(controller = "leaderelection", lease = %elector.config.name, "released the leader-election Lease")
+            }
+            Err(error) => {
+                tracing::warn!(controller = "leaderelection", lease = %elector.config.name, %error, "cannot release the leader-election Lease; a follower takes over when it lapses")
+            }
         }
     }
 
@@ -210,10 +258,15 @@ fn system_time(at: &MicroTime) -> SystemTime {
 
 /// The election fields of a Lease.
 fn record_of(lease: &Lease) -> LeaseRecord {
-    let Some(spec) = lease.spec.as_ref() else { return LeaseRecord::default() };
+    let Some(spec) = lease.spec.as_ref() else {
+        return LeaseRecord::default();
+    };
     LeaseRecord {
         holder: spec.holder_identity.clone(),
-        lease_duration: spec.lease_duration_seconds.and_then(|s| u64::try_from(s).ok()).map(Duration::from_secs),
+        lease_duration: spec
+            .lease_duration_seconds
+            .and_then(|s| u64::try_from(s).ok())
+            .map(Duration::from_secs),
         acquire_time: spec.acquire_time.as_ref().map(system_time),
         renew_time: spec.renew_time.as_ref().map(system_time),
         transitions: spec.lease_transitions.unwrap_or(0),
@@ -223,7 +276,9 @@ fn record_of(lease: &Lease) -> LeaseRecord {
 fn spec_of(record: &LeaseRecord) -> LeaseSpec {
     LeaseSpec {
         holder_identity: record.holder.clone(),
-        lease_duration_seconds: record.lease_duration.map(|d| i32::try_from(d.as_secs()).unwrap_or(i32::MAX)),
+        lease_duration_seconds: record
+            .lease_duration
+            .map(|d| i32::try_from(d.as_secs()).unwrap_or(i32::MAX)),
         acquire_time: record.acquire_time.map(micro_time),
         renew_time: record.renew_time.map(micro_time),
         lease_transitions: Some(record.transitions),
@@ -245,12 +300,21 @@ mod tests {
             renew_time: Some(at + Duration::from_secs(2)),
             transitions: 7,
         };
-        let lease = Lease { metadata: ObjectMeta::default(), spec: Some(spec_of(&record)) };
+        let lease = Lease {
+            metadata: ObjectMeta::default(),
+            spec: Some(spec_of(&record)),
+        };
         assert_eq!(record_of(&lease), record);
         let json = serde_json::to_value(&lease).unwrap();
         assert_eq!(json["spec"]["holderIdentity"], "a_1");
         assert_eq!(json["spec"]["leaseDurationSeconds"], 15);
-        assert!(json["spec"]["renewTime"].as_str().unwrap().ends_with(".123456Z"), "{json}");
+        assert!(
+            json["spec"]["renewTime"]
+                .as_str()
+                .unwrap()
+                .ends_with(".123456Z"),
+            "{json}"
+        );
     }
 
     #[test]

@@ -27,7 +27,10 @@ pub trait Cached: Send + Sync + 'static {
 
 impl Cached for LeanPod {
     fn cache_key(&self) -> (&str, &str) {
-        (self.metadata.namespace.as_deref().unwrap_or(""), self.metadata.name.as_deref().unwrap_or(""))
+        (
+            self.metadata.namespace.as_deref().unwrap_or(""),
+            self.metadata.name.as_deref().unwrap_or(""),
+        )
     }
 }
 
@@ -46,7 +49,10 @@ pub struct LeanCache<T> {
 
 impl<T> Clone for LeanCache<T> {
     fn clone(&self) -> Self {
-        LeanCache { shared: self.shared.clone(), ready: self.ready.clone() }
+        LeanCache {
+            shared: self.shared.clone(),
+            ready: self.ready.clone(),
+        }
     }
 }
 
@@ -86,17 +92,24 @@ pub struct WatchStopped;
 impl<T: Cached> Table<T> {
     fn insert(&mut self, hasher: &RandomState, object: Arc<T>) {
         let hash = hasher.hash_one(object.cache_key());
-        match self.0.find_mut(hash, |held| held.cache_key() == object.cache_key()) {
+        match self
+            .0
+            .find_mut(hash, |held| held.cache_key() == object.cache_key())
+        {
             Some(held) => *held = object,
             None => {
-                self.0.insert_unique(hash, object, |held| hasher.hash_one(held.cache_key()));
+                self.0
+                    .insert_unique(hash, object, |held| hasher.hash_one(held.cache_key()));
             }
         }
     }
 
     fn remove(&mut self, hasher: &RandomState, object: &T) {
         let hash = hasher.hash_one(object.cache_key());
-        if let Ok(entry) = self.0.find_entry(hash, |held| held.cache_key() == object.cache_key()) {
+        if let Ok(entry) = self
+            .0
+            .find_entry(hash, |held| held.cache_key() == object.cache_key())
+        {
             entry.remove();
         }
     }
@@ -104,9 +117,22 @@ impl<T: Cached> Table<T> {
 
 /// A new, empty cache and the writer that fills it.
 pub fn lean_cache<T: Cached>() -> (LeanCache<T>, LeanCacheWriter<T>) {
-    let shared = Arc::new(Shared { objects: RwLock::new(Table::default()), hasher: RandomState::new() });
+    let shared = Arc::new(Shared {
+        objects: RwLock::new(Table::default()),
+        hasher: RandomState::new(),
+    });
     let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
-    (LeanCache { shared: shared.clone(), ready: ready_rx }, LeanCacheWriter { shared, ready: ready_tx, relisting: None })
+    (
+        LeanCache {
+            shared: shared.clone(),
+            ready: ready_rx,
+        },
+        LeanCacheWriter {
+            shared,
+            ready: ready_tx,
+            relisting: None,
+        },
+    )
 }
 
 impl<T: Cached> LeanCache<T> {
@@ -118,7 +144,11 @@ impl<T: Cached> LeanCache<T> {
     /// The object `name` in `namespace` (empty for a cluster-scoped kind), if cached.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<T>> {
         let hash = self.shared.hasher.hash_one((namespace, name));
-        self.shared.read().0.find(hash, |held| held.cache_key() == (namespace, name)).cloned()
+        self.shared
+            .read()
+            .0
+            .find(hash, |held| held.cache_key() == (namespace, name))
+            .cloned()
     }
 
     /// How many objects are cached.
@@ -134,17 +164,25 @@ impl<T: Cached> LeanCache<T> {
     /// Waits until the first list is in the cache.
     pub async fn wait_until_ready(&self) -> Result<(), WatchStopped> {
         let mut ready = self.ready.clone();
-        ready.wait_for(|ready| *ready).await.map(|_| ()).map_err(|_| WatchStopped)
+        ready
+            .wait_for(|ready| *ready)
+            .await
+            .map(|_| ())
+            .map_err(|_| WatchStopped)
     }
 }
 
 impl<T> Shared<T> {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Table<T>> {
-        self.objects.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.objects
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Table<T>> {
-        self.objects.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.objects
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -154,7 +192,10 @@ impl<T: Cached> LeanCacheWriter<T> {
         let hasher = &self.shared.hasher;
         match event {
             watcher::Event::Init => self.relisting = Some(Table::default()),
-            watcher::Event::InitApply(object) => self.relisting.get_or_insert_with(Table::default).insert(hasher, object.clone()),
+            watcher::Event::InitApply(object) => self
+                .relisting
+                .get_or_insert_with(Table::default)
+                .insert(hasher, object.clone()),
             watcher::Event::InitDone => {
                 let listed = self.relisting.take().unwrap_or_default();
                 *self.shared.write() = listed;
@@ -176,7 +217,10 @@ mod tests {
     }
 
     fn node_of(pod: &LeanPod) -> &str {
-        pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or("")
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or("")
     }
 
     #[tokio::test]
@@ -193,23 +237,55 @@ mod tests {
         writer.apply(&watcher::Event::InitDone);
         waiting.await.unwrap().unwrap();
         assert_eq!(cache.len(), 2);
-        assert_eq!(cache.get("b", "web").map(|p| node_of(&p).to_string()).as_deref(), Some("n2"));
+        assert_eq!(
+            cache
+                .get("b", "web")
+                .map(|p| node_of(&p).to_string())
+                .as_deref(),
+            Some("n2")
+        );
         assert!(cache.get("c", "web").is_none());
 
         // An update replaces the pod of the same namespace and name; a deletion removes it.
         writer.apply(&watcher::Event::Apply(pod("a", "web", "n3")));
         writer.apply(&watcher::Event::Apply(pod("a", "api", "n1")));
         writer.apply(&watcher::Event::Delete(pod("b", "web", "n2")));
-        let mut seen: Vec<(String, String)> = cache.state().iter().map(|p| (p.cache_key().0.to_string() + "/" + p.cache_key().1, node_of(p).to_string())).collect();
+        let mut seen: Vec<(String, String)> = cache
+            .state()
+            .iter()
+            .map(|p| {
+                (
+                    p.cache_key().0.to_string() + "/" + p.cache_key().1,
+                    node_of(p).to_string(),
+                )
+            })
+            .collect();
         seen.sort();
-        assert_eq!(seen, [("a/api".to_string(), "n1".to_string()), ("a/web".to_string(), "n3".to_string())]);
+        assert_eq!(
+            seen,
+            [
+                ("a/api".to_string(), "n1".to_string()),
+                ("a/web".to_string(), "n3".to_string())
+            ]
+        );
 
         // A relist replaces everything at its end: pods it does not list are gone.
         writer.apply(&watcher::Event::Init);
         writer.apply(&watcher::Event::InitApply(pod("c", "db", "n4")));
-        assert_eq!(cache.len(), 2, "the old state stays until the list is complete");
+        assert_eq!(
+            cache.len(),
+            2,
+            "the old state stays until the list is complete"
+        );
         writer.apply(&watcher::Event::InitDone);
-        assert_eq!(cache.state().iter().map(|p| p.cache_key().1.to_string()).collect::<Vec<_>>(), ["db"]);
+        assert_eq!(
+            cache
+                .state()
+                .iter()
+                .map(|p| p.cache_key().1.to_string())
+                .collect::<Vec<_>>(),
+            ["db"]
+        );
     }
 
     #[tokio::test]
@@ -224,7 +300,13 @@ mod tests {
         writer.apply(&watcher::Event::Apply(node("n2", "b")));
         writer.apply(&watcher::Event::Apply(node("n1", "c")));
         assert_eq!(cache.len(), 2);
-        assert_eq!(cache.get("", "n1").and_then(|n| n.label("topology.kubernetes.io/zone").map(String::from)).as_deref(), Some("c"));
+        assert_eq!(
+            cache
+                .get("", "n1")
+                .and_then(|n| n.label("topology.kubernetes.io/zone").map(String::from))
+                .as_deref(),
+            Some("c")
+        );
         writer.apply(&watcher::Event::Delete(node("n2", "b")));
         assert!(cache.get("", "n2").is_none());
         assert_eq!(cache.len(), 1);

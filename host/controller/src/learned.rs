@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use joinery_api::HasConditions;
 use joinery_core::instance_type::InstanceType;
 use joinery_core::labels::{INSTANCE_TYPE_LABEL, NODEPOOL_LABEL};
 use joinery_core::learned::{LearnedCapacity, NodeReport};
-use joinery_api::HasConditions;
 use joinery_kube::conditions::INITIALIZED;
 use joinery_kube::convert::resource_list;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -38,7 +38,10 @@ impl LearnedStore {
     /// `types` of the NodeClass `group/kind/name` with learned capacity in place of the
     /// estimate (see [`LearnedCapacity::apply`]).
     pub fn apply(&self, node_class: &str, types: Vec<InstanceType>) -> Vec<InstanceType> {
-        self.learned.lock().expect("learned capacity lock").apply(node_class, types)
+        self.learned
+            .lock()
+            .expect("learned capacity lock")
+            .apply(node_class, types)
     }
 
     /// A copy of everything learned.
@@ -66,16 +69,29 @@ pub fn node_class_key(group: &str, kind: &str, name: &str) -> String {
 pub(crate) async fn restore(ctx: &Context) {
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ctx.settings.system_namespace);
     match api.get_opt(CONFIGMAP).await {
-        Ok(Some(cm)) => match cm.data.as_ref().and_then(|d| d.get(KEY)).map(|text| serde_json::from_str::<LearnedCapacity>(text)) {
+        Ok(Some(cm)) => match cm
+            .data
+            .as_ref()
+            .and_then(|d| d.get(KEY))
+            .map(|text| serde_json::from_str::<LearnedCapacity>(text))
+        {
             Some(Ok(saved)) => {
-                tracing::info!(configmap = CONFIGMAP, types = saved.iter().count(), "learned capacity restored");
+                tracing::info!(
+                    configmap = CONFIGMAP,
+                    types = saved.iter().count(),
+                    "learned capacity restored"
+                );
                 ctx.cloud.learned.restore(saved);
             }
-            Some(Err(error)) => tracing::warn!(configmap = CONFIGMAP, %error, "learned capacity unreadable; starting from the plugins' estimates"),
+            Some(Err(error)) => {
+                tracing::warn!(configmap = CONFIGMAP, %error, "learned capacity unreadable; starting from the plugins' estimates")
+            }
             None => {}
         },
         Ok(None) => {}
-        Err(error) => tracing::warn!(configmap = CONFIGMAP, %error, "cannot read the learned capacity; starting from the plugins' estimates"),
+        Err(error) => {
+            tracing::warn!(configmap = CONFIGMAP, %error, "cannot read the learned capacity; starting from the plugins' estimates")
+        }
     }
 }
 
@@ -106,26 +122,41 @@ pub(crate) async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
 /// What the initialized managed nodes report, with their NodeClaim's NodeClass.
 fn reports(ctx: &Context) -> Vec<NodeReport> {
     let claims = ctx.state.node_claims.state();
-    let by_provider_id: BTreeMap<&str, _> =
-        claims.iter().filter_map(|c| Some((c.status.as_ref()?.provider_id.as_deref()?, c.as_ref()))).collect();
+    let by_provider_id: BTreeMap<&str, _> = claims
+        .iter()
+        .filter_map(|c| Some((c.status.as_ref()?.provider_id.as_deref()?, c.as_ref())))
+        .collect();
     let mut out = Vec::new();
     for node in ctx.state.nodes.state() {
-        let (Some(kind), true) = (node.label(INSTANCE_TYPE_LABEL), node.label(NODEPOOL_LABEL).is_some()) else {
+        let (Some(kind), true) = (
+            node.label(INSTANCE_TYPE_LABEL),
+            node.label(NODEPOOL_LABEL).is_some(),
+        ) else {
             continue;
         };
-        let Some(claim) = node.provider_id().and_then(|pid| by_provider_id.get(pid)) else { continue };
+        let Some(claim) = node.provider_id().and_then(|pid| by_provider_id.get(pid)) else {
+            continue;
+        };
         if !claim.is_condition_true(INITIALIZED) || node.metadata.deletion_timestamp.is_some() {
             continue;
         }
         let status = node.status.as_ref();
         let (Ok(capacity), Ok(allocatable)) = (
-            resource_list("status.capacity", status.and_then(|s| s.capacity.as_deref())),
+            resource_list(
+                "status.capacity",
+                status.and_then(|s| s.capacity.as_deref()),
+            ),
             resource_list("status.allocatable", node.allocatable()),
         ) else {
             continue;
         };
         let class = &claim.spec.node_class_ref;
-        out.push(NodeReport { node_class: node_class_key(&class.group, &class.kind, &class.name), instance_type: kind.to_string(), capacity, allocatable });
+        out.push(NodeReport {
+            node_class: node_class_key(&class.group, &class.kind, &class.name),
+            instance_type: kind.to_string(),
+            capacity,
+            allocatable,
+        });
     }
     out
 }
@@ -133,13 +164,25 @@ fn reports(ctx: &Context) -> Vec<NodeReport> {
 /// Writes the ConfigMap (server-side apply); whether it was written. `failing` says whether the
 /// previous attempt failed too (then the failure is not warned about again).
 async fn save(api: &Api<ConfigMap>, learned: &LearnedCapacity, failing: &mut bool) -> bool {
-    let Ok(json) = serde_json::to_string(learned) else { return false };
+    let Ok(json) = serde_json::to_string(learned) else {
+        return false;
+    };
     let cm = ConfigMap {
-        metadata: kube::api::ObjectMeta { name: Some(CONFIGMAP.into()), ..Default::default() },
+        metadata: kube::api::ObjectMeta {
+            name: Some(CONFIGMAP.into()),
+            ..Default::default()
+        },
         data: Some([(KEY.to_string(), json)].into()),
         ..Default::default()
     };
-    match api.patch(CONFIGMAP, &PatchParams::apply("joinery").force(), &Patch::Apply(&cm)).await {
+    match api
+        .patch(
+            CONFIGMAP,
+            &PatchParams::apply("joinery").force(),
+            &Patch::Apply(&cm),
+        )
+        .await
+    {
         Ok(_) => {
             *failing = false;
             true

@@ -29,6 +29,7 @@ pub mod events;
 pub mod gc;
 pub mod inflight;
 pub mod leader;
+pub mod lean_cache;
 pub mod learned;
 pub mod lifecycle;
 pub mod metrics;
@@ -36,7 +37,6 @@ pub mod nodeclass;
 pub mod nodeoverlay;
 pub mod nodepool;
 pub mod observability;
-pub mod lean_cache;
 pub mod provisioner;
 pub mod settings;
 pub mod state;
@@ -60,7 +60,9 @@ pub use settings::Settings;
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
     /// A watch never delivered its initial list.
-    #[error("the {0} cache never synced; check that the API server serves this resource and that the controller may list and watch it")]
+    #[error(
+        "the {0} cache never synced; check that the API server serves this resource and that the controller may list and watch it"
+    )]
     NotSynced(String),
     /// A Kubernetes API call failed.
     #[error("Kubernetes API: {0}")]
@@ -77,7 +79,9 @@ pub enum ControllerError {
         message: String,
     },
     /// No loaded cloud plugin serves a NodeClass kind.
-    #[error("no loaded cloud plugin serves NodeClass kind {kind} in group {group}; load a plugin whose plugin.yaml declares this nodeClass")]
+    #[error(
+        "no loaded cloud plugin serves NodeClass kind {kind} in group {group}; load a plugin whose plugin.yaml declares this nodeClass"
+    )]
     NoCloudPlugin {
         /// API group.
         group: String,
@@ -157,7 +161,11 @@ impl Context {
         request: impl Future<Output = Result<T, joinery_runtime::CallError>>,
     ) -> Result<Result<T, joinery_runtime::CallError>, ControllerError> {
         if let Some(wait) = self.cloud_wait(call) {
-            return Err(ControllerError::BackingOff { plugin: call.plugin.clone(), method: call.method, wait });
+            return Err(ControllerError::BackingOff {
+                plugin: call.plugin.clone(),
+                method: call.method,
+                wait,
+            });
         }
         let started = std::time::Instant::now();
         let result = request.await;
@@ -168,10 +176,19 @@ impl Context {
 
     /// Records a cloud call's duration (since `started`) in
     /// `karpenter_cloudprovider_duration_seconds`.
-    pub fn cloud_call_took(&self, controller: &'static str, call: &CloudCall, started: std::time::Instant) {
+    pub fn cloud_call_took(
+        &self,
+        controller: &'static str,
+        call: &CloudCall,
+        started: std::time::Instant,
+    ) {
         self.metrics.observe(
             metrics::names::CLOUDPROVIDER_DURATION,
-            &[("controller", controller), ("method", call.method), ("provider", &call.plugin)],
+            &[
+                ("controller", controller),
+                ("method", call.method),
+                ("provider", &call.plugin),
+            ],
             started.elapsed().as_secs_f64(),
         );
     }
@@ -189,7 +206,12 @@ impl Context {
         if let Err(error) = result {
             self.metrics.inc(
                 metrics::names::CLOUDPROVIDER_ERRORS,
-                &[("controller", controller), ("method", call.method), ("provider", &call.plugin), ("error", error.metric_label())],
+                &[
+                    ("controller", controller),
+                    ("method", call.method),
+                    ("provider", &call.plugin),
+                    ("error", error.metric_label()),
+                ],
             );
             tracing::debug!(controller, plugin = %call.plugin, method = call.method, object = %call.object,
                 retry_in_ms = wait.as_millis() as u64, error = %error, "cloud call failed; backing off");
@@ -219,7 +241,15 @@ impl Controller {
             .current()
             .iter()
             .filter_map(|p| p.manifest().node_class.clone())
-            .map(|n| (state::NodeClassKey { group: n.group, kind: n.kind }, n.version))
+            .map(|n| {
+                (
+                    state::NodeClassKey {
+                        group: n.group,
+                        kind: n.kind,
+                    },
+                    n.version,
+                )
+            })
             .collect();
         let (state, state_tasks) = state::ClusterState::start(
             options.client.clone(),
@@ -230,7 +260,10 @@ impl Controller {
         .await?;
         let metrics = Arc::new(metrics::Metrics::new());
         options.registry.observe_calls(metrics.clone());
-        metrics.compute_on_scrape(metrics::names::PODS_STATE, observability::pods_state_source(&state));
+        metrics.compute_on_scrape(
+            metrics::names::PODS_STATE,
+            observability::pods_state_source(&state),
+        );
         let context = Arc::new(Context {
             events: events::EventRecorder::new(options.client.clone(), options.clock.clone()),
             secrets: options.secrets.clone(),
@@ -259,7 +292,12 @@ impl Controller {
             tokio::spawn(learned::run(context.clone(), stopped.clone())),
         ];
         tracing::info!("controllers started");
-        Ok(Controller { context, stop, tasks, _state_tasks: state_tasks })
+        Ok(Controller {
+            context,
+            stop,
+            tasks,
+            _state_tasks: state_tasks,
+        })
     }
 
     /// The shared context (state caches, cloud access), e.g. for reports.

@@ -11,10 +11,10 @@ use joinery_core::backoff::BackoffPolicy;
 use joinery_core::labels;
 use joinery_core::lifecycle::{self, Action, ClaimView, FinalizationStep, NodeView, Timeouts};
 use joinery_core::resources::Unit;
-use joinery_runtime::CallError;
-use joinery_runtime::manifest::{NodeBootstrap, PluginKind};
-use joinery_runtime::contract::{self, CloudError};
 use joinery_kube::lean::{LeanNode, WatchedNode};
+use joinery_runtime::CallError;
+use joinery_runtime::contract::{self, CloudError};
+use joinery_runtime::manifest::{NodeBootstrap, PluginKind};
 use k8s_openapi::api::core::v1::Taint;
 use kube::api::{Api, DeleteParams};
 use serde_json::json;
@@ -24,17 +24,20 @@ use crate::bootstrap::{ClusterInfo, DEFAULT_RENDERER, NodeClassBootstrap, render
 use crate::cloud::{group_kind, plugin_node_class};
 use crate::events::Involved;
 use crate::state::NodeClassKey;
-use crate::writes;
 use crate::util::{self, condition, merge_patch, system_time};
+use crate::writes;
 use crate::{CloudCall, Context, ControllerError};
 
+use conditions::*;
 /// Condition types of a NodeClaim (upstream's exact strings).
 pub use joinery_kube::conditions;
-use conditions::*;
 
 /// Backoff of a failed cloud call (create, delete, get, list, reconcile-instance): 1 s,
 /// doubling to 30 s, or the cloud's `Retry-After` when that is longer.
-pub const CLOUD_BACKOFF: BackoffPolicy = BackoffPolicy { base: Duration::from_secs(1), max: Duration::from_secs(30) };
+pub const CLOUD_BACKOFF: BackoffPolicy = BackoffPolicy {
+    base: Duration::from_secs(1),
+    max: Duration::from_secs(30),
+};
 
 /// The controller name cloud calls of this loop are counted under.
 const CONTROLLER: &str = "nodeclaim.lifecycle";
@@ -47,9 +50,13 @@ pub const MAX_CONCURRENT_RECONCILES: usize = 64;
 /// delays neither other launches nor timeouts nor finalization.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
     let reconciled = Arc::new(Reconciled::default());
-    util::run_keyed_loop(ctx, stopped, "nodeclaim.lifecycle", MAX_CONCURRENT_RECONCILES, move |ctx, workers| {
-        step(ctx, workers, reconciled.clone())
-    })
+    util::run_keyed_loop(
+        ctx,
+        stopped,
+        "nodeclaim.lifecycle",
+        MAX_CONCURRENT_RECONCILES,
+        move |ctx, workers| step(ctx, workers, reconciled.clone()),
+    )
     .await;
 }
 
@@ -57,13 +64,27 @@ pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
 /// with (`reconcile-instance`), by NodeClaim UID: this loop's own memory.
 type Reconciled = std::sync::Mutex<std::collections::HashMap<String, (String, i64)>>;
 
-async fn step(ctx: Arc<Context>, workers: Arc<util::KeyedWorkers>, reconciled: Arc<Reconciled>) -> Result<(), ControllerError> {
+async fn step(
+    ctx: Arc<Context>,
+    workers: Arc<util::KeyedWorkers>,
+    reconciled: Arc<Reconciled>,
+) -> Result<(), ControllerError> {
     let mut claims = ctx.state.node_claims.state();
     claims.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for claim in claims {
-        let key = claim.metadata.uid.clone().or_else(|| claim.metadata.name.clone()).unwrap_or_default();
+        let key = claim
+            .metadata
+            .uid
+            .clone()
+            .or_else(|| claim.metadata.name.clone())
+            .unwrap_or_default();
         let (ctx, reconciled) = (ctx.clone(), reconciled.clone());
-        workers.spawn(key, async move { reconcile(&ctx, &claim, &reconciled).await }).await;
+        workers
+            .spawn(
+                key,
+                async move { reconcile(&ctx, &claim, &reconciled).await },
+            )
+            .await;
     }
     Ok(())
 }
@@ -87,15 +108,27 @@ fn claim_view(ctx: &Context, claim: &NodeClaim) -> ClaimView {
             .plugin_for(&key.group, &key.kind)
             .ok()
             .and_then(|plugin| ctx.cloud_wait(&CloudCall::new(plugin.name(), "create", &uid)));
-        (ctx.state.node_class(&key, &claim.spec.node_class_ref.name).is_some(), backoff)
+        (
+            ctx.state
+                .node_class(&key, &claim.spec.node_class_ref.name)
+                .is_some(),
+            backoff,
+        )
     };
     ClaimView {
         deleting: claim.metadata.deletion_timestamp.is_some(),
-        has_finalizer: claim.metadata.finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER),
+        has_finalizer: claim
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == labels::TERMINATION_FINALIZER),
         created: claim.metadata.creation_timestamp.as_ref().map(system_time),
         expire_after: claim.spec.effective_expire_after().duration(),
         launched,
-        launched_at: claim.condition(LAUNCHED).map(|c| system_time(&c.last_transition_time)),
+        launched_at: claim
+            .condition(LAUNCHED)
+            .map(|c| system_time(&c.last_transition_time)),
         registered: claim.is_condition_true(REGISTERED),
         initialized: claim.is_condition_true(INITIALIZED),
         provider_id: claim.status.as_ref().and_then(|s| s.provider_id.clone()),
@@ -110,8 +143,21 @@ fn claim_view(ctx: &Context, claim: &NodeClaim) -> ClaimView {
 }
 
 /// The resources a claim's pods requested.
-fn claim_requests(claim: &NodeClaim) -> impl Iterator<Item = (&String, &k8s_openapi::apimachinery::pkg::api::resource::Quantity)> {
-    claim.spec.resources.as_ref().and_then(|r| r.requests.as_ref()).into_iter().flatten()
+fn claim_requests(
+    claim: &NodeClaim,
+) -> impl Iterator<
+    Item = (
+        &String,
+        &k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+    ),
+> {
+    claim
+        .spec
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .into_iter()
+        .flatten()
 }
 
 /// The core's view of a Node: readiness, taints, advertised resources.
@@ -138,29 +184,51 @@ fn claim_nodes(ctx: &Context, claim: &NodeClaim, view: &ClaimView) -> Vec<NodeVi
         return Vec::new(); // nothing left that needs the Node
     }
     if view.registered {
-        let name = claim.status.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
-        return ctx.state.node(&name).map(|n| vec![node_view(&n)]).unwrap_or_default();
+        let name = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        return ctx
+            .state
+            .node(&name)
+            .map(|n| vec![node_view(&n)])
+            .unwrap_or_default();
     }
     match &view.provider_id {
-        Some(provider_id) => ctx.state.nodes_with_provider_id(provider_id).iter().map(|n| node_view(n)).collect(),
+        Some(provider_id) => ctx
+            .state
+            .nodes_with_provider_id(provider_id)
+            .iter()
+            .map(|n| node_view(n))
+            .collect(),
         None => Vec::new(),
     }
 }
 
 /// Asks the core's state machine what to do next with `claim`, and does it.
-async fn reconcile(ctx: &Context, claim: &NodeClaim, reconciled: &Reconciled) -> Result<(), ControllerError> {
+async fn reconcile(
+    ctx: &Context,
+    claim: &NodeClaim,
+    reconciled: &Reconciled,
+) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     if claim.metadata.deletion_timestamp.is_some() {
         return finalize(ctx, claim, reconciled).await;
     }
     let view = claim_view(ctx, claim);
     let nodes = claim_nodes(ctx, claim, &view);
-    let timeouts = Timeouts { launch: ctx.settings.launch_timeout, registration: ctx.settings.registration_timeout };
+    let timeouts = Timeouts {
+        launch: ctx.settings.launch_timeout,
+        registration: ctx.settings.registration_timeout,
+    };
     let involved = Involved::of(claim);
     match lifecycle::next_action(&view, &nodes, ctx.clock.now(), timeouts) {
         Action::AddFinalizer => {
             writes::edit_finalizers(&claims(ctx), claim, |finalizers| {
-                let missing = !finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER);
+                let missing = !finalizers
+                    .iter()
+                    .any(|f| f == labels::TERMINATION_FINALIZER);
                 if missing {
                     finalizers.push(labels::TERMINATION_FINALIZER.to_string());
                 }
@@ -172,32 +240,81 @@ async fn reconcile(ctx: &Context, claim: &NodeClaim, reconciled: &Reconciled) ->
         Action::Expire => expire(ctx, claim).await,
         Action::LaunchTimedOut => {
             tracing::info!(nodeclaim = %name, "launch timed out; deleting the NodeClaim");
-            ctx.events.warning(&involved, "LaunchTimeout", "NodeClaim was not launched within the launch timeout").await;
+            ctx.events
+                .warning(
+                    &involved,
+                    "LaunchTimeout",
+                    "NodeClaim was not launched within the launch timeout",
+                )
+                .await;
             delete_claim(ctx, &name).await
         }
         Action::NodeClassMissing => {
-            let message = format!("{} {} not found", claim.spec.node_class_ref.kind, claim.spec.node_class_ref.name);
-            write_status(ctx, claim, vec![condition(ctx, LAUNCHED, ConditionStatus::Unknown, "NodeClassNotFound", message)], json!({})).await
+            let message = format!(
+                "{} {} not found",
+                claim.spec.node_class_ref.kind, claim.spec.node_class_ref.name
+            );
+            write_status(
+                ctx,
+                claim,
+                vec![condition(
+                    ctx,
+                    LAUNCHED,
+                    ConditionStatus::Unknown,
+                    "NodeClassNotFound",
+                    message,
+                )],
+                json!({}),
+            )
+            .await
         }
         // Adopting an instance a lost create left needs no create call: only the call itself waits.
         Action::LaunchBackingOff(_) => launch(ctx, claim, true).await,
         Action::Launch => launch(ctx, claim, false).await,
         Action::RegistrationTimedOut => {
             tracing::info!(nodeclaim = %name, "registration timed out; deleting the NodeClaim");
-            ctx.events.warning(&involved, "RegistrationTimeout", "no Node registered within the registration timeout").await;
+            ctx.events
+                .warning(
+                    &involved,
+                    "RegistrationTimeout",
+                    "no Node registered within the registration timeout",
+                )
+                .await;
             delete_claim(ctx, &name).await
         }
         Action::AwaitRegistration { conflict, waiting } => {
             if !conflict {
                 identify_node(ctx, claim, &view).await?;
             }
-            let status = if conflict { ConditionStatus::False } else { ConditionStatus::Unknown };
-            write_status(ctx, claim, vec![condition(ctx, REGISTERED, status, waiting.reason, waiting.message)], json!({})).await
+            let status = if conflict {
+                ConditionStatus::False
+            } else {
+                ConditionStatus::Unknown
+            };
+            write_status(
+                ctx,
+                claim,
+                vec![condition(
+                    ctx,
+                    REGISTERED,
+                    status,
+                    waiting.reason,
+                    waiting.message,
+                )],
+                json!({}),
+            )
+            .await
         }
         Action::Idle => Ok(()),
         Action::Register { node } => register(ctx, claim, &node).await,
         Action::AwaitInitialization(waiting) => {
-            let update = condition(ctx, INITIALIZED, ConditionStatus::Unknown, waiting.reason, waiting.message);
+            let update = condition(
+                ctx,
+                INITIALIZED,
+                ConditionStatus::Unknown,
+                waiting.reason,
+                waiting.message,
+            );
             write_status(ctx, claim, vec![update], json!({})).await
         }
         Action::Initialize { node } => {
@@ -225,14 +342,44 @@ pub fn expires_at(claim: &NodeClaim) -> Option<std::time::SystemTime> {
 async fn expire(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     delete_claim(ctx, &name).await?;
-    let label = |k: &str| claim.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or_default();
-    let (pool, capacity_type) = (label(labels::NODEPOOL_LABEL), label(labels::CAPACITY_TYPE_LABEL));
-    let reason = [("reason", "expired"), ("nodepool", pool.as_str()), ("capacity_type", capacity_type.as_str())];
-    ctx.metrics.inc(crate::metrics::names::NODECLAIMS_DISRUPTED, &reason);
-    let node = claim.status.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+    let label = |k: &str| {
+        claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(k))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (pool, capacity_type) = (
+        label(labels::NODEPOOL_LABEL),
+        label(labels::CAPACITY_TYPE_LABEL),
+    );
+    let reason = [
+        ("reason", "expired"),
+        ("nodepool", pool.as_str()),
+        ("capacity_type", capacity_type.as_str()),
+    ];
+    ctx.metrics
+        .inc(crate::metrics::names::NODECLAIMS_DISRUPTED, &reason);
+    let node = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
     let pods = joinery_kube::drain::reschedulable_pods(&ctx.state.pods_on_node(&node)).len() as u64;
-    ctx.metrics.add(crate::metrics::names::PODS_DISRUPTION_INITIATED, &reason, pods);
-    ctx.events.normal(&Involved::of(claim), "DisruptionTerminating", "Disrupting NodeClaim: Expired").await;
+    ctx.metrics.add(
+        crate::metrics::names::PODS_DISRUPTION_INITIATED,
+        &reason,
+        pods,
+    );
+    ctx.events
+        .normal(
+            &Involved::of(claim),
+            "DisruptionTerminating",
+            "Disrupting NodeClaim: Expired",
+        )
+        .await;
     tracing::info!(nodeclaim = %name, expire_after = %claim.spec.effective_expire_after().as_str(), "deleting expired nodeclaim");
     Ok(())
 }
@@ -240,26 +387,54 @@ async fn expire(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError>
 /// Calls the plugin's `reconcile-instance` for a launched claim whose NodeClass generation
 /// changed since the last successful call (or that this process has not reconciled yet):
 /// in-place updates such as the instance's cloud labels, never a replacement.
-async fn reconcile_instance(ctx: &Context, claim: &NodeClaim, reconciled: &Reconciled) -> Result<(), ControllerError> {
-    if claim.status.as_ref().and_then(|s| s.provider_id.as_deref()).is_none() {
+async fn reconcile_instance(
+    ctx: &Context,
+    claim: &NodeClaim,
+    reconciled: &Reconciled,
+) -> Result<(), ControllerError> {
+    if claim
+        .status
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .is_none()
+    {
         return Ok(());
     }
     let key = class_key(claim);
-    let Some(class) = ctx.state.node_class(&key, &claim.spec.node_class_ref.name) else { return Ok(()) };
+    let Some(class) = ctx.state.node_class(&key, &claim.spec.node_class_ref.name) else {
+        return Ok(());
+    };
     let uid = claim.metadata.uid.clone().unwrap_or_default();
-    let seen = (class.metadata.uid.clone().unwrap_or_default(), class.metadata.generation.unwrap_or_default());
+    let seen = (
+        class.metadata.uid.clone().unwrap_or_default(),
+        class.metadata.generation.unwrap_or_default(),
+    );
     if reconciled.lock().expect("reconciled lock").get(&uid) == Some(&seen) {
         return Ok(());
     }
     let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
     let call = CloudCall::new(plugin.name(), "reconcile-instance", &uid);
     let (claim_view, class_view) = (plugin_node_claim(claim), plugin_node_class(&class));
-    let Ok(result) = ctx.call_cloud(CONTROLLER, &call, plugin.reconcile_instance(&claim_view, &class_view)).await else {
+    let Ok(result) = ctx
+        .call_cloud(
+            CONTROLLER,
+            &call,
+            plugin.reconcile_instance(&claim_view, &class_view),
+        )
+        .await
+    else {
         return Ok(());
     };
     match result {
-        Ok(()) | Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => {
-            reconciled.lock().expect("reconciled lock").insert(uid, seen);
+        Ok(())
+        | Err(CallError::Cloud {
+            error: CloudError::NotFound(_),
+            ..
+        }) => {
+            reconciled
+                .lock()
+                .expect("reconciled lock")
+                .insert(uid, seen);
             Ok(())
         }
         Err(e) => Err(e.into()),
@@ -275,17 +450,36 @@ pub(crate) async fn write_status(
 ) -> Result<(), ControllerError> {
     // Guarded: the conditions are merged into the claim's latest ones (see writes::patch_guarded).
     let ready = condition(ctx, READY, ConditionStatus::True, "Ready", "");
-    let not_ready = condition(ctx, READY, ConditionStatus::Unknown, "NotReady", "waiting for Launched, Registered and Initialized");
+    let not_ready = condition(
+        ctx,
+        READY,
+        ConditionStatus::Unknown,
+        "NotReady",
+        "waiting for Launched, Registered and Initialized",
+    );
     writes::patch_guarded(&claims(ctx), claim, writes::Part::Status, |current| {
         let mut conds = current.conditions().to_vec();
         let mut changed = false;
         for c in &updates {
             changed |= joinery_api::condition::set_condition(&mut conds, c.clone());
         }
-        let is_true = |type_: &str| joinery_api::condition::find_condition(&conds, type_).is_some_and(|c| c.is_true());
+        let is_true = |type_: &str| {
+            joinery_api::condition::find_condition(&conds, type_).is_some_and(|c| c.is_true())
+        };
         let all = is_true(LAUNCHED) && is_true(REGISTERED) && is_true(INITIALIZED);
-        changed |= joinery_api::condition::set_condition(&mut conds, if all { ready.clone() } else { not_ready.clone() });
-        let mut status = if extra.is_object() { extra.clone() } else { json!({}) };
+        changed |= joinery_api::condition::set_condition(
+            &mut conds,
+            if all {
+                ready.clone()
+            } else {
+                not_ready.clone()
+            },
+        );
+        let mut status = if extra.is_object() {
+            extra.clone()
+        } else {
+            json!({})
+        };
         if !changed && status.as_object().is_some_and(|o| o.is_empty()) {
             return None;
         }
@@ -300,12 +494,25 @@ pub(crate) async fn write_status(
 /// `providerIDFromNodeLabel`): writes the claim's provider ID onto the one Node that carries
 /// the matching label and no provider ID, so the claim registers on the next pass. Does
 /// nothing for other clouds, and never touches a Node that has a provider ID.
-async fn identify_node(ctx: &Context, claim: &NodeClaim, view: &ClaimView) -> Result<(), ControllerError> {
-    let Some(provider_id) = view.provider_id.as_deref() else { return Ok(()) };
+async fn identify_node(
+    ctx: &Context,
+    claim: &NodeClaim,
+    view: &ClaimView,
+) -> Result<(), ControllerError> {
+    let Some(provider_id) = view.provider_id.as_deref() else {
+        return Ok(());
+    };
     let reference = &claim.spec.node_class_ref;
-    let Ok(plugin) = ctx.cloud.plugin_for(&reference.group, &reference.kind) else { return Ok(()) };
-    let Some(kind) = plugin.manifest().node_class.as_ref() else { return Ok(()) };
-    let (Some(label), Some(prefix)) = (kind.provider_id_from_node_label.as_deref(), kind.provider_id_prefix.as_deref()) else {
+    let Ok(plugin) = ctx.cloud.plugin_for(&reference.group, &reference.kind) else {
+        return Ok(());
+    };
+    let Some(kind) = plugin.manifest().node_class.as_ref() else {
+        return Ok(());
+    };
+    let (Some(label), Some(prefix)) = (
+        kind.provider_id_from_node_label.as_deref(),
+        kind.provider_id_prefix.as_deref(),
+    ) else {
         return Ok(());
     };
     let all = ctx.state.nodes();
@@ -315,31 +522,57 @@ async fn identify_node(ctx: &Context, claim: &NodeClaim, view: &ClaimView) -> Re
         has_provider_id: n.provider_id().is_some_and(|p| !p.is_empty()),
         deleting: n.metadata.deletion_timestamp.is_some(),
     });
-    let Some(node) = lifecycle::node_to_identify(provider_id, prefix, candidates) else { return Ok(()) };
+    let Some(node) = lifecycle::node_to_identify(provider_id, prefix, candidates) else {
+        return Ok(());
+    };
     tracing::info!(nodeclaim = ?claim.metadata.name, node, provider_id, label, "writing the provider ID onto a Node its platform registered without one");
-    merge_patch(&writes::node_api(ctx), node, json!({"spec": {"providerID": provider_id}})).await?;
+    merge_patch(
+        &writes::node_api(ctx),
+        node,
+        json!({"spec": {"providerID": provider_id}}),
+    )
+    .await?;
     Ok(())
 }
 
 fn class_key(claim: &NodeClaim) -> NodeClassKey {
-    NodeClassKey { group: claim.spec.node_class_ref.group.clone(), kind: claim.spec.node_class_ref.kind.clone() }
+    NodeClassKey {
+        group: claim.spec.node_class_ref.group.clone(),
+        kind: claim.spec.node_class_ref.kind.clone(),
+    }
 }
 
 /// The plugin contract's view of a NodeClaim.
 pub(crate) fn plugin_node_claim(claim: &NodeClaim) -> contract::NodeClaim {
     let kv = |m: &Option<BTreeMap<String, String>>| {
-        m.iter().flatten().map(|(k, v)| contract::KeyValue { key: k.clone(), value: v.clone() }).collect()
+        m.iter()
+            .flatten()
+            .map(|(k, v)| contract::KeyValue {
+                key: k.clone(),
+                value: v.clone(),
+            })
+            .collect()
     };
     let taints = |t: &Option<Vec<Taint>>| {
         t.iter()
             .flatten()
-            .map(|t| contract::Taint { key: t.key.clone(), value: t.value.clone().filter(|v| !v.is_empty()), effect: t.effect.clone() })
+            .map(|t| contract::Taint {
+                key: t.key.clone(),
+                value: t.value.clone().filter(|v| !v.is_empty()),
+                effect: t.effect.clone(),
+            })
             .collect()
     };
     contract::NodeClaim {
         name: claim.metadata.name.clone().unwrap_or_default(),
         uid: claim.metadata.uid.clone().unwrap_or_default(),
-        node_pool: claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)).cloned().unwrap_or_default(),
+        node_pool: claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(labels::NODEPOOL_LABEL))
+            .cloned()
+            .unwrap_or_default(),
         labels: kv(&claim.metadata.labels),
         annotations: kv(&claim.metadata.annotations),
         taints: taints(&claim.spec.taints),
@@ -356,7 +589,10 @@ pub(crate) fn plugin_node_claim(claim: &NodeClaim) -> contract::NodeClaim {
             })
             .collect(),
         resource_requests: claim_requests(claim)
-            .map(|(k, v)| contract::Resource { name: k.clone(), quantity: v.0.clone() })
+            .map(|(k, v)| contract::Resource {
+                name: k.clone(),
+                quantity: v.0.clone(),
+            })
             .collect(),
         provider_id: claim.status.as_ref().and_then(|s| s.provider_id.clone()),
     }
@@ -364,12 +600,18 @@ pub(crate) fn plugin_node_claim(claim: &NodeClaim) -> contract::NodeClaim {
 
 /// Launches a claim: the instance this process already launched, else one an earlier create
 /// left (found by tag), else a new `create` — unless that call is backing off.
-async fn launch(ctx: &Context, claim: &NodeClaim, create_backing_off: bool) -> Result<(), ControllerError> {
+async fn launch(
+    ctx: &Context,
+    claim: &NodeClaim,
+    create_backing_off: bool,
+) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let uid = claim.metadata.uid.clone().unwrap_or_default();
     let key = class_key(claim);
     let involved = Involved::of(claim);
-    let Some(class) = ctx.state.node_class(&key, &claim.spec.node_class_ref.name) else { return Ok(()) };
+    let Some(class) = ctx.state.node_class(&key, &claim.spec.node_class_ref.name) else {
+        return Ok(());
+    };
     let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
     let cached = ctx.inflight.launched(&uid);
     let instance = match cached {
@@ -391,8 +633,16 @@ async fn launch(ctx: &Context, claim: &NodeClaim, create_backing_off: bool) -> R
                         return Ok(());
                     }
                     let call = CloudCall::new(plugin.name(), "create", &uid);
-                    let platform_bootstrap = plugin.manifest().node_class.as_ref().is_some_and(|n| n.bootstrap == NodeBootstrap::Platform);
-                    let rendered = if platform_bootstrap { Ok(String::new()) } else { render_user_data(ctx, claim, &class).await };
+                    let platform_bootstrap = plugin
+                        .manifest()
+                        .node_class
+                        .as_ref()
+                        .is_some_and(|n| n.bootstrap == NodeBootstrap::Platform);
+                    let rendered = if platform_bootstrap {
+                        Ok(String::new())
+                    } else {
+                        render_user_data(ctx, claim, &class).await
+                    };
                     let user_data = match rendered {
                         Ok(text) => text,
                         Err(e) => {
@@ -401,14 +651,36 @@ async fn launch(ctx: &Context, claim: &NodeClaim, create_backing_off: bool) -> R
                             // re-rendered on every pass.
                             let failed: Result<(), CallError> = Err(match e {
                                 ControllerError::Plugin(call_error) => call_error,
-                                other => CallError::Host { plugin: plugin.name().to_string(), op: "create", message: other.to_string() },
+                                other => CallError::Host {
+                                    plugin: plugin.name().to_string(),
+                                    op: "create",
+                                    message: other.to_string(),
+                                },
                             });
                             ctx.cloud_outcome(CONTROLLER, &call, &failed);
-                            ctx.events.warning(&involved, "LaunchFailed", &message).await;
-                            return write_status(ctx, claim, vec![condition(ctx, LAUNCHED, ConditionStatus::Unknown, "LaunchFailed", message)], json!({})).await;
+                            ctx.events
+                                .warning(&involved, "LaunchFailed", &message)
+                                .await;
+                            return write_status(
+                                ctx,
+                                claim,
+                                vec![condition(
+                                    ctx,
+                                    LAUNCHED,
+                                    ConditionStatus::Unknown,
+                                    "LaunchFailed",
+                                    message,
+                                )],
+                                json!({}),
+                            )
+                            .await;
                         }
                     };
-                    let request = contract::CreateRequest { claim: plugin_node_claim(claim), node_class: plugin_node_class(&class), user_data };
+                    let request = contract::CreateRequest {
+                        claim: plugin_node_claim(claim),
+                        node_class: plugin_node_class(&class),
+                        user_data,
+                    };
                     ctx.inflight.record_create_attempt(&uid);
                     let started = std::time::Instant::now();
                     let result = plugin.create(&request).await;
@@ -416,7 +688,10 @@ async fn launch(ctx: &Context, claim: &NodeClaim, create_backing_off: bool) -> R
                     let retry_in = ctx.cloud_outcome(CONTROLLER, &call, &result);
                     match result {
                         Ok(instance) => instance,
-                        Err(e) => return launch_failed(ctx, claim, e, retry_in.unwrap_or_default()).await,
+                        Err(e) => {
+                            return launch_failed(ctx, claim, e, retry_in.unwrap_or_default())
+                                .await;
+                        }
                     }
                 }
             }
@@ -429,8 +704,12 @@ async fn launch(ctx: &Context, claim: &NodeClaim, create_backing_off: bool) -> R
         if let Ok(types) = ctx.cloud.instance_types(&class).await
             && let Some(t) = types.iter().find(|t| t.name() == instance.instance_type)
         {
-            instance.allocatable =
-                t.allocatable().to_quantities().into_iter().map(|(name, quantity)| contract::Resource { name, quantity }).collect();
+            instance.allocatable = t
+                .allocatable()
+                .to_quantities()
+                .into_iter()
+                .map(|(name, quantity)| contract::Resource { name, quantity })
+                .collect();
         }
     }
     ctx.inflight.record_launched(&uid, instance.clone());
@@ -438,10 +717,20 @@ async fn launch(ctx: &Context, claim: &NodeClaim, create_backing_off: bool) -> R
     // claim's own labels win.
     let current = claim.metadata.labels.clone().unwrap_or_default();
     let mut add = serde_json::Map::new();
-    let mut cloud_labels: Vec<(String, String)> = instance.labels.iter().map(|kv| (kv.key.clone(), kv.value.clone())).collect();
-    cloud_labels.push((labels::INSTANCE_TYPE_LABEL.into(), instance.instance_type.clone()));
+    let mut cloud_labels: Vec<(String, String)> = instance
+        .labels
+        .iter()
+        .map(|kv| (kv.key.clone(), kv.value.clone()))
+        .collect();
+    cloud_labels.push((
+        labels::INSTANCE_TYPE_LABEL.into(),
+        instance.instance_type.clone(),
+    ));
     cloud_labels.push((labels::ZONE_LABEL.into(), instance.zone.clone()));
-    cloud_labels.push((labels::CAPACITY_TYPE_LABEL.into(), instance.capacity_type.clone()));
+    cloud_labels.push((
+        labels::CAPACITY_TYPE_LABEL.into(),
+        instance.capacity_type.clone(),
+    ));
     for (k, v) in cloud_labels {
         if !current.contains_key(&k) && !v.is_empty() {
             add.insert(k, json!(v));
@@ -451,7 +740,10 @@ async fn launch(ctx: &Context, claim: &NodeClaim, create_backing_off: bool) -> R
         merge_patch(&claims(ctx), &name, json!({"metadata": {"labels": add}})).await?;
     }
     let list = |items: &[contract::Resource]| {
-        items.iter().map(|r| (r.name.clone(), json!(r.quantity))).collect::<serde_json::Map<String, serde_json::Value>>()
+        items
+            .iter()
+            .map(|r| (r.name.clone(), json!(r.quantity)))
+            .collect::<serde_json::Map<String, serde_json::Value>>()
     };
     let extra = json!({
         "providerID": instance.provider_id,
@@ -459,10 +751,28 @@ async fn launch(ctx: &Context, claim: &NodeClaim, create_backing_off: bool) -> R
         "capacity": list(&instance.capacity),
         "allocatable": list(&instance.allocatable),
     });
-    write_status(ctx, claim, vec![condition(ctx, LAUNCHED, ConditionStatus::True, "Launched", "")], extra).await?;
+    write_status(
+        ctx,
+        claim,
+        vec![condition(
+            ctx,
+            LAUNCHED,
+            ConditionStatus::True,
+            "Launched",
+            "",
+        )],
+        extra,
+    )
+    .await?;
     tracing::info!(nodeclaim = %name, provider_id = %instance.provider_id, instance_type = %instance.instance_type,
         zone = %instance.zone, capacity_type = %instance.capacity_type, "launched nodeclaim");
-    ctx.events.normal(&involved, "Launched", &format!("Launched {} in {}", instance.instance_type, instance.zone)).await;
+    ctx.events
+        .normal(
+            &involved,
+            "Launched",
+            &format!("Launched {} in {}", instance.instance_type, instance.zone),
+        )
+        .await;
     Ok(())
 }
 
@@ -475,19 +785,38 @@ async fn find_instance_of(
     claim: &NodeClaim,
 ) -> Result<Option<contract::Instance>, ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
-    let call = CloudCall::new(plugin.name(), "list", &claim.metadata.uid.clone().unwrap_or_default());
+    let call = CloudCall::new(
+        plugin.name(),
+        "list",
+        &claim.metadata.uid.clone().unwrap_or_default(),
+    );
     let instances = ctx.call_cloud(CONTROLLER, &call, plugin.list()).await??;
-    Ok(instances.into_iter().find(|i| i.node_claim.as_deref() == Some(name.as_str()) && i.state != contract::InstanceState::Terminated))
+    Ok(instances.into_iter().find(|i| {
+        i.node_claim.as_deref() == Some(name.as_str())
+            && i.state != contract::InstanceState::Terminated
+    }))
 }
 
-async fn launch_failed(ctx: &Context, claim: &NodeClaim, error: CallError, retry_in: Duration) -> Result<(), ControllerError> {
+async fn launch_failed(
+    ctx: &Context,
+    claim: &NodeClaim,
+    error: CallError,
+    retry_in: Duration,
+) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let involved = Involved::of(claim);
     let message = util::truncate(&error.to_string(), 300);
     match &error {
-        CallError::Cloud { error: CloudError::InsufficientCapacity(ice), .. } => {
+        CallError::Cloud {
+            error: CloudError::InsufficientCapacity(ice),
+            ..
+        } => {
             for o in &ice.offerings {
-                ctx.cloud.mark_unavailable((o.instance_type.clone(), o.zone.clone(), o.capacity_type.clone()));
+                ctx.cloud.mark_unavailable((
+                    o.instance_type.clone(),
+                    o.zone.clone(),
+                    o.capacity_type.clone(),
+                ));
             }
             if ice.offerings.is_empty() {
                 // "All offerings of the request": every type the claim allows, in the zones and
@@ -497,18 +826,54 @@ async fn launch_failed(ctx: &Context, claim: &NodeClaim, error: CallError, retry
                 }
             }
             tracing::info!(nodeclaim = %name, %message, "insufficient capacity; deleting the NodeClaim so its pods are provisioned again");
-            ctx.events.warning(&involved, "InsufficientCapacityError", &format!("NodeClaim {name} event: {message}")).await;
-            ctx.inflight.forget_create_attempt(&claim.metadata.uid.clone().unwrap_or_default());
+            ctx.events
+                .warning(
+                    &involved,
+                    "InsufficientCapacityError",
+                    &format!("NodeClaim {name} event: {message}"),
+                )
+                .await;
+            ctx.inflight
+                .forget_create_attempt(&claim.metadata.uid.clone().unwrap_or_default());
             delete_claim(ctx, &name).await
         }
-        CallError::Cloud { error: CloudError::NodeClassNotReady(m), .. } => {
+        CallError::Cloud {
+            error: CloudError::NodeClassNotReady(m),
+            ..
+        } => {
             ctx.events.warning(&involved, "NodeClassNotReady", m).await;
-            write_status(ctx, claim, vec![condition(ctx, LAUNCHED, ConditionStatus::Unknown, "NodeClassNotReady", message)], json!({})).await
+            write_status(
+                ctx,
+                claim,
+                vec![condition(
+                    ctx,
+                    LAUNCHED,
+                    ConditionStatus::Unknown,
+                    "NodeClassNotReady",
+                    message,
+                )],
+                json!({}),
+            )
+            .await
         }
         _ => {
             tracing::warn!(nodeclaim = %name, %message, retry_in_ms = retry_in.as_millis() as u64, "launch failed; will retry");
-            ctx.events.warning(&involved, "LaunchFailed", &message).await;
-            write_status(ctx, claim, vec![condition(ctx, LAUNCHED, ConditionStatus::Unknown, "LaunchFailed", message)], json!({})).await
+            ctx.events
+                .warning(&involved, "LaunchFailed", &message)
+                .await;
+            write_status(
+                ctx,
+                claim,
+                vec![condition(
+                    ctx,
+                    LAUNCHED,
+                    ConditionStatus::Unknown,
+                    "LaunchFailed",
+                    message,
+                )],
+                json!({}),
+            )
+            .await
         }
     }
 }
@@ -526,8 +891,11 @@ fn claim_offerings(claim: &NodeClaim) -> Vec<crate::cloud::OfferingKey> {
             .filter(|v| !v.is_empty())
             .unwrap_or_else(|| vec!["*".to_string()])
     };
-    let (types, zones, capacity_types) =
-        (values(labels::INSTANCE_TYPE_LABEL), values(labels::ZONE_LABEL), values(labels::CAPACITY_TYPE_LABEL));
+    let (types, zones, capacity_types) = (
+        values(labels::INSTANCE_TYPE_LABEL),
+        values(labels::ZONE_LABEL),
+        values(labels::CAPACITY_TYPE_LABEL),
+    );
     let mut out = Vec::new();
     for t in types.iter().filter(|t| *t != "*") {
         for z in &zones {
@@ -539,18 +907,30 @@ fn claim_offerings(claim: &NodeClaim) -> Vec<crate::cloud::OfferingKey> {
     out
 }
 
-async fn render_user_data(ctx: &Context, claim: &NodeClaim, class: &kube::api::DynamicObject) -> Result<String, ControllerError> {
+async fn render_user_data(
+    ctx: &Context,
+    claim: &NodeClaim,
+    class: &kube::api::DynamicObject,
+) -> Result<String, ControllerError> {
     let class_name = class.metadata.name.clone().unwrap_or_default();
     let object = serde_json::to_value(&class.data).unwrap_or_default();
-    let bootstrap = NodeClassBootstrap::from_object(&object, &class_name).map_err(|e| ControllerError::Invalid(e.to_string()))?;
+    let bootstrap = NodeClassBootstrap::from_object(&object, &class_name)
+        .map_err(|e| ControllerError::Invalid(e.to_string()))?;
     let (group, kind) = group_kind(class);
     let cluster = ClusterInfo {
         name: ctx.settings.cluster_name.clone(),
         endpoint: ctx.settings.cluster_endpoint.clone(),
         provider_id_prefix: ctx.cloud.provider_id_prefix(&group, &kind),
     };
-    let renderer = bootstrap.renderer.clone().unwrap_or_else(|| DEFAULT_RENDERER.to_string());
-    let plugin = ctx.cloud.registry().current().require(&renderer, PluginKind::UserdataRenderer)?;
+    let renderer = bootstrap
+        .renderer
+        .clone()
+        .unwrap_or_else(|| DEFAULT_RENDERER.to_string());
+    let plugin = ctx
+        .cloud
+        .registry()
+        .current()
+        .require(&renderer, PluginKind::UserdataRenderer)?;
     // Secrets the operator granted to this renderer reach it through the context, as
     // `secret-name/key` entries (a join token, say).
     let mut secrets = Vec::new();
@@ -559,12 +939,19 @@ async fn render_user_data(ctx: &Context, claim: &NodeClaim, class: &kube::api::D
             Ok(entries) => {
                 for (key, value) in entries {
                     match String::from_utf8(value) {
-                        Ok(value) => secrets.push(joinery_runtime::contract::KeyValue { key: format!("{name}/{key}"), value }),
-                        Err(_) => tracing::warn!(secret = %name, %key, renderer = %renderer, "secret value is not UTF-8; not passed to the renderer"),
+                        Ok(value) => secrets.push(joinery_runtime::contract::KeyValue {
+                            key: format!("{name}/{key}"),
+                            value,
+                        }),
+                        Err(_) => {
+                            tracing::warn!(secret = %name, %key, renderer = %renderer, "secret value is not UTF-8; not passed to the renderer")
+                        }
                     }
                 }
             }
-            Err(e) => tracing::warn!(secret = %name, renderer = %renderer, error = %e, "cannot read a secret granted to the renderer"),
+            Err(e) => {
+                tracing::warn!(secret = %name, renderer = %renderer, error = %e, "cannot read a secret granted to the renderer")
+            }
         }
     }
     let context = render_context(claim, &bootstrap, &cluster, secrets);
@@ -581,9 +968,15 @@ async fn delete_claim(ctx: &Context, name: &str) -> Result<(), ControllerError> 
 
 /// Syncs the claim onto its Node (labels, taints, finalizer, owner reference, annotations)
 /// and marks it `Registered`.
-async fn register(ctx: &Context, claim: &NodeClaim, node_name: &str) -> Result<(), ControllerError> {
+async fn register(
+    ctx: &Context,
+    claim: &NodeClaim,
+    node_name: &str,
+) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
-    let Some(node) = ctx.state.node(node_name) else { return Ok(()) };
+    let Some(node) = ctx.state.node(node_name) else {
+        return Ok(());
+    };
     // Sync the claim onto the node: labels (claim wins), taints, finalizer, owner reference.
     let mut labels_patch = serde_json::Map::new();
     for (k, v) in claim.metadata.labels.iter().flatten() {
@@ -592,7 +985,13 @@ async fn register(ctx: &Context, claim: &NodeClaim, node_name: &str) -> Result<(
     labels_patch.insert(labels::REGISTERED_LABEL.into(), json!("true"));
     let sync_taints = node.label(labels::DO_NOT_SYNC_TAINTS_LABEL) != Some("true");
     if !node_has_unregistered_taint(node.taints()) {
-        ctx.events.warning(&Involved::of(claim), "UnregisteredTaintMissing", &format!("Node {node_name} registered without the karpenter.sh/unregistered taint")).await;
+        ctx.events
+            .warning(
+                &Involved::of(claim),
+                "UnregisteredTaintMissing",
+                &format!("Node {node_name} registered without the karpenter.sh/unregistered taint"),
+            )
+            .await;
     }
     let claim_uid = claim.metadata.uid.clone().unwrap_or_default();
     let mut annotations = serde_json::Map::new();
@@ -632,23 +1031,72 @@ async fn register(ctx: &Context, claim: &NodeClaim, node_name: &str) -> Result<(
         }))
     })
     .await?;
-    write_status(ctx, claim, vec![condition(ctx, REGISTERED, ConditionStatus::True, "Registered", "")], json!({"nodeName": node_name})).await?;
-    let label = |k: &str| claim.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or_default();
-    ctx.metrics.inc(crate::metrics::names::NODES_CREATED, &[("nodepool", &label(labels::NODEPOOL_LABEL)), ("zone", &label(labels::ZONE_LABEL))]);
+    write_status(
+        ctx,
+        claim,
+        vec![condition(
+            ctx,
+            REGISTERED,
+            ConditionStatus::True,
+            "Registered",
+            "",
+        )],
+        json!({"nodeName": node_name}),
+    )
+    .await?;
+    let label = |k: &str| {
+        claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(k))
+            .cloned()
+            .unwrap_or_default()
+    };
+    ctx.metrics.inc(
+        crate::metrics::names::NODES_CREATED,
+        &[
+            ("nodepool", &label(labels::NODEPOOL_LABEL)),
+            ("zone", &label(labels::ZONE_LABEL)),
+        ],
+    );
     tracing::info!(nodeclaim = %name, node = %node_name, "registered nodeclaim");
     Ok(())
 }
 
 fn node_has_unregistered_taint(taints: &[Taint]) -> bool {
-    taints.iter().any(|t| t.key == labels::UNREGISTERED_TAINT_KEY)
+    taints
+        .iter()
+        .any(|t| t.key == labels::UNREGISTERED_TAINT_KEY)
 }
 
 /// Labels the Node initialized and marks the claim `Initialized` (the core found nothing
 /// blocking it).
-async fn initialize(ctx: &Context, claim: &NodeClaim, node_name: &str) -> Result<(), ControllerError> {
+async fn initialize(
+    ctx: &Context,
+    claim: &NodeClaim,
+    node_name: &str,
+) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
-    merge_patch(&writes::node_api(ctx), node_name, json!({"metadata": {"labels": {labels::INITIALIZED_LABEL: "true"}}})).await?;
-    write_status(ctx, claim, vec![condition(ctx, INITIALIZED, ConditionStatus::True, "Initialized", "")], json!({})).await?;
+    merge_patch(
+        &writes::node_api(ctx),
+        node_name,
+        json!({"metadata": {"labels": {labels::INITIALIZED_LABEL: "true"}}}),
+    )
+    .await?;
+    write_status(
+        ctx,
+        claim,
+        vec![condition(
+            ctx,
+            INITIALIZED,
+            ConditionStatus::True,
+            "Initialized",
+            "",
+        )],
+        json!({}),
+    )
+    .await?;
     tracing::info!(nodeclaim = %name, node = %node_name, "initialized nodeclaim");
     Ok(())
 }
@@ -656,32 +1104,53 @@ async fn initialize(ctx: &Context, claim: &NodeClaim, node_name: &str) -> Result
 /// Finalizes a deleted claim, step by step as the core decides: the termination deadline,
 /// the instance of a create whose answer was lost, the Nodes, the instance (until the cloud
 /// answers not-found), then the finalizer.
-async fn finalize(ctx: &Context, claim: &NodeClaim, reconciled: &Reconciled) -> Result<(), ControllerError> {
+async fn finalize(
+    ctx: &Context,
+    claim: &NodeClaim,
+    reconciled: &Reconciled,
+) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let finalizers = claim.metadata.finalizers.clone().unwrap_or_default();
     let key = class_key(claim);
     let uid = claim.metadata.uid.clone().unwrap_or_default();
-    let stamped = claim.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION));
+    let stamped = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION));
     let deadline = joinery_kube::drain::termination_deadline(claim);
     let launched = ctx.inflight.launched(&uid).map(|i| i.provider_id);
     let mut view = lifecycle::Finalization {
-        has_finalizer: finalizers.iter().any(|f| f == labels::TERMINATION_FINALIZER),
+        has_finalizer: finalizers
+            .iter()
+            .any(|f| f == labels::TERMINATION_FINALIZER),
         deadline_stamped: stamped || deadline.is_none(),
-        provider_id: claim.status.as_ref().and_then(|s| s.provider_id.clone()).or(launched),
+        provider_id: claim
+            .status
+            .as_ref()
+            .and_then(|s| s.provider_id.clone())
+            .or(launched),
         may_have_launched: ctx.inflight.may_have_launched(claim),
         looked_up: false,
         nodes: Vec::new(),
     };
     loop {
         view.nodes = match &view.provider_id {
-            Some(pid) => ctx.state.nodes_with_provider_id(pid).iter().map(|n| node_view(n)).collect(),
+            Some(pid) => ctx
+                .state
+                .nodes_with_provider_id(pid)
+                .iter()
+                .map(|n| node_view(n))
+                .collect(),
             None => Vec::new(),
         };
         match lifecycle::next_finalization_step(&view) {
             FinalizationStep::Done | FinalizationStep::AwaitNodes => return Ok(()),
             FinalizationStep::StampDeadline => {
                 // Upstream's annotation, so other tools see the deadline the drain enforces.
-                let value = util::k8s_time(deadline.expect("a deadline to stamp")).0.to_string();
+                let value = util::k8s_time(deadline.expect("a deadline to stamp"))
+                    .0
+                    .to_string();
                 let patch = json!({"metadata": {"annotations": {labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION: value}}});
                 match merge_patch(&claims(ctx), &name, patch).await {
                     Ok(_) => view.deadline_stamped = true,
@@ -692,13 +1161,18 @@ async fn finalize(ctx: &Context, claim: &NodeClaim, reconciled: &Reconciled) -> 
             FinalizationStep::LookUpInstance => {
                 view.looked_up = true;
                 if let Ok(plugin) = ctx.cloud.plugin_for(&key.group, &key.kind) {
-                    view.provider_id = find_instance_of(ctx, &plugin, claim).await?.map(|i| i.provider_id);
+                    view.provider_id = find_instance_of(ctx, &plugin, claim)
+                        .await?
+                        .map(|i| i.provider_id);
                 }
             }
             FinalizationStep::DeleteNodes(names) => {
                 // The termination controller drains them; the claim waits until they are gone.
                 for node_name in names {
-                    match writes::node_api(ctx).delete(&node_name, &DeleteParams::background()).await {
+                    match writes::node_api(ctx)
+                        .delete(&node_name, &DeleteParams::background())
+                        .await
+                    {
                         Ok(_) => {}
                         Err(e) if util::is_not_found(&e) => {}
                         Err(e) => return Err(e.into()),
@@ -712,24 +1186,42 @@ async fn finalize(ctx: &Context, claim: &NodeClaim, reconciled: &Reconciled) -> 
                 // disappears while its instance still runs.
                 let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
                 let call = CloudCall::new(plugin.name(), "delete", &uid);
-                let Ok(result) = ctx.call_cloud(CONTROLLER, &call, plugin.delete(&pid)).await else { return Ok(()) };
+                let Ok(result) = ctx.call_cloud(CONTROLLER, &call, plugin.delete(&pid)).await
+                else {
+                    return Ok(());
+                };
                 return match result {
                     Ok(()) if claim.is_condition_true(INSTANCE_TERMINATING) => Ok(()),
                     Ok(()) => {
-                        let update = condition(ctx, INSTANCE_TERMINATING, ConditionStatus::True, "InstanceTerminating", "");
+                        let update = condition(
+                            ctx,
+                            INSTANCE_TERMINATING,
+                            ConditionStatus::True,
+                            "InstanceTerminating",
+                            "",
+                        );
                         write_status(ctx, claim, vec![update], json!({})).await
                     }
-                    Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => remove_finalizer(ctx, claim, reconciled).await,
+                    Err(CallError::Cloud {
+                        error: CloudError::NotFound(_),
+                        ..
+                    }) => remove_finalizer(ctx, claim, reconciled).await,
                     Err(e) => Err(e.into()),
                 };
             }
-            FinalizationStep::RemoveFinalizer => return remove_finalizer(ctx, claim, reconciled).await,
+            FinalizationStep::RemoveFinalizer => {
+                return remove_finalizer(ctx, claim, reconciled).await;
+            }
         }
     }
 }
 
 /// Removes the termination finalizer of a claim whose instance is gone, and forgets it.
-async fn remove_finalizer(ctx: &Context, claim: &NodeClaim, reconciled: &Reconciled) -> Result<(), ControllerError> {
+async fn remove_finalizer(
+    ctx: &Context,
+    claim: &NodeClaim,
+    reconciled: &Reconciled,
+) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let uid = claim.metadata.uid.clone().unwrap_or_default();
     let ours = |finalizers: &mut Vec<String>| {
@@ -744,14 +1236,35 @@ async fn remove_finalizer(ctx: &Context, claim: &NodeClaim, reconciled: &Reconci
     }
     ctx.inflight.forget(&uid);
     reconciled.lock().expect("reconciled lock").remove(&uid);
-    let label = |k: &str| claim.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or_default();
+    let label = |k: &str| {
+        claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(k))
+            .cloned()
+            .unwrap_or_default()
+    };
     ctx.metrics.inc(
         crate::metrics::names::NODECLAIMS_TERMINATED,
-        &[("nodepool", &label(labels::NODEPOOL_LABEL)), ("capacity_type", &label(labels::CAPACITY_TYPE_LABEL)), ("zone", &label(labels::ZONE_LABEL))],
+        &[
+            ("nodepool", &label(labels::NODEPOOL_LABEL)),
+            ("capacity_type", &label(labels::CAPACITY_TYPE_LABEL)),
+            ("zone", &label(labels::ZONE_LABEL)),
+        ],
     );
     if let Some(deleted) = claim.metadata.deletion_timestamp.as_ref() {
-        let seconds = ctx.clock.now().duration_since(system_time(deleted)).unwrap_or_default().as_secs_f64();
-        ctx.metrics.observe(crate::metrics::names::NODECLAIMS_TERMINATION_DURATION, &[("nodepool", &label(labels::NODEPOOL_LABEL))], seconds);
+        let seconds = ctx
+            .clock
+            .now()
+            .duration_since(system_time(deleted))
+            .unwrap_or_default()
+            .as_secs_f64();
+        ctx.metrics.observe(
+            crate::metrics::names::NODECLAIMS_TERMINATION_DURATION,
+            &[("nodepool", &label(labels::NODEPOOL_LABEL))],
+            seconds,
+        );
     }
     tracing::info!(nodeclaim = %name, "deleted nodeclaim");
     Ok(())
@@ -762,21 +1275,37 @@ mod tests {
     use super::*;
 
     fn claim(created: &str, expire_after: Option<&str>) -> NodeClaim {
-        let mut spec = json!({"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}, "requirements": []});
+        let mut spec =
+            json!({"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}, "requirements": []});
         if let Some(e) = expire_after {
             spec["expireAfter"] = json!(e);
         }
-        serde_json::from_value(json!({"metadata": {"name": "c", "creationTimestamp": created}, "spec": spec})).unwrap()
+        serde_json::from_value(
+            json!({"metadata": {"name": "c", "creationTimestamp": created}, "spec": spec}),
+        )
+        .unwrap()
     }
 
     fn at(rfc3339: &str) -> std::time::SystemTime {
-        system_time(&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(rfc3339.parse().unwrap()))
+        system_time(&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            rfc3339.parse().unwrap(),
+        ))
     }
 
     #[test]
     fn a_claim_expires_at_creation_plus_expire_after() {
-        assert_eq!(expires_at(&claim("2026-01-01T00:00:00Z", Some("90m"))), Some(at("2026-01-01T01:30:00Z")));
-        assert_eq!(expires_at(&claim("2026-01-01T00:00:00Z", None)), Some(at("2026-01-31T00:00:00Z")), "720h by default");
-        assert_eq!(expires_at(&claim("2026-01-01T00:00:00Z", Some("Never"))), None);
+        assert_eq!(
+            expires_at(&claim("2026-01-01T00:00:00Z", Some("90m"))),
+            Some(at("2026-01-01T01:30:00Z"))
+        );
+        assert_eq!(
+            expires_at(&claim("2026-01-01T00:00:00Z", None)),
+            Some(at("2026-01-31T00:00:00Z")),
+            "720h by default"
+        );
+        assert_eq!(
+            expires_at(&claim("2026-01-01T00:00:00Z", Some("Never"))),
+            None
+        );
     }
 }

@@ -8,10 +8,10 @@ use std::sync::{Arc, OnceLock};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, prometheus_text};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -40,14 +40,18 @@ pub mod names {
     pub const INSTANCES_GARBAGE_COLLECTED: &str = "joinery_instances_garbage_collected_total";
     /// Disruption decisions started, by `decision` (`delete`/`replace`), `reason` and
     /// `consolidation_type`.
-    pub const VOLUNTARY_DISRUPTION_DECISIONS: &str = "karpenter_voluntary_disruption_decisions_total";
+    pub const VOLUNTARY_DISRUPTION_DECISIONS: &str =
+        "karpenter_voluntary_disruption_decisions_total";
     /// Commands abandoned at validation, by `consolidation_type`.
-    pub const VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS: &str = "karpenter_voluntary_disruption_failed_validations_total";
+    pub const VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS: &str =
+        "karpenter_voluntary_disruption_failed_validations_total";
     /// Started commands rolled back (a replacement vanished or never initialized), by
     /// `decision` and `reason`.
-    pub const VOLUNTARY_DISRUPTION_QUEUE_FAILURES: &str = "karpenter_voluntary_disruption_queue_failures_total";
+    pub const VOLUNTARY_DISRUPTION_QUEUE_FAILURES: &str =
+        "karpenter_voluntary_disruption_queue_failures_total";
     /// Gauge: nodes a method may consider, by `reason`.
-    pub const VOLUNTARY_DISRUPTION_ELIGIBLE_NODES: &str = "karpenter_voluntary_disruption_eligible_nodes";
+    pub const VOLUNTARY_DISRUPTION_ELIGIBLE_NODES: &str =
+        "karpenter_voluntary_disruption_eligible_nodes";
     /// Gauge: nodes of a pool that may still be disrupted now, by `nodepool` and `reason`.
     pub const NODEPOOLS_ALLOWED_DISRUPTIONS: &str = "karpenter_nodepools_allowed_disruptions";
     /// Gauge (always 1): `version`, `goversion` (the Rust toolchain here), `goarch`, `commit`.
@@ -66,11 +70,13 @@ pub mod names {
     /// Histogram (upstream: summary): seconds from a pod's creation to its first Ready.
     pub const PODS_STARTUP_DURATION: &str = "karpenter_pods_startup_duration_seconds";
     /// Histogram: duration of a scheduling simulation, by `controller`.
-    pub const SCHEDULER_SCHEDULING_DURATION: &str = "karpenter_scheduler_scheduling_duration_seconds";
+    pub const SCHEDULER_SCHEDULING_DURATION: &str =
+        "karpenter_scheduler_scheduling_duration_seconds";
     /// Gauge: pods in the scheduling pass under way, by `controller` and `scheduling_id`.
     pub const SCHEDULER_QUEUE_DEPTH: &str = "karpenter_scheduler_queue_depth";
     /// Histogram: from a NodeClaim's deletion to its finalizer's removal, by `nodepool`.
-    pub const NODECLAIMS_TERMINATION_DURATION: &str = "karpenter_nodeclaims_termination_duration_seconds";
+    pub const NODECLAIMS_TERMINATION_DURATION: &str =
+        "karpenter_nodeclaims_termination_duration_seconds";
     /// Histogram (upstream: summary): from a Node's deletion to its finalizer's removal, by
     /// `nodepool`.
     pub const NODES_TERMINATION_DURATION: &str = "karpenter_nodes_termination_duration_seconds";
@@ -78,7 +84,8 @@ pub mod names {
     pub const CLOUDPROVIDER_DURATION: &str = "karpenter_cloudprovider_duration_seconds";
     /// Histogram: duration of one disruption method's evaluation, by `reason` and
     /// `consolidation_type`.
-    pub const VOLUNTARY_DISRUPTION_DECISION_EVALUATION_DURATION: &str = "karpenter_voluntary_disruption_decision_evaluation_duration_seconds";
+    pub const VOLUNTARY_DISRUPTION_DECISION_EVALUATION_DURATION: &str =
+        "karpenter_voluntary_disruption_decision_evaluation_duration_seconds";
     /// Plugin calls, by `plugin` and `method` (every world: cloud, renderer, pricing).
     pub const PLUGIN_CALLS: &str = "joinery_plugin_calls_total";
     /// Failed plugin calls, by `plugin`, `method` and `class` (`trap`, `timeout`,
@@ -104,43 +111,173 @@ enum Kind {
 
 /// Every metric: name, kind and help text.
 const DEFINITIONS: &[(&str, Kind, &str)] = &[
-    (names::NODECLAIMS_CREATED, Kind::Counter, "Number of nodeclaims created in total by Karpenter"),
-    (names::NODECLAIMS_TERMINATED, Kind::Counter, "Number of nodeclaims terminated in total by Karpenter"),
-    (names::NODECLAIMS_DISRUPTED, Kind::Counter, "Number of nodeclaims disrupted in total by Karpenter"),
-    (names::NODES_CREATED, Kind::Counter, "Number of nodes created in total by Karpenter"),
-    (names::NODES_TERMINATED, Kind::Counter, "Number of nodes terminated in total by Karpenter"),
-    (names::NODES_DRAINED, Kind::Counter, "The total number of nodes drained by Karpenter"),
-    (names::EVICTION_REQUESTS, Kind::Counter, "The number of eviction requests by response code"),
-    (names::PODS_DISRUPTION_INITIATED, Kind::Counter, "The number of pods whose disruption was initiated, by the NodeClaim's disruption reason"),
-    (names::CLOUDPROVIDER_ERRORS, Kind::Counter, "Total number of errors returned from CloudProvider calls"),
-    (names::INSTANCES_GARBAGE_COLLECTED, Kind::Counter, "Number of instances without a NodeClaim deleted by garbage collection"),
-    (names::VOLUNTARY_DISRUPTION_DECISIONS, Kind::Counter, "Number of disruption decisions performed"),
-    (names::VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS, Kind::Counter, "Number of candidates that were selected for disruption but failed validation"),
-    (names::VOLUNTARY_DISRUPTION_QUEUE_FAILURES, Kind::Counter, "Number of disruption commands that failed in the orchestration queue"),
-    (names::VOLUNTARY_DISRUPTION_ELIGIBLE_NODES, Kind::Gauge, "Number of nodes eligible for disruption by Karpenter"),
-    (names::NODEPOOLS_ALLOWED_DISRUPTIONS, Kind::Gauge, "The number of nodes for a given NodePool that can be concurrently disrupting at a point in time"),
-    (names::BUILD_INFO, Kind::Gauge, "A metric with a constant '1' value labeled by version from which the controller was built"),
-    (names::CLUSTER_STATE_NODE_COUNT, Kind::Gauge, "Current count of nodes in cluster state"),
-    (names::CLUSTER_STATE_SYNCED, Kind::Gauge, "Returns 1 if cluster state is synced and 0 otherwise"),
-    (names::NODEPOOLS_USAGE, Kind::Gauge, "The amount of resources that have been provisioned for a nodepool"),
-    (names::NODEPOOLS_LIMIT, Kind::Gauge, "Limits specified on the nodepool that restrict the quantity of resources provisioned"),
-    (names::PODS_STATE, Kind::ScrapeTimeGauge, "Pod state is the current state of pods"),
-    (names::PODS_STARTUP_DURATION, Kind::Histogram, "The time from pod creation until the pod is running"),
-    (names::SCHEDULER_SCHEDULING_DURATION, Kind::Histogram, "Duration of scheduling simulations used for deprovisioning and provisioning in seconds"),
-    (names::SCHEDULER_QUEUE_DEPTH, Kind::Gauge, "The number of pods currently waiting to be scheduled"),
-    (names::NODECLAIMS_TERMINATION_DURATION, Kind::Histogram, "Duration of NodeClaim termination in seconds"),
-    (names::NODES_TERMINATION_DURATION, Kind::Histogram, "The time taken between a node's deletion request and the removal of its finalizer"),
-    (names::CLOUDPROVIDER_DURATION, Kind::Histogram, "Duration of cloud provider method calls"),
-    (names::VOLUNTARY_DISRUPTION_DECISION_EVALUATION_DURATION, Kind::Histogram, "Duration of the disruption decision evaluation process in seconds"),
-    (names::PLUGIN_CALLS, Kind::Counter, "Calls of wasm plugins, by plugin and method"),
-    (names::PLUGIN_ERRORS, Kind::Counter, "Failed calls of wasm plugins, by plugin, method and error class"),
-    (names::PLUGIN_CALL_DURATION, Kind::Histogram, "Duration of wasm plugin calls in seconds"),
-    (names::PLUGIN_MEMORY, Kind::Gauge, "Peak linear memory of the latest call of a wasm plugin method, in bytes"),
+    (
+        names::NODECLAIMS_CREATED,
+        Kind::Counter,
+        "Number of nodeclaims created in total by Karpenter",
+    ),
+    (
+        names::NODECLAIMS_TERMINATED,
+        Kind::Counter,
+        "Number of nodeclaims terminated in total by Karpenter",
+    ),
+    (
+        names::NODECLAIMS_DISRUPTED,
+        Kind::Counter,
+        "Number of nodeclaims disrupted in total by Karpenter",
+    ),
+    (
+        names::NODES_CREATED,
+        Kind::Counter,
+        "Number of nodes created in total by Karpenter",
+    ),
+    (
+        names::NODES_TERMINATED,
+        Kind::Counter,
+        "Number of nodes terminated in total by Karpenter",
+    ),
+    (
+        names::NODES_DRAINED,
+        Kind::Counter,
+        "The total number of nodes drained by Karpenter",
+    ),
+    (
+        names::EVICTION_REQUESTS,
+        Kind::Counter,
+        "The number of eviction requests by response code",
+    ),
+    (
+        names::PODS_DISRUPTION_INITIATED,
+        Kind::Counter,
+        "The number of pods whose disruption was initiated, by the NodeClaim's disruption reason",
+    ),
+    (
+        names::CLOUDPROVIDER_ERRORS,
+        Kind::Counter,
+        "Total number of errors returned from CloudProvider calls",
+    ),
+    (
+        names::INSTANCES_GARBAGE_COLLECTED,
+        Kind::Counter,
+        "Number of instances without a NodeClaim deleted by garbage collection",
+    ),
+    (
+        names::VOLUNTARY_DISRUPTION_DECISIONS,
+        Kind::Counter,
+        "Number of disruption decisions performed",
+    ),
+    (
+        names::VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS,
+        Kind::Counter,
+        "Number of candidates that were selected for disruption but failed validation",
+    ),
+    (
+        names::VOLUNTARY_DISRUPTION_QUEUE_FAILURES,
+        Kind::Counter,
+        "Number of disruption commands that failed in the orchestration queue",
+    ),
+    (
+        names::VOLUNTARY_DISRUPTION_ELIGIBLE_NODES,
+        Kind::Gauge,
+        "Number of nodes eligible for disruption by Karpenter",
+    ),
+    (
+        names::NODEPOOLS_ALLOWED_DISRUPTIONS,
+        Kind::Gauge,
+        "The number of nodes for a given NodePool that can be concurrently disrupting at a point in time",
+    ),
+    (
+        names::BUILD_INFO,
+        Kind::Gauge,
+        "A metric with a constant '1' value labeled by version from which the controller was built",
+    ),
+    (
+        names::CLUSTER_STATE_NODE_COUNT,
+        Kind::Gauge,
+        "Current count of nodes in cluster state",
+    ),
+    (
+        names::CLUSTER_STATE_SYNCED,
+        Kind::Gauge,
+        "Returns 1 if cluster state is synced and 0 otherwise",
+    ),
+    (
+        names::NODEPOOLS_USAGE,
+        Kind::Gauge,
+        "The amount of resources that have been provisioned for a nodepool",
+    ),
+    (
+        names::NODEPOOLS_LIMIT,
+        Kind::Gauge,
+        "Limits specified on the nodepool that restrict the quantity of resources provisioned",
+    ),
+    (
+        names::PODS_STATE,
+        Kind::ScrapeTimeGauge,
+        "Pod state is the current state of pods",
+    ),
+    (
+        names::PODS_STARTUP_DURATION,
+        Kind::Histogram,
+        "The time from pod creation until the pod is running",
+    ),
+    (
+        names::SCHEDULER_SCHEDULING_DURATION,
+        Kind::Histogram,
+        "Duration of scheduling simulations used for deprovisioning and provisioning in seconds",
+    ),
+    (
+        names::SCHEDULER_QUEUE_DEPTH,
+        Kind::Gauge,
+        "The number of pods currently waiting to be scheduled",
+    ),
+    (
+        names::NODECLAIMS_TERMINATION_DURATION,
+        Kind::Histogram,
+        "Duration of NodeClaim termination in seconds",
+    ),
+    (
+        names::NODES_TERMINATION_DURATION,
+        Kind::Histogram,
+        "The time taken between a node's deletion request and the removal of its finalizer",
+    ),
+    (
+        names::CLOUDPROVIDER_DURATION,
+        Kind::Histogram,
+        "Duration of cloud provider method calls",
+    ),
+    (
+        names::VOLUNTARY_DISRUPTION_DECISION_EVALUATION_DURATION,
+        Kind::Histogram,
+        "Duration of the disruption decision evaluation process in seconds",
+    ),
+    (
+        names::PLUGIN_CALLS,
+        Kind::Counter,
+        "Calls of wasm plugins, by plugin and method",
+    ),
+    (
+        names::PLUGIN_ERRORS,
+        Kind::Counter,
+        "Failed calls of wasm plugins, by plugin, method and error class",
+    ),
+    (
+        names::PLUGIN_CALL_DURATION,
+        Kind::Histogram,
+        "Duration of wasm plugin calls in seconds",
+    ),
+    (
+        names::PLUGIN_MEMORY,
+        Kind::Gauge,
+        "Peak linear memory of the latest call of a wasm plugin method, in bytes",
+    ),
 ];
 
 /// Upstream's duration buckets (seconds).
-const DURATION_BUCKETS: [f64; 23] =
-    [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0];
+const DURATION_BUCKETS: [f64; 23] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0,
+    50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
+];
 
 fn duration_histogram() -> Histogram {
     Histogram::new(DURATION_BUCKETS)
@@ -150,7 +287,10 @@ type Labels = Vec<(String, String)>;
 type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
 
 fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// The controller's metrics, kept by the `prometheus-client` crate and served in the
@@ -191,17 +331,22 @@ impl ScrapeTimeGauge {
 
 impl std::fmt::Debug for ScrapeTimeGauge {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScrapeTimeGauge").field("name", &self.name).finish()
+        f.debug_struct("ScrapeTimeGauge")
+            .field("name", &self.name)
+            .finish()
     }
 }
 
 impl Collector for ScrapeTimeGauge {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let mut metric = encoder.encode_descriptor(self.name, self.help, None, MetricType::Gauge)?;
+        let mut metric =
+            encoder.encode_descriptor(self.name, self.help, None, MetricType::Gauge)?;
         let mut outcome = Ok(());
         self.each_series(&mut |pairs, value| {
             if outcome.is_ok() {
-                outcome = metric.encode_family(&pairs).and_then(|mut series| series.encode_gauge(&value));
+                outcome = metric
+                    .encode_family(&pairs)
+                    .and_then(|mut series| series.encode_gauge(&value));
             }
         });
         outcome
@@ -216,7 +361,9 @@ impl Default for Metrics {
 
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Metrics").field("metrics", &DEFINITIONS.len()).finish()
+        f.debug_struct("Metrics")
+            .field("metrics", &DEFINITIONS.len())
+            .finish()
     }
 }
 
@@ -236,7 +383,11 @@ impl Metrics {
                 Kind::Counter => {
                     let family = Family::<Labels, Counter>::default();
                     // The client adds `_total` to a counter's name.
-                    metrics.registry.register(name.trim_end_matches("_total"), help, family.clone());
+                    metrics.registry.register(
+                        name.trim_end_matches("_total"),
+                        help,
+                        family.clone(),
+                    );
                     metrics.counters.insert(name, family);
                 }
                 Kind::Gauge => {
@@ -250,13 +401,20 @@ impl Metrics {
                     metrics.histograms.insert(name, family);
                 }
                 Kind::ScrapeTimeGauge => {
-                    let gauge = Arc::new(ScrapeTimeGauge { name, help, source: OnceLock::new() });
+                    let gauge = Arc::new(ScrapeTimeGauge {
+                        name,
+                        help,
+                        source: OnceLock::new(),
+                    });
                     metrics.registry.register_collector(Box::new(gauge.clone()));
                     metrics.scrape_time_gauges.insert(name, gauge);
                 }
             }
         }
-        let toolchain = format!("rust {}", option_env!("CARGO_PKG_RUST_VERSION").unwrap_or("stable"));
+        let toolchain = format!(
+            "rust {}",
+            option_env!("CARGO_PKG_RUST_VERSION").unwrap_or("stable")
+        );
         metrics.set(
             names::BUILD_INFO,
             &[
@@ -301,8 +459,14 @@ impl Metrics {
 
     /// Replaces every series of the gauge `name` with `series` (series not listed go away:
     /// for gauges describing the current state, such as one per pod).
-    pub fn replace<'a>(&self, name: &'static str, series: impl IntoIterator<Item = (Vec<(&'a str, String)>, f64)>) {
-        let Some(family) = self.gauges.get(name) else { return Self::unknown(name) };
+    pub fn replace<'a>(
+        &self,
+        name: &'static str,
+        series: impl IntoIterator<Item = (Vec<(&'a str, String)>, f64)>,
+    ) {
+        let Some(family) = self.gauges.get(name) else {
+            return Self::unknown(name);
+        };
         family.clear();
         for (pairs, value) in series {
             let labels: Labels = pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
@@ -316,7 +480,10 @@ impl Metrics {
         match self.scrape_time_gauges.get(name) {
             Some(gauge) => {
                 if gauge.source.set(source).is_err() {
-                    tracing::warn!(metric = name, "a second source for a scrape-time gauge; this is a bug in Joinery");
+                    tracing::warn!(
+                        metric = name,
+                        "a second source for a scrape-time gauge; this is a bug in Joinery"
+                    );
                 }
             }
             None => Self::unknown(name),
@@ -355,7 +522,10 @@ impl Metrics {
 
     /// The value of a counter (0 when never incremented).
     pub fn get(&self, name: &str, pairs: &[(&str, &str)]) -> u64 {
-        self.counters.get(name).and_then(|f| f.get(&labels(pairs)).map(|c| c.get())).unwrap_or(0)
+        self.counters
+            .get(name)
+            .and_then(|f| f.get(&labels(pairs)).map(|c| c.get()))
+            .unwrap_or(0)
     }
 
     /// The Prometheus text exposition (format 0.0.4) of every metric.
@@ -379,10 +549,21 @@ impl joinery_runtime::services::CallObserver for Metrics {
     fn plugin_call(&self, call: &joinery_runtime::services::CallRecord<'_>) {
         let series = [("plugin", call.plugin), ("method", call.method)];
         self.inc(names::PLUGIN_CALLS, &series);
-        self.observe(names::PLUGIN_CALL_DURATION, &series, call.duration.as_secs_f64());
+        self.observe(
+            names::PLUGIN_CALL_DURATION,
+            &series,
+            call.duration.as_secs_f64(),
+        );
         self.set(names::PLUGIN_MEMORY, &series, call.peak_memory_bytes as f64);
         if let Some(class) = call.error {
-            self.inc(names::PLUGIN_ERRORS, &[("plugin", call.plugin), ("method", call.method), ("class", class)]);
+            self.inc(
+                names::PLUGIN_ERRORS,
+                &[
+                    ("plugin", call.plugin),
+                    ("method", call.method),
+                    ("class", class),
+                ],
+            );
         }
     }
 }
@@ -396,27 +577,73 @@ mod tests {
     #[test]
     fn metrics_render_in_the_prometheus_text_format_with_escaped_labels() {
         let m = Metrics::default();
-        m.inc(names::NODECLAIMS_CREATED, &[("reason", "provisioned"), ("nodepool", "a\"b")]);
-        m.inc(names::NODECLAIMS_CREATED, &[("reason", "provisioned"), ("nodepool", "a\"b")]);
-        assert_eq!(m.get(names::NODECLAIMS_CREATED, &[("reason", "provisioned"), ("nodepool", "a\"b")]), 2);
+        m.inc(
+            names::NODECLAIMS_CREATED,
+            &[("reason", "provisioned"), ("nodepool", "a\"b")],
+        );
+        m.inc(
+            names::NODECLAIMS_CREATED,
+            &[("reason", "provisioned"), ("nodepool", "a\"b")],
+        );
+        assert_eq!(
+            m.get(
+                names::NODECLAIMS_CREATED,
+                &[("reason", "provisioned"), ("nodepool", "a\"b")]
+            ),
+            2
+        );
         let text = m.render();
-        assert!(text.contains("# TYPE karpenter_nodeclaims_created_total counter"), "{text}");
-        assert!(text.contains("karpenter_nodeclaims_created_total{reason=\"provisioned\",nodepool=\"a\\\"b\"} 2"), "{text}");
-        m.set(names::NODEPOOLS_ALLOWED_DISRUPTIONS, &[("nodepool", "p"), ("reason", "Empty")], 3.0);
-        m.set(names::NODEPOOLS_ALLOWED_DISRUPTIONS, &[("nodepool", "p"), ("reason", "Empty")], 1.0);
+        assert!(
+            text.contains("# TYPE karpenter_nodeclaims_created_total counter"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "karpenter_nodeclaims_created_total{reason=\"provisioned\",nodepool=\"a\\\"b\"} 2"
+            ),
+            "{text}"
+        );
+        m.set(
+            names::NODEPOOLS_ALLOWED_DISRUPTIONS,
+            &[("nodepool", "p"), ("reason", "Empty")],
+            3.0,
+        );
+        m.set(
+            names::NODEPOOLS_ALLOWED_DISRUPTIONS,
+            &[("nodepool", "p"), ("reason", "Empty")],
+            1.0,
+        );
         let text = m.render();
-        assert!(text.contains("# TYPE karpenter_nodepools_allowed_disruptions gauge"), "{text}");
-        assert!(text.contains("karpenter_nodepools_allowed_disruptions{nodepool=\"p\",reason=\"Empty\"} 1"), "{text}");
+        assert!(
+            text.contains("# TYPE karpenter_nodepools_allowed_disruptions gauge"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "karpenter_nodepools_allowed_disruptions{nodepool=\"p\",reason=\"Empty\"} 1"
+            ),
+            "{text}"
+        );
         assert!(text.contains("karpenter_build_info{version=\""), "{text}");
-        assert!(!text.contains(".."), "help texts end with one period: {text}");
+        assert!(
+            !text.contains(".."),
+            "help texts end with one period: {text}"
+        );
     }
 
     #[test]
     fn histograms_use_upstreams_duration_buckets() {
         let m = Metrics::default();
-        m.observe(names::CLOUDPROVIDER_DURATION, &[("controller", "c"), ("method", "create"), ("provider", "p")], 0.3);
+        m.observe(
+            names::CLOUDPROVIDER_DURATION,
+            &[("controller", "c"), ("method", "create"), ("provider", "p")],
+            0.3,
+        );
         let text = m.render();
-        assert!(text.contains("# TYPE karpenter_cloudprovider_duration_seconds histogram"), "{text}");
+        assert!(
+            text.contains("# TYPE karpenter_cloudprovider_duration_seconds histogram"),
+            "{text}"
+        );
         assert!(text.contains("karpenter_cloudprovider_duration_seconds_bucket{controller=\"c\",method=\"create\",provider=\"p\",le=\"0.25\"} 0"), "{text}");
         assert!(text.contains("karpenter_cloudprovider_duration_seconds_bucket{controller=\"c\",method=\"create\",provider=\"p\",le=\"0.5\"} 1"), "{text}");
         assert!(text.contains("karpenter_cloudprovider_duration_seconds_count{controller=\"c\",method=\"create\",provider=\"p\"} 1"), "{text}");
@@ -425,17 +652,32 @@ mod tests {
     #[test]
     fn replacing_a_gauge_drops_series_no_longer_listed() {
         let m = Metrics::default();
-        m.replace(names::NODEPOOLS_USAGE, [(vec![("nodepool", "a".to_string())], 1.0), (vec![("nodepool", "b".to_string())], 1.0)]);
-        m.replace(names::NODEPOOLS_USAGE, [(vec![("nodepool", "b".to_string())], 1.0)]);
+        m.replace(
+            names::NODEPOOLS_USAGE,
+            [
+                (vec![("nodepool", "a".to_string())], 1.0),
+                (vec![("nodepool", "b".to_string())], 1.0),
+            ],
+        );
+        m.replace(
+            names::NODEPOOLS_USAGE,
+            [(vec![("nodepool", "b".to_string())], 1.0)],
+        );
         assert_eq!(m.gauge(names::NODEPOOLS_USAGE, &[("nodepool", "a")]), None);
-        assert_eq!(m.gauge(names::NODEPOOLS_USAGE, &[("nodepool", "b")]), Some(1.0));
+        assert_eq!(
+            m.gauge(names::NODEPOOLS_USAGE, &[("nodepool", "b")]),
+            Some(1.0)
+        );
     }
 
     #[test]
     fn a_scrape_time_gauge_is_computed_from_its_source_at_each_scrape() {
         let m = Metrics::default();
         let text = m.render();
-        assert!(text.contains("# TYPE karpenter_pods_state gauge"), "declared before a source is set: {text}");
+        assert!(
+            text.contains("# TYPE karpenter_pods_state gauge"),
+            "declared before a source is set: {text}"
+        );
         assert!(!text.contains("karpenter_pods_state{"), "{text}");
         let pods = Arc::new(RwLock::new(vec!["a", "b\"x"]));
         let source = pods.clone();
@@ -448,11 +690,24 @@ mod tests {
             }),
         );
         let text = m.render();
-        assert!(text.contains("karpenter_pods_state{name=\"a\",ready=\"true\"} 1"), "{text}");
-        assert!(text.contains("karpenter_pods_state{name=\"b\\\"x\",ready=\"true\"} 1"), "{text}");
-        assert_eq!(m.gauge(names::PODS_STATE, &[("ready", "true"), ("name", "a")]), Some(1.0));
+        assert!(
+            text.contains("karpenter_pods_state{name=\"a\",ready=\"true\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("karpenter_pods_state{name=\"b\\\"x\",ready=\"true\"} 1"),
+            "{text}"
+        );
+        assert_eq!(
+            m.gauge(names::PODS_STATE, &[("ready", "true"), ("name", "a")]),
+            Some(1.0)
+        );
         pods.write().unwrap().retain(|p| *p != "a");
-        assert_eq!(m.gauge(names::PODS_STATE, &[("name", "a"), ("ready", "true")]), None, "a gone pod's series goes at the next scrape");
+        assert_eq!(
+            m.gauge(names::PODS_STATE, &[("name", "a"), ("ready", "true")]),
+            None,
+            "a gone pod's series goes at the next scrape"
+        );
         assert!(!m.render().contains("name=\"a\""));
     }
 
@@ -461,7 +716,11 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for (name, kind, help) in DEFINITIONS {
             assert!(seen.insert(*name), "{name} twice");
-            assert_eq!(*kind == Kind::Counter, name.ends_with("_total"), "{name}: counters and only counters end in _total");
+            assert_eq!(
+                *kind == Kind::Counter,
+                name.ends_with("_total"),
+                "{name}: counters and only counters end in _total"
+            );
             assert!(!help.ends_with('.'), "{name}: the client adds the period");
         }
     }

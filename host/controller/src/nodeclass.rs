@@ -11,8 +11,8 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::cloud::plugin_node_class;
-use crate::writes;
 use crate::util::{self, k8s_time};
+use crate::writes;
 use crate::{Context, ControllerError};
 
 /// How often a NodeClass is resolved again although it did not change.
@@ -21,10 +21,16 @@ pub const RESOLVE_INTERVAL: Duration = Duration::from_secs(60);
 /// Runs the NodeClass status loop.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
     let resolved: Arc<Mutex<HashMap<(String, i64), SystemTime>>> = Arc::default();
-    util::run_loop(ctx, stopped, "nodeclass.status", Duration::from_secs(5), move |ctx| {
-        let resolved = resolved.clone();
-        async move { step(ctx, resolved).await }
-    })
+    util::run_loop(
+        ctx,
+        stopped,
+        "nodeclass.status",
+        Duration::from_secs(5),
+        move |ctx| {
+            let resolved = resolved.clone();
+            async move { step(ctx, resolved).await }
+        },
+    )
     .await;
 }
 
@@ -47,17 +53,26 @@ pub fn is_ready(class: &DynamicObject) -> bool {
         .and_then(|c| c.as_array())
         .into_iter()
         .flatten()
-        .any(|c| c.get("type").and_then(|t| t.as_str()) == Some("Ready") && c.get("status").and_then(|s| s.as_str()) == Some("True"))
+        .any(|c| {
+            c.get("type").and_then(|t| t.as_str()) == Some("Ready")
+                && c.get("status").and_then(|s| s.as_str()) == Some("True")
+        })
 }
 
-async fn step(ctx: Arc<Context>, resolved: Arc<Mutex<HashMap<(String, i64), SystemTime>>>) -> Result<(), ControllerError> {
+async fn step(
+    ctx: Arc<Context>,
+    resolved: Arc<Mutex<HashMap<(String, i64), SystemTime>>>,
+) -> Result<(), ControllerError> {
     let now = ctx.clock.now();
     for (key, store) in &ctx.state.node_classes {
         for class in store.state() {
             if class.metadata.deletion_timestamp.is_some() {
                 continue;
             }
-            let id = (class.metadata.uid.clone().unwrap_or_default(), class.metadata.generation.unwrap_or_default());
+            let id = (
+                class.metadata.uid.clone().unwrap_or_default(),
+                class.metadata.generation.unwrap_or_default(),
+            );
             let due = resolved
                 .lock()
                 .expect("resolve times lock")
@@ -69,23 +84,49 @@ async fn step(ctx: Arc<Context>, resolved: Arc<Mutex<HashMap<(String, i64), Syst
             let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
             // A failed resolve is retried soon, but never faster than its backoff allows
             // (nor while the plugin's cloud asked every caller to wait).
-            let call = crate::CloudCall::new(plugin.name(), "resolve-node-class", class.metadata.uid.as_deref().unwrap_or(""));
-            let Ok(result) = ctx.call_cloud("nodeclass", &call, plugin.resolve_node_class(&plugin_node_class(&class))).await else { continue };
+            let call = crate::CloudCall::new(
+                plugin.name(),
+                "resolve-node-class",
+                class.metadata.uid.as_deref().unwrap_or(""),
+            );
+            let Ok(result) = ctx
+                .call_cloud(
+                    "nodeclass",
+                    &call,
+                    plugin.resolve_node_class(&plugin_node_class(&class)),
+                )
+                .await
+            else {
+                continue;
+            };
             let mut retry_soon = false;
             let (conditions, status) = match result {
                 Ok(resolution) => {
-                    let status: serde_json::Value = serde_json::from_str(&resolution.status).unwrap_or_else(|_| json!({}));
+                    let status: serde_json::Value =
+                        serde_json::from_str(&resolution.status).unwrap_or_else(|_| json!({}));
                     let mut conditions: Vec<(String, String, String, String)> = resolution
                         .conditions
                         .iter()
-                        .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone(), c.message.clone()))
+                        .map(|c| {
+                            (
+                                c.type_.clone(),
+                                c.status.clone(),
+                                c.reason.clone(),
+                                c.message.clone(),
+                            )
+                        })
                         .collect();
                     if !conditions.iter().any(|c| c.0 == "Ready") {
                         let all_true = conditions.iter().all(|c| c.1 == "True");
                         conditions.push(if all_true {
                             ("Ready".into(), "True".into(), "Ready".into(), String::new())
                         } else {
-                            ("Ready".into(), "False".into(), "NotReady".into(), "a NodeClass condition is not True".into())
+                            (
+                                "Ready".into(),
+                                "False".into(),
+                                "NotReady".into(),
+                                "a NodeClass condition is not True".into(),
+                            )
                         });
                     }
                     (conditions, status)
@@ -93,7 +134,13 @@ async fn step(ctx: Arc<Context>, resolved: Arc<Mutex<HashMap<(String, i64), Syst
                 Err(e) => {
                     // A transient cloud error (429, 5xx) says nothing about the class: keep
                     // the conditions of a class resolved before, and try again soon.
-                    let transient = matches!(&e, joinery_runtime::CallError::Cloud { error: joinery_runtime::contract::CloudError::Retryable(_), .. });
+                    let transient = matches!(
+                        &e,
+                        joinery_runtime::CallError::Cloud {
+                            error: joinery_runtime::contract::CloudError::Retryable(_),
+                            ..
+                        }
+                    );
                     if transient && is_resolved(&class) {
                         tracing::info!(nodeclass = class.metadata.name.as_deref().unwrap_or(""), error = %e, "resolving the NodeClass failed transiently; keeping its status");
                         continue;
@@ -101,13 +148,25 @@ async fn step(ctx: Arc<Context>, resolved: Arc<Mutex<HashMap<(String, i64), Syst
                     if transient {
                         retry_soon = true;
                     }
-                    (vec![("Ready".into(), "False".into(), "ResolutionFailed".into(), util::truncate(&e.to_string(), 1000))], json!({}))
+                    (
+                        vec![(
+                            "Ready".into(),
+                            "False".into(),
+                            "ResolutionFailed".into(),
+                            util::truncate(&e.to_string(), 1000),
+                        )],
+                        json!({}),
+                    )
                 }
             };
             // The plugin's conditions, keeping each one's transition time while its status holds.
             let new_status = |current: &DynamicObject| {
-                let previous: Vec<serde_json::Value> =
-                    current.data.pointer("/status/conditions").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+                let previous: Vec<serde_json::Value> = current
+                    .data
+                    .pointer("/status/conditions")
+                    .and_then(|c| c.as_array())
+                    .cloned()
+                    .unwrap_or_default();
                 let conditions: Vec<serde_json::Value> = conditions
                     .iter()
                     .map(|(type_, status, reason, message)| {
@@ -122,16 +181,26 @@ async fn step(ctx: Arc<Context>, resolved: Arc<Mutex<HashMap<(String, i64), Syst
                                "lastTransitionTime": transition, "observedGeneration": id.1})
                     })
                     .collect();
-                let mut new_status = if status.is_object() { status.clone() } else { json!({}) };
+                let mut new_status = if status.is_object() {
+                    status.clone()
+                } else {
+                    json!({})
+                };
                 new_status["conditions"] = json!(conditions);
                 Some(json!({"status": new_status}))
             };
             let (group, version) = class
                 .types
                 .as_ref()
-                .map(|t| t.api_version.rsplit_once('/').map(|(g, v)| (g.to_string(), v.to_string())).unwrap_or_default())
+                .map(|t| {
+                    t.api_version
+                        .rsplit_once('/')
+                        .map(|(g, v)| (g.to_string(), v.to_string()))
+                        .unwrap_or_default()
+                })
                 .unwrap_or_default();
-            let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(&group, &version, &key.kind));
+            let resource =
+                ApiResource::from_gvk(&GroupVersionKind::gvk(&group, &version, &key.kind));
             let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &resource);
             let name = class.metadata.name.clone().unwrap_or_default();
             writes::patch_guarded(&api, &class, writes::Part::Status, new_status).await?;

@@ -17,8 +17,8 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::provisioner::{OverlaySet, usable_overlays};
-use crate::writes;
 use crate::util::{self, condition};
+use crate::writes;
 use crate::{Context, ControllerError};
 
 /// Runs the NodeOverlay status loop (returns at once when overlays are not watched).
@@ -26,7 +26,14 @@ pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
     if ctx.state.node_overlays.is_none() {
         return;
     }
-    util::run_loop(ctx, stopped, "nodeoverlay.status", Duration::from_secs(5), step).await;
+    util::run_loop(
+        ctx,
+        stopped,
+        "nodeoverlay.status",
+        Duration::from_secs(5),
+        step,
+    )
+    .await;
 }
 
 /// What validation says of one overlay: the `ValidationSucceeded` status, reason and message.
@@ -43,15 +50,31 @@ pub struct Validation {
 /// The validation outcome of the overlay `name` within `set` (pure: no I/O).
 pub fn validation(set: &OverlaySet, name: &str) -> Validation {
     if let Some((_, reason)) = set.invalid.iter().find(|(n, _)| n == name) {
-        return Validation { status: ConditionStatus::False, reason: "RuntimeValidation", message: reason.clone() };
+        return Validation {
+            status: ConditionStatus::False,
+            reason: "RuntimeValidation",
+            message: reason.clone(),
+        };
     }
     let others: Vec<&str> = set
         .conflicts
         .iter()
-        .filter_map(|(a, b)| if a == name { Some(b.as_str()) } else if b == name { Some(a.as_str()) } else { None })
+        .filter_map(|(a, b)| {
+            if a == name {
+                Some(b.as_str())
+            } else if b == name {
+                Some(a.as_str())
+            } else {
+                None
+            }
+        })
         .collect();
     if others.is_empty() {
-        return Validation { status: ConditionStatus::True, reason: "ValidationSucceeded", message: String::new() };
+        return Validation {
+            status: ConditionStatus::True,
+            reason: "ValidationSucceeded",
+            message: String::new(),
+        };
     }
     Validation {
         status: ConditionStatus::False,
@@ -64,31 +87,52 @@ pub fn validation(set: &OverlaySet, name: &str) -> Validation {
 }
 
 async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
-    let Some(store) = ctx.state.node_overlays.as_ref() else { return Ok(()) };
+    let Some(store) = ctx.state.node_overlays.as_ref() else {
+        return Ok(());
+    };
     let objects = store.state();
     let set = usable_overlays(&objects);
     let api: Api<NodeOverlay> = Api::all(ctx.client.clone());
     for overlay in &objects {
-        let Some(name) = overlay.metadata.name.as_deref() else { continue };
+        let Some(name) = overlay.metadata.name.as_deref() else {
+            continue;
+        };
         if overlay.metadata.deletion_timestamp.is_some() {
             continue;
         }
         let outcome = validation(&set, name);
-        let validated = condition(&ctx, "ValidationSucceeded", outcome.status, outcome.reason, outcome.message);
+        let validated = condition(
+            &ctx,
+            "ValidationSucceeded",
+            outcome.status,
+            outcome.reason,
+            outcome.message,
+        );
         let ready = if validated.is_true() {
             condition(&ctx, "Ready", ConditionStatus::True, "Ready", "")
         } else {
-            condition(&ctx, "Ready", ConditionStatus::False, "NotReady", "ValidationSucceeded must be True")
+            condition(
+                &ctx,
+                "Ready",
+                ConditionStatus::False,
+                "NotReady",
+                "ValidationSucceeded must be True",
+            )
         };
-        let written = writes::patch_guarded(&api, overlay.as_ref(), writes::Part::Status, |current| {
-            let mut conds = current.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
-            let mut changed = false;
-            for c in [&validated, &ready] {
-                changed |= joinery_api::condition::set_condition(&mut conds, c.clone());
-            }
-            changed.then(|| json!({"status": {"conditions": conds}}))
-        })
-        .await;
+        let written =
+            writes::patch_guarded(&api, overlay.as_ref(), writes::Part::Status, |current| {
+                let mut conds = current
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.clone())
+                    .unwrap_or_default();
+                let mut changed = false;
+                for c in [&validated, &ready] {
+                    changed |= joinery_api::condition::set_condition(&mut conds, c.clone());
+                }
+                changed.then(|| json!({"status": {"conditions": conds}}))
+            })
+            .await;
         match written {
             Ok(_) => {}
             // Deleted since the cache saw it: nothing to report on.
@@ -114,7 +158,10 @@ mod tests {
     #[test]
     fn an_overlay_that_does_not_convert_fails_runtime_validation_with_the_field() {
         let v = validation(&set(), "bad");
-        assert_eq!((v.status, v.reason), (ConditionStatus::False, "RuntimeValidation"));
+        assert_eq!(
+            (v.status, v.reason),
+            (ConditionStatus::False, "RuntimeValidation")
+        );
         assert!(v.message.contains("spec.price"), "{}", v.message);
     }
 
@@ -131,6 +178,9 @@ mod tests {
     #[test]
     fn an_overlay_without_problems_is_validated() {
         let v = validation(&set(), "fine");
-        assert_eq!((v.status, v.reason, v.message.as_str()), (ConditionStatus::True, "ValidationSucceeded", ""));
+        assert_eq!(
+            (v.status, v.reason, v.message.as_str()),
+            (ConditionStatus::True, "ValidationSucceeded", "")
+        );
     }
 }

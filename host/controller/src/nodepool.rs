@@ -14,15 +14,22 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::state::NodeClassKey;
-use crate::writes;
 use crate::util::{self, condition};
+use crate::writes;
 use joinery_kube::convert;
 
 use crate::{Context, ControllerError, nodeclass};
 
 /// Runs the NodePool status loop.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
-    util::run_loop(ctx, stopped, "nodepool.status", Duration::from_secs(5), step).await;
+    util::run_loop(
+        ctx,
+        stopped,
+        "nodepool.status",
+        Duration::from_secs(5),
+        step,
+    )
+    .await;
 }
 
 async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
@@ -31,10 +38,21 @@ async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
         if claim.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        let Some(pool) = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)).cloned() else { continue };
+        let Some(pool) = claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(labels::NODEPOOL_LABEL))
+            .cloned()
+        else {
+            continue;
+        };
         let entry = usage.entry(pool).or_default();
         entry.1 += 1;
-        if let Ok(capacity) = convert::resource_list("status.capacity", claim.status.as_ref().and_then(|s| s.capacity.as_ref())) {
+        if let Ok(capacity) = convert::resource_list(
+            "status.capacity",
+            claim.status.as_ref().and_then(|s| s.capacity.as_ref()),
+        ) {
             entry.0 += &capacity;
         }
     }
@@ -44,20 +62,59 @@ async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
         let mut resources = capacity;
         resources.set("nodes", nodes);
         let class_ref = &pool.spec.template.spec.node_class_ref;
-        let key = NodeClassKey { group: class_ref.group.clone(), kind: class_ref.kind.clone() };
+        let key = NodeClassKey {
+            group: class_ref.group.clone(),
+            kind: class_ref.kind.clone(),
+        };
         let class_ready = match ctx.state.node_class(&key, &class_ref.name) {
-            None => condition(&ctx, "NodeClassReady", ConditionStatus::False, "NodeClassNotFound", format!("{} {} not found", key.kind, class_ref.name)),
-            Some(c) if nodeclass::is_ready(&c) => condition(&ctx, "NodeClassReady", ConditionStatus::True, "NodeClassReady", ""),
-            Some(_) => condition(&ctx, "NodeClassReady", ConditionStatus::False, "NodeClassNotReady", format!("{} {} is not ready", key.kind, class_ref.name)),
+            None => condition(
+                &ctx,
+                "NodeClassReady",
+                ConditionStatus::False,
+                "NodeClassNotFound",
+                format!("{} {} not found", key.kind, class_ref.name),
+            ),
+            Some(c) if nodeclass::is_ready(&c) => condition(
+                &ctx,
+                "NodeClassReady",
+                ConditionStatus::True,
+                "NodeClassReady",
+                "",
+            ),
+            Some(_) => condition(
+                &ctx,
+                "NodeClassReady",
+                ConditionStatus::False,
+                "NodeClassNotReady",
+                format!("{} {} is not ready", key.kind, class_ref.name),
+            ),
         };
         let validation = match joinery_kube::template::node_claim_template(&pool) {
-            Ok(_) => condition(&ctx, "ValidationSucceeded", ConditionStatus::True, "ValidationSucceeded", ""),
-            Err(e) => condition(&ctx, "ValidationSucceeded", ConditionStatus::False, "ValidationFailed", util::truncate(&e.to_string(), 1000)),
+            Ok(_) => condition(
+                &ctx,
+                "ValidationSucceeded",
+                ConditionStatus::True,
+                "ValidationSucceeded",
+                "",
+            ),
+            Err(e) => condition(
+                &ctx,
+                "ValidationSucceeded",
+                ConditionStatus::False,
+                "ValidationFailed",
+                util::truncate(&e.to_string(), 1000),
+            ),
         };
         let ready = if class_ready.is_true() && validation.is_true() {
             condition(&ctx, "Ready", ConditionStatus::True, "Ready", "")
         } else {
-            condition(&ctx, "Ready", ConditionStatus::False, "NotReady", "NodeClassReady and ValidationSucceeded must be True")
+            condition(
+                &ctx,
+                "Ready",
+                ConditionStatus::False,
+                "NotReady",
+                "NodeClassReady and ValidationSucceeded must be True",
+            )
         };
         let resource_list = convert::to_resource_list(&resources);
         let api: Api<NodePool> = Api::all(ctx.client.clone());

@@ -42,22 +42,49 @@ fn uid_hash(uid: &str) -> u64 {
 
 fn observe(ctx: &Context, started: &mut HashSet<u64>) {
     let nodes = ctx.state.nodes.state();
-    ctx.metrics.set(names::CLUSTER_STATE_NODE_COUNT, &[], nodes.len() as f64);
-    ctx.metrics.set(names::CLUSTER_STATE_SYNCED, &[], if crate::provisioner::synced(ctx) { 1.0 } else { 0.0 });
+    ctx.metrics
+        .set(names::CLUSTER_STATE_NODE_COUNT, &[], nodes.len() as f64);
+    ctx.metrics.set(
+        names::CLUSTER_STATE_SYNCED,
+        &[],
+        if crate::provisioner::synced(ctx) {
+            1.0
+        } else {
+            0.0
+        },
+    );
 
     let pools = ctx.state.node_pools.state();
     let mut usage = Vec::new();
     let mut limits = Vec::new();
     for pool in &pools {
         let name = pool.metadata.name.clone().unwrap_or_default();
-        for (resource, quantity) in pool.status.as_ref().and_then(|s| s.resources.as_ref()).into_iter().flatten() {
+        for (resource, quantity) in pool
+            .status
+            .as_ref()
+            .and_then(|s| s.resources.as_ref())
+            .into_iter()
+            .flatten()
+        {
             if let Some(value) = amount(&quantity.0) {
-                usage.push((vec![("nodepool", name.clone()), ("resource_type", resource.clone())], value));
+                usage.push((
+                    vec![
+                        ("nodepool", name.clone()),
+                        ("resource_type", resource.clone()),
+                    ],
+                    value,
+                ));
             }
         }
         for (resource, quantity) in pool.spec.limits.iter().flatten() {
             if let Some(value) = amount(&quantity.0) {
-                limits.push((vec![("nodepool", name.clone()), ("resource_type", resource.clone())], value));
+                limits.push((
+                    vec![
+                        ("nodepool", name.clone()),
+                        ("resource_type", resource.clone()),
+                    ],
+                    value,
+                ));
             }
         }
     }
@@ -65,25 +92,40 @@ fn observe(ctx: &Context, started: &mut HashSet<u64>) {
     ctx.metrics.replace(names::NODEPOOLS_LIMIT, limits);
 
     for seconds in new_startups(&ctx.state.pods.state(), started) {
-        ctx.metrics.observe(names::PODS_STARTUP_DURATION, &[], seconds);
+        ctx.metrics
+            .observe(names::PODS_STARTUP_DURATION, &[], seconds);
     }
 }
 
 /// The startup durations (creation to `Ready`) of the pods that became Ready since the last
 /// call, each pod once; `started` remembers them, and forgets pods no longer cached.
 fn new_startups(pods: &[Arc<LeanPod>], started: &mut HashSet<u64>) -> Vec<f64> {
-    let live: HashSet<u64> = pods.iter().filter_map(|p| p.metadata.uid.as_deref()).map(uid_hash).collect();
+    let live: HashSet<u64> = pods
+        .iter()
+        .filter_map(|p| p.metadata.uid.as_deref())
+        .map(uid_hash)
+        .collect();
     started.retain(|uid| live.contains(uid));
     let mut durations = Vec::new();
     for pod in pods {
-        let Some(uid) = pod.metadata.uid.as_deref().map(uid_hash) else { continue };
+        let Some(uid) = pod.metadata.uid.as_deref().map(uid_hash) else {
+            continue;
+        };
         if started.contains(&uid) {
             continue;
         }
-        let (Some(ready), Some(created)) = (ready_condition(pod).and_then(|c| c.last_transition_time.as_ref()), pod.metadata.creation_timestamp.as_ref()) else {
+        let (Some(ready), Some(created)) = (
+            ready_condition(pod).and_then(|c| c.last_transition_time.as_ref()),
+            pod.metadata.creation_timestamp.as_ref(),
+        ) else {
             continue;
         };
-        durations.push(system_time(ready).duration_since(system_time(created)).unwrap_or_default().as_secs_f64());
+        durations.push(
+            system_time(ready)
+                .duration_since(system_time(created))
+                .unwrap_or_default()
+                .as_secs_f64(),
+        );
         started.insert(uid);
     }
     durations
@@ -91,12 +133,19 @@ fn new_startups(pods: &[Arc<LeanPod>], started: &mut HashSet<u64>) -> Vec<f64> {
 
 /// The pod's `Ready` condition, when it is `True`.
 fn ready_condition(pod: &LeanPod) -> Option<&joinery_kube::lean::LeanCondition> {
-    pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready" && c.status == "True")
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready" && c.status == "True")
 }
 
 /// A quantity as a plain number (cores, bytes, counts).
 fn amount(quantity: &str) -> Option<f64> {
-    let millis = joinery_core::Quantity::parse(quantity).ok()?.milli_value()?;
+    let millis = joinery_core::Quantity::parse(quantity)
+        .ok()?
+        .milli_value()?;
     Some(millis as f64 / 1000.0)
 }
 
@@ -106,7 +155,8 @@ pub(crate) fn pods_state_source(state: &ClusterState) -> Box<SeriesSource> {
     let (pods, nodes) = (state.pods.clone(), state.nodes.clone());
     Box::new(move |sink: &mut SeriesSink<'_>| {
         let nodes = nodes.state();
-        let nodes_by_name: BTreeMap<&str, &LeanNode> = nodes.iter().map(|n| (n.name(), n.as_ref())).collect();
+        let nodes_by_name: BTreeMap<&str, &LeanNode> =
+            nodes.iter().map(|n| (n.name(), n.as_ref())).collect();
         for pod in pods.state().iter() {
             emit_pod_state(pod, &nodes_by_name, sink);
         }
@@ -115,14 +165,30 @@ pub(crate) fn pods_state_source(state: &ClusterState) -> Box<SeriesSource> {
 
 /// Hands upstream's `karpenter_pods_state` series for one pod to `sink`.
 fn emit_pod_state(pod: &LeanPod, nodes: &BTreeMap<&str, &LeanNode>, sink: &mut SeriesSink<'_>) {
-    let node_name = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default();
-    let node_labels = nodes.get(node_name).and_then(|n| n.metadata.labels.as_ref());
+    let node_name = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or_default();
+    let node_labels = nodes
+        .get(node_name)
+        .and_then(|n| n.metadata.labels.as_ref());
     let node_label = |key: &str| node_labels.and_then(|l| l.get(key)).unwrap_or_default();
-    let owner = pod.metadata.owner_references.iter().flatten().next().map(|o| format!("{}/{}", o.kind, o.name)).unwrap_or_default();
+    let owner = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .next()
+        .map(|o| format!("{}/{}", o.kind, o.name))
+        .unwrap_or_default();
     let flag = |b: bool| if b { "true" } else { "false" };
     let labels = [
         ("name", pod.metadata.name.as_deref().unwrap_or_default()),
-        ("namespace", pod.metadata.namespace.as_deref().unwrap_or_default()),
+        (
+            "namespace",
+            pod.metadata.namespace.as_deref().unwrap_or_default(),
+        ),
         ("owner", owner.as_str()),
         ("node", node_name),
         ("scheduled", flag(!node_name.is_empty())),
@@ -131,9 +197,18 @@ fn emit_pod_state(pod: &LeanPod, nodes: &BTreeMap<&str, &LeanNode>, sink: &mut S
         ("arch", node_label(labels::ARCH_LABEL)),
         ("capacity_type", node_label(labels::CAPACITY_TYPE_LABEL)),
         ("instance_type", node_label(labels::INSTANCE_TYPE_LABEL)),
-        ("phase", pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or_default()),
+        (
+            "phase",
+            pod.status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .unwrap_or_default(),
+        ),
         ("ready", flag(ready_condition(pod).is_some())),
-        ("managed", flag(node_labels.is_some_and(|l| l.contains_key(labels::NODEPOOL_LABEL)))),
+        (
+            "managed",
+            flag(node_labels.is_some_and(|l| l.contains_key(labels::NODEPOOL_LABEL))),
+        ),
     ];
     sink(&labels, 1.0);
 }
@@ -144,7 +219,9 @@ mod tests {
 
     fn pod(uid: &str, ready_after: Option<u64>) -> Arc<LeanPod> {
         let conditions = match ready_after {
-            Some(seconds) => serde_json::json!([{"type": "Ready", "status": "True", "lastTransitionTime": format!("2026-01-01T00:00:{seconds:02}Z")}]),
+            Some(seconds) => {
+                serde_json::json!([{"type": "Ready", "status": "True", "lastTransitionTime": format!("2026-01-01T00:00:{seconds:02}Z")}])
+            }
             None => serde_json::json!([{"type": "Ready", "status": "False"}]),
         };
         Arc::new(
@@ -161,7 +238,10 @@ mod tests {
         let mut started = HashSet::new();
         let pods = vec![pod("a", Some(12)), pod("b", None)];
         assert_eq!(new_startups(&pods, &mut started), [12.0]);
-        assert!(new_startups(&pods, &mut started).is_empty(), "a pod already observed is not observed again");
+        assert!(
+            new_startups(&pods, &mut started).is_empty(),
+            "a pod already observed is not observed again"
+        );
         // b becomes Ready; a is deleted and forgotten.
         let pods = vec![pod("b", Some(30))];
         assert_eq!(new_startups(&pods, &mut started), [30.0]);

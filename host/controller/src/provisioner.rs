@@ -7,10 +7,13 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use joinery_api::{NodeClaim, NodeClaimResources, NodeClaimSpec, NodeClassReference, NodeOverlay, NodePool, NodeSelectorRequirementWithMinValues};
-use joinery_core::labels::{self, LabelPolicy};
+use joinery_api::{
+    NodeClaim, NodeClaimResources, NodeClaimSpec, NodeClassReference, NodeOverlay, NodePool,
+    NodeSelectorRequirementWithMinValues,
+};
 use joinery_core::disruption;
 use joinery_core::instance_type::InstanceType;
+use joinery_core::labels::{self, LabelPolicy};
 use joinery_core::overlay::{self, Overlay};
 use joinery_core::scheduling::{self, NewNodeClaim, PendingPod, Placement};
 use joinery_kube::lean::{LeanNode, LeanPod};
@@ -18,15 +21,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::watch;
 
-use crate::metrics::names;
 use crate::events::Involved;
+use crate::metrics::names;
 use crate::nodeclass;
-use joinery_kube::pods::is_provisionable;
 use crate::state::NodeClassKey;
-use joinery_kube::convert;
-use joinery_kube::template::nodepool_hash;
-use joinery_kube::assemble::{Assembly, BatchStatus, PoolOffer, ProblemObject, Source, assemble};
 use crate::{Context, ControllerError};
+use joinery_kube::assemble::{Assembly, BatchStatus, PoolOffer, ProblemObject, Source, assemble};
+use joinery_kube::convert;
+use joinery_kube::pods::is_provisionable;
+use joinery_kube::template::nodepool_hash;
 
 /// Provisionable pods trigger a new pass at least this often while they stay pending
 /// (upstream re-queues them every 10s).
@@ -107,7 +110,11 @@ pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
 /// set the pod watch keeps, and those on deleting nodes.
 fn provisionable_uids(ctx: &Context) -> HashSet<String> {
     let mut uids = ctx.state.provisionable.uids();
-    uids.extend(reschedulable_pods(ctx).iter().map(|p| p.metadata.uid.clone().unwrap_or_default()));
+    uids.extend(
+        reschedulable_pods(ctx)
+            .iter()
+            .map(|p| p.metadata.uid.clone().unwrap_or_default()),
+    );
     uids
 }
 
@@ -129,7 +136,12 @@ pub(crate) fn reschedulable_pods(ctx: &Context) -> Vec<Arc<LeanPod>> {
             .pods
             .state()
             .into_iter()
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| deleting.contains(n)))
+            .filter(|p| {
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .is_some_and(|n| deleting.contains(n))
+            })
             .collect::<Vec<_>>(),
     )
     .into_iter()
@@ -141,24 +153,38 @@ pub(crate) fn reschedulable_pods(ctx: &Context) -> Vec<Arc<LeanPod>> {
 /// claims still launching is unknown, so deciding now could launch twice.
 pub(crate) fn synced(ctx: &Context) -> bool {
     let claims = ctx.state.node_claims.state();
-    let names: BTreeSet<String> = claims.iter().filter_map(|c| c.metadata.name.clone()).collect();
+    let names: BTreeSet<String> = claims
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
     if ctx.inflight.created_not_cached(&names) {
         return false;
     }
-    claims.iter().all(|c| c.metadata.deletion_timestamp.is_some() || c.status.as_ref().is_some_and(|s| s.provider_id.is_some()))
+    claims.iter().all(|c| {
+        c.metadata.deletion_timestamp.is_some()
+            || c.status.as_ref().is_some_and(|s| s.provider_id.is_some())
+    })
 }
 
 /// One provisioning pass. Returns `Ok(false)` when the state is not synced yet.
 /// `overlay_problems` holds the NodeOverlay problems already reported (each is logged once
 /// while it lasts).
-pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -> Result<bool, ControllerError> {
+pub async fn provision(
+    ctx: &Context,
+    overlay_problems: &mut BTreeSet<String>,
+) -> Result<bool, ControllerError> {
     if !synced(ctx) {
         return Ok(false);
     }
     let cached = ctx.state.objects();
     let all_pods = &cached.pods;
     let moving = reschedulable_pods(ctx);
-    let pending: Vec<&LeanPod> = all_pods.iter().filter(|p| is_provisionable(p)).chain(moving.iter()).map(|p| p.as_ref()).collect();
+    let pending: Vec<&LeanPod> = all_pods
+        .iter()
+        .filter(|p| is_provisionable(p))
+        .chain(moving.iter())
+        .map(|p| p.as_ref())
+        .collect();
     if pending.is_empty() {
         return Ok(true);
     }
@@ -170,11 +196,26 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
         return Ok(false);
     }
     let objects = cached.lend();
-    let offers: Vec<PoolOffer<'_>> = pools.iter().map(|(pool, types)| PoolOffer { pool: pool.as_ref(), instance_types: types }).collect();
-    let assembly = assemble(&objects, &pending, &offers, &overlays, LabelPolicy::default(), Source::Cluster);
+    let offers: Vec<PoolOffer<'_>> = pools
+        .iter()
+        .map(|(pool, types)| PoolOffer {
+            pool: pool.as_ref(),
+            instance_types: types,
+        })
+        .collect();
+    let assembly = assemble(
+        &objects,
+        &pending,
+        &offers,
+        &overlays,
+        LabelPolicy::default(),
+        Source::Cluster,
+    );
     for problem in &assembly.problems {
         match problem.object {
-            ProblemObject::DaemonSet(_) => tracing::warn!(error = %problem.message, "DaemonSet ignored for overhead"),
+            ProblemObject::DaemonSet(_) => {
+                tracing::warn!(error = %problem.message, "DaemonSet ignored for overhead")
+            }
             ProblemObject::NodePool(i) => {
                 tracing::warn!(nodepool = pools[i].0.metadata.name.as_deref().unwrap_or(""), error = %problem.message, "NodePool skipped or left without limits")
             }
@@ -186,35 +227,85 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
             BatchStatus::Scheduled(_) => {
                 pod_objects.insert((batch.key.namespace.clone(), batch.key.name.clone()), pod);
             }
-            BatchStatus::Refused(message) => ctx.events.warning(&Involved::pod(pod), "FailedScheduling", message).await,
+            BatchStatus::Refused(message) => {
+                ctx.events
+                    .warning(&Involved::pod(pod), "FailedScheduling", message)
+                    .await
+            }
         }
     }
-    let Assembly { mut input, mut context, .. } = assembly;
+    let Assembly {
+        mut input,
+        mut context,
+        ..
+    } = assembly;
     if input.pods.is_empty() {
         return Ok(true);
     }
     apply_default_spread(ctx, &mut input.pods, &pod_objects);
     if input.nodepools.is_empty() {
         for pod in pod_objects.values() {
-            ctx.events.warning(&Involved::pod(pod), "FailedScheduling", "no dynamic nodepools found").await;
+            ctx.events
+                .warning(
+                    &Involved::pod(pod),
+                    "FailedScheduling",
+                    "no dynamic nodepools found",
+                )
+                .await;
         }
         return Ok(true);
     }
-    let pools_by_name: BTreeMap<String, &NodePool> =
-        pools.iter().map(|(pool, _)| (pool.metadata.name.clone().unwrap_or_default(), pool.as_ref())).collect();
+    let pools_by_name: BTreeMap<String, &NodePool> = pools
+        .iter()
+        .map(|(pool, _)| {
+            (
+                pool.metadata.name.clone().unwrap_or_default(),
+                pool.as_ref(),
+            )
+        })
+        .collect();
     let started = std::time::Instant::now();
     context.preference_policy = preference_policy(ctx);
     context.min_values_policy = min_values_policy(ctx);
-    let scheduling_id = format!("{:x}", ctx.clock.now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_millis());
-    ctx.metrics.replace(names::SCHEDULER_QUEUE_DEPTH, [(vec![("controller", "provisioner".to_string()), ("scheduling_id", scheduling_id)], input.pods.len() as f64)]);
+    let scheduling_id = format!(
+        "{:x}",
+        ctx.clock
+            .now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis()
+    );
+    ctx.metrics.replace(
+        names::SCHEDULER_QUEUE_DEPTH,
+        [(
+            vec![
+                ("controller", "provisioner".to_string()),
+                ("scheduling_id", scheduling_id),
+            ],
+            input.pods.len() as f64,
+        )],
+    );
     let result = scheduling::schedule_with_context(&input, &context, None);
     ctx.metrics.clear(names::SCHEDULER_QUEUE_DEPTH);
-    ctx.metrics.observe(names::SCHEDULER_SCHEDULING_DURATION, &[("controller", "provisioner")], started.elapsed().as_secs_f64());
+    ctx.metrics.observe(
+        names::SCHEDULER_SCHEDULING_DURATION,
+        &[("controller", "provisioner")],
+        started.elapsed().as_secs_f64(),
+    );
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     if result.new_claims.is_empty() {
-        tracing::debug!(pods = input.pods.len(), duration_ms, "computed scheduling decision: nothing to launch");
+        tracing::debug!(
+            pods = input.pods.len(),
+            duration_ms,
+            "computed scheduling decision: nothing to launch"
+        );
     } else {
-        tracing::info!(pods = input.pods.len(), new_nodeclaims = result.new_claims.len(), duration_ms, "computed scheduling decision");
+        tracing::info!(
+            pods = input.pods.len(),
+            new_nodeclaims = result.new_claims.len(),
+            duration_ms,
+            "computed scheduling decision"
+        );
     }
     // Nodes and in-flight claims chosen for pending pods are kept from disruption for the
     // nomination window (pods still pending renominate them on every pass).
@@ -226,24 +317,48 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
     });
     ctx.inflight.nominate(chosen, now, nominated_until);
     for placement in &result.placements {
-        let Some(pod) = pod_objects.get(&(placement.key.namespace.clone(), placement.key.name.clone())) else { continue };
+        let Some(pod) =
+            pod_objects.get(&(placement.key.namespace.clone(), placement.key.name.clone()))
+        else {
+            continue;
+        };
         if let Placement::Unschedulable { reason } = &placement.placement {
-            ctx.events.warning(&Involved::pod(pod), "FailedScheduling", &format!("Failed to schedule pod, {reason}")).await;
+            ctx.events
+                .warning(
+                    &Involved::pod(pod),
+                    "FailedScheduling",
+                    &format!("Failed to schedule pod, {reason}"),
+                )
+                .await;
         }
     }
     // Pods placed on existing nodes and in-flight NodeClaims get upstream's `Nominated` event
     // too, naming the NodeClaim and the Node (repeats within the window are dropped).
     let mut targets: BTreeMap<&str, String> = BTreeMap::new();
     for placement in &result.placements {
-        let Placement::Existing { node } = &placement.placement else { continue };
-        let Some(pod) = pod_objects.get(&(placement.key.namespace.clone(), placement.key.name.clone())) else { continue };
-        let target = targets
-            .entry(node.as_str())
-            .or_insert_with(|| nomination_target(node, ctx.state.node(node).as_deref(), &cached.node_claims));
-        ctx.events.normal(&Involved::pod(pod), "Nominated", &format!("Pod should schedule on: {target}")).await;
+        let Placement::Existing { node } = &placement.placement else {
+            continue;
+        };
+        let Some(pod) =
+            pod_objects.get(&(placement.key.namespace.clone(), placement.key.name.clone()))
+        else {
+            continue;
+        };
+        let target = targets.entry(node.as_str()).or_insert_with(|| {
+            nomination_target(node, ctx.state.node(node).as_deref(), &cached.node_claims)
+        });
+        ctx.events
+            .normal(
+                &Involved::pod(pod),
+                "Nominated",
+                &format!("Pod should schedule on: {target}"),
+            )
+            .await;
     }
     for (index, claim) in result.new_claims.iter().enumerate() {
-        let Some(pool) = pools_by_name.get(&claim.spec.nodepool) else { continue };
+        let Some(pool) = pools_by_name.get(&claim.spec.nodepool) else {
+            continue;
+        };
         match create_node_claim(ctx, pool, claim).await {
             Ok(created) => {
                 let created_name = created.metadata.name.clone().unwrap_or_default();
@@ -251,14 +366,29 @@ pub async fn provision(ctx: &Context, overlay_problems: &mut BTreeSet<String>) -
                     instance_types = claim.spec.instance_types.len(), requests = %claim.spec.requests, "created nodeclaim");
                 for key in &claim.pods {
                     if let Some(pod) = pod_objects.get(&(key.namespace.clone(), key.name.clone())) {
-                        ctx.events.normal(&Involved::pod(pod), "Nominated", &format!("Pod should schedule on: nodeclaim/{created_name}")).await;
+                        ctx.events
+                            .normal(
+                                &Involved::pod(pod),
+                                "Nominated",
+                                &format!("Pod should schedule on: nodeclaim/{created_name}"),
+                            )
+                            .await;
                     }
                 }
-                ctx.metrics.inc(crate::metrics::names::NODECLAIMS_CREATED, &[("reason", "provisioned"), ("nodepool", &claim.spec.nodepool)]);
-                ctx.inflight.nominate([created_name.as_str()], now, nominated_until);
+                ctx.metrics.inc(
+                    crate::metrics::names::NODECLAIMS_CREATED,
+                    &[
+                        ("reason", "provisioned"),
+                        ("nodepool", &claim.spec.nodepool),
+                    ],
+                );
+                ctx.inflight
+                    .nominate([created_name.as_str()], now, nominated_until);
                 ctx.inflight.record_created(created);
             }
-            Err(e) => tracing::warn!(index, nodepool = %claim.spec.nodepool, error = %e, "creating nodeclaim failed"),
+            Err(e) => {
+                tracing::warn!(index, nodepool = %claim.spec.nodepool, error = %e, "creating nodeclaim failed")
+            }
         }
     }
     Ok(true)
@@ -273,16 +403,25 @@ fn nomination_target(name: &str, node: Option<&LeanNode>, claims: &[Arc<NodeClai
             let provider_id = node.provider_id();
             claims.iter().find(|c| {
                 c.status.as_ref().is_some_and(|s| {
-                    s.node_name.as_deref() == Some(name) || (provider_id.is_some() && s.provider_id.as_deref() == provider_id)
+                    s.node_name.as_deref() == Some(name)
+                        || (provider_id.is_some() && s.provider_id.as_deref() == provider_id)
                 })
             })
         }
-        None => claims.iter().find(|c| c.metadata.name.as_deref() == Some(name)),
+        None => claims
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name)),
     };
-    let claim = claim.and_then(|c| c.metadata.name.as_deref()).map(|c| format!("nodeclaim/{c}"));
+    let claim = claim
+        .and_then(|c| c.metadata.name.as_deref())
+        .map(|c| format!("nodeclaim/{c}"));
     let node = node.map(|_| format!("node/{name}"));
     let parts: Vec<String> = claim.into_iter().chain(node).collect();
-    if parts.is_empty() { format!("nodeclaim/{name}") } else { parts.join(", ") }
+    if parts.is_empty() {
+        format!("nodeclaim/{name}")
+    } else {
+        parts.join(", ")
+    }
 }
 
 /// `PREFERENCE_POLICY` in the core's form.
@@ -303,8 +442,14 @@ pub(crate) fn min_values_policy(ctx: &Context) -> scheduling::MinValuesPolicy {
 
 /// Gives the batch's pods without spread constraints of their own `SCHEDULER_CONFIG`'s default
 /// constraints, with the selector kube-scheduler would deduce (see [`joinery_kube::spread`]).
-fn apply_default_spread(ctx: &Context, pods: &mut [PendingPod], objects: &BTreeMap<(String, String), &LeanPod>) {
-    let (defaults, Some(stores)) = (&ctx.settings.default_spread, &ctx.state.selectors) else { return };
+fn apply_default_spread(
+    ctx: &Context,
+    pods: &mut [PendingPod],
+    objects: &BTreeMap<(String, String), &LeanPod>,
+) {
+    let (defaults, Some(stores)) = (&ctx.settings.default_spread, &ctx.state.selectors) else {
+        return;
+    };
     if defaults.is_empty() {
         return;
     }
@@ -314,10 +459,14 @@ fn apply_default_spread(ctx: &Context, pods: &mut [PendingPod], objects: &BTreeM
         stores.stateful_sets.state(),
         stores.replication_controllers.state(),
     );
-    let services: Vec<&k8s_openapi::api::core::v1::Service> = services.iter().map(|s| s.as_ref()).collect();
-    let replica_sets: Vec<&k8s_openapi::api::apps::v1::ReplicaSet> = replica_sets.iter().map(|s| s.as_ref()).collect();
-    let stateful_sets: Vec<&k8s_openapi::api::apps::v1::StatefulSet> = stateful_sets.iter().map(|s| s.as_ref()).collect();
-    let controllers: Vec<&k8s_openapi::api::core::v1::ReplicationController> = controllers.iter().map(|s| s.as_ref()).collect();
+    let services: Vec<&k8s_openapi::api::core::v1::Service> =
+        services.iter().map(|s| s.as_ref()).collect();
+    let replica_sets: Vec<&k8s_openapi::api::apps::v1::ReplicaSet> =
+        replica_sets.iter().map(|s| s.as_ref()).collect();
+    let stateful_sets: Vec<&k8s_openapi::api::apps::v1::StatefulSet> =
+        stateful_sets.iter().map(|s| s.as_ref()).collect();
+    let controllers: Vec<&k8s_openapi::api::core::v1::ReplicationController> =
+        controllers.iter().map(|s| s.as_ref()).collect();
     let sources = joinery_kube::spread::SelectorSources {
         services: &services,
         replica_sets: &replica_sets,
@@ -325,7 +474,9 @@ fn apply_default_spread(ctx: &Context, pods: &mut [PendingPod], objects: &BTreeM
         replication_controllers: &controllers,
     };
     joinery_kube::spread::apply_to_batch(pods, defaults, sources, |pod| {
-        objects.get(&(pod.key.namespace.clone(), pod.key.name.clone())).copied()
+        objects
+            .get(&(pod.key.namespace.clone(), pod.key.name.clone()))
+            .copied()
     });
 }
 
@@ -353,7 +504,9 @@ pub fn usable_overlays<O: Borrow<NodeOverlay>>(objects: &[O]) -> OverlaySet {
         }
         match convert::overlay(o) {
             Ok(overlay) => set.overlays.push(overlay),
-            Err(reason) => set.invalid.push((o.metadata.name.clone().unwrap_or_default(), reason)),
+            Err(reason) => set
+                .invalid
+                .push((o.metadata.name.clone().unwrap_or_default(), reason)),
         }
     }
     set.conflicts = overlay::conflicts(&set.overlays);
@@ -363,8 +516,16 @@ pub fn usable_overlays<O: Borrow<NodeOverlay>>(objects: &[O]) -> OverlaySet {
 /// The NodeOverlays to apply in this pass: none unless the `NodeOverlay` feature gate is on.
 /// Skipped and conflicting overlays are reported (a warning log the first time a problem is
 /// seen, and a `FailedValidation` warning event on a skipped overlay).
-pub(crate) async fn current_overlays(ctx: &Context, reported: &mut BTreeSet<String>) -> Vec<Overlay> {
-    let Some(store) = ctx.state.node_overlays.as_ref().filter(|_| ctx.settings.feature_gates.node_overlay) else {
+pub(crate) async fn current_overlays(
+    ctx: &Context,
+    reported: &mut BTreeSet<String>,
+) -> Vec<Overlay> {
+    let Some(store) = ctx
+        .state
+        .node_overlays
+        .as_ref()
+        .filter(|_| ctx.settings.feature_gates.node_overlay)
+    else {
         return Vec::new();
     };
     let objects = store.state();
@@ -372,8 +533,17 @@ pub(crate) async fn current_overlays(ctx: &Context, reported: &mut BTreeSet<Stri
     let mut problems = Vec::new();
     for (name, reason) in &set.invalid {
         problems.push(format!("NodeOverlay {name} skipped: {reason}"));
-        if let Some(o) = objects.iter().find(|o| o.metadata.name.as_deref() == Some(name.as_str())) {
-            ctx.events.warning(&Involved::of(o.as_ref()), "FailedValidation", &format!("NodeOverlay skipped: {reason}")).await;
+        if let Some(o) = objects
+            .iter()
+            .find(|o| o.metadata.name.as_deref() == Some(name.as_str()))
+        {
+            ctx.events
+                .warning(
+                    &Involved::of(o.as_ref()),
+                    "FailedValidation",
+                    &format!("NodeOverlay skipped: {reason}"),
+                )
+                .await;
         }
     }
     for (a, b) in &set.conflicts {
@@ -393,7 +563,9 @@ pub(crate) async fn current_overlays(ctx: &Context, reported: &mut BTreeSet<Stri
 /// Ready, dynamic NodePools with their NodeClasses' instance types (capacity learned from
 /// joined nodes in place of the estimate, before NodeOverlays), by name. Also says whether
 /// some NodePool's NodeClass has never been resolved yet.
-pub(crate) async fn ready_nodepools(ctx: &Context) -> (Vec<(Arc<NodePool>, Vec<InstanceType>)>, bool) {
+pub(crate) async fn ready_nodepools(
+    ctx: &Context,
+) -> (Vec<(Arc<NodePool>, Vec<InstanceType>)>, bool) {
     let mut out = Vec::new();
     let mut unresolved = false;
     let mut pools = ctx.state.node_pools.state();
@@ -408,7 +580,10 @@ pub(crate) async fn ready_nodepools(ctx: &Context) -> (Vec<(Arc<NodePool>, Vec<I
             continue;
         }
         let class_ref = &pool.spec.template.spec.node_class_ref;
-        let key = NodeClassKey { group: class_ref.group.clone(), kind: class_ref.kind.clone() };
+        let key = NodeClassKey {
+            group: class_ref.group.clone(),
+            kind: class_ref.kind.clone(),
+        };
         let Some(class) = ctx.state.node_class(&key, &class_ref.name) else {
             tracing::debug!(nodepool = %name, "NodeClass not found; NodePool skipped");
             continue;
@@ -418,12 +593,20 @@ pub(crate) async fn ready_nodepools(ctx: &Context) -> (Vec<(Arc<NodePool>, Vec<I
             continue;
         }
         if !nodeclass::is_ready(&class) {
-            ctx.events.warning(&Involved::of(pool.as_ref()), "NodeClassNotReady", &format!("NodeClass {} is not ready", class_ref.name)).await;
+            ctx.events
+                .warning(
+                    &Involved::of(pool.as_ref()),
+                    "NodeClassNotReady",
+                    &format!("NodeClass {} is not ready", class_ref.name),
+                )
+                .await;
             continue;
         }
         match ctx.cloud.instance_types(&class).await {
             Ok(types) => out.push((pool, types)),
-            Err(e) => tracing::warn!(nodepool = %name, error = %e, "cannot list instance types; NodePool skipped"),
+            Err(e) => {
+                tracing::warn!(nodepool = %name, error = %e, "cannot list instance types; NodePool skipped")
+            }
         }
     }
     (out, unresolved)
@@ -433,21 +616,35 @@ pub(crate) async fn ready_nodepools(ctx: &Context) -> (Vec<(Arc<NodePool>, Vec<I
 /// their own order: the same set, ordered by price.
 fn cheapest_first(values: &[String], ranked: &[String]) -> Vec<String> {
     let wanted: BTreeSet<&str> = values.iter().map(String::as_str).collect();
-    let mut out: Vec<String> = ranked.iter().filter(|n| wanted.contains(n.as_str())).cloned().collect();
+    let mut out: Vec<String> = ranked
+        .iter()
+        .filter(|n| wanted.contains(n.as_str()))
+        .cloned()
+        .collect();
     let placed: BTreeSet<String> = out.iter().cloned().collect();
     out.extend(values.iter().filter(|v| !placed.contains(*v)).cloned());
     out
 }
 
-pub(crate) async fn create_node_claim(ctx: &Context, pool: &NodePool, claim: &NewNodeClaim) -> Result<NodeClaim, ControllerError> {
+pub(crate) async fn create_node_claim(
+    ctx: &Context,
+    pool: &NodePool,
+    claim: &NewNodeClaim,
+) -> Result<NodeClaim, ControllerError> {
     let spec = &claim.spec;
     let pool_name = pool.metadata.name.clone().unwrap_or_default();
     let mut annotations = spec.annotations.clone();
     annotations.insert(labels::NODEPOOL_HASH_ANNOTATION.into(), nodepool_hash(pool));
-    annotations.insert(labels::NODEPOOL_HASH_VERSION_ANNOTATION.into(), labels::NODEPOOL_HASH_VERSION.into());
+    annotations.insert(
+        labels::NODEPOOL_HASH_VERSION_ANNOTATION.into(),
+        labels::NODEPOOL_HASH_VERSION.into(),
+    );
     let mut claim_labels = spec.labels.clone();
     claim_labels.insert(labels::NODEPOOL_LABEL.into(), pool_name.clone());
-    claim_labels.insert(spec.node_class_ref.label_key(), spec.node_class_ref.name.clone());
+    claim_labels.insert(
+        spec.node_class_ref.label_key(),
+        spec.node_class_ref.name.clone(),
+    );
     let requirements: Vec<NodeSelectorRequirementWithMinValues> = spec
         .requirements
         .iter()
@@ -455,7 +652,9 @@ pub(crate) async fn create_node_claim(ctx: &Context, pool: &NodePool, claim: &Ne
         .map(|n| {
             // The instance types cheapest first (the order plugins may launch in, as the WIT
             // contract says), not in the requirement's set order; same values either way.
-            let values = if n.key == labels::INSTANCE_TYPE_LABEL && n.operator == joinery_core::requirements::Operator::In {
+            let values = if n.key == labels::INSTANCE_TYPE_LABEL
+                && n.operator == joinery_core::requirements::Operator::In
+            {
                 cheapest_first(&n.values, &spec.instance_types)
             } else {
                 n.values
@@ -486,19 +685,32 @@ pub(crate) async fn create_node_claim(ctx: &Context, pool: &NodePool, claim: &Ne
             ..Default::default()
         },
         spec: NodeClaimSpec {
-            taints: (!spec.taints.is_empty()).then(|| spec.taints.iter().map(convert::taint_to_k8s).collect()),
-            startup_taints: (!spec.startup_taints.is_empty()).then(|| spec.startup_taints.iter().map(convert::taint_to_k8s).collect()),
+            taints: (!spec.taints.is_empty())
+                .then(|| spec.taints.iter().map(convert::taint_to_k8s).collect()),
+            startup_taints: (!spec.startup_taints.is_empty()).then(|| {
+                spec.startup_taints
+                    .iter()
+                    .map(convert::taint_to_k8s)
+                    .collect()
+            }),
             requirements,
-            resources: Some(NodeClaimResources { requests: Some(convert::to_resource_list(&spec.requests)) }),
-            node_class_ref: NodeClassReference::new(spec.node_class_ref.group.clone(), spec.node_class_ref.kind.clone(), spec.node_class_ref.name.clone()),
+            resources: Some(NodeClaimResources {
+                requests: Some(convert::to_resource_list(&spec.requests)),
+            }),
+            node_class_ref: NodeClassReference::new(
+                spec.node_class_ref.group.clone(),
+                spec.node_class_ref.kind.clone(),
+                spec.node_class_ref.name.clone(),
+            ),
             termination_grace_period: template.termination_grace_period.clone(),
             expire_after: template.expire_after.clone(),
         },
         status: None,
     };
-    Ok(Api::<NodeClaim>::all(ctx.client.clone()).create(&PostParams::default(), &object).await?)
+    Ok(Api::<NodeClaim>::all(ctx.client.clone())
+        .create(&PostParams::default(), &object)
+        .await?)
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -511,49 +723,94 @@ mod tests {
     }
 
     fn overlay(name: &str, spec: serde_json::Value) -> NodeOverlay {
-        of(json!({"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": name}, "spec": spec}))
+        of(
+            json!({"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": name}, "spec": spec}),
+        )
     }
 
     #[test]
     fn a_nomination_names_the_nodeclaim_and_the_node() {
         let claim = |name: &str, node: Option<&str>, provider: &str| -> Arc<NodeClaim> {
-            Arc::new(of(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": name},
+            Arc::new(of(
+                json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": name},
                 "spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}, "requirements": []},
-                "status": {"nodeName": node, "providerID": provider}})))
+                "status": {"nodeName": node, "providerID": provider}}),
+            ))
         };
         let node = |name: &str, provider: &str| -> LeanNode {
             of(json!({"metadata": {"name": name}, "spec": {"providerID": provider}}))
         };
-        let claims = [claim("default-abcde", Some("node-1"), "sim://1"), claim("default-fghij", None, "sim://2")];
+        let claims = [
+            claim("default-abcde", Some("node-1"), "sim://1"),
+            claim("default-fghij", None, "sim://2"),
+        ];
         // A registered node: its claim, then the node (upstream's order).
-        assert_eq!(nomination_target("node-1", Some(&node("node-1", "sim://1")), &claims), "nodeclaim/default-abcde, node/node-1");
+        assert_eq!(
+            nomination_target("node-1", Some(&node("node-1", "sim://1")), &claims),
+            "nodeclaim/default-abcde, node/node-1"
+        );
         // A node whose claim has not recorded its name yet is matched by provider ID.
-        assert_eq!(nomination_target("node-2", Some(&node("node-2", "sim://2")), &claims), "nodeclaim/default-fghij, node/node-2");
+        assert_eq!(
+            nomination_target("node-2", Some(&node("node-2", "sim://2")), &claims),
+            "nodeclaim/default-fghij, node/node-2"
+        );
         // An in-flight claim without a node, and a node no claim manages.
-        assert_eq!(nomination_target("default-fghij", None, &claims), "nodeclaim/default-fghij");
-        assert_eq!(nomination_target("static-1", Some(&node("static-1", "static://1")), &claims), "node/static-1");
+        assert_eq!(
+            nomination_target("default-fghij", None, &claims),
+            "nodeclaim/default-fghij"
+        );
+        assert_eq!(
+            nomination_target("static-1", Some(&node("static-1", "static://1")), &claims),
+            "node/static-1"
+        );
     }
 
     #[test]
     fn instance_type_values_are_written_cheapest_first() {
         let values: Vec<String> = ["c3-16", "c3-4", "c3-8"].map(String::from).into();
         let ranked: Vec<String> = ["c3-4", "c3-8", "c3-16", "c3-32"].map(String::from).into();
-        assert_eq!(cheapest_first(&values, &ranked), ["c3-4", "c3-8", "c3-16"], "ranked order, only the requirement's values");
+        assert_eq!(
+            cheapest_first(&values, &ranked),
+            ["c3-4", "c3-8", "c3-16"],
+            "ranked order, only the requirement's values"
+        );
         let unranked: Vec<String> = ["b", "a"].map(String::from).into();
-        assert_eq!(cheapest_first(&unranked, &["a".to_string()]), ["a", "b"], "values missing from the ranking keep their place after");
+        assert_eq!(
+            cheapest_first(&unranked, &["a".to_string()]),
+            ["a", "b"],
+            "values missing from the ranking keep their place after"
+        );
     }
 
     #[test]
     fn invalid_overlays_are_skipped_and_named_while_the_others_apply() {
         let objects = vec![
-            Arc::new(overlay("cheap-large", json!({"requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["large"]}], "price": "0.01"}))),
-            Arc::new(overlay("both-prices", json!({"requirements": [], "price": "1", "priceAdjustment": "+1"}))),
+            Arc::new(overlay(
+                "cheap-large",
+                json!({"requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["large"]}], "price": "0.01"}),
+            )),
+            Arc::new(overlay(
+                "both-prices",
+                json!({"requirements": [], "price": "1", "priceAdjustment": "+1"}),
+            )),
         ];
         let set = usable_overlays(&objects);
-        assert_eq!(set.overlays.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), ["cheap-large"]);
+        assert_eq!(
+            set.overlays
+                .iter()
+                .map(|o| o.name.as_str())
+                .collect::<Vec<_>>(),
+            ["cheap-large"]
+        );
         assert_eq!(set.invalid.len(), 1);
         assert_eq!(set.invalid[0].0, "both-prices");
-        assert!(set.invalid[0].1.contains("spec.price and spec.priceAdjustment cannot both be set"), "{:?}", set.invalid);
+        assert!(
+            set.invalid[0]
+                .1
+                .contains("spec.price and spec.priceAdjustment cannot both be set"),
+            "{:?}",
+            set.invalid
+        );
         assert!(set.conflicts.is_empty());
 
         // Applied to a NodePool's types, the overlay makes the large type the cheaper one.
@@ -563,9 +820,23 @@ mod tests {
         )
         .unwrap();
         let types = overlay::apply_overlays(&catalog, &Requirements::new(), &set.overlays);
-        let price = |name: &str| types.iter().find(|t| t.name() == name).unwrap().offerings().cheapest().unwrap().price().unwrap();
+        let price = |name: &str| {
+            types
+                .iter()
+                .find(|t| t.name() == name)
+                .unwrap()
+                .offerings()
+                .cheapest()
+                .unwrap()
+                .price()
+                .unwrap()
+        };
         assert_eq!(price("large"), 0.01);
-        assert_eq!(price("small"), 0.1, "types the overlay does not match keep their price");
+        assert_eq!(
+            price("small"),
+            0.1,
+            "types the overlay does not match keep their price"
+        );
     }
 
     #[test]
@@ -576,6 +847,10 @@ mod tests {
         ];
         let set = usable_overlays(&objects);
         assert_eq!(set.overlays.len(), 2);
-        assert_eq!(set.conflicts, [("b".to_string(), "a".to_string())], "ties go to the name sorted last, as upstream");
+        assert_eq!(
+            set.conflicts,
+            [("b".to_string(), "a".to_string())],
+            "ties go to the name sorted last, as upstream"
+        );
     }
 }

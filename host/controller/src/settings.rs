@@ -71,8 +71,14 @@ impl Default for FeatureGates {
 
 impl FeatureGates {
     /// The gate names upstream accepts, in upstream's order.
-    pub const NAMES: [&'static str; 6] =
-        ["NodeRepair", "ReservedCapacity", "SpotToSpotConsolidation", "NodeOverlay", "StaticCapacity", "CapacityBuffer"];
+    pub const NAMES: [&'static str; 6] = [
+        "NodeRepair",
+        "ReservedCapacity",
+        "SpotToSpotConsolidation",
+        "NodeOverlay",
+        "StaticCapacity",
+        "CapacityBuffer",
+    ];
 
     fn gate_mut(&mut self, name: &str) -> Option<&mut bool> {
         Some(match name {
@@ -103,7 +109,10 @@ impl FeatureGates {
                 _ => return Err(format!("{name}: {value:?} is not true or false")),
             };
             let Some(gate) = gates.gate_mut(name) else {
-                return Err(format!("unknown feature gate {name:?}; known gates: {}", FeatureGates::NAMES.join(", ")));
+                return Err(format!(
+                    "unknown feature gate {name:?}; known gates: {}",
+                    FeatureGates::NAMES.join(", ")
+                ));
             };
             *gate = enabled;
         }
@@ -206,7 +215,13 @@ impl Settings {
         let duration = |name: &str, default: Duration| -> Result<Duration, SettingError> {
             match lookup(name) {
                 None => Ok(default),
-                Some(v) => parse_go_duration(&v).map_err(|e| err(name, &v, &format!("{e} (use a Go duration such as 1s or 500ms)"))),
+                Some(v) => parse_go_duration(&v).map_err(|e| {
+                    err(
+                        name,
+                        &v,
+                        &format!("{e} (use a Go duration such as 1s or 500ms)"),
+                    )
+                }),
             }
         };
         s.batch_idle_duration = duration("BATCH_IDLE_DURATION", s.batch_idle_duration)?;
@@ -219,19 +234,28 @@ impl Settings {
             };
         }
         if let Some(v) = lookup("SCHEDULER_CONFIG").filter(|v| !v.trim().is_empty()) {
-            s.default_spread = joinery_kube::spread::parse_scheduler_config(&v).map_err(|e| err("SCHEDULER_CONFIG", &v, &e.0))?;
+            s.default_spread = joinery_kube::spread::parse_scheduler_config(&v)
+                .map_err(|e| err("SCHEDULER_CONFIG", &v, &e.0))?;
         }
         if let Some(v) = lookup("MIN_VALUES_POLICY") {
             s.min_values_policy = match v.as_str() {
                 "Strict" => MinValuesPolicy::Strict,
                 "BestEffort" => MinValuesPolicy::BestEffort,
-                _ => return Err(err("MIN_VALUES_POLICY", &v, "expected Strict or BestEffort")),
+                _ => {
+                    return Err(err(
+                        "MIN_VALUES_POLICY",
+                        &v,
+                        "expected Strict or BestEffort",
+                    ));
+                }
             };
         }
         let port = |name: &str, default: u16| -> Result<u16, SettingError> {
             match lookup(name) {
                 None => Ok(default),
-                Some(v) => v.parse().map_err(|_| err(name, &v, "expected a port number 0-65535")),
+                Some(v) => v
+                    .parse()
+                    .map_err(|_| err(name, &v, "expected a port number 0-65535")),
             }
         };
         s.metrics_port = port("METRICS_PORT", s.metrics_port)?;
@@ -243,7 +267,8 @@ impl Settings {
             s.log_level = v;
         }
         if let Some(v) = lookup("FEATURE_GATES") {
-            s.feature_gates = FeatureGates::parse(&v).map_err(|problem| err("FEATURE_GATES", &v, &problem))?;
+            s.feature_gates =
+                FeatureGates::parse(&v).map_err(|problem| err("FEATURE_GATES", &v, &problem))?;
         }
         if let Some(v) = lookup("CLUSTER_NAME") {
             if v.is_empty() {
@@ -260,7 +285,11 @@ impl Settings {
         }
         if let Some(v) = lookup("LEADER_ELECTION_NAME") {
             if v.is_empty() {
-                return Err(err("LEADER_ELECTION_NAME", &v, "must not be empty (the Lease's name)"));
+                return Err(err(
+                    "LEADER_ELECTION_NAME",
+                    &v,
+                    "must not be empty (the Lease's name)",
+                ));
             }
             s.leader_election_name = v;
         }
@@ -269,7 +298,11 @@ impl Settings {
         }
         if let Some(v) = lookup("SYSTEM_NAMESPACE") {
             if v.is_empty() {
-                return Err(err("SYSTEM_NAMESPACE", &v, "must not be empty (the controller's namespace)"));
+                return Err(err(
+                    "SYSTEM_NAMESPACE",
+                    &v,
+                    "must not be empty (the controller's namespace)",
+                ));
             }
             s.system_namespace = v;
         }
@@ -293,7 +326,10 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn from(pairs: &[(&str, &str)]) -> Result<Settings, SettingError> {
-        let map: BTreeMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Settings::from_lookup(|k| map.get(k).cloned())
     }
 
@@ -324,42 +360,92 @@ mod tests {
         let gates = s.feature_gates;
         assert!(!gates.node_overlay && !gates.node_repair && !gates.spot_to_spot_consolidation);
         assert!(!gates.static_capacity && !gates.capacity_buffer);
-        assert!(gates.reserved_capacity, "ReservedCapacity is on by default upstream");
+        assert!(
+            gates.reserved_capacity,
+            "ReservedCapacity is on by default upstream"
+        );
     }
 
     #[test]
     fn feature_gates_override_only_the_named_gates() {
-        let s = from(&[("FEATURE_GATES", "NodeOverlay=true, ReservedCapacity=false,,")]).unwrap();
+        let s = from(&[(
+            "FEATURE_GATES",
+            "NodeOverlay=true, ReservedCapacity=false,,",
+        )])
+        .unwrap();
         assert!(s.feature_gates.node_overlay);
         assert!(!s.feature_gates.reserved_capacity);
-        assert!(!s.feature_gates.node_repair, "gates not named keep their default");
+        assert!(
+            !s.feature_gates.node_repair,
+            "gates not named keep their default"
+        );
         let upstream_default = "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false";
-        assert_eq!(from(&[("FEATURE_GATES", upstream_default)]).unwrap().feature_gates, FeatureGates::default());
-        assert!(from(&[("FEATURE_GATES", "NodeOverlay=1")]).unwrap().feature_gates.node_overlay, "Go booleans");
-        assert_eq!(from(&[("FEATURE_GATES", "")]).unwrap().feature_gates, FeatureGates::default());
+        assert_eq!(
+            from(&[("FEATURE_GATES", upstream_default)])
+                .unwrap()
+                .feature_gates,
+            FeatureGates::default()
+        );
+        assert!(
+            from(&[("FEATURE_GATES", "NodeOverlay=1")])
+                .unwrap()
+                .feature_gates
+                .node_overlay,
+            "Go booleans"
+        );
+        assert_eq!(
+            from(&[("FEATURE_GATES", "")]).unwrap().feature_gates,
+            FeatureGates::default()
+        );
     }
 
     #[test]
     fn invalid_feature_gates_name_the_variable_and_the_gate() {
-        for (value, says) in [("NodeOverlay=yes", "NodeOverlay"), ("NodeOverlay", "Name=true"), ("NodeOverlays=true", "unknown feature gate \"NodeOverlays\"")] {
+        for (value, says) in [
+            ("NodeOverlay=yes", "NodeOverlay"),
+            ("NodeOverlay", "Name=true"),
+            ("NodeOverlays=true", "unknown feature gate \"NodeOverlays\""),
+        ] {
             let e = from(&[("FEATURE_GATES", value)]).unwrap_err();
             assert_eq!(e.name, "FEATURE_GATES");
             let text = e.to_string();
-            assert!(text.contains("FEATURE_GATES") && text.contains(says), "{text}");
+            assert!(
+                text.contains("FEATURE_GATES") && text.contains(says),
+                "{text}"
+            );
         }
     }
 
     #[test]
     fn reads_upstream_variable_names() {
-        let s = from(&[("BATCH_IDLE_DURATION", "500ms"), ("BATCH_MAX_DURATION", "3s"), ("PREFERENCE_POLICY", "Ignore")]).unwrap();
+        let s = from(&[
+            ("BATCH_IDLE_DURATION", "500ms"),
+            ("BATCH_MAX_DURATION", "3s"),
+            ("PREFERENCE_POLICY", "Ignore"),
+        ])
+        .unwrap();
         assert_eq!(s.batch_idle_duration, Duration::from_millis(500));
         assert_eq!(s.batch_max_duration, Duration::from_secs(3));
         assert_eq!(s.preference_policy, PreferencePolicy::Ignore);
-        let s = from(&[("DISABLE_LEADER_ELECTION", "true"), ("LEADER_ELECTION_NAME", "mine"), ("LEADER_ELECTION_NAMESPACE", "ops")]).unwrap();
+        let s = from(&[
+            ("DISABLE_LEADER_ELECTION", "true"),
+            ("LEADER_ELECTION_NAME", "mine"),
+            ("LEADER_ELECTION_NAMESPACE", "ops"),
+        ])
+        .unwrap();
         assert!(s.disable_leader_election);
-        assert_eq!((s.leader_election_name.as_str(), s.leader_election_namespace.as_str()), ("mine", "ops"));
+        assert_eq!(
+            (
+                s.leader_election_name.as_str(),
+                s.leader_election_namespace.as_str()
+            ),
+            ("mine", "ops")
+        );
         let s = from(&[]).unwrap();
-        assert!(!s.disable_leader_election, "election is on by default, as upstream");
+        assert!(
+            !s.disable_leader_election,
+            "election is on by default, as upstream"
+        );
         assert_eq!(s.leader_election_name, "joinery-leader-election");
     }
 
@@ -368,10 +454,27 @@ mod tests {
         let e = from(&[("BATCH_MAX_DURATION", "ten")]).unwrap_err();
         assert_eq!(e.name, "BATCH_MAX_DURATION");
         assert!(e.to_string().contains("Go duration"), "{e}");
-        assert_eq!(from(&[("MIN_VALUES_POLICY", "strict")]).unwrap_err().name, "MIN_VALUES_POLICY");
-        assert_eq!(from(&[("LOG_LEVEL", "trace")]).unwrap_err().name, "LOG_LEVEL");
-        assert_eq!(from(&[("BATCH_IDLE_DURATION", "20s")]).unwrap_err().name, "BATCH_IDLE_DURATION");
-        assert_eq!(from(&[("DISABLE_LEADER_ELECTION", "maybe")]).unwrap_err().name, "DISABLE_LEADER_ELECTION");
-        assert_eq!(from(&[("LEADER_ELECTION_NAME", "")]).unwrap_err().name, "LEADER_ELECTION_NAME");
+        assert_eq!(
+            from(&[("MIN_VALUES_POLICY", "strict")]).unwrap_err().name,
+            "MIN_VALUES_POLICY"
+        );
+        assert_eq!(
+            from(&[("LOG_LEVEL", "trace")]).unwrap_err().name,
+            "LOG_LEVEL"
+        );
+        assert_eq!(
+            from(&[("BATCH_IDLE_DURATION", "20s")]).unwrap_err().name,
+            "BATCH_IDLE_DURATION"
+        );
+        assert_eq!(
+            from(&[("DISABLE_LEADER_ELECTION", "maybe")])
+                .unwrap_err()
+                .name,
+            "DISABLE_LEADER_ELECTION"
+        );
+        assert_eq!(
+            from(&[("LEADER_ELECTION_NAME", "")]).unwrap_err().name,
+            "LEADER_ELECTION_NAME"
+        );
     }
 }

@@ -4,12 +4,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::lean_cache::{Cached, LeanCacheWriter, NodeCache, PodCache, lean_cache};
 use futures::StreamExt;
 use joinery_api::{NodeClaim, NodeOverlay, NodePool};
-use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
 use joinery_kube::lean::{LeanNode, LeanPod, WatchedNode, WatchedPod};
-use crate::lean_cache::{Cached, LeanCacheWriter, NodeCache, PodCache, lean_cache};
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service};
+use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    Namespace, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{Api, DynamicObject, GroupVersionKind};
@@ -88,13 +90,18 @@ struct ProvisionableSets {
 impl ProvisionablePods {
     /// Takes in one event of the pod watch.
     pub fn observe(&self, event: &watcher::Event<Arc<LeanPod>>) {
-        let mut sets = self.sets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut sets = self
+            .sets
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let uid = |pod: &LeanPod| pod.metadata.uid.clone().unwrap_or_default();
         match event {
             watcher::Event::Init => sets.relisting = Some(Default::default()),
             watcher::Event::InitApply(pod) => {
                 if joinery_kube::pods::is_provisionable(pod) {
-                    sets.relisting.get_or_insert_with(Default::default).insert(uid(pod));
+                    sets.relisting
+                        .get_or_insert_with(Default::default)
+                        .insert(uid(pod));
                 }
             }
             watcher::Event::InitDone => {
@@ -117,7 +124,11 @@ impl ProvisionablePods {
 
     /// The uids now.
     pub fn uids(&self) -> std::collections::HashSet<String> {
-        self.sets.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).current.clone()
+        self.sets
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .current
+            .clone()
     }
 }
 
@@ -226,7 +237,15 @@ keep_all_but_managed_fields!(
 
 /// An object watched into a [`LeanCache`](crate::lean_cache::LeanCache): what the watch
 /// reads, and how it becomes what the cache keeps.
-trait LeanWatched: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static {
+trait LeanWatched:
+    kube::Resource<DynamicType = ()>
+    + Clone
+    + std::fmt::Debug
+    + serde::de::DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
     /// What the cache keeps.
     type Lean: Cached;
     /// The object as the cache keeps it.
@@ -288,16 +307,29 @@ fn spawn_reflector<K>(
     what: String,
 ) -> JoinHandle<()>
 where
-    K: kube::Resource + Trim + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K: kube::Resource
+        + Trim
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
     tokio::spawn(async move {
-        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).modify(Trim::trim)).default_backoff();
+        let stream = reflector::reflector(
+            writer,
+            watcher(api, watcher::Config::default()).modify(Trim::trim),
+        )
+        .default_backoff();
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
             match event {
                 Ok(_) => changed.notify_waiters(),
-                Err(e) => tracing::warn!(kind = %what, error = %e, "watch failed; retrying with backoff"),
+                Err(e) => {
+                    tracing::warn!(kind = %what, error = %e, "watch failed; retrying with backoff")
+                }
             }
         }
     })
@@ -320,7 +352,12 @@ impl ClusterState {
         macro_rules! watch_all {
             ($ty:ty, $what:literal) => {{
                 let (reader, writer) = reflector::store::<$ty>();
-                tasks.push(spawn_reflector(Api::<$ty>::all(client.clone()), writer, changed.clone(), $what.to_string()));
+                tasks.push(spawn_reflector(
+                    Api::<$ty>::all(client.clone()),
+                    writer,
+                    changed.clone(),
+                    $what.to_string(),
+                ));
                 reader
             }};
         }
@@ -329,12 +366,22 @@ impl ClusterState {
             let (reader, writer) = lean_cache();
             let provisionable = provisionable.clone();
             let observe = move |event: &watcher::Event<Arc<LeanPod>>| provisionable.observe(event);
-            tasks.push(spawn_lean_watch(Api::<WatchedPod>::all(client.clone()), writer, observe, changed.clone()));
+            tasks.push(spawn_lean_watch(
+                Api::<WatchedPod>::all(client.clone()),
+                writer,
+                observe,
+                changed.clone(),
+            ));
             reader
         };
         let nodes = {
             let (reader, writer) = lean_cache();
-            tasks.push(spawn_lean_watch(Api::<WatchedNode>::all(client.clone()), writer, |_| {}, changed.clone()));
+            tasks.push(spawn_lean_watch(
+                Api::<WatchedNode>::all(client.clone()),
+                writer,
+                |_| {},
+                changed.clone(),
+            ));
             reader
         };
         let node_claims = watch_all!(NodeClaim, "NodeClaim");
@@ -382,7 +429,12 @@ impl ClusterState {
             let writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
             let reader = writer.as_reader();
             let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
-            tasks.push(spawn_reflector(api, writer, changed.clone(), key.kind.clone()));
+            tasks.push(spawn_reflector(
+                api,
+                writer,
+                changed.clone(),
+                key.kind.clone(),
+            ));
             node_classes.insert(key.clone(), reader);
         }
         let tasks = StateTasks(tasks);
@@ -410,35 +462,94 @@ impl ClusterState {
 
     async fn wait_synced(&self) -> Result<(), ControllerError> {
         let not_synced = |what: &str| ControllerError::NotSynced(what.to_string());
-        self.pods.wait_until_ready().await.map_err(|_| not_synced("pods"))?;
-        self.nodes.wait_until_ready().await.map_err(|_| not_synced("nodes"))?;
-        self.node_claims.wait_until_ready().await.map_err(|_| not_synced("nodeclaims"))?;
-        self.node_pools.wait_until_ready().await.map_err(|_| not_synced("nodepools"))?;
-        self.daemon_sets.wait_until_ready().await.map_err(|_| not_synced("daemonsets"))?;
-        self.pdbs.wait_until_ready().await.map_err(|_| not_synced("poddisruptionbudgets"))?;
-        self.persistent_volumes.wait_until_ready().await.map_err(|_| not_synced("persistentvolumes"))?;
-        self.persistent_volume_claims.wait_until_ready().await.map_err(|_| not_synced("persistentvolumeclaims"))?;
-        self.storage_classes.wait_until_ready().await.map_err(|_| not_synced("storageclasses"))?;
-        self.namespaces.wait_until_ready().await.map_err(|_| not_synced("namespaces"))?;
-        self.csi_nodes.wait_until_ready().await.map_err(|_| not_synced("csinodes"))?;
+        self.pods
+            .wait_until_ready()
+            .await
+            .map_err(|_| not_synced("pods"))?;
+        self.nodes
+            .wait_until_ready()
+            .await
+            .map_err(|_| not_synced("nodes"))?;
+        self.node_claims
+            .wait_until_ready()
+            .await
+            .map_err(|_| not_synced("nodeclaims"))?;
+        self.node_pools
+            .wait_until_ready()
+            .await
+            .map_err(|_| not_synced("nodepools"))?;
+        self.daemon_sets
+            .wait_until_ready()
+            .await
+            .map_err(|_| not_synced("daemonsets"))?;
+        self.pdbs
+            .wait_until_ready()
+            .await
+            .map_err(|_| not_synced("poddisruptionbudgets"))?;
+        self.persistent_volumes
+            .wait_until_ready()
+            .await
+            .map_err(|_| not_synced("persistentvolumes"))?;
+        self.persistent_volume_claims
+            .wait_until_ready()
+            .await
+            .map_err(|_| not_synced("persistentvolumeclaims"))?;
+        self.storage_classes
+            .wait_until_ready()
+            .await
+            .map_err(|_| not_synced("storageclasses"))?;
+        self.namespaces
+            .wait_until_ready()
+            .await
+            .map_err(|_| not_synced("namespaces"))?;
+        self.csi_nodes
+            .wait_until_ready()
+            .await
+            .map_err(|_| not_synced("csinodes"))?;
         if let Some(overlays) = &self.node_overlays {
-            overlays.wait_until_ready().await.map_err(|_| not_synced("nodeoverlays"))?;
+            overlays
+                .wait_until_ready()
+                .await
+                .map_err(|_| not_synced("nodeoverlays"))?;
         }
         if let Some(selectors) = &self.selectors {
-            selectors.services.wait_until_ready().await.map_err(|_| not_synced("services"))?;
-            selectors.replica_sets.wait_until_ready().await.map_err(|_| not_synced("replicasets"))?;
-            selectors.stateful_sets.wait_until_ready().await.map_err(|_| not_synced("statefulsets"))?;
-            selectors.replication_controllers.wait_until_ready().await.map_err(|_| not_synced("replicationcontrollers"))?;
+            selectors
+                .services
+                .wait_until_ready()
+                .await
+                .map_err(|_| not_synced("services"))?;
+            selectors
+                .replica_sets
+                .wait_until_ready()
+                .await
+                .map_err(|_| not_synced("replicasets"))?;
+            selectors
+                .stateful_sets
+                .wait_until_ready()
+                .await
+                .map_err(|_| not_synced("statefulsets"))?;
+            selectors
+                .replication_controllers
+                .wait_until_ready()
+                .await
+                .map_err(|_| not_synced("replicationcontrollers"))?;
         }
         for (key, store) in &self.node_classes {
-            store.wait_until_ready().await.map_err(|_| not_synced(&key.kind))?;
+            store
+                .wait_until_ready()
+                .await
+                .map_err(|_| not_synced(&key.kind))?;
         }
         Ok(())
     }
 
     /// The Node whose `spec.providerID` is `provider_id`, if exactly one exists.
     pub fn nodes_with_provider_id(&self, provider_id: &str) -> Vec<Arc<LeanNode>> {
-        self.nodes.state().into_iter().filter(|n| n.provider_id() == Some(provider_id)).collect()
+        self.nodes
+            .state()
+            .into_iter()
+            .filter(|n| n.provider_id() == Some(provider_id))
+            .collect()
     }
 
     /// The objects a scheduling or disruption pass reads, taken from the caches at once.
@@ -471,13 +582,20 @@ impl ClusterState {
         self.pods
             .state()
             .into_iter()
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node) && !is_terminal(p))
+            .filter(|p| {
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
+                    && !is_terminal(p)
+            })
             .collect()
     }
 
     /// The NodeClass object `name` of the given kind.
     pub fn node_class(&self, key: &NodeClassKey, name: &str) -> Option<Arc<DynamicObject>> {
-        self.node_classes.get(key)?.state().into_iter().find(|o| o.metadata.name.as_deref() == Some(name))
+        self.node_classes
+            .get(key)?
+            .state()
+            .into_iter()
+            .find(|o| o.metadata.name.as_deref() == Some(name))
     }
 }
 
@@ -514,7 +632,10 @@ mod tests {
         .unwrap();
         pod.trim();
         let kept = serde_json::to_value(&pod).unwrap();
-        assert_eq!(kept["metadata"]["annotations"], json!({"karpenter.sh/do-not-disrupt": "true"}));
+        assert_eq!(
+            kept["metadata"]["annotations"],
+            json!({"karpenter.sh/do-not-disrupt": "true"})
+        );
         assert!(kept["metadata"].get("managedFields").is_none());
         assert_eq!(kept["metadata"]["ownerReferences"][0]["uid"], "u1");
         assert_eq!(kept["spec"]["nodeSelector"], json!({"disk": "ssd"}));
@@ -523,12 +644,21 @@ mod tests {
             kept["spec"]["containers"],
             json!([{"name": "app", "ports": [{"containerPort": 53, "hostPort": 53, "protocol": "UDP"}], "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}])
         );
-        assert_eq!(kept["spec"]["initContainers"], json!([{"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}}]));
-        assert_eq!(kept["spec"]["volumes"], json!([{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]));
+        assert_eq!(
+            kept["spec"]["initContainers"],
+            json!([{"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}}])
+        );
+        assert_eq!(
+            kept["spec"]["volumes"],
+            json!([{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}])
+        );
         // Only kube-scheduler's verdict and readiness stay, without messages.
-        assert_eq!(kept["status"], json!({"phase": "Pending", "nominatedNodeName": "n1",
+        assert_eq!(
+            kept["status"],
+            json!({"phase": "Pending", "nominatedNodeName": "n1",
             "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": "2026-01-01T00:00:01Z"},
-                {"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]}));
+                {"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]})
+        );
     }
 
     #[test]
@@ -549,8 +679,17 @@ mod tests {
         .unwrap();
         // What guarded writes and finalizer edits read.
         use kube::Resource;
-        assert_eq!((watched.meta().name.as_deref(), watched.meta().resource_version.as_deref()), (Some("n1"), Some("7")));
-        assert_eq!(watched.meta().finalizers, Some(vec!["karpenter.sh/termination".to_string()]));
+        assert_eq!(
+            (
+                watched.meta().name.as_deref(),
+                watched.meta().resource_version.as_deref()
+            ),
+            (Some("n1"), Some("7"))
+        );
+        assert_eq!(
+            watched.meta().finalizers,
+            Some(vec!["karpenter.sh/termination".to_string()])
+        );
         let kept = serde_json::to_value(watched.lean()).unwrap();
         assert_eq!(
             kept,

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use joinery_api::{HasConditions, NodeClaim, NodePool};
-use joinery_core::disruption::{StaticAction, StaticClaim, reschedule_cost, static_action, static_claim};
+use joinery_core::disruption::{
+    StaticAction, StaticClaim, reschedule_cost, static_action, static_claim,
+};
 use joinery_core::labels;
 use joinery_kube::drain::reschedulable_pods;
 use joinery_kube::template::node_claim_template;
@@ -23,7 +25,14 @@ pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
     if !ctx.settings.feature_gates.static_capacity {
         return;
     }
-    util::run_loop(ctx, stopped, "static-pools", Duration::from_secs(2), |ctx| async move { step(&ctx).await }).await;
+    util::run_loop(
+        ctx,
+        stopped,
+        "static-pools",
+        Duration::from_secs(2),
+        |ctx| async move { step(&ctx).await },
+    )
+    .await;
 }
 
 async fn step(ctx: &Context) -> Result<(), ControllerError> {
@@ -32,17 +41,28 @@ async fn step(ctx: &Context) -> Result<(), ControllerError> {
     }
     let claims = ctx.state.node_claims.state();
     for pool in ctx.state.node_pools.state() {
-        let Some(replicas) = pool.spec.replicas else { continue };
+        let Some(replicas) = pool.spec.replicas else {
+            continue;
+        };
         if pool.metadata.deletion_timestamp.is_some() {
             continue;
         }
         let name = pool.metadata.name.clone().unwrap_or_default();
         let mine: Vec<&Arc<NodeClaim>> = claims
             .iter()
-            .filter(|c| c.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)) == Some(&name))
+            .filter(|c| {
+                c.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(labels::NODEPOOL_LABEL))
+                    == Some(&name)
+            })
             .filter(|c| c.metadata.deletion_timestamp.is_none())
             .collect();
-        if mine.iter().any(|c| c.condition(DISRUPTION_REASON).is_some()) {
+        if mine
+            .iter()
+            .any(|c| c.condition(DISRUPTION_REASON).is_some())
+        {
             // A disruption command replaces one of its claims (marked first, replacement
             // created next): count again once it has finished or rolled back.
             continue;
@@ -69,7 +89,9 @@ async fn step(ctx: &Context) -> Result<(), ControllerError> {
 
 fn view(ctx: &Context, claim: &NodeClaim) -> StaticClaim {
     let node = claim.status.as_ref().and_then(|s| s.node_name.clone());
-    let pods = node.map(|n| reschedulable_pods(&ctx.state.pods_on_node(&n))).unwrap_or_default();
+    let pods = node
+        .map(|n| reschedulable_pods(&ctx.state.pods_on_node(&n)))
+        .unwrap_or_default();
     StaticClaim {
         name: claim.metadata.name.clone().unwrap_or_default(),
         launched: claim.is_condition_true(LAUNCHED),
@@ -91,7 +113,10 @@ async fn create(ctx: &Context, pool: &NodePool, count: u64) -> Result<(), Contro
         let created = provisioner::create_node_claim(ctx, pool, &static_claim(&template)).await?;
         let created_name = created.metadata.name.clone().unwrap_or_default();
         tracing::info!(nodepool = %name, nodeclaim = %created_name, "static nodepool below its replicas; created nodeclaim");
-        ctx.metrics.inc(crate::metrics::names::NODECLAIMS_CREATED, &[("reason", "static"), ("nodepool", &name)]);
+        ctx.metrics.inc(
+            crate::metrics::names::NODECLAIMS_CREATED,
+            &[("reason", "static"), ("nodepool", &name)],
+        );
         ctx.inflight.record_created(created);
     }
     Ok(())

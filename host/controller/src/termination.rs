@@ -13,9 +13,9 @@ use std::time::Duration;
 use joinery_api::{ConditionStatus, HasConditions, NodeClaim};
 use joinery_core::drain::{self, DrainAction, DrainPod, NodeTermination, TerminationStep};
 use joinery_core::labels;
+use joinery_kube::lean::{LeanNode, LeanPod, WatchedNode};
 use joinery_runtime::CallError;
 use joinery_runtime::contract::CloudError;
-use joinery_kube::lean::{LeanNode, LeanPod, WatchedNode};
 use k8s_openapi::api::core::v1::{Pod, Taint};
 use kube::api::{Api, DeleteParams, EvictParams};
 use serde_json::json;
@@ -23,10 +23,10 @@ use tokio::sync::watch;
 
 use crate::events::Involved;
 use crate::lifecycle::conditions::DRAINED;
-use joinery_kube::drain::{drain_pod, termination_deadline};
 use crate::util;
 use crate::writes::{self, Part};
 use crate::{CloudCall, Context, ControllerError};
+use joinery_kube::drain::{drain_pod, termination_deadline};
 
 /// The controller name cloud calls of this loop are counted under.
 const CONTROLLER: &str = "node.termination";
@@ -36,17 +36,31 @@ pub const MAX_CONCURRENT_TERMINATIONS: usize = 64;
 
 /// Runs the termination loop.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
-    util::run_keyed_loop(ctx, stopped, "node.termination", MAX_CONCURRENT_TERMINATIONS, step).await;
+    util::run_keyed_loop(
+        ctx,
+        stopped,
+        "node.termination",
+        MAX_CONCURRENT_TERMINATIONS,
+        step,
+    )
+    .await;
 }
 
 async fn step(ctx: Arc<Context>, workers: Arc<util::KeyedWorkers>) -> Result<(), ControllerError> {
     for node in ctx.state.nodes.state() {
         let terminating = node.metadata.deletion_timestamp.is_some()
-            && node.metadata.finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER);
+            && node
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f == labels::TERMINATION_FINALIZER);
         if terminating {
             let ctx = ctx.clone();
             let key = node.name().to_string();
-            workers.spawn(key, async move { terminate(&ctx, &node).await }).await;
+            workers
+                .spawn(key, async move { terminate(&ctx, &node).await })
+                .await;
         }
     }
     Ok(())
@@ -57,15 +71,17 @@ async fn terminate(ctx: &Context, node: &LeanNode) -> Result<(), ControllerError
     let provider_id = node.provider_id().unwrap_or_default().to_string();
     let claim = (!provider_id.is_empty())
         .then(|| {
-            ctx.state
-                .node_claims
-                .state()
-                .into_iter()
-                .find(|c| c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id.as_str()))
+            ctx.state.node_claims.state().into_iter().find(|c| {
+                c.status.as_ref().and_then(|s| s.provider_id.as_deref())
+                    == Some(provider_id.as_str())
+            })
         })
         .flatten();
     let plugin = match &claim {
-        Some(c) => Some(ctx.cloud.plugin_for(&c.spec.node_class_ref.group, &c.spec.node_class_ref.kind)?),
+        Some(c) => Some(
+            ctx.cloud
+                .plugin_for(&c.spec.node_class_ref.group, &c.spec.node_class_ref.kind)?,
+        ),
         None => None,
     };
     let now = ctx.clock.now();
@@ -74,12 +90,19 @@ async fn terminate(ctx: &Context, node: &LeanNode) -> Result<(), ControllerError
     let views: Vec<DrainPod> = pods.iter().map(|p| drain_pod(p, now)).collect();
     let plan = drain::plan(&views, now, deadline);
     let mut view = NodeTermination {
-        claim_live: claim.as_ref().is_some_and(|c| c.metadata.deletion_timestamp.is_none()),
+        claim_live: claim
+            .as_ref()
+            .is_some_and(|c| c.metadata.deletion_timestamp.is_none()),
         cloud: plugin.is_some(),
         ready: node.is_ready(),
         instance_gone: None,
-        tainted: node.taints().iter().any(|t| t.key == labels::DISRUPTED_TAINT_KEY && t.effect == "NoSchedule")
-            && node.label(labels::EXCLUDE_FROM_LOAD_BALANCERS_LABEL).is_some(),
+        tainted: node
+            .taints()
+            .iter()
+            .any(|t| t.key == labels::DISRUPTED_TAINT_KEY && t.effect == "NoSchedule")
+            && node
+                .label(labels::EXCLUDE_FROM_LOAD_BALANCERS_LABEL)
+                .is_some(),
         drained: plan.drained(),
         drained_marked: claim.as_ref().is_none_or(|c| c.is_condition_true(DRAINED)),
         instance_deleted: false,
@@ -87,8 +110,14 @@ async fn terminate(ctx: &Context, node: &LeanNode) -> Result<(), ControllerError
     loop {
         match drain::next_termination_step(&view) {
             TerminationStep::DeleteClaim => {
-                let name = claim.as_ref().and_then(|c| c.metadata.name.clone()).unwrap_or_default();
-                match Api::<NodeClaim>::all(ctx.client.clone()).delete(&name, &DeleteParams::background()).await {
+                let name = claim
+                    .as_ref()
+                    .and_then(|c| c.metadata.name.clone())
+                    .unwrap_or_default();
+                match Api::<NodeClaim>::all(ctx.client.clone())
+                    .delete(&name, &DeleteParams::background())
+                    .await
+                {
                     Ok(_) => {}
                     Err(e) if util::is_not_found(&e) => {}
                     Err(e) => return Err(e.into()),
@@ -98,8 +127,16 @@ async fn terminate(ctx: &Context, node: &LeanNode) -> Result<(), ControllerError
             TerminationStep::CheckInstance => {
                 let plugin = plugin.as_ref().expect("a cloud to ask");
                 let call = CloudCall::new(plugin.name(), "get", &provider_id);
-                let result = ctx.call_cloud(CONTROLLER, &call, plugin.get(&provider_id)).await;
-                let gone = matches!(result, Ok(Err(CallError::Cloud { error: CloudError::NotFound(_), .. })));
+                let result = ctx
+                    .call_cloud(CONTROLLER, &call, plugin.get(&provider_id))
+                    .await;
+                let gone = matches!(
+                    result,
+                    Ok(Err(CallError::Cloud {
+                        error: CloudError::NotFound(_),
+                        ..
+                    }))
+                );
                 if gone {
                     tracing::info!(node = %node_name, %provider_id, "node is not ready and its instance is gone; skipping the drain");
                 }
@@ -121,20 +158,38 @@ async fn terminate(ctx: &Context, node: &LeanNode) -> Result<(), ControllerError
                 for action in &plan.actions {
                     match *action {
                         DrainAction::Evict(i) => evict(ctx, &pods[i]).await,
-                        DrainAction::ForceDelete { pod, grace } => force_delete(ctx, &pods[pod], grace).await,
+                        DrainAction::ForceDelete { pod, grace } => {
+                            force_delete(ctx, &pods[pod], grace).await
+                        }
                     }
                 }
                 if plan.blocked_by_do_not_disrupt > 0 {
                     tracing::debug!(node = %node_name, pods = plan.blocked_by_do_not_disrupt, "drain waits for do-not-disrupt pods");
                 }
                 let message = format!("{} pods waiting to be evicted", plan.waiting);
-                set_drained(ctx, claim.as_deref(), ConditionStatus::Unknown, "Draining", message).await?;
+                set_drained(
+                    ctx,
+                    claim.as_deref(),
+                    ConditionStatus::Unknown,
+                    "Draining",
+                    message,
+                )
+                .await?;
                 return Ok(());
             }
             TerminationStep::MarkDrained => {
-                if set_drained(ctx, claim.as_deref(), ConditionStatus::True, "Drained", String::new()).await? {
+                if set_drained(
+                    ctx,
+                    claim.as_deref(),
+                    ConditionStatus::True,
+                    "Drained",
+                    String::new(),
+                )
+                .await?
+                {
                     let pool = node.label(labels::NODEPOOL_LABEL).unwrap_or_default();
-                    ctx.metrics.inc(crate::metrics::names::NODES_DRAINED, &[("nodepool", pool)]);
+                    ctx.metrics
+                        .inc(crate::metrics::names::NODES_DRAINED, &[("nodepool", pool)]);
                 }
                 view.drained_marked = true;
             }
@@ -143,9 +198,15 @@ async fn terminate(ctx: &Context, node: &LeanNode) -> Result<(), ControllerError
                 // only then does the finalizer come off.
                 let plugin = plugin.as_ref().expect("a cloud to call");
                 let call = CloudCall::new(plugin.name(), "delete", &provider_id);
-                match ctx.call_cloud(CONTROLLER, &call, plugin.delete(&provider_id)).await? {
+                match ctx
+                    .call_cloud(CONTROLLER, &call, plugin.delete(&provider_id))
+                    .await?
+                {
                     Ok(()) => return Ok(()),
-                    Err(CallError::Cloud { error: CloudError::NotFound(_), .. }) => view.instance_deleted = true,
+                    Err(CallError::Cloud {
+                        error: CloudError::NotFound(_),
+                        ..
+                    }) => view.instance_deleted = true,
                     Err(e) => return Err(e.into()),
                 }
             }
@@ -158,19 +219,37 @@ async fn terminate(ctx: &Context, node: &LeanNode) -> Result<(), ControllerError
         finalizers.retain(|f| f != labels::TERMINATION_FINALIZER);
         finalizers.len() != before
     };
-    match writes::edit_finalizers(&writes::node_api(ctx), &WatchedNode::from(node.clone()), ours).await {
+    match writes::edit_finalizers(
+        &writes::node_api(ctx),
+        &WatchedNode::from(node.clone()),
+        ours,
+    )
+    .await
+    {
         Ok(_) => {}
         Err(e) if util::is_not_found(&e) => {}
         Err(e) => return Err(e.into()),
     }
     ctx.metrics.inc(
         crate::metrics::names::NODES_TERMINATED,
-        &[("nodepool", node.label(labels::NODEPOOL_LABEL).unwrap_or("")), ("zone", node.label(labels::ZONE_LABEL).unwrap_or(""))],
+        &[
+            ("nodepool", node.label(labels::NODEPOOL_LABEL).unwrap_or("")),
+            ("zone", node.label(labels::ZONE_LABEL).unwrap_or("")),
+        ],
     );
     if let Some(deleted) = node.metadata.deletion_timestamp.as_ref() {
-        let seconds = ctx.clock.now().duration_since(util::system_time(deleted)).unwrap_or_default().as_secs_f64();
+        let seconds = ctx
+            .clock
+            .now()
+            .duration_since(util::system_time(deleted))
+            .unwrap_or_default()
+            .as_secs_f64();
         let nodepool = node.label(labels::NODEPOOL_LABEL).unwrap_or("");
-        ctx.metrics.observe(crate::metrics::names::NODES_TERMINATION_DURATION, &[("nodepool", nodepool)], seconds);
+        ctx.metrics.observe(
+            crate::metrics::names::NODES_TERMINATION_DURATION,
+            &[("nodepool", nodepool)],
+            seconds,
+        );
     }
     tracing::info!(node = %node_name, "deleted node");
     Ok(())
@@ -201,10 +280,18 @@ async fn set_drained(
 /// Deletes a pod with `grace`, bypassing PodDisruptionBudgets and do-not-disrupt: the node's
 /// terminationGracePeriod is running out.
 async fn force_delete(ctx: &Context, pod: &LeanPod, grace: Duration) {
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default().to_string();
+    let namespace = pod
+        .metadata
+        .namespace
+        .as_deref()
+        .unwrap_or_default()
+        .to_string();
     let name = pod.metadata.name.clone().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    let params = DeleteParams { grace_period_seconds: Some(grace.as_secs().max(1) as u32), ..DeleteParams::default() };
+    let params = DeleteParams {
+        grace_period_seconds: Some(grace.as_secs().max(1) as u32),
+        ..DeleteParams::default()
+    };
     match api.delete(&name, &params).await {
         Ok(_) => {
             tracing::info!(pod = %format!("{namespace}/{name}"), grace_seconds = grace.as_secs(), "deleted pod: the node's terminationGracePeriod is ending");
@@ -212,28 +299,60 @@ async fn force_delete(ctx: &Context, pod: &LeanPod, grace: Duration) {
                 "Deleting the pod with a {}s grace period: its node's terminationGracePeriod ends then; this bypasses the pod's disruption budget and do-not-disrupt annotation",
                 grace.as_secs().max(1)
             );
-            ctx.events.warning(&Involved::pod(pod), "TerminationGracePeriodExpiring", &message).await;
+            ctx.events
+                .warning(
+                    &Involved::pod(pod),
+                    "TerminationGracePeriodExpiring",
+                    &message,
+                )
+                .await;
         }
         Err(e) if util::is_not_found(&e) => {}
-        Err(e) => tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, "forced pod deletion failed; will retry"),
+        Err(e) => {
+            tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, "forced pod deletion failed; will retry")
+        }
     }
 }
 
 async fn evict(ctx: &Context, pod: &LeanPod) {
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default().to_string();
+    let namespace = pod
+        .metadata
+        .namespace
+        .as_deref()
+        .unwrap_or_default()
+        .to_string();
     let name = pod.metadata.name.clone().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     match api.evict(&name, &EvictParams::default()).await {
         Ok(_) => {
-            ctx.metrics.inc(crate::metrics::names::EVICTION_REQUESTS, &[("code", "200")]);
+            ctx.metrics
+                .inc(crate::metrics::names::EVICTION_REQUESTS, &[("code", "200")]);
             tracing::debug!(pod = %format!("{namespace}/{name}"), "evicted pod");
-            ctx.events.normal(&Involved::pod(pod), "Evicted", "Evicted pod: node is being terminated").await;
+            ctx.events
+                .normal(
+                    &Involved::pod(pod),
+                    "Evicted",
+                    "Evicted pod: node is being terminated",
+                )
+                .await;
         }
         Err(e) if util::is_not_found(&e) => {}
         Err(kube::Error::Api(s)) if s.code == 429 => {
-            ctx.metrics.inc(crate::metrics::names::EVICTION_REQUESTS, &[("code", "429")]);
-            ctx.events.warning(&Involved::pod(pod), "FailedDraining", &format!("Cannot evict pod as it would violate the pod's disruption budget: {}", s.message)).await;
+            ctx.metrics
+                .inc(crate::metrics::names::EVICTION_REQUESTS, &[("code", "429")]);
+            ctx.events
+                .warning(
+                    &Involved::pod(pod),
+                    "FailedDraining",
+                    &format!(
+                        "Cannot evict pod as it would violate the pod's disruption budget: {}",
+                        s.message
+                    ),
+                )
+                .await;
         }
-        Err(e) => tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, "eviction failed; will retry"),
+        Err(e) => {
+            tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, "eviction failed; will retry")
+        }
     }
 }

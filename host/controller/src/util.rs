@@ -49,7 +49,8 @@ pub(crate) async fn run_loop<F, Fut>(
 /// rebased into the past) — a check that waited for the clock to catch up with `last` would
 /// stop for as long as the step.
 pub(crate) fn due(last: SystemTime, now: SystemTime, every: Duration) -> bool {
-    now.duration_since(last).map_or(true, |since| since >= every)
+    now.duration_since(last)
+        .map_or(true, |since| since >= every)
 }
 
 /// How long (simulated) a loop's step may run before it is reported as stalled.
@@ -58,7 +59,11 @@ const STALL_WARNING: Duration = Duration::from_secs(120);
 /// Awaits one step, warning every [`STALL_WARNING`] while it runs: a step blocked on a request
 /// that never returns stops its whole loop, and would otherwise do so silently. The step is
 /// never cancelled (a step cut short could leave its loop's memory half updated).
-async fn watched_step<Fut>(ctx: &Context, name: &'static str, step: Fut) -> Result<(), ControllerError>
+async fn watched_step<Fut>(
+    ctx: &Context,
+    name: &'static str,
+    step: Fut,
+) -> Result<(), ControllerError>
 where
     Fut: Future<Output = Result<(), ControllerError>>,
 {
@@ -88,7 +93,10 @@ pub(crate) async fn run_keyed_loop<F, Fut>(
     Fut: Future<Output = Result<(), ControllerError>>,
 {
     let workers = Arc::new(KeyedWorkers::new(name, limit));
-    run_loop(ctx, stopped, name, Duration::from_secs(1), move |ctx| step(ctx, workers.clone())).await;
+    run_loop(ctx, stopped, name, Duration::from_secs(1), move |ctx| {
+        step(ctx, workers.clone())
+    })
+    .await;
 }
 
 /// Runs one reconcile per object key at a time, up to `limit` at once, each in its own task,
@@ -121,10 +129,17 @@ impl KeyedWorkers {
     where
         Fut: Future<Output = Result<(), ControllerError>> + Send + 'static,
     {
-        if !self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone()) {
+        if !self
+            .in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.clone())
+        {
             return;
         }
-        let Ok(slot) = self.slots.clone().acquire_owned().await else { return };
+        let Ok(slot) = self.slots.clone().acquire_owned().await else {
+            return;
+        };
         let in_flight = self.in_flight.clone();
         let name = self.name;
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
@@ -141,7 +156,10 @@ impl KeyedWorkers {
     /// How many reconciles are running.
     #[cfg(test)]
     pub(crate) fn running(&self) -> usize {
-        self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
     }
 }
 
@@ -157,24 +175,40 @@ pub fn k8s_time(at: SystemTime) -> Time {
 pub use joinery_kube::convert::system_time;
 
 /// A condition stamped with the current (simulated) time.
-pub fn condition(ctx: &Context, type_: &str, status: ConditionStatus, reason: &str, message: impl Into<String>) -> Condition {
+pub fn condition(
+    ctx: &Context,
+    type_: &str,
+    status: ConditionStatus,
+    reason: &str,
+    message: impl Into<String>,
+) -> Condition {
     Condition::new(type_, status, reason, message, k8s_time(ctx.clock.now()))
 }
 
 /// Merge-patches an object's metadata or spec.
-pub async fn merge_patch<K>(api: &Api<K>, name: &str, patch: serde_json::Value) -> Result<K, kube::Error>
+pub async fn merge_patch<K>(
+    api: &Api<K>,
+    name: &str,
+    patch: serde_json::Value,
+) -> Result<K, kube::Error>
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
 }
 
 /// Merge-patches an object's status subresource.
-pub async fn merge_patch_status<K>(api: &Api<K>, name: &str, patch: serde_json::Value) -> Result<K, kube::Error>
+pub async fn merge_patch_status<K>(
+    api: &Api<K>,
+    name: &str,
+    patch: serde_json::Value,
+) -> Result<K, kube::Error>
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
 }
 
 /// Whether a kube error is a 404.
@@ -182,10 +216,13 @@ pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
-
 /// Truncates a message to `max` characters (upstream keeps condition messages short).
 pub fn truncate(message: &str, max: usize) -> String {
-    if message.chars().count() <= max { message.to_string() } else { message.chars().take(max).collect() }
+    if message.chars().count() <= max {
+        message.to_string()
+    } else {
+        message.chars().take(max).collect()
+    }
 }
 
 #[cfg(test)]
@@ -209,14 +246,19 @@ mod tests {
         let workers = KeyedWorkers::new("test", 2);
         let (release, released) = tokio::sync::watch::channel(false);
         let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let slow = |runs: Arc<std::sync::atomic::AtomicUsize>, mut released: watch::Receiver<bool>| async move {
+        let slow = |runs: Arc<std::sync::atomic::AtomicUsize>,
+                    mut released: watch::Receiver<bool>| async move {
             runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let _ = released.wait_for(|r| *r).await;
             Ok(())
         };
-        workers.spawn("stuck".into(), slow(runs.clone(), released.clone())).await;
+        workers
+            .spawn("stuck".into(), slow(runs.clone(), released.clone()))
+            .await;
         // The same key is not started twice while it runs.
-        workers.spawn("stuck".into(), slow(runs.clone(), released.clone())).await;
+        workers
+            .spawn("stuck".into(), slow(runs.clone(), released.clone()))
+            .await;
         // Another key runs to completion while the first is stuck.
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();
         workers
@@ -225,7 +267,10 @@ mod tests {
                 Ok(())
             })
             .await;
-        tokio::time::timeout(Duration::from_secs(5), done_rx).await.expect("the quick key is not delayed").unwrap();
+        tokio::time::timeout(Duration::from_secs(5), done_rx)
+            .await
+            .expect("the quick key is not delayed")
+            .unwrap();
         tokio::task::yield_now().await;
         assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
         release.send_replace(true);
@@ -238,7 +283,9 @@ mod tests {
         until(|| workers.running() == 0).await;
         assert_eq!(workers.running(), 0);
         // Once finished, the key may run again.
-        workers.spawn("stuck".into(), slow(runs.clone(), released)).await;
+        workers
+            .spawn("stuck".into(), slow(runs.clone(), released))
+            .await;
         until(|| runs.load(std::sync::atomic::Ordering::SeqCst) == 2).await;
         assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2);
     }

@@ -6,9 +6,9 @@
 //! precondition, a cache a moment behind would undo another controller's finalizer, the
 //! kubelet's taint or another condition owner's condition.
 
-use kube::api::{Api, Patch, PatchParams};
 use joinery_api::Condition;
 use joinery_kube::lean::{LeanNode, WatchedNode};
+use kube::api::{Api, Patch, PatchParams};
 
 use crate::Context;
 
@@ -48,15 +48,23 @@ where
     let mut fresh: Option<K> = None;
     for attempt in 1..=GUARDED_ATTEMPTS {
         let current = fresh.as_ref().unwrap_or(cached);
-        let Some(mut patch) = change(current) else { return Ok(None) };
+        let Some(mut patch) = change(current) else {
+            return Ok(None);
+        };
         if let Some(version) = current.meta().resource_version.as_ref()
             && patch.is_object()
         {
             patch["metadata"]["resourceVersion"] = serde_json::json!(version);
         }
         let written = match part {
-            Part::Main => api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await,
-            Part::Status => api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await,
+            Part::Main => {
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+            }
+            Part::Status => {
+                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+            }
         };
         match written {
             Ok(object) => return Ok(Some(object)),
@@ -94,10 +102,15 @@ pub async fn edit_node_taints(
     node: &LeanNode,
     edit: impl Fn(&mut Vec<k8s_openapi::api::core::v1::Taint>) -> bool,
 ) -> Result<(), kube::Error> {
-    patch_guarded(&node_api(ctx), &WatchedNode::from(node.clone()), Part::Main, |current| {
-        let mut taints = current.taints().to_vec();
-        edit(&mut taints).then(|| serde_json::json!({"spec": {"taints": taints}}))
-    })
+    patch_guarded(
+        &node_api(ctx),
+        &WatchedNode::from(node.clone()),
+        Part::Main,
+        |current| {
+            let mut taints = current.taints().to_vec();
+            edit(&mut taints).then(|| serde_json::json!({"spec": {"taints": taints}}))
+        },
+    )
     .await?;
     Ok(())
 }
@@ -111,7 +124,11 @@ pub fn node_api(ctx: &Context) -> Api<WatchedNode> {
 
 /// Edits an object's finalizers from its latest state (see [`patch_guarded`]); `edit`
 /// returns whether it changed anything.
-pub async fn edit_finalizers<K>(api: &Api<K>, object: &K, edit: impl Fn(&mut Vec<String>) -> bool) -> Result<(), kube::Error>
+pub async fn edit_finalizers<K>(
+    api: &Api<K>,
+    object: &K,
+    edit: impl Fn(&mut Vec<String>) -> bool,
+) -> Result<(), kube::Error>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {

@@ -8,7 +8,9 @@
 use std::io::Read;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use joinery_core::scheduling::{PreferencePolicy, SchedulingContext, WorkloadPod, schedule_with_context, workload_input};
+use joinery_core::scheduling::{
+    PreferencePolicy, SchedulingContext, WorkloadPod, schedule_with_context, workload_input,
+};
 
 fn load(file: &str) -> Vec<WorkloadPod> {
     let path = format!("{}/benches/workloads/{file}", env!("CARGO_MANIFEST_DIR"));
@@ -23,14 +25,25 @@ fn scheduling(c: &mut Criterion) {
     let mut group = c.benchmark_group("scheduling");
     group.sample_size(10);
     for pods in [50, 500, 2000, 5000] {
-        let input = workload_input(&load(&format!("diverse_{pods}.json.gz"))).expect("valid workload");
+        let input =
+            workload_input(&load(&format!("diverse_{pods}.json.gz"))).expect("valid workload");
         let context = SchedulingContext::default();
-        group.bench_function(format!("diverse-{pods}"), |b| b.iter(|| schedule_with_context(&input, &context, None)));
+        group.bench_function(format!("diverse-{pods}"), |b| {
+            b.iter(|| schedule_with_context(&input, &context, None))
+        });
     }
     let preference = workload_input(&load("preference_4000.json.gz")).expect("valid workload");
-    for (name, policy) in [("respect-preferences-4000", PreferencePolicy::Respect), ("ignore-preferences-4000", PreferencePolicy::Ignore)] {
-        let context = SchedulingContext { preference_policy: policy, ..Default::default() };
-        group.bench_function(name, |b| b.iter(|| schedule_with_context(&preference, &context, None)));
+    for (name, policy) in [
+        ("respect-preferences-4000", PreferencePolicy::Respect),
+        ("ignore-preferences-4000", PreferencePolicy::Ignore),
+    ] {
+        let context = SchedulingContext {
+            preference_policy: policy,
+            ..Default::default()
+        };
+        group.bench_function(name, |b| {
+            b.iter(|| schedule_with_context(&preference, &context, None))
+        });
     }
     group.finish();
 }

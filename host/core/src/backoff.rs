@@ -24,7 +24,10 @@ impl BackoffPolicy {
     /// The wait after `failures` failures in a row (1-based), or `retry_after` when longer.
     pub fn wait(&self, failures: u32, retry_after: Option<Duration>) -> Duration {
         let exponent = failures.saturating_sub(1).min(30);
-        let backoff = self.base.saturating_mul(1u32 << exponent.min(31)).min(self.max);
+        let backoff = self
+            .base
+            .saturating_mul(1u32 << exponent.min(31))
+            .min(self.max);
         retry_after.map_or(backoff, |r| r.max(backoff))
     }
 }
@@ -48,7 +51,10 @@ pub struct BackoffTable<K> {
 impl<K: Eq + Hash + Clone> BackoffTable<K> {
     /// An empty table with `policy`.
     pub fn new(policy: BackoffPolicy) -> Self {
-        BackoffTable { policy, keys: HashMap::new() }
+        BackoffTable {
+            policy,
+            keys: HashMap::new(),
+        }
     }
 
     /// How long `key` must still wait at `now` (`None`: it may go).
@@ -59,7 +65,10 @@ impl<K: Eq + Hash + Clone> BackoffTable<K> {
 
     /// Records a failure at `now`; returns the wait before the next try.
     pub fn fail(&mut self, key: K, now: SystemTime, retry_after: Option<Duration>) -> Duration {
-        let entry = self.keys.entry(key).or_insert(Backoff { failures: 0, next_at: now });
+        let entry = self.keys.entry(key).or_insert(Backoff {
+            failures: 0,
+            next_at: now,
+        });
         entry.failures = entry.failures.saturating_add(1);
         let wait = self.policy.wait(entry.failures, retry_after);
         entry.next_at = now + wait;
@@ -96,7 +105,10 @@ impl<K: Eq + Hash + Clone> BackoffTable<K> {
 mod tests {
     use super::*;
 
-    const POLICY: BackoffPolicy = BackoffPolicy { base: Duration::from_secs(1), max: Duration::from_secs(30) };
+    const POLICY: BackoffPolicy = BackoffPolicy {
+        base: Duration::from_secs(1),
+        max: Duration::from_secs(30),
+    };
 
     fn at(seconds: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + seconds)
@@ -106,8 +118,14 @@ mod tests {
     fn waits_double_up_to_the_cap_and_retry_after_wins_when_longer() {
         let waits: Vec<u64> = (1..=7).map(|f| POLICY.wait(f, None).as_secs()).collect();
         assert_eq!(waits, vec![1, 2, 4, 8, 16, 30, 30]);
-        assert_eq!(POLICY.wait(1, Some(Duration::from_secs(120))), Duration::from_secs(120));
-        assert_eq!(POLICY.wait(5, Some(Duration::from_secs(3))), Duration::from_secs(16));
+        assert_eq!(
+            POLICY.wait(1, Some(Duration::from_secs(120))),
+            Duration::from_secs(120)
+        );
+        assert_eq!(
+            POLICY.wait(5, Some(Duration::from_secs(3))),
+            Duration::from_secs(16)
+        );
         assert_eq!(POLICY.wait(u32::MAX, None), Duration::from_secs(30));
     }
 

@@ -65,7 +65,9 @@ pub const SPOT_FACTOR: f64 = 0.7;
 
 /// kwok's four zones: the default when no zone is named.
 pub fn default_zones() -> Vec<String> {
-    ["test-zone-a", "test-zone-b", "test-zone-c", "test-zone-d"].map(String::from).to_vec()
+    ["test-zone-a", "test-zone-b", "test-zone-c", "test-zone-d"]
+        .map(String::from)
+        .to_vec()
 }
 
 const KWOK_SIZES: [u32; 12] = [1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256];
@@ -81,7 +83,11 @@ pub fn default_instance_types() -> Vec<CatalogInstanceType> {
     for (family, gib_per_cpu) in KWOK_FAMILIES {
         for cpu in KWOK_SIZES {
             for arch in KWOK_ARCHES {
-                let mut t = CatalogInstanceType::new(format!("{family}-{cpu}x-{arch}-linux"), cpu.to_string(), format!("{}Gi", cpu * gib_per_cpu));
+                let mut t = CatalogInstanceType::new(
+                    format!("{family}-{cpu}x-{arch}-linux"),
+                    cpu.to_string(),
+                    format!("{}Gi", cpu * gib_per_cpu),
+                );
                 t.pods = Some(QuantityText((16 * cpu).min(1024).to_string()));
                 t.arch = Some(OneOrMany::One(arch.to_string()));
                 types.push(t);
@@ -177,13 +183,21 @@ pub struct CatalogOverhead {
 impl CatalogOverhead {
     /// kwok's overhead, the catalog default: kube-reserved 100m CPU and 10Mi memory.
     pub fn kwok() -> Self {
-        let kube_reserved = [("cpu", "100m"), ("memory", "10Mi")].map(|(k, v)| (k.to_string(), QuantityText::from(v)));
-        CatalogOverhead { kube_reserved: kube_reserved.into(), ..Default::default() }
+        let kube_reserved = [("cpu", "100m"), ("memory", "10Mi")]
+            .map(|(k, v)| (k.to_string(), QuantityText::from(v)));
+        CatalogOverhead {
+            kube_reserved: kube_reserved.into(),
+            ..Default::default()
+        }
     }
 
     /// The three categories with their field names.
     pub fn categories(&self) -> [(&'static str, &BTreeMap<String, QuantityText>); 3] {
-        [("kubeReserved", &self.kube_reserved), ("systemReserved", &self.system_reserved), ("evictionThreshold", &self.eviction_threshold)]
+        [
+            ("kubeReserved", &self.kube_reserved),
+            ("systemReserved", &self.system_reserved),
+            ("evictionThreshold", &self.eviction_threshold),
+        ]
     }
 
     /// The three categories summed (a resource in several adds up); the error names the
@@ -191,8 +205,9 @@ impl CatalogOverhead {
     pub fn total(&self) -> Result<Resources, String> {
         let mut total = Resources::new();
         for (category, list) in self.categories() {
-            let parsed = Resources::from_quantities(list.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                .map_err(|e| format!("{category}: {e}"))?;
+            let parsed =
+                Resources::from_quantities(list.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                    .map_err(|e| format!("{category}: {e}"))?;
             total = total.saturating_add(&parsed);
         }
         Ok(total)
@@ -201,7 +216,11 @@ impl CatalogOverhead {
     fn check(&self, field: &str) -> Result<(), String> {
         for (category, list) in self.categories() {
             for (resource, q) in list {
-                check_quantity(&format!("{field}.{category}.{resource}"), resource, q.as_str())?;
+                check_quantity(
+                    &format!("{field}.{category}.{resource}"),
+                    resource,
+                    q.as_str(),
+                )?;
             }
         }
         Ok(())
@@ -350,8 +369,12 @@ impl<'de> Deserialize<'de> for Catalog {
                 f.write_str("a list of instance types, or a mapping with instanceTypes (and zones, overhead, wellKnownLabels)")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Catalog, A::Error> {
-                let types = Vec::<CatalogInstanceType>::deserialize(SeqAccessDeserializer::new(seq))?;
-                Ok(Catalog { instance_types: Some(types), ..Default::default() })
+                let types =
+                    Vec::<CatalogInstanceType>::deserialize(SeqAccessDeserializer::new(seq))?;
+                Ok(Catalog {
+                    instance_types: Some(types),
+                    ..Default::default()
+                })
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Catalog, A::Error> {
                 Catalog::deserialize(MapAccessDeserializer::new(map))
@@ -406,7 +429,10 @@ pub struct ResolvedCatalog {
 }
 
 fn check_quantity(field: &str, resource: &str, text: &str) -> Result<(), String> {
-    Unit::of(resource).parse(text).map(|_| ()).map_err(|e| format!("{field}: {text:?} is not a quantity ({e})"))
+    Unit::of(resource)
+        .parse(text)
+        .map(|_| ())
+        .map_err(|e| format!("{field}: {text:?} is not a quantity ({e})"))
 }
 
 impl Catalog {
@@ -432,15 +458,23 @@ impl Catalog {
         let mut resolved = Vec::with_capacity(types.len());
         for (i, t) in types.iter().enumerate() {
             if t.name.is_empty() {
-                return Err(CatalogError(format!("instanceTypes[{i}].name: must not be empty")));
+                return Err(CatalogError(format!(
+                    "instanceTypes[{i}].name: must not be empty"
+                )));
             }
             let at = format!("instanceTypes[{i}] ({})", t.name);
             if !names.insert(t.name.as_str()) {
                 return Err(CatalogError(format!("{at}.name: listed twice")));
             }
-            resolved.push(resolve_type(t, &zones, self.zones.is_some(), &overhead).map_err(|e| CatalogError(format!("{at}.{e}")))?);
+            resolved.push(
+                resolve_type(t, &zones, self.zones.is_some(), &overhead)
+                    .map_err(|e| CatalogError(format!("{at}.{e}")))?,
+            );
         }
-        Ok(ResolvedCatalog { zones, instance_types: resolved })
+        Ok(ResolvedCatalog {
+            zones,
+            instance_types: resolved,
+        })
     }
 
     /// The zones: the listed ones (checked), else the offerings' zones in order of first
@@ -488,17 +522,30 @@ impl Catalog {
 
     /// Upstream's label policy plus this catalog's well-known labels.
     pub fn label_policy(&self) -> LabelPolicy {
-        self.well_known_labels.iter().fold(LabelPolicy::default(), |p, k| p.with_well_known(k.clone()))
+        self.well_known_labels
+            .iter()
+            .fold(LabelPolicy::default(), |p, k| p.with_well_known(k.clone()))
     }
 }
 
-fn resolve_type(t: &CatalogInstanceType, zones: &[String], zones_listed: bool, overhead: &CatalogOverhead) -> Result<ResolvedInstanceType, String> {
+fn resolve_type(
+    t: &CatalogInstanceType,
+    zones: &[String],
+    zones_listed: bool,
+    overhead: &CatalogOverhead,
+) -> Result<ResolvedInstanceType, String> {
     let mut capacity = BTreeMap::new();
     let pods = t.pods.as_ref().map_or("110", QuantityText::as_str);
-    let storage = t.ephemeral_storage.as_ref().map_or("20Gi", QuantityText::as_str);
-    for (field, resource, text) in
-        [("cpu", "cpu", t.cpu.as_str()), ("memory", "memory", t.memory.as_str()), ("pods", "pods", pods), ("ephemeralStorage", "ephemeral-storage", storage)]
-    {
+    let storage = t
+        .ephemeral_storage
+        .as_ref()
+        .map_or("20Gi", QuantityText::as_str);
+    for (field, resource, text) in [
+        ("cpu", "cpu", t.cpu.as_str()),
+        ("memory", "memory", t.memory.as_str()),
+        ("pods", "pods", pods),
+        ("ephemeralStorage", "ephemeral-storage", storage),
+    ] {
         check_quantity(field, resource, text)?;
         capacity.insert(resource.to_string(), text.to_string());
     }
@@ -518,20 +565,42 @@ fn resolve_type(t: &CatalogInstanceType, zones: &[String], zones_listed: bool, o
     };
     let mut requirements = Vec::with_capacity(t.requirements.len());
     for (i, r) in t.requirements.iter().enumerate() {
-        let operator: Operator = r.operator.parse().map_err(|e| format!("requirements[{i}].operator: {e}"))?;
-        requirements.push(contract::Requirement { key: r.key.clone(), operator, values: r.values.clone(), min_values: r.min_values });
+        let operator: Operator = r
+            .operator
+            .parse()
+            .map_err(|e| format!("requirements[{i}].operator: {e}"))?;
+        requirements.push(contract::Requirement {
+            key: r.key.clone(),
+            operator,
+            values: r.values.clone(),
+            min_values: r.min_values,
+        });
     }
 
-    let cpu = Unit::Milli.parse(t.cpu.as_str()).map_err(|e| format!("cpu: {e}"))? as f64 / 1000.0;
+    let cpu = Unit::Milli
+        .parse(t.cpu.as_str())
+        .map_err(|e| format!("cpu: {e}"))? as f64
+        / 1000.0;
     let memory = parse_value(t.memory.as_str()).map_err(|e| format!("memory: {e}"))?;
     let base_price = t.price.unwrap_or_else(|| on_demand_price(cpu, memory));
     check_price("price", base_price)?;
-    let default_price = |capacity_type: &str| if capacity_type == "spot" { base_price * SPOT_FACTOR } else { base_price };
+    let default_price = |capacity_type: &str| {
+        if capacity_type == "spot" {
+            base_price * SPOT_FACTOR
+        } else {
+            base_price
+        }
+    };
     let offerings = match &t.offerings {
         None => zones
             .iter()
             .flat_map(|zone| {
-                ["on-demand", "spot"].map(|ct| ResolvedOffering { zone: zone.clone(), capacity_type: ct.to_string(), price: default_price(ct), available: true })
+                ["on-demand", "spot"].map(|ct| ResolvedOffering {
+                    zone: zone.clone(),
+                    capacity_type: ct.to_string(),
+                    price: default_price(ct),
+                    available: true,
+                })
             })
             .collect(),
         Some(list) => {
@@ -542,17 +611,33 @@ fn resolve_type(t: &CatalogInstanceType, zones: &[String], zones_listed: bool, o
                     return Err(format!("offerings[{j}].zone: must not be empty"));
                 }
                 if zones_listed && !zones.contains(&o.zone) {
-                    return Err(format!("offerings[{j}].zone: {:?} is not one of the catalog's zones ({})", o.zone, zones.join(", ")));
+                    return Err(format!(
+                        "offerings[{j}].zone: {:?} is not one of the catalog's zones ({})",
+                        o.zone,
+                        zones.join(", ")
+                    ));
                 }
                 if !CAPACITY_TYPES.contains(&o.capacity_type.as_str()) {
-                    return Err(format!("offerings[{j}].capacityType: {:?} is not one of {}", o.capacity_type, CAPACITY_TYPES.join(", ")));
+                    return Err(format!(
+                        "offerings[{j}].capacityType: {:?} is not one of {}",
+                        o.capacity_type,
+                        CAPACITY_TYPES.join(", ")
+                    ));
                 }
                 if !seen.insert((o.zone.as_str(), o.capacity_type.as_str())) {
-                    return Err(format!("offerings[{j}]: {} {} is listed twice", o.zone, o.capacity_type));
+                    return Err(format!(
+                        "offerings[{j}]: {} {} is listed twice",
+                        o.zone, o.capacity_type
+                    ));
                 }
                 let price = o.price.unwrap_or_else(|| default_price(&o.capacity_type));
                 check_price(&format!("offerings[{j}].price"), price)?;
-                out.push(ResolvedOffering { zone: o.zone.clone(), capacity_type: o.capacity_type.clone(), price, available: o.available });
+                out.push(ResolvedOffering {
+                    zone: o.zone.clone(),
+                    capacity_type: o.capacity_type.clone(),
+                    price,
+                    available: o.available,
+                });
             }
             out
         }
@@ -561,8 +646,14 @@ fn resolve_type(t: &CatalogInstanceType, zones: &[String], zones_listed: bool, o
         name: t.name.clone(),
         capacity,
         overhead,
-        arch: t.arch.as_ref().map_or_else(|| vec!["amd64".to_string()], OneOrMany::values),
-        os: t.os.as_ref().map_or_else(|| vec!["linux".to_string()], OneOrMany::values),
+        arch: t
+            .arch
+            .as_ref()
+            .map_or_else(|| vec!["amd64".to_string()], OneOrMany::values),
+        os: t
+            .os
+            .as_ref()
+            .map_or_else(|| vec!["linux".to_string()], OneOrMany::values),
         labels: t.labels.clone(),
         requirements,
         offerings,
@@ -570,24 +661,54 @@ fn resolve_type(t: &CatalogInstanceType, zones: &[String], zones_listed: bool, o
 }
 
 fn check_price(field: &str, price: f64) -> Result<(), String> {
-    if price.is_finite() && price >= 0.0 { Ok(()) } else { Err(format!("{field}: {price} must be a finite, non-negative number")) }
+    if price.is_finite() && price >= 0.0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "{field}: {price} must be a finite, non-negative number"
+        ))
+    }
 }
 
 impl ResolvedInstanceType {
     /// The type in the form a cloud plugin returns: architecture, OS and labels become `In`
     /// requirements, followed by the declared requirements.
     pub fn to_contract(&self) -> contract::InstanceType {
-        let in_values = |key: &str, values: Vec<String>| contract::Requirement { key: key.to_string(), operator: Operator::In, values, min_values: None };
-        let mut requirements = vec![in_values(labels::ARCH_LABEL, self.arch.clone()), in_values(labels::OS_LABEL, self.os.clone())];
-        requirements.extend(self.labels.iter().map(|(k, v)| in_values(k, vec![v.clone()])));
+        let in_values = |key: &str, values: Vec<String>| contract::Requirement {
+            key: key.to_string(),
+            operator: Operator::In,
+            values,
+            min_values: None,
+        };
+        let mut requirements = vec![
+            in_values(labels::ARCH_LABEL, self.arch.clone()),
+            in_values(labels::OS_LABEL, self.os.clone()),
+        ];
+        requirements.extend(
+            self.labels
+                .iter()
+                .map(|(k, v)| in_values(k, vec![v.clone()])),
+        );
         requirements.extend(self.requirements.iter().cloned());
         let resources = |list: &BTreeMap<String, QuantityText>| {
-            list.iter().map(|(name, q)| contract::Resource { name: name.clone(), quantity: q.0.clone() }).collect()
+            list.iter()
+                .map(|(name, q)| contract::Resource {
+                    name: name.clone(),
+                    quantity: q.0.clone(),
+                })
+                .collect()
         };
         contract::InstanceType {
             name: self.name.clone(),
             requirements,
-            capacity: self.capacity.iter().map(|(name, q)| contract::Resource { name: name.clone(), quantity: q.clone() }).collect(),
+            capacity: self
+                .capacity
+                .iter()
+                .map(|(name, q)| contract::Resource {
+                    name: name.clone(),
+                    quantity: q.clone(),
+                })
+                .collect(),
             overhead: contract::Overhead {
                 kube_reserved: resources(&self.overhead.kube_reserved),
                 system_reserved: resources(&self.overhead.system_reserved),
@@ -596,7 +717,12 @@ impl ResolvedInstanceType {
             offerings: self
                 .offerings
                 .iter()
-                .map(|o| contract::Offering { zone: o.zone.clone(), capacity_type: o.capacity_type.clone(), price: Some(o.price), available: o.available })
+                .map(|o| contract::Offering {
+                    zone: o.zone.clone(),
+                    capacity_type: o.capacity_type.clone(),
+                    price: Some(o.price),
+                    available: o.available,
+                })
                 .collect(),
         }
     }
@@ -615,7 +741,12 @@ mod tests {
         let text = r#"{"zones":["nova"],"instanceTypes":[{"name":"a","cpu":"2","memory":"4Gi","price":0.5}],"wellKnownLabels":["size"]}"#;
         let c = parse(text);
         assert_eq!(serde_json::to_string(&c).unwrap(), text);
-        assert!(serde_json::from_str::<Catalog>(r#"{"zone": []}"#).unwrap_err().to_string().contains("zone"));
+        assert!(
+            serde_json::from_str::<Catalog>(r#"{"zone": []}"#)
+                .unwrap_err()
+                .to_string()
+                .contains("zone")
+        );
     }
 
     #[test]
@@ -623,15 +754,29 @@ mod tests {
         let c = parse("{}").resolve().unwrap();
         assert_eq!(c.zones, default_zones());
         assert_eq!(c.instance_types.len(), 72);
-        let c1 = c.instance_types.iter().find(|t| t.name == "c-1x-amd64-linux").unwrap();
+        let c1 = c
+            .instance_types
+            .iter()
+            .find(|t| t.name == "c-1x-amd64-linux")
+            .unwrap();
         assert_eq!(c1.capacity["memory"], "2Gi");
         assert_eq!(c1.capacity["pods"], "16");
         assert_eq!(c1.capacity["ephemeral-storage"], "20Gi");
         assert_eq!(c1.overhead, CatalogOverhead::kwok());
         assert_eq!(c1.offerings.len(), 8);
-        let on_demand = c1.offerings.iter().find(|o| o.capacity_type == "on-demand").unwrap().price;
+        let on_demand = c1
+            .offerings
+            .iter()
+            .find(|o| o.capacity_type == "on-demand")
+            .unwrap()
+            .price;
         assert!((on_demand - 0.027147483648).abs() < 1e-12, "{on_demand}");
-        let spot = c1.offerings.iter().find(|o| o.capacity_type == "spot").unwrap().price;
+        let spot = c1
+            .offerings
+            .iter()
+            .find(|o| o.capacity_type == "spot")
+            .unwrap()
+            .price;
         assert!((spot - on_demand * SPOT_FACTOR).abs() < 1e-12, "{spot}");
     }
 
@@ -656,7 +801,11 @@ mod tests {
     #[test]
     fn a_type_price_sets_on_demand_and_spot_follows_it() {
         let c = parse(r#"{"zones": ["nova"], "instanceTypes": [{"name": "a", "cpu": "1", "memory": "1Gi", "price": 1.0}]}"#).resolve().unwrap();
-        let prices: Vec<(&str, f64)> = c.instance_types[0].offerings.iter().map(|o| (o.capacity_type.as_str(), o.price)).collect();
+        let prices: Vec<(&str, f64)> = c.instance_types[0]
+            .offerings
+            .iter()
+            .map(|o| (o.capacity_type.as_str(), o.price))
+            .collect();
         assert_eq!(prices, [("on-demand", 1.0), ("spot", 0.7)]);
     }
 
@@ -668,7 +817,10 @@ mod tests {
         )
         .resolve()
         .unwrap();
-        assert_eq!(c.instance_types[0].overhead.system_reserved["cpu"].as_str(), "1");
+        assert_eq!(
+            c.instance_types[0].overhead.system_reserved["cpu"].as_str(),
+            "1"
+        );
         assert!(c.instance_types[0].overhead.kube_reserved.is_empty());
         assert_eq!(c.instance_types[1].overhead, CatalogOverhead::default());
     }
@@ -676,21 +828,51 @@ mod tests {
     #[test]
     fn errors_name_the_entry_and_field() {
         let cases = [
-            (r#"[{"name": "a", "cpu": 1, "memory": "lots"}]"#, "instanceTypes[0] (a).memory: \"lots\" is not a quantity"),
-            (r#"[{"name": "a", "cpu": 1, "memory": "1Gi", "offerings": [{"zone": "z", "capacityType": "ondemand"}]}]"#, "instanceTypes[0] (a).offerings[0].capacityType"),
-            (r#"[{"name": "a", "cpu": 1, "memory": "1Gi"}, {"name": "a", "cpu": 1, "memory": "1Gi"}]"#, "instanceTypes[1] (a).name: listed twice"),
-            (r#"[{"name": "a", "cpu": 1, "memory": "1Gi", "requirements": [{"key": "k", "operator": "Within"}]}]"#, "instanceTypes[0] (a).requirements[0].operator"),
-            (r#"[{"name": "a", "cpu": 1, "memory": "1Gi", "price": -1}]"#, "instanceTypes[0] (a).price: -1"),
-            (r#"[{"name": "a", "cpu": 1, "memory": "1Gi", "resources": {"cpu": 2}}]"#, "instanceTypes[0] (a).resources.cpu: set cpu with its own field"),
-            (r#"{"zones": ["nova"], "instanceTypes": [{"name": "a", "cpu": 1, "memory": "1Gi", "offerings": [{"zone": "nowhere", "capacityType": "spot"}]}]}"#, "offerings[0].zone: \"nowhere\" is not one of the catalog's zones"),
-            (r#"{"zones": [], "instanceTypes": []}"#, "zones: at least one zone"),
-            (r#"{"overhead": {"kubeReserved": {"memory": "lots"}}}"#, "overhead.kubeReserved.memory"),
+            (
+                r#"[{"name": "a", "cpu": 1, "memory": "lots"}]"#,
+                "instanceTypes[0] (a).memory: \"lots\" is not a quantity",
+            ),
+            (
+                r#"[{"name": "a", "cpu": 1, "memory": "1Gi", "offerings": [{"zone": "z", "capacityType": "ondemand"}]}]"#,
+                "instanceTypes[0] (a).offerings[0].capacityType",
+            ),
+            (
+                r#"[{"name": "a", "cpu": 1, "memory": "1Gi"}, {"name": "a", "cpu": 1, "memory": "1Gi"}]"#,
+                "instanceTypes[1] (a).name: listed twice",
+            ),
+            (
+                r#"[{"name": "a", "cpu": 1, "memory": "1Gi", "requirements": [{"key": "k", "operator": "Within"}]}]"#,
+                "instanceTypes[0] (a).requirements[0].operator",
+            ),
+            (
+                r#"[{"name": "a", "cpu": 1, "memory": "1Gi", "price": -1}]"#,
+                "instanceTypes[0] (a).price: -1",
+            ),
+            (
+                r#"[{"name": "a", "cpu": 1, "memory": "1Gi", "resources": {"cpu": 2}}]"#,
+                "instanceTypes[0] (a).resources.cpu: set cpu with its own field",
+            ),
+            (
+                r#"{"zones": ["nova"], "instanceTypes": [{"name": "a", "cpu": 1, "memory": "1Gi", "offerings": [{"zone": "nowhere", "capacityType": "spot"}]}]}"#,
+                "offerings[0].zone: \"nowhere\" is not one of the catalog's zones",
+            ),
+            (
+                r#"{"zones": [], "instanceTypes": []}"#,
+                "zones: at least one zone",
+            ),
+            (
+                r#"{"overhead": {"kubeReserved": {"memory": "lots"}}}"#,
+                "overhead.kubeReserved.memory",
+            ),
         ];
         for (text, expected) in cases {
             let e = parse(text).resolve().unwrap_err().to_string();
             assert!(e.contains(expected), "{text}: {e}");
         }
-        let unknown = serde_json::from_str::<Catalog>(r#"[{"name": "a", "cpu": 1, "memory": "1Gi", "offering": []}]"#).unwrap_err();
+        let unknown = serde_json::from_str::<Catalog>(
+            r#"[{"name": "a", "cpu": 1, "memory": "1Gi", "offering": []}]"#,
+        )
+        .unwrap_err();
         assert!(unknown.to_string().contains("offering"), "{unknown}");
     }
 

@@ -22,7 +22,11 @@ pub struct Clock {
 
 impl Clone for Clock {
     fn clone(&self) -> Self {
-        Clock { speed: self.speed, origin_instant: self.origin_instant, origin_wall: AtomicI64::new(self.origin_wall.load(Ordering::Relaxed)) }
+        Clock {
+            speed: self.speed,
+            origin_instant: self.origin_instant,
+            origin_wall: AtomicI64::new(self.origin_wall.load(Ordering::Relaxed)),
+        }
     }
 }
 
@@ -34,7 +38,11 @@ fn to_nanos(at: SystemTime) -> i64 {
 }
 
 fn from_nanos(nanos: i64) -> SystemTime {
-    if nanos >= 0 { UNIX_EPOCH + Duration::from_nanos(nanos as u64) } else { UNIX_EPOCH - Duration::from_nanos(nanos.unsigned_abs()) }
+    if nanos >= 0 {
+        UNIX_EPOCH + Duration::from_nanos(nanos as u64)
+    } else {
+        UNIX_EPOCH - Duration::from_nanos(nanos.unsigned_abs())
+    }
 }
 
 impl Default for Clock {
@@ -52,15 +60,26 @@ impl Clock {
     /// A clock running `speed` times faster than real time. Speeds that are not finite or not
     /// positive are treated as 1.
     pub fn with_speed(speed: f64) -> Clock {
-        let speed = if speed.is_finite() && speed > 0.0 { speed } else { 1.0 };
-        Clock { speed, origin_instant: Instant::now(), origin_wall: AtomicI64::new(to_nanos(SystemTime::now())) }
+        let speed = if speed.is_finite() && speed > 0.0 {
+            speed
+        } else {
+            1.0
+        };
+        Clock {
+            speed,
+            origin_instant: Instant::now(),
+            origin_wall: AtomicI64::new(to_nanos(SystemTime::now())),
+        }
     }
 
     /// Moves the simulated wall-clock time so that it reads `now` at this instant (elapsed
     /// time and durations are unchanged). A simulation calls it once, after setting up and
     /// before its scenario starts, so that cron windows open at known moments.
     pub fn rebase(&self, now: SystemTime) {
-        self.origin_wall.store(to_nanos(now) - to_nanos(from_nanos(0) + self.elapsed()), Ordering::Relaxed);
+        self.origin_wall.store(
+            to_nanos(now) - to_nanos(from_nanos(0) + self.elapsed()),
+            Ordering::Relaxed,
+        );
     }
 
     fn origin_wall(&self) -> SystemTime {
@@ -122,11 +141,16 @@ pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let shifted = days + 719_468;
     let era = shifted.div_euclid(146_097);
     let day_of_era = shifted.rem_euclid(146_097);
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let month_index = (5 * day_of_year + 2) / 153;
     let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
     (year_of_era + era * 400 + i64::from(month <= 2), month, day)
 }
 
@@ -147,8 +171,14 @@ mod tests {
     #[test]
     fn fast_clock_converts_durations_both_ways() {
         let clock = Clock::with_speed(20.0);
-        assert_eq!(clock.to_real(Duration::from_secs(10)), Duration::from_millis(500));
-        assert_eq!(clock.to_simulated(Duration::from_millis(500)), Duration::from_secs(10));
+        assert_eq!(
+            clock.to_real(Duration::from_secs(10)),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            clock.to_simulated(Duration::from_millis(500)),
+            Duration::from_secs(10)
+        );
     }
 
     #[test]
@@ -162,7 +192,11 @@ mod tests {
     fn simulated_time_runs_faster_than_real_time() {
         let clock = Clock::with_speed(1000.0);
         std::thread::sleep(Duration::from_millis(5));
-        assert!(clock.elapsed() >= Duration::from_secs(5), "{:?}", clock.elapsed());
+        assert!(
+            clock.elapsed() >= Duration::from_secs(5),
+            "{:?}",
+            clock.elapsed()
+        );
         assert!(clock.seconds_at(clock.now()) >= 5.0);
     }
 }
@@ -177,10 +211,16 @@ mod rebase_tests {
         let at = UNIX_EPOCH + Duration::from_secs(1_772_470_200);
         clock.rebase(at);
         let now = clock.now();
-        assert!(now >= at && now.duration_since(at).unwrap() < Duration::from_secs(60), "{now:?}");
+        assert!(
+            now >= at && now.duration_since(at).unwrap() < Duration::from_secs(60),
+            "{now:?}"
+        );
         let copy = clock.clone();
         assert!(copy.now() >= now, "a clone keeps the rebased origin");
         clock.rebase(UNIX_EPOCH - Duration::from_secs(10));
-        assert!(clock.now() < UNIX_EPOCH + Duration::from_secs(60), "times before the epoch work too");
+        assert!(
+            clock.now() < UNIX_EPOCH + Duration::from_secs(60),
+            "times before the epoch work too"
+        );
     }
 }

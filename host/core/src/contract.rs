@@ -7,7 +7,9 @@
 //! exactly the text the cluster holds); [`InstanceType::to_core`] turns a plugin's instance
 //! type into the core's checked form.
 
-use crate::instance_type::{InstanceType as CoreInstanceType, Offering as CoreOffering, Overhead as CoreOverhead};
+use crate::instance_type::{
+    InstanceType as CoreInstanceType, Offering as CoreOffering, Overhead as CoreOverhead,
+};
 use crate::labels;
 use crate::requirements::{Requirement as CoreRequirement, Requirements};
 use crate::resources::Resources;
@@ -339,7 +341,8 @@ pub fn requirements_to_core(items: &[Requirement]) -> Result<Requirements, Strin
 
 /// Resources in the core's form.
 pub fn resources_to_core(items: &[Resource]) -> Result<Resources, String> {
-    Resources::from_quantities(items.iter().map(|r| (r.name.as_str(), r.quantity.as_str()))).map_err(|e| format!("resources: {e}"))
+    Resources::from_quantities(items.iter().map(|r| (r.name.as_str(), r.quantity.as_str())))
+        .map_err(|e| format!("resources: {e}"))
 }
 
 impl InstanceType {
@@ -349,16 +352,36 @@ impl InstanceType {
         let ctx = |e: String| format!("instance type {}: {e}", self.name);
         let mut requirements = requirements_to_core(&self.requirements).map_err(ctx)?;
         if !requirements.has(labels::INSTANCE_TYPE_LABEL) {
-            requirements.add(CoreRequirement::in_values(labels::INSTANCE_TYPE_LABEL, [self.name.as_str()]));
+            requirements.add(CoreRequirement::in_values(
+                labels::INSTANCE_TYPE_LABEL,
+                [self.name.as_str()],
+            ));
         }
         let capacity = resources_to_core(&self.capacity).map_err(ctx)?;
         let overhead = CoreOverhead {
             kube_reserved: resources_to_core(&self.overhead.kube_reserved).map_err(ctx)?,
             system_reserved: resources_to_core(&self.overhead.system_reserved).map_err(ctx)?,
-            eviction_threshold: resources_to_core(&self.overhead.eviction_threshold).map_err(ctx)?,
+            eviction_threshold: resources_to_core(&self.overhead.eviction_threshold)
+                .map_err(ctx)?,
         };
-        let offerings: Vec<CoreOffering> =
-            self.offerings.iter().map(|o| CoreOffering::new(o.zone.clone(), o.capacity_type.clone(), o.price, o.available)).collect();
-        Ok(CoreInstanceType::new(self.name.clone(), requirements, capacity, overhead, offerings))
+        let offerings: Vec<CoreOffering> = self
+            .offerings
+            .iter()
+            .map(|o| {
+                CoreOffering::new(
+                    o.zone.clone(),
+                    o.capacity_type.clone(),
+                    o.price,
+                    o.available,
+                )
+            })
+            .collect();
+        Ok(CoreInstanceType::new(
+            self.name.clone(),
+            requirements,
+            capacity,
+            overhead,
+            offerings,
+        ))
     }
 }

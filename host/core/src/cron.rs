@@ -52,7 +52,9 @@ pub struct Schedule {
 impl std::fmt::Debug for Schedule {
     // Croner's own `Debug` lists every year up to 5000.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Schedule").field(&self.cron.as_str()).finish()
+        f.debug_tuple("Schedule")
+            .field(&self.cron.as_str())
+            .finish()
     }
 }
 
@@ -65,16 +67,38 @@ struct Field {
 }
 
 const FIELDS: [Field; 5] = [
-    Field { name: "minute", min: 0, max: 59, names: &[] },
-    Field { name: "hour", min: 0, max: 23, names: &[] },
-    Field { name: "day of month", min: 1, max: 31, names: &[] },
+    Field {
+        name: "minute",
+        min: 0,
+        max: 59,
+        names: &[],
+    },
+    Field {
+        name: "hour",
+        min: 0,
+        max: 23,
+        names: &[],
+    },
+    Field {
+        name: "day of month",
+        min: 1,
+        max: 31,
+        names: &[],
+    },
     Field {
         name: "month",
         min: 1,
         max: 12,
-        names: &["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"],
+        names: &[
+            "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+        ],
     },
-    Field { name: "day of week", min: 0, max: 6, names: &["sun", "mon", "tue", "wed", "thu", "fri", "sat"] },
+    Field {
+        name: "day of week",
+        min: 0,
+        max: 6,
+        names: &["sun", "mon", "tue", "wed", "thu", "fri", "sat"],
+    },
 ];
 
 /// Upstream's descriptors (case-sensitive, as upstream matches them). `@every` is left out: the
@@ -93,7 +117,10 @@ fn descriptor(spec: &str) -> Option<&'static str> {
 impl Schedule {
     /// Parses a five-field schedule or a descriptor.
     pub fn parse(schedule: &str) -> Result<Schedule, CronError> {
-        let error = |reason: String| CronError { schedule: schedule.to_string(), reason };
+        let error = |reason: String| CronError {
+            schedule: schedule.to_string(),
+            reason,
+        };
         let spec = schedule.trim();
         let expanded = if spec.starts_with('@') {
             descriptor(spec).ok_or_else(|| error(format!("unknown descriptor {spec}")))?
@@ -102,7 +129,11 @@ impl Schedule {
         };
         let fields: Vec<&str> = expanded.split_whitespace().collect();
         if fields.len() != FIELDS.len() {
-            let seconds = if fields.len() == 6 { "; a seconds field is not supported" } else { "" };
+            let seconds = if fields.len() == 6 {
+                "; a seconds field is not supported"
+            } else {
+                ""
+            };
             return Err(error(format!(
                 "expected 5 fields (minute hour day-of-month month day-of-week), found {}{seconds}",
                 fields.len()
@@ -111,21 +142,35 @@ impl Schedule {
         let standard = FIELDS
             .iter()
             .zip(fields)
-            .map(|(field, text)| field.standard(text).map_err(|reason| error(format!("{}: {reason}", field.name))))
+            .map(|(field, text)| {
+                field
+                    .standard(text)
+                    .map_err(|reason| error(format!("{}: {reason}", field.name)))
+            })
             .collect::<Result<Vec<_>, _>>()?
             .join(" ");
         // Five fields only, and a day matches if either day field does when both are restricted
         // (croner's `dom_and_dow` would require both).
-        let parser = CronParser::builder().seconds(Seconds::Disallowed).year(Year::Disallowed).dom_and_dow(false).build();
+        let parser = CronParser::builder()
+            .seconds(Seconds::Disallowed)
+            .year(Year::Disallowed)
+            .dom_and_dow(false)
+            .build();
         let cron = parser.parse(&standard).map_err(|e| error(e.to_string()))?;
         Ok(Schedule { cron })
     }
 
     /// Whether the schedule fires at the minute starting at `at` (seconds ignored).
     pub fn fires_at(&self, at: SystemTime) -> bool {
-        let Some(at) = timestamp(at) else { return false };
-        let Ok(minute) = Timestamp::from_second(at.as_second().div_euclid(60) * 60) else { return false };
-        self.cron.is_time_matching(&minute.to_zoned(TimeZone::UTC)).unwrap_or(false)
+        let Some(at) = timestamp(at) else {
+            return false;
+        };
+        let Ok(minute) = Timestamp::from_second(at.as_second().div_euclid(60) * 60) else {
+            return false;
+        };
+        self.cron
+            .is_time_matching(&minute.to_zoned(TimeZone::UTC))
+            .unwrap_or(false)
     }
 
     /// The first time after `after` (strictly) the schedule fires, looking no further than
@@ -139,13 +184,16 @@ impl Schedule {
     /// The last time at or before `at` the schedule fired.
     pub fn last_at_or_before(&self, at: SystemTime) -> Option<SystemTime> {
         let at = timestamp(at)?.to_zoned(TimeZone::UTC);
-        Some(system_time(&self.cron.find_previous_occurrence(&at, true).ok()?))
+        Some(system_time(
+            &self.cron.find_previous_occurrence(&at, true).ok()?,
+        ))
     }
 
     /// Whether a budget with this schedule and `duration` is active at `now`: the schedule
     /// fired in `(now − duration, now]`.
     pub fn active(&self, duration: Duration, now: SystemTime) -> bool {
-        self.last_at_or_before(now).is_some_and(|hit| now.checked_sub(duration).is_none_or(|from| hit > from))
+        self.last_at_or_before(now)
+            .is_some_and(|hit| now.checked_sub(duration).is_none_or(|from| hit > from))
     }
 }
 
@@ -159,7 +207,9 @@ impl Field {
         for item in text.split(',') {
             let (range, step) = match item.split_once('/') {
                 Some((range, step)) => {
-                    let step: u64 = step.parse().map_err(|_| format!("step {step:?} is not a number"))?;
+                    let step: u64 = step
+                        .parse()
+                        .map_err(|_| format!("step {step:?} is not a number"))?;
                     if step == 0 {
                         return Err("a step of 0 never fires".into());
                     }
@@ -192,14 +242,20 @@ impl Field {
                 Some(step) => format!("{start}-{end}/{step}"),
             });
         }
-        Ok(if star { "*".to_string() } else { items.join(",") })
+        Ok(if star {
+            "*".to_string()
+        } else {
+            items.join(",")
+        })
     }
 
     fn value(&self, text: &str) -> Result<u32, String> {
         let lower = text.to_ascii_lowercase();
         let parsed = match self.names.iter().position(|n| *n == lower) {
             Some(index) => self.min + index as u32,
-            None => text.parse().map_err(|_| format!("{text:?} is not a number or a name"))?,
+            None => text
+                .parse()
+                .map_err(|_| format!("{text:?} is not a number or a name"))?,
         };
         if parsed < self.min || parsed > self.max {
             return Err(format!("{parsed} is outside {}-{}", self.min, self.max));
@@ -220,8 +276,15 @@ fn timestamp(at: SystemTime) -> Option<Timestamp> {
 fn system_time(at: &Zoned) -> SystemTime {
     let nanos = at.timestamp().as_nanosecond();
     let magnitude = nanos.unsigned_abs();
-    let span = Duration::new((magnitude / 1_000_000_000) as u64, (magnitude % 1_000_000_000) as u32);
-    if nanos >= 0 { UNIX_EPOCH + span } else { UNIX_EPOCH - span }
+    let span = Duration::new(
+        (magnitude / 1_000_000_000) as u64,
+        (magnitude % 1_000_000_000) as u32,
+    );
+    if nanos >= 0 {
+        UNIX_EPOCH + span
+    } else {
+        UNIX_EPOCH - span
+    }
 }
 
 #[cfg(test)]
@@ -231,18 +294,37 @@ mod tests {
     /// A UTC date and time.
     fn utc(year: i64, month: u32, day: u32, hour: u32, minute: u32) -> SystemTime {
         let days = crate::clock::days_from_civil(year, i64::from(month), i64::from(day));
-        UNIX_EPOCH + Duration::from_secs((days * 86_400) as u64 + u64::from(hour) * 3_600 + u64::from(minute) * 60)
+        UNIX_EPOCH
+            + Duration::from_secs(
+                (days * 86_400) as u64 + u64::from(hour) * 3_600 + u64::from(minute) * 60,
+            )
     }
 
     #[test]
     fn civil_dates_and_weekdays_are_right() {
         let at = utc(2024, 2, 29, 13, 45);
         assert!(Schedule::parse("45 13 29 2 *").unwrap().fires_at(at));
-        assert!(Schedule::parse("* * * * THU").unwrap().fires_at(at), "2024-02-29 was a Thursday");
+        assert!(
+            Schedule::parse("* * * * THU").unwrap().fires_at(at),
+            "2024-02-29 was a Thursday"
+        );
         assert!(!Schedule::parse("* * * * WED,FRI").unwrap().fires_at(at));
-        assert!(Schedule::parse("0 0 1 12 tue").unwrap().fires_at(utc(2026, 12, 1, 0, 0)), "2026-12-01 is a Tuesday");
-        assert!(Schedule::parse("0 0 1 1 4").unwrap().fires_at(UNIX_EPOCH), "1970-01-01 was a Thursday");
-        assert!(Schedule::parse("45 13 * * *").unwrap().fires_at(at + Duration::from_secs(59)), "seconds are ignored");
+        assert!(
+            Schedule::parse("0 0 1 12 tue")
+                .unwrap()
+                .fires_at(utc(2026, 12, 1, 0, 0)),
+            "2026-12-01 is a Tuesday"
+        );
+        assert!(
+            Schedule::parse("0 0 1 1 4").unwrap().fires_at(UNIX_EPOCH),
+            "1970-01-01 was a Thursday"
+        );
+        assert!(
+            Schedule::parse("45 13 * * *")
+                .unwrap()
+                .fires_at(at + Duration::from_secs(59)),
+            "seconds are ignored"
+        );
     }
 
     #[test]
@@ -257,34 +339,57 @@ mod tests {
         assert!(s.fires_at(utc(2027, 7, 1, 0, 35)));
         assert!(!s.fires_at(utc(2027, 8, 1, 0, 35)));
         let s = Schedule::parse("10/20 * * * *").unwrap();
-        assert!(s.fires_at(utc(2026, 1, 1, 3, 10)) && s.fires_at(utc(2026, 1, 1, 3, 50)) && !s.fires_at(utc(2026, 1, 1, 3, 0)));
+        assert!(
+            s.fires_at(utc(2026, 1, 1, 3, 10))
+                && s.fires_at(utc(2026, 1, 1, 3, 50))
+                && !s.fires_at(utc(2026, 1, 1, 3, 0))
+        );
     }
 
     #[test]
     fn upstream_grammar_beyond_the_basics() {
         // A name with a step runs to the field's end: Monday, Wednesday, Friday.
         let s = Schedule::parse("0 0 * * Mon/2").unwrap();
-        let fired: Vec<u32> = (6..13).filter(|day| s.fires_at(utc(2026, 12, *day, 0, 0))).collect();
+        let fired: Vec<u32> = (6..13)
+            .filter(|day| s.fires_at(utc(2026, 12, *day, 0, 0)))
+            .collect();
         assert_eq!(fired, [7, 9, 11]);
         // `?` is `*` in every field.
-        assert_eq!(Schedule::parse("? ? ? ? ?").unwrap(), Schedule::parse("* * * * *").unwrap());
+        assert_eq!(
+            Schedule::parse("? ? ? ? ?").unwrap(),
+            Schedule::parse("* * * * *").unwrap()
+        );
         // A step past the field's span keeps only its start.
         let s = Schedule::parse("*/70000 * * * *").unwrap();
-        let fired: Vec<u64> = (0..60).filter(|m| s.fires_at(utc(2026, 12, 1, 3, 0) + Duration::from_secs(m * 60))).collect();
+        let fired: Vec<u64> = (0..60)
+            .filter(|m| s.fires_at(utc(2026, 12, 1, 3, 0) + Duration::from_secs(m * 60)))
+            .collect();
         assert_eq!(fired, [0]);
         // Upstream reads `*-anything` as `*`.
-        assert_eq!(Schedule::parse("*-5 * * * *").unwrap(), Schedule::parse("* * * * *").unwrap());
+        assert_eq!(
+            Schedule::parse("*-5 * * * *").unwrap(),
+            Schedule::parse("* * * * *").unwrap()
+        );
         // Numbers read as upstream's (Go's `Atoi`) do: a leading `+` or zeros are fine.
-        assert_eq!(Schedule::parse("+05 * * * +1").unwrap(), Schedule::parse("5 * * * 1").unwrap());
+        assert_eq!(
+            Schedule::parse("+05 * * * +1").unwrap(),
+            Schedule::parse("5 * * * 1").unwrap()
+        );
         // Surrounding and repeated whitespace is fine.
-        assert_eq!(Schedule::parse("  0   9 * *\t1-5 ").unwrap(), Schedule::parse("0 9 * * 1-5").unwrap());
+        assert_eq!(
+            Schedule::parse("  0   9 * *\t1-5 ").unwrap(),
+            Schedule::parse("0 9 * * 1-5").unwrap()
+        );
     }
 
     #[test]
     fn day_of_month_and_day_of_week_combine_like_cron() {
         // Both restricted: either matches (the 13th, or any Friday).
         let either = Schedule::parse("0 0 13 * 5").unwrap();
-        assert!(either.fires_at(utc(2026, 12, 13, 0, 0)), "the 13th, a Sunday");
+        assert!(
+            either.fires_at(utc(2026, 12, 13, 0, 0)),
+            "the 13th, a Sunday"
+        );
         assert!(either.fires_at(utc(2026, 12, 4, 0, 0)), "a Friday");
         assert!(!either.fires_at(utc(2026, 12, 5, 0, 0)));
         // One is `*`: both must match.
@@ -292,28 +397,72 @@ mod tests {
         assert!(!fridays.fires_at(utc(2026, 12, 13, 0, 0)));
         // A stepped star is a restriction.
         let odd_days_or_sunday = Schedule::parse("0 0 */2 * 0").unwrap();
-        assert!(odd_days_or_sunday.fires_at(utc(2026, 12, 6, 0, 0)), "Sunday the 6th");
-        assert!(odd_days_or_sunday.fires_at(utc(2026, 12, 3, 0, 0)), "the 3rd");
+        assert!(
+            odd_days_or_sunday.fires_at(utc(2026, 12, 6, 0, 0)),
+            "Sunday the 6th"
+        );
+        assert!(
+            odd_days_or_sunday.fires_at(utc(2026, 12, 3, 0, 0)),
+            "the 3rd"
+        );
         // `?`, `*/1` and a list with `*` are not restrictions: the 13th only, whatever its weekday.
         for unrestricted in ["?", "*/1", "*,5", "?,1-3"] {
             let s = Schedule::parse(&format!("0 0 13 * {unrestricted}")).unwrap();
             assert!(s.fires_at(utc(2026, 12, 13, 0, 0)), "{unrestricted}");
-            assert!(!s.fires_at(utc(2026, 12, 4, 0, 0)), "{unrestricted}: a Friday, not the 13th");
+            assert!(
+                !s.fires_at(utc(2026, 12, 4, 0, 0)),
+                "{unrestricted}: a Friday, not the 13th"
+            );
             let s = Schedule::parse(&format!("0 0 {unrestricted} * 5")).unwrap();
-            assert!(s.fires_at(utc(2026, 12, 4, 0, 0)) && !s.fires_at(utc(2026, 12, 13, 0, 0)), "{unrestricted}");
+            assert!(
+                s.fires_at(utc(2026, 12, 4, 0, 0)) && !s.fires_at(utc(2026, 12, 13, 0, 0)),
+                "{unrestricted}"
+            );
         }
     }
 
     #[test]
     fn descriptors_and_errors() {
-        assert_eq!(Schedule::parse("@daily").unwrap(), Schedule::parse("0 0 * * *").unwrap());
-        assert_eq!(Schedule::parse("@midnight").unwrap(), Schedule::parse("0 0 * * *").unwrap());
-        assert_eq!(Schedule::parse("@annually").unwrap(), Schedule::parse("@yearly").unwrap());
-        assert_eq!(Schedule::parse("@yearly").unwrap(), Schedule::parse("0 0 1 1 *").unwrap());
-        assert_eq!(Schedule::parse("@monthly").unwrap(), Schedule::parse("0 0 1 * *").unwrap());
-        assert_eq!(Schedule::parse("@weekly").unwrap(), Schedule::parse("0 0 * * SUN").unwrap());
-        assert_eq!(Schedule::parse(" @hourly ").unwrap(), Schedule::parse("0 * * * *").unwrap());
-        for bad in ["@fortnightly", "* * * *", "60 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *", "* * * * 7", "*/0 * * * *", "5-1 * * * *", "x * * * *"] {
+        assert_eq!(
+            Schedule::parse("@daily").unwrap(),
+            Schedule::parse("0 0 * * *").unwrap()
+        );
+        assert_eq!(
+            Schedule::parse("@midnight").unwrap(),
+            Schedule::parse("0 0 * * *").unwrap()
+        );
+        assert_eq!(
+            Schedule::parse("@annually").unwrap(),
+            Schedule::parse("@yearly").unwrap()
+        );
+        assert_eq!(
+            Schedule::parse("@yearly").unwrap(),
+            Schedule::parse("0 0 1 1 *").unwrap()
+        );
+        assert_eq!(
+            Schedule::parse("@monthly").unwrap(),
+            Schedule::parse("0 0 1 * *").unwrap()
+        );
+        assert_eq!(
+            Schedule::parse("@weekly").unwrap(),
+            Schedule::parse("0 0 * * SUN").unwrap()
+        );
+        assert_eq!(
+            Schedule::parse(" @hourly ").unwrap(),
+            Schedule::parse("0 * * * *").unwrap()
+        );
+        for bad in [
+            "@fortnightly",
+            "* * * *",
+            "60 * * * *",
+            "* 24 * * *",
+            "* * 0 * *",
+            "* * * 13 *",
+            "* * * * 7",
+            "*/0 * * * *",
+            "5-1 * * * *",
+            "x * * * *",
+        ] {
             let e = Schedule::parse(bad).expect_err(bad);
             assert!(e.to_string().contains(bad), "{e}");
         }
@@ -355,7 +504,10 @@ mod tests {
             assert!(e.to_string().contains(&format!("{bad:?}")), "{e}");
         }
         let e = Schedule::parse("0 0 9 * * *").unwrap_err();
-        assert!(e.reason.contains("found 6") && e.reason.contains("seconds"), "{e}");
+        assert!(
+            e.reason.contains("found 6") && e.reason.contains("seconds"),
+            "{e}"
+        );
         let e = Schedule::parse("0 0 * * 7").unwrap_err();
         assert_eq!(e.reason, "day of week: 7 is outside 0-6");
     }
@@ -365,31 +517,69 @@ mod tests {
         // Weekdays 09:00 UTC, for 8 hours.
         let s = Schedule::parse("0 9 * * 1-5").unwrap();
         let eight_hours = Duration::from_secs(8 * 3_600);
-        assert!(!s.active(eight_hours, utc(2026, 12, 1, 8, 59)), "before the hit");
-        assert!(s.active(eight_hours, utc(2026, 12, 1, 9, 0)), "the hit itself counts");
+        assert!(
+            !s.active(eight_hours, utc(2026, 12, 1, 8, 59)),
+            "before the hit"
+        );
+        assert!(
+            s.active(eight_hours, utc(2026, 12, 1, 9, 0)),
+            "the hit itself counts"
+        );
         assert!(s.active(eight_hours, utc(2026, 12, 1, 16, 59)));
-        assert!(!s.active(eight_hours, utc(2026, 12, 1, 17, 0)), "exactly duration after: over");
+        assert!(
+            !s.active(eight_hours, utc(2026, 12, 1, 17, 0)),
+            "exactly duration after: over"
+        );
         assert!(!s.active(eight_hours, utc(2026, 12, 5, 10, 0)), "Saturday");
-        assert!(s.active(Duration::from_secs(30 * 86_400), utc(2026, 12, 31, 0, 0)), "a long window still finds the hit");
+        assert!(
+            s.active(Duration::from_secs(30 * 86_400), utc(2026, 12, 31, 0, 0)),
+            "a long window still finds the hit"
+        );
         let half_second = Duration::from_millis(500);
-        assert!(s.active(eight_hours, utc(2026, 12, 1, 9, 0) + half_second), "between whole seconds");
+        assert!(
+            s.active(eight_hours, utc(2026, 12, 1, 9, 0) + half_second),
+            "between whole seconds"
+        );
         assert!(s.active(eight_hours, utc(2026, 12, 1, 17, 0) - half_second));
         assert!(!s.active(eight_hours, utc(2026, 12, 1, 17, 0) + half_second));
-        assert!(!s.active(Duration::ZERO, utc(2026, 12, 1, 9, 0)), "a zero duration is never active");
+        assert!(
+            !s.active(Duration::ZERO, utc(2026, 12, 1, 9, 0)),
+            "a zero duration is never active"
+        );
     }
 
     #[test]
     fn next_and_last_hits() {
         let s = Schedule::parse("30 9 * * *").unwrap();
         let day = Duration::from_secs(86_400);
-        assert_eq!(s.next_after(utc(2026, 12, 1, 9, 30), utc(2026, 12, 3, 0, 0)), Some(utc(2026, 12, 2, 9, 30)), "strictly after");
-        assert_eq!(s.next_after(utc(2026, 12, 1, 9, 29), utc(2026, 12, 3, 0, 0)), Some(utc(2026, 12, 1, 9, 30)));
-        assert_eq!(s.next_after(utc(2026, 12, 1, 9, 30), utc(2026, 12, 2, 9, 29)), None, "not past `until`");
-        assert_eq!(s.last_at_or_before(utc(2026, 12, 1, 9, 30)), Some(utc(2026, 12, 1, 9, 30)));
-        assert_eq!(s.last_at_or_before(utc(2026, 12, 1, 9, 29)), Some(utc(2026, 12, 1, 9, 30) - day));
+        assert_eq!(
+            s.next_after(utc(2026, 12, 1, 9, 30), utc(2026, 12, 3, 0, 0)),
+            Some(utc(2026, 12, 2, 9, 30)),
+            "strictly after"
+        );
+        assert_eq!(
+            s.next_after(utc(2026, 12, 1, 9, 29), utc(2026, 12, 3, 0, 0)),
+            Some(utc(2026, 12, 1, 9, 30))
+        );
+        assert_eq!(
+            s.next_after(utc(2026, 12, 1, 9, 30), utc(2026, 12, 2, 9, 29)),
+            None,
+            "not past `until`"
+        );
+        assert_eq!(
+            s.last_at_or_before(utc(2026, 12, 1, 9, 30)),
+            Some(utc(2026, 12, 1, 9, 30))
+        );
+        assert_eq!(
+            s.last_at_or_before(utc(2026, 12, 1, 9, 29)),
+            Some(utc(2026, 12, 1, 9, 30) - day)
+        );
         // Leap days only.
         let s = Schedule::parse("0 0 29 2 *").unwrap();
-        assert_eq!(s.next_after(utc(2025, 1, 1, 0, 0), utc(2030, 1, 1, 0, 0)), Some(utc(2028, 2, 29, 0, 0)));
+        assert_eq!(
+            s.next_after(utc(2025, 1, 1, 0, 0), utc(2030, 1, 1, 0, 0)),
+            Some(utc(2028, 2, 29, 0, 0))
+        );
         assert!(s.active(Duration::from_secs(366 * 86_400), utc(2025, 2, 28, 0, 0)));
     }
 
@@ -397,10 +587,22 @@ mod tests {
     fn a_schedule_that_never_fires_is_never_active() {
         for never in ["0 0 30 2 *", "0 0 31 4,6,9,11 *"] {
             let s = Schedule::parse(never).unwrap();
-            assert!(!s.active(Duration::from_secs(365 * 86_400), utc(2026, 12, 1, 0, 0)), "{never}");
-            assert_eq!(s.next_after(utc(2026, 12, 1, 0, 0), utc(2036, 12, 1, 0, 0)), None, "{never}");
+            assert!(
+                !s.active(Duration::from_secs(365 * 86_400), utc(2026, 12, 1, 0, 0)),
+                "{never}"
+            );
+            assert_eq!(
+                s.next_after(utc(2026, 12, 1, 0, 0), utc(2036, 12, 1, 0, 0)),
+                None,
+                "{never}"
+            );
         }
         // With a day of week as well, the day rule's "either" makes it fire.
-        assert!(Schedule::parse("0 0 30 2 MON").unwrap().active(Duration::from_secs(7 * 86_400), utc(2027, 2, 3, 0, 0)), "Monday 1 February 2027");
+        assert!(
+            Schedule::parse("0 0 30 2 MON")
+                .unwrap()
+                .active(Duration::from_secs(7 * 86_400), utc(2027, 2, 3, 0, 0)),
+            "Monday 1 February 2027"
+        );
     }
 }

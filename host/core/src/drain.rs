@@ -87,7 +87,9 @@ impl DrainPlan {
 
 /// Whether a pod still holds the drain open at `now`.
 pub fn waits_for_eviction(pod: &DrainPod, now: SystemTime) -> bool {
-    let stuck = pod.deleting_at.is_some_and(|at| now > at + STUCK_TERMINATING_AFTER);
+    let stuck = pod
+        .deleting_at
+        .is_some_and(|at| now > at + STUCK_TERMINATING_AFTER);
     !pod.terminal && !pod.mirror && !pod.tolerates_disrupted && !stuck
 }
 
@@ -104,7 +106,9 @@ fn tier(pod: &DrainPod) -> u8 {
 /// termination deadline, if its NodeClaim has a `terminationGracePeriod`.
 pub fn plan(pods: &[DrainPod], now: SystemTime, deadline: Option<SystemTime>) -> DrainPlan {
     let mut plan = DrainPlan::default();
-    let waiting: Vec<usize> = (0..pods.len()).filter(|&i| waits_for_eviction(&pods[i], now)).collect();
+    let waiting: Vec<usize> = (0..pods.len())
+        .filter(|&i| waits_for_eviction(&pods[i], now))
+        .collect();
     plan.waiting = waiting.len();
     let mut evictable = Vec::new();
     for &i in &waiting {
@@ -116,7 +120,10 @@ pub fn plan(pods: &[DrainPod], now: SystemTime, deadline: Option<SystemTime>) ->
                 None => now + pod.grace_period > deadline,
             };
             if forced {
-                plan.actions.push(DrainAction::ForceDelete { pod: i, grace: left.max(MIN_FORCED_GRACE) });
+                plan.actions.push(DrainAction::ForceDelete {
+                    pod: i,
+                    grace: left.max(MIN_FORCED_GRACE),
+                });
                 continue;
             }
         }
@@ -130,7 +137,12 @@ pub fn plan(pods: &[DrainPod], now: SystemTime, deadline: Option<SystemTime>) ->
         evictable.push(i);
     }
     if let Some(first) = evictable.iter().map(|&i| tier(&pods[i])).min() {
-        plan.actions.extend(evictable.into_iter().filter(|&i| tier(&pods[i]) == first).map(DrainAction::Evict));
+        plan.actions.extend(
+            evictable
+                .into_iter()
+                .filter(|&i| tier(&pods[i]) == first)
+                .map(DrainAction::Evict),
+        );
     }
     plan
 }
@@ -163,7 +175,10 @@ mod tests {
     fn ordinary_pods_are_evicted_and_hold_the_drain() {
         let pods = vec![pod("a"), pod("b")];
         let plan = plan(&pods, at(0), None);
-        assert_eq!(plan.actions, vec![DrainAction::Evict(0), DrainAction::Evict(1)]);
+        assert_eq!(
+            plan.actions,
+            vec![DrainAction::Evict(0), DrainAction::Evict(1)]
+        );
         assert_eq!(plan.waiting, 2);
         assert!(!plan.drained());
     }
@@ -171,9 +186,18 @@ mod tests {
     #[test]
     fn terminal_mirror_and_tolerating_pods_do_not_hold_the_drain() {
         let pods = vec![
-            DrainPod { terminal: true, ..pod("done") },
-            DrainPod { mirror: true, ..pod("static") },
-            DrainPod { tolerates_disrupted: true, ..pod("tolerant") },
+            DrainPod {
+                terminal: true,
+                ..pod("done")
+            },
+            DrainPod {
+                mirror: true,
+                ..pod("static")
+            },
+            DrainPod {
+                tolerates_disrupted: true,
+                ..pod("tolerant")
+            },
         ];
         let plan = plan(&pods, at(0), None);
         assert!(plan.actions.is_empty());
@@ -183,22 +207,50 @@ mod tests {
     #[test]
     fn tiers_go_one_at_a_time() {
         let pods = vec![
-            DrainPod { critical: true, daemon: true, ..pod("critical-daemon") },
-            DrainPod { critical: true, ..pod("critical") },
-            DrainPod { daemon: true, ..pod("daemon") },
+            DrainPod {
+                critical: true,
+                daemon: true,
+                ..pod("critical-daemon")
+            },
+            DrainPod {
+                critical: true,
+                ..pod("critical")
+            },
+            DrainPod {
+                daemon: true,
+                ..pod("daemon")
+            },
             pod("app"),
         ];
-        assert_eq!(plan(&pods, at(0), None).actions, vec![DrainAction::Evict(3)]);
-        assert_eq!(plan(&pods[..3], at(0), None).actions, vec![DrainAction::Evict(2)]);
-        assert_eq!(plan(&pods[..2], at(0), None).actions, vec![DrainAction::Evict(1)]);
-        assert_eq!(plan(&pods[..1], at(0), None).actions, vec![DrainAction::Evict(0)]);
+        assert_eq!(
+            plan(&pods, at(0), None).actions,
+            vec![DrainAction::Evict(3)]
+        );
+        assert_eq!(
+            plan(&pods[..3], at(0), None).actions,
+            vec![DrainAction::Evict(2)]
+        );
+        assert_eq!(
+            plan(&pods[..2], at(0), None).actions,
+            vec![DrainAction::Evict(1)]
+        );
+        assert_eq!(
+            plan(&pods[..1], at(0), None).actions,
+            vec![DrainAction::Evict(0)]
+        );
     }
 
     #[test]
     fn terminating_pods_are_waited_for_until_stuck() {
-        let pods = vec![DrainPod { deleting_at: Some(at(30)), ..pod("going") }];
+        let pods = vec![DrainPod {
+            deleting_at: Some(at(30)),
+            ..pod("going")
+        }];
         let waiting = plan(&pods, at(40), None);
-        assert!(waiting.actions.is_empty() && waiting.waiting == 1, "{waiting:?}");
+        assert!(
+            waiting.actions.is_empty() && waiting.waiting == 1,
+            "{waiting:?}"
+        );
         // A dead kubelet never confirms the deletion: a minute past it, the pod stops counting.
         assert_eq!(plan(&pods, at(90), None).waiting, 1);
         assert!(plan(&pods, at(91), None).drained());
@@ -206,7 +258,10 @@ mod tests {
 
     #[test]
     fn do_not_disrupt_blocks_eviction_until_the_deadline() {
-        let pods = vec![DrainPod { do_not_disrupt: true, ..pod("precious") }];
+        let pods = vec![DrainPod {
+            do_not_disrupt: true,
+            ..pod("precious")
+        }];
         let blocked = plan(&pods, at(0), None);
         assert!(blocked.actions.is_empty());
         assert_eq!((blocked.waiting, blocked.blocked_by_do_not_disrupt), (1, 1));
@@ -215,37 +270,66 @@ mod tests {
         // 20 s left, less than the pod's grace: deleted now, with the time left.
         assert_eq!(
             plan(&pods, at(580), Some(at(600))).actions,
-            vec![DrainAction::ForceDelete { pod: 0, grace: Duration::from_secs(20) }]
+            vec![DrainAction::ForceDelete {
+                pod: 0,
+                grace: Duration::from_secs(20)
+            }]
         );
         // Past the deadline: deleted with the least grace.
         assert_eq!(
             plan(&pods, at(700), Some(at(600))).actions,
-            vec![DrainAction::ForceDelete { pod: 0, grace: MIN_FORCED_GRACE }]
+            vec![DrainAction::ForceDelete {
+                pod: 0,
+                grace: MIN_FORCED_GRACE
+            }]
         );
     }
 
     #[test]
     fn the_deadline_forces_pods_across_all_tiers_at_once() {
         let pods = vec![
-            DrainPod { critical: true, grace_period: Duration::from_secs(120), ..pod("critical") },
-            DrainPod { grace_period: Duration::from_secs(10), ..pod("app") },
+            DrainPod {
+                critical: true,
+                grace_period: Duration::from_secs(120),
+                ..pod("critical")
+            },
+            DrainPod {
+                grace_period: Duration::from_secs(10),
+                ..pod("app")
+            },
         ];
         // 60 s left: the critical pod needs 120 s, so it goes now; the app pod is evicted.
         let plan = plan(&pods, at(540), Some(at(600)));
         assert_eq!(
             plan.actions,
-            vec![DrainAction::ForceDelete { pod: 0, grace: Duration::from_secs(60) }, DrainAction::Evict(1)]
+            vec![
+                DrainAction::ForceDelete {
+                    pod: 0,
+                    grace: Duration::from_secs(60)
+                },
+                DrainAction::Evict(1)
+            ]
         );
     }
 
     #[test]
     fn a_terminating_pod_whose_deletion_lands_after_the_deadline_is_forced() {
-        let pods = vec![DrainPod { deleting_at: Some(at(700)), grace_period: Duration::from_secs(300), ..pod("slow") }];
+        let pods = vec![DrainPod {
+            deleting_at: Some(at(700)),
+            grace_period: Duration::from_secs(300),
+            ..pod("slow")
+        }];
         assert_eq!(
             plan(&pods, at(500), Some(at(600))).actions,
-            vec![DrainAction::ForceDelete { pod: 0, grace: Duration::from_secs(100) }]
+            vec![DrainAction::ForceDelete {
+                pod: 0,
+                grace: Duration::from_secs(100)
+            }]
         );
-        let early = vec![DrainPod { deleting_at: Some(at(550)), ..pod("quick") }];
+        let early = vec![DrainPod {
+            deleting_at: Some(at(550)),
+            ..pod("quick")
+        }];
         assert!(plan(&early, at(500), Some(at(600))).actions.is_empty());
     }
 }
@@ -324,10 +408,19 @@ mod termination_tests {
 
     #[test]
     fn a_ready_node_is_tainted_drained_and_its_instance_deleted_before_release() {
-        let mut t = NodeTermination { claim_live: true, cloud: true, ready: true, ..NodeTermination::default() };
+        let mut t = NodeTermination {
+            claim_live: true,
+            cloud: true,
+            ready: true,
+            ..NodeTermination::default()
+        };
         assert_eq!(next_termination_step(&t), TerminationStep::DeleteClaim);
         t.claim_live = false;
-        assert_eq!(next_termination_step(&t), TerminationStep::Taint, "a Ready node is not looked up");
+        assert_eq!(
+            next_termination_step(&t),
+            TerminationStep::Taint,
+            "a Ready node is not looked up"
+        );
         t.tainted = true;
         assert_eq!(next_termination_step(&t), TerminationStep::Drain);
         t.drained = true;
@@ -340,19 +433,38 @@ mod termination_tests {
 
     #[test]
     fn a_not_ready_node_whose_instance_is_gone_skips_the_drain() {
-        let mut t = NodeTermination { cloud: true, ..NodeTermination::default() };
+        let mut t = NodeTermination {
+            cloud: true,
+            ..NodeTermination::default()
+        };
         assert_eq!(next_termination_step(&t), TerminationStep::CheckInstance);
         t.instance_gone = Some(true);
         assert_eq!(next_termination_step(&t), TerminationStep::RemoveFinalizer);
         t.instance_gone = Some(false);
-        assert_eq!(next_termination_step(&t), TerminationStep::Taint, "its instance lives: drain as usual");
+        assert_eq!(
+            next_termination_step(&t),
+            TerminationStep::Taint,
+            "its instance lives: drain as usual"
+        );
     }
 
     #[test]
     fn a_node_without_a_claim_is_drained_and_released_without_a_cloud_call() {
-        let t = NodeTermination { tainted: true, drained: true, drained_marked: true, ..NodeTermination::default() };
+        let t = NodeTermination {
+            tainted: true,
+            drained: true,
+            drained_marked: true,
+            ..NodeTermination::default()
+        };
         assert_eq!(next_termination_step(&t), TerminationStep::RemoveFinalizer);
-        let not_ready = NodeTermination { ready: false, ..NodeTermination::default() };
-        assert_eq!(next_termination_step(&not_ready), TerminationStep::Taint, "no cloud to ask");
+        let not_ready = NodeTermination {
+            ready: false,
+            ..NodeTermination::default()
+        };
+        assert_eq!(
+            next_termination_step(&not_ready),
+            TerminationStep::Taint,
+            "no cloud to ask"
+        );
     }
 }

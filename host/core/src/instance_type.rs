@@ -51,7 +51,10 @@ impl Offering {
         .into_iter()
         .collect();
         Offering {
-            fingerprints: (crate::hash::fingerprint(zone.as_str()), crate::hash::fingerprint(capacity_type.as_str())),
+            fingerprints: (
+                crate::hash::fingerprint(zone.as_str()),
+                crate::hash::fingerprint(capacity_type.as_str()),
+            ),
             zone,
             capacity_type,
             price,
@@ -308,9 +311,14 @@ impl InstanceType {
     pub fn with_offering_requirements(self) -> InstanceType {
         let t = self;
         let zones: BTreeSet<&str> = t.offerings().available().map(|o| o.zone()).collect();
-        let capacity_types: BTreeSet<&str> = t.offerings().available().map(|o| o.capacity_type()).collect();
+        let capacity_types: BTreeSet<&str> = t
+            .offerings()
+            .available()
+            .map(|o| o.capacity_type())
+            .collect();
         let missing_zone = !zones.is_empty() && !t.requirements().has(crate::labels::ZONE_LABEL);
-        let missing_ct = !capacity_types.is_empty() && !t.requirements().has(crate::labels::CAPACITY_TYPE_LABEL);
+        let missing_ct =
+            !capacity_types.is_empty() && !t.requirements().has(crate::labels::CAPACITY_TYPE_LABEL);
         if !missing_zone && !missing_ct {
             return t;
         }
@@ -319,9 +327,18 @@ impl InstanceType {
             requirements.add(Requirement::in_values(crate::labels::ZONE_LABEL, zones));
         }
         if missing_ct {
-            requirements.add(Requirement::in_values(crate::labels::CAPACITY_TYPE_LABEL, capacity_types));
+            requirements.add(Requirement::in_values(
+                crate::labels::CAPACITY_TYPE_LABEL,
+                capacity_types,
+            ));
         }
-        InstanceType::new(t.name(), requirements, t.capacity().clone(), t.overhead().clone(), t.offerings().clone())
+        InstanceType::new(
+            t.name(),
+            requirements,
+            t.capacity().clone(),
+            t.overhead().clone(),
+            t.offerings().clone(),
+        )
     }
 
     /// Name (the `node.kubernetes.io/instance-type` value).

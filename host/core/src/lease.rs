@@ -30,7 +30,11 @@ pub struct LeaseTimings {
 
 impl Default for LeaseTimings {
     fn default() -> Self {
-        LeaseTimings { lease_duration: Duration::from_secs(15), renew_deadline: Duration::from_secs(10), retry_period: Duration::from_secs(2) }
+        LeaseTimings {
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
     }
 }
 
@@ -69,7 +73,11 @@ pub struct Observation {
 impl Observation {
     /// Updates the observation with a fresh read at `now`: the timestamp moves only when the
     /// record changed (a renewal changes `renewTime`).
-    pub fn refresh(previous: Option<&Observation>, record: LeaseRecord, now: SystemTime) -> Observation {
+    pub fn refresh(
+        previous: Option<&Observation>,
+        record: LeaseRecord,
+        now: SystemTime,
+    ) -> Observation {
         match previous {
             Some(p) if p.record == record => p.clone(),
             _ => Observation { record, since: now },
@@ -97,7 +105,12 @@ pub enum LeaseStep {
 
 /// Decides the next write for replica `me` at `now`, given what it observed (`None`: the
 /// Lease does not exist).
-pub fn next_step(observed: Option<&Observation>, me: &str, now: SystemTime, timings: &LeaseTimings) -> LeaseStep {
+pub fn next_step(
+    observed: Option<&Observation>,
+    me: &str,
+    now: SystemTime,
+    timings: &LeaseTimings,
+) -> LeaseStep {
     let held_by_me = |record: &LeaseRecord| LeaseRecord {
         holder: Some(me.to_string()),
         lease_duration: Some(timings.lease_duration),
@@ -110,26 +123,42 @@ pub fn next_step(observed: Option<&Observation>, me: &str, now: SystemTime, timi
     };
     let record = &observed.record;
     match record.holder() {
-        Some(holder) if holder == me => {
-            LeaseStep::Update(LeaseRecord { acquire_time: record.acquire_time.or(Some(now)), ..held_by_me(record) })
-        }
+        Some(holder) if holder == me => LeaseStep::Update(LeaseRecord {
+            acquire_time: record.acquire_time.or(Some(now)),
+            ..held_by_me(record)
+        }),
         Some(holder) => {
             let duration = record.lease_duration.unwrap_or(timings.lease_duration);
             let expires = observed.since + duration;
             if now < expires {
-                LeaseStep::Wait { holder: holder.to_string(), expires }
+                LeaseStep::Wait {
+                    holder: holder.to_string(),
+                    expires,
+                }
             } else {
-                LeaseStep::Update(LeaseRecord { transitions: record.transitions + 1, ..held_by_me(record) })
+                LeaseStep::Update(LeaseRecord {
+                    transitions: record.transitions + 1,
+                    ..held_by_me(record)
+                })
             }
         }
-        None => LeaseStep::Update(LeaseRecord { transitions: record.transitions + 1, ..held_by_me(record) }),
+        None => LeaseStep::Update(LeaseRecord {
+            transitions: record.transitions + 1,
+            ..held_by_me(record)
+        }),
     }
 }
 
 /// The record a holder writes when it stops cleanly: no holder, so the next replica takes
 /// over without waiting for expiry.
 pub fn released(record: &LeaseRecord, now: SystemTime) -> LeaseRecord {
-    LeaseRecord { holder: None, lease_duration: Some(Duration::from_secs(1)), acquire_time: None, renew_time: Some(now), transitions: record.transitions }
+    LeaseRecord {
+        holder: None,
+        lease_duration: Some(Duration::from_secs(1)),
+        acquire_time: None,
+        renew_time: Some(now),
+        transitions: record.transitions,
+    }
 }
 
 #[cfg(test)]
@@ -153,9 +182,14 @@ mod tests {
     #[test]
     fn a_missing_lease_is_created_held_by_me() {
         let step = next_step(None, "a", at(5), &LeaseTimings::default());
-        let LeaseStep::Create(record) = step else { panic!("{step:?}") };
+        let LeaseStep::Create(record) = step else {
+            panic!("{step:?}")
+        };
         assert_eq!(record.holder(), Some("a"));
-        assert_eq!((record.acquire_time, record.renew_time), (Some(at(5)), Some(at(5))));
+        assert_eq!(
+            (record.acquire_time, record.renew_time),
+            (Some(at(5)), Some(at(5)))
+        );
         assert_eq!(record.lease_duration, Some(Duration::from_secs(15)));
         assert_eq!(record.transitions, 0);
     }
@@ -165,9 +199,20 @@ mod tests {
         let timings = LeaseTimings::default();
         // The record says it was renewed long ago (another machine's clock), but this replica
         // first saw it at 100: expiry counts from 100.
-        let seen = Observation { record: held("b", 0), since: at(100) };
-        assert_eq!(next_step(Some(&seen), "a", at(114), &timings), LeaseStep::Wait { holder: "b".into(), expires: at(115) });
-        let LeaseStep::Update(taken) = next_step(Some(&seen), "a", at(115), &timings) else { panic!() };
+        let seen = Observation {
+            record: held("b", 0),
+            since: at(100),
+        };
+        assert_eq!(
+            next_step(Some(&seen), "a", at(114), &timings),
+            LeaseStep::Wait {
+                holder: "b".into(),
+                expires: at(115)
+            }
+        );
+        let LeaseStep::Update(taken) = next_step(Some(&seen), "a", at(115), &timings) else {
+            panic!()
+        };
         assert_eq!(taken.holder(), Some("a"));
         assert_eq!(taken.transitions, 4, "a change of holder is a transition");
         assert_eq!(taken.acquire_time, Some(at(115)));
@@ -177,16 +222,30 @@ mod tests {
     fn a_renewal_seen_by_the_follower_restarts_its_expiry() {
         let first = Observation::refresh(None, held("b", 0), at(100));
         let same = Observation::refresh(Some(&first), held("b", 0), at(110));
-        assert_eq!(same.since, at(100), "an unchanged record keeps its first sighting");
+        assert_eq!(
+            same.since,
+            at(100),
+            "an unchanged record keeps its first sighting"
+        );
         let renewed = Observation::refresh(Some(&same), held("b", 12), at(112));
         assert_eq!(renewed.since, at(112));
-        assert!(matches!(next_step(Some(&renewed), "a", at(120), &LeaseTimings::default()), LeaseStep::Wait { .. }));
+        assert!(matches!(
+            next_step(Some(&renewed), "a", at(120), &LeaseTimings::default()),
+            LeaseStep::Wait { .. }
+        ));
     }
 
     #[test]
     fn my_own_lease_is_renewed_keeping_its_acquire_time_and_transitions() {
-        let mine = Observation { record: held("a", 10), since: at(10) };
-        let LeaseStep::Update(renewed) = next_step(Some(&mine), "a", at(12), &LeaseTimings::default()) else { panic!() };
+        let mine = Observation {
+            record: held("a", 10),
+            since: at(10),
+        };
+        let LeaseStep::Update(renewed) =
+            next_step(Some(&mine), "a", at(12), &LeaseTimings::default())
+        else {
+            panic!()
+        };
         assert_eq!(renewed.holder(), Some("a"));
         assert_eq!(renewed.acquire_time, Some(at(0)));
         assert_eq!(renewed.renew_time, Some(at(12)));
@@ -195,20 +254,48 @@ mod tests {
 
     #[test]
     fn a_released_lease_is_taken_at_once() {
-        let free = Observation { record: released(&held("b", 10), at(11)), since: at(11) };
+        let free = Observation {
+            record: released(&held("b", 10), at(11)),
+            since: at(11),
+        };
         assert_eq!(free.record.holder(), None);
-        let LeaseStep::Update(taken) = next_step(Some(&free), "a", at(11), &LeaseTimings::default()) else { panic!() };
+        let LeaseStep::Update(taken) =
+            next_step(Some(&free), "a", at(11), &LeaseTimings::default())
+        else {
+            panic!()
+        };
         assert_eq!(taken.holder(), Some("a"));
         assert_eq!(taken.transitions, 4);
         // An empty string is no holder either (what other clients write).
-        let empty = Observation { record: LeaseRecord { holder: Some(String::new()), ..held("x", 0) }, since: at(0) };
-        assert!(matches!(next_step(Some(&empty), "a", at(1), &LeaseTimings::default()), LeaseStep::Update(_)));
+        let empty = Observation {
+            record: LeaseRecord {
+                holder: Some(String::new()),
+                ..held("x", 0)
+            },
+            since: at(0),
+        };
+        assert!(matches!(
+            next_step(Some(&empty), "a", at(1), &LeaseTimings::default()),
+            LeaseStep::Update(_)
+        ));
     }
 
     #[test]
     fn the_holders_own_lease_duration_decides_expiry() {
-        let long = Observation { record: LeaseRecord { lease_duration: Some(Duration::from_secs(60)), ..held("b", 0) }, since: at(0) };
-        assert!(matches!(next_step(Some(&long), "a", at(30), &LeaseTimings::default()), LeaseStep::Wait { .. }));
-        assert!(matches!(next_step(Some(&long), "a", at(60), &LeaseTimings::default()), LeaseStep::Update(_)));
+        let long = Observation {
+            record: LeaseRecord {
+                lease_duration: Some(Duration::from_secs(60)),
+                ..held("b", 0)
+            },
+            since: at(0),
+        };
+        assert!(matches!(
+            next_step(Some(&long), "a", at(30), &LeaseTimings::default()),
+            LeaseStep::Wait { .. }
+        ));
+        assert!(matches!(
+            next_step(Some(&long), "a", at(60), &LeaseTimings::default()),
+            LeaseStep::Update(_)
+        ));
     }
 }

@@ -11,7 +11,6 @@
 //! by an overlay are marked, so NodeClaims launched from them carry upstream's
 //! `karpenter.sh/price-overlay-applied` / `karpenter.sh/capacity-overlay-applied` annotations.
 
-
 use crate::instance_type::InstanceType;
 use crate::requirements::{NO_KEYS, Requirements};
 use crate::resources::Resources;
@@ -40,7 +39,10 @@ pub enum PriceChange {
 impl PriceChange {
     /// Parses `spec.price` (`price`) or `spec.priceAdjustment` (`adjustment`); at most one may
     /// be given.
-    pub fn parse(price: Option<&str>, adjustment: Option<&str>) -> Result<Option<PriceChange>, String> {
+    pub fn parse(
+        price: Option<&str>,
+        adjustment: Option<&str>,
+    ) -> Result<Option<PriceChange>, String> {
         let number = |s: &str, field: &str| {
             s.parse::<f64>()
                 .ok()
@@ -48,7 +50,9 @@ impl PriceChange {
                 .ok_or_else(|| format!("spec.{field}: {s:?} is not a number"))
         };
         match (price, adjustment) {
-            (Some(_), Some(_)) => Err("spec.price and spec.priceAdjustment cannot both be set".into()),
+            (Some(_), Some(_)) => {
+                Err("spec.price and spec.priceAdjustment cannot both be set".into())
+            }
             (Some(p), None) => {
                 let v = number(p, "price")?;
                 if v < 0.0 {
@@ -58,7 +62,9 @@ impl PriceChange {
             }
             (None, Some(a)) => {
                 if !(a.starts_with('+') || a.starts_with('-')) {
-                    return Err(format!("spec.priceAdjustment: {a:?} must start with + or -"));
+                    return Err(format!(
+                        "spec.priceAdjustment: {a:?} must start with + or -"
+                    ));
                 }
                 match a.strip_suffix('%') {
                     Some(percent) => {
@@ -105,7 +111,10 @@ impl Overlay {
     /// Checks what the CRD's validation also checks (so a snapshot or an old object cannot
     /// slip past): capacity holds only extended resources.
     pub fn validate(&self) -> Result<(), OverlayError> {
-        let standard = self.capacity.cpu_millis + self.capacity.memory_bytes + self.capacity.ephemeral_storage_bytes + self.capacity.pods;
+        let standard = self.capacity.cpu_millis
+            + self.capacity.memory_bytes
+            + self.capacity.ephemeral_storage_bytes
+            + self.capacity.pods;
         if standard > 0 {
             return Err(OverlayError {
                 name: self.name.clone(),
@@ -126,23 +135,43 @@ fn ordered(overlays: &[Overlay]) -> Vec<&Overlay> {
 /// The instance types of a NodePool whose template requirements (with its labels and the
 /// nodepool label) are `pool`, after `overlays`. Types no overlay matches come back
 /// unchanged.
-pub fn apply_overlays(types: &[InstanceType], pool: &Requirements, overlays: &[Overlay]) -> Vec<InstanceType> {
+pub fn apply_overlays(
+    types: &[InstanceType],
+    pool: &Requirements,
+    overlays: &[Overlay],
+) -> Vec<InstanceType> {
     if overlays.is_empty() {
         return types.to_vec();
     }
     let order = ordered(overlays);
-    let prices: Vec<&Overlay> = order.iter().copied().filter(|o| o.price.is_some()).collect();
-    let capacities: Vec<&Overlay> = order.iter().copied().filter(|o| !o.capacity.is_zero()).collect();
+    let prices: Vec<&Overlay> = order
+        .iter()
+        .copied()
+        .filter(|o| o.price.is_some())
+        .collect();
+    let capacities: Vec<&Overlay> = order
+        .iter()
+        .copied()
+        .filter(|o| !o.capacity.is_zero())
+        .collect();
     types
         .iter()
         .map(|t| {
             let base = t.requirements().intersection(pool);
-            let capacity = capacities.iter().find(|o| base.is_compatible(&o.requirements, &NO_KEYS));
+            let capacity = capacities
+                .iter()
+                .find(|o| base.is_compatible(&o.requirements, &NO_KEYS));
             let mut out = match capacity {
                 Some(o) => {
                     let mut grown = t.capacity().clone();
                     grown += &o.capacity;
-                    let mut c = InstanceType::new(t.name(), t.requirements().clone(), grown, t.overhead().clone(), t.offerings().clone());
+                    let mut c = InstanceType::new(
+                        t.name(),
+                        t.requirements().clone(),
+                        grown,
+                        t.overhead().clone(),
+                        t.offerings().clone(),
+                    );
                     c.mark_overlaid(t.price_overlaid(), true);
                     c
                 }
@@ -151,7 +180,10 @@ pub fn apply_overlays(types: &[InstanceType], pool: &Requirements, overlays: &[O
             let mut price_applied = out.price_overlaid();
             for offering in out.offerings_mut().0.iter_mut() {
                 let labels = base.intersection(offering.requirements());
-                if let Some(change) = prices.iter().find(|o| labels.is_compatible(&o.requirements, &NO_KEYS)).and_then(|o| o.price)
+                if let Some(change) = prices
+                    .iter()
+                    .find(|o| labels.is_compatible(&o.requirements, &NO_KEYS))
+                    .and_then(|o| o.price)
                     && let Some(price) = offering.price()
                 {
                     offering.set_price(Some(change.apply(price)));
@@ -177,7 +209,10 @@ pub fn conflicts(overlays: &[Overlay]) -> Vec<(String, String)> {
                 continue;
             }
             let both_price = a.price.is_some() && b.price.is_some();
-            let shared_resource = a.capacity.extended().any(|(name, _)| b.capacity.get(name) > 0);
+            let shared_resource = a
+                .capacity
+                .extended()
+                .any(|(name, _)| b.capacity.get(name) > 0);
             if both_price || shared_resource {
                 out.push((a.name.clone(), b.name.clone()));
             }
@@ -205,15 +240,32 @@ mod tests {
             Offering::new("a", "spot", Some(1.0), true),
             Offering::new("b", "on-demand", Some(2.0), true),
         ];
-        InstanceType::new(name, requirements, Resources::new().with("cpu", 2000), Overhead::default(), offerings)
+        InstanceType::new(
+            name,
+            requirements,
+            Resources::new().with("cpu", 2000),
+            Overhead::default(),
+            offerings,
+        )
     }
 
     fn overlay(name: &str, weight: i32, requirements: Vec<Requirement>) -> Overlay {
-        Overlay { name: name.into(), weight, requirements: requirements.into_iter().collect(), price: None, capacity: Resources::new() }
+        Overlay {
+            name: name.into(),
+            weight,
+            requirements: requirements.into_iter().collect(),
+            price: None,
+            capacity: Resources::new(),
+        }
     }
 
     fn pool() -> Requirements {
-        [Requirement::in_values(NODEPOOL_LABEL, ["default"]), Requirement::in_values("team", ["ml"])].into_iter().collect()
+        [
+            Requirement::in_values(NODEPOOL_LABEL, ["default"]),
+            Requirement::in_values("team", ["ml"]),
+        ]
+        .into_iter()
+        .collect()
     }
 
     fn prices(t: &InstanceType) -> Vec<Option<f64>> {
@@ -222,22 +274,64 @@ mod tests {
 
     #[test]
     fn price_changes_parse_and_apply() {
-        assert_eq!(PriceChange::parse(Some("0.5"), None).unwrap(), Some(PriceChange::Set(0.5)));
-        assert_eq!(PriceChange::parse(None, Some("+10%")).unwrap().unwrap().apply(2.0), 2.2);
-        assert_eq!(PriceChange::parse(None, Some("-0.5")).unwrap().unwrap().apply(0.2), 0.0, "never below zero");
-        assert_eq!(PriceChange::parse(None, Some("-100%")).unwrap().unwrap().apply(3.0), 0.0);
-        assert!(PriceChange::parse(Some("1"), Some("+1")).unwrap_err().contains("cannot both"));
-        assert!(PriceChange::parse(None, Some("10%")).unwrap_err().contains("spec.priceAdjustment"));
+        assert_eq!(
+            PriceChange::parse(Some("0.5"), None).unwrap(),
+            Some(PriceChange::Set(0.5))
+        );
+        assert_eq!(
+            PriceChange::parse(None, Some("+10%"))
+                .unwrap()
+                .unwrap()
+                .apply(2.0),
+            2.2
+        );
+        assert_eq!(
+            PriceChange::parse(None, Some("-0.5"))
+                .unwrap()
+                .unwrap()
+                .apply(0.2),
+            0.0,
+            "never below zero"
+        );
+        assert_eq!(
+            PriceChange::parse(None, Some("-100%"))
+                .unwrap()
+                .unwrap()
+                .apply(3.0),
+            0.0
+        );
+        assert!(
+            PriceChange::parse(Some("1"), Some("+1"))
+                .unwrap_err()
+                .contains("cannot both")
+        );
+        assert!(
+            PriceChange::parse(None, Some("10%"))
+                .unwrap_err()
+                .contains("spec.priceAdjustment")
+        );
         assert!(PriceChange::parse(None, Some("-150%")).is_err());
-        assert!(PriceChange::parse(Some("cheap"), None).unwrap_err().contains("spec.price"));
+        assert!(
+            PriceChange::parse(Some("cheap"), None)
+                .unwrap_err()
+                .contains("spec.price")
+        );
     }
 
     #[test]
     fn the_heaviest_matching_overlay_sets_each_offering_price() {
         let types = vec![itype("m1"), itype("m2")];
-        let mut spot = overlay("spot-discount", 10, vec![Requirement::in_values(CAPACITY_TYPE_LABEL, ["spot"])]);
+        let mut spot = overlay(
+            "spot-discount",
+            10,
+            vec![Requirement::in_values(CAPACITY_TYPE_LABEL, ["spot"])],
+        );
         spot.price = Some(PriceChange::Percent(-50.0));
-        let mut m1 = overlay("m1-fixed", 5, vec![Requirement::in_values(INSTANCE_TYPE_LABEL, ["m1"])]);
+        let mut m1 = overlay(
+            "m1-fixed",
+            5,
+            vec![Requirement::in_values(INSTANCE_TYPE_LABEL, ["m1"])],
+        );
         m1.price = Some(PriceChange::Set(9.0));
         let out = apply_overlays(&types, &pool(), &[m1, spot]);
         // m1: spot offering takes the heavier overlay (-50%), on-demand the m1 one.
@@ -252,10 +346,18 @@ mod tests {
         let types = vec![itype("m1")];
         let mut team = overlay("ml-team", 1, vec![Requirement::in_values("team", ["ml"])]);
         team.price = Some(PriceChange::Add(1.0));
-        let mut other = overlay("gpu-only", 2, vec![Requirement::in_values("example.com/gpu", ["true"])]);
+        let mut other = overlay(
+            "gpu-only",
+            2,
+            vec![Requirement::in_values("example.com/gpu", ["true"])],
+        );
         other.price = Some(PriceChange::Set(0.0));
         let out = apply_overlays(&types, &pool(), &[team.clone(), other]);
-        assert_eq!(prices(&out[0]), [Some(2.0), Some(3.0)], "the undefined gpu key does not match");
+        assert_eq!(
+            prices(&out[0]),
+            [Some(2.0), Some(3.0)],
+            "the undefined gpu key does not match"
+        );
         let untouched = apply_overlays(&types, &Requirements::new(), &[team]);
         assert_eq!(prices(&untouched[0]), [Some(1.0), Some(2.0)]);
         assert!(!untouched[0].price_overlaid());
@@ -264,7 +366,11 @@ mod tests {
     #[test]
     fn capacity_overlays_add_extended_resources() {
         let types = vec![itype("m1"), itype("m2")];
-        let mut gpu = overlay("m2-gpu", 1, vec![Requirement::in_values(INSTANCE_TYPE_LABEL, ["m2"])]);
+        let mut gpu = overlay(
+            "m2-gpu",
+            1,
+            vec![Requirement::in_values(INSTANCE_TYPE_LABEL, ["m2"])],
+        );
         gpu.capacity = Resources::new().with("nvidia.com/gpu", 4);
         let out = apply_overlays(&types, &pool(), &[gpu]);
         assert_eq!(out[0].capacity().get("nvidia.com/gpu"), 0);
@@ -277,7 +383,12 @@ mod tests {
     fn standard_resources_and_equal_weight_conflicts_are_reported() {
         let mut bad = overlay("bad", 1, vec![]);
         bad.capacity = Resources::new().with("cpu", 1000);
-        assert!(bad.validate().unwrap_err().to_string().contains("NodeOverlay bad: spec.capacity"));
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("NodeOverlay bad: spec.capacity")
+        );
         let mut a = overlay("a", 3, vec![Requirement::in_values(ZONE_LABEL, ["a"])]);
         a.price = Some(PriceChange::Set(1.0));
         let mut b = overlay("b", 3, vec![Requirement::exists(ZONE_LABEL)]);

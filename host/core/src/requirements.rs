@@ -439,7 +439,14 @@ impl Requirement {
             (true, false) => {
                 if other.values.iter().any(|v| self.values.contains(v)) {
                     let excluded = std::mem::take(&mut self.values);
-                    self.values = Arc::new(other.values.iter().filter(|v| !excluded.contains(*v)).cloned().collect());
+                    self.values = Arc::new(
+                        other
+                            .values
+                            .iter()
+                            .filter(|v| !excluded.contains(*v))
+                            .cloned()
+                            .collect(),
+                    );
                 } else {
                     self.values = other.values.clone();
                 }

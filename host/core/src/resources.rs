@@ -368,7 +368,9 @@ impl Resources {
     pub fn min_with(&mut self, other: &Resources) {
         self.cpu_millis = self.cpu_millis.min(other.cpu_millis);
         self.memory_bytes = self.memory_bytes.min(other.memory_bytes);
-        self.ephemeral_storage_bytes = self.ephemeral_storage_bytes.min(other.ephemeral_storage_bytes);
+        self.ephemeral_storage_bytes = self
+            .ephemeral_storage_bytes
+            .min(other.ephemeral_storage_bytes);
         self.pods = self.pods.min(other.pods);
         for (name, amount) in &mut self.extended {
             *amount = (*amount).min(other.amount(ResourceKey::Extended(name)));
@@ -735,11 +737,28 @@ mod tests {
 
     #[test]
     fn min_with_takes_the_smaller_amount_of_each_resource() {
-        let mut a = Resources::new().with("cpu", 2000).with("memory", 100).with("nvidia.com/gpu", 2).with("example.com/fpga", 1);
-        let b = Resources::new().with("cpu", 3000).with("memory", 50).with("nvidia.com/gpu", 1);
+        let mut a = Resources::new()
+            .with("cpu", 2000)
+            .with("memory", 100)
+            .with("nvidia.com/gpu", 2)
+            .with("example.com/fpga", 1);
+        let b = Resources::new()
+            .with("cpu", 3000)
+            .with("memory", 50)
+            .with("nvidia.com/gpu", 1);
         a.min_with(&b);
-        assert_eq!(a, Resources::new().with("cpu", 2000).with("memory", 50).with("nvidia.com/gpu", 1));
-        assert_eq!(a.get("example.com/fpga"), 0, "absent from the other side: zero");
+        assert_eq!(
+            a,
+            Resources::new()
+                .with("cpu", 2000)
+                .with("memory", 50)
+                .with("nvidia.com/gpu", 1)
+        );
+        assert_eq!(
+            a.get("example.com/fpga"),
+            0,
+            "absent from the other side: zero"
+        );
     }
 
     fn res(items: &[(&str, &str)]) -> Resources {

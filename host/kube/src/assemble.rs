@@ -15,7 +15,9 @@ use joinery_core::instance_type::InstanceType;
 use joinery_core::labels::LabelPolicy;
 use joinery_core::overlay::{self, Overlay};
 use joinery_core::resources::Resources;
-use joinery_core::scheduling::{self, NodePoolLimits, PendingPod, PodKey, SchedulingContext, SchedulingInput};
+use joinery_core::scheduling::{
+    self, NodePoolLimits, PendingPod, PodKey, SchedulingContext, SchedulingInput,
+};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
@@ -125,11 +127,17 @@ pub struct Assembly {
 /// A pending pod in the core's form, with the topology its volumes require and the volumes
 /// it attaches. A pod whose PersistentVolumeClaim, bound PersistentVolume or StorageClass is
 /// missing is refused, as upstream does.
-pub fn batch_pod(pod: &LeanPod, volumes: &VolumeIndex<'_>, source: Source) -> Result<PendingPod, String> {
+pub fn batch_pod(
+    pod: &LeanPod,
+    volumes: &VolumeIndex<'_>,
+    source: Source,
+) -> Result<PendingPod, String> {
     let mut pending = convert::pending_pod(pod)?;
     pending.volume_requirements = volumes.requirements(pod).map_err(|e| match (e, source) {
         (VolumeError::Invalid(message), _) => message,
-        (missing, Source::Cluster) => format!("{missing}; the pod is not provisioned for until it exists"),
+        (missing, Source::Cluster) => {
+            format!("{missing}; the pod is not provisioned for until it exists")
+        }
         (missing, Source::Snapshot) => missing.missing_from("the snapshot"),
     })?;
     pending.volumes = volumes.attachments(pod);
@@ -148,7 +156,11 @@ pub fn assemble(
     source: Source,
 ) -> Assembly {
     let mut out = Assembly::default();
-    let volumes = VolumeIndex::new(&objects.persistent_volumes, &objects.persistent_volume_claims, &objects.storage_classes);
+    let volumes = VolumeIndex::new(
+        &objects.persistent_volumes,
+        &objects.persistent_volume_claims,
+        &objects.storage_classes,
+    );
     for pod in pending {
         let key = pod.key();
         let status = match batch_pod(pod, &volumes, source) {
@@ -168,10 +180,18 @@ pub fn assemble(
 
     let representatives = convert::representative_daemon_pods(&objects.pods);
     for (i, ds) in objects.daemon_sets.iter().enumerate() {
-        let representative = ds.metadata.uid.as_deref().filter(|u| !u.is_empty()).and_then(|uid| representatives.get(uid).copied());
+        let representative = ds
+            .metadata
+            .uid
+            .as_deref()
+            .filter(|u| !u.is_empty())
+            .and_then(|uid| representatives.get(uid).copied());
         match convert::daemon_pod(ds, representative) {
             Ok(d) => out.input.daemons.push(d),
-            Err(message) => out.problems.push(Problem { object: ProblemObject::DaemonSet(i), message }),
+            Err(message) => out.problems.push(Problem {
+                object: ProblemObject::DaemonSet(i),
+                message,
+            }),
         }
     }
 
@@ -179,7 +199,10 @@ pub fn assemble(
         let template = match node_claim_template(offer.pool) {
             Ok(t) => t,
             Err(message) => {
-                out.problems.push(Problem { object: ProblemObject::NodePool(i), message });
+                out.problems.push(Problem {
+                    object: ProblemObject::NodePool(i),
+                    message,
+                });
                 continue;
             }
         };
@@ -187,12 +210,20 @@ pub fn assemble(
             Ok(limits) => limits,
             Err(message) => {
                 // Left without limits rather than without the pool.
-                out.problems.push(Problem { object: ProblemObject::NodePool(i), message });
+                out.problems.push(Problem {
+                    object: ProblemObject::NodePool(i),
+                    message,
+                });
                 Some(NodePoolLimits::new(BTreeMap::new(), Resources::new()))
             }
         };
-        let instance_types = overlay::apply_overlays(offer.instance_types, &template.requirements, overlays);
-        out.input.nodepools.push(scheduling::NodePool { template, instance_types, limits });
+        let instance_types =
+            overlay::apply_overlays(offer.instance_types, &template.requirements, overlays);
+        out.input.nodepools.push(scheduling::NodePool {
+            template,
+            instance_types,
+            limits,
+        });
     }
     out.input.label_policy = label_policy;
     out
@@ -220,76 +251,164 @@ mod tests {
         let pvs: Vec<PersistentVolume> = vec![of(json!({"metadata": {"name": "pv-1"}, "spec": {
             "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
                 {"key": ZONE_LABEL, "operator": "In", "values": ["zone-c"]}]}]}}}}))];
-        let pvcs: Vec<PersistentVolumeClaim> = vec![of(json!({"metadata": {"name": "data", "namespace": "db"}, "spec": {"volumeName": "pv-1"}}))];
+        let pvcs: Vec<PersistentVolumeClaim> = vec![of(
+            json!({"metadata": {"name": "data", "namespace": "db"}, "spec": {"volumeName": "pv-1"}}),
+        )];
         let classes: Vec<StorageClass> = Vec::new();
         let index = VolumeIndex::new(&pvs, &pvcs, &classes);
         let pending = batch_pod(&pod_with_claim("data"), &index, Source::Cluster).unwrap();
         assert_eq!(pending.volume_requirements.len(), 1);
         let zone = pending.volume_requirements[0].get(ZONE_LABEL).unwrap();
         assert!(zone.has("zone-c") && !zone.has("zone-a"), "{zone:?}");
-        assert_eq!(pending.requests.cpu_millis, 1000, "the rest of the conversion is unchanged");
+        assert_eq!(
+            pending.requests.cpu_millis, 1000,
+            "the rest of the conversion is unchanged"
+        );
     }
 
     #[test]
     fn a_pod_whose_claim_is_missing_is_refused_in_the_words_of_its_source() {
-        let none: (Vec<PersistentVolume>, Vec<PersistentVolumeClaim>, Vec<StorageClass>) = Default::default();
+        let none: (
+            Vec<PersistentVolume>,
+            Vec<PersistentVolumeClaim>,
+            Vec<StorageClass>,
+        ) = Default::default();
         let index = VolumeIndex::new(&none.0, &none.1, &none.2);
         let pod = pod_with_claim("data");
         assert_eq!(
             batch_pod(&pod, &index, Source::Cluster).unwrap_err(),
             "PersistentVolumeClaim db/data (volume data) does not exist; the pod is not provisioned for until it exists"
         );
-        assert_eq!(batch_pod(&pod, &index, Source::Snapshot).unwrap_err(), "PersistentVolumeClaim db/data (volume data) is not in the snapshot");
+        assert_eq!(
+            batch_pod(&pod, &index, Source::Snapshot).unwrap_err(),
+            "PersistentVolumeClaim db/data (volume data) is not in the snapshot"
+        );
     }
 
     #[test]
     fn a_daemonsets_newest_pod_gives_its_requests_and_the_template_its_affinity() {
         let template_affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}});
-        let daemon: DaemonSet = of(json!({"metadata": {"name": "agent", "namespace": "kube-system", "uid": "ds-uid"}, "spec": {"selector": {},
+        let daemon: DaemonSet = of(
+            json!({"metadata": {"name": "agent", "namespace": "kube-system", "uid": "ds-uid"}, "spec": {"selector": {},
             "template": {"spec": {"affinity": template_affinity,
-                "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}}}}));
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}}}}),
+        );
         // What the DaemonSet controller makes: a pod pinned to its node by matchFields, with the
         // requests admission gave it.
         let pod = |name: &str, created: &str, cpu: &str, owner_uid: &str| -> LeanPod {
-            of(json!({"metadata": {"name": name, "namespace": "kube-system", "creationTimestamp": created,
+            of(
+                json!({"metadata": {"name": name, "namespace": "kube-system", "creationTimestamp": created,
                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": owner_uid, "controller": true}]},
                 "spec": {"nodeName": "n1", "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                     {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}},
                     "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}],
-                    "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}))
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}),
+            )
         };
         let older = pod("agent-old", "2026-01-01T00:00:00Z", "300m", "ds-uid");
         let newer = pod("agent-new", "2026-01-02T00:00:00Z", "500m", "ds-uid");
         let stranger = pod("other", "2026-01-03T00:00:00Z", "900m", "another-uid");
-        let objects = ClusterObjects { daemon_sets: vec![&daemon], pods: vec![&older, &stranger, &newer], ..ClusterObjects::default() };
-        let assembly = assemble(&objects, &[], &[], &[], LabelPolicy::default(), Source::Snapshot);
-        assert!(assembly.problems.is_empty(), "the pod's matchFields affinity is not used: {:?}", assembly.problems);
+        let objects = ClusterObjects {
+            daemon_sets: vec![&daemon],
+            pods: vec![&older, &stranger, &newer],
+            ..ClusterObjects::default()
+        };
+        let assembly = assemble(
+            &objects,
+            &[],
+            &[],
+            &[],
+            LabelPolicy::default(),
+            Source::Snapshot,
+        );
+        assert!(
+            assembly.problems.is_empty(),
+            "the pod's matchFields affinity is not used: {:?}",
+            assembly.problems
+        );
         let d = &assembly.input.daemons[0];
-        assert_eq!(d.requests.cpu_millis, 500, "the newest pod the DaemonSet controls");
-        assert_eq!(d.tolerations.len(), 1, "with the tolerations its controller added");
+        assert_eq!(
+            d.requests.cpu_millis, 500,
+            "the newest pod the DaemonSet controls"
+        );
+        assert_eq!(
+            d.tolerations.len(),
+            1,
+            "with the tolerations its controller added"
+        );
         assert_eq!(d.required_affinity.len(), 1);
-        assert!(d.required_affinity[0].get("kubernetes.io/os").is_some_and(|r| r.has("linux")), "the template's affinity");
+        assert!(
+            d.required_affinity[0]
+                .get("kubernetes.io/os")
+                .is_some_and(|r| r.has("linux")),
+            "the template's affinity"
+        );
 
-        let alone = ClusterObjects { daemon_sets: vec![&daemon], pods: vec![&stranger], ..ClusterObjects::default() };
-        let assembly = assemble(&alone, &[], &[], &[], LabelPolicy::default(), Source::Snapshot);
-        assert_eq!(assembly.input.daemons[0].requests.cpu_millis, 100, "no pod of its own: the template");
+        let alone = ClusterObjects {
+            daemon_sets: vec![&daemon],
+            pods: vec![&stranger],
+            ..ClusterObjects::default()
+        };
+        let assembly = assemble(
+            &alone,
+            &[],
+            &[],
+            &[],
+            LabelPolicy::default(),
+            Source::Snapshot,
+        );
+        assert_eq!(
+            assembly.input.daemons[0].requests.cpu_millis, 100,
+            "no pod of its own: the template"
+        );
     }
 
     #[test]
     fn problems_name_the_object_and_a_bad_limit_keeps_the_pool() {
-        let pool: NodePool = of(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "general"},
+        let pool: NodePool = of(
+            json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "general"},
             "spec": {"limits": {"cpu": "lots"}, "template": {"spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "n"},
-                "requirements": []}}}}));
-        let daemon: DaemonSet = of(json!({"metadata": {"name": "agent", "namespace": "kube-system"}, "spec": {"selector": {},
-            "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "many"}}}]}}}}));
-        let objects = ClusterObjects { daemon_sets: vec![&daemon], ..ClusterObjects::default() };
-        let offers = [PoolOffer { pool: &pool, instance_types: &[] }];
+                "requirements": []}}}}),
+        );
+        let daemon: DaemonSet = of(
+            json!({"metadata": {"name": "agent", "namespace": "kube-system"}, "spec": {"selector": {},
+            "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "many"}}}]}}}}),
+        );
+        let objects = ClusterObjects {
+            daemon_sets: vec![&daemon],
+            ..ClusterObjects::default()
+        };
+        let offers = [PoolOffer {
+            pool: &pool,
+            instance_types: &[],
+        }];
         let pod = pod_with_claim("data");
-        let assembly = assemble(&objects, &[&pod], &offers, &[], LabelPolicy::default(), Source::Snapshot);
-        assert_eq!(assembly.problems.iter().map(|p| p.object).collect::<Vec<_>>(), [ProblemObject::DaemonSet(0), ProblemObject::NodePool(0)]);
-        assert_eq!(assembly.input.nodepools.len(), 1, "a limit that does not parse leaves the pool without limits");
+        let assembly = assemble(
+            &objects,
+            &[&pod],
+            &offers,
+            &[],
+            LabelPolicy::default(),
+            Source::Snapshot,
+        );
+        assert_eq!(
+            assembly
+                .problems
+                .iter()
+                .map(|p| p.object)
+                .collect::<Vec<_>>(),
+            [ProblemObject::DaemonSet(0), ProblemObject::NodePool(0)]
+        );
+        assert_eq!(
+            assembly.input.nodepools.len(),
+            1,
+            "a limit that does not parse leaves the pool without limits"
+        );
         assert!(assembly.input.daemons.is_empty());
-        assert!(matches!(assembly.pods[0].status, BatchStatus::Refused(_)), "its claim is not in the snapshot");
+        assert!(
+            matches!(assembly.pods[0].status, BatchStatus::Refused(_)),
+            "its claim is not in the snapshot"
+        );
     }
 }

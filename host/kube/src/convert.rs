@@ -8,9 +8,9 @@ use joinery_api::{HasConditions, NodeClaim, NodePool};
 use joinery_core::requirements::{Operator, Requirement, Requirements};
 use joinery_core::resources::{InitContainer, PodLevelRequests, PodResourceSpec, Resources};
 use joinery_core::scheduling::{
-    BoundPod, DaemonPod, ExistingNode, HostPort, LabelSelector, LabelSelectorRequirement, NodeInclusionPolicy, NodePoolLimits,
-    PendingPod, PodAffinityTerm, PreferredSchedulingTerm, SelectorOperator, TopologySpreadConstraint,
-    WeightedPodAffinityTerm, WhenUnsatisfiable,
+    BoundPod, DaemonPod, ExistingNode, HostPort, LabelSelector, LabelSelectorRequirement,
+    NodeInclusionPolicy, NodePoolLimits, PendingPod, PodAffinityTerm, PreferredSchedulingTerm,
+    SelectorOperator, TopologySpreadConstraint, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 use joinery_core::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
 use k8s_openapi::api::core::v1::{self as corev1};
@@ -18,8 +18,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::conditions::{INITIALIZED, LAUNCHED};
 use crate::lean::{LeanNode, LeanPod, LeanPodSpec, LeanResources};
-use joinery_core::lifecycle::is_ephemeral_taint;
 use crate::pods::{is_daemon_pod, is_terminal};
+use joinery_core::lifecycle::is_ephemeral_taint;
 
 /// Parses a taint effect.
 pub fn taint_effect(effect: &str) -> Option<TaintEffect> {
@@ -33,7 +33,11 @@ pub fn taint_effect(effect: &str) -> Option<TaintEffect> {
 
 /// A Kubernetes taint in core form (`None` for an unknown effect).
 pub fn taint(t: &corev1::Taint) -> Option<Taint> {
-    Some(Taint::new(t.key.clone(), t.value.clone().unwrap_or_default(), taint_effect(&t.effect)?))
+    Some(Taint::new(
+        t.key.clone(),
+        t.value.clone().unwrap_or_default(),
+        taint_effect(&t.effect)?,
+    ))
 }
 
 /// A core taint in Kubernetes form.
@@ -55,16 +59,28 @@ pub fn taints(items: Option<&Vec<corev1::Taint>>) -> Vec<Taint> {
 pub fn toleration(t: &corev1::Toleration) -> Toleration {
     Toleration {
         key: t.key.clone().unwrap_or_default(),
-        operator: if t.operator.as_deref() == Some("Exists") { TolerationOperator::Exists } else { TolerationOperator::Equal },
+        operator: if t.operator.as_deref() == Some("Exists") {
+            TolerationOperator::Exists
+        } else {
+            TolerationOperator::Equal
+        },
         value: t.value.clone().unwrap_or_default(),
         effect: t.effect.as_deref().and_then(taint_effect),
         toleration_seconds: t.toleration_seconds,
     }
 }
 
-fn resources_of(what: &str, requests: Option<&BTreeMap<String, Quantity>>) -> Result<Resources, String> {
-    Resources::from_quantities(requests.into_iter().flatten().map(|(k, v)| (k.as_str(), v.0.as_str())))
-        .map_err(|e| format!("{what}: {e}"))
+fn resources_of(
+    what: &str,
+    requests: Option<&BTreeMap<String, Quantity>>,
+) -> Result<Resources, String> {
+    Resources::from_quantities(
+        requests
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str(), v.0.as_str())),
+    )
+    .map_err(|e| format!("{what}: {e}"))
 }
 
 /// A container's requests, a limit standing in for each resource it limits but does not
@@ -73,10 +89,20 @@ fn resources_of(what: &str, requests: Option<&BTreeMap<String, Quantity>>) -> Re
 fn container_requests(path: &str, resources: Option<&LeanResources>) -> Result<Resources, String> {
     let requests = resources.and_then(|r| r.requests.as_ref());
     let requested = |k: &String| requests.is_some_and(|r| r.contains_key(k));
-    let limits_only = || resources.and_then(|r| r.limits.as_ref()).into_iter().flatten().filter(|(k, _)| !requested(k));
+    let limits_only = || {
+        resources
+            .and_then(|r| r.limits.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| !requested(k))
+    };
     let items = requests.into_iter().flatten().chain(limits_only());
     Resources::from_quantities(items.map(|(k, v)| (k.as_str(), v.0.as_str()))).map_err(|e| {
-        let which = if limits_only().next().is_some() { "requests (or .limits)" } else { "requests" };
+        let which = if limits_only().next().is_some() {
+            "requests (or .limits)"
+        } else {
+            "requests"
+        };
         format!("{path}.resources.{which}: {e}")
     })
 }
@@ -86,22 +112,42 @@ fn container_requests(path: &str, resources: Option<&LeanResources>) -> Result<R
 pub fn pod_requests(spec: &LeanPodSpec) -> Result<Resources, String> {
     let mut containers = Vec::new();
     for c in &spec.containers {
-        containers.push(container_requests(&format!("spec.containers[{}]", c.name), c.resources.as_ref())?);
+        containers.push(container_requests(
+            &format!("spec.containers[{}]", c.name),
+            c.resources.as_ref(),
+        )?);
     }
     let mut init_containers = Vec::new();
     for c in spec.init_containers.iter().flatten() {
         init_containers.push(InitContainer {
-            requests: container_requests(&format!("spec.initContainers[{}]", c.name), c.resources.as_ref())?,
+            requests: container_requests(
+                &format!("spec.initContainers[{}]", c.name),
+                c.resources.as_ref(),
+            )?,
             restartable: c.restart_policy.as_deref() == Some("Always"),
         });
     }
     let overhead = resources_of("spec.overhead", spec.overhead.as_deref())?;
     let pod_level = spec.resources.as_ref().and_then(|r| r.requests.as_ref());
     let pod_level = PodLevelRequests {
-        cpu_millis: pod_level.and_then(|r| r.get("cpu")).map(|q| joinery_core::resources::parse_milli(&q.0)).transpose().map_err(|e| format!("spec.resources.requests.cpu: {e}"))?,
-        memory_bytes: pod_level.and_then(|r| r.get("memory")).map(|q| joinery_core::resources::parse_value(&q.0)).transpose().map_err(|e| format!("spec.resources.requests.memory: {e}"))?,
+        cpu_millis: pod_level
+            .and_then(|r| r.get("cpu"))
+            .map(|q| joinery_core::resources::parse_milli(&q.0))
+            .transpose()
+            .map_err(|e| format!("spec.resources.requests.cpu: {e}"))?,
+        memory_bytes: pod_level
+            .and_then(|r| r.get("memory"))
+            .map(|q| joinery_core::resources::parse_value(&q.0))
+            .transpose()
+            .map_err(|e| format!("spec.resources.requests.memory: {e}"))?,
     };
-    Ok(PodResourceSpec { containers, init_containers, overhead, pod_level }.requests())
+    Ok(PodResourceSpec {
+        containers,
+        init_containers,
+        overhead,
+        pod_level,
+    }
+    .requests())
 }
 
 /// Required node-affinity terms of a pod spec as OR-ed requirement sets. `matchFields` is
@@ -111,7 +157,10 @@ pub fn required_affinity(spec: &LeanPodSpec) -> Result<Vec<Requirements>, String
         .affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
     else {
         return Ok(Vec::new());
     };
@@ -147,7 +196,12 @@ pub fn pending_pod(pod: &LeanPod) -> Result<PendingPod, String> {
     Ok(PendingPod {
         key: key.clone(),
         uid: pod.metadata.uid.clone().unwrap_or_default(),
-        created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0.as_second()).unwrap_or_default(),
+        created: pod
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second())
+            .unwrap_or_default(),
         priority: spec.priority.unwrap_or_default(),
         requests: pod_requests(&spec).map_err(ctx)?,
         node_selector: spec.node_selector.as_deref().cloned().unwrap_or_default(),
@@ -169,15 +223,34 @@ pub fn pending_pod(pod: &LeanPod) -> Result<PendingPod, String> {
 /// A DaemonSet's pod as the scheduler counts it: the spec of its representative pod
 /// ([`representative_daemon_pods`]) when one exists, else its template; in both cases the
 /// template's required node affinity.
-pub fn daemon_pod(ds: &k8s_openapi::api::apps::v1::DaemonSet, representative: Option<&LeanPod>) -> Result<DaemonPod, String> {
-    let name = format!("{}/{}", ds.metadata.namespace.clone().unwrap_or_default(), ds.metadata.name.clone().unwrap_or_default());
-    let template = ds.spec.as_ref().and_then(|s| s.template.spec.as_ref()).map(LeanPodSpec::from).unwrap_or_default();
-    let template_affinity = required_affinity(&template).map_err(|e| format!("DaemonSet {name}: spec.template.{e}"))?;
+pub fn daemon_pod(
+    ds: &k8s_openapi::api::apps::v1::DaemonSet,
+    representative: Option<&LeanPod>,
+) -> Result<DaemonPod, String> {
+    let name = format!(
+        "{}/{}",
+        ds.metadata.namespace.clone().unwrap_or_default(),
+        ds.metadata.name.clone().unwrap_or_default()
+    );
+    let template = ds
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .map(LeanPodSpec::from)
+        .unwrap_or_default();
+    let template_affinity =
+        required_affinity(&template).map_err(|e| format!("DaemonSet {name}: spec.template.{e}"))?;
     // A running pod tells what its DaemonSet really asks (admission may have changed requests,
     // the DaemonSet controller adds tolerations); its node affinity pins it to its own node, so
     // the template's says where the next one runs.
     let (spec, origin) = match representative.and_then(|p| p.spec.clone().map(|s| (p, s))) {
-        Some((pod, spec)) => (spec, format!("its pod {}: ", pod.metadata.name.as_deref().unwrap_or_default())),
+        Some((pod, spec)) => (
+            spec,
+            format!(
+                "its pod {}: ",
+                pod.metadata.name.as_deref().unwrap_or_default()
+            ),
+        ),
         None => (template, "spec.template.".to_string()),
     };
     let ctx = |e: String| format!("DaemonSet {name}: {origin}{e}");
@@ -194,13 +267,33 @@ pub fn daemon_pod(ds: &k8s_openapi::api::apps::v1::DaemonSet, representative: Op
 /// Each DaemonSet's newest pod (what upstream takes as its representative pod), by the
 /// DaemonSet's UID (a pod's controller owner reference names it): one pass over the pods.
 pub fn representative_daemon_pods<'a>(pods: &[&'a LeanPod]) -> BTreeMap<&'a str, &'a LeanPod> {
-    let newest = |p: &LeanPod| (p.metadata.creation_timestamp.as_ref().map(|t| t.0.as_second()), p.metadata.name.clone());
+    let newest = |p: &LeanPod| {
+        (
+            p.metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.as_second()),
+            p.metadata.name.clone(),
+        )
+    };
     let mut out: BTreeMap<&'a str, &'a LeanPod> = BTreeMap::new();
     for &pod in pods {
-        let Some(owner) = pod.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true) && o.kind == "DaemonSet") else {
+        let Some(owner) = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true) && o.kind == "DaemonSet")
+        else {
             continue;
         };
-        out.entry(owner.uid.as_str()).and_modify(|kept| if newest(pod) > newest(kept) { *kept = pod }).or_insert(pod);
+        out.entry(owner.uid.as_str())
+            .and_modify(|kept| {
+                if newest(pod) > newest(kept) {
+                    *kept = pod
+                }
+            })
+            .or_insert(pod);
     }
     out
 }
@@ -210,16 +303,27 @@ pub fn label_selector(
     selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
     path: &str,
 ) -> Result<LabelSelector, String> {
-    let mut out = LabelSelector { match_labels: selector.match_labels.clone().unwrap_or_default(), ..Default::default() };
+    let mut out = LabelSelector {
+        match_labels: selector.match_labels.clone().unwrap_or_default(),
+        ..Default::default()
+    };
     for (i, e) in selector.match_expressions.iter().flatten().enumerate() {
         let operator = match e.operator.as_str() {
             "In" => SelectorOperator::In,
             "NotIn" => SelectorOperator::NotIn,
             "Exists" => SelectorOperator::Exists,
             "DoesNotExist" => SelectorOperator::DoesNotExist,
-            other => return Err(format!("{path}.matchExpressions[{i}].operator {other:?} is not a label selector operator")),
+            other => {
+                return Err(format!(
+                    "{path}.matchExpressions[{i}].operator {other:?} is not a label selector operator"
+                ));
+            }
         };
-        out.match_expressions.push(LabelSelectorRequirement::new(e.key.clone(), operator, e.values.clone().unwrap_or_default()));
+        out.match_expressions.push(LabelSelectorRequirement::new(
+            e.key.clone(),
+            operator,
+            e.values.clone().unwrap_or_default(),
+        ));
     }
     Ok(out)
 }
@@ -235,7 +339,12 @@ fn inclusion_policy(policy: Option<&str>) -> Option<NodeInclusionPolicy> {
 /// `spec.topologySpreadConstraints` in core form.
 pub fn topology_spread(spec: &LeanPodSpec) -> Result<Vec<TopologySpreadConstraint>, String> {
     let mut out = Vec::new();
-    for (i, c) in spec.topology_spread_constraints.iter().flatten().enumerate() {
+    for (i, c) in spec
+        .topology_spread_constraints
+        .iter()
+        .flatten()
+        .enumerate()
+    {
         let path = format!("spec.topologySpreadConstraints[{i}]");
         out.push(TopologySpreadConstraint {
             max_skew: u32::try_from(c.max_skew).unwrap_or(0),
@@ -245,7 +354,11 @@ pub fn topology_spread(spec: &LeanPodSpec) -> Result<Vec<TopologySpreadConstrain
             } else {
                 WhenUnsatisfiable::DoNotSchedule
             },
-            label_selector: c.label_selector.as_ref().map(|s| label_selector(s, &format!("{path}.labelSelector"))).transpose()?,
+            label_selector: c
+                .label_selector
+                .as_ref()
+                .map(|s| label_selector(s, &format!("{path}.labelSelector")))
+                .transpose()?,
             min_domains: c.min_domains.and_then(|m| u32::try_from(m).ok()),
             node_affinity_policy: inclusion_policy(c.node_affinity_policy.as_deref()),
             node_taints_policy: inclusion_policy(c.node_taints_policy.as_deref()),
@@ -257,17 +370,30 @@ pub fn topology_spread(spec: &LeanPodSpec) -> Result<Vec<TopologySpreadConstrain
 
 /// One pod (anti-)affinity term in core form. Its `namespaceSelector` is kept for the core,
 /// which matches it against the Namespaces of [`namespace_labels`].
-fn pod_affinity_term(term: &corev1::PodAffinityTerm, path: &str) -> Result<PodAffinityTerm, String> {
+fn pod_affinity_term(
+    term: &corev1::PodAffinityTerm,
+    path: &str,
+) -> Result<PodAffinityTerm, String> {
     Ok(PodAffinityTerm {
-        label_selector: term.label_selector.as_ref().map(|s| label_selector(s, &format!("{path}.labelSelector"))).transpose()?,
+        label_selector: term
+            .label_selector
+            .as_ref()
+            .map(|s| label_selector(s, &format!("{path}.labelSelector")))
+            .transpose()?,
         topology_key: term.topology_key.clone(),
         namespaces: term.namespaces.clone().unwrap_or_default(),
-        namespace_selector: term.namespace_selector.as_ref().map(|s| label_selector(s, &format!("{path}.namespaceSelector"))).transpose()?,
+        namespace_selector: term
+            .namespace_selector
+            .as_ref()
+            .map(|s| label_selector(s, &format!("{path}.namespaceSelector")))
+            .transpose()?,
     })
 }
 
 /// The labels of Namespace objects by name, for affinity terms' `namespaceSelector`.
-pub fn namespace_labels<N: Borrow<corev1::Namespace>>(namespaces: &[N]) -> BTreeMap<String, BTreeMap<String, String>> {
+pub fn namespace_labels<N: Borrow<corev1::Namespace>>(
+    namespaces: &[N],
+) -> BTreeMap<String, BTreeMap<String, String>> {
     namespaces
         .iter()
         .filter_map(|n| {
@@ -278,33 +404,65 @@ pub fn namespace_labels<N: Borrow<corev1::Namespace>>(namespaces: &[N]) -> BTree
 }
 
 fn affinity_path(anti: bool) -> &'static str {
-    if anti { "spec.affinity.podAntiAffinity" } else { "spec.affinity.podAffinity" }
+    if anti {
+        "spec.affinity.podAntiAffinity"
+    } else {
+        "spec.affinity.podAffinity"
+    }
 }
 
 /// Required pod affinity (`anti` false) or anti-affinity (`anti` true) terms of a pod spec.
 pub fn pod_affinity_terms(spec: &LeanPodSpec, anti: bool) -> Result<Vec<PodAffinityTerm>, String> {
     let affinity = spec.affinity.as_ref();
     let terms = if anti {
-        affinity.and_then(|a| a.pod_anti_affinity.as_ref()).and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+        affinity
+            .and_then(|a| a.pod_anti_affinity.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
     } else {
-        affinity.and_then(|a| a.pod_affinity.as_ref()).and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+        affinity
+            .and_then(|a| a.pod_affinity.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
     };
     let path = affinity_path(anti);
     terms
         .into_iter()
         .flatten()
         .enumerate()
-        .map(|(i, t)| pod_affinity_term(t, &format!("{path}.requiredDuringSchedulingIgnoredDuringExecution[{i}]")))
+        .map(|(i, t)| {
+            pod_affinity_term(
+                t,
+                &format!("{path}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"),
+            )
+        })
         .collect()
 }
 
 /// Preferred pod affinity (`anti` false) or anti-affinity (`anti` true) terms with weights.
-pub fn preferred_pod_affinity_terms(spec: &LeanPodSpec, anti: bool) -> Result<Vec<WeightedPodAffinityTerm>, String> {
+pub fn preferred_pod_affinity_terms(
+    spec: &LeanPodSpec,
+    anti: bool,
+) -> Result<Vec<WeightedPodAffinityTerm>, String> {
     let affinity = spec.affinity.as_ref();
     let terms = if anti {
-        affinity.and_then(|a| a.pod_anti_affinity.as_ref()).and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())
+        affinity
+            .and_then(|a| a.pod_anti_affinity.as_ref())
+            .and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
     } else {
-        affinity.and_then(|a| a.pod_affinity.as_ref()).and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())
+        affinity
+            .and_then(|a| a.pod_affinity.as_ref())
+            .and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
     };
     let path = affinity_path(anti);
     terms
@@ -312,8 +470,13 @@ pub fn preferred_pod_affinity_terms(spec: &LeanPodSpec, anti: bool) -> Result<Ve
         .flatten()
         .enumerate()
         .map(|(i, w)| {
-            let path = format!("{path}.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm");
-            Ok(WeightedPodAffinityTerm { weight: w.weight, term: pod_affinity_term(&w.pod_affinity_term, &path)? })
+            let path = format!(
+                "{path}.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm"
+            );
+            Ok(WeightedPodAffinityTerm {
+                weight: w.weight,
+                term: pod_affinity_term(&w.pod_affinity_term, &path)?,
+            })
         })
         .collect()
 }
@@ -325,26 +488,48 @@ pub fn preferred_affinity(spec: &LeanPodSpec) -> Result<Vec<PreferredSchedulingT
         .affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.preferred_during_scheduling_ignored_during_execution.as_ref())
+        .and_then(|n| {
+            n.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
     else {
         return Ok(Vec::new());
     };
     let mut out = Vec::new();
     for (i, term) in terms.iter().enumerate() {
-        let path = format!("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference");
-        if term.preference.match_fields.as_ref().is_some_and(|f| !f.is_empty()) {
+        let path = format!(
+            "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference"
+        );
+        if term
+            .preference
+            .match_fields
+            .as_ref()
+            .is_some_and(|f| !f.is_empty())
+        {
             return Err(format!("{path}.matchFields is not supported"));
         }
         let mut preference = Requirements::new();
-        for (j, e) in term.preference.match_expressions.iter().flatten().enumerate() {
+        for (j, e) in term
+            .preference
+            .match_expressions
+            .iter()
+            .flatten()
+            .enumerate()
+        {
             let Some(op) = node_selector_operator(&e.operator) else {
-                return Err(format!("{path}.matchExpressions[{j}].operator {:?} is not a node selector operator", e.operator));
+                return Err(format!(
+                    "{path}.matchExpressions[{j}].operator {:?} is not a node selector operator",
+                    e.operator
+                ));
             };
             let r = Requirement::new(e.key.clone(), op, e.values.clone().unwrap_or_default())
                 .map_err(|err| format!("{path}.matchExpressions[{j}]: {err}"))?;
             preference.add(r);
         }
-        out.push(PreferredSchedulingTerm { weight: term.weight, preference });
+        out.push(PreferredSchedulingTerm {
+            weight: term.weight,
+            preference,
+        });
     }
     Ok(out)
 }
@@ -352,7 +537,9 @@ pub fn preferred_affinity(spec: &LeanPodSpec) -> Result<Vec<PreferredSchedulingT
 /// The operator of a pod's node selector requirement: Kubernetes' six (Karpenter's `Gte` and
 /// `Lte` belong to NodePools, not pods).
 fn node_selector_operator(name: &str) -> Option<Operator> {
-    name.parse().ok().filter(|op| !matches!(op, Operator::Gte | Operator::Lte))
+    name.parse()
+        .ok()
+        .filter(|op| !matches!(op, Operator::Gte | Operator::Lte))
 }
 
 /// Host ports bound by the regular containers of a pod spec (what upstream tracks).
@@ -362,7 +549,11 @@ pub fn host_ports(spec: &LeanPodSpec) -> Vec<HostPort> {
         .flat_map(|c| c.ports.iter().flatten())
         .filter_map(|p| {
             let port = u16::try_from(p.host_port?).ok().filter(|&port| port != 0)?;
-            Some(HostPort { port, protocol: p.protocol.clone().unwrap_or_default(), host_ip: p.host_ip.clone().unwrap_or_default() })
+            Some(HostPort {
+                port,
+                protocol: p.protocol.clone().unwrap_or_default(),
+                host_ip: p.host_ip.clone().unwrap_or_default(),
+            })
         })
         .collect()
 }
@@ -373,7 +564,8 @@ pub fn host_ports(spec: &LeanPodSpec) -> Vec<HostPort> {
 /// [`VolumeIndex::bound_pods`](crate::volumes::VolumeIndex::bound_pods). Its labels are the
 /// map the pod itself holds, [shared](crate::lean::Shared) with the pods stating the same.
 pub fn bound_pod(pod: &LeanPod) -> Option<BoundPod> {
-    static NO_LABELS: std::sync::LazyLock<std::sync::Arc<BTreeMap<String, String>>> = std::sync::LazyLock::new(Default::default);
+    static NO_LABELS: std::sync::LazyLock<std::sync::Arc<BTreeMap<String, String>>> =
+        std::sync::LazyLock::new(Default::default);
     let spec = pod.spec.as_ref()?;
     let node = spec.node_name.as_deref()?.to_string();
     if is_terminal(pod) {
@@ -383,7 +575,10 @@ pub fn bound_pod(pod: &LeanPod) -> Option<BoundPod> {
         .affinity
         .as_ref()
         .and_then(|a| a.pod_anti_affinity.as_ref())
-        .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
         .into_iter()
         .flatten()
         .filter_map(|t| pod_affinity_term(t, "spec.affinity.podAntiAffinity").ok())
@@ -391,7 +586,11 @@ pub fn bound_pod(pod: &LeanPod) -> Option<BoundPod> {
     Some(BoundPod {
         key: pod.key(),
         node,
-        labels: pod.metadata.labels.as_ref().map_or_else(|| NO_LABELS.clone(), |labels| labels.as_arc().clone()),
+        labels: pod
+            .metadata
+            .labels
+            .as_ref()
+            .map_or_else(|| NO_LABELS.clone(), |labels| labels.as_arc().clone()),
         anti_affinity,
         host_ports: host_ports(spec),
         volumes: Vec::new(),
@@ -399,15 +598,21 @@ pub fn bound_pod(pod: &LeanPod) -> Option<BoundPod> {
     })
 }
 
-
 /// Resources from a Kubernetes resource list; the error names `what`.
-pub fn resource_list(what: &str, list: Option<&BTreeMap<String, Quantity>>) -> Result<Resources, String> {
+pub fn resource_list(
+    what: &str,
+    list: Option<&BTreeMap<String, Quantity>>,
+) -> Result<Resources, String> {
     resources_of(what, list)
 }
 
 /// A core resource vector as a Kubernetes resource list.
 pub fn to_resource_list(resources: &Resources) -> BTreeMap<String, Quantity> {
-    resources.to_quantities().into_iter().map(|(k, v)| (k, Quantity(v))).collect()
+    resources
+        .to_quantities()
+        .into_iter()
+        .map(|(k, v)| (k, Quantity(v)))
+        .collect()
 }
 
 /// The cluster's Nodes and in-flight NodeClaims in the core's form, from plain lists of
@@ -428,8 +633,12 @@ where
 {
     let mut requested: BTreeMap<String, (Resources, Resources)> = BTreeMap::new();
     for pod in pods.iter().map(Borrow::borrow) {
-        let Some(spec) = pod.spec.as_ref() else { continue };
-        let Some(node) = spec.node_name.as_deref() else { continue };
+        let Some(spec) = pod.spec.as_ref() else {
+            continue;
+        };
+        let Some(node) = spec.node_name.as_deref() else {
+            continue;
+        };
         if is_terminal(pod) {
             continue;
         }
@@ -454,7 +663,9 @@ where
         let provider_id = node.provider_id().unwrap_or_default().to_string();
         let claim = claim_by_provider_id.get(provider_id.as_str()).copied();
         nodes_seen.insert(provider_id);
-        let initialized = claim.map(|c| c.is_condition_true(INITIALIZED)).unwrap_or(true);
+        let initialized = claim
+            .map(|c| c.is_condition_true(INITIALIZED))
+            .unwrap_or(true);
         let mut node_taints = taints(node.spec.as_ref().and_then(|s| s.taints.as_deref()));
         if let Some(claim) = claim
             && !initialized
@@ -468,17 +679,29 @@ where
                 }
             }
         }
-        let deleting = node.metadata.deletion_timestamp.is_some() || claim.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
-        let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
-        let disrupted = node_taints.iter().any(|t| t.key == joinery_core::labels::DISRUPTED_TAINT_KEY);
-        let mut allocatable = resource_list("status.allocatable", node.allocatable()).unwrap_or_default();
+        let deleting = node.metadata.deletion_timestamp.is_some()
+            || claim.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
+        let cordoned = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false);
+        let disrupted = node_taints
+            .iter()
+            .any(|t| t.key == joinery_core::labels::DISRUPTED_TAINT_KEY);
+        let mut allocatable =
+            resource_list("status.allocatable", node.allocatable()).unwrap_or_default();
         if let Some(claim) = claim
             && !initialized
         {
             // A kubelet that has just started reports extended resources (GPUs…) as zero until
             // their device plugin registers: until the node is initialized, what its NodeClaim
             // expects stands in for every zero (as upstream's state node does).
-            let expected = resource_list("status.allocatable", claim.status.as_ref().and_then(|s| s.allocatable.as_ref())).unwrap_or_default();
+            let expected = resource_list(
+                "status.allocatable",
+                claim.status.as_ref().and_then(|s| s.allocatable.as_ref()),
+            )
+            .unwrap_or_default();
             for (resource, amount) in expected.iter() {
                 if allocatable.get(resource) == 0 {
                     allocatable.set(resource, amount);
@@ -487,8 +710,12 @@ where
         }
         let (req, daemon) = requested.remove(&name).unwrap_or_default();
         out.push(ExistingNode {
-            requirements: Requirements::from_labels(node.metadata.labels.iter().flat_map(|l| l.iter())),
-            nodepool: node.label(joinery_core::labels::NODEPOOL_LABEL).map(String::from),
+            requirements: Requirements::from_labels(
+                node.metadata.labels.iter().flat_map(|l| l.iter()),
+            ),
+            nodepool: node
+                .label(joinery_core::labels::NODEPOOL_LABEL)
+                .map(String::from),
             taints: node_taints,
             allocatable,
             requested: req,
@@ -501,25 +728,41 @@ where
     }
     // Launched claims whose Node has not registered yet.
     for claim in claims.iter().map(Borrow::borrow) {
-        let Some(status) = &claim.status else { continue };
-        let Some(pid) = &status.provider_id else { continue };
-        if nodes_seen.contains(pid) || claim.metadata.deletion_timestamp.is_some() || !claim.is_condition_true(LAUNCHED) {
+        let Some(status) = &claim.status else {
+            continue;
+        };
+        let Some(pid) = &status.provider_id else {
+            continue;
+        };
+        if nodes_seen.contains(pid)
+            || claim.metadata.deletion_timestamp.is_some()
+            || !claim.is_condition_true(LAUNCHED)
+        {
             continue;
         }
         let mut requirements = Requirements::new();
         for r in &claim.spec.requirements {
-            if let Ok(req) = Requirement::new(r.key.clone(), r.operator, r.values.clone().unwrap_or_default()) {
+            if let Ok(req) = Requirement::new(
+                r.key.clone(),
+                r.operator,
+                r.values.clone().unwrap_or_default(),
+            ) {
                 requirements.add(req);
             }
         }
         let claim_labels = claim.metadata.labels.clone().unwrap_or_default();
-        requirements.add_all(&Requirements::from_labels(claim_labels.iter().map(|(k, v)| (k.as_str(), v.as_str()))));
+        requirements.add_all(&Requirements::from_labels(
+            claim_labels.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        ));
         out.push(ExistingNode {
             name: claim.metadata.name.clone().unwrap_or_default(),
-            nodepool: claim_labels.get(joinery_core::labels::NODEPOOL_LABEL).cloned(),
+            nodepool: claim_labels
+                .get(joinery_core::labels::NODEPOOL_LABEL)
+                .cloned(),
             requirements,
             taints: taints(claim.spec.taints.as_ref()),
-            allocatable: resource_list("status.allocatable", status.allocatable.as_ref()).unwrap_or_default(),
+            allocatable: resource_list("status.allocatable", status.allocatable.as_ref())
+                .unwrap_or_default(),
             requested: Resources::new(),
             daemon_requested: Resources::new(),
             in_flight: true,
@@ -533,17 +776,30 @@ where
 /// A NodePool's limits in the core's form (`None` when the pool sets no `spec.limits`):
 /// usage is the summed `status.capacity` of the NodeClaims labelled with the pool plus their
 /// number as `nodes`. The error names the pool and the limit that is not a quantity.
-pub fn nodepool_limits<C: Borrow<NodeClaim>>(pool: &NodePool, claims: &[C]) -> Result<Option<NodePoolLimits>, String> {
-    let Some(limits) = pool.spec.limits.as_ref() else { return Ok(None) };
+pub fn nodepool_limits<C: Borrow<NodeClaim>>(
+    pool: &NodePool,
+    claims: &[C],
+) -> Result<Option<NodePoolLimits>, String> {
+    let Some(limits) = pool.spec.limits.as_ref() else {
+        return Ok(None);
+    };
     let name = pool.metadata.name.clone().unwrap_or_default();
     let mut usage = Resources::new();
     let mut count = 0u64;
     for c in claims.iter().map(Borrow::borrow) {
-        if c.metadata.labels.as_ref().and_then(|l| l.get(joinery_core::labels::NODEPOOL_LABEL)) != Some(&name) {
+        if c.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(joinery_core::labels::NODEPOOL_LABEL))
+            != Some(&name)
+        {
             continue;
         }
         count += 1;
-        if let Ok(cap) = resource_list("status.capacity", c.status.as_ref().and_then(|s| s.capacity.as_ref())) {
+        if let Ok(cap) = resource_list(
+            "status.capacity",
+            c.status.as_ref().and_then(|s| s.capacity.as_ref()),
+        ) {
             usage += &cap;
         }
     }
@@ -592,14 +848,21 @@ mod tests {
         // Containers: 1 + 0.25 (a request wins over its own limit); the init container's limit (3) is larger.
         assert_eq!(p.requests.cpu_millis, 3000);
         assert_eq!(p.requests.memory_bytes, 2 << 30);
-        assert_eq!(p.requests.get("nvidia.com/gpu"), 1, "an extended resource only limited counts too");
+        assert_eq!(
+            p.requests.get("nvidia.com/gpu"),
+            1,
+            "an extended resource only limited counts too"
+        );
         let bad: LeanPod = serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "ns"},
             "spec": {"containers": [{"name": "web", "resources": {"limits": {"cpu": "lots"}}}]}
         }))
         .unwrap();
         let e = pending_pod(&bad).unwrap_err();
-        assert!(e.contains("spec.containers[web].resources.requests (or .limits)"), "{e}");
+        assert!(
+            e.contains("spec.containers[web].resources.requests (or .limits)"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -622,14 +885,25 @@ mod tests {
         };
         let fresh = node("0");
         let nodes = existing_nodes(&[&fresh], &[&claim], &Vec::<&LeanPod>::new());
-        assert_eq!(nodes[0].allocatable.get("nvidia.com/gpu"), 4, "the claim's expectation while the kubelet shows zero");
-        assert_eq!(nodes[0].allocatable.cpu_millis, 6500, "a value the kubelet reports wins");
+        assert_eq!(
+            nodes[0].allocatable.get("nvidia.com/gpu"),
+            4,
+            "the claim's expectation while the kubelet shows zero"
+        );
+        assert_eq!(
+            nodes[0].allocatable.cpu_millis, 6500,
+            "a value the kubelet reports wins"
+        );
         let mut initialized = claim.clone();
         initialized.status.as_mut().unwrap().conditions.as_mut().unwrap().push(
             serde_json::from_value(json!({"type": "Initialized", "status": "True", "reason": "Initialized", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"})).unwrap(),
         );
         let nodes = existing_nodes(&[&fresh], &[&initialized], &Vec::<&LeanPod>::new());
-        assert_eq!(nodes[0].allocatable.get("nvidia.com/gpu"), 0, "once initialized, the node's own word");
+        assert_eq!(
+            nodes[0].allocatable.get("nvidia.com/gpu"),
+            0,
+            "once initialized, the node's own word"
+        );
     }
 
     #[test]
@@ -657,9 +931,19 @@ mod tests {
 
     #[test]
     fn tolerations_and_taints_convert() {
-        let t = toleration(&corev1::Toleration { key: Some("k".into()), operator: Some("Exists".into()), ..Default::default() });
+        let t = toleration(&corev1::Toleration {
+            key: Some("k".into()),
+            operator: Some("Exists".into()),
+            ..Default::default()
+        });
         assert_eq!(t.operator, TolerationOperator::Exists);
-        let taint = taint(&corev1::Taint { key: "k".into(), value: None, effect: "NoSchedule".into(), time_added: None }).unwrap();
+        let taint = taint(&corev1::Taint {
+            key: "k".into(),
+            value: None,
+            effect: "NoSchedule".into(),
+            time_added: None,
+        })
+        .unwrap();
         assert!(t.tolerates(&taint));
         assert_eq!(taint_to_k8s(&taint).effect, "NoSchedule");
     }
@@ -691,21 +975,47 @@ mod tests {
         .unwrap();
         let p = pending_pod(&pod).unwrap();
         assert_eq!(p.labels.get("app").map(String::as_str), Some("web"));
-        assert_eq!(p.host_ports, vec![HostPort { port: 8080, protocol: "UDP".into(), host_ip: String::new() }]);
+        assert_eq!(
+            p.host_ports,
+            vec![HostPort {
+                port: 8080,
+                protocol: "UDP".into(),
+                host_ip: String::new()
+            }]
+        );
         let c = &p.topology_spread[0];
-        assert_eq!((c.max_skew, c.min_domains, c.when_unsatisfiable), (2, Some(3), WhenUnsatisfiable::ScheduleAnyway));
+        assert_eq!(
+            (c.max_skew, c.min_domains, c.when_unsatisfiable),
+            (2, Some(3), WhenUnsatisfiable::ScheduleAnyway)
+        );
         assert_eq!(c.node_taints_policy, Some(NodeInclusionPolicy::Honor));
         assert_eq!(c.node_affinity_policy, None);
         assert_eq!(c.match_label_keys, ["pod-template-hash"]);
         assert_eq!(p.preferred_affinity[0].weight, 7);
-        assert!(p.preferred_affinity[0].preference.has("topology.kubernetes.io/zone"));
+        assert!(
+            p.preferred_affinity[0]
+                .preference
+                .has("topology.kubernetes.io/zone")
+        );
         assert_eq!(p.pod_affinity[0].namespaces, ["data"]);
-        assert_eq!(p.pod_affinity[0].label_selector.as_ref().unwrap().match_expressions[0].operator, SelectorOperator::In);
+        assert_eq!(
+            p.pod_affinity[0]
+                .label_selector
+                .as_ref()
+                .unwrap()
+                .match_expressions[0]
+                .operator,
+            SelectorOperator::In
+        );
         assert!(p.pod_anti_affinity.is_empty());
         let w = &p.preferred_pod_anti_affinity[0];
         assert_eq!(w.weight, 3);
         assert!(w.term.namespaces.is_empty());
-        assert_eq!(w.term.namespace_selector, Some(LabelSelector::default()), "an empty namespaceSelector (every namespace) is kept");
+        assert_eq!(
+            w.term.namespace_selector,
+            Some(LabelSelector::default()),
+            "an empty namespaceSelector (every namespace) is kept"
+        );
 
         let mut on_node = pod.clone();
         on_node.spec.as_mut().unwrap().node_name = Some("n1".into());
@@ -722,7 +1032,10 @@ mod tests {
         let [first, second, third] = [&on_node, &sibling, &other].map(|p| bound_pod(p).unwrap());
         assert!(std::sync::Arc::ptr_eq(&first.labels, &second.labels));
         assert!(!std::sync::Arc::ptr_eq(&first.labels, &third.labels));
-        assert_eq!(third.labels.get("pod-template-hash").map(String::as_str), Some("v2"));
+        assert_eq!(
+            third.labels.get("pod-template-hash").map(String::as_str),
+            Some("v2")
+        );
         assert_eq!(*first.labels, *b.labels);
         assert_eq!([pod, on_node].iter().filter_map(bound_pod).count(), 1);
     }
@@ -738,7 +1051,12 @@ mod tests {
         }))
         .unwrap();
         let e = pending_pod(&pod).unwrap_err();
-        assert!(e.contains("spec.topologySpreadConstraints[0].labelSelector.matchExpressions[0].operator"), "{e}");
+        assert!(
+            e.contains(
+                "spec.topologySpreadConstraints[0].labelSelector.matchExpressions[0].operator"
+            ),
+            "{e}"
+        );
     }
 
     #[test]
@@ -751,13 +1069,20 @@ mod tests {
                 json!({"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}})
             };
             serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns"},
-                "spec": {"containers": [], "affinity": {"nodeAffinity": affinity}}})).unwrap()
+                "spec": {"containers": [], "affinity": {"nodeAffinity": affinity}}}))
+            .unwrap()
         };
         for preferred in [false, true] {
             assert!(pending_pod(&pod("Gt", preferred)).is_ok());
             for karpenter_only in ["Gte", "Lte", "Near"] {
                 let e = pending_pod(&pod(karpenter_only, preferred)).unwrap_err();
-                assert!(e.contains(".matchExpressions[0].operator") && e.contains(&format!("{karpenter_only:?} is not a node selector operator")), "{e}");
+                assert!(
+                    e.contains(".matchExpressions[0].operator")
+                        && e.contains(&format!(
+                            "{karpenter_only:?} is not a node selector operator"
+                        )),
+                    "{e}"
+                );
             }
         }
     }
@@ -769,20 +1094,39 @@ pub fn overlay(o: &joinery_api::NodeOverlay) -> Result<joinery_core::overlay::Ov
     let fail = |message: String| format!("NodeOverlay {name}: {message}");
     let mut requirements = Requirements::new();
     for (i, r) in o.spec.requirements.iter().enumerate() {
-        let req = Requirement::new(r.key.clone(), r.operator, r.values.clone().unwrap_or_default())
-            .map_err(|e| fail(format!("spec.requirements[{i}]: {e}")))?;
+        let req = Requirement::new(
+            r.key.clone(),
+            r.operator,
+            r.values.clone().unwrap_or_default(),
+        )
+        .map_err(|e| fail(format!("spec.requirements[{i}]: {e}")))?;
         requirements.add(req);
     }
-    let price = joinery_core::overlay::PriceChange::parse(o.spec.price.as_deref(), o.spec.price_adjustment.as_deref()).map_err(fail)?;
+    let price = joinery_core::overlay::PriceChange::parse(
+        o.spec.price.as_deref(),
+        o.spec.price_adjustment.as_deref(),
+    )
+    .map_err(fail)?;
     let capacity = resource_list("spec.capacity", o.spec.capacity.as_ref()).map_err(fail)?;
-    let overlay = joinery_core::overlay::Overlay { name: name.clone(), weight: o.spec.weight.unwrap_or(0), requirements, price, capacity };
+    let overlay = joinery_core::overlay::Overlay {
+        name: name.clone(),
+        weight: o.spec.weight.unwrap_or(0),
+        requirements,
+        price,
+        capacity,
+    };
     overlay.validate().map_err(|e| e.to_string())?;
     Ok(overlay)
 }
 
 /// A Kubernetes timestamp as a `SystemTime` (times before the epoch become the epoch).
-pub fn system_time(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> std::time::SystemTime {
+pub fn system_time(
+    t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> std::time::SystemTime {
     let nanos = t.0.as_nanosecond();
-    if nanos >= 0 { std::time::UNIX_EPOCH + std::time::Duration::from_nanos(nanos as u64) } else { std::time::UNIX_EPOCH }
+    if nanos >= 0 {
+        std::time::UNIX_EPOCH + std::time::Duration::from_nanos(nanos as u64)
+    } else {
+        std::time::UNIX_EPOCH
+    }
 }
-

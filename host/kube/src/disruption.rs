@@ -10,7 +10,8 @@ use joinery_api::nodepool::{ConsolidationPolicy as ApiPolicy, DisruptionReason};
 use joinery_api::{HasConditions, NodeClaim, NodePool};
 use joinery_core::disruption::candidate::MinSaving;
 use joinery_core::disruption::{
-    Budget, Candidate, ConsolidationPolicy, DriftReason, DriftView, Drifted, Options, Pool, Reason, Snapshot, eviction_cost, reschedule_cost,
+    Budget, Candidate, ConsolidationPolicy, DriftReason, DriftView, Drifted, Options, Pool, Reason,
+    Snapshot, eviction_cost, reschedule_cost,
 };
 use joinery_core::instance_type::InstanceType;
 use joinery_core::labels::{self, LabelPolicy};
@@ -42,7 +43,10 @@ pub fn budgets(pool: &NodePool) -> Vec<Budget> {
         .into_iter()
         .map(|b| Budget {
             nodes: b.nodes.clone(),
-            reasons: b.reasons.as_ref().map(|rs| rs.iter().copied().map(reason).collect()),
+            reasons: b
+                .reasons
+                .as_ref()
+                .map(|rs| rs.iter().copied().map(reason).collect()),
             schedule: b.schedule.clone(),
             duration: b.duration.as_ref().map(|d| d.duration()),
         })
@@ -51,13 +55,21 @@ pub fn budgets(pool: &NodePool) -> Vec<Budget> {
 
 /// A NodePool's `consolidateAfter` (`None`: `Never`).
 pub fn consolidate_after(pool: &NodePool) -> Option<Duration> {
-    pool.spec.effective_disruption().effective_consolidate_after().duration()
+    pool.spec
+        .effective_disruption()
+        .effective_consolidate_after()
+        .duration()
 }
 
 /// A NodePool's minimum consolidation saving (the `joinery.dev/consolidation-min-saving`
 /// annotation); an unparsable value is an error naming the pool.
 pub fn min_saving(pool: &NodePool) -> Result<Option<MinSaving>, String> {
-    let Some(text) = pool.metadata.annotations.as_ref().and_then(|a| a.get(labels::CONSOLIDATION_MIN_SAVING_ANNOTATION)) else {
+    let Some(text) = pool
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(labels::CONSOLIDATION_MIN_SAVING_ANNOTATION))
+    else {
         return Ok(None);
     };
     MinSaving::parse(text).map(Some).ok_or_else(|| {
@@ -71,15 +83,29 @@ pub fn min_saving(pool: &NodePool) -> Result<Option<MinSaving>, String> {
 
 /// Why `claim` drifted from `pool`, by the core's rules (the cloud plugin's own check comes
 /// after). `instance_types`: the pool's types now, when the instance-type check is due.
-pub fn drift(claim: &NodeClaim, pool: &NodePool, instance_types: Option<&[InstanceType]>) -> Option<DriftReason> {
-    let annotation = |k: &str| claim.metadata.annotations.as_ref().and_then(|a| a.get(k)).map(String::as_str);
+pub fn drift(
+    claim: &NodeClaim,
+    pool: &NodePool,
+    instance_types: Option<&[InstanceType]>,
+) -> Option<DriftReason> {
+    let annotation = |k: &str| {
+        claim
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(k))
+            .map(String::as_str)
+    };
     // A NodePool whose requirements do not parse launches nothing; its claims are not judged
     // against them.
     let requirements = crate::template::pool_requirements(pool).unwrap_or_default();
     let hash = nodepool_hash(pool);
     let empty = BTreeMap::new();
     joinery_core::disruption::drift(&DriftView {
-        claim_hash: (annotation(labels::NODEPOOL_HASH_ANNOTATION), annotation(labels::NODEPOOL_HASH_VERSION_ANNOTATION)),
+        claim_hash: (
+            annotation(labels::NODEPOOL_HASH_ANNOTATION),
+            annotation(labels::NODEPOOL_HASH_VERSION_ANNOTATION),
+        ),
         pool_hash: (&hash, labels::NODEPOOL_HASH_VERSION),
         claim_labels: claim.metadata.labels.as_ref().unwrap_or(&empty),
         pool_requirements: &requirements,
@@ -121,8 +147,19 @@ pub struct Marks<'a> {
 /// budgets and settings, and the scheduler's view through [`assemble`]. What cannot be
 /// converted comes back as problems (as for provisioning) or, for a NodePool's disruption
 /// settings, as messages naming the pool.
-pub fn snapshot(objects: &DisruptionObjects<'_>, marks: &Marks<'_>, options: Options) -> (Snapshot, Vec<Problem>, Vec<String>) {
-    let assembly = assemble(&objects.cluster, &objects.pending, &objects.offers, objects.overlays, LabelPolicy::default(), marks.source);
+pub fn snapshot(
+    objects: &DisruptionObjects<'_>,
+    marks: &Marks<'_>,
+    options: Options,
+) -> (Snapshot, Vec<Problem>, Vec<String>) {
+    let assembly = assemble(
+        &objects.cluster,
+        &objects.pending,
+        &objects.offers,
+        objects.overlays,
+        LabelPolicy::default(),
+        marks.source,
+    );
     let mut messages = Vec::new();
     let mut pods_by_node: BTreeMap<&str, Vec<&LeanPod>> = BTreeMap::new();
     for pod in &objects.cluster.pods {
@@ -150,12 +187,18 @@ pub fn snapshot(objects: &DisruptionObjects<'_>, marks: &Marks<'_>, options: Opt
                 budgets: budgets(pool),
                 policy: match disruption.effective_consolidation_policy() {
                     ApiPolicy::WhenEmpty => ConsolidationPolicy::WhenEmpty,
-                    ApiPolicy::WhenEmptyOrUnderutilized => ConsolidationPolicy::WhenEmptyOrUnderutilized,
+                    ApiPolicy::WhenEmptyOrUnderutilized => {
+                        ConsolidationPolicy::WhenEmptyOrUnderutilized
+                    }
                     ApiPolicy::Balanced => ConsolidationPolicy::Balanced,
                 },
                 consolidate_after: consolidate_after(pool),
                 is_static: pool.spec.is_static(),
-                template: if pool.spec.is_static() { crate::template::node_claim_template(pool).ok() } else { None },
+                template: if pool.spec.is_static() {
+                    crate::template::node_claim_template(pool).ok()
+                } else {
+                    None
+                },
                 min_saving,
                 ..Default::default()
             },
@@ -165,14 +208,21 @@ pub fn snapshot(objects: &DisruptionObjects<'_>, marks: &Marks<'_>, options: Opt
     for claim in &objects.cluster.node_claims {
         let claim_name = claim.metadata.name.clone().unwrap_or_default();
         let claim_labels = claim.metadata.labels.clone().unwrap_or_default();
-        let Some(pool_name) = claim_labels.get(labels::NODEPOOL_LABEL).cloned() else { continue };
-        let Some(node) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref()).and_then(|pid| node_by_provider.get(pid).copied())
+        let Some(pool_name) = claim_labels.get(labels::NODEPOOL_LABEL).cloned() else {
+            continue;
+        };
+        let Some(node) = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .and_then(|pid| node_by_provider.get(pid).copied())
         else {
             continue;
         };
         let node_name = node.name().to_string();
         let initialized = claim.is_condition_true(INITIALIZED);
-        let deleting = claim.metadata.deletion_timestamp.is_some() || node.metadata.deletion_timestamp.is_some();
+        let deleting = claim.metadata.deletion_timestamp.is_some()
+            || node.metadata.deletion_timestamp.is_some();
         let disrupting = marks.disrupting.contains(&claim_name);
         if let Some(pool) = pools.get_mut(&pool_name)
             && initialized
@@ -182,25 +232,49 @@ pub fn snapshot(objects: &DisruptionObjects<'_>, marks: &Marks<'_>, options: Opt
                 pool.disrupting += 1;
             }
         }
-        let label = |k: &str| node.label(k).or_else(|| claim_labels.get(k).map(String::as_str)).unwrap_or_default().to_string();
-        let (instance_type, zone, capacity_type) =
-            (label(labels::INSTANCE_TYPE_LABEL), label(labels::ZONE_LABEL), label(labels::CAPACITY_TYPE_LABEL));
+        let label = |k: &str| {
+            node.label(k)
+                .or_else(|| claim_labels.get(k).map(String::as_str))
+                .unwrap_or_default()
+                .to_string()
+        };
+        let (instance_type, zone, capacity_type) = (
+            label(labels::INSTANCE_TYPE_LABEL),
+            label(labels::ZONE_LABEL),
+            label(labels::CAPACITY_TYPE_LABEL),
+        );
         let price = assembly
             .input
             .nodepools
             .iter()
             .find(|p| p.template.nodepool == pool_name)
             .and_then(|p| p.instance_types.iter().find(|t| t.name() == instance_type))
-            .and_then(|t| t.offerings().iter().find(|o| o.zone() == zone && o.capacity_type() == capacity_type))
+            .and_then(|t| {
+                t.offerings()
+                    .iter()
+                    .find(|o| o.zone() == zone && o.capacity_type() == capacity_type)
+            })
             .and_then(|o| o.price());
-        let on_node = pods_by_node.get(node_name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+        let on_node = pods_by_node
+            .get(node_name.as_str())
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
         let mut pod_blockers = Vec::new();
         let mut pods = Vec::new();
         let mut costs = Vec::new();
-        for pod in on_node.iter().filter(|p| !is_terminal(p) && p.metadata.deletion_timestamp.is_none()) {
-            let key = format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or(""), pod.metadata.name.as_deref().unwrap_or(""));
+        for pod in on_node
+            .iter()
+            .filter(|p| !is_terminal(p) && p.metadata.deletion_timestamp.is_none())
+        {
+            let key = format!(
+                "{}/{}",
+                pod.metadata.namespace.as_deref().unwrap_or(""),
+                pod.metadata.name.as_deref().unwrap_or("")
+            );
             if do_not_disrupt_active(pod, marks.now) {
-                pod_blockers.push(format!("pod {key:?} has \"karpenter.sh/do-not-disrupt\" annotation"));
+                pod_blockers.push(format!(
+                    "pod {key:?} has \"karpenter.sh/do-not-disrupt\" annotation"
+                ));
             }
             if is_daemon_pod(pod) || is_mirror_pod(pod) || tolerates_disrupted_taint(pod) {
                 continue;
@@ -210,18 +284,25 @@ pub fn snapshot(objects: &DisruptionObjects<'_>, marks: &Marks<'_>, options: Opt
             }
             match convert::pending_pod(pod) {
                 Ok(p) => {
-                    let deletion_cost =
-                        pod.metadata.annotations.as_ref().and_then(|a| a.get(labels::POD_DELETION_COST_ANNOTATION)).and_then(|v| v.parse().ok());
+                    let deletion_cost = pod
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(labels::POD_DELETION_COST_ANNOTATION))
+                        .and_then(|v| v.parse().ok());
                     costs.push(eviction_cost(deletion_cost, p.priority));
                     pods.push(p);
                 }
                 Err(e) => pod_blockers.push(format!("pod {key:?} cannot be simulated: {e}")),
             }
         }
-        let drifted = claim.condition(DRIFTED).filter(|c| c.is_true()).map(|c| Drifted {
-            reason: c.reason.clone(),
-            since: system_time(&c.last_transition_time),
-        });
+        let drifted = claim
+            .condition(DRIFTED)
+            .filter(|c| c.is_true())
+            .map(|c| Drifted {
+                reason: c.reason.clone(),
+                since: system_time(&c.last_transition_time),
+            });
         candidates.push(Candidate {
             claim: claim_name.clone(),
             node: node_name.clone(),
@@ -236,7 +317,12 @@ pub fn snapshot(objects: &DisruptionObjects<'_>, marks: &Marks<'_>, options: Opt
             deleting,
             nominated: (marks.nominated)(&claim_name) || (marks.nominated)(&node_name),
             disrupting,
-            do_not_disrupt: node.metadata.annotations.as_ref().and_then(|a| a.get(labels::DO_NOT_DISRUPT_ANNOTATION)) == Some("true"),
+            do_not_disrupt: node
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(labels::DO_NOT_DISRUPT_ANNOTATION))
+                == Some("true"),
             pod_blockers,
             termination_grace_period: claim.spec.termination_grace_period.is_some(),
             consolidatable: claim.is_condition_true(CONSOLIDATABLE),
@@ -245,7 +331,9 @@ pub fn snapshot(objects: &DisruptionObjects<'_>, marks: &Marks<'_>, options: Opt
                 .metadata
                 .creation_timestamp
                 .as_ref()
-                .and_then(|created| Some(system_time(created) + claim.spec.effective_expire_after().duration()?)),
+                .and_then(|created| {
+                    Some(system_time(created) + claim.spec.effective_expire_after().duration()?)
+                }),
         });
     }
     candidates.sort_by(|a, b| a.claim.cmp(&b.claim));

@@ -34,7 +34,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use k8s_openapi::api::core::v1::{
-    Affinity, ContainerPort, Pod, PodCondition, PodSpec, PodSchedulingGate, ResourceRequirements, Toleration, TopologySpreadConstraint, Volume,
+    Affinity, ContainerPort, Pod, PodCondition, PodSchedulingGate, PodSpec, ResourceRequirements,
+    Toleration, TopologySpreadConstraint, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
@@ -93,7 +94,11 @@ pub struct PodMeta {
     pub labels: Option<Shared<BTreeMap<String, String>>>,
     /// `annotations` ([shared](Shared) between pods stating the same), without kubectl's
     /// last-applied copy of the object (dropped while parsing).
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "annotations_without_last_applied")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "annotations_without_last_applied"
+    )]
     pub annotations: Option<Shared<BTreeMap<String, String>>>,
     /// `ownerReferences` ([shared](Shared) between pods stating the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -182,7 +187,11 @@ pub struct LeanContainer {
     pub resources: Option<LeanResources>,
     /// `ports`: only those with a `hostPort` (the only ones scheduling reads); the others are
     /// dropped while parsing.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "host_ports_only")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "host_ports_only"
+    )]
     pub ports: Option<Vec<ContainerPort>>,
     /// `restartPolicy` (`Always` makes an init container a sidecar).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -232,19 +241,39 @@ pub struct LeanCondition {
 
 impl From<&PodCondition> for LeanCondition {
     fn from(c: &PodCondition) -> Self {
-        LeanCondition::new(&c.type_, &c.status, c.reason.as_deref(), c.last_transition_time.as_ref())
+        LeanCondition::new(
+            &c.type_,
+            &c.status,
+            c.reason.as_deref(),
+            c.last_transition_time.as_ref(),
+        )
     }
 }
 
 impl From<&k8s_openapi::api::core::v1::NodeCondition> for LeanCondition {
     fn from(c: &k8s_openapi::api::core::v1::NodeCondition) -> Self {
-        LeanCondition::new(&c.type_, &c.status, c.reason.as_deref(), c.last_transition_time.as_ref())
+        LeanCondition::new(
+            &c.type_,
+            &c.status,
+            c.reason.as_deref(),
+            c.last_transition_time.as_ref(),
+        )
     }
 }
 
 impl LeanCondition {
-    fn new(type_: &str, status: &str, reason: Option<&str>, last_transition_time: Option<&Time>) -> Self {
-        LeanCondition { type_: Atom::from(type_), status: Atom::from(status), reason: reason.map(Atom::from), last_transition_time: last_transition_time.cloned() }
+    fn new(
+        type_: &str,
+        status: &str,
+        reason: Option<&str>,
+        last_transition_time: Option<&Time>,
+    ) -> Self {
+        LeanCondition {
+            type_: Atom::from(type_),
+            status: Atom::from(status),
+            reason: reason.map(Atom::from),
+            last_transition_time: last_transition_time.cloned(),
+        }
     }
 }
 
@@ -262,8 +291,14 @@ pub struct LeanResources {
 
 impl From<&ResourceRequirements> for LeanResources {
     fn from(r: &ResourceRequirements) -> Self {
-        let list = |map: &Option<BTreeMap<String, Quantity>>| map.as_ref().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
-        LeanResources { requests: list(&r.requests), limits: list(&r.limits) }
+        let list = |map: &Option<BTreeMap<String, Quantity>>| {
+            map.as_ref()
+                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        };
+        LeanResources {
+            requests: list(&r.requests),
+            limits: list(&r.limits),
+        }
     }
 }
 
@@ -277,7 +312,10 @@ pub struct ResourceList(Vec<(String, Quantity)>);
 impl ResourceList {
     /// The quantity of `name`, if listed.
     pub fn get(&self, name: &str) -> Option<&Quantity> {
-        self.0.binary_search_by(|(k, _)| k.as_str().cmp(name)).ok().map(|i| &self.0[i].1)
+        self.0
+            .binary_search_by(|(k, _)| k.as_str().cmp(name))
+            .ok()
+            .map(|i| &self.0[i].1)
     }
 
     /// Whether `name` is listed.
@@ -293,7 +331,10 @@ impl ResourceList {
 
 impl<'a> IntoIterator for &'a ResourceList {
     type Item = (&'a String, &'a Quantity);
-    type IntoIter = std::iter::Map<std::slice::Iter<'a, (String, Quantity)>, fn(&'a (String, Quantity)) -> (&'a String, &'a Quantity)>;
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (String, Quantity)>,
+        fn(&'a (String, Quantity)) -> (&'a String, &'a Quantity),
+    >;
 
     fn into_iter(self) -> Self::IntoIter {
         self.0.iter().map(|(k, v)| (k, v))
@@ -333,7 +374,10 @@ fn sorted_last_wins<K: Ord, V>(mut pairs: Vec<(K, V)>) -> Vec<(K, V)> {
 }
 
 /// Writes `(key, value)` pairs as a JSON object.
-fn write_pairs<S: Serializer, K: Serialize, V: Serialize>(serializer: S, pairs: &[(K, V)]) -> Result<S::Ok, S::Error> {
+fn write_pairs<S: Serializer, K: Serialize, V: Serialize>(
+    serializer: S,
+    pairs: &[(K, V)],
+) -> Result<S::Ok, S::Error> {
     let mut map = serializer.serialize_map(Some(pairs.len()))?;
     for (k, v) in pairs {
         map.serialize_entry(k, v)?;
@@ -342,7 +386,9 @@ fn write_pairs<S: Serializer, K: Serialize, V: Serialize>(serializer: S, pairs: 
 }
 
 /// Reads a JSON object as its `(key, value)` pairs, in the order written.
-fn read_pairs<'de, D: Deserializer<'de>, K: Deserialize<'de>, V: Deserialize<'de>>(deserializer: D) -> Result<Vec<(K, V)>, D::Error> {
+fn read_pairs<'de, D: Deserializer<'de>, K: Deserialize<'de>, V: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Vec<(K, V)>, D::Error> {
     struct PairsVisitor<K, V>(std::marker::PhantomData<(K, V)>);
     impl<'de, K: Deserialize<'de>, V: Deserialize<'de>> Visitor<'de> for PairsVisitor<K, V> {
         type Value = Vec<(K, V)>;
@@ -417,7 +463,9 @@ impl<T: Serialize> Serialize for Shared<T> {
     }
 }
 
-impl<'de, T: Deserialize<'de> + Serialize + PartialEq + Send + Sync + 'static> Deserialize<'de> for Shared<T> {
+impl<'de, T: Deserialize<'de> + Serialize + PartialEq + Send + Sync + 'static> Deserialize<'de>
+    for Shared<T>
+{
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         T::deserialize(deserializer).map(Shared::new)
     }
@@ -547,9 +595,15 @@ fn interned<T: Serialize + PartialEq + Send + Sync + 'static>(value: T) -> Arc<T
         return Arc::new(value);
     }
     let key = (TypeId::of::<T>(), std::hash::Hasher::finish(&writer.0));
-    let mut interner = INTERNER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut interner = INTERNER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let same_hash = interner.values.entry(key).or_default();
-    let held = same_hash.iter().filter_map(Weak::upgrade).filter_map(|held| held.downcast::<T>().ok()).find(|held| **held == value);
+    let held = same_hash
+        .iter()
+        .filter_map(Weak::upgrade)
+        .filter_map(|held| held.downcast::<T>().ok())
+        .find(|held| **held == value);
     if let Some(held) = held {
         return held;
     }
@@ -571,23 +625,37 @@ fn interned<T: Serialize + PartialEq + Send + Sync + 'static>(value: T) -> Arc<T
 }
 
 /// Reads a container's `ports`, keeping those with a `hostPort` (`None` when none has one).
-fn host_ports_only<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Vec<ContainerPort>>, D::Error> {
-    Option::<Vec<ContainerPort>>::deserialize(deserializer).map(|ports| with_host_port(ports.as_deref()))
+fn host_ports_only<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<ContainerPort>>, D::Error> {
+    Option::<Vec<ContainerPort>>::deserialize(deserializer)
+        .map(|ports| with_host_port(ports.as_deref()))
 }
 
 /// The ports of `ports` that have a `hostPort`, `None` when none has one.
 fn with_host_port(ports: Option<&[ContainerPort]>) -> Option<Vec<ContainerPort>> {
-    let kept: Vec<ContainerPort> = ports?.iter().filter(|p| p.host_port.is_some()).cloned().collect();
+    let kept: Vec<ContainerPort> = ports?
+        .iter()
+        .filter(|p| p.host_port.is_some())
+        .cloned()
+        .collect();
     (!kept.is_empty()).then_some(kept)
 }
 
 /// Reads `metadata.annotations` without kubectl's last-applied copy of the object.
-fn annotations_without_last_applied<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Shared<BTreeMap<String, String>>>, D::Error> {
-    Ok(Option::<BTreeMap<String, String>>::deserialize(deserializer)?.map(shared_without_last_applied))
+fn annotations_without_last_applied<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Shared<BTreeMap<String, String>>>, D::Error> {
+    Ok(
+        Option::<BTreeMap<String, String>>::deserialize(deserializer)?
+            .map(shared_without_last_applied),
+    )
 }
 
 /// `annotations` without kubectl's last-applied copy, shared.
-fn shared_without_last_applied(mut annotations: BTreeMap<String, String>) -> Shared<BTreeMap<String, String>> {
+fn shared_without_last_applied(
+    mut annotations: BTreeMap<String, String>,
+) -> Shared<BTreeMap<String, String>> {
     annotations.remove(LAST_APPLIED);
     Shared::new(annotations)
 }
@@ -661,7 +729,8 @@ macro_rules! watched_resource {
             const GROUP: &'static str = <$full as k8s_openapi::Resource>::GROUP;
             const KIND: &'static str = <$full as k8s_openapi::Resource>::KIND;
             const VERSION: &'static str = <$full as k8s_openapi::Resource>::VERSION;
-            const URL_PATH_SEGMENT: &'static str = <$full as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+            const URL_PATH_SEGMENT: &'static str =
+                <$full as k8s_openapi::Resource>::URL_PATH_SEGMENT;
             type Scope = <$full as k8s_openapi::Resource>::Scope;
         }
 
@@ -690,7 +759,10 @@ impl LeanPod {
     /// The pod's namespace and name as the scheduling core keys pods (empty when missing).
     pub fn key(&self) -> joinery_core::scheduling::PodKey {
         let meta = &self.metadata;
-        joinery_core::scheduling::PodKey::new(meta.namespace.as_deref().unwrap_or_default(), meta.name.as_deref().unwrap_or_default())
+        joinery_core::scheduling::PodKey::new(
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default(),
+        )
     }
 
     /// Drops what the parser cannot skip but no reader needs: volumes that play no part in
@@ -703,7 +775,13 @@ impl LeanPod {
             conditions.shrink_to_fit();
         }
         if let Some(volumes) = self.spec.as_mut().and_then(|s| s.volumes.as_mut()) {
-            volumes.retain(|v| v.config_map.is_none() && v.secret.is_none() && v.projected.is_none() && v.downward_api.is_none() && v.empty_dir.is_none());
+            volumes.retain(|v| {
+                v.config_map.is_none()
+                    && v.secret.is_none()
+                    && v.projected.is_none()
+                    && v.downward_api.is_none()
+                    && v.empty_dir.is_none()
+            });
             volumes.shrink_to_fit();
         }
     }
@@ -711,7 +789,12 @@ impl LeanPod {
 
 impl From<&k8s_openapi::api::core::v1::Container> for LeanContainer {
     fn from(c: &k8s_openapi::api::core::v1::Container) -> Self {
-        LeanContainer { name: c.name.clone(), resources: c.resources.as_ref().map(LeanResources::from), ports: with_host_port(c.ports.as_deref()), restart_policy: c.restart_policy.clone() }
+        LeanContainer {
+            name: c.name.clone(),
+            resources: c.resources.as_ref().map(LeanResources::from),
+            ports: with_host_port(c.ports.as_deref()),
+            restart_policy: c.restart_policy.clone(),
+        }
     }
 }
 
@@ -725,8 +808,14 @@ impl From<&PodSpec> for LeanPodSpec {
             tolerations: s.tolerations.clone().map(Shared::new),
             topology_spread_constraints: s.topology_spread_constraints.clone().map(Shared::new),
             containers: Shared::new(s.containers.iter().map(LeanContainer::from).collect()),
-            init_containers: s.init_containers.as_ref().map(|c| Shared::new(c.iter().map(LeanContainer::from).collect())),
-            resources: s.resources.as_ref().map(|r| Shared::new(LeanResources::from(r))),
+            init_containers: s
+                .init_containers
+                .as_ref()
+                .map(|c| Shared::new(c.iter().map(LeanContainer::from).collect())),
+            resources: s
+                .resources
+                .as_ref()
+                .map(|r| Shared::new(LeanResources::from(r))),
             overhead: s.overhead.clone().map(Shared::new),
             priority: s.priority,
             priority_class_name: s.priority_class_name.as_ref().map(Atom::from),
@@ -743,11 +832,18 @@ impl From<&Pod> for LeanPod {
         let status = pod.status.as_ref().map(|s| LeanPodStatus {
             phase: s.phase.as_ref().map(Atom::from),
             reason: s.reason.as_ref().map(Atom::from),
-            conditions: s.conditions.as_ref().map(|c| c.iter().map(LeanCondition::from).collect()),
+            conditions: s
+                .conditions
+                .as_ref()
+                .map(|c| c.iter().map(LeanCondition::from).collect()),
             nominated_node_name: s.nominated_node_name.as_ref().map(Atom::from),
             start_time: s.start_time.clone(),
         });
-        LeanPod { metadata: PodMeta::from(&pod.metadata), spec: pod.spec.as_ref().map(LeanPodSpec::from), status }
+        LeanPod {
+            metadata: PodMeta::from(&pod.metadata),
+            spec: pod.spec.as_ref().map(LeanPodSpec::from),
+            status,
+        }
     }
 }
 
@@ -796,7 +892,10 @@ mod tests {
         assert_eq!(LeanPod::from(&pod), parsed);
         // And a lean pod written out reads back as the same lean pod, and as a valid Pod.
         let text = serde_json::to_value(&parsed).unwrap();
-        assert_eq!(serde_json::from_value::<LeanPod>(text.clone()).unwrap(), parsed);
+        assert_eq!(
+            serde_json::from_value::<LeanPod>(text.clone()).unwrap(),
+            parsed
+        );
         let mut typed = text.as_object().unwrap().clone();
         typed.insert("apiVersion".into(), json!("v1"));
         typed.insert("kind".into(), json!("Pod"));
@@ -806,17 +905,38 @@ mod tests {
 
     #[test]
     fn a_resource_list_reads_and_writes_as_a_map_and_finds_by_name() {
-        let list: ResourceList = serde_json::from_value(json!({"memory": "1Gi", "cpu": "250m", "nvidia.com/gpu": "1"})).unwrap();
+        let list: ResourceList =
+            serde_json::from_value(json!({"memory": "1Gi", "cpu": "250m", "nvidia.com/gpu": "1"}))
+                .unwrap();
         let names: Vec<&str> = list.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(names, ["cpu", "memory", "nvidia.com/gpu"], "kept in name order");
+        assert_eq!(
+            names,
+            ["cpu", "memory", "nvidia.com/gpu"],
+            "kept in name order"
+        );
         assert_eq!(list.get("memory").map(|q| q.0.as_str()), Some("1Gi"));
         assert!(list.contains_key("nvidia.com/gpu") && !list.contains_key("pods"));
-        assert_eq!(serde_json::to_value(&list).unwrap(), json!({"cpu": "250m", "memory": "1Gi", "nvidia.com/gpu": "1"}));
-        let twice: ResourceList = [("cpu", "1"), ("memory", "2Gi"), ("cpu", "2")].into_iter().map(|(k, v)| (k.to_string(), Quantity(v.into()))).collect();
-        assert_eq!(twice.get("cpu").map(|q| q.0.as_str()), Some("2"), "the last of a repeated name stays, as in a map");
+        assert_eq!(
+            serde_json::to_value(&list).unwrap(),
+            json!({"cpu": "250m", "memory": "1Gi", "nvidia.com/gpu": "1"})
+        );
+        let twice: ResourceList = [("cpu", "1"), ("memory", "2Gi"), ("cpu", "2")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), Quantity(v.into())))
+            .collect();
+        assert_eq!(
+            twice.get("cpu").map(|q| q.0.as_str()),
+            Some("2"),
+            "the last of a repeated name stays, as in a map"
+        );
         assert_eq!(twice.iter().count(), 2);
-        let e = serde_json::from_value::<ResourceList>(json!(["cpu"])).unwrap_err().to_string();
-        assert!(e.starts_with("invalid type: sequence, expected a map"), "{e}");
+        let e = serde_json::from_value::<ResourceList>(json!(["cpu"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("invalid type: sequence, expected a map"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -838,21 +958,40 @@ mod tests {
         let (a, b, other) = (pod("a", 300), pod("b", 300), pod("c", 60));
         let (a, b, other) = (a.spec.unwrap(), b.spec.unwrap(), other.spec.unwrap());
         let tolerations = |s: &LeanPodSpec| s.tolerations.clone().unwrap();
-        assert!(Arc::ptr_eq(&tolerations(&a).0, &tolerations(&b).0), "the same tolerations are held once");
+        assert!(
+            Arc::ptr_eq(&tolerations(&a).0, &tolerations(&b).0),
+            "the same tolerations are held once"
+        );
         assert!(!Arc::ptr_eq(&tolerations(&a).0, &tolerations(&other).0));
-        assert_eq!(other.tolerations.as_ref().unwrap()[0].toleration_seconds, Some(60));
-        assert!(Arc::ptr_eq(&a.affinity.as_ref().unwrap().0, &b.affinity.as_ref().unwrap().0));
-        assert!(Arc::ptr_eq(&a.topology_spread_constraints.as_ref().unwrap().0, &b.topology_spread_constraints.as_ref().unwrap().0));
+        assert_eq!(
+            other.tolerations.as_ref().unwrap()[0].toleration_seconds,
+            Some(60)
+        );
+        assert!(Arc::ptr_eq(
+            &a.affinity.as_ref().unwrap().0,
+            &b.affinity.as_ref().unwrap().0
+        ));
+        assert!(Arc::ptr_eq(
+            &a.topology_spread_constraints.as_ref().unwrap().0,
+            &b.topology_spread_constraints.as_ref().unwrap().0
+        ));
         // Read and written as the value itself.
         let written = serde_json::to_value(&a).unwrap();
         assert_eq!(written["tolerations"][0]["tolerationSeconds"], json!(300));
-        assert_eq!(written["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"], json!("kubernetes.io/hostname"));
+        assert_eq!(
+            written["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                [0]["topologyKey"],
+            json!("kubernetes.io/hostname")
+        );
         assert_eq!(serde_json::from_value::<LeanPodSpec>(written).unwrap(), a);
         // A full pod converts to the same shared copy.
         let full: Pod = serde_json::from_value(json!({"metadata": {"name": "d"}, "spec": {"containers": [{"name": "main"}],
             "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]}}))
         .unwrap();
-        assert!(Arc::ptr_eq(&LeanPod::from(&full).spec.unwrap().tolerations.unwrap().0, &tolerations(&a).0));
+        assert!(Arc::ptr_eq(
+            &LeanPod::from(&full).spec.unwrap().tolerations.unwrap().0,
+            &tolerations(&a).0
+        ));
     }
 
     #[test]
@@ -867,20 +1006,37 @@ mod tests {
         };
         let (a, b, other) = (pod("a", "node-1"), pod("b", "node-1"), pod("c", "node-2"));
         let atom = |value: &Option<Atom>| value.clone().unwrap().0.0;
-        assert!(Arc::ptr_eq(&atom(&a.metadata.namespace), &atom(&b.metadata.namespace)));
+        assert!(Arc::ptr_eq(
+            &atom(&a.metadata.namespace),
+            &atom(&b.metadata.namespace)
+        ));
         let node = |p: &LeanPod| p.spec.as_ref().unwrap().node_name.clone();
         assert!(Arc::ptr_eq(&atom(&node(&a)), &atom(&node(&b))));
         assert!(!Arc::ptr_eq(&atom(&node(&a)), &atom(&node(&other))));
-        let ready = |p: &LeanPod| p.status.as_ref().unwrap().conditions.as_ref().unwrap()[0].clone();
-        assert!(Arc::ptr_eq(&ready(&a).status.0.0, &ready(&other).status.0.0));
+        let ready =
+            |p: &LeanPod| p.status.as_ref().unwrap().conditions.as_ref().unwrap()[0].clone();
+        assert!(Arc::ptr_eq(
+            &ready(&a).status.0.0,
+            &ready(&other).status.0.0
+        ));
         // Compared, ordered and printed as the string.
         assert_eq!(node(&a).unwrap(), "node-1");
         assert_eq!(node(&a).as_deref(), Some("node-1"));
         assert!(node(&a).unwrap() < node(&other).unwrap());
-        assert_eq!(format!("{}/{:?}", a.metadata.namespace.as_ref().unwrap(), ready(&a).type_), "team-a/\"Ready\"");
+        assert_eq!(
+            format!(
+                "{}/{:?}",
+                a.metadata.namespace.as_ref().unwrap(),
+                ready(&a).type_
+            ),
+            "team-a/\"Ready\""
+        );
         let written = serde_json::to_value(&a).unwrap();
         assert_eq!(written["metadata"]["namespace"], json!("team-a"));
-        assert_eq!(written["status"]["conditions"][0], json!({"type": "Ready", "status": "True", "reason": "PodCompleted"}));
+        assert_eq!(
+            written["status"]["conditions"][0],
+            json!({"type": "Ready", "status": "True", "reason": "PodCompleted"})
+        );
         assert_eq!(serde_json::from_value::<LeanPod>(written).unwrap(), a);
     }
 
@@ -893,20 +1049,34 @@ mod tests {
         assert!(Arc::ptr_eq(&first.0, &Shared::new(Probe(1)).0));
         let weak = Arc::downgrade(&first.0);
         drop(first);
-        assert!(weak.upgrade().is_none(), "the interner holds no strong reference");
+        assert!(
+            weak.upgrade().is_none(),
+            "the interner holds no strong reference"
+        );
         // Many values come and go; the sweep keeps the table at about what is held.
         let kept: Vec<Shared<Probe>> = (0..10).map(|i| Shared::new(Probe(i))).collect();
         for i in 100..5_000 {
             drop(Shared::new(Probe(i)));
         }
-        let probes = INTERNER.lock().unwrap().values.keys().filter(|(t, _)| *t == TypeId::of::<Probe>()).count();
-        assert!(probes <= 2 * 1024 + kept.len(), "{probes} entries for {} values held", kept.len());
+        let probes = INTERNER
+            .lock()
+            .unwrap()
+            .values
+            .keys()
+            .filter(|(t, _)| *t == TypeId::of::<Probe>())
+            .count();
+        assert!(
+            probes <= 2 * 1024 + kept.len(),
+            "{probes} entries for {} values held",
+            kept.len()
+        );
         assert!(Arc::ptr_eq(&kept[3].0, &Shared::new(Probe(3)).0));
     }
 
     #[test]
     fn a_lean_pod_is_far_smaller_than_a_pod() {
-        let full = std::mem::size_of::<Pod>() + std::mem::size_of::<k8s_openapi::api::core::v1::Container>();
+        let full = std::mem::size_of::<Pod>()
+            + std::mem::size_of::<k8s_openapi::api::core::v1::Container>();
         let lean = std::mem::size_of::<LeanPod>() + std::mem::size_of::<LeanContainer>();
         assert!(lean * 2 < full, "lean {lean} bytes, full {full} bytes");
     }

@@ -33,7 +33,12 @@ pub fn pod_state(pod: &LeanPod) -> PodState {
     if is_terminal(pod) {
         return PodState::Terminal;
     }
-    if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()) {
+    if pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty())
+    {
         return PodState::Bound;
     }
     let left_out = |why: &str| PodState::LeftOut(why.to_string());
@@ -46,11 +51,19 @@ pub fn pod_state(pod: &LeanPod) -> PodState {
     if is_mirror_pod(pod) {
         return left_out("mirror pod");
     }
-    if pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty()) {
+    if pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| !g.is_empty())
+    {
         return left_out("scheduling gated");
     }
     let status = pod.status.as_ref();
-    if let Some(node) = status.and_then(|s| s.nominated_node_name.as_deref()).filter(|n| !n.is_empty()) {
+    if let Some(node) = status
+        .and_then(|s| s.nominated_node_name.as_deref())
+        .filter(|n| !n.is_empty())
+    {
         return PodState::LeftOut(format!("nominated to node {node}"));
     }
     if let Some(c) = scheduled_condition(pod) {
@@ -73,14 +86,24 @@ pub fn blocked_by_budget(pod: &LeanPod, pdbs: &[Arc<PodDisruptionBudget>]) -> bo
     let labels = pod.metadata.labels.clone().unwrap_or_default();
     pdbs.iter().any(|pdb| {
         pdb.metadata.namespace.as_deref() == pod.metadata.namespace.as_deref()
-            && pdb.spec.as_ref().and_then(|s| s.selector.as_ref()).is_some_and(|sel| selector_matches(sel, &labels))
-            && pdb.status.as_ref().is_none_or(|s| s.disruptions_allowed <= 0)
+            && pdb
+                .spec
+                .as_ref()
+                .and_then(|s| s.selector.as_ref())
+                .is_some_and(|sel| selector_matches(sel, &labels))
+            && pdb
+                .status
+                .as_ref()
+                .is_none_or(|s| s.disruptions_allowed <= 0)
     })
 }
 
 /// Whether a pod has finished (phase Succeeded or Failed).
 pub fn is_terminal(pod: &LeanPod) -> bool {
-    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
 }
 
 /// Whether a pod is owned by a DaemonSet.
@@ -90,13 +113,25 @@ pub fn is_daemon_pod(pod: &LeanPod) -> bool {
 
 /// Whether one of a pod's owner references is of this kind.
 pub fn is_owned_by(pod: &LeanPod, kind: &str) -> bool {
-    pod.metadata.owner_references.iter().flatten().any(|o| o.kind == kind)
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == kind)
 }
 
 /// Whether a pod is a static (mirror) pod, owned by its Node.
 pub fn is_mirror_pod(pod: &LeanPod) -> bool {
-    pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "Node")
-        || pod.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"))
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "Node")
+        || pod
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"))
 }
 
 /// Whether Karpenter should provision for this pod (upstream's rule): a pending pod (see
@@ -109,7 +144,12 @@ pub fn is_provisionable(pod: &LeanPod) -> bool {
 
 /// The pod's `PodScheduled` condition.
 fn scheduled_condition(pod: &LeanPod) -> Option<&crate::lean::LeanCondition> {
-    pod.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().find(|c| c.type_ == "PodScheduled")
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled")
 }
 
 #[cfg(test)]
@@ -127,9 +167,17 @@ mod tests {
         let sel: LabelSelector = serde_json::from_value(json!({"matchLabels": {"app": "web"},
             "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["db"]}]}))
         .unwrap();
-        let labels = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let labels = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
         assert!(selector_matches(&sel, &labels(&[("app", "web")])));
-        assert!(!selector_matches(&sel, &labels(&[("app", "web"), ("tier", "db")])));
+        assert!(!selector_matches(
+            &sel,
+            &labels(&[("app", "web"), ("tier", "db")])
+        ));
         assert!(!selector_matches(&sel, &labels(&[("app", "api")])));
         assert!(selector_matches(&LabelSelector::default(), &labels(&[])));
     }
@@ -146,9 +194,11 @@ mod tests {
         nominated["status"]["nominatedNodeName"] = json!("n1");
         assert!(!is_provisionable(&pod(nominated)));
         let mut daemon = pending.clone();
-        daemon["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u"}]);
+        daemon["metadata"]["ownerReferences"] =
+            json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u"}]);
         assert!(!is_provisionable(&pod(daemon)));
-        let never_tried = json!({"metadata": {"name": "b"}, "spec": {"containers": []}, "status": {}});
+        let never_tried =
+            json!({"metadata": {"name": "b"}, "spec": {"containers": []}, "status": {}});
         assert!(!is_provisionable(&pod(never_tried)));
         let other_reason = json!({"metadata": {"name": "c"}, "spec": {"containers": []},
             "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]}});

@@ -19,22 +19,22 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use joinery_api::{NodeClaim, NodeOverlay, NodePool};
-use joinery_core::instance_type::InstanceType;
 use joinery_core::catalog::Catalog;
+use joinery_core::instance_type::InstanceType;
 use joinery_core::labels::LabelPolicy;
 use joinery_core::requirements::Requirements;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use crate::convert;
 use crate::assemble::{ClusterObjects, PoolOffer, ProblemObject, Source};
+use crate::convert;
 use crate::lean::{LeanNode, LeanPod};
-use crate::volumes::VolumeIndex;
 pub use crate::pods::{PodState, pod_state};
+use crate::volumes::VolumeIndex;
 
 mod one_pass;
 
@@ -159,8 +159,11 @@ enum Kind {
 }
 
 /// The Karpenter kinds, with the only `apiVersion` joinery reads for each.
-const KARPENTER_VERSIONS: [(&str, &str); 3] =
-    [("NodePool", "karpenter.sh/v1"), ("NodeClaim", "karpenter.sh/v1"), ("NodeOverlay", "karpenter.sh/v1alpha1")];
+const KARPENTER_VERSIONS: [(&str, &str); 3] = [
+    ("NodePool", "karpenter.sh/v1"),
+    ("NodeClaim", "karpenter.sh/v1"),
+    ("NodeOverlay", "karpenter.sh/v1alpha1"),
+];
 
 impl Kind {
     /// The kind of an object from its `apiVersion` and `kind`; Karpenter kinds of another
@@ -170,7 +173,9 @@ impl Kind {
             && api_version.starts_with("karpenter.sh/")
             && api_version != *wanted
         {
-            return Err(format!("apiVersion: {kind} {api_version} is not supported; joinery reads {wanted}"));
+            return Err(format!(
+                "apiVersion: {kind} {api_version} is not supported; joinery reads {wanted}"
+            ));
         }
         let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
         Ok(match (group, kind) {
@@ -244,7 +249,10 @@ struct HeadMeta {
 
 impl Head {
     fn name(&self) -> &str {
-        self.metadata.as_ref().and_then(|m| m.name.as_deref()).unwrap_or("")
+        self.metadata
+            .as_ref()
+            .and_then(|m| m.name.as_deref())
+            .unwrap_or("")
     }
 
     fn namespace(&self) -> Option<&str> {
@@ -253,7 +261,11 @@ impl Head {
 
     /// `Kind namespace/name` (namespace `default` when a namespaced object has none).
     fn describe(&self, kind: &Kind) -> String {
-        kind.describe(self.kind.as_deref().unwrap_or("object"), self.namespace(), self.name())
+        kind.describe(
+            self.kind.as_deref().unwrap_or("object"),
+            self.namespace(),
+            self.name(),
+        )
     }
 
     fn is_list(&self) -> bool {
@@ -366,7 +378,9 @@ impl<'de> Visitor<'de> for ItemsSeed<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Object>, A::Error> {
         let mut out = Vec::with_capacity(self.0.len());
-        while let Some(object) = seq.next_element_seed(KindSeed(self.0.get(out.len()).and_then(Option::as_ref)))? {
+        while let Some(object) =
+            seq.next_element_seed(KindSeed(self.0.get(out.len()).and_then(Option::as_ref)))?
+        {
             out.push(object);
         }
         Ok(out)
@@ -384,24 +398,48 @@ enum Route {
 }
 
 fn doc_error(document: usize, object: Option<String>, message: impl Into<String>) -> SnapshotError {
-    SnapshotError::Document { document, object, message: message.into() }
+    SnapshotError::Document {
+        document,
+        object,
+        message: message.into(),
+    }
 }
 
 /// Routes one parsed head; the error names the field.
 fn route(document: usize, head: Option<Head>) -> Result<Route, SnapshotError> {
-    let Some(head) = head else { return Ok(Route::Empty) };
+    let Some(head) = head else {
+        return Ok(Route::Empty);
+    };
     let kind_of = |h: &Head, at: &str| -> Result<(Kind, String), SnapshotError> {
         let Some(kind) = h.kind.as_deref().filter(|k| !k.is_empty()) else {
             let name = h.name();
             let object = (!name.is_empty()).then(|| format!("object {name}"));
-            return Err(doc_error(document, object, format!("{at}kind: missing; every object needs apiVersion and kind")));
+            return Err(doc_error(
+                document,
+                object,
+                format!("{at}kind: missing; every object needs apiVersion and kind"),
+            ));
         };
         let Some(api_version) = h.api_version.as_deref().filter(|v| !v.is_empty()) else {
-            return Err(doc_error(document, Some(format!("{kind} {}", h.name())), format!("{at}apiVersion: missing; every object needs apiVersion and kind")));
+            return Err(doc_error(
+                document,
+                Some(format!("{kind} {}", h.name())),
+                format!("{at}apiVersion: missing; every object needs apiVersion and kind"),
+            ));
         };
-        let parsed = Kind::of(api_version, kind).map_err(|e| doc_error(document, Some(format!("{kind} {}", h.name())), format!("{at}{e}")))?;
+        let parsed = Kind::of(api_version, kind).map_err(|e| {
+            doc_error(
+                document,
+                Some(format!("{kind} {}", h.name())),
+                format!("{at}{e}"),
+            )
+        })?;
         if !matches!(parsed, Kind::Unknown(_)) && h.name().is_empty() {
-            return Err(doc_error(document, Some(kind.to_string()), format!("{at}metadata.name: missing")));
+            return Err(doc_error(
+                document,
+                Some(kind.to_string()),
+                format!("{at}metadata.name: missing"),
+            ));
         }
         let object = h.describe(&parsed);
         Ok((parsed, object))
@@ -457,7 +495,8 @@ impl Snapshot {
             let head = Option::<Head>::deserialize(doc).map_err(|e| {
                 let message = message_of(&e);
                 let hint = if message.contains("expected struct Head") {
-                    "expected a Kubernetes object (a mapping with apiVersion, kind and metadata)".to_string()
+                    "expected a Kubernetes object (a mapping with apiVersion, kind and metadata)"
+                        .to_string()
                 } else {
                     message
                 };
@@ -469,25 +508,50 @@ impl Snapshot {
         // strings Kubernetes expects (`cpu: 1`) and errors carry the field path and line.
         let mut snapshot = Snapshot::default();
         let mut seen: BTreeMap<String, Origin> = BTreeMap::new();
-        for ((i, doc), route) in serde_yaml::Deserializer::from_str(text).enumerate().zip(&routes) {
+        for ((i, doc), route) in serde_yaml::Deserializer::from_str(text)
+            .enumerate()
+            .zip(&routes)
+        {
             let document = i + 1;
             match route {
                 Route::Empty => {}
                 Route::Single { kind, object } => {
-                    let typed = KindSeed(Some(kind)).deserialize(doc).map_err(|e| doc_error(document, Some(object.clone()), message_of(&e)))?;
-                    let origin = Origin { document, item: None };
+                    let typed = KindSeed(Some(kind))
+                        .deserialize(doc)
+                        .map_err(|e| doc_error(document, Some(object.clone()), message_of(&e)))?;
+                    let origin = Origin {
+                        document,
+                        item: None,
+                    };
                     snapshot.add(origin, kind, object, typed, &mut seen)?;
                 }
                 Route::List { items } => {
-                    let kinds: Vec<Option<Kind>> = items.iter().map(|i| i.as_ref().map(|(k, _)| k.clone())).collect();
+                    let kinds: Vec<Option<Kind>> = items
+                        .iter()
+                        .map(|i| i.as_ref().map(|(k, _)| k.clone()))
+                        .collect();
                     let typed = ListSeed(&kinds).deserialize(doc).map_err(|e| {
                         let message = message_of(&e);
-                        let object = item_of(&message).and_then(|j| items.get(j)).and_then(|i| i.as_ref()).map(|(_, o)| o.clone());
+                        let object = item_of(&message)
+                            .and_then(|j| items.get(j))
+                            .and_then(|i| i.as_ref())
+                            .map(|(_, o)| o.clone());
                         doc_error(document, object, message)
                     })?;
                     for (j, (object, item)) in typed.into_iter().zip(items).enumerate() {
-                        let Some((kind, description)) = item else { continue };
-                        snapshot.add(Origin { document, item: Some(j) }, kind, description, object, &mut seen)?;
+                        let Some((kind, description)) = item else {
+                            continue;
+                        };
+                        snapshot.add(
+                            Origin {
+                                document,
+                                item: Some(j),
+                            },
+                            kind,
+                            description,
+                            object,
+                            &mut seen,
+                        )?;
                     }
                 }
             }
@@ -495,13 +559,24 @@ impl Snapshot {
         Ok(snapshot)
     }
 
-    fn add(&mut self, origin: Origin, kind: &Kind, object: &str, typed: Object, seen: &mut BTreeMap<String, Origin>) -> Result<(), SnapshotError> {
+    fn add(
+        &mut self,
+        origin: Origin,
+        kind: &Kind,
+        object: &str,
+        typed: Object,
+        seen: &mut BTreeMap<String, Origin>,
+    ) -> Result<(), SnapshotError> {
         if let Kind::Unknown(name) = kind {
             *self.unknown.entry(name.clone()).or_default() += 1;
             return Ok(());
         }
         if let Some(first) = seen.insert(object.to_string(), origin) {
-            return Err(doc_error(origin.document, Some(object.to_string()), format!("listed twice (first in {first})")));
+            return Err(doc_error(
+                origin.document,
+                Some(object.to_string()),
+                format!("listed twice (first in {first})"),
+            ));
         }
         macro_rules! push {
             ($list:ident, $o:expr) => {{
@@ -551,7 +626,11 @@ impl Snapshot {
     ///
     /// Errors (with the document and object named): a quantity that does not parse in any
     /// pod, DaemonSet or NodePool limit, an invalid NodePool requirement.
-    pub fn assemble(&self, instance_types: &[InstanceType], label_policy: LabelPolicy) -> Result<Assembly, SnapshotError> {
+    pub fn assemble(
+        &self,
+        instance_types: &[InstanceType],
+        label_policy: LabelPolicy,
+    ) -> Result<Assembly, SnapshotError> {
         let mut notes = Vec::new();
         let describe = |kind: &str, namespace: Option<&str>, name: Option<&str>| match namespace {
             Some(ns) => format!("{kind} {ns}/{}", name.unwrap_or("")),
@@ -560,7 +639,10 @@ impl Snapshot {
 
         // Pods: the batch, and a check of every live pod's requests. The batch also holds the
         // pods that must leave a deleting node (as upstream's provisioner adds them).
-        let deleting = crate::drain::deleting_node_names(self.nodes.iter().map(|l| &l.object), self.node_claims.iter().map(|l| &l.object));
+        let deleting = crate::drain::deleting_node_names(
+            self.nodes.iter().map(|l| &l.object),
+            self.node_claims.iter().map(|l| &l.object),
+        );
         let mut pending = Vec::new();
         let mut left_out = Vec::new();
         let mut moving = Vec::new();
@@ -570,11 +652,22 @@ impl Snapshot {
             if matches!(state, PodState::Terminal) {
                 continue;
             }
-            let object = describe("Pod", pod.metadata.namespace.as_deref(), pod.metadata.name.as_deref());
+            let object = describe(
+                "Pod",
+                pod.metadata.namespace.as_deref(),
+                pod.metadata.name.as_deref(),
+            );
             let spec = pod.spec.clone().unwrap_or_default();
-            convert::pod_requests(&spec).map_err(|e| doc_error(located.origin.document, Some(object.clone()), e))?;
+            convert::pod_requests(&spec)
+                .map_err(|e| doc_error(located.origin.document, Some(object.clone()), e))?;
             match state {
-                PodState::Bound if spec.node_name.as_deref().is_some_and(|n| deleting.contains(n)) && crate::drain::is_reschedulable(pod) => {
+                PodState::Bound
+                    if spec
+                        .node_name
+                        .as_deref()
+                        .is_some_and(|n| deleting.contains(n))
+                        && crate::drain::is_reschedulable(pod) =>
+                {
                     moving.push(object);
                     pending.push(pod);
                 }
@@ -603,7 +696,8 @@ impl Snapshot {
 
         let mut overlays = Vec::new();
         for located in &self.node_overlays {
-            let overlay = convert::overlay(&located.object).map_err(|e| doc_error(located.origin.document, None, e))?;
+            let overlay = convert::overlay(&located.object)
+                .map_err(|e| doc_error(located.origin.document, None, e))?;
             overlays.push(overlay);
         }
         for (a, b) in joinery_core::overlay::conflicts(&overlays) {
@@ -619,7 +713,9 @@ impl Snapshot {
             let pool = &located.object;
             let name = pool.metadata.name.clone().unwrap_or_default();
             if pool.metadata.deletion_timestamp.is_some() {
-                notes.push(format!("NodePool {name} is being deleted; left out, as the controller does"));
+                notes.push(format!(
+                    "NodePool {name} is being deleted; left out, as the controller does"
+                ));
             } else if pool.spec.is_static() {
                 notes.push(format!("NodePool {name} is static (spec.replicas); static pools do not provision for pods"));
             } else if let Some(why) = crate::template::not_ready(pool) {
@@ -628,21 +724,51 @@ impl Snapshot {
                 pools.push(located);
             }
         }
-        let offers: Vec<PoolOffer<'_>> = pools.iter().map(|l| PoolOffer { pool: &l.object, instance_types }).collect();
+        let offers: Vec<PoolOffer<'_>> = pools
+            .iter()
+            .map(|l| PoolOffer {
+                pool: &l.object,
+                instance_types,
+            })
+            .collect();
         let objects = self.objects();
-        let mut assembly = crate::assemble::assemble(&objects, &pending, &offers, &overlays, label_policy, Source::Snapshot);
+        let mut assembly = crate::assemble::assemble(
+            &objects,
+            &pending,
+            &offers,
+            &overlays,
+            label_policy,
+            Source::Snapshot,
+        );
         if let Some(problem) = assembly.problems.first() {
             let (document, object) = match problem.object {
                 ProblemObject::DaemonSet(i) => {
                     let located = &self.daemon_sets[i];
-                    (located.origin.document, describe("DaemonSet", located.object.metadata.namespace.as_deref(), located.object.metadata.name.as_deref()))
+                    (
+                        located.origin.document,
+                        describe(
+                            "DaemonSet",
+                            located.object.metadata.namespace.as_deref(),
+                            located.object.metadata.name.as_deref(),
+                        ),
+                    )
                 }
                 ProblemObject::NodePool(i) => {
                     let located = pools[i];
-                    (located.origin.document, format!("NodePool {}", located.object.metadata.name.as_deref().unwrap_or("")))
+                    (
+                        located.origin.document,
+                        format!(
+                            "NodePool {}",
+                            located.object.metadata.name.as_deref().unwrap_or("")
+                        ),
+                    )
                 }
             };
-            let message = problem.message.strip_prefix(&format!("{object}: ")).map(str::to_string).unwrap_or_else(|| problem.message.clone());
+            let message = problem
+                .message
+                .strip_prefix(&format!("{object}: "))
+                .map(str::to_string)
+                .unwrap_or_else(|| problem.message.clone());
             return Err(doc_error(document, Some(object), message));
         }
 
@@ -657,11 +783,21 @@ impl Snapshot {
         .map(|(kind, n)| format!("{n} {kind}"))
         .collect();
         if !unused.is_empty() {
-            notes.push(format!("read but not used by the scheduler yet: {}", unused.join(", ")));
+            notes.push(format!(
+                "read but not used by the scheduler yet: {}",
+                unused.join(", ")
+            ));
         }
         if !self.unknown.is_empty() {
-            let kinds: Vec<String> = self.unknown.iter().map(|(k, n)| format!("{n} {k}")).collect();
-            notes.push(format!("kinds joinery does not read, ignored: {}", kinds.join(", ")));
+            let kinds: Vec<String> = self
+                .unknown
+                .iter()
+                .map(|(k, n)| format!("{n} {k}"))
+                .collect();
+            notes.push(format!(
+                "kinds joinery does not read, ignored: {}",
+                kinds.join(", ")
+            ));
         }
         assembly.notes = notes;
         Ok(assembly)
@@ -697,18 +833,29 @@ impl Snapshot {
     /// does. (Indexes the snapshot's volumes on every call; [`assemble`](Self::assemble)
     /// indexes them once.)
     pub fn volume_requirements(&self, pod: &LeanPod) -> Result<Vec<Requirements>, String> {
-        self.volume_index().requirements(pod).map_err(|e| e.missing_from("the snapshot"))
+        self.volume_index()
+            .requirements(pod)
+            .map_err(|e| e.missing_from("the snapshot"))
     }
 
     /// The snapshot's claims, volumes and StorageClasses by name.
     fn volume_index(&self) -> VolumeIndex<'_> {
-        VolumeIndex::new(&self.persistent_volumes, &self.persistent_volume_claims, &self.storage_classes)
+        VolumeIndex::new(
+            &self.persistent_volumes,
+            &self.persistent_volume_claims,
+            &self.storage_classes,
+        )
     }
 }
 
 /// The first `max` items joined by `", "`, then `and N more`.
 fn abbreviate(items: &[String], max: usize) -> String {
-    let mut s = items.iter().take(max).cloned().collect::<Vec<_>>().join(", ");
+    let mut s = items
+        .iter()
+        .take(max)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
     if items.len() > max {
         s.push_str(&format!(" and {} more", items.len() - max));
     }
@@ -722,16 +869,19 @@ fn abbreviate(items: &[String], max: usize) -> String {
 /// into the instance types a cloud plugin would return and the label policy (upstream's, plus
 /// the catalog's `wellKnownLabels`). Errors name the entry and field.
 pub fn read_catalog(text: &str) -> Result<(Vec<InstanceType>, LabelPolicy), SnapshotError> {
-    let catalog: Catalog = serde_yaml::from_str(text).map_err(|e| SnapshotError::Catalog(e.to_string()))?;
-    let types = catalog.instance_types().map_err(|e| SnapshotError::Catalog(e.to_string()))?;
+    let catalog: Catalog =
+        serde_yaml::from_str(text).map_err(|e| SnapshotError::Catalog(e.to_string()))?;
+    let types = catalog
+        .instance_types()
+        .map_err(|e| SnapshotError::Catalog(e.to_string()))?;
     Ok((types, catalog.label_policy()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use joinery_core::scheduling::{Placement, schedule};
     use joinery_core::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, ZONE_LABEL};
+    use joinery_core::scheduling::{Placement, schedule};
 
     const CATALOG: &str = r#"
 - name: small
@@ -766,7 +916,10 @@ spec:
     }
 
     fn assemble(text: &str) -> Assembly {
-        Snapshot::parse(text).unwrap().assemble(&catalog(), LabelPolicy::default()).unwrap()
+        Snapshot::parse(text)
+            .unwrap()
+            .assemble(&catalog(), LabelPolicy::default())
+            .unwrap()
     }
 
     #[test]
@@ -777,22 +930,50 @@ spec:
         let s = Snapshot::parse(&text).unwrap();
         assert_eq!(s.node_pools.len(), 1);
         assert_eq!(s.pods.len(), 1);
-        assert_eq!(s.pods[0].origin, Origin { document: 2, item: Some(0) });
-        assert_eq!(s.pods[0].object.metadata.namespace.as_deref(), Some("default"), "namespace defaults");
+        assert_eq!(
+            s.pods[0].origin,
+            Origin {
+                document: 2,
+                item: Some(0)
+            }
+        );
+        assert_eq!(
+            s.pods[0].object.metadata.namespace.as_deref(),
+            Some("default"),
+            "namespace defaults"
+        );
         assert_eq!(s.deployments.len(), 1);
         assert_eq!(s.unknown.get("v1/ConfigMap"), Some(&1));
         let a = s.assemble(&catalog(), LabelPolicy::default()).unwrap();
         assert_eq!(a.input.pods.len(), 1);
-        assert_eq!(a.input.pods[0].requests.cpu_millis, 1000, "`cpu: 1` reads as the quantity 1");
-        assert!(a.notes.iter().any(|n| n.contains("1 Deployment")), "{:?}", a.notes);
-        assert!(a.notes.iter().any(|n| n.contains("1 v1/ConfigMap")), "{:?}", a.notes);
+        assert_eq!(
+            a.input.pods[0].requests.cpu_millis, 1000,
+            "`cpu: 1` reads as the quantity 1"
+        );
+        assert!(
+            a.notes.iter().any(|n| n.contains("1 Deployment")),
+            "{:?}",
+            a.notes
+        );
+        assert!(
+            a.notes.iter().any(|n| n.contains("1 v1/ConfigMap")),
+            "{:?}",
+            a.notes
+        );
     }
 
     #[test]
     fn a_type_error_names_document_object_field_and_line() {
-        let text = format!("{POOL}---\napiVersion: v1\nkind: Pod\nmetadata: {{name: web, namespace: shop}}\nspec:\n  containers:\n  - name: c\n    resources:\n      requests: [1, 2]\n");
+        let text = format!(
+            "{POOL}---\napiVersion: v1\nkind: Pod\nmetadata: {{name: web, namespace: shop}}\nspec:\n  containers:\n  - name: c\n    resources:\n      requests: [1, 2]\n"
+        );
         let e = Snapshot::parse(&text).unwrap_err().to_string();
-        assert!(e.starts_with("document 2 (Pod shop/web): spec.containers[0].resources.requests: invalid type"), "{e}");
+        assert!(
+            e.starts_with(
+                "document 2 (Pod shop/web): spec.containers[0].resources.requests: invalid type"
+            ),
+            "{e}"
+        );
         assert!(e.contains("line"), "{e}");
     }
 
@@ -800,17 +981,34 @@ spec:
     fn list_item_errors_name_the_item() {
         let text = "kind: List\napiVersion: v1\nitems:\n- {apiVersion: v1, kind: Node, metadata: {name: n1}}\n- {apiVersion: v1, kind: Node, metadata: {name: n2}, spec: {taints: {}}}\n";
         let e = Snapshot::parse(text).unwrap_err().to_string();
-        assert!(e.starts_with("document 1 (Node n2): items[1].spec.taints: invalid type"), "{e}");
+        assert!(
+            e.starts_with("document 1 (Node n2): items[1].spec.taints: invalid type"),
+            "{e}"
+        );
     }
 
     #[test]
     fn missing_kind_name_and_bad_versions_are_refused() {
-        let e = Snapshot::parse("apiVersion: v1\nmetadata: {name: x}\n").unwrap_err().to_string();
-        assert!(e.contains("document 1") && e.contains("kind: missing"), "{e}");
-        let e = Snapshot::parse("apiVersion: v1\nkind: Pod\nspec: {containers: []}\n").unwrap_err().to_string();
+        let e = Snapshot::parse("apiVersion: v1\nmetadata: {name: x}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("document 1") && e.contains("kind: missing"),
+            "{e}"
+        );
+        let e = Snapshot::parse("apiVersion: v1\nkind: Pod\nspec: {containers: []}\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("metadata.name: missing"), "{e}");
-        let e = Snapshot::parse("apiVersion: karpenter.sh/v1beta1\nkind: NodePool\nmetadata: {name: p}\n").unwrap_err().to_string();
-        assert!(e.contains("(NodePool p)") && e.contains("joinery reads karpenter.sh/v1"), "{e}");
+        let e = Snapshot::parse(
+            "apiVersion: karpenter.sh/v1beta1\nkind: NodePool\nmetadata: {name: p}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("(NodePool p)") && e.contains("joinery reads karpenter.sh/v1"),
+            "{e}"
+        );
         let e = Snapshot::parse("- a\n- b\n").unwrap_err().to_string();
         assert!(e.contains("expected a Kubernetes object"), "{e}");
         let e = Snapshot::parse("a: [\n").unwrap_err().to_string();
@@ -821,15 +1019,24 @@ spec:
     fn the_same_object_twice_is_an_error() {
         let text = "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n1}\n";
         let e = Snapshot::parse(text).unwrap_err().to_string();
-        assert!(e.contains("document 2 (Node n1): listed twice (first in document 1)"), "{e}");
+        assert!(
+            e.contains("document 2 (Node n1): listed twice (first in document 1)"),
+            "{e}"
+        );
     }
 
     #[test]
     fn bad_quantities_are_errors_naming_the_pod_and_container() {
         let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: web, resources: {requests: {cpu: lots}}}]}\n";
         let s = Snapshot::parse(text).unwrap();
-        let e = s.assemble(&[], LabelPolicy::default()).unwrap_err().to_string();
-        assert!(e.starts_with("document 1 (Pod default/p): spec.containers[web].resources.requests"), "{e}");
+        let e = s
+            .assemble(&[], LabelPolicy::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("document 1 (Pod default/p): spec.containers[web].resources.requests"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -851,7 +1058,10 @@ spec:
         assert_eq!(pod_state(&pod(unschedulable)), PodState::Pending);
         let mut nominated = base.clone();
         nominated["status"] = serde_json::json!({"nominatedNodeName": "n2"});
-        assert_eq!(pod_state(&pod(nominated)), PodState::LeftOut("nominated to node n2".into()));
+        assert_eq!(
+            pod_state(&pod(nominated)),
+            PodState::LeftOut("nominated to node n2".into())
+        );
         let mut daemon = base;
         daemon["metadata"]["ownerReferences"] = serde_json::json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u"}]);
         assert!(matches!(pod_state(&pod(daemon)), PodState::LeftOut(_)));
@@ -896,8 +1106,14 @@ spec:
         assert_eq!(a.pods.len(), 2);
         let result = schedule(&a.input);
         // 4 CPU − 3 bound − 0.2 daemon reserved: 0.5 fits, then 1 does not.
-        assert_eq!(result.placement("shop", "small"), Some(&Placement::Existing { node: "n1".into() }));
-        assert_eq!(result.placement("shop", "big"), Some(&Placement::NewClaim { index: 0 }));
+        assert_eq!(
+            result.placement("shop", "small"),
+            Some(&Placement::Existing { node: "n1".into() })
+        );
+        assert_eq!(
+            result.placement("shop", "big"),
+            Some(&Placement::NewClaim { index: 0 })
+        );
     }
 
     #[test]
@@ -911,14 +1127,31 @@ spec:
             "{POOL}---\napiVersion: v1\nkind: Node\nmetadata: {{name: old, deletionTimestamp: '2026-01-01T00:00:00Z', finalizers: [karpenter.sh/termination], labels: {{karpenter.sh/nodepool: default}}}}\nstatus: {{allocatable: {{cpu: '4', pods: '10'}}}}\n"
         );
         text += &pod("web", "ReplicaSet", "");
-        text += &pod("db-0", "StatefulSet", ", deletionTimestamp: '2026-01-01T00:00:10Z'");
-        text += &pod("leaving", "ReplicaSet", ", deletionTimestamp: '2026-01-01T00:00:10Z'");
+        text += &pod(
+            "db-0",
+            "StatefulSet",
+            ", deletionTimestamp: '2026-01-01T00:00:10Z'",
+        );
+        text += &pod(
+            "leaving",
+            "ReplicaSet",
+            ", deletionTimestamp: '2026-01-01T00:00:10Z'",
+        );
         text += &pod("agent", "DaemonSet", "");
         let a = assemble(&text);
         let batch: Vec<String> = a.pods.iter().map(|p| p.key.to_string()).collect();
         assert_eq!(batch, ["shop/web", "shop/db-0"], "{:?}", a.notes);
-        assert!(a.notes.iter().any(|n| n.contains("2 pod(s) of deleting nodes are scheduled again")), "{:?}", a.notes);
-        assert!(!a.input.nodes.iter().any(|n| n.schedulable), "the deleting node takes nothing");
+        assert!(
+            a.notes
+                .iter()
+                .any(|n| n.contains("2 pod(s) of deleting nodes are scheduled again")),
+            "{:?}",
+            a.notes
+        );
+        assert!(
+            !a.input.nodes.iter().any(|n| n.schedulable),
+            "the deleting node takes nothing"
+        );
         // Not deleting: the same pods stay where they are.
         let a = assemble(&text.replace("deletionTimestamp: '2026-01-01T00:00:00Z', ", ""));
         assert!(a.pods.is_empty(), "{:?}", a.pods);
@@ -929,7 +1162,11 @@ spec:
         let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: []\n  affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchFields: [{key: metadata.name, operator: In, values: [n]}]}]}}}\n";
         let a = assemble(text);
         assert!(a.input.pods.is_empty());
-        assert!(matches!(&a.pods[0].status, BatchStatus::Refused(r) if r.contains("matchFields")), "{:?}", a.pods);
+        assert!(
+            matches!(&a.pods[0].status, BatchStatus::Refused(r) if r.contains("matchFields")),
+            "{:?}",
+            a.pods
+        );
     }
 
     #[test]
@@ -942,8 +1179,15 @@ spec:
         assert_eq!(limits.usage.cpu_millis, 8000);
         assert_eq!(limits.usage.get("nodes"), 1);
         let bad = format!("{POOL}  limits: {{cpu: lots}}\n");
-        let e = Snapshot::parse(&bad).unwrap().assemble(&[], LabelPolicy::default()).unwrap_err().to_string();
-        assert!(e.starts_with("document 1 (NodePool default): spec.limits"), "{e}");
+        let e = Snapshot::parse(&bad)
+            .unwrap()
+            .assemble(&[], LabelPolicy::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("document 1 (NodePool default): spec.limits"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -951,19 +1195,36 @@ spec:
         let text = format!("{POOL}  replicas: 2\n");
         let a = assemble(&text);
         assert!(a.input.nodepools.is_empty());
-        assert!(a.notes.iter().any(|n| n.contains("static")), "{:?}", a.notes);
+        assert!(
+            a.notes.iter().any(|n| n.contains("static")),
+            "{:?}",
+            a.notes
+        );
     }
 
     #[test]
     fn a_nodepool_that_is_not_ready_is_left_out_and_one_without_conditions_is_kept() {
         let status = |ready: &str| {
-            format!("{POOL}status:\n  conditions:\n    - {{type: Ready, status: \"{ready}\", reason: NodeClassNotReady, message: class broken, lastTransitionTime: \"2026-01-01T00:00:00Z\"}}\n")
+            format!(
+                "{POOL}status:\n  conditions:\n    - {{type: Ready, status: \"{ready}\", reason: NodeClassNotReady, message: class broken, lastTransitionTime: \"2026-01-01T00:00:00Z\"}}\n"
+            )
         };
         let a = assemble(&status("False"));
         assert!(a.input.nodepools.is_empty());
-        assert!(a.notes.iter().any(|n| n.contains("NodePool default is not Ready (NodeClassNotReady: class broken)")), "{:?}", a.notes);
+        assert!(
+            a.notes
+                .iter()
+                .any(|n| n
+                    .contains("NodePool default is not Ready (NodeClassNotReady: class broken)")),
+            "{:?}",
+            a.notes
+        );
         assert_eq!(assemble(&status("True")).input.nodepools.len(), 1);
-        assert_eq!(assemble(POOL).input.nodepools.len(), 1, "never reconciled: kept");
+        assert_eq!(
+            assemble(POOL).input.nodepools.len(),
+            1,
+            "never reconciled: kept"
+        );
     }
 
     #[test]
@@ -1008,13 +1269,29 @@ spec:
         // scheduler tries them in order (the second admits no zone and can never be used).
         assert_eq!(reqs.len(), 2);
         let r = &reqs[0];
-        assert!(!r.has(HOSTNAME_LABEL), "a local volume's hostname is dropped");
+        assert!(
+            !r.has(HOSTNAME_LABEL),
+            "a local volume's hostname is dropped"
+        );
         let zone = r.get(ZONE_LABEL).unwrap();
-        assert!(zone.has("zone-a") && !zone.has("zone-b") && !zone.has("zone-c"), "first PV term ∩ StorageClass: {zone:?}");
-        assert!(reqs[1].get(ZONE_LABEL).unwrap().values().is_empty(), "zone-b ∩ (zone-a, zone-c)");
+        assert!(
+            zone.has("zone-a") && !zone.has("zone-b") && !zone.has("zone-c"),
+            "first PV term ∩ StorageClass: {zone:?}"
+        );
+        assert!(
+            reqs[1].get(ZONE_LABEL).unwrap().values().is_empty(),
+            "zone-b ∩ (zone-a, zone-c)"
+        );
         let mut missing = s.pods[0].object.clone();
-        missing.spec.as_mut().unwrap().volumes.as_mut().unwrap()[0].persistent_volume_claim.as_mut().unwrap().claim_name = "gone".into();
-        assert_eq!(s.volume_requirements(&missing).unwrap_err(), "PersistentVolumeClaim db/gone (volume data) is not in the snapshot");
+        missing.spec.as_mut().unwrap().volumes.as_mut().unwrap()[0]
+            .persistent_volume_claim
+            .as_mut()
+            .unwrap()
+            .claim_name = "gone".into();
+        assert_eq!(
+            s.volume_requirements(&missing).unwrap_err(),
+            "PersistentVolumeClaim db/gone (volume data) is not in the snapshot"
+        );
     }
 
     #[test]
@@ -1037,15 +1314,39 @@ spec:
         assert_eq!(small.capacity().pods, 110, "pods default to 110");
         assert_eq!(small.allocatable().cpu_millis, 1900);
         assert_eq!(small.offerings().len(), 2);
-        assert!(small.requirements().get("node.kubernetes.io/instance-type").unwrap().has("small"));
+        assert!(
+            small
+                .requirements()
+                .get("node.kubernetes.io/instance-type")
+                .unwrap()
+                .has("small")
+        );
         let large = &c[1];
-        assert!(large.requirements().get("kubernetes.io/arch").unwrap().has("arm64"));
-        assert!(large.requirements().get("example.com/family").unwrap().has("big"));
+        assert!(
+            large
+                .requirements()
+                .get("kubernetes.io/arch")
+                .unwrap()
+                .has("arm64")
+        );
+        assert!(
+            large
+                .requirements()
+                .get("example.com/family")
+                .unwrap()
+                .has("big")
+        );
     }
 
     #[test]
     fn catalog_object_form_adds_well_known_labels() {
-        let text = format!("wellKnownLabels: [size]\ninstanceTypes:\n{}", CATALOG.lines().map(|l| format!("  {l}\n")).collect::<String>());
+        let text = format!(
+            "wellKnownLabels: [size]\ninstanceTypes:\n{}",
+            CATALOG
+                .lines()
+                .map(|l| format!("  {l}\n"))
+                .collect::<String>()
+        );
         let (types, policy) = read_catalog(&text).unwrap();
         assert!(policy.is_well_known("size"));
         assert_eq!(types.len(), 2);
@@ -1053,11 +1354,22 @@ spec:
 
     #[test]
     fn catalog_errors_name_the_entry_and_field() {
-        let e = read_catalog("- {name: a, cpu: 1, memory: lots, offerings: []}\n").unwrap_err().to_string();
-        assert!(e.starts_with("catalog: instanceTypes[0] (a).memory: \"lots\" is not a quantity"), "{e}");
-        let e = read_catalog("- {name: a, cpu: 1, memory: 1Gi, offerings: [{zone: z, capacityType: ondemand}]}\n").unwrap_err().to_string();
+        let e = read_catalog("- {name: a, cpu: 1, memory: lots, offerings: []}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("catalog: instanceTypes[0] (a).memory: \"lots\" is not a quantity"),
+            "{e}"
+        );
+        let e = read_catalog(
+            "- {name: a, cpu: 1, memory: 1Gi, offerings: [{zone: z, capacityType: ondemand}]}\n",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("[0] (a).offerings[0].capacityType"), "{e}");
-        let e = read_catalog("- {name: a, cpu: 1, memory: 1Gi, offering: []}\n").unwrap_err().to_string();
+        let e = read_catalog("- {name: a, cpu: 1, memory: 1Gi, offering: []}\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unknown field `offering`"), "{e}");
         let e = read_catalog("- {name: a, cpu: 1, memory: 1Gi, offerings: []}\n- {name: a, cpu: 1, memory: 1Gi, offerings: []}\n").unwrap_err().to_string();
         assert!(e.contains("[1] (a).name: listed twice"), "{e}");

@@ -8,7 +8,9 @@
 
 use std::collections::BTreeMap;
 
-use joinery_core::scheduling::{LabelSelector, PendingPod, TopologySpreadConstraint, WhenUnsatisfiable};
+use joinery_core::scheduling::{
+    LabelSelector, PendingPod, TopologySpreadConstraint, WhenUnsatisfiable,
+};
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ReplicationController, Service};
 use serde::Deserialize;
@@ -53,17 +55,26 @@ struct SchedulerConfig {
 /// Parses a scheduler configuration (YAML or JSON): `{podTopologySpread: {defaultConstraints:
 /// [{maxSkew, topologyKey, whenUnsatisfiable}]}}`. Errors name the constraint and field.
 pub fn parse_scheduler_config(text: &str) -> Result<Vec<DefaultConstraint>, SchedulerConfigError> {
-    let config: SchedulerConfig = serde_yaml::from_str(text).map_err(|e| SchedulerConfigError(e.to_string()))?;
+    let config: SchedulerConfig =
+        serde_yaml::from_str(text).map_err(|e| SchedulerConfigError(e.to_string()))?;
     let constraints = config.pod_topology_spread.default_constraints;
     for (i, c) in constraints.iter().enumerate() {
         let path = format!("podTopologySpread.defaultConstraints[{i}]");
         if c.max_skew < 1 {
-            return Err(SchedulerConfigError(format!("{path}.maxSkew: {} must be at least 1", c.max_skew)));
+            return Err(SchedulerConfigError(format!(
+                "{path}.maxSkew: {} must be at least 1",
+                c.max_skew
+            )));
         }
         if c.topology_key.is_empty() {
-            return Err(SchedulerConfigError(format!("{path}.topologyKey: must not be empty")));
+            return Err(SchedulerConfigError(format!(
+                "{path}.topologyKey: must not be empty"
+            )));
         }
-        if !matches!(c.when_unsatisfiable.as_str(), "DoNotSchedule" | "ScheduleAnyway") {
+        if !matches!(
+            c.when_unsatisfiable.as_str(),
+            "DoNotSchedule" | "ScheduleAnyway"
+        ) {
             return Err(SchedulerConfigError(format!(
                 "{path}.whenUnsatisfiable: {:?} is not DoNotSchedule or ScheduleAnyway",
                 c.when_unsatisfiable
@@ -109,7 +120,12 @@ pub fn default_selector(pod: &LeanPod, sources: SelectorSources<'_>) -> Option<L
         if service.metadata.namespace.as_deref().unwrap_or_default() != namespace {
             continue;
         }
-        let Some(wanted) = service.spec.as_ref().and_then(|s| s.selector.as_ref()).filter(|s| !s.is_empty()) else {
+        let Some(wanted) = service
+            .spec
+            .as_ref()
+            .and_then(|s| s.selector.as_ref())
+            .filter(|s| !s.is_empty())
+        else {
             continue;
         };
         if wanted.iter().all(|(k, v)| labels.get(k) == Some(v)) {
@@ -117,18 +133,25 @@ pub fn default_selector(pod: &LeanPod, sources: SelectorSources<'_>) -> Option<L
             found = true;
         }
     }
-    let owner = pod.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true));
+    let owner = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true));
     if let Some(owner) = owner {
         let same = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-            meta.namespace.as_deref().unwrap_or_default() == namespace && meta.name.as_deref() == Some(owner.name.as_str())
+            meta.namespace.as_deref().unwrap_or_default() == namespace
+                && meta.name.as_deref() == Some(owner.name.as_str())
         };
-        let mut owner_selector = |s: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>| {
-            if let Some(s) = s.and_then(|s| convert::label_selector(s, "spec.selector").ok()) {
-                merge(&mut selector, &s.match_labels);
-                selector.match_expressions.extend(s.match_expressions);
-                found = true;
-            }
-        };
+        let mut owner_selector =
+            |s: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>| {
+                if let Some(s) = s.and_then(|s| convert::label_selector(s, "spec.selector").ok()) {
+                    merge(&mut selector, &s.match_labels);
+                    selector.match_expressions.extend(s.match_expressions);
+                    found = true;
+                }
+            };
         match owner.kind.as_str() {
             "ReplicaSet" => {
                 if let Some(rs) = sources.replica_sets.iter().find(|r| same(&r.metadata)) {
@@ -141,8 +164,15 @@ pub fn default_selector(pod: &LeanPod, sources: SelectorSources<'_>) -> Option<L
                 }
             }
             "ReplicationController" => {
-                if let Some(rc) = sources.replication_controllers.iter().find(|r| same(&r.metadata))
-                    && let Some(wanted) = rc.spec.as_ref().and_then(|s| s.selector.as_ref()).filter(|s| !s.is_empty())
+                if let Some(rc) = sources
+                    .replication_controllers
+                    .iter()
+                    .find(|r| same(&r.metadata))
+                    && let Some(wanted) = rc
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.selector.as_ref())
+                        .filter(|s| !s.is_empty())
                 {
                     merge(&mut selector, wanted);
                     found = true;
@@ -156,15 +186,25 @@ pub fn default_selector(pod: &LeanPod, sources: SelectorSources<'_>) -> Option<L
 
 /// Gives `pod` the default constraints with `selector` if it declares no spread of its own.
 /// Returns whether it did.
-pub fn apply_defaults(pod: &mut PendingPod, defaults: &[DefaultConstraint], selector: Option<LabelSelector>) -> bool {
-    let Some(selector) = selector else { return false };
+pub fn apply_defaults(
+    pod: &mut PendingPod,
+    defaults: &[DefaultConstraint],
+    selector: Option<LabelSelector>,
+) -> bool {
+    let Some(selector) = selector else {
+        return false;
+    };
     if defaults.is_empty() || !pod.topology_spread.is_empty() {
         return false;
     }
     pod.topology_spread = defaults
         .iter()
         .map(|d| {
-            let mut c = TopologySpreadConstraint::new(d.topology_key.clone(), d.max_skew as u32, selector.clone());
+            let mut c = TopologySpreadConstraint::new(
+                d.topology_key.clone(),
+                d.max_skew as u32,
+                selector.clone(),
+            );
             if d.when_unsatisfiable == "ScheduleAnyway" {
                 c.when_unsatisfiable = WhenUnsatisfiable::ScheduleAnyway;
             }
@@ -196,16 +236,28 @@ pub fn apply_to_batch<'o>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector as K8sSelector, ObjectMeta, OwnerReference};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+        LabelSelector as K8sSelector, ObjectMeta, OwnerReference,
+    };
 
     fn pod(labels: &[(&str, &str)], owner: Option<(&str, &str)>) -> LeanPod {
         LeanPod {
             metadata: crate::lean::PodMeta {
                 name: Some("web-1".into()),
                 namespace: Some("shop".into()),
-                labels: Some(crate::lean::Shared::new(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())),
+                labels: Some(crate::lean::Shared::new(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                )),
                 owner_references: owner.map(|(kind, name)| {
-                    crate::lean::Shared::new(vec![OwnerReference { kind: kind.into(), name: name.into(), controller: Some(true), ..Default::default() }])
+                    crate::lean::Shared::new(vec![OwnerReference {
+                        kind: kind.into(),
+                        name: name.into(),
+                        controller: Some(true),
+                        ..Default::default()
+                    }])
                 }),
                 ..Default::default()
             },
@@ -215,9 +267,18 @@ mod tests {
 
     fn service(namespace: &str, selector: &[(&str, &str)]) -> Service {
         Service {
-            metadata: ObjectMeta { name: Some("svc".into()), namespace: Some(namespace.into()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some("svc".into()),
+                namespace: Some(namespace.into()),
+                ..Default::default()
+            },
             spec: Some(k8s_openapi::api::core::v1::ServiceSpec {
-                selector: Some(selector.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+                selector: Some(
+                    selector
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
                 ..Default::default()
             }),
             ..Default::default()
@@ -226,10 +287,19 @@ mod tests {
 
     fn replica_set(name: &str, labels: &[(&str, &str)]) -> ReplicaSet {
         ReplicaSet {
-            metadata: ObjectMeta { name: Some(name.into()), namespace: Some("shop".into()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("shop".into()),
+                ..Default::default()
+            },
             spec: Some(k8s_openapi::api::apps::v1::ReplicaSetSpec {
                 selector: K8sSelector {
-                    match_labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+                    match_labels: Some(
+                        labels
+                            .iter()
+                            .map(|(k, v)| (k.to_string(), v.to_string()))
+                            .collect(),
+                    ),
                     ..Default::default()
                 },
                 ..Default::default()
@@ -245,28 +315,60 @@ mod tests {
         assert_eq!(parsed.len(), 1);
         assert_eq!(parsed[0].topology_key, "topology.kubernetes.io/zone");
         let with_selector = "podTopologySpread: {defaultConstraints: [{maxSkew: 1, topologyKey: k, whenUnsatisfiable: DoNotSchedule, labelSelector: {}}]}";
-        assert!(parse_scheduler_config(with_selector).unwrap_err().to_string().contains("defaultConstraints[0].labelSelector"));
+        assert!(
+            parse_scheduler_config(with_selector)
+                .unwrap_err()
+                .to_string()
+                .contains("defaultConstraints[0].labelSelector")
+        );
         let skew = "podTopologySpread: {defaultConstraints: [{maxSkew: 0, topologyKey: k, whenUnsatisfiable: DoNotSchedule}]}";
-        assert!(parse_scheduler_config(skew).unwrap_err().to_string().contains("defaultConstraints[0].maxSkew"));
+        assert!(
+            parse_scheduler_config(skew)
+                .unwrap_err()
+                .to_string()
+                .contains("defaultConstraints[0].maxSkew")
+        );
         let when = "podTopologySpread: {defaultConstraints: [{maxSkew: 1, topologyKey: k, whenUnsatisfiable: Sometimes}]}";
-        assert!(parse_scheduler_config(when).unwrap_err().to_string().contains("whenUnsatisfiable"));
+        assert!(
+            parse_scheduler_config(when)
+                .unwrap_err()
+                .to_string()
+                .contains("whenUnsatisfiable")
+        );
         assert!(parse_scheduler_config("{}").unwrap().is_empty());
     }
 
     #[test]
     fn selector_merges_services_and_the_controlling_replica_set() {
-        let p = pod(&[("app", "web"), ("tier", "front"), ("pod-template-hash", "abc")], Some(("ReplicaSet", "web-abc")));
+        let p = pod(
+            &[
+                ("app", "web"),
+                ("tier", "front"),
+                ("pod-template-hash", "abc"),
+            ],
+            Some(("ReplicaSet", "web-abc")),
+        );
         let svc = service("shop", &[("app", "web")]);
         let elsewhere = service("other", &[("tier", "front")]);
         let unrelated = service("shop", &[("app", "db")]);
         let rs = replica_set("web-abc", &[("app", "web"), ("pod-template-hash", "abc")]);
-        let sources = SelectorSources { services: &[&svc, &elsewhere, &unrelated], replica_sets: &[&rs], ..Default::default() };
+        let sources = SelectorSources {
+            services: &[&svc, &elsewhere, &unrelated],
+            replica_sets: &[&rs],
+            ..Default::default()
+        };
         let s = default_selector(&p, sources).unwrap();
         assert_eq!(
             s.match_labels,
-            BTreeMap::from([("app".to_owned(), "web".to_owned()), ("pod-template-hash".to_owned(), "abc".to_owned())])
+            BTreeMap::from([
+                ("app".to_owned(), "web".to_owned()),
+                ("pod-template-hash".to_owned(), "abc".to_owned())
+            ])
         );
-        assert!(default_selector(&pod(&[("app", "lonely")], None), sources).is_none(), "nothing selects it");
+        assert!(
+            default_selector(&pod(&[("app", "lonely")], None), sources).is_none(),
+            "nothing selects it"
+        );
     }
 
     #[test]
@@ -280,7 +382,10 @@ mod tests {
         assert!(apply_defaults(&mut bare, &defaults, Some(selector.clone())));
         assert_eq!(bare.topology_spread.len(), 1);
         assert_eq!(bare.topology_spread[0].max_skew, 2);
-        assert_eq!(bare.topology_spread[0].when_unsatisfiable, WhenUnsatisfiable::ScheduleAnyway);
+        assert_eq!(
+            bare.topology_spread[0].when_unsatisfiable,
+            WhenUnsatisfiable::ScheduleAnyway
+        );
         let mut own = PendingPod::default();
         own.topology_spread = vec![TopologySpreadConstraint::new("zone", 1, selector.clone())];
         assert!(!apply_defaults(&mut own, &defaults, Some(selector)));

@@ -15,7 +15,11 @@ pub fn not_ready(pool: &NodePool) -> Option<String> {
     let ready = pool.status.as_ref()?.condition("Ready")?;
     (!ready.is_true()).then(|| {
         let name = pool.metadata.name.as_deref().unwrap_or_default();
-        let why = if ready.message.is_empty() { ready.reason.clone() } else { format!("{}: {}", ready.reason, ready.message) };
+        let why = if ready.message.is_empty() {
+            ready.reason.clone()
+        } else {
+            format!("{}: {}", ready.reason, ready.message)
+        };
         format!("NodePool {name} is not Ready ({why}); it does not provision until it is")
     })
 }
@@ -26,8 +30,13 @@ pub fn node_claim_template(pool: &NodePool) -> Result<NodeClaimTemplate, String>
     let spec = &pool.spec.template.spec;
     let requirements = pool_requirements(pool)?;
     let meta = pool.spec.template.metadata.clone().unwrap_or_default();
-    let class = NodeClassRef { group: spec.node_class_ref.group.clone(), kind: spec.node_class_ref.kind.clone(), name: spec.node_class_ref.name.clone() };
-    let mut template = NodeClaimTemplate::new(name, class, &requirements, meta.labels.unwrap_or_default());
+    let class = NodeClassRef {
+        group: spec.node_class_ref.group.clone(),
+        kind: spec.node_class_ref.kind.clone(),
+        name: spec.node_class_ref.name.clone(),
+    };
+    let mut template =
+        NodeClaimTemplate::new(name, class, &requirements, meta.labels.unwrap_or_default());
     template.weight = pool.spec.weight.unwrap_or(0);
     template.annotations = meta.annotations.unwrap_or_default();
     template.taints = convert::taints(spec.taints.as_ref());
@@ -41,9 +50,13 @@ pub fn pool_requirements(pool: &NodePool) -> Result<Requirements, String> {
     let name = pool.metadata.name.as_deref().unwrap_or_default();
     let mut requirements = Requirements::new();
     for (i, r) in pool.spec.template.spec.requirements.iter().enumerate() {
-        let req = Requirement::new(r.key.clone(), r.operator, r.values.clone().unwrap_or_default())
-            .map_err(|e| format!("NodePool {name}: spec.template.spec.requirements[{i}]: {e}"))?
-            .with_min_values(r.min_values.map(|m| m.max(0) as usize));
+        let req = Requirement::new(
+            r.key.clone(),
+            r.operator,
+            r.values.clone().unwrap_or_default(),
+        )
+        .map_err(|e| format!("NodePool {name}: spec.template.spec.requirements[{i}]: {e}"))?
+        .with_min_values(r.min_values.map(|m| m.max(0) as usize));
         requirements.add(req);
     }
     Ok(requirements)
@@ -64,4 +77,3 @@ pub fn nodepool_hash(pool: &NodePool) -> String {
     }
     hash.to_string()
 }
-

@@ -37,7 +37,9 @@ pub enum VolumeError {
         volume: String,
     },
     /// A claim is bound (`spec.volumeName`) to a PersistentVolume that does not exist.
-    #[error("PersistentVolume {persistent_volume} (bound to PersistentVolumeClaim {namespace}/{claim}) does not exist")]
+    #[error(
+        "PersistentVolume {persistent_volume} (bound to PersistentVolumeClaim {namespace}/{claim}) does not exist"
+    )]
     MissingVolume {
         /// The PersistentVolume's name.
         persistent_volume: String,
@@ -65,7 +67,9 @@ impl VolumeError {
     pub fn missing_from(&self, place: &str) -> String {
         let text = self.to_string();
         match text.strip_suffix(" does not exist") {
-            Some(subject) if !matches!(self, VolumeError::Invalid(_)) => format!("{subject} is not in {place}"),
+            Some(subject) if !matches!(self, VolumeError::Invalid(_)) => {
+                format!("{subject} is not in {place}")
+            }
             _ => text,
         }
     }
@@ -97,11 +101,23 @@ impl<'a> VolumeIndex<'a> {
                 .iter()
                 .map(|c| {
                     let c: &PersistentVolumeClaim = c.borrow();
-                    ((c.metadata.namespace.as_deref().unwrap_or(""), name(&c.metadata)), c)
+                    (
+                        (
+                            c.metadata.namespace.as_deref().unwrap_or(""),
+                            name(&c.metadata),
+                        ),
+                        c,
+                    )
                 })
                 .collect(),
-            volumes: volumes.iter().map(|v| (name(&v.borrow().metadata), v.borrow())).collect(),
-            classes: classes.iter().map(|s| (name(&s.borrow().metadata), s.borrow())).collect(),
+            volumes: volumes
+                .iter()
+                .map(|v| (name(&v.borrow().metadata), v.borrow()))
+                .collect(),
+            classes: classes
+                .iter()
+                .map(|s| (name(&s.borrow().metadata), s.borrow()))
+                .collect(),
         }
     }
 
@@ -116,29 +132,49 @@ impl<'a> VolumeIndex<'a> {
     /// error, as upstream's validation refuses such a pod. A generic ephemeral volume whose
     /// claim does not exist yet is read from its template's StorageClass.
     pub fn requirements(&self, pod: &LeanPod) -> Result<Vec<Requirements>, VolumeError> {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default().to_string();
+        let namespace = pod
+            .metadata
+            .namespace
+            .as_deref()
+            .unwrap_or_default()
+            .to_string();
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
         let mut combinations: Vec<Requirements> = Vec::new();
         for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
             let (claim_name, ephemeral_class) = if let Some(pvc) = &volume.persistent_volume_claim {
                 (pvc.claim_name.clone(), None)
             } else if let Some(e) = &volume.ephemeral {
-                let class = e.volume_claim_template.as_ref().and_then(|t| t.spec.storage_class_name.clone());
+                let class = e
+                    .volume_claim_template
+                    .as_ref()
+                    .and_then(|t| t.spec.storage_class_name.clone());
                 (format!("{pod_name}-{}", volume.name), Some(class))
             } else {
                 continue;
             };
-            let claim = self.claims.get(&(namespace.as_str(), claim_name.as_str())).copied();
+            let claim = self
+                .claims
+                .get(&(namespace.as_str(), claim_name.as_str()))
+                .copied();
             let terms: Vec<Vec<Requirement>> = match (claim, ephemeral_class) {
                 (None, None) => {
-                    return Err(VolumeError::MissingClaim { namespace, claim: claim_name, volume: volume.name.clone() });
+                    return Err(VolumeError::MissingClaim {
+                        namespace,
+                        claim: claim_name,
+                        volume: volume.name.clone(),
+                    });
                 }
                 (None, Some(class)) => self.storage_class_terms(class.as_deref(), &volume.name)?,
                 (Some(claim), _) => {
                     let spec = claim.spec.clone().unwrap_or_default();
                     match spec.volume_name.as_deref().filter(|v| !v.is_empty()) {
-                        Some(pv_name) => self.persistent_volume_terms(pv_name, &namespace, &claim_name)?,
-                        None => self.storage_class_terms(spec.storage_class_name.as_deref(), &volume.name)?,
+                        Some(pv_name) => {
+                            self.persistent_volume_terms(pv_name, &namespace, &claim_name)?
+                        }
+                        None => self.storage_class_terms(
+                            spec.storage_class_name.as_deref(),
+                            &volume.name,
+                        )?,
                     }
                 }
             };
@@ -146,7 +182,11 @@ impl<'a> VolumeIndex<'a> {
             if terms.is_empty() || terms.iter().any(Vec::is_empty) {
                 continue;
             }
-            let base = if combinations.is_empty() { vec![Requirements::new()] } else { combinations };
+            let base = if combinations.is_empty() {
+                vec![Requirements::new()]
+            } else {
+                combinations
+            };
             combinations = base
                 .iter()
                 .flat_map(|so_far| {
@@ -164,7 +204,12 @@ impl<'a> VolumeIndex<'a> {
         Ok(combinations)
     }
 
-    fn persistent_volume_terms(&self, pv_name: &str, namespace: &str, claim: &str) -> Result<Vec<Vec<Requirement>>, VolumeError> {
+    fn persistent_volume_terms(
+        &self,
+        pv_name: &str,
+        namespace: &str,
+        claim: &str,
+    ) -> Result<Vec<Vec<Requirement>>, VolumeError> {
         let Some(pv) = self.volumes.get(pv_name) else {
             return Err(VolumeError::MissingVolume {
                 persistent_volume: pv_name.to_string(),
@@ -174,27 +219,53 @@ impl<'a> VolumeIndex<'a> {
         };
         let spec = pv.spec.clone().unwrap_or_default();
         let node_local = spec.local.is_some() || spec.host_path.is_some();
-        let terms = spec.node_affinity.and_then(|a| a.required).map(|r| r.node_selector_terms).unwrap_or_default();
+        let terms = spec
+            .node_affinity
+            .and_then(|a| a.required)
+            .map(|r| r.node_selector_terms)
+            .unwrap_or_default();
         let mut out = Vec::new();
         for (i, term) in terms.into_iter().enumerate() {
             let mut requirements = Vec::new();
-            for (j, e) in term.match_expressions.unwrap_or_default().into_iter().enumerate() {
+            for (j, e) in term
+                .match_expressions
+                .unwrap_or_default()
+                .into_iter()
+                .enumerate()
+            {
                 if node_local && e.key == HOSTNAME_LABEL {
                     continue;
                 }
-                let at = format!("PersistentVolume {pv_name}: spec.nodeAffinity.required.nodeSelectorTerms[{i}].matchExpressions[{j}]");
-                let op: Operator = e.operator.parse().map_err(|err| VolumeError::Invalid(format!("{at}.operator: {err}")))?;
-                requirements.push(Requirement::new(e.key.clone(), op, e.values.unwrap_or_default()).map_err(|err| VolumeError::Invalid(format!("{at}: {err}")))?);
+                let at = format!(
+                    "PersistentVolume {pv_name}: spec.nodeAffinity.required.nodeSelectorTerms[{i}].matchExpressions[{j}]"
+                );
+                let op: Operator = e
+                    .operator
+                    .parse()
+                    .map_err(|err| VolumeError::Invalid(format!("{at}.operator: {err}")))?;
+                requirements.push(
+                    Requirement::new(e.key.clone(), op, e.values.unwrap_or_default())
+                        .map_err(|err| VolumeError::Invalid(format!("{at}: {err}")))?,
+                );
             }
             out.push(requirements);
         }
         Ok(out)
     }
 
-    fn storage_class_terms(&self, class: Option<&str>, volume: &str) -> Result<Vec<Vec<Requirement>>, VolumeError> {
-        let Some(class) = class.filter(|c| !c.is_empty()) else { return Ok(Vec::new()) };
+    fn storage_class_terms(
+        &self,
+        class: Option<&str>,
+        volume: &str,
+    ) -> Result<Vec<Vec<Requirement>>, VolumeError> {
+        let Some(class) = class.filter(|c| !c.is_empty()) else {
+            return Ok(Vec::new());
+        };
         let Some(sc) = self.classes.get(class) else {
-            return Err(VolumeError::MissingStorageClass { class: class.to_string(), volume: volume.to_string() });
+            return Err(VolumeError::MissingStorageClass {
+                class: class.to_string(),
+                volume: volume.to_string(),
+            });
         };
         Ok(sc
             .allowed_topologies
@@ -223,7 +294,10 @@ impl<'a> VolumeIndex<'a> {
             let (claim_name, template_class) = if let Some(pvc) = &volume.persistent_volume_claim {
                 (pvc.claim_name.clone(), None)
             } else if let Some(e) = &volume.ephemeral {
-                let class = e.volume_claim_template.as_ref().and_then(|t| t.spec.storage_class_name.clone());
+                let class = e
+                    .volume_claim_template
+                    .as_ref()
+                    .and_then(|t| t.spec.storage_class_name.clone());
                 (format!("{pod_name}-{}", volume.name), class)
             } else {
                 continue;
@@ -231,22 +305,36 @@ impl<'a> VolumeIndex<'a> {
             let driver = match self.claims.get(&(namespace, claim_name.as_str())) {
                 Some(claim) => {
                     let spec = claim.spec.as_ref();
-                    match spec.and_then(|s| s.volume_name.as_deref()).filter(|v| !v.is_empty()) {
-                        Some(pv) => self.volumes.get(pv).and_then(|pv| pv.spec.as_ref()?.csi.as_ref()).map(|csi| csi.driver.clone()),
-                        None => self.provisioner(spec.and_then(|s| s.storage_class_name.as_deref())),
+                    match spec
+                        .and_then(|s| s.volume_name.as_deref())
+                        .filter(|v| !v.is_empty())
+                    {
+                        Some(pv) => self
+                            .volumes
+                            .get(pv)
+                            .and_then(|pv| pv.spec.as_ref()?.csi.as_ref())
+                            .map(|csi| csi.driver.clone()),
+                        None => {
+                            self.provisioner(spec.and_then(|s| s.storage_class_name.as_deref()))
+                        }
                     }
                 }
                 None => self.provisioner(template_class.as_deref()),
             };
             if let Some(driver) = driver {
-                out.push(AttachedVolume::new(driver, format!("{namespace}/{claim_name}")));
+                out.push(AttachedVolume::new(
+                    driver,
+                    format!("{namespace}/{claim_name}"),
+                ));
             }
         }
         out
     }
 
     fn provisioner(&self, class: Option<&str>) -> Option<String> {
-        self.classes.get(class.filter(|c| !c.is_empty())?).map(|sc| sc.provisioner.clone())
+        self.classes
+            .get(class.filter(|c| !c.is_empty())?)
+            .map(|sc| sc.provisioner.clone())
     }
 
     /// The bound, non-terminal pods in core form ([`convert::bound_pod`]) with the CSI
@@ -273,7 +361,12 @@ fn attach_limits<C: Borrow<CSINode>>(csi_nodes: &[C]) -> BTreeMap<String, BTreeM
                 .spec
                 .drivers
                 .iter()
-                .filter_map(|d| Some((d.name.clone(), u32::try_from(d.allocatable.as_ref()?.count?).ok()?)))
+                .filter_map(|d| {
+                    Some((
+                        d.name.clone(),
+                        u32::try_from(d.allocatable.as_ref()?.count?).ok()?,
+                    ))
+                })
                 .collect();
             (name(&n.metadata).to_string(), limits)
         })
@@ -307,9 +400,11 @@ mod tests {
     }
 
     fn zone_pv(name: &str, zone: &str) -> PersistentVolume {
-        of(json!({"metadata": {"name": name}, "spec": {"csi": {"driver": "example.com/csi", "volumeHandle": name},
+        of(
+            json!({"metadata": {"name": name}, "spec": {"csi": {"driver": "example.com/csi", "volumeHandle": name},
             "nodeAffinity": {"required": {"nodeSelectorTerms": [
-                {"matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": [zone]}]}]}}}}))
+                {"matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": [zone]}]}]}}}}),
+        )
     }
 
     fn claim(namespace: &str, name: &str, spec: serde_json::Value) -> PersistentVolumeClaim {
@@ -317,20 +412,31 @@ mod tests {
     }
 
     fn pod_with(volumes: serde_json::Value) -> LeanPod {
-        of(json!({"metadata": {"name": "p", "namespace": "db"}, "spec": {"containers": [], "volumes": volumes}}))
+        of(
+            json!({"metadata": {"name": "p", "namespace": "db"}, "spec": {"containers": [], "volumes": volumes}}),
+        )
     }
 
     fn zones(reqs: &[Requirements]) -> Vec<String> {
         assert_eq!(reqs.len(), 1, "{reqs:?}");
         let zone = reqs[0].get(ZONE_LABEL).unwrap();
-        ["zone-a", "zone-b", "zone-c"].iter().filter(|z| zone.has(z)).map(|z| z.to_string()).collect()
+        ["zone-a", "zone-b", "zone-c"]
+            .iter()
+            .filter(|z| zone.has(z))
+            .map(|z| z.to_string())
+            .collect()
     }
 
     #[test]
     fn attachments_name_the_driver_and_the_claim() {
         let pvs = [zone_pv("pv-1", "zone-b")];
-        let pvcs = [claim("db", "data", json!({"volumeName": "pv-1"})), claim("db", "new", json!({"storageClassName": "fast"}))];
-        let classes: [StorageClass; 1] = [of(json!({"metadata": {"name": "fast"}, "provisioner": "ebs.csi.aws.com"}))];
+        let pvcs = [
+            claim("db", "data", json!({"volumeName": "pv-1"})),
+            claim("db", "new", json!({"storageClassName": "fast"})),
+        ];
+        let classes: [StorageClass; 1] = [of(
+            json!({"metadata": {"name": "fast"}, "provisioner": "ebs.csi.aws.com"}),
+        )];
         let index = VolumeIndex::new(&pvs, &pvcs, &classes);
         let pod = pod_with(json!([
             {"name": "a", "persistentVolumeClaim": {"claimName": "data"}},
@@ -350,7 +456,11 @@ mod tests {
             {"name": "ebs.csi.aws.com", "nodeID": "i-1", "allocatable": {"count": 25}},
             {"name": "example.com/csi", "nodeID": "i-1"}]}}));
         let limits = attach_limits(&[csi]);
-        assert_eq!(limits["n1"], BTreeMap::from([("ebs.csi.aws.com".to_owned(), 25)]), "a driver without a count is unlimited");
+        assert_eq!(
+            limits["n1"],
+            BTreeMap::from([("ebs.csi.aws.com".to_owned(), 25)]),
+            "a driver without a count is unlimited"
+        );
     }
 
     #[test]
@@ -358,40 +468,63 @@ mod tests {
         let pvs = vec![Arc::new(zone_pv("pv-1", "zone-b"))];
         let pvcs = vec![Arc::new(claim("db", "data", json!({"volumeName": "pv-1"})))];
         let index = VolumeIndex::new(&pvs, &pvcs, &[] as &[StorageClass]);
-        let reqs = index.requirements(&pod_with(json!([{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]))).unwrap();
+        let reqs = index
+            .requirements(&pod_with(
+                json!([{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]),
+            ))
+            .unwrap();
         assert_eq!(zones(&reqs), ["zone-b"]);
     }
 
     #[test]
     fn an_unbound_claim_takes_its_storage_class_topology() {
-        let sc: StorageClass = of(json!({"metadata": {"name": "fast"}, "provisioner": "example.com/csi",
-            "allowedTopologies": [{"matchLabelExpressions": [{"key": ZONE_LABEL, "values": ["zone-a", "zone-c"]}]}]}));
+        let sc: StorageClass = of(
+            json!({"metadata": {"name": "fast"}, "provisioner": "example.com/csi",
+            "allowedTopologies": [{"matchLabelExpressions": [{"key": ZONE_LABEL, "values": ["zone-a", "zone-c"]}]}]}),
+        );
         let pvcs = [claim("db", "data", json!({"storageClassName": "fast"}))];
         let classes = [sc];
         let index = VolumeIndex::new(&[] as &[PersistentVolume], &pvcs, &classes);
-        let reqs = index.requirements(&pod_with(json!([{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]))).unwrap();
+        let reqs = index
+            .requirements(&pod_with(
+                json!([{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]),
+            ))
+            .unwrap();
         assert_eq!(zones(&reqs), ["zone-a", "zone-c"]);
         // Without topology the class constrains nothing.
-        let plain: StorageClass = of(json!({"metadata": {"name": "fast"}, "provisioner": "example.com/csi"}));
+        let plain: StorageClass =
+            of(json!({"metadata": {"name": "fast"}, "provisioner": "example.com/csi"}));
         let classes = [plain];
         let index = VolumeIndex::new(&[] as &[PersistentVolume], &pvcs, &classes);
-        assert!(index.requirements(&pod_with(json!([{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]))).unwrap().is_empty());
+        assert!(
+            index
+                .requirements(&pod_with(
+                    json!([{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}])
+                ))
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]
     fn each_term_is_an_alternative_and_every_volume_must_hold() {
         // A volume reachable from zone-a or zone-b (two terms), and a class topology allowing
         // zone-b or zone-c on another key's term: the alternatives are the combinations.
-        let pv: PersistentVolume = of(json!({"metadata": {"name": "pv-1"}, "spec": {"csi": {"driver": "d", "volumeHandle": "h"},
+        let pv: PersistentVolume = of(
+            json!({"metadata": {"name": "pv-1"}, "spec": {"csi": {"driver": "d", "volumeHandle": "h"},
             "nodeAffinity": {"required": {"nodeSelectorTerms": [
                 {"matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": ["zone-a"]}]},
-                {"matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": ["zone-b"]}]}]}}}}));
+                {"matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": ["zone-b"]}]}]}}}}),
+        );
         let sc: StorageClass = of(json!({"metadata": {"name": "fast"}, "provisioner": "d",
             "allowedTopologies": [
                 {"matchLabelExpressions": [{"key": "rack", "values": ["r1"]}]},
                 {"matchLabelExpressions": [{"key": "rack", "values": ["r2"]}]}]}));
         let pvs = [pv];
-        let pvcs = [claim("db", "data", json!({"volumeName": "pv-1"})), claim("db", "scratch", json!({"storageClassName": "fast"}))];
+        let pvcs = [
+            claim("db", "data", json!({"volumeName": "pv-1"})),
+            claim("db", "scratch", json!({"storageClassName": "fast"})),
+        ];
         let classes = [sc];
         let index = VolumeIndex::new(&pvs, &pvcs, &classes);
         let pod = pod_with(json!([
@@ -405,15 +538,32 @@ mod tests {
                 (one(ZONE_LABEL), one("rack"))
             })
             .collect();
-        let expected = [("zone-a", "r1"), ("zone-a", "r2"), ("zone-b", "r1"), ("zone-b", "r2")];
-        assert_eq!(described, expected.map(|(z, r)| (z.to_owned(), r.to_owned())));
+        let expected = [
+            ("zone-a", "r1"),
+            ("zone-a", "r2"),
+            ("zone-b", "r1"),
+            ("zone-b", "r2"),
+        ];
+        assert_eq!(
+            described,
+            expected.map(|(z, r)| (z.to_owned(), r.to_owned()))
+        );
     }
 
     #[test]
     fn pods_without_claims_are_unconstrained() {
-        let index = VolumeIndex::new(&[] as &[PersistentVolume], &[] as &[PersistentVolumeClaim], &[] as &[StorageClass]);
-        let pod = pod_with(json!([{"name": "cfg", "configMap": {"name": "cfg"}}, {"name": "tmp", "emptyDir": {}}]));
-        assert_eq!(index.requirements(&pod).unwrap(), Vec::<Requirements>::new());
+        let index = VolumeIndex::new(
+            &[] as &[PersistentVolume],
+            &[] as &[PersistentVolumeClaim],
+            &[] as &[StorageClass],
+        );
+        let pod = pod_with(
+            json!([{"name": "cfg", "configMap": {"name": "cfg"}}, {"name": "tmp", "emptyDir": {}}]),
+        );
+        assert_eq!(
+            index.requirements(&pod).unwrap(),
+            Vec::<Requirements>::new()
+        );
     }
 
     #[test]
@@ -421,32 +571,72 @@ mod tests {
         let none_pv: &[PersistentVolume] = &[];
         let none_sc: &[StorageClass] = &[];
         let index = VolumeIndex::new(none_pv, &[] as &[PersistentVolumeClaim], none_sc);
-        let e = index.requirements(&pod_with(json!([{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]))).unwrap_err();
-        assert_eq!(e, VolumeError::MissingClaim { namespace: "db".into(), claim: "data".into(), volume: "d".into() });
-        assert_eq!(e.to_string(), "PersistentVolumeClaim db/data (volume d) does not exist");
-        assert_eq!(e.missing_from("the snapshot"), "PersistentVolumeClaim db/data (volume d) is not in the snapshot");
+        let e = index
+            .requirements(&pod_with(
+                json!([{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]),
+            ))
+            .unwrap_err();
+        assert_eq!(
+            e,
+            VolumeError::MissingClaim {
+                namespace: "db".into(),
+                claim: "data".into(),
+                volume: "d".into()
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "PersistentVolumeClaim db/data (volume d) does not exist"
+        );
+        assert_eq!(
+            e.missing_from("the snapshot"),
+            "PersistentVolumeClaim db/data (volume d) is not in the snapshot"
+        );
 
         let pvcs = [claim("db", "data", json!({"volumeName": "gone"}))];
         let index = VolumeIndex::new(none_pv, &pvcs, none_sc);
-        let e = index.requirements(&pod_with(json!([{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]))).unwrap_err();
-        assert_eq!(e.to_string(), "PersistentVolume gone (bound to PersistentVolumeClaim db/data) does not exist");
+        let e = index
+            .requirements(&pod_with(
+                json!([{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]),
+            ))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "PersistentVolume gone (bound to PersistentVolumeClaim db/data) does not exist"
+        );
 
         let index = VolumeIndex::new(none_pv, &[] as &[PersistentVolumeClaim], none_sc);
         let e = index
             .requirements(&pod_with(json!([{"name": "tmp", "ephemeral": {"volumeClaimTemplate": {"spec": {"storageClassName": "slow"}}}}])))
             .unwrap_err();
-        assert_eq!(e, VolumeError::MissingStorageClass { class: "slow".into(), volume: "tmp".into() });
+        assert_eq!(
+            e,
+            VolumeError::MissingStorageClass {
+                class: "slow".into(),
+                volume: "tmp".into()
+            }
+        );
     }
 
     #[test]
     fn an_invalid_operator_is_not_reported_as_missing() {
-        let pv: PersistentVolume = of(json!({"metadata": {"name": "pv-1"}, "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": ZONE_LABEL, "operator": "Near", "values": ["zone-a"]}]}]}}}}));
+        let pv: PersistentVolume = of(
+            json!({"metadata": {"name": "pv-1"}, "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": ZONE_LABEL, "operator": "Near", "values": ["zone-a"]}]}]}}}}),
+        );
         let pvcs = [claim("db", "data", json!({"volumeName": "pv-1"}))];
         let pvs = [pv];
         let index = VolumeIndex::new(&pvs, &pvcs, &[] as &[StorageClass]);
-        let e = index.requirements(&pod_with(json!([{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]))).unwrap_err();
+        let e = index
+            .requirements(&pod_with(
+                json!([{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]),
+            ))
+            .unwrap_err();
         assert!(matches!(e, VolumeError::Invalid(_)), "{e:?}");
-        assert!(e.missing_from("the snapshot").contains("matchExpressions[0].operator"), "{e}");
+        assert!(
+            e.missing_from("the snapshot")
+                .contains("matchExpressions[0].operator"),
+            "{e}"
+        );
     }
 }

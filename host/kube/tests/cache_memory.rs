@@ -35,7 +35,10 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
         // SAFETY: `ptr` came from `System` with this layout.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -119,7 +122,9 @@ fn bytes_per_item<T>(count: usize, build: impl FnOnce() -> Vec<T>) -> (isize, Ve
 
 #[test]
 fn a_cached_replica_set_pod_takes_under_700_bytes() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     const PODS: usize = 2_000;
     let texts: Vec<String> = (0..PODS).map(pod_json).collect();
     let (lean, pods) = bytes_per_item(PODS, || {
@@ -132,14 +137,39 @@ fn a_cached_replica_set_pod_takes_under_700_bytes() {
             })
             .collect::<Vec<_>>()
     });
-    let (full, _) = bytes_per_item(PODS, || texts.iter().map(|text| serde_json::from_str::<k8s_openapi::api::core::v1::Pod>(text).expect("a pod")).collect::<Vec<_>>());
+    let (full, _) = bytes_per_item(PODS, || {
+        texts
+            .iter()
+            .map(|text| {
+                serde_json::from_str::<k8s_openapi::api::core::v1::Pod>(text).expect("a pod")
+            })
+            .collect::<Vec<_>>()
+    });
     eprintln!("per pod: {lean} bytes as a cached LeanPod, {full} bytes as a k8s-openapi Pod");
     // Still the pods they were.
-    assert_eq!(pods[7].metadata.labels.as_ref().and_then(|l| l.get("app")).map(String::as_str), Some("app-7"));
-    assert_eq!(pods[7].spec.as_ref().map(|s| s.containers[0].name.as_str()), Some("app"));
-    assert!(lean < 700, "a cached pod takes {lean} bytes (a k8s-openapi Pod {full})");
+    assert_eq!(
+        pods[7]
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("app"))
+            .map(String::as_str),
+        Some("app-7")
+    );
+    assert_eq!(
+        pods[7].spec.as_ref().map(|s| s.containers[0].name.as_str()),
+        Some("app")
+    );
+    assert!(
+        lean < 700,
+        "a cached pod takes {lean} bytes (a k8s-openapi Pod {full})"
+    );
     // The record itself, with its reference counts, fits the allocator's 384-byte size class.
-    assert!(std::mem::size_of::<LeanPod>() + 16 <= 384, "a LeanPod is {} bytes inline", std::mem::size_of::<LeanPod>());
+    assert!(
+        std::mem::size_of::<LeanPod>() + 16 <= 384,
+        "a LeanPod is {} bytes inline",
+        std::mem::size_of::<LeanPod>()
+    );
 }
 
 /// Node `index` of 300, as a k3s agent on a cloud instance reports itself: three zones, two
@@ -151,9 +181,7 @@ fn node_json(index: usize) -> String {
     let instance_type = ["standard.medium", "standard.large"][index % 2];
     let ip = format!("10.0.{}.{}", index / 256, index % 256);
     let since = "2026-01-01T00:00:00Z";
-    let condition = |kind: &str, status: &str, reason: &str, message: &str| {
-        json!({"type": kind, "status": status, "reason": reason, "message": message, "lastHeartbeatTime": "2026-01-01T01:02:03Z", "lastTransitionTime": since})
-    };
+    let condition = |kind: &str, status: &str, reason: &str, message: &str| json!({"type": kind, "status": status, "reason": reason, "message": message, "lastHeartbeatTime": "2026-01-01T01:02:03Z", "lastTransitionTime": since});
     let images: Vec<_> = (0..12)
         .map(|i| json!({"names": [format!("registry.example/image-{i}@sha256:{i:064x}"), format!("registry.example/image-{i}:v1")], "sizeBytes": 10_000_000 + i}))
         .collect();
@@ -205,21 +233,49 @@ fn node_json(index: usize) -> String {
 
 #[test]
 fn a_cached_k3s_node_takes_under_2500_bytes() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     const NODES: usize = 300;
     let texts: Vec<String> = (0..NODES).map(node_json).collect();
     let (lean, nodes) = bytes_per_item(NODES, || {
-        texts.iter().map(|text| Arc::new(serde_json::from_str::<LeanNode>(text).expect("a Node"))).collect::<Vec<_>>()
+        texts
+            .iter()
+            .map(|text| Arc::new(serde_json::from_str::<LeanNode>(text).expect("a Node")))
+            .collect::<Vec<_>>()
     });
-    let (full, _) = bytes_per_item(NODES, || texts.iter().map(|text| serde_json::from_str::<k8s_openapi::api::core::v1::Node>(text).expect("a Node")).collect::<Vec<_>>());
+    let (full, _) = bytes_per_item(NODES, || {
+        texts
+            .iter()
+            .map(|text| {
+                serde_json::from_str::<k8s_openapi::api::core::v1::Node>(text).expect("a Node")
+            })
+            .collect::<Vec<_>>()
+    });
     eprintln!("per node: {lean} bytes as a cached LeanNode, {full} bytes as a k8s-openapi Node");
     // Still the Nodes they were.
-    assert_eq!(nodes[4].label("topology.kubernetes.io/zone"), Some("zone-b"));
-    assert_eq!(nodes[4].metadata.annotations.as_ref().and_then(|a| a.get("k3s.io/internal-ip")), Some("10.0.0.4"));
+    assert_eq!(
+        nodes[4].label("topology.kubernetes.io/zone"),
+        Some("zone-b")
+    );
+    assert_eq!(
+        nodes[4]
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("k3s.io/internal-ip")),
+        Some("10.0.0.4")
+    );
     assert!(nodes[4].is_ready());
     // About 2 KB: a k3s Node's own strings (name, uid, addresses, a config hash, its
     // NodeClaim's reference) are most of it; the labels' and annotations' keys and common
     // values are shared.
-    assert!(lean < 2_500, "a cached Node takes {lean} bytes (a k8s-openapi Node {full})");
-    assert!(lean * 5 < full, "a cached Node takes {lean} bytes, a k8s-openapi Node {full}");
+    assert!(
+        lean < 2_500,
+        "a cached Node takes {lean} bytes (a k8s-openapi Node {full})"
+    );
+    assert!(
+        lean * 5 < full,
+        "a cached Node takes {lean} bytes, a k8s-openapi Node {full}"
+    );
 }

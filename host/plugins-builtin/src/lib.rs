@@ -33,7 +33,10 @@ pub static BUILTIN_PLUGINS: &[BuiltinPlugin] = &[
     builtin!("rke2", "joinery_plugin_rke2.wasm"),
     builtin!("kubeadm", "joinery_plugin_kubeadm.wasm"),
     builtin!("synthetic-pricing", "joinery_plugin_synthetic_pricing.wasm"),
-    builtin!("clevercloud-pricing", "joinery_plugin_clevercloud_pricing.wasm"),
+    builtin!(
+        "clevercloud-pricing",
+        "joinery_plugin_clevercloud_pricing.wasm"
+    ),
     builtin!("simcloud", "joinery_plugin_simcloud.wasm"),
     builtin!("exoscale", "joinery_plugin_exoscale.wasm"),
     builtin!("clevercloud", "joinery_plugin_clevercloud.wasm"),
@@ -45,7 +48,13 @@ pub static BUILTIN_PLUGINS: &[BuiltinPlugin] = &[
 pub fn builtin_manifests() -> Vec<(PluginManifest, &'static [u8])> {
     BUILTIN_PLUGINS
         .iter()
-        .map(|b| (PluginManifest::parse(b.manifest, "built-in plugin").expect("built-in manifests are valid"), b.wasm))
+        .map(|b| {
+            (
+                PluginManifest::parse(b.manifest, "built-in plugin")
+                    .expect("built-in manifests are valid"),
+                b.wasm,
+            )
+        })
         .collect()
 }
 

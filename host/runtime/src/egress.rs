@@ -46,18 +46,28 @@ impl Proxy {
             .ok_or_else(|| format!("proxy {url:?}: only http:// forward proxies are supported"))?
             .trim_end_matches('/');
         if rest.contains('@') {
-            return Err(format!("proxy {url:?}: credentials in the proxy URL are not supported"));
+            return Err(format!(
+                "proxy {url:?}: credentials in the proxy URL are not supported"
+            ));
         }
         if rest.is_empty() || rest.contains('/') {
             return Err(format!("proxy {url:?}: expected http://host[:port]"));
         }
         let (host, port) = match rest.rsplit_once(':') {
-            Some((host, port)) if !host.ends_with(']') || rest.starts_with('[') => {
-                (host, port.parse::<u16>().map_err(|_| format!("proxy {url:?}: port {port:?} is not a number"))?)
-            }
+            Some((host, port)) if !host.ends_with(']') || rest.starts_with('[') => (
+                host,
+                port.parse::<u16>()
+                    .map_err(|_| format!("proxy {url:?}: port {port:?} is not a number"))?,
+            ),
             _ => (rest, 80),
         };
-        Ok(Proxy { host: host.trim_start_matches('[').trim_end_matches(']').to_string(), port })
+        Ok(Proxy {
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
+            port,
+        })
     }
 }
 
@@ -76,20 +86,37 @@ pub struct ProxySettings {
 impl ProxySettings {
     /// Reads `HTTPS_PROXY`, `HTTP_PROXY` and `NO_PROXY` (upper or lower case) through `var`.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<ProxySettings, String> {
-        let read = |name: &str| var(name).or_else(|| var(&name.to_ascii_lowercase())).filter(|v| !v.trim().is_empty());
-        let proxy = |name: &str| read(name).map(|v| Proxy::parse(v.trim()).map_err(|e| format!("{name}: {e}"))).transpose();
+        let read = |name: &str| {
+            var(name)
+                .or_else(|| var(&name.to_ascii_lowercase()))
+                .filter(|v| !v.trim().is_empty())
+        };
+        let proxy = |name: &str| {
+            read(name)
+                .map(|v| Proxy::parse(v.trim()).map_err(|e| format!("{name}: {e}")))
+                .transpose()
+        };
         Ok(ProxySettings {
             https: proxy("HTTPS_PROXY")?,
             http: proxy("HTTP_PROXY")?,
             no_proxy: read("NO_PROXY")
-                .map(|v| v.split(',').map(|s| s.trim().to_ascii_lowercase()).filter(|s| !s.is_empty()).collect())
+                .map(|v| {
+                    v.split(',')
+                        .map(|s| s.trim().to_ascii_lowercase())
+                        .filter(|s| !s.is_empty())
+                        .collect()
+                })
                 .unwrap_or_default(),
         })
     }
 
     /// The proxy for a request to `scheme://host`, if any.
     pub fn proxy_for(&self, scheme: &str, host: &str) -> Option<&Proxy> {
-        let proxy = if scheme == "https" { self.https.as_ref() } else { self.http.as_ref() }?;
+        let proxy = if scheme == "https" {
+            self.https.as_ref()
+        } else {
+            self.http.as_ref()
+        }?;
         let host = host.to_ascii_lowercase();
         let bypass = self.no_proxy.iter().any(|entry| {
             let entry = entry.split(':').next().unwrap_or(entry); // ignore a port
@@ -122,9 +149,15 @@ impl EgressConfig {
             ..Default::default()
         };
         if let Some(path) = std::env::var_os("JOINERY_EGRESS_CA_BUNDLE").filter(|p| !p.is_empty()) {
-            let pem = std::fs::read(&path)
-                .map_err(|e| format!("JOINERY_EGRESS_CA_BUNDLE: cannot read {}: {e}", std::path::Path::new(&path).display()))?;
-            config.add_ca_bundle(&pem).map_err(|e| format!("JOINERY_EGRESS_CA_BUNDLE: {e}"))?;
+            let pem = std::fs::read(&path).map_err(|e| {
+                format!(
+                    "JOINERY_EGRESS_CA_BUNDLE: cannot read {}: {e}",
+                    std::path::Path::new(&path).display()
+                )
+            })?;
+            config
+                .add_ca_bundle(&pem)
+                .map_err(|e| format!("JOINERY_EGRESS_CA_BUNDLE: {e}"))?;
         }
         Ok(config)
     }
@@ -133,10 +166,13 @@ impl EgressConfig {
     pub fn add_ca_bundle(&mut self, pem: &[u8]) -> Result<(), String> {
         let before = self.extra_roots.len();
         for cert in CertificateDer::pem_slice_iter(pem) {
-            self.extra_roots.push(cert.map_err(|e| format!("not a PEM certificate bundle: {e}"))?);
+            self.extra_roots
+                .push(cert.map_err(|e| format!("not a PEM certificate bundle: {e}"))?);
         }
         if self.extra_roots.len() == before {
-            return Err("the CA bundle holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into());
+            return Err(
+                "the CA bundle holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
+            );
         }
         Ok(())
     }
@@ -185,7 +221,14 @@ impl Default for Egress {
     /// shared (every `HostServices::default()` takes one).
     fn default() -> Self {
         static DEFAULT: OnceLock<Egress> = OnceLock::new();
-        DEFAULT.get_or_init(|| Egress::new(&EgressConfig { system_roots: true, ..Default::default() })).clone()
+        DEFAULT
+            .get_or_init(|| {
+                Egress::new(&EgressConfig {
+                    system_roots: true,
+                    ..Default::default()
+                })
+            })
+            .clone()
     }
 }
 
@@ -195,7 +238,10 @@ fn system_roots() -> &'static [CertificateDer<'static>] {
     ROOTS.get_or_init(|| {
         let found = rustls_native_certs::load_native_certs();
         if !found.errors.is_empty() {
-            tracing::debug!(errors = found.errors.len(), "some system trust-store entries could not be read");
+            tracing::debug!(
+                errors = found.errors.len(),
+                "some system trust-store entries could not be read"
+            );
         }
         found.certs
     })
@@ -205,11 +251,16 @@ impl Egress {
     /// Builds the client. Unusable system or extra roots are skipped with a warning (an
     /// unusable extra root makes the request to that API fail its TLS check, loudly).
     pub fn new(config: &EgressConfig) -> Egress {
-        let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+        let mut roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
         if config.system_roots {
             let (_, ignored) = roots.add_parsable_certificates(system_roots().iter().cloned());
             if ignored > 0 {
-                tracing::debug!(ignored, "system trust-store certificates rustls cannot use were skipped");
+                tracing::debug!(
+                    ignored,
+                    "system trust-store certificates rustls cannot use were skipped"
+                );
             }
         }
         for cert in &config.extra_roots {
@@ -223,7 +274,10 @@ impl Egress {
             .expect("ring supports the default TLS versions")
             .with_root_certificates(roots)
             .with_no_client_auth();
-        Egress { tls: Arc::new(tls), proxy: config.proxy.clone() }
+        Egress {
+            tls: Arc::new(tls),
+            proxy: config.proxy.clone(),
+        }
     }
 
     /// The proxy settings in force.
@@ -241,31 +295,49 @@ impl Egress {
         let connect = async {
             let stream: Box<dyn Stream> = match self.proxy.proxy_for(&to.scheme, &to.host) {
                 Some(proxy) => Box::new(tunnel(proxy, &to.host, to.port).await?),
-                None => Box::new(TcpStream::connect(to.pinned).await.map_err(HttpError::Connect)?),
+                None => Box::new(
+                    TcpStream::connect(to.pinned)
+                        .await
+                        .map_err(HttpError::Connect)?,
+                ),
             };
             let stream: Box<dyn Stream> = if to.scheme == "https" {
-                let name = ServerName::try_from(to.host.clone()).map_err(|_| HttpError::HttpRequestUriInvalid)?;
+                let name = ServerName::try_from(to.host.clone())
+                    .map_err(|_| HttpError::HttpRequestUriInvalid)?;
                 let tls = tokio_rustls::TlsConnector::from(self.tls.clone());
                 Box::new(tls.connect(name, stream).await.map_err(HttpError::Tls)?)
             } else {
                 stream
             };
-            hyper::client::conn::http1::handshake::<_, wasmtime_wasi_http::WasiBody>(hyper_util::rt::TokioIo::new(stream))
-                .await
-                .map_err(HttpError::from)
+            hyper::client::conn::http1::handshake::<_, wasmtime_wasi_http::WasiBody>(
+                hyper_util::rt::TokioIo::new(stream),
+            )
+            .await
+            .map_err(HttpError::from)
         };
-        let (mut sender, conn) =
-            tokio::time::timeout(timeouts.connect, connect).await.map_err(|_| HttpError::ConnectionTimeout)??;
+        let (mut sender, conn) = tokio::time::timeout(timeouts.connect, connect)
+            .await
+            .map_err(|_| HttpError::ConnectionTimeout)??;
         // The request line carries only the path: the authority stays in the Host header.
-        let path = request.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string();
-        *request.uri_mut() = http::Uri::builder().path_and_query(path).build().map_err(|_| HttpError::HttpRequestUriInvalid)?;
+        let path = request
+            .uri()
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/")
+            .to_string();
+        *request.uri_mut() = http::Uri::builder()
+            .path_and_query(path)
+            .build()
+            .map_err(|_| HttpError::HttpRequestUriInvalid)?;
         // Drive the connection while waiting for the response head. A server that answers
         // and closes may end the connection first: then only the response is awaited.
         let mut conn = Some(Box::pin(conn));
         let response = tokio::time::timeout(timeouts.first_byte, async {
             let mut send = std::pin::pin!(sender.send_request(request));
             loop {
-                let Some(driving) = conn.as_mut() else { break send.await.map_err(HttpError::from) };
+                let Some(driving) = conn.as_mut() else {
+                    break send.await.map_err(HttpError::from);
+                };
                 tokio::select! {
                     biased;
                     response = &mut send => break response.map_err(HttpError::from),
@@ -291,10 +363,19 @@ impl Egress {
 
 /// Opens a `CONNECT host:port` tunnel through a forward proxy.
 async fn tunnel(proxy: &Proxy, host: &str, port: u16) -> Result<TcpStream, HttpError> {
-    let mut stream = TcpStream::connect((proxy.host.as_str(), proxy.port)).await.map_err(HttpError::Connect)?;
-    let authority = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+    let mut stream = TcpStream::connect((proxy.host.as_str(), proxy.port))
+        .await
+        .map_err(HttpError::Connect)?;
+    let authority = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
     let hello = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
-    stream.write_all(hello.as_bytes()).await.map_err(HttpError::Connect)?;
+    stream
+        .write_all(hello.as_bytes())
+        .await
+        .map_err(HttpError::Connect)?;
     // Read the answer head byte by byte: nothing after it may be consumed (it is TLS).
     let mut head = Vec::new();
     while !head.ends_with(b"\r\n\r\n") {
@@ -322,12 +403,42 @@ mod tests {
 
     #[test]
     fn proxy_urls_parse_or_say_why_not() {
-        assert_eq!(Proxy::parse("http://proxy.corp:3128").unwrap(), Proxy { host: "proxy.corp".into(), port: 3128 });
-        assert_eq!(Proxy::parse("http://proxy.corp/").unwrap(), Proxy { host: "proxy.corp".into(), port: 80 });
-        assert_eq!(Proxy::parse("http://[fd00::1]:8080").unwrap(), Proxy { host: "fd00::1".into(), port: 8080 });
-        assert!(Proxy::parse("https://proxy.corp").unwrap_err().contains("only http://"));
-        assert!(Proxy::parse("http://user:pw@proxy.corp").unwrap_err().contains("credentials"));
-        assert!(Proxy::parse("http://proxy.corp:x").unwrap_err().contains("port"));
+        assert_eq!(
+            Proxy::parse("http://proxy.corp:3128").unwrap(),
+            Proxy {
+                host: "proxy.corp".into(),
+                port: 3128
+            }
+        );
+        assert_eq!(
+            Proxy::parse("http://proxy.corp/").unwrap(),
+            Proxy {
+                host: "proxy.corp".into(),
+                port: 80
+            }
+        );
+        assert_eq!(
+            Proxy::parse("http://[fd00::1]:8080").unwrap(),
+            Proxy {
+                host: "fd00::1".into(),
+                port: 8080
+            }
+        );
+        assert!(
+            Proxy::parse("https://proxy.corp")
+                .unwrap_err()
+                .contains("only http://")
+        );
+        assert!(
+            Proxy::parse("http://user:pw@proxy.corp")
+                .unwrap_err()
+                .contains("credentials")
+        );
+        assert!(
+            Proxy::parse("http://proxy.corp:x")
+                .unwrap_err()
+                .contains("port")
+        );
     }
 
     #[test]
@@ -340,20 +451,45 @@ mod tests {
         let settings = ProxySettings::from_vars(vars).unwrap();
         assert!(settings.http.is_none());
         assert!(settings.proxy_for("https", "api.exoscale.com").is_some());
-        assert!(settings.proxy_for("http", "api.exoscale.com").is_none(), "no HTTP_PROXY");
-        for direct in ["internal.corp", "a.internal.corp", "kubernetes.default.svc", "10.0.0.5", "API.LOCAL"] {
+        assert!(
+            settings.proxy_for("http", "api.exoscale.com").is_none(),
+            "no HTTP_PROXY"
+        );
+        for direct in [
+            "internal.corp",
+            "a.internal.corp",
+            "kubernetes.default.svc",
+            "10.0.0.5",
+            "API.LOCAL",
+        ] {
             assert!(settings.proxy_for("https", direct).is_none(), "{direct}");
         }
         assert!(settings.proxy_for("https", "notinternal.corp").is_some());
-        let all = ProxySettings::from_vars(|n| (n == "HTTPS_PROXY" || n == "NO_PROXY").then(|| if n == "NO_PROXY" { "*".into() } else { "http://p".into() })).unwrap();
+        let all = ProxySettings::from_vars(|n| {
+            (n == "HTTPS_PROXY" || n == "NO_PROXY").then(|| {
+                if n == "NO_PROXY" {
+                    "*".into()
+                } else {
+                    "http://p".into()
+                }
+            })
+        })
+        .unwrap();
         assert!(all.proxy_for("https", "anything").is_none());
-        let bad = ProxySettings::from_vars(|n| (n == "HTTPS_PROXY").then(|| "socks5://p".to_string())).unwrap_err();
+        let bad =
+            ProxySettings::from_vars(|n| (n == "HTTPS_PROXY").then(|| "socks5://p".to_string()))
+                .unwrap_err();
         assert!(bad.contains("HTTPS_PROXY"), "{bad}");
     }
 
     #[test]
     fn a_ca_bundle_without_certificates_is_refused() {
         let mut config = EgressConfig::default();
-        assert!(config.add_ca_bundle(b"not pem").unwrap_err().contains("no PEM certificate"));
+        assert!(
+            config
+                .add_ca_bundle(b"not pem")
+                .unwrap_err()
+                .contains("no PEM certificate")
+        );
     }
 }

@@ -34,13 +34,20 @@ pub const PLUGIN_CACHE_ENV: &str = "JOINERY_PLUGIN_CACHE_DIR";
 impl EngineOptions {
     /// The cache directory [`PLUGIN_CACHE_ENV`] names, when it is set and not empty.
     pub fn cache_dir_from_env() -> Option<PathBuf> {
-        std::env::var_os(PLUGIN_CACHE_ENV).filter(|v| !v.is_empty()).map(PathBuf::from)
+        std::env::var_os(PLUGIN_CACHE_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
     }
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { pooling: true, pool_instances: 64, max_memory_mib: 256, cache_dir: None }
+        EngineOptions {
+            pooling: true,
+            pool_instances: 64,
+            max_memory_mib: 256,
+            cache_dir: None,
+        }
     }
 }
 
@@ -54,7 +61,9 @@ pub struct PluginEngine {
 
 impl std::fmt::Debug for PluginEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PluginEngine").field("cache_dir", &self.cache_dir).finish()
+        f.debug_struct("PluginEngine")
+            .field("cache_dir", &self.cache_dir)
+            .finish()
     }
 }
 
@@ -103,7 +112,11 @@ impl PluginEngine {
                 }
             })
             .map_err(|e| format!("cannot start the epoch thread: {e}"))?;
-        Ok(PluginEngine { engine, cache_dir: options.cache_dir.clone(), _ticker: Arc::new(EpochTicker { stop }) })
+        Ok(PluginEngine {
+            engine,
+            cache_dir: options.cache_dir.clone(),
+            _ticker: Arc::new(EpochTicker { stop }),
+        })
     }
 
     /// The wasmtime engine.
@@ -122,8 +135,10 @@ impl PluginEngine {
             tracing::debug!(plugin, digest, "compiled component loaded from cache");
             return Ok(component);
         }
-        let component = Component::new(&self.engine, wasm)
-            .map_err(|e| LoadError::Compile { plugin: plugin.to_string(), message: format!("{e:#}") })?;
+        let component = Component::new(&self.engine, wasm).map_err(|e| LoadError::Compile {
+            plugin: plugin.to_string(),
+            message: format!("{e:#}"),
+        })?;
         if let Some(path) = &cached
             && store_cached(path, &component)
             && let Some(stored) = self.load_cached(path)
@@ -140,7 +155,9 @@ impl PluginEngine {
     /// Where the compiled form of the component with sha256 `digest` is cached for this
     /// engine, or `None` without a cache directory.
     pub fn cache_path(&self, digest: &str) -> Option<PathBuf> {
-        self.cache_dir.as_ref().map(|dir| dir.join(format!("{digest}-{}.cwasm", self.compatibility_key())))
+        self.cache_dir
+            .as_ref()
+            .map(|dir| dir.join(format!("{digest}-{}.cwasm", self.compatibility_key())))
     }
 
     fn load_cached(&self, path: &Path) -> Option<Component> {
@@ -159,27 +176,32 @@ impl PluginEngine {
     /// A short hex key identifying compiled-code compatibility (wasmtime version, config, CPU).
     pub fn compatibility_key(&self) -> String {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        self.engine.precompile_compatibility_hash().hash(&mut hasher);
+        self.engine
+            .precompile_compatibility_hash()
+            .hash(&mut hasher);
         format!("{:016x}", hasher.finish())
     }
 }
 
 /// Writes `component` to the cache at `path`; whether it was written.
 fn store_cached(path: &Path, component: &Component) -> bool {
-    let result = component.serialize().map_err(|e| e.to_string()).and_then(|bytes| {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-        }
-        // Write a file of this call's own, then rename it into place: a reader never sees half
-        // a file, and no writer truncates a file another thread or process renamed into place
-        // and may have mapped (which killed it with SIGBUS when two threads of one process
-        // shared a temporary name).
-        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tmp = path.with_extension(format!("tmp{}-{write}", std::process::id()));
-        std::fs::write(&tmp, bytes).map_err(|e| e.to_string())?;
-        std::fs::rename(&tmp, path).map_err(|e| e.to_string())
-    });
+    let result = component
+        .serialize()
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+            }
+            // Write a file of this call's own, then rename it into place: a reader never sees half
+            // a file, and no writer truncates a file another thread or process renamed into place
+            // and may have mapped (which killed it with SIGBUS when two threads of one process
+            // shared a temporary name).
+            static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let tmp = path.with_extension(format!("tmp{}-{write}", std::process::id()));
+            std::fs::write(&tmp, bytes).map_err(|e| e.to_string())?;
+            std::fs::rename(&tmp, path).map_err(|e| e.to_string())
+        });
     if let Err(e) = &result {
         tracing::warn!(path = %path.display(), error = %e, "cannot write compile-cache entry; continuing without it");
     }

@@ -34,7 +34,9 @@ pub enum LoadError {
         source: std::io::Error,
     },
     /// The component's digest differs from the manifest's `sha256`.
-    #[error("plugin {plugin}: sha256 mismatch: plugin.yaml says {expected}, the component is {actual}; rebuild or re-package the plugin")]
+    #[error(
+        "plugin {plugin}: sha256 mismatch: plugin.yaml says {expected}, the component is {actual}; rebuild or re-package the plugin"
+    )]
     Digest {
         /// Plugin name.
         plugin: String,
@@ -44,7 +46,9 @@ pub enum LoadError {
         actual: String,
     },
     /// The manifest carries no digest.
-    #[error("plugin {plugin}: plugin.yaml has no sha256; add `sha256: {actual}` (run `joinery plugins inspect` to compute it)")]
+    #[error(
+        "plugin {plugin}: plugin.yaml has no sha256; add `sha256: {actual}` (run `joinery plugins inspect` to compute it)"
+    )]
     MissingDigest {
         /// Plugin name.
         plugin: String,
@@ -70,7 +74,9 @@ pub enum LoadError {
         reason: String,
     },
     /// The component does not export its kind's interface.
-    #[error("plugin {plugin}: does not export {expected} (it exports: {found}); check `kind` and `wit` in plugin.yaml")]
+    #[error(
+        "plugin {plugin}: does not export {expected} (it exports: {found}); check `kind` and `wit` in plugin.yaml"
+    )]
     Export {
         /// Plugin name.
         plugin: String,
@@ -98,7 +104,9 @@ pub enum LoadError {
         second: String,
     },
     /// A configured plugin directory is missing or unusable.
-    #[error("plugin directory {path} {message}; fix --plugin-dir (JOINERY_PLUGIN_DIRS) or the volume mount")]
+    #[error(
+        "plugin directory {path} {message}; fix --plugin-dir (JOINERY_PLUGIN_DIRS) or the volume mount"
+    )]
     PluginDir {
         /// The configured path.
         path: String,
@@ -106,7 +114,9 @@ pub enum LoadError {
         message: String,
     },
     /// Two cloud plugins serve the same NodeClass kind.
-    #[error("NodeClass kind {kind} in group {group} is served by two plugins, {first} and {second}; remove one, or change the nodeClass in its plugin.yaml")]
+    #[error(
+        "NodeClass kind {kind} in group {group} is served by two plugins, {first} and {second}; remove one, or change the nodeClass in its plugin.yaml"
+    )]
     NodeClassConflict {
         /// API group.
         group: String,
@@ -136,7 +146,9 @@ pub enum CallError {
         message: String,
     },
     /// The call ran past its deadline.
-    #[error("plugin {plugin} timed out in {op} after {limit_ms} ms; raise limits.timeoutMs if the plugin is legitimately slow")]
+    #[error(
+        "plugin {plugin} timed out in {op} after {limit_ms} ms; raise limits.timeoutMs if the plugin is legitimately slow"
+    )]
     Timeout {
         /// Plugin name.
         plugin: String,
@@ -146,7 +158,9 @@ pub enum CallError {
         limit_ms: u32,
     },
     /// Every concurrency slot of the plugin stayed busy for a whole call deadline.
-    #[error("plugin {plugin}: {op} waited {waited_ms} ms for one of its {max_concurrency} call slots (limits.{limit}); earlier calls are stuck or slow, check the plugin or raise {limit}")]
+    #[error(
+        "plugin {plugin}: {op} waited {waited_ms} ms for one of its {max_concurrency} call slots (limits.{limit}); earlier calls are stuck or slow, check the plugin or raise {limit}"
+    )]
     Saturated {
         /// Plugin name.
         plugin: String,
@@ -160,7 +174,9 @@ pub enum CallError {
         waited_ms: u32,
     },
     /// The call tried to grow memory past its limit.
-    #[error("plugin {plugin} exceeded its memory limit of {limit_mib} MiB in {op}; raise limits.memoryMiB if that is expected")]
+    #[error(
+        "plugin {plugin} exceeded its memory limit of {limit_mib} MiB in {op}; raise limits.memoryMiB if that is expected"
+    )]
     MemoryLimit {
         /// Plugin name.
         plugin: String,
@@ -206,7 +222,9 @@ pub enum CallError {
         message: String,
     },
     /// No plugin with that name (or of that kind) is loaded.
-    #[error("no {kind} plugin named {name:?} is loaded (loaded: {loaded}); check the plugin directories and names")]
+    #[error(
+        "no {kind} plugin named {name:?} is loaded (loaded: {loaded}); check the plugin directories and names"
+    )]
     NotFound {
         /// Wanted kind.
         kind: &'static str,
@@ -250,9 +268,14 @@ impl CallError {
                 CloudError::Retryable(r) => scrub(&mut r.message),
             },
             CallError::Render { error, .. } => match error {
-                RenderError::InvalidParameter(m) | RenderError::MissingSecret(m) | RenderError::InvalidTemplate(m) => scrub(m),
+                RenderError::InvalidParameter(m)
+                | RenderError::MissingSecret(m)
+                | RenderError::InvalidTemplate(m) => scrub(m),
             },
-            CallError::Timeout { .. } | CallError::Saturated { .. } | CallError::MemoryLimit { .. } | CallError::NotFound { .. } => {}
+            CallError::Timeout { .. }
+            | CallError::Saturated { .. }
+            | CallError::MemoryLimit { .. }
+            | CallError::NotFound { .. } => {}
         }
     }
 
@@ -299,7 +322,9 @@ pub fn describe_cloud_error(error: &CloudError) -> String {
     let _ = {
         match error {
             CloudError::NotFound(m) => write!(f, "not found: {m}"),
-            CloudError::InsufficientCapacity(c) => write!(f, "insufficient capacity: {}", c.message),
+            CloudError::InsufficientCapacity(c) => {
+                write!(f, "insufficient capacity: {}", c.message)
+            }
             CloudError::NodeClassNotReady(m) => write!(f, "node class not ready: {m}"),
             CloudError::QuotaExceeded(m) => write!(f, "quota exceeded: {m}"),
             CloudError::Retryable(r) => match r.retry_after_ms {

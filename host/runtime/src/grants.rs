@@ -42,8 +42,11 @@ pub struct HttpPattern {
 impl HttpPattern {
     /// Parses a pattern, explaining the syntax on error.
     pub fn parse(raw: &str) -> Result<HttpPattern, String> {
-        let syntax = "expected scheme://host[:port], e.g. https://api.example.com or http://127.0.0.1:*";
-        let (scheme, rest) = raw.split_once("://").ok_or_else(|| format!("{raw:?}: {syntax}"))?;
+        let syntax =
+            "expected scheme://host[:port], e.g. https://api.example.com or http://127.0.0.1:*";
+        let (scheme, rest) = raw
+            .split_once("://")
+            .ok_or_else(|| format!("{raw:?}: {syntax}"))?;
         if scheme != "http" && scheme != "https" {
             return Err(format!("{raw:?}: scheme must be http or https"));
         }
@@ -55,22 +58,37 @@ impl HttpPattern {
                 let port = if p == "*" {
                     None
                 } else {
-                    Some(p.parse::<u16>().map_err(|_| format!("{raw:?}: port {p:?} must be a number or *"))?)
+                    Some(
+                        p.parse::<u16>()
+                            .map_err(|_| format!("{raw:?}: port {p:?} must be a number or *"))?,
+                    )
                 };
                 (h, port)
             }
             _ => (rest, Some(if scheme == "https" { 443 } else { 80 })),
         };
-        let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase();
         if host.is_empty() || host.chars().all(|c| c == '*' || c == '.') {
-            return Err(format!("{raw:?}: the host may not be only a wildcard; name the hosts the plugin needs"));
+            return Err(format!(
+                "{raw:?}: the host may not be only a wildcard; name the hosts the plugin needs"
+            ));
         }
-        Ok(HttpPattern { scheme: scheme.to_string(), host, port, raw: raw.to_string() })
+        Ok(HttpPattern {
+            scheme: scheme.to_string(),
+            host,
+            port,
+            raw: raw.to_string(),
+        })
     }
 
     /// Whether a request to `scheme://host:port` matches.
     pub fn matches(&self, scheme: &str, host: &str, port: u16) -> bool {
-        self.scheme == scheme && self.port.is_none_or(|p| p == port) && glob(&self.host, &host.to_ascii_lowercase())
+        self.scheme == scheme
+            && self.port.is_none_or(|p| p == port)
+            && glob(&self.host, &host.to_ascii_lowercase())
     }
 
     /// The IP address this pattern names literally, if its host is an IP.
@@ -189,15 +207,24 @@ impl KubeRule {
     fn allows(&self, access: &KubeAccess<'_>) -> bool {
         self.cluster == access.cluster
             && self.group == access.group
-            && self.resources.iter().any(|r| r == "*" || r == access.resource)
+            && self
+                .resources
+                .iter()
+                .any(|r| r == "*" || r == access.resource)
             && self.verbs.iter().any(|v| v.covers(access.verb))
-            && (self.namespaces.is_empty() || access.namespace.is_some_and(|ns| self.namespaces.iter().any(|n| n == ns)))
+            && (self.namespaces.is_empty()
+                || access
+                    .namespace
+                    .is_some_and(|ns| self.namespaces.iter().any(|n| n == ns)))
     }
 }
 
 impl KubeAccess<'_> {
     fn as_rule_line(&self) -> String {
-        let ns = self.namespace.map(|n| format!(", namespaces: [{n}]")).unwrap_or_default();
+        let ns = self
+            .namespace
+            .map(|n| format!(", namespaces: [{n}]"))
+            .unwrap_or_default();
         format!(
             "- {{cluster: {}, group: {:?}, resources: [{}], verbs: [{}]{ns}}}",
             self.cluster,
@@ -254,7 +281,10 @@ impl Grants {
     /// Every plugin's limits are validated here, so a grants file asking for
     /// `maxConcurrency: 0` or `timeoutMs: 0` is refused at load, naming the field.
     pub fn parse(text: &str, origin: &str) -> Result<Grants, LoadError> {
-        let error = |message: String| LoadError::Grants { origin: origin.to_string(), message };
+        let error = |message: String| LoadError::Grants {
+            origin: origin.to_string(),
+            message,
+        };
         let grants: Grants = serde_yaml::from_str(text).map_err(|e| error(e.to_string()))?;
         for (plugin, grant) in &grants.plugins {
             if let Some(limits) = &grant.limits {
@@ -263,7 +293,9 @@ impl Grants {
             if let Some(name) = &grant.pricing
                 && !crate::manifest::is_plugin_name(name)
             {
-                return Err(error(format!("plugins.{plugin}.pricing: {name:?} is not a plugin name")));
+                return Err(error(format!(
+                    "plugins.{plugin}.pricing: {name:?} is not a plugin name"
+                )));
             }
         }
         Ok(grants)
@@ -271,8 +303,16 @@ impl Grants {
 
     /// The effective capabilities of a plugin: the intersection of grant and request.
     pub fn capabilities_for(&self, manifest: &PluginManifest) -> Capabilities {
-        let grant = self.plugins.get(&manifest.name).cloned().unwrap_or_default();
-        Capabilities { plugin: manifest.name.clone(), requested: manifest.capabilities.clone(), granted: grant }
+        let grant = self
+            .plugins
+            .get(&manifest.name)
+            .cloned()
+            .unwrap_or_default();
+        Capabilities {
+            plugin: manifest.name.clone(),
+            requested: manifest.capabilities.clone(),
+            granted: grant,
+        }
     }
 }
 
@@ -292,7 +332,11 @@ pub struct Capabilities {
 impl Capabilities {
     /// Capabilities that allow nothing (for tests and unnamed plugins).
     pub fn deny_all(plugin: &str) -> Capabilities {
-        Capabilities { plugin: plugin.to_string(), requested: Default::default(), granted: Default::default() }
+        Capabilities {
+            plugin: plugin.to_string(),
+            requested: Default::default(),
+            granted: Default::default(),
+        }
     }
 
     /// The operator grant half.
@@ -318,8 +362,16 @@ impl Capabilities {
     /// Checks a request URL (before DNS). Returns the granted pattern that allowed it.
     pub fn check_http(&self, scheme: &str, host: &str, port: u16) -> Result<&HttpPattern, Refusal> {
         let line = format!("{scheme}://{host}:{port}");
-        let granted = self.granted.http.iter().find(|p| p.matches(scheme, host, port));
-        let requested = self.requested.http.iter().any(|p| p.matches(scheme, host, port));
+        let granted = self
+            .granted
+            .http
+            .iter()
+            .find(|p| p.matches(scheme, host, port));
+        let requested = self
+            .requested
+            .http
+            .iter()
+            .any(|p| p.matches(scheme, host, port));
         match (granted, requested) {
             (Some(p), true) => Ok(p),
             (None, _) => Err(Refusal(format!(
@@ -336,7 +388,12 @@ impl Capabilities {
     /// Checks a resolved address. Loopback, link-local (cloud metadata), unspecified and
     /// multicast addresses are refused unless the allowing pattern names that exact address;
     /// private ranges need `privateNetworks: true`.
-    pub fn check_resolved_ip(&self, allowed_by: &HttpPattern, ip: IpAddr, host: &str) -> Result<(), Refusal> {
+    pub fn check_resolved_ip(
+        &self,
+        allowed_by: &HttpPattern,
+        ip: IpAddr,
+        host: &str,
+    ) -> Result<(), Refusal> {
         let ip = canonical(ip);
         if allowed_by.literal_ip().map(canonical) == Some(ip) {
             return Ok(());
@@ -371,9 +428,13 @@ impl Capabilities {
             )));
         }
         let private = match ip {
-            IpAddr::V4(v4) => v4.is_private() || (v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64),
+            IpAddr::V4(v4) => {
+                v4.is_private() || (v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64)
+            }
             // unique-local fc00::/7 and the deprecated site-local fec0::/10
-            IpAddr::V6(v6) => (v6.segments()[0] & 0xfe00) == 0xfc00 || (v6.segments()[0] & 0xffc0) == 0xfec0,
+            IpAddr::V6(v6) => {
+                (v6.segments()[0] & 0xfe00) == 0xfc00 || (v6.segments()[0] & 0xffc0) == 0xfec0
+            }
         };
         if private && !self.granted.private_networks {
             return Err(Refusal(format!(
@@ -436,7 +497,14 @@ fn canonical(ip: IpAddr) -> IpAddr {
         return IpAddr::V4(v4);
     }
     let s = v6.segments();
-    let embedded = |hi: u16, lo: u16| IpAddr::V4(std::net::Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8));
+    let embedded = |hi: u16, lo: u16| {
+        IpAddr::V4(std::net::Ipv4Addr::new(
+            (hi >> 8) as u8,
+            hi as u8,
+            (lo >> 8) as u8,
+            lo as u8,
+        ))
+    };
     // IPv4-compatible: ::a.b.c.d (but not :: or ::1, which are IPv6's own).
     if s[..6] == [0; 6] && !(s[6] == 0 && s[7] <= 1) {
         return embedded(s[6], s[7]);
@@ -480,15 +548,34 @@ mod tests {
 
     #[test]
     fn bare_wildcards_and_paths_are_rejected_with_syntax_help() {
-        assert!(HttpPattern::parse("https://*").unwrap_err().contains("only a wildcard"));
-        assert!(HttpPattern::parse("https://a.com/path").unwrap_err().contains("scheme://host"));
-        assert!(HttpPattern::parse("ftp://a.com").unwrap_err().contains("scheme"));
-        assert!(HttpPattern::parse("a.com").unwrap_err().contains("expected"));
+        assert!(
+            HttpPattern::parse("https://*")
+                .unwrap_err()
+                .contains("only a wildcard")
+        );
+        assert!(
+            HttpPattern::parse("https://a.com/path")
+                .unwrap_err()
+                .contains("scheme://host")
+        );
+        assert!(
+            HttpPattern::parse("ftp://a.com")
+                .unwrap_err()
+                .contains("scheme")
+        );
+        assert!(
+            HttpPattern::parse("a.com")
+                .unwrap_err()
+                .contains("expected")
+        );
     }
 
     #[test]
     fn http_needs_both_grant_and_request() {
-        let both = caps("  http: [\"https://a.com\"]\n", "    http: [\"https://a.com\"]\n");
+        let both = caps(
+            "  http: [\"https://a.com\"]\n",
+            "    http: [\"https://a.com\"]\n",
+        );
         assert!(both.check_http("https", "a.com", 443).is_ok());
         let not_granted = caps("  http: [\"https://a.com\"]\n", "    http: []\n");
         let e = not_granted.check_http("https", "a.com", 443).unwrap_err();
@@ -500,7 +587,10 @@ mod tests {
 
     #[test]
     fn resolved_special_addresses_are_refused_unless_granted_exactly() {
-        let c = caps("  http: [\"https://a.com\", \"http://127.0.0.1:*\"]\n", "    http: [\"https://a.com\", \"http://127.0.0.1:*\"]\n");
+        let c = caps(
+            "  http: [\"https://a.com\", \"http://127.0.0.1:*\"]\n",
+            "    http: [\"https://a.com\", \"http://127.0.0.1:*\"]\n",
+        );
         let by_name = c.check_http("https", "a.com", 443).unwrap().clone();
         for ip in [
             "169.254.169.254",
@@ -522,31 +612,71 @@ mod tests {
             "240.0.0.1",
             "198.18.0.1",
         ] {
-            assert!(c.check_resolved_ip(&by_name, ip.parse().unwrap(), "a.com").is_err(), "{ip} should be refused");
+            assert!(
+                c.check_resolved_ip(&by_name, ip.parse().unwrap(), "a.com")
+                    .is_err(),
+                "{ip} should be refused"
+            );
         }
-        assert!(c.check_resolved_ip(&by_name, "10.0.0.1".parse().unwrap(), "a.com").unwrap_err().0.contains("privateNetworks"));
-        assert!(c.check_resolved_ip(&by_name, "8.8.8.8".parse().unwrap(), "a.com").is_ok());
+        assert!(
+            c.check_resolved_ip(&by_name, "10.0.0.1".parse().unwrap(), "a.com")
+                .unwrap_err()
+                .0
+                .contains("privateNetworks")
+        );
+        assert!(
+            c.check_resolved_ip(&by_name, "8.8.8.8".parse().unwrap(), "a.com")
+                .is_ok()
+        );
         // Wrapped private addresses need privateNetworks like the plain ones.
-        for ip in ["64:ff9b::a00:1", "2002:a00:1::1", "::10.0.0.1", "fd00::1", "fec0::1"] {
-            assert!(c.check_resolved_ip(&by_name, ip.parse().unwrap(), "a.com").unwrap_err().0.contains("privateNetworks"), "{ip}");
+        for ip in [
+            "64:ff9b::a00:1",
+            "2002:a00:1::1",
+            "::10.0.0.1",
+            "fd00::1",
+            "fec0::1",
+        ] {
+            assert!(
+                c.check_resolved_ip(&by_name, ip.parse().unwrap(), "a.com")
+                    .unwrap_err()
+                    .0
+                    .contains("privateNetworks"),
+                "{ip}"
+            );
         }
         // Public addresses in the same wrappers pass.
         for ip in ["64:ff9b::808:808", "2002:808:808::1", "2a00:1450::1"] {
-            assert!(c.check_resolved_ip(&by_name, ip.parse().unwrap(), "a.com").is_ok(), "{ip}");
+            assert!(
+                c.check_resolved_ip(&by_name, ip.parse().unwrap(), "a.com")
+                    .is_ok(),
+                "{ip}"
+            );
         }
         let by_ip = c.check_http("http", "127.0.0.1", 8080).unwrap().clone();
-        assert!(c.check_resolved_ip(&by_ip, "127.0.0.1".parse().unwrap(), "127.0.0.1").is_ok());
+        assert!(
+            c.check_resolved_ip(&by_ip, "127.0.0.1".parse().unwrap(), "127.0.0.1")
+                .is_ok()
+        );
     }
 
     #[test]
     fn kube_rules_check_cluster_group_resource_verb_namespace() {
         let rule = "  kubernetes: [{group: \"\", resources: [configmaps], verbs: [get, list], namespaces: [kube-system]}]\n";
         let c = caps(rule, &format!("  {rule}"));
-        let mut access = KubeAccess { cluster: "workload", group: "", resource: "configmaps", namespace: Some("kube-system"), verb: Verb::Get };
+        let mut access = KubeAccess {
+            cluster: "workload",
+            group: "",
+            resource: "configmaps",
+            namespace: Some("kube-system"),
+            verb: Verb::Get,
+        };
         assert!(c.check_kube(&access).is_ok());
         access.verb = Verb::Delete;
         let e = c.check_kube(&access).unwrap_err();
-        assert!(e.0.contains("verbs: [delete]") && e.0.contains("grants file"), "{e}");
+        assert!(
+            e.0.contains("verbs: [delete]") && e.0.contains("grants file"),
+            "{e}"
+        );
         access.verb = Verb::Get;
         access.namespace = Some("default");
         assert!(c.check_kube(&access).is_err());
@@ -573,38 +703,94 @@ mod tests {
         let e = c.check_kube(&access).unwrap_err();
         assert!(e.0.contains("{cluster: workload, group: \"cluster.x-k8s.io\", resources: [machinedeployments], verbs: [patch], namespaces: [capi]}"), "{e}");
         // A rule without `cluster` is a workload rule: it does not reach the management cluster.
-        let c = caps("  kubernetes: [{group: \"\", resources: [configmaps], verbs: [get]}]\n", "    kubernetes: [{group: \"\", resources: [configmaps], verbs: [get]}]\n");
-        let access = KubeAccess { cluster: "management", group: "", resource: "configmaps", namespace: Some("kube-system"), verb: Verb::Get };
-        assert!(c.check_kube(&access).unwrap_err().0.contains("{cluster: management,"));
-        assert!(c.check_kube(&KubeAccess { cluster: "workload", ..access }).is_ok());
+        let c = caps(
+            "  kubernetes: [{group: \"\", resources: [configmaps], verbs: [get]}]\n",
+            "    kubernetes: [{group: \"\", resources: [configmaps], verbs: [get]}]\n",
+        );
+        let access = KubeAccess {
+            cluster: "management",
+            group: "",
+            resource: "configmaps",
+            namespace: Some("kube-system"),
+            verb: Verb::Get,
+        };
+        assert!(
+            c.check_kube(&access)
+                .unwrap_err()
+                .0
+                .contains("{cluster: management,")
+        );
+        assert!(
+            c.check_kube(&KubeAccess {
+                cluster: "workload",
+                ..access
+            })
+            .is_ok()
+        );
     }
 
     #[test]
     fn secrets_need_both_sides() {
         let c = caps("  secrets: [creds]\n", "    secrets: [creds]\n");
         assert!(c.check_secret("creds").is_ok());
-        assert!(c.check_secret("other").unwrap_err().0.contains("plugins.p.secrets"));
+        assert!(
+            c.check_secret("other")
+                .unwrap_err()
+                .0
+                .contains("plugins.p.secrets")
+        );
         assert!(Capabilities::deny_all("p").check_secret("creds").is_err());
     }
 
     #[test]
     fn a_grant_may_name_the_pricing_plugin_of_a_cloud_plugin() {
         let grants = Grants::parse("plugins:\n  exoscale:\n    pricing: my-prices\n", "g").unwrap();
-        assert_eq!(grants.plugins["exoscale"].pricing.as_deref(), Some("my-prices"));
+        assert_eq!(
+            grants.plugins["exoscale"].pricing.as_deref(),
+            Some("my-prices")
+        );
         let err = Grants::parse("plugins:\n  exoscale:\n    pricing: \"a b\"\n", "g").unwrap_err();
-        assert!(err.to_string().contains("plugins.exoscale.pricing"), "{err}");
+        assert!(
+            err.to_string().contains("plugins.exoscale.pricing"),
+            "{err}"
+        );
     }
 
     #[test]
     fn grant_limits_cap_only_the_fields_they_set() {
         use crate::manifest::Limits;
-        let manifest = Limits { memory_mib: 64, timeout_ms: 60_000, max_concurrency: 4, max_concurrent_creates: None };
+        let manifest = Limits {
+            memory_mib: 64,
+            timeout_ms: 60_000,
+            max_concurrency: 4,
+            max_concurrent_creates: None,
+        };
         let grants = Grants::parse("plugins:\n  p:\n    limits: {memoryMiB: 32}\n", "g").unwrap();
         let caps = grants.plugins["p"].limits.unwrap();
-        assert_eq!(manifest.capped_by(&caps), Limits { memory_mib: 32, timeout_ms: 60_000, max_concurrency: 4, max_concurrent_creates: None });
-        let grants = Grants::parse("plugins:\n  p:\n    limits: {timeoutMs: 90000, maxConcurrency: 2}\n", "g").unwrap();
+        assert_eq!(
+            manifest.capped_by(&caps),
+            Limits {
+                memory_mib: 32,
+                timeout_ms: 60_000,
+                max_concurrency: 4,
+                max_concurrent_creates: None
+            }
+        );
+        let grants = Grants::parse(
+            "plugins:\n  p:\n    limits: {timeoutMs: 90000, maxConcurrency: 2}\n",
+            "g",
+        )
+        .unwrap();
         let caps = grants.plugins["p"].limits.unwrap();
-        assert_eq!(manifest.capped_by(&caps), Limits { memory_mib: 64, timeout_ms: 60_000, max_concurrency: 2, max_concurrent_creates: None });
+        assert_eq!(
+            manifest.capped_by(&caps),
+            Limits {
+                memory_mib: 64,
+                timeout_ms: 60_000,
+                max_concurrency: 2,
+                max_concurrent_creates: None
+            }
+        );
     }
 
     #[test]
@@ -615,14 +801,24 @@ mod tests {
             ("{timeoutMs: 999999999}", "plugins.p.limits.timeoutMs"),
             ("{memoryMiB: 0}", "plugins.p.limits.memoryMiB"),
         ] {
-            let e = Grants::parse(&format!("plugins:\n  p:\n    limits: {line}\n"), "grants.yaml").unwrap_err();
-            assert!(e.to_string().contains(field) && e.to_string().contains("grants.yaml"), "{line}: {e}");
+            let e = Grants::parse(
+                &format!("plugins:\n  p:\n    limits: {line}\n"),
+                "grants.yaml",
+            )
+            .unwrap_err();
+            assert!(
+                e.to_string().contains(field) && e.to_string().contains("grants.yaml"),
+                "{line}: {e}"
+            );
         }
     }
 
     #[test]
     fn unknown_grant_fields_are_rejected() {
         let e = Grants::parse("plugins:\n  p:\n    htp: []\n", "grants.yaml").unwrap_err();
-        assert!(e.to_string().contains("htp") && e.to_string().contains("grants.yaml"), "{e}");
+        assert!(
+            e.to_string().contains("htp") && e.to_string().contains("grants.yaml"),
+            "{e}"
+        );
     }
 }

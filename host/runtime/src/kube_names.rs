@@ -10,7 +10,9 @@
 
 /// Why one part of a Kubernetes call is not acceptable: which field, its value and the rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("kubernetes {field} {value:?} is not valid: {rule}; the host refuses it so the request path cannot be changed")]
+#[error(
+    "kubernetes {field} {value:?} is not valid: {rule}; the host refuses it so the request path cannot be changed"
+)]
 pub struct InvalidPart {
     /// The field of `resource-ref` (or `name`) that was refused.
     pub field: &'static str,
@@ -39,7 +41,12 @@ pub struct CallParts<'a> {
 
 /// Checks every part; the first bad one is reported.
 pub fn check(parts: &CallParts<'_>) -> Result<(), InvalidPart> {
-    part("cluster", parts.cluster, is_dns_label, "a DNS label (lowercase letters, digits and '-', at most 63)")?;
+    part(
+        "cluster",
+        parts.cluster,
+        is_dns_label,
+        "a DNS label (lowercase letters, digits and '-', at most 63)",
+    )?;
     if !parts.group.is_empty() {
         part(
             "group",
@@ -54,9 +61,19 @@ pub fn check(parts: &CallParts<'_>) -> Result<(), InvalidPart> {
         is_dns1035_label,
         "an API version such as v1 or v1beta2 (a lowercase DNS label starting with a letter)",
     )?;
-    part("resource", parts.resource, is_dns_label, "a plural resource name such as configmaps (a lowercase DNS label)")?;
+    part(
+        "resource",
+        parts.resource,
+        is_dns_label,
+        "a plural resource name such as configmaps (a lowercase DNS label)",
+    )?;
     if let Some(namespace) = parts.namespace {
-        part("namespace", namespace, is_dns_label, "a namespace name (a lowercase DNS label)")?;
+        part(
+            "namespace",
+            namespace,
+            is_dns_label,
+            "a namespace name (a lowercase DNS label)",
+        )?;
     }
     if let Some(name) = parts.name {
         part(
@@ -76,13 +93,36 @@ pub fn check_secret_ref(reference: &str) -> Result<(), InvalidPart> {
         None => (None, reference),
     };
     if let Some(namespace) = namespace {
-        part("secret namespace", namespace, is_dns_label, "a namespace name (a lowercase DNS label)")?;
+        part(
+            "secret namespace",
+            namespace,
+            is_dns_label,
+            "a namespace name (a lowercase DNS label)",
+        )?;
     }
-    part("secret name", name, is_dns_subdomain, "a Secret name (a lowercase DNS subdomain)")
+    part(
+        "secret name",
+        name,
+        is_dns_subdomain,
+        "a Secret name (a lowercase DNS subdomain)",
+    )
 }
 
-fn part(field: &'static str, value: &str, valid: fn(&str) -> bool, rule: &'static str) -> Result<(), InvalidPart> {
-    if valid(value) { Ok(()) } else { Err(InvalidPart { field, value: value.to_string(), rule }) }
+fn part(
+    field: &'static str,
+    value: &str,
+    valid: fn(&str) -> bool,
+    rule: &'static str,
+) -> Result<(), InvalidPart> {
+    if valid(value) {
+        Ok(())
+    } else {
+        Err(InvalidPart {
+            field,
+            value: value.to_string(),
+            rule,
+        })
+    }
 }
 
 fn alnum(c: u8) -> bool {
@@ -116,7 +156,8 @@ fn is_object_name(s: &str) -> bool {
         && s.len() <= 253
         && s != "."
         && s != ".."
-        && s.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b':' | b'@'))
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b':' | b'@'))
 }
 
 #[cfg(test)]
@@ -145,21 +186,73 @@ mod tests {
             ..ok_parts()
         };
         assert!(check(&capi).is_ok());
-        let rbac = CallParts { name: Some("system:controller:node-controller"), namespace: None, ..ok_parts() };
+        let rbac = CallParts {
+            name: Some("system:controller:node-controller"),
+            namespace: None,
+            ..ok_parts()
+        };
         assert!(check(&rbac).is_ok());
-        assert!(check(&CallParts { name: None, namespace: None, ..ok_parts() }).is_ok());
+        assert!(
+            check(&CallParts {
+                name: None,
+                namespace: None,
+                ..ok_parts()
+            })
+            .is_ok()
+        );
     }
 
     #[test]
     fn every_injection_shape_is_refused_naming_the_field() {
-        let hostile = ["v1/namespaces/joinery/secrets/creds?", "..", ".", "a/b", "a?b", "a#b", "a%2Fb", "a b", "a\nb", ""];
+        let hostile = [
+            "v1/namespaces/joinery/secrets/creds?",
+            "..",
+            ".",
+            "a/b",
+            "a?b",
+            "a#b",
+            "a%2Fb",
+            "a b",
+            "a\nb",
+            "",
+        ];
         for bad in hostile {
             let cases: [(&str, CallParts<'_>); 5] = [
-                ("version", CallParts { version: bad, ..ok_parts() }),
-                ("name", CallParts { name: Some(bad), ..ok_parts() }),
-                ("namespace", CallParts { namespace: Some(bad), ..ok_parts() }),
-                ("resource", CallParts { resource: bad, ..ok_parts() }),
-                ("cluster", CallParts { cluster: bad, ..ok_parts() }),
+                (
+                    "version",
+                    CallParts {
+                        version: bad,
+                        ..ok_parts()
+                    },
+                ),
+                (
+                    "name",
+                    CallParts {
+                        name: Some(bad),
+                        ..ok_parts()
+                    },
+                ),
+                (
+                    "namespace",
+                    CallParts {
+                        namespace: Some(bad),
+                        ..ok_parts()
+                    },
+                ),
+                (
+                    "resource",
+                    CallParts {
+                        resource: bad,
+                        ..ok_parts()
+                    },
+                ),
+                (
+                    "cluster",
+                    CallParts {
+                        cluster: bad,
+                        ..ok_parts()
+                    },
+                ),
             ];
             for (field, parts) in cases {
                 let err = check(&parts).expect_err(&format!("{field} = {bad:?} must be refused"));
@@ -167,7 +260,11 @@ mod tests {
                 assert!(err.to_string().contains(field), "{err}");
             }
             if !bad.is_empty() {
-                let err = check(&CallParts { group: bad, ..ok_parts() }).expect_err(&format!("group = {bad:?}"));
+                let err = check(&CallParts {
+                    group: bad,
+                    ..ok_parts()
+                })
+                .expect_err(&format!("group = {bad:?}"));
                 assert_eq!(err.field, "group");
             }
         }
@@ -175,10 +272,28 @@ mod tests {
 
     #[test]
     fn versions_start_with_a_letter_and_names_stay_short() {
-        assert!(check(&CallParts { version: "1", ..ok_parts() }).is_err());
-        assert!(check(&CallParts { version: "V1", ..ok_parts() }).is_err());
+        assert!(
+            check(&CallParts {
+                version: "1",
+                ..ok_parts()
+            })
+            .is_err()
+        );
+        assert!(
+            check(&CallParts {
+                version: "V1",
+                ..ok_parts()
+            })
+            .is_err()
+        );
         let long = "a".repeat(254);
-        assert!(check(&CallParts { name: Some(&long), ..ok_parts() }).is_err());
+        assert!(
+            check(&CallParts {
+                name: Some(&long),
+                ..ok_parts()
+            })
+            .is_err()
+        );
     }
 
     #[test]

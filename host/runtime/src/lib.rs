@@ -8,20 +8,19 @@
 
 /// The plugin contract's host-side types (the core's), which every WIT version converts to.
 pub use joinery_core::contract;
-mod wit;
 pub mod error;
 pub mod grants;
 pub mod kube_names;
 pub mod manifest;
+mod wit;
 
 pub use error::{CallError, LoadError};
 pub mod egress;
 pub mod engine;
+pub mod plugin;
+pub mod redact;
+pub mod registry;
 pub mod services;
 pub mod state;
 mod trusted_cache;
-pub mod plugin;
-pub mod redact;
 pub mod validate;
-pub mod registry;
-

@@ -20,7 +20,9 @@ pub const DEFAULT_PRICING_PLUGIN: &str = "synthetic-pricing";
 pub fn is_plugin_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 63
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-')
 }
@@ -75,13 +77,21 @@ pub struct NodeClassKind {
     pub kind: String,
     /// Scheme of the provider IDs this cloud gives its instances, e.g. `exoscale://`. Renderers
     /// receive it to write the kubelet's `provider-id`.
-    #[serde(default, rename = "providerIDPrefix", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "providerIDPrefix",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub provider_id_prefix: Option<String>,
     /// For clouds that register their Nodes themselves and leave `spec.providerID` empty
     /// (Clever Cloud's CKE): the Node label whose value, after `providerIDPrefix`, is the
     /// instance's provider ID. The host writes that provider ID onto such a Node when a
     /// launched NodeClaim of this plugin waits for exactly it, and onto no other Node.
-    #[serde(default, rename = "providerIDFromNodeLabel", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "providerIDFromNodeLabel",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub provider_id_from_node_label: Option<String>,
     /// Who bootstraps the nodes: `userData` (default: the host renders the NodeClass's
     /// userData and passes it to `create`) or `platform` (the cloud joins its nodes itself,
@@ -164,9 +174,15 @@ impl Limits {
     /// not set keeps the manifest's value (it is not reset to a default).
     pub fn capped_by(self, caps: &GrantLimits) -> Limits {
         Limits {
-            memory_mib: caps.memory_mib.map_or(self.memory_mib, |cap| self.memory_mib.min(cap)),
-            timeout_ms: caps.timeout_ms.map_or(self.timeout_ms, |cap| self.timeout_ms.min(cap)),
-            max_concurrency: caps.max_concurrency.map_or(self.max_concurrency, |cap| self.max_concurrency.min(cap)),
+            memory_mib: caps
+                .memory_mib
+                .map_or(self.memory_mib, |cap| self.memory_mib.min(cap)),
+            timeout_ms: caps
+                .timeout_ms
+                .map_or(self.timeout_ms, |cap| self.timeout_ms.min(cap)),
+            max_concurrency: caps
+                .max_concurrency
+                .map_or(self.max_concurrency, |cap| self.max_concurrency.min(cap)),
             max_concurrent_creates: self.max_concurrent_creates,
         }
     }
@@ -177,16 +193,33 @@ impl Limits {
             message: format!("limits.{field}: {why}"),
         };
         if self.memory_mib == 0 || self.memory_mib > Self::MAX_MEMORY_MIB {
-            return Err(bad("memoryMiB", format!("must be 1..={}, got {}", Self::MAX_MEMORY_MIB, self.memory_mib)));
+            return Err(bad(
+                "memoryMiB",
+                format!(
+                    "must be 1..={}, got {}",
+                    Self::MAX_MEMORY_MIB,
+                    self.memory_mib
+                ),
+            ));
         }
         if self.timeout_ms == 0 || self.timeout_ms > Self::MAX_TIMEOUT_MS {
-            return Err(bad("timeoutMs", format!("must be 1..={}, got {}", Self::MAX_TIMEOUT_MS, self.timeout_ms)));
+            return Err(bad(
+                "timeoutMs",
+                format!(
+                    "must be 1..={}, got {}",
+                    Self::MAX_TIMEOUT_MS,
+                    self.timeout_ms
+                ),
+            ));
         }
         if self.max_concurrency == 0 {
             return Err(bad("maxConcurrency", "must be at least 1".into()));
         }
         if self.max_concurrent_creates == Some(0) {
-            return Err(bad("maxConcurrentCreates", "must be at least 1 (or unset)".into()));
+            return Err(bad(
+                "maxConcurrentCreates",
+                "must be at least 1 (or unset)".into(),
+            ));
         }
         Ok(())
     }
@@ -216,15 +249,24 @@ impl GrantLimits {
         if let Some(m) = self.memory_mib
             && (m == 0 || m > Limits::MAX_MEMORY_MIB)
         {
-            return Err(bad("memoryMiB", format!("must be 1..={}, got {m}", Limits::MAX_MEMORY_MIB)));
+            return Err(bad(
+                "memoryMiB",
+                format!("must be 1..={}, got {m}", Limits::MAX_MEMORY_MIB),
+            ));
         }
         if let Some(t) = self.timeout_ms
             && (t == 0 || t > Limits::MAX_TIMEOUT_MS)
         {
-            return Err(bad("timeoutMs", format!("must be 1..={}, got {t}", Limits::MAX_TIMEOUT_MS)));
+            return Err(bad(
+                "timeoutMs",
+                format!("must be 1..={}, got {t}", Limits::MAX_TIMEOUT_MS),
+            ));
         }
         if self.max_concurrency == Some(0) {
-            return Err(bad("maxConcurrency", "must be at least 1 (0 would block every call)".into()));
+            return Err(bad(
+                "maxConcurrency",
+                "must be at least 1 (0 would block every call)".into(),
+            ));
         }
         Ok(())
     }
@@ -282,17 +324,21 @@ impl PluginManifest {
 
     /// Parses and validates a manifest. `origin` names the file in errors.
     pub fn parse(text: &str, origin: &str) -> Result<PluginManifest, LoadError> {
-        let manifest: PluginManifest = serde_yaml::from_str(text).map_err(|e| LoadError::Manifest {
-            plugin: origin.to_string(),
-            message: format!("{e} (see docs/plugins.md for the plugin.yaml format)"),
-        })?;
+        let manifest: PluginManifest =
+            serde_yaml::from_str(text).map_err(|e| LoadError::Manifest {
+                plugin: origin.to_string(),
+                message: format!("{e} (see docs/plugins.md for the plugin.yaml format)"),
+            })?;
         manifest.validate()?;
         Ok(manifest)
     }
 
     /// Checks the fields the serde types cannot express.
     pub fn validate(&self) -> Result<(), LoadError> {
-        let bad = |message: String| LoadError::Manifest { plugin: self.name.clone(), message };
+        let bad = |message: String| LoadError::Manifest {
+            plugin: self.name.clone(),
+            message,
+        };
         if !is_plugin_name(&self.name) {
             return Err(bad(format!(
                 "name {:?}: use 1-63 lowercase letters, digits and '-', not starting or ending with '-'",
@@ -306,7 +352,9 @@ impl PluginManifest {
                 SUPPORTED_WIT_VERSIONS.join(", ")
             )));
         }
-        if self.component.contains('/') || !(self.component.ends_with(".wasm") || self.component.ends_with(".wasm.gz")) {
+        if self.component.contains('/')
+            || !(self.component.ends_with(".wasm") || self.component.ends_with(".wasm.gz"))
+        {
             return Err(bad(format!(
                 "component {:?}: must be a file name in the plugin directory ending in .wasm or .wasm.gz",
                 self.component
@@ -322,7 +370,10 @@ impl PluginManifest {
                 return Err(bad("nodeClass: a cloud-provider plugin must name the NodeClass {group, version, kind} it serves".into()));
             }
             (PluginKind::UserdataRenderer | PluginKind::Pricing, Some(_)) => {
-                return Err(bad(format!("nodeClass: only cloud-provider plugins serve a NodeClass, this one is {}", self.kind)));
+                return Err(bad(format!(
+                    "nodeClass: only cloud-provider plugins serve a NodeClass, this one is {}",
+                    self.kind
+                )));
             }
             _ => {}
         }
@@ -334,19 +385,27 @@ impl PluginManifest {
                 )));
             }
             (Some(name), _) if !is_plugin_name(name) => {
-                return Err(bad(format!("pricing {name:?}: not a plugin name (lowercase letters, digits and '-')")));
+                return Err(bad(format!(
+                    "pricing {name:?}: not a plugin name (lowercase letters, digits and '-')"
+                )));
             }
             _ => {}
         }
         if self.kind == PluginKind::UserdataRenderer
-            && (!self.capabilities.http.is_empty() || !self.capabilities.kubernetes.is_empty() || !self.capabilities.secrets.is_empty())
+            && (!self.capabilities.http.is_empty()
+                || !self.capabilities.kubernetes.is_empty()
+                || !self.capabilities.secrets.is_empty())
         {
             return Err(bad(
                 "capabilities: renderers cannot request http, kubernetes or secrets; secrets reach them through the render context".into(),
             ));
         }
-        if self.kind == PluginKind::Pricing && (!self.capabilities.kubernetes.is_empty() || !self.capabilities.secrets.is_empty()) {
-            return Err(bad("capabilities: pricing plugins can request http only".into()));
+        if self.kind == PluginKind::Pricing
+            && (!self.capabilities.kubernetes.is_empty() || !self.capabilities.secrets.is_empty())
+        {
+            return Err(bad(
+                "capabilities: pricing plugins can request http only".into()
+            ));
         }
         self.limits.validate(&self.name)
     }
@@ -363,18 +422,23 @@ mod tests {
         let m = PluginManifest::parse(RENDERER, "t").unwrap();
         assert_eq!(m.component, "plugin.wasm");
         assert_eq!(m.limits, Limits::default());
-        assert_eq!(m.kind.export_interface(&m.wit), "joinery:plugin/renderer@0.1.0");
+        assert_eq!(
+            m.kind.export_interface(&m.wit),
+            "joinery:plugin/renderer@0.1.0"
+        );
     }
 
     #[test]
     fn unknown_field_is_rejected_with_its_name() {
-        let err = PluginManifest::parse(&format!("{RENDERER}colour: blue\n"), "x/plugin.yaml").unwrap_err();
+        let err = PluginManifest::parse(&format!("{RENDERER}colour: blue\n"), "x/plugin.yaml")
+            .unwrap_err();
         assert!(err.to_string().contains("colour"), "{err}");
     }
 
     #[test]
     fn unsupported_wit_version_names_supported_ones() {
-        let err = PluginManifest::parse(&RENDERER.replace("wit: 0.1.0", "wit: 9.0.0"), "t").unwrap_err();
+        let err =
+            PluginManifest::parse(&RENDERER.replace("wit: 0.1.0", "wit: 9.0.0"), "t").unwrap_err();
         let text = err.to_string();
         assert!(text.contains("9.0.0") && text.contains("0.1.0"), "{text}");
     }
@@ -390,7 +454,10 @@ mod tests {
     fn renderer_cannot_request_http() {
         let text = format!("{RENDERER}capabilities:\n  http: [\"https://example.com\"]\n");
         let err = PluginManifest::parse(&text, "t").unwrap_err();
-        assert!(err.to_string().contains("renderers cannot request"), "{err}");
+        assert!(
+            err.to_string().contains("renderers cannot request"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -404,18 +471,28 @@ mod tests {
     fn a_cloud_plugin_may_name_its_pricing_plugin() {
         let cloud = "name: c\nversion: 0.1.0\nkind: cloud-provider\nwit: 0.1.0\nnodeClass: {group: g, version: v1, kind: K}\n";
         assert_eq!(PluginManifest::parse(cloud, "t").unwrap().pricing, None);
-        let named = PluginManifest::parse(&format!("{cloud}pricing: clevercloud-pricing\n"), "t").unwrap();
+        let named =
+            PluginManifest::parse(&format!("{cloud}pricing: clevercloud-pricing\n"), "t").unwrap();
         assert_eq!(named.pricing.as_deref(), Some("clevercloud-pricing"));
         let err = PluginManifest::parse(&format!("{cloud}pricing: Bad_Name\n"), "t").unwrap_err();
         assert!(err.to_string().contains("pricing \"Bad_Name\""), "{err}");
-        let err = PluginManifest::parse(&format!("{RENDERER}pricing: synthetic-pricing\n"), "t").unwrap_err();
-        assert!(err.to_string().contains("only cloud-provider plugins"), "{err}");
+        let err = PluginManifest::parse(&format!("{RENDERER}pricing: synthetic-pricing\n"), "t")
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("only cloud-provider plugins"),
+            "{err}"
+        );
     }
 
     #[test]
     fn bad_names_and_digests_are_rejected() {
         assert!(PluginManifest::parse(&RENDERER.replace("template", "Bad_Name"), "t").is_err());
         let text = format!("{RENDERER}sha256: abc\n");
-        assert!(PluginManifest::parse(&text, "t").unwrap_err().to_string().contains("64 hex"));
+        assert!(
+            PluginManifest::parse(&text, "t")
+                .unwrap_err()
+                .to_string()
+                .contains("64 hex")
+        );
     }
 }

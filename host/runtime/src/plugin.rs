@@ -16,16 +16,16 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Store, Trap};
 
 use crate::contract;
-use joinery_core::instance_type::InstanceType;
-use crate::wit::v0_1::cloud::CloudProviderPluginPre;
-use crate::wit::v0_1::pricing::{PricingPlugin, PricingPluginPre};
-use crate::wit::v0_1::renderer::{UserdataRendererPlugin, UserdataRendererPluginPre};
 use crate::engine::PluginEngine;
 use crate::error::{CallError, LoadError};
 use crate::grants::{Capabilities, Grants};
 use crate::manifest::{Limits, PluginKind, PluginManifest};
 use crate::services::{CallRecord, HostServices};
 use crate::state::{CallState, PluginContext};
+use crate::wit::v0_1::cloud::CloudProviderPluginPre;
+use crate::wit::v0_1::pricing::{PricingPlugin, PricingPluginPre};
+use crate::wit::v0_1::renderer::{UserdataRendererPlugin, UserdataRendererPluginPre};
+use joinery_core::instance_type::InstanceType;
 
 /// Largest userData a renderer may return (bytes). Clouds accept far less; this only stops garbage.
 pub const MAX_RENDERED_BYTES: usize = 1024 * 1024;
@@ -62,12 +62,23 @@ pub fn build_linker(engine: &PluginEngine) -> Result<Linker<CallState>, String> 
     let mut linker = Linker::new(engine.engine());
     let link = |r: wasmtime::Result<()>| r.map_err(|e| format!("cannot link host imports: {e:#}"));
     link(wasmtime_wasi::p2::add_to_linker_async(&mut linker))?;
-    link(wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))?;
-    link(host::log::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s))?;
+    link(wasmtime_wasi_http::p2::add_only_http_to_linker_async(
+        &mut linker,
+    ))?;
+    link(host::log::add_to_linker::<CallState, HasSelf<CallState>>(
+        &mut linker,
+        |s| s,
+    ))?;
     link(host::config::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s))?;
     link(host::secrets::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s))?;
-    link(host::kubernetes::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s))?;
-    link(host::cache::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s))?;
+    link(host::kubernetes::add_to_linker::<
+        CallState,
+        HasSelf<CallState>,
+    >(&mut linker, |s| s))?;
+    link(host::cache::add_to_linker::<CallState, HasSelf<CallState>>(
+        &mut linker,
+        |s| s,
+    ))?;
     Ok(linker)
 }
 
@@ -91,7 +102,9 @@ pub fn import_refusal(kind: PluginKind, caps: &Capabilities, name: &str) -> Opti
             (_, "joinery:plugin/log" | "joinery:plugin/config" | "joinery:plugin/types") => None,
             (PluginKind::CloudProvider, _) => None,
             (PluginKind::Pricing, "joinery:plugin/cache") => None,
-            _ => Some(format!("a {kind} plugin may not use; only cloud-provider plugins get secrets, kubernetes and cache")),
+            _ => Some(format!(
+                "a {kind} plugin may not use; only cloud-provider plugins get secrets, kubernetes and cache"
+            )),
         },
         "wasi:http" if wants_http => None,
         "wasi:http" => Some(format!(
@@ -106,7 +119,10 @@ pub fn import_refusal(kind: PluginKind, caps: &Capabilities, name: &str) -> Opti
         // UDP and name lookups are refused. Outgoing HTTP stays wasi:http, checked against
         // the grants.
         "wasi:filesystem" | "wasi:sockets" => None,
-        _ => Some("is not provided by this host; rebuild the plugin against the joinery:plugin WIT".into()),
+        _ => Some(
+            "is not provided by this host; rebuild the plugin against the joinery:plugin WIT"
+                .into(),
+        ),
     }
 }
 
@@ -182,9 +198,18 @@ pub struct LoadContext {
 
 impl LoadContext {
     /// A context with a fresh linker.
-    pub fn new(engine: PluginEngine, grants: Grants, services: HostServices) -> Result<LoadContext, String> {
+    pub fn new(
+        engine: PluginEngine,
+        grants: Grants,
+        services: HostServices,
+    ) -> Result<LoadContext, String> {
         let linker = Arc::new(build_linker(&engine)?);
-        Ok(LoadContext { engine, linker, grants: Arc::new(grants), services })
+        Ok(LoadContext {
+            engine,
+            linker,
+            grants: Arc::new(grants),
+            services,
+        })
     }
 }
 
@@ -203,14 +228,28 @@ pub struct PluginBytes<'a> {
 impl LoadedPlugin {
     /// Checks, compiles (unless `compiled` is given) and pre-instantiates a plugin.
     pub fn load(cx: &LoadContext, input: PluginBytes<'_>) -> Result<LoadedPlugin, LoadError> {
-        let PluginBytes { manifest, source, wasm, compiled } = input;
+        let PluginBytes {
+            manifest,
+            source,
+            wasm,
+            compiled,
+        } = input;
         let name = manifest.name.clone();
         let digest = sha256_hex(wasm);
         match (&manifest.sha256, &source) {
             (Some(expected), _) if !expected.eq_ignore_ascii_case(&digest) => {
-                return Err(LoadError::Digest { plugin: name, expected: expected.clone(), actual: digest });
+                return Err(LoadError::Digest {
+                    plugin: name,
+                    expected: expected.clone(),
+                    actual: digest,
+                });
             }
-            (None, PluginSource::Directory(_)) => return Err(LoadError::MissingDigest { plugin: name, actual: digest }),
+            (None, PluginSource::Directory(_)) => {
+                return Err(LoadError::MissingDigest {
+                    plugin: name,
+                    actual: digest,
+                });
+            }
             _ => {}
         }
         let component = match compiled {
@@ -224,25 +263,46 @@ impl LoadedPlugin {
         let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
         for import in &imports {
             if let Some(reason) = import_refusal(manifest.kind, &capabilities, import) {
-                return Err(LoadError::Import { plugin: name, import: import.clone(), reason });
+                return Err(LoadError::Import {
+                    plugin: name,
+                    import: import.clone(),
+                    reason,
+                });
             }
         }
         let expected = manifest.kind.export_interface(&manifest.wit);
         if !exports.iter().any(|e| e == &expected) {
-            return Err(LoadError::Export { plugin: name, expected, found: exports.join(", ") });
+            return Err(LoadError::Export {
+                plugin: name,
+                expected,
+                found: exports.join(", "),
+            });
         }
-        let link_err = |e: wasmtime::Error| LoadError::Link { plugin: manifest.name.clone(), message: format!("{e:#}") };
+        let link_err = |e: wasmtime::Error| LoadError::Link {
+            plugin: manifest.name.clone(),
+            message: format!("{e:#}"),
+        };
         let instance_pre = cx.linker.instantiate_pre(&component).map_err(link_err)?;
         let pre = match manifest.kind {
-            PluginKind::CloudProvider => Pre::Cloud(CloudProviderPluginPre::new(instance_pre).map_err(link_err)?),
-            PluginKind::UserdataRenderer => Pre::Renderer(UserdataRendererPluginPre::new(instance_pre).map_err(link_err)?),
-            PluginKind::Pricing => Pre::Pricing(PricingPluginPre::new(instance_pre).map_err(link_err)?),
+            PluginKind::CloudProvider => {
+                Pre::Cloud(CloudProviderPluginPre::new(instance_pre).map_err(link_err)?)
+            }
+            PluginKind::UserdataRenderer => {
+                Pre::Renderer(UserdataRendererPluginPre::new(instance_pre).map_err(link_err)?)
+            }
+            PluginKind::Pricing => {
+                Pre::Pricing(PricingPluginPre::new(instance_pre).map_err(link_err)?)
+            }
         };
         let limits = match &capabilities.grant().limits {
             Some(caps) => manifest.limits.capped_by(caps),
             None => manifest.limits,
         };
-        let config = capabilities.grant().config.clone().unwrap_or_else(|| serde_json::json!({}));
+        let config = capabilities
+            .grant()
+            .config
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({}));
         let context = Arc::new(PluginContext {
             name: name.clone(),
             config_json: config.to_string(),
@@ -252,7 +312,9 @@ impl LoadedPlugin {
         });
         Ok(LoadedPlugin {
             semaphore: Arc::new(Semaphore::new(limits.max_concurrency as usize)),
-            create_slots: limits.max_concurrent_creates.map(|n| Arc::new(Semaphore::new(n as usize))),
+            create_slots: limits
+                .max_concurrent_creates
+                .map(|n| Arc::new(Semaphore::new(n as usize))),
             size: wasm.len(),
             manifest,
             source,
@@ -326,7 +388,11 @@ impl LoadedPlugin {
         let _permit = match tokio::time::timeout(timeout, self.semaphore.acquire()).await {
             Ok(Ok(permit)) => permit,
             Ok(Err(_closed)) => {
-                return Err(CallError::Host { plugin: plugin.clone(), op, message: "plugin is being unloaded".into() });
+                return Err(CallError::Host {
+                    plugin: plugin.clone(),
+                    op,
+                    message: "plugin is being unloaded".into(),
+                });
             }
             Err(_elapsed) => {
                 let error = CallError::Saturated {
@@ -336,7 +402,13 @@ impl LoadedPlugin {
                     max_concurrency: self.limits.max_concurrency,
                     waited_ms: self.limits.timeout_ms,
                 };
-                let record = CallRecord { plugin: &plugin, method: op, duration: started.elapsed(), error: Some(error.class()), peak_memory_bytes: 0 };
+                let record = CallRecord {
+                    plugin: &plugin,
+                    method: op,
+                    duration: started.elapsed(),
+                    error: Some(error.class()),
+                    peak_memory_bytes: 0,
+                };
                 self.services.observers.notify(&record);
                 return Err(error);
             }
@@ -362,17 +434,39 @@ impl LoadedPlugin {
         let outcome = tokio::time::timeout(timeout + WALL_CLOCK_GRACE, body(store)).await;
         let classify = |error: wasmtime::Error| -> CallError {
             if memory_hit.load(std::sync::atomic::Ordering::Relaxed) {
-                return CallError::MemoryLimit { plugin: plugin.clone(), op, limit_mib: self.limits.memory_mib };
+                return CallError::MemoryLimit {
+                    plugin: plugin.clone(),
+                    op,
+                    limit_mib: self.limits.memory_mib,
+                };
             }
             if matches!(error.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
-                return CallError::Timeout { plugin: plugin.clone(), op, limit_ms: self.limits.timeout_ms };
+                return CallError::Timeout {
+                    plugin: plugin.clone(),
+                    op,
+                    limit_ms: self.limits.timeout_ms,
+                };
             }
-            let output = String::from_utf8_lossy(&stderr.contents()).trim().to_string();
-            let message = if output.is_empty() { format!("{error:#}") } else { format!("{error:#}; plugin stderr: {output}") };
-            CallError::Trap { plugin: plugin.clone(), op, message }
+            let output = String::from_utf8_lossy(&stderr.contents())
+                .trim()
+                .to_string();
+            let message = if output.is_empty() {
+                format!("{error:#}")
+            } else {
+                format!("{error:#}; plugin stderr: {output}")
+            };
+            CallError::Trap {
+                plugin: plugin.clone(),
+                op,
+                message,
+            }
         };
         let result = match outcome {
-            Err(_elapsed) => Err(CallError::Timeout { plugin: plugin.clone(), op, limit_ms: self.limits.timeout_ms }),
+            Err(_elapsed) => Err(CallError::Timeout {
+                plugin: plugin.clone(),
+                op,
+                limit_ms: self.limits.timeout_ms,
+            }),
             Ok((_store, Err(error))) => Err(classify(error)),
             Ok((_store, Ok(result))) => result,
         };
@@ -382,8 +476,12 @@ impl LoadedPlugin {
             e
         });
         match &result {
-            Err(e) => tracing::debug!(plugin = %plugin, op, error = %e, kind = e.metric_label(), "plugin call failed"),
-            Ok(_) => tracing::trace!(plugin = %plugin, op, duration_ms = started.elapsed().as_millis() as u64, "plugin call"),
+            Err(e) => {
+                tracing::debug!(plugin = %plugin, op, error = %e, kind = e.metric_label(), "plugin call failed")
+            }
+            Ok(_) => {
+                tracing::trace!(plugin = %plugin, op, duration_ms = started.elapsed().as_millis() as u64, "plugin call")
+            }
         }
         self.services.observers.notify(&CallRecord {
             plugin: &plugin,
@@ -407,7 +505,10 @@ impl LoadedPlugin {
         CallError::Host {
             plugin: self.name().to_string(),
             op,
-            message: format!("{op} needs a {wanted} plugin, but this one is a {}", self.kind()),
+            message: format!(
+                "{op} needs a {wanted} plugin, but this one is a {}",
+                self.kind()
+            ),
         }
     }
 
@@ -423,17 +524,26 @@ impl LoadedPlugin {
         self.run("render", |mut store| async move {
             let result = async {
                 let bindings: UserdataRendererPlugin = pre.instantiate_async(&mut store).await?;
-                bindings.joinery_plugin_renderer().call_render(&mut store, &context.into()).await
+                bindings
+                    .joinery_plugin_renderer()
+                    .call_render(&mut store, &context.into())
+                    .await
             }
             .await;
             let mapped = result.map(|r| match r {
                 Ok(text) if text.len() > MAX_RENDERED_BYTES => Err(CallError::InvalidOutput {
                     plugin: plugin.clone(),
                     op: "render",
-                    message: format!("userData is {} bytes, more than the {MAX_RENDERED_BYTES}-byte ceiling", text.len()),
+                    message: format!(
+                        "userData is {} bytes, more than the {MAX_RENDERED_BYTES}-byte ceiling",
+                        text.len()
+                    ),
                 }),
                 Ok(text) => Ok(text),
-                Err(error) => Err(CallError::Render { plugin: plugin.clone(), error: error.into() }),
+                Err(error) => Err(CallError::Render {
+                    plugin: plugin.clone(),
+                    error: error.into(),
+                }),
             });
             (store, mapped)
         })
@@ -441,7 +551,10 @@ impl LoadedPlugin {
     }
 
     /// Prices a batch (pricing plugins). Checks one finite, non-negative price per request.
-    pub async fn price(&self, requests: &[contract::PriceRequest]) -> Result<Vec<Option<f64>>, CallError> {
+    pub async fn price(
+        &self,
+        requests: &[contract::PriceRequest],
+    ) -> Result<Vec<Option<f64>>, CallError> {
         let Pre::Pricing(pre) = &self.pre else {
             return Err(self.wrong_kind("price", PluginKind::Pricing));
         };
@@ -451,11 +564,17 @@ impl LoadedPlugin {
         self.run("price", |mut store| async move {
             let result = async {
                 let bindings: PricingPlugin = pre.instantiate_async(&mut store).await?;
-                bindings.joinery_plugin_pricing().call_price(&mut store, wire).await
+                bindings
+                    .joinery_plugin_pricing()
+                    .call_price(&mut store, wire)
+                    .await
             }
             .await;
             let mapped = result.map(|r| match r {
-                Err(message) => Err(CallError::Pricing { plugin: plugin.clone(), message }),
+                Err(message) => Err(CallError::Pricing {
+                    plugin: plugin.clone(),
+                    message,
+                }),
                 Ok(prices) => check_prices(&plugin, requests.len(), prices),
             });
             (store, mapped)
@@ -464,17 +583,24 @@ impl LoadedPlugin {
     }
 
     /// `resolve-node-class`.
-    pub async fn resolve_node_class(&self, class: &contract::NodeClass) -> Result<contract::NodeClassResolution, CallError> {
+    pub async fn resolve_node_class(
+        &self,
+        class: &contract::NodeClass,
+    ) -> Result<contract::NodeClassResolution, CallError> {
         let class = class.into();
         cloud_call!(self, "resolve-node-class", call_resolve_node_class(&class))
     }
 
     /// `get-instance-types`: checked (quantities, zones, capacity types, prices) and
     /// converted to the core's instance types.
-    pub async fn get_instance_types(&self, class: &contract::NodeClass) -> Result<Vec<InstanceType>, CallError> {
+    pub async fn get_instance_types(
+        &self,
+        class: &contract::NodeClass,
+    ) -> Result<Vec<InstanceType>, CallError> {
         let class = class.into();
-        let types: Vec<contract::InstanceType> = cloud_call!(self, "get-instance-types", call_get_instance_types(&class))
-            .map(|types: Vec<_>| types.into_iter().map(Into::into).collect())?;
+        let types: Vec<contract::InstanceType> =
+            cloud_call!(self, "get-instance-types", call_get_instance_types(&class))
+                .map(|types: Vec<_>| types.into_iter().map(Into::into).collect())?;
         crate::validate::instance_types(self.name(), &types)?;
         types
             .iter()
@@ -492,14 +618,21 @@ impl LoadedPlugin {
     ///
     /// With `limits.maxConcurrentCreates`, a create first waits for one of those slots (at
     /// most one call deadline, then it fails as saturated), so launches run one after another.
-    pub async fn create(&self, request: &contract::CreateRequest) -> Result<contract::Instance, CallError> {
+    pub async fn create(
+        &self,
+        request: &contract::CreateRequest,
+    ) -> Result<contract::Instance, CallError> {
         let _create_slot = match &self.create_slots {
             Some(slots) => {
                 let timeout = Duration::from_millis(u64::from(self.limits.timeout_ms));
                 match tokio::time::timeout(timeout, slots.clone().acquire_owned()).await {
                     Ok(Ok(permit)) => Some(permit),
                     Ok(Err(_closed)) => {
-                        return Err(CallError::Host { plugin: self.name().to_string(), op: "create", message: "plugin is being unloaded".into() });
+                        return Err(CallError::Host {
+                            plugin: self.name().to_string(),
+                            op: "create",
+                            message: "plugin is being unloaded".into(),
+                        });
                     }
                     Err(_elapsed) => {
                         return Err(CallError::Saturated {
@@ -529,8 +662,8 @@ impl LoadedPlugin {
 
     /// `list`.
     pub async fn list(&self) -> Result<Vec<contract::Instance>, CallError> {
-        let instances: Vec<contract::Instance> =
-            cloud_call!(self, "list", call_list()).map(|list: Vec<_>| list.into_iter().map(Into::into).collect())?;
+        let instances: Vec<contract::Instance> = cloud_call!(self, "list", call_list())
+            .map(|list: Vec<_>| list.into_iter().map(Into::into).collect())?;
         for instance in &instances {
             crate::validate::instance(self.name(), "list", instance)?;
         }
@@ -543,25 +676,54 @@ impl LoadedPlugin {
     }
 
     /// `reconcile-instance`.
-    pub async fn reconcile_instance(&self, claim: &contract::NodeClaim, class: &contract::NodeClass) -> Result<(), CallError> {
+    pub async fn reconcile_instance(
+        &self,
+        claim: &contract::NodeClaim,
+        class: &contract::NodeClass,
+    ) -> Result<(), CallError> {
         let (claim, class) = (claim.into(), class.into());
-        cloud_call!(self, "reconcile-instance", call_reconcile_instance(&claim, &class))
+        cloud_call!(
+            self,
+            "reconcile-instance",
+            call_reconcile_instance(&claim, &class)
+        )
     }
 
     /// `is-drifted`.
-    pub async fn is_drifted(&self, claim: &contract::NodeClaim, class: &contract::NodeClass) -> Result<Option<String>, CallError> {
+    pub async fn is_drifted(
+        &self,
+        claim: &contract::NodeClaim,
+        class: &contract::NodeClass,
+    ) -> Result<Option<String>, CallError> {
         let (claim, class) = (claim.into(), class.into());
         cloud_call!(self, "is-drifted", call_is_drifted(&claim, &class))
     }
 }
 
-fn check_prices(plugin: &str, expected: usize, prices: Vec<Option<f64>>) -> Result<Vec<Option<f64>>, CallError> {
-    let bad = |message: String| CallError::InvalidOutput { plugin: plugin.to_string(), op: "price", message };
+fn check_prices(
+    plugin: &str,
+    expected: usize,
+    prices: Vec<Option<f64>>,
+) -> Result<Vec<Option<f64>>, CallError> {
+    let bad = |message: String| CallError::InvalidOutput {
+        plugin: plugin.to_string(),
+        op: "price",
+        message,
+    };
     if prices.len() != expected {
-        return Err(bad(format!("returned {} prices for {expected} requests", prices.len())));
+        return Err(bad(format!(
+            "returned {} prices for {expected} requests",
+            prices.len()
+        )));
     }
-    if let Some((i, p)) = prices.iter().enumerate().find(|(_, p)| p.is_some_and(|p| !p.is_finite() || p < 0.0)) {
-        return Err(bad(format!("price[{i}] = {p:?} is not a finite, non-negative number")));
+    if let Some((i, p)) = prices
+        .iter()
+        .enumerate()
+        .find(|(_, p)| p.is_some_and(|p| !p.is_finite() || p < 0.0))
+    {
+        return Err(bad(format!(
+            "price[{i}] = {p:?} is not a finite, non-negative number"
+        )));
     }
     Ok(prices)
 }
@@ -583,31 +745,90 @@ mod tests {
     #[test]
     fn imports_are_refused_by_kind_and_capability() {
         let caps = Capabilities::deny_all("r");
-        assert!(import_refusal(PluginKind::UserdataRenderer, &caps, "wasi:cli/stdout@0.2.6").is_none());
-        assert!(import_refusal(PluginKind::UserdataRenderer, &caps, "joinery:plugin/log@0.1.0").is_none());
-        let http = import_refusal(PluginKind::UserdataRenderer, &caps, "wasi:http/outgoing-handler@0.2.12").unwrap();
+        assert!(
+            import_refusal(PluginKind::UserdataRenderer, &caps, "wasi:cli/stdout@0.2.6").is_none()
+        );
+        assert!(
+            import_refusal(
+                PluginKind::UserdataRenderer,
+                &caps,
+                "joinery:plugin/log@0.1.0"
+            )
+            .is_none()
+        );
+        let http = import_refusal(
+            PluginKind::UserdataRenderer,
+            &caps,
+            "wasi:http/outgoing-handler@0.2.12",
+        )
+        .unwrap();
         assert!(http.contains("capabilities.http"), "{http}");
-        let clock = import_refusal(PluginKind::Pricing, &caps, "wasi:clocks/wall-clock@0.2.12").unwrap();
+        let clock =
+            import_refusal(PluginKind::Pricing, &caps, "wasi:clocks/wall-clock@0.2.12").unwrap();
         assert!(clock.contains("clock: true"), "{clock}");
-        assert!(import_refusal(PluginKind::Pricing, &caps, "wasi:http/outgoing-handler@0.2.12").is_some());
-        assert!(import_refusal(PluginKind::UserdataRenderer, &caps, "joinery:plugin/secrets@0.1.0").is_some());
-        assert!(import_refusal(PluginKind::CloudProvider, &caps, "joinery:plugin/secrets@0.1.0").is_none());
+        assert!(
+            import_refusal(
+                PluginKind::Pricing,
+                &caps,
+                "wasi:http/outgoing-handler@0.2.12"
+            )
+            .is_some()
+        );
+        assert!(
+            import_refusal(
+                PluginKind::UserdataRenderer,
+                &caps,
+                "joinery:plugin/secrets@0.1.0"
+            )
+            .is_some()
+        );
+        assert!(
+            import_refusal(
+                PluginKind::CloudProvider,
+                &caps,
+                "joinery:plugin/secrets@0.1.0"
+            )
+            .is_none()
+        );
         // Inert imports: linked, reaching nothing (see the runtime's capability tests).
-        assert!(import_refusal(PluginKind::UserdataRenderer, &caps, "wasi:filesystem/preopens@0.2.12").is_none());
-        assert!(import_refusal(PluginKind::UserdataRenderer, &caps, "wasi:sockets/tcp@0.2.12").is_none());
+        assert!(
+            import_refusal(
+                PluginKind::UserdataRenderer,
+                &caps,
+                "wasi:filesystem/preopens@0.2.12"
+            )
+            .is_none()
+        );
+        assert!(
+            import_refusal(
+                PluginKind::UserdataRenderer,
+                &caps,
+                "wasi:sockets/tcp@0.2.12"
+            )
+            .is_none()
+        );
         assert!(import_refusal(PluginKind::CloudProvider, &caps, "evil:thing/x").is_some());
     }
 
     #[test]
     fn a_pricing_plugin_requesting_http_links_it_even_ungranted() {
         let manifest = |kind: &str| {
-            let text = format!("name: p\nversion: 0.1.0\nkind: {kind}\nwit: 0.1.0\ncapabilities:\n  http: [\"https://prices.example.com\"]\n");
+            let text = format!(
+                "name: p\nversion: 0.1.0\nkind: {kind}\nwit: 0.1.0\ncapabilities:\n  http: [\"https://prices.example.com\"]\n"
+            );
             PluginManifest::parse(&text, "t").unwrap()
         };
         let caps = Grants::default().capabilities_for(&manifest("pricing"));
         assert!(!caps.any_http());
-        for import in ["wasi:http/outgoing-handler@0.2.12", "wasi:clocks/wall-clock@0.2.12"] {
-            assert_eq!(import_refusal(PluginKind::Pricing, &caps, import), None, "{import}");
+        for import in [
+            "wasi:http/outgoing-handler@0.2.12",
+            "wasi:clocks/wall-clock@0.2.12",
+        ] {
+            assert_eq!(
+                import_refusal(PluginKind::Pricing, &caps, import),
+                None,
+                "{import}"
+            );
         }
         // Linked, but every request is still checked: nothing is granted.
         assert!(caps.check_http("https", "prices.example.com", 443).is_err());

@@ -44,7 +44,10 @@ impl SecretValues {
 
     /// Whether any value was remembered.
     pub fn is_empty(&self) -> bool {
-        self.patterns.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+        self.patterns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
     }
 
     /// `text` with every remembered value replaced by [`REDACTED`] (longest first, so a
@@ -101,6 +104,9 @@ mod tests {
         let secrets = SecretValues::default();
         secrets.remember(b"secret");
         secrets.remember(b"secret-and-more");
-        assert_eq!(secrets.scrub("x secret-and-more y secret"), "x [redacted] y [redacted]");
+        assert_eq!(
+            secrets.scrub("x secret-and-more y secret"),
+            "x [redacted] y [redacted]"
+        );
     }
 }

@@ -65,13 +65,19 @@ impl PluginSet {
     /// The pricing plugin for the offerings `cloud` leaves unpriced (see
     /// [`pricing_plugin_name`]), or an error naming it and the loaded pricing plugins.
     pub fn pricing_for(&self, cloud: &LoadedPlugin) -> Result<Arc<LoadedPlugin>, CallError> {
-        self.require(pricing_plugin_name(cloud.manifest(), cloud.capabilities().grant()), PluginKind::Pricing)
+        self.require(
+            pricing_plugin_name(cloud.manifest(), cloud.capabilities().grant()),
+            PluginKind::Pricing,
+        )
     }
 
     /// The cloud-provider plugin serving a NodeClass kind.
     pub fn cloud_for(&self, group: &str, kind: &str) -> Option<&Arc<LoadedPlugin>> {
         self.plugins.values().find(|p| {
-            p.manifest().node_class.as_ref().is_some_and(|nc| nc.group == group && nc.kind == kind)
+            p.manifest()
+                .node_class
+                .as_ref()
+                .is_some_and(|nc| nc.group == group && nc.kind == kind)
         })
     }
 
@@ -90,7 +96,11 @@ impl PluginSet {
 /// operator's choice (`plugins.<cloud>.pricing` in the grants file), else the one the cloud
 /// plugin's manifest names (`pricing`), else [`DEFAULT_PRICING_PLUGIN`].
 pub fn pricing_plugin_name<'a>(cloud: &'a PluginManifest, grant: &'a PluginGrant) -> &'a str {
-    grant.pricing.as_deref().or(cloud.pricing.as_deref()).unwrap_or(DEFAULT_PRICING_PLUGIN)
+    grant
+        .pricing
+        .as_deref()
+        .or(cloud.pricing.as_deref())
+        .unwrap_or(DEFAULT_PRICING_PLUGIN)
 }
 
 /// A plugin directory read from disk (not yet compiled).
@@ -107,7 +117,11 @@ pub struct PluginDir {
 /// Opens a file of a plugin directory, refusing anything but a regular file (after
 /// symlinks, which a mounted ConfigMap uses): a FIFO or a device would block or never end.
 fn open_regular(path: &Path, label: &str) -> Result<std::fs::File, LoadError> {
-    let io = |source| LoadError::Io { plugin: label.to_string(), path: path.display().to_string(), source };
+    let io = |source| LoadError::Io {
+        plugin: label.to_string(),
+        path: path.display().to_string(),
+        source,
+    };
     let meta = std::fs::metadata(path).map_err(io)?;
     if !meta.is_file() {
         return Err(io(std::io::Error::new(
@@ -121,7 +135,11 @@ fn open_regular(path: &Path, label: &str) -> Result<std::fs::File, LoadError> {
 /// Reads one plugin directory: `plugin.yaml` and its (possibly gzipped) component.
 pub fn read_plugin_dir(dir: &Path) -> Result<PluginDir, LoadError> {
     let label = dir.display().to_string();
-    let io = |path: &Path, source| LoadError::Io { plugin: label.clone(), path: path.display().to_string(), source };
+    let io = |path: &Path, source| LoadError::Io {
+        plugin: label.clone(),
+        path: path.display().to_string(),
+        source,
+    };
     let manifest_path = dir.join(MANIFEST_FILE);
     let mut text = String::new();
     open_regular(&manifest_path, &label)?
@@ -131,7 +149,9 @@ pub fn read_plugin_dir(dir: &Path) -> Result<PluginDir, LoadError> {
     if text.len() as u64 > MAX_MANIFEST_BYTES {
         return Err(LoadError::Manifest {
             plugin: manifest_path.display().to_string(),
-            message: format!("plugin.yaml is larger than {MAX_MANIFEST_BYTES} bytes; a manifest is a few lines"),
+            message: format!(
+                "plugin.yaml is larger than {MAX_MANIFEST_BYTES} bytes; a manifest is a few lines"
+            ),
         });
     }
     let manifest = PluginManifest::parse(&text, &manifest_path.display().to_string())?;
@@ -139,7 +159,9 @@ pub fn read_plugin_dir(dir: &Path) -> Result<PluginDir, LoadError> {
     let file = open_regular(&component_path, &label)?;
     let mut wasm = Vec::new();
     let read = if manifest.component.ends_with(".gz") {
-        flate2::read::GzDecoder::new(file).take(MAX_COMPONENT_BYTES + 1).read_to_end(&mut wasm)
+        flate2::read::GzDecoder::new(file)
+            .take(MAX_COMPONENT_BYTES + 1)
+            .read_to_end(&mut wasm)
     } else {
         file.take(MAX_COMPONENT_BYTES + 1).read_to_end(&mut wasm)
     };
@@ -153,7 +175,11 @@ pub fn read_plugin_dir(dir: &Path) -> Result<PluginDir, LoadError> {
             ),
         });
     }
-    Ok(PluginDir { path: dir.to_path_buf(), manifest, wasm })
+    Ok(PluginDir {
+        path: dir.to_path_buf(),
+        manifest,
+        wasm,
+    })
 }
 
 /// Checks that every configured root is a readable directory: a mistyped `--plugin-dir`
@@ -168,7 +194,10 @@ pub fn check_roots(roots: &[PathBuf]) -> Result<(), LoadError> {
             Ok(_) => "is not a directory".to_string(),
             Err(e) => format!("does not exist or cannot be reached: {e}"),
         };
-        return Err(LoadError::PluginDir { path: root.display().to_string(), message: problem });
+        return Err(LoadError::PluginDir {
+            path: root.display().to_string(),
+            message: problem,
+        });
     }
     Ok(())
 }
@@ -182,7 +211,9 @@ pub fn discover(roots: &[PathBuf]) -> Vec<PathBuf> {
             found.push(root.clone());
             continue;
         }
-        let Ok(entries) = std::fs::read_dir(root) else { continue };
+        let Ok(entries) = std::fs::read_dir(root) else {
+            continue;
+        };
         let mut dirs: Vec<PathBuf> = entries
             .filter_map(|e| e.ok())
             .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
@@ -209,9 +240,20 @@ pub fn fingerprint(roots: &[PathBuf]) -> String {
             let resolved = std::fs::canonicalize(&path).unwrap_or(path.clone());
             let meta = std::fs::metadata(&path);
             let (len, modified) = meta
-                .map(|m| (m.len(), m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())))
+                .map(|m| {
+                    (
+                        m.len(),
+                        m.modified()
+                            .ok()
+                            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()),
+                    )
+                })
                 .unwrap_or((0, None));
-            parts.push(format!("{}|{}|{len}|{modified:?}", path.display(), resolved.display()));
+            parts.push(format!(
+                "{}|{}|{len}|{modified:?}",
+                path.display(),
+                resolved.display()
+            ));
         }
     }
     parts.sort();
@@ -255,7 +297,10 @@ impl PluginRegistry {
         let fingerprint = fingerprint(&registry.roots);
         let set = registry.build_set()?;
         registry.current.store(Arc::new(set));
-        *registry.last_fingerprint.lock().unwrap_or_else(|p| p.into_inner()) = fingerprint;
+        *registry
+            .last_fingerprint
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = fingerprint;
         Ok(registry)
     }
 
@@ -276,7 +321,10 @@ impl PluginRegistry {
 
     /// Why the last reload failed, if it did (the previous set is still serving).
     pub fn last_error(&self) -> Option<String> {
-        self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn build_set(&self) -> Result<PluginSet, LoadError> {
@@ -300,7 +348,11 @@ impl PluginRegistry {
             let loaded = read_plugin_dir(&dir).and_then(|pd| {
                 let name = pd.manifest.name.clone();
                 if let Some(first) = from_dirs.get(&name) {
-                    return Err(LoadError::Duplicate { plugin: name, first: first.clone(), second: dir.display().to_string() });
+                    return Err(LoadError::Duplicate {
+                        plugin: name,
+                        first: first.clone(),
+                        second: dir.display().to_string(),
+                    });
                 }
                 from_dirs.insert(name, dir.display().to_string());
                 self.load_one(pd.manifest, PluginSource::Directory(dir.clone()), &pd.wasm)
@@ -319,31 +371,65 @@ impl PluginRegistry {
         // One NodeClass kind, one cloud plugin: otherwise which one launches is a coin toss.
         let mut serving: BTreeMap<(String, String), String> = BTreeMap::new();
         for plugin in plugins.values() {
-            let Some(class) = &plugin.manifest().node_class else { continue };
+            let Some(class) = &plugin.manifest().node_class else {
+                continue;
+            };
             let key = (class.group.clone(), class.kind.clone());
             if let Some(first) = serving.get(&key) {
                 errors.push(LoadError::NodeClassConflict {
                     group: class.group.clone(),
                     kind: class.kind.clone(),
-                    first: format!("{first} ({})", origins.get(first).map_or("?", String::as_str)),
-                    second: format!("{} ({})", plugin.name(), origins.get(plugin.name()).map_or("?", String::as_str)),
+                    first: format!(
+                        "{first} ({})",
+                        origins.get(first).map_or("?", String::as_str)
+                    ),
+                    second: format!(
+                        "{} ({})",
+                        plugin.name(),
+                        origins.get(plugin.name()).map_or("?", String::as_str)
+                    ),
                 });
             } else {
                 serving.insert(key, plugin.name().to_string());
             }
         }
         if !errors.is_empty() {
-            return Err(if errors.len() == 1 { errors.remove(0) } else { LoadError::Set(errors) });
+            return Err(if errors.len() == 1 {
+                errors.remove(0)
+            } else {
+                LoadError::Set(errors)
+            });
         }
         Ok(PluginSet { plugins })
     }
 
-    fn load_one(&self, manifest: PluginManifest, source: PluginSource, wasm: &[u8]) -> Result<LoadedPlugin, LoadError> {
+    fn load_one(
+        &self,
+        manifest: PluginManifest,
+        source: PluginSource,
+        wasm: &[u8],
+    ) -> Result<LoadedPlugin, LoadError> {
         let digest = sha256_hex(wasm);
-        let cached = self.compiled.lock().unwrap_or_else(|p| p.into_inner()).get(&digest).cloned();
-        let plugin = LoadedPlugin::load(&self.cx, PluginBytes { manifest, source, wasm, compiled: cached })?;
+        let cached = self
+            .compiled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&digest)
+            .cloned();
+        let plugin = LoadedPlugin::load(
+            &self.cx,
+            PluginBytes {
+                manifest,
+                source,
+                wasm,
+                compiled: cached,
+            },
+        )?;
         // Compile once per digest: keep the compiled component for later reloads.
-        self.compiled.lock().unwrap_or_else(|p| p.into_inner()).insert(digest, plugin.component().clone());
+        self.compiled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(digest, plugin.component().clone());
         Ok(plugin)
     }
 
@@ -354,14 +440,26 @@ impl PluginRegistry {
     pub fn reload_if_changed(&self) -> Result<bool, LoadError> {
         let fingerprint = fingerprint(&self.roots);
         let failed_before = self.last_error().is_some();
-        if !failed_before && *self.last_fingerprint.lock().unwrap_or_else(|p| p.into_inner()) == fingerprint {
+        if !failed_before
+            && *self
+                .last_fingerprint
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                == fingerprint
+        {
             return Ok(false);
         }
         let result = check_roots(&self.roots).and_then(|()| self.build_set());
         match result {
             Ok(set) => {
-                *self.last_fingerprint.lock().unwrap_or_else(|p| p.into_inner()) = fingerprint;
-                let names: Vec<String> = set.iter().map(|p| format!("{}@{}", p.name(), &p.digest()[..12])).collect();
+                *self
+                    .last_fingerprint
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = fingerprint;
+                let names: Vec<String> = set
+                    .iter()
+                    .map(|p| format!("{}@{}", p.name(), &p.digest()[..12]))
+                    .collect();
                 self.current.store(Arc::new(set));
                 *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 tracing::info!(plugins = ?names, "plugin set reloaded");
@@ -389,7 +487,9 @@ impl PluginRegistry {
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             loop {
                 ticker.tick().await;
-                let Some(registry) = weak.upgrade() else { break };
+                let Some(registry) = weak.upgrade() else {
+                    break;
+                };
                 let _ = tokio::task::spawn_blocking(move || registry.reload_if_changed()).await;
             }
         })
@@ -404,9 +504,13 @@ mod tests {
     fn the_pricing_plugin_is_the_grants_then_the_manifests_then_the_default() {
         let text = "name: c\nversion: 0.1.0\nkind: cloud-provider\nwit: 0.1.0\nnodeClass: {group: g, version: v1, kind: K}\n";
         let plain = PluginManifest::parse(text, "t").unwrap();
-        let named = PluginManifest::parse(&format!("{text}pricing: clevercloud-pricing\n"), "t").unwrap();
+        let named =
+            PluginManifest::parse(&format!("{text}pricing: clevercloud-pricing\n"), "t").unwrap();
         let none = PluginGrant::default();
-        let chosen = PluginGrant { pricing: Some("my-prices".into()), ..PluginGrant::default() };
+        let chosen = PluginGrant {
+            pricing: Some("my-prices".into()),
+            ..PluginGrant::default()
+        };
         assert_eq!(pricing_plugin_name(&plain, &none), "synthetic-pricing");
         assert_eq!(pricing_plugin_name(&named, &none), "clevercloud-pricing");
         assert_eq!(pricing_plugin_name(&named, &chosen), "my-prices");

@@ -36,8 +36,13 @@ pub struct StaticSecrets {
 impl StaticSecrets {
     /// Adds (or replaces) a secret.
     pub fn with(mut self, name: &str, entries: &[(&str, &[u8])]) -> Self {
-        self.secrets
-            .insert(name.to_string(), entries.iter().map(|(k, v)| (k.to_string(), v.to_vec())).collect());
+        self.secrets.insert(
+            name.to_string(),
+            entries
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_vec()))
+                .collect(),
+        );
         self
     }
 }
@@ -45,7 +50,10 @@ impl StaticSecrets {
 #[async_trait]
 impl SecretStore for StaticSecrets {
     async fn get(&self, name: &str) -> Result<BTreeMap<String, Vec<u8>>, SecretLookupError> {
-        self.secrets.get(name).cloned().ok_or_else(|| SecretLookupError::NotFound(name.to_string()))
+        self.secrets
+            .get(name)
+            .cloned()
+            .ok_or_else(|| SecretLookupError::NotFound(name.to_string()))
     }
 }
 
@@ -59,20 +67,29 @@ pub struct KubeSecrets {
 impl KubeSecrets {
     /// Secrets in `namespace` unless a name carries its own `namespace/` prefix.
     pub fn new(client: kube::Client, namespace: &str) -> Self {
-        KubeSecrets { client, namespace: namespace.to_string() }
+        KubeSecrets {
+            client,
+            namespace: namespace.to_string(),
+        }
     }
 }
 
 #[async_trait]
 impl SecretStore for KubeSecrets {
     async fn get(&self, name: &str) -> Result<BTreeMap<String, Vec<u8>>, SecretLookupError> {
-        crate::kube_names::check_secret_ref(name).map_err(|e| SecretLookupError::Unavailable(e.to_string()))?;
+        crate::kube_names::check_secret_ref(name)
+            .map_err(|e| SecretLookupError::Unavailable(e.to_string()))?;
         let (ns, short) = name.split_once('/').unwrap_or((&self.namespace, name));
-        let api: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(self.client.clone(), ns);
+        let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
+            kube::Api::namespaced(self.client.clone(), ns);
         match api.get_opt(short).await {
             Ok(Some(secret)) => {
-                let mut out: BTreeMap<String, Vec<u8>> =
-                    secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
+                let mut out: BTreeMap<String, Vec<u8>> = secret
+                    .data
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.0))
+                    .collect();
                 for (k, v) in secret.string_data.unwrap_or_default() {
                     out.insert(k, v.into_bytes());
                 }
@@ -148,11 +165,21 @@ pub trait KubeBackend: Send + Sync {
     /// Gets one object.
     async fn get(&self, target: &KubeTarget, name: &str) -> Result<String, KubeCallError>;
     /// Lists objects.
-    async fn list(&self, target: &KubeTarget, label_selector: Option<&str>) -> Result<String, KubeCallError>;
+    async fn list(
+        &self,
+        target: &KubeTarget,
+        label_selector: Option<&str>,
+    ) -> Result<String, KubeCallError>;
     /// Creates an object.
     async fn create(&self, target: &KubeTarget, body: &str) -> Result<String, KubeCallError>;
     /// Patches an object.
-    async fn patch(&self, target: &KubeTarget, name: &str, kind: PatchType, body: &str) -> Result<String, KubeCallError>;
+    async fn patch(
+        &self,
+        target: &KubeTarget,
+        name: &str,
+        kind: PatchType,
+        body: &str,
+    ) -> Result<String, KubeCallError>;
     /// Deletes an object.
     async fn delete(&self, target: &KubeTarget, name: &str) -> Result<(), KubeCallError>;
 }
@@ -172,7 +199,13 @@ impl KubeBackend for NoKube {
     async fn create(&self, _: &KubeTarget, _: &str) -> Result<String, KubeCallError> {
         Err(no_cluster())
     }
-    async fn patch(&self, _: &KubeTarget, _: &str, _: PatchType, _: &str) -> Result<String, KubeCallError> {
+    async fn patch(
+        &self,
+        _: &KubeTarget,
+        _: &str,
+        _: PatchType,
+        _: &str,
+    ) -> Result<String, KubeCallError> {
         Err(no_cluster())
     }
     async fn delete(&self, _: &KubeTarget, _: &str) -> Result<(), KubeCallError> {
@@ -181,7 +214,9 @@ impl KubeBackend for NoKube {
 }
 
 fn no_cluster() -> KubeCallError {
-    KubeCallError::Unavailable("no Kubernetes cluster is configured for plugins in this process".into())
+    KubeCallError::Unavailable(
+        "no Kubernetes cluster is configured for plugins in this process".into(),
+    )
 }
 
 /// Kubernetes access through kube-rs clients, one per cluster name.
@@ -224,20 +259,36 @@ impl KubeClusters {
         if let Some(client) = self.clusters.get(cluster) {
             return Ok(client.clone());
         }
-        let reachable = if self.clusters.is_empty() { "none".to_string() } else { self.names().join(", ") };
+        let reachable = if self.clusters.is_empty() {
+            "none".to_string()
+        } else {
+            self.names().join(", ")
+        };
         Err(KubeCallError::Unavailable(match self.absent.get(cluster) {
-            Some(how) => format!("no {cluster:?} cluster is configured on this host (clusters plugins can reach: {reachable}); {how}"),
-            None => format!("no cluster named {cluster:?} is configured on this host (clusters plugins can reach: {reachable})"),
+            Some(how) => format!(
+                "no {cluster:?} cluster is configured on this host (clusters plugins can reach: {reachable}); {how}"
+            ),
+            None => format!(
+                "no cluster named {cluster:?} is configured on this host (clusters plugins can reach: {reachable})"
+            ),
         }))
     }
 
     /// The dynamic API for `target`. The parts are checked again here (the plugin-facing
     /// import checks them first), so no caller can hand this backend a path-changing value.
-    fn api(&self, target: &KubeTarget, name: Option<&str>) -> Result<kube::Api<kube::core::DynamicObject>, KubeCallError> {
-        crate::kube_names::check(&target.parts(name)).map_err(|e| KubeCallError::Invalid(e.to_string()))?;
+    fn api(
+        &self,
+        target: &KubeTarget,
+        name: Option<&str>,
+    ) -> Result<kube::Api<kube::core::DynamicObject>, KubeCallError> {
+        crate::kube_names::check(&target.parts(name))
+            .map_err(|e| KubeCallError::Invalid(e.to_string()))?;
         let client = self.client(&target.cluster)?;
-        let api_version =
-            if target.group.is_empty() { target.version.clone() } else { format!("{}/{}", target.group, target.version) };
+        let api_version = if target.group.is_empty() {
+            target.version.clone()
+        } else {
+            format!("{}/{}", target.group, target.version)
+        };
         let resource = kube::discovery::ApiResource {
             group: target.group.clone(),
             version: target.version.clone(),
@@ -271,40 +322,88 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String, KubeCallError> {
 #[async_trait]
 impl KubeBackend for KubeClusters {
     async fn get(&self, target: &KubeTarget, name: &str) -> Result<String, KubeCallError> {
-        to_json(&self.api(target, Some(name))?.get(name).await.map_err(kube_error)?)
+        to_json(
+            &self
+                .api(target, Some(name))?
+                .get(name)
+                .await
+                .map_err(kube_error)?,
+        )
     }
-    async fn list(&self, target: &KubeTarget, label_selector: Option<&str>) -> Result<String, KubeCallError> {
+    async fn list(
+        &self,
+        target: &KubeTarget,
+        label_selector: Option<&str>,
+    ) -> Result<String, KubeCallError> {
         let mut params = kube::api::ListParams::default();
         if let Some(selector) = label_selector {
             params = params.labels(selector);
         }
-        to_json(&self.api(target, None)?.list(&params).await.map_err(kube_error)?)
+        to_json(
+            &self
+                .api(target, None)?
+                .list(&params)
+                .await
+                .map_err(kube_error)?,
+        )
     }
     async fn create(&self, target: &KubeTarget, body: &str) -> Result<String, KubeCallError> {
-        let object: kube::core::DynamicObject =
-            serde_json::from_str(body).map_err(|e| KubeCallError::Invalid(format!("body is not an object: {e}")))?;
-        to_json(&self.api(target, None)?.create(&kube::api::PostParams::default(), &object).await.map_err(kube_error)?)
+        let object: kube::core::DynamicObject = serde_json::from_str(body)
+            .map_err(|e| KubeCallError::Invalid(format!("body is not an object: {e}")))?;
+        to_json(
+            &self
+                .api(target, None)?
+                .create(&kube::api::PostParams::default(), &object)
+                .await
+                .map_err(kube_error)?,
+        )
     }
-    async fn patch(&self, target: &KubeTarget, name: &str, kind: PatchType, body: &str) -> Result<String, KubeCallError> {
-        let value: serde_json::Value =
-            serde_json::from_str(body).map_err(|e| KubeCallError::Invalid(format!("patch body is not JSON: {e}")))?;
+    async fn patch(
+        &self,
+        target: &KubeTarget,
+        name: &str,
+        kind: PatchType,
+        body: &str,
+    ) -> Result<String, KubeCallError> {
+        let value: serde_json::Value = serde_json::from_str(body)
+            .map_err(|e| KubeCallError::Invalid(format!("patch body is not JSON: {e}")))?;
         let api = self.api(target, Some(name))?;
         let result = match kind {
-            PatchType::Merge => api.patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(value)).await,
+            PatchType::Merge => {
+                api.patch(
+                    name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(value),
+                )
+                .await
+            }
             PatchType::Apply => {
-                api.patch(name, &kube::api::PatchParams::apply("joinery-plugin").force(), &kube::api::Patch::Apply(value))
-                    .await
+                api.patch(
+                    name,
+                    &kube::api::PatchParams::apply("joinery-plugin").force(),
+                    &kube::api::Patch::Apply(value),
+                )
+                .await
             }
             PatchType::Json => {
-                let patch: json_patch::Patch =
-                    serde_json::from_value(value).map_err(|e| KubeCallError::Invalid(format!("not a JSON patch: {e}")))?;
-                api.patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::<()>::Json(patch)).await
+                let patch: json_patch::Patch = serde_json::from_value(value)
+                    .map_err(|e| KubeCallError::Invalid(format!("not a JSON patch: {e}")))?;
+                api.patch(
+                    name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::<()>::Json(patch),
+                )
+                .await
             }
         };
         to_json(&result.map_err(kube_error)?)
     }
     async fn delete(&self, target: &KubeTarget, name: &str) -> Result<(), KubeCallError> {
-        self.api(target, Some(name))?.delete(name, &kube::api::DeleteParams::background()).await.map_err(kube_error).map(|_| ())
+        self.api(target, Some(name))?
+            .delete(name, &kube::api::DeleteParams::background())
+            .await
+            .map_err(kube_error)
+            .map(|_| ())
     }
 }
 
@@ -336,18 +435,29 @@ impl PluginEntries {
     /// Drops expired entries, then the ones closest to expiry, until `extra` more bytes and
     /// one more entry fit the budget.
     fn make_room(&mut self, extra: usize, now: Instant) {
-        let fits = |e: &PluginEntries| e.entries.len() < CACHE_MAX_ENTRIES && e.bytes + extra <= CACHE_MAX_BYTES_PER_PLUGIN;
+        let fits = |e: &PluginEntries| {
+            e.entries.len() < CACHE_MAX_ENTRIES && e.bytes + extra <= CACHE_MAX_BYTES_PER_PLUGIN
+        };
         if fits(self) {
             return;
         }
-        let expired: Vec<String> = self.entries.iter().filter(|(_, (_, e))| *e <= now).map(|(k, _)| k.clone()).collect();
+        let expired: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|(_, (_, e))| *e <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
         for key in expired {
             self.remove(&key);
         }
         if fits(self) {
             return;
         }
-        let mut by_expiry: Vec<(Instant, String)> = self.entries.iter().map(|(k, (_, e))| (*e, k.clone())).collect();
+        let mut by_expiry: Vec<(Instant, String)> = self
+            .entries
+            .iter()
+            .map(|(k, (_, e))| (*e, k.clone()))
+            .collect();
         by_expiry.sort();
         for (_, key) in by_expiry {
             if fits(self) {
@@ -400,14 +510,23 @@ impl PluginCache {
 
     /// Removes an entry.
     pub fn remove(&self, plugin: &str, key: &str) {
-        if let Some(part) = self.plugins.lock().unwrap_or_else(|p| p.into_inner()).get_mut(plugin) {
+        if let Some(part) = self
+            .plugins
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(plugin)
+        {
             part.remove(key);
         }
     }
 
     /// Entries and bytes a plugin holds (expired entries included until they are dropped).
     pub fn usage(&self, plugin: &str) -> (usize, usize) {
-        self.plugins.lock().unwrap_or_else(|p| p.into_inner()).get(plugin).map_or((0, 0), |p| (p.entries.len(), p.bytes))
+        self.plugins
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(plugin)
+            .map_or((0, 0), |p| (p.entries.len(), p.bytes))
     }
 }
 
@@ -513,8 +632,16 @@ mod tests {
         for i in 0..64 {
             assert!(cache.set("big", &i.to_string(), vec![0; CACHE_MAX_VALUE], 60));
         }
-        assert!(cache.usage("big").1 <= CACHE_MAX_BYTES_PER_PLUGIN, "{:?}", cache.usage("big"));
-        assert_eq!(cache.get("big", "63"), Some(vec![0; CACHE_MAX_VALUE]), "the newest entry is kept");
+        assert!(
+            cache.usage("big").1 <= CACHE_MAX_BYTES_PER_PLUGIN,
+            "{:?}",
+            cache.usage("big")
+        );
+        assert_eq!(
+            cache.get("big", "63"),
+            Some(vec![0; CACHE_MAX_VALUE]),
+            "the newest entry is kept"
+        );
     }
 
     #[test]
@@ -542,7 +669,10 @@ mod tests {
                 let mut buf = vec![0u8; 16 * 1024];
                 let n = stream.read(&mut buf).unwrap_or(0);
                 let request = String::from_utf8_lossy(&buf[..n]);
-                record.lock().unwrap().push(request.lines().next().unwrap_or_default().to_string());
+                record
+                    .lock()
+                    .unwrap()
+                    .push(request.lines().next().unwrap_or_default().to_string());
                 let body = serde_json::json!({
                     "apiVersion": "v1", "kind": "ConfigMap",
                     "metadata": {"name": "x", "namespace": "kube-system"},
@@ -578,12 +708,28 @@ mod tests {
     async fn each_call_goes_to_the_cluster_its_target_names() {
         let (workload_url, workload_seen) = fake_api_server("workload");
         let (management_url, management_seen) = fake_api_server("management");
-        let clusters = KubeClusters::default().with("workload", client(&workload_url)).with("management", client(&management_url));
+        let clusters = KubeClusters::default()
+            .with("workload", client(&workload_url))
+            .with("management", client(&management_url));
         assert_eq!(clusters.names(), ["management", "workload"]);
-        let from = |json: String| serde_json::from_str::<serde_json::Value>(&json).unwrap()["data"]["cluster"].as_str().unwrap().to_string();
-        assert_eq!(from(clusters.get(&configmap_x("management"), "x").await.unwrap()), "management");
-        assert_eq!(from(clusters.get(&configmap_x("workload"), "x").await.unwrap()), "workload");
-        assert_eq!(from(clusters.get(&configmap_x("management"), "x").await.unwrap()), "management");
+        let from = |json: String| {
+            serde_json::from_str::<serde_json::Value>(&json).unwrap()["data"]["cluster"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(
+            from(clusters.get(&configmap_x("management"), "x").await.unwrap()),
+            "management"
+        );
+        assert_eq!(
+            from(clusters.get(&configmap_x("workload"), "x").await.unwrap()),
+            "workload"
+        );
+        assert_eq!(
+            from(clusters.get(&configmap_x("management"), "x").await.unwrap()),
+            "management"
+        );
         let path = "GET /api/v1/namespaces/kube-system/configmaps/x HTTP/1.1";
         assert_eq!(*management_seen.lock().unwrap(), [path, path]);
         assert_eq!(*workload_seen.lock().unwrap(), [path]);
@@ -594,16 +740,29 @@ mod tests {
         // The workload client is never called here, so no server needs to listen on its port.
         let clusters = KubeClusters::default()
             .with("workload", client("http://127.0.0.1:9"))
-            .without("management", "start joinery run with --management-kubeconfig FILE");
-        let Err(KubeCallError::Unavailable(message)) = clusters.get(&configmap_x("management"), "x").await else {
+            .without(
+                "management",
+                "start joinery run with --management-kubeconfig FILE",
+            );
+        let Err(KubeCallError::Unavailable(message)) =
+            clusters.get(&configmap_x("management"), "x").await
+        else {
             panic!("a call to an absent cluster must fail as unavailable");
         };
-        assert!(message.contains("\"management\"") && message.contains("--management-kubeconfig"), "{message}");
+        assert!(
+            message.contains("\"management\"") && message.contains("--management-kubeconfig"),
+            "{message}"
+        );
         assert!(message.contains("can reach: workload"), "{message}");
-        let Err(KubeCallError::Unavailable(message)) = clusters.delete(&configmap_x("elsewhere"), "x").await else {
+        let Err(KubeCallError::Unavailable(message)) =
+            clusters.delete(&configmap_x("elsewhere"), "x").await
+        else {
             panic!("a call to an unknown cluster must fail as unavailable");
         };
-        assert!(message.contains("no cluster named \"elsewhere\""), "{message}");
+        assert!(
+            message.contains("no cluster named \"elsewhere\""),
+            "{message}"
+        );
         // Adding the cluster afterwards removes the hint.
         let (url, _) = fake_api_server("management");
         let clusters = clusters.with("management", client(&url));

@@ -13,10 +13,10 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
 
-use crate::wit::v0_1::cloud::joinery::plugin::{cache, config, kubernetes, log, secrets};
 use crate::grants::{Capabilities, KubeAccess, Verb};
 use crate::kube_names;
 use crate::services::{HostServices, KubeCallError, KubeTarget, PatchType, SecretLookupError};
+use crate::wit::v0_1::cloud::joinery::plugin::{cache, config, kubernetes, log, secrets};
 
 /// Largest log message kept, in bytes.
 const MAX_LOG_MESSAGE: usize = 4096;
@@ -49,16 +49,29 @@ pub(crate) struct CallLimiter {
 }
 
 impl wasmtime::ResourceLimiter for CallLimiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > self.limit {
             self.hit.store(true, Ordering::Relaxed);
-            return Err(wasmtime::format_err!("memory limit of {} bytes reached (wanted {desired})", self.limit));
+            return Err(wasmtime::format_err!(
+                "memory limit of {} bytes reached (wanted {desired})",
+                self.limit
+            ));
         }
         self.peak.fetch_max(desired, Ordering::Relaxed);
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         Ok(desired <= 100_000)
     }
 }
@@ -80,7 +93,12 @@ pub struct CallState {
 impl CallState {
     /// A sandboxed state: no environment, no arguments, no preopened directories, no sockets;
     /// stderr captured (4 KiB) so a panic message can be reported.
-    pub(crate) fn new(plugin: Arc<PluginContext>, services: HostServices, op: &'static str, http_timeout: Duration) -> CallState {
+    pub(crate) fn new(
+        plugin: Arc<PluginContext>,
+        services: HostServices,
+        op: &'static str,
+        http_timeout: Duration,
+    ) -> CallState {
         let stderr = MemoryOutputPipe::new(4096);
         let wasi = WasiCtx::builder()
             .stderr(stderr.clone())
@@ -93,8 +111,16 @@ impl CallState {
             wasi,
             table: ResourceTable::new(),
             http: WasiHttpCtx::new(),
-            gate: HttpGate { plugin: plugin.clone(), timeout: http_timeout, egress: services.egress.clone() },
-            limiter: CallLimiter { limit: plugin.memory_limit, hit, peak: Default::default() },
+            gate: HttpGate {
+                plugin: plugin.clone(),
+                timeout: http_timeout,
+                egress: services.egress.clone(),
+            },
+            limiter: CallLimiter {
+                limit: plugin.memory_limit,
+                hit,
+                peak: Default::default(),
+            },
             stderr,
             plugin,
             services,
@@ -106,13 +132,20 @@ impl CallState {
 
 impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
 impl WasiHttpView for CallState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.gate }
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.gate,
+        }
     }
 }
 
@@ -126,7 +159,10 @@ struct HttpGate {
 }
 
 type SendResult = Result<
-    (http::Response<wasmtime_wasi_http::WasiBody>, Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>),
+    (
+        http::Response<wasmtime_wasi_http::WasiBody>,
+        Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+    ),
     wasmtime_wasi_http::Error,
 >;
 
@@ -160,23 +196,33 @@ impl WasiHttpHooks for HttpGate {
             };
             let uri = request.uri().clone();
             let scheme = uri.scheme_str().unwrap_or("https").to_string();
-            let Some(host) = uri.host().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string()) else {
+            let Some(host) = uri
+                .host()
+                .map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string())
+            else {
                 return deny(request, "request has no host".into()).await;
             };
-            let port = uri.port_u16().unwrap_or(if scheme == "https" { 443 } else { 80 });
+            let port = uri
+                .port_u16()
+                .unwrap_or(if scheme == "https" { 443 } else { 80 });
             let pattern = match plugin.capabilities.check_http(&scheme, &host, port) {
                 Ok(p) => p.clone(),
                 Err(refusal) => return deny(request, refusal.0).await,
             };
-            let addresses: Vec<std::net::SocketAddr> = match tokio::net::lookup_host((host.as_str(), port)).await {
-                Ok(a) => a.collect(),
-                Err(e) => return deny(request, format!("cannot resolve {host}: {e}")).await,
-            };
+            let addresses: Vec<std::net::SocketAddr> =
+                match tokio::net::lookup_host((host.as_str(), port)).await {
+                    Ok(a) => a.collect(),
+                    Err(e) => return deny(request, format!("cannot resolve {host}: {e}")).await,
+                };
             if addresses.is_empty() {
                 return deny(request, format!("{host} resolves to no address")).await;
             }
             for address in &addresses {
-                if let Err(refusal) = plugin.capabilities.check_resolved_ip(&pattern, address.ip(), &host) {
+                if let Err(refusal) =
+                    plugin
+                        .capabilities
+                        .check_resolved_ip(&pattern, address.ip(), &host)
+                {
                     return deny(request, refusal.0).await;
                 }
             }
@@ -185,7 +231,12 @@ impl WasiHttpHooks for HttpGate {
                 connect: clamp_opt(options.and_then(|o| o.connect_timeout)),
                 first_byte: clamp_opt(options.and_then(|o| o.first_byte_timeout)),
             };
-            let destination = crate::egress::Destination { scheme, host, port, pinned: addresses[0] };
+            let destination = crate::egress::Destination {
+                scheme,
+                host,
+                port,
+                pinned: addresses[0],
+            };
             egress.send(request, &destination, timeouts).await
         })
     }
@@ -229,15 +280,25 @@ impl config::Host for CallState {
 }
 
 impl secrets::Host for CallState {
-    async fn get_secret(&mut self, name: String) -> Result<Vec<secrets::SecretEntry>, secrets::SecretError> {
-        self.plugin.capabilities.check_secret(&name).map_err(|r| secrets::SecretError::Denied(r.0))?;
-        kube_names::check_secret_ref(&name).map_err(|e| secrets::SecretError::Denied(e.to_string()))?;
+    async fn get_secret(
+        &mut self,
+        name: String,
+    ) -> Result<Vec<secrets::SecretEntry>, secrets::SecretError> {
+        self.plugin
+            .capabilities
+            .check_secret(&name)
+            .map_err(|r| secrets::SecretError::Denied(r.0))?;
+        kube_names::check_secret_ref(&name)
+            .map_err(|e| secrets::SecretError::Denied(e.to_string()))?;
         match self.services.secrets.get(&name).await {
             Ok(entries) => {
                 for value in entries.values() {
                     self.plugin.secret_values.remember(value);
                 }
-                Ok(entries.into_iter().map(|(key, value)| secrets::SecretEntry { key, value }).collect())
+                Ok(entries
+                    .into_iter()
+                    .map(|(key, value)| secrets::SecretEntry { key, value })
+                    .collect())
             }
             Err(SecretLookupError::NotFound(m)) => Err(secrets::SecretError::NotFound(m)),
             Err(SecretLookupError::Unavailable(m)) => Err(secrets::SecretError::Unavailable(m)),
@@ -263,7 +324,10 @@ impl CallState {
         };
         if let Err(invalid) = kube_names::check(&target.parts(name)) {
             tracing::warn!(plugin = %self.plugin.name, op = self.op, verb = verb.as_str(), "kubernetes call refused: {invalid}");
-            return Err(kubernetes::KubeError::Invalid(format!("plugin {}: {invalid}", self.plugin.name)));
+            return Err(kubernetes::KubeError::Invalid(format!(
+                "plugin {}: {invalid}",
+                self.plugin.name
+            )));
         }
         let access = KubeAccess {
             cluster: &target.cluster,
@@ -272,7 +336,10 @@ impl CallState {
             namespace: target.namespace.as_deref(),
             verb,
         };
-        self.plugin.capabilities.check_kube(&access).map_err(|r| kubernetes::KubeError::Denied(r.0))?;
+        self.plugin
+            .capabilities
+            .check_kube(&access)
+            .map_err(|r| kubernetes::KubeError::Denied(r.0))?;
         Ok(target)
     }
 }
@@ -287,19 +354,43 @@ fn kube_err(e: KubeCallError) -> kubernetes::KubeError {
 }
 
 impl kubernetes::Host for CallState {
-    async fn get(&mut self, target: kubernetes::ResourceRef, name: String) -> Result<String, kubernetes::KubeError> {
+    async fn get(
+        &mut self,
+        target: kubernetes::ResourceRef,
+        name: String,
+    ) -> Result<String, kubernetes::KubeError> {
         let target = self.kube_target(target, Some(&name), Verb::Get)?;
-        self.services.kube.get(&target, &name).await.map_err(kube_err)
+        self.services
+            .kube
+            .get(&target, &name)
+            .await
+            .map_err(kube_err)
     }
 
-    async fn list(&mut self, target: kubernetes::ResourceRef, label_selector: Option<String>) -> Result<String, kubernetes::KubeError> {
+    async fn list(
+        &mut self,
+        target: kubernetes::ResourceRef,
+        label_selector: Option<String>,
+    ) -> Result<String, kubernetes::KubeError> {
         let target = self.kube_target(target, None, Verb::List)?;
-        self.services.kube.list(&target, label_selector.as_deref()).await.map_err(kube_err)
+        self.services
+            .kube
+            .list(&target, label_selector.as_deref())
+            .await
+            .map_err(kube_err)
     }
 
-    async fn create(&mut self, target: kubernetes::ResourceRef, body: String) -> Result<String, kubernetes::KubeError> {
+    async fn create(
+        &mut self,
+        target: kubernetes::ResourceRef,
+        body: String,
+    ) -> Result<String, kubernetes::KubeError> {
         let target = self.kube_target(target, None, Verb::Create)?;
-        self.services.kube.create(&target, &body).await.map_err(kube_err)
+        self.services
+            .kube
+            .create(&target, &body)
+            .await
+            .map_err(kube_err)
     }
 
     async fn patch(
@@ -315,12 +406,24 @@ impl kubernetes::Host for CallState {
             kubernetes::PatchKind::Json => PatchType::Json,
             kubernetes::PatchKind::Apply => PatchType::Apply,
         };
-        self.services.kube.patch(&target, &name, kind, &body).await.map_err(kube_err)
+        self.services
+            .kube
+            .patch(&target, &name, kind, &body)
+            .await
+            .map_err(kube_err)
     }
 
-    async fn delete(&mut self, target: kubernetes::ResourceRef, name: String) -> Result<(), kubernetes::KubeError> {
+    async fn delete(
+        &mut self,
+        target: kubernetes::ResourceRef,
+        name: String,
+    ) -> Result<(), kubernetes::KubeError> {
         let target = self.kube_target(target, Some(&name), Verb::Delete)?;
-        self.services.kube.delete(&target, &name).await.map_err(kube_err)
+        self.services
+            .kube
+            .delete(&target, &name)
+            .await
+            .map_err(kube_err)
     }
 }
 
@@ -330,7 +433,11 @@ impl cache::Host for CallState {
     }
 
     async fn set(&mut self, key: String, value: Vec<u8>, ttl_seconds: u32) {
-        if !self.services.cache.set(&self.plugin.name, &key, value, ttl_seconds) {
+        if !self
+            .services
+            .cache
+            .set(&self.plugin.name, &key, value, ttl_seconds)
+        {
             tracing::debug!(plugin = %self.plugin.name, key, "cache value too large; not stored");
         }
     }

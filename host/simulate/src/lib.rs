@@ -37,14 +37,28 @@ use serde_json::json;
 
 pub use observer::{Observation, Observer};
 pub use report::Report;
-pub use scenario::{CleverCloudSpec, ClusterApiSpec, Expectations, ExoscaleSpec, Scenario, ScenarioError};
+pub use scenario::{
+    CleverCloudSpec, ClusterApiSpec, ExoscaleSpec, Expectations, Scenario, ScenarioError,
+};
 
 /// The NodeClass CRDs of the built-in cloud plugins, applied to every simulated cluster.
 pub const NODECLASS_CRDS: [(&str, &str); 4] = [
-    ("simcloud", include_str!("../../../plugins/simcloud/nodeclass-crd.yaml")),
-    ("exoscale", include_str!("../../../plugins/exoscale/nodeclass-crd.yaml")),
-    ("clevercloud", include_str!("../../../plugins/clevercloud/nodeclass-crd.yaml")),
-    ("clusterapi", include_str!("../../../plugins/clusterapi/nodeclass-crd.yaml")),
+    (
+        "simcloud",
+        include_str!("../../../plugins/simcloud/nodeclass-crd.yaml"),
+    ),
+    (
+        "exoscale",
+        include_str!("../../../plugins/exoscale/nodeclass-crd.yaml"),
+    ),
+    (
+        "clevercloud",
+        include_str!("../../../plugins/clevercloud/nodeclass-crd.yaml"),
+    ),
+    (
+        "clusterapi",
+        include_str!("../../../plugins/clusterapi/nodeclass-crd.yaml"),
+    ),
 ];
 
 /// Default speed-up of simulated time over real time.
@@ -194,7 +208,10 @@ pub struct CleverCloud {
 
 impl std::fmt::Debug for CleverCloud {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CleverCloud").field("operator", &self.operator).field("pricing", &self.pricing.url()).finish()
+        f.debug_struct("CleverCloud")
+            .field("operator", &self.operator)
+            .field("pricing", &self.pricing.url())
+            .finish()
     }
 }
 
@@ -214,7 +231,10 @@ pub struct ClusterApi {
 
 impl std::fmt::Debug for ClusterApi {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClusterApi").field("management", &self.management.url()).field("controllers", &self.controllers).finish_non_exhaustive()
+        f.debug_struct("ClusterApi")
+            .field("management", &self.management.url())
+            .field("controllers", &self.controllers)
+            .finish_non_exhaustive()
     }
 }
 
@@ -231,8 +251,7 @@ pub struct ClusterApiGrant {
 
 /// The Kubernetes access the `clusterapi` plugin is granted in a simulation: the Cluster API
 /// objects of the management cluster.
-const CLUSTERAPI_KUBERNETES: &str =
-    "[{cluster: management, group: cluster.x-k8s.io, resources: [machinedeployments, machinesets, machines], verbs: [get, list, patch, delete]}]";
+const CLUSTERAPI_KUBERNETES: &str = "[{cluster: management, group: cluster.x-k8s.io, resources: [machinedeployments, machinesets, machines], verbs: [get, list, patch, delete]}]";
 
 /// What the `clevercloud` plugins are granted in a simulation.
 #[derive(Clone)]
@@ -264,7 +283,15 @@ pub fn simulation_registry(
     store: Arc<dyn joinery_runtime::services::SecretStore>,
     exoscale: Option<&ExoscaleGrant>,
 ) -> Result<Arc<PluginRegistry>, SimulateError> {
-    simulation_registry_with(cloud_url, cluster_name, secrets, store, exoscale, None, None)
+    simulation_registry_with(
+        cloud_url,
+        cluster_name,
+        secrets,
+        store,
+        exoscale,
+        None,
+        None,
+    )
 }
 
 /// [`simulation_registry`], and with `clevercloud` the grants of a Clever Cloud simulation:
@@ -300,7 +327,8 @@ pub fn simulation_registry_with(
             endpoint = grant.endpoint,
             zone = grant.zone,
         ));
-        let loopback = joinery_runtime::grants::HttpPattern::parse("http://127.0.0.1:*").map_err(|e| SimulateError::Plugins(e.to_string()))?;
+        let loopback = joinery_runtime::grants::HttpPattern::parse("http://127.0.0.1:*")
+            .map_err(|e| SimulateError::Plugins(e.to_string()))?;
         for (manifest, _) in builtins.iter_mut().filter(|(m, _)| m.name == "exoscale") {
             manifest.capabilities.http.push(loopback.clone());
         }
@@ -311,8 +339,12 @@ pub fn simulation_registry_with(
             url = grant.pricing_url,
             backoff = grant.quota_backoff_seconds,
         ));
-        let loopback = joinery_runtime::grants::HttpPattern::parse("http://127.0.0.1:*").map_err(|e| SimulateError::Plugins(e.to_string()))?;
-        for (manifest, _) in builtins.iter_mut().filter(|(m, _)| m.name == "clevercloud-pricing") {
+        let loopback = joinery_runtime::grants::HttpPattern::parse("http://127.0.0.1:*")
+            .map_err(|e| SimulateError::Plugins(e.to_string()))?;
+        for (manifest, _) in builtins
+            .iter_mut()
+            .filter(|(m, _)| m.name == "clevercloud-pricing")
+        {
             manifest.capabilities.http.push(loopback.clone());
         }
     }
@@ -327,10 +359,20 @@ pub fn simulation_registry_with(
             grants_yaml.push_str(&format!("  {renderer}:\n    secrets: {secrets:?}\n"));
         }
     }
-    let grants = Grants::parse(&grants_yaml, "simulation grants").map_err(|e| SimulateError::Plugins(e.to_string()))?;
-    let engine = PluginEngine::new(&EngineOptions { cache_dir: EngineOptions::cache_dir_from_env(), ..Default::default() }).map_err(SimulateError::Plugins)?;
-    let mut services = HostServices { secrets: store, ..HostServices::default() };
-    let workload = clevercloud.and_then(|g| g.workload.clone()).or_else(|| clusterapi.and_then(|g| g.workload.clone()));
+    let grants = Grants::parse(&grants_yaml, "simulation grants")
+        .map_err(|e| SimulateError::Plugins(e.to_string()))?;
+    let engine = PluginEngine::new(&EngineOptions {
+        cache_dir: EngineOptions::cache_dir_from_env(),
+        ..Default::default()
+    })
+    .map_err(SimulateError::Plugins)?;
+    let mut services = HostServices {
+        secrets: store,
+        ..HostServices::default()
+    };
+    let workload = clevercloud
+        .and_then(|g| g.workload.clone())
+        .or_else(|| clusterapi.and_then(|g| g.workload.clone()));
     let management = clusterapi.and_then(|g| g.management.clone());
     if workload.is_some() || management.is_some() {
         let mut clusters = joinery_runtime::services::KubeClusters::default();
@@ -343,7 +385,8 @@ pub fn simulation_registry_with(
         services.kube = Arc::new(clusters);
     }
     let cx = LoadContext::new(engine, grants, services).map_err(SimulateError::Plugins)?;
-    let registry = PluginRegistry::load(cx, Vec::new(), builtins).map_err(|e| SimulateError::Plugins(e.to_string()))?;
+    let registry = PluginRegistry::load(cx, Vec::new(), builtins)
+        .map_err(|e| SimulateError::Plugins(e.to_string()))?;
     Ok(Arc::new(registry))
 }
 
@@ -357,18 +400,24 @@ impl Simulation {
     /// cloud, the physics and, if asked, the host.
     pub async fn start(options: SimulationOptions) -> Result<Simulation, SimulateError> {
         let clock = Arc::new(Clock::with_speed(options.speed));
-        let api = ApiServer::start(ApiServerOptions { clock: clock.clone(), ..Default::default() }).await?;
+        let api = ApiServer::start(ApiServerOptions {
+            clock: clock.clone(),
+            ..Default::default()
+        })
+        .await?;
         let client = api.client()?;
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         let mut all = joinery_api::crds();
         for (plugin, text) in NODECLASS_CRDS {
-            let crd: CustomResourceDefinition =
-                serde_yaml::from_str(text).map_err(|e| SimulateError::Plugins(format!("{plugin} NodeClass CRD: {e}")))?;
+            let crd: CustomResourceDefinition = serde_yaml::from_str(text)
+                .map_err(|e| SimulateError::Plugins(format!("{plugin} NodeClass CRD: {e}")))?;
             all.push(crd);
         }
         for crd in all {
             let name = crd.metadata.name.clone().unwrap_or_default();
-            crds.create(&PostParams::default(), &crd).await.map_err(kube_err(format!("creating CRD {name}")))?;
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .map_err(kube_err(format!("creating CRD {name}")))?;
         }
         if let Some(shape) = options.preload {
             joinery_sim::preload::preload(api.store(), shape)
@@ -384,7 +433,13 @@ impl Simulation {
         .await?;
         if let Some(f) = &options.faults {
             for o in &f.insufficient_capacity {
-                cloud.faults().insufficient_capacity(joinery_sim::cloud::OfferingKey::new(&o.instance_type, &o.zone, &o.capacity_type));
+                cloud
+                    .faults()
+                    .insufficient_capacity(joinery_sim::cloud::OfferingKey::new(
+                        &o.instance_type,
+                        &o.zone,
+                        &o.capacity_type,
+                    ));
             }
             cloud.faults().set_quota(f.quota);
             if let Some(n) = f.fail_after_create {
@@ -398,16 +453,35 @@ impl Simulation {
         // The controller's own namespace, as an installation has it (it keeps its
         // learned-capacity ConfigMap there).
         let namespace = k8s_openapi::api::core::v1::Namespace {
-            metadata: kube::api::ObjectMeta { name: Some(settings.system_namespace.clone()), ..Default::default() },
+            metadata: kube::api::ObjectMeta {
+                name: Some(settings.system_namespace.clone()),
+                ..Default::default()
+            },
             ..Default::default()
         };
-        match kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await {
+        match kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+        {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => return Err(kube_err(format!("creating Namespace {}", settings.system_namespace))(e)),
+            Err(e) => {
+                return Err(kube_err(format!(
+                    "creating Namespace {}",
+                    settings.system_namespace
+                ))(e));
+            }
         }
         let exoscale = match &options.exoscale {
-            Some(spec) => Some(start_exoscale(spec, clock.clone(), options.boot_delay, options.exoscale_journal.clone()).await?),
+            Some(spec) => Some(
+                start_exoscale(
+                    spec,
+                    clock.clone(),
+                    options.boot_delay,
+                    options.exoscale_journal.clone(),
+                )
+                .await?,
+            ),
             None => None,
         };
         let clevercloud = match &options.clevercloud {
@@ -415,7 +489,9 @@ impl Simulation {
             None => None,
         };
         let clusterapi = match &options.clusterapi {
-            Some(spec) => Some(start_clusterapi(spec, &client, clock.clone(), &settings.cluster_name).await?),
+            Some(spec) => {
+                Some(start_clusterapi(spec, &client, clock.clone(), &settings.cluster_name).await?)
+            }
             None => None,
         };
         let events = match (&exoscale, &clevercloud, &clusterapi) {
@@ -425,7 +501,9 @@ impl Simulation {
             (None, None, Some(capi)) => (capi.controllers.subscribe(), options.boot_delay),
             (None, None, None) => (cloud.subscribe(), cloud.boot_delay()),
         };
-        let physics = Physics::start(PhysicsOptions::new(client.clone(), clock.clone()).with_cloud(events.0, events.1));
+        let physics = Physics::start(
+            PhysicsOptions::new(client.clone(), clock.clone()).with_cloud(events.0, events.1),
+        );
         // The management cluster's objects go in once the kubelets listen for its machines.
         if let (Some(capi), Some(spec)) = (&clusterapi, &options.clusterapi) {
             for object in &spec.manifests {
@@ -435,28 +513,39 @@ impl Simulation {
         let mut grant = None;
         if let (Some(fake), Some(spec)) = (&exoscale, &options.exoscale) {
             seed_exoscale(fake, spec, &settings.cluster_name)?;
-            grant = Some(ExoscaleGrant { url: fake.url().to_string(), endpoint: fake.endpoint_template(), zone: fake.zones()[0].clone() });
+            grant = Some(ExoscaleGrant {
+                url: fake.url().to_string(),
+                endpoint: fake.endpoint_template(),
+                zone: fake.zones()[0].clone(),
+            });
         }
         let mut store = joinery_runtime::services::StaticSecrets::default();
         if grant.is_some() {
             store = store.with(
                 EXOSCALE_SECRET,
-                &[("api-key", joinery_sim::exoscale::DEFAULT_API_KEY.as_bytes()), ("api-secret", joinery_sim::exoscale::DEFAULT_API_SECRET.as_bytes())],
+                &[
+                    ("api-key", joinery_sim::exoscale::DEFAULT_API_KEY.as_bytes()),
+                    (
+                        "api-secret",
+                        joinery_sim::exoscale::DEFAULT_API_SECRET.as_bytes(),
+                    ),
+                ],
             );
         }
         for (name, entries) in &options.secrets {
-            let entries: Vec<(&str, &[u8])> = entries.iter().map(|(k, v)| (k.as_str(), v.as_bytes())).collect();
+            let entries: Vec<(&str, &[u8])> = entries
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_bytes()))
+                .collect();
             store = store.with(name, &entries);
         }
         let secrets: Arc<dyn joinery_runtime::services::SecretStore> = Arc::new(store);
         let names: Vec<String> = options.secrets.keys().cloned().collect();
-        let cke_grant = clevercloud
-            .as_ref()
-            .map(|cke| CleverCloudGrant {
-                pricing_url: cke.pricing.url().to_string(),
-                workload: Some(client.clone()),
-                quota_backoff_seconds: (60.0 / options.speed.max(1.0)).round().max(1.0) as u32,
-            });
+        let cke_grant = clevercloud.as_ref().map(|cke| CleverCloudGrant {
+            pricing_url: cke.pricing.url().to_string(),
+            workload: Some(client.clone()),
+            quota_backoff_seconds: (60.0 / options.speed.max(1.0)).round().max(1.0) as u32,
+        });
         let capi_grant = clusterapi.as_ref().map(|capi| ClusterApiGrant {
             cluster_name: capi.cluster_name.clone(),
             management: Some(capi.client.clone()),
@@ -507,7 +596,11 @@ impl Simulation {
         if let Some(controller) = &self.controller {
             let prices = controller.context().cloud.known_prices();
             for x in &mut instances {
-                if let Some(price) = prices.get(&(x.instance_type.clone(), x.zone.clone(), x.capacity_type.clone())) {
+                if let Some(price) = prices.get(&(
+                    x.instance_type.clone(),
+                    x.zone.clone(),
+                    x.capacity_type.clone(),
+                )) {
                     x.price_per_hour = *price;
                 }
             }
@@ -523,7 +616,10 @@ impl Simulation {
 
     /// The lag so far, judged against [`LAG_TOLERANCE_SECONDS`].
     pub fn lag_report(&self) -> report::LagReport {
-        judge_lag(self.lag().map(|l| l.snapshot()).unwrap_or_default(), self.clock.speed())
+        judge_lag(
+            self.lag().map(|l| l.snapshot()).unwrap_or_default(),
+            self.clock.speed(),
+        )
     }
 
     /// Starts the host (again, after [`Simulation::crash_controller`]).
@@ -587,9 +683,16 @@ impl Simulation {
     pub async fn scale(&self, s: &scenario::Scale) -> Result<(), SimulateError> {
         let namespace = s.namespace.clone().unwrap_or_else(|| "default".into());
         let api: Api<Deployment> = Api::namespaced(self.client.clone(), &namespace);
-        api.patch(&s.name, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"replicas": s.replicas}})))
-            .await
-            .map_err(kube_err(format!("scaling Deployment {namespace}/{}", s.name)))?;
+        api.patch(
+            &s.name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"replicas": s.replicas}})),
+        )
+        .await
+        .map_err(kube_err(format!(
+            "scaling Deployment {namespace}/{}",
+            s.name
+        )))?;
         Ok(())
     }
 
@@ -621,7 +724,8 @@ impl Simulation {
 /// serves; an existing object is merge-patched).
 async fn apply_to(client: &kube::Client, object: &serde_json::Value) -> Result<(), SimulateError> {
     let (api, name, what) = dynamic_api(client, object).await?;
-    let obj: DynamicObject = serde_json::from_value(object.clone()).map_err(|e| SimulateError::Plugins(format!("{what}: {e}")))?;
+    let obj: DynamicObject = serde_json::from_value(object.clone())
+        .map_err(|e| SimulateError::Plugins(format!("{what}: {e}")))?;
     match api.create(&PostParams::default(), &obj).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 409 => {
@@ -629,7 +733,9 @@ async fn apply_to(client: &kube::Client, object: &serde_json::Value) -> Result<(
             if let Some(m) = patch.get_mut("metadata").and_then(|m| m.as_object_mut()) {
                 m.remove("resourceVersion");
             }
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(kube_err(format!("updating {what}")))?;
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(kube_err(format!("updating {what}")))?;
             Ok(())
         }
         Err(e) => Err(kube_err(format!("creating {what}"))(e)),
@@ -637,18 +743,38 @@ async fn apply_to(client: &kube::Client, object: &serde_json::Value) -> Result<(
 }
 
 /// The dynamic API of an object's kind (found by discovery), its name, and `<kind> <name>`.
-async fn dynamic_api(client: &kube::Client, object: &serde_json::Value) -> Result<(Api<DynamicObject>, String, String), SimulateError> {
-    let api_version = object.get("apiVersion").and_then(|v| v.as_str()).unwrap_or_default();
-    let kind = object.get("kind").and_then(|v| v.as_str()).unwrap_or_default();
-    let name = object.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default().to_string();
+async fn dynamic_api(
+    client: &kube::Client,
+    object: &serde_json::Value,
+) -> Result<(Api<DynamicObject>, String, String), SimulateError> {
+    let api_version = object
+        .get("apiVersion")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default();
+    let kind = object
+        .get("kind")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default();
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default()
+        .to_string();
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
     let what = format!("{kind} {name}");
-    let (resource, caps) = discovery::pinned_kind(client, &gvk).await.map_err(kube_err(format!("{what}: unknown kind {api_version}/{kind}")))?;
+    let (resource, caps) = discovery::pinned_kind(client, &gvk)
+        .await
+        .map_err(kube_err(format!(
+            "{what}: unknown kind {api_version}/{kind}"
+        )))?;
     let api = match caps.scope {
         Scope::Cluster => Api::all_with(client.clone(), &resource),
         Scope::Namespaced => {
-            let ns = object.pointer("/metadata/namespace").and_then(|v| v.as_str()).unwrap_or("default");
+            let ns = object
+                .pointer("/metadata/namespace")
+                .and_then(|v| v.as_str())
+                .unwrap_or("default");
             Api::namespaced_with(client.clone(), ns, &resource)
         }
     };
@@ -658,10 +784,22 @@ async fn dynamic_api(client: &kube::Client, object: &serde_json::Value) -> Resul
 const MIB: u64 = 1 << 20;
 
 /// Starts the fake Exoscale API with a scenario's zones, instance types, templates and faults.
-async fn start_exoscale(spec: &ExoscaleSpec, clock: Arc<Clock>, boot_delay: Duration, journal: Option<PathBuf>) -> Result<ExoFake, SimulateError> {
-    use joinery_sim::exoscale::{ErrorShape, ExoInstanceType, ExoTemplate, GIB, Visibility, default_instance_types, default_templates, stable_uuid};
+async fn start_exoscale(
+    spec: &ExoscaleSpec,
+    clock: Arc<Clock>,
+    boot_delay: Duration,
+    journal: Option<PathBuf>,
+) -> Result<ExoFake, SimulateError> {
+    use joinery_sim::exoscale::{
+        ErrorShape, ExoInstanceType, ExoTemplate, GIB, Visibility, default_instance_types,
+        default_templates, stable_uuid,
+    };
     let defaults = ExoFakeOptions::default();
-    let zones = spec.zones.clone().filter(|z| !z.is_empty()).unwrap_or(defaults.zones.clone());
+    let zones = spec
+        .zones
+        .clone()
+        .filter(|z| !z.is_empty())
+        .unwrap_or(defaults.zones.clone());
     let instance_types = match &spec.instance_types {
         None => default_instance_types(&zones),
         Some(types) => types
@@ -698,7 +836,12 @@ async fn start_exoscale(spec: &ExoscaleSpec, clock: Arc<Clock>, boot_delay: Dura
     }
     let faults = joinery_sim::exoscale::ExoFaults::default();
     if let Some(f) = &spec.faults {
-        let retry_after = scenario::duration_field(f.retry_after.as_deref(), "cloud.exoscale.faults.retryAfter", Duration::from_secs(1), "scenario")?;
+        let retry_after = scenario::duration_field(
+            f.retry_after.as_deref(),
+            "cloud.exoscale.faults.retryAfter",
+            Duration::from_secs(1),
+            "scenario",
+        )?;
         if let Some(rate) = f.error_rate {
             faults.set_default_error_rate(rate);
         }
@@ -723,7 +866,9 @@ async fn start_exoscale(spec: &ExoscaleSpec, clock: Arc<Clock>, boot_delay: Dura
         templates,
         clock,
         boot_delay,
-        anti_affinity_ceiling: spec.anti_affinity_ceiling.unwrap_or(defaults.anti_affinity_ceiling),
+        anti_affinity_ceiling: spec
+            .anti_affinity_ceiling
+            .unwrap_or(defaults.anti_affinity_ceiling),
         // The plugin waits in real time between polls; operations that end on their first
         // poll keep a create from taking tens of simulated seconds at high speed-ups.
         operation_polls: 0,
@@ -736,12 +881,23 @@ async fn start_exoscale(spec: &ExoscaleSpec, clock: Arc<Clock>, boot_delay: Dura
 
 /// Installs the NodeGroup CRD, starts the fake CKE operator on the simulation's client and
 /// clock, and the pricing endpoints, with a scenario's settings.
-async fn start_clevercloud(spec: &CleverCloudSpec, client: &kube::Client, clock: Arc<Clock>) -> Result<CleverCloud, SimulateError> {
+async fn start_clevercloud(
+    spec: &CleverCloudSpec,
+    client: &kube::Client,
+    clock: Arc<Clock>,
+) -> Result<CleverCloud, SimulateError> {
     let (settings, pricing) = spec.settings("scenario")?;
     joinery_sim::clevercloud::nodegroups::install_crd(client)
         .await
-        .map_err(kube_err(format!("creating CRD {}", joinery_sim::clevercloud::nodegroups::CRD_NAME)))?;
-    let operator = NodeGroupOperator::start(NodeGroupOperatorOptions { client: client.clone(), clock, settings });
+        .map_err(kube_err(format!(
+            "creating CRD {}",
+            joinery_sim::clevercloud::nodegroups::CRD_NAME
+        )))?;
+    let operator = NodeGroupOperator::start(NodeGroupOperatorOptions {
+        client: client.clone(),
+        clock,
+        settings,
+    });
     let pricing = PricingFake::start(pricing).await?;
     Ok(CleverCloud { operator, pricing })
 }
@@ -749,24 +905,58 @@ async fn start_clevercloud(spec: &CleverCloudSpec, client: &kube::Client, clock:
 /// Starts the management cluster's API server on the simulation's clock, installs the
 /// Cluster API CRDs there and starts the controllers with a scenario's settings (the
 /// scenario's management manifests are applied later, once the physics listens).
-async fn start_clusterapi(spec: &ClusterApiSpec, workload: &kube::Client, clock: Arc<Clock>, host_cluster_name: &str) -> Result<ClusterApi, SimulateError> {
+async fn start_clusterapi(
+    spec: &ClusterApiSpec,
+    workload: &kube::Client,
+    clock: Arc<Clock>,
+    host_cluster_name: &str,
+) -> Result<ClusterApi, SimulateError> {
     let settings = spec.settings("scenario")?;
-    let management = ApiServer::start(ApiServerOptions { clock: clock.clone(), ..Default::default() }).await?;
+    let management = ApiServer::start(ApiServerOptions {
+        clock: clock.clone(),
+        ..Default::default()
+    })
+    .await?;
     let client = management.client()?;
-    joinery_sim::clusterapi::install_crds(&client).await.map_err(kube_err("creating the Cluster API CRDs in the management cluster"))?;
-    let controllers = CapiControllers::start(CapiOptions { management: client.clone(), workload: workload.clone(), clock, settings });
-    let cluster_name = spec.cluster_name.clone().unwrap_or_else(|| host_cluster_name.to_string());
+    joinery_sim::clusterapi::install_crds(&client)
+        .await
+        .map_err(kube_err(
+            "creating the Cluster API CRDs in the management cluster",
+        ))?;
+    let controllers = CapiControllers::start(CapiOptions {
+        management: client.clone(),
+        workload: workload.clone(),
+        clock,
+        settings,
+    });
+    let cluster_name = spec
+        .cluster_name
+        .clone()
+        .unwrap_or_else(|| host_cluster_name.to_string());
     tracing::info!(url = %management.url(), "fake Cluster API management cluster started");
-    Ok(ClusterApi { management, client, controllers, cluster_name })
+    Ok(ClusterApi {
+        management,
+        client,
+        controllers,
+        cluster_name,
+    })
 }
 
 /// Adds a scenario's security groups, networks, groups, keys and pre-existing instances.
-fn seed_exoscale(fake: &ExoFake, spec: &ExoscaleSpec, cluster_name: &str) -> Result<(), SimulateError> {
+fn seed_exoscale(
+    fake: &ExoFake,
+    spec: &ExoscaleSpec,
+    cluster_name: &str,
+) -> Result<(), SimulateError> {
     for name in &spec.security_groups {
         fake.add_security_group(name);
     }
     for n in &spec.private_networks {
-        let labels: Vec<(&str, &str)> = n.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let labels: Vec<(&str, &str)> = n
+            .labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
         fake.add_private_network(&n.zone, &n.name, &labels);
     }
     for name in &spec.anti_affinity_groups {
@@ -776,13 +966,20 @@ fn seed_exoscale(fake: &ExoFake, spec: &ExoscaleSpec, cluster_name: &str) -> Res
         fake.add_ssh_key(name);
     }
     for (i, seed) in spec.instances.iter().enumerate() {
-        let mut labels: Vec<(&str, &str)> = seed.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let mut labels: Vec<(&str, &str)> = seed
+            .labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
         if seed.managed {
             labels.push(("karpenter-sh_managed-by", cluster_name));
         }
         let kind = seed.instance_type.as_deref().unwrap_or("standard.small");
         fake.add_instance(&seed.zone, kind, &labels).map_err(|e| {
-            SimulateError::Scenario(ScenarioError { origin: "scenario".into(), message: format!("cloud.exoscale.instances[{i}]: {e}") })
+            SimulateError::Scenario(ScenarioError {
+                origin: "scenario".into(),
+                message: format!("cloud.exoscale.instances[{i}]: {e}"),
+            })
         })?;
     }
     Ok(())
@@ -809,7 +1006,10 @@ fn cloud_report(sim: &Simulation, provider: &str) -> report::CloudReport {
         })
         .collect();
     let counters = sim.clevercloud.as_ref().map(|cke| cke.operator.counters());
-    let capi = sim.clusterapi.as_ref().map(|capi| (capi.controllers.counters(), capi.controllers.machines()));
+    let capi = sim
+        .clusterapi
+        .as_ref()
+        .map(|capi| (capi.controllers.counters(), capi.controllers.machines()));
     report::CloudReport {
         provider: provider.to_string(),
         instances_created: sim
@@ -820,7 +1020,11 @@ fn cloud_report(sim: &Simulation, provider: &str) -> report::CloudReport {
             .or(capi.as_ref().map(|(c, _)| c.machines_provisioned as usize)),
         instances_at_end: instances.iter().filter(|i| i.state != "terminated").count(),
         instances,
-        node_groups: counters.map(|c| report::NodeGroupTotals { accepted: c.accepted, rejected: c.rejected, vanished: c.vanished }),
+        node_groups: counters.map(|c| report::NodeGroupTotals {
+            accepted: c.accepted,
+            rejected: c.rejected,
+            vanished: c.vanished,
+        }),
         machines: capi.as_ref().map(|(_, machines)| {
             machines
                 .iter()
@@ -849,12 +1053,19 @@ fn cloud_report(sim: &Simulation, provider: &str) -> report::CloudReport {
 async fn node_class_report(sim: &Simulation) -> Vec<report::NodeClassReport> {
     let mut out = Vec::new();
     for (_, text) in NODECLASS_CRDS {
-        let Ok(crd) = serde_yaml::from_str::<CustomResourceDefinition>(text) else { continue };
-        let Some(version) = crd.spec.versions.first() else { continue };
-        let gvk = kube::api::GroupVersionKind::gvk(&crd.spec.group, &version.name, &crd.spec.names.kind);
+        let Ok(crd) = serde_yaml::from_str::<CustomResourceDefinition>(text) else {
+            continue;
+        };
+        let Some(version) = crd.spec.versions.first() else {
+            continue;
+        };
+        let gvk =
+            kube::api::GroupVersionKind::gvk(&crd.spec.group, &version.name, &crd.spec.names.kind);
         let resource = kube::api::ApiResource::from_gvk(&gvk);
         let api: Api<DynamicObject> = Api::all_with(sim.client.clone(), &resource);
-        let Ok(list) = api.list(&kube::api::ListParams::default()).await else { continue };
+        let Ok(list) = api.list(&kube::api::ListParams::default()).await else {
+            continue;
+        };
         for object in list.items {
             let conditions: Vec<report::ConditionReport> = object
                 .data
@@ -863,14 +1074,26 @@ async fn node_class_report(sim: &Simulation) -> Vec<report::NodeClassReport> {
                 .into_iter()
                 .flatten()
                 .map(|c| {
-                    let field = |k: &str| c.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
-                    report::ConditionReport { type_: field("type"), status: field("status"), reason: field("reason"), message: field("message") }
+                    let field = |k: &str| {
+                        c.get(k)
+                            .and_then(|v| v.as_str())
+                            .unwrap_or_default()
+                            .to_string()
+                    };
+                    report::ConditionReport {
+                        type_: field("type"),
+                        status: field("status"),
+                        reason: field("reason"),
+                        message: field("message"),
+                    }
                 })
                 .collect();
             out.push(report::NodeClassReport {
                 kind: crd.spec.names.kind.clone(),
                 name: object.metadata.name.clone().unwrap_or_default(),
-                ready: conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"),
+                ready: conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True"),
                 conditions,
             });
         }
@@ -887,65 +1110,144 @@ pub fn unmet(expect: &Expectations, seen: &Observation) -> Vec<String> {
         }
     };
     if let Some(n) = expect.pods_running {
-        check(seen.pods.running == n, format!("podsRunning: wanted {n}, saw {}", seen.pods.running));
+        check(
+            seen.pods.running == n,
+            format!("podsRunning: wanted {n}, saw {}", seen.pods.running),
+        );
     }
     if let Some(n) = expect.pods_pending {
-        check(seen.pods.pending == n, format!("podsPending: wanted {n}, saw {}", seen.pods.pending));
+        check(
+            seen.pods.pending == n,
+            format!("podsPending: wanted {n}, saw {}", seen.pods.pending),
+        );
     }
     if let Some(n) = expect.pods_unschedulable {
-        check(seen.pods.unschedulable == n, format!("podsUnschedulable: wanted {n}, saw {}", seen.pods.unschedulable));
+        check(
+            seen.pods.unschedulable == n,
+            format!(
+                "podsUnschedulable: wanted {n}, saw {}",
+                seen.pods.unschedulable
+            ),
+        );
     }
     if expect.all_pods_running == Some(true) {
-        check(seen.pods.total > 0 && seen.pods.pending == 0, format!("allPodsRunning: {} of {} running", seen.pods.running, seen.pods.total));
+        check(
+            seen.pods.total > 0 && seen.pods.pending == 0,
+            format!(
+                "allPodsRunning: {} of {} running",
+                seen.pods.running, seen.pods.total
+            ),
+        );
     }
     if let Some(text) = &expect.all_pods_running_within {
         // Checked when the scenario was parsed.
-        let within = joinery_api::duration::parse_go_duration(text).unwrap_or_default().as_secs_f64();
+        let within = joinery_api::duration::parse_go_duration(text)
+            .unwrap_or_default()
+            .as_secs_f64();
         let all_running = seen.pods.total > 0 && seen.pods.pending == 0;
         match seen.all_pods_running.filter(|_| all_running) {
-            Some(at) => check(at <= within, format!("allPodsRunningWithin: wanted every pod running by {within:.0} s, they were at {at:.1} s")),
+            Some(at) => check(
+                at <= within,
+                format!(
+                    "allPodsRunningWithin: wanted every pod running by {within:.0} s, they were at {at:.1} s"
+                ),
+            ),
             None => check(
                 false,
-                format!("allPodsRunningWithin: wanted every pod running by {within:.0} s; {} of {} running at {:.1} s", seen.pods.running, seen.pods.total, seen.at),
+                format!(
+                    "allPodsRunningWithin: wanted every pod running by {within:.0} s; {} of {} running at {:.1} s",
+                    seen.pods.running, seen.pods.total, seen.at
+                ),
             ),
         }
     }
     if let Some(n) = expect.nodes {
-        check(seen.nodes == n, format!("nodes: wanted {n}, saw {}", seen.nodes));
+        check(
+            seen.nodes == n,
+            format!("nodes: wanted {n}, saw {}", seen.nodes),
+        );
     }
     if let Some(n) = expect.node_claims {
-        check(seen.node_claims == n, format!("nodeClaims: wanted {n}, saw {}", seen.node_claims));
+        check(
+            seen.node_claims == n,
+            format!("nodeClaims: wanted {n}, saw {}", seen.node_claims),
+        );
     }
     if let Some(n) = expect.nodes_at_most {
-        check(seen.nodes <= n, format!("nodesAtMost: wanted ≤ {n}, saw {}", seen.nodes));
+        check(
+            seen.nodes <= n,
+            format!("nodesAtMost: wanted ≤ {n}, saw {}", seen.nodes),
+        );
     }
     if let Some(n) = expect.peak_nodes_at_most {
-        check(seen.peak_nodes <= n, format!("peakNodesAtMost: wanted ≤ {n}, peak was {}", seen.peak_nodes));
+        check(
+            seen.peak_nodes <= n,
+            format!(
+                "peakNodesAtMost: wanted ≤ {n}, peak was {}",
+                seen.peak_nodes
+            ),
+        );
     }
     if let Some(n) = expect.node_claims_created_at_most {
-        check(seen.claims.len() <= n, format!("nodeClaimsCreatedAtMost: wanted ≤ {n}, saw {}", seen.claims.len()));
+        check(
+            seen.claims.len() <= n,
+            format!(
+                "nodeClaimsCreatedAtMost: wanted ≤ {n}, saw {}",
+                seen.claims.len()
+            ),
+        );
     }
     if let Some(n) = expect.node_claims_created_at_least {
-        check(seen.claims.len() >= n, format!("nodeClaimsCreatedAtLeast: wanted ≥ {n}, saw {}", seen.claims.len()));
+        check(
+            seen.claims.len() >= n,
+            format!(
+                "nodeClaimsCreatedAtLeast: wanted ≥ {n}, saw {}",
+                seen.claims.len()
+            ),
+        );
     }
     if let Some(n) = expect.zones_at_least {
         let zones = seen.live_zones();
-        check(zones.len() >= n, format!("zonesAtLeast: wanted ≥ {n}, live nodes are in {zones:?}"));
+        check(
+            zones.len() >= n,
+            format!("zonesAtLeast: wanted ≥ {n}, live nodes are in {zones:?}"),
+        );
     }
     if let Some(types) = &expect.instance_types {
         let used = seen.instance_types();
         let bad: Vec<&String> = used.iter().filter(|t| !types.contains(t)).collect();
-        check(bad.is_empty(), format!("instanceTypes: wanted only {types:?}, launched {used:?}"));
+        check(
+            bad.is_empty(),
+            format!("instanceTypes: wanted only {types:?}, launched {used:?}"),
+        );
     }
     if let Some(n) = expect.cloud_instances {
-        check(seen.cloud_instances == n, format!("cloudInstances: wanted {n}, the cloud has {}", seen.cloud_instances));
+        check(
+            seen.cloud_instances == n,
+            format!(
+                "cloudInstances: wanted {n}, the cloud has {}",
+                seen.cloud_instances
+            ),
+        );
     }
     if let Some(reasons) = &expect.event_reasons {
-        let missing: Vec<&String> = reasons.iter().filter(|r| !seen.event_reasons.contains(*r)).collect();
-        check(missing.is_empty(), format!("eventReasons: no Event with reason {missing:?} was recorded"));
+        let missing: Vec<&String> = reasons
+            .iter()
+            .filter(|r| !seen.event_reasons.contains(*r))
+            .collect();
+        check(
+            missing.is_empty(),
+            format!("eventReasons: no Event with reason {missing:?} was recorded"),
+        );
     }
     if let Some(max) = expect.cost_per_hour_at_most {
-        check(seen.cost_per_hour <= max + 1e-9, format!("costPerHourAtMost: wanted ≤ {max}, cost is {:.4}/h", seen.cost_per_hour));
+        check(
+            seen.cost_per_hour <= max + 1e-9,
+            format!(
+                "costPerHourAtMost: wanted ≤ {max}, cost is {:.4}/h",
+                seen.cost_per_hour
+            ),
+        );
     }
     out
 }
@@ -969,7 +1271,12 @@ const LAG_MIN_SAMPLES: u64 = 20;
 
 /// Judges lag series against [`LAG_TOLERANCE_SECONDS`] and [`LAG_REFUSAL_SECONDS`].
 pub fn judge_lag(snapshot: joinery_sim::physics::LagSnapshot, speed: f64) -> report::LagReport {
-    let judged = || snapshot.series.iter().filter(|s| s.count >= LAG_MIN_SAMPLES);
+    let judged = || {
+        snapshot
+            .series
+            .iter()
+            .filter(|s| s.count >= LAG_MIN_SAMPLES)
+    };
     let worst = judged().max_by(|a, b| a.p95_seconds.total_cmp(&b.p95_seconds));
     let p95 = worst.map_or(0.0, |s| s.p95_seconds);
     report::LagReport {
@@ -995,17 +1302,50 @@ pub struct RunOptions {
 }
 
 /// Runs a scenario to its end. `echo` prints the timeline as it happens.
-pub async fn run_scenario(scenario: &Scenario, speed: f64, echo: bool) -> Result<Report, SimulateError> {
-    run_scenario_with(scenario, RunOptions { speed, echo, exoscale_journal: None }).await
+pub async fn run_scenario(
+    scenario: &Scenario,
+    speed: f64,
+    echo: bool,
+) -> Result<Report, SimulateError> {
+    run_scenario_with(
+        scenario,
+        RunOptions {
+            speed,
+            echo,
+            exoscale_journal: None,
+        },
+    )
+    .await
 }
 
 /// [`run_scenario`] with every option.
-pub async fn run_scenario_with(scenario: &Scenario, run: RunOptions) -> Result<Report, SimulateError> {
-    let RunOptions { speed, echo, exoscale_journal } = run;
+pub async fn run_scenario_with(
+    scenario: &Scenario,
+    run: RunOptions,
+) -> Result<Report, SimulateError> {
+    let RunOptions {
+        speed,
+        echo,
+        exoscale_journal,
+    } = run;
     let origin = scenario.name.clone();
-    let settings = Settings::from_lookup(|k| scenario.settings.get(k).cloned().or_else(|| std::env::var(k).ok()))
-        .map_err(|e| ScenarioError { origin: origin.clone(), message: format!("settings: {e}") })?;
-    let boot_delay = scenario::duration_field(scenario.cloud.boot_delay.as_deref(), "cloud.bootDelay", Duration::from_secs(30), &origin)?;
+    let settings = Settings::from_lookup(|k| {
+        scenario
+            .settings
+            .get(k)
+            .cloned()
+            .or_else(|| std::env::var(k).ok())
+    })
+    .map_err(|e| ScenarioError {
+        origin: origin.clone(),
+        message: format!("settings: {e}"),
+    })?;
+    let boot_delay = scenario::duration_field(
+        scenario.cloud.boot_delay.as_deref(),
+        "cloud.bootDelay",
+        Duration::from_secs(30),
+        &origin,
+    )?;
     let options = SimulationOptions {
         speed,
         catalog: scenario.cloud.catalog.clone().unwrap_or_default(),
@@ -1015,10 +1355,13 @@ pub async fn run_scenario_with(scenario: &Scenario, run: RunOptions) -> Result<R
         start_controller: false,
         faults: scenario.cloud.faults.clone(),
         secrets: scenario.secrets.clone(),
-        exoscale: (scenario.cloud.provider() == "exoscale").then(|| scenario.cloud.exoscale.clone().unwrap_or_default()),
+        exoscale: (scenario.cloud.provider() == "exoscale")
+            .then(|| scenario.cloud.exoscale.clone().unwrap_or_default()),
         exoscale_journal,
-        clevercloud: (scenario.cloud.provider() == "clevercloud").then(|| scenario.cloud.clevercloud.clone().unwrap_or_default()),
-        clusterapi: (scenario.cloud.provider() == "clusterapi").then(|| scenario.cloud.clusterapi.clone().unwrap_or_default()),
+        clevercloud: (scenario.cloud.provider() == "clevercloud")
+            .then(|| scenario.cloud.clevercloud.clone().unwrap_or_default()),
+        clusterapi: (scenario.cloud.provider() == "clusterapi")
+            .then(|| scenario.cloud.clusterapi.clone().unwrap_or_default()),
         preload: None,
     };
     let wall = std::time::Instant::now();
@@ -1056,7 +1399,15 @@ pub async fn run_scenario_with(scenario: &Scenario, run: RunOptions) -> Result<R
         failures.push(refusal);
     }
     let pending = observer.pending_pods().await.unwrap_or_default();
-    let mut report = Report::new(scenario, observer.observation(), pending, &observer.timeline, failures, observer.now(), wall.elapsed().as_secs_f64());
+    let mut report = Report::new(
+        scenario,
+        observer.observation(),
+        pending,
+        &observer.timeline,
+        failures,
+        observer.now(),
+        wall.elapsed().as_secs_f64(),
+    );
     report.lag = lag;
     report.cloud = cloud_report(&sim, scenario.cloud.provider());
     report.node_classes = node_class_report(&sim).await;
@@ -1081,7 +1432,12 @@ async fn drive(
     for (i, step) in scenario.steps.iter().enumerate() {
         let label = step.name.clone().unwrap_or_else(|| format!("steps[{i}]"));
         if let Some(at) = &step.at {
-            let at = scenario::duration_field(Some(at), &format!("steps[{i}].at"), Duration::ZERO, &origin)?;
+            let at = scenario::duration_field(
+                Some(at),
+                &format!("steps[{i}].at"),
+                Duration::ZERO,
+                &origin,
+            )?;
             while observer.now() < at.as_secs_f64() {
                 sample_pause(sim, observer).await;
             }
@@ -1091,7 +1447,11 @@ async fn drive(
         }
         for r in &step.delete {
             let count = sim.delete(r).await?;
-            let target = r.name.clone().or_else(|| r.label_selector.clone().map(|s| format!("[{s}]"))).unwrap_or_default();
+            let target = r
+                .name
+                .clone()
+                .or_else(|| r.label_selector.clone().map(|s| format!("[{s}]")))
+                .unwrap_or_default();
             observer.note(format!("{label}: deleted {count} {} {target}", r.kind));
         }
         if let Some(s) = &step.scale {
@@ -1101,14 +1461,24 @@ async fn drive(
             observer.note(format!("{label}: started"));
         }
         if let Some(wait) = &step.wait {
-            let wait = scenario::duration_field(Some(wait), &format!("steps[{i}].wait"), Duration::ZERO, &origin)?;
+            let wait = scenario::duration_field(
+                Some(wait),
+                &format!("steps[{i}].wait"),
+                Duration::ZERO,
+                &origin,
+            )?;
             let until = observer.now() + wait.as_secs_f64();
             while observer.now() < until {
                 sample_pause(sim, observer).await;
             }
         }
         if let Some(wait) = &step.wait_for {
-            let limit = scenario::duration_field(step.timeout.as_deref(), &format!("steps[{i}].timeout"), Duration::from_secs(900), &origin)?;
+            let limit = scenario::duration_field(
+                step.timeout.as_deref(),
+                &format!("steps[{i}].timeout"),
+                Duration::from_secs(900),
+                &origin,
+            )?;
             let started = observer.now();
             loop {
                 sample_pause(sim, observer).await;
@@ -1119,7 +1489,11 @@ async fn drive(
                 }
                 let now = observer.now();
                 if now - started > limit.as_secs_f64() || now > deadline.as_secs_f64() {
-                    failures.push(format!("{label}: waitFor not reached within {}s: {}", limit.as_secs(), left.join("; ")));
+                    failures.push(format!(
+                        "{label}: waitFor not reached within {}s: {}",
+                        limit.as_secs(),
+                        left.join("; ")
+                    ));
                     return Ok(());
                 }
             }
@@ -1142,7 +1516,10 @@ async fn sample_pause(sim: &Simulation, observer: &mut Observer) {
         let lag = sim.lag_report();
         if !lag.honoured {
             observer.lag_noted = true;
-            let worst = lag.worst.as_deref().and_then(|w| lag.series.iter().find(|s| s.name == w));
+            let worst = lag
+                .worst
+                .as_deref()
+                .and_then(|w| lag.series.iter().find(|s| s.name == w));
             if let Some(worst) = worst {
                 observer.note(format!(
                     "WARNING: falling behind the clock ({} p95 {:.2} s > {} s): --speed {} is too fast for this machine",
@@ -1173,107 +1550,260 @@ mod tests {
     #[test]
     fn lag_is_judged_by_the_worst_95th_percentile_warned_then_refused() {
         let snapshot = |p95: f64| joinery_sim::physics::LagSnapshot {
-            series: vec![series("clock", 500, 0.05), series("scheduler", 300, p95), series("kubelets", 3, 50.0)],
+            series: vec![
+                series("clock", 500, 0.05),
+                series("scheduler", 300, p95),
+                series("kubelets", 3, 50.0),
+            ],
         };
         // Too few samples to judge: the kubelets' series does not count.
         let fine = judge_lag(snapshot(0.4), 20.0);
         assert!(fine.honoured && !fine.refused, "{fine:?}");
-        assert_eq!((fine.refusal(), fine.warning(), fine.suggested_speed()), (None, None, None));
+        assert_eq!(
+            (fine.refusal(), fine.warning(), fine.suggested_speed()),
+            (None, None, None)
+        );
         let late = judge_lag(snapshot(2.0), 20.0);
         assert!(!late.honoured && !late.refused);
         assert_eq!(late.worst.as_deref(), Some("scheduler"));
         assert_eq!(late.suggested_speed(), Some(10.0));
         let warning = late.warning().unwrap();
-        assert!(warning.contains("--speed 20") && warning.contains("scheduler p95 2.00 s") && warning.contains("--speed 10 or lower"), "{warning}");
+        assert!(
+            warning.contains("--speed 20")
+                && warning.contains("scheduler p95 2.00 s")
+                && warning.contains("--speed 10 or lower"),
+            "{warning}"
+        );
         assert!(late.refusal().is_none());
         let hopeless = judge_lag(snapshot(24.0), 60.0);
         assert!(hopeless.refused);
         let refusal = hopeless.refusal().unwrap();
-        assert!(refusal.starts_with("speed: refused, --speed 60") && refusal.contains("--speed 20 or lower"), "{refusal}");
+        assert!(
+            refusal.starts_with("speed: refused, --speed 60")
+                && refusal.contains("--speed 20 or lower"),
+            "{refusal}"
+        );
         assert!(hopeless.warning().is_none());
-        assert!(hopeless.line().contains("speed 60 refused"), "{}", hopeless.line());
+        assert!(
+            hopeless.line().contains("speed 60 refused"),
+            "{}",
+            hopeless.line()
+        );
     }
 
     #[test]
     fn time_to_running_is_checked_against_when_every_pod_ran() {
-        let expect = Expectations { all_pods_running_within: Some("2m".into()), ..Default::default() };
-        let mut seen = Observation { at: 90.0, pods: observer::PodCounts { total: 10, running: 4, pending: 6, unschedulable: 6 }, ..Default::default() };
+        let expect = Expectations {
+            all_pods_running_within: Some("2m".into()),
+            ..Default::default()
+        };
+        let mut seen = Observation {
+            at: 90.0,
+            pods: observer::PodCounts {
+                total: 10,
+                running: 4,
+                pending: 6,
+                unschedulable: 6,
+            },
+            ..Default::default()
+        };
         let unmet_now = unmet(&expect, &seen);
-        assert!(unmet_now.len() == 1 && unmet_now[0].contains("4 of 10 running"), "{unmet_now:?}");
-        seen.pods = observer::PodCounts { total: 10, running: 10, pending: 0, unschedulable: 0 };
+        assert!(
+            unmet_now.len() == 1 && unmet_now[0].contains("4 of 10 running"),
+            "{unmet_now:?}"
+        );
+        seen.pods = observer::PodCounts {
+            total: 10,
+            running: 10,
+            pending: 0,
+            unschedulable: 0,
+        };
         seen.all_pods_running = Some(118.0);
         assert!(unmet(&expect, &seen).is_empty());
         seen.all_pods_running = Some(121.5);
         assert!(unmet(&expect, &seen)[0].contains("they were at 121.5 s"));
-        assert!(Scenario::parse("expect: {allPodsRunningWithin: soon}\n", "x.yaml").unwrap_err().to_string().contains("expect.allPodsRunningWithin"));
+        assert!(
+            Scenario::parse("expect: {allPodsRunningWithin: soon}\n", "x.yaml")
+                .unwrap_err()
+                .to_string()
+                .contains("expect.allPodsRunningWithin")
+        );
     }
 
     #[test]
     fn unschedulable_pods_are_counted_apart_from_pending_ones() {
-        let expect = Expectations { pods_unschedulable: Some(6), ..Default::default() };
-        let mut seen = Observation { pods: observer::PodCounts { total: 6, running: 0, pending: 6, unschedulable: 3 }, ..Default::default() };
-        assert_eq!(unmet(&expect, &seen), vec!["podsUnschedulable: wanted 6, saw 3".to_string()]);
+        let expect = Expectations {
+            pods_unschedulable: Some(6),
+            ..Default::default()
+        };
+        let mut seen = Observation {
+            pods: observer::PodCounts {
+                total: 6,
+                running: 0,
+                pending: 6,
+                unschedulable: 3,
+            },
+            ..Default::default()
+        };
+        assert_eq!(
+            unmet(&expect, &seen),
+            vec!["podsUnschedulable: wanted 6, saw 3".to_string()]
+        );
         seen.pods.unschedulable = 6;
         assert!(unmet(&expect, &seen).is_empty());
-        let parsed = Scenario::parse("steps:\n  - name: marked\n    waitFor: {podsUnschedulable: 2}\n", "x.yaml").unwrap();
-        assert_eq!(parsed.steps[0].wait_for.as_ref().and_then(|w| w.pods_unschedulable), Some(2));
+        let parsed = Scenario::parse(
+            "steps:\n  - name: marked\n    waitFor: {podsUnschedulable: 2}\n",
+            "x.yaml",
+        )
+        .unwrap();
+        assert_eq!(
+            parsed.steps[0]
+                .wait_for
+                .as_ref()
+                .and_then(|w| w.pods_unschedulable),
+            Some(2)
+        );
     }
 
     #[test]
     fn event_reason_expectations_name_the_missing_reasons() {
-        let expect = Expectations { event_reasons: Some(vec!["NodeGroupQuotaExceeded".into(), "Nominated".into()]), ..Default::default() };
+        let expect = Expectations {
+            event_reasons: Some(vec!["NodeGroupQuotaExceeded".into(), "Nominated".into()]),
+            ..Default::default()
+        };
         let mut seen = Observation::default();
         seen.event_reasons.insert("Nominated".into());
         let unmet_now = unmet(&expect, &seen);
         assert_eq!(unmet_now.len(), 1);
-        assert!(unmet_now[0].contains("NodeGroupQuotaExceeded") && !unmet_now[0].contains("Nominated\""), "{unmet_now:?}");
+        assert!(
+            unmet_now[0].contains("NodeGroupQuotaExceeded")
+                && !unmet_now[0].contains("Nominated\""),
+            "{unmet_now:?}"
+        );
         seen.event_reasons.insert("NodeGroupQuotaExceeded".into());
         assert!(unmet(&expect, &seen).is_empty());
-        let scenario = Scenario::parse("steps:\n  - name: s\n    wait: 1s\n    expect: {eventReasons: [X]}\n", "x.yaml").unwrap();
+        let scenario = Scenario::parse(
+            "steps:\n  - name: s\n    wait: 1s\n    expect: {eventReasons: [X]}\n",
+            "x.yaml",
+        )
+        .unwrap();
         assert!(scenario.expects_events());
-        assert!(!Scenario::parse("expect: {nodes: 0}\n", "x.yaml").unwrap().expects_events());
+        assert!(
+            !Scenario::parse("expect: {nodes: 0}\n", "x.yaml")
+                .unwrap()
+                .expects_events()
+        );
     }
 
     #[test]
     fn a_clevercloud_simulation_grants_both_plugins_what_they_need() {
-        let store: Arc<dyn joinery_runtime::services::SecretStore> = Arc::new(joinery_runtime::services::StaticSecrets::default());
-        let grant = CleverCloudGrant { pricing_url: "http://127.0.0.1:41000".into(), workload: None, quota_backoff_seconds: 3 };
-        let registry = simulation_registry_with("http://127.0.0.1:40000", "sim", &[], store.clone(), None, Some(&grant), None).unwrap();
+        let store: Arc<dyn joinery_runtime::services::SecretStore> =
+            Arc::new(joinery_runtime::services::StaticSecrets::default());
+        let grant = CleverCloudGrant {
+            pricing_url: "http://127.0.0.1:41000".into(),
+            workload: None,
+            quota_backoff_seconds: 3,
+        };
+        let registry = simulation_registry_with(
+            "http://127.0.0.1:40000",
+            "sim",
+            &[],
+            store.clone(),
+            None,
+            Some(&grant),
+            None,
+        )
+        .unwrap();
         let set = registry.current();
         {
-            let cloud = set.get("clevercloud").expect("the clevercloud plugin is built in");
+            let cloud = set
+                .get("clevercloud")
+                .expect("the clevercloud plugin is built in");
             let caps = cloud.capabilities();
-            assert_eq!(caps.grant().config, Some(json!({"clusterName": "sim", "acceptancePollMillis": 50, "quotaBackoffSeconds": 3})));
+            assert_eq!(
+                caps.grant().config,
+                Some(
+                    json!({"clusterName": "sim", "acceptancePollMillis": 50, "quotaBackoffSeconds": 3})
+                )
+            );
             // What the plugin asks for (the effective capability is the intersection).
             for verb in [Verb::Get, Verb::List, Verb::Create, Verb::Delete] {
-                let access = KubeAccess { cluster: "workload", group: "api.clever-cloud.com", resource: "nodegroups", namespace: None, verb };
-                assert!(caps.check_kube(&access).is_ok(), "{verb:?}: {:?}", caps.check_kube(&access));
+                let access = KubeAccess {
+                    cluster: "workload",
+                    group: "api.clever-cloud.com",
+                    resource: "nodegroups",
+                    namespace: None,
+                    verb,
+                };
+                assert!(
+                    caps.check_kube(&access).is_ok(),
+                    "{verb:?}: {:?}",
+                    caps.check_kube(&access)
+                );
             }
-            let events = KubeAccess { cluster: "workload", group: "", resource: "events", namespace: Some("default"), verb: Verb::Create };
-            assert!(caps.check_kube(&events).is_ok(), "{:?}", caps.check_kube(&events));
+            let events = KubeAccess {
+                cluster: "workload",
+                group: "",
+                resource: "events",
+                namespace: Some("default"),
+                verb: Verb::Create,
+            };
+            assert!(
+                caps.check_kube(&events).is_ok(),
+                "{:?}",
+                caps.check_kube(&events)
+            );
         }
         {
-            let pricing = set.get("clevercloud-pricing").expect("the clevercloud-pricing plugin is built in");
+            let pricing = set
+                .get("clevercloud-pricing")
+                .expect("the clevercloud-pricing plugin is built in");
             let caps = pricing.capabilities();
-            assert_eq!(caps.grant().config, Some(json!({"endpoint": "http://127.0.0.1:41000"})));
+            assert_eq!(
+                caps.grant().config,
+                Some(json!({"endpoint": "http://127.0.0.1:41000"}))
+            );
             assert!(caps.check_http("http", "127.0.0.1", 41000).is_ok());
-            assert!(caps.check_http("http", "127.0.0.1", 40000).is_err(), "only the pricing fake");
+            assert!(
+                caps.check_http("http", "127.0.0.1", 40000).is_err(),
+                "only the pricing fake"
+            );
         }
         // Without the grant, nothing of the kind.
-        let registry = simulation_registry("http://127.0.0.1:40000", "sim", &[], store, None).unwrap();
+        let registry =
+            simulation_registry("http://127.0.0.1:40000", "sim", &[], store, None).unwrap();
         if let Some(pricing) = registry.current().get("clevercloud-pricing") {
-            assert!(pricing.capabilities().check_http("http", "127.0.0.1", 41000).is_err());
+            assert!(
+                pricing
+                    .capabilities()
+                    .check_http("http", "127.0.0.1", 41000)
+                    .is_err()
+            );
         }
     }
 
     #[tokio::test]
     async fn a_clevercloud_simulation_runs_the_fake_cke_and_reports_its_machines() {
         let spec: CleverCloudSpec = serde_yaml::from_str("{bootDelay: 5s}").unwrap();
-        let options = SimulationOptions { speed: 50.0, start_controller: false, clevercloud: Some(spec), ..Default::default() };
+        let options = SimulationOptions {
+            speed: 50.0,
+            start_controller: false,
+            clevercloud: Some(spec),
+            ..Default::default()
+        };
         let sim = Simulation::start(options).await.unwrap();
-        let groups: Api<DynamicObject> = Api::all_with(sim.client.clone(), &joinery_sim::clevercloud::nodegroups::api_resource());
+        let groups: Api<DynamicObject> = Api::all_with(
+            sim.client.clone(),
+            &joinery_sim::clevercloud::nodegroups::api_resource(),
+        );
         let group = json!({"apiVersion": "api.clever-cloud.com/v1", "kind": "NodeGroup", "metadata": {"name": "ng-1"}, "spec": {"flavor": "S", "nodeCount": 1}});
-        groups.create(&PostParams::default(), &serde_json::from_value(group).unwrap()).await.unwrap();
+        groups
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(group).unwrap(),
+            )
+            .await
+            .unwrap();
         let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(sim.client.clone());
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         while nodes.get_opt("ng-1-node0").await.unwrap().is_none() {
@@ -1282,33 +1812,93 @@ mod tests {
         }
         let instances = sim.cloud_instances();
         assert_eq!(instances.len(), 1);
-        assert_eq!((instances[0].instance_type.as_str(), instances[0].zone.as_str()), ("S", "par"));
+        assert_eq!(
+            (
+                instances[0].instance_type.as_str(),
+                instances[0].zone.as_str()
+            ),
+            ("S", "par")
+        );
         let report = cloud_report(&sim, "clevercloud");
-        assert_eq!((report.instances_created, report.instances_at_end), (Some(1), 1));
+        assert_eq!(
+            (report.instances_created, report.instances_at_end),
+            (Some(1), 1)
+        );
         assert_eq!(report.instances[0].provider_id, "clevercloud://ng-1");
-        assert_eq!(report.node_groups, Some(report::NodeGroupTotals { accepted: 1, rejected: 0, vanished: 0 }));
-        let response = http_get(&format!("{}/v4/billing/price-system?zone_id=par", sim.clevercloud.as_ref().unwrap().pricing.url())).await;
+        assert_eq!(
+            report.node_groups,
+            Some(report::NodeGroupTotals {
+                accepted: 1,
+                rejected: 0,
+                vanished: 0
+            })
+        );
+        let response = http_get(&format!(
+            "{}/v4/billing/price-system?zone_id=par",
+            sim.clevercloud.as_ref().unwrap().pricing.url()
+        ))
+        .await;
         assert!(response.contains("\"currency\":\"EUR\""), "{response}");
         sim.shutdown().await;
     }
 
     #[test]
     fn a_clusterapi_simulation_grants_the_plugin_the_management_cluster() {
-        let store: Arc<dyn joinery_runtime::services::SecretStore> = Arc::new(joinery_runtime::services::StaticSecrets::default());
-        let grant = ClusterApiGrant { cluster_name: "capi-ovh".into(), management: None, workload: None };
-        let registry = simulation_registry_with("http://127.0.0.1:40000", "sim", &[], store, None, None, Some(&grant)).unwrap();
+        let store: Arc<dyn joinery_runtime::services::SecretStore> =
+            Arc::new(joinery_runtime::services::StaticSecrets::default());
+        let grant = ClusterApiGrant {
+            cluster_name: "capi-ovh".into(),
+            management: None,
+            workload: None,
+        };
+        let registry = simulation_registry_with(
+            "http://127.0.0.1:40000",
+            "sim",
+            &[],
+            store,
+            None,
+            None,
+            Some(&grant),
+        )
+        .unwrap();
         // The plugin may not be built in yet: the grant is then harmless.
         if let Some(plugin) = registry.current().get("clusterapi") {
             let caps = plugin.capabilities();
-            assert_eq!(caps.grant().config, Some(json!({"clusterName": "capi-ovh", "pollMillis": 50})));
+            assert_eq!(
+                caps.grant().config,
+                Some(json!({"clusterName": "capi-ovh", "pollMillis": 50}))
+            );
             for verb in [Verb::Get, Verb::List, Verb::Patch] {
-                let access = KubeAccess { cluster: "management", group: "cluster.x-k8s.io", resource: "machinedeployments", namespace: Some("default"), verb };
-                assert!(caps.check_kube(&access).is_ok(), "{verb:?}: {:?}", caps.check_kube(&access));
+                let access = KubeAccess {
+                    cluster: "management",
+                    group: "cluster.x-k8s.io",
+                    resource: "machinedeployments",
+                    namespace: Some("default"),
+                    verb,
+                };
+                assert!(
+                    caps.check_kube(&access).is_ok(),
+                    "{verb:?}: {:?}",
+                    caps.check_kube(&access)
+                );
             }
-            let workload = KubeAccess { cluster: "workload", group: "cluster.x-k8s.io", resource: "machinedeployments", namespace: Some("default"), verb: Verb::Get };
-            assert!(caps.check_kube(&workload).is_err(), "the Cluster API objects are in the management cluster only");
+            let workload = KubeAccess {
+                cluster: "workload",
+                group: "cluster.x-k8s.io",
+                resource: "machinedeployments",
+                namespace: Some("default"),
+                verb: Verb::Get,
+            };
+            assert!(
+                caps.check_kube(&workload).is_err(),
+                "the Cluster API objects are in the management cluster only"
+            );
         }
-        let grants = Grants::parse(&format!("plugins:\n  clusterapi:\n    kubernetes: {CLUSTERAPI_KUBERNETES}\n"), "test").unwrap();
+        let grants = Grants::parse(
+            &format!("plugins:\n  clusterapi:\n    kubernetes: {CLUSTERAPI_KUBERNETES}\n"),
+            "test",
+        )
+        .unwrap();
         assert!(format!("{grants:?}").contains("machinesets"), "{grants:?}");
     }
 
@@ -1342,7 +1932,12 @@ manifests:
 "#,
         )
         .unwrap();
-        let options = SimulationOptions { speed: 50.0, start_controller: false, clusterapi: Some(spec), ..Default::default() };
+        let options = SimulationOptions {
+            speed: 50.0,
+            start_controller: false,
+            clusterapi: Some(spec),
+            ..Default::default()
+        };
         let sim = Simulation::start(options).await.unwrap();
         let capi = sim.clusterapi.as_ref().unwrap();
         assert_eq!(capi.cluster_name, "capi-ovh");
@@ -1351,32 +1946,72 @@ manifests:
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         let node = loop {
             let list = nodes.list(&Default::default()).await.unwrap().items;
-            if let Some(node) = list.into_iter().find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).is_some_and(|p| p.starts_with("clusterapi-sim:///"))) {
+            if let Some(node) = list.into_iter().find(|n| {
+                n.spec
+                    .as_ref()
+                    .and_then(|s| s.provider_id.as_deref())
+                    .is_some_and(|p| p.starts_with("clusterapi-sim:///"))
+            }) {
                 break node;
             }
             assert!(tokio::time::Instant::now() < deadline, "no node registered");
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
         let name = node.metadata.name.clone().unwrap();
-        let machines: Api<DynamicObject> = Api::namespaced_with(capi.client.clone(), "default", &joinery_sim::clusterapi::Kind::Machine.api_resource());
-        assert!(machines.get(&name).await.is_ok(), "the Node is named after its Machine");
+        let machines: Api<DynamicObject> = Api::namespaced_with(
+            capi.client.clone(),
+            "default",
+            &joinery_sim::clusterapi::Kind::Machine.api_resource(),
+        );
+        assert!(
+            machines.get(&name).await.is_ok(),
+            "the Node is named after its Machine"
+        );
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         let report = loop {
             let report = cloud_report(&sim, "clusterapi");
-            if report.machines.as_ref().is_some_and(|m| m.len() == 1 && m[0].phase == "Running") {
+            if report
+                .machines
+                .as_ref()
+                .is_some_and(|m| m.len() == 1 && m[0].phase == "Running")
+            {
                 break report;
             }
-            assert!(tokio::time::Instant::now() < deadline, "the Machine never showed Running: {:?}", report.machines);
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the Machine never showed Running: {:?}",
+                report.machines
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
         let machine = &report.machines.as_ref().unwrap()[0];
         assert_eq!(machine.machine_deployment.as_deref(), Some("capi-ovh-c3-4"));
-        assert_eq!(machine.provider_id.as_deref(), Some(format!("clusterapi-sim:///default/{name}").as_str()));
+        assert_eq!(
+            machine.provider_id.as_deref(),
+            Some(format!("clusterapi-sim:///default/{name}").as_str())
+        );
         assert_eq!(machine.node.as_deref(), Some(name.as_str()));
-        assert_eq!((report.instances_created, report.instances_at_end), (Some(1), 1));
-        assert_eq!((report.instances[0].instance_type.as_str(), report.instances[0].zone.as_str()), ("c3-4", "nova"));
+        assert_eq!(
+            (report.instances_created, report.instances_at_end),
+            (Some(1), 1)
+        );
+        assert_eq!(
+            (
+                report.instances[0].instance_type.as_str(),
+                report.instances[0].zone.as_str()
+            ),
+            ("c3-4", "nova")
+        );
         let totals = report.machine_totals.unwrap();
-        assert_eq!((totals.created, totals.provisioned, totals.running, totals.at_end), (1, 1, 1, 1));
+        assert_eq!(
+            (
+                totals.created,
+                totals.provisioned,
+                totals.running,
+                totals.at_end
+            ),
+            (1, 1, 1, 1)
+        );
         assert_eq!(sim.cloud_instances()[0].price_per_hour, 0.05);
         sim.shutdown().await;
     }
@@ -1402,15 +2037,27 @@ manifests:
             })
         };
         let spec = ClusterApiSpec {
-            manifests: vec![md("c3-4", "2", "4G", "0.05"), md("c3-8", "4", "8G", "0.1"), md("c3-16", "8", "16G", "0.2")],
+            manifests: vec![
+                md("c3-4", "2", "4G", "0.05"),
+                md("c3-8", "4", "8G", "0.1"),
+                md("c3-16", "8", "16G", "0.2"),
+            ],
             provision_delay: Some(scenario::DelaySpec::Fixed("5s".into())),
             boot_delay: Some(scenario::DelaySpec::Fixed("20s".into())),
             teardown_delay: Some(scenario::DelaySpec::Fixed("5s".into())),
             ..Default::default()
         };
-        let options = SimulationOptions { speed: 20.0, start_controller: false, clusterapi: Some(spec), ..Default::default() };
+        let options = SimulationOptions {
+            speed: 20.0,
+            start_controller: false,
+            clusterapi: Some(spec),
+            ..Default::default()
+        };
         let mut sim = Simulation::start(options).await.unwrap();
-        assert!(sim.registry.current().get("clusterapi").is_some(), "the clusterapi plugin is built in");
+        assert!(
+            sim.registry.current().get("clusterapi").is_some(),
+            "the clusterapi plugin is built in"
+        );
         sim.start_controller().await.unwrap();
         for manifest in [
             json!({"apiVersion": "karpenter.cluster.x-k8s.io/v1alpha1", "kind": "ClusterAPINodeClass", "metadata": {"name": "default"}, "spec": {}}),
@@ -1425,36 +2072,88 @@ manifests:
             sim.apply(&manifest).await.unwrap();
         }
         let capi = sim.clusterapi.as_ref().unwrap();
-        let machines: Api<DynamicObject> = Api::namespaced_with(capi.client.clone(), "default", &joinery_sim::clusterapi::Kind::Machine.api_resource());
-        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(sim.client.clone(), "default");
+        let machines: Api<DynamicObject> = Api::namespaced_with(
+            capi.client.clone(),
+            "default",
+            &joinery_sim::clusterapi::Kind::Machine.api_resource(),
+        );
+        let pods: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(sim.client.clone(), "default");
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         let node_name = loop {
             let pod = pods.get("three-cpus").await.unwrap();
             if pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") {
                 break pod.spec.and_then(|s| s.node_name).unwrap();
             }
-            assert!(tokio::time::Instant::now() < deadline, "the pod never ran; machines: {:?}", capi.controllers.machines());
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the pod never ran; machines: {:?}",
+                capi.controllers.machines()
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
-        let machine = machines.get(&node_name).await.expect("the pod's node is a Machine");
+        let machine = machines
+            .get(&node_name)
+            .await
+            .expect("the pod's node is a Machine");
         // The cheapest type that fits (priced by annotation), not the first by name (c3-16).
-        let deployment = machine.metadata.labels.as_ref().and_then(|l| l.get(joinery_sim::clusterapi::DEPLOYMENT_NAME_LABEL)).cloned().unwrap_or_default();
+        let deployment = machine
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(joinery_sim::clusterapi::DEPLOYMENT_NAME_LABEL))
+            .cloned()
+            .unwrap_or_default();
         assert_eq!(deployment, "c3-8", "the cheapest type that fits 3 CPUs");
-        assert!(machine.metadata.labels.as_ref().is_some_and(|l| l.contains_key(joinery_sim::clusterapi::KARPENTER_MEMBER_LABEL)), "claimed");
+        assert!(
+            machine
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(joinery_sim::clusterapi::KARPENTER_MEMBER_LABEL)),
+            "claimed"
+        );
 
-        pods.delete("three-cpus", &DeleteParams::background()).await.unwrap();
+        pods.delete("three-cpus", &DeleteParams::background())
+            .await
+            .unwrap();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
         loop {
-            let left = machines.list(&Default::default()).await.unwrap().items.len();
-            let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(sim.client.clone()).list(&Default::default()).await.unwrap().items.len();
+            let left = machines
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .len();
+            let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(sim.client.clone())
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .len();
             if left == 0 && nodes == 0 {
                 break;
             }
-            assert!(tokio::time::Instant::now() < deadline, "scale-down never finished: {left} machines, {nodes} nodes; {:?}", capi.controllers.machines());
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "scale-down never finished: {left} machines, {nodes} nodes; {:?}",
+                capi.controllers.machines()
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let mds: Api<DynamicObject> = Api::namespaced_with(capi.client.clone(), "default", &joinery_sim::clusterapi::Kind::MachineDeployment.api_resource());
-        assert_eq!(mds.get(&deployment).await.unwrap().data.pointer("/spec/replicas"), Some(&json!(0)));
+        let mds: Api<DynamicObject> = Api::namespaced_with(
+            capi.client.clone(),
+            "default",
+            &joinery_sim::clusterapi::Kind::MachineDeployment.api_resource(),
+        );
+        assert_eq!(
+            mds.get(&deployment)
+                .await
+                .unwrap()
+                .data
+                .pointer("/spec/replicas"),
+            Some(&json!(0))
+        );
         let totals = capi.controllers.counters();
         assert_eq!((totals.machines_created, totals.machines_deleted), (1, 1));
         sim.shutdown().await;
@@ -1466,7 +2165,13 @@ manifests:
         let rest = url.strip_prefix("http://").unwrap();
         let (host, path) = rest.split_once('/').unwrap();
         let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
-        stream.write_all(format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes()).await.unwrap();
+        stream
+            .write_all(
+                format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+                    .as_bytes(),
+            )
+            .await
+            .unwrap();
         let mut text = String::new();
         stream.read_to_string(&mut text).await.unwrap();
         text

@@ -4,10 +4,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use futures::StreamExt;
 use joinery_api::{HasConditions, NodeClaim};
 use joinery_core::clock::Clock;
 use joinery_core::labels;
-use futures::StreamExt;
 use joinery_sim::cloud::{InstanceState, SimInstance};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
@@ -123,7 +123,12 @@ pub struct Observation {
 impl Observation {
     /// Zones of the NodeClaims launched and not deleted.
     pub fn live_zones(&self) -> Vec<String> {
-        let mut out: Vec<String> = self.claims.iter().filter(|c| c.deleted_at.is_none()).filter_map(|c| c.zone.clone()).collect();
+        let mut out: Vec<String> = self
+            .claims
+            .iter()
+            .filter(|c| c.deleted_at.is_none())
+            .filter_map(|c| c.zone.clone())
+            .collect();
         out.sort();
         out.dedup();
         out
@@ -131,7 +136,11 @@ impl Observation {
 
     /// Instance types launched so far.
     pub fn instance_types(&self) -> Vec<String> {
-        let mut out: Vec<String> = self.claims.iter().filter_map(|c| c.instance_type.clone()).collect();
+        let mut out: Vec<String> = self
+            .claims
+            .iter()
+            .filter_map(|c| c.instance_type.clone())
+            .collect();
         out.sort();
         out.dedup();
         out
@@ -153,10 +162,17 @@ impl Stores {
     fn start(client: &kube::Client) -> Stores {
         fn feed<K>(api: Api<K>) -> (Store<K>, JoinHandle<()>)
         where
-            K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+            K: kube::Resource<DynamicType = ()>
+                + Clone
+                + serde::de::DeserializeOwned
+                + std::fmt::Debug
+                + Send
+                + Sync
+                + 'static,
         {
             let (reader, writer) = reflector::store();
-            let stream = reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+            let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+                .default_backoff();
             let task = tokio::spawn(async move {
                 let mut stream = std::pin::pin!(stream);
                 while let Some(event) = stream.next().await {
@@ -170,7 +186,13 @@ impl Stores {
         let (pods, pods_task) = feed(Api::<Pod>::all(client.clone()));
         let (nodes, nodes_task) = feed(Api::<Node>::all(client.clone()));
         let (claims, claims_task) = feed(Api::<NodeClaim>::all(client.clone()));
-        Stores { pods, nodes, claims, tasks: vec![pods_task, nodes_task, claims_task], ready: false }
+        Stores {
+            pods,
+            nodes,
+            claims,
+            tasks: vec![pods_task, nodes_task, claims_task],
+            ready: false,
+        }
     }
 
     /// Waits for the first full list of each kind (once).
@@ -210,14 +232,25 @@ pub struct Observer {
 }
 
 fn is_daemon(pod: &Pod) -> bool {
-    pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet")
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet")
 }
 
 /// Whether the scheduler marked the pod `PodScheduled=False` with reason `Unschedulable`.
 fn is_marked_unschedulable(pod: &Pod) -> bool {
-    pod.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| {
-        c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable")
-    })
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+        })
 }
 
 impl Observer {
@@ -267,10 +300,18 @@ impl Observer {
     /// The workload pods not running now, each with the latest reason found in its events
     /// (Joinery's `FailedScheduling`) or its `PodScheduled` condition.
     pub async fn pending_pods(&self) -> Result<Vec<PendingPod>, kube::Error> {
-        let pods = Api::<Pod>::all(self.client.clone()).list(&ListParams::default()).await?;
-        let events = Api::<k8s_openapi::api::core::v1::Event>::all(self.client.clone()).list(&ListParams::default()).await?;
+        let pods = Api::<Pod>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await?;
+        let events = Api::<k8s_openapi::api::core::v1::Event>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await?;
         let mut out = Vec::new();
-        for pod in pods.items.iter().filter(|p| !is_daemon(p) && p.metadata.deletion_timestamp.is_none()) {
+        for pod in pods
+            .items
+            .iter()
+            .filter(|p| !is_daemon(p) && p.metadata.deletion_timestamp.is_none())
+        {
             if pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") {
                 continue;
             }
@@ -280,7 +321,9 @@ impl Observer {
             let from_events = events
                 .items
                 .iter()
-                .filter(|e| e.involved_object.uid == uid && e.reason.as_deref() == Some("FailedScheduling"))
+                .filter(|e| {
+                    e.involved_object.uid == uid && e.reason.as_deref() == Some("FailedScheduling")
+                })
                 .max_by_key(|e| e.last_timestamp.as_ref().map(|t| t.0))
                 .and_then(|e| e.message.clone());
             let from_condition = pod
@@ -291,7 +334,11 @@ impl Observer {
                 .flatten()
                 .find(|c| c.type_ == "PodScheduled" && c.status == "False")
                 .and_then(|c| c.message.clone());
-            out.push(PendingPod { namespace, name, reason: from_events.or(from_condition) });
+            out.push(PendingPod {
+                namespace,
+                name,
+                reason: from_events.or(from_condition),
+            });
         }
         out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         Ok(out)
@@ -299,7 +346,10 @@ impl Observer {
 
     /// Takes one sample; `instances` gives the cloud's instances, read after the cluster (so a
     /// claim seen launched finds its instance).
-    pub async fn sample(&mut self, instances: impl FnOnce() -> Vec<SimInstance>) -> Result<(), kube::Error> {
+    pub async fn sample(
+        &mut self,
+        instances: impl FnOnce() -> Vec<SimInstance>,
+    ) -> Result<(), kube::Error> {
         self.stores.ready().await;
         let now = self.now();
         self.state.at = now;
@@ -309,15 +359,37 @@ impl Observer {
         // By name, as a list gives them.
         claims.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         if self.record_events {
-            let events = Api::<k8s_openapi::api::core::v1::Event>::all(self.client.clone()).list(&ListParams::default()).await?;
-            self.state.event_reasons.extend(events.items.into_iter().filter_map(|e| e.reason));
+            let events = Api::<k8s_openapi::api::core::v1::Event>::all(self.client.clone())
+                .list(&ListParams::default())
+                .await?;
+            self.state
+                .event_reasons
+                .extend(events.items.into_iter().filter_map(|e| e.reason));
         }
-        let workload: Vec<&Pod> = pods.iter().map(Arc::as_ref).filter(|p| !is_daemon(p) && p.metadata.deletion_timestamp.is_none()).collect();
-        let running = workload.iter().filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")).count();
-        let unschedulable = workload.iter().filter(|p| is_marked_unschedulable(p)).count();
-        let counts = PodCounts { total: workload.len(), running, pending: workload.len() - running, unschedulable };
+        let workload: Vec<&Pod> = pods
+            .iter()
+            .map(Arc::as_ref)
+            .filter(|p| !is_daemon(p) && p.metadata.deletion_timestamp.is_none())
+            .collect();
+        let running = workload
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .count();
+        let unschedulable = workload
+            .iter()
+            .filter(|p| is_marked_unschedulable(p))
+            .count();
+        let counts = PodCounts {
+            total: workload.len(),
+            running,
+            pending: workload.len() - running,
+            unschedulable,
+        };
         if (counts.running, counts.pending) != (self.state.pods.running, self.state.pods.pending) {
-            self.note(format!("pods: {} running, {} pending", counts.running, counts.pending));
+            self.note(format!(
+                "pods: {} running, {} pending",
+                counts.running, counts.pending
+            ));
         }
         self.state.pods = counts;
         let all_running = counts.total > 0 && counts.pending == 0;
@@ -340,8 +412,19 @@ impl Observer {
             let i = match self.index.get(&name) {
                 Some(i) => *i,
                 None => {
-                    let pool = claim.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL_LABEL)).cloned().unwrap_or_default();
-                    self.state.claims.push(NodeRecord { node_claim: name.clone(), node_pool: pool.clone(), created_at: now, ..Default::default() });
+                    let pool = claim
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(labels::NODEPOOL_LABEL))
+                        .cloned()
+                        .unwrap_or_default();
+                    self.state.claims.push(NodeRecord {
+                        node_claim: name.clone(),
+                        node_pool: pool.clone(),
+                        created_at: now,
+                        ..Default::default()
+                    });
                     self.index.insert(name.clone(), self.state.claims.len() - 1);
                     self.state.first_node_claim.get_or_insert(now);
                     let options = claim
@@ -358,7 +441,9 @@ impl Observer {
             };
             let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone());
             if self.state.claims[i].launched_at.is_none() && claim.is_condition_true("Launched") {
-                let instance = provider_id.as_deref().and_then(|pid| instances.iter().find(|x| x.provider_id == pid));
+                let instance = provider_id
+                    .as_deref()
+                    .and_then(|pid| instances.iter().find(|x| x.provider_id == pid));
                 let record = &mut self.state.claims[i];
                 record.launched_at = Some(now);
                 record.provider_id = provider_id.clone();
@@ -373,19 +458,31 @@ impl Observer {
                     record.instance_type.clone().unwrap_or_default(),
                     record.zone.clone().unwrap_or_default(),
                     record.capacity_type.clone().unwrap_or_default(),
-                    record.price_per_hour.map(|p| format!("{p:.4}")).unwrap_or_else(|| "?".into())
+                    record
+                        .price_per_hour
+                        .map(|p| format!("{p:.4}"))
+                        .unwrap_or_else(|| "?".into())
                 );
                 self.note(line);
             }
-            if self.state.claims[i].registered_at.is_none() && claim.is_condition_true("Registered") {
+            if self.state.claims[i].registered_at.is_none() && claim.is_condition_true("Registered")
+            {
                 let node = claim.status.as_ref().and_then(|s| s.node_name.clone());
                 self.state.claims[i].registered_at = Some(now);
                 self.state.claims[i].name = node.clone();
-                self.note(format!("node {} registered (nodeclaim {name})", node.unwrap_or_default()));
+                self.note(format!(
+                    "node {} registered (nodeclaim {name})",
+                    node.unwrap_or_default()
+                ));
             }
-            if self.state.claims[i].initialized_at.is_none() && claim.is_condition_true("Initialized") {
+            if self.state.claims[i].initialized_at.is_none()
+                && claim.is_condition_true("Initialized")
+            {
                 self.state.claims[i].initialized_at = Some(now);
-                self.note(format!("node {} initialized", self.state.claims[i].name.clone().unwrap_or_default()));
+                self.note(format!(
+                    "node {} initialized",
+                    self.state.claims[i].name.clone().unwrap_or_default()
+                ));
             }
         }
         for record in self.state.claims.iter_mut() {
@@ -403,19 +500,43 @@ impl Observer {
                 self.timeline.push(stamped);
             }
         }
-        let alive = instances.iter().filter(|x| x.state != InstanceState::Terminated).count();
+        let alive = instances
+            .iter()
+            .filter(|x| x.state != InstanceState::Terminated)
+            .count();
         if alive != self.state.cloud_instances {
             self.note(format!("cloud instances: {alive}"));
         }
         self.state.cloud_instances = alive;
-        self.state.cost_per_hour = instances.iter().filter(|x| x.state != InstanceState::Terminated).fold(0.0, |total, x| total + x.price_per_hour);
+        self.state.cost_per_hour = instances
+            .iter()
+            .filter(|x| x.state != InstanceState::Terminated)
+            .fold(0.0, |total, x| total + x.price_per_hour);
         let mut by_type: BTreeMap<String, usize> = BTreeMap::new();
         for node in &nodes {
-            let instance_type = node.metadata.labels.as_ref().and_then(|l| l.get(labels::INSTANCE_TYPE_LABEL)).cloned();
-            *by_type.entry(instance_type.unwrap_or_else(|| "unknown".into())).or_default() += 1;
+            let instance_type = node
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(labels::INSTANCE_TYPE_LABEL))
+                .cloned();
+            *by_type
+                .entry(instance_type.unwrap_or_else(|| "unknown".into()))
+                .or_default() += 1;
         }
-        let sample = Sample { at: now, pods_pending: counts.pending, pods_running: counts.running, nodes_by_instance_type: by_type, cost_per_hour: self.state.cost_per_hour };
-        let changed = self.state.samples.last().is_none_or(|last| Sample { at: now, ..last.clone() } != sample);
+        let sample = Sample {
+            at: now,
+            pods_pending: counts.pending,
+            pods_running: counts.running,
+            nodes_by_instance_type: by_type,
+            cost_per_hour: self.state.cost_per_hour,
+        };
+        let changed = self.state.samples.last().is_none_or(|last| {
+            Sample {
+                at: now,
+                ..last.clone()
+            } != sample
+        });
         if changed {
             self.state.samples.push(sample);
         }

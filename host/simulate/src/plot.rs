@@ -43,7 +43,10 @@ fn panel(
     end: f64,
     series: &[(String, RGBColor, Vec<(f64, f64)>)],
 ) -> Result<(), PlotError> {
-    let top = series.iter().flat_map(|(_, _, points)| points.iter().map(|p| p.1)).fold(0.0, f64::max);
+    let top = series
+        .iter()
+        .flat_map(|(_, _, points)| points.iter().map(|p| p.1))
+        .fold(0.0, f64::max);
     let y_max = if top <= 0.0 { 1.0 } else { top * 1.15 };
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 18))
@@ -52,14 +55,24 @@ fn panel(
         .y_label_area_size(56)
         .build_cartesian_2d(0f64..end.max(1.0), 0f64..y_max)
         .map_err(failed)?;
-    chart.configure_mesh().x_desc("simulated seconds").y_desc(y_label).draw().map_err(failed)?;
+    chart
+        .configure_mesh()
+        .x_desc("simulated seconds")
+        .y_desc(y_label)
+        .draw()
+        .map_err(failed)?;
     for (label, colour, points) in series {
         let colour = *colour;
         chart
-            .draw_series(LineSeries::new(points.iter().copied(), colour.stroke_width(2)))
+            .draw_series(LineSeries::new(
+                points.iter().copied(),
+                colour.stroke_width(2),
+            ))
             .map_err(failed)?
             .label(label.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
+            });
     }
     chart
         .configure_series_labels()
@@ -79,26 +92,55 @@ fn colour(index: usize) -> RGBColor {
 /// The SVG document of `report`'s samples.
 pub fn svg(report: &Report) -> Result<String, PlotError> {
     let samples: &[Sample] = &report.samples;
-    let end = samples.last().map(|s| s.at).unwrap_or(0.0).max(report.simulated_seconds);
-    let types: BTreeSet<&String> = samples.iter().flat_map(|s| s.nodes_by_instance_type.keys()).collect();
+    let end = samples
+        .last()
+        .map(|s| s.at)
+        .unwrap_or(0.0)
+        .max(report.simulated_seconds);
+    let types: BTreeSet<&String> = samples
+        .iter()
+        .flat_map(|s| s.nodes_by_instance_type.keys())
+        .collect();
     let nodes: Vec<(String, RGBColor, Vec<(f64, f64)>)> = types
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let points = steps(samples.iter().map(|s| (s.at, s.nodes_by_instance_type.get(*t).copied().unwrap_or(0) as f64)), end);
+            let points = steps(
+                samples.iter().map(|s| {
+                    (
+                        s.at,
+                        s.nodes_by_instance_type.get(*t).copied().unwrap_or(0) as f64,
+                    )
+                }),
+                end,
+            );
             (t.to_string(), colour(i), points)
         })
         .collect();
     let pods = vec![
-        ("pending".to_string(), RGBColor(230, 120, 20), steps(samples.iter().map(|s| (s.at, s.pods_pending as f64)), end)),
-        ("running".to_string(), RGBColor(40, 150, 60), steps(samples.iter().map(|s| (s.at, s.pods_running as f64)), end)),
+        (
+            "pending".to_string(),
+            RGBColor(230, 120, 20),
+            steps(samples.iter().map(|s| (s.at, s.pods_pending as f64)), end),
+        ),
+        (
+            "running".to_string(),
+            RGBColor(40, 150, 60),
+            steps(samples.iter().map(|s| (s.at, s.pods_running as f64)), end),
+        ),
     ];
-    let cost = vec![("cost per hour".to_string(), RGBColor(40, 90, 200), steps(samples.iter().map(|s| (s.at, s.cost_per_hour)), end))];
+    let cost = vec![(
+        "cost per hour".to_string(),
+        RGBColor(40, 90, 200),
+        steps(samples.iter().map(|s| (s.at, s.cost_per_hour)), end),
+    )];
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (900, 960)).into_drawing_area();
         root.fill(&WHITE).map_err(failed)?;
-        let root = root.titled(&format!("scenario {}", report.scenario), ("sans-serif", 22)).map_err(failed)?;
+        let root = root
+            .titled(&format!("scenario {}", report.scenario), ("sans-serif", 22))
+            .map_err(failed)?;
         let areas = root.split_evenly((3, 1));
         panel(&areas[0], "Nodes by instance type", "nodes", end, &nodes)?;
         panel(&areas[1], "Pods", "pods", end, &pods)?;
@@ -115,7 +157,17 @@ mod tests {
     #[test]
     fn steps_hold_each_value_until_the_next_sample_and_the_last_until_the_end() {
         let points = steps([(0.0, 0.0), (10.0, 2.0), (30.0, 1.0)].into_iter(), 50.0);
-        assert_eq!(points, vec![(0.0, 0.0), (10.0, 0.0), (10.0, 2.0), (30.0, 2.0), (30.0, 1.0), (50.0, 1.0)]);
+        assert_eq!(
+            points,
+            vec![
+                (0.0, 0.0),
+                (10.0, 0.0),
+                (10.0, 2.0),
+                (30.0, 2.0),
+                (30.0, 1.0),
+                (50.0, 1.0)
+            ]
+        );
         assert!(steps(std::iter::empty(), 10.0).is_empty());
     }
 }

@@ -195,7 +195,11 @@ impl LagReport {
             return None;
         }
         let guess = self.speed / if self.refused { 3.0 } else { 2.0 };
-        let rounded = if guess >= 10.0 { (guess / 5.0).floor() * 5.0 } else { guess.floor() };
+        let rounded = if guess >= 10.0 {
+            (guess / 5.0).floor() * 5.0
+        } else {
+            guess.floor()
+        };
         Some(rounded.max(1.0))
     }
 
@@ -203,7 +207,11 @@ impl LagReport {
     fn explanation(&self) -> Option<String> {
         let suggested = self.suggested_speed()?;
         let worst = self.worst_series()?;
-        let latest = self.series.iter().map(|s| s.max_seconds).fold(0.0, f64::max);
+        let latest = self
+            .series
+            .iter()
+            .map(|s| s.max_seconds)
+            .fold(0.0, f64::max);
         let advice = if self.speed <= 1.0 {
             "this machine cannot run the scenario in real time; try a smaller one".to_string()
         } else {
@@ -222,7 +230,8 @@ impl LagReport {
         if !self.refused {
             return None;
         }
-        self.explanation().map(|text| format!("speed: refused, {text}"))
+        self.explanation()
+            .map(|text| format!("speed: refused, {text}"))
     }
 
     /// The warning, when the speed was not honoured but the run not refused.
@@ -235,7 +244,11 @@ impl LagReport {
 
     /// One line for the summary.
     pub fn line(&self) -> String {
-        let series: Vec<String> = self.series.iter().map(|s| format!("{} {:.2}/{:.2}", s.name, s.p95_seconds, s.max_seconds)).collect();
+        let series: Vec<String> = self
+            .series
+            .iter()
+            .map(|s| format!("{} {:.2}/{:.2}", s.name, s.p95_seconds, s.max_seconds))
+            .collect();
         let verdict = if self.refused {
             "refused"
         } else if self.honoured {
@@ -245,7 +258,11 @@ impl LagReport {
         };
         format!(
             "lag behind the clock (simulated s, p95/max): {}; speed {} {verdict} (tolerance {} s, refused beyond {} s)",
-            if series.is_empty() { "-".to_string() } else { series.join(", ") },
+            if series.is_empty() {
+                "-".to_string()
+            } else {
+                series.join(", ")
+            },
             self.speed,
             self.tolerance_seconds,
             self.refusal_seconds
@@ -305,19 +322,34 @@ impl Report {
     ) -> Report {
         Report {
             scenario: scenario.name.clone(),
-            result: if failures.is_empty() { "pass".into() } else { "fail".into() },
+            result: if failures.is_empty() {
+                "pass".into()
+            } else {
+                "fail".into()
+            },
             failures,
             pods: seen.pods,
             pending_pods,
             nodes: seen.claims.clone(),
             totals: Totals {
                 node_claims_created: seen.claims.len(),
-                nodes_launched: seen.claims.iter().filter(|c| c.launched_at.is_some()).count(),
-                nodes_deleted: seen.claims.iter().filter(|c| c.deleted_at.is_some()).count(),
+                nodes_launched: seen
+                    .claims
+                    .iter()
+                    .filter(|c| c.launched_at.is_some())
+                    .count(),
+                nodes_deleted: seen
+                    .claims
+                    .iter()
+                    .filter(|c| c.deleted_at.is_some())
+                    .count(),
                 peak_nodes: seen.peak_nodes,
                 cost_per_hour_at_end: seen.cost_per_hour,
             },
-            timings: Timings { first_node_claim_seconds: seen.first_node_claim, all_pods_running_seconds: seen.all_pods_running },
+            timings: Timings {
+                first_node_claim_seconds: seen.first_node_claim,
+                all_pods_running_seconds: seen.all_pods_running,
+            },
             instance_types: seen.instance_types(),
             cloud: CloudReport::default(),
             node_classes: Vec::new(),
@@ -337,7 +369,11 @@ impl Report {
     /// The human summary printed after the timeline.
     pub fn summary(&self) -> String {
         let mut s = String::new();
-        s.push_str(&format!("scenario {}: {}\n", self.scenario, self.result.to_uppercase()));
+        s.push_str(&format!(
+            "scenario {}: {}\n",
+            self.scenario,
+            self.result.to_uppercase()
+        ));
         s.push_str(&format!(
             "  pods: {} total, {} running, {} pending\n",
             self.pods.total, self.pods.running, self.pods.pending
@@ -346,7 +382,14 @@ impl Report {
             "  nodeclaims created {}, launched {}, deleted {}; peak nodes {}; cost at end {:.4}/h\n",
             self.totals.node_claims_created, self.totals.nodes_launched, self.totals.nodes_deleted, self.totals.peak_nodes, self.totals.cost_per_hour_at_end
         ));
-        s.push_str(&format!("  instance types: {}\n", if self.instance_types.is_empty() { "-".to_string() } else { self.instance_types.join(", ") }));
+        s.push_str(&format!(
+            "  instance types: {}\n",
+            if self.instance_types.is_empty() {
+                "-".to_string()
+            } else {
+                self.instance_types.join(", ")
+            }
+        ));
         let t = |v: Option<f64>| v.map(|x| format!("{x:.1}s")).unwrap_or_else(|| "-".into());
         s.push_str(&format!(
             "  first nodeclaim at {}, all pods running at {}; {:.0} simulated seconds in {:.1} s\n",
@@ -379,12 +422,27 @@ impl Report {
         }
         for c in &self.node_classes {
             if !c.ready {
-                let failing: Vec<String> = c.conditions.iter().filter(|x| x.status != "True").map(|x| format!("{}: {}", x.type_, x.message)).collect();
-                s.push_str(&format!("  {} {} not ready: {}\n", c.kind, c.name, failing.join("; ")));
+                let failing: Vec<String> = c
+                    .conditions
+                    .iter()
+                    .filter(|x| x.status != "True")
+                    .map(|x| format!("{}: {}", x.type_, x.message))
+                    .collect();
+                s.push_str(&format!(
+                    "  {} {} not ready: {}\n",
+                    c.kind,
+                    c.name,
+                    failing.join("; ")
+                ));
             }
         }
         for p in &self.pending_pods {
-            s.push_str(&format!("  pending {}/{}: {}\n", p.namespace, p.name, p.reason.as_deref().unwrap_or("no reason recorded")));
+            s.push_str(&format!(
+                "  pending {}/{}: {}\n",
+                p.namespace,
+                p.name,
+                p.reason.as_deref().unwrap_or("no reason recorded")
+            ));
         }
         for f in &self.failures {
             s.push_str(&format!("  FAILED: {f}\n"));

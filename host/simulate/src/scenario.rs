@@ -369,29 +369,64 @@ pub struct CleverPricingSpec {
 impl CleverCloudSpec {
     /// The fake's settings with the defaults for what the block leaves out, and the pricing
     /// fake's options; errors name the field (under `cloud.clevercloud`).
-    pub fn settings(&self, origin: &str) -> Result<(CkeSettings, PricingFakeOptions), ScenarioError> {
-        let err = |field: &str, message: String| ScenarioError { origin: origin.to_string(), message: format!("cloud.clevercloud.{field}: {message}") };
+    pub fn settings(
+        &self,
+        origin: &str,
+    ) -> Result<(CkeSettings, PricingFakeOptions), ScenarioError> {
+        let err = |field: &str, message: String| ScenarioError {
+            origin: origin.to_string(),
+            message: format!("cloud.clevercloud.{field}: {message}"),
+        };
         let defaults = CkeSettings::default();
-        let usage = |spec: &Option<UsageSpec>, field: &str, default: Usage| -> Result<Usage, ScenarioError> {
+        let usage = |spec: &Option<UsageSpec>,
+                     field: &str,
+                     default: Usage|
+         -> Result<Usage, ScenarioError> {
             let Some(spec) = spec else { return Ok(default) };
             let memory_gb = spec.memory_gb.unwrap_or(default.memory_gb);
             if !memory_gb.is_finite() || memory_gb < 0.0 {
-                return Err(err(&format!("{field}.memoryGB"), format!("{memory_gb} is not a non-negative number of GB")));
+                return Err(err(
+                    &format!("{field}.memoryGB"),
+                    format!("{memory_gb} is not a non-negative number of GB"),
+                ));
             }
             Ok(Usage::new(spec.vcpu.unwrap_or(default.vcpu), memory_gb))
         };
         let duration = |value: &Option<String>, field: &str, default: Duration| {
-            duration_field(value.as_deref(), &format!("cloud.clevercloud.{field}"), default, origin)
+            duration_field(
+                value.as_deref(),
+                &format!("cloud.clevercloud.{field}"),
+                default,
+                origin,
+            )
         };
-        let delay = |spec: &Option<DelaySpec>, field: &str, default: DelayRange| -> Result<DelayRange, ScenarioError> {
+        let delay = |spec: &Option<DelaySpec>,
+                     field: &str,
+                     default: DelayRange|
+         -> Result<DelayRange, ScenarioError> {
             match spec {
                 None => Ok(default),
-                Some(DelaySpec::Fixed(d)) => Ok(DelayRange::fixed(duration(&Some(d.clone()), field, Duration::ZERO)?)),
+                Some(DelaySpec::Fixed(d)) => Ok(DelayRange::fixed(duration(
+                    &Some(d.clone()),
+                    field,
+                    Duration::ZERO,
+                )?)),
                 Some(DelaySpec::Range(r)) => {
-                    let min = duration(&Some(r.min.clone()), &format!("{field}.min"), Duration::ZERO)?;
-                    let max = duration(&Some(r.max.clone()), &format!("{field}.max"), Duration::ZERO)?;
+                    let min = duration(
+                        &Some(r.min.clone()),
+                        &format!("{field}.min"),
+                        Duration::ZERO,
+                    )?;
+                    let max = duration(
+                        &Some(r.max.clone()),
+                        &format!("{field}.max"),
+                        Duration::ZERO,
+                    )?;
                     if max < min {
-                        return Err(err(&format!("{field}.max"), format!("{} is shorter than min {}", r.max, r.min)));
+                        return Err(err(
+                            &format!("{field}.max"),
+                            format!("{} is shorter than min {}", r.max, r.min),
+                        ));
                     }
                     Ok(DelayRange { min, max })
                 }
@@ -401,16 +436,39 @@ impl CleverCloudSpec {
             None => (Default::default(), 0.0),
             Some(VanishSpec::Names(names)) => (names.iter().cloned().collect(), 0.0),
             Some(VanishSpec::Probability(p)) if (0.0..=1.0).contains(p) => (Default::default(), *p),
-            Some(VanishSpec::Probability(p)) => return Err(err("vanish", format!("{p} is not a probability between 0 and 1 (or give a list of NodeGroup names)"))),
+            Some(VanishSpec::Probability(p)) => {
+                return Err(err(
+                    "vanish",
+                    format!(
+                        "{p} is not a probability between 0 and 1 (or give a list of NodeGroup names)"
+                    ),
+                ));
+            }
         };
         let settings = CkeSettings {
             quota: usage(&self.quota, "quota", defaults.quota)?,
             control_plane: usage(&self.control_plane, "controlPlane", defaults.control_plane)?,
-            acceptance_delay: duration(&self.acceptance_delay, "acceptanceDelay", defaults.acceptance_delay)?,
-            rejection_delay: delay(&self.rejection_delay, "rejectionDelay", defaults.rejection_delay)?,
+            acceptance_delay: duration(
+                &self.acceptance_delay,
+                "acceptanceDelay",
+                defaults.acceptance_delay,
+            )?,
+            rejection_delay: delay(
+                &self.rejection_delay,
+                "rejectionDelay",
+                defaults.rejection_delay,
+            )?,
             boot_delay: delay(&self.boot_delay, "bootDelay", defaults.boot_delay)?,
-            teardown_delay: delay(&self.teardown_delay, "teardownDelay", defaults.teardown_delay)?,
-            reservation_leak: self.reservation_leak.as_ref().map(|_| duration(&self.reservation_leak, "reservationLeak", Duration::ZERO)).transpose()?,
+            teardown_delay: delay(
+                &self.teardown_delay,
+                "teardownDelay",
+                defaults.teardown_delay,
+            )?,
+            reservation_leak: self
+                .reservation_leak
+                .as_ref()
+                .map(|_| duration(&self.reservation_leak, "reservationLeak", Duration::ZERO))
+                .transpose()?,
             vanish_names,
             vanish_probability,
             vanish_after: duration(&self.vanish_after, "vanishAfter", defaults.vanish_after)?,
@@ -419,9 +477,14 @@ impl CleverCloudSpec {
         };
         let mut pricing = PricingFakeOptions::default();
         if let Some(p) = &self.pricing {
-            for (field, rate, target) in
-                [("pricing.vcpuRate", p.vcpu_rate, &mut pricing.vcpu_rate), ("pricing.ramRatePerGB", p.ram_rate_per_gb, &mut pricing.ram_rate_per_gb)]
-            {
+            for (field, rate, target) in [
+                ("pricing.vcpuRate", p.vcpu_rate, &mut pricing.vcpu_rate),
+                (
+                    "pricing.ramRatePerGB",
+                    p.ram_rate_per_gb,
+                    &mut pricing.ram_rate_per_gb,
+                ),
+            ] {
                 if let Some(rate) = rate {
                     if !rate.is_finite() || rate <= 0.0 {
                         return Err(err(field, format!("{rate} is not a positive price")));
@@ -499,15 +562,38 @@ pub enum NeverProvisionSpec {
 
 /// A delay field: one duration, or a range whose max is not below its min; errors name
 /// `field` (a full path such as `cloud.clusterapi.bootDelay`).
-fn delay_range(spec: &Option<DelaySpec>, field: &str, default: DelayRange, origin: &str) -> Result<DelayRange, ScenarioError> {
+fn delay_range(
+    spec: &Option<DelaySpec>,
+    field: &str,
+    default: DelayRange,
+    origin: &str,
+) -> Result<DelayRange, ScenarioError> {
     match spec {
         None => Ok(default),
-        Some(DelaySpec::Fixed(d)) => Ok(DelayRange::fixed(duration_field(Some(d), field, Duration::ZERO, origin)?)),
+        Some(DelaySpec::Fixed(d)) => Ok(DelayRange::fixed(duration_field(
+            Some(d),
+            field,
+            Duration::ZERO,
+            origin,
+        )?)),
         Some(DelaySpec::Range(r)) => {
-            let min = duration_field(Some(&r.min), &format!("{field}.min"), Duration::ZERO, origin)?;
-            let max = duration_field(Some(&r.max), &format!("{field}.max"), Duration::ZERO, origin)?;
+            let min = duration_field(
+                Some(&r.min),
+                &format!("{field}.min"),
+                Duration::ZERO,
+                origin,
+            )?;
+            let max = duration_field(
+                Some(&r.max),
+                &format!("{field}.max"),
+                Duration::ZERO,
+                origin,
+            )?;
             if max < min {
-                return Err(ScenarioError { origin: origin.to_string(), message: format!("{field}.max: {} is shorter than min {}", r.max, r.min) });
+                return Err(ScenarioError {
+                    origin: origin.to_string(),
+                    message: format!("{field}.max: {} is shorter than min {}", r.max, r.min),
+                });
             }
             Ok(DelayRange { min, max })
         }
@@ -518,7 +604,10 @@ impl ClusterApiSpec {
     /// The fake's settings with the defaults for what the block leaves out; errors name the
     /// field (under `cloud.clusterapi`), the manifests included.
     pub fn settings(&self, origin: &str) -> Result<CapiSettings, ScenarioError> {
-        let err = |field: &str, message: String| ScenarioError { origin: origin.to_string(), message: format!("cloud.clusterapi.{field}: {message}") };
+        let err = |field: &str, message: String| ScenarioError {
+            origin: origin.to_string(),
+            message: format!("cloud.clusterapi.{field}: {message}"),
+        };
         for (i, m) in self.manifests.iter().enumerate() {
             check_manifest(m, &format!("cloud.clusterapi.manifests[{i}]"), origin)?;
         }
@@ -526,37 +615,76 @@ impl ClusterApiSpec {
             return Err(err("clusterName", "must not be empty".into()));
         }
         let defaults = CapiSettings::default();
-        let delay = |spec: &Option<DelaySpec>, field: &str, default: DelayRange| delay_range(spec, &format!("cloud.clusterapi.{field}"), default, origin);
+        let delay = |spec: &Option<DelaySpec>, field: &str, default: DelayRange| {
+            delay_range(spec, &format!("cloud.clusterapi.{field}"), default, origin)
+        };
         let delete_policy = match &self.delete_policy {
             None => defaults.delete_policy,
-            Some(text) => DeletePolicy::parse(text).ok_or_else(|| err("deletePolicy", format!("unknown policy {text:?}; use Random, Oldest or Newest")))?,
+            Some(text) => DeletePolicy::parse(text).ok_or_else(|| {
+                err(
+                    "deletePolicy",
+                    format!("unknown policy {text:?}; use Random, Oldest or Newest"),
+                )
+            })?,
         };
         let (never_provision, never_provision_probability) = match &self.never_provision {
             None => (Default::default(), 0.0),
             Some(NeverProvisionSpec::Names(names)) => {
                 if let Some(i) = names.iter().position(|n| n.is_empty()) {
-                    return Err(err(&format!("neverProvision[{i}]"), "must not be empty (it would match every Machine)".into()));
+                    return Err(err(
+                        &format!("neverProvision[{i}]"),
+                        "must not be empty (it would match every Machine)".into(),
+                    ));
                 }
                 (names.iter().cloned().collect(), 0.0)
             }
-            Some(NeverProvisionSpec::Probability(p)) if (0.0..=1.0).contains(p) => (Default::default(), *p),
+            Some(NeverProvisionSpec::Probability(p)) if (0.0..=1.0).contains(p) => {
+                (Default::default(), *p)
+            }
             Some(NeverProvisionSpec::Probability(p)) => {
-                return Err(err("neverProvision", format!("{p} is not a probability between 0 and 1 (or give a list of Machine-name prefixes or MachineDeployment names)")));
+                return Err(err(
+                    "neverProvision",
+                    format!(
+                        "{p} is not a probability between 0 and 1 (or give a list of Machine-name prefixes or MachineDeployment names)"
+                    ),
+                ));
             }
         };
-        let fail_after = self.fail_after.as_ref().map(|d| duration_field(Some(d), "cloud.clusterapi.failAfter", Duration::ZERO, origin)).transpose()?;
+        let fail_after = self
+            .fail_after
+            .as_ref()
+            .map(|d| {
+                duration_field(
+                    Some(d),
+                    "cloud.clusterapi.failAfter",
+                    Duration::ZERO,
+                    origin,
+                )
+            })
+            .transpose()?;
         let registration_taints = match &self.registration_taints {
             None => defaults.registration_taints.clone(),
             Some(texts) => texts
                 .iter()
                 .enumerate()
-                .map(|(i, t)| joinery_sim::clusterapi::parse_taint(t).map_err(|e| err(&format!("registrationTaints[{i}]"), e)))
+                .map(|(i, t)| {
+                    joinery_sim::clusterapi::parse_taint(t)
+                        .map_err(|e| err(&format!("registrationTaints[{i}]"), e))
+                })
                 .collect::<Result<_, _>>()?,
         };
         Ok(CapiSettings {
-            provision_delay: delay(&self.provision_delay, "provisionDelay", defaults.provision_delay)?,
+            provision_delay: delay(
+                &self.provision_delay,
+                "provisionDelay",
+                defaults.provision_delay,
+            )?,
             boot_delay: delay(&self.boot_delay, "bootDelay", defaults.boot_delay)?,
-            teardown_delay: delay(&self.teardown_delay, "teardownDelay", defaults.teardown_delay)?,
+            teardown_delay: delay(
+                &self.teardown_delay,
+                "teardownDelay",
+                defaults.teardown_delay,
+            )?,
             delete_policy,
             never_provision,
             never_provision_probability,
@@ -728,7 +856,12 @@ pub struct Expectations {
 }
 
 /// Parses a Go duration field, naming it on error.
-pub fn duration_field(value: Option<&str>, field: &str, default: Duration, origin: &str) -> Result<Duration, ScenarioError> {
+pub fn duration_field(
+    value: Option<&str>,
+    field: &str,
+    default: Duration,
+    origin: &str,
+) -> Result<Duration, ScenarioError> {
     match value {
         None => Ok(default),
         Some(v) => parse_go_duration(v).map_err(|e| ScenarioError {
@@ -753,66 +886,131 @@ impl Scenario {
     }
 
     fn check(&self, origin: &str) -> Result<(), ScenarioError> {
-        let err = |message: String| ScenarioError { origin: origin.to_string(), message };
+        let err = |message: String| ScenarioError {
+            origin: origin.to_string(),
+            message,
+        };
         self.start_at().map_err(|e| err(e.message))?;
         let provider = self.cloud.provider();
         if !PROVIDERS.contains(&provider) {
-            return Err(err(format!("cloud.provider: unknown provider {provider:?}; use one of {}", PROVIDERS.join(", "))));
+            return Err(err(format!(
+                "cloud.provider: unknown provider {provider:?}; use one of {}",
+                PROVIDERS.join(", ")
+            )));
         }
         if provider != "simcloud" {
-            for (field, set) in [("cloud.catalog", self.cloud.catalog.is_some()), ("cloud.faults", self.cloud.faults.is_some())] {
+            for (field, set) in [
+                ("cloud.catalog", self.cloud.catalog.is_some()),
+                ("cloud.faults", self.cloud.faults.is_some()),
+            ] {
                 if set {
-                    return Err(err(format!("{field}: only for provider simcloud; with {provider} use cloud.{provider}")));
+                    return Err(err(format!(
+                        "{field}: only for provider simcloud; with {provider} use cloud.{provider}"
+                    )));
                 }
             }
         }
         if provider != "exoscale" && self.cloud.exoscale.is_some() {
-            return Err(err("cloud.exoscale: only for provider exoscale; set cloud.provider: exoscale".into()));
+            return Err(err(
+                "cloud.exoscale: only for provider exoscale; set cloud.provider: exoscale".into(),
+            ));
         }
         if provider != "clevercloud" && self.cloud.clevercloud.is_some() {
-            return Err(err("cloud.clevercloud: only for provider clevercloud; set cloud.provider: clevercloud".into()));
+            return Err(err(
+                "cloud.clevercloud: only for provider clevercloud; set cloud.provider: clevercloud"
+                    .into(),
+            ));
         }
         if provider == "clevercloud" && self.cloud.boot_delay.is_some() {
-            return Err(err("cloud.bootDelay: not for provider clevercloud; use cloud.clevercloud.bootDelay".into()));
+            return Err(err(
+                "cloud.bootDelay: not for provider clevercloud; use cloud.clevercloud.bootDelay"
+                    .into(),
+            ));
         }
         if let Some(spec) = &self.cloud.clevercloud {
             spec.settings(origin)?;
         }
         if provider != "clusterapi" && self.cloud.clusterapi.is_some() {
-            return Err(err("cloud.clusterapi: only for provider clusterapi; set cloud.provider: clusterapi".into()));
+            return Err(err(
+                "cloud.clusterapi: only for provider clusterapi; set cloud.provider: clusterapi"
+                    .into(),
+            ));
         }
         if provider == "clusterapi" && self.cloud.boot_delay.is_some() {
-            return Err(err("cloud.bootDelay: not for provider clusterapi; use cloud.clusterapi.bootDelay".into()));
+            return Err(err(
+                "cloud.bootDelay: not for provider clusterapi; use cloud.clusterapi.bootDelay"
+                    .into(),
+            ));
         }
         if let Some(spec) = &self.cloud.clusterapi {
             spec.settings(origin)?;
         }
         if let Some(f) = self.cloud.exoscale.as_ref().and_then(|e| e.faults.as_ref()) {
-            duration_field(f.retry_after.as_deref(), "cloud.exoscale.faults.retryAfter", Duration::ZERO, origin)?;
-            for (field, rate) in [("errorRate", f.error_rate), ("throttleRate", f.throttle_rate)] {
+            duration_field(
+                f.retry_after.as_deref(),
+                "cloud.exoscale.faults.retryAfter",
+                Duration::ZERO,
+                origin,
+            )?;
+            for (field, rate) in [
+                ("errorRate", f.error_rate),
+                ("throttleRate", f.throttle_rate),
+            ] {
                 if rate.is_some_and(|r| !(0.0..=1.0).contains(&r)) {
-                    return Err(err(format!("cloud.exoscale.faults.{field}: must be between 0 and 1")));
+                    return Err(err(format!(
+                        "cloud.exoscale.faults.{field}: must be between 0 and 1"
+                    )));
                 }
             }
         }
         duration_field(self.timeout.as_deref(), "timeout", Duration::ZERO, origin)?;
-        duration_field(self.cloud.boot_delay.as_deref(), "cloud.bootDelay", Duration::ZERO, origin)?;
+        duration_field(
+            self.cloud.boot_delay.as_deref(),
+            "cloud.bootDelay",
+            Duration::ZERO,
+            origin,
+        )?;
         for (i, m) in self.manifests.iter().enumerate() {
             check_manifest(m, &format!("manifests[{i}]"), origin)?;
         }
         if let Some(expect) = &self.expect {
-            duration_field(expect.all_pods_running_within.as_deref(), "expect.allPodsRunningWithin", Duration::ZERO, origin)?;
+            duration_field(
+                expect.all_pods_running_within.as_deref(),
+                "expect.allPodsRunningWithin",
+                Duration::ZERO,
+                origin,
+            )?;
         }
         for (i, s) in self.steps.iter().enumerate() {
-            duration_field(s.at.as_deref(), &format!("steps[{i}].at"), Duration::ZERO, origin)?;
+            duration_field(
+                s.at.as_deref(),
+                &format!("steps[{i}].at"),
+                Duration::ZERO,
+                origin,
+            )?;
             for (field, expect) in [("expect", &s.expect), ("waitFor", &s.wait_for)] {
                 if let Some(expect) = expect {
                     let name = format!("steps[{i}].{field}.allPodsRunningWithin");
-                    duration_field(expect.all_pods_running_within.as_deref(), &name, Duration::ZERO, origin)?;
+                    duration_field(
+                        expect.all_pods_running_within.as_deref(),
+                        &name,
+                        Duration::ZERO,
+                        origin,
+                    )?;
                 }
             }
-            duration_field(s.timeout.as_deref(), &format!("steps[{i}].timeout"), Duration::ZERO, origin)?;
-            duration_field(s.wait.as_deref(), &format!("steps[{i}].wait"), Duration::ZERO, origin)?;
+            duration_field(
+                s.timeout.as_deref(),
+                &format!("steps[{i}].timeout"),
+                Duration::ZERO,
+                origin,
+            )?;
+            duration_field(
+                s.wait.as_deref(),
+                &format!("steps[{i}].wait"),
+                Duration::ZERO,
+                origin,
+            )?;
             for (j, m) in s.apply.iter().enumerate() {
                 check_manifest(m, &format!("steps[{i}].apply[{j}]"), origin)?;
             }
@@ -820,7 +1018,9 @@ impl Scenario {
                 if d.name.is_some() == d.label_selector.is_some() {
                     return Err(ScenarioError {
                         origin: origin.to_string(),
-                        message: format!("steps[{i}].delete[{j}]: give exactly one of name and labelSelector"),
+                        message: format!(
+                            "steps[{i}].delete[{j}]: give exactly one of name and labelSelector"
+                        ),
                     });
                 }
             }
@@ -830,10 +1030,14 @@ impl Scenario {
 
     /// `startAt` as a time; the error names the field.
     pub fn start_at(&self) -> Result<Option<std::time::SystemTime>, ScenarioError> {
-        let Some(text) = &self.start_at else { return Ok(None) };
+        let Some(text) = &self.start_at else {
+            return Ok(None);
+        };
         let at: k8s_openapi::jiff::Timestamp = text.parse().map_err(|e| ScenarioError {
             origin: self.name.clone(),
-            message: format!("startAt: {text:?} is not an RFC 3339 time such as 2026-03-02T08:50:00Z: {e}"),
+            message: format!(
+                "startAt: {text:?} is not an RFC 3339 time such as 2026-03-02T08:50:00Z: {e}"
+            ),
         })?;
         Ok(Some(std::time::SystemTime::from(at)))
     }
@@ -841,26 +1045,45 @@ impl Scenario {
     /// Whether an expectation (of a step or the final one) names event reasons, so the
     /// run must record them.
     pub fn expects_events(&self) -> bool {
-        self.steps.iter().filter_map(|s| s.expect.as_ref()).chain(self.expect.as_ref()).any(|e| e.event_reasons.is_some())
+        self.steps
+            .iter()
+            .filter_map(|s| s.expect.as_ref())
+            .chain(self.expect.as_ref())
+            .any(|e| e.event_reasons.is_some())
     }
 
     /// The scenario's simulated time limit (default 30 minutes).
     pub fn timeout(&self) -> Duration {
-        duration_field(self.timeout.as_deref(), "timeout", Duration::from_secs(1800), "").unwrap_or(Duration::from_secs(1800))
+        duration_field(
+            self.timeout.as_deref(),
+            "timeout",
+            Duration::from_secs(1800),
+            "",
+        )
+        .unwrap_or(Duration::from_secs(1800))
     }
 }
 
 fn check_manifest(m: &serde_json::Value, field: &str, origin: &str) -> Result<(), ScenarioError> {
-    let err = |message: String| ScenarioError { origin: origin.to_string(), message };
+    let err = |message: String| ScenarioError {
+        origin: origin.to_string(),
+        message,
+    };
     if !m.is_object() {
         return Err(err(format!("{field}: must be a Kubernetes object (a map)")));
     }
     for key in ["apiVersion", "kind"] {
-        if m.get(key).and_then(|v| v.as_str()).is_none_or(str::is_empty) {
+        if m.get(key)
+            .and_then(|v| v.as_str())
+            .is_none_or(str::is_empty)
+        {
             return Err(err(format!("{field}.{key}: missing")));
         }
     }
-    if m.pointer("/metadata/name").and_then(|v| v.as_str()).is_none_or(str::is_empty) {
+    if m.pointer("/metadata/name")
+        .and_then(|v| v.as_str())
+        .is_none_or(str::is_empty)
+    {
         return Err(err(format!("{field}.metadata.name: missing")));
     }
     Ok(())
@@ -890,18 +1113,40 @@ mod tests {
 
     #[test]
     fn the_cloud_provider_is_checked() {
-        assert_eq!(Scenario::parse("name: x\n", "x.yaml").unwrap().cloud.provider(), "simcloud");
-        let s = Scenario::parse("cloud: {provider: exoscale, exoscale: {zones: [ch-gva-2]}}\n", "x.yaml").unwrap();
+        assert_eq!(
+            Scenario::parse("name: x\n", "x.yaml")
+                .unwrap()
+                .cloud
+                .provider(),
+            "simcloud"
+        );
+        let s = Scenario::parse(
+            "cloud: {provider: exoscale, exoscale: {zones: [ch-gva-2]}}\n",
+            "x.yaml",
+        )
+        .unwrap();
         assert_eq!(s.cloud.provider(), "exoscale");
         let e = Scenario::parse("cloud: {provider: aws}\n", "x.yaml").unwrap_err();
-        assert!(e.to_string().contains("cloud.provider") && e.to_string().contains("\"aws\""), "{e}");
+        assert!(
+            e.to_string().contains("cloud.provider") && e.to_string().contains("\"aws\""),
+            "{e}"
+        );
         let e = Scenario::parse("cloud: {exoscale: {}}\n", "x.yaml").unwrap_err();
         assert!(e.to_string().contains("cloud.exoscale"), "{e}");
-        let e = Scenario::parse("cloud: {provider: exoscale, catalog: {}}\n", "x.yaml").unwrap_err();
+        let e =
+            Scenario::parse("cloud: {provider: exoscale, catalog: {}}\n", "x.yaml").unwrap_err();
         assert!(e.to_string().contains("cloud.catalog"), "{e}");
-        let e = Scenario::parse("cloud: {provider: exoscale, exoscale: {faults: {errorRate: 2}}}\n", "x.yaml").unwrap_err();
+        let e = Scenario::parse(
+            "cloud: {provider: exoscale, exoscale: {faults: {errorRate: 2}}}\n",
+            "x.yaml",
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("errorRate"), "{e}");
-        let e = Scenario::parse("cloud: {provider: exoscale, exoscale: {faults: {retryAfter: soon}}}\n", "x.yaml").unwrap_err();
+        let e = Scenario::parse(
+            "cloud: {provider: exoscale, exoscale: {faults: {retryAfter: soon}}}\n",
+            "x.yaml",
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("retryAfter"), "{e}");
     }
 
@@ -932,33 +1177,103 @@ cloud:
         let s = Scenario::parse(text, "x.yaml").unwrap();
         let (settings, pricing) = s.cloud.clevercloud.as_ref().unwrap().settings("x").unwrap();
         assert_eq!(settings.quota, Usage::new(80, 96.5));
-        assert_eq!(settings.control_plane, Usage::new(24, 12.0), "a field left out keeps its default");
+        assert_eq!(
+            settings.control_plane,
+            Usage::new(24, 12.0),
+            "a field left out keeps its default"
+        );
         assert_eq!(settings.acceptance_delay, Duration::from_secs(2));
-        assert_eq!(settings.rejection_delay, DelayRange::fixed(Duration::from_secs(1)));
+        assert_eq!(
+            settings.rejection_delay,
+            DelayRange::fixed(Duration::from_secs(1))
+        );
         assert_eq!(settings.boot_delay, DelayRange::seconds(20, 40));
-        assert_eq!(settings.teardown_delay, DelayRange::fixed(Duration::from_secs(35)));
+        assert_eq!(
+            settings.teardown_delay,
+            DelayRange::fixed(Duration::from_secs(35))
+        );
         assert_eq!(settings.reservation_leak, Some(Duration::from_secs(300)));
-        assert!(settings.vanish_names.contains("default-abc12") && settings.vanish_probability == 0.0);
-        assert_eq!((settings.vanish_after, settings.seed), (Duration::from_secs(4), 7));
-        assert_eq!((pricing.vcpu_rate, pricing.ram_rate_per_gb, pricing.failure), (0.003, 0.006, PricingFailure::WrongCurrency));
-        let s = Scenario::parse("cloud: {provider: clevercloud, clevercloud: {vanish: 0.25}}\n", "x.yaml").unwrap();
-        assert_eq!(s.cloud.clevercloud.unwrap().settings("x").unwrap().0.vanish_probability, 0.25);
+        assert!(
+            settings.vanish_names.contains("default-abc12") && settings.vanish_probability == 0.0
+        );
+        assert_eq!(
+            (settings.vanish_after, settings.seed),
+            (Duration::from_secs(4), 7)
+        );
+        assert_eq!(
+            (pricing.vcpu_rate, pricing.ram_rate_per_gb, pricing.failure),
+            (0.003, 0.006, PricingFailure::WrongCurrency)
+        );
+        let s = Scenario::parse(
+            "cloud: {provider: clevercloud, clevercloud: {vanish: 0.25}}\n",
+            "x.yaml",
+        )
+        .unwrap();
+        assert_eq!(
+            s.cloud
+                .clevercloud
+                .unwrap()
+                .settings("x")
+                .unwrap()
+                .0
+                .vanish_probability,
+            0.25
+        );
 
         for (text, field) in [
             ("cloud: {clevercloud: {}}", "cloud.clevercloud"),
-            ("cloud: {provider: exoscale, clevercloud: {}}", "cloud.clevercloud"),
-            ("cloud: {provider: clevercloud, exoscale: {}}", "cloud.exoscale"),
-            ("cloud: {provider: clevercloud, catalog: {}}", "cloud.catalog"),
-            ("cloud: {provider: clevercloud, bootDelay: 30s}", "cloud.clevercloud.bootDelay"),
-            ("cloud: {provider: clevercloud, clevercloud: {bootDelay: soon}}", "cloud.clevercloud.bootDelay"),
-            ("cloud: {provider: clevercloud, clevercloud: {bootDelay: {min: 60s, max: 20s}}}", "cloud.clevercloud.bootDelay.max"),
-            ("cloud: {provider: clevercloud, clevercloud: {teardownDelay: {min: 1s, max: later}}}", "cloud.clevercloud.teardownDelay.max"),
-            ("cloud: {provider: clevercloud, clevercloud: {reservationLeak: forever}}", "cloud.clevercloud.reservationLeak"),
-            ("cloud: {provider: clevercloud, clevercloud: {vanish: 1.5}}", "cloud.clevercloud.vanish"),
-            ("cloud: {provider: clevercloud, clevercloud: {quota: {memoryGB: -1}}}", "cloud.clevercloud.quota.memoryGB"),
-            ("cloud: {provider: clevercloud, clevercloud: {pricing: {vcpuRate: 0}}}", "cloud.clevercloud.pricing.vcpuRate"),
-            ("cloud: {provider: clevercloud, clevercloud: {pricing: {failure: teapot}}}", "cloud.clevercloud.pricing.failure"),
-            ("cloud: {provider: clevercloud, clevercloud: {quotas: {}}}", "quotas"),
+            (
+                "cloud: {provider: exoscale, clevercloud: {}}",
+                "cloud.clevercloud",
+            ),
+            (
+                "cloud: {provider: clevercloud, exoscale: {}}",
+                "cloud.exoscale",
+            ),
+            (
+                "cloud: {provider: clevercloud, catalog: {}}",
+                "cloud.catalog",
+            ),
+            (
+                "cloud: {provider: clevercloud, bootDelay: 30s}",
+                "cloud.clevercloud.bootDelay",
+            ),
+            (
+                "cloud: {provider: clevercloud, clevercloud: {bootDelay: soon}}",
+                "cloud.clevercloud.bootDelay",
+            ),
+            (
+                "cloud: {provider: clevercloud, clevercloud: {bootDelay: {min: 60s, max: 20s}}}",
+                "cloud.clevercloud.bootDelay.max",
+            ),
+            (
+                "cloud: {provider: clevercloud, clevercloud: {teardownDelay: {min: 1s, max: later}}}",
+                "cloud.clevercloud.teardownDelay.max",
+            ),
+            (
+                "cloud: {provider: clevercloud, clevercloud: {reservationLeak: forever}}",
+                "cloud.clevercloud.reservationLeak",
+            ),
+            (
+                "cloud: {provider: clevercloud, clevercloud: {vanish: 1.5}}",
+                "cloud.clevercloud.vanish",
+            ),
+            (
+                "cloud: {provider: clevercloud, clevercloud: {quota: {memoryGB: -1}}}",
+                "cloud.clevercloud.quota.memoryGB",
+            ),
+            (
+                "cloud: {provider: clevercloud, clevercloud: {pricing: {vcpuRate: 0}}}",
+                "cloud.clevercloud.pricing.vcpuRate",
+            ),
+            (
+                "cloud: {provider: clevercloud, clevercloud: {pricing: {failure: teapot}}}",
+                "cloud.clevercloud.pricing.failure",
+            ),
+            (
+                "cloud: {provider: clevercloud, clevercloud: {quotas: {}}}",
+                "quotas",
+            ),
         ] {
             let e = Scenario::parse(&format!("{text}\n"), "x.yaml").unwrap_err();
             assert!(e.to_string().contains(field), "{text}: {e}");
@@ -969,7 +1284,10 @@ cloud:
     fn the_clusterapi_block_is_parsed_with_defaults_and_checked() {
         let s = Scenario::parse("cloud: {provider: clusterapi}\n", "x.yaml").unwrap();
         assert_eq!(s.cloud.provider(), "clusterapi");
-        assert_eq!(ClusterApiSpec::default().settings("x").unwrap(), CapiSettings::default());
+        assert_eq!(
+            ClusterApiSpec::default().settings("x").unwrap(),
+            CapiSettings::default()
+        );
 
         let text = r#"
 cloud:
@@ -992,15 +1310,37 @@ cloud:
 "#;
         let s = Scenario::parse(text, "x.yaml").unwrap();
         let spec = s.cloud.clusterapi.as_ref().unwrap();
-        assert_eq!((spec.cluster_name.as_deref(), spec.manifests.len()), (Some("capi-ovh"), 1));
+        assert_eq!(
+            (spec.cluster_name.as_deref(), spec.manifests.len()),
+            (Some("capi-ovh"), 1)
+        );
         let settings = spec.settings("x").unwrap();
-        assert_eq!(settings.provision_delay, DelayRange::fixed(Duration::from_secs(5)));
+        assert_eq!(
+            settings.provision_delay,
+            DelayRange::fixed(Duration::from_secs(5))
+        );
         assert_eq!(settings.boot_delay, DelayRange::seconds(20, 40));
-        assert_eq!(settings.teardown_delay, DelayRange::fixed(Duration::from_secs(3)));
+        assert_eq!(
+            settings.teardown_delay,
+            DelayRange::fixed(Duration::from_secs(3))
+        );
         assert_eq!(settings.delete_policy, DeletePolicy::Oldest);
-        assert!(settings.never_provision.contains("c3-16") && settings.never_provision_probability == 0.0);
-        assert_eq!((settings.fail_after, settings.seed), (Some(Duration::from_secs(120)), 7));
-        assert_eq!(settings.registration_taints.iter().map(ToString::to_string).collect::<Vec<_>>(), ["karpenter.sh/unregistered:NoExecute", "x=y:NoSchedule"]);
+        assert!(
+            settings.never_provision.contains("c3-16")
+                && settings.never_provision_probability == 0.0
+        );
+        assert_eq!(
+            (settings.fail_after, settings.seed),
+            (Some(Duration::from_secs(120)), 7)
+        );
+        assert_eq!(
+            settings
+                .registration_taints
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            ["karpenter.sh/unregistered:NoExecute", "x=y:NoSchedule"]
+        );
         let s = Scenario::parse("cloud: {provider: clusterapi, clusterapi: {neverProvision: 0.25, registrationTaints: []}}\n", "x.yaml").unwrap();
         let settings = s.cloud.clusterapi.unwrap().settings("x").unwrap();
         assert_eq!(settings.never_provision_probability, 0.25);
@@ -1008,21 +1348,66 @@ cloud:
 
         for (text, field) in [
             ("cloud: {clusterapi: {}}", "cloud.clusterapi"),
-            ("cloud: {provider: clevercloud, clusterapi: {}}", "cloud.clusterapi"),
-            ("cloud: {provider: clusterapi, bootDelay: 30s}", "cloud.clusterapi.bootDelay"),
-            ("cloud: {provider: clusterapi, catalog: {}}", "cloud.catalog"),
-            ("cloud: {provider: clusterapi, clusterapi: {bootDelay: soon}}", "cloud.clusterapi.bootDelay"),
-            ("cloud: {provider: clusterapi, clusterapi: {provisionDelay: {min: 9s, max: 1s}}}", "cloud.clusterapi.provisionDelay.max"),
-            ("cloud: {provider: clusterapi, clusterapi: {teardownDelay: {min: 1s, max: later}}}", "cloud.clusterapi.teardownDelay.max"),
-            ("cloud: {provider: clusterapi, clusterapi: {deletePolicy: Cheapest}}", "cloud.clusterapi.deletePolicy"),
-            ("cloud: {provider: clusterapi, clusterapi: {neverProvision: 2}}", "cloud.clusterapi.neverProvision"),
-            ("cloud: {provider: clusterapi, clusterapi: {neverProvision: [a, \"\"]}}", "cloud.clusterapi.neverProvision[1]"),
-            ("cloud: {provider: clusterapi, clusterapi: {failAfter: eventually}}", "cloud.clusterapi.failAfter"),
-            ("cloud: {provider: clusterapi, clusterapi: {registrationTaints: [\"a=b:Sometimes\"]}}", "cloud.clusterapi.registrationTaints[0]"),
-            ("cloud: {provider: clusterapi, clusterapi: {clusterName: \"\"}}", "cloud.clusterapi.clusterName"),
-            ("cloud: {provider: clusterapi, clusterapi: {manifests: [{kind: MachineDeployment}]}}", "cloud.clusterapi.manifests[0].apiVersion"),
-            ("cloud: {provider: clusterapi, clusterapi: {manifests: [{apiVersion: v1, kind: Namespace, metadata: {}}]}}", "cloud.clusterapi.manifests[0].metadata.name"),
-            ("cloud: {provider: clusterapi, clusterapi: {machineDeployments: []}}", "machineDeployments"),
+            (
+                "cloud: {provider: clevercloud, clusterapi: {}}",
+                "cloud.clusterapi",
+            ),
+            (
+                "cloud: {provider: clusterapi, bootDelay: 30s}",
+                "cloud.clusterapi.bootDelay",
+            ),
+            (
+                "cloud: {provider: clusterapi, catalog: {}}",
+                "cloud.catalog",
+            ),
+            (
+                "cloud: {provider: clusterapi, clusterapi: {bootDelay: soon}}",
+                "cloud.clusterapi.bootDelay",
+            ),
+            (
+                "cloud: {provider: clusterapi, clusterapi: {provisionDelay: {min: 9s, max: 1s}}}",
+                "cloud.clusterapi.provisionDelay.max",
+            ),
+            (
+                "cloud: {provider: clusterapi, clusterapi: {teardownDelay: {min: 1s, max: later}}}",
+                "cloud.clusterapi.teardownDelay.max",
+            ),
+            (
+                "cloud: {provider: clusterapi, clusterapi: {deletePolicy: Cheapest}}",
+                "cloud.clusterapi.deletePolicy",
+            ),
+            (
+                "cloud: {provider: clusterapi, clusterapi: {neverProvision: 2}}",
+                "cloud.clusterapi.neverProvision",
+            ),
+            (
+                "cloud: {provider: clusterapi, clusterapi: {neverProvision: [a, \"\"]}}",
+                "cloud.clusterapi.neverProvision[1]",
+            ),
+            (
+                "cloud: {provider: clusterapi, clusterapi: {failAfter: eventually}}",
+                "cloud.clusterapi.failAfter",
+            ),
+            (
+                "cloud: {provider: clusterapi, clusterapi: {registrationTaints: [\"a=b:Sometimes\"]}}",
+                "cloud.clusterapi.registrationTaints[0]",
+            ),
+            (
+                "cloud: {provider: clusterapi, clusterapi: {clusterName: \"\"}}",
+                "cloud.clusterapi.clusterName",
+            ),
+            (
+                "cloud: {provider: clusterapi, clusterapi: {manifests: [{kind: MachineDeployment}]}}",
+                "cloud.clusterapi.manifests[0].apiVersion",
+            ),
+            (
+                "cloud: {provider: clusterapi, clusterapi: {manifests: [{apiVersion: v1, kind: Namespace, metadata: {}}]}}",
+                "cloud.clusterapi.manifests[0].metadata.name",
+            ),
+            (
+                "cloud: {provider: clusterapi, clusterapi: {machineDeployments: []}}",
+                "machineDeployments",
+            ),
         ] {
             let e = Scenario::parse(&format!("{text}\n"), "x.yaml").unwrap_err();
             assert!(e.to_string().contains(field), "{text}: {e}");

@@ -58,11 +58,17 @@ pub struct Rates {
 
 impl Rates {
     /// The built-in rates, which reproduce the built-in table.
-    pub const DEFAULT: Rates = Rates { vcpu: DEFAULT_VCPU_RATE, ram_per_gb: DEFAULT_RAM_RATE_PER_GB };
+    pub const DEFAULT: Rates = Rates {
+        vcpu: DEFAULT_VCPU_RATE,
+        ram_per_gb: DEFAULT_RAM_RATE_PER_GB,
+    };
 
     /// `cpu × vcpu + nominalGB × ram_per_gb`, rounded to 4 decimals.
     pub fn price(&self, flavor: &Flavor) -> f64 {
-        round_to(flavor.cpu * self.vcpu + flavor.memory_gb * self.ram_per_gb, PRICE_DECIMALS)
+        round_to(
+            flavor.cpu * self.vcpu + flavor.memory_gb * self.ram_per_gb,
+            PRICE_DECIMALS,
+        )
     }
 }
 
@@ -80,16 +86,25 @@ mod tests {
 
     #[test]
     fn prices_rise_with_size() {
-        let prices: Vec<f64> = seed_flavors().iter().map(|f| Rates::DEFAULT.price(f)).collect();
+        let prices: Vec<f64> = seed_flavors()
+            .iter()
+            .map(|f| Rates::DEFAULT.price(f))
+            .collect();
         assert!(prices.windows(2).all(|w| w[0] < w[1]), "{prices:?}");
     }
 
     #[test]
     fn other_rates_scale_the_formula() {
-        let doubled = Rates { vcpu: 2.0 * DEFAULT_VCPU_RATE, ram_per_gb: 2.0 * DEFAULT_RAM_RATE_PER_GB };
+        let doubled = Rates {
+            vcpu: 2.0 * DEFAULT_VCPU_RATE,
+            ram_per_gb: 2.0 * DEFAULT_RAM_RATE_PER_GB,
+        };
         let m = &seed_flavors()[3];
         assert_eq!(doubled.price(m), 0.2333);
-        let cpu_only = Rates { vcpu: 0.01, ram_per_gb: 0.0 };
+        let cpu_only = Rates {
+            vcpu: 0.01,
+            ram_per_gb: 0.0,
+        };
         assert_eq!(cpu_only.price(m), 0.1);
     }
 }

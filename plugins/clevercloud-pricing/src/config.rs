@@ -88,37 +88,69 @@ impl Config {
     pub fn validate(&self) -> Result<(), String> {
         let bad = |field: &str, why: String| Err(format!("invalid configuration: {field}: {why}"));
         let base = self.base_url();
-        let scheme_ok = base.strip_prefix("https://").or_else(|| base.strip_prefix("http://"));
+        let scheme_ok = base
+            .strip_prefix("https://")
+            .or_else(|| base.strip_prefix("http://"));
         match scheme_ok {
-            Some(rest) if !rest.is_empty() && !rest.contains(['?', '#', ' ']) && base.len() <= 256 => {}
+            Some(rest)
+                if !rest.is_empty() && !rest.contains(['?', '#', ' ']) && base.len() <= 256 => {}
             _ => {
                 return bad(
                     "endpoint",
-                    format!("{:?} must be an http(s) base URL (at most 256 characters, no query)", self.endpoint),
+                    format!(
+                        "{:?} must be an http(s) base URL (at most 256 characters, no query)",
+                        self.endpoint
+                    ),
                 );
             }
         }
         if self.zone.is_empty()
             || self.zone.len() > 63
-            || !self.zone.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            || !self
+                .zone
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         {
-            return bad("zone", format!("{:?} must be 1-63 lowercase letters, digits and '-'", self.zone));
+            return bad(
+                "zone",
+                format!(
+                    "{:?} must be 1-63 lowercase letters, digits and '-'",
+                    self.zone
+                ),
+            );
         }
         if !(1..=MAX_REFRESH_INTERVAL_SECONDS).contains(&self.refresh_interval_seconds) {
             return bad(
                 "refreshIntervalSeconds",
-                format!("must be 1..={MAX_REFRESH_INTERVAL_SECONDS}, got {}", self.refresh_interval_seconds),
+                format!(
+                    "must be 1..={MAX_REFRESH_INTERVAL_SECONDS}, got {}",
+                    self.refresh_interval_seconds
+                ),
             );
         }
         if !(1..=MAX_TIMEOUT_SECONDS).contains(&self.timeout_seconds) {
-            return bad("timeoutSeconds", format!("must be 1..={MAX_TIMEOUT_SECONDS}, got {}", self.timeout_seconds));
+            return bad(
+                "timeoutSeconds",
+                format!(
+                    "must be 1..={MAX_TIMEOUT_SECONDS}, got {}",
+                    self.timeout_seconds
+                ),
+            );
         }
         let seed = seed_flavors();
         for (i, overlay) in self.flavors.iter().enumerate() {
             let field = format!("flavors[{i}]");
             let name = overlay.name.as_str();
-            if name.is_empty() || name.len() > 32 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.') {
-                return bad(&field, format!("name {name:?} must be 1-32 letters, digits, '-' or '.'"));
+            if name.is_empty()
+                || name.len() > 32
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+            {
+                return bad(
+                    &field,
+                    format!("name {name:?} must be 1-32 letters, digits, '-' or '.'"),
+                );
             }
             if self.flavors[..i].iter().any(|o| o.name == name) {
                 return bad(&field, format!("flavor {name} is listed twice"));
@@ -127,19 +159,31 @@ impl Config {
                 if let Some(v) = value
                     && !(v.is_finite() && v > 0.0)
                 {
-                    return bad(&format!("{field}.{what}"), format!("must be a positive number, got {v}"));
+                    return bad(
+                        &format!("{field}.{what}"),
+                        format!("must be a positive number, got {v}"),
+                    );
                 }
             }
             if let Some(p) = overlay.price_hourly
                 && !(p.is_finite() && p >= 0.0)
             {
-                return bad(&format!("{field}.priceHourly"), format!("must be a non-negative number, got {p}"));
+                return bad(
+                    &format!("{field}.priceHourly"),
+                    format!("must be a non-negative number, got {p}"),
+                );
             }
             let known = seed.iter().any(|f| f.name == name);
-            if !known && (overlay.cpu.is_none() || overlay.memory_gb.is_none() || overlay.price_hourly.is_none()) {
+            if !known
+                && (overlay.cpu.is_none()
+                    || overlay.memory_gb.is_none()
+                    || overlay.price_hourly.is_none())
+            {
                 return bad(
                     &field,
-                    format!("{name} is not a built-in flavor, so it needs cpu, memoryGB and priceHourly"),
+                    format!(
+                        "{name} is not a built-in flavor, so it needs cpu, memoryGB and priceHourly"
+                    ),
                 );
             }
         }
@@ -153,7 +197,12 @@ impl Config {
             let index = match flavors.iter().position(|f| f.name == overlay.name) {
                 Some(i) => i,
                 None => {
-                    flavors.push(Flavor { name: overlay.name.clone(), cpu: 0.0, memory_gb: 0.0, pinned_price: None });
+                    flavors.push(Flavor {
+                        name: overlay.name.clone(),
+                        cpu: 0.0,
+                        memory_gb: 0.0,
+                        pinned_price: None,
+                    });
                     flavors.len() - 1
                 }
             };
@@ -185,7 +234,14 @@ mod tests {
         let c = Config::from_json("{}").unwrap();
         assert_eq!(c, Config::default());
         assert_eq!(c.base_url(), "https://api.clever-cloud.com");
-        assert_eq!((c.zone.as_str(), c.refresh_interval_seconds, c.timeout_seconds), ("par", 43_200, 15));
+        assert_eq!(
+            (
+                c.zone.as_str(),
+                c.refresh_interval_seconds,
+                c.timeout_seconds
+            ),
+            ("par", 43_200, 15)
+        );
         assert_eq!(c.catalog(), seed_flavors());
     }
 
@@ -211,15 +267,30 @@ mod tests {
             (r#"{"zone": ""}"#, "zone"),
             (r#"{"zone": "PAR"}"#, "zone"),
             (r#"{"refreshIntervalSeconds": 0}"#, "refreshIntervalSeconds"),
-            (r#"{"refreshIntervalSeconds": 90000}"#, "refreshIntervalSeconds"),
+            (
+                r#"{"refreshIntervalSeconds": 90000}"#,
+                "refreshIntervalSeconds",
+            ),
             (r#"{"timeoutSeconds": 0}"#, "timeoutSeconds"),
             (r#"{"timeoutSeconds": 61}"#, "timeoutSeconds"),
             (r#"{"flavors": [{"name": ""}]}"#, "flavors[0]"),
             (r#"{"flavors": [{"name": "a b"}]}"#, "flavors[0]"),
-            (r#"{"flavors": [{"name": "M"}, {"name": "M"}]}"#, "flavors[1]"),
-            (r#"{"flavors": [{"name": "M", "cpu": 0}]}"#, "flavors[0].cpu"),
-            (r#"{"flavors": [{"name": "M", "memoryGB": -1}]}"#, "flavors[0].memoryGB"),
-            (r#"{"flavors": [{"name": "M", "priceHourly": -0.1}]}"#, "flavors[0].priceHourly"),
+            (
+                r#"{"flavors": [{"name": "M"}, {"name": "M"}]}"#,
+                "flavors[1]",
+            ),
+            (
+                r#"{"flavors": [{"name": "M", "cpu": 0}]}"#,
+                "flavors[0].cpu",
+            ),
+            (
+                r#"{"flavors": [{"name": "M", "memoryGB": -1}]}"#,
+                "flavors[0].memoryGB",
+            ),
+            (
+                r#"{"flavors": [{"name": "M", "priceHourly": -0.1}]}"#,
+                "flavors[0].priceHourly",
+            ),
         ] {
             let e = error(json);
             assert!(e.contains(field), "{json}: {e}");
@@ -238,9 +309,20 @@ mod tests {
         .unwrap();
         let catalog = c.catalog();
         let get = |n: &str| catalog.iter().find(|f| f.name == n).unwrap().clone();
-        assert_eq!((get("L").cpu, get("L").memory_gb, get("L").pinned_price), (12.0, 20.0, None));
+        assert_eq!(
+            (get("L").cpu, get("L").memory_gb, get("L").pinned_price),
+            (12.0, 20.0, None)
+        );
         assert_eq!((get("XL").cpu, get("XL").pinned_price), (16.0, Some(0.2)));
-        assert_eq!(get("2XL"), Flavor { name: "2XL".into(), cpu: 32.0, memory_gb: 64.0, pinned_price: Some(0.45) });
+        assert_eq!(
+            get("2XL"),
+            Flavor {
+                name: "2XL".into(),
+                cpu: 32.0,
+                memory_gb: 64.0,
+                pinned_price: Some(0.45)
+            }
+        );
         assert_eq!(catalog.len(), 7);
         assert_eq!(catalog.last().unwrap().name, "2XL");
     }
@@ -253,7 +335,11 @@ mod tests {
             r#"{"flavors": [{"name": "2XL", "memoryGB": 64, "priceHourly": 0.4}]}"#,
         ] {
             let e = error(json);
-            assert!(e.contains("2XL is not a built-in flavor") && e.contains("cpu, memoryGB and priceHourly"), "{e}");
+            assert!(
+                e.contains("2XL is not a built-in flavor")
+                    && e.contains("cpu, memoryGB and priceHourly"),
+                "{e}"
+            );
         }
     }
 }

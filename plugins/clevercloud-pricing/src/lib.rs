@@ -85,11 +85,19 @@ pub fn cache_key(config: &Config) -> String {
 
 /// The refresher of `config`: its cache key and its schedule.
 pub fn refresher(config: &Config) -> Refresher {
-    Refresher::new(cache_key(config), Schedule::every(config.refresh_interval_seconds).with_jitter(0.1))
+    Refresher::new(
+        cache_key(config),
+        Schedule::every(config.refresh_interval_seconds).with_jitter(0.1),
+    )
 }
 
 /// Prices one request from the catalog, with the live rates when there are some.
-pub fn price_one(request: &PriceRequest, zone: &str, catalog: &[Flavor], live: Option<&LiveRates>) -> Option<f64> {
+pub fn price_one(
+    request: &PriceRequest,
+    zone: &str,
+    catalog: &[Flavor],
+    live: Option<&LiveRates>,
+) -> Option<f64> {
     if let Some(known) = request.known_price {
         return Some(known);
     }
@@ -108,9 +116,16 @@ pub fn price_one(request: &PriceRequest, zone: &str, catalog: &[Flavor], live: O
 }
 
 /// Prices a batch with the rates `current` settled on.
-pub fn price_with(config: &Config, current: &Current<LiveRates>, requests: &[PriceRequest]) -> Vec<Option<f64>> {
+pub fn price_with(
+    config: &Config,
+    current: &Current<LiveRates>,
+    requests: &[PriceRequest],
+) -> Vec<Option<f64>> {
     let catalog = config.catalog();
-    requests.iter().map(|r| price_one(r, &config.zone, &catalog, current.value.as_ref())).collect()
+    requests
+        .iter()
+        .map(|r| price_one(r, &config.zone, &catalog, current.value.as_ref()))
+        .collect()
 }
 
 /// Prices a batch at `now` (Unix seconds) with jitter draw `draw`: refreshes the rates
@@ -126,12 +141,18 @@ pub fn price_at(
         r.known_price.is_none()
             && r.capacity_type == CAPACITY_TYPE
             && r.zone == config.zone
-            && catalog.iter().any(|f| f.name == r.instance_type && f.pinned_price.is_none())
+            && catalog
+                .iter()
+                .any(|f| f.name == r.instance_type && f.pinned_price.is_none())
     });
     let current = if needs_rates {
         refresher(config).get_at(now, draw, || live::fetch(config, &catalog))
     } else {
-        Current { value: None, fetched_at: None, outcome: joinery_plugin_sdk::refresh::Outcome::NotDue }
+        Current {
+            value: None,
+            fetched_at: None,
+            outcome: joinery_plugin_sdk::refresh::Outcome::NotDue,
+        }
     };
     price_with(config, &current, requests)
 }
@@ -197,15 +218,21 @@ mod tests {
                 requests: Rc::new(Cell::new(0)),
             };
             let handler = api.clone();
-            let host = testing::install(FakeHost::new().with_config(config).with_http(move |r: &http::Request| {
-                handler.requests.set(handler.requests.get() + 1);
-                if let Some(answer) = handler.failing.borrow().clone() {
-                    return Ok(answer);
-                }
-                let (vcpu, ram) = handler.rates.get();
-                let body = if r.url.contains("kubernetes-product") { product() } else { price_system(vcpu, ram) };
-                Ok(http::Response::new(200, body.to_string()))
-            }));
+            let host = testing::install(FakeHost::new().with_config(config).with_http(
+                move |r: &http::Request| {
+                    handler.requests.set(handler.requests.get() + 1);
+                    if let Some(answer) = handler.failing.borrow().clone() {
+                        return Ok(answer);
+                    }
+                    let (vcpu, ram) = handler.rates.get();
+                    let body = if r.url.contains("kubernetes-product") {
+                        product()
+                    } else {
+                        price_system(vcpu, ram)
+                    };
+                    Ok(http::Response::new(200, body.to_string()))
+                },
+            ));
             (api, host)
         }
 
@@ -226,20 +253,32 @@ mod tests {
     fn without_network_the_built_in_table_prices() {
         // No HTTP handler: every request fails like a denied one.
         let _host = testing::install(FakeHost::new());
-        assert_eq!(price_at(&Config::default(), &all_flavors(), T0, 0.5), table());
-        let warnings: Vec<String> =
-            testing::logs().into_iter().filter(|(l, _)| *l == Level::Warn).map(|(_, m)| m).collect();
+        assert_eq!(
+            price_at(&Config::default(), &all_flavors(), T0, 0.5),
+            table()
+        );
+        let warnings: Vec<String> = testing::logs()
+            .into_iter()
+            .filter(|(l, _)| *l == Level::Warn)
+            .map(|(_, m)| m)
+            .collect();
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(warnings[0].contains("no good data yet"), "{warnings:?}");
     }
 
     #[test]
     fn the_exported_function_reads_the_configuration() {
-        let _host = testing::install(FakeHost::new().with_config(r#"{"flavors": [{"name": "M", "priceHourly": 0.5}]}"#));
+        let _host = testing::install(
+            FakeHost::new().with_config(r#"{"flavors": [{"name": "M", "priceHourly": 0.5}]}"#),
+        );
         let prices = CleverCloudPricing::price(vec![request("M"), request("2XS")]).unwrap();
         assert_eq!(prices, [Some(0.5), Some(0.0333)]);
         let _host = testing::install(FakeHost::new().with_config(r#"{"zone": 7}"#));
-        assert!(CleverCloudPricing::price(vec![request("M")]).unwrap_err().contains("invalid plugin configuration"));
+        assert!(
+            CleverCloudPricing::price(vec![request("M")])
+                .unwrap_err()
+                .contains("invalid plugin configuration")
+        );
     }
 
     #[test]
@@ -248,14 +287,26 @@ mod tests {
         let c = Config::default();
         api.rates.set((0.003, 0.006));
         let prices = price_at(&c, &[request("M"), request("XL")], T0, 0.5);
-        assert_eq!(prices, [Some(round(10.0 * 0.003 + 16.0 * 0.006)), Some(round(16.0 * 0.003 + 32.0 * 0.006))]);
+        assert_eq!(
+            prices,
+            [
+                Some(round(10.0 * 0.003 + 16.0 * 0.006)),
+                Some(round(16.0 * 0.003 + 32.0 * 0.006))
+            ]
+        );
         assert_eq!(api.requests.get(), 2, "one refresh reads both endpoints");
         // Not due for 12 h: new rates are not seen, nothing is fetched.
         api.rates.set((0.004, 0.007));
-        assert_eq!(price_at(&c, &[request("M")], T0 + 10 * HOUR, 0.5), [Some(0.126)]);
+        assert_eq!(
+            price_at(&c, &[request("M")], T0 + 10 * HOUR, 0.5),
+            [Some(0.126)]
+        );
         assert_eq!(api.requests.get(), 2);
         // Due: the new rates price.
-        assert_eq!(price_at(&c, &[request("M")], T0 + 12 * HOUR, 0.5), [Some(round(0.04 + 16.0 * 0.007))]);
+        assert_eq!(
+            price_at(&c, &[request("M")], T0 + 12 * HOUR, 0.5),
+            [Some(round(0.04 + 16.0 * 0.007))]
+        );
         assert_eq!(api.requests.get(), 4);
     }
 
@@ -274,17 +325,28 @@ mod tests {
         for (status, body) in [
             (500, "oops".to_string()),
             (200, "{not json".to_string()),
-            (200, price_system(0.003, 0.006).to_string().replace("EUR", "USD")),
+            (
+                200,
+                price_system(0.003, 0.006).to_string().replace("EUR", "USD"),
+            ),
             (200, price_system(1.0, 0.006).to_string()),
             (200, " ".repeat(live::MAX_BODY_BYTES + 1)),
         ] {
             now += 1000; // past any due time or backoff of this schedule
             api.fail_with(status, &body);
             let before = api.requests.get();
-            assert_eq!(price_at(&c, &all_flavors(), now, 0.5), good, "after {status} {}", &body[..body.len().min(40)]);
+            assert_eq!(
+                price_at(&c, &all_flavors(), now, 0.5),
+                good,
+                "after {status} {}",
+                &body[..body.len().min(40)]
+            );
             assert!(api.requests.get() > before, "a refresh was attempted");
         }
-        let warnings = testing::logs().into_iter().filter(|(l, _)| *l == Level::Warn).count();
+        let warnings = testing::logs()
+            .into_iter()
+            .filter(|(l, _)| *l == Level::Warn)
+            .count();
         assert_eq!(warnings, 5, "each failure is logged");
         // Healed: the next attempt after the backoff takes the new rates.
         api.heal();
@@ -303,7 +365,11 @@ mod tests {
         assert_eq!(api.requests.get(), 1, "within the first minute, no retry");
         api.heal();
         api.rates.set((0.003, 0.006));
-        assert_ne!(price_at(&c, &all_flavors(), T0 + 60, 0.5), table(), "retried after a minute");
+        assert_ne!(
+            price_at(&c, &all_flavors(), T0 + 60, 0.5),
+            table(),
+            "retried after a minute"
+        );
     }
 
     #[test]
@@ -311,11 +377,18 @@ mod tests {
         let (_api, _host) = FakeApi::install("{}");
         let c = Config::default();
         let r = refresher(&c);
-        for (draw, expected) in [(0.0, T0 + 43_200 * 9 / 10), (0.5, T0 + 43_200), (0.999_999_9, T0 + 43_200 * 11 / 10)] {
+        for (draw, expected) in [
+            (0.0, T0 + 43_200 * 9 / 10),
+            (0.5, T0 + 43_200),
+            (0.999_999_9, T0 + 43_200 * 11 / 10),
+        ] {
             r.clear();
             price_at(&c, &[request("M")], T0, draw);
             let next = r.snapshot::<LiveRates>().unwrap().next_attempt;
-            assert!(next.abs_diff(expected) <= 1, "draw {draw}: {next} vs {expected}");
+            assert!(
+                next.abs_diff(expected) <= 1,
+                "draw {draw}: {next} vs {expected}"
+            );
         }
     }
 
@@ -323,7 +396,10 @@ mod tests {
     fn the_cache_key_follows_endpoint_and_zone() {
         let a = cache_key(&Config::default());
         assert_eq!(a, "clevercloud-rates/v1/https://api.clever-cloud.com/par");
-        assert_ne!(a, cache_key(&config(r#"{"endpoint": "http://127.0.0.1:9"}"#)));
+        assert_ne!(
+            a,
+            cache_key(&config(r#"{"endpoint": "http://127.0.0.1:9"}"#))
+        );
         assert_ne!(a, cache_key(&config(r#"{"zone": "rbx"}"#)));
     }
 
@@ -337,9 +413,24 @@ mod tests {
         elsewhere.zone = "rbx".into();
         let mut known = request("c3-4");
         known.known_price = Some(1.25);
-        let prices = price_at(&c, &[request("m"), request("c3-4"), spot.clone(), elsewhere.clone(), known], T0, 0.5);
+        let prices = price_at(
+            &c,
+            &[
+                request("m"),
+                request("c3-4"),
+                spot.clone(),
+                elsewhere.clone(),
+                known,
+            ],
+            T0,
+            0.5,
+        );
         assert_eq!(prices, [None, None, None, None, Some(1.25)]);
-        assert_eq!(api.requests.get(), 0, "nothing to price from rates, nothing fetched");
+        assert_eq!(
+            api.requests.get(),
+            0,
+            "nothing to price from rates, nothing fetched"
+        );
     }
 
     #[test]
@@ -347,7 +438,11 @@ mod tests {
         let _host = testing::install(FakeHost::new().with_http(|r: &http::Request| {
             let mut p = product();
             p["topologies"][1]["availableFlavors"] = serde_json::json!(["XS", "M", "3XL"]);
-            let body = if r.url.contains("kubernetes-product") { p } else { price_system(0.003, 0.006) };
+            let body = if r.url.contains("kubernetes-product") {
+                p
+            } else {
+                price_system(0.003, 0.006)
+            };
             Ok(http::Response::new(200, body.to_string()))
         }));
         let prices = price_at(&Config::default(), &all_flavors(), T0, 0.5);
@@ -366,13 +461,29 @@ mod tests {
         // Built-in rates (the API is down): a resized flavor follows the formula, pins hold.
         api.fail_with(500, "");
         let fallback = price_at(&c, &requests, T0, 0.5);
-        assert_eq!(fallback, [Some(round(12.0 * DEFAULT_VCPU_RATE + 20.0 * DEFAULT_RAM_RATE_PER_GB)), Some(0.2), Some(0.45)]);
+        assert_eq!(
+            fallback,
+            [
+                Some(round(
+                    12.0 * DEFAULT_VCPU_RATE + 20.0 * DEFAULT_RAM_RATE_PER_GB
+                )),
+                Some(0.2),
+                Some(0.45)
+            ]
+        );
         // Live rates: the same, with the live rates; pinned prices still hold, and a pinned
         // new flavor is priced although the API does not offer it.
         api.heal();
         api.rates.set((0.003, 0.006));
         let live = price_at(&c, &requests, T0 + 10_000, 0.5);
-        assert_eq!(live, [Some(round(12.0 * 0.003 + 20.0 * 0.006)), Some(0.2), Some(0.45)]);
+        assert_eq!(
+            live,
+            [
+                Some(round(12.0 * 0.003 + 20.0 * 0.006)),
+                Some(0.2),
+                Some(0.45)
+            ]
+        );
     }
 
     #[test]

@@ -72,15 +72,31 @@ pub struct FlavorOverlay {
 /// The catalog: the seed with the overlay applied, smallest first. A new flavor must give
 /// `cpu`, `memoryKi` and `priceHourly`; the error names the entry.
 pub fn catalog(overlay: &[FlavorOverlay]) -> Result<Vec<Flavor>, String> {
-    let mut flavors: Vec<Flavor> =
-        SEED.iter().map(|(name, cpu, memory_ki)| Flavor { name: (*name).into(), cpu: *cpu, memory_ki: *memory_ki, price_hourly: None }).collect();
+    let mut flavors: Vec<Flavor> = SEED
+        .iter()
+        .map(|(name, cpu, memory_ki)| Flavor {
+            name: (*name).into(),
+            cpu: *cpu,
+            memory_ki: *memory_ki,
+            price_hourly: None,
+        })
+        .collect();
     for (i, entry) in overlay.iter().enumerate() {
         let field = |name: &str| format!("flavors[{i}].{name}");
         if entry.cpu == Some(0) || entry.memory_ki == Some(0) {
-            return Err(format!("{}: cpu and memoryKi must be positive", field("name")));
+            return Err(format!(
+                "{}: cpu and memoryKi must be positive",
+                field("name")
+            ));
         }
-        if entry.price_hourly.is_some_and(|p| !p.is_finite() || p < 0.0) {
-            return Err(format!("{}: must be a non-negative number", field("priceHourly")));
+        if entry
+            .price_hourly
+            .is_some_and(|p| !p.is_finite() || p < 0.0)
+        {
+            return Err(format!(
+                "{}: must be a non-negative number",
+                field("priceHourly")
+            ));
         }
         match flavors.iter_mut().find(|f| f.name == entry.name) {
             Some(flavor) => {
@@ -89,9 +105,13 @@ pub fn catalog(overlay: &[FlavorOverlay]) -> Result<Vec<Flavor>, String> {
                 flavor.price_hourly = entry.price_hourly.or(flavor.price_hourly);
             }
             None => match (entry.cpu, entry.memory_ki, entry.price_hourly) {
-                (Some(cpu), Some(memory_ki), Some(price)) if !entry.name.is_empty() => {
-                    flavors.push(Flavor { name: entry.name.clone(), cpu, memory_ki, price_hourly: Some(price) })
-                }
+                (Some(cpu), Some(memory_ki), Some(price)) if !entry.name.is_empty() => flavors
+                    .push(Flavor {
+                        name: entry.name.clone(),
+                        cpu,
+                        memory_ki,
+                        price_hourly: Some(price),
+                    }),
                 _ => {
                     return Err(format!(
                         "{}: {:?} is not a built-in flavor, so it needs cpu, memoryKi and priceHourly",
@@ -138,7 +158,10 @@ impl Flavor {
         Overhead {
             kube_reserved: vec![Resource::new("memory", KUBE_RESERVED_MEMORY)],
             system_reserved: Vec::new(),
-            eviction_threshold: vec![Resource::new("ephemeral-storage", format!("{EPHEMERAL_EVICTION_KI}Ki"))],
+            eviction_threshold: vec![Resource::new(
+                "ephemeral-storage",
+                format!("{EPHEMERAL_EVICTION_KI}Ki"),
+            )],
         }
     }
 
@@ -161,7 +184,11 @@ impl Flavor {
         let requirements = self
             .labels(zone)
             .into_iter()
-            .filter(|(k, _)| k != INSTANCE_TYPE_LABEL && k != "topology.kubernetes.io/zone" && k != "karpenter.sh/capacity-type")
+            .filter(|(k, _)| {
+                k != INSTANCE_TYPE_LABEL
+                    && k != "topology.kubernetes.io/zone"
+                    && k != "karpenter.sh/capacity-type"
+            })
             .map(|(k, v)| Requirement::is_in(k, &[v.as_str()]))
             .collect();
         InstanceType {
@@ -169,7 +196,12 @@ impl Flavor {
             requirements,
             capacity: self.capacity(),
             overhead: self.overhead(),
-            offerings: vec![Offering { zone: zone.into(), capacity_type: ON_DEMAND.into(), price: self.price_hourly, available: true }],
+            offerings: vec![Offering {
+                zone: zone.into(),
+                capacity_type: ON_DEMAND.into(),
+                price: self.price_hourly,
+                available: true,
+            }],
         }
     }
 }

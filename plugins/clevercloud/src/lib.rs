@@ -49,8 +49,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use joinery_plugin_sdk::cloud::{
-    CLUSTER_LABEL, CloudError, CloudProvider, Condition, CreateRequest, Instance, InstanceState, InstanceType, KeyValue, NodeClaim,
-    NodeClass, NodeClassResolution, OfferingRef,
+    CLUSTER_LABEL, CloudError, CloudProvider, Condition, CreateRequest, Instance, InstanceState,
+    InstanceType, KeyValue, NodeClaim, NodeClass, NodeClassResolution, OfferingRef,
 };
 use joinery_plugin_sdk::kube::{self, KubeError, ResourceRef};
 use joinery_plugin_sdk::quantity::parse_milli;
@@ -105,19 +105,25 @@ impl Default for Config {
 impl Config {
     /// The configuration, checked; errors say which field to fix.
     pub fn load() -> Result<Config, CloudError> {
-        let config: Config = joinery_plugin_sdk::config().map_err(|e| CloudError::invalid(format!("clevercloud configuration: {e}")))?;
+        let config: Config = joinery_plugin_sdk::config()
+            .map_err(|e| CloudError::invalid(format!("clevercloud configuration: {e}")))?;
         if config.cluster_name.is_empty() {
-            return Err(CloudError::invalid("clevercloud configuration: clusterName is required (the tag of this cluster's NodeGroups)"));
+            return Err(CloudError::invalid(
+                "clevercloud configuration: clusterName is required (the tag of this cluster's NodeGroups)",
+            ));
         }
         if config.acceptance_poll_millis == 0 {
-            return Err(CloudError::invalid("clevercloud configuration: acceptancePollMillis must be positive"));
+            return Err(CloudError::invalid(
+                "clevercloud configuration: acceptancePollMillis must be positive",
+            ));
         }
         Ok(config)
     }
 
     /// The flavor catalog with the overlay.
     pub fn catalog(&self) -> Result<Vec<Flavor>, CloudError> {
-        flavors::catalog(&self.flavors).map_err(|e| CloudError::invalid(format!("clevercloud configuration: {e}")))
+        flavors::catalog(&self.flavors)
+            .map_err(|e| CloudError::invalid(format!("clevercloud configuration: {e}")))
     }
 }
 
@@ -133,8 +139,17 @@ pub struct ClassSpec {
 pub fn group_name(provider_id: &str) -> Result<&str, CloudError> {
     provider_id
         .strip_prefix(PROVIDER_ID_PREFIX)
-        .filter(|n| !n.is_empty() && n.len() <= 253 && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.'))
-        .ok_or_else(|| CloudError::invalid(format!("clevercloud: {provider_id:?} is not a clevercloud://<nodegroup> provider ID")))
+        .filter(|n| {
+            !n.is_empty()
+                && n.len() <= 253
+                && n.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        })
+        .ok_or_else(|| {
+            CloudError::invalid(format!(
+                "clevercloud: {provider_id:?} is not a clevercloud://<nodegroup> provider ID"
+            ))
+        })
 }
 
 /// A failed Kubernetes call, classified as the SDK does for every cloud plugin, with what
@@ -154,18 +169,28 @@ fn read_group(name: &str) -> Result<Option<NodeGroup>, CloudError> {
 
 /// The flavor for a claim: the cheapest (smallest) catalog flavor whose labels satisfy the
 /// claim's requirements on those labels and whose allocatable holds the claim's requests.
-pub fn choose_flavor<'a>(catalog: &'a [Flavor], claim: &NodeClaim, zone: &str) -> Option<&'a Flavor> {
+pub fn choose_flavor<'a>(
+    catalog: &'a [Flavor],
+    claim: &NodeClaim,
+    zone: &str,
+) -> Option<&'a Flavor> {
     let price = |f: &Flavor| f.price_hourly.unwrap_or_else(|| seed_price(f));
     let mut fitting: Vec<&Flavor> = catalog
         .iter()
         // Only the keys a flavor describes: the claim's other requirements (its NodePool,
         // template labels…) are about the node, not the flavor.
-        .filter(|f| f.labels(zone).iter().all(|(key, value)| claim.allows(key, value)))
         .filter(|f| {
-            claim.resource_requests.iter().all(|r| match (parse_milli(&r.quantity), f.allocatable_milli(&r.name)) {
-                (Some(0), _) => true,
-                (Some(wanted), Some(have)) => wanted <= have,
-                _ => false,
+            f.labels(zone)
+                .iter()
+                .all(|(key, value)| claim.allows(key, value))
+        })
+        .filter(|f| {
+            claim.resource_requests.iter().all(|r| {
+                match (parse_milli(&r.quantity), f.allocatable_milli(&r.name)) {
+                    (Some(0), _) => true,
+                    (Some(wanted), Some(have)) => wanted <= have,
+                    _ => false,
+                }
             })
         })
         .collect();
@@ -183,14 +208,25 @@ fn seed_price(f: &Flavor) -> f64 {
 /// Node labels for the group: the NodeClass's, then the claim's, without what CKE refuses.
 pub fn node_labels(class: &ClassSpec, claim: &NodeClaim) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::new();
-    let all = class.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain(claim.labels.iter().map(|kv| (kv.key.as_str(), kv.value.as_str())));
+    let all = class
+        .labels
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .chain(
+            claim
+                .labels
+                .iter()
+                .map(|kv| (kv.key.as_str(), kv.value.as_str())),
+        );
     for (key, value) in all {
         match nodegroup::label_problem(key, value) {
             None => {
                 labels.insert(key.to_string(), value.to_string());
             }
             Some(problem) if !key.contains("kubernetes.io/") => {
-                log::warn(format!("clevercloud: label {key}={value:?} left off the NodeGroup ({problem}); Karpenter still sets it on the Node"));
+                log::warn(format!(
+                    "clevercloud: label {key}={value:?} left off the NodeGroup ({problem}); Karpenter still sets it on the Node"
+                ));
             }
             Some(_) => {}
         }
@@ -199,7 +235,10 @@ pub fn node_labels(class: &ClassSpec, claim: &NodeClaim) -> BTreeMap<String, Str
 }
 
 fn now_rfc3339() -> String {
-    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let (days, rest) = (secs / 86_400, secs % 86_400);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = days as i64 + 719_468;
@@ -211,12 +250,20 @@ fn now_rfc3339() -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rest / 3600, rest % 3600 / 60, rest % 60)
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
 }
 
 /// Puts a Warning event on the NodeClaim (best effort: a refused event is only logged).
 fn claim_event(config: &Config, claim: &NodeClaim, reason: &str, message: &str) {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     let now = now_rfc3339();
     let event = json!({
         "apiVersion": "v1",
@@ -234,7 +281,11 @@ fn claim_event(config: &Config, claim: &NodeClaim, reason: &str, message: &str) 
     });
     let events = ResourceRef::core("events").namespace(config.event_namespace.clone());
     if let Err(e) = kube::create(&events, &event.to_string()) {
-        log::warn(format!("clevercloud: could not record event {reason} on NodeClaim {}: {}", claim.name, e.describe()));
+        log::warn(format!(
+            "clevercloud: could not record event {reason} on NodeClaim {}: {}",
+            claim.name,
+            e.describe()
+        ));
     }
 }
 
@@ -254,7 +305,11 @@ struct Backoff {
 impl Backoff {
     /// Stores the backoff for `quotaBackoffSeconds`.
     fn arm(config: &Config, refused: &Flavor, message: &str) -> Backoff {
-        let backoff = Backoff { message: message.to_string(), cpu: refused.cpu, memory_ki: refused.memory_ki };
+        let backoff = Backoff {
+            message: message.to_string(),
+            cpu: refused.cpu,
+            memory_ki: refused.memory_ki,
+        };
         cache::set_json(BACKOFF_KEY, &backoff, config.quota_backoff_seconds);
         backoff
     }
@@ -269,7 +324,11 @@ impl Backoff {
         catalog
             .iter()
             .filter(|f| self.covers(f))
-            .map(|f| OfferingRef { instance_type: f.name.clone(), zone: zone.to_string(), capacity_type: ON_DEMAND.into() })
+            .map(|f| OfferingRef {
+                instance_type: f.name.clone(),
+                zone: zone.to_string(),
+                capacity_type: ON_DEMAND.into(),
+            })
             .collect()
     }
 }
@@ -278,7 +337,12 @@ impl Backoff {
 pub fn to_instance(group: &NodeGroup, catalog: &[Flavor], zone: &str) -> Instance {
     let flavor = catalog.iter().find(|f| f.name == group.spec.flavor);
     let mut labels: Vec<KeyValue> = match flavor {
-        Some(f) => f.labels(zone).into_iter().filter(|(k, _)| k != flavors::INSTANCE_TYPE_LABEL).map(|(k, v)| KeyValue::new(k, v)).collect(),
+        Some(f) => f
+            .labels(zone)
+            .into_iter()
+            .filter(|(k, _)| k != flavors::INSTANCE_TYPE_LABEL)
+            .map(|(k, v)| KeyValue::new(k, v))
+            .collect(),
         None => Vec::new(),
     };
     if let Some(cluster) = group.metadata.labels.get(CLUSTER_LABEL) {
@@ -300,7 +364,11 @@ pub fn to_instance(group: &NodeGroup, catalog: &[Flavor], zone: &str) -> Instanc
         } else {
             InstanceState::Pending
         },
-        node_claim: group.metadata.labels.get(nodegroup::NODECLAIM_LABEL).cloned(),
+        node_claim: group
+            .metadata
+            .labels
+            .get(nodegroup::NODECLAIM_LABEL)
+            .cloned(),
         created_at: group.metadata.creation_timestamp.clone(),
     }
 }
@@ -310,10 +378,19 @@ pub fn to_instance(group: &NodeGroup, catalog: &[Flavor], zone: &str) -> Instanc
 fn managed_group(config: &Config, provider_id: &str) -> Result<NodeGroup, CloudError> {
     let name = group_name(provider_id)?;
     match read_group(name)? {
-        Some(group) if group.is_managed_by(&config.cluster_name) && !group.is_terminating() => Ok(group),
-        Some(group) if group.is_terminating() => Err(CloudError::NotFound(format!("clevercloud: NodeGroup {name} is being deleted"))),
-        Some(_) => Err(CloudError::NotFound(format!("clevercloud: NodeGroup {name} is not managed by Joinery for cluster {}", config.cluster_name))),
-        None => Err(CloudError::NotFound(format!("clevercloud: NodeGroup {name} not found"))),
+        Some(group) if group.is_managed_by(&config.cluster_name) && !group.is_terminating() => {
+            Ok(group)
+        }
+        Some(group) if group.is_terminating() => Err(CloudError::NotFound(format!(
+            "clevercloud: NodeGroup {name} is being deleted"
+        ))),
+        Some(_) => Err(CloudError::NotFound(format!(
+            "clevercloud: NodeGroup {name} is not managed by Joinery for cluster {}",
+            config.cluster_name
+        ))),
+        None => Err(CloudError::NotFound(format!(
+            "clevercloud: NodeGroup {name} not found"
+        ))),
     }
 }
 
@@ -331,9 +408,15 @@ pub enum Verdict {
 }
 
 /// Follows a new group until CKE decides, for at most the acceptance timeout.
-pub fn await_verdict(config: &Config, name: &str, created: NodeGroup) -> Result<Verdict, CloudError> {
+pub fn await_verdict(
+    config: &Config,
+    name: &str,
+    created: NodeGroup,
+) -> Result<Verdict, CloudError> {
     let poll = Duration::from_millis(config.acceptance_poll_millis);
-    let polls = (config.acceptance_timeout_seconds * 1000).div_ceil(config.acceptance_poll_millis).max(1);
+    let polls = (config.acceptance_timeout_seconds * 1000)
+        .div_ceil(config.acceptance_poll_millis)
+        .max(1);
     let mut last = created;
     for _ in 0..polls {
         match last.acceptance() {
@@ -368,9 +451,19 @@ impl CloudProvider for Clever {
             .filter_map(|(k, v)| nodegroup::label_problem(k, v).map(|p| format!("{k}: {p}")))
             .collect();
         conditions.push(if refused.is_empty() {
-            Condition::new("LabelsValid", true, "Valid", "every label can go on a NodeGroup")
+            Condition::new(
+                "LabelsValid",
+                true,
+                "Valid",
+                "every label can go on a NodeGroup",
+            )
         } else {
-            Condition::new("LabelsValid", false, "LabelRefused", format!("CKE refuses these labels: {}", refused.join("; ")))
+            Condition::new(
+                "LabelsValid",
+                false,
+                "LabelRefused",
+                format!("CKE refuses these labels: {}", refused.join("; ")),
+            )
         });
         // Probes that CKE serves NodeGroups (and that the plugin may list them).
         let probe = format!("{}={}", nodegroup::NODECLAIM_LABEL, "probe.joinery.dev");
@@ -384,13 +477,20 @@ impl CloudProvider for Clever {
             ),
         });
         let _ = config.catalog()?;
-        Ok(NodeClassResolution { conditions, status: json!({"zone": config.zone}).to_string() })
+        Ok(NodeClassResolution {
+            conditions,
+            status: json!({"zone": config.zone}).to_string(),
+        })
     }
 
     fn get_instance_types(node_class: NodeClass) -> Result<Vec<InstanceType>, CloudError> {
         let config = Config::load()?;
         let _: ClassSpec = node_class.spec_as()?;
-        Ok(config.catalog()?.iter().map(|f| f.instance_type(&config.zone)).collect())
+        Ok(config
+            .catalog()?
+            .iter()
+            .map(|f| f.instance_type(&config.zone))
+            .collect())
     }
 
     fn create(request: CreateRequest) -> Result<Instance, CloudError> {
@@ -399,12 +499,22 @@ impl CloudProvider for Clever {
         let claim = &request.claim;
         let spec: ClassSpec = request.node_class.spec_as()?;
         let flavor = choose_flavor(&catalog, claim, &config.zone).ok_or_else(|| {
-            CloudError::insufficient_capacity(format!("clevercloud: no flavor fits NodeClaim {}'s requirements and requests", claim.name), Vec::new())
+            CloudError::insufficient_capacity(
+                format!(
+                    "clevercloud: no flavor fits NodeClaim {}'s requirements and requests",
+                    claim.name
+                ),
+                Vec::new(),
+            )
         })?;
-        if let Some(backoff) = cache::get_json::<Backoff>(BACKOFF_KEY).filter(|b| b.covers(flavor)) {
+        if let Some(backoff) = cache::get_json::<Backoff>(BACKOFF_KEY).filter(|b| b.covers(flavor))
+        {
             // Fail fast without another event: the refusal was reported when it happened.
             return Err(CloudError::insufficient_capacity(
-                format!("clevercloud: {} not tried during the quota backoff after a recent refusal: {}", flavor.name, backoff.message),
+                format!(
+                    "clevercloud: {} not tried during the quota backoff after a recent refusal: {}",
+                    flavor.name, backoff.message
+                ),
                 backoff.offerings(&catalog, &config.zone),
             ));
         }
@@ -420,17 +530,32 @@ impl CloudProvider for Clever {
         };
         let collection = nodegroup::collection();
         let created: NodeGroup = match kube::create(&collection, &desired.object().to_string()) {
-            Ok(body) => serde_json::from_str(&body).map_err(|e| CloudError::internal(format!("clevercloud: created NodeGroup: {e}")))?,
+            Ok(body) => serde_json::from_str(&body).map_err(|e| {
+                CloudError::internal(format!("clevercloud: created NodeGroup: {e}"))
+            })?,
             Err(KubeError::Conflict(_)) => match read_group(&claim.name)? {
                 // A retried create: the group is this claim's.
-                Some(group) if group.is_managed_by(&config.cluster_name) && group.is_owned_by_claim(&claim.uid) => group,
+                Some(group)
+                    if group.is_managed_by(&config.cluster_name)
+                        && group.is_owned_by_claim(&claim.uid) =>
+                {
+                    group
+                }
                 Some(_) => {
                     return Err(CloudError::invalid(format!(
                         "clevercloud: a NodeGroup named {} exists and is not this NodeClaim's; delete or rename it",
                         claim.name
                     )));
                 }
-                None => return Err(CloudError::retryable(format!("clevercloud: NodeGroup {} was being replaced; retry", claim.name), None)),
+                None => {
+                    return Err(CloudError::retryable(
+                        format!(
+                            "clevercloud: NodeGroup {} was being replaced; retry",
+                            claim.name
+                        ),
+                        None,
+                    ));
+                }
             },
             Err(e) => return Err(kube_error(&format!("creating NodeGroup {}", claim.name), e)),
         };
@@ -440,7 +565,11 @@ impl CloudProvider for Clever {
                 if let Err(e) = kube::delete(&collection, &claim.name)
                     && !matches!(e, KubeError::NotFound(_))
                 {
-                    log::warn(format!("clevercloud: refused NodeGroup {} could not be deleted: {}", claim.name, e.describe()));
+                    log::warn(format!(
+                        "clevercloud: refused NodeGroup {} could not be deleted: {}",
+                        claim.name,
+                        e.describe()
+                    ));
                 }
                 let backoff = Backoff::arm(&config, flavor, &message);
                 claim_event(&config, claim, "NodeGroupQuotaExceeded", &message);
@@ -450,10 +579,16 @@ impl CloudProvider for Clever {
                 ))
             }
             Verdict::Vanished => {
-                let message = format!("NodeGroup {} disappeared before CKE accepted it (reclaimed near the quota limit)", claim.name);
+                let message = format!(
+                    "NodeGroup {} disappeared before CKE accepted it (reclaimed near the quota limit)",
+                    claim.name
+                );
                 let backoff = Backoff::arm(&config, flavor, &message);
                 claim_event(&config, claim, "NodeGroupVanished", &message);
-                Err(CloudError::insufficient_capacity(format!("clevercloud: {message}"), backoff.offerings(&catalog, &config.zone)))
+                Err(CloudError::insufficient_capacity(
+                    format!("clevercloud: {message}"),
+                    backoff.offerings(&catalog, &config.zone),
+                ))
             }
             Verdict::TimedOut(group) => {
                 let message = format!(
@@ -476,11 +611,19 @@ impl CloudProvider for Clever {
     fn list() -> Result<Vec<Instance>, CloudError> {
         let config = Config::load()?;
         let catalog = config.catalog()?;
-        let selector = format!("{}=true,{}={}", nodegroup::MANAGED_LABEL, CLUSTER_LABEL, config.cluster_name);
-        let groups: Vec<NodeGroup> =
-            kube::list_items(&nodegroup::collection(), Some(&selector)).map_err(|e| kube_error("listing NodeGroups", e))?;
+        let selector = format!(
+            "{}=true,{}={}",
+            nodegroup::MANAGED_LABEL,
+            CLUSTER_LABEL,
+            config.cluster_name
+        );
+        let groups: Vec<NodeGroup> = kube::list_items(&nodegroup::collection(), Some(&selector))
+            .map_err(|e| kube_error("listing NodeGroups", e))?;
         let mut out = Vec::new();
-        for group in groups.iter().filter(|g| g.is_managed_by(&config.cluster_name) && !g.is_terminating()) {
+        for group in groups
+            .iter()
+            .filter(|g| g.is_managed_by(&config.cluster_name) && !g.is_terminating())
+        {
             if group.spec.node_count != 1 {
                 log::warn(format!(
                     "clevercloud: managed NodeGroup {} has nodeCount {} (resized outside Joinery); left as is",
@@ -497,13 +640,24 @@ impl CloudProvider for Clever {
         let name = group_name(&provider_id)?;
         let group = match read_group(name)? {
             Some(group) if group.is_managed_by(&config.cluster_name) => group,
-            Some(_) => return Err(CloudError::NotFound(format!("clevercloud: NodeGroup {name} is not managed by Joinery for cluster {}", config.cluster_name))),
-            None => return Err(CloudError::NotFound(format!("clevercloud: NodeGroup {name} not found"))),
+            Some(_) => {
+                return Err(CloudError::NotFound(format!(
+                    "clevercloud: NodeGroup {name} is not managed by Joinery for cluster {}",
+                    config.cluster_name
+                )));
+            }
+            None => {
+                return Err(CloudError::NotFound(format!(
+                    "clevercloud: NodeGroup {name} not found"
+                )));
+            }
         };
         if group.is_terminating() {
             // Gone as far as Karpenter is concerned (as `get` says): CKE's own finalizer
             // removes the Node, which waits for Karpenter to let go of it.
-            return Err(CloudError::NotFound(format!("clevercloud: NodeGroup {name} is being deleted")));
+            return Err(CloudError::NotFound(format!(
+                "clevercloud: NodeGroup {name} is being deleted"
+            )));
         }
         match kube::delete(&nodegroup::collection(), name) {
             Ok(()) => {
@@ -511,24 +665,30 @@ impl CloudProvider for Clever {
                 cache::remove(BACKOFF_KEY);
                 Ok(())
             }
-            Err(KubeError::NotFound(m)) => Err(CloudError::NotFound(format!("clevercloud: NodeGroup {name}: {m}"))),
+            Err(KubeError::NotFound(m)) => Err(CloudError::NotFound(format!(
+                "clevercloud: NodeGroup {name}: {m}"
+            ))),
             Err(e) => Err(kube_error(&format!("deleting NodeGroup {name}"), e)),
         }
     }
 
     fn is_drifted(claim: NodeClaim, node_class: NodeClass) -> Result<Option<String>, CloudError> {
         let config = Config::load()?;
-        let Some(provider_id) = claim.provider_id.as_deref() else { return Ok(None) };
+        let Some(provider_id) = claim.provider_id.as_deref() else {
+            return Ok(None);
+        };
         let group = match managed_group(&config, provider_id) {
             Ok(group) => group,
             Err(CloudError::NotFound(_)) => return Ok(None),
             Err(e) => return Err(e),
         };
         let current = nodegroup::spec_hash(&node_class.spec);
-        Ok(match group.metadata.annotations.get(nodegroup::HASH_ANNOTATION) {
-            Some(hash) if *hash != current => Some(NODECLASS_DRIFTED.to_string()),
-            _ => None,
-        })
+        Ok(
+            match group.metadata.annotations.get(nodegroup::HASH_ANNOTATION) {
+                Some(hash) if *hash != current => Some(NODECLASS_DRIFTED.to_string()),
+                _ => None,
+            },
+        )
     }
 }
 

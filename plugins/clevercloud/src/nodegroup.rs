@@ -44,7 +44,9 @@ pub fn label_problem(key: &str, value: &str) -> Option<&'static str> {
         return Some("value longer than 63 characters");
     }
     let edge_ok = |c: Option<char>| c.is_none_or(|c| c.is_ascii_alphanumeric());
-    let body_ok = value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    let body_ok = value
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     if !body_ok || !edge_ok(value.chars().next()) || !edge_ok(value.chars().last()) {
         return Some("value is not a valid label value");
     }
@@ -205,7 +207,9 @@ impl NodeGroup {
 
     /// CKE's verdict on the group.
     pub fn acceptance(&self) -> Acceptance {
-        let failed = self.condition("ReconcileFailed").filter(|c| c.status == "True" && c.reason.as_deref() == Some("QuotaExceeded"));
+        let failed = self
+            .condition("ReconcileFailed")
+            .filter(|c| c.status == "True" && c.reason.as_deref() == Some("QuotaExceeded"));
         if self.status.phase.as_deref() == Some("QuotaExceeded") || failed.is_some() {
             let message = failed
                 .and_then(|c| c.message.clone())
@@ -222,18 +226,23 @@ impl NodeGroup {
 
     /// `Ready=True`, or phase `Synced`.
     pub fn is_ready(&self) -> bool {
-        self.condition("Ready").is_some_and(|c| c.status == "True") || self.status.phase.as_deref() == Some("Synced")
+        self.condition("Ready").is_some_and(|c| c.status == "True")
+            || self.status.phase.as_deref() == Some("Synced")
     }
 
     /// Whether this plugin manages it for `cluster`.
     pub fn is_managed_by(&self, cluster: &str) -> bool {
         let labels = &self.metadata.labels;
-        labels.get(MANAGED_LABEL).map(String::as_str) == Some("true") && labels.get(CLUSTER_LABEL).map(String::as_str) == Some(cluster)
+        labels.get(MANAGED_LABEL).map(String::as_str) == Some("true")
+            && labels.get(CLUSTER_LABEL).map(String::as_str) == Some(cluster)
     }
 
     /// Whether an owner reference names the NodeClaim with `uid`.
     pub fn is_owned_by_claim(&self, uid: &str) -> bool {
-        self.metadata.owner_references.iter().any(|o| o.kind == "NodeClaim" && o.uid == uid)
+        self.metadata
+            .owner_references
+            .iter()
+            .any(|o| o.kind == "NodeClaim" && o.uid == uid)
     }
 
     /// Whether it is being deleted.

@@ -143,22 +143,35 @@ impl Machine {
 
     /// Its MachineDeployment's name.
     pub fn deployment(&self) -> Option<&str> {
-        self.metadata.labels.get(DEPLOYMENT_LABEL).map(String::as_str)
+        self.metadata
+            .labels
+            .get(DEPLOYMENT_LABEL)
+            .map(String::as_str)
     }
 
     /// Whether it is being deleted or marked for deletion.
     pub fn is_leaving(&self) -> bool {
-        self.metadata.deletion_timestamp.is_some() || self.metadata.annotations.contains_key(DELETE_MACHINE_ANNOTATION)
+        self.metadata.deletion_timestamp.is_some()
+            || self
+                .metadata
+                .annotations
+                .contains_key(DELETE_MACHINE_ANNOTATION)
     }
 
     /// CAPI's verdict that the machine cannot be provisioned (`failureReason`/`failureMessage`
     /// set, or phase `Failed`), as `reason: message`.
     pub fn failure(&self) -> Option<String> {
         let status = &self.status;
-        if status.failure_reason.is_none() && status.failure_message.is_none() && status.phase.as_deref() != Some("Failed") {
+        if status.failure_reason.is_none()
+            && status.failure_message.is_none()
+            && status.phase.as_deref() != Some("Failed")
+        {
             return None;
         }
-        let reason = status.failure_reason.clone().unwrap_or_else(|| "Failed".into());
+        let reason = status
+            .failure_reason
+            .clone()
+            .unwrap_or_else(|| "Failed".into());
         Some(match &status.failure_message {
             Some(message) => format!("{reason}: {message}"),
             None => reason,
@@ -174,9 +187,13 @@ impl Machine {
 /// Whether CAPI propagates a template label to the Node: keys under `node-role.kubernetes.io`,
 /// and under `node-restriction.kubernetes.io` or `node.cluster.x-k8s.io` and their subdomains.
 pub fn is_propagated(key: &str) -> bool {
-    let Some((domain, _)) = key.split_once('/') else { return false };
+    let Some((domain, _)) = key.split_once('/') else {
+        return false;
+    };
     let under = |root: &str| domain == root || domain.ends_with(&format!(".{root}"));
-    domain == "node-role.kubernetes.io" || under("node-restriction.kubernetes.io") || under("node.cluster.x-k8s.io")
+    domain == "node-role.kubernetes.io"
+        || under("node-restriction.kubernetes.io")
+        || under("node.cluster.x-k8s.io")
 }
 
 /// What a MachineDeployment offers, read from its labels and annotations.
@@ -204,12 +221,25 @@ pub struct Offer {
 /// Reads a MachineDeployment; the error names the annotation to fix.
 pub fn offer(md: &MachineDeployment) -> Result<Offer, String> {
     let annotations = &md.metadata.annotations;
-    let capacity_annotation = |key: &str| annotations.get(&format!("{CAPACITY_PREFIX}{key}")).map(|v| v.trim());
-    let mut labels: BTreeMap<String, String> =
-        md.spec.template.metadata.labels.iter().filter(|(k, _)| is_propagated(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let capacity_annotation = |key: &str| {
+        annotations
+            .get(&format!("{CAPACITY_PREFIX}{key}"))
+            .map(|v| v.trim())
+    };
+    let mut labels: BTreeMap<String, String> = md
+        .spec
+        .template
+        .metadata
+        .labels
+        .iter()
+        .filter(|(k, _)| is_propagated(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     if let Some(list) = capacity_annotation("labels").filter(|l| !l.is_empty()) {
         for pair in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (k, v) = pair.split_once('=').ok_or_else(|| format!("{CAPACITY_PREFIX}labels: {pair:?} is not key=value"))?;
+            let (k, v) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("{CAPACITY_PREFIX}labels: {pair:?} is not key=value"))?;
             labels.insert(k.trim().to_string(), v.trim().to_string());
         }
     }
@@ -218,12 +248,16 @@ pub fn offer(md: &MachineDeployment) -> Result<Offer, String> {
     let mut quantity = |annotation: &str, resource: &str, required: bool| -> Result<(), String> {
         match capacity_annotation(annotation) {
             Some(value) => {
-                let milli = parse_milli(value).ok_or_else(|| format!("{CAPACITY_PREFIX}{annotation}: {value:?} is not a quantity"))?;
+                let milli = parse_milli(value).ok_or_else(|| {
+                    format!("{CAPACITY_PREFIX}{annotation}: {value:?} is not a quantity")
+                })?;
                 capacity.push((resource.to_string(), value.to_string()));
                 allocatable.insert(resource.to_string(), milli);
                 Ok(())
             }
-            None if required => Err(format!("{CAPACITY_PREFIX}{annotation} is missing (cpu and memory are required to scale from zero)")),
+            None if required => Err(format!(
+                "{CAPACITY_PREFIX}{annotation} is missing (cpu and memory are required to scale from zero)"
+            )),
             None => Ok(()),
         }
     };
@@ -231,29 +265,60 @@ pub fn offer(md: &MachineDeployment) -> Result<Offer, String> {
     quantity("memory", "memory", true)?;
     quantity("ephemeral-disk", "ephemeral-storage", false)?;
     let pods = match capacity_annotation("maxPods") {
-        Some(v) => v.parse::<u64>().map_err(|_| format!("{CAPACITY_PREFIX}maxPods: {v:?} is not a whole number"))?,
+        Some(v) => v
+            .parse::<u64>()
+            .map_err(|_| format!("{CAPACITY_PREFIX}maxPods: {v:?} is not a whole number"))?,
         None => 110,
     };
     capacity.push(("pods".into(), pods.to_string()));
     allocatable.insert("pods".into(), pods * 1000);
-    match (capacity_annotation("gpu-count"), capacity_annotation("gpu-type")) {
+    match (
+        capacity_annotation("gpu-count"),
+        capacity_annotation("gpu-type"),
+    ) {
         (None, _) => {}
         (Some(count), Some(kind)) if !kind.is_empty() => {
-            let n = count.parse::<u64>().map_err(|_| format!("{CAPACITY_PREFIX}gpu-count: {count:?} is not a whole number"))?;
+            let n = count.parse::<u64>().map_err(|_| {
+                format!("{CAPACITY_PREFIX}gpu-count: {count:?} is not a whole number")
+            })?;
             capacity.push((kind.to_string(), n.to_string()));
             allocatable.insert(kind.to_string(), n * 1000);
         }
-        (Some(_), _) => return Err(format!("{CAPACITY_PREFIX}gpu-count needs {CAPACITY_PREFIX}gpu-type (the resource name, e.g. nvidia.com/gpu)")),
+        (Some(_), _) => {
+            return Err(format!(
+                "{CAPACITY_PREFIX}gpu-count needs {CAPACITY_PREFIX}gpu-type (the resource name, e.g. nvidia.com/gpu)"
+            ));
+        }
     }
     let price = match annotations.get(PRICE_ANNOTATION).map(|v| v.trim()) {
         None => None,
-        Some(v) => Some(v.parse::<f64>().ok().filter(|p| p.is_finite() && *p >= 0.0).ok_or_else(|| format!("{PRICE_ANNOTATION}: {v:?} is not a price"))?),
+        Some(v) => Some(
+            v.parse::<f64>()
+                .ok()
+                .filter(|p| p.is_finite() && *p >= 0.0)
+                .ok_or_else(|| format!("{PRICE_ANNOTATION}: {v:?} is not a price"))?,
+        ),
     };
     // Unparsable or absent maximum: no limit (as upstream).
-    let max = annotations.get(MAX_SIZE_ANNOTATION).and_then(|v| v.trim().parse::<i64>().ok());
+    let max = annotations
+        .get(MAX_SIZE_ANNOTATION)
+        .and_then(|v| v.trim().parse::<i64>().ok());
     let available = max.is_none_or(|m| md.spec.replicas.unwrap_or(0) < m);
-    let name = labels.get(INSTANCE_TYPE_LABEL).cloned().filter(|n| !n.is_empty()).unwrap_or_else(|| md.metadata.name.clone());
-    Ok(Offer { source: md.clone(), deployment: format!("{}/{}", md.metadata.namespace, md.metadata.name), name, labels, capacity, allocatable, price, available })
+    let name = labels
+        .get(INSTANCE_TYPE_LABEL)
+        .cloned()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| md.metadata.name.clone());
+    Ok(Offer {
+        source: md.clone(),
+        deployment: format!("{}/{}", md.metadata.namespace, md.metadata.name),
+        name,
+        labels,
+        capacity,
+        allocatable,
+        price,
+        available,
+    })
 }
 
 /// A Kubernetes label selector (`matchLabels`, `matchExpressions`), as a NodeClass spells it.
@@ -281,7 +346,11 @@ pub struct SelectorRequirement {
 impl LabelSelector {
     /// Whether `labels` match, with Kubernetes semantics (an empty selector matches all).
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> Result<bool, String> {
-        if !self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v)) {
+        if !self
+            .match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+        {
             return Ok(false);
         }
         for e in &self.match_expressions {
@@ -291,7 +360,11 @@ impl LabelSelector {
                 "NotIn" => !value.is_some_and(|v| e.values.contains(v)),
                 "Exists" => value.is_some(),
                 "DoesNotExist" => value.is_none(),
-                other => return Err(format!("matchExpressions: operator {other:?} is not In, NotIn, Exists or DoesNotExist")),
+                other => {
+                    return Err(format!(
+                        "matchExpressions: operator {other:?} is not In, NotIn, Exists or DoesNotExist"
+                    ));
+                }
             };
             if !ok {
                 return Ok(false);

@@ -80,10 +80,16 @@ impl ApiError {
 
     /// Classifies the failure for the host; `offering` is what a capacity error refers to.
     pub fn into_cloud(self, offering: Option<OfferingRef>) -> CloudError {
-        let capacity = |message: String| CloudError::insufficient_capacity(message, offering.clone().into_iter().collect());
+        let capacity = |message: String| {
+            CloudError::insufficient_capacity(message, offering.clone().into_iter().collect())
+        };
         match self {
             ApiError::Transport(e) => CloudError::from(e),
-            ApiError::Status { status, message, retry_after_ms } => {
+            ApiError::Status {
+                status,
+                message,
+                retry_after_ms,
+            } => {
                 let text = format!("Exoscale API: HTTP {status}: {message}");
                 match status {
                     404 => CloudError::NotFound(text),
@@ -95,19 +101,27 @@ impl ApiError {
                     _ if mentions_quota(&message) => CloudError::QuotaExceeded(text),
                     // A full anti-affinity group refuses every type in every zone: no
                     // offerings listed means all offerings of the request.
-                    _ if message.to_ascii_lowercase().contains("anti-affinity group") => CloudError::insufficient_capacity(text, Vec::new()),
+                    _ if message.to_ascii_lowercase().contains("anti-affinity group") => {
+                        CloudError::insufficient_capacity(text, Vec::new())
+                    }
                     _ if mentions_capacity(&message) => capacity(text),
                     _ => CloudError::invalid(text),
                 }
             }
-            ApiError::Operation { state, reason, message } => {
+            ApiError::Operation {
+                state,
+                reason,
+                message,
+            } => {
                 let text = format!("Exoscale operation {state} ({reason}): {message}");
                 match reason.as_str() {
                     _ if state == "timeout" => CloudError::retryable(text, None),
                     "unavailable" => capacity(text),
                     _ if mentions_capacity(&message) => capacity(text),
                     _ if mentions_quota(&message) => CloudError::QuotaExceeded(text),
-                    "busy" | "interrupted" | "fault" | "unknown" | "partial" | "" => CloudError::retryable(text, None),
+                    "busy" | "interrupted" | "fault" | "unknown" | "partial" | "" => {
+                        CloudError::retryable(text, None)
+                    }
                     _ => CloudError::invalid(text),
                 }
             }
@@ -136,18 +150,30 @@ pub fn error_message(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
     let message = match serde_json::from_str::<Value>(&text) {
         Ok(json) => {
-            let field = |k: &str| json.get(k).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
+            let field = |k: &str| {
+                json.get(k)
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+            };
             let details: Vec<String> = json
                 .get("errors")
                 .and_then(Value::as_array)
                 .map(|items| {
                     items
                         .iter()
-                        .filter_map(|e| e.as_str().map(str::to_string).or_else(|| e.get("detail").and_then(Value::as_str).map(str::to_string)))
+                        .filter_map(|e| {
+                            e.as_str().map(str::to_string).or_else(|| {
+                                e.get("detail").and_then(Value::as_str).map(str::to_string)
+                            })
+                        })
                         .collect()
                 })
                 .unwrap_or_default();
-            let main = field("message").or_else(|| field("error")).or_else(|| field("detail")).or_else(|| field("title"));
+            let main = field("message")
+                .or_else(|| field("error"))
+                .or_else(|| field("detail"))
+                .or_else(|| field("title"));
             match (main, details.is_empty()) {
                 (Some(m), true) => m,
                 (Some(m), false) => format!("{m}: {}", details.join("; ")),
@@ -157,7 +183,11 @@ pub fn error_message(body: &[u8]) -> String {
         }
         Err(_) => text.trim().to_string(),
     };
-    let mut message = if message.is_empty() { "(no message)".to_string() } else { message };
+    let mut message = if message.is_empty() {
+        "(no message)".to_string()
+    } else {
+        message
+    };
     if message.len() > 400 {
         let mut cut = 400;
         while !message.is_char_boundary(cut) {
@@ -180,12 +210,20 @@ impl Api {
     /// A client for `endpoint` (a URL with `{zone}`, or one URL for every zone) that gives
     /// operations until `budget` from now.
     pub fn new(key: String, secret: String, endpoint: String, budget: Duration) -> Api {
-        Api { key, secret, endpoint, deadline: Instant::now() + budget }
+        Api {
+            key,
+            secret,
+            endpoint,
+            deadline: Instant::now() + budget,
+        }
     }
 
     /// The base URL of `zone`.
     pub fn base(&self, zone: &str) -> String {
-        self.endpoint.trim().trim_end_matches('/').replace("{zone}", zone)
+        self.endpoint
+            .trim()
+            .trim_end_matches('/')
+            .replace("{zone}", zone)
     }
 
     fn time_left(&self) -> Duration {
@@ -193,10 +231,19 @@ impl Api {
     }
 
     /// Sends one signed request; a 2xx answer's JSON (or `null` for an empty body).
-    fn once(&self, zone: &str, method: &str, path: &str, query: &[(&str, &str)], body: Option<&Value>) -> Result<Value, ApiError> {
+    fn once(
+        &self,
+        zone: &str,
+        method: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Result<Value, ApiError> {
         let base = self.base(zone);
         // The signed path is the URL's path: the endpoint's own path (e.g. `/v2`) plus `path`.
-        let after_scheme = base.split_once("://").map_or(base.as_str(), |(_, rest)| rest);
+        let after_scheme = base
+            .split_once("://")
+            .map_or(base.as_str(), |(_, rest)| rest);
         let prefix = after_scheme.find('/').map_or("", |i| &after_scheme[i..]);
         let signed_path = format!("{prefix}{path}");
         let mut url = format!("{base}{path}");
@@ -205,18 +252,37 @@ impl Api {
             url.push_str(&joinery_plugin_sdk::url::query_string(query));
         }
         let bytes = match body {
-            Some(value) => serde_json::to_vec(value).map_err(|e| ApiError::Decode(e.to_string()))?,
+            Some(value) => {
+                serde_json::to_vec(value).map_err(|e| ApiError::Decode(e.to_string()))?
+            }
             None => Vec::new(),
         };
-        let decoded: Vec<(String, String)> = query.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let expires = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0) + SIGNATURE_LIFETIME_S;
-        let authorization = sign::authorization(&self.key, &self.secret, method, &signed_path, &bytes, &decoded, expires);
+        let decoded: Vec<(String, String)> = query
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let expires = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+            + SIGNATURE_LIFETIME_S;
+        let authorization = sign::authorization(
+            &self.key,
+            &self.secret,
+            method,
+            &signed_path,
+            &bytes,
+            &decoded,
+            expires,
+        );
         let mut request = http::Request::new(method, url)
             .header("accept", "application/json")
             .header("authorization", authorization)
             .header("user-agent", "joinery-exoscale/0.1");
         if body.is_some() {
-            request = request.header("content-type", "application/json").body(bytes);
+            request = request
+                .header("content-type", "application/json")
+                .body(bytes);
         }
         request.timeout_ms = Some(REQUEST_TIMEOUT_MS);
         let response = request.send().map_err(ApiError::Transport)?;
@@ -234,23 +300,39 @@ impl Api {
         if response.body.iter().all(u8::is_ascii_whitespace) {
             return Ok(Value::Null);
         }
-        response.json().map_err(|e| ApiError::Decode(format!("{method} {path}: {e}")))
+        response
+            .json()
+            .map_err(|e| ApiError::Decode(format!("{method} {path}: {e}")))
     }
 
     /// Sends a request; `GET` and `DELETE` are retried (twice, briefly) after a transient
     /// failure. Nothing else is: a repeated `POST /instance` could launch a second machine.
-    pub fn call(&self, zone: &str, method: &str, path: &str, query: &[(&str, &str)], body: Option<&Value>) -> Result<Value, ApiError> {
+    pub fn call(
+        &self,
+        zone: &str,
+        method: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Result<Value, ApiError> {
         let idempotent = matches!(method, "GET" | "DELETE");
         let mut attempt = 0;
         loop {
             match self.once(zone, method, path, query, body) {
                 Err(e) if idempotent && e.is_transient() && attempt < RETRIES => {
-                    let wait = Duration::from_millis(e.retry_after().unwrap_or(300 * (u64::from(attempt) + 1)).min(2_000));
+                    let wait = Duration::from_millis(
+                        e.retry_after()
+                            .unwrap_or(300 * (u64::from(attempt) + 1))
+                            .min(2_000),
+                    );
                     if wait >= self.time_left() {
                         return Err(e);
                     }
                     attempt += 1;
-                    joinery_plugin_sdk::log::debug(format!("exoscale: retrying {method} {path} in {}ms", wait.as_millis()));
+                    joinery_plugin_sdk::log::debug(format!(
+                        "exoscale: retrying {method} {path} in {}ms",
+                        wait.as_millis()
+                    ));
                     pause(wait);
                 }
                 other => return other,
@@ -259,15 +341,28 @@ impl Api {
     }
 
     /// `GET` decoded into `T`.
-    pub fn get<T: DeserializeOwned>(&self, zone: &str, path: &str, query: &[(&str, &str)]) -> Result<T, ApiError> {
+    pub fn get<T: DeserializeOwned>(
+        &self,
+        zone: &str,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> Result<T, ApiError> {
         let value = self.call(zone, "GET", path, query, None)?;
-        serde_json::from_value(value).map_err(|e| ApiError::Decode(format!("GET {path}: unexpected answer: {e}")))
+        serde_json::from_value(value)
+            .map_err(|e| ApiError::Decode(format!("GET {path}: unexpected answer: {e}")))
     }
 
     /// Sends a mutating request and returns the operation it started.
-    pub fn start(&self, zone: &str, method: &str, path: &str, body: Option<&Value>) -> Result<Operation, ApiError> {
+    pub fn start(
+        &self,
+        zone: &str,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Operation, ApiError> {
         let value = self.call(zone, method, path, &[], body)?;
-        serde_json::from_value(value).map_err(|e| ApiError::Decode(format!("{method} {path}: not an operation: {e}")))
+        serde_json::from_value(value)
+            .map_err(|e| ApiError::Decode(format!("{method} {path}: not an operation: {e}")))
     }
 
     /// Polls `operation` until it leaves `pending`: every 250 ms at first, doubling up to
@@ -291,12 +386,19 @@ impl Api {
                 return Err(ApiError::Timeout(format!(
                     "Exoscale operation {} ({}) is still pending; it is checked again on the next call",
                     operation.id,
-                    operation.reference.as_ref().map_or("", |r| r.command.as_str())
+                    operation
+                        .reference
+                        .as_ref()
+                        .map_or("", |r| r.command.as_str())
                 )));
             }
             pause(delay);
             delay = (delay * 2).min(Duration::from_secs(2));
-            match self.get::<Operation>(zone, &format!("/operation/{}", percent_encode(&operation.id)), &[]) {
+            match self.get::<Operation>(
+                zone,
+                &format!("/operation/{}", percent_encode(&operation.id)),
+                &[],
+            ) {
                 Ok(next) => {
                     operation = next;
                     errors = 0;
@@ -437,8 +539,14 @@ mod tests {
 
     #[test]
     fn error_bodies_of_every_shape_are_read() {
-        assert_eq!(error_message(br#"{"message": "quota exceeded"}"#), "quota exceeded");
-        assert_eq!(error_message(br#"{"error": "slow down", "retry_after": 3}"#), "slow down");
+        assert_eq!(
+            error_message(br#"{"message": "quota exceeded"}"#),
+            "quota exceeded"
+        );
+        assert_eq!(
+            error_message(br#"{"error": "slow down", "retry_after": 3}"#),
+            "slow down"
+        );
         assert_eq!(
             error_message(br#"{"type": "about:blank", "title": "Bad Request", "status": 400, "detail": "bad disk", "errors": ["disk-size", {"detail": "too small", "location": "$['disk-size']"}]}"#),
             "bad disk: disk-size; too small"
@@ -448,43 +556,126 @@ mod tests {
     }
 
     fn status(status: u16, message: &str, retry_after_ms: Option<u64>) -> ApiError {
-        ApiError::Status { status, message: message.into(), retry_after_ms }
+        ApiError::Status {
+            status,
+            message: message.into(),
+            retry_after_ms,
+        }
     }
 
     fn operation(state: &str, reason: &str, message: &str) -> ApiError {
-        ApiError::Operation { state: state.into(), reason: reason.into(), message: message.into() }
+        ApiError::Operation {
+            state: state.into(),
+            reason: reason.into(),
+            message: message.into(),
+        }
     }
 
     #[test]
     fn every_error_maps_to_the_class_karpenter_expects() {
-        let offering = OfferingRef { instance_type: "standard.large".into(), zone: "de-fra-1".into(), capacity_type: "on-demand".into() };
+        let offering = OfferingRef {
+            instance_type: "standard.large".into(),
+            zone: "de-fra-1".into(),
+            capacity_type: "on-demand".into(),
+        };
         let cls = |e: ApiError| e.into_cloud(Some(offering.clone()));
-        assert!(matches!(cls(status(429, "slow", Some(2000))), CloudError::Retryable(r) if r.retry_after_ms == Some(2000)));
-        assert!(matches!(cls(status(503, "down", None)), CloudError::Retryable(r) if r.retry_after_ms.is_none()));
-        assert!(matches!(cls(status(500, "boom", None)), CloudError::Retryable(_)));
-        assert!(matches!(cls(status(501, "no", None)), CloudError::Invalid(_)));
-        assert!(matches!(cls(status(404, "instance x not found", None)), CloudError::NotFound(_)));
-        assert!(matches!(cls(status(401, "missing Authorization header", None)), CloudError::Invalid(m) if m.contains("api-secret")));
-        assert!(matches!(cls(status(403, "invalid request signature", None)), CloudError::Invalid(_)));
-        assert!(matches!(cls(status(403, "quota exceeded for resource instance", None)), CloudError::QuotaExceeded(_)));
-        match cls(status(400, "anti-affinity group spread cannot take another instance", None)) {
-            CloudError::InsufficientCapacity(ic) => assert!(ic.offerings.is_empty(), "a full group refuses every offering: {ic:?}"),
+        assert!(
+            matches!(cls(status(429, "slow", Some(2000))), CloudError::Retryable(r) if r.retry_after_ms == Some(2000))
+        );
+        assert!(
+            matches!(cls(status(503, "down", None)), CloudError::Retryable(r) if r.retry_after_ms.is_none())
+        );
+        assert!(matches!(
+            cls(status(500, "boom", None)),
+            CloudError::Retryable(_)
+        ));
+        assert!(matches!(
+            cls(status(501, "no", None)),
+            CloudError::Invalid(_)
+        ));
+        assert!(matches!(
+            cls(status(404, "instance x not found", None)),
+            CloudError::NotFound(_)
+        ));
+        assert!(
+            matches!(cls(status(401, "missing Authorization header", None)), CloudError::Invalid(m) if m.contains("api-secret"))
+        );
+        assert!(matches!(
+            cls(status(403, "invalid request signature", None)),
+            CloudError::Invalid(_)
+        ));
+        assert!(matches!(
+            cls(status(403, "quota exceeded for resource instance", None)),
+            CloudError::QuotaExceeded(_)
+        ));
+        match cls(status(
+            400,
+            "anti-affinity group spread cannot take another instance",
+            None,
+        )) {
+            CloudError::InsufficientCapacity(ic) => assert!(
+                ic.offerings.is_empty(),
+                "a full group refuses every offering: {ic:?}"
+            ),
             other => panic!("{other:?}"),
         }
-        match cls(status(400, "insufficient capacity for standard.large", None)) {
-            CloudError::InsufficientCapacity(ic) => assert_eq!(ic.offerings, vec![offering.clone()]),
+        match cls(status(
+            400,
+            "insufficient capacity for standard.large",
+            None,
+        )) {
+            CloudError::InsufficientCapacity(ic) => {
+                assert_eq!(ic.offerings, vec![offering.clone()])
+            }
             other => panic!("{other:?}"),
         }
-        assert!(matches!(cls(status(400, "disk-size 5 is out of range", None)), CloudError::Invalid(_)));
-        assert!(matches!(cls(operation("failure", "unavailable", "no room")), CloudError::InsufficientCapacity(_)));
-        assert!(matches!(cls(operation("failure", "incorrect", "insufficient capacity")), CloudError::InsufficientCapacity(_)));
-        assert!(matches!(cls(operation("failure", "forbidden", "quota reached")), CloudError::QuotaExceeded(_)));
-        assert!(matches!(cls(operation("failure", "fault", "could not start")), CloudError::Retryable(_)));
-        assert!(matches!(cls(operation("timeout", "", "")), CloudError::Retryable(_)));
-        assert!(matches!(cls(operation("failure", "incorrect", "bad template")), CloudError::Invalid(_)));
-        assert!(matches!(cls(ApiError::Timeout("pending".into())), CloudError::Retryable(_)));
-        assert!(matches!(cls(ApiError::Transport(http::Error::Transport("ConnectionRefused".into()))), CloudError::Retryable(_)));
-        assert!(matches!(cls(ApiError::Transport(http::Error::Transport("HttpRequestDenied".into()))), CloudError::Invalid(_)));
-        assert!(matches!(cls(ApiError::Decode("x".into())), CloudError::Internal(_)));
+        assert!(matches!(
+            cls(status(400, "disk-size 5 is out of range", None)),
+            CloudError::Invalid(_)
+        ));
+        assert!(matches!(
+            cls(operation("failure", "unavailable", "no room")),
+            CloudError::InsufficientCapacity(_)
+        ));
+        assert!(matches!(
+            cls(operation("failure", "incorrect", "insufficient capacity")),
+            CloudError::InsufficientCapacity(_)
+        ));
+        assert!(matches!(
+            cls(operation("failure", "forbidden", "quota reached")),
+            CloudError::QuotaExceeded(_)
+        ));
+        assert!(matches!(
+            cls(operation("failure", "fault", "could not start")),
+            CloudError::Retryable(_)
+        ));
+        assert!(matches!(
+            cls(operation("timeout", "", "")),
+            CloudError::Retryable(_)
+        ));
+        assert!(matches!(
+            cls(operation("failure", "incorrect", "bad template")),
+            CloudError::Invalid(_)
+        ));
+        assert!(matches!(
+            cls(ApiError::Timeout("pending".into())),
+            CloudError::Retryable(_)
+        ));
+        assert!(matches!(
+            cls(ApiError::Transport(http::Error::Transport(
+                "ConnectionRefused".into()
+            ))),
+            CloudError::Retryable(_)
+        ));
+        assert!(matches!(
+            cls(ApiError::Transport(http::Error::Transport(
+                "HttpRequestDenied".into()
+            ))),
+            CloudError::Invalid(_)
+        ));
+        assert!(matches!(
+            cls(ApiError::Decode("x".into())),
+            CloudError::Internal(_)
+        ));
     }
 }

@@ -45,12 +45,17 @@ pub fn flatten_key(key: &str) -> String {
 
 /// Whether Exoscale accepts `value` as a label value.
 pub fn valid_value(value: &str) -> bool {
-    value.len() <= MAX_VALUE && value.chars().all(allowed) && !value.starts_with(|c: char| c.is_ascii_digit())
+    value.len() <= MAX_VALUE
+        && value.chars().all(allowed)
+        && !value.starts_with(|c: char| c.is_ascii_digit())
 }
 
 /// A valid label value as close to `value` as possible (see the module docs).
 pub fn sanitize_value(value: &str) -> String {
-    let mut out: String = value.chars().map(|c| if allowed(c) { c } else { '-' }).collect();
+    let mut out: String = value
+        .chars()
+        .map(|c| if allowed(c) { c } else { '-' })
+        .collect();
     if out.starts_with(|c: char| c.is_ascii_digit()) {
         out.insert(0, '_');
     }
@@ -66,7 +71,9 @@ pub fn check_user_labels(labels: &BTreeMap<String, String>) -> Vec<String> {
     for (key, value) in labels {
         let flat = flatten_key(key);
         if flat.is_empty() || flat.len() > MAX_VALUE || flat.chars().any(char::is_whitespace) {
-            problems.push(format!("labels: key {key:?} must be 1-128 characters without spaces"));
+            problems.push(format!(
+                "labels: key {key:?} must be 1-128 characters without spaces"
+            ));
         } else if !valid_value(value) {
             problems.push(format!(
                 "labels: the value of {key:?} ({value:?}) is not a valid Exoscale label value: it must not start with a digit and may only contain letters, digits and * + ! - _ ? (at most 128)"
@@ -78,8 +85,14 @@ pub fn check_user_labels(labels: &BTreeMap<String, String>) -> Vec<String> {
 
 /// The labels of a new instance: the NodeClass's labels (flattened keys), then the managed
 /// ones, which win.
-pub fn instance_labels(user: &BTreeMap<String, String>, managed: &[(&str, &str)]) -> BTreeMap<String, String> {
-    let mut out: BTreeMap<String, String> = user.iter().map(|(k, v)| (flatten_key(k), v.clone())).collect();
+pub fn instance_labels(
+    user: &BTreeMap<String, String>,
+    managed: &[(&str, &str)],
+) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = user
+        .iter()
+        .map(|(k, v)| (flatten_key(k), v.clone()))
+        .collect();
     for (key, value) in managed {
         out.insert(flatten_key(key), sanitize_value(value));
     }
@@ -89,19 +102,34 @@ pub fn instance_labels(user: &BTreeMap<String, String>, managed: &[(&str, &str)]
 /// The labels a running instance should carry: its managed labels as they are (they record
 /// how it was launched), plus the NodeClass's current `labels`. Anything else goes, since the
 /// API replaces the whole map.
-pub fn reconciled_labels(current: &BTreeMap<String, String>, user: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    let managed: Vec<(String, String)> = [MANAGED_BY, NODECLAIM, NODEPOOL, NODECLASS, NODECLASS_HASH]
+pub fn reconciled_labels(
+    current: &BTreeMap<String, String>,
+    user: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let managed: Vec<(String, String)> =
+        [MANAGED_BY, NODECLAIM, NODEPOOL, NODECLASS, NODECLASS_HASH]
+            .iter()
+            .filter_map(|k| {
+                current
+                    .get(&flatten_key(k))
+                    .map(|v| (flatten_key(k), v.clone()))
+            })
+            .collect();
+    let mut out: BTreeMap<String, String> = user
         .iter()
-        .filter_map(|k| current.get(&flatten_key(k)).map(|v| (flatten_key(k), v.clone())))
+        .map(|(k, v)| (flatten_key(k), v.clone()))
         .collect();
-    let mut out: BTreeMap<String, String> = user.iter().map(|(k, v)| (flatten_key(k), v.clone())).collect();
     out.extend(managed);
     out
 }
 
 /// Percent-encodes a label filter (`k=v k2=v2`) for the `labels` query parameter.
 pub fn filter(pairs: &[(&str, &str)]) -> String {
-    pairs.iter().map(|(k, v)| format!("{}={}", flatten_key(k), sanitize_value(v))).collect::<Vec<_>>().join(" ")
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", flatten_key(k), sanitize_value(v)))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]
@@ -110,26 +138,52 @@ mod tests {
 
     #[test]
     fn reconciled_labels_keep_the_managed_ones_and_replace_the_rest() {
-        let current: BTreeMap<String, String> =
-            [("karpenter-sh_nodeclaim", "default-abc12"), ("karpenter-sh_managed-by", "prod"), ("team", "old"), ("gone", "x")]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-        let user: BTreeMap<String, String> =
-            [("team", "platform"), ("cost.center/id", "c42"), ("karpenter.sh/nodeclaim", "hijack")].into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let current: BTreeMap<String, String> = [
+            ("karpenter-sh_nodeclaim", "default-abc12"),
+            ("karpenter-sh_managed-by", "prod"),
+            ("team", "old"),
+            ("gone", "x"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let user: BTreeMap<String, String> = [
+            ("team", "platform"),
+            ("cost.center/id", "c42"),
+            ("karpenter.sh/nodeclaim", "hijack"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
         let wanted = reconciled_labels(&current, &user);
         assert_eq!(wanted.get("team").map(String::as_str), Some("platform"));
-        assert_eq!(wanted.get("cost-center_id").map(String::as_str), Some("c42"));
-        assert_eq!(wanted.get("karpenter-sh_nodeclaim").map(String::as_str), Some("default-abc12"), "managed labels win");
-        assert_eq!(wanted.get("karpenter-sh_managed-by").map(String::as_str), Some("prod"));
-        assert!(!wanted.contains_key("gone"), "labels dropped from the class are removed");
+        assert_eq!(
+            wanted.get("cost-center_id").map(String::as_str),
+            Some("c42")
+        );
+        assert_eq!(
+            wanted.get("karpenter-sh_nodeclaim").map(String::as_str),
+            Some("default-abc12"),
+            "managed labels win"
+        );
+        assert_eq!(
+            wanted.get("karpenter-sh_managed-by").map(String::as_str),
+            Some("prod")
+        );
+        assert!(
+            !wanted.contains_key("gone"),
+            "labels dropped from the class are removed"
+        );
     }
 
     #[test]
     fn keys_are_flattened() {
         assert_eq!(flatten_key(NODECLAIM), "karpenter-sh_nodeclaim");
         assert_eq!(flatten_key(MANAGED_BY), "karpenter-sh_managed-by");
-        assert_eq!(flatten_key(NODECLASS_HASH), "karpenter-k8s-exoscale_nodeclass-hash");
+        assert_eq!(
+            flatten_key(NODECLASS_HASH),
+            "karpenter-k8s-exoscale_nodeclass-hash"
+        );
         assert_eq!(flatten_key("team"), "team");
     }
 
@@ -147,16 +201,26 @@ mod tests {
 
     #[test]
     fn managed_labels_win_and_user_labels_are_checked() {
-        let user: BTreeMap<String, String> =
-            [("team".to_string(), "a".to_string()), ("karpenter.sh/nodeclaim".to_string(), "spoof".to_string())].into();
+        let user: BTreeMap<String, String> = [
+            ("team".to_string(), "a".to_string()),
+            ("karpenter.sh/nodeclaim".to_string(), "spoof".to_string()),
+        ]
+        .into();
         let labels = instance_labels(&user, &[(NODECLAIM, "default-abc12"), (MANAGED_BY, "demo")]);
         assert_eq!(labels["karpenter-sh_nodeclaim"], "default-abc12");
         assert_eq!(labels["karpenter-sh_managed-by"], "demo");
         assert_eq!(labels["team"], "a");
-        let bad: BTreeMap<String, String> = [("env".to_string(), "2026".to_string()), ("ok".to_string(), "yes".to_string())].into();
+        let bad: BTreeMap<String, String> = [
+            ("env".to_string(), "2026".to_string()),
+            ("ok".to_string(), "yes".to_string()),
+        ]
+        .into();
         let problems = check_user_labels(&bad);
         assert_eq!(problems.len(), 1);
         assert!(problems[0].contains("\"env\""));
-        assert_eq!(filter(&[(MANAGED_BY, "demo"), (NODECLAIM, "a.b")]), "karpenter-sh_managed-by=demo karpenter-sh_nodeclaim=a-b");
+        assert_eq!(
+            filter(&[(MANAGED_BY, "demo"), (NODECLAIM, "a.b")]),
+            "karpenter-sh_managed-by=demo karpenter-sh_nodeclaim=a-b"
+        );
     }
 }

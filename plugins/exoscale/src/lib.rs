@@ -48,8 +48,8 @@ pub mod types;
 use std::time::Duration;
 
 use joinery_plugin_sdk::cloud::{
-    CLUSTER_LABEL, CloudError, CloudProvider, CreateRequest, Instance, InstanceState, InstanceType, KeyValue, NodeClaim, NodeClass,
-    NodeClassResolution, OfferingRef,
+    CLUSTER_LABEL, CloudError, CloudProvider, CreateRequest, Instance, InstanceState, InstanceType,
+    KeyValue, NodeClaim, NodeClass, NodeClassResolution, OfferingRef,
 };
 use joinery_plugin_sdk::{cache, log, secrets};
 use serde::Deserialize;
@@ -92,12 +92,18 @@ pub struct Config {
 impl Config {
     /// The cluster name (default `joinery`).
     pub fn cluster(&self) -> &str {
-        self.cluster_name.as_deref().filter(|c| !c.is_empty()).unwrap_or("joinery")
+        self.cluster_name
+            .as_deref()
+            .filter(|c| !c.is_empty())
+            .unwrap_or("joinery")
     }
 
     /// Where zone-independent calls go.
     pub fn home(&self) -> &str {
-        self.zone.as_deref().filter(|z| !z.is_empty()).unwrap_or(FALLBACK_ZONE)
+        self.zone
+            .as_deref()
+            .filter(|z| !z.is_empty())
+            .unwrap_or(FALLBACK_ZONE)
     }
 }
 
@@ -119,7 +125,10 @@ impl Ctx {
                 config.cluster()
             )));
         }
-        let name = config.credentials_secret.clone().unwrap_or_else(|| DEFAULT_SECRET.to_string());
+        let name = config
+            .credentials_secret
+            .clone()
+            .unwrap_or_else(|| DEFAULT_SECRET.to_string());
         let secret = secrets::get(&name).map_err(CloudError::from)?;
         let read = |key: &str| {
             secret.get_str(key).filter(|v| !v.is_empty()).map(str::to_string).ok_or_else(|| {
@@ -127,9 +136,17 @@ impl Ctx {
             })
         };
         let (key, secret_value) = (read("api-key")?, read("api-secret")?);
-        let endpoint = config.endpoint.clone().filter(|e| !e.trim().is_empty()).unwrap_or_else(|| api::DEFAULT_ENDPOINT.to_string());
-        let budget = Duration::from_secs(config.operation_timeout_seconds.unwrap_or(40).clamp(1, 110));
-        Ok(Ctx { api: Api::new(key, secret_value, endpoint, budget), config })
+        let endpoint = config
+            .endpoint
+            .clone()
+            .filter(|e| !e.trim().is_empty())
+            .unwrap_or_else(|| api::DEFAULT_ENDPOINT.to_string());
+        let budget =
+            Duration::from_secs(config.operation_timeout_seconds.unwrap_or(40).clamp(1, 110));
+        Ok(Ctx {
+            api: Api::new(key, secret_value, endpoint, budget),
+            config,
+        })
     }
 
     /// The zones the API serves (cached).
@@ -138,7 +155,8 @@ impl Ctx {
         if let Some(zones) = cache::get_json::<Vec<String>>(&key) {
             return Ok(zones);
         }
-        let zones = resolve::api_zones(&self.api, self.config.home()).map_err(|e| e.into_cloud(None))?;
+        let zones =
+            resolve::api_zones(&self.api, self.config.home()).map_err(|e| e.into_cloud(None))?;
         cache::set_json(&key, &zones, CATALOG_TTL);
         Ok(zones)
     }
@@ -149,7 +167,8 @@ impl Ctx {
         let raw = match cache::get_json::<Value>(&key) {
             Some(raw) => raw,
             None => {
-                let raw = resolve::instance_types_json(&self.api, self.config.home()).map_err(|e| e.into_cloud(None))?;
+                let raw = resolve::instance_types_json(&self.api, self.config.home())
+                    .map_err(|e| e.into_cloud(None))?;
                 cache::set_json(&key, &raw, CATALOG_TTL);
                 raw
             }
@@ -159,7 +178,14 @@ impl Ctx {
 
     /// Resolves the class live.
     fn resolve(&self, class: &NodeClass, spec: &Spec) -> Result<Resolution, CloudError> {
-        resolve::resolve(&self.api, self.config.home(), &class.spec, spec, self.config.zone.as_deref()).map_err(|e| e.into_cloud(None))
+        resolve::resolve(
+            &self.api,
+            self.config.home(),
+            &class.spec,
+            spec,
+            self.config.zone.as_deref(),
+        )
+        .map_err(|e| e.into_cloud(None))
     }
 
     /// The resolved values for `create`: the class's status when it was resolved for this
@@ -170,16 +196,22 @@ impl Ctx {
             && !status.zones.is_empty()
             && status.zones.iter().all(|z| {
                 status.templates.contains_key(z)
-                    && (spec.private_network_selector_terms.is_empty() || status.private_networks.contains_key(z))
+                    && (spec.private_network_selector_terms.is_empty()
+                        || status.private_networks.contains_key(z))
             })
             && (spec.security_group_selector_terms.is_empty() || !status.security_groups.is_empty())
-            && (spec.anti_affinity_group_selector_terms.is_empty() || !status.anti_affinity_groups.is_empty())
+            && (spec.anti_affinity_group_selector_terms.is_empty()
+                || !status.anti_affinity_groups.is_empty())
         {
             return Ok(status);
         }
         let resolution = self.resolve(class, spec)?;
         if !resolution.ready() {
-            return Err(CloudError::NodeClassNotReady(format!("ExoscaleNodeClass {} is not ready: {}", class.name, resolution.failures())));
+            return Err(CloudError::NodeClassNotReady(format!(
+                "ExoscaleNodeClass {} is not ready: {}",
+                class.name,
+                resolution.failures()
+            )));
         }
         Ok(resolution.resolved)
     }
@@ -199,7 +231,10 @@ impl Ctx {
         let mut zones = self.api_zones()?;
         // The home zone first: most instances live there.
         zones.sort_by_key(|z| z.as_str() != self.config.home());
-        for zone in zones.iter().filter(|z| cached.as_deref() != Some(z.as_str())) {
+        for zone in zones
+            .iter()
+            .filter(|z| cached.as_deref() != Some(z.as_str()))
+        {
             match self.api.get::<ApiInstance>(zone, &path, &[]) {
                 Ok(instance) => {
                     cache::set(&key, zone.as_bytes(), INSTANCE_ZONE_TTL);
@@ -209,7 +244,10 @@ impl Ctx {
                 Err(e) => return Err(e.into_cloud(None)),
             }
         }
-        Err(CloudError::NotFound(format!("exoscale: instance {id} exists in none of the zones {}", zones.join(", "))))
+        Err(CloudError::NotFound(format!(
+            "exoscale: instance {id} exists in none of the zones {}",
+            zones.join(", ")
+        )))
     }
 
     /// [`Ctx::find`], for an instance this cluster manages: one without this cluster's
@@ -218,7 +256,10 @@ impl Ctx {
     fn find_managed(&self, id: &str) -> Result<(String, ApiInstance), CloudError> {
         let (zone, instance) = self.find(id)?;
         let cluster = self.config.cluster();
-        match instance.labels.get(&labels::flatten_key(labels::MANAGED_BY)) {
+        match instance
+            .labels
+            .get(&labels::flatten_key(labels::MANAGED_BY))
+        {
             Some(owner) if owner == cluster => Ok((zone, instance)),
             owner => Err(CloudError::NotFound(format!(
                 "exoscale: instance {id} in {zone} is not managed by cluster {cluster} (its {} label is {}); Joinery leaves it alone",
@@ -231,14 +272,25 @@ impl Ctx {
     /// Deletes an instance that must not survive a failed create, and waits a little for it.
     fn discard(&self, zone: &str, id: &str, why: &str) {
         log::warn(format!("exoscale: deleting instance {id} in {zone}: {why}"));
-        match self.api.start(zone, "DELETE", &format!("/instance/{}", percent_encode(id)), None) {
+        match self.api.start(
+            zone,
+            "DELETE",
+            &format!("/instance/{}", percent_encode(id)),
+            None,
+        ) {
             Ok(operation) => {
                 if let Err(e) = self.api.wait(zone, operation) {
-                    log::warn(format!("exoscale: deleting instance {id} has not finished: {}", e.into_cloud(None).message()));
+                    log::warn(format!(
+                        "exoscale: deleting instance {id} has not finished: {}",
+                        e.into_cloud(None).message()
+                    ));
                 }
             }
             Err(e) if e.is_not_found() => {}
-            Err(e) => log::error(format!("exoscale: could not delete instance {id} in {zone}; it may leak: {}", e.into_cloud(None).message())),
+            Err(e) => log::error(format!(
+                "exoscale: could not delete instance {id} in {zone}; it may leak: {}",
+                e.into_cloud(None).message()
+            )),
         }
         cache::remove(&format!("zone/{id}"));
     }
@@ -246,23 +298,48 @@ impl Ctx {
     /// Attaches the networks the instance still lacks. The error is `retryable` (a failed
     /// attachment says nothing about the offering's capacity) unless the API reports an
     /// exhausted quota or refuses the request outright; see [`Ctx::attach_or_discard`].
-    fn attach_networks(&self, zone: &str, instance: &ApiInstance, networks: &[String]) -> Result<(), CloudError> {
-        for network in networks.iter().filter(|n| !instance.private_networks.iter().any(|p| p.id == **n)) {
+    fn attach_networks(
+        &self,
+        zone: &str,
+        instance: &ApiInstance,
+        networks: &[String],
+    ) -> Result<(), CloudError> {
+        for network in networks
+            .iter()
+            .filter(|n| !instance.private_networks.iter().any(|p| p.id == **n))
+        {
             let body = json!({"instance": {"id": instance.id}});
             let attached = self
                 .api
-                .start(zone, "PUT", &format!("/private-network/{}:attach", percent_encode(network)), Some(&body))
+                .start(
+                    zone,
+                    "PUT",
+                    &format!("/private-network/{}:attach", percent_encode(network)),
+                    Some(&body),
+                )
                 .and_then(|operation| self.api.wait(zone, operation));
             if let Err(e) = attached {
-                let text = format!("exoscale: attaching private network {network} to instance {} failed", instance.id);
+                let text = format!(
+                    "exoscale: attaching private network {network} to instance {} failed",
+                    instance.id
+                );
                 return Err(match e.into_cloud(None) {
-                    CloudError::InsufficientCapacity(ic) => CloudError::retryable(format!("{text}: {}", ic.message), None),
-                    CloudError::Retryable(r) => CloudError::retryable(format!("{text}: {}", r.message), r.retry_after_ms),
-                    CloudError::QuotaExceeded(m) => CloudError::QuotaExceeded(format!("{text}: {m}")),
+                    CloudError::InsufficientCapacity(ic) => {
+                        CloudError::retryable(format!("{text}: {}", ic.message), None)
+                    }
+                    CloudError::Retryable(r) => {
+                        CloudError::retryable(format!("{text}: {}", r.message), r.retry_after_ms)
+                    }
+                    CloudError::QuotaExceeded(m) => {
+                        CloudError::QuotaExceeded(format!("{text}: {m}"))
+                    }
                     other => CloudError::invalid(format!("{text}: {}", other.message())),
                 });
             }
-            log::debug(format!("exoscale: attached private network {network} to {}", instance.id));
+            log::debug(format!(
+                "exoscale: attached private network {network} to {}",
+                instance.id
+            ));
         }
         Ok(())
     }
@@ -271,10 +348,20 @@ impl Ctx {
     /// the claim's labels, so the host's next create finds it ([`Exoscale::existing`]) and
     /// attaches again, instead of paying for a second launch (should the claim go away
     /// instead, garbage collection reaps the instance). Any other failure deletes it.
-    fn attach_or_discard(&self, zone: &str, instance: &ApiInstance, networks: &[String]) -> Result<(), CloudError> {
-        let Err(e) = self.attach_networks(zone, instance, networks) else { return Ok(()) };
+    fn attach_or_discard(
+        &self,
+        zone: &str,
+        instance: &ApiInstance,
+        networks: &[String],
+    ) -> Result<(), CloudError> {
+        let Err(e) = self.attach_networks(zone, instance, networks) else {
+            return Ok(());
+        };
         if matches!(e, CloudError::Retryable(_)) {
-            log::warn(format!("exoscale: keeping instance {} in {zone}; the next attempt attaches its networks again", instance.id));
+            log::warn(format!(
+                "exoscale: keeping instance {} in {zone}; the next attempt attaches its networks again",
+                instance.id
+            ));
         } else {
             self.discard(zone, &instance.id, "attaching its private networks failed");
         }
@@ -286,8 +373,16 @@ impl Ctx {
 pub fn instance_id(provider_id: &str) -> Result<&str, CloudError> {
     provider_id
         .strip_prefix(PROVIDER_ID_PREFIX)
-        .filter(|id| !id.is_empty() && id.len() <= 64 && id.chars().all(|c| c.is_ascii_hexdigit() || c == '-'))
-        .ok_or_else(|| CloudError::invalid(format!("exoscale: {provider_id:?} is not an exoscale://<uuid> provider ID")))
+        .filter(|id| {
+            !id.is_empty()
+                && id.len() <= 64
+                && id.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+        })
+        .ok_or_else(|| {
+            CloudError::invalid(format!(
+                "exoscale: {provider_id:?} is not an exoscale://<uuid> provider ID"
+            ))
+        })
 }
 
 /// The host's view of an instance.
@@ -311,17 +406,26 @@ pub fn to_instance(zone: &str, api: &ApiInstance, max_pods: u64) -> Instance {
         zone: zone.to_string(),
         capacity_type: types::ON_DEMAND.to_string(),
         image_id: Some(api.template.id.clone()).filter(|t| !t.is_empty()),
-        labels: node_labels.into_iter().map(|(k, v)| KeyValue::new(k, v)).collect(),
+        labels: node_labels
+            .into_iter()
+            .map(|(k, v)| KeyValue::new(k, v))
+            .collect(),
         capacity: types::capacity(kind, api.disk_size, max_pods),
         allocatable: Vec::new(),
         state,
-        node_claim: api.labels.get(&labels::flatten_key(labels::NODECLAIM)).cloned(),
+        node_claim: api
+            .labels
+            .get(&labels::flatten_key(labels::NODECLAIM))
+            .cloned(),
         created_at: api.created_at.clone(),
     }
 }
 
 fn max_pods(spec: &Spec) -> u64 {
-    spec.kubelet.as_ref().and_then(|k| k.max_pods).unwrap_or(110)
+    spec.kubelet
+        .as_ref()
+        .and_then(|k| k.max_pods)
+        .unwrap_or(110)
 }
 
 /// Drift of what the class resolves to, against the class's status when that is current:
@@ -330,25 +434,51 @@ fn max_pods(spec: &Spec) -> u64 {
 /// network of its zone is not attached), `AntiAffinityGroupDrift` (its anti-affinity groups,
 /// which Exoscale sets only at creation, differ from the resolved ones; checked only when the
 /// API said which they are).
-pub fn resolved_drift(class: &NodeClass, zone: &str, instance: &ApiInstance) -> Option<&'static str> {
-    let status = class.status_as::<Resolved>().ok().filter(|s| s.spec_hash == spec::resolution_hash(&class.spec))?;
-    if status.templates.get(zone).is_some_and(|t| !instance.template.id.is_empty() && t.id != instance.template.id) {
+pub fn resolved_drift(
+    class: &NodeClass,
+    zone: &str,
+    instance: &ApiInstance,
+) -> Option<&'static str> {
+    let status = class
+        .status_as::<Resolved>()
+        .ok()
+        .filter(|s| s.spec_hash == spec::resolution_hash(&class.spec))?;
+    if status
+        .templates
+        .get(zone)
+        .is_some_and(|t| !instance.template.id.is_empty() && t.id != instance.template.id)
+    {
         return Some("TemplateDrift");
     }
-    let mut have: Vec<&str> = instance.security_groups.iter().map(|g| g.id.as_str()).collect();
+    let mut have: Vec<&str> = instance
+        .security_groups
+        .iter()
+        .map(|g| g.id.as_str())
+        .collect();
     let mut want: Vec<&str> = status.security_groups.iter().map(String::as_str).collect();
     have.sort_unstable();
     want.sort_unstable();
     if have != want {
         return Some("SecurityGroupDrift");
     }
-    let networks = status.private_networks.get(zone).map(Vec::as_slice).unwrap_or_default();
-    if networks.iter().any(|n| !instance.private_networks.iter().any(|p| p.id == *n)) {
+    let networks = status
+        .private_networks
+        .get(zone)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if networks
+        .iter()
+        .any(|n| !instance.private_networks.iter().any(|p| p.id == *n))
+    {
         return Some("PrivateNetworkDrift");
     }
     if let Some(groups) = &instance.anti_affinity_groups {
         let mut have: Vec<&str> = groups.iter().map(|g| g.id.as_str()).collect();
-        let mut want: Vec<&str> = status.anti_affinity_groups.iter().map(String::as_str).collect();
+        let mut want: Vec<&str> = status
+            .anti_affinity_groups
+            .iter()
+            .map(String::as_str)
+            .collect();
         have.sort_unstable();
         want.sort_unstable();
         if have != want {
@@ -364,18 +494,32 @@ pub struct Exoscale;
 impl Exoscale {
     /// Looks for the instance a previous attempt launched for this claim. One in state
     /// `error` (its create failed after it existed) is deleted and forgotten.
-    fn existing(ctx: &Ctx, zones: &[String], claim: &NodeClaim) -> Result<Option<(String, ApiInstance)>, CloudError> {
+    fn existing(
+        ctx: &Ctx,
+        zones: &[String],
+        claim: &NodeClaim,
+    ) -> Result<Option<(String, ApiInstance)>, CloudError> {
         #[derive(Deserialize, Default)]
         #[serde(default)]
         struct List {
             instances: Vec<ApiInstance>,
         }
-        let filter = labels::filter(&[(labels::MANAGED_BY, ctx.config.cluster()), (labels::NODECLAIM, &claim.name)]);
+        let filter = labels::filter(&[
+            (labels::MANAGED_BY, ctx.config.cluster()),
+            (labels::NODECLAIM, &claim.name),
+        ]);
         for zone in zones {
-            let list: List = ctx.api.get(zone, "/instance", &[("labels", &filter)]).map_err(|e| e.into_cloud(None))?;
+            let list: List = ctx
+                .api
+                .get(zone, "/instance", &[("labels", &filter)])
+                .map_err(|e| e.into_cloud(None))?;
             for instance in list.instances {
                 match instance.state.as_str() {
-                    "error" => ctx.discard(zone, &instance.id, "an earlier create of this claim failed after making it"),
+                    "error" => ctx.discard(
+                        zone,
+                        &instance.id,
+                        "an earlier create of this claim failed after making it",
+                    ),
                     "destroying" | "destroyed" | "expunging" => {}
                     _ => return Ok(Some((zone.clone(), instance))),
                 }
@@ -390,8 +534,12 @@ impl CloudProvider for Exoscale {
         let ctx = Ctx::load()?;
         let spec: Spec = node_class.spec_as()?;
         let resolution = ctx.resolve(&node_class, &spec)?;
-        let status = serde_json::to_string(&resolution.resolved).map_err(|e| CloudError::internal(e.to_string()))?;
-        Ok(NodeClassResolution { conditions: resolution.conditions, status })
+        let status = serde_json::to_string(&resolution.resolved)
+            .map_err(|e| CloudError::internal(e.to_string()))?;
+        Ok(NodeClassResolution {
+            conditions: resolution.conditions,
+            status,
+        })
     }
 
     fn get_instance_types(node_class: NodeClass) -> Result<Vec<InstanceType>, CloudError> {
@@ -413,7 +561,11 @@ impl CloudProvider for Exoscale {
         let spec: Spec = class.spec_as()?;
         let problems = spec.problems();
         if !problems.is_empty() {
-            return Err(CloudError::NodeClassNotReady(format!("ExoscaleNodeClass {} is invalid: {}", class.name, problems.join("; "))));
+            return Err(CloudError::NodeClassNotReady(format!(
+                "ExoscaleNodeClass {} is invalid: {}",
+                class.name,
+                problems.join("; ")
+            )));
         }
         let resolved = ctx.resolved(class, &spec)?;
         let pods = max_pods(&spec);
@@ -421,8 +573,15 @@ impl CloudProvider for Exoscale {
 
         // A previous attempt may have launched the instance and lost the answer.
         if let Some((zone, instance)) = Self::existing(&ctx, &resolved.zones, claim)? {
-            log::info(format!("exoscale: claim {} already has instance {} in {zone}", claim.name, instance.id));
-            cache::set(&format!("zone/{}", instance.id), zone.as_bytes(), INSTANCE_ZONE_TTL);
+            log::info(format!(
+                "exoscale: claim {} already has instance {} in {zone}",
+                claim.name, instance.id
+            ));
+            cache::set(
+                &format!("zone/{}", instance.id),
+                zone.as_bytes(),
+                INSTANCE_ZONE_TTL,
+            );
             let networks = resolved.private_networks.get(&zone).unwrap_or(&no_networks);
             ctx.attach_or_discard(&zone, &instance, networks)?;
             return Ok(to_instance(&zone, &instance, pods));
@@ -440,8 +599,14 @@ impl CloudProvider for Exoscale {
                 Vec::new(),
             ));
         };
-        let offering = OfferingRef { instance_type: kind.name(), zone: zone.clone(), capacity_type: types::ON_DEMAND.into() };
-        let template = resolved.templates.get(&zone).ok_or_else(|| CloudError::NodeClassNotReady(format!("no template resolved for zone {zone}")))?;
+        let offering = OfferingRef {
+            instance_type: kind.name(),
+            zone: zone.clone(),
+            capacity_type: types::ON_DEMAND.into(),
+        };
+        let template = resolved.templates.get(&zone).ok_or_else(|| {
+            CloudError::NodeClassNotReady(format!("no template resolved for zone {zone}"))
+        })?;
 
         let hash = spec::drift_hash(&class.spec);
         let managed = [
@@ -477,15 +642,33 @@ impl CloudProvider for Exoscale {
             body["anti-affinity-groups"] = refs(&resolved.anti_affinity_groups);
         }
         if !resolved.ssh_keys.is_empty() {
-            body["ssh-keys"] = Value::Array(resolved.ssh_keys.iter().map(|name| json!({"name": name})).collect());
+            body["ssh-keys"] = Value::Array(
+                resolved
+                    .ssh_keys
+                    .iter()
+                    .map(|name| json!({"name": name}))
+                    .collect(),
+            );
         }
 
-        let operation = ctx.api.start(&zone, "POST", "/instance", Some(&body)).map_err(|e| e.into_cloud(Some(offering.clone())))?;
-        let id = operation.reference.as_ref().map(|r| r.id.clone()).unwrap_or_default();
+        let operation = ctx
+            .api
+            .start(&zone, "POST", "/instance", Some(&body))
+            .map_err(|e| e.into_cloud(Some(offering.clone())))?;
+        let id = operation
+            .reference
+            .as_ref()
+            .map(|r| r.id.clone())
+            .unwrap_or_default();
         if !id.is_empty() {
             cache::set(&format!("zone/{id}"), zone.as_bytes(), INSTANCE_ZONE_TTL);
         }
-        log::info(format!("exoscale: creating {} ({} in {zone}) for claim {}", if id.is_empty() { "?" } else { &id }, kind.name(), claim.name));
+        log::info(format!(
+            "exoscale: creating {} ({} in {zone}) for claim {}",
+            if id.is_empty() { "?" } else { &id },
+            kind.name(),
+            claim.name
+        ));
         match ctx.api.wait(&zone, operation) {
             Ok(_) => {}
             // Still pending: the next call finds the instance by its labels and carries on.
@@ -499,10 +682,19 @@ impl CloudProvider for Exoscale {
             }
         }
         let path = format!("/instance/{}", percent_encode(&id));
-        let instance: ApiInstance = ctx.api.get(&zone, &path, &[]).map_err(|e| e.into_cloud(None))?;
+        let instance: ApiInstance = ctx
+            .api
+            .get(&zone, &path, &[])
+            .map_err(|e| e.into_cloud(None))?;
         let networks = resolved.private_networks.get(&zone).unwrap_or(&no_networks);
         ctx.attach_or_discard(&zone, &instance, networks)?;
-        let instance = if networks.is_empty() { instance } else { ctx.api.get(&zone, &path, &[]).map_err(|e| e.into_cloud(None))? };
+        let instance = if networks.is_empty() {
+            instance
+        } else {
+            ctx.api
+                .get(&zone, &path, &[])
+                .map_err(|e| e.into_cloud(None))?
+        };
         Ok(to_instance(&zone, &instance, pods))
     }
 
@@ -522,7 +714,10 @@ impl CloudProvider for Exoscale {
         let filter = labels::filter(&[(labels::MANAGED_BY, ctx.config.cluster())]);
         let mut out = Vec::new();
         for zone in ctx.api_zones()? {
-            let list: List = ctx.api.get(&zone, "/instance", &[("labels", &filter)]).map_err(|e| e.into_cloud(None))?;
+            let list: List = ctx
+                .api
+                .get(&zone, "/instance", &[("labels", &filter)])
+                .map_err(|e| e.into_cloud(None))?;
             out.extend(list.instances.iter().map(|i| to_instance(&zone, i, 110)));
         }
         Ok(out)
@@ -532,10 +727,18 @@ impl CloudProvider for Exoscale {
         let ctx = Ctx::load()?;
         let id = instance_id(&provider_id)?;
         let (zone, instance) = ctx.find_managed(id)?;
-        if matches!(instance.state.as_str(), "destroying" | "destroyed" | "expunging") {
+        if matches!(
+            instance.state.as_str(),
+            "destroying" | "destroyed" | "expunging"
+        ) {
             return Ok(());
         }
-        match ctx.api.start(&zone, "DELETE", &format!("/instance/{}", percent_encode(id)), None) {
+        match ctx.api.start(
+            &zone,
+            "DELETE",
+            &format!("/instance/{}", percent_encode(id)),
+            None,
+        ) {
             Ok(_) => {
                 log::info(format!("exoscale: deleting instance {id} in {zone}"));
                 Ok(())
@@ -545,14 +748,21 @@ impl CloudProvider for Exoscale {
     }
 
     fn is_drifted(claim: NodeClaim, node_class: NodeClass) -> Result<Option<String>, CloudError> {
-        let Some(provider_id) = claim.provider_id.as_deref() else { return Ok(None) };
+        let Some(provider_id) = claim.provider_id.as_deref() else {
+            return Ok(None);
+        };
         let spec: Spec = node_class.spec_as()?;
         let ctx = Ctx::load()?;
         let (zone, instance) = ctx.find_managed(instance_id(provider_id)?)?;
-        if !spec.effective_zones(ctx.config.zone.as_deref()).contains(&zone) {
+        if !spec
+            .effective_zones(ctx.config.zone.as_deref())
+            .contains(&zone)
+        {
             return Ok(Some("ZoneRemoved".to_string()));
         }
-        let recorded = instance.labels.get(&labels::flatten_key(labels::NODECLASS_HASH));
+        let recorded = instance
+            .labels
+            .get(&labels::flatten_key(labels::NODECLASS_HASH));
         if recorded.is_some_and(|h| *h != spec::drift_hash(&node_class.spec)) {
             return Ok(Some("NodeClassDrift".to_string()));
         }
@@ -560,12 +770,17 @@ impl CloudProvider for Exoscale {
     }
 
     fn reconcile_instance(claim: NodeClaim, node_class: NodeClass) -> Result<(), CloudError> {
-        let Some(provider_id) = claim.provider_id.as_deref() else { return Ok(()) };
+        let Some(provider_id) = claim.provider_id.as_deref() else {
+            return Ok(());
+        };
         let spec: Spec = node_class.spec_as()?;
         let ctx = Ctx::load()?;
         let id = instance_id(provider_id)?;
         let (zone, instance) = ctx.find_managed(id)?;
-        if matches!(instance.state.as_str(), "destroying" | "destroyed" | "expunging") {
+        if matches!(
+            instance.state.as_str(),
+            "destroying" | "destroyed" | "expunging"
+        ) {
             return Ok(());
         }
         let wanted = labels::reconciled_labels(&instance.labels, &spec.labels);
@@ -573,9 +788,19 @@ impl CloudProvider for Exoscale {
             return Ok(());
         }
         // `PUT /instance/{id}` replaces the label map: send all of it.
-        let operation = ctx.api.start(&zone, "PUT", &format!("/instance/{}", percent_encode(id)), Some(&json!({"labels": wanted})));
-        ctx.api.wait(&zone, operation.map_err(|e| e.into_cloud(None))?).map_err(|e| e.into_cloud(None))?;
-        log::info(format!("exoscale: updated the labels of instance {id} for claim {}", claim.name));
+        let operation = ctx.api.start(
+            &zone,
+            "PUT",
+            &format!("/instance/{}", percent_encode(id)),
+            Some(&json!({"labels": wanted})),
+        );
+        ctx.api
+            .wait(&zone, operation.map_err(|e| e.into_cloud(None))?)
+            .map_err(|e| e.into_cloud(None))?;
+        log::info(format!(
+            "exoscale: updated the labels of instance {id} for claim {}",
+            claim.name
+        ));
         Ok(())
     }
 }

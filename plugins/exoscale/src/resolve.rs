@@ -18,32 +18,61 @@ use crate::spec::{self, Spec, Term};
 pub fn term_matches(term: &Term, object: &Named) -> bool {
     term.id.as_ref().is_none_or(|id| *id == object.id)
         && term.name.as_ref().is_none_or(|name| *name == object.name)
-        && term.labels.iter().all(|(k, v)| object.labels.get(k) == Some(v))
-        && term.visibility.as_ref().is_none_or(|v| object.visibility.as_ref() == Some(v))
+        && term
+            .labels
+            .iter()
+            .all(|(k, v)| object.labels.get(k) == Some(v))
+        && term
+            .visibility
+            .as_ref()
+            .is_none_or(|v| object.visibility.as_ref() == Some(v))
 }
 
 /// The IDs the terms select (in the objects' order, each once), or the indices of the terms
 /// that match nothing.
 pub fn select(terms: &[Term], objects: &[Named]) -> Result<Vec<String>, Vec<usize>> {
-    let unmatched: Vec<usize> = terms.iter().enumerate().filter(|(_, t)| !objects.iter().any(|o| term_matches(t, o))).map(|(i, _)| i).collect();
+    let unmatched: Vec<usize> = terms
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !objects.iter().any(|o| term_matches(t, o)))
+        .map(|(i, _)| i)
+        .collect();
     if !unmatched.is_empty() {
         return Err(unmatched);
     }
-    Ok(objects.iter().filter(|o| terms.iter().any(|t| term_matches(t, o))).map(|o| o.id.clone()).collect())
+    Ok(objects
+        .iter()
+        .filter(|o| terms.iter().any(|t| term_matches(t, o)))
+        .map(|o| o.id.clone())
+        .collect())
 }
 
 /// The newest of the templates the terms select: latest `created-at`, then highest build.
-pub fn newest_template<'a>(terms: &[Term], templates: &'a [Named]) -> Result<&'a Named, Vec<usize>> {
+pub fn newest_template<'a>(
+    terms: &[Term],
+    templates: &'a [Named],
+) -> Result<&'a Named, Vec<usize>> {
     let ids = select(terms, templates)?;
     templates
         .iter()
         .filter(|t| ids.contains(&t.id))
-        .max_by(|a, b| (a.created_at.as_deref(), a.build.as_deref()).cmp(&(b.created_at.as_deref(), b.build.as_deref())))
+        .max_by(|a, b| {
+            (a.created_at.as_deref(), a.build.as_deref())
+                .cmp(&(b.created_at.as_deref(), b.build.as_deref()))
+        })
         .ok_or_else(Vec::new)
 }
 
-fn describe_unmatched(field: &str, terms: &[Term], unmatched: &[usize], zone: Option<&str>) -> String {
-    let list: Vec<String> = unmatched.iter().map(|i| format!("{field}[{i}] {}", terms[*i].describe())).collect();
+fn describe_unmatched(
+    field: &str,
+    terms: &[Term],
+    unmatched: &[usize],
+    zone: Option<&str>,
+) -> String {
+    let list: Vec<String> = unmatched
+        .iter()
+        .map(|i| format!("{field}[{i}] {}", terms[*i].describe()))
+        .collect();
     let place = zone.map(|z| format!(" in zone {z}")).unwrap_or_default();
     format!("{} matches nothing{place}", list.join(" and "))
 }
@@ -100,7 +129,12 @@ impl Resolution {
 
     /// The messages of the failed conditions.
     pub fn failures(&self) -> String {
-        self.conditions.iter().filter(|c| c.status != "True").map(|c| format!("{}: {}", c.type_, c.message)).collect::<Vec<_>>().join("; ")
+        self.conditions
+            .iter()
+            .filter(|c| c.status != "True")
+            .map(|c| format!("{}: {}", c.type_, c.message))
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 }
 
@@ -113,9 +147,18 @@ fn failed(kind: &str, reason: &str, message: String) -> Condition {
 }
 
 /// Lists `path` in `zone` and returns the items under `key`.
-fn list(api: &Api, zone: &str, path: &str, key: &str, query: &[(&str, &str)]) -> Result<Vec<Named>, ApiError> {
+fn list(
+    api: &Api,
+    zone: &str,
+    path: &str,
+    key: &str,
+    query: &[(&str, &str)],
+) -> Result<Vec<Named>, ApiError> {
     let mut value: serde_json::Value = api.get(zone, path, query)?;
-    let items = value.get_mut(key).map(serde_json::Value::take).unwrap_or_default();
+    let items = value
+        .get_mut(key)
+        .map(serde_json::Value::take)
+        .unwrap_or_default();
     serde_json::from_value(items).map_err(|e| ApiError::Decode(format!("GET {path}: {e}")))
 }
 
@@ -128,7 +171,10 @@ pub fn api_zones(api: &Api, home: &str) -> Result<Vec<String>, ApiError> {
 /// The instance types the API lists, as JSON (the `instance-types` array).
 pub fn instance_types_json(api: &Api, home: &str) -> Result<serde_json::Value, ApiError> {
     let mut value: serde_json::Value = api.get(home, "/instance-type", &[])?;
-    Ok(value.get_mut("instance-types").map(serde_json::Value::take).unwrap_or_default())
+    Ok(value
+        .get_mut("instance-types")
+        .map(serde_json::Value::take)
+        .unwrap_or_default())
 }
 
 /// Decodes the `instance-types` array.
@@ -138,9 +184,18 @@ pub fn decode_types(value: serde_json::Value) -> Result<Vec<InstanceType>, ApiEr
 
 /// Resolves the class. API failures that are not about the class itself (5xx, throttling,
 /// refused credentials) are returned as errors, not conditions.
-pub fn resolve(api: &Api, home: &str, spec_json: &str, spec: &Spec, default_zone: Option<&str>) -> Result<Resolution, ApiError> {
+pub fn resolve(
+    api: &Api,
+    home: &str,
+    spec_json: &str,
+    spec: &Spec,
+    default_zone: Option<&str>,
+) -> Result<Resolution, ApiError> {
     let mut conditions = Vec::new();
-    let mut resolved = Resolved { spec_hash: spec::resolution_hash(spec_json), ..Resolved::default() };
+    let mut resolved = Resolved {
+        spec_hash: spec::resolution_hash(spec_json),
+        ..Resolved::default()
+    };
 
     let problems = spec.problems();
     conditions.push(if problems.is_empty() {
@@ -154,12 +209,28 @@ pub fn resolve(api: &Api, home: &str, spec_json: &str, spec: &Spec, default_zone
     let wanted = spec.effective_zones(default_zone);
     let unknown: Vec<&String> = wanted.iter().filter(|z| !known.contains(z)).collect();
     conditions.push(if wanted.is_empty() {
-        failed("ZonesReady", "NoZones", "no zone: set spec.zones or the plugin's `zone` configuration".into())
+        failed(
+            "ZonesReady",
+            "NoZones",
+            "no zone: set spec.zones or the plugin's `zone` configuration".into(),
+        )
     } else if !unknown.is_empty() {
         let names: Vec<&str> = unknown.iter().map(|z| z.as_str()).collect();
-        failed("ZonesReady", "ZonesNotFound", format!("unknown zone(s) {}; Exoscale offers {}", names.join(", "), known.join(", ")))
+        failed(
+            "ZonesReady",
+            "ZonesNotFound",
+            format!(
+                "unknown zone(s) {}; Exoscale offers {}",
+                names.join(", "),
+                known.join(", ")
+            ),
+        )
     } else {
-        ok("ZonesReady", "Resolved", format!("launching in {}", wanted.join(", ")))
+        ok(
+            "ZonesReady",
+            "Resolved",
+            format!("launching in {}", wanted.join(", ")),
+        )
     });
     let zones: Vec<String> = wanted.into_iter().filter(|z| known.contains(z)).collect();
     resolved.zones = zones.clone();
@@ -168,7 +239,11 @@ pub fn resolve(api: &Api, home: &str, spec_json: &str, spec: &Spec, default_zone
     let mut template_problems = Vec::new();
     for zone in &zones {
         let choice = if let Some(id) = &spec.template_id {
-            match api.get::<Named>(zone, &format!("/template/{}", joinery_plugin_sdk::url::percent_encode(id)), &[]) {
+            match api.get::<Named>(
+                zone,
+                &format!("/template/{}", joinery_plugin_sdk::url::percent_encode(id)),
+                &[],
+            ) {
                 Ok(t) => Some(t),
                 Err(e) if e.is_not_found() => {
                     template_problems.push(format!(
@@ -182,8 +257,17 @@ pub fn resolve(api: &Api, home: &str, spec_json: &str, spec: &Spec, default_zone
             let terms = &spec.template_selector_terms;
             let mut templates = Vec::new();
             for visibility in ["public", "private"] {
-                if terms.iter().any(|t| t.visibility.as_deref().is_none_or(|v| v == visibility)) {
-                    let mut found = list(api, zone, "/template", "templates", &[("visibility", visibility)])?;
+                if terms
+                    .iter()
+                    .any(|t| t.visibility.as_deref().is_none_or(|v| v == visibility))
+                {
+                    let mut found = list(
+                        api,
+                        zone,
+                        "/template",
+                        "templates",
+                        &[("visibility", visibility)],
+                    )?;
                     for t in &mut found {
                         t.visibility.get_or_insert_with(|| visibility.to_string());
                     }
@@ -193,7 +277,12 @@ pub fn resolve(api: &Api, home: &str, spec_json: &str, spec: &Spec, default_zone
             match newest_template(terms, &templates) {
                 Ok(t) => Some(t.clone()),
                 Err(unmatched) => {
-                    template_problems.push(describe_unmatched("templateSelectorTerms", terms, &unmatched, Some(zone)));
+                    template_problems.push(describe_unmatched(
+                        "templateSelectorTerms",
+                        terms,
+                        &unmatched,
+                        Some(zone),
+                    ));
                     None
                 }
             }
@@ -207,23 +296,53 @@ pub fn resolve(api: &Api, home: &str, spec_json: &str, spec: &Spec, default_zone
             {
                 template_problems.push(format!("diskSize {disk} GiB is smaller than template {} ({size_gib} GiB) in zone {zone}", template.name));
             }
-            resolved
-                .templates
-                .insert(zone.clone(), ResolvedTemplate { id: template.id, name: template.name, build: template.build, size_gib });
+            resolved.templates.insert(
+                zone.clone(),
+                ResolvedTemplate {
+                    id: template.id,
+                    name: template.name,
+                    build: template.build,
+                    size_gib,
+                },
+            );
         }
     }
-    conditions.push(if spec.template_id.is_none() && spec.template_selector_terms.is_empty() {
-        failed("TemplateReady", "NoTemplate", "set templateID or templateSelectorTerms".into())
-    } else if template_problems.is_empty() {
-        let chosen: Vec<String> = resolved.templates.iter().map(|(z, t)| format!("{z}: {} ({})", t.id, t.build.as_deref().unwrap_or("?"))).collect();
-        ok("TemplateReady", "Resolved", format!("templates {}", chosen.join(", ")))
-    } else {
-        failed("TemplateReady", "TemplateNotFound", template_problems.join("; "))
-    });
+    conditions.push(
+        if spec.template_id.is_none() && spec.template_selector_terms.is_empty() {
+            failed(
+                "TemplateReady",
+                "NoTemplate",
+                "set templateID or templateSelectorTerms".into(),
+            )
+        } else if template_problems.is_empty() {
+            let chosen: Vec<String> = resolved
+                .templates
+                .iter()
+                .map(|(z, t)| format!("{z}: {} ({})", t.id, t.build.as_deref().unwrap_or("?")))
+                .collect();
+            ok(
+                "TemplateReady",
+                "Resolved",
+                format!("templates {}", chosen.join(", ")),
+            )
+        } else {
+            failed(
+                "TemplateReady",
+                "TemplateNotFound",
+                template_problems.join("; "),
+            )
+        },
+    );
 
     // Security groups and anti-affinity groups are organisation-wide.
     let groups = [
-        ("SecurityGroupsReady", "securityGroupSelectorTerms", "/security-group", "security-groups", &spec.security_group_selector_terms),
+        (
+            "SecurityGroupsReady",
+            "securityGroupSelectorTerms",
+            "/security-group",
+            "security-groups",
+            &spec.security_group_selector_terms,
+        ),
         (
             "AntiAffinityGroupsReady",
             "antiAffinityGroupSelectorTerms",
@@ -247,14 +366,22 @@ pub fn resolve(api: &Api, home: &str, spec_json: &str, spec: &Spec, default_zone
                     resolved.anti_affinity_groups = ids;
                 }
             }
-            Err(unmatched) => conditions.push(failed(kind, "SelectorMatchesNothing", describe_unmatched(field, terms, &unmatched, None))),
+            Err(unmatched) => conditions.push(failed(
+                kind,
+                "SelectorMatchesNothing",
+                describe_unmatched(field, terms, &unmatched, None),
+            )),
         }
     }
 
     // Private networks are zonal: every term must match in every zone.
     let terms = &spec.private_network_selector_terms;
     if terms.is_empty() {
-        conditions.push(ok("PrivateNetworksReady", "NoneRequested", "no privateNetworkSelectorTerms".into()));
+        conditions.push(ok(
+            "PrivateNetworksReady",
+            "NoneRequested",
+            "no privateNetworkSelectorTerms".into(),
+        ));
     } else {
         let mut problems = Vec::new();
         for zone in &zones {
@@ -263,14 +390,27 @@ pub fn resolve(api: &Api, home: &str, spec_json: &str, spec: &Spec, default_zone
                 Ok(ids) => {
                     resolved.private_networks.insert(zone.clone(), ids);
                 }
-                Err(unmatched) => problems.push(describe_unmatched("privateNetworkSelectorTerms", terms, &unmatched, Some(zone))),
+                Err(unmatched) => problems.push(describe_unmatched(
+                    "privateNetworkSelectorTerms",
+                    terms,
+                    &unmatched,
+                    Some(zone),
+                )),
             }
         }
         conditions.push(if problems.is_empty() {
-            let chosen: Vec<String> = resolved.private_networks.iter().map(|(z, ids)| format!("{z}: {}", ids.join(", "))).collect();
+            let chosen: Vec<String> = resolved
+                .private_networks
+                .iter()
+                .map(|(z, ids)| format!("{z}: {}", ids.join(", ")))
+                .collect();
             ok("PrivateNetworksReady", "Resolved", chosen.join("; "))
         } else {
-            failed("PrivateNetworksReady", "SelectorMatchesNothing", problems.join("; "))
+            failed(
+                "PrivateNetworksReady",
+                "SelectorMatchesNothing",
+                problems.join("; "),
+            )
         });
     }
 
@@ -281,42 +421,84 @@ pub fn resolve(api: &Api, home: &str, spec_json: &str, spec: &Spec, default_zone
     } else {
         let mut missing = Vec::new();
         for name in &names {
-            match api.get::<Named>(home, &format!("/ssh-key/{}", joinery_plugin_sdk::url::percent_encode(name)), &[]) {
+            match api.get::<Named>(
+                home,
+                &format!("/ssh-key/{}", joinery_plugin_sdk::url::percent_encode(name)),
+                &[],
+            ) {
                 Ok(_) => resolved.ssh_keys.push(name.clone()),
                 Err(e) if e.is_not_found() => missing.push(format!("{name:?}")),
                 Err(e) => return Err(e),
             }
         }
         conditions.push(if missing.is_empty() {
-            ok("SSHKeyReady", "Resolved", format!("SSH keys {}", names.join(", ")))
+            ok(
+                "SSHKeyReady",
+                "Resolved",
+                format!("SSH keys {}", names.join(", ")),
+            )
         } else {
-            failed("SSHKeyReady", "SSHKeyNotFound", format!("SSH key {} does not exist", missing.join(", ")))
+            failed(
+                "SSHKeyReady",
+                "SSHKeyNotFound",
+                format!("SSH key {} does not exist", missing.join(", ")),
+            )
         });
     }
 
     // Instance-type allow-list.
     if spec.instance_types.is_empty() {
-        conditions.push(ok("InstanceTypesReady", "AllAuthorized", "every authorized instance type".into()));
+        conditions.push(ok(
+            "InstanceTypesReady",
+            "AllAuthorized",
+            "every authorized instance type".into(),
+        ));
     } else {
         let types = decode_types(instance_types_json(api, home)?)?;
         let usable = |name: &String| {
-            types.iter().any(|t| t.name() == *name && t.authorized != Some(false) && t.zones.iter().any(|z| zones.contains(z)))
+            types.iter().any(|t| {
+                t.name() == *name
+                    && t.authorized != Some(false)
+                    && t.zones.iter().any(|z| zones.contains(z))
+            })
         };
-        let unusable: Vec<&str> = spec.instance_types.iter().filter(|n| !usable(n)).map(String::as_str).collect();
+        let unusable: Vec<&str> = spec
+            .instance_types
+            .iter()
+            .filter(|n| !usable(n))
+            .map(String::as_str)
+            .collect();
         conditions.push(if unusable.len() == spec.instance_types.len() {
             failed(
                 "InstanceTypesReady",
                 "NoUsableInstanceType",
-                format!("none of instanceTypes is known, authorized and offered in the zones: {}", unusable.join(", ")),
+                format!(
+                    "none of instanceTypes is known, authorized and offered in the zones: {}",
+                    unusable.join(", ")
+                ),
             )
         } else if unusable.is_empty() {
-            ok("InstanceTypesReady", "Resolved", format!("{} instance types allowed", spec.instance_types.len()))
+            ok(
+                "InstanceTypesReady",
+                "Resolved",
+                format!("{} instance types allowed", spec.instance_types.len()),
+            )
         } else {
-            ok("InstanceTypesReady", "SomeUnusable", format!("ignored (unknown, not authorized or not offered): {}", unusable.join(", ")))
+            ok(
+                "InstanceTypesReady",
+                "SomeUnusable",
+                format!(
+                    "ignored (unknown, not authorized or not offered): {}",
+                    unusable.join(", ")
+                ),
+            )
         });
     }
 
-    Ok(Resolution { resolved, conditions })
+    Ok(Resolution {
+        resolved,
+        conditions,
+    })
 }
 
 #[cfg(test)]
@@ -327,7 +509,10 @@ mod tests {
         Named {
             id: id.into(),
             name: name.into(),
-            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             ..Named::default()
         }
     }
@@ -343,13 +528,49 @@ mod tests {
             named("n2", "k8s", &[("env", "dev")]),
             named("n3", "storage", &[("env", "prod")]),
         ];
-        assert_eq!(select(&[term(r#"{"name": "k8s", "labels": {"env": "prod"}}"#)], &networks), Ok(vec!["n1".into()]));
-        assert_eq!(select(&[term(r#"{"labels": {"env": "prod"}}"#)], &networks), Ok(vec!["n1".into(), "n3".into()]));
-        assert_eq!(select(&[term(r#"{"id": "n2"}"#), term(r#"{"name": "storage"}"#)], &networks), Ok(vec!["n2".into(), "n3".into()]));
-        assert_eq!(select(&[term(r#"{"id": "n2"}"#), term(r#"{"name": "nope"}"#), term(r#"{"id": "n9"}"#)], &networks), Err(vec![1, 2]));
-        assert_eq!(select(&[term(r#"{"name": "k8s", "id": "n3"}"#)], &networks), Err(vec![0]));
-        let message = describe_unmatched("securityGroupSelectorTerms", &[term(r#"{"name": "nope"}"#)], &[0], None);
-        assert_eq!(message, r#"securityGroupSelectorTerms[0] {name: "nope"} matches nothing"#);
+        assert_eq!(
+            select(
+                &[term(r#"{"name": "k8s", "labels": {"env": "prod"}}"#)],
+                &networks
+            ),
+            Ok(vec!["n1".into()])
+        );
+        assert_eq!(
+            select(&[term(r#"{"labels": {"env": "prod"}}"#)], &networks),
+            Ok(vec!["n1".into(), "n3".into()])
+        );
+        assert_eq!(
+            select(
+                &[term(r#"{"id": "n2"}"#), term(r#"{"name": "storage"}"#)],
+                &networks
+            ),
+            Ok(vec!["n2".into(), "n3".into()])
+        );
+        assert_eq!(
+            select(
+                &[
+                    term(r#"{"id": "n2"}"#),
+                    term(r#"{"name": "nope"}"#),
+                    term(r#"{"id": "n9"}"#)
+                ],
+                &networks
+            ),
+            Err(vec![1, 2])
+        );
+        assert_eq!(
+            select(&[term(r#"{"name": "k8s", "id": "n3"}"#)], &networks),
+            Err(vec![0])
+        );
+        let message = describe_unmatched(
+            "securityGroupSelectorTerms",
+            &[term(r#"{"name": "nope"}"#)],
+            &[0],
+            None,
+        );
+        assert_eq!(
+            message,
+            r#"securityGroupSelectorTerms[0] {name: "nope"} matches nothing"#
+        );
     }
 
     #[test]
@@ -366,10 +587,33 @@ mod tests {
             template("mine", "Ubuntu", "private", "2026-04-01T08:00:00Z", "c"),
             template("tie", "Debian", "public", "2026-03-02T08:00:00Z", "z"),
         ];
-        assert_eq!(newest_template(&[term(r#"{"name": "Ubuntu", "visibility": "public"}"#)], &templates).unwrap().id, "new");
-        assert_eq!(newest_template(&[term(r#"{"name": "Ubuntu"}"#)], &templates).unwrap().id, "mine");
-        let either = [term(r#"{"name": "Ubuntu", "visibility": "public"}"#), term(r#"{"name": "Debian"}"#)];
-        assert_eq!(newest_template(&either, &templates).unwrap().id, "tie", "same date: the higher build wins");
-        assert_eq!(newest_template(&[term(r#"{"name": "Arch"}"#)], &templates).unwrap_err(), vec![0]);
+        assert_eq!(
+            newest_template(
+                &[term(r#"{"name": "Ubuntu", "visibility": "public"}"#)],
+                &templates
+            )
+            .unwrap()
+            .id,
+            "new"
+        );
+        assert_eq!(
+            newest_template(&[term(r#"{"name": "Ubuntu"}"#)], &templates)
+                .unwrap()
+                .id,
+            "mine"
+        );
+        let either = [
+            term(r#"{"name": "Ubuntu", "visibility": "public"}"#),
+            term(r#"{"name": "Debian"}"#),
+        ];
+        assert_eq!(
+            newest_template(&either, &templates).unwrap().id,
+            "tie",
+            "same date: the higher build wins"
+        );
+        assert_eq!(
+            newest_template(&[term(r#"{"name": "Arch"}"#)], &templates).unwrap_err(),
+            vec![0]
+        );
     }
 }

@@ -32,7 +32,10 @@ pub struct Term {
 impl Term {
     /// Whether the term sets nothing (it would match everything).
     pub fn is_empty(&self) -> bool {
-        self.id.is_none() && self.name.is_none() && self.labels.is_empty() && self.visibility.is_none()
+        self.id.is_none()
+            && self.name.is_none()
+            && self.labels.is_empty()
+            && self.visibility.is_none()
     }
 
     /// A short description for messages, e.g. `{name: "k8s-nodes"}`.
@@ -45,7 +48,11 @@ impl Term {
             parts.push(format!("name: {name:?}"));
         }
         if !self.labels.is_empty() {
-            let pairs: Vec<String> = self.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let pairs: Vec<String> = self
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
             parts.push(format!("labels: {{{}}}", pairs.join(", ")));
         }
         if let Some(visibility) = &self.visibility {
@@ -113,7 +120,9 @@ impl Spec {
     pub fn effective_zones(&self, default_zone: Option<&str>) -> Vec<String> {
         match &self.zones {
             Some(zones) => zones.clone(),
-            None => default_zone.map(|z| vec![z.to_string()]).unwrap_or_default(),
+            None => default_zone
+                .map(|z| vec![z.to_string()])
+                .unwrap_or_default(),
         }
     }
 
@@ -144,22 +153,41 @@ impl Spec {
             Some(_) => {}
         }
         match (&self.template_id, self.template_selector_terms.is_empty()) {
-            (Some(_), false) => problems.push("set either templateID or templateSelectorTerms, not both".into()),
-            (None, true) => problems.push("one of templateID or templateSelectorTerms is required".into()),
+            (Some(_), false) => {
+                problems.push("set either templateID or templateSelectorTerms, not both".into())
+            }
+            (None, true) => {
+                problems.push("one of templateID or templateSelectorTerms is required".into())
+            }
             _ => {}
         }
         for (i, term) in self.template_selector_terms.iter().enumerate() {
             if term.name.is_none() {
                 problems.push(format!("templateSelectorTerms[{i}] needs a name"));
             }
-            if term.visibility.as_deref().is_some_and(|v| v != "public" && v != "private") {
-                problems.push(format!("templateSelectorTerms[{i}].visibility must be public or private"));
+            if term
+                .visibility
+                .as_deref()
+                .is_some_and(|v| v != "public" && v != "private")
+            {
+                problems.push(format!(
+                    "templateSelectorTerms[{i}].visibility must be public or private"
+                ));
             }
         }
         let lists = [
-            ("securityGroupSelectorTerms", &self.security_group_selector_terms),
-            ("privateNetworkSelectorTerms", &self.private_network_selector_terms),
-            ("antiAffinityGroupSelectorTerms", &self.anti_affinity_group_selector_terms),
+            (
+                "securityGroupSelectorTerms",
+                &self.security_group_selector_terms,
+            ),
+            (
+                "privateNetworkSelectorTerms",
+                &self.private_network_selector_terms,
+            ),
+            (
+                "antiAffinityGroupSelectorTerms",
+                &self.anti_affinity_group_selector_terms,
+            ),
         ];
         for (field, terms) in lists {
             for (i, term) in terms.iter().enumerate() {
@@ -169,15 +197,23 @@ impl Spec {
             }
         }
         if !matches!(self.public_ip(), "inet4" | "dual" | "none") {
-            problems.push(format!("publicIPAssignment {:?} must be inet4, dual or none", self.public_ip()));
+            problems.push(format!(
+                "publicIPAssignment {:?} must be inet4, dual or none",
+                self.public_ip()
+            ));
         }
         if self.zones.as_ref().is_some_and(Vec::is_empty) {
             problems.push("zones is empty: list at least one zone or omit the field".into());
         }
         if let Some(prefix) = &self.name_prefix
-            && (prefix.len() > 63 || !prefix.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+            && (prefix.len() > 63
+                || !prefix
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-'))
         {
-            problems.push(format!("namePrefix {prefix:?} may only contain letters, digits and '-' (at most 63)"));
+            problems.push(format!(
+                "namePrefix {prefix:?} may only contain letters, digits and '-' (at most 63)"
+            ));
         }
         problems.extend(labels::check_user_labels(&self.labels));
         problems
@@ -186,7 +222,9 @@ impl Spec {
 
 /// FNV-1a, 64 bits, as 16 hex digits.
 pub fn fnv(text: &str) -> String {
-    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
     format!("{hash:016x}")
 }
 
@@ -213,7 +251,10 @@ pub fn resolution_hash(spec: &str) -> String {
 /// place), `zones` (removing one drifts only its nodes, adding one drifts none) and
 /// `instanceTypes` (core's own instance-type drift covers narrowing it).
 pub fn drift_hash(spec: &str) -> String {
-    format!("h{}", fnv(&canonical(spec, &["labels", "zones", "instanceTypes"])))
+    format!(
+        "h{}",
+        fnv(&canonical(spec, &["labels", "zones", "instanceTypes"]))
+    )
 }
 
 #[cfg(test)]
@@ -226,9 +267,13 @@ mod tests {
 
     #[test]
     fn static_checks_name_every_problem() {
-        let good = spec(r#"{"diskSize": 50, "templateSelectorTerms": [{"name": "Linux Ubuntu 24.04 LTS 64-bit"}]}"#);
+        let good = spec(
+            r#"{"diskSize": 50, "templateSelectorTerms": [{"name": "Linux Ubuntu 24.04 LTS 64-bit"}]}"#,
+        );
         assert!(good.problems().is_empty(), "{:?}", good.problems());
-        let both = spec(r#"{"diskSize": 50, "templateID": "x", "templateSelectorTerms": [{"name": "y"}]}"#);
+        let both = spec(
+            r#"{"diskSize": 50, "templateID": "x", "templateSelectorTerms": [{"name": "y"}]}"#,
+        );
         assert!(both.problems()[0].contains("not both"));
         let neither = spec(r#"{"diskSize": 9}"#);
         let problems = neither.problems();
@@ -240,10 +285,19 @@ mod tests {
         );
         let problems = bad.problems();
         assert_eq!(problems.len(), 5, "{problems:?}");
-        assert!(problems.iter().any(|p| p.contains("must be inet4, dual or none")), "{problems:?}");
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("must be inet4, dual or none")),
+            "{problems:?}"
+        );
         let dual = spec(r#"{"diskSize": 50, "templateID": "x", "publicIPAssignment": "dual"}"#);
         assert!(dual.problems().is_empty(), "{:?}", dual.problems());
-        assert!(serde_json::from_str::<Spec>(r#"{"securityGroupSelectorTerms": [{"tag": "x"}]}"#).is_err(), "unknown term fields are refused");
+        assert!(
+            serde_json::from_str::<Spec>(r#"{"securityGroupSelectorTerms": [{"tag": "x"}]}"#)
+                .is_err(),
+            "unknown term fields are refused"
+        );
     }
 
     #[test]
@@ -255,18 +309,26 @@ mod tests {
 
     #[test]
     fn drift_ignores_labels_zones_and_allowed_types() {
-        let a = r#"{"diskSize": 50, "labels": {"a": "b"}, "zones": ["ch-gva-2"], "templateID": "t"}"#;
+        let a =
+            r#"{"diskSize": 50, "labels": {"a": "b"}, "zones": ["ch-gva-2"], "templateID": "t"}"#;
         let b = r#"{"templateID": "t", "zones": ["de-fra-1", "ch-gva-2"], "instanceTypes": ["standard.large"], "diskSize": 50}"#;
         assert_eq!(drift_hash(a), drift_hash(b));
         assert_ne!(resolution_hash(a), resolution_hash(b));
-        assert_ne!(drift_hash(a), drift_hash(r#"{"diskSize": 60, "templateID": "t"}"#));
-        assert!(drift_hash(a).starts_with('h'), "label values may not start with a digit");
+        assert_ne!(
+            drift_hash(a),
+            drift_hash(r#"{"diskSize": 60, "templateID": "t"}"#)
+        );
+        assert!(
+            drift_hash(a).starts_with('h'),
+            "label values may not start with a digit"
+        );
         assert_eq!(fnv(""), "cbf29ce484222325");
     }
 
     #[test]
     fn terms_describe_themselves() {
-        let term: Term = serde_json::from_str(r#"{"name": "k8s", "labels": {"env": "prod"}}"#).unwrap();
+        let term: Term =
+            serde_json::from_str(r#"{"name": "k8s", "labels": {"env": "prod"}}"#).unwrap();
         assert_eq!(term.describe(), r#"{name: "k8s", labels: {env=prod}}"#);
         assert!(Term::default().is_empty());
     }

@@ -206,7 +206,9 @@ mod tests {
     use joinery_plugin_sdk::testing::{self, FakeHost, set_parameter as param};
 
     fn ctx() -> RenderContext {
-        testing::render_context().join_token_secret("k3s-join/token", "K10secret::server:abc\n").build()
+        testing::render_context()
+            .join_token_secret("k3s-join/token", "K10secret::server:abc\n")
+            .build()
     }
 
     #[test]

@@ -1,6 +1,8 @@
 use super::*;
 use joinery_plugin_sdk::renderer::{KeyValue, Taint};
-use joinery_plugin_sdk::testing::{self, FakeHost, remove_parameter as unset, run_sh, set_parameter as set};
+use joinery_plugin_sdk::testing::{
+    self, FakeHost, remove_parameter as unset, run_sh, set_parameter as set,
+};
 
 const HASH: &str = "sha256:8f5a4c1e0d2b3a69788d6e5f4c3b2a190817263544536271809a8b7c6d5e4f30";
 const TOKEN: &str = "abcdef.0123456789abcdef";

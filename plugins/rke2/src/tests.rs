@@ -1,10 +1,14 @@
 use super::*;
 use joinery_plugin_sdk::renderer::{KeyValue, Taint};
-use joinery_plugin_sdk::testing::{self, FakeHost, remove_parameter as unset, run_sh, set_parameter as set};
+use joinery_plugin_sdk::testing::{
+    self, FakeHost, remove_parameter as unset, run_sh, set_parameter as set,
+};
 
 /// A NodeClaim in pool `default` whose token comes from the granted secret `rke2-join/token`.
 fn context() -> RenderContext {
-    testing::render_context().join_token_secret("rke2-join/token", "K10abc::server:def\n").build()
+    testing::render_context()
+        .join_token_secret("rke2-join/token", "K10abc::server:def\n")
+        .build()
 }
 
 fn invalid_parameter(ctx: &RenderContext) -> String {

@@ -119,8 +119,16 @@ impl CloudError {
             CloudError::QuotaExceeded(m) => CloudError::QuotaExceeded(with(m)),
             CloudError::Invalid(m) => CloudError::Invalid(with(m)),
             CloudError::Internal(m) => CloudError::Internal(with(m)),
-            CloudError::InsufficientCapacity(ic) => CloudError::InsufficientCapacity(InsufficientCapacity { message: with(ic.message), offerings: ic.offerings }),
-            CloudError::Retryable(r) => CloudError::Retryable(Retryable { message: with(r.message), retry_after_ms: r.retry_after_ms }),
+            CloudError::InsufficientCapacity(ic) => {
+                CloudError::InsufficientCapacity(InsufficientCapacity {
+                    message: with(ic.message),
+                    offerings: ic.offerings,
+                })
+            }
+            CloudError::Retryable(r) => CloudError::Retryable(Retryable {
+                message: with(r.message),
+                retry_after_ms: r.retry_after_ms,
+            }),
         }
     }
 
@@ -309,11 +317,27 @@ mod context_tests {
     #[test]
     fn context_prefixes_the_message_and_keeps_the_class_and_details() {
         let e = CloudError::retryable("busy", Some(500)).context("acme: listing");
-        assert!(matches!(&e, CloudError::Retryable(r) if r.message == "acme: listing: busy" && r.retry_after_ms == Some(500)));
-        let offering = OfferingRef { instance_type: "t".into(), zone: "z".into(), capacity_type: "on-demand".into() };
+        assert!(
+            matches!(&e, CloudError::Retryable(r) if r.message == "acme: listing: busy" && r.retry_after_ms == Some(500))
+        );
+        let offering = OfferingRef {
+            instance_type: "t".into(),
+            zone: "z".into(),
+            capacity_type: "on-demand".into(),
+        };
         let e = CloudError::insufficient_capacity("full", vec![offering.clone()]).context("acme");
-        assert!(matches!(&e, CloudError::InsufficientCapacity(i) if i.message == "acme: full" && i.offerings == vec![offering.clone()]));
-        assert_eq!(CloudError::NotFound("gone".into()).context("acme").message(), "acme: gone");
-        assert!(matches!(CloudError::invalid("bad").context("acme"), CloudError::Invalid(_)));
+        assert!(
+            matches!(&e, CloudError::InsufficientCapacity(i) if i.message == "acme: full" && i.offerings == vec![offering.clone()])
+        );
+        assert_eq!(
+            CloudError::NotFound("gone".into())
+                .context("acme")
+                .message(),
+            "acme: gone"
+        );
+        assert!(matches!(
+            CloudError::invalid("bad").context("acme"),
+            CloudError::Invalid(_)
+        ));
     }
 }

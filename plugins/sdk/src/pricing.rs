@@ -156,7 +156,10 @@ mod tests {
         assert_eq!(round_to(0.116_666_666_5, 4), 0.1167);
         assert_eq!(round_to(2.5, 0), 3.0);
         assert_eq!(check_rate("ram", 0.0055, 0.0055, 10.0), Ok(0.0055));
-        assert!(check_rate("ram", 0.055, 0.0055, 10.0).is_ok(), "exactly 10x is within");
+        assert!(
+            check_rate("ram", 0.055, 0.0055, 10.0).is_ok(),
+            "exactly 10x is within"
+        );
         assert!(check_rate("ram", 0.000_55, 0.0055, 10.0).is_ok());
         for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 0.0551, 0.000_54] {
             let e = check_rate("ram", bad, 0.0055, 10.0).unwrap_err();

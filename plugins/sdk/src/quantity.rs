@@ -5,7 +5,9 @@
 /// or beyond `u64`.
 pub fn parse_milli(quantity: &str) -> Option<u64> {
     let text = quantity.trim();
-    let end = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let end = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
     let (number, suffix) = text.split_at(end);
     let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
     if whole.is_empty() && fraction.is_empty() {
@@ -13,7 +15,9 @@ pub fn parse_milli(quantity: &str) -> Option<u64> {
     }
     let mut digits: u64 = 0;
     for c in whole.chars().chain(fraction.chars()) {
-        digits = digits.checked_mul(10)?.checked_add(u64::from(c.to_digit(10)?))?;
+        digits = digits
+            .checked_mul(10)?
+            .checked_add(u64::from(c.to_digit(10)?))?;
     }
     let mut divisor = 10u64.checked_pow(fraction.len() as u32)?;
     let multiplier: u64 = match suffix {
@@ -32,7 +36,12 @@ pub fn parse_milli(quantity: &str) -> Option<u64> {
         "Ti" => 1 << 40,
         _ => return None,
     };
-    Some(digits.checked_mul(multiplier)?.checked_mul(1000)?.div_ceil(divisor))
+    Some(
+        digits
+            .checked_mul(multiplier)?
+            .checked_mul(1000)?
+            .div_ceil(divisor),
+    )
 }
 
 #[cfg(test)]

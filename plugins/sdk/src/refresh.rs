@@ -93,8 +93,16 @@ impl Schedule {
     }
 
     fn jittered(&self, seconds: u64, draw: f64) -> u64 {
-        let jitter = if self.jitter.is_finite() { self.jitter.clamp(0.0, 0.5) } else { 0.0 };
-        let d = if draw.is_finite() { draw.clamp(0.0, 1.0) * 2.0 - 1.0 } else { 0.0 };
+        let jitter = if self.jitter.is_finite() {
+            self.jitter.clamp(0.0, 0.5)
+        } else {
+            0.0
+        };
+        let d = if draw.is_finite() {
+            draw.clamp(0.0, 1.0) * 2.0 - 1.0
+        } else {
+            0.0
+        };
         ((seconds as f64) * (1.0 + jitter * d)).round().max(1.0) as u64
     }
 
@@ -138,7 +146,13 @@ pub struct Snapshot<T> {
 
 impl<T> Default for Snapshot<T> {
     fn default() -> Self {
-        Snapshot { value: None, fetched_at: None, next_attempt: 0, failures: 0, last_error: None }
+        Snapshot {
+            value: None,
+            fetched_at: None,
+            next_attempt: 0,
+            failures: 0,
+            last_error: None,
+        }
     }
 }
 
@@ -177,7 +191,10 @@ impl Refresher {
     /// (a format version, the endpoint, the zone) in the key, so a new plugin version or
     /// configuration never reads an old snapshot it cannot trust.
     pub fn new(key: impl Into<String>, schedule: Schedule) -> Refresher {
-        Refresher { key: key.into(), schedule }
+        Refresher {
+            key: key.into(),
+            schedule,
+        }
     }
 
     /// The cache key.
@@ -220,9 +237,14 @@ impl Refresher {
         F: FnOnce() -> Result<T, String>,
     {
         let mut snapshot: Snapshot<T> = self.snapshot().unwrap_or_default();
-        let clock_went_back = snapshot.next_attempt > now.saturating_add(self.schedule.longest_wait());
+        let clock_went_back =
+            snapshot.next_attempt > now.saturating_add(self.schedule.longest_wait());
         if now < snapshot.next_attempt && !clock_went_back {
-            return Current { value: snapshot.value, fetched_at: snapshot.fetched_at, outcome: Outcome::NotDue };
+            return Current {
+                value: snapshot.value,
+                fetched_at: snapshot.fetched_at,
+                outcome: Outcome::NotDue,
+            };
         }
         let outcome = match fetch() {
             Ok(value) => {
@@ -259,7 +281,11 @@ impl Refresher {
             }
         };
         crate::cache::set_json(&self.key, &snapshot, CACHE_TTL_SECONDS);
-        Current { value: snapshot.value, fetched_at: snapshot.fetched_at, outcome }
+        Current {
+            value: snapshot.value,
+            fetched_at: snapshot.fetched_at,
+            outcome,
+        }
     }
 }
 
@@ -297,11 +323,18 @@ mod tests {
         assert_eq!(s.after_success(1000, 0.5), 1000 + 12 * HOUR);
         assert_eq!(s.after_success(1000, 0.0), 1000 + (12 * HOUR) * 9 / 10);
         let high = s.after_success(1000, 0.999_999);
-        assert!(high <= 1000 + (12 * HOUR) * 11 / 10 && high > 1000 + 13 * HOUR, "{high}");
+        assert!(
+            high <= 1000 + (12 * HOUR) * 11 / 10 && high > 1000 + 13 * HOUR,
+            "{high}"
+        );
         // Draws out of range are clamped; no jitter means exactly the interval.
         assert_eq!(s.after_success(0, 7.0), (12 * HOUR) * 11 / 10);
         assert_eq!(s.with_jitter(0.0).after_success(0, 0.0), 12 * HOUR);
-        assert_eq!(s.with_jitter(5.0).after_success(0, 0.0), 6 * HOUR, "jitter is capped at 50 %");
+        assert_eq!(
+            s.with_jitter(5.0).after_success(0, 0.0),
+            6 * HOUR,
+            "jitter is capped at 50 %"
+        );
     }
 
     #[test]
@@ -322,7 +355,10 @@ mod tests {
         let _host = testing::install(FakeHost::new());
         let r = Refresher::new("k", Schedule::every(100).with_jitter(0.0));
         let first = r.get_at(1000, 0.5, || Ok(1u32));
-        assert_eq!((first.value, first.fetched_at, first.outcome), (Some(1), Some(1000), Outcome::Refreshed));
+        assert_eq!(
+            (first.value, first.fetched_at, first.outcome),
+            (Some(1), Some(1000), Outcome::Refreshed)
+        );
         let calls = std::cell::Cell::new(0);
         let fetch = |v: u32| {
             calls.set(calls.get() + 1);
@@ -332,47 +368,85 @@ mod tests {
         assert_eq!((reused.value, reused.outcome), (Some(1), Outcome::NotDue));
         assert_eq!(calls.get(), 0, "not due, no fetch");
         let refreshed = r.get_at(1100, 0.5, || fetch(2));
-        assert_eq!((refreshed.value, refreshed.fetched_at), (Some(2), Some(1100)));
+        assert_eq!(
+            (refreshed.value, refreshed.fetched_at),
+            (Some(2), Some(1100))
+        );
         assert_eq!(r.snapshot::<u32>().unwrap().next_attempt, 1200);
     }
 
     #[test]
     fn a_failure_keeps_the_last_good_value_logs_and_backs_off() {
         let _host = testing::install(FakeHost::new());
-        let r = Refresher::new("rates", Schedule::every(1000).with_jitter(0.0).with_retry(10, 40));
+        let r = Refresher::new(
+            "rates",
+            Schedule::every(1000).with_jitter(0.0).with_retry(10, 40),
+        );
         r.get_at(0, 0.5, || Ok(7u32));
         let failed = r.get_at(1000, 0.5, || Err::<u32, _>("HTTP status 500".to_string()));
         assert_eq!(failed.value, Some(7));
         assert_eq!(failed.fetched_at, Some(0));
         assert_eq!(failed.outcome, Outcome::Failed("HTTP status 500".into()));
         let snap = r.snapshot::<u32>().unwrap();
-        assert_eq!((snap.failures, snap.next_attempt, snap.last_error.as_deref()), (1, 1010, Some("HTTP status 500")));
+        assert_eq!(
+            (snap.failures, snap.next_attempt, snap.last_error.as_deref()),
+            (1, 1010, Some("HTTP status 500"))
+        );
         let logs = testing::logs();
         let (level, line) = logs.last().unwrap();
         assert_eq!(*level, Level::Warn);
-        assert!(line.contains("rates") && line.contains("HTTP status 500") && line.contains("keeping the data fetched 1000 s ago"), "{line}");
+        assert!(
+            line.contains("rates")
+                && line.contains("HTTP status 500")
+                && line.contains("keeping the data fetched 1000 s ago"),
+            "{line}"
+        );
         // Not retried before the backoff ends; the next failures back off further.
-        assert_eq!(r.get_at(1009, 0.5, || Err::<u32, _>("x".into())).outcome, Outcome::NotDue);
+        assert_eq!(
+            r.get_at(1009, 0.5, || Err::<u32, _>("x".into())).outcome,
+            Outcome::NotDue
+        );
         r.get_at(1010, 0.5, || Err::<u32, _>("x".into()));
         assert_eq!(r.snapshot::<u32>().unwrap().next_attempt, 1030);
         r.get_at(1030, 0.5, || Err::<u32, _>("x".into()));
         r.get_at(1070, 0.5, || Err::<u32, _>("x".into()));
-        assert_eq!(r.snapshot::<u32>().unwrap().next_attempt, 1110, "capped at retry_max");
+        assert_eq!(
+            r.snapshot::<u32>().unwrap().next_attempt,
+            1110,
+            "capped at retry_max"
+        );
         // Still the last good value; a success resets the count and logs the recovery.
         let back = r.get_at(1110, 0.5, || Ok(8u32));
         assert_eq!((back.value, back.outcome), (Some(8), Outcome::Refreshed));
         assert_eq!(r.snapshot::<u32>().unwrap().failures, 0);
-        assert!(testing::logs().last().unwrap().1.contains("refreshed after 4 failed"));
+        assert!(
+            testing::logs()
+                .last()
+                .unwrap()
+                .1
+                .contains("refreshed after 4 failed")
+        );
     }
 
     #[test]
     fn without_good_data_a_failure_says_so_and_retries_on_the_backoff() {
         let _host = testing::install(FakeHost::new());
-        let r = Refresher::new("k", Schedule::every(100).with_jitter(0.0).with_retry(10, 10));
+        let r = Refresher::new(
+            "k",
+            Schedule::every(100).with_jitter(0.0).with_retry(10, 10),
+        );
         let c = r.get_at(50, 0.5, || Err::<u32, _>("denied".into()));
         assert_eq!(c.value, None);
-        assert!(testing::logs()[0].1.contains("no good data yet"), "{:?}", testing::logs());
-        assert_eq!(r.get_at(55, 0.5, || Ok(1u32)).outcome, Outcome::NotDue, "a failure is not retried at once");
+        assert!(
+            testing::logs()[0].1.contains("no good data yet"),
+            "{:?}",
+            testing::logs()
+        );
+        assert_eq!(
+            r.get_at(55, 0.5, || Ok(1u32)).outcome,
+            Outcome::NotDue,
+            "a failure is not retried at once"
+        );
         assert_eq!(r.get_at(60, 0.5, || Ok(1u32)).value, Some(1));
     }
 
@@ -382,7 +456,10 @@ mod tests {
         let r = Refresher::new("k", Schedule::every(100).with_jitter(0.0));
         r.get_at(1_000_000, 0.5, || Ok(1u32));
         // The wall clock was set back a day: refresh now instead of in a day.
-        assert_eq!(r.get_at(1_000_000 - 86_400, 0.5, || Ok(2u32)).value, Some(2));
+        assert_eq!(
+            r.get_at(1_000_000 - 86_400, 0.5, || Ok(2u32)).value,
+            Some(2)
+        );
     }
 
     #[test]

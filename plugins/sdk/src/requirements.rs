@@ -111,22 +111,35 @@ pub fn value_satisfies(op: Op, values: &[String], value: Option<&str>) -> bool {
 }
 
 /// Whether the labels satisfy every requirement.
-pub fn requirements_match<R: LabelRequirement, L: Labels + ?Sized>(requirements: &[R], labels: &L) -> bool {
-    requirements.iter().all(|r| r.accepts(labels.label(r.label_key())))
+pub fn requirements_match<R: LabelRequirement, L: Labels + ?Sized>(
+    requirements: &[R],
+    labels: &L,
+) -> bool {
+    requirements
+        .iter()
+        .all(|r| r.accepts(labels.label(r.label_key())))
 }
 
 /// Whether a label `key` with `value` satisfies every requirement on `key` (requirements on
 /// other keys are ignored; with none on `key`, any value is allowed).
 pub fn allows<R: LabelRequirement>(requirements: &[R], key: &str, value: &str) -> bool {
-    requirements.iter().filter(|r| r.label_key() == key).all(|r| r.accepts(Some(value)))
+    requirements
+        .iter()
+        .filter(|r| r.label_key() == key)
+        .all(|r| r.accepts(Some(value)))
 }
 
 /// The values of label `key` that the requirements allow, when they list them: the values of
 /// the `In` requirements on `key` (in the order of the first) that every requirement on `key`
 /// accepts. `None` when no `In` requirement names `key`: the requirements then do not
 /// enumerate the allowed values (check a candidate with [`allows`]).
-pub fn allowed_values<'a, R: LabelRequirement>(requirements: &'a [R], key: &str) -> Option<Vec<&'a str>> {
-    let first = requirements.iter().find(|r| r.label_key() == key && r.op() == Op::In)?;
+pub fn allowed_values<'a, R: LabelRequirement>(
+    requirements: &'a [R],
+    key: &str,
+) -> Option<Vec<&'a str>> {
+    let first = requirements
+        .iter()
+        .find(|r| r.label_key() == key && r.op() == Op::In)?;
     let mut out: Vec<&str> = Vec::new();
     for value in first.label_values() {
         if !out.contains(&value.as_str()) && allows(requirements, key, value) {
@@ -250,24 +263,45 @@ mod tests {
     fn comparisons_need_integers_on_both_sides() {
         for op in [Op::Gt, Op::Lt, Op::Gte, Op::Lte] {
             assert!(!req("k", op, &["4"]).accepts(None), "{op:?}: absent label");
-            assert!(!req("k", op, &["4"]).accepts(Some("4.0")), "{op:?}: not an integer");
-            assert!(!req("k", op, &["4"]).accepts(Some("large")), "{op:?}: not a number");
-            assert!(!req("k", op, &["x"]).accepts(Some("4")), "{op:?}: bound not an integer");
+            assert!(
+                !req("k", op, &["4"]).accepts(Some("4.0")),
+                "{op:?}: not an integer"
+            );
+            assert!(
+                !req("k", op, &["4"]).accepts(Some("large")),
+                "{op:?}: not a number"
+            );
+            assert!(
+                !req("k", op, &["x"]).accepts(Some("4")),
+                "{op:?}: bound not an integer"
+            );
             assert!(!req("k", op, &[]).accepts(Some("4")), "{op:?}: no bound");
         }
     }
 
     #[test]
     fn every_requirement_must_hold() {
-        let labels: BTreeMap<String, String> =
-            [("arch", "amd64"), ("cpu", "8")].into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let ok = [req("arch", Op::In, &["amd64", "arm64"]), req("cpu", Op::Gte, &["4"]), req("gpu", Op::DoesNotExist, &[])];
+        let labels: BTreeMap<String, String> = [("arch", "amd64"), ("cpu", "8")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let ok = [
+            req("arch", Op::In, &["amd64", "arm64"]),
+            req("cpu", Op::Gte, &["4"]),
+            req("gpu", Op::DoesNotExist, &[]),
+        ];
         assert!(requirements_match(&ok, &labels));
-        assert!(requirements_match::<Req, _>(&[], &labels), "no requirement: anything goes");
+        assert!(
+            requirements_match::<Req, _>(&[], &labels),
+            "no requirement: anything goes"
+        );
         let too_small = [req("arch", Op::In, &["amd64"]), req("cpu", Op::Gt, &["8"])];
         assert!(!requirements_match(&too_small, &labels));
         let pairs: &[(&str, &str)] = &[("arch", "arm64"), ("arch", "amd64")];
-        assert!(requirements_match(&ok[..1], pairs), "the last value of a repeated key wins");
+        assert!(
+            requirements_match(&ok[..1], pairs),
+            "the last value of a repeated key wins"
+        );
     }
 
     #[test]
@@ -280,11 +314,21 @@ mod tests {
         ];
         assert_eq!(allowed_values(&reqs, "zone"), Some(vec!["a", "c"]));
         assert_eq!(allowed_values(&reqs, "arch"), Some(vec!["amd64"]));
-        assert_eq!(allowed_values(&reqs, "type"), None, "nothing lists the values");
-        assert_eq!(allowed_values(&[req("zone", Op::NotIn, &["a"])], "zone"), None);
+        assert_eq!(
+            allowed_values(&reqs, "type"),
+            None,
+            "nothing lists the values"
+        );
+        assert_eq!(
+            allowed_values(&[req("zone", Op::NotIn, &["a"])], "zone"),
+            None
+        );
         assert!(allows(&reqs, "zone", "a"));
         assert!(!allows(&reqs, "zone", "b"));
         assert!(!allows(&reqs, "zone", "d"));
-        assert!(allows(&reqs, "type", "anything"), "no requirement on the key");
+        assert!(
+            allows(&reqs, "type", "anything"),
+            "no requirement on the key"
+        );
     }
 }

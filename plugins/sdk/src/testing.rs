@@ -195,7 +195,9 @@ pub struct RenderContextBuilder {
 impl RenderContextBuilder {
     /// A context for NodeClaim `node_claim` with nothing else set.
     pub fn new(node_claim: &str) -> Self {
-        RenderContextBuilder { ctx: crate::renderer::RenderContext::for_claim(node_claim) }
+        RenderContextBuilder {
+            ctx: crate::renderer::RenderContext::for_claim(node_claim),
+        }
     }
 
     /// Sets the NodePool name.
@@ -224,7 +226,10 @@ impl RenderContextBuilder {
 
     /// Replaces the labels.
     pub fn labels(mut self, labels: &[(&str, &str)]) -> Self {
-        self.ctx.labels = labels.iter().map(|(k, v)| crate::renderer::KeyValue::new(*k, *v)).collect();
+        self.ctx.labels = labels
+            .iter()
+            .map(|(k, v)| crate::renderer::KeyValue::new(*k, *v))
+            .collect();
         self
     }
 
@@ -278,7 +283,9 @@ impl RenderContextBuilder {
 
     /// Adds a granted secret entry, `name` being `secret-name/key`.
     pub fn secret(mut self, name: &str, value: &str) -> Self {
-        self.ctx.secrets.push(crate::renderer::KeyValue::new(name, value));
+        self.ctx
+            .secrets
+            .push(crate::renderer::KeyValue::new(name, value));
         self
     }
 
@@ -311,7 +318,8 @@ pub fn render_context() -> RenderContextBuilder {
 #[cfg(feature = "renderer")]
 pub fn set_parameter(ctx: &mut crate::renderer::RenderContext, key: &str, value: &str) {
     remove_parameter(ctx, key);
-    ctx.parameters.push(crate::renderer::KeyValue::new(key, value));
+    ctx.parameters
+        .push(crate::renderer::KeyValue::new(key, value));
 }
 
 /// Removes renderer parameter `key` from `ctx`.
@@ -335,8 +343,13 @@ pub fn invalid_parameter(result: Result<String, crate::renderer::RenderError>) -
 pub fn run_sh(args: &[&str], script: &str) -> Option<std::process::Output> {
     use std::io::Write;
     use std::process::{Command, Stdio};
-    let mut child =
-        Command::new("sh").args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().ok()?;
+    let mut child = Command::new("sh")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .ok()?;
     child.stdin.take()?.write_all(script.as_bytes()).ok()?;
     child.wait_with_output().ok()
 }
@@ -346,6 +359,10 @@ pub fn run_sh(args: &[&str], script: &str) -> Option<std::process::Output> {
 #[track_caller]
 pub fn assert_shell_syntax(script: &str) {
     if let Some(out) = run_sh(&["-n"], script) {
-        assert!(out.status.success(), "sh -n refused:\n{script}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "sh -n refused:\n{script}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }

@@ -22,8 +22,10 @@ pub fn percent_encode(text: &str) -> String {
 /// A query string (without the leading `?`) from key/value pairs, each percent-encoded with
 /// [`percent_encode`], in the given order; a key may repeat.
 pub fn query_string(pairs: &[(&str, &str)]) -> String {
-    let parts: Vec<String> =
-        pairs.iter().map(|(k, v)| format!("{}={}", percent_encode(k), percent_encode(v))).collect();
+    let parts: Vec<String> = pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", percent_encode(k), percent_encode(v)))
+        .collect();
     parts.join("&")
 }
 
@@ -39,7 +41,10 @@ mod tests {
 
     #[test]
     fn everything_else_is_encoded() {
-        assert_eq!(percent_encode("karpenter-sh_managed-by=demo a"), "karpenter-sh_managed-by%3Ddemo%20a");
+        assert_eq!(
+            percent_encode("karpenter-sh_managed-by=demo a"),
+            "karpenter-sh_managed-by%3Ddemo%20a"
+        );
         assert_eq!(percent_encode("a/b?c&d#e+f%"), "a%2Fb%3Fc%26d%23e%2Bf%25");
         assert_eq!(percent_encode("zürich"), "z%C3%BCrich");
         assert_eq!(percent_encode("\n"), "%0A");
@@ -48,7 +53,10 @@ mod tests {
     #[test]
     fn query_strings_encode_keys_and_values() {
         assert_eq!(query_string(&[]), "");
-        assert_eq!(query_string(&[("tag", "a=b"), ("tag", "c d")]), "tag=a%3Db&tag=c%20d");
+        assert_eq!(
+            query_string(&[("tag", "a=b"), ("tag", "c d")]),
+            "tag=a%3Db&tag=c%20d"
+        );
         assert_eq!(query_string(&[("k&", "v")]), "k%26=v");
     }
 }

@@ -39,8 +39,9 @@ pub mod select;
 use std::collections::BTreeMap;
 
 use joinery_plugin_sdk::cloud::{
-    CLUSTER_LABEL, CloudError, CloudProvider, Condition, CreateRequest, Instance, InstanceState, InstanceType, KeyValue, NodeClaim,
-    NodeClass, NodeClassResolution, Offering, OfferingRef, Overhead, Requirement, Resource,
+    CLUSTER_LABEL, CloudError, CloudProvider, Condition, CreateRequest, Instance, InstanceState,
+    InstanceType, KeyValue, NodeClaim, NodeClass, NodeClassResolution, Offering, OfferingRef,
+    Overhead, Requirement, Resource,
 };
 use joinery_plugin_sdk::{http, url};
 use serde::{Deserialize, Serialize};
@@ -82,13 +83,21 @@ impl Config {
     }
 
     fn url(&self, path: &str) -> String {
-        let base = self.endpoint.as_deref().unwrap_or_default().trim().trim_end_matches('/');
+        let base = self
+            .endpoint
+            .as_deref()
+            .unwrap_or_default()
+            .trim()
+            .trim_end_matches('/');
         format!("{base}{path}")
     }
 
     /// The cluster name (default `joinery`).
     pub fn cluster(&self) -> &str {
-        self.cluster_name.as_deref().filter(|c| !c.is_empty()).unwrap_or("joinery")
+        self.cluster_name
+            .as_deref()
+            .filter(|c| !c.is_empty())
+            .unwrap_or("joinery")
     }
 }
 
@@ -106,7 +115,10 @@ pub struct Spec {
 
 impl Spec {
     fn filter(&self) -> ClassFilter<'_> {
-        ClassFilter { zones: self.zones.as_deref(), instance_types: self.instance_types.as_deref() }
+        ClassFilter {
+            zones: self.zones.as_deref(),
+            instance_types: self.instance_types.as_deref(),
+        }
     }
 }
 
@@ -190,7 +202,11 @@ fn classify(response: &http::Response) -> CloudError {
             failure
                 .offerings
                 .into_iter()
-                .map(|c| OfferingRef { instance_type: c.instance_type, zone: c.zone, capacity_type: c.capacity_type })
+                .map(|c| OfferingRef {
+                    instance_type: c.instance_type,
+                    zone: c.zone,
+                    capacity_type: c.capacity_type,
+                })
                 .collect(),
         ),
         403 if failure.reason == "QuotaExceeded" => CloudError::QuotaExceeded(message),
@@ -218,7 +234,9 @@ fn tag_query(tags: &[(&str, &str)]) -> String {
 }
 
 fn resources(map: &BTreeMap<String, String>) -> Vec<Resource> {
-    map.iter().map(|(k, v)| Resource::new(k.clone(), v.clone())).collect()
+    map.iter()
+        .map(|(k, v)| Resource::new(k.clone(), v.clone()))
+        .collect()
 }
 
 fn to_instance(api: ApiInstance) -> Instance {
@@ -228,7 +246,11 @@ fn to_instance(api: ApiInstance) -> Instance {
         _ => InstanceState::Pending,
     };
     Instance {
-        provider_id: if api.provider_id.is_empty() { format!("{PROVIDER_ID_PREFIX}{}", api.id) } else { api.provider_id },
+        provider_id: if api.provider_id.is_empty() {
+            format!("{PROVIDER_ID_PREFIX}{}", api.id)
+        } else {
+            api.provider_id
+        },
         instance_type: api.instance_type,
         zone: api.zone,
         capacity_type: api.capacity_type,
@@ -237,7 +259,11 @@ fn to_instance(api: ApiInstance) -> Instance {
             .labels
             .into_iter()
             .map(|(k, v)| KeyValue::new(k, v))
-            .chain(api.tags.get(TAG_CLUSTER).map(|c| KeyValue::new(CLUSTER_LABEL, c.clone())))
+            .chain(
+                api.tags
+                    .get(TAG_CLUSTER)
+                    .map(|c| KeyValue::new(CLUSTER_LABEL, c.clone())),
+            )
             .collect(),
         capacity: resources(&api.capacity),
         allocatable: resources(&api.allocatable),
@@ -251,7 +277,11 @@ fn instance_id(provider_id: &str) -> Result<&str, CloudError> {
     provider_id
         .strip_prefix(PROVIDER_ID_PREFIX)
         .filter(|id| !id.is_empty() && !id.contains('/'))
-        .ok_or_else(|| CloudError::invalid(format!("simcloud: `{provider_id}` is not a simcloud:// provider ID")))
+        .ok_or_else(|| {
+            CloudError::invalid(format!(
+                "simcloud: `{provider_id}` is not a simcloud:// provider ID"
+            ))
+        })
 }
 
 fn fetch_types(config: &Config) -> Result<Vec<CatalogType>, CloudError> {
@@ -261,20 +291,33 @@ fn fetch_types(config: &Config) -> Result<Vec<CatalogType>, CloudError> {
 
 fn fetch_instance(config: &Config, provider_id: &str) -> Result<ApiInstance, CloudError> {
     let id = instance_id(provider_id)?;
-    let instance: ApiInstance = call(http::Request::get(config.url(&format!("/v1/instances/{}", url::percent_encode(id)))))?;
+    let instance: ApiInstance = call(http::Request::get(
+        config.url(&format!("/v1/instances/{}", url::percent_encode(id))),
+    ))?;
     if instance.terminated() {
-        return Err(CloudError::NotFound(format!("simcloud: instance {id} is terminated")));
+        return Err(CloudError::NotFound(format!(
+            "simcloud: instance {id} is terminated"
+        )));
     }
     Ok(instance)
 }
 
 fn to_instance_type(it: CatalogType, class: ClassFilter<'_>) -> InstanceType {
-    let requirements = it.labels.iter().map(|(k, v)| Requirement::is_in(k.clone(), &[v.as_str()])).collect();
+    let requirements = it
+        .labels
+        .iter()
+        .map(|(k, v)| Requirement::is_in(k.clone(), &[v.as_str()]))
+        .collect();
     let offerings = it
         .offerings
         .iter()
         .filter(|o| class.allows_zone(&o.zone))
-        .map(|o| Offering { zone: o.zone.clone(), capacity_type: o.capacity_type.clone(), price: Some(o.price), available: o.available })
+        .map(|o| Offering {
+            zone: o.zone.clone(),
+            capacity_type: o.capacity_type.clone(),
+            price: Some(o.price),
+            available: o.available,
+        })
         .collect();
     InstanceType {
         name: it.name,
@@ -298,7 +341,8 @@ impl CloudProvider for SimCloud {
         let spec: Spec = node_class.spec_as()?;
         let known: ZoneList = call(http::Request::get(config.url("/v1/zones")))?;
         let wanted = spec.zones.clone().unwrap_or_else(|| known.zones.clone());
-        let (resolved, unknown): (Vec<String>, Vec<String>) = wanted.into_iter().partition(|z| known.zones.contains(z));
+        let (resolved, unknown): (Vec<String>, Vec<String>) =
+            wanted.into_iter().partition(|z| known.zones.contains(z));
         let condition = if !unknown.is_empty() {
             Condition::new(
                 "ZonesReady",
@@ -311,11 +355,25 @@ impl CloudProvider for SimCloud {
                 ),
             )
         } else if resolved.is_empty() {
-            Condition::new("ZonesReady", false, "NoZones", "spec.zones is empty: list at least one zone or omit the field")
+            Condition::new(
+                "ZonesReady",
+                false,
+                "NoZones",
+                "spec.zones is empty: list at least one zone or omit the field",
+            )
         } else {
-            Condition::new("ZonesReady", true, "ZonesResolved", format!("launching in {}", resolved.join(", ")))
+            Condition::new(
+                "ZonesReady",
+                true,
+                "ZonesResolved",
+                format!("launching in {}", resolved.join(", ")),
+            )
         };
-        Ok(NodeClassResolution { conditions: vec![condition], status: serde_json::to_string(&ResolvedStatus { zones: &resolved }).map_err(|e| CloudError::internal(e.to_string()))? })
+        Ok(NodeClassResolution {
+            conditions: vec![condition],
+            status: serde_json::to_string(&ResolvedStatus { zones: &resolved })
+                .map_err(|e| CloudError::internal(e.to_string()))?,
+        })
     }
 
     fn get_instance_types(node_class: NodeClass) -> Result<Vec<InstanceType>, CloudError> {
@@ -324,7 +382,10 @@ impl CloudProvider for SimCloud {
         let class = spec.filter();
         Ok(fetch_types(&config)?
             .into_iter()
-            .filter(|it| class.allows_type(&it.name) && it.offerings.iter().any(|o| class.allows_zone(&o.zone)))
+            .filter(|it| {
+                class.allows_type(&it.name)
+                    && it.offerings.iter().any(|o| class.allows_zone(&o.zone))
+            })
             .map(|it| to_instance_type(it, class))
             .collect())
     }
@@ -339,12 +400,20 @@ impl CloudProvider for SimCloud {
         let query = tag_query(&[(TAG_CLUSTER, cluster), (TAG_NODECLAIM, &claim.name)]);
         let existing: InstanceList = call(http::Request::get(config.url(&query)))?;
         if let Some(found) = existing.instances.into_iter().find(|i| !i.terminated()) {
-            joinery_plugin_sdk::log::info(format!("simcloud: claim {} already has instance {}", claim.name, found.id));
+            joinery_plugin_sdk::log::info(format!(
+                "simcloud: claim {} already has instance {}",
+                claim.name, found.id
+            ));
             return Ok(to_instance(found));
         }
 
         let catalog = fetch_types(&config)?;
-        let candidates = select::candidates(&catalog, spec.filter(), &claim.requirements, &claim.resource_requests);
+        let candidates = select::candidates(
+            &catalog,
+            spec.filter(),
+            &claim.requirements,
+            &claim.resource_requests,
+        );
         if candidates.is_empty() {
             return Err(CloudError::insufficient_capacity(
                 format!(
@@ -359,7 +428,11 @@ impl CloudProvider for SimCloud {
         tags.insert(TAG_NODECLAIM.to_string(), claim.name.clone());
         tags.insert(TAG_NODEPOOL.to_string(), claim.node_pool.clone());
         tags.insert(TAG_CLUSTER.to_string(), cluster.to_string());
-        let body = LaunchBody { candidates: &candidates, user_data: &request.user_data, tags: &tags };
+        let body = LaunchBody {
+            candidates: &candidates,
+            user_data: &request.user_data,
+            tags: &tags,
+        };
         let post = http::Request::post(config.url("/v1/instances")).json(&body)?;
         let launched: ApiInstance = call(post)?;
         joinery_plugin_sdk::log::info(format!(
@@ -376,16 +449,27 @@ impl CloudProvider for SimCloud {
 
     fn list() -> Result<Vec<Instance>, CloudError> {
         let config = Config::load()?;
-        let list: InstanceList = call(http::Request::get(config.url(&tag_query(&[(TAG_CLUSTER, config.cluster())]))))?;
-        Ok(list.instances.into_iter().filter(|i| !i.terminated()).map(to_instance).collect())
+        let list: InstanceList = call(http::Request::get(
+            config.url(&tag_query(&[(TAG_CLUSTER, config.cluster())])),
+        ))?;
+        Ok(list
+            .instances
+            .into_iter()
+            .filter(|i| !i.terminated())
+            .map(to_instance)
+            .collect())
     }
 
     fn delete(provider_id: String) -> Result<(), CloudError> {
         let config = Config::load()?;
         let id = instance_id(&provider_id)?;
-        let answer: ApiInstance = call(http::Request::delete(config.url(&format!("/v1/instances/{}", url::percent_encode(id)))))?;
+        let answer: ApiInstance = call(http::Request::delete(
+            config.url(&format!("/v1/instances/{}", url::percent_encode(id))),
+        ))?;
         match answer.previous_state.as_deref() {
-            Some("terminated") => Err(CloudError::NotFound(format!("simcloud: instance {id} is already terminated"))),
+            Some("terminated") => Err(CloudError::NotFound(format!(
+                "simcloud: instance {id} is already terminated"
+            ))),
             _ => Ok(()),
         }
     }
@@ -393,10 +477,16 @@ impl CloudProvider for SimCloud {
     fn is_drifted(claim: NodeClaim, node_class: NodeClass) -> Result<Option<String>, CloudError> {
         let spec: Spec = node_class.spec_as()?;
         let class = spec.filter();
-        let (mut zone, mut instance_type) =
-            (claim.label(ZONE_LABEL).map(String::from), claim.label("node.kubernetes.io/instance-type").map(String::from));
+        let (mut zone, mut instance_type) = (
+            claim.label(ZONE_LABEL).map(String::from),
+            claim
+                .label("node.kubernetes.io/instance-type")
+                .map(String::from),
+        );
         if zone.is_none() || instance_type.is_none() {
-            let Some(provider_id) = claim.provider_id.as_deref() else { return Ok(None) };
+            let Some(provider_id) = claim.provider_id.as_deref() else {
+                return Ok(None);
+            };
             let instance = fetch_instance(&Config::load()?, provider_id)?;
             zone = Some(instance.zone);
             instance_type = Some(instance.instance_type);
@@ -404,7 +494,10 @@ impl CloudProvider for SimCloud {
         if zone.as_deref().is_some_and(|z| !class.allows_zone(z)) {
             return Ok(Some("ZoneNotAllowed".to_string()));
         }
-        if instance_type.as_deref().is_some_and(|t| !class.allows_type(t)) {
+        if instance_type
+            .as_deref()
+            .is_some_and(|t| !class.allows_type(t))
+        {
             return Ok(Some("InstanceTypeNotAllowed".to_string()));
         }
         Ok(None)

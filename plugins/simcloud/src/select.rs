@@ -16,7 +16,11 @@ pub const CAPACITY_TYPE_LABEL: &str = "karpenter.sh/capacity-type";
 /// The simulated cloud's label domain; a key in it that a type lacks counts as absent.
 pub const SIMCLOUD_PREFIX: &str = "simcloud.joinery.dev/";
 /// Labels every instance type defines; a requirement on them is always evaluated.
-const TYPE_KEYS: [&str; 3] = ["node.kubernetes.io/instance-type", "kubernetes.io/arch", "kubernetes.io/os"];
+const TYPE_KEYS: [&str; 3] = [
+    "node.kubernetes.io/instance-type",
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+];
 
 /// At most this many launch options go into one create call.
 pub const MAX_CANDIDATES: usize = 100;
@@ -92,12 +96,14 @@ pub struct ClassFilter<'a> {
 impl ClassFilter<'_> {
     /// Whether the NodeClass allows this type at all.
     pub fn allows_type(&self, name: &str) -> bool {
-        self.instance_types.is_none_or(|allowed| allowed.iter().any(|a| a == name))
+        self.instance_types
+            .is_none_or(|allowed| allowed.iter().any(|a| a == name))
     }
 
     /// Whether the NodeClass allows launching in `zone`.
     pub fn allows_zone(&self, zone: &str) -> bool {
-        self.zones.is_none_or(|allowed| allowed.iter().any(|z| z == zone))
+        self.zones
+            .is_none_or(|allowed| allowed.iter().any(|z| z == zone))
     }
 }
 
@@ -105,7 +111,11 @@ impl ClassFilter<'_> {
 /// `Some(None)` when the type defines the key but lacks the label, `None` when the key is
 /// none of the cloud's business (e.g. `karpenter.sh/nodepool` or a template label), which
 /// every type satisfies.
-fn lookup<'a>(it: &'a CatalogType, offering: Option<&'a CatalogOffering>, key: &str) -> Option<Option<&'a str>> {
+fn lookup<'a>(
+    it: &'a CatalogType,
+    offering: Option<&'a CatalogOffering>,
+    key: &str,
+) -> Option<Option<&'a str>> {
     match (key, offering) {
         (ZONE_LABEL, Some(o)) => return Some(Some(&o.zone)),
         (CAPACITY_TYPE_LABEL, Some(o)) => return Some(Some(&o.capacity_type)),
@@ -129,7 +139,11 @@ pub fn type_matches(it: &CatalogType, requirements: &[Requirement]) -> bool {
 }
 
 /// Whether an offering satisfies the zone and capacity-type requirements.
-pub fn offering_matches(it: &CatalogType, offering: &CatalogOffering, requirements: &[Requirement]) -> bool {
+pub fn offering_matches(
+    it: &CatalogType,
+    offering: &CatalogOffering,
+    requirements: &[Requirement],
+) -> bool {
     requirements
         .iter()
         .filter(|r| r.key == ZONE_LABEL || r.key == CAPACITY_TYPE_LABEL)
@@ -140,7 +154,9 @@ pub fn offering_matches(it: &CatalogType, offering: &CatalogOffering, requiremen
 /// (`"1500m"` → 1500, `"2"` → 2000, `"1Ki"` → 1 024 000). `None` if it is not a quantity or negative.
 pub fn parse_milli(quantity: &str) -> Option<u128> {
     let text = quantity.trim().strip_prefix('+').unwrap_or(quantity.trim());
-    let number_end = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let number_end = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
     let (number, suffix) = text.split_at(number_end);
     let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
     if whole.is_empty() && fraction.is_empty() {
@@ -184,11 +200,16 @@ pub fn parse_milli(quantity: &str) -> Option<u128> {
 /// resource the type does not have fits only if the request is zero.
 pub fn fits(it: &CatalogType, requests: &[Resource]) -> bool {
     requests.iter().all(|r| {
-        let Some(wanted) = parse_milli(&r.quantity) else { return false };
+        let Some(wanted) = parse_milli(&r.quantity) else {
+            return false;
+        };
         if wanted == 0 {
             return true;
         }
-        it.allocatable.get(&r.name).and_then(|q| parse_milli(q)).is_some_and(|have| have >= wanted)
+        it.allocatable
+            .get(&r.name)
+            .and_then(|q| parse_milli(q))
+            .is_some_and(|have| have >= wanted)
     })
 }
 
@@ -203,11 +224,17 @@ pub fn candidates(
 ) -> Vec<Candidate> {
     let mut out: Vec<Candidate> = catalog
         .iter()
-        .filter(|it| class.allows_type(&it.name) && type_matches(it, requirements) && fits(it, requests))
+        .filter(|it| {
+            class.allows_type(&it.name) && type_matches(it, requirements) && fits(it, requests)
+        })
         .flat_map(|it| {
             it.offerings
                 .iter()
-                .filter(move |o| o.available && class.allows_zone(&o.zone) && offering_matches(it, o, requirements))
+                .filter(move |o| {
+                    o.available
+                        && class.allows_zone(&o.zone)
+                        && offering_matches(it, o, requirements)
+                })
                 .map(move |o| Candidate {
                     instance_type: it.name.clone(),
                     zone: o.zone.clone(),
@@ -227,7 +254,12 @@ mod tests {
     use joinery_plugin_sdk::cloud::Operator;
 
     fn offering(zone: &str, capacity_type: &str, price: f64) -> CatalogOffering {
-        CatalogOffering { zone: zone.into(), capacity_type: capacity_type.into(), price, available: true }
+        CatalogOffering {
+            zone: zone.into(),
+            capacity_type: capacity_type.into(),
+            price,
+            available: true,
+        }
     }
 
     /// A c3-like type with `cpu` vCPUs, 2 GiB per vCPU, in zones a and b.
@@ -250,13 +282,24 @@ mod tests {
                 ("pods".to_string(), "110".to_string()),
             ]
             .into(),
-            labels: labels.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-            offerings: vec![offering("a", "on-demand", od), offering("a", "spot", od * 0.7), offering("b", "on-demand", od)],
+            labels: labels
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            offerings: vec![
+                offering("a", "on-demand", od),
+                offering("a", "spot", od * 0.7),
+                offering("b", "on-demand", od),
+            ],
         }
     }
 
     fn catalog() -> Vec<CatalogType> {
-        vec![it("c3-16", 8, "amd64"), it("c3-4", 2, "amd64"), it("c3-8", 4, "arm64")]
+        vec![
+            it("c3-16", 8, "amd64"),
+            it("c3-4", 2, "amd64"),
+            it("c3-8", 4, "arm64"),
+        ]
     }
 
     fn req(key: &str, operator: Operator, values: &[&str]) -> Requirement {
@@ -264,7 +307,10 @@ mod tests {
     }
 
     fn names(candidates: &[Candidate]) -> Vec<String> {
-        candidates.iter().map(|c| format!("{}/{}/{}", c.instance_type, c.zone, c.capacity_type)).collect()
+        candidates
+            .iter()
+            .map(|c| format!("{}/{}/{}", c.instance_type, c.zone, c.capacity_type))
+            .collect()
     }
 
     #[test]
@@ -286,7 +332,10 @@ mod tests {
     fn candidates_are_cheapest_first_and_respect_every_filter() {
         let all = candidates(&catalog(), ClassFilter::default(), &[], &[]);
         assert_eq!(all.len(), 9);
-        assert_eq!(names(&all[..3]), ["c3-4/a/spot", "c3-4/a/on-demand", "c3-4/b/on-demand"]);
+        assert_eq!(
+            names(&all[..3]),
+            ["c3-4/a/spot", "c3-4/a/on-demand", "c3-4/b/on-demand"]
+        );
         assert!(all.windows(2).all(|w| w[0].price <= w[1].price));
 
         let requirements = [
@@ -297,36 +346,77 @@ mod tests {
             req("karpenter.sh/nodepool", Operator::In, &["default"]),
             req("team", Operator::DoesNotExist, &[]),
         ];
-        assert_eq!(names(&candidates(&catalog(), ClassFilter::default(), &requirements, &[])), ["c3-4/b/on-demand", "c3-16/b/on-demand"]);
+        assert_eq!(
+            names(&candidates(
+                &catalog(),
+                ClassFilter::default(),
+                &requirements,
+                &[]
+            )),
+            ["c3-4/b/on-demand", "c3-16/b/on-demand"]
+        );
 
-        let bigger = [req("simcloud.joinery.dev/instance-cpu", Operator::Gt, &["2"])];
+        let bigger = [req(
+            "simcloud.joinery.dev/instance-cpu",
+            Operator::Gt,
+            &["2"],
+        )];
         let picked = candidates(&catalog(), ClassFilter::default(), &bigger, &[]);
         assert_eq!(picked[0].instance_type, "c3-8");
-        let no_gpu = [req("simcloud.joinery.dev/instance-gpu-count", Operator::Exists, &[])];
-        assert!(candidates(&catalog(), ClassFilter::default(), &no_gpu, &[]).is_empty(), "a simcloud key a type lacks is absent");
-        let types = [req("node.kubernetes.io/instance-type", Operator::In, &["c3-16", "c3-8"])];
-        assert_eq!(candidates(&catalog(), ClassFilter::default(), &types, &[])[0].instance_type, "c3-8");
+        let no_gpu = [req(
+            "simcloud.joinery.dev/instance-gpu-count",
+            Operator::Exists,
+            &[],
+        )];
+        assert!(
+            candidates(&catalog(), ClassFilter::default(), &no_gpu, &[]).is_empty(),
+            "a simcloud key a type lacks is absent"
+        );
+        let types = [req(
+            "node.kubernetes.io/instance-type",
+            Operator::In,
+            &["c3-16", "c3-8"],
+        )];
+        assert_eq!(
+            candidates(&catalog(), ClassFilter::default(), &types, &[])[0].instance_type,
+            "c3-8"
+        );
     }
 
     #[test]
     fn requests_must_fit_allocatable() {
         let requests = [Resource::new("cpu", "2"), Resource::new("memory", "3Gi")];
         let picked = candidates(&catalog(), ClassFilter::default(), &[], &requests);
-        assert_eq!(picked[0].instance_type, "c3-8", "c3-4 has 1900m allocatable CPU");
+        assert_eq!(
+            picked[0].instance_type, "c3-8",
+            "c3-4 has 1900m allocatable CPU"
+        );
         let exact = [Resource::new("cpu", "1900m")];
-        assert_eq!(candidates(&catalog(), ClassFilter::default(), &[], &exact)[0].instance_type, "c3-4");
+        assert_eq!(
+            candidates(&catalog(), ClassFilter::default(), &[], &exact)[0].instance_type,
+            "c3-4"
+        );
         let gpu = [Resource::new("nvidia.com/gpu", "1")];
         assert!(candidates(&catalog(), ClassFilter::default(), &[], &gpu).is_empty());
         let zero_gpu = [Resource::new("nvidia.com/gpu", "0")];
-        assert_eq!(candidates(&catalog(), ClassFilter::default(), &[], &zero_gpu).len(), 9);
+        assert_eq!(
+            candidates(&catalog(), ClassFilter::default(), &[], &zero_gpu).len(),
+            9
+        );
     }
 
     #[test]
     fn the_node_class_limits_zones_and_types() {
         let zones = vec!["b".to_string()];
         let types = vec!["c3-16".to_string(), "c3-8".to_string()];
-        let class = ClassFilter { zones: Some(&zones), instance_types: Some(&types) };
-        assert_eq!(names(&candidates(&catalog(), class, &[], &[])), ["c3-8/b/on-demand", "c3-16/b/on-demand"]);
+        let class = ClassFilter {
+            zones: Some(&zones),
+            instance_types: Some(&types),
+        };
+        assert_eq!(
+            names(&candidates(&catalog(), class, &[], &[])),
+            ["c3-8/b/on-demand", "c3-16/b/on-demand"]
+        );
     }
 
     #[test]
@@ -335,6 +425,9 @@ mod tests {
         for o in &mut catalog[1].offerings {
             o.available = o.capacity_type != "spot";
         }
-        assert_eq!(names(&candidates(&catalog, ClassFilter::default(), &[], &[])[..1]), ["c3-4/a/on-demand"]);
+        assert_eq!(
+            names(&candidates(&catalog, ClassFilter::default(), &[], &[])[..1]),
+            ["c3-4/a/on-demand"]
+        );
     }
 }

@@ -144,9 +144,20 @@ mod tests {
 
     fn ctx(user_data: Option<&str>) -> RenderContext {
         testing::render_context()
-            .labels(&[("zeta", "1"), ("karpenter.sh/nodepool", "default"), ("alpha", "x")])
-            .taints(vec![Taint::new("dedicated", Some("gpu"), "NoSchedule"), Taint::registration()])
-            .startup_taints(vec![Taint::new("node.cilium.io/agent-not-ready", None, "NoExecute")])
+            .labels(&[
+                ("zeta", "1"),
+                ("karpenter.sh/nodepool", "default"),
+                ("alpha", "x"),
+            ])
+            .taints(vec![
+                Taint::new("dedicated", Some("gpu"), "NoSchedule"),
+                Taint::registration(),
+            ])
+            .startup_taints(vec![Taint::new(
+                "node.cilium.io/agent-not-ready",
+                None,
+                "NoExecute",
+            )])
             .zone("ch-gva-2")
             .instance_type("standard.medium")
             .cluster_name("prod")

@@ -8,7 +8,9 @@ use serde_json::Value;
 /// pod-level `spec.resources`, each resource with a limit and no request gets the limit as its
 /// request (Kubernetes' `SetDefaults_ResourceRequirements`).
 pub fn default_pod(pod: &mut Value) {
-    let Some(spec) = pod.get_mut("spec") else { return };
+    let Some(spec) = pod.get_mut("spec") else {
+        return;
+    };
     for list in ["containers", "initContainers"] {
         if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
             for container in containers {
@@ -24,12 +26,20 @@ pub fn default_pod(pod: &mut Value) {
 }
 
 fn requests_from_limits(resources: &mut Value) {
-    let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() else { return };
+    let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() else {
+        return;
+    };
     if limits.is_empty() || !resources.is_object() {
         return;
     }
-    let requests = resources.as_object_mut().expect("checked above").entry("requests").or_insert_with(|| Value::Object(Default::default()));
-    let Some(requests) = requests.as_object_mut() else { return };
+    let requests = resources
+        .as_object_mut()
+        .expect("checked above")
+        .entry("requests")
+        .or_insert_with(|| Value::Object(Default::default()));
+    let Some(requests) = requests.as_object_mut() else {
+        return;
+    };
     for (name, quantity) in limits {
         requests.entry(name).or_insert(quantity);
     }
@@ -53,10 +63,23 @@ mod tests {
             "resources": {"limits": {"cpu": "2"}}
         }});
         default_pod(&mut pod);
-        assert_eq!(pod["spec"]["containers"][0]["resources"]["requests"], json!({"cpu": "500m", "memory": "1Gi"}), "a given request stays");
-        assert_eq!(pod["spec"]["containers"][1]["resources"]["requests"], json!({"cpu": "250m"}));
-        assert!(pod["spec"]["containers"][2].get("resources").is_none(), "nothing to default");
-        assert_eq!(pod["spec"]["initContainers"][0]["resources"]["requests"], json!({"memory": "64Mi"}));
+        assert_eq!(
+            pod["spec"]["containers"][0]["resources"]["requests"],
+            json!({"cpu": "500m", "memory": "1Gi"}),
+            "a given request stays"
+        );
+        assert_eq!(
+            pod["spec"]["containers"][1]["resources"]["requests"],
+            json!({"cpu": "250m"})
+        );
+        assert!(
+            pod["spec"]["containers"][2].get("resources").is_none(),
+            "nothing to default"
+        );
+        assert_eq!(
+            pod["spec"]["initContainers"][0]["resources"]["requests"],
+            json!({"memory": "64Mi"})
+        );
         assert_eq!(pod["spec"]["resources"]["requests"], json!({"cpu": "2"}));
     }
 }

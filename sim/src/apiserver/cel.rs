@@ -86,7 +86,10 @@ pub enum CelError {
 }
 
 fn syntax(column: usize, message: impl Into<String>) -> CelError {
-    CelError::Syntax { column, message: message.into() }
+    CelError::Syntax {
+        column,
+        message: message.into(),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -240,18 +243,33 @@ impl Expr {
         match self {
             Expr::Literal(_) => false,
             Expr::Ident(ident) => ident == name,
-            Expr::Select(operand, _) | Expr::Has(operand, _) | Expr::Unary(_, operand) => operand.references(name),
-            Expr::Index(left, right) | Expr::Binary(_, left, right) | Expr::And(left, right) | Expr::Or(left, right) => {
-                left.references(name) || right.references(name)
+            Expr::Select(operand, _) | Expr::Has(operand, _) | Expr::Unary(_, operand) => {
+                operand.references(name)
             }
+            Expr::Index(left, right)
+            | Expr::Binary(_, left, right)
+            | Expr::And(left, right)
+            | Expr::Or(left, right) => left.references(name) || right.references(name),
             Expr::Call { target, args, .. } => {
-                target.as_ref().is_some_and(|t| t.references(name)) || args.iter().any(|a| a.references(name))
+                target.as_ref().is_some_and(|t| t.references(name))
+                    || args.iter().any(|a| a.references(name))
             }
             Expr::List(items) => items.iter().any(|i| i.references(name)),
-            Expr::Map(entries) => entries.iter().any(|(k, v)| k.references(name) || v.references(name)),
-            Expr::Conditional(c, t, e) => c.references(name) || t.references(name) || e.references(name),
-            Expr::Comprehension { range, filter, body, .. } => {
-                range.references(name) || filter.as_ref().is_some_and(|f| f.references(name)) || body.references(name)
+            Expr::Map(entries) => entries
+                .iter()
+                .any(|(k, v)| k.references(name) || v.references(name)),
+            Expr::Conditional(c, t, e) => {
+                c.references(name) || t.references(name) || e.references(name)
+            }
+            Expr::Comprehension {
+                range,
+                filter,
+                body,
+                ..
+            } => {
+                range.references(name)
+                    || filter.as_ref().is_some_and(|f| f.references(name))
+                    || body.references(name)
             }
         }
     }
@@ -273,8 +291,10 @@ enum Token {
 }
 
 /// Longest first, so that `==` is not read as two tokens.
-const PUNCTUATION: &[&str] =
-    &["==", "!=", "<=", ">=", "&&", "||", "+", "-", "*", "/", "%", "!", "<", ">", "?", ":", ".", ",", "[", "]", "(", ")", "{", "}"];
+const PUNCTUATION: &[&str] = &[
+    "==", "!=", "<=", ">=", "&&", "||", "+", "-", "*", "/", "%", "!", "<", ">", "?", ":", ".", ",",
+    "[", "]", "(", ")", "{", "}",
+];
 
 /// Words CEL reserves: they may not name variables or functions.
 const RESERVED: &[&str] = &[
@@ -323,7 +343,10 @@ fn tokenize(source: &str) -> Result<Vec<(Token, usize)>, CelError> {
         }
         if c == '_' || c.is_ascii_alphabetic() {
             let start = i;
-            while chars.get(i).is_some_and(|&c| c == '_' || c.is_ascii_alphanumeric()) {
+            while chars
+                .get(i)
+                .is_some_and(|&c| c == '_' || c.is_ascii_alphanumeric())
+            {
                 i += 1;
             }
             let word: String = chars[start..i].iter().collect();
@@ -335,7 +358,9 @@ fn tokenize(source: &str) -> Result<Vec<(Token, usize)>, CelError> {
                         i = next;
                         continue;
                     }
-                    "b" | "rb" | "br" => return Err(syntax(column, "bytes literals are not supported")),
+                    "b" | "rb" | "br" => {
+                        return Err(syntax(column, "bytes literals are not supported"));
+                    }
                     _ => {}
                 }
             }
@@ -372,7 +397,8 @@ fn lex_number(chars: &[char], start: usize) -> Result<(Token, usize), CelError> 
     if chars.get(start) == Some(&'0') && matches!(chars.get(start + 1), Some('x' | 'X')) {
         let end = digits_from(start + 2, 16);
         let digits: String = chars[start + 2..end].iter().collect();
-        let value = u64::from_str_radix(&digits, 16).map_err(|_| syntax(column, "invalid hexadecimal literal"))?;
+        let value = u64::from_str_radix(&digits, 16)
+            .map_err(|_| syntax(column, "invalid hexadecimal literal"))?;
         return Ok(unsigned_suffix(chars, end, value));
     }
     let mut i = digits_from(start, 10);
@@ -393,15 +419,23 @@ fn lex_number(chars: &[char], start: usize) -> Result<(Token, usize), CelError> 
     }
     let text: String = chars[start..i].iter().collect();
     if is_double {
-        let value: f64 = text.parse().map_err(|_| syntax(column, format!("invalid number '{text}'")))?;
+        let value: f64 = text
+            .parse()
+            .map_err(|_| syntax(column, format!("invalid number '{text}'")))?;
         return Ok((Token::Double(value), i));
     }
-    let value: u64 = text.parse().map_err(|_| syntax(column, format!("integer literal '{text}' is out of range")))?;
+    let value: u64 = text
+        .parse()
+        .map_err(|_| syntax(column, format!("integer literal '{text}' is out of range")))?;
     Ok(unsigned_suffix(chars, i, value))
 }
 
 fn unsigned_suffix(chars: &[char], i: usize, value: u64) -> (Token, usize) {
-    if matches!(chars.get(i), Some('u' | 'U')) { (Token::Uint(value), i + 1) } else { (Token::Int(value), i) }
+    if matches!(chars.get(i), Some('u' | 'U')) {
+        (Token::Uint(value), i + 1)
+    } else {
+        (Token::Int(value), i)
+    }
 }
 
 /// A string literal starting at the quote `chars[start]`; returns its text and the index after
@@ -416,7 +450,9 @@ fn lex_string(chars: &[char], start: usize, raw: bool) -> Result<(String, usize)
         let Some(&c) = chars.get(i) else {
             return Err(syntax(column, "unterminated string literal"));
         };
-        if c == quote && (!triple || (chars.get(i + 1) == Some(&quote) && chars.get(i + 2) == Some(&quote))) {
+        if c == quote
+            && (!triple || (chars.get(i + 1) == Some(&quote) && chars.get(i + 2) == Some(&quote)))
+        {
             return Ok((text, i + if triple { 3 } else { 1 }));
         }
         if !triple && (c == '\n' || c == '\r') {
@@ -458,9 +494,16 @@ fn lex_escape(chars: &[char], start: usize) -> Result<(char, usize), CelError> {
         'u' => (start + 2, 16, 4),
         'U' => (start + 2, 16, 8),
         '0'..='3' => (start + 1, 8, 3),
-        _ => return Err(syntax(column, format!("invalid escape sequence '\\{kind}'"))),
+        _ => {
+            return Err(syntax(
+                column,
+                format!("invalid escape sequence '\\{kind}'"),
+            ));
+        }
     };
-    let digits = chars.get(from..from + len).filter(|d| d.iter().all(|c| c.is_digit(radix)));
+    let digits = chars
+        .get(from..from + len)
+        .filter(|d| d.iter().all(|c| c.is_digit(radix)));
     let code = digits
         .and_then(|d| u32::from_str_radix(&d.iter().collect::<String>(), radix).ok())
         .and_then(char::from_u32)
@@ -482,12 +525,19 @@ pub struct Program {
 impl Program {
     /// Parses `source`.
     pub fn parse(source: &str) -> Result<Program, CelError> {
-        let mut parser = Parser { tokens: tokenize(source)?, position: 0, depth: 0 };
+        let mut parser = Parser {
+            tokens: tokenize(source)?,
+            position: 0,
+            depth: 0,
+        };
         let expr = parser.parse_expr()?;
         if parser.peek() != &Token::End {
             return Err(parser.unexpected());
         }
-        Ok(Program { source: source.to_string(), expr })
+        Ok(Program {
+            source: source.to_string(),
+            expr,
+        })
     }
 
     /// The text the program was parsed from.
@@ -507,7 +557,12 @@ impl Program {
 
     /// Evaluates the program with the given variables in scope.
     pub fn evaluate<'a>(&self, variables: &[(&str, Val<'a>)]) -> Result<Val<'a>, CelError> {
-        let mut evaluator = Evaluator { locals: variables.iter().map(|(name, value)| (name.to_string(), value.clone().flat())).collect() };
+        let mut evaluator = Evaluator {
+            locals: variables
+                .iter()
+                .map(|(name, value)| (name.to_string(), value.clone().flat()))
+                .collect(),
+        };
         evaluator.eval(&self.expr)
     }
 }
@@ -548,7 +603,9 @@ pub fn regex(pattern: &str) -> Result<Regex, regex::Error> {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 struct Parser {
@@ -583,7 +640,14 @@ impl Parser {
     }
 
     fn expect(&mut self, punct: &str) -> Result<(), CelError> {
-        if self.eat(punct) { Ok(()) } else { Err(syntax(self.column(), format!("expected '{punct}', found {}", self.describe()))) }
+        if self.eat(punct) {
+            Ok(())
+        } else {
+            Err(syntax(
+                self.column(),
+                format!("expected '{punct}', found {}", self.describe()),
+            ))
+        }
     }
 
     fn describe(&self) -> String {
@@ -606,7 +670,10 @@ impl Parser {
         let saved = self.depth;
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err(syntax(self.column(), format!("expression nests more than {MAX_DEPTH} levels deep")));
+            return Err(syntax(
+                self.column(),
+                format!("expression nests more than {MAX_DEPTH} levels deep"),
+            ));
         }
         Ok(saved)
     }
@@ -707,7 +774,8 @@ impl Parser {
             if let Token::Int(magnitude) = *self.peek() {
                 let column = self.column();
                 self.advance();
-                let value = i64::try_from(-i128::from(magnitude)).map_err(|_| syntax(column, "integer literal is out of range"))?;
+                let value = i64::try_from(-i128::from(magnitude))
+                    .map_err(|_| syntax(column, "integer literal is out of range"))?;
                 self.parse_member_suffix(Expr::Literal(Literal::Int(value)))?
             } else {
                 Expr::Unary(UnaryOp::Negate, Box::new(self.parse_unary()?))
@@ -728,7 +796,13 @@ impl Parser {
                 self.deeper()?;
                 let column = self.column();
                 let Token::Ident(name) = self.peek().clone() else {
-                    return Err(syntax(column, format!("expected a field or method name after '.', found {}", self.describe())));
+                    return Err(syntax(
+                        column,
+                        format!(
+                            "expected a field or method name after '.', found {}",
+                            self.describe()
+                        ),
+                    ));
                 };
                 self.advance();
                 expr = if self.eat("(") {
@@ -757,7 +831,9 @@ impl Parser {
         match token {
             Token::Int(n) => {
                 self.advance();
-                let value = i64::try_from(n).map_err(|_| syntax(column, format!("integer literal '{n}' is out of range")))?;
+                let value = i64::try_from(n).map_err(|_| {
+                    syntax(column, format!("integer literal '{n}' is out of range"))
+                })?;
                 Ok(Expr::Literal(Literal::Int(value)))
             }
             Token::Uint(n) => {
@@ -786,7 +862,13 @@ impl Parser {
                 self.advance();
                 let column = self.column();
                 let Token::Ident(name) = self.peek().clone() else {
-                    return Err(syntax(column, format!("expected an identifier after '.', found {}", self.describe())));
+                    return Err(syntax(
+                        column,
+                        format!(
+                            "expected an identifier after '.', found {}",
+                            self.describe()
+                        ),
+                    ));
                 };
                 self.advance();
                 self.parse_identifier(name, column)
@@ -840,10 +922,17 @@ impl Parser {
         if name == "has" {
             return match (args.pop(), args.is_empty()) {
                 (Some(Expr::Select(operand, field)), true) => Ok(Expr::Has(operand, field)),
-                _ => Err(syntax(column, "invalid argument to has() macro: expected a field selection such as has(self.field)")),
+                _ => Err(syntax(
+                    column,
+                    "invalid argument to has() macro: expected a field selection such as has(self.field)",
+                )),
             };
         }
-        Ok(Expr::Call { target: None, function: name, args })
+        Ok(Expr::Call {
+            target: None,
+            function: name,
+            args,
+        })
     }
 
     /// Call arguments after the opening parenthesis, through the closing one.
@@ -863,29 +952,56 @@ impl Parser {
 }
 
 /// `target.name(args)`: a comprehension macro, or a method call.
-fn method_or_macro(target: Expr, name: String, args: Vec<Expr>, column: usize) -> Result<Expr, CelError> {
+fn method_or_macro(
+    target: Expr,
+    name: String,
+    args: Vec<Expr>,
+    column: usize,
+) -> Result<Expr, CelError> {
     let kind = match name.as_str() {
         "all" => Macro::All,
         "exists" => Macro::Exists,
         "exists_one" => Macro::ExistsOne,
         "map" => Macro::Map,
         "filter" => Macro::Filter,
-        _ => return Ok(Expr::Call { target: Some(Box::new(target)), function: name, args }),
+        _ => {
+            return Ok(Expr::Call {
+                target: Some(Box::new(target)),
+                function: name,
+                args,
+            });
+        }
     };
     let arity_fits = args.len() == 2 || (kind == Macro::Map && args.len() == 3);
     if !arity_fits {
         let expected = if kind == Macro::Map { "2 or 3" } else { "2" };
-        return Err(syntax(column, format!("{name}() takes {expected} arguments, got {}", args.len())));
+        return Err(syntax(
+            column,
+            format!("{name}() takes {expected} arguments, got {}", args.len()),
+        ));
     }
     let mut args = args.into_iter();
     let variable = match args.next() {
         Some(Expr::Ident(variable)) => variable,
-        _ => return Err(syntax(column, format!("the first argument of {name}() must be a variable name"))),
+        _ => {
+            return Err(syntax(
+                column,
+                format!("the first argument of {name}() must be a variable name"),
+            ));
+        }
     };
     let mut rest: Vec<Expr> = args.collect();
-    let body = rest.pop().ok_or_else(|| syntax(column, format!("{name}() needs a predicate")))?;
+    let body = rest
+        .pop()
+        .ok_or_else(|| syntax(column, format!("{name}() needs a predicate")))?;
     let filter = rest.pop().map(Box::new);
-    Ok(Expr::Comprehension { kind, range: Box::new(target), variable, filter, body: Box::new(body) })
+    Ok(Expr::Comprehension {
+        kind,
+        range: Box::new(target),
+        variable,
+        filter,
+        body: Box::new(body),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -990,7 +1106,11 @@ impl<'a> Val<'a> {
         match self {
             Val::Map(entries) => Some(entries.clone()),
             Val::Json(value) => match *value {
-                Value::Object(map) => Some(map.iter().map(|(k, v)| (Val::String(Cow::Borrowed(k.as_str())), Val::from_json(v))).collect()),
+                Value::Object(map) => Some(
+                    map.iter()
+                        .map(|(k, v)| (Val::String(Cow::Borrowed(k.as_str())), Val::from_json(v)))
+                        .collect(),
+                ),
                 _ => None,
             },
             _ => None,
@@ -1014,10 +1134,21 @@ impl<'a> Val<'a> {
                     Val::String(name) => map.get(&**name).map(Val::from_json),
                     _ => None,
                 }),
-                _ => Err(CelError::NoSuchOverload(format!("{}[{}]", self.type_name(), key.type_name()))),
+                _ => Err(CelError::NoSuchOverload(format!(
+                    "{}[{}]",
+                    self.type_name(),
+                    key.type_name()
+                ))),
             },
-            Val::Map(entries) => Ok(entries.iter().find(|(k, _)| equal(k, key)).map(|(_, v)| v.clone())),
-            _ => Err(CelError::NoSuchOverload(format!("{}[{}]", self.type_name(), key.type_name()))),
+            Val::Map(entries) => Ok(entries
+                .iter()
+                .find(|(k, _)| equal(k, key))
+                .map(|(_, v)| v.clone())),
+            _ => Err(CelError::NoSuchOverload(format!(
+                "{}[{}]",
+                self.type_name(),
+                key.type_name()
+            ))),
         }
     }
 }
@@ -1041,7 +1172,10 @@ pub fn equal(left: &Val<'_>, right: &Val<'_>) -> bool {
             }
             if let (Some(a), Some(b)) = (left.entries(), right.entries()) {
                 return a.len() == b.len()
-                    && a.iter().all(|(key, value)| b.iter().any(|(other_key, other)| equal(key, other_key) && equal(value, other)));
+                    && a.iter().all(|(key, value)| {
+                        b.iter()
+                            .any(|(other_key, other)| equal(key, other_key) && equal(value, other))
+                    });
             }
             false
         }
@@ -1058,7 +1192,9 @@ fn numeric_cmp(left: &Val<'_>, right: &Val<'_>) -> Option<Ordering> {
     };
     match (left, right) {
         (Val::Double(a), Val::Double(b)) => a.partial_cmp(b),
-        (Val::Double(a), other) => as_wide(other).and_then(|b| cmp_wide_double(b, *a)).map(Ordering::reverse),
+        (Val::Double(a), other) => as_wide(other)
+            .and_then(|b| cmp_wide_double(b, *a))
+            .map(Ordering::reverse),
         (other, Val::Double(b)) => as_wide(other).and_then(|a| cmp_wide_double(a, *b)),
         (a, b) => Some(as_wide(a)?.cmp(&as_wide(b)?)),
     }
@@ -1115,9 +1251,14 @@ fn unescape_field(name: &str) -> Option<String> {
     let mut out = String::new();
     let mut rest = name;
     while !rest.is_empty() {
-        let replaced = [("__underscores__", "__"), ("__dash__", "-"), ("__dot__", "."), ("__slash__", "/")]
-            .iter()
-            .find(|(escaped, _)| rest.starts_with(*escaped));
+        let replaced = [
+            ("__underscores__", "__"),
+            ("__dash__", "-"),
+            ("__dot__", "."),
+            ("__slash__", "/"),
+        ]
+        .iter()
+        .find(|(escaped, _)| rest.starts_with(*escaped));
         match replaced {
             Some((escaped, plain)) => {
                 out.push_str(plain);
@@ -1139,7 +1280,10 @@ fn unescape_field(name: &str) -> Option<String> {
 fn field<'a>(target: &Val<'a>, name: &str) -> Result<Option<Val<'a>>, CelError> {
     let key = Val::String(Cow::Owned(name.to_string()));
     if !target.is_map() {
-        return Err(CelError::NoSuchOverload(format!("field selection '.{name}' on {}", target.type_name())));
+        return Err(CelError::NoSuchOverload(format!(
+            "field selection '.{name}' on {}",
+            target.type_name()
+        )));
     }
     if let Some(found) = target.lookup(&key)? {
         return Ok(Some(found));
@@ -1184,7 +1328,11 @@ impl<'a> Evaluator<'a> {
                 let index = self.eval(index)?;
                 index_value(target, &index)
             }
-            Expr::Call { target, function, args } => {
+            Expr::Call {
+                target,
+                function,
+                args,
+            } => {
                 let mut values = Vec::with_capacity(args.len() + 1);
                 if let Some(target) = target {
                     values.push(self.eval(target)?);
@@ -1194,16 +1342,29 @@ impl<'a> Evaluator<'a> {
                 }
                 call(function, target.is_some(), values)
             }
-            Expr::List(items) => items.iter().map(|item| self.eval(item)).collect::<Result<Vec<_>, _>>().map(Val::List),
+            Expr::List(items) => items
+                .iter()
+                .map(|item| self.eval(item))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Val::List),
             Expr::Map(entries) => {
                 let mut built: Vec<(Val<'a>, Val<'a>)> = Vec::with_capacity(entries.len());
                 for (key, value) in entries {
                     let key = self.eval(key)?;
-                    if !matches!(key, Val::String(_) | Val::Int(_) | Val::Uint(_) | Val::Bool(_)) {
-                        return Err(CelError::Eval(format!("unsupported key type: {}", key.type_name())));
+                    if !matches!(
+                        key,
+                        Val::String(_) | Val::Int(_) | Val::Uint(_) | Val::Bool(_)
+                    ) {
+                        return Err(CelError::Eval(format!(
+                            "unsupported key type: {}",
+                            key.type_name()
+                        )));
                     }
                     if built.iter().any(|(k, _)| equal(k, &key)) {
-                        return Err(CelError::Eval(format!("Failed with repeated key: {}", describe_key(&key))));
+                        return Err(CelError::Eval(format!(
+                            "Failed with repeated key: {}",
+                            describe_key(&key)
+                        )));
                     }
                     let value = self.eval(value)?;
                     built.push((key, value));
@@ -1214,9 +1375,10 @@ impl<'a> Evaluator<'a> {
                 let value = self.eval(operand)?;
                 match (op, &value) {
                     (UnaryOp::Not, Val::Bool(b)) => Ok(Val::Bool(!b)),
-                    (UnaryOp::Negate, Val::Int(i)) => {
-                        i.checked_neg().map(Val::Int).ok_or_else(|| CelError::Eval("integer overflow".into()))
-                    }
+                    (UnaryOp::Negate, Val::Int(i)) => i
+                        .checked_neg()
+                        .map(Val::Int)
+                        .ok_or_else(|| CelError::Eval("integer overflow".into())),
                     (UnaryOp::Negate, Val::Double(d)) => Ok(Val::Double(-d)),
                     (UnaryOp::Negate, Val::Duration(d)) => Ok(Val::Duration(-d)),
                     (UnaryOp::Not, _) => Err(no_overload("!_", &[&value])),
@@ -1235,9 +1397,13 @@ impl<'a> Evaluator<'a> {
                 Val::Bool(false) => self.eval(otherwise),
                 other => Err(no_overload("_?_:_", &[&other])),
             },
-            Expr::Comprehension { kind, range, variable, filter, body } => {
-                self.comprehension(*kind, range, variable, filter.as_deref(), body)
-            }
+            Expr::Comprehension {
+                kind,
+                range,
+                variable,
+                filter,
+                body,
+            } => self.comprehension(*kind, range, variable, filter.as_deref(), body),
         }
     }
 
@@ -1288,7 +1454,13 @@ impl<'a> Evaluator<'a> {
         result
     }
 
-    fn predicate(&mut self, name: &str, value: Val<'a>, expr: &Expr, macro_name: &str) -> Result<bool, CelError> {
+    fn predicate(
+        &mut self,
+        name: &str,
+        value: Val<'a>,
+        expr: &Expr,
+        macro_name: &str,
+    ) -> Result<bool, CelError> {
         match self.with_local(name, value, expr)? {
             Val::Bool(b) => Ok(b),
             other => Err(no_overload(macro_name, &[&other])),
@@ -1315,7 +1487,12 @@ impl<'a> Evaluator<'a> {
                 let decisive = kind == Macro::Exists;
                 let mut error = None;
                 for element in elements {
-                    match self.predicate(variable, element, body, if decisive { "exists" } else { "all" }) {
+                    match self.predicate(
+                        variable,
+                        element,
+                        body,
+                        if decisive { "exists" } else { "all" },
+                    ) {
                         Ok(b) if b == decisive => return Ok(Val::Bool(decisive)),
                         Ok(_) => {}
                         Err(e) => {
@@ -1371,10 +1548,15 @@ fn index_value<'a>(target: Val<'a>, index: &Val<'a>) -> Result<Val<'a>, CelError
             Val::Double(d) if d.fract() == 0.0 && d.abs() < 9.2e18 => *d as i64,
             other => return Err(no_overload("_[_]", &[&target, other])),
         };
-        return usize::try_from(position).ok().and_then(|p| items.into_iter().nth(p)).ok_or(CelError::IndexOutOfBounds(position));
+        return usize::try_from(position)
+            .ok()
+            .and_then(|p| items.into_iter().nth(p))
+            .ok_or(CelError::IndexOutOfBounds(position));
     }
     if target.is_map() {
-        return target.lookup(index)?.ok_or_else(|| CelError::NoSuchKey(describe_key(index)));
+        return target
+            .lookup(index)?
+            .ok_or_else(|| CelError::NoSuchKey(describe_key(index)));
     }
     Err(no_overload("_[_]", &[&target, index]))
 }
@@ -1393,7 +1575,8 @@ fn binary<'a>(op: BinaryOp, left: Val<'a>, right: Val<'a>) -> Result<Val<'a>, Ce
             Err(no_overload("@in", &[&left, &right]))
         }
         BinaryOp::Less | BinaryOp::LessOrEqual | BinaryOp::Greater | BinaryOp::GreaterOrEqual => {
-            let ordering = compare(&left, &right).ok_or_else(|| no_overload(&format!("_{}_", op.symbol()), &[&left, &right]))?;
+            let ordering = compare(&left, &right)
+                .ok_or_else(|| no_overload(&format!("_{}_", op.symbol()), &[&left, &right]))?;
             // NaN compares false with everything.
             Ok(Val::Bool(ordering.is_some_and(|o| match op {
                 BinaryOp::Less => o == Ordering::Less,
@@ -1402,7 +1585,11 @@ fn binary<'a>(op: BinaryOp, left: Val<'a>, right: Val<'a>) -> Result<Val<'a>, Ce
                 _ => o != Ordering::Less,
             })))
         }
-        BinaryOp::Add | BinaryOp::Subtract | BinaryOp::Multiply | BinaryOp::Divide | BinaryOp::Modulo => arithmetic(op, left, right),
+        BinaryOp::Add
+        | BinaryOp::Subtract
+        | BinaryOp::Multiply
+        | BinaryOp::Divide
+        | BinaryOp::Modulo => arithmetic(op, left, right),
     }
 }
 
@@ -1415,7 +1602,9 @@ fn compare(left: &Val<'_>, right: &Val<'_>) -> Option<Option<Ordering>> {
     match (left, right) {
         (Val::String(a), Val::String(b)) => Some(Some(a.cmp(b))),
         (Val::Bool(a), Val::Bool(b)) => Some(Some(a.cmp(b))),
-        (Val::Duration(a), Val::Duration(b)) | (Val::Timestamp(a), Val::Timestamp(b)) => Some(Some(a.cmp(b))),
+        (Val::Duration(a), Val::Duration(b)) | (Val::Timestamp(a), Val::Timestamp(b)) => {
+            Some(Some(a.cmp(b)))
+        }
         _ => None,
     }
 }
@@ -1425,8 +1614,12 @@ fn arithmetic<'a>(op: BinaryOp, left: Val<'a>, right: Val<'a>) -> Result<Val<'a>
     let overflow = || CelError::Eval("integer overflow".to_string());
     let unsigned_overflow = || CelError::Eval("unsigned integer overflow".to_string());
     match (op, &left, &right) {
-        (Divide, Val::Int(_), Val::Int(0)) | (Divide, Val::Uint(_), Val::Uint(0)) => Err(CelError::Eval("division by zero".into())),
-        (Modulo, Val::Int(_), Val::Int(0)) | (Modulo, Val::Uint(_), Val::Uint(0)) => Err(CelError::Eval("modulus by zero".into())),
+        (Divide, Val::Int(_), Val::Int(0)) | (Divide, Val::Uint(_), Val::Uint(0)) => {
+            Err(CelError::Eval("division by zero".into()))
+        }
+        (Modulo, Val::Int(_), Val::Int(0)) | (Modulo, Val::Uint(_), Val::Uint(0)) => {
+            Err(CelError::Eval("modulus by zero".into()))
+        }
         (_, Val::Int(a), Val::Int(b)) if op != Modulo || *b != -1 => {
             let result = match op {
                 Add => a.checked_add(*b),
@@ -1455,7 +1648,9 @@ fn arithmetic<'a>(op: BinaryOp, left: Val<'a>, right: Val<'a>) -> Result<Val<'a>
         (Add, Val::String(a), Val::String(b)) => Ok(Val::String(Cow::Owned(format!("{a}{b}")))),
         (Add, Val::Duration(a), Val::Duration(b)) => Ok(Val::Duration(a + b)),
         (Subtract, Val::Duration(a), Val::Duration(b)) => Ok(Val::Duration(a - b)),
-        (Add, Val::Timestamp(t), Val::Duration(d)) | (Add, Val::Duration(d), Val::Timestamp(t)) => Ok(Val::Timestamp(t + d)),
+        (Add, Val::Timestamp(t), Val::Duration(d)) | (Add, Val::Duration(d), Val::Timestamp(t)) => {
+            Ok(Val::Timestamp(t + d))
+        }
         (Subtract, Val::Timestamp(t), Val::Duration(d)) => Ok(Val::Timestamp(t - d)),
         (Subtract, Val::Timestamp(a), Val::Timestamp(b)) => Ok(Val::Duration(a - b)),
         _ => match (op, left.items(), right.items()) {
@@ -1521,7 +1716,11 @@ fn call<'a>(function: &str, is_method: bool, values: Vec<Val<'a>>) -> Result<Val
     }
     let mismatch = || {
         let refs: Vec<&Val<'_>> = values.iter().collect();
-        let name = if is_method { format!(".{function}") } else { function.to_string() };
+        let name = if is_method {
+            format!(".{function}")
+        } else {
+            function.to_string()
+        };
         no_overload(&name, &refs)
     };
     use Val::String as Str;
@@ -1538,39 +1737,72 @@ fn call<'a>(function: &str, is_method: bool, values: Vec<Val<'a>>) -> Result<Val
         ("duration", false, [Val::Duration(d)]) => Some(Ok(Val::Duration(*d))),
         ("timestamp", false, [Str(text)]) => Some(parse_timestamp(text).map(Val::Timestamp)),
         ("timestamp", false, [Val::Timestamp(t)]) => Some(Ok(Val::Timestamp(*t))),
-        ("matches", _, [Str(text), Str(pattern)]) => Some(compiled(pattern).map(|re| Val::Bool(re.is_match(text)))),
-        ("contains", true, [Str(text), Str(part)]) => Some(Ok(Val::Bool(text.contains(&**part)))),
-        ("startsWith", true, [Str(text), Str(prefix)]) => Some(Ok(Val::Bool(text.starts_with(&**prefix)))),
-        ("endsWith", true, [Str(text), Str(suffix)]) => Some(Ok(Val::Bool(text.ends_with(&**suffix)))),
-        ("find", true, [Str(text), Str(pattern)]) => {
-            Some(compiled(pattern).map(|re| string_val(re.find(text).map(|m| m.as_str()).unwrap_or_default())))
+        ("matches", _, [Str(text), Str(pattern)]) => {
+            Some(compiled(pattern).map(|re| Val::Bool(re.is_match(text))))
         }
+        ("contains", true, [Str(text), Str(part)]) => Some(Ok(Val::Bool(text.contains(&**part)))),
+        ("startsWith", true, [Str(text), Str(prefix)]) => {
+            Some(Ok(Val::Bool(text.starts_with(&**prefix))))
+        }
+        ("endsWith", true, [Str(text), Str(suffix)]) => {
+            Some(Ok(Val::Bool(text.ends_with(&**suffix))))
+        }
+        ("find", true, [Str(text), Str(pattern)]) => Some(
+            compiled(pattern)
+                .map(|re| string_val(re.find(text).map(|m| m.as_str()).unwrap_or_default())),
+        ),
         ("findAll", true, [Str(text), Str(pattern)]) => Some(find_all(text, pattern, -1)),
-        ("findAll", true, [Str(text), Str(pattern), Val::Int(limit)]) => Some(find_all(text, pattern, *limit)),
+        ("findAll", true, [Str(text), Str(pattern), Val::Int(limit)]) => {
+            Some(find_all(text, pattern, *limit))
+        }
         ("lowerAscii", true, [Str(text)]) => Some(Ok(string_val(text.to_ascii_lowercase()))),
         ("upperAscii", true, [Str(text)]) => Some(Ok(string_val(text.to_ascii_uppercase()))),
         ("trim", true, [Str(text)]) => Some(Ok(string_val(text.trim()))),
         ("split", true, [Str(text), Str(separator)]) => Some(Ok(split(text, separator, -1))),
-        ("split", true, [Str(text), Str(separator), Val::Int(limit)]) => Some(Ok(split(text, separator, *limit))),
-        ("replace", true, [Str(text), Str(from), Str(to)]) => Some(Ok(string_val(text.replace(&**from, to)))),
-        ("replace", true, [Str(text), Str(from), Str(to), Val::Int(limit)]) => Some(Ok(string_val(if *limit < 0 {
-            text.replace(&**from, to)
-        } else {
-            text.replacen(&**from, to, usize::try_from(*limit).unwrap_or(usize::MAX))
-        }))),
+        ("split", true, [Str(text), Str(separator), Val::Int(limit)]) => {
+            Some(Ok(split(text, separator, *limit)))
+        }
+        ("replace", true, [Str(text), Str(from), Str(to)]) => {
+            Some(Ok(string_val(text.replace(&**from, to))))
+        }
+        ("replace", true, [Str(text), Str(from), Str(to), Val::Int(limit)]) => {
+            Some(Ok(string_val(if *limit < 0 {
+                text.replace(&**from, to)
+            } else {
+                text.replacen(&**from, to, usize::try_from(*limit).unwrap_or(usize::MAX))
+            })))
+        }
         ("indexOf", true, [Str(text), Str(part)]) => Some(string_index_of(text, part, 0)),
-        ("indexOf", true, [Str(text), Str(part), Val::Int(start)]) => Some(string_index_of(text, part, *start)),
-        ("lastIndexOf", true, [Str(text), Str(part)]) => Some(string_last_index_of(text, part, None)),
-        ("lastIndexOf", true, [Str(text), Str(part), Val::Int(end)]) => Some(string_last_index_of(text, part, Some(*end))),
+        ("indexOf", true, [Str(text), Str(part), Val::Int(start)]) => {
+            Some(string_index_of(text, part, *start))
+        }
+        ("lastIndexOf", true, [Str(text), Str(part)]) => {
+            Some(string_last_index_of(text, part, None))
+        }
+        ("lastIndexOf", true, [Str(text), Str(part), Val::Int(end)]) => {
+            Some(string_last_index_of(text, part, Some(*end)))
+        }
         ("substring", true, [Str(text), Val::Int(start)]) => Some(substring(text, *start, None)),
-        ("substring", true, [Str(text), Val::Int(start), Val::Int(end)]) => Some(substring(text, *start, Some(*end))),
+        ("substring", true, [Str(text), Val::Int(start), Val::Int(end)]) => {
+            Some(substring(text, *start, Some(*end)))
+        }
         ("charAt", true, [Str(text), Val::Int(index)]) => Some(char_at(text, *index)),
-        ("indexOf", true, [list, value]) => {
-            list.items().map(|items| Ok(Val::Int(items.iter().position(|i| equal(i, value)).map_or(-1, |p| p as i64))))
-        }
-        ("lastIndexOf", true, [list, value]) => {
-            list.items().map(|items| Ok(Val::Int(items.iter().rposition(|i| equal(i, value)).map_or(-1, |p| p as i64))))
-        }
+        ("indexOf", true, [list, value]) => list.items().map(|items| {
+            Ok(Val::Int(
+                items
+                    .iter()
+                    .position(|i| equal(i, value))
+                    .map_or(-1, |p| p as i64),
+            ))
+        }),
+        ("lastIndexOf", true, [list, value]) => list.items().map(|items| {
+            Ok(Val::Int(
+                items
+                    .iter()
+                    .rposition(|i| equal(i, value))
+                    .map_or(-1, |p| p as i64),
+            ))
+        }),
         ("join", true, [list]) => list.items().map(|items| join(&items, "")),
         ("join", true, [list, Str(separator)]) => list.items().map(|items| join(&items, separator)),
         ("isSorted", true, [list]) => list.items().map(|items| is_sorted(&items)),
@@ -1610,17 +1842,29 @@ fn to_int<'a>(value: &Val<'a>) -> Option<Result<Val<'a>, CelError>> {
     Some(match value {
         Val::Int(i) => Ok(Val::Int(*i)),
         Val::Uint(u) => i64::try_from(*u).map(Val::Int).or_else(|_| range_error()),
-        Val::Double(d) if d.is_finite() && *d > -9.223_372_036_854_776e18 && *d < 9.223_372_036_854_776e18 => Ok(Val::Int(*d as i64)),
+        Val::Double(d)
+            if d.is_finite() && *d > -9.223_372_036_854_776e18 && *d < 9.223_372_036_854_776e18 =>
+        {
+            Ok(Val::Int(*d as i64))
+        }
         Val::Double(_) => range_error(),
         Val::String(text) => text.parse::<i64>().map(Val::Int).map_err(|e| {
-            let reason = if matches!(e.kind(), std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow) {
+            let reason = if matches!(
+                e.kind(),
+                std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow
+            ) {
                 "value out of range"
             } else {
                 "invalid syntax"
             };
-            CelError::Eval(format!("strconv.ParseInt: parsing {}: {reason}", go_quote(text)))
+            CelError::Eval(format!(
+                "strconv.ParseInt: parsing {}: {reason}",
+                go_quote(text)
+            ))
         }),
-        Val::Timestamp(t) => Ok(Val::Int(i64::try_from(t.div_euclid(NANOS_PER_SECOND)).unwrap_or(i64::MAX))),
+        Val::Timestamp(t) => Ok(Val::Int(
+            i64::try_from(t.div_euclid(NANOS_PER_SECOND)).unwrap_or(i64::MAX),
+        )),
         Val::Duration(d) => Ok(Val::Int(i64::try_from(*d).unwrap_or(i64::MAX))),
         _ => return None,
     })
@@ -1630,11 +1874,20 @@ fn to_uint<'a>(value: &Val<'a>) -> Option<Result<Val<'a>, CelError>> {
     Some(match value {
         Val::Uint(u) => Ok(Val::Uint(*u)),
         Val::Int(i) => u64::try_from(*i).map(Val::Uint).or_else(|_| range_error()),
-        Val::Double(d) if d.is_finite() && *d > -1.0 && *d < 1.844_674_407_370_955_2e19 => Ok(Val::Uint(*d as u64)),
+        Val::Double(d) if d.is_finite() && *d > -1.0 && *d < 1.844_674_407_370_955_2e19 => {
+            Ok(Val::Uint(*d as u64))
+        }
         Val::Double(_) => range_error(),
         Val::String(text) => text.parse::<u64>().map(Val::Uint).map_err(|e| {
-            let reason = if matches!(e.kind(), std::num::IntErrorKind::PosOverflow) { "value out of range" } else { "invalid syntax" };
-            CelError::Eval(format!("strconv.ParseUint: parsing {}: {reason}", go_quote(text)))
+            let reason = if matches!(e.kind(), std::num::IntErrorKind::PosOverflow) {
+                "value out of range"
+            } else {
+                "invalid syntax"
+            };
+            CelError::Eval(format!(
+                "strconv.ParseUint: parsing {}: {reason}",
+                go_quote(text)
+            ))
         }),
         _ => return None,
     })
@@ -1645,10 +1898,12 @@ fn to_double<'a>(value: &Val<'a>) -> Option<Result<Val<'a>, CelError>> {
         Val::Double(d) => Ok(Val::Double(*d)),
         Val::Int(i) => Ok(Val::Double(*i as f64)),
         Val::Uint(u) => Ok(Val::Double(*u as f64)),
-        Val::String(text) => text
-            .parse::<f64>()
-            .map(Val::Double)
-            .map_err(|_| CelError::Eval(format!("strconv.ParseFloat: parsing {}: invalid syntax", go_quote(text)))),
+        Val::String(text) => text.parse::<f64>().map(Val::Double).map_err(|_| {
+            CelError::Eval(format!(
+                "strconv.ParseFloat: parsing {}: invalid syntax",
+                go_quote(text)
+            ))
+        }),
         _ => return None,
     })
 }
@@ -1673,7 +1928,10 @@ fn to_bool<'a>(value: &Val<'a>) -> Option<Result<Val<'a>, CelError>> {
         Val::String(text) => match &**text {
             "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(Val::Bool(true)),
             "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(Val::Bool(false)),
-            other => Err(CelError::Eval(format!("strconv.ParseBool: parsing {}: invalid syntax", go_quote(other)))),
+            other => Err(CelError::Eval(format!(
+                "strconv.ParseBool: parsing {}: invalid syntax",
+                go_quote(other)
+            ))),
         },
         _ => return None,
     })
@@ -1687,7 +1945,12 @@ fn go_quote(text: &str) -> String {
 fn find_all<'a>(text: &str, pattern: &str, limit: i64) -> Result<Val<'a>, CelError> {
     let re = compiled(pattern)?;
     let take = usize::try_from(limit).unwrap_or(usize::MAX);
-    Ok(Val::List(re.find_iter(text).take(take).map(|m| string_val(m.as_str())).collect()))
+    Ok(Val::List(
+        re.find_iter(text)
+            .take(take)
+            .map(|m| string_val(m.as_str()))
+            .collect(),
+    ))
 }
 
 /// Go's `strings.SplitN`: a negative limit splits everywhere, zero yields nothing, an empty
@@ -1716,7 +1979,10 @@ fn split<'a>(text: &str, separator: &str, limit: i64) -> Val<'a> {
 
 fn char_offset(text: &str, index: i64) -> Result<usize, CelError> {
     let count = text.chars().count();
-    usize::try_from(index).ok().filter(|&i| i <= count).ok_or_else(|| CelError::Eval(format!("index out of range: {index}")))
+    usize::try_from(index)
+        .ok()
+        .filter(|&i| i <= count)
+        .ok_or_else(|| CelError::Eval(format!("index out of range: {index}")))
 }
 
 fn string_index_of<'a>(text: &str, part: &str, start: i64) -> Result<Val<'a>, CelError> {
@@ -1745,14 +2011,21 @@ fn substring<'a>(text: &str, start: i64, end: Option<i64>) -> Result<Val<'a>, Ce
         None => text.chars().count(),
     };
     if from > to {
-        return Err(CelError::Eval(format!("invalid substring range. start: {start}, end: {}", end.unwrap_or_default())));
+        return Err(CelError::Eval(format!(
+            "invalid substring range. start: {start}, end: {}",
+            end.unwrap_or_default()
+        )));
     }
-    Ok(string_val(text.chars().skip(from).take(to - from).collect::<String>()))
+    Ok(string_val(
+        text.chars().skip(from).take(to - from).collect::<String>(),
+    ))
 }
 
 fn char_at<'a>(text: &str, index: i64) -> Result<Val<'a>, CelError> {
     let at = char_offset(text, index)?;
-    Ok(string_val(text.chars().nth(at).map(String::from).unwrap_or_default()))
+    Ok(string_val(
+        text.chars().nth(at).map(String::from).unwrap_or_default(),
+    ))
 }
 
 fn join<'a>(items: &[Val<'a>], separator: &str) -> Result<Val<'a>, CelError> {
@@ -1793,20 +2066,38 @@ fn sum<'a>(items: Vec<Val<'a>>) -> Result<Val<'a>, CelError> {
 fn extreme<'a>(items: Vec<Val<'a>>, wanted: Ordering) -> Result<Val<'a>, CelError> {
     let mut items = items.into_iter();
     let Some(mut best) = items.next() else {
-        return Err(CelError::Eval(format!("{}() called on an empty list", if wanted == Ordering::Less { "min" } else { "max" })));
+        return Err(CelError::Eval(format!(
+            "{}() called on an empty list",
+            if wanted == Ordering::Less {
+                "min"
+            } else {
+                "max"
+            }
+        )));
     };
     for item in items {
         match compare(&item, &best) {
             Some(Some(o)) if o == wanted => best = item,
             Some(_) => {}
-            None => return Err(no_overload(if wanted == Ordering::Less { ".min" } else { ".max" }, &[&item, &best])),
+            None => {
+                return Err(no_overload(
+                    if wanted == Ordering::Less {
+                        ".min"
+                    } else {
+                        ".max"
+                    },
+                    &[&item, &best],
+                ));
+            }
         }
     }
     Ok(best)
 }
 
 fn duration_part<'a>(nanos: i128, unit: i128) -> Result<Val<'a>, CelError> {
-    i64::try_from(nanos / unit).map(Val::Int).or_else(|_| range_error())
+    i64::try_from(nanos / unit)
+        .map(Val::Int)
+        .or_else(|_| range_error())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1840,7 +2131,9 @@ fn parse_duration(text: &str) -> Result<i128, CelError> {
         if whole.is_empty() && fraction.is_empty() {
             return Err(invalid());
         }
-        let unit_len = rest.find(|c: char| c == '.' || c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c == '.' || c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let (unit, after) = rest.split_at(unit_len);
         rest = after;
         let scale: i128 = match unit {
@@ -1850,10 +2143,25 @@ fn parse_duration(text: &str) -> Result<i128, CelError> {
             "s" => NANOS_PER_SECOND,
             "m" => 60 * NANOS_PER_SECOND,
             "h" => 3600 * NANOS_PER_SECOND,
-            "" => return Err(CelError::Eval(format!("time: missing unit in duration {}", go_quote(text)))),
-            other => return Err(CelError::Eval(format!("time: unknown unit {} in duration {}", go_quote(other), go_quote(text)))),
+            "" => {
+                return Err(CelError::Eval(format!(
+                    "time: missing unit in duration {}",
+                    go_quote(text)
+                )));
+            }
+            other => {
+                return Err(CelError::Eval(format!(
+                    "time: unknown unit {} in duration {}",
+                    go_quote(other),
+                    go_quote(text)
+                )));
+            }
         };
-        let whole: i128 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| invalid())? };
+        let whole: i128 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().map_err(|_| invalid())?
+        };
         let mut value = whole.checked_mul(scale).ok_or_else(invalid)?;
         if !fraction.is_empty() {
             let digits = &fraction[..fraction.len().min(18)];
@@ -1885,10 +2193,19 @@ fn format_duration(nanos: i128) -> String {
 fn parse_timestamp(text: &str) -> Result<i128, CelError> {
     let invalid = || CelError::Eval(format!("invalid timestamp {}", go_quote(text)));
     let number = |from: usize, to: usize| -> Result<i64, CelError> {
-        text.get(from..to).filter(|d| d.bytes().all(|b| b.is_ascii_digit())).and_then(|d| d.parse().ok()).ok_or_else(invalid)
+        text.get(from..to)
+            .filter(|d| d.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|d| d.parse().ok())
+            .ok_or_else(invalid)
     };
-    let separator = |at: usize, allowed: &[u8]| text.as_bytes().get(at).is_some_and(|b| allowed.contains(b));
-    if !(separator(4, b"-") && separator(7, b"-") && separator(10, b"Tt") && separator(13, b":") && separator(16, b":")) {
+    let separator =
+        |at: usize, allowed: &[u8]| text.as_bytes().get(at).is_some_and(|b| allowed.contains(b));
+    if !(separator(4, b"-")
+        && separator(7, b"-")
+        && separator(10, b"Tt")
+        && separator(13, b":")
+        && separator(16, b":"))
+    {
         return Err(invalid());
     }
     let (year, month, day) = (number(0, 4)?, number(5, 7)?, number(8, 10)?);
@@ -1896,7 +2213,12 @@ fn parse_timestamp(text: &str) -> Result<i128, CelError> {
     let mut at = 19;
     let mut nanos: i128 = 0;
     if separator(at, b".") {
-        let digits = text.get(at + 1..).unwrap_or_default().bytes().take_while(u8::is_ascii_digit).count();
+        let digits = text
+            .get(at + 1..)
+            .unwrap_or_default()
+            .bytes()
+            .take_while(u8::is_ascii_digit)
+            .count();
         if digits == 0 {
             return Err(invalid());
         }
@@ -1906,9 +2228,17 @@ fn parse_timestamp(text: &str) -> Result<i128, CelError> {
     }
     let offset_seconds = match text.get(at..) {
         Some("Z" | "z") => 0,
-        Some(zone) if zone.len() == 6 && (zone.starts_with('+') || zone.starts_with('-')) && separator(at + 3, b":") => {
+        Some(zone)
+            if zone.len() == 6
+                && (zone.starts_with('+') || zone.starts_with('-'))
+                && separator(at + 3, b":") =>
+        {
             let magnitude = number(at + 1, at + 3)? * 3600 + number(at + 4, at + 6)? * 60;
-            if zone.starts_with('-') { -magnitude } else { magnitude }
+            if zone.starts_with('-') {
+                -magnitude
+            } else {
+                magnitude
+            }
         }
         _ => return Err(invalid()),
     };
@@ -1923,7 +2253,8 @@ fn parse_timestamp(text: &str) -> Result<i128, CelError> {
     if day < 1 || day > days_in_month || hour > 23 || minute > 59 || second > 59 {
         return Err(invalid());
     }
-    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset_seconds;
+    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
+        - offset_seconds;
     Ok(i128::from(seconds) * NANOS_PER_SECOND + nanos)
 }
 
@@ -1934,8 +2265,17 @@ fn format_timestamp(nanos: i128) -> String {
     let days = i64::try_from(seconds.div_euclid(86_400)).unwrap_or_default();
     let of_day = seconds.rem_euclid(86_400);
     let (year, month, day) = civil_from_days(days);
-    let fraction = if fraction == 0 { String::new() } else { format!(".{}", format!("{fraction:09}").trim_end_matches('0')) };
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}{fraction}Z", of_day / 3600, of_day / 60 % 60, of_day % 60)
+    let fraction = if fraction == 0 {
+        String::new()
+    } else {
+        format!(".{}", format!("{fraction:09}").trim_end_matches('0'))
+    };
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}{fraction}Z",
+        of_day / 3600,
+        of_day / 60 % 60,
+        of_day % 60
+    )
 }
 
 #[cfg(test)]
@@ -1946,7 +2286,9 @@ mod tests {
     /// Evaluates `source` with `self` bound to `value`.
     fn eval_with(source: &str, value: &Value) -> Result<Value, CelError> {
         let program = Program::parse(source)?;
-        program.evaluate(&[("self", Val::from_json(value))]).map(|v| to_json(&v))
+        program
+            .evaluate(&[("self", Val::from_json(value))])
+            .map(|v| to_json(&v))
     }
 
     fn eval(source: &str) -> Result<Value, CelError> {
@@ -1965,7 +2307,12 @@ mod tests {
             Val::Timestamp(t) => json!(format_timestamp(*t)),
             Val::Type(t) => json!(format!("type:{t}")),
             Val::List(items) => Value::Array(items.iter().map(to_json).collect()),
-            Val::Map(entries) => Value::Object(entries.iter().map(|(k, v)| (describe_key(k), to_json(v))).collect()),
+            Val::Map(entries) => Value::Object(
+                entries
+                    .iter()
+                    .map(|(k, v)| (describe_key(k), to_json(v)))
+                    .collect(),
+            ),
             Val::Json(v) => (*v).clone(),
         }
     }
@@ -1987,7 +2334,11 @@ mod tests {
     #[test]
     fn tokenizer_reads_literals_operators_and_strings() {
         let tokens: Vec<Token> =
-            tokenize(r#"a.b >= 0x1F && 'x\n' != "y" || 3u < 2.5e1 // comment"#).unwrap().into_iter().map(|(t, _)| t).collect();
+            tokenize(r#"a.b >= 0x1F && 'x\n' != "y" || 3u < 2.5e1 // comment"#)
+                .unwrap()
+                .into_iter()
+                .map(|(t, _)| t)
+                .collect();
         assert_eq!(
             tokens,
             vec![
@@ -2007,8 +2358,15 @@ mod tests {
                 Token::End,
             ]
         );
-        assert_eq!(eval(r"r'a\nb'").unwrap(), json!("a\\nb"), "raw strings keep backslashes");
-        assert_eq!(eval(r#"'''it's "quoted"'''"#).unwrap(), json!("it's \"quoted\""));
+        assert_eq!(
+            eval(r"r'a\nb'").unwrap(),
+            json!("a\\nb"),
+            "raw strings keep backslashes"
+        );
+        assert_eq!(
+            eval(r#"'''it's "quoted"'''"#).unwrap(),
+            json!("it's \"quoted\"")
+        );
         assert_eq!(eval(r"'\x41\u00e9\101'").unwrap(), json!("Aé\u{41}"));
         assert_eq!(eval(".5 + 1.0").unwrap(), json!(1.5));
     }
@@ -2025,10 +2383,17 @@ mod tests {
                     ident("a"),
                     Box::new(Expr::And(
                         ident("b"),
-                        Box::new(Expr::Binary(BinaryOp::Equal, Box::new(Expr::Unary(UnaryOp::Not, ident("c"))), ident("d")))
+                        Box::new(Expr::Binary(
+                            BinaryOp::Equal,
+                            Box::new(Expr::Unary(UnaryOp::Not, ident("c"))),
+                            ident("d")
+                        ))
                     ))
                 )),
-                Box::new(Expr::Index(Box::new(Expr::Select(ident("e"), "f".into())), Box::new(int(0)))),
+                Box::new(Expr::Index(
+                    Box::new(Expr::Select(ident("e"), "f".into())),
+                    Box::new(int(0))
+                )),
                 Box::new(Expr::Call {
                     target: None,
                     function: "g".into(),
@@ -2037,7 +2402,11 @@ mod tests {
                         Expr::Binary(
                             BinaryOp::Add,
                             Box::new(int(1)),
-                            Box::new(Expr::Binary(BinaryOp::Multiply, Box::new(int(2)), Box::new(int(3))))
+                            Box::new(Expr::Binary(
+                                BinaryOp::Multiply,
+                                Box::new(int(2)),
+                                Box::new(int(3))
+                            ))
                         ),
                     ],
                 }),
@@ -2055,16 +2424,30 @@ mod tests {
                 range: Box::new(Expr::Ident("self".into())),
                 variable: "x".into(),
                 filter: None,
-                body: Box::new(Expr::Has(Box::new(Expr::Ident("x".into())), "minValues".into())),
+                body: Box::new(Expr::Has(
+                    Box::new(Expr::Ident("x".into())),
+                    "minValues".into()
+                )),
             }
         );
-        assert!(Program::parse("has(self.replicas) == has(oldSelf.replicas)").unwrap().references("oldSelf"));
-        assert!(!Program::parse("self.all(x, x != 'a')").unwrap().references("oldSelf"));
+        assert!(
+            Program::parse("has(self.replicas) == has(oldSelf.replicas)")
+                .unwrap()
+                .references("oldSelf")
+        );
+        assert!(
+            !Program::parse("self.all(x, x != 'a')")
+                .unwrap()
+                .references("oldSelf")
+        );
     }
 
     #[test]
     fn syntax_errors_are_reported_with_their_column() {
-        assert_eq!(syntax_error("self =="), "syntax error at column 8: unexpected end of expression");
+        assert_eq!(
+            syntax_error("self =="),
+            "syntax error at column 8: unexpected end of expression"
+        );
         assert!(syntax_error("self = 1").contains("unexpected character '='"));
         assert!(syntax_error("'unterminated").contains("unterminated string literal"));
         assert!(syntax_error("has(self)").contains("invalid argument to has() macro"));
@@ -2077,7 +2460,10 @@ mod tests {
         assert!(syntax_error("9223372036854775808").contains("out of range"));
         assert!(syntax_error("if").contains("reserved identifier"));
         assert!(syntax_error(r"'\q'").contains("invalid escape sequence"));
-        assert!(syntax_error(&format!("{}1{}", "(".repeat(500), ")".repeat(500))).contains("nests more than"));
+        assert!(
+            syntax_error(&format!("{}1{}", "(".repeat(500), ")".repeat(500)))
+                .contains("nests more than")
+        );
         assert!(syntax_error(&vec!["1"; 2000].join(" + ")).contains("nests more than"));
         assert_eq!(eval("-9223372036854775808").unwrap(), json!(i64::MIN));
     }
@@ -2089,7 +2475,10 @@ mod tests {
         assert_eq!(eval("1.5 * 2.0").unwrap(), json!(3.0));
         assert_eq!(eval("'ab' + \"cd\"").unwrap(), json!("abcd"));
         assert_eq!(eval("[1, 2] + [3]").unwrap(), json!([1, 2, 3]));
-        assert_eq!(eval("{'a': 1, 'b': [true, null]}").unwrap(), json!({"a": 1, "b": [true, null]}));
+        assert_eq!(
+            eval("{'a': 1, 'b': [true, null]}").unwrap(),
+            json!({"a": 1, "b": [true, null]})
+        );
         assert_eq!(eval("-(2 - 5)").unwrap(), json!(3));
         for truth in [
             "1 < 2",
@@ -2106,20 +2495,41 @@ mod tests {
         ] {
             assert_eq!(eval(truth).unwrap(), json!(true), "{truth}");
         }
-        for falsehood in ["2 < 1", "1 == 'a'", "null == 0", "[1] == [1, 2]", "{'a': 1} == {'b': 1}"] {
+        for falsehood in [
+            "2 < 1",
+            "1 == 'a'",
+            "null == 0",
+            "[1] == [1, 2]",
+            "{'a': 1} == {'b': 1}",
+        ] {
             assert_eq!(eval(falsehood).unwrap(), json!(false), "{falsehood}");
         }
     }
 
     #[test]
     fn arithmetic_and_comparison_errors() {
-        assert_eq!(eval("1 / 0").unwrap_err(), CelError::Eval("division by zero".into()));
-        assert_eq!(eval("1 % 0").unwrap_err(), CelError::Eval("modulus by zero".into()));
-        assert_eq!(eval("9223372036854775807 + 1").unwrap_err(), CelError::Eval("integer overflow".into()));
-        assert!(matches!(eval("1 + 1.0"), Err(CelError::NoSuchOverload(_))), "CEL does not mix int and double in arithmetic");
+        assert_eq!(
+            eval("1 / 0").unwrap_err(),
+            CelError::Eval("division by zero".into())
+        );
+        assert_eq!(
+            eval("1 % 0").unwrap_err(),
+            CelError::Eval("modulus by zero".into())
+        );
+        assert_eq!(
+            eval("9223372036854775807 + 1").unwrap_err(),
+            CelError::Eval("integer overflow".into())
+        );
+        assert!(
+            matches!(eval("1 + 1.0"), Err(CelError::NoSuchOverload(_))),
+            "CEL does not mix int and double in arithmetic"
+        );
         assert!(matches!(eval("1 < 'a'"), Err(CelError::NoSuchOverload(_))));
         assert!(matches!(eval("!1"), Err(CelError::NoSuchOverload(_))));
-        assert!(matches!(eval("1 ? 2 : 3"), Err(CelError::NoSuchOverload(_))));
+        assert!(matches!(
+            eval("1 ? 2 : 3"),
+            Err(CelError::NoSuchOverload(_))
+        ));
     }
 
     #[test]
@@ -2127,16 +2537,40 @@ mod tests {
         let object = json!({"spec": {"replicas": 2, "limits": {"nodes": "3"}, "list": ["a", "b"], "ephemeral-storage": "1Gi"}});
         assert_eq!(eval_with("self.spec.replicas", &object).unwrap(), json!(2));
         assert_eq!(eval_with("self.spec.list[1]", &object).unwrap(), json!("b"));
-        assert_eq!(eval_with("self.spec['limits']['nodes']", &object).unwrap(), json!("3"));
-        assert_eq!(eval_with("self.spec.ephemeral__dash__storage", &object).unwrap(), json!("1Gi"));
+        assert_eq!(
+            eval_with("self.spec['limits']['nodes']", &object).unwrap(),
+            json!("3")
+        );
+        assert_eq!(
+            eval_with("self.spec.ephemeral__dash__storage", &object).unwrap(),
+            json!("1Gi")
+        );
         assert!(truthy("has(self.spec.replicas)", &object));
         assert!(!truthy("has(self.spec.weight)", &object));
-        assert!(truthy("has(self.spec.limits.nodes) && !has(self.spec.limits.cpu)", &object));
-        assert_eq!(eval_with("self.spec.weight", &object).unwrap_err(), CelError::NoSuchKey("weight".into()));
-        assert_eq!(eval_with("self.spec.list[2]", &object).unwrap_err(), CelError::IndexOutOfBounds(2));
-        assert_eq!(eval_with("self.spec.limits['cpu']", &object).unwrap_err(), CelError::NoSuchKey("cpu".into()));
-        assert!(matches!(eval_with("has(self.spec.replicas.x)", &object), Err(CelError::NoSuchOverload(_))));
-        assert_eq!(eval_with("other", &object).unwrap_err(), CelError::UndeclaredReference("other".into()));
+        assert!(truthy(
+            "has(self.spec.limits.nodes) && !has(self.spec.limits.cpu)",
+            &object
+        ));
+        assert_eq!(
+            eval_with("self.spec.weight", &object).unwrap_err(),
+            CelError::NoSuchKey("weight".into())
+        );
+        assert_eq!(
+            eval_with("self.spec.list[2]", &object).unwrap_err(),
+            CelError::IndexOutOfBounds(2)
+        );
+        assert_eq!(
+            eval_with("self.spec.limits['cpu']", &object).unwrap_err(),
+            CelError::NoSuchKey("cpu".into())
+        );
+        assert!(matches!(
+            eval_with("has(self.spec.replicas.x)", &object),
+            Err(CelError::NoSuchOverload(_))
+        ));
+        assert_eq!(
+            eval_with("other", &object).unwrap_err(),
+            CelError::UndeclaredReference("other".into())
+        );
     }
 
     #[test]
@@ -2146,14 +2580,27 @@ mod tests {
         assert!(truthy("'nodes' in self", &json!({"nodes": "1"})));
         assert!(!truthy("'cpu' in self", &json!({"nodes": "1"})));
         assert!(truthy("2 in [1.0, 2.0]", &Value::Null));
-        assert!(matches!(eval("1 in 'abc'"), Err(CelError::NoSuchOverload(_))));
+        assert!(matches!(
+            eval("1 in 'abc'"),
+            Err(CelError::NoSuchOverload(_))
+        ));
     }
 
     #[test]
     fn size_as_function_and_method() {
-        assert_eq!(eval_with("size(self)", &json!("héllo")).unwrap(), json!(5), "characters, not bytes");
-        assert_eq!(eval_with("self.size()", &json!([1, 2, 3])).unwrap(), json!(3));
-        assert_eq!(eval_with("size(self) <= 1", &json!({"a": 1, "b": 2})).unwrap(), json!(false));
+        assert_eq!(
+            eval_with("size(self)", &json!("héllo")).unwrap(),
+            json!(5),
+            "characters, not bytes"
+        );
+        assert_eq!(
+            eval_with("self.size()", &json!([1, 2, 3])).unwrap(),
+            json!(3)
+        );
+        assert_eq!(
+            eval_with("size(self) <= 1", &json!({"a": 1, "b": 2})).unwrap(),
+            json!(false)
+        );
         assert!(matches!(eval("size(1)"), Err(CelError::NoSuchOverload(_))));
     }
 
@@ -2162,7 +2609,10 @@ mod tests {
         assert_eq!(eval("int('42')").unwrap(), json!(42));
         assert_eq!(eval("int('-7')").unwrap(), json!(-7));
         assert_eq!(eval("int(3.9)").unwrap(), json!(3));
-        assert_eq!(eval("int('abc')").unwrap_err(), CelError::Eval("strconv.ParseInt: parsing \"abc\": invalid syntax".into()));
+        assert_eq!(
+            eval("int('abc')").unwrap_err(),
+            CelError::Eval("strconv.ParseInt: parsing \"abc\": invalid syntax".into())
+        );
         assert_eq!(
             eval("int('99999999999999999999')").unwrap_err().to_string(),
             "strconv.ParseInt: parsing \"99999999999999999999\": value out of range"
@@ -2172,40 +2622,112 @@ mod tests {
         assert_eq!(eval("double('1.5')").unwrap(), json!(1.5));
         assert_eq!(eval("string(12) + string(true)").unwrap(), json!("12true"));
         assert_eq!(eval("bool('true') && !bool('0')").unwrap(), json!(true));
-        assert_eq!(eval("type(1) == int && type('a') == string && type([]) != map").unwrap(), json!(true));
+        assert_eq!(
+            eval("type(1) == int && type('a') == string && type([]) != map").unwrap(),
+            json!(true)
+        );
         assert_eq!(eval("dyn(1) == 1").unwrap(), json!(true));
     }
 
     #[test]
     fn string_functions_and_regexes() {
         let key = json!("karpenter.sh/nodepool");
-        assert_eq!(eval_with(r#"self.find("^([^/]+)")"#, &key).unwrap(), json!("karpenter.sh"));
-        assert_eq!(eval_with(r#"self.find("^[0-9]+$")"#, &key).unwrap(), json!(""), "no match is the empty string");
-        assert!(truthy(r#"self.find("^([^/]+)").endsWith("karpenter.sh")"#, &key));
-        assert!(truthy("self.startsWith('karpenter') && self.contains('.sh/')", &key));
-        assert!(truthy("self.matches('^[a-z.]+/[a-z]+$') && matches(self, 'pool$')", &key));
-        assert_eq!(eval_with("self.findAll('[a-z]+')", &json!("ab-cd-ef")).unwrap(), json!(["ab", "cd", "ef"]));
-        assert_eq!(eval_with("self.findAll('[a-z]+', 2)", &json!("ab-cd-ef")).unwrap(), json!(["ab", "cd"]));
-        assert_eq!(eval_with("self.split('/')", &key).unwrap(), json!(["karpenter.sh", "nodepool"]));
-        assert_eq!(eval_with("self.split('.', 1)", &key).unwrap(), json!(["karpenter.sh/nodepool"]));
-        assert_eq!(eval_with("self.lowerAscii() + self.upperAscii()", &json!("Ab")).unwrap(), json!("abAB"));
-        assert_eq!(eval_with("self.trim()", &json!("  x ")).unwrap(), json!("x"));
-        assert_eq!(eval_with("self.replace('a', 'o')", &json!("banana")).unwrap(), json!("bonono"));
-        assert_eq!(eval_with("self.replace('a', 'o', 1)", &json!("banana")).unwrap(), json!("bonana"));
-        assert_eq!(eval_with("self.indexOf('an') + self.lastIndexOf('an')", &json!("banana")).unwrap(), json!(1 + 3));
-        assert_eq!(eval_with("self.indexOf('x')", &json!("banana")).unwrap(), json!(-1));
-        assert_eq!(eval_with("self.substring(1, 3) + self.charAt(0)", &json!("héllo")).unwrap(), json!("élh"));
-        assert_eq!(eval_with("self.substring(9)", &json!("abc")).unwrap_err().to_string(), "index out of range: 9");
+        assert_eq!(
+            eval_with(r#"self.find("^([^/]+)")"#, &key).unwrap(),
+            json!("karpenter.sh")
+        );
+        assert_eq!(
+            eval_with(r#"self.find("^[0-9]+$")"#, &key).unwrap(),
+            json!(""),
+            "no match is the empty string"
+        );
+        assert!(truthy(
+            r#"self.find("^([^/]+)").endsWith("karpenter.sh")"#,
+            &key
+        ));
+        assert!(truthy(
+            "self.startsWith('karpenter') && self.contains('.sh/')",
+            &key
+        ));
+        assert!(truthy(
+            "self.matches('^[a-z.]+/[a-z]+$') && matches(self, 'pool$')",
+            &key
+        ));
+        assert_eq!(
+            eval_with("self.findAll('[a-z]+')", &json!("ab-cd-ef")).unwrap(),
+            json!(["ab", "cd", "ef"])
+        );
+        assert_eq!(
+            eval_with("self.findAll('[a-z]+', 2)", &json!("ab-cd-ef")).unwrap(),
+            json!(["ab", "cd"])
+        );
+        assert_eq!(
+            eval_with("self.split('/')", &key).unwrap(),
+            json!(["karpenter.sh", "nodepool"])
+        );
+        assert_eq!(
+            eval_with("self.split('.', 1)", &key).unwrap(),
+            json!(["karpenter.sh/nodepool"])
+        );
+        assert_eq!(
+            eval_with("self.lowerAscii() + self.upperAscii()", &json!("Ab")).unwrap(),
+            json!("abAB")
+        );
+        assert_eq!(
+            eval_with("self.trim()", &json!("  x ")).unwrap(),
+            json!("x")
+        );
+        assert_eq!(
+            eval_with("self.replace('a', 'o')", &json!("banana")).unwrap(),
+            json!("bonono")
+        );
+        assert_eq!(
+            eval_with("self.replace('a', 'o', 1)", &json!("banana")).unwrap(),
+            json!("bonana")
+        );
+        assert_eq!(
+            eval_with(
+                "self.indexOf('an') + self.lastIndexOf('an')",
+                &json!("banana")
+            )
+            .unwrap(),
+            json!(1 + 3)
+        );
+        assert_eq!(
+            eval_with("self.indexOf('x')", &json!("banana")).unwrap(),
+            json!(-1)
+        );
+        assert_eq!(
+            eval_with("self.substring(1, 3) + self.charAt(0)", &json!("héllo")).unwrap(),
+            json!("élh")
+        );
+        assert_eq!(
+            eval_with("self.substring(9)", &json!("abc"))
+                .unwrap_err()
+                .to_string(),
+            "index out of range: 9"
+        );
         assert_eq!(eval("['a', 'b'].join('-')").unwrap(), json!("a-b"));
-        assert!(eval_with("self.matches('(')", &key).unwrap_err().to_string().starts_with("given regex is invalid"));
+        assert!(
+            eval_with("self.matches('(')", &key)
+                .unwrap_err()
+                .to_string()
+                .starts_with("given regex is invalid")
+        );
     }
 
     #[test]
     fn list_functions() {
-        assert_eq!(eval("[1, 2, 2].isSorted() && ![2, 1].isSorted()").unwrap(), json!(true));
+        assert_eq!(
+            eval("[1, 2, 2].isSorted() && ![2, 1].isSorted()").unwrap(),
+            json!(true)
+        );
         assert_eq!(eval("[1, 2, 3].sum()").unwrap(), json!(6));
         assert_eq!(eval("[3, 1, 2].min() + [3, 1, 2].max()").unwrap(), json!(4));
-        assert_eq!(eval("['a', 'b', 'a'].indexOf('a') + ['a', 'b', 'a'].lastIndexOf('a')").unwrap(), json!(2));
+        assert_eq!(
+            eval("['a', 'b', 'a'].indexOf('a') + ['a', 'b', 'a'].lastIndexOf('a')").unwrap(),
+            json!(2)
+        );
         assert!(eval("[].min()").is_err());
     }
 
@@ -2216,33 +2738,74 @@ mod tests {
         // The unchosen branch is not evaluated.
         assert_eq!(eval("true ? 1 : 1 / 0").unwrap(), json!(1));
         // false && error, error && false, true || error, error || true: decided.
-        for decided in ["!(false && 1 / 0 == 1)", "!(1 / 0 == 1 && false)", "true || 1 / 0 == 1", "1 / 0 == 1 || true"] {
+        for decided in [
+            "!(false && 1 / 0 == 1)",
+            "!(1 / 0 == 1 && false)",
+            "true || 1 / 0 == 1",
+            "1 / 0 == 1 || true",
+        ] {
             assert_eq!(eval(decided).unwrap(), json!(true), "{decided}");
         }
         // Otherwise the error surfaces.
-        for undecided in ["true && 1 / 0 == 1", "false || 1 / 0 == 1", "1 / 0 == 1 && true"] {
-            assert_eq!(eval(undecided).unwrap_err(), CelError::Eval("division by zero".into()), "{undecided}");
+        for undecided in [
+            "true && 1 / 0 == 1",
+            "false || 1 / 0 == 1",
+            "1 / 0 == 1 && true",
+        ] {
+            assert_eq!(
+                eval(undecided).unwrap_err(),
+                CelError::Eval("division by zero".into()),
+                "{undecided}"
+            );
         }
-        assert!(matches!(eval("1 && true"), Err(CelError::NoSuchOverload(_))));
+        assert!(matches!(
+            eval("1 && true"),
+            Err(CelError::NoSuchOverload(_))
+        ));
     }
 
     #[test]
     fn comprehensions_over_lists_and_map_keys() {
-        let list = json!([{"operator": "In", "values": ["a"]}, {"operator": "Exists", "values": []}]);
-        assert!(truthy("self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)", &list));
+        let list =
+            json!([{"operator": "In", "values": ["a"]}, {"operator": "Exists", "values": []}]);
+        assert!(truthy(
+            "self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
+            &list
+        ));
         assert!(truthy("self.exists(x, x.operator == 'Exists')", &list));
         assert!(truthy("self.exists_one(x, x.values.size() == 0)", &list));
-        assert_eq!(eval_with("self.map(x, x.operator)", &list).unwrap(), json!(["In", "Exists"]));
-        assert_eq!(eval_with("self.map(x, x.values.size() > 0, x.operator)", &list).unwrap(), json!(["In"]));
-        assert_eq!(eval_with("self.filter(x, x.operator != 'In').size()", &list).unwrap(), json!(1));
+        assert_eq!(
+            eval_with("self.map(x, x.operator)", &list).unwrap(),
+            json!(["In", "Exists"])
+        );
+        assert_eq!(
+            eval_with("self.map(x, x.values.size() > 0, x.operator)", &list).unwrap(),
+            json!(["In"])
+        );
+        assert_eq!(
+            eval_with("self.filter(x, x.operator != 'In').size()", &list).unwrap(),
+            json!(1)
+        );
         let labels = json!({"team": "a", "karpenter.sh/nodepool": "b"});
-        assert!(!truthy(r#"self.all(x, x != "karpenter.sh/nodepool")"#, &labels));
+        assert!(!truthy(
+            r#"self.all(x, x != "karpenter.sh/nodepool")"#,
+            &labels
+        ));
         assert!(truthy("self.exists(k, k == 'team')", &labels));
-        assert!(truthy("[].all(x, false) && ![].exists(x, true)", &Value::Null));
+        assert!(truthy(
+            "[].all(x, false) && ![].exists(x, true)",
+            &Value::Null
+        ));
         // The variable is unbound again afterwards, even when the body failed.
-        assert!(matches!(eval("([1].all(x, 1 / 0 == 1) || true) ? x : 0"), Err(CelError::UndeclaredReference(_))));
+        assert!(matches!(
+            eval("([1].all(x, 1 / 0 == 1) || true) ? x : 0"),
+            Err(CelError::UndeclaredReference(_))
+        ));
         // Nested comprehensions shadow and restore.
-        assert!(truthy("[[1, 2], [3]].all(x, x.all(x, x > 0))", &Value::Null));
+        assert!(truthy(
+            "[[1, 2], [3]].all(x, x.all(x, x > 0))",
+            &Value::Null
+        ));
     }
 
     #[test]
@@ -2253,7 +2816,9 @@ mod tests {
         assert!(truthy("self.exists(v, int(v) < 0)", &values));
         let errors = json!(["1", "x"]);
         assert_eq!(
-            eval_with("self.all(v, int(v) >= 0)", &errors).unwrap_err().to_string(),
+            eval_with("self.all(v, int(v) >= 0)", &errors)
+                .unwrap_err()
+                .to_string(),
             "strconv.ParseInt: parsing \"x\": invalid syntax"
         );
         assert!(eval_with("self.exists_one(v, int(v) >= 0)", &errors).is_err());
@@ -2261,8 +2826,7 @@ mod tests {
 
     #[test]
     fn the_karpenter_rules_behave_as_on_a_real_cluster() {
-        let domain =
-            r#"self in ["karpenter.sh/capacity-type", "karpenter.sh/nodepool"] || !self.find("^([^/]+)").endsWith("karpenter.sh")"#;
+        let domain = r#"self in ["karpenter.sh/capacity-type", "karpenter.sh/nodepool"] || !self.find("^([^/]+)").endsWith("karpenter.sh")"#;
         assert!(truthy(domain, &json!("karpenter.sh/capacity-type")));
         assert!(truthy(domain, &json!("topology.kubernetes.io/zone")));
         assert!(truthy(domain, &json!("team")));
@@ -2270,61 +2834,139 @@ mod tests {
         assert!(!truthy(domain, &json!("sub.karpenter.sh/other")));
 
         let numeric = "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt' || x.operator == 'Gte' || x.operator == 'Lte') ? (x.values.size() == 1 && int(x.values[0]) >= 0) : true)";
-        assert!(truthy(numeric, &json!([{"operator": "Gt", "values": ["3"]}, {"operator": "In", "values": ["x", "y"]}])));
-        assert!(!truthy(numeric, &json!([{"operator": "Gt", "values": ["3", "4"]}])), "two values: false && (not evaluated)");
-        assert!(!truthy(numeric, &json!([{"operator": "Lt", "values": ["-1"]}])));
-        assert!(eval_with(numeric, &json!([{"operator": "Gt", "values": ["abc"]}])).is_err(), "unparseable: an error");
+        assert!(truthy(
+            numeric,
+            &json!([{"operator": "Gt", "values": ["3"]}, {"operator": "In", "values": ["x", "y"]}])
+        ));
+        assert!(
+            !truthy(numeric, &json!([{"operator": "Gt", "values": ["3", "4"]}])),
+            "two values: false && (not evaluated)"
+        );
+        assert!(!truthy(
+            numeric,
+            &json!([{"operator": "Lt", "values": ["-1"]}])
+        ));
+        assert!(
+            eval_with(numeric, &json!([{"operator": "Gt", "values": ["abc"]}])).is_err(),
+            "unparseable: an error"
+        );
 
         let min_values = "self.all(x, (x.operator == 'In' && has(x.minValues)) ? x.values.size() >= x.minValues : true)";
-        assert!(truthy(min_values, &json!([{"operator": "In", "values": ["a", "b"], "minValues": 2}])));
-        assert!(!truthy(min_values, &json!([{"operator": "In", "values": ["a"], "minValues": 2}])));
-        assert!(truthy(min_values, &json!([{"operator": "Exists", "minValues": 2}])));
+        assert!(truthy(
+            min_values,
+            &json!([{"operator": "In", "values": ["a", "b"], "minValues": 2}])
+        ));
+        assert!(!truthy(
+            min_values,
+            &json!([{"operator": "In", "values": ["a"], "minValues": 2}])
+        ));
+        assert!(truthy(
+            min_values,
+            &json!([{"operator": "Exists", "minValues": 2}])
+        ));
 
-        let static_pool =
-            "!has(self.replicas) || (!has(self.limits) || size(self.limits) == 0 || (size(self.limits) == 1 && 'nodes' in self.limits))";
-        assert!(truthy(static_pool, &json!({"replicas": 2, "limits": {"nodes": "4"}})));
-        assert!(!truthy(static_pool, &json!({"replicas": 2, "limits": {"cpu": "4"}})));
+        let static_pool = "!has(self.replicas) || (!has(self.limits) || size(self.limits) == 0 || (size(self.limits) == 1 && 'nodes' in self.limits))";
+        assert!(truthy(
+            static_pool,
+            &json!({"replicas": 2, "limits": {"nodes": "4"}})
+        ));
+        assert!(!truthy(
+            static_pool,
+            &json!({"replicas": 2, "limits": {"cpu": "4"}})
+        ));
         assert!(truthy(static_pool, &json!({"limits": {"cpu": "4"}})));
 
-        assert!(!truthy("self.all(x, !(x in ['cpu', 'memory', 'ephemeral-storage', 'pods']))", &json!({"memory": "1Gi"})));
+        assert!(!truthy(
+            "self.all(x, !(x in ['cpu', 'memory', 'ephemeral-storage', 'pods']))",
+            &json!({"memory": "1Gi"})
+        ));
         assert!(truthy(
             "self.all(x, has(x.schedule) == has(x.duration))",
             &json!([{"nodes": "10%"}, {"schedule": "@daily", "duration": "1h"}])
         ));
-        assert!(!truthy("self.all(x, has(x.schedule) == has(x.duration))", &json!([{"schedule": "@daily"}])));
+        assert!(!truthy(
+            "self.all(x, has(x.schedule) == has(x.duration))",
+            &json!([{"schedule": "@daily"}])
+        ));
         assert!(truthy("self != ''", &json!("x")));
 
         let transition = Program::parse("self == oldSelf").unwrap();
         let (old, new) = (json!({"a": [1, {"b": "c"}]}), json!({"a": [1, {"b": "c"}]}));
-        let same = transition.evaluate(&[("self", Val::from_json(&new)), ("oldSelf", Val::from_json(&old))]).unwrap();
+        let same = transition
+            .evaluate(&[
+                ("self", Val::from_json(&new)),
+                ("oldSelf", Val::from_json(&old)),
+            ])
+            .unwrap();
         assert!(matches!(same, Val::Bool(true)));
         let changed = json!({"a": [1, {"b": "d"}]});
-        let different = transition.evaluate(&[("self", Val::from_json(&changed)), ("oldSelf", Val::from_json(&old))]).unwrap();
+        let different = transition
+            .evaluate(&[
+                ("self", Val::from_json(&changed)),
+                ("oldSelf", Val::from_json(&old)),
+            ])
+            .unwrap();
         assert!(matches!(different, Val::Bool(false)));
     }
 
     #[test]
     fn durations_and_timestamps() {
         assert!(truthy("duration(self) <= duration('1h')", &json!("59m30s")));
-        assert!(truthy("duration('1.5h') == duration('90m') && duration('1h') > duration('-1s')", &Value::Null));
+        assert!(truthy(
+            "duration('1.5h') == duration('90m') && duration('1h') > duration('-1s')",
+            &Value::Null
+        ));
         assert_eq!(eval("string(duration('1m30.5s'))").unwrap(), json!("90.5s"));
-        assert_eq!(eval("duration('2h45m').getHours() * 100 + duration('2h45m').getMinutes()").unwrap(), json!(200 + 165));
-        assert_eq!(eval("duration('1x')").unwrap_err().to_string(), "time: unknown unit \"x\" in duration \"1x\"");
-        assert_eq!(eval("duration('10')").unwrap_err().to_string(), "time: missing unit in duration \"10\"");
-        assert_eq!(eval("duration('')").unwrap_err().to_string(), "time: invalid duration \"\"");
-        assert!(truthy("timestamp('2024-03-01T00:00:00Z') - timestamp('2024-02-28T00:00:00Z') == duration('48h')", &Value::Null));
-        assert_eq!(eval("string(timestamp('2024-01-02T03:04:05.25+01:00'))").unwrap(), json!("2024-01-02T02:04:05.25Z"));
-        assert_eq!(eval("string(timestamp('1969-12-31T23:59:59Z') + duration('2s'))").unwrap(), json!("1970-01-01T00:00:01Z"));
+        assert_eq!(
+            eval("duration('2h45m').getHours() * 100 + duration('2h45m').getMinutes()").unwrap(),
+            json!(200 + 165)
+        );
+        assert_eq!(
+            eval("duration('1x')").unwrap_err().to_string(),
+            "time: unknown unit \"x\" in duration \"1x\""
+        );
+        assert_eq!(
+            eval("duration('10')").unwrap_err().to_string(),
+            "time: missing unit in duration \"10\""
+        );
+        assert_eq!(
+            eval("duration('')").unwrap_err().to_string(),
+            "time: invalid duration \"\""
+        );
+        assert!(truthy(
+            "timestamp('2024-03-01T00:00:00Z') - timestamp('2024-02-28T00:00:00Z') == duration('48h')",
+            &Value::Null
+        ));
+        assert_eq!(
+            eval("string(timestamp('2024-01-02T03:04:05.25+01:00'))").unwrap(),
+            json!("2024-01-02T02:04:05.25Z")
+        );
+        assert_eq!(
+            eval("string(timestamp('1969-12-31T23:59:59Z') + duration('2s'))").unwrap(),
+            json!("1970-01-01T00:00:01Z")
+        );
         assert!(eval("timestamp('2023-02-29T00:00:00Z')").is_err());
         assert!(eval("timestamp('yesterday')").is_err());
     }
 
     #[test]
     fn unknown_functions_and_overloads_are_clear_errors() {
-        assert_eq!(eval("frobnicate(1)").unwrap_err(), CelError::UnknownFunction("frobnicate".into()));
-        assert_eq!(eval("'a'.reverse()").unwrap_err().to_string(), "undeclared reference to 'reverse': unknown function");
-        assert_eq!(eval("'a'.startsWith(1)").unwrap_err().to_string(), "no such overload: .startsWith(string, int)");
-        assert_eq!(eval("int([])").unwrap_err().to_string(), "no such overload: int(list)");
+        assert_eq!(
+            eval("frobnicate(1)").unwrap_err(),
+            CelError::UnknownFunction("frobnicate".into())
+        );
+        assert_eq!(
+            eval("'a'.reverse()").unwrap_err().to_string(),
+            "undeclared reference to 'reverse': unknown function"
+        );
+        assert_eq!(
+            eval("'a'.startsWith(1)").unwrap_err().to_string(),
+            "no such overload: .startsWith(string, int)"
+        );
+        assert_eq!(
+            eval("int([])").unwrap_err().to_string(),
+            "no such overload: int(list)"
+        );
     }
 
     #[test]
@@ -2368,11 +3010,24 @@ mod tests {
             "self.indexOf('', 99)",
             "self.lastIndexOf('x', -1)",
         ] {
-            for value in [json!(null), json!("héllo"), json!([1, "a"]), json!({"x": 1}), json!(1.5), json!(u64::MAX)] {
+            for value in [
+                json!(null),
+                json!("héllo"),
+                json!([1, "a"]),
+                json!({"x": 1}),
+                json!(1.5),
+                json!(u64::MAX),
+            ] {
                 let _ = eval_with(source, &value);
             }
         }
-        assert_eq!(eval_with("self.split('', 3)", &json!("héllo")).unwrap(), json!(["h", "é", "llo"]));
-        assert!(eval("{'a': 1, 'a': 2}").is_err(), "repeated map keys are an error");
+        assert_eq!(
+            eval_with("self.split('', 3)", &json!("héllo")).unwrap(),
+            json!(["h", "é", "llo"])
+        );
+        assert!(
+            eval("{'a': 1, 'a': 2}").is_err(),
+            "repeated map keys are an error"
+        );
     }
 }

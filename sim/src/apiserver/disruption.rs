@@ -12,7 +12,6 @@
 
 use serde_json::{Value, json};
 
-
 /// The figures a budget's status reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BudgetFigures {
@@ -38,7 +37,9 @@ pub trait BudgetPod {
 
 impl BudgetPod for Value {
     fn label(&self, key: &str) -> Option<&str> {
-        self.pointer("/metadata/labels").and_then(|labels| labels.get(key)).and_then(Value::as_str)
+        self.pointer("/metadata/labels")
+            .and_then(|labels| labels.get(key))
+            .and_then(Value::as_str)
     }
 
     fn is_deleting(&self) -> bool {
@@ -52,36 +53,57 @@ impl BudgetPod for Value {
 
 /// Whether a `metav1.LabelSelector` (`matchLabels`, `matchExpressions`) selects these labels.
 /// `None` (no selector) selects nothing; an empty selector selects everything.
-pub fn selector_matches(selector: Option<&Value>, labels: Option<&serde_json::Map<String, Value>>) -> bool {
-    selector_matches_by(selector, |key| labels.and_then(|l| l.get(key)).and_then(Value::as_str))
+pub fn selector_matches(
+    selector: Option<&Value>,
+    labels: Option<&serde_json::Map<String, Value>>,
+) -> bool {
+    selector_matches_by(selector, |key| {
+        labels.and_then(|l| l.get(key)).and_then(Value::as_str)
+    })
 }
 
 /// [`selector_matches`] over the labels `label` looks up.
-pub fn selector_matches_by<'a>(selector: Option<&Value>, label: impl Fn(&str) -> Option<&'a str>) -> bool {
-    let Some(selector) = selector.filter(|s| s.is_object()) else { return false };
+pub fn selector_matches_by<'a>(
+    selector: Option<&Value>,
+    label: impl Fn(&str) -> Option<&'a str>,
+) -> bool {
+    let Some(selector) = selector.filter(|s| s.is_object()) else {
+        return false;
+    };
     let labels_match = selector
         .get("matchLabels")
         .and_then(Value::as_object)
         .into_iter()
         .flatten()
         .all(|(key, value)| label(key) == value.as_str());
-    let expressions_match = selector.get("matchExpressions").and_then(Value::as_array).into_iter().flatten().all(|expression| {
-        let key = expression["key"].as_str().unwrap_or_default();
-        let values: Vec<&str> = expression["values"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-        match expression["operator"].as_str() {
-            Some("In") => label(key).is_some_and(|v| values.contains(&v)),
-            Some("NotIn") => !label(key).is_some_and(|v| values.contains(&v)),
-            Some("Exists") => label(key).is_some(),
-            Some("DoesNotExist") => label(key).is_none(),
-            _ => false,
-        }
-    });
+    let expressions_match = selector
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .all(|expression| {
+            let key = expression["key"].as_str().unwrap_or_default();
+            let values: Vec<&str> = expression["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            match expression["operator"].as_str() {
+                Some("In") => label(key).is_some_and(|v| values.contains(&v)),
+                Some("NotIn") => !label(key).is_some_and(|v| values.contains(&v)),
+                Some("Exists") => label(key).is_some(),
+                Some("DoesNotExist") => label(key).is_none(),
+                _ => false,
+            }
+        });
     labels_match && expressions_match
 }
 
 /// Whether a budget covers a pod (selector match, pod not being deleted).
 pub fn covers(budget: &Value, pod: &(impl BudgetPod + ?Sized)) -> bool {
-    !pod.is_deleting() && selector_matches_by(budget.pointer("/spec/selector"), |key| pod.label(key))
+    !pod.is_deleting()
+        && selector_matches_by(budget.pointer("/spec/selector"), |key| pod.label(key))
 }
 
 /// Whether a pod counts as healthy: phase `Running` and condition `Ready` is `True`.
@@ -108,14 +130,26 @@ fn scaled(value: &Value, total: i64) -> Option<i64> {
 }
 
 /// Computes a budget's figures over the pods of its namespace.
-pub fn figures<'a, P: BudgetPod + ?Sized + 'a>(budget: &Value, pods: impl IntoIterator<Item = &'a P>) -> BudgetFigures {
-    let covered: Vec<&P> = pods.into_iter().filter(|pod| covers(budget, *pod)).collect();
+pub fn figures<'a, P: BudgetPod + ?Sized + 'a>(
+    budget: &Value,
+    pods: impl IntoIterator<Item = &'a P>,
+) -> BudgetFigures {
+    let covered: Vec<&P> = pods
+        .into_iter()
+        .filter(|pod| covers(budget, *pod))
+        .collect();
     let expected_pods = covered.len() as i64;
     let current_healthy = covered.iter().filter(|pod| pod.is_healthy()).count() as i64;
     let spec = budget.get("spec");
-    let desired_healthy = if let Some(max_unavailable) = spec.and_then(|s| s.get("maxUnavailable")).filter(|v| !v.is_null()) {
+    let desired_healthy = if let Some(max_unavailable) = spec
+        .and_then(|s| s.get("maxUnavailable"))
+        .filter(|v| !v.is_null())
+    {
         (expected_pods - scaled(max_unavailable, expected_pods).unwrap_or(0)).max(0)
-    } else if let Some(min_available) = spec.and_then(|s| s.get("minAvailable")).filter(|v| !v.is_null()) {
+    } else if let Some(min_available) = spec
+        .and_then(|s| s.get("minAvailable"))
+        .filter(|v| !v.is_null())
+    {
         scaled(min_available, expected_pods).unwrap_or(0)
     } else {
         0
@@ -131,13 +165,24 @@ pub fn figures<'a, P: BudgetPod + ?Sized + 'a>(budget: &Value, pods: impl IntoIt
 /// The budget's status for these figures, keeping fields the emulator does not compute; `now`
 /// is the timestamp a changed condition gets.
 pub fn status(budget: &Value, figures: BudgetFigures, now: &str) -> Value {
-    let mut status = budget.get("status").filter(|s| s.is_object()).cloned().unwrap_or_else(|| json!({}));
-    status["observedGeneration"] = budget.pointer("/metadata/generation").cloned().unwrap_or(json!(1));
+    let mut status = budget
+        .get("status")
+        .filter(|s| s.is_object())
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    status["observedGeneration"] = budget
+        .pointer("/metadata/generation")
+        .cloned()
+        .unwrap_or(json!(1));
     status["expectedPods"] = json!(figures.expected_pods);
     status["currentHealthy"] = json!(figures.current_healthy);
     status["desiredHealthy"] = json!(figures.desired_healthy);
     status["disruptionsAllowed"] = json!(figures.disruptions_allowed);
-    let (allowed, reason) = if figures.disruptions_allowed > 0 { ("True", "SufficientPods") } else { ("False", "InsufficientPods") };
+    let (allowed, reason) = if figures.disruptions_allowed > 0 {
+        ("True", "SufficientPods")
+    } else {
+        ("False", "InsufficientPods")
+    };
     let previous = budget
         .pointer("/status/conditions")
         .and_then(Value::as_array)
@@ -183,8 +228,14 @@ mod tests {
         let labels = labels.as_object();
         assert!(selector_matches(Some(&json!({})), labels));
         assert!(!selector_matches(None, labels));
-        assert!(selector_matches(Some(&json!({"matchLabels": {"app": "web"}})), labels));
-        assert!(!selector_matches(Some(&json!({"matchLabels": {"app": "db"}})), labels));
+        assert!(selector_matches(
+            Some(&json!({"matchLabels": {"app": "web"}})),
+            labels
+        ));
+        assert!(!selector_matches(
+            Some(&json!({"matchLabels": {"app": "db"}})),
+            labels
+        ));
         let expression = json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["front", "back"]}, {"key": "x", "operator": "DoesNotExist"}]});
         assert!(selector_matches(Some(&expression), labels));
     }
@@ -199,12 +250,29 @@ mod tests {
         ];
         let budget = |spec: Value| json!({"spec": spec});
         let selector = json!({"matchLabels": {"app": "web"}});
-        let min2 = figures(&budget(json!({"selector": selector, "minAvailable": 2})), &pods);
-        assert_eq!(min2, BudgetFigures { expected_pods: 3, current_healthy: 2, desired_healthy: 2, disruptions_allowed: 0 });
-        let max_half = figures(&budget(json!({"selector": selector, "maxUnavailable": "50%"})), &pods);
+        let min2 = figures(
+            &budget(json!({"selector": selector, "minAvailable": 2})),
+            &pods,
+        );
+        assert_eq!(
+            min2,
+            BudgetFigures {
+                expected_pods: 3,
+                current_healthy: 2,
+                desired_healthy: 2,
+                disruptions_allowed: 0
+            }
+        );
+        let max_half = figures(
+            &budget(json!({"selector": selector, "maxUnavailable": "50%"})),
+            &pods,
+        );
         assert_eq!(max_half.desired_healthy, 1);
         assert_eq!(max_half.disruptions_allowed, 1);
-        let min_half = figures(&budget(json!({"selector": selector, "minAvailable": "50%"})), &pods);
+        let min_half = figures(
+            &budget(json!({"selector": selector, "minAvailable": "50%"})),
+            &pods,
+        );
         assert_eq!(min_half.desired_healthy, 2);
         let none = figures(&budget(json!({"selector": selector})), &pods);
         assert_eq!(none.disruptions_allowed, 2);

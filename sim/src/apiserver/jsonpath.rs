@@ -17,7 +17,11 @@ enum Step {
     All,
     /// The array elements whose field at `path` equals (or, with `equal: false`, differs
     /// from) `value`.
-    Filter { path: Vec<Step>, equal: bool, value: Value },
+    Filter {
+        path: Vec<Step>,
+        equal: bool,
+        value: Value,
+    },
 }
 
 /// A parsed JSONPath expression.
@@ -30,7 +34,11 @@ impl JsonPath {
     /// Parses an expression such as `.status.conditions[?(@.type=="Ready")].status`.
     pub(crate) fn parse(text: &str) -> Result<Self, String> {
         let trimmed = text.trim();
-        let inner = trimmed.strip_prefix('{').and_then(|t| t.strip_suffix('}')).unwrap_or(trimmed).trim();
+        let inner = trimmed
+            .strip_prefix('{')
+            .and_then(|t| t.strip_suffix('}'))
+            .unwrap_or(trimmed)
+            .trim();
         let inner = inner.strip_prefix('$').unwrap_or(inner);
         let chars: Vec<char> = inner.chars().collect();
         let (steps, end) = parse_steps(&chars, 0, false)?;
@@ -53,7 +61,11 @@ impl JsonPath {
 
 /// Parses steps from `start`; inside a filter (`in_filter`) parsing stops before a comparison
 /// operator or the closing parenthesis.
-fn parse_steps(chars: &[char], start: usize, in_filter: bool) -> Result<(Vec<Step>, usize), String> {
+fn parse_steps(
+    chars: &[char],
+    start: usize,
+    in_filter: bool,
+) -> Result<(Vec<Step>, usize), String> {
     let mut steps = Vec::new();
     let mut at = start;
     while at < chars.len() {
@@ -68,7 +80,10 @@ fn parse_steps(chars: &[char], start: usize, in_filter: bool) -> Result<(Vec<Ste
                         at += 2;
                         continue;
                     }
-                    if c == '.' || c == '[' || (in_filter && matches!(c, '=' | '!' | ')' | ' ' | '<' | '>')) {
+                    if c == '.'
+                        || c == '['
+                        || (in_filter && matches!(c, '=' | '!' | ')' | ' ' | '<' | '>'))
+                    {
                         break;
                     }
                     key.push(c);
@@ -149,7 +164,11 @@ fn parse_bracket(body: &str) -> Result<Step, String> {
         .and_then(|f| f.strip_suffix(')'))
         .ok_or_else(|| format!("unsupported JSONPath bracket [{body}]"))?
         .trim();
-    let chars: Vec<char> = filter.strip_prefix('@').ok_or_else(|| format!("a filter must start with @: {filter:?}"))?.chars().collect();
+    let chars: Vec<char> = filter
+        .strip_prefix('@')
+        .ok_or_else(|| format!("a filter must start with @: {filter:?}"))?
+        .chars()
+        .collect();
     let (path, end) = parse_steps(&chars, 0, true)?;
     let rest: String = chars[end..].iter().collect();
     let rest = rest.trim();
@@ -158,12 +177,15 @@ fn parse_bracket(body: &str) -> Result<Step, String> {
     } else if let Some(operand) = rest.strip_prefix("!=") {
         (false, operand)
     } else {
-        return Err(format!("unsupported filter {filter:?}: only == and != comparisons are supported"));
+        return Err(format!(
+            "unsupported filter {filter:?}: only == and != comparisons are supported"
+        ));
     };
     let operand = operand.trim();
     let value = match unquote(operand) {
         Some(text) => Value::String(text.to_string()),
-        None => serde_json::from_str(operand).map_err(|_| format!("unsupported filter operand {operand:?}"))?,
+        None => serde_json::from_str(operand)
+            .map_err(|_| format!("unsupported filter operand {operand:?}"))?,
     };
     Ok(Step::Filter { path, equal, value })
 }
@@ -177,7 +199,11 @@ fn evaluate<'a>(steps: &[Step], root: &'a Value) -> Vec<&'a Value> {
                 Step::Field(key) => next.extend(value.get(key.as_str())),
                 Step::Index(index) => {
                     if let Some(items) = value.as_array() {
-                        let position = if *index < 0 { items.len() as i64 + index } else { *index };
+                        let position = if *index < 0 {
+                            items.len() as i64 + index
+                        } else {
+                            *index
+                        };
                         if position >= 0 {
                             next.extend(items.get(position as usize));
                         }
@@ -188,10 +214,16 @@ fn evaluate<'a>(steps: &[Step], root: &'a Value) -> Vec<&'a Value> {
                     Value::Object(map) => next.extend(map.values()),
                     _ => {}
                 },
-                Step::Filter { path, equal, value: expected } => {
+                Step::Filter {
+                    path,
+                    equal,
+                    value: expected,
+                } => {
                     for item in value.as_array().into_iter().flatten() {
                         let found = evaluate(path, item);
-                        let matches = found.first().is_some_and(|actual| loosely_equal(actual, expected));
+                        let matches = found
+                            .first()
+                            .is_some_and(|actual| loosely_equal(actual, expected));
                         if matches == *equal && (!found.is_empty() || !*equal) {
                             next.push(item);
                         }
@@ -210,7 +242,9 @@ fn loosely_equal(actual: &Value, expected: &Value) -> bool {
     match (actual, expected) {
         (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
         (Value::String(a), Value::String(b)) => a == b,
-        (Value::Bool(a), Value::String(b)) | (Value::String(b), Value::Bool(a)) => a.to_string() == *b,
+        (Value::Bool(a), Value::String(b)) | (Value::String(b), Value::Bool(a)) => {
+            a.to_string() == *b
+        }
         (a, b) => a == b,
     }
 }
@@ -240,9 +274,18 @@ mod tests {
         assert_eq!(first(".metadata.labels.app"), Some(json!("web")));
         assert_eq!(first("{.spec.items[1].name}"), Some(json!("b")));
         assert_eq!(first(".spec.items[-1].size"), Some(json!(2)));
-        assert_eq!(first(r#".status.conditions[?(@.type=="Ready")].status"#), Some(json!("False")));
-        assert_eq!(first(".status.conditions[?(@.type=='Ready')].reason"), Some(json!("NotYet")));
-        assert_eq!(first(r#".status.conditions[?(@.type!="Ready")].type"#), Some(json!("Launched")));
+        assert_eq!(
+            first(r#".status.conditions[?(@.type=="Ready")].status"#),
+            Some(json!("False"))
+        );
+        assert_eq!(
+            first(".status.conditions[?(@.type=='Ready')].reason"),
+            Some(json!("NotYet"))
+        );
+        assert_eq!(
+            first(r#".status.conditions[?(@.type!="Ready")].type"#),
+            Some(json!("Launched"))
+        );
         assert_eq!(first(".spec.items[?(@.size==2)].name"), Some(json!("b")));
         assert_eq!(first(".spec.items[*].name"), Some(json!("a")));
         assert_eq!(first(".status.missing"), None);
@@ -251,8 +294,14 @@ mod tests {
 
     #[test]
     fn escaped_dots_and_bracketed_keys_address_label_keys() {
-        assert_eq!(first(r".metadata.labels.node\.kubernetes\.io/instance-type"), Some(json!("c3-8")));
-        assert_eq!(first(".metadata.labels['node.kubernetes.io/instance-type']"), Some(json!("c3-8")));
+        assert_eq!(
+            first(r".metadata.labels.node\.kubernetes\.io/instance-type"),
+            Some(json!("c3-8"))
+        );
+        assert_eq!(
+            first(".metadata.labels['node.kubernetes.io/instance-type']"),
+            Some(json!("c3-8"))
+        );
     }
 
     #[test]

@@ -28,7 +28,10 @@ mod tests {
     fn kubeconfig_names_the_server() {
         let yaml = kubeconfig_yaml("http://127.0.0.1:1234");
         let parsed: serde_json::Value = serde_yaml::from_str(&yaml).unwrap();
-        assert_eq!(parsed["clusters"][0]["cluster"]["server"], "http://127.0.0.1:1234");
+        assert_eq!(
+            parsed["clusters"][0]["cluster"]["server"],
+            "http://127.0.0.1:1234"
+        );
         assert_eq!(parsed["current-context"], "joinery-sim");
     }
 }

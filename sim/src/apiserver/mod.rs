@@ -65,8 +65,9 @@ use store::Store;
 pub fn plain_http_client(config: &kube::Config) -> Result<kube::Client, SimError> {
     use kube::client::ConfigExt;
     let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    let http_client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build::<_, kube::client::Body>(connector);
+    let http_client =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build::<_, kube::client::Body>(connector);
     let service = tower::ServiceBuilder::new()
         .layer(config.base_uri_layer())
         .layer(config.extra_headers_layer()?)
@@ -133,11 +134,17 @@ pub struct ApiServer {
 impl ApiServer {
     /// Binds the listener and starts serving in the background.
     pub async fn start(options: ApiServerOptions) -> Result<Self, SimError> {
-        let listener = TcpListener::bind(options.bind_address).await.map_err(SimError::Bind)?;
+        let listener = TcpListener::bind(options.bind_address)
+            .await
+            .map_err(SimError::Bind)?;
         let address = listener.local_addr().map_err(SimError::Bind)?;
         let url = format!("http://{address}");
         let shared = Arc::new(Shared {
-            store: Store::with_clock(options.event_window, options.clock.clone(), options.pod_grace_periods),
+            store: Store::with_clock(
+                options.event_window,
+                options.clock.clone(),
+                options.pod_grace_periods,
+            ),
             bookmark_interval: options.bookmark_interval,
             watch_epoch: watch::Sender::new(0),
             watches_paused: watch::Sender::new(false),
@@ -147,7 +154,13 @@ impl ApiServer {
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(server::serve(listener, shared.clone(), stopped));
         tracing::info!(%url, "emulated API server listening");
-        Ok(Self { address, url, shared, stop, task: Some(task) })
+        Ok(Self {
+            address,
+            url,
+            shared,
+            stop,
+            task: Some(task),
+        })
     }
 
     /// The base URL, e.g. `http://127.0.0.1:41234`.
@@ -167,14 +180,19 @@ impl ApiServer {
 
     /// Writes the kubeconfig to a file.
     pub fn write_kubeconfig(&self, path: &Path) -> Result<(), SimError> {
-        std::fs::write(path, self.kubeconfig_yaml())
-            .map_err(|source| SimError::Write { what: format!("kubeconfig {}", path.display()), source })
+        std::fs::write(path, self.kubeconfig_yaml()).map_err(|source| SimError::Write {
+            what: format!("kubeconfig {}", path.display()),
+            source,
+        })
     }
 
     /// A `kube::Client` for this server with `default` as its namespace, speaking plain HTTP
     /// (see [`plain_http_client`]).
     pub fn client(&self) -> Result<kube::Client, SimError> {
-        let uri: http::Uri = self.url.parse().map_err(|_| SimError::InvalidUrl(self.url.clone()))?;
+        let uri: http::Uri = self
+            .url
+            .parse()
+            .map_err(|_| SimError::InvalidUrl(self.url.clone()))?;
         let mut config = kube::Config::new(uri);
         config.default_namespace = "default".to_string();
         plain_http_client(&config)
@@ -228,7 +246,9 @@ impl ApiServer {
 
     /// A handle that can stop the server from elsewhere.
     pub fn shutdown_handle(&self) -> ShutdownHandle {
-        ShutdownHandle { stop: self.stop.clone() }
+        ShutdownHandle {
+            stop: self.stop.clone(),
+        }
     }
 
     /// Stops the server and waits for the accept loop to finish.

@@ -21,7 +21,11 @@ const PATCH: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch";
 /// The path of a group/version in the index and under `/openapi/v3/`: `api/v1` or
 /// `apis/<group>/<version>`.
 pub(crate) fn group_version_path(group: &str, version: &str) -> String {
-    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
 }
 
 /// The `/openapi/v3` index: every group/version with the URL of its document. The URL carries a
@@ -54,7 +58,12 @@ fn definition_name(kind: &ResourceKind) -> String {
     }
     let package = match kind.group.as_str() {
         "" => "core".to_string(),
-        "apiextensions.k8s.io" => return format!("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.{}.{}", kind.version, kind.kind),
+        "apiextensions.k8s.io" => {
+            return format!(
+                "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.{}.{}",
+                kind.version, kind.kind
+            );
+        }
         group => group.trim_end_matches(".k8s.io").replace('.', "_"),
     };
     format!("io.k8s.api.{package}.{}.{}", kind.version, kind.kind)
@@ -75,7 +84,8 @@ pub(crate) fn group_version_document(kinds: &[Arc<ResourceKind>]) -> Value {
             Some(schema) => custom_resource_schema(schema),
             None => builtin_schema(kind),
         };
-        schema["x-kubernetes-group-version-kind"] = json!([{"group": kind.group, "kind": kind.kind, "version": kind.version}]);
+        schema["x-kubernetes-group-version-kind"] =
+            json!([{"group": kind.group, "kind": kind.kind, "version": kind.version}]);
         schemas.insert(definition.clone(), schema);
         let list_definition = format!("{definition}List");
         schemas.insert(
@@ -105,7 +115,12 @@ pub(crate) fn group_version_document(kinds: &[Arc<ResourceKind>]) -> Value {
 
 /// The operations of one type: list, create and deletecollection on the collection; get,
 /// replace, patch and delete on an object; and the status subresource when there is one.
-fn add_paths(paths: &mut Map<String, Value>, kind: &ResourceKind, definition: &str, list_definition: &str) {
+fn add_paths(
+    paths: &mut Map<String, Value>,
+    kind: &ResourceKind,
+    definition: &str,
+    list_definition: &str,
+) {
     let prefix = format!("/{}", group_version_path(&kind.group, &kind.version));
     let collection = if kind.namespaced {
         format!("{prefix}/namespaces/{{namespace}}/{}", kind.plural)
@@ -114,9 +129,7 @@ fn add_paths(paths: &mut Map<String, Value>, kind: &ResourceKind, definition: &s
     };
     let gvk = json!({"group": kind.group, "version": kind.version, "kind": kind.kind});
     let reference = |name: &str| json!({"$ref": format!("#/components/schemas/{name}")});
-    let response = |name: &str| {
-        json!({"200": {"description": "OK", "content": {"application/json": {"schema": reference(name)}}}})
-    };
+    let response = |name: &str| json!({"200": {"description": "OK", "content": {"application/json": {"schema": reference(name)}}}});
     let operation_id = |verb: &str, suffix: &str| {
         let group_part: String = kind
             .group
@@ -126,7 +139,11 @@ fn add_paths(paths: &mut Map<String, Value>, kind: &ResourceKind, definition: &s
             .collect();
         let version_part = capitalized(&kind.version);
         let scope = if kind.namespaced { "Namespaced" } else { "" };
-        format!("{verb}{}{group_part}{version_part}{scope}{}{suffix}", if kind.group.is_empty() { "Core" } else { "" }, kind.kind)
+        format!(
+            "{verb}{}{group_part}{version_part}{scope}{}{suffix}",
+            if kind.group.is_empty() { "Core" } else { "" },
+            kind.kind
+        )
     };
     let write_parameters = json!([
         {"name": "dryRun", "in": "query", "description": "When present, indicates that modifications should not be persisted.", "schema": {"type": "string", "uniqueItems": true}},
@@ -217,13 +234,54 @@ fn builtin_schema(kind: &ResourceKind) -> Value {
     let (has_spec, extra): (bool, &[&str]) = match (kind.group.as_str(), kind.plural.as_str()) {
         ("", "configmaps") => (false, &["data", "binaryData", "immutable"]),
         ("", "secrets") => (false, &["data", "stringData", "type", "immutable"]),
-        ("", "events") => (false, &["involvedObject", "reason", "message", "type", "count", "firstTimestamp", "lastTimestamp", "source"]),
-        ("events.k8s.io", "events") => (false, &["regarding", "reason", "note", "type", "eventTime", "series", "reportingController"]),
-        ("", "serviceaccounts") => (false, &["secrets", "imagePullSecrets", "automountServiceAccountToken"]),
-        ("storage.k8s.io", "storageclasses") => (false, &["provisioner", "parameters", "reclaimPolicy", "volumeBindingMode", "allowVolumeExpansion"]),
+        ("", "events") => (
+            false,
+            &[
+                "involvedObject",
+                "reason",
+                "message",
+                "type",
+                "count",
+                "firstTimestamp",
+                "lastTimestamp",
+                "source",
+            ],
+        ),
+        ("events.k8s.io", "events") => (
+            false,
+            &[
+                "regarding",
+                "reason",
+                "note",
+                "type",
+                "eventTime",
+                "series",
+                "reportingController",
+            ],
+        ),
+        ("", "serviceaccounts") => (
+            false,
+            &[
+                "secrets",
+                "imagePullSecrets",
+                "automountServiceAccountToken",
+            ],
+        ),
+        ("storage.k8s.io", "storageclasses") => (
+            false,
+            &[
+                "provisioner",
+                "parameters",
+                "reclaimPolicy",
+                "volumeBindingMode",
+                "allowVolumeExpansion",
+            ],
+        ),
         ("rbac.authorization.k8s.io", "clusterroles") => (false, &["rules", "aggregationRule"]),
         ("rbac.authorization.k8s.io", "roles") => (false, &["rules"]),
-        ("rbac.authorization.k8s.io", "clusterrolebindings" | "rolebindings") => (false, &["subjects", "roleRef"]),
+        ("rbac.authorization.k8s.io", "clusterrolebindings" | "rolebindings") => {
+            (false, &["subjects", "roleRef"])
+        }
         _ => (true, &[]),
     };
     if has_spec {
@@ -243,10 +301,9 @@ fn builtin_schema(kind: &ResourceKind) -> Value {
 }
 
 fn object_meta_schema() -> Value {
-    let string = |description: &str| json!({"type": "string", "default": "", "description": description});
-    let string_map = |description: &str| {
-        json!({"type": "object", "additionalProperties": {"type": "string", "default": ""}, "description": description})
-    };
+    let string =
+        |description: &str| json!({"type": "string", "default": "", "description": description});
+    let string_map = |description: &str| json!({"type": "object", "additionalProperties": {"type": "string", "default": ""}, "description": description});
     json!({
         "type": "object",
         "description": "ObjectMeta is metadata that all persisted resources must have, which includes all objects users must create.",
@@ -276,14 +333,30 @@ mod tests {
 
     #[test]
     fn patch_operations_declare_field_validation_and_their_kind() {
-        let kinds: Vec<Arc<ResourceKind>> =
-            builtin_kinds().into_iter().filter(|k| k.group == "apps" && k.version == "v1").map(Arc::new).collect();
+        let kinds: Vec<Arc<ResourceKind>> = builtin_kinds()
+            .into_iter()
+            .filter(|k| k.group == "apps" && k.version == "v1")
+            .map(Arc::new)
+            .collect();
         let document = group_version_document(&kinds);
-        let patch = &document["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
-        assert_eq!(patch["x-kubernetes-group-version-kind"], json!({"group": "apps", "version": "v1", "kind": "Deployment"}));
-        assert!(patch["parameters"].as_array().unwrap().iter().any(|p| p["name"] == "fieldValidation" && p["in"] == "query"));
+        let patch =
+            &document["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
+        assert_eq!(
+            patch["x-kubernetes-group-version-kind"],
+            json!({"group": "apps", "version": "v1", "kind": "Deployment"})
+        );
+        assert!(
+            patch["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == "fieldValidation" && p["in"] == "query")
+        );
         let schema = &document["components"]["schemas"]["io.k8s.api.apps.v1.Deployment"];
-        assert_eq!(schema["x-kubernetes-group-version-kind"][0]["kind"], "Deployment");
+        assert_eq!(
+            schema["x-kubernetes-group-version-kind"][0]["kind"],
+            "Deployment"
+        );
     }
 
     #[test]
@@ -300,17 +373,33 @@ mod tests {
             categories: vec![],
             has_status: true,
             extra_subresources: vec![],
-            schema: Some(json!({"type": "object", "properties": {"spec": {"type": "object", "description": "the spec"}}})),
+            schema: Some(
+                json!({"type": "object", "properties": {"spec": {"type": "object", "description": "the spec"}}}),
+            ),
             crd_name: Some("nodepools.karpenter.sh".into()),
         };
         let document = group_version_document(&[Arc::new(kind)]);
         let schema = &document["components"]["schemas"]["sh.karpenter.v1.NodePool"];
         assert_eq!(schema["properties"]["spec"]["description"], "the spec");
-        assert!(schema["properties"]["metadata"]["allOf"][0]["$ref"].as_str().unwrap().ends_with(OBJECT_META));
-        assert!(document["paths"].get("/apis/karpenter.sh/v1/nodepools/{name}/status").is_some());
+        assert!(
+            schema["properties"]["metadata"]["allOf"][0]["$ref"]
+                .as_str()
+                .unwrap()
+                .ends_with(OBJECT_META)
+        );
+        assert!(
+            document["paths"]
+                .get("/apis/karpenter.sh/v1/nodepools/{name}/status")
+                .is_some()
+        );
         let mut documents = BTreeMap::new();
         documents.insert(group_version_path("karpenter.sh", "v1"), document);
         let index = index(&documents);
-        assert!(index["paths"]["apis/karpenter.sh/v1"]["serverRelativeURL"].as_str().unwrap().starts_with("/openapi/v3/apis/karpenter.sh/v1?hash="));
+        assert!(
+            index["paths"]["apis/karpenter.sh/v1"]["serverRelativeURL"]
+                .as_str()
+                .unwrap()
+                .starts_with("/openapi/v3/apis/karpenter.sh/v1?hash=")
+        );
     }
 }

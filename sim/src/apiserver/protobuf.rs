@@ -31,11 +31,23 @@ const MAGIC: &[u8] = b"k8s\0";
 
 /// Decodes a protobuf body into the object's JSON (with `apiVersion` and `kind`).
 pub(crate) fn decode(body: &[u8]) -> Result<Value, ApiError> {
-    let invalid = |what: &str, error: prost::DecodeError| ApiError::bad_request(format!("invalid protobuf body ({what}): {error}"));
-    let envelope = body.strip_prefix(MAGIC).ok_or_else(|| ApiError::bad_request("protobuf body without the \"k8s\\0\" prefix"))?;
-    let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown::decode(envelope).map_err(|e| invalid("envelope", e))?;
-    if unknown.content_encoding.as_deref().is_some_and(|e| !e.is_empty()) {
-        return Err(ApiError::bad_request(format!("protobuf content encoding {:?} is not supported", unknown.content_encoding)));
+    let invalid = |what: &str, error: prost::DecodeError| {
+        ApiError::bad_request(format!("invalid protobuf body ({what}): {error}"))
+    };
+    let envelope = body
+        .strip_prefix(MAGIC)
+        .ok_or_else(|| ApiError::bad_request("protobuf body without the \"k8s\\0\" prefix"))?;
+    let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown::decode(envelope)
+        .map_err(|e| invalid("envelope", e))?;
+    if unknown
+        .content_encoding
+        .as_deref()
+        .is_some_and(|e| !e.is_empty())
+    {
+        return Err(ApiError::bad_request(format!(
+            "protobuf content encoding {:?} is not supported",
+            unknown.content_encoding
+        )));
     }
     let type_meta = unknown.type_meta.unwrap_or_default();
     let api_version = type_meta.api_version.unwrap_or_default();
@@ -43,13 +55,22 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, ApiError> {
     let raw = unknown.raw.unwrap_or_default();
     let raw = raw.as_slice();
     let object = match (api_version.as_str(), kind.as_str()) {
-        ("v1", "Secret") => json(secret(k8s_pb::api::core::v1::Secret::decode(raw).map_err(|e| invalid("Secret", e))?)),
-        ("v1", "ConfigMap") => json(config_map(k8s_pb::api::core::v1::ConfigMap::decode(raw).map_err(|e| invalid("ConfigMap", e))?)),
-        ("v1", "Namespace") => json(namespace(k8s_pb::api::core::v1::Namespace::decode(raw).map_err(|e| invalid("Namespace", e))?)),
-        ("v1", "ServiceAccount") => {
-            json(service_account(k8s_pb::api::core::v1::ServiceAccount::decode(raw).map_err(|e| invalid("ServiceAccount", e))?))
-        }
-        ("coordination.k8s.io/v1", "Lease") => json(lease(k8s_pb::api::coordination::v1::Lease::decode(raw).map_err(|e| invalid("Lease", e))?)),
+        ("v1", "Secret") => json(secret(
+            k8s_pb::api::core::v1::Secret::decode(raw).map_err(|e| invalid("Secret", e))?,
+        )),
+        ("v1", "ConfigMap") => json(config_map(
+            k8s_pb::api::core::v1::ConfigMap::decode(raw).map_err(|e| invalid("ConfigMap", e))?,
+        )),
+        ("v1", "Namespace") => json(namespace(
+            k8s_pb::api::core::v1::Namespace::decode(raw).map_err(|e| invalid("Namespace", e))?,
+        )),
+        ("v1", "ServiceAccount") => json(service_account(
+            k8s_pb::api::core::v1::ServiceAccount::decode(raw)
+                .map_err(|e| invalid("ServiceAccount", e))?,
+        )),
+        ("coordination.k8s.io/v1", "Lease") => json(lease(
+            k8s_pb::api::coordination::v1::Lease::decode(raw).map_err(|e| invalid("Lease", e))?,
+        )),
         _ => {
             return Err(ApiError::new(
                 415,
@@ -64,7 +85,8 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, ApiError> {
 }
 
 fn json<T: serde::Serialize>(object: T) -> Result<Value, ApiError> {
-    serde_json::to_value(object).map_err(|e| ApiError::bad_request(format!("cannot represent the decoded object: {e}")))
+    serde_json::to_value(object)
+        .map_err(|e| ApiError::bad_request(format!("cannot represent the decoded object: {e}")))
 }
 
 fn timestamp(seconds: Option<i64>, nanos: Option<i32>) -> Option<k8s_openapi::jiff::Timestamp> {
@@ -72,11 +94,13 @@ fn timestamp(seconds: Option<i64>, nanos: Option<i32>) -> Option<k8s_openapi::ji
 }
 
 fn time(time: Option<pb_meta::Time>) -> Option<meta::Time> {
-    time.and_then(|t| timestamp(t.seconds, t.nanos)).map(meta::Time)
+    time.and_then(|t| timestamp(t.seconds, t.nanos))
+        .map(meta::Time)
 }
 
 fn micro_time(time: Option<pb_meta::MicroTime>) -> Option<meta::MicroTime> {
-    time.and_then(|t| timestamp(t.seconds, t.nanos)).map(meta::MicroTime)
+    time.and_then(|t| timestamp(t.seconds, t.nanos))
+        .map(meta::MicroTime)
 }
 
 fn non_empty<K: Ord, V>(map: BTreeMap<K, V>) -> Option<BTreeMap<K, V>> {
@@ -123,7 +147,12 @@ fn object_meta(metadata: Option<pb_meta::ObjectMeta>) -> meta::ObjectMeta {
 fn secret(s: k8s_pb::api::core::v1::Secret) -> core::Secret {
     core::Secret {
         metadata: object_meta(s.metadata),
-        data: non_empty(s.data.into_iter().map(|(k, v)| (k, ByteString(v))).collect()),
+        data: non_empty(
+            s.data
+                .into_iter()
+                .map(|(k, v)| (k, ByteString(v)))
+                .collect(),
+        ),
         string_data: non_empty(s.string_data),
         type_: s.r#type,
         immutable: s.immutable,
@@ -134,7 +163,12 @@ fn config_map(c: k8s_pb::api::core::v1::ConfigMap) -> core::ConfigMap {
     core::ConfigMap {
         metadata: object_meta(c.metadata),
         data: non_empty(c.data),
-        binary_data: non_empty(c.binary_data.into_iter().map(|(k, v)| (k, ByteString(v))).collect()),
+        binary_data: non_empty(
+            c.binary_data
+                .into_iter()
+                .map(|(k, v)| (k, ByteString(v)))
+                .collect(),
+        ),
         immutable: c.immutable,
     }
 }
@@ -142,7 +176,9 @@ fn config_map(c: k8s_pb::api::core::v1::ConfigMap) -> core::ConfigMap {
 fn namespace(n: k8s_pb::api::core::v1::Namespace) -> core::Namespace {
     core::Namespace {
         metadata: object_meta(n.metadata),
-        spec: n.spec.map(|s| core::NamespaceSpec { finalizers: non_empty_list(s.finalizers) }),
+        spec: n.spec.map(|s| core::NamespaceSpec {
+            finalizers: non_empty_list(s.finalizers),
+        }),
         status: None,
     }
 }
@@ -151,11 +187,22 @@ fn service_account(a: k8s_pb::api::core::v1::ServiceAccount) -> core::ServiceAcc
     core::ServiceAccount {
         metadata: object_meta(a.metadata),
         automount_service_account_token: a.automount_service_account_token,
-        image_pull_secrets: non_empty_list(a.image_pull_secrets.into_iter().map(|r| core::LocalObjectReference { name: r.name.unwrap_or_default() }).collect()),
+        image_pull_secrets: non_empty_list(
+            a.image_pull_secrets
+                .into_iter()
+                .map(|r| core::LocalObjectReference {
+                    name: r.name.unwrap_or_default(),
+                })
+                .collect(),
+        ),
         secrets: non_empty_list(
             a.secrets
                 .into_iter()
-                .map(|r| core::ObjectReference { name: r.name, namespace: r.namespace, ..Default::default() })
+                .map(|r| core::ObjectReference {
+                    name: r.name,
+                    namespace: r.namespace,
+                    ..Default::default()
+                })
                 .collect(),
         ),
     }
@@ -183,7 +230,10 @@ mod tests {
     /// A body as client-go encodes one: magic, then the envelope around the object's bytes.
     fn body(api_version: &str, kind: &str, object: Vec<u8>) -> Vec<u8> {
         let envelope = k8s_pb::apimachinery::pkg::runtime::Unknown {
-            type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta { api_version: Some(api_version.into()), kind: Some(kind.into()) }),
+            type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta {
+                api_version: Some(api_version.into()),
+                kind: Some(kind.into()),
+            }),
             raw: Some(object),
             content_encoding: Some(String::new()),
             content_type: Some(String::new()),
@@ -208,21 +258,35 @@ mod tests {
         assert_eq!(value["metadata"]["name"], "sh.helm.release.v1.joinery.v1");
         assert_eq!(value["metadata"]["labels"]["owner"], "helm");
         assert_eq!(value["type"], "helm.sh/release.v1");
-        assert_eq!(value["data"]["release"], "SDRzSQ==", "bytes become base64 as in JSON");
+        assert_eq!(
+            value["data"]["release"], "SDRzSQ==",
+            "bytes become base64 as in JSON"
+        );
     }
 
     #[test]
     fn a_lease_keeps_its_micro_times() {
         let lease = k8s_pb::api::coordination::v1::Lease {
-            metadata: Some(pb_meta::ObjectMeta { name: Some("karpenter-leader-election".into()), ..Default::default() }),
+            metadata: Some(pb_meta::ObjectMeta {
+                name: Some("karpenter-leader-election".into()),
+                ..Default::default()
+            }),
             spec: Some(k8s_pb::api::coordination::v1::LeaseSpec {
                 holder_identity: Some("a_1".into()),
                 lease_duration_seconds: Some(15),
-                renew_time: Some(pb_meta::MicroTime { seconds: Some(1_764_547_200), nanos: Some(123_456_000) }),
+                renew_time: Some(pb_meta::MicroTime {
+                    seconds: Some(1_764_547_200),
+                    nanos: Some(123_456_000),
+                }),
                 ..Default::default()
             }),
         };
-        let value = decode(&body("coordination.k8s.io/v1", "Lease", lease.encode_to_vec())).unwrap();
+        let value = decode(&body(
+            "coordination.k8s.io/v1",
+            "Lease",
+            lease.encode_to_vec(),
+        ))
+        .unwrap();
         assert_eq!(value["spec"]["holderIdentity"], "a_1");
         assert_eq!(value["spec"]["leaseDurationSeconds"], 15);
         assert_eq!(value["spec"]["renewTime"], "2025-12-01T00:00:00.123456Z");
@@ -232,7 +296,12 @@ mod tests {
     fn other_kinds_and_garbage_are_refused_clearly() {
         let error = decode(&body("apps/v1", "Deployment", Vec::new())).unwrap_err();
         assert_eq!(error.code, 415);
-        assert!(error.message.contains("apps/v1 Deployment") && error.message.contains("application/json"), "{}", error.message);
+        assert!(
+            error.message.contains("apps/v1 Deployment")
+                && error.message.contains("application/json"),
+            "{}",
+            error.message
+        );
         assert_eq!(decode(b"{\"kind\": \"Secret\"}").unwrap_err().code, 400);
         assert_eq!(decode(b"k8s\0\xff\xff").unwrap_err().code, 400);
     }

@@ -7,7 +7,16 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 /// The verbs every top-level resource supports.
-const STANDARD_VERBS: [&str; 8] = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const STANDARD_VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 /// A subresource other than `status`, listed in discovery (for example `pods/eviction`).
 #[derive(Debug, Clone, PartialEq)]
@@ -58,7 +67,11 @@ pub struct ResourceKind {
 impl ResourceKind {
     /// `apiVersion` string: `v1` for core, `group/version` otherwise.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 
     fn discovery_entries(&self) -> Vec<Value> {
@@ -95,7 +108,14 @@ impl ResourceKind {
     }
 }
 
-fn builtin(group: &str, plural: &str, kind: &str, namespaced: bool, has_status: bool, short: &[&str]) -> ResourceKind {
+fn builtin(
+    group: &str,
+    plural: &str,
+    kind: &str,
+    namespaced: bool,
+    has_status: bool,
+    short: &[&str],
+) -> ResourceKind {
     ResourceKind {
         group: group.to_string(),
         version: "v1".to_string(),
@@ -133,10 +153,20 @@ pub fn builtin_kinds() -> Vec<ResourceKind> {
     ];
     let mut deployments = builtin("apps", "deployments", "Deployment", true, true, &["deploy"]);
     deployments.categories = vec!["all".into()];
-    deployments.extra_subresources = vec![subresource("scale", "autoscaling", "Scale", &["get", "patch", "update"])];
+    deployments.extra_subresources = vec![subresource(
+        "scale",
+        "autoscaling",
+        "Scale",
+        &["get", "patch", "update"],
+    )];
     let mut replicasets = builtin("apps", "replicasets", "ReplicaSet", true, true, &["rs"]);
     replicasets.categories = vec!["all".into()];
-    replicasets.extra_subresources = vec![subresource("scale", "autoscaling", "Scale", &["get", "patch", "update"])];
+    replicasets.extra_subresources = vec![subresource(
+        "scale",
+        "autoscaling",
+        "Scale",
+        &["get", "patch", "update"],
+    )];
     let mut daemonsets = builtin("apps", "daemonsets", "DaemonSet", true, true, &["ds"]);
     daemonsets.categories = vec!["all".into()];
     vec![
@@ -147,26 +177,110 @@ pub fn builtin_kinds() -> Vec<ResourceKind> {
         builtin("", "secrets", "Secret", true, false, &[]),
         builtin("", "events", "Event", true, false, &["ev"]),
         builtin("", "services", "Service", true, true, &["svc"]),
-        builtin("", "replicationcontrollers", "ReplicationController", true, true, &["rc"]),
-        builtin("", "serviceaccounts", "ServiceAccount", true, false, &["sa"]),
-        builtin("", "persistentvolumes", "PersistentVolume", false, true, &["pv"]),
-        builtin("", "persistentvolumeclaims", "PersistentVolumeClaim", true, true, &["pvc"]),
+        builtin(
+            "",
+            "replicationcontrollers",
+            "ReplicationController",
+            true,
+            true,
+            &["rc"],
+        ),
+        builtin(
+            "",
+            "serviceaccounts",
+            "ServiceAccount",
+            true,
+            false,
+            &["sa"],
+        ),
+        builtin(
+            "",
+            "persistentvolumes",
+            "PersistentVolume",
+            false,
+            true,
+            &["pv"],
+        ),
+        builtin(
+            "",
+            "persistentvolumeclaims",
+            "PersistentVolumeClaim",
+            true,
+            true,
+            &["pvc"],
+        ),
         daemonsets,
         deployments,
         replicasets,
         builtin("apps", "statefulsets", "StatefulSet", true, true, &["sts"]),
         builtin("events.k8s.io", "events", "Event", true, false, &["ev"]),
         builtin("coordination.k8s.io", "leases", "Lease", true, false, &[]),
-        builtin("policy", "poddisruptionbudgets", "PodDisruptionBudget", true, true, &["pdb"]),
-        builtin("storage.k8s.io", "storageclasses", "StorageClass", false, false, &["sc"]),
+        builtin(
+            "policy",
+            "poddisruptionbudgets",
+            "PodDisruptionBudget",
+            true,
+            true,
+            &["pdb"],
+        ),
+        builtin(
+            "storage.k8s.io",
+            "storageclasses",
+            "StorageClass",
+            false,
+            false,
+            &["sc"],
+        ),
         builtin("storage.k8s.io", "csinodes", "CSINode", false, false, &[]),
-        builtin("storage.k8s.io", "volumeattachments", "VolumeAttachment", false, true, &[]),
-        builtin("apiextensions.k8s.io", "customresourcedefinitions", "CustomResourceDefinition", false, true, &["crd", "crds"]),
+        builtin(
+            "storage.k8s.io",
+            "volumeattachments",
+            "VolumeAttachment",
+            false,
+            true,
+            &[],
+        ),
+        builtin(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "CustomResourceDefinition",
+            false,
+            true,
+            &["crd", "crds"],
+        ),
         // What an install (`helm install`) creates besides workloads; stored, not enforced.
-        builtin("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", false, false, &[]),
-        builtin("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBinding", false, false, &[]),
-        builtin("rbac.authorization.k8s.io", "roles", "Role", true, false, &[]),
-        builtin("rbac.authorization.k8s.io", "rolebindings", "RoleBinding", true, false, &[]),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "clusterroles",
+            "ClusterRole",
+            false,
+            false,
+            &[],
+        ),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+            false,
+            false,
+            &[],
+        ),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "roles",
+            "Role",
+            true,
+            false,
+            &[],
+        ),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "rolebindings",
+            "RoleBinding",
+            true,
+            false,
+            &[],
+        ),
     ]
 }
 
@@ -179,7 +293,10 @@ pub const CRD_PLURAL: &str = "customresourcedefinitions";
 /// Returns a list of (field, message) problems when the CRD is unusable.
 pub fn kinds_from_crd(crd: &Value) -> Result<Vec<ResourceKind>, Vec<(String, String)>> {
     let mut problems = Vec::new();
-    let name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let name = crd
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let spec = &crd["spec"];
     let group = spec["group"].as_str().unwrap_or_default();
     let names = &spec["names"];
@@ -195,13 +312,21 @@ pub fn kinds_from_crd(crd: &Value) -> Result<Vec<ResourceKind>, Vec<(String, Str
         problems.push(("spec.names.kind".into(), "Required value".into()));
     }
     if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
-        problems.push(("metadata.name".into(), format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group")));
+        problems.push((
+            "metadata.name".into(),
+            format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
+        ));
     }
     let namespaced = match spec["scope"].as_str() {
         Some("Namespaced") => true,
         Some("Cluster") => false,
         other => {
-            problems.push(("spec.scope".into(), format!("Unsupported value: {other:?}: supported values: \"Cluster\", \"Namespaced\"")));
+            problems.push((
+                "spec.scope".into(),
+                format!(
+                    "Unsupported value: {other:?}: supported values: \"Cluster\", \"Namespaced\""
+                ),
+            ));
             false
         }
     };
@@ -213,19 +338,39 @@ pub fn kinds_from_crd(crd: &Value) -> Result<Vec<ResourceKind>, Vec<(String, Str
         return Err(problems);
     }
     let strings = |value: &Value| -> Vec<String> {
-        value.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect()).unwrap_or_default()
+        value
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
     };
-    let singular = names["singular"].as_str().map(String::from).unwrap_or_else(|| kind.to_lowercase());
-    let list_kind = names["listKind"].as_str().map(String::from).unwrap_or_else(|| format!("{kind}List"));
+    let singular = names["singular"]
+        .as_str()
+        .map(String::from)
+        .unwrap_or_else(|| kind.to_lowercase());
+    let list_kind = names["listKind"]
+        .as_str()
+        .map(String::from)
+        .unwrap_or_else(|| format!("{kind}List"));
     let mut kinds = Vec::new();
     for version in &versions {
         if version["served"].as_bool() == Some(false) {
             continue;
         }
-        let Some(version_name) = version["name"].as_str() else { continue };
+        let Some(version_name) = version["name"].as_str() else {
+            continue;
+        };
         let mut extra_subresources = Vec::new();
         if version.pointer("/subresources/scale").is_some() {
-            extra_subresources.push(subresource("scale", "autoscaling", "Scale", &["get", "patch", "update"]));
+            extra_subresources.push(subresource(
+                "scale",
+                "autoscaling",
+                "Scale",
+                &["get", "patch", "update"],
+            ));
         }
         kinds.push(ResourceKind {
             group: group.to_string(),
@@ -251,7 +396,9 @@ pub fn kinds_from_crd(crd: &Value) -> Result<Vec<ResourceKind>, Vec<(String, Str
 pub fn compare_version_priority(a: &str, b: &str) -> Ordering {
     fn rank(version: &str) -> Option<(u8, u64, u64)> {
         let rest = version.strip_prefix('v')?;
-        let digits_end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let digits_end = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let major: u64 = rest[..digits_end].parse().ok()?;
         let tail = &rest[digits_end..];
         if tail.is_empty() {
@@ -264,7 +411,11 @@ pub fn compare_version_priority(a: &str, b: &str) -> Ordering {
         } else {
             return None;
         };
-        let minor = if number.is_empty() { 0 } else { number.parse().ok()? };
+        let minor = if number.is_empty() {
+            0
+        } else {
+            number.parse().ok()?
+        };
         Some((stability, major, minor))
     }
     match (rank(a), rank(b)) {
@@ -299,6 +450,9 @@ mod tests {
     fn version_priority_puts_ga_first() {
         let mut versions = vec!["v1alpha1", "v2beta1", "v1", "foo", "v1beta2", "v2"];
         versions.sort_by(|a, b| compare_version_priority(a, b));
-        assert_eq!(versions, vec!["v2", "v1", "v2beta1", "v1beta2", "v1alpha1", "foo"]);
+        assert_eq!(
+            versions,
+            vec!["v2", "v1", "v2beta1", "v1beta2", "v1alpha1", "foo"]
+        );
     }
 }

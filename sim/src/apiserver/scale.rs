@@ -35,11 +35,13 @@ enum Selector {
 
 /// Turns a CRD's `.spec.replicas` path into a JSON pointer.
 fn pointer(path: &str) -> String {
-    path.trim_start_matches('.').split('.').fold(String::new(), |mut pointer, part| {
-        pointer.push('/');
-        pointer.push_str(&part.replace('~', "~0").replace('/', "~1"));
-        pointer
-    })
+    path.trim_start_matches('.')
+        .split('.')
+        .fold(String::new(), |mut pointer, part| {
+            pointer.push('/');
+            pointer.push_str(&part.replace('~', "~0").replace('/', "~1"));
+            pointer
+        })
 }
 
 fn scale_paths(store: &Store, kind: &ResourceKind) -> Result<ScalePaths, ApiError> {
@@ -51,16 +53,28 @@ fn scale_paths(store: &Store, kind: &ResourceKind) -> Result<ScalePaths, ApiErro
             default_replicas: 1,
         });
     }
-    let crds = store.lookup(CRD_GROUP, "v1", CRD_PLURAL).ok_or_else(ApiError::no_such_resource)?;
+    let crds = store
+        .lookup(CRD_GROUP, "v1", CRD_PLURAL)
+        .ok_or_else(ApiError::no_such_resource)?;
     let crd = store.get(&crds, None, kind.crd_name.as_deref().unwrap_or_default())?;
     let scale = crd
         .pointer("/spec/versions")
         .and_then(Value::as_array)
-        .and_then(|versions| versions.iter().find(|v| v["name"].as_str() == Some(kind.version.as_str())))
+        .and_then(|versions| {
+            versions
+                .iter()
+                .find(|v| v["name"].as_str() == Some(kind.version.as_str()))
+        })
         .and_then(|version| version.pointer("/subresources/scale"))
         .cloned()
         .ok_or_else(ApiError::no_such_resource)?;
-    let path = |field: &str| scale.get(field).and_then(Value::as_str).filter(|p| !p.is_empty()).map(pointer);
+    let path = |field: &str| {
+        scale
+            .get(field)
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
+            .map(pointer)
+    };
     Ok(ScalePaths {
         spec_replicas: path("specReplicasPath").unwrap_or_else(|| "/spec/replicas".into()),
         status_replicas: path("statusReplicasPath"),
@@ -71,16 +85,34 @@ fn scale_paths(store: &Store, kind: &ResourceKind) -> Result<ScalePaths, ApiErro
 
 /// The Scale of an object.
 fn scale_of(object: &Value, paths: &ScalePaths) -> Value {
-    let replicas = object.pointer(&paths.spec_replicas).and_then(Value::as_i64).unwrap_or(paths.default_replicas);
-    let observed = paths.status_replicas.as_deref().and_then(|p| object.pointer(p)).and_then(Value::as_i64).unwrap_or(0);
+    let replicas = object
+        .pointer(&paths.spec_replicas)
+        .and_then(Value::as_i64)
+        .unwrap_or(paths.default_replicas);
+    let observed = paths
+        .status_replicas
+        .as_deref()
+        .and_then(|p| object.pointer(p))
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
     let selector = match &paths.selector {
         Selector::Object(at) => label_selector_string(object.pointer(at)),
-        Selector::Text(at) => object.pointer(at).and_then(Value::as_str).unwrap_or_default().to_string(),
+        Selector::Text(at) => object
+            .pointer(at)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
         Selector::None => String::new(),
     };
     let metadata = &object["metadata"];
     let mut scale_metadata = json!({});
-    for field in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
+    for field in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ] {
         if let Some(value) = metadata.get(field) {
             scale_metadata[field] = value.clone();
         }
@@ -112,26 +144,38 @@ pub(crate) fn handle(
     let paths = scale_paths(store, kind)?;
     let desired = |current_scale: &Value| -> Result<Value, ApiError> {
         match *method {
-            Method::PUT => serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid Scale: {e}"))),
+            Method::PUT => serde_json::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("invalid Scale: {e}"))),
             Method::PATCH => {
                 let mut scale = current_scale.clone();
                 match content_type {
                     "application/json-patch+json" => {
                         let operations: json_patch::Patch =
-                            serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-                        json_patch::patch(&mut scale, &operations)
-                            .map_err(|e| ApiError::invalid("autoscaling", "Scale", name, &[("patch".into(), e.to_string())]))?;
+                            serde_json::from_slice(body).map_err(|e| {
+                                ApiError::bad_request(format!("invalid JSON patch: {e}"))
+                            })?;
+                        json_patch::patch(&mut scale, &operations).map_err(|e| {
+                            ApiError::invalid(
+                                "autoscaling",
+                                "Scale",
+                                name,
+                                &[("patch".into(), e.to_string())],
+                            )
+                        })?;
                     }
                     "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
-                        let changes: Value =
-                            serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid merge patch: {e}")))?;
+                        let changes: Value = serde_json::from_slice(body).map_err(|e| {
+                            ApiError::bad_request(format!("invalid merge patch: {e}"))
+                        })?;
                         json_patch::merge(&mut scale, &changes);
                     }
                     other => return Err(ApiError::unsupported_media_type(other)),
                 }
                 Ok(scale)
             }
-            _ => Err(ApiError::method_not_allowed(format!("{method} is not supported on the scale subresource"))),
+            _ => Err(ApiError::method_not_allowed(format!(
+                "{method} is not supported on the scale subresource"
+            ))),
         }
     };
     if *method == Method::GET {
@@ -168,7 +212,11 @@ pub(crate) fn handle(
 /// Sets the value at a JSON pointer, creating the objects on the way.
 fn set_pointer(target: &mut Value, pointer: &str, value: Value) {
     let mut current = target;
-    let parts: Vec<String> = pointer.split('/').skip(1).map(|p| p.replace("~1", "/").replace("~0", "~")).collect();
+    let parts: Vec<String> = pointer
+        .split('/')
+        .skip(1)
+        .map(|p| p.replace("~1", "/").replace("~0", "~"))
+        .collect();
     for (index, part) in parts.iter().enumerate() {
         if !current.is_object() {
             *current = json!({});
@@ -200,8 +248,14 @@ mod tests {
             "status": {"replicas": 2}
         });
         let scale = scale_of(&deployment, &paths);
-        assert_eq!(scale["spec"]["replicas"], 1, "absent replicas read as the default");
-        assert_eq!(scale["status"], json!({"replicas": 2, "selector": "app=web"}));
+        assert_eq!(
+            scale["spec"]["replicas"], 1,
+            "absent replicas read as the default"
+        );
+        assert_eq!(
+            scale["status"],
+            json!({"replicas": 2, "selector": "app=web"})
+        );
         assert_eq!(scale["metadata"]["resourceVersion"], "7");
         assert!(scale["metadata"].get("labels").is_none());
     }

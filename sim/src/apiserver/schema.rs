@@ -18,12 +18,18 @@ pub fn prune_unknown_fields(schema: &Value, value: &mut Value) {
 }
 
 fn prune(schema: &Value, value: &mut Value, keeps_type_and_metadata: bool) {
-    let preserve_unknown = schema.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true);
+    let preserve_unknown = schema
+        .get("x-kubernetes-preserve-unknown-fields")
+        .and_then(Value::as_bool)
+        == Some(true);
     match value {
         Value::Object(map) => {
             let properties = schema.get("properties").and_then(Value::as_object);
             let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-            let embedded = schema.get("x-kubernetes-embedded-resource").and_then(Value::as_bool) == Some(true);
+            let embedded = schema
+                .get("x-kubernetes-embedded-resource")
+                .and_then(Value::as_bool)
+                == Some(true);
             let keeps_envelope = keeps_type_and_metadata || embedded;
             map.retain(|name, child| {
                 if keeps_envelope && matches!(name.as_str(), "apiVersion" | "kind" | "metadata") {
@@ -59,19 +65,44 @@ pub fn unknown_fields(schema: &Value, value: &Value) -> Vec<String> {
     found
 }
 
-fn collect_unknown(schema: &Value, value: &Value, path: &str, keeps_type_and_metadata: bool, found: &mut Vec<String>) {
-    if schema.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true) && schema.get("properties").is_none() {
+fn collect_unknown(
+    schema: &Value,
+    value: &Value,
+    path: &str,
+    keeps_type_and_metadata: bool,
+    found: &mut Vec<String>,
+) {
+    if schema
+        .get("x-kubernetes-preserve-unknown-fields")
+        .and_then(Value::as_bool)
+        == Some(true)
+        && schema.get("properties").is_none()
+    {
         return;
     }
-    let child_path = |name: &str| if path.is_empty() { name.to_string() } else { format!("{path}.{name}") };
+    let child_path = |name: &str| {
+        if path.is_empty() {
+            name.to_string()
+        } else {
+            format!("{path}.{name}")
+        }
+    };
     match value {
         Value::Object(map) => {
-            let preserve_unknown = schema.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true);
+            let preserve_unknown = schema
+                .get("x-kubernetes-preserve-unknown-fields")
+                .and_then(Value::as_bool)
+                == Some(true);
             let properties = schema.get("properties").and_then(Value::as_object);
             let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-            let embedded = schema.get("x-kubernetes-embedded-resource").and_then(Value::as_bool) == Some(true);
+            let embedded = schema
+                .get("x-kubernetes-embedded-resource")
+                .and_then(Value::as_bool)
+                == Some(true);
             for (name, child) in map {
-                if (keeps_type_and_metadata || embedded) && matches!(name.as_str(), "apiVersion" | "kind" | "metadata") {
+                if (keeps_type_and_metadata || embedded)
+                    && matches!(name.as_str(), "apiVersion" | "kind" | "metadata")
+                {
                     continue;
                 }
                 if let Some(property_schema) = properties.and_then(|p| p.get(name)) {
@@ -109,7 +140,9 @@ pub fn apply_defaults(schema: &Value, value: &mut Value) {
                         apply_defaults(property_schema, child);
                     }
                 }
-            } else if let Some(additional) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+            } else if let Some(additional) =
+                schema.get("additionalProperties").filter(|a| a.is_object())
+            {
                 for child in map.values_mut() {
                     apply_defaults(additional, child);
                 }
@@ -138,7 +171,13 @@ pub fn validate(schema: &Value, value: &Value, path: &str, problems: &mut Vec<(S
 /// value validations and CEL rules pass a value unchanged from `old` (validation ratcheting).
 /// When the schema validation finds a type, required, enum, length or size problem, the CEL
 /// rules are skipped with one more problem saying so, as on a real cluster.
-pub fn validate_update(schema: &Value, value: &Value, old: Option<&Value>, path: &str, problems: &mut Vec<(String, String)>) {
+pub fn validate_update(
+    schema: &Value,
+    value: &Value,
+    old: Option<&Value>,
+    path: &str,
+    problems: &mut Vec<(String, String)>,
+) {
     let mut found = Vec::new();
     check_structure(schema, value, old, path, &mut found);
     let blocked = found.iter().any(|p| p.blocking);
@@ -168,33 +207,67 @@ struct Problem {
 
 impl Problem {
     fn blocking(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Problem { field: field.into(), message: message.into(), blocking: true }
+        Problem {
+            field: field.into(),
+            message: message.into(),
+            blocking: true,
+        }
     }
 
     fn other(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Problem { field: field.into(), message: message.into(), blocking: false }
+        Problem {
+            field: field.into(),
+            message: message.into(),
+            blocking: false,
+        }
     }
 }
 
 fn child_path(path: &str, name: &str) -> String {
-    if path.is_empty() { name.to_string() } else { format!("{path}.{name}") }
+    if path.is_empty() {
+        name.to_string()
+    } else {
+        format!("{path}.{name}")
+    }
 }
 
 /// The OpenAPI part of the validation: types, required, enum, the value validations and the
 /// list types.
-fn check_structure(schema: &Value, value: &Value, old: Option<&Value>, path: &str, problems: &mut Vec<Problem>) {
-    let field = if path.is_empty() { "<root>".to_string() } else { path.to_string() };
+fn check_structure(
+    schema: &Value,
+    value: &Value,
+    old: Option<&Value>,
+    path: &str,
+    problems: &mut Vec<Problem>,
+) {
+    let field = if path.is_empty() {
+        "<root>".to_string()
+    } else {
+        path.to_string()
+    };
     if value.is_null() {
-        if schema.get("nullable").and_then(Value::as_bool) != Some(true) && schema.get("type").is_some() {
-            problems.push(Problem::blocking(field, "Invalid value: \"null\": must not be null"));
+        if schema.get("nullable").and_then(Value::as_bool) != Some(true)
+            && schema.get("type").is_some()
+        {
+            problems.push(Problem::blocking(
+                field,
+                "Invalid value: \"null\": must not be null",
+            ));
         }
         return;
     }
     // Validation ratcheting: a value the update leaves as it was passes the value validations.
     let unchanged = old == Some(value);
-    if schema.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true) {
+    if schema
+        .get("x-kubernetes-int-or-string")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
         if !(value.is_string() || is_integer(value)) {
-            problems.push(Problem::blocking(field, format!("Invalid value: {value}: must be an integer or a string")));
+            problems.push(Problem::blocking(
+                field,
+                format!("Invalid value: {value}: must be an integer or a string"),
+            ));
         } else if !unchanged {
             check_values(schema, value, &field, problems);
         }
@@ -211,7 +284,13 @@ fn check_structure(schema: &Value, value: &Value, old: Option<&Value>, path: &st
             _ => true,
         };
         if !fits {
-            problems.push(Problem::blocking(field, format!("Invalid value: {}: must be of type {expected}", describe(value))));
+            problems.push(Problem::blocking(
+                field,
+                format!(
+                    "Invalid value: {}: must be of type {expected}",
+                    describe(value)
+                ),
+            ));
             return;
         }
     }
@@ -219,7 +298,13 @@ fn check_structure(schema: &Value, value: &Value, old: Option<&Value>, path: &st
         && !allowed.contains(value)
     {
         let listed: Vec<String> = allowed.iter().map(Value::to_string).collect();
-        problems.push(Problem::blocking(field.clone(), format!("Unsupported value: {value}: supported values: {}", listed.join(", "))));
+        problems.push(Problem::blocking(
+            field.clone(),
+            format!(
+                "Unsupported value: {value}: supported values: {}",
+                listed.join(", ")
+            ),
+        ));
     }
     if !unchanged {
         check_values(schema, value, &field, problems);
@@ -241,13 +326,27 @@ fn check_structure(schema: &Value, value: &Value, old: Option<&Value>, path: &st
                     }
                     if let Some(property_schema) = properties.get(name) {
                         let old_child = old.and_then(|o| o.get(name));
-                        check_structure(property_schema, child, old_child, &child_path(path, name), problems);
+                        check_structure(
+                            property_schema,
+                            child,
+                            old_child,
+                            &child_path(path, name),
+                            problems,
+                        );
                     }
                 }
-            } else if let Some(additional) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+            } else if let Some(additional) =
+                schema.get("additionalProperties").filter(|a| a.is_object())
+            {
                 for (name, child) in map {
                     let old_child = old.and_then(|o| o.get(name));
-                    check_structure(additional, child, old_child, &child_path(path, name), problems);
+                    check_structure(
+                        additional,
+                        child,
+                        old_child,
+                        &child_path(path, name),
+                        problems,
+                    );
                 }
             }
         }
@@ -258,7 +357,13 @@ fn check_structure(schema: &Value, value: &Value, old: Option<&Value>, path: &st
             if let Some(item_schema) = schema.get("items") {
                 for (index, item) in items.iter().enumerate() {
                     let old_item = correlated_item(schema, item, old);
-                    check_structure(item_schema, item, old_item, &format!("{path}[{index}]"), problems);
+                    check_structure(
+                        item_schema,
+                        item,
+                        old_item,
+                        &format!("{path}[{index}]"),
+                        problems,
+                    );
                 }
             }
         }
@@ -275,7 +380,10 @@ fn check_values(schema: &Value, value: &Value, field: &str, problems: &mut Vec<P
             if let Some(max) = limit("maxLength")
                 && length > max
             {
-                problems.push(Problem::blocking(field, format!("Too long: may not be longer than {max}")));
+                problems.push(Problem::blocking(
+                    field,
+                    format!("Too long: may not be longer than {max}"),
+                ));
             }
             if let Some(min) = limit("minLength")
                 && length < min
@@ -301,12 +409,20 @@ fn check_values(schema: &Value, value: &Value, field: &str, problems: &mut Vec<P
             if let Some(max) = limit("maxItems")
                 && count > max
             {
-                problems.push(Problem::blocking(field, format!("Too many: {count}: must have at most {max} items")));
+                problems.push(Problem::blocking(
+                    field,
+                    format!("Too many: {count}: must have at most {max} items"),
+                ));
             }
             if let Some(min) = limit("minItems")
                 && count < min
             {
-                problems.push(Problem::other(field, format!("Invalid value: {count}: {field} in body should have at least {min} items")));
+                problems.push(Problem::other(
+                    field,
+                    format!(
+                        "Invalid value: {count}: {field} in body should have at least {min} items"
+                    ),
+                ));
             }
         }
         Value::Object(map) => {
@@ -314,7 +430,10 @@ fn check_values(schema: &Value, value: &Value, field: &str, problems: &mut Vec<P
             if let Some(max) = limit("maxProperties")
                 && count > max
             {
-                problems.push(Problem::blocking(field, format!("Too many: {count}: must have at most {max} items")));
+                problems.push(Problem::blocking(
+                    field,
+                    format!("Too many: {count}: must have at most {max} items"),
+                ));
             }
             if let Some(min) = limit("minProperties")
                 && count < min
@@ -329,7 +448,12 @@ fn check_values(schema: &Value, value: &Value, field: &str, problems: &mut Vec<P
                 let ordering = compare_numbers(number, max);
                 let (value, max) = (go_number(number), go_number(max));
                 if exclusive("exclusiveMaximum") && ordering.is_ge() {
-                    problems.push(Problem::other(field, format!("Invalid value: {value}: {field} in body should be less than {max}")));
+                    problems.push(Problem::other(
+                        field,
+                        format!(
+                            "Invalid value: {value}: {field} in body should be less than {max}"
+                        ),
+                    ));
                 } else if ordering.is_gt() {
                     problems.push(Problem::other(
                         field,
@@ -341,7 +465,12 @@ fn check_values(schema: &Value, value: &Value, field: &str, problems: &mut Vec<P
                 let ordering = compare_numbers(number, min);
                 let (value, min) = (go_number(number), go_number(min));
                 if exclusive("exclusiveMinimum") && ordering.is_le() {
-                    problems.push(Problem::other(field, format!("Invalid value: {value}: {field} in body should be greater than {min}")));
+                    problems.push(Problem::other(
+                        field,
+                        format!(
+                            "Invalid value: {value}: {field} in body should be greater than {min}"
+                        ),
+                    ));
                 } else if ordering.is_lt() {
                     problems.push(Problem::other(
                         field,
@@ -357,7 +486,9 @@ fn check_values(schema: &Value, value: &Value, field: &str, problems: &mut Vec<P
 /// A number as Go's `%v` prints it: integral floats without a fraction (`10000`, not `10000.0`).
 fn go_number(number: &serde_json::Number) -> String {
     match number.as_f64() {
-        Some(f) if !(number.is_i64() || number.is_u64()) && f.fract() == 0.0 && f.abs() < 1e21 => format!("{f:.0}"),
+        Some(f) if !(number.is_i64() || number.is_u64()) && f.fract() == 0.0 && f.abs() < 1e21 => {
+            format!("{f:.0}")
+        }
         _ => number.to_string(),
     }
 }
@@ -367,7 +498,10 @@ fn compare_numbers(a: &serde_json::Number, b: &serde_json::Number) -> std::cmp::
     match (a.as_i64(), b.as_i64()) {
         (Some(a), Some(b)) => a.cmp(&b),
         _ => {
-            let (a, b) = (a.as_f64().unwrap_or(f64::NAN), b.as_f64().unwrap_or(f64::NAN));
+            let (a, b) = (
+                a.as_f64().unwrap_or(f64::NAN),
+                b.as_f64().unwrap_or(f64::NAN),
+            );
             a.partial_cmp(&b).unwrap_or(std::cmp::Ordering::Equal)
         }
     }
@@ -382,7 +516,10 @@ fn check_list_type(schema: &Value, items: &[Value], path: &str, problems: &mut V
             for (index, item) in items.iter().enumerate() {
                 if items[..index].contains(item) && !reported.contains(&item) {
                     reported.push(item);
-                    problems.push(Problem::other(format!("{path}[{index}]"), format!("Duplicate value: {}", go_value(item))));
+                    problems.push(Problem::other(
+                        format!("{path}[{index}]"),
+                        format!("Duplicate value: {}", go_value(item)),
+                    ));
                 }
             }
         }
@@ -390,26 +527,45 @@ fn check_list_type(schema: &Value, items: &[Value], path: &str, problems: &mut V
             let keys = map_keys(schema);
             let mut reported: Vec<Vec<Option<&Value>>> = Vec::new();
             for (index, item) in items.iter().enumerate() {
-                let Some(object) = item.as_object() else { continue };
+                let Some(object) = item.as_object() else {
+                    continue;
+                };
                 let mut complete = true;
                 for key in &keys {
                     if !object.contains_key(*key) {
                         complete = false;
-                        problems.push(Problem::blocking(format!("{path}[{index}].{key}"), "Required value"));
+                        problems.push(Problem::blocking(
+                            format!("{path}[{index}].{key}"),
+                            "Required value",
+                        ));
                     }
                 }
                 if !complete {
                     continue;
                 }
                 let identity: Vec<Option<&Value>> = keys.iter().map(|k| object.get(*k)).collect();
-                let repeated = items[..index].iter().any(|earlier| keys.iter().map(|k| earlier.get(*k)).eq(identity.iter().copied()));
+                let repeated = items[..index].iter().any(|earlier| {
+                    keys.iter()
+                        .map(|k| earlier.get(*k))
+                        .eq(identity.iter().copied())
+                });
                 if repeated && !reported.contains(&identity) {
-                    let mut shown: Vec<(&str, &Value)> = keys.iter().zip(&identity).filter_map(|(k, v)| v.map(|v| (*k, v))).collect();
+                    let mut shown: Vec<(&str, &Value)> = keys
+                        .iter()
+                        .zip(&identity)
+                        .filter_map(|(k, v)| v.map(|v| (*k, v)))
+                        .collect();
                     shown.sort_by(|a, b| a.0.cmp(b.0));
-                    let entries: Vec<String> = shown.iter().map(|(k, v)| format!("\"{k}\":{}", go_value(v))).collect();
+                    let entries: Vec<String> = shown
+                        .iter()
+                        .map(|(k, v)| format!("\"{k}\":{}", go_value(v)))
+                        .collect();
                     problems.push(Problem::other(
                         format!("{path}[{index}]"),
-                        format!("Duplicate value: map[string]interface {{}}{{{}}}", entries.join(", ")),
+                        format!(
+                            "Duplicate value: map[string]interface {{}}{{{}}}",
+                            entries.join(", ")
+                        ),
                     ));
                     reported.push(identity);
                 }
@@ -437,7 +593,9 @@ fn correlated_item<'a>(schema: &Value, item: &Value, old: Option<&'a Value>) -> 
     if keys.is_empty() {
         return None;
     }
-    old?.as_array()?.iter().find(|candidate| keys.iter().all(|k| candidate.get(*k) == item.get(*k)))
+    old?.as_array()?
+        .iter()
+        .find(|candidate| keys.iter().all(|k| candidate.get(*k) == item.get(*k)))
 }
 
 /// A value as Go's `%v`/`%q` prints it in a field error: strings quoted, numbers and booleans
@@ -454,13 +612,21 @@ fn go_value(value: &Value) -> String {
 fn has_rules(schema: &Value) -> bool {
     match schema {
         Value::Object(map) => {
-            map.get("x-kubernetes-validations").and_then(Value::as_array).is_some_and(|rules| !rules.is_empty())
+            map.get("x-kubernetes-validations")
+                .and_then(Value::as_array)
+                .is_some_and(|rules| !rules.is_empty())
                 || ["properties", "patternProperties", "definitions"]
                     .iter()
                     .filter_map(|k| map.get(*k).and_then(Value::as_object))
                     .any(|children| children.values().any(has_rules))
-                || ["items", "additionalProperties"].iter().filter_map(|k| map.get(*k)).any(has_rules)
-                || ["allOf", "anyOf", "oneOf"].iter().filter_map(|k| map.get(*k).and_then(Value::as_array)).any(|s| s.iter().any(has_rules))
+                || ["items", "additionalProperties"]
+                    .iter()
+                    .filter_map(|k| map.get(*k))
+                    .any(has_rules)
+                || ["allOf", "anyOf", "oneOf"]
+                    .iter()
+                    .filter_map(|k| map.get(*k).and_then(Value::as_array))
+                    .any(|s| s.iter().any(has_rules))
         }
         _ => false,
     }
@@ -468,11 +634,20 @@ fn has_rules(schema: &Value) -> bool {
 
 /// Runs the `x-kubernetes-validations` rules of every schema node the value reaches, as the
 /// API server's CEL validator does.
-fn check_rules(schema: &Value, value: &Value, old: Option<&Value>, path: &str, problems: &mut Vec<(String, String)>) {
+fn check_rules(
+    schema: &Value,
+    value: &Value,
+    old: Option<&Value>,
+    path: &str,
+    problems: &mut Vec<(String, String)>,
+) {
     if value.is_null() {
         return;
     }
-    if let Some(rules) = schema.get("x-kubernetes-validations").and_then(Value::as_array) {
+    if let Some(rules) = schema
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+    {
         for rule in rules {
             check_rule(schema, rule, value, old, path, problems);
         }
@@ -490,14 +665,26 @@ fn check_rules(schema: &Value, value: &Value, old: Option<&Value>, path: &str, p
                     None => additional,
                 };
                 if let Some(child_schema) = child_schema {
-                    check_rules(child_schema, child, old.and_then(|o| o.get(name)), &child_path(path, name), problems);
+                    check_rules(
+                        child_schema,
+                        child,
+                        old.and_then(|o| o.get(name)),
+                        &child_path(path, name),
+                        problems,
+                    );
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
                 for (index, item) in items.iter().enumerate() {
-                    check_rules(item_schema, item, correlated_item(schema, item, old), &format!("{path}[{index}]"), problems);
+                    check_rules(
+                        item_schema,
+                        item,
+                        correlated_item(schema, item, old),
+                        &format!("{path}[{index}]"),
+                        problems,
+                    );
                 }
             }
         }
@@ -506,17 +693,42 @@ fn check_rules(schema: &Value, value: &Value, old: Option<&Value>, path: &str, p
 }
 
 /// One `x-kubernetes-validations` rule on one value.
-fn check_rule(schema: &Value, rule: &Value, value: &Value, old: Option<&Value>, path: &str, problems: &mut Vec<(String, String)>) {
-    let Some(text) = rule.get("rule").and_then(Value::as_str) else { return };
-    let message = rule.get("message").and_then(Value::as_str).map(str::trim).filter(|m| !m.is_empty());
+fn check_rule(
+    schema: &Value,
+    rule: &Value,
+    value: &Value,
+    old: Option<&Value>,
+    path: &str,
+    problems: &mut Vec<(String, String)>,
+) {
+    let Some(text) = rule.get("rule").and_then(Value::as_str) else {
+        return;
+    };
+    let message = rule
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|m| !m.is_empty());
     // What error messages call the rule: its message, or else its text.
     let described = message.unwrap_or(text.trim());
-    let type_name = schema.get("type").and_then(Value::as_str).unwrap_or_default();
-    let field = if path.is_empty() { "<nil>".to_string() } else { path.to_string() };
+    let type_name = schema
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let field = if path.is_empty() {
+        "<nil>".to_string()
+    } else {
+        path.to_string()
+    };
     let program = match cel::compile(text) {
         Ok(program) => program,
         Err(e) => {
-            problems.push((field, format!("Invalid value: \"{type_name}\": compilation failed: {e} for rule: {described}")));
+            problems.push((
+                field,
+                format!(
+                    "Invalid value: \"{type_name}\": compilation failed: {e} for rule: {described}"
+                ),
+            ));
             return;
         }
     };
@@ -617,10 +829,13 @@ mod tests {
             "spec": {"size": 1, "typo": 2, "free": {"anything": {"deep": true}}, "labels": {"a": "b"}}
         });
         prune_unknown_fields(&schema, &mut value);
-        assert_eq!(value, json!({
-            "apiVersion": "x/v1", "kind": "W", "metadata": {"name": "w"},
-            "spec": {"size": 1, "free": {"anything": {"deep": true}}, "labels": {"a": "b"}}
-        }));
+        assert_eq!(
+            value,
+            json!({
+                "apiVersion": "x/v1", "kind": "W", "metadata": {"name": "w"},
+                "spec": {"size": 1, "free": {"anything": {"deep": true}}, "labels": {"a": "b"}}
+            })
+        );
     }
 
     #[test]
@@ -637,13 +852,21 @@ mod tests {
             "junk": 1,
             "spec": {"size": 1, "typo": 2, "free": {"anything": true}, "items": [{"a": "x", "b": "y"}]}
         });
-        assert_eq!(unknown_fields(&schema, &value), vec!["junk", "spec.items[0].b", "spec.typo"]);
+        assert_eq!(
+            unknown_fields(&schema, &value),
+            vec!["junk", "spec.items[0].b", "spec.typo"]
+        );
     }
 
     #[test]
     fn validation_reports_type_required_and_enum() {
         let mut problems = Vec::new();
-        validate(&schema(), &json!({"spec": {"mode": "medium", "items": "x"}}), "", &mut problems);
+        validate(
+            &schema(),
+            &json!({"spec": {"mode": "medium", "items": "x"}}),
+            "",
+            &mut problems,
+        );
         let fields: Vec<&str> = problems.iter().map(|(f, _)| f.as_str()).collect();
         assert!(fields.contains(&"spec.size"), "{problems:?}");
         assert!(fields.contains(&"spec.mode"), "{problems:?}");
@@ -671,12 +894,23 @@ mod tests {
             "expireAfter": {"type": "string", "pattern": "^(([0-9]+(s|m|h))+|Never)$"},
             "name": {"type": "string", "minLength": 1, "maxLength": 3}
         }}}});
-        assert!(problems_of(&schema, &json!({"spec": {"expireAfter": "720h", "name": "héé"}}), None).is_empty(), "3 characters, 5 bytes");
+        assert!(
+            problems_of(
+                &schema,
+                &json!({"spec": {"expireAfter": "720h", "name": "héé"}}),
+                None
+            )
+            .is_empty(),
+            "3 characters, 5 bytes"
+        );
         assert_eq!(
             one_problem(&schema, &json!({"spec": {"expireAfter": "30 days"}})),
             "spec.expireAfter: Invalid value: \"30 days\": spec.expireAfter in body should match '^(([0-9]+(s|m|h))+|Never)$'"
         );
-        assert_eq!(one_problem(&schema, &json!({"spec": {"name": "abcd"}})), "spec.name: Too long: may not be longer than 3");
+        assert_eq!(
+            one_problem(&schema, &json!({"spec": {"name": "abcd"}})),
+            "spec.name: Too long: may not be longer than 3"
+        );
         assert_eq!(
             one_problem(&schema, &json!({"spec": {"name": ""}})),
             "spec.name: Invalid value: \"\": spec.name in body should be at least 1 chars long"
@@ -685,8 +919,7 @@ mod tests {
 
     #[test]
     fn pattern_is_an_unanchored_search_and_a_broken_pattern_is_reported() {
-        let schema =
-            json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "b+"}, "c": {"type": "string", "pattern": "("}}});
+        let schema = json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "b+"}, "c": {"type": "string", "pattern": "("}}});
         assert!(problems_of(&schema, &json!({"a": "abbc"}), None).is_empty());
         assert!(one_problem(&schema, &json!({"c": "x"})).contains("does not compile"));
     }
@@ -697,10 +930,26 @@ mod tests {
             "list": {"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "string"}},
             "labels": {"type": "object", "minProperties": 1, "maxProperties": 1, "additionalProperties": {"type": "string"}}
         }});
-        assert!(problems_of(&schema, &json!({"list": ["a", "b"], "labels": {"a": "b"}}), None).is_empty());
-        assert_eq!(one_problem(&schema, &json!({"list": ["a", "b", "c"]})), "list: Too many: 3: must have at most 2 items");
-        assert_eq!(one_problem(&schema, &json!({"list": []})), "list: Invalid value: 0: list in body should have at least 1 items");
-        assert_eq!(one_problem(&schema, &json!({"labels": {"a": "1", "b": "2"}})), "labels: Too many: 2: must have at most 1 items");
+        assert!(
+            problems_of(
+                &schema,
+                &json!({"list": ["a", "b"], "labels": {"a": "b"}}),
+                None
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            one_problem(&schema, &json!({"list": ["a", "b", "c"]})),
+            "list: Too many: 3: must have at most 2 items"
+        );
+        assert_eq!(
+            one_problem(&schema, &json!({"list": []})),
+            "list: Invalid value: 0: list in body should have at least 1 items"
+        );
+        assert_eq!(
+            one_problem(&schema, &json!({"labels": {"a": "1", "b": "2"}})),
+            "labels: Too many: 2: must have at most 1 items"
+        );
         assert_eq!(
             one_problem(&schema, &json!({"labels": {}})),
             "labels: Invalid value: 0: labels in body should have at least 1 properties"
@@ -723,8 +972,14 @@ mod tests {
             one_problem(&schema, &json!({"weight": 101})),
             "weight: Invalid value: 101: weight in body should be less than or equal to 100"
         );
-        assert_eq!(one_problem(&schema, &json!({"ratio": 0})), "ratio: Invalid value: 0: ratio in body should be greater than 0");
-        assert_eq!(one_problem(&schema, &json!({"ratio": 1.5})), "ratio: Invalid value: 1.5: ratio in body should be less than 1.5");
+        assert_eq!(
+            one_problem(&schema, &json!({"ratio": 0})),
+            "ratio: Invalid value: 0: ratio in body should be greater than 0"
+        );
+        assert_eq!(
+            one_problem(&schema, &json!({"ratio": 1.5})),
+            "ratio: Invalid value: 1.5: ratio in body should be less than 1.5"
+        );
         // Bounds written as floats (as k8s-openapi serializes them) print as Go prints them.
         let float_bound = json!({"type": "object", "properties": {"weight": {"type": "integer", "maximum": 10000.0}}});
         assert_eq!(
@@ -740,16 +995,29 @@ mod tests {
             "conditions": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
                 "items": {"type": "object", "properties": {"type": {"type": "string"}, "status": {"type": "string"}}}}
         }});
-        assert!(problems_of(&schema, &json!({"tags": ["a", "b"], "conditions": [{"type": "A"}, {"type": "B"}]}), None).is_empty());
+        assert!(
+            problems_of(
+                &schema,
+                &json!({"tags": ["a", "b"], "conditions": [{"type": "A"}, {"type": "B"}]}),
+                None
+            )
+            .is_empty()
+        );
         assert_eq!(
             problems_of(&schema, &json!({"tags": ["a", "b", "a", "a"]}), None),
             vec![("tags[2]".to_string(), "Duplicate value: \"a\"".to_string())]
         );
         assert_eq!(
-            one_problem(&schema, &json!({"conditions": [{"type": "A", "status": "True"}, {"type": "A", "status": "False"}]})),
+            one_problem(
+                &schema,
+                &json!({"conditions": [{"type": "A", "status": "True"}, {"type": "A", "status": "False"}]})
+            ),
             "conditions[1]: Duplicate value: map[string]interface {}{\"type\":\"A\"}"
         );
-        assert_eq!(one_problem(&schema, &json!({"conditions": [{"status": "True"}]})), "conditions[0].type: Required value");
+        assert_eq!(
+            one_problem(&schema, &json!({"conditions": [{"status": "True"}]})),
+            "conditions[0].type: Required value"
+        );
     }
 
     fn pool_schema() -> Value {
@@ -791,7 +1059,10 @@ mod tests {
         let valid = json!({"spec": {"requirements": [{"key": "zone", "operator": "In", "values": ["a"]}], "labels": {"team": "x"}}});
         assert!(problems_of(&schema, &valid, None).is_empty());
         assert_eq!(
-            one_problem(&schema, &json!({"spec": {"requirements": [{"key": "zone", "operator": "In", "values": []}]}})),
+            one_problem(
+                &schema,
+                &json!({"spec": {"requirements": [{"key": "zone", "operator": "In", "values": []}]}})
+            ),
             "spec.requirements: Invalid value: \"array\": requirements with operator 'In' must have a value defined"
         );
         assert_eq!(
@@ -802,7 +1073,10 @@ mod tests {
             "spec.requirements[0].key: Invalid value: \"string\": label \"kubernetes.io/hostname\" is restricted"
         );
         assert_eq!(
-            one_problem(&schema, &json!({"spec": {"labels": {"karpenter.sh/nodepool": "x"}}})),
+            one_problem(
+                &schema,
+                &json!({"spec": {"labels": {"karpenter.sh/nodepool": "x"}}})
+            ),
             "spec.labels: Invalid value: \"object\": label \"karpenter.sh/nodepool\" is restricted"
         );
         assert_eq!(
@@ -820,17 +1094,28 @@ mod tests {
     fn a_rule_that_fails_to_evaluate_is_a_failed_validation() {
         let schema = pool_schema();
         assert_eq!(
-            one_problem(&schema, &json!({"spec": {"requirements": [{"key": "cpu", "operator": "Gt", "values": ["many"]}]}})),
+            one_problem(
+                &schema,
+                &json!({"spec": {"requirements": [{"key": "cpu", "operator": "Gt", "values": ["many"]}]}})
+            ),
             "spec.requirements: Invalid value: \"array\": strconv.ParseInt: parsing \"many\": invalid syntax evaluating rule: \
              requirements operator 'Gt' must have a single positive integer value"
         );
         // Two values: `size() == 1` is false, so the conversion is never reached.
         assert_eq!(
-            one_problem(&schema, &json!({"spec": {"requirements": [{"key": "cpu", "operator": "Gt", "values": ["1", "x"]}]}})),
+            one_problem(
+                &schema,
+                &json!({"spec": {"requirements": [{"key": "cpu", "operator": "Gt", "values": ["1", "x"]}]}})
+            ),
             "spec.requirements: Invalid value: \"array\": requirements operator 'Gt' must have a single positive integer value"
         );
         let broken = one_problem(&schema, &json!({"spec": {"broken": "x"}}));
-        assert!(broken.starts_with("spec.broken: Invalid value: \"string\": undeclared reference to 'frobnicate'"), "{broken}");
+        assert!(
+            broken.starts_with(
+                "spec.broken: Invalid value: \"string\": undeclared reference to 'frobnicate'"
+            ),
+            "{broken}"
+        );
         assert!(broken.ends_with("evaluating rule: broken rule"), "{broken}");
     }
 
@@ -839,16 +1124,26 @@ mod tests {
         let schema = pool_schema();
         let dynamic = json!({"spec": {"ref": {"kind": "A"}}});
         let static_pool = json!({"spec": {"replicas": 2, "ref": {"kind": "A"}}});
-        assert!(problems_of(&schema, &static_pool, None).is_empty(), "create: transition rules are skipped");
+        assert!(
+            problems_of(&schema, &static_pool, None).is_empty(),
+            "create: transition rules are skipped"
+        );
         assert!(problems_of(&schema, &static_pool, Some(&static_pool)).is_empty());
         assert_eq!(
             problems_of(&schema, &static_pool, Some(&dynamic)),
-            vec![("spec".to_string(), "Invalid value: \"object\": Cannot transition NodePool between static and dynamic".to_string())]
+            vec![(
+                "spec".to_string(),
+                "Invalid value: \"object\": Cannot transition NodePool between static and dynamic"
+                    .to_string()
+            )]
         );
         let other_kind = json!({"spec": {"ref": {"kind": "B"}}});
         assert_eq!(
             problems_of(&schema, &other_kind, Some(&dynamic)),
-            vec![("spec.ref".to_string(), "Forbidden: kind is immutable".to_string())]
+            vec![(
+                "spec.ref".to_string(),
+                "Forbidden: kind is immutable".to_string()
+            )]
         );
         // No old value at that path: the transition rule does not run.
         assert!(problems_of(&schema, &other_kind, Some(&json!({"spec": {}}))).is_empty());
@@ -859,21 +1154,31 @@ mod tests {
         let schema = pool_schema();
         let invalid = json!({"spec": {"weight": 500, "requirements": [{"key": "zone", "operator": "In", "values": []}]}});
         assert_eq!(problems_of(&schema, &invalid, None).len(), 2);
-        assert!(problems_of(&schema, &invalid, Some(&invalid)).is_empty(), "an update leaving invalid values alone is accepted");
+        assert!(
+            problems_of(&schema, &invalid, Some(&invalid)).is_empty(),
+            "an update leaving invalid values alone is accepted"
+        );
         let mut touched = invalid.clone();
         touched["spec"]["weight"] = json!(600);
         let problems = problems_of(&schema, &touched, Some(&invalid));
         assert_eq!(
             problems,
-            vec![("spec.weight".to_string(), "Invalid value: 600: spec.weight in body should be less than or equal to 100".to_string())]
+            vec![(
+                "spec.weight".to_string(),
+                "Invalid value: 600: spec.weight in body should be less than or equal to 100"
+                    .to_string()
+            )]
         );
     }
 
     #[test]
     fn blocking_schema_errors_skip_the_rules() {
         let schema = pool_schema();
-        let problems =
-            problems_of(&schema, &json!({"spec": {"mode": "c", "requirements": [{"key": "zone", "operator": "In", "values": []}]}}), None);
+        let problems = problems_of(
+            &schema,
+            &json!({"spec": {"mode": "c", "requirements": [{"key": "zone", "operator": "In", "values": []}]}}),
+            None,
+        );
         assert_eq!(problems.len(), 2, "{problems:?}");
         assert_eq!(problems[0].0, "spec.mode");
         assert_eq!(
@@ -894,6 +1199,9 @@ mod tests {
         assert_eq!(problems.len(), 2, "{problems:?}");
         assert_eq!(problems[1].0, "spec.requirements");
         // Without any rule in the schema there is nothing to skip.
-        assert_eq!(problems_of(&self::schema(), &json!({"spec": {"mode": "c"}}), None).len(), 2);
+        assert_eq!(
+            problems_of(&self::schema(), &json!({"spec": {"mode": "c"}}), None).len(),
+            2
+        );
     }
 }

@@ -68,24 +68,48 @@ impl LabelSelector {
                 return Err(format!("empty term in label selector {text:?}"));
             }
             if let Some(open) = term.find('(') {
-                let close = term.rfind(')').filter(|close| *close > open && term[close + 1..].trim().is_empty());
-                let Some(close) = close else { return Err(format!("unbalanced parentheses in {term:?}")) };
+                let close = term
+                    .rfind(')')
+                    .filter(|close| *close > open && term[close + 1..].trim().is_empty());
+                let Some(close) = close else {
+                    return Err(format!("unbalanced parentheses in {term:?}"));
+                };
                 let head: Vec<&str> = term[..open].split_whitespace().collect();
-                let values: Vec<String> =
-                    term[open + 1..close].split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect();
+                let values: Vec<String> = term[open + 1..close]
+                    .split(',')
+                    .map(|v| v.trim().to_string())
+                    .filter(|v| !v.is_empty())
+                    .collect();
                 match head.as_slice() {
-                    [key, "in"] => requirements.push(LabelRequirement::In(checked_key(key, term)?, values)),
-                    [key, "notin"] => requirements.push(LabelRequirement::NotIn(checked_key(key, term)?, values)),
-                    _ => return Err(format!("expected `key in (...)` or `key notin (...)`, got {term:?}")),
+                    [key, "in"] => {
+                        requirements.push(LabelRequirement::In(checked_key(key, term)?, values))
+                    }
+                    [key, "notin"] => {
+                        requirements.push(LabelRequirement::NotIn(checked_key(key, term)?, values))
+                    }
+                    _ => {
+                        return Err(format!(
+                            "expected `key in (...)` or `key notin (...)`, got {term:?}"
+                        ));
+                    }
                 }
             } else if let Some(key) = term.strip_prefix('!') {
                 requirements.push(LabelRequirement::DoesNotExist(checked_key(key, term)?));
             } else if let Some((key, value)) = term.split_once("!=") {
-                requirements.push(LabelRequirement::NotEquals(checked_key(key, term)?, value.trim().to_string()));
+                requirements.push(LabelRequirement::NotEquals(
+                    checked_key(key, term)?,
+                    value.trim().to_string(),
+                ));
             } else if let Some((key, value)) = term.split_once("==") {
-                requirements.push(LabelRequirement::Equals(checked_key(key, term)?, value.trim().to_string()));
+                requirements.push(LabelRequirement::Equals(
+                    checked_key(key, term)?,
+                    value.trim().to_string(),
+                ));
             } else if let Some((key, value)) = term.split_once('=') {
-                requirements.push(LabelRequirement::Equals(checked_key(key, term)?, value.trim().to_string()));
+                requirements.push(LabelRequirement::Equals(
+                    checked_key(key, term)?,
+                    value.trim().to_string(),
+                ));
             } else {
                 requirements.push(LabelRequirement::Exists(checked_key(term, term)?));
             }
@@ -101,14 +125,20 @@ impl LabelSelector {
     /// Whether every requirement holds for the labels `label` looks up (`None`: the object
     /// has no such label, or its value is not a string).
     pub fn matches_by<'a>(&self, label: impl Fn(&str) -> Option<&'a str>) -> bool {
-        self.requirements.iter().all(|requirement| match requirement {
-            LabelRequirement::Equals(key, value) => label(key) == Some(value.as_str()),
-            LabelRequirement::NotEquals(key, value) => label(key) != Some(value.as_str()),
-            LabelRequirement::In(key, values) => label(key).is_some_and(|v| values.iter().any(|x| x == v)),
-            LabelRequirement::NotIn(key, values) => !label(key).is_some_and(|v| values.iter().any(|x| x == v)),
-            LabelRequirement::Exists(key) => label(key).is_some(),
-            LabelRequirement::DoesNotExist(key) => label(key).is_none(),
-        })
+        self.requirements
+            .iter()
+            .all(|requirement| match requirement {
+                LabelRequirement::Equals(key, value) => label(key) == Some(value.as_str()),
+                LabelRequirement::NotEquals(key, value) => label(key) != Some(value.as_str()),
+                LabelRequirement::In(key, values) => {
+                    label(key).is_some_and(|v| values.iter().any(|x| x == v))
+                }
+                LabelRequirement::NotIn(key, values) => {
+                    !label(key).is_some_and(|v| values.iter().any(|x| x == v))
+                }
+                LabelRequirement::Exists(key) => label(key).is_some(),
+                LabelRequirement::DoesNotExist(key) => label(key).is_none(),
+            })
     }
 
     /// Whether the selector has no requirements (it selects everything).
@@ -118,7 +148,11 @@ impl LabelSelector {
 
     /// Whether an object (its `metadata.labels`) satisfies the selector.
     pub fn matches_object(&self, object: &Value) -> bool {
-        self.matches(object.pointer("/metadata/labels").and_then(Value::as_object))
+        self.matches(
+            object
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object),
+        )
     }
 }
 
@@ -155,13 +189,19 @@ impl FieldSelector {
             } else if let Some((p, v)) = term.split_once('=') {
                 (p, true, v)
             } else {
-                return Err(format!("invalid field selector term {term:?}: expected field=value or field!=value"));
+                return Err(format!(
+                    "invalid field selector term {term:?}: expected field=value or field!=value"
+                ));
             };
             let path = path.trim();
             if path.is_empty() {
                 return Err(format!("invalid field selector term {term:?}"));
             }
-            requirements.push(FieldRequirement { path: path.to_string(), equal, value: value.trim().to_string() });
+            requirements.push(FieldRequirement {
+                path: path.to_string(),
+                equal,
+                value: value.trim().to_string(),
+            });
         }
         Ok(Self { requirements })
     }
@@ -174,13 +214,18 @@ impl FieldSelector {
     /// Whether every term holds for the field values `field` gives (the string form
     /// [`field_as_string`] defines, by dotted path).
     pub fn matches_by<'a>(&self, mut field: impl FnMut(&str) -> Cow<'a, str>) -> bool {
-        self.requirements.iter().all(|requirement| (field(&requirement.path) == requirement.value) == requirement.equal)
+        self.requirements
+            .iter()
+            .all(|requirement| (field(&requirement.path) == requirement.value) == requirement.equal)
     }
 
     /// The value of the selector's first term on `path` (an equality when `equal`, else an
     /// inequality), if it has one.
     pub fn term(&self, path: &str, equal: bool) -> Option<&str> {
-        self.requirements.iter().find(|r| r.path == path && r.equal == equal).map(|r| r.value.as_str())
+        self.requirements
+            .iter()
+            .find(|r| r.path == path && r.equal == equal)
+            .map(|r| r.value.as_str())
     }
 
     /// Whether the selector has no terms (it selects everything).
@@ -214,7 +259,11 @@ pub fn field_value(object: &Value, path: &str) -> Option<String> {
 
 /// What a missing field at `path` reads as: `false` for boolean fields, else the empty string.
 pub fn absent_field_value(path: &str) -> &'static str {
-    if BOOLEAN_FIELDS.contains(&path) { "false" } else { "" }
+    if BOOLEAN_FIELDS.contains(&path) {
+        "false"
+    } else {
+        ""
+    }
 }
 
 #[cfg(test)]
@@ -247,11 +296,27 @@ mod tests {
     #[test]
     fn field_selector_reads_paths_and_booleans() {
         let node = json!({"metadata": {"name": "n1"}, "spec": {}});
-        assert!(FieldSelector::parse("spec.unschedulable=false").unwrap().matches(&node));
-        assert!(FieldSelector::parse("metadata.name=n1").unwrap().matches(&node));
-        assert!(!FieldSelector::parse("metadata.name!=n1").unwrap().matches(&node));
+        assert!(
+            FieldSelector::parse("spec.unschedulable=false")
+                .unwrap()
+                .matches(&node)
+        );
+        assert!(
+            FieldSelector::parse("metadata.name=n1")
+                .unwrap()
+                .matches(&node)
+        );
+        assert!(
+            !FieldSelector::parse("metadata.name!=n1")
+                .unwrap()
+                .matches(&node)
+        );
         let pod = json!({"spec": {"nodeName": "n1"}, "status": {"phase": "Running"}});
-        assert!(FieldSelector::parse("spec.nodeName=n1,status.phase!=Pending").unwrap().matches(&pod));
+        assert!(
+            FieldSelector::parse("spec.nodeName=n1,status.phase!=Pending")
+                .unwrap()
+                .matches(&pod)
+        );
         assert!(FieldSelector::parse("nonsense").is_err());
     }
 }

@@ -19,7 +19,9 @@ use tokio::time::Instant;
 
 use crate::apiserver::resources::{CRD_GROUP, CRD_PLURAL, ResourceKind, api_group, resource_list};
 use crate::apiserver::selectors::{FieldSelector, LabelSelector};
-use crate::apiserver::store::{EventType, ListOptions, ObjectList, Store, StoredEvent, StoredObject, WriteTarget, type_prefix};
+use crate::apiserver::store::{
+    EventType, ListOptions, ObjectList, Store, StoredEvent, StoredObject, WriteTarget, type_prefix,
+};
 use crate::apiserver::table::{Printer, TableRequest};
 use crate::error::ApiError;
 use crate::faults::{Faults, InjectedAnswer, rule_setters};
@@ -49,10 +51,15 @@ impl Body for ResponseBody {
     type Data = Bytes;
     type Error = Infallible;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             ResponseBody::Complete(data) => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
-            ResponseBody::Streaming(chunks) => chunks.poll_recv(cx).map(|chunk| chunk.map(|d| Ok(Frame::data(d)))),
+            ResponseBody::Streaming(chunks) => chunks
+                .poll_recv(cx)
+                .map(|chunk| chunk.map(|d| Ok(Frame::data(d)))),
         }
     }
 
@@ -85,8 +92,15 @@ fn bytes_response(code: u16, body: Vec<u8>) -> HttpResponse {
 }
 
 /// Accepts connections until `shutdown` turns true.
-pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
-    crate::http_server::serve(listener, shutdown, "API server", move |request| handle(shared.clone(), request)).await;
+pub(crate) async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+) {
+    crate::http_server::serve(listener, shutdown, "API server", move |request| {
+        handle(shared.clone(), request)
+    })
+    .await;
 }
 
 fn parse_query(query: Option<&str>) -> HashMap<String, String> {
@@ -113,17 +127,26 @@ struct Call<'a> {
 
 impl Call<'_> {
     fn flag(&self, name: &str) -> bool {
-        matches!(self.query.get(name).map(String::as_str), Some("true") | Some("1"))
+        matches!(
+            self.query.get(name).map(String::as_str),
+            Some("true") | Some("1")
+        )
     }
 
     /// The Table the client asked for with its `Accept` header, if any.
     fn table_request(&self) -> Option<TableRequest> {
-        TableRequest::from_request(self.accept, self.query.get("includeObject").map(String::as_str))
+        TableRequest::from_request(
+            self.accept,
+            self.query.get("includeObject").map(String::as_str),
+        )
     }
 
     /// The `fieldValidation` directive (`Strict`, `Warn`; anything else ignores unknown fields).
     fn field_validation(&self) -> &str {
-        self.query.get("fieldValidation").map(String::as_str).unwrap_or("Ignore")
+        self.query
+            .get("fieldValidation")
+            .map(String::as_str)
+            .unwrap_or("Ignore")
     }
 
     fn body_json(&self) -> Result<Value, ApiError> {
@@ -137,7 +160,8 @@ impl Call<'_> {
             // Clients such as kubectl fall back to JSON on 415.
             return Err(ApiError::unsupported_media_type(self.content_type));
         }
-        serde_json::from_slice(self.body).map_err(|error| ApiError::bad_request(format!("invalid JSON body: {error}")))
+        serde_json::from_slice(self.body)
+            .map_err(|error| ApiError::bad_request(format!("invalid JSON body: {error}")))
     }
 
     fn list_options(&self) -> Result<ListOptions, ApiError> {
@@ -147,7 +171,11 @@ impl Call<'_> {
         let fields = FieldSelector::parse(&text("fieldSelector").unwrap_or_default())
             .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
         let limit = match text("limit") {
-            Some(limit) => Some(limit.parse().map_err(|_| ApiError::bad_request(format!("invalid limit {limit:?}")))?),
+            Some(limit) => Some(
+                limit
+                    .parse()
+                    .map_err(|_| ApiError::bad_request(format!("invalid limit {limit:?}")))?,
+            ),
             None => None,
         };
         Ok(ListOptions {
@@ -171,12 +199,28 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> HttpResponse
         .and_then(|v| v.to_str().ok())
         .map(|v| v.split(';').next().unwrap_or_default().trim().to_string())
         .unwrap_or_default();
-    let accept = request.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let accept = request
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
     let body = match request.into_body().collect().await {
         Ok(collected) => collected.to_bytes(),
-        Err(error) => return json_response(400, &ApiError::bad_request(format!("could not read body: {error}")).to_status()),
+        Err(error) => {
+            return json_response(
+                400,
+                &ApiError::bad_request(format!("could not read body: {error}")).to_status(),
+            );
+        }
     };
-    let call = Call { method: &method, query: &query, content_type: &content_type, accept: &accept, body: &body };
+    let call = Call {
+        method: &method,
+        query: &query,
+        content_type: &content_type,
+        accept: &accept,
+        body: &body,
+    };
     let response = match route(&shared, &path, &call).await {
         Ok(response) => response,
         Err(error) => json_response(error.code, &error.to_status()),
@@ -185,7 +229,11 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> HttpResponse
     response
 }
 
-async fn route(shared: &Arc<Shared>, path: &str, call: &Call<'_>) -> Result<HttpResponse, ApiError> {
+async fn route(
+    shared: &Arc<Shared>,
+    path: &str,
+    call: &Call<'_>,
+) -> Result<HttpResponse, ApiError> {
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let store = &shared.store;
     match segments.as_slice() {
@@ -199,14 +247,27 @@ async fn route(shared: &Arc<Shared>, path: &str, call: &Call<'_>) -> Result<Http
             200,
             &json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}]}),
         )),
-        ["api", "v1"] => Ok(json_response(200, &resource_list("v1", &store.kinds_at("", "v1")))),
+        ["api", "v1"] => Ok(json_response(
+            200,
+            &resource_list("v1", &store.kinds_at("", "v1")),
+        )),
         ["apis"] => {
-            let groups: Vec<Value> = store.groups().iter().map(|(group, versions)| api_group(group, versions)).collect();
-            Ok(json_response(200, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})))
+            let groups: Vec<Value> = store
+                .groups()
+                .iter()
+                .map(|(group, versions)| api_group(group, versions))
+                .collect();
+            Ok(json_response(
+                200,
+                &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}),
+            ))
         }
         ["apis", group] => {
             let groups = store.groups();
-            let (name, versions) = groups.iter().find(|(g, _)| g == group).ok_or_else(ApiError::no_such_resource)?;
+            let (name, versions) = groups
+                .iter()
+                .find(|(g, _)| g == group)
+                .ok_or_else(ApiError::no_such_resource)?;
             Ok(json_response(200, &api_group(name, versions)))
         }
         ["apis", group, version] => {
@@ -214,13 +275,21 @@ async fn route(shared: &Arc<Shared>, path: &str, call: &Call<'_>) -> Result<Http
             if kinds.is_empty() {
                 return Err(ApiError::no_such_resource());
             }
-            Ok(json_response(200, &resource_list(&format!("{group}/{version}"), &kinds)))
+            Ok(json_response(
+                200,
+                &resource_list(&format!("{group}/{version}"), &kinds),
+            ))
         }
-        ["openapi", "v3"] => Ok(json_response(200, &crate::apiserver::openapi::index(&openapi_documents(store)))),
+        ["openapi", "v3"] => Ok(json_response(
+            200,
+            &crate::apiserver::openapi::index(&openapi_documents(store)),
+        )),
         ["openapi", "v3", "api", version] => openapi_document(store, "", version),
         ["openapi", "v3", "apis", group, version] => openapi_document(store, group, version),
         ["api", "v1", rest @ ..] => resource_request(shared, "", "v1", rest, call).await,
-        ["apis", group, version, rest @ ..] => resource_request(shared, group, version, rest, call).await,
+        ["apis", group, version, rest @ ..] => {
+            resource_request(shared, group, version, rest, call).await
+        }
         _ => Err(ApiError::no_such_resource()),
     }
 }
@@ -236,7 +305,10 @@ fn openapi_documents(store: &Store) -> std::collections::BTreeMap<String, Value>
         .map(|(group, version)| {
             let kinds = store.kinds_at(&group, &version);
             let document = crate::apiserver::openapi::group_version_document(&kinds);
-            (crate::apiserver::openapi::group_version_path(&group, &version), document)
+            (
+                crate::apiserver::openapi::group_version_path(&group, &version),
+                document,
+            )
         })
         .collect()
 }
@@ -246,7 +318,10 @@ fn openapi_document(store: &Store, group: &str, version: &str) -> Result<HttpRes
     if kinds.is_empty() {
         return Err(ApiError::no_such_resource());
     }
-    Ok(json_response(200, &crate::apiserver::openapi::group_version_document(&kinds)))
+    Ok(json_response(
+        200,
+        &crate::apiserver::openapi::group_version_document(&kinds),
+    ))
 }
 
 /// The Table printer of a type (custom resources read their CRD's printer columns).
@@ -260,11 +335,21 @@ fn printer_for(store: &Store, kind: &ResourceKind) -> Printer {
 
 /// A list as the client wants it: as is (the stored texts concatenated, see
 /// [`ObjectList::to_json`]), or as a Table (only then are the items parsed).
-fn list_or_table(store: &Store, kind: &ResourceKind, call: &Call<'_>, list: ObjectList) -> HttpResponse {
+fn list_or_table(
+    store: &Store,
+    kind: &ResourceKind,
+    call: &Call<'_>,
+    list: ObjectList,
+) -> HttpResponse {
     match call.table_request() {
         Some(request) => {
             let items: Vec<Value> = list.items.iter().map(|item| item.to_value(kind)).collect();
-            let table = printer_for(store, kind).table(request, &items, list.metadata(), store.clock().now());
+            let table = printer_for(store, kind).table(
+                request,
+                &items,
+                list.metadata(),
+                store.clock().now(),
+            );
             json_response(200, &table)
         }
         None => bytes_response(200, list.to_json(kind)),
@@ -272,12 +357,22 @@ fn list_or_table(store: &Store, kind: &ResourceKind, call: &Call<'_>, list: Obje
 }
 
 /// A single object as the client wants it: as is (its stored text), or as a Table.
-fn object_or_table(store: &Store, kind: &ResourceKind, call: &Call<'_>, object: &StoredObject) -> HttpResponse {
+fn object_or_table(
+    store: &Store,
+    kind: &ResourceKind,
+    call: &Call<'_>,
+    object: &StoredObject,
+) -> HttpResponse {
     match call.table_request() {
         Some(request) => {
             let object = object.to_value(kind);
             let metadata = json!({"resourceVersion": object.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)});
-            let table = printer_for(store, kind).table(request, std::slice::from_ref(&object), metadata, store.clock().now());
+            let table = printer_for(store, kind).table(
+                request,
+                std::slice::from_ref(&object),
+                metadata,
+                store.clock().now(),
+            );
             json_response(200, &table)
         }
         None => bytes_response(200, object.json_for(kind)),
@@ -286,8 +381,14 @@ fn object_or_table(store: &Store, kind: &ResourceKind, call: &Call<'_>, object: 
 
 /// Field validation of a custom resource body: with `fieldValidation=Strict`, fields its schema
 /// does not declare are a 400 (as on the real server); with `Warn` they come back as warnings.
-fn validate_fields(kind: &ResourceKind, object: &Value, call: &Call<'_>) -> Result<Vec<String>, ApiError> {
-    let Some(schema) = kind.schema.as_ref() else { return Ok(Vec::new()) };
+fn validate_fields(
+    kind: &ResourceKind,
+    object: &Value,
+    call: &Call<'_>,
+) -> Result<Vec<String>, ApiError> {
+    let Some(schema) = kind.schema.as_ref() else {
+        return Ok(Vec::new());
+    };
     let directive = call.field_validation();
     if directive != "Strict" && directive != "Warn" {
         return Ok(Vec::new());
@@ -296,7 +397,10 @@ fn validate_fields(kind: &ResourceKind, object: &Value, call: &Call<'_>) -> Resu
     if unknown.is_empty() {
         return Ok(Vec::new());
     }
-    let described: Vec<String> = unknown.iter().map(|field| format!("unknown field \"{field}\"")).collect();
+    let described: Vec<String> = unknown
+        .iter()
+        .map(|field| format!("unknown field \"{field}\""))
+        .collect();
     if directive == "Strict" {
         return Err(ApiError::bad_request(format!(
             "{kind_name} in version \"{version}\" cannot be handled as a {kind_name}: strict decoding error: {}",
@@ -343,7 +447,9 @@ async fn resource_request(
     let store = &shared.store;
     let (namespace, plural, tail) = match rest {
         ["namespaces", namespace, plural, tail @ ..]
-            if store.lookup(group, version, plural).is_some_and(|k| k.namespaced) =>
+            if store
+                .lookup(group, version, plural)
+                .is_some_and(|k| k.namespaced) =>
         {
             (Some(*namespace), *plural, tail)
         }
@@ -353,17 +459,23 @@ async fn resource_request(
     if tail.len() > 2 {
         return Err(ApiError::no_such_resource());
     }
-    let kind = store.lookup(group, version, plural).ok_or_else(ApiError::no_such_resource)?;
+    let kind = store
+        .lookup(group, version, plural)
+        .ok_or_else(ApiError::no_such_resource)?;
     let name = tail.first().copied();
     let subresource = tail.get(1).copied();
-    if (!kind.namespaced && namespace.is_some()) || (kind.namespaced && namespace.is_none() && name.is_some()) {
+    if (!kind.namespaced && namespace.is_some())
+        || (kind.namespaced && namespace.is_none() && name.is_some())
+    {
         return Err(ApiError::no_such_resource());
     }
     let method = call.method;
     if *method != Method::GET && call.query.get("dryRun").is_some_and(|d| !d.is_empty()) {
         // Refused rather than ignored: ignoring it would make a dry run (`kubectl diff`,
         // `--dry-run=server`) really change the object.
-        return Err(ApiError::bad_request("dryRun is not supported by the emulated API server"));
+        return Err(ApiError::bad_request(
+            "dryRun is not supported by the emulated API server",
+        ));
     }
     if let Some(verb) = ApiVerb::of(method, name.is_some(), call.flag("watch"))
         && let Some(injected) = shared.faults.inject(verb, shared.store.clock()).await
@@ -373,32 +485,61 @@ async fn resource_request(
     match (name, subresource) {
         (None, None) => match *method {
             Method::GET if call.flag("watch") => start_watch(shared, kind, namespace, None, call),
-            Method::GET => Ok(list_or_table(store, &kind, call, store.list(&kind, namespace, &call.list_options()?)?)),
+            Method::GET => Ok(list_or_table(
+                store,
+                &kind,
+                call,
+                store.list(&kind, namespace, &call.list_options()?)?,
+            )),
             Method::POST => {
                 let body = call.body_json()?;
                 let warnings = validate_fields(&kind, &body, call)?;
-                Ok(with_warnings(json_response(201, &store.create(&kind, namespace, body)?), &warnings))
+                Ok(with_warnings(
+                    json_response(201, &store.create(&kind, namespace, body)?),
+                    &warnings,
+                ))
             }
             Method::DELETE => {
                 let delete_options = call.body_json()?;
-                Ok(json_response(200, &store.delete_collection(&kind, namespace, &call.list_options()?, &delete_options)?))
+                Ok(json_response(
+                    200,
+                    &store.delete_collection(
+                        &kind,
+                        namespace,
+                        &call.list_options()?,
+                        &delete_options,
+                    )?,
+                ))
             }
-            _ => Err(ApiError::method_not_allowed(format!("{method} is not supported on a collection"))),
+            _ => Err(ApiError::method_not_allowed(format!(
+                "{method} is not supported on a collection"
+            ))),
         },
         (Some(name), None) => match *method {
-            Method::GET if call.flag("watch") => start_watch(shared, kind, namespace, Some(name.to_string()), call),
-            Method::GET => Ok(object_or_table(store, &kind, call, &*store.get_stored(&kind, namespace, name)?)),
+            Method::GET if call.flag("watch") => {
+                start_watch(shared, kind, namespace, Some(name.to_string()), call)
+            }
+            Method::GET => Ok(object_or_table(
+                store,
+                &kind,
+                call,
+                &*store.get_stored(&kind, namespace, name)?,
+            )),
             Method::PUT => {
                 let body = call.body_json()?;
                 let warnings = validate_fields(&kind, &body, call)?;
-                let updated = store.update(&kind, namespace, name, WriteTarget::Main, |_| Ok(body))?;
+                let updated =
+                    store.update(&kind, namespace, name, WriteTarget::Main, |_| Ok(body))?;
                 Ok(with_warnings(json_response(200, &updated), &warnings))
             }
             Method::PATCH => patch(store, &kind, namespace, name, WriteTarget::Main, call),
             Method::DELETE => {
                 let mut options = call.body_json()?;
                 // `?gracePeriodSeconds=N` counts when the body does not say.
-                if let Some(grace) = call.query.get("gracePeriodSeconds").and_then(|g| g.parse::<i64>().ok())
+                if let Some(grace) = call
+                    .query
+                    .get("gracePeriodSeconds")
+                    .and_then(|g| g.parse::<i64>().ok())
                     && options.get("gracePeriodSeconds").is_none()
                 {
                     if !options.is_object() {
@@ -406,38 +547,84 @@ async fn resource_request(
                     }
                     options["gracePeriodSeconds"] = json!(grace);
                 }
-                Ok(json_response(200, &store.delete(&kind, namespace, name, &options)?))
+                Ok(json_response(
+                    200,
+                    &store.delete(&kind, namespace, name, &options)?,
+                ))
             }
-            _ => Err(ApiError::method_not_allowed(format!("{method} is not supported on an object"))),
+            _ => Err(ApiError::method_not_allowed(format!(
+                "{method} is not supported on an object"
+            ))),
         },
         (Some(name), Some("status")) if kind.has_status => match *method {
-            Method::GET => Ok(bytes_response(200, store.get_stored(&kind, namespace, name)?.json_for(&kind))),
+            Method::GET => Ok(bytes_response(
+                200,
+                store.get_stored(&kind, namespace, name)?.json_for(&kind),
+            )),
             Method::PUT => {
                 let body = call.body_json()?;
-                Ok(json_response(200, &store.update(&kind, namespace, name, WriteTarget::Status, |_| Ok(body))?))
+                Ok(json_response(
+                    200,
+                    &store.update(&kind, namespace, name, WriteTarget::Status, |_| Ok(body))?,
+                ))
             }
             Method::PATCH => patch(store, &kind, namespace, name, WriteTarget::Status, call),
-            _ => Err(ApiError::method_not_allowed(format!("{method} is not supported on the status subresource"))),
+            _ => Err(ApiError::method_not_allowed(format!(
+                "{method} is not supported on the status subresource"
+            ))),
         },
-        (Some(name), Some("binding")) if kind.group.is_empty() && kind.plural == "pods" => match *method {
-            Method::POST => {
-                Ok(json_response(201, &store.bind(&kind, namespace.unwrap_or_default(), name, &call.body_json()?)?))
+        (Some(name), Some("binding")) if kind.group.is_empty() && kind.plural == "pods" => {
+            match *method {
+                Method::POST => Ok(json_response(
+                    201,
+                    &store.bind(
+                        &kind,
+                        namespace.unwrap_or_default(),
+                        name,
+                        &call.body_json()?,
+                    )?,
+                )),
+                _ => Err(ApiError::method_not_allowed(format!(
+                    "{method} is not supported on pods/binding"
+                ))),
             }
-            _ => Err(ApiError::method_not_allowed(format!("{method} is not supported on pods/binding"))),
-        },
-        (Some(name), Some("scale")) if kind.extra_subresources.iter().any(|s| s.name == "scale") => {
-            crate::apiserver::scale::handle(store, &kind, namespace, name, call.method, call.content_type, call.body)
-                .map(|scale| json_response(200, &scale))
         }
-        (Some(name), Some("eviction")) if kind.group.is_empty() && kind.plural == "pods" => match *method {
-            Method::POST => {
-                Ok(json_response(201, &store.evict(&kind, namespace.unwrap_or_default(), name, &call.body_json()?)?))
+        (Some(name), Some("scale"))
+            if kind.extra_subresources.iter().any(|s| s.name == "scale") =>
+        {
+            crate::apiserver::scale::handle(
+                store,
+                &kind,
+                namespace,
+                name,
+                call.method,
+                call.content_type,
+                call.body,
+            )
+            .map(|scale| json_response(200, &scale))
+        }
+        (Some(name), Some("eviction")) if kind.group.is_empty() && kind.plural == "pods" => {
+            match *method {
+                Method::POST => Ok(json_response(
+                    201,
+                    &store.evict(
+                        &kind,
+                        namespace.unwrap_or_default(),
+                        name,
+                        &call.body_json()?,
+                    )?,
+                )),
+                _ => Err(ApiError::method_not_allowed(format!(
+                    "{method} is not supported on pods/eviction"
+                ))),
             }
-            _ => Err(ApiError::method_not_allowed(format!("{method} is not supported on pods/eviction"))),
-        },
-        (Some(_), Some(other)) if kind.extra_subresources.iter().any(|s| s.name == other) => Err(
-            ApiError::method_not_allowed(format!("the {}/{other} subresource is not emulated yet", kind.plural)),
-        ),
+        }
+        (Some(_), Some(other)) if kind.extra_subresources.iter().any(|s| s.name == other) => {
+            Err(ApiError::method_not_allowed(format!(
+                "the {}/{other} subresource is not emulated yet",
+                kind.plural
+            )))
+        }
         _ => Err(ApiError::no_such_resource()),
     }
 }
@@ -451,13 +638,20 @@ fn patch(
     call: &Call<'_>,
 ) -> Result<HttpResponse, ApiError> {
     let patch_failed = |error: String| {
-        ApiError::invalid(&kind.group, &kind.kind, name, &[("patch".to_string(), error)])
+        ApiError::invalid(
+            &kind.group,
+            &kind.kind,
+            name,
+            &[("patch".to_string(), error)],
+        )
     };
     // Unknown-field warnings found while patching (the patched object is only known inside
     // the store's update).
     let warnings = std::cell::RefCell::new(Vec::new());
     let checked = |document: Value| -> Result<Value, ApiError> {
-        warnings.borrow_mut().extend(validate_fields(kind, &document, call)?);
+        warnings
+            .borrow_mut()
+            .extend(validate_fields(kind, &document, call)?);
         Ok(document)
     };
     let response = match call.content_type {
@@ -466,7 +660,8 @@ fn patch(
                 .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
             let updated = store.update(kind, namespace, name, target, |current| {
                 let mut document = current.clone();
-                json_patch::patch(&mut document, &operations).map_err(|e| patch_failed(e.to_string()))?;
+                json_patch::patch(&mut document, &operations)
+                    .map_err(|e| patch_failed(e.to_string()))?;
                 checked(document)
             })?;
             json_response(200, &updated)
@@ -474,11 +669,13 @@ fn patch(
         // Built-in types merge lists by their patch strategy; custom resources (which a real
         // server refuses strategic patches for) get a JSON merge.
         "application/strategic-merge-patch+json" if kind.crd_name.is_none() => {
-            let changes: Value = serde_json::from_slice(call.body)
-                .map_err(|e| ApiError::bad_request(format!("invalid strategic merge patch: {e}")))?;
+            let changes: Value = serde_json::from_slice(call.body).map_err(|e| {
+                ApiError::bad_request(format!("invalid strategic merge patch: {e}"))
+            })?;
             let updated = store.update(kind, namespace, name, target, |current| {
                 let mut document = current.clone();
-                crate::apiserver::strategic::apply(&mut document, &changes).map_err(patch_failed)?;
+                crate::apiserver::strategic::apply(&mut document, &changes)
+                    .map_err(patch_failed)?;
                 checked(document)
             })?;
             json_response(200, &updated)
@@ -502,15 +699,25 @@ fn patch(
                 .get("fieldManager")
                 .filter(|m| !m.is_empty())
                 .cloned()
-                .ok_or_else(|| ApiError::bad_request("PATCH with apply-patch+yaml requires a fieldManager"))?;
+                .ok_or_else(|| {
+                    ApiError::bad_request("PATCH with apply-patch+yaml requires a fieldManager")
+                })?;
             let applied: Value = serde_yaml::from_slice(call.body)
                 .map_err(|e| ApiError::bad_request(format!("invalid apply configuration: {e}")))?;
             if !applied.is_object() {
-                return Err(ApiError::bad_request("the apply configuration must be an object"));
+                return Err(ApiError::bad_request(
+                    "the apply configuration must be an object",
+                ));
             }
-            warnings.borrow_mut().extend(validate_fields(kind, &applied, call)?);
+            warnings
+                .borrow_mut()
+                .extend(validate_fields(kind, &applied, call)?);
             let now = store.now_timestamp();
-            let subresource = if target == WriteTarget::Status { Some("status") } else { None };
+            let subresource = if target == WriteTarget::Status {
+                Some("status")
+            } else {
+                None
+            };
             let record_manager = |object: &mut Value| {
                 let mut entry = json!({
                     "manager": manager,
@@ -567,7 +774,11 @@ fn patch(
 fn applied_fields(applied: &Value) -> Value {
     fn fields(value: &Value) -> Value {
         match value {
-            Value::Object(map) => Value::Object(map.iter().map(|(key, child)| (format!("f:{key}"), fields(child))).collect()),
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(key, child)| (format!("f:{key}"), fields(child)))
+                    .collect(),
+            ),
             _ => json!({}),
         }
     }
@@ -576,7 +787,13 @@ fn applied_fields(applied: &Value) -> Value {
         map.remove("f:apiVersion");
         map.remove("f:kind");
         if let Some(metadata) = map.get_mut("f:metadata").and_then(Value::as_object_mut) {
-            for identity in ["f:name", "f:namespace", "f:resourceVersion", "f:managedFields", "f:uid"] {
+            for identity in [
+                "f:name",
+                "f:namespace",
+                "f:resourceVersion",
+                "f:managedFields",
+                "f:uid",
+            ] {
                 metadata.remove(identity);
             }
             if metadata.is_empty() {
@@ -596,7 +813,10 @@ struct WatchFilter {
 
 impl WatchFilter {
     fn matches(&self, object: &StoredObject) -> bool {
-        self.name.as_deref().is_none_or(|name| object.name() == name) && object.matches(&self.labels, &self.fields)
+        self.name
+            .as_deref()
+            .is_none_or(|name| object.name() == name)
+            && object.matches(&self.labels, &self.fields)
     }
 
     /// The event a client of this filter sees, if any: objects moving into or out of the
@@ -604,7 +824,10 @@ impl WatchFilter {
     fn translate<'e>(&self, event: &'e StoredEvent) -> Option<(&'static str, &'e StoredObject)> {
         let object = &*event.object;
         let now = self.matches(object);
-        let before = event.previous.as_ref().is_some_and(|previous| self.matches(previous));
+        let before = event
+            .previous
+            .as_ref()
+            .is_some_and(|previous| self.matches(previous));
         let event_type = match event.event_type {
             EventType::Added if now => EventType::Added,
             EventType::Modified if now && before => EventType::Modified,
@@ -620,12 +843,23 @@ impl WatchFilter {
 impl WatchSettings {
     /// The watch line of an object event: the stored text with the type spliced in, or the
     /// object printed as a Table when asked.
-    fn object_line(&self, store: &Store, kind: &ResourceKind, event_type: &str, object: &StoredObject) -> Bytes {
+    fn object_line(
+        &self,
+        store: &Store,
+        kind: &ResourceKind,
+        event_type: &str,
+        object: &StoredObject,
+    ) -> Bytes {
         match &self.table {
             Some((request, printer)) => {
                 let object = object.to_value(kind);
                 let metadata = json!({"resourceVersion": object.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)});
-                let table = printer.table(*request, std::slice::from_ref(&object), metadata, store.clock().now());
+                let table = printer.table(
+                    *request,
+                    std::slice::from_ref(&object),
+                    metadata,
+                    store.clock().now(),
+                );
                 watch_line(event_type, &table)
             }
             None => {
@@ -664,14 +898,21 @@ fn start_watch(
     call: &Call<'_>,
 ) -> Result<HttpResponse, ApiError> {
     let options = call.list_options()?;
-    let filter = WatchFilter { name, labels: options.labels, fields: options.fields };
+    let filter = WatchFilter {
+        name,
+        labels: options.labels,
+        fields: options.fields,
+    };
     let start_from = match options.resource_version.as_deref() {
         None | Some("0") => None,
-        Some(text) => {
-            Some(text.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {text:?}")))?)
-        }
+        Some(text) => Some(
+            text.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {text:?}")))?,
+        ),
     };
-    let table = call.table_request().map(|request| (request, printer_for(&shared.store, &kind)));
+    let table = call
+        .table_request()
+        .map(|request| (request, printer_for(&shared.store, &kind)));
     let settings = WatchSettings {
         table,
         bookmarks: call.flag("allowWatchBookmarks"),
@@ -687,7 +928,10 @@ fn start_watch(
     let shared = shared.clone();
     let namespace = namespace.map(String::from);
     tokio::spawn(async move {
-        run_watch(shared, kind, namespace, filter, start_from, settings, sender).await;
+        run_watch(
+            shared, kind, namespace, filter, start_from, settings, sender,
+        )
+        .await;
     });
     Ok(Response::builder()
         .status(200)
@@ -736,12 +980,18 @@ async fn run_watch(
         None => {
             let (objects, version) = store.watch_snapshot(&kind, namespace);
             for object in objects.iter().filter(|o| filter.matches(o)) {
-                if sender.send(settings.object_line(store, &kind, "ADDED", object)).await.is_err() {
+                if sender
+                    .send(settings.object_line(store, &kind, "ADDED", object))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
             if settings.initial_events && settings.bookmarks {
-                let _ = sender.send(watch_line("BOOKMARK", &bookmark(&kind, version, true))).await;
+                let _ = sender
+                    .send(watch_line("BOOKMARK", &bookmark(&kind, version, true)))
+                    .await;
             }
             version
         }
@@ -754,7 +1004,10 @@ async fn run_watch(
         match store.events_since(&kind, namespace, last_seen) {
             Err(expired) => {
                 shared.expired_watches.fetch_add(1, Ordering::Relaxed);
-                let status = ApiError::gone(format!("too old resource version: {last_seen} ({})", expired.oldest_watchable));
+                let status = ApiError::gone(format!(
+                    "too old resource version: {last_seen} ({})",
+                    expired.oldest_watchable
+                ));
                 tracing::debug!(resource = %kind.plural, last_seen, "watch expired");
                 let _ = sender.send(watch_line("ERROR", &status.to_status())).await;
                 return;
@@ -762,7 +1015,10 @@ async fn run_watch(
             Ok((events, current)) => {
                 for event in &events {
                     if let Some((event_type, object)) = filter.translate(event)
-                        && sender.send(settings.object_line(store, &kind, event_type, object)).await.is_err()
+                        && sender
+                            .send(settings.object_line(store, &kind, event_type, object))
+                            .await
+                            .is_err()
                     {
                         return;
                     }
@@ -837,7 +1093,9 @@ pub struct ApiFaults {
 impl ApiFaults {
     /// No faults; random decisions seeded with `seed`.
     pub fn with_seed(seed: u64) -> Self {
-        ApiFaults { faults: Faults::with_seed(seed) }
+        ApiFaults {
+            faults: Faults::with_seed(seed),
+        }
     }
 
     /// Restarts the random sequence from `seed`.
@@ -851,7 +1109,11 @@ impl ApiFaults {
     }
 
     /// Waits out the latency, then returns the injected answer, if any, for a request of `verb`.
-    async fn inject(&self, verb: ApiVerb, clock: &joinery_core::clock::Clock) -> Option<HttpResponse> {
+    async fn inject(
+        &self,
+        verb: ApiVerb,
+        clock: &joinery_core::clock::Clock,
+    ) -> Option<HttpResponse> {
         self.faults.delay_and_decide(verb, clock).await
     }
 }
@@ -874,10 +1136,14 @@ impl Default for ApiFaults {
 
 impl InjectedAnswer<ApiVerb> for HttpResponse {
     fn throttled(retry_after_seconds: u64) -> Self {
-        let mut error = ApiError::too_many_requests("the server is throttling requests (injected fault)", &[]);
+        let mut error =
+            ApiError::too_many_requests("the server is throttling requests (injected fault)", &[]);
         error.details = Some(json!({"retryAfterSeconds": retry_after_seconds}));
         let mut response = json_response(429, &error.to_status());
-        response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(retry_after_seconds));
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            header::HeaderValue::from(retry_after_seconds),
+        );
         response
     }
 
@@ -897,7 +1163,10 @@ mod tests {
         let text = std::str::from_utf8(&line).unwrap();
         assert!(text.ends_with('\n'));
         let event: Value = serde_json::from_str(text.trim_end()).unwrap();
-        assert_eq!(event, json!({"type": "ADDED", "object": {"metadata": {"name": "a"}}}));
+        assert_eq!(
+            event,
+            json!({"type": "ADDED", "object": {"metadata": {"name": "a"}}})
+        );
     }
 
     #[test]

@@ -25,18 +25,31 @@ enum ListStrategy {
 /// ports (`containerPort`) from service ports (`port`).
 fn list_strategy(parents: &[String], field: &str, sample: &[Value]) -> ListStrategy {
     let parent = parents.last().map(String::as_str).unwrap_or_default();
-    let in_container = matches!(parent, "containers" | "initContainers" | "ephemeralContainers");
+    let in_container = matches!(
+        parent,
+        "containers" | "initContainers" | "ephemeralContainers"
+    );
     match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "imagePullSecrets" | "resourceClaims" => {
-            ListStrategy::MergeByKey("name")
-        }
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "imagePullSecrets"
+        | "resourceClaims" => ListStrategy::MergeByKey("name"),
         "env" if in_container => ListStrategy::MergeByKey("name"),
         "volumeMounts" if in_container => ListStrategy::MergeByKey("mountPath"),
         "volumeDevices" if in_container => ListStrategy::MergeByKey("devicePath"),
         "resizePolicy" if in_container => ListStrategy::MergeByKey("resourceName"),
         "ports" => {
-            let container_style = in_container || sample.iter().any(|item| item.get("containerPort").is_some());
-            if container_style { ListStrategy::MergeByKey("containerPort") } else { ListStrategy::MergeByKey("port") }
+            let container_style = in_container
+                || sample
+                    .iter()
+                    .any(|item| item.get("containerPort").is_some());
+            if container_style {
+                ListStrategy::MergeByKey("containerPort")
+            } else {
+                ListStrategy::MergeByKey("port")
+            }
         }
         "conditions" => ListStrategy::MergeByKey("type"),
         "addresses" if parent == "status" => ListStrategy::MergeByKey("type"),
@@ -54,7 +67,11 @@ pub(crate) fn apply(target: &mut Value, patch: &Value) -> Result<(), String> {
     merge_object(target, patch, &mut Vec::new())
 }
 
-fn merge_object(target: &mut Value, patch: &Value, parents: &mut Vec<String>) -> Result<(), String> {
+fn merge_object(
+    target: &mut Value,
+    patch: &Value,
+    parents: &mut Vec<String>,
+) -> Result<(), String> {
     let Some(patch_map) = patch.as_object() else {
         *target = patch.clone();
         return Ok(());
@@ -104,7 +121,9 @@ fn merge_object(target: &mut Value, patch: &Value, parents: &mut Vec<String>) ->
                     map.remove(key);
                     continue;
                 }
-                let child = map.entry(key.clone()).or_insert_with(|| Value::Object(Map::new()));
+                let child = map
+                    .entry(key.clone())
+                    .or_insert_with(|| Value::Object(Map::new()));
                 parents.push(key.clone());
                 let result = merge_object(child, value, parents);
                 parents.pop();
@@ -127,7 +146,12 @@ fn merge_object(target: &mut Value, patch: &Value, parents: &mut Vec<String>) ->
         reorder(target, field, order, parents);
     }
     if let Some(retained) = patch_map.get("$retainKeys") {
-        let keep: Vec<&str> = retained.as_array().ok_or("$retainKeys must be a list")?.iter().filter_map(Value::as_str).collect();
+        let keep: Vec<&str> = retained
+            .as_array()
+            .ok_or("$retainKeys must be a list")?
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
         if let Some(map) = target.as_object_mut() {
             map.retain(|key, _| keep.contains(&key.as_str()));
         }
@@ -135,15 +159,28 @@ fn merge_object(target: &mut Value, patch: &Value, parents: &mut Vec<String>) ->
     Ok(())
 }
 
-fn merge_list(current: Option<Value>, items: &[Value], strategy: &ListStrategy, parents: &mut Vec<String>) -> Result<Value, String> {
-    let replaces = items.iter().any(|item| item.get("$patch").and_then(Value::as_str) == Some("replace"));
+fn merge_list(
+    current: Option<Value>,
+    items: &[Value],
+    strategy: &ListStrategy,
+    parents: &mut Vec<String>,
+) -> Result<Value, String> {
+    let replaces = items
+        .iter()
+        .any(|item| item.get("$patch").and_then(Value::as_str) == Some("replace"));
     let mut current = match current {
         Some(Value::Array(current)) if !replaces => current,
         _ => Vec::new(),
     };
     match strategy {
         ListStrategy::Replace => {
-            return Ok(Value::Array(items.iter().filter(|i| !is_directive_only(i)).map(strip_directives).collect()));
+            return Ok(Value::Array(
+                items
+                    .iter()
+                    .filter(|i| !is_directive_only(i))
+                    .map(strip_directives)
+                    .collect(),
+            ));
         }
         ListStrategy::MergeScalars => {
             for item in items {
@@ -158,9 +195,13 @@ fn merge_list(current: Option<Value>, items: &[Value], strategy: &ListStrategy, 
                     continue;
                 }
                 let Some(key_value) = item.get(*merge_key) else {
-                    return Err(format!("a list element is missing its merge key {merge_key:?}"));
+                    return Err(format!(
+                        "a list element is missing its merge key {merge_key:?}"
+                    ));
                 };
-                let position = current.iter().position(|existing| existing.get(*merge_key) == Some(key_value));
+                let position = current
+                    .iter()
+                    .position(|existing| existing.get(*merge_key) == Some(key_value));
                 let deletes = item.get("$patch").and_then(Value::as_str) == Some("delete");
                 match (position, deletes) {
                     (Some(index), true) => {
@@ -182,14 +223,19 @@ fn merge_list(current: Option<Value>, items: &[Value], strategy: &ListStrategy, 
 
 /// An element such as `{"$patch": "replace"}` that only carries a list directive.
 fn is_directive_only(item: &Value) -> bool {
-    item.as_object().is_some_and(|map| !map.is_empty() && map.keys().all(|key| key.starts_with('$')))
+    item.as_object()
+        .is_some_and(|map| !map.is_empty() && map.keys().all(|key| key.starts_with('$')))
 }
 
 /// Puts the elements of list `field` in the order `order` names them (by merge key, or by value
 /// for scalars); elements the order does not name keep their relative order at the end.
 fn reorder(target: &mut Value, field: &str, order: &Value, parents: &[String]) {
-    let Some(order) = order.as_array() else { return };
-    let Some(Value::Array(items)) = target.get_mut(field) else { return };
+    let Some(order) = order.as_array() else {
+        return;
+    };
+    let Some(Value::Array(items)) = target.get_mut(field) else {
+        return;
+    };
     let key = match list_strategy(parents, field, order) {
         ListStrategy::MergeByKey(key) => Some(key),
         _ => None,
@@ -202,7 +248,10 @@ fn reorder(target: &mut Value, field: &str, order: &Value, parents: &[String]) {
     };
     let rank = |item: &Value| -> usize {
         let id = identity(item);
-        order.iter().position(|wanted| identity(wanted) == id).unwrap_or(usize::MAX)
+        order
+            .iter()
+            .position(|wanted| identity(wanted) == id)
+            .unwrap_or(usize::MAX)
     };
     items.sort_by_key(|item| rank(item));
 }
@@ -211,9 +260,18 @@ fn reorder(target: &mut Value, field: &str, order: &Value, parents: &[String]) {
 fn strip_directives(value: &Value) -> Value {
     match value {
         Value::Object(map) => Value::Object(
-            map.iter().filter(|(key, _)| !key.starts_with('$')).map(|(key, child)| (key.clone(), strip_directives(child))).collect(),
+            map.iter()
+                .filter(|(key, _)| !key.starts_with('$'))
+                .map(|(key, child)| (key.clone(), strip_directives(child)))
+                .collect(),
         ),
-        Value::Array(items) => Value::Array(items.iter().filter(|i| !is_directive_only(i)).map(strip_directives).collect()),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .filter(|i| !is_directive_only(i))
+                .map(strip_directives)
+                .collect(),
+        ),
         other => other.clone(),
     }
 }
@@ -242,7 +300,10 @@ mod tests {
         let containers = &result["spec"]["template"]["spec"]["containers"];
         assert_eq!(containers[0]["image"], "app:2");
         assert_eq!(containers[0]["ports"][0]["containerPort"], 80);
-        assert_eq!(containers[0]["env"], json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]));
+        assert_eq!(
+            containers[0]["env"],
+            json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}])
+        );
         assert_eq!(containers[1]["name"], "sidecar");
     }
 
@@ -257,27 +318,49 @@ mod tests {
             }),
         );
         assert_eq!(result["spec"]["containers"], json!([{"name": "b"}]));
-        assert_eq!(result["spec"]["tolerations"], json!([{"key": "y"}]), "lists without a strategy are replaced");
+        assert_eq!(
+            result["spec"]["tolerations"],
+            json!([{"key": "y"}]),
+            "lists without a strategy are replaced"
+        );
         assert_eq!(result["metadata"]["finalizers"], json!(["f2"]));
-        let replaced = patched(json!({"spec": {"containers": [{"name": "a"}]}}), json!({"spec": {"containers": [{"$patch": "replace"}, {"name": "z"}]}}));
+        let replaced = patched(
+            json!({"spec": {"containers": [{"name": "a"}]}}),
+            json!({"spec": {"containers": [{"$patch": "replace"}, {"name": "z"}]}}),
+        );
         assert_eq!(replaced["spec"]["containers"], json!([{"name": "z"}]));
-        let map_replaced = patched(json!({"spec": {"selector": {"a": "1", "b": "2"}}}), json!({"spec": {"selector": {"$patch": "replace", "c": "3"}}}));
+        let map_replaced = patched(
+            json!({"spec": {"selector": {"a": "1", "b": "2"}}}),
+            json!({"spec": {"selector": {"$patch": "replace", "c": "3"}}}),
+        );
         assert_eq!(map_replaced["spec"]["selector"], json!({"c": "3"}));
     }
 
     #[test]
     fn nulls_remove_fields_and_retain_keys_prunes() {
         let node = json!({"spec": {"unschedulable": true, "podCIDR": "10.0.0.0/24"}});
-        assert_eq!(patched(node, json!({"spec": {"unschedulable": null}})), json!({"spec": {"podCIDR": "10.0.0.0/24"}}));
+        assert_eq!(
+            patched(node, json!({"spec": {"unschedulable": null}})),
+            json!({"spec": {"podCIDR": "10.0.0.0/24"}})
+        );
         let strategy = json!({"spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}});
-        let result = patched(strategy, json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}}}));
+        let result = patched(
+            strategy,
+            json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}}}),
+        );
         assert_eq!(result, json!({"spec": {"strategy": {"type": "Recreate"}}}));
     }
 
     #[test]
     fn service_ports_merge_by_port() {
         let service = json!({"spec": {"ports": [{"port": 80, "targetPort": 8080}, {"port": 443}]}});
-        let result = patched(service, json!({"spec": {"ports": [{"port": 80, "targetPort": 9090}]}}));
-        assert_eq!(result["spec"]["ports"], json!([{"port": 80, "targetPort": 9090}, {"port": 443}]));
+        let result = patched(
+            service,
+            json!({"spec": {"ports": [{"port": 80, "targetPort": 9090}]}}),
+        );
+        assert_eq!(
+            result["spec"]["ports"],
+            json!([{"port": 80, "targetPort": 9090}, {"port": 443}])
+        );
     }
 }

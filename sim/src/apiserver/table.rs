@@ -61,7 +61,10 @@ impl TableRequest {
             Some("Object") => IncludeObject::Object,
             _ => IncludeObject::Metadata,
         };
-        Some(Self { api_version, include })
+        Some(Self {
+            api_version,
+            include,
+        })
     }
 }
 
@@ -101,7 +104,12 @@ impl Column {
         }
     }
 
-    fn computed(name: &str, column_type: &str, description: &str, cell: fn(&Value, SystemTime) -> Value) -> Self {
+    fn computed(
+        name: &str,
+        column_type: &str,
+        description: &str,
+        cell: fn(&Value, SystemTime) -> Value,
+    ) -> Self {
         Self::new(name, column_type, description, Source::Computed(cell))
     }
 
@@ -123,7 +131,10 @@ impl Column {
 
     fn cell(&self, object: &Value, now: SystemTime) -> Value {
         match &self.source {
-            Source::Name => object.pointer("/metadata/name").cloned().unwrap_or(Value::String(String::new())),
+            Source::Name => object
+                .pointer("/metadata/name")
+                .cloned()
+                .unwrap_or(Value::String(String::new())),
             Source::Age => Value::String(age(object.pointer("/metadata/creationTimestamp"), now)),
             Source::Computed(cell) => cell(object, now),
             Source::Path(path) => match path.as_ref().and_then(|p| p.first(object)) {
@@ -167,14 +178,20 @@ impl Printer {
         if kind.crd_name.is_some() {
             return Self::for_custom_resource(&kind.version, crd);
         }
-        Printer { columns: builtin_columns(&kind.group, &kind.plural) }
+        Printer {
+            columns: builtin_columns(&kind.group, &kind.plural),
+        }
     }
 
     fn for_custom_resource(version: &str, crd: Option<&Value>) -> Self {
         let declared = crd
             .and_then(|crd| crd.pointer("/spec/versions"))
             .and_then(Value::as_array)
-            .and_then(|versions| versions.iter().find(|v| v["name"].as_str() == Some(version)))
+            .and_then(|versions| {
+                versions
+                    .iter()
+                    .find(|v| v["name"].as_str() == Some(version))
+            })
             .and_then(|v| v.get("additionalPrinterColumns"))
             .and_then(Value::as_array)
             .filter(|columns| !columns.is_empty());
@@ -182,14 +199,23 @@ impl Printer {
         match declared {
             Some(declared) => {
                 for definition in declared {
-                    let text = |field: &str| definition.get(field).and_then(Value::as_str).unwrap_or_default().to_string();
+                    let text = |field: &str| {
+                        definition
+                            .get(field)
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_string()
+                    };
                     let path = JsonPath::parse(&text("jsonPath")).ok();
                     columns.push(Column {
                         name: text("name"),
                         column_type: text("type"),
                         format: text("format"),
                         description: text("description"),
-                        priority: definition.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                        priority: definition
+                            .get("priority")
+                            .and_then(Value::as_i64)
+                            .unwrap_or(0),
                         source: Source::Path(path),
                     });
                 }
@@ -224,8 +250,17 @@ impl Printer {
 
     /// A Table of `objects`; `list_metadata` (resourceVersion, continue, remainingItemCount)
     /// is copied from the list the objects came from.
-    pub(crate) fn table(&self, request: TableRequest, objects: &[Value], list_metadata: Value, now: SystemTime) -> Value {
-        let rows: Vec<Value> = objects.iter().map(|object| self.row(object, request, now)).collect();
+    pub(crate) fn table(
+        &self,
+        request: TableRequest,
+        objects: &[Value],
+        list_metadata: Value,
+        now: SystemTime,
+    ) -> Value {
+        let rows: Vec<Value> = objects
+            .iter()
+            .map(|object| self.row(object, request, now))
+            .collect();
         json!({
             "kind": "Table",
             "apiVersion": request.api_version,
@@ -239,7 +274,10 @@ impl Printer {
 /// The columns of a built-in type: Name first (except for Events, whose name is a wide
 /// column at the end), then the type's own columns, or Age for types without a printer.
 fn builtin_columns(group: &str, plural: &str) -> Vec<Column> {
-    if matches!((group, plural), ("", "events") | ("events.k8s.io", "events")) {
+    if matches!(
+        (group, plural),
+        ("", "events") | ("events.k8s.io", "events")
+    ) {
         return event_columns(group == "events.k8s.io");
     }
     let mut columns = vec![name_column()];
@@ -252,232 +290,461 @@ fn own_columns(group: &str, plural: &str) -> Vec<Column> {
     let age = age_column;
     match (group, plural) {
         ("", "pods") => vec![
-            Column::computed("Ready", "string", "The aggregate readiness state of this pod for accepting traffic.", pod_ready),
-            Column::computed("Status", "string", "The aggregate status of the containers in this pod.", |pod, _| {
-                Value::String(pod_status(pod))
-            }),
-            Column::computed("Restarts", "string", "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.", pod_restarts),
+            Column::computed(
+                "Ready",
+                "string",
+                "The aggregate readiness state of this pod for accepting traffic.",
+                pod_ready,
+            ),
+            Column::computed(
+                "Status",
+                "string",
+                "The aggregate status of the containers in this pod.",
+                |pod, _| Value::String(pod_status(pod)),
+            ),
+            Column::computed(
+                "Restarts",
+                "string",
+                "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
+                pod_restarts,
+            ),
             age(),
-            Column::computed("IP", "string", "The IP address assigned to the pod.", |pod, _| {
-                text_or_none(pod.pointer("/status/podIP"))
-            })
+            Column::computed(
+                "IP",
+                "string",
+                "The IP address assigned to the pod.",
+                |pod, _| text_or_none(pod.pointer("/status/podIP")),
+            )
             .wide(),
-            Column::computed("Node", "string", "The name of the node the pod is assigned to.", |pod, _| {
-                text_or_none(pod.pointer("/spec/nodeName"))
-            })
+            Column::computed(
+                "Node",
+                "string",
+                "The name of the node the pod is assigned to.",
+                |pod, _| text_or_none(pod.pointer("/spec/nodeName")),
+            )
             .wide(),
-            Column::computed("Nominated Node", "string", "The name of the node the pod is nominated to run on.", |pod, _| {
-                text_or_none(pod.pointer("/status/nominatedNodeName"))
-            })
+            Column::computed(
+                "Nominated Node",
+                "string",
+                "The name of the node the pod is nominated to run on.",
+                |pod, _| text_or_none(pod.pointer("/status/nominatedNodeName")),
+            )
             .wide(),
-            Column::computed("Readiness Gates", "string", "The readiness gates of the pod and how many of them pass.", pod_readiness_gates).wide(),
+            Column::computed(
+                "Readiness Gates",
+                "string",
+                "The readiness gates of the pod and how many of them pass.",
+                pod_readiness_gates,
+            )
+            .wide(),
         ],
         ("", "nodes") => vec![
             Column::computed("Status", "string", "The status of the node.", node_status),
             Column::computed("Roles", "string", "The roles of the node.", node_roles),
             age(),
-            Column::computed("Version", "string", "Kubelet Version reported by the node.", |node, _| {
-                Value::String(text(node.pointer("/status/nodeInfo/kubeletVersion")))
-            }),
-            Column::computed("Internal-IP", "string", "The node's internal IP address.", |node, _| node_address(node, "InternalIP")).wide(),
-            Column::computed("External-IP", "string", "The node's external IP address.", |node, _| node_address(node, "ExternalIP")).wide(),
-            Column::computed("OS-Image", "string", "OS Image reported by the node.", |node, _| {
-                unknown_if_empty(node.pointer("/status/nodeInfo/osImage"))
-            })
+            Column::computed(
+                "Version",
+                "string",
+                "Kubelet Version reported by the node.",
+                |node, _| Value::String(text(node.pointer("/status/nodeInfo/kubeletVersion"))),
+            ),
+            Column::computed(
+                "Internal-IP",
+                "string",
+                "The node's internal IP address.",
+                |node, _| node_address(node, "InternalIP"),
+            )
             .wide(),
-            Column::computed("Kernel-Version", "string", "Kernel Version reported by the node.", |node, _| {
-                unknown_if_empty(node.pointer("/status/nodeInfo/kernelVersion"))
-            })
+            Column::computed(
+                "External-IP",
+                "string",
+                "The node's external IP address.",
+                |node, _| node_address(node, "ExternalIP"),
+            )
             .wide(),
-            Column::computed("Container-Runtime", "string", "Container Runtime Version reported by the node.", |node, _| {
-                unknown_if_empty(node.pointer("/status/nodeInfo/containerRuntimeVersion"))
-            })
+            Column::computed(
+                "OS-Image",
+                "string",
+                "OS Image reported by the node.",
+                |node, _| unknown_if_empty(node.pointer("/status/nodeInfo/osImage")),
+            )
+            .wide(),
+            Column::computed(
+                "Kernel-Version",
+                "string",
+                "Kernel Version reported by the node.",
+                |node, _| unknown_if_empty(node.pointer("/status/nodeInfo/kernelVersion")),
+            )
+            .wide(),
+            Column::computed(
+                "Container-Runtime",
+                "string",
+                "Container Runtime Version reported by the node.",
+                |node, _| {
+                    unknown_if_empty(node.pointer("/status/nodeInfo/containerRuntimeVersion"))
+                },
+            )
             .wide(),
         ],
         ("", "namespaces") => vec![
-            Column::computed("Status", "string", "The status of the namespace.", |ns, _| {
-                Value::String(text(ns.pointer("/status/phase")))
-            }),
+            Column::computed(
+                "Status",
+                "string",
+                "The status of the namespace.",
+                |ns, _| Value::String(text(ns.pointer("/status/phase"))),
+            ),
             age(),
         ],
         ("", "configmaps") => vec![
-            Column::computed("Data", "integer", "The number of entries in the ConfigMap.", |cm, _| {
-                json!(entries(cm.get("data")) + entries(cm.get("binaryData")))
-            }),
+            Column::computed(
+                "Data",
+                "integer",
+                "The number of entries in the ConfigMap.",
+                |cm, _| json!(entries(cm.get("data")) + entries(cm.get("binaryData"))),
+            ),
             age(),
         ],
         ("", "secrets") => vec![
             Column::computed("Type", "string", "The type of the secret.", |secret, _| {
                 Value::String(text(secret.get("type")))
             }),
-            Column::computed("Data", "integer", "The number of entries in the Secret.", |secret, _| {
-                json!(entries(secret.get("data")) + entries(secret.get("stringData")))
-            }),
+            Column::computed(
+                "Data",
+                "integer",
+                "The number of entries in the Secret.",
+                |secret, _| json!(entries(secret.get("data")) + entries(secret.get("stringData"))),
+            ),
             age(),
         ],
         ("", "services") => vec![
             Column::computed("Type", "string", "The type of the service.", |svc, _| {
                 Value::String(text(svc.pointer("/spec/type")).if_empty("ClusterIP"))
             }),
-            Column::computed("Cluster-IP", "string", "The cluster IP of the service.", |svc, _| {
-                text_or_none(svc.pointer("/spec/clusterIP"))
-            }),
-            Column::computed("External-IP", "string", "The external IPs of the service.", service_external_ips),
-            Column::computed("Port(s)", "string", "The ports of the service.", service_ports),
+            Column::computed(
+                "Cluster-IP",
+                "string",
+                "The cluster IP of the service.",
+                |svc, _| text_or_none(svc.pointer("/spec/clusterIP")),
+            ),
+            Column::computed(
+                "External-IP",
+                "string",
+                "The external IPs of the service.",
+                service_external_ips,
+            ),
+            Column::computed(
+                "Port(s)",
+                "string",
+                "The ports of the service.",
+                service_ports,
+            ),
             age(),
-            Column::computed("Selector", "string", "The selector of the service.", |svc, _| {
-                Value::String(map_as_selector(svc.pointer("/spec/selector")))
-            })
+            Column::computed(
+                "Selector",
+                "string",
+                "The selector of the service.",
+                |svc, _| Value::String(map_as_selector(svc.pointer("/spec/selector"))),
+            )
             .wide(),
         ],
         ("apps", "deployments") => vec![
-            Column::computed("Ready", "string", "Number of the pod with ready state.", |d, _| {
-                Value::String(format!("{}/{}", int(d.pointer("/status/readyReplicas")), int(d.pointer("/spec/replicas"))))
-            }),
-            Column::computed("Up-to-date", "integer", "Total number of non-terminated pods targeted by this deployment that have the desired template spec.", |d, _| {
-                json!(int(d.pointer("/status/updatedReplicas")))
-            }),
-            Column::computed("Available", "integer", "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.", |d, _| {
-                json!(int(d.pointer("/status/availableReplicas")))
-            }),
+            Column::computed(
+                "Ready",
+                "string",
+                "Number of the pod with ready state.",
+                |d, _| {
+                    Value::String(format!(
+                        "{}/{}",
+                        int(d.pointer("/status/readyReplicas")),
+                        int(d.pointer("/spec/replicas"))
+                    ))
+                },
+            ),
+            Column::computed(
+                "Up-to-date",
+                "integer",
+                "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+                |d, _| json!(int(d.pointer("/status/updatedReplicas"))),
+            ),
+            Column::computed(
+                "Available",
+                "integer",
+                "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+                |d, _| json!(int(d.pointer("/status/availableReplicas"))),
+            ),
             age(),
             containers_column(),
             images_column(),
             selector_column(),
         ],
         ("apps", "replicasets") => vec![
-            Column::computed("Desired", "integer", "Number of desired pods.", |rs, _| json!(int(rs.pointer("/spec/replicas")))),
-            Column::computed("Current", "integer", "Number of actual replicas.", |rs, _| json!(int(rs.pointer("/status/replicas")))),
-            Column::computed("Ready", "integer", "Number of ready replicas.", |rs, _| json!(int(rs.pointer("/status/readyReplicas")))),
+            Column::computed("Desired", "integer", "Number of desired pods.", |rs, _| {
+                json!(int(rs.pointer("/spec/replicas")))
+            }),
+            Column::computed(
+                "Current",
+                "integer",
+                "Number of actual replicas.",
+                |rs, _| json!(int(rs.pointer("/status/replicas"))),
+            ),
+            Column::computed("Ready", "integer", "Number of ready replicas.", |rs, _| {
+                json!(int(rs.pointer("/status/readyReplicas")))
+            }),
             age(),
             containers_column(),
             images_column(),
             selector_column(),
         ],
         ("apps", "daemonsets") => vec![
-            Column::computed("Desired", "integer", "The total number of nodes that should be running the daemon pod.", |ds, _| {
-                json!(int(ds.pointer("/status/desiredNumberScheduled")))
-            }),
-            Column::computed("Current", "integer", "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod.", |ds, _| {
-                json!(int(ds.pointer("/status/currentNumberScheduled")))
-            }),
-            Column::computed("Ready", "integer", "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and ready.", |ds, _| {
-                json!(int(ds.pointer("/status/numberReady")))
-            }),
-            Column::computed("Up-to-date", "integer", "The total number of nodes that are running updated daemon pod.", |ds, _| {
-                json!(int(ds.pointer("/status/updatedNumberScheduled")))
-            }),
-            Column::computed("Available", "integer", "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available.", |ds, _| {
-                json!(int(ds.pointer("/status/numberAvailable")))
-            }),
-            Column::computed("Node Selector", "string", "NodeSelector is a selector which must be true for the pod to fit on a node.", |ds, _| {
-                Value::String(map_as_selector(ds.pointer("/spec/template/spec/nodeSelector")))
-            }),
+            Column::computed(
+                "Desired",
+                "integer",
+                "The total number of nodes that should be running the daemon pod.",
+                |ds, _| json!(int(ds.pointer("/status/desiredNumberScheduled"))),
+            ),
+            Column::computed(
+                "Current",
+                "integer",
+                "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod.",
+                |ds, _| json!(int(ds.pointer("/status/currentNumberScheduled"))),
+            ),
+            Column::computed(
+                "Ready",
+                "integer",
+                "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and ready.",
+                |ds, _| json!(int(ds.pointer("/status/numberReady"))),
+            ),
+            Column::computed(
+                "Up-to-date",
+                "integer",
+                "The total number of nodes that are running updated daemon pod.",
+                |ds, _| json!(int(ds.pointer("/status/updatedNumberScheduled"))),
+            ),
+            Column::computed(
+                "Available",
+                "integer",
+                "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available.",
+                |ds, _| json!(int(ds.pointer("/status/numberAvailable"))),
+            ),
+            Column::computed(
+                "Node Selector",
+                "string",
+                "NodeSelector is a selector which must be true for the pod to fit on a node.",
+                |ds, _| {
+                    Value::String(map_as_selector(
+                        ds.pointer("/spec/template/spec/nodeSelector"),
+                    ))
+                },
+            ),
             age(),
             containers_column(),
             images_column(),
             selector_column(),
         ],
         ("policy", "poddisruptionbudgets") => vec![
-            Column::computed("Min Available", "string", "The minimum number of pods that must be available.", |pdb, _| {
-                Value::String(int_or_string(pdb.pointer("/spec/minAvailable")))
-            }),
-            Column::computed("Max Unavailable", "string", "The maximum number of pods that may be unavailable.", |pdb, _| {
-                Value::String(int_or_string(pdb.pointer("/spec/maxUnavailable")))
-            }),
-            Column::computed("Allowed Disruptions", "integer", "Calculated number of pods that may be disrupted at this time.", |pdb, _| {
-                json!(int(pdb.pointer("/status/disruptionsAllowed")))
-            }),
+            Column::computed(
+                "Min Available",
+                "string",
+                "The minimum number of pods that must be available.",
+                |pdb, _| Value::String(int_or_string(pdb.pointer("/spec/minAvailable"))),
+            ),
+            Column::computed(
+                "Max Unavailable",
+                "string",
+                "The maximum number of pods that may be unavailable.",
+                |pdb, _| Value::String(int_or_string(pdb.pointer("/spec/maxUnavailable"))),
+            ),
+            Column::computed(
+                "Allowed Disruptions",
+                "integer",
+                "Calculated number of pods that may be disrupted at this time.",
+                |pdb, _| json!(int(pdb.pointer("/status/disruptionsAllowed"))),
+            ),
             age(),
         ],
         ("coordination.k8s.io", "leases") => vec![
-            Column::computed("Holder", "string", "The holder of the lease.", |lease, _| {
-                Value::String(text(lease.pointer("/spec/holderIdentity")))
-            }),
+            Column::computed(
+                "Holder",
+                "string",
+                "The holder of the lease.",
+                |lease, _| Value::String(text(lease.pointer("/spec/holderIdentity"))),
+            ),
             age(),
         ],
         ("storage.k8s.io", "storageclasses") => vec![
-            Column::computed("Provisioner", "string", "The provisioner of the storage class.", |sc, _| {
-                Value::String(text(sc.get("provisioner")))
-            }),
-            Column::computed("ReclaimPolicy", "string", "What happens to a volume when released from its claim.", |sc, _| {
-                Value::String(text(sc.get("reclaimPolicy")).if_empty("Delete"))
-            }),
-            Column::computed("VolumeBindingMode", "string", "When volumes are bound and provisioned.", |sc, _| {
-                Value::String(text(sc.get("volumeBindingMode")).if_empty("Immediate"))
-            }),
-            Column::computed("AllowVolumeExpansion", "string", "Whether the storage class allows volume expansion.", |sc, _| {
-                Value::String(sc.get("allowVolumeExpansion").and_then(Value::as_bool).unwrap_or(false).to_string())
-            }),
+            Column::computed(
+                "Provisioner",
+                "string",
+                "The provisioner of the storage class.",
+                |sc, _| Value::String(text(sc.get("provisioner"))),
+            ),
+            Column::computed(
+                "ReclaimPolicy",
+                "string",
+                "What happens to a volume when released from its claim.",
+                |sc, _| Value::String(text(sc.get("reclaimPolicy")).if_empty("Delete")),
+            ),
+            Column::computed(
+                "VolumeBindingMode",
+                "string",
+                "When volumes are bound and provisioned.",
+                |sc, _| Value::String(text(sc.get("volumeBindingMode")).if_empty("Immediate")),
+            ),
+            Column::computed(
+                "AllowVolumeExpansion",
+                "string",
+                "Whether the storage class allows volume expansion.",
+                |sc, _| {
+                    Value::String(
+                        sc.get("allowVolumeExpansion")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false)
+                            .to_string(),
+                    )
+                },
+            ),
             age(),
         ],
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            vec![Column::computed("Created At", "date", "The time the CustomResourceDefinition was created.", |crd, _| {
-                crd.pointer("/metadata/creationTimestamp").cloned().unwrap_or(Value::Null)
-            })]
+            vec![Column::computed(
+                "Created At",
+                "date",
+                "The time the CustomResourceDefinition was created.",
+                |crd, _| {
+                    crd.pointer("/metadata/creationTimestamp")
+                        .cloned()
+                        .unwrap_or(Value::Null)
+                },
+            )]
         }
         _ => vec![age()],
     }
 }
 
 fn containers_column() -> Column {
-    Column::computed("Containers", "string", "Names of each container in the template.", |object, _| {
-        Value::String(template_containers(object).iter().map(|c| text(c.get("name"))).collect::<Vec<_>>().join(","))
-    })
+    Column::computed(
+        "Containers",
+        "string",
+        "Names of each container in the template.",
+        |object, _| {
+            Value::String(
+                template_containers(object)
+                    .iter()
+                    .map(|c| text(c.get("name")))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            )
+        },
+    )
     .wide()
 }
 
 fn images_column() -> Column {
-    Column::computed("Images", "string", "Images referenced by each container in the template.", |object, _| {
-        Value::String(template_containers(object).iter().map(|c| text(c.get("image"))).collect::<Vec<_>>().join(","))
-    })
+    Column::computed(
+        "Images",
+        "string",
+        "Images referenced by each container in the template.",
+        |object, _| {
+            Value::String(
+                template_containers(object)
+                    .iter()
+                    .map(|c| text(c.get("image")))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            )
+        },
+    )
     .wide()
 }
 
 fn selector_column() -> Column {
-    Column::computed("Selector", "string", "Label selector for pods.", |object, _| {
-        let selector = label_selector_string(object.pointer("/spec/selector"));
-        Value::String(if selector.is_empty() { "<none>".into() } else { selector })
-    })
+    Column::computed(
+        "Selector",
+        "string",
+        "Label selector for pods.",
+        |object, _| {
+            let selector = label_selector_string(object.pointer("/spec/selector"));
+            Value::String(if selector.is_empty() {
+                "<none>".into()
+            } else {
+                selector
+            })
+        },
+    )
     .wide()
 }
 
 fn template_containers(object: &Value) -> Vec<&Value> {
-    object.pointer("/spec/template/spec/containers").and_then(Value::as_array).into_iter().flatten().collect()
+    object
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 fn event_columns(events_v1: bool) -> Vec<Column> {
-    let (last_seen, message, source, first_seen, count): (fn(&Value, SystemTime) -> Value, _, _, _, _) = if events_v1 {
+    let (last_seen, message, source, first_seen, count): (
+        fn(&Value, SystemTime) -> Value,
+        _,
+        _,
+        _,
+        _,
+    ) = if events_v1 {
         (
             |event, now| Value::String(event_last_seen(event, now, true)),
-            Column::computed("Message", "string", "A human-readable description of the status of this operation.", |event, _| {
-                Value::String(text(event.get("note")))
-            }),
-            Column::computed("Source", "string", "The component reporting this event.", |event, _| {
-                Value::String(event_source(event, true))
-            }),
-            Column::computed("First Seen", "string", "The first time at which the event was first recorded.", |event, now| {
-                Value::String(event_first_seen(event, now, true))
-            }),
-            Column::computed("Count", "string", "The number of times this event has occurred.", |event, _| {
-                Value::String(event_count(event, true).to_string())
-            }),
+            Column::computed(
+                "Message",
+                "string",
+                "A human-readable description of the status of this operation.",
+                |event, _| Value::String(text(event.get("note"))),
+            ),
+            Column::computed(
+                "Source",
+                "string",
+                "The component reporting this event.",
+                |event, _| Value::String(event_source(event, true)),
+            ),
+            Column::computed(
+                "First Seen",
+                "string",
+                "The first time at which the event was first recorded.",
+                |event, now| Value::String(event_first_seen(event, now, true)),
+            ),
+            Column::computed(
+                "Count",
+                "string",
+                "The number of times this event has occurred.",
+                |event, _| Value::String(event_count(event, true).to_string()),
+            ),
         )
     } else {
         (
             |event, now| Value::String(event_last_seen(event, now, false)),
-            Column::computed("Message", "string", "A human-readable description of the status of this operation.", |event, _| {
-                Value::String(text(event.get("message")))
-            }),
-            Column::computed("Source", "string", "The component reporting this event.", |event, _| {
-                Value::String(event_source(event, false))
-            }),
-            Column::computed("First Seen", "string", "The first time at which the event was first recorded.", |event, now| {
-                Value::String(event_first_seen(event, now, false))
-            }),
-            Column::computed("Count", "string", "The number of times this event has occurred.", |event, _| {
-                Value::String(event_count(event, false).to_string())
-            }),
+            Column::computed(
+                "Message",
+                "string",
+                "A human-readable description of the status of this operation.",
+                |event, _| Value::String(text(event.get("message"))),
+            ),
+            Column::computed(
+                "Source",
+                "string",
+                "The component reporting this event.",
+                |event, _| Value::String(event_source(event, false)),
+            ),
+            Column::computed(
+                "First Seen",
+                "string",
+                "The first time at which the event was first recorded.",
+                |event, now| Value::String(event_first_seen(event, now, false)),
+            ),
+            Column::computed(
+                "Count",
+                "string",
+                "The number of times this event has occurred.",
+                |event, _| Value::String(event_count(event, false).to_string()),
+            ),
         )
     };
     let involved: fn(&Value, SystemTime) -> Value = if events_v1 {
@@ -493,15 +760,37 @@ fn event_columns(events_v1: bool) -> Vec<Column> {
     let mut name = name_column();
     name.priority = 1;
     vec![
-        Column::computed("Last Seen", "string", "The time at which the most recent occurrence of this event was recorded.", last_seen),
-        Column::computed("Type", "string", "Type of this event (Normal, Warning), new types could be added in the future.", |event, _| {
-            Value::String(text(event.get("type")))
-        }),
-        Column::computed("Reason", "string", "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.", |event, _| {
-            Value::String(text(event.get("reason")))
-        }),
-        Column::computed("Object", "string", "The object that this event is about.", involved),
-        Column::computed("Subobject", "string", "The subobject (a field path) that this event is about.", subobject).wide(),
+        Column::computed(
+            "Last Seen",
+            "string",
+            "The time at which the most recent occurrence of this event was recorded.",
+            last_seen,
+        ),
+        Column::computed(
+            "Type",
+            "string",
+            "Type of this event (Normal, Warning), new types could be added in the future.",
+            |event, _| Value::String(text(event.get("type"))),
+        ),
+        Column::computed(
+            "Reason",
+            "string",
+            "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
+            |event, _| Value::String(text(event.get("reason"))),
+        ),
+        Column::computed(
+            "Object",
+            "string",
+            "The object that this event is about.",
+            involved,
+        ),
+        Column::computed(
+            "Subobject",
+            "string",
+            "The subobject (a field path) that this event is about.",
+            subobject,
+        )
+        .wide(),
         source.wide(),
         message,
         first_seen.wide(),
@@ -512,19 +801,31 @@ fn event_columns(events_v1: bool) -> Vec<Column> {
 
 fn event_object(reference: Option<&Value>) -> String {
     let reference = reference.unwrap_or(&Value::Null);
-    format!("{}/{}", text(reference.get("kind")).to_lowercase(), text(reference.get("name")))
+    format!(
+        "{}/{}",
+        text(reference.get("kind")).to_lowercase(),
+        text(reference.get("name"))
+    )
 }
 
 fn event_count(event: &Value, events_v1: bool) -> i64 {
     if let Some(count) = event.pointer("/series/count").and_then(Value::as_i64) {
         return count;
     }
-    let field = if events_v1 { "deprecatedCount" } else { "count" };
+    let field = if events_v1 {
+        "deprecatedCount"
+    } else {
+        "count"
+    };
     event.get(field).and_then(Value::as_i64).unwrap_or(1).max(1)
 }
 
 fn event_first_seen(event: &Value, now: SystemTime, events_v1: bool) -> String {
-    let first = if events_v1 { "deprecatedFirstTimestamp" } else { "firstTimestamp" };
+    let first = if events_v1 {
+        "deprecatedFirstTimestamp"
+    } else {
+        "firstTimestamp"
+    };
     match parse_timestamp(event.get(first)).or_else(|| parse_timestamp(event.get("eventTime"))) {
         Some(at) => human_duration(since(at, now)),
         None => "<unknown>".into(),
@@ -532,36 +833,65 @@ fn event_first_seen(event: &Value, now: SystemTime, events_v1: bool) -> String {
 }
 
 fn event_last_seen(event: &Value, now: SystemTime, events_v1: bool) -> String {
-    let last = if events_v1 { "deprecatedLastTimestamp" } else { "lastTimestamp" };
+    let last = if events_v1 {
+        "deprecatedLastTimestamp"
+    } else {
+        "lastTimestamp"
+    };
     let first_seen = event_first_seen(event, now, events_v1);
-    let last_seen = match parse_timestamp(event.pointer("/series/lastObservedTime")).or_else(|| parse_timestamp(event.get(last))) {
+    let last_seen = match parse_timestamp(event.pointer("/series/lastObservedTime"))
+        .or_else(|| parse_timestamp(event.get(last)))
+    {
         Some(at) => human_duration(since(at, now)),
         None => first_seen.clone(),
     };
     let count = event_count(event, events_v1);
-    if count > 1 { format!("{last_seen} (x{count} over {first_seen})") } else { last_seen }
+    if count > 1 {
+        format!("{last_seen} (x{count} over {first_seen})")
+    } else {
+        last_seen
+    }
 }
 
 fn event_source(event: &Value, events_v1: bool) -> String {
     let (component, host) = if events_v1 {
-        (text(event.pointer("/deprecatedSource/component")), text(event.pointer("/deprecatedSource/host")))
+        (
+            text(event.pointer("/deprecatedSource/component")),
+            text(event.pointer("/deprecatedSource/host")),
+        )
     } else {
-        (text(event.pointer("/source/component")), text(event.pointer("/source/host")))
+        (
+            text(event.pointer("/source/component")),
+            text(event.pointer("/source/host")),
+        )
     };
     let (component, host) = if component.is_empty() {
-        (text(event.get("reportingController")), text(event.get("reportingInstance")))
+        (
+            text(event.get("reportingController")),
+            text(event.get("reportingInstance")),
+        )
     } else {
         (component, host)
     };
-    if host.is_empty() { component } else { format!("{component}, {host}") }
+    if host.is_empty() {
+        component
+    } else {
+        format!("{component}, {host}")
+    }
 }
 
 fn pod_containers(pod: &Value, field: &str) -> Vec<Value> {
-    pod.pointer(&format!("/spec/{field}")).and_then(Value::as_array).cloned().unwrap_or_default()
+    pod.pointer(&format!("/spec/{field}"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
 }
 
 fn container_statuses(pod: &Value, field: &str) -> Vec<Value> {
-    pod.pointer(&format!("/status/{field}")).and_then(Value::as_array).cloned().unwrap_or_default()
+    pod.pointer(&format!("/status/{field}"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// Init containers with `restartPolicy: Always` (sidecars) count as regular containers.
@@ -570,11 +900,20 @@ fn is_sidecar(init_container: &Value) -> bool {
 }
 
 fn pod_ready(pod: &Value, _now: SystemTime) -> Value {
-    let sidecars: Vec<String> =
-        pod_containers(pod, "initContainers").iter().filter(|c| is_sidecar(c)).map(|c| text(c.get("name"))).collect();
+    let sidecars: Vec<String> = pod_containers(pod, "initContainers")
+        .iter()
+        .filter(|c| is_sidecar(c))
+        .map(|c| text(c.get("name")))
+        .collect();
     let total = pod_containers(pod, "containers").len() + sidecars.len();
-    let running_and_ready = |status: &Value| status.get("ready").and_then(Value::as_bool) == Some(true) && status.pointer("/state/running").is_some();
-    let ready = container_statuses(pod, "containerStatuses").iter().filter(|s| running_and_ready(s)).count()
+    let running_and_ready = |status: &Value| {
+        status.get("ready").and_then(Value::as_bool) == Some(true)
+            && status.pointer("/state/running").is_some()
+    };
+    let ready = container_statuses(pod, "containerStatuses")
+        .iter()
+        .filter(|s| running_and_ready(s))
+        .count()
         + container_statuses(pod, "initContainerStatuses")
             .iter()
             .filter(|s| sidecars.contains(&text(s.get("name"))) && running_and_ready(s))
@@ -587,8 +926,14 @@ fn pod_restarts(pod: &Value, now: SystemTime) -> Value {
         .into_iter()
         .chain(container_statuses(pod, "containerStatuses"))
         .collect();
-    let restarts: i64 = statuses.iter().filter_map(|s| s.get("restartCount").and_then(Value::as_i64)).sum();
-    let last_restart = statuses.iter().filter_map(|s| parse_timestamp(s.pointer("/lastState/terminated/finishedAt"))).max();
+    let restarts: i64 = statuses
+        .iter()
+        .filter_map(|s| s.get("restartCount").and_then(Value::as_i64))
+        .sum();
+    let last_restart = statuses
+        .iter()
+        .filter_map(|s| parse_timestamp(s.pointer("/lastState/terminated/finishedAt")))
+        .max();
     Value::String(match last_restart {
         Some(at) if restarts > 0 => format!("{restarts} ({} ago)", human_duration(since(at, now))),
         _ => restarts.to_string(),
@@ -606,10 +951,18 @@ fn pod_readiness_gates(pod: &Value, _now: SystemTime) -> Value {
     if gates.is_empty() {
         return Value::String("<none>".into());
     }
-    let conditions = pod.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let conditions = pod
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let passing = gates
         .iter()
-        .filter(|gate| conditions.iter().any(|c| text(c.get("type")) == **gate && text(c.get("status")) == "True"))
+        .filter(|gate| {
+            conditions
+                .iter()
+                .any(|c| text(c.get("type")) == **gate && text(c.get("status")) == "True")
+        })
         .count();
     Value::String(format!("{passing}/{}", gates.len()))
 }
@@ -629,13 +982,18 @@ pub(crate) fn pod_status(pod: &Value) -> String {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .any(|c| text(c.get("type")) == "PodScheduled" && text(c.get("reason")) == "SchedulingGated");
+        .any(|c| {
+            text(c.get("type")) == "PodScheduled" && text(c.get("reason")) == "SchedulingGated"
+        });
     if gated {
         reason = "SchedulingGated".into();
     }
     let init_containers = pod_containers(pod, "initContainers");
     let mut initializing = false;
-    for (index, container) in container_statuses(pod, "initContainerStatuses").iter().enumerate() {
+    for (index, container) in container_statuses(pod, "initContainerStatuses")
+        .iter()
+        .enumerate()
+    {
         let terminated = container.pointer("/state/terminated");
         let waiting_reason = text(container.pointer("/state/waiting/reason"));
         let sidecar = init_containers.get(index).is_some_and(is_sidecar);
@@ -649,10 +1007,20 @@ pub(crate) fn pod_status(pod: &Value) -> String {
             let terminated_reason = text(terminated.get("reason"));
             reason = if !terminated_reason.is_empty() {
                 format!("Init:{terminated_reason}")
-            } else if let Some(signal) = terminated.get("signal").and_then(Value::as_i64).filter(|s| *s != 0) {
+            } else if let Some(signal) = terminated
+                .get("signal")
+                .and_then(Value::as_i64)
+                .filter(|s| *s != 0)
+            {
                 format!("Init:Signal:{signal}")
             } else {
-                format!("Init:ExitCode:{}", terminated.get("exitCode").and_then(Value::as_i64).unwrap_or(0))
+                format!(
+                    "Init:ExitCode:{}",
+                    terminated
+                        .get("exitCode")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0)
+                )
             };
         } else if !waiting_reason.is_empty() && waiting_reason != "PodInitializing" {
             reason = format!("Init:{waiting_reason}");
@@ -672,12 +1040,24 @@ pub(crate) fn pod_status(pod: &Value) -> String {
                 let terminated_reason = text(terminated.get("reason"));
                 reason = if !terminated_reason.is_empty() {
                     terminated_reason
-                } else if let Some(signal) = terminated.get("signal").and_then(Value::as_i64).filter(|s| *s != 0) {
+                } else if let Some(signal) = terminated
+                    .get("signal")
+                    .and_then(Value::as_i64)
+                    .filter(|s| *s != 0)
+                {
                     format!("Signal:{signal}")
                 } else {
-                    format!("ExitCode:{}", terminated.get("exitCode").and_then(Value::as_i64).unwrap_or(0))
+                    format!(
+                        "ExitCode:{}",
+                        terminated
+                            .get("exitCode")
+                            .and_then(Value::as_i64)
+                            .unwrap_or(0)
+                    )
                 };
-            } else if container.get("ready").and_then(Value::as_bool) == Some(true) && container.pointer("/state/running").is_some() {
+            } else if container.get("ready").and_then(Value::as_bool) == Some(true)
+                && container.pointer("/state/running").is_some()
+            {
                 has_running = true;
             }
         }
@@ -688,17 +1068,29 @@ pub(crate) fn pod_status(pod: &Value) -> String {
                 .into_iter()
                 .flatten()
                 .any(|c| text(c.get("type")) == "Ready" && text(c.get("status")) == "True");
-            reason = if ready { "Running".into() } else { "NotReady".into() };
+            reason = if ready {
+                "Running".into()
+            } else {
+                "NotReady".into()
+            };
         }
     }
     if pod.pointer("/metadata/deletionTimestamp").is_some() {
-        reason = if status_reason == "NodeLost" { "Unknown".into() } else { "Terminating".into() };
+        reason = if status_reason == "NodeLost" {
+            "Unknown".into()
+        } else {
+            "Terminating".into()
+        };
     }
     reason
 }
 
 fn node_status(node: &Value, _now: SystemTime) -> Value {
-    let conditions = node.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let conditions = node
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let mut status = match conditions.iter().find(|c| text(c.get("type")) == "Ready") {
         Some(ready) if text(ready.get("status")) == "True" => "Ready".to_string(),
         Some(_) => "NotReady".to_string(),
@@ -712,7 +1104,12 @@ fn node_status(node: &Value, _now: SystemTime) -> Value {
 
 fn node_roles(node: &Value, _now: SystemTime) -> Value {
     let mut roles: Vec<String> = Vec::new();
-    for (key, value) in node.pointer("/metadata/labels").and_then(Value::as_object).into_iter().flatten() {
+    for (key, value) in node
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
         if let Some(role) = key.strip_prefix("node-role.kubernetes.io/") {
             if !role.is_empty() {
                 roles.push(role.to_string());
@@ -725,7 +1122,11 @@ fn node_roles(node: &Value, _now: SystemTime) -> Value {
     }
     roles.sort();
     roles.dedup();
-    Value::String(if roles.is_empty() { "<none>".into() } else { roles.join(",") })
+    Value::String(if roles.is_empty() {
+        "<none>".into()
+    } else {
+        roles.join(",")
+    })
 }
 
 fn node_address(node: &Value, address_type: &str) -> Value {
@@ -740,11 +1141,21 @@ fn node_address(node: &Value, address_type: &str) -> Value {
 }
 
 fn service_external_ips(service: &Value, _now: SystemTime) -> Value {
-    let mut ips: Vec<String> =
-        service.pointer("/spec/externalIPs").and_then(Value::as_array).into_iter().flatten().map(|ip| text(Some(ip))).collect();
+    let mut ips: Vec<String> = service
+        .pointer("/spec/externalIPs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|ip| text(Some(ip)))
+        .collect();
     let service_type = text(service.pointer("/spec/type"));
     if service_type == "LoadBalancer" {
-        for ingress in service.pointer("/status/loadBalancer/ingress").and_then(Value::as_array).into_iter().flatten() {
+        for ingress in service
+            .pointer("/status/loadBalancer/ingress")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let address = text(ingress.get("ip")).if_empty(&text(ingress.get("hostname")));
             if !address.is_empty() {
                 ips.push(address);
@@ -756,7 +1167,11 @@ fn service_external_ips(service: &Value, _now: SystemTime) -> Value {
     } else if service_type == "ExternalName" {
         return Value::String(text(service.pointer("/spec/externalName")));
     }
-    Value::String(if ips.is_empty() { "<none>".into() } else { ips.join(",") })
+    Value::String(if ips.is_empty() {
+        "<none>".into()
+    } else {
+        ips.join(",")
+    })
 }
 
 fn service_ports(service: &Value, _now: SystemTime) -> Value {
@@ -774,29 +1189,58 @@ fn service_ports(service: &Value, _now: SystemTime) -> Value {
             }
         })
         .collect();
-    Value::String(if ports.is_empty() { "<none>".into() } else { ports.join(",") })
+    Value::String(if ports.is_empty() {
+        "<none>".into()
+    } else {
+        ports.join(",")
+    })
 }
 
 /// A map of labels (`nodeSelector`, a Service's `selector`) as `k=v,…`, or `<none>`.
 fn map_as_selector(map: Option<&Value>) -> String {
-    let mut pairs: Vec<String> =
-        map.and_then(Value::as_object).into_iter().flatten().map(|(k, v)| format!("{k}={}", text(Some(v)))).collect();
+    let mut pairs: Vec<String> = map
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", text(Some(v))))
+        .collect();
     pairs.sort();
-    if pairs.is_empty() { "<none>".into() } else { pairs.join(",") }
+    if pairs.is_empty() {
+        "<none>".into()
+    } else {
+        pairs.join(",")
+    }
 }
 
 /// A `metav1.LabelSelector` in the query syntax (`app=web,tier in (a,b)`), requirements
 /// sorted by key as the real server writes them; empty for no or an empty selector.
 pub(crate) fn label_selector_string(selector: Option<&Value>) -> String {
-    let Some(selector) = selector else { return String::new() };
+    let Some(selector) = selector else {
+        return String::new();
+    };
     let mut requirements: Vec<(String, String)> = Vec::new();
-    for (key, value) in selector.get("matchLabels").and_then(Value::as_object).into_iter().flatten() {
+    for (key, value) in selector
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
         requirements.push((key.clone(), format!("{key}={}", text(Some(value)))));
     }
-    for expression in selector.get("matchExpressions").and_then(Value::as_array).into_iter().flatten() {
+    for expression in selector
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let key = text(expression.get("key"));
-        let mut values: Vec<String> =
-            expression.get("values").and_then(Value::as_array).into_iter().flatten().map(|v| text(Some(v))).collect();
+        let mut values: Vec<String> = expression
+            .get("values")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|v| text(Some(v)))
+            .collect();
         values.sort();
         let rendered = match text(expression.get("operator")).as_str() {
             "In" => format!("{key} in ({})", values.join(",")),
@@ -808,7 +1252,11 @@ pub(crate) fn label_selector_string(selector: Option<&Value>) -> String {
         requirements.push((key, rendered));
     }
     requirements.sort();
-    requirements.into_iter().map(|(_, r)| r).collect::<Vec<_>>().join(",")
+    requirements
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn entries(map: Option<&Value>) -> usize {
@@ -852,7 +1300,11 @@ trait IfEmpty {
 
 impl IfEmpty for String {
     fn if_empty(self, fallback: &str) -> String {
-        if self.is_empty() { fallback.to_string() } else { self }
+        if self.is_empty() {
+            fallback.to_string()
+        } else {
+            self
+        }
     }
 }
 
@@ -860,7 +1312,10 @@ impl IfEmpty for String {
 fn typed_cell(column_type: &str, value: &Value, now: SystemTime) -> Value {
     match column_type {
         "integer" => match value {
-            Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)).map_or(Value::Null, |i| json!(i)),
+            Value::Number(n) => n
+                .as_i64()
+                .or_else(|| n.as_f64().map(|f| f as i64))
+                .map_or(Value::Null, |i| json!(i)),
             _ => Value::Null,
         },
         "number" => match value {
@@ -919,7 +1374,11 @@ pub(crate) fn human_duration(seconds: i64) -> String {
     let minutes = seconds / 60;
     if minutes < 10 {
         let rest = seconds % 60;
-        return if rest == 0 { format!("{minutes}m") } else { format!("{minutes}m{rest}s") };
+        return if rest == 0 {
+            format!("{minutes}m")
+        } else {
+            format!("{minutes}m{rest}s")
+        };
     }
     if minutes < 180 {
         return format!("{minutes}m");
@@ -927,7 +1386,11 @@ pub(crate) fn human_duration(seconds: i64) -> String {
     let hours = seconds / 3600;
     if hours < 8 {
         let rest = minutes % 60;
-        return if rest == 0 { format!("{hours}h") } else { format!("{hours}h{rest}m") };
+        return if rest == 0 {
+            format!("{hours}h")
+        } else {
+            format!("{hours}h{rest}m")
+        };
     }
     if hours < 48 {
         return format!("{hours}h");
@@ -935,7 +1398,11 @@ pub(crate) fn human_duration(seconds: i64) -> String {
     let days = hours / 24;
     if hours < 24 * 8 {
         let rest = hours % 24;
-        return if rest == 0 { format!("{days}d") } else { format!("{days}d{rest}h") };
+        return if rest == 0 {
+            format!("{days}d")
+        } else {
+            format!("{days}d{rest}h")
+        };
     }
     if hours < 24 * 365 * 2 {
         return format!("{days}d");
@@ -943,7 +1410,11 @@ pub(crate) fn human_duration(seconds: i64) -> String {
     let years = days / 365;
     if hours < 24 * 365 * 8 {
         let rest = days % 365;
-        return if rest == 0 { format!("{years}y") } else { format!("{years}y{rest}d") };
+        return if rest == 0 {
+            format!("{years}y")
+        } else {
+            format!("{years}y{rest}d")
+        };
     }
     format!("{years}y")
 }
@@ -953,7 +1424,11 @@ pub(crate) fn human_duration(seconds: i64) -> String {
 pub(crate) fn parse_timestamp(value: Option<&Value>) -> Option<SystemTime> {
     let text = value?.as_str()?;
     let bytes = text.as_bytes();
-    if bytes.len() < 20 || bytes[4] != b'-' || bytes[7] != b'-' || !matches!(bytes[10], b'T' | b't' | b' ') {
+    if bytes.len() < 20
+        || bytes[4] != b'-'
+        || bytes[7] != b'-'
+        || !matches!(bytes[10], b'T' | b't' | b' ')
+    {
         return None;
     }
     let number = |range: std::ops::Range<usize>| text.get(range)?.parse::<i64>().ok();
@@ -983,7 +1458,8 @@ pub(crate) fn parse_timestamp(value: Option<&Value>) -> Option<SystemTime> {
     if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
         return None;
     }
-    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
+    let seconds =
+        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
     if seconds >= 0 {
         Some(UNIX_EPOCH + Duration::new(seconds as u64, nanos))
     } else {
@@ -1002,9 +1478,15 @@ mod tests {
     #[test]
     fn timestamps_parse_with_fractions_and_offsets() {
         assert_eq!(at("1970-01-01T00:00:00Z"), UNIX_EPOCH);
-        assert_eq!(at("2024-02-29T12:00:00Z"), UNIX_EPOCH + Duration::from_secs(19_782 * 86_400 + 12 * 3600));
+        assert_eq!(
+            at("2024-02-29T12:00:00Z"),
+            UNIX_EPOCH + Duration::from_secs(19_782 * 86_400 + 12 * 3600)
+        );
         assert_eq!(at("2024-02-29T14:00:00+02:00"), at("2024-02-29T12:00:00Z"));
-        assert_eq!(at("2024-02-29T12:00:00.500000Z"), at("2024-02-29T12:00:00Z") + Duration::from_millis(500));
+        assert_eq!(
+            at("2024-02-29T12:00:00.500000Z"),
+            at("2024-02-29T12:00:00Z") + Duration::from_millis(500)
+        );
         assert!(parse_timestamp(Some(&json!("yesterday"))).is_none());
     }
 
@@ -1043,7 +1525,10 @@ mod tests {
         assert_eq!(pod_status(&pod), "Init:1/2");
         let pod = json!({"metadata": {"deletionTimestamp": "2024-01-01T00:00:00Z"}, "status": {"phase": "Running"}});
         assert_eq!(pod_status(&pod), "Terminating");
-        assert_eq!(pod_status(&json!({"status": {"phase": "Pending"}})), "Pending");
+        assert_eq!(
+            pod_status(&json!({"status": {"phase": "Pending"}})),
+            "Pending"
+        );
     }
 
     #[test]
@@ -1052,17 +1537,31 @@ mod tests {
             {"key": "zone", "operator": "In", "values": ["b", "a"]},
             {"key": "gpu", "operator": "DoesNotExist"}
         ]});
-        assert_eq!(label_selector_string(Some(&selector)), "app=shop,!gpu,tier=web,zone in (a,b)");
+        assert_eq!(
+            label_selector_string(Some(&selector)),
+            "app=shop,!gpu,tier=web,zone in (a,b)"
+        );
     }
 
     #[test]
     fn accept_header_selects_the_table_version() {
-        let request = TableRequest::from_request("application/json;as=Table;v=v1;g=meta.k8s.io,application/json", None).unwrap();
+        let request = TableRequest::from_request(
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+            None,
+        )
+        .unwrap();
         assert_eq!(request.api_version, "meta.k8s.io/v1");
         assert_eq!(request.include, IncludeObject::Metadata);
         assert!(TableRequest::from_request("application/json", None).is_none());
-        let beta = TableRequest::from_request("application/json;as=Table;v=v1beta1;g=meta.k8s.io", Some("Object")).unwrap();
-        assert_eq!((beta.api_version, beta.include), ("meta.k8s.io/v1beta1", IncludeObject::Object));
+        let beta = TableRequest::from_request(
+            "application/json;as=Table;v=v1beta1;g=meta.k8s.io",
+            Some("Object"),
+        )
+        .unwrap();
+        assert_eq!(
+            (beta.api_version, beta.include),
+            ("meta.k8s.io/v1beta1", IncludeObject::Object)
+        );
     }
 
     #[test]
@@ -1093,13 +1592,25 @@ mod tests {
             "spec": {"size": 3},
             "status": {"conditions": [{"type": "Ready", "status": "True"}]}
         });
-        let request = TableRequest { api_version: "meta.k8s.io/v1", include: IncludeObject::None };
+        let request = TableRequest {
+            api_version: "meta.k8s.io/v1",
+            include: IncludeObject::None,
+        };
         let table = printer.table(request, &[object], json!({}), SystemTime::now());
-        let names: Vec<&str> = table["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> = table["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
         assert_eq!(names, ["Name", "Ready", "Size", "Zone"]);
         assert_eq!(table["rows"][0]["cells"], json!(["w", "True", 3, "z1"]));
         assert!(table["rows"][0].get("object").is_none());
         let default = Printer::for_kind(&kind, None);
-        assert_eq!(default.definitions().len(), 2, "Name and Age when the CRD declares no columns");
+        assert_eq!(
+            default.definitions().len(),
+            2,
+            "Name and Age when the CRD declares no columns"
+        );
     }
 }

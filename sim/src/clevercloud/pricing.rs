@@ -128,7 +128,9 @@ pub struct PricingFake {
 impl PricingFake {
     /// Binds an ephemeral port on 127.0.0.1 and starts serving in the background.
     pub async fn start(options: PricingFakeOptions) -> Result<PricingFake, SimError> {
-        let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.map_err(SimError::Bind)?;
+        let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .map_err(SimError::Bind)?;
         let address = listener.local_addr().map_err(SimError::Bind)?;
         let url = format!("http://{address}");
         let state = Arc::new(State {
@@ -139,12 +141,22 @@ impl PricingFake {
         });
         let (stop, stopped) = watch::channel(false);
         let served = state.clone();
-        let task = tokio::spawn(crate::http_server::serve(listener, stopped, "fake Clever Cloud pricing API", move |request| {
-            let state = served.clone();
-            async move { handle(&state, request) }
-        }));
+        let task = tokio::spawn(crate::http_server::serve(
+            listener,
+            stopped,
+            "fake Clever Cloud pricing API",
+            move |request| {
+                let state = served.clone();
+                async move { handle(&state, request) }
+            },
+        ));
         tracing::info!(%url, "fake Clever Cloud pricing API listening");
-        Ok(PricingFake { url, state, stop, task: Some(task) })
+        Ok(PricingFake {
+            url,
+            state,
+            stop,
+            task: Some(task),
+        })
     }
 
     /// The base URL, `http://127.0.0.1:<port>`: the plugin's `endpoint`, and what to grant.
@@ -170,7 +182,11 @@ impl PricingFake {
     /// The headers of the last request, names in lower case (a repeated name keeps its last
     /// value).
     pub fn last_request_headers(&self) -> BTreeMap<String, String> {
-        self.state.last_headers.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.state
+            .last_headers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Stops serving and waits for the server task to end.
@@ -199,7 +215,10 @@ fn respond(status: u16, body: String) -> HttpResponse {
 }
 
 fn error(status: u16, id: u32, message: &str) -> HttpResponse {
-    respond(status, json!({"id": id, "message": message, "type": "error"}).to_string())
+    respond(
+        status,
+        json!({"id": id, "message": message, "type": "error"}).to_string(),
+    )
 }
 
 fn handle(state: &State, request: Request<Incoming>) -> HttpResponse {
@@ -207,7 +226,12 @@ fn handle(state: &State, request: Request<Incoming>) -> HttpResponse {
     let headers = request
         .headers()
         .iter()
-        .map(|(k, v)| (k.as_str().to_ascii_lowercase(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .map(|(k, v)| {
+            (
+                k.as_str().to_ascii_lowercase(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
         .collect();
     *state.last_headers.lock().unwrap_or_else(|p| p.into_inner()) = headers;
     let path = request.uri().path().trim_end_matches('/');
@@ -218,7 +242,11 @@ fn handle(state: &State, request: Request<Incoming>) -> HttpResponse {
         return error(404, 4004, &format!("no such endpoint {path}"));
     }
     if request.method() != Method::GET {
-        return error(405, 4005, &format!("{} is not allowed here", request.method()));
+        return error(
+            405,
+            4005,
+            &format!("{} is not allowed here", request.method()),
+        );
     }
     if is_prices {
         let zone = query
@@ -227,14 +255,22 @@ fn handle(state: &State, request: Request<Incoming>) -> HttpResponse {
             .find(|(name, _)| *name == "zone_id")
             .map(|(_, value)| crate::http_server::percent_decode(value));
         if zone.as_deref() != Some(ZONE) {
-            return error(404, 4004, &format!("zone {} not found", zone.as_deref().unwrap_or("(none)")));
+            return error(
+                404,
+                4004,
+                &format!("zone {} not found", zone.as_deref().unwrap_or("(none)")),
+            );
         }
     }
     let failure = state.failure();
     if failure == PricingFailure::ServerError {
         return error(500, 5000, "internal server error (injected)");
     }
-    let mut doc = if is_product { product() } else { price_system(state.rates(), failure) };
+    let mut doc = if is_product {
+        product()
+    } else {
+        price_system(state.rates(), failure)
+    };
     match failure {
         PricingFailure::MalformedJson => {
             let text = doc.to_string();
@@ -281,9 +317,23 @@ fn countable(service: &str, unit: &str, quantity: u64, plans: &[f64]) -> Value {
 
 /// The price list at `(vcpu, ram per GB)`, bent by `failure` where it concerns the list.
 fn price_system((vcpu, ram): (f64, f64), failure: PricingFailure) -> Value {
-    let tiers = |price: f64| if failure == PricingFailure::TieredPlans { vec![price, price * 0.8] } else { vec![price] };
-    let (ram_unit, ram_quantity) = if failure == PricingFailure::WrongUnit { ("GB", 1) } else { ("B", 1_000_000_000) };
-    let currency = if failure == PricingFailure::WrongCurrency { "USD" } else { "EUR" };
+    let tiers = |price: f64| {
+        if failure == PricingFailure::TieredPlans {
+            vec![price, price * 0.8]
+        } else {
+            vec![price]
+        }
+    };
+    let (ram_unit, ram_quantity) = if failure == PricingFailure::WrongUnit {
+        ("GB", 1)
+    } else {
+        ("B", 1_000_000_000)
+    };
+    let currency = if failure == PricingFailure::WrongCurrency {
+        "USD"
+    } else {
+        "EUR"
+    };
     json!({
         "zone_id": ZONE,
         "currency": currency,
@@ -306,8 +356,9 @@ mod tests {
 
     /// `GET url` with the headers the plugin sends; the status and the body.
     async fn get(url: &str) -> (u16, Vec<u8>) {
-        let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .build_http::<Full<Bytes>>();
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<Full<Bytes>>();
         let request = Request::get(url)
             .header(header::ACCEPT, "application/json")
             .header(header::USER_AGENT, "test/1")
@@ -315,7 +366,16 @@ mod tests {
             .unwrap();
         let response = client.request(request).await.unwrap();
         let status = response.status().as_u16();
-        (status, response.into_body().collect().await.unwrap().to_bytes().to_vec())
+        (
+            status,
+            response
+                .into_body()
+                .collect()
+                .await
+                .unwrap()
+                .to_bytes()
+                .to_vec(),
+        )
     }
 
     async fn get_json(url: &str) -> Value {
@@ -325,56 +385,130 @@ mod tests {
     }
 
     fn entry<'a>(doc: &'a Value, service: &str) -> &'a Value {
-        doc["countable"].as_array().unwrap().iter().find(|c| c["service"] == service).unwrap()
+        doc["countable"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["service"] == service)
+            .unwrap()
     }
 
     #[tokio::test]
     async fn serves_the_reference_shapes_at_the_current_rates() {
-        let fake = PricingFake::start(PricingFakeOptions::default()).await.unwrap();
+        let fake = PricingFake::start(PricingFakeOptions::default())
+            .await
+            .unwrap();
         let product = get_json(&format!("{}/v4/kubernetes-product", fake.url())).await;
-        let distributed = product["topologies"].as_array().unwrap().iter().find(|t| t["topology"] == "DISTRIBUTED").unwrap();
-        assert_eq!(distributed["availableFlavors"], json!(["2XS", "XS", "S", "M", "L", "XL"]));
+        let distributed = product["topologies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["topology"] == "DISTRIBUTED")
+            .unwrap();
+        assert_eq!(
+            distributed["availableFlavors"],
+            json!(["2XS", "XS", "S", "M", "L", "XL"])
+        );
         assert_eq!(product["versions"]["default"], "1.36");
 
-        let prices = get_json(&format!("{}/v4/billing/price-system?zone_id=par", fake.url())).await;
-        assert_eq!((prices["zone_id"].as_str(), prices["currency"].as_str()), (Some("par"), Some("EUR")));
+        let prices = get_json(&format!(
+            "{}/v4/billing/price-system?zone_id=par",
+            fake.url()
+        ))
+        .await;
+        assert_eq!(
+            (prices["zone_id"].as_str(), prices["currency"].as_str()),
+            (Some("par"), Some("EUR"))
+        );
         let vcpu = entry(&prices, "kubernetes.node.vcpu");
-        assert_eq!((vcpu["data_unit"].as_str(), vcpu["data_quantity_for_price"]["quantity"].as_u64()), (Some("vcpu"), Some(1)));
+        assert_eq!(
+            (
+                vcpu["data_unit"].as_str(),
+                vcpu["data_quantity_for_price"]["quantity"].as_u64()
+            ),
+            (Some("vcpu"), Some(1))
+        );
         assert_eq!(vcpu["price_plans"].as_array().unwrap().len(), 1);
-        assert_eq!(vcpu["price_plans"][0]["price"].as_f64(), Some(DEFAULT_VCPU_RATE));
+        assert_eq!(
+            vcpu["price_plans"][0]["price"].as_f64(),
+            Some(DEFAULT_VCPU_RATE)
+        );
         let ram = entry(&prices, "kubernetes.node.ram");
-        assert_eq!((ram["data_unit"].as_str(), ram["data_quantity_for_price"]["quantity"].as_u64()), (Some("B"), Some(1_000_000_000)));
-        assert_eq!(ram["price_plans"][0]["price"].as_f64(), Some(DEFAULT_RAM_RATE_PER_GB));
-        assert!(prices["countable"].as_array().unwrap().iter().any(|c| c["service"].as_str().unwrap().starts_with("kubernetes.controlPlane.")));
+        assert_eq!(
+            (
+                ram["data_unit"].as_str(),
+                ram["data_quantity_for_price"]["quantity"].as_u64()
+            ),
+            (Some("B"), Some(1_000_000_000))
+        );
+        assert_eq!(
+            ram["price_plans"][0]["price"].as_f64(),
+            Some(DEFAULT_RAM_RATE_PER_GB)
+        );
+        assert!(prices["countable"].as_array().unwrap().iter().any(|c| {
+            c["service"]
+                .as_str()
+                .unwrap()
+                .starts_with("kubernetes.controlPlane.")
+        }));
 
         fake.set_rates(0.003, 0.006);
-        let prices = get_json(&format!("{}/v4/billing/price-system?zone_id=par", fake.url())).await;
-        assert_eq!(entry(&prices, "kubernetes.node.vcpu")["price_plans"][0]["price"].as_f64(), Some(0.003));
-        assert_eq!(entry(&prices, "kubernetes.node.ram")["price_plans"][0]["price"].as_f64(), Some(0.006));
+        let prices = get_json(&format!(
+            "{}/v4/billing/price-system?zone_id=par",
+            fake.url()
+        ))
+        .await;
+        assert_eq!(
+            entry(&prices, "kubernetes.node.vcpu")["price_plans"][0]["price"].as_f64(),
+            Some(0.003)
+        );
+        assert_eq!(
+            entry(&prices, "kubernetes.node.ram")["price_plans"][0]["price"].as_f64(),
+            Some(0.006)
+        );
         assert_eq!(fake.requests(), 3);
         let headers = fake.last_request_headers();
-        assert_eq!((headers["accept"].as_str(), headers["user-agent"].as_str()), ("application/json", "test/1"));
+        assert_eq!(
+            (headers["accept"].as_str(), headers["user-agent"].as_str()),
+            ("application/json", "test/1")
+        );
         fake.shutdown().await;
     }
 
     #[tokio::test]
     async fn other_zones_paths_and_methods_are_refused() {
-        let fake = PricingFake::start(PricingFakeOptions::default()).await.unwrap();
-        for path in ["/v4/billing/price-system?zone_id=rbx", "/v4/billing/price-system", "/v4/products", "/"] {
+        let fake = PricingFake::start(PricingFakeOptions::default())
+            .await
+            .unwrap();
+        for path in [
+            "/v4/billing/price-system?zone_id=rbx",
+            "/v4/billing/price-system",
+            "/v4/products",
+            "/",
+        ] {
             let (status, body) = get(&format!("{}{path}", fake.url())).await;
             assert_eq!(status, 404, "{path}");
             let error: Value = serde_json::from_slice(&body).unwrap();
             assert_eq!(error["type"], "error");
         }
-        let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http::<Full<Bytes>>();
-        let post = Request::post(format!("{}/v4/kubernetes-product", fake.url())).body(Full::default()).unwrap();
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<Full<Bytes>>();
+        let post = Request::post(format!("{}/v4/kubernetes-product", fake.url()))
+            .body(Full::default())
+            .unwrap();
         assert_eq!(client.request(post).await.unwrap().status().as_u16(), 405);
         assert_eq!(fake.requests(), 5);
     }
 
     #[tokio::test]
     async fn each_failure_mode_bends_the_answers_as_documented() {
-        let fake = PricingFake::start(PricingFakeOptions { failure: PricingFailure::ServerError, ..Default::default() }).await.unwrap();
+        let fake = PricingFake::start(PricingFakeOptions {
+            failure: PricingFailure::ServerError,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
         let product_url = format!("{}/v4/kubernetes-product", fake.url());
         let prices_url = format!("{}/v4/billing/price-system?zone_id=par", fake.url());
         assert_eq!(get(&product_url).await.0, 500);
@@ -392,12 +526,19 @@ mod tests {
             let (status, body) = get(url).await;
             assert_eq!(status, 200);
             assert!(body.len() > HUGE_BODY_BYTES && body.len() > 1024 * 1024);
-            assert!(serde_json::from_slice::<Value>(&body).is_ok(), "still valid JSON");
+            assert!(
+                serde_json::from_slice::<Value>(&body).is_ok(),
+                "still valid JSON"
+            );
         }
 
         fake.set_failure(PricingFailure::WrongCurrency);
         assert_eq!(get_json(&prices_url).await["currency"], "USD");
-        assert_eq!(get_json(&product_url).await, product(), "the product answer stays normal");
+        assert_eq!(
+            get_json(&product_url).await,
+            product(),
+            "the product answer stays normal"
+        );
 
         fake.set_failure(PricingFailure::WrongUnit);
         let ram = get_json(&prices_url).await;
@@ -406,7 +547,14 @@ mod tests {
         fake.set_failure(PricingFailure::TieredPlans);
         let tiered = get_json(&prices_url).await;
         for service in ["kubernetes.node.vcpu", "kubernetes.node.ram"] {
-            assert_eq!(entry(&tiered, service)["price_plans"].as_array().unwrap().len(), 2, "{service}");
+            assert_eq!(
+                entry(&tiered, service)["price_plans"]
+                    .as_array()
+                    .unwrap()
+                    .len(),
+                2,
+                "{service}"
+            );
         }
 
         fake.set_failure(PricingFailure::None);

@@ -46,7 +46,10 @@ impl InstanceTable {
     }
 
     fn live_count(&self) -> usize {
-        self.entries.values().filter(|e| e.terminated_at.is_none()).count()
+        self.entries
+            .values()
+            .filter(|e| e.terminated_at.is_none())
+            .count()
     }
 }
 
@@ -68,16 +71,25 @@ impl CloudState {
     /// Locks the instance table after forgetting instances terminated longer ago than the
     /// retention period.
     pub(crate) fn table(&self) -> MutexGuard<'_, InstanceTable> {
-        let mut table = self.table.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut table = self
+            .table
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let now = self.clock.now();
         let retention = self.retention;
-        table.entries.retain(|_, e| e.terminated_at.is_none_or(|at| at + retention > now));
+        table
+            .entries
+            .retain(|_, e| e.terminated_at.is_none_or(|at| at + retention > now));
         table
     }
 
     /// Every remembered instance, by ID.
     pub(crate) fn instances(&self) -> Vec<SimInstance> {
-        self.table().entries.values().map(|e| e.instance.clone()).collect()
+        self.table()
+            .entries
+            .values()
+            .map(|e| e.instance.clone())
+            .collect()
     }
 
     /// One remembered instance.
@@ -110,7 +122,11 @@ struct Failure {
 
 impl Failure {
     fn new(status: u16, reason: &str, message: impl Into<String>) -> Self {
-        Failure { status, body: json!({"reason": reason, "message": message.into()}), retry_after: None }
+        Failure {
+            status,
+            body: json!({"reason": reason, "message": message.into()}),
+            retry_after: None,
+        }
     }
 
     fn invalid(field: &str, message: impl Into<String>) -> Self {
@@ -123,7 +139,9 @@ impl Failure {
     fn into_response(self) -> HttpResponse {
         let mut response = json_response(self.status, &self.body);
         if let Some(seconds) = self.retry_after {
-            response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
         }
         response
     }
@@ -137,12 +155,20 @@ impl InjectedAnswer<CloudVerb> for Failure {
     }
 
     fn failed(verb: CloudVerb) -> Self {
-        Failure::new(500, "InternalError", format!("{verb:?} failed (injected fault)"))
+        Failure::new(
+            500,
+            "InternalError",
+            format!("{verb:?} failed (injected fault)"),
+        )
     }
 }
 
 /// Accepts connections until `stopped` turns true.
-pub(crate) async fn serve(listener: TcpListener, state: Arc<CloudState>, stopped: watch::Receiver<bool>) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    state: Arc<CloudState>,
+    stopped: watch::Receiver<bool>,
+) {
     crate::http_server::serve(listener, stopped, "simulated cloud", move |request| {
         let state = state.clone();
         async move { handle(&state, request).await }
@@ -175,7 +201,13 @@ impl Route {
 
 fn route(method: &Method, path: &str) -> Result<Route, Failure> {
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let not_allowed = || Failure::new(405, "MethodNotAllowed", format!("{method} is not supported on {path}"));
+    let not_allowed = || {
+        Failure::new(
+            405,
+            "MethodNotAllowed",
+            format!("{method} is not supported on {path}"),
+        )
+    };
     match (segments.as_slice(), method) {
         (["v1", "zones"], &Method::GET) => Ok(Route::Zones),
         (["v1", "instance-types"], &Method::GET) => Ok(Route::InstanceTypes),
@@ -183,8 +215,18 @@ fn route(method: &Method, path: &str) -> Result<Route, Failure> {
         (["v1", "instances"], &Method::POST) => Ok(Route::Create),
         (["v1", "instances", id], &Method::GET) => Ok(Route::Get(id.to_string())),
         (["v1", "instances", id], &Method::DELETE) => Ok(Route::Delete(id.to_string())),
-        (["v1", "zones"] | ["v1", "instance-types"] | ["v1", "instances"] | ["v1", "instances", _], _) => Err(not_allowed()),
-        _ => Err(Failure::new(404, "NotFound", format!("no such path {path}"))),
+        (
+            ["v1", "zones"]
+            | ["v1", "instance-types"]
+            | ["v1", "instances"]
+            | ["v1", "instances", _],
+            _,
+        ) => Err(not_allowed()),
+        _ => Err(Failure::new(
+            404,
+            "NotFound",
+            format!("no such path {path}"),
+        )),
     }
 }
 
@@ -194,7 +236,14 @@ async fn handle(state: &Arc<CloudState>, request: Request<Incoming>) -> HttpResp
     let query = request.uri().query().unwrap_or_default().to_string();
     let body = match request.into_body().collect().await {
         Ok(collected) => collected.to_bytes(),
-        Err(error) => return Failure::new(400, "InvalidRequest", format!("could not read the body: {error}")).into_response(),
+        Err(error) => {
+            return Failure::new(
+                400,
+                "InvalidRequest",
+                format!("could not read the body: {error}"),
+            )
+            .into_response();
+        }
     };
     let response = match answer(state, &method, &path, &query, &body).await {
         Ok(response) => response,
@@ -204,7 +253,13 @@ async fn handle(state: &Arc<CloudState>, request: Request<Incoming>) -> HttpResp
     response
 }
 
-async fn answer(state: &Arc<CloudState>, method: &Method, path: &str, query: &str, body: &Bytes) -> Result<HttpResponse, Failure> {
+async fn answer(
+    state: &Arc<CloudState>,
+    method: &Method,
+    path: &str,
+    query: &str,
+    body: &Bytes,
+) -> Result<HttpResponse, Failure> {
     let route = route(method, path)?;
     let verb = route.verb();
     if let Some(failure) = state.faults.inject::<Failure>(verb, &state.clock).await {
@@ -212,7 +267,10 @@ async fn answer(state: &Arc<CloudState>, method: &Method, path: &str, query: &st
     }
     match route {
         Route::Zones => Ok(json_response(200, &json!({"zones": state.zones}))),
-        Route::InstanceTypes => Ok(json_response(200, &json!({"zones": state.zones, "instanceTypes": state.types}))),
+        Route::InstanceTypes => Ok(json_response(
+            200,
+            &json!({"zones": state.zones, "instanceTypes": state.types}),
+        )),
         Route::Create => {
             let answer = create(state, body);
             let mut stopped = state.stopped.clone();
@@ -225,7 +283,11 @@ async fn answer(state: &Arc<CloudState>, method: &Method, path: &str, query: &st
         Route::List => list(state, query),
         Route::Get(id) => match state.instance(&id) {
             Some(instance) => Ok(json_response(200, &to_json(&instance))),
-            None => Err(Failure::new(404, "NotFound", format!("instance {id} not found"))),
+            None => Err(Failure::new(
+                404,
+                "NotFound",
+                format!("instance {id} not found"),
+            )),
         },
         Route::Delete(id) => delete(state, &id),
     }
@@ -256,13 +318,19 @@ struct CreateRequest {
 }
 
 fn parse_create(state: &CloudState, body: &Bytes) -> Result<CreateRequest, Failure> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| Failure::invalid("body", format!("not valid JSON: {e}")))?;
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| Failure::invalid("body", format!("not valid JSON: {e}")))?;
     let Value::Object(object) = value else {
         return Err(Failure::invalid("body", "must be a JSON object"));
     };
     let candidates = match object.get("candidates") {
         Some(Value::Array(list)) if !list.is_empty() => list,
-        Some(Value::Array(_)) => return Err(Failure::invalid("candidates", "must list at least one candidate")),
+        Some(Value::Array(_)) => {
+            return Err(Failure::invalid(
+                "candidates",
+                "must list at least one candidate",
+            ));
+        }
         Some(_) => return Err(Failure::invalid("candidates", "must be an array")),
         None => return Err(Failure::invalid("candidates", "is required")),
     };
@@ -271,10 +339,17 @@ fn parse_create(state: &CloudState, body: &Bytes) -> Result<CreateRequest, Failu
         let text = |key: &str| -> Result<String, Failure> {
             match candidate.get(key) {
                 Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-                _ => Err(Failure::invalid(&format!("candidates[{index}].{key}"), "must be a non-empty string")),
+                _ => Err(Failure::invalid(
+                    &format!("candidates[{index}].{key}"),
+                    "must be a non-empty string",
+                )),
             }
         };
-        let candidate = Candidate { instance_type: text("instanceType")?, zone: text("zone")?, capacity_type: text("capacityType")? };
+        let candidate = Candidate {
+            instance_type: text("instanceType")?,
+            zone: text("zone")?,
+            capacity_type: text("capacityType")?,
+        };
         if !state.by_name.contains_key(&candidate.instance_type) {
             return Err(Failure::invalid(
                 &format!("candidates[{index}].instanceType"),
@@ -282,12 +357,18 @@ fn parse_create(state: &CloudState, body: &Bytes) -> Result<CreateRequest, Failu
             ));
         }
         if !state.zones.contains(&candidate.zone) {
-            return Err(Failure::invalid(&format!("candidates[{index}].zone"), format!("unknown zone {:?}", candidate.zone)));
+            return Err(Failure::invalid(
+                &format!("candidates[{index}].zone"),
+                format!("unknown zone {:?}", candidate.zone),
+            ));
         }
         if !CAPACITY_TYPES.contains(&candidate.capacity_type.as_str()) {
             return Err(Failure::invalid(
                 &format!("candidates[{index}].capacityType"),
-                format!("{:?} is not one of {CAPACITY_TYPES:?}", candidate.capacity_type),
+                format!(
+                    "{:?} is not one of {CAPACITY_TYPES:?}",
+                    candidate.capacity_type
+                ),
             ));
         }
         parsed.push(candidate);
@@ -302,7 +383,11 @@ fn parse_create(state: &CloudState, body: &Bytes) -> Result<CreateRequest, Failu
         Some(Value::Object(map)) => string_map(map)?,
         Some(_) => return Err(Failure::invalid("tags", "must be an object of strings")),
     };
-    Ok(CreateRequest { candidates: parsed, user_data, tags })
+    Ok(CreateRequest {
+        candidates: parsed,
+        user_data,
+        tags,
+    })
 }
 
 fn string_map(map: &Map<String, Value>) -> Result<BTreeMap<String, String>, Failure> {
@@ -321,21 +406,32 @@ fn create(state: &Arc<CloudState>, body: &Bytes) -> Result<HttpResponse, Failure
         if let Some(quota) = state.faults.quota()
             && table.live_count() >= quota
         {
-            return Err(Failure::new(403, "QuotaExceeded", format!("the quota of {quota} live instances is reached")));
+            return Err(Failure::new(
+                403,
+                "QuotaExceeded",
+                format!("the quota of {quota} live instances is reached"),
+            ));
         }
         let launchable = request.candidates.iter().find_map(|c| {
             let info = &state.types[state.by_name[&c.instance_type]];
             let offering = info.offering(&c.zone, &c.capacity_type)?;
-            let refused = !offering.available || state.faults.lacks_capacity(&c.instance_type, &c.zone, &c.capacity_type);
+            let refused = !offering.available
+                || state
+                    .faults
+                    .lacks_capacity(&c.instance_type, &c.zone, &c.capacity_type);
             (!refused).then_some((c, info, offering.price))
         });
         let Some((candidate, info, price)) = launchable else {
             let mut failure = Failure::new(
                 409,
                 "InsufficientCapacity",
-                format!("none of the {} candidate offerings has capacity", request.candidates.len()),
+                format!(
+                    "none of the {} candidate offerings has capacity",
+                    request.candidates.len()
+                ),
             );
-            failure.body["offerings"] = Value::Array(request.candidates.iter().map(Candidate::to_json).collect());
+            failure.body["offerings"] =
+                Value::Array(request.candidates.iter().map(Candidate::to_json).collect());
             return Err(failure);
         };
         table.issued += 1;
@@ -355,7 +451,13 @@ fn create(state: &Arc<CloudState>, body: &Bytes) -> Result<HttpResponse, Failure
             state: InstanceState::Pending,
             created_at: rfc3339(state.clock.now()),
         };
-        table.entries.insert(id, Entry { instance: instance.clone(), terminated_at: None });
+        table.entries.insert(
+            id,
+            Entry {
+                instance: instance.clone(),
+                terminated_at: None,
+            },
+        );
         instance
     };
     tracing::info!(id = %instance.id, instance_type = %instance.instance_type, zone = %instance.zone,
@@ -363,7 +465,11 @@ fn create(state: &Arc<CloudState>, body: &Bytes) -> Result<HttpResponse, Failure
     state.publish(CloudEvent::Launched(instance.clone()));
     schedule_boot(state, instance.id.clone());
     if state.faults.take_fail_after_create() {
-        return Err(Failure::new(500, "InternalError", "the response was lost after the instance was created (injected fault)"));
+        return Err(Failure::new(
+            500,
+            "InternalError",
+            "the response was lost after the instance was created (injected fault)",
+        ));
     }
     Ok(json_response(201, &to_json(&instance)))
 }
@@ -399,14 +505,23 @@ fn list(state: &CloudState, query: &str) -> Result<HttpResponse, Failure> {
         let value = crate::http_server::percent_decode(value);
         match value.split_once('=') {
             Some((k, v)) if !k.is_empty() => filters.push((k.to_string(), v.to_string())),
-            _ => return Err(Failure::invalid("tag", format!("{value:?}: expected KEY=VALUE"))),
+            _ => {
+                return Err(Failure::invalid(
+                    "tag",
+                    format!("{value:?}: expected KEY=VALUE"),
+                ));
+            }
         }
     }
     let instances: Vec<Value> = state
         .table()
         .entries
         .values()
-        .filter(|e| filters.iter().all(|(k, v)| e.instance.tags.get(k) == Some(v)))
+        .filter(|e| {
+            filters
+                .iter()
+                .all(|(k, v)| e.instance.tags.get(k) == Some(v))
+        })
         .map(|e| to_json(&e.instance))
         .collect();
     Ok(json_response(200, &json!({"instances": instances})))
@@ -430,12 +545,21 @@ fn delete(state: &CloudState, id: &str) -> Result<HttpResponse, Failure> {
                 let body = json!({"id": id, "state": "terminated", "previousState": "terminated"});
                 return Ok(json_response(200, &body));
             }
-            None => return Err(Failure::new(404, "NotFound", format!("instance {id} not found"))),
+            None => {
+                return Err(Failure::new(
+                    404,
+                    "NotFound",
+                    format!("instance {id} not found"),
+                ));
+            }
         }
     };
     if previous != InstanceState::Terminated {
         tracing::info!(%id, "simulated cloud terminated an instance");
-        state.publish(CloudEvent::Terminated { instance: instance.clone(), at: now });
+        state.publish(CloudEvent::Terminated {
+            instance: instance.clone(),
+            at: now,
+        });
     }
     let mut body = to_json(&instance);
     body["previousState"] = serde_json::to_value(previous).unwrap_or(Value::Null);
@@ -444,7 +568,10 @@ fn delete(state: &CloudState, id: &str) -> Result<HttpResponse, Failure> {
 
 /// Formats a time as RFC 3339 in UTC with second precision (`2026-01-31T12:00:00Z`).
 pub(crate) fn rfc3339(at: SystemTime) -> String {
-    let seconds = at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let seconds = at
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let days = seconds / 86_400;
     let in_day = seconds % 86_400;
     // Walk from 1970 year by year, then month by month: simple and fast enough for timestamps.
@@ -459,7 +586,20 @@ pub(crate) fn rfc3339(at: SystemTime) -> String {
         remaining -= length;
         year += 1;
     }
-    let month_lengths = [31, if leap(year) { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    let month_lengths = [
+        31,
+        if leap(year) { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
     let mut month = 1;
     for length in month_lengths {
         if remaining < length {
@@ -485,13 +625,22 @@ mod tests {
     fn timestamps_are_rfc3339() {
         assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
         // 2024-02-29T12:34:56Z, a leap day.
-        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(1_709_210_096)), "2024-02-29T12:34:56Z");
-        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(1_767_225_599)), "2025-12-31T23:59:59Z");
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(1_709_210_096)),
+            "2024-02-29T12:34:56Z"
+        );
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(1_767_225_599)),
+            "2025-12-31T23:59:59Z"
+        );
     }
 
     #[test]
     fn only_handed_out_ids_existed() {
-        let table = InstanceTable { entries: BTreeMap::new(), issued: 3 };
+        let table = InstanceTable {
+            entries: BTreeMap::new(),
+            issued: 3,
+        };
         assert!(table.ever_existed("i-00000003"));
         assert!(!table.ever_existed("i-00000004"));
         assert!(!table.ever_existed("i-3"));

@@ -87,7 +87,9 @@ pub struct OfferingInfo {
 impl InstanceTypeInfo {
     /// The offering in `zone` with `capacity_type`, if the type has one.
     pub fn offering(&self, zone: &str, capacity_type: &str) -> Option<&OfferingInfo> {
-        self.offerings.iter().find(|o| o.zone == zone && o.capacity_type == capacity_type)
+        self.offerings
+            .iter()
+            .find(|o| o.zone == zone && o.capacity_type == capacity_type)
     }
 }
 
@@ -97,14 +99,21 @@ impl InstanceTypeInfo {
 fn family_and_size(name: &str, cpu: u32) -> (String, String) {
     let mut parts = name.split(['-', '.']);
     match (parts.next(), parts.next()) {
-        (Some(family), Some(size)) if !family.is_empty() && !size.is_empty() => (family.to_string(), size.to_string()),
-        _ => (name.chars().next().map(String::from).unwrap_or_default(), cpu.to_string()),
+        (Some(family), Some(size)) if !family.is_empty() && !size.is_empty() => {
+            (family.to_string(), size.to_string())
+        }
+        _ => (
+            name.chars().next().map(String::from).unwrap_or_default(),
+            cpu.to_string(),
+        ),
     }
 }
 
 impl From<&CatalogOverhead> for OverheadSpec {
     fn from(o: &CatalogOverhead) -> Self {
-        let texts = |list: &BTreeMap<String, QuantityText>| list.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect();
+        let texts = |list: &BTreeMap<String, QuantityText>| {
+            list.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect()
+        };
         OverheadSpec {
             kube_reserved: texts(&o.kube_reserved),
             system_reserved: texts(&o.system_reserved),
@@ -137,34 +146,54 @@ pub fn serve(catalog: &Catalog) -> Result<ServedCatalog, String> {
         .instance_types
         .iter()
         .enumerate()
-        .map(|(i, t)| serve_one(t, kubelet_overhead.as_ref()).map_err(|e| format!("instanceTypes[{i}] ({}).{e}", t.name)))
+        .map(|(i, t)| {
+            serve_one(t, kubelet_overhead.as_ref())
+                .map_err(|e| format!("instanceTypes[{i}] ({}).{e}", t.name))
+        })
         .collect::<Result<_, _>>()?;
-    Ok(ServedCatalog { zones: resolved.zones, types })
+    Ok(ServedCatalog {
+        zones: resolved.zones,
+        types,
+    })
 }
 
 fn only_one<'a>(field: &str, values: &'a [String]) -> Result<&'a str, String> {
     match values {
         [one] => Ok(one),
-        _ => Err(format!("{field}: a simulated machine has one {field}, not {values:?}")),
+        _ => Err(format!(
+            "{field}: a simulated machine has one {field}, not {values:?}"
+        )),
     }
 }
 
-fn serve_one(t: &ResolvedInstanceType, kubelet_overhead: Option<&Resources>) -> Result<InstanceTypeInfo, String> {
+fn serve_one(
+    t: &ResolvedInstanceType,
+    kubelet_overhead: Option<&Resources>,
+) -> Result<InstanceTypeInfo, String> {
     let arch = only_one("arch", &t.arch)?;
     let os = only_one("os", &t.os)?;
     if !t.requirements.is_empty() {
-        return Err("requirements: the simulated cloud describes types by their labels only; use labels".to_string());
+        return Err(
+            "requirements: the simulated cloud describes types by their labels only; use labels"
+                .to_string(),
+        );
     }
     let cpu_text = &t.capacity["cpu"];
-    let cpu: u32 = cpu_text.parse().ok().filter(|c| *c > 0).ok_or_else(|| format!("cpu: {cpu_text:?}: the simulated cloud sells whole vCPUs, at least 1"))?;
+    let cpu: u32 = cpu_text.parse().ok().filter(|c| *c > 0).ok_or_else(|| {
+        format!("cpu: {cpu_text:?}: the simulated cloud sells whole vCPUs, at least 1")
+    })?;
     let mut capacity = t.capacity.clone();
     capacity.insert("cpu".to_string(), cpu.to_string());
     let memory = parse_value(&t.capacity["memory"]).map_err(|e| format!("memory: {e}"))?;
     capacity.insert("memory".to_string(), format_bytes(memory));
-    let storage = parse_value(&t.capacity["ephemeral-storage"]).map_err(|e| format!("ephemeralStorage: {e}"))?;
+    let storage = parse_value(&t.capacity["ephemeral-storage"])
+        .map_err(|e| format!("ephemeralStorage: {e}"))?;
     capacity.insert("ephemeral-storage".to_string(), format_bytes(storage));
-    let capacity_amounts = Resources::from_quantities(capacity.iter()).map_err(|e| format!("capacity: {e}"))?;
-    let allocatable = capacity_amounts.saturating_sub(&t.overhead.total().map_err(|e| format!("overhead: {e}"))?).to_quantities();
+    let capacity_amounts =
+        Resources::from_quantities(capacity.iter()).map_err(|e| format!("capacity: {e}"))?;
+    let allocatable = capacity_amounts
+        .saturating_sub(&t.overhead.total().map_err(|e| format!("overhead: {e}"))?)
+        .to_quantities();
     let kubelet_allocatable = match kubelet_overhead {
         Some(o) => capacity_amounts.saturating_sub(o).to_quantities(),
         None => allocatable.clone(),
@@ -172,7 +201,10 @@ fn serve_one(t: &ResolvedInstanceType, kubelet_overhead: Option<&Resources>) -> 
 
     let (family, size) = family_and_size(&t.name, cpu);
     let mut labels = BTreeMap::new();
-    labels.insert("node.kubernetes.io/instance-type".to_string(), t.name.clone());
+    labels.insert(
+        "node.kubernetes.io/instance-type".to_string(),
+        t.name.clone(),
+    );
     labels.insert("kubernetes.io/arch".to_string(), arch.to_string());
     labels.insert("kubernetes.io/os".to_string(), os.to_string());
     labels.insert(LABEL_FAMILY.to_string(), family);
@@ -187,9 +219,22 @@ fn serve_one(t: &ResolvedInstanceType, kubelet_overhead: Option<&Resources>) -> 
     let offerings = t
         .offerings
         .iter()
-        .map(|o| OfferingInfo { zone: o.zone.clone(), capacity_type: o.capacity_type.clone(), price: o.price, available: o.available })
+        .map(|o| OfferingInfo {
+            zone: o.zone.clone(),
+            capacity_type: o.capacity_type.clone(),
+            price: o.price,
+            available: o.available,
+        })
         .collect();
-    Ok(InstanceTypeInfo { name: t.name.clone(), capacity, overhead: OverheadSpec::from(&t.overhead), allocatable, kubelet_allocatable, labels, offerings })
+    Ok(InstanceTypeInfo {
+        name: t.name.clone(),
+        capacity,
+        overhead: OverheadSpec::from(&t.overhead),
+        allocatable,
+        kubelet_allocatable,
+        labels,
+        offerings,
+    })
 }
 
 #[cfg(test)]
@@ -215,7 +260,10 @@ mod tests {
 
     #[test]
     fn names_split_into_family_and_size() {
-        assert_eq!(family_and_size("m5.xlarge", 4), ("m5".into(), "xlarge".into()));
+        assert_eq!(
+            family_and_size("m5.xlarge", 4),
+            ("m5".into(), "xlarge".into())
+        );
         assert_eq!(family_and_size("c3-16", 8), ("c3".into(), "16".into()));
         assert_eq!(family_and_size("big", 8), ("b".into(), "8".into()));
     }
@@ -224,16 +272,32 @@ mod tests {
     fn bad_entries_are_named() {
         let mut types = joinery_core::catalog::default_instance_types();
         types[3].memory = "lots".into();
-        let err = serve(&Catalog { instance_types: Some(types), ..Default::default() }).unwrap_err();
-        assert!(err.starts_with("instanceTypes[3]") && err.contains("memory"), "{err}");
+        let err = serve(&Catalog {
+            instance_types: Some(types),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(
+            err.starts_with("instanceTypes[3]") && err.contains("memory"),
+            "{err}"
+        );
     }
 
     #[test]
     fn what_a_simulated_machine_cannot_be_is_refused() {
         for (text, expected) in [
-            ("[{name: a, cpu: 1500m, memory: 1Gi}]", "instanceTypes[0] (a).cpu: \"1500m\": the simulated cloud sells whole vCPUs"),
-            ("[{name: a, cpu: 1, memory: 1Gi, arch: [amd64, arm64]}]", "instanceTypes[0] (a).arch: a simulated machine has one arch"),
-            ("[{name: a, cpu: 1, memory: 1Gi, requirements: [{key: k, operator: Exists}]}]", "instanceTypes[0] (a).requirements"),
+            (
+                "[{name: a, cpu: 1500m, memory: 1Gi}]",
+                "instanceTypes[0] (a).cpu: \"1500m\": the simulated cloud sells whole vCPUs",
+            ),
+            (
+                "[{name: a, cpu: 1, memory: 1Gi, arch: [amd64, arm64]}]",
+                "instanceTypes[0] (a).arch: a simulated machine has one arch",
+            ),
+            (
+                "[{name: a, cpu: 1, memory: 1Gi, requirements: [{key: k, operator: Exists}]}]",
+                "instanceTypes[0] (a).requirements",
+            ),
             ("{wellKnownLabels: [size]}", "wellKnownLabels"),
         ] {
             let catalog: Catalog = serde_yaml::from_str(text).unwrap();

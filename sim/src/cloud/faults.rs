@@ -43,8 +43,16 @@ pub struct OfferingKey {
 
 impl OfferingKey {
     /// Builds a key; pass `*` for a wildcard.
-    pub fn new(instance_type: impl Into<String>, zone: impl Into<String>, capacity_type: impl Into<String>) -> Self {
-        OfferingKey { instance_type: instance_type.into(), zone: zone.into(), capacity_type: capacity_type.into() }
+    pub fn new(
+        instance_type: impl Into<String>,
+        zone: impl Into<String>,
+        capacity_type: impl Into<String>,
+    ) -> Self {
+        OfferingKey {
+            instance_type: instance_type.into(),
+            zone: zone.into(),
+            capacity_type: capacity_type.into(),
+        }
     }
 
     fn covers(&self, instance_type: &str, zone: &str, capacity_type: &str) -> bool {
@@ -92,7 +100,10 @@ impl Default for CloudFaults {
 impl CloudFaults {
     /// No faults, random decisions seeded with `seed`.
     pub fn with_seed(seed: u64) -> Self {
-        CloudFaults { faults: Faults::with_seed(seed), held: Arc::new(tokio::sync::watch::channel(false).0) }
+        CloudFaults {
+            faults: Faults::with_seed(seed),
+            held: Arc::new(tokio::sync::watch::channel(false).0),
+        }
     }
 
     /// Restarts the random sequence from `seed`.
@@ -137,7 +148,11 @@ impl CloudFaults {
 
     /// Removes an insufficient-capacity fault set with the same key.
     pub fn restore_capacity(&self, offering: &OfferingKey) {
-        self.faults.lock().extra.insufficient.retain(|o| o != offering);
+        self.faults
+            .lock()
+            .extra
+            .insufficient
+            .retain(|o| o != offering);
     }
 
     /// Limits the number of live (not terminated) instances; `None` lifts the limit.
@@ -158,12 +173,21 @@ impl CloudFaults {
 
     /// Whether launching this offering currently fails with insufficient capacity.
     pub fn lacks_capacity(&self, instance_type: &str, zone: &str, capacity_type: &str) -> bool {
-        self.faults.lock().extra.insufficient.iter().any(|o| o.covers(instance_type, zone, capacity_type))
+        self.faults
+            .lock()
+            .extra
+            .insufficient
+            .iter()
+            .any(|o| o.covers(instance_type, zone, capacity_type))
     }
 
     /// Waits out the latency of a call of `verb`, then decides whether it is throttled, fails
     /// or proceeds; returns the cloud's answer to an injected fault.
-    pub(crate) async fn inject<A: InjectedAnswer<CloudVerb>>(&self, verb: CloudVerb, clock: &Clock) -> Option<A> {
+    pub(crate) async fn inject<A: InjectedAnswer<CloudVerb>>(
+        &self,
+        verb: CloudVerb,
+        clock: &Clock,
+    ) -> Option<A> {
         self.faults.delay_and_decide(verb, clock).await
     }
 

@@ -123,9 +123,16 @@ pub struct SimCloud {
 impl SimCloud {
     /// Checks the catalog, binds the listener and starts serving in the background.
     pub async fn start(options: SimCloudOptions) -> Result<SimCloud, SimError> {
-        let catalog::ServedCatalog { zones, types } = catalog::serve(&options.catalog).map_err(SimError::InvalidCatalog)?;
-        let by_name: HashMap<String, usize> = types.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
-        let listener = TcpListener::bind(options.bind_address).await.map_err(SimError::Bind)?;
+        let catalog::ServedCatalog { zones, types } =
+            catalog::serve(&options.catalog).map_err(SimError::InvalidCatalog)?;
+        let by_name: HashMap<String, usize> = types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
+        let listener = TcpListener::bind(options.bind_address)
+            .await
+            .map_err(SimError::Bind)?;
         let address = listener.local_addr().map_err(SimError::Bind)?;
         let url = format!("http://{address}");
         let (stop, stopped) = watch::channel(false);
@@ -144,7 +151,14 @@ impl SimCloud {
         });
         let task = tokio::spawn(api::serve(listener, state.clone(), stopped));
         tracing::info!(%url, instance_types = state.types.len(), "simulated cloud listening");
-        Ok(SimCloud { address, url, catalog: options.catalog, state, stop, task: Some(task) })
+        Ok(SimCloud {
+            address,
+            url,
+            catalog: options.catalog,
+            state,
+            stop,
+            task: Some(task),
+        })
     }
 
     /// The base URL, e.g. `http://127.0.0.1:41234` (grant exactly this to the plugin).

@@ -60,7 +60,9 @@ pub struct SimInstance {
 impl SimInstance {
     /// The instance ID from a provider ID, if it has the simcloud scheme.
     pub fn id_from_provider_id(provider_id: &str) -> Option<&str> {
-        provider_id.strip_prefix(PROVIDER_ID_PREFIX).filter(|id| !id.is_empty())
+        provider_id
+            .strip_prefix(PROVIDER_ID_PREFIX)
+            .filter(|id| !id.is_empty())
     }
 }
 
@@ -124,7 +126,10 @@ pub(crate) struct MachineRecord {
 
 /// The recorded machines as instances at simulated time `now`: `pending` while booting,
 /// `running`, `terminated` once torn down.
-pub(crate) fn platform_instances<'a>(records: impl IntoIterator<Item = &'a MachineRecord>, now: std::time::Duration) -> Vec<SimInstance> {
+pub(crate) fn platform_instances<'a>(
+    records: impl IntoIterator<Item = &'a MachineRecord>,
+    now: std::time::Duration,
+) -> Vec<SimInstance> {
     records
         .into_iter()
         .map(|m| {

@@ -102,7 +102,8 @@ fn group_spec(kind: Kind) -> Value {
             properties["progressDeadlineSeconds"] = json!({"type": "integer", "format": "int32"});
         }
         Kind::MachineSet => {
-            properties["deletePolicy"] = json!({"type": "string", "enum": ["Random", "Newest", "Oldest"]});
+            properties["deletePolicy"] =
+                json!({"type": "string", "enum": ["Random", "Newest", "Oldest"]});
         }
         Kind::Machine => {}
     }
@@ -117,7 +118,8 @@ fn group_spec(kind: Kind) -> Value {
 fn printer_columns(kind: Kind) -> Value {
     let age = json!({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"});
     let cluster = json!({"name": "Cluster", "type": "string", "jsonPath": ".spec.clusterName"});
-    let version = json!({"name": "Version", "type": "string", "jsonPath": ".spec.template.spec.version"});
+    let version =
+        json!({"name": "Version", "type": "string", "jsonPath": ".spec.template.spec.version"});
     match kind {
         Kind::MachineDeployment => json!([
             cluster,
@@ -173,8 +175,7 @@ pub fn crd(kind: Kind) -> Value {
     });
     let mut subresources = json!({"status": {}});
     if kind != Kind::Machine {
-        subresources["scale"] =
-            json!({"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.selector"});
+        subresources["scale"] = json!({"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.selector"});
     }
     let versions: Vec<Value> = SERVED_VERSIONS
         .iter()

@@ -116,13 +116,18 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
-use crate::cloud::model::{CloudEvent, MachineRecord, SimInstance, platform_instances};
+pub use crate::clevercloud::nodegroups::DelayRange;
 #[cfg(test)]
 use crate::cloud::model::InstanceState;
-pub use crate::clevercloud::nodegroups::DelayRange;
+use crate::cloud::model::{CloudEvent, MachineRecord, SimInstance, platform_instances};
 
-pub use priority::{BETTER_DELETE, COULD_DELETE, DeletePolicy, MUST_DELETE, MUST_NOT_DELETE, SHOULD_DELETE, deletion_priority, is_healthy, machines_to_delete};
-pub use shape::{NodeShape, is_propagated_label, node_shape, parse_labels, parse_taint, parse_taints};
+pub use priority::{
+    BETTER_DELETE, COULD_DELETE, DeletePolicy, MUST_DELETE, MUST_NOT_DELETE, SHOULD_DELETE,
+    deletion_priority, is_healthy, machines_to_delete,
+};
+pub use shape::{
+    NodeShape, is_propagated_label, node_shape, parse_labels, parse_taint, parse_taints,
+};
 
 /// The API group.
 pub const GROUP: &str = "cluster.x-k8s.io";
@@ -212,7 +217,10 @@ impl Kind {
     /// The resource at the storage version, for `Api::<DynamicObject>::all_with` /
     /// `namespaced_with`.
     pub fn api_resource(self) -> ApiResource {
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, STORAGE_VERSION, self.kind()), self.plural())
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(GROUP, STORAGE_VERSION, self.kind()),
+            self.plural(),
+        )
     }
 }
 
@@ -230,7 +238,8 @@ pub fn crds() -> Vec<Value> {
 pub async fn install_crds(client: &kube::Client) -> Result<(), kube::Error> {
     let api = Api::<CustomResourceDefinition>::all(client.clone());
     for crd in crds() {
-        let crd: CustomResourceDefinition = serde_json::from_value(crd).expect("the Cluster API CRDs are valid CustomResourceDefinitions");
+        let crd: CustomResourceDefinition = serde_json::from_value(crd)
+            .expect("the Cluster API CRDs are valid CustomResourceDefinitions");
         match api.create(&PostParams::default(), &crd).await {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.code == 409 => {}
@@ -286,10 +295,15 @@ impl Default for CapiSettings {
             never_provision_probability: 0.0,
             fail_after: None,
             registration_taints: vec![Taint::unregistered()],
-            default_capacity: [("cpu", "2"), ("memory", "4Gi"), ("ephemeral-storage", "20Gi"), ("pods", "110")]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            default_capacity: [
+                ("cpu", "2"),
+                ("memory", "4Gi"),
+                ("ephemeral-storage", "20Gi"),
+                ("pods", "110"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
             seed: 0xCA91_5EED,
             resync_interval: Duration::from_secs(5),
         }
@@ -312,13 +326,21 @@ pub struct CapiOptions {
 impl CapiOptions {
     /// The default [`CapiSettings`] on these clients and clock.
     pub fn new(management: kube::Client, workload: kube::Client, clock: Arc<Clock>) -> CapiOptions {
-        CapiOptions { management, workload, clock, settings: CapiSettings::default() }
+        CapiOptions {
+            management,
+            workload,
+            clock,
+            settings: CapiSettings::default(),
+        }
     }
 }
 
 impl std::fmt::Debug for CapiOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CapiOptions").field("clock", &self.clock).field("settings", &self.settings).finish_non_exhaustive()
+        f.debug_struct("CapiOptions")
+            .field("clock", &self.clock)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
     }
 }
 
@@ -408,7 +430,12 @@ impl CapiControllers {
         let clock = options.clock.clone();
         let task = tokio::spawn(controller::run(options, events.clone(), ledger.clone()));
         tracing::info!("fake Cluster API controllers started");
-        CapiControllers { events, ledger, clock, task: Some(task) }
+        CapiControllers {
+            events,
+            ledger,
+            clock,
+            task: Some(task),
+        }
     }
 
     /// A receiver of the machines' [`CloudEvent`]s (`PlatformLaunched`, `Terminated`) from
@@ -465,6 +492,8 @@ impl Drop for CapiControllers {
 
 impl std::fmt::Debug for CapiControllers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CapiControllers").field("counters", &self.counters()).finish_non_exhaustive()
+        f.debug_struct("CapiControllers")
+            .field("counters", &self.counters())
+            .finish_non_exhaustive()
     }
 }

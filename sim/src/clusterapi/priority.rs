@@ -71,8 +71,15 @@ fn condition_false(machine: &DynamicObject, kind: &str) -> bool {
 /// `MachineHealthCheckSucceeded` condition is `False`.
 pub fn is_healthy(machine: &DynamicObject) -> bool {
     let status = machine.data.get("status");
-    let set = |field: &str| status.and_then(|s| s.get(field)).is_some_and(|v| !v.is_null());
-    set("nodeRef") && !set("failureReason") && !set("failureMessage") && !condition_false(machine, "NodeHealthy")
+    let set = |field: &str| {
+        status
+            .and_then(|s| s.get(field))
+            .is_some_and(|v| !v.is_null())
+    };
+    set("nodeRef")
+        && !set("failureReason")
+        && !set("failureMessage")
+        && !condition_false(machine, "NodeHealthy")
         && !condition_false(machine, "MachineHealthCheckSucceeded")
 }
 
@@ -84,15 +91,24 @@ pub fn deletion_priority(machine: &DynamicObject, policy: DeletePolicy, now: Sys
     if machine.metadata.deletion_timestamp.is_some() {
         return MUST_DELETE;
     }
-    if machine.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(DELETE_MACHINE_ANNOTATION)) {
+    if machine
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(DELETE_MACHINE_ANNOTATION))
+    {
         return SHOULD_DELETE;
     }
     if !is_healthy(machine) {
         return BETTER_DELETE;
     }
     let oldest = || {
-        let Some(created) = machine.metadata.creation_timestamp.as_ref() else { return MUST_NOT_DELETE };
-        let Ok(age) = now.duration_since(SystemTime::from(created.0)) else { return MUST_NOT_DELETE };
+        let Some(created) = machine.metadata.creation_timestamp.as_ref() else {
+            return MUST_NOT_DELETE;
+        };
+        let Ok(age) = now.duration_since(SystemTime::from(created.0)) else {
+            return MUST_NOT_DELETE;
+        };
         BETTER_DELETE * (1.0 - (-age.as_secs_f64() / TEN_DAYS.as_secs_f64()).exp())
     };
     match policy {
@@ -110,9 +126,20 @@ pub fn deletion_priority(machine: &DynamicObject, policy: DeletePolicy, now: Sys
 
 /// The `count` Machines to delete: highest priority first, ties by name (all of them if
 /// `count` covers them).
-pub fn machines_to_delete(machines: &[DynamicObject], count: usize, policy: DeletePolicy, now: SystemTime) -> Vec<&DynamicObject> {
-    let mut ranked: Vec<(f64, &DynamicObject)> = machines.iter().map(|m| (deletion_priority(m, policy, now), m)).collect();
-    ranked.sort_by(|(pa, a), (pb, b)| pb.total_cmp(pa).then_with(|| a.metadata.name.cmp(&b.metadata.name)));
+pub fn machines_to_delete(
+    machines: &[DynamicObject],
+    count: usize,
+    policy: DeletePolicy,
+    now: SystemTime,
+) -> Vec<&DynamicObject> {
+    let mut ranked: Vec<(f64, &DynamicObject)> = machines
+        .iter()
+        .map(|m| (deletion_priority(m, policy, now), m))
+        .collect();
+    ranked.sort_by(|(pa, a), (pb, b)| {
+        pb.total_cmp(pa)
+            .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+    });
     ranked.into_iter().take(count).map(|(_, m)| m).collect()
 }
 
@@ -124,7 +151,9 @@ mod tests {
     fn machine(name: &str, age_days: u64, extra: Value) -> DynamicObject {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100 * 86_400);
         let created = now - Duration::from_secs(age_days * 86_400);
-        let created = k8s_openapi::jiff::Timestamp::try_from(created).unwrap().to_string();
+        let created = k8s_openapi::jiff::Timestamp::try_from(created)
+            .unwrap()
+            .to_string();
         let mut object = json!({
             "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
             "metadata": {"name": name, "namespace": "default", "creationTimestamp": created},
@@ -135,7 +164,10 @@ mod tests {
     }
 
     fn names(picked: Vec<&DynamicObject>) -> Vec<String> {
-        picked.into_iter().map(|m| m.metadata.name.clone().unwrap_or_default()).collect()
+        picked
+            .into_iter()
+            .map(|m| m.metadata.name.clone().unwrap_or_default())
+            .collect()
     }
 
     #[test]
@@ -144,21 +176,58 @@ mod tests {
         let machines = vec![
             machine("a-healthy", 5, json!({})),
             machine("b-no-node", 1, json!({"status": {"nodeRef": null}})),
-            machine("c-annotated", 1, json!({"metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: "2026-01-01T00:00:00Z"}}})),
-            machine("d-deleting", 1, json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}})),
-            machine("e-failed", 1, json!({"status": {"failureReason": "CreateError"}})),
-            machine("f-node-unhealthy", 1, json!({"status": {"conditions": [{"type": "NodeHealthy", "status": "False"}]}})),
+            machine(
+                "c-annotated",
+                1,
+                json!({"metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: "2026-01-01T00:00:00Z"}}}),
+            ),
+            machine(
+                "d-deleting",
+                1,
+                json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+            ),
+            machine(
+                "e-failed",
+                1,
+                json!({"status": {"failureReason": "CreateError"}}),
+            ),
+            machine(
+                "f-node-unhealthy",
+                1,
+                json!({"status": {"conditions": [{"type": "NodeHealthy", "status": "False"}]}}),
+            ),
             machine("g-healthy", 9, json!({})),
         ];
         assert_eq!(
             names(machines_to_delete(&machines, 7, DeletePolicy::Random, now)),
-            ["d-deleting", "c-annotated", "b-no-node", "e-failed", "f-node-unhealthy", "a-healthy", "g-healthy"]
+            [
+                "d-deleting",
+                "c-annotated",
+                "b-no-node",
+                "e-failed",
+                "f-node-unhealthy",
+                "a-healthy",
+                "g-healthy"
+            ]
         );
-        assert_eq!(names(machines_to_delete(&machines, 1, DeletePolicy::Random, now)), ["d-deleting"]);
+        assert_eq!(
+            names(machines_to_delete(&machines, 1, DeletePolicy::Random, now)),
+            ["d-deleting"]
+        );
         let healthy = [machines[0].clone(), machines[6].clone()];
-        assert_eq!(names(machines_to_delete(&healthy, 1, DeletePolicy::Oldest, now)), ["g-healthy"]);
-        assert_eq!(names(machines_to_delete(&healthy, 1, DeletePolicy::Newest, now)), ["a-healthy"]);
-        assert_eq!(names(machines_to_delete(&healthy, 1, DeletePolicy::Random, now)), ["a-healthy"], "ties by name");
+        assert_eq!(
+            names(machines_to_delete(&healthy, 1, DeletePolicy::Oldest, now)),
+            ["g-healthy"]
+        );
+        assert_eq!(
+            names(machines_to_delete(&healthy, 1, DeletePolicy::Newest, now)),
+            ["a-healthy"]
+        );
+        assert_eq!(
+            names(machines_to_delete(&healthy, 1, DeletePolicy::Random, now)),
+            ["a-healthy"],
+            "ties by name"
+        );
         let p = deletion_priority(&machines[6], DeletePolicy::Oldest, now);
         assert!((p - 50.0 * (1.0 - (-0.9f64).exp())).abs() < 1e-9, "{p}");
         assert!(machines_to_delete(&machines, 0, DeletePolicy::Random, now).is_empty());

@@ -38,7 +38,12 @@ impl Fake {
     }
 
     async fn list(&self, kind: Kind) -> Vec<DynamicObject> {
-        let mut items = self.api(kind).list(&Default::default()).await.unwrap().items;
+        let mut items = self
+            .api(kind)
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items;
         items.sort_by_key(|o| o.metadata.name.clone());
         items
     }
@@ -49,19 +54,47 @@ impl Fake {
             "MachineSet" => Kind::MachineSet,
             _ => Kind::Machine,
         };
-        self.api(kind).create(&PostParams::default(), &serde_json::from_value(object).unwrap()).await.unwrap()
+        self.api(kind)
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(object).unwrap(),
+            )
+            .await
+            .unwrap()
     }
 
     async fn scale(&self, md: &str, replicas: i64) {
-        self.api(Kind::MachineDeployment).patch_scale(md, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"replicas": replicas}}))).await.unwrap();
+        self.api(Kind::MachineDeployment)
+            .patch_scale(
+                md,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": {"replicas": replicas}})),
+            )
+            .await
+            .unwrap();
     }
 
     /// Waits until the MachineDeployment's Machines are `count`, all in `phase`.
     async fn machines_in(&self, md: &str, count: usize, phase: &str) -> Vec<DynamicObject> {
         eventually(&format!("{count} Machines of {md} {phase}"), || async {
-            let machines: Vec<DynamicObject> =
-                self.list(Kind::Machine).await.into_iter().filter(|m| m.metadata.labels.as_ref().and_then(|l| l.get(DEPLOYMENT_NAME_LABEL)).map(String::as_str) == Some(md)).collect();
-            (machines.len() == count && machines.iter().all(|m| m.data.pointer("/status/phase") == Some(&json!(phase)))).then_some(machines)
+            let machines: Vec<DynamicObject> = self
+                .list(Kind::Machine)
+                .await
+                .into_iter()
+                .filter(|m| {
+                    m.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(DEPLOYMENT_NAME_LABEL))
+                        .map(String::as_str)
+                        == Some(md)
+                })
+                .collect();
+            (machines.len() == count
+                && machines
+                    .iter()
+                    .all(|m| m.data.pointer("/status/phase") == Some(&json!(phase))))
+            .then_some(machines)
         })
         .await
     }
@@ -70,7 +103,13 @@ impl Fake {
         let nodes = self.nodes();
         eventually(&format!("node {name} ready"), || {
             let nodes = nodes.clone();
-            async move { nodes.get(name).await.ok().filter(crate::physics::node_is_ready) }
+            async move {
+                nodes
+                    .get(name)
+                    .await
+                    .ok()
+                    .filter(crate::physics::node_is_ready)
+            }
         })
         .await
     }
@@ -79,7 +118,10 @@ impl Fake {
         let api = self.api(kind);
         eventually(&format!("{} {name} gone", kind.kind()), || {
             let api = api.clone();
-            async move { matches!(api.get(name).await, Err(kube::Error::Api(s)) if s.code == 404).then_some(()) }
+            async move {
+                matches!(api.get(name).await, Err(kube::Error::Api(s)) if s.code == 404)
+                    .then_some(())
+            }
         })
         .await
     }
@@ -96,18 +138,38 @@ impl Fake {
 
 async fn fake(configure: impl FnOnce(&mut CapiSettings)) -> Fake {
     let clock = Arc::new(Clock::with_speed(SPEED));
-    let start = || ApiServer::start(ApiServerOptions { clock: clock.clone(), ..Default::default() });
+    let start = || {
+        ApiServer::start(ApiServerOptions {
+            clock: clock.clone(),
+            ..Default::default()
+        })
+    };
     let (management, workload) = (start().await.unwrap(), start().await.unwrap());
-    let (management_client, workload_client) = (management.client().unwrap(), workload.client().unwrap());
+    let (management_client, workload_client) =
+        (management.client().unwrap(), workload.client().unwrap());
     install_crds(&management_client).await.unwrap();
-    let mut options = CapiOptions::new(management_client.clone(), workload_client.clone(), clock.clone());
+    let mut options = CapiOptions::new(
+        management_client.clone(),
+        workload_client.clone(),
+        clock.clone(),
+    );
     options.settings.provision_delay = DelayRange::fixed(Duration::from_secs(3));
     options.settings.boot_delay = DelayRange::fixed(Duration::from_secs(5));
     options.settings.teardown_delay = DelayRange::fixed(Duration::from_secs(2));
     configure(&mut options.settings);
     let controllers = CapiControllers::start(options);
-    let physics = Physics::start(PhysicsOptions::new(workload_client.clone(), clock).with_cloud(controllers.subscribe(), Duration::from_secs(30)));
-    Fake { _management: management, _workload: workload, management: management_client, workload: workload_client, controllers, _physics: physics }
+    let physics = Physics::start(
+        PhysicsOptions::new(workload_client.clone(), clock)
+            .with_cloud(controllers.subscribe(), Duration::from_secs(30)),
+    );
+    Fake {
+        _management: management,
+        _workload: workload,
+        management: management_client,
+        workload: workload_client,
+        controllers,
+        _physics: physics,
+    }
 }
 
 /// A MachineDeployment like the blog post's (v1beta1 shape), with capacity annotations.
@@ -148,16 +210,28 @@ fn labels(object: &DynamicObject) -> BTreeMap<String, String> {
 }
 
 fn annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
-    node.metadata.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str)
+    node.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
 }
 
 #[test]
 fn the_crds_serve_both_versions_with_status_and_scale() {
     for (kind, crd) in Kind::ALL.into_iter().zip(crds()) {
         let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition = serde_json::from_value(crd).unwrap();
-        assert_eq!(crd.metadata.name.as_deref(), Some(format!("{}.cluster.x-k8s.io", kind.plural()).as_str()));
+        assert_eq!(
+            crd.metadata.name.as_deref(),
+            Some(format!("{}.cluster.x-k8s.io", kind.plural()).as_str())
+        );
         assert_eq!(crd.spec.scope, "Namespaced");
-        let versions: Vec<(&str, bool)> = crd.spec.versions.iter().map(|v| (v.name.as_str(), v.storage)).collect();
+        let versions: Vec<(&str, bool)> = crd
+            .spec
+            .versions
+            .iter()
+            .map(|v| (v.name.as_str(), v.storage))
+            .collect();
         assert_eq!(versions, [("v1beta1", true), ("v1beta2", false)]);
         for version in &crd.spec.versions {
             let subresources = version.subresources.as_ref().unwrap();
@@ -166,8 +240,16 @@ fn the_crds_serve_both_versions_with_status_and_scale() {
                 Some(scale) => {
                     assert_ne!(kind, Kind::Machine);
                     assert_eq!(
-                        (scale.spec_replicas_path.as_str(), scale.status_replicas_path.as_str(), scale.label_selector_path.as_deref()),
-                        (".spec.replicas", ".status.replicas", Some(".status.selector"))
+                        (
+                            scale.spec_replicas_path.as_str(),
+                            scale.status_replicas_path.as_str(),
+                            scale.label_selector_path.as_deref()
+                        ),
+                        (
+                            ".spec.replicas",
+                            ".status.replicas",
+                            Some(".status.selector")
+                        )
                     );
                 }
                 None => assert_eq!(kind, Kind::Machine),
@@ -181,15 +263,42 @@ async fn scaling_up_makes_a_machine_set_machines_providers_ids_and_nodes() {
     let fake = fake(|_| {}).await;
     let md = fake.create(deployment("capi-ovh-c3-4", 0)).await;
     // The MachineSet comes at once, with no Machine.
-    let sets = eventually("the MachineSet", || async { Some(fake.list(Kind::MachineSet).await).filter(|s| s.len() == 1) }).await;
+    let sets = eventually("the MachineSet", || async {
+        Some(fake.list(Kind::MachineSet).await).filter(|s| s.len() == 1)
+    })
+    .await;
     let ms = &sets[0];
     let ms_name = ms.metadata.name.clone().unwrap();
-    assert!(ms_name.starts_with("capi-ovh-c3-4-") && ms_name.len() == "capi-ovh-c3-4-".len() + 5, "{ms_name}");
+    assert!(
+        ms_name.starts_with("capi-ovh-c3-4-") && ms_name.len() == "capi-ovh-c3-4-".len() + 5,
+        "{ms_name}"
+    );
     let owner = &ms.metadata.owner_references.as_ref().unwrap()[0];
-    assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str(), owner.controller), ("MachineDeployment", "capi-ovh-c3-4", md.metadata.uid.as_deref().unwrap(), Some(true)));
+    assert_eq!(
+        (
+            owner.kind.as_str(),
+            owner.name.as_str(),
+            owner.uid.as_str(),
+            owner.controller
+        ),
+        (
+            "MachineDeployment",
+            "capi-ovh-c3-4",
+            md.metadata.uid.as_deref().unwrap(),
+            Some(true)
+        )
+    );
     let ms_labels = labels(ms);
-    assert_eq!(ms_labels.get(DEPLOYMENT_NAME_LABEL).map(String::as_str), Some("capi-ovh-c3-4"));
-    assert!(ms_labels.get(TEMPLATE_HASH_LABEL).is_some_and(|h| h.parse::<u32>().is_ok()), "{ms_labels:?}");
+    assert_eq!(
+        ms_labels.get(DEPLOYMENT_NAME_LABEL).map(String::as_str),
+        Some("capi-ovh-c3-4")
+    );
+    assert!(
+        ms_labels
+            .get(TEMPLATE_HASH_LABEL)
+            .is_some_and(|h| h.parse::<u32>().is_ok()),
+        "{ms_labels:?}"
+    );
     assert_eq!(ms.data.pointer("/spec/replicas"), Some(&json!(0)));
 
     // Scale through the /scale subresource, as the cluster autoscaler does.
@@ -207,25 +316,66 @@ async fn scaling_up_makes_a_machine_set_machines_providers_ids_and_nodes() {
             ("team", "blue"),
             (TEMPLATE_HASH_LABEL, ms_labels[TEMPLATE_HASH_LABEL].as_str()),
         ] {
-            assert_eq!(machine_labels.get(key).map(String::as_str), Some(value), "label {key}: {machine_labels:?}");
+            assert_eq!(
+                machine_labels.get(key).map(String::as_str),
+                Some(value),
+                "label {key}: {machine_labels:?}"
+            );
         }
         let owner = &machine.metadata.owner_references.as_ref().unwrap()[0];
-        assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.controller), ("MachineSet", ms_name.as_str(), Some(true)));
-        assert!(machine.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER));
-        assert_eq!(machine.data.pointer("/spec/clusterName"), Some(&json!("capi-ovh")));
-        assert_eq!(machine.data.pointer("/spec/infrastructureRef/kind"), Some(&json!("OpenStackMachine")));
-        assert_eq!(machine.data.pointer("/spec/infrastructureRef/name"), Some(&json!(name)));
-        assert_eq!(machine.data.pointer("/spec/bootstrap/configRef/kind"), Some(&json!("KubeadmConfig")));
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+            ("MachineSet", ms_name.as_str(), Some(true))
+        );
+        assert!(
+            machine
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f == FINALIZER)
+        );
+        assert_eq!(
+            machine.data.pointer("/spec/clusterName"),
+            Some(&json!("capi-ovh"))
+        );
+        assert_eq!(
+            machine.data.pointer("/spec/infrastructureRef/kind"),
+            Some(&json!("OpenStackMachine"))
+        );
+        assert_eq!(
+            machine.data.pointer("/spec/infrastructureRef/name"),
+            Some(&json!(name))
+        );
+        assert_eq!(
+            machine.data.pointer("/spec/bootstrap/configRef/kind"),
+            Some(&json!("KubeadmConfig"))
+        );
         let provider = provider_id(NAMESPACE, &name);
-        assert_eq!(machine.data.pointer("/spec/providerID"), Some(&json!(provider)));
+        assert_eq!(
+            machine.data.pointer("/spec/providerID"),
+            Some(&json!(provider))
+        );
         assert_eq!(provider, format!("clusterapi-sim:///default/{name}"));
 
         // The Node: named after the Machine, with its providerID, labels, taints and capacity.
         let node = fake.ready_node(&name).await;
-        assert_eq!(node.spec.as_ref().and_then(|s| s.provider_id.as_deref()), Some(provider.as_str()));
-        assert_eq!(machine.data.pointer("/status/nodeRef/kind"), Some(&json!("Node")));
-        assert_eq!(machine.data.pointer("/status/nodeRef/name"), Some(&json!(name)));
-        assert_eq!(machine.data.pointer("/status/nodeRef/uid"), Some(&json!(node.metadata.uid)));
+        assert_eq!(
+            node.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
+            Some(provider.as_str())
+        );
+        assert_eq!(
+            machine.data.pointer("/status/nodeRef/kind"),
+            Some(&json!("Node"))
+        );
+        assert_eq!(
+            machine.data.pointer("/status/nodeRef/name"),
+            Some(&json!(name))
+        );
+        assert_eq!(
+            machine.data.pointer("/status/nodeRef/uid"),
+            Some(&json!(node.metadata.uid))
+        );
         let node_labels = node.metadata.labels.clone().unwrap_or_default();
         for (key, value) in [
             ("node-role.kubernetes.io/worker", ""),
@@ -236,41 +386,111 @@ async fn scaling_up_makes_a_machine_set_machines_providers_ids_and_nodes() {
             ("topology.kubernetes.io/zone", "nova"),
             ("karpenter.sh/capacity-type", "on-demand"),
         ] {
-            assert_eq!(node_labels.get(key).map(String::as_str), Some(value), "node label {key}: {node_labels:?}");
+            assert_eq!(
+                node_labels.get(key).map(String::as_str),
+                Some(value),
+                "node label {key}: {node_labels:?}"
+            );
         }
-        assert!(!node_labels.contains_key("team"), "only propagated labels reach the Node");
-        let taints: Vec<String> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default().iter().map(|t| format!("{}={}:{}", t.key, t.value.clone().unwrap_or_default(), t.effect)).collect();
-        assert_eq!(taints, ["dedicated=capi:NoSchedule", "karpenter.sh/unregistered=:NoExecute"]);
+        assert!(
+            !node_labels.contains_key("team"),
+            "only propagated labels reach the Node"
+        );
+        let taints: Vec<String> = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default()
+            .iter()
+            .map(|t| {
+                format!(
+                    "{}={}:{}",
+                    t.key,
+                    t.value.clone().unwrap_or_default(),
+                    t.effect
+                )
+            })
+            .collect();
+        assert_eq!(
+            taints,
+            [
+                "dedicated=capi:NoSchedule",
+                "karpenter.sh/unregistered=:NoExecute"
+            ]
+        );
         let status = node.status.clone().unwrap();
-        let quantity = |key: &str| status.capacity.as_ref().and_then(|c| c.get(key)).map(|q| q.0.clone()).unwrap_or_default();
-        assert_eq!((quantity("cpu"), quantity("memory"), quantity("ephemeral-storage"), quantity("pods")), ("2".into(), "4G".into(), "50Gi".into(), "58".into()));
-        assert_eq!(status.allocatable, status.capacity, "allocatable is the annotated capacity");
+        let quantity = |key: &str| {
+            status
+                .capacity
+                .as_ref()
+                .and_then(|c| c.get(key))
+                .map(|q| q.0.clone())
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            (
+                quantity("cpu"),
+                quantity("memory"),
+                quantity("ephemeral-storage"),
+                quantity("pods")
+            ),
+            ("2".into(), "4G".into(), "50Gi".into(), "58".into())
+        );
+        assert_eq!(
+            status.allocatable, status.capacity,
+            "allocatable is the annotated capacity"
+        );
 
         // The Node annotated as Cluster API does.
         let nodes = fake.nodes();
         let node = eventually("the Node's annotations", || {
             let nodes = nodes.clone();
             let name = name.clone();
-            async move { nodes.get(&name).await.ok().filter(|n| annotation(n, MACHINE_ANNOTATION).is_some()) }
+            async move {
+                nodes
+                    .get(&name)
+                    .await
+                    .ok()
+                    .filter(|n| annotation(n, MACHINE_ANNOTATION).is_some())
+            }
         })
         .await;
         assert_eq!(annotation(&node, MACHINE_ANNOTATION), Some(name.as_str()));
         assert_eq!(annotation(&node, CLUSTER_NAME_ANNOTATION), Some("capi-ovh"));
-        assert_eq!(annotation(&node, CLUSTER_NAMESPACE_ANNOTATION), Some(NAMESPACE));
+        assert_eq!(
+            annotation(&node, CLUSTER_NAMESPACE_ANNOTATION),
+            Some(NAMESPACE)
+        );
         assert_eq!(annotation(&node, OWNER_KIND_ANNOTATION), Some("MachineSet"));
-        assert_eq!(annotation(&node, OWNER_NAME_ANNOTATION), Some(ms_name.as_str()));
-        assert_eq!(annotation(&node, LABELS_FROM_MACHINE_ANNOTATION), Some("node-role.kubernetes.io/worker"));
+        assert_eq!(
+            annotation(&node, OWNER_NAME_ANNOTATION),
+            Some(ms_name.as_str())
+        );
+        assert_eq!(
+            annotation(&node, LABELS_FROM_MACHINE_ANNOTATION),
+            Some("node-role.kubernetes.io/worker")
+        );
     }
 
     // A label Karpenter's provider adds to a Machine is propagated to its Node.
     let claimed = machines[0].metadata.name.clone().unwrap();
     let patch = json!({"metadata": {"labels": {KARPENTER_MEMBER_LABEL: ""}}});
-    fake.api(Kind::Machine).patch(&claimed, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    fake.api(Kind::Machine)
+        .patch(&claimed, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
     let nodes = fake.nodes();
     eventually("the karpenter-member label on the Node", || {
         let nodes = nodes.clone();
         let claimed = claimed.clone();
-        async move { nodes.get(&claimed).await.ok().filter(|n| n.metadata.labels.as_ref().is_some_and(|l| l.contains_key(KARPENTER_MEMBER_LABEL))) }
+        async move {
+            nodes.get(&claimed).await.ok().filter(|n| {
+                n.metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|l| l.contains_key(KARPENTER_MEMBER_LABEL))
+            })
+        }
     })
     .await;
 
@@ -278,29 +498,72 @@ async fn scaling_up_makes_a_machine_set_machines_providers_ids_and_nodes() {
     let deployments = fake.api(Kind::MachineDeployment);
     let md = eventually("the MachineDeployment Running", || {
         let deployments = deployments.clone();
-        async move { deployments.get("capi-ovh-c3-4").await.ok().filter(|d| d.data.pointer("/status/phase") == Some(&json!("Running"))) }
+        async move {
+            deployments
+                .get("capi-ovh-c3-4")
+                .await
+                .ok()
+                .filter(|d| d.data.pointer("/status/phase") == Some(&json!("Running")))
+        }
     })
     .await;
     let status = &md.data["status"];
-    assert_eq!((status["replicas"].as_i64(), status["readyReplicas"].as_i64(), status["availableReplicas"].as_i64(), status["unavailableReplicas"].as_i64()), (Some(2), Some(2), Some(2), Some(0)));
-    assert_eq!(status["selector"], "cluster.x-k8s.io/cluster-name=capi-ovh,cluster.x-k8s.io/deployment-name=capi-ovh-c3-4");
+    assert_eq!(
+        (
+            status["replicas"].as_i64(),
+            status["readyReplicas"].as_i64(),
+            status["availableReplicas"].as_i64(),
+            status["unavailableReplicas"].as_i64()
+        ),
+        (Some(2), Some(2), Some(2), Some(0))
+    );
+    assert_eq!(
+        status["selector"],
+        "cluster.x-k8s.io/cluster-name=capi-ovh,cluster.x-k8s.io/deployment-name=capi-ovh-c3-4"
+    );
     let scale = deployments.get_scale("capi-ovh-c3-4").await.unwrap();
     assert_eq!(scale.spec.and_then(|s| s.replicas), Some(2));
     let scale_status = scale.status.unwrap();
-    assert_eq!((scale_status.replicas, scale_status.selector.as_deref()), (2, status["selector"].as_str()));
+    assert_eq!(
+        (scale_status.replicas, scale_status.selector.as_deref()),
+        (2, status["selector"].as_str())
+    );
 
     let counters = fake.controllers.counters();
-    assert_eq!((counters.machine_sets_created, counters.machines_created, counters.machines_provisioned, counters.machines_running), (1, 2, 2, 2));
+    assert_eq!(
+        (
+            counters.machine_sets_created,
+            counters.machines_created,
+            counters.machines_provisioned,
+            counters.machines_running
+        ),
+        (1, 2, 2, 2)
+    );
     let instances = fake.controllers.instances();
     assert_eq!(instances.len(), 2);
-    assert!(instances.iter().all(|i| i.instance_type == "c3-4" && i.zone == "nova" && i.price_per_hour == 0.0475 && i.state == InstanceState::Running), "{instances:?}");
+    assert!(
+        instances.iter().all(|i| i.instance_type == "c3-4"
+            && i.zone == "nova"
+            && i.price_per_hour == 0.0475
+            && i.state == InstanceState::Running),
+        "{instances:?}"
+    );
     let infos = fake.controllers.machines();
-    assert!(infos.iter().all(|m| m.phase == "Running" && m.deployment.as_deref() == Some("capi-ovh-c3-4") && m.node.as_ref() == Some(&m.name)), "{infos:?}");
+    assert!(
+        infos.iter().all(|m| m.phase == "Running"
+            && m.deployment.as_deref() == Some("capi-ovh-c3-4")
+            && m.node.as_ref() == Some(&m.name)),
+        "{infos:?}"
+    );
 
     // Settled: resyncs write nothing more.
     let version = fake._management.resource_version();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(fake._management.resource_version(), version, "the controllers keep writing in a steady state");
+    assert_eq!(
+        fake._management.resource_version(),
+        version,
+        "the controllers keep writing in a steady state"
+    );
 }
 
 #[tokio::test]
@@ -322,16 +585,25 @@ async fn scale_down_deletes_exactly_the_annotated_machine() {
     fake.create(md).await;
     let machines = fake.machines_in("capi-ovh-karpenter", 2, "Running").await;
     // Mark the Machine that sorts last: name order alone would pick the other one.
-    let (keep, doomed) = (machines[0].metadata.name.clone().unwrap(), machines[1].metadata.name.clone().unwrap());
+    let (keep, doomed) = (
+        machines[0].metadata.name.clone().unwrap(),
+        machines[1].metadata.name.clone().unwrap(),
+    );
     assert!(keep < doomed);
     for name in [&keep, &doomed] {
         fake.ready_node(name).await;
     }
     // Karpenter holds the doomed Node until it has drained it.
     let hold = json!({"metadata": {"finalizers": ["karpenter.sh/termination"]}});
-    fake.nodes().patch(&doomed, &PatchParams::default(), &Patch::Merge(&hold)).await.unwrap();
+    fake.nodes()
+        .patch(&doomed, &PatchParams::default(), &Patch::Merge(&hold))
+        .await
+        .unwrap();
     let mark = json!({"metadata": {"annotations": {DELETE_MACHINE_ANNOTATION: "2026-05-01 10:00:00 +0000 UTC"}}});
-    fake.api(Kind::Machine).patch(&doomed, &PatchParams::default(), &Patch::Merge(&mark)).await.unwrap();
+    fake.api(Kind::Machine)
+        .patch(&doomed, &PatchParams::default(), &Patch::Merge(&mark))
+        .await
+        .unwrap();
     // Karpenter's provider writes the whole object back with one replica less, reading it
     // again when the controllers' status writes got in between (409 Conflict).
     let deployments = fake.api(Kind::MachineDeployment);
@@ -340,7 +612,10 @@ async fn scale_down_deletes_exactly_the_annotated_machine() {
         async move {
             let mut current = deployments.get("capi-ovh-karpenter").await.unwrap();
             current.data["spec"]["replicas"] = json!(1);
-            deployments.replace("capi-ovh-karpenter", &PostParams::default(), &current).await.ok()
+            deployments
+                .replace("capi-ovh-karpenter", &PostParams::default(), &current)
+                .await
+                .ok()
         }
     })
     .await;
@@ -349,7 +624,13 @@ async fn scale_down_deletes_exactly_the_annotated_machine() {
     let deleting = eventually("the marked Machine Deleting", || {
         let machines_api = machines_api.clone();
         let doomed = doomed.clone();
-        async move { machines_api.get(&doomed).await.ok().filter(|m| m.data.pointer("/status/phase") == Some(&json!("Deleting"))) }
+        async move {
+            machines_api
+                .get(&doomed)
+                .await
+                .ok()
+                .filter(|m| m.data.pointer("/status/phase") == Some(&json!("Deleting")))
+        }
     })
     .await;
     assert!(deleting.metadata.deletion_timestamp.is_some());
@@ -358,13 +639,26 @@ async fn scale_down_deletes_exactly_the_annotated_machine() {
     // waits for Karpenter.
     let held = fake.nodes().get(&doomed).await.unwrap();
     assert!(held.metadata.deletion_timestamp.is_some());
-    fake.nodes().patch(&doomed, &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    fake.nodes()
+        .patch(
+            &doomed,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
     fake.node_gone(&doomed).await;
     let left = fake.machines_in("capi-ovh-karpenter", 1, "Running").await;
     assert_eq!(left[0].metadata.name.as_deref(), Some(keep.as_str()));
     assert!(fake.nodes().get_opt(&keep).await.unwrap().is_some());
     assert_eq!(fake.controllers.counters().machines_deleted, 1);
-    let terminated: Vec<String> = fake.controllers.instances().into_iter().filter(|i| i.state == InstanceState::Terminated).map(|i| i.tags["machine"].clone()).collect();
+    let terminated: Vec<String> = fake
+        .controllers
+        .instances()
+        .into_iter()
+        .filter(|i| i.state == InstanceState::Terminated)
+        .map(|i| i.tags["machine"].clone())
+        .collect();
     assert_eq!(terminated, [doomed]);
     let ms = fake.list(Kind::MachineSet).await;
     assert_eq!(ms[0].data.pointer("/spec/replicas"), Some(&json!(1)));
@@ -374,7 +668,11 @@ async fn scale_down_deletes_exactly_the_annotated_machine() {
 async fn an_unhealthy_machine_goes_before_a_healthy_one() {
     let fake = fake(|_| {}).await;
     fake.create(deployment("web", 1)).await;
-    let first = fake.machines_in("web", 1, "Running").await[0].metadata.name.clone().unwrap();
+    let first = fake.machines_in("web", 1, "Running").await[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap();
     fake.ready_node(&first).await;
     // Its Node turns NotReady: NodeHealthy=False makes the Machine unhealthy.
     let nodes = fake.nodes();
@@ -384,26 +682,55 @@ async fn an_unhealthy_machine_goes_before_a_healthy_one() {
         c.status = "False".into();
         c.reason = Some("KubeletNotReady".into());
     }
-    nodes.patch_status(&first, &PatchParams::default(), &Patch::Merge(&json!({"status": {"conditions": conditions}}))).await.unwrap();
+    nodes
+        .patch_status(
+            &first,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"conditions": conditions}})),
+        )
+        .await
+        .unwrap();
     let machines_api = fake.api(Kind::Machine);
     eventually("NodeHealthy=False", || {
         let machines_api = machines_api.clone();
         let first = first.clone();
-        async move { machines_api.get(&first).await.ok().filter(|m| !is_healthy(m)) }
+        async move {
+            machines_api
+                .get(&first)
+                .await
+                .ok()
+                .filter(|m| !is_healthy(m))
+        }
     })
     .await;
 
     fake.scale("web", 2).await;
     let both = eventually("a healthy second Machine", || async {
         let machines = fake.list(Kind::Machine).await;
-        (machines.len() == 2 && machines.iter().filter(|m| is_healthy(m)).count() == 1).then_some(machines)
+        (machines.len() == 2 && machines.iter().filter(|m| is_healthy(m)).count() == 1)
+            .then_some(machines)
     })
     .await;
-    let second = both.iter().find(|m| is_healthy(m)).unwrap().metadata.name.clone().unwrap();
+    let second = both
+        .iter()
+        .find(|m| is_healthy(m))
+        .unwrap()
+        .metadata
+        .name
+        .clone()
+        .unwrap();
     fake.scale("web", 1).await;
     fake.gone(Kind::Machine, &first).await;
     fake.node_gone(&first).await;
-    assert!(machines_api.get(&second).await.unwrap().metadata.deletion_timestamp.is_none());
+    assert!(
+        machines_api
+            .get(&second)
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_none()
+    );
 }
 
 #[tokio::test]
@@ -412,19 +739,44 @@ async fn a_stale_resource_version_is_refused_with_409() {
     let md = fake.create(deployment("md", 0)).await;
     let stale = md.metadata.resource_version.clone().unwrap();
     let api = fake.api(Kind::MachineDeployment);
-    api.patch("md", &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"labels": {"x": "1"}}}))).await.unwrap();
+    api.patch(
+        "md",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"metadata": {"labels": {"x": "1"}}})),
+    )
+    .await
+    .unwrap();
     let conflict = |result: Result<DynamicObject, kube::Error>| match result {
         Err(kube::Error::Api(status)) => status.code == 409,
         _ => false,
     };
     let patch = json!({"metadata": {"resourceVersion": stale}, "spec": {"replicas": 3}});
-    assert!(conflict(api.patch("md", &PatchParams::default(), &Patch::Merge(&patch)).await), "a merge patch with a stale resourceVersion");
+    assert!(
+        conflict(
+            api.patch("md", &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+        ),
+        "a merge patch with a stale resourceVersion"
+    );
     let mut old = md.clone();
     old.data["spec"]["replicas"] = json!(3);
-    assert!(conflict(api.replace("md", &PostParams::default(), &old).await), "an update with a stale resourceVersion");
-    assert_eq!(api.get("md").await.unwrap().data.pointer("/spec/replicas"), Some(&json!(0)), "neither write landed");
+    assert!(
+        conflict(api.replace("md", &PostParams::default(), &old).await),
+        "an update with a stale resourceVersion"
+    );
+    assert_eq!(
+        api.get("md").await.unwrap().data.pointer("/spec/replicas"),
+        Some(&json!(0)),
+        "neither write landed"
+    );
     // Without a resourceVersion, the patch is applied.
-    api.patch("md", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"replicas": 1}}))).await.unwrap();
+    api.patch(
+        "md",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"replicas": 1}})),
+    )
+    .await
+    .unwrap();
     fake.machines_in("md", 1, "Running").await;
 }
 
@@ -440,15 +792,35 @@ async fn a_machine_that_never_provisions_stays_provisioning_then_fails() {
     let name = machine.metadata.name.clone().unwrap();
     assert!(machine.data.pointer("/spec/providerID").is_none());
     assert!(machine.data.pointer("/status/failureReason").is_none());
-    assert_eq!(machine.data.pointer("/status/bootstrapReady"), Some(&json!(true)));
+    assert_eq!(
+        machine.data.pointer("/status/bootstrapReady"),
+        Some(&json!(true))
+    );
     let failed = fake.machines_in("stuck", 1, "Failed").await.remove(0);
-    assert_eq!(failed.data.pointer("/status/failureReason"), Some(&json!(FAILURE_REASON)));
-    assert!(failed.data.pointer("/status/failureMessage").and_then(Value::as_str).is_some_and(|m| m.contains("OpenStackMachine/")), "{failed:?}");
+    assert_eq!(
+        failed.data.pointer("/status/failureReason"),
+        Some(&json!(FAILURE_REASON))
+    );
+    assert!(
+        failed
+            .data
+            .pointer("/status/failureMessage")
+            .and_then(Value::as_str)
+            .is_some_and(|m| m.contains("OpenStackMachine/")),
+        "{failed:?}"
+    );
     assert!(failed.data.pointer("/spec/providerID").is_none());
     assert!(fake.nodes().get_opt(&name).await.unwrap().is_none());
     assert!(!is_healthy(&failed));
     let counters = fake.controllers.counters();
-    assert_eq!((counters.machines_created, counters.machines_provisioned, counters.machines_failed), (1, 0, 1));
+    assert_eq!(
+        (
+            counters.machines_created,
+            counters.machines_provisioned,
+            counters.machines_failed
+        ),
+        (1, 0, 1)
+    );
 
     // Scaled away, it goes without a machine to tear down.
     fake.scale("stuck", 0).await;
@@ -460,10 +832,20 @@ async fn a_machine_that_never_provisions_stays_provisioning_then_fails() {
 async fn deleting_a_deployment_takes_its_machines_and_nodes_with_it() {
     let fake = fake(|_| {}).await;
     fake.create(deployment("short-lived", 1)).await;
-    let name = fake.machines_in("short-lived", 1, "Running").await[0].metadata.name.clone().unwrap();
+    let name = fake.machines_in("short-lived", 1, "Running").await[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap();
     fake.ready_node(&name).await;
-    fake.api(Kind::MachineDeployment).delete("short-lived", &DeleteParams::background()).await.unwrap();
+    fake.api(Kind::MachineDeployment)
+        .delete("short-lived", &DeleteParams::background())
+        .await
+        .unwrap();
     fake.gone(Kind::Machine, &name).await;
     fake.node_gone(&name).await;
-    eventually("the MachineSet collected", || async { fake.list(Kind::MachineSet).await.is_empty().then_some(()) }).await;
+    eventually("the MachineSet collected", || async {
+        fake.list(Kind::MachineSet).await.is_empty().then_some(())
+    })
+    .await;
 }

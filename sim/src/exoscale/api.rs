@@ -18,8 +18,9 @@ use tokio::sync::{broadcast, watch};
 use super::catalog::format_uuid;
 use super::faults::{ErrorShape, ExoFaults, ExoVerb};
 use super::model::{
-    ExoAntiAffinityGroup, ExoInstance, ExoInstanceState, ExoInstanceType, ExoOperation, ExoPrivateNetwork, ExoSecurityGroup,
-    ExoSshKey, ExoTemplate, GIB, Lease, OperationState, PROVIDER_ID_PREFIX, Visibility,
+    ExoAntiAffinityGroup, ExoInstance, ExoInstanceState, ExoInstanceType, ExoOperation,
+    ExoPrivateNetwork, ExoSecurityGroup, ExoSshKey, ExoTemplate, GIB, Lease, OperationState,
+    PROVIDER_ID_PREFIX, Visibility,
 };
 use super::signature::{self, AuthFailure, Presented};
 use crate::cloud::catalog::OverheadSpec;
@@ -39,7 +40,11 @@ pub(crate) enum Completion {
     /// Ends in failure with this reason and message.
     Fail { reason: String, message: String },
     /// Ends in failure and leaves the instance in state `error`.
-    FailInstance { instance: String, reason: String, message: String },
+    FailInstance {
+        instance: String,
+        reason: String,
+        message: String,
+    },
     /// Removes the instance (a delete), then succeeds.
     RemoveInstance(String),
 }
@@ -81,7 +86,9 @@ impl World {
     }
 
     fn finish(&mut self, id: &str) {
-        let Some((operation, completion)) = self.operations.get_mut(id) else { return };
+        let Some((operation, completion)) = self.operations.get_mut(id) else {
+            return;
+        };
         if operation.state != OperationState::Pending {
             return;
         }
@@ -93,7 +100,11 @@ impl World {
                 operation.reason = Some(reason.clone());
                 operation.message = Some(message.clone());
             }
-            Completion::FailInstance { instance, reason, message } => {
+            Completion::FailInstance {
+                instance,
+                reason,
+                message,
+            } => {
                 operation.state = OperationState::Failure;
                 operation.reason = Some(reason.clone());
                 operation.message = Some(message.clone());
@@ -121,7 +132,14 @@ impl World {
         }
     }
 
-    fn operation(&mut self, zone: &str, command: &str, reference: Option<&str>, now: SystemTime, completion: Completion) -> Value {
+    fn operation(
+        &mut self,
+        zone: &str,
+        command: &str,
+        reference: Option<&str>,
+        now: SystemTime,
+        completion: Completion,
+    ) -> Value {
         let id = self.uuid();
         let operation = ExoOperation {
             id: id.clone(),
@@ -161,17 +179,25 @@ pub(crate) struct ExoState {
 impl ExoState {
     /// Locks the world after letting time pass: booted instances run, overdue operations end.
     pub(crate) fn world(&self) -> MutexGuard<'_, World> {
-        let mut world = self.world.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut world = self
+            .world
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let now = self.clock.now();
         for instance in world.instances.values_mut() {
-            if instance.state == ExoInstanceState::Starting && instance.created_at + self.boot_delay <= now {
+            if instance.state == ExoInstanceState::Starting
+                && instance.created_at + self.boot_delay <= now
+            {
                 instance.state = ExoInstanceState::Running;
             }
         }
         let overdue: Vec<String> = world
             .operations
             .values()
-            .filter(|(op, _)| op.state == OperationState::Pending && op.started_at + self.operation_deadline <= now)
+            .filter(|(op, _)| {
+                op.state == OperationState::Pending
+                    && op.started_at + self.operation_deadline <= now
+            })
             .map(|(op, _)| op.id.clone())
             .collect();
         for id in overdue {
@@ -186,7 +212,12 @@ impl ExoState {
     }
 
     /// The instance as the cluster physics sees it (capacity from its type and disk).
-    pub(crate) fn sim_instance(&self, world: &World, instance: &ExoInstance, live: bool) -> SimInstance {
+    pub(crate) fn sim_instance(
+        &self,
+        world: &World,
+        instance: &ExoInstance,
+        live: bool,
+    ) -> SimInstance {
         let kind = world.type_by_id(&instance.instance_type_id);
         let mut capacity = Resources::new();
         capacity.set("cpu", u64::from(kind.map_or(0, |t| t.cpus)) * 1000);
@@ -196,22 +227,47 @@ impl ExoState {
         if let Some(gpus) = kind.map(|t| t.gpus).filter(|g| *g > 0) {
             capacity.set("nvidia.com/gpu", u64::from(gpus));
         }
-        let overhead = [&self.overhead.kube_reserved, &self.overhead.system_reserved, &self.overhead.eviction_threshold]
-            .into_iter()
-            .filter_map(|map| Resources::from_quantities(map.iter()).ok())
-            .fold(Resources::new(), |sum, r| &sum + &r);
+        let overhead = [
+            &self.overhead.kube_reserved,
+            &self.overhead.system_reserved,
+            &self.overhead.eviction_threshold,
+        ]
+        .into_iter()
+        .filter_map(|map| Resources::from_quantities(map.iter()).ok())
+        .fold(Resources::new(), |sum, r| &sum + &r);
         let allocatable = capacity.saturating_sub(&overhead);
         let mut labels = BTreeMap::new();
         labels.insert("kubernetes.io/arch".to_string(), "amd64".to_string());
         labels.insert("kubernetes.io/os".to_string(), "linux".to_string());
-        labels.insert("node.kubernetes.io/instance-type".to_string(), instance.instance_type.clone());
-        labels.insert("topology.kubernetes.io/region".to_string(), instance.zone.clone());
+        labels.insert(
+            "node.kubernetes.io/instance-type".to_string(),
+            instance.instance_type.clone(),
+        );
+        labels.insert(
+            "topology.kubernetes.io/region".to_string(),
+            instance.zone.clone(),
+        );
         if let Some(t) = kind {
-            labels.insert("karpenter.k8s.exoscale/instance-family".into(), t.family.clone());
-            labels.insert("karpenter.k8s.exoscale/instance-size".into(), t.size.clone());
-            labels.insert("karpenter.k8s.exoscale/instance-cpu".into(), t.cpus.to_string());
-            labels.insert("karpenter.k8s.exoscale/instance-memory".into(), (t.memory >> 20).to_string());
-            labels.insert("karpenter.k8s.exoscale/instance-gpu-count".into(), t.gpus.to_string());
+            labels.insert(
+                "karpenter.k8s.exoscale/instance-family".into(),
+                t.family.clone(),
+            );
+            labels.insert(
+                "karpenter.k8s.exoscale/instance-size".into(),
+                t.size.clone(),
+            );
+            labels.insert(
+                "karpenter.k8s.exoscale/instance-cpu".into(),
+                t.cpus.to_string(),
+            );
+            labels.insert(
+                "karpenter.k8s.exoscale/instance-memory".into(),
+                (t.memory >> 20).to_string(),
+            );
+            labels.insert(
+                "karpenter.k8s.exoscale/instance-gpu-count".into(),
+                t.gpus.to_string(),
+            );
         }
         let user_data = instance
             .user_data
@@ -252,7 +308,11 @@ pub(crate) struct Failure {
 
 impl Failure {
     pub(crate) fn new(status: u16, message: impl Into<String>) -> Self {
-        Failure { status, message: message.into(), retry_after: None }
+        Failure {
+            status,
+            message: message.into(),
+            retry_after: None,
+        }
     }
 
     fn bad_request(message: impl Into<String>) -> Self {
@@ -280,9 +340,14 @@ impl Failure {
             _ => "application/json",
         };
         let mut response = json_response(self.status, &body);
-        response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static(content_type));
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static(content_type),
+        );
         if let Some(seconds) = self.retry_after {
-            response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
         }
         response
     }
@@ -290,11 +355,18 @@ impl Failure {
 
 impl InjectedAnswer<ExoVerb> for Failure {
     fn throttled(retry_after_seconds: u64) -> Self {
-        Failure { status: 429, message: "too many requests (injected fault)".into(), retry_after: Some(retry_after_seconds) }
+        Failure {
+            status: 429,
+            message: "too many requests (injected fault)".into(),
+            retry_after: Some(retry_after_seconds),
+        }
     }
 
     fn failed(verb: ExoVerb) -> Self {
-        Failure::new(500, format!("internal error handling {verb:?} (injected fault)"))
+        Failure::new(
+            500,
+            format!("internal error handling {verb:?} (injected fault)"),
+        )
     }
 }
 
@@ -307,7 +379,11 @@ fn json_response(status: u16, value: &Value) -> HttpResponse {
 }
 
 /// Accepts connections until `stopped` turns true.
-pub(crate) async fn serve(listener: TcpListener, state: Arc<ExoState>, stopped: watch::Receiver<bool>) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    state: Arc<ExoState>,
+    stopped: watch::Receiver<bool>,
+) {
     crate::http_server::serve(listener, stopped, "fake Exoscale API", move |request| {
         let state = state.clone();
         async move { handle(&state, request).await }
@@ -325,7 +401,11 @@ struct Call<'a> {
 }
 
 /// Finds the zone: `/<zone>/v2/…`, or `/v2/…` with `Host: api-<zone>.exoscale.com`.
-fn zone_of<'a>(state: &ExoState, path: &'a str, host: Option<&str>) -> Result<(String, Vec<&'a str>), Failure> {
+fn zone_of<'a>(
+    state: &ExoState,
+    path: &'a str,
+    host: Option<&str>,
+) -> Result<(String, Vec<&'a str>), Failure> {
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     match segments.as_slice() {
         [zone, "v2", rest @ ..] => {
@@ -338,15 +418,25 @@ fn zone_of<'a>(state: &ExoState, path: &'a str, host: Option<&str>) -> Result<(S
         ["v2", rest @ ..] => {
             let host = host.unwrap_or_default();
             let name = host.split(':').next().unwrap_or_default();
-            match name.strip_prefix("api-").and_then(|n| n.strip_suffix(".exoscale.com")) {
-                Some(zone) if state.zones.iter().any(|z| z == zone) => Ok((zone.to_string(), rest.to_vec())),
+            match name
+                .strip_prefix("api-")
+                .and_then(|n| n.strip_suffix(".exoscale.com"))
+            {
+                Some(zone) if state.zones.iter().any(|z| z == zone) => {
+                    Ok((zone.to_string(), rest.to_vec()))
+                }
                 _ => Err(Failure::new(
                     404,
-                    format!("no zone endpoint at host {host:?}; use /<zone>/v2/… or Host: api-<zone>.exoscale.com"),
+                    format!(
+                        "no zone endpoint at host {host:?}; use /<zone>/v2/… or Host: api-<zone>.exoscale.com"
+                    ),
                 )),
             }
         }
-        _ => Err(Failure::new(404, format!("no such path {path}; the API lives under /v2"))),
+        _ => Err(Failure::new(
+            404,
+            format!("no such path {path}; the API lives under /v2"),
+        )),
     }
 }
 
@@ -354,14 +444,33 @@ async fn handle(state: &Arc<ExoState>, request: Request<Incoming>) -> HttpRespon
     let method = request.method().clone();
     let path = request.uri().path().to_string();
     let query = request.uri().query().unwrap_or_default().to_string();
-    let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).map(str::to_string);
-    let authorization = request.headers().get(header::AUTHORIZATION).and_then(|h| h.to_str().ok()).map(str::to_string);
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_string);
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_string);
     let body = match request.into_body().collect().await {
         Ok(collected) => collected.to_bytes(),
-        Err(error) => return Failure::bad_request(format!("could not read the body: {error}")).into_response(state.faults.error_shape()),
+        Err(error) => {
+            return Failure::bad_request(format!("could not read the body: {error}"))
+                .into_response(state.faults.error_shape());
+        }
     };
-    let response = answer(state, &method, &path, &query, host.as_deref(), authorization.as_deref(), &body)
-        .unwrap_or_else(|failure| failure.into_response(state.faults.error_shape()));
+    let response = answer(
+        state,
+        &method,
+        &path,
+        &query,
+        host.as_deref(),
+        authorization.as_deref(),
+        &body,
+    )
+    .unwrap_or_else(|failure| failure.into_response(state.faults.error_shape()));
     tracing::debug!(%method, %path, status = response.status().as_u16(), "fake Exoscale API call");
     match &state.journal {
         Some(journal) => record(journal, &method, &path, &query, &body, response).await,
@@ -371,7 +480,14 @@ async fn handle(state: &Arc<ExoState>, request: Request<Incoming>) -> HttpRespon
 
 /// Appends one exchange to the journal (see [`super::ExoFakeOptions::journal`]) and gives the
 /// response back unchanged.
-async fn record(journal: &Mutex<std::fs::File>, method: &Method, path: &str, query: &str, body: &[u8], response: HttpResponse) -> HttpResponse {
+async fn record(
+    journal: &Mutex<std::fs::File>,
+    method: &Method,
+    path: &str,
+    query: &str,
+    body: &[u8],
+    response: HttpResponse,
+) -> HttpResponse {
     use std::io::Write as _;
     let (parts, answer) = response.into_parts();
     let answer = match answer.collect().await {
@@ -388,7 +504,9 @@ async fn record(journal: &Mutex<std::fs::File>, method: &Method, path: &str, que
         "contentType": parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()),
         "responseBody": parsed(&answer),
     });
-    let mut file = journal.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut file = journal
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Err(error) = writeln!(file, "{entry}") {
         tracing::warn!(%error, "could not write the fake Exoscale API's journal");
     }
@@ -405,9 +523,18 @@ fn answer(
     body: &[u8],
 ) -> Result<HttpResponse, Failure> {
     let (zone, segments) = zone_of(state, path, host)?;
-    let presented = Presented { method: method.as_str(), path, query, body, authorization };
+    let presented = Presented {
+        method: method.as_str(),
+        path,
+        query,
+        body,
+        authorization,
+    };
     // Plugins read the real wall clock, so expiry is checked against it, not the simulated one.
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     // The zone list is public: Exoscale's own client asks for it without credentials (a
     // signed request for it is still checked).
     let public = method == Method::GET && segments == ["zone"] && authorization.is_none();
@@ -417,9 +544,19 @@ fn answer(
         Err(AuthFailure::Missing(message)) => return Err(Failure::new(401, message)),
         Err(AuthFailure::Rejected(message)) => return Err(Failure::new(403, message)),
     }
-    let call = Call { zone, method, segments, query, body };
+    let call = Call {
+        zone,
+        method,
+        segments,
+        query,
+        body,
+    };
     let verb = verb_of(&call)?;
-    if let Some(failure) = state.faults.before_call(verb).answer::<ExoVerb, Failure>(verb) {
+    if let Some(failure) = state
+        .faults
+        .before_call(verb)
+        .answer::<ExoVerb, Failure>(verb)
+    {
         return Err(failure);
     }
     route(state, &call).map(|value| json_response(200, &value))
@@ -434,11 +571,15 @@ fn verb_of(call: &Call<'_>) -> Result<ExoVerb, Failure> {
         (["instance-type"] | ["instance-type", _], _) if get => ExoVerb::InstanceTypes,
         (["template"] | ["template", _], _) if get => ExoVerb::Templates,
         (["security-group"] | ["security-group", _], _) if get => ExoVerb::SecurityGroups,
-        (["private-network", action], &Method::PUT) if action.ends_with(":attach") || action.ends_with(":detach") => {
+        (["private-network", action], &Method::PUT)
+            if action.ends_with(":attach") || action.ends_with(":detach") =>
+        {
             ExoVerb::AttachPrivateNetwork
         }
         (["private-network"] | ["private-network", _], _) if get => ExoVerb::PrivateNetworks,
-        (["anti-affinity-group"] | ["anti-affinity-group", _], _) if get => ExoVerb::AntiAffinityGroups,
+        (["anti-affinity-group"] | ["anti-affinity-group", _], _) if get => {
+            ExoVerb::AntiAffinityGroups
+        }
         (["ssh-key"] | ["ssh-key", _], _) if get => ExoVerb::SshKeys,
         (["quota"], _) if get => ExoVerb::Quotas,
         (["instance"], &Method::GET) => ExoVerb::ListInstances,
@@ -447,13 +588,34 @@ fn verb_of(call: &Call<'_>) -> Result<ExoVerb, Failure> {
         (["instance", _], &Method::PUT) => ExoVerb::UpdateInstance,
         (["instance", _], &Method::DELETE) => ExoVerb::DeleteInstance,
         (
-            ["zone"] | ["operation", _] | ["instance-type", ..] | ["template", ..] | ["security-group", ..] | ["private-network", ..]
-            | ["anti-affinity-group", ..] | ["ssh-key", ..] | ["quota"] | ["instance"] | ["instance", _],
+            ["zone"]
+            | ["operation", _]
+            | ["instance-type", ..]
+            | ["template", ..]
+            | ["security-group", ..]
+            | ["private-network", ..]
+            | ["anti-affinity-group", ..]
+            | ["ssh-key", ..]
+            | ["quota"]
+            | ["instance"]
+            | ["instance", _],
             _,
         ) => {
-            return Err(Failure::new(405, format!("{} is not supported on /v2/{}", call.method, call.segments.join("/"))));
+            return Err(Failure::new(
+                405,
+                format!(
+                    "{} is not supported on /v2/{}",
+                    call.method,
+                    call.segments.join("/")
+                ),
+            ));
         }
-        _ => return Err(Failure::new(404, format!("no such endpoint /v2/{}", call.segments.join("/")))),
+        _ => {
+            return Err(Failure::new(
+                404,
+                format!("no such endpoint /v2/{}", call.segments.join("/")),
+            ));
+        }
     };
     Ok(verb)
 }
@@ -461,7 +623,12 @@ fn verb_of(call: &Call<'_>) -> Result<ExoVerb, Failure> {
 fn route(state: &Arc<ExoState>, call: &Call<'_>) -> Result<Value, Failure> {
     let zone = call.zone.as_str();
     let pairs = signature::query_pairs(call.query);
-    let param = |name: &str| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let param = |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
     match (call.segments.as_slice(), call.method) {
         (["zone"], _) => Ok(json!({"zones": state.zones.iter().map(|z| json!({
             "name": z,
@@ -469,19 +636,26 @@ fn route(state: &Arc<ExoState>, call: &Call<'_>) -> Result<Value, Failure> {
             "sos-endpoint": format!("https://sos-{z}.exo.io"),
         })).collect::<Vec<_>>()})),
         (["operation", id], _) => poll_operation(state, id),
-        (["instance-type"], _) => {
-            Ok(json!({"instance-types": state.world().instance_types.iter().map(instance_type_json).collect::<Vec<_>>()}))
-        }
+        (["instance-type"], _) => Ok(
+            json!({"instance-types": state.world().instance_types.iter().map(instance_type_json).collect::<Vec<_>>()}),
+        ),
         (["instance-type", id], _) => {
             let world = state.world();
-            world.type_by_id(id).map(instance_type_json).ok_or_else(|| Failure::not_found("instance type", id))
+            world
+                .type_by_id(id)
+                .map(instance_type_json)
+                .ok_or_else(|| Failure::not_found("instance type", id))
         }
         (["template"], _) => {
             let visibility = match param("visibility") {
                 None => None,
                 Some("public") => Some(Visibility::Public),
                 Some("private") => Some(Visibility::Private),
-                Some(other) => return Err(Failure::bad_request(format!("visibility {other:?} is not one of public, private"))),
+                Some(other) => {
+                    return Err(Failure::bad_request(format!(
+                        "visibility {other:?} is not one of public, private"
+                    )));
+                }
             };
             let family = param("family");
             let world = state.world();
@@ -497,7 +671,12 @@ fn route(state: &Arc<ExoState>, call: &Call<'_>) -> Result<Value, Failure> {
         }
         (["template", id], _) => {
             let world = state.world();
-            world.templates.iter().find(|t| t.id == *id && t.zone == zone).map(template_json).ok_or_else(|| Failure::not_found("template", id))
+            world
+                .templates
+                .iter()
+                .find(|t| t.id == *id && t.zone == zone)
+                .map(template_json)
+                .ok_or_else(|| Failure::not_found("template", id))
         }
         (["security-group"], _) => {
             let visibility = param("visibility");
@@ -512,7 +691,12 @@ fn route(state: &Arc<ExoState>, call: &Call<'_>) -> Result<Value, Failure> {
         }
         (["security-group", id], _) => {
             let world = state.world();
-            world.security_groups.iter().find(|g| g.id == *id).map(security_group_json).ok_or_else(|| Failure::not_found("security group", id))
+            world
+                .security_groups
+                .iter()
+                .find(|g| g.id == *id)
+                .map(security_group_json)
+                .ok_or_else(|| Failure::not_found("security group", id))
         }
         (["private-network", action], &Method::PUT) => {
             let (id, verb) = action.split_once(':').unwrap_or((action, ""));
@@ -520,7 +704,12 @@ fn route(state: &Arc<ExoState>, call: &Call<'_>) -> Result<Value, Failure> {
         }
         (["private-network"], _) => {
             let world = state.world();
-            let networks: Vec<Value> = world.private_networks.iter().filter(|n| n.zone == zone).map(private_network_json).collect();
+            let networks: Vec<Value> = world
+                .private_networks
+                .iter()
+                .filter(|n| n.zone == zone)
+                .map(private_network_json)
+                .collect();
             Ok(json!({"private-networks": networks}))
         }
         (["private-network", id], _) => {
@@ -534,7 +723,9 @@ fn route(state: &Arc<ExoState>, call: &Call<'_>) -> Result<Value, Failure> {
         }
         (["anti-affinity-group"], _) => {
             let world = state.world();
-            Ok(json!({"anti-affinity-groups": world.anti_affinity_groups.iter().map(anti_affinity_json).collect::<Vec<_>>()}))
+            Ok(
+                json!({"anti-affinity-groups": world.anti_affinity_groups.iter().map(anti_affinity_json).collect::<Vec<_>>()}),
+            )
         }
         (["anti-affinity-group", id], _) => {
             let world = state.world();
@@ -547,7 +738,9 @@ fn route(state: &Arc<ExoState>, call: &Call<'_>) -> Result<Value, Failure> {
         }
         (["ssh-key"], _) => {
             let world = state.world();
-            Ok(json!({"ssh-keys": world.ssh_keys.iter().map(|k| json!({"name": k.name, "fingerprint": k.fingerprint})).collect::<Vec<_>>()}))
+            Ok(
+                json!({"ssh-keys": world.ssh_keys.iter().map(|k| json!({"name": k.name, "fingerprint": k.fingerprint})).collect::<Vec<_>>()}),
+            )
         }
         (["ssh-key", name], _) => {
             let name = crate::http_server::percent_decode(name);
@@ -561,7 +754,11 @@ fn route(state: &Arc<ExoState>, call: &Call<'_>) -> Result<Value, Failure> {
         }
         (["quota"], _) => {
             let world = state.world();
-            let usage = world.instances.values().filter(|i| i.state != ExoInstanceState::Destroying).count();
+            let usage = world
+                .instances
+                .values()
+                .filter(|i| i.state != ExoInstanceState::Destroying)
+                .count();
             let limit = state.faults.instance_quota().map_or(-1, |l| l as i64);
             Ok(json!({"quotas": [{"resource": "instance", "usage": usage, "limit": limit}]}))
         }
@@ -604,7 +801,11 @@ fn operation_json(operation: &ExoOperation) -> Value {
         body["message"] = json!(message);
     }
     if let Some(reference) = &operation.reference_id {
-        let kind = if operation.command.contains("private-network") { "private-network" } else { "instance" };
+        let kind = if operation.command.contains("private-network") {
+            "private-network"
+        } else {
+            "instance"
+        };
         body["reference"] = json!({"id": reference, "link": format!("/v2/{kind}/{reference}"), "command": operation.command});
     }
     body
@@ -656,7 +857,10 @@ fn anti_affinity_json(g: &ExoAntiAffinityGroup) -> Value {
 /// An instance; list items (`full` false) omit `disk-size`, `anti-affinity-groups` and
 /// `user-data`, as the API definition's list schema does.
 fn instance_json(world: &World, i: &ExoInstance, full: bool) -> Value {
-    let kind = world.type_by_id(&i.instance_type_id).map(instance_type_json).unwrap_or_else(|| json!({"id": i.instance_type_id}));
+    let kind = world
+        .type_by_id(&i.instance_type_id)
+        .map(instance_type_json)
+        .unwrap_or_else(|| json!({"id": i.instance_type_id}));
     let mut body = json!({
         "id": i.id, "name": i.name, "state": i.state.as_str(), "created-at": super::rfc3339(i.created_at),
         "labels": i.labels, "instance-type": kind, "template": {"id": i.template_id},
@@ -676,7 +880,12 @@ fn instance_json(world: &World, i: &ExoInstance, full: bool) -> Value {
     }
     if full {
         body["disk-size"] = json!(i.disk_size);
-        body["anti-affinity-groups"] = json!(i.anti_affinity_groups.iter().map(|id| json!({"id": id})).collect::<Vec<_>>());
+        body["anti-affinity-groups"] = json!(
+            i.anti_affinity_groups
+                .iter()
+                .map(|id| json!({"id": id}))
+                .collect::<Vec<_>>()
+        );
         if let Some(user_data) = &i.user_data {
             body["user-data"] = json!(user_data);
         }
@@ -686,10 +895,18 @@ fn instance_json(world: &World, i: &ExoInstance, full: bool) -> Value {
 
 fn list_instances(state: &ExoState, zone: &str, labels: Option<&str>) -> Result<Value, Failure> {
     let mut filters = Vec::new();
-    for pair in labels.unwrap_or_default().split(' ').filter(|p| !p.is_empty()) {
+    for pair in labels
+        .unwrap_or_default()
+        .split(' ')
+        .filter(|p| !p.is_empty())
+    {
         match pair.split_once('=') {
             Some((k, v)) if !k.is_empty() => filters.push((k, v)),
-            _ => return Err(Failure::bad_request(format!("labels: {pair:?} is not key=value"))),
+            _ => {
+                return Err(Failure::bad_request(format!(
+                    "labels: {pair:?} is not key=value"
+                )));
+            }
         }
     }
     let world = state.world();
@@ -697,7 +914,11 @@ fn list_instances(state: &ExoState, zone: &str, labels: Option<&str>) -> Result<
         .instances
         .values()
         .filter(|i| i.zone == zone)
-        .filter(|i| filters.iter().all(|(k, v)| i.labels.get(*k).map(String::as_str) == Some(*v)))
+        .filter(|i| {
+            filters
+                .iter()
+                .all(|(k, v)| i.labels.get(*k).map(String::as_str) == Some(*v))
+        })
         .map(|i| instance_json(&world, i, false))
         .collect();
     Ok(json!({"instances": instances}))
@@ -708,10 +929,18 @@ fn list_instances(state: &ExoState, zone: &str, labels: Option<&str>) -> Result<
 /// key grammar is not documented; the fake is conservative) are 1–128 characters without `/`.
 pub fn check_labels(labels: &BTreeMap<String, String>) -> Result<(), String> {
     for (key, value) in labels {
-        if key.is_empty() || key.len() > 128 || key.contains('/') || key.chars().any(char::is_whitespace) {
-            return Err(format!("label key {key:?} is invalid: 1-128 characters, no '/' or spaces"));
+        if key.is_empty()
+            || key.len() > 128
+            || key.contains('/')
+            || key.chars().any(char::is_whitespace)
+        {
+            return Err(format!(
+                "label key {key:?} is invalid: 1-128 characters, no '/' or spaces"
+            ));
         }
-        let bad_char = value.chars().any(|c| !(c.is_ascii_alphanumeric() || "*+!-_?".contains(c)));
+        let bad_char = value
+            .chars()
+            .any(|c| !(c.is_ascii_alphanumeric() || "*+!-_?".contains(c)));
         if value.len() > 128 || bad_char || value.starts_with(|c: char| c.is_ascii_digit()) {
             return Err(format!(
                 "label {key}: value {value:?} is invalid: it must not start with a digit, may only contain letters, digits and * + ! - _ ?, at most 128 characters"
@@ -728,10 +957,14 @@ fn string_map(value: Option<&Value>, field: &str) -> Result<BTreeMap<String, Str
             .iter()
             .map(|(k, v)| match v {
                 Value::String(s) => Ok((k.clone(), s.clone())),
-                _ => Err(Failure::bad_request(format!("{field}.{k} must be a string"))),
+                _ => Err(Failure::bad_request(format!(
+                    "{field}.{k} must be a string"
+                ))),
             })
             .collect(),
-        Some(_) => Err(Failure::bad_request(format!("{field} must be an object of strings"))),
+        Some(_) => Err(Failure::bad_request(format!(
+            "{field} must be an object of strings"
+        ))),
     }
 }
 
@@ -745,21 +978,29 @@ fn id_list(object: &Map<String, Value>, field: &str, key: &str) -> Result<Vec<St
                 item.get(key)
                     .and_then(Value::as_str)
                     .map(str::to_string)
-                    .ok_or_else(|| Failure::bad_request(format!("{field}: every item needs a string {key:?}")))
+                    .ok_or_else(|| {
+                        Failure::bad_request(format!("{field}: every item needs a string {key:?}"))
+                    })
             })
             .collect(),
         Some(_) => Err(Failure::bad_request(format!("{field} must be an array"))),
     }
 }
 
-fn reference(object: &Map<String, Value>, field: &str, key: &str) -> Result<Option<String>, Failure> {
+fn reference(
+    object: &Map<String, Value>,
+    field: &str,
+    key: &str,
+) -> Result<Option<String>, Failure> {
     match object.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(item) => item
             .get(key)
             .and_then(Value::as_str)
             .map(|s| Some(s.to_string()))
-            .ok_or_else(|| Failure::bad_request(format!("{field} must be an object with a string {key:?}"))),
+            .ok_or_else(|| {
+                Failure::bad_request(format!("{field} must be an object with a string {key:?}"))
+            }),
     }
 }
 
@@ -767,22 +1008,35 @@ fn parse_object(body: &[u8]) -> Result<Map<String, Value>, Failure> {
     match serde_json::from_slice(body) {
         Ok(Value::Object(object)) => Ok(object),
         Ok(_) => Err(Failure::bad_request("the body must be a JSON object")),
-        Err(e) => Err(Failure::bad_request(format!("the body is not valid JSON: {e}"))),
+        Err(e) => Err(Failure::bad_request(format!(
+            "the body is not valid JSON: {e}"
+        ))),
     }
 }
 
 fn create_instance(state: &Arc<ExoState>, zone: &str, body: &[u8]) -> Result<Value, Failure> {
     let object = parse_object(body)?;
-    let type_id = reference(&object, "instance-type", "id")?.ok_or_else(|| Failure::bad_request("instance-type is required"))?;
-    let template_id = reference(&object, "template", "id")?.ok_or_else(|| Failure::bad_request("template is required"))?;
-    let disk_size = object.get("disk-size").and_then(Value::as_u64).ok_or_else(|| Failure::bad_request("disk-size is required (GiB)"))?;
+    let type_id = reference(&object, "instance-type", "id")?
+        .ok_or_else(|| Failure::bad_request("instance-type is required"))?;
+    let template_id = reference(&object, "template", "id")?
+        .ok_or_else(|| Failure::bad_request("template is required"))?;
+    let disk_size = object
+        .get("disk-size")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| Failure::bad_request("disk-size is required (GiB)"))?;
     if !DISK_RANGE.contains(&disk_size) {
-        return Err(Failure::bad_request(format!("disk-size {disk_size} is out of range 10-51200")));
+        return Err(Failure::bad_request(format!(
+            "disk-size {disk_size} is out of range 10-51200"
+        )));
     }
     let name = match object.get("name") {
         None | Some(Value::Null) => None,
         Some(Value::String(n)) if (1..=255).contains(&n.len()) => Some(n.clone()),
-        Some(_) => return Err(Failure::bad_request("name must be a string of 1-255 characters")),
+        Some(_) => {
+            return Err(Failure::bad_request(
+                "name must be a string of 1-255 characters",
+            ));
+        }
     };
     let labels = string_map(object.get("labels"), "labels")?;
     check_labels(&labels).map_err(Failure::bad_request)?;
@@ -790,9 +1044,14 @@ fn create_instance(state: &Arc<ExoState>, zone: &str, body: &[u8]) -> Result<Val
         None | Some(Value::Null) => None,
         Some(Value::String(text)) => {
             if text.is_empty() || text.len() > MAX_USER_DATA {
-                return Err(Failure::bad_request(format!("user-data must be 1-{MAX_USER_DATA} characters of base64")));
+                return Err(Failure::bad_request(format!(
+                    "user-data must be 1-{MAX_USER_DATA} characters of base64"
+                )));
             }
-            if base64::engine::general_purpose::STANDARD.decode(text).is_err() {
+            if base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .is_err()
+            {
                 return Err(Failure::bad_request("user-data is not valid base64"));
             }
             Some(text.clone())
@@ -802,7 +1061,11 @@ fn create_instance(state: &Arc<ExoState>, zone: &str, body: &[u8]) -> Result<Val
     let public_ip_assignment = match object.get("public-ip-assignment").and_then(Value::as_str) {
         None => "inet4".to_string(),
         Some(v @ ("inet4" | "dual" | "none")) => v.to_string(),
-        Some(other) => return Err(Failure::bad_request(format!("public-ip-assignment {other:?} is not one of inet4, dual, none"))),
+        Some(other) => {
+            return Err(Failure::bad_request(format!(
+                "public-ip-assignment {other:?} is not one of inet4, dual, none"
+            )));
+        }
     };
     let security_groups = id_list(&object, "security-groups", "id")?;
     let anti_affinity_groups = id_list(&object, "anti-affinity-groups", "id")?;
@@ -813,13 +1076,23 @@ fn create_instance(state: &Arc<ExoState>, zone: &str, body: &[u8]) -> Result<Val
 
     let now = state.clock.now();
     let mut world = state.world();
-    let kind = world.type_by_id(&type_id).cloned().ok_or_else(|| Failure::not_found("instance type", &type_id))?;
+    let kind = world
+        .type_by_id(&type_id)
+        .cloned()
+        .ok_or_else(|| Failure::not_found("instance type", &type_id))?;
     let type_name = kind.name();
     if !kind.authorized {
-        return Err(Failure::new(403, format!("instance type {type_name} is not authorized for this organization; ask support to enable it")));
+        return Err(Failure::new(
+            403,
+            format!(
+                "instance type {type_name} is not authorized for this organization; ask support to enable it"
+            ),
+        ));
     }
     if !kind.zones.iter().any(|z| z == zone) {
-        return Err(Failure::bad_request(format!("instance type {type_name} is not available in zone {zone}")));
+        return Err(Failure::bad_request(format!(
+            "instance type {type_name} is not available in zone {zone}"
+        )));
     }
     let template = world
         .templates
@@ -829,7 +1102,10 @@ fn create_instance(state: &Arc<ExoState>, zone: &str, body: &[u8]) -> Result<Val
         .ok_or_else(|| Failure::not_found("template", &template_id))?;
     let minimum = template.size.div_ceil(GIB);
     if disk_size < minimum {
-        return Err(Failure::bad_request(format!("disk-size {disk_size} is smaller than template {} ({minimum} GiB)", template.name)));
+        return Err(Failure::bad_request(format!(
+            "disk-size {disk_size} is smaller than template {} ({minimum} GiB)",
+            template.name
+        )));
     }
     for id in &security_groups {
         if !world.security_groups.iter().any(|g| g.id == *id) {
@@ -842,7 +1118,11 @@ fn create_instance(state: &Arc<ExoState>, zone: &str, body: &[u8]) -> Result<Val
         }
     }
     for id in &anti_affinity_groups {
-        let group = world.anti_affinity_groups.iter().find(|g| g.id == *id).ok_or_else(|| Failure::not_found("anti-affinity group", id))?;
+        let group = world
+            .anti_affinity_groups
+            .iter()
+            .find(|g| g.id == *id)
+            .ok_or_else(|| Failure::not_found("anti-affinity group", id))?;
         if group.instances.len() >= state.anti_affinity_ceiling {
             return Err(Failure::bad_request(format!(
                 "anti-affinity group {} cannot take another instance: its {} members already occupy every available host",
@@ -852,16 +1132,36 @@ fn create_instance(state: &Arc<ExoState>, zone: &str, body: &[u8]) -> Result<Val
         }
     }
     if let Some(limit) = state.faults.instance_quota() {
-        let used = world.instances.values().filter(|i| i.state != ExoInstanceState::Destroying).count();
+        let used = world
+            .instances
+            .values()
+            .filter(|i| i.state != ExoInstanceState::Destroying)
+            .count();
         if used >= limit {
-            return Err(Failure::new(403, format!("quota exceeded for resource instance: {used} of {limit} in use; request a quota increase")));
+            return Err(Failure::new(
+                403,
+                format!(
+                    "quota exceeded for resource instance: {used} of {limit} in use; request a quota increase"
+                ),
+            ));
         }
     }
 
     let id = world.uuid();
     if state.faults.lacks_capacity(&type_name, zone) {
-        let message = format!("insufficient capacity to deploy an instance of type {type_name} in zone {zone}, try again later");
-        return Ok(world.operation(zone, "create-instance", Some(&id), now, Completion::Fail { reason: "unavailable".into(), message }));
+        let message = format!(
+            "insufficient capacity to deploy an instance of type {type_name} in zone {zone}, try again later"
+        );
+        return Ok(world.operation(
+            zone,
+            "create-instance",
+            Some(&id),
+            now,
+            Completion::Fail {
+                reason: "unavailable".into(),
+                message,
+            },
+        ));
     }
     let address = world.next_address();
     let instance = ExoInstance {
@@ -880,12 +1180,23 @@ fn create_instance(state: &Arc<ExoState>, zone: &str, body: &[u8]) -> Result<Val
         anti_affinity_groups: anti_affinity_groups.clone(),
         private_networks: Vec::new(),
         ssh_keys,
-        public_ip: (public_ip_assignment != "none").then(|| format!("194.182.{}.{}", (address >> 8) & 0xff, address & 0xff)),
-        ipv6_address: (public_ip_assignment == "dual").then(|| format!("2a04:c43:e00:{:x}::{:x}", address >> 16, address & 0xffff)),
+        public_ip: (public_ip_assignment != "none")
+            .then(|| format!("194.182.{}.{}", (address >> 8) & 0xff, address & 0xff)),
+        ipv6_address: (public_ip_assignment == "dual")
+            .then(|| format!("2a04:c43:e00:{:x}::{:x}", address >> 16, address & 0xffff)),
         public_ip_assignment,
-        mac_address: format!("06:00:00:{:02x}:{:02x}:{:02x}", (address >> 16) & 0xff, (address >> 8) & 0xff, address & 0xff),
+        mac_address: format!(
+            "06:00:00:{:02x}:{:02x}:{:02x}",
+            (address >> 16) & 0xff,
+            (address >> 8) & 0xff,
+            address & 0xff
+        ),
     };
-    for group in world.anti_affinity_groups.iter_mut().filter(|g| anti_affinity_groups.contains(&g.id)) {
+    for group in world
+        .anti_affinity_groups
+        .iter_mut()
+        .filter(|g| anti_affinity_groups.contains(&g.id))
+    {
         group.instances.push(id.clone());
     }
     let event = state.sim_instance(&world, &instance, true);
@@ -920,11 +1231,19 @@ fn update_instance(state: &ExoState, zone: &str, id: &str, body: &[u8]) -> Resul
     let name = match object.get("name") {
         None => None,
         Some(Value::String(n)) if (1..=255).contains(&n.len()) => Some(n.clone()),
-        Some(_) => return Err(Failure::bad_request("name must be a string of 1-255 characters")),
+        Some(_) => {
+            return Err(Failure::bad_request(
+                "name must be a string of 1-255 characters",
+            ));
+        }
     };
     let now = state.clock.now();
     let mut world = state.world();
-    let instance = world.instances.get_mut(id).filter(|i| i.zone == zone).ok_or_else(|| Failure::not_found("instance", id))?;
+    let instance = world
+        .instances
+        .get_mut(id)
+        .filter(|i| i.zone == zone)
+        .ok_or_else(|| Failure::not_found("instance", id))?;
     if let Some(labels) = labels {
         // The map is replaced as a whole, never merged.
         instance.labels = labels;
@@ -945,7 +1264,13 @@ fn delete_instance(state: &ExoState, zone: &str, id: &str) -> Result<Value, Fail
     instance.state = ExoInstanceState::Destroying;
     let snapshot = instance.clone();
     let event = first.then(|| state.sim_instance(&world, &snapshot, false));
-    let body = world.operation(zone, "delete-instance", Some(id), now, Completion::RemoveInstance(id.to_string()));
+    let body = world.operation(
+        zone,
+        "delete-instance",
+        Some(id),
+        now,
+        Completion::RemoveInstance(id.to_string()),
+    );
     drop(world);
     if let Some(instance) = event {
         tracing::info!(%id, %zone, "fake Exoscale API is destroying an instance");
@@ -954,41 +1279,85 @@ fn delete_instance(state: &ExoState, zone: &str, id: &str) -> Result<Value, Fail
     Ok(body)
 }
 
-fn attach(state: &ExoState, zone: &str, network_id: &str, attach: bool, body: &[u8]) -> Result<Value, Failure> {
+fn attach(
+    state: &ExoState,
+    zone: &str,
+    network_id: &str,
+    attach: bool,
+    body: &[u8],
+) -> Result<Value, Failure> {
     let object = parse_object(body)?;
-    let instance_id = reference(&object, "instance", "id")?.ok_or_else(|| Failure::bad_request("instance is required"))?;
+    let instance_id = reference(&object, "instance", "id")?
+        .ok_or_else(|| Failure::bad_request("instance is required"))?;
     let now = state.clock.now();
     let mut world = state.world();
-    if !world.private_networks.iter().any(|n| n.id == network_id && n.zone == zone) {
+    if !world
+        .private_networks
+        .iter()
+        .any(|n| n.id == network_id && n.zone == zone)
+    {
         return Err(Failure::not_found("private network", network_id));
     }
     let Some(instance) = world.instances.get(&instance_id).filter(|i| i.zone == zone) else {
         return Err(Failure::not_found("instance", &instance_id));
     };
     let attached = instance.private_networks.iter().any(|n| n == network_id);
-    let command = if attach { "attach-instance-to-private-network" } else { "detach-instance-from-private-network" };
+    let command = if attach {
+        "attach-instance-to-private-network"
+    } else {
+        "detach-instance-from-private-network"
+    };
     match (attach, attached) {
-        (true, true) => return Err(Failure::bad_request(format!("instance {instance_id} is already attached to private network {network_id}"))),
-        (false, false) => return Err(Failure::bad_request(format!("instance {instance_id} is not attached to private network {network_id}"))),
+        (true, true) => {
+            return Err(Failure::bad_request(format!(
+                "instance {instance_id} is already attached to private network {network_id}"
+            )));
+        }
+        (false, false) => {
+            return Err(Failure::bad_request(format!(
+                "instance {instance_id} is not attached to private network {network_id}"
+            )));
+        }
         _ => {}
     }
     if attach && state.faults.take_fail_attach() {
-        let message = format!("could not attach instance {instance_id} to private network {network_id} (injected fault)");
-        return Ok(world.operation(zone, command, Some(network_id), now, Completion::Fail { reason: "unavailable".into(), message }));
+        let message = format!(
+            "could not attach instance {instance_id} to private network {network_id} (injected fault)"
+        );
+        return Ok(world.operation(
+            zone,
+            command,
+            Some(network_id),
+            now,
+            Completion::Fail {
+                reason: "unavailable".into(),
+                message,
+            },
+        ));
     }
     let lease_number = world.next_address();
-    let network = world.private_networks.iter_mut().find(|n| n.id == network_id).expect("checked above");
+    let network = world
+        .private_networks
+        .iter_mut()
+        .find(|n| n.id == network_id)
+        .expect("checked above");
     if attach {
         let ip = object
             .get("ip")
             .and_then(Value::as_str)
             .map(str::to_string)
             .unwrap_or_else(|| format!("10.0.0.{}", 20 + lease_number % 200));
-        network.leases.push(Lease { instance_id: instance_id.clone(), ip });
+        network.leases.push(Lease {
+            instance_id: instance_id.clone(),
+            ip,
+        });
     } else {
         network.leases.retain(|l| l.instance_id != instance_id);
     }
-    let instance = world.instances.get_mut(&instance_id).expect("checked above");
+    let instance = world
+        .instances
+        .get_mut(&instance_id)
+        .expect("checked above");
     if attach {
         instance.private_networks.push(network_id.to_string());
     } else {

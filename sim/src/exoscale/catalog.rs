@@ -15,7 +15,9 @@ use super::model::{ExoInstanceType, ExoTemplate, GIB, Visibility};
 
 /// The zones a default fake serves.
 pub fn default_zones() -> Vec<String> {
-    ["ch-gva-2", "de-fra-1", "at-vie-1"].map(String::from).to_vec()
+    ["ch-gva-2", "de-fra-1", "at-vie-1"]
+        .map(String::from)
+        .to_vec()
 }
 
 /// Formats 16 bytes as a version-4-shaped UUID.
@@ -23,7 +25,14 @@ pub(crate) fn format_uuid(mut bytes: [u8; 16]) -> String {
     bytes[6] = (bytes[6] & 0x0f) | 0x40;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
     let hex = hex::encode(bytes);
-    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
 }
 
 /// A stable UUID derived from `seed`.
@@ -59,7 +68,11 @@ pub fn default_instance_types(zones: &[String]) -> Vec<ExoInstanceType> {
     TYPES
         .iter()
         .map(|&(family, size, cpus, memory_mib, gpus, authorized)| {
-            let offered = if gpus > 0 { zones.iter().take(1).cloned().collect() } else { zones.to_vec() };
+            let offered = if gpus > 0 {
+                zones.iter().take(1).cloned().collect()
+            } else {
+                zones.to_vec()
+            };
             ExoInstanceType {
                 id: stable_uuid(&format!("instance-type/{family}.{size}")),
                 family: family.to_string(),
@@ -83,25 +96,50 @@ pub const DEBIAN_12: &str = "Linux Debian 12 (Bookworm) 64-bit";
 /// `2026-03-02`) and one Debian build.
 pub fn default_templates(zones: &[String]) -> Vec<ExoTemplate> {
     let builds = [
-        (UBUNTU_2404, "ubuntu", "2026-01-10-a", "24.04", "2026-01-10T08:00:00Z", "ubuntu"),
-        (UBUNTU_2404, "ubuntu", "2026-03-02-a", "24.04", "2026-03-02T08:00:00Z", "ubuntu"),
-        (DEBIAN_12, "debian", "2026-02-01-a", "12", "2026-02-01T08:00:00Z", "debian"),
+        (
+            UBUNTU_2404,
+            "ubuntu",
+            "2026-01-10-a",
+            "24.04",
+            "2026-01-10T08:00:00Z",
+            "ubuntu",
+        ),
+        (
+            UBUNTU_2404,
+            "ubuntu",
+            "2026-03-02-a",
+            "24.04",
+            "2026-03-02T08:00:00Z",
+            "ubuntu",
+        ),
+        (
+            DEBIAN_12,
+            "debian",
+            "2026-02-01-a",
+            "12",
+            "2026-02-01T08:00:00Z",
+            "debian",
+        ),
     ];
     zones
         .iter()
         .flat_map(|zone| {
-            builds.iter().map(move |&(name, family, build, version, created_at, user)| ExoTemplate {
-                id: stable_uuid(&format!("template/{zone}/{name}/{build}")),
-                zone: zone.clone(),
-                name: name.to_string(),
-                visibility: Visibility::Public,
-                build: build.to_string(),
-                version: version.to_string(),
-                size: 10 * GIB,
-                created_at: created_at.to_string(),
-                family: family.to_string(),
-                default_user: user.to_string(),
-            })
+            builds
+                .iter()
+                .map(
+                    move |&(name, family, build, version, created_at, user)| ExoTemplate {
+                        id: stable_uuid(&format!("template/{zone}/{name}/{build}")),
+                        zone: zone.clone(),
+                        name: name.to_string(),
+                        visibility: Visibility::Public,
+                        build: build.to_string(),
+                        version: version.to_string(),
+                        size: 10 * GIB,
+                        created_at: created_at.to_string(),
+                        family: family.to_string(),
+                        default_user: user.to_string(),
+                    },
+                )
         })
         .collect()
 }
@@ -120,10 +158,19 @@ mod tests {
         let zones = default_zones();
         let templates = default_templates(&zones);
         assert_eq!(templates.len(), 9);
-        assert_ne!(templates[0].id, templates[3].id, "template IDs differ per zone");
+        assert_ne!(
+            templates[0].id, templates[3].id,
+            "template IDs differ per zone"
+        );
         let types = default_instance_types(&zones);
         let gpu = types.iter().find(|t| t.name() == "gpua30.small").unwrap();
         assert_eq!(gpu.zones, ["ch-gva-2"]);
-        assert!(!types.iter().find(|t| t.name() == "gpu3.small").unwrap().authorized);
+        assert!(
+            !types
+                .iter()
+                .find(|t| t.name() == "gpu3.small")
+                .unwrap()
+                .authorized
+        );
     }
 }

@@ -81,7 +81,9 @@ impl Default for ExoFaults {
 impl ExoFaults {
     /// No faults; random decisions seeded with `seed`.
     pub fn with_seed(seed: u64) -> Self {
-        ExoFaults { faults: Faults::with_seed(seed) }
+        ExoFaults {
+            faults: Faults::with_seed(seed),
+        }
     }
 
     /// The next `creates` instance creations make the instance (it is listed, labelled and
@@ -110,7 +112,11 @@ impl ExoFaults {
 
     /// Lifts an [`ExoFaults::insufficient_capacity`] set with the same arguments.
     pub fn restore_capacity(&self, instance_type: &str, zone: &str) {
-        self.faults.lock().extra.no_capacity.retain(|(t, z)| !(t == instance_type && z == zone));
+        self.faults
+            .lock()
+            .extra
+            .no_capacity
+            .retain(|(t, z)| !(t == instance_type && z == zone));
     }
 
     /// Limits the number of instances in the organisation (all zones, not being destroyed);
@@ -142,7 +148,11 @@ impl ExoFaults {
     /// Whether launching `instance_type` in `zone` currently fails for lack of capacity.
     pub fn lacks_capacity(&self, instance_type: &str, zone: &str) -> bool {
         let state = self.faults.lock();
-        state.extra.no_capacity.iter().any(|(t, z)| wildcard_matches(t, instance_type) && wildcard_matches(z, zone))
+        state
+            .extra
+            .no_capacity
+            .iter()
+            .any(|(t, z)| wildcard_matches(t, instance_type) && wildcard_matches(z, zone))
     }
 
     /// Decides whether a call of `verb` is throttled, fails or proceeds.
@@ -184,7 +194,9 @@ mod tests {
             let faults = ExoFaults::with_seed(3);
             faults.set_default_error_rate(0.5);
             faults.set_error_rate(ExoVerb::Zones, 0.0);
-            (0..64).map(|_| faults.before_call(ExoVerb::GetInstance) == Injected::Fail).collect::<Vec<_>>()
+            (0..64)
+                .map(|_| faults.before_call(ExoVerb::GetInstance) == Injected::Fail)
+                .collect::<Vec<_>>()
         };
         let first = run();
         assert_eq!(first, run());
@@ -206,7 +218,10 @@ mod tests {
         assert!(!faults.lacks_capacity("standard.large", "de-fra-1"));
         assert!(!faults.take_fail_after_create());
         faults.set_throttle_rate(1.0, Duration::from_secs(2));
-        assert_eq!(faults.before_call(ExoVerb::Zones), Injected::Throttle(Duration::from_secs(2)));
+        assert_eq!(
+            faults.before_call(ExoVerb::Zones),
+            Injected::Throttle(Duration::from_secs(2))
+        );
         faults.set_throttle_rate(0.0, Duration::from_secs(2));
         assert_eq!(faults.before_call(ExoVerb::Zones), Injected::Proceed);
         faults.fail_after_create(1);

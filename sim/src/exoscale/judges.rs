@@ -44,7 +44,10 @@ impl Judges {
         if let Some(named) = std::env::var_os(PYTHON_ENV) {
             let python = PathBuf::from(named);
             if !python.is_file() {
-                return Err(format!("{PYTHON_ENV}={} is not a file; run .ci/install-exoscale-judges", python.display()));
+                return Err(format!(
+                    "{PYTHON_ENV}={} is not a file; run .ci/install-exoscale-judges",
+                    python.display()
+                ));
             }
             return Ok(Some(Judges { python, scripts }));
         }
@@ -57,7 +60,9 @@ impl Judges {
     pub fn for_test(repo: &Path, what: &str) -> Option<Judges> {
         let judges = Judges::find(repo).unwrap_or_else(|e| panic!("{e}"));
         if judges.is_none() {
-            println!("NOTICE: the Exoscale judges are not installed (run .ci/install-exoscale-judges); skipping {what}");
+            println!(
+                "NOTICE: the Exoscale judges are not installed (run .ci/install-exoscale-judges); skipping {what}"
+            );
         }
         judges
     }
@@ -71,16 +76,28 @@ impl Judges {
             .output()
             .map_err(|e| format!("cannot run {}: {e}", self.python.display()))?;
         serde_json::from_slice(&out.stdout).map_err(|e| {
-            format!("check_journal.py printed no verdict ({e}); stderr:\n{}", String::from_utf8_lossy(&out.stderr))
+            format!(
+                "check_journal.py printed no verdict ({e}); stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
         })
     }
 
     /// Runs `drive_client.py` against a fake at `url` (see the script for what it does) and
     /// returns the JSON object it prints: `zone`, `managed`, `unmanaged` instance IDs, `steps`.
-    pub fn drive_client(&self, url: &str, zone: &str, key: &str, secret: &str, managed_labels: &Value) -> Result<Value, String> {
+    pub fn drive_client(
+        &self,
+        url: &str,
+        zone: &str,
+        key: &str,
+        secret: &str,
+        managed_labels: &Value,
+    ) -> Result<Value, String> {
         let out = Command::new(&self.python)
             .arg(self.scripts.join("drive_client.py"))
-            .args(["--url", url, "--zone", zone, "--key", key, "--secret", secret])
+            .args([
+                "--url", url, "--zone", zone, "--key", key, "--secret", secret,
+            ])
             .arg("--managed-labels")
             .arg(managed_labels.to_string())
             .output()
@@ -93,6 +110,11 @@ impl Judges {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
-        serde_json::from_slice(&out.stdout).map_err(|e| format!("drive_client.py printed {:?}: {e}", String::from_utf8_lossy(&out.stdout)))
+        serde_json::from_slice(&out.stdout).map_err(|e| {
+            format!(
+                "drive_client.py printed {:?}: {e}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
     }
 }

@@ -113,11 +113,14 @@ use crate::cloud::model::{CloudEvent, SimInstance};
 use api::{ExoState, World};
 
 pub use api::check_labels;
-pub use catalog::{DEBIAN_12, UBUNTU_2404, default_instance_types, default_templates, default_zones, stable_uuid};
+pub use catalog::{
+    DEBIAN_12, UBUNTU_2404, default_instance_types, default_templates, default_zones, stable_uuid,
+};
 pub use faults::{ErrorShape, ExoFaults, ExoVerb};
 pub use model::{
-    ExoAntiAffinityGroup, ExoInstance, ExoInstanceState, ExoInstanceType, ExoOperation, ExoPrivateNetwork, ExoSecurityGroup,
-    ExoSshKey, ExoTemplate, GIB, Lease, OperationState, PROVIDER_ID_PREFIX, Visibility,
+    ExoAntiAffinityGroup, ExoInstance, ExoInstanceState, ExoInstanceType, ExoOperation,
+    ExoPrivateNetwork, ExoSecurityGroup, ExoSshKey, ExoTemplate, GIB, Lease, OperationState,
+    PROVIDER_ID_PREFIX, Visibility,
 };
 pub use signature::SCHEME;
 
@@ -170,10 +173,23 @@ pub struct ExoFakeOptions {
 
 /// The overhead the `exoscale` plugin assumes when a NodeClass sets no kubelet reservations.
 pub fn default_overhead() -> OverheadSpec {
-    let map = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let map = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
     OverheadSpec {
-        kube_reserved: map(&[("cpu", "200m"), ("memory", "300Mi"), ("ephemeral-storage", "1Gi")]),
-        system_reserved: map(&[("cpu", "100m"), ("memory", "100Mi"), ("ephemeral-storage", "3Gi")]),
+        kube_reserved: map(&[
+            ("cpu", "200m"),
+            ("memory", "300Mi"),
+            ("ephemeral-storage", "1Gi"),
+        ]),
+        system_reserved: map(&[
+            ("cpu", "100m"),
+            ("memory", "100Mi"),
+            ("ephemeral-storage", "3Gi"),
+        ]),
         eviction_threshold: map(&[("memory", "100Mi")]),
     }
 }
@@ -213,21 +229,30 @@ impl ExoFake {
     /// Checks the options, binds the listener and starts serving in the background.
     pub async fn start(options: ExoFakeOptions) -> Result<ExoFake, SimError> {
         if options.zones.is_empty() {
-            return Err(SimError::InvalidCatalog("the fake Exoscale API needs at least one zone".into()));
+            return Err(SimError::InvalidCatalog(
+                "the fake Exoscale API needs at least one zone".into(),
+            ));
         }
         for t in &options.templates {
             if !options.zones.contains(&t.zone) {
-                return Err(SimError::InvalidCatalog(format!("template {} is in unknown zone {}", t.id, t.zone)));
+                return Err(SimError::InvalidCatalog(format!(
+                    "template {} is in unknown zone {}",
+                    t.id, t.zone
+                )));
             }
         }
         let journal = match &options.journal {
-            Some(path) => Some(Mutex::new(std::fs::File::create(path).map_err(|source| SimError::Write {
-                what: format!("the fake Exoscale API's journal {}", path.display()),
-                source,
-            })?)),
+            Some(path) => Some(Mutex::new(std::fs::File::create(path).map_err(
+                |source| SimError::Write {
+                    what: format!("the fake Exoscale API's journal {}", path.display()),
+                    source,
+                },
+            )?)),
             None => None,
         };
-        let listener = TcpListener::bind(options.bind_address).await.map_err(SimError::Bind)?;
+        let listener = TcpListener::bind(options.bind_address)
+            .await
+            .map_err(SimError::Bind)?;
         let address = listener.local_addr().map_err(SimError::Bind)?;
         let url = format!("http://{address}");
         let (stop, stopped) = watch::channel(false);
@@ -255,7 +280,13 @@ impl ExoFake {
         });
         let task = tokio::spawn(api::serve(listener, state.clone(), stopped));
         tracing::info!(%url, zones = ?state.zones, "fake Exoscale API listening");
-        Ok(ExoFake { address, url, state, stop, task: Some(task) })
+        Ok(ExoFake {
+            address,
+            url,
+            state,
+            stop,
+            task: Some(task),
+        })
     }
 
     /// The base URL, e.g. `http://127.0.0.1:41234` (grant exactly this to the plugin).
@@ -317,12 +348,20 @@ impl ExoFake {
     /// An instance as the cluster physics sees it.
     pub fn sim_instance(&self, id: &str) -> Option<SimInstance> {
         let world = self.state.world();
-        world.instances.get(id).map(|i| self.state.sim_instance(&world, i, true))
+        world
+            .instances
+            .get(id)
+            .map(|i| self.state.sim_instance(&world, i, true))
     }
 
     /// Every operation so far, ordered by ID.
     pub fn operations(&self) -> Vec<ExoOperation> {
-        self.state.world().operations.values().map(|(op, _)| op.clone()).collect()
+        self.state
+            .world()
+            .operations
+            .values()
+            .map(|(op, _)| op.clone())
+            .collect()
     }
 
     /// The instance types.
@@ -359,7 +398,12 @@ impl ExoFake {
     pub fn add_security_group_with(&self, name: &str, visibility: Visibility) -> String {
         let mut world = self.state.world();
         let id = world.uuid();
-        world.security_groups.push(ExoSecurityGroup { id: id.clone(), name: name.into(), description: String::new(), visibility });
+        world.security_groups.push(ExoSecurityGroup {
+            id: id.clone(),
+            name: name.into(),
+            description: String::new(),
+            visibility,
+        });
         id
     }
 
@@ -367,7 +411,10 @@ impl ExoFake {
     pub fn add_private_network(&self, zone: &str, name: &str, labels: &[(&str, &str)]) -> String {
         let mut world = self.state.world();
         let id = world.uuid();
-        let labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let labels = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         world.private_networks.push(ExoPrivateNetwork {
             id: id.clone(),
             zone: zone.into(),
@@ -395,8 +442,16 @@ impl ExoFake {
     /// Adds an SSH key.
     pub fn add_ssh_key(&self, name: &str) {
         let fingerprint = stable_uuid(&format!("ssh-key/{name}")).replace('-', "");
-        let fingerprint = fingerprint.as_bytes().chunks(2).map(|c| String::from_utf8_lossy(c).into_owned()).collect::<Vec<_>>().join(":");
-        self.state.world().ssh_keys.push(ExoSshKey { name: name.into(), fingerprint });
+        let fingerprint = fingerprint
+            .as_bytes()
+            .chunks(2)
+            .map(|c| String::from_utf8_lossy(c).into_owned())
+            .collect::<Vec<_>>()
+            .join(":");
+        self.state.world().ssh_keys.push(ExoSshKey {
+            name: name.into(),
+            fingerprint,
+        });
     }
 
     /// Adds a template (e.g. a private one, or a newer build); returns its ID. `created_at`
@@ -418,20 +473,32 @@ impl ExoFake {
     /// previous controller left behind): of type `instance_type` (`<family>.<size>`) in
     /// `zone`, with the zone's first template, a 10 GiB disk, no userData and these labels.
     /// It is announced like any other instance. Returns its ID.
-    pub fn add_instance(&self, zone: &str, instance_type: &str, labels: &[(&str, &str)]) -> Result<String, SimError> {
-        let labels: BTreeMap<String, String> = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    pub fn add_instance(
+        &self,
+        zone: &str,
+        instance_type: &str,
+        labels: &[(&str, &str)],
+    ) -> Result<String, SimError> {
+        let labels: BTreeMap<String, String> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         check_labels(&labels).map_err(SimError::InvalidCatalog)?;
         let now = self.state.clock.now();
         let mut world = self.state.world();
         if !self.state.zones.iter().any(|z| z == zone) {
-            return Err(SimError::InvalidCatalog(format!("instance in unknown zone {zone}")));
+            return Err(SimError::InvalidCatalog(format!(
+                "instance in unknown zone {zone}"
+            )));
         }
         let kind = world
             .instance_types
             .iter()
             .find(|t| t.name() == instance_type)
             .cloned()
-            .ok_or_else(|| SimError::InvalidCatalog(format!("unknown instance type {instance_type}")))?;
+            .ok_or_else(|| {
+                SimError::InvalidCatalog(format!("unknown instance type {instance_type}"))
+            })?;
         let template = world
             .templates
             .iter()
@@ -457,9 +524,18 @@ impl ExoFake {
             private_networks: Vec::new(),
             ssh_keys: Vec::new(),
             public_ip_assignment: "inet4".into(),
-            public_ip: Some(format!("194.182.{}.{}", (address >> 8) & 0xff, address & 0xff)),
+            public_ip: Some(format!(
+                "194.182.{}.{}",
+                (address >> 8) & 0xff,
+                address & 0xff
+            )),
             ipv6_address: None,
-            mac_address: format!("06:00:00:{:02x}:{:02x}:{:02x}", (address >> 16) & 0xff, (address >> 8) & 0xff, address & 0xff),
+            mac_address: format!(
+                "06:00:00:{:02x}:{:02x}:{:02x}",
+                (address >> 16) & 0xff,
+                (address >> 8) & 0xff,
+                address & 0xff
+            ),
         };
         let event = self.state.sim_instance(&world, &instance, true);
         world.instances.insert(id.clone(), instance);
@@ -473,7 +549,14 @@ impl ExoFake {
     /// `Terminated`.
     pub fn sim_instances(&self) -> Vec<SimInstance> {
         let world = self.state.world();
-        world.instances.values().map(|i| self.state.sim_instance(&world, i, i.state != ExoInstanceState::Destroying)).collect()
+        world
+            .instances
+            .values()
+            .map(|i| {
+                self.state
+                    .sim_instance(&world, i, i.state != ExoInstanceState::Destroying)
+            })
+            .collect()
     }
 
     /// How many instances were ever created (including deleted ones and failed creates
@@ -499,10 +582,18 @@ impl Drop for ExoFake {
 
 /// Formats a time as RFC 3339 in UTC with second precision.
 pub fn rfc3339(at: SystemTime) -> String {
-    let seconds = at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let seconds = at
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let (days, in_day) = (seconds / 86_400, seconds % 86_400);
     let (year, month, day) = joinery_core::clock::civil_from_days(days as i64);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", in_day / 3600, in_day % 3600 / 60, in_day % 60)
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        in_day / 3600,
+        in_day % 3600 / 60,
+        in_day % 60
+    )
 }
 
 #[cfg(test)]
@@ -512,8 +603,17 @@ mod tests {
     #[test]
     fn timestamps_are_rfc3339() {
         assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(1_709_210_096)), "2024-02-29T12:34:56Z");
-        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(1_767_225_599)), "2025-12-31T23:59:59Z");
-        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29T00:00:00Z");
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(1_709_210_096)),
+            "2024-02-29T12:34:56Z"
+        );
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(1_767_225_599)),
+            "2025-12-31T23:59:59Z"
+        );
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "2000-02-29T00:00:00Z"
+        );
     }
 }

@@ -67,17 +67,30 @@ pub(crate) struct Cache<K> {
 
 fn key<K: Resource>(object: &K) -> (String, String) {
     let meta = object.meta();
-    (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
 }
 
 fn version<K: Resource>(object: &K) -> Option<u64> {
-    object.meta().resource_version.as_deref().and_then(|v| v.parse().ok())
+    object
+        .meta()
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
 }
 
 impl<K: Cached> Cache<K> {
     /// An empty cache, not yet synced.
     pub(crate) fn new() -> Self {
-        Self { objects: BTreeMap::new(), relisting: None, written_while_relisting: Vec::new(), removed: HashMap::new(), synced: false }
+        Self {
+            objects: BTreeMap::new(),
+            relisting: None,
+            written_while_relisting: Vec::new(),
+            removed: HashMap::new(),
+            synced: false,
+        }
     }
 
     /// Whether the first full list has arrived.
@@ -131,7 +144,12 @@ impl<K: Cached> Cache<K> {
 
     /// Stores an object unless the cache holds a newer version or this component removed it.
     fn store(&mut self, mut object: K) {
-        if object.meta().uid.as_deref().is_some_and(|uid| self.removed.contains_key(uid)) {
+        if object
+            .meta()
+            .uid
+            .as_deref()
+            .is_some_and(|uid| self.removed.contains_key(uid))
+        {
             return;
         }
         let key = key(&object);
@@ -166,7 +184,8 @@ impl<K: Cached> Cache<K> {
 
     /// Forgets an object that turned out to be gone already (a 404 answer).
     pub(crate) fn forget(&mut self, namespace: &str, name: &str) {
-        self.objects.remove(&(namespace.to_string(), name.to_string()));
+        self.objects
+            .remove(&(namespace.to_string(), name.to_string()));
     }
 
     /// Every object, ordered by namespace and name.
@@ -176,7 +195,9 @@ impl<K: Cached> Cache<K> {
 
     /// One object.
     pub(crate) fn get(&self, namespace: &str, name: &str) -> Option<&K> {
-        self.objects.get(&(namespace.to_string(), name.to_string())).map(|object| &**object)
+        self.objects
+            .get(&(namespace.to_string(), name.to_string()))
+            .map(|object| &**object)
     }
 }
 
@@ -194,7 +215,10 @@ mod tests {
     }
 
     fn names(cache: &Cache<DynamicObject>) -> Vec<String> {
-        cache.iter().filter_map(|o| o.metadata.name.clone()).collect()
+        cache
+            .iter()
+            .filter_map(|o| o.metadata.name.clone())
+            .collect()
     }
 
     #[test]
@@ -214,7 +238,14 @@ mod tests {
         let kept = pods.get("default", "p").unwrap();
         let status = kept.status.as_ref().unwrap();
         assert!(status.container_statuses.is_none() && kept.metadata.managed_fields.is_none());
-        assert_eq!((status.phase.as_deref(), status.conditions.as_ref().map(Vec::len)), (Some("Running"), Some(1)), "the rest stays");
+        assert_eq!(
+            (
+                status.phase.as_deref(),
+                status.conditions.as_ref().map(Vec::len)
+            ),
+            (Some("Running"), Some(1)),
+            "the rest stays"
+        );
         assert_eq!(kept.spec.as_ref().unwrap().containers[0].name, "app");
         let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}, "status": {"images": [{"names": ["app:1"]}], "allocatable": {"cpu": "4"}}})).unwrap();
         let mut nodes = Cache::new();

@@ -28,7 +28,8 @@ use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
-    Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus, NodeSystemInfo, DaemonEndpoint, Pod, Taint,
+    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,
+    NodeSystemInfo, Pod, Taint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -45,10 +46,15 @@ use futures::future::BoxFuture;
 use super::bootstrap::{self, Bootstrap, Format};
 use super::cache::Cache;
 use super::lag::{Pace, paced};
-use super::{PhysicsError, Shared, api_code, is_deleting, is_terminal, node_name_of, object_reference, system_time, watch};
+use super::{
+    PhysicsError, Shared, api_code, is_deleting, is_terminal, node_name_of, object_reference,
+    system_time, watch,
+};
 use crate::cloud::model::NodeRegistration;
 use crate::cloud::{CloudEvent, SimInstance};
-use joinery_core::labels::{ARCH_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, OS_LABEL, REGION_LABEL, ZONE_LABEL};
+use joinery_core::labels::{
+    ARCH_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, OS_LABEL, REGION_LABEL, ZONE_LABEL,
+};
 
 /// The annotation naming the instance a simulated kubelet registered a Node for.
 pub(crate) const INSTANCE_ANNOTATION: &str = "sim.joinery.dev/instance-id";
@@ -64,7 +70,9 @@ const REGISTRATION_RETRY: Duration = Duration::from_secs(1);
 /// The kubelet version nodes report.
 const KUBELET_VERSION: &str = "v1.33.1";
 
-async fn next_event(events: &mut Option<broadcast::Receiver<CloudEvent>>) -> Result<CloudEvent, broadcast::error::RecvError> {
+async fn next_event(
+    events: &mut Option<broadcast::Receiver<CloudEvent>>,
+) -> Result<CloudEvent, broadcast::error::RecvError> {
     match events.as_mut() {
         Some(receiver) => receiver.recv().await,
         None => std::future::pending().await,
@@ -76,7 +84,12 @@ pub(crate) async fn run(shared: Arc<Shared>, mut events: Option<broadcast::Recei
     let mut kubelets: HashMap<String, JoinHandle<()>> = HashMap::new();
     let mut guard = AbortOnDrop(Vec::new());
     let mut machines: u32 = 0;
-    let mut pod_gc = tokio::time::interval(shared.clock.to_real(POD_GC_INTERVAL).max(Duration::from_millis(1)));
+    let mut pod_gc = tokio::time::interval(
+        shared
+            .clock
+            .to_real(POD_GC_INTERVAL)
+            .max(Duration::from_millis(1)),
+    );
     let mut orphans: HashMap<String, SystemTime> = HashMap::new();
     loop {
         tokio::select! {
@@ -134,7 +147,12 @@ fn boot(
 ) {
     tracing::debug!(instance = %instance.id, platform = registration.is_some(), "instance launched; its kubelet boots");
     kubelets.retain(|_, task| !task.is_finished());
-    let task = tokio::spawn(kubelet(shared.clone(), instance.clone(), registration, *machines));
+    let task = tokio::spawn(kubelet(
+        shared.clone(),
+        instance.clone(),
+        registration,
+        *machines,
+    ));
     *machines = machines.wrapping_add(1);
     guard.0.push(task.abort_handle());
     if let Some(previous) = kubelets.insert(instance.id, task) {
@@ -154,20 +172,41 @@ pub(crate) const NODE_MONITOR_GRACE_PERIOD: Duration = Duration::from_secs(40);
 async fn node_lost(shared: Arc<Shared>, instance_id: String) {
     shared.sleep(NODE_MONITOR_GRACE_PERIOD).await;
     let nodes: Api<Node> = Api::all(shared.client.clone());
-    let Ok(list) = nodes.list(&ListParams::default()).await else { return };
+    let Ok(list) = nodes.list(&ListParams::default()).await else {
+        return;
+    };
     let now = shared.now();
     for node in list {
-        if node.metadata.annotations.as_ref().and_then(|a| a.get(INSTANCE_ANNOTATION)) != Some(&instance_id) {
+        if node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(INSTANCE_ANNOTATION))
+            != Some(&instance_id)
+        {
             continue;
         }
         let name = node.metadata.name.clone().unwrap_or_default();
         let mut conditions = node.status.and_then(|s| s.conditions).unwrap_or_default();
         conditions.retain(|c| c.type_ != "Ready");
-        conditions.push(condition("Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.", &now));
+        conditions.push(condition(
+            "Ready",
+            "Unknown",
+            "NodeStatusUnknown",
+            "Kubelet stopped posting node status.",
+            &now,
+        ));
         let patch = json!({"status": {"conditions": conditions}});
-        match nodes.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            Ok(_) => tracing::info!(node = %name, "node controller: kubelet stopped posting status; node NotReady"),
-            Err(error) => tracing::warn!(node = %name, %error, "marking a lost node NotReady failed"),
+        match nodes
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(node = %name, "node controller: kubelet stopped posting status; node NotReady")
+            }
+            Err(error) => {
+                tracing::warn!(node = %name, %error, "marking a lost node NotReady failed")
+            }
         }
     }
 }
@@ -189,13 +228,20 @@ async fn machine_gone(shared: &Shared, instance: &SimInstance) -> Result<(), Phy
     let nodes: Api<Node> = Api::all(shared.client.clone());
     let mut node_names = Vec::new();
     for node in nodes.list(&ListParams::default()).await? {
-        let ours = node.metadata.annotations.as_ref().and_then(|a| a.get(INSTANCE_ANNOTATION)) == Some(&instance.id);
+        let ours = node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(INSTANCE_ANNOTATION))
+            == Some(&instance.id);
         if !ours {
             continue;
         }
         let name = node.metadata.name.clone().unwrap_or_default();
         match nodes.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => tracing::info!(node = %name, instance = %instance.id, "instance terminated; node deleted"),
+            Ok(_) => {
+                tracing::info!(node = %name, instance = %instance.id, "instance terminated; node deleted")
+            }
             Err(error) if api_code(&error) == Some(404) => {}
             Err(error) => return Err(error.into()),
         }
@@ -203,7 +249,9 @@ async fn machine_gone(shared: &Shared, instance: &SimInstance) -> Result<(), Phy
     }
     let pods: Api<Pod> = Api::all(shared.client.clone());
     for node in node_names {
-        let bound = pods.list(&ListParams::default().fields(&format!("spec.nodeName={node}"))).await?;
+        let bound = pods
+            .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+            .await?;
         for pod in bound {
             force_delete(shared, &pod).await?;
         }
@@ -218,7 +266,10 @@ async fn force_delete(shared: &Shared, pod: &Pod) -> Result<Option<Pod>, Physics
     let api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
     let params = DeleteParams {
         grace_period_seconds: Some(0),
-        preconditions: Some(Preconditions { uid: pod.metadata.uid.clone(), resource_version: None }),
+        preconditions: Some(Preconditions {
+            uid: pod.metadata.uid.clone(),
+            resource_version: None,
+        }),
         ..Default::default()
     };
     match api.delete(&name, &params).await {
@@ -232,21 +283,34 @@ async fn force_delete(shared: &Shared, pod: &Pod) -> Result<Option<Pod>, Physics
 }
 
 /// Deletes pods bound to nodes that have not existed for the quarantine period.
-async fn collect_orphans(shared: &Shared, orphans: &mut HashMap<String, SystemTime>) -> Result<(), PhysicsError> {
-    let nodes: HashSet<String> =
-        Api::<Node>::all(shared.client.clone()).list(&ListParams::default()).await?.into_iter().filter_map(|n| n.metadata.name).collect();
+async fn collect_orphans(
+    shared: &Shared,
+    orphans: &mut HashMap<String, SystemTime>,
+) -> Result<(), PhysicsError> {
+    let nodes: HashSet<String> = Api::<Node>::all(shared.client.clone())
+        .list(&ListParams::default())
+        .await?
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
     // The bound pods are read a page at a time: on a cluster of 50,000 pods, one list held
     // them all at once (about 450 MB parsed) every 20 simulated seconds.
     let api = Api::<Pod>::all(shared.client.clone());
-    let mut params = ListParams::default().fields("spec.nodeName!=").limit(ORPHAN_PAGE);
+    let mut params = ListParams::default()
+        .fields("spec.nodeName!=")
+        .limit(ORPHAN_PAGE);
     let now = shared.clock.now();
     let mut seen = HashSet::new();
     let mut expired = Vec::new();
     loop {
         let page = api.list(&params).await?;
         for pod in page.items {
-            let Some(node) = node_name_of(&pod) else { continue };
-            let Some(uid) = pod.metadata.uid.clone() else { continue };
+            let Some(node) = node_name_of(&pod) else {
+                continue;
+            };
+            let Some(uid) = pod.metadata.uid.clone() else {
+                continue;
+            };
             if nodes.contains(node) {
                 continue;
             }
@@ -281,7 +345,9 @@ fn pod_range(machine: u32) -> Ipv4Addr {
 }
 
 fn quantities(list: &BTreeMap<String, String>) -> BTreeMap<String, Quantity> {
-    list.iter().map(|(k, v)| (k.clone(), Quantity(v.clone()))).collect()
+    list.iter()
+        .map(|(k, v)| (k.clone(), Quantity(v.clone())))
+        .collect()
 }
 
 fn condition(kind: &str, status: &str, reason: &str, message: &str, now: &Time) -> NodeCondition {
@@ -296,8 +362,19 @@ fn condition(kind: &str, status: &str, reason: &str, message: &str, now: &Time) 
 }
 
 /// The Node a bootstrap registers on an instance.
-fn node_object(shared: &Shared, instance: &SimInstance, bootstrap: &Bootstrap, machine: u32) -> Node {
-    let instance_label = |key: &str, fallback: &str| instance.labels.get(key).cloned().unwrap_or_else(|| fallback.to_string());
+fn node_object(
+    shared: &Shared,
+    instance: &SimInstance,
+    bootstrap: &Bootstrap,
+    machine: u32,
+) -> Node {
+    let instance_label = |key: &str, fallback: &str| {
+        instance
+            .labels
+            .get(key)
+            .cloned()
+            .unwrap_or_else(|| fallback.to_string())
+    };
     let arch = instance_label(ARCH_LABEL, "amd64");
     let os = instance_label(OS_LABEL, "linux");
     let mut labels = bootstrap.labels.clone();
@@ -312,11 +389,22 @@ fn node_object(shared: &Shared, instance: &SimInstance, bootstrap: &Bootstrap, m
     if !instance.zone.is_empty() {
         labels.insert(ZONE_LABEL.into(), instance.zone.clone());
     }
-    labels.insert(REGION_LABEL.into(), instance_label(REGION_LABEL, &shared.region));
+    labels.insert(
+        REGION_LABEL.into(),
+        instance_label(REGION_LABEL, &shared.region),
+    );
 
     let mut capacity = quantities(&instance.capacity);
-    let mut allocatable = if instance.allocatable.is_empty() { capacity.clone() } else { quantities(&instance.allocatable) };
-    let pods = bootstrap.max_pods.map(|p| p.to_string()).or_else(|| capacity.get("pods").map(|q| q.0.clone())).unwrap_or_else(|| "110".into());
+    let mut allocatable = if instance.allocatable.is_empty() {
+        capacity.clone()
+    } else {
+        quantities(&instance.allocatable)
+    };
+    let pods = bootstrap
+        .max_pods
+        .map(|p| p.to_string())
+        .or_else(|| capacity.get("pods").map(|q| q.0.clone()))
+        .unwrap_or_else(|| "110".into());
     capacity.insert("pods".into(), Quantity(pods.clone()));
     allocatable.insert("pods".into(), Quantity(pods));
 
@@ -345,7 +433,10 @@ fn node_object(shared: &Shared, instance: &SimInstance, bootstrap: &Bootstrap, m
             annotations: Some(BTreeMap::from([
                 (INSTANCE_ANNOTATION.to_string(), instance.id.clone()),
                 ("node.alpha.kubernetes.io/ttl".to_string(), "0".to_string()),
-                ("volumes.kubernetes.io/controller-managed-attach-detach".to_string(), "true".to_string()),
+                (
+                    "volumes.kubernetes.io/controller-managed-attach-detach".to_string(),
+                    "true".to_string(),
+                ),
             ])),
             ..Default::default()
         },
@@ -360,16 +451,48 @@ fn node_object(shared: &Shared, instance: &SimInstance, bootstrap: &Bootstrap, m
             capacity: Some(capacity),
             allocatable: Some(allocatable),
             conditions: Some(vec![
-                condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available", &now),
-                condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure", &now),
-                condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available", &now),
-                condition("Ready", "False", "KubeletNotReady", "container runtime status check may not have completed yet", &now),
+                condition(
+                    "MemoryPressure",
+                    "False",
+                    "KubeletHasSufficientMemory",
+                    "kubelet has sufficient memory available",
+                    &now,
+                ),
+                condition(
+                    "DiskPressure",
+                    "False",
+                    "KubeletHasNoDiskPressure",
+                    "kubelet has no disk pressure",
+                    &now,
+                ),
+                condition(
+                    "PIDPressure",
+                    "False",
+                    "KubeletHasSufficientPID",
+                    "kubelet has sufficient PID available",
+                    &now,
+                ),
+                condition(
+                    "Ready",
+                    "False",
+                    "KubeletNotReady",
+                    "container runtime status check may not have completed yet",
+                    &now,
+                ),
             ]),
             addresses: Some(vec![
-                NodeAddress { type_: "InternalIP".into(), address: address.clone() },
-                NodeAddress { type_: "Hostname".into(), address: bootstrap.node_name.clone() },
+                NodeAddress {
+                    type_: "InternalIP".into(),
+                    address: address.clone(),
+                },
+                NodeAddress {
+                    type_: "Hostname".into(),
+                    address: bootstrap.node_name.clone(),
+                },
             ]),
-            daemon_endpoints: Some(NodeDaemonEndpoints { kubelet_endpoint: Some(DaemonEndpoint { port: 10250 }) }),
+            daemon_endpoints: Some(NodeDaemonEndpoints {
+                kubelet_endpoint: Some(DaemonEndpoint { port: 10250 }),
+            }),
             node_info: Some(NodeSystemInfo {
                 architecture: arch,
                 operating_system: os,
@@ -403,8 +526,16 @@ fn platform_bootstrap(registration: NodeRegistration) -> Bootstrap {
 /// One kubelet: boots, registers, turns ready, then runs its pods until aborted. A machine
 /// with a platform `registration` registers that Node (after its own boot delay, if it has
 /// one) instead of running its userData.
-async fn kubelet(shared: Arc<Shared>, instance: SimInstance, registration: Option<NodeRegistration>, machine: u32) {
-    let boot_delay = registration.as_ref().and_then(|r| r.boot_delay).unwrap_or(shared.boot_delay);
+async fn kubelet(
+    shared: Arc<Shared>,
+    instance: SimInstance,
+    registration: Option<NodeRegistration>,
+    machine: u32,
+) {
+    let boot_delay = registration
+        .as_ref()
+        .and_then(|r| r.boot_delay)
+        .unwrap_or(shared.boot_delay);
     shared.sleep(boot_delay).await;
     let parsed = match registration {
         Some(registration) => Ok(platform_bootstrap(registration)),
@@ -414,9 +545,14 @@ async fn kubelet(shared: Arc<Shared>, instance: SimInstance, registration: Optio
         Ok(bootstrap) => bootstrap,
         Err(error) => {
             tracing::warn!(instance = %instance.id, %error, "the instance's bootstrap is not understood; no node registers");
-            let message = format!("instance {} booted, but its kubelet could not run the bootstrap: {error}; no Node registers", instance.id);
+            let message = format!(
+                "instance {} booted, but its kubelet could not run the bootstrap: {error}; no Node registers",
+                instance.id
+            );
             let involved = object_reference("Node", "v1", &instance.id, None, None);
-            shared.record_kubelet_warning(involved, "BootstrapFailed", message, &instance.id).await;
+            shared
+                .record_kubelet_warning(involved, "BootstrapFailed", message, &instance.id)
+                .await;
             return;
         }
     };
@@ -460,15 +596,23 @@ async fn register(shared: &Shared, instance: &SimInstance, node: &Node) -> bool 
             Err(error) if api_code(&error) == Some(409) => {
                 // A Node of that name exists: the kubelet takes it over if it is this machine's.
                 let existing = nodes.get(&name).await.ok();
-                let ours = existing.as_ref().and_then(|n| n.metadata.annotations.as_ref()).and_then(|a| a.get(INSTANCE_ANNOTATION))
+                let ours = existing
+                    .as_ref()
+                    .and_then(|n| n.metadata.annotations.as_ref())
+                    .and_then(|a| a.get(INSTANCE_ANNOTATION))
                     == Some(&instance.id);
                 if ours {
                     return true;
                 }
                 tracing::warn!(node = %name, instance = %instance.id, "a node of that name belongs to another machine; not registering");
-                let message = format!("instance {} cannot register node {name}: a node of that name already exists", instance.id);
+                let message = format!(
+                    "instance {} cannot register node {name}: a node of that name already exists",
+                    instance.id
+                );
                 let involved = object_reference("Node", "v1", &name, None, None);
-                shared.record_kubelet_warning(involved, "NodeNameConflict", message, &instance.id).await;
+                shared
+                    .record_kubelet_warning(involved, "NodeNameConflict", message, &instance.id)
+                    .await;
                 return false;
             }
             Err(error) => {
@@ -486,8 +630,20 @@ async fn mark_ready(shared: &Shared, name: &str) -> Result<(), PhysicsError> {
     let now = shared.now();
     let mut conditions = node.status.and_then(|s| s.conditions).unwrap_or_default();
     conditions.retain(|c| c.type_ != "Ready");
-    conditions.push(condition("Ready", "True", "KubeletReady", "kubelet is posting ready status", &now));
-    nodes.patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({"status": {"conditions": conditions}}))).await?;
+    conditions.push(condition(
+        "Ready",
+        "True",
+        "KubeletReady",
+        "kubelet is posting ready status",
+        &now,
+    ));
+    nodes
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"conditions": conditions}})),
+        )
+        .await?;
     tracing::debug!(node = %name, "node ready");
     Ok(())
 }
@@ -496,9 +652,17 @@ async fn mark_ready(shared: &Shared, name: &str) -> Result<(), PhysicsError> {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Action {
     /// Report the pod's containers running.
-    Start { namespace: String, name: String, uid: String },
+    Start {
+        namespace: String,
+        name: String,
+        uid: String,
+    },
     /// Remove the pod whose grace period is over.
-    Remove { namespace: String, name: String, uid: String },
+    Remove {
+        namespace: String,
+        name: String,
+        uid: String,
+    },
 }
 
 /// The pod side of a kubelet.
@@ -566,7 +730,8 @@ impl PodRunner {
 
     fn schedule(&mut self, after: Duration, action: Action) {
         self.sequence += 1;
-        self.timers.push(Reverse((Instant::now() + after, self.sequence, action)));
+        self.timers
+            .push(Reverse((Instant::now() + after, self.sequence, action)));
     }
 
     /// Plans starts for new pods and removals for pods being deleted.
@@ -575,21 +740,40 @@ impl PodRunner {
         let mut removals = Vec::new();
         let mut present = HashSet::new();
         for pod in self.pods.iter() {
-            let Some(uid) = pod.metadata.uid.clone() else { continue };
+            let Some(uid) = pod.metadata.uid.clone() else {
+                continue;
+            };
             present.insert(uid.clone());
             let namespace = pod.metadata.namespace.clone().unwrap_or_default();
             let name = pod.metadata.name.clone().unwrap_or_default();
             if is_deleting(pod) {
                 if !self.removing.contains(&uid) {
-                    let at = pod.metadata.deletion_timestamp.as_ref().map(system_time).unwrap_or_else(|| self.shared.clock.now());
-                    removals.push((self.shared.real_until(at), Action::Remove { namespace, name, uid }));
+                    let at = pod
+                        .metadata
+                        .deletion_timestamp
+                        .as_ref()
+                        .map(system_time)
+                        .unwrap_or_else(|| self.shared.clock.now());
+                    removals.push((
+                        self.shared.real_until(at),
+                        Action::Remove {
+                            namespace,
+                            name,
+                            uid,
+                        },
+                    ));
                 }
             } else if !self.starting.contains(&uid) && !is_terminal(pod) {
-                let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+                let running =
+                    pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
                 if running {
                     self.starting.insert(uid);
                 } else {
-                    starts.push(Action::Start { namespace, name, uid });
+                    starts.push(Action::Start {
+                        namespace,
+                        name,
+                        uid,
+                    });
                 }
             }
         }
@@ -614,9 +798,22 @@ impl PodRunner {
     /// is being deleted before it started).
     fn request(&mut self, action: Action) -> Option<Request> {
         let (namespace, name, uid) = match &action {
-            Action::Start { namespace, name, uid } | Action::Remove { namespace, name, uid } => (namespace, name, uid),
+            Action::Start {
+                namespace,
+                name,
+                uid,
+            }
+            | Action::Remove {
+                namespace,
+                name,
+                uid,
+            } => (namespace, name, uid),
         };
-        let pod = self.pods.get(namespace, name).filter(|p| p.metadata.uid.as_deref() == Some(uid.as_str())).cloned()?;
+        let pod = self
+            .pods
+            .get(namespace, name)
+            .filter(|p| p.metadata.uid.as_deref() == Some(uid.as_str()))
+            .cloned()?;
         let shared = self.shared.clone();
         match action {
             Action::Start { .. } => {
@@ -626,9 +823,19 @@ impl PodRunner {
                 let status = self.running_status(&pod);
                 Some(
                     async move {
-                        let (namespace, name) = (pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default());
+                        let (namespace, name) = (
+                            pod.metadata.namespace.clone().unwrap_or_default(),
+                            pod.metadata.name.clone().unwrap_or_default(),
+                        );
                         let api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
-                        let result = match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await {
+                        let result = match api
+                            .patch_status(
+                                &name,
+                                &PatchParams::default(),
+                                &Patch::Merge(&json!({"status": status})),
+                            )
+                            .await
+                        {
                             Ok(updated) => Ok(Some(updated)),
                             Err(error) if api_code(&error) == Some(404) => Ok(None),
                             Err(error) => Err(error.into()),
@@ -649,16 +856,24 @@ impl PodRunner {
     }
 
     /// Takes in what an action's request answered.
-    fn done(&mut self, action: &Action, result: Result<Option<Pod>, PhysicsError>) -> Result<(), PhysicsError> {
+    fn done(
+        &mut self,
+        action: &Action,
+        result: Result<Option<Pod>, PhysicsError>,
+    ) -> Result<(), PhysicsError> {
         let answer = result?;
         match action {
-            Action::Start { namespace, name, .. } => {
+            Action::Start {
+                namespace, name, ..
+            } => {
                 if let Some(updated) = answer {
                     tracing::debug!(pod = %name, %namespace, node = %self.node, "pod running");
                     self.pods.upsert(updated);
                 }
             }
-            Action::Remove { namespace, name, .. } => match answer {
+            Action::Remove {
+                namespace, name, ..
+            } => match answer {
                 Some(object) => self.pods.deleted(object, true),
                 None => self.pods.forget(namespace, name),
             },
@@ -674,19 +889,34 @@ impl PodRunner {
             self.host_ip.clone()
         } else {
             let offset = self.next_ip;
-            self.next_ip = if self.next_ip >= 254 { 2 } else { self.next_ip + 1 };
+            self.next_ip = if self.next_ip >= 254 {
+                2
+            } else {
+                self.next_ip + 1
+            };
             Ipv4Addr::from(u32::from(self.pod_range) + offset).to_string()
         };
         let scheduled_since = pod
             .status
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
-            .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled" && c.status == "True"))
+            .and_then(|c| {
+                c.iter()
+                    .find(|c| c.type_ == "PodScheduled" && c.status == "True")
+            })
             .and_then(|c| c.last_transition_time.as_ref())
             .and_then(|t| serde_json::to_value(t).ok())
             .unwrap_or_else(|| now.clone());
         let condition = |kind: &str, since: &Value| json!({"type": kind, "status": "True", "lastProbeTime": null, "lastTransitionTime": since});
-        let container_id = |container: &str| format!("containerd://{:016x}", fnv(&format!("{}/{container}", pod.metadata.uid.as_deref().unwrap_or_default())));
+        let container_id = |container: &str| {
+            format!(
+                "containerd://{:016x}",
+                fnv(&format!(
+                    "{}/{container}",
+                    pod.metadata.uid.as_deref().unwrap_or_default()
+                ))
+            )
+        };
         let containers: Vec<Value> = spec
             .containers
             .iter()
@@ -721,7 +951,16 @@ impl PodRunner {
             .and_then(|s| s.conditions.as_ref())
             .into_iter()
             .flatten()
-            .filter(|c| !matches!(c.type_.as_str(), "PodReadyToStartContainers" | "Initialized" | "Ready" | "ContainersReady" | "PodScheduled"))
+            .filter(|c| {
+                !matches!(
+                    c.type_.as_str(),
+                    "PodReadyToStartContainers"
+                        | "Initialized"
+                        | "Ready"
+                        | "ContainersReady"
+                        | "PodScheduled"
+                )
+            })
             .filter_map(|c| serde_json::to_value(c).ok())
             .collect();
         conditions.extend([
@@ -750,5 +989,7 @@ impl PodRunner {
 
 /// FNV-1a, for stable made-up container IDs.
 fn fnv(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }

@@ -46,7 +46,12 @@ struct Series {
 
 impl Series {
     fn new() -> Self {
-        Self { buckets: vec![0; BUCKETS], count: 0, sum: 0.0, max: 0.0 }
+        Self {
+            buckets: vec![0; BUCKETS],
+            count: 0,
+            sum: 0.0,
+            max: 0.0,
+        }
     }
 
     fn bucket(seconds: f64) -> usize {
@@ -63,7 +68,11 @@ impl Series {
     }
 
     fn record(&mut self, seconds: f64) {
-        let seconds = if seconds.is_finite() { seconds.max(0.0) } else { 0.0 };
+        let seconds = if seconds.is_finite() {
+            seconds.max(0.0)
+        } else {
+            0.0
+        };
         self.buckets[Self::bucket(seconds)] += 1;
         self.count += 1;
         self.sum += seconds;
@@ -123,7 +132,9 @@ impl LagSnapshot {
 
     /// The series whose 95th percentile is the largest.
     pub fn worst(&self) -> Option<&LagSeries> {
-        self.series.iter().max_by(|a, b| a.p95_seconds.total_cmp(&b.p95_seconds))
+        self.series
+            .iter()
+            .max_by(|a, b| a.p95_seconds.total_cmp(&b.p95_seconds))
     }
 }
 
@@ -142,8 +153,14 @@ impl LagMeter {
 
     /// Records that something of kind `what` happened `late` (simulated) after it was due.
     pub fn record(&self, what: &'static str, late: Duration) {
-        let mut series = self.series.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        series.entry(what).or_insert_with(Series::new).record(late.as_secs_f64());
+        let mut series = self
+            .series
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        series
+            .entry(what)
+            .or_insert_with(Series::new)
+            .record(late.as_secs_f64());
     }
 
     /// Records how late something due at simulated time `due` happened, now on `clock`
@@ -155,19 +172,29 @@ impl LagMeter {
     /// Forgets everything recorded so far (a simulation calls it when its scenario starts, so
     /// that setting up is not counted).
     pub fn reset(&self) {
-        self.series.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clear();
+        self.series
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clear();
     }
 
     /// Counts and percentiles of every series so far.
     pub fn snapshot(&self) -> LagSnapshot {
-        let series = self.series.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let series = self
+            .series
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         LagSnapshot {
             series: series
                 .iter()
                 .map(|(name, s)| LagSeries {
                     name: name.to_string(),
                     count: s.count,
-                    mean_seconds: if s.count == 0 { 0.0 } else { s.sum / s.count as f64 },
+                    mean_seconds: if s.count == 0 {
+                        0.0
+                    } else {
+                        s.sum / s.count as f64
+                    },
                     p50_seconds: s.quantile(0.5),
                     p95_seconds: s.quantile(0.95),
                     p99_seconds: s.quantile(0.99),
@@ -209,9 +236,17 @@ pub(crate) struct Pace {
 impl Pace {
     /// A pace of `rate` writes per simulated second (at least one), with bursts of `burst`.
     pub(crate) fn new(rate: f64, burst: u32) -> Self {
-        let rate = if rate.is_finite() && rate >= 1.0 { rate } else { 1.0 };
+        let rate = if rate.is_finite() && rate >= 1.0 {
+            rate
+        } else {
+            1.0
+        };
         let interval = Duration::from_secs_f64(1.0 / rate);
-        Self { interval, tolerance: interval * burst.max(1).saturating_sub(1), next: None }
+        Self {
+            interval,
+            tolerance: interval * burst.max(1).saturating_sub(1),
+            next: None,
+        }
     }
 
     /// The earliest slot a write asked for at `asked` may have (not consumed).
@@ -245,7 +280,13 @@ pub(crate) const CONCURRENT_WRITES: usize = 32;
 /// Runs writes at the component's pace, [`CONCURRENT_WRITES`] at a time: each waits for its
 /// slot, runs, and is recorded as `what` by how late it completed after its slot. Returns the
 /// outputs in the order of `jobs`.
-pub(crate) async fn paced<F, T>(clock: &Clock, pace: &mut Pace, meter: &LagMeter, what: &'static str, jobs: Vec<F>) -> Vec<T>
+pub(crate) async fn paced<F, T>(
+    clock: &Clock,
+    pace: &mut Pace,
+    meter: &LagMeter,
+    what: &'static str,
+    jobs: Vec<F>,
+) -> Vec<T>
 where
     F: Future<Output = T>,
 {
@@ -255,7 +296,10 @@ where
         .enumerate()
         .map(|(index, job)| {
             let slot = pace.reserve(now);
-            let wait = slot.duration_since(now).map(|d| clock.to_real(d)).unwrap_or_default();
+            let wait = slot
+                .duration_since(now)
+                .map(|d| clock.to_real(d))
+                .unwrap_or_default();
             let start = tokio::time::Instant::now() + wait;
             async move {
                 tokio::time::sleep_until(start).await;
@@ -265,7 +309,10 @@ where
             }
         })
         .collect();
-    let mut done: Vec<(usize, T)> = futures::stream::iter(timed).buffer_unordered(CONCURRENT_WRITES).collect().await;
+    let mut done: Vec<(usize, T)> = futures::stream::iter(timed)
+        .buffer_unordered(CONCURRENT_WRITES)
+        .collect()
+        .await;
     done.sort_by_key(|(index, _)| *index);
     done.into_iter().map(|(_, output)| output).collect()
 }
@@ -285,9 +332,18 @@ mod tests {
         let scheduler = snapshot.get("scheduler").unwrap();
         assert_eq!(scheduler.count, 100);
         assert_eq!(scheduler.max_seconds, 1.0);
-        assert!((scheduler.mean_seconds - 0.505).abs() < 1e-9, "{scheduler:?}");
-        assert!((0.5..=0.5 * 1.13).contains(&scheduler.p50_seconds), "{scheduler:?}");
-        assert!((0.95..=1.0).contains(&scheduler.p95_seconds), "{scheduler:?}");
+        assert!(
+            (scheduler.mean_seconds - 0.505).abs() < 1e-9,
+            "{scheduler:?}"
+        );
+        assert!(
+            (0.5..=0.5 * 1.13).contains(&scheduler.p50_seconds),
+            "{scheduler:?}"
+        );
+        assert!(
+            (0.95..=1.0).contains(&scheduler.p95_seconds),
+            "{scheduler:?}"
+        );
         assert_eq!(snapshot.get("clock").unwrap().p95_seconds, 0.0);
         assert_eq!(snapshot.worst().unwrap().name, "scheduler");
         meter.reset();
@@ -298,7 +354,9 @@ mod tests {
     fn a_pace_hands_out_a_burst_then_one_slot_per_interval_on_the_nominal_schedule() {
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
         let mut pace = Pace::new(10.0, 3);
-        let slots: Vec<Duration> = (0..6).map(|_| pace.reserve(t0).duration_since(t0).unwrap()).collect();
+        let slots: Vec<Duration> = (0..6)
+            .map(|_| pace.reserve(t0).duration_since(t0).unwrap())
+            .collect();
         let ms = |n| Duration::from_millis(n);
         assert_eq!(slots, vec![ms(0), ms(0), ms(0), ms(100), ms(200), ms(300)]);
         // Asked later than the schedule: the slot is when it was asked, and the bucket refills.

@@ -34,7 +34,9 @@ use futures::{Stream, StreamExt};
 use joinery_core::clock::Clock;
 use joinery_core::resources::{InitContainer, PodLevelRequests, PodResourceSpec, Resources};
 use joinery_core::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
-use k8s_openapi::api::core::v1::{Event, EventSource, Node, ObjectReference, Pod, ResourceRequirements};
+use k8s_openapi::api::core::v1::{
+    Event, EventSource, Node, ObjectReference, Pod, ResourceRequirements,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -111,7 +113,11 @@ impl PhysicsOptions {
 
     /// Subscribes the kubelets to a cloud's events, booting instances after `boot_delay`
     /// (for the simulated cloud: `cloud.subscribe()` and `cloud.boot_delay()`).
-    pub fn with_cloud(mut self, events: broadcast::Receiver<CloudEvent>, boot_delay: Duration) -> Self {
+    pub fn with_cloud(
+        mut self,
+        events: broadcast::Receiver<CloudEvent>,
+        boot_delay: Duration,
+    ) -> Self {
         self.cloud_events = Some(events);
         self.boot_delay = boot_delay;
         self
@@ -154,12 +160,16 @@ impl Shared {
 
     /// The real time left until a simulated point in time (zero if it has passed).
     pub(crate) fn real_until(&self, at: SystemTime) -> Duration {
-        at.duration_since(self.clock.now()).map(|d| self.clock.to_real(d)).unwrap_or_default()
+        at.duration_since(self.clock.now())
+            .map(|d| self.clock.to_real(d))
+            .unwrap_or_default()
     }
 
     /// The real duration of the resync interval (at least a millisecond).
     pub(crate) fn real_resync(&self) -> Duration {
-        self.clock.to_real(self.resync_interval).max(Duration::from_millis(1))
+        self.clock
+            .to_real(self.resync_interval)
+            .max(Duration::from_millis(1))
     }
 
     /// A write pace at this physics' write rate.
@@ -170,7 +180,8 @@ impl Shared {
     /// Records, as `what`, how late a pass started after the change that asked for it
     /// (`fired`, real time).
     pub(crate) fn record_pass(&self, what: &'static str, fired: tokio::time::Instant) {
-        self.lag.record(what, self.clock.to_simulated(fired.elapsed()));
+        self.lag
+            .record(what, self.clock.to_simulated(fired.elapsed()));
     }
 
     /// The clock's time now, as a Kubernetes timestamp.
@@ -180,13 +191,23 @@ impl Shared {
 
     /// Records a `Warning` Event from a kubelet on machine `host` about `involved`, in the
     /// `default` namespace as kubelets do for node events (best effort: failures are logged).
-    pub(crate) async fn record_kubelet_warning(&self, involved: ObjectReference, reason: &str, message: String, host: &str) {
+    pub(crate) async fn record_kubelet_warning(
+        &self,
+        involved: ObjectReference,
+        reason: &str,
+        message: String,
+        host: &str,
+    ) {
         const COMPONENT: &str = "kubelet";
         const NAMESPACE: &str = "default";
         let now = self.now();
         let prefix = involved.name.clone().unwrap_or_else(|| "event".to_string());
         let event = Event {
-            metadata: ObjectMeta { generate_name: Some(format!("{prefix}.")), namespace: Some(NAMESPACE.to_string()), ..Default::default() },
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{prefix}.")),
+                namespace: Some(NAMESPACE.to_string()),
+                ..Default::default()
+            },
             involved_object: involved,
             reason: Some(reason.to_string()),
             message: Some(message),
@@ -194,7 +215,10 @@ impl Shared {
             count: Some(1),
             first_timestamp: Some(now.clone()),
             last_timestamp: Some(now),
-            source: Some(EventSource { component: Some(COMPONENT.to_string()), host: Some(host.to_string()) }),
+            source: Some(EventSource {
+                component: Some(COMPONENT.to_string()),
+                host: Some(host.to_string()),
+            }),
             reporting_component: Some(COMPONENT.to_string()),
             reporting_instance: Some(host.to_string()),
             ..Default::default()
@@ -288,13 +312,18 @@ impl Drop for Physics {
 
 impl std::fmt::Debug for Physics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Physics").field("components", &self.tasks.len()).finish()
+        f.debug_struct("Physics")
+            .field("components", &self.tasks.len())
+            .finish()
     }
 }
 
 /// A watch of `api` as a stream of events that never ends: errors are logged and retried with
 /// kube's default backoff.
-pub(crate) fn watch<K>(api: Api<K>, config: watcher::Config) -> impl Stream<Item = watcher::Event<K>> + Send + Unpin + 'static
+pub(crate) fn watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> impl Stream<Item = watcher::Event<K>> + Send + Unpin + 'static
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
@@ -337,13 +366,19 @@ impl Trigger {
     /// A trigger with a pass due at once, settling for a few real milliseconds.
     pub(crate) fn new() -> Self {
         let now = tokio::time::Instant::now();
-        Self { due: Some((now, now)), settle: Self::SETTLE }
+        Self {
+            due: Some((now, now)),
+            settle: Self::SETTLE,
+        }
     }
 
     /// [`Trigger::new`], settling for no more than a few simulated tens of milliseconds on
     /// `clock`.
     pub(crate) fn scaled(clock: &Clock) -> Self {
-        Self { settle: clock.to_real(Self::SETTLE_SIMULATED).min(Self::SETTLE), ..Self::new() }
+        Self {
+            settle: clock.to_real(Self::SETTLE_SIMULATED).min(Self::SETTLE),
+            ..Self::new()
+        }
     }
 
     /// Something changed: make a pass due, unless one already is.
@@ -370,21 +405,34 @@ impl Trigger {
 
 /// Whether a label selector matches a label set. `None` matches nothing, an empty selector
 /// everything (as for pod affinity terms and topology spread constraints).
-pub(crate) fn selector_matches(selector: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
-    let Some(selector) = selector else { return false };
-    let match_labels = selector.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
+pub(crate) fn selector_matches(
+    selector: Option<&LabelSelector>,
+    labels: &BTreeMap<String, String>,
+) -> bool {
+    let Some(selector) = selector else {
+        return false;
+    };
+    let match_labels = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
     match_labels
-        && selector.match_expressions.iter().flatten().all(|expression| {
-            let value = labels.get(&expression.key);
-            let values = expression.values.as_deref().unwrap_or_default();
-            match expression.operator.as_str() {
-                "In" => value.is_some_and(|v| values.contains(v)),
-                "NotIn" => value.is_none_or(|v| !values.contains(v)),
-                "Exists" => value.is_some(),
-                "DoesNotExist" => value.is_none(),
-                _ => false,
-            }
-        })
+        && selector
+            .match_expressions
+            .iter()
+            .flatten()
+            .all(|expression| {
+                let value = labels.get(&expression.key);
+                let values = expression.values.as_deref().unwrap_or_default();
+                match expression.operator.as_str() {
+                    "In" => value.is_some_and(|v| values.contains(v)),
+                    "NotIn" => value.is_none_or(|v| !values.contains(v)),
+                    "Exists" => value.is_some(),
+                    "DoesNotExist" => value.is_none(),
+                    _ => false,
+                }
+            })
 }
 
 /// The labels of an object (empty if none).
@@ -394,7 +442,10 @@ pub(crate) fn labels_of(meta: &ObjectMeta) -> BTreeMap<String, String> {
 
 /// Whether a pod has finished (`Succeeded` or `Failed`).
 pub(crate) fn is_terminal(pod: &Pod) -> bool {
-    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
 }
 
 /// Whether a pod is being deleted.
@@ -407,7 +458,11 @@ pub(crate) fn is_ready(pod: &Pod) -> bool {
     pod.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
 }
 
 /// Whether a node's `Ready` condition is `True`.
@@ -415,17 +470,28 @@ pub(crate) fn node_is_ready(node: &Node) -> bool {
     node.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
 }
 
 /// The node a pod is bound to, if any.
 pub(crate) fn node_name_of(pod: &Pod) -> Option<&str> {
-    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty())
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())
 }
 
 /// The uid of the object's controller (the owner reference with `controller: true`).
 pub(crate) fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
-    meta.owner_references.iter().flatten().find(|r| r.controller == Some(true)).map(|r| r.uid.as_str())
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+        .map(|r| r.uid.as_str())
 }
 
 /// A resource list (`{"cpu": "500m"}`) as a resource vector; amounts that do not parse are
@@ -449,12 +515,18 @@ fn container_requests(resources: Option<&ResourceRequirements>) -> Resources {
 /// What a pod asks of a node, computed by joinery-core (init containers, sidecars, pod-level
 /// requests, overhead, and one pod slot).
 pub(crate) fn pod_requests(pod: &Pod) -> Resources {
-    let Some(spec) = pod.spec.as_ref() else { return Resources::new().with(joinery_core::resources::PODS, 1) };
+    let Some(spec) = pod.spec.as_ref() else {
+        return Resources::new().with(joinery_core::resources::PODS, 1);
+    };
     let pod_level = container_requests(spec.resources.as_ref());
     let pod_requests = spec.resources.as_ref().and_then(|r| r.requests.as_ref());
     let has = |name: &str| pod_requests.is_some_and(|r| r.contains_key(name));
     let spec_data = PodResourceSpec {
-        containers: spec.containers.iter().map(|c| container_requests(c.resources.as_ref())).collect(),
+        containers: spec
+            .containers
+            .iter()
+            .map(|c| container_requests(c.resources.as_ref()))
+            .collect(),
         init_containers: spec
             .init_containers
             .iter()
@@ -481,7 +553,11 @@ pub(crate) fn core_taint(taint: &k8s_openapi::api::core::v1::Taint) -> Option<Ta
         "NoExecute" => TaintEffect::NoExecute,
         _ => return None,
     };
-    Some(Taint::new(taint.key.clone(), taint.value.clone().unwrap_or_default(), effect))
+    Some(Taint::new(
+        taint.key.clone(),
+        taint.value.clone().unwrap_or_default(),
+        effect,
+    ))
 }
 
 /// A Kubernetes toleration in joinery-core's form.
@@ -494,7 +570,11 @@ pub(crate) fn core_toleration(toleration: &k8s_openapi::api::core::v1::Toleratio
     };
     Toleration {
         key: toleration.key.clone().unwrap_or_default(),
-        operator: if toleration.operator.as_deref() == Some("Exists") { TolerationOperator::Exists } else { TolerationOperator::Equal },
+        operator: if toleration.operator.as_deref() == Some("Exists") {
+            TolerationOperator::Exists
+        } else {
+            TolerationOperator::Equal
+        },
         value: toleration.value.clone().unwrap_or_default(),
         effect,
         toleration_seconds: toleration.toleration_seconds,
@@ -503,7 +583,13 @@ pub(crate) fn core_toleration(toleration: &k8s_openapi::api::core::v1::Toleratio
 
 /// The pod's tolerations in joinery-core's form.
 pub(crate) fn pod_tolerations(pod: &Pod) -> Vec<Toleration> {
-    pod.spec.as_ref().and_then(|s| s.tolerations.as_ref()).into_iter().flatten().map(core_toleration).collect()
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.tolerations.as_ref())
+        .into_iter()
+        .flatten()
+        .map(core_toleration)
+        .collect()
 }
 
 /// The taints that decide where pods may go: the node's own `NoSchedule` and `NoExecute`
@@ -527,7 +613,13 @@ pub(crate) fn scheduling_taints(node: &Node) -> Vec<Taint> {
 }
 
 /// A reference to an object, for events.
-pub(crate) fn object_reference(kind: &str, api_version: &str, name: &str, namespace: Option<&str>, uid: Option<&str>) -> ObjectReference {
+pub(crate) fn object_reference(
+    kind: &str,
+    api_version: &str,
+    name: &str,
+    namespace: Option<&str>,
+    uid: Option<&str>,
+) -> ObjectReference {
     ObjectReference {
         kind: Some(kind.to_string()),
         api_version: Some(api_version.to_string()),

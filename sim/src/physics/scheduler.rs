@@ -21,9 +21,12 @@ use joinery_core::requirements::{Operator, Requirement};
 use joinery_core::resources::{CPU, MEMORY, PODS, Resources};
 use joinery_core::taints::{Taint, TaintEffect, Toleration, tolerated_by};
 use k8s_openapi::api::core::v1::{
-    Binding, Namespace, Node, NodeSelectorRequirement, NodeSelectorTerm, ObjectReference, Pod, PodAffinityTerm,
+    Binding, Namespace, Node, NodeSelectorRequirement, NodeSelectorTerm, ObjectReference, Pod,
+    PodAffinityTerm,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, ObjectMeta, Time,
+};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::Status;
 use kube::runtime::watcher;
@@ -33,8 +36,8 @@ use tokio::time::Instant;
 use super::cache::Cache;
 use super::lag::CONCURRENT_WRITES;
 use super::{
-    DEFAULT_SCHEDULER_NAME, Shared, Trigger, api_code, is_deleting, is_terminal, labels_of, node_name_of, pod_requests,
-    pod_tolerations, scheduling_taints, selector_matches, watch,
+    DEFAULT_SCHEDULER_NAME, Shared, Trigger, api_code, is_deleting, is_terminal, labels_of,
+    node_name_of, pod_requests, pod_tolerations, scheduling_taints, selector_matches, watch,
 };
 
 /// Runs the scheduler until the task is aborted.
@@ -47,7 +50,9 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     let mut trigger = Trigger::scaled(&shared.clock);
     let mut scheduler = Scheduler::new(shared);
     loop {
-        let synced = scheduler.pods.is_synced() && scheduler.nodes.is_synced() && scheduler.namespaces.is_synced();
+        let synced = scheduler.pods.is_synced()
+            && scheduler.nodes.is_synced()
+            && scheduler.namespaces.is_synced();
         let next_write = scheduler.next_write();
         tokio::select! {
             Some(event) = pod_events.next() => {
@@ -101,7 +106,10 @@ const VERDICT_REFRESH: Duration = Duration::from_secs(30);
 type Key = (String, String);
 
 fn key_of(pod: &Pod) -> Key {
-    (pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default())
+    (
+        pod.metadata.namespace.clone().unwrap_or_default(),
+        pod.metadata.name.clone().unwrap_or_default(),
+    )
 }
 
 /// What a change asks the scheduler to look at again.
@@ -138,13 +146,19 @@ fn pod_change(old: Option<&Pod>, new: Option<&Pod>) -> Requeue {
         None => Requeue::Nothing,
         Some(new) if occupies(new) => {
             let changed = old.is_none_or(|old| {
-                !was || old.metadata.labels != new.metadata.labels || (!is_deleting(old) && is_deleting(new))
+                !was || old.metadata.labels != new.metadata.labels
+                    || (!is_deleting(old) && is_deleting(new))
             });
-            if changed { Requeue::Constrained } else { Requeue::Nothing }
+            if changed {
+                Requeue::Constrained
+            } else {
+                Requeue::Nothing
+            }
         }
         Some(_) if was => Requeue::All,
         Some(new) if is_pending(new) && node_name_of(new).is_none() => {
-            let same = old.is_some_and(|old| old.metadata.resource_version == new.metadata.resource_version);
+            let same = old
+                .is_some_and(|old| old.metadata.resource_version == new.metadata.resource_version);
             if same { Requeue::Nothing } else { Requeue::Pod }
         }
         Some(_) => Requeue::Nothing,
@@ -163,7 +177,12 @@ fn node_change(old: Option<&Node>, new: Option<&Node>) -> bool {
     }
     let Some(old) = old else { return true };
     let taints = |n: &Node| n.spec.as_ref().and_then(|s| s.taints.clone());
-    let cordoned = |n: &Node| n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+    let cordoned = |n: &Node| {
+        n.spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false)
+    };
     let allocatable = |n: &Node| n.status.as_ref().and_then(|s| s.allocatable.clone());
     old.metadata.labels != new.metadata.labels
         || taints(old) != taints(new)
@@ -175,8 +194,11 @@ fn node_change(old: Option<&Node>, new: Option<&Node>) -> bool {
 /// Whether a pod's placement depends on where other pods are.
 fn depends_on_others(pod: &Pod) -> bool {
     let spec = pod.spec.as_ref();
-    spec.and_then(|s| s.topology_spread_constraints.as_ref()).is_some_and(|c| !c.is_empty())
-        || spec.and_then(|s| s.affinity.as_ref()).is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
+    spec.and_then(|s| s.topology_spread_constraints.as_ref())
+        .is_some_and(|c| !c.is_empty())
+        || spec
+            .and_then(|s| s.affinity.as_ref())
+            .is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
 }
 
 /// A binding decided and not yet written; the pod is assumed bound in the cache meanwhile.
@@ -220,7 +242,13 @@ struct Writes {
 
 impl Writes {
     fn new(pace: super::lag::Pace) -> Self {
-        Self { pace, binds: VecDeque::new(), verdicts: HashMap::new(), first: VecDeque::new(), refresh: VecDeque::new() }
+        Self {
+            pace,
+            binds: VecDeque::new(),
+            verdicts: HashMap::new(),
+            first: VecDeque::new(),
+            refresh: VecDeque::new(),
+        }
     }
 
     /// Queues a verdict, or updates the message of one queued for the pod.
@@ -230,8 +258,18 @@ impl Writes {
             queued.uid = verdict.uid;
             return;
         }
-        if first { self.first.push_back(key.clone()) } else { self.refresh.push_back(key.clone()) }
-        self.verdicts.insert(key, Verdict { refresh: !first, ..verdict });
+        if first {
+            self.first.push_back(key.clone())
+        } else {
+            self.refresh.push_back(key.clone())
+        }
+        self.verdicts.insert(
+            key,
+            Verdict {
+                refresh: !first,
+                ..verdict
+            },
+        );
     }
 
     fn is_queued(&self, key: &Key) -> bool {
@@ -279,8 +317,17 @@ impl Writes {
 
 /// A finished write.
 enum Done {
-    Bound { bind: Bind, slot: SystemTime, result: Result<(), kube::Error> },
-    Marked { key: Key, uid: Option<String>, slot: Option<SystemTime>, result: Result<Pod, kube::Error> },
+    Bound {
+        bind: Bind,
+        slot: SystemTime,
+        result: Result<(), kube::Error>,
+    },
+    Marked {
+        key: Key,
+        uid: Option<String>,
+        slot: Option<SystemTime>,
+        result: Result<Pod, kube::Error>,
+    },
 }
 
 struct Scheduler {
@@ -336,7 +383,9 @@ struct HostPort {
 impl HostPort {
     fn conflicts(&self, other: &HostPort) -> bool {
         let wildcard = |ip: &str| ip.is_empty() || ip == "0.0.0.0";
-        self.port == other.port && self.protocol == other.protocol && (self.ip == other.ip || wildcard(&self.ip) || wildcard(&other.ip))
+        self.port == other.port
+            && self.protocol == other.protocol
+            && (self.ip == other.ip || wildcard(&self.ip) || wildcard(&other.ip))
     }
 }
 
@@ -358,8 +407,14 @@ impl NodeInfo {
             name: node.metadata.name.clone().unwrap_or_default(),
             labels: labels_of(&node.metadata),
             taints: scheduling_taints(node),
-            unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
-            allocatable: super::resources_of(node.status.as_ref().and_then(|s| s.allocatable.as_ref())),
+            unschedulable: node
+                .spec
+                .as_ref()
+                .and_then(|s| s.unschedulable)
+                .unwrap_or(false),
+            allocatable: super::resources_of(
+                node.status.as_ref().and_then(|s| s.allocatable.as_ref()),
+            ),
             requested: Resources::new(),
             ports: Vec::new(),
             pods: Vec::new(),
@@ -388,8 +443,14 @@ impl NodeInfo {
 
 /// The host ports of a pod's containers (and sidecars).
 fn host_ports(pod: &Pod) -> Vec<HostPort> {
-    let Some(spec) = pod.spec.as_ref() else { return Vec::new() };
-    let sidecars = spec.init_containers.iter().flatten().filter(|c| c.restart_policy.as_deref() == Some("Always"));
+    let Some(spec) = pod.spec.as_ref() else {
+        return Vec::new();
+    };
+    let sidecars = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .filter(|c| c.restart_policy.as_deref() == Some("Always"));
     spec.containers
         .iter()
         .chain(sidecars)
@@ -408,11 +469,19 @@ fn host_ports(pod: &Pod) -> Vec<HostPort> {
 fn required_terms(pod: &Pod, affinity: bool) -> Vec<PodAffinityTerm> {
     let affinity_spec = pod.spec.as_ref().and_then(|s| s.affinity.as_ref());
     let terms = if affinity {
-        affinity_spec.and_then(|a| a.pod_affinity.as_ref()).and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+        affinity_spec
+            .and_then(|a| a.pod_affinity.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
     } else {
         affinity_spec
             .and_then(|a| a.pod_anti_affinity.as_ref())
-            .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
     };
     terms.cloned().unwrap_or_default()
 }
@@ -420,9 +489,14 @@ fn required_terms(pod: &Pod, affinity: bool) -> Vec<PodAffinityTerm> {
 /// Whether a node selector requirement holds for a value (`None`: the label is absent),
 /// evaluated with joinery-core's requirement algebra.
 fn requirement_holds(expression: &NodeSelectorRequirement, value: Option<&str>) -> bool {
-    let Ok(operator) = expression.operator.parse::<Operator>() else { return false };
-    let Ok(requirement) = Requirement::new(expression.key.as_str(), operator, expression.values.iter().flatten().map(String::as_str))
-    else {
+    let Ok(operator) = expression.operator.parse::<Operator>() else {
+        return false;
+    };
+    let Ok(requirement) = Requirement::new(
+        expression.key.as_str(),
+        operator,
+        expression.values.iter().flatten().map(String::as_str),
+    ) else {
         return false;
     };
     match value {
@@ -437,27 +511,56 @@ fn term_matches(term: &NodeSelectorTerm, labels: &BTreeMap<String, String>, name
     if expressions.is_empty() && fields.is_empty() {
         return false;
     }
-    expressions.iter().all(|e| requirement_holds(e, labels.get(&e.key).map(String::as_str)))
-        && fields.iter().all(|f| f.key == "metadata.name" && requirement_holds(f, Some(name)))
+    expressions
+        .iter()
+        .all(|e| requirement_holds(e, labels.get(&e.key).map(String::as_str)))
+        && fields
+            .iter()
+            .all(|f| f.key == "metadata.name" && requirement_holds(f, Some(name)))
 }
 
 /// Whether the pod's nodeSelector and required node affinity admit a node.
-pub(crate) fn node_affinity_matches(pod: &Pod, labels: &BTreeMap<String, String>, name: &str) -> bool {
-    let Some(spec) = pod.spec.as_ref() else { return true };
-    if !spec.node_selector.iter().flatten().all(|(k, v)| labels.get(k) == Some(v)) {
+pub(crate) fn node_affinity_matches(
+    pod: &Pod,
+    labels: &BTreeMap<String, String>,
+    name: &str,
+) -> bool {
+    let Some(spec) = pod.spec.as_ref() else {
+        return true;
+    };
+    if !spec
+        .node_selector
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v))
+    {
         return false;
     }
     let required = spec
         .affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref());
-    required.is_none_or(|selector| selector.node_selector_terms.iter().any(|term| term_matches(term, labels, name)))
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    required.is_none_or(|selector| {
+        selector
+            .node_selector_terms
+            .iter()
+            .any(|term| term_matches(term, labels, name))
+    })
 }
 
 /// The first `NoSchedule`/`NoExecute` taint the tolerations do not tolerate.
-pub(crate) fn untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration]) -> Option<&'a Taint> {
-    taints.iter().filter(|t| t.effect != TaintEffect::PreferNoSchedule).find(|t| !tolerated_by(t, tolerations))
+pub(crate) fn untolerated<'a>(
+    taints: &'a [Taint],
+    tolerations: &[Toleration],
+) -> Option<&'a Taint> {
+    taints
+        .iter()
+        .filter(|t| t.effect != TaintEffect::PreferNoSchedule)
+        .find(|t| !tolerated_by(t, tolerations))
 }
 
 /// A prepared `DoNotSchedule` topology spread constraint.
@@ -489,7 +592,11 @@ impl Spread {
         }
         if let Some(domain) = node.labels.get(&self.key) {
             *self.counts.entry(domain.clone()).or_default() += 1;
-            self.minimum = if self.counts.len() < self.min_domains { 0 } else { self.counts.values().copied().min().unwrap_or(0) };
+            self.minimum = if self.counts.len() < self.min_domains {
+                0
+            } else {
+                self.counts.values().copied().min().unwrap_or(0)
+            };
         }
     }
 }
@@ -526,17 +633,29 @@ struct Candidate<'a> {
 
 impl Scheduler {
     fn namespace_labels(&self, namespace: &str) -> BTreeMap<String, String> {
-        self.namespaces.get("", namespace).map(|n| labels_of(&n.metadata)).unwrap_or_default()
+        self.namespaces
+            .get("", namespace)
+            .map(|n| labels_of(&n.metadata))
+            .unwrap_or_default()
     }
 
     /// Whether a pod-affinity term written in `owner_namespace` selects a pod.
-    fn term_selects(&self, term: &PodAffinityTerm, owner_namespace: &str, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
+    fn term_selects(
+        &self,
+        term: &PodAffinityTerm,
+        owner_namespace: &str,
+        namespace: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> bool {
         let listed = term.namespaces.as_deref().unwrap_or_default();
         let namespace_ok = if listed.is_empty() && term.namespace_selector.is_none() {
             namespace == owner_namespace
         } else {
             listed.iter().any(|n| n == namespace)
-                || term.namespace_selector.as_ref().is_some_and(|s| selector_matches(Some(s), &self.namespace_labels(namespace)))
+                || term
+                    .namespace_selector
+                    .as_ref()
+                    .is_some_and(|s| selector_matches(Some(s), &self.namespace_labels(namespace)))
         };
         namespace_ok && selector_matches(term.label_selector.as_ref(), labels)
     }
@@ -562,11 +681,14 @@ impl Scheduler {
                 if let Some(selector) = selector.as_mut() {
                     for key in constraint.match_label_keys.iter().flatten() {
                         if let Some(value) = labels.get(key) {
-                            selector.match_expressions.get_or_insert_with(Vec::new).push(LabelSelectorRequirement {
-                                key: key.clone(),
-                                operator: "In".into(),
-                                values: Some(vec![value.clone()]),
-                            });
+                            selector
+                                .match_expressions
+                                .get_or_insert_with(Vec::new)
+                                .push(LabelSelectorRequirement {
+                                    key: key.clone(),
+                                    operator: "In".into(),
+                                    values: Some(vec![value.clone()]),
+                                });
                         }
                     }
                 }
@@ -585,12 +707,22 @@ impl Scheduler {
                     let matching = node
                         .pods
                         .iter()
-                        .filter(|p| !p.deleting && p.namespace == namespace && selector_matches(selector.as_ref(), &p.labels))
+                        .filter(|p| {
+                            !p.deleting
+                                && p.namespace == namespace
+                                && selector_matches(selector.as_ref(), &p.labels)
+                        })
                         .count() as i64;
-                    *counts.entry(node.labels[&constraint.topology_key].clone()).or_default() += matching;
+                    *counts
+                        .entry(node.labels[&constraint.topology_key].clone())
+                        .or_default() += matching;
                 }
                 let min_domains = constraint.min_domains.unwrap_or(1).max(1) as usize;
-                let minimum = if counts.len() < min_domains { 0 } else { counts.values().copied().min().unwrap_or(0) };
+                let minimum = if counts.len() < min_domains {
+                    0
+                } else {
+                    counts.values().copied().min().unwrap_or(0)
+                };
                 Spread {
                     key: constraint.topology_key.clone(),
                     max_skew: i64::from(constraint.max_skew),
@@ -609,7 +741,13 @@ impl Scheduler {
     /// Everything about placing `pod` that does not depend on the node, with its spread
     /// constraints already counted; `anti_affinity_placed` tells whether any placed pod has
     /// required anti-affinity terms (else they need no looking at).
-    fn candidate<'a>(&self, pod: &'a Pod, nodes: &[NodeInfo], spreads: Vec<Spread>, anti_affinity_placed: bool) -> Candidate<'a> {
+    fn candidate<'a>(
+        &self,
+        pod: &'a Pod,
+        nodes: &[NodeInfo],
+        spreads: Vec<Spread>,
+        anti_affinity_placed: bool,
+    ) -> Candidate<'a> {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let labels = labels_of(&pod.metadata);
         let tolerations = pod_tolerations(pod);
@@ -619,7 +757,8 @@ impl Scheduler {
         let anti_affinity_terms = required_terms(pod, false);
         let mut affinity_counts: HashMap<(String, String), i64> = HashMap::new();
         let mut anti_affinity_counts: HashMap<(String, String), i64> = HashMap::new();
-        let look = anti_affinity_placed || !affinity_terms.is_empty() || !anti_affinity_terms.is_empty();
+        let look =
+            anti_affinity_placed || !affinity_terms.is_empty() || !anti_affinity_terms.is_empty();
         for node in nodes.iter().filter(|_| look) {
             for placed in &node.pods {
                 for term in &placed.anti_affinity {
@@ -630,11 +769,15 @@ impl Scheduler {
                     }
                 }
                 if !affinity_terms.is_empty()
-                    && affinity_terms.iter().all(|t| self.term_selects(t, &namespace, &placed.namespace, &placed.labels))
+                    && affinity_terms.iter().all(|t| {
+                        self.term_selects(t, &namespace, &placed.namespace, &placed.labels)
+                    })
                 {
                     for term in &affinity_terms {
                         if let Some(value) = node.labels.get(&term.topology_key) {
-                            *affinity_counts.entry((term.topology_key.clone(), value.clone())).or_default() += 1;
+                            *affinity_counts
+                                .entry((term.topology_key.clone(), value.clone()))
+                                .or_default() += 1;
                         }
                     }
                 }
@@ -642,7 +785,9 @@ impl Scheduler {
                     if let Some(value) = node.labels.get(&term.topology_key)
                         && self.term_selects(term, &namespace, &placed.namespace, &placed.labels)
                     {
-                        *anti_affinity_counts.entry((term.topology_key.clone(), value.clone())).or_default() += 1;
+                        *anti_affinity_counts
+                            .entry((term.topology_key.clone(), value.clone()))
+                            .or_default() += 1;
                     }
                 }
             }
@@ -667,20 +812,28 @@ impl Scheduler {
     /// The reasons a node cannot take the pod (empty: it can), from the first failing filter.
     fn filter(&self, candidate: &Candidate<'_>, node: &NodeInfo) -> Vec<String> {
         // NodeUnschedulable.
-        let cordon = Taint::without_value("node.kubernetes.io/unschedulable", TaintEffect::NoSchedule);
+        let cordon =
+            Taint::without_value("node.kubernetes.io/unschedulable", TaintEffect::NoSchedule);
         if node.unschedulable && !tolerated_by(&cordon, &candidate.tolerations) {
             return vec!["node(s) were unschedulable".into()];
         }
         // TaintToleration.
         if let Some(taint) = untolerated(&node.taints, &candidate.tolerations) {
-            return vec![format!("node(s) had untolerated taint {{{}: {}}}", taint.key, taint.value)];
+            return vec![format!(
+                "node(s) had untolerated taint {{{}: {}}}",
+                taint.key, taint.value
+            )];
         }
         // NodeAffinity.
         if !node_affinity_matches(candidate.pod, &node.labels, &node.name) {
             return vec!["node(s) didn't match Pod's node affinity/selector".into()];
         }
         // NodePorts.
-        if candidate.ports.iter().any(|wanted| node.ports.iter().any(|used| used.conflicts(wanted))) {
+        if candidate
+            .ports
+            .iter()
+            .any(|wanted| node.ports.iter().any(|used| used.conflicts(wanted)))
+        {
             return vec!["node(s) didn't have free ports for the requested pod ports".into()];
         }
         // NodeResourcesFit.
@@ -689,14 +842,27 @@ impl Scheduler {
             .requests
             .exceeding(&free)
             .into_iter()
-            .map(|name| if name == PODS { "Too many pods".to_string() } else { format!("Insufficient {name}") })
+            .map(|name| {
+                if name == PODS {
+                    "Too many pods".to_string()
+                } else {
+                    format!("Insufficient {name}")
+                }
+            })
             .collect();
         if !short.is_empty() {
             return short;
         }
         // PodTopologySpread.
-        if !candidate.spread_keys.iter().all(|k| node.labels.contains_key(k)) {
-            return vec!["node(s) didn't match pod topology spread constraints (missing required label)".into()];
+        if !candidate
+            .spread_keys
+            .iter()
+            .all(|k| node.labels.contains_key(k))
+        {
+            return vec![
+                "node(s) didn't match pod topology spread constraints (missing required label)"
+                    .into(),
+            ];
         }
         for spread in &candidate.spreads {
             let domain = &node.labels[&spread.key];
@@ -706,40 +872,59 @@ impl Scheduler {
             }
         }
         // InterPodAffinity: the pod's affinity, its anti-affinity, then existing pods' anti-affinity.
-        let pair = |key: &str| node.labels.get(key).map(|value| (key.to_string(), value.clone()));
+        let pair = |key: &str| {
+            node.labels
+                .get(key)
+                .map(|value| (key.to_string(), value.clone()))
+        };
         if !candidate.affinity_terms.is_empty() {
             let mut pods_exist = true;
             for term in &candidate.affinity_terms {
                 match pair(&term.topology_key) {
-                    Some(p) => pods_exist &= candidate.affinity_counts.get(&p).copied().unwrap_or(0) > 0,
+                    Some(p) => {
+                        pods_exist &= candidate.affinity_counts.get(&p).copied().unwrap_or(0) > 0
+                    }
                     None => return vec!["node(s) didn't match pod affinity rules".into()],
                 }
             }
             // The first pod of a group whose members attract each other may go anywhere.
             let first_of_its_kind = candidate.affinity_counts.is_empty()
-                && candidate
-                    .affinity_terms
-                    .iter()
-                    .all(|t| self.term_selects(t, &candidate.namespace, &candidate.namespace, &candidate.labels));
+                && candidate.affinity_terms.iter().all(|t| {
+                    self.term_selects(
+                        t,
+                        &candidate.namespace,
+                        &candidate.namespace,
+                        &candidate.labels,
+                    )
+                });
             if !pods_exist && !first_of_its_kind {
                 return vec!["node(s) didn't match pod affinity rules".into()];
             }
         }
-        if candidate
-            .anti_affinity_terms
-            .iter()
-            .any(|term| pair(&term.topology_key).is_some_and(|p| candidate.anti_affinity_counts.get(&p).copied().unwrap_or(0) > 0))
-        {
+        if candidate.anti_affinity_terms.iter().any(|term| {
+            pair(&term.topology_key)
+                .is_some_and(|p| candidate.anti_affinity_counts.get(&p).copied().unwrap_or(0) > 0)
+        }) {
             return vec!["node(s) didn't match pod anti-affinity rules".into()];
         }
-        if candidate.forbidden_by_existing.iter().any(|(key, value)| node.labels.get(key) == Some(value)) {
+        if candidate
+            .forbidden_by_existing
+            .iter()
+            .any(|(key, value)| node.labels.get(key) == Some(value))
+        {
             return vec!["node(s) didn't satisfy existing pods anti-affinity rules".into()];
         }
         Vec::new()
     }
 
     /// Picks a node for the pod, or explains in kube-scheduler's words why there is none.
-    fn place(&self, pod: &Pod, nodes: &[NodeInfo], spreads: Vec<Spread>, anti_affinity_placed: bool) -> Result<usize, String> {
+    fn place(
+        &self,
+        pod: &Pod,
+        nodes: &[NodeInfo],
+        spreads: Vec<Spread>,
+        anti_affinity_placed: bool,
+    ) -> Result<usize, String> {
         if nodes.is_empty() {
             return Err("no nodes available to schedule pods".into());
         }
@@ -762,9 +947,16 @@ impl Scheduler {
         if let Some((_, index)) = best {
             return Ok(index);
         }
-        let mut histogram: Vec<String> = reasons.iter().map(|(reason, count)| format!("{count} {reason}")).collect();
+        let mut histogram: Vec<String> = reasons
+            .iter()
+            .map(|(reason, count)| format!("{count} {reason}"))
+            .collect();
         histogram.sort();
-        Err(format!("0/{} nodes are available: {}.", nodes.len(), histogram.join(", ")))
+        Err(format!(
+            "0/{} nodes are available: {}.",
+            nodes.len(),
+            histogram.join(", ")
+        ))
     }
 
     fn new(shared: Arc<Shared>) -> Self {
@@ -791,8 +983,14 @@ impl Scheduler {
                 let key = key_of(pod);
                 let old = self.pods.get(&key.0, &key.1);
                 // The cache keeps what is newer: an older event changes nothing.
-                let stale = old.is_some_and(|old| old.metadata.uid == pod.metadata.uid && version(old) > version(pod));
-                let requeue = if stale { Requeue::Nothing } else { pod_change(old, Some(pod)) };
+                let stale = old.is_some_and(|old| {
+                    old.metadata.uid == pod.metadata.uid && version(old) > version(pod)
+                });
+                let requeue = if stale {
+                    Requeue::Nothing
+                } else {
+                    pod_change(old, Some(pod))
+                };
                 if requeue == Requeue::Pod {
                     self.requeued.insert(key);
                 }
@@ -828,7 +1026,9 @@ impl Scheduler {
     fn node_event(&mut self, event: watcher::Event<Node>) -> bool {
         let changed = match &event {
             watcher::Event::Apply(node) => {
-                let old = self.nodes.get("", node.metadata.name.as_deref().unwrap_or_default());
+                let old = self
+                    .nodes
+                    .get("", node.metadata.name.as_deref().unwrap_or_default());
                 node_change(old, Some(node))
             }
             watcher::Event::Delete(_) | watcher::Event::InitDone => true,
@@ -842,10 +1042,19 @@ impl Scheduler {
     /// Forgets what is kept about pods that are gone: when verdicts were written for pods no
     /// longer pending, what pods no longer bound took.
     fn forget_old_verdicts(&mut self) {
-        let pending: HashSet<&str> =
-            self.pods.iter().filter(|p| node_name_of(p).is_none()).filter_map(|p| p.metadata.uid.as_deref()).collect();
+        let pending: HashSet<&str> = self
+            .pods
+            .iter()
+            .filter(|p| node_name_of(p).is_none())
+            .filter_map(|p| p.metadata.uid.as_deref())
+            .collect();
         self.written.retain(|uid, _| pending.contains(uid.as_str()));
-        let bound: HashSet<&str> = self.pods.iter().filter(|p| occupies(p)).filter_map(|p| p.metadata.uid.as_deref()).collect();
+        let bound: HashSet<&str> = self
+            .pods
+            .iter()
+            .filter(|p| occupies(p))
+            .filter_map(|p| p.metadata.uid.as_deref())
+            .collect();
         self.placed.retain(|uid, _| bound.contains(uid.as_str()));
     }
 
@@ -861,9 +1070,12 @@ impl Scheduler {
     /// Starts the queued writes whose slot has come, while there is room.
     fn start_writes(&mut self) {
         // Wake-ups land within a timer tick of the slot.
-        let now = self.shared.clock.now() + self.shared.clock.to_simulated(Duration::from_millis(1));
+        let now =
+            self.shared.clock.now() + self.shared.clock.to_simulated(Duration::from_millis(1));
         while self.in_flight.len() < CONCURRENT_WRITES {
-            let Some(asked) = self.writes.next_asked() else { break };
+            let Some(asked) = self.writes.next_asked() else {
+                break;
+            };
             let slot = self.writes.pace.slot(asked);
             if slot > now {
                 break;
@@ -883,7 +1095,11 @@ impl Scheduler {
         match job {
             Job::Bind(bind) => {
                 let binding = Binding {
-                    metadata: ObjectMeta { name: Some(bind.key.1.clone()), uid: bind.uid.clone(), ..Default::default() },
+                    metadata: ObjectMeta {
+                        name: Some(bind.key.1.clone()),
+                        uid: bind.uid.clone(),
+                        ..Default::default()
+                    },
                     target: ObjectReference {
                         api_version: Some("v1".into()),
                         kind: Some("Node".into()),
@@ -895,7 +1111,12 @@ impl Scheduler {
                     async move {
                         let api: Api<Pod> = Api::namespaced(client, &bind.key.0);
                         let result = api
-                            .create_subresource::<_, Status>("binding", &bind.key.1, &PostParams::default(), &binding)
+                            .create_subresource::<_, Status>(
+                                "binding",
+                                &bind.key.1,
+                                &PostParams::default(),
+                                &binding,
+                            )
                             .await
                             .map(|_| ());
                         Done::Bound { bind, slot, result }
@@ -905,7 +1126,10 @@ impl Scheduler {
             }
             Job::Verdict(key, verdict) => {
                 let pod = self.pods.get(&key.0, &key.1)?;
-                if pod.metadata.uid != verdict.uid || node_name_of(pod).is_some() || !is_pending(pod) {
+                if pod.metadata.uid != verdict.uid
+                    || node_name_of(pod).is_some()
+                    || !is_pending(pod)
+                {
                     return None;
                 }
                 let patch = unschedulable_patch(pod, &verdict.message, self.shared.now())?;
@@ -914,8 +1138,15 @@ impl Scheduler {
                 Some(
                     async move {
                         let api: Api<Pod> = Api::namespaced(client, &key.0);
-                        let result = api.patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&patch)).await;
-                        Done::Marked { key, uid, slot, result }
+                        let result = api
+                            .patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&patch))
+                            .await;
+                        Done::Marked {
+                            key,
+                            uid,
+                            slot,
+                            result,
+                        }
                     }
                     .boxed(),
                 )
@@ -927,7 +1158,9 @@ impl Scheduler {
     fn finish(&mut self, done: Done) -> bool {
         match done {
             Done::Bound { bind, slot, result } => {
-                self.shared.lag.record_since(LAG_SERIES, &self.shared.clock, slot);
+                self.shared
+                    .lag
+                    .record_since(LAG_SERIES, &self.shared.clock, slot);
                 let (namespace, name) = &bind.key;
                 let error = match result {
                     Ok(()) => {
@@ -943,7 +1176,8 @@ impl Scheduler {
                 }
                 // Undo the assumption, unless the watch has brought newer news of the pod.
                 let assumed = self.pods.get(namespace, name).is_some_and(|p| {
-                    p.metadata.uid == bind.uid && p.metadata.resource_version == bind.assumed_version
+                    p.metadata.uid == bind.uid
+                        && p.metadata.resource_version == bind.assumed_version
                 });
                 if assumed {
                     self.pods.forget(namespace, name);
@@ -952,9 +1186,16 @@ impl Scheduler {
                 self.requeued.insert(bind.key);
                 true
             }
-            Done::Marked { key, uid, slot, result } => {
+            Done::Marked {
+                key,
+                uid,
+                slot,
+                result,
+            } => {
                 if let Some(slot) = slot {
-                    self.shared.lag.record_since(LAG_SERIES, &self.shared.clock, slot);
+                    self.shared
+                        .lag
+                        .record_since(LAG_SERIES, &self.shared.clock, slot);
                 }
                 match result {
                     Ok(updated) => {
@@ -1007,12 +1248,20 @@ impl Scheduler {
 
     /// What the pass decides, pod by pod, against the nodes with what their pods take (each
     /// bound pod's share cached by uid and version across passes).
-    fn decide(&mut self, all: bool, constrained: bool, requeued: &HashSet<Key>, now: SystemTime) -> Vec<Decision> {
+    fn decide(
+        &mut self,
+        all: bool,
+        constrained: bool,
+        requeued: &HashSet<Key>,
+        now: SystemTime,
+    ) -> Vec<Decision> {
         let mut pending: Vec<&Pod> = self
             .pods
             .iter()
             .filter(|pod| node_name_of(pod).is_none() && !is_terminal(pod) && is_pending(pod))
-            .filter(|pod| all || (constrained && depends_on_others(pod)) || requeued.contains(&key_of(pod)))
+            .filter(|pod| {
+                all || (constrained && depends_on_others(pod)) || requeued.contains(&key_of(pod))
+            })
             .collect();
         if pending.is_empty() {
             // Nothing to place: the nodes' room is not worth adding up (a resync of a large,
@@ -1020,13 +1269,21 @@ impl Scheduler {
             return Vec::new();
         }
         let mut nodes: Vec<NodeInfo> = self.nodes.iter().map(NodeInfo::new).collect();
-        let index: HashMap<String, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
+        let index: HashMap<String, usize> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect();
         let placed = &mut self.placed;
         for pod in self.pods.iter().filter(|p| !is_terminal(p)) {
-            let Some(i) = node_name_of(pod).and_then(|node| index.get(node)) else { continue };
+            let Some(i) = node_name_of(pod).and_then(|node| index.get(node)) else {
+                continue;
+            };
             let uid = pod.metadata.uid.clone().unwrap_or_default();
             let share = match placed.get(&uid) {
-                Some((version, share)) if *version == pod.metadata.resource_version => share.clone(),
+                Some((version, share)) if *version == pod.metadata.resource_version => {
+                    share.clone()
+                }
                 _ => {
                     let share = Arc::new(PlacedPod::of(pod));
                     placed.insert(uid, (pod.metadata.resource_version.clone(), share.clone()));
@@ -1037,9 +1294,15 @@ impl Scheduler {
         }
         let priority = |p: &Pod| p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
         pending.sort_by(|a, b| {
-            priority(b).cmp(&priority(a)).then_with(|| a.metadata.creation_timestamp.cmp(&b.metadata.creation_timestamp))
+            priority(b).cmp(&priority(a)).then_with(|| {
+                a.metadata
+                    .creation_timestamp
+                    .cmp(&b.metadata.creation_timestamp)
+            })
         });
-        let mut anti_affinity_placed = nodes.iter().any(|n| n.pods.iter().any(|p| !p.anti_affinity.is_empty()));
+        let mut anti_affinity_placed = nodes
+            .iter()
+            .any(|n| n.pods.iter().any(|p| !p.anti_affinity.is_empty()));
         let mut decisions = Vec::new();
         // Pods of one controller with the same spec and labels are alike (kube-scheduler's
         // equivalence classes): they share spread counts, and where one fits nowhere so do the
@@ -1048,15 +1311,23 @@ impl Scheduler {
         let mut failed: HashMap<&str, (&Pod, String)> = HashMap::new();
         let mut spreads: HashMap<&str, (&Pod, Vec<Spread>)> = HashMap::new();
         let alike = |seen: &Pod, pod: &Pod| {
-            seen.metadata.namespace == pod.metadata.namespace && seen.metadata.labels == pod.metadata.labels && seen.spec == pod.spec
+            seen.metadata.namespace == pod.metadata.namespace
+                && seen.metadata.labels == pod.metadata.labels
+                && seen.spec == pod.spec
         };
         for pod in pending {
             let class = super::controller_uid(&pod.metadata);
-            let known = class.and_then(|c| failed.get(c)).filter(|(seen, _)| alike(seen, pod)).map(|(_, message)| message.clone());
+            let known = class
+                .and_then(|c| failed.get(c))
+                .filter(|(seen, _)| alike(seen, pod))
+                .map(|(_, message)| message.clone());
             let outcome = match known {
                 Some(message) => Err(message),
                 None => {
-                    let counted = class.and_then(|c| spreads.get(c)).filter(|(seen, _)| alike(seen, pod)).map(|(_, s)| s.clone());
+                    let counted = class
+                        .and_then(|c| spreads.get(c))
+                        .filter(|(seen, _)| alike(seen, pod))
+                        .map(|(_, s)| s.clone());
                     let counted = counted.unwrap_or_else(|| {
                         let fresh = self.spreads(pod, &nodes);
                         if let Some(class) = class {
@@ -1119,41 +1390,77 @@ impl Scheduler {
     fn verdict_for(&self, pod: &Pod, message: &str, now: SystemTime) -> Option<Decision> {
         let key = key_of(pod);
         let current = scheduled_condition(pod);
-        let unschedulable = current.is_some_and(|c| c.status == "False" && c.reason.as_deref() == Some("Unschedulable"));
+        let unschedulable = current
+            .is_some_and(|c| c.status == "False" && c.reason.as_deref() == Some("Unschedulable"));
         if unschedulable && current.is_some_and(|c| c.message.as_deref() == Some(message)) {
-            return self.writes.is_queued(&key).then_some(Decision::Settled(key));
+            return self
+                .writes
+                .is_queued(&key)
+                .then_some(Decision::Settled(key));
         }
         let uid = pod.metadata.uid.clone();
-        let recent = uid.as_deref().and_then(|u| self.written.get(u)).is_some_and(|at| now.duration_since(*at).unwrap_or_default() < VERDICT_REFRESH);
+        let recent = uid
+            .as_deref()
+            .and_then(|u| self.written.get(u))
+            .is_some_and(|at| now.duration_since(*at).unwrap_or_default() < VERDICT_REFRESH);
         if unschedulable && recent && !self.writes.is_queued(&key) {
             // The resync pass gets back to it.
             return None;
         }
-        Some(Decision::Verdict(key, Verdict { uid, message: message.to_string(), asked: now, refresh: unschedulable }, !unschedulable))
+        Some(Decision::Verdict(
+            key,
+            Verdict {
+                uid,
+                message: message.to_string(),
+                asked: now,
+                refresh: unschedulable,
+            },
+            !unschedulable,
+        ))
     }
 }
 
 /// A pod's resource version as a number.
 fn version(pod: &Pod) -> Option<u64> {
-    pod.metadata.resource_version.as_deref().and_then(|v| v.parse().ok())
+    pod.metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
 }
 
 /// The pod's `PodScheduled` condition.
 fn scheduled_condition(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::PodCondition> {
-    pod.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"))
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"))
 }
 
 /// The status patch that says `PodScheduled=False`, reason `Unschedulable`, with `message`
 /// (keeping the transition time of a condition already `False`); `None` if it already says so.
 fn unschedulable_patch(pod: &Pod, message: &str, now: Time) -> Option<serde_json::Value> {
-    let conditions = pod.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+    let conditions = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
     let current = conditions.iter().find(|c| c.type_ == "PodScheduled");
-    if current.is_some_and(|c| c.status == "False" && c.reason.as_deref() == Some("Unschedulable") && c.message.as_deref() == Some(message)) {
+    if current.is_some_and(|c| {
+        c.status == "False"
+            && c.reason.as_deref() == Some("Unschedulable")
+            && c.message.as_deref() == Some(message)
+    }) {
         return None;
     }
-    let since = current.filter(|c| c.status == "False").and_then(|c| c.last_transition_time.clone()).unwrap_or(now);
-    let mut next: Vec<serde_json::Value> =
-        conditions.iter().filter(|c| c.type_ != "PodScheduled").map(|c| serde_json::to_value(c).unwrap_or_default()).collect();
+    let since = current
+        .filter(|c| c.status == "False")
+        .and_then(|c| c.last_transition_time.clone())
+        .unwrap_or(now);
+    let mut next: Vec<serde_json::Value> = conditions
+        .iter()
+        .filter(|c| c.type_ != "PodScheduled")
+        .map(|c| serde_json::to_value(c).unwrap_or_default())
+        .collect();
     next.push(json!({
         "type": "PodScheduled",
         "status": "False",
@@ -1167,11 +1474,19 @@ fn unschedulable_patch(pod: &Pod, message: &str, now: Time) -> Option<serde_json
 
 /// Whether the default scheduler should place this unbound pod now.
 fn is_pending(pod: &Pod) -> bool {
-    let Some(spec) = pod.spec.as_ref() else { return false };
-    let scheduler = spec.scheduler_name.as_deref().unwrap_or(DEFAULT_SCHEDULER_NAME);
+    let Some(spec) = pod.spec.as_ref() else {
+        return false;
+    };
+    let scheduler = spec
+        .scheduler_name
+        .as_deref()
+        .unwrap_or(DEFAULT_SCHEDULER_NAME);
     scheduler == DEFAULT_SCHEDULER_NAME
         && !is_deleting(pod)
-        && spec.scheduling_gates.as_ref().is_none_or(|gates| gates.is_empty())
+        && spec
+            .scheduling_gates
+            .as_ref()
+            .is_none_or(|gates| gates.is_empty())
 }
 
 #[cfg(test)]
@@ -1185,7 +1500,10 @@ mod tests {
             operator: operator.into(),
             values: Some(values.iter().map(|v| v.to_string()).collect()),
         };
-        assert!(requirement_holds(&requirement("In", &["a", "b"]), Some("a")));
+        assert!(requirement_holds(
+            &requirement("In", &["a", "b"]),
+            Some("a")
+        ));
         assert!(!requirement_holds(&requirement("In", &["a"]), None));
         assert!(requirement_holds(&requirement("NotIn", &["a"]), None));
         assert!(requirement_holds(&requirement("Exists", &[]), Some("x")));
@@ -1193,7 +1511,10 @@ mod tests {
         assert!(requirement_holds(&requirement("Gt", &["3"]), Some("4")));
         assert!(!requirement_holds(&requirement("Gt", &["3"]), Some("3")));
         assert!(!requirement_holds(&requirement("Lt", &["3"]), None));
-        assert!(!requirement_holds(&requirement("Sometimes", &[]), Some("x")));
+        assert!(!requirement_holds(
+            &requirement("Sometimes", &[]),
+            Some("x")
+        ));
     }
 
     fn pod(value: serde_json::Value) -> Pod {
@@ -1201,30 +1522,58 @@ mod tests {
     }
 
     fn pending(version: &str) -> Pod {
-        pod(json!({"metadata": {"name": "p", "namespace": "d", "uid": "u1", "resourceVersion": version, "labels": {"app": "a"}},
-                   "spec": {"containers": [{"name": "c"}]}}))
+        pod(
+            json!({"metadata": {"name": "p", "namespace": "d", "uid": "u1", "resourceVersion": version, "labels": {"app": "a"}},
+                   "spec": {"containers": [{"name": "c"}]}}),
+        )
     }
 
     fn bound(version: &str, labels: serde_json::Value) -> Pod {
-        pod(json!({"metadata": {"name": "p", "namespace": "d", "uid": "u1", "resourceVersion": version, "labels": labels},
-                   "spec": {"nodeName": "n1", "containers": [{"name": "c"}]}}))
+        pod(
+            json!({"metadata": {"name": "p", "namespace": "d", "uid": "u1", "resourceVersion": version, "labels": labels},
+                   "spec": {"nodeName": "n1", "containers": [{"name": "c"}]}}),
+        )
     }
 
     #[test]
     fn a_change_requeues_only_what_it_may_let_fit() {
         // A new or changed pending pod is tried; its own write coming back is not.
         assert_eq!(pod_change(None, Some(&pending("1"))), Requeue::Pod);
-        assert_eq!(pod_change(Some(&pending("1")), Some(&pending("2"))), Requeue::Pod);
-        assert_eq!(pod_change(Some(&pending("2")), Some(&pending("2"))), Requeue::Nothing);
+        assert_eq!(
+            pod_change(Some(&pending("1")), Some(&pending("2"))),
+            Requeue::Pod
+        );
+        assert_eq!(
+            pod_change(Some(&pending("2")), Some(&pending("2"))),
+            Requeue::Nothing
+        );
         // A binding (or a relabelled bound pod) matters to spread and affinity only.
-        assert_eq!(pod_change(Some(&pending("2")), Some(&bound("3", json!({"app": "a"})))), Requeue::Constrained);
-        assert_eq!(pod_change(Some(&bound("3", json!({"app": "a"}))), Some(&bound("4", json!({"app": "a"})))), Requeue::Nothing);
-        assert_eq!(pod_change(Some(&bound("3", json!({"app": "a"}))), Some(&bound("4", json!({"app": "b"})))), Requeue::Constrained);
+        assert_eq!(
+            pod_change(Some(&pending("2")), Some(&bound("3", json!({"app": "a"})))),
+            Requeue::Constrained
+        );
+        assert_eq!(
+            pod_change(
+                Some(&bound("3", json!({"app": "a"}))),
+                Some(&bound("4", json!({"app": "a"})))
+            ),
+            Requeue::Nothing
+        );
+        assert_eq!(
+            pod_change(
+                Some(&bound("3", json!({"app": "a"}))),
+                Some(&bound("4", json!({"app": "b"})))
+            ),
+            Requeue::Constrained
+        );
         // Room freed: a bound pod gone or finished.
         assert_eq!(pod_change(Some(&bound("3", json!({}))), None), Requeue::All);
         let mut finished = bound("5", json!({}));
         finished.status = Some(serde_json::from_value(json!({"phase": "Succeeded"})).unwrap());
-        assert_eq!(pod_change(Some(&bound("3", json!({}))), Some(&finished)), Requeue::All);
+        assert_eq!(
+            pod_change(Some(&bound("3", json!({}))), Some(&finished)),
+            Requeue::All
+        );
         assert_eq!(pod_change(Some(&pending("2")), None), Requeue::Nothing);
         // Another pod of the same name.
         let mut other = pending("9");
@@ -1233,12 +1582,18 @@ mod tests {
         // Pods for another scheduler are left alone.
         let mut foreign = pending("3");
         foreign.spec.as_mut().unwrap().scheduler_name = Some("other".into());
-        assert_eq!(pod_change(Some(&pending("2")), Some(&foreign)), Requeue::Nothing);
+        assert_eq!(
+            pod_change(Some(&pending("2")), Some(&foreign)),
+            Requeue::Nothing
+        );
     }
 
     #[test]
     fn only_what_the_filters_read_of_a_node_requeues() {
-        let node = |labels: serde_json::Value, ready: &str, annotations: serde_json::Value| -> Node {
+        let node = |labels: serde_json::Value,
+                    ready: &str,
+                    annotations: serde_json::Value|
+         -> Node {
             serde_json::from_value(json!({"metadata": {"name": "n", "labels": labels, "annotations": annotations},
                 "status": {"conditions": [{"type": "Ready", "status": ready}], "allocatable": {"cpu": "4"}}}))
             .unwrap()
@@ -1247,20 +1602,34 @@ mod tests {
         let ready = node(json!({"a": "1"}), "True", json!({}));
         // A node that is not Ready takes no pod: its arrival and changes wait.
         assert!(!node_change(None, Some(&booting)));
-        assert!(!node_change(Some(&booting), Some(&node(json!({"a": "2"}), "False", json!({})))));
+        assert!(!node_change(
+            Some(&booting),
+            Some(&node(json!({"a": "2"}), "False", json!({})))
+        ));
         // Turning Ready, a Ready node's filtered fields changing, or any node going: try again.
         assert!(node_change(Some(&booting), Some(&ready)));
         assert!(node_change(None, Some(&ready)));
-        assert!(node_change(Some(&ready), Some(&node(json!({"a": "2"}), "True", json!({})))));
+        assert!(node_change(
+            Some(&ready),
+            Some(&node(json!({"a": "2"}), "True", json!({})))
+        ));
         assert!(node_change(Some(&booting), None));
-        assert!(!node_change(Some(&ready), Some(&node(json!({"a": "1"}), "True", json!({"note": "x"})))));
+        assert!(!node_change(
+            Some(&ready),
+            Some(&node(json!({"a": "1"}), "True", json!({"note": "x"})))
+        ));
     }
 
     #[test]
     fn writes_go_bindings_first_then_first_verdicts_then_refreshes() {
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
         let key = |name: &str| ("d".to_string(), name.to_string());
-        let verdict = |message: &str| Verdict { uid: None, message: message.into(), asked: t0, refresh: false };
+        let verdict = |message: &str| Verdict {
+            uid: None,
+            message: message.into(),
+            asked: t0,
+            refresh: false,
+        };
         let mut writes = Writes::new(super::super::lag::Pace::new(100.0, 1));
         writes.verdict(key("old"), verdict("0/1 nodes"), false);
         writes.verdict(key("new"), verdict("no nodes"), true);
@@ -1291,23 +1660,45 @@ mod tests {
     fn the_unschedulable_patch_keeps_the_transition_time_and_is_not_repeated() {
         let now = Time(k8s_openapi::jiff::Timestamp::from_second(2_000).unwrap());
         let fresh = pending("1");
-        let patch = unschedulable_patch(&fresh, "no nodes available to schedule pods", now.clone()).unwrap();
+        let patch = unschedulable_patch(&fresh, "no nodes available to schedule pods", now.clone())
+            .unwrap();
         let condition = &patch["status"]["conditions"][0];
-        assert_eq!((condition["reason"].as_str(), condition["message"].as_str()), (Some("Unschedulable"), Some("no nodes available to schedule pods")));
+        assert_eq!(
+            (condition["reason"].as_str(), condition["message"].as_str()),
+            (
+                Some("Unschedulable"),
+                Some("no nodes available to schedule pods")
+            )
+        );
         let mut marked = fresh.clone();
         marked.status = Some(serde_json::from_value(json!({"conditions": [{"type": "PodScheduled", "status": "False",
             "reason": "Unschedulable", "message": "no nodes available to schedule pods", "lastTransitionTime": "1970-01-01T00:16:40Z"}]})).unwrap());
-        assert!(unschedulable_patch(&marked, "no nodes available to schedule pods", now.clone()).is_none());
-        let refreshed = unschedulable_patch(&marked, "0/1 nodes are available: 1 Insufficient cpu.", now).unwrap();
-        assert_eq!(refreshed["status"]["conditions"][0]["lastTransitionTime"], "1970-01-01T00:16:40Z");
+        assert!(
+            unschedulable_patch(&marked, "no nodes available to schedule pods", now.clone())
+                .is_none()
+        );
+        let refreshed =
+            unschedulable_patch(&marked, "0/1 nodes are available: 1 Insufficient cpu.", now)
+                .unwrap();
+        assert_eq!(
+            refreshed["status"]["conditions"][0]["lastTransitionTime"],
+            "1970-01-01T00:16:40Z"
+        );
     }
 
     #[test]
     fn host_ports_conflict_on_wildcards() {
-        let port = |ip: &str| HostPort { ip: ip.into(), protocol: "TCP".into(), port: 80 };
+        let port = |ip: &str| HostPort {
+            ip: ip.into(),
+            protocol: "TCP".into(),
+            port: 80,
+        };
         assert!(port("").conflicts(&port("10.0.0.1")));
         assert!(port("10.0.0.1").conflicts(&port("10.0.0.1")));
         assert!(!port("10.0.0.1").conflicts(&port("10.0.0.2")));
-        assert!(!port("").conflicts(&HostPort { protocol: "UDP".into(), ..port("") }));
+        assert!(!port("").conflicts(&HostPort {
+            protocol: "UDP".into(),
+            ..port("")
+        }));
     }
 }

@@ -22,21 +22,22 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{
-    DaemonSet, DaemonSetStatus, Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet, ReplicaSetSpec, ReplicaSetStatus,
+    DaemonSet, DaemonSetStatus, Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet,
+    ReplicaSetSpec, ReplicaSetStatus,
 };
 use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
-use kube::Resource;
 use serde_json::json;
 
 use super::cache::Cache;
 use super::lag::{Pace, paced};
 use super::scheduler::{node_affinity_matches, untolerated};
 use super::{
-    PhysicsError, Shared, Trigger, api_code, controller_uid, core_toleration, is_deleting, is_ready, is_terminal, labels_of,
-    node_name_of, scheduling_taints, watch,
+    PhysicsError, Shared, Trigger, api_code, controller_uid, core_toleration, is_deleting,
+    is_ready, is_terminal, labels_of, node_name_of, scheduling_taints, watch,
 };
 use joinery_core::taints::TaintEffect;
 
@@ -55,7 +56,10 @@ fn template_hash(template: &PodTemplateSpec) -> String {
         hash ^= u32::from(byte);
         hash = hash.wrapping_mul(0x0100_0193);
     }
-    hash.to_string().bytes().map(|b| SAFE_ALPHABET[usize::from(b) % SAFE_ALPHABET.len()] as char).collect()
+    hash.to_string()
+        .bytes()
+        .map(|b| SAFE_ALPHABET[usize::from(b) % SAFE_ALPHABET.len()] as char)
+        .collect()
 }
 
 /// A controller owner reference to `owner`.
@@ -88,7 +92,10 @@ fn pod_from_template(template: &PodTemplateSpec, namespace: &str, owner: OwnerRe
 }
 
 fn name_of(meta: &ObjectMeta) -> (String, String) {
-    (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
 }
 
 /// Creates a pod, recording it in the cache.
@@ -102,7 +109,12 @@ async fn create_pod(shared: &Shared, pods: &mut Cache<Pod>, pod: &Pod) -> Result
 }
 
 /// Deletes a pod (with its grace period, or at once when `force`), recording it in the cache.
-async fn delete_pod(shared: &Shared, pods: &mut Cache<Pod>, pod: &Pod, force: bool) -> Result<(), PhysicsError> {
+async fn delete_pod(
+    shared: &Shared,
+    pods: &mut Cache<Pod>,
+    pod: &Pod,
+    force: bool,
+) -> Result<(), PhysicsError> {
     let (namespace, name) = name_of(&pod.metadata);
     let api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
     let mut params = DeleteParams::default();
@@ -129,15 +141,29 @@ async fn delete_pod(shared: &Shared, pods: &mut Cache<Pod>, pod: &Pod, force: bo
 /// Runs the Deployment and ReplicaSet controllers until the task is aborted.
 pub(crate) async fn run_deployments(shared: Arc<Shared>) {
     let client = shared.client.clone();
-    let mut deployment_events = watch(Api::<Deployment>::all(client.clone()), watcher::Config::default());
-    let mut replica_set_events = watch(Api::<ReplicaSet>::all(client.clone()), watcher::Config::default());
+    let mut deployment_events = watch(
+        Api::<Deployment>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let mut replica_set_events = watch(
+        Api::<ReplicaSet>::all(client.clone()),
+        watcher::Config::default(),
+    );
     let mut pod_events = watch(Api::<Pod>::all(client), watcher::Config::default());
     let mut resync = tokio::time::interval(shared.real_resync());
     let mut trigger = Trigger::scaled(&shared.clock);
     let pace = shared.pace();
-    let mut controller = Deployments { shared, deployments: Cache::new(), replica_sets: Cache::new(), pods: Cache::new(), pace };
+    let mut controller = Deployments {
+        shared,
+        deployments: Cache::new(),
+        replica_sets: Cache::new(),
+        pods: Cache::new(),
+        pace,
+    };
     loop {
-        let synced = controller.deployments.is_synced() && controller.replica_sets.is_synced() && controller.pods.is_synced();
+        let synced = controller.deployments.is_synced()
+            && controller.replica_sets.is_synced()
+            && controller.pods.is_synced();
         tokio::select! {
             Some(event) = deployment_events.next() => {
                 controller.deployments.apply(event);
@@ -203,17 +229,32 @@ fn interleave(mut plans: Vec<std::collections::VecDeque<PodWrite>>) -> Vec<PodWr
 
 impl Deployments {
     async fn pass(&mut self) {
-        let deployments: Vec<Deployment> = self.deployments.iter().filter(|d| d.metadata.deletion_timestamp.is_none()).cloned().collect();
+        let deployments: Vec<Deployment> = self
+            .deployments
+            .iter()
+            .filter(|d| d.metadata.deletion_timestamp.is_none())
+            .cloned()
+            .collect();
         for deployment in &deployments {
             if let Err(error) = self.sync_replica_sets(deployment).await {
                 tracing::warn!(deployment = %deployment.metadata.name.as_deref().unwrap_or_default(), %error, "deployment sync failed");
             }
         }
-        let replica_sets: Vec<ReplicaSet> = self.replica_sets.iter().filter(|r| r.metadata.deletion_timestamp.is_none()).cloned().collect();
-        let plans = replica_sets.iter().map(|replica_set| self.plan_pods(replica_set).into()).collect();
+        let replica_sets: Vec<ReplicaSet> = self
+            .replica_sets
+            .iter()
+            .filter(|r| r.metadata.deletion_timestamp.is_none())
+            .cloned()
+            .collect();
+        let plans = replica_sets
+            .iter()
+            .map(|replica_set| self.plan_pods(replica_set).into())
+            .collect();
         self.write_pods(interleave(plans)).await;
         for replica_set in &replica_sets {
-            let Some(uid) = replica_set.metadata.uid.as_deref() else { continue };
+            let Some(uid) = replica_set.metadata.uid.as_deref() else {
+                continue;
+            };
             if let Err(error) = self.sync_replica_set_status(replica_set, uid).await {
                 tracing::warn!(replicaset = %replica_set.metadata.name.as_deref().unwrap_or_default(), %error, "replicaset status update failed");
             }
@@ -227,27 +268,42 @@ impl Deployments {
 
     fn owned_replica_sets(&self, deployment: &Deployment) -> Vec<ReplicaSet> {
         let uid = deployment.metadata.uid.as_deref();
-        self.replica_sets.iter().filter(|r| uid.is_some() && controller_uid(&r.metadata) == uid).cloned().collect()
+        self.replica_sets
+            .iter()
+            .filter(|r| uid.is_some() && controller_uid(&r.metadata) == uid)
+            .cloned()
+            .collect()
     }
 
     /// Creates the ReplicaSet of the current template, or brings it to the replica count, and
     /// scales the others to zero.
     async fn sync_replica_sets(&mut self, deployment: &Deployment) -> Result<(), PhysicsError> {
-        let Some(spec) = deployment.spec.as_ref() else { return Ok(()) };
+        let Some(spec) = deployment.spec.as_ref() else {
+            return Ok(());
+        };
         let (namespace, name) = name_of(&deployment.metadata);
         let desired = spec.replicas.unwrap_or(1);
         let hash = template_hash(&spec.template);
         let new_name = format!("{name}-{hash}");
         let api: Api<ReplicaSet> = Api::namespaced(self.shared.client.clone(), &namespace);
         let owned = self.owned_replica_sets(deployment);
-        match owned.iter().find(|r| r.metadata.name.as_deref() == Some(new_name.as_str())) {
+        match owned
+            .iter()
+            .find(|r| r.metadata.name.as_deref() == Some(new_name.as_str()))
+        {
             None => {
                 let mut template = spec.template.clone();
                 let template_meta = template.metadata.get_or_insert_with(Default::default);
-                template_meta.labels.get_or_insert_with(BTreeMap::new).insert(POD_TEMPLATE_HASH_LABEL.into(), hash.clone());
+                template_meta
+                    .labels
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(POD_TEMPLATE_HASH_LABEL.into(), hash.clone());
                 let labels = template_meta.labels.clone();
                 let mut selector = spec.selector.clone();
-                selector.match_labels.get_or_insert_with(BTreeMap::new).insert(POD_TEMPLATE_HASH_LABEL.into(), hash.clone());
+                selector
+                    .match_labels
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(POD_TEMPLATE_HASH_LABEL.into(), hash.clone());
                 let replica_set = ReplicaSet {
                     metadata: ObjectMeta {
                         name: Some(new_name.clone()),
@@ -278,17 +334,31 @@ impl Deployments {
             }
             Some(_) => {}
         }
-        for old in owned.iter().filter(|r| r.metadata.name.as_deref() != Some(new_name.as_str())) {
-            if old.spec.as_ref().and_then(|s| s.replicas) != Some(0) && old.metadata.deletion_timestamp.is_none() {
-                self.scale(&api, old.metadata.name.as_deref().unwrap_or_default(), 0).await?;
+        for old in owned
+            .iter()
+            .filter(|r| r.metadata.name.as_deref() != Some(new_name.as_str()))
+        {
+            if old.spec.as_ref().and_then(|s| s.replicas) != Some(0)
+                && old.metadata.deletion_timestamp.is_none()
+            {
+                self.scale(&api, old.metadata.name.as_deref().unwrap_or_default(), 0)
+                    .await?;
             }
         }
         Ok(())
     }
 
-    async fn scale(&mut self, api: &Api<ReplicaSet>, name: &str, replicas: i32) -> Result<(), PhysicsError> {
+    async fn scale(
+        &mut self,
+        api: &Api<ReplicaSet>,
+        name: &str,
+        replicas: i32,
+    ) -> Result<(), PhysicsError> {
         let patch = json!({"spec": {"replicas": replicas}});
-        match api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
             Ok(updated) => {
                 tracing::debug!(replicaset = %name, replicas, "replicaset scaled");
                 self.replica_sets.upsert(updated);
@@ -303,17 +373,29 @@ impl Deployments {
     /// count (at most [`BURST_REPLICAS`]): surplus pods go unscheduled first, then pending,
     /// unready, cheaper to delete, newest.
     fn plan_pods(&self, replica_set: &ReplicaSet) -> Vec<PodWrite> {
-        let Some(spec) = replica_set.spec.as_ref() else { return Vec::new() };
-        let Some(uid) = replica_set.metadata.uid.as_deref() else { return Vec::new() };
+        let Some(spec) = replica_set.spec.as_ref() else {
+            return Vec::new();
+        };
+        let Some(uid) = replica_set.metadata.uid.as_deref() else {
+            return Vec::new();
+        };
         let (namespace, _) = name_of(&replica_set.metadata);
         let desired = spec.replicas.unwrap_or(1).max(0) as usize;
-        let active: Vec<&Pod> =
-            self.pods.iter().filter(|p| controller_uid(&p.metadata) == Some(uid) && !is_terminal(p) && !is_deleting(p)).collect();
+        let active: Vec<&Pod> = self
+            .pods
+            .iter()
+            .filter(|p| {
+                controller_uid(&p.metadata) == Some(uid) && !is_terminal(p) && !is_deleting(p)
+            })
+            .collect();
         if active.len() < desired
             && let Some(template) = spec.template.as_ref()
         {
             let pod = pod_from_template(template, &namespace, controller_reference(replica_set));
-            return (active.len()..desired).take(BURST_REPLICAS).map(|_| PodWrite::Create(pod.clone())).collect();
+            return (active.len()..desired)
+                .take(BURST_REPLICAS)
+                .map(|_| PodWrite::Create(pod.clone()))
+                .collect();
         }
         if active.len() <= desired {
             return Vec::new();
@@ -332,9 +414,20 @@ impl Deployments {
                 .and_then(|a| a.get(joinery_core::labels::POD_DELETION_COST_ANNOTATION))
                 .and_then(|c| c.parse().ok())
                 .unwrap_or(0);
-            (node_name_of(p).is_some(), phase, is_ready(p), cost, Reverse(p.metadata.creation_timestamp.clone()), p.metadata.name.clone())
+            (
+                node_name_of(p).is_some(),
+                phase,
+                is_ready(p),
+                cost,
+                Reverse(p.metadata.creation_timestamp.clone()),
+                p.metadata.name.clone(),
+            )
         });
-        ranked.into_iter().take((active.len() - desired).min(BURST_REPLICAS)).map(|p| PodWrite::Delete(p.clone())).collect()
+        ranked
+            .into_iter()
+            .take((active.len() - desired).min(BURST_REPLICAS))
+            .map(|p| PodWrite::Delete(p.clone()))
+            .collect()
     }
 
     /// Makes pod creations and deletions at the controllers' pace, a few at once, and takes
@@ -351,13 +444,19 @@ impl Deployments {
                 async move {
                     match write {
                         PodWrite::Create(pod) => {
-                            let api: Api<Pod> = Api::namespaced(client, pod.metadata.namespace.as_deref().unwrap_or_default());
+                            let api: Api<Pod> = Api::namespaced(
+                                client,
+                                pod.metadata.namespace.as_deref().unwrap_or_default(),
+                            );
                             PodWritten::Created(api.create(&PostParams::default(), &pod).await)
                         }
                         PodWrite::Delete(pod) => {
                             let (namespace, name) = name_of(&pod.metadata);
                             let api: Api<Pod> = Api::namespaced(client, &namespace);
-                            let result = api.delete(&name, &DeleteParams::default()).await.map(|answer| answer.left());
+                            let result = api
+                                .delete(&name, &DeleteParams::default())
+                                .await
+                                .map(|answer| answer.left());
                             PodWritten::Deleted(pod, result)
                         }
                     }
@@ -382,8 +481,12 @@ impl Deployments {
                             }
                             tracing::debug!(pod = %name, %namespace, "pod deleted");
                         }
-                        Err(error) if api_code(&error) == Some(404) => self.pods.forget(&namespace, &name),
-                        Err(error) => tracing::warn!(pod = %name, %namespace, %error, "deleting a pod failed"),
+                        Err(error) if api_code(&error) == Some(404) => {
+                            self.pods.forget(&namespace, &name)
+                        }
+                        Err(error) => {
+                            tracing::warn!(pod = %name, %namespace, %error, "deleting a pod failed")
+                        }
                     }
                 }
             }
@@ -393,13 +496,29 @@ impl Deployments {
     /// One write at the controllers' pace.
     async fn paced_write<T>(&mut self, write: impl std::future::Future<Output = T>) -> T {
         let shared = self.shared.clone();
-        let mut done = paced(&shared.clock, &mut self.pace, &shared.lag, LAG_SERIES, vec![write]).await;
+        let mut done = paced(
+            &shared.clock,
+            &mut self.pace,
+            &shared.lag,
+            LAG_SERIES,
+            vec![write],
+        )
+        .await;
         done.pop().expect("one write gives one result")
     }
 
-    async fn sync_replica_set_status(&mut self, replica_set: &ReplicaSet, uid: &str) -> Result<(), PhysicsError> {
-        let active: Vec<&Pod> =
-            self.pods.iter().filter(|p| controller_uid(&p.metadata) == Some(uid) && !is_terminal(p) && !is_deleting(p)).collect();
+    async fn sync_replica_set_status(
+        &mut self,
+        replica_set: &ReplicaSet,
+        uid: &str,
+    ) -> Result<(), PhysicsError> {
+        let active: Vec<&Pod> = self
+            .pods
+            .iter()
+            .filter(|p| {
+                controller_uid(&p.metadata) == Some(uid) && !is_terminal(p) && !is_deleting(p)
+            })
+            .collect();
         let ready = active.iter().filter(|p| is_ready(p)).count() as i32;
         let status = ReplicaSetStatus {
             replicas: active.len() as i32,
@@ -415,7 +534,10 @@ impl Deployments {
         let (namespace, name) = name_of(&replica_set.metadata);
         let api: Api<ReplicaSet> = Api::namespaced(self.shared.client.clone(), &namespace);
         let patch = json!({"status": status});
-        match self.paced_write(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))).await {
+        match self
+            .paced_write(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)))
+            .await
+        {
             Ok(updated) => {
                 self.replica_sets.upsert(updated);
                 Ok(())
@@ -425,13 +547,27 @@ impl Deployments {
         }
     }
 
-    async fn sync_deployment_status(&mut self, deployment: &Deployment) -> Result<(), PhysicsError> {
-        let Some(spec) = deployment.spec.as_ref() else { return Ok(()) };
+    async fn sync_deployment_status(
+        &mut self,
+        deployment: &Deployment,
+    ) -> Result<(), PhysicsError> {
+        let Some(spec) = deployment.spec.as_ref() else {
+            return Ok(());
+        };
         let desired = spec.replicas.unwrap_or(1);
         let hash = template_hash(&spec.template);
-        let new_name = format!("{}-{hash}", deployment.metadata.name.as_deref().unwrap_or_default());
+        let new_name = format!(
+            "{}-{hash}",
+            deployment.metadata.name.as_deref().unwrap_or_default()
+        );
         let owned = self.owned_replica_sets(deployment);
-        let figure = |f: fn(&ReplicaSetStatus) -> i32| owned.iter().filter_map(|r| r.status.as_ref()).map(f).sum::<i32>();
+        let figure = |f: fn(&ReplicaSetStatus) -> i32| {
+            owned
+                .iter()
+                .filter_map(|r| r.status.as_ref())
+                .map(f)
+                .sum::<i32>()
+        };
         let replicas = figure(|s| s.replicas);
         let ready = figure(|s| s.ready_replicas.unwrap_or(0));
         let available = figure(|s| s.available_replicas.unwrap_or(0));
@@ -440,16 +576,24 @@ impl Deployments {
             .find(|r| r.metadata.name.as_deref() == Some(new_name.as_str()))
             .and_then(|r| r.status.as_ref())
             .map_or(0, |s| s.replicas);
-        let previous = deployment.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+        let previous = deployment
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default();
         let condition = |kind: &str, holds: bool, reason: &str, message: String| {
             let status = if holds { "True" } else { "False" };
-            let kept = previous.iter().find(|c| c.type_ == kind && c.status == status);
+            let kept = previous
+                .iter()
+                .find(|c| c.type_ == kind && c.status == status);
             DeploymentCondition {
                 type_: kind.to_string(),
                 status: status.to_string(),
                 reason: Some(reason.to_string()),
                 message: Some(message.clone()),
-                last_transition_time: kept.and_then(|c| c.last_transition_time.clone()).or_else(|| Some(self.shared.now())),
+                last_transition_time: kept
+                    .and_then(|c| c.last_transition_time.clone())
+                    .or_else(|| Some(self.shared.now())),
                 last_update_time: kept
                     .filter(|c| c.message.as_deref() == Some(message.as_str()))
                     .and_then(|c| c.last_update_time.clone())
@@ -460,14 +604,34 @@ impl Deployments {
         let done = updated == desired && available >= desired && replicas == desired;
         let conditions = vec![
             if available_enough {
-                condition("Available", true, "MinimumReplicasAvailable", "Deployment has minimum availability.".into())
+                condition(
+                    "Available",
+                    true,
+                    "MinimumReplicasAvailable",
+                    "Deployment has minimum availability.".into(),
+                )
             } else {
-                condition("Available", false, "MinimumReplicasUnavailable", "Deployment does not have minimum availability.".into())
+                condition(
+                    "Available",
+                    false,
+                    "MinimumReplicasUnavailable",
+                    "Deployment does not have minimum availability.".into(),
+                )
             },
             if done {
-                condition("Progressing", true, "NewReplicaSetAvailable", format!("ReplicaSet \"{new_name}\" has successfully progressed."))
+                condition(
+                    "Progressing",
+                    true,
+                    "NewReplicaSetAvailable",
+                    format!("ReplicaSet \"{new_name}\" has successfully progressed."),
+                )
             } else {
-                condition("Progressing", true, "ReplicaSetUpdated", format!("ReplicaSet \"{new_name}\" is progressing."))
+                condition(
+                    "Progressing",
+                    true,
+                    "ReplicaSetUpdated",
+                    format!("ReplicaSet \"{new_name}\" is progressing."),
+                )
             },
         ];
         let status = DeploymentStatus {
@@ -486,7 +650,10 @@ impl Deployments {
         let (namespace, name) = name_of(&deployment.metadata);
         let api: Api<Deployment> = Api::namespaced(self.shared.client.clone(), &namespace);
         let patch = json!({"status": status});
-        match self.paced_write(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))).await {
+        match self
+            .paced_write(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)))
+            .await
+        {
             Ok(updated) => {
                 self.deployments.upsert(updated);
                 Ok(())
@@ -500,22 +667,32 @@ impl Deployments {
 /// Runs the DaemonSet controller until the task is aborted.
 pub(crate) async fn run_daemonsets(shared: Arc<Shared>) {
     let client = shared.client.clone();
-    let mut daemon_set_events = watch(Api::<DaemonSet>::all(client.clone()), watcher::Config::default());
+    let mut daemon_set_events = watch(
+        Api::<DaemonSet>::all(client.clone()),
+        watcher::Config::default(),
+    );
     let mut node_events = watch(Api::<Node>::all(client.clone()), watcher::Config::default());
     // Pods are watched only while a DaemonSet exists: decoding every pod event of a large
     // cluster for nothing would cost what the scheduler and the kubelets need.
     let mut pod_events = None;
     let mut resync = tokio::time::interval(shared.real_resync());
     let mut trigger = Trigger::scaled(&shared.clock);
-    let mut controller = DaemonSets { shared, daemon_sets: Cache::new(), nodes: Cache::new(), pods: Cache::new() };
+    let mut controller = DaemonSets {
+        shared,
+        daemon_sets: Cache::new(),
+        nodes: Cache::new(),
+        pods: Cache::new(),
+    };
     loop {
         let wanted = controller.daemon_sets.iter().next().is_some();
         if wanted != pod_events.is_some() && controller.daemon_sets.is_synced() {
-            pod_events = wanted.then(|| watch(Api::<Pod>::all(client.clone()), watcher::Config::default()));
+            pod_events =
+                wanted.then(|| watch(Api::<Pod>::all(client.clone()), watcher::Config::default()));
             controller.pods = Cache::new();
         }
         let pods_synced = pod_events.is_none() || controller.pods.is_synced();
-        let synced = controller.daemon_sets.is_synced() && controller.nodes.is_synced() && pods_synced;
+        let synced =
+            controller.daemon_sets.is_synced() && controller.nodes.is_synced() && pods_synced;
         let next_pod = async {
             match pod_events.as_mut() {
                 Some(events) => events.next().await,
@@ -568,7 +745,10 @@ fn daemon_tolerations(host_network: bool) -> Vec<Toleration> {
         toleration("node.kubernetes.io/unschedulable", "NoSchedule"),
     ];
     if host_network {
-        tolerations.push(toleration("node.kubernetes.io/network-unavailable", "NoSchedule"));
+        tolerations.push(toleration(
+            "node.kubernetes.io/network-unavailable",
+            "NoSchedule",
+        ));
     }
     tolerations
 }
@@ -582,7 +762,10 @@ fn daemon_pod(daemon_set: &DaemonSet, node: &str) -> Option<Pod> {
     pod_spec.node_name = Some(node.to_string());
     let tolerations = pod_spec.tolerations.get_or_insert_with(Vec::new);
     for extra in daemon_tolerations(pod_spec.host_network == Some(true)) {
-        if !tolerations.iter().any(|t| t.key == extra.key && t.effect == extra.effect) {
+        if !tolerations
+            .iter()
+            .any(|t| t.key == extra.key && t.effect == extra.effect)
+        {
             tolerations.push(extra);
         }
     }
@@ -595,17 +778,32 @@ fn placement(pod: &Pod, node: &Node) -> (bool, bool) {
     if !node_affinity_matches(pod, &labels_of(&node.metadata), name) {
         return (false, false);
     }
-    let tolerations: Vec<_> = pod.spec.as_ref().and_then(|s| s.tolerations.as_ref()).into_iter().flatten().map(core_toleration).collect();
+    let tolerations: Vec<_> = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.tolerations.as_ref())
+        .into_iter()
+        .flatten()
+        .map(core_toleration)
+        .collect();
     let taints = scheduling_taints(node);
     let schedule = untolerated(&taints, &tolerations).is_none();
-    let no_execute: Vec<_> = taints.into_iter().filter(|t| t.effect == TaintEffect::NoExecute).collect();
+    let no_execute: Vec<_> = taints
+        .into_iter()
+        .filter(|t| t.effect == TaintEffect::NoExecute)
+        .collect();
     let stay = untolerated(&no_execute, &tolerations).is_none();
     (schedule, stay)
 }
 
 impl DaemonSets {
     async fn pass(&mut self) {
-        let daemon_sets: Vec<DaemonSet> = self.daemon_sets.iter().filter(|d| d.metadata.deletion_timestamp.is_none()).cloned().collect();
+        let daemon_sets: Vec<DaemonSet> = self
+            .daemon_sets
+            .iter()
+            .filter(|d| d.metadata.deletion_timestamp.is_none())
+            .cloned()
+            .collect();
         for daemon_set in &daemon_sets {
             if let Err(error) = self.sync(daemon_set).await {
                 tracing::warn!(daemonset = %daemon_set.metadata.name.as_deref().unwrap_or_default(), %error, "daemonset sync failed");
@@ -614,16 +812,27 @@ impl DaemonSets {
     }
 
     async fn sync(&mut self, daemon_set: &DaemonSet) -> Result<(), PhysicsError> {
-        let Some(uid) = daemon_set.metadata.uid.clone() else { return Ok(()) };
+        let Some(uid) = daemon_set.metadata.uid.clone() else {
+            return Ok(());
+        };
         let nodes: Vec<Node> = self.nodes.iter().cloned().collect();
         let mut by_node: HashMap<String, Vec<Pod>> = HashMap::new();
-        for pod in self.pods.iter().filter(|p| controller_uid(&p.metadata) == Some(uid.as_str())) {
-            by_node.entry(node_name_of(pod).unwrap_or_default().to_string()).or_default().push(pod.clone());
+        for pod in self
+            .pods
+            .iter()
+            .filter(|p| controller_uid(&p.metadata) == Some(uid.as_str()))
+        {
+            by_node
+                .entry(node_name_of(pod).unwrap_or_default().to_string())
+                .or_default()
+                .push(pod.clone());
         }
         let (mut desired, mut current, mut misscheduled, mut ready) = (0, 0, 0, 0);
         for node in &nodes {
             let name = node.metadata.name.clone().unwrap_or_default();
-            let Some(template_pod) = daemon_pod(daemon_set, &name) else { return Ok(()) };
+            let Some(template_pod) = daemon_pod(daemon_set, &name) else {
+                return Ok(());
+            };
             let (schedule, stay) = placement(&template_pod, node);
             let mut here = by_node.remove(&name).unwrap_or_default();
             // Finished pods are replaced.
@@ -631,7 +840,12 @@ impl DaemonSets {
                 delete_pod(&self.shared, &mut self.pods, finished, false).await?;
             }
             here.retain(|p| !is_terminal(p) && !is_deleting(p));
-            here.sort_by_key(|p| (p.metadata.creation_timestamp.clone(), p.metadata.name.clone()));
+            here.sort_by_key(|p| {
+                (
+                    p.metadata.creation_timestamp.clone(),
+                    p.metadata.name.clone(),
+                )
+            });
             if !stay {
                 for pod in &here {
                     delete_pod(&self.shared, &mut self.pods, pod, false).await?;
@@ -680,7 +894,14 @@ impl DaemonSets {
         }
         let (namespace, name) = name_of(&daemon_set.metadata);
         let api: Api<DaemonSet> = Api::namespaced(self.shared.client.clone(), &namespace);
-        match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await {
+        match api
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"status": status})),
+            )
+            .await
+        {
             Ok(updated) => {
                 self.daemon_sets.upsert(updated);
                 Ok(())

@@ -9,7 +9,9 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use joinery_core::clock::Clock;
 use joinery_sim::SimError;
-use joinery_sim::cloud::{Catalog, CloudEvent, CloudVerb, InstanceState, OfferingKey, SimCloud, SimCloudOptions};
+use joinery_sim::cloud::{
+    Catalog, CloudEvent, CloudVerb, InstanceState, OfferingKey, SimCloud, SimCloudOptions,
+};
 use serde_json::{Value, json};
 
 /// An answer: status, `Retry-After` (if any) and the JSON body (`null` when empty).
@@ -30,14 +32,27 @@ async fn call(cloud: &SimCloud, method: &str, path: &str, body: Option<Value>) -
         .unwrap();
     let response = client.request(request).await.expect("the cloud answers");
     let status = response.status().as_u16();
-    let retry_after = response.headers().get("retry-after").map(|v| v.to_str().unwrap().to_string());
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).expect("JSON body") };
-    Answer { status, retry_after, body }
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).expect("JSON body")
+    };
+    Answer {
+        status,
+        retry_after,
+        body,
+    }
 }
 
 async fn start() -> SimCloud {
-    SimCloud::start(SimCloudOptions::default()).await.expect("cloud starts")
+    SimCloud::start(SimCloudOptions::default())
+        .await
+        .expect("cloud starts")
 }
 
 fn candidate(instance_type: &str, zone: &str, capacity_type: &str) -> Value {
@@ -57,12 +72,18 @@ async fn create_get_list_by_tag_and_delete_round_trip() {
         &cloud,
         "POST",
         "/v1/instances",
-        Some(launch_body(vec![candidate(C1, "test-zone-b", "on-demand")], json!({"team": "a", "env": "prod"}))),
+        Some(launch_body(
+            vec![candidate(C1, "test-zone-b", "on-demand")],
+            json!({"team": "a", "env": "prod"}),
+        )),
     )
     .await;
     assert_eq!(created.status, 201, "{}", created.body);
     let id = created.body["id"].as_str().unwrap().to_string();
-    assert!(id.starts_with("i-") && id.len() >= 10 && id[2..].chars().all(|c| c.is_ascii_hexdigit()), "{id}");
+    assert!(
+        id.starts_with("i-") && id.len() >= 10 && id[2..].chars().all(|c| c.is_ascii_hexdigit()),
+        "{id}"
+    );
     assert_eq!(created.body["providerId"], format!("simcloud://{id}"));
     assert_eq!(created.body["state"], "pending");
     assert_eq!(created.body["zone"], "test-zone-b");
@@ -73,7 +94,16 @@ async fn create_get_list_by_tag_and_delete_round_trip() {
     assert_eq!(created.body["labels"]["kubernetes.io/arch"], "amd64");
     assert!(created.body["createdAt"].as_str().unwrap().ends_with('Z'));
 
-    let other = call(&cloud, "POST", "/v1/instances", Some(launch_body(vec![candidate(C1, "test-zone-a", "spot")], json!({"team": "a", "env": "dev"})))).await;
+    let other = call(
+        &cloud,
+        "POST",
+        "/v1/instances",
+        Some(launch_body(
+            vec![candidate(C1, "test-zone-a", "spot")],
+            json!({"team": "a", "env": "dev"}),
+        )),
+    )
+    .await;
     assert_eq!(other.status, 201);
     assert_ne!(other.body["id"], created.body["id"], "IDs are unique");
 
@@ -103,8 +133,18 @@ async fn create_get_list_by_tag_and_delete_round_trip() {
     assert_eq!(still_listed.status, 200);
     assert_eq!(still_listed.body["state"], "terminated");
 
-    assert_eq!(call(&cloud, "GET", "/v1/instances/i-0000ffff", None).await.status, 404);
-    assert_eq!(call(&cloud, "DELETE", "/v1/instances/i-0000ffff", None).await.status, 404);
+    assert_eq!(
+        call(&cloud, "GET", "/v1/instances/i-0000ffff", None)
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        call(&cloud, "DELETE", "/v1/instances/i-0000ffff", None)
+            .await
+            .status,
+        404
+    );
     assert_eq!(call(&cloud, "GET", "/v1/nothing", None).await.status, 404);
     assert_eq!(call(&cloud, "PUT", "/v1/instances", None).await.status, 405);
     assert_eq!(cloud.instances().len(), 2);
@@ -113,25 +153,56 @@ async fn create_get_list_by_tag_and_delete_round_trip() {
 
 #[tokio::test]
 async fn instances_boot_after_the_delay_and_are_forgotten_after_the_retention() {
-    let cloud = SimCloud::start(SimCloudOptions { clock: Arc::new(Clock::with_speed(1000.0)), ..Default::default() })
-        .await
-        .unwrap();
+    let cloud = SimCloud::start(SimCloudOptions {
+        clock: Arc::new(Clock::with_speed(1000.0)),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     assert_eq!(cloud.boot_delay(), Duration::from_secs(30));
-    let created = call(&cloud, "POST", "/v1/instances", Some(launch_body(vec![candidate(C1, "test-zone-a", "spot")], json!({})))).await;
+    let created = call(
+        &cloud,
+        "POST",
+        "/v1/instances",
+        Some(launch_body(
+            vec![candidate(C1, "test-zone-a", "spot")],
+            json!({}),
+        )),
+    )
+    .await;
     let id = created.body["id"].as_str().unwrap().to_string();
     let deadline = Instant::now() + Duration::from_secs(5);
     while cloud.instance(&id).unwrap().state != InstanceState::Running {
-        assert!(Instant::now() < deadline, "30 simulated seconds should pass in about 30 ms");
+        assert!(
+            Instant::now() < deadline,
+            "30 simulated seconds should pass in about 30 ms"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(call(&cloud, "DELETE", &format!("/v1/instances/{id}"), None).await.body["previousState"], "running");
+    assert_eq!(
+        call(&cloud, "DELETE", &format!("/v1/instances/{id}"), None)
+            .await
+            .body["previousState"],
+        "running"
+    );
     // Five simulated minutes are 300 ms at this speed.
-    while call(&cloud, "GET", &format!("/v1/instances/{id}"), None).await.status != 404 {
-        assert!(Instant::now() < deadline, "terminated instances are forgotten after the retention period");
+    while call(&cloud, "GET", &format!("/v1/instances/{id}"), None)
+        .await
+        .status
+        != 404
+    {
+        assert!(
+            Instant::now() < deadline,
+            "terminated instances are forgotten after the retention period"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let late = call(&cloud, "DELETE", &format!("/v1/instances/{id}"), None).await;
-    assert_eq!(late.status, 200, "a forgotten instance still existed once: {}", late.body);
+    assert_eq!(
+        late.status, 200,
+        "a forgotten instance still existed once: {}",
+        late.body
+    );
     assert_eq!(late.body["previousState"], "terminated");
     assert!(cloud.instances().is_empty());
 }
@@ -139,35 +210,68 @@ async fn instances_boot_after_the_delay_and_are_forgotten_after_the_retention() 
 #[tokio::test]
 async fn create_falls_back_to_the_next_candidate_on_insufficient_capacity() {
     let cloud = start().await;
-    cloud.faults().insufficient_capacity(OfferingKey::new(C1, "test-zone-a", "spot"));
+    cloud
+        .faults()
+        .insufficient_capacity(OfferingKey::new(C1, "test-zone-a", "spot"));
     let candidates = vec![
         candidate(C1, "test-zone-a", "spot"),
         candidate(C1, "test-zone-b", "spot"),
         candidate(C1, "test-zone-a", "on-demand"),
     ];
-    let created = call(&cloud, "POST", "/v1/instances", Some(launch_body(candidates, json!({})))).await;
+    let created = call(
+        &cloud,
+        "POST",
+        "/v1/instances",
+        Some(launch_body(candidates, json!({}))),
+    )
+    .await;
     assert_eq!(created.status, 201);
     assert_eq!(created.body["zone"], "test-zone-b");
     assert_eq!(created.body["capacityType"], "spot");
     let spot_price = created.body["pricePerHour"].as_f64().unwrap();
-    assert!((spot_price - 0.7 * (0.025 + 0.002_147_483_648)).abs() < 1e-9, "{spot_price}");
+    assert!(
+        (spot_price - 0.7 * (0.025 + 0.002_147_483_648)).abs() < 1e-9,
+        "{spot_price}"
+    );
 
-    cloud.faults().insufficient_capacity(OfferingKey::new("*", "*", "spot"));
+    cloud
+        .faults()
+        .insufficient_capacity(OfferingKey::new("*", "*", "spot"));
     let refused = call(
         &cloud,
         "POST",
         "/v1/instances",
-        Some(launch_body(vec![candidate(C1, "test-zone-a", "spot"), candidate(C1, "test-zone-c", "spot")], json!({}))),
+        Some(launch_body(
+            vec![
+                candidate(C1, "test-zone-a", "spot"),
+                candidate(C1, "test-zone-c", "spot"),
+            ],
+            json!({}),
+        )),
     )
     .await;
     assert_eq!(refused.status, 409);
     assert_eq!(refused.body["reason"], "InsufficientCapacity");
     assert_eq!(
         refused.body["offerings"],
-        json!([candidate(C1, "test-zone-a", "spot"), candidate(C1, "test-zone-c", "spot")])
+        json!([
+            candidate(C1, "test-zone-a", "spot"),
+            candidate(C1, "test-zone-c", "spot")
+        ])
     );
-    cloud.faults().restore_capacity(&OfferingKey::new("*", "*", "spot"));
-    let ok = call(&cloud, "POST", "/v1/instances", Some(launch_body(vec![candidate(C1, "test-zone-c", "spot")], json!({})))).await;
+    cloud
+        .faults()
+        .restore_capacity(&OfferingKey::new("*", "*", "spot"));
+    let ok = call(
+        &cloud,
+        "POST",
+        "/v1/instances",
+        Some(launch_body(
+            vec![candidate(C1, "test-zone-c", "spot")],
+            json!({}),
+        )),
+    )
+    .await;
     assert_eq!(ok.status, 201);
 }
 
@@ -183,7 +287,13 @@ async fn quota_limits_live_instances() {
     assert_eq!(second.body["reason"], "QuotaExceeded");
     let id = first.body["id"].as_str().unwrap();
     call(&cloud, "DELETE", &format!("/v1/instances/{id}"), None).await;
-    assert_eq!(call(&cloud, "POST", "/v1/instances", Some(body)).await.status, 201, "terminated instances do not count");
+    assert_eq!(
+        call(&cloud, "POST", "/v1/instances", Some(body))
+            .await
+            .status,
+        201,
+        "terminated instances do not count"
+    );
 }
 
 #[tokio::test]
@@ -193,32 +303,55 @@ async fn throttling_answers_429_with_retry_after_then_recovers() {
     for _ in 0..2 {
         let throttled = call(&cloud, "GET", "/v1/zones", None).await;
         assert_eq!(throttled.status, 429);
-        assert_eq!(throttled.retry_after.as_deref(), Some("3"), "whole seconds, rounded up");
+        assert_eq!(
+            throttled.retry_after.as_deref(),
+            Some("3"),
+            "whole seconds, rounded up"
+        );
         assert_eq!(throttled.body["reason"], "Throttled");
     }
     let ok = call(&cloud, "GET", "/v1/zones", None).await;
     assert_eq!(ok.status, 200);
-    assert_eq!(ok.body["zones"], json!(["test-zone-a", "test-zone-b", "test-zone-c", "test-zone-d"]));
+    assert_eq!(
+        ok.body["zones"],
+        json!(["test-zone-a", "test-zone-b", "test-zone-c", "test-zone-d"])
+    );
 }
 
 #[tokio::test]
 async fn error_rates_and_latency_apply_per_verb() {
-    let cloud = SimCloud::start(SimCloudOptions { clock: Arc::new(Clock::with_speed(100.0)), ..Default::default() })
-        .await
-        .unwrap();
+    let cloud = SimCloud::start(SimCloudOptions {
+        clock: Arc::new(Clock::with_speed(100.0)),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     cloud.faults().set_error_rate(CloudVerb::InstanceTypes, 1.0);
     let failed = call(&cloud, "GET", "/v1/instance-types", None).await;
     assert_eq!(failed.status, 500);
     assert_eq!(failed.body["reason"], "InternalError");
-    assert_eq!(call(&cloud, "GET", "/v1/zones", None).await.status, 200, "other verbs are unaffected");
+    assert_eq!(
+        call(&cloud, "GET", "/v1/zones", None).await.status,
+        200,
+        "other verbs are unaffected"
+    );
     cloud.faults().set_error_rate(CloudVerb::InstanceTypes, 0.0);
-    assert_eq!(call(&cloud, "GET", "/v1/instance-types", None).await.status, 200);
+    assert_eq!(
+        call(&cloud, "GET", "/v1/instance-types", None).await.status,
+        200
+    );
 
     // 10 simulated seconds at speed 100 are 100 ms.
-    cloud.faults().set_latency(CloudVerb::Zones, Duration::from_secs(10));
+    cloud
+        .faults()
+        .set_latency(CloudVerb::Zones, Duration::from_secs(10));
     let started = Instant::now();
     assert_eq!(call(&cloud, "GET", "/v1/zones", None).await.status, 200);
-    assert!(started.elapsed() >= Duration::from_millis(90), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_millis(90),
+        "{:?}",
+        started.elapsed()
+    );
     cloud.faults().clear();
     let started = Instant::now();
     call(&cloud, "GET", "/v1/zones", None).await;
@@ -230,12 +363,25 @@ async fn fail_after_create_leaves_a_tagged_instance_behind() {
     let cloud = start().await;
     let mut events = cloud.subscribe();
     cloud.faults().fail_after_create(1);
-    let body = launch_body(vec![candidate(C1, "test-zone-a", "on-demand")], json!({"karpenter.sh/nodeclaim": "default-x1"}));
+    let body = launch_body(
+        vec![candidate(C1, "test-zone-a", "on-demand")],
+        json!({"karpenter.sh/nodeclaim": "default-x1"}),
+    );
     let lost = call(&cloud, "POST", "/v1/instances", Some(body)).await;
     assert_eq!(lost.status, 500);
-    let found = call(&cloud, "GET", "/v1/instances?tag=karpenter.sh/nodeclaim=default-x1", None).await;
+    let found = call(
+        &cloud,
+        "GET",
+        "/v1/instances?tag=karpenter.sh/nodeclaim=default-x1",
+        None,
+    )
+    .await;
     let found = found.body["instances"].as_array().unwrap().clone();
-    assert_eq!(found.len(), 1, "the instance exists although the call failed");
+    assert_eq!(
+        found.len(),
+        1,
+        "the instance exists although the call failed"
+    );
     match events.try_recv().expect("the launch was announced") {
         CloudEvent::Launched(instance) => assert_eq!(instance.id, found[0]["id"].as_str().unwrap()),
         other => panic!("unexpected event {other:?}"),
@@ -246,7 +392,16 @@ async fn fail_after_create_leaves_a_tagged_instance_behind() {
 async fn launches_and_terminations_are_published() {
     let cloud = start().await;
     let mut events = cloud.subscribe();
-    let created = call(&cloud, "POST", "/v1/instances", Some(launch_body(vec![candidate(C1, "test-zone-d", "spot")], json!({})))).await;
+    let created = call(
+        &cloud,
+        "POST",
+        "/v1/instances",
+        Some(launch_body(
+            vec![candidate(C1, "test-zone-d", "spot")],
+            json!({}),
+        )),
+    )
+    .await;
     let id = created.body["id"].as_str().unwrap().to_string();
     match events.recv().await.unwrap() {
         CloudEvent::Launched(instance) => {
@@ -266,7 +421,10 @@ async fn launches_and_terminations_are_published() {
         }
         other => panic!("unexpected event {other:?}"),
     }
-    assert!(events.try_recv().is_err(), "a repeated delete announces nothing");
+    assert!(
+        events.try_recv().is_err(),
+        "a repeated delete announces nothing"
+    );
 }
 
 #[tokio::test]
@@ -275,12 +433,30 @@ async fn invalid_create_bodies_name_the_field() {
     let cases = [
         (json!({}), "candidates"),
         (json!({"candidates": []}), "candidates"),
-        (json!({"candidates": [{"instanceType": C1, "zone": "test-zone-a"}]}), "candidates[0].capacityType"),
-        (json!({"candidates": [candidate(C1, "test-zone-a", "spot"), candidate(C1, "mars-1", "spot")]}), "candidates[1].zone"),
-        (json!({"candidates": [candidate("huge", "test-zone-a", "spot")]}), "candidates[0].instanceType"),
-        (json!({"candidates": [candidate(C1, "test-zone-a", "cheap")]}), "candidates[0].capacityType"),
-        (json!({"candidates": [candidate(C1, "test-zone-a", "spot")], "userData": 3}), "userData"),
-        (json!({"candidates": [candidate(C1, "test-zone-a", "spot")], "tags": {"team": 1}}), "tags.team"),
+        (
+            json!({"candidates": [{"instanceType": C1, "zone": "test-zone-a"}]}),
+            "candidates[0].capacityType",
+        ),
+        (
+            json!({"candidates": [candidate(C1, "test-zone-a", "spot"), candidate(C1, "mars-1", "spot")]}),
+            "candidates[1].zone",
+        ),
+        (
+            json!({"candidates": [candidate("huge", "test-zone-a", "spot")]}),
+            "candidates[0].instanceType",
+        ),
+        (
+            json!({"candidates": [candidate(C1, "test-zone-a", "cheap")]}),
+            "candidates[0].capacityType",
+        ),
+        (
+            json!({"candidates": [candidate(C1, "test-zone-a", "spot")], "userData": 3}),
+            "userData",
+        ),
+        (
+            json!({"candidates": [candidate(C1, "test-zone-a", "spot")], "tags": {"team": 1}}),
+            "tags.team",
+        ),
         (json!([1, 2]), "body"),
     ];
     for (body, field) in cases {
@@ -298,30 +474,63 @@ async fn the_default_catalog_follows_kwok() {
     let answer = call(&cloud, "GET", "/v1/instance-types", None).await;
     let types = answer.body["instanceTypes"].as_array().unwrap();
     assert_eq!(types.len(), 72, "3 families × 12 sizes × 2 architectures");
-    let find = |name: &str| types.iter().find(|t| t["name"] == name).unwrap_or_else(|| panic!("{name} missing"));
+    let find = |name: &str| {
+        types
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing"))
+    };
     let c4 = find("c-4x-amd64-linux");
-    assert_eq!(c4["capacity"], json!({"cpu": "4", "memory": "8Gi", "pods": "64", "ephemeral-storage": "20Gi"}));
-    assert_eq!(c4["overhead"]["kubeReserved"], json!({"cpu": "100m", "memory": "10Mi"}));
+    assert_eq!(
+        c4["capacity"],
+        json!({"cpu": "4", "memory": "8Gi", "pods": "64", "ephemeral-storage": "20Gi"})
+    );
+    assert_eq!(
+        c4["overhead"]["kubeReserved"],
+        json!({"cpu": "100m", "memory": "10Mi"})
+    );
     assert_eq!(c4["allocatable"]["cpu"], "3900m");
     assert_eq!(c4["labels"]["simcloud.joinery.dev/instance-family"], "c");
     assert_eq!(c4["labels"]["simcloud.joinery.dev/instance-size"], "4x");
     assert_eq!(c4["labels"]["simcloud.joinery.dev/instance-cpu"], "4");
     assert_eq!(c4["labels"]["simcloud.joinery.dev/instance-memory"], "8192");
-    assert_eq!(c4["labels"]["node.kubernetes.io/instance-type"], "c-4x-amd64-linux");
+    assert_eq!(
+        c4["labels"]["node.kubernetes.io/instance-type"],
+        "c-4x-amd64-linux"
+    );
     assert_eq!(c4["labels"]["kubernetes.io/os"], "linux");
     let offerings = c4["offerings"].as_array().unwrap();
     assert_eq!(offerings.len(), 8, "4 zones × on-demand and spot");
     let price = |ct: &str| {
-        offerings.iter().find(|o| o["zone"] == "test-zone-c" && o["capacityType"] == ct).unwrap()["price"].as_f64().unwrap()
+        offerings
+            .iter()
+            .find(|o| o["zone"] == "test-zone-c" && o["capacityType"] == ct)
+            .unwrap()["price"]
+            .as_f64()
+            .unwrap()
     };
     // 0.025 × 4 vCPU + 0.001 × 8 GiB in GB (8.589934592).
-    assert!((price("on-demand") - 0.108_589_934_592).abs() < 1e-12, "{}", price("on-demand"));
-    assert!((price("spot") - 0.076_012_954_214_4).abs() < 1e-12, "{}", price("spot"));
+    assert!(
+        (price("on-demand") - 0.108_589_934_592).abs() < 1e-12,
+        "{}",
+        price("on-demand")
+    );
+    assert!(
+        (price("spot") - 0.076_012_954_214_4).abs() < 1e-12,
+        "{}",
+        price("spot")
+    );
     let m256 = find("m-256x-arm64-linux");
     assert_eq!(m256["capacity"]["memory"], "2Ti");
     assert_eq!(m256["capacity"]["pods"], "1024");
     assert_eq!(m256["labels"]["kubernetes.io/arch"], "arm64");
-    assert!(types.iter().all(|t| t["offerings"].as_array().unwrap().iter().all(|o| o["available"] == true)));
+    assert!(types.iter().all(|t| {
+        t["offerings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| o["available"] == true)
+    }));
 }
 
 #[tokio::test]
@@ -334,14 +543,25 @@ async fn a_scenario_can_replace_the_catalog() {
            - {zone: test-zone-a, capacityType: on-demand}\n  - {zone: test-zone-b, capacityType: spot, available: false}\n",
     )
     .unwrap();
-    let cloud = SimCloud::start(SimCloudOptions { catalog, ..Default::default() }).await.unwrap();
+    let cloud = SimCloud::start(SimCloudOptions {
+        catalog,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     let answer = call(&cloud, "GET", "/v1/instance-types", None).await;
     let types = answer.body["instanceTypes"].as_array().unwrap();
     let names: Vec<&str> = types.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["c3-4", "c3-8", "c3-16"]);
     assert_eq!(types[0]["capacity"]["pods"], "110");
-    assert_eq!(types[0]["labels"]["simcloud.joinery.dev/instance-family"], "c3");
-    assert_eq!(types[0]["labels"]["simcloud.joinery.dev/instance-size"], "4");
+    assert_eq!(
+        types[0]["labels"]["simcloud.joinery.dev/instance-family"],
+        "c3"
+    );
+    assert_eq!(
+        types[0]["labels"]["simcloud.joinery.dev/instance-size"],
+        "4"
+    );
     assert_eq!(types[0]["offerings"].as_array().unwrap().len(), 8);
     assert_eq!(types[1]["labels"]["kubernetes.io/arch"], "arm64");
     let big = &types[2];
@@ -349,20 +569,41 @@ async fn a_scenario_can_replace_the_catalog() {
     assert_eq!(big["labels"]["tier"], "gold");
     let offerings = big["offerings"].as_array().unwrap();
     assert_eq!(offerings.len(), 2);
-    assert_eq!(offerings[0], json!({"zone": "test-zone-a", "capacityType": "on-demand", "price": 1.5, "available": true}));
+    assert_eq!(
+        offerings[0],
+        json!({"zone": "test-zone-a", "capacityType": "on-demand", "price": 1.5, "available": true})
+    );
     assert_eq!(offerings[1]["capacityType"], "spot");
     assert_eq!(offerings[1]["available"], false);
-    assert!((offerings[1]["price"].as_f64().unwrap() - 1.05).abs() < 1e-9, "spot defaults to 70 % of the price override");
+    assert!(
+        (offerings[1]["price"].as_f64().unwrap() - 1.05).abs() < 1e-9,
+        "spot defaults to 70 % of the price override"
+    );
     // An unavailable or absent offering is never launched.
     let refused = call(
         &cloud,
         "POST",
         "/v1/instances",
-        Some(launch_body(vec![candidate("c3-16", "test-zone-b", "spot"), candidate("c3-16", "test-zone-c", "on-demand")], json!({}))),
+        Some(launch_body(
+            vec![
+                candidate("c3-16", "test-zone-b", "spot"),
+                candidate("c3-16", "test-zone-c", "on-demand"),
+            ],
+            json!({}),
+        )),
     )
     .await;
     assert_eq!(refused.status, 409);
-    let ok = call(&cloud, "POST", "/v1/instances", Some(launch_body(vec![candidate("c3-16", "test-zone-a", "on-demand")], json!({})))).await;
+    let ok = call(
+        &cloud,
+        "POST",
+        "/v1/instances",
+        Some(launch_body(
+            vec![candidate("c3-16", "test-zone-a", "on-demand")],
+            json!({}),
+        )),
+    )
+    .await;
     assert_eq!(ok.status, 201);
     assert_eq!(ok.body["pricePerHour"], 1.5);
 }
@@ -370,9 +611,21 @@ async fn a_scenario_can_replace_the_catalog() {
 #[tokio::test]
 async fn an_inconsistent_catalog_is_refused_at_start() {
     let mut types = joinery_core::catalog::default_instance_types();
-    types[0].offerings = Some(vec![serde_json::from_value(json!({"zone": "nowhere", "capacityType": "spot"})).unwrap()]);
-    let catalog = Catalog { zones: Some(joinery_core::catalog::default_zones()), instance_types: Some(types), ..Default::default() };
-    let err = SimCloud::start(SimCloudOptions { catalog, ..Default::default() }).await.err().expect("refused");
+    types[0].offerings = Some(vec![
+        serde_json::from_value(json!({"zone": "nowhere", "capacityType": "spot"})).unwrap(),
+    ]);
+    let catalog = Catalog {
+        zones: Some(joinery_core::catalog::default_zones()),
+        instance_types: Some(types),
+        ..Default::default()
+    };
+    let err = SimCloud::start(SimCloudOptions {
+        catalog,
+        ..Default::default()
+    })
+    .await
+    .err()
+    .expect("refused");
     match err {
         SimError::InvalidCatalog(message) => assert!(message.contains("nowhere"), "{message}"),
         other => panic!("unexpected error {other}"),
@@ -384,12 +637,22 @@ async fn the_simcloud_node_class_crd_is_served_by_the_emulator() {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 
-    let server = joinery_sim::ApiServer::start(Default::default()).await.unwrap();
+    let server = joinery_sim::ApiServer::start(Default::default())
+        .await
+        .unwrap();
     let client = server.client().unwrap();
     let crd: CustomResourceDefinition =
-        serde_yaml::from_str(include_str!("../../../plugins/simcloud/nodeclass-crd.yaml")).expect("the CRD parses");
-    Api::<CustomResourceDefinition>::all(client.clone()).create(&PostParams::default(), &crd).await.expect("the CRD is accepted");
-    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("sim.joinery.dev", "v1alpha1", "SimNodeClass"));
+        serde_yaml::from_str(include_str!("../../../plugins/simcloud/nodeclass-crd.yaml"))
+            .expect("the CRD parses");
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("the CRD is accepted");
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "sim.joinery.dev",
+        "v1alpha1",
+        "SimNodeClass",
+    ));
     let classes: Api<DynamicObject> = Api::all_with(client, &resource);
     let object: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "sim.joinery.dev/v1alpha1",
@@ -406,15 +669,30 @@ async fn the_simcloud_node_class_crd_is_served_by_the_emulator() {
         },
     }))
     .unwrap();
-    let created = classes.create(&PostParams::default(), &object).await.expect("a full SimNodeClass is valid");
+    let created = classes
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("a full SimNodeClass is valid");
     let spec = &created.data["spec"];
-    assert_eq!(spec["userDataRenderer"]["parameters"]["nested"]["x"], 1, "renderer parameters keep unknown fields");
+    assert_eq!(
+        spec["userDataRenderer"]["parameters"]["nested"]["x"], 1,
+        "renderer parameters keep unknown fields"
+    );
     assert_eq!(spec["kubelet"]["maxPods"], 30);
-    assert!(spec.get("bogus").is_none(), "unknown spec fields are pruned");
+    assert!(
+        spec.get("bogus").is_none(),
+        "unknown spec fields are pruned"
+    );
     let wrong: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "sim.joinery.dev/v1alpha1", "kind": "SimNodeClass", "metadata": {"name": "wrong"},
         "spec": {"zones": "test-zone-a"},
     }))
     .unwrap();
-    assert!(classes.create(&PostParams::default(), &wrong).await.is_err(), "zones must be a list");
+    assert!(
+        classes
+            .create(&PostParams::default(), &wrong)
+            .await
+            .is_err(),
+        "zones must be a list"
+    );
 }

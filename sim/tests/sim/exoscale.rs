@@ -12,8 +12,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use joinery_sim::cloud::{CloudEvent, InstanceState};
 use joinery_sim::exoscale::{
-    DEFAULT_API_KEY, DEFAULT_API_SECRET, ErrorShape, ExoFake, ExoFakeOptions, ExoInstanceState, ExoTemplate, ExoVerb, GIB,
-    UBUNTU_2404, Visibility,
+    DEFAULT_API_KEY, DEFAULT_API_SECRET, ErrorShape, ExoFake, ExoFakeOptions, ExoInstanceState,
+    ExoTemplate, ExoVerb, GIB, UBUNTU_2404, Visibility,
 };
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -22,9 +22,17 @@ use sha2::{Digest, Sha256};
 fn hmac(key: &[u8], message: &[u8]) -> Vec<u8> {
     let mut padded = [0u8; 64];
     padded[..key.len()].copy_from_slice(key);
-    let inner: Vec<u8> = padded.iter().map(|b| b ^ 0x36).chain(message.iter().copied()).collect();
+    let inner: Vec<u8> = padded
+        .iter()
+        .map(|b| b ^ 0x36)
+        .chain(message.iter().copied())
+        .collect();
     let inner_hash = Sha256::digest(&inner);
-    let outer: Vec<u8> = padded.iter().map(|b| b ^ 0x5c).chain(inner_hash.iter().copied()).collect();
+    let outer: Vec<u8> = padded
+        .iter()
+        .map(|b| b ^ 0x5c)
+        .chain(inner_hash.iter().copied())
+        .collect();
     Sha256::digest(&outer).to_vec()
 }
 
@@ -34,7 +42,9 @@ fn unescape(text: &str) -> String {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' && i + 3 <= bytes.len() {
-            out.push(u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap(), 16).unwrap());
+            out.push(
+                u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap(), 16).unwrap(),
+            );
             i += 3;
         } else {
             out.push(bytes[i]);
@@ -55,13 +65,20 @@ struct Signing {
 
 impl Default for Signing {
     fn default() -> Self {
-        Signing { key: DEFAULT_API_KEY.into(), secret: DEFAULT_API_SECRET.into(), expires_in: 600, omit: false }
+        Signing {
+            key: DEFAULT_API_KEY.into(),
+            secret: DEFAULT_API_SECRET.into(),
+            expires_in: 600,
+            omit: false,
+        }
     }
 }
 
 /// The `Authorization` value for a request.
 fn authorization(signing: &Signing, method: &str, path_and_query: &str, body: &[u8]) -> String {
-    let (path, query) = path_and_query.split_once('?').unwrap_or((path_and_query, ""));
+    let (path, query) = path_and_query
+        .split_once('?')
+        .unwrap_or((path_and_query, ""));
     let mut params: Vec<(String, String)> = query
         .split('&')
         .filter(|p| !p.is_empty())
@@ -73,14 +90,25 @@ fn authorization(signing: &Signing, method: &str, path_and_query: &str, body: &[
     params.sort();
     let names: Vec<&str> = params.iter().map(|(k, _)| k.as_str()).collect();
     let values: String = params.iter().map(|(_, v)| v.as_str()).collect();
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
     let expires = now + signing.expires_in;
     let mut text = format!("{method} {path}\n").into_bytes();
     text.extend_from_slice(body);
     text.extend_from_slice(format!("\n{values}\n\n{expires}").as_bytes());
-    let signature = base64::engine::general_purpose::STANDARD.encode(hmac(signing.secret.as_bytes(), &text));
-    let args = if names.is_empty() { String::new() } else { format!(",signed-query-args={}", names.join(";")) };
-    format!("EXO2-HMAC-SHA256 credential={}{args},expires={expires},signature={signature}", signing.key)
+    let signature =
+        base64::engine::general_purpose::STANDARD.encode(hmac(signing.secret.as_bytes(), &text));
+    let args = if names.is_empty() {
+        String::new()
+    } else {
+        format!(",signed-query-args={}", names.join(";"))
+    };
+    format!(
+        "EXO2-HMAC-SHA256 credential={}{args},expires={expires},signature={signature}",
+        signing.key
+    )
 }
 
 struct Api {
@@ -96,14 +124,29 @@ struct Answer {
 
 impl Api {
     fn new(fake: &ExoFake) -> Api {
-        Api { base: fake.url().to_string(), http: Client::builder(TokioExecutor::new()).build_http() }
+        Api {
+            base: fake.url().to_string(),
+            http: Client::builder(TokioExecutor::new()).build_http(),
+        }
     }
 
-    async fn send(&self, signing: &Signing, method: &str, path: &str, body: Option<Value>, host: Option<&str>) -> Answer {
+    async fn send(
+        &self,
+        signing: &Signing,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        host: Option<&str>,
+    ) -> Answer {
         let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
-        let mut request = http::Request::builder().method(method).uri(format!("{}{path}", self.base));
+        let mut request = http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base));
         if !signing.omit {
-            request = request.header("authorization", authorization(signing, method, path, &bytes));
+            request = request.header(
+                "authorization",
+                authorization(signing, method, path, &bytes),
+            );
         }
         if let Some(host) = host {
             request = request.header("host", host);
@@ -111,16 +154,28 @@ impl Api {
         if !bytes.is_empty() {
             request = request.header("content-type", "application/json");
         }
-        let response = self.http.request(request.body(Full::new(Bytes::from(bytes))).unwrap()).await.unwrap();
+        let response = self
+            .http
+            .request(request.body(Full::new(Bytes::from(bytes))).unwrap())
+            .await
+            .unwrap();
         let status = response.status().as_u16();
-        let retry_after = response.headers().get("retry-after").map(|v| v.to_str().unwrap().to_string());
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_string());
         let raw = response.into_body().collect().await.unwrap().to_bytes();
         let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
-        Answer { status, retry_after, body }
+        Answer {
+            status,
+            retry_after,
+            body,
+        }
     }
 
     async fn call(&self, method: &str, path: &str, body: Option<Value>) -> Answer {
-        self.send(&Signing::default(), method, path, body, None).await
+        self.send(&Signing::default(), method, path, body, None)
+            .await
     }
 
     async fn ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
@@ -133,7 +188,9 @@ impl Api {
     async fn wait(&self, zone: &str, operation: &Value) -> (Value, u32) {
         let id = operation["id"].as_str().unwrap();
         for pending in 0..20 {
-            let op = self.ok("GET", &format!("/{zone}/v2/operation/{id}"), None).await;
+            let op = self
+                .ok("GET", &format!("/{zone}/v2/operation/{id}"), None)
+                .await;
             if op["state"] != "pending" {
                 return (op, pending);
             }
@@ -147,12 +204,20 @@ fn user_data(text: &str) -> String {
 }
 
 fn type_id(fake: &ExoFake, name: &str) -> String {
-    fake.instance_types().into_iter().find(|t| t.name() == name).unwrap().id
+    fake.instance_types()
+        .into_iter()
+        .find(|t| t.name() == name)
+        .unwrap()
+        .id
 }
 
 /// The newest Ubuntu build's ID in `zone`.
 fn ubuntu(fake: &ExoFake, zone: &str) -> String {
-    let mut builds: Vec<ExoTemplate> = fake.templates().into_iter().filter(|t| t.zone == zone && t.name == UBUNTU_2404).collect();
+    let mut builds: Vec<ExoTemplate> = fake
+        .templates()
+        .into_iter()
+        .filter(|t| t.zone == zone && t.name == UBUNTU_2404)
+        .collect();
     builds.sort_by(|a, b| a.created_at.cmp(&b.created_at));
     builds.pop().unwrap().id
 }
@@ -180,30 +245,90 @@ async fn only_correctly_signed_unexpired_requests_get_through() {
     let path = "/ch-gva-2/v2/instance?labels=a%3Db%20c%3Dd";
     assert_eq!(api.call("GET", path, None).await.status, 200);
 
-    let anonymous = api.send(&Signing { omit: true, ..Signing::default() }, "GET", path, None, None).await;
+    let anonymous = api
+        .send(
+            &Signing {
+                omit: true,
+                ..Signing::default()
+            },
+            "GET",
+            path,
+            None,
+            None,
+        )
+        .await;
     assert_eq!(anonymous.status, 401);
-    assert!(anonymous.body["message"].as_str().unwrap().contains("Authorization"), "{}", anonymous.body);
+    assert!(
+        anonymous.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("Authorization"),
+        "{}",
+        anonymous.body
+    );
 
-    let wrong_secret = Signing { secret: "nope".into(), ..Signing::default() };
-    assert_eq!(api.send(&wrong_secret, "GET", path, None, None).await.status, 403);
-    let unknown_key = Signing { key: "EXOdeadbeef".into(), ..Signing::default() };
+    let wrong_secret = Signing {
+        secret: "nope".into(),
+        ..Signing::default()
+    };
+    assert_eq!(
+        api.send(&wrong_secret, "GET", path, None, None)
+            .await
+            .status,
+        403
+    );
+    let unknown_key = Signing {
+        key: "EXOdeadbeef".into(),
+        ..Signing::default()
+    };
     let refused = api.send(&unknown_key, "GET", path, None, None).await;
     assert_eq!(refused.status, 403);
-    assert!(refused.body["message"].as_str().unwrap().contains("unknown API key"));
-    let expired = api.send(&Signing { expires_in: -5, ..Signing::default() }, "GET", path, None, None).await;
+    assert!(
+        refused.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown API key")
+    );
+    let expired = api
+        .send(
+            &Signing {
+                expires_in: -5,
+                ..Signing::default()
+            },
+            "GET",
+            path,
+            None,
+            None,
+        )
+        .await;
     assert_eq!(expired.status, 403);
-    assert!(expired.body["message"].as_str().unwrap().contains("expired"), "{}", expired.body);
+    assert!(
+        expired.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("expired"),
+        "{}",
+        expired.body
+    );
 
     // The signature covers the body: sign one body, send another.
     let body = json!({"name": "x"});
-    let header = authorization(&Signing::default(), "PUT", "/ch-gva-2/v2/instance/abc", b"{\"name\":\"y\"}");
+    let header = authorization(
+        &Signing::default(),
+        "PUT",
+        "/ch-gva-2/v2/instance/abc",
+        b"{\"name\":\"y\"}",
+    );
     let request = http::Request::builder()
         .method("PUT")
         .uri(format!("{}/ch-gva-2/v2/instance/abc", api.base))
         .header("authorization", header)
         .body(Full::new(Bytes::from(body.to_string())))
         .unwrap();
-    assert_eq!(api.http.request(request).await.unwrap().status().as_u16(), 403);
+    assert_eq!(
+        api.http.request(request).await.unwrap().status().as_u16(),
+        403
+    );
 
     // A query parameter left out of signed-query-args is refused.
     let header = authorization(&Signing::default(), "GET", "/ch-gva-2/v2/instance", b"");
@@ -212,10 +337,21 @@ async fn only_correctly_signed_unexpired_requests_get_through() {
         .header("authorization", header)
         .body(Full::new(Bytes::new()))
         .unwrap();
-    assert_eq!(api.http.request(request).await.unwrap().status().as_u16(), 403);
+    assert_eq!(
+        api.http.request(request).await.unwrap().status().as_u16(),
+        403
+    );
 
     // Host routing: /v2/... with the zone's host name.
-    let by_host = api.send(&Signing::default(), "GET", "/v2/zone", None, Some("api-de-fra-1.exoscale.com")).await;
+    let by_host = api
+        .send(
+            &Signing::default(),
+            "GET",
+            "/v2/zone",
+            None,
+            Some("api-de-fra-1.exoscale.com"),
+        )
+        .await;
     assert_eq!(by_host.status, 200);
     assert_eq!(api.call("GET", "/mars-1/v2/zone", None).await.status, 404);
 
@@ -223,31 +359,73 @@ async fn only_correctly_signed_unexpired_requests_get_through() {
     let problem = api.send(&wrong_secret, "GET", path, None, None).await;
     assert_eq!(problem.body["status"], 403);
     assert_eq!(problem.body["title"], "Forbidden");
-    assert!(problem.body["detail"].as_str().unwrap().contains("signature"));
+    assert!(
+        problem.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("signature")
+    );
 }
 
 #[tokio::test]
 async fn zones_instance_types_and_templates() {
     let (fake, api) = start(ExoFakeOptions::default()).await;
     let zones = api.ok("GET", "/at-vie-1/v2/zone", None).await;
-    let names: Vec<&str> = zones["zones"].as_array().unwrap().iter().map(|z| z["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = zones["zones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|z| z["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["ch-gva-2", "de-fra-1", "at-vie-1"]);
-    assert_eq!(zones["zones"][1]["api-endpoint"], format!("{}/de-fra-1/v2", fake.url()));
+    assert_eq!(
+        zones["zones"][1]["api-endpoint"],
+        format!("{}/de-fra-1/v2", fake.url())
+    );
 
     let types = api.ok("GET", "/de-fra-1/v2/instance-type", None).await;
     let types = types["instance-types"].as_array().unwrap();
-    let medium = types.iter().find(|t| t["family"] == "standard" && t["size"] == "medium").unwrap();
-    assert_eq!((medium["cpus"].as_u64(), medium["memory"].as_u64()), (Some(2), Some(4 * GIB)));
+    let medium = types
+        .iter()
+        .find(|t| t["family"] == "standard" && t["size"] == "medium")
+        .unwrap();
+    assert_eq!(
+        (medium["cpus"].as_u64(), medium["memory"].as_u64()),
+        (Some(2), Some(4 * GIB))
+    );
     assert_eq!(medium["authorized"], true);
     let gpu3 = types.iter().find(|t| t["family"] == "gpu3").unwrap();
-    assert_eq!((gpu3["authorized"].as_bool(), gpu3["gpus"].as_u64()), (Some(false), Some(1)));
-    let one = api.ok("GET", &format!("/de-fra-1/v2/instance-type/{}", medium["id"].as_str().unwrap()), None).await;
+    assert_eq!(
+        (gpu3["authorized"].as_bool(), gpu3["gpus"].as_u64()),
+        (Some(false), Some(1))
+    );
+    let one = api
+        .ok(
+            "GET",
+            &format!(
+                "/de-fra-1/v2/instance-type/{}",
+                medium["id"].as_str().unwrap()
+            ),
+            None,
+        )
+        .await;
     assert_eq!(one["size"], "medium");
 
-    let public = api.ok("GET", "/de-fra-1/v2/template?visibility=public", None).await;
-    let ubuntu_builds: Vec<&Value> = public["templates"].as_array().unwrap().iter().filter(|t| t["name"] == UBUNTU_2404).collect();
+    let public = api
+        .ok("GET", "/de-fra-1/v2/template?visibility=public", None)
+        .await;
+    let ubuntu_builds: Vec<&Value> = public["templates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == UBUNTU_2404)
+        .collect();
     assert_eq!(ubuntu_builds.len(), 2);
-    assert!(ubuntu_builds.iter().all(|t| t["zones"] == json!(["de-fra-1"]) && t["size"] == 10 * GIB));
+    assert!(
+        ubuntu_builds
+            .iter()
+            .all(|t| t["zones"] == json!(["de-fra-1"]) && t["size"] == 10 * GIB)
+    );
     let private_id = fake.add_template(ExoTemplate {
         id: String::new(),
         zone: "de-fra-1".into(),
@@ -260,15 +438,40 @@ async fn zones_instance_types_and_templates() {
         family: "ubuntu".into(),
         default_user: "ubuntu".into(),
     });
-    let private = api.ok("GET", "/de-fra-1/v2/template?visibility=private", None).await;
+    let private = api
+        .ok("GET", "/de-fra-1/v2/template?visibility=private", None)
+        .await;
     assert_eq!(private["templates"].as_array().unwrap().len(), 1);
     assert_eq!(private["templates"][0]["id"], private_id.as_str());
-    assert!(private["templates"][0]["created-at"].as_str().unwrap().ends_with('Z'));
-    assert_eq!(api.call("GET", &format!("/ch-gva-2/v2/template/{private_id}"), None).await.status, 404, "zonal");
-    assert_eq!(api.ok("GET", &format!("/de-fra-1/v2/template/{private_id}"), None).await["name"], "k3s-node");
-    assert_eq!(api.call("GET", "/de-fra-1/v2/template?visibility=secret", None).await.status, 400);
+    assert!(
+        private["templates"][0]["created-at"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z')
+    );
+    assert_eq!(
+        api.call("GET", &format!("/ch-gva-2/v2/template/{private_id}"), None)
+            .await
+            .status,
+        404,
+        "zonal"
+    );
+    assert_eq!(
+        api.ok("GET", &format!("/de-fra-1/v2/template/{private_id}"), None)
+            .await["name"],
+        "k3s-node"
+    );
+    assert_eq!(
+        api.call("GET", "/de-fra-1/v2/template?visibility=secret", None)
+            .await
+            .status,
+        400
+    );
 
-    assert_eq!(api.ok("GET", "/de-fra-1/v2/quota", None).await["quotas"][0]["limit"], -1);
+    assert_eq!(
+        api.ok("GET", "/de-fra-1/v2/quota", None).await["quotas"][0]["limit"],
+        -1
+    );
 }
 
 #[tokio::test]
@@ -290,38 +493,78 @@ async fn an_instance_is_created_followed_attached_listed_and_deleted() {
     let id = operation["reference"]["id"].as_str().unwrap().to_string();
 
     // The reference is usable before the operation ends.
-    let instance = api.ok("GET", &format!("/de-fra-1/v2/instance/{id}"), None).await;
+    let instance = api
+        .ok("GET", &format!("/de-fra-1/v2/instance/{id}"), None)
+        .await;
     assert_eq!(instance["state"], "starting");
     assert_eq!(instance["instance-type"]["size"], "medium");
     assert_eq!(instance["anti-affinity-groups"], json!([{"id": group}]));
     assert_eq!(instance["ssh-key"]["name"], "ops-team");
-    assert!(instance.get("public-ip").is_none(), "a private instance has no public address");
-    assert_eq!(api.call("GET", &format!("/ch-gva-2/v2/instance/{id}"), None).await.status, 404, "zonal");
+    assert!(
+        instance.get("public-ip").is_none(),
+        "a private instance has no public address"
+    );
+    assert_eq!(
+        api.call("GET", &format!("/ch-gva-2/v2/instance/{id}"), None)
+            .await
+            .status,
+        404,
+        "zonal"
+    );
 
     let (done, pending_polls) = api.wait("de-fra-1", &operation).await;
-    assert_eq!((done["state"].as_str(), pending_polls), (Some("success"), 1));
+    assert_eq!(
+        (done["state"].as_str(), pending_polls),
+        (Some("success"), 1)
+    );
     assert_eq!(done["reference"]["id"], id.as_str());
 
-    let CloudEvent::Launched(launched) = events.recv().await.unwrap() else { panic!("expected a launch") };
+    let CloudEvent::Launched(launched) = events.recv().await.unwrap() else {
+        panic!("expected a launch")
+    };
     assert_eq!(launched.provider_id, format!("exoscale://{id}"));
     assert_eq!(launched.id, id);
     assert_eq!(launched.user_data, "#!/bin/sh\necho hello\n");
-    assert_eq!((launched.zone.as_str(), launched.instance_type.as_str()), ("de-fra-1", "standard.medium"));
+    assert_eq!(
+        (launched.zone.as_str(), launched.instance_type.as_str()),
+        ("de-fra-1", "standard.medium")
+    );
     assert_eq!(launched.capacity["cpu"], "2");
     assert_eq!(launched.capacity["memory"], "4Gi");
     assert_eq!(launched.capacity["ephemeral-storage"], "20Gi");
     assert_eq!(launched.allocatable["cpu"], "1700m");
-    assert_eq!(launched.labels["karpenter.k8s.exoscale/instance-memory"], "4096");
+    assert_eq!(
+        launched.labels["karpenter.k8s.exoscale/instance-memory"],
+        "4096"
+    );
     assert_eq!(launched.labels["topology.kubernetes.io/region"], "de-fra-1");
     assert_eq!(launched.tags["karpenter-sh_nodeclaim"], "default-abc12");
     assert_eq!(launched.state, InstanceState::Pending);
 
-    let attach = api.ok("PUT", &format!("/de-fra-1/v2/private-network/{network}:attach"), Some(json!({"instance": {"id": id}}))).await;
+    let attach = api
+        .ok(
+            "PUT",
+            &format!("/de-fra-1/v2/private-network/{network}:attach"),
+            Some(json!({"instance": {"id": id}})),
+        )
+        .await;
     assert_eq!(attach["reference"]["id"], network.as_str());
     assert_eq!(api.wait("de-fra-1", &attach).await.0["state"], "success");
-    let again = api.call("PUT", &format!("/de-fra-1/v2/private-network/{network}:attach"), Some(json!({"instance": {"id": id}}))).await;
+    let again = api
+        .call(
+            "PUT",
+            &format!("/de-fra-1/v2/private-network/{network}:attach"),
+            Some(json!({"instance": {"id": id}})),
+        )
+        .await;
     assert_eq!(again.status, 400);
-    let net = api.ok("GET", &format!("/de-fra-1/v2/private-network/{network}"), None).await;
+    let net = api
+        .ok(
+            "GET",
+            &format!("/de-fra-1/v2/private-network/{network}"),
+            None,
+        )
+        .await;
     assert_eq!(net["leases"][0]["instance-id"], id.as_str());
     assert_eq!(net["labels"]["env"], "prod");
 
@@ -331,24 +574,61 @@ async fn an_instance_is_created_followed_attached_listed_and_deleted() {
     assert_eq!(items.len(), 1);
     assert!(items[0].get("anti-affinity-groups").is_none());
     assert_eq!(items[0]["private-networks"][0]["id"], network.as_str());
-    let none = api.ok("GET", "/de-fra-1/v2/instance?labels=karpenter-sh_managed-by%3Dother", None).await;
+    let none = api
+        .ok(
+            "GET",
+            "/de-fra-1/v2/instance?labels=karpenter-sh_managed-by%3Dother",
+            None,
+        )
+        .await;
     assert!(none["instances"].as_array().unwrap().is_empty());
-    assert!(api.ok("GET", "/ch-gva-2/v2/instance", None).await["instances"].as_array().unwrap().is_empty());
+    assert!(
+        api.ok("GET", "/ch-gva-2/v2/instance", None).await["instances"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
 
     // Labels are replaced as a whole.
-    let update = api.ok("PUT", &format!("/de-fra-1/v2/instance/{id}"), Some(json!({"labels": {"team": "a"}}))).await;
+    let update = api
+        .ok(
+            "PUT",
+            &format!("/de-fra-1/v2/instance/{id}"),
+            Some(json!({"labels": {"team": "a"}})),
+        )
+        .await;
     api.wait("de-fra-1", &update).await;
-    assert_eq!(fake.instance(&id).unwrap().labels, [("team".to_string(), "a".to_string())].into());
+    assert_eq!(
+        fake.instance(&id).unwrap().labels,
+        [("team".to_string(), "a".to_string())].into()
+    );
 
-    let delete = api.ok("DELETE", &format!("/de-fra-1/v2/instance/{id}"), None).await;
-    assert_eq!(fake.instance(&id).unwrap().state, ExoInstanceState::Destroying);
-    let CloudEvent::Terminated { instance, .. } = events.recv().await.unwrap() else { panic!("expected a termination") };
+    let delete = api
+        .ok("DELETE", &format!("/de-fra-1/v2/instance/{id}"), None)
+        .await;
+    assert_eq!(
+        fake.instance(&id).unwrap().state,
+        ExoInstanceState::Destroying
+    );
+    let CloudEvent::Terminated { instance, .. } = events.recv().await.unwrap() else {
+        panic!("expected a termination")
+    };
     assert_eq!(instance.id, id);
     assert_eq!(api.wait("de-fra-1", &delete).await.0["state"], "success");
-    assert_eq!(api.call("GET", &format!("/de-fra-1/v2/instance/{id}"), None).await.status, 404);
+    assert_eq!(
+        api.call("GET", &format!("/de-fra-1/v2/instance/{id}"), None)
+            .await
+            .status,
+        404
+    );
     assert!(fake.anti_affinity_groups()[0].instances.is_empty());
     assert!(fake.private_networks()[0].leases.is_empty());
-    assert_eq!(api.call("DELETE", &format!("/de-fra-1/v2/instance/{id}"), None).await.status, 404);
+    assert_eq!(
+        api.call("DELETE", &format!("/de-fra-1/v2/instance/{id}"), None)
+            .await
+            .status,
+        404
+    );
 }
 
 #[tokio::test]
@@ -364,7 +644,12 @@ async fn creates_are_validated() {
         body[key] = value;
         body
     };
-    let message = |answer: Answer| answer.body["message"].as_str().unwrap_or_default().to_string();
+    let message = |answer: Answer| {
+        answer.body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
 
     let small_disk = post(with("disk-size", json!(9))).await;
     assert_eq!(small_disk.status, 400);
@@ -387,13 +672,37 @@ async fn creates_are_validated() {
     assert!(message(under_template).contains("41 GiB"));
     let bad_label = post(with("labels", json!({"karpenter.sh/nodeclaim": "x"}))).await;
     assert_eq!(bad_label.status, 400);
-    assert_eq!(post(with("labels", json!({"count": "3x"}))).await.status, 400, "values may not start with a digit");
-    assert_eq!(post(with("labels", json!({"dotted": "a.b"}))).await.status, 400);
-    assert_eq!(post(with("user-data", json!("not base64!"))).await.status, 400);
-    assert_eq!(post(with("user-data", json!("A".repeat(32_772)))).await.status, 400);
-    assert_eq!(post(with("public-ip-assignment", json!("inet6"))).await.status, 400);
+    assert_eq!(
+        post(with("labels", json!({"count": "3x"}))).await.status,
+        400,
+        "values may not start with a digit"
+    );
+    assert_eq!(
+        post(with("labels", json!({"dotted": "a.b"}))).await.status,
+        400
+    );
+    assert_eq!(
+        post(with("user-data", json!("not base64!"))).await.status,
+        400
+    );
+    assert_eq!(
+        post(with("user-data", json!("A".repeat(32_772))))
+            .await
+            .status,
+        400
+    );
+    assert_eq!(
+        post(with("public-ip-assignment", json!("inet6")))
+            .await
+            .status,
+        400
+    );
     assert_eq!(post(with("name", json!(""))).await.status, 400);
-    let unauthorized = post(with("instance-type", json!({"id": type_id(&fake, "gpu3.small")}))).await;
+    let unauthorized = post(with(
+        "instance-type",
+        json!({"id": type_id(&fake, "gpu3.small")}),
+    ))
+    .await;
     assert_eq!(unauthorized.status, 403);
     assert!(message(unauthorized).contains("not authorized"));
     let elsewhere = api
@@ -401,10 +710,32 @@ async fn creates_are_validated() {
             "instance-type": {"id": type_id(&fake, "gpua30.small")}, "template": {"id": ubuntu(&fake, "de-fra-1")}, "disk-size": 50,
         })))
         .await;
-    assert_eq!(elsewhere.status, 400, "GPU types are only offered in the first zone");
-    assert_eq!(post(with("template", json!({"id": ubuntu(&fake, "de-fra-1")}))).await.status, 404, "template IDs are zonal");
-    assert_eq!(post(with("security-groups", json!([{"id": "00000000-0000-4000-8000-000000000000"}]))).await.status, 404);
-    assert_eq!(post(with("ssh-key", json!({"name": "nobody"}))).await.status, 404);
+    assert_eq!(
+        elsewhere.status, 400,
+        "GPU types are only offered in the first zone"
+    );
+    assert_eq!(
+        post(with("template", json!({"id": ubuntu(&fake, "de-fra-1")})))
+            .await
+            .status,
+        404,
+        "template IDs are zonal"
+    );
+    assert_eq!(
+        post(with(
+            "security-groups",
+            json!([{"id": "00000000-0000-4000-8000-000000000000"}])
+        ))
+        .await
+        .status,
+        404
+    );
+    assert_eq!(
+        post(with("ssh-key", json!({"name": "nobody"})))
+            .await
+            .status,
+        404
+    );
     let mut missing = good.clone();
     missing.as_object_mut().unwrap().remove("template");
     assert_eq!(post(missing).await.status, 400);
@@ -415,7 +746,11 @@ async fn creates_are_validated() {
 
 #[tokio::test]
 async fn injected_faults_look_like_the_real_thing() {
-    let options = ExoFakeOptions { anti_affinity_ceiling: 1, operation_polls: 0, ..ExoFakeOptions::default() };
+    let options = ExoFakeOptions {
+        anti_affinity_ceiling: 1,
+        operation_polls: 0,
+        ..ExoFakeOptions::default()
+    };
     let (fake, api) = start(options).await;
     let faults = fake.faults().clone();
 
@@ -427,61 +762,138 @@ async fn injected_faults_look_like_the_real_thing() {
     assert!(throttled.body["error"].is_string());
 
     faults.set_error_rate(ExoVerb::ListInstances, 1.0);
-    assert_eq!(api.call("GET", "/ch-gva-2/v2/instance", None).await.status, 500);
+    assert_eq!(
+        api.call("GET", "/ch-gva-2/v2/instance", None).await.status,
+        500
+    );
     faults.set_error_rate(ExoVerb::ListInstances, 0.0);
 
     faults.set_instance_quota(Some(0));
-    let quota = api.call("POST", "/ch-gva-2/v2/instance", Some(create_body(&fake, "ch-gva-2", "standard.small"))).await;
+    let quota = api
+        .call(
+            "POST",
+            "/ch-gva-2/v2/instance",
+            Some(create_body(&fake, "ch-gva-2", "standard.small")),
+        )
+        .await;
     assert_eq!(quota.status, 403);
     assert!(quota.body["message"].as_str().unwrap().contains("quota"));
-    assert_eq!(api.ok("GET", "/ch-gva-2/v2/quota", None).await["quotas"][0]["limit"], 0);
+    assert_eq!(
+        api.ok("GET", "/ch-gva-2/v2/quota", None).await["quotas"][0]["limit"],
+        0
+    );
     faults.set_instance_quota(None);
 
     // No capacity: the operation fails, nothing remains.
     faults.insufficient_capacity("standard.small", "ch-gva-2");
-    let op = api.ok("POST", "/ch-gva-2/v2/instance", Some(create_body(&fake, "ch-gva-2", "standard.small"))).await;
+    let op = api
+        .ok(
+            "POST",
+            "/ch-gva-2/v2/instance",
+            Some(create_body(&fake, "ch-gva-2", "standard.small")),
+        )
+        .await;
     let (failed, _) = api.wait("ch-gva-2", &op).await;
-    assert_eq!((failed["state"].as_str(), failed["reason"].as_str()), (Some("failure"), Some("unavailable")));
+    assert_eq!(
+        (failed["state"].as_str(), failed["reason"].as_str()),
+        (Some("failure"), Some("unavailable"))
+    );
     assert!(failed["message"].as_str().unwrap().contains("capacity"));
     let reference = failed["reference"]["id"].as_str().unwrap();
-    assert_eq!(api.call("GET", &format!("/ch-gva-2/v2/instance/{reference}"), None).await.status, 404);
+    assert_eq!(
+        api.call("GET", &format!("/ch-gva-2/v2/instance/{reference}"), None)
+            .await
+            .status,
+        404
+    );
     assert!(fake.instances().is_empty());
     faults.restore_capacity("standard.small", "ch-gva-2");
 
     // Fails after the instance exists: it stays, in state error.
     faults.fail_after_create(1);
-    let op = api.ok("POST", "/ch-gva-2/v2/instance", Some(create_body(&fake, "ch-gva-2", "standard.small"))).await;
+    let op = api
+        .ok(
+            "POST",
+            "/ch-gva-2/v2/instance",
+            Some(create_body(&fake, "ch-gva-2", "standard.small")),
+        )
+        .await;
     let (failed, _) = api.wait("ch-gva-2", &op).await;
-    assert_eq!((failed["state"].as_str(), failed["reason"].as_str()), (Some("failure"), Some("fault")));
+    assert_eq!(
+        (failed["state"].as_str(), failed["reason"].as_str()),
+        (Some("failure"), Some("fault"))
+    );
     let id = failed["reference"]["id"].as_str().unwrap();
-    assert_eq!(api.ok("GET", &format!("/ch-gva-2/v2/instance/{id}"), None).await["state"], "error");
+    assert_eq!(
+        api.ok("GET", &format!("/ch-gva-2/v2/instance/{id}"), None)
+            .await["state"],
+        "error"
+    );
 
     // A failing attachment leaves the network unattached.
     let network = fake.add_private_network("ch-gva-2", "net", &[]);
     faults.fail_attach(1);
-    let attach = api.ok("PUT", &format!("/ch-gva-2/v2/private-network/{network}:attach"), Some(json!({"instance": {"id": id}}))).await;
-    assert_eq!(api.wait("ch-gva-2", &attach).await.0["reason"], "unavailable");
+    let attach = api
+        .ok(
+            "PUT",
+            &format!("/ch-gva-2/v2/private-network/{network}:attach"),
+            Some(json!({"instance": {"id": id}})),
+        )
+        .await;
+    assert_eq!(
+        api.wait("ch-gva-2", &attach).await.0["reason"],
+        "unavailable"
+    );
     assert!(fake.instance(id).unwrap().private_networks.is_empty());
 
     // The anti-affinity group's host ceiling (1 here).
     let group = fake.add_anti_affinity_group("spread");
     let mut body = create_body(&fake, "ch-gva-2", "standard.small");
     body["anti-affinity-groups"] = json!([{"id": group}]);
-    assert_eq!(api.call("POST", "/ch-gva-2/v2/instance", Some(body.clone())).await.status, 200);
+    assert_eq!(
+        api.call("POST", "/ch-gva-2/v2/instance", Some(body.clone()))
+            .await
+            .status,
+        200
+    );
     let full = api.call("POST", "/ch-gva-2/v2/instance", Some(body)).await;
     assert_eq!(full.status, 400);
-    assert!(full.body["message"].as_str().unwrap().contains("anti-affinity group spread"), "{}", full.body);
+    assert!(
+        full.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("anti-affinity group spread"),
+        "{}",
+        full.body
+    );
 }
 
 #[tokio::test]
 async fn operations_nobody_polls_end_after_the_deadline_and_instances_boot() {
     let clock = std::sync::Arc::new(joinery_core::clock::Clock::with_speed(1000.0));
-    let options = ExoFakeOptions { clock, boot_delay: Duration::from_secs(5), ..ExoFakeOptions::default() };
+    let options = ExoFakeOptions {
+        clock,
+        boot_delay: Duration::from_secs(5),
+        ..ExoFakeOptions::default()
+    };
     let (fake, api) = start(options).await;
-    let op = api.ok("POST", "/ch-gva-2/v2/instance", Some(create_body(&fake, "ch-gva-2", "standard.small"))).await;
+    let op = api
+        .ok(
+            "POST",
+            "/ch-gva-2/v2/instance",
+            Some(create_body(&fake, "ch-gva-2", "standard.small")),
+        )
+        .await;
     let id = op["reference"]["id"].as_str().unwrap().to_string();
     tokio::time::sleep(Duration::from_millis(60)).await; // 60 simulated seconds
-    assert_eq!(api.ok("GET", &format!("/ch-gva-2/v2/instance/{id}"), None).await["state"], "running");
-    assert_eq!(fake.operations()[0].state, joinery_sim::exoscale::OperationState::Success);
+    assert_eq!(
+        api.ok("GET", &format!("/ch-gva-2/v2/instance/{id}"), None)
+            .await["state"],
+        "running"
+    );
+    assert_eq!(
+        fake.operations()[0].state,
+        joinery_sim::exoscale::OperationState::Success
+    );
     assert_eq!(fake.operations()[0].polls, 0);
 }

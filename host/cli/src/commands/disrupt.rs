@@ -24,9 +24,11 @@ use joinery_kube::conditions::INITIALIZED;
 use joinery_kube::convert::{self, system_time};
 use joinery_kube::disruption::{DisruptionObjects, Marks, consolidate_after};
 use joinery_kube::drain::tolerates_disrupted_taint;
-use joinery_kube::pods::{PodState, blocked_by_budget, is_daemon_pod, is_mirror_pod, is_terminal, pod_state};
-use joinery_kube::snapshot::Snapshot as Objects;
 use joinery_kube::lean::LeanPod;
+use joinery_kube::pods::{
+    PodState, blocked_by_budget, is_daemon_pod, is_mirror_pod, is_terminal, pod_state,
+};
+use joinery_kube::snapshot::Snapshot as Objects;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -82,13 +84,21 @@ pub struct PassArgs {
 }
 
 fn parse_time(text: &str) -> Result<SystemTime, String> {
-    let t: Timestamp = text.parse().map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2026-03-02T12:00:00Z: {e}"))?;
+    let t: Timestamp = text.parse().map_err(|e| {
+        format!("{text:?} is not an RFC 3339 time such as 2026-03-02T12:00:00Z: {e}")
+    })?;
     Ok(system_time(&Time(t)))
 }
 
 /// An RFC 3339 rendering of `t`, to the second.
 pub fn rfc3339(t: SystemTime) -> String {
-    Timestamp::try_from(t).map(|t| t.round(k8s_openapi::jiff::Unit::Second).unwrap_or(t).to_string()).unwrap_or_else(|_| format!("{t:?}"))
+    Timestamp::try_from(t)
+        .map(|t| {
+            t.round(k8s_openapi::jiff::Unit::Second)
+                .unwrap_or(t)
+                .to_string()
+        })
+        .unwrap_or_else(|_| format!("{t:?}"))
 }
 
 /// A disruption snapshot built from a file, with what the reader should know about it.
@@ -109,9 +119,14 @@ impl PassArgs {
         let (instance_types, label_policy) = self.instance_types.load().await?;
         // The provisioning assembly checks every object the way `joinery schedule` does, so a
         // quantity or requirement that does not convert is an error naming its document.
-        let assembly = objects.assemble(&instance_types, label_policy.clone()).with_context(|| format!("snapshot {}", self.snapshot.display()))?;
-        let mut notes: Vec<String> =
-            assembly.notes.into_iter().filter(|n| !n.starts_with("read but not used by the scheduler")).collect();
+        let assembly = objects
+            .assemble(&instance_types, label_policy.clone())
+            .with_context(|| format!("snapshot {}", self.snapshot.display()))?;
+        let mut notes: Vec<String> = assembly
+            .notes
+            .into_iter()
+            .filter(|n| !n.starts_with("read but not used by the scheduler"))
+            .collect();
         let (now, now_from) = match self.at.or_else(|| latest_timestamp(&objects)) {
             Some(now) if self.at.is_some() => (now, "--at"),
             Some(now) => (now, "the latest timestamp in the snapshot"),
@@ -123,28 +138,54 @@ impl PassArgs {
         let overlays = objects
             .node_overlays
             .iter()
-            .map(|l| convert::overlay(&l.object).map_err(|e| anyhow!("snapshot {}: {}: {e}", self.snapshot.display(), l.origin)))
+            .map(|l| {
+                convert::overlay(&l.object)
+                    .map_err(|e| anyhow!("snapshot {}: {}: {e}", self.snapshot.display(), l.origin))
+            })
             .collect::<Result<Vec<_>>>()?;
-        let mut offered: Vec<_> =
-            objects.node_pools.iter().map(|l| &l.object).filter(|p| p.metadata.deletion_timestamp.is_none() && !p.spec.is_static()).collect();
+        let mut offered: Vec<_> = objects
+            .node_pools
+            .iter()
+            .map(|l| &l.object)
+            .filter(|p| p.metadata.deletion_timestamp.is_none() && !p.spec.is_static())
+            .collect();
         offered.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        let pdbs: Vec<Arc<PodDisruptionBudget>> = objects.pod_disruption_budgets.iter().map(|l| Arc::new(l.object.clone())).collect();
+        let pdbs: Vec<Arc<PodDisruptionBudget>> = objects
+            .pod_disruption_budgets
+            .iter()
+            .map(|l| Arc::new(l.object.clone()))
+            .collect();
         let pending = pending_pods(&objects, &pdbs);
         let waiting = pending.len();
         let disruption_objects = DisruptionObjects {
             cluster: objects.objects(),
             pdbs: &pdbs,
             node_pools: objects.node_pools.iter().map(|l| &l.object).collect(),
-            offers: offered.iter().map(|pool| PoolOffer { pool, instance_types: &instance_types }).collect(),
+            offers: offered
+                .iter()
+                .map(|pool| PoolOffer {
+                    pool,
+                    instance_types: &instance_types,
+                })
+                .collect(),
             overlays: &overlays,
             pending,
         };
         let nominated = |_: &str| false;
         let disrupting = BTreeSet::new();
-        let marks = Marks { now, nominated: &nominated, disrupting: &disrupting, source: Source::Snapshot };
+        let marks = Marks {
+            now,
+            nominated: &nominated,
+            disrupting: &disrupting,
+            source: Source::Snapshot,
+        };
         let gates = self.feature_gates.unwrap_or_default();
-        let options = Options { spot_to_spot: gates.spot_to_spot_consolidation, ..Options::default() };
-        let (mut snapshot, problems, messages) = joinery_kube::disruption::snapshot(&disruption_objects, &marks, options);
+        let options = Options {
+            spot_to_spot: gates.spot_to_spot_consolidation,
+            ..Options::default()
+        };
+        let (mut snapshot, problems, messages) =
+            joinery_kube::disruption::snapshot(&disruption_objects, &marks, options);
         snapshot.scheduling.label_policy = label_policy;
         notes.extend(problems.into_iter().map(|p| p.message));
         notes.extend(messages);
@@ -158,7 +199,11 @@ impl PassArgs {
             snapshot.pools.values_mut().for_each(|p| p.template = None);
             notes.push("static NodePools (spec.replicas) are managed only with --feature-gates StaticCapacity=true, as in the controller".into());
         }
-        Ok(Pass { snapshot, now_from, notes })
+        Ok(Pass {
+            snapshot,
+            now_from,
+            notes,
+        })
     }
 }
 
@@ -166,17 +211,40 @@ impl PassArgs {
 /// once the pool's `consolidateAfter` has passed since the later of the claim's initialization
 /// and its last pod event (false for `Never`).
 fn refresh_consolidatable(snapshot: &mut disruption::Snapshot, objects: &Objects, now: SystemTime) {
-    let claims: BTreeMap<&str, &NodeClaim> =
-        objects.node_claims.iter().filter_map(|l| l.object.metadata.name.as_deref().map(|n| (n, &l.object))).collect();
-    let pools: BTreeMap<&str, _> = objects.node_pools.iter().filter_map(|l| l.object.metadata.name.as_deref().map(|n| (n, &l.object))).collect();
+    let claims: BTreeMap<&str, &NodeClaim> = objects
+        .node_claims
+        .iter()
+        .filter_map(|l| l.object.metadata.name.as_deref().map(|n| (n, &l.object)))
+        .collect();
+    let pools: BTreeMap<&str, _> = objects
+        .node_pools
+        .iter()
+        .filter_map(|l| l.object.metadata.name.as_deref().map(|n| (n, &l.object)))
+        .collect();
     for c in &mut snapshot.candidates {
-        let (Some(claim), Some(pool)) = (claims.get(c.claim.as_str()), pools.get(c.pool.as_str())) else { continue };
-        let initialized_at = claim.condition(INITIALIZED).filter(|c| c.is_true()).map(|c| system_time(&c.last_transition_time));
+        let (Some(claim), Some(pool)) = (claims.get(c.claim.as_str()), pools.get(c.pool.as_str()))
+        else {
+            continue;
+        };
+        let initialized_at = claim
+            .condition(INITIALIZED)
+            .filter(|c| c.is_true())
+            .map(|c| system_time(&c.last_transition_time));
         if initialized_at.is_none() {
             continue;
         }
-        let last_pod_event = claim.status.as_ref().and_then(|s| s.last_pod_event_time.as_ref()).map(system_time);
-        c.consolidatable = disruption::consolidatable(consolidate_after(pool), initialized_at, last_pod_event, now).unwrap_or(false);
+        let last_pod_event = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.last_pod_event_time.as_ref())
+            .map(system_time);
+        c.consolidatable = disruption::consolidatable(
+            consolidate_after(pool),
+            initialized_at,
+            last_pod_event,
+            now,
+        )
+        .unwrap_or(false);
     }
 }
 
@@ -188,23 +256,37 @@ fn pending_pods<'a>(objects: &'a Objects, pdbs: &[Arc<PodDisruptionBudget>]) -> 
         .node_claims
         .iter()
         .filter(|l| l.object.metadata.deletion_timestamp.is_some())
-        .filter_map(|l| l.object.status.as_ref().and_then(|s| s.provider_id.as_deref()))
+        .filter_map(|l| {
+            l.object
+                .status
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+        })
         .collect();
     let deleting_nodes: BTreeSet<&str> = objects
         .nodes
         .iter()
         .map(|l| &l.object)
-        .filter(|n| n.metadata.labels.as_ref().is_some_and(|l| l.contains_key(joinery_core::labels::NODEPOOL_LABEL)))
+        .filter(|n| {
+            n.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(joinery_core::labels::NODEPOOL_LABEL))
+        })
         .filter(|n| {
             let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-            n.metadata.deletion_timestamp.is_some() || pid.is_some_and(|p| deleting_claims.contains(p))
+            n.metadata.deletion_timestamp.is_some()
+                || pid.is_some_and(|p| deleting_claims.contains(p))
         })
         .filter_map(|n| n.metadata.name.as_deref())
         .collect();
     let pods = objects.pods.iter().map(|l| &l.object);
     let waiting = pods.clone().filter(|p| pod_state(p) == PodState::Pending);
     let moving = pods.filter(|p| {
-        p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| deleting_nodes.contains(n))
+        p.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| deleting_nodes.contains(n))
             && !is_terminal(p)
             && p.metadata.deletion_timestamp.is_none()
             && !is_daemon_pod(p)
@@ -219,7 +301,9 @@ fn pending_pods<'a>(objects: &'a Objects, pdbs: &[Arc<PodDisruptionBudget>]) -> 
 /// transition times, and NodeClaims' `lastPodEventTime`.
 fn latest_timestamp(objects: &Objects) -> Option<SystemTime> {
     fn meta(m: &ObjectMeta) -> impl Iterator<Item = &Time> {
-        m.creation_timestamp.iter().chain(m.deletion_timestamp.iter())
+        m.creation_timestamp
+            .iter()
+            .chain(m.deletion_timestamp.iter())
     }
     let mut times: Vec<&Time> = Vec::new();
     for l in &objects.node_pools {
@@ -227,20 +311,52 @@ fn latest_timestamp(objects: &Objects) -> Option<SystemTime> {
     }
     for l in &objects.node_claims {
         times.extend(meta(&l.object.metadata));
-        times.extend(l.object.conditions().iter().map(|c| &c.last_transition_time));
-        times.extend(l.object.status.as_ref().and_then(|s| s.last_pod_event_time.as_ref()));
+        times.extend(
+            l.object
+                .conditions()
+                .iter()
+                .map(|c| &c.last_transition_time),
+        );
+        times.extend(
+            l.object
+                .status
+                .as_ref()
+                .and_then(|s| s.last_pod_event_time.as_ref()),
+        );
     }
     for l in &objects.nodes {
         let m = &l.object.metadata;
-        times.extend(m.creation_timestamp.iter().chain(m.deletion_timestamp.iter()));
-        let conditions = l.object.status.as_ref().and_then(|s| s.conditions.as_deref());
-        times.extend(conditions.into_iter().flatten().filter_map(|c| c.last_transition_time.as_ref()));
+        times.extend(
+            m.creation_timestamp
+                .iter()
+                .chain(m.deletion_timestamp.iter()),
+        );
+        let conditions = l
+            .object
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref());
+        times.extend(
+            conditions
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.last_transition_time.as_ref()),
+        );
     }
     for l in &objects.pods {
         let m = &l.object.metadata;
-        times.extend(m.creation_timestamp.iter().chain(m.deletion_timestamp.iter()));
+        times.extend(
+            m.creation_timestamp
+                .iter()
+                .chain(m.deletion_timestamp.iter()),
+        );
         let conditions = l.object.status.as_ref().and_then(|s| s.conditions.as_ref());
-        times.extend(conditions.into_iter().flatten().filter_map(|c| c.last_transition_time.as_ref()));
+        times.extend(
+            conditions
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.last_transition_time.as_ref()),
+        );
     }
     for l in &objects.pod_disruption_budgets {
         times.extend(meta(&l.object.metadata));
@@ -266,13 +382,21 @@ async fn disrupt(args: DisruptArgs) -> Result<ExitCode> {
     let snapshot = &pass.snapshot;
     let started = Instant::now();
     let expiration = disruption::evaluate(snapshot, Method::Expiration);
-    let outcomes: Vec<MethodOutcome> =
-        if args.all { Method::ALL.iter().map(|m| disruption::evaluate(snapshot, *m)).collect() } else { disruption::decide(snapshot) };
+    let outcomes: Vec<MethodOutcome> = if args.all {
+        Method::ALL
+            .iter()
+            .map(|m| disruption::evaluate(snapshot, *m))
+            .collect()
+    } else {
+        disruption::decide(snapshot)
+    };
     let duration_seconds = started.elapsed().as_secs_f64();
     let outcomes: Vec<MethodOutcome> = std::iter::once(expiration).chain(outcomes).collect();
 
     let report = Report::new(snapshot, &outcomes, duration_seconds);
-    crate::snapshot_input::print_report(args.json, &report, |out| write_text(out, &pass, &outcomes, &report, args.all))?;
+    crate::snapshot_input::print_report(args.json, &report, |out| {
+        write_text(out, &pass, &outcomes, &report, args.all)
+    })?;
     for note in &pass.notes {
         eprintln!("note: {note}");
     }
@@ -348,18 +472,30 @@ fn round(price: f64) -> f64 {
 }
 
 fn node_name(snapshot: &disruption::Snapshot, claim: &str) -> String {
-    snapshot.candidate(claim).map_or_else(|| claim.to_string(), |c| c.node.clone())
+    snapshot
+        .candidate(claim)
+        .map_or_else(|| claim.to_string(), |c| c.node.clone())
 }
 
 /// What the command saves per hour; `None` when a price it depends on is unknown.
 fn saving(snapshot: &disruption::Snapshot, command: &Command) -> Option<f64> {
-    let priced = command.candidates.iter().all(|name| snapshot.candidate(name).is_some_and(|c| c.price.is_some()))
-        && command.replacements.iter().all(|r| r.launch_price.is_some());
+    let priced = command
+        .candidates
+        .iter()
+        .all(|name| snapshot.candidate(name).is_some_and(|c| c.price.is_some()))
+        && command
+            .replacements
+            .iter()
+            .all(|r| r.launch_price.is_some());
     priced.then(|| round(command.saving_per_hour))
 }
 
 impl Report {
-    fn new(snapshot: &disruption::Snapshot, outcomes: &[MethodOutcome], duration_seconds: f64) -> Report {
+    fn new(
+        snapshot: &disruption::Snapshot,
+        outcomes: &[MethodOutcome],
+        duration_seconds: f64,
+    ) -> Report {
         let commands = outcomes
             .iter()
             .filter_map(|o| o.command.as_ref())
@@ -367,7 +503,11 @@ impl Report {
                 method: command.method.as_str(),
                 decision: command.decision().as_str(),
                 reason: command.reason().as_str(),
-                candidates: command.candidates.iter().map(|c| node_name(snapshot, c)).collect(),
+                candidates: command
+                    .candidates
+                    .iter()
+                    .map(|c| node_name(snapshot, c))
+                    .collect(),
                 replacements: command
                     .replacements
                     .iter()
@@ -379,14 +519,22 @@ impl Report {
                             .requirements
                             .to_node_selector()
                             .into_iter()
-                            .map(|r| RequirementEntry { key: r.key, operator: r.operator.to_string(), values: r.values, min_values: r.min_values })
+                            .map(|r| RequirementEntry {
+                                key: r.key,
+                                operator: r.operator.to_string(),
+                                values: r.values,
+                                min_values: r.min_values,
+                            })
                             .collect(),
                     })
                     .collect(),
                 saving_per_hour: saving(snapshot, command),
             })
             .collect();
-        let blocked = blocked(snapshot, outcomes).into_iter().map(|((node, reason), _)| BlockedEntry { node, reason }).collect();
+        let blocked = blocked(snapshot, outcomes)
+            .into_iter()
+            .map(|((node, reason), _)| BlockedEntry { node, reason })
+            .collect();
         let budgets = snapshot
             .pools
             .iter()
@@ -398,13 +546,21 @@ impl Report {
                 })
             })
             .collect();
-        Report { commands, blocked, budgets, duration_seconds }
+        Report {
+            commands,
+            blocked,
+            budgets,
+            duration_seconds,
+        }
     }
 }
 
 /// The blocked nodes of every outcome, once per node and reason (in method order), with the
 /// methods each applies to.
-fn blocked(snapshot: &disruption::Snapshot, outcomes: &[MethodOutcome]) -> Vec<((String, String), Vec<Method>)> {
+fn blocked(
+    snapshot: &disruption::Snapshot,
+    outcomes: &[MethodOutcome],
+) -> Vec<((String, String), Vec<Method>)> {
     let mut out: Vec<((String, String), Vec<Method>)> = Vec::new();
     for outcome in outcomes {
         for (claim, reason) in &outcome.blocked {
@@ -419,13 +575,21 @@ fn blocked(snapshot: &disruption::Snapshot, outcomes: &[MethodOutcome]) -> Vec<(
 }
 
 fn methods(list: &[Method]) -> String {
-    list.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", ")
+    list.iter()
+        .map(|m| m.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn nodes_phrase(nodes: &[String]) -> String {
     match nodes {
         [one] => format!("node {one}"),
-        many if many.len() > SHOWN_NODES => format!("{} nodes: {} and {} more", many.len(), many[..SHOWN_NODES].join(", "), many.len() - SHOWN_NODES),
+        many if many.len() > SHOWN_NODES => format!(
+            "{} nodes: {} and {} more",
+            many.len(),
+            many[..SHOWN_NODES].join(", "),
+            many.len() - SHOWN_NODES
+        ),
         many => format!("nodes {}", many.join(", ")),
     }
 }
@@ -453,7 +617,10 @@ fn grouped(lines: impl Iterator<Item = (String, String)>) -> Vec<(Vec<String>, S
 
 fn capitalized(text: &str) -> String {
     let mut chars = text.chars();
-    chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 /// One sentence for a command.
@@ -478,27 +645,61 @@ fn sentence(command: &Command, entry: &CommandEntry) -> String {
                 _ if entry.candidates.len() == 1 => "as its pods fit on the remaining nodes",
                 _ => "as their pods fit on the remaining nodes",
             };
-            format!("{} would delete {nodes} ({why}), {rest}, {saving}.", command.method.as_str())
+            format!(
+                "{} would delete {nodes} ({why}), {rest}, {saving}.",
+                command.method.as_str()
+            )
         }
         Decision::Replace => {
             let replacements: Vec<String> = command
                 .replacements
                 .iter()
                 .map(|r| {
-                    let shown: Vec<&str> = r.spec.instance_types.iter().take(SHOWN_INSTANCE_TYPES).map(String::as_str).collect();
-                    let more = r.spec.instance_types.len().saturating_sub(SHOWN_INSTANCE_TYPES);
-                    let more = if more > 0 { format!(" and {more} more") } else { String::new() };
-                    let price = r.launch_price.map(|p| format!(" from {p:.4}/h")).unwrap_or_default();
-                    format!("one NodeClaim of NodePool {} ({}{more}, cheapest first{price})", r.spec.nodepool, shown.join(", "))
+                    let shown: Vec<&str> = r
+                        .spec
+                        .instance_types
+                        .iter()
+                        .take(SHOWN_INSTANCE_TYPES)
+                        .map(String::as_str)
+                        .collect();
+                    let more = r
+                        .spec
+                        .instance_types
+                        .len()
+                        .saturating_sub(SHOWN_INSTANCE_TYPES);
+                    let more = if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    };
+                    let price = r
+                        .launch_price
+                        .map(|p| format!(" from {p:.4}/h"))
+                        .unwrap_or_default();
+                    format!(
+                        "one NodeClaim of NodePool {} ({}{more}, cheapest first{price})",
+                        r.spec.nodepool,
+                        shown.join(", ")
+                    )
                 })
                 .collect();
-            format!("{} would replace {nodes} ({why}) with {}, {saving}.", command.method.as_str(), replacements.join(" and "))
+            format!(
+                "{} would replace {nodes} ({why}) with {}, {saving}.",
+                command.method.as_str(),
+                replacements.join(" and ")
+            )
         }
     }
 }
 
 /// The human-readable report.
-fn write_text(out: &mut impl Write, pass: &Pass, outcomes: &[MethodOutcome], report: &Report, all: bool) -> Result<()> {
+fn write_text(
+    out: &mut impl Write,
+    pass: &Pass,
+    outcomes: &[MethodOutcome],
+    report: &Report,
+    all: bool,
+) -> Result<()> {
     let snapshot = &pass.snapshot;
     writeln!(
         out,
@@ -510,7 +711,15 @@ fn write_text(out: &mut impl Write, pass: &Pass, outcomes: &[MethodOutcome], rep
     )?;
     let mut entries = report.commands.iter();
     writeln!(out)?;
-    writeln!(out, "{}", if all { "What each method would decide on its own:" } else { "Commands:" })?;
+    writeln!(
+        out,
+        "{}",
+        if all {
+            "What each method would decide on its own:"
+        } else {
+            "Commands:"
+        }
+    )?;
     let mut any = false;
     for outcome in outcomes {
         match &outcome.command {
@@ -527,21 +736,40 @@ fn write_text(out: &mut impl Write, pass: &Pass, outcomes: &[MethodOutcome], rep
         }
     }
     if !any {
-        writeln!(out, "  Nothing to do: no node is expired, and no method found a node it may delete or replace.")?;
+        writeln!(
+            out,
+            "  Nothing to do: no node is expired, and no method found a node it may delete or replace."
+        )?;
     } else if !all && outcomes.iter().skip(1).all(|o| o.command.is_none()) {
-        writeln!(out, "  The disruption loop itself would start nothing (only expiration, which is forceful, acts).")?;
+        writeln!(
+            out,
+            "  The disruption loop itself would start nothing (only expiration, which is forceful, acts)."
+        )?;
     }
     let blocked = blocked(snapshot, outcomes);
     if !blocked.is_empty() {
         writeln!(out)?;
         writeln!(out, "Blocked:")?;
-        let lines = blocked.into_iter().map(|((node, reason), by)| (node, format!("may not be disrupted by {}: {reason}.", methods(&by))));
+        let lines = blocked.into_iter().map(|((node, reason), by)| {
+            (
+                node,
+                format!("may not be disrupted by {}: {reason}.", methods(&by)),
+            )
+        });
         for (nodes, rest) in grouped(lines) {
             writeln!(out, "  {} {rest}", capitalized(&nodes_phrase(&nodes)))?;
         }
     }
     let rejected = outcomes.iter().flat_map(|o| {
-        o.rejected.iter().map(move |(claim, why)| (node_name(snapshot, claim), format!("was considered by {} but not disrupted: {why}.", o.method.as_str())))
+        o.rejected.iter().map(move |(claim, why)| {
+            (
+                node_name(snapshot, claim),
+                format!(
+                    "was considered by {} but not disrupted: {why}.",
+                    o.method.as_str()
+                ),
+            )
+        })
     });
     let rejected = grouped(rejected);
     if !rejected.is_empty() {
@@ -554,16 +782,32 @@ fn write_text(out: &mut impl Write, pass: &Pass, outcomes: &[MethodOutcome], rep
     writeln!(out)?;
     writeln!(out, "Budgets (nodes that may start disrupting now):")?;
     for (name, pool) in &snapshot.pools {
-        let per_reason: Vec<String> =
-            report.budgets.iter().filter(|b| &b.node_pool == name).map(|b| format!("{} {}", b.reason, b.allowed)).collect();
-        writeln!(out, "  NodePool {name} ({} node(s)): {}", pool.nodes, per_reason.join(", "))?;
-        let invalid: BTreeSet<String> = BUDGET_REASONS.iter().flat_map(|r| snapshot.allowance(name, *r).invalid).collect();
+        let per_reason: Vec<String> = report
+            .budgets
+            .iter()
+            .filter(|b| &b.node_pool == name)
+            .map(|b| format!("{} {}", b.reason, b.allowed))
+            .collect();
+        writeln!(
+            out,
+            "  NodePool {name} ({} node(s)): {}",
+            pool.nodes,
+            per_reason.join(", ")
+        )?;
+        let invalid: BTreeSet<String> = BUDGET_REASONS
+            .iter()
+            .flat_map(|r| snapshot.allowance(name, *r).invalid)
+            .collect();
         for problem in invalid {
             writeln!(out, "      an invalid budget allows nothing: {problem}")?;
         }
     }
     writeln!(out)?;
     let simulations: usize = outcomes.iter().map(|o| o.simulations).sum();
-    writeln!(out, "Decided in {:.3}s ({simulations} scheduling simulation(s)); nothing was changed.", report.duration_seconds)?;
+    writeln!(
+        out,
+        "Decided in {:.3}s ({simulations} scheduling simulation(s)); nothing was changed.",
+        report.duration_seconds
+    )?;
     Ok(())
 }

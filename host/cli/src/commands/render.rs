@@ -5,10 +5,12 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use joinery_api::NodeClaim;
-use joinery_controller::bootstrap::{ClusterInfo, DEFAULT_RENDERER, NodeClassBootstrap, render_context};
+use joinery_controller::bootstrap::{
+    ClusterInfo, DEFAULT_RENDERER, NodeClassBootstrap, render_context,
+};
+use joinery_runtime::contract::KeyValue;
 use joinery_runtime::manifest::PluginKind;
 use joinery_runtime::registry::read_plugin_dir;
-use joinery_runtime::contract::KeyValue;
 
 use super::Execute;
 use crate::plugin_options::PluginOptions;
@@ -36,7 +38,11 @@ pub struct RenderArgs {
     #[arg(long, env = "CLUSTER_NAME", default_value = "joinery")]
     pub cluster_name: String,
     /// API server endpoint.
-    #[arg(long, env = "CLUSTER_ENDPOINT", default_value = "https://127.0.0.1:6443")]
+    #[arg(
+        long,
+        env = "CLUSTER_ENDPOINT",
+        default_value = "https://127.0.0.1:6443"
+    )]
     pub cluster_endpoint: String,
     /// Provider ID prefix the node registers with (e.g. `exoscale://`).
     #[arg(long, default_value = "")]
@@ -60,21 +66,35 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
 }
 
 fn read_yaml(path: &std::path::Path, what: &str) -> Result<serde_json::Value> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {what} {}", path.display()))?;
-    serde_yaml::from_str(&text).with_context(|| format!("{what} {} is not valid YAML", path.display()))
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read {what} {}", path.display()))?;
+    serde_yaml::from_str(&text)
+        .with_context(|| format!("{what} {} is not valid YAML", path.display()))
 }
 
 /// `joinery render`.
 async fn render_command(args: RenderArgs) -> Result<ExitCode> {
     let claim_value = read_yaml(&args.claim, "NodeClaim")?;
-    let claim: NodeClaim = serde_json::from_value(claim_value)
-        .with_context(|| format!("NodeClaim {}: not a karpenter.sh/v1 NodeClaim", args.claim.display()))?;
+    let claim: NodeClaim = serde_json::from_value(claim_value).with_context(|| {
+        format!(
+            "NodeClaim {}: not a karpenter.sh/v1 NodeClaim",
+            args.claim.display()
+        )
+    })?;
     let class_value = read_yaml(&args.class, "NodeClass")?;
-    let class_name = class_value.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or("(unnamed)").to_string();
+    let class_name = class_value
+        .pointer("/metadata/name")
+        .and_then(|v| v.as_str())
+        .unwrap_or("(unnamed)")
+        .to_string();
     let mut class = NodeClassBootstrap::from_object(&class_value, &class_name)?;
     class.parameters.extend(args.params.iter().cloned());
     let mut options = args.options.clone();
-    let renderer = args.renderer.clone().or(class.renderer.clone()).unwrap_or_else(|| DEFAULT_RENDERER.to_string());
+    let renderer = args
+        .renderer
+        .clone()
+        .or(class.renderer.clone())
+        .unwrap_or_else(|| DEFAULT_RENDERER.to_string());
     let renderer_name = if std::path::Path::new(&renderer).is_dir() {
         let dir = read_plugin_dir(std::path::Path::new(&renderer))?;
         options.plugin_dirs.push(renderer.clone().into());
@@ -83,8 +103,17 @@ async fn render_command(args: RenderArgs) -> Result<ExitCode> {
         renderer
     };
     let registry = crate::plugin_options::open_registry(&options, Default::default())?;
-    let plugin = registry.current().require(&renderer_name, PluginKind::UserdataRenderer)?;
-    let secrets = args.secrets.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone() }).collect();
+    let plugin = registry
+        .current()
+        .require(&renderer_name, PluginKind::UserdataRenderer)?;
+    let secrets = args
+        .secrets
+        .iter()
+        .map(|(k, v)| KeyValue {
+            key: k.clone(),
+            value: v.clone(),
+        })
+        .collect();
     let cluster = ClusterInfo {
         name: args.cluster_name.clone(),
         endpoint: args.cluster_endpoint.clone(),

@@ -1,8 +1,8 @@
 //! `joinery run`: the controller for a real cluster, with `/metrics` and health probes on
 //! upstream's ports (`METRICS_PORT` 8080, `HEALTH_PROBE_PORT` 8081).
 
-use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context, Result};
 use joinery_controller::leader::{Elector, LeaderElectionConfig, default_identity};
@@ -62,7 +62,8 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     let settings = Settings::from_env().context("invalid settings")?;
     // The management cluster, if the operator named one: plugins granted `cluster: management`
     // reach it; the controller's own watches and writes stay on the workload cluster.
-    let management_source = crate::management::resolve(&args.management, |name| std::env::var(name).ok())?;
+    let management_source =
+        crate::management::resolve(&args.management, |name| std::env::var(name).ok())?;
     let config = args.kube.config().await?;
     let mut settings = settings;
     if settings.cluster_endpoint.is_empty() {
@@ -75,8 +76,9 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         Some(source) => {
             let config = source.config().await?;
             let url = config.cluster_url.to_string();
-            let client = kube::Client::try_from(config)
-                .with_context(|| format!("cannot build the management cluster's Kubernetes client (from {source})"))?;
+            let client = kube::Client::try_from(config).with_context(|| {
+                format!("cannot build the management cluster's Kubernetes client (from {source})")
+            })?;
             Some((source, url, client))
         }
     };
@@ -94,9 +96,11 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     // Plugins' secrets (and renderers' granted secrets) are read from the controller's own
     // namespace unless a name carries `namespace/`; the `workload` cluster is this one.
     let namespace = settings.system_namespace.clone();
-    let secrets: Arc<dyn joinery_runtime::services::SecretStore> = Arc::new(KubeSecrets::new(client.clone(), &namespace));
+    let secrets: Arc<dyn joinery_runtime::services::SecretStore> =
+        Arc::new(KubeSecrets::new(client.clone(), &namespace));
     // Plugins' outgoing HTTPS: system trust store, the operator's CA bundle and proxies.
-    let egress = joinery_runtime::egress::EgressConfig::from_env().map_err(|e| anyhow::anyhow!("invalid egress setting: {e}"))?;
+    let egress = joinery_runtime::egress::EgressConfig::from_env()
+        .map_err(|e| anyhow::anyhow!("invalid egress setting: {e}"))?;
     let services = HostServices {
         secrets: secrets.clone(),
         kube: Arc::new(clusters),
@@ -108,19 +112,35 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     let ready = Arc::new(AtomicBool::new(false));
     let metrics_port = settings.metrics_port;
     let health_port = settings.health_probe_port;
-    let metrics_listener = TcpListener::bind(("0.0.0.0", metrics_port)).await.with_context(|| format!("cannot listen on METRICS_PORT {metrics_port}"))?;
-    let health_listener = TcpListener::bind(("0.0.0.0", health_port)).await.with_context(|| format!("cannot listen on HEALTH_PROBE_PORT {health_port}"))?;
+    let metrics_listener = TcpListener::bind(("0.0.0.0", metrics_port))
+        .await
+        .with_context(|| format!("cannot listen on METRICS_PORT {metrics_port}"))?;
+    let health_listener = TcpListener::bind(("0.0.0.0", health_port))
+        .await
+        .with_context(|| format!("cannot listen on HEALTH_PROBE_PORT {health_port}"))?;
     let health_ready = ready.clone();
     tokio::spawn(serve(health_listener, move |path| match path {
         "/healthz" => Some((200, "ok".to_string())),
-        "/readyz" => Some(if health_ready.load(Ordering::Relaxed) { (200, "ok".into()) } else { (503, "caches not synced".into()) }),
+        "/readyz" => Some(if health_ready.load(Ordering::Relaxed) {
+            (200, "ok".into())
+        } else {
+            (503, "caches not synced".into())
+        }),
         _ => None,
     }));
     // A follower serves an empty /metrics until it leads (it has no loops to report on).
     let leading: Arc<OnceLock<Arc<joinery_controller::Context>>> = Arc::new(OnceLock::new());
     let metrics_context = leading.clone();
     tokio::spawn(serve(metrics_listener, move |path| {
-        (path == "/metrics").then(|| (200, metrics_context.get().map(|c| c.metrics.render()).unwrap_or_default()))
+        (path == "/metrics").then(|| {
+            (
+                200,
+                metrics_context
+                    .get()
+                    .map(|c| c.metrics.render())
+                    .unwrap_or_default(),
+            )
+        })
     }));
     tracing::info!(metrics_port, health_port, "starting controllers");
     // Fail at once, naming the server, rather than retry a Lease on an unreachable API.
@@ -143,7 +163,11 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         None
     } else {
         let config = LeaderElectionConfig {
-            namespace: if settings.leader_election_namespace.is_empty() { namespace.clone() } else { settings.leader_election_namespace.clone() },
+            namespace: if settings.leader_election_namespace.is_empty() {
+                namespace.clone()
+            } else {
+                settings.leader_election_namespace.clone()
+            },
             name: settings.leader_election_name.clone(),
             identity: default_identity(),
             timings: LeaseTimings::default(),
@@ -157,7 +181,14 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
             _ = &mut shutdown => return Ok(std::process::ExitCode::SUCCESS),
         }
     };
-    let controller = Controller::start(ControllerOptions { client, registry, clock, settings, secrets }).await?;
+    let controller = Controller::start(ControllerOptions {
+        client,
+        registry,
+        clock,
+        settings,
+        secrets,
+    })
+    .await?;
     ready.store(true, Ordering::Relaxed);
     let _ = leading.set(controller.context().clone());
     let Some(mut leadership) = leadership else {
@@ -185,7 +216,8 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
 async fn shutdown_signal() {
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
@@ -202,13 +234,24 @@ where
 {
     let route = Arc::new(route);
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else { continue };
+        let Ok((mut stream, _)) = listener.accept().await else {
+            continue;
+        };
         let route = route.clone();
         tokio::spawn(async move {
             let mut buf = vec![0u8; 4096];
-            let Ok(n) = stream.read(&mut buf).await else { return };
+            let Ok(n) = stream.read(&mut buf).await else {
+                return;
+            };
             let request = String::from_utf8_lossy(&buf[..n]);
-            let path = request.split_whitespace().nth(1).unwrap_or("/").split('?').next().unwrap_or("/").to_string();
+            let path = request
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or("/")
+                .split('?')
+                .next()
+                .unwrap_or("/")
+                .to_string();
             let (status, body) = route(&path).unwrap_or((404, "not found".into()));
             let reason = match status {
                 200 => "OK",

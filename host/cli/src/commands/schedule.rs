@@ -8,12 +8,14 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use joinery_kube::convert;
-use joinery_kube::snapshot::{Assembly, BatchStatus, Snapshot};
+use clap::ValueEnum;
 use joinery_core::instance_type::InstanceType;
 use joinery_core::labels::{CAPACITY_TYPE_LABEL, ZONE_LABEL};
-use joinery_core::scheduling::{self, MinValuesPolicy, NewNodeClaim, Placement, PreferencePolicy, SchedulingResult};
-use clap::ValueEnum;
+use joinery_core::scheduling::{
+    self, MinValuesPolicy, NewNodeClaim, Placement, PreferencePolicy, SchedulingResult,
+};
+use joinery_kube::convert;
+use joinery_kube::snapshot::{Assembly, BatchStatus, Snapshot};
 use serde::Serialize;
 
 use super::Execute;
@@ -87,20 +89,39 @@ impl Execute for ScheduleArgs {
 /// Gives the pending pods without spread constraints of their own the scheduler config's
 /// default constraints, with the selector deduced from the snapshot's Services, ReplicaSets
 /// and StatefulSets. Returns how many pods got them.
-fn apply_default_spread(snapshot: &Snapshot, pods: &mut [scheduling::PendingPod], defaults: &[spread::DefaultConstraint]) -> usize {
+fn apply_default_spread(
+    snapshot: &Snapshot,
+    pods: &mut [scheduling::PendingPod],
+    defaults: &[spread::DefaultConstraint],
+) -> usize {
     let services: Vec<_> = snapshot.services.iter().map(|l| &l.object).collect();
     let replica_sets: Vec<_> = snapshot.replica_sets.iter().map(|l| &l.object).collect();
     let stateful_sets: Vec<_> = snapshot.stateful_sets.iter().map(|l| &l.object).collect();
-    let sources = spread::SelectorSources { services: &services, replica_sets: &replica_sets, stateful_sets: &stateful_sets, ..Default::default() };
+    let sources = spread::SelectorSources {
+        services: &services,
+        replica_sets: &replica_sets,
+        stateful_sets: &stateful_sets,
+        ..Default::default()
+    };
     let by_key: std::collections::HashMap<(&str, &str), &joinery_kube::lean::LeanPod> = snapshot
         .pods
         .iter()
         .map(|l| {
             let meta = &l.object.metadata;
-            ((meta.namespace.as_deref().unwrap_or_default(), meta.name.as_deref().unwrap_or_default()), &l.object)
+            (
+                (
+                    meta.namespace.as_deref().unwrap_or_default(),
+                    meta.name.as_deref().unwrap_or_default(),
+                ),
+                &l.object,
+            )
         })
         .collect();
-    spread::apply_to_batch(pods, defaults, sources, |pod| by_key.get(&(pod.key.namespace.as_str(), pod.key.name.as_str())).copied())
+    spread::apply_to_batch(pods, defaults, sources, |pod| {
+        by_key
+            .get(&(pod.key.namespace.as_str(), pod.key.name.as_str()))
+            .copied()
+    })
 }
 
 /// How many instance types the text report names per NodeClaim.
@@ -112,13 +133,22 @@ const SHOWN_INSTANCE_TYPES: usize = 5;
 async fn schedule(args: ScheduleArgs) -> Result<ExitCode> {
     let snapshot = read_snapshot(&args.snapshot)?;
     let (instance_types, label_policy) = args.instance_types.load().await?;
-    let mut assembly = snapshot.assemble(&instance_types, label_policy).with_context(|| format!("snapshot {}", args.snapshot.display()))?;
+    let mut assembly = snapshot
+        .assemble(&instance_types, label_policy)
+        .with_context(|| format!("snapshot {}", args.snapshot.display()))?;
     let mut notes = assembly.notes.clone();
     if let Some(path) = &args.scheduler_config {
-        let defaults = spread::parse_scheduler_config(&read(path, "scheduler config")?).with_context(|| format!("{}", path.display()))?;
+        let defaults = spread::parse_scheduler_config(&read(path, "scheduler config")?)
+            .with_context(|| format!("{}", path.display()))?;
         let applied = apply_default_spread(&snapshot, &mut assembly.input.pods, &defaults);
-        notes.push(format!("default topology spread constraints from {} given to {applied} pending pod(s)", path.display()));
-    } else if !(snapshot.services.is_empty() && snapshot.replica_sets.is_empty() && snapshot.stateful_sets.is_empty()) {
+        notes.push(format!(
+            "default topology spread constraints from {} given to {applied} pending pod(s)",
+            path.display()
+        ));
+    } else if !(snapshot.services.is_empty()
+        && snapshot.replica_sets.is_empty()
+        && snapshot.stateful_sets.is_empty())
+    {
         notes.push("Services, ReplicaSets and StatefulSets select pods for default spread constraints, which only --scheduler-config asks for; not used".into());
     }
     // The pass and the report need only the assembled input: give the objects' memory back
@@ -138,15 +168,23 @@ async fn schedule(args: ScheduleArgs) -> Result<ExitCode> {
     let result = scheduling::schedule_with_context(&assembly.input, &context, None);
     let duration_seconds = started.elapsed().as_secs_f64();
     for pool in &result.nodepools_without_instance_types {
-        notes.push(format!("NodePool {pool}: its requirements leave no instance type with an available offering"));
+        notes.push(format!(
+            "NodePool {pool}: its requirements leave no instance type with an available offering"
+        ));
     }
 
     let report = Report::new(&assembly, &result, duration_seconds);
-    crate::snapshot_input::print_report(args.json, &report, |out| write_text(out, &report, &assembly, &result, &instance_types))?;
+    crate::snapshot_input::print_report(args.json, &report, |out| {
+        write_text(out, &report, &assembly, &result, &instance_types)
+    })?;
     for note in notes {
         eprintln!("note: {note}");
     }
-    let stuck = report.pods.iter().filter(|p| matches!(p.placement, PlacementEntry::None { .. })).count();
+    let stuck = report
+        .pods
+        .iter()
+        .filter(|p| matches!(p.placement, PlacementEntry::None { .. }))
+        .count();
     if args.fail_on_pending && stuck > 0 {
         eprintln!("{stuck} pod(s) would stay pending (--fail-on-pending)");
         return Ok(crate::exit::CHECK_FAILED);
@@ -209,18 +247,37 @@ impl Report {
             .iter()
             .map(|pod| {
                 let placement = match &pod.status {
-                    BatchStatus::Refused(reason) => PlacementEntry::None { reason: reason.clone() },
+                    BatchStatus::Refused(reason) => PlacementEntry::None {
+                        reason: reason.clone(),
+                    },
                     BatchStatus::Scheduled(i) => match &result.placements[*i].placement {
-                        Placement::Existing { node } => PlacementEntry::Existing { node: node.clone() },
+                        Placement::Existing { node } => {
+                            PlacementEntry::Existing { node: node.clone() }
+                        }
                         Placement::NewClaim { index } => PlacementEntry::New { claim: *index },
-                        Placement::Unschedulable { reason } => PlacementEntry::None { reason: reason.clone() },
+                        Placement::Unschedulable { reason } => PlacementEntry::None {
+                            reason: reason.clone(),
+                        },
                     },
                 };
-                PodEntry { namespace: pod.key.namespace.clone(), name: pod.key.name.clone(), placement }
+                PodEntry {
+                    namespace: pod.key.namespace.clone(),
+                    name: pod.key.name.clone(),
+                    placement,
+                }
             })
             .collect();
-        let new_node_claims = result.new_claims.iter().enumerate().map(|(index, claim)| claim_entry(index, claim)).collect();
-        Report { pods, new_node_claims, duration_seconds }
+        let new_node_claims = result
+            .new_claims
+            .iter()
+            .enumerate()
+            .map(|(index, claim)| claim_entry(index, claim))
+            .collect();
+        Report {
+            pods,
+            new_node_claims,
+            duration_seconds,
+        }
     }
 }
 
@@ -233,7 +290,12 @@ fn claim_entry(index: usize, claim: &NewNodeClaim) -> ClaimEntry {
             .requirements
             .to_node_selector()
             .into_iter()
-            .map(|r| RequirementEntry { key: r.key, operator: r.operator.to_string(), values: r.values, min_values: r.min_values })
+            .map(|r| RequirementEntry {
+                key: r.key,
+                operator: r.operator.to_string(),
+                values: r.values,
+                min_values: r.min_values,
+            })
             .collect(),
         instance_types: spec.instance_types.to_vec(),
         requests: spec.requests.to_quantities(),
@@ -250,8 +312,20 @@ fn write_text(
     result: &SchedulingResult,
     instance_types: &[InstanceType],
 ) -> Result<()> {
-    let in_flight: BTreeSet<&str> = assembly.input.nodes.iter().filter(|n| n.in_flight).map(|n| n.name.as_str()).collect();
-    let width = report.pods.iter().map(|p| p.namespace.len() + p.name.len() + 1).max().unwrap_or(0).min(60);
+    let in_flight: BTreeSet<&str> = assembly
+        .input
+        .nodes
+        .iter()
+        .filter(|n| n.in_flight)
+        .map(|n| n.name.as_str())
+        .collect();
+    let width = report
+        .pods
+        .iter()
+        .map(|p| p.namespace.len() + p.name.len() + 1)
+        .max()
+        .unwrap_or(0)
+        .min(60);
     let (mut on_nodes, mut on_claims, mut nowhere) = (0, 0, 0);
     writeln!(out, "Pods ({}):", report.pods.len())?;
     for pod in &report.pods {
@@ -259,13 +333,23 @@ fn write_text(
         match &pod.placement {
             PlacementEntry::Existing { node } => {
                 on_nodes += 1;
-                let what = if in_flight.contains(node.as_str()) { "in-flight node" } else { "existing node" };
-                writeln!(out, "  {key:<width$}  -> {what} {node} (it has room, compatible labels and tolerated taints)")?;
+                let what = if in_flight.contains(node.as_str()) {
+                    "in-flight node"
+                } else {
+                    "existing node"
+                };
+                writeln!(
+                    out,
+                    "  {key:<width$}  -> {what} {node} (it has room, compatible labels and tolerated taints)"
+                )?;
             }
             PlacementEntry::New { claim } => {
                 on_claims += 1;
                 let pool = &result.new_claims[*claim].spec.nodepool;
-                writeln!(out, "  {key:<width$}  -> new NodeClaim #{claim} of NodePool {pool} (no existing or in-flight node could take it)")?;
+                writeln!(
+                    out,
+                    "  {key:<width$}  -> new NodeClaim #{claim} of NodePool {pool} (no existing or in-flight node could take it)"
+                )?;
             }
             PlacementEntry::None { reason } => {
                 nowhere += 1;
@@ -274,40 +358,73 @@ fn write_text(
         }
     }
 
-    let by_name: HashMap<&str, &InstanceType> = instance_types.iter().map(|t| (t.name(), t)).collect();
+    let by_name: HashMap<&str, &InstanceType> =
+        instance_types.iter().map(|t| (t.name(), t)).collect();
     let policy = &assembly.input.label_policy;
-    let all_zones: BTreeSet<&str> = instance_types.iter().flat_map(|t| t.offerings().iter().map(|o| o.zone())).collect();
+    let all_zones: BTreeSet<&str> = instance_types
+        .iter()
+        .flat_map(|t| t.offerings().iter().map(|o| o.zone()))
+        .collect();
     writeln!(out)?;
     writeln!(out, "NodeClaims to create ({}):", result.new_claims.len())?;
     for (index, claim) in result.new_claims.iter().enumerate() {
         let spec = &claim.spec;
-        let price = claim.launch_price.map(|p| format!(", from {p:.4}/h")).unwrap_or_default();
-        writeln!(out, "  #{index} NodePool {}: {} pod(s){price}", spec.nodepool, claim.pods.len())?;
+        let price = claim
+            .launch_price
+            .map(|p| format!(", from {p:.4}/h"))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "  #{index} NodePool {}: {} pod(s){price}",
+            spec.nodepool,
+            claim.pods.len()
+        )?;
         let shown: Vec<String> = spec
             .instance_types
             .iter()
             .take(SHOWN_INSTANCE_TYPES)
             .map(|name| {
-                let price = by_name.get(name.as_str()).and_then(|t| t.cheapest_price(&spec.requirements, policy));
+                let price = by_name
+                    .get(name.as_str())
+                    .and_then(|t| t.cheapest_price(&spec.requirements, policy));
                 match price {
                     Some(p) => format!("{name} ({p:.4}/h)"),
                     None => name.clone(),
                 }
             })
             .collect();
-        let more = spec.instance_types.len().saturating_sub(SHOWN_INSTANCE_TYPES);
-        let more = if more > 0 { format!(", and {more} more") } else { String::new() };
-        writeln!(out, "      instance types ({}, cheapest first): {}{more}", spec.instance_types.len(), shown.join(", "))?;
+        let more = spec
+            .instance_types
+            .len()
+            .saturating_sub(SHOWN_INSTANCE_TYPES);
+        let more = if more > 0 {
+            format!(", and {more} more")
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "      instance types ({}, cheapest first): {}{more}",
+            spec.instance_types.len(),
+            shown.join(", ")
+        )?;
         // Zones with an available compatible offering; stop once every zone the claim allows
         // is found.
-        let allowed = all_zones.iter().filter(|z| spec.requirements.get(ZONE_LABEL).is_none_or(|r| r.has(z))).count();
+        let allowed = all_zones
+            .iter()
+            .filter(|z| spec.requirements.get(ZONE_LABEL).is_none_or(|r| r.has(z)))
+            .count();
         let mut zones = BTreeSet::new();
         for name in spec.instance_types.iter() {
             if zones.len() == allowed {
                 break;
             }
             if let Some(t) = by_name.get(name.as_str()) {
-                zones.extend(t.offerings().available_compatible(&spec.requirements, policy).map(|o| o.zone().to_string()));
+                zones.extend(
+                    t.offerings()
+                        .available_compatible(&spec.requirements, policy)
+                        .map(|o| o.zone().to_string()),
+                );
             }
         }
         if zones.is_empty()
@@ -316,9 +433,17 @@ fn write_text(
             zones.extend(r.values().iter().cloned());
         }
         writeln!(out, "      zones: {}", list_or_any(zones))?;
-        let capacity_types: BTreeSet<String> = spec.requirements.get(CAPACITY_TYPE_LABEL).map(|r| r.values().clone()).unwrap_or_default();
+        let capacity_types: BTreeSet<String> = spec
+            .requirements
+            .get(CAPACITY_TYPE_LABEL)
+            .map(|r| r.values().clone())
+            .unwrap_or_default();
         writeln!(out, "      capacity types: {}", list_or_any(capacity_types))?;
-        writeln!(out, "      requests: {} (DaemonSet overhead {})", spec.requests, claim.daemon_overhead)?;
+        writeln!(
+            out,
+            "      requests: {} (DaemonSet overhead {})",
+            spec.requests, claim.daemon_overhead
+        )?;
         if !spec.taints.is_empty() {
             let taints: Vec<String> = spec.taints.iter().map(ToString::to_string).collect();
             writeln!(out, "      taints: {}", taints.join(", "))?;
@@ -333,14 +458,30 @@ fn write_text(
         report.duration_seconds
     )?;
     if !result.new_claims.is_empty() {
-        let priced: Vec<f64> = result.new_claims.iter().filter_map(|c| c.launch_price).collect();
+        let priced: Vec<f64> = result
+            .new_claims
+            .iter()
+            .filter_map(|c| c.launch_price)
+            .collect();
         let unpriced = result.new_claims.len() - priced.len();
-        let unpriced = if unpriced > 0 { format!(", {unpriced} NodeClaim(s) without a known price") } else { String::new() };
-        writeln!(out, "estimated cost of the new NodeClaims: {:.4}/h (cheapest instance type of each){unpriced}", priced.iter().sum::<f64>())?;
+        let unpriced = if unpriced > 0 {
+            format!(", {unpriced} NodeClaim(s) without a known price")
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "estimated cost of the new NodeClaims: {:.4}/h (cheapest instance type of each){unpriced}",
+            priced.iter().sum::<f64>()
+        )?;
     }
     Ok(())
 }
 
 fn list_or_any(items: BTreeSet<String>) -> String {
-    if items.is_empty() { "any".into() } else { items.into_iter().collect::<Vec<_>>().join(", ") }
+    if items.is_empty() {
+        "any".into()
+    } else {
+        items.into_iter().collect::<Vec<_>>().join(", ")
+    }
 }

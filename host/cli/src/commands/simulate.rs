@@ -39,7 +39,8 @@ impl Execute for SimulateArgs {
     async fn execute(self) -> Result<ExitCode> {
         let scenario = match &self.scenario {
             Some(path) => {
-                let text = std::fs::read_to_string(path).with_context(|| format!("cannot read scenario {}", path.display()))?;
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read scenario {}", path.display()))?;
                 Scenario::parse(&text, &path.display().to_string())?
             }
             None => Scenario::parse(QUICKSTART, "built-in quickstart")?,
@@ -48,23 +49,41 @@ impl Execute for SimulateArgs {
             anyhow::bail!("--speed must be a positive number, got {}", self.speed);
         }
         if !self.quiet {
-            println!("scenario {}: {}", scenario.name, scenario.description.trim());
+            println!(
+                "scenario {}: {}",
+                scenario.name,
+                scenario.description.trim()
+            );
         }
         if self.exoscale_journal.is_some() && scenario.cloud.provider() != "exoscale" {
-            anyhow::bail!("--exoscale-journal needs a scenario whose cloud.provider is exoscale; {} uses {}", scenario.name, scenario.cloud.provider());
+            anyhow::bail!(
+                "--exoscale-journal needs a scenario whose cloud.provider is exoscale; {} uses {}",
+                scenario.name,
+                scenario.cloud.provider()
+            );
         }
-        let run = RunOptions { speed: self.speed, echo: !self.quiet, exoscale_journal: self.exoscale_journal.clone() };
+        let run = RunOptions {
+            speed: self.speed,
+            echo: !self.quiet,
+            exoscale_journal: self.exoscale_journal.clone(),
+        };
         let report = run_scenario_with(&scenario, run).await?;
         print!("{}", report.summary());
         if let Some(path) = &self.report {
             let json = serde_json::to_string_pretty(&report)?;
-            std::fs::write(path, json + "\n").with_context(|| format!("cannot write report {}", path.display()))?;
+            std::fs::write(path, json + "\n")
+                .with_context(|| format!("cannot write report {}", path.display()))?;
         }
         if let Some(path) = &self.plot {
             let svg = joinery_simulate::plot::svg(&report)?;
-            std::fs::write(path, svg).with_context(|| format!("cannot write plot {}", path.display()))?;
+            std::fs::write(path, svg)
+                .with_context(|| format!("cannot write plot {}", path.display()))?;
         }
-        Ok(if report.passed() { ExitCode::SUCCESS } else { crate::exit::CHECK_FAILED })
+        Ok(if report.passed() {
+            ExitCode::SUCCESS
+        } else {
+            crate::exit::CHECK_FAILED
+        })
     }
 
     /// The timeline and summary are the output: only warnings are logged.

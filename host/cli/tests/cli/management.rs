@@ -27,10 +27,16 @@ fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, Stri
         .spawn()
         .expect("kubectl is installed");
     let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.unwrap_or_default().as_bytes()).unwrap();
+    input
+        .write_all(stdin.unwrap_or_default().as_bytes())
+        .unwrap();
     drop(input);
     let out = child.wait_with_output().unwrap();
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 fn apply(kubeconfig: &Path, yaml: &str) {
@@ -78,14 +84,25 @@ plugins:
 /// A directory plugin: the hostile component under its manifest, changed to request its
 /// Kubernetes access in the management cluster instead of the workload one.
 fn hostile_plugin(root: &Path) -> PathBuf {
-    let wasm = std::fs::read(Path::new(joinery_builtin_plugins::PLUGIN_WASM_DIR).join("joinery_plugin_hostile.wasm")).unwrap();
-    let manifest = std::fs::read_to_string(repo().join("plugins/testing/hostile/plugin.yaml")).unwrap();
+    let wasm = std::fs::read(
+        Path::new(joinery_builtin_plugins::PLUGIN_WASM_DIR).join("joinery_plugin_hostile.wasm"),
+    )
+    .unwrap();
+    let manifest =
+        std::fs::read_to_string(repo().join("plugins/testing/hostile/plugin.yaml")).unwrap();
     let manifest = manifest.replace("    - cluster: workload\n", "    - cluster: management\n");
-    assert!(manifest.contains("cluster: management"), "the hostile manifest no longer requests `cluster: workload`:\n{manifest}");
+    assert!(
+        manifest.contains("cluster: management"),
+        "the hostile manifest no longer requests `cluster: workload`:\n{manifest}"
+    );
     let dir = root.join("hostile");
     std::fs::create_dir_all(&dir).unwrap();
     let sha = joinery_runtime::plugin::sha256_hex(&wasm);
-    std::fs::write(dir.join("plugin.yaml"), format!("{manifest}sha256: {sha}\n")).unwrap();
+    std::fs::write(
+        dir.join("plugin.yaml"),
+        format!("{manifest}sha256: {sha}\n"),
+    )
+    .unwrap();
     std::fs::write(dir.join("plugin.wasm"), wasm).unwrap();
     dir
 }
@@ -121,29 +138,63 @@ impl Setup {
             .env("DISABLE_LEADER_ELECTION", "true")
             .env_remove("RUST_LOG")
             .env_remove("LOG_LEVEL");
-        for name in ["CLUSTER_API_KUBECONFIG", "CLUSTER_API_URL", "CLUSTER_API_TOKEN", "CLUSTER_API_CERTIFICATE_AUTHORITY_DATA", "CLUSTER_API_SKIP_TLS_VERIFY"] {
+        for name in [
+            "CLUSTER_API_KUBECONFIG",
+            "CLUSTER_API_URL",
+            "CLUSTER_API_TOKEN",
+            "CLUSTER_API_CERTIFICATE_AUTHORITY_DATA",
+            "CLUSTER_API_SKIP_TLS_VERIFY",
+        ] {
             command.env_remove(name);
         }
         command.envs(env.iter().copied());
-        let child = command.stdout(Stdio::null()).stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
+        let child = command
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
         (KillOnDrop(child), log)
     }
 
     /// The `Ready` condition of the class, as (status, message).
     fn ready(&self) -> Option<(String, String)> {
-        let (ok, out, _) = kubectl(&self.workload, &["get", "hostilenodeclass", "reads-management", "-o", "json"], None);
+        let (ok, out, _) = kubectl(
+            &self.workload,
+            &["get", "hostilenodeclass", "reads-management", "-o", "json"],
+            None,
+        );
         let class: Value = serde_json::from_str(&out).ok().filter(|_| ok)?;
-        let condition = class.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == "Ready")?.clone();
-        Some((condition["status"].as_str()?.to_string(), condition["message"].as_str().unwrap_or_default().to_string()))
+        let condition = class
+            .pointer("/status/conditions")?
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Ready")?
+            .clone();
+        Some((
+            condition["status"].as_str()?.to_string(),
+            condition["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        ))
     }
 
     /// Waits until the class's `Ready` condition satisfies `check`; fails with the last
     /// condition and `joinery run`'s log.
-    fn wait_ready(&self, run: &mut KillOnDrop, log: &Path, what: &str, check: impl Fn(&str, &str) -> bool) {
+    fn wait_ready(
+        &self,
+        run: &mut KillOnDrop,
+        log: &Path,
+        what: &str,
+        check: impl Fn(&str, &str) -> bool,
+    ) {
         let deadline = Instant::now() + Duration::from_secs(240);
         loop {
             let ready = self.ready();
-            if ready.as_ref().is_some_and(|(status, message)| check(status, message)) {
+            if ready
+                .as_ref()
+                .is_some_and(|(status, message)| check(status, message))
+            {
                 return;
             }
             let exited = run.0.try_wait().unwrap();
@@ -163,7 +214,10 @@ impl Setup {
 fn server_url(kubeconfig: &Path) -> String {
     let text = std::fs::read_to_string(kubeconfig).unwrap();
     let value: Value = serde_yaml::from_str(&text).unwrap();
-    value["clusters"][0]["cluster"]["server"].as_str().unwrap().to_string()
+    value["clusters"][0]["cluster"]["server"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 #[test]
@@ -176,9 +230,24 @@ fn a_plugin_granted_the_management_cluster_reads_it_and_is_told_the_flag_when_it
     let (_management_sim, management) = sim_serve(&dir.path().join("management"));
     // The ConfigMap exists in the management cluster only.
     let _ = kubectl(&management, &["create", "namespace", "kube-system"], None);
-    let (ok, _, err) = kubectl(&management, &["-n", "kube-system", "create", "configmap", "x", "--from-literal=cluster=management"], None);
+    let (ok, _, err) = kubectl(
+        &management,
+        &[
+            "-n",
+            "kube-system",
+            "create",
+            "configmap",
+            "x",
+            "--from-literal=cluster=management",
+        ],
+        None,
+    );
     assert!(ok, "{err}");
-    let (found, _, _) = kubectl(&workload, &["-n", "kube-system", "get", "configmap", "x"], None);
+    let (found, _, _) = kubectl(
+        &workload,
+        &["-n", "kube-system", "get", "configmap", "x"],
+        None,
+    );
     assert!(!found, "the workload cluster must not have kube-system/x");
     // The NodeClass lives in the workload cluster.
     apply(&workload, HOSTILE_CRD);
@@ -195,33 +264,79 @@ fn a_plugin_granted_the_management_cluster_reads_it_and_is_told_the_flag_when_it
     };
 
     // --management-kubeconfig: the plugin's call reaches the management cluster.
-    let (mut run, log) = setup.run("with-flag", &[OsStr::new("--management-kubeconfig"), management.as_os_str()], &[]);
-    setup.wait_ready(&mut run, &log, "with --management-kubeconfig the class never became Ready", |status, _| status == "True");
+    let (mut run, log) = setup.run(
+        "with-flag",
+        &[
+            OsStr::new("--management-kubeconfig"),
+            management.as_os_str(),
+        ],
+        &[],
+    );
+    setup.wait_ready(
+        &mut run,
+        &log,
+        "with --management-kubeconfig the class never became Ready",
+        |status, _| status == "True",
+    );
     let text = std::fs::read_to_string(&log).unwrap();
-    assert!(text.contains("plugins can reach the workload and management clusters"), "{text}");
+    assert!(
+        text.contains("plugins can reach the workload and management clusters"),
+        "{text}"
+    );
     drop(run);
 
     // No management cluster: the call fails, and the message says which flag to pass.
     let (mut run, log) = setup.run("without", &[], &[]);
-    setup.wait_ready(&mut run, &log, "without a management cluster the class never failed naming the flag", |status, message| {
-        status == "False" && message.contains("--management-kubeconfig") && message.contains("\"management\"")
-    });
+    setup.wait_ready(
+        &mut run,
+        &log,
+        "without a management cluster the class never failed naming the flag",
+        |status, message| {
+            status == "False"
+                && message.contains("--management-kubeconfig")
+                && message.contains("\"management\"")
+        },
+    );
     let text = std::fs::read_to_string(&log).unwrap();
-    assert!(text.contains("plugins can reach the workload cluster only"), "{text}");
+    assert!(
+        text.contains("plugins can reach the workload cluster only"),
+        "{text}"
+    );
     drop(run);
 
     // Upstream's variables name the same cluster (the emulator ignores the token).
     let url = server_url(&management);
-    let (mut run, log) = setup.run("with-env", &[], &[("CLUSTER_API_URL", &url), ("CLUSTER_API_TOKEN", "test-token")]);
-    setup.wait_ready(&mut run, &log, "with CLUSTER_API_URL the class never became Ready again", |status, _| status == "True");
+    let (mut run, log) = setup.run(
+        "with-env",
+        &[],
+        &[
+            ("CLUSTER_API_URL", &url),
+            ("CLUSTER_API_TOKEN", "test-token"),
+        ],
+    );
+    setup.wait_ready(
+        &mut run,
+        &log,
+        "with CLUSTER_API_URL the class never became Ready again",
+        |status, _| status == "True",
+    );
     drop(run);
 
     // A management kubeconfig that cannot be read stops the start, naming the flag.
     let missing = dir.path().join("missing.kubeconfig");
-    let (mut run, log) = setup.run("missing", &[OsStr::new("--cluster-api-kubeconfig"), missing.as_os_str()], &[]);
+    let (mut run, log) = setup.run(
+        "missing",
+        &[OsStr::new("--cluster-api-kubeconfig"), missing.as_os_str()],
+        &[],
+    );
     let status = run.0.wait().unwrap();
     let text = std::fs::read_to_string(&log).unwrap();
-    assert!(!status.success() && text.contains("--management-kubeconfig") && text.contains("missing.kubeconfig"), "{status:?}\n{text}");
+    assert!(
+        !status.success()
+            && text.contains("--management-kubeconfig")
+            && text.contains("missing.kubeconfig"),
+        "{status:?}\n{text}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -231,8 +346,27 @@ fn a_plugin_granted_the_management_cluster_reads_it_and_is_told_the_flag_when_it
 fn template(helm: &Path, values: &str) -> Result<Vec<Value>, String> {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("values.yaml");
-    std::fs::write(&file, if values.trim().is_empty() { "{}\n" } else { values }).unwrap();
-    let (ok, out, err) = crate::helm::run_helm(helm, &["template", "joinery", "charts/joinery", "--namespace", "joinery", "-f", file.to_str().unwrap()]);
+    std::fs::write(
+        &file,
+        if values.trim().is_empty() {
+            "{}\n"
+        } else {
+            values
+        },
+    )
+    .unwrap();
+    let (ok, out, err) = crate::helm::run_helm(
+        helm,
+        &[
+            "template",
+            "joinery",
+            "charts/joinery",
+            "--namespace",
+            "joinery",
+            "-f",
+            file.to_str().unwrap(),
+        ],
+    );
     if !ok {
         return Err(err);
     }
@@ -243,48 +377,114 @@ fn template(helm: &Path, values: &str) -> Result<Vec<Value>, String> {
 }
 
 fn deployment(objects: &[Value]) -> &Value {
-    objects.iter().find(|o| o["kind"] == "Deployment").expect("a Deployment")
+    objects
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .expect("a Deployment")
 }
 
 #[test]
 fn the_chart_mounts_the_management_kubeconfig_secret_and_passes_the_flag() {
-    let Some(helm) = crate::helm::helm("the_chart_mounts_the_management_kubeconfig_secret_and_passes_the_flag") else { return };
+    let Some(helm) =
+        crate::helm::helm("the_chart_mounts_the_management_kubeconfig_secret_and_passes_the_flag")
+    else {
+        return;
+    };
     // Unset: no flag, no volume.
     let objects = template(&helm, "").unwrap();
     let pod = &deployment(&objects)["spec"]["template"]["spec"];
     assert_eq!(pod["containers"][0]["args"], serde_json::json!(["run"]));
-    assert!(!serde_json::to_string(pod).unwrap().contains("management"), "{pod}");
+    assert!(
+        !serde_json::to_string(pod).unwrap().contains("management"),
+        "{pod}"
+    );
 
-    let objects = template(&helm, "managementCluster:\n  kubeconfigSecret: capi-kubeconfig\n").unwrap();
+    let objects = template(
+        &helm,
+        "managementCluster:\n  kubeconfigSecret: capi-kubeconfig\n",
+    )
+    .unwrap();
     // The API accepts the Deployment as rendered.
-    let typed: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(deployment(&objects).clone()).unwrap();
+    let typed: k8s_openapi::api::apps::v1::Deployment =
+        serde_json::from_value(deployment(&objects).clone()).unwrap();
     let pod = typed.spec.unwrap().template.spec.unwrap();
     let container = &pod.containers[0];
     let args = container.args.clone().unwrap();
     assert_eq!(args[0], "run");
-    let flag = args.iter().position(|a| a == "--management-kubeconfig").unwrap_or_else(|| panic!("{args:?}"));
+    let flag = args
+        .iter()
+        .position(|a| a == "--management-kubeconfig")
+        .unwrap_or_else(|| panic!("{args:?}"));
     let path = &args[flag + 1];
-    let mount = container.volume_mounts.as_ref().unwrap().iter().find(|m| path.starts_with(&format!("{}/", m.mount_path))).unwrap_or_else(|| panic!("no mount holds {path}"));
+    let mount = container
+        .volume_mounts
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|m| path.starts_with(&format!("{}/", m.mount_path)))
+        .unwrap_or_else(|| panic!("no mount holds {path}"));
     assert_eq!(mount.read_only, Some(true));
-    assert!(mount.sub_path.is_none(), "no subPath, as for every mount of the chart");
-    assert_eq!(path.strip_prefix(&format!("{}/", mount.mount_path)), Some("kubeconfig"), "the default key");
-    let volume = pod.volumes.unwrap().into_iter().find(|v| v.name == mount.name).unwrap();
-    assert_eq!(volume.secret.unwrap().secret_name.as_deref(), Some("capi-kubeconfig"));
+    assert!(
+        mount.sub_path.is_none(),
+        "no subPath, as for every mount of the chart"
+    );
+    assert_eq!(
+        path.strip_prefix(&format!("{}/", mount.mount_path)),
+        Some("kubeconfig"),
+        "the default key"
+    );
+    let volume = pod
+        .volumes
+        .unwrap()
+        .into_iter()
+        .find(|v| v.name == mount.name)
+        .unwrap();
+    assert_eq!(
+        volume.secret.unwrap().secret_name.as_deref(),
+        Some("capi-kubeconfig")
+    );
 
     // Another key.
-    let objects = template(&helm, "managementCluster:\n  kubeconfigSecret: capi-kubeconfig\n  key: mgmt.kubeconfig\n").unwrap();
+    let objects = template(
+        &helm,
+        "managementCluster:\n  kubeconfigSecret: capi-kubeconfig\n  key: mgmt.kubeconfig\n",
+    )
+    .unwrap();
     let args = deployment(&objects)["spec"]["template"]["spec"]["containers"][0]["args"].clone();
-    assert!(args.as_array().unwrap().iter().any(|a| a.as_str().is_some_and(|a| a.ends_with("/mgmt.kubeconfig"))), "{args}");
+    assert!(
+        args.as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a.as_str().is_some_and(|a| a.ends_with("/mgmt.kubeconfig"))),
+        "{args}"
+    );
 
     // The schema refuses a typo and an empty key.
     let err = template(&helm, "managementCluster:\n  kubeconfigSecrets: x\n").unwrap_err();
     assert!(err.contains("kubeconfigSecrets"), "{err}");
-    let err = template(&helm, "managementCluster:\n  kubeconfigSecret: x\n  key: \"\"\n").unwrap_err();
+    let err = template(
+        &helm,
+        "managementCluster:\n  kubeconfigSecret: x\n  key: \"\"\n",
+    )
+    .unwrap_err();
     assert!(err.contains("key"), "{err}");
     // Linted strictly with the value set.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("values.yaml");
-    std::fs::write(&file, "managementCluster:\n  kubeconfigSecret: capi-kubeconfig\n").unwrap();
-    let (ok, out, err) = crate::helm::run_helm(&helm, &["lint", "--strict", "charts/joinery", "-f", file.to_str().unwrap()]);
+    std::fs::write(
+        &file,
+        "managementCluster:\n  kubeconfigSecret: capi-kubeconfig\n",
+    )
+    .unwrap();
+    let (ok, out, err) = crate::helm::run_helm(
+        &helm,
+        &[
+            "lint",
+            "--strict",
+            "charts/joinery",
+            "-f",
+            file.to_str().unwrap(),
+        ],
+    );
     assert!(ok, "{out}\n{err}");
 }

@@ -5,14 +5,22 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::repo;
 use joinery_runtime::manifest::PluginManifest;
 use joinery_runtime::plugin::sha256_hex;
 use k8s_openapi::api::core::v1::ConfigMap;
-use crate::support::repo;
 
 fn joinery(args: &[&std::ffi::OsStr]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_joinery")).args(args).current_dir(repo()).output().unwrap();
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    let out = Command::new(env!("CARGO_BIN_EXE_joinery"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 /// `joinery plugins package ARGS…`.
@@ -25,14 +33,17 @@ fn package(args: &[&dyn AsRef<std::ffi::OsStr>]) -> (bool, String, String) {
 /// The built-in k3s renderer: its source manifest, its built component and the component's bytes.
 fn k3s() -> (PathBuf, PathBuf, Vec<u8>) {
     let manifest = repo().join("plugins/k3s/plugin.yaml");
-    let wasm = PathBuf::from(joinery_builtin_plugins::PLUGIN_WASM_DIR).join("joinery_plugin_k3s.wasm");
+    let wasm =
+        PathBuf::from(joinery_builtin_plugins::PLUGIN_WASM_DIR).join("joinery_plugin_k3s.wasm");
     let bytes = std::fs::read(&wasm).unwrap();
     (manifest, wasm, bytes)
 }
 
 fn gunzip(bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    flate2::read::GzDecoder::new(bytes).read_to_end(&mut out).unwrap();
+    flate2::read::GzDecoder::new(bytes)
+        .read_to_end(&mut out)
+        .unwrap();
     out
 }
 
@@ -73,38 +84,71 @@ fn mount(configmap: &ConfigMap, dir: &Path) {
 #[test]
 fn a_builtin_renderer_becomes_a_configmap_that_round_trips_and_loads() {
     let (manifest, wasm, bytes) = k3s();
-    let (ok, out, err) = package(&[&"--configmap", &"k3s-plugin", &"--namespace", &"joinery", &manifest, &wasm]);
+    let (ok, out, err) = package(&[
+        &"--configmap",
+        &"k3s-plugin",
+        &"--namespace",
+        &"joinery",
+        &manifest,
+        &wasm,
+    ]);
     assert!(ok, "{err}");
 
     let configmap: ConfigMap = serde_yaml::from_str(&out).expect("stdout is one ConfigMap");
-    assert!(out.contains("apiVersion: v1") && out.contains("kind: ConfigMap"), "{out}");
+    assert!(
+        out.contains("apiVersion: v1") && out.contains("kind: ConfigMap"),
+        "{out}"
+    );
     assert_eq!(configmap.metadata.name.as_deref(), Some("k3s-plugin"));
     assert_eq!(configmap.metadata.namespace.as_deref(), Some("joinery"));
     let data = configmap.data.as_ref().unwrap();
     let binary = configmap.binary_data.as_ref().unwrap();
     assert_eq!(data.keys().collect::<Vec<_>>(), ["plugin.yaml"]);
-    assert_eq!(binary.keys().collect::<Vec<_>>(), ["plugin.wasm.gz"], "a component compresses well: stored gzipped");
+    assert_eq!(
+        binary.keys().collect::<Vec<_>>(),
+        ["plugin.wasm.gz"],
+        "a component compresses well: stored gzipped"
+    );
 
     let packaged = PluginManifest::parse(&data["plugin.yaml"], "configmap").unwrap();
     assert_eq!(packaged.name, "k3s");
     assert_eq!(packaged.component, "plugin.wasm.gz");
-    assert_eq!(packaged.sha256.as_deref(), Some(sha256_hex(&bytes).as_str()), "the digest of the uncompressed component");
+    assert_eq!(
+        packaged.sha256.as_deref(),
+        Some(sha256_hex(&bytes).as_str()),
+        "the digest of the uncompressed component"
+    );
     let stored = &binary["plugin.wasm.gz"].0;
     assert!(stored.len() < bytes.len());
-    assert_eq!(gunzip(stored), bytes, "binaryData round-trips the component");
+    assert_eq!(
+        gunzip(stored),
+        bytes,
+        "binaryData round-trips the component"
+    );
 
-    assert!(err.contains("kubectl apply --server-side") && err.contains("kubectl create"), "{err}");
+    assert!(
+        err.contains("kubectl apply --server-side") && err.contains("kubectl create"),
+        "{err}"
+    );
     assert!(err.contains("last-applied-configuration"), "{err}");
 
     // Mounted as the kubelet would, the directory loads: the host gunzips plugin.wasm.gz and
     // checks its digest.
     let mounted = tempfile::tempdir().unwrap();
     mount(&configmap, mounted.path());
-    let (ok, out, err) = joinery(&["plugins".as_ref(), "inspect".as_ref(), mounted.path().as_os_str(), "--json".as_ref()]);
+    let (ok, out, err) = joinery(&[
+        "plugins".as_ref(),
+        "inspect".as_ref(),
+        mounted.path().as_os_str(),
+        "--json".as_ref(),
+    ]);
     assert!(ok, "{err}");
     let inspected: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(inspected["loads"], true, "{inspected}");
-    assert_eq!(inspected["sha256"].as_str(), Some(sha256_hex(&bytes).as_str()));
+    assert_eq!(
+        inspected["sha256"].as_str(),
+        Some(sha256_hex(&bytes).as_str())
+    );
 }
 
 #[test]
@@ -124,16 +168,34 @@ fn a_directory_or_files_or_flags_package_the_same_configmap() {
     // A directory `--out --gzip` wrote (plugin.wasm.gz with its sha256): the same again.
     let written = tempfile::tempdir().unwrap();
     let out_dir = written.path().join("k3s");
-    let (ok, _, err) = package(&[&"--manifest", &manifest, &"--wasm", &wasm, &"--out", &out_dir, &"--gzip"]);
+    let (ok, _, err) = package(&[
+        &"--manifest",
+        &manifest,
+        &"--wasm",
+        &wasm,
+        &"--out",
+        &out_dir,
+        &"--gzip",
+    ]);
     assert!(ok, "{err}");
     assert!(out_dir.join("plugin.wasm.gz").is_file());
     let (ok, from_packaged, err) = package(&[&"--configmap", &"k3s", &out_dir]);
     assert!(ok, "{err}");
     assert_eq!(from_packaged, from_files);
-    let (ok, from_flags, err) = package(&[&"--configmap", &"k3s", &"--manifest", &manifest, &"--wasm", &wasm]);
+    let (ok, from_flags, err) = package(&[
+        &"--configmap",
+        &"k3s",
+        &"--manifest",
+        &manifest,
+        &"--wasm",
+        &wasm,
+    ]);
     assert!(ok, "{err}");
     assert_eq!(from_flags, from_files);
-    assert!(!from_files.contains("namespace:"), "no namespace unless asked: {from_files}");
+    assert!(
+        !from_files.contains("namespace:"),
+        "no namespace unless asked: {from_files}"
+    );
 }
 
 #[test]
@@ -149,7 +211,8 @@ fn a_component_that_gzip_does_not_shrink_is_stored_as_is() {
     let binary = configmap.binary_data.unwrap();
     assert_eq!(binary.keys().collect::<Vec<_>>(), ["plugin.wasm"]);
     assert_eq!(binary["plugin.wasm"].0, component);
-    let packaged = PluginManifest::parse(&configmap.data.unwrap()["plugin.yaml"], "configmap").unwrap();
+    let packaged =
+        PluginManifest::parse(&configmap.data.unwrap()["plugin.yaml"], "configmap").unwrap();
     assert_eq!(packaged.component, "plugin.wasm");
 }
 
@@ -163,28 +226,69 @@ fn a_plugin_over_the_configmap_limit_is_refused_with_its_size() {
     let (ok, out, err) = package(&[&"--configmap", &"big", &manifest, &wasm]);
     assert!(!ok);
     assert!(out.is_empty(), "nothing on stdout: {out}");
-    assert!(err.contains(&format!("plugin.wasm {len}")), "names the component's size: {err}");
-    assert!(err.contains("1048576 bytes (1 MiB)"), "names the limit: {err}");
-    assert!(err.contains("another volume") && err.contains("--plugin-dir"), "suggests another volume: {err}");
+    assert!(
+        err.contains(&format!("plugin.wasm {len}")),
+        "names the component's size: {err}"
+    );
+    assert!(
+        err.contains("1048576 bytes (1 MiB)"),
+        "names the limit: {err}"
+    );
+    assert!(
+        err.contains("another volume") && err.contains("--plugin-dir"),
+        "suggests another volume: {err}"
+    );
 }
 
 #[test]
 fn bad_inputs_and_names_are_refused_clearly() {
     let (manifest, wasm, _) = k3s();
     let (ok, _, err) = package(&[&"--configmap", &"Not_A_Name", &manifest, &wasm]);
-    assert!(!ok && err.contains("--configmap \"Not_A_Name\"") && err.contains("DNS subdomain"), "{err}");
-    let (ok, _, err) = package(&[&"--configmap", &"k3s", &"--namespace", &"a.b", &manifest, &wasm]);
+    assert!(
+        !ok && err.contains("--configmap \"Not_A_Name\"") && err.contains("DNS subdomain"),
+        "{err}"
+    );
+    let (ok, _, err) = package(&[
+        &"--configmap",
+        &"k3s",
+        &"--namespace",
+        &"a.b",
+        &manifest,
+        &wasm,
+    ]);
     assert!(!ok && err.contains("DNS label"), "{err}");
     let (ok, _, err) = package(&[&"--configmap", &"k3s", &wasm, &wasm]);
-    assert!(!ok && err.contains("one plugin.yaml and one component"), "{err}");
+    assert!(
+        !ok && err.contains("one plugin.yaml and one component"),
+        "{err}"
+    );
     let (ok, _, err) = package(&[&"--configmap", &"k3s", &manifest, &manifest]);
     assert!(!ok && err.contains("got 2 and 0"), "{err}");
-    let (ok, _, err) = package(&[&"--configmap", &"k3s", &"--manifest", &manifest, &"--wasm", &manifest]);
-    assert!(!ok && err.contains("is not a WebAssembly component"), "{err}");
+    let (ok, _, err) = package(&[
+        &"--configmap",
+        &"k3s",
+        &"--manifest",
+        &manifest,
+        &"--wasm",
+        &manifest,
+    ]);
+    assert!(
+        !ok && err.contains("is not a WebAssembly component"),
+        "{err}"
+    );
     let (ok, _, err) = package(&[&"--configmap", &"k3s", &repo().join("plugins/k3s")]);
-    assert!(!ok && err.contains("plugin.wasm"), "a source directory without its component: {err}");
+    assert!(
+        !ok && err.contains("plugin.wasm"),
+        "a source directory without its component: {err}"
+    );
     let (ok, _, err) = package(&[&manifest, &wasm]);
-    assert!(!ok && err.contains("--out") && err.contains("--configmap"), "an output is required: {err}");
+    assert!(
+        !ok && err.contains("--out") && err.contains("--configmap"),
+        "an output is required: {err}"
+    );
     let (ok, out, _) = package(&[&"--help"]);
-    assert!(ok && out.contains("--server-side") && out.contains("1 MiB"), "{out}");
+    assert!(
+        ok && out.contains("--server-side") && out.contains("1 MiB"),
+        "{out}"
+    );
 }

@@ -1,14 +1,15 @@
 //! `joinery run` against the emulated cluster served by `joinery sim serve`.
 
+use crate::support::{KillOnDrop, free_port};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use crate::support::{KillOnDrop, free_port};
 
 fn get(port: u16, path: &str) -> Option<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes()).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+        .ok()?;
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
     Some(out)
@@ -67,14 +68,23 @@ fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
 
 /// Whether a replica serves the controller's metrics (only the leader runs the loops).
 fn leads(metrics: u16) -> bool {
-    get(metrics, "/metrics").is_some_and(|body| body.contains("# TYPE karpenter_cluster_state_synced gauge"))
+    get(metrics, "/metrics")
+        .is_some_and(|body| body.contains("# TYPE karpenter_cluster_state_synced gauge"))
 }
 
 fn lease_holder(kubeconfig: &std::path::Path) -> String {
     let out = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(kubeconfig)
-        .args(["get", "lease", "-n", "default", "joinery-leader-election", "-o", "jsonpath={.spec.holderIdentity}"])
+        .args([
+            "get",
+            "lease",
+            "-n",
+            "default",
+            "joinery-leader-election",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ])
         .output()
         .expect("kubectl is installed");
     String::from_utf8_lossy(&out.stdout).to_string()
@@ -85,12 +95,22 @@ fn run_serves_probes_and_metrics_against_a_cluster() {
     let dir = tempfile::tempdir().unwrap();
     let (_sim, kubeconfig) = sim_serve(dir.path());
     let (run, metrics, health) = replica(&kubeconfig, "replica-a");
-    eventually(Duration::from_secs(60), "joinery run never became ready", || {
-        get(health, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-    });
+    eventually(
+        Duration::from_secs(60),
+        "joinery run never became ready",
+        || get(health, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200")),
+    );
     assert!(get(health, "/healthz").unwrap().starts_with("HTTP/1.1 200"));
-    eventually(Duration::from_secs(60), "the only replica never led", || leads(metrics));
-    assert!(get(metrics, "/nothing").unwrap().starts_with("HTTP/1.1 404"));
+    eventually(
+        Duration::from_secs(60),
+        "the only replica never led",
+        || leads(metrics),
+    );
+    assert!(
+        get(metrics, "/nothing")
+            .unwrap()
+            .starts_with("HTTP/1.1 404")
+    );
     // It has turned transparent huge pages off (where the kernel says).
     if let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", run.0.id())) {
         if let Some(line) = status.lines().find(|l| l.starts_with("THP_enabled:")) {
@@ -104,18 +124,31 @@ fn a_second_replica_stands_by_ready_and_leads_once_the_first_stops() {
     let dir = tempfile::tempdir().unwrap();
     let (_sim, kubeconfig) = sim_serve(dir.path());
     let (mut first, first_metrics, _) = replica(&kubeconfig, "replica-a");
-    eventually(Duration::from_secs(60), "the first replica never led", || leads(first_metrics));
+    eventually(
+        Duration::from_secs(60),
+        "the first replica never led",
+        || leads(first_metrics),
+    );
     let (_second, second_metrics, second_health) = replica(&kubeconfig, "replica-b");
-    eventually(Duration::from_secs(60), "the follower never became ready", || {
-        get(second_health, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-    });
+    eventually(
+        Duration::from_secs(60),
+        "the follower never became ready",
+        || get(second_health, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200")),
+    );
     // Well past several retry periods (2 s), the follower still only stands by.
     std::thread::sleep(Duration::from_secs(5));
     assert!(!leads(second_metrics), "two replicas lead at once");
-    assert!(lease_holder(&kubeconfig).starts_with("replica-a_"), "{}", lease_holder(&kubeconfig));
+    assert!(
+        lease_holder(&kubeconfig).starts_with("replica-a_"),
+        "{}",
+        lease_holder(&kubeconfig)
+    );
     // SIGTERM: the leader stops its loops and hands the Lease back, so the follower leads
     // within a retry period instead of waiting 15 s for the Lease to lapse.
-    let terminated = Command::new("kill").args(["-TERM", &first.0.id().to_string()]).status().unwrap();
+    let terminated = Command::new("kill")
+        .args(["-TERM", &first.0.id().to_string()])
+        .status()
+        .unwrap();
     assert!(terminated.success());
     let status = first.0.wait().unwrap();
     assert!(status.success(), "a clean stop exits 0: {status:?}");
@@ -123,9 +156,20 @@ fn a_second_replica_stands_by_ready_and_leads_once_the_first_stops() {
     // 2 s, and may have done so before kubectl reads the Lease). Unreleased, the Lease would
     // still name the first replica until it lapsed, so this needs no deadline.
     let holder = lease_holder(&kubeconfig);
-    assert!(holder.is_empty() || holder.starts_with("replica-b_"), "released: {holder}");
-    eventually(Duration::from_secs(30), "the follower never took over", || leads(second_metrics));
-    assert!(lease_holder(&kubeconfig).starts_with("replica-b_"), "{}", lease_holder(&kubeconfig));
+    assert!(
+        holder.is_empty() || holder.starts_with("replica-b_"),
+        "released: {holder}"
+    );
+    eventually(
+        Duration::from_secs(30),
+        "the follower never took over",
+        || leads(second_metrics),
+    );
+    assert!(
+        lease_holder(&kubeconfig).starts_with("replica-b_"),
+        "{}",
+        lease_holder(&kubeconfig)
+    );
 }
 
 #[test]
@@ -173,7 +217,10 @@ fn run_logs(cache: &std::path::Path, env: &[(&str, &str)]) -> Vec<serde_json::Va
     let stderr = child.0.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
             if tx.send(line).is_err() {
                 break;
             }
@@ -183,8 +230,11 @@ fn run_logs(cache: &std::path::Path, env: &[(&str, &str)]) -> Vec<serde_json::Va
     let mut lines = Vec::new();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let line = rx.recv_timeout(left).unwrap_or_else(|_| panic!("no ERROR line within 120 s with {env:?}; got:\n{lines:#?}"));
-        let value: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
+        let line = rx.recv_timeout(left).unwrap_or_else(|_| {
+            panic!("no ERROR line within 120 s with {env:?}; got:\n{lines:#?}")
+        });
+        let value: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
         let error = value["level"] == "ERROR";
         lines.push(value);
         if error {
@@ -196,13 +246,24 @@ fn run_logs(cache: &std::path::Path, env: &[(&str, &str)]) -> Vec<serde_json::Va
 #[test]
 fn run_honours_log_level_unless_rust_log_is_set() {
     let cache = tempfile::tempdir().unwrap();
-    let levels = |lines: &[serde_json::Value]| lines.iter().map(|l| l["level"].as_str().unwrap().to_string()).collect::<std::collections::BTreeSet<_>>();
+    let levels = |lines: &[serde_json::Value]| {
+        lines
+            .iter()
+            .map(|l| l["level"].as_str().unwrap().to_string())
+            .collect::<std::collections::BTreeSet<_>>()
+    };
     // Default (info): the start line, with the documented JSON keys.
     let lines = run_logs(cache.path(), &[]);
-    let start = lines.iter().find(|l| l["message"] == "starting controllers").unwrap_or_else(|| panic!("{lines:#?}"));
+    let start = lines
+        .iter()
+        .find(|l| l["message"] == "starting controllers")
+        .unwrap_or_else(|| panic!("{lines:#?}"));
     assert_eq!(start["level"], "INFO");
     let time = start["time"].as_str().unwrap();
-    assert!(time.ends_with('Z') && time.len() == "2026-12-01T00:00:00.000Z".len(), "{start}");
+    assert!(
+        time.ends_with('Z') && time.len() == "2026-12-01T00:00:00.000Z".len(),
+        "{start}"
+    );
     assert_eq!(start["logger"], "controller");
     assert!(start["metrics_port"].is_number(), "{start}");
     assert!(!levels(&lines).contains("DEBUG"));
@@ -213,9 +274,15 @@ fn run_honours_log_level_unless_rust_log_is_set() {
     let lines = run_logs(cache.path(), &[("LOG_LEVEL", "debug")]);
     let debug: Vec<&serde_json::Value> = lines.iter().filter(|l| l["level"] == "DEBUG").collect();
     assert!(!debug.is_empty(), "{lines:#?}");
-    assert!(debug.iter().all(|l| l["logger"] == "controller"), "{debug:#?}");
+    assert!(
+        debug.iter().all(|l| l["logger"] == "controller"),
+        "{debug:#?}"
+    );
     // RUST_LOG wins over LOG_LEVEL.
-    let lines = run_logs(cache.path(), &[("LOG_LEVEL", "debug"), ("RUST_LOG", "error")]);
+    let lines = run_logs(
+        cache.path(),
+        &[("LOG_LEVEL", "debug"), ("RUST_LOG", "error")],
+    );
     assert_eq!(levels(&lines), ["ERROR".to_string()].into(), "{lines:#?}");
 }
 
@@ -234,28 +301,81 @@ fn kubeconfig_lists_merge_and_context_picks_the_cluster() {
         ),
     )
     .unwrap();
-    let context = std::fs::read_to_string(&kubeconfig).unwrap().lines().find_map(|l| l.strip_prefix("current-context: ").map(str::to_string)).unwrap();
-    let list = format!("{}:{}:{}", dir.path().join("missing").display(), elsewhere.display(), kubeconfig.display());
+    let context = std::fs::read_to_string(&kubeconfig)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("current-context: ").map(str::to_string))
+        .unwrap();
+    let list = format!(
+        "{}:{}:{}",
+        dir.path().join("missing").display(),
+        elsewhere.display(),
+        kubeconfig.display()
+    );
     let explain = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_joinery")).args(["explain", "pod", "default/nope"]).args(extra).env("KUBECONFIG", &list).output().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_joinery"))
+            .args(["explain", "pod", "default/nope"])
+            .args(extra)
+            .env("KUBECONFIG", &list)
+            .output()
+            .unwrap();
         String::from_utf8_lossy(&out.stderr).to_string()
     };
     // The first file's current context: the refused address.
     let stderr = explain(&[]);
-    assert!(stderr.contains("Connection refused") || stderr.contains("Connect"), "{stderr}");
+    assert!(
+        stderr.contains("Connection refused") || stderr.contains("Connect"),
+        "{stderr}"
+    );
     // --context names the emulated cluster's context, defined in the last file: it answers.
     let stderr = explain(&["--context", &context]);
-    assert!(stderr.contains("cannot read pod default/nope") && stderr.contains("NotFound"), "{stderr}");
+    assert!(
+        stderr.contains("cannot read pod default/nope") && stderr.contains("NotFound"),
+        "{stderr}"
+    );
     // No colour when stderr is not a terminal.
     assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
     // A pod that exists, as JSON.
     let pod = dir.path().join("pod.json");
     std::fs::write(&pod, r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"}, "spec": {"containers": [{"name": "c", "image": "pause"}]}}"#).unwrap();
-    let applied = Command::new("kubectl").arg("--kubeconfig").arg(&kubeconfig).args(["apply", "-f"]).arg(&pod).output().expect("kubectl is installed");
-    assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
-    let out = Command::new(env!("CARGO_BIN_EXE_joinery")).args(["explain", "pod", "default/web", "--json", "--context", &context]).env("KUBECONFIG", &list).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let applied = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["apply", "-f"])
+        .arg(&pod)
+        .output()
+        .expect("kubectl is installed");
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_joinery"))
+        .args([
+            "explain",
+            "pod",
+            "default/web",
+            "--json",
+            "--context",
+            &context,
+        ])
+        .env("KUBECONFIG", &list)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let explained: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!((explained["namespace"].as_str(), explained["name"].as_str()), (Some("default"), Some("web")));
-    assert!(explained["explanation"].as_array().is_some_and(|lines| !lines.is_empty()), "{explained}");
+    assert_eq!(
+        (explained["namespace"].as_str(), explained["name"].as_str()),
+        (Some("default"), Some("web"))
+    );
+    assert!(
+        explained["explanation"]
+            .as_array()
+            .is_some_and(|lines| !lines.is_empty()),
+        "{explained}"
+    );
 }

@@ -1,8 +1,8 @@
 //! `joinery simulate` on every shipped scenario, asserting on the JSON report.
 
+use crate::support::repo;
 use std::process::Command;
 use std::sync::RwLock;
-use crate::support::repo;
 
 /// Scenarios run two at a time, except the heavy one, which runs alone: the emulated cluster
 /// at 1,000 pods takes both cores, and a starved scenario next to it sees its simulated
@@ -20,12 +20,26 @@ struct Alone {
 fn alone() -> Alone {
     let in_process = CPU.write().unwrap_or_else(|poisoned| poisoned.into_inner());
     let across_processes = std::env::var_os("JOINERY_TEST_CPU_LOCK").map(|path| {
-        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path)
-            .unwrap_or_else(|e| panic!("cannot open the lock file JOINERY_TEST_CPU_LOCK={}: {e}", path.display()));
-        file.lock().unwrap_or_else(|e| panic!("cannot lock JOINERY_TEST_CPU_LOCK={}: {e}", path.display()));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot open the lock file JOINERY_TEST_CPU_LOCK={}: {e}",
+                    path.display()
+                )
+            });
+        file.lock().unwrap_or_else(|e| {
+            panic!("cannot lock JOINERY_TEST_CPU_LOCK={}: {e}", path.display())
+        });
         file
     });
-    Alone { _in_process: in_process, _across_processes: across_processes }
+    Alone {
+        _in_process: in_process,
+        _across_processes: across_processes,
+    }
 }
 
 fn joinery() -> Command {
@@ -53,12 +67,23 @@ fn run_scenario(scenario: Option<&str>, speed: f64) -> (serde_json::Value, Strin
 /// [`run_scenario`] with `--plot`: also returns the SVG drawn. An Exoscale scenario also
 /// journals its exchanges with the fake Exoscale API, and every one of them must conform to
 /// Exoscale's OpenAPI document ([`conforms_to_exoscales_definition`]).
-fn run_scenario_plotted(scenario: Option<&str>, speed: f64) -> (serde_json::Value, String, bool, String) {
-    run_scenario_file(scenario.map(|s| repo().join("examples/scenarios").join(s)).as_deref(), speed)
+fn run_scenario_plotted(
+    scenario: Option<&str>,
+    speed: f64,
+) -> (serde_json::Value, String, bool, String) {
+    run_scenario_file(
+        scenario
+            .map(|s| repo().join("examples/scenarios").join(s))
+            .as_deref(),
+        speed,
+    )
 }
 
 /// [`run_scenario_plotted`] on any scenario file.
-fn run_scenario_file(path: Option<&std::path::Path>, speed: f64) -> (serde_json::Value, String, bool, String) {
+fn run_scenario_file(
+    path: Option<&std::path::Path>,
+    speed: f64,
+) -> (serde_json::Value, String, bool, String) {
     let scenario = path.map(|p| p.file_name().unwrap().to_string_lossy().to_string());
     let scenario = scenario.as_deref();
     let dir = tempfile::tempdir().unwrap();
@@ -69,14 +94,25 @@ fn run_scenario_file(path: Option<&std::path::Path>, speed: f64) -> (serde_json:
     let mut cmd = joinery();
     // The controllers' decisions too, shown with the report when a run fails, and why the
     // last disruption passes did nothing.
-    cmd.arg("simulate").env("RUST_LOG", "warn,joinery_controller=info,joinery_controller::disruption=debug");
+    cmd.arg("simulate").env(
+        "RUST_LOG",
+        "warn,joinery_controller=info,joinery_controller::disruption=debug",
+    );
     if let Some(path) = path {
         cmd.arg(path);
     }
     if exoscale {
         cmd.arg("--exoscale-journal").arg(&journal);
     }
-    let out = cmd.arg("--report").arg(&report).arg("--plot").arg(&plot).arg("--speed").arg(speed.to_string()).output().unwrap();
+    let out = cmd
+        .arg("--report")
+        .arg(&report)
+        .arg("--plot")
+        .arg(&plot)
+        .arg("--speed")
+        .arg(speed.to_string())
+        .output()
+        .unwrap();
     let mut stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     if !out.status.success() {
@@ -85,22 +121,42 @@ fn run_scenario_file(path: Option<&std::path::Path>, speed: f64) -> (serde_json:
         let tail = lines[lines.len().saturating_sub(150)..].join("\n");
         stdout.push_str(&format!("\n--- last lines of stderr ---\n{tail}\n"));
     }
-    let text = std::fs::read_to_string(&report).unwrap_or_else(|_| panic!("no report; stdout:\n{stdout}\nstderr:\n{stderr}"));
-    let svg = std::fs::read_to_string(&plot).unwrap_or_else(|_| panic!("no plot; stderr:\n{stderr}"));
+    let text = std::fs::read_to_string(&report)
+        .unwrap_or_else(|_| panic!("no report; stdout:\n{stdout}\nstderr:\n{stderr}"));
+    let svg =
+        std::fs::read_to_string(&plot).unwrap_or_else(|_| panic!("no plot; stderr:\n{stderr}"));
     if exoscale {
         conforms_to_exoscales_definition(scenario.unwrap_or_default(), &journal);
     }
-    (serde_json::from_str(&text).unwrap(), stdout, out.status.success(), svg)
+    (
+        serde_json::from_str(&text).unwrap(),
+        stdout,
+        out.status.success(),
+        svg,
+    )
 }
 
 /// Judges a scenario's exchanges with the fake Exoscale API against Exoscale's OpenAPI
 /// document: no unknown path or field, no wrong type, no missing required field, no deprecated
 /// field in the plugin's requests (skipped with a notice when the judges are not installed).
 fn conforms_to_exoscales_definition(scenario: &str, journal: &std::path::Path) {
-    let Some(judges) = joinery_sim::exoscale::judges::Judges::for_test(&repo(), &format!("judging {scenario}")) else { return };
-    let verdict = judges.check_journals(&[journal.to_path_buf()]).unwrap_or_else(|e| panic!("{scenario}: {e}"));
-    assert!(verdict.violations.is_empty(), "{scenario}: the exchanges break Exoscale's API definition: {:#?}", verdict.violations);
-    assert!(!verdict.operations.is_empty(), "{scenario}: nothing was judged");
+    let Some(judges) =
+        joinery_sim::exoscale::judges::Judges::for_test(&repo(), &format!("judging {scenario}"))
+    else {
+        return;
+    };
+    let verdict = judges
+        .check_journals(&[journal.to_path_buf()])
+        .unwrap_or_else(|e| panic!("{scenario}: {e}"));
+    assert!(
+        verdict.violations.is_empty(),
+        "{scenario}: the exchanges break Exoscale's API definition: {:#?}",
+        verdict.violations
+    );
+    assert!(
+        !verdict.operations.is_empty(),
+        "{scenario}: nothing was judged"
+    );
 }
 
 #[test]
@@ -115,13 +171,33 @@ fn the_quickstart_scales_up_then_to_zero() {
     assert_eq!(report["scenario"], "quickstart");
     let launched = report["totals"]["nodesLaunched"].as_u64().unwrap();
     assert!(launched >= 1, "{report:#}");
-    assert_eq!(report["totals"]["nodesDeleted"].as_u64().unwrap(), launched, "every node removed after the scale-down");
+    assert_eq!(
+        report["totals"]["nodesDeleted"].as_u64().unwrap(),
+        launched,
+        "every node removed after the scale-down"
+    );
     assert!(report["totals"]["peakNodes"].as_u64().unwrap() >= 1);
     assert_eq!(report["totals"]["costPerHourAtEnd"].as_f64().unwrap(), 0.0);
-    assert!(report["timings"]["firstNodeClaimSeconds"].as_f64().is_some());
-    assert!(report["timings"]["allPodsRunningSeconds"].as_f64().unwrap() > report["timings"]["firstNodeClaimSeconds"].as_f64().unwrap());
+    assert!(
+        report["timings"]["firstNodeClaimSeconds"]
+            .as_f64()
+            .is_some()
+    );
+    assert!(
+        report["timings"]["allPodsRunningSeconds"].as_f64().unwrap()
+            > report["timings"]["firstNodeClaimSeconds"].as_f64().unwrap()
+    );
     for node in report["nodes"].as_array().unwrap() {
-        for field in ["launchedAt", "registeredAt", "initializedAt", "deletedAt", "pricePerHour", "instanceType", "zone", "capacityType"] {
+        for field in [
+            "launchedAt",
+            "registeredAt",
+            "initializedAt",
+            "deletedAt",
+            "pricePerHour",
+            "instanceType",
+            "zone",
+            "capacityType",
+        ] {
             assert!(!node[field].is_null(), "node {node} lacks {field}");
         }
         assert_eq!(node["capacityType"], "on-demand");
@@ -136,21 +212,52 @@ fn plot_shows_the_three_series(report: &serde_json::Value, svg: &str) {
     let samples = report["samples"].as_array().expect("samples in the report");
     assert!(samples.len() >= 4, "{samples:#?}");
     assert!(samples[0]["at"].as_f64().unwrap() < 5.0);
-    assert!(samples.iter().any(|s| s["podsRunning"] == 10), "a sample with every pod running");
-    assert!(samples.iter().any(|s| s["costPerHour"].as_f64().unwrap() > 0.0));
+    assert!(
+        samples.iter().any(|s| s["podsRunning"] == 10),
+        "a sample with every pod running"
+    );
+    assert!(
+        samples
+            .iter()
+            .any(|s| s["costPerHour"].as_f64().unwrap() > 0.0)
+    );
     let last = samples.last().unwrap();
     assert_eq!(last["podsRunning"], 0);
-    assert!(last["nodesByInstanceType"].as_object().unwrap().is_empty(), "scaled to zero: {last}");
+    assert!(
+        last["nodesByInstanceType"].as_object().unwrap().is_empty(),
+        "scaled to zero: {last}"
+    );
     let document = roxmltree::Document::parse(svg).expect("the plot is well-formed XML");
     assert_eq!(document.root_element().tag_name().name(), "svg");
-    let texts: Vec<String> = document.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).map(|t| t.trim().to_string()).collect();
-    for label in ["Nodes by instance type", "Pods", "Cost", "pending", "running", "cost per hour"] {
-        assert!(texts.iter().any(|t| t == label), "no {label:?} in the plot's texts: {texts:?}");
+    let texts: Vec<String> = document
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .map(|t| t.trim().to_string())
+        .collect();
+    for label in [
+        "Nodes by instance type",
+        "Pods",
+        "Cost",
+        "pending",
+        "running",
+        "cost per hour",
+    ] {
+        assert!(
+            texts.iter().any(|t| t == label),
+            "no {label:?} in the plot's texts: {texts:?}"
+        );
     }
     for instance_type in report["instanceTypes"].as_array().unwrap() {
-        assert!(texts.iter().any(|t| t == instance_type.as_str().unwrap()), "no line for {instance_type}");
+        assert!(
+            texts.iter().any(|t| t == instance_type.as_str().unwrap()),
+            "no line for {instance_type}"
+        );
     }
-    let lines = document.descendants().filter(|n| n.has_tag_name("polyline") || n.has_tag_name("path")).count();
+    let lines = document
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline") || n.has_tag_name("path"))
+        .count();
     assert!(lines >= 4, "{lines} lines drawn");
 }
 
@@ -191,7 +298,10 @@ fn daemonset_overhead_sizes_the_node() {
 fn a_drain_waits_for_the_disruption_budget_then_completes() {
     let (report, stdout, ok) = simulate(Some("drain-respects-pdb.yaml"));
     assert!(ok, "{stdout}");
-    assert_eq!(report["totals"]["nodeClaimsCreated"], 2, "one replacement node: {report:#}");
+    assert_eq!(
+        report["totals"]["nodeClaimsCreated"], 2,
+        "one replacement node: {report:#}"
+    );
     assert_eq!(report["totals"]["nodesDeleted"], 1);
     assert_eq!(report["pods"]["running"], 2);
 }
@@ -204,8 +314,14 @@ fn an_unschedulable_pod_is_reported_with_its_reason() {
     assert_eq!(pending.len(), 1, "{report:#}");
     assert_eq!(pending[0]["name"], "huge");
     let reason = pending[0]["reason"].as_str().unwrap_or_default();
-    assert!(reason.contains("nodepool \"default\""), "the reason names the NodePool tried: {reason}");
-    assert!(reason.contains("cpu"), "the reason names the resource: {reason}");
+    assert!(
+        reason.contains("nodepool \"default\""),
+        "the reason names the NodePool tried: {reason}"
+    );
+    assert!(
+        reason.contains("cpu"),
+        "the reason names the resource: {reason}"
+    );
     assert!(stdout.contains("pending default/huge: "), "{stdout}");
 }
 
@@ -215,8 +331,14 @@ fn nodes_registered_through_the_bootstrap(report: &serde_json::Value) {
     let nodes = report["nodes"].as_array().unwrap();
     assert!(!nodes.is_empty(), "{report:#}");
     for node in nodes {
-        assert!(!node["registeredAt"].is_null(), "node {node} never registered");
-        assert_eq!(node["name"], node["nodeClaim"], "the node is named by the bootstrap's node name: {node}");
+        assert!(
+            !node["registeredAt"].is_null(),
+            "node {node} never registered"
+        );
+        assert_eq!(
+            node["name"], node["nodeClaim"],
+            "the node is named by the bootstrap's node name: {node}"
+        );
     }
 }
 
@@ -242,7 +364,12 @@ fn kubeadm_nodes_join_with_the_kubeadm_renderer() {
 fn zonal_spread_gets_one_node_per_zone() {
     let (report, stdout, ok) = simulate(Some("zone-spread.yaml"));
     assert!(ok, "{stdout}");
-    let mut zones: Vec<String> = report["nodes"].as_array().unwrap().iter().map(|n| n["zone"].as_str().unwrap().to_string()).collect();
+    let mut zones: Vec<String> = report["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["zone"].as_str().unwrap().to_string())
+        .collect();
     zones.sort();
     assert_eq!(zones, ["zone-a", "zone-b", "zone-c"], "{report:#}");
 }
@@ -251,7 +378,12 @@ fn zonal_spread_gets_one_node_per_zone() {
 fn scheduler_config_default_spread_puts_replicas_in_every_zone() {
     let (report, stdout, ok) = simulate(Some("default-spread.yaml"));
     assert!(ok, "{stdout}");
-    let mut zones: Vec<String> = report["nodes"].as_array().unwrap().iter().map(|n| n["zone"].as_str().unwrap().to_string()).collect();
+    let mut zones: Vec<String> = report["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["zone"].as_str().unwrap().to_string())
+        .collect();
     zones.sort();
     zones.dedup();
     assert_eq!(zones, ["zone-a", "zone-b", "zone-c"], "{report:#}");
@@ -260,7 +392,13 @@ fn scheduler_config_default_spread_puts_replicas_in_every_zone() {
 /// The live instances of an Exoscale report's cloud section, and its creation count.
 fn exoscale_cloud(report: &serde_json::Value) -> (Vec<serde_json::Value>, u64) {
     assert_eq!(report["cloud"]["provider"], "exoscale", "{report:#}");
-    let live = report["cloud"]["instances"].as_array().unwrap().iter().filter(|i| i["state"] != "terminated").cloned().collect();
+    let live = report["cloud"]["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["state"] != "terminated")
+        .cloned()
+        .collect();
     (live, report["cloud"]["instancesCreated"].as_u64().unwrap())
 }
 
@@ -275,14 +413,29 @@ fn exoscale_two_zones_scale_up_then_to_zero() {
     zones.dedup();
     assert_eq!(zones, ["ch-gva-2", "de-fra-1"], "{report:#}");
     for node in nodes {
-        assert!(!node["registeredAt"].is_null(), "node {node} never registered from its k3s userData");
-        assert!(node["instanceType"].as_str().unwrap().starts_with("standard."), "{node}");
+        assert!(
+            !node["registeredAt"].is_null(),
+            "node {node} never registered from its k3s userData"
+        );
+        assert!(
+            node["instanceType"]
+                .as_str()
+                .unwrap()
+                .starts_with("standard."),
+            "{node}"
+        );
         assert!(!node["deletedAt"].is_null(), "{node}");
         // Exoscale publishes no prices: the report shows the pricing plugin's, not zero.
-        assert!(node["pricePerHour"].as_f64().is_some_and(|p| p > 0.0), "{node}");
+        assert!(
+            node["pricePerHour"].as_f64().is_some_and(|p| p > 0.0),
+            "{node}"
+        );
     }
     let (live, created) = exoscale_cloud(&report);
-    assert!(live.is_empty(), "no instance survives the scale-down: {live:?}");
+    assert!(
+        live.is_empty(),
+        "no instance survives the scale-down: {live:?}"
+    );
     assert_eq!(created, nodes.len() as u64, "one instance per NodeClaim");
     assert!(stdout.contains("all 6 pods running"), "{stdout}");
 }
@@ -291,14 +444,31 @@ fn exoscale_two_zones_scale_up_then_to_zero() {
 fn exoscale_missing_security_group_is_not_ready_and_launches_nothing() {
     let (report, stdout, ok) = simulate(Some("exoscale-missing-security-group.yaml"));
     assert!(ok, "{stdout}");
-    let class = &report["nodeClasses"].as_array().unwrap().iter().find(|c| c["kind"] == "ExoscaleNodeClass").cloned().unwrap();
+    let class = &report["nodeClasses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "ExoscaleNodeClass")
+        .cloned()
+        .unwrap();
     assert_eq!(class["ready"], false, "{class:#}");
     let conditions = class["conditions"].as_array().unwrap();
-    let sg = conditions.iter().find(|c| c["type"] == "SecurityGroupsReady").unwrap_or_else(|| panic!("{class:#}"));
+    let sg = conditions
+        .iter()
+        .find(|c| c["type"] == "SecurityGroupsReady")
+        .unwrap_or_else(|| panic!("{class:#}"));
     assert_eq!(sg["status"], "False");
     let message = sg["message"].as_str().unwrap();
-    assert!(message.contains("securityGroupSelectorTerms[1]") && message.contains("k8s-nodes-typo"), "the condition names the term: {message}");
-    assert!(conditions.iter().any(|c| c["type"] == "Ready" && c["status"] == "False"), "{class:#}");
+    assert!(
+        message.contains("securityGroupSelectorTerms[1]") && message.contains("k8s-nodes-typo"),
+        "the condition names the term: {message}"
+    );
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "False"),
+        "{class:#}"
+    );
     assert_eq!(report["totals"]["nodeClaimsCreated"], 0);
     let (live, created) = exoscale_cloud(&report);
     assert!(live.is_empty() && created == 0, "{report:#}");
@@ -312,20 +482,33 @@ fn exoscale_anti_affinity_ceiling_is_insufficient_capacity_not_a_crash_loop() {
     assert_eq!(report["pods"]["running"], 2);
     let pending = report["pendingPods"].as_array().unwrap();
     assert_eq!(pending.len(), 1, "{report:#}");
-    assert!(pending[0]["reason"].as_str().is_some_and(|r| !r.is_empty()), "the pending pod says why: {pending:?}");
+    assert!(
+        pending[0]["reason"].as_str().is_some_and(|r| !r.is_empty()),
+        "the pending pod says why: {pending:?}"
+    );
     // The refused claim is deleted once; its offerings are skipped, not retried in a loop.
     let created = report["totals"]["nodeClaimsCreated"].as_u64().unwrap();
-    assert!((3..=4).contains(&created), "{created} NodeClaims: a crash loop? {report:#}");
+    assert!(
+        (3..=4).contains(&created),
+        "{created} NodeClaims: a crash loop? {report:#}"
+    );
     let (live, instances_created) = exoscale_cloud(&report);
     assert_eq!(live.len(), 2, "{live:?}");
     assert_eq!(instances_created, 2, "the refused create made no instance");
-    assert!(report["timeline"].to_string().contains("deleted (node -)"), "the refused claim was deleted");
+    assert!(
+        report["timeline"].to_string().contains("deleted (node -)"),
+        "the refused claim was deleted"
+    );
 }
 
 /// The fake CKE's NodeGroup totals from a Clever Cloud report: (accepted, refused, vanished).
 fn node_groups(report: &serde_json::Value) -> (u64, u64, u64) {
     let totals = &report["cloud"]["nodeGroups"];
-    let n = |k: &str| totals[k].as_u64().unwrap_or_else(|| panic!("no cloud.nodeGroups.{k}: {report:#}"));
+    let n = |k: &str| {
+        totals[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no cloud.nodeGroups.{k}: {report:#}"))
+    };
     (n("accepted"), n("rejected"), n("vanished"))
 }
 
@@ -337,14 +520,25 @@ fn clevercloud_quickstart_registers_platform_nodes_and_scales_to_zero() {
     let nodes = report["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 1, "{report:#}");
     let node = &nodes[0];
-    assert_eq!(node["instanceType"], "2XS", "the cheapest flavor holding 3 × (1 CPU, 1Gi)");
+    assert_eq!(
+        node["instanceType"], "2XS",
+        "the cheapest flavor holding 3 × (1 CPU, 1Gi)"
+    );
     // CKE registered the Node without a provider ID; the host's hook wrote it, so it registered.
     assert!(!node["registeredAt"].is_null(), "{node}");
     // Priced by clevercloud-pricing from the fake's live rates (0.004/vCPU), not the table's 0.0333.
-    assert!(node["pricePerHour"].as_f64().is_some_and(|p| (p - 0.0382).abs() < 1e-9), "the live price of 2XS: {node}");
+    assert!(
+        node["pricePerHour"]
+            .as_f64()
+            .is_some_and(|p| (p - 0.0382).abs() < 1e-9),
+        "the live price of 2XS: {node}"
+    );
     assert!(!node["deletedAt"].is_null(), "{node}");
     assert_eq!(node_groups(&report), (1, 0, 0));
-    assert_eq!(report["cloud"]["instancesAtEnd"], 0, "the NodeGroup is gone: {report:#}");
+    assert_eq!(
+        report["cloud"]["instancesAtEnd"], 0,
+        "the NodeGroup is gone: {report:#}"
+    );
     assert!(stdout.contains("all 3 pods running"), "{stdout}");
 }
 
@@ -353,12 +547,25 @@ fn clevercloud_quota_refusal_is_reported_and_the_pod_runs_once_quota_frees() {
     let (report, stdout, ok) = simulate(Some("clevercloud-quota.yaml"));
     assert!(ok, "{stdout}");
     let (accepted, refused, vanished) = node_groups(&report);
-    assert_eq!((accepted, refused, vanished), (2, 1, 0), "the S, then the M once quota freed; one refusal: {report:#}");
+    assert_eq!(
+        (accepted, refused, vanished),
+        (2, 1, 0),
+        "the S, then the M once quota freed; one refusal: {report:#}"
+    );
     // The refused claim was deleted at once (insufficient capacity), not after the 15 min
     // registration timeout, and nothing was left in CKE.
-    assert_eq!(report["totals"]["nodeClaimsCreated"], 3, "{}", report["totals"]);
+    assert_eq!(
+        report["totals"]["nodeClaimsCreated"], 3,
+        "{}",
+        report["totals"]
+    );
     assert_eq!(report["cloud"]["instancesAtEnd"], 1);
-    let mut types: Vec<&str> = report["nodes"].as_array().unwrap().iter().filter_map(|n| n["instanceType"].as_str()).collect();
+    let mut types: Vec<&str> = report["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["instanceType"].as_str())
+        .collect();
     types.sort();
     assert_eq!(types, ["M", "S"], "{report:#}");
 }
@@ -366,7 +573,13 @@ fn clevercloud_quota_refusal_is_reported_and_the_pod_runs_once_quota_frees() {
 /// The Machines of a Cluster API report that are not being deleted (a Machine the plugin
 /// released may still be tearing down when the scenario ends).
 fn live_machines(report: &serde_json::Value) -> Vec<serde_json::Value> {
-    report["cloud"]["machines"].as_array().unwrap().iter().filter(|m| m["phase"] != "Deleting").cloned().collect()
+    report["cloud"]["machines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["phase"] != "Deleting")
+        .cloned()
+        .collect()
 }
 
 /// The fake management cluster's Machine totals from a Cluster API report.
@@ -381,8 +594,17 @@ fn clusterapi_blog_one_pod_gets_a_c3_8_machine() {
     let (report, stdout, ok) = simulate(Some("clusterapi-blog-one-pod.yaml"));
     assert!(ok, "{stdout}");
     assert_eq!(report["cloud"]["provider"], "clusterapi");
-    let types: Vec<&str> = report["nodes"].as_array().unwrap().iter().filter_map(|n| n["instanceType"].as_str()).collect();
-    assert_eq!(types, ["c3-8"], "least waste, not c3-16 by name: {report:#}");
+    let types: Vec<&str> = report["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["instanceType"].as_str())
+        .collect();
+    assert_eq!(
+        types,
+        ["c3-8"],
+        "least waste, not c3-16 by name: {report:#}"
+    );
     let machines = report["cloud"]["machines"].as_array().unwrap();
     assert_eq!(machines.len(), 1, "{machines:?}");
     assert_eq!(machines[0]["machineDeployment"], "capi-ovh-karpenter-c3-8");
@@ -394,8 +616,14 @@ fn clusterapi_blog_eight_pods_cost_no_more_than_cluster_autoscaler() {
     let (report, stdout, ok) = simulate(Some("clusterapi-blog-eight-pods.yaml"));
     assert!(ok, "{stdout}");
     let cost = report["totals"]["costPerHourAtEnd"].as_f64().unwrap();
-    assert!(cost <= 0.3225 + 1e-9, "3 × c3-8 cost 0.3225/h; Joinery: {cost}");
-    assert_eq!(machine_totals(&report)["atEnd"].as_u64(), Some(report["nodes"].as_array().unwrap().len() as u64));
+    assert!(
+        cost <= 0.3225 + 1e-9,
+        "3 × c3-8 cost 0.3225/h; Joinery: {cost}"
+    );
+    assert_eq!(
+        machine_totals(&report)["atEnd"].as_u64(),
+        Some(report["nodes"].as_array().unwrap().len() as u64)
+    );
 }
 
 #[test]
@@ -403,25 +631,46 @@ fn clusterapi_scale_down_removes_exactly_the_empty_machine() {
     let (report, stdout, ok) = simulate(Some("clusterapi-exact-scale-down.yaml"));
     assert!(ok, "{stdout}");
     let totals = machine_totals(&report);
-    assert_eq!((totals["created"].as_u64(), totals["deleted"].as_u64(), totals["atEnd"].as_u64()), (Some(2), Some(1), Some(1)), "{totals}");
+    assert_eq!(
+        (
+            totals["created"].as_u64(),
+            totals["deleted"].as_u64(),
+            totals["atEnd"].as_u64()
+        ),
+        (Some(2), Some(1), Some(1)),
+        "{totals}"
+    );
     // The Machine left is the busy pod's: its node was never deleted, the other one was.
     let nodes = report["nodes"].as_array().unwrap();
     let kept: Vec<&serde_json::Value> = nodes.iter().filter(|n| n["deletedAt"].is_null()).collect();
     assert_eq!(kept.len(), 1, "{nodes:?}");
     let machines = report["cloud"]["machines"].as_array().unwrap();
     assert_eq!(machines.len(), 1);
-    assert_eq!(machines[0]["node"], kept[0]["name"], "the Machine left runs the busy pod's node");
-    assert_eq!(report["totals"]["nodeClaimsCreated"], 2, "the busy pod was never evicted");
+    assert_eq!(
+        machines[0]["node"], kept[0]["name"],
+        "the Machine left runs the busy pod's node"
+    );
+    assert_eq!(
+        report["totals"]["nodeClaimsCreated"], 2,
+        "the busy pod was never evicted"
+    );
 }
 
 #[test]
 fn clusterapi_machine_that_never_provisions_is_given_back() {
     let (report, stdout, ok) = simulate(Some("clusterapi-never-provisions.yaml"));
     assert!(ok, "{stdout}");
-    assert_eq!(machine_totals(&report)["failed"].as_u64(), Some(1), "{report:#}");
+    assert_eq!(
+        machine_totals(&report)["failed"].as_u64(),
+        Some(1),
+        "{report:#}"
+    );
     let live = live_machines(&report);
     assert_eq!(live.len(), 1, "{live:?}");
-    assert_eq!(live[0]["machineDeployment"], "capi-ovh-karpenter-c3-16", "the failed c3-8 Machine is gone or going");
+    assert_eq!(
+        live[0]["machineDeployment"], "capi-ovh-karpenter-c3-16",
+        "the failed c3-8 Machine is gone or going"
+    );
 }
 
 #[test]
@@ -429,7 +678,11 @@ fn clusterapi_restart_between_raise_and_claim_adds_no_machine() {
     let (report, stdout, ok) = simulate(Some("clusterapi-restart-resume.yaml"));
     assert!(ok, "{stdout}");
     let totals = machine_totals(&report);
-    assert_eq!((totals["created"].as_u64(), totals["atEnd"].as_u64()), (Some(1), Some(1)), "the Machine already there was claimed: {totals}");
+    assert_eq!(
+        (totals["created"].as_u64(), totals["atEnd"].as_u64()),
+        (Some(1), Some(1)),
+        "the Machine already there was claimed: {totals}"
+    );
     assert_eq!(report["totals"]["nodeClaimsCreated"], 1);
 }
 
@@ -439,7 +692,10 @@ fn clusterapi_consolidation_replaces_with_a_cheaper_machine() {
     assert!(ok, "{stdout}");
     let live = live_machines(&report);
     assert_eq!(live.len(), 1, "{live:?}");
-    assert_eq!(live[0]["machineDeployment"], "capi-ovh-karpenter-c3-8", "the c3-16's Machine is gone or going");
+    assert_eq!(
+        live[0]["machineDeployment"], "capi-ovh-karpenter-c3-8",
+        "the c3-16's Machine is gone or going"
+    );
     assert_eq!(machine_totals(&report)["created"].as_u64(), Some(2));
 }
 
@@ -447,10 +703,16 @@ fn clusterapi_consolidation_replaces_with_a_cheaper_machine() {
 fn exoscale_failed_create_leaves_no_instance_behind() {
     let (report, stdout, ok) = simulate(Some("exoscale-failed-create.yaml"));
     assert!(ok, "{stdout}");
-    assert_eq!(report["totals"]["nodeClaimsCreated"], 1, "the retry reused the claim: {report:#}");
+    assert_eq!(
+        report["totals"]["nodeClaimsCreated"], 1,
+        "the retry reused the claim: {report:#}"
+    );
     assert_eq!(report["totals"]["nodesLaunched"], 1);
     let (live, created) = exoscale_cloud(&report);
-    assert_eq!(created, 2, "the failed create made an instance, the retry another");
+    assert_eq!(
+        created, 2,
+        "the failed create made an instance, the retry another"
+    );
     assert!(live.is_empty(), "{live:?}");
 }
 
@@ -458,7 +720,12 @@ fn exoscale_failed_create_leaves_no_instance_behind() {
 fn exoscale_flaky_api_still_converges_without_leaks() {
     let (report, stdout, ok) = simulate(Some("exoscale-flaky-api.yaml"));
     assert!(ok, "{stdout}");
-    assert!(report["timings"]["allPodsRunningSeconds"].as_f64().is_some(), "{report:#}");
+    assert!(
+        report["timings"]["allPodsRunningSeconds"]
+            .as_f64()
+            .is_some(),
+        "{report:#}"
+    );
     let launched = report["totals"]["nodesLaunched"].as_u64().unwrap();
     assert!(launched >= 2);
     assert_eq!(report["totals"]["nodesDeleted"].as_u64().unwrap(), launched);
@@ -474,10 +741,27 @@ fn exoscale_garbage_collection_reaps_only_this_clusters_orphans() {
     let (live, created) = exoscale_cloud(&report);
     assert_eq!(created, 2);
     assert_eq!(live.len(), 1, "{live:?}");
-    assert_eq!(live[0]["tags"]["owner"], "someone-else", "the untagged instance stays: {live:?}");
+    assert_eq!(
+        live[0]["tags"]["owner"], "someone-else",
+        "the untagged instance stays: {live:?}"
+    );
     assert!(live[0]["tags"].get("karpenter-sh_managed-by").is_none());
-    let reaped = report["timeline"].as_array().unwrap().iter().find(|l| l.as_str().unwrap().ends_with("cloud instances: 1")).unwrap();
-    let at: f64 = reaped.as_str().unwrap().trim_start_matches('[').split('s').next().unwrap().trim().parse().unwrap();
+    let reaped = report["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l.as_str().unwrap().ends_with("cloud instances: 1"))
+        .unwrap();
+    let at: f64 = reaped
+        .as_str()
+        .unwrap()
+        .trim_start_matches('[')
+        .split('s')
+        .next()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     assert!(at >= 30.0, "not before the grace period: {reaped}");
 }
 
@@ -489,7 +773,10 @@ fn an_unknown_cloud_provider_is_refused_naming_the_field() {
     let out = joinery().arg("simulate").arg(&path).output().unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("cloud.provider") && stderr.contains("openstack"), "{stderr}");
+    assert!(
+        stderr.contains("cloud.provider") && stderr.contains("openstack"),
+        "{stderr}"
+    );
 }
 
 /// The cost, node and pod totals a disruption scenario ends with.
@@ -510,7 +797,10 @@ fn an_underutilized_node_is_replaced_by_a_cheaper_one() {
     let (cost, created, deleted, running) = totals(&report);
     assert_eq!((created, deleted, running), (2, 1, 1), "{report:#}");
     assert!((cost - 0.06).abs() < 1e-9, "one c3-4 left: {cost}");
-    assert_eq!(report["instanceTypes"], serde_json::json!(["c3-16", "c3-4"]));
+    assert_eq!(
+        report["instanceTypes"],
+        serde_json::json!(["c3-16", "c3-4"])
+    );
 }
 
 #[test]
@@ -548,9 +838,24 @@ fn a_scheduled_zero_budget_holds_consolidation_until_its_window_closes() {
     assert_eq!((created, deleted), (2, 1), "{report:#}");
     assert!((cost - 0.06).abs() < 1e-9, "{cost}");
     // The replacement came after 17:00, ten minutes into the scenario.
-    let replaced_at = stdout.lines().filter(|l| l.contains("nodeclaim") && l.contains("created")).nth(1).unwrap_or_default().to_string();
-    let seconds: f64 = replaced_at.trim_start_matches('[').split('s').next().unwrap_or("0").trim().parse().unwrap_or(0.0);
-    assert!(seconds >= 600.0, "replaced inside the budget window: {replaced_at}");
+    let replaced_at = stdout
+        .lines()
+        .filter(|l| l.contains("nodeclaim") && l.contains("created"))
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    let seconds: f64 = replaced_at
+        .trim_start_matches('[')
+        .split('s')
+        .next()
+        .unwrap_or("0")
+        .trim()
+        .parse()
+        .unwrap_or(0.0);
+    assert!(
+        seconds >= 600.0,
+        "replaced inside the budget window: {replaced_at}"
+    );
 }
 
 #[test]
@@ -559,7 +864,10 @@ fn drifted_nodes_are_replaced_after_nodepool_and_nodeclass_changes() {
     assert!(ok, "{stdout}");
     let (cost, created, deleted, running) = totals(&report);
     assert_eq!((created, deleted, running), (3, 2, 1), "{report:#}");
-    assert!((cost - 0.108).abs() < 1e-9, "a c3-8 after the NodeClass change: {cost}");
+    assert!(
+        (cost - 0.108).abs() < 1e-9,
+        "a c3-8 after the NodeClass change: {cost}"
+    );
 }
 
 #[test]
@@ -584,9 +892,18 @@ fn a_thousand_pod_scale_out_never_deletes_a_node_or_launches_twice() {
     // The emulated cluster is heavy at 1,000 pods in a debug build: a slower clock keeps the
     // simulated kube-scheduler from starving.
     let (report, stdout, ok) = simulate_alone("scale-out-1000-pods.yaml", 4.0);
-    assert!(ok, "{}", stdout.lines().rev().take(20).collect::<Vec<_>>().join("\n"));
+    assert!(
+        ok,
+        "{}",
+        stdout.lines().rev().take(20).collect::<Vec<_>>().join("\n")
+    );
     let (_, created, deleted, running) = totals(&report);
-    assert_eq!((created, deleted, running), (33, 0, 1000), "{}", report["totals"]);
+    assert_eq!(
+        (created, deleted, running),
+        (33, 0, 1000),
+        "{}",
+        report["totals"]
+    );
 }
 
 /// The speed the 2,000-pod scale-out runs at in these tests: what a debug build keeps up
@@ -601,12 +918,20 @@ fn two_thousand_pods_scale_out_within_two_minutes_on_few_claims() {
     let (_, created, _, running) = totals(&report);
     assert_eq!(running, 2000, "{}", report["totals"]);
     // 600 CPUs of pods need at least 38 nodes of the largest type (16 CPUs).
-    assert!((38..=50).contains(&created), "{created} claims; {}", report["totals"]);
+    assert!(
+        (38..=50).contains(&created),
+        "{created} claims; {}",
+        report["totals"]
+    );
     let to_running = report["timings"]["allPodsRunningSeconds"].as_f64().unwrap();
     assert!(to_running <= 120.0, "every pod running at {to_running} s");
     assert_eq!(report["lag"]["refused"], false, "{}", report["lag"]);
     for series in ["clock", "scheduler", "workloads", "kubelets"] {
-        let found = report["lag"]["series"].as_array().unwrap().iter().any(|s| s["name"] == series && s["count"].as_u64().unwrap() > 0);
+        let found = report["lag"]["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["name"] == series && s["count"].as_u64().unwrap() > 0);
         assert!(found, "no {series} lag in {}", report["lag"]);
     }
     assert!(stdout.contains("lag behind the clock"), "{tail}");
@@ -614,9 +939,15 @@ fn two_thousand_pods_scale_out_within_two_minutes_on_few_claims() {
 
 /// The 2,000-pod scale-out with a tenth of its replicas, as a scenario file in `dir`.
 fn small_scale_out(dir: &std::path::Path) -> std::path::PathBuf {
-    let text = std::fs::read_to_string(repo().join("examples/scenarios/scale-out-2000-pods.yaml")).unwrap();
+    let text = std::fs::read_to_string(repo().join("examples/scenarios/scale-out-2000-pods.yaml"))
+        .unwrap();
     let mut small = text.clone();
-    for (from, to) in [("replicas: 1000", "replicas: 100"), ("replicas: 600", "replicas: 60"), ("replicas: 400", "replicas: 40"), ("podsRunning: 2000", "podsRunning: 200")] {
+    for (from, to) in [
+        ("replicas: 1000", "replicas: 100"),
+        ("replicas: 600", "replicas: 60"),
+        ("replicas: 400", "replicas: 40"),
+        ("podsRunning: 2000", "podsRunning: 200"),
+    ] {
         assert!(small.contains(from), "the scenario no longer says {from}");
         small = small.replace(from, to);
     }
@@ -633,7 +964,11 @@ fn decisions(report: &serde_json::Value) -> (u64, std::collections::BTreeMap<Str
             *types.entry(t.to_string()).or_insert(0) += 1;
         }
     }
-    (report["totals"]["nodeClaimsCreated"].as_u64().unwrap(), types, report["pods"]["running"].as_u64().unwrap())
+    (
+        report["totals"]["nodeClaimsCreated"].as_u64().unwrap(),
+        types,
+        report["pods"]["running"].as_u64().unwrap(),
+    )
 }
 
 #[test]
@@ -643,23 +978,52 @@ fn one_scenario_decides_alike_at_two_speeds() {
     let run = |speed: f64| {
         let _alone = alone();
         let (report, stdout, ok, _) = run_scenario_file(Some(&path), speed);
-        assert!(ok, "speed {speed}: {}", stdout.lines().rev().take(20).collect::<Vec<_>>().join("\n"));
-        assert_eq!(report["lag"]["refused"], false, "speed {speed}: {}", report["lag"]);
+        assert!(
+            ok,
+            "speed {speed}: {}",
+            stdout.lines().rev().take(20).collect::<Vec<_>>().join("\n")
+        );
+        assert_eq!(
+            report["lag"]["refused"], false,
+            "speed {speed}: {}",
+            report["lag"]
+        );
         report
     };
     let (slow, fast) = (run(SCALE_OUT_SPEED), run(4.0 * SCALE_OUT_SPEED));
-    let ((slow_claims, slow_types, slow_running), (fast_claims, fast_types, fast_running)) = (decisions(&slow), decisions(&fast));
+    let ((slow_claims, slow_types, slow_running), (fast_claims, fast_types, fast_running)) =
+        (decisions(&slow), decisions(&fast));
     assert_eq!((slow_running, fast_running), (200, 200));
     // A batch window that closes a moment earlier or later may split pods differently, at any
     // one speed as between two: one or two claims more or fewer, or two of another size (the
     // last batch's pods fill two c3-16 in one run and two c3-8 in another, six claims each).
     // Each claim of another type counts twice in `apart` (one type fewer, one more).
-    assert!(slow_claims.abs_diff(fast_claims) <= 2, "claims {slow_claims} vs {fast_claims}");
+    assert!(
+        slow_claims.abs_diff(fast_claims) <= 2,
+        "claims {slow_claims} vs {fast_claims}"
+    );
     let types = |t: &std::collections::BTreeMap<String, u64>| t.keys().cloned().collect::<Vec<_>>();
-    let apart: u64 = slow_types.keys().chain(fast_types.keys()).collect::<std::collections::BTreeSet<_>>().into_iter()
-        .map(|t| slow_types.get(t).copied().unwrap_or(0).abs_diff(fast_types.get(t).copied().unwrap_or(0)))
+    let apart: u64 = slow_types
+        .keys()
+        .chain(fast_types.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|t| {
+            slow_types
+                .get(t)
+                .copied()
+                .unwrap_or(0)
+                .abs_diff(fast_types.get(t).copied().unwrap_or(0))
+        })
         .sum();
-    assert!(apart <= 4, "instance types {:?} vs {:?} ({:?} vs {:?})", slow_types, fast_types, types(&slow_types), types(&fast_types));
+    assert!(
+        apart <= 4,
+        "instance types {:?} vs {:?} ({:?} vs {:?})",
+        slow_types,
+        fast_types,
+        types(&slow_types),
+        types(&fast_types)
+    );
 }
 
 #[test]
@@ -707,7 +1071,10 @@ fn every_shipped_scenario_is_covered_by_a_test() {
         .filter(|n| n.ends_with(".yaml"))
         .collect();
     shipped.sort();
-    assert_eq!(shipped, tested, "add a test for each new scenario in this file");
+    assert_eq!(
+        shipped, tested,
+        "add a test for each new scenario in this file"
+    );
 }
 
 #[test]
@@ -725,13 +1092,24 @@ fn a_garbled_scenario_is_refused_naming_the_field() {
 fn a_failed_expectation_exits_non_zero_and_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("impossible.yaml");
-    let text = std::fs::read_to_string(repo().join("examples/scenarios/blog-one-pod-3-vcpu.yaml")).unwrap();
+    let text = std::fs::read_to_string(repo().join("examples/scenarios/blog-one-pod-3-vcpu.yaml"))
+        .unwrap();
     let text = text.replace("instanceTypes: [c3-8]\n", "instanceTypes: [c3-4]\n");
     std::fs::write(&path, text).unwrap();
     let report = dir.path().join("r.json");
-    let out = joinery().arg("simulate").arg(&path).arg("--report").arg(&report).arg("--speed").arg("30").arg("--quiet").output().unwrap();
+    let out = joinery()
+        .arg("simulate")
+        .arg(&path)
+        .arg("--report")
+        .arg(&report)
+        .arg("--speed")
+        .arg("30")
+        .arg("--quiet")
+        .output()
+        .unwrap();
     assert!(!out.status.success());
-    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert_eq!(report["result"], "fail");
     let failures = report["failures"].to_string();
     assert!(failures.contains("instanceTypes"), "{failures}");

@@ -20,7 +20,11 @@ impl Drop for KillOnDrop {
 
 /// A TCP port free on loopback right now.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Starts `joinery sim serve ARGS` and returns it with the lines it printed up to its
@@ -52,5 +56,8 @@ pub fn sim_serve(args: &[&std::ffi::OsStr]) -> (KillOnDrop, Vec<String>) {
 /// The value after `label` on the first printed line that starts with it (leading spaces
 /// ignored), e.g. `printed_value(&lines, "simulated cloud:")`.
 pub fn printed_value(lines: &[String], label: &str) -> Option<String> {
-    lines.iter().find_map(|l| l.trim_start().strip_prefix(label)).map(|v| v.trim().to_string())
+    lines
+        .iter()
+        .find_map(|l| l.trim_start().strip_prefix(label))
+        .map(|v| v.trim().to_string())
 }

@@ -39,8 +39,17 @@ impl MinSaving {
     pub fn parse(text: &str) -> Option<MinSaving> {
         let text = text.trim();
         match text.strip_suffix('%') {
-            Some(p) => p.trim().parse::<f64>().ok().filter(|p| (0.0..=100.0).contains(p)).map(|p| MinSaving::Ratio(p / 100.0)),
-            None => text.parse::<f64>().ok().filter(|v| *v >= 0.0 && v.is_finite()).map(MinSaving::PerHour),
+            Some(p) => p
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|p| (0.0..=100.0).contains(p))
+                .map(|p| MinSaving::Ratio(p / 100.0)),
+            None => text
+                .parse::<f64>()
+                .ok()
+                .filter(|v| *v >= 0.0 && v.is_finite())
+                .map(MinSaving::PerHour),
         }
     }
 
@@ -176,7 +185,10 @@ pub fn blocked(snapshot: &Snapshot, candidate: &Candidate, method: Method) -> Op
         return Some("node is nominated for a pending pod".to_string());
     }
     if candidate.do_not_disrupt {
-        return Some("disruption is blocked through the \"karpenter.sh/do-not-disrupt\" annotation".to_string());
+        return Some(
+            "disruption is blocked through the \"karpenter.sh/do-not-disrupt\" annotation"
+                .to_string(),
+        );
     }
     if pool.is_static != (method == Method::StaticDrift) {
         return Some(if pool.is_static {
@@ -200,7 +212,9 @@ pub fn blocked(snapshot: &Snapshot, candidate: &Candidate, method: Method) -> Op
                 return Some("node is not empty".to_string());
             }
             if !candidate.consolidatable {
-                return Some("node is not consolidatable yet (consolidateAfter has not passed)".to_string());
+                return Some(
+                    "node is not consolidatable yet (consolidateAfter has not passed)".to_string(),
+                );
             }
         }
         Method::Expiration => unreachable!("expiration is checked above"),
@@ -217,7 +231,10 @@ pub fn blocked(snapshot: &Snapshot, candidate: &Candidate, method: Method) -> Op
                 return Some("consolidationPolicy is WhenEmpty".to_string());
             }
             if candidate.price.is_none() {
-                return Some(format!("instance type {:?} or its offering is not offered by the NodePool", candidate.instance_type));
+                return Some(format!(
+                    "instance type {:?} or its offering is not offered by the NodePool",
+                    candidate.instance_type
+                ));
             }
             if candidate.capacity_type.is_empty() || candidate.zone.is_empty() {
                 return Some("node has no capacity type or zone label".to_string());
@@ -226,7 +243,9 @@ pub fn blocked(snapshot: &Snapshot, candidate: &Candidate, method: Method) -> Op
                 return Some("node is empty (emptiness removes it)".to_string());
             }
             if !candidate.consolidatable {
-                return Some("node is not consolidatable yet (consolidateAfter has not passed)".to_string());
+                return Some(
+                    "node is not consolidatable yet (consolidateAfter has not passed)".to_string(),
+                );
             }
         }
     }

@@ -5,15 +5,20 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use super::Snapshot;
 use super::candidate::{Candidate, Pool};
 use super::signals::{eviction_cost, reschedule_cost};
-use super::Snapshot;
 use crate::instance_type::{InstanceType, Offering, Overhead};
-use crate::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL};
+use crate::labels::{
+    CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, ZONE_LABEL,
+};
 use crate::nodeclaim::{NodeClaimTemplate, NodeClassRef};
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
-use crate::scheduling::{BoundPod, ExistingNode, LabelSelector, NodePool, PendingPod, TopologySpreadConstraint, WhenUnsatisfiable};
+use crate::scheduling::{
+    BoundPod, ExistingNode, LabelSelector, NodePool, PendingPod, TopologySpreadConstraint,
+    WhenUnsatisfiable,
+};
 
 /// The zones of the fixture's instance types.
 pub const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
@@ -23,8 +28,15 @@ const GIB: u64 = 1 << 30;
 /// An instance type with `cpu` whole CPUs, 4 GiB per CPU, 110 pods, on-demand at `price` and
 /// spot at 40 % of it, in every zone of [`ZONES`].
 pub fn instance_type(name: &str, cpu: u64, price: f64) -> InstanceType {
-    let mut offerings: Vec<Offering> = ZONES.iter().map(|z| Offering::new(*z, "on-demand", Some(price), true)).collect();
-    offerings.extend(ZONES.iter().map(|z| Offering::new(*z, "spot", Some(price * 0.4), true)));
+    let mut offerings: Vec<Offering> = ZONES
+        .iter()
+        .map(|z| Offering::new(*z, "on-demand", Some(price), true))
+        .collect();
+    offerings.extend(
+        ZONES
+            .iter()
+            .map(|z| Offering::new(*z, "spot", Some(price * 0.4), true)),
+    );
     let requirements: Requirements = [
         Requirement::in_values(INSTANCE_TYPE_LABEL, [name]),
         Requirement::in_values(ZONE_LABEL, ZONES),
@@ -32,7 +44,10 @@ pub fn instance_type(name: &str, cpu: u64, price: f64) -> InstanceType {
     ]
     .into_iter()
     .collect();
-    let capacity = Resources::new().with("cpu", cpu * 1000).with("memory", cpu * 4 * GIB).with("pods", 110);
+    let capacity = Resources::new()
+        .with("cpu", cpu * 1000)
+        .with("memory", cpu * 4 * GIB)
+        .with("pods", 110);
     InstanceType::new(name, requirements, capacity, Overhead::default(), offerings)
 }
 
@@ -52,11 +67,21 @@ pub struct FixturePod {
 impl FixturePod {
     /// A pod without labels.
     pub fn new(name: impl Into<String>, cpu_millis: u64) -> Self {
-        FixturePod { name: name.into(), cpu_millis, ..Default::default() }
+        FixturePod {
+            name: name.into(),
+            cpu_millis,
+            ..Default::default()
+        }
     }
 
     fn pending(&self) -> PendingPod {
-        let mut pod = PendingPod::new("default", self.name.clone(), Resources::new().with("cpu", self.cpu_millis).with("memory", self.cpu_millis << 20));
+        let mut pod = PendingPod::new(
+            "default",
+            self.name.clone(),
+            Resources::new()
+                .with("cpu", self.cpu_millis)
+                .with("memory", self.cpu_millis << 20),
+        );
         if let Some(app) = &self.app {
             pod.labels.insert("app".into(), app.clone());
             if self.spread {
@@ -64,7 +89,10 @@ impl FixturePod {
                     max_skew: 1,
                     topology_key: ZONE_LABEL.into(),
                     when_unsatisfiable: WhenUnsatisfiable::ScheduleAnyway,
-                    label_selector: Some(LabelSelector { match_labels: BTreeMap::from([("app".to_string(), app.clone())]), ..Default::default() }),
+                    label_selector: Some(LabelSelector {
+                        match_labels: BTreeMap::from([("app".to_string(), app.clone())]),
+                        ..Default::default()
+                    }),
                     min_domains: None,
                     node_affinity_policy: None,
                     node_taints_policy: None,
@@ -86,17 +114,38 @@ impl Builder {
     /// A cluster whose NodePool `default` launches `types`; consolidation enabled
     /// (`WhenEmptyOrUnderutilized`, `consolidateAfter: 0s`), no budget.
     pub fn new(types: Vec<InstanceType>) -> Self {
-        let class = NodeClassRef { group: "test.joinery.dev".into(), kind: "TestNodeClass".into(), name: "default".into() };
-        let template = NodeClaimTemplate::new("default", class, &Requirements::new(), BTreeMap::new());
-        let mut snapshot = Snapshot { now: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)), ..Default::default() };
-        snapshot.scheduling.nodepools.push(NodePool { template, instance_types: types, limits: None });
-        snapshot.pools.insert("default".into(), Pool { consolidate_after: Some(Duration::ZERO), ..Default::default() });
+        let class = NodeClassRef {
+            group: "test.joinery.dev".into(),
+            kind: "TestNodeClass".into(),
+            name: "default".into(),
+        };
+        let template =
+            NodeClaimTemplate::new("default", class, &Requirements::new(), BTreeMap::new());
+        let mut snapshot = Snapshot {
+            now: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)),
+            ..Default::default()
+        };
+        snapshot.scheduling.nodepools.push(NodePool {
+            template,
+            instance_types: types,
+            limits: None,
+        });
+        snapshot.pools.insert(
+            "default".into(),
+            Pool {
+                consolidate_after: Some(Duration::ZERO),
+                ..Default::default()
+            },
+        );
         Builder { snapshot }
     }
 
     /// The NodePool's disruption settings, to adjust.
     pub fn pool(&mut self) -> &mut Pool {
-        self.snapshot.pools.get_mut("default").expect("the fixture's pool")
+        self.snapshot
+            .pools
+            .get_mut("default")
+            .expect("the fixture's pool")
     }
 
     /// The snapshot so far, to adjust.
@@ -107,13 +156,24 @@ impl Builder {
     /// Adds an initialized, consolidatable node `name` (its NodeClaim has the same name) of
     /// `instance_type` in `zone` and `capacity_type`, running `pods`; returns its candidate
     /// for adjustment.
-    pub fn node(&mut self, name: &str, instance_type: &str, capacity_type: &str, zone: &str, pods: &[FixturePod]) -> &mut Candidate {
+    pub fn node(
+        &mut self,
+        name: &str,
+        instance_type: &str,
+        capacity_type: &str,
+        zone: &str,
+        pods: &[FixturePod],
+    ) -> &mut Candidate {
         let it = self.snapshot.scheduling.nodepools[0]
             .instance_types
             .iter()
             .find(|t| t.name() == instance_type)
             .unwrap_or_else(|| panic!("the fixture has no instance type {instance_type}"));
-        let price = it.offerings().iter().find(|o| o.zone() == zone && o.capacity_type() == capacity_type).and_then(|o| o.price());
+        let price = it
+            .offerings()
+            .iter()
+            .find(|o| o.zone() == zone && o.capacity_type() == capacity_type)
+            .and_then(|o| o.price());
         let labels: BTreeMap<String, String> = [
             (INSTANCE_TYPE_LABEL, instance_type),
             (ZONE_LABEL, zone),
@@ -129,7 +189,12 @@ impl Builder {
         let pending: Vec<PendingPod> = pods.iter().map(FixturePod::pending).collect();
         for p in &pending {
             node.requested += &p.requests;
-            self.snapshot.context.bound_pods.push(BoundPod { key: p.key.clone(), node: name.to_string(), labels: std::sync::Arc::new(p.labels.clone()), ..Default::default() });
+            self.snapshot.context.bound_pods.push(BoundPod {
+                key: p.key.clone(),
+                node: name.to_string(),
+                labels: std::sync::Arc::new(p.labels.clone()),
+                ..Default::default()
+            });
         }
         self.snapshot.scheduling.nodes.push(node);
         self.snapshot.candidates.push(Candidate {
@@ -140,7 +205,9 @@ impl Builder {
             capacity_type: capacity_type.into(),
             zone: zone.into(),
             price,
-            disruption_cost: reschedule_cost(pending.iter().map(|p| eviction_cost(None, p.priority))),
+            disruption_cost: reschedule_cost(
+                pending.iter().map(|p| eviction_cost(None, p.priority)),
+            ),
             pods: pending,
             initialized: true,
             consolidatable: true,
@@ -165,11 +232,23 @@ impl Builder {
 /// CPUs, bigger ones cheaper per CPU) spread over three zones, each running 10 pods that fill
 /// about two thirds of it; a fifth of the pods spread their app over zones. Deterministic.
 pub fn consolidation_cluster(nodes: usize) -> Snapshot {
-    let sizes: [(&str, u64, f64); 4] = [("c-2", 2, 0.10), ("c-4", 4, 0.19), ("c-8", 8, 0.36), ("c-16", 16, 0.68)];
-    let mut builder = Builder::new(sizes.iter().map(|(n, cpu, price)| instance_type(n, *cpu, *price)).collect());
+    let sizes: [(&str, u64, f64); 4] = [
+        ("c-2", 2, 0.10),
+        ("c-4", 4, 0.19),
+        ("c-8", 8, 0.36),
+        ("c-16", 16, 0.68),
+    ];
+    let mut builder = Builder::new(
+        sizes
+            .iter()
+            .map(|(n, cpu, price)| instance_type(n, *cpu, *price))
+            .collect(),
+    );
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut next = |n: u64| {
-        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
         (seed >> 33) % n
     };
     for i in 0..nodes {
@@ -189,7 +268,13 @@ pub fn consolidation_cluster(nodes: usize) -> Snapshot {
                 }
             })
             .collect();
-        builder.node(&format!("node-{i:05}"), type_name, capacity_type, zone, &pods);
+        builder.node(
+            &format!("node-{i:05}"),
+            type_name,
+            capacity_type,
+            zone,
+            &pods,
+        );
     }
     builder.build()
 }

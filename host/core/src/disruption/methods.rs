@@ -9,7 +9,9 @@ use super::candidate::{Candidate, blocked};
 use super::simulate::{Simulated, Simulator};
 use super::{Command, Decision, Method, Snapshot};
 use crate::instance_type::{InstanceType, satisfies_min_values};
-use crate::labels::{CAPACITY_TYPE_LABEL, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, INSTANCE_TYPE_LABEL};
+use crate::labels::{
+    CAPACITY_TYPE_LABEL, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, INSTANCE_TYPE_LABEL,
+};
 use crate::requirements::Requirement;
 use crate::scheduling::NewNodeClaim;
 
@@ -60,12 +62,21 @@ pub fn decide_with(mut evaluate: impl FnMut(Method) -> MethodOutcome) -> Vec<Met
 
 /// What `method` alone would decide on `snapshot`.
 pub fn evaluate(snapshot: &Snapshot, method: Method) -> MethodOutcome {
-    let mut outcome = MethodOutcome { method, command: None, blocked: Vec::new(), rejected: Vec::new(), simulations: 0, skipped: None };
+    let mut outcome = MethodOutcome {
+        method,
+        command: None,
+        blocked: Vec::new(),
+        rejected: Vec::new(),
+        simulations: 0,
+        skipped: None,
+    };
     let mut sim = Simulator::new(snapshot);
     let eligible = eligible(snapshot, method, &mut sim, &mut outcome.blocked);
     match method {
         Method::Emptiness => outcome.command = emptiness(snapshot, &eligible, &mut outcome.blocked),
-        Method::StaticDrift => outcome.command = static_drift(snapshot, &eligible, &mut outcome.blocked),
+        Method::StaticDrift => {
+            outcome.command = static_drift(snapshot, &eligible, &mut outcome.blocked)
+        }
         Method::Drift => drift(snapshot, &mut sim, eligible, &mut outcome),
         Method::MultiNodeConsolidation => multi_node(snapshot, &mut sim, eligible, &mut outcome),
         Method::SingleNodeConsolidation => single_node(snapshot, &mut sim, eligible, &mut outcome),
@@ -78,7 +89,12 @@ pub fn evaluate(snapshot: &Snapshot, method: Method) -> MethodOutcome {
 /// Candidates `method` may consider, in its order; the others that it would apply to are
 /// recorded in `blocked`. Besides [`blocked`]'s rules, a node that pending pods would be placed
 /// on is nominated for them (except for expiration, which is forceful).
-fn eligible<'s>(snapshot: &'s Snapshot, method: Method, sim: &mut Simulator<'_>, blocked_out: &mut Vec<(String, String)>) -> Vec<&'s Candidate> {
+fn eligible<'s>(
+    snapshot: &'s Snapshot,
+    method: Method,
+    sim: &mut Simulator<'_>,
+    blocked_out: &mut Vec<(String, String)>,
+) -> Vec<&'s Candidate> {
     let mut out = Vec::new();
     for c in &snapshot.candidates {
         let verdict = blocked(snapshot, c, method).or_else(|| {
@@ -91,8 +107,14 @@ fn eligible<'s>(snapshot: &'s Snapshot, method: Method, sim: &mut Simulator<'_>,
                 let relevant = match method {
                     Method::Expiration => false,
                     Method::Emptiness => c.is_empty(),
-                    Method::Drift => c.drifted.is_some() && !snapshot.pools.get(&c.pool).is_some_and(|p| p.is_static),
-                    Method::StaticDrift => c.drifted.is_some() && snapshot.pools.get(&c.pool).is_some_and(|p| p.is_static),
+                    Method::Drift => {
+                        c.drifted.is_some()
+                            && !snapshot.pools.get(&c.pool).is_some_and(|p| p.is_static)
+                    }
+                    Method::StaticDrift => {
+                        c.drifted.is_some()
+                            && snapshot.pools.get(&c.pool).is_some_and(|p| p.is_static)
+                    }
                     _ => !c.is_empty(),
                 };
                 if relevant {
@@ -104,25 +126,51 @@ fn eligible<'s>(snapshot: &'s Snapshot, method: Method, sim: &mut Simulator<'_>,
     match method {
         Method::Drift | Method::StaticDrift => out.sort_by(|a, b| {
             let since = |c: &Candidate| c.drifted.as_ref().map(|d| d.since);
-            b.is_empty().cmp(&a.is_empty()).then(since(a).cmp(&since(b))).then(a.claim.cmp(&b.claim))
+            b.is_empty()
+                .cmp(&a.is_empty())
+                .then(since(a).cmp(&since(b)))
+                .then(a.claim.cmp(&b.claim))
         }),
-        _ => out.sort_by(|a, b| b.savings_ratio().total_cmp(&a.savings_ratio()).then(a.claim.cmp(&b.claim))),
+        _ => out.sort_by(|a, b| {
+            b.savings_ratio()
+                .total_cmp(&a.savings_ratio())
+                .then(a.claim.cmp(&b.claim))
+        }),
     }
     out
 }
 
 /// Each pool's allowance for `method`'s reason, with invalid budgets reported once.
-fn allowances(snapshot: &Snapshot, method: Method, candidates: &[&Candidate]) -> BTreeMap<String, u64> {
+fn allowances(
+    snapshot: &Snapshot,
+    method: Method,
+    candidates: &[&Candidate],
+) -> BTreeMap<String, u64> {
     let pools: BTreeSet<&str> = candidates.iter().map(|c| c.pool.as_str()).collect();
-    pools.into_iter().map(|p| (p.to_string(), snapshot.allowance(p, method.reason()).allowed)).collect()
+    pools
+        .into_iter()
+        .map(|p| {
+            (
+                p.to_string(),
+                snapshot.allowance(p, method.reason()).allowed,
+            )
+        })
+        .collect()
 }
 
 fn budget_blocked(pool: &str, method: Method) -> String {
-    format!("disruption budgets of NodePool {pool:?} allow no more {} disruptions now", method.reason().as_str())
+    format!(
+        "disruption budgets of NodePool {pool:?} allow no more {} disruptions now",
+        method.reason().as_str()
+    )
 }
 
 /// Emptiness: every eligible empty node, within its pool's budget, in one delete command.
-fn emptiness(snapshot: &Snapshot, eligible: &[&Candidate], blocked_out: &mut Vec<(String, String)>) -> Option<Command> {
+fn emptiness(
+    snapshot: &Snapshot,
+    eligible: &[&Candidate],
+    blocked_out: &mut Vec<(String, String)>,
+) -> Option<Command> {
     let mut left = allowances(snapshot, Method::Emptiness, eligible);
     let mut chosen = Vec::new();
     for c in eligible {
@@ -157,21 +205,38 @@ fn expiration(eligible: &[&Candidate]) -> Option<Command> {
         candidates: eligible.iter().map(|c| c.claim.clone()).collect(),
         replacements: Vec::new(),
         saving_per_hour: eligible.iter().map(|c| c.price_or_zero()).sum(),
-        explanation: format!("{} past expireAfter: delete {}", count(eligible.len()), names(eligible)),
+        explanation: format!(
+            "{} past expireAfter: delete {}",
+            count(eligible.len()),
+            names(eligible)
+        ),
     })
 }
 
 /// Static drift: the drifted nodes of static NodePools, each replaced by one NodeClaim from its
 /// pool's template, within each pool's `Drifted` budget, in one command.
-fn static_drift(snapshot: &Snapshot, eligible: &[&Candidate], blocked_out: &mut Vec<(String, String)>) -> Option<Command> {
+fn static_drift(
+    snapshot: &Snapshot,
+    eligible: &[&Candidate],
+    blocked_out: &mut Vec<(String, String)>,
+) -> Option<Command> {
     let mut left = allowances(snapshot, Method::StaticDrift, eligible);
     let mut chosen = Vec::new();
     let mut replacements = Vec::new();
     for c in eligible {
-        let Some(template) = snapshot.pools.get(&c.pool).and_then(|p| p.template.as_ref()) else { continue };
+        let Some(template) = snapshot
+            .pools
+            .get(&c.pool)
+            .and_then(|p| p.template.as_ref())
+        else {
+            continue;
+        };
         let slot = left.entry(c.pool.clone()).or_default();
         if *slot == 0 {
-            blocked_out.push((c.claim.clone(), budget_blocked(&c.pool, Method::StaticDrift)));
+            blocked_out.push((
+                c.claim.clone(),
+                budget_blocked(&c.pool, Method::StaticDrift),
+            ));
             continue;
         }
         *slot -= 1;
@@ -186,28 +251,50 @@ fn static_drift(snapshot: &Snapshot, eligible: &[&Candidate], blocked_out: &mut 
         candidates: chosen.iter().map(|c| c.claim.clone()).collect(),
         replacements,
         saving_per_hour: 0.0,
-        explanation: format!("{} of static NodePools drifted: replace {}", count(chosen.len()), names(&chosen)),
+        explanation: format!(
+            "{} of static NodePools drifted: replace {}",
+            count(chosen.len()),
+            names(&chosen)
+        ),
     })
 }
 
 /// Drift: the drifted nodes (empty first, then the longest drifted), one at a time within the
 /// budget; the first whose pods can move becomes a delete or a replace with as many new
 /// NodeClaims as its pods need.
-fn drift(snapshot: &Snapshot, sim: &mut Simulator<'_>, eligible: Vec<&Candidate>, outcome: &mut MethodOutcome) {
+fn drift(
+    snapshot: &Snapshot,
+    sim: &mut Simulator<'_>,
+    eligible: Vec<&Candidate>,
+    outcome: &mut MethodOutcome,
+) {
     let left = allowances(snapshot, Method::Drift, &eligible);
     for c in eligible {
         if left.get(&c.pool).copied().unwrap_or(0) == 0 {
-            outcome.blocked.push((c.claim.clone(), budget_blocked(&c.pool, Method::Drift)));
+            outcome
+                .blocked
+                .push((c.claim.clone(), budget_blocked(&c.pool, Method::Drift)));
             continue;
         }
         match sim.remove(&[c]) {
             Ok(Simulated { new_claims }) => {
-                let reason = c.drifted.as_ref().map(|d| d.reason.as_str()).unwrap_or_default();
+                let reason = c
+                    .drifted
+                    .as_ref()
+                    .map(|d| d.reason.as_str())
+                    .unwrap_or_default();
                 let replaced: f64 = new_claims.iter().filter_map(|n| n.launch_price).sum();
                 let explanation = if new_claims.is_empty() {
-                    format!("drifted ({reason}): delete {}, its pods fit on other nodes", c.claim)
+                    format!(
+                        "drifted ({reason}): delete {}, its pods fit on other nodes",
+                        c.claim
+                    )
                 } else {
-                    format!("drifted ({reason}): replace {} with {}", c.claim, describe_claims(&new_claims))
+                    format!(
+                        "drifted ({reason}): replace {} with {}",
+                        c.claim,
+                        describe_claims(&new_claims)
+                    )
                 };
                 outcome.command = Some(Command {
                     method: Method::Drift,
@@ -226,13 +313,21 @@ fn drift(snapshot: &Snapshot, sim: &mut Simulator<'_>, eligible: Vec<&Candidate>
 /// Multi-node consolidation: the consolidation candidates within their budgets (at most
 /// [`Options::multi_node_limit`](super::Options)), and a binary search for the longest prefix
 /// that can be deleted or replaced by one cheaper node.
-fn multi_node(snapshot: &Snapshot, sim: &mut Simulator<'_>, eligible: Vec<&Candidate>, outcome: &mut MethodOutcome) {
+fn multi_node(
+    snapshot: &Snapshot,
+    sim: &mut Simulator<'_>,
+    eligible: Vec<&Candidate>,
+    outcome: &mut MethodOutcome,
+) {
     let mut left = allowances(snapshot, Method::MultiNodeConsolidation, &eligible);
     let mut batch = Vec::new();
     for c in eligible {
         let slot = left.entry(c.pool.clone()).or_default();
         if *slot == 0 {
-            outcome.blocked.push((c.claim.clone(), budget_blocked(&c.pool, Method::MultiNodeConsolidation)));
+            outcome.blocked.push((
+                c.claim.clone(),
+                budget_blocked(&c.pool, Method::MultiNodeConsolidation),
+            ));
             continue;
         }
         *slot -= 1;
@@ -252,7 +347,12 @@ fn multi_node(snapshot: &Snapshot, sim: &mut Simulator<'_>, eligible: Vec<&Candi
     let mut best = None;
     while lo <= hi {
         let mid = (lo + hi) / 2;
-        match consolidate(snapshot, sim, &batch[..=mid], Method::MultiNodeConsolidation) {
+        match consolidate(
+            snapshot,
+            sim,
+            &batch[..=mid],
+            Method::MultiNodeConsolidation,
+        ) {
             Ok(command) => {
                 best = Some(command);
                 lo = mid + 1;
@@ -270,14 +370,23 @@ fn multi_node(snapshot: &Snapshot, sim: &mut Simulator<'_>, eligible: Vec<&Candi
 
 /// Single-node consolidation: one candidate at a time, round robin across NodePools, until one
 /// can be deleted or replaced by a cheaper node.
-fn single_node(snapshot: &Snapshot, sim: &mut Simulator<'_>, eligible: Vec<&Candidate>, outcome: &mut MethodOutcome) {
+fn single_node(
+    snapshot: &Snapshot,
+    sim: &mut Simulator<'_>,
+    eligible: Vec<&Candidate>,
+    outcome: &mut MethodOutcome,
+) {
     let left = allowances(snapshot, Method::SingleNodeConsolidation, &eligible);
     let mut by_pool: BTreeMap<&str, Vec<&Candidate>> = BTreeMap::new();
     for c in &eligible {
         by_pool.entry(c.pool.as_str()).or_default().push(c);
     }
     let longest = by_pool.values().map(Vec::len).max().unwrap_or(0);
-    let order = (0..longest).flat_map(|i| by_pool.values().filter_map(move |list| list.get(i).copied()));
+    let order = (0..longest).flat_map(|i| {
+        by_pool
+            .values()
+            .filter_map(move |list| list.get(i).copied())
+    });
     if !eligible.is_empty()
         && let Some(why) = pending_need_nodes(sim)
     {
@@ -286,7 +395,10 @@ fn single_node(snapshot: &Snapshot, sim: &mut Simulator<'_>, eligible: Vec<&Cand
     }
     for c in order {
         if left.get(&c.pool).copied().unwrap_or(0) == 0 {
-            outcome.blocked.push((c.claim.clone(), budget_blocked(&c.pool, Method::SingleNodeConsolidation)));
+            outcome.blocked.push((
+                c.claim.clone(),
+                budget_blocked(&c.pool, Method::SingleNodeConsolidation),
+            ));
             continue;
         }
         match consolidate(snapshot, sim, &[c], Method::SingleNodeConsolidation) {
@@ -305,18 +417,30 @@ fn single_node(snapshot: &Snapshot, sim: &mut Simulator<'_>, eligible: Vec<&Cand
 /// one simulation before any candidate's, which keeps consolidation cheap during a scale-out.
 fn pending_need_nodes(sim: &mut Simulator<'_>) -> Option<String> {
     let needed = sim.baseline().new_claims;
-    (needed >= 2).then(|| format!("pending pods need {needed} new nodes; consolidation waits until they are placed"))
+    (needed >= 2).then(|| {
+        format!("pending pods need {needed} new nodes; consolidation waits until they are placed")
+    })
 }
 
 /// Upstream's `computeConsolidation` for one set of candidates: their pods move to the other
 /// nodes (delete) or to the other nodes and one new, cheaper NodeClaim (replace).
-fn consolidate(snapshot: &Snapshot, sim: &mut Simulator<'_>, candidates: &[&Candidate], method: Method) -> Result<Command, String> {
+fn consolidate(
+    snapshot: &Snapshot,
+    sim: &mut Simulator<'_>,
+    candidates: &[&Candidate],
+    method: Method,
+) -> Result<Command, String> {
     let Simulated { mut new_claims } = sim.remove(candidates)?;
     let cost: f64 = candidates.iter().map(|c| c.price_or_zero()).sum();
-    let min_saving = candidates.iter().filter_map(|c| snapshot.pools.get(&c.pool).and_then(|p| p.min_saving)).collect::<Vec<_>>();
+    let min_saving = candidates
+        .iter()
+        .filter_map(|c| snapshot.pools.get(&c.pool).and_then(|p| p.min_saving))
+        .collect::<Vec<_>>();
     let check_saving = |saving: f64| -> Result<(), String> {
         if let Some(m) = min_saving.iter().find(|m| !m.met(saving, cost)) {
-            return Err(format!("saving {saving:.4}/h of {cost:.4}/h is below the NodePool's minimum ({m:?})"));
+            return Err(format!(
+                "saving {saving:.4}/h of {cost:.4}/h is below the NodePool's minimum ({m:?})"
+            ));
         }
         balanced_score(snapshot, candidates, saving, cost)
     };
@@ -328,24 +452,40 @@ fn consolidate(snapshot: &Snapshot, sim: &mut Simulator<'_>, candidates: &[&Cand
                 candidates: candidates.iter().map(|c| c.claim.clone()).collect(),
                 replacements: Vec::new(),
                 saving_per_hour: cost,
-                explanation: format!("underutilized: delete {}, their pods fit on other nodes; saves {cost:.4}/h", names(candidates)),
+                explanation: format!(
+                    "underutilized: delete {}, their pods fit on other nodes; saves {cost:.4}/h",
+                    names(candidates)
+                ),
             });
         }
         1 => {}
-        n => return Err(format!("can't consolidate {}: their pods would need {n} new nodes", names(candidates))),
+        n => {
+            return Err(format!(
+                "can't consolidate {}: their pods would need {n} new nodes",
+                names(candidates)
+            ));
+        }
     }
     let mut claim = new_claims.remove(0);
     let types = pool_types(snapshot, &claim.spec.nodepool);
     let well_known = snapshot.scheduling.label_policy.well_known();
     let capacity = claim.spec.requirements.get(CAPACITY_TYPE_LABEL).cloned();
     let allows = |ct: &str| capacity.as_ref().is_none_or(|r| r.has(ct));
-    let all_spot = candidates.iter().all(|c| c.capacity_type == CAPACITY_TYPE_SPOT);
+    let all_spot = candidates
+        .iter()
+        .all(|c| c.capacity_type == CAPACITY_TYPE_SPOT);
     let spot_to_spot = all_spot && allows(CAPACITY_TYPE_SPOT);
     if spot_to_spot {
         if !snapshot.options.spot_to_spot {
-            return Err("SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node".to_string());
+            return Err(
+                "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
+                    .to_string(),
+            );
         }
-        claim.spec.requirements.add(Requirement::in_values(CAPACITY_TYPE_LABEL, [CAPACITY_TYPE_SPOT]));
+        claim.spec.requirements.add(Requirement::in_values(
+            CAPACITY_TYPE_LABEL,
+            [CAPACITY_TYPE_SPOT],
+        ));
     }
     // Keep the options that cost less than the candidates even at their worst launch price.
     let mut options: Vec<(&InstanceType, f64)> = claim
@@ -353,7 +493,11 @@ fn consolidate(snapshot: &Snapshot, sim: &mut Simulator<'_>, candidates: &[&Cand
         .instance_types
         .iter()
         .filter_map(|name| types.iter().find(|t| t.name() == name))
-        .filter_map(|t| t.offerings().worst_launch_price(&claim.spec.requirements, well_known).map(|p| (t, p)))
+        .filter_map(|t| {
+            t.offerings()
+                .worst_launch_price(&claim.spec.requirements, well_known)
+                .map(|p| (t, p))
+        })
         .filter(|(_, price)| *price < cost)
         .collect();
     if method == Method::MultiNodeConsolidation {
@@ -378,14 +522,21 @@ fn consolidate(snapshot: &Snapshot, sim: &mut Simulator<'_>, candidates: &[&Cand
     }
     if claim.spec.requirements.has_min_values() {
         let kept: Vec<&InstanceType> = options.iter().map(|(t, _)| *t).collect();
-        satisfies_min_values(&kept, &claim.spec.requirements).map_err(|e| format!("can't replace with a cheaper node: {e}"))?;
+        satisfies_min_values(&kept, &claim.spec.requirements)
+            .map_err(|e| format!("can't replace with a cheaper node: {e}"))?;
     }
     if !spot_to_spot && allows(CAPACITY_TYPE_SPOT) && allows(CAPACITY_TYPE_ON_DEMAND) {
         // Priced assuming spot launches: never fall back to a pricier on-demand node.
-        claim.spec.requirements.add(Requirement::in_values(CAPACITY_TYPE_LABEL, [CAPACITY_TYPE_SPOT]));
+        claim.spec.requirements.add(Requirement::in_values(
+            CAPACITY_TYPE_LABEL,
+            [CAPACITY_TYPE_SPOT],
+        ));
     }
     let names_kept: Vec<String> = options.iter().map(|(t, _)| t.name().to_string()).collect();
-    claim.spec.requirements.add(Requirement::in_values(INSTANCE_TYPE_LABEL, names_kept.iter().map(String::as_str)));
+    claim.spec.requirements.add(Requirement::in_values(
+        INSTANCE_TYPE_LABEL,
+        names_kept.iter().map(String::as_str),
+    ));
     claim.spec.instance_types = names_kept.into();
     claim.launch_price = Some(options[0].1);
     let saving = cost - options[0].1;
@@ -409,16 +560,28 @@ fn consolidate(snapshot: &Snapshot, sim: &mut Simulator<'_>, candidates: &[&Cand
 /// the pool's share of the saving (split by the candidates' prices) over the pool's total
 /// cost, divided by the moved disruption cost over the pool's total disruption cost, must
 /// reach [`BALANCED_THRESHOLD`](super::candidate::BALANCED_THRESHOLD).
-fn balanced_score(snapshot: &Snapshot, candidates: &[&Candidate], saving: f64, cost: f64) -> Result<(), String> {
+fn balanced_score(
+    snapshot: &Snapshot,
+    candidates: &[&Candidate],
+    saving: f64,
+    cost: f64,
+) -> Result<(), String> {
     let pools: BTreeSet<&str> = candidates.iter().map(|c| c.pool.as_str()).collect();
     for pool in pools {
-        if snapshot.pools.get(pool).map(|p| p.policy) != Some(super::ConsolidationPolicy::Balanced) {
+        if snapshot.pools.get(pool).map(|p| p.policy) != Some(super::ConsolidationPolicy::Balanced)
+        {
             continue;
         }
         let members = snapshot.candidates.iter().filter(|c| c.pool == pool);
-        let (pool_cost, pool_disruption) = members.fold((0.0, 0.0), |(p, d), c| (p + c.price_or_zero(), d + c.disruption_cost));
+        let (pool_cost, pool_disruption) = members.fold((0.0, 0.0), |(p, d), c| {
+            (p + c.price_or_zero(), d + c.disruption_cost)
+        });
         let moving: Vec<&&Candidate> = candidates.iter().filter(|c| c.pool == pool).collect();
-        let share = if cost > 0.0 { moving.iter().map(|c| c.price_or_zero()).sum::<f64>() / cost } else { 0.0 };
+        let share = if cost > 0.0 {
+            moving.iter().map(|c| c.price_or_zero()).sum::<f64>() / cost
+        } else {
+            0.0
+        };
         let moved: f64 = moving.iter().map(|c| c.disruption_cost).sum();
         if pool_cost <= 0.0 || pool_disruption <= 0.0 || moved <= 0.0 {
             continue;
@@ -437,23 +600,44 @@ fn balanced_score(snapshot: &Snapshot, candidates: &[&Candidate], saving: f64, c
 /// Upstream's `filterOutSameInstanceType`: when a replacement option is the instance type of
 /// a candidate, only options cheaper than the cheapest such candidate stay (otherwise
 /// deleting the other candidates alone would be better).
-fn filter_out_same_instance_type(candidates: &[&Candidate], options: &mut Vec<(&InstanceType, f64)>) {
+fn filter_out_same_instance_type(
+    candidates: &[&Candidate],
+    options: &mut Vec<(&InstanceType, f64)>,
+) {
     let mut price_of: BTreeMap<&str, f64> = BTreeMap::new();
     for c in candidates {
         let p = c.price_or_zero();
-        price_of.entry(c.instance_type.as_str()).and_modify(|v| *v = v.max(p)).or_insert(p);
+        price_of
+            .entry(c.instance_type.as_str())
+            .and_modify(|v| *v = v.max(p))
+            .or_insert(p);
     }
-    let ceiling = options.iter().filter_map(|(t, _)| price_of.get(t.name()).copied()).fold(f64::INFINITY, f64::min);
+    let ceiling = options
+        .iter()
+        .filter_map(|(t, _)| price_of.get(t.name()).copied())
+        .fold(f64::INFINITY, f64::min);
     options.retain(|(_, price)| *price < ceiling);
 }
 
 /// The most options any `minValues` of the claim asks for.
 fn min_values_needed(claim: &NewNodeClaim) -> usize {
-    claim.spec.requirements.iter().filter_map(|r| r.min_values()).max().unwrap_or(0)
+    claim
+        .spec
+        .requirements
+        .iter()
+        .filter_map(|r| r.min_values())
+        .max()
+        .unwrap_or(0)
 }
 
 fn pool_types<'s>(snapshot: &'s Snapshot, pool: &str) -> &'s [InstanceType] {
-    snapshot.scheduling.nodepools.iter().find(|p| p.template.nodepool == pool).map(|p| p.instance_types.as_slice()).unwrap_or(&[])
+    snapshot
+        .scheduling
+        .nodepools
+        .iter()
+        .find(|p| p.template.nodepool == pool)
+        .map(|p| p.instance_types.as_slice())
+        .unwrap_or(&[])
 }
 
 /// Re-checks `command` on a fresh snapshot taken after the validation delay (upstream's
@@ -474,7 +658,11 @@ pub fn validate(snapshot: &Snapshot, command: &Command) -> Result<Command, Strin
             None => match blocked_now.iter().find(|(c, _)| c == name) {
                 Some((_, reason)) => problems.push(format!("{name}: {reason}")),
                 None if snapshot.candidates.iter().any(|c| &c.claim == name) => {
-                    problems.push(format!("{name}: {}", blocked(snapshot, snapshot.candidate(name).expect("present"), method).unwrap_or_default()))
+                    problems.push(format!(
+                        "{name}: {}",
+                        blocked(snapshot, snapshot.candidate(name).expect("present"), method)
+                            .unwrap_or_default()
+                    ))
                 }
                 None => problems.push(format!("{name} is gone")),
             },
@@ -507,15 +695,37 @@ pub fn validate(snapshot: &Snapshot, command: &Command) -> Result<Command, Strin
         return Err(problems.join("; "));
     }
     let again = match method {
-        Method::Drift => sim.remove(&valid).map(|s| s.new_claims.len()).map(|n| if n == 0 { Decision::Delete } else { Decision::Replace }),
+        Method::Drift => sim.remove(&valid).map(|s| s.new_claims.len()).map(|n| {
+            if n == 0 {
+                Decision::Delete
+            } else {
+                Decision::Replace
+            }
+        }),
         _ => consolidate(snapshot, &mut sim, &valid, method).and_then(|fresh| {
-            let before: BTreeSet<&String> = command.replacements.iter().flat_map(|r| r.spec.instance_types.iter()).collect();
-            let subset = fresh.replacements.iter().flat_map(|r| r.spec.instance_types.iter()).all(|t| before.contains(t));
-            if subset { Ok(fresh.decision()) } else { Err("the replacement's instance types changed".to_string()) }
+            let before: BTreeSet<&String> = command
+                .replacements
+                .iter()
+                .flat_map(|r| r.spec.instance_types.iter())
+                .collect();
+            let subset = fresh
+                .replacements
+                .iter()
+                .flat_map(|r| r.spec.instance_types.iter())
+                .all(|t| before.contains(t));
+            if subset {
+                Ok(fresh.decision())
+            } else {
+                Err("the replacement's instance types changed".to_string())
+            }
         }),
     }?;
     if again != command.decision() {
-        return Err(format!("the decision changed from {} to {}", command.decision().as_str(), again.as_str()));
+        return Err(format!(
+            "the decision changed from {} to {}",
+            command.decision().as_str(),
+            again.as_str()
+        ));
     }
     Ok(command.clone())
 }
@@ -533,14 +743,26 @@ pub fn explain(snapshot: &Snapshot, name: &str) -> Option<Vec<String>> {
         c.capacity_type,
         c.instance_type,
         c.zone,
-        c.price.map_or("price unknown".to_string(), |p| format!("{p:.4}")),
+        c.price
+            .map_or("price unknown".to_string(), |p| format!("{p:.4}")),
         c.pods.len(),
         if c.pods.len() == 1 { "" } else { "s" }
     )];
-    for reason in [super::Reason::Empty, super::Reason::Drifted, super::Reason::Underutilized] {
+    for reason in [
+        super::Reason::Empty,
+        super::Reason::Drifted,
+        super::Reason::Underutilized,
+    ] {
         let a = snapshot.allowance(&c.pool, reason);
-        let allowed = if a.allowed == u64::MAX { "unlimited".to_string() } else { a.allowed.to_string() };
-        let mut line = format!("budget for {}: {allowed} more node(s) may be disrupted", reason.as_str());
+        let allowed = if a.allowed == u64::MAX {
+            "unlimited".to_string()
+        } else {
+            a.allowed.to_string()
+        };
+        let mut line = format!(
+            "budget for {}: {allowed} more node(s) may be disrupted",
+            reason.as_str()
+        );
         for invalid in a.invalid {
             line.push_str(&format!(" (invalid budget: {invalid})"));
         }
@@ -549,7 +771,11 @@ pub fn explain(snapshot: &Snapshot, name: &str) -> Option<Vec<String>> {
     for method in [Method::Expiration].into_iter().chain(Method::ALL) {
         let verdict = match blocked(snapshot, c, method) {
             Some(reason) => format!("no: {reason}"),
-            None if method != Method::Expiration && snapshot.allowance(&c.pool, method.reason()).allowed == 0 => format!("no: {}", budget_blocked(&c.pool, method)),
+            None if method != Method::Expiration
+                && snapshot.allowance(&c.pool, method.reason()).allowed == 0 =>
+            {
+                format!("no: {}", budget_blocked(&c.pool, method))
+            }
             None => {
                 let mut sim = Simulator::new(snapshot);
                 let result = match method {
@@ -576,17 +802,34 @@ pub fn explain(snapshot: &Snapshot, name: &str) -> Option<Vec<String>> {
 }
 
 fn names(candidates: &[&Candidate]) -> String {
-    candidates.iter().map(|c| c.claim.as_str()).collect::<Vec<_>>().join(", ")
+    candidates
+        .iter()
+        .map(|c| c.claim.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn count(n: usize) -> String {
-    if n == 1 { "1 node".to_string() } else { format!("{n} nodes") }
+    if n == 1 {
+        "1 node".to_string()
+    } else {
+        format!("{n} nodes")
+    }
 }
 
 fn describe_claims(claims: &[NewNodeClaim]) -> String {
     claims
         .iter()
-        .map(|c| format!("one {} node", c.spec.instance_types.first().map(String::as_str).unwrap_or("new")))
+        .map(|c| {
+            format!(
+                "one {} node",
+                c.spec
+                    .instance_types
+                    .first()
+                    .map(String::as_str)
+                    .unwrap_or("new")
+            )
+        })
         .collect::<Vec<_>>()
         .join(" and ")
 }

@@ -25,9 +25,12 @@ use std::time::{Duration, SystemTime};
 
 pub use budget::{Allowance, Budget, BudgetNodes, allowed_disruptions};
 pub use candidate::{Candidate, ConsolidationPolicy, Drifted, Pool};
-pub use static_pool::{StaticAction, StaticClaim, static_action, static_claim};
 pub use methods::{MethodOutcome, decide, evaluate, explain, validate};
-pub use signals::{DriftReason, DriftView, consolidatable, drift, eviction_cost, nomination_window, reschedule_cost};
+pub use signals::{
+    DriftReason, DriftView, consolidatable, drift, eviction_cost, nomination_window,
+    reschedule_cost,
+};
+pub use static_pool::{StaticAction, StaticClaim, static_action, static_claim};
 
 use crate::scheduling::{NewNodeClaim, SchedulingContext, SchedulingInput};
 
@@ -86,15 +89,22 @@ pub enum Method {
 
 impl Method {
     /// Every method, in upstream's order.
-    pub const ALL: [Method; 5] =
-        [Method::Emptiness, Method::StaticDrift, Method::Drift, Method::MultiNodeConsolidation, Method::SingleNodeConsolidation];
+    pub const ALL: [Method; 5] = [
+        Method::Emptiness,
+        Method::StaticDrift,
+        Method::Drift,
+        Method::MultiNodeConsolidation,
+        Method::SingleNodeConsolidation,
+    ];
 
     /// The budget reason the method's commands count against.
     pub fn reason(self) -> Reason {
         match self {
             Method::Emptiness => Reason::Empty,
             Method::Drift | Method::StaticDrift => Reason::Drifted,
-            Method::MultiNodeConsolidation | Method::SingleNodeConsolidation => Reason::Underutilized,
+            Method::MultiNodeConsolidation | Method::SingleNodeConsolidation => {
+                Reason::Underutilized
+            }
             Method::Expiration => Reason::Expired,
         }
     }
@@ -165,7 +175,11 @@ pub struct Command {
 impl Command {
     /// Delete or replace.
     pub fn decision(&self) -> Decision {
-        if self.replacements.is_empty() { Decision::Delete } else { Decision::Replace }
+        if self.replacements.is_empty() {
+            Decision::Delete
+        } else {
+            Decision::Replace
+        }
     }
 
     /// The budget reason.
@@ -186,7 +200,10 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { spot_to_spot: false, multi_node_limit: 100 }
+        Options {
+            spot_to_spot: false,
+            multi_node_limit: 100,
+        }
     }
 }
 
@@ -217,7 +234,9 @@ impl Snapshot {
 
     /// The candidate with this NodeClaim or Node name.
     pub fn candidate(&self, name: &str) -> Option<&Candidate> {
-        self.candidates.iter().find(|c| c.claim == name || c.node == name)
+        self.candidates
+            .iter()
+            .find(|c| c.claim == name || c.node == name)
     }
 
     /// How many nodes of `pool` may start disrupting for `reason` now, with the budgets that
@@ -225,7 +244,10 @@ impl Snapshot {
     pub fn allowance(&self, pool: &str, reason: Reason) -> Allowance {
         match self.pools.get(pool) {
             Some(p) => allowed_disruptions(&p.budgets, reason, p.nodes, p.disrupting, self.now()),
-            None => Allowance { allowed: 0, invalid: vec![format!("NodePool {pool} not found")] },
+            None => Allowance {
+                allowed: 0,
+                invalid: vec![format!("NodePool {pool} not found")],
+            },
         }
     }
 }
@@ -233,5 +255,6 @@ impl Snapshot {
 /// The command timeout of the orchestration queue: 80 ms per queued command, clamped to
 /// 10 min – 1 h (upstream's rule for waiting on replacements to initialize).
 pub fn command_timeout(queued: usize) -> Duration {
-    (Duration::from_millis(80) * u32::try_from(queued).unwrap_or(u32::MAX)).clamp(Duration::from_secs(600), Duration::from_secs(3600))
+    (Duration::from_millis(80) * u32::try_from(queued).unwrap_or(u32::MAX))
+        .clamp(Duration::from_secs(600), Duration::from_secs(3600))
 }

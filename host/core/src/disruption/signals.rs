@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use crate::instance_type::InstanceType;
-use crate::labels::{CAPACITY_TYPE_LABEL, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_RESERVED, INSTANCE_TYPE_LABEL, WELL_KNOWN_LABELS};
+use crate::labels::{
+    CAPACITY_TYPE_LABEL, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_RESERVED, INSTANCE_TYPE_LABEL,
+    WELL_KNOWN_LABELS,
+};
 use crate::requirements::{Requirement, Requirements};
 
 /// Whether a node is `Consolidatable` at `now`: `consolidateAfter` (`None`: `Never`, the
@@ -36,7 +39,9 @@ pub fn nomination_window(batch_max_duration: Duration) -> Duration {
 /// clamped to `[-10, 10]` (`controller.kubernetes.io/pod-deletion-cost` and the pod's
 /// priority).
 pub fn eviction_cost(deletion_cost: Option<i32>, priority: i32) -> f64 {
-    let cost = 1.0 + f64::from(deletion_cost.unwrap_or(0)) / 2f64.powi(27) + f64::from(priority) / 2f64.powi(25);
+    let cost = 1.0
+        + f64::from(deletion_cost.unwrap_or(0)) / 2f64.powi(27)
+        + f64::from(priority) / 2f64.powi(25);
     cost.clamp(-10.0, 10.0)
 }
 
@@ -93,8 +98,15 @@ pub fn drift(view: &DriftView<'_>) -> Option<DriftReason> {
     {
         return Some(DriftReason::NodePoolDrifted);
     }
-    let labels = Requirements::from_labels(view.claim_labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    if labels.compatible(view.pool_requirements, &[] as &[&str]).is_err() {
+    let labels = Requirements::from_labels(
+        view.claim_labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    if labels
+        .compatible(view.pool_requirements, &[] as &[&str])
+        .is_err()
+    {
         return Some(DriftReason::RequirementsDrifted);
     }
     if let Some(types) = view.instance_types
@@ -109,13 +121,24 @@ pub fn drift(view: &DriftView<'_>) -> Option<DriftReason> {
 /// compatible with the claim's labels is available (a reserved claim also accepts on-demand
 /// offerings).
 fn instance_type_gone(labels: &BTreeMap<String, String>, types: &[InstanceType]) -> bool {
-    let Some(name) = labels.get(INSTANCE_TYPE_LABEL) else { return false };
-    let Some(it) = types.iter().find(|t| t.name() == name) else { return true };
-    let mut requirements = Requirements::from_labels(labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let Some(name) = labels.get(INSTANCE_TYPE_LABEL) else {
+        return false;
+    };
+    let Some(it) = types.iter().find(|t| t.name() == name) else {
+        return true;
+    };
+    let mut requirements =
+        Requirements::from_labels(labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     if labels.get(CAPACITY_TYPE_LABEL).map(String::as_str) == Some(CAPACITY_TYPE_RESERVED) {
-        requirements.add(Requirement::in_values(CAPACITY_TYPE_LABEL, [CAPACITY_TYPE_RESERVED, CAPACITY_TYPE_ON_DEMAND]));
+        requirements.add(Requirement::in_values(
+            CAPACITY_TYPE_LABEL,
+            [CAPACITY_TYPE_RESERVED, CAPACITY_TYPE_ON_DEMAND],
+        ));
     }
-    it.offerings().available_compatible(&requirements, &WELL_KNOWN_LABELS[..]).next().is_none()
+    it.offerings()
+        .available_compatible(&requirements, &WELL_KNOWN_LABELS[..])
+        .next()
+        .is_none()
 }
 
 #[cfg(test)]
@@ -131,16 +154,36 @@ mod tests {
         let after = Some(Duration::from_secs(30));
         assert_eq!(consolidatable(after, Some(t(0)), None, t(29)), Some(false));
         assert_eq!(consolidatable(after, Some(t(0)), None, t(30)), Some(true));
-        assert_eq!(consolidatable(after, Some(t(0)), Some(t(20)), t(30)), Some(false), "a pod event restarts the wait");
-        assert_eq!(consolidatable(after, Some(t(0)), Some(t(20)), t(50)), Some(true));
-        assert_eq!(consolidatable(None, Some(t(0)), None, t(1_000)), None, "Never: no condition");
-        assert_eq!(consolidatable(Some(Duration::ZERO), None, None, t(0)), Some(true));
+        assert_eq!(
+            consolidatable(after, Some(t(0)), Some(t(20)), t(30)),
+            Some(false),
+            "a pod event restarts the wait"
+        );
+        assert_eq!(
+            consolidatable(after, Some(t(0)), Some(t(20)), t(50)),
+            Some(true)
+        );
+        assert_eq!(
+            consolidatable(None, Some(t(0)), None, t(1_000)),
+            None,
+            "Never: no condition"
+        );
+        assert_eq!(
+            consolidatable(Some(Duration::ZERO), None, None, t(0)),
+            Some(true)
+        );
     }
 
     #[test]
     fn the_nomination_window_is_twice_the_batch_maximum_and_at_least_ten_seconds() {
-        assert_eq!(nomination_window(Duration::from_secs(10)), Duration::from_secs(20));
-        assert_eq!(nomination_window(Duration::from_secs(2)), Duration::from_secs(10));
+        assert_eq!(
+            nomination_window(Duration::from_secs(10)),
+            Duration::from_secs(20)
+        );
+        assert_eq!(
+            nomination_window(Duration::from_secs(2)),
+            Duration::from_secs(10)
+        );
     }
 
     #[test]
@@ -148,14 +191,29 @@ mod tests {
         assert_eq!(eviction_cost(None, 0), 1.0);
         assert_eq!(eviction_cost(Some(1 << 27), 0), 2.0);
         assert_eq!(eviction_cost(None, 1 << 25), 2.0);
-        assert_eq!(eviction_cost(Some(i32::MAX), 2_000_000_000), 10.0, "clamped high");
-        assert_eq!(eviction_cost(Some(i32::MIN), -2_000_000_000), -10.0, "clamped low");
+        assert_eq!(
+            eviction_cost(Some(i32::MAX), 2_000_000_000),
+            10.0,
+            "clamped high"
+        );
+        assert_eq!(
+            eviction_cost(Some(i32::MIN), -2_000_000_000),
+            -10.0,
+            "clamped low"
+        );
         assert_eq!(reschedule_cost([]), 1.0, "no pods: empty");
-        assert_eq!(reschedule_cost([1.0, 2.0, -3.0]), 4.0, "negative costs count as zero");
+        assert_eq!(
+            reschedule_cost([1.0, 2.0, -3.0]),
+            4.0,
+            "negative costs count as zero"
+        );
     }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn view<'a>(
@@ -174,28 +232,87 @@ mod tests {
 
     #[test]
     fn drift_checks_the_hash_then_the_requirements_then_the_instance_type() {
-        let claim = labels(&[(INSTANCE_TYPE_LABEL, "m.large"), (ZONE_LABEL, "a"), (CAPACITY_TYPE_LABEL, "on-demand"), ("team", "x")]);
-        let pool: Requirements = [Requirement::in_values(ZONE_LABEL, ["a", "b"])].into_iter().collect();
-        let offered = InstanceType::new("m.large", Requirements::new(), Resources::new(), Default::default(), vec![Offering::new("a", "on-demand", Some(1.0), true)]);
+        let claim = labels(&[
+            (INSTANCE_TYPE_LABEL, "m.large"),
+            (ZONE_LABEL, "a"),
+            (CAPACITY_TYPE_LABEL, "on-demand"),
+            ("team", "x"),
+        ]);
+        let pool: Requirements = [Requirement::in_values(ZONE_LABEL, ["a", "b"])]
+            .into_iter()
+            .collect();
+        let offered = InstanceType::new(
+            "m.large",
+            Requirements::new(),
+            Resources::new(),
+            Default::default(),
+            vec![Offering::new("a", "on-demand", Some(1.0), true)],
+        );
         let types = vec![offered.clone()];
         assert_eq!(drift(&view(&claim, &pool, Some(&types))), None);
 
-        let rehashed = DriftView { pool_hash: ("2", "v3"), ..view(&claim, &pool, None) };
+        let rehashed = DriftView {
+            pool_hash: ("2", "v3"),
+            ..view(&claim, &pool, None)
+        };
         assert_eq!(drift(&rehashed), Some(DriftReason::NodePoolDrifted));
-        let new_version = DriftView { pool_hash: ("2", "v4"), ..view(&claim, &pool, None) };
-        assert_eq!(drift(&new_version), None, "a different hash version is not drift");
+        let new_version = DriftView {
+            pool_hash: ("2", "v4"),
+            ..view(&claim, &pool, None)
+        };
+        assert_eq!(
+            drift(&new_version),
+            None,
+            "a different hash version is not drift"
+        );
 
-        let moved: Requirements = [Requirement::in_values(ZONE_LABEL, ["b"])].into_iter().collect();
-        assert_eq!(drift(&view(&claim, &moved, None)), Some(DriftReason::RequirementsDrifted));
-        let undefined: Requirements = [Requirement::in_values("gpu", ["yes"])].into_iter().collect();
-        assert_eq!(drift(&view(&claim, &undefined, None)), Some(DriftReason::RequirementsDrifted), "a key the claim lacks");
+        let moved: Requirements = [Requirement::in_values(ZONE_LABEL, ["b"])]
+            .into_iter()
+            .collect();
+        assert_eq!(
+            drift(&view(&claim, &moved, None)),
+            Some(DriftReason::RequirementsDrifted)
+        );
+        let undefined: Requirements = [Requirement::in_values("gpu", ["yes"])]
+            .into_iter()
+            .collect();
+        assert_eq!(
+            drift(&view(&claim, &undefined, None)),
+            Some(DriftReason::RequirementsDrifted),
+            "a key the claim lacks"
+        );
         let excluded: Requirements = [Requirement::does_not_exist("gpu")].into_iter().collect();
-        assert_eq!(drift(&view(&claim, &excluded, None)), None, "DoesNotExist is met by an absent label");
+        assert_eq!(
+            drift(&view(&claim, &excluded, None)),
+            None,
+            "DoesNotExist is met by an absent label"
+        );
 
-        assert_eq!(drift(&view(&claim, &pool, Some(&[]))), Some(DriftReason::InstanceTypeNotFound));
-        let unavailable = vec![InstanceType::new("m.large", Requirements::new(), Resources::new(), Default::default(), vec![Offering::new("a", "on-demand", Some(1.0), false)])];
-        assert_eq!(drift(&view(&claim, &pool, Some(&unavailable))), Some(DriftReason::InstanceTypeNotFound));
-        let elsewhere = vec![InstanceType::new("m.large", Requirements::new(), Resources::new(), Default::default(), vec![Offering::new("b", "on-demand", Some(1.0), true)])];
-        assert_eq!(drift(&view(&claim, &pool, Some(&elsewhere))), Some(DriftReason::InstanceTypeNotFound));
+        assert_eq!(
+            drift(&view(&claim, &pool, Some(&[]))),
+            Some(DriftReason::InstanceTypeNotFound)
+        );
+        let unavailable = vec![InstanceType::new(
+            "m.large",
+            Requirements::new(),
+            Resources::new(),
+            Default::default(),
+            vec![Offering::new("a", "on-demand", Some(1.0), false)],
+        )];
+        assert_eq!(
+            drift(&view(&claim, &pool, Some(&unavailable))),
+            Some(DriftReason::InstanceTypeNotFound)
+        );
+        let elsewhere = vec![InstanceType::new(
+            "m.large",
+            Requirements::new(),
+            Resources::new(),
+            Default::default(),
+            vec![Offering::new("b", "on-demand", Some(1.0), true)],
+        )];
+        assert_eq!(
+            drift(&view(&claim, &pool, Some(&elsewhere))),
+            Some(DriftReason::InstanceTypeNotFound)
+        );
     }
 }

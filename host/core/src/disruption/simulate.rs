@@ -38,8 +38,20 @@ pub(crate) struct Simulator<'a> {
 impl<'a> Simulator<'a> {
     pub fn new(snapshot: &'a Snapshot) -> Self {
         let input = snapshot.scheduling.clone();
-        let node_index = input.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
-        Simulator { snapshot, pending: input.pods.len(), input, node_index, baseline: None, count: 0 }
+        let node_index = input
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect();
+        Simulator {
+            snapshot,
+            pending: input.pods.len(),
+            input,
+            node_index,
+            baseline: None,
+            count: 0,
+        }
     }
 
     /// The pending pods scheduled alone (one simulation, run once; none without pending pods).
@@ -48,7 +60,8 @@ impl<'a> Simulator<'a> {
             let mut baseline = Baseline::default();
             if self.pending > 0 {
                 self.count += 1;
-                let result = scheduling::schedule_with_context(&self.input, &self.snapshot.context, None);
+                let result =
+                    scheduling::schedule_with_context(&self.input, &self.snapshot.context, None);
                 baseline.new_claims = result.new_claims.len();
                 for p in &result.placements {
                     if let Placement::Existing { node } = &p.placement {
@@ -81,18 +94,32 @@ impl<'a> Simulator<'a> {
         for i in closed {
             self.input.nodes[i].schedulable = true;
         }
-        let uninitialized: BTreeSet<&str> = self.input.nodes.iter().filter(|n| n.in_flight).map(|n| n.name.as_str()).collect();
+        let uninitialized: BTreeSet<&str> = self
+            .input
+            .nodes
+            .iter()
+            .filter(|n| n.in_flight)
+            .map(|n| n.name.as_str())
+            .collect();
         for placement in &result.placements[self.pending..] {
             match &placement.placement {
                 Placement::Unschedulable { reason } => {
-                    return Err(format!("pod {} cannot be rescheduled: {reason}", placement.key));
+                    return Err(format!(
+                        "pod {} cannot be rescheduled: {reason}",
+                        placement.key
+                    ));
                 }
                 Placement::Existing { node } if uninitialized.contains(node.as_str()) => {
-                    return Err(format!("pod {} would schedule against the uninitialized node {node}", placement.key));
+                    return Err(format!(
+                        "pod {} would schedule against the uninitialized node {node}",
+                        placement.key
+                    ));
                 }
                 _ => {}
             }
         }
-        Ok(Simulated { new_claims: result.new_claims })
+        Ok(Simulated {
+            new_claims: result.new_claims,
+        })
     }
 }

@@ -37,7 +37,11 @@ pub enum StaticAction {
 /// its NodeClaims that count: those not being deleted (the caller leaves a pool alone while a
 /// disruption command replaces one of its claims). Scale-down removes claims
 /// not launched yet first, then empty nodes, then the cheapest to disrupt (ties by name).
-pub fn static_action(replicas: u64, limit_nodes: Option<u64>, claims: &[StaticClaim]) -> StaticAction {
+pub fn static_action(
+    replicas: u64,
+    limit_nodes: Option<u64>,
+    claims: &[StaticClaim],
+) -> StaticAction {
     let desired = limit_nodes.map_or(replicas, |l| replicas.min(l));
     let have = claims.len() as u64;
     if have < desired {
@@ -54,7 +58,13 @@ pub fn static_action(replicas: u64, limit_nodes: Option<u64>, claims: &[StaticCl
             .then(a.disruption_cost.total_cmp(&b.disruption_cost))
             .then(a.name.cmp(&b.name))
     });
-    StaticAction::Delete(order.into_iter().take((have - desired) as usize).map(|c| c.name.clone()).collect())
+    StaticAction::Delete(
+        order
+            .into_iter()
+            .take((have - desired) as usize)
+            .map(|c| c.name.clone())
+            .collect(),
+    )
 }
 
 /// The NodeClaim a static pool launches: its template as is, with no instance types injected
@@ -86,14 +96,28 @@ mod tests {
     use super::*;
 
     fn claim(name: &str, launched: bool, empty: bool, cost: f64) -> StaticClaim {
-        StaticClaim { name: name.into(), launched, empty, disruption_cost: cost }
+        StaticClaim {
+            name: name.into(),
+            launched,
+            empty,
+            disruption_cost: cost,
+        }
     }
 
     #[test]
     fn a_static_pool_grows_to_its_replicas_within_its_node_limit() {
-        assert_eq!(static_action(3, None, &[claim("a", true, false, 2.0)]), StaticAction::Create(2));
-        assert_eq!(static_action(3, Some(2), &[claim("a", true, false, 2.0)]), StaticAction::Create(1));
-        assert_eq!(static_action(1, None, &[claim("a", true, false, 2.0)]), StaticAction::Keep);
+        assert_eq!(
+            static_action(3, None, &[claim("a", true, false, 2.0)]),
+            StaticAction::Create(2)
+        );
+        assert_eq!(
+            static_action(3, Some(2), &[claim("a", true, false, 2.0)]),
+            StaticAction::Create(1)
+        );
+        assert_eq!(
+            static_action(1, None, &[claim("a", true, false, 2.0)]),
+            StaticAction::Keep
+        );
     }
 
     #[test]
@@ -104,8 +128,22 @@ mod tests {
             claim("empty", true, true, 1.0),
             claim("launching", false, true, 1.0),
         ];
-        assert_eq!(static_action(3, None, &claims), StaticAction::Delete(vec!["launching".into()]));
-        assert_eq!(static_action(1, None, &claims), StaticAction::Delete(vec!["launching".into(), "empty".into(), "light".into()]));
-        assert_eq!(static_action(0, None, &claims), StaticAction::Delete(vec!["launching".into(), "empty".into(), "light".into(), "busy".into()]));
+        assert_eq!(
+            static_action(3, None, &claims),
+            StaticAction::Delete(vec!["launching".into()])
+        );
+        assert_eq!(
+            static_action(1, None, &claims),
+            StaticAction::Delete(vec!["launching".into(), "empty".into(), "light".into()])
+        );
+        assert_eq!(
+            static_action(0, None, &claims),
+            StaticAction::Delete(vec![
+                "launching".into(),
+                "empty".into(),
+                "light".into(),
+                "busy".into()
+            ])
+        );
     }
 }

@@ -6,12 +6,19 @@ use super::fixture::{Builder, FixturePod, instance_type};
 use super::*;
 
 fn pods(prefix: &str, cpus: &[u64]) -> Vec<FixturePod> {
-    cpus.iter().enumerate().map(|(i, c)| FixturePod::new(format!("{prefix}-{i}"), *c)).collect()
+    cpus.iter()
+        .enumerate()
+        .map(|(i, c)| FixturePod::new(format!("{prefix}-{i}"), *c))
+        .collect()
 }
 
 /// Small 2-CPU nodes at 0.10, 4-CPU at 0.19, 8-CPU at 0.36 (on-demand; spot 40 %).
 fn catalog() -> Builder {
-    Builder::new(vec![instance_type("c-2", 2, 0.10), instance_type("c-4", 4, 0.19), instance_type("c-8", 8, 0.36)])
+    Builder::new(vec![
+        instance_type("c-2", 2, 0.10),
+        instance_type("c-4", 4, 0.19),
+        instance_type("c-8", 8, 0.36),
+    ])
 }
 
 fn command(snapshot: &Snapshot) -> Option<Command> {
@@ -24,17 +31,36 @@ fn emptiness_deletes_every_empty_consolidatable_node_within_the_budget_priciest_
     b.node("big-empty", "c-8", "on-demand", "zone-a", &[]);
     b.node("small-empty", "c-2", "on-demand", "zone-a", &[]);
     b.node("busy", "c-2", "on-demand", "zone-a", &pods("busy", &[1500]));
-    b.node("fresh-empty", "c-2", "on-demand", "zone-a", &[]).consolidatable = false;
-    b.pool().budgets = vec![Budget { nodes: "1".into(), reasons: None, schedule: None, duration: None }];
+    b.node("fresh-empty", "c-2", "on-demand", "zone-a", &[])
+        .consolidatable = false;
+    b.pool().budgets = vec![Budget {
+        nodes: "1".into(),
+        reasons: None,
+        schedule: None,
+        duration: None,
+    }];
     let snapshot = b.build();
     let outcome = evaluate(&snapshot, Method::Emptiness);
     let cmd = outcome.command.expect("a command");
-    assert_eq!(cmd.candidates, ["big-empty"], "one node allowed: the priciest");
+    assert_eq!(
+        cmd.candidates,
+        ["big-empty"],
+        "one node allowed: the priciest"
+    );
     assert_eq!(cmd.decision(), Decision::Delete);
     assert!((cmd.saving_per_hour - 0.36).abs() < 1e-9);
     let blocked: Vec<&str> = outcome.blocked.iter().map(|(c, _)| c.as_str()).collect();
-    assert_eq!(blocked, ["fresh-empty", "small-empty"], "{:?}", outcome.blocked);
-    assert!(outcome.blocked[1].1.contains("budgets"), "{:?}", outcome.blocked);
+    assert_eq!(
+        blocked,
+        ["fresh-empty", "small-empty"],
+        "{:?}",
+        outcome.blocked
+    );
+    assert!(
+        outcome.blocked[1].1.contains("budgets"),
+        "{:?}",
+        outcome.blocked
+    );
 }
 
 #[test]
@@ -45,11 +71,32 @@ fn pods_that_fit_elsewhere_make_a_delete_and_the_pass_stops_at_the_first_command
     let snapshot = b.build();
     let outcomes = decide(&snapshot);
     let methods: Vec<Method> = outcomes.iter().map(|o| o.method).collect();
-    assert_eq!(methods, [Method::Emptiness, Method::StaticDrift, Method::Drift, Method::MultiNodeConsolidation]);
-    let cmd = outcomes.last().unwrap().command.clone().expect("multi-node decides");
+    assert_eq!(
+        methods,
+        [
+            Method::Emptiness,
+            Method::StaticDrift,
+            Method::Drift,
+            Method::MultiNodeConsolidation
+        ]
+    );
+    let cmd = outcomes
+        .last()
+        .unwrap()
+        .command
+        .clone()
+        .expect("multi-node decides");
     assert_eq!(cmd.decision(), Decision::Replace);
-    assert_eq!(cmd.candidates, ["a", "b"], "both replaced by one cheaper node, the emptier first");
-    assert_eq!(&*cmd.replacements[0].spec.instance_types, ["c-4", "c-8"], "spot options cheaper than one c-4 on demand");
+    assert_eq!(
+        cmd.candidates,
+        ["a", "b"],
+        "both replaced by one cheaper node, the emptier first"
+    );
+    assert_eq!(
+        &*cmd.replacements[0].spec.instance_types,
+        ["c-4", "c-8"],
+        "spot options cheaper than one c-4 on demand"
+    );
 }
 
 #[test]
@@ -60,7 +107,11 @@ fn single_node_consolidation_deletes_a_node_whose_pods_fit_on_another() {
     let snapshot = b.build();
     let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
     let cmd = single.command.expect("a command");
-    assert_eq!(cmd.candidates, ["b"], "the pricier per disruption goes first, and b's pods fit... ");
+    assert_eq!(
+        cmd.candidates,
+        ["b"],
+        "the pricier per disruption goes first, and b's pods fit... "
+    );
 }
 
 #[test]
@@ -69,13 +120,32 @@ fn a_lone_oversized_node_is_replaced_by_the_cheapest_type_that_holds_its_pods() 
     b.node("big", "c-8", "on-demand", "zone-a", &pods("p", &[500, 500]));
     let snapshot = b.build();
     let cmd = command(&snapshot).expect("a replace");
-    assert_eq!(cmd.method, Method::SingleNodeConsolidation, "multi-node needs two candidates");
+    assert_eq!(
+        cmd.method,
+        Method::SingleNodeConsolidation,
+        "multi-node needs two candidates"
+    );
     assert_eq!(cmd.decision(), Decision::Replace);
     let claim = &cmd.replacements[0];
-    assert_eq!(&*claim.spec.instance_types, ["c-2", "c-4", "c-8"], "every cheaper option, cheapest first (c-8 on spot too)");
-    let ct = claim.spec.requirements.get(crate::labels::CAPACITY_TYPE_LABEL).unwrap();
-    assert!(ct.has("spot") && !ct.has("on-demand"), "priced as spot, pinned to spot: {ct}");
-    assert!((cmd.saving_per_hour - (0.36 - 0.04)).abs() < 1e-9, "{}", cmd.saving_per_hour);
+    assert_eq!(
+        &*claim.spec.instance_types,
+        ["c-2", "c-4", "c-8"],
+        "every cheaper option, cheapest first (c-8 on spot too)"
+    );
+    let ct = claim
+        .spec
+        .requirements
+        .get(crate::labels::CAPACITY_TYPE_LABEL)
+        .unwrap();
+    assert!(
+        ct.has("spot") && !ct.has("on-demand"),
+        "priced as spot, pinned to spot: {ct}"
+    );
+    assert!(
+        (cmd.saving_per_hour - (0.36 - 0.04)).abs() < 1e-9,
+        "{}",
+        cmd.saving_per_hour
+    );
 }
 
 #[test]
@@ -85,11 +155,20 @@ fn no_cheaper_replacement_leaves_the_node_and_says_why() {
     b.pool();
     let mut snapshot = b.build();
     // Only on-demand: no spot to price against.
-    snapshot.scheduling.nodepools[0].template.requirements.add(crate::requirements::Requirement::in_values(crate::labels::CAPACITY_TYPE_LABEL, ["on-demand"]));
+    snapshot.scheduling.nodepools[0].template.requirements.add(
+        crate::requirements::Requirement::in_values(
+            crate::labels::CAPACITY_TYPE_LABEL,
+            ["on-demand"],
+        ),
+    );
     let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
     assert!(single.command.is_none());
     assert_eq!(single.rejected.len(), 1);
-    assert!(single.rejected[0].1.contains("cheaper"), "{:?}", single.rejected);
+    assert!(
+        single.rejected[0].1.contains("cheaper"),
+        "{:?}",
+        single.rejected
+    );
 }
 
 #[test]
@@ -99,34 +178,64 @@ fn spot_nodes_are_not_replaced_by_spot_unless_the_gate_is_on() {
     let mut snapshot = b.build();
     let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
     assert!(single.command.is_none());
-    assert!(single.rejected[0].1.contains("SpotToSpotConsolidation is disabled"), "{:?}", single.rejected);
+    assert!(
+        single.rejected[0]
+            .1
+            .contains("SpotToSpotConsolidation is disabled"),
+        "{:?}",
+        single.rejected
+    );
     snapshot.options.spot_to_spot = true;
     let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
-    assert!(single.command.is_none(), "single-node spot-to-spot needs 15 cheaper options");
-    assert!(single.rejected[0].1.contains("requires 15"), "{:?}", single.rejected);
+    assert!(
+        single.command.is_none(),
+        "single-node spot-to-spot needs 15 cheaper options"
+    );
+    assert!(
+        single.rejected[0].1.contains("requires 15"),
+        "{:?}",
+        single.rejected
+    );
 }
 
 #[test]
 fn do_not_disrupt_pods_and_pdbs_block_consolidation_but_not_drift_with_a_grace_period() {
     let mut b = catalog();
     let c = b.node("a", "c-8", "on-demand", "zone-a", &pods("p", &[500]));
-    c.pod_blockers = vec!["pod \"default/p-0\" has \"karpenter.sh/do-not-disrupt\" annotation".into()];
-    c.drifted = Some(Drifted { reason: "NodePoolDrifted".into(), since: std::time::SystemTime::UNIX_EPOCH });
+    c.pod_blockers =
+        vec!["pod \"default/p-0\" has \"karpenter.sh/do-not-disrupt\" annotation".into()];
+    c.drifted = Some(Drifted {
+        reason: "NodePoolDrifted".into(),
+        since: std::time::SystemTime::UNIX_EPOCH,
+    });
     let mut snapshot = b.build();
     let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
     assert!(single.command.is_none());
     assert!(single.blocked[0].1.contains("do-not-disrupt"));
-    assert!(evaluate(&snapshot, Method::Drift).command.is_none(), "no terminationGracePeriod: drift is blocked too");
+    assert!(
+        evaluate(&snapshot, Method::Drift).command.is_none(),
+        "no terminationGracePeriod: drift is blocked too"
+    );
     snapshot.candidates[0].termination_grace_period = true;
-    let drift = evaluate(&snapshot, Method::Drift).command.expect("drift overrides with a grace period");
+    let drift = evaluate(&snapshot, Method::Drift)
+        .command
+        .expect("drift overrides with a grace period");
     assert_eq!(drift.decision(), Decision::Replace);
-    assert!(evaluate(&snapshot, Method::SingleNodeConsolidation).command.is_none(), "consolidation never overrides");
+    assert!(
+        evaluate(&snapshot, Method::SingleNodeConsolidation)
+            .command
+            .is_none(),
+        "consolidation never overrides"
+    );
 }
 
 #[test]
 fn node_annotation_nomination_and_state_block_every_method() {
     for (label, adjust) in [
-        ("do-not-disrupt", (|c: &mut Candidate| c.do_not_disrupt = true) as fn(&mut Candidate)),
+        (
+            "do-not-disrupt",
+            (|c: &mut Candidate| c.do_not_disrupt = true) as fn(&mut Candidate),
+        ),
         ("nominated", |c| c.nominated = true),
         ("not initialized", |c| c.initialized = false),
         ("marked for deletion", |c| c.deleting = true),
@@ -137,7 +246,11 @@ fn node_annotation_nomination_and_state_block_every_method() {
         let snapshot = b.build();
         let outcome = evaluate(&snapshot, Method::Emptiness);
         assert!(outcome.command.is_none(), "{label}");
-        assert!(outcome.blocked[0].1.contains(label), "{label}: {:?}", outcome.blocked);
+        assert!(
+            outcome.blocked[0].1.contains(label),
+            "{label}: {:?}",
+            outcome.blocked
+        );
     }
 }
 
@@ -156,10 +269,31 @@ fn consolidation_respects_policy_consolidate_after_and_budgets() {
     assert!(never.command.is_none() && never.blocked[0].1.contains("Never"));
     let waiting = build(|b| b.snapshot().candidates[0].consolidatable = false);
     assert!(waiting.command.is_none() && waiting.blocked[0].1.contains("consolidateAfter"));
-    let zero = build(|b| b.pool().budgets = vec![Budget { nodes: "0".into(), reasons: Some(vec![Reason::Underutilized]), schedule: None, duration: None }]);
-    assert!(zero.command.is_none() && zero.blocked[0].1.contains("budgets"), "{:?}", zero.blocked);
-    let other_reason = build(|b| b.pool().budgets = vec![Budget { nodes: "0".into(), reasons: Some(vec![Reason::Empty]), schedule: None, duration: None }]);
-    assert!(other_reason.command.is_some(), "an Empty budget does not limit consolidation");
+    let zero = build(|b| {
+        b.pool().budgets = vec![Budget {
+            nodes: "0".into(),
+            reasons: Some(vec![Reason::Underutilized]),
+            schedule: None,
+            duration: None,
+        }]
+    });
+    assert!(
+        zero.command.is_none() && zero.blocked[0].1.contains("budgets"),
+        "{:?}",
+        zero.blocked
+    );
+    let other_reason = build(|b| {
+        b.pool().budgets = vec![Budget {
+            nodes: "0".into(),
+            reasons: Some(vec![Reason::Empty]),
+            schedule: None,
+            duration: None,
+        }]
+    });
+    assert!(
+        other_reason.command.is_some(),
+        "an Empty budget does not limit consolidation"
+    );
 }
 
 #[test]
@@ -171,12 +305,21 @@ fn multi_node_consolidation_takes_the_longest_prefix_that_fits() {
         b.node(name, "c-4", "on-demand", "zone-a", &pods(name, &[900]));
     }
     let mut snapshot = b.build();
-    snapshot.scheduling.nodepools[0].template.requirements.add(crate::requirements::Requirement::in_values(crate::labels::CAPACITY_TYPE_LABEL, ["on-demand"]));
+    snapshot.scheduling.nodepools[0].template.requirements.add(
+        crate::requirements::Requirement::in_values(
+            crate::labels::CAPACITY_TYPE_LABEL,
+            ["on-demand"],
+        ),
+    );
     let outcome = evaluate(&snapshot, Method::MultiNodeConsolidation);
     let cmd = outcome.command.expect("a command");
     assert_eq!(cmd.decision(), Decision::Delete);
     assert_eq!(cmd.candidates.len(), 3, "{:?}", cmd);
-    assert!(outcome.simulations >= 2 && outcome.simulations <= 3, "binary search: {}", outcome.simulations);
+    assert!(
+        outcome.simulations >= 2 && outcome.simulations <= 3,
+        "binary search: {}",
+        outcome.simulations
+    );
     assert!((cmd.saving_per_hour - 3.0 * 0.19).abs() < 1e-9);
 }
 
@@ -188,11 +331,20 @@ fn multi_node_never_replaces_with_a_type_as_expensive_as_one_of_the_candidates()
     b.node("x", "c-8", "on-demand", "zone-a", &pods("x", &[3000]));
     b.node("y", "c-8", "on-demand", "zone-a", &pods("y", &[3000]));
     let mut snapshot = b.build();
-    snapshot.scheduling.nodepools[0].template.requirements.add(crate::requirements::Requirement::in_values(crate::labels::CAPACITY_TYPE_LABEL, ["on-demand"]));
+    snapshot.scheduling.nodepools[0].template.requirements.add(
+        crate::requirements::Requirement::in_values(
+            crate::labels::CAPACITY_TYPE_LABEL,
+            ["on-demand"],
+        ),
+    );
     let multi = evaluate(&snapshot, Method::MultiNodeConsolidation);
     assert!(multi.command.is_none(), "{multi:?}");
     let cmd = command(&snapshot).expect("single-node deletes one");
-    assert_eq!((cmd.method, cmd.decision()), (Method::SingleNodeConsolidation, Decision::Delete), "{cmd:?}");
+    assert_eq!(
+        (cmd.method, cmd.decision()),
+        (Method::SingleNodeConsolidation, Decision::Delete),
+        "{cmd:?}"
+    );
     assert_eq!(cmd.candidates.len(), 1);
 }
 
@@ -204,9 +356,19 @@ fn a_minimum_saving_keeps_small_improvements_from_draining_nodes() {
     let snapshot = b.build();
     let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
     assert!(single.command.is_none(), "0.32 of 0.36 is below 95 %");
-    assert!(single.rejected[0].1.contains("minimum"), "{:?}", single.rejected);
-    assert_eq!(candidate::MinSaving::parse("10%"), Some(candidate::MinSaving::Ratio(0.1)));
-    assert_eq!(candidate::MinSaving::parse("0.05"), Some(candidate::MinSaving::PerHour(0.05)));
+    assert!(
+        single.rejected[0].1.contains("minimum"),
+        "{:?}",
+        single.rejected
+    );
+    assert_eq!(
+        candidate::MinSaving::parse("10%"),
+        Some(candidate::MinSaving::Ratio(0.1))
+    );
+    assert_eq!(
+        candidate::MinSaving::parse("0.05"),
+        Some(candidate::MinSaving::PerHour(0.05))
+    );
     assert_eq!(candidate::MinSaving::parse("cheap"), None);
 }
 
@@ -214,28 +376,55 @@ fn a_minimum_saving_keeps_small_improvements_from_draining_nodes() {
 fn pods_must_not_land_on_uninitialized_nodes() {
     let mut b = catalog();
     b.node("a", "c-8", "on-demand", "zone-a", &pods("a", &[500]));
-    let target = b.node("launching", "c-8", "on-demand", "zone-a", &pods("l", &[500]));
+    let target = b.node(
+        "launching",
+        "c-8",
+        "on-demand",
+        "zone-a",
+        &pods("l", &[500]),
+    );
     target.initialized = false;
     let mut snapshot = b.build();
     snapshot.scheduling.nodes[1].in_flight = true;
     // With on-demand only, a replacement is possible (c-2 is cheaper), so forbid it: c-8 only.
-    snapshot.scheduling.nodepools[0].instance_types.retain(|t| t.name() == "c-8");
+    snapshot.scheduling.nodepools[0]
+        .instance_types
+        .retain(|t| t.name() == "c-8");
     let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
     assert!(single.command.is_none());
-    assert!(single.rejected[0].1.contains("uninitialized"), "{:?}", single.rejected);
+    assert!(
+        single.rejected[0].1.contains("uninitialized"),
+        "{:?}",
+        single.rejected
+    );
 }
 
 #[test]
 fn drift_replaces_empty_nodes_first_then_the_longest_drifted() {
     let t = |s| std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(s);
     let mut b = catalog();
-    b.node("old", "c-4", "on-demand", "zone-a", &pods("o", &[3000])).drifted = Some(Drifted { reason: "NodePoolDrifted".into(), since: t(10) });
-    b.node("older", "c-4", "on-demand", "zone-a", &pods("r", &[3000])).drifted = Some(Drifted { reason: "NodePoolDrifted".into(), since: t(5) });
+    b.node("old", "c-4", "on-demand", "zone-a", &pods("o", &[3000]))
+        .drifted = Some(Drifted {
+        reason: "NodePoolDrifted".into(),
+        since: t(10),
+    });
+    b.node("older", "c-4", "on-demand", "zone-a", &pods("r", &[3000]))
+        .drifted = Some(Drifted {
+        reason: "NodePoolDrifted".into(),
+        since: t(5),
+    });
     let snapshot = b.clone().build();
     let cmd = evaluate(&snapshot, Method::Drift).command.expect("drift");
     assert_eq!(cmd.candidates, ["older"]);
-    assert_eq!(cmd.decision(), Decision::Replace, "3 CPUs do not fit on the other node");
-    b.node("empty", "c-4", "on-demand", "zone-a", &[]).drifted = Some(Drifted { reason: "RequirementsDrifted".into(), since: t(20) });
+    assert_eq!(
+        cmd.decision(),
+        Decision::Replace,
+        "3 CPUs do not fit on the other node"
+    );
+    b.node("empty", "c-4", "on-demand", "zone-a", &[]).drifted = Some(Drifted {
+        reason: "RequirementsDrifted".into(),
+        since: t(20),
+    });
     let cmd = evaluate(&b.build(), Method::Drift).command.expect("drift");
     assert_eq!(cmd.candidates, ["empty"]);
     assert_eq!(cmd.decision(), Decision::Delete);
@@ -250,11 +439,20 @@ fn validation_rejects_a_command_whose_world_changed() {
     assert_eq!(validate(&snapshot, &cmd).as_ref(), Ok(&cmd));
     let mut nominated = snapshot.clone();
     nominated.candidates[0].nominated = true;
-    assert!(validate(&nominated, &cmd).unwrap_err().contains("nominated"));
+    assert!(
+        validate(&nominated, &cmd)
+            .unwrap_err()
+            .contains("nominated")
+    );
     let mut roomier = b.clone();
-    roomier.node("new", "c-8", "on-demand", "zone-b", &[]).consolidatable = false;
+    roomier
+        .node("new", "c-8", "on-demand", "zone-b", &[])
+        .consolidatable = false;
     let changed = validate(&roomier.build(), &cmd).unwrap_err();
-    assert!(changed.contains("decision changed from replace to delete"), "{changed}");
+    assert!(
+        changed.contains("decision changed from replace to delete"),
+        "{changed}"
+    );
     let mut empty_cmd_world = catalog();
     empty_cmd_world.node("e1", "c-2", "on-demand", "zone-a", &[]);
     empty_cmd_world.node("e2", "c-2", "on-demand", "zone-a", &[]);
@@ -262,7 +460,11 @@ fn validation_rejects_a_command_whose_world_changed() {
     let emptiness = evaluate(&world, Method::Emptiness).command.unwrap();
     let mut later = world.clone();
     later.candidates[0].disruption_cost = 2.0;
-    assert_eq!(validate(&later, &emptiness).unwrap().candidates, ["e2"], "emptiness keeps what is still empty");
+    assert_eq!(
+        validate(&later, &emptiness).unwrap().candidates,
+        ["e2"],
+        "emptiness keeps what is still empty"
+    );
 }
 
 #[test]
@@ -273,8 +475,14 @@ fn explain_names_budgets_and_every_methods_verdict() {
     let text = lines.join("\n");
     assert!(text.contains("emptiness: no: node is not empty"), "{text}");
     assert!(text.contains("drift: no: node has not drifted"), "{text}");
-    assert!(text.contains("single-node-consolidation: yes: underutilized: replace big with one c-2"), "{text}");
-    assert!(text.contains("budget for Underutilized: unlimited"), "{text}");
+    assert!(
+        text.contains("single-node-consolidation: yes: underutilized: replace big with one c-2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("budget for Underutilized: unlimited"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -288,10 +496,19 @@ fn the_command_timeout_is_clamped_between_ten_minutes_and_an_hour() {
 fn the_benchmark_cluster_consolidates_something() {
     let snapshot = fixture::consolidation_cluster(60);
     assert_eq!(snapshot.candidates.len(), 60);
-    let outcomes: Vec<MethodOutcome> = Method::ALL.iter().map(|m| evaluate(&snapshot, *m)).collect();
-    let multi = outcomes[3].command.as_ref().expect("a third of the capacity is removable");
+    let outcomes: Vec<MethodOutcome> = Method::ALL
+        .iter()
+        .map(|m| evaluate(&snapshot, *m))
+        .collect();
+    let multi = outcomes[3]
+        .command
+        .as_ref()
+        .expect("a third of the capacity is removable");
     assert_eq!(outcomes[3].method, Method::MultiNodeConsolidation);
-    assert!(multi.candidates.len() >= 2 && multi.saving_per_hour > 0.0, "{multi:?}");
+    assert!(
+        multi.candidates.len() >= 2 && multi.saving_per_hour > 0.0,
+        "{multi:?}"
+    );
 }
 
 #[test]
@@ -300,17 +517,39 @@ fn a_balanced_pool_refuses_moves_that_disrupt_more_than_they_save() {
     // c-2 saves 0.32 of a 3.6 pool) and moves many pods relative to the pool's disruption cost.
     let mut b = catalog();
     for i in 0..9 {
-        b.node(&format!("busy-{i}"), "c-8", "on-demand", "zone-a", &pods(&format!("b{i}"), &[7000])).consolidatable = false;
+        b.node(
+            &format!("busy-{i}"),
+            "c-8",
+            "on-demand",
+            "zone-a",
+            &pods(&format!("b{i}"), &[7000]),
+        )
+        .consolidatable = false;
     }
-    b.node("heavy", "c-8", "on-demand", "zone-a", &pods("h", &[100; 30]));
+    b.node(
+        "heavy",
+        "c-8",
+        "on-demand",
+        "zone-a",
+        &pods("h", &[100; 30]),
+    );
     b.pool().policy = ConsolidationPolicy::Balanced;
     let snapshot = b.build();
     let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
-    let heavy = single.rejected.iter().find(|(c, _)| c == "heavy").expect("heavy was tried");
+    let heavy = single
+        .rejected
+        .iter()
+        .find(|(c, _)| c == "heavy")
+        .expect("heavy was tried");
     assert!(heavy.1.contains("Balanced"), "{heavy:?}");
     let mut relaxed = snapshot.clone();
-    relaxed.pools.get_mut("default").unwrap().policy = ConsolidationPolicy::WhenEmptyOrUnderutilized;
-    assert!(evaluate(&relaxed, Method::SingleNodeConsolidation).command.is_some());
+    relaxed.pools.get_mut("default").unwrap().policy =
+        ConsolidationPolicy::WhenEmptyOrUnderutilized;
+    assert!(
+        evaluate(&relaxed, Method::SingleNodeConsolidation)
+            .command
+            .is_some()
+    );
 }
 
 #[test]
@@ -320,15 +559,33 @@ fn expiration_deletes_every_expired_node_regardless_of_budgets_and_blockers() {
     let old = b.node("old", "c-2", "on-demand", "zone-a", &pods("o", &[500]));
     old.expires_at = Some(now - Duration::from_secs(1));
     old.pod_blockers = vec!["pdb prevents pod evictions".into()];
-    b.node("young", "c-2", "on-demand", "zone-a", &[]).expires_at = Some(now + Duration::from_secs(60));
+    b.node("young", "c-2", "on-demand", "zone-a", &[])
+        .expires_at = Some(now + Duration::from_secs(60));
     b.node("never", "c-2", "on-demand", "zone-a", &[]);
-    b.pool().budgets = vec![Budget { nodes: "0".into(), reasons: None, schedule: None, duration: None }];
+    b.pool().budgets = vec![Budget {
+        nodes: "0".into(),
+        reasons: None,
+        schedule: None,
+        duration: None,
+    }];
     let snapshot = b.build();
     let outcome = evaluate(&snapshot, Method::Expiration);
     let cmd = outcome.command.expect("expired");
-    assert_eq!((cmd.candidates.as_slice(), cmd.decision(), cmd.reason()), (&["old".to_string()][..], Decision::Delete, Reason::Expired));
-    assert!(outcome.blocked.is_empty(), "nodes that did not expire are not blocked: {:?}", outcome.blocked);
-    assert!(!decide(&snapshot).iter().any(|o| o.method == Method::Expiration), "the disruption loop leaves expiration to the lifecycle");
+    assert_eq!(
+        (cmd.candidates.as_slice(), cmd.decision(), cmd.reason()),
+        (&["old".to_string()][..], Decision::Delete, Reason::Expired)
+    );
+    assert!(
+        outcome.blocked.is_empty(),
+        "nodes that did not expire are not blocked: {:?}",
+        outcome.blocked
+    );
+    assert!(
+        !decide(&snapshot)
+            .iter()
+            .any(|o| o.method == Method::Expiration),
+        "the disruption loop leaves expiration to the lifecycle"
+    );
     let text = explain(&snapshot, "old").unwrap().join("\n");
     assert!(text.contains("expiration: yes"), "{text}");
 }
@@ -342,19 +599,43 @@ fn consolidation_is_skipped_while_pending_pods_need_several_new_nodes() {
         b.pending(FixturePod::new(format!("big-{i}"), 7600));
     }
     let snapshot = b.clone().build();
-    for method in [Method::MultiNodeConsolidation, Method::SingleNodeConsolidation] {
+    for method in [
+        Method::MultiNodeConsolidation,
+        Method::SingleNodeConsolidation,
+    ] {
         let outcome = evaluate(&snapshot, method);
         assert!(outcome.command.is_none());
-        assert_eq!(outcome.simulations, 1, "one baseline simulation, no candidate's");
-        assert!(outcome.skipped.as_deref().unwrap_or_default().contains("need 3 new nodes"), "{:?}", outcome.skipped);
+        assert_eq!(
+            outcome.simulations, 1,
+            "one baseline simulation, no candidate's"
+        );
+        assert!(
+            outcome
+                .skipped
+                .as_deref()
+                .unwrap_or_default()
+                .contains("need 3 new nodes"),
+            "{:?}",
+            outcome.skipped
+        );
     }
     let mut one = catalog();
     one.node("a", "c-8", "on-demand", "zone-a", &pods("a", &[500]));
     one.node("b", "c-8", "on-demand", "zone-a", &pods("b", &[500]));
     one.pending(FixturePod::new("small", 500));
     let outcome = evaluate(&one.build(), Method::SingleNodeConsolidation);
-    assert!(outcome.skipped.is_none(), "a pending pod that fits does not stop it: {outcome:?}");
-    assert_eq!(outcome.blocked, [("a".to_string(), "node is nominated for a pending pod".to_string())], "the pod would go to a");
+    assert!(
+        outcome.skipped.is_none(),
+        "a pending pod that fits does not stop it: {outcome:?}"
+    );
+    assert_eq!(
+        outcome.blocked,
+        [(
+            "a".to_string(),
+            "node is nominated for a pending pod".to_string()
+        )],
+        "the pod would go to a"
+    );
     assert_eq!(outcome.command.expect("b can go").candidates, ["b"]);
 }
 
@@ -363,22 +644,49 @@ fn static_drift_replaces_drifted_nodes_of_static_pools_within_the_budget_and_dri
     let t = std::time::SystemTime::UNIX_EPOCH;
     let mut b = catalog();
     for name in ["s1", "s2", "s3"] {
-        b.node(name, "c-2", "on-demand", "zone-a", &pods(name, &[500])).drifted = Some(Drifted { reason: "NodePoolDrifted".into(), since: t });
+        b.node(name, "c-2", "on-demand", "zone-a", &pods(name, &[500]))
+            .drifted = Some(Drifted {
+            reason: "NodePoolDrifted".into(),
+            since: t,
+        });
     }
     let template = b.snapshot().scheduling.nodepools[0].template.clone();
     let pool = b.pool();
     pool.is_static = true;
     pool.template = Some(template);
-    pool.budgets = vec![Budget { nodes: "50%".into(), reasons: None, schedule: None, duration: None }];
+    pool.budgets = vec![Budget {
+        nodes: "50%".into(),
+        reasons: None,
+        schedule: None,
+        duration: None,
+    }];
     let snapshot = b.build();
     let outcome = evaluate(&snapshot, Method::StaticDrift);
     let cmd = outcome.command.expect("static drift");
-    assert_eq!(cmd.candidates, ["s1", "s2"], "50 % of 3 nodes rounds up to 2");
+    assert_eq!(
+        cmd.candidates,
+        ["s1", "s2"],
+        "50 % of 3 nodes rounds up to 2"
+    );
     assert_eq!(cmd.replacements.len(), 2);
-    assert!(cmd.replacements[0].spec.instance_types.is_empty(), "no instance types injected: the plugin chooses");
-    assert_eq!(outcome.blocked, [("s3".to_string(), budget_blocked_text("default"))]);
-    assert!(evaluate(&snapshot, Method::Drift).command.is_none(), "drift leaves static pools to static drift");
-    assert!(evaluate(&snapshot, Method::SingleNodeConsolidation).command.is_none(), "static pools are never consolidated");
+    assert!(
+        cmd.replacements[0].spec.instance_types.is_empty(),
+        "no instance types injected: the plugin chooses"
+    );
+    assert_eq!(
+        outcome.blocked,
+        [("s3".to_string(), budget_blocked_text("default"))]
+    );
+    assert!(
+        evaluate(&snapshot, Method::Drift).command.is_none(),
+        "drift leaves static pools to static drift"
+    );
+    assert!(
+        evaluate(&snapshot, Method::SingleNodeConsolidation)
+            .command
+            .is_none(),
+        "static pools are never consolidated"
+    );
     assert_eq!(validate(&snapshot, &cmd).as_ref(), Ok(&cmd));
 }
 

@@ -230,20 +230,27 @@ impl WorkloadPod {
             index: self.i,
             message: message.to_owned(),
         };
-        let term = |key: &Option<String>, selector: &Option<BTreeMap<String, String>>, what: &str| {
-            match (key, selector) {
-                (Some(key), Some(selector)) => Ok(PodAffinityTerm::new(
-                    key.clone(),
-                    LabelSelector {
-                        match_labels: selector.clone(),
-                        ..Default::default()
-                    },
-                )),
-                _ => Err(fail(&format!("kind {} needs {what}_topology_key and {what}_selector", self.kind))),
-            }
+        let term = |key: &Option<String>,
+                    selector: &Option<BTreeMap<String, String>>,
+                    what: &str| match (key, selector) {
+            (Some(key), Some(selector)) => Ok(PodAffinityTerm::new(
+                key.clone(),
+                LabelSelector {
+                    match_labels: selector.clone(),
+                    ..Default::default()
+                },
+            )),
+            _ => Err(fail(&format!(
+                "kind {} needs {what}_topology_key and {what}_selector",
+                self.kind
+            ))),
         };
         let spec = PodResourceSpec {
-            containers: vec![Resources::new().with("cpu", self.cpu_m).with("memory", self.mem_bytes)],
+            containers: vec![
+                Resources::new()
+                    .with("cpu", self.cpu_m)
+                    .with("memory", self.mem_bytes),
+            ],
             ..Default::default()
         };
         let mut pod = PendingPod::from_spec("default", format!("pod-{:06}", self.i), &spec);
@@ -254,12 +261,22 @@ impl WorkloadPod {
             "topology_spread" => {
                 let t = term(&self.tsc_topology_key, &self.tsc_selector, "tsc")?;
                 let selector = t.label_selector.expect("built with a selector");
-                pod.topology_spread = vec![TopologySpreadConstraint::new(t.topology_key, 1, selector)];
+                pod.topology_spread =
+                    vec![TopologySpreadConstraint::new(t.topology_key, 1, selector)];
             }
-            "pod_affinity" => pod.pod_affinity = vec![term(&self.affinity_topology_key, &self.affinity_selector, "affinity")?],
+            "pod_affinity" => {
+                pod.pod_affinity = vec![term(
+                    &self.affinity_topology_key,
+                    &self.affinity_selector,
+                    "affinity",
+                )?]
+            }
             "pod_anti_affinity" => {
-                pod.pod_anti_affinity =
-                    vec![term(&self.anti_affinity_topology_key, &self.anti_affinity_selector, "anti_affinity")?]
+                pod.pod_anti_affinity = vec![term(
+                    &self.anti_affinity_topology_key,
+                    &self.anti_affinity_selector,
+                    "anti_affinity",
+                )?]
             }
             "preference" => {}
             other => return Err(fail(&format!("unknown kind {other:?}"))),
@@ -268,7 +285,9 @@ impl WorkloadPod {
             let nginx = || LabelSelector::from_labels([("app", "nginx")]);
             pod.preferred_affinity = vec![PreferredSchedulingTerm {
                 weight: 1,
-                preference: [Requirement::in_values(ZONE_LABEL, ["test-zone-1"])].into_iter().collect(),
+                preference: [Requirement::in_values(ZONE_LABEL, ["test-zone-1"])]
+                    .into_iter()
+                    .collect(),
             }];
             pod.preferred_pod_anti_affinity = vec![
                 WeightedPodAffinityTerm {
@@ -288,7 +307,10 @@ impl WorkloadPod {
 /// Upstream's benchmark cluster ([`benchmark_cluster`] with 400 types) with these workload
 /// pods pending.
 pub fn workload_input(records: &[WorkloadPod]) -> Result<SchedulingInput, WorkloadError> {
-    let pods = records.iter().map(WorkloadPod::to_pending_pod).collect::<Result<Vec<_>, _>>()?;
+    let pods = records
+        .iter()
+        .map(WorkloadPod::to_pending_pod)
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(SchedulingInput {
         pods,
         ..benchmark_cluster(400)

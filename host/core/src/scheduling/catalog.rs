@@ -50,7 +50,8 @@ impl TypeClasses {
         // Class numbers by the requirement's fingerprint (computed when the instance type was
         // built; requirements carry their key, and a 64-bit SipHash fingerprint stands for
         // the requirement). The classes keep first-seen order.
-        let mut numbers: HashMap<u64, (usize, usize), BuildHasherDefault<FxHasher>> = HashMap::default();
+        let mut numbers: HashMap<u64, (usize, usize), BuildHasherDefault<FxHasher>> =
+            HashMap::default();
         for (t, it) in types.iter().enumerate() {
             for (r, &fingerprint) in it.requirements().iter().zip(it.requirement_fingerprints()) {
                 if let Some(&(k, c)) = numbers.get(&fingerprint) {
@@ -61,7 +62,10 @@ impl TypeClasses {
                 let k = match keys.iter().position(|k| k.key == r.key()) {
                     Some(k) => k,
                     None => {
-                        keys.push(KeyClasses { key: r.key().to_owned(), classes: Vec::new() });
+                        keys.push(KeyClasses {
+                            key: r.key().to_owned(),
+                            classes: Vec::new(),
+                        });
                         keys.len() - 1
                     }
                 };
@@ -69,7 +73,10 @@ impl TypeClasses {
                 numbers.insert(fingerprint, (k, keys[k].classes.len() - 1));
             }
         }
-        TypeClasses { count: types.len(), keys }
+        TypeClasses {
+            count: types.len(),
+            keys,
+        }
     }
 
     /// Per type index: whether its requirements intersect `requirements` (what
@@ -77,9 +84,12 @@ impl TypeClasses {
     pub(crate) fn intersecting(&self, requirements: &Requirements) -> Vec<bool> {
         let mut out = vec![true; self.count];
         for key in &self.keys {
-            let Some(existing) = requirements.get(&key.key) else { continue };
+            let Some(existing) = requirements.get(&key.key) else {
+                continue;
+            };
             for (class, members) in &key.classes {
-                if existing.overlaps(class) || (class.accepts_absent() && existing.accepts_absent()) {
+                if existing.overlaps(class) || (class.accepts_absent() && existing.accepts_absent())
+                {
                     continue;
                 }
                 for &t in members {
@@ -149,11 +159,17 @@ impl OfferingTable {
             for o in t.offerings().iter() {
                 let (zone_fingerprint, capacity_type_fingerprint) = o.fingerprints();
                 let zone = number(&mut table.zones, zone_fingerprint, o.zone());
-                let capacity_type = number(&mut table.capacity_types, capacity_type_fingerprint, o.capacity_type());
+                let capacity_type = number(
+                    &mut table.capacity_types,
+                    capacity_type_fingerprint,
+                    o.capacity_type(),
+                );
                 table.entries.push(Entry {
                     zone: zone.unwrap_or(0),
                     capacity_type: capacity_type.unwrap_or(0),
-                    general: zone.is_none() || capacity_type.is_none() || o.requirements().len() != 2,
+                    general: zone.is_none()
+                        || capacity_type.is_none()
+                        || o.requirements().len() != 2,
                 });
             }
         }
@@ -162,7 +178,11 @@ impl OfferingTable {
 
     /// The masks of what `requirements` admit (a key they leave undefined admits every
     /// value if `well_known` allows it undefined, as [`Requirements::is_compatible`] does).
-    pub(crate) fn filter<K: KeySet + ?Sized>(&self, requirements: &Requirements, well_known: &K) -> OfferingFilter {
+    pub(crate) fn filter<K: KeySet + ?Sized>(
+        &self,
+        requirements: &Requirements,
+        well_known: &K,
+    ) -> OfferingFilter {
         let mask = |key: &str, values: &[(u64, String)]| {
             let requirement = requirements.get(key);
             let undefined_ok = requirement.is_none() && well_known.contains_key(key);
@@ -217,11 +237,16 @@ impl OfferingTable {
         it.offerings()
             .iter()
             .enumerate()
-            .filter(move |(i, o)| o.available() && self.is_compatible(t, *i, o, filter, requirements, well_known))
+            .filter(move |(i, o)| {
+                o.available() && self.is_compatible(t, *i, o, filter, requirements, well_known)
+            })
             .map(move |(i, o)| {
                 let e = self.entries[start + i];
                 let number = if e.general {
-                    self.capacity_types.iter().position(|(_, n)| n == o.capacity_type()).map(|n| n as u8)
+                    self.capacity_types
+                        .iter()
+                        .position(|(_, n)| n == o.capacity_type())
+                        .map(|n| n as u8)
                 } else {
                     Some(e.capacity_type)
                 };
@@ -239,7 +264,8 @@ impl OfferingTable {
         requirements: &'a Requirements,
         well_known: &'a K,
     ) -> impl Iterator<Item = &'a Offering> + 'a {
-        self.available_compatible_numbered(t, it, filter, requirements, well_known).map(|(o, _)| o)
+        self.available_compatible_numbered(t, it, filter, requirements, well_known)
+            .map(|(o, _)| o)
     }
 }
 
@@ -258,7 +284,13 @@ mod tests {
             Offering::new("c", "reserved", Some(0.5), true)
                 .with_requirement(Requirement::in_values("example.com/reservation", ["r1"])),
         ];
-        vec![InstanceType::new("t", Requirements::new(), Resources::new(), Overhead::default(), offerings)]
+        vec![InstanceType::new(
+            "t",
+            Requirements::new(),
+            Resources::new(),
+            Overhead::default(),
+            offerings,
+        )]
     }
 
     /// Class-wise intersection agrees with the per-type check.
@@ -269,16 +301,35 @@ mod tests {
         let classes = TypeClasses::new(types);
         let cases: Vec<Requirements> = vec![
             Requirements::new(),
-            [Requirement::in_values(crate::labels::INSTANCE_TYPE_LABEL, ["fake-it-3", "fake-it-7"])].into_iter().collect(),
-            [Requirement::not_in(crate::labels::INSTANCE_TYPE_LABEL, ["fake-it-3"])].into_iter().collect(),
-            [Requirement::in_values(ZONE_LABEL, ["test-zone-9"])].into_iter().collect(),
-            [Requirement::does_not_exist(crate::labels::ARCH_LABEL)].into_iter().collect(),
+            [Requirement::in_values(
+                crate::labels::INSTANCE_TYPE_LABEL,
+                ["fake-it-3", "fake-it-7"],
+            )]
+            .into_iter()
+            .collect(),
+            [Requirement::not_in(
+                crate::labels::INSTANCE_TYPE_LABEL,
+                ["fake-it-3"],
+            )]
+            .into_iter()
+            .collect(),
+            [Requirement::in_values(ZONE_LABEL, ["test-zone-9"])]
+                .into_iter()
+                .collect(),
+            [Requirement::does_not_exist(crate::labels::ARCH_LABEL)]
+                .into_iter()
+                .collect(),
         ];
         let mut compatible = 0;
         for requirements in &cases {
             let got = classes.intersecting(requirements);
             for (t, it) in types.iter().enumerate() {
-                assert_eq!(got[t], it.requirements().is_intersecting(requirements), "{requirements:?} {}", it.name());
+                assert_eq!(
+                    got[t],
+                    it.requirements().is_intersecting(requirements),
+                    "{requirements:?} {}",
+                    it.name()
+                );
                 compatible += usize::from(got[t]);
             }
         }
@@ -294,13 +345,27 @@ mod tests {
         let policy = LabelPolicy::default();
         let cases: Vec<Requirements> = vec![
             Requirements::new(),
-            [Requirement::in_values(ZONE_LABEL, ["a"])].into_iter().collect(),
-            [Requirement::not_in(ZONE_LABEL, ["a"])].into_iter().collect(),
-            [Requirement::in_values(CAPACITY_TYPE_LABEL, ["on-demand", "reserved"])].into_iter().collect(),
-            [Requirement::in_values(ZONE_LABEL, ["c"]), Requirement::in_values("example.com/reservation", ["r2"])]
+            [Requirement::in_values(ZONE_LABEL, ["a"])]
                 .into_iter()
                 .collect(),
-            [Requirement::does_not_exist(ZONE_LABEL)].into_iter().collect(),
+            [Requirement::not_in(ZONE_LABEL, ["a"])]
+                .into_iter()
+                .collect(),
+            [Requirement::in_values(
+                CAPACITY_TYPE_LABEL,
+                ["on-demand", "reserved"],
+            )]
+            .into_iter()
+            .collect(),
+            [
+                Requirement::in_values(ZONE_LABEL, ["c"]),
+                Requirement::in_values("example.com/reservation", ["r2"]),
+            ]
+            .into_iter()
+            .collect(),
+            [Requirement::does_not_exist(ZONE_LABEL)]
+                .into_iter()
+                .collect(),
         ];
         let mut compatible = 0;
         for requirements in &cases {
@@ -308,15 +373,28 @@ mod tests {
             let filter_none = table.filter(requirements, &NO_KEYS);
             for (i, o) in types[0].offerings().iter().enumerate() {
                 let expected = o.is_compatible(requirements, &policy);
-                assert_eq!(table.is_compatible(0, i, o, filter, requirements, &policy), expected, "{requirements:?} {o:?}");
+                assert_eq!(
+                    table.is_compatible(0, i, o, filter, requirements, &policy),
+                    expected,
+                    "{requirements:?} {o:?}"
+                );
                 compatible += usize::from(expected);
                 let expected = o.is_compatible(requirements, &NO_KEYS);
-                assert_eq!(table.is_compatible(0, i, o, filter_none, requirements, &NO_KEYS), expected);
+                assert_eq!(
+                    table.is_compatible(0, i, o, filter_none, requirements, &NO_KEYS),
+                    expected
+                );
                 let expected = o.is_compatible(requirements, &WELL_KNOWN_LABELS);
                 let filter_wk = table.filter(requirements, &WELL_KNOWN_LABELS);
-                assert_eq!(table.is_compatible(0, i, o, filter_wk, requirements, &WELL_KNOWN_LABELS), expected);
+                assert_eq!(
+                    table.is_compatible(0, i, o, filter_wk, requirements, &WELL_KNOWN_LABELS),
+                    expected
+                );
             }
         }
-        assert!(compatible > 3, "some offerings are compatible: {compatible}");
+        assert!(
+            compatible > 3,
+            "some offerings are compatible: {compatible}"
+        );
     }
 }

@@ -284,7 +284,10 @@ pub struct AttachedVolume {
 impl AttachedVolume {
     /// A volume of `driver` identified by `id`.
     pub fn new(driver: impl Into<String>, id: impl Into<String>) -> Self {
-        AttachedVolume { driver: driver.into(), id: id.into() }
+        AttachedVolume {
+            driver: driver.into(),
+            id: id.into(),
+        }
     }
 }
 
@@ -300,20 +303,34 @@ pub(crate) fn exceeds_attach_limits(
     }
     let mut drivers: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for v in wanted {
-        drivers.entry(v.driver.as_str()).or_default().insert(v.id.as_str());
+        drivers
+            .entry(v.driver.as_str())
+            .or_default()
+            .insert(v.id.as_str());
     }
     drivers.into_iter().any(|(driver, ids)| {
-        let Some(&limit) = limits.get(driver) else { return false };
+        let Some(&limit) = limits.get(driver) else {
+            return false;
+        };
         let on_node = attached.get(driver);
-        let new = ids.iter().filter(|id| !on_node.is_some_and(|set| set.contains(**id))).count();
+        let new = ids
+            .iter()
+            .filter(|id| !on_node.is_some_and(|set| set.contains(**id)))
+            .count();
         on_node.map_or(0, BTreeSet::len) + new > limit as usize
     })
 }
 
 /// Records `volumes` as attached in `attached` (per driver).
-pub(crate) fn attach(attached: &mut BTreeMap<String, BTreeSet<String>>, volumes: &[AttachedVolume]) {
+pub(crate) fn attach(
+    attached: &mut BTreeMap<String, BTreeSet<String>>,
+    volumes: &[AttachedVolume],
+) {
     for v in volumes {
-        attached.entry(v.driver.clone()).or_default().insert(v.id.clone());
+        attached
+            .entry(v.driver.clone())
+            .or_default()
+            .insert(v.id.clone());
     }
 }
 

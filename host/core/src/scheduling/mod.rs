@@ -36,9 +36,9 @@
 
 mod benchmark;
 mod bound;
+mod catalog;
 mod constraints;
 mod daemons;
-mod catalog;
 mod open_claims;
 mod pricing;
 mod render;
@@ -49,12 +49,14 @@ mod types;
 #[cfg(test)]
 mod tests;
 
-pub use benchmark::{WorkloadError, WorkloadPod, benchmark_cluster, benchmark_input, workload_input};
+pub use benchmark::{
+    WorkloadError, WorkloadPod, benchmark_cluster, benchmark_input, workload_input,
+};
 pub use bound::cost_lower_bound;
 pub use constraints::{
-    AttachedVolume, HostPort, LabelSelector, LabelSelectorRequirement, MinValuesPolicy, NodeInclusionPolicy, PodAffinityTerm,
-    PreferencePolicy, PreferredSchedulingTerm, SelectorOperator, TopologySpreadConstraint,
-    WeightedPodAffinityTerm, WhenUnsatisfiable,
+    AttachedVolume, HostPort, LabelSelector, LabelSelectorRequirement, MinValuesPolicy,
+    NodeInclusionPolicy, PodAffinityTerm, PreferencePolicy, PreferredSchedulingTerm,
+    SelectorOperator, TopologySpreadConstraint, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 pub use pricing::FallbackPrice;
 pub use scheduler::{schedule, schedule_with_context, schedule_with_fallback_price};

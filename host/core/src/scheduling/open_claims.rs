@@ -23,7 +23,10 @@ type Key = u64;
 
 /// The key of claim `c` holding `pods` pods.
 fn key_of(pods: usize, c: usize) -> Key {
-    debug_assert!(pods <= u32::MAX as usize && c <= u32::MAX as usize, "a pass holds fewer than 2^32 pods and claims");
+    debug_assert!(
+        pods <= u32::MAX as usize && c <= u32::MAX as usize,
+        "a pass holds fewer than 2^32 pods and claims"
+    );
     ((pods as u64) << 32) | c as u64
 }
 
@@ -82,7 +85,8 @@ impl OpenClaims {
             let old_key = std::mem::replace(&mut recorded.key, key);
             recorded.slot = slot;
             // The old pins matter only where they differ from the new ones.
-            let old_pins = (recorded.pins != pins).then(|| std::mem::replace(&mut recorded.pins, pins.to_vec()));
+            let old_pins = (recorded.pins != pins)
+                .then(|| std::mem::replace(&mut recorded.pins, pins.to_vec()));
             self.order.remove(&old_key);
             Some((old_key, old_pins))
         } else {
@@ -357,13 +361,21 @@ pub(super) mod tests {
 
     #[test]
     fn merged_sets_come_out_in_order() {
-        let keys = |pairs: &[(usize, usize)]| pairs.iter().map(|&(pods, c)| key_of(pods, c)).collect::<Vec<Key>>();
+        let keys = |pairs: &[(usize, usize)]| {
+            pairs
+                .iter()
+                .map(|&(pods, c)| key_of(pods, c))
+                .collect::<Vec<Key>>()
+        };
         let a: TryOrder = keys(&[(1, 0), (1, 4), (3, 2)]).into_iter().collect();
         let b: TryOrder = keys(&[(1, 1), (2, 3)]).into_iter().collect();
         let empty = TryOrder::default();
         let merged: Vec<Key> = merged(vec![&a, &empty, &b]).collect();
         assert_eq!(merged, keys(&[(1, 0), (1, 1), (1, 4), (2, 3), (3, 2)]));
-        assert_eq!(merged.iter().map(|&k| claim_of(k)).collect::<Vec<_>>(), [0, 1, 4, 3, 2]);
+        assert_eq!(
+            merged.iter().map(|&k| claim_of(k)).collect::<Vec<_>>(),
+            [0, 1, 4, 3, 2]
+        );
         // More pods come later, whatever the index.
         assert!(key_of(1, 1_000_000) < key_of(2, 0));
     }
@@ -375,19 +387,32 @@ pub(super) mod tests {
         let mut set = TryOrder::default();
         let mut state = 0x9e37_79b9_7f4a_7c15_u64;
         let mut next = |n: u64| {
-            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
             (state >> 33) % n
         };
         for step in 0..20_000 {
             let key = key_of(next(40) as usize, next(300) as usize);
             if next(3) == 0 {
-                assert_eq!(set.remove(&key), reference.remove(&key), "remove at step {step}");
+                assert_eq!(
+                    set.remove(&key),
+                    reference.remove(&key),
+                    "remove at step {step}"
+                );
             } else {
-                assert_eq!(set.insert(key), reference.insert(key), "insert at step {step}");
+                assert_eq!(
+                    set.insert(key),
+                    reference.insert(key),
+                    "insert at step {step}"
+                );
             }
             assert_eq!(set.len(), reference.len());
             if step % 500 == 0 {
-                assert!(set.iter().eq(reference.iter().copied()), "order at step {step}");
+                assert!(
+                    set.iter().eq(reference.iter().copied()),
+                    "order at step {step}"
+                );
             }
         }
         for key in reference.clone() {

@@ -20,14 +20,15 @@ use crate::requirements::{KeySet, NO_KEYS, Requirement, Requirements};
 use crate::resources::{NODES, ResourceKey, Resources};
 use crate::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
 
+use super::catalog::{OfferingTable, TypeClasses};
 use super::constraints::{
-    HostPort, MinValuesPolicy, PreferencePolicy, WhenUnsatisfiable, attach, exceeds_attach_limits, port_conflict,
+    HostPort, MinValuesPolicy, PreferencePolicy, WhenUnsatisfiable, attach, exceeds_attach_limits,
+    port_conflict,
 };
 use super::daemons::{Daemon, alternatives, tolerated, tolerates};
-use super::catalog::{OfferingTable, TypeClasses};
+use super::open_claims::OpenClaims;
 use super::pricing::{FallbackPrice, no_fallback, order_by_price};
 use super::render;
-use super::open_claims::OpenClaims;
 use super::topology::{self, Constraints, Registered, Topology, Violation};
 use super::types::{
     ExistingNode, NewNodeClaim, NodePool, Placement, PodPlacement, SchedulingContext,
@@ -134,7 +135,10 @@ impl Pool<'_> {
     fn fits_plain(&self, t: usize, requests: &Resources, plain: bool) -> bool {
         match &self.type_free[t] {
             Some(free) if plain => free.holds(requests),
-            _ => fits_sum(&[requests, &self.type_overhead[t]], self.instance_type(t).allocatable()),
+            _ => fits_sum(
+                &[requests, &self.type_overhead[t]],
+                self.instance_type(t).allocatable(),
+            ),
         }
     }
 
@@ -142,7 +146,11 @@ impl Pool<'_> {
     fn widen(&self, room: &mut Room, t: usize, requests: &Resources) {
         match &self.type_free[t] {
             Some(free) => room.widen_free(free, requests),
-            None => room.widen(self.instance_type(t).allocatable(), &self.type_overhead[t], requests),
+            None => room.widen(
+                self.instance_type(t).allocatable(),
+                &self.type_overhead[t],
+                requests,
+            ),
         }
     }
 
@@ -160,14 +168,25 @@ impl Pool<'_> {
             options: self.candidates.clone(),
             largest: vec![i128::MAX; limits.len()],
         });
-        if limits.iter().zip(&within.largest).any(|((_, left), largest)| largest > left) {
-            within.options.retain(|&t| within_limits(&types[t], &limits));
+        if limits
+            .iter()
+            .zip(&within.largest)
+            .any(|((_, left), largest)| largest > left)
+        {
+            within
+                .options
+                .retain(|&t| within_limits(&types[t], &limits));
             within.largest = limits
                 .iter()
                 .map(|(key, _)| match key {
                     // One node per claim, whichever type.
                     None => 1,
-                    Some(key) => within.options.iter().map(|&t| i128::from(types[t].capacity().amount(*key))).max().unwrap_or(0),
+                    Some(key) => within
+                        .options
+                        .iter()
+                        .map(|&t| i128::from(types[t].capacity().amount(*key)))
+                        .max()
+                        .unwrap_or(0),
                 })
                 .collect();
         }
@@ -292,24 +311,40 @@ impl Room {
 
     /// Counts in an option with `allocatable` and DaemonSet `overhead` holding `requests`.
     fn widen(&mut self, allocatable: &Resources, overhead: &Resources, requests: &Resources) {
-        let free = |allocatable: u64, overhead: u64, asked: u64| allocatable.saturating_sub(overhead.saturating_add(asked));
-        self.cpu_millis = self.cpu_millis.max(free(allocatable.cpu_millis, overhead.cpu_millis, requests.cpu_millis));
-        self.memory_bytes = self
-            .memory_bytes
-            .max(free(allocatable.memory_bytes, overhead.memory_bytes, requests.memory_bytes));
-        self.pods = self.pods.max(free(allocatable.pods, overhead.pods, requests.pods));
+        let free = |allocatable: u64, overhead: u64, asked: u64| {
+            allocatable.saturating_sub(overhead.saturating_add(asked))
+        };
+        self.cpu_millis = self.cpu_millis.max(free(
+            allocatable.cpu_millis,
+            overhead.cpu_millis,
+            requests.cpu_millis,
+        ));
+        self.memory_bytes = self.memory_bytes.max(free(
+            allocatable.memory_bytes,
+            overhead.memory_bytes,
+            requests.memory_bytes,
+        ));
+        self.pods = self
+            .pods
+            .max(free(allocatable.pods, overhead.pods, requests.pods));
     }
 
     /// Counts in an option with `free` room past its overhead holding `requests`.
     fn widen_free(&mut self, free: &Free, requests: &Resources) {
-        self.cpu_millis = self.cpu_millis.max(free.cpu_millis.saturating_sub(requests.cpu_millis));
-        self.memory_bytes = self.memory_bytes.max(free.memory_bytes.saturating_sub(requests.memory_bytes));
+        self.cpu_millis = self
+            .cpu_millis
+            .max(free.cpu_millis.saturating_sub(requests.cpu_millis));
+        self.memory_bytes = self
+            .memory_bytes
+            .max(free.memory_bytes.saturating_sub(requests.memory_bytes));
         self.pods = self.pods.max(free.pods.saturating_sub(requests.pods));
     }
 
     /// Whether some option may still hold a pod asking `requests` (false only when none can).
     fn admits(&self, requests: &Resources) -> bool {
-        requests.cpu_millis <= self.cpu_millis && requests.memory_bytes <= self.memory_bytes && requests.pods <= self.pods
+        requests.cpu_millis <= self.cpu_millis
+            && requests.memory_bytes <= self.memory_bytes
+            && requests.pods <= self.pods
     }
 }
 
@@ -327,14 +362,21 @@ impl Free {
     /// `None` where the shortcut would not say what [`fits_sum`] says: the overhead asks
     /// for an extended resource, does not fit on its own, or an amount is unbounded.
     fn of(allocatable: &Resources, overhead: &Resources) -> Option<Free> {
-        let free = |allocatable: u64, overhead: u64| (allocatable != u64::MAX).then(|| allocatable.checked_sub(overhead)).flatten();
+        let free = |allocatable: u64, overhead: u64| {
+            (allocatable != u64::MAX)
+                .then(|| allocatable.checked_sub(overhead))
+                .flatten()
+        };
         if !no_extended(overhead) {
             return None;
         }
         Some(Free {
             cpu_millis: free(allocatable.cpu_millis, overhead.cpu_millis)?,
             memory_bytes: free(allocatable.memory_bytes, overhead.memory_bytes)?,
-            ephemeral_storage_bytes: free(allocatable.ephemeral_storage_bytes, overhead.ephemeral_storage_bytes)?,
+            ephemeral_storage_bytes: free(
+                allocatable.ephemeral_storage_bytes,
+                overhead.ephemeral_storage_bytes,
+            )?,
             pods: free(allocatable.pods, overhead.pods)?,
         })
     }
@@ -564,7 +606,13 @@ struct Remembered {
 }
 
 impl FilterMemo {
-    fn get(&self, pool: usize, facts: Option<&Rc<[Facts]>>, requests: &Resources, options: &[usize]) -> Option<Filtered> {
+    fn get(
+        &self,
+        pool: usize,
+        facts: Option<&Rc<[Facts]>>,
+        requests: &Resources,
+        options: &[usize],
+    ) -> Option<Filtered> {
         self.entries
             .iter()
             .find(|e| {
@@ -580,8 +628,21 @@ impl FilterMemo {
             .map(|e| e.filtered.clone())
     }
 
-    fn put(&mut self, pool: usize, facts: Option<Rc<[Facts]>>, requests: Resources, options: Vec<usize>, filtered: Filtered) {
-        let entry = Remembered { pool, facts, requests, options, filtered };
+    fn put(
+        &mut self,
+        pool: usize,
+        facts: Option<Rc<[Facts]>>,
+        requests: Resources,
+        options: Vec<usize>,
+        filtered: Filtered,
+    ) {
+        let entry = Remembered {
+            pool,
+            facts,
+            requests,
+            options,
+            filtered,
+        };
         if self.entries.len() < FILTERINGS_REMEMBERED {
             self.entries.push(entry);
         } else {
@@ -598,7 +659,16 @@ fn queue_order(pods: &[super::types::PendingPod]) -> Vec<usize> {
     let mut keys: Vec<_> = pods
         .iter()
         .enumerate()
-        .map(|(i, p)| (Reverse(p.requests.cpu_millis), Reverse(p.requests.memory_bytes), p.created, p.uid.as_str(), &p.key, i))
+        .map(|(i, p)| {
+            (
+                Reverse(p.requests.cpu_millis),
+                Reverse(p.requests.memory_bytes),
+                p.created,
+                p.uid.as_str(),
+                &p.key,
+                i,
+            )
+        })
         .collect();
     keys.sort_unstable();
     keys.into_iter().map(|(.., i)| i).collect()
@@ -697,7 +767,8 @@ impl<'a> Scheduler<'a> {
                 })
                 .map(|(i, _)| i)
                 .collect();
-            if requirements.has_min_values() && context.min_values_policy == MinValuesPolicy::Strict {
+            if requirements.has_min_values() && context.min_values_policy == MinValuesPolicy::Strict
+            {
                 let types: Vec<&InstanceType> = candidates
                     .iter()
                     .map(|&i| &pool.instance_types[i])
@@ -728,7 +799,12 @@ impl<'a> Scheduler<'a> {
                     type_ports[i].extend(d.host_ports().iter().cloned());
                 }
             }
-            let type_free = pool.instance_types.iter().zip(&type_overhead).map(|(t, overhead)| Free::of(t.allocatable(), overhead)).collect();
+            let type_free = pool
+                .instance_types
+                .iter()
+                .zip(&type_overhead)
+                .map(|(t, overhead)| Free::of(t.allocatable(), overhead))
+                .collect();
             pools.push(Pool {
                 input: pool,
                 requirements,
@@ -824,7 +900,11 @@ impl<'a> Scheduler<'a> {
             );
         }
         for node in &nodes {
-            topology.register(HOSTNAME_LABEL, topology::hostname(node.input), Registered::NONE);
+            topology.register(
+                HOSTNAME_LABEL,
+                topology::hostname(node.input),
+                Registered::NONE,
+            );
         }
 
         let pool_count = pools.len();
@@ -1070,10 +1150,15 @@ impl<'a> Scheduler<'a> {
             if !claim.room.admits(requests) {
                 return None;
             }
-            if self.topology.rejects(p, claim.slot, &claim.pins, self.pods[p].strict()) {
+            if self
+                .topology
+                .rejects(p, claim.slot, &claim.pins, self.pods[p].strict())
+            {
                 return None;
             }
-            self.try_claim(claim, p, false).ok().map(|accepted| (c, accepted))
+            self.try_claim(claim, p, false)
+                .ok()
+                .map(|accepted| (c, accepted))
         })
     }
 
@@ -1109,7 +1194,10 @@ impl<'a> Scheduler<'a> {
         if input.volume_requirements.is_empty() {
             return narrowed(None);
         }
-        input.volume_requirements.iter().find_map(|v| narrowed(Some(v)))
+        input
+            .volume_requirements
+            .iter()
+            .find_map(|v| narrowed(Some(v)))
     }
 
     /// Adds pod `p`'s requirements, then `volume` (one of its volume alternatives), then the
@@ -1263,7 +1351,8 @@ impl<'a> Scheduler<'a> {
         // hold the pods any more (requests only grow) and go, the rest are left unchecked.
         // Every pod added since the last full filter only took room, so the room shrinks by
         // the pod's requests at most.
-        if unchanged && ports.is_empty() && !claim.pods.is_empty() && !requirements.has_min_values() {
+        if unchanged && ports.is_empty() && !claim.pods.is_empty() && !requirements.has_min_values()
+        {
             let plain = no_extended(&requests);
             let first_fit = claim
                 .options
@@ -1276,21 +1365,48 @@ impl<'a> Scheduler<'a> {
                     memory_bytes: claim.room.memory_bytes.saturating_sub(asked.memory_bytes),
                     pods: claim.room.pods.saturating_sub(asked.pods),
                 };
-                return Ok(Accepted { requirements: None, options: Options::DropFirst(first), requests, room, min_values_relaxed: false });
+                return Ok(Accepted {
+                    requirements: None,
+                    options: Options::DropFirst(first),
+                    requests,
+                    room,
+                    min_values_relaxed: false,
+                });
             }
         }
 
         let facts = (!unchanged).then(|| self.type_facts(claim.pool, requirements));
         let remembered = ports
             .is_empty()
-            .then(|| self.filtered.borrow().get(claim.pool, facts.as_ref(), &requests, &claim.options))
+            .then(|| {
+                self.filtered
+                    .borrow()
+                    .get(claim.pool, facts.as_ref(), &requests, &claim.options)
+            })
             .flatten();
-        let Filtered { mut options, room, flags } = match remembered {
+        let Filtered {
+            mut options,
+            room,
+            flags,
+        } = match remembered {
             Some(filtered) => filtered,
             None => {
-                let filtered = filter_options(pool, &claim.options, facts.as_deref(), &requests, ports, claim_conflict);
+                let filtered = filter_options(
+                    pool,
+                    &claim.options,
+                    facts.as_deref(),
+                    &requests,
+                    ports,
+                    claim_conflict,
+                );
                 if ports.is_empty() {
-                    self.filtered.borrow_mut().put(claim.pool, facts, requests.clone(), claim.options.clone(), filtered.clone());
+                    self.filtered.borrow_mut().put(
+                        claim.pool,
+                        facts,
+                        requests.clone(),
+                        claim.options.clone(),
+                        filtered.clone(),
+                    );
                 }
                 filtered
             }
@@ -1386,7 +1502,9 @@ impl<'a> Scheduler<'a> {
         claim.min_values_relaxed |= accepted.min_values_relaxed;
         claim.pods.push(p);
         claim.ports.extend(input.host_ports.iter().cloned());
-        claim.registered = self.topology.register(HOSTNAME_LABEL, &claim.hostname, claim.registered);
+        claim.registered =
+            self.topology
+                .register(HOSTNAME_LABEL, &claim.hostname, claim.registered);
         let claim = &self.claims[c];
         self.topology.record(
             p,
@@ -1413,7 +1531,9 @@ impl<'a> Scheduler<'a> {
         let mut memo: Vec<Priced> = Vec::new();
         let mut fitting: Vec<usize> = Vec::new();
         // Per pool: the names of the lists of types kept so far.
-        let mut type_names: Vec<TypeNames> = (0..self.pools.len()).map(|_| TypeNames::default()).collect();
+        let mut type_names: Vec<TypeNames> = (0..self.pools.len())
+            .map(|_| TypeNames::default())
+            .collect();
         for (c, claim) in self.claims.iter().enumerate() {
             let pool = &self.pools[claim.pool];
             let template = &pool.input.template;
@@ -1441,9 +1561,16 @@ impl<'a> Scheduler<'a> {
             // Options left unchecked by later pods (see `Options::DropFirst`) are checked here.
             fitting.clear();
             let plain = no_extended(&claim.requests);
-            fitting.extend(claim.options.iter().copied().filter(|&t| pool.fits_plain(t, &claim.requests, plain)));
+            fitting.extend(
+                claim
+                    .options
+                    .iter()
+                    .copied()
+                    .filter(|&t| pool.fits_plain(t, &claim.requests, plain)),
+            );
             if !memo[entry].decided.contains_key(fitting.as_slice()) {
-                let kept_types = KeptTypes::new(pool, &memo[entry], &fitting, &mut type_names[claim.pool]);
+                let kept_types =
+                    KeptTypes::new(pool, &memo[entry], &fitting, &mut type_names[claim.pool]);
                 memo[entry].decided.insert(fitting.clone(), kept_types);
             }
             let priced = &memo[entry];
@@ -1467,19 +1594,32 @@ impl<'a> Scheduler<'a> {
 
             // What this claim added or relaxed are well-known keys' values and minValues,
             // which labels leave out: the memo's labels are the claim's.
-            debug_assert_eq!(priced.labels, claim_labels(template, &requirements, self.policy));
+            debug_assert_eq!(
+                priced.labels,
+                claim_labels(template, &requirements, self.policy)
+            );
             let labels = priced.labels.clone();
 
             let mut annotations = template.annotations.clone();
             // Upstream's marks for NodeClaims that may launch an overlaid instance type.
             if kept_types.price_overlaid {
-                annotations.insert(PRICE_OVERLAY_APPLIED_ANNOTATION.to_owned(), "true".to_owned());
+                annotations.insert(
+                    PRICE_OVERLAY_APPLIED_ANNOTATION.to_owned(),
+                    "true".to_owned(),
+                );
             }
             if kept_types.capacity_overlaid {
-                annotations.insert(CAPACITY_OVERLAY_APPLIED_ANNOTATION.to_owned(), "true".to_owned());
+                annotations.insert(
+                    CAPACITY_OVERLAY_APPLIED_ANNOTATION.to_owned(),
+                    "true".to_owned(),
+                );
             }
-            if self.best_effort_min_values && (min_values_relaxed || requirements.has_min_values()) {
-                annotations.insert(NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION.to_owned(), min_values_relaxed.to_string());
+            if self.best_effort_min_values && (min_values_relaxed || requirements.has_min_values())
+            {
+                annotations.insert(
+                    NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION.to_owned(),
+                    min_values_relaxed.to_string(),
+                );
             }
 
             index[c] = Some(kept.len());
@@ -1532,7 +1672,12 @@ struct KeptTypes {
 impl KeptTypes {
     /// Decides for the `fitting` options of a claim of `pool` priced by `priced`, taking the
     /// types' names from the pool's `type_names`.
-    fn new(pool: &Pool<'_>, priced: &Priced, fitting: &[usize], type_names: &mut TypeNames) -> Self {
+    fn new(
+        pool: &Pool<'_>,
+        priced: &Priced,
+        fitting: &[usize],
+        type_names: &mut TypeNames,
+    ) -> Self {
         // In launch order: kept from the memo's ordered candidates.
         let mut is_fitting = vec![false; pool.input.instance_types.len()];
         for &t in fitting {
@@ -1568,19 +1713,28 @@ struct TypeNames {
     /// requirement lists its types in name order without comparing names.
     rank: Option<Vec<u32>>,
     /// Per list of types (launch order): their names and instance-type requirement.
-    built: HashMap<Vec<usize>, (std::sync::Arc<[String]>, Requirement), BuildHasherDefault<FxHasher>>,
+    built:
+        HashMap<Vec<usize>, (std::sync::Arc<[String]>, Requirement), BuildHasherDefault<FxHasher>>,
 }
 
 impl TypeNames {
     /// The names of types `indices` of `pool`, in order, and `node.kubernetes.io/instance-type
     /// In [those names]`.
-    fn of(&mut self, pool: &Pool<'_>, indices: &[usize]) -> (std::sync::Arc<[String]>, Requirement) {
+    fn of(
+        &mut self,
+        pool: &Pool<'_>,
+        indices: &[usize],
+    ) -> (std::sync::Arc<[String]>, Requirement) {
         if let Some(built) = self.built.get(indices) {
             return built.clone();
         }
         let rank = self.rank.get_or_insert_with(|| {
             let mut order = pool.candidates.clone();
-            order.sort_by(|&a, &b| pool.instance_type(a).name().cmp(pool.instance_type(b).name()));
+            order.sort_by(|&a, &b| {
+                pool.instance_type(a)
+                    .name()
+                    .cmp(pool.instance_type(b).name())
+            });
             let mut rank = vec![u32::MAX; pool.input.instance_types.len()];
             for (r, &t) in order.iter().enumerate() {
                 rank[t] = r as u32;
@@ -1590,7 +1744,10 @@ impl TypeNames {
         let mut in_name_order = indices.to_vec();
         in_name_order.sort_unstable_by_key(|&t| rank[t]);
         let sorted = in_name_order.iter().map(|&t| pool.instance_type(t).name());
-        let names: std::sync::Arc<[String]> = indices.iter().map(|&t| pool.instance_type(t).name().to_owned()).collect();
+        let names: std::sync::Arc<[String]> = indices
+            .iter()
+            .map(|&t| pool.instance_type(t).name().to_owned())
+            .collect();
         let built = (names, Requirement::in_values(INSTANCE_TYPE_LABEL, sorted));
         self.built.insert(indices.to_vec(), built.clone());
         built
@@ -1600,11 +1757,18 @@ impl TypeNames {
 /// The labels of a NodeClaim from `template` with `requirements`: the template's, the
 /// NodePool's and node class's, and each single-valued requirement that is neither
 /// well-known nor restricted.
-fn claim_labels(template: &NodeClaimTemplate, requirements: &Requirements, policy: &LabelPolicy) -> BTreeMap<String, String> {
+fn claim_labels(
+    template: &NodeClaimTemplate,
+    requirements: &Requirements,
+    policy: &LabelPolicy,
+) -> BTreeMap<String, String> {
     let mut labels = template.labels.clone();
     labels.insert(NODEPOOL_LABEL.to_owned(), template.nodepool.clone());
     if !template.node_class_ref.kind.is_empty() {
-        labels.insert(template.node_class_ref.label_key(), template.node_class_ref.name.clone());
+        labels.insert(
+            template.node_class_ref.label_key(),
+            template.node_class_ref.name.clone(),
+        );
     }
     for (key, value) in requirements.labels() {
         if !policy.is_well_known(&key) && !policy.is_restricted(&key) {
@@ -1630,18 +1794,33 @@ fn filter_options(
     let mut room = Room::NONE;
     let mut kept = Vec::with_capacity(options.len());
     for &t in options {
-        if claim_conflict || (!ports.is_empty() && port_conflict(ports, &pool.type_ports[t]).is_some()) {
+        if claim_conflict
+            || (!ports.is_empty() && port_conflict(ports, &pool.type_ports[t]).is_some())
+        {
             continue;
         }
         let fits = pool.fits(t, requests);
-        let Facts { compatible, offering } = facts.map_or(Facts { compatible: true, offering: true }, |f| f[t]);
+        let Facts {
+            compatible,
+            offering,
+        } = facts.map_or(
+            Facts {
+                compatible: true,
+                offering: true,
+            },
+            |f| f[t],
+        );
         flags.record(compatible, fits, offering);
         if compatible && fits && offering {
             kept.push(t);
             pool.widen(&mut room, t, requests);
         }
     }
-    Filtered { options: kept, room, flags }
+    Filtered {
+        options: kept,
+        room,
+        flags,
+    }
 }
 
 /// `requirements` with each unmet key's minValues lowered to the number of values the types
@@ -1682,7 +1861,9 @@ struct Priced {
 impl Priced {
     /// `karpenter.sh/capacity-type In [the capacity types the types `indices` offer]`.
     fn capacity_requirement(&self, indices: &[usize]) -> Option<Requirement> {
-        let mask = indices.iter().fold(0u64, |m, &t| m | self.capacity_types[t]);
+        let mask = indices
+            .iter()
+            .fold(0u64, |m, &t| m | self.capacity_types[t]);
         let names: Vec<&str> = self
             .capacity_type_names
             .iter()
@@ -1705,7 +1886,11 @@ impl Priced {
             pool: index,
             requirements: requirements.clone(),
             prices: vec![None; count],
-            capacity_type_names: pool.offerings.capacity_type_names().map(str::to_owned).collect(),
+            capacity_type_names: pool
+                .offerings
+                .capacity_type_names()
+                .map(str::to_owned)
+                .collect(),
             capacity_types: vec![0; count],
             order: pool.candidates.clone(),
             labels: claim_labels(&pool.input.template, requirements, policy),
@@ -1717,8 +1902,15 @@ impl Priced {
             // The cheapest available compatible offering's price (the fallback's where the
             // offering has none), and the capacity types offered.
             let mut cheapest: Option<f64> = None;
-            for (o, capacity_type) in pool.offerings.available_compatible_numbered(t, it, filter, requirements, policy) {
-                if let Some(price) = o.price().or_else(|| fallback(it, o)).filter(|p| p.is_finite()) {
+            for (o, capacity_type) in
+                pool.offerings
+                    .available_compatible_numbered(t, it, filter, requirements, policy)
+            {
+                if let Some(price) = o
+                    .price()
+                    .or_else(|| fallback(it, o))
+                    .filter(|p| p.is_finite())
+                {
                     cheapest = Some(cheapest.map_or(price, |c: f64| c.min(price)));
                 }
                 if let Some(bit) = capacity_type {
@@ -1761,7 +1953,10 @@ pub(super) fn fits_sum(parts: &[&Resources], available: &Resources) -> bool {
 
 /// The remaining limits with each resource name resolved once; `None` stands for `nodes`.
 fn resolved_limits(remaining: &BTreeMap<String, i128>) -> Vec<(Option<ResourceKey<'_>>, i128)> {
-    remaining.iter().map(|(name, left)| ((name != NODES).then(|| ResourceKey::of(name)), *left)).collect()
+    remaining
+        .iter()
+        .map(|(name, left)| ((name != NODES).then(|| ResourceKey::of(name)), *left))
+        .collect()
 }
 
 /// Whether launching `t` stays within the remaining limits: its capacity of every limited
@@ -1815,15 +2010,31 @@ mod room_tests {
 
     #[test]
     fn room_is_the_most_any_option_has_free() {
-        let small = Resources::new().with("cpu", 2000).with("memory", 4 << 30).with("pods", 10);
-        let large = Resources::new().with("cpu", 8000).with("memory", 8 << 30).with("pods", 10);
+        let small = Resources::new()
+            .with("cpu", 2000)
+            .with("memory", 4 << 30)
+            .with("pods", 10);
+        let large = Resources::new()
+            .with("cpu", 8000)
+            .with("memory", 8 << 30)
+            .with("pods", 10);
         let overhead = Resources::new().with("cpu", 500);
-        let held = Resources::new().with("cpu", 1000).with("memory", 1 << 30).with("pods", 2);
+        let held = Resources::new()
+            .with("cpu", 1000)
+            .with("memory", 1 << 30)
+            .with("pods", 2);
         let mut room = Room::NONE;
         room.widen(&small, &overhead, &held);
         room.widen(&large, &overhead, &held);
         // 6,500m CPU free on the large type, 3 GiB on the small one: each limit from its own type.
-        assert!(room.admits(&Resources::new().with("cpu", 6500).with("memory", 3 << 30).with("pods", 1)));
+        assert!(
+            room.admits(
+                &Resources::new()
+                    .with("cpu", 6500)
+                    .with("memory", 3 << 30)
+                    .with("pods", 1)
+            )
+        );
         assert!(!room.admits(&Resources::new().with("cpu", 6501)));
         assert!(!room.admits(&Resources::new().with("memory", (7 << 30) + 1)));
         assert!(!room.admits(&Resources::new().with("pods", 9)));
@@ -1832,20 +2043,54 @@ mod room_tests {
 
     #[test]
     fn a_remembered_filtering_is_found_only_for_the_same_question() {
-        let filtered = |options: Vec<usize>| Filtered { options, room: Room::NONE, flags: FilterFlags::default() };
-        let facts: Rc<[Facts]> = vec![Facts { compatible: true, offering: true }; 3].into();
+        let filtered = |options: Vec<usize>| Filtered {
+            options,
+            room: Room::NONE,
+            flags: FilterFlags::default(),
+        };
+        let facts: Rc<[Facts]> = vec![
+            Facts {
+                compatible: true,
+                offering: true
+            };
+            3
+        ]
+        .into();
         let same_facts_elsewhere: Rc<[Facts]> = facts.to_vec().into();
         let one_cpu = Resources::new().with("cpu", 1000);
         let mut memo = FilterMemo::default();
-        memo.put(0, Some(facts.clone()), one_cpu.clone(), vec![0, 1, 2], filtered(vec![1, 2]));
+        memo.put(
+            0,
+            Some(facts.clone()),
+            one_cpu.clone(),
+            vec![0, 1, 2],
+            filtered(vec![1, 2]),
+        );
         memo.put(0, None, one_cpu.clone(), vec![0, 1, 2], filtered(vec![2]));
-        let kept = |m: &FilterMemo, pool, f: Option<&Rc<[Facts]>>, r: &Resources, o: &[usize]| m.get(pool, f, r, o).map(|x| x.options);
-        assert_eq!(kept(&memo, 0, Some(&facts), &one_cpu, &[0, 1, 2]), Some(vec![1, 2]));
+        let kept = |m: &FilterMemo, pool, f: Option<&Rc<[Facts]>>, r: &Resources, o: &[usize]| {
+            m.get(pool, f, r, o).map(|x| x.options)
+        };
+        assert_eq!(
+            kept(&memo, 0, Some(&facts), &one_cpu, &[0, 1, 2]),
+            Some(vec![1, 2])
+        );
         assert_eq!(kept(&memo, 0, None, &one_cpu, &[0, 1, 2]), Some(vec![2]));
         // Equal facts from another requirement set are another question: compared by identity.
-        assert_eq!(kept(&memo, 0, Some(&same_facts_elsewhere), &one_cpu, &[0, 1, 2]), None);
+        assert_eq!(
+            kept(&memo, 0, Some(&same_facts_elsewhere), &one_cpu, &[0, 1, 2]),
+            None
+        );
         assert_eq!(kept(&memo, 1, Some(&facts), &one_cpu, &[0, 1, 2]), None);
-        assert_eq!(kept(&memo, 0, Some(&facts), &Resources::new().with("cpu", 1001), &[0, 1, 2]), None);
+        assert_eq!(
+            kept(
+                &memo,
+                0,
+                Some(&facts),
+                &Resources::new().with("cpu", 1001),
+                &[0, 1, 2]
+            ),
+            None
+        );
         assert_eq!(kept(&memo, 0, Some(&facts), &one_cpu, &[0, 1]), None);
         // Once full, the oldest entry goes first.
         for i in 0..FILTERINGS_REMEMBERED - 1 {
@@ -1857,7 +2102,11 @@ mod room_tests {
 
     #[test]
     fn the_free_room_shortcut_decides_as_the_full_sum() {
-        let allocatable = Resources::new().with("cpu", 4000).with("memory", 8 << 30).with("pods", 20).with("nvidia.com/gpu", 1);
+        let allocatable = Resources::new()
+            .with("cpu", 4000)
+            .with("memory", 8 << 30)
+            .with("pods", 20)
+            .with("nvidia.com/gpu", 1);
         let overheads = [
             Resources::new(),
             Resources::new().with("cpu", 500).with("pods", 2),
@@ -1868,7 +2117,10 @@ mod room_tests {
         ];
         let requests = [
             Resources::new(),
-            Resources::new().with("cpu", 3500).with("memory", 8 << 30).with("pods", 18),
+            Resources::new()
+                .with("cpu", 3500)
+                .with("memory", 8 << 30)
+                .with("pods", 18),
             Resources::new().with("cpu", 3501),
             Resources::new().with("ephemeral-storage", 1),
             Resources::new().with("nvidia.com/gpu", 1),
@@ -1887,12 +2139,16 @@ mod room_tests {
                 if let Some(free) = free {
                     by_free.widen_free(&free, asked);
                     by_sum.widen(&allocatable, overhead, asked);
-                    assert_eq!((by_free.cpu_millis, by_free.memory_bytes, by_free.pods), (by_sum.cpu_millis, by_sum.memory_bytes, by_sum.pods));
+                    assert_eq!(
+                        (by_free.cpu_millis, by_free.memory_bytes, by_free.pods),
+                        (by_sum.cpu_millis, by_sum.memory_bytes, by_sum.pods)
+                    );
                 }
             }
         }
         // The overhead alone fills the type's CPU: a pod asking one more millicore is refused.
-        let full = Free::of(&allocatable, &Resources::new().with("cpu", 4000)).expect("fits exactly");
+        let full =
+            Free::of(&allocatable, &Resources::new().with("cpu", 4000)).expect("fits exactly");
         assert!(full.holds(&Resources::new().with("memory", 1)));
         assert!(!full.holds(&Resources::new().with("cpu", 1)));
     }

@@ -18,9 +18,9 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
 use std::hash::BuildHasherDefault;
 use std::rc::Rc;
-use std::fmt::Write as _;
 
 use crate::hash::FxHasher;
 use crate::labels::{HOSTNAME_LABEL, NODEPOOL_LABEL};
@@ -173,7 +173,10 @@ pub(crate) struct Registered {
 
 impl Registered {
     /// Registered nowhere yet.
-    pub(crate) const NONE: Registered = Registered { groups: 0, inverse: 0 };
+    pub(crate) const NONE: Registered = Registered {
+        groups: 0,
+        inverse: 0,
+    };
 }
 
 /// "Not narrowed to one numbered domain" in a claim's pins (see [`Topology::pin`]).
@@ -242,7 +245,10 @@ impl Group {
                     self.empty -= 1;
                 }
                 *count += 1;
-                *self.counts.get_mut(domain).expect("both maps hold every domain") += 1;
+                *self
+                    .counts
+                    .get_mut(domain)
+                    .expect("both maps hold every domain") += 1;
             }
             None => self.insert(Rc::from(domain), 1),
         }
@@ -524,13 +530,16 @@ pub(crate) struct Topology<'a> {
 
 /// The pending pods grouped by identical namespace and labels, each class in pod order.
 fn label_classes(pods: &[PendingPod]) -> Vec<Vec<usize>> {
-    let mut index: HashMap<(&str, &BTreeMap<String, String>), usize, BuildHasherDefault<FxHasher>> = HashMap::default();
+    let mut index: HashMap<(&str, &BTreeMap<String, String>), usize, BuildHasherDefault<FxHasher>> =
+        HashMap::default();
     let mut classes: Vec<Vec<usize>> = Vec::new();
     for (p, pod) in pods.iter().enumerate() {
-        let class = *index.entry((pod.key.namespace.as_str(), &pod.labels)).or_insert_with(|| {
-            classes.push(Vec::new());
-            classes.len() - 1
-        });
+        let class = *index
+            .entry((pod.key.namespace.as_str(), &pod.labels))
+            .or_insert_with(|| {
+                classes.push(Vec::new());
+                classes.len() - 1
+            });
         classes[class].push(p);
     }
     classes
@@ -563,7 +572,12 @@ impl<'a> Topology<'a> {
                 .iter()
                 .chain(&p.preferred_pod_anti_affinity)
                 .map(|w| &w.term);
-            for term in p.pod_affinity.iter().chain(&p.pod_anti_affinity).chain(preferred) {
+            for term in p
+                .pod_affinity
+                .iter()
+                .chain(&p.pod_anti_affinity)
+                .chain(preferred)
+            {
                 keys.insert(&term.topology_key);
                 selects_namespaces |= term.namespace_selector.is_some();
             }
@@ -632,7 +646,12 @@ impl<'a> Topology<'a> {
             .pod_anti_affinity
             .iter()
             .map(|term| {
-                let spec = affinity_spec(Kind::AntiAffinity, term, &pod.key.namespace, &self.namespaces);
+                let spec = affinity_spec(
+                    Kind::AntiAffinity,
+                    term,
+                    &pod.key.namespace,
+                    &self.namespaces,
+                );
                 self.inverse_group(spec)
             })
             .collect();
@@ -673,7 +692,10 @@ impl<'a> Topology<'a> {
             let own = u32::from(self.selecting[p].binary_search(&g).is_ok());
             match group.kind {
                 Kind::AntiAffinity => rules.push((GroupRef::Regular(g), 1)),
-                Kind::Spread => rules.push((GroupRef::Regular(g), (group.max_skew + 1).saturating_sub(own))),
+                Kind::Spread => rules.push((
+                    GroupRef::Regular(g),
+                    (group.max_skew + 1).saturating_sub(own),
+                )),
                 Kind::Affinity => {}
             }
         }
@@ -699,7 +721,10 @@ impl<'a> Topology<'a> {
             return true;
         }
         self.other_rules[p].iter().any(|&rule| {
-            let slot = pins.get(self.group_of(rule).key_index).copied().unwrap_or(UNPINNED);
+            let slot = pins
+                .get(self.group_of(rule).key_index)
+                .copied()
+                .unwrap_or(UNPINNED);
             slot != UNPINNED && self.rule_rejects(p, rule, slot, strict)
         })
     }
@@ -707,7 +732,9 @@ impl<'a> Topology<'a> {
     /// The numbers of the keys of pod `p`'s rules other than its hostname rules (a claim
     /// pinned on one of them may be ruled out by [`rejects`](Self::rejects)).
     pub(crate) fn pin_keys(&self, p: usize) -> impl Iterator<Item = usize> + '_ {
-        self.other_rules[p].iter().map(|&rule| self.group_of(rule).key_index)
+        self.other_rules[p]
+            .iter()
+            .map(|&rule| self.group_of(rule).key_index)
     }
 
     /// How many domains of the key numbered `key_index` are numbered so far.
@@ -717,10 +744,16 @@ impl<'a> Topology<'a> {
 
     /// Whether none of pod `p`'s rules on the key numbered `key_index` rules out a claim
     /// pinned to that key's domain `slot` — what [`rejects`](Self::rejects) checks for it.
-    pub(crate) fn admits_pin(&self, p: usize, key_index: usize, slot: u32, strict: &Requirements) -> bool {
-        !self.other_rules[p]
-            .iter()
-            .any(|&rule| self.group_of(rule).key_index == key_index && self.rule_rejects(p, rule, slot, strict))
+    pub(crate) fn admits_pin(
+        &self,
+        p: usize,
+        key_index: usize,
+        slot: u32,
+        strict: &Requirements,
+    ) -> bool {
+        !self.other_rules[p].iter().any(|&rule| {
+            self.group_of(rule).key_index == key_index && self.rule_rejects(p, rule, slot, strict)
+        })
     }
 
     /// Pod `p`'s hostname rules: a node whose hostname slot counts `limit` or more pods of
@@ -761,7 +794,8 @@ impl<'a> Topology<'a> {
             Kind::Affinity => count == 0 && !(self_selecting && group.bootstrappable(pod)),
             Kind::Spread => {
                 !group.index.contains_key(domain)
-                    || i64::from(count) + i64::from(self_selecting) - group.min_count(pod) > i64::from(group.max_skew)
+                    || i64::from(count) + i64::from(self_selecting) - group.min_count(pod)
+                        > i64::from(group.max_skew)
             }
         }
     }
@@ -770,7 +804,9 @@ impl<'a> Topology<'a> {
     /// already rule out a node whose only possible hostname is the one numbered `slot` — a
     /// cheap, exact pre-check of what [`domains`](Self::domains) would say about it.
     fn rejects_host(&self, p: usize, slot: u32) -> bool {
-        self.host_rules[p].iter().any(|&rule| !self.host_admits(rule, slot))
+        self.host_rules[p]
+            .iter()
+            .any(|&rule| !self.host_admits(rule, slot))
     }
 
     /// (Re)computes the groups pod `p` owns from its current constraints; groups that do
@@ -783,7 +819,11 @@ impl<'a> Topology<'a> {
             let honor_affinity = c.node_affinity_policy != Some(NodeInclusionPolicy::Ignore);
             let honor_taints = c.node_taints_policy == Some(NodeInclusionPolicy::Honor);
             // Everything the spec below is built from (a finer key than its identity).
-            let label_values: Vec<Option<&String>> = c.match_label_keys.iter().map(|key| pod.labels.get(key)).collect();
+            let label_values: Vec<Option<&String>> = c
+                .match_label_keys
+                .iter()
+                .map(|key| pod.labels.get(key))
+                .collect();
             let stated = crate::hash::fingerprint(&(
                 Kind::Spread,
                 *c,
@@ -826,14 +866,25 @@ impl<'a> Topology<'a> {
             self.stated_ids.insert(stated, id);
             ids.push(id);
         }
-        let terms = constraints.affinity.iter().map(|&term| (Kind::Affinity, term));
-        let anti_terms = constraints.anti_affinity.iter().map(|&term| (Kind::AntiAffinity, term));
+        let terms = constraints
+            .affinity
+            .iter()
+            .map(|&term| (Kind::Affinity, term));
+        let anti_terms = constraints
+            .anti_affinity
+            .iter()
+            .map(|&term| (Kind::AntiAffinity, term));
         for (kind, term) in terms.chain(anti_terms) {
             let stated = crate::hash::fingerprint(&(kind, term, &pod.key.namespace));
             let id = match self.stated_ids.get(&stated) {
                 Some(&id) => id,
                 None => {
-                    let id = self.group(affinity_spec(kind, term, &pod.key.namespace, &self.namespaces));
+                    let id = self.group(affinity_spec(
+                        kind,
+                        term,
+                        &pod.key.namespace,
+                        &self.namespaces,
+                    ));
                     self.stated_ids.insert(stated, id);
                     id
                 }
@@ -857,10 +908,15 @@ impl<'a> Topology<'a> {
         let mut name: Option<Rc<str>> = None;
         for g in groups.chain(inverse) {
             if g.key == key {
-                g.register_named(domain, || name.get_or_insert_with(|| Rc::from(domain)).clone());
+                g.register_named(domain, || {
+                    name.get_or_insert_with(|| Rc::from(domain)).clone()
+                });
             }
         }
-        Registered { groups: self.groups.len(), inverse: self.inverse.len() }
+        Registered {
+            groups: self.groups.len(),
+            inverse: self.inverse.len(),
+        }
     }
 
     /// The domain requirements pod `p` adds on a node: one per owned group and per inverse
@@ -1044,7 +1100,11 @@ impl<'a> Topology<'a> {
         self.number_domains(&mut group);
         let id = self.groups.len();
         let pods = self.pods;
-        for class in self.label_classes.get_or_insert_with(|| label_classes(pods)).iter() {
+        for class in self
+            .label_classes
+            .get_or_insert_with(|| label_classes(pods))
+            .iter()
+        {
             let pod = &pods[class[0]];
             if group.selects(&pod.key.namespace, &pod.labels) {
                 for &p in class {
@@ -1134,14 +1194,19 @@ fn namespace_universe(
     bound: &[&BoundPod],
 ) -> Vec<(String, BTreeMap<String, String>)> {
     let mut all: BTreeMap<String, BTreeMap<String, String>> = known.clone();
-    let pod_namespaces = pods.iter().map(|p| &p.key.namespace).chain(bound.iter().map(|b| &b.key.namespace));
+    let pod_namespaces = pods
+        .iter()
+        .map(|p| &p.key.namespace)
+        .chain(bound.iter().map(|b| &b.key.namespace));
     for namespace in pod_namespaces {
         if !all.contains_key(namespace) {
             all.insert(namespace.clone(), BTreeMap::new());
         }
     }
     for (name, labels) in &mut all {
-        labels.entry(NAMESPACE_NAME_LABEL.to_owned()).or_insert_with(|| name.clone());
+        labels
+            .entry(NAMESPACE_NAME_LABEL.to_owned())
+            .or_insert_with(|| name.clone());
     }
     all.into_iter().collect()
 }
@@ -1160,7 +1225,12 @@ fn affinity_spec(
     let mut namespaces: BTreeSet<String> = term.namespaces.iter().cloned().collect();
     match &term.namespace_selector {
         Some(selector) => {
-            namespaces.extend(universe.iter().filter(|(_, labels)| selector.matches(labels)).map(|(name, _)| name.clone()));
+            namespaces.extend(
+                universe
+                    .iter()
+                    .filter(|(_, labels)| selector.matches(labels))
+                    .map(|(name, _)| name.clone()),
+            );
         }
         None if namespaces.is_empty() => {
             namespaces.insert(namespace.to_owned());
@@ -1200,7 +1270,8 @@ fn build_universe(nodepools: &[NodePool], keys: &BTreeSet<&str>) -> Universe {
         }
         let taints = &template.taints;
         // Types mostly share their requirement on a key: each distinct one is seen once.
-        let mut seen: HashMap<u64, Vec<&Requirement>, BuildHasherDefault<FxHasher>> = HashMap::default();
+        let mut seen: HashMap<u64, Vec<&Requirement>, BuildHasherDefault<FxHasher>> =
+            HashMap::default();
         for t in &pool.instance_types {
             for &key in keys {
                 let own = t

@@ -1,8 +1,8 @@
 //! Inputs and outputs of a provisioning pass, as plain data.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::fmt;
+use std::sync::Arc;
 
 use crate::instance_type::InstanceType;
 use crate::labels::LabelPolicy;
@@ -12,8 +12,8 @@ use crate::resources::{PodResourceSpec, QuantityError, Resources, Unit};
 use crate::taints::{Taint, Toleration};
 
 use super::constraints::{
-    AttachedVolume, HostPort, MinValuesPolicy, PodAffinityTerm, PreferencePolicy, PreferredSchedulingTerm, TopologySpreadConstraint,
-    WeightedPodAffinityTerm,
+    AttachedVolume, HostPort, MinValuesPolicy, PodAffinityTerm, PreferencePolicy,
+    PreferredSchedulingTerm, TopologySpreadConstraint, WeightedPodAffinityTerm,
 };
 
 /// Identifies a pod by namespace and name.

@@ -64,7 +64,11 @@ pub struct NodeMeta {
     pub labels: Option<AtomMap>,
     /// `annotations`, without kubectl's last-applied copy of the object (dropped while
     /// parsing).
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "annotations_without_last_applied")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "annotations_without_last_applied"
+    )]
     pub annotations: Option<AtomMap>,
     /// `finalizers`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -79,7 +83,11 @@ pub struct NodeMeta {
 #[serde(rename_all = "camelCase")]
 pub struct LeanNodeSpec {
     /// `spec.providerID`: the cloud instance behind the Node.
-    #[serde(default, rename = "providerID", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "providerID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub provider_id: Option<String>,
     /// `spec.taints` ([shared](Shared) between Nodes stating the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -123,7 +131,11 @@ impl LeanNode {
 
     /// `spec.taints` (empty when none).
     pub fn taints(&self) -> &[Taint] {
-        self.spec.as_ref().and_then(|s| s.taints.as_deref()).map(Vec::as_slice).unwrap_or_default()
+        self.spec
+            .as_ref()
+            .and_then(|s| s.taints.as_deref())
+            .map(Vec::as_slice)
+            .unwrap_or_default()
     }
 
     /// `status.allocatable`, if reported.
@@ -134,7 +146,10 @@ impl LeanNode {
     /// Whether the `Ready` condition is `True`.
     pub fn is_ready(&self) -> bool {
         let conditions = self.status.as_ref().and_then(|s| s.conditions.as_deref());
-        conditions.into_iter().flatten().any(|c| c.type_.as_str() == "Ready" && c.status.as_str() == "True")
+        conditions
+            .into_iter()
+            .flatten()
+            .any(|c| c.type_.as_str() == "Ready" && c.status.as_str() == "True")
     }
 }
 
@@ -149,7 +164,11 @@ impl From<&ObjectMeta> for NodeMeta {
             creation_timestamp: m.creation_timestamp.clone(),
             deletion_timestamp: m.deletion_timestamp.clone(),
             labels: m.labels.as_ref().map(|l| l.iter().collect()),
-            annotations: m.annotations.as_ref().map(|a| a.iter().filter(|(k, _)| k.as_str() != LAST_APPLIED).collect()),
+            annotations: m.annotations.as_ref().map(|a| {
+                a.iter()
+                    .filter(|(k, _)| k.as_str() != LAST_APPLIED)
+                    .collect()
+            }),
             finalizers: m.finalizers.clone(),
             owner_references: m.owner_references.clone(),
         }
@@ -158,7 +177,11 @@ impl From<&ObjectMeta> for NodeMeta {
 
 impl From<&NodeSpec> for LeanNodeSpec {
     fn from(s: &NodeSpec) -> Self {
-        LeanNodeSpec { provider_id: s.provider_id.clone(), taints: s.taints.clone().map(Shared::new), unschedulable: s.unschedulable }
+        LeanNodeSpec {
+            provider_id: s.provider_id.clone(),
+            taints: s.taints.clone().map(Shared::new),
+            unschedulable: s.unschedulable,
+        }
     }
 }
 
@@ -167,7 +190,10 @@ impl From<&NodeStatus> for LeanNodeStatus {
         LeanNodeStatus {
             capacity: s.capacity.clone().map(Shared::new),
             allocatable: s.allocatable.clone().map(Shared::new),
-            conditions: s.conditions.as_ref().map(|c| Shared::new(c.iter().map(LeanCondition::from).collect())),
+            conditions: s
+                .conditions
+                .as_ref()
+                .map(|c| Shared::new(c.iter().map(LeanCondition::from).collect())),
         }
     }
 }
@@ -192,7 +218,10 @@ pub struct AtomMap(Box<[(Atom, Atom)]>);
 impl AtomMap {
     /// The value of `key`, if set.
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok().map(|i| self.0[i].1.as_str())
+        self.0
+            .binary_search_by(|(k, _)| k.as_str().cmp(key))
+            .ok()
+            .map(|i| self.0[i].1.as_str())
     }
 
     /// Whether `key` is set.
@@ -217,14 +246,21 @@ impl AtomMap {
 
     /// A copy as a `BTreeMap`, for the APIs that take one.
     pub fn to_btree_map(&self) -> BTreeMap<String, String> {
-        self.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        self.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 }
 
 impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for AtomMap {
     /// Sorts by key; of a key given twice, the last value stays (as in a map).
     fn from_iter<I: IntoIterator<Item = (K, V)>>(items: I) -> Self {
-        AtomMap::sorted(items.into_iter().map(|(k, v)| (Atom::from(k.as_ref()), Atom::from(v.as_ref()))).collect())
+        AtomMap::sorted(
+            items
+                .into_iter()
+                .map(|(k, v)| (Atom::from(k.as_ref()), Atom::from(v.as_ref())))
+                .collect(),
+        )
     }
 }
 
@@ -258,10 +294,18 @@ impl<'de> Deserialize<'de> for RawAnnotations {
 }
 
 /// Reads `metadata.annotations` without kubectl's last-applied copy of the object.
-fn annotations_without_last_applied<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<AtomMap>, D::Error> {
+fn annotations_without_last_applied<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<AtomMap>, D::Error> {
     let annotations = Option::<RawAnnotations>::deserialize(deserializer)?;
     Ok(annotations.map(|RawAnnotations(pairs)| {
-        AtomMap::sorted(pairs.into_iter().filter(|(k, _)| k.as_str() != LAST_APPLIED).map(|(k, v)| (k, Atom::from(v))).collect())
+        AtomMap::sorted(
+            pairs
+                .into_iter()
+                .filter(|(k, _)| k.as_str() != LAST_APPLIED)
+                .map(|(k, v)| (k, Atom::from(v)))
+                .collect(),
+        )
     }))
 }
 
@@ -317,47 +361,112 @@ mod tests {
         );
         let full: Node = serde_json::from_value(full_node("n1")).unwrap();
         assert_eq!(LeanNode::from(&full), parsed);
-        assert_eq!(serde_json::from_value::<LeanNode>(written).unwrap(), parsed, "what it writes reads back the same");
+        assert_eq!(
+            serde_json::from_value::<LeanNode>(written).unwrap(),
+            parsed,
+            "what it writes reads back the same"
+        );
         // The readers' shortcuts.
-        assert_eq!((parsed.name(), parsed.provider_id(), parsed.label("topology.kubernetes.io/zone")), ("n1", Some("sim:///i-1"), Some("zone-a")));
+        assert_eq!(
+            (
+                parsed.name(),
+                parsed.provider_id(),
+                parsed.label("topology.kubernetes.io/zone")
+            ),
+            ("n1", Some("sim:///i-1"), Some("zone-a"))
+        );
         assert_eq!(parsed.label("missing"), None);
         assert_eq!(parsed.taints()[0].key, "k");
-        assert_eq!(parsed.allocatable().and_then(|a| a.get("cpu")).map(|q| q.0.as_str()), Some("3900m"));
+        assert_eq!(
+            parsed
+                .allocatable()
+                .and_then(|a| a.get("cpu"))
+                .map(|q| q.0.as_str()),
+            Some("3900m")
+        );
         assert!(parsed.is_ready());
         assert!(!LeanNode::default().is_ready() && LeanNode::default().taints().is_empty());
     }
 
     #[test]
     fn nodes_of_one_group_share_their_strings_taints_and_resources() {
-        let (a, b): (LeanNode, LeanNode) = (serde_json::from_value(full_node("a")).unwrap(), serde_json::from_value(full_node("b")).unwrap());
-        let zone = |n: &LeanNode| n.metadata.labels.as_ref().unwrap().0.iter().find(|(k, _)| k.as_str() == "topology.kubernetes.io/zone").unwrap().1.clone();
-        assert!(Arc::ptr_eq(zone(&a).0.as_arc(), zone(&b).0.as_arc()), "a zone's name is held once");
+        let (a, b): (LeanNode, LeanNode) = (
+            serde_json::from_value(full_node("a")).unwrap(),
+            serde_json::from_value(full_node("b")).unwrap(),
+        );
+        let zone = |n: &LeanNode| {
+            n.metadata
+                .labels
+                .as_ref()
+                .unwrap()
+                .0
+                .iter()
+                .find(|(k, _)| k.as_str() == "topology.kubernetes.io/zone")
+                .unwrap()
+                .1
+                .clone()
+        };
+        assert!(
+            Arc::ptr_eq(zone(&a).0.as_arc(), zone(&b).0.as_arc()),
+            "a zone's name is held once"
+        );
         let taints = |n: &LeanNode| n.spec.as_ref().unwrap().taints.clone().unwrap();
         assert!(Arc::ptr_eq(taints(&a).as_arc(), taints(&b).as_arc()));
         let allocatable = |n: &LeanNode| n.status.as_ref().unwrap().allocatable.clone().unwrap();
-        assert!(Arc::ptr_eq(allocatable(&a).as_arc(), allocatable(&b).as_arc()));
+        assert!(Arc::ptr_eq(
+            allocatable(&a).as_arc(),
+            allocatable(&b).as_arc()
+        ));
         let conditions = |n: &LeanNode| n.status.as_ref().unwrap().conditions.clone().unwrap();
-        assert!(Arc::ptr_eq(conditions(&a).as_arc(), conditions(&b).as_arc()));
+        assert!(Arc::ptr_eq(
+            conditions(&a).as_arc(),
+            conditions(&b).as_arc()
+        ));
         // The node's name is the string its pods' `spec.nodeName` holds.
-        let pod: super::super::LeanPod = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"nodeName": "a", "containers": []}})).unwrap();
+        let pod: super::super::LeanPod = serde_json::from_value(
+            json!({"metadata": {"name": "p"}, "spec": {"nodeName": "a", "containers": []}}),
+        )
+        .unwrap();
         let bound = pod.spec.unwrap().node_name.unwrap();
-        assert!(Arc::ptr_eq(bound.0.as_arc(), a.metadata.name.as_ref().unwrap().0.as_arc()));
+        assert!(Arc::ptr_eq(
+            bound.0.as_arc(),
+            a.metadata.name.as_ref().unwrap().0.as_arc()
+        ));
     }
 
     #[test]
     fn an_atom_map_reads_and_writes_as_a_map_and_finds_by_key() {
         let map: AtomMap = serde_json::from_value(json!({"b": "2", "a": "1", "c": ""})).unwrap();
-        assert_eq!(map.iter().collect::<Vec<_>>(), [("a", "1"), ("b", "2"), ("c", "")], "kept in key order");
+        assert_eq!(
+            map.iter().collect::<Vec<_>>(),
+            [("a", "1"), ("b", "2"), ("c", "")],
+            "kept in key order"
+        );
         assert_eq!((map.get("b"), map.get("z")), (Some("2"), None));
         assert!(map.contains_key("c") && !map.contains_key("d"));
-        assert_eq!((map.len(), map.is_empty(), AtomMap::default().is_empty()), (3, false, true));
-        assert_eq!(serde_json::to_value(&map).unwrap(), json!({"a": "1", "b": "2", "c": ""}));
+        assert_eq!(
+            (map.len(), map.is_empty(), AtomMap::default().is_empty()),
+            (3, false, true)
+        );
+        assert_eq!(
+            serde_json::to_value(&map).unwrap(),
+            json!({"a": "1", "b": "2", "c": ""})
+        );
         assert_eq!(map.to_btree_map().get("a").map(String::as_str), Some("1"));
         let twice: AtomMap = [("k", "1"), ("j", "0"), ("k", "2")].into_iter().collect();
-        assert_eq!(twice.get("k"), Some("2"), "the last of a repeated key stays, as in a map");
+        assert_eq!(
+            twice.get("k"),
+            Some("2"),
+            "the last of a repeated key stays, as in a map"
+        );
         assert_eq!(twice.len(), 2);
-        let e = serde_json::from_value::<AtomMap>(json!({"a": 1})).unwrap_err().to_string();
-        assert!(e.starts_with("invalid type: integer `1`, expected a string"), "{e}");
+        let e = serde_json::from_value::<AtomMap>(json!({"a": 1}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("invalid type: integer `1`, expected a string"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -18,7 +18,10 @@ use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::value::{MapAccessDeserializer, StringDeserializer};
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, IntoDeserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{
+    self, DeserializeSeed, Deserializer, IgnoredAny, IntoDeserializer, MapAccess, SeqAccess,
+    Visitor,
+};
 
 use super::{Kind, KindSeed, Object, Origin, Snapshot};
 
@@ -32,12 +35,36 @@ pub(super) fn read(text: &str) -> Option<Snapshot> {
             Document::Empty => {}
             Document::Single(item) => {
                 let (kind, object, typed) = item;
-                snapshot.add(Origin { document, item: None }, &kind, &object, typed, &mut seen).ok()?;
+                snapshot
+                    .add(
+                        Origin {
+                            document,
+                            item: None,
+                        },
+                        &kind,
+                        &object,
+                        typed,
+                        &mut seen,
+                    )
+                    .ok()?;
             }
             Document::List(items) => {
                 for (j, item) in items.into_iter().enumerate() {
-                    let Some((kind, object, typed)) = item else { continue };
-                    snapshot.add(Origin { document, item: Some(j) }, &kind, &object, typed, &mut seen).ok()?;
+                    let Some((kind, object, typed)) = item else {
+                        continue;
+                    };
+                    snapshot
+                        .add(
+                            Origin {
+                                document,
+                                item: Some(j),
+                            },
+                            &kind,
+                            &object,
+                            typed,
+                            &mut seen,
+                        )
+                        .ok()?;
                 }
             }
         }
@@ -112,14 +139,18 @@ impl<'de> Visitor<'de> for ObjectVisitor {
             match key.as_str() {
                 "apiVersion" if api_version.is_none() => api_version = Some(map.next_value()?),
                 "kind" if kind.is_none() => kind = Some(map.next_value()?),
-                "items" if self.top_level && items.is_none() && (kind.is_none() || is_list(&kind)) => {
+                "items"
+                    if self.top_level && items.is_none() && (kind.is_none() || is_list(&kind)) =>
+                {
                     items = Some(map.next_value_seed(ItemsSeed)?);
                 }
                 _ if is_list(&kind) && self.top_level => {
                     map.next_value::<IgnoredAny>()?;
                 }
                 _ => {
-                    let (Some(api_version), Some(kind)) = (api_version, kind) else { return Err(give_up()) };
+                    let (Some(api_version), Some(kind)) = (api_version, kind) else {
+                        return Err(give_up());
+                    };
                     if items.is_some() {
                         return Err(give_up());
                     }
@@ -128,7 +159,11 @@ impl<'de> Visitor<'de> for ObjectVisitor {
             }
         }
         match items {
-            Some(items) if is_list(&kind) && api_version.as_deref().is_some_and(|v| !v.is_empty()) => Ok(Document::List(items)),
+            Some(items)
+                if is_list(&kind) && api_version.as_deref().is_some_and(|v| !v.is_empty()) =>
+            {
+                Ok(Document::List(items))
+            }
             _ => Err(give_up()),
         }
     }
@@ -136,13 +171,21 @@ impl<'de> Visitor<'de> for ObjectVisitor {
 
 /// Reads the rest of an object's mapping as the type of `kind`, `key` being the first key
 /// after `apiVersion` and `kind` (its value still unread).
-fn typed_rest<'de, A: MapAccess<'de>>(api_version: String, kind: String, key: String, map: A) -> Result<Item, A::Error> {
+fn typed_rest<'de, A: MapAccess<'de>>(
+    api_version: String,
+    kind: String,
+    key: String,
+    map: A,
+) -> Result<Item, A::Error> {
     if api_version.is_empty() || kind.is_empty() {
         return Err(give_up());
     }
     let parsed = Kind::of(&api_version, &kind).map_err(|_| give_up::<A::Error>())?;
     let replay = Replay {
-        front: VecDeque::from([("apiVersion".to_string(), api_version), ("kind".to_string(), kind.clone())]),
+        front: VecDeque::from([
+            ("apiVersion".to_string(), api_version),
+            ("kind".to_string(), kind.clone()),
+        ]),
         value: None,
         held_key: Some(key),
         map,
@@ -164,7 +207,9 @@ fn typed_rest<'de, A: MapAccess<'de>>(api_version: String, kind: String, key: St
 /// The name and namespace of a typed object (`None` for an ignored one).
 fn name_and_namespace(object: &Object) -> Option<(Option<&str>, Option<&str>)> {
     let meta: &ObjectMeta = match object {
-        Object::Pod(o) => return Some((o.metadata.name.as_deref(), o.metadata.namespace.as_deref())),
+        Object::Pod(o) => {
+            return Some((o.metadata.name.as_deref(), o.metadata.namespace.as_deref()));
+        }
         Object::Node(o) => return Some((o.metadata.name.as_deref(), None)),
         Object::NodePool(o) => &o.metadata,
         Object::NodeClaim(o) => &o.metadata,
@@ -199,13 +244,20 @@ struct Replay<A> {
 impl<'de, A: MapAccess<'de>> MapAccess<'de> for Replay<A> {
     type Error = A::Error;
 
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, A::Error> {
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
         if let Some((key, value)) = self.front.pop_front() {
             self.value = Some(value);
-            return seed.deserialize(IntoDeserializer::<A::Error>::into_deserializer(key)).map(Some);
+            return seed
+                .deserialize(IntoDeserializer::<A::Error>::into_deserializer(key))
+                .map(Some);
         }
         if let Some(key) = self.held_key.take() {
-            return seed.deserialize(IntoDeserializer::<A::Error>::into_deserializer(key)).map(Some);
+            return seed
+                .deserialize(IntoDeserializer::<A::Error>::into_deserializer(key))
+                .map(Some);
         }
         self.map.next_key_seed(seed)
     }
@@ -285,12 +337,18 @@ mod tests {
 
     /// Every snapshot fixture of `joinery schedule`'s tests.
     fn fixtures() -> Vec<(String, String)> {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/tests/fixtures/schedule");
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/tests/fixtures/schedule");
         let mut out: Vec<(String, String)> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().path())
             .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-            .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read_to_string(&p).unwrap()))
+            .map(|p| {
+                (
+                    p.file_name().unwrap().to_string_lossy().into_owned(),
+                    std::fs::read_to_string(&p).unwrap(),
+                )
+            })
             .collect();
         out.sort();
         out
@@ -306,10 +364,16 @@ mod tests {
                     assert_eq!(Ok(&fast), careful.as_ref(), "{name}: the readers disagree");
                     one_pass += 1;
                 }
-                None => assert!(careful.is_err() || text.trim().is_empty(), "{name}: read twice though it reads fine"),
+                None => assert!(
+                    careful.is_err() || text.trim().is_empty(),
+                    "{name}: read twice though it reads fine"
+                ),
             }
         }
-        assert!(one_pass >= 15, "only {one_pass} fixtures were read in one pass");
+        assert!(
+            one_pass >= 15,
+            "only {one_pass} fixtures were read in one pass"
+        );
     }
 
     #[test]
@@ -317,7 +381,10 @@ mod tests {
         let kubectl = "apiVersion: v1\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: a}\n  spec: {containers: [{name: c}]}\n- null\nkind: List\nmetadata: {resourceVersion: \"\"}\n";
         let fast = read(kubectl).expect("kubectl's key order is read in one pass");
         assert_eq!(fast.pods.len(), 1);
-        assert_eq!(fast.pods[0].object.metadata.namespace.as_deref(), Some("default"));
+        assert_eq!(
+            fast.pods[0].object.metadata.namespace.as_deref(),
+            Some("default")
+        );
         assert_eq!(Ok(fast), Snapshot::parse_two_passes(kubectl));
 
         let kind_last = "metadata: {name: a, namespace: shop}\nspec: {containers: [{name: c, resources: {requests: {cpu: 1}}}]}\napiVersion: v1\nkind: Pod\n";
@@ -331,6 +398,11 @@ mod tests {
         let garbled = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: 7}\n";
         assert!(read(garbled).is_none());
         let message = Snapshot::parse(garbled).unwrap_err().to_string();
-        assert!(message.contains("document 1") && message.contains("Pod default/a") && message.contains("spec.containers"), "{message}");
+        assert!(
+            message.contains("document 1")
+                && message.contains("Pod default/a")
+                && message.contains("spec.containers"),
+            "{message}"
+        );
     }
 }

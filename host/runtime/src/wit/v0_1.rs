@@ -73,31 +73,47 @@ fn list_ref<'a, A: 'a, B: From<&'a A>>(items: &'a [A]) -> Vec<B> {
 
 impl From<&c::KeyValue> for wt::KeyValue {
     fn from(v: &c::KeyValue) -> Self {
-        wt::KeyValue { key: v.key.clone(), value: v.value.clone() }
+        wt::KeyValue {
+            key: v.key.clone(),
+            value: v.value.clone(),
+        }
     }
 }
 
 impl From<wt::KeyValue> for c::KeyValue {
     fn from(v: wt::KeyValue) -> Self {
-        c::KeyValue { key: v.key, value: v.value }
+        c::KeyValue {
+            key: v.key,
+            value: v.value,
+        }
     }
 }
 
 impl From<&c::Resource> for wt::Resource {
     fn from(r: &c::Resource) -> Self {
-        wt::Resource { name: r.name.clone(), quantity: r.quantity.clone() }
+        wt::Resource {
+            name: r.name.clone(),
+            quantity: r.quantity.clone(),
+        }
     }
 }
 
 impl From<wt::Resource> for c::Resource {
     fn from(r: wt::Resource) -> Self {
-        c::Resource { name: r.name, quantity: r.quantity }
+        c::Resource {
+            name: r.name,
+            quantity: r.quantity,
+        }
     }
 }
 
 impl From<&c::Taint> for wt::Taint {
     fn from(t: &c::Taint) -> Self {
-        wt::Taint { key: t.key.clone(), value: t.value.clone(), effect: t.effect.clone() }
+        wt::Taint {
+            key: t.key.clone(),
+            value: t.value.clone(),
+            effect: t.effect.clone(),
+        }
     }
 }
 
@@ -133,19 +149,34 @@ impl From<wt::Operator> for c::Operator {
 
 impl From<&c::Requirement> for wt::Requirement {
     fn from(r: &c::Requirement) -> Self {
-        wt::Requirement { key: r.key.clone(), operator: r.operator.into(), values: r.values.clone(), min_values: r.min_values }
+        wt::Requirement {
+            key: r.key.clone(),
+            operator: r.operator.into(),
+            values: r.values.clone(),
+            min_values: r.min_values,
+        }
     }
 }
 
 impl From<wt::Requirement> for c::Requirement {
     fn from(r: wt::Requirement) -> Self {
-        c::Requirement { key: r.key, operator: r.operator.into(), values: r.values, min_values: r.min_values }
+        c::Requirement {
+            key: r.key,
+            operator: r.operator.into(),
+            values: r.values,
+            min_values: r.min_values,
+        }
     }
 }
 
 impl From<wt::Condition> for c::Condition {
     fn from(v: wt::Condition) -> Self {
-        c::Condition { type_: v.type_, status: v.status, reason: v.reason, message: v.message }
+        c::Condition {
+            type_: v.type_,
+            status: v.status,
+            reason: v.reason,
+            message: v.message,
+        }
     }
 }
 
@@ -163,7 +194,10 @@ impl From<&c::NodeClass> for w::NodeClass {
 
 impl From<w::NodeClassResolution> for c::NodeClassResolution {
     fn from(r: w::NodeClassResolution) -> Self {
-        c::NodeClassResolution { conditions: list(r.conditions), status: r.status }
+        c::NodeClassResolution {
+            conditions: list(r.conditions),
+            status: r.status,
+        }
     }
 }
 
@@ -198,7 +232,12 @@ impl From<w::InstanceType> for c::InstanceType {
             offerings: t
                 .offerings
                 .into_iter()
-                .map(|o| c::Offering { zone: o.zone, capacity_type: o.capacity_type, price: o.price, available: o.available })
+                .map(|o| c::Offering {
+                    zone: o.zone,
+                    capacity_type: o.capacity_type,
+                    price: o.price,
+                    available: o.available,
+                })
                 .collect(),
         }
     }
@@ -206,7 +245,11 @@ impl From<w::InstanceType> for c::InstanceType {
 
 impl From<&c::CreateRequest> for w::CreateRequest {
     fn from(r: &c::CreateRequest) -> Self {
-        w::CreateRequest { claim: (&r.claim).into(), node_class: (&r.node_class).into(), user_data: r.user_data.clone() }
+        w::CreateRequest {
+            claim: (&r.claim).into(),
+            node_class: (&r.node_class).into(),
+            user_data: r.user_data.clone(),
+        }
     }
 }
 
@@ -243,17 +286,26 @@ impl From<w::CloudError> for c::CloudError {
     fn from(e: w::CloudError) -> Self {
         match e {
             w::CloudError::NotFound(m) => c::CloudError::NotFound(m),
-            w::CloudError::InsufficientCapacity(i) => c::CloudError::InsufficientCapacity(c::InsufficientCapacity {
-                message: i.message,
-                offerings: i
-                    .offerings
-                    .into_iter()
-                    .map(|o| c::OfferingRef { instance_type: o.instance_type, zone: o.zone, capacity_type: o.capacity_type })
-                    .collect(),
-            }),
+            w::CloudError::InsufficientCapacity(i) => {
+                c::CloudError::InsufficientCapacity(c::InsufficientCapacity {
+                    message: i.message,
+                    offerings: i
+                        .offerings
+                        .into_iter()
+                        .map(|o| c::OfferingRef {
+                            instance_type: o.instance_type,
+                            zone: o.zone,
+                            capacity_type: o.capacity_type,
+                        })
+                        .collect(),
+                })
+            }
             w::CloudError::NodeClassNotReady(m) => c::CloudError::NodeClassNotReady(m),
             w::CloudError::QuotaExceeded(m) => c::CloudError::QuotaExceeded(m),
-            w::CloudError::Retryable(r) => c::CloudError::Retryable(c::Retryable { message: r.message, retry_after_ms: r.retry_after_ms }),
+            w::CloudError::Retryable(r) => c::CloudError::Retryable(c::Retryable {
+                message: r.message,
+                retry_after_ms: r.retry_after_ms,
+            }),
             w::CloudError::Invalid(m) => c::CloudError::Invalid(m),
             w::CloudError::Internal(m) => c::CloudError::Internal(m),
         }

@@ -8,10 +8,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use common::{class, hostile};
-use joinery_runtime::CallError;
-use joinery_runtime::services::{HostServices, KubeBackend, KubeCallError, KubeTarget, PatchType, StaticSecrets};
 use joinery_core::instance_type::InstanceType;
+use joinery_runtime::CallError;
 use joinery_runtime::contract::CloudError;
+use joinery_runtime::services::{
+    HostServices, KubeBackend, KubeCallError, KubeTarget, PatchType, StaticSecrets,
+};
 use serde_json::json;
 
 const NO_GRANTS: &str = "plugins: {}\n";
@@ -26,7 +28,10 @@ fn observed(types: &[InstanceType]) -> String {
 
 fn internal_message(err: CallError) -> String {
     match err {
-        CallError::Cloud { error: CloudError::Internal(m), .. } => m,
+        CallError::Cloud {
+            error: CloudError::Internal(m),
+            ..
+        } => m,
         other => panic!("expected the plugin to report the import's error, got {other:?}"),
     }
 }
@@ -40,12 +45,18 @@ async fn http_server() -> (u16, Arc<AtomicUsize>) {
     tokio::spawn(async move {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         loop {
-            let Ok((mut socket, _)) = listener.accept().await else { break };
+            let Ok((mut socket, _)) = listener.accept().await else {
+                break;
+            };
             counter.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 4096];
                 let _ = socket.read(&mut buf).await;
-                let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok").await;
+                let _ = socket
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                    )
+                    .await;
             });
         }
     });
@@ -57,18 +68,31 @@ async fn http_is_denied_without_a_grant_and_no_connection_is_made() {
     let (port, hits) = http_server().await;
     let plugin = hostile(NO_GRANTS, Default::default());
     let url = format!("http://127.0.0.1:{port}/x");
-    let err = plugin.get_instance_types(&class(json!({"mode": "http", "url": url}))).await.unwrap_err();
+    let err = plugin
+        .get_instance_types(&class(json!({"mode": "http", "url": url})))
+        .await
+        .unwrap_err();
     let message = internal_message(err).to_lowercase();
     assert!(message.contains("denied"), "{message}");
-    assert_eq!(hits.load(Ordering::SeqCst), 0, "a denied request must not connect");
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "a denied request must not connect"
+    );
 }
 
 #[tokio::test]
 async fn http_works_to_an_exactly_granted_loopback_address() {
     let (port, hits) = http_server().await;
-    let plugin = hostile("plugins:\n  hostile:\n    http: [\"http://127.0.0.1:*\"]\n", Default::default());
+    let plugin = hostile(
+        "plugins:\n  hostile:\n    http: [\"http://127.0.0.1:*\"]\n",
+        Default::default(),
+    );
     let url = format!("http://127.0.0.1:{port}/x");
-    let types = plugin.get_instance_types(&class(json!({"mode": "http", "url": url}))).await.unwrap();
+    let types = plugin
+        .get_instance_types(&class(json!({"mode": "http", "url": url})))
+        .await
+        .unwrap();
     assert_eq!(observed(&types), "http-200");
     assert_eq!(hits.load(Ordering::SeqCst), 1);
 }
@@ -79,11 +103,20 @@ async fn http_to_a_granted_name_resolving_to_loopback_is_denied() {
     // Both sides allow the *name* localhost; it resolves to a loopback address, which only an
     // exact address grant may reach.
     let mut manifest = common::hostile_manifest();
-    manifest.capabilities.http.push(joinery_runtime::grants::HttpPattern::parse("http://localhost:*").unwrap());
-    let plugin =
-        common::hostile_with(manifest, "plugins:\n  hostile:\n    http: [\"http://localhost:*\"]\n", Default::default());
+    manifest
+        .capabilities
+        .http
+        .push(joinery_runtime::grants::HttpPattern::parse("http://localhost:*").unwrap());
+    let plugin = common::hostile_with(
+        manifest,
+        "plugins:\n  hostile:\n    http: [\"http://localhost:*\"]\n",
+        Default::default(),
+    );
     let url = format!("http://localhost:{port}/x");
-    let err = plugin.get_instance_types(&class(json!({"mode": "http", "url": url}))).await.unwrap_err();
+    let err = plugin
+        .get_instance_types(&class(json!({"mode": "http", "url": url})))
+        .await
+        .unwrap_err();
     assert!(internal_message(err).to_lowercase().contains("denied"));
     assert_eq!(hits.load(Ordering::SeqCst), 0);
 }
@@ -98,7 +131,10 @@ struct FakeKube {
 impl KubeBackend for FakeKube {
     async fn get(&self, target: &KubeTarget, name: &str) -> Result<String, KubeCallError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
-        Ok(json!({"kind": "ConfigMap", "metadata": {"name": name, "namespace": target.namespace}}).to_string())
+        Ok(
+            json!({"kind": "ConfigMap", "metadata": {"name": name, "namespace": target.namespace}})
+                .to_string(),
+        )
     }
     async fn list(&self, _: &KubeTarget, _: Option<&str>) -> Result<String, KubeCallError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
@@ -107,7 +143,13 @@ impl KubeBackend for FakeKube {
     async fn create(&self, _: &KubeTarget, _: &str) -> Result<String, KubeCallError> {
         Err(KubeCallError::Invalid("not in this test".into()))
     }
-    async fn patch(&self, _: &KubeTarget, _: &str, _: PatchType, _: &str) -> Result<String, KubeCallError> {
+    async fn patch(
+        &self,
+        _: &KubeTarget,
+        _: &str,
+        _: PatchType,
+        _: &str,
+    ) -> Result<String, KubeCallError> {
         Err(KubeCallError::Invalid("not in this test".into()))
     }
     async fn delete(&self, _: &KubeTarget, _: &str) -> Result<(), KubeCallError> {
@@ -116,18 +158,31 @@ impl KubeBackend for FakeKube {
 }
 
 fn with_kube(kube: Arc<FakeKube>) -> HostServices {
-    HostServices { kube, ..Default::default() }
+    HostServices {
+        kube,
+        ..Default::default()
+    }
 }
 
 #[tokio::test]
 async fn kubernetes_is_denied_without_a_grant() {
     let kube = Arc::new(FakeKube::default());
     let plugin = hostile(NO_GRANTS, with_kube(kube.clone()));
-    let err = plugin.get_instance_types(&class(json!({"mode": "kube"}))).await.unwrap_err();
+    let err = plugin
+        .get_instance_types(&class(json!({"mode": "kube"})))
+        .await
+        .unwrap_err();
     let message = internal_message(err);
     assert!(message.starts_with("denied"), "{message}");
-    assert!(message.contains("resources: [configmaps]") && message.contains("grants file"), "{message}");
-    assert_eq!(kube.calls.load(Ordering::SeqCst), 0, "a denied call must not reach the cluster");
+    assert!(
+        message.contains("resources: [configmaps]") && message.contains("grants file"),
+        "{message}"
+    );
+    assert_eq!(
+        kube.calls.load(Ordering::SeqCst),
+        0,
+        "a denied call must not reach the cluster"
+    );
 }
 
 #[tokio::test]
@@ -135,9 +190,15 @@ async fn kubernetes_works_when_granted_and_only_for_the_granted_verb() {
     let kube = Arc::new(FakeKube::default());
     let grants = "plugins:\n  hostile:\n    kubernetes:\n      - {group: \"\", resources: [configmaps], verbs: [get]}\n";
     let plugin = hostile(grants, with_kube(kube.clone()));
-    plugin.get_instance_types(&class(json!({"mode": "kube"}))).await.unwrap();
+    plugin
+        .get_instance_types(&class(json!({"mode": "kube"})))
+        .await
+        .unwrap();
     assert_eq!(kube.calls.load(Ordering::SeqCst), 1);
-    let err = plugin.get_instance_types(&class(json!({"mode": "kube", "verb": "list"}))).await.unwrap_err();
+    let err = plugin
+        .get_instance_types(&class(json!({"mode": "kube", "verb": "list"})))
+        .await
+        .unwrap_err();
     assert!(internal_message(err).contains("verbs: [list]"));
     assert_eq!(kube.calls.load(Ordering::SeqCst), 1);
 }
@@ -145,24 +206,48 @@ async fn kubernetes_works_when_granted_and_only_for_the_granted_verb() {
 #[tokio::test]
 async fn secrets_are_denied_without_a_grant_and_readable_with_one() {
     let secrets = StaticSecrets::default().with("test-secret", &[("user", b"u"), ("key", b"k")]);
-    let services = HostServices { secrets: Arc::new(secrets), ..Default::default() };
+    let services = HostServices {
+        secrets: Arc::new(secrets),
+        ..Default::default()
+    };
     let denied = hostile(NO_GRANTS, services.clone());
-    let err = denied.get_instance_types(&class(json!({"mode": "secret"}))).await.unwrap_err();
+    let err = denied
+        .get_instance_types(&class(json!({"mode": "secret"})))
+        .await
+        .unwrap_err();
     let message = internal_message(err);
-    assert!(message.starts_with("denied") && message.contains("plugins.hostile.secrets"), "{message}");
+    assert!(
+        message.starts_with("denied") && message.contains("plugins.hostile.secrets"),
+        "{message}"
+    );
 
-    let granted = hostile("plugins:\n  hostile:\n    secrets: [test-secret]\n", services);
-    let types = granted.get_instance_types(&class(json!({"mode": "secret"}))).await.unwrap();
+    let granted = hostile(
+        "plugins:\n  hostile:\n    secrets: [test-secret]\n",
+        services,
+    );
+    let types = granted
+        .get_instance_types(&class(json!({"mode": "secret"})))
+        .await
+        .unwrap();
     assert_eq!(observed(&types), "secret-2-keys");
-    let err = granted.get_instance_types(&class(json!({"mode": "secret", "secret": "other"}))).await.unwrap_err();
+    let err = granted
+        .get_instance_types(&class(json!({"mode": "secret", "secret": "other"})))
+        .await
+        .unwrap_err();
     assert!(internal_message(err).starts_with("denied"));
 }
 
 #[tokio::test]
 async fn cache_config_and_log_are_always_available() {
-    let plugin = hostile("plugins:\n  hostile:\n    config: {mode: cache}\n", Default::default());
+    let plugin = hostile(
+        "plugins:\n  hostile:\n    config: {mode: cache}\n",
+        Default::default(),
+    );
     // The mode comes from the operator's config this time: the config import works.
-    plugin.get_instance_types(&class(json!({}))).await.expect("cache round trip");
+    plugin
+        .get_instance_types(&class(json!({})))
+        .await
+        .expect("cache round trip");
     plugin
         .get_instance_types(&class(json!({"mode": "log", "count": 500})))
         .await
@@ -175,11 +260,13 @@ async fn cache_config_and_log_are_always_available() {
 #[tokio::test]
 async fn kubernetes_path_injection_is_refused_in_every_part() {
     let kube = Arc::new(FakeKube::default());
-    let grants =
-        "plugins:\n  hostile:\n    kubernetes:\n      - {group: \"\", resources: [configmaps], verbs: [get], namespaces: [kube-system]}\n";
+    let grants = "plugins:\n  hostile:\n    kubernetes:\n      - {group: \"\", resources: [configmaps], verbs: [get], namespaces: [kube-system]}\n";
     let plugin = hostile(grants, with_kube(kube.clone()));
     // The granted call itself works, so the refusals below are about the injected values.
-    plugin.get_instance_types(&class(json!({"mode": "kube"}))).await.unwrap();
+    plugin
+        .get_instance_types(&class(json!({"mode": "kube"})))
+        .await
+        .unwrap();
     assert_eq!(kube.calls.load(Ordering::SeqCst), 1);
     let payloads = [
         "v1/namespaces/joinery/secrets/creds?",
@@ -196,13 +283,26 @@ async fn kubernetes_path_injection_is_refused_in_every_part() {
             spec[field] = json!(payload);
             let err = plugin.get_instance_types(&class(spec)).await.unwrap_err();
             let message = internal_message(err);
-            assert!(message.starts_with("invalid"), "{field} = {payload:?}: {message}");
-            assert!(message.contains(&format!("kubernetes {field} ")), "{field} = {payload:?}: {message}");
+            assert!(
+                message.starts_with("invalid"),
+                "{field} = {payload:?}: {message}"
+            );
+            assert!(
+                message.contains(&format!("kubernetes {field} ")),
+                "{field} = {payload:?}: {message}"
+            );
         }
     }
-    assert_eq!(kube.calls.load(Ordering::SeqCst), 1, "no injected call may reach the cluster");
+    assert_eq!(
+        kube.calls.load(Ordering::SeqCst),
+        1,
+        "no injected call may reach the cluster"
+    );
     // The plugin is still healthy afterwards.
-    plugin.get_instance_types(&class(json!({"mode": "kube"}))).await.unwrap();
+    plugin
+        .get_instance_types(&class(json!({"mode": "kube"})))
+        .await
+        .unwrap();
 }
 
 /// A plugin that puts the secret values it was given into its error, its panic message
@@ -211,19 +311,43 @@ async fn kubernetes_path_injection_is_refused_in_every_part() {
 #[tokio::test]
 async fn secret_values_never_leave_in_errors_or_stderr() {
     const TOKEN: &str = "K10a7c9e1f0::server:hunter2hunter2";
-    let secrets = StaticSecrets::default().with("test-secret", &[("token", TOKEN.as_bytes()), ("pin", b"12")]);
-    let services = HostServices { secrets: Arc::new(secrets), ..Default::default() };
-    let plugin = hostile("plugins:\n  hostile:\n    secrets: [test-secret]\n", services);
-    let err = plugin.get_instance_types(&class(json!({"mode": "leak"}))).await.unwrap_err();
+    let secrets = StaticSecrets::default().with(
+        "test-secret",
+        &[("token", TOKEN.as_bytes()), ("pin", b"12")],
+    );
+    let services = HostServices {
+        secrets: Arc::new(secrets),
+        ..Default::default()
+    };
+    let plugin = hostile(
+        "plugins:\n  hostile:\n    secrets: [test-secret]\n",
+        services,
+    );
+    let err = plugin
+        .get_instance_types(&class(json!({"mode": "leak"})))
+        .await
+        .unwrap_err();
     let shown = err.to_string();
-    assert!(!shown.contains(TOKEN) && !shown.contains("hunter2"), "{shown}");
+    assert!(
+        !shown.contains(TOKEN) && !shown.contains("hunter2"),
+        "{shown}"
+    );
     assert!(shown.contains("[redacted]"), "{shown}");
-    let err = plugin.get_instance_types(&class(json!({"mode": "leak", "leakBy": "trap"}))).await.unwrap_err();
+    let err = plugin
+        .get_instance_types(&class(json!({"mode": "leak", "leakBy": "trap"})))
+        .await
+        .unwrap_err();
     assert!(matches!(err, CallError::Trap { .. }), "{err:?}");
     let shown = err.to_string();
-    assert!(!shown.contains("hunter2") && shown.contains("[redacted]"), "{shown}");
+    assert!(
+        !shown.contains("hunter2") && shown.contains("[redacted]"),
+        "{shown}"
+    );
     // A later call that repeats the value (say, from the cache) is scrubbed too.
-    let err = plugin.get_instance_types(&class(json!({"mode": "leak"}))).await.unwrap_err();
+    let err = plugin
+        .get_instance_types(&class(json!({"mode": "leak"})))
+        .await
+        .unwrap_err();
     assert!(!err.to_string().contains("hunter2"));
 }
 
@@ -233,15 +357,39 @@ async fn secret_values_never_leave_in_errors_or_stderr() {
 #[tokio::test]
 async fn filesystem_and_sockets_are_linked_but_reach_nothing() {
     let (port, hits) = http_server().await;
-    let plugin = hostile("plugins:\n  hostile:\n    http: [\"http://127.0.0.1:*\"]\n", Default::default());
+    let plugin = hostile(
+        "plugins:\n  hostile:\n    http: [\"http://127.0.0.1:*\"]\n",
+        Default::default(),
+    );
     let imports = plugin.imports();
-    assert!(imports.iter().any(|i| i.starts_with("wasi:filesystem/")), "{imports:?}");
-    assert!(imports.iter().any(|i| i.starts_with("wasi:sockets/")), "{imports:?}");
+    assert!(
+        imports.iter().any(|i| i.starts_with("wasi:filesystem/")),
+        "{imports:?}"
+    );
+    assert!(
+        imports.iter().any(|i| i.starts_with("wasi:sockets/")),
+        "{imports:?}"
+    );
     let existing = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
-    let types = plugin.get_instance_types(&class(json!({"mode": "fs", "path": existing}))).await.unwrap();
+    let types = plugin
+        .get_instance_types(&class(json!({"mode": "fs", "path": existing})))
+        .await
+        .unwrap();
     assert_eq!(observed(&types), "fs-denied");
-    assert!(!std::path::Path::new("escape.txt").exists(), "nothing was written");
-    let types = plugin.get_instance_types(&class(json!({"mode": "socket", "url": format!("127.0.0.1:{port}")}))).await.unwrap();
+    assert!(
+        !std::path::Path::new("escape.txt").exists(),
+        "nothing was written"
+    );
+    let types = plugin
+        .get_instance_types(&class(
+            json!({"mode": "socket", "url": format!("127.0.0.1:{port}")}),
+        ))
+        .await
+        .unwrap();
     assert_eq!(observed(&types), "socket-denied");
-    assert_eq!(hits.load(Ordering::SeqCst), 0, "no connection reached the listener");
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "no connection reached the listener"
+    );
 }

@@ -20,13 +20,18 @@ const CA: &[u8] = include_bytes!("../fixtures/ca.pem");
 const CERT: &[u8] = include_bytes!("../fixtures/server.pem");
 const KEY: &[u8] = include_bytes!("../fixtures/server.key");
 
-const TIMEOUTS: Timeouts = Timeouts { connect: Duration::from_secs(5), first_byte: Duration::from_secs(5) };
+const TIMEOUTS: Timeouts = Timeouts {
+    connect: Duration::from_secs(5),
+    first_byte: Duration::from_secs(5),
+};
 
 /// An HTTPS server for [`NAME`] on loopback that answers every request with `pinned` and
 /// records the request heads it saw.
 async fn tls_server() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(CERT).map(|c| c.unwrap()).collect();
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(CERT)
+        .map(|c| c.unwrap())
+        .collect();
     let key = PrivateKeyDer::from_pem_slice(KEY).unwrap();
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -44,7 +49,9 @@ async fn tls_server() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
             let acceptor = acceptor.clone();
             let log = log.clone();
             tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(stream).await else { return };
+                let Ok(tls) = acceptor.accept(stream).await else {
+                    return;
+                };
                 let mut reader = BufReader::new(tls);
                 let mut head = String::new();
                 loop {
@@ -55,7 +62,12 @@ async fn tls_server() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
                     head.push_str(&line);
                 }
                 log.lock().unwrap().push(head);
-                let _ = reader.get_mut().write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\nconnection: close\r\n\r\npinned").await;
+                let _ = reader
+                    .get_mut()
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\nconnection: close\r\n\r\npinned",
+                    )
+                    .await;
                 let _ = reader.get_mut().shutdown().await;
             });
         }
@@ -81,10 +93,18 @@ async fn connect_proxy(target: SocketAddr) -> (u16, Arc<Mutex<Vec<String>>>) {
                         Err(_) => return,
                     }
                 }
-                let first = String::from_utf8_lossy(&head).lines().next().unwrap_or_default().to_string();
+                let first = String::from_utf8_lossy(&head)
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string();
                 log.lock().unwrap().push(first);
-                let Ok(mut upstream) = TcpStream::connect(target).await else { return };
-                let _ = client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await;
+                let Ok(mut upstream) = TcpStream::connect(target).await else {
+                    return;
+                };
+                let _ = client
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await;
                 let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
             });
         }
@@ -93,18 +113,34 @@ async fn connect_proxy(target: SocketAddr) -> (u16, Arc<Mutex<Vec<String>>>) {
 }
 
 fn request() -> http::Request<wasmtime_wasi_http::WasiBody> {
-    let body = Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
-    http::Request::get(format!("https://{NAME}/v2/zone")).header("host", NAME).body(body).unwrap()
+    let body = Empty::<Bytes>::new()
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    http::Request::get(format!("https://{NAME}/v2/zone"))
+        .header("host", NAME)
+        .body(body)
+        .unwrap()
 }
 
 fn trusting_the_test_ca(proxy: ProxySettings) -> Egress {
-    let mut config = EgressConfig { proxy, ..Default::default() };
+    let mut config = EgressConfig {
+        proxy,
+        ..Default::default()
+    };
     config.add_ca_bundle(CA).unwrap();
     Egress::new(&config)
 }
 
-async fn fetch(egress: &Egress, pinned: SocketAddr) -> Result<(u16, String), wasmtime_wasi_http::Error> {
-    let destination = Destination { scheme: "https".into(), host: NAME.into(), port: 443, pinned };
+async fn fetch(
+    egress: &Egress,
+    pinned: SocketAddr,
+) -> Result<(u16, String), wasmtime_wasi_http::Error> {
+    let destination = Destination {
+        scheme: "https".into(),
+        host: NAME.into(),
+        port: 443,
+        pinned,
+    };
     let (response, io) = egress.send(request(), &destination, TIMEOUTS).await?;
     let driver = tokio::spawn(Box::into_pin(io));
     let status = response.status().as_u16();
@@ -117,19 +153,28 @@ async fn fetch(egress: &Egress, pinned: SocketAddr) -> Result<(u16, String), was
 async fn the_connection_goes_to_the_checked_address() {
     let (address, seen) = tls_server().await;
     let egress = trusting_the_test_ca(ProxySettings::default());
-    let (status, body) = fetch(&egress, address).await.expect("the pinned address answers, with no lookup of the name");
+    let (status, body) = fetch(&egress, address)
+        .await
+        .expect("the pinned address answers, with no lookup of the name");
     assert_eq!((status, body.as_str()), (200, "pinned"));
     let heads = seen.lock().unwrap().clone();
     assert_eq!(heads.len(), 1);
     assert!(heads[0].starts_with("GET /v2/zone HTTP/1.1"), "{heads:?}");
-    assert!(heads[0].to_ascii_lowercase().contains(&format!("host: {NAME}")), "{heads:?}");
+    assert!(
+        heads[0]
+            .to_ascii_lowercase()
+            .contains(&format!("host: {NAME}")),
+        "{heads:?}"
+    );
 }
 
 #[tokio::test]
 async fn a_certificate_from_an_untrusted_ca_is_refused() {
     let (address, seen) = tls_server().await;
     let egress = Egress::new(&EgressConfig::default());
-    let err = fetch(&egress, address).await.expect_err("the test CA is not trusted without the bundle");
+    let err = fetch(&egress, address)
+        .await
+        .expect_err("the test CA is not trusted without the bundle");
     assert!(matches!(err, wasmtime_wasi_http::Error::Tls(_)), "{err:?}");
     assert!(seen.lock().unwrap().is_empty(), "no request was sent");
 }
@@ -138,15 +183,28 @@ async fn a_certificate_from_an_untrusted_ca_is_refused() {
 async fn a_proxy_is_used_through_connect_unless_no_proxy_names_the_host() {
     let (address, seen) = tls_server().await;
     let (proxy_port, tunnels) = connect_proxy(address).await;
-    let proxy = Proxy { host: "127.0.0.1".into(), port: proxy_port };
+    let proxy = Proxy {
+        host: "127.0.0.1".into(),
+        port: proxy_port,
+    };
     // Pinned to a dead address: only the proxy can make this work.
     let dead: SocketAddr = "127.0.0.1:9".parse().unwrap();
-    let proxied = trusting_the_test_ca(ProxySettings { https: Some(proxy.clone()), ..Default::default() });
+    let proxied = trusting_the_test_ca(ProxySettings {
+        https: Some(proxy.clone()),
+        ..Default::default()
+    });
     let (status, body) = fetch(&proxied, dead).await.expect("through the proxy");
     assert_eq!((status, body.as_str()), (200, "pinned"));
-    assert_eq!(tunnels.lock().unwrap().clone(), vec![format!("CONNECT {NAME}:443 HTTP/1.1")]);
+    assert_eq!(
+        tunnels.lock().unwrap().clone(),
+        vec![format!("CONNECT {NAME}:443 HTTP/1.1")]
+    );
     // NO_PROXY: straight to the pinned address, the proxy sees nothing more.
-    let direct = trusting_the_test_ca(ProxySettings { https: Some(proxy), no_proxy: vec![".invalid".into()], ..Default::default() });
+    let direct = trusting_the_test_ca(ProxySettings {
+        https: Some(proxy),
+        no_proxy: vec![".invalid".into()],
+        ..Default::default()
+    });
     fetch(&direct, address).await.expect("directly");
     assert_eq!(tunnels.lock().unwrap().len(), 1);
     assert_eq!(seen.lock().unwrap().len(), 2);

@@ -11,10 +11,14 @@ use joinery_runtime::plugin::LoadedPlugin;
 use joinery_runtime::services::{HostServices, KubeBackend, KubeCallError, KubeTarget, PatchType};
 use serde_json::json;
 
-const LIMITS: &str = "plugins:\n  hostile:\n    limits: {memoryMiB: 16, timeoutMs: 300, maxConcurrency: 4}\n";
+const LIMITS: &str =
+    "plugins:\n  hostile:\n    limits: {memoryMiB: 16, timeoutMs: 300, maxConcurrency: 4}\n";
 
 async fn assert_next_call_works(plugin: &joinery_runtime::plugin::LoadedPlugin) {
-    let types = plugin.get_instance_types(&class(json!({"mode": "ok"}))).await.expect("next call must succeed");
+    let types = plugin
+        .get_instance_types(&class(json!({"mode": "ok"})))
+        .await
+        .expect("next call must succeed");
     assert_eq!(types.len(), 1);
     assert_eq!(types[0].name(), "ok-1");
 }
@@ -22,11 +26,17 @@ async fn assert_next_call_works(plugin: &joinery_runtime::plugin::LoadedPlugin) 
 #[tokio::test]
 async fn trap_is_classified_with_the_panic_message() {
     let plugin = hostile(LIMITS, Default::default());
-    let err = plugin.get_instance_types(&class(json!({"mode": "trap"}))).await.unwrap_err();
+    let err = plugin
+        .get_instance_types(&class(json!({"mode": "trap"})))
+        .await
+        .unwrap_err();
     match &err {
         CallError::Trap { message, op, .. } => {
             assert_eq!(*op, "get-instance-types");
-            assert!(message.contains("trap mode requested"), "panic message should be recovered: {message}");
+            assert!(
+                message.contains("trap mode requested"),
+                "panic message should be recovered: {message}"
+            );
         }
         other => panic!("expected a trap, got {other:?}"),
     }
@@ -37,26 +47,46 @@ async fn trap_is_classified_with_the_panic_message() {
 async fn infinite_loop_is_interrupted_at_the_deadline() {
     let plugin = hostile(LIMITS, Default::default());
     let started = std::time::Instant::now();
-    let err = plugin.get_instance_types(&class(json!({"mode": "loop"}))).await.unwrap_err();
-    assert!(matches!(err, CallError::Timeout { limit_ms: 300, .. }), "expected a timeout, got {err:?}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(5), "the deadline must stop the loop promptly");
+    let err = plugin
+        .get_instance_types(&class(json!({"mode": "loop"})))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, CallError::Timeout { limit_ms: 300, .. }),
+        "expected a timeout, got {err:?}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "the deadline must stop the loop promptly"
+    );
     assert_next_call_works(&plugin).await;
 }
 
 #[tokio::test]
 async fn unbounded_allocation_hits_the_memory_limit() {
     let plugin = hostile(LIMITS, Default::default());
-    let err = plugin.get_instance_types(&class(json!({"mode": "alloc"}))).await.unwrap_err();
-    assert!(matches!(err, CallError::MemoryLimit { limit_mib: 16, .. }), "expected a memory-limit error, got {err:?}");
+    let err = plugin
+        .get_instance_types(&class(json!({"mode": "alloc"})))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, CallError::MemoryLimit { limit_mib: 16, .. }),
+        "expected a memory-limit error, got {err:?}"
+    );
     assert_next_call_works(&plugin).await;
 }
 
 #[tokio::test]
 async fn garbage_output_is_refused_naming_the_field() {
     let plugin = hostile(LIMITS, Default::default());
-    let err = plugin.get_instance_types(&class(json!({"mode": "garbage"}))).await.unwrap_err();
+    let err = plugin
+        .get_instance_types(&class(json!({"mode": "garbage"})))
+        .await
+        .unwrap_err();
     match &err {
-        CallError::InvalidOutput { message, .. } => assert!(message.contains("garbage-1"), "{message}"),
+        CallError::InvalidOutput { message, .. } => {
+            assert!(message.contains("garbage-1"), "{message}")
+        }
         other => panic!("expected invalid output, got {other:?}"),
     }
     assert_next_call_works(&plugin).await;
@@ -68,7 +98,14 @@ async fn faults_in_parallel_do_not_disturb_good_calls() {
     let mut tasks = Vec::new();
     for mode in ["trap", "loop", "alloc", "garbage", "ok", "ok"] {
         let plugin = plugin.clone();
-        tasks.push(tokio::spawn(async move { (mode, plugin.get_instance_types(&class(json!({"mode": mode}))).await) }));
+        tasks.push(tokio::spawn(async move {
+            (
+                mode,
+                plugin
+                    .get_instance_types(&class(json!({"mode": mode})))
+                    .await,
+            )
+        }));
     }
     for task in tasks {
         let (mode, result) = task.await.unwrap();
@@ -85,7 +122,12 @@ async fn wrong_kind_call_is_a_host_error_not_a_crash() {
 }
 
 /// The hostile plugin with a longer deadline, so a stall would be plain to see.
-fn slow_hostile(timeout_ms: u32, max_concurrency: u32, grants: &str, services: HostServices) -> std::sync::Arc<LoadedPlugin> {
+fn slow_hostile(
+    timeout_ms: u32,
+    max_concurrency: u32,
+    grants: &str,
+    services: HostServices,
+) -> std::sync::Arc<LoadedPlugin> {
     let mut manifest = common::hostile_manifest();
     manifest.limits.timeout_ms = timeout_ms;
     manifest.limits.max_concurrency = max_concurrency;
@@ -107,20 +149,40 @@ async fn looping_calls_do_not_starve_other_tasks() {
     let loops: Vec<_> = (0..4)
         .map(|_| {
             let plugin = plugin.clone();
-            tokio::spawn(async move { plugin.get_instance_types(&class(json!({"mode": "loop"}))).await })
+            tokio::spawn(async move {
+                plugin
+                    .get_instance_types(&class(json!({"mode": "loop"})))
+                    .await
+            })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(300)).await;
     for _ in 0..5 {
         let latency = probe_latency().await;
-        assert!(latency < Duration::from_secs(1), "a probe waited {latency:?} while plugins looped");
+        assert!(
+            latency < Duration::from_secs(1),
+            "a probe waited {latency:?} while plugins looped"
+        );
     }
     let started = Instant::now();
     assert_next_call_works(&plugin).await;
-    assert!(started.elapsed() < Duration::from_secs(2), "a good call waited {:?} behind looping ones", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "a good call waited {:?} behind looping ones",
+        started.elapsed()
+    );
     for task in loops {
         let err = task.await.unwrap().unwrap_err();
-        assert!(matches!(err, CallError::Timeout { limit_ms: 4_000, .. }), "{err:?}");
+        assert!(
+            matches!(
+                err,
+                CallError::Timeout {
+                    limit_ms: 4_000,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
     }
 }
 
@@ -149,7 +211,13 @@ impl KubeBackend for HangingKube {
     async fn create(&self, _: &KubeTarget, _: &str) -> Result<String, KubeCallError> {
         self.hang().await
     }
-    async fn patch(&self, _: &KubeTarget, _: &str, _: PatchType, _: &str) -> Result<String, KubeCallError> {
+    async fn patch(
+        &self,
+        _: &KubeTarget,
+        _: &str,
+        _: PatchType,
+        _: &str,
+    ) -> Result<String, KubeCallError> {
         self.hang().await
     }
     async fn delete(&self, _: &KubeTarget, _: &str) -> Result<(), KubeCallError> {
@@ -164,20 +232,48 @@ impl KubeBackend for HangingKube {
 async fn calls_stuck_in_a_host_import_time_out_and_queued_calls_are_bounded() {
     let grants = "plugins:\n  hostile:\n    kubernetes:\n      - {group: \"\", resources: [configmaps], verbs: [get]}\n";
     let kube = std::sync::Arc::new(HangingKube::default());
-    let services = HostServices { kube: kube.clone(), ..Default::default() };
+    let services = HostServices {
+        kube: kube.clone(),
+        ..Default::default()
+    };
     let plugin = slow_hostile(1_500, 1, grants, services);
     let stuck = {
         let plugin = plugin.clone();
-        tokio::spawn(async move { plugin.get_instance_types(&class(json!({"mode": "kube"}))).await })
+        tokio::spawn(async move {
+            plugin
+                .get_instance_types(&class(json!({"mode": "kube"})))
+                .await
+        })
     };
     // The stuck call holds the only slot once it is inside the import.
     kube.entered.notified().await;
     assert!(probe_latency().await < Duration::from_secs(1));
-    let queued = plugin.get_instance_types(&class(json!({"mode": "ok"}))).await.unwrap_err();
-    assert!(matches!(queued, CallError::Saturated { max_concurrency: 1, .. }), "{queued:?}");
+    let queued = plugin
+        .get_instance_types(&class(json!({"mode": "ok"})))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            queued,
+            CallError::Saturated {
+                max_concurrency: 1,
+                ..
+            }
+        ),
+        "{queued:?}"
+    );
     assert!(queued.to_string().contains("maxConcurrency"), "{queued}");
     let err = stuck.await.unwrap().unwrap_err();
-    assert!(matches!(err, CallError::Timeout { limit_ms: 1_500, .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            CallError::Timeout {
+                limit_ms: 1_500,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert_next_call_works(&plugin).await;
 }
 
@@ -188,7 +284,10 @@ async fn calls_stuck_in_a_host_import_time_out_and_queued_calls_are_bounded() {
 async fn creates_beyond_max_concurrent_creates_wait_while_other_calls_run() {
     let grants = "plugins:\n  hostile:\n    kubernetes:\n      - {group: \"\", resources: [configmaps], verbs: [get]}\n";
     let kube = std::sync::Arc::new(HangingKube::default());
-    let services = HostServices { kube: kube.clone(), ..Default::default() };
+    let services = HostServices {
+        kube: kube.clone(),
+        ..Default::default()
+    };
     let mut manifest = common::hostile_manifest();
     manifest.limits.timeout_ms = 1_500;
     manifest.limits.max_concurrency = 4;
@@ -206,11 +305,33 @@ async fn creates_beyond_max_concurrent_creates_wait_while_other_calls_run() {
     };
     kube.entered.notified().await;
     // Another kind of call is not held up by the create slot.
-    plugin.get_instance_types(&class(json!({"mode": "ok"}))).await.expect("other calls run beside a stuck create");
+    plugin
+        .get_instance_types(&class(json!({"mode": "ok"})))
+        .await
+        .expect("other calls run beside a stuck create");
     let queued = plugin.create(&request("ok", "second")).await.unwrap_err();
-    assert!(matches!(queued, CallError::Saturated { limit: "maxConcurrentCreates", max_concurrency: 1, .. }), "{queued:?}");
-    assert!(queued.to_string().contains("maxConcurrentCreates"), "{queued}");
-    assert!(matches!(stuck.await.unwrap().unwrap_err(), CallError::Timeout { .. }));
+    assert!(
+        matches!(
+            queued,
+            CallError::Saturated {
+                limit: "maxConcurrentCreates",
+                max_concurrency: 1,
+                ..
+            }
+        ),
+        "{queued:?}"
+    );
+    assert!(
+        queued.to_string().contains("maxConcurrentCreates"),
+        "{queued}"
+    );
+    assert!(matches!(
+        stuck.await.unwrap().unwrap_err(),
+        CallError::Timeout { .. }
+    ));
     // The slot is free again once the stuck create ended.
-    plugin.create(&request("ok", "third")).await.expect("the create slot is released");
+    plugin
+        .create(&request("ok", "third"))
+        .await
+        .expect("the create slot is released");
 }

@@ -58,7 +58,9 @@ struct Compiled {
 fn compile_once(cell: &'static OnceLock<Compiled>, name: &str, wasm: &[u8]) -> &'static Compiled {
     cell.get_or_init(|| {
         let started = Instant::now();
-        let component = common::engine().compile(name, &sha256_hex(wasm), wasm).unwrap();
+        let component = common::engine()
+            .compile(name, &sha256_hex(wasm), wasm)
+            .unwrap();
         let took = started.elapsed();
         eprintln!("{name}: compiled {} bytes in {took:.1?}", wasm.len());
         Compiled { component, took }
@@ -91,9 +93,15 @@ fn renderers(test: &str) -> Option<Renderers> {
     // Load the JS renderer the way an operator's plugin directory is loaded: its manifest
     // from this repository with the digest added, next to the component.
     let dir = tempfile::tempdir().unwrap();
-    let manifest = std::fs::read_to_string(common::repo().join("examples/plugins/k3s-js/plugin.yaml")).unwrap();
+    let manifest =
+        std::fs::read_to_string(common::repo().join("examples/plugins/k3s-js/plugin.yaml"))
+            .unwrap();
     let digest = sha256_hex(&std::fs::read(&path).unwrap());
-    std::fs::write(dir.path().join("plugin.yaml"), format!("{manifest}sha256: {digest}\n")).unwrap();
+    std::fs::write(
+        dir.path().join("plugin.yaml"),
+        format!("{manifest}sha256: {digest}\n"),
+    )
+    .unwrap();
     std::os::unix::fs::symlink(&path, dir.path().join("plugin.wasm")).unwrap();
     let read = read_plugin_dir(dir.path()).unwrap();
     static JS: OnceLock<Compiled> = OnceLock::new();
@@ -111,13 +119,27 @@ fn renderers(test: &str) -> Option<Renderers> {
     };
     let js = LoadedPlugin::load(&cx, bytes).unwrap();
 
-    let (manifest, wasm) = builtin_manifests().into_iter().find(|(m, _)| m.name == "k3s").unwrap();
+    let (manifest, wasm) = builtin_manifests()
+        .into_iter()
+        .find(|(m, _)| m.name == "k3s")
+        .unwrap();
     static RUST: OnceLock<Compiled> = OnceLock::new();
     let compiled = compile_once(&RUST, "k3s", wasm);
-    let cx = LoadContext::new(common::engine(), Grants::default(), HostServices::default()).unwrap();
-    let bytes = PluginBytes { manifest, source: PluginSource::Builtin, wasm, compiled: Some(compiled.component.clone()) };
+    let cx =
+        LoadContext::new(common::engine(), Grants::default(), HostServices::default()).unwrap();
+    let bytes = PluginBytes {
+        manifest,
+        source: PluginSource::Builtin,
+        wasm,
+        compiled: Some(compiled.component.clone()),
+    };
     let rust = LoadedPlugin::load(&cx, bytes).unwrap();
-    Some(Renderers { rust, js, js_peaks, js_compile: JS.get().unwrap().took })
+    Some(Renderers {
+        rust,
+        js,
+        js_peaks,
+        js_compile: JS.get().unwrap().took,
+    })
 }
 
 /// What a render call came to: the script, or the renderer's own error. Anything else (a
@@ -126,16 +148,26 @@ async fn outcome(plugin: &LoadedPlugin, ctx: &RenderContext) -> Result<String, R
     match plugin.render(ctx).await {
         Ok(script) => Ok(script),
         Err(CallError::Render { error, .. }) => Err(error),
-        Err(other) => panic!("{} did not render nor return a render-error: {other}", plugin.name()),
+        Err(other) => panic!(
+            "{} did not render nor return a render-error: {other}",
+            plugin.name()
+        ),
     }
 }
 
 fn kv(key: &str, value: &str) -> KeyValue {
-    KeyValue { key: key.into(), value: value.into() }
+    KeyValue {
+        key: key.into(),
+        value: value.into(),
+    }
 }
 
 fn taint(key: &str, value: Option<&str>, effect: &str) -> Taint {
-    Taint { key: key.into(), value: value.map(Into::into), effect: effect.into() }
+    Taint {
+        key: key.into(),
+        value: value.map(Into::into),
+        effect: effect.into(),
+    }
 }
 
 /// A minimal context: the token from a granted secret, one label, the cluster endpoint.
@@ -185,60 +217,102 @@ fn renderable() -> Vec<(&'static str, RenderContext)> {
     let endpoint = |endpoint: &'static str| with(move |c| c.cluster_endpoint = endpoint.into());
     vec![
         ("minimal, token from a secret", base()),
-        ("inline token, trimmed", with(|c| inline_token(c, " K10inline::token \n"))),
+        (
+            "inline token, trimmed",
+            with(|c| inline_token(c, " K10inline::token \n")),
+        ),
         // Rust trims U+0085 but not U+FEFF; JavaScript's trim() does the opposite.
-        ("token with U+FEFF and U+0085 around it", with(|c| inline_token(c, "\u{85}K10odd\u{feff}\u{85}"))),
-        ("secret with the key after the last slash", with(|c| {
-            param(c, "tokenSecret", "a/b/c");
-            c.secrets = vec![kv("a/b/other", "wrong"), kv("a/b/c", "first"), kv("a/b/c", "  K10last\t")];
-        })),
-        ("blank parameters count as unset", with(|c| {
-            param(c, "token", "   ");
-            param(c, "version", " ");
-            param(c, "installScriptURL", "");
-            param(c, "serverURL", "\t");
-        })),
-        ("labels, taints and startup taints that need YAML escaping", with(|c| {
-            c.node_claim = "claim \"q\" \\ é".into();
-            c.node_pool = "pool\n$(reboot)\t\u{85}".into();
-            c.labels = vec![
-                kv("team", "it's \"ours\" \\ok"),
-                kv("zeta", "1"),
-                kv("dup", "first"),
-                kv("line", "a\nJOINERY_K3S_CONFIG\nrm -rf /"),
-                kv("dup", "last"),
-                kv("odd", "\u{0}\t\r\u{1f}\u{7f}\u{80}\u{9f}\u{a0}\u{2028}\u{2029}\u{feff}"),
-                kv("\u{ff5e}wide", "x"),
-                kv("\u{1f600}emoji", "😀"),
-                kv("ascii", "$(x) `y` #z: {a}"),
-            ];
-            c.taints = vec![
-                taint("dedicated", Some("gpu"), "NoSchedule"),
-                taint("empty", Some(""), "NoSchedule"),
-                taint("dedicated", Some("other"), "NoSchedule"),
-                taint("dedicated", None, "NoExecute"),
-            ];
-            c.startup_taints = vec![
-                taint("x", Some("a\nJOINERY_K3S_CONFIG\nrm -rf /"), "NoSchedule"),
-                taint("empty", None, "NoSchedule"),
-                taint("example.com/init", Some("true\"q\""), "NoSchedule"),
-            ];
-        })),
-        ("the host's registration taint kept as given", with(|c| {
-            c.taints = vec![taint("karpenter.sh/unregistered", Some("yes"), "NoSchedule")];
-        })),
-        ("registration taint after the startup taints", with(|c| {
-            c.labels.clear();
-            c.startup_taints = vec![taint("example.com/init", Some("true"), "NoSchedule")];
-        })),
-        ("a large context: 300 labels, 100 taints, 500 kubelet entries", with(|c| {
-            c.labels = (0..300).map(|i| kv(&format!("example.com/label-{i:03}"), &"v\"".repeat(20))).collect();
-            c.taints = (0..100).map(|i| taint(&format!("example.com/taint-{i}"), Some("x"), "NoSchedule")).collect();
-            let reserved: Vec<String> = (0..500).map(|i| format!("\"r{i}\": \"{i}Mi\"")).collect();
-            c.kubelet = format!("{{\"kubeReserved\": {{{}}}}}", reserved.join(", "));
-        })),
-        ("kubelet settings, every flag", with(|c| {
-            c.kubelet = r#"{
+        (
+            "token with U+FEFF and U+0085 around it",
+            with(|c| inline_token(c, "\u{85}K10odd\u{feff}\u{85}")),
+        ),
+        (
+            "secret with the key after the last slash",
+            with(|c| {
+                param(c, "tokenSecret", "a/b/c");
+                c.secrets = vec![
+                    kv("a/b/other", "wrong"),
+                    kv("a/b/c", "first"),
+                    kv("a/b/c", "  K10last\t"),
+                ];
+            }),
+        ),
+        (
+            "blank parameters count as unset",
+            with(|c| {
+                param(c, "token", "   ");
+                param(c, "version", " ");
+                param(c, "installScriptURL", "");
+                param(c, "serverURL", "\t");
+            }),
+        ),
+        (
+            "labels, taints and startup taints that need YAML escaping",
+            with(|c| {
+                c.node_claim = "claim \"q\" \\ é".into();
+                c.node_pool = "pool\n$(reboot)\t\u{85}".into();
+                c.labels = vec![
+                    kv("team", "it's \"ours\" \\ok"),
+                    kv("zeta", "1"),
+                    kv("dup", "first"),
+                    kv("line", "a\nJOINERY_K3S_CONFIG\nrm -rf /"),
+                    kv("dup", "last"),
+                    kv(
+                        "odd",
+                        "\u{0}\t\r\u{1f}\u{7f}\u{80}\u{9f}\u{a0}\u{2028}\u{2029}\u{feff}",
+                    ),
+                    kv("\u{ff5e}wide", "x"),
+                    kv("\u{1f600}emoji", "😀"),
+                    kv("ascii", "$(x) `y` #z: {a}"),
+                ];
+                c.taints = vec![
+                    taint("dedicated", Some("gpu"), "NoSchedule"),
+                    taint("empty", Some(""), "NoSchedule"),
+                    taint("dedicated", Some("other"), "NoSchedule"),
+                    taint("dedicated", None, "NoExecute"),
+                ];
+                c.startup_taints = vec![
+                    taint("x", Some("a\nJOINERY_K3S_CONFIG\nrm -rf /"), "NoSchedule"),
+                    taint("empty", None, "NoSchedule"),
+                    taint("example.com/init", Some("true\"q\""), "NoSchedule"),
+                ];
+            }),
+        ),
+        (
+            "the host's registration taint kept as given",
+            with(|c| {
+                c.taints = vec![taint(
+                    "karpenter.sh/unregistered",
+                    Some("yes"),
+                    "NoSchedule",
+                )];
+            }),
+        ),
+        (
+            "registration taint after the startup taints",
+            with(|c| {
+                c.labels.clear();
+                c.startup_taints = vec![taint("example.com/init", Some("true"), "NoSchedule")];
+            }),
+        ),
+        (
+            "a large context: 300 labels, 100 taints, 500 kubelet entries",
+            with(|c| {
+                c.labels = (0..300)
+                    .map(|i| kv(&format!("example.com/label-{i:03}"), &"v\"".repeat(20)))
+                    .collect();
+                c.taints = (0..100)
+                    .map(|i| taint(&format!("example.com/taint-{i}"), Some("x"), "NoSchedule"))
+                    .collect();
+                let reserved: Vec<String> =
+                    (0..500).map(|i| format!("\"r{i}\": \"{i}Mi\"")).collect();
+                c.kubelet = format!("{{\"kubeReserved\": {{{}}}}}", reserved.join(", "));
+            }),
+        ),
+        (
+            "kubelet settings, every flag",
+            with(|c| {
+                c.kubelet = r#"{
                 "clusterDNS": ["10.43.0.10", "10.43.0.11"],
                 "evictionHard": {"nodefs.available": "10%", "memory.available": "500Mi", "imagefs.available": 5},
                 "evictionSoft": {"memory.available": "1Gi"},
@@ -255,51 +329,117 @@ fn renderable() -> Vec<(&'static str, RenderContext)> {
                 "anotherUnknown": {"x": [1, 2]}
             }"#
             .into();
-        })),
-        ("kubelet settings: nulls, empty maps and lists, repeated keys", with(|c| {
-            c.kubelet = "{\"maxPods\": 10, \"podsPerCore\": null, \"evictionSoft\": {}, \"clusterDNS\": [], \
+            }),
+        ),
+        (
+            "kubelet settings: nulls, empty maps and lists, repeated keys",
+            with(|c| {
+                c.kubelet = "{\"maxPods\": 10, \"podsPerCore\": null, \"evictionSoft\": {}, \"clusterDNS\": [], \
                          \"kubeReserved\": {\"cpu\": \"1\", \"cpu\": \"2\"}, \"maxPods\": 20, \"systemReserved\": {\"\": \"\"}}"
                 .into();
-        })),
-        ("kubelet settings: a list of empty strings, numbers as items", with(|c| {
-            c.kubelet = r#"{"clusterDNS": ["", ""], "kubeReserved": {"cpu": -0, "memory": -5, "pods": 0.1, "x": 100.0}}"#.into();
-        })),
-        ("kubelet settings: blank, null, with whitespace", with(|c| c.kubelet = " \n\t ".into())),
-        ("kubelet settings: null", with(|c| c.kubelet = " null ".into())),
-        ("kubelet settings: strings with escapes", with(|c| {
-            c.kubelet = r#"{"kubeReserved": {"\u00e9\ud83d\ude00": "a\"b\\c\/d\n"}, "clusterDNS": ["\u2028"]}"#.into();
-        })),
-        ("kubelet settings: strings starting with U+FEFF", with(|c| {
-            c.kubelet = "{\"kubeReserved\": {\"\u{feff}k\": \"\u{feff}v\"}, \"clusterDNS\": [\"\u{feff}\"]}".into();
-        })),
-        ("providerIDCommand with a prefix", with(|c| {
-            c.provider_id_prefix = "exoscale://".into();
-            param(c, "providerIDCommand", " curl -s http://169.254.169.254/latest/meta-data/instance-id ");
-        })),
-        ("providerIDCommand and a prefix that needs quoting, with kubelet args", with(|c| {
-            c.provider_id_prefix = "we'ird\"://\n".into();
-            c.kubelet = r#"{"maxPods": 30}"#.into();
-            param(c, "providerIDCommand", "echo 'i-123' | sed \"s/x/y/\"");
-        })),
-        ("providerIDCommand without a prefix is not used", with(|c| {
-            param(c, "providerIDCommand", "cat /id");
-        })),
-        ("version, installScriptURL and extraArgs with quotes", with(|c| {
-            param(c, "version", " v1.31.4+k3s1'; reboot; echo ' ");
-            param(c, "installScriptURL", "https://get.example/it's \"here\"");
-            param(c, "extraArgs", "  --node-ip=10.0.0.5  --flag=it's\t--x=\"y\"\u{3000}--z\u{85}--w\u{feff} ");
-        })),
+            }),
+        ),
+        (
+            "kubelet settings: a list of empty strings, numbers as items",
+            with(|c| {
+                c.kubelet = r#"{"clusterDNS": ["", ""], "kubeReserved": {"cpu": -0, "memory": -5, "pods": 0.1, "x": 100.0}}"#.into();
+            }),
+        ),
+        (
+            "kubelet settings: blank, null, with whitespace",
+            with(|c| c.kubelet = " \n\t ".into()),
+        ),
+        (
+            "kubelet settings: null",
+            with(|c| c.kubelet = " null ".into()),
+        ),
+        (
+            "kubelet settings: strings with escapes",
+            with(|c| {
+                c.kubelet = r#"{"kubeReserved": {"\u00e9\ud83d\ude00": "a\"b\\c\/d\n"}, "clusterDNS": ["\u2028"]}"#.into();
+            }),
+        ),
+        (
+            "kubelet settings: strings starting with U+FEFF",
+            with(|c| {
+                c.kubelet = "{\"kubeReserved\": {\"\u{feff}k\": \"\u{feff}v\"}, \"clusterDNS\": [\"\u{feff}\"]}".into();
+            }),
+        ),
+        (
+            "providerIDCommand with a prefix",
+            with(|c| {
+                c.provider_id_prefix = "exoscale://".into();
+                param(
+                    c,
+                    "providerIDCommand",
+                    " curl -s http://169.254.169.254/latest/meta-data/instance-id ",
+                );
+            }),
+        ),
+        (
+            "providerIDCommand and a prefix that needs quoting, with kubelet args",
+            with(|c| {
+                c.provider_id_prefix = "we'ird\"://\n".into();
+                c.kubelet = r#"{"maxPods": 30}"#.into();
+                param(c, "providerIDCommand", "echo 'i-123' | sed \"s/x/y/\"");
+            }),
+        ),
+        (
+            "providerIDCommand without a prefix is not used",
+            with(|c| {
+                param(c, "providerIDCommand", "cat /id");
+            }),
+        ),
+        (
+            "version, installScriptURL and extraArgs with quotes",
+            with(|c| {
+                param(c, "version", " v1.31.4+k3s1'; reboot; echo ' ");
+                param(c, "installScriptURL", "https://get.example/it's \"here\"");
+                param(
+                    c,
+                    "extraArgs",
+                    "  --node-ip=10.0.0.5  --flag=it's\t--x=\"y\"\u{3000}--z\u{85}--w\u{feff} ",
+                );
+            }),
+        ),
         ("extraArgs blank", with(|c| param(c, "extraArgs", " \n "))),
-        ("serverURL given", with(|c| param(c, "serverURL", " https://k3s.internal:9443 "))),
-        ("serverURL given, any scheme", with(|c| param(c, "serverURL", "tcp://k3s"))),
-        ("endpoint without a port", endpoint("https://k8s.example.com")),
-        ("endpoint with a port and a path", endpoint("https://k8s.example.com:443/")),
+        (
+            "serverURL given",
+            with(|c| param(c, "serverURL", " https://k3s.internal:9443 ")),
+        ),
+        (
+            "serverURL given, any scheme",
+            with(|c| param(c, "serverURL", "tcp://k3s")),
+        ),
+        (
+            "endpoint without a port",
+            endpoint("https://k8s.example.com"),
+        ),
+        (
+            "endpoint with a port and a path",
+            endpoint("https://k8s.example.com:443/"),
+        ),
         ("endpoint without a scheme", endpoint("k8s.example.com")),
-        ("endpoint host and port without a scheme", endpoint("k8s.example.com:7443")),
-        ("endpoint IPv6 without a port", endpoint("https://[fd00::1]")),
-        ("endpoint IPv6 with a port", endpoint("https://[fd00::1]:7443")),
-        ("endpoint with user, path, query and fragment", endpoint(" http://user:pw@10.0.0.1:8080/base/?x=1#y ")),
-        ("endpoint port with a plus sign and leading zeros", endpoint("https://k8s:+0443")),
+        (
+            "endpoint host and port without a scheme",
+            endpoint("k8s.example.com:7443"),
+        ),
+        (
+            "endpoint IPv6 without a port",
+            endpoint("https://[fd00::1]"),
+        ),
+        (
+            "endpoint IPv6 with a port",
+            endpoint("https://[fd00::1]:7443"),
+        ),
+        (
+            "endpoint with user, path, query and fragment",
+            endpoint(" http://user:pw@10.0.0.1:8080/base/?x=1#y "),
+        ),
+        (
+            "endpoint port with a plus sign and leading zeros",
+            endpoint("https://k8s:+0443"),
+        ),
         ("endpoint with an empty scheme", endpoint("://k8s")),
         ("endpoint with two @", endpoint("https://a@b@k8s:1")),
     ]
@@ -310,73 +450,192 @@ fn refused() -> Vec<(&'static str, RenderContext)> {
     let endpoint = |endpoint: &'static str| with(move |c| c.cluster_endpoint = endpoint.into());
     let kubelet = |kubelet: &'static str| with(move |c| c.kubelet = kubelet.into());
     vec![
-        ("unknown parameter", with(|c| param(c, "serverUrl", "https://x:6443"))),
-        ("unknown parameter before a missing token", with(|c| {
-            c.parameters = vec![kv("tokensecret", "a/b")];
-        })),
-        ("both token and tokenSecret", with(|c| param(c, "token", "inline"))),
-        ("neither token nor tokenSecret", with(|c| c.parameters.clear())),
+        (
+            "unknown parameter",
+            with(|c| param(c, "serverUrl", "https://x:6443")),
+        ),
+        (
+            "unknown parameter before a missing token",
+            with(|c| {
+                c.parameters = vec![kv("tokensecret", "a/b")];
+            }),
+        ),
+        (
+            "both token and tokenSecret",
+            with(|c| param(c, "token", "inline")),
+        ),
+        (
+            "neither token nor tokenSecret",
+            with(|c| c.parameters.clear()),
+        ),
         ("only a blank token", with(|c| inline_token(c, " \t"))),
-        ("tokenSecret without a key", with(|c| param(c, "tokenSecret", "no-key"))),
-        ("tokenSecret without a name", with(|c| param(c, "tokenSecret", "/key"))),
-        ("tokenSecret ending in a slash", with(|c| param(c, "tokenSecret", "name/"))),
-        ("tokenSecret that looks like a placeholder", with(|c| param(c, "tokenSecret", "{key}/{name}"))),
+        (
+            "tokenSecret without a key",
+            with(|c| param(c, "tokenSecret", "no-key")),
+        ),
+        (
+            "tokenSecret without a name",
+            with(|c| param(c, "tokenSecret", "/key")),
+        ),
+        (
+            "tokenSecret ending in a slash",
+            with(|c| param(c, "tokenSecret", "name/")),
+        ),
+        (
+            "tokenSecret that looks like a placeholder",
+            with(|c| param(c, "tokenSecret", "{key}/{name}")),
+        ),
         ("missing secret", with(|c| c.secrets.clear())),
-        ("secret under another key", with(|c| c.secrets = vec![kv("k3s-join/other", "K10other")])),
-        ("blank secret", with(|c| c.secrets = vec![kv("k3s-join/token", " \n")])),
-        ("serverURL without a scheme", with(|c| param(c, "serverURL", "k3s.example.com:6443"))),
-        ("serverURL with whitespace", with(|c| param(c, "serverURL", "https://a b:6443"))),
+        (
+            "secret under another key",
+            with(|c| c.secrets = vec![kv("k3s-join/other", "K10other")]),
+        ),
+        (
+            "blank secret",
+            with(|c| c.secrets = vec![kv("k3s-join/token", " \n")]),
+        ),
+        (
+            "serverURL without a scheme",
+            with(|c| param(c, "serverURL", "k3s.example.com:6443")),
+        ),
+        (
+            "serverURL with whitespace",
+            with(|c| param(c, "serverURL", "https://a b:6443")),
+        ),
         ("no endpoint", endpoint("")),
         ("blank endpoint", endpoint(" \u{3000} ")),
-        ("endpoint with nothing after the scheme", endpoint("https://")),
+        (
+            "endpoint with nothing after the scheme",
+            endpoint("https://"),
+        ),
         ("endpoint with only a path", endpoint("https:///path")),
         ("IPv6 endpoint without brackets", endpoint("fd00::1")),
-        ("IPv6 endpoint with empty brackets", endpoint("https://[]:6443")),
-        ("IPv6 endpoint without a closing bracket", endpoint("https://[fd00::1")),
-        ("IPv6 endpoint with a port but no colon", endpoint("https://[fd00::1]6443")),
+        (
+            "IPv6 endpoint with empty brackets",
+            endpoint("https://[]:6443"),
+        ),
+        (
+            "IPv6 endpoint without a closing bracket",
+            endpoint("https://[fd00::1"),
+        ),
+        (
+            "IPv6 endpoint with a port but no colon",
+            endpoint("https://[fd00::1]6443"),
+        ),
         ("endpoint with a name as port", endpoint("https://k8s:http")),
         ("endpoint with an empty port", endpoint("https://k8s:")),
         ("endpoint with port 0", endpoint("https://k8s:0")),
         ("endpoint with port 70000", endpoint("https://k8s:70000")),
         ("endpoint with a negative port", endpoint("https://k8s:-1")),
-        ("endpoint with a bare plus as port", endpoint("https://k8s:+")),
-        ("endpoint with whitespace in the host", endpoint("https://a b:6443")),
-        ("endpoint with a non-breaking space in the host", endpoint("https://a\u{a0}b:6443")),
+        (
+            "endpoint with a bare plus as port",
+            endpoint("https://k8s:+"),
+        ),
+        (
+            "endpoint with whitespace in the host",
+            endpoint("https://a b:6443"),
+        ),
+        (
+            "endpoint with a non-breaking space in the host",
+            endpoint("https://a\u{a0}b:6443"),
+        ),
         ("kubelet settings not JSON", kubelet("not json")),
         ("kubelet settings not an object", kubelet("[1]")),
-        ("kubelet settings with a trailing comma", kubelet("{\"maxPods\": 1,}")),
-        ("kubelet settings with a missing comma on another line", kubelet("{\n  \"maxPods\": 110\n  \"podsPerCore\": 1\n}")),
-        ("kubelet settings with a non-ASCII key and no colon", kubelet("{\"é\" 1}")),
-        ("kubelet settings starting with a non-breaking space", kubelet("\u{a0}{}")),
-        ("kubelet settings with trailing characters", kubelet("{} {}")),
+        (
+            "kubelet settings with a trailing comma",
+            kubelet("{\"maxPods\": 1,}"),
+        ),
+        (
+            "kubelet settings with a missing comma on another line",
+            kubelet("{\n  \"maxPods\": 110\n  \"podsPerCore\": 1\n}"),
+        ),
+        (
+            "kubelet settings with a non-ASCII key and no colon",
+            kubelet("{\"é\" 1}"),
+        ),
+        (
+            "kubelet settings starting with a non-breaking space",
+            kubelet("\u{a0}{}"),
+        ),
+        (
+            "kubelet settings with trailing characters",
+            kubelet("{} {}"),
+        ),
         ("kubelet settings cut short", kubelet("{\"maxPods\": [1, 2")),
-        ("kubelet settings with a control character in a string", kubelet("{\"a\": \"x\u{1}\"}")),
-        ("kubelet settings with a lone surrogate", kubelet(r#"{"a": "\ud800"}"#)),
-        ("kubelet settings with a number out of range", kubelet(r#"{"maxPods": 1e400}"#)),
-        ("kubelet settings nested too deep", with(|c| c.kubelet = format!("{{\"a\": {}{}}}", "[".repeat(130), "]".repeat(130)))),
+        (
+            "kubelet settings with a control character in a string",
+            kubelet("{\"a\": \"x\u{1}\"}"),
+        ),
+        (
+            "kubelet settings with a lone surrogate",
+            kubelet(r#"{"a": "\ud800"}"#),
+        ),
+        (
+            "kubelet settings with a number out of range",
+            kubelet(r#"{"maxPods": 1e400}"#),
+        ),
+        (
+            "kubelet settings nested too deep",
+            with(|c| c.kubelet = format!("{{\"a\": {}{}}}", "[".repeat(130), "]".repeat(130))),
+        ),
         ("maxPods a string", kubelet(r#"{"maxPods": "many"}"#)),
         ("maxPods fractional", kubelet(r#"{"maxPods": 1.5}"#)),
-        ("maxPods written as a float", kubelet(r#"{"maxPods": 110.0}"#)),
+        (
+            "maxPods written as a float",
+            kubelet(r#"{"maxPods": 110.0}"#),
+        ),
         ("maxPods negative", kubelet(r#"{"maxPods": -1}"#)),
-        ("maxPods past 2^64", kubelet(r#"{"maxPods": 18446744073709551616}"#)),
+        (
+            "maxPods past 2^64",
+            kubelet(r#"{"maxPods": 18446744073709551616}"#),
+        ),
         ("cpuCFSQuota a number", kubelet(r#"{"cpuCFSQuota": 1}"#)),
-        ("clusterDNS not a list", kubelet(r#"{"clusterDNS": "10.43.0.10"}"#)),
-        ("clusterDNS with a boolean", kubelet(r#"{"clusterDNS": [true]}"#)),
-        ("evictionHard not an object", kubelet(r#"{"evictionHard": ["a"]}"#)),
-        ("a comma in a key", kubelet(r#"{"evictionHard": {"a,b": "1"}}"#)),
-        ("a comma in a value", kubelet(r#"{"kubeReserved": {"cpu": "1,2"}}"#)),
-        ("a list inside a map", kubelet(r#"{"kubeReserved": {"cpu": [1]}}"#)),
-        ("the first bad field in mapping order", kubelet(r#"{"clusterDNS": 1, "maxPods": "x"}"#)),
-        ("the first bad entry in key order", kubelet(r#"{"kubeReserved": {"z": null, "a": {}}}"#)),
+        (
+            "clusterDNS not a list",
+            kubelet(r#"{"clusterDNS": "10.43.0.10"}"#),
+        ),
+        (
+            "clusterDNS with a boolean",
+            kubelet(r#"{"clusterDNS": [true]}"#),
+        ),
+        (
+            "evictionHard not an object",
+            kubelet(r#"{"evictionHard": ["a"]}"#),
+        ),
+        (
+            "a comma in a key",
+            kubelet(r#"{"evictionHard": {"a,b": "1"}}"#),
+        ),
+        (
+            "a comma in a value",
+            kubelet(r#"{"kubeReserved": {"cpu": "1,2"}}"#),
+        ),
+        (
+            "a list inside a map",
+            kubelet(r#"{"kubeReserved": {"cpu": [1]}}"#),
+        ),
+        (
+            "the first bad field in mapping order",
+            kubelet(r#"{"clusterDNS": 1, "maxPods": "x"}"#),
+        ),
+        (
+            "the first bad entry in key order",
+            kubelet(r#"{"kubeReserved": {"z": null, "a": {}}}"#),
+        ),
     ]
 }
 
 #[tokio::test]
 async fn js_k3s_renders_what_the_rust_k3s_renders() {
-    let Some(r) = renderers("js_k3s_renders_what_the_rust_k3s_renders") else { return };
+    let Some(r) = renderers("js_k3s_renders_what_the_rust_k3s_renders") else {
+        return;
+    };
     for (case, ctx) in renderable() {
         let rust = outcome(&r.rust, &ctx).await;
-        assert!(rust.is_ok(), "{case}: the Rust renderer refused it: {rust:?}");
+        assert!(
+            rust.is_ok(),
+            "{case}: the Rust renderer refused it: {rust:?}"
+        );
         let js = outcome(&r.js, &ctx).await;
         assert_eq!(js, rust, "{case}: the JS renderer differs");
     }
@@ -387,12 +646,17 @@ async fn js_k3s_renders_what_the_rust_k3s_renders() {
         renderable().len(),
         peak as f64 / (1024.0 * 1024.0)
     );
-    assert!(peak <= r.js.limits().memory_mib as usize * 1024 * 1024 / 2, "memoryMiB leaves less than half free: {peak} bytes");
+    assert!(
+        peak <= r.js.limits().memory_mib as usize * 1024 * 1024 / 2,
+        "memoryMiB leaves less than half free: {peak} bytes"
+    );
 }
 
 #[tokio::test]
 async fn js_k3s_refuses_what_the_rust_k3s_refuses() {
-    let Some(r) = renderers("js_k3s_refuses_what_the_rust_k3s_refuses") else { return };
+    let Some(r) = renderers("js_k3s_refuses_what_the_rust_k3s_refuses") else {
+        return;
+    };
     for (case, ctx) in refused() {
         let rust = outcome(&r.rust, &ctx).await;
         assert!(rust.is_err(), "{case}: the Rust renderer rendered it");
@@ -407,7 +671,9 @@ async fn js_k3s_refuses_what_the_rust_k3s_refuses() {
 /// such a string without its first character; a U+FEFF anywhere else arrives intact.
 #[tokio::test]
 async fn js_k3s_loses_a_leading_feff_of_its_inputs() {
-    let Some(r) = renderers("js_k3s_loses_a_leading_feff_of_its_inputs") else { return };
+    let Some(r) = renderers("js_k3s_loses_a_leading_feff_of_its_inputs") else {
+        return;
+    };
     let bom = |text: &str| format!("\u{feff}{text}");
     let ctx = with(|c| {
         c.node_claim = bom("claim");
@@ -426,25 +692,48 @@ async fn js_k3s_loses_a_leading_feff_of_its_inputs() {
         param(c, "version", "v1");
     });
     let rust = outcome(&r.rust, &ctx).await;
-    assert!(matches!(&rust, Err(RenderError::InvalidParameter(m)) if m.contains("not valid JSON")), "{rust:?}");
-    assert_eq!(outcome(&r.js, &ctx).await, outcome(&r.rust, &as_js_sees_it).await);
+    assert!(
+        matches!(&rust, Err(RenderError::InvalidParameter(m)) if m.contains("not valid JSON")),
+        "{rust:?}"
+    );
+    assert_eq!(
+        outcome(&r.js, &ctx).await,
+        outcome(&r.rust, &as_js_sees_it).await
+    );
 }
 
 #[tokio::test]
 async fn js_renderer_imports_no_wasi_and_runs_with_no_grants() {
-    let Some(r) = renderers("js_renderer_imports_no_wasi_and_runs_with_no_grants") else { return };
+    let Some(r) = renderers("js_renderer_imports_no_wasi_and_runs_with_no_grants") else {
+        return;
+    };
     // Every WASI feature of the engine is disabled at build time, so the component imports
     // only what the renderer world offers: no filesystem, sockets, HTTP, clocks, random,
     // environment or stdio import through which it could reach anything.
     let mut imports = r.js.imports().to_vec();
     imports.sort();
-    assert_eq!(imports, ["joinery:plugin/config@0.1.0", "joinery:plugin/log@0.1.0", "joinery:plugin/types@0.1.0"]);
+    assert_eq!(
+        imports,
+        [
+            "joinery:plugin/config@0.1.0",
+            "joinery:plugin/log@0.1.0",
+            "joinery:plugin/types@0.1.0"
+        ]
+    );
     assert_eq!(r.js.exports(), ["joinery:plugin/renderer@0.1.0"]);
     // Loaded under an empty grants file: no capability, and the manifest's limits.
     let caps = r.js.capabilities();
     assert!(!caps.any_http() && !caps.clock());
     assert!(caps.check_secret("k3s-join").is_err());
     assert!(caps.check_http("https", "get.k3s.io", 443).is_err());
-    assert_eq!((r.js.limits().memory_mib, r.js.limits().timeout_ms), (32, 2000));
-    assert!(r.js.render(&base()).await.unwrap().starts_with("#!/bin/sh\n"));
+    assert_eq!(
+        (r.js.limits().memory_mib, r.js.limits().timeout_ms),
+        (32, 2000)
+    );
+    assert!(
+        r.js.render(&base())
+            .await
+            .unwrap()
+            .starts_with("#!/bin/sh\n")
+    );
 }

@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use common::engine;
 use joinery_builtin_plugins::builtin_manifests;
+use joinery_runtime::contract::{KeyValue, PriceRequest, RenderContext, Taint};
 use joinery_runtime::engine::{EngineOptions, PluginEngine};
 use joinery_runtime::grants::Grants;
 use joinery_runtime::manifest::{PluginKind, PluginManifest};
 use joinery_runtime::plugin::{LoadContext, sha256_hex};
 use joinery_runtime::registry::PluginRegistry;
-use joinery_runtime::contract::{KeyValue, PriceRequest, RenderContext, Taint};
 use joinery_runtime::{CallError, LoadError};
 
 fn registry(dirs: Vec<std::path::PathBuf>) -> Result<PluginRegistry, LoadError> {
@@ -26,10 +26,20 @@ fn context(user_data: &str) -> RenderContext {
         node_claim: "default-abc12".into(),
         node_pool: "default".into(),
         labels: vec![
-            KeyValue { key: "topology.kubernetes.io/zone".into(), value: "zone-b".into() },
-            KeyValue { key: "karpenter.sh/nodepool".into(), value: "default".into() },
+            KeyValue {
+                key: "topology.kubernetes.io/zone".into(),
+                value: "zone-b".into(),
+            },
+            KeyValue {
+                key: "karpenter.sh/nodepool".into(),
+                value: "default".into(),
+            },
         ],
-        taints: vec![Taint { key: "dedicated".into(), value: Some("gpu".into()), effect: "NoSchedule".into() }],
+        taints: vec![Taint {
+            key: "dedicated".into(),
+            value: Some("gpu".into()),
+            effect: "NoSchedule".into(),
+        }],
         startup_taints: vec![],
         kubelet: "{}".into(),
         instance_type: Some("c3-8".into()),
@@ -39,7 +49,10 @@ fn context(user_data: &str) -> RenderContext {
         cluster_endpoint: "https://10.0.0.1:6443".into(),
         provider_id_prefix: "sim://".into(),
         user_data: Some(user_data.into()),
-        parameters: vec![KeyValue { key: "token".into(), value: "s3cr3t".into() }],
+        parameters: vec![KeyValue {
+            key: "token".into(),
+            value: "s3cr3t".into(),
+        }],
         secrets: vec![],
         resource_requests: vec![],
     }
@@ -48,7 +61,9 @@ fn context(user_data: &str) -> RenderContext {
 #[tokio::test]
 async fn template_renderer_replaces_only_its_placeholders() {
     let set = registry(vec![]).unwrap().current();
-    let template = set.require("template", PluginKind::UserdataRenderer).unwrap();
+    let template = set
+        .require("template", PluginKind::UserdataRenderer)
+        .unwrap();
     let input = "#!/bin/sh\r\necho $HOME {{.Names}} {{ joinery.nodeClaim }}\nlabels={{joinery.nodeLabels}}\ntaints={{joinery.nodeTaints}}  \n";
     let out = template.render(&context(input)).await.unwrap();
     assert_eq!(
@@ -60,8 +75,13 @@ async fn template_renderer_replaces_only_its_placeholders() {
 #[tokio::test]
 async fn template_renderer_rejects_unknown_placeholders_as_a_render_error() {
     let set = registry(vec![]).unwrap().current();
-    let template = set.require("template", PluginKind::UserdataRenderer).unwrap();
-    let err = template.render(&context("{{joinery.bogus}}")).await.unwrap_err();
+    let template = set
+        .require("template", PluginKind::UserdataRenderer)
+        .unwrap();
+    let err = template
+        .render(&context("{{joinery.bogus}}"))
+        .await
+        .unwrap_err();
     assert!(matches!(err, CallError::Render { .. }), "{err:?}");
     assert!(err.to_string().contains("bogus"), "{err}");
 }
@@ -74,13 +94,18 @@ async fn k3s_renderer_joins_with_the_registration_taint() {
     assert!(out.contains("karpenter.sh/unregistered:NoExecute"), "{out}");
     assert!(out.contains("dedicated=gpu:NoSchedule"), "{out}");
     assert!(out.contains("default-abc12"), "{out}");
-    assert!(out.contains("s3cr3t"), "the token parameter must reach the config: {out}");
+    assert!(
+        out.contains("s3cr3t"),
+        "the token parameter must reach the config: {out}"
+    );
 }
 
 #[tokio::test]
 async fn synthetic_pricing_orders_by_size_and_keeps_one_price_per_request() {
     let set = registry(vec![]).unwrap().current();
-    let pricing = set.require("synthetic-pricing", PluginKind::Pricing).unwrap();
+    let pricing = set
+        .require("synthetic-pricing", PluginKind::Pricing)
+        .unwrap();
     let request = |name: &str, cpus: u64| PriceRequest {
         instance_type: name.into(),
         zone: "zone-a".into(),
@@ -91,15 +116,26 @@ async fn synthetic_pricing_orders_by_size_and_keeps_one_price_per_request() {
         known_price: None,
         labels: vec![],
     };
-    let prices = pricing.price(&[request("c3-4", 2), request("c3-8", 4), request("c3-16", 8)]).await.unwrap();
-    let prices: Vec<f64> = prices.into_iter().map(|p| p.expect("synthetic prices are always known")).collect();
+    let prices = pricing
+        .price(&[request("c3-4", 2), request("c3-8", 4), request("c3-16", 8)])
+        .await
+        .unwrap();
+    let prices: Vec<f64> = prices
+        .into_iter()
+        .map(|p| p.expect("synthetic prices are always known"))
+        .collect();
     assert!(prices[0] < prices[1] && prices[1] < prices[2], "{prices:?}");
 }
 
 #[test]
 fn shipped_plugins_fit_the_size_budget() {
     for (manifest, wasm) in builtin_manifests() {
-        assert!(wasm.len() <= 512 * 1024, "{} is {} bytes, over the 512 KiB budget", manifest.name, wasm.len());
+        assert!(
+            wasm.len() <= 512 * 1024,
+            "{} is {} bytes, over the 512 KiB budget",
+            manifest.name,
+            wasm.len()
+        );
     }
 }
 
@@ -125,7 +161,10 @@ fn write_configmap_dir(root: &Path, name: &str, generation: u32, manifest: &str,
 }
 
 fn template_parts() -> (PluginManifest, &'static [u8]) {
-    builtin_manifests().into_iter().find(|(m, _)| m.name == "template").unwrap()
+    builtin_manifests()
+        .into_iter()
+        .find(|(m, _)| m.name == "template")
+        .unwrap()
 }
 
 fn manifest_text(mut manifest: PluginManifest, name: &str, sha: &str) -> String {
@@ -139,23 +178,57 @@ async fn hot_reload_swaps_good_sets_and_keeps_the_last_good_one_on_a_broken_upda
     let root = tempfile::tempdir().unwrap();
     let (manifest, wasm) = template_parts();
     let sha = sha256_hex(wasm);
-    write_configmap_dir(root.path(), "mine", 1, &manifest_text(manifest.clone(), "my-renderer", &sha), wasm);
+    write_configmap_dir(
+        root.path(),
+        "mine",
+        1,
+        &manifest_text(manifest.clone(), "my-renderer", &sha),
+        wasm,
+    );
     let registry = Arc::new(registry(vec![root.path().to_path_buf()]).unwrap());
-    let first = registry.current().require("my-renderer", PluginKind::UserdataRenderer).unwrap();
-    assert!(matches!(first.source(), joinery_runtime::plugin::PluginSource::Directory(_)));
-    assert!(!registry.reload_if_changed().unwrap(), "nothing changed yet");
+    let first = registry
+        .current()
+        .require("my-renderer", PluginKind::UserdataRenderer)
+        .unwrap();
+    assert!(matches!(
+        first.source(),
+        joinery_runtime::plugin::PluginSource::Directory(_)
+    ));
+    assert!(
+        !registry.reload_if_changed().unwrap(),
+        "nothing changed yet"
+    );
 
     // A broken update: the digest no longer matches the component.
     let wrong = "0".repeat(64);
-    write_configmap_dir(root.path(), "mine", 2, &manifest_text(manifest.clone(), "my-renderer", &wrong), wasm);
+    write_configmap_dir(
+        root.path(),
+        "mine",
+        2,
+        &manifest_text(manifest.clone(), "my-renderer", &wrong),
+        wasm,
+    );
     let err = registry.reload_if_changed().unwrap_err();
     assert!(matches!(err, LoadError::Digest { .. }), "{err}");
     assert!(registry.last_error().unwrap().contains("sha256 mismatch"));
-    let still = registry.current().require("my-renderer", PluginKind::UserdataRenderer).unwrap();
-    assert_eq!(still.render(&context("ok {{joinery.zone}}")).await.unwrap(), "ok zone-b", "last good set keeps serving");
+    let still = registry
+        .current()
+        .require("my-renderer", PluginKind::UserdataRenderer)
+        .unwrap();
+    assert_eq!(
+        still.render(&context("ok {{joinery.zone}}")).await.unwrap(),
+        "ok zone-b",
+        "last good set keeps serving"
+    );
 
     // A good update (renamed plugin) is swapped in.
-    write_configmap_dir(root.path(), "mine", 3, &manifest_text(manifest, "renamed", &sha), wasm);
+    write_configmap_dir(
+        root.path(),
+        "mine",
+        3,
+        &manifest_text(manifest, "renamed", &sha),
+        wasm,
+    );
     assert!(registry.reload_if_changed().unwrap());
     let set = registry.current();
     assert!(set.get("my-renderer").is_none());
@@ -169,9 +242,21 @@ fn directory_plugins_need_a_matching_digest() {
     let (manifest, wasm) = template_parts();
     let mut without = manifest.clone();
     without.name = "nodigest".into();
-    write_configmap_dir(root.path(), "a", 1, &serde_yaml::to_string(&without).unwrap(), wasm);
-    let err = registry(vec![root.path().to_path_buf()]).err().expect("a digest is required");
-    assert!(err.to_string().contains(&format!("sha256: {}", sha256_hex(wasm))), "the error gives the line to add: {err}");
+    write_configmap_dir(
+        root.path(),
+        "a",
+        1,
+        &serde_yaml::to_string(&without).unwrap(),
+        wasm,
+    );
+    let err = registry(vec![root.path().to_path_buf()])
+        .err()
+        .expect("a digest is required");
+    assert!(
+        err.to_string()
+            .contains(&format!("sha256: {}", sha256_hex(wasm))),
+        "the error gives the line to add: {err}"
+    );
 }
 
 #[test]
@@ -179,38 +264,84 @@ fn duplicate_names_in_directories_are_refused() {
     let root = tempfile::tempdir().unwrap();
     let (manifest, wasm) = template_parts();
     let sha = sha256_hex(wasm);
-    write_configmap_dir(root.path(), "a", 1, &manifest_text(manifest.clone(), "same", &sha), wasm);
-    write_configmap_dir(root.path(), "b", 1, &manifest_text(manifest, "same", &sha), wasm);
-    let err = registry(vec![root.path().to_path_buf()]).err().expect("duplicates are refused");
+    write_configmap_dir(
+        root.path(),
+        "a",
+        1,
+        &manifest_text(manifest.clone(), "same", &sha),
+        wasm,
+    );
+    write_configmap_dir(
+        root.path(),
+        "b",
+        1,
+        &manifest_text(manifest, "same", &sha),
+        wasm,
+    );
+    let err = registry(vec![root.path().to_path_buf()])
+        .err()
+        .expect("duplicates are refused");
     assert!(matches!(err, LoadError::Duplicate { .. }), "{err}");
 }
 
 #[test]
 fn compile_cache_is_used_and_a_corrupt_entry_is_a_miss() {
     let cache = tempfile::tempdir().unwrap();
-    let engine = PluginEngine::new(&EngineOptions { pooling: false, cache_dir: Some(cache.path().into()), ..Default::default() }).unwrap();
+    let engine = PluginEngine::new(&EngineOptions {
+        pooling: false,
+        cache_dir: Some(cache.path().into()),
+        ..Default::default()
+    })
+    .unwrap();
     let (_, wasm) = template_parts();
     let digest = sha256_hex(wasm);
     let first = engine.compile("template", &digest, wasm).unwrap();
-    let entries: Vec<_> = std::fs::read_dir(cache.path()).unwrap().flatten().map(|e| e.path()).collect();
+    let entries: Vec<_> = std::fs::read_dir(cache.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     assert_eq!(entries.len(), 1, "one cache entry per digest");
-    assert!(entries[0].file_name().unwrap().to_string_lossy().starts_with(&digest));
+    assert!(
+        entries[0]
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with(&digest)
+    );
     // Even the first compile runs the stored copy: its code is mapped from the cache file,
     // not held in anonymous memory.
     let start = first.image_range().start as usize;
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
     let mapping = maps.lines().find(|line| {
-        let (from, to) = line.split_whitespace().next().unwrap().split_once('-').unwrap();
-        (usize::from_str_radix(from, 16).unwrap()..usize::from_str_radix(to, 16).unwrap()).contains(&start)
+        let (from, to) = line
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .split_once('-')
+            .unwrap();
+        (usize::from_str_radix(from, 16).unwrap()..usize::from_str_radix(to, 16).unwrap())
+            .contains(&start)
     });
-    assert!(mapping.is_some_and(|line| line.ends_with(".cwasm")), "the compiled image is mapped from {mapping:?}");
-    let second = engine.compile("template", &digest, wasm).expect("loads from the cache");
+    assert!(
+        mapping.is_some_and(|line| line.ends_with(".cwasm")),
+        "the compiled image is mapped from {mapping:?}"
+    );
+    let second = engine
+        .compile("template", &digest, wasm)
+        .expect("loads from the cache");
     // Truncating a file a component is mapped from would fault its next read: the host itself
     // only ever renames new entries into place.
     drop((first, second));
     std::fs::write(&entries[0], b"not a compiled component").unwrap();
-    engine.compile("template", &digest, wasm).expect("a corrupt entry is recompiled");
-    assert_ne!(std::fs::read(&entries[0]).unwrap(), b"not a compiled component", "and rewritten");
+    engine
+        .compile("template", &digest, wasm)
+        .expect("a corrupt entry is recompiled");
+    assert_ne!(
+        std::fs::read(&entries[0]).unwrap(),
+        b"not a compiled component",
+        "and rewritten"
+    );
 }
 
 #[test]
@@ -243,12 +374,19 @@ fn write_plain_dir(dir: &Path, manifest: &str, component: &str, bytes: &[u8]) {
 fn a_missing_plugin_directory_is_an_error_naming_it() {
     let root = tempfile::tempdir().unwrap();
     let missing = root.path().join("not-mounted");
-    let err = registry(vec![missing.clone()]).err().expect("a missing --plugin-dir is an error");
+    let err = registry(vec![missing.clone()])
+        .err()
+        .expect("a missing --plugin-dir is an error");
     assert!(matches!(err, LoadError::PluginDir { .. }), "{err}");
-    assert!(err.to_string().contains("not-mounted") && err.to_string().contains("--plugin-dir"), "{err}");
+    assert!(
+        err.to_string().contains("not-mounted") && err.to_string().contains("--plugin-dir"),
+        "{err}"
+    );
     let file = root.path().join("file");
     std::fs::write(&file, b"x").unwrap();
-    let err = registry(vec![file]).err().expect("a file is not a plugin directory");
+    let err = registry(vec![file])
+        .err()
+        .expect("a file is not a plugin directory");
     assert!(err.to_string().contains("is not a directory"), "{err}");
 }
 
@@ -261,7 +399,9 @@ fn oversized_manifests_decompression_bombs_and_fifos_are_refused() {
     let mut text = manifest_text(manifest.clone(), "big", &sha);
     text.push_str(&format!("# {}\n", "x".repeat(70 * 1024)));
     write_plain_dir(&root.path().join("big"), &text, "plugin.wasm", wasm);
-    let err = registry(vec![root.path().to_path_buf()]).err().expect("an oversized plugin.yaml is refused");
+    let err = registry(vec![root.path().to_path_buf()])
+        .err()
+        .expect("an oversized plugin.yaml is refused");
     assert!(err.to_string().contains("larger than"), "{err}");
 
     // A small .wasm.gz that inflates past the component cap.
@@ -269,21 +409,41 @@ fn oversized_manifests_decompression_bombs_and_fifos_are_refused() {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     std::io::Write::write_all(&mut gz, &vec![0u8; 33 * 1024 * 1024]).unwrap();
     let bomb = gz.finish().unwrap();
-    assert!(bomb.len() < 1024 * 1024, "the bomb is small on disk ({} bytes)", bomb.len());
+    assert!(
+        bomb.len() < 1024 * 1024,
+        "the bomb is small on disk ({} bytes)",
+        bomb.len()
+    );
     let mut gz_manifest = manifest.clone();
     gz_manifest.component = "plugin.wasm.gz".into();
-    write_plain_dir(&root.path().join("bomb"), &manifest_text(gz_manifest, "bomb", &sha), "plugin.wasm.gz", &bomb);
-    let err = registry(vec![root.path().to_path_buf()]).err().expect("a decompression bomb is refused");
+    write_plain_dir(
+        &root.path().join("bomb"),
+        &manifest_text(gz_manifest, "bomb", &sha),
+        "plugin.wasm.gz",
+        &bomb,
+    );
+    let err = registry(vec![root.path().to_path_buf()])
+        .err()
+        .expect("a decompression bomb is refused");
     assert!(err.to_string().contains("after decompression"), "{err}");
 
     // A FIFO where the component should be: refused at once, not read forever.
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("fifo");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("plugin.yaml"), manifest_text(manifest, "fifo", &sha)).unwrap();
-    let made = std::process::Command::new("mkfifo").arg(dir.join("plugin.wasm")).status().expect("mkfifo runs");
+    std::fs::write(
+        dir.join("plugin.yaml"),
+        manifest_text(manifest, "fifo", &sha),
+    )
+    .unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.join("plugin.wasm"))
+        .status()
+        .expect("mkfifo runs");
     assert!(made.success());
-    let err = registry(vec![root.path().to_path_buf()]).err().expect("a FIFO is refused");
+    let err = registry(vec![root.path().to_path_buf()])
+        .err()
+        .expect("a FIFO is refused");
     assert!(err.to_string().contains("not a regular file"), "{err}");
 }
 
@@ -293,12 +453,24 @@ fn two_plugins_serving_one_nodeclass_kind_are_refused_naming_both() {
     let wasm = common::hostile_wasm();
     let sha = sha256_hex(wasm);
     for name in ["cloud-one", "cloud-two"] {
-        write_plain_dir(&root.path().join(name), &manifest_text(common::hostile_manifest(), name, &sha), "plugin.wasm", wasm);
+        write_plain_dir(
+            &root.path().join(name),
+            &manifest_text(common::hostile_manifest(), name, &sha),
+            "plugin.wasm",
+            wasm,
+        );
     }
-    let err = registry(vec![root.path().to_path_buf()]).err().expect("a NodeClass kind has one plugin");
+    let err = registry(vec![root.path().to_path_buf()])
+        .err()
+        .expect("a NodeClass kind has one plugin");
     assert!(matches!(err, LoadError::NodeClassConflict { .. }), "{err}");
     let shown = err.to_string();
-    assert!(shown.contains("cloud-one") && shown.contains("cloud-two") && shown.contains("HostileNodeClass"), "{shown}");
+    assert!(
+        shown.contains("cloud-one")
+            && shown.contains("cloud-two")
+            && shown.contains("HostileNodeClass"),
+        "{shown}"
+    );
 }
 
 /// A reload that failed is tried again on the next poll even if the files look the same
@@ -309,19 +481,39 @@ fn a_failed_reload_is_retried() {
     let dir = root.path().join("mine");
     let (manifest, wasm) = template_parts();
     let sha = sha256_hex(wasm);
-    write_plain_dir(&dir, &manifest_text(manifest.clone(), "first1", &sha), "plugin.wasm", wasm);
+    write_plain_dir(
+        &dir,
+        &manifest_text(manifest.clone(), "first1", &sha),
+        "plugin.wasm",
+        wasm,
+    );
     let registry = registry(vec![root.path().to_path_buf()]).unwrap();
     assert!(registry.current().get("first1").is_some());
     // A broken manifest (wrong digest): the reload fails, the last good set serves.
     let manifest_path = dir.join("plugin.yaml");
-    std::fs::write(&manifest_path, manifest_text(manifest.clone(), "first1", &"0".repeat(64))).unwrap();
+    std::fs::write(
+        &manifest_path,
+        manifest_text(manifest.clone(), "first1", &"0".repeat(64)),
+    )
+    .unwrap();
     assert!(registry.reload_if_changed().is_err());
     assert!(registry.current().get("first1").is_some());
     // Fixed with a manifest of the same size and modification time: nothing a fingerprint sees.
-    let broken_at = std::fs::metadata(&manifest_path).unwrap().modified().unwrap();
+    let broken_at = std::fs::metadata(&manifest_path)
+        .unwrap()
+        .modified()
+        .unwrap();
     std::fs::write(&manifest_path, manifest_text(manifest, "second", &sha)).unwrap();
-    std::fs::File::options().write(true).open(&manifest_path).unwrap().set_modified(broken_at).unwrap();
-    assert!(registry.reload_if_changed().unwrap(), "the failed reload is retried and succeeds");
+    std::fs::File::options()
+        .write(true)
+        .open(&manifest_path)
+        .unwrap()
+        .set_modified(broken_at)
+        .unwrap();
+    assert!(
+        registry.reload_if_changed().unwrap(),
+        "the failed reload is retried and succeeds"
+    );
     assert!(registry.current().get("second").is_some());
     assert!(registry.last_error().is_none());
 }

@@ -15,7 +15,12 @@ use serde_json::{Value, json};
 const SPEED: f64 = 20.0;
 
 async fn start() -> Simulation {
-    Simulation::start(SimulationOptions { speed: SPEED, ..Default::default() }).await.unwrap()
+    Simulation::start(SimulationOptions {
+        speed: SPEED,
+        ..Default::default()
+    })
+    .await
+    .unwrap()
 }
 
 async fn apply_pool(sim: &Simulation, termination_grace_period: Option<&str>) {
@@ -62,35 +67,67 @@ where
 
 async fn pod_running(sim: &Simulation, name: &str) -> bool {
     let pods: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
-    pods.get(name).await.is_ok_and(|p| p.status.and_then(|s| s.phase).as_deref() == Some("Running"))
+    pods.get(name)
+        .await
+        .is_ok_and(|p| p.status.and_then(|s| s.phase).as_deref() == Some("Running"))
 }
 
 async fn claims(sim: &Simulation) -> Vec<NodeClaim> {
-    Api::<NodeClaim>::all(sim.client.clone()).list(&ListParams::default()).await.unwrap().items
+    Api::<NodeClaim>::all(sim.client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
 }
 
 async fn nodes(sim: &Simulation) -> Vec<Node> {
-    Api::<Node>::all(sim.client.clone()).list(&ListParams::default()).await.unwrap().items
+    Api::<Node>::all(sim.client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
 }
 
 fn live_instances(sim: &Simulation) -> usize {
-    sim.cloud.instances().into_iter().filter(|i| i.state != InstanceState::Terminated).count()
+    sim.cloud
+        .instances()
+        .into_iter()
+        .filter(|i| i.state != InstanceState::Terminated)
+        .count()
 }
 
 /// The claim whose node runs `pod`.
 async fn claim_of_pod(sim: &Simulation, pod: &str) -> NodeClaim {
-    let node = Api::<Pod>::namespaced(sim.client.clone(), "default").get(pod).await.unwrap().spec.unwrap().node_name.unwrap();
-    claims(sim).await.into_iter().find(|c| c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str())).unwrap()
+    let node = Api::<Pod>::namespaced(sim.client.clone(), "default")
+        .get(pod)
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .node_name
+        .unwrap();
+    claims(sim)
+        .await
+        .into_iter()
+        .find(|c| c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str()))
+        .unwrap()
 }
 
 async fn delete_claim(sim: &Simulation, name: &str) {
-    Api::<NodeClaim>::all(sim.client.clone()).delete(name, &DeleteParams::background()).await.unwrap();
+    Api::<NodeClaim>::all(sim.client.clone())
+        .delete(name, &DeleteParams::background())
+        .await
+        .unwrap();
 }
 
 async fn assert_all_gone(sim: &Simulation, limit: Duration) {
-    eventually("every claim, node and live instance gone", limit, || async {
-        claims(sim).await.is_empty() && nodes(sim).await.is_empty() && live_instances(sim) == 0
-    })
+    eventually(
+        "every claim, node and live instance gone",
+        limit,
+        || async {
+            claims(sim).await.is_empty() && nodes(sim).await.is_empty() && live_instances(sim) == 0
+        },
+    )
     .await;
 }
 
@@ -101,11 +138,25 @@ async fn assert_all_gone(sim: &Simulation, limit: Duration) {
 async fn a_node_whose_kubelet_dies_mid_drain_is_still_terminated() {
     let sim = start().await;
     apply_pool(&sim, None).await;
-    sim.apply(&pod("web", json!({"app": "web"}), json!({}))).await.unwrap();
-    eventually("the pod runs", Duration::from_secs(60), || pod_running(&sim, "web")).await;
+    sim.apply(&pod("web", json!({"app": "web"}), json!({})))
+        .await
+        .unwrap();
+    eventually("the pod runs", Duration::from_secs(60), || {
+        pod_running(&sim, "web")
+    })
+    .await;
     let claim = claim_of_pod(&sim, "web").await;
-    let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone()).unwrap();
-    let instance = sim.cloud.instances().into_iter().find(|i| i.provider_id == provider_id).unwrap();
+    let provider_id = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.provider_id.clone())
+        .unwrap();
+    let instance = sim
+        .cloud
+        .instances()
+        .into_iter()
+        .find(|i| i.provider_id == provider_id)
+        .unwrap();
     assert!(sim.cloud.hang(&instance.id), "the instance hangs");
     delete_claim(&sim, claim.metadata.name.as_deref().unwrap()).await;
     assert_all_gone(&sim, Duration::from_secs(90)).await;
@@ -120,7 +171,9 @@ async fn a_node_whose_kubelet_dies_mid_drain_is_still_terminated() {
 async fn termination_grace_period_overrides_budgets_and_do_not_disrupt() {
     let sim = start().await;
     apply_pool(&sim, Some("90s")).await;
-    sim.apply(&pod("guarded", json!({"app": "guarded"}), json!({}))).await.unwrap();
+    sim.apply(&pod("guarded", json!({"app": "guarded"}), json!({})))
+        .await
+        .unwrap();
     let mut precious = pod("precious", json!({"app": "precious"}), json!({}));
     precious["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "true"});
     sim.apply(&precious).await.unwrap();
@@ -135,29 +188,62 @@ async fn termination_grace_period_overrides_budgets_and_do_not_disrupt() {
     let claim = claim_of_pod(&sim, "guarded").await;
     let name = claim.metadata.name.clone().unwrap();
     delete_claim(&sim, &name).await;
-    eventually("the claim carries its termination deadline", Duration::from_secs(20), || async {
-        claims(&sim).await.iter().any(|c| {
-            c.metadata.name.as_deref() == Some(name.as_str())
-                && c.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("karpenter.sh/nodeclaim-termination-timestamp"))
-        })
-    })
+    eventually(
+        "the claim carries its termination deadline",
+        Duration::from_secs(20),
+        || async {
+            claims(&sim).await.iter().any(|c| {
+                c.metadata.name.as_deref() == Some(name.as_str())
+                    && c.metadata.annotations.as_ref().is_some_and(|a| {
+                        a.contains_key("karpenter.sh/nodeclaim-termination-timestamp")
+                    })
+            })
+        },
+    )
     .await;
     // 90 s simulated is 4.5 s real; the drain must not finish long before the deadline.
     tokio::time::sleep(sim.clock.to_real(Duration::from_secs(30))).await;
-    assert!(claims(&sim).await.iter().any(|c| c.metadata.name.as_deref() == Some(name.as_str())), "the budget holds at first");
-    eventually("the claim says it is draining", Duration::from_secs(30), || async {
-        claims(&sim).await.iter().filter(|c| c.metadata.name.as_deref() == Some(name.as_str())).any(|c| {
-            c.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| {
-                c.type_ == "Drained" && format!("{:?}", c.status) == "Unknown" && c.reason == "Draining"
-            })
-        })
-    })
+    assert!(
+        claims(&sim)
+            .await
+            .iter()
+            .any(|c| c.metadata.name.as_deref() == Some(name.as_str())),
+        "the budget holds at first"
+    );
+    eventually(
+        "the claim says it is draining",
+        Duration::from_secs(30),
+        || async {
+            claims(&sim)
+                .await
+                .iter()
+                .filter(|c| c.metadata.name.as_deref() == Some(name.as_str()))
+                .any(|c| {
+                    c.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .into_iter()
+                        .flatten()
+                        .any(|c| {
+                            c.type_ == "Drained"
+                                && format!("{:?}", c.status) == "Unknown"
+                                && c.reason == "Draining"
+                        })
+                })
+        },
+    )
     .await;
     // The pods are gone, so their replacements (none here: bare pods) do not keep a node.
     let pods: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
-    eventually("the node is gone and the pods were deleted", Duration::from_secs(60), || async {
-        nodes(&sim).await.is_empty() && pods.get_opt("guarded").await.unwrap().is_none() && pods.get_opt("precious").await.unwrap().is_none()
-    })
+    eventually(
+        "the node is gone and the pods were deleted",
+        Duration::from_secs(60),
+        || async {
+            nodes(&sim).await.is_empty()
+                && pods.get_opt("guarded").await.unwrap().is_none()
+                && pods.get_opt("precious").await.unwrap().is_none()
+        },
+    )
     .await;
     sim.shutdown().await;
 }
@@ -169,34 +255,70 @@ async fn termination_grace_period_overrides_budgets_and_do_not_disrupt() {
 async fn a_hung_create_does_not_delay_another_claims_finalization() {
     let sim = start().await;
     apply_pool(&sim, None).await;
-    sim.apply(&pod("first", json!({"app": "first"}), json!({}))).await.unwrap();
-    eventually("the first pod runs", Duration::from_secs(60), || pod_running(&sim, "first")).await;
+    sim.apply(&pod("first", json!({"app": "first"}), json!({})))
+        .await
+        .unwrap();
+    eventually("the first pod runs", Duration::from_secs(60), || {
+        pod_running(&sim, "first")
+    })
+    .await;
     let first = claim_of_pod(&sim, "first").await;
     // Every create from now on hangs until released.
     sim.cloud.faults().hold_create_answers();
     let apart = json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": "first"}}, "topologyKey": "kubernetes.io/hostname"}]}}});
-    sim.apply(&pod("second", json!({"app": "second"}), apart)).await.unwrap();
-    eventually("a second claim is launching", Duration::from_secs(30), || async { claims(&sim).await.len() == 2 }).await;
+    sim.apply(&pod("second", json!({"app": "second"}), apart))
+        .await
+        .unwrap();
+    eventually(
+        "a second claim is launching",
+        Duration::from_secs(30),
+        || async { claims(&sim).await.len() == 2 },
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await; // the create is in flight
     // The first pod is evicted by the drain; it keeps the second off the first node until the
     // node is tainted.
     let first_name = first.metadata.name.clone().unwrap();
     delete_claim(&sim, &first_name).await;
-    eventually("the first claim is finalized", Duration::from_secs(60), || async {
-        !claims(&sim).await.iter().any(|c| c.metadata.name.as_deref() == Some(first_name.as_str()))
-    })
+    eventually(
+        "the first claim is finalized",
+        Duration::from_secs(60),
+        || async {
+            !claims(&sim)
+                .await
+                .iter()
+                .any(|c| c.metadata.name.as_deref() == Some(first_name.as_str()))
+        },
+    )
     .await;
     // ...while the second claim's first create still hangs: a loop that waited for it would
     // have seen that call time out (a LaunchFailed event) before finishing the first claim,
     // which takes more than one pass.
     let second = claims(&sim).await.remove(0).metadata.name.unwrap();
-    let events = Api::<k8s_openapi::api::core::v1::Event>::all(sim.client.clone()).list(&ListParams::default()).await.unwrap().items;
-    let gave_up = events.iter().any(|e| e.reason.as_deref() == Some("LaunchFailed") && e.involved_object.name.as_deref() == Some(second.as_str()));
-    assert!(!gave_up, "the first claim was finalized only after the hung create gave up");
+    let events = Api::<k8s_openapi::api::core::v1::Event>::all(sim.client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let gave_up = events.iter().any(|e| {
+        e.reason.as_deref() == Some("LaunchFailed")
+            && e.involved_object.name.as_deref() == Some(second.as_str())
+    });
+    assert!(
+        !gave_up,
+        "the first claim was finalized only after the hung create gave up"
+    );
     sim.cloud.faults().release_create_answers();
-    eventually("the second pod runs", Duration::from_secs(120), || pod_running(&sim, "second")).await;
-    assert_eq!(live_instances(&sim), 1, "exactly one live instance: the second claim's");
+    eventually("the second pod runs", Duration::from_secs(120), || {
+        pod_running(&sim, "second")
+    })
+    .await;
+    assert_eq!(
+        live_instances(&sim),
+        1,
+        "exactly one live instance: the second claim's"
+    );
     assert_eq!(claims(&sim).await.len(), 1);
     sim.shutdown().await;
 }
@@ -213,7 +335,12 @@ async fn running_pods(sim: &Simulation) -> usize {
     let pods: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
     pods.list(&ListParams::default())
         .await
-        .map(|l| l.items.iter().filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")).count())
+        .map(|l| {
+            l.items
+                .iter()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .count()
+        })
         .unwrap_or(0)
 }
 
@@ -229,32 +356,61 @@ async fn host_killed_mid_drain_finishes_the_drain_after_restart() {
                       "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}}))
         .await
         .unwrap();
-    eventually("two pods run", Duration::from_secs(60), || async { running_pods(&sim).await == 2 }).await;
+    eventually("two pods run", Duration::from_secs(60), || async {
+        running_pods(&sim).await == 2
+    })
+    .await;
     let old = nodes(&sim).await;
     assert_eq!(old.len(), 1);
     let old_node = old[0].metadata.name.clone().unwrap();
-    Api::<Node>::all(sim.client.clone()).delete(&old_node, &DeleteParams::background()).await.unwrap();
-    // The drain is held by the budget: let it try for a while, then kill the host.
-    tokio::time::sleep(sim.clock.to_real(Duration::from_secs(20))).await;
-    assert!(nodes(&sim).await.iter().any(|n| n.metadata.name.as_deref() == Some(old_node.as_str())), "the budget holds the drain");
-    sim.crash_controller();
-    sim.start_controller().await.unwrap();
-    Api::<k8s_openapi::api::policy::v1::PodDisruptionBudget>::namespaced(sim.client.clone(), "default")
-        .delete("web", &DeleteParams::default())
+    Api::<Node>::all(sim.client.clone())
+        .delete(&old_node, &DeleteParams::background())
         .await
         .unwrap();
-    eventually("the old node is gone and both pods run on new nodes", Duration::from_secs(120), || async {
-        let nodes = nodes(&sim).await;
-        !nodes.is_empty() && nodes.iter().all(|n| n.metadata.name.as_deref() != Some(old_node.as_str())) && running_pods(&sim).await == 2
-    })
+    // The drain is held by the budget: let it try for a while, then kill the host.
+    tokio::time::sleep(sim.clock.to_real(Duration::from_secs(20))).await;
+    assert!(
+        nodes(&sim)
+            .await
+            .iter()
+            .any(|n| n.metadata.name.as_deref() == Some(old_node.as_str())),
+        "the budget holds the drain"
+    );
+    sim.crash_controller();
+    sim.start_controller().await.unwrap();
+    Api::<k8s_openapi::api::policy::v1::PodDisruptionBudget>::namespaced(
+        sim.client.clone(),
+        "default",
+    )
+    .delete("web", &DeleteParams::default())
+    .await
+    .unwrap();
+    eventually(
+        "the old node is gone and both pods run on new nodes",
+        Duration::from_secs(120),
+        || async {
+            let nodes = nodes(&sim).await;
+            !nodes.is_empty()
+                && nodes
+                    .iter()
+                    .all(|n| n.metadata.name.as_deref() != Some(old_node.as_str()))
+                && running_pods(&sim).await == 2
+        },
+    )
     .await;
     // The replacements may come as one node or two (the two pods may be evicted in one drain
     // pass or in two, each pass scheduling what it evicted): either way every node has its
     // claim and its instance, and no instance is left over.
-    eventually("a claim and a live instance per node, and no more", Duration::from_secs(30), || async {
-        let nodes = nodes(&sim).await.len();
-        (1..=2).contains(&nodes) && claims(&sim).await.len() == nodes && live_instances(&sim) == nodes
-    })
+    eventually(
+        "a claim and a live instance per node, and no more",
+        Duration::from_secs(30),
+        || async {
+            let nodes = nodes(&sim).await.len();
+            (1..=2).contains(&nodes)
+                && claims(&sim).await.len() == nodes
+                && live_instances(&sim) == nodes
+        },
+    )
     .await;
     sim.shutdown().await;
 }
@@ -269,12 +425,22 @@ async fn controllers_converge_through_api_errors_throttling_and_expired_watches(
     let sim = start().await;
     apply_pool(&sim, None).await;
     let faults = sim.api.faults();
-    for verb in [ApiVerb::Create, ApiVerb::Patch, ApiVerb::Update, ApiVerb::Delete] {
+    for verb in [
+        ApiVerb::Create,
+        ApiVerb::Patch,
+        ApiVerb::Update,
+        ApiVerb::Delete,
+    ] {
         faults.set_error_rate(verb, 0.1);
     }
     faults.throttle_next(30, Duration::from_secs(1));
     let web = deployment("web", 3);
-    eventually("the deployment is created", Duration::from_secs(20), || async { sim.apply(&web).await.is_ok() }).await;
+    eventually(
+        "the deployment is created",
+        Duration::from_secs(20),
+        || async { sim.apply(&web).await.is_ok() },
+    )
+    .await;
     // Cut every watch and hold reconnections while the cluster moves on, then forget the
     // history: every watch comes back to 410 Gone and must relist.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -283,16 +449,30 @@ async fn controllers_converge_through_api_errors_throttling_and_expired_watches(
     tokio::time::sleep(Duration::from_millis(300)).await;
     sim.api.compact_history();
     sim.api.resume_watches();
-    eventually("three pods run", Duration::from_secs(120), || async { running_pods(&sim).await == 3 }).await;
-    assert!(sim.api.expired_watch_count() >= 1, "watches were told 410 Gone");
+    eventually("three pods run", Duration::from_secs(120), || async {
+        running_pods(&sim).await == 3
+    })
+    .await;
+    assert!(
+        sim.api.expired_watch_count() >= 1,
+        "watches were told 410 Gone"
+    );
     // Scale to zero with the faults still on.
     let scale = json!({"spec": {"replicas": 0}});
-    eventually("the deployment is scaled to zero", Duration::from_secs(20), || async {
-        Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(sim.client.clone(), "default")
-            .patch("web", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&scale))
-            .await
-            .is_ok()
-    })
+    eventually(
+        "the deployment is scaled to zero",
+        Duration::from_secs(20),
+        || async {
+            Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(sim.client.clone(), "default")
+                .patch(
+                    "web",
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&scale),
+                )
+                .await
+                .is_ok()
+        },
+    )
     .await;
     assert_all_gone(&sim, Duration::from_secs(120)).await;
     sim.shutdown().await;
@@ -306,23 +486,49 @@ async fn host_killed_mid_disruption_releases_the_abandoned_taint_on_restart() {
     let mut sim = start().await;
     apply_pool(&sim, None).await;
     // Keep the node: it has a workload, so emptiness never picks it.
-    sim.apply(&pod("web", json!({"app": "web"}), json!({}))).await.unwrap();
-    eventually("the pod runs", Duration::from_secs(60), || pod_running(&sim, "web")).await;
+    sim.apply(&pod("web", json!({"app": "web"}), json!({})))
+        .await
+        .unwrap();
+    eventually("the pod runs", Duration::from_secs(60), || {
+        pod_running(&sim, "web")
+    })
+    .await;
     sim.crash_controller();
     // What the dead host left: the taint, and the claim's DisruptionReason condition.
     let node = nodes(&sim).await.remove(0);
     let node_name = node.metadata.name.clone().unwrap();
     let mut taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
-    taints.push(k8s_openapi::api::core::v1::Taint { key: "karpenter.sh/disrupted".into(), effect: "NoSchedule".into(), value: None, time_added: None });
+    taints.push(k8s_openapi::api::core::v1::Taint {
+        key: "karpenter.sh/disrupted".into(),
+        effect: "NoSchedule".into(),
+        value: None,
+        time_added: None,
+    });
     Api::<Node>::all(sim.client.clone())
-        .patch(&node_name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&json!({"spec": {"taints": taints}})))
+        .patch(
+            &node_name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&json!({"spec": {"taints": taints}})),
+        )
         .await
         .unwrap();
     sim.start_controller().await.unwrap();
-    eventually("the abandoned taint is removed", Duration::from_secs(30), || async {
-        let node = Api::<Node>::all(sim.client.clone()).get(&node_name).await.unwrap();
-        !node.spec.and_then(|s| s.taints).unwrap_or_default().iter().any(|t| t.key == "karpenter.sh/disrupted")
-    })
+    eventually(
+        "the abandoned taint is removed",
+        Duration::from_secs(30),
+        || async {
+            let node = Api::<Node>::all(sim.client.clone())
+                .get(&node_name)
+                .await
+                .unwrap();
+            !node
+                .spec
+                .and_then(|s| s.taints)
+                .unwrap_or_default()
+                .iter()
+                .any(|t| t.key == "karpenter.sh/disrupted")
+        },
+    )
     .await;
     assert!(pod_running(&sim, "web").await);
     assert_eq!((claims(&sim).await.len(), live_instances(&sim)), (1, 1));
@@ -345,16 +551,38 @@ async fn a_failed_delete_of_an_empty_nodes_claim_is_retried_by_a_later_pass() {
                     "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]}},
                  "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s"}}});
     sim.apply(&pool).await.unwrap();
-    sim.apply(&pod("web", json!({"app": "web"}), json!({"terminationGracePeriodSeconds": 0}))).await.unwrap();
-    eventually("the pod runs", Duration::from_secs(60), || pod_running(&sim, "web")).await;
+    sim.apply(&pod(
+        "web",
+        json!({"app": "web"}),
+        json!({"terminationGracePeriodSeconds": 0}),
+    ))
+    .await
+    .unwrap();
+    eventually("the pod runs", Duration::from_secs(60), || {
+        pod_running(&sim, "web")
+    })
+    .await;
     let pods: Api<Pod> = Api::namespaced(sim.client.clone(), "default");
     pods.delete("web", &DeleteParams::default()).await.unwrap();
-    eventually("the pod is gone", Duration::from_secs(30), || async { pods.get_opt("web").await.unwrap().is_none() }).await;
+    eventually("the pod is gone", Duration::from_secs(30), || async {
+        pods.get_opt("web").await.unwrap().is_none()
+    })
+    .await;
     sim.api.faults().set_error_rate(ApiVerb::Delete, 1.0);
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::all(sim.client.clone());
-    eventually("emptiness tried to delete the claim", Duration::from_secs(30), || async {
-        events.list(&ListParams::default()).await.unwrap().items.iter().any(|e| e.reason.as_deref() == Some("DisruptionTerminating"))
-    })
+    eventually(
+        "emptiness tried to delete the claim",
+        Duration::from_secs(30),
+        || async {
+            events
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .any(|e| e.reason.as_deref() == Some("DisruptionTerminating"))
+        },
+    )
     .await;
     assert_eq!(claims(&sim).await.len(), 1, "the delete failed");
     sim.api.faults().set_error_rate(ApiVerb::Delete, 0.0);

@@ -21,7 +21,12 @@ fn pod(name: &str, cpu: &str) -> Value {
 }
 
 /// Polls `check` every 100 ms for at most `simulated` time.
-async fn wait_for<T>(sim: &Simulation, simulated: Duration, what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+async fn wait_for<T>(
+    sim: &Simulation,
+    simulated: Duration,
+    what: &str,
+    mut check: impl AsyncFnMut() -> Option<T>,
+) -> T {
     let deadline = Instant::now() + sim.clock.to_real(simulated);
     loop {
         if let Some(found) = check().await {
@@ -33,7 +38,13 @@ async fn wait_for<T>(sim: &Simulation, simulated: Duration, what: &str, mut chec
 }
 
 fn instance_types(claim: &NodeClaim) -> Vec<String> {
-    claim.spec.requirements.iter().filter(|r| r.key == "node.kubernetes.io/instance-type").flat_map(|r| r.values.clone().unwrap_or_default()).collect()
+    claim
+        .spec
+        .requirements
+        .iter()
+        .filter(|r| r.key == "node.kubernetes.io/instance-type")
+        .flat_map(|r| r.values.clone().unwrap_or_default())
+        .collect()
 }
 
 /// The cloud advertises 100m of CPU overhead; its kubelets keep 1100m: an m-4 node offers
@@ -58,24 +69,53 @@ fn pool() -> [Value; 2] {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_type_whose_nodes_hold_less_than_estimated_is_learned_and_the_next_launch_uses_it() {
-    let sim = Simulation::start(SimulationOptions { speed: SPEED, catalog: catalog(), ..Default::default() }).await.unwrap();
+    let sim = Simulation::start(SimulationOptions {
+        speed: SPEED,
+        catalog: catalog(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     for m in pool().into_iter().chain([pod("first", "2")]) {
         sim.apply(&m).await.unwrap();
     }
     let claims: Api<NodeClaim> = Api::all(sim.client.clone());
-    let first = wait_for(&sim, Duration::from_secs(300), "the first node to initialize", async || {
-        claims.list(&ListParams::default()).await.unwrap().items.into_iter().find(|c| c.is_condition_true("Initialized"))
-    })
+    let first = wait_for(
+        &sim,
+        Duration::from_secs(300),
+        "the first node to initialize",
+        async || {
+            claims
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .find(|c| c.is_condition_true("Initialized"))
+        },
+    )
     .await;
-    assert_eq!(instance_types(&first)[0], "m-4", "the estimate's cheapest fit");
+    assert_eq!(
+        instance_types(&first)[0],
+        "m-4",
+        "the estimate's cheapest fit"
+    );
 
     // What the node showed is kept in the controller's ConfigMap.
     let config_maps: Api<ConfigMap> = Api::namespaced(sim.client.clone(), "joinery");
-    let learned = wait_for(&sim, Duration::from_secs(120), "the learned-capacity ConfigMap", async || {
-        let cm = config_maps.get_opt("joinery-learned-capacity").await.unwrap()?;
-        let json: Value = serde_json::from_str(cm.data?.get("learned.json")?).unwrap();
-        Some(json)
-    })
+    let learned = wait_for(
+        &sim,
+        Duration::from_secs(120),
+        "the learned-capacity ConfigMap",
+        async || {
+            let cm = config_maps
+                .get_opt("joinery-learned-capacity")
+                .await
+                .unwrap()?;
+            let json: Value = serde_json::from_str(cm.data?.get("learned.json")?).unwrap();
+            Some(json)
+        },
+    )
     .await;
     let m4 = &learned["sim.joinery.dev/SimNodeClass/default"]["m-4"];
     assert_eq!(m4["allocatable"]["cpu"], "2900m", "{learned:#}");
@@ -83,17 +123,39 @@ async fn a_type_whose_nodes_hold_less_than_estimated_is_learned_and_the_next_lau
 
     // 3.5 CPU: the estimate (3.9) says m-4; a real m-4 holds 2.9. The next claim is m-8 only.
     sim.apply(&pod("second", "3500m")).await.unwrap();
-    let second = wait_for(&sim, Duration::from_secs(120), "a second NodeClaim", async || {
-        claims.list(&ListParams::default()).await.unwrap().items.into_iter().find(|c| c.metadata.name != first.metadata.name)
-    })
+    let second = wait_for(
+        &sim,
+        Duration::from_secs(120),
+        "a second NodeClaim",
+        async || {
+            claims
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .find(|c| c.metadata.name != first.metadata.name)
+        },
+    )
     .await;
-    assert_eq!(instance_types(&second), ["m-8"], "the learned allocatable rules m-4 out");
+    assert_eq!(
+        instance_types(&second),
+        ["m-8"],
+        "the learned allocatable rules m-4 out"
+    );
     sim.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_was_learned_before_a_restart_is_used_with_no_node_left() {
-    let sim = Simulation::start(SimulationOptions { speed: SPEED, catalog: catalog(), start_controller: false, ..Default::default() }).await.unwrap();
+    let sim = Simulation::start(SimulationOptions {
+        speed: SPEED,
+        catalog: catalog(),
+        start_controller: false,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     // What an earlier leader learned; no m-4 node exists now.
     let learned = json!({"sim.joinery.dev/SimNodeClass/default": {"m-4": {
         "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"}, "allocatable": {"cpu": "2900m", "memory": "8182Mi", "pods": "110"}, "nodes": 1}}});
@@ -107,7 +169,20 @@ async fn what_was_learned_before_a_restart_is_used_with_no_node_left() {
         sim.apply(&m).await.unwrap();
     }
     let claims: Api<NodeClaim> = Api::all(sim.client.clone());
-    let claim = wait_for(&sim, Duration::from_secs(120), "a NodeClaim", async || claims.list(&ListParams::default()).await.unwrap().items.into_iter().next()).await;
-    assert_eq!(instance_types(&claim), ["m-8"], "the restored allocatable rules m-4 out");
+    let claim = wait_for(&sim, Duration::from_secs(120), "a NodeClaim", async || {
+        claims
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(
+        instance_types(&claim),
+        ["m-8"],
+        "the restored allocatable rules m-4 out"
+    );
     sim.shutdown().await;
 }

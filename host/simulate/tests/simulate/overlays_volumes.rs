@@ -33,20 +33,37 @@ fn overlay_manifests() -> Vec<serde_json::Value> {
 
 /// The first NodeClaim created within `simulated` time, with the given `FEATURE_GATES`.
 async fn first_claim(feature_gates: &str, simulated: Duration) -> Option<NodeClaim> {
-    let settings = Settings::from_lookup(|k| (k == "FEATURE_GATES").then(|| feature_gates.to_string())).unwrap();
+    let settings =
+        Settings::from_lookup(|k| (k == "FEATURE_GATES").then(|| feature_gates.to_string()))
+            .unwrap();
     let catalog: Catalog = serde_yaml::from_str(
         "zones: [nova]\ninstanceTypes:\n  - {name: c3-4, cpu: 2, memory: 4Gi}\n  - {name: c3-8, cpu: 4, memory: 8Gi}\n",
     )
     .unwrap();
-    let sim = Simulation::start(SimulationOptions { speed: 30.0, settings, catalog, ..Default::default() }).await.unwrap();
+    let sim = Simulation::start(SimulationOptions {
+        speed: 30.0,
+        settings,
+        catalog,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     // Watch before anything can be created: the cloud refuses the launch (it has no widgets),
     // so the claim is short-lived.
-    let claims = watcher(Api::<NodeClaim>::all(sim.client.clone()), watcher::Config::default()).applied_objects();
+    let claims = watcher(
+        Api::<NodeClaim>::all(sim.client.clone()),
+        watcher::Config::default(),
+    )
+    .applied_objects();
     futures::pin_mut!(claims);
     for m in overlay_manifests() {
         sim.apply(&m).await.unwrap();
     }
-    let first = tokio::time::timeout(sim.clock.to_real(simulated), claims.next()).await.ok().flatten().map(Result::unwrap);
+    let first = tokio::time::timeout(sim.clock.to_real(simulated), claims.next())
+        .await
+        .ok()
+        .flatten()
+        .map(Result::unwrap);
     sim.shutdown().await;
     first
 }
@@ -58,7 +75,9 @@ async fn a_capacity_overlay_changes_the_requested_type_only_with_the_gate_on() {
     assert!(off.is_none(), "no NodeClaim without the gate: {off:?}");
     // Gate on: the overlay gives c3-8 the resource, so the claim asks for c3-8 only (the
     // cloud would otherwise launch the cheaper c3-4) and says an overlay was applied.
-    let on = first_claim("NodeOverlay=true", Duration::from_secs(300)).await.expect("a NodeClaim with the gate on");
+    let on = first_claim("NodeOverlay=true", Duration::from_secs(300))
+        .await
+        .expect("a NodeClaim with the gate on");
     let types: Vec<String> = on
         .spec
         .requirements
@@ -68,18 +87,31 @@ async fn a_capacity_overlay_changes_the_requested_type_only_with_the_gate_on() {
         .collect();
     assert_eq!(types, ["c3-8"]);
     let annotations = on.metadata.annotations.unwrap_or_default();
-    assert_eq!(annotations.get("karpenter.sh/capacity-overlay-applied").map(String::as_str), Some("true"), "{annotations:?}");
+    assert_eq!(
+        annotations
+            .get("karpenter.sh/capacity-overlay-applied")
+            .map(String::as_str),
+        Some("true"),
+        "{annotations:?}"
+    );
 }
 
 #[test]
 fn an_invalid_feature_gate_value_is_a_settings_error() {
-    let e = Settings::from_lookup(|k| (k == "FEATURE_GATES").then(|| "NodeOverlay=maybe".to_string())).unwrap_err();
+    let e =
+        Settings::from_lookup(|k| (k == "FEATURE_GATES").then(|| "NodeOverlay=maybe".to_string()))
+            .unwrap_err();
     assert!(e.to_string().contains("FEATURE_GATES"), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_with_a_zonal_volume_gets_a_node_in_the_volumes_zone() {
-    let sim = Simulation::start(SimulationOptions { speed: 30.0, ..Default::default() }).await.unwrap();
+    let sim = Simulation::start(SimulationOptions {
+        speed: 30.0,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     let manifests = [
         json!({"apiVersion": "sim.joinery.dev/v1alpha1", "kind": "SimNodeClass", "metadata": {"name": "default"},
                "spec": {"userDataRenderer": {"name": "k3s", "parameters": {"token": "t", "providerIDCommand": "cat /id"}}}}),
@@ -107,10 +139,21 @@ async fn a_pod_with_a_zonal_volume_gets_a_node_in_the_volumes_zone() {
         if !list.is_empty() {
             break list
                 .iter()
-                .map(|n| n.metadata.labels.clone().unwrap_or_default().get("topology.kubernetes.io/zone").cloned().unwrap_or_default())
+                .map(|n| {
+                    n.metadata
+                        .labels
+                        .clone()
+                        .unwrap_or_default()
+                        .get("topology.kubernetes.io/zone")
+                        .cloned()
+                        .unwrap_or_default()
+                })
                 .collect::<Vec<_>>();
         }
-        assert!(Instant::now() < deadline, "no node was launched for the pod with a volume");
+        assert!(
+            Instant::now() < deadline,
+            "no node was launched for the pod with a volume"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     // Four zones are offered; only the volume's zone would let the pod start.
@@ -120,37 +163,72 @@ async fn a_pod_with_a_zonal_volume_gets_a_node_in_the_volumes_zone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overlays_get_validation_conditions_and_equal_weight_price_overlays_conflict() {
-    let settings = Settings::from_lookup(|k| (k == "FEATURE_GATES").then(|| "NodeOverlay=true".to_string())).unwrap();
-    let sim = Simulation::start(SimulationOptions { speed: 30.0, settings, ..Default::default() }).await.unwrap();
+    let settings =
+        Settings::from_lookup(|k| (k == "FEATURE_GATES").then(|| "NodeOverlay=true".to_string()))
+            .unwrap();
+    let sim = Simulation::start(SimulationOptions {
+        speed: 30.0,
+        settings,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     let overlay = |name: &str, weight: i32, price: &str, types: &[&str]| {
         json!({"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": name},
                "spec": {"weight": weight, "price": price,
                         "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types}]}})
     };
     // `cheap` and `pricey` can both set the price of c3-8 at weight 5; `heavy` outranks them.
-    for m in [overlay("cheap", 5, "0.1", &["c3-4", "c3-8"]), overlay("pricey", 5, "9", &["c3-8"]), overlay("heavy", 7, "1", &["c3-8"])] {
+    for m in [
+        overlay("cheap", 5, "0.1", &["c3-4", "c3-8"]),
+        overlay("pricey", 5, "9", &["c3-8"]),
+        overlay("heavy", 7, "1", &["c3-8"]),
+    ] {
         sim.apply(&m).await.unwrap();
     }
     let overlays: Api<joinery_api::NodeOverlay> = Api::all(sim.client.clone());
     let deadline = Instant::now() + sim.clock.to_real(Duration::from_secs(900));
     let validation = |o: &joinery_api::NodeOverlay, type_: &str| {
-        o.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|c| c.iter().find(|c| c.type_ == type_).cloned())
+        o.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == type_).cloned())
     };
     let by_name = loop {
         let list = overlays.list(&ListParams::default()).await.unwrap().items;
-        if list.iter().all(|o| validation(o, "ValidationSucceeded").is_some()) {
+        if list
+            .iter()
+            .all(|o| validation(o, "ValidationSucceeded").is_some())
+        {
             break list;
         }
-        assert!(Instant::now() < deadline, "the overlays never got a ValidationSucceeded condition: {list:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the overlays never got a ValidationSucceeded condition: {list:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     for o in &by_name {
         let name = o.metadata.name.as_deref().unwrap();
         let validated = validation(o, "ValidationSucceeded").unwrap();
         let ready = validation(o, "Ready").expect("a Ready condition");
-        let expected = if name == "heavy" { ("True", "ValidationSucceeded") } else { ("False", "Conflict") };
-        assert_eq!((format!("{:?}", validated.status).as_str(), validated.reason.as_str()), expected, "{name}: {validated:?}");
-        assert_eq!(ready.status, validated.status, "{name}: Ready follows ValidationSucceeded");
+        let expected = if name == "heavy" {
+            ("True", "ValidationSucceeded")
+        } else {
+            ("False", "Conflict")
+        };
+        assert_eq!(
+            (
+                format!("{:?}", validated.status).as_str(),
+                validated.reason.as_str()
+            ),
+            expected,
+            "{name}: {validated:?}"
+        );
+        assert_eq!(
+            ready.status, validated.status,
+            "{name}: Ready follows ValidationSucceeded"
+        );
     }
     sim.shutdown().await;
 }

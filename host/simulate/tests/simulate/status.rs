@@ -20,7 +20,12 @@ fn class(name: &str, zones: &[&str]) -> serde_json::Value {
 }
 
 fn condition(status: &serde_json::Value, type_: &str) -> Option<String> {
-    status["conditions"].as_array()?.iter().find(|c| c["type"] == type_).and_then(|c| c["status"].as_str()).map(String::from)
+    status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .and_then(|c| c["status"].as_str())
+        .map(String::from)
 }
 
 async fn eventually<F, Fut>(sim: &Simulation, simulated: Duration, mut check: F) -> bool
@@ -40,8 +45,18 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_is_written_and_a_nodeclass_that_is_not_ready_blocks_launches() {
-    let sim = Simulation::start(SimulationOptions { speed: 20.0, ..Default::default() }).await.unwrap();
-    for m in [class("good", &["test-zone-a"]), pool("good"), class("bad", &["no-such-zone"]), pool("bad")] {
+    let sim = Simulation::start(SimulationOptions {
+        speed: 20.0,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for m in [
+        class("good", &["test-zone-a"]),
+        pool("good"),
+        class("bad", &["no-such-zone"]),
+        pool("bad"),
+    ] {
         sim.apply(&m).await.unwrap();
     }
     // A pod only the "bad" pool could take (it selects that pool).
@@ -50,30 +65,48 @@ async fn status_is_written_and_a_nodeclass_that_is_not_ready_blocks_launches() {
                  "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]}}))
         .await
         .unwrap();
-    let classes: Api<DynamicObject> =
-        Api::all_with(sim.client.clone(), &ApiResource::from_gvk(&GroupVersionKind::gvk("sim.joinery.dev", "v1alpha1", "SimNodeClass")));
+    let classes: Api<DynamicObject> = Api::all_with(
+        sim.client.clone(),
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "sim.joinery.dev",
+            "v1alpha1",
+            "SimNodeClass",
+        )),
+    );
     let pools: Api<NodePool> = Api::all(sim.client.clone());
     let resolved = eventually(&sim, Duration::from_secs(120), || async {
         let good = classes.get("good").await.unwrap();
         let bad = classes.get("bad").await.unwrap();
-        condition(&good.data["status"], "Ready").as_deref() == Some("True") && condition(&bad.data["status"], "Ready").as_deref() == Some("False")
+        condition(&good.data["status"], "Ready").as_deref() == Some("True")
+            && condition(&bad.data["status"], "Ready").as_deref() == Some("False")
     })
     .await;
     assert!(resolved, "NodeClass Ready conditions: good True, bad False");
     let bad = classes.get("bad").await.unwrap();
     let text = bad.data["status"].to_string();
-    assert!(text.contains("no-such-zone"), "the failing condition names the zone: {text}");
+    assert!(
+        text.contains("no-such-zone"),
+        "the failing condition names the zone: {text}"
+    );
     let pools_ready = eventually(&sim, Duration::from_secs(60), || async {
         let good = serde_json::to_value(pools.get("good").await.unwrap().status).unwrap();
         let bad = serde_json::to_value(pools.get("bad").await.unwrap().status).unwrap();
-        condition(&good, "Ready").as_deref() == Some("True") && condition(&bad, "NodeClassReady").as_deref() == Some("False")
+        condition(&good, "Ready").as_deref() == Some("True")
+            && condition(&bad, "NodeClassReady").as_deref() == Some("False")
     })
     .await;
     assert!(pools_ready, "NodePool conditions follow their NodeClass");
     // Well past a batch window and a boot delay: nothing was launched for the blocked pool.
     tokio::time::sleep(sim.clock.to_real(Duration::from_secs(60))).await;
-    let claims = Api::<NodeClaim>::all(sim.client.clone()).list(&ListParams::default()).await.unwrap().items;
-    assert!(claims.is_empty(), "no NodeClaim for a NodePool whose NodeClass is not ready: {claims:?}");
+    let claims = Api::<NodeClaim>::all(sim.client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    assert!(
+        claims.is_empty(),
+        "no NodeClaim for a NodePool whose NodeClass is not ready: {claims:?}"
+    );
     // The good pool gets a node for a pod it can take, and its status counts it.
     sim.apply(&json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "fine", "namespace": "default"},
         "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]}}))
@@ -81,9 +114,15 @@ async fn status_is_written_and_a_nodeclass_that_is_not_ready_blocks_launches() {
         .unwrap();
     let counted = eventually(&sim, Duration::from_secs(300), || async {
         let status = pools.get("good").await.unwrap().status.unwrap_or_default();
-        status.nodes == Some(1) && status.resources.is_some_and(|r| r.get("cpu").is_some_and(|q| q.0 != "0"))
+        status.nodes == Some(1)
+            && status
+                .resources
+                .is_some_and(|r| r.get("cpu").is_some_and(|q| q.0 != "0"))
     })
     .await;
-    assert!(counted, "NodePool status counts the new node and sums its capacity");
+    assert!(
+        counted,
+        "NodePool status counts the new node and sums its capacity"
+    );
     sim.shutdown().await;
 }

@@ -93,7 +93,10 @@ fn none_reached(reached: Vec<&str>, observation: &str) -> Result<Outcome, CloudE
     if reached.is_empty() {
         Ok(Outcome::Ok(observation.into()))
     } else {
-        Err(CloudError::internal(format!("reached: {}", reached.join(", "))))
+        Err(CloudError::internal(format!(
+            "reached: {}",
+            reached.join(", ")
+        )))
     }
 }
 

@@ -9,20 +9,32 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::history::EventType;
-use super::{ListOptions, ObjectKey, State, Store, StoredObject, format_timestamp, metadata_mut, metadata_str, with_type};
+use super::{
+    ListOptions, ObjectKey, State, Store, StoredObject, format_timestamp, metadata_mut,
+    metadata_str, with_type,
+};
 use crate::apiserver::resources::ResourceKind;
 use crate::error::ApiError;
 
 pub(super) fn has_finalizers(object: &Value) -> bool {
-    object.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty())
+    object
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty())
 }
 
 impl State {
     /// Keeps the owner-uid → dependents index in step with the object at `key` becoming `next`
     /// (`None`: removed). Called before the object map changes.
     pub(super) fn index_owners(&mut self, key: &ObjectKey, next: Option<&StoredObject>) {
-        let before: BTreeSet<String> = self.objects.get(key).map(|o| o.owner_uids().map(String::from).collect()).unwrap_or_default();
-        let after: BTreeSet<String> = next.map(|o| o.owner_uids().map(String::from).collect()).unwrap_or_default();
+        let before: BTreeSet<String> = self
+            .objects
+            .get(key)
+            .map(|o| o.owner_uids().map(String::from).collect())
+            .unwrap_or_default();
+        let after: BTreeSet<String> = next
+            .map(|o| o.owner_uids().map(String::from).collect())
+            .unwrap_or_default();
         for uid in before.difference(&after) {
             if let Some(dependents) = self.dependents.get_mut(uid) {
                 dependents.remove(key);
@@ -32,7 +44,10 @@ impl State {
             }
         }
         for uid in after.difference(&before) {
-            self.dependents.entry(uid.clone()).or_default().insert(key.clone());
+            self.dependents
+                .entry(uid.clone())
+                .or_default()
+                .insert(key.clone());
         }
         if !after.is_empty() && after != before {
             // New owner references may already dangle; let the collector check them.
@@ -42,20 +57,39 @@ impl State {
 
     /// Deletes the object at `key` as a DELETE request would: preconditions, the orphan
     /// propagation policy, then finalizers (deletionTimestamp only) or removal.
-    pub(super) fn delete_key(&mut self, kind: &ResourceKind, key: ObjectKey, options: &Value) -> Result<Value, ApiError> {
+    pub(super) fn delete_key(
+        &mut self,
+        kind: &ResourceKind,
+        key: ObjectKey,
+        options: &Value,
+    ) -> Result<Value, ApiError> {
         let name = key.3.clone();
         let Some(current) = self.objects.get(&key).map(|o| o.to_untyped_value()) else {
             return Err(ApiError::not_found(&kind.group, &kind.plural, &name));
         };
-        if let Some(uid) = options.pointer("/preconditions/uid").and_then(Value::as_str)
+        if let Some(uid) = options
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
             && Some(uid) != metadata_str(&current, "uid")
         {
-            return Err(ApiError::conflict(&kind.group, &kind.plural, &name, "Precondition failed: UID does not match"));
+            return Err(ApiError::conflict(
+                &kind.group,
+                &kind.plural,
+                &name,
+                "Precondition failed: UID does not match",
+            ));
         }
-        if let Some(version) = options.pointer("/preconditions/resourceVersion").and_then(Value::as_str)
+        if let Some(version) = options
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
             && Some(version) != metadata_str(&current, "resourceVersion")
         {
-            return Err(ApiError::conflict(&kind.group, &kind.plural, &name, "Precondition failed: ResourceVersion does not match"));
+            return Err(ApiError::conflict(
+                &kind.group,
+                &kind.plural,
+                &name,
+                "Precondition failed: ResourceVersion does not match",
+            ));
         }
         let orphan = options.get("propagationPolicy").and_then(Value::as_str) == Some("Orphan")
             || options.get("orphanDependents").and_then(Value::as_bool) == Some(true);
@@ -66,20 +100,33 @@ impl State {
         if grace > 0 {
             // A pod on a node is only marked: its kubelet stops it and removes it (with a zero
             // grace period) once the grace period is over. A shorter grace period shortens it.
-            let remaining = current.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64);
-            if current.pointer("/metadata/deletionTimestamp").is_some() && remaining.is_some_and(|r| r <= grace) {
+            let remaining = current
+                .pointer("/metadata/deletionGracePeriodSeconds")
+                .and_then(Value::as_i64);
+            if current.pointer("/metadata/deletionTimestamp").is_some()
+                && remaining.is_some_and(|r| r <= grace)
+            {
                 return Ok(current);
             }
             let mut next = current.clone();
             let deadline = self.clock.now() + Duration::from_secs(grace as u64);
             let metadata = metadata_mut(&mut next);
-            metadata.insert("deletionTimestamp".into(), Value::String(format_timestamp(deadline)));
+            metadata.insert(
+                "deletionTimestamp".into(),
+                Value::String(format_timestamp(deadline)),
+            );
             metadata.insert("deletionGracePeriodSeconds".into(), json!(grace));
             return Ok(self.commit(key, next, EventType::Modified));
         }
         if has_finalizers(&current) {
             let marked = current.pointer("/metadata/deletionTimestamp").is_some();
-            if marked && current.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0 {
+            if marked
+                && current
+                    .pointer("/metadata/deletionGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+                    == 0
+            {
                 return Ok(current);
             }
             let mut next = current.clone();
@@ -106,24 +153,42 @@ impl State {
         if !self.pod_grace_periods || !is_pod {
             return 0;
         }
-        let bound = current.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
-        let finished = matches!(current.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
+        let bound = current
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty());
+        let finished = matches!(
+            current.pointer("/status/phase").and_then(Value::as_str),
+            Some("Succeeded" | "Failed")
+        );
         if !bound || finished {
             return 0;
         }
         options
             .get("gracePeriodSeconds")
             .and_then(Value::as_i64)
-            .or_else(|| current.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
+            .or_else(|| {
+                current
+                    .pointer("/spec/terminationGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+            })
             .unwrap_or(30)
             .max(0)
     }
 
     /// Removes the owner references pointing at `owner_uid` from every object.
     pub(super) fn orphan_dependents(&mut self, owner_uid: &str) {
-        let dependents: Vec<ObjectKey> = self.dependents.get(owner_uid).into_iter().flatten().cloned().collect();
+        let dependents: Vec<ObjectKey> = self
+            .dependents
+            .get(owner_uid)
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
         for key in dependents {
-            let Some(mut next) = self.objects.get(&key).map(|o| o.to_untyped_value()) else { continue };
+            let Some(mut next) = self.objects.get(&key).map(|o| o.to_untyped_value()) else {
+                continue;
+            };
             let metadata = metadata_mut(&mut next);
             let kept: Vec<Value> = metadata
                 .get("ownerReferences")
@@ -155,7 +220,13 @@ impl State {
     pub(super) fn collect_garbage(&mut self) {
         loop {
             if let Some(removed) = self.removed_uids.pop() {
-                let dependents: Vec<ObjectKey> = self.dependents.get(&removed).into_iter().flatten().cloned().collect();
+                let dependents: Vec<ObjectKey> = self
+                    .dependents
+                    .get(&removed)
+                    .into_iter()
+                    .flatten()
+                    .cloned()
+                    .collect();
                 for key in dependents {
                     self.collect_if_orphaned(key);
                 }
@@ -169,16 +240,23 @@ impl State {
 
     /// Deletes the object at `key` if it has owner references and none of them names a stored object.
     pub(super) fn collect_if_orphaned(&mut self, key: ObjectKey) {
-        let Some(current) = self.objects.get(&key) else { return };
+        let Some(current) = self.objects.get(&key) else {
+            return;
+        };
         let keep = {
             let mut owners = current.owner_uids().peekable();
-            owners.peek().is_none() || owners.any(|uid| self.live_uids.contains(uid)) || current.is_deleting()
+            owners.peek().is_none()
+                || owners.any(|uid| self.live_uids.contains(uid))
+                || current.is_deleting()
         };
         if keep {
             return;
         }
         tracing::debug!(plural = %key.1, namespace = %key.2, name = %key.3, "garbage-collecting a dependent whose owners are gone");
-        let kind = self.all_kinds().find(|k| k.group == key.0 && k.plural == key.1).cloned();
+        let kind = self
+            .all_kinds()
+            .find(|k| k.group == key.0 && k.plural == key.1)
+            .cloned();
         if let Some(kind) = kind {
             let _ = self.delete_key(&kind, key, &Value::Null);
         }
@@ -190,7 +268,13 @@ impl Store {
     /// and its dependents are garbage-collected. `options` is a DeleteOptions body: preconditions
     /// are honoured, `propagationPolicy: Orphan` (or `orphanDependents`) strips the owner
     /// references to the object from its dependents instead; `Foreground` acts as `Background`.
-    pub fn delete(&self, kind: &ResourceKind, namespace: Option<&str>, name: &str, options: &Value) -> Result<Value, ApiError> {
+    pub fn delete(
+        &self,
+        kind: &ResourceKind,
+        namespace: Option<&str>,
+        name: &str,
+        options: &Value,
+    ) -> Result<Value, ApiError> {
         let mut state = self.lock();
         let stored = state.delete_key(kind, Self::key(kind, namespace, name), options)?;
         state.settle();
@@ -208,11 +292,24 @@ impl Store {
         options: &ListOptions,
         delete_options: &Value,
     ) -> Result<Value, ApiError> {
-        let selected = self.list(kind, namespace, &ListOptions { limit: None, continue_token: None, ..options.clone() })?;
+        let selected = self.list(
+            kind,
+            namespace,
+            &ListOptions {
+                limit: None,
+                continue_token: None,
+                ..options.clone()
+            },
+        )?;
         let mut deleted = Vec::new();
         for item in &selected.items {
             let item_namespace = Some(item.namespace()).filter(|n| !n.is_empty());
-            match self.delete(kind, item_namespace.or(namespace), item.name(), delete_options) {
+            match self.delete(
+                kind,
+                item_namespace.or(namespace),
+                item.name(),
+                delete_options,
+            ) {
                 Ok(object) => deleted.push(object),
                 Err(error) if error.code == 404 => {}
                 Err(error) => return Err(error),
@@ -241,30 +338,58 @@ mod tests {
         let clock = Arc::new(Clock::with_speed(1000.0));
         let store = Store::with_clock(100, clock.clone(), true);
         let pods = store.lookup("", "v1", "pods").unwrap();
-        let pod = |name: &str, node: Option<&str>| {
-            json!({"metadata": {"name": name}, "spec": {"nodeName": node, "terminationGracePeriodSeconds": 120, "containers": []}})
-        };
-        store.create(&pods, Some("default"), pod("unbound", None)).unwrap();
-        store.create(&pods, Some("default"), pod("bound", Some("n1"))).unwrap();
-        store.delete(&pods, Some("default"), "unbound", &Value::Null).unwrap();
-        assert!(store.get(&pods, Some("default"), "unbound").is_err(), "unbound pods go at once");
+        let pod = |name: &str, node: Option<&str>| json!({"metadata": {"name": name}, "spec": {"nodeName": node, "terminationGracePeriodSeconds": 120, "containers": []}});
+        store
+            .create(&pods, Some("default"), pod("unbound", None))
+            .unwrap();
+        store
+            .create(&pods, Some("default"), pod("bound", Some("n1")))
+            .unwrap();
+        store
+            .delete(&pods, Some("default"), "unbound", &Value::Null)
+            .unwrap();
+        assert!(
+            store.get(&pods, Some("default"), "unbound").is_err(),
+            "unbound pods go at once"
+        );
 
-        store.delete(&pods, Some("default"), "bound", &Value::Null).unwrap();
+        store
+            .delete(&pods, Some("default"), "bound", &Value::Null)
+            .unwrap();
         let marked = store.get(&pods, Some("default"), "bound").unwrap();
         assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 120);
-        let deadline = marked["metadata"]["deletionTimestamp"].as_str().unwrap().to_string();
+        let deadline = marked["metadata"]["deletionTimestamp"]
+            .as_str()
+            .unwrap()
+            .to_string();
         let expected = format_timestamp(clock.now() + Duration::from_secs(120));
-        assert!(deadline.as_str() <= expected.as_str() && deadline.len() == expected.len(), "{deadline} vs {expected}");
+        assert!(
+            deadline.as_str() <= expected.as_str() && deadline.len() == expected.len(),
+            "{deadline} vs {expected}"
+        );
         // Status writes do not finish a pod within its grace period; a zero grace period does.
         store
-            .update(&pods, Some("default"), "bound", WriteTarget::Main, |current| {
-                let mut next = current.clone();
-                next["status"] = json!({"phase": "Running"});
-                Ok(next)
-            })
+            .update(
+                &pods,
+                Some("default"),
+                "bound",
+                WriteTarget::Main,
+                |current| {
+                    let mut next = current.clone();
+                    next["status"] = json!({"phase": "Running"});
+                    Ok(next)
+                },
+            )
             .unwrap();
         assert!(store.get(&pods, Some("default"), "bound").is_ok());
-        store.delete(&pods, Some("default"), "bound", &json!({"gracePeriodSeconds": 0})).unwrap();
+        store
+            .delete(
+                &pods,
+                Some("default"),
+                "bound",
+                &json!({"gracePeriodSeconds": 0}),
+            )
+            .unwrap();
         assert!(store.get(&pods, Some("default"), "bound").is_err());
     }
 }

@@ -64,11 +64,21 @@ impl State {
     /// the next resourceVersion: stores it (serialized once, see [`StoredObject`]), keeps the
     /// indexes in step and appends the event, which shares the stored object and the one it
     /// replaced. Returns `object` with its new resourceVersion.
-    pub(super) fn commit(&mut self, key: ObjectKey, mut object: Value, event_type: EventType) -> Value {
+    pub(super) fn commit(
+        &mut self,
+        key: ObjectKey,
+        mut object: Value,
+        event_type: EventType,
+    ) -> Value {
         self.resource_version += 1;
         let resource_version = self.resource_version;
-        metadata_mut(&mut object).insert("resourceVersion".into(), Value::String(resource_version.to_string()));
-        if (key.0.is_empty() && key.1 == "pods") || (key.0 == "policy" && key.1 == "poddisruptionbudgets") {
+        metadata_mut(&mut object).insert(
+            "resourceVersion".into(),
+            Value::String(resource_version.to_string()),
+        );
+        if (key.0.is_empty() && key.1 == "pods")
+            || (key.0 == "policy" && key.1 == "poddisruptionbudgets")
+        {
             self.stale_budgets.insert(key.2.clone());
         }
         let stored = Arc::new(StoredObject::new(&object));
@@ -129,14 +139,27 @@ impl Store {
 
     /// The objects a watch without a starting version begins with (shared, not copied), and the
     /// version it continues from.
-    pub fn watch_snapshot(&self, kind: &ResourceKind, namespace: Option<&str>) -> (Vec<Arc<StoredObject>>, u64) {
+    pub fn watch_snapshot(
+        &self,
+        kind: &ResourceKind,
+        namespace: Option<&str>,
+    ) -> (Vec<Arc<StoredObject>>, u64) {
         let state = self.lock();
         let namespace = if kind.namespaced { namespace } else { None };
         let objects = state
             .objects
-            .range((kind.group.clone(), kind.plural.clone(), namespace.unwrap_or_default().to_string(), String::new())..)
+            .range(
+                (
+                    kind.group.clone(),
+                    kind.plural.clone(),
+                    namespace.unwrap_or_default().to_string(),
+                    String::new(),
+                )..,
+            )
             .take_while(|((group, plural, object_namespace, _), _)| {
-                *group == kind.group && *plural == kind.plural && namespace.is_none_or(|n| n == object_namespace)
+                *group == kind.group
+                    && *plural == kind.plural
+                    && namespace.is_none_or(|n| n == object_namespace)
             })
             .map(|(_, object)| object.clone())
             .collect();
@@ -153,15 +176,21 @@ impl Store {
     ) -> Result<(Vec<Arc<StoredEvent>>, u64), HistoryExpired> {
         let state = self.lock();
         if since < state.oldest_watchable {
-            return Err(HistoryExpired { oldest_watchable: state.oldest_watchable });
+            return Err(HistoryExpired {
+                oldest_watchable: state.oldest_watchable,
+            });
         }
         let namespace = if kind.namespaced { namespace } else { None };
-        let first = state.history.partition_point(|event| event.resource_version <= since);
+        let first = state
+            .history
+            .partition_point(|event| event.resource_version <= since);
         let events = state
             .history
             .range(first..)
             .filter(|event| {
-                event.group == kind.group && event.plural == kind.plural && namespace.is_none_or(|n| n == event.namespace)
+                event.group == kind.group
+                    && event.plural == kind.plural
+                    && namespace.is_none_or(|n| n == event.namespace)
             })
             .cloned()
             .collect();
@@ -181,10 +210,22 @@ mod tests {
         let configmaps = store.lookup("", "v1", "configmaps").unwrap();
         let start = store.resource_version();
         for i in 0..5 {
-            store.create(&configmaps, Some("default"), json!({"metadata": {"name": format!("c{i}")}})).unwrap();
+            store
+                .create(
+                    &configmaps,
+                    Some("default"),
+                    json!({"metadata": {"name": format!("c{i}")}}),
+                )
+                .unwrap();
         }
-        assert!(store.events_since(&configmaps, Some("default"), start).is_err());
-        let (events, _) = store.events_since(&configmaps, Some("default"), start + 3).unwrap();
+        assert!(
+            store
+                .events_since(&configmaps, Some("default"), start)
+                .is_err()
+        );
+        let (events, _) = store
+            .events_since(&configmaps, Some("default"), start + 3)
+            .unwrap();
         assert_eq!(events.len(), 2);
     }
 }

@@ -47,7 +47,9 @@ use tokio::sync::Notify;
 
 use gc::has_finalizers;
 
-use crate::apiserver::resources::{CRD_GROUP, CRD_PLURAL, ResourceKind, builtin_kinds, compare_version_priority, kinds_from_crd};
+use crate::apiserver::resources::{
+    CRD_GROUP, CRD_PLURAL, ResourceKind, builtin_kinds, compare_version_priority, kinds_from_crd,
+};
 use crate::apiserver::schema;
 use crate::apiserver::selectors::{FieldSelector, LabelSelector};
 use crate::error::ApiError;
@@ -124,7 +126,12 @@ static ID_COUNTER: AtomicU64 = AtomicU64::new(0);
 fn random_u64() -> u64 {
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u64(ID_COUNTER.fetch_add(1, Ordering::Relaxed));
-    hasher.write_u128(SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default());
+    hasher.write_u128(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
     hasher.finish()
 }
 
@@ -165,10 +172,18 @@ pub fn now_timestamp() -> String {
 
 /// A point in time as an RFC 3339 timestamp with second precision (`2024-02-29T12:00:00Z`).
 pub fn format_timestamp(at: SystemTime) -> String {
-    let seconds = at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default() as i64;
+    let seconds = at
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default() as i64;
     let (year, month, day) = civil_date(seconds.div_euclid(86_400));
     let of_day = seconds.rem_euclid(86_400);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", of_day / 3600, of_day % 3600 / 60, of_day % 60)
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        of_day / 3600,
+        of_day % 3600 / 60,
+        of_day % 60
+    )
 }
 
 /// Converts days since 1970-01-01 to a (year, month, day) in the proleptic Gregorian calendar.
@@ -176,20 +191,32 @@ fn civil_date(days_since_epoch: i64) -> (i64, u32, u32) {
     let shifted = days_since_epoch + 719_468; // days since 0000-03-01
     let era = shifted.div_euclid(146_097);
     let day_of_era = shifted - era * 146_097;
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let month_index = (5 * day_of_year + 2) / 153; // March = 0
     let day = (day_of_year - (153 * month_index + 2) / 5 + 1) as u32;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 } as u32;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    } as u32;
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     (year, month, day)
 }
 
 /// Checks a name against the DNS-subdomain rule most kinds use; returns the problem, if any.
 fn invalid_object_name(name: &str) -> Option<String> {
-    let valid_characters = name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
-    let alphanumeric = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    if name.len() > 253 || !valid_characters || !alphanumeric(name.chars().next()) || !alphanumeric(name.chars().last()) {
+    let valid_characters = name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+    let alphanumeric =
+        |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if name.len() > 253
+        || !valid_characters
+        || !alphanumeric(name.chars().next())
+        || !alphanumeric(name.chars().last())
+    {
         return Some(format!(
             "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, \
              '-' or '.', and must start and end with an alphanumeric character"
@@ -202,11 +229,16 @@ fn metadata_mut(object: &mut Value) -> &mut Map<String, Value> {
     if !object.get("metadata").is_some_and(Value::is_object) {
         object["metadata"] = json!({});
     }
-    object["metadata"].as_object_mut().expect("metadata was just made an object")
+    object["metadata"]
+        .as_object_mut()
+        .expect("metadata was just made an object")
 }
 
 fn metadata_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
-    object.get("metadata").and_then(|m| m.get(field)).and_then(Value::as_str)
+    object
+        .get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
 }
 
 /// Sets `apiVersion` and `kind` to the version the client asked through.
@@ -255,7 +287,11 @@ fn encode_continue(resource_version: u64, namespace: &str, name: &str) -> String
 fn decode_continue(token: &str) -> Option<(u64, String, String)> {
     let bytes = hex::decode(token).ok()?;
     let value: Value = serde_json::from_slice(&bytes).ok()?;
-    Some((value["rv"].as_u64()?, value["ns"].as_str()?.to_string(), value["name"].as_str()?.to_string()))
+    Some((
+        value["rv"].as_u64()?,
+        value["ns"].as_str()?.to_string(),
+        value["name"].as_str()?.to_string(),
+    ))
 }
 
 impl State {
@@ -265,17 +301,26 @@ impl State {
     }
 
     fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceKind>> {
-        self.all_kinds().find(|k| k.group == group && k.version == version && k.plural == plural).cloned()
+        self.all_kinds()
+            .find(|k| k.group == group && k.version == version && k.plural == plural)
+            .cloned()
     }
 
     fn all_kinds(&self) -> impl Iterator<Item = &Arc<ResourceKind>> {
-        self.builtins.iter().chain(self.crd_kinds.values().flatten())
+        self.builtins
+            .iter()
+            .chain(self.crd_kinds.values().flatten())
     }
 
     /// Prunes, defaults and validates a custom resource against its schema (`old`: the stored
     /// object on an update, for transition rules and ratcheting); for CRDs, checks the declared
     /// names and fills in the status the real server reports.
-    fn prepare(&self, kind: &ResourceKind, object: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+    fn prepare(
+        &self,
+        kind: &ResourceKind,
+        object: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
         let name = metadata_str(object, "name").unwrap_or_default().to_string();
         if let Some(schema_root) = &kind.schema {
             schema::prune_unknown_fields(schema_root, object);
@@ -287,7 +332,8 @@ impl State {
             }
         }
         if kind.group == CRD_GROUP && kind.plural == CRD_PLURAL {
-            let declared = kinds_from_crd(object).map_err(|problems| ApiError::invalid(&kind.group, &kind.kind, &name, &problems))?;
+            let declared = kinds_from_crd(object)
+                .map_err(|problems| ApiError::invalid(&kind.group, &kind.kind, &name, &problems))?;
             let storage_versions: Vec<Value> = object["spec"]["versions"]
                 .as_array()
                 .into_iter()
@@ -296,7 +342,11 @@ impl State {
                 .filter_map(|v| v.get("name").cloned())
                 .collect();
             let now = self.now();
-            let existing_conditions = object.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+            let existing_conditions = object
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
             let condition = |kind: &str, reason: &str| {
                 // Keep the original transition time so re-applying an unchanged CRD is a no-op.
                 let since = existing_conditions
@@ -321,7 +371,9 @@ impl State {
         if !(kind.group == CRD_GROUP && kind.plural == CRD_PLURAL) {
             return;
         }
-        let Some(name) = metadata_str(object, "name").map(String::from) else { return };
+        let Some(name) = metadata_str(object, "name").map(String::from) else {
+            return;
+        };
         if removed {
             if let Some(old) = self.crd_kinds.remove(&name)
                 && let Some(first) = old.first()
@@ -342,7 +394,8 @@ impl State {
             tracing::debug!(crd = %name, "custom resource type removed");
         } else if let Ok(kinds) = kinds_from_crd(object) {
             tracing::debug!(crd = %name, versions = kinds.len(), "custom resource type served");
-            self.crd_kinds.insert(name, kinds.into_iter().map(Arc::new).collect());
+            self.crd_kinds
+                .insert(name, kinds.into_iter().map(Arc::new).collect());
         }
     }
 
@@ -354,7 +407,14 @@ impl State {
         namespace: &'a str,
     ) -> impl Iterator<Item = (&'a ObjectKey, &'a Arc<StoredObject>)> {
         self.objects
-            .range((group.to_string(), plural.to_string(), namespace.to_string(), String::new())..)
+            .range(
+                (
+                    group.to_string(),
+                    plural.to_string(),
+                    namespace.to_string(),
+                    String::new(),
+                )..,
+            )
             .take_while(move |((g, p, n, _), _)| g == group && p == plural && n == namespace)
     }
 }
@@ -389,17 +449,28 @@ impl Store {
             clock: clock.clone(),
             pod_grace_periods,
         };
-        let store = Self { state: Mutex::new(state), changed: Notify::new(), clock };
-        let namespaces = store.lookup("", "v1", "namespaces").expect("namespaces are built in");
+        let store = Self {
+            state: Mutex::new(state),
+            changed: Notify::new(),
+            clock,
+        };
+        let namespaces = store
+            .lookup("", "v1", "namespaces")
+            .expect("namespaces are built in");
         for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-            let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-            store.create(&namespaces, None, namespace).expect("standard namespaces are valid");
+            let namespace =
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+            store
+                .create(&namespaces, None, namespace)
+                .expect("standard namespaces are valid");
         }
         store
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The clock the store's timestamps come from.
@@ -419,7 +490,11 @@ impl Store {
 
     /// All resource types served at a group/version.
     pub fn kinds_at(&self, group: &str, version: &str) -> Vec<Arc<ResourceKind>> {
-        self.lock().all_kinds().filter(|k| k.group == group && k.version == version).cloned().collect()
+        self.lock()
+            .all_kinds()
+            .filter(|k| k.group == group && k.version == version)
+            .cloned()
+            .collect()
     }
 
     /// Non-core API groups with their versions ordered by priority, built-ins first.
@@ -448,18 +523,38 @@ impl Store {
     }
 
     fn key(kind: &ResourceKind, namespace: Option<&str>, name: &str) -> ObjectKey {
-        let namespace = if kind.namespaced { namespace.unwrap_or_default() } else { "" };
-        (kind.group.clone(), kind.plural.clone(), namespace.to_string(), name.to_string())
+        let namespace = if kind.namespaced {
+            namespace.unwrap_or_default()
+        } else {
+            ""
+        };
+        (
+            kind.group.clone(),
+            kind.plural.clone(),
+            namespace.to_string(),
+            name.to_string(),
+        )
     }
 
     /// Creates an object; the namespace comes from the path for namespaced kinds.
-    pub fn create(&self, kind: &ResourceKind, namespace: Option<&str>, body: Value) -> Result<Value, ApiError> {
+    pub fn create(
+        &self,
+        kind: &ResourceKind,
+        namespace: Option<&str>,
+        body: Value,
+    ) -> Result<Value, ApiError> {
         if !body.is_object() {
-            return Err(ApiError::bad_request("the request body must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON object",
+            ));
         }
         let mut object = with_type(kind, &body);
         let metadata = metadata_mut(&mut object);
-        let body_namespace = metadata.get("namespace").and_then(Value::as_str).filter(|n| !n.is_empty()).map(String::from);
+        let body_namespace = metadata
+            .get("namespace")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .map(String::from);
         if kind.namespaced {
             let namespace = match (namespace, body_namespace) {
                 (Some(path), Some(body)) if path != body => {
@@ -469,26 +564,48 @@ impl Store {
                 }
                 (Some(path), _) => path.to_string(),
                 (None, Some(body)) => body,
-                (None, None) => return Err(ApiError::bad_request("a namespace is required to create this resource")),
+                (None, None) => {
+                    return Err(ApiError::bad_request(
+                        "a namespace is required to create this resource",
+                    ));
+                }
             };
             metadata.insert("namespace".into(), Value::String(namespace));
         } else {
             metadata.remove("namespace");
         }
-        let explicit_name = metadata.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()).map(String::from);
-        let generate_name = metadata.get("generateName").and_then(Value::as_str).filter(|n| !n.is_empty()).map(String::from);
+        let explicit_name = metadata
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .map(String::from);
+        let generate_name = metadata
+            .get("generateName")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .map(String::from);
         if explicit_name.is_none() && generate_name.is_none() {
             return Err(ApiError::invalid(
                 &kind.group,
                 &kind.kind,
                 "",
-                &[("metadata.name".into(), "Required value: name or generateName is required".into())],
+                &[(
+                    "metadata.name".into(),
+                    "Required value: name or generateName is required".into(),
+                )],
             ));
         }
         metadata.insert("uid".into(), Value::String(new_uid()));
-        metadata.insert("creationTimestamp".into(), Value::String(self.now_timestamp()));
+        metadata.insert(
+            "creationTimestamp".into(),
+            Value::String(self.now_timestamp()),
+        );
         metadata.insert("generation".into(), json!(1));
-        for transient in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"] {
+        for transient in [
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ] {
             metadata.remove(transient);
         }
         if kind.crd_name.is_some() && kind.has_status {
@@ -500,7 +617,10 @@ impl Store {
         if kind.group.is_empty() && kind.plural == "pods" {
             super::admission::default_pod(&mut object);
         }
-        if kind.group.is_empty() && kind.plural == "namespaces" && object.pointer("/status/phase").is_none() {
+        if kind.group.is_empty()
+            && kind.plural == "namespaces"
+            && object.pointer("/status/phase").is_none()
+        {
             object["status"] = json!({"phase": "Active"});
         }
 
@@ -511,10 +631,18 @@ impl Store {
                 let prefix = generate_name.unwrap_or_default();
                 let mut candidate = format!("{prefix}{}", random_name_suffix());
                 let mut attempts = 0;
-                while state.objects.contains_key(&Self::key(kind, metadata_str(&object, "namespace"), &candidate)) {
+                while state.objects.contains_key(&Self::key(
+                    kind,
+                    metadata_str(&object, "namespace"),
+                    &candidate,
+                )) {
                     attempts += 1;
                     if attempts > 16 {
-                        return Err(ApiError::already_exists(&kind.group, &kind.plural, &candidate));
+                        return Err(ApiError::already_exists(
+                            &kind.group,
+                            &kind.plural,
+                            &candidate,
+                        ));
                     }
                     candidate = format!("{prefix}{}", random_name_suffix());
                 }
@@ -522,12 +650,24 @@ impl Store {
             }
         };
         if let Some(problem) = invalid_object_name(&name) {
-            return Err(ApiError::invalid(&kind.group, &kind.kind, &name, &[("metadata.name".into(), problem)]));
+            return Err(ApiError::invalid(
+                &kind.group,
+                &kind.kind,
+                &name,
+                &[("metadata.name".into(), problem)],
+            ));
         }
         metadata_mut(&mut object).insert("name".into(), Value::String(name.clone()));
         if kind.namespaced {
-            let namespace = metadata_str(&object, "namespace").unwrap_or_default().to_string();
-            let namespace_key = (String::new(), "namespaces".to_string(), String::new(), namespace.clone());
+            let namespace = metadata_str(&object, "namespace")
+                .unwrap_or_default()
+                .to_string();
+            let namespace_key = (
+                String::new(),
+                "namespaces".to_string(),
+                String::new(),
+                namespace.clone(),
+            );
             if !state.objects.contains_key(&namespace_key) {
                 return Err(ApiError::not_found("", "namespaces", &namespace));
             }
@@ -546,12 +686,22 @@ impl Store {
     }
 
     /// Reads one object.
-    pub fn get(&self, kind: &ResourceKind, namespace: Option<&str>, name: &str) -> Result<Value, ApiError> {
+    pub fn get(
+        &self,
+        kind: &ResourceKind,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, ApiError> {
         Ok(self.get_stored(kind, namespace, name)?.to_value(kind))
     }
 
     /// Reads one object in its stored form (shared, not copied).
-    pub fn get_stored(&self, kind: &ResourceKind, namespace: Option<&str>, name: &str) -> Result<Arc<StoredObject>, ApiError> {
+    pub fn get_stored(
+        &self,
+        kind: &ResourceKind,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Arc<StoredObject>, ApiError> {
         let state = self.lock();
         state
             .objects
@@ -577,7 +727,9 @@ impl Store {
         };
         let wanted = desired(&current)?;
         if !wanted.is_object() {
-            return Err(ApiError::bad_request("the request body must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON object",
+            ));
         }
         if let Some(body_name) = metadata_str(&wanted, "name").filter(|n| !n.is_empty())
             && body_name != name
@@ -587,7 +739,8 @@ impl Store {
             )));
         }
         if kind.namespaced
-            && let Some(body_namespace) = metadata_str(&wanted, "namespace").filter(|n| !n.is_empty())
+            && let Some(body_namespace) =
+                metadata_str(&wanted, "namespace").filter(|n| !n.is_empty())
             && Some(body_namespace) != metadata_str(&current, "namespace")
         {
             return Err(ApiError::bad_request(format!(
@@ -608,15 +761,32 @@ impl Store {
         if let Some(uid) = metadata_str(&wanted, "uid").filter(|u| !u.is_empty())
             && Some(uid) != metadata_str(&current, "uid")
         {
-            return Err(ApiError::conflict(&kind.group, &kind.plural, name, "Precondition failed: UID in object meta does not match"));
+            return Err(ApiError::conflict(
+                &kind.group,
+                &kind.plural,
+                name,
+                "Precondition failed: UID in object meta does not match",
+            ));
         }
 
         let mut next = match target {
             WriteTarget::Main => {
                 let mut next = with_type(kind, &wanted);
-                let old_metadata = current.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
+                let old_metadata = current
+                    .get("metadata")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
                 let metadata = metadata_mut(&mut next);
-                for kept in ["name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+                for kept in [
+                    "name",
+                    "namespace",
+                    "uid",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                    "generation",
+                ] {
                     match old_metadata.get(kept) {
                         Some(value) => metadata.insert(kept.into(), value.clone()),
                         None => metadata.remove(kept),
@@ -649,10 +819,17 @@ impl Store {
             state.prepare(kind, &mut next, Some(&current))?;
         }
         if generation_relevant(kind, &next) != generation_relevant(kind, &current) {
-            let generation = current.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
+            let generation = current
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+                + 1;
             metadata_mut(&mut next).insert("generation".into(), json!(generation));
         }
-        metadata_mut(&mut next).insert("resourceVersion".into(), Value::String(current_version.to_string()));
+        metadata_mut(&mut next).insert(
+            "resourceVersion".into(),
+            Value::String(current_version.to_string()),
+        );
         if same_ignoring_version(&next, &current) {
             return Ok(current);
         }
@@ -660,8 +837,16 @@ impl Store {
         // still within its grace period (its kubelet removes it).
         let finished = next.pointer("/metadata/deletionTimestamp").is_some()
             && !has_finalizers(&next)
-            && next.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0;
-        let event_type = if finished { EventType::Deleted } else { EventType::Modified };
+            && next
+                .pointer("/metadata/deletionGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+                == 0;
+        let event_type = if finished {
+            EventType::Deleted
+        } else {
+            EventType::Modified
+        };
         let stored = state.commit(key, next, event_type);
         state.after_crd_write(kind, &stored, finished);
         state.settle();
@@ -673,7 +858,12 @@ impl Store {
     /// Lists objects of a type, across namespaces when `namespace` is `None`. Only the
     /// returned objects' handles are collected under the lock; nothing is copied or serialized
     /// there ([`ObjectList::to_json`] writes the response afterwards).
-    pub fn list(&self, kind: &ResourceKind, namespace: Option<&str>, options: &ListOptions) -> Result<ObjectList, ApiError> {
+    pub fn list(
+        &self,
+        kind: &ResourceKind,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<ObjectList, ApiError> {
         let state = self.lock();
         let namespace = if kind.namespaced { namespace } else { None };
         if options.resource_version_match.as_deref() == Some("Exact") {
@@ -681,7 +871,11 @@ impl Store {
                 .resource_version
                 .as_deref()
                 .and_then(|v| v.parse().ok())
-                .ok_or_else(|| ApiError::bad_request("resourceVersionMatch=Exact requires a numeric resourceVersion"))?;
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "resourceVersionMatch=Exact requires a numeric resourceVersion",
+                    )
+                })?;
             if requested != state.resource_version {
                 // Only the latest state is kept, so an exact older snapshot cannot be served.
                 return Err(ApiError::gone(format!(
@@ -690,26 +884,42 @@ impl Store {
                 )));
             }
         }
-        let (list_version, start) = match options.continue_token.as_deref().filter(|t| !t.is_empty()) {
+        let (list_version, start) = match options
+            .continue_token
+            .as_deref()
+            .filter(|t| !t.is_empty())
+        {
             Some(token) => {
-                let (version, token_namespace, token_name) =
-                    decode_continue(token).ok_or_else(|| ApiError::bad_request("invalid continue token"))?;
+                let (version, token_namespace, token_name) = decode_continue(token)
+                    .ok_or_else(|| ApiError::bad_request("invalid continue token"))?;
                 if version < state.oldest_watchable {
                     return Err(ApiError::gone(
                         "The provided continue parameter is too old to display a consistent list result. \
                          You can start a new list without the continue parameter.",
                     ));
                 }
-                let key = (kind.group.clone(), kind.plural.clone(), token_namespace, token_name);
+                let key = (
+                    kind.group.clone(),
+                    kind.plural.clone(),
+                    token_namespace,
+                    token_name,
+                );
                 (version, Bound::Excluded(key))
             }
             None => {
-                let key = (kind.group.clone(), kind.plural.clone(), namespace.unwrap_or_default().to_string(), String::new());
+                let key = (
+                    kind.group.clone(),
+                    kind.plural.clone(),
+                    namespace.unwrap_or_default().to_string(),
+                    String::new(),
+                );
                 (state.resource_version, Bound::Included(key))
             }
         };
         let in_scope = |(group, plural, object_namespace, _): &ObjectKey| {
-            *group == kind.group && *plural == kind.plural && namespace.is_none_or(|n| n == object_namespace)
+            *group == kind.group
+                && *plural == kind.plural
+                && namespace.is_none_or(|n| n == object_namespace)
         };
         // The index holds bound pods only; `spec.nodeName=` (unbound pods) walks the type.
         let node = options
@@ -718,10 +928,20 @@ impl Store {
             .filter(|node| !node.is_empty() && kind.group.is_empty() && kind.plural == "pods");
         let candidates: Box<dyn Iterator<Item = (&ObjectKey, &Arc<StoredObject>)>> = match node {
             // Pods selected by node: only that node's pods are looked at, in key order.
-            Some(node) => Box::new(state.pods_on_node(node, &start).filter(|(key, _)| in_scope(key))),
-            None => Box::new(state.objects.range((start, Bound::Unbounded)).take_while(|(key, _)| in_scope(key))),
+            Some(node) => Box::new(
+                state
+                    .pods_on_node(node, &start)
+                    .filter(|(key, _)| in_scope(key)),
+            ),
+            None => Box::new(
+                state
+                    .objects
+                    .range((start, Bound::Unbounded))
+                    .take_while(|(key, _)| in_scope(key)),
+            ),
         };
-        let mut matching = candidates.filter(|(_, object)| object.matches(&options.labels, &options.fields));
+        let mut matching =
+            candidates.filter(|(_, object)| object.matches(&options.labels, &options.fields));
         let limit = options.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
         let mut items = Vec::new();
         let mut last_key = None;
@@ -730,12 +950,18 @@ impl Store {
             last_key = Some(key);
         }
         let more = matching.next().is_some();
-        let mut list = ObjectList { resource_version: list_version, continue_token: None, remaining_item_count: None, items };
+        let mut list = ObjectList {
+            resource_version: list_version,
+            continue_token: None,
+            remaining_item_count: None,
+            items,
+        };
         if more && let Some(last_key) = last_key {
             list.continue_token = Some(encode_continue(list_version, &last_key.2, &last_key.3));
             // As on the real server, a selected list does not say how much is left.
             if options.labels.is_empty() && options.fields.is_empty() {
-                list.remaining_item_count = Some(state.count_after(last_key, namespace.is_none()) as u64);
+                list.remaining_item_count =
+                    Some(state.count_after(last_key, namespace.is_none()) as u64);
             }
         }
         Ok(list)
@@ -774,7 +1000,11 @@ impl ObjectList {
     /// serde_json writes them (`apiVersion`, `items`, `kind`, `metadata`).
     pub fn to_json(&self, kind: &ResourceKind) -> Vec<u8> {
         let prefix = type_prefix(kind);
-        let items_len: usize = self.items.iter().map(|item| item.json_len(&prefix) + 1).sum();
+        let items_len: usize = self
+            .items
+            .iter()
+            .map(|item| item.json_len(&prefix) + 1)
+            .sum();
         let mut out = Vec::with_capacity(items_len + 256);
         out.extend_from_slice(b"{\"apiVersion\":");
         let _ = serde_json::to_writer(&mut out, &kind.api_version());
@@ -808,8 +1038,12 @@ impl State {
         start: &Bound<ObjectKey>,
     ) -> impl Iterator<Item = (&'a ObjectKey, &'a Arc<StoredObject>)> + 'a {
         let from = match start {
-            Bound::Excluded((_, _, namespace, name)) => Bound::Excluded((Box::from(namespace.as_str()), Box::from(name.as_str()))),
-            Bound::Included((_, _, namespace, name)) => Bound::Included((Box::from(namespace.as_str()), Box::from(name.as_str()))),
+            Bound::Excluded((_, _, namespace, name)) => {
+                Bound::Excluded((Box::from(namespace.as_str()), Box::from(name.as_str())))
+            }
+            Bound::Included((_, _, namespace, name)) => {
+                Bound::Included((Box::from(namespace.as_str()), Box::from(name.as_str())))
+            }
             Bound::Unbounded => Bound::Unbounded,
         };
         self.pods_by_node
@@ -817,7 +1051,12 @@ impl State {
             .into_iter()
             .flat_map(move |pods| pods.range((from.clone(), Bound::Unbounded)))
             .filter_map(|(namespace, name)| {
-                let key = (String::new(), "pods".to_string(), namespace.to_string(), name.to_string());
+                let key = (
+                    String::new(),
+                    "pods".to_string(),
+                    namespace.to_string(),
+                    name.to_string(),
+                );
                 self.objects.get_key_value(&key)
             })
     }
@@ -833,7 +1072,10 @@ impl State {
             .count();
         let later_namespaces: usize = if all_namespaces {
             self.counts
-                .range((Bound::Excluded((group.clone(), plural.clone(), namespace.clone())), Bound::Unbounded))
+                .range((
+                    Bound::Excluded((group.clone(), plural.clone(), namespace.clone())),
+                    Bound::Unbounded,
+                ))
                 .take_while(|((g, p, _), _)| g == group && p == plural)
                 .map(|(_, count)| count)
                 .sum()
@@ -845,10 +1087,20 @@ impl State {
 
     /// Keeps the per-namespace counts and the pods-by-node index in step with the object at
     /// `key` changing from `before` to `after` (`None`: absent).
-    fn reindex(&mut self, key: &ObjectKey, before: Option<&StoredObject>, after: Option<&StoredObject>) {
+    fn reindex(
+        &mut self,
+        key: &ObjectKey,
+        before: Option<&StoredObject>,
+        after: Option<&StoredObject>,
+    ) {
         let (group, plural, namespace, name) = key;
         match (before.is_some(), after.is_some()) {
-            (false, true) => *self.counts.entry((group.clone(), plural.clone(), namespace.clone())).or_default() += 1,
+            (false, true) => {
+                *self
+                    .counts
+                    .entry((group.clone(), plural.clone(), namespace.clone()))
+                    .or_default() += 1
+            }
             (true, false) => {
                 let count_key = (group.clone(), plural.clone(), namespace.clone());
                 if let Some(count) = self.counts.get_mut(&count_key) {
@@ -863,7 +1115,11 @@ impl State {
         if !(group.is_empty() && plural == "pods") {
             return;
         }
-        let node_of = |object: Option<&StoredObject>| object.map(|o| o.field("spec.nodeName").into_owned()).filter(|n| !n.is_empty());
+        let node_of = |object: Option<&StoredObject>| {
+            object
+                .map(|o| o.field("spec.nodeName").into_owned())
+                .filter(|n| !n.is_empty())
+        };
         let (old_node, new_node) = (node_of(before), node_of(after));
         if old_node == new_node {
             return;
@@ -878,7 +1134,10 @@ impl State {
             }
         }
         if let Some(node) = new_node {
-            self.pods_by_node.entry(node.into_boxed_str()).or_default().insert(entry);
+            self.pods_by_node
+                .entry(node.into_boxed_str())
+                .or_default()
+                .insert(entry);
         }
     }
 }
@@ -909,7 +1168,12 @@ mod tests {
         })
     }
 
-    fn list_all(store: &Store, kind: &ResourceKind, namespace: Option<&str>, options: ListOptions) -> Vec<Arc<StoredObject>> {
+    fn list_all(
+        store: &Store,
+        kind: &ResourceKind,
+        namespace: Option<&str>,
+        options: ListOptions,
+    ) -> Vec<Arc<StoredObject>> {
         let mut options = options;
         let mut items = Vec::new();
         loop {
@@ -927,18 +1191,39 @@ mod tests {
         let store = Store::new(100);
         let crds = store.lookup(CRD_GROUP, "v1", CRD_PLURAL).unwrap();
         store.create(&crds, None, widget_crd()).unwrap();
-        let (old, new) = (store.lookup("example.com", "v1beta1", "widgets").unwrap(), store.lookup("example.com", "v1beta2", "widgets").unwrap());
-        let created = store.create(&old, Some("default"), json!({"metadata": {"name": "w"}, "spec": {"size": 3}})).unwrap();
+        let (old, new) = (
+            store.lookup("example.com", "v1beta1", "widgets").unwrap(),
+            store.lookup("example.com", "v1beta2", "widgets").unwrap(),
+        );
+        let created = store
+            .create(
+                &old,
+                Some("default"),
+                json!({"metadata": {"name": "w"}, "spec": {"size": 3}}),
+            )
+            .unwrap();
         assert_eq!(created["apiVersion"], "example.com/v1beta1");
 
         let read = store.get(&new, Some("default"), "w").unwrap();
-        assert_eq!((read["apiVersion"].as_str(), read["kind"].as_str()), (Some("example.com/v1beta2"), Some("Widget")));
+        assert_eq!(
+            (read["apiVersion"].as_str(), read["kind"].as_str()),
+            (Some("example.com/v1beta2"), Some("Widget"))
+        );
         let mut expected = created.clone();
         expected["apiVersion"] = json!("example.com/v1beta2");
         assert_eq!(read, expected);
 
-        let list: Value = serde_json::from_slice(&store.list(&new, None, &ListOptions::default()).unwrap().to_json(&new)).unwrap();
-        assert_eq!((list["apiVersion"].as_str(), list["kind"].as_str()), (Some("example.com/v1beta2"), Some("WidgetList")));
+        let list: Value = serde_json::from_slice(
+            &store
+                .list(&new, None, &ListOptions::default())
+                .unwrap()
+                .to_json(&new),
+        )
+        .unwrap();
+        assert_eq!(
+            (list["apiVersion"].as_str(), list["kind"].as_str()),
+            (Some("example.com/v1beta2"), Some("WidgetList"))
+        );
         assert_eq!(list["items"], json!([expected]));
         let (snapshot, _) = store.watch_snapshot(&old, None);
         let watched: Value = serde_json::from_slice(&snapshot[0].json_for(&old)).unwrap();
@@ -959,7 +1244,12 @@ mod tests {
             written.push(store.create(&pods, Some(namespace), pod).unwrap());
         }
         // Key order: namespace, then name.
-        written.sort_by_key(|pod| (pod["metadata"]["namespace"].as_str().map(String::from), pod["metadata"]["name"].as_str().map(String::from)));
+        written.sort_by_key(|pod| {
+            (
+                pod["metadata"]["namespace"].as_str().map(String::from),
+                pod["metadata"]["name"].as_str().map(String::from),
+            )
+        });
         let list = store.list(&pods, None, &ListOptions::default()).unwrap();
         let parsed: Value = serde_json::from_slice(&list.to_json(&pods)).unwrap();
         let expected = json!({
@@ -968,7 +1258,13 @@ mod tests {
         });
         assert_eq!(parsed, expected);
         assert_eq!(list.to_value(&pods), expected);
-        let empty: Value = serde_json::from_slice(&store.list(&pods, Some("kube-public"), &ListOptions::default()).unwrap().to_json(&pods)).unwrap();
+        let empty: Value = serde_json::from_slice(
+            &store
+                .list(&pods, Some("kube-public"), &ListOptions::default())
+                .unwrap()
+                .to_json(&pods),
+        )
+        .unwrap();
         assert_eq!(empty["items"], json!([]));
     }
 
@@ -977,25 +1273,51 @@ mod tests {
         let store = Store::new(100);
         let configmaps = store.lookup("", "v1", "configmaps").unwrap();
         let start = store.resource_version();
-        store.create(&configmaps, Some("default"), json!({"metadata": {"name": "c"}, "data": {"k": "1"}})).unwrap();
         store
-            .update(&configmaps, Some("default"), "c", WriteTarget::Main, |current| {
-                let mut next = current.clone();
-                next["data"]["k"] = json!("2");
-                Ok(next)
-            })
+            .create(
+                &configmaps,
+                Some("default"),
+                json!({"metadata": {"name": "c"}, "data": {"k": "1"}}),
+            )
             .unwrap();
-        let (events, _) = store.events_since(&configmaps, Some("default"), start).unwrap();
-        let [added, modified] = events.as_slice() else { panic!("two events expected, got {}", events.len()) };
+        store
+            .update(
+                &configmaps,
+                Some("default"),
+                "c",
+                WriteTarget::Main,
+                |current| {
+                    let mut next = current.clone();
+                    next["data"]["k"] = json!("2");
+                    Ok(next)
+                },
+            )
+            .unwrap();
+        let (events, _) = store
+            .events_since(&configmaps, Some("default"), start)
+            .unwrap();
+        let [added, modified] = events.as_slice() else {
+            panic!("two events expected, got {}", events.len())
+        };
         assert!(added.previous.is_none());
-        assert!(Arc::ptr_eq(modified.previous.as_ref().unwrap(), &added.object), "the replaced object is not copied");
+        assert!(
+            Arc::ptr_eq(modified.previous.as_ref().unwrap(), &added.object),
+            "the replaced object is not copied"
+        );
         let current = store.get_stored(&configmaps, Some("default"), "c").unwrap();
-        assert!(Arc::ptr_eq(&current, &modified.object), "the map and the history hold one object");
+        assert!(
+            Arc::ptr_eq(&current, &modified.object),
+            "the map and the history hold one object"
+        );
         let (snapshot, _) = store.watch_snapshot(&configmaps, Some("default"));
         assert!(Arc::ptr_eq(&snapshot[0], &current));
         assert_eq!(current.resource_version(), modified.resource_version);
-        store.delete(&configmaps, Some("default"), "c", &Value::Null).unwrap();
-        let (events, _) = store.events_since(&configmaps, Some("default"), modified.resource_version).unwrap();
+        store
+            .delete(&configmaps, Some("default"), "c", &Value::Null)
+            .unwrap();
+        let (events, _) = store
+            .events_since(&configmaps, Some("default"), modified.resource_version)
+            .unwrap();
         assert!(Arc::ptr_eq(events[0].previous.as_ref().unwrap(), &current));
     }
 
@@ -1005,19 +1327,34 @@ mod tests {
         let configmaps = store.lookup("", "v1", "configmaps").unwrap();
         let namespaces = store.lookup("", "v1", "namespaces").unwrap();
         for namespace in ["a", "b", "c"] {
-            store.create(&namespaces, None, json!({"metadata": {"name": namespace}})).unwrap();
+            store
+                .create(&namespaces, None, json!({"metadata": {"name": namespace}}))
+                .unwrap();
             for index in 0..4 {
                 let labels = json!({"even": (index % 2 == 0).to_string()});
-                store.create(&configmaps, Some(namespace), json!({"metadata": {"name": format!("m{index}"), "labels": labels}})).unwrap();
+                store
+                    .create(
+                        &configmaps,
+                        Some(namespace),
+                        json!({"metadata": {"name": format!("m{index}"), "labels": labels}}),
+                    )
+                    .unwrap();
             }
         }
         for (namespace, total) in [(None, 12), (Some("b"), 4)] {
-            let mut options = ListOptions { limit: Some(3), ..Default::default() };
+            let mut options = ListOptions {
+                limit: Some(3),
+                ..Default::default()
+            };
             let mut seen = 0;
             loop {
                 let page = store.list(&configmaps, namespace, &options).unwrap();
                 seen += page.items.len();
-                assert_eq!(page.remaining_item_count, Some((total - seen) as u64).filter(|r| *r > 0), "{namespace:?} after {seen}");
+                assert_eq!(
+                    page.remaining_item_count,
+                    Some((total - seen) as u64).filter(|r| *r > 0),
+                    "{namespace:?} after {seen}"
+                );
                 match page.continue_token {
                     Some(token) => options.continue_token = Some(token),
                     None => break,
@@ -1025,12 +1362,26 @@ mod tests {
             }
             assert_eq!(seen, total);
         }
-        let selected = ListOptions { limit: Some(2), labels: LabelSelector::parse("even=true").unwrap(), ..Default::default() };
+        let selected = ListOptions {
+            limit: Some(2),
+            labels: LabelSelector::parse("even=true").unwrap(),
+            ..Default::default()
+        };
         let first = store.list(&configmaps, None, &selected).unwrap();
         assert!(first.continue_token.is_some() && first.remaining_item_count.is_none());
         assert_eq!(list_all(&store, &configmaps, None, selected).len(), 6);
         // The last matching page says nothing is left.
-        let last = store.list(&configmaps, Some("c"), &ListOptions { limit: Some(2), labels: LabelSelector::parse("even=true").unwrap(), ..Default::default() }).unwrap();
+        let last = store
+            .list(
+                &configmaps,
+                Some("c"),
+                &ListOptions {
+                    limit: Some(2),
+                    labels: LabelSelector::parse("even=true").unwrap(),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
         assert_eq!((last.items.len(), last.continue_token), (2, None));
     }
 
@@ -1047,29 +1398,63 @@ mod tests {
         // Move pods between nodes and delete some, so that the index has to follow.
         for index in [1, 2, 5] {
             store
-                .update(&pods, Some(["default", "kube-system"][index % 2]), &format!("p{index:02}"), WriteTarget::Main, |current| {
-                    let mut next = current.clone();
-                    next["spec"]["nodeName"] = json!("n9");
-                    Ok(next)
-                })
+                .update(
+                    &pods,
+                    Some(["default", "kube-system"][index % 2]),
+                    &format!("p{index:02}"),
+                    WriteTarget::Main,
+                    |current| {
+                        let mut next = current.clone();
+                        next["spec"]["nodeName"] = json!("n9");
+                        Ok(next)
+                    },
+                )
                 .unwrap();
         }
-        store.delete(&pods, Some("default"), "p04", &json!({"gracePeriodSeconds": 0})).unwrap();
-        store.delete(&pods, Some("kube-system"), "p07", &json!({"gracePeriodSeconds": 0})).unwrap();
+        store
+            .delete(
+                &pods,
+                Some("default"),
+                "p04",
+                &json!({"gracePeriodSeconds": 0}),
+            )
+            .unwrap();
+        store
+            .delete(
+                &pods,
+                Some("kube-system"),
+                "p07",
+                &json!({"gracePeriodSeconds": 0}),
+            )
+            .unwrap();
         let everything = list_all(&store, &pods, None, ListOptions::default());
         for node in ["n1", "n2", "n3", "n9", "n0", "none"] {
             for namespace in [None, Some("default")] {
-                for selector in [format!("spec.nodeName={node}"), format!("spec.nodeName=={node},metadata.name!=p10")] {
+                for selector in [
+                    format!("spec.nodeName={node}"),
+                    format!("spec.nodeName=={node},metadata.name!=p10"),
+                ] {
                     let fields = FieldSelector::parse(&selector).unwrap();
                     let scanned: Vec<&str> = everything
                         .iter()
-                        .filter(|p| namespace.is_none_or(|n| p.namespace() == n) && fields.matches(&p.to_untyped_value()))
+                        .filter(|p| {
+                            namespace.is_none_or(|n| p.namespace() == n)
+                                && fields.matches(&p.to_untyped_value())
+                        })
                         .map(|p| p.name())
                         .collect();
                     for limit in [None, Some(1), Some(2)] {
-                        let options = ListOptions { fields: fields.clone(), limit, ..Default::default() };
+                        let options = ListOptions {
+                            fields: fields.clone(),
+                            limit,
+                            ..Default::default()
+                        };
                         let listed = list_all(&store, &pods, namespace, options);
-                        assert_eq!(listed.iter().map(|p| p.name()).collect::<Vec<_>>(), scanned, "{selector} in {namespace:?}, limit {limit:?}");
+                        assert_eq!(
+                            listed.iter().map(|p| p.name()).collect::<Vec<_>>(),
+                            scanned,
+                            "{selector} in {namespace:?}, limit {limit:?}"
+                        );
                     }
                 }
             }

@@ -12,7 +12,9 @@ use serde_json::Value;
 
 use crate::apiserver::disruption::{self, BudgetPod};
 use crate::apiserver::resources::ResourceKind;
-use crate::apiserver::selectors::{FieldSelector, LabelSelector, absent_field_value, field_as_string, field_value};
+use crate::apiserver::selectors::{
+    FieldSelector, LabelSelector, absent_field_value, field_as_string, field_value,
+};
 
 /// Field-selector paths beyond name and namespace whose values are extracted at write time,
 /// so that selecting on them does not parse the object: what the kubelet, the scheduler and
@@ -50,7 +52,10 @@ fn untyped_json(object: &Value) -> String {
     };
     let mut out = Vec::with_capacity(1024);
     out.push(b'{');
-    for (key, value) in map.iter().filter(|(key, _)| *key != "apiVersion" && *key != "kind") {
+    for (key, value) in map
+        .iter()
+        .filter(|(key, _)| *key != "apiVersion" && *key != "kind")
+    {
         if out.len() > 1 {
             out.push(b',');
         }
@@ -90,7 +95,9 @@ impl StoredObject {
         let fields = INDEXED_FIELDS
             .iter()
             .enumerate()
-            .filter_map(|(index, path)| Some((index as u8, field_value(object, path)?.into_boxed_str())))
+            .filter_map(|(index, path)| {
+                Some((index as u8, field_value(object, path)?.into_boxed_str()))
+            })
             .collect();
         let mut flags = 0;
         if metadata.is_some_and(|m| m.get("deletionTimestamp").is_some()) {
@@ -104,7 +111,9 @@ impl StoredObject {
             name: boxed(text("name")),
             namespace: boxed(text("namespace")),
             uid: boxed(text("uid")),
-            resource_version: text("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or_default(),
+            resource_version: text("resourceVersion")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_default(),
             labels: labels.into_boxed_slice(),
             owner_uids,
             fields,
@@ -157,7 +166,8 @@ impl StoredObject {
     /// [`field_as_string`]): from the index for name, namespace and the indexed fields, else
     /// by parsing the stored text.
     pub fn field(&self, path: &str) -> Cow<'_, str> {
-        self.indexed_field(path).unwrap_or_else(|| Cow::Owned(field_as_string(&self.to_untyped_value(), path)))
+        self.indexed_field(path)
+            .unwrap_or_else(|| Cow::Owned(field_as_string(&self.to_untyped_value(), path)))
     }
 
     /// The value of a field the index holds, `None` for paths it does not cover.
@@ -167,8 +177,14 @@ impl StoredObject {
             "metadata.namespace" => Some(Cow::Borrowed(&self.namespace)),
             _ => {
                 let position = INDEXED_FIELDS.iter().position(|p| *p == path)? as u8;
-                let value = self.fields.iter().find(|(index, _)| *index == position).map(|(_, v)| &**v);
-                Some(Cow::Borrowed(value.unwrap_or_else(|| absent_field_value(path))))
+                let value = self
+                    .fields
+                    .iter()
+                    .find(|(index, _)| *index == position)
+                    .map(|(_, v)| &**v);
+                Some(Cow::Borrowed(
+                    value.unwrap_or_else(|| absent_field_value(path)),
+                ))
             }
         }
     }
@@ -182,7 +198,10 @@ impl StoredObject {
         let mut parsed: Option<Value> = None;
         fields.matches_by(|path| match self.indexed_field(path) {
             Some(value) => value,
-            None => Cow::Owned(field_as_string(parsed.get_or_insert_with(|| self.to_untyped_value()), path)),
+            None => Cow::Owned(field_as_string(
+                parsed.get_or_insert_with(|| self.to_untyped_value()),
+                path,
+            )),
         })
     }
 
@@ -266,7 +285,10 @@ mod tests {
     use crate::apiserver::resources::builtin_kinds;
 
     fn pods() -> ResourceKind {
-        builtin_kinds().into_iter().find(|k| k.plural == "pods").unwrap()
+        builtin_kinds()
+            .into_iter()
+            .find(|k| k.plural == "pods")
+            .unwrap()
     }
 
     #[test]
@@ -277,8 +299,19 @@ mod tests {
             "spec": {"nodeName": "n1", "ratio": 0.25, "list": [1, -2, null, "x"]},
         });
         let stored = StoredObject::new(&object);
-        assert!(!stored.untyped_json().contains("apiVersion") && !stored.untyped_json().contains("Stale"));
-        assert_eq!((stored.name(), stored.namespace(), stored.uid(), stored.resource_version()), ("p", "default", "u-1", 42));
+        assert!(
+            !stored.untyped_json().contains("apiVersion")
+                && !stored.untyped_json().contains("Stale")
+        );
+        assert_eq!(
+            (
+                stored.name(),
+                stored.namespace(),
+                stored.uid(),
+                stored.resource_version()
+            ),
+            ("p", "default", "u-1", 42)
+        );
         let kind = pods();
         let mut expected = object.clone();
         expected["apiVersion"] = json!("v1");
@@ -300,13 +333,25 @@ mod tests {
             "deletionTimestamp": "2026-01-01T00:00:00Z",
         }, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
         let stored = StoredObject::new(&object);
-        assert_eq!((stored.label("a"), stored.label("b"), stored.label("odd"), stored.label("c")), (Some("1"), Some("2"), None, None));
+        assert_eq!(
+            (
+                stored.label("a"),
+                stored.label("b"),
+                stored.label("odd"),
+                stored.label("c")
+            ),
+            (Some("1"), Some("2"), None, None)
+        );
         assert_eq!(stored.owner_uids().collect::<Vec<_>>(), ["o-1", "o-2"]);
         assert!(stored.is_deleting());
         assert!(BudgetPod::is_healthy(&stored) && BudgetPod::is_healthy(&object));
         for selector in ["a=1", "a in (1,3),b", "odd", "!odd", "c!=x", "a notin (1)"] {
             let selector = LabelSelector::parse(selector).unwrap();
-            assert_eq!(stored.matches(&selector, &FieldSelector::default()), selector.matches_object(&object), "{selector:?}");
+            assert_eq!(
+                stored.matches(&selector, &FieldSelector::default()),
+                selector.matches_object(&object),
+                "{selector:?}"
+            );
         }
     }
 
@@ -320,20 +365,44 @@ mod tests {
             json!({"metadata": {"name": "e"}}),
             json!({"metadata": {"name": "f"}, "spec": "not an object", "status": {"phase": 7}}),
         ];
-        let paths = ["metadata.name", "metadata.namespace", "spec.nodeName", "status.phase", "spec.unschedulable", "spec.replicas", "spec"];
+        let paths = [
+            "metadata.name",
+            "metadata.namespace",
+            "spec.nodeName",
+            "status.phase",
+            "spec.unschedulable",
+            "spec.replicas",
+            "spec",
+        ];
         let selectors = [
-            "spec.nodeName=n1", "spec.nodeName=", "spec.nodeName!=", "status.phase=Running", "status.phase!=Running",
-            "spec.unschedulable=false", "spec.unschedulable==true", "metadata.namespace=ns,metadata.name=a",
-            "spec.replicas=3", "spec.nodeName!=n1,spec.replicas!=3", "status.phase=7",
+            "spec.nodeName=n1",
+            "spec.nodeName=",
+            "spec.nodeName!=",
+            "status.phase=Running",
+            "status.phase!=Running",
+            "spec.unschedulable=false",
+            "spec.unschedulable==true",
+            "metadata.namespace=ns,metadata.name=a",
+            "spec.replicas=3",
+            "spec.nodeName!=n1,spec.replicas!=3",
+            "status.phase=7",
         ];
         for object in &objects {
             let stored = StoredObject::new(object);
             for path in paths {
-                assert_eq!(stored.field(path), field_as_string(object, path), "{path} of {object}");
+                assert_eq!(
+                    stored.field(path),
+                    field_as_string(object, path),
+                    "{path} of {object}"
+                );
             }
             for selector in selectors {
                 let selector = FieldSelector::parse(selector).unwrap();
-                assert_eq!(stored.matches(&LabelSelector::default(), &selector), selector.matches(object), "{selector:?} on {object}");
+                assert_eq!(
+                    stored.matches(&LabelSelector::default(), &selector),
+                    selector.matches(object),
+                    "{selector:?} on {object}"
+                );
             }
         }
     }

@@ -28,8 +28,11 @@ impl State {
                 .filter_map(|(key, budget)| {
                     let mut budget = budget.to_untyped_value();
                     // Pods are read through the store's index of them, without parsing.
-                    let pods = self.objects_in("", "pods", &namespace).map(|(_, pod)| &**pod);
-                    let status = disruption::status(&budget, disruption::figures(&budget, pods), &now);
+                    let pods = self
+                        .objects_in("", "pods", &namespace)
+                        .map(|(_, pod)| &**pod);
+                    let status =
+                        disruption::status(&budget, disruption::figures(&budget, pods), &now);
                     (budget.get("status") != Some(&status)).then(|| {
                         budget["status"] = status;
                         (key.clone(), budget)
@@ -49,10 +52,25 @@ impl Store {
     /// The `pods/binding` subresource: assigns a pod to the node a v1 `Binding` targets (sets
     /// `spec.nodeName` and a `PodScheduled=True` condition). 409 when the pod is already bound or
     /// being deleted, 404 when it does not exist.
-    pub fn bind(&self, pods: &ResourceKind, namespace: &str, name: &str, binding: &Value) -> Result<Value, ApiError> {
-        let node = binding.pointer("/target/name").and_then(Value::as_str).filter(|n| !n.is_empty()).ok_or_else(|| {
-            ApiError::invalid("", "Binding", name, &[("target.name".into(), "Required value".into())])
-        })?;
+    pub fn bind(
+        &self,
+        pods: &ResourceKind,
+        namespace: &str,
+        name: &str,
+        binding: &Value,
+    ) -> Result<Value, ApiError> {
+        let node = binding
+            .pointer("/target/name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "",
+                    "Binding",
+                    name,
+                    &[("target.name".into(), "Required value".into())],
+                )
+            })?;
         if let Some(body_name) = metadata_str(binding, "name").filter(|n| !n.is_empty())
             && body_name != name
         {
@@ -69,20 +87,34 @@ impl Store {
         if let Some(uid) = metadata_str(binding, "uid").filter(|u| !u.is_empty())
             && Some(uid) != metadata_str(&current, "uid")
         {
-            return Err(conflict("Precondition failed: UID in object meta does not match".into()));
+            return Err(conflict(
+                "Precondition failed: UID in object meta does not match".into(),
+            ));
         }
         if current.pointer("/metadata/deletionTimestamp").is_some() {
-            return Err(conflict(format!("pod {name} is being deleted, cannot be assigned to a host")));
+            return Err(conflict(format!(
+                "pod {name} is being deleted, cannot be assigned to a host"
+            )));
         }
-        if let Some(bound) = current.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
-            return Err(conflict(format!("pod {name} is already assigned to node \"{bound}\"")));
+        if let Some(bound) = current
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        {
+            return Err(conflict(format!(
+                "pod {name} is already assigned to node \"{bound}\""
+            )));
         }
         let mut next = current.clone();
         if !next.get("spec").is_some_and(Value::is_object) {
             next["spec"] = json!({});
         }
         next["spec"]["nodeName"] = Value::String(node.to_string());
-        let generation = current.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
+        let generation = current
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            + 1;
         metadata_mut(&mut next).insert("generation".into(), json!(generation));
         if !next.get("status").is_some_and(Value::is_object) {
             next["status"] = json!({});
@@ -109,7 +141,13 @@ impl Store {
     /// pod may be evicted while its budget is satisfied (or always, with
     /// `unhealthyPodEvictionPolicy: AlwaysAllow`). More than one covering budget is a 500, as
     /// on the real server.
-    pub fn evict(&self, pods: &ResourceKind, namespace: &str, name: &str, eviction: &Value) -> Result<Value, ApiError> {
+    pub fn evict(
+        &self,
+        pods: &ResourceKind,
+        namespace: &str,
+        name: &str,
+        eviction: &Value,
+    ) -> Result<Value, ApiError> {
         if let Some(body_name) = metadata_str(eviction, "name").filter(|n| !n.is_empty())
             && body_name != name
         {
@@ -122,14 +160,17 @@ impl Store {
         let Some(pod) = state.objects.get(&key).map(|o| o.to_untyped_value()) else {
             return Err(ApiError::not_found("", "pods", name));
         };
-        let consult_budgets = pod.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
+        let consult_budgets = pod.pointer("/status/phase").and_then(Value::as_str)
+            == Some("Running")
             && pod.pointer("/metadata/deletionTimestamp").is_none();
         if consult_budgets {
             let labels = pod.pointer("/metadata/labels").and_then(Value::as_object);
             let budgets: Vec<Value> = state
                 .objects_in("policy", "poddisruptionbudgets", namespace)
                 .map(|(_, budget)| budget.to_untyped_value())
-                .filter(|budget| disruption::selector_matches(budget.pointer("/spec/selector"), labels))
+                .filter(|budget| {
+                    disruption::selector_matches(budget.pointer("/spec/selector"), labels)
+                })
                 .collect();
             if budgets.len() > 1 {
                 return Err(ApiError::internal(
@@ -137,11 +178,17 @@ impl Store {
                 ));
             }
             if let Some(budget) = budgets.first() {
-                let figures = disruption::figures(budget, state.objects_in("", "pods", namespace).map(|(_, p)| &**p));
+                let figures = disruption::figures(
+                    budget,
+                    state.objects_in("", "pods", namespace).map(|(_, p)| &**p),
+                );
                 let allowed = if disruption::pod_is_healthy(&pod) {
                     figures.disruptions_allowed > 0
                 } else {
-                    budget.pointer("/spec/unhealthyPodEvictionPolicy").and_then(Value::as_str) == Some("AlwaysAllow")
+                    budget
+                        .pointer("/spec/unhealthyPodEvictionPolicy")
+                        .and_then(Value::as_str)
+                        == Some("AlwaysAllow")
                         || figures.current_healthy >= figures.desired_healthy
                 };
                 if !allowed {
@@ -151,13 +198,18 @@ impl Store {
                         figures.desired_healthy, figures.current_healthy
                     );
                     return Err(ApiError::too_many_requests(
-                        format!("Cannot evict pod as it would violate the pod's disruption budget. {cause}"),
+                        format!(
+                            "Cannot evict pod as it would violate the pod's disruption budget. {cause}"
+                        ),
                         &[("DisruptionBudget", cause.clone())],
                     ));
                 }
             }
         }
-        let options = eviction.get("deleteOptions").cloned().unwrap_or(Value::Null);
+        let options = eviction
+            .get("deleteOptions")
+            .cloned()
+            .unwrap_or(Value::Null);
         state.delete_key(pods, key, &options)?;
         state.settle();
         drop(state);

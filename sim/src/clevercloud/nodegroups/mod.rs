@@ -90,9 +90,9 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
-use crate::cloud::model::{CloudEvent, MachineRecord, SimInstance, platform_instances};
 #[cfg(test)]
 use crate::cloud::model::InstanceState;
+use crate::cloud::model::{CloudEvent, MachineRecord, SimInstance, platform_instances};
 
 pub use quota::{QuotaExceeded, Usage};
 
@@ -149,12 +149,48 @@ pub struct Flavor {
 
 /// The flavors of CKE, smallest first (memory of L and XL estimated, the others measured).
 pub const FLAVORS: [Flavor; 6] = [
-    Flavor { name: "2XS", vcpu: 4, memory_gb: 4, memory_ki: 3_911_884, price_hourly: 0.0333 },
-    Flavor { name: "XS", vcpu: 6, memory_gb: 8, memory_ki: 7_937_580, price_hourly: 0.0611 },
-    Flavor { name: "S", vcpu: 8, memory_gb: 12, memory_ki: 11_957_148, price_hourly: 0.0889 },
-    Flavor { name: "M", vcpu: 10, memory_gb: 16, memory_ki: 15_988_992, price_hourly: 0.1167 },
-    Flavor { name: "L", vcpu: 12, memory_gb: 24, memory_ki: 23_983_488, price_hourly: 0.1667 },
-    Flavor { name: "XL", vcpu: 16, memory_gb: 32, memory_ki: 31_977_984, price_hourly: 0.2222 },
+    Flavor {
+        name: "2XS",
+        vcpu: 4,
+        memory_gb: 4,
+        memory_ki: 3_911_884,
+        price_hourly: 0.0333,
+    },
+    Flavor {
+        name: "XS",
+        vcpu: 6,
+        memory_gb: 8,
+        memory_ki: 7_937_580,
+        price_hourly: 0.0611,
+    },
+    Flavor {
+        name: "S",
+        vcpu: 8,
+        memory_gb: 12,
+        memory_ki: 11_957_148,
+        price_hourly: 0.0889,
+    },
+    Flavor {
+        name: "M",
+        vcpu: 10,
+        memory_gb: 16,
+        memory_ki: 15_988_992,
+        price_hourly: 0.1167,
+    },
+    Flavor {
+        name: "L",
+        vcpu: 12,
+        memory_gb: 24,
+        memory_ki: 23_983_488,
+        price_hourly: 0.1667,
+    },
+    Flavor {
+        name: "XL",
+        vcpu: 16,
+        memory_gb: 32,
+        memory_ki: 31_977_984,
+        price_hourly: 0.2222,
+    },
 ];
 
 /// The flavor of that name.
@@ -171,7 +207,11 @@ impl Flavor {
     /// Node allocatable: capacity minus kube-reserved memory and the ephemeral-storage
     /// eviction threshold.
     pub fn allocatable(&self) -> BTreeMap<String, String> {
-        resources(self.vcpu, self.memory_ki - KUBE_RESERVED_MEMORY_KI, EPHEMERAL_STORAGE_KI - EPHEMERAL_EVICTION_KI)
+        resources(
+            self.vcpu,
+            self.memory_ki - KUBE_RESERVED_MEMORY_KI,
+            EPHEMERAL_STORAGE_KI - EPHEMERAL_EVICTION_KI,
+        )
     }
 }
 
@@ -191,8 +231,12 @@ pub fn crd() -> Value {
 
 /// Creates the CRD in a cluster (already there is fine).
 pub async fn install_crd(client: &kube::Client) -> Result<(), kube::Error> {
-    let crd: CustomResourceDefinition = serde_json::from_value(crd()).expect("the NodeGroup CRD is a valid CustomResourceDefinition");
-    match Api::<CustomResourceDefinition>::all(client.clone()).create(&PostParams::default(), &crd).await {
+    let crd: CustomResourceDefinition = serde_json::from_value(crd())
+        .expect("the NodeGroup CRD is a valid CustomResourceDefinition");
+    match Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+    {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
         Err(e) => Err(e),
@@ -216,12 +260,18 @@ pub struct DelayRange {
 impl DelayRange {
     /// Always `delay`.
     pub fn fixed(delay: Duration) -> DelayRange {
-        DelayRange { min: delay, max: delay }
+        DelayRange {
+            min: delay,
+            max: delay,
+        }
     }
 
     /// Uniformly between `min` and `max` seconds.
     pub fn seconds(min: u64, max: u64) -> DelayRange {
-        DelayRange { min: Duration::from_secs(min), max: Duration::from_secs(max) }
+        DelayRange {
+            min: Duration::from_secs(min),
+            max: Duration::from_secs(max),
+        }
     }
 
     /// Draws one delay from the seeded generator.
@@ -299,13 +349,20 @@ pub struct NodeGroupOperatorOptions {
 impl NodeGroupOperatorOptions {
     /// The default [`CkeSettings`] on this client and clock.
     pub fn new(client: kube::Client, clock: Arc<Clock>) -> NodeGroupOperatorOptions {
-        NodeGroupOperatorOptions { client, clock, settings: CkeSettings::default() }
+        NodeGroupOperatorOptions {
+            client,
+            clock,
+            settings: CkeSettings::default(),
+        }
     }
 }
 
 impl std::fmt::Debug for NodeGroupOperatorOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NodeGroupOperatorOptions").field("clock", &self.clock).field("settings", &self.settings).finish_non_exhaustive()
+        f.debug_struct("NodeGroupOperatorOptions")
+            .field("clock", &self.clock)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
     }
 }
 
@@ -359,7 +416,12 @@ impl NodeGroupOperator {
         let clock = options.clock.clone();
         let task = tokio::spawn(operator::run(options, events.clone(), ledger.clone()));
         tracing::info!("fake CKE NodeGroup operator started");
-        NodeGroupOperator { events, ledger, clock, task: Some(task) }
+        NodeGroupOperator {
+            events,
+            ledger,
+            clock,
+            task: Some(task),
+        }
     }
 
     /// A receiver of the machines' [`CloudEvent`]s (`PlatformLaunched`, `Terminated`) from
@@ -412,6 +474,8 @@ impl Drop for NodeGroupOperator {
 
 impl std::fmt::Debug for NodeGroupOperator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NodeGroupOperator").field("counters", &self.counters()).finish_non_exhaustive()
+        f.debug_struct("NodeGroupOperator")
+            .field("counters", &self.counters())
+            .finish_non_exhaustive()
     }
 }

@@ -20,8 +20,8 @@ use tokio::sync::broadcast;
 
 use super::quota::{self, Usage};
 use super::{
-    CkeSettings, FINALIZER, FLAVOR_LABEL, Flavor, Ledger, MachineRecord, NODEGROUP_LABEL, NodeGroupOperatorOptions, PROVIDER_ID_PREFIX, REGION, ROLE_LABEL,
-    api_resource, flavor,
+    CkeSettings, FINALIZER, FLAVOR_LABEL, Flavor, Ledger, MachineRecord, NODEGROUP_LABEL,
+    NodeGroupOperatorOptions, PROVIDER_ID_PREFIX, REGION, ROLE_LABEL, api_resource, flavor,
 };
 use crate::cloud::model::{CloudEvent, InstanceState, NodeRegistration, SimInstance};
 use crate::physics::{Trigger, api_code, node_is_ready, time_at, watch};
@@ -35,7 +35,11 @@ struct Mirror<K> {
 
 impl<K: Resource> Mirror<K> {
     fn new() -> Self {
-        Mirror { objects: BTreeMap::new(), relisting: None, synced: false }
+        Mirror {
+            objects: BTreeMap::new(),
+            relisting: None,
+            synced: false,
+        }
     }
 
     fn apply(&mut self, event: watcher::Event<K>) {
@@ -69,7 +73,11 @@ enum Decision {
     /// Not decided yet; the quota engine looks at it then (simulated time since the origin).
     Pending { at: Duration },
     /// Refused; the refusal shows in the status then.
-    Refusing { at: Duration, message: String, demand: Usage },
+    Refusing {
+        at: Duration,
+        message: String,
+        demand: Usage,
+    },
     /// Refused, and the status says so.
     Refused { message: String, demand: Usage },
     /// Accepted.
@@ -133,16 +141,31 @@ impl Group {
         let vanish = self.vanish_at.filter(|_| !self.vanished);
         let teardown = self.teardown_at.filter(|_| !self.torn_down);
         let machines = self.machines.values().filter_map(|m| m.terminate_at);
-        decision.into_iter().chain(vanish).chain(teardown).chain(machines).min()
+        decision
+            .into_iter()
+            .chain(vanish)
+            .chain(teardown)
+            .chain(machines)
+            .min()
     }
 }
 
 fn spec_node_count(object: &DynamicObject) -> u32 {
-    object.data.pointer("/spec/nodeCount").and_then(Value::as_u64).unwrap_or(1).min(16) as u32
+    object
+        .data
+        .pointer("/spec/nodeCount")
+        .and_then(Value::as_u64)
+        .unwrap_or(1)
+        .min(16) as u32
 }
 
 fn has_finalizer(object: &DynamicObject) -> bool {
-    object.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER)
+    object
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == FINALIZER)
 }
 
 fn core_taint(taint: &Value) -> Option<Taint> {
@@ -153,7 +176,14 @@ fn core_taint(taint: &Value) -> Option<Taint> {
         _ => return None,
     };
     let key = taint.get("key").and_then(Value::as_str)?;
-    Some(Taint::new(key, taint.get("value").and_then(Value::as_str).unwrap_or_default(), effect))
+    Some(Taint::new(
+        key,
+        taint
+            .get("value")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+        effect,
+    ))
 }
 
 struct Operator {
@@ -173,12 +203,23 @@ struct Operator {
 }
 
 /// Runs the operator until the task is aborted.
-pub(super) async fn run(options: NodeGroupOperatorOptions, events: broadcast::Sender<CloudEvent>, ledger: Arc<Ledger>) {
-    let NodeGroupOperatorOptions { client, clock, settings } = options;
+pub(super) async fn run(
+    options: NodeGroupOperatorOptions,
+    events: broadcast::Sender<CloudEvent>,
+    ledger: Arc<Ledger>,
+) {
+    let NodeGroupOperatorOptions {
+        client,
+        clock,
+        settings,
+    } = options;
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource());
     let nodes: Api<Node> = Api::all(client);
     let mut group_events = watch(api.clone(), watcher::Config::default());
-    let mut node_events = watch(nodes.clone(), watcher::Config::default().labels(NODEGROUP_LABEL));
+    let mut node_events = watch(
+        nodes.clone(),
+        watcher::Config::default().labels(NODEGROUP_LABEL),
+    );
     let rng = settings.seed;
     let mut operator = Operator {
         settings,
@@ -222,15 +263,29 @@ impl Operator {
     fn real_wait(&self) -> Duration {
         let now = self.now();
         let resync = self.settings.resync_interval;
-        let next = self.groups.values().filter_map(Group::next_due).min().map(|at| at.saturating_sub(now)).unwrap_or(resync);
-        self.clock.to_real(next.min(resync)).max(Duration::from_millis(1))
+        let next = self
+            .groups
+            .values()
+            .filter_map(Group::next_due)
+            .min()
+            .map(|at| at.saturating_sub(now))
+            .unwrap_or(resync);
+        self.clock
+            .to_real(next.min(resync))
+            .max(Duration::from_millis(1))
     }
 
     /// What the organisation uses now, the group being reconciled (taken out) aside.
     fn used(&self) -> Usage {
         let leaking = self.settings.reservation_leak.is_some();
-        let groups = self.groups.values().fold(Usage::default(), |total, g| total.plus(g.holding(leaking)));
-        let leaks = self.leaks.iter().fold(Usage::default(), |total, (_, u)| total.plus(*u));
+        let groups = self
+            .groups
+            .values()
+            .fold(Usage::default(), |total, g| total.plus(g.holding(leaking)));
+        let leaks = self
+            .leaks
+            .iter()
+            .fold(Usage::default(), |total, (_, u)| total.plus(*u));
         self.settings.control_plane.plus(groups).plus(leaks)
     }
 
@@ -241,16 +296,37 @@ impl Operator {
         let now = self.now();
         self.leaks.retain(|(until, _)| *until > now);
         let objects: Vec<DynamicObject> = self.groups_seen.objects.values().cloned().collect();
-        let live: BTreeSet<String> = objects.iter().filter_map(|o| o.metadata.uid.clone()).collect();
-        let gone: Vec<String> = self.groups.keys().filter(|uid| !live.contains(*uid)).cloned().collect();
+        let live: BTreeSet<String> = objects
+            .iter()
+            .filter_map(|o| o.metadata.uid.clone())
+            .collect();
+        let gone: Vec<String> = self
+            .groups
+            .keys()
+            .filter(|uid| !live.contains(*uid))
+            .cloned()
+            .collect();
         for uid in gone {
             if let Some(group) = self.groups.remove(&uid) {
                 self.forget(group, now);
             }
         }
         // First sight in creation order, so that decisions are taken in it.
-        let mut fresh: Vec<&DynamicObject> = objects.iter().filter(|o| o.metadata.uid.as_ref().is_some_and(|u| !self.groups.contains_key(u))).collect();
-        fresh.sort_by_key(|o| (o.metadata.creation_timestamp.as_ref().map(|t| t.0), o.metadata.name.clone()));
+        let mut fresh: Vec<&DynamicObject> = objects
+            .iter()
+            .filter(|o| {
+                o.metadata
+                    .uid
+                    .as_ref()
+                    .is_some_and(|u| !self.groups.contains_key(u))
+            })
+            .collect();
+        fresh.sort_by_key(|o| {
+            (
+                o.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                o.metadata.name.clone(),
+            )
+        });
         let fresh: Vec<DynamicObject> = fresh.into_iter().cloned().collect();
         for object in &fresh {
             self.see(object, now);
@@ -264,8 +340,12 @@ impl Operator {
             .collect();
         ordered.sort_by_key(|(sequence, _)| *sequence);
         for (_, object) in ordered {
-            let Some(uid) = object.metadata.uid.clone() else { continue };
-            let Some(mut group) = self.groups.remove(&uid) else { continue };
+            let Some(uid) = object.metadata.uid.clone() else {
+                continue;
+            };
+            let Some(mut group) = self.groups.remove(&uid) else {
+                continue;
+            };
             if let Err(error) = self.reconcile(&mut group, &object, now).await {
                 tracing::debug!(nodegroup = %group.name, %error, "reconciling a NodeGroup failed; retrying on the next pass");
             }
@@ -279,7 +359,11 @@ impl Operator {
     fn see(&mut self, object: &DynamicObject, now: Duration) {
         let name = object.metadata.name.clone().unwrap_or_default();
         let uid = object.metadata.uid.clone().unwrap_or_default();
-        let flavor_name = object.data.pointer("/spec/flavor").and_then(Value::as_str).unwrap_or_default();
+        let flavor_name = object
+            .data
+            .pointer("/spec/flavor")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let Some(flavor) = flavor(flavor_name) else {
             tracing::warn!(nodegroup = %name, flavor = %flavor_name, "NodeGroup of an unknown flavor; ignored");
             return;
@@ -292,7 +376,12 @@ impl Operator {
             .flatten()
             .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
             .collect();
-        let taints = object.data.pointer("/spec/taints").and_then(Value::as_array).cloned().unwrap_or_default();
+        let taints = object
+            .data
+            .pointer("/spec/taints")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         self.sequence += 1;
         let group = Group {
             name,
@@ -300,9 +389,14 @@ impl Operator {
             flavor,
             labels,
             taints,
-            upstream_id: format!("nodegroup_{}", crate::exoscale::stable_uuid(&format!("cke-nodegroup/{uid}"))),
+            upstream_id: format!(
+                "nodegroup_{}",
+                crate::exoscale::stable_uuid(&format!("cke-nodegroup/{uid}"))
+            ),
             seen_at: now,
-            decision: Decision::Pending { at: now + self.settings.acceptance_delay },
+            decision: Decision::Pending {
+                at: now + self.settings.acceptance_delay,
+            },
             target: 0,
             scale_refusal: None,
             machines: BTreeMap::new(),
@@ -332,14 +426,23 @@ impl Operator {
 
     /// A refused group let go: with the leak option, its demand stays held for a while.
     fn release_refused(&mut self, group: &mut Group, now: Duration) {
-        if let (Decision::Refused { demand, .. }, Some(leak), false) = (&group.decision, self.settings.reservation_leak, group.released) {
+        if let (Decision::Refused { demand, .. }, Some(leak), false) = (
+            &group.decision,
+            self.settings.reservation_leak,
+            group.released,
+        ) {
             tracing::info!(nodegroup = %group.name, leak = ?leak, "refused NodeGroup deleted; its quota reservation leaks");
             self.leaks.push((now + leak, *demand));
         }
         group.released = true;
     }
 
-    async fn reconcile(&mut self, group: &mut Group, object: &DynamicObject, now: Duration) -> Result<(), kube::Error> {
+    async fn reconcile(
+        &mut self,
+        group: &mut Group,
+        object: &DynamicObject,
+        now: Duration,
+    ) -> Result<(), kube::Error> {
         if object.metadata.deletion_timestamp.is_some() {
             self.tear_down(group, object, now).await?;
         } else {
@@ -372,21 +475,36 @@ impl Operator {
                         group.target = count;
                         self.ledger.accepted.fetch_add(1, Ordering::Relaxed);
                         let vanish = self.settings.vanish_names.contains(&group.name)
-                            || (self.settings.vanish_probability > 0.0 && crate::random::next_unit(&mut self.rng) < self.settings.vanish_probability);
+                            || (self.settings.vanish_probability > 0.0
+                                && crate::random::next_unit(&mut self.rng)
+                                    < self.settings.vanish_probability);
                         if vanish {
                             group.vanish_at = Some(now + self.settings.vanish_after);
                         }
                         tracing::info!(nodegroup = %group.name, flavor = %group.flavor.name, nodes = count, vanish, "NodeGroup accepted");
                     }
                     Err(refusal) => {
-                        let shows_at = (group.seen_at + self.settings.rejection_delay.pick(&mut self.rng)).max(now);
-                        group.decision = Decision::Refusing { at: shows_at, message: refusal.to_string(), demand };
+                        let shows_at = (group.seen_at
+                            + self.settings.rejection_delay.pick(&mut self.rng))
+                        .max(now);
+                        group.decision = Decision::Refusing {
+                            at: shows_at,
+                            message: refusal.to_string(),
+                            demand,
+                        };
                     }
                 }
             }
-            Decision::Refusing { at, message, demand } if *at <= now => {
+            Decision::Refusing {
+                at,
+                message,
+                demand,
+            } if *at <= now => {
                 tracing::info!(nodegroup = %group.name, %message, "NodeGroup refused");
-                group.decision = Decision::Refused { message: message.clone(), demand: *demand };
+                group.decision = Decision::Refused {
+                    message: message.clone(),
+                    demand: *demand,
+                };
                 self.ledger.rejected.fetch_add(1, Ordering::Relaxed);
             }
             _ => {}
@@ -399,7 +517,11 @@ impl Operator {
         let desired = spec_node_count(object);
         if desired > group.target {
             let used = self.used().plus(Usage::of(group.flavor, group.target));
-            match quota::check(self.settings.quota, used, Usage::of(group.flavor, desired - group.target)) {
+            match quota::check(
+                self.settings.quota,
+                used,
+                Usage::of(group.flavor, desired - group.target),
+            ) {
                 Ok(()) => {
                     tracing::info!(nodegroup = %group.name, from = group.target, to = desired, "NodeGroup scaled up");
                     group.target = desired;
@@ -417,12 +539,22 @@ impl Operator {
         for index in 0..group.target {
             if let Some(machine) = group.machines.get_mut(&index) {
                 machine.terminate_at = None;
-            } else if !self.nodes_seen.objects.contains_key(&group.node_name(index)) {
+            } else if !self
+                .nodes_seen
+                .objects
+                .contains_key(&group.node_name(index))
+            {
                 self.launch(group, index, now);
             }
             // Otherwise the Node of an earlier machine of that index is still going away.
         }
-        let surplus: Vec<u32> = group.machines.keys().rev().copied().filter(|i| *i >= group.target).collect();
+        let surplus: Vec<u32> = group
+            .machines
+            .keys()
+            .rev()
+            .copied()
+            .filter(|i| *i >= group.target)
+            .collect();
         for index in surplus {
             if let Some(machine) = group.machines.get_mut(&index)
                 && machine.terminate_at.is_none()
@@ -430,7 +562,12 @@ impl Operator {
                 machine.terminate_at = Some(now + self.settings.teardown_delay.pick(&mut self.rng));
             }
         }
-        let due: Vec<u32> = group.machines.iter().filter(|(_, m)| m.terminate_at.is_some_and(|at| at <= now)).map(|(i, _)| *i).collect();
+        let due: Vec<u32> = group
+            .machines
+            .iter()
+            .filter(|(_, m)| m.terminate_at.is_some_and(|at| at <= now))
+            .map(|(i, _)| *i)
+            .collect();
         for index in due.into_iter().rev() {
             if let Some(machine) = group.machines.remove(&index) {
                 self.terminate(machine);
@@ -444,7 +581,11 @@ impl Operator {
         let node_name = group.node_name(index);
         group.launches += 1;
         let id = format!("{}-{}", group.upstream_id, group.launches);
-        let provider_id = if index == 0 { format!("{PROVIDER_ID_PREFIX}{}", group.name) } else { format!("{PROVIDER_ID_PREFIX}{node_name}") };
+        let provider_id = if index == 0 {
+            format!("{PROVIDER_ID_PREFIX}{}", group.name)
+        } else {
+            format!("{PROVIDER_ID_PREFIX}{node_name}")
+        };
         let flavor = group.flavor;
         let instance = SimInstance {
             id: id.clone(),
@@ -480,11 +621,27 @@ impl Operator {
             provider_id: None,
             boot_delay: Some(boot),
         };
-        self.ledger.machines().insert(id.clone(), MachineRecord { instance: instance.clone(), booted_at: now + boot, terminated: false });
+        self.ledger.machines().insert(
+            id.clone(),
+            MachineRecord {
+                instance: instance.clone(),
+                booted_at: now + boot,
+                terminated: false,
+            },
+        );
         self.ledger.launched.fetch_add(1, Ordering::Relaxed);
-        group.machines.insert(index, Machine { instance: instance.clone(), terminate_at: None });
+        group.machines.insert(
+            index,
+            Machine {
+                instance: instance.clone(),
+                terminate_at: None,
+            },
+        );
         tracing::info!(nodegroup = %group.name, node = %node_name, machine = %id, boot = ?boot, "machine launched");
-        let _ = self.events.send(CloudEvent::PlatformLaunched { instance, registration });
+        let _ = self.events.send(CloudEvent::PlatformLaunched {
+            instance,
+            registration,
+        });
     }
 
     /// The machine is gone (the physics deletes its Node).
@@ -495,12 +652,19 @@ impl Operator {
             record.terminated = true;
         }
         tracing::info!(machine = %instance.id, "machine terminated");
-        let _ = self.events.send(CloudEvent::Terminated { instance, at: self.clock.now() });
+        let _ = self.events.send(CloudEvent::Terminated {
+            instance,
+            at: self.clock.now(),
+        });
     }
 
     /// Deletes an accepted group upstream, as the real platform once did.
     async fn vanish(&mut self, group: &mut Group) -> Result<(), kube::Error> {
-        match self.api.delete(&group.name, &DeleteParams::background()).await {
+        match self
+            .api
+            .delete(&group.name, &DeleteParams::background())
+            .await
+        {
             Ok(_) => {}
             Err(error) if api_code(&error) == Some(404) => {}
             Err(error) => return Err(error),
@@ -513,7 +677,12 @@ impl Operator {
 
     /// A NodeGroup being deleted: tear the machines down after the delay, then let it go once
     /// no Node of it is left.
-    async fn tear_down(&mut self, group: &mut Group, object: &DynamicObject, now: Duration) -> Result<(), kube::Error> {
+    async fn tear_down(
+        &mut self,
+        group: &mut Group,
+        object: &DynamicObject,
+        now: Duration,
+    ) -> Result<(), kube::Error> {
         if group.released {
             return Ok(());
         }
@@ -525,7 +694,11 @@ impl Operator {
         let at = match group.teardown_at {
             Some(at) => at,
             None => {
-                let delay = if group.vanished { Duration::ZERO } else { self.settings.teardown_delay.pick(&mut self.rng) };
+                let delay = if group.vanished {
+                    Duration::ZERO
+                } else {
+                    self.settings.teardown_delay.pick(&mut self.rng)
+                };
                 *group.teardown_at.insert(now + delay)
             }
         };
@@ -542,7 +715,10 @@ impl Operator {
             group.torn_down = true;
             tracing::info!(nodegroup = %group.name, "NodeGroup torn down; waiting for its Nodes to go");
         }
-        let left = self.nodes.list(&ListParams::default().labels(&format!("{NODEGROUP_LABEL}={}", group.name))).await?;
+        let left = self
+            .nodes
+            .list(&ListParams::default().labels(&format!("{NODEGROUP_LABEL}={}", group.name)))
+            .await?;
         if left.items.is_empty() {
             self.remove_finalizer(group, object).await?;
         }
@@ -554,7 +730,11 @@ impl Operator {
         let mut finalizers = object.metadata.finalizers.clone().unwrap_or_default();
         finalizers.push(FINALIZER.to_string());
         let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": object.metadata.resource_version}});
-        match self.api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        match self
+            .api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
             Ok(updated) => {
                 self.groups_seen.objects.insert(name, updated);
                 Ok(())
@@ -565,7 +745,11 @@ impl Operator {
         }
     }
 
-    async fn remove_finalizer(&mut self, group: &mut Group, object: &DynamicObject) -> Result<(), kube::Error> {
+    async fn remove_finalizer(
+        &mut self,
+        group: &mut Group,
+        object: &DynamicObject,
+    ) -> Result<(), kube::Error> {
         let name = group.name.clone();
         if has_finalizer(object) {
             let current = match self.api.get(&name).await {
@@ -576,9 +760,20 @@ impl Operator {
                 }
                 Err(error) => return Err(error),
             };
-            let kept: Vec<String> = current.metadata.finalizers.iter().flatten().filter(|f| *f != FINALIZER).cloned().collect();
+            let kept: Vec<String> = current
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .filter(|f| *f != FINALIZER)
+                .cloned()
+                .collect();
             let patch = json!({"metadata": {"finalizers": kept, "resourceVersion": current.metadata.resource_version}});
-            match self.api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            match self
+                .api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
                 Ok(_) => {}
                 Err(error) if api_code(&error) == Some(404) => {}
                 Err(error) => return Err(error),
@@ -590,15 +785,31 @@ impl Operator {
     }
 
     /// Writes the status the group should show, if it changed.
-    async fn write_status(&mut self, group: &mut Group, object: &DynamicObject) -> Result<(), kube::Error> {
-        let previous = group.last_status.clone().or_else(|| object.data.get("status").cloned());
+    async fn write_status(
+        &mut self,
+        group: &mut Group,
+        object: &DynamicObject,
+    ) -> Result<(), kube::Error> {
+        let previous = group
+            .last_status
+            .clone()
+            .or_else(|| object.data.get("status").cloned());
         let status = self.status_of(group, object, previous.as_ref());
-        if group.last_status.as_ref() == Some(&status) || object.data.get("status") == Some(&status) {
+        if group.last_status.as_ref() == Some(&status) || object.data.get("status") == Some(&status)
+        {
             group.last_status = Some(status);
             return Ok(());
         }
         let name = group.name.clone();
-        match self.api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await {
+        match self
+            .api
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"status": status})),
+            )
+            .await
+        {
             Ok(updated) => {
                 self.groups_seen.objects.insert(name, updated);
                 group.last_status = Some(status);
@@ -615,15 +826,30 @@ impl Operator {
         let mut status = serde_json::Map::new();
         match &group.decision {
             Decision::Pending { .. } | Decision::Refusing { .. } => {
-                conditions.push(("Ready", "False", "Reconciling", "The NodeGroup is being reconciled".into()));
-                conditions.push(("ReconcileInProgress", "True", "Reconciling", "The NodeGroup is being reconciled".into()));
+                conditions.push((
+                    "Ready",
+                    "False",
+                    "Reconciling",
+                    "The NodeGroup is being reconciled".into(),
+                ));
+                conditions.push((
+                    "ReconcileInProgress",
+                    "True",
+                    "Reconciling",
+                    "The NodeGroup is being reconciled".into(),
+                ));
             }
             Decision::Refused { message, .. } => {
                 let message = message.clone();
                 status.insert("phase".into(), json!("QuotaExceeded"));
                 status.insert("nodeCount".into(), json!(0));
                 conditions.push(("Ready", "False", "QuotaExceeded", message.clone()));
-                conditions.push(("ReconcileInProgress", "False", "QuotaExceeded", "Reconciliation stopped".into()));
+                conditions.push((
+                    "ReconcileInProgress",
+                    "False",
+                    "QuotaExceeded",
+                    "Reconciliation stopped".into(),
+                ));
                 conditions.push(("ReconcileFailed", "True", "QuotaExceeded", message));
             }
             Decision::Accepted => {
@@ -631,7 +857,14 @@ impl Operator {
                     .nodes_seen
                     .objects
                     .values()
-                    .filter(|n| n.metadata.labels.as_ref().and_then(|l| l.get(NODEGROUP_LABEL)) == Some(&group.name) && node_is_ready(n))
+                    .filter(|n| {
+                        n.metadata
+                            .labels
+                            .as_ref()
+                            .and_then(|l| l.get(NODEGROUP_LABEL))
+                            == Some(&group.name)
+                            && node_is_ready(n)
+                    })
                     .count();
                 status.insert("phase".into(), json!("Synced"));
                 status.insert("nodeCount".into(), json!(ready));
@@ -640,16 +873,46 @@ impl Operator {
                 status.insert("labels".into(), json!(group.labels));
                 status.insert("taints".into(), Value::Array(group.taints.clone()));
                 if deleting {
-                    conditions.push(("Ready", "False", "Terminating", "The NodeGroup is being deleted".into()));
-                    conditions.push(("ReconcileInProgress", "True", "Terminating", "The NodeGroup's nodes are being removed".into()));
-                    conditions.push(("Terminating", "True", "Terminating", "The NodeGroup is being deleted".into()));
+                    conditions.push((
+                        "Ready",
+                        "False",
+                        "Terminating",
+                        "The NodeGroup is being deleted".into(),
+                    ));
+                    conditions.push((
+                        "ReconcileInProgress",
+                        "True",
+                        "Terminating",
+                        "The NodeGroup's nodes are being removed".into(),
+                    ));
+                    conditions.push((
+                        "Terminating",
+                        "True",
+                        "Terminating",
+                        "The NodeGroup is being deleted".into(),
+                    ));
                 } else {
                     conditions.push(("Ready", "True", "Synced", "The NodeGroup is synced".into()));
-                    conditions.push(("ReconcileInProgress", "False", "Synced", "The NodeGroup is synced".into()));
+                    conditions.push((
+                        "ReconcileInProgress",
+                        "False",
+                        "Synced",
+                        "The NodeGroup is synced".into(),
+                    ));
                 }
                 match &group.scale_refusal {
-                    Some(message) => conditions.push(("ReconcileFailed", "True", "QuotaExceeded", message.clone())),
-                    None => conditions.push(("ReconcileFailed", "False", "Synced", "The NodeGroup is synced".into())),
+                    Some(message) => conditions.push((
+                        "ReconcileFailed",
+                        "True",
+                        "QuotaExceeded",
+                        message.clone(),
+                    )),
+                    None => conditions.push((
+                        "ReconcileFailed",
+                        "False",
+                        "Synced",
+                        "The NodeGroup is synced".into(),
+                    )),
                 }
             }
         }

@@ -27,12 +27,18 @@ impl Usage {
 
     /// What `count` nodes of a flavor count for.
     pub fn of(flavor: &Flavor, count: u32) -> Usage {
-        Usage { vcpu: flavor.vcpu * count, memory_gb: f64::from(flavor.memory_gb * count) }
+        Usage {
+            vcpu: flavor.vcpu * count,
+            memory_gb: f64::from(flavor.memory_gb * count),
+        }
     }
 
     /// Both amounts added.
     pub fn plus(self, other: Usage) -> Usage {
-        Usage { vcpu: self.vcpu.saturating_add(other.vcpu), memory_gb: self.memory_gb + other.memory_gb }
+        Usage {
+            vcpu: self.vcpu.saturating_add(other.vcpu),
+            memory_gb: self.memory_gb + other.memory_gb,
+        }
     }
 }
 
@@ -64,8 +70,14 @@ pub enum QuotaExceeded {
 impl fmt::Display for QuotaExceeded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            QuotaExceeded::Memory { limit, actual } => write!(f, "Quota exceeded: RAM max: limit = {limit:.1} GB | actual = {actual:.1} GB"),
-            QuotaExceeded::Vcpu { limit, actual } => write!(f, "Quota exceeded: vCPU max: limit = {limit} | actual = {actual}"),
+            QuotaExceeded::Memory { limit, actual } => write!(
+                f,
+                "Quota exceeded: RAM max: limit = {limit:.1} GB | actual = {actual:.1} GB"
+            ),
+            QuotaExceeded::Vcpu { limit, actual } => write!(
+                f,
+                "Quota exceeded: vCPU max: limit = {limit} | actual = {actual}"
+            ),
         }
     }
 }
@@ -75,10 +87,16 @@ pub fn check(limit: Usage, used: Usage, demand: Usage) -> Result<(), QuotaExceed
     let after = used.plus(demand);
     // A hair of tolerance so that fractional GB limits compare as written.
     if after.memory_gb > limit.memory_gb + 1e-9 {
-        return Err(QuotaExceeded::Memory { limit: limit.memory_gb, actual: after.memory_gb });
+        return Err(QuotaExceeded::Memory {
+            limit: limit.memory_gb,
+            actual: after.memory_gb,
+        });
     }
     if after.vcpu > limit.vcpu {
-        return Err(QuotaExceeded::Vcpu { limit: limit.vcpu, actual: after.vcpu });
+        return Err(QuotaExceeded::Vcpu {
+            limit: limit.vcpu,
+            actual: after.vcpu,
+        });
     }
     Ok(())
 }
@@ -94,12 +112,21 @@ mod tests {
         let control_plane = Usage::new(24, 24.0);
         let l = flavor("L").unwrap();
         let refused = check(limit, control_plane, Usage::of(l, 1)).unwrap_err();
-        assert_eq!(refused.to_string(), "Quota exceeded: RAM max: limit = 40.0 GB | actual = 48.0 GB");
+        assert_eq!(
+            refused.to_string(),
+            "Quota exceeded: RAM max: limit = 40.0 GB | actual = 48.0 GB"
+        );
         let m = flavor("M").unwrap();
-        assert!(check(limit, control_plane, Usage::of(m, 1)).is_ok(), "24 + 16 GB fits exactly");
+        assert!(
+            check(limit, control_plane, Usage::of(m, 1)).is_ok(),
+            "24 + 16 GB fits exactly"
+        );
         let xs = flavor("XS").unwrap();
         let refused = check(Usage::new(28, 100.0), control_plane, Usage::of(xs, 1)).unwrap_err();
-        assert_eq!(refused.to_string(), "Quota exceeded: vCPU max: limit = 28 | actual = 30");
+        assert_eq!(
+            refused.to_string(),
+            "Quota exceeded: vCPU max: limit = 28 | actual = 30"
+        );
         assert_eq!(Usage::of(flavor("2XS").unwrap(), 3), Usage::new(12, 12.0));
     }
 }

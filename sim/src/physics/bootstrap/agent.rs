@@ -25,7 +25,11 @@ pub(super) struct Agent {
 }
 
 /// The k3s or RKE2 renderer's agent script, if this is one.
-pub(super) fn parse_agent(script: &str, instance_id: &str, agent: &Agent) -> Option<Result<Bootstrap, BootstrapError>> {
+pub(super) fn parse_agent(
+    script: &str,
+    instance_id: &str,
+    agent: &Agent,
+) -> Option<Result<Bootstrap, BootstrapError>> {
     let lines = logical_lines(script);
     let written = written_file(&lines, agent.path, agent.marker, instance_id)?;
     Some(written.and_then(|(config, _)| agent_config(&config, instance_id, agent)))
@@ -44,11 +48,17 @@ fn strings(value: Option<&Value>, agent: &Agent) -> Result<Vec<String>, Bootstra
                 other => Err(invalid(format!("expected strings, found {other:?}"))),
             })
             .collect(),
-        Some(other) => Err(invalid(format!("expected a string or a list, found {other:?}"))),
+        Some(other) => Err(invalid(format!(
+            "expected a string or a list, found {other:?}"
+        ))),
     }
 }
 
-fn agent_config(config: &str, instance_id: &str, agent: &Agent) -> Result<Bootstrap, BootstrapError> {
+fn agent_config(
+    config: &str,
+    instance_id: &str,
+    agent: &Agent,
+) -> Result<Bootstrap, BootstrapError> {
     let invalid = |problem: String| BootstrapError::Config(agent.name, problem);
     let document: Value = serde_yaml::from_str(config).map_err(|e| invalid(e.to_string()))?;
     let map = match &document {
@@ -66,7 +76,10 @@ fn agent_config(config: &str, instance_id: &str, agent: &Agent) -> Result<Bootst
         let (key, value) = parse_label(&label)?;
         labels.insert(key, value);
     }
-    let taints = strings(field("node-taint"), agent)?.iter().map(|t| parse_taint(t)).collect::<Result<Vec<_>, _>>()?;
+    let taints = strings(field("node-taint"), agent)?
+        .iter()
+        .map(|t| parse_taint(t))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut provider_id = None;
     let mut max_pods = None;
     for argument in strings(field("kubelet-arg"), agent)? {
@@ -77,6 +90,15 @@ fn agent_config(config: &str, instance_id: &str, agent: &Agent) -> Result<Bootst
             _ => {}
         }
     }
-    let provider_id = provider_id.filter(|p| !p.is_empty()).unwrap_or_else(|| format!("{}://{node_name}", agent.scheme));
-    Ok(Bootstrap { format: agent.format, node_name, labels, taints, provider_id: Some(provider_id), max_pods })
+    let provider_id = provider_id
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| format!("{}://{node_name}", agent.scheme));
+    Ok(Bootstrap {
+        format: agent.format,
+        node_name,
+        labels,
+        taints,
+        provider_id: Some(provider_id),
+        max_pods,
+    })
 }

@@ -12,7 +12,13 @@ use super::shell::{Shell, assignment, logical_lines};
 use super::{Bootstrap, BootstrapError, Format, parse_label, parse_max_pods, parse_taint};
 
 /// Flags of the kubelet that take a value (so `--flag value` can be read).
-const VALUE_FLAGS: [&str; 5] = ["node-labels", "register-with-taints", "provider-id", "hostname-override", "max-pods"];
+const VALUE_FLAGS: [&str; 5] = [
+    "node-labels",
+    "register-with-taints",
+    "provider-id",
+    "hostname-override",
+    "max-pods",
+];
 
 /// Whether `word` runs the kubelet: its last path component is `kubelet` (also after a
 /// systemd `ExecStart=`).
@@ -21,7 +27,10 @@ fn is_kubelet(word: &str) -> bool {
 }
 
 /// The first kubelet command line in the script, if any.
-pub(super) fn parse_kubelet_flags(script: &str, instance_id: &str) -> Option<Result<Bootstrap, BootstrapError>> {
+pub(super) fn parse_kubelet_flags(
+    script: &str,
+    instance_id: &str,
+) -> Option<Result<Bootstrap, BootstrapError>> {
     let mut shell = Shell::new(instance_id);
     for line in logical_lines(script) {
         for command in shell.commands(&line) {
@@ -31,10 +40,13 @@ pub(super) fn parse_kubelet_flags(script: &str, instance_id: &str) -> Option<Res
             }
             // Skip what may precede the program: list dashes, wrappers, environment settings.
             let program = command.iter().position(|w| {
-                !matches!(w.as_str(), "-" | "exec" | "sudo" | "nohup" | "env") && (is_kubelet(w) || assignment(w).is_none())
+                !matches!(w.as_str(), "-" | "exec" | "sudo" | "nohup" | "env")
+                    && (is_kubelet(w) || assignment(w).is_none())
             });
             match program {
-                Some(at) if is_kubelet(&command[at]) => return Some(kubelet_flags(&command[at + 1..], instance_id)),
+                Some(at) if is_kubelet(&command[at]) => {
+                    return Some(kubelet_flags(&command[at + 1..], instance_id));
+                }
                 _ => {
                     shell.assign(&command);
                 }
@@ -44,7 +56,10 @@ pub(super) fn parse_kubelet_flags(script: &str, instance_id: &str) -> Option<Res
     None
 }
 
-pub(super) fn kubelet_flags(arguments: &[String], instance_id: &str) -> Result<Bootstrap, BootstrapError> {
+pub(super) fn kubelet_flags(
+    arguments: &[String],
+    instance_id: &str,
+) -> Result<Bootstrap, BootstrapError> {
     let mut flags: HashMap<&str, String> = HashMap::new();
     let mut index = 0;
     while index < arguments.len() {
@@ -65,7 +80,12 @@ pub(super) fn kubelet_flags(arguments: &[String], instance_id: &str) -> Result<B
         index += 1;
     }
     let mut labels = BTreeMap::new();
-    for label in flags.get("node-labels").into_iter().flat_map(|l| l.split(',')).filter(|l| !l.trim().is_empty()) {
+    for label in flags
+        .get("node-labels")
+        .into_iter()
+        .flat_map(|l| l.split(','))
+        .filter(|l| !l.trim().is_empty())
+    {
         let (key, value) = parse_label(label)?;
         labels.insert(key, value);
     }
@@ -81,7 +101,17 @@ pub(super) fn kubelet_flags(arguments: &[String], instance_id: &str) -> Result<B
         .map(|h| h.trim().to_lowercase())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| instance_id.to_string());
-    let max_pods = flags.get("max-pods").map(|v| parse_max_pods(v)).transpose()?;
+    let max_pods = flags
+        .get("max-pods")
+        .map(|v| parse_max_pods(v))
+        .transpose()?;
     let provider_id = flags.get("provider-id").filter(|p| !p.is_empty()).cloned();
-    Ok(Bootstrap { format: Format::KubeletFlags, node_name, labels, taints, provider_id, max_pods })
+    Ok(Bootstrap {
+        format: Format::KubeletFlags,
+        node_name,
+        labels,
+        taints,
+        provider_id,
+        max_pods,
+    })
 }

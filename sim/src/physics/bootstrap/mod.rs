@@ -76,7 +76,9 @@ pub(crate) enum BootstrapError {
     #[error("the {0} configuration is not valid: {1}")]
     Config(&'static str, String),
     /// The kubeadm script writes a JoinConfiguration but never joins with it.
-    #[error("the script writes {KUBEADM_CONFIG_PATH} but never runs `kubeadm join --config {KUBEADM_CONFIG_PATH}`")]
+    #[error(
+        "the script writes {KUBEADM_CONFIG_PATH} but never runs `kubeadm join --config {KUBEADM_CONFIG_PATH}`"
+    )]
     KubeadmNotJoined,
     /// A node label is not `key=value`.
     #[error("invalid node label `{0}`: expected key=value")]
@@ -91,8 +93,12 @@ pub(crate) enum BootstrapError {
 
 /// Runs the bootstrap of instance `instance_id` (whose hostname is its ID).
 pub(crate) fn parse(user_data: &str, instance_id: &str) -> Result<Bootstrap, BootstrapError> {
-    let formats: [fn(&str, &str) -> Option<Result<Bootstrap, BootstrapError>>; 4] =
-        [k3s::parse, rke2::parse, kubeadm::parse_kubeadm, kubelet_flags::parse_kubelet_flags];
+    let formats: [fn(&str, &str) -> Option<Result<Bootstrap, BootstrapError>>; 4] = [
+        k3s::parse,
+        rke2::parse,
+        kubeadm::parse_kubeadm,
+        kubelet_flags::parse_kubelet_flags,
+    ];
     for format in formats {
         if let Some(result) = format(user_data, instance_id) {
             return result;
@@ -103,7 +109,9 @@ pub(crate) fn parse(user_data: &str, instance_id: &str) -> Result<Bootstrap, Boo
 
 pub(super) fn parse_label(label: &str) -> Result<(String, String), BootstrapError> {
     match label.split_once('=') {
-        Some((key, value)) if !key.trim().is_empty() => Ok((key.trim().to_string(), value.trim().to_string())),
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok((key.trim().to_string(), value.trim().to_string()))
+        }
         _ => Err(BootstrapError::Label(label.to_string())),
     }
 }
@@ -125,5 +133,8 @@ pub(super) fn parse_taint(taint: &str) -> Result<Taint, BootstrapError> {
 }
 
 pub(super) fn parse_max_pods(value: &str) -> Result<u64, BootstrapError> {
-    value.trim().parse().map_err(|_| BootstrapError::MaxPods(value.to_string()))
+    value
+        .trim()
+        .parse()
+        .map_err(|_| BootstrapError::MaxPods(value.to_string()))
 }

@@ -25,7 +25,10 @@ pub(super) struct Shell<'a> {
 
 impl<'a> Shell<'a> {
     pub(super) fn new(instance_id: &'a str) -> Self {
-        Self { variables: HashMap::new(), instance_id }
+        Self {
+            variables: HashMap::new(),
+            instance_id,
+        }
     }
 
     fn variable(&self, name: &str) -> String {
@@ -62,15 +65,23 @@ impl<'a> Shell<'a> {
                 *at = index;
             }
             Some('{') => {
-                let end = chars[start..].iter().position(|c| *c == '}').map(|p| start + p).unwrap_or(chars.len());
+                let end = chars[start..]
+                    .iter()
+                    .position(|c| *c == '}')
+                    .map(|p| start + p)
+                    .unwrap_or(chars.len());
                 let inner: String = chars[start + 1..end.min(chars.len())].iter().collect();
-                let name: String = inner.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                let name: String = inner
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
                 out.push_str(&self.variable(&name));
                 *at = end;
             }
             Some(c) if c.is_ascii_alphabetic() || *c == '_' => {
                 let mut end = start;
-                while end < chars.len() && (chars[end].is_ascii_alphanumeric() || chars[end] == '_') {
+                while end < chars.len() && (chars[end].is_ascii_alphanumeric() || chars[end] == '_')
+                {
                     end += 1;
                 }
                 let name: String = chars[start..end].iter().collect();
@@ -129,7 +140,11 @@ impl<'a> Shell<'a> {
                     index += 1;
                     while index < chars.len() && chars[index] != '"' {
                         match chars[index] {
-                            '\\' if matches!(chars.get(index + 1), Some('"' | '\\' | '$' | '`')) => {
+                            '\\' if matches!(
+                                chars.get(index + 1),
+                                Some('"' | '\\' | '$' | '`')
+                            ) =>
+                            {
                                 word.push(chars[index + 1]);
                                 index += 1;
                             }
@@ -211,14 +226,22 @@ impl<'a> Shell<'a> {
 /// `NAME=value` split, if the word is an assignment.
 pub(super) fn assignment(word: &str) -> Option<(&str, &str)> {
     let (name, value) = word.split_once('=')?;
-    let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    let valid = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     valid.then_some((name, value))
 }
 
 /// Joins lines continued with a trailing backslash.
 pub(super) fn logical_lines(script: &str) -> Vec<String> {
-    script.replace("\\\r\n", " ").replace("\\\n", " ").lines().map(String::from).collect()
+    script
+        .replace("\\\r\n", " ")
+        .replace("\\\n", " ")
+        .lines()
+        .map(String::from)
+        .collect()
 }
 
 /// POSIX `printf` with `%s`, `%d`, `%%` and the common backslash escapes; the format is
@@ -274,12 +297,20 @@ pub(super) fn written_file(
     instance_id: &str,
 ) -> Option<Result<(String, usize), BootstrapError>> {
     let start_line = format!("cat > {path} <<'{marker}'");
-    let start = lines.iter().position(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") == start_line)?;
-    let Some(length) = lines[start + 1..].iter().position(|l| l.trim_end() == marker) else {
+    let start = lines
+        .iter()
+        .position(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") == start_line)?;
+    let Some(length) = lines[start + 1..]
+        .iter()
+        .position(|l| l.trim_end() == marker)
+    else {
         return Some(Err(BootstrapError::UnterminatedConfig(marker)));
     };
     let end = start + 1 + length;
-    let mut file: String = lines[start + 1..end].iter().map(|l| format!("{l}\n")).collect();
+    let mut file: String = lines[start + 1..end]
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect();
     // Emulate the rest of the script that touches the file (the provider-ID step).
     let mut shell = Shell::new(instance_id);
     for line in lines[..start].iter().chain(&lines[end + 1..]) {
@@ -287,13 +318,17 @@ pub(super) fn written_file(
             if shell.assign(&command) {
                 continue;
             }
-            let Some(redirect) = command.iter().position(|w| w == ">>") else { continue };
+            let Some(redirect) = command.iter().position(|w| w == ">>") else {
+                continue;
+            };
             if command.get(redirect + 1).map(String::as_str) != Some(path) {
                 continue;
             }
             let arguments = &command[1..redirect];
             match command[0].as_str() {
-                "printf" if !arguments.is_empty() => file.push_str(&printf(&arguments[0], &arguments[1..])),
+                "printf" if !arguments.is_empty() => {
+                    file.push_str(&printf(&arguments[0], &arguments[1..]))
+                }
                 "echo" => {
                     file.push_str(&arguments.join(" "));
                     file.push('\n');

@@ -46,7 +46,10 @@ fn k3s_script_with_the_provider_id_step() {
     let bootstrap = parse(K3S_SCRIPT, "i-0000002a").unwrap();
     assert_eq!(bootstrap.format, Format::K3s);
     assert_eq!(bootstrap.node_name, "default-abc12");
-    assert_eq!(bootstrap.provider_id.as_deref(), Some("simcloud://i-0000002a"));
+    assert_eq!(
+        bootstrap.provider_id.as_deref(),
+        Some("simcloud://i-0000002a")
+    );
     assert_eq!(bootstrap.max_pods, Some(58));
     assert_eq!(bootstrap.labels["karpenter.sh/nodepool"], "default");
     assert_eq!(bootstrap.labels["q"], "it's \"x\"");
@@ -63,7 +66,10 @@ fn k3s_script_with_the_provider_id_step() {
 fn k3s_without_a_provider_id_registers_with_the_k3s_scheme() {
     let script = K3S_SCRIPT.replace("printf '  - \"provider-id", "# printf '  - \"provider-id");
     let bootstrap = parse(&script, "i-1").unwrap();
-    assert_eq!(bootstrap.provider_id.as_deref(), Some("k3s://default-abc12"));
+    assert_eq!(
+        bootstrap.provider_id.as_deref(),
+        Some("k3s://default-abc12")
+    );
     let unnamed = script.replace("node-name: \"default-abc12\"\n", "");
     assert_eq!(parse(&unnamed, "i-1").unwrap().node_name, "i-1");
 }
@@ -71,9 +77,15 @@ fn k3s_without_a_provider_id_registers_with_the_k3s_scheme() {
 #[test]
 fn k3s_errors_are_reported() {
     let unterminated = K3S_SCRIPT.replace("JOINERY_K3S_CONFIG\n#", "#");
-    assert_eq!(parse(&unterminated, "i-1"), Err(BootstrapError::UnterminatedConfig("JOINERY_K3S_CONFIG")));
+    assert_eq!(
+        parse(&unterminated, "i-1"),
+        Err(BootstrapError::UnterminatedConfig("JOINERY_K3S_CONFIG"))
+    );
     let bad_taint = K3S_SCRIPT.replace("dedicated=gpu:NoSchedule", "dedicated=gpu:Sometimes");
-    assert!(matches!(parse(&bad_taint, "i-1"), Err(BootstrapError::Taint(_))));
+    assert!(matches!(
+        parse(&bad_taint, "i-1"),
+        Err(BootstrapError::Taint(_))
+    ));
 }
 
 /// The rke2 renderer's output (`joinery render`, copied verbatim) for a NodeClaim with a
@@ -201,7 +213,10 @@ fn rke2_script_with_the_provider_id_step() {
     let bootstrap = parse(RKE2_SCRIPT, "i-0000002a").unwrap();
     assert_eq!(bootstrap.format, Format::Rke2);
     assert_eq!(bootstrap.node_name, "default-abc12");
-    assert_eq!(bootstrap.provider_id.as_deref(), Some("simcloud://i-0000002a"));
+    assert_eq!(
+        bootstrap.provider_id.as_deref(),
+        Some("simcloud://i-0000002a")
+    );
     assert_eq!(bootstrap.max_pods, Some(58));
     assert_eq!(bootstrap.labels["karpenter.sh/nodepool"], "default");
     assert_eq!(bootstrap.labels["q"], "it's \"x\"");
@@ -212,18 +227,33 @@ fn rke2_script_with_the_provider_id_step() {
 fn rke2_without_a_provider_id_registers_with_the_rke2_scheme() {
     let script = RKE2_SCRIPT.replace("printf '  - \"provider-id", "# printf '  - \"provider-id");
     let bootstrap = parse(&script, "i-1").unwrap();
-    assert_eq!(bootstrap.provider_id.as_deref(), Some("rke2://default-abc12"));
+    assert_eq!(
+        bootstrap.provider_id.as_deref(),
+        Some("rke2://default-abc12")
+    );
     assert_eq!(bootstrap.max_pods, Some(58));
 }
 
 #[test]
 fn rke2_errors_are_reported() {
     let unterminated = RKE2_SCRIPT.replace("JOINERY_RKE2_CONFIG\n#", "#");
-    assert_eq!(parse(&unterminated, "i-1"), Err(BootstrapError::UnterminatedConfig("JOINERY_RKE2_CONFIG")));
-    let bad_label = RKE2_SCRIPT.replace("\"karpenter.sh/nodepool=default\"", "\"karpenter.sh/nodepool\"");
-    assert!(matches!(parse(&bad_label, "i-1"), Err(BootstrapError::Label(_))));
+    assert_eq!(
+        parse(&unterminated, "i-1"),
+        Err(BootstrapError::UnterminatedConfig("JOINERY_RKE2_CONFIG"))
+    );
+    let bad_label = RKE2_SCRIPT.replace(
+        "\"karpenter.sh/nodepool=default\"",
+        "\"karpenter.sh/nodepool\"",
+    );
+    assert!(matches!(
+        parse(&bad_label, "i-1"),
+        Err(BootstrapError::Label(_))
+    ));
     let not_yaml = RKE2_SCRIPT.replace("node-taint:\n", "node-taint: [\n");
-    assert!(matches!(parse(&not_yaml, "i-1"), Err(BootstrapError::Config("RKE2", _))));
+    assert!(matches!(
+        parse(&not_yaml, "i-1"),
+        Err(BootstrapError::Config("RKE2", _))
+    ));
 }
 
 #[test]
@@ -232,7 +262,10 @@ fn kubeadm_script_with_the_provider_id_step() {
         let bootstrap = parse(script, "i-0000002a").unwrap();
         assert_eq!(bootstrap.format, Format::Kubeadm);
         assert_eq!(bootstrap.node_name, "default-abc12");
-        assert_eq!(bootstrap.provider_id.as_deref(), Some("simcloud://i-0000002a"));
+        assert_eq!(
+            bootstrap.provider_id.as_deref(),
+            Some("simcloud://i-0000002a")
+        );
         assert_eq!(bootstrap.max_pods, Some(58));
         assert_eq!(bootstrap.labels.len(), 2);
         assert_eq!(bootstrap.labels["q"], "it's \"x\"");
@@ -249,8 +282,7 @@ fn kubeadm_flags_the_way_kubeadm_builds_them() {
     let unnamed = KUBEADM_SCRIPT.replace("  name: \"default-abc12\"\n", "");
     assert_eq!(parse(&unnamed, "i-1").unwrap().node_name, "i-1");
     // nodeRegistration.taints count when kubeletExtraArgs has no register-with-taints.
-    let taint_arg =
-        "    - name: \"register-with-taints\"\n      value: \"dedicated=gpu:NoSchedule,karpenter.sh/unregistered:NoExecute\"\n";
+    let taint_arg = "    - name: \"register-with-taints\"\n      value: \"dedicated=gpu:NoSchedule,karpenter.sh/unregistered:NoExecute\"\n";
     let structured = KUBEADM_SCRIPT.replace(taint_arg, "");
     let structured = structured.replace(
         "  kubeletExtraArgs:\n",
@@ -262,30 +294,61 @@ fn kubeadm_flags_the_way_kubeadm_builds_them() {
 
 #[test]
 fn kubeadm_refuses_what_kubeadm_refuses() {
-    let config_error = |script: &str| matches!(parse(script, "i-1"), Err(BootstrapError::Config("kubeadm", _)));
+    let config_error = |script: &str| {
+        matches!(
+            parse(script, "i-1"),
+            Err(BootstrapError::Config("kubeadm", _))
+        )
+    };
     let never_joins = KUBEADM_SCRIPT.replace("kubeadm join --config", "echo kubeadm join --config");
-    assert_eq!(parse(&never_joins, "i-1"), Err(BootstrapError::KubeadmNotJoined));
-    let other_file = KUBEADM_SCRIPT.replace("join --config /etc/joinery/kubeadm-join.yaml", "join --config /tmp/x.yaml");
-    assert_eq!(parse(&other_file, "i-1"), Err(BootstrapError::KubeadmNotJoined));
+    assert_eq!(
+        parse(&never_joins, "i-1"),
+        Err(BootstrapError::KubeadmNotJoined)
+    );
+    let other_file = KUBEADM_SCRIPT.replace(
+        "join --config /etc/joinery/kubeadm-join.yaml",
+        "join --config /tmp/x.yaml",
+    );
+    assert_eq!(
+        parse(&other_file, "i-1"),
+        Err(BootstrapError::KubeadmNotJoined)
+    );
     let equals = KUBEADM_SCRIPT.replace("join --config /etc", "join --config=/etc");
     assert!(parse(&equals, "i-1").is_ok());
     let hashes = "    caCertHashes:\n      - \"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"\n";
     let unpinned = KUBEADM_SCRIPT.replace(hashes, "");
     assert!(config_error(&unpinned), "token discovery without a CA hash");
-    let skipped = unpinned.replace("    token:", "    unsafeSkipCAVerification: true\n    token:");
+    let skipped = unpinned.replace(
+        "    token:",
+        "    unsafeSkipCAVerification: true\n    token:",
+    );
     assert!(parse(&skipped, "i-1").is_ok());
-    assert!(config_error(&KUBEADM_SCRIPT.replace("kubeadm.k8s.io/v1beta4", "kubeadm.k8s.io/v1beta2")));
-    assert!(config_error(&KUBEADM_SCRIPT.replace("kind: JoinConfiguration", "kind: InitConfiguration")));
+    assert!(config_error(
+        &KUBEADM_SCRIPT.replace("kubeadm.k8s.io/v1beta4", "kubeadm.k8s.io/v1beta2")
+    ));
+    assert!(config_error(
+        &KUBEADM_SCRIPT.replace("kind: JoinConfiguration", "kind: InitConfiguration")
+    ));
     // The extra arguments' shape must match the version.
-    assert!(config_error(&KUBEADM_SCRIPT.replace("kubeadm.k8s.io/v1beta4", "kubeadm.k8s.io/v1beta3")));
-    assert!(config_error(&KUBEADM_V1BETA3_SCRIPT.replace("kubeadm.k8s.io/v1beta3", "kubeadm.k8s.io/v1beta4")));
+    assert!(config_error(
+        &KUBEADM_SCRIPT.replace("kubeadm.k8s.io/v1beta4", "kubeadm.k8s.io/v1beta3")
+    ));
+    assert!(config_error(
+        &KUBEADM_V1BETA3_SCRIPT.replace("kubeadm.k8s.io/v1beta3", "kubeadm.k8s.io/v1beta4")
+    ));
     let unterminated = KUBEADM_SCRIPT.replace("JOINERY_KUBEADM_CONFIG\n#", "#");
-    assert_eq!(parse(&unterminated, "i-1"), Err(BootstrapError::UnterminatedConfig("JOINERY_KUBEADM_CONFIG")));
+    assert_eq!(
+        parse(&unterminated, "i-1"),
+        Err(BootstrapError::UnterminatedConfig("JOINERY_KUBEADM_CONFIG"))
+    );
 }
 
 #[test]
 fn a_script_for_another_path_is_not_understood() {
-    let elsewhere = RKE2_SCRIPT.replace("/etc/rancher/rke2/config.yaml <<", "/etc/rancher/other/config.yaml <<");
+    let elsewhere = RKE2_SCRIPT.replace(
+        "/etc/rancher/rke2/config.yaml <<",
+        "/etc/rancher/other/config.yaml <<",
+    );
     assert_eq!(parse(&elsewhere, "i-1"), Err(BootstrapError::NotUnderstood));
 }
 
@@ -306,17 +369,32 @@ fn kubelet_command_lines() {
     let unit = "write_files:\n- path: /etc/systemd/system/kubelet.service\n  content: |\n    [Service]\n    \
         ExecStart=/usr/bin/kubelet --provider-id=simcloud://$(cat /run/instance-id) --node-labels=a=b\n";
     let bootstrap = parse(unit, "i-8").unwrap();
-    assert_eq!((bootstrap.node_name.as_str(), bootstrap.provider_id.as_deref()), ("i-8", Some("simcloud://i-8")));
+    assert_eq!(
+        (
+            bootstrap.node_name.as_str(),
+            bootstrap.provider_id.as_deref()
+        ),
+        ("i-8", Some("simcloud://i-8"))
+    );
 }
 
 #[test]
 fn other_scripts_are_not_understood() {
-    assert_eq!(parse("#!/bin/sh\necho hello\nsystemctl restart kubelet\n", "i-1"), Err(BootstrapError::NotUnderstood));
+    assert_eq!(
+        parse("#!/bin/sh\necho hello\nsystemctl restart kubelet\n", "i-1"),
+        Err(BootstrapError::NotUnderstood)
+    );
     assert_eq!(parse("", "i-1"), Err(BootstrapError::NotUnderstood));
 }
 
 #[test]
 fn printf_reuses_the_format_and_expands_escapes() {
-    assert_eq!(printf("%s=%s\\n", &["a".into(), "1".into(), "b".into(), "2".into()]), "a=1\nb=2\n");
+    assert_eq!(
+        printf(
+            "%s=%s\\n",
+            &["a".into(), "1".into(), "b".into(), "2".into()]
+        ),
+        "a=1\nb=2\n"
+    );
     assert_eq!(printf("100%%\\t", &[]), "100%\t");
 }

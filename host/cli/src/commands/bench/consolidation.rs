@@ -34,33 +34,65 @@ pub struct ConsolidationArgs {
 
 impl Execute for ConsolidationArgs {
     async fn execute(self) -> Result<ExitCode> {
-        let sizes = if self.nodes.is_empty() { SIZES.to_vec() } else { self.nodes.clone() };
+        let sizes = if self.nodes.is_empty() {
+            SIZES.to_vec()
+        } else {
+            self.nodes.clone()
+        };
         if let Some(zero) = sizes.iter().find(|n| **n == 0) {
             bail!("--nodes {zero}: a cluster needs at least one node");
         }
         if self.child {
-            let [nodes] = sizes.as_slice() else { bail!("--child measures exactly one --nodes") };
-            println!("{}", serde_json::to_string(&measure(*nodes, self.runs.max(1)))?);
+            let [nodes] = sizes.as_slice() else {
+                bail!("--child measures exactly one --nodes")
+            };
+            println!(
+                "{}",
+                serde_json::to_string(&measure(*nodes, self.runs.max(1)))?
+            );
             return Ok(ExitCode::SUCCESS);
         }
-        let exe = std::env::current_exe().context("cannot find the joinery executable to run each size in")?;
+        let exe = std::env::current_exe()
+            .context("cannot find the joinery executable to run each size in")?;
         if !self.json {
-            println!("consolidation benchmark: one full pass (emptiness, static drift, drift, multi-node, single-node), median of {} run(s), one process per row", self.runs.max(1));
+            println!(
+                "consolidation benchmark: one full pass (emptiness, static drift, drift, multi-node, single-node), median of {} run(s), one process per row",
+                self.runs.max(1)
+            );
             println!(
                 "{:>6} {:>7} {:>10} {:>12} {:>14} {:>9} {:>13} {:>9}",
-                "nodes", "pods", "pass", "simulations", "removed/repl.", "decision", "saving/h", "peak MiB"
+                "nodes",
+                "pods",
+                "pass",
+                "simulations",
+                "removed/repl.",
+                "decision",
+                "saving/h",
+                "peak MiB"
             );
         }
         let mut rows = Vec::new();
         for nodes in sizes {
             let output = Command::new(&exe)
-                .args(["bench", "consolidation", "--child", "--runs", &self.runs.max(1).to_string(), "--nodes", &nodes.to_string()])
+                .args([
+                    "bench",
+                    "consolidation",
+                    "--child",
+                    "--runs",
+                    &self.runs.max(1).to_string(),
+                    "--nodes",
+                    &nodes.to_string(),
+                ])
                 .output()
                 .with_context(|| format!("cannot run the {nodes}-node row"))?;
             if !output.status.success() {
-                bail!("the {nodes}-node row failed: {}", String::from_utf8_lossy(&output.stderr));
+                bail!(
+                    "the {nodes}-node row failed: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                );
             }
-            let row: Row = serde_json::from_slice(&output.stdout).with_context(|| format!("{nodes}-node row: unreadable child output"))?;
+            let row: Row = serde_json::from_slice(&output.stdout)
+                .with_context(|| format!("{nodes}-node row: unreadable child output"))?;
             if !self.json {
                 println!(
                     "{:>6} {:>7} {:>8.1}ms {:>12} {:>7}/{:<6} {:>9} {:>13.3} {:>9}",
@@ -72,13 +104,17 @@ impl Execute for ConsolidationArgs {
                     row.nodes_replaced,
                     row.decision,
                     row.saving_per_hour,
-                    row.peak_rss_mib.map_or("-".to_string(), |m| format!("{m:.0}")),
+                    row.peak_rss_mib
+                        .map_or("-".to_string(), |m| format!("{m:.0}")),
                 );
             }
             rows.push(row);
         }
         if self.json {
-            println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "rows": rows }))?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({ "rows": rows }))?
+            );
         }
         Ok(ExitCode::SUCCESS)
     }
@@ -113,7 +149,10 @@ fn measure(nodes: usize, runs: usize) -> Row {
     let mut outcomes = Vec::new();
     for _ in 0..runs {
         let started = Instant::now();
-        outcomes = Method::ALL.iter().map(|m| evaluate(&snapshot, *m)).collect();
+        outcomes = Method::ALL
+            .iter()
+            .map(|m| evaluate(&snapshot, *m))
+            .collect();
         times.push(started.elapsed().as_secs_f64());
     }
     times.sort_by(f64::total_cmp);

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Event, Pod};
 use joinery_sim::preload::STATIC_TAINT_KEY;
+use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde::Serialize;
@@ -111,8 +111,15 @@ impl Drop for Process {
 /// A field of `/proc/<pid>/status` in KiB (`VmRSS`, `VmHWM`), as MiB.
 fn status_mib(pid: u32, field: &str) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with(field) && l[field.len()..].starts_with(':'))?;
-    let kib: f64 = line[field.len() + 1..].trim().trim_end_matches("kB").trim().parse().ok()?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(field) && l[field.len()..].starts_with(':'))?;
+    let kib: f64 = line[field.len() + 1..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
     Some(kib / 1024.0)
 }
 
@@ -128,15 +135,24 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
 
 /// A free TCP port on loopback.
 fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?
+        .local_addr()?
+        .port())
 }
 
 /// The body of `GET path` on a loopback port, if it answers.
 fn http_get(port: u16, path: &str) -> Option<String> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    stream.write_all(format!("GET {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n").as_bytes()).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .ok()?;
     let mut body = String::new();
     stream.read_to_string(&mut body).ok()?;
     Some(body)
@@ -145,19 +161,30 @@ fn http_get(port: u16, path: &str) -> Option<String> {
 /// The sum over label sets of a metric's samples named `name` in a Prometheus text page.
 fn metric_sum(page: &str, name: &str) -> f64 {
     page.lines()
-        .filter(|l| l.starts_with(name) && matches!(l.as_bytes().get(name.len()), Some(b'{' | b' ')))
+        .filter(|l| {
+            l.starts_with(name) && matches!(l.as_bytes().get(name.len()), Some(b'{' | b' '))
+        })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
 
 /// `joinery sim serve` with the preload, its API server and simulated cloud URLs once it
 /// wrote the kubeconfig.
-fn start_server(exe: &Path, dir: &Path, args: &ControllerArgs) -> Result<(Process, String, String)> {
+fn start_server(
+    exe: &Path,
+    dir: &Path,
+    args: &ControllerArgs,
+) -> Result<(Process, String, String)> {
     let kubeconfig = dir.join("kubeconfig");
     let mut child = Command::new(exe)
         .args(["sim", "serve", "--speed", "1", "--kubeconfig-out"])
         .arg(&kubeconfig)
-        .args(["--preload-nodes", &args.nodes.to_string(), "--preload-pods", &args.pods.to_string()])
+        .args([
+            "--preload-nodes",
+            &args.nodes.to_string(),
+            "--preload-pods",
+            &args.pods.to_string(),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -201,28 +228,42 @@ async fn measure(args: &ControllerArgs) -> Result<ControllerReport> {
 }
 
 async fn measure_in(exe: &Path, dir: &Path, args: &ControllerArgs) -> Result<ControllerReport> {
-    eprintln!("loading {} static nodes and {} pods into joinery sim serve…", args.nodes, args.pods);
+    eprintln!(
+        "loading {} static nodes and {} pods into joinery sim serve…",
+        args.nodes, args.pods
+    );
     let (server, api_url, cloud_url) = start_server(exe, dir, args)?;
     let kubeconfig_path = dir.join("kubeconfig");
-    let kubeconfig = Kubeconfig::read_from(&kubeconfig_path).context("cannot read the emulated cluster's kubeconfig")?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    let kubeconfig = Kubeconfig::read_from(&kubeconfig_path)
+        .context("cannot read the emulated cluster's kubeconfig")?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
     let client = kube::Client::try_from(config)?;
     apply_nodepool(&client).await?;
 
     let grants = dir.join("grants.yaml");
     std::fs::write(
         &grants,
-        format!("plugins:\n  simcloud:\n    http: [{cloud_url:?}]\n    config: {{endpoint: {cloud_url:?}, clusterName: joinery}}\n"),
+        format!(
+            "plugins:\n  simcloud:\n    http: [{cloud_url:?}]\n    config: {{endpoint: {cloud_url:?}, clusterName: joinery}}\n"
+        ),
     )?;
     // The chart's init container.
     let compiled = Command::new(exe)
         .args(["plugins", "compile"])
-        .env(joinery_runtime::engine::PLUGIN_CACHE_ENV, dir.join("plugin-cache"))
+        .env(
+            joinery_runtime::engine::PLUGIN_CACHE_ENV,
+            dir.join("plugin-cache"),
+        )
         .stdout(Stdio::null())
         .output()
         .context("cannot start joinery plugins compile")?;
     if !compiled.status.success() {
-        bail!("joinery plugins compile failed ({}):\n{}", compiled.status, String::from_utf8_lossy(&compiled.stderr).trim_end());
+        bail!(
+            "joinery plugins compile failed ({}):\n{}",
+            compiled.status,
+            String::from_utf8_lossy(&compiled.stderr).trim_end()
+        );
     }
     let (metrics, health) = (free_port()?, free_port()?);
     let log = std::fs::File::create(dir.join("controller.log"))?;
@@ -240,7 +281,10 @@ async fn measure_in(exe: &Path, dir: &Path, args: &ControllerArgs) -> Result<Con
             .env("POD_NAME", "joinery-bench")
             .env("CLUSTER_ENDPOINT", &api_url)
             .env("LOG_LEVEL", "error")
-            .env(joinery_runtime::engine::PLUGIN_CACHE_ENV, dir.join("plugin-cache"))
+            .env(
+                joinery_runtime::engine::PLUGIN_CACHE_ENV,
+                dir.join("plugin-cache"),
+            )
             .env("MIMALLOC_PURGE_DELAY", "0")
             .stdout(Stdio::null())
             .stderr(log)
@@ -251,12 +295,17 @@ async fn measure_in(exe: &Path, dir: &Path, args: &ControllerArgs) -> Result<Con
     let pid = controller.0.id();
     eprintln!("waiting for joinery run to sync…");
     let synced = loop {
-        if http_get(metrics, "/metrics").is_some_and(|page| metric_sum(&page, "karpenter_cluster_state_synced") >= 1.0) {
+        if http_get(metrics, "/metrics")
+            .is_some_and(|page| metric_sum(&page, "karpenter_cluster_state_synced") >= 1.0)
+        {
             break started.elapsed();
         }
         if let Ok(Some(status)) = controller.0.try_wait() {
             let log = std::fs::read_to_string(dir.join("controller.log")).unwrap_or_default();
-            bail!("joinery run exited ({status}) before syncing:\n{}", log.trim_end());
+            bail!(
+                "joinery run exited ({status}) before syncing:\n{}",
+                log.trim_end()
+            );
         }
         if started.elapsed() > Duration::from_secs(600) {
             bail!("joinery run did not sync within 10 minutes");
@@ -265,7 +314,11 @@ async fn measure_in(exe: &Path, dir: &Path, args: &ControllerArgs) -> Result<Con
     };
     let rss_synced = status_mib(pid, "VmRSS");
 
-    eprintln!("synced in {:.1} s; watching it idle for {} s…", synced.as_secs_f64(), args.idle_seconds);
+    eprintln!(
+        "synced in {:.1} s; watching it idle for {} s…",
+        synced.as_secs_f64(),
+        args.idle_seconds
+    );
     let cpu_before = cpu_seconds(pid);
     // Resident memory sampled four times a second while idle: a disruption pass (every 10 s)
     // lifts it for a moment, so one sample reads high or low by chance; the median does not.
@@ -273,9 +326,14 @@ async fn measure_in(exe: &Path, dir: &Path, args: &ControllerArgs) -> Result<Con
     let mut idle_samples = Vec::new();
     while Instant::now() < idle_until {
         idle_samples.extend(status_mib(pid, "VmRSS"));
-        tokio::time::sleep(Duration::from_millis(250).min(idle_until.saturating_duration_since(Instant::now()))).await;
+        tokio::time::sleep(
+            Duration::from_millis(250).min(idle_until.saturating_duration_since(Instant::now())),
+        )
+        .await;
     }
-    let idle_cpu = cpu_seconds(pid).zip(cpu_before).map(|(after, before)| (after - before) / args.idle_seconds as f64 * 100.0);
+    let idle_cpu = cpu_seconds(pid)
+        .zip(cpu_before)
+        .map(|(after, before)| (after - before) / args.idle_seconds as f64 * 100.0);
     idle_samples.sort_by(f64::total_cmp);
     let rss_idle = idle_samples.get(idle_samples.len() / 2).copied();
     let rss_idle_max = idle_samples.last().copied();
@@ -292,32 +350,57 @@ async fn measure_in(exe: &Path, dir: &Path, args: &ControllerArgs) -> Result<Con
     let nominated = loop {
         // A pod of the burst has its NodeClaim once it is nominated for it, or bound to its
         // node (the emulated scheduler can bind it before the provisioner's event is listed).
-        let listed = events.list(&ListParams::default().fields("reason=Nominated")).await?;
-        let mut served: std::collections::BTreeSet<String> =
-            listed.items.iter().filter(|e| e.reason.as_deref() == Some("Nominated")).filter_map(|e| e.involved_object.name.clone()).collect();
-        let bound = burst.list(&ListParams::default().labels("app=burst")).await?;
-        served.extend(bound.items.into_iter().filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some())).filter_map(|p| p.metadata.name));
+        let listed = events
+            .list(&ListParams::default().fields("reason=Nominated"))
+            .await?;
+        let mut served: std::collections::BTreeSet<String> = listed
+            .items
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some("Nominated"))
+            .filter_map(|e| e.involved_object.name.clone())
+            .collect();
+        let bound = burst
+            .list(&ListParams::default().labels("app=burst"))
+            .await?;
+        served.extend(
+            bound
+                .items
+                .into_iter()
+                .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
+                .filter_map(|p| p.metadata.name),
+        );
         let count = served.len();
         if count >= args.pending {
             break created_at.elapsed();
         }
         if created_at.elapsed() > Duration::from_secs(600) {
-            bail!("only {count} of {} pods were nominated for a NodeClaim or bound within 10 minutes", args.pending);
+            bail!(
+                "only {count} of {} pods were nominated for a NodeClaim or bound within 10 minutes",
+                args.pending
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let page_after = http_get(metrics, "/metrics").unwrap_or_default();
-    let burst_cpu = cpu_seconds(pid).zip(cpu_before).map(|(after, before)| after - before);
+    let burst_cpu = cpu_seconds(pid)
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
     let name = "karpenter_scheduler_scheduling_duration_seconds";
-    let passes = (metric_sum(&page_after, &format!("{name}_count")) - metric_sum(&page_before, &format!("{name}_count"))).max(0.0) as u64;
-    let pass_seconds = metric_sum(&page_after, &format!("{name}_sum")) - metric_sum(&page_before, &format!("{name}_sum"));
-    let nodeclaims: Api<kube::core::DynamicObject> = Api::all_with(client.clone(), &kube::discovery::ApiResource {
-        group: "karpenter.sh".into(),
-        version: "v1".into(),
-        api_version: "karpenter.sh/v1".into(),
-        kind: "NodeClaim".into(),
-        plural: "nodeclaims".into(),
-    });
+    let passes = (metric_sum(&page_after, &format!("{name}_count"))
+        - metric_sum(&page_before, &format!("{name}_count")))
+    .max(0.0) as u64;
+    let pass_seconds = metric_sum(&page_after, &format!("{name}_sum"))
+        - metric_sum(&page_before, &format!("{name}_sum"));
+    let nodeclaims: Api<kube::core::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::discovery::ApiResource {
+            group: "karpenter.sh".into(),
+            version: "v1".into(),
+            api_version: "karpenter.sh/v1".into(),
+            kind: "NodeClaim".into(),
+            plural: "nodeclaims".into(),
+        },
+    );
     let claims = nodeclaims.list(&ListParams::default()).await?.items.len();
     let report = ControllerReport {
         nodes: args.nodes,
@@ -335,7 +418,9 @@ async fn measure_in(exe: &Path, dir: &Path, args: &ControllerArgs) -> Result<Con
         nodeclaims: claims,
         passes,
         mean_pass_seconds: (passes > 0).then(|| pass_seconds / passes as f64),
-        cpu_seconds_per_pass: burst_cpu.filter(|_| passes > 0).map(|cpu| cpu / passes as f64),
+        cpu_seconds_per_pass: burst_cpu
+            .filter(|_| passes > 0)
+            .map(|cpu| cpu / passes as f64),
         server_rss_mib: status_mib(server.0.id(), "VmRSS"),
     };
     drop(controller);
@@ -368,7 +453,11 @@ async fn apply_nodepool(client: &kube::Client) -> Result<()> {
     ];
     for object in objects {
         let kind = object["kind"].as_str().unwrap_or_default().to_string();
-        let (group, version) = object["apiVersion"].as_str().unwrap_or_default().split_once('/').unwrap_or_default();
+        let (group, version) = object["apiVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .split_once('/')
+            .unwrap_or_default();
         let resource = kube::discovery::ApiResource {
             group: group.into(),
             version: version.into(),
@@ -378,7 +467,9 @@ async fn apply_nodepool(client: &kube::Client) -> Result<()> {
         };
         let api: Api<kube::core::DynamicObject> = Api::all_with(client.clone(), &resource);
         let object: kube::core::DynamicObject = serde_json::from_value(object)?;
-        api.create(&PostParams::default(), &object).await.with_context(|| format!("cannot create the bench's {kind}"))?;
+        api.create(&PostParams::default(), &object)
+            .await
+            .with_context(|| format!("cannot create the bench's {kind}"))?;
     }
     Ok(())
 }
@@ -418,20 +509,55 @@ async fn create_burst(client: &kube::Client, count: usize, nodes: usize) -> Resu
 
 fn print_report(r: &ControllerReport) {
     let mib = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.0} MiB"));
-    println!("controller benchmark: joinery run against joinery sim serve holding {} static nodes and {} running pods", r.nodes, r.pods);
-    println!("  first sync (start → cluster state synced)   {:>9.1} s", r.sync_seconds);
-    println!("  controller RSS synced / idle / after burst   {} / {} / {}", mib(r.rss_synced_mib), mib(r.rss_idle_mib), mib(r.rss_after_burst_mib));
-    println!("  controller RSS idle (median of samples)      {} (target ≤ 100 MB = 95 MiB)", mib(r.rss_idle_mib));
-    println!("  controller RSS idle, highest sample          {}", mib(r.rss_idle_max_mib));
-    println!("  controller peak RSS (passes and scrapes)     {}", mib(r.peak_rss_mib));
-    println!("  idle CPU                                     {}", r.idle_cpu_percent.map_or("—".into(), |c| format!("{c:.1} % of a core")));
-    println!("  burst: {} pending pods created in             {:>9.2} s", r.pending, r.burst_create_seconds);
-    println!("  burst → every pod nominated for a NodeClaim  {:>9.2} s ({} NodeClaims)", r.burst_to_nodeclaims_seconds, r.nodeclaims);
+    println!(
+        "controller benchmark: joinery run against joinery sim serve holding {} static nodes and {} running pods",
+        r.nodes, r.pods
+    );
+    println!(
+        "  first sync (start → cluster state synced)   {:>9.1} s",
+        r.sync_seconds
+    );
+    println!(
+        "  controller RSS synced / idle / after burst   {} / {} / {}",
+        mib(r.rss_synced_mib),
+        mib(r.rss_idle_mib),
+        mib(r.rss_after_burst_mib)
+    );
+    println!(
+        "  controller RSS idle (median of samples)      {} (target ≤ 100 MB = 95 MiB)",
+        mib(r.rss_idle_mib)
+    );
+    println!(
+        "  controller RSS idle, highest sample          {}",
+        mib(r.rss_idle_max_mib)
+    );
+    println!(
+        "  controller peak RSS (passes and scrapes)     {}",
+        mib(r.peak_rss_mib)
+    );
+    println!(
+        "  idle CPU                                     {}",
+        r.idle_cpu_percent
+            .map_or("—".into(), |c| format!("{c:.1} % of a core"))
+    );
+    println!(
+        "  burst: {} pending pods created in             {:>9.2} s",
+        r.pending, r.burst_create_seconds
+    );
+    println!(
+        "  burst → every pod nominated for a NodeClaim  {:>9.2} s ({} NodeClaims)",
+        r.burst_to_nodeclaims_seconds, r.nodeclaims
+    );
     println!(
         "  provisioning passes during the burst         {} (mean {}; CPU per pass {})",
         r.passes,
-        r.mean_pass_seconds.map_or("—".into(), |s| format!("{:.0} ms", s * 1e3)),
-        r.cpu_seconds_per_pass.map_or("—".into(), |s| format!("{:.0} ms", s * 1e3)),
+        r.mean_pass_seconds
+            .map_or("—".into(), |s| format!("{:.0} ms", s * 1e3)),
+        r.cpu_seconds_per_pass
+            .map_or("—".into(), |s| format!("{:.0} ms", s * 1e3)),
     );
-    println!("  emulated API server RSS                      {}", mib(r.server_rss_mib));
+    println!(
+        "  emulated API server RSS                      {}",
+        mib(r.server_rss_mib)
+    );
 }

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use joinery_runtime::manifest::PluginKind;
 use joinery_runtime::contract::{KeyValue, PriceRequest, RenderContext, Taint};
+use joinery_runtime::manifest::PluginKind;
 
 use crate::commands::Execute;
 use crate::plugin_options::PluginOptions;
@@ -44,7 +44,13 @@ struct Summary {
 fn summarize(name: &'static str, mut samples: Vec<Duration>) -> Summary {
     samples.sort();
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
-    Summary { name, median: at(0.5), p90: at(0.9), p99: at(0.99), calls: samples.len() }
+    Summary {
+        name,
+        median: at(0.5),
+        p90: at(0.9),
+        p99: at(0.99),
+        calls: samples.len(),
+    }
 }
 
 fn render_context() -> RenderContext {
@@ -79,7 +85,11 @@ fn price_batch() -> Vec<PriceRequest> {
             PriceRequest {
                 instance_type: format!("fake-it-{}", i / 5),
                 zone: format!("test-zone-{}", i % 3 + 1),
-                capacity_type: if i % 5 < 2 { "spot".into() } else { "on-demand".into() },
+                capacity_type: if i % 5 < 2 {
+                    "spot".into()
+                } else {
+                    "on-demand".into()
+                },
                 cpu_millis: cpus * 1000,
                 memory_bytes: cpus * 2 * 1024 * 1024 * 1024,
                 gpu_count: 0,
@@ -93,7 +103,11 @@ fn price_batch() -> Vec<PriceRequest> {
 /// Runs the plugin benchmarks and prints medians.
 async fn plugins(iterations: usize, json: bool) -> Result<ExitCode> {
     let iterations = iterations.max(10);
-    let options = PluginOptions { plugin_dirs: vec![], grants: None, plugin_cache_dir: None };
+    let options = PluginOptions {
+        plugin_dirs: vec![],
+        grants: None,
+        plugin_cache_dir: None,
+    };
     let registry = crate::plugin_options::open_registry(&options, Default::default())?;
     let set = registry.current();
     let template = set.require("template", PluginKind::UserdataRenderer)?;
@@ -122,9 +136,16 @@ async fn plugins(iterations: usize, json: bool) -> Result<ExitCode> {
         let start = Instant::now();
         let prices = pricing.price(&batch).await?;
         samples.push(start.elapsed());
-        anyhow::ensure!(prices.len() == PRICING_BATCH, "pricing returned {} prices", prices.len());
+        anyhow::ensure!(
+            prices.len() == PRICING_BATCH,
+            "pricing returned {} prices",
+            prices.len()
+        );
     }
-    results.push(summarize("synthetic pricing, 400-offering batch (instantiate + call)", samples));
+    results.push(summarize(
+        "synthetic pricing, 400-offering batch (instantiate + call)",
+        samples,
+    ));
 
     if json {
         let rows: Vec<_> = results
@@ -139,9 +160,15 @@ async fn plugins(iterations: usize, json: bool) -> Result<ExitCode> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "benchmarks": rows }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "benchmarks": rows }))?
+        );
     } else {
-        println!("{:<60} {:>8} {:>12} {:>10} {:>10}", "BENCHMARK", "CALLS", "MEDIAN µs", "P90 µs", "P99 µs");
+        println!(
+            "{:<60} {:>8} {:>12} {:>10} {:>10}",
+            "BENCHMARK", "CALLS", "MEDIAN µs", "P90 µs", "P99 µs"
+        );
         for s in &results {
             println!(
                 "{:<60} {:>8} {:>12.1} {:>10.1} {:>10.1}",

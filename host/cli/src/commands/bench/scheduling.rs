@@ -11,7 +11,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use joinery_core::scheduling::{
-    Placement, PreferencePolicy, SchedulingContext, WorkloadPod, cost_lower_bound, schedule_with_context, workload_input,
+    Placement, PreferencePolicy, SchedulingContext, WorkloadPod, cost_lower_bound,
+    schedule_with_context, workload_input,
 };
 use serde::{Deserialize, Serialize};
 
@@ -65,17 +66,94 @@ macro_rules! workload_file {
 
 /// Upstream's rows (`host/core/benches/workloads/README.md`).
 const WORKLOADS: &[Workload] = &[
-    row("diverse-1", workload_file!("diverse_1.json.gz"), PreferencePolicy::Respect, f64::NAN, 1, None),
-    row("diverse-50", workload_file!("diverse_50.json.gz"), PreferencePolicy::Respect, 0.158, 10, None),
-    row("diverse-100", workload_file!("diverse_100.json.gz"), PreferencePolicy::Respect, 0.425, 20, None),
-    row("diverse-500", workload_file!("diverse_500.json.gz"), PreferencePolicy::Respect, 3.26, 100, None),
-    row("diverse-1000", workload_file!("diverse_1000.json.gz"), PreferencePolicy::Respect, 6.30, 200, None),
-    row("diverse-2000", workload_file!("diverse_2000.json.gz"), PreferencePolicy::Respect, 13.2, 400, None),
-    row("diverse-5000", workload_file!("diverse_5000.json.gz"), PreferencePolicy::Respect, 41.6, 1000, None),
-    row("diverse-10000", workload_file!("diverse_10000.json.gz"), PreferencePolicy::Respect, 86.0, 2000, None),
-    row("diverse-20000", workload_file!("diverse_20000.json.gz"), PreferencePolicy::Respect, 199.0, 4000, Some(538.0)),
-    row("respect-preferences-4000", workload_file!("preference_4000.json.gz"), PreferencePolicy::Respect, 169.5, 4000, None),
-    row("ignore-preferences-4000", workload_file!("preference_4000.json.gz"), PreferencePolicy::Ignore, 2.75, 21, None),
+    row(
+        "diverse-1",
+        workload_file!("diverse_1.json.gz"),
+        PreferencePolicy::Respect,
+        f64::NAN,
+        1,
+        None,
+    ),
+    row(
+        "diverse-50",
+        workload_file!("diverse_50.json.gz"),
+        PreferencePolicy::Respect,
+        0.158,
+        10,
+        None,
+    ),
+    row(
+        "diverse-100",
+        workload_file!("diverse_100.json.gz"),
+        PreferencePolicy::Respect,
+        0.425,
+        20,
+        None,
+    ),
+    row(
+        "diverse-500",
+        workload_file!("diverse_500.json.gz"),
+        PreferencePolicy::Respect,
+        3.26,
+        100,
+        None,
+    ),
+    row(
+        "diverse-1000",
+        workload_file!("diverse_1000.json.gz"),
+        PreferencePolicy::Respect,
+        6.30,
+        200,
+        None,
+    ),
+    row(
+        "diverse-2000",
+        workload_file!("diverse_2000.json.gz"),
+        PreferencePolicy::Respect,
+        13.2,
+        400,
+        None,
+    ),
+    row(
+        "diverse-5000",
+        workload_file!("diverse_5000.json.gz"),
+        PreferencePolicy::Respect,
+        41.6,
+        1000,
+        None,
+    ),
+    row(
+        "diverse-10000",
+        workload_file!("diverse_10000.json.gz"),
+        PreferencePolicy::Respect,
+        86.0,
+        2000,
+        None,
+    ),
+    row(
+        "diverse-20000",
+        workload_file!("diverse_20000.json.gz"),
+        PreferencePolicy::Respect,
+        199.0,
+        4000,
+        Some(538.0),
+    ),
+    row(
+        "respect-preferences-4000",
+        workload_file!("preference_4000.json.gz"),
+        PreferencePolicy::Respect,
+        169.5,
+        4000,
+        None,
+    ),
+    row(
+        "ignore-preferences-4000",
+        workload_file!("preference_4000.json.gz"),
+        PreferencePolicy::Ignore,
+        2.75,
+        21,
+        None,
+    ),
 ];
 
 const fn row(
@@ -86,7 +164,14 @@ const fn row(
     upstream_nodes: usize,
     upstream_rss_mb: Option<f64>,
 ) -> Workload {
-    Workload { name, data, policy, upstream_seconds, upstream_nodes, upstream_rss_mb }
+    Workload {
+        name,
+        data,
+        policy,
+        upstream_seconds,
+        upstream_nodes,
+        upstream_rss_mb,
+    }
 }
 
 /// The measurements of one row (the `--json` output's `rows[]`; keep the names stable).
@@ -121,13 +206,18 @@ fn decode(workload: &Workload) -> Result<Vec<WorkloadPod>> {
     flate2::read::GzDecoder::new(workload.data)
         .read_to_string(&mut json)
         .with_context(|| format!("workload {}: not gzip-compressed JSON", workload.name))?;
-    serde_json::from_str(&json).with_context(|| format!("workload {}: not a list of workload pods", workload.name))
+    serde_json::from_str(&json)
+        .with_context(|| format!("workload {}: not a list of workload pods", workload.name))
 }
 
 /// Runs one workload in this process and measures it.
 fn measure(workload: &Workload, runs: usize) -> Result<RowReport> {
-    let input = workload_input(&decode(workload)?).with_context(|| format!("workload {}", workload.name))?;
-    let context = SchedulingContext { preference_policy: workload.policy, ..Default::default() };
+    let input = workload_input(&decode(workload)?)
+        .with_context(|| format!("workload {}", workload.name))?;
+    let context = SchedulingContext {
+        preference_policy: workload.policy,
+        ..Default::default()
+    };
     // Like Go's testing.B, which upstream's figures come from: repeat until about a second has
     // been measured (at least `runs` times), so that small workloads are timed warm.
     let runs = runs.max(1);
@@ -149,16 +239,27 @@ fn measure(workload: &Workload, runs: usize) -> Result<RowReport> {
     durations.sort_by(f64::total_cmp);
     let median = durations[durations.len() / 2];
     let pods = input.pods.len();
-    let upstream_seconds = workload.upstream_seconds.is_finite().then_some(workload.upstream_seconds);
+    let upstream_seconds = workload
+        .upstream_seconds
+        .is_finite()
+        .then_some(workload.upstream_seconds);
     Ok(RowReport {
         workload: workload.name.to_owned(),
         pods,
         runs,
         median_seconds: median,
         pods_per_second: pods as f64 / median,
-        placed_pods: result.placements.iter().filter(|p| !matches!(p.placement, Placement::Unschedulable { .. })).count(),
+        placed_pods: result
+            .placements
+            .iter()
+            .filter(|p| !matches!(p.placement, Placement::Unschedulable { .. }))
+            .count(),
         nodes: result.new_claims.len(),
-        cost_per_hour: result.new_claims.iter().filter_map(|c| c.launch_price).sum(),
+        cost_per_hour: result
+            .new_claims
+            .iter()
+            .filter_map(|c| c.launch_price)
+            .sum(),
         cost_lower_bound: cost_lower_bound(&input),
         peak_rss_mib: joinery_sim::bench::proc_status_kib("VmHWM").map(|kib| kib as f64 / 1024.0),
         upstream_seconds,
@@ -174,16 +275,25 @@ fn measure(workload: &Workload, runs: usize) -> Result<RowReport> {
 fn scheduling(selected: &[String], runs: usize, json: bool, child: bool) -> Result<ExitCode> {
     for name in selected {
         if !WORKLOADS.iter().any(|w| w.name == name) {
-            bail!("unknown workload {name:?}; choose from: {}", workload_names().join(", "));
+            bail!(
+                "unknown workload {name:?}; choose from: {}",
+                workload_names().join(", ")
+            );
         }
     }
-    let chosen: Vec<&Workload> = WORKLOADS.iter().filter(|w| selected.is_empty() || selected.iter().any(|s| s == w.name)).collect();
+    let chosen: Vec<&Workload> = WORKLOADS
+        .iter()
+        .filter(|w| selected.is_empty() || selected.iter().any(|s| s == w.name))
+        .collect();
     if child {
-        let [workload] = chosen.as_slice() else { bail!("--child runs exactly one --workload") };
+        let [workload] = chosen.as_slice() else {
+            bail!("--child runs exactly one --workload")
+        };
         println!("{}", serde_json::to_string(&measure(workload, runs)?)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let exe = std::env::current_exe().context("cannot find the joinery executable to run each workload in")?;
+    let exe = std::env::current_exe()
+        .context("cannot find the joinery executable to run each workload in")?;
     let mut rows = Vec::new();
     if !json {
         println!(
@@ -191,21 +301,46 @@ fn scheduling(selected: &[String], runs: usize, json: bool, child: bool) -> Resu
         );
         println!(
             "{:<26} {:>6} {:>10} {:>9} {:>6} {:>9} {:>9} {:>9} | {:>9} {:>7} {:>6} {:>8}",
-            "workload", "pods", "median", "pods/s", "nodes", "cost/h", "bound/h", "peak MiB", "upstream", "pods/s", "nodes", "speedup"
+            "workload",
+            "pods",
+            "median",
+            "pods/s",
+            "nodes",
+            "cost/h",
+            "bound/h",
+            "peak MiB",
+            "upstream",
+            "pods/s",
+            "nodes",
+            "speedup"
         );
     }
     for workload in chosen {
         let output = Command::new(&exe)
-            .args(["bench", "scheduling", "--child", "--runs", &runs.to_string(), "--workload", workload.name])
+            .args([
+                "bench",
+                "scheduling",
+                "--child",
+                "--runs",
+                &runs.to_string(),
+                "--workload",
+                workload.name,
+            ])
             .output()
             .with_context(|| format!("cannot run the {} workload", workload.name))?;
         if !output.status.success() {
-            bail!("workload {} failed: {}", workload.name, String::from_utf8_lossy(&output.stderr));
+            bail!(
+                "workload {} failed: {}",
+                workload.name,
+                String::from_utf8_lossy(&output.stderr)
+            );
         }
         let report: RowReport = serde_json::from_slice(&output.stdout)
             .with_context(|| format!("workload {}: unreadable child output", workload.name))?;
         if !json {
-            let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_owned(), |v| format!("{v:.digits$}"));
+            let opt = |v: Option<f64>, digits: usize| {
+                v.map_or("-".to_owned(), |v| format!("{v:.digits$}"))
+            };
             println!(
                 "{:<26} {:>6} {:>8.1}ms {:>9.0} {:>6} {:>9.2} {:>9.2} {:>9} | {:>8}s {:>7} {:>6} {:>7}x",
                 report.workload,
@@ -225,7 +360,10 @@ fn scheduling(selected: &[String], runs: usize, json: bool, child: bool) -> Resu
         rows.push(report);
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "rows": rows }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "rows": rows }))?
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

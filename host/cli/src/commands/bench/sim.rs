@@ -34,12 +34,22 @@ impl Execute for SimArgs {
 /// `joinery bench sim`: loads `nodes` nodes and `pods` pods into an in-process emulated API
 /// server with a pod watch open, times lists over HTTP and prints medians and memory.
 async fn sim(nodes: usize, pods: usize, runs: usize, json: bool) -> Result<ExitCode> {
-    let options = joinery_sim::bench::BenchOptions { nodes, pods, runs: runs.max(1), ..Default::default() };
-    let report = joinery_sim::bench::run(&options).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let options = joinery_sim::bench::BenchOptions {
+        nodes,
+        pods,
+        runs: runs.max(1),
+        ..Default::default()
+    };
+    let report = joinery_sim::bench::run(&options)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let millis = |d: Duration| d.as_secs_f64() * 1e3;
     let mib = |kib: Option<u64>| kib.map(|k| k as f64 / 1024.0);
     let loaded_objects = report.nodes + report.pods + report.other_objects;
-    let growth_kib = report.rss_loaded_kib.zip(report.rss_before_kib).map(|(after, before)| after.saturating_sub(before));
+    let growth_kib = report
+        .rss_loaded_kib
+        .zip(report.rss_before_kib)
+        .map(|(after, before)| after.saturating_sub(before));
     if json {
         let lists: Vec<_> = report
             .lists
@@ -94,10 +104,16 @@ async fn sim(nodes: usize, pods: usize, runs: usize, json: bool) -> Result<ExitC
         show(report.rss_before_kib),
         show(report.rss_loaded_kib),
         show(report.rss_peak_kib),
-        growth_kib.map_or(String::new(), |kib| format!(" (~{:.1} KiB per object)", kib as f64 / loaded_objects.max(1) as f64))
+        growth_kib.map_or(String::new(), |kib| format!(
+            " (~{:.1} KiB per object)",
+            kib as f64 / loaded_objects.max(1) as f64
+        ))
     );
     println!();
-    println!("{:<58} {:>7} {:>9} {:>5} {:>11} {:>10} {:>10}", "LIST (over HTTP)", "ITEMS", "MiB", "REQS", "MEDIAN ms", "MIN ms", "MAX ms");
+    println!(
+        "{:<58} {:>7} {:>9} {:>5} {:>11} {:>10} {:>10}",
+        "LIST (over HTTP)", "ITEMS", "MiB", "REQS", "MEDIAN ms", "MIN ms", "MAX ms"
+    );
     for l in &report.lists {
         println!(
             "{:<58} {:>7} {:>9.1} {:>5} {:>11.1} {:>10.1} {:>10.1}",
@@ -116,7 +132,10 @@ async fn sim(nodes: usize, pods: usize, runs: usize, json: bool) -> Result<ExitC
     let size_note = if (report.nodes, report.pods) == (default_size.nodes, default_size.pods) {
         String::new()
     } else {
-        format!(" (set for {} nodes / {} pods; this run loaded {} / {})", default_size.nodes, default_size.pods, report.nodes, report.pods)
+        format!(
+            " (set for {} nodes / {} pods; this run loaded {} / {})",
+            default_size.nodes, default_size.pods, report.nodes, report.pods
+        )
     };
     println!("targets{size_note}:");
     for target in report.targets() {
@@ -125,7 +144,10 @@ async fn sim(nodes: usize, pods: usize, runs: usize, json: bool) -> Result<ExitC
             Some(false) => "NOT met",
             None => "not measured",
         };
-        println!("  {:<40} {:>10} {:>10}  {verdict}", target.name, target.target, target.measured);
+        println!(
+            "  {:<40} {:>10} {:>10}  {verdict}",
+            target.name, target.target, target.measured
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

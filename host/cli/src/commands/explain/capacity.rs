@@ -30,14 +30,23 @@ pub struct CapacityArgs {
 impl Execute for CapacityArgs {
     async fn execute(self) -> Result<ExitCode> {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = kube::Client::try_from(self.kube.config().await?).context("cannot build the Kubernetes client")?;
+        let client = kube::Client::try_from(self.kube.config().await?)
+            .context("cannot build the Kubernetes client")?;
         let cm = Api::<ConfigMap>::namespaced(client, &self.namespace)
             .get_opt(CONFIGMAP)
             .await
             .with_context(|| format!("cannot read ConfigMap {}/{CONFIGMAP}", self.namespace))?;
-        let learned = match cm.as_ref().and_then(|c| c.data.as_ref()).and_then(|d| d.get(KEY)) {
-            Some(text) => serde_json::from_str::<LearnedCapacity>(text)
-                .with_context(|| format!("ConfigMap {}/{CONFIGMAP}: {KEY} is not learned capacity", self.namespace))?,
+        let learned = match cm
+            .as_ref()
+            .and_then(|c| c.data.as_ref())
+            .and_then(|d| d.get(KEY))
+        {
+            Some(text) => serde_json::from_str::<LearnedCapacity>(text).with_context(|| {
+                format!(
+                    "ConfigMap {}/{CONFIGMAP}: {KEY} is not learned capacity",
+                    self.namespace
+                )
+            })?,
             None => LearnedCapacity::default(),
         };
         if self.json {
@@ -52,10 +61,23 @@ impl Execute for CapacityArgs {
             return Ok(ExitCode::SUCCESS);
         }
         println!("Learned from initialized nodes (used in place of the plugins' estimates):");
-        println!("{:<40} {:<24} {:>5}  {:<34} allocatable", "NODECLASS", "INSTANCE TYPE", "NODES", "capacity");
-        let show = |m: &std::collections::BTreeMap<String, String>| m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+        println!(
+            "{:<40} {:<24} {:>5}  {:<34} allocatable",
+            "NODECLASS", "INSTANCE TYPE", "NODES", "capacity"
+        );
+        let show = |m: &std::collections::BTreeMap<String, String>| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
         for (class, kind, l) in learned.iter() {
-            println!("{class:<40} {kind:<24} {:>5}  {:<34} {}", l.nodes, show(&l.capacity), show(&l.allocatable));
+            println!(
+                "{class:<40} {kind:<24} {:>5}  {:<34} {}",
+                l.nodes,
+                show(&l.capacity),
+                show(&l.allocatable)
+            );
         }
         Ok(ExitCode::SUCCESS)
     }

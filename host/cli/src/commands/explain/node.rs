@@ -30,12 +30,26 @@ impl Execute for NodeArgs {
         let pass = self.pass.load().await?;
         let snapshot = &pass.snapshot;
         let Some(lines) = joinery_core::disruption::explain(snapshot, &self.node) else {
-            let known: Vec<&str> = snapshot.candidates.iter().map(|c| c.node.as_str()).take(10).collect();
-            let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
-            bail!("no node or NodeClaim named {:?} is managed in the snapshot (managed nodes: {known})", self.node);
+            let known: Vec<&str> = snapshot
+                .candidates
+                .iter()
+                .map(|c| c.node.as_str())
+                .take(10)
+                .collect();
+            let known = if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            };
+            bail!(
+                "no node or NodeClaim named {:?} is managed in the snapshot (managed nodes: {known})",
+                self.node
+            );
         };
         if self.json {
-            let c = snapshot.candidate(&self.node).expect("explained, so a candidate");
+            let c = snapshot
+                .candidate(&self.node)
+                .expect("explained, so a candidate");
             let value = serde_json::json!({
                 "at": rfc3339(snapshot.now()),
                 "node": c.node,

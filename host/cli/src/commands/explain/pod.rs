@@ -29,7 +29,11 @@ impl Execute for PodArgs {
 }
 
 /// Prints the explanation for one pod.
-async fn explain_pod(target: &str, kube_options: &crate::kube_options::KubeOptions, json: bool) -> Result<ExitCode> {
+async fn explain_pod(
+    target: &str,
+    kube_options: &crate::kube_options::KubeOptions,
+    json: bool,
+) -> Result<ExitCode> {
     let Some((namespace, name)) = target.split_once('/') else {
         bail!("expected NAMESPACE/NAME, got {target:?}");
     };
@@ -62,11 +66,21 @@ async fn explain_pod(target: &str, kube_options: &crate::kube_options::KubeOptio
 
 /// The explanation text for a pod and its events (newest relevant events last).
 pub fn explain(pod: &Pod, events: &[Event]) -> String {
-    let name = format!("{}/{}", pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default());
+    let name = format!(
+        "{}/{}",
+        pod.metadata.namespace.clone().unwrap_or_default(),
+        pod.metadata.name.clone().unwrap_or_default()
+    );
     let mut out = String::new();
-    let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_else(|| "Unknown".into());
+    let phase = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_else(|| "Unknown".into());
     match pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
-        Some(node) => out.push_str(&format!("pod {name} is bound to node {node} (phase {phase})\n")),
+        Some(node) => out.push_str(&format!(
+            "pod {name} is bound to node {node} (phase {phase})\n"
+        )),
         None => {
             out.push_str(&format!("pod {name} is not scheduled (phase {phase})\n"));
             let scheduled = pod
@@ -88,15 +102,34 @@ pub fn explain(pod: &Pod, events: &[Event]) -> String {
     }
     let mut relevant: Vec<&Event> = events
         .iter()
-        .filter(|e| matches!(e.reason.as_deref(), Some("FailedScheduling" | "Nominated" | "Evicted" | "FailedDraining")))
+        .filter(|e| {
+            matches!(
+                e.reason.as_deref(),
+                Some("FailedScheduling" | "Nominated" | "Evicted" | "FailedDraining")
+            )
+        })
         .collect();
-    relevant.sort_by_key(|e| e.last_timestamp.as_ref().map(|t| t.0).or(e.event_time.as_ref().map(|t| t.0)));
+    relevant.sort_by_key(|e| {
+        e.last_timestamp
+            .as_ref()
+            .map(|t| t.0)
+            .or(e.event_time.as_ref().map(|t| t.0))
+    });
     if relevant.is_empty() {
         out.push_str("  no provisioning events for this pod\n");
     }
     for e in relevant {
-        let source = e.source.as_ref().and_then(|s| s.component.clone()).or(e.reporting_component.clone()).unwrap_or_default();
-        out.push_str(&format!("  {source} {}: {}\n", e.reason.clone().unwrap_or_default(), e.message.clone().unwrap_or_default()));
+        let source = e
+            .source
+            .as_ref()
+            .and_then(|s| s.component.clone())
+            .or(e.reporting_component.clone())
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "  {source} {}: {}\n",
+            e.reason.clone().unwrap_or_default(),
+            e.message.clone().unwrap_or_default()
+        ));
     }
     out
 }

@@ -32,13 +32,18 @@ impl Execute for CompileArgs {
 /// it) and checks that each one's compiled form is in the cache.
 fn compile(options: &PluginOptions) -> Result<ExitCode> {
     let Some(dir) = &options.plugin_cache_dir else {
-        bail!("joinery plugins compile needs a directory to compile into: pass --plugin-cache-dir or set JOINERY_PLUGIN_CACHE_DIR");
+        bail!(
+            "joinery plugins compile needs a directory to compile into: pass --plugin-cache-dir or set JOINERY_PLUGIN_CACHE_DIR"
+        );
     };
     let started = Instant::now();
     let registry = open_registry(options, HostServices::default())?;
     let plugins = registry.current();
     for plugin in plugins.iter() {
-        let cached = registry.engine().cache_path(plugin.digest()).is_some_and(|path| path.is_file());
+        let cached = registry
+            .engine()
+            .cache_path(plugin.digest())
+            .is_some_and(|path| path.is_file());
         if !cached {
             bail!(
                 "plugin {} compiled but could not be written to the cache directory {} (see the warning above); make it writable",
@@ -46,8 +51,18 @@ fn compile(options: &PluginOptions) -> Result<ExitCode> {
                 dir.display()
             );
         }
-        println!("{:<20} {:<18} {}", plugin.name(), plugin.kind().as_str(), &plugin.digest()[..12]);
+        println!(
+            "{:<20} {:<18} {}",
+            plugin.name(),
+            plugin.kind().as_str(),
+            &plugin.digest()[..12]
+        );
     }
-    println!("{} plugins compiled into {} in {:.1} s", plugins.len(), dir.display(), started.elapsed().as_secs_f64());
+    println!(
+        "{} plugins compiled into {} in {:.1} s",
+        plugins.len(),
+        dir.display(),
+        started.elapsed().as_secs_f64()
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -54,7 +54,12 @@ fn locate(path: &str) -> Result<Inspected> {
             .map(|m| m.len())
             .unwrap_or(0);
         let dir = read_plugin_dir(&p)?;
-        return Ok(Inspected { manifest: Some(dir.manifest), source: PluginSource::Directory(p), wasm: dir.wasm, file_size });
+        return Ok(Inspected {
+            manifest: Some(dir.manifest),
+            source: PluginSource::Directory(p),
+            wasm: dir.wasm,
+            file_size,
+        });
     }
     if p.is_file() {
         let raw = std::fs::read(&p).with_context(|| format!("cannot read {path}"))?;
@@ -67,7 +72,12 @@ fn locate(path: &str) -> Result<Inspected> {
         } else {
             raw
         };
-        return Ok(Inspected { manifest: None, source: PluginSource::Directory(p), wasm, file_size });
+        return Ok(Inspected {
+            manifest: None,
+            source: PluginSource::Directory(p),
+            wasm,
+            file_size,
+        });
     }
     for builtin in joinery_builtin_plugins::BUILTIN_PLUGINS {
         let manifest = PluginManifest::parse(builtin.manifest, "built-in")?;
@@ -80,8 +90,14 @@ fn locate(path: &str) -> Result<Inspected> {
             });
         }
     }
-    let names: Vec<String> = joinery_builtin_plugins::builtin_manifests().into_iter().map(|(m, _)| m.name).collect();
-    bail!("{path:?} is neither a plugin directory, a component file, nor a built-in plugin ({})", names.join(", "))
+    let names: Vec<String> = joinery_builtin_plugins::builtin_manifests()
+        .into_iter()
+        .map(|(m, _)| m.name)
+        .collect();
+    bail!(
+        "{path:?} is neither a plugin directory, a component file, nor a built-in plugin ({})",
+        names.join(", ")
+    )
 }
 
 fn gzip_size(bytes: &[u8]) -> usize {
@@ -94,27 +110,43 @@ fn gzip_size(bytes: &[u8]) -> usize {
 fn inspect(path: &str, grants: Option<&Path>, json: bool) -> Result<ExitCode> {
     let item = locate(path)?;
     let grants = read_grants(grants)?;
-    let engine = PluginEngine::new(&EngineOptions { pooling: false, ..Default::default() }).map_err(anyhow::Error::msg)?;
+    let engine = PluginEngine::new(&EngineOptions {
+        pooling: false,
+        ..Default::default()
+    })
+    .map_err(anyhow::Error::msg)?;
     let digest = sha256_hex(&item.wasm);
     let component = engine.compile(path, &digest, &item.wasm);
     let (imports, exports): (Vec<String>, Vec<String>) = match &component {
         Ok(c) => {
             let ty = c.component_type();
             (
-                ty.imports(engine.engine()).map(|(n, _)| n.to_string()).collect(),
-                ty.exports(engine.engine()).map(|(n, _)| n.to_string()).collect(),
+                ty.imports(engine.engine())
+                    .map(|(n, _)| n.to_string())
+                    .collect(),
+                ty.exports(engine.engine())
+                    .map(|(n, _)| n.to_string())
+                    .collect(),
             )
         }
         Err(_) => (vec![], vec![]),
     };
     let loads: Result<(), String> = match (&item.manifest, component) {
         (_, Err(e)) => Err(e.to_string()),
-        (None, Ok(_)) => Err("no plugin.yaml: a component alone cannot be loaded (see docs/plugins.md)".into()),
+        (None, Ok(_)) => {
+            Err("no plugin.yaml: a component alone cannot be loaded (see docs/plugins.md)".into())
+        }
         (Some(manifest), Ok(component)) => {
-            let cx = LoadContext::new(engine.clone(), grants, HostServices::default()).map_err(anyhow::Error::msg)?;
+            let cx = LoadContext::new(engine.clone(), grants, HostServices::default())
+                .map_err(anyhow::Error::msg)?;
             LoadedPlugin::load(
                 &cx,
-                PluginBytes { manifest: manifest.clone(), source: item.source.clone(), wasm: &item.wasm, compiled: Some(component) },
+                PluginBytes {
+                    manifest: manifest.clone(),
+                    source: item.source.clone(),
+                    wasm: &item.wasm,
+                    compiled: Some(component),
+                },
             )
             .map(|_| ())
             .map_err(|e| e.to_string())
@@ -147,10 +179,16 @@ fn inspect(path: &str, grants: Option<&Path>, json: bool) -> Result<ExitCode> {
             if let Some(nc) = &m.node_class {
                 println!("nodeClass:  {}/{} {}", nc.group, nc.version, nc.kind);
             }
-            println!("limits:     memory {} MiB, timeout {} ms, concurrency {}", m.limits.memory_mib, m.limits.timeout_ms, m.limits.max_concurrency);
+            println!(
+                "limits:     memory {} MiB, timeout {} ms, concurrency {}",
+                m.limits.memory_mib, m.limits.timeout_ms, m.limits.max_concurrency
+            );
             let caps = &m.capabilities;
             println!("requests:");
-            println!("  http:       {}", list_or_none(caps.http.iter().map(|p| p.as_str().to_string())));
+            println!(
+                "  http:       {}",
+                list_or_none(caps.http.iter().map(|p| p.as_str().to_string()))
+            );
             println!(
                 "  kubernetes: {}",
                 list_or_none(caps.kubernetes.iter().map(|r| format!(
@@ -161,7 +199,10 @@ fn inspect(path: &str, grants: Option<&Path>, json: bool) -> Result<ExitCode> {
                     r.verbs.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(",")
                 )))
             );
-            println!("  secrets:    {}", list_or_none(caps.secrets.iter().cloned()));
+            println!(
+                "  secrets:    {}",
+                list_or_none(caps.secrets.iter().cloned())
+            );
             println!("  clock:      {}", caps.clock);
         }
         println!(
@@ -169,7 +210,11 @@ fn inspect(path: &str, grants: Option<&Path>, json: bool) -> Result<ExitCode> {
             size,
             size as f64 / 1024.0,
             gzip_size(&item.wasm) as f64 / 1024.0,
-            if within_budget { "within the 512 KiB budget" } else { "OVER the 512 KiB budget" }
+            if within_budget {
+                "within the 512 KiB budget"
+            } else {
+                "OVER the 512 KiB budget"
+            }
         );
         println!("sha256:     {digest}");
         println!("imports:");
@@ -185,10 +230,18 @@ fn inspect(path: &str, grants: Option<&Path>, json: bool) -> Result<ExitCode> {
             Err(e) => println!("loads:      no — {e}"),
         }
     }
-    Ok(if loads.is_ok() { ExitCode::SUCCESS } else { crate::exit::CHECK_FAILED })
+    Ok(if loads.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        crate::exit::CHECK_FAILED
+    })
 }
 
 fn list_or_none(items: impl Iterator<Item = String>) -> String {
     let v: Vec<String> = items.collect();
-    if v.is_empty() { "(none)".into() } else { v.join(", ") }
+    if v.is_empty() {
+        "(none)".into()
+    } else {
+        v.join(", ")
+    }
 }

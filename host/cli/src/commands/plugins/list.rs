@@ -49,7 +49,10 @@ fn list(options: &PluginOptions, json: bool) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&plugins)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{:<20} {:<18} {:<9} {:>10}  {:<14} SOURCE", "NAME", "KIND", "VERSION", "SIZE", "SHA256");
+    println!(
+        "{:<20} {:<18} {:<9} {:>10}  {:<14} SOURCE",
+        "NAME", "KIND", "VERSION", "SIZE", "SHA256"
+    );
     for p in registry.current().iter() {
         println!(
             "{:<20} {:<18} {:<9} {:>10}  {:<14} {}",

@@ -39,10 +39,21 @@ pub struct NewArgs {
 
 impl Execute for NewArgs {
     async fn execute(self) -> Result<ExitCode> {
-        let dir = self.dir.clone().unwrap_or_else(|| PathBuf::from(&self.name));
+        let dir = self
+            .dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(&self.name));
         scaffold(self.kind, &self.name, &dir, self.sdk.as_deref())?;
-        println!("created {} plugin {} in {}", kind_name(self.kind), self.name, dir.display());
-        println!("next: cd {} && cargo test && cargo build --release --target wasm32-wasip2 (see its README.md)", dir.display());
+        println!(
+            "created {} plugin {} in {}",
+            kind_name(self.kind),
+            self.name,
+            dir.display()
+        );
+        println!(
+            "next: cd {} && cargo test && cargo build --release --target wasm32-wasip2 (see its README.md)",
+            dir.display()
+        );
         Ok(ExitCode::SUCCESS)
     }
 }
@@ -61,23 +72,32 @@ fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 63
         && bytes[0].is_ascii_lowercase()
-        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
         && !name.ends_with('-')
 }
 
 /// Writes the crate for a `kind` plugin called `name` into `dir`.
 pub fn scaffold(kind: Kind, name: &str, dir: &Path, sdk: Option<&Path>) -> Result<()> {
     if !valid_name(name) {
-        bail!("plugin name {name:?} is not usable: use lowercase letters, digits and '-', starting with a letter (at most 63)");
+        bail!(
+            "plugin name {name:?} is not usable: use lowercase letters, digits and '-', starting with a letter (at most 63)"
+        );
     }
     if dir.exists() {
         bail!("{} already exists; choose another --dir", dir.display());
     }
     let sdk_dependency = match sdk {
         Some(path) => {
-            let path = path.canonicalize().with_context(|| format!("--sdk {}: no such directory", path.display()))?;
+            let path = path
+                .canonicalize()
+                .with_context(|| format!("--sdk {}: no such directory", path.display()))?;
             if !path.join("Cargo.toml").is_file() {
-                bail!("--sdk {}: not a crate directory (no Cargo.toml); point it at plugins/sdk of a Joinery checkout", path.display());
+                bail!(
+                    "--sdk {}: not a crate directory (no Cargo.toml); point it at plugins/sdk of a Joinery checkout",
+                    path.display()
+                );
             }
             format!("path = {:?}", path.display().to_string())
         }
@@ -88,13 +108,25 @@ pub fn scaffold(kind: Kind, name: &str, dir: &Path, sdk: Option<&Path>) -> Resul
         Kind::Cloud => "cloud",
         Kind::Pricing => "pricing",
     };
-    let camel: String = name.split('-').map(|part| {
-        let mut chars = part.chars();
-        chars.next().map(|c| c.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
-    }).collect();
+    let camel: String = name
+        .split('-')
+        .map(|part| {
+            let mut chars = part.chars();
+            chars
+                .next()
+                .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect();
     let files: Vec<(&str, String)> = vec![
-        ("Cargo.toml", cargo_toml(name, kind, feature, &sdk_dependency)),
-        ("src/lib.rs", lib_rs(kind).replace("NAME", name).replace("PLUGIN", &camel)),
+        (
+            "Cargo.toml",
+            cargo_toml(name, kind, feature, &sdk_dependency),
+        ),
+        (
+            "src/lib.rs",
+            lib_rs(kind).replace("NAME", name).replace("PLUGIN", &camel),
+        ),
         ("plugin.yaml", manifest(kind, name, &camel)),
         ("README.md", readme(kind, name)),
         (".gitignore", "/target\n/plugin.wasm\n".to_string()),
@@ -102,7 +134,8 @@ pub fn scaffold(kind: Kind, name: &str, dir: &Path, sdk: Option<&Path>) -> Resul
     for (path, text) in files {
         let path = dir.join(path);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
         }
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     }
@@ -321,7 +354,14 @@ mod tests {
     #[test]
     fn names_must_suit_crates_and_kubernetes() {
         assert!(valid_name("hello-renderer") && valid_name("p2"));
-        for bad in ["", "Hello", "2fast", "with_underscore", "trailing-", &"x".repeat(64)] {
+        for bad in [
+            "",
+            "Hello",
+            "2fast",
+            "with_underscore",
+            "trailing-",
+            &"x".repeat(64),
+        ] {
             assert!(!valid_name(bad), "{bad:?}");
         }
     }

@@ -112,15 +112,24 @@ fn read_inputs(inputs: &[PathBuf]) -> Result<(PluginManifest, Vec<u8>)> {
     }
     let (mut manifests, mut components) = (Vec::new(), Vec::new());
     for input in inputs {
-        let name = input.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let name = input
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
         if input.is_dir() {
-            bail!("{} is a directory: give one plugin directory, or a plugin.yaml and a component file", input.display());
+            bail!(
+                "{} is a directory: give one plugin directory, or a plugin.yaml and a component file",
+                input.display()
+            );
         } else if name.ends_with(".wasm") || name.ends_with(".wasm.gz") {
             components.push(input);
         } else if name.ends_with(".yaml") || name.ends_with(".yml") {
             manifests.push(input);
         } else {
-            bail!("{}: expected a plugin.yaml (.yaml or .yml) or a component (.wasm or .wasm.gz)", input.display());
+            bail!(
+                "{}: expected a plugin.yaml (.yaml or .yml) or a component (.wasm or .wasm.gz)",
+                input.display()
+            );
         }
     }
     match (manifests.as_slice(), components.as_slice()) {
@@ -135,21 +144,31 @@ fn read_inputs(inputs: &[PathBuf]) -> Result<(PluginManifest, Vec<u8>)> {
 
 /// Reads a manifest and a component (decompressing a `.gz` one, within the loader's limit).
 fn read_files(manifest_path: &Path, wasm_path: &Path) -> Result<(PluginManifest, Vec<u8>)> {
-    let text = std::fs::read_to_string(manifest_path).with_context(|| format!("cannot read {}", manifest_path.display()))?;
+    let text = std::fs::read_to_string(manifest_path)
+        .with_context(|| format!("cannot read {}", manifest_path.display()))?;
     let manifest = PluginManifest::parse(&text, &manifest_path.display().to_string())?;
-    let file = std::fs::File::open(wasm_path).with_context(|| format!("cannot read {}", wasm_path.display()))?;
+    let file = std::fs::File::open(wasm_path)
+        .with_context(|| format!("cannot read {}", wasm_path.display()))?;
     let mut wasm = Vec::new();
     if wasm_path.to_string_lossy().ends_with(".gz") {
-        flate2::read::GzDecoder::new(file).take(MAX_COMPONENT_BYTES + 1).read_to_end(&mut wasm)
+        flate2::read::GzDecoder::new(file)
+            .take(MAX_COMPONENT_BYTES + 1)
+            .read_to_end(&mut wasm)
     } else {
         file.take(MAX_COMPONENT_BYTES + 1).read_to_end(&mut wasm)
     }
     .with_context(|| format!("cannot read {}", wasm_path.display()))?;
     if wasm.len() as u64 > MAX_COMPONENT_BYTES {
-        bail!("{} is larger than the {MAX_COMPONENT_BYTES} bytes the host loads", wasm_path.display());
+        bail!(
+            "{} is larger than the {MAX_COMPONENT_BYTES} bytes the host loads",
+            wasm_path.display()
+        );
     }
     if !wasm.starts_with(b"\0asm") {
-        bail!("{} is not a WebAssembly component (no \\0asm header)", wasm_path.display());
+        bail!(
+            "{} is not a WebAssembly component (no \\0asm header)",
+            wasm_path.display()
+        );
     }
     Ok((manifest, wasm))
 }
@@ -161,27 +180,51 @@ fn gzip(bytes: &[u8]) -> Result<Vec<u8>> {
 }
 
 /// `--out`: the plugin directory.
-fn write_dir(mut manifest: PluginManifest, wasm: &[u8], out: &Path, gzipped: bool) -> Result<ExitCode> {
+fn write_dir(
+    mut manifest: PluginManifest,
+    wasm: &[u8],
+    out: &Path,
+    gzipped: bool,
+) -> Result<ExitCode> {
     manifest.sha256 = Some(sha256_hex(wasm));
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let component = if gzipped { gzip(wasm)? } else { wasm.to_vec() };
-    manifest.component = if gzipped { "plugin.wasm.gz" } else { "plugin.wasm" }.into();
+    manifest.component = if gzipped {
+        "plugin.wasm.gz"
+    } else {
+        "plugin.wasm"
+    }
+    .into();
     std::fs::write(out.join(&manifest.component), component)?;
     std::fs::write(out.join(MANIFEST_FILE), serde_yaml::to_string(&manifest)?)?;
-    println!("packaged {} {} into {} (sha256 {})", manifest.name, manifest.version, out.display(), manifest.sha256.unwrap_or_default());
+    println!(
+        "packaged {} {} into {} (sha256 {})",
+        manifest.name,
+        manifest.version,
+        out.display(),
+        manifest.sha256.unwrap_or_default()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
 /// `--configmap`: the ConfigMap, as YAML on stdout.
-fn print_configmap(mut manifest: PluginManifest, wasm: &[u8], name: &str, namespace: Option<&str>) -> Result<ExitCode> {
+fn print_configmap(
+    mut manifest: PluginManifest,
+    wasm: &[u8],
+    name: &str,
+    namespace: Option<&str>,
+) -> Result<ExitCode> {
     check_name(name, "--configmap", true)?;
     if let Some(namespace) = namespace {
         check_name(namespace, "--namespace", false)?;
     }
     manifest.sha256 = Some(sha256_hex(wasm));
     let gzipped = gzip(wasm)?;
-    let (component_name, component) =
-        if gzipped.len() < wasm.len() { ("plugin.wasm.gz", gzipped) } else { ("plugin.wasm", wasm.to_vec()) };
+    let (component_name, component) = if gzipped.len() < wasm.len() {
+        ("plugin.wasm.gz", gzipped)
+    } else {
+        ("plugin.wasm", wasm.to_vec())
+    };
     manifest.component = component_name.into();
     let manifest_text = serde_yaml::to_string(&manifest)?;
 
@@ -199,8 +242,14 @@ fn print_configmap(mut manifest: PluginManifest, wasm: &[u8], name: &str, namesp
     }
 
     let labels = BTreeMap::from([
-        ("app.kubernetes.io/part-of".to_string(), "joinery".to_string()),
-        ("app.kubernetes.io/component".to_string(), "plugin".to_string()),
+        (
+            "app.kubernetes.io/part-of".to_string(),
+            "joinery".to_string(),
+        ),
+        (
+            "app.kubernetes.io/component".to_string(),
+            "plugin".to_string(),
+        ),
     ]);
     let configmap = ConfigMap {
         metadata: ObjectMeta {
@@ -210,7 +259,10 @@ fn print_configmap(mut manifest: PluginManifest, wasm: &[u8], name: &str, namesp
             ..ObjectMeta::default()
         },
         data: Some(BTreeMap::from([(MANIFEST_FILE.to_string(), manifest_text)])),
-        binary_data: Some(BTreeMap::from([(component_name.to_string(), ByteString(component))])),
+        binary_data: Some(BTreeMap::from([(
+            component_name.to_string(),
+            ByteString(component),
+        )])),
         ..ConfigMap::default()
     };
     let yaml = format!(
@@ -229,13 +281,23 @@ fn print_configmap(mut manifest: PluginManifest, wasm: &[u8], name: &str, namesp
          {CONFIGMAP_LIMIT_BYTES} bytes a ConfigMap holds",
         manifest.name,
         manifest.version,
-        configmap.binary_data.as_ref().and_then(|b| b.get(component_name)).map_or(0, |c| c.0.len()),
+        configmap
+            .binary_data
+            .as_ref()
+            .and_then(|b| b.get(component_name))
+            .map_or(0, |c| c.0.len()),
         wasm.len(),
     );
     let size = if yaml.len() > ANNOTATIONS_LIMIT_BYTES {
-        format!("this ConfigMap, about {} KiB, is over that", kib(yaml.len()))
+        format!(
+            "this ConfigMap, about {} KiB, is over that",
+            kib(yaml.len())
+        )
     } else {
-        format!("this ConfigMap, about {} KiB, fits, but a larger plugin would not", kib(yaml.len()))
+        format!(
+            "this ConfigMap, about {} KiB, fits, but a larger plugin would not",
+            kib(yaml.len())
+        )
     };
     eprintln!(
         "warning: client-side `kubectl apply` cannot store large binaryData: it copies the whole object into the \
@@ -256,7 +318,11 @@ fn check_name(name: &str, flag: &str, subdomain: bool) -> Result<()> {
             && label.starts_with(alnum)
             && label.ends_with(alnum)
     };
-    let ok = if subdomain { name.len() <= 253 && name.split('.').all(label_ok) } else { label_ok(name) };
+    let ok = if subdomain {
+        name.len() <= 253 && name.split('.').all(label_ok)
+    } else {
+        label_ok(name)
+    };
     if !ok {
         let grammar = if subdomain {
             "a DNS subdomain: dot-separated labels of lowercase letters, digits and '-', each starting and ending with a \

@@ -50,7 +50,8 @@ pub struct ServeArgs {
 }
 
 fn boot_delay(text: &str) -> Result<std::time::Duration, String> {
-    joinery_api::duration::parse_go_duration(text).map_err(|e| format!("{e} (write a Go duration such as 30s or 1m30s)"))
+    joinery_api::duration::parse_go_duration(text)
+        .map_err(|e| format!("{e} (write a Go duration such as 30s or 1m30s)"))
 }
 
 /// What `--cloud exoscale` creates in the fake Exoscale API, so a NodeClass or a client has
@@ -70,7 +71,11 @@ fn exoscale_world() -> ExoscaleSpec {
         ssh_keys: SSH_KEYS.map(String::from).to_vec(),
         private_networks: zones
             .into_iter()
-            .map(|zone| ExoNetworkSpec { zone, name: PRIVATE_NETWORK.into(), ..Default::default() })
+            .map(|zone| ExoNetworkSpec {
+                zone,
+                name: PRIVATE_NETWORK.into(),
+                ..Default::default()
+            })
             .collect(),
         ..Default::default()
     }
@@ -92,9 +97,21 @@ pub enum Cloud {
 impl Execute for ServeArgs {
     /// Serves the emulated cluster until Ctrl-C.
     async fn execute(self) -> Result<ExitCode> {
-        let Self { kubeconfig_out, speed, boot_delay, with_host, cloud, exoscale_journal, management_kubeconfig_out, preload_nodes, preload_pods } = self;
+        let Self {
+            kubeconfig_out,
+            speed,
+            boot_delay,
+            with_host,
+            cloud,
+            exoscale_journal,
+            management_kubeconfig_out,
+            preload_nodes,
+            preload_pods,
+        } = self;
         if preload_pods > 0 && preload_nodes == 0 {
-            anyhow::bail!("--preload-pods needs --preload-nodes: the pods are bound to the preloaded nodes");
+            anyhow::bail!(
+                "--preload-pods needs --preload-nodes: the pods are bound to the preloaded nodes"
+            );
         }
         if exoscale_journal.is_some() && cloud != Cloud::Exoscale {
             anyhow::bail!("--exoscale-journal needs --cloud exoscale");
@@ -106,38 +123,78 @@ impl Execute for ServeArgs {
         let clusterapi = (cloud == Cloud::Clusterapi).then(ClusterApiSpec::default);
         // The static cluster goes in before the physics starts: its ReplicaSet controller
         // must not see a ReplicaSet before its pods (it would create more).
-        let preload = (preload_nodes > 0).then(|| joinery_sim::preload::Preload::new(preload_nodes, preload_pods));
-        let options = SimulationOptions { speed, boot_delay, start_controller: with_host, exoscale, exoscale_journal, clusterapi, preload, ..Default::default() };
+        let preload = (preload_nodes > 0)
+            .then(|| joinery_sim::preload::Preload::new(preload_nodes, preload_pods));
+        let options = SimulationOptions {
+            speed,
+            boot_delay,
+            start_controller: with_host,
+            exoscale,
+            exoscale_journal,
+            clusterapi,
+            preload,
+            ..Default::default()
+        };
         let started = std::time::Instant::now();
         let sim = Simulation::start(options).await?;
         if preload.is_some() {
-            println!("preloaded:           {preload_nodes} static nodes, {preload_pods} running pods (emulator ready in {:.1} s)", started.elapsed().as_secs_f64());
+            println!(
+                "preloaded:           {preload_nodes} static nodes, {preload_pods} running pods (emulator ready in {:.1} s)",
+                started.elapsed().as_secs_f64()
+            );
         }
         println!("emulated API server: {}", sim.api.url());
         println!("simulated cloud:     {}", sim.cloud.url());
         if let Some(fake) = &sim.exoscale {
             println!("fake Exoscale API:   {}", fake.url());
-            println!("  zone endpoints:    {} (zones {})", fake.endpoint_template(), fake.zones().join(", "));
-            println!("  API key:           {}", joinery_sim::exoscale::DEFAULT_API_KEY);
-            println!("  API secret:        {}", joinery_sim::exoscale::DEFAULT_API_SECRET);
+            println!(
+                "  zone endpoints:    {} (zones {})",
+                fake.endpoint_template(),
+                fake.zones().join(", ")
+            );
+            println!(
+                "  API key:           {}",
+                joinery_sim::exoscale::DEFAULT_API_KEY
+            );
+            println!(
+                "  API secret:        {}",
+                joinery_sim::exoscale::DEFAULT_API_SECRET
+            );
             println!(
                 "  seeded:            security group {SECURITY_GROUP}, anti-affinity group {ANTI_AFFINITY_GROUP}, SSH keys {}, private network {PRIVATE_NETWORK} in every zone",
                 SSH_KEYS.join(", ")
             );
         }
         if let Some(capi) = &sim.clusterapi {
-            println!("management cluster:  {} (Cluster API MachineDeployments, MachineSets, Machines)", capi.management.url());
+            println!(
+                "management cluster:  {} (Cluster API MachineDeployments, MachineSets, Machines)",
+                capi.management.url()
+            );
             if let Some(path) = &management_kubeconfig_out {
-                capi.management.write_kubeconfig(path).with_context(|| format!("cannot write kubeconfig {}", path.display()))?;
-                println!("management kubeconfig written to {} (kubectl --kubeconfig {} get machinedeployments -A)", path.display(), path.display());
+                capi.management
+                    .write_kubeconfig(path)
+                    .with_context(|| format!("cannot write kubeconfig {}", path.display()))?;
+                println!(
+                    "management kubeconfig written to {} (kubectl --kubeconfig {} get machinedeployments -A)",
+                    path.display(),
+                    path.display()
+                );
             }
         }
         if let Some(path) = &kubeconfig_out {
-            sim.api.write_kubeconfig(path).with_context(|| format!("cannot write kubeconfig {}", path.display()))?;
-            println!("kubeconfig written to {} (kubectl --kubeconfig {} get nodes)", path.display(), path.display());
+            sim.api
+                .write_kubeconfig(path)
+                .with_context(|| format!("cannot write kubeconfig {}", path.display()))?;
+            println!(
+                "kubeconfig written to {} (kubectl --kubeconfig {} get nodes)",
+                path.display(),
+                path.display()
+            );
         }
         println!("press Ctrl-C to stop");
-        tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+        tokio::signal::ctrl_c()
+            .await
+            .context("waiting for Ctrl-C")?;
         sim.shutdown().await;
         Ok(ExitCode::SUCCESS)
     }

@@ -5,12 +5,12 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+use joinery_runtime::contract::{NodeClaim, NodeClass, Requirement, Resource};
 use joinery_runtime::engine::{EngineOptions, PluginEngine};
 use joinery_runtime::grants::Grants;
 use joinery_runtime::manifest::PluginManifest;
 use joinery_runtime::plugin::{LoadContext, LoadedPlugin, PluginBytes, PluginSource};
 use joinery_runtime::services::HostServices;
-use joinery_runtime::contract::{NodeClaim, NodeClass, Requirement, Resource};
 
 /// One engine for the whole test binary (engines reserve address space). It keeps compiled
 /// plugins in `JOINERY_PLUGIN_CACHE_DIR` when set (`./dev test` sets it), so the many tests
@@ -19,8 +19,12 @@ pub fn engine() -> PluginEngine {
     static ENGINE: OnceLock<PluginEngine> = OnceLock::new();
     ENGINE
         .get_or_init(|| {
-            PluginEngine::new(&EngineOptions { pool_instances: 32, cache_dir: EngineOptions::cache_dir_from_env(), ..Default::default() })
-                .unwrap()
+            PluginEngine::new(&EngineOptions {
+                pool_instances: 32,
+                cache_dir: EngineOptions::cache_dir_from_env(),
+                ..Default::default()
+            })
+            .unwrap()
         })
         .clone()
 }
@@ -50,16 +54,31 @@ pub fn hostile(grants: &str, services: HostServices) -> Arc<LoadedPlugin> {
 }
 
 /// Loads the hostile component under a modified manifest.
-pub fn hostile_with(manifest: PluginManifest, grants: &str, services: HostServices) -> Arc<LoadedPlugin> {
+pub fn hostile_with(
+    manifest: PluginManifest,
+    grants: &str,
+    services: HostServices,
+) -> Arc<LoadedPlugin> {
     let grants = Grants::parse(grants, "test grants").unwrap();
     let cx = LoadContext::new(engine(), grants, services).unwrap();
-    let bytes = PluginBytes { manifest, source: PluginSource::Builtin, wasm: hostile_wasm(), compiled: None };
+    let bytes = PluginBytes {
+        manifest,
+        source: PluginSource::Builtin,
+        wasm: hostile_wasm(),
+        compiled: None,
+    };
     Arc::new(LoadedPlugin::load(&cx, bytes).unwrap())
 }
 
 /// A NodeClass whose spec selects the hostile plugin's mode for this call.
 pub fn class(spec: serde_json::Value) -> NodeClass {
-    NodeClass { name: "test".into(), uid: "uid-1".into(), generation: 1, spec: spec.to_string(), status: "{}".into() }
+    NodeClass {
+        name: "test".into(),
+        uid: "uid-1".into(),
+        generation: 1,
+        spec: spec.to_string(),
+        status: "{}".into(),
+    }
 }
 
 /// A NodeClaim `name` (UID `uid-<name>`, NodePool `default`) with these requirements and
