@@ -20,6 +20,9 @@ pub enum SimError {
     /// The server URL could not be turned into a client configuration.
     #[error("invalid server URL {0}")]
     InvalidUrl(String),
+    /// A client's name cannot be sent as a `User-Agent` header (use visible ASCII).
+    #[error("{0:?} is not a valid User-Agent header value; use visible ASCII characters")]
+    InvalidUserAgent(String),
     /// The kube client could not be built.
     #[error("could not build a kube client: {0}")]
     Client(#[from] kube::Error),

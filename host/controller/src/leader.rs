@@ -18,6 +18,8 @@ use kube::api::PostParams;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::Controller;
+
 /// Which Lease the replicas compete for, and as whom this one competes.
 #[derive(Debug, Clone)]
 pub struct LeaderElectionConfig {
@@ -71,30 +73,43 @@ impl Elector {
     }
 
     /// Waits until this replica holds the Lease. API errors (including a lost race, 409) are
-    /// logged and retried every retry period; the wait ends only with leadership.
+    /// logged and retried every retry period; an attempt that gets no answer within the renew
+    /// deadline counts as failed. The wait ends only with leadership.
     pub async fn acquire(mut self) -> Leadership {
         let mut waiting_for: Option<String> = None;
-        loop {
-            match self.try_acquire_or_renew().await {
-                Ok(None) => break,
-                Ok(Some(holder)) => {
+        let timings = self.config.timings;
+        let acquired_at = loop {
+            let attempt_at = self.clock.now();
+            let attempt = tokio::time::timeout(
+                self.clock.to_real(timings.renew_deadline),
+                self.try_acquire_or_renew(),
+            );
+            match attempt.await {
+                Ok(Ok(None)) => break attempt_at,
+                Ok(Ok(Some(holder))) => {
                     if waiting_for.as_deref() != Some(holder.as_str()) {
                         tracing::info!(controller = "leaderelection", lease = %self.config.name, %holder, identity = %self.config.identity, "another replica leads; standing by");
                         waiting_for = Some(holder);
                     }
                 }
-                Err(error) => tracing::warn!(
+                Ok(Err(error)) => tracing::warn!(
                     controller = "leaderelection",
                     lease = %self.config.name,
                     namespace = %self.config.namespace,
                     error = %describe(&error),
                     "cannot read or write the leader-election Lease; retrying (the namespace must exist and the controller may get, create and update this Lease there)"
                 ),
+                Err(_) => tracing::warn!(
+                    controller = "leaderelection",
+                    lease = %self.config.name,
+                    deadline = ?timings.renew_deadline,
+                    "the API server did not answer for the leader-election Lease within the renew deadline; retrying"
+                ),
             }
-            tokio::time::sleep(self.clock.to_real(self.config.timings.retry_period)).await;
-        }
+            tokio::time::sleep(self.clock.to_real(timings.retry_period)).await;
+        };
         tracing::info!(controller = "leaderelection", lease = %self.config.name, identity = %self.config.identity, "acquired the leader-election Lease");
-        Leadership::start(self)
+        Leadership::start(self, acquired_at)
     }
 
     /// One round: read the Lease and write what the core decides. `Ok(None)`: this replica
@@ -147,45 +162,76 @@ impl Elector {
 }
 
 /// Held leadership: a task renews the Lease every retry period. [`Leadership::lost`] resolves
-/// when a renewal has failed for the whole renew deadline (or another replica took the Lease):
-/// the replica must then stop acting at once, as upstream's controllers exit.
+/// when the Lease was not renewed within the renew deadline of the last renewal (or another
+/// replica took it): the replica must then stop acting at once, as upstream's controllers exit.
+///
+/// The deadline is kept on its own timer, as client-go keeps it: a renewal that never gets an
+/// answer (an API server or proxy that accepts and stays silent) ends leadership when the
+/// deadline passes, not when the connection finally breaks. The renew deadline is shorter than
+/// the lease duration, and a follower counts the lease duration from when it saw the last
+/// renewal, which is after this replica started it; so this replica has stopped leading before
+/// any follower can take the Lease.
 pub struct Leadership {
     lost: watch::Receiver<bool>,
     renewal: JoinHandle<Elector>,
     stop: watch::Sender<bool>,
+    clock: Arc<Clock>,
+    timings: LeaseTimings,
 }
 
 impl Leadership {
-    fn start(mut elector: Elector) -> Leadership {
+    /// Starts renewing a Lease whose last successful write was started at `renewed_at`.
+    fn start(mut elector: Elector, renewed_at: SystemTime) -> Leadership {
         let (lost_tx, lost) = watch::channel(false);
         let (stop, mut stopped) = watch::channel(false);
+        let clock = elector.clock.clone();
+        let timings = elector.config.timings;
         let renewal = tokio::spawn(async move {
-            let timings = elector.config.timings;
-            let mut last_renewal = elector.clock.now();
+            let mut renewed_at = renewed_at;
             loop {
                 tokio::select! {
                     _ = stopped.changed() => return elector,
                     _ = tokio::time::sleep(elector.clock.to_real(timings.retry_period)) => {}
                 }
-                match elector.try_acquire_or_renew().await {
-                    Ok(None) => last_renewal = elector.clock.now(),
-                    Ok(Some(holder)) => {
-                        tracing::error!(controller = "leaderelection", lease = %elector.config.name, %holder, "another replica took the leader-election Lease");
+                let attempt_at = elector.clock.now();
+                let deadline = renewed_at + timings.renew_deadline;
+                let left = deadline.duration_since(attempt_at).unwrap_or_default();
+                let attempt = tokio::time::timeout(
+                    elector.clock.to_real(left),
+                    elector.try_acquire_or_renew(),
+                );
+                let outcome = tokio::select! {
+                    _ = stopped.changed() => None,
+                    outcome = attempt => Some(outcome),
+                };
+                let Some(outcome) = outcome else {
+                    return elector;
+                };
+                let name = &elector.config.name;
+                match outcome {
+                    Ok(Ok(None)) => renewed_at = attempt_at,
+                    Ok(Ok(Some(holder))) => {
+                        tracing::error!(controller = "leaderelection", lease = %name, %holder, "another replica took the leader-election Lease");
                         let _ = lost_tx.send(true);
                         return elector;
                     }
-                    Err(error) => {
+                    Ok(Err(error)) => {
                         let failing_for = elector
                             .clock
                             .now()
-                            .duration_since(last_renewal)
+                            .duration_since(renewed_at)
                             .unwrap_or_default();
-                        tracing::warn!(controller = "leaderelection", lease = %elector.config.name, error = %describe(&error), ?failing_for, "cannot renew the leader-election Lease");
-                        if failing_for >= timings.renew_deadline {
-                            tracing::error!(controller = "leaderelection", lease = %elector.config.name, "leader-election Lease not renewed within the renew deadline; leadership lost");
+                        tracing::warn!(controller = "leaderelection", lease = %name, error = %describe(&error), ?failing_for, "cannot renew the leader-election Lease");
+                        if elector.clock.now() >= deadline {
+                            tracing::error!(controller = "leaderelection", lease = %name, "leader-election Lease not renewed within the renew deadline; leadership lost");
                             let _ = lost_tx.send(true);
                             return elector;
                         }
+                    }
+                    Err(_) => {
+                        tracing::error!(controller = "leaderelection", lease = %name, renew_deadline = ?timings.renew_deadline, "the API server did not answer the Lease renewal within the renew deadline; leadership lost");
+                        let _ = lost_tx.send(true);
+                        return elector;
                     }
                 }
             }
@@ -194,6 +240,8 @@ impl Leadership {
             lost,
             renewal,
             stop,
+            clock,
+            timings,
         }
     }
 
@@ -203,7 +251,8 @@ impl Leadership {
     }
 
     /// Stops renewing and hands the Lease back (no holder), so that a follower takes over at
-    /// once. Call after the control loops have stopped.
+    /// once. Call after the control loops have stopped. Bounded by the renew deadline: when
+    /// the API server does not answer, the Lease is left to lapse.
     pub async fn release(self) {
         let _ = self.stop.send(true);
         let Ok(elector) = self.renewal.await else {
@@ -212,24 +261,18 @@ impl Leadership {
         if *self.lost.borrow() {
             return;
         }
-        let Ok(Some(mut lease)) = elector.api.get_opt(&elector.config.name).await else {
-            return;
-        };
-        let record = record_of(&lease);
-        if record.holder() != Some(elector.config.identity.as_str()) {
-            return;
-        }
-        lease.spec = Some(spec_of(&released(&record, elector.clock.now())));
-        match elector
-            .api
-            .replace(&elector.config.name, &PostParams::default(), &lease)
-            .await
-        {
-            Ok(_) => {
-                tracing::info!(controller = "leaderelection", lease = %elector.config.name, "released the leader-election Lease")
+        let name = elector.config.name.clone();
+        let bound = self.clock.to_real(self.timings.renew_deadline);
+        match tokio::time::timeout(bound, hand_back(&elector)).await {
+            Ok(Ok(true)) => {
+                tracing::info!(controller = "leaderelection", lease = %name, "released the leader-election Lease")
             }
-            Err(error) => {
-                tracing::warn!(controller = "leaderelection", lease = %elector.config.name, %error, "cannot release the leader-election Lease; a follower takes over when it lapses")
+            Ok(Ok(false)) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(controller = "leaderelection", lease = %name, error = %describe(&error), "cannot release the leader-election Lease; a follower takes over when it lapses")
+            }
+            Err(_) => {
+                tracing::warn!(controller = "leaderelection", lease = %name, "the API server did not answer the Lease release within the renew deadline; a follower takes over when it lapses")
             }
         }
     }
@@ -238,6 +281,72 @@ impl Leadership {
     pub fn abandon(self) {
         self.renewal.abort();
     }
+}
+
+/// How a leader's term ended (see [`lead`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TermEnd {
+    /// Asked to stop: the loops stopped (`loops_in_time`; if false, the budget ran out and the
+    /// rest were aborted), then the Lease was handed back, or left to lapse if the API server
+    /// did not answer.
+    Stopped {
+        /// Whether every loop finished its step within the budget.
+        loops_in_time: bool,
+    },
+    /// Leadership was lost (another replica took the Lease, or it was not renewed within the
+    /// renew deadline): the loops were aborted at once, since another replica may be acting.
+    Lost,
+}
+
+/// Runs a leader's term: `controller`'s loops act until `shutdown` resolves or leadership is
+/// lost. On shutdown the loops get `loops_budget` (simulated time, on the Lease's clock) to
+/// finish their step, then the Lease is handed back within the renew deadline, so a stop takes
+/// at most their sum; a loss meanwhile aborts the loops at once.
+pub async fn lead(
+    mut controller: Controller,
+    mut leadership: Leadership,
+    shutdown: impl Future<Output = ()>,
+    loops_budget: Duration,
+) -> TermEnd {
+    tokio::select! {
+        _ = leadership.lost() => {
+            controller.abort();
+            return TermEnd::Lost;
+        }
+        _ = shutdown => {}
+    }
+    tracing::info!("shutting down");
+    let loops_in_time = {
+        let stopping = controller.stop_within(leadership.clock.to_real(loops_budget));
+        tokio::select! {
+            in_time = stopping => Some(in_time),
+            _ = leadership.lost() => None,
+        }
+    };
+    let Some(loops_in_time) = loops_in_time else {
+        controller.abort();
+        return TermEnd::Lost;
+    };
+    leadership.release().await;
+    TermEnd::Stopped { loops_in_time }
+}
+
+/// Writes the Lease without a holder if this replica still holds it; `Ok(false)` if it does
+/// not (or the Lease is gone).
+async fn hand_back(elector: &Elector) -> Result<bool, kube::Error> {
+    let Some(mut lease) = elector.api.get_opt(&elector.config.name).await? else {
+        return Ok(false);
+    };
+    let record = record_of(&lease);
+    if record.holder() != Some(elector.config.identity.as_str()) {
+        return Ok(false);
+    }
+    lease.spec = Some(spec_of(&released(&record, elector.clock.now())));
+    elector
+        .api
+        .replace(&elector.config.name, &PostParams::default(), &lease)
+        .await?;
+    Ok(true)
 }
 
 /// An API error in one line (status code and message), other errors as they print.

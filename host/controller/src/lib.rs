@@ -22,6 +22,7 @@
 //! All durations are read from a shared [`joinery_core::clock::Clock`], so a simulation can
 //! run faster than real time with Karpenter's timings unchanged in simulated seconds.
 
+pub mod api_client;
 pub mod bootstrap;
 pub mod cloud;
 pub mod disruption;
@@ -311,6 +312,24 @@ impl Controller {
         for task in self.tasks {
             let _ = task.await;
         }
+    }
+
+    /// Stops every loop, as [`Controller::shutdown`] does, but waits at most `budget` (real
+    /// time) for them to finish their current step; the loops still running then are aborted.
+    /// Returns whether all of them finished in time.
+    pub async fn stop_within(&mut self, budget: std::time::Duration) -> bool {
+        let _ = self.stop.send(true);
+        let finishing = async {
+            while let Some(task) = self.tasks.last_mut() {
+                let _ = task.await;
+                self.tasks.pop();
+            }
+        };
+        let in_time = tokio::time::timeout(budget, finishing).await.is_ok();
+        for task in self.tasks.drain(..) {
+            task.abort();
+        }
+        in_time
     }
 
     /// Stops every loop at once, as a crash would (for restart tests).

@@ -189,13 +189,27 @@ impl ApiServer {
     /// A `kube::Client` for this server with `default` as its namespace, speaking plain HTTP
     /// (see [`plain_http_client`]).
     pub fn client(&self) -> Result<kube::Client, SimError> {
+        plain_http_client(&self.client_config()?)
+    }
+
+    /// Like [`ApiServer::client`], but every request carries `User-Agent: user_agent`, so that
+    /// [`ApiFaults::hang_client`] can single this client out (one replica of the host, say).
+    pub fn client_as(&self, user_agent: &str) -> Result<kube::Client, SimError> {
+        let mut config = self.client_config()?;
+        let agent = http::HeaderValue::from_str(user_agent)
+            .map_err(|_| SimError::InvalidUserAgent(user_agent.to_string()))?;
+        config.headers.push((http::header::USER_AGENT, agent));
+        plain_http_client(&config)
+    }
+
+    fn client_config(&self) -> Result<kube::Config, SimError> {
         let uri: http::Uri = self
             .url
             .parse()
             .map_err(|_| SimError::InvalidUrl(self.url.clone()))?;
         let mut config = kube::Config::new(uri);
         config.default_namespace = "default".to_string();
-        plain_http_client(&config)
+        Ok(config)
     }
 
     /// The latest resourceVersion the store has handed out.

@@ -1,6 +1,6 @@
 //! The HTTP front end: routing, discovery documents, verbs and watch streams.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -190,6 +190,13 @@ impl Call<'_> {
 }
 
 async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> HttpResponse {
+    if let Some(agent) = request.headers().get(header::USER_AGENT) {
+        // A hung client's request is read no further and never answered (until released).
+        shared
+            .faults
+            .wait_while_hung(agent.to_str().unwrap_or_default())
+            .await;
+    }
     let method = request.method().clone();
     let path = request.uri().path().to_string();
     let query = parse_query(request.uri().query());
@@ -1088,6 +1095,8 @@ impl ApiVerb {
 #[derive(Debug)]
 pub struct ApiFaults {
     faults: Faults<ApiVerb, ()>,
+    /// The `User-Agent`s whose requests are accepted and never answered.
+    hung_clients: watch::Sender<BTreeSet<String>>,
 }
 
 impl ApiFaults {
@@ -1095,7 +1104,34 @@ impl ApiFaults {
     pub fn with_seed(seed: u64) -> Self {
         ApiFaults {
             faults: Faults::with_seed(seed),
+            hung_clients: watch::Sender::new(BTreeSet::new()),
         }
+    }
+
+    /// Hangs every request, of any path, sent with `User-Agent: user_agent`: the server reads
+    /// its head and then answers nothing (the connection stays open), as a stuck API server or
+    /// proxy does to one client. Streams already open keep flowing. Until
+    /// [`ApiFaults::release_client`] (or [`ApiFaults::clear`]).
+    pub fn hang_client(&self, user_agent: &str) {
+        self.hung_clients.send_modify(|hung| {
+            hung.insert(user_agent.to_string());
+        });
+    }
+
+    /// Answers `user_agent`'s requests again, the hung ones included.
+    pub fn release_client(&self, user_agent: &str) {
+        self.hung_clients.send_modify(|hung| {
+            hung.remove(user_agent);
+        });
+    }
+
+    /// Waits while `user_agent`'s requests are hung.
+    async fn wait_while_hung(&self, user_agent: &str) {
+        if self.hung_clients.borrow().is_empty() {
+            return;
+        }
+        let mut hung = self.hung_clients.subscribe();
+        let _ = hung.wait_for(|hung| !hung.contains(user_agent)).await;
     }
 
     /// Restarts the random sequence from `seed`.
@@ -1106,6 +1142,7 @@ impl ApiFaults {
     /// Removes every fault (the random sequence continues where it was).
     pub fn clear(&self) {
         self.faults.clear();
+        self.hung_clients.send_replace(BTreeSet::new());
     }
 
     /// Waits out the latency, then returns the injected answer, if any, for a request of `verb`.

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context, Result};
-use joinery_controller::leader::{Elector, LeaderElectionConfig, default_identity};
+use joinery_controller::leader::{Elector, LeaderElectionConfig, TermEnd, default_identity, lead};
 use joinery_controller::{Controller, ControllerOptions, Settings};
 use joinery_core::clock::Clock;
 use joinery_core::lease::LeaseTimings;
@@ -14,6 +14,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use super::Execute;
+
+/// How long the loops get to finish their step after SIGTERM before they are aborted. With the
+/// Lease's release (bounded by its renew deadline, 10 s) a stop takes at most 25 s, within the
+/// chart's default `terminationGracePeriodSeconds` of 30.
+const LOOPS_STOP_BUDGET: std::time::Duration = std::time::Duration::from_secs(15);
 use crate::plugin_options::PluginOptions;
 
 /// Turns transparent huge pages off for this process. The allocator asks for them on its
@@ -70,13 +75,14 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         settings.cluster_endpoint = config.cluster_url.to_string();
     }
     let api_server = config.cluster_url.to_string();
-    let client = kube::Client::try_from(config).context("cannot build the Kubernetes client")?;
+    let client = joinery_controller::api_client::client(config)
+        .context("cannot build the Kubernetes client")?;
     let management = match management_source {
         None => None,
         Some(source) => {
             let config = source.config().await?;
             let url = config.cluster_url.to_string();
-            let client = kube::Client::try_from(config).with_context(|| {
+            let client = joinery_controller::api_client::client(config).with_context(|| {
                 format!("cannot build the management cluster's Kubernetes client (from {source})")
             })?;
             Some((source, url, client))
@@ -181,7 +187,7 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
             _ = &mut shutdown => return Ok(std::process::ExitCode::SUCCESS),
         }
     };
-    let controller = Controller::start(ControllerOptions {
+    let mut controller = Controller::start(ControllerOptions {
         client,
         registry,
         clock,
@@ -191,26 +197,20 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     .await?;
     ready.store(true, Ordering::Relaxed);
     let _ = leading.set(controller.context().clone());
-    let Some(mut leadership) = leadership else {
+    let Some(leadership) = leadership else {
         shutdown.await;
         tracing::info!("shutting down");
-        controller.shutdown().await;
+        controller.stop_within(LOOPS_STOP_BUDGET).await;
         return Ok(std::process::ExitCode::SUCCESS);
     };
-    tokio::select! {
-        _ = &mut shutdown => {
-            tracing::info!("shutting down");
-            controller.shutdown().await;
-            leadership.release().await;
-        }
-        _ = leadership.lost() => {
-            // Another replica may be acting already: stop at once, as upstream does, and let
-            // the pod restart as a follower.
-            controller.abort();
-            anyhow::bail!("lost the leader-election Lease; stopping so that only the new leader acts");
-        }
+    match lead(controller, leadership, shutdown, LOOPS_STOP_BUDGET).await {
+        TermEnd::Stopped { .. } => Ok(std::process::ExitCode::SUCCESS),
+        // Another replica may be acting already: the loops were stopped at once, as upstream
+        // does; the pod restarts as a follower.
+        TermEnd::Lost => anyhow::bail!(
+            "lost the leader-election Lease; stopping so that only the new leader acts"
+        ),
     }
-    Ok(std::process::ExitCode::SUCCESS)
 }
 
 async fn shutdown_signal() {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use joinery_controller::Controller;
-use joinery_controller::leader::{Elector, LeaderElectionConfig};
+use joinery_controller::leader::{Elector, LeaderElectionConfig, Leadership, TermEnd, lead};
 use joinery_core::lease::LeaseTimings;
 use joinery_sim::cloud::CloudEvent;
 use joinery_simulate::{Simulation, SimulationOptions};
@@ -19,13 +19,130 @@ use super::restart::{apply_basics, assert_one_instance_one_claim, wait_pod_runni
 const SPEED: f64 = 5.0;
 
 fn replica(sim: &Simulation, identity: &str) -> Elector {
+    replica_on(sim, sim.client.clone(), identity)
+}
+
+fn replica_on(sim: &Simulation, client: kube::Client, identity: &str) -> Elector {
     let config = LeaderElectionConfig {
         namespace: "default".into(),
         name: "joinery-leader-election".into(),
         identity: identity.into(),
         timings: LeaseTimings::default(),
     };
-    Elector::new(sim.client.clone(), sim.clock.clone(), config)
+    Elector::new(client, sim.clock.clone(), config)
+}
+
+/// Replica A leads with loops on a client of its own (`User-Agent: replica-a`), which the API
+/// server can be made to hang; returns its client, Lease and loops.
+async fn leader_on_own_client(sim: &Simulation) -> (kube::Client, Leadership, Controller) {
+    let client = sim.api.client_as("replica-a").unwrap();
+    let leadership = replica_on(sim, client.clone(), "replica-a").acquire().await;
+    let mut options = sim.controller_options();
+    options.client = client.clone();
+    let loops = Controller::start(options).await.unwrap();
+    (client, leadership, loops)
+}
+
+/// How long the loops get to stop in these tests, as `joinery run` gives them.
+const LOOPS_STOP_BUDGET: Duration = Duration::from_secs(15);
+
+/// The leader's API server accepts its requests and never answers them (the renewal hangs):
+/// the leader stops leading within the renew deadline, before the follower's lease duration
+/// runs out, so that at no moment do two replicas act. Before the fix, the hung renewal kept
+/// the old leader's loops running until the connection died.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_requests_hang_stops_before_the_follower_leads() {
+    // Slow: the margin between the renew deadline (10 s) and the lease duration (15 s) is
+    // 2.5 s of real time at this speed, for a loaded machine's late timers.
+    let sim = Simulation::start(SimulationOptions {
+        speed: 2.0,
+        start_controller: false,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let (_client, leadership, loops) = leader_on_own_client(&sim).await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let clock = sim.clock.clone();
+    let term = tokio::spawn(async move {
+        let end = lead(
+            loops,
+            leadership,
+            async {
+                let _ = stopped.await;
+            },
+            LOOPS_STOP_BUDGET,
+        )
+        .await;
+        (end, clock.now())
+    });
+    let follower = {
+        let elector = replica_on(&sim, sim.api.client_as("replica-b").unwrap(), "replica-b");
+        let clock = sim.clock.clone();
+        tokio::spawn(async move {
+            let leadership = elector.acquire().await;
+            (leadership, clock.now())
+        })
+    };
+    // The leader renews; the follower stands by.
+    tokio::time::sleep(sim.clock.to_real(Duration::from_secs(5))).await;
+    assert!(!follower.is_finished(), "the follower must not lead yet");
+    assert!(!term.is_finished(), "the leader still leads");
+
+    sim.api.faults().hang_client("replica-a");
+    let (end, ended_at) = tokio::time::timeout(sim.clock.to_real(Duration::from_secs(120)), term)
+        .await
+        .expect("a leader whose renewals hang stops leading")
+        .unwrap();
+    assert_eq!(end, TermEnd::Lost);
+    let (new_leader, led_at) =
+        tokio::time::timeout(sim.clock.to_real(Duration::from_secs(120)), follower)
+            .await
+            .expect("the follower takes over")
+            .unwrap();
+    assert!(
+        ended_at <= led_at,
+        "two leaders: the old one stopped at {:?}, the new one led from {:?}",
+        sim.clock.seconds_at(ended_at),
+        sim.clock.seconds_at(led_at)
+    );
+    assert_eq!(holder(&sim).await.as_deref(), Some("replica-b"));
+    drop(stop);
+    sim.api.faults().release_client("replica-a");
+    new_leader.release().await;
+    sim.shutdown().await;
+}
+
+/// SIGTERM while the API server hangs every request of the leader: the stop is bounded (the
+/// loops' budget, then the Lease's release within the renew deadline) and ends within the
+/// chart's default grace period of 30 s. Before the fix, the release waited for the hung
+/// renewal forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_stopped_while_its_requests_hang_stops_within_the_grace_period() {
+    let sim = Simulation::start(SimulationOptions {
+        speed: 2.0,
+        start_controller: false,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let (_client, leadership, loops) = leader_on_own_client(&sim).await;
+    tokio::time::sleep(sim.clock.to_real(Duration::from_secs(3))).await;
+    sim.api.faults().hang_client("replica-a");
+    let signalled_at = sim.clock.now();
+    let end = tokio::time::timeout(
+        sim.clock.to_real(Duration::from_secs(120)),
+        lead(loops, leadership, async {}, LOOPS_STOP_BUDGET),
+    )
+    .await
+    .expect("a stop while the API server hangs ends");
+    let took = sim.clock.now().duration_since(signalled_at).unwrap();
+    assert!(
+        took <= Duration::from_secs(30),
+        "{end:?} after {took:?}: past the grace period"
+    );
+    sim.api.faults().release_client("replica-a");
+    sim.shutdown().await;
 }
 
 async fn holder(sim: &Simulation) -> Option<String> {

@@ -238,7 +238,7 @@ async fn measure_in(exe: &Path, dir: &Path, args: &ControllerArgs) -> Result<Con
         .context("cannot read the emulated cluster's kubeconfig")?;
     let config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-    let client = kube::Client::try_from(config)?;
+    let client = joinery_controller::api_client::client(config)?;
     apply_nodepool(&client).await?;
 
     let grants = dir.join("grants.yaml");

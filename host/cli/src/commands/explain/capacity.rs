@@ -30,7 +30,7 @@ pub struct CapacityArgs {
 impl Execute for CapacityArgs {
     async fn execute(self) -> Result<ExitCode> {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = kube::Client::try_from(self.kube.config().await?)
+        let client = joinery_controller::api_client::client(self.kube.config().await?)
             .context("cannot build the Kubernetes client")?;
         let cm = Api::<ConfigMap>::namespaced(client, &self.namespace)
             .get_opt(CONFIGMAP)

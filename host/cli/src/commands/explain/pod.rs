@@ -39,7 +39,8 @@ async fn explain_pod(
     };
     let _ = rustls::crypto::ring::default_provider().install_default();
     let config = kube_options.config().await?;
-    let client = kube::Client::try_from(config).context("cannot build the Kubernetes client")?;
+    let client = joinery_controller::api_client::client(config)
+        .context("cannot build the Kubernetes client")?;
     let pod = Api::<Pod>::namespaced(client.clone(), namespace)
         .get(name)
         .await
