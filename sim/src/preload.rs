@@ -70,7 +70,7 @@ pub async fn preload(store: &Store, shape: Preload) -> Result<(), ApiError> {
         replicas[index % namespaces][index / namespaces % 10] += 1;
     }
     let mut owners: Vec<Vec<String>> = Vec::with_capacity(namespaces);
-    for n in 0..namespaces {
+    for (n, counts) in replicas.iter().enumerate() {
         let namespace = format!("static-{n:02}");
         store.create(
             &namespaces_kind,
@@ -78,11 +78,11 @@ pub async fn preload(store: &Store, shape: Preload) -> Result<(), ApiError> {
             json!({"metadata": {"name": namespace}}),
         )?;
         let mut uids = Vec::with_capacity(10);
-        for app in 0..10 {
+        for (app, &count) in counts.iter().enumerate() {
             let created = store.create(
                 &replica_sets_kind,
                 Some(&namespace),
-                replica_set(app, replicas[n][app]),
+                replica_set(app, count),
             )?;
             uids.push(
                 created

@@ -654,7 +654,7 @@ async fn maintain_claim(
         return Ok(());
     };
     let node_name = node.name();
-    record_pod_events(ctx, memory, claim, &node_name, now).await?;
+    record_pod_events(ctx, memory, claim, node_name, now).await?;
     update_consolidatable(ctx, claim, pool, now).await?;
     // Crash recovery (upstream's rule): a node that carries the disrupted taint while
     // neither it nor its claim is being deleted was left by a disruption that never

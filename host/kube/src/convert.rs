@@ -809,6 +809,49 @@ pub fn nodepool_limits<C: Borrow<NodeClaim>>(
         .map_err(|e| format!("NodePool {name}: spec.limits: {e}"))
 }
 
+/// A NodeOverlay in the core's form; errors name the overlay and field.
+pub fn overlay(o: &joinery_api::NodeOverlay) -> Result<joinery_core::overlay::Overlay, String> {
+    let name = o.metadata.name.clone().unwrap_or_default();
+    let fail = |message: String| format!("NodeOverlay {name}: {message}");
+    let mut requirements = Requirements::new();
+    for (i, r) in o.spec.requirements.iter().enumerate() {
+        let req = Requirement::new(
+            r.key.clone(),
+            r.operator,
+            r.values.clone().unwrap_or_default(),
+        )
+        .map_err(|e| fail(format!("spec.requirements[{i}]: {e}")))?;
+        requirements.add(req);
+    }
+    let price = joinery_core::overlay::PriceChange::parse(
+        o.spec.price.as_deref(),
+        o.spec.price_adjustment.as_deref(),
+    )
+    .map_err(fail)?;
+    let capacity = resource_list("spec.capacity", o.spec.capacity.as_ref()).map_err(fail)?;
+    let overlay = joinery_core::overlay::Overlay {
+        name: name.clone(),
+        weight: o.spec.weight.unwrap_or(0),
+        requirements,
+        price,
+        capacity,
+    };
+    overlay.validate().map_err(|e| e.to_string())?;
+    Ok(overlay)
+}
+
+/// A Kubernetes timestamp as a `SystemTime` (times before the epoch become the epoch).
+pub fn system_time(
+    t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> std::time::SystemTime {
+    let nanos = t.0.as_nanosecond();
+    if nanos >= 0 {
+        std::time::UNIX_EPOCH + std::time::Duration::from_nanos(nanos as u64)
+    } else {
+        std::time::UNIX_EPOCH
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1085,48 +1128,5 @@ mod tests {
                 );
             }
         }
-    }
-}
-
-/// A NodeOverlay in the core's form; errors name the overlay and field.
-pub fn overlay(o: &joinery_api::NodeOverlay) -> Result<joinery_core::overlay::Overlay, String> {
-    let name = o.metadata.name.clone().unwrap_or_default();
-    let fail = |message: String| format!("NodeOverlay {name}: {message}");
-    let mut requirements = Requirements::new();
-    for (i, r) in o.spec.requirements.iter().enumerate() {
-        let req = Requirement::new(
-            r.key.clone(),
-            r.operator,
-            r.values.clone().unwrap_or_default(),
-        )
-        .map_err(|e| fail(format!("spec.requirements[{i}]: {e}")))?;
-        requirements.add(req);
-    }
-    let price = joinery_core::overlay::PriceChange::parse(
-        o.spec.price.as_deref(),
-        o.spec.price_adjustment.as_deref(),
-    )
-    .map_err(fail)?;
-    let capacity = resource_list("spec.capacity", o.spec.capacity.as_ref()).map_err(fail)?;
-    let overlay = joinery_core::overlay::Overlay {
-        name: name.clone(),
-        weight: o.spec.weight.unwrap_or(0),
-        requirements,
-        price,
-        capacity,
-    };
-    overlay.validate().map_err(|e| e.to_string())?;
-    Ok(overlay)
-}
-
-/// A Kubernetes timestamp as a `SystemTime` (times before the epoch become the epoch).
-pub fn system_time(
-    t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
-) -> std::time::SystemTime {
-    let nanos = t.0.as_nanosecond();
-    if nanos >= 0 {
-        std::time::UNIX_EPOCH + std::time::Duration::from_nanos(nanos as u64)
-    } else {
-        std::time::UNIX_EPOCH
     }
 }

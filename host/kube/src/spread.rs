@@ -386,8 +386,10 @@ mod tests {
             bare.topology_spread[0].when_unsatisfiable,
             WhenUnsatisfiable::ScheduleAnyway
         );
-        let mut own = PendingPod::default();
-        own.topology_spread = vec![TopologySpreadConstraint::new("zone", 1, selector.clone())];
+        let mut own = PendingPod {
+            topology_spread: vec![TopologySpreadConstraint::new("zone", 1, selector.clone())],
+            ..Default::default()
+        };
         assert!(!apply_defaults(&mut own, &defaults, Some(selector)));
         assert_eq!(own.topology_spread[0].topology_key, "zone");
         assert!(!apply_defaults(&mut PendingPod::default(), &defaults, None));

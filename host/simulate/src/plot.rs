@@ -9,6 +9,9 @@ use plotters::prelude::*;
 use crate::observer::Sample;
 use crate::report::Report;
 
+/// One line of a chart: its name, its colour and its points (seconds, value).
+type Series = (String, RGBColor, Vec<(f64, f64)>);
+
 /// The plot could not be drawn.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot draw the plot: {0}")]
@@ -41,7 +44,7 @@ fn panel(
     title: &str,
     y_label: &str,
     end: f64,
-    series: &[(String, RGBColor, Vec<(f64, f64)>)],
+    series: &[Series],
 ) -> Result<(), PlotError> {
     let top = series
         .iter()
@@ -101,7 +104,7 @@ pub fn svg(report: &Report) -> Result<String, PlotError> {
         .iter()
         .flat_map(|s| s.nodes_by_instance_type.keys())
         .collect();
-    let nodes: Vec<(String, RGBColor, Vec<(f64, f64)>)> = types
+    let nodes: Vec<Series> = types
         .iter()
         .enumerate()
         .map(|(i, t)| {

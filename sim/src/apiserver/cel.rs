@@ -1093,10 +1093,7 @@ impl<'a> Val<'a> {
     fn items(&self) -> Option<Vec<Val<'a>>> {
         match self {
             Val::List(items) => Some(items.clone()),
-            Val::Json(value) => match *value {
-                Value::Array(items) => Some(items.iter().map(Val::from_json).collect()),
-                _ => None,
-            },
+            Val::Json(Value::Array(items)) => Some(items.iter().map(Val::from_json).collect()),
             _ => None,
         }
     }
@@ -1105,14 +1102,11 @@ impl<'a> Val<'a> {
     fn entries(&self) -> Option<Vec<(Val<'a>, Val<'a>)>> {
         match self {
             Val::Map(entries) => Some(entries.clone()),
-            Val::Json(value) => match *value {
-                Value::Object(map) => Some(
-                    map.iter()
-                        .map(|(k, v)| (Val::String(Cow::Borrowed(k.as_str())), Val::from_json(v)))
-                        .collect(),
-                ),
-                _ => None,
-            },
+            Val::Json(Value::Object(map)) => Some(
+                map.iter()
+                    .map(|(k, v)| (Val::String(Cow::Borrowed(k.as_str())), Val::from_json(v)))
+                    .collect(),
+            ),
             _ => None,
         }
     }
@@ -1129,17 +1123,10 @@ impl<'a> Val<'a> {
     /// The value under `key`, when the value is a map; `Err` when it is not a map.
     fn lookup(&self, key: &Val<'a>) -> Result<Option<Val<'a>>, CelError> {
         match self {
-            Val::Json(value) => match *value {
-                Value::Object(map) => Ok(match key {
-                    Val::String(name) => map.get(&**name).map(Val::from_json),
-                    _ => None,
-                }),
-                _ => Err(CelError::NoSuchOverload(format!(
-                    "{}[{}]",
-                    self.type_name(),
-                    key.type_name()
-                ))),
-            },
+            Val::Json(Value::Object(map)) => Ok(match key {
+                Val::String(name) => map.get(&**name).map(Val::from_json),
+                _ => None,
+            }),
             Val::Map(entries) => Ok(entries
                 .iter()
                 .find(|(k, _)| equal(k, key))

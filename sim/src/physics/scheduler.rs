@@ -224,6 +224,10 @@ struct Verdict {
 }
 
 /// A write to start.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "short-lived, one per write in flight; boxing would add an allocation per binding"
+)]
 enum Job {
     Bind(Bind),
     Verdict(Key, Verdict),
@@ -602,6 +606,10 @@ impl Spread {
 }
 
 /// Something a pass decided.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "short-lived, one per pod a pass decides on; boxing would add an allocation each"
+)]
 enum Decision {
     /// Bind the pod (a copy of it as it is now) to the node.
     Bind(Pod, String),

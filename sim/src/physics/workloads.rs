@@ -208,6 +208,10 @@ enum PodWrite {
 }
 
 /// What came of a [`PodWrite`].
+#[expect(
+    clippy::large_enum_variant,
+    reason = "short-lived, one per write in flight; boxing would add an allocation each"
+)]
 enum PodWritten {
     Created(Result<Pod, kube::Error>),
     Deleted(Pod, Result<Option<Pod>, kube::Error>),

@@ -112,10 +112,10 @@ fn run_serves_probes_and_metrics_against_a_cluster() {
             .starts_with("HTTP/1.1 404")
     );
     // It has turned transparent huge pages off (where the kernel says).
-    if let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", run.0.id())) {
-        if let Some(line) = status.lines().find(|l| l.starts_with("THP_enabled:")) {
-            assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
-        }
+    if let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", run.0.id()))
+        && let Some(line) = status.lines().find(|l| l.starts_with("THP_enabled:"))
+    {
+        assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
     }
 }
 

@@ -1713,9 +1713,11 @@ struct TypeNames {
     /// requirement lists its types in name order without comparing names.
     rank: Option<Vec<u32>>,
     /// Per list of types (launch order): their names and instance-type requirement.
-    built:
-        HashMap<Vec<usize>, (std::sync::Arc<[String]>, Requirement), BuildHasherDefault<FxHasher>>,
+    built: HashMap<Vec<usize>, NamedTypes, BuildHasherDefault<FxHasher>>,
 }
+
+/// A list of types' names and the instance-type requirement naming them.
+type NamedTypes = (std::sync::Arc<[String]>, Requirement);
 
 impl TypeNames {
     /// The names of types `indices` of `pool`, in order, and `node.kubernetes.io/instance-type

@@ -111,7 +111,7 @@ async fn synthetic_pricing_orders_by_size_and_keeps_one_price_per_request() {
         zone: "zone-a".into(),
         capacity_type: "on-demand".into(),
         cpu_millis: cpus * 1000,
-        memory_bytes: cpus * 2 << 30,
+        memory_bytes: (cpus * 2) << 30,
         gpu_count: 0,
         known_price: None,
         labels: vec![],

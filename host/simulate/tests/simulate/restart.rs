@@ -114,8 +114,7 @@ async fn host_killed_mid_launch_adopts_the_instance_on_restart() {
         sim.cloud
             .instances()
             .iter()
-            .filter(|i| i.state != InstanceState::Terminated)
-            .next()
+            .find(|i| i.state != InstanceState::Terminated)
             .unwrap()
             .id,
         launched.id

@@ -91,9 +91,12 @@ pub(crate) enum BootstrapError {
     MaxPods(String),
 }
 
+/// A parser of one bootstrap format: `None` when the userData is not in its format.
+type BootstrapFormat = fn(&str, &str) -> Option<Result<Bootstrap, BootstrapError>>;
+
 /// Runs the bootstrap of instance `instance_id` (whose hostname is its ID).
 pub(crate) fn parse(user_data: &str, instance_id: &str) -> Result<Bootstrap, BootstrapError> {
-    let formats: [fn(&str, &str) -> Option<Result<Bootstrap, BootstrapError>>; 4] = [
+    let formats: [BootstrapFormat; 4] = [
         k3s::parse,
         rke2::parse,
         kubeadm::parse_kubeadm,
