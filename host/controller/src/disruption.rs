@@ -399,18 +399,19 @@ async fn start(ctx: &Context, memory: &Shared, command: Command) -> Result<(), C
 }
 
 /// Moves queued commands on: deletes the candidates once every replacement is initialized;
-/// rolls back a command whose replacement vanished or that timed out.
+/// rolls back a command whose replacement vanished or that timed out
+/// ([`disruption::next_queue_step`] decides). A failed delete stops the pass and leaves its
+/// command queued for the next one; the commands settled before it are dropped all the same.
 async fn advance_queue(ctx: &Context, memory: &Shared) -> Result<(), ControllerError> {
-    let queued: Vec<(usize, Vec<String>, SystemTime)> = lock(memory)
+    let queued: Vec<(Command, Vec<String>, SystemTime)> = lock(memory)
         .queue
         .iter()
-        .enumerate()
-        .map(|(i, q)| (i, q.replacements.clone(), q.started))
+        .map(|q| (q.command.clone(), q.replacements.clone(), q.started))
         .collect();
-    let timeout = disruption::command_timeout(queued.len());
     let now = ctx.clock.now();
-    let mut done = Vec::new();
-    for (index, replacements, started) in queued {
+    let mut settled = Vec::new();
+    let mut failure = None;
+    for (index, (command, replacements, started)) in queued.iter().enumerate() {
         let claims: Vec<Option<Arc<NodeClaim>>> =
             replacements.iter().map(|r| claim_named(ctx, r)).collect();
         // A replacement just created may not be in the cache yet: only a claim the cache has
@@ -422,53 +423,54 @@ async fn advance_queue(ctx: &Context, memory: &Shared) -> Result<(), ControllerE
             .iter()
             .filter_map(|c| c.metadata.name.clone())
             .collect();
-        let vanished = claims.iter().any(|c| {
-            c.as_ref()
-                .is_none_or(|c| c.metadata.deletion_timestamp.is_some())
-        }) && !ctx.inflight.created_not_cached(&cached_names);
-        let ready = claims
-            .iter()
-            .all(|c| c.as_ref().is_some_and(|c| c.is_condition_true(INITIALIZED)));
-        let command = lock(memory).queue[index].command.clone();
-        if ready {
-            // The command stays queued when a delete fails: the next pass finishes it.
-            finish(ctx, memory, &command, false).await?;
-            done.push(index);
-        } else if vanished || now.duration_since(started).unwrap_or_default() >= timeout {
-            let why = if vanished {
-                "a replacement NodeClaim vanished"
-            } else {
-                "replacements did not initialize in time"
-            };
-            tracing::warn!(candidates = ?command.candidates, replacements = ?replacements, reason = why, "disruption command failed; rolled back");
-            ctx.metrics.inc(
-                names::VOLUNTARY_DISRUPTION_QUEUE_FAILURES,
-                &[
-                    ("decision", command.decision().as_str()),
-                    ("reason", command.reason().metric_label()),
-                ],
-            );
-            rollback(ctx, memory, &command.candidates).await;
-            done.push(index);
-        } else {
-            for name in &command.candidates {
-                if let Some(claim) = claim_named(ctx, name) {
-                    ctx.events
-                        .normal(
-                            &Involved::of(claim.as_ref()),
-                            "DisruptionWaitingReadiness",
-                            "Waiting on readiness to continue disruption",
-                        )
-                        .await;
+        let facts = disruption::QueuedCommand {
+            started: *started,
+            replacements_initialized: claims
+                .iter()
+                .all(|c| c.as_ref().is_some_and(|c| c.is_condition_true(INITIALIZED))),
+            replacement_vanished: claims.iter().any(|c| {
+                c.as_ref()
+                    .is_none_or(|c| c.metadata.deletion_timestamp.is_some())
+            }) && !ctx.inflight.created_not_cached(&cached_names),
+        };
+        match disruption::next_queue_step(&facts, queued.len(), now) {
+            disruption::QueueStep::Finish => {
+                // The command stays queued when a delete fails: the next pass finishes it.
+                if let Err(error) = finish(ctx, memory, command, false).await {
+                    failure = Some(error);
+                    break;
+                }
+                settled.push(index);
+            }
+            disruption::QueueStep::RollBack(why) => {
+                tracing::warn!(candidates = ?command.candidates, replacements = ?replacements, reason = %why, "disruption command failed; rolled back");
+                ctx.metrics.inc(
+                    names::VOLUNTARY_DISRUPTION_QUEUE_FAILURES,
+                    &[
+                        ("decision", command.decision().as_str()),
+                        ("reason", command.reason().metric_label()),
+                    ],
+                );
+                rollback(ctx, memory, &command.candidates).await;
+                settled.push(index);
+            }
+            disruption::QueueStep::Wait => {
+                for name in &command.candidates {
+                    if let Some(claim) = claim_named(ctx, name) {
+                        ctx.events
+                            .normal(
+                                &Involved::of(claim.as_ref()),
+                                "DisruptionWaitingReadiness",
+                                "Waiting on readiness to continue disruption",
+                            )
+                            .await;
+                    }
                 }
             }
         }
     }
-    let mut memory = lock(memory);
-    for index in done.into_iter().rev() {
-        memory.queue.remove(index);
-    }
-    Ok(())
+    disruption::drop_settled(&mut lock(memory).queue, &settled);
+    failure.map_or(Ok(()), Err)
 }
 
 /// Deletes a command's candidates (their replacements, if any, are initialized). When a

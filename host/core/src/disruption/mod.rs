@@ -13,6 +13,7 @@ pub mod budget;
 pub mod candidate;
 pub mod fixture;
 pub mod methods;
+pub mod queue;
 pub mod signals;
 mod simulate;
 pub mod static_pool;
@@ -21,11 +22,14 @@ pub mod static_pool;
 mod tests;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 pub use budget::{Allowance, Budget, BudgetNodes, allowed_disruptions};
 pub use candidate::{Candidate, ConsolidationPolicy, Drifted, Pool};
 pub use methods::{MethodOutcome, decide, evaluate, explain, validate};
+pub use queue::{
+    QueueStep, QueuedCommand, RollbackReason, command_timeout, drop_settled, next_queue_step,
+};
 pub use signals::{
     DriftReason, DriftView, consolidatable, drift, eviction_cost, nomination_window,
     reschedule_cost,
@@ -250,11 +254,4 @@ impl Snapshot {
             },
         }
     }
-}
-
-/// The command timeout of the orchestration queue: 80 ms per queued command, clamped to
-/// 10 min – 1 h (upstream's rule for waiting on replacements to initialize).
-pub fn command_timeout(queued: usize) -> Duration {
-    (Duration::from_millis(80) * u32::try_from(queued).unwrap_or(u32::MAX))
-        .clamp(Duration::from_secs(600), Duration::from_secs(3600))
 }

@@ -486,13 +486,6 @@ fn explain_names_budgets_and_every_methods_verdict() {
 }
 
 #[test]
-fn the_command_timeout_is_clamped_between_ten_minutes_and_an_hour() {
-    assert_eq!(command_timeout(1), Duration::from_secs(600));
-    assert_eq!(command_timeout(100_000), Duration::from_secs(3600));
-    assert_eq!(command_timeout(10_000), Duration::from_secs(800));
-}
-
-#[test]
 fn the_benchmark_cluster_consolidates_something() {
     let snapshot = fixture::consolidation_cluster(60);
     assert_eq!(snapshot.candidates.len(), 60);
