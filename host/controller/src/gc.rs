@@ -216,15 +216,25 @@ async fn step(ctx: &Context) -> Result<(), ControllerError> {
                 }
             }
         }
-        collect_claims(ctx, &node_class.group, &node_class.kind, &instances).await?;
+        collect_claims(
+            ctx,
+            &plugin,
+            &node_class.group,
+            &node_class.kind,
+            &instances,
+        )
+        .await?;
     }
     Ok(())
 }
 
 /// Deletes Registered NodeClaims of this plugin's kind whose instance is gone and whose Node
-/// is missing or not Ready.
+/// is missing or not Ready. "Gone" is confirmed by asking for the instance itself: one listing
+/// can miss an instance that exists (an eventually consistent list, a lost page), and deleting
+/// a claim whose machine still runs would drain a node for nothing.
 async fn collect_claims(
     ctx: &Context,
+    plugin: &joinery_runtime::plugin::LoadedPlugin,
     group: &str,
     kind: &str,
     instances: &[contract::Instance],
@@ -257,6 +267,25 @@ async fn collect_claims(
             continue;
         }
         let name = claim.metadata.name.clone().unwrap_or_default();
+        let call = CloudCall::new(plugin.name(), "get", &pid);
+        let Ok(answer) = ctx.call_cloud(CONTROLLER, &call, plugin.get(&pid)).await else {
+            continue;
+        };
+        match answer {
+            Err(CallError::Cloud {
+                error: CloudError::NotFound(_),
+                ..
+            }) => {}
+            Ok(instance) if instance.state == contract::InstanceState::Terminated => {}
+            Ok(_) => {
+                tracing::info!(nodeclaim = %name, provider_id = %pid, "the cloud's listing left out this NodeClaim's instance, but the instance exists; not garbage collecting the claim");
+                continue;
+            }
+            Err(error) => {
+                tracing::warn!(nodeclaim = %name, provider_id = %pid, %error, "cannot confirm that this NodeClaim's instance is gone; will retry");
+                continue;
+            }
+        }
         tracing::info!(nodeclaim = %name, provider_id = %pid, "garbage collecting a NodeClaim whose instance is gone");
         ctx.events
             .warning(

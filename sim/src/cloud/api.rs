@@ -521,6 +521,7 @@ fn list(state: &CloudState, query: &str) -> Result<HttpResponse, Failure> {
             filters
                 .iter()
                 .all(|(k, v)| e.instance.tags.get(k) == Some(v))
+                && !state.faults.is_unlisted(&e.instance.id)
         })
         .map(|e| to_json(&e.instance))
         .collect();

@@ -68,6 +68,8 @@ struct CloudExtras {
     fail_after_create: Countdown,
     insufficient: Vec<OfferingKey>,
     quota: Option<usize>,
+    /// Instance IDs that `list` leaves out (see [`CloudFaults::hide_from_list`]).
+    unlisted: Vec<String>,
 }
 
 /// Fault settings of a simulated cloud. Cheap to clone; clones share the same settings, so
@@ -158,6 +160,17 @@ impl CloudFaults {
     /// Limits the number of live (not terminated) instances; `None` lifts the limit.
     pub fn set_quota(&self, max_live_instances: Option<usize>) {
         self.faults.lock().extra.quota = max_live_instances;
+    }
+
+    /// Leaves instance `id` out of every `list` answer while `get` still finds it, as an
+    /// eventually consistent listing (or a lost page) of a real cloud can.
+    pub fn hide_from_list(&self, id: &str) {
+        self.faults.lock().extra.unlisted.push(id.to_string());
+    }
+
+    /// Whether `list` leaves instance `id` out.
+    pub(crate) fn is_unlisted(&self, id: &str) -> bool {
+        self.faults.lock().extra.unlisted.iter().any(|u| u == id)
     }
 
     /// Removes every fault (the random sequence continues where it was).

@@ -589,3 +589,58 @@ async fn a_failed_delete_of_an_empty_nodes_claim_is_retried_by_a_later_pass() {
     assert_all_gone(&sim, Duration::from_secs(60)).await;
     sim.shutdown().await;
 }
+
+/// The cloud's listing leaves out an instance that still exists (an eventually consistent
+/// list) while its Node is not Ready: garbage collection asks for the instance itself before
+/// deleting the NodeClaim, finds it, and keeps the claim. Before the fix, one listing that
+/// missed the instance was enough to delete the claim and drain its node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_missing_from_one_listing_is_kept_while_its_instance_exists() {
+    let sim = start().await;
+    apply_pool(&sim, None).await;
+    sim.apply(&pod("web", json!({"app": "web"}), json!({})))
+        .await
+        .unwrap();
+    eventually("the pod runs", Duration::from_secs(60), || {
+        pod_running(&sim, "web")
+    })
+    .await;
+    let claim = claim_of_pod(&sim, "web").await;
+    let name = claim.metadata.name.clone().unwrap();
+    let provider_id = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.provider_id.clone())
+        .unwrap();
+    let instance = sim
+        .cloud
+        .instances()
+        .into_iter()
+        .find(|i| i.provider_id == provider_id)
+        .unwrap();
+    sim.cloud.faults().hide_from_list(&instance.id);
+    // The kubelet stops: after the node monitor grace period the Node is no longer Ready.
+    assert!(sim.cloud.hang(&instance.id), "the instance hangs");
+    eventually("the node is not Ready", Duration::from_secs(60), || async {
+        nodes(&sim).await.iter().all(|node| {
+            !node
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+    })
+    .await;
+    // Two garbage-collection rounds (every 120 simulated seconds) and then some.
+    tokio::time::sleep(sim.clock.to_real(Duration::from_secs(300))).await;
+    assert!(
+        claims(&sim)
+            .await
+            .iter()
+            .any(|c| c.metadata.name.as_deref() == Some(name.as_str())
+                && c.metadata.deletion_timestamp.is_none()),
+        "the claim of an instance that exists is kept"
+    );
+    assert_eq!(live_instances(&sim), 1);
+    sim.shutdown().await;
+}
