@@ -12,9 +12,18 @@
 //! `lowerAscii`, `upperAscii`, `trim`, `split`, `replace`, `indexOf`, `lastIndexOf`,
 //! `substring`, `charAt`, `join`, `isSorted`, `sum`, `min`, `max`, duration getters). Anything
 //! else is a [`CelError`], never a panic. There is no static type checking (the API server
-//! does that when the CRD is written) and no cost budget.
+//! does that when the CRD is written).
+//!
+//! Evaluation is metered as cel-go meters it at run time: every evaluation step, comprehension
+//! iteration, list element or map entry walked or copied, and every ten bytes of a string read
+//! or built cost one unit, and an evaluation that spends more than its limit
+//! ([`PER_CALL_LIMIT`], the API server's) stops with [`CelError::CostLimitExceeded`]. Strings
+//! and lists an expression builds are capped ([`MAX_STRING_BYTES`], [`MAX_LIST_LENGTH`]);
+//! building a bigger one is [`CelError::SizeLimitExceeded`]. So no rule can stall the emulated
+//! API server or exhaust its memory.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -32,6 +41,87 @@ const MAX_DEPTH: usize = 128;
 const CACHE_LIMIT: usize = 1024;
 
 const NANOS_PER_SECOND: i128 = 1_000_000_000;
+
+/// The most one evaluation of an expression may cost, in cost units (see the module
+/// documentation): the API server's per-call limit for validation rules (`PerCallLimit`).
+pub const PER_CALL_LIMIT: u64 = 1_000_000;
+
+/// The longest string, in bytes, an expression may build (1 MiB).
+pub const MAX_STRING_BYTES: usize = 1 << 20;
+
+/// The most elements a list an expression builds may have.
+pub const MAX_LIST_LENGTH: usize = 1 << 18;
+
+thread_local! {
+    /// The cost spent so far by the evaluation running on this thread.
+    static COST: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Adds `units` to the running evaluation's cost.
+fn charge(units: u64) {
+    COST.with(|cost| cost.set(cost.get().saturating_add(units)));
+}
+
+/// Charges for reading or building `bytes` bytes of string: one unit per ten, as cel-go does.
+fn charge_bytes(bytes: usize) {
+    charge((bytes as u64).div_ceil(10));
+}
+
+/// The cost spent so far by the evaluation running on this thread.
+fn spent() -> u64 {
+    COST.with(Cell::get)
+}
+
+/// Refuses a string of `bytes` bytes, which an expression is about to build, when it is over
+/// [`MAX_STRING_BYTES`]; otherwise charges for building it.
+fn check_string_size(bytes: usize) -> Result<(), CelError> {
+    if bytes > MAX_STRING_BYTES {
+        return Err(CelError::SizeLimitExceeded(format!(
+            "the rule builds a string of {bytes} bytes, over the limit of {MAX_STRING_BYTES}"
+        )));
+    }
+    charge_bytes(bytes);
+    Ok(())
+}
+
+/// Refuses a list of `length` elements, which an expression is about to build, when it is
+/// over [`MAX_LIST_LENGTH`]; otherwise charges for building it.
+fn check_list_size(length: usize) -> Result<(), CelError> {
+    if length > MAX_LIST_LENGTH {
+        return Err(CelError::SizeLimitExceeded(format!(
+            "the rule builds a list of {length} elements, over the limit of {MAX_LIST_LENGTH}"
+        )));
+    }
+    charge(length as u64);
+    Ok(())
+}
+
+/// Checks a value a function or operator built against the size limits, charging for it.
+fn check_built<'a>(value: Val<'a>) -> Result<Val<'a>, CelError> {
+    match &value {
+        Val::String(Cow::Owned(text)) => check_string_size(text.len())?,
+        Val::List(items) => check_list_size(items.len())?,
+        _ => {}
+    }
+    Ok(value)
+}
+
+/// What copying a value costs: its owned strings' bytes and its built lists' and maps'
+/// elements (values of the input document are borrowed, so free to copy).
+fn copy_cost(value: &Val<'_>) -> u64 {
+    match value {
+        Val::String(Cow::Owned(text)) => (text.len() as u64).div_ceil(10),
+        Val::List(items) => items.iter().fold(items.len() as u64, |total, item| {
+            total.saturating_add(copy_cost(item))
+        }),
+        Val::Map(entries) => entries.iter().fold(entries.len() as u64, |total, (k, v)| {
+            total
+                .saturating_add(copy_cost(k))
+                .saturating_add(copy_cost(v))
+        }),
+        _ => 0,
+    }
+}
 
 /// How an infix operator joins its two operands.
 #[derive(Clone, Copy)]
@@ -83,6 +173,25 @@ pub enum CelError {
     /// bad regular expression.
     #[error("{0}")]
     Eval(String),
+    /// The evaluation cost more than its limit ([`PER_CALL_LIMIT`]) and was stopped; worded as
+    /// cel-go words it.
+    #[error("operation cancelled: actual cost limit exceeded")]
+    CostLimitExceeded,
+    /// The expression would build a string or list over [`MAX_STRING_BYTES`] or
+    /// [`MAX_LIST_LENGTH`]; says which and how big.
+    #[error("operation cancelled: actual cost limit exceeded: {0}")]
+    SizeLimitExceeded(String),
+}
+
+impl CelError {
+    /// Whether the evaluation was stopped for spending too much (cost or size): an error no
+    /// `&&`, `||`, `all` or `exists` absorbs.
+    pub fn is_limit(&self) -> bool {
+        matches!(
+            self,
+            CelError::CostLimitExceeded | CelError::SizeLimitExceeded(_)
+        )
+    }
 }
 
 fn syntax(column: usize, message: impl Into<String>) -> CelError {
@@ -555,15 +664,34 @@ impl Program {
         self.expr.references(name)
     }
 
-    /// Evaluates the program with the given variables in scope.
+    /// Evaluates the program with the given variables in scope, within [`PER_CALL_LIMIT`].
     pub fn evaluate<'a>(&self, variables: &[(&str, Val<'a>)]) -> Result<Val<'a>, CelError> {
+        self.evaluate_metered(variables, PER_CALL_LIMIT).0
+    }
+
+    /// Evaluates the program with the given variables in scope, stopping with
+    /// [`CelError::CostLimitExceeded`] once it has cost more than `limit`; also returns what
+    /// the evaluation cost.
+    pub fn evaluate_metered<'a>(
+        &self,
+        variables: &[(&str, Val<'a>)],
+        limit: u64,
+    ) -> (Result<Val<'a>, CelError>, u64) {
+        COST.with(|cost| cost.set(0));
         let mut evaluator = Evaluator {
             locals: variables
                 .iter()
                 .map(|(name, value)| (name.to_string(), value.clone().flat()))
                 .collect(),
+            limit,
         };
-        evaluator.eval(&self.expr)
+        let result = evaluator.eval(&self.expr);
+        let cost = spent();
+        COST.with(|cost| cost.set(0));
+        match result {
+            Ok(_) if cost > limit => (Err(CelError::CostLimitExceeded), cost),
+            result => (result, cost),
+        }
     }
 }
 
@@ -1092,8 +1220,23 @@ impl<'a> Val<'a> {
     /// The elements, when the value is a list.
     fn items(&self) -> Option<Vec<Val<'a>>> {
         match self {
-            Val::List(items) => Some(items.clone()),
-            Val::Json(Value::Array(items)) => Some(items.iter().map(Val::from_json).collect()),
+            Val::List(items) => {
+                charge(copy_cost(self));
+                Some(items.clone())
+            }
+            Val::Json(Value::Array(items)) => {
+                charge(items.len() as u64);
+                Some(items.iter().map(Val::from_json).collect())
+            }
+            _ => None,
+        }
+    }
+
+    /// The number of elements, when the value is a list (without copying them).
+    fn list_len(&self) -> Option<usize> {
+        match self {
+            Val::List(items) => Some(items.len()),
+            Val::Json(Value::Array(items)) => Some(items.len()),
             _ => None,
         }
     }
@@ -1101,12 +1244,17 @@ impl<'a> Val<'a> {
     /// The entries, when the value is a map.
     fn entries(&self) -> Option<Vec<(Val<'a>, Val<'a>)>> {
         match self {
-            Val::Map(entries) => Some(entries.clone()),
-            Val::Json(Value::Object(map)) => Some(
+            Val::Map(entries) => {
+                charge(copy_cost(self));
+                Some(entries.clone())
+            }
+            Val::Json(Value::Object(map)) => Some({
+                charge(map.len() as u64);
+
                 map.iter()
                     .map(|(k, v)| (Val::String(Cow::Borrowed(k.as_str())), Val::from_json(v)))
-                    .collect(),
-            ),
+                    .collect()
+            }),
             _ => None,
         }
     }
@@ -1127,10 +1275,13 @@ impl<'a> Val<'a> {
                 Val::String(name) => map.get(&**name).map(Val::from_json),
                 _ => None,
             }),
-            Val::Map(entries) => Ok(entries
-                .iter()
-                .find(|(k, _)| equal(k, key))
-                .map(|(_, v)| v.clone())),
+            Val::Map(entries) => Ok({
+                charge(entries.len() as u64);
+                entries
+                    .iter()
+                    .find(|(k, _)| equal(k, key))
+                    .map(|(_, v)| v.clone())
+            }),
             _ => Err(CelError::NoSuchOverload(format!(
                 "{}[{}]",
                 self.type_name(),
@@ -1143,13 +1294,17 @@ impl<'a> Val<'a> {
 /// CEL equality: numbers compare by value across int, uint and double; values of different
 /// types are unequal (never an error); lists and maps compare element by element.
 pub fn equal(left: &Val<'_>, right: &Val<'_>) -> bool {
+    charge(1);
     if left.is_number() && right.is_number() {
         return numeric_cmp(left, right) == Some(Ordering::Equal);
     }
     match (left, right) {
         (Val::Null, Val::Null) => true,
         (Val::Bool(a), Val::Bool(b)) => a == b,
-        (Val::String(a), Val::String(b)) => a == b,
+        (Val::String(a), Val::String(b)) => {
+            charge_bytes(a.len().min(b.len()));
+            a == b
+        }
         (Val::Duration(a), Val::Duration(b)) | (Val::Timestamp(a), Val::Timestamp(b)) => a == b,
         (Val::Type(a), Val::Type(b)) => a == b,
         (Val::Json(a), Val::Json(b)) if std::ptr::eq(*a, *b) => true,
@@ -1157,11 +1312,18 @@ pub fn equal(left: &Val<'_>, right: &Val<'_>) -> bool {
             if let (Some(a), Some(b)) = (left.items(), right.items()) {
                 return a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| equal(x, y));
             }
-            if let (Some(a), Some(b)) = (left.entries(), right.entries()) {
+            if left.is_map() && right.is_map() {
+                // Looked up by key: a document's objects are indexed, so this is not quadratic.
+                let (Some(a), Some(b)) = (left.entries(), right.entries()) else {
+                    return false;
+                };
                 return a.len() == b.len()
                     && a.iter().all(|(key, value)| {
-                        b.iter()
-                            .any(|(other_key, other)| equal(key, other_key) && equal(value, other))
+                        right
+                            .lookup(key)
+                            .ok()
+                            .flatten()
+                            .is_some_and(|other| equal(value, &other))
                     });
             }
             false
@@ -1288,10 +1450,16 @@ fn field<'a>(target: &Val<'a>, name: &str) -> Result<Option<Val<'a>>, CelError> 
 struct Evaluator<'a> {
     /// Variables in scope, innermost last.
     locals: Vec<(String, Val<'a>)>,
+    /// The most the evaluation may cost.
+    limit: u64,
 }
 
 impl<'a> Evaluator<'a> {
     fn eval(&mut self, expr: &Expr) -> Result<Val<'a>, CelError> {
+        charge(1);
+        if spent() > self.limit {
+            return Err(CelError::CostLimitExceeded);
+        }
         match expr {
             Expr::Literal(literal) => Ok(match literal {
                 Literal::Null => Val::Null,
@@ -1299,7 +1467,10 @@ impl<'a> Evaluator<'a> {
                 Literal::Int(i) => Val::Int(*i),
                 Literal::Uint(u) => Val::Uint(*u),
                 Literal::Double(d) => Val::Double(*d),
-                Literal::String(s) => Val::String(Cow::Owned(s.clone())),
+                Literal::String(s) => {
+                    charge_bytes(s.len());
+                    Val::String(Cow::Owned(s.clone()))
+                }
             }),
             Expr::Ident(name) => self.resolve(name),
             Expr::Select(operand, name) => {
@@ -1327,7 +1498,7 @@ impl<'a> Evaluator<'a> {
                 for arg in args {
                     values.push(self.eval(arg)?);
                 }
-                call(function, target.is_some(), values)
+                call(function, target.is_some(), values).and_then(check_built)
             }
             Expr::List(items) => items
                 .iter()
@@ -1396,6 +1567,7 @@ impl<'a> Evaluator<'a> {
 
     fn resolve(&self, name: &str) -> Result<Val<'a>, CelError> {
         if let Some((_, value)) = self.locals.iter().rev().find(|(local, _)| local == name) {
+            charge(copy_cost(value));
             return Ok(value.clone());
         }
         let type_name = match name {
@@ -1418,12 +1590,16 @@ impl<'a> Evaluator<'a> {
     /// wins even over an error on the other, as CEL's commutative logic operators do.
     fn logic(&mut self, left: &Expr, right: &Expr, decisive: bool) -> Result<Val<'a>, CelError> {
         let left = self.eval(left);
-        if matches!(left, Ok(Val::Bool(b)) if b == decisive) {
-            return Ok(Val::Bool(decisive));
+        match &left {
+            Ok(Val::Bool(b)) if *b == decisive => return Ok(Val::Bool(decisive)),
+            Err(e) if e.is_limit() => return left,
+            _ => {}
         }
         let right = self.eval(right);
-        if matches!(right, Ok(Val::Bool(b)) if b == decisive) {
-            return Ok(Val::Bool(decisive));
+        match &right {
+            Ok(Val::Bool(b)) if *b == decisive => return Ok(Val::Bool(decisive)),
+            Err(e) if e.is_limit() => return right,
+            _ => {}
         }
         let operator = if decisive { "_||_" } else { "_&&_" };
         match (left, right) {
@@ -1482,6 +1658,7 @@ impl<'a> Evaluator<'a> {
                     ) {
                         Ok(b) if b == decisive => return Ok(Val::Bool(decisive)),
                         Ok(_) => {}
+                        Err(e) if e.is_limit() => return Err(e),
                         Err(e) => {
                             error.get_or_insert(e);
                         }
@@ -1508,6 +1685,7 @@ impl<'a> Evaluator<'a> {
                         kept.push(element);
                     }
                 }
+                check_list_size(kept.len())?;
                 Ok(Val::List(kept))
             }
             Macro::Map => {
@@ -1519,7 +1697,11 @@ impl<'a> Evaluator<'a> {
                         continue;
                     }
                     mapped.push(self.with_local(variable, element, body)?);
+                    if mapped.len() > MAX_LIST_LENGTH {
+                        check_list_size(mapped.len())?;
+                    }
                 }
+                check_list_size(mapped.len())?;
                 Ok(Val::List(mapped))
             }
         }
@@ -1528,17 +1710,19 @@ impl<'a> Evaluator<'a> {
 
 /// `target[index]` on a list or a map.
 fn index_value<'a>(target: Val<'a>, index: &Val<'a>) -> Result<Val<'a>, CelError> {
-    if let Some(items) = target.items() {
+    if target.list_len().is_some() {
         let position = match index {
             Val::Int(i) => *i,
             Val::Uint(u) => i64::try_from(*u).unwrap_or(i64::MAX),
             Val::Double(d) if d.fract() == 0.0 && d.abs() < 9.2e18 => *d as i64,
             other => return Err(no_overload("_[_]", &[&target, other])),
         };
-        return usize::try_from(position)
-            .ok()
-            .and_then(|p| items.into_iter().nth(p))
-            .ok_or(CelError::IndexOutOfBounds(position));
+        let found = usize::try_from(position).ok().and_then(|p| match target {
+            Val::List(mut items) if p < items.len() => Some(items.swap_remove(p)),
+            Val::Json(Value::Array(items)) => items.get(p).map(Val::from_json),
+            _ => None,
+        });
+        return found.ok_or(CelError::IndexOutOfBounds(position));
     }
     if target.is_map() {
         return target
@@ -1587,7 +1771,10 @@ fn compare(left: &Val<'_>, right: &Val<'_>) -> Option<Option<Ordering>> {
         return Some(numeric_cmp(left, right));
     }
     match (left, right) {
-        (Val::String(a), Val::String(b)) => Some(Some(a.cmp(b))),
+        (Val::String(a), Val::String(b)) => {
+            charge_bytes(a.len().min(b.len()));
+            Some(Some(a.cmp(b)))
+        }
         (Val::Bool(a), Val::Bool(b)) => Some(Some(a.cmp(b))),
         (Val::Duration(a), Val::Duration(b)) | (Val::Timestamp(a), Val::Timestamp(b)) => {
             Some(Some(a.cmp(b)))
@@ -1632,7 +1819,10 @@ fn arithmetic<'a>(op: BinaryOp, left: Val<'a>, right: Val<'a>) -> Result<Val<'a>
         (Subtract, Val::Double(a), Val::Double(b)) => Ok(Val::Double(a - b)),
         (Multiply, Val::Double(a), Val::Double(b)) => Ok(Val::Double(a * b)),
         (Divide, Val::Double(a), Val::Double(b)) => Ok(Val::Double(a / b)),
-        (Add, Val::String(a), Val::String(b)) => Ok(Val::String(Cow::Owned(format!("{a}{b}")))),
+        (Add, Val::String(a), Val::String(b)) => {
+            check_string_size(a.len().saturating_add(b.len()))?;
+            Ok(Val::String(Cow::Owned(format!("{a}{b}"))))
+        }
         (Add, Val::Duration(a), Val::Duration(b)) => Ok(Val::Duration(a + b)),
         (Subtract, Val::Duration(a), Val::Duration(b)) => Ok(Val::Duration(a - b)),
         (Add, Val::Timestamp(t), Val::Duration(d)) | (Add, Val::Duration(d), Val::Timestamp(t)) => {
@@ -1640,8 +1830,12 @@ fn arithmetic<'a>(op: BinaryOp, left: Val<'a>, right: Val<'a>) -> Result<Val<'a>
         }
         (Subtract, Val::Timestamp(t), Val::Duration(d)) => Ok(Val::Timestamp(t - d)),
         (Subtract, Val::Timestamp(a), Val::Timestamp(b)) => Ok(Val::Duration(a - b)),
-        _ => match (op, left.items(), right.items()) {
-            (Add, Some(mut a), Some(b)) => {
+        _ => match (op, left.list_len(), right.list_len()) {
+            (Add, Some(a), Some(b)) => {
+                check_list_size(a.saturating_add(b))?;
+                let (Some(mut a), Some(b)) = (left.items(), right.items()) else {
+                    unreachable!("both operands are lists");
+                };
                 a.extend(b);
                 Ok(Val::List(a))
             }
@@ -1710,6 +1904,12 @@ fn call<'a>(function: &str, is_method: bool, values: Vec<Val<'a>>) -> Result<Val
         };
         no_overload(&name, &refs)
     };
+    // Reading a string argument costs its length (cel-go charges string functions by size).
+    for value in &values {
+        if let Val::String(text) = value {
+            charge_bytes(text.len());
+        }
+    }
     use Val::String as Str;
     let result = match (function, is_method, values.as_slice()) {
         ("size", _, [value]) => size(value),
@@ -1749,15 +1949,9 @@ fn call<'a>(function: &str, is_method: bool, values: Vec<Val<'a>>) -> Result<Val
         ("split", true, [Str(text), Str(separator), Val::Int(limit)]) => {
             Some(Ok(split(text, separator, *limit)))
         }
-        ("replace", true, [Str(text), Str(from), Str(to)]) => {
-            Some(Ok(string_val(text.replace(&**from, to))))
-        }
+        ("replace", true, [Str(text), Str(from), Str(to)]) => Some(replace(text, from, to, -1)),
         ("replace", true, [Str(text), Str(from), Str(to), Val::Int(limit)]) => {
-            Some(Ok(string_val(if *limit < 0 {
-                text.replace(&**from, to)
-            } else {
-                text.replacen(&**from, to, usize::try_from(*limit).unwrap_or(usize::MAX))
-            })))
+            Some(replace(text, from, to, *limit))
         }
         ("indexOf", true, [Str(text), Str(part)]) => Some(string_index_of(text, part, 0)),
         ("indexOf", true, [Str(text), Str(part), Val::Int(start)]) => {
@@ -1812,11 +2006,9 @@ fn compiled(pattern: &str) -> Result<Regex, CelError> {
 fn size<'a>(value: &Val<'a>) -> Option<Result<Val<'a>, CelError>> {
     let length = match value {
         Val::String(text) => text.chars().count(),
-        other => match (other.items(), other.entries()) {
-            (Some(items), _) => items.len(),
-            (None, Some(entries)) => entries.len(),
-            (None, None) => return None,
-        },
+        Val::Map(entries) => entries.len(),
+        Val::Json(Value::Object(map)) => map.len(),
+        other => other.list_len()?,
     };
     Some(Ok(Val::Int(i64::try_from(length).unwrap_or(i64::MAX))))
 }
@@ -1972,23 +2164,38 @@ fn char_offset(text: &str, index: i64) -> Result<usize, CelError> {
         .ok_or_else(|| CelError::Eval(format!("index out of range: {index}")))
 }
 
+/// The byte offset of the `chars`-th character of `text` (its length past the end).
+fn byte_offset(text: &str, chars: usize) -> usize {
+    text.char_indices()
+        .nth(chars)
+        .map_or(text.len(), |(at, _)| at)
+}
+
+/// The character index of the byte offset `at` of `text`.
+fn char_index(text: &str, at: usize) -> i64 {
+    text[..at].chars().count() as i64
+}
+
+// Both searches are linear (Rust's substring search), whatever the lengths.
 fn string_index_of<'a>(text: &str, part: &str, start: i64) -> Result<Val<'a>, CelError> {
-    let start = char_offset(text, start)?;
-    let chars: Vec<char> = text.chars().collect();
-    let needle: Vec<char> = part.chars().collect();
-    let found = (start..=chars.len()).find(|&i| chars[i..].starts_with(&needle));
-    Ok(Val::Int(found.map_or(-1, |i| i as i64)))
+    let start = byte_offset(text, char_offset(text, start)?);
+    let found = text[start..].find(part).map(|at| start + at);
+    Ok(Val::Int(found.map_or(-1, |at| char_index(text, at))))
 }
 
 fn string_last_index_of<'a>(text: &str, part: &str, end: Option<i64>) -> Result<Val<'a>, CelError> {
-    let chars: Vec<char> = text.chars().collect();
     let last = match end {
-        Some(end) => char_offset(text, end)?,
-        None => chars.len(),
+        Some(end) => byte_offset(text, char_offset(text, end)?),
+        None => text.len(),
     };
-    let needle: Vec<char> = part.chars().collect();
-    let found = (0..=last).rev().find(|&i| chars[i..].starts_with(&needle));
-    Ok(Val::Int(found.map_or(-1, |i| i as i64)))
+    // An occurrence starting at or before `last` ends at or before `last + part.len()`, on a
+    // character boundary.
+    let mut until = last.saturating_add(part.len()).min(text.len());
+    while !text.is_char_boundary(until) {
+        until -= 1;
+    }
+    let found = text[..until].rfind(part).filter(|&at| at <= last);
+    Ok(Val::Int(found.map_or(-1, |at| char_index(text, at))))
 }
 
 fn substring<'a>(text: &str, start: i64, end: Option<i64>) -> Result<Val<'a>, CelError> {
@@ -2017,13 +2224,31 @@ fn char_at<'a>(text: &str, index: i64) -> Result<Val<'a>, CelError> {
 
 fn join<'a>(items: &[Val<'a>], separator: &str) -> Result<Val<'a>, CelError> {
     let mut parts = Vec::with_capacity(items.len());
+    let mut length = separator
+        .len()
+        .saturating_mul(items.len().saturating_sub(1));
     for item in items {
         match item {
-            Val::String(text) => parts.push(&**text),
+            Val::String(text) => {
+                length = length.saturating_add(text.len());
+                parts.push(&**text);
+            }
             other => return Err(no_overload(".join", &[other])),
         }
     }
+    check_string_size(length)?;
     Ok(string_val(parts.join(separator)))
+}
+
+/// `text.replace(from, to, limit)`: the first `limit` occurrences (all when negative),
+/// refused before it is built when the result would be over [`MAX_STRING_BYTES`].
+fn replace<'a>(text: &str, from: &str, to: &str, limit: i64) -> Result<Val<'a>, CelError> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let occurrences = text.matches(from).take(limit).count();
+    let length = (text.len() - occurrences * from.len())
+        .saturating_add(occurrences.saturating_mul(to.len()));
+    check_string_size(length)?;
+    Ok(string_val(text.replacen(from, to, limit)))
 }
 
 fn is_sorted<'a>(items: &[Val<'a>]) -> Result<Val<'a>, CelError> {
@@ -2953,6 +3178,102 @@ mod tests {
         assert_eq!(
             eval("int([])").unwrap_err().to_string(),
             "no such overload: int(list)"
+        );
+    }
+
+    #[test]
+    fn evaluation_stops_at_the_cost_limit() {
+        let numbers: Vec<i64> = (0..700).collect();
+        assert_eq!(
+            eval_with(
+                "self.all(x, self.all(y, self.all(z, x + y + z >= 0)))",
+                &json!(numbers)
+            ),
+            Err(CelError::CostLimitExceeded)
+        );
+        // Neither `||` nor `all` absorbs the cost error, as they absorb others.
+        assert_eq!(
+            eval_with(
+                "self.all(x, self.all(y, self.all(z, x + y + z >= 0))) || true",
+                &json!(numbers)
+            ),
+            Err(CelError::CostLimitExceeded)
+        );
+        // The same rule on a small list costs little, and says what it cost.
+        let small = json!([1, 2, 3]);
+        let program = Program::parse("self.all(x, self.all(y, x + y >= 0))").unwrap();
+        let (result, cost) = program.evaluate_metered(&[("self", Val::from_json(&small))], 100);
+        assert!(matches!(result, Ok(Val::Bool(true))), "{result:?}");
+        assert!(cost > 9 && cost < 100, "{cost}");
+        assert_eq!(
+            program
+                .evaluate_metered(&[("self", Val::from_json(&small))], 10)
+                .0
+                .unwrap_err(),
+            CelError::CostLimitExceeded
+        );
+    }
+
+    #[test]
+    fn built_strings_and_lists_are_capped() {
+        let text = "a".repeat(20_000);
+        let error = eval_with("self.replace('a', self + self).size() > 0", &json!(text));
+        assert_eq!(
+            error,
+            Err(CelError::SizeLimitExceeded(
+                "the rule builds a string of 800000000 bytes, over the limit of 1048576"
+                    .to_string()
+            ))
+        );
+        let big = "b".repeat(600_000);
+        assert!(matches!(
+            eval_with("size(self + self) > 0", &json!(big)),
+            Err(CelError::SizeLimitExceeded(_))
+        ));
+        assert!(matches!(
+            eval_with("[self, self].join('-') != ''", &json!(big)),
+            Err(CelError::SizeLimitExceeded(_))
+        ));
+        let items: Vec<i64> = (0..150_000).collect();
+        assert!(matches!(
+            eval_with("size(self + self) > 0", &json!(items)),
+            Err(CelError::SizeLimitExceeded(_))
+        ));
+        // Under the caps, building works.
+        assert_eq!(
+            eval_with("self.replace('a', 'bb')", &json!("aXa")).unwrap(),
+            json!("bbXbb")
+        );
+        assert_eq!(
+            eval_with("self.replace('a', 'bb', 1)", &json!("aXa")).unwrap(),
+            json!("bbXa")
+        );
+        assert_eq!(
+            eval_with("self.replace('', '-')", &json!("ab")).unwrap(),
+            json!("-a-b-")
+        );
+    }
+
+    #[test]
+    fn string_searches_are_linear_and_count_characters() {
+        assert_eq!(eval("'héllo'.indexOf('l')").unwrap(), json!(2));
+        assert_eq!(eval("'héllo'.indexOf('l', 3)").unwrap(), json!(3));
+        assert_eq!(eval("'héllo'.indexOf('')").unwrap(), json!(0));
+        assert_eq!(eval("'héllo'.indexOf('', 2)").unwrap(), json!(2));
+        assert_eq!(eval("'héllo'.indexOf('x')").unwrap(), json!(-1));
+        assert_eq!(eval("'héllo'.lastIndexOf('l')").unwrap(), json!(3));
+        assert_eq!(eval("'héllo'.lastIndexOf('l', 2)").unwrap(), json!(2));
+        assert_eq!(eval("'héllo'.lastIndexOf('é', 1)").unwrap(), json!(1));
+        assert_eq!(eval("'héllo'.lastIndexOf('é', 0)").unwrap(), json!(-1));
+        assert_eq!(eval("'héllo'.lastIndexOf('')").unwrap(), json!(5));
+        assert_eq!(eval("'héllo'.lastIndexOf('llo', 2)").unwrap(), json!(2));
+        // A long needle in a long text: Rust's substring search, not a quadratic scan.
+        let text = format!("{}b", "a".repeat(1 << 19));
+        let needle = format!("{}b", "a".repeat(1 << 18));
+        let value = json!({"text": text, "needle": needle});
+        assert_eq!(
+            eval_with("self.text.indexOf(self.needle)", &value).unwrap(),
+            json!(1 << 18)
         );
     }
 

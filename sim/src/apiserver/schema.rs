@@ -193,7 +193,8 @@ pub fn validate_update(
                 .to_string(),
         ));
     } else {
-        check_rules(schema, value, old, path, problems);
+        let mut budget = Some(RUNTIME_COST_BUDGET);
+        check_rules(schema, value, old, path, &mut budget, problems);
     }
 }
 
@@ -632,13 +633,19 @@ fn has_rules(schema: &Value) -> bool {
     }
 }
 
+/// What all the CEL rules run on one write may cost together, in CEL cost units: the API
+/// server's `RuntimeCELCostBudget`.
+const RUNTIME_COST_BUDGET: u64 = 10_000_000;
+
 /// Runs the `x-kubernetes-validations` rules of every schema node the value reaches, as the
-/// API server's CEL validator does.
+/// API server's CEL validator does. `budget` is what the rules may still cost together; once a
+/// rule runs out of it, it is `None` and no further rule runs.
 fn check_rules(
     schema: &Value,
     value: &Value,
     old: Option<&Value>,
     path: &str,
+    budget: &mut Option<u64>,
     problems: &mut Vec<(String, String)>,
 ) {
     if value.is_null() {
@@ -649,7 +656,10 @@ fn check_rules(
         .and_then(Value::as_array)
     {
         for rule in rules {
-            check_rule(schema, rule, value, old, path, problems);
+            if budget.is_none() {
+                return;
+            }
+            check_rule(schema, rule, value, old, path, budget, problems);
         }
     }
     match value {
@@ -670,6 +680,7 @@ fn check_rules(
                         child,
                         old.and_then(|o| o.get(name)),
                         &child_path(path, name),
+                        budget,
                         problems,
                     );
                 }
@@ -683,6 +694,7 @@ fn check_rules(
                         item,
                         correlated_item(schema, item, old),
                         &format!("{path}[{index}]"),
+                        budget,
                         problems,
                     );
                 }
@@ -692,15 +704,20 @@ fn check_rules(
     }
 }
 
-/// One `x-kubernetes-validations` rule on one value.
+/// One `x-kubernetes-validations` rule on one value, within the API server's per-call cost
+/// limit and what is left of the write's `budget` (`None` once a rule ran out of it).
 fn check_rule(
     schema: &Value,
     rule: &Value,
     value: &Value,
     old: Option<&Value>,
     path: &str,
+    budget: &mut Option<u64>,
     problems: &mut Vec<(String, String)>,
 ) {
+    let Some(remaining) = *budget else {
+        return;
+    };
     let Some(text) = rule.get("rule").and_then(Value::as_str) else {
         return;
     };
@@ -744,7 +761,19 @@ fn check_rule(
     if let Some(old) = old.filter(|_| transition) {
         variables.push(("oldSelf", Val::from_json(old)));
     }
-    match program.evaluate(&variables) {
+    let (result, cost) = program.evaluate_metered(&variables, cel::PER_CALL_LIMIT.min(remaining));
+    if cost > remaining {
+        problems.push((
+            field,
+            format!(
+                "Invalid value: \"{type_name}\": validation failed due to running out of cost budget, no further validation rules will be run"
+            ),
+        ));
+        *budget = None;
+        return;
+    }
+    *budget = Some(remaining - cost);
+    match result {
         Ok(Val::Bool(true)) => {}
         Ok(Val::Bool(false)) => {
             let field = match rule.get("fieldPath").and_then(Value::as_str).map(|p| p.trim_start_matches('.')).filter(|p| !p.is_empty()) {
@@ -771,6 +800,10 @@ fn check_rule(
             format!(
                 "Invalid value: \"{type_name}\": '{e}': call arguments did not match a supported operator, function or macro signature for rule: {described}"
             ),
+        )),
+        Err(e) if e.is_limit() => problems.push((
+            field,
+            format!("Invalid value: \"{type_name}\": '{e}': call cost exceeds limit for rule: {described}"),
         )),
         Err(e) => problems.push((field, format!("Invalid value: \"{type_name}\": {e} evaluating rule: {described}"))),
     }

@@ -221,14 +221,41 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> HttpResponse
             );
         }
     };
-    let call = Call {
-        method: &method,
-        query: &query,
-        content_type: &content_type,
-        accept: &accept,
-        body: &body,
+    let routed = if matches!(method, Method::POST | Method::PUT | Method::PATCH) {
+        // Writes validate the object (CEL rules included) synchronously: they run on the
+        // blocking pool, so an expensive one does not hold up the requests the async threads
+        // serve (`/version`, reads, watches).
+        let runtime = tokio::runtime::Handle::current();
+        let (shared, path, method) = (shared.clone(), path.clone(), method.clone());
+        tokio::task::spawn_blocking(move || {
+            let call = Call {
+                method: &method,
+                query: &query,
+                content_type: &content_type,
+                accept: &accept,
+                body: &body,
+            };
+            runtime.block_on(route(&shared, &path, &call))
+        })
+        .await
+        .unwrap_or_else(|error| {
+            Err(ApiError::new(
+                500,
+                "InternalError",
+                format!("the request could not be completed: {error}"),
+            ))
+        })
+    } else {
+        let call = Call {
+            method: &method,
+            query: &query,
+            content_type: &content_type,
+            accept: &accept,
+            body: &body,
+        };
+        route(&shared, &path, &call).await
     };
-    let response = match route(&shared, &path, &call).await {
+    let response = match routed {
         Ok(response) => response,
         Err(error) => json_response(error.code, &error.to_status()),
     };

@@ -6,4 +6,5 @@ mod cloud;
 mod conformance;
 mod exoscale;
 mod kubectl;
+mod limits;
 mod physics;
