@@ -413,7 +413,10 @@ impl LoadedPlugin {
                 return Err(error);
             }
         };
-        let state = CallState::new(self.context.clone(), self.services.clone(), op, timeout);
+        // One deadline for the guest (epoch) and for the host's work on its behalf (its
+        // outgoing requests, see `state::HttpGate`).
+        let deadline = tokio::time::Instant::now() + timeout;
+        let state = CallState::new(self.context.clone(), self.services.clone(), op, deadline);
         let memory_hit = state.limiter.hit.clone();
         let memory_peak = state.limiter.peak.clone();
         let stderr = state.stderr.clone();
@@ -422,7 +425,7 @@ impl LoadedPlugin {
         // On every epoch tick the guest yields to the executor, so a spinning plugin shares
         // its worker thread with the rest of the host (probes, other loops) instead of holding
         // it for the whole deadline; past the deadline the next tick interrupts it.
-        let deadline = std::time::Instant::now() + timeout;
+        let deadline = deadline.into_std();
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
             Ok(if std::time::Instant::now() >= deadline {

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -92,12 +94,13 @@ pub struct CallState {
 
 impl CallState {
     /// A sandboxed state: no environment, no arguments, no preopened directories, no sockets;
-    /// stderr captured (4 KiB) so a panic message can be reported.
+    /// stderr captured (4 KiB) so a panic message can be reported. `deadline` is the call's:
+    /// the host's work on the plugin's outgoing requests ends there too.
     pub(crate) fn new(
         plugin: Arc<PluginContext>,
         services: HostServices,
         op: &'static str,
-        http_timeout: Duration,
+        deadline: Instant,
     ) -> CallState {
         let stderr = MemoryOutputPipe::new(4096);
         let wasi = WasiCtx::builder()
@@ -113,7 +116,7 @@ impl CallState {
             http: WasiHttpCtx::new(),
             gate: HttpGate {
                 plugin: plugin.clone(),
-                timeout: http_timeout,
+                deadline,
                 egress: services.egress.clone(),
             },
             limiter: CallLimiter {
@@ -152,9 +155,16 @@ impl WasiHttpView for CallState {
 /// The outgoing-HTTP gate: checks each request against the plugin's effective grants,
 /// resolves the host and checks every address, clamps timeouts, and sends through
 /// [`crate::egress`], which connects to the checked address (no second lookup).
+///
+/// The request future runs in a task of its own: the epoch deadline interrupts only guest
+/// code, and the call's wall-clock timeout stops the task only by dropping the store, half a
+/// second late. So the host's work for the plugin (grant checks, DNS, connect, TLS, the
+/// response head) is bounded here by the call's own deadline and ends there with
+/// `connection-timeout`. A timeout cannot preempt work that never yields: the grant matching
+/// in it is linear and sees only names of valid length ([`crate::grants::check_host_name`]).
 struct HttpGate {
     plugin: Arc<PluginContext>,
-    timeout: Duration,
+    deadline: Instant,
     egress: Arc<crate::egress::Egress>,
 }
 
@@ -175,9 +185,10 @@ impl WasiHttpHooks for HttpGate {
     ) -> Box<dyn Future<Output = SendResult> + Send> {
         drop(fut);
         let plugin = self.plugin.clone();
-        let clamp = self.timeout;
+        let deadline = self.deadline;
         let egress = self.egress.clone();
-        Box::new(async move {
+        let abandoned_by = plugin.name.clone();
+        let work = async move {
             use http_body_util::BodyExt;
             let name = plugin.name.clone();
             let deny = move |request: http::Request<wasmtime_wasi_http::WasiBody>, why: String| async move {
@@ -226,6 +237,7 @@ impl WasiHttpHooks for HttpGate {
                     return deny(request, refusal.0).await;
                 }
             }
+            let clamp = deadline.saturating_duration_since(Instant::now());
             let clamp_opt = |d: Option<Duration>| d.map_or(clamp, |d| d.min(clamp));
             let timeouts = crate::egress::Timeouts {
                 connect: clamp_opt(options.and_then(|o| o.connect_timeout)),
@@ -238,6 +250,15 @@ impl WasiHttpHooks for HttpGate {
                 pinned: addresses[0],
             };
             egress.send(request, &destination, timeouts).await
+        };
+        Box::new(async move {
+            match tokio::time::timeout_at(deadline, work).await {
+                Ok(sent) => sent,
+                Err(_elapsed) => {
+                    tracing::warn!(plugin = %abandoned_by, "outgoing request abandoned at the call's deadline (resolving, checking, connecting or waiting for the answer took the time left)");
+                    Err(wasmtime_wasi_http::Error::ConnectionTimeout)
+                }
+            }
         })
     }
 }
@@ -448,3 +469,59 @@ impl cache::Host for CallState {
 }
 
 impl crate::wit::v0_1::cloud::joinery::plugin::types::Host for CallState {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grants::Grants;
+    use crate::manifest::PluginManifest;
+
+    /// The host's work on a plugin's request is bounded by the call's deadline, not by a
+    /// fresh full timeout: at a deadline already passed, a request to a granted server that
+    /// never answers ends with a timeout instead of waiting for the answer.
+    #[tokio::test]
+    async fn an_outgoing_request_ends_at_the_calls_deadline() {
+        // Accepts connections (the kernel does) and never answers.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let manifest = PluginManifest::parse(
+            "name: p\nversion: 0.1.0\nkind: cloud-provider\nwit: 0.1.0\nnodeClass: {group: g, version: v1, kind: K}\ncapabilities:\n  http: [\"http://127.0.0.1:*\"]\n",
+            "p",
+        )
+        .unwrap();
+        let grants =
+            Grants::parse("plugins:\n  p:\n    http: [\"http://127.0.0.1:*\"]\n", "g").unwrap();
+        let plugin = Arc::new(PluginContext {
+            name: "p".into(),
+            config_json: "{}".into(),
+            capabilities: grants.capabilities_for(&manifest),
+            memory_limit: 1 << 20,
+            secret_values: Default::default(),
+        });
+        let mut gate = HttpGate {
+            plugin,
+            deadline: Instant::now(),
+            egress: Default::default(),
+        };
+        use http_body_util::BodyExt;
+        let request = http::Request::get(format!("http://127.0.0.1:{port}/"))
+            .body(
+                http_body_util::Empty::new()
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            )
+            .unwrap();
+        let sent =
+            Box::into_pin(gate.send_request(request, None, Box::new(async { Ok(()) }))).await;
+        assert!(
+            matches!(
+                sent,
+                Err(wasmtime_wasi_http::Error::ConnectionTimeout
+                    | wasmtime_wasi_http::Error::ConnectionReadTimeout)
+            ),
+            "{:?}",
+            sent.err()
+        );
+        drop(listener);
+    }
+}
