@@ -14,6 +14,10 @@ use crate::error::LoadError;
 /// How often the epoch advances. Deadlines are expressed in ticks of this length.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
+/// How old a compile-cache entry this process did not write must be before
+/// [`PluginEngine::prune_cached`] removes it (an entry this process wrote goes at once).
+pub const CACHE_PRUNE_GRACE: Duration = Duration::from_secs(60 * 60);
+
 /// Engine settings.
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
@@ -56,6 +60,8 @@ impl Default for EngineOptions {
 pub struct PluginEngine {
     engine: Engine,
     cache_dir: Option<PathBuf>,
+    /// Digests whose cache entry this engine wrote (and has not pruned since).
+    written: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     _ticker: Arc<EpochTicker>,
 }
 
@@ -115,6 +121,7 @@ impl PluginEngine {
         Ok(PluginEngine {
             engine,
             cache_dir: options.cache_dir.clone(),
+            written: Default::default(),
             _ticker: Arc::new(EpochTicker { stop }),
         })
     }
@@ -141,6 +148,13 @@ impl PluginEngine {
         })?;
         if let Some(path) = &cached
             && store_cached(path, &component)
+        {
+            self.written
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(digest.to_string());
+        }
+        if let Some(path) = &cached
             && let Some(stored) = self.load_cached(path)
         {
             // Run the copy just stored: its code is mapped from the file, paged in as it runs
@@ -158,6 +172,52 @@ impl PluginEngine {
         self.cache_dir
             .as_ref()
             .map(|dir| dir.join(format!("{digest}-{}.cwasm", self.compatibility_key())))
+    }
+
+    /// Removes the cache entry of `digest` for this engine, once the caller no longer loads
+    /// that digest (the registry calls it after a reload for every digest it dropped).
+    /// Whether an entry was removed.
+    ///
+    /// The cache directory may be shared: by `joinery plugins compile` and the host it
+    /// prepared, by a restarted process, and in tests (`./dev test` points every test's
+    /// processes at one `target/plugin-cache`). So pruning is narrow:
+    ///
+    /// - It removes exactly one file, [`PluginEngine::cache_path`] of `digest`: this engine's
+    ///   compatibility key and the cache's own naming. The directory is never listed, so an
+    ///   operator's file, another wasmtime's entry or a write in flight is never touched.
+    /// - An entry this engine wrote goes at once: this process made it for a plugin it then
+    ///   replaced. An entry it only read (written by another process) goes only once its
+    ///   file is older than [`CACHE_PRUNE_GRACE`]: a fresh entry is most likely one another
+    ///   process has just compiled for itself and is loading now.
+    ///
+    /// Removing an entry another process still uses is safe, only wasteful: a loaded entry is
+    /// mapped, and unlinking a mapped file leaves the mapping whole (entries are only ever
+    /// renamed into place, never truncated); the next load of that digest misses, compiles
+    /// and writes the entry again.
+    pub fn prune_cached(&self, digest: &str) -> bool {
+        let Some(path) = self.cache_path(digest) else {
+            return false;
+        };
+        let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        let ours = written.remove(digest);
+        let stale = || {
+            std::fs::metadata(&path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age >= CACHE_PRUNE_GRACE)
+        };
+        if !ours && !stale() {
+            return false;
+        }
+        match std::fs::remove_file(&path) {
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot remove an unused compile-cache entry; it stays");
+                false
+            }
+        }
     }
 
     fn load_cached(&self, path: &Path) -> Option<Component> {

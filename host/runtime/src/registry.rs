@@ -4,9 +4,11 @@
 //! directory holding `plugin.yaml` and its component, possibly through the kubelet's
 //! `..data` symlink. A configured directory is either one plugin or a parent of several.
 //! Reload validates the whole new set and swaps it atomically; if anything fails, the last
-//! good set stays and the error says why.
+//! good set stays and the error says why. After a swap, the compiled components (and
+//! compile-cache entries) of plugins no longer loaded are dropped ([`PluginRegistry`]'s
+//! pruning, see [`crate::engine::PluginEngine::prune_cached`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -267,6 +269,8 @@ pub struct PluginRegistry {
     builtins: Vec<(PluginManifest, &'static [u8])>,
     current: ArcSwap<PluginSet>,
     compiled: Mutex<HashMap<String, Component>>,
+    /// Digests of the built-in plugins loaded (never pruned: they ship in the binary).
+    builtin_digests: Mutex<HashSet<String>>,
     last_fingerprint: Mutex<String>,
     last_error: Mutex<Option<String>>,
 }
@@ -290,6 +294,7 @@ impl PluginRegistry {
             builtins,
             current: ArcSwap::from_pointee(PluginSet::default()),
             compiled: Mutex::new(HashMap::new()),
+            builtin_digests: Mutex::new(HashSet::new()),
             last_fingerprint: Mutex::new(String::new()),
             last_error: Mutex::new(None),
         };
@@ -410,6 +415,12 @@ impl PluginRegistry {
         wasm: &[u8],
     ) -> Result<LoadedPlugin, LoadError> {
         let digest = sha256_hex(wasm);
+        if source == PluginSource::Builtin {
+            self.builtin_digests
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(digest.clone());
+        }
         let cached = self
             .compiled
             .lock()
@@ -463,6 +474,7 @@ impl PluginRegistry {
                 self.current.store(Arc::new(set));
                 *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 tracing::info!(plugins = ?names, "plugin set reloaded");
+                self.prune_unused();
                 Ok(true)
             }
             Err(e) => {
@@ -475,6 +487,36 @@ impl PluginRegistry {
                 }
                 *last = Some(message);
                 Err(e)
+            }
+        }
+    }
+
+    /// After a reload: forgets the compiled components of the digests the current set no
+    /// longer uses (built-ins aside), and removes their compile-cache entries as far as
+    /// [`crate::engine::PluginEngine::prune_cached`] deems safe. Without it both the
+    /// in-memory map and the cache directory grew with every update of a plugin.
+    fn prune_unused(&self) {
+        let current = self.current();
+        let in_use: HashSet<&str> = current.iter().map(|p| p.digest()).collect();
+        let retired: Vec<String> = {
+            let builtins = self
+                .builtin_digests
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let mut compiled = self.compiled.lock().unwrap_or_else(|p| p.into_inner());
+            let retired: Vec<String> = compiled
+                .keys()
+                .filter(|d| !in_use.contains(d.as_str()) && !builtins.contains(d.as_str()))
+                .cloned()
+                .collect();
+            for digest in &retired {
+                compiled.remove(digest);
+            }
+            retired
+        };
+        for digest in retired {
+            if self.cx.engine.prune_cached(&digest) {
+                tracing::debug!(digest = %digest, "compile-cache entry of a plugin no longer loaded removed");
             }
         }
     }

@@ -344,6 +344,63 @@ fn compile_cache_is_used_and_a_corrupt_entry_is_a_miss() {
     );
 }
 
+/// A reload keeps the compile-cache entries of the new set and removes those this registry
+/// wrote for plugins it no longer loads; files that are not its own entries stay.
+#[test]
+fn a_reload_prunes_the_cache_entries_of_plugins_no_longer_loaded() {
+    let cache = tempfile::tempdir().unwrap();
+    let engine = PluginEngine::new(&EngineOptions {
+        pooling: false,
+        cache_dir: Some(cache.path().into()),
+        ..Default::default()
+    })
+    .unwrap();
+    let parts = |name: &str| {
+        builtin_manifests()
+            .into_iter()
+            .find(|(m, _)| m.name == name)
+            .unwrap()
+    };
+    let (a_manifest, a_wasm) = parts("template");
+    let (b_manifest, b_wasm) = parts("k3s");
+    let (a_sha, b_sha) = (sha256_hex(a_wasm), sha256_hex(b_wasm));
+    let root = tempfile::tempdir().unwrap();
+    write_configmap_dir(
+        root.path(),
+        "mine",
+        1,
+        &manifest_text(a_manifest, "mine", &a_sha),
+        a_wasm,
+    );
+    // Not this engine's entries: an operator's file, another engine's entry of A.
+    let notes = cache.path().join("README");
+    std::fs::write(&notes, "compiled plugins").unwrap();
+    let other_engine = cache.path().join(format!("{a_sha}-0123456789abcdef.cwasm"));
+    std::fs::write(&other_engine, "another engine's entry").unwrap();
+
+    let cx = LoadContext::new(engine.clone(), Grants::default(), Default::default()).unwrap();
+    let registry = PluginRegistry::load(cx, vec![root.path().to_path_buf()], vec![]).unwrap();
+    let a_entry = engine.cache_path(&a_sha).unwrap();
+    let b_entry = engine.cache_path(&b_sha).unwrap();
+    assert!(a_entry.is_file(), "set A is cached");
+
+    write_configmap_dir(
+        root.path(),
+        "mine",
+        2,
+        &manifest_text(b_manifest, "mine", &b_sha),
+        b_wasm,
+    );
+    assert!(registry.reload_if_changed().unwrap());
+    assert_eq!(registry.current().get("mine").unwrap().digest(), b_sha);
+    assert!(b_entry.is_file(), "set B's entry stays");
+    assert!(!a_entry.exists(), "set A's entry is pruned");
+    assert!(
+        notes.is_file() && other_engine.is_file(),
+        "other files stay"
+    );
+}
+
 #[test]
 fn a_renderer_importing_the_network_is_refused_at_load() {
     // The hostile plugin is a cloud-provider component; declared as a renderer, the host
