@@ -4,6 +4,7 @@
 //! commands themselves live in [`commands`].
 
 mod commands;
+mod endpoints;
 mod exit;
 mod kube_options;
 mod logging;

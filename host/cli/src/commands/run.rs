@@ -10,10 +10,10 @@ use joinery_controller::{Controller, ControllerOptions, Settings};
 use joinery_core::clock::Clock;
 use joinery_core::lease::LeaseTimings;
 use joinery_runtime::services::{HostServices, KubeClusters, KubeSecrets};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use super::Execute;
+use crate::endpoints::{EndpointLimits, serve};
 
 /// How long the loops get to finish their step after SIGTERM before they are aborted. With the
 /// Lease's release (bounded by its renew deadline, 10 s) a stop takes at most 25 s, within the
@@ -125,29 +125,37 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         .await
         .with_context(|| format!("cannot listen on HEALTH_PROBE_PORT {health_port}"))?;
     let health_ready = ready.clone();
-    tokio::spawn(serve(health_listener, move |path| match path {
-        "/healthz" => Some((200, "ok".to_string())),
-        "/readyz" => Some(if health_ready.load(Ordering::Relaxed) {
-            (200, "ok".into())
-        } else {
-            (503, "caches not synced".into())
-        }),
-        _ => None,
-    }));
+    tokio::spawn(serve(
+        health_listener,
+        EndpointLimits::default(),
+        move |path| match path {
+            "/healthz" => Some((200, "ok".to_string())),
+            "/readyz" => Some(if health_ready.load(Ordering::Relaxed) {
+                (200, "ok".into())
+            } else {
+                (503, "caches not synced".into())
+            }),
+            _ => None,
+        },
+    ));
     // A follower serves an empty /metrics until it leads (it has no loops to report on).
     let leading: Arc<OnceLock<Arc<joinery_controller::Context>>> = Arc::new(OnceLock::new());
     let metrics_context = leading.clone();
-    tokio::spawn(serve(metrics_listener, move |path| {
-        (path == "/metrics").then(|| {
-            (
-                200,
-                metrics_context
-                    .get()
-                    .map(|c| c.metrics.render())
-                    .unwrap_or_default(),
-            )
-        })
-    }));
+    tokio::spawn(serve(
+        metrics_listener,
+        EndpointLimits::default(),
+        move |path| {
+            (path == "/metrics").then(|| {
+                (
+                    200,
+                    metrics_context
+                        .get()
+                        .map(|c| c.metrics.render())
+                        .unwrap_or_default(),
+                )
+            })
+        },
+    ));
     tracing::info!(metrics_port, health_port, "starting controllers");
     // Fail at once, naming the server, rather than retry a Lease on an unreachable API.
     client
@@ -225,48 +233,4 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
-}
-
-/// A minimal HTTP/1.1 GET server: `route` maps a path to (status, body).
-async fn serve<F>(listener: TcpListener, route: F)
-where
-    F: Fn(&str) -> Option<(u16, String)> + Send + Sync + 'static,
-{
-    let route = Arc::new(route);
-    loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let route = route.clone();
-        tokio::spawn(async move {
-            let mut buf = vec![0u8; 4096];
-            let Ok(n) = stream.read(&mut buf).await else {
-                return;
-            };
-            let request = String::from_utf8_lossy(&buf[..n]);
-            let path = request
-                .split_whitespace()
-                .nth(1)
-                .unwrap_or("/")
-                .split('?')
-                .next()
-                .unwrap_or("/")
-                .to_string();
-            let (status, body) = route(&path).unwrap_or((404, "not found".into()));
-            let reason = match status {
-                200 => "OK",
-                503 => "Service Unavailable",
-                _ => "Not Found",
-            };
-            let head = format!(
-                "HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                body.len()
-            );
-            // The body is written as it is, not copied after the head: at 50,000 pods a scrape
-            // is about 15 MB of text.
-            if stream.write_all(head.as_bytes()).await.is_ok() {
-                let _ = stream.write_all(body.as_bytes()).await;
-            }
-        });
-    }
 }

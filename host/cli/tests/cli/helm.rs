@@ -197,6 +197,7 @@ fn validate_against_api_types(object: &Value) -> Result<(), String> {
         ("v1", "ServiceAccount") => round_trip::<core::v1::ServiceAccount>(object)?,
         ("v1", "ConfigMap") => round_trip::<core::v1::ConfigMap>(object)?,
         ("policy/v1", "PodDisruptionBudget") => round_trip::<policy::v1::PodDisruptionBudget>(object)?,
+        ("networking.k8s.io/v1", "NetworkPolicy") => round_trip::<k8s_openapi::api::networking::v1::NetworkPolicy>(object)?,
         ("rbac.authorization.k8s.io/v1", "ClusterRole") => round_trip::<rbac::v1::ClusterRole>(object)?,
         ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => round_trip::<rbac::v1::ClusterRoleBinding>(object)?,
         ("rbac.authorization.k8s.io/v1", "Role") => round_trip::<rbac::v1::Role>(object)?,
@@ -335,7 +336,7 @@ fn lint_passes_for_every_values_case_of_the_matrix() {
 }
 
 /// The values matrix: each case is rendered, validated against the API types and linted.
-const MATRIX: [(&str, &str); 6] = [
+const MATRIX: [(&str, &str); 7] = [
     ("defaults", ""),
     ("two plugin ConfigMaps", PLUGINS),
     (
@@ -345,6 +346,10 @@ const MATRIX: [(&str, &str); 6] = [
     ("two replicas", "replicas: 2\n"),
     ("custom settings", CUSTOM_SETTINGS),
     ("grants", GRANTS),
+    (
+        "NetworkPolicy on",
+        "networkPolicy:\n  enabled: true\n  metricsFrom:\n    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}\n",
+    ),
 ];
 
 const PLUGINS: &str = r#"
@@ -839,6 +844,35 @@ fn service_monitor_scrapes_the_metrics_service() {
         strings(&monitor["spec"]["namespaceSelector"]["matchNames"]),
         ["joinery"]
     );
+}
+
+#[test]
+fn network_policy_admits_the_probes_and_only_the_named_scrapers() {
+    let Some(helm) = helm("network_policy_admits_the_probes_and_only_the_named_scrapers") else {
+        return;
+    };
+    assert!(
+        find(&render(&helm, ""), "NetworkPolicy").is_empty(),
+        "off by default"
+    );
+    let objects = render(&helm, MATRIX[6].1);
+    let policy = one(&objects, "NetworkPolicy");
+    let deployment = one(&objects, "Deployment");
+    assert_eq!(
+        policy["spec"]["podSelector"]["matchLabels"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    assert_eq!(strings(&policy["spec"]["policyTypes"]), ["Ingress"]);
+    let ingress = policy["spec"]["ingress"].as_array().unwrap();
+    assert_eq!(ingress.len(), 2);
+    // The health port from anywhere, the metrics port from the monitoring namespace only.
+    assert!(ingress[0].get("from").is_none());
+    assert_eq!(ingress[0]["ports"][0]["port"], 8081);
+    assert_eq!(
+        ingress[1]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+        "monitoring"
+    );
+    assert_eq!(ingress[1]["ports"][0]["port"], 8080);
 }
 
 #[test]

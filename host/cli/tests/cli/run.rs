@@ -119,6 +119,61 @@ fn run_serves_probes_and_metrics_against_a_cluster() {
     }
 }
 
+/// A GET that gives up after 5 s without an answer (a server that never answers would block
+/// `get` forever).
+fn get_within_5s(port: u16, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+/// 300 idle connections to the probe port of a `joinery run` that may open only 160 files:
+/// the server keeps at most 64 connections, closes the rest at once and cuts idle ones after
+/// 5 s, so `/healthz` answers again (before, the idle connections used up the descriptors,
+/// `accept` failed in a tight loop and the probe was never answered).
+#[test]
+fn idle_connections_cannot_starve_the_probes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, kubeconfig) = sim_serve(dir.path());
+    let (metrics, health) = (free_port(), free_port());
+    let _run = KillOnDrop(
+        Command::new("bash")
+            .arg("-c")
+            .arg("ulimit -n 160 && exec \"$0\" run --kubeconfig \"$1\"")
+            .arg(env!("CARGO_BIN_EXE_joinery"))
+            .arg(&kubeconfig)
+            .env("METRICS_PORT", metrics.to_string())
+            .env("HEALTH_PROBE_PORT", health.to_string())
+            .env("SYSTEM_NAMESPACE", "default")
+            .env("POD_NAME", "replica-a")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    eventually(
+        Duration::from_secs(60),
+        "joinery run never became ready",
+        || get_within_5s(health, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200")),
+    );
+    let idle: Vec<TcpStream> = (0..300)
+        .filter_map(|_| {
+            let address = std::net::SocketAddr::from(([127, 0, 0, 1], health));
+            TcpStream::connect_timeout(&address, Duration::from_secs(2)).ok()
+        })
+        .collect();
+    eventually(
+        Duration::from_secs(60),
+        "the probes never answered past 300 idle connections",
+        || get_within_5s(health, "/healthz").is_some_and(|r| r.starts_with("HTTP/1.1 200")),
+    );
+    drop(idle);
+}
+
 #[test]
 fn a_second_replica_stands_by_ready_and_leads_once_the_first_stops() {
     let dir = tempfile::tempdir().unwrap();
