@@ -25,7 +25,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::LoadError;
-use crate::manifest::{GrantLimits, PluginManifest, RequestedCapabilities};
+use crate::manifest::{GrantLimits, Limits, PluginManifest, RequestedCapabilities};
 
 /// An outgoing HTTP destination pattern: `scheme://host[:port]`.
 ///
@@ -318,6 +318,18 @@ pub struct PluginGrant {
     pub limits: Option<GrantLimits>,
 }
 
+impl PluginGrant {
+    /// The limits the plugin's calls run under: the manifest's `limits`, each field capped
+    /// by this grant's field of the same name when set (a grant lowers, never raises). The
+    /// runtime applies exactly these when it loads the plugin.
+    pub fn effective_limits(&self, manifest: &Limits) -> Limits {
+        match &self.limits {
+            Some(caps) => manifest.capped_by(caps),
+            None => *manifest,
+        }
+    }
+}
+
 /// The operator's grants file: one entry per plugin name.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -350,6 +362,16 @@ impl Grants {
             }
         }
         Ok(grants)
+    }
+
+    /// The limits `manifest`'s plugin runs under with these grants (see
+    /// [`PluginGrant::effective_limits`]); a plugin without an entry keeps its manifest's.
+    pub fn effective_limits(&self, manifest: &PluginManifest) -> Limits {
+        self.plugins
+            .get(&manifest.name)
+            .map_or(manifest.limits, |grant| {
+                grant.effective_limits(&manifest.limits)
+            })
     }
 
     /// The effective capabilities of a plugin: the intersection of grant and request.

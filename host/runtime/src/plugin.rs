@@ -294,10 +294,7 @@ impl LoadedPlugin {
                 Pre::Pricing(PricingPluginPre::new(instance_pre).map_err(link_err)?)
             }
         };
-        let limits = match &capabilities.grant().limits {
-            Some(caps) => manifest.limits.capped_by(caps),
-            None => manifest.limits,
-        };
+        let limits = capabilities.grant().effective_limits(&manifest.limits);
         let config = capabilities
             .grant()
             .config

@@ -9,6 +9,7 @@ mod explain_capacity;
 mod helm;
 mod helm_install;
 mod management;
+mod plugins_inspect;
 mod plugins_new;
 mod plugins_package;
 mod run;

@@ -1,5 +1,6 @@
 //! `joinery plugins inspect`: a plugin's manifest, WIT version, imports and exports,
-//! capabilities, size and digest, and whether it loads under the given grants.
+//! capabilities, size and digest, the limits its calls run under (the manifest's, capped by
+//! the given grants), and whether it loads under those grants.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -7,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use joinery_runtime::engine::{EngineOptions, PluginEngine};
-use joinery_runtime::manifest::PluginManifest;
+use joinery_runtime::manifest::{Limits, PluginManifest};
 use joinery_runtime::plugin::{LoadContext, LoadedPlugin, PluginBytes, PluginSource, sha256_hex};
 use joinery_runtime::registry::read_plugin_dir;
 use joinery_runtime::services::HostServices;
@@ -23,7 +24,7 @@ pub const SIZE_BUDGET_BYTES: usize = 512 * 1024;
 pub struct InspectArgs {
     /// A plugin directory, a component file (.wasm / .wasm.gz), or the name of a built-in plugin.
     pub path: String,
-    /// Grants file to evaluate the plugin against.
+    /// Grants file to evaluate the plugin against: whether it loads, and the limits it runs under.
     #[arg(long)]
     pub grants: Option<PathBuf>,
     /// Print JSON.
@@ -110,6 +111,9 @@ fn gzip_size(bytes: &[u8]) -> usize {
 fn inspect(path: &str, grants: Option<&Path>, json: bool) -> Result<ExitCode> {
     let item = locate(path)?;
     let grants = read_grants(grants)?;
+    // The limits in force, computed by the runtime's own rule (the manifest's, capped by
+    // the grants file), not the manifest's request.
+    let effective_limits = item.manifest.as_ref().map(|m| grants.effective_limits(m));
     let engine = PluginEngine::new(&EngineOptions {
         pooling: false,
         ..Default::default()
@@ -158,6 +162,7 @@ fn inspect(path: &str, grants: Option<&Path>, json: bool) -> Result<ExitCode> {
         let value = serde_json::json!({
             "source": item.source.to_string(),
             "manifest": item.manifest,
+            "effectiveLimits": effective_limits,
             "sizeBytes": size,
             "fileSizeBytes": item.file_size,
             "gzipSizeBytes": gzip_size(&item.wasm),
@@ -179,10 +184,26 @@ fn inspect(path: &str, grants: Option<&Path>, json: bool) -> Result<ExitCode> {
             if let Some(nc) = &m.node_class {
                 println!("nodeClass:  {}/{} {}", nc.group, nc.version, nc.kind);
             }
-            println!(
-                "limits:     memory {} MiB, timeout {} ms, concurrency {}",
-                m.limits.memory_mib, m.limits.timeout_ms, m.limits.max_concurrency
-            );
+            let limits = effective_limits.unwrap_or(m.limits);
+            let describe = |l: &Limits| {
+                let creates = l
+                    .max_concurrent_creates
+                    .map(|n| format!(", concurrent creates {n}"))
+                    .unwrap_or_default();
+                format!(
+                    "memory {} MiB, timeout {} ms, concurrency {}{creates}",
+                    l.memory_mib, l.timeout_ms, l.max_concurrency
+                )
+            };
+            if limits == m.limits {
+                println!("limits:     {}", describe(&limits));
+            } else {
+                println!(
+                    "limits:     {} (under the grants; the manifest asks {})",
+                    describe(&limits),
+                    describe(&m.limits)
+                );
+            }
             let caps = &m.capabilities;
             println!("requests:");
             println!(
