@@ -129,6 +129,15 @@ impl ApiError {
         Self::new(400, "BadRequest", message)
     }
 
+    /// 413: the request body is over the server's limit of `limit` bytes.
+    pub fn request_entity_too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
     /// 405: the verb is not supported on this path.
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(405, "MethodNotAllowed", message)

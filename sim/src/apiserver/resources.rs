@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::error::ApiError;
+
 /// The verbs every top-level resource supports.
 const STANDARD_VERBS: [&str; 8] = [
     "create",
@@ -17,6 +19,105 @@ const STANDARD_VERBS: [&str; 8] = [
     "update",
     "watch",
 ];
+
+/// Checks the simple fields of a built-in kind that a real API server's decoding would refuse
+/// (it decodes into Go structs): a ConfigMap's `data` (strings) and `binaryData` (base64
+/// strings), a Secret's `data` (base64 strings) and `stringData` (strings). The error is a 400
+/// BadRequest worded as the API server's decoding error, naming the field and key.
+pub(crate) fn check_builtin_fields(kind: &ResourceKind, object: &Value) -> Result<(), ApiError> {
+    if !kind.group.is_empty() || kind.crd_name.is_some() {
+        return Ok(());
+    }
+    let fields: &[(&str, bool)] = match kind.kind.as_str() {
+        "ConfigMap" => &[("data", false), ("binaryData", true)],
+        "Secret" => &[("data", true), ("stringData", false)],
+        _ => return Ok(()),
+    };
+    let refuse = |detail: String| {
+        ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {detail}",
+            kind = kind.kind,
+            version = kind.version,
+        ))
+    };
+    for (field, base64) in fields {
+        let go_type = if *base64 { "[]uint8" } else { "string" };
+        let entries = match object.get(*field) {
+            None | Some(Value::Null) => continue,
+            Some(Value::Object(entries)) => entries,
+            Some(other) => {
+                return Err(refuse(format!(
+                    "json: cannot unmarshal {} into Go struct field {}.{field} of type map[string]{go_type}",
+                    json_type(other),
+                    kind.kind
+                )));
+            }
+        };
+        for (key, value) in entries {
+            let text = match value {
+                Value::String(text) => text,
+                Value::Null => continue,
+                other => {
+                    return Err(refuse(format!(
+                        "json: cannot unmarshal {} into Go struct field {}.{field} of type {go_type} (key {key:?})",
+                        json_type(other),
+                        kind.kind
+                    )));
+                }
+            };
+            if *base64 && let Err(detail) = check_base64(text) {
+                return Err(refuse(format!("{detail} in {field}[{key:?}]")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How Go's `encoding/json` names the type of a JSON value in its errors.
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Whether `text` is standard, padded base64 as Go's `encoding/json` decodes a `[]byte`
+/// (line breaks ignored, non-zero trailing bits allowed); the error is worded as Go's.
+fn check_base64(text: &str) -> Result<(), String> {
+    use base64::Engine as _;
+    use base64::engine::{GeneralPurpose, GeneralPurposeConfig};
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
+    );
+    let compact: String = text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect();
+    // Go reports a short or badly padded input at the start of its last (incomplete)
+    // four-byte quantum.
+    let quantum_start = || {
+        let length = compact.len();
+        if !length.is_multiple_of(4) {
+            length - length % 4
+        } else {
+            compact.find('=').unwrap_or(length)
+        }
+    };
+    LENIENT
+        .decode(&compact)
+        .map(drop)
+        .map_err(|error| match error {
+            base64::DecodeError::InvalidByte(at, _)
+            | base64::DecodeError::InvalidLastSymbol(at, _) => {
+                format!("illegal base64 data at input byte {at}")
+            }
+            base64::DecodeError::InvalidLength(_) | base64::DecodeError::InvalidPadding => {
+                format!("illegal base64 data at input byte {}", quantum_start())
+            }
+        })
+}
 
 /// A subresource other than `status`, listed in discovery (for example `pods/eviction`).
 #[derive(Debug, Clone, PartialEq)]

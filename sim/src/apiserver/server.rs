@@ -212,14 +212,9 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> HttpResponse
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
-    let body = match request.into_body().collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(error) => {
-            return json_response(
-                400,
-                &ApiError::bad_request(format!("could not read body: {error}")).to_status(),
-            );
-        }
+    let body = match read_body(request.into_body()).await {
+        Ok(body) => body,
+        Err(error) => return json_response(error.code, &error.to_status()),
     };
     let routed = if matches!(method, Method::POST | Method::PUT | Method::PATCH) {
         // Writes validate the object (CEL rules included) synchronously: they run on the
@@ -261,6 +256,71 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> HttpResponse
     };
     tracing::debug!(%method, %path, status = response.status().as_u16(), "request served");
     response
+}
+
+/// The largest request body the server reads: a real API server's limit for writes (3 MiB).
+pub(crate) const MAX_REQUEST_BODY_BYTES: usize = 3 << 20;
+
+/// How much of an oversized body is read (and dropped) before answering 413, so that a client
+/// still sending it reads the answer rather than a reset connection.
+const MAX_DRAINED_BYTES: usize = 64 << 20;
+
+/// Reads a request body of at most [`MAX_REQUEST_BODY_BYTES`]; a bigger one is
+/// `413 RequestEntityTooLarge`, and nothing past the limit is kept.
+async fn read_body(mut incoming: Incoming) -> Result<Bytes, ApiError> {
+    let declared = incoming.size_hint().exact();
+    let mut body = bytes::BytesMut::new();
+    let mut received = 0usize;
+    let mut too_large = declared.is_some_and(|length| length > MAX_REQUEST_BODY_BYTES as u64);
+    while let Some(frame) = incoming.frame().await {
+        let frame = frame
+            .map_err(|error| ApiError::bad_request(format!("could not read body: {error}")))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        received = received.saturating_add(data.len());
+        too_large |= received > MAX_REQUEST_BODY_BYTES;
+        if too_large {
+            body = bytes::BytesMut::new();
+            if received > MAX_DRAINED_BYTES {
+                break;
+            }
+        } else {
+            body.extend_from_slice(&data);
+        }
+    }
+    if too_large {
+        return Err(ApiError::request_entity_too_large(MAX_REQUEST_BODY_BYTES));
+    }
+    Ok(body.freeze())
+}
+
+/// Refuses a create or update body whose `apiVersion` or `kind`, when present, is not the
+/// endpoint's, with the API server's 400 BadRequest.
+fn check_body_type(kind: &ResourceKind, body: &Value) -> Result<(), ApiError> {
+    let expected_version = kind.api_version();
+    if let Some(version) = body.get("apiVersion").filter(|v| !v.is_null())
+        && version.as_str() != Some(expected_version.as_str())
+    {
+        let version = version
+            .as_str()
+            .map_or_else(|| version.to_string(), str::to_string);
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({version}) does not match the expected API version ({expected_version})"
+        )));
+    }
+    if let Some(body_kind) = body.get("kind").filter(|k| !k.is_null())
+        && body_kind.as_str() != Some(kind.kind.as_str())
+    {
+        let body_kind = body_kind
+            .as_str()
+            .map_or_else(|| body_kind.to_string(), str::to_string);
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({body_kind}) does not match the expected kind ({})",
+            kind.kind
+        )));
+    }
+    Ok(())
 }
 
 async fn route(
@@ -527,6 +587,7 @@ async fn resource_request(
             )),
             Method::POST => {
                 let body = call.body_json()?;
+                check_body_type(&kind, &body)?;
                 let warnings = validate_fields(&kind, &body, call)?;
                 Ok(with_warnings(
                     json_response(201, &store.create(&kind, namespace, body)?),
@@ -561,6 +622,7 @@ async fn resource_request(
             )),
             Method::PUT => {
                 let body = call.body_json()?;
+                check_body_type(&kind, &body)?;
                 let warnings = validate_fields(&kind, &body, call)?;
                 let updated =
                     store.update(&kind, namespace, name, WriteTarget::Main, |_| Ok(body))?;
@@ -597,6 +659,7 @@ async fn resource_request(
             )),
             Method::PUT => {
                 let body = call.body_json()?;
+                check_body_type(&kind, &body)?;
                 Ok(json_response(
                     200,
                     &store.update(&kind, namespace, name, WriteTarget::Status, |_| Ok(body))?,

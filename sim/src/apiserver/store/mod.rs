@@ -322,6 +322,7 @@ impl State {
         old: Option<&Value>,
     ) -> Result<(), ApiError> {
         let name = metadata_str(object, "name").unwrap_or_default().to_string();
+        super::resources::check_builtin_fields(kind, object)?;
         if let Some(schema_root) = &kind.schema {
             schema::prune_unknown_fields(schema_root, object);
             schema::apply_defaults(schema_root, object);
