@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use joinery_api::HasConditions;
 use joinery_core::instance_type::InstanceType;
@@ -49,9 +49,16 @@ impl LearnedStore {
         self.learned.lock().expect("learned capacity lock").clone()
     }
 
-    fn observe(&self, reports: &[NodeReport]) -> Option<LearnedCapacity> {
+    /// Records the nodes' reports and drops what expired, at `now`; a copy to save if
+    /// anything changed.
+    fn observe(&self, reports: &[NodeReport], now: SystemTime) -> Option<LearnedCapacity> {
         let mut learned = self.learned.lock().expect("learned capacity lock");
-        learned.observe(reports).then(|| learned.clone())
+        let changed = learned.observe(reports, now);
+        let expired = learned.expire(now);
+        for (class, kind) in &expired {
+            tracing::info!(node_class = %class, instance_type = %kind, ttl = ?joinery_core::learned::LEARNED_TTL, "learned capacity expired (no node confirmed it); the plugin's estimate is used again");
+        }
+        (changed || !expired.is_empty()).then(|| learned.clone())
     }
 
     fn restore(&self, saved: LearnedCapacity) {
@@ -76,6 +83,10 @@ pub(crate) async fn restore(ctx: &Context) {
             .map(|text| serde_json::from_str::<LearnedCapacity>(text))
         {
             Some(Ok(saved)) => {
+                let (saved, rejected) = saved.validated(ctx.clock.now());
+                for entry in &rejected {
+                    tracing::warn!(configmap = CONFIGMAP, node_class = %entry.node_class, instance_type = %entry.instance_type, reason = %entry.reason, "a learned-capacity entry is not a kubelet's report and is ignored (it is dropped at the next save; `joinery explain capacity` lists it)");
+                }
                 tracing::info!(
                     configmap = CONFIGMAP,
                     types = saved.iter().count(),
@@ -103,7 +114,7 @@ pub(crate) async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
     // is a warning (an install without the Role's ConfigMap rules would repeat it forever).
     let mut failing = false;
     loop {
-        if let Some(learned) = ctx.cloud.learned.observe(&reports(&ctx)) {
+        if let Some(learned) = ctx.cloud.learned.observe(&reports(&ctx), ctx.clock.now()) {
             for (class, kind, l) in learned.iter() {
                 tracing::debug!(node_class = class, instance_type = kind, allocatable = ?l.allocatable, nodes = l.nodes, "capacity learned");
             }

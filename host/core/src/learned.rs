@@ -9,8 +9,18 @@
 //! (NodeClass, instance type) for CPU, memory, ephemeral storage and pods, and
 //! [`LearnedCapacity::apply`] puts them in place of the estimate. A type never seen keeps the
 //! estimate; extended resources (GPUs…) always keep it.
+//!
+//! What was learned is kept in a ConfigMap, which anyone with write access to it can change, so
+//! it is not trusted blindly: [`LearnedCapacity::validated`] drops entries that cannot be a
+//! kubelet's report (unparsable or unknown quantities, allocatable above capacity, no nodes);
+//! [`LearnedCapacity::apply`] keeps every learned value within a band around the plugin's
+//! estimate ([`BAND`]); and an entry not confirmed by a node for [`LEARNED_TTL`] expires
+//! ([`LearnedCapacity::expire`]), so that a wrong value (a type ruled out because it seemed too
+//! small is never launched, so never relearned) does not last.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +29,20 @@ use crate::resources::{HUGEPAGES_PREFIX, Resources};
 
 /// The resources learned from nodes (a kubelet reports them all as soon as it registers).
 pub const LEARNED_RESOURCES: [&str; 4] = ["cpu", "memory", "ephemeral-storage", "pods"];
+
+/// The band a learned value is kept in, as fractions of the plugin's estimate of the same
+/// value (capacity of capacity, allocatable of allocatable): half to one and a half times.
+/// Real kubelets differ from a good estimate by a few percent, from a poor one by tens of
+/// percent; a value outside the band is more likely tampered with than true.
+pub const BAND: (f64, f64) = (0.5, 1.5);
+
+/// How long an entry lasts without a node confirming it (then the estimate is used again, and
+/// the next node of the type teaches it anew).
+pub const LEARNED_TTL: Duration = Duration::from_secs(3 * 24 * 3600);
+
+/// How often an entry's `observedAt` is refreshed while its nodes keep reporting the same
+/// values (each refresh is a write of the ConfigMap).
+const REFRESH: Duration = Duration::from_secs(3600);
 
 /// What the initialized nodes of one instance type of one NodeClass reported: per resource,
 /// the smallest capacity and allocatable among them (a pod that fits this fits them all).
@@ -31,6 +55,66 @@ pub struct Learned {
     pub allocatable: BTreeMap<String, String>,
     /// How many nodes it was learned from (the latest observation).
     pub nodes: u32,
+    /// When nodes last reported it (seconds since the Unix epoch; refreshed hourly while they
+    /// keep reporting). 0 in a ConfigMap written before this field existed: the entry is then
+    /// taken as observed when it is restored.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub observed_at: u64,
+}
+
+/// A learned entry refused when restored, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedEntry {
+    /// The NodeClass key (`group/kind/name`).
+    pub node_class: String,
+    /// The instance type.
+    pub instance_type: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl fmt::Display for RejectedEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {}: {}",
+            self.node_class, self.instance_type, self.reason
+        )
+    }
+}
+
+impl Learned {
+    /// Why this entry cannot be a kubelet's report, if it cannot.
+    pub fn problem(&self) -> Option<String> {
+        if self.nodes == 0 {
+            return Some("learned from 0 nodes".into());
+        }
+        for (what, list) in [
+            ("capacity", &self.capacity),
+            ("allocatable", &self.allocatable),
+        ] {
+            if let Some(name) = list
+                .keys()
+                .find(|n| !LEARNED_RESOURCES.contains(&n.as_str()))
+            {
+                return Some(format!("{what}.{name} is not a learned resource"));
+            }
+            if let Err(error) = Resources::from_quantities(list.iter()) {
+                return Some(format!("{what}: {error}"));
+            }
+        }
+        let capacity = Resources::from_quantities(self.capacity.iter()).ok()?;
+        let allocatable = Resources::from_quantities(self.allocatable.iter()).ok()?;
+        for name in ["cpu", "memory"] {
+            if capacity.get(name) == 0 {
+                return Some(format!("capacity.{name} is missing or zero"));
+            }
+        }
+        LEARNED_RESOURCES
+            .iter()
+            .find(|name| allocatable.get(name) > capacity.get(name))
+            .map(|name| format!("allocatable.{name} is above capacity.{name}"))
+    }
 }
 
 /// One initialized node's word about its instance type.
@@ -54,10 +138,12 @@ pub struct LearnedCapacity {
 }
 
 impl LearnedCapacity {
-    /// Records what the nodes report: for each (NodeClass, type) that has nodes now, the
-    /// smallest of their values replaces what was learned before; types without nodes now keep
-    /// what was learned (so it survives scaling to zero). Returns whether anything changed.
-    pub fn observe(&mut self, reports: &[NodeReport]) -> bool {
+    /// Records what the nodes report at `now`: for each (NodeClass, type) that has nodes now,
+    /// the smallest of their values replaces what was learned before; types without nodes now
+    /// keep what was learned (so it survives scaling to zero, until [`LEARNED_TTL`]). Returns
+    /// whether anything changed (values, or an hourly refresh of `observedAt`).
+    pub fn observe(&mut self, reports: &[NodeReport], now: SystemTime) -> bool {
+        let at = unix_seconds(now);
         let mut now: BTreeMap<(&str, &str), (Resources, Resources, u32)> = BTreeMap::new();
         for r in reports {
             let entry = now
@@ -69,10 +155,11 @@ impl LearnedCapacity {
         }
         let mut changed = false;
         for ((class, kind), (capacity, allocatable, nodes)) in now {
-            let learned = Learned {
+            let mut learned = Learned {
                 capacity: quantities(&capacity),
                 allocatable: quantities(&allocatable),
                 nodes,
+                observed_at: at,
             };
             let slot = self
                 .entries
@@ -80,12 +167,61 @@ impl LearnedCapacity {
                 .or_default()
                 .entry(kind.to_string())
                 .or_default();
+            let fresh = at.saturating_sub(slot.observed_at) < REFRESH.as_secs();
+            if fresh {
+                learned.observed_at = slot.observed_at;
+            }
             if *slot != learned {
                 *slot = learned;
                 changed = true;
             }
         }
         changed
+    }
+
+    /// This capacity without the entries that cannot be a kubelet's report (see
+    /// [`Learned::problem`]), and those entries with the reason; entries without `observedAt`
+    /// are taken as observed at `now`. For what is restored from the ConfigMap.
+    pub fn validated(mut self, now: SystemTime) -> (LearnedCapacity, Vec<RejectedEntry>) {
+        let mut rejected = Vec::new();
+        for (class, types) in &mut self.entries {
+            types.retain(|kind, learned| match learned.problem() {
+                Some(reason) => {
+                    rejected.push(RejectedEntry {
+                        node_class: class.clone(),
+                        instance_type: kind.clone(),
+                        reason,
+                    });
+                    false
+                }
+                None => {
+                    if learned.observed_at == 0 {
+                        learned.observed_at = unix_seconds(now);
+                    }
+                    true
+                }
+            });
+        }
+        self.entries.retain(|_, types| !types.is_empty());
+        (self, rejected)
+    }
+
+    /// Removes the entries no node has confirmed for [`LEARNED_TTL`] at `now`; returns them
+    /// as (NodeClass, instance type).
+    pub fn expire(&mut self, now: SystemTime) -> Vec<(String, String)> {
+        let now = unix_seconds(now);
+        let mut expired = Vec::new();
+        for (class, types) in &mut self.entries {
+            types.retain(|kind, learned| {
+                let alive = now.saturating_sub(learned.observed_at) < LEARNED_TTL.as_secs();
+                if !alive {
+                    expired.push((class.clone(), kind.clone()));
+                }
+                alive
+            });
+        }
+        self.entries.retain(|_, types| !types.is_empty());
+        expired
     }
 
     /// What was learned of `instance_type` under `node_class`, if anything.
@@ -108,9 +244,9 @@ impl LearnedCapacity {
     }
 
     /// `types` of `node_class` with what was learned in place of the estimate: the learned
-    /// resources' capacity and allocatable (the overhead becomes their difference); other
-    /// resources, requirements and offerings unchanged. Types never seen, or seen exactly as
-    /// estimated, are returned as they were.
+    /// resources' capacity and allocatable (the overhead becomes their difference), each kept
+    /// within [`BAND`] of the estimate; other resources, requirements and offerings unchanged.
+    /// Types never seen, or seen exactly as estimated, are returned as they were.
     pub fn apply(&self, node_class: &str, types: Vec<InstanceType>) -> Vec<InstanceType> {
         let Some(learned) = self.entries.get(node_class) else {
             return types;
@@ -142,14 +278,19 @@ fn with_learned(t: InstanceType, learned: &Learned) -> InstanceType {
         .sum();
     for name in LEARNED_RESOURCES {
         if learned.capacity.contains_key(name) {
-            capacity.set(name, capacity_seen.get(name));
+            capacity.set(
+                name,
+                within_band(capacity_seen.get(name), t.capacity().get(name)),
+            );
         }
         if learned.allocatable.contains_key(name) {
+            let allocatable = within_band(allocatable_seen.get(name), t.allocatable().get(name))
+                .min(capacity.get(name));
             // compute_allocatable subtracts hugepages from memory again: leave them out here.
             let already = if name == "memory" { hugepages } else { 0 };
             let reserved = capacity
                 .get(name)
-                .saturating_sub(allocatable_seen.get(name))
+                .saturating_sub(allocatable)
                 .saturating_sub(already);
             set_overhead(&mut overhead, name, reserved);
         }
@@ -164,6 +305,26 @@ fn with_learned(t: InstanceType, learned: &Learned) -> InstanceType {
         overhead,
         t.offerings().clone(),
     )
+}
+
+/// `seen` kept within [`BAND`] of `estimate` (as it is when the estimate is 0: nothing to
+/// compare with).
+fn within_band(seen: u64, estimate: u64) -> u64 {
+    if estimate == 0 {
+        return seen;
+    }
+    let low = (estimate as f64 * BAND.0) as u64;
+    let high = (estimate as f64 * BAND.1) as u64;
+    seen.clamp(low, high)
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
+
+/// Seconds since the Unix epoch (0 before it).
+fn unix_seconds(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// Puts all of a resource's reservation in `kube_reserved`.
@@ -198,6 +359,8 @@ mod tests {
     use crate::requirements::Requirements;
 
     const GI: u64 = 1 << 30;
+    const T0: SystemTime = UNIX_EPOCH;
+    const HOUR: Duration = Duration::from_secs(3600);
 
     fn estimate() -> InstanceType {
         let capacity = Resources::new()
@@ -236,15 +399,21 @@ mod tests {
     #[test]
     fn the_smallest_node_seen_replaces_the_estimate_and_extended_resources_stay() {
         let mut learned = LearnedCapacity::default();
-        assert!(learned.observe(&[
-            report("k/K/a", 3800, 14 * GI),
-            report("k/K/a", 3900, 13 * GI)
-        ]));
-        assert!(
-            !learned.observe(&[
+        assert!(learned.observe(
+            &[
                 report("k/K/a", 3800, 14 * GI),
                 report("k/K/a", 3900, 13 * GI)
-            ]),
+            ],
+            T0
+        ));
+        assert!(
+            !learned.observe(
+                &[
+                    report("k/K/a", 3800, 14 * GI),
+                    report("k/K/a", 3900, 13 * GI)
+                ],
+                T0
+            ),
             "nothing new"
         );
         assert_eq!(learned.get("k/K/a", "g-4").unwrap().nodes, 2);
@@ -271,13 +440,13 @@ mod tests {
     #[test]
     fn a_type_seen_as_estimated_is_unchanged_and_learning_survives_scale_to_zero() {
         let mut learned = LearnedCapacity::default();
-        learned.observe(&[report("k/K/a", 3900, 15 * GI + GI / 2)]);
+        learned.observe(&[report("k/K/a", 3900, 15 * GI + GI / 2)], T0);
         assert_eq!(
             learned.apply("k/K/a", vec![estimate()]).remove(0),
             estimate()
         );
         assert!(
-            !learned.observe(&[]),
+            !learned.observe(&[], T0),
             "no nodes now: what was learned stays"
         );
         assert!(learned.get("k/K/a", "g-4").is_some());
@@ -292,9 +461,108 @@ mod tests {
     #[test]
     fn a_node_reporting_more_than_estimated_lets_more_in() {
         let mut learned = LearnedCapacity::default();
-        learned.observe(&[report("k/K/a", 3990, 16 * GI - GI / 8)]);
+        learned.observe(&[report("k/K/a", 3990, 16 * GI - GI / 8)], T0);
         let t = learned.apply("k/K/a", vec![estimate()]).remove(0);
         assert_eq!(t.allocatable().cpu_millis, 3990);
         assert_eq!(t.allocatable().memory_bytes, 16 * GI - GI / 8);
+    }
+
+    /// A learned capacity as a ConfigMap holds it, parsed.
+    fn saved(json: &str) -> LearnedCapacity {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn a_tampered_value_is_kept_within_the_band_around_the_estimate() {
+        // cpu 999999999 (cores) written into the ConfigMap, with no node of the type present.
+        let huge = saved(
+            r#"{"k/K/a": {"g-4": {"capacity": {"cpu": "999999999", "memory": "16Gi", "pods": "110"},
+                "allocatable": {"cpu": "999999999", "memory": "15Gi", "pods": "110"}, "nodes": 1}}}"#,
+        );
+        let (huge, rejected) = huge.validated(T0);
+        assert!(rejected.is_empty(), "{rejected:?}");
+        let t = huge.apply("k/K/a", vec![estimate()]).remove(0);
+        assert_eq!(
+            t.capacity().cpu_millis,
+            6000,
+            "1.5 × the estimate's 4 cores"
+        );
+        assert_eq!(
+            t.allocatable().cpu_millis,
+            5850,
+            "1.5 × the estimate's 3.9 cores"
+        );
+        // A too-small value cannot rule the type out: half the estimate at least.
+        let tiny = saved(
+            r#"{"k/K/a": {"g-4": {"capacity": {"cpu": "1m", "memory": "16Gi", "pods": "110"},
+                "allocatable": {"cpu": "1m", "memory": "1Ki", "pods": "110"}, "nodes": 1}}}"#,
+        );
+        let t = tiny
+            .validated(T0)
+            .0
+            .apply("k/K/a", vec![estimate()])
+            .remove(0);
+        assert_eq!(t.capacity().cpu_millis, 2000);
+        assert_eq!(t.allocatable().cpu_millis, 1950);
+        assert_eq!(t.allocatable().memory_bytes, (16 * GI - GI / 2) / 2);
+    }
+
+    #[test]
+    fn entries_that_cannot_be_a_kubelets_report_are_rejected_naming_the_field() {
+        let (kept, rejected) = saved(
+            r#"{"k/K/a": {
+                "ok": {"capacity": {"cpu": "4", "memory": "16Gi"}, "allocatable": {"cpu": "3900m", "memory": "15Gi"}, "nodes": 2},
+                "above": {"capacity": {"cpu": "4", "memory": "16Gi"}, "allocatable": {"cpu": "5", "memory": "15Gi"}, "nodes": 1},
+                "garbled": {"capacity": {"cpu": "four", "memory": "16Gi"}, "allocatable": {}, "nodes": 1},
+                "gpu": {"capacity": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "8"}, "allocatable": {}, "nodes": 1},
+                "nobody": {"capacity": {"cpu": "4", "memory": "16Gi"}, "allocatable": {}, "nodes": 0}}}"#,
+        )
+        .validated(T0);
+        assert!(kept.get("k/K/a", "ok").is_some());
+        assert_eq!(kept.iter().count(), 1);
+        let reasons: BTreeMap<&str, &str> = rejected
+            .iter()
+            .map(|r| (r.instance_type.as_str(), r.reason.as_str()))
+            .collect();
+        assert_eq!(reasons["above"], "allocatable.cpu is above capacity.cpu");
+        assert!(
+            reasons["garbled"].starts_with("capacity: "),
+            "{}",
+            reasons["garbled"]
+        );
+        assert_eq!(
+            reasons["gpu"],
+            "capacity.nvidia.com/gpu is not a learned resource"
+        );
+        assert_eq!(reasons["nobody"], "learned from 0 nodes");
+        assert_eq!(
+            rejected[0].to_string(),
+            "k/K/a above: allocatable.cpu is above capacity.cpu"
+        );
+    }
+
+    #[test]
+    fn entries_expire_unless_nodes_confirm_them() {
+        let mut learned = LearnedCapacity::default();
+        learned.observe(&[report("k/K/a", 3800, 14 * GI)], T0);
+        // The same report an hour later refreshes the entry (a write); sooner, nothing changes.
+        assert!(!learned.observe(&[report("k/K/a", 3800, 14 * GI)], T0 + HOUR / 2));
+        assert!(learned.observe(&[report("k/K/a", 3800, 14 * GI)], T0 + HOUR));
+        assert!(
+            learned
+                .expire(T0 + HOUR + LEARNED_TTL - HOUR / 2)
+                .is_empty()
+        );
+        assert_eq!(
+            learned.expire(T0 + HOUR + LEARNED_TTL),
+            [("k/K/a".to_string(), "g-4".to_string())]
+        );
+        assert!(learned.is_empty());
+        // An entry saved before `observedAt` existed counts from its restore.
+        let (old, _) = saved(
+            r#"{"k/K/a": {"g-4": {"capacity": {"cpu": "4", "memory": "16Gi"}, "allocatable": {"cpu": "3", "memory": "15Gi"}, "nodes": 1}}}"#,
+        )
+        .validated(T0 + HOUR);
+        assert_eq!(old.get("k/K/a", "g-4").unwrap().observed_at, 3600);
     }
 }

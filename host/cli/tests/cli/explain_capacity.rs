@@ -56,7 +56,8 @@ fn explain_capacity_shows_what_the_controller_learned() {
     assert!(stdout.starts_with("Nothing learned yet"), "{stdout}");
 
     let learned = json!({"sim.joinery.dev/SimNodeClass/default": {"m-4": {
-        "capacity": {"cpu": "4", "memory": "8Gi"}, "allocatable": {"cpu": "2900m", "memory": "7Gi"}, "nodes": 3}}});
+        "capacity": {"cpu": "4", "memory": "8Gi"}, "allocatable": {"cpu": "2900m", "memory": "7Gi"}, "nodes": 3},
+        "m-bad": {"capacity": {"cpu": "4", "memory": "8Gi"}, "allocatable": {"cpu": "5", "memory": "7Gi"}, "nodes": 1}}});
     let config_map = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "joinery-learned-capacity", "namespace": "joinery"},
                             "data": {"learned.json": learned.to_string()}});
     let status = post(
@@ -78,6 +79,18 @@ fn explain_capacity_shows_what_the_controller_learned() {
             && row.contains("memory=7Gi")
             && row.contains(" 3 "),
         "{row}"
+    );
+    assert!(
+        stdout.contains(
+            "sim.joinery.dev/SimNodeClass/default m-bad: allocatable.cpu is above capacity.cpu"
+        ),
+        "the tampered entry is listed as ignored: {stdout}"
+    );
+    assert!(
+        !stdout
+            .lines()
+            .any(|l| l.starts_with("sim.joinery.dev/SimNodeClass/default") && l.contains("m-bad")),
+        "{stdout}"
     );
     let (ok, stdout, stderr) = explain(&kubeconfig, true);
     assert!(ok, "{stderr}");

@@ -53,7 +53,9 @@ impl Execute for CapacityArgs {
             println!("{}", serde_json::to_string_pretty(&learned)?);
             return Ok(ExitCode::SUCCESS);
         }
-        if learned.is_empty() {
+        let now = std::time::SystemTime::now();
+        let (usable, rejected) = learned.validated(now);
+        if usable.is_empty() && rejected.is_empty() {
             println!(
                 "Nothing learned yet (no ConfigMap {}/{CONFIGMAP}, or no initialized node): every instance type uses its plugin's estimate.",
                 self.namespace
@@ -62,8 +64,8 @@ impl Execute for CapacityArgs {
         }
         println!("Learned from initialized nodes (used in place of the plugins' estimates):");
         println!(
-            "{:<40} {:<24} {:>5}  {:<34} allocatable",
-            "NODECLASS", "INSTANCE TYPE", "NODES", "capacity"
+            "{:<40} {:<24} {:>5} {:>9}  {:<34} allocatable",
+            "NODECLASS", "INSTANCE TYPE", "NODES", "LAST SEEN", "capacity"
         );
         let show = |m: &std::collections::BTreeMap<String, String>| {
             m.iter()
@@ -71,13 +73,30 @@ impl Execute for CapacityArgs {
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        for (class, kind, l) in learned.iter() {
+        let now_seconds = now
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        for (class, kind, l) in usable.iter() {
             println!(
-                "{class:<40} {kind:<24} {:>5}  {:<34} {}",
+                "{class:<40} {kind:<24} {:>5} {:>9}  {:<34} {}",
                 l.nodes,
+                age(now_seconds.saturating_sub(l.observed_at)),
                 show(&l.capacity),
                 show(&l.allocatable)
             );
+        }
+        let (low, high) = joinery_core::learned::BAND;
+        println!(
+            "Each value is used within {low}–{high}× of its plugin's estimate; an entry expires {} after a node last confirmed it.",
+            age(joinery_core::learned::LEARNED_TTL.as_secs())
+        );
+        if !rejected.is_empty() {
+            println!(
+                "Ignored (not a kubelet's report; the controller drops them at its next save):"
+            );
+            for entry in &rejected {
+                println!("  {entry}");
+            }
         }
         Ok(ExitCode::SUCCESS)
     }
@@ -85,5 +104,15 @@ impl Execute for CapacityArgs {
     /// The answer is the output: only warnings are logged.
     fn default_log_level(&self) -> String {
         "warn".to_string()
+    }
+}
+
+/// A duration as kubectl prints ages: `45s`, `12m`, `5h`, `3d`.
+fn age(seconds: u64) -> String {
+    match seconds {
+        s if s < 120 => format!("{s}s"),
+        s if s < 2 * 3600 => format!("{}m", s / 60),
+        s if s < 2 * 86_400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
     }
 }
