@@ -47,6 +47,7 @@ pub const DRIFT_RECHECK: Duration = Duration::from_secs(300);
 pub const INSTANCE_TYPE_DRIFT_AGE: Duration = Duration::from_secs(3600);
 
 /// A command started and waiting for its replacements.
+#[derive(Clone)]
 struct Queued {
     command: Command,
     /// Names of the replacement NodeClaims created for it.
@@ -403,74 +404,122 @@ async fn start(ctx: &Context, memory: &Shared, command: Command) -> Result<(), C
 /// ([`disruption::next_queue_step`] decides). A failed delete stops the pass and leaves its
 /// command queued for the next one; the commands settled before it are dropped all the same.
 async fn advance_queue(ctx: &Context, memory: &Shared) -> Result<(), ControllerError> {
-    let queued: Vec<(Command, Vec<String>, SystemTime)> = lock(memory)
-        .queue
-        .iter()
-        .map(|q| (q.command.clone(), q.replacements.clone(), q.started))
-        .collect();
+    let queued: Vec<Queued> = lock(memory).queue.clone();
     let now = ctx.clock.now();
-    let mut settled = Vec::new();
-    let mut failure = None;
-    for (index, (command, replacements, started)) in queued.iter().enumerate() {
-        let claims: Vec<Option<Arc<NodeClaim>>> =
-            replacements.iter().map(|r| claim_named(ctx, r)).collect();
-        // A replacement just created may not be in the cache yet: only a claim the cache has
-        // seen and lost (or that is being deleted) has vanished.
-        let cached_names: BTreeSet<String> = ctx
-            .state
-            .node_claims
-            .state()
+    let steps: Vec<disruption::QueueStep> = queued
+        .iter()
+        .map(|q| disruption::next_queue_step(&queue_facts(ctx, q), queued.len(), now))
+        .collect();
+    let (settled, failure) = queue_pass(&queued, &steps, &mut LiveQueue { ctx, memory }).await;
+    disruption::drop_settled(&mut lock(memory).queue, &settled);
+    failure.map_or(Ok(()), Err)
+}
+
+/// What a pass knows about a queued command's replacements.
+fn queue_facts(ctx: &Context, queued: &Queued) -> disruption::QueuedCommand {
+    let claims: Vec<Option<Arc<NodeClaim>>> = queued
+        .replacements
+        .iter()
+        .map(|r| claim_named(ctx, r))
+        .collect();
+    // A replacement just created may not be in the cache yet: only a claim the cache has
+    // seen and lost (or that is being deleted) has vanished.
+    let cached_names: BTreeSet<String> = ctx
+        .state
+        .node_claims
+        .state()
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    disruption::QueuedCommand {
+        started: queued.started,
+        replacements_initialized: claims
             .iter()
-            .filter_map(|c| c.metadata.name.clone())
-            .collect();
-        let facts = disruption::QueuedCommand {
-            started: *started,
-            replacements_initialized: claims
-                .iter()
-                .all(|c| c.as_ref().is_some_and(|c| c.is_condition_true(INITIALIZED))),
-            replacement_vanished: claims.iter().any(|c| {
-                c.as_ref()
-                    .is_none_or(|c| c.metadata.deletion_timestamp.is_some())
-            }) && !ctx.inflight.created_not_cached(&cached_names),
-        };
-        match disruption::next_queue_step(&facts, queued.len(), now) {
+            .all(|c| c.as_ref().is_some_and(|c| c.is_condition_true(INITIALIZED))),
+        replacement_vanished: claims.iter().any(|c| {
+            c.as_ref()
+                .is_none_or(|c| c.metadata.deletion_timestamp.is_some())
+        }) && !ctx.inflight.created_not_cached(&cached_names),
+    }
+}
+
+/// The effects of a pass of the queue on one command: the controller's writes
+/// ([`LiveQueue`]), or a test's record of them.
+trait QueueEffects<T> {
+    /// Deletes the command's candidates (its replacements are ready).
+    async fn finish(&mut self, command: &T) -> Result<(), ControllerError>;
+    /// Releases the command's candidates.
+    async fn roll_back(&mut self, command: &T, why: disruption::RollbackReason);
+    /// Says that the command waits for its replacements.
+    async fn wait(&mut self, command: &T);
+}
+
+/// Acts on each command's step in queue order and stops at the first failed finish (its
+/// command stays queued, and so do those after it). Returns the indices of the commands
+/// settled (finished or rolled back) and the failure, if any: the caller drops the settled
+/// ones in either case.
+async fn queue_pass<T>(
+    queued: &[T],
+    steps: &[disruption::QueueStep],
+    effects: &mut impl QueueEffects<T>,
+) -> (Vec<usize>, Option<ControllerError>) {
+    let mut settled = Vec::new();
+    for (index, (command, step)) in queued.iter().zip(steps).enumerate() {
+        match step {
             disruption::QueueStep::Finish => {
-                // The command stays queued when a delete fails: the next pass finishes it.
-                if let Err(error) = finish(ctx, memory, command, false).await {
-                    failure = Some(error);
-                    break;
+                if let Err(error) = effects.finish(command).await {
+                    return (settled, Some(error));
                 }
                 settled.push(index);
             }
             disruption::QueueStep::RollBack(why) => {
-                tracing::warn!(candidates = ?command.candidates, replacements = ?replacements, reason = %why, "disruption command failed; rolled back");
-                ctx.metrics.inc(
-                    names::VOLUNTARY_DISRUPTION_QUEUE_FAILURES,
-                    &[
-                        ("decision", command.decision().as_str()),
-                        ("reason", command.reason().metric_label()),
-                    ],
-                );
-                rollback(ctx, memory, &command.candidates).await;
+                effects.roll_back(command, *why).await;
                 settled.push(index);
             }
-            disruption::QueueStep::Wait => {
-                for name in &command.candidates {
-                    if let Some(claim) = claim_named(ctx, name) {
-                        ctx.events
-                            .normal(
-                                &Involved::of(claim.as_ref()),
-                                "DisruptionWaitingReadiness",
-                                "Waiting on readiness to continue disruption",
-                            )
-                            .await;
-                    }
-                }
+            disruption::QueueStep::Wait => effects.wait(command).await,
+        }
+    }
+    (settled, None)
+}
+
+/// The controller's effects on its queue.
+struct LiveQueue<'a> {
+    ctx: &'a Context,
+    memory: &'a Shared,
+}
+
+impl QueueEffects<Queued> for LiveQueue<'_> {
+    async fn finish(&mut self, queued: &Queued) -> Result<(), ControllerError> {
+        finish(self.ctx, self.memory, &queued.command, false).await
+    }
+
+    async fn roll_back(&mut self, queued: &Queued, why: disruption::RollbackReason) {
+        let command = &queued.command;
+        tracing::warn!(candidates = ?command.candidates, replacements = ?queued.replacements, reason = %why, "disruption command failed; rolled back");
+        self.ctx.metrics.inc(
+            names::VOLUNTARY_DISRUPTION_QUEUE_FAILURES,
+            &[
+                ("decision", command.decision().as_str()),
+                ("reason", command.reason().metric_label()),
+            ],
+        );
+        rollback(self.ctx, self.memory, &command.candidates).await;
+    }
+
+    async fn wait(&mut self, queued: &Queued) {
+        for name in &queued.command.candidates {
+            if let Some(claim) = claim_named(self.ctx, name) {
+                self.ctx
+                    .events
+                    .normal(
+                        &Involved::of(claim.as_ref()),
+                        "DisruptionWaitingReadiness",
+                        "Waiting on readiness to continue disruption",
+                    )
+                    .await;
             }
         }
     }
-    disruption::drop_settled(&mut lock(memory).queue, &settled);
-    failure.map_or(Ok(()), Err)
 }
 
 /// Deletes a command's candidates (their replacements, if any, are initialized). When a
@@ -901,4 +950,78 @@ async fn release(ctx: &Context, claim: &NodeClaim, node: &LeanNode) -> Result<()
     })
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use joinery_core::disruption::{QueueStep, RollbackReason};
+
+    /// Records what a pass did; `finish` fails for the commands named in `failing`.
+    #[derive(Default)]
+    struct Recorded {
+        failing: Vec<&'static str>,
+        done: Vec<String>,
+    }
+
+    impl QueueEffects<&'static str> for Recorded {
+        async fn finish(&mut self, command: &&'static str) -> Result<(), ControllerError> {
+            if self.failing.contains(command) {
+                return Err(ControllerError::NotSynced(format!("delete of {command}")));
+            }
+            self.done.push(format!("finish {command}"));
+            Ok(())
+        }
+
+        async fn roll_back(&mut self, command: &&'static str, why: RollbackReason) {
+            self.done.push(format!("roll back {command}: {why}"));
+        }
+
+        async fn wait(&mut self, command: &&'static str) {
+            self.done.push(format!("wait {command}"));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_pass_that_fails_a_delete_still_drops_what_it_settled() {
+        let mut queue = vec!["a", "b", "c", "d", "e"];
+        let steps = [
+            QueueStep::Finish,
+            QueueStep::RollBack(RollbackReason::TimedOut),
+            QueueStep::Wait,
+            QueueStep::Finish,
+            QueueStep::Finish,
+        ];
+        let mut effects = Recorded {
+            failing: vec!["d"],
+            ..Default::default()
+        };
+        let (settled, failure) = queue_pass(&queue, &steps, &mut effects).await;
+        assert!(failure.is_some());
+        assert_eq!(
+            effects.done,
+            [
+                "finish a",
+                "roll back b: replacements did not initialize in time",
+                "wait c"
+            ]
+        );
+        disruption::drop_settled(&mut queue, &settled);
+        // a and b are not handled again; d (failed) and e (not reached) are retried.
+        assert_eq!(queue, ["c", "d", "e"]);
+    }
+
+    #[tokio::test]
+    async fn a_pass_without_failure_settles_every_ready_or_failed_command() {
+        let mut queue = vec!["a", "b", "c"];
+        let steps = [
+            QueueStep::Wait,
+            QueueStep::Finish,
+            QueueStep::RollBack(RollbackReason::ReplacementVanished),
+        ];
+        let (settled, failure) = queue_pass(&queue, &steps, &mut Recorded::default()).await;
+        assert!(failure.is_none());
+        disruption::drop_settled(&mut queue, &settled);
+        assert_eq!(queue, ["a"]);
+    }
 }
