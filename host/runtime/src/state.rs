@@ -537,6 +537,8 @@ mod tests {
             plugin,
             deadline: Instant::now(),
             egress: Default::default(),
+            log_budget: Default::default(),
+            op: "test",
         };
         use http_body_util::BodyExt;
         let request = http::Request::get(format!("http://127.0.0.1:{port}/"))
