@@ -54,7 +54,13 @@ impl Fake {
             "MachineSet" => Kind::MachineSet,
             _ => Kind::Machine,
         };
-        self.api(kind)
+        // Posted to the endpoint of the object's own version, as kubectl does (the API server
+        // refuses a body whose apiVersion is not the endpoint's).
+        let mut resource = kind.api_resource();
+        let api_version = object["apiVersion"].as_str().unwrap().to_string();
+        resource.version = api_version.rsplit('/').next().unwrap().to_string();
+        resource.api_version = api_version;
+        Api::<DynamicObject>::namespaced_with(self.management.clone(), NAMESPACE, &resource)
             .create(
                 &PostParams::default(),
                 &serde_json::from_value(object).unwrap(),
