@@ -58,7 +58,7 @@ pub fn crds_yaml() -> String {
             schema::integral_floats_to_ints(&mut value);
             format!(
                 "---\n{}",
-                serde_yaml::to_string(&value).expect("CRD serializes to YAML")
+                serde_norway::to_string(&value).expect("CRD serializes to YAML")
             )
         })
         .collect()

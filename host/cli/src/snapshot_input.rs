@@ -95,7 +95,7 @@ async fn plugin_instance_types(
     class_path: &Path,
 ) -> Result<Vec<InstanceType>> {
     let text = read(class_path, "NodeClass")?;
-    let class: DynamicObject = serde_yaml::from_str(&text).with_context(|| {
+    let class: DynamicObject = serde_norway::from_str(&text).with_context(|| {
         format!(
             "NodeClass {}: expected one Kubernetes object with apiVersion, kind and metadata",
             class_path.display()

@@ -458,8 +458,8 @@ fn route(document: usize, head: Option<Head>) -> Result<Route, SnapshotError> {
     Ok(Route::Single { kind, object })
 }
 
-/// The field path serde_yaml puts in front of its messages, if any (`spec.containers[0]: …`).
-fn message_of(e: &serde_yaml::Error) -> String {
+/// The field path serde_norway puts in front of its messages, if any (`spec.containers[0]: …`).
+fn message_of(e: &serde_norway::Error) -> String {
     e.to_string()
 }
 
@@ -490,7 +490,7 @@ impl Snapshot {
     fn parse_two_passes(text: &str) -> Result<Snapshot, SnapshotError> {
         // First pass: what each document is.
         let mut routes = Vec::new();
-        for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
             let document = i + 1;
             let head = Option::<Head>::deserialize(doc).map_err(|e| {
                 let message = message_of(&e);
@@ -508,7 +508,7 @@ impl Snapshot {
         // strings Kubernetes expects (`cpu: 1`) and errors carry the field path and line.
         let mut snapshot = Snapshot::default();
         let mut seen: BTreeMap<String, Origin> = BTreeMap::new();
-        for ((i, doc), route) in serde_yaml::Deserializer::from_str(text)
+        for ((i, doc), route) in serde_norway::Deserializer::from_str(text)
             .enumerate()
             .zip(&routes)
         {
@@ -870,7 +870,7 @@ fn abbreviate(items: &[String], max: usize) -> String {
 /// the catalog's `wellKnownLabels`). Errors name the entry and field.
 pub fn read_catalog(text: &str) -> Result<(Vec<InstanceType>, LabelPolicy), SnapshotError> {
     let catalog: Catalog =
-        serde_yaml::from_str(text).map_err(|e| SnapshotError::Catalog(e.to_string()))?;
+        serde_norway::from_str(text).map_err(|e| SnapshotError::Catalog(e.to_string()))?;
     let types = catalog
         .instance_types()
         .map_err(|e| SnapshotError::Catalog(e.to_string()))?;

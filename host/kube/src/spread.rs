@@ -56,7 +56,7 @@ struct SchedulerConfig {
 /// [{maxSkew, topologyKey, whenUnsatisfiable}]}}`. Errors name the constraint and field.
 pub fn parse_scheduler_config(text: &str) -> Result<Vec<DefaultConstraint>, SchedulerConfigError> {
     let config: SchedulerConfig =
-        serde_yaml::from_str(text).map_err(|e| SchedulerConfigError(e.to_string()))?;
+        serde_norway::from_str(text).map_err(|e| SchedulerConfigError(e.to_string()))?;
     let constraints = config.pod_topology_spread.default_constraints;
     for (i, c) in constraints.iter().enumerate() {
         let path = format!("podTopologySpread.defaultConstraints[{i}]");

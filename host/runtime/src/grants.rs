@@ -348,7 +348,7 @@ impl Grants {
             origin: origin.to_string(),
             message,
         };
-        let grants: Grants = serde_yaml::from_str(text).map_err(|e| error(e.to_string()))?;
+        let grants: Grants = serde_norway::from_str(text).map_err(|e| error(e.to_string()))?;
         for (plugin, grant) in &grants.plugins {
             if let Some(limits) = &grant.limits {
                 limits.validate(plugin).map_err(error)?;

@@ -325,7 +325,7 @@ impl PluginManifest {
     /// Parses and validates a manifest. `origin` names the file in errors.
     pub fn parse(text: &str, origin: &str) -> Result<PluginManifest, LoadError> {
         let manifest: PluginManifest =
-            serde_yaml::from_str(text).map_err(|e| LoadError::Manifest {
+            serde_norway::from_str(text).map_err(|e| LoadError::Manifest {
                 plugin: origin.to_string(),
                 message: format!("{e} (see docs/plugins.md for the plugin.yaml format)"),
             })?;

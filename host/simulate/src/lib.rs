@@ -409,7 +409,7 @@ impl Simulation {
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         let mut all = joinery_api::crds();
         for (plugin, text) in NODECLASS_CRDS {
-            let crd: CustomResourceDefinition = serde_yaml::from_str(text)
+            let crd: CustomResourceDefinition = serde_norway::from_str(text)
                 .map_err(|e| SimulateError::Plugins(format!("{plugin} NodeClass CRD: {e}")))?;
             all.push(crd);
         }
@@ -1053,7 +1053,7 @@ fn cloud_report(sim: &Simulation, provider: &str) -> report::CloudReport {
 async fn node_class_report(sim: &Simulation) -> Vec<report::NodeClassReport> {
     let mut out = Vec::new();
     for (_, text) in NODECLASS_CRDS {
-        let Ok(crd) = serde_yaml::from_str::<CustomResourceDefinition>(text) else {
+        let Ok(crd) = serde_norway::from_str::<CustomResourceDefinition>(text) else {
             continue;
         };
         let Some(version) = crd.spec.versions.first() else {
@@ -1784,7 +1784,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_clevercloud_simulation_runs_the_fake_cke_and_reports_its_machines() {
-        let spec: CleverCloudSpec = serde_yaml::from_str("{bootDelay: 5s}").unwrap();
+        let spec: CleverCloudSpec = serde_norway::from_str("{bootDelay: 5s}").unwrap();
         let options = SimulationOptions {
             speed: 50.0,
             start_controller: false,
@@ -1904,7 +1904,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_clusterapi_simulation_runs_the_management_cluster_and_reports_its_machines() {
-        let spec: ClusterApiSpec = serde_yaml::from_str(
+        let spec: ClusterApiSpec = serde_norway::from_str(
             r#"
 clusterName: capi-ovh
 provisionDelay: 2s

@@ -874,7 +874,7 @@ pub fn duration_field(
 impl Scenario {
     /// Parses and checks a scenario; errors name the field.
     pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
-        let scenario: Scenario = serde_yaml::from_str(text).map_err(|e| ScenarioError {
+        let scenario: Scenario = serde_norway::from_str(text).map_err(|e| ScenarioError {
             origin: origin.to_string(),
             message: match e.location() {
                 Some(l) => format!("line {}, column {}: {e}", l.line(), l.column()),

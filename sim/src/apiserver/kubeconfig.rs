@@ -17,7 +17,7 @@ pub fn kubeconfig_yaml(url: &str) -> String {
         "current-context": ENTRY_NAME,
         "preferences": {},
     });
-    serde_yaml::to_string(&document).expect("a JSON document always renders as YAML")
+    serde_norway::to_string(&document).expect("a JSON document always renders as YAML")
 }
 
 #[cfg(test)]
@@ -27,7 +27,7 @@ mod tests {
     #[test]
     fn kubeconfig_names_the_server() {
         let yaml = kubeconfig_yaml("http://127.0.0.1:1234");
-        let parsed: serde_json::Value = serde_yaml::from_str(&yaml).unwrap();
+        let parsed: serde_json::Value = serde_norway::from_str(&yaml).unwrap();
         assert_eq!(
             parsed["clusters"][0]["cluster"]["server"],
             "http://127.0.0.1:1234"

@@ -799,7 +799,7 @@ fn patch(
                 .ok_or_else(|| {
                     ApiError::bad_request("PATCH with apply-patch+yaml requires a fieldManager")
                 })?;
-            let applied: Value = serde_yaml::from_slice(call.body)
+            let applied: Value = serde_norway::from_slice(call.body)
                 .map_err(|e| ApiError::bad_request(format!("invalid apply configuration: {e}")))?;
             if !applied.is_object() {
                 return Err(ApiError::bad_request(

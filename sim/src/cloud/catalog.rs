@@ -300,7 +300,7 @@ mod tests {
             ),
             ("{wellKnownLabels: [size]}", "wellKnownLabels"),
         ] {
-            let catalog: Catalog = serde_yaml::from_str(text).unwrap();
+            let catalog: Catalog = serde_norway::from_str(text).unwrap();
             let err = serve(&catalog).unwrap_err();
             assert!(err.starts_with(expected), "{text}: {err}");
         }
@@ -308,7 +308,7 @@ mod tests {
 
     #[test]
     fn gpus_and_kubelet_overhead_are_served() {
-        let catalog: Catalog = serde_yaml::from_str(
+        let catalog: Catalog = serde_norway::from_str(
             "instanceTypes: [{name: g-8, cpu: 8, memory: 32Gi, resources: {nvidia.com/gpu: 2}}]\nkubeletOverhead: {kubeReserved: {cpu: 1}}\n",
         )
         .unwrap();

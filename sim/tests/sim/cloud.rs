@@ -535,7 +535,7 @@ async fn the_default_catalog_follows_kwok() {
 
 #[tokio::test]
 async fn a_scenario_can_replace_the_catalog() {
-    let catalog: Catalog = serde_yaml::from_str(
+    let catalog: Catalog = serde_norway::from_str(
         "instanceTypes:\n\
          - {name: c3-4, cpu: 2, memory: 4Gi}\n\
          - {name: c3-8, cpu: 4, memory: 8Gi, arch: arm64}\n\
@@ -642,7 +642,7 @@ async fn the_simcloud_node_class_crd_is_served_by_the_emulator() {
         .unwrap();
     let client = server.client().unwrap();
     let crd: CustomResourceDefinition =
-        serde_yaml::from_str(include_str!("../../../plugins/simcloud/nodeclass-crd.yaml"))
+        serde_norway::from_str(include_str!("../../../plugins/simcloud/nodeclass-crd.yaml"))
             .expect("the CRD parses");
     Api::<CustomResourceDefinition>::all(client.clone())
         .create(&PostParams::default(), &crd)

@@ -1947,7 +1947,7 @@ fn karpenter_crds(upstream: bool) -> Vec<CustomResourceDefinition> {
         include_str!("../../../host/api/tests/fixtures/upstream/karpenter.sh_nodeoverlays.yaml"),
     ]
     .iter()
-    .map(|text| serde_yaml::from_str(text).expect("upstream CRD parses"))
+    .map(|text| serde_norway::from_str(text).expect("upstream CRD parses"))
     .collect()
 }
 
@@ -2346,7 +2346,7 @@ async fn every_shipped_karpenter_example_is_accepted() {
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
         let mut objects = Vec::new();
-        for document in serde_yaml::Deserializer::from_str(&text) {
+        for document in serde_norway::Deserializer::from_str(&text) {
             let value: serde_json::Value = serde::Deserialize::deserialize(document)
                 .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
             karpenter_objects(&value, &mut objects);

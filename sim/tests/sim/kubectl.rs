@@ -958,7 +958,7 @@ async fn get_output_yaml_and_json_print_the_stored_object() {
     let yaml = cluster
         .kubectl(&["get", "widget", "gizmo", "-o", "yaml"])
         .await;
-    let object: Value = serde_yaml::from_str(yaml.ok()).unwrap();
+    let object: Value = serde_norway::from_str(yaml.ok()).unwrap();
     assert_eq!(
         (object["kind"].as_str(), object["spec"]["size"].as_i64()),
         (Some("Widget"), Some(3))

@@ -19,7 +19,7 @@ use serde_json::Value;
 fn round_trip<T: DeserializeOwned + Serialize + PartialEq + std::fmt::Debug>(rel: &str) -> T {
     let text = read_fixture(rel);
     let original = yaml_value(&text);
-    let from_yaml: T = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    let from_yaml: T = serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{rel}: {e}"));
     let from_value: T =
         serde_json::from_value(original.clone()).unwrap_or_else(|e| panic!("{rel}: {e}"));
     assert_eq!(
@@ -286,11 +286,11 @@ fn invalid_durations_are_rejected() {
         "    spec:\n      nodeClassRef",
         "    spec:\n      expireAfter: forever\n      nodeClassRef",
     );
-    let err = serde_yaml::from_str::<NodePool>(&text).expect_err("bad duration");
+    let err = serde_norway::from_str::<NodePool>(&text).expect_err("bad duration");
     assert!(err.to_string().contains("forever"), "{err}");
     // The fixture edit itself is well-formed: with a valid value it parses.
     let ok = text.replace("forever", "90m");
-    let np: NodePool = serde_yaml::from_str(&ok).expect("valid");
+    let np: NodePool = serde_norway::from_str(&ok).expect("valid");
     assert_eq!(
         np.spec
             .template

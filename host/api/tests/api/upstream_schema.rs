@@ -293,7 +293,7 @@ fn schemas_are_structural() {
 fn crds_yaml_round_trips_to_crds() {
     let yaml = joinery_api::crds_yaml();
     assert!(yaml.starts_with("---\n"));
-    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&yaml)
+    let docs: Vec<Value> = serde_norway::Deserializer::from_str(&yaml)
         .map(|doc| {
             let mut v = <Value as serde::Deserialize>::deserialize(doc).expect("valid YAML doc");
             common::normalize_numbers(&mut v);

@@ -52,7 +52,8 @@ fn keep_on_uninstall(text: &str) -> String {
 }
 
 fn crd_name(document: &str) -> String {
-    let value: serde_yaml::Value = serde_yaml::from_str(document).expect("a built-in CRD parses");
+    let value: serde_norway::Value =
+        serde_norway::from_str(document).expect("a built-in CRD parses");
     value["metadata"]["name"]
         .as_str()
         .expect("a built-in CRD has a name")

@@ -68,7 +68,7 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
 fn read_yaml(path: &std::path::Path, what: &str) -> Result<serde_json::Value> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read {what} {}", path.display()))?;
-    serde_yaml::from_str(&text)
+    serde_norway::from_str(&text)
         .with_context(|| format!("{what} {} is not valid YAML", path.display()))
 }
 

@@ -19,9 +19,9 @@ fn joinery(args: &[&str]) -> (bool, String, String) {
 fn crds_prints_the_karpenter_crds_then_the_builtin_node_classes() {
     let (ok, out, _) = joinery(&["crds"]);
     assert!(ok);
-    let names: Vec<String> = serde_yaml::Deserializer::from_str(&out)
+    let names: Vec<String> = serde_norway::Deserializer::from_str(&out)
         .map(|doc| {
-            let v = serde_yaml::Value::deserialize(doc).unwrap();
+            let v = serde_norway::Value::deserialize(doc).unwrap();
             v["metadata"]["name"].as_str().unwrap().to_string()
         })
         .collect();

@@ -69,7 +69,7 @@ pub(crate) fn run_helm(helm: &Path, args: &[&str]) -> (bool, String, String) {
 
 /// Parses a multi-document YAML stream into JSON values, skipping empty documents.
 fn documents(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
+    serde_norway::Deserializer::from_str(text)
         .map(|doc| Value::deserialize(doc).expect("rendered YAML parses"))
         .filter(|v| !v.is_null())
         .collect()
@@ -164,7 +164,7 @@ fn check_objects(objects: &[Value]) {
                 "{} {}: {problem}\n{}",
                 object["kind"],
                 object["metadata"]["name"],
-                serde_yaml::to_string(object).unwrap()
+                serde_norway::to_string(object).unwrap()
             );
         }
         let labels = &object["metadata"]["labels"];
@@ -1413,7 +1413,7 @@ struct ValueRow {
 /// Reads the `# -- description` comments of values.yaml (continued by the `#` lines right
 /// after it) and the key each one documents.
 fn value_rows(text: &str) -> Vec<ValueRow> {
-    let values: serde_yaml::Value = serde_yaml::from_str(text).unwrap();
+    let values: serde_norway::Value = serde_norway::from_str(text).unwrap();
     let mut rows = Vec::new();
     let mut pending: Option<String> = None;
     let mut stack: Vec<(usize, String)> = Vec::new();
@@ -1452,12 +1452,12 @@ fn value_rows(text: &str) -> Vec<ValueRow> {
                 value = &value[*k];
             }
             let kind = match value {
-                serde_yaml::Value::Bool(_) => "bool",
-                serde_yaml::Value::Number(n) if n.is_i64() || n.is_u64() => "int",
-                serde_yaml::Value::Number(_) => "float",
-                serde_yaml::Value::String(_) => "string",
-                serde_yaml::Value::Sequence(_) => "list",
-                serde_yaml::Value::Mapping(_) => "object",
+                serde_norway::Value::Bool(_) => "bool",
+                serde_norway::Value::Number(n) if n.is_i64() || n.is_u64() => "int",
+                serde_norway::Value::Number(_) => "float",
+                serde_norway::Value::String(_) => "string",
+                serde_norway::Value::Sequence(_) => "list",
+                serde_norway::Value::Mapping(_) => "object",
                 _ => "null",
             };
             let default = serde_json::to_string(&serde_json::to_value(value).unwrap()).unwrap();
@@ -1492,7 +1492,7 @@ fn chart_readme_lists_every_value() {
     let values = read("charts/joinery/values.yaml");
     let rows = value_rows(&values);
     // Every top-level value is documented, itself or through its keys, and in the schema.
-    let parsed: serde_yaml::Mapping = serde_yaml::from_str(&values).unwrap();
+    let parsed: serde_norway::Mapping = serde_norway::from_str(&values).unwrap();
     let schema: Value = serde_json::from_str(&read("charts/joinery/values.schema.json")).unwrap();
     assert_eq!(schema["additionalProperties"], false);
     for key in parsed.keys() {

@@ -237,7 +237,7 @@ fn helm_installed_configuration_scales_the_quickstart_up_and_down() {
     assert!(ok, "{stderr}");
     let mut config_maps = BTreeMap::new();
     let mut deployment = Value::Null;
-    for document in serde_yaml::Deserializer::from_str(&rendered) {
+    for document in serde_norway::Deserializer::from_str(&rendered) {
         let object = Value::deserialize(document).unwrap_or(Value::Null);
         let Some(kind) = object["kind"].as_str() else {
             continue;
@@ -292,7 +292,7 @@ fn helm_installed_configuration_scales_the_quickstart_up_and_down() {
     );
 
     // The quickstart's objects, applied as a user would.
-    let mut quickstart: Value = serde_yaml::from_str(
+    let mut quickstart: Value = serde_norway::from_str(
         &std::fs::read_to_string(repo().join("examples/scenarios/quickstart.yaml")).unwrap(),
     )
     .unwrap();
@@ -312,7 +312,7 @@ fn helm_installed_configuration_scales_the_quickstart_up_and_down() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| serde_yaml::to_string(m).unwrap())
+        .map(|m| serde_norway::to_string(m).unwrap())
         .collect();
     let workload = dir.path().join("quickstart.yaml");
     std::fs::write(&workload, manifests.join("---\n")).unwrap();

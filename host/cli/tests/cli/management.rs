@@ -213,7 +213,7 @@ impl Setup {
 /// The API server URL of a kubeconfig `joinery sim serve` wrote.
 fn server_url(kubeconfig: &Path) -> String {
     let text = std::fs::read_to_string(kubeconfig).unwrap();
-    let value: Value = serde_yaml::from_str(&text).unwrap();
+    let value: Value = serde_norway::from_str(&text).unwrap();
     value["clusters"][0]["cluster"]["server"]
         .as_str()
         .unwrap()
@@ -370,7 +370,7 @@ fn template(helm: &Path, values: &str) -> Result<Vec<Value>, String> {
     if !ok {
         return Err(err);
     }
-    Ok(serde_yaml::Deserializer::from_str(&out)
+    Ok(serde_norway::Deserializer::from_str(&out)
         .map(|doc| <Value as serde::Deserialize>::deserialize(doc).unwrap())
         .filter(|v| !v.is_null())
         .collect())

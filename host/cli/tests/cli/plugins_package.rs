@@ -94,7 +94,7 @@ fn a_builtin_renderer_becomes_a_configmap_that_round_trips_and_loads() {
     ]);
     assert!(ok, "{err}");
 
-    let configmap: ConfigMap = serde_yaml::from_str(&out).expect("stdout is one ConfigMap");
+    let configmap: ConfigMap = serde_norway::from_str(&out).expect("stdout is one ConfigMap");
     assert!(
         out.contains("apiVersion: v1") && out.contains("kind: ConfigMap"),
         "{out}"
@@ -207,7 +207,7 @@ fn a_component_that_gzip_does_not_shrink_is_stored_as_is() {
     std::fs::write(&wasm, &component).unwrap();
     let (ok, out, err) = package(&[&"--configmap", &"random", &manifest, &wasm]);
     assert!(ok, "{err}");
-    let configmap: ConfigMap = serde_yaml::from_str(&out).unwrap();
+    let configmap: ConfigMap = serde_norway::from_str(&out).unwrap();
     let binary = configmap.binary_data.unwrap();
     assert_eq!(binary.keys().collect::<Vec<_>>(), ["plugin.wasm"]);
     assert_eq!(binary["plugin.wasm"].0, component);

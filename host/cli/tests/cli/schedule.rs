@@ -364,8 +364,8 @@ fn instance_types_are_listed_cheapest_first() {
     );
     assert_eq!(listed.len(), 66, "every type but the six 1-vCPU ones");
     // Cheapest offering of each type from the catalog file: prices never decrease.
-    let catalog: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(repo().join(SIMCLOUD)).unwrap()).unwrap();
+    let catalog: serde_norway::Value =
+        serde_norway::from_str(&std::fs::read_to_string(repo().join(SIMCLOUD)).unwrap()).unwrap();
     let cheapest = |name: &str| -> f64 {
         let entry = catalog
             .as_sequence()

@@ -29,7 +29,7 @@ use super::{Kind, KindSeed, Object, Origin, Snapshot};
 pub(super) fn read(text: &str) -> Option<Snapshot> {
     let mut snapshot = Snapshot::default();
     let mut seen: BTreeMap<String, Origin> = BTreeMap::new();
-    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
         let document = i + 1;
         match DocumentSeed.deserialize(doc).ok()? {
             Document::Empty => {}

@@ -170,7 +170,7 @@ fn template_parts() -> (PluginManifest, &'static [u8]) {
 fn manifest_text(mut manifest: PluginManifest, name: &str, sha: &str) -> String {
     manifest.name = name.into();
     manifest.sha256 = Some(sha.into());
-    serde_yaml::to_string(&manifest).unwrap()
+    serde_norway::to_string(&manifest).unwrap()
 }
 
 #[tokio::test]
@@ -246,7 +246,7 @@ fn directory_plugins_need_a_matching_digest() {
         root.path(),
         "a",
         1,
-        &serde_yaml::to_string(&without).unwrap(),
+        &serde_norway::to_string(&without).unwrap(),
         wasm,
     );
     let err = registry(vec![root.path().to_path_buf()])

@@ -23,7 +23,7 @@ fn examples() -> Vec<PathBuf> {
 fn documents(path: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(path).unwrap();
     text.split("\n---\n")
-        .map(|doc| serde_yaml::from_str::<serde_json::Value>(doc).unwrap())
+        .map(|doc| serde_norway::from_str::<serde_json::Value>(doc).unwrap())
         .collect()
 }
 

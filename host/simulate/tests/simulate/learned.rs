@@ -50,7 +50,7 @@ fn instance_types(claim: &NodeClaim) -> Vec<String> {
 /// The cloud advertises 100m of CPU overhead; its kubelets keep 1100m: an m-4 node offers
 /// 2.9 CPU, not 3.9.
 fn catalog() -> Catalog {
-    serde_yaml::from_str(
+    serde_norway::from_str(
         "zones: [nova]\ninstanceTypes:\n  - {name: m-4, cpu: 4, memory: 8Gi}\n  - {name: m-8, cpu: 8, memory: 16Gi}\nkubeletOverhead:\n  kubeReserved: {cpu: 1100m, memory: 10Mi}\n",
     )
     .unwrap()

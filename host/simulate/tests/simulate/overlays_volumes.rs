@@ -36,7 +36,7 @@ async fn first_claim(feature_gates: &str, simulated: Duration) -> Option<NodeCla
     let settings =
         Settings::from_lookup(|k| (k == "FEATURE_GATES").then(|| feature_gates.to_string()))
             .unwrap();
-    let catalog: Catalog = serde_yaml::from_str(
+    let catalog: Catalog = serde_norway::from_str(
         "zones: [nova]\ninstanceTypes:\n  - {name: c3-4, cpu: 2, memory: 4Gi}\n  - {name: c3-8, cpu: 4, memory: 8Gi}\n",
     )
     .unwrap();

@@ -226,7 +226,7 @@ fn resources(cpu: u32, memory_ki: u64, storage_ki: u64) -> BTreeMap<String, Stri
 
 /// The CRD `nodegroups.api.clever-cloud.com` as JSON.
 pub fn crd() -> Value {
-    serde_yaml::from_str(CRD_YAML).expect("the NodeGroup CRD is valid YAML")
+    serde_norway::from_str(CRD_YAML).expect("the NodeGroup CRD is valid YAML")
 }
 
 /// Creates the CRD in a cluster (already there is fine).

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_yaml::Value;
+use serde_norway::Value;
 
 use super::shell::{logical_lines, written_file};
 use super::{Bootstrap, BootstrapError, Format, parse_label, parse_max_pods, parse_taint};
@@ -60,7 +60,7 @@ fn agent_config(
     agent: &Agent,
 ) -> Result<Bootstrap, BootstrapError> {
     let invalid = |problem: String| BootstrapError::Config(agent.name, problem);
-    let document: Value = serde_yaml::from_str(config).map_err(|e| invalid(e.to_string()))?;
+    let document: Value = serde_norway::from_str(config).map_err(|e| invalid(e.to_string()))?;
     let map = match &document {
         Value::Mapping(map) => map.clone(),
         Value::Null => Default::default(),

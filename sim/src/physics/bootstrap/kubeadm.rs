@@ -8,7 +8,7 @@
 //! `nodeRegistration.taints`, then `kubeletExtraArgs` (a list of `name`/`value` in v1beta4,
 //! a map in v1beta3), which win. No provider ID unless `provider-id` is among them.
 
-use serde_yaml::Value;
+use serde_norway::Value;
 
 use super::kubelet_flags::kubelet_flags;
 use super::shell::{Shell, assignment, logical_lines, written_file};
@@ -79,7 +79,7 @@ fn yaml_string<'a>(document: &'a Value, path: &[&str]) -> Option<&'a str> {
 /// builds the kubelet's flags the way kubeadm does and reads them like a kubelet.
 pub(super) fn kubeadm_config(config: &str, instance_id: &str) -> Result<Bootstrap, BootstrapError> {
     let invalid = |problem: String| BootstrapError::Config("kubeadm", problem);
-    let document: Value = serde_yaml::from_str(config).map_err(|e| invalid(e.to_string()))?;
+    let document: Value = serde_norway::from_str(config).map_err(|e| invalid(e.to_string()))?;
     let api_version = yaml_string(&document, &["apiVersion"]).unwrap_or_default();
     if !KUBEADM_API_VERSIONS.contains(&api_version) {
         return Err(invalid(format!(

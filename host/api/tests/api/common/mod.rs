@@ -22,7 +22,7 @@ pub fn read_fixture(rel: &str) -> String {
 
 /// Parses YAML into a JSON value.
 pub fn yaml_value(text: &str) -> Value {
-    serde_yaml::from_str(text).expect("fixture is valid YAML")
+    serde_norway::from_str(text).expect("fixture is valid YAML")
 }
 
 /// Rewrites whole-number floats as integers so `50` and `50.0` compare equal.

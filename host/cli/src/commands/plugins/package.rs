@@ -196,7 +196,7 @@ fn write_dir(
     }
     .into();
     std::fs::write(out.join(&manifest.component), component)?;
-    std::fs::write(out.join(MANIFEST_FILE), serde_yaml::to_string(&manifest)?)?;
+    std::fs::write(out.join(MANIFEST_FILE), serde_norway::to_string(&manifest)?)?;
     println!(
         "packaged {} {} into {} (sha256 {})",
         manifest.name,
@@ -226,7 +226,7 @@ fn print_configmap(
         ("plugin.wasm", wasm.to_vec())
     };
     manifest.component = component_name.into();
-    let manifest_text = serde_yaml::to_string(&manifest)?;
+    let manifest_text = serde_norway::to_string(&manifest)?;
 
     let total = manifest_text.len() + component.len();
     if total > CONFIGMAP_LIMIT_BYTES {
@@ -271,7 +271,7 @@ fn print_configmap(
         manifest.version,
         manifest.kind,
         manifest.sha256.as_deref().unwrap_or_default(),
-        serde_yaml::to_string(&configmap)?
+        serde_norway::to_string(&configmap)?
     );
     std::io::stdout().lock().write_all(yaml.as_bytes())?;
 
