@@ -25,12 +25,14 @@
 //! while upstream's library gives up after five years and returns a zero time, which upstream
 //! reads as active.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
+use jiff::Timestamp;
+
+use crate::time::{system_time, timestamp};
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 use jiff::tz::TimeZone;
-use jiff::{Timestamp, Zoned};
 
 /// Why a schedule could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -177,7 +179,12 @@ impl Schedule {
     /// `until`.
     pub fn next_after(&self, after: SystemTime, until: SystemTime) -> Option<SystemTime> {
         let after = timestamp(after)?.to_zoned(TimeZone::UTC);
-        let next = system_time(&self.cron.find_next_occurrence(&after, false).ok()?);
+        let next = system_time(
+            self.cron
+                .find_next_occurrence(&after, false)
+                .ok()?
+                .timestamp(),
+        );
         (next <= until).then_some(next)
     }
 
@@ -185,7 +192,10 @@ impl Schedule {
     pub fn last_at_or_before(&self, at: SystemTime) -> Option<SystemTime> {
         let at = timestamp(at)?.to_zoned(TimeZone::UTC);
         Some(system_time(
-            &self.cron.find_previous_occurrence(&at, true).ok()?,
+            self.cron
+                .find_previous_occurrence(&at, true)
+                .ok()?
+                .timestamp(),
         ))
     }
 
@@ -264,36 +274,14 @@ impl Field {
     }
 }
 
-/// `at` as a timestamp (`None` outside the years −9999 to 9999).
-fn timestamp(at: SystemTime) -> Option<Timestamp> {
-    let nanos = match at.duration_since(UNIX_EPOCH) {
-        Ok(after) => i128::try_from(after.as_nanos()).ok()?,
-        Err(before) => -i128::try_from(before.duration().as_nanos()).ok()?,
-    };
-    Timestamp::from_nanosecond(nanos).ok()
-}
-
-fn system_time(at: &Zoned) -> SystemTime {
-    let nanos = at.timestamp().as_nanosecond();
-    let magnitude = nanos.unsigned_abs();
-    let span = Duration::new(
-        (magnitude / 1_000_000_000) as u64,
-        (magnitude % 1_000_000_000) as u32,
-    );
-    if nanos >= 0 {
-        UNIX_EPOCH + span
-    } else {
-        UNIX_EPOCH - span
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
 
     /// A UTC date and time.
     fn utc(year: i64, month: u32, day: u32, hour: u32, minute: u32) -> SystemTime {
-        let days = crate::clock::days_from_civil(year, i64::from(month), i64::from(day));
+        let days = crate::time::days_from_civil(year, i64::from(month), i64::from(day)).unwrap();
         UNIX_EPOCH
             + Duration::from_secs(
                 (days * 86_400) as u64 + u64::from(hour) * 3_600 + u64::from(minute) * 60,

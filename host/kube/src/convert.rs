@@ -844,12 +844,7 @@ pub fn overlay(o: &joinery_api::NodeOverlay) -> Result<joinery_core::overlay::Ov
 pub fn system_time(
     t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
 ) -> std::time::SystemTime {
-    let nanos = t.0.as_nanosecond();
-    if nanos >= 0 {
-        std::time::UNIX_EPOCH + std::time::Duration::from_nanos(nanos as u64)
-    } else {
-        std::time::UNIX_EPOCH
-    }
+    joinery_core::time::system_time(t.0).max(std::time::UNIX_EPOCH)
 }
 
 #[cfg(test)]
