@@ -13,7 +13,8 @@
 //!   (a Pod's requests from its limits);
 //! - [`resources`]: the served resource types (built-in and from CRDs) and discovery documents;
 //! - [`schema`]: structural-schema pruning, defaulting and validation of custom resources;
-//! - [`cel`]: the CEL interpreter behind `x-kubernetes-validations` rules;
+//! - [`cel`]: the CEL interpreter behind `x-kubernetes-validations` rules (`cel/` splits it
+//!   into tokenizer, parser, values, evaluator with its cost meter, and function library);
 //! - [`selectors`]: label and field selectors;
 //! - `strategic.rs`: strategic merge patch;
 //! - `scale.rs`: the `scale` subresource;
