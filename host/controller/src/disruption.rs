@@ -160,17 +160,19 @@ async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> 
             &[("reason", outcome.method.reason().metric_label())],
             eligible as f64,
         );
-        // Events for what an operator can act on (protections, budgets, nominations), not for
-        // nodes merely waiting for consolidateAfter or initialization.
-        let waiting =
-            |why: &str| why.contains("not consolidatable yet") || why.contains("not initialized");
         if let Some(why) = &outcome.skipped {
             tracing::debug!(method = outcome.method.as_str(), reason = %why, "disruption method skipped every candidate");
         }
         for (claim, why) in &outcome.blocked {
             tracing::debug!(method = outcome.method.as_str(), nodeclaim = %claim, reason = %why, "disruption candidate blocked");
         }
-        for (claim, why) in outcome.blocked.iter().filter(|(_, why)| !waiting(why)) {
+        // Events for what an operator can act on (protections, budgets, nominations), not for
+        // nodes merely waiting for consolidateAfter or initialization.
+        let actionable = outcome
+            .blocked
+            .iter()
+            .filter(|(_, why)| why.is_operator_actionable());
+        for (claim, why) in actionable {
             if let Some(c) = snapshot.candidate(claim)
                 && let Some(node) = ctx.state.node(&c.node)
             {
@@ -189,7 +191,7 @@ async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> 
                 && let Some(node) = ctx.state.node(&c.node)
             {
                 ctx.events
-                    .normal(&Involved::node(&node), "Unconsolidatable", why)
+                    .normal(&Involved::node(&node), "Unconsolidatable", &why.to_string())
                     .await;
             }
         }

@@ -18,7 +18,9 @@ use std::time::{Instant, SystemTime};
 use anyhow::{Context, Result, anyhow};
 use joinery_api::{HasConditions, NodeClaim};
 use joinery_controller::settings::FeatureGates;
-use joinery_core::disruption::{self, Command, Decision, Method, MethodOutcome, Options, Reason};
+use joinery_core::disruption::{
+    self, Blocker, Command, Decision, Method, MethodOutcome, Options, Reason,
+};
 use joinery_kube::assemble::{PoolOffer, Source};
 use joinery_kube::conditions::INITIALIZED;
 use joinery_kube::convert::{self, system_time};
@@ -533,7 +535,10 @@ impl Report {
             .collect();
         let blocked = blocked(snapshot, outcomes)
             .into_iter()
-            .map(|((node, reason), _)| BlockedEntry { node, reason })
+            .map(|((node, reason), _)| BlockedEntry {
+                node,
+                reason: reason.to_string(),
+            })
             .collect();
         let budgets = snapshot
             .pools
@@ -560,8 +565,8 @@ impl Report {
 fn blocked(
     snapshot: &disruption::Snapshot,
     outcomes: &[MethodOutcome],
-) -> Vec<((String, String), Vec<Method>)> {
-    let mut out: Vec<((String, String), Vec<Method>)> = Vec::new();
+) -> Vec<((String, Blocker), Vec<Method>)> {
+    let mut out: Vec<((String, Blocker), Vec<Method>)> = Vec::new();
     for outcome in outcomes {
         for (claim, reason) in &outcome.blocked {
             let key = (node_name(snapshot, claim), reason.clone());

@@ -1,9 +1,11 @@
 //! Disruption candidates (a managed node with its NodeClaim) and the rules that keep one from
-//! being disrupted, with upstream's reasons (the text of `DisruptionBlocked` events).
+//! being disrupted, each a [`Blocker`] (printed in upstream's words: the text of
+//! `DisruptionBlocked` events).
 
 use std::time::{Duration, SystemTime};
 
 use super::budget::Budget;
+use super::reasons::Blocker;
 use super::{Method, Snapshot};
 use crate::scheduling::PendingPod;
 
@@ -158,94 +160,89 @@ impl Candidate {
 /// Why `candidate` cannot be disrupted by `method` now (budgets aside); `None` when it can.
 /// The first rule that applies, in upstream's order: the node's state, then do-not-disrupt
 /// and PDBs, then what the method itself requires.
-pub fn blocked(snapshot: &Snapshot, candidate: &Candidate, method: Method) -> Option<String> {
+pub fn blocked(snapshot: &Snapshot, candidate: &Candidate, method: Method) -> Option<Blocker> {
     if method == Method::Expiration {
         // Forceful: no budget, do-not-disrupt or PDB keeps an expired node (the drain still
         // honours them until the claim's terminationGracePeriod).
         return match candidate.expires_at {
-            _ if candidate.deleting => Some("node is marked for deletion".to_string()),
+            _ if candidate.deleting => Some(Blocker::MarkedForDeletion),
             Some(at) if at <= snapshot.now() => None,
-            Some(_) => Some("node has not expired".to_string()),
-            None => Some("expireAfter is Never".to_string()),
+            Some(_) => Some(Blocker::NotExpired),
+            None => Some(Blocker::ExpireAfterNever),
         };
     }
     let Some(pool) = snapshot.pools.get(&candidate.pool) else {
-        return Some(format!("NodePool {:?} not found", candidate.pool));
+        return Some(Blocker::NodePoolNotFound {
+            pool: candidate.pool.clone(),
+        });
     };
     if !candidate.initialized {
-        return Some("node is not initialized".to_string());
+        return Some(Blocker::NotInitialized);
     }
     if candidate.deleting {
-        return Some("node is marked for deletion".to_string());
+        return Some(Blocker::MarkedForDeletion);
     }
     if candidate.disrupting {
-        return Some("node is already being disrupted".to_string());
+        return Some(Blocker::AlreadyDisrupting);
     }
     if candidate.nominated {
-        return Some("node is nominated for a pending pod".to_string());
+        return Some(Blocker::Nominated);
     }
     if candidate.do_not_disrupt {
-        return Some(
-            "disruption is blocked through the \"karpenter.sh/do-not-disrupt\" annotation"
-                .to_string(),
-        );
+        return Some(Blocker::DoNotDisrupt);
     }
     if pool.is_static != (method == Method::StaticDrift) {
+        let name = candidate.pool.clone();
         return Some(if pool.is_static {
-            format!("NodePool {:?} is static", candidate.pool)
+            Blocker::StaticPool { pool: name }
         } else {
-            format!("NodePool {:?} is not static", candidate.pool)
+            Blocker::NotStaticPool { pool: name }
         });
     }
     let overridable = method.is_eventual() && candidate.termination_grace_period;
     if let Some(blocker) = candidate.pod_blockers.first()
         && !overridable
     {
-        return Some(blocker.clone());
+        return Some(Blocker::Pod(blocker.clone()));
     }
     match method {
         Method::Emptiness => {
             if pool.consolidate_after.is_none() {
-                return Some("consolidateAfter is Never".to_string());
+                return Some(Blocker::ConsolidateAfterNever);
             }
             if !candidate.is_empty() {
-                return Some("node is not empty".to_string());
+                return Some(Blocker::NotEmpty);
             }
             if !candidate.consolidatable {
-                return Some(
-                    "node is not consolidatable yet (consolidateAfter has not passed)".to_string(),
-                );
+                return Some(Blocker::NotConsolidatableYet);
             }
         }
         Method::Expiration => unreachable!("expiration is checked above"),
         Method::Drift | Method::StaticDrift => {
             if candidate.drifted.is_none() {
-                return Some("node has not drifted".to_string());
+                return Some(Blocker::NotDrifted);
             }
         }
         Method::MultiNodeConsolidation | Method::SingleNodeConsolidation => {
             if pool.consolidate_after.is_none() {
-                return Some("consolidateAfter is Never".to_string());
+                return Some(Blocker::ConsolidateAfterNever);
             }
             if pool.policy == ConsolidationPolicy::WhenEmpty {
-                return Some("consolidationPolicy is WhenEmpty".to_string());
+                return Some(Blocker::WhenEmptyPolicy);
             }
             if candidate.price.is_none() {
-                return Some(format!(
-                    "instance type {:?} or its offering is not offered by the NodePool",
-                    candidate.instance_type
-                ));
+                return Some(Blocker::NotOffered {
+                    instance_type: candidate.instance_type.clone(),
+                });
             }
             if candidate.capacity_type.is_empty() || candidate.zone.is_empty() {
-                return Some("node has no capacity type or zone label".to_string());
+                return Some(Blocker::NoCapacityTypeOrZone);
             }
             if candidate.is_empty() {
-                return Some("node is empty (emptiness removes it)".to_string());
+                return Some(Blocker::Empty);
             }
             if !candidate.consolidatable {
-                return Some(
-                    "node is not consolidatable yet (consolidateAfter has not passed)".to_string(),
-                );
+                return Some(Blocker::NotConsolidatableYet);
             }
         }
     }

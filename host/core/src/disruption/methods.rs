@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::candidate::{Candidate, blocked};
+use super::reasons::{Blocker, Rejection};
 use super::simulate::{Simulated, Simulator};
 use super::{Command, Decision, Method, Snapshot};
 use crate::instance_type::{InstanceType, satisfies_min_values};
@@ -26,13 +27,13 @@ pub struct MethodOutcome {
     pub method: Method,
     /// The command it would start, if any.
     pub command: Option<Command>,
-    /// Candidates it could not consider, with why (claim name, reason): the text of
+    /// Candidates it could not consider, with why (claim name, blocker): printed, the text of
     /// `DisruptionBlocked` events. Nodes a method never applies to (not drifted, for drift;
     /// not empty, for emptiness) are left out.
-    pub blocked: Vec<(String, String)>,
-    /// Candidates it considered but could not disrupt, with why (claim name, reason): the
-    /// text of `Unconsolidatable` events.
-    pub rejected: Vec<(String, String)>,
+    pub blocked: Vec<(String, Blocker)>,
+    /// Candidates it considered but could not disrupt, with why (claim name, rejection):
+    /// printed, the text of `Unconsolidatable` events.
+    pub rejected: Vec<(String, Rejection)>,
     /// How many scheduling simulations it ran.
     pub simulations: usize,
     /// Why the method did not look at any candidate, when it skipped them all.
@@ -93,13 +94,13 @@ fn eligible<'s>(
     snapshot: &'s Snapshot,
     method: Method,
     sim: &mut Simulator<'_>,
-    blocked_out: &mut Vec<(String, String)>,
+    blocked_out: &mut Vec<(String, Blocker)>,
 ) -> Vec<&'s Candidate> {
     let mut out = Vec::new();
     for c in &snapshot.candidates {
         let verdict = blocked(snapshot, c, method).or_else(|| {
             (method != Method::Expiration && sim.baseline().receiving.contains(&c.node))
-                .then(|| "node is nominated for a pending pod".to_string())
+                .then_some(Blocker::Nominated)
         });
         match verdict {
             None => out.push(c),
@@ -158,18 +159,18 @@ fn allowances(
         .collect()
 }
 
-fn budget_blocked(pool: &str, method: Method) -> String {
-    format!(
-        "disruption budgets of NodePool {pool:?} allow no more {} disruptions now",
-        method.reason().as_str()
-    )
+fn budget_blocked(pool: &str, method: Method) -> Blocker {
+    Blocker::Budget {
+        pool: pool.to_string(),
+        reason: method.reason(),
+    }
 }
 
 /// Emptiness: every eligible empty node, within its pool's budget, in one delete command.
 fn emptiness(
     snapshot: &Snapshot,
     eligible: &[&Candidate],
-    blocked_out: &mut Vec<(String, String)>,
+    blocked_out: &mut Vec<(String, Blocker)>,
 ) -> Option<Command> {
     let mut left = allowances(snapshot, Method::Emptiness, eligible);
     let mut chosen = Vec::new();
@@ -218,7 +219,7 @@ fn expiration(eligible: &[&Candidate]) -> Option<Command> {
 fn static_drift(
     snapshot: &Snapshot,
     eligible: &[&Candidate],
-    blocked_out: &mut Vec<(String, String)>,
+    blocked_out: &mut Vec<(String, Blocker)>,
 ) -> Option<Command> {
     let mut left = allowances(snapshot, Method::StaticDrift, eligible);
     let mut chosen = Vec::new();
@@ -429,18 +430,20 @@ fn consolidate(
     sim: &mut Simulator<'_>,
     candidates: &[&Candidate],
     method: Method,
-) -> Result<Command, String> {
+) -> Result<Command, Rejection> {
     let Simulated { mut new_claims } = sim.remove(candidates)?;
     let cost: f64 = candidates.iter().map(|c| c.price_or_zero()).sum();
     let min_saving = candidates
         .iter()
         .filter_map(|c| snapshot.pools.get(&c.pool).and_then(|p| p.min_saving))
         .collect::<Vec<_>>();
-    let check_saving = |saving: f64| -> Result<(), String> {
-        if let Some(m) = min_saving.iter().find(|m| !m.met(saving, cost)) {
-            return Err(format!(
-                "saving {saving:.4}/h of {cost:.4}/h is below the NodePool's minimum ({m:?})"
-            ));
+    let check_saving = |saving: f64| -> Result<(), Rejection> {
+        if let Some(&minimum) = min_saving.iter().find(|m| !m.met(saving, cost)) {
+            return Err(Rejection::BelowMinimumSaving {
+                saving,
+                cost,
+                minimum,
+            });
         }
         balanced_score(snapshot, candidates, saving, cost)
     };
@@ -460,10 +463,10 @@ fn consolidate(
         }
         1 => {}
         n => {
-            return Err(format!(
-                "can't consolidate {}: their pods would need {n} new nodes",
-                names(candidates)
-            ));
+            return Err(Rejection::TooManyNewNodes {
+                candidates: candidates.iter().map(|c| c.claim.clone()).collect(),
+                new_nodes: n,
+            });
         }
     }
     let mut claim = new_claims.remove(0);
@@ -477,10 +480,7 @@ fn consolidate(
     let spot_to_spot = all_spot && allows(CAPACITY_TYPE_SPOT);
     if spot_to_spot {
         if !snapshot.options.spot_to_spot {
-            return Err(
-                "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
-                    .to_string(),
-            );
+            return Err(Rejection::SpotToSpotDisabled);
         }
         claim.spec.requirements.add(Requirement::in_values(
             CAPACITY_TYPE_LABEL,
@@ -506,24 +506,22 @@ fn consolidate(
     options.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.name().cmp(b.0.name())));
     if options.is_empty() {
         return Err(if spot_to_spot {
-            "can't replace spot with a cheaper spot node".to_string()
+            Rejection::NoCheaperSpot
         } else {
-            "can't replace with a cheaper node".to_string()
+            Rejection::NoCheaper
         });
     }
     if spot_to_spot && method == Method::SingleNodeConsolidation {
         if options.len() < SPOT_TO_SPOT_MIN_OPTIONS {
-            return Err(format!(
-                "SpotToSpotConsolidation requires {SPOT_TO_SPOT_MIN_OPTIONS} cheaper instance type options than the current candidate to consolidate, got {}",
-                options.len()
-            ));
+            return Err(Rejection::TooFewSpotOptions {
+                options: options.len(),
+            });
         }
         options.truncate(SPOT_TO_SPOT_MIN_OPTIONS.max(min_values_needed(&claim)));
     }
     if claim.spec.requirements.has_min_values() {
         let kept: Vec<&InstanceType> = options.iter().map(|(t, _)| *t).collect();
-        satisfies_min_values(&kept, &claim.spec.requirements)
-            .map_err(|e| format!("can't replace with a cheaper node: {e}"))?;
+        satisfies_min_values(&kept, &claim.spec.requirements).map_err(Rejection::MinValues)?;
     }
     if !spot_to_spot && allows(CAPACITY_TYPE_SPOT) && allows(CAPACITY_TYPE_ON_DEMAND) {
         // Priced assuming spot launches: never fall back to a pricier on-demand node.
@@ -565,7 +563,7 @@ fn balanced_score(
     candidates: &[&Candidate],
     saving: f64,
     cost: f64,
-) -> Result<(), String> {
+) -> Result<(), Rejection> {
     let pools: BTreeSet<&str> = candidates.iter().map(|c| c.pool.as_str()).collect();
     for pool in pools {
         if snapshot.pools.get(pool).map(|p| p.policy) != Some(super::ConsolidationPolicy::Balanced)
@@ -588,10 +586,10 @@ fn balanced_score(
         }
         let score = (saving * share / pool_cost) / (moved / pool_disruption);
         if score < super::candidate::BALANCED_THRESHOLD {
-            return Err(format!(
-                "NodePool {pool:?} is Balanced: the move scores {score:.2}, below {} (saving too small for the pods it disrupts)",
-                super::candidate::BALANCED_THRESHOLD
-            ));
+            return Err(Rejection::UnbalancedMove {
+                pool: pool.to_string(),
+                score,
+            });
         }
     }
     Ok(())
@@ -661,6 +659,7 @@ pub fn validate(snapshot: &Snapshot, command: &Command) -> Result<Command, Strin
                     problems.push(format!(
                         "{name}: {}",
                         blocked(snapshot, snapshot.candidate(name).expect("present"), method)
+                            .map(|b| b.to_string())
                             .unwrap_or_default()
                     ))
                 }
@@ -695,30 +694,35 @@ pub fn validate(snapshot: &Snapshot, command: &Command) -> Result<Command, Strin
         return Err(problems.join("; "));
     }
     let again = match method {
-        Method::Drift => sim.remove(&valid).map(|s| s.new_claims.len()).map(|n| {
-            if n == 0 {
-                Decision::Delete
-            } else {
-                Decision::Replace
-            }
-        }),
-        _ => consolidate(snapshot, &mut sim, &valid, method).and_then(|fresh| {
-            let before: BTreeSet<&String> = command
-                .replacements
-                .iter()
-                .flat_map(|r| r.spec.instance_types.iter())
-                .collect();
-            let subset = fresh
-                .replacements
-                .iter()
-                .flat_map(|r| r.spec.instance_types.iter())
-                .all(|t| before.contains(t));
-            if subset {
-                Ok(fresh.decision())
-            } else {
-                Err("the replacement's instance types changed".to_string())
-            }
-        }),
+        Method::Drift => sim
+            .remove(&valid)
+            .map(|s| {
+                if s.new_claims.is_empty() {
+                    Decision::Delete
+                } else {
+                    Decision::Replace
+                }
+            })
+            .map_err(|e| e.to_string()),
+        _ => consolidate(snapshot, &mut sim, &valid, method)
+            .map_err(|e| e.to_string())
+            .and_then(|fresh| {
+                let before: BTreeSet<&String> = command
+                    .replacements
+                    .iter()
+                    .flat_map(|r| r.spec.instance_types.iter())
+                    .collect();
+                let subset = fresh
+                    .replacements
+                    .iter()
+                    .flat_map(|r| r.spec.instance_types.iter())
+                    .all(|t| before.contains(t));
+                if subset {
+                    Ok(fresh.decision())
+                } else {
+                    Err("the replacement's instance types changed".to_string())
+                }
+            }),
     }?;
     if again != command.decision() {
         return Err(format!(

@@ -1,7 +1,7 @@
 //! Disruption decisions from plain values, as upstream Karpenter's disruption controller takes
 //! them: budgets per NodePool and reason ([`budget`]), per-claim signals such as
 //! `Consolidatable` and drift ([`signals`]), the candidates and why one is blocked
-//! ([`candidate`]), and each method as a function from a [`Snapshot`] to a [`Command`]
+//! ([`candidate`], [`reasons`]), and each method as a function from a [`Snapshot`] to a [`Command`]
 //! ([`methods`]): emptiness, drift, multi-node and single-node consolidation, tried in
 //! upstream's order by [`decide`]. A command is re-checked after the validation delay with
 //! [`validate`].
@@ -14,6 +14,7 @@ pub mod candidate;
 pub mod fixture;
 pub mod methods;
 pub mod queue;
+pub mod reasons;
 pub mod signals;
 mod simulate;
 pub mod static_pool;
@@ -30,6 +31,7 @@ pub use methods::{MethodOutcome, decide, evaluate, explain, validate};
 pub use queue::{
     QueueStep, QueuedCommand, RollbackReason, command_timeout, drop_settled, next_queue_step,
 };
+pub use reasons::{Blocker, Rejection};
 pub use signals::{
     DriftReason, DriftView, consolidatable, drift, eviction_cost, nomination_window,
     reschedule_cost,

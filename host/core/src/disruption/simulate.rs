@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::Snapshot;
 use super::candidate::Candidate;
+use super::reasons::Rejection;
 use crate::scheduling::{self, NewNodeClaim, Placement, SchedulingInput};
 
 /// Where the candidates' pods would go.
@@ -77,7 +78,7 @@ impl<'a> Simulator<'a> {
     /// Simulates deleting `candidates`: their pods (with the pending pods) are scheduled on
     /// the other nodes and new NodeClaims. Fails, naming the pod or node, when a candidate's
     /// pod cannot be placed or would land on a node that is not initialized.
-    pub fn remove(&mut self, candidates: &[&Candidate]) -> Result<Simulated, String> {
+    pub fn remove(&mut self, candidates: &[&Candidate]) -> Result<Simulated, Rejection> {
         self.count += 1;
         let mut closed = Vec::new();
         for c in candidates {
@@ -104,16 +105,16 @@ impl<'a> Simulator<'a> {
         for placement in &result.placements[self.pending..] {
             match &placement.placement {
                 Placement::Unschedulable { reason } => {
-                    return Err(format!(
-                        "pod {} cannot be rescheduled: {reason}",
-                        placement.key
-                    ));
+                    return Err(Rejection::Unschedulable {
+                        pod: placement.key.clone(),
+                        reason: reason.clone(),
+                    });
                 }
                 Placement::Existing { node } if uninitialized.contains(node.as_str()) => {
-                    return Err(format!(
-                        "pod {} would schedule against the uninitialized node {node}",
-                        placement.key
-                    ));
+                    return Err(Rejection::UninitializedNode {
+                        pod: placement.key.clone(),
+                        node: node.clone(),
+                    });
                 }
                 _ => {}
             }

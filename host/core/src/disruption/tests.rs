@@ -57,7 +57,13 @@ fn emptiness_deletes_every_empty_consolidatable_node_within_the_budget_priciest_
         outcome.blocked
     );
     assert!(
-        outcome.blocked[1].1.contains("budgets"),
+        matches!(
+            outcome.blocked[1].1,
+            Blocker::Budget {
+                reason: Reason::Empty,
+                ..
+            }
+        ),
         "{:?}",
         outcome.blocked
     );
@@ -165,7 +171,7 @@ fn no_cheaper_replacement_leaves_the_node_and_says_why() {
     assert!(single.command.is_none());
     assert_eq!(single.rejected.len(), 1);
     assert!(
-        single.rejected[0].1.contains("cheaper"),
+        matches!(single.rejected[0].1, Rejection::NoCheaper),
         "{:?}",
         single.rejected
     );
@@ -179,9 +185,7 @@ fn spot_nodes_are_not_replaced_by_spot_unless_the_gate_is_on() {
     let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
     assert!(single.command.is_none());
     assert!(
-        single.rejected[0]
-            .1
-            .contains("SpotToSpotConsolidation is disabled"),
+        matches!(single.rejected[0].1, Rejection::SpotToSpotDisabled),
         "{:?}",
         single.rejected
     );
@@ -192,7 +196,10 @@ fn spot_nodes_are_not_replaced_by_spot_unless_the_gate_is_on() {
         "single-node spot-to-spot needs 15 cheaper options"
     );
     assert!(
-        single.rejected[0].1.contains("requires 15"),
+        matches!(
+            single.rejected[0].1,
+            Rejection::TooFewSpotOptions { options } if options < 15
+        ),
         "{:?}",
         single.rejected
     );
@@ -211,7 +218,11 @@ fn do_not_disrupt_pods_and_pdbs_block_consolidation_but_not_drift_with_a_grace_p
     let mut snapshot = b.build();
     let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
     assert!(single.command.is_none());
-    assert!(single.blocked[0].1.contains("do-not-disrupt"));
+    assert!(
+        matches!(&single.blocked[0].1, Blocker::Pod(why) if why.contains("do-not-disrupt")),
+        "{:?}",
+        single.blocked
+    );
     assert!(
         evaluate(&snapshot, Method::Drift).command.is_none(),
         "no terminationGracePeriod: drift is blocked too"
@@ -231,26 +242,22 @@ fn do_not_disrupt_pods_and_pdbs_block_consolidation_but_not_drift_with_a_grace_p
 
 #[test]
 fn node_annotation_nomination_and_state_block_every_method() {
-    for (label, adjust) in [
+    for (expected, adjust) in [
         (
-            "do-not-disrupt",
+            Blocker::DoNotDisrupt,
             (|c: &mut Candidate| c.do_not_disrupt = true) as fn(&mut Candidate),
         ),
-        ("nominated", |c| c.nominated = true),
-        ("not initialized", |c| c.initialized = false),
-        ("marked for deletion", |c| c.deleting = true),
-        ("already being disrupted", |c| c.disrupting = true),
+        (Blocker::Nominated, |c| c.nominated = true),
+        (Blocker::NotInitialized, |c| c.initialized = false),
+        (Blocker::MarkedForDeletion, |c| c.deleting = true),
+        (Blocker::AlreadyDisrupting, |c| c.disrupting = true),
     ] {
         let mut b = catalog();
         adjust(b.node("e", "c-2", "on-demand", "zone-a", &[]));
         let snapshot = b.build();
         let outcome = evaluate(&snapshot, Method::Emptiness);
-        assert!(outcome.command.is_none(), "{label}");
-        assert!(
-            outcome.blocked[0].1.contains(label),
-            "{label}: {:?}",
-            outcome.blocked
-        );
+        assert!(outcome.command.is_none(), "{expected:?}");
+        assert_eq!(outcome.blocked[0].1, expected, "{:?}", outcome.blocked);
     }
 }
 
@@ -264,11 +271,11 @@ fn consolidation_respects_policy_consolidate_after_and_budgets() {
     };
     assert!(build(|_| {}).command.is_some());
     let when_empty = build(|b| b.pool().policy = ConsolidationPolicy::WhenEmpty);
-    assert!(when_empty.command.is_none() && when_empty.blocked[0].1.contains("WhenEmpty"));
+    assert!(when_empty.command.is_none() && when_empty.blocked[0].1 == Blocker::WhenEmptyPolicy);
     let never = build(|b| b.pool().consolidate_after = None);
-    assert!(never.command.is_none() && never.blocked[0].1.contains("Never"));
+    assert!(never.command.is_none() && never.blocked[0].1 == Blocker::ConsolidateAfterNever);
     let waiting = build(|b| b.snapshot().candidates[0].consolidatable = false);
-    assert!(waiting.command.is_none() && waiting.blocked[0].1.contains("consolidateAfter"));
+    assert!(waiting.command.is_none() && waiting.blocked[0].1 == Blocker::NotConsolidatableYet);
     let zero = build(|b| {
         b.pool().budgets = vec![Budget {
             nodes: "0".into(),
@@ -278,7 +285,12 @@ fn consolidation_respects_policy_consolidate_after_and_budgets() {
         }]
     });
     assert!(
-        zero.command.is_none() && zero.blocked[0].1.contains("budgets"),
+        zero.command.is_none()
+            && zero.blocked[0].1
+                == Blocker::Budget {
+                    pool: "default".into(),
+                    reason: Reason::Underutilized
+                },
         "{:?}",
         zero.blocked
     );
@@ -357,7 +369,13 @@ fn a_minimum_saving_keeps_small_improvements_from_draining_nodes() {
     let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
     assert!(single.command.is_none(), "0.32 of 0.36 is below 95 %");
     assert!(
-        single.rejected[0].1.contains("minimum"),
+        matches!(
+            single.rejected[0].1,
+            Rejection::BelowMinimumSaving {
+                minimum: candidate::MinSaving::Ratio(0.95),
+                ..
+            }
+        ),
         "{:?}",
         single.rejected
     );
@@ -393,7 +411,7 @@ fn pods_must_not_land_on_uninitialized_nodes() {
     let single = evaluate(&snapshot, Method::SingleNodeConsolidation);
     assert!(single.command.is_none());
     assert!(
-        single.rejected[0].1.contains("uninitialized"),
+        matches!(&single.rejected[0].1, Rejection::UninitializedNode { node, .. } if node == "launching"),
         "{:?}",
         single.rejected
     );
@@ -534,7 +552,10 @@ fn a_balanced_pool_refuses_moves_that_disrupt_more_than_they_save() {
         .iter()
         .find(|(c, _)| c == "heavy")
         .expect("heavy was tried");
-    assert!(heavy.1.contains("Balanced"), "{heavy:?}");
+    assert!(
+        matches!(&heavy.1, Rejection::UnbalancedMove { pool, .. } if pool == "default"),
+        "{heavy:?}"
+    );
     let mut relaxed = snapshot.clone();
     relaxed.pools.get_mut("default").unwrap().policy =
         ConsolidationPolicy::WhenEmptyOrUnderutilized;
@@ -623,10 +644,7 @@ fn consolidation_is_skipped_while_pending_pods_need_several_new_nodes() {
     );
     assert_eq!(
         outcome.blocked,
-        [(
-            "a".to_string(),
-            "node is nominated for a pending pod".to_string()
-        )],
+        [("a".to_string(), Blocker::Nominated)],
         "the pod would go to a"
     );
     assert_eq!(outcome.command.expect("b can go").candidates, ["b"]);
@@ -668,7 +686,13 @@ fn static_drift_replaces_drifted_nodes_of_static_pools_within_the_budget_and_dri
     );
     assert_eq!(
         outcome.blocked,
-        [("s3".to_string(), budget_blocked_text("default"))]
+        [(
+            "s3".to_string(),
+            Blocker::Budget {
+                pool: "default".into(),
+                reason: Reason::Drifted
+            }
+        )]
     );
     assert!(
         evaluate(&snapshot, Method::Drift).command.is_none(),
@@ -681,8 +705,4 @@ fn static_drift_replaces_drifted_nodes_of_static_pools_within_the_budget_and_dri
         "static pools are never consolidated"
     );
     assert_eq!(validate(&snapshot, &cmd).as_ref(), Ok(&cmd));
-}
-
-fn budget_blocked_text(pool: &str) -> String {
-    format!("disruption budgets of NodePool {pool:?} allow no more Drifted disruptions now")
 }
