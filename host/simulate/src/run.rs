@@ -1,0 +1,259 @@
+//! Driving a [`Scenario`] to its end: the simulation started at the scenario's `startAt`, its
+//! manifests and steps applied, the cluster sampled, the expectations checked, the report
+//! written.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use joinery_controller::Settings;
+
+use crate::clouds::{cloud_report, node_class_report};
+use crate::error::SimulateError;
+use crate::expectations::unmet;
+use crate::observer::Observer;
+use crate::report::Report;
+use crate::scenario::{self, Scenario, ScenarioError};
+use crate::simulation::{Simulation, SimulationOptions};
+
+/// How [`run_scenario_with`] runs a scenario.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Simulated seconds per real second.
+    pub speed: f64,
+    /// Print the timeline as it happens.
+    pub echo: bool,
+    /// See [`SimulationOptions::exoscale_journal`] (Exoscale scenarios only).
+    pub exoscale_journal: Option<PathBuf>,
+}
+
+/// Runs a scenario to its end. `echo` prints the timeline as it happens.
+pub async fn run_scenario(
+    scenario: &Scenario,
+    speed: f64,
+    echo: bool,
+) -> Result<Report, SimulateError> {
+    run_scenario_with(
+        scenario,
+        RunOptions {
+            speed,
+            echo,
+            exoscale_journal: None,
+        },
+    )
+    .await
+}
+
+/// [`run_scenario`] with every option.
+pub async fn run_scenario_with(
+    scenario: &Scenario,
+    run: RunOptions,
+) -> Result<Report, SimulateError> {
+    let RunOptions {
+        speed,
+        echo,
+        exoscale_journal,
+    } = run;
+    let origin = scenario.name.clone();
+    let settings = Settings::from_lookup(|k| {
+        scenario
+            .settings
+            .get(k)
+            .cloned()
+            .or_else(|| std::env::var(k).ok())
+    })
+    .map_err(|e| ScenarioError {
+        origin: origin.clone(),
+        message: format!("settings: {e}"),
+    })?;
+    let boot_delay = scenario::duration_field(
+        scenario.cloud.boot_delay.as_deref(),
+        "cloud.bootDelay",
+        Duration::from_secs(30),
+        &origin,
+    )?;
+    let options = SimulationOptions {
+        speed,
+        catalog: scenario.cloud.catalog.clone().unwrap_or_default(),
+        boot_delay,
+        settings,
+        // Started below, once the clock reads `startAt`.
+        start_controller: false,
+        faults: scenario.cloud.faults.clone(),
+        secrets: scenario.secrets.clone(),
+        exoscale: (scenario.cloud.provider() == "exoscale")
+            .then(|| scenario.cloud.exoscale.clone().unwrap_or_default()),
+        exoscale_journal,
+        clevercloud: (scenario.cloud.provider() == "clevercloud")
+            .then(|| scenario.cloud.clevercloud.clone().unwrap_or_default()),
+        clusterapi: (scenario.cloud.provider() == "clusterapi")
+            .then(|| scenario.cloud.clusterapi.clone().unwrap_or_default()),
+        preload: None,
+    };
+    let wall = std::time::Instant::now();
+    let start_at = scenario.start_at()?;
+    let mut sim = Simulation::start(options).await?;
+    if let Some(at) = start_at {
+        // The scenario's timeline starts now: it reads `startAt` here. Before the host starts:
+        // a controller that read the clock before a rebase into the past would wait for the
+        // time it read to come again (the disruption loop polled once and never again).
+        sim.clock.rebase(at);
+    }
+    sim.start_controller().await?;
+    let mut observer = Observer::new(sim.client.clone(), sim.clock.clone(), echo);
+    if scenario.expects_events() {
+        observer.record_events();
+    }
+    // Setting up (compiling the plugins, creating the CRDs) is not the scenario's lag.
+    if let Some(lag) = sim.lag() {
+        lag.reset();
+    }
+    let mut failures = Vec::new();
+    let deadline = scenario.timeout();
+    let result = drive(&sim, scenario, &mut observer, &mut failures, deadline).await;
+    let _ = observer.sample(|| sim.cloud_instances()).await;
+    if let Err(e) = result {
+        failures.push(e.to_string());
+    }
+    if let Some(expect) = &scenario.expect {
+        for f in unmet(expect, observer.observation()) {
+            failures.push(format!("final expectation {f}"));
+        }
+    }
+    let lag = sim.lag_report();
+    if let Some(refusal) = lag.refusal() {
+        failures.push(refusal);
+    }
+    let pending = observer.pending_pods().await.unwrap_or_default();
+    let mut report = Report::new(
+        scenario,
+        observer.observation(),
+        pending,
+        &observer.timeline,
+        failures,
+        observer.now(),
+        wall.elapsed().as_secs_f64(),
+    );
+    report.lag = lag;
+    report.cloud = cloud_report(&sim, scenario.cloud.provider());
+    report.node_classes = node_class_report(&sim).await;
+    // Its watches end first, so the API server's shutdown does not cut them mid-stream.
+    drop(observer);
+    sim.shutdown().await;
+    Ok(report)
+}
+
+/// How often the observer samples the cluster (simulated).
+const SAMPLE_EVERY: Duration = Duration::from_millis(500);
+
+async fn drive(
+    sim: &Simulation,
+    scenario: &Scenario,
+    observer: &mut Observer,
+    failures: &mut Vec<String>,
+    deadline: Duration,
+) -> Result<(), SimulateError> {
+    let origin = scenario.name.clone();
+    for m in &scenario.manifests {
+        sim.apply(m).await?;
+    }
+    observer.note(format!("applied {} manifests", scenario.manifests.len()));
+    for (i, step) in scenario.steps.iter().enumerate() {
+        let label = step.name.clone().unwrap_or_else(|| format!("steps[{i}]"));
+        if let Some(at) = &step.at {
+            let at = scenario::duration_field(
+                Some(at),
+                &format!("steps[{i}].at"),
+                Duration::ZERO,
+                &origin,
+            )?;
+            while observer.now() < at.as_secs_f64() {
+                sample_pause(sim, observer).await;
+            }
+        }
+        for m in &step.apply {
+            sim.apply(m).await?;
+        }
+        for r in &step.delete {
+            let count = sim.delete(r).await?;
+            let target = r
+                .name
+                .clone()
+                .or_else(|| r.label_selector.clone().map(|s| format!("[{s}]")))
+                .unwrap_or_default();
+            observer.note(format!("{label}: deleted {count} {} {target}", r.kind));
+        }
+        if let Some(s) = &step.scale {
+            sim.scale(s).await?;
+            observer.note(format!("{label}: scaled {} to {}", s.name, s.replicas));
+        } else {
+            observer.note(format!("{label}: started"));
+        }
+        if let Some(wait) = &step.wait {
+            let wait = scenario::duration_field(
+                Some(wait),
+                &format!("steps[{i}].wait"),
+                Duration::ZERO,
+                &origin,
+            )?;
+            let until = observer.now() + wait.as_secs_f64();
+            while observer.now() < until {
+                sample_pause(sim, observer).await;
+            }
+        }
+        if let Some(wait) = &step.wait_for {
+            let limit = scenario::duration_field(
+                step.timeout.as_deref(),
+                &format!("steps[{i}].timeout"),
+                Duration::from_secs(900),
+                &origin,
+            )?;
+            let started = observer.now();
+            loop {
+                sample_pause(sim, observer).await;
+                let left = unmet(wait, observer.observation());
+                if left.is_empty() {
+                    observer.note(format!("{label}: reached"));
+                    break;
+                }
+                let now = observer.now();
+                if now - started > limit.as_secs_f64() || now > deadline.as_secs_f64() {
+                    failures.push(format!(
+                        "{label}: waitFor not reached within {}s: {}",
+                        limit.as_secs(),
+                        left.join("; ")
+                    ));
+                    return Ok(());
+                }
+            }
+        }
+        if let Some(expect) = &step.expect {
+            for f in unmet(expect, observer.observation()) {
+                failures.push(format!("{label}: expectation {f}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn sample_pause(sim: &Simulation, observer: &mut Observer) {
+    tokio::time::sleep(sim.clock.to_real(SAMPLE_EVERY)).await;
+    if let Err(e) = observer.sample(|| sim.cloud_instances()).await {
+        tracing::warn!(error = %e, "sampling the cluster failed");
+    }
+    if !observer.lag_noted {
+        let lag = sim.lag_report();
+        if !lag.honoured {
+            observer.lag_noted = true;
+            let worst = lag
+                .worst
+                .as_deref()
+                .and_then(|w| lag.series.iter().find(|s| s.name == w));
+            if let Some(worst) = worst {
+                observer.note(format!(
+                    "WARNING: falling behind the clock ({} p95 {:.2} s > {} s): --speed {} is too fast for this machine",
+                    worst.name, worst.p95_seconds, lag.tolerance_seconds, lag.speed
+                ));
+            }
+        }
+    }
+}

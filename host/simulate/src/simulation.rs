@@ -1,0 +1,528 @@
+//! The [`Simulation`]: starting the emulated cluster, its cloud (the simulated one or a fake
+//! of a real one, see [`crate::clouds`]), the physics and the host; applying, deleting and
+//! scaling objects in it; stopping it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use joinery_controller::{Controller, ControllerOptions, Settings};
+use joinery_core::clock::Clock;
+use joinery_runtime::registry::PluginRegistry;
+use joinery_sim::cloud::{Catalog, SimCloud, SimCloudOptions, SimInstance};
+use joinery_sim::exoscale::ExoFake;
+use joinery_sim::physics::{Physics, PhysicsOptions};
+use joinery_sim::{ApiServer, ApiServerOptions};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::{self, Scope};
+use serde_json::json;
+
+use crate::clouds::{
+    CleverCloud, CleverCloudGrant, ClusterApi, ClusterApiGrant, EXOSCALE_SECRET, ExoscaleGrant,
+    seed_exoscale, simulation_registry_with, start_clevercloud, start_clusterapi, start_exoscale,
+};
+use crate::error::{SimulateError, kube_err};
+use crate::expectations::judge_lag;
+use crate::report;
+use crate::scenario::{self, CleverCloudSpec, ClusterApiSpec, ExoscaleSpec};
+
+/// The NodeClass CRDs of the built-in cloud plugins, applied to every simulated cluster.
+pub const NODECLASS_CRDS: [(&str, &str); 4] = [
+    (
+        "simcloud",
+        include_str!("../../../plugins/simcloud/nodeclass-crd.yaml"),
+    ),
+    (
+        "exoscale",
+        include_str!("../../../plugins/exoscale/nodeclass-crd.yaml"),
+    ),
+    (
+        "clevercloud",
+        include_str!("../../../plugins/clevercloud/nodeclass-crd.yaml"),
+    ),
+    (
+        "clusterapi",
+        include_str!("../../../plugins/clusterapi/nodeclass-crd.yaml"),
+    ),
+];
+
+/// Default speed-up of simulated time over real time.
+pub const DEFAULT_SPEED: f64 = 20.0;
+
+/// Options of a simulation.
+#[derive(Debug, Clone)]
+pub struct SimulationOptions {
+    /// Simulated seconds per real second.
+    pub speed: f64,
+    /// The cloud's catalog.
+    pub catalog: Catalog,
+    /// Simulated instance boot time.
+    pub boot_delay: Duration,
+    /// Controller settings.
+    pub settings: Settings,
+    /// Whether to start the host (tests of the cluster alone leave it out).
+    pub start_controller: bool,
+    /// Faults the cloud injects from the start.
+    pub faults: Option<scenario::FaultSpec>,
+    /// Secrets (`name` → key → value), granted to every renderer.
+    pub secrets: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    /// Run the fake Exoscale API with these contents, and grant the `exoscale` plugin its
+    /// loopback address, instead of launching on the simulated cloud (which still runs, idle).
+    pub exoscale: Option<ExoscaleSpec>,
+    /// Write every exchange with the fake Exoscale API to this file (JSON lines; see
+    /// [`ExoFakeOptions::journal`](joinery_sim::exoscale::ExoFakeOptions::journal)).
+    pub exoscale_journal: Option<PathBuf>,
+    /// Run the fake Clever Cloud Kubernetes Engine with these settings — the NodeGroup CRD
+    /// and its operator in the emulated cluster, the pricing endpoints on loopback — and
+    /// grant the `clevercloud` and `clevercloud-pricing` plugins, instead of launching on
+    /// the simulated cloud (which still runs, idle).
+    pub clevercloud: Option<CleverCloudSpec>,
+    /// Run a fake Cluster API management cluster with these contents and settings — a second
+    /// emulated API server with the `cluster.x-k8s.io` CRDs and the MachineDeployment,
+    /// MachineSet and Machine controllers, whose machines register as Nodes in the emulated
+    /// (workload) cluster — and grant the `clusterapi` plugin both clusters, instead of
+    /// launching on the simulated cloud (which still runs, idle).
+    pub clusterapi: Option<ClusterApiSpec>,
+    /// A static cluster written into the API server before the physics starts (so that its
+    /// workload controllers find every ReplicaSet with its pods already there).
+    pub preload: Option<joinery_sim::preload::Preload>,
+}
+
+impl Default for SimulationOptions {
+    fn default() -> Self {
+        SimulationOptions {
+            speed: DEFAULT_SPEED,
+            catalog: Catalog::default(),
+            boot_delay: Duration::from_secs(30),
+            settings: Settings::default(),
+            start_controller: true,
+            faults: None,
+            secrets: Default::default(),
+            exoscale: None,
+            exoscale_journal: None,
+            clevercloud: None,
+            clusterapi: None,
+            preload: None,
+        }
+    }
+}
+
+/// A running simulated cluster with its cloud, physics and (optionally) the host.
+pub struct Simulation {
+    /// The shared clock.
+    pub clock: Arc<Clock>,
+    /// The emulated API server.
+    pub api: ApiServer,
+    /// The simulated cloud.
+    pub cloud: SimCloud,
+    /// The fake Exoscale API, when the scenario's provider is `exoscale` (the simulated
+    /// cloud then stays idle).
+    pub exoscale: Option<ExoFake>,
+    /// The fake Clever Cloud Kubernetes Engine, when the scenario's provider is
+    /// `clevercloud` (the simulated cloud then stays idle).
+    pub clevercloud: Option<CleverCloud>,
+    /// The fake Cluster API management cluster, when the scenario's provider is
+    /// `clusterapi` (the simulated cloud then stays idle).
+    pub clusterapi: Option<ClusterApi>,
+    /// The physics (scheduler, workload controllers, kubelets).
+    pub physics: Option<Physics>,
+    /// The host's controllers.
+    pub controller: Option<Controller>,
+    /// The plugins the host runs.
+    pub registry: Arc<PluginRegistry>,
+    /// Controller settings.
+    pub settings: Settings,
+    /// Client of the emulated API server.
+    pub client: kube::Client,
+    /// The secrets the host reads.
+    pub secrets: Arc<dyn joinery_runtime::services::SecretStore>,
+}
+
+impl Simulation {
+    /// Starts the emulated cluster (with the karpenter.sh CRDs and [`NODECLASS_CRDS`]), the
+    /// simulated cloud and the fake of a real one the options ask for, the physics and, if
+    /// asked, the host.
+    pub async fn start(options: SimulationOptions) -> Result<Simulation, SimulateError> {
+        let clock = Arc::new(Clock::with_speed(options.speed));
+        let api = ApiServer::start(ApiServerOptions {
+            clock: clock.clone(),
+            ..Default::default()
+        })
+        .await?;
+        let client = api.client()?;
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let mut all = joinery_api::crds();
+        for (plugin, text) in NODECLASS_CRDS {
+            let crd: CustomResourceDefinition = serde_norway::from_str(text)
+                .map_err(|e| SimulateError::Plugins(format!("{plugin} NodeClass CRD: {e}")))?;
+            all.push(crd);
+        }
+        for crd in all {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .map_err(kube_err(format!("creating CRD {name}")))?;
+        }
+        if let Some(shape) = options.preload {
+            joinery_sim::preload::preload(api.store(), shape)
+                .await
+                .map_err(|e| SimulateError::Preload(e.message))?;
+        }
+        let cloud = SimCloud::start(SimCloudOptions {
+            catalog: options.catalog,
+            boot_delay: options.boot_delay,
+            clock: clock.clone(),
+            ..Default::default()
+        })
+        .await?;
+        if let Some(f) = &options.faults {
+            for o in &f.insufficient_capacity {
+                cloud
+                    .faults()
+                    .insufficient_capacity(joinery_sim::cloud::OfferingKey::new(
+                        &o.instance_type,
+                        &o.zone,
+                        &o.capacity_type,
+                    ));
+            }
+            cloud.faults().set_quota(f.quota);
+            if let Some(n) = f.fail_after_create {
+                cloud.faults().fail_after_create(n);
+            }
+        }
+        let mut settings = options.settings;
+        if settings.cluster_endpoint.is_empty() {
+            settings.cluster_endpoint = api.url().to_string();
+        }
+        // The controller's own namespace, as an installation has it (it keeps its
+        // learned-capacity ConfigMap there).
+        let namespace = k8s_openapi::api::core::v1::Namespace {
+            metadata: kube::api::ObjectMeta {
+                name: Some(settings.system_namespace.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        match kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => {
+                return Err(kube_err(format!(
+                    "creating Namespace {}",
+                    settings.system_namespace
+                ))(e));
+            }
+        }
+        let exoscale = match &options.exoscale {
+            Some(spec) => Some(
+                start_exoscale(
+                    spec,
+                    clock.clone(),
+                    options.boot_delay,
+                    options.exoscale_journal.clone(),
+                )
+                .await?,
+            ),
+            None => None,
+        };
+        let clevercloud = match &options.clevercloud {
+            Some(spec) => Some(start_clevercloud(spec, &client, clock.clone()).await?),
+            None => None,
+        };
+        let clusterapi = match &options.clusterapi {
+            Some(spec) => {
+                Some(start_clusterapi(spec, &client, clock.clone(), &settings.cluster_name).await?)
+            }
+            None => None,
+        };
+        let events = match (&exoscale, &clevercloud, &clusterapi) {
+            (Some(fake), _, _) => (fake.subscribe(), fake.boot_delay()),
+            // Each machine brings its own boot delay.
+            (None, Some(cke), _) => (cke.operator.subscribe(), options.boot_delay),
+            (None, None, Some(capi)) => (capi.controllers.subscribe(), options.boot_delay),
+            (None, None, None) => (cloud.subscribe(), cloud.boot_delay()),
+        };
+        let physics = Physics::start(
+            PhysicsOptions::new(client.clone(), clock.clone()).with_cloud(events.0, events.1),
+        );
+        // The management cluster's objects go in once the kubelets listen for its machines.
+        if let (Some(capi), Some(spec)) = (&clusterapi, &options.clusterapi) {
+            for object in &spec.manifests {
+                apply_to(&capi.client, object).await?;
+            }
+        }
+        let mut grant = None;
+        if let (Some(fake), Some(spec)) = (&exoscale, &options.exoscale) {
+            seed_exoscale(fake, spec, &settings.cluster_name)?;
+            grant = Some(ExoscaleGrant {
+                url: fake.url().to_string(),
+                endpoint: fake.endpoint_template(),
+                zone: fake.zones()[0].clone(),
+            });
+        }
+        let mut store = joinery_runtime::services::StaticSecrets::default();
+        if grant.is_some() {
+            store = store.with(
+                EXOSCALE_SECRET,
+                &[
+                    ("api-key", joinery_sim::exoscale::DEFAULT_API_KEY.as_bytes()),
+                    (
+                        "api-secret",
+                        joinery_sim::exoscale::DEFAULT_API_SECRET.as_bytes(),
+                    ),
+                ],
+            );
+        }
+        for (name, entries) in &options.secrets {
+            let entries: Vec<(&str, &[u8])> = entries
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_bytes()))
+                .collect();
+            store = store.with(name, &entries);
+        }
+        let secrets: Arc<dyn joinery_runtime::services::SecretStore> = Arc::new(store);
+        let names: Vec<String> = options.secrets.keys().cloned().collect();
+        let cke_grant = clevercloud.as_ref().map(|cke| CleverCloudGrant {
+            pricing_url: cke.pricing.url().to_string(),
+            workload: Some(client.clone()),
+            quota_backoff_seconds: (60.0 / options.speed.max(1.0)).round().max(1.0) as u32,
+        });
+        let capi_grant = clusterapi.as_ref().map(|capi| ClusterApiGrant {
+            cluster_name: capi.cluster_name.clone(),
+            management: Some(capi.client.clone()),
+            workload: Some(client.clone()),
+        });
+        let registry = simulation_registry_with(
+            cloud.url(),
+            &settings.cluster_name,
+            &names,
+            secrets.clone(),
+            grant.as_ref(),
+            cke_grant.as_ref(),
+            capi_grant.as_ref(),
+        )?;
+        let mut sim = Simulation {
+            clock,
+            api,
+            cloud,
+            exoscale,
+            clevercloud,
+            clusterapi,
+            physics: Some(physics),
+            controller: None,
+            registry,
+            settings,
+            client,
+            secrets,
+        };
+        if options.start_controller {
+            sim.start_controller().await?;
+        }
+        Ok(sim)
+    }
+
+    /// The instances of the cloud the scenario runs (the fake Exoscale API's, the fake
+    /// CKE's machines, the fake Cluster API's machines, else the simulated cloud's), as the
+    /// physics sees them. Exoscale publishes no prices, so its instances carry the price the
+    /// host gave their offering (its pricing plugin's); so do CKE's and Cluster API's machines
+    /// once the host knows a price for their offering (until then, CKE's flavor list price,
+    /// or the MachineDeployment's `cluster.x-k8s.io/machine-current-price` annotation).
+    pub fn cloud_instances(&self) -> Vec<SimInstance> {
+        let mut instances = match (&self.exoscale, &self.clevercloud, &self.clusterapi) {
+            (Some(fake), _, _) => fake.sim_instances(),
+            (None, Some(cke), _) => cke.operator.instances(),
+            (None, None, Some(capi)) => capi.controllers.instances(),
+            (None, None, None) => return self.cloud.instances(),
+        };
+        if let Some(controller) = &self.controller {
+            let prices = controller.context().cloud.known_prices();
+            for x in &mut instances {
+                if let Some(price) = prices.get(&(
+                    x.instance_type.clone(),
+                    x.zone.clone(),
+                    x.capacity_type.clone(),
+                )) {
+                    x.price_per_hour = *price;
+                }
+            }
+        }
+        instances
+    }
+
+    /// How late the physics and the runtime have acted on the scaled clock (see
+    /// [`joinery_sim::physics::LagMeter`]); `None` once the physics is stopped.
+    pub fn lag(&self) -> Option<&Arc<joinery_sim::physics::LagMeter>> {
+        self.physics.as_ref().map(Physics::lag)
+    }
+
+    /// The lag so far, judged against [`LAG_TOLERANCE_SECONDS`](crate::LAG_TOLERANCE_SECONDS).
+    pub fn lag_report(&self) -> report::LagReport {
+        judge_lag(
+            self.lag().map(|l| l.snapshot()).unwrap_or_default(),
+            self.clock.speed(),
+        )
+    }
+
+    /// Starts the host (again, after [`Simulation::crash_controller`]).
+    pub async fn start_controller(&mut self) -> Result<(), SimulateError> {
+        self.controller = Some(Controller::start(self.controller_options()).await?);
+        Ok(())
+    }
+
+    /// The options the host starts with: this simulation's client, plugins, clock, settings
+    /// and secrets (a test starts more replicas of the host with them).
+    pub fn controller_options(&self) -> ControllerOptions {
+        ControllerOptions {
+            client: self.client.clone(),
+            registry: self.registry.clone(),
+            clock: self.clock.clone(),
+            settings: self.settings.clone(),
+            secrets: self.secrets.clone(),
+        }
+    }
+
+    /// Kills the host at once, as a crash would.
+    pub fn crash_controller(&mut self) {
+        if let Some(c) = self.controller.take() {
+            c.abort();
+        }
+    }
+
+    /// Creates or updates an object given as JSON (any kind the server serves).
+    pub async fn apply(&self, object: &serde_json::Value) -> Result<(), SimulateError> {
+        apply_to(&self.client, object).await
+    }
+
+    /// Deletes an object, or every object matching a label selector (missing objects are
+    /// fine). Returns how many deletions were requested.
+    pub async fn delete(&self, r: &scenario::ObjectRef) -> Result<usize, SimulateError> {
+        let object = json!({"apiVersion": r.api_version, "kind": r.kind,
+                            "metadata": {"name": r.name.clone().unwrap_or_else(|| "-".into()), "namespace": r.namespace}});
+        let (api, name, what) = dynamic_api(&self.client, &object).await?;
+        let names = match &r.label_selector {
+            None => vec![name],
+            Some(selector) => api
+                .list(&kube::api::ListParams::default().labels(selector))
+                .await
+                .map_err(kube_err(format!("listing {} with {selector}", r.kind)))?
+                .items
+                .into_iter()
+                .filter_map(|o| o.metadata.name)
+                .collect(),
+        };
+        for name in &names {
+            match api.delete(name, &DeleteParams::background()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(kube_err(format!("deleting {what}"))(e)),
+            }
+        }
+        Ok(names.len())
+    }
+
+    /// Scales a Deployment.
+    pub async fn scale(&self, s: &scenario::Scale) -> Result<(), SimulateError> {
+        let namespace = s.namespace.clone().unwrap_or_else(|| "default".into());
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &namespace);
+        api.patch(
+            &s.name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"replicas": s.replicas}})),
+        )
+        .await
+        .map_err(kube_err(format!(
+            "scaling Deployment {namespace}/{}",
+            s.name
+        )))?;
+        Ok(())
+    }
+
+    /// Stops everything.
+    pub async fn shutdown(mut self) {
+        if let Some(c) = self.controller.take() {
+            c.shutdown().await;
+        }
+        if let Some(p) = self.physics.take() {
+            p.shutdown().await;
+        }
+        self.cloud.shutdown().await;
+        if let Some(fake) = self.exoscale.take() {
+            fake.shutdown().await;
+        }
+        if let Some(cke) = self.clevercloud.take() {
+            cke.operator.shutdown().await;
+            cke.pricing.shutdown().await;
+        }
+        if let Some(capi) = self.clusterapi.take() {
+            capi.controllers.shutdown().await;
+            capi.management.shutdown().await;
+        }
+        self.api.shutdown().await;
+    }
+}
+
+/// Creates or updates an object given as JSON in the cluster of `client` (any kind it
+/// serves; an existing object is merge-patched).
+async fn apply_to(client: &kube::Client, object: &serde_json::Value) -> Result<(), SimulateError> {
+    let (api, name, what) = dynamic_api(client, object).await?;
+    let obj: DynamicObject = serde_json::from_value(object.clone())
+        .map_err(|e| SimulateError::Plugins(format!("{what}: {e}")))?;
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let mut patch = object.clone();
+            if let Some(m) = patch.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+                m.remove("resourceVersion");
+            }
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(kube_err(format!("updating {what}")))?;
+            Ok(())
+        }
+        Err(e) => Err(kube_err(format!("creating {what}"))(e)),
+    }
+}
+
+/// The dynamic API of an object's kind (found by discovery), its name, and `<kind> <name>`.
+async fn dynamic_api(
+    client: &kube::Client,
+    object: &serde_json::Value,
+) -> Result<(Api<DynamicObject>, String, String), SimulateError> {
+    let api_version = object
+        .get("apiVersion")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default();
+    let kind = object
+        .get("kind")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default();
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default()
+        .to_string();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+    let what = format!("{kind} {name}");
+    let (resource, caps) = discovery::pinned_kind(client, &gvk)
+        .await
+        .map_err(kube_err(format!(
+            "{what}: unknown kind {api_version}/{kind}"
+        )))?;
+    let api = match caps.scope {
+        Scope::Cluster => Api::all_with(client.clone(), &resource),
+        Scope::Namespaced => {
+            let ns = object
+                .pointer("/metadata/namespace")
+                .and_then(|v| v.as_str())
+                .unwrap_or("default");
+            Api::namespaced_with(client.clone(), ns, &resource)
+        }
+    };
+    Ok((api, name, what))
+}
