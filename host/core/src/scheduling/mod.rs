@@ -27,12 +27,14 @@
 //! pod affinity and anti-affinity, `ScheduleAnyway` spreads, PreferNoSchedule taints) are
 //! honored then relaxed in upstream's order, or ignored with [`PreferencePolicy::Ignore`].
 //! Host ports conflict on existing nodes, within a claim and with DaemonSets; volume topology
-//! arrives as alternative requirement sets on the pod.
+//! arrives as alternative requirement sets on the pod; CSI volumes count against existing
+//! nodes' attach limits ([`ExistingNode::volume_limits`]: a new node's are not known before it
+//! registers, as upstream). Default (cluster-wide) spread constraints are given to the pods
+//! before the pass, by its callers (`SCHEDULER_CONFIG`'s `defaultConstraints`, with the
+//! selector kube-scheduler would deduce): here they are the pods' own.
 //!
-//! Not modelled yet (later versions): CSI volume attach limits, reserved capacity, DRA,
-//! offering capacity/overhead overrides, default
-//! (cluster-wide) spread constraints, and the consolidation-only options of upstream's
-//! scheduler.
+//! Not modelled yet (later versions): reserved capacity, DRA, offering capacity/overhead
+//! overrides, and the consolidation-only options of upstream's scheduler.
 
 mod benchmark;
 mod bound;
