@@ -34,7 +34,7 @@ use crate::events::Involved;
 use crate::lifecycle::conditions::{
     CONSOLIDATABLE, DISRUPTION_REASON, DRIFTED, INITIALIZED, LAUNCHED,
 };
-use crate::metrics::names;
+use crate::metrics::series;
 use crate::util::{self, condition, k8s_time, merge_patch_status, system_time};
 use crate::writes::{edit_claim_conditions, edit_node_taints};
 use crate::{Context, ControllerError, provisioner};
@@ -138,15 +138,15 @@ async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> 
     let outcomes = disruption::methods::decide_with(|method| {
         let started = std::time::Instant::now();
         let outcome = disruption::methods::evaluate(&snapshot, method);
-        let series = [
-            ("reason", method.reason().metric_label()),
-            ("consolidation_type", method.consolidation_type()),
-        ];
-        ctx.metrics.observe(
-            names::VOLUNTARY_DISRUPTION_DECISION_EVALUATION_DURATION,
-            &series,
-            started.elapsed().as_secs_f64(),
-        );
+        ctx.metrics
+            .voluntary_disruption_decision_evaluation_duration
+            .observe(
+                &series::Evaluation {
+                    reason: method.reason().metric_label().into(),
+                    consolidation_type: method.consolidation_type().into(),
+                },
+                started.elapsed().as_secs_f64(),
+            );
         outcome
     });
     for outcome in &outcomes {
@@ -155,9 +155,10 @@ async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> 
             .iter()
             .filter(|c| disruption::candidate::blocked(&snapshot, c, outcome.method).is_none())
             .count();
-        ctx.metrics.set(
-            names::VOLUNTARY_DISRUPTION_ELIGIBLE_NODES,
-            &[("reason", outcome.method.reason().metric_label())],
+        ctx.metrics.voluntary_disruption_eligible_nodes.set(
+            &series::Reason {
+                reason: outcome.method.reason().metric_label().into(),
+            },
             eligible as f64,
         );
         if let Some(why) = &outcome.skipped {
@@ -209,10 +210,11 @@ async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> 
         Ok(command) => command,
         Err(why) => {
             tracing::info!(method = command.method.as_str(), candidates = ?command.candidates, reason = %why, "disruption abandoned after validation");
-            ctx.metrics.inc(
-                names::VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS,
-                &[("consolidation_type", command.method.consolidation_type())],
-            );
+            ctx.metrics
+                .voluntary_disruption_failed_validations
+                .inc(&series::ConsolidationType {
+                    consolidation_type: command.method.consolidation_type().into(),
+                });
             return Ok(());
         }
     };
@@ -300,9 +302,11 @@ fn publish_allowances(ctx: &Context, snapshot: &Snapshot) {
                 tracing::warn!(nodepool = %pool, %error, "invalid disruption budget; allowing no disruption");
             }
             let allowed = allowance.allowed.min(snapshot.pools[pool].nodes);
-            ctx.metrics.set(
-                names::NODEPOOLS_ALLOWED_DISRUPTIONS,
-                &[("nodepool", pool), ("reason", reason.as_str())],
+            ctx.metrics.nodepools_allowed_disruptions.set(
+                &series::NodePoolReason {
+                    nodepool: pool.clone(),
+                    reason: reason.as_str().into(),
+                },
                 allowed as f64,
             );
         }
@@ -314,14 +318,13 @@ fn publish_allowances(ctx: &Context, snapshot: &Snapshot) {
 /// the replacements initialize.
 async fn start(ctx: &Context, memory: &Shared, command: Command) -> Result<(), ControllerError> {
     let decision = command.decision();
-    ctx.metrics.inc(
-        names::VOLUNTARY_DISRUPTION_DECISIONS,
-        &[
-            ("decision", decision.as_str()),
-            ("reason", command.reason().metric_label()),
-            ("consolidation_type", command.method.consolidation_type()),
-        ],
-    );
+    ctx.metrics
+        .voluntary_disruption_decisions
+        .inc(&series::Decision {
+            decision: decision.as_str().into(),
+            reason: command.reason().metric_label().into(),
+            consolidation_type: command.method.consolidation_type().into(),
+        });
     let mut tainted = Vec::new();
     for name in &command.candidates {
         let Some(claim) = claim_named(ctx, name) else {
@@ -358,13 +361,10 @@ async fn start(ctx: &Context, memory: &Shared, command: Command) -> Result<(), C
         match provisioner::create_node_claim(ctx, &pool, replacement).await {
             Ok(created) => {
                 let created_name = name_of(&created);
-                ctx.metrics.inc(
-                    names::NODECLAIMS_CREATED,
-                    &[
-                        ("reason", command.reason().metric_label()),
-                        ("nodepool", &replacement.spec.nodepool),
-                    ],
-                );
+                ctx.metrics.nodeclaims_created.inc(&series::ReasonNodePool {
+                    reason: command.reason().metric_label().into(),
+                    nodepool: replacement.spec.nodepool.clone(),
+                });
                 tracing::info!(nodeclaim = %created_name, replaces = ?command.candidates, "created replacement nodeclaim");
                 ctx.inflight.record_created(created);
                 replacements.push(created_name);
@@ -498,13 +498,13 @@ impl QueueEffects<Queued> for LiveQueue<'_> {
     async fn roll_back(&mut self, queued: &Queued, why: disruption::RollbackReason) {
         let command = &queued.command;
         tracing::warn!(candidates = ?command.candidates, replacements = ?queued.replacements, reason = %why, "disruption command failed; rolled back");
-        self.ctx.metrics.inc(
-            names::VOLUNTARY_DISRUPTION_QUEUE_FAILURES,
-            &[
-                ("decision", command.decision().as_str()),
-                ("reason", command.reason().metric_label()),
-            ],
-        );
+        self.ctx
+            .metrics
+            .voluntary_disruption_queue_failures
+            .inc(&series::DecisionReason {
+                decision: command.decision().as_str().into(),
+                reason: command.reason().metric_label().into(),
+            });
         rollback(self.ctx, self.memory, &command.candidates).await;
     }
 
@@ -553,6 +553,20 @@ async fn finish(
                 &message,
             )
             .await;
+        let label = |k: &str| {
+            claim
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(k))
+                .cloned()
+                .unwrap_or_default()
+        };
+        let disrupted = series::ReasonNodePoolCapacity {
+            reason: reason.metric_label().into(),
+            nodepool: label(labels::NODEPOOL_LABEL),
+            capacity_type: label(labels::CAPACITY_TYPE_LABEL),
+        };
         if let Some(node) = node_of(ctx, &claim) {
             ctx.events
                 .normal(
@@ -562,11 +576,9 @@ async fn finish(
                 )
                 .await;
             let moving = reschedulable_pods(&ctx.state.pods_on_node(node.name())).len();
-            ctx.metrics.add(
-                names::PODS_DISRUPTION_INITIATED,
-                &[("reason", reason.metric_label())],
-                moving as u64,
-            );
+            ctx.metrics
+                .pods_disruption_initiated
+                .add(&disrupted, moving as u64);
         }
         match api.delete(name, &DeleteParams::background()).await {
             Ok(_) => {}
@@ -579,23 +591,7 @@ async fn finish(
                 return Err(e.into());
             }
         }
-        let label = |k: &str| {
-            claim
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(k))
-                .cloned()
-                .unwrap_or_default()
-        };
-        ctx.metrics.inc(
-            names::NODECLAIMS_DISRUPTED,
-            &[
-                ("reason", reason.metric_label()),
-                ("nodepool", &label(labels::NODEPOOL_LABEL)),
-                ("capacity_type", &label(labels::CAPACITY_TYPE_LABEL)),
-            ],
-        );
+        ctx.metrics.nodeclaims_disrupted.inc(&disrupted);
         tracing::info!(nodeclaim = %name, reason = reason.metric_label(), decision = command.decision().as_str(), "disrupting nodeclaim");
     }
     let mut memory = lock(memory);

@@ -48,6 +48,7 @@ pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
         }
         if let Err(e) = step(&ctx).await {
             tracing::warn!(controller = "garbagecollection", error = %e, "garbage collection failed; will retry");
+            ctx.metrics.reconcile_error("garbagecollection", &e);
         }
         tokio::select! {
             _ = stopped.changed() => {}
@@ -200,9 +201,10 @@ async fn step(ctx: &Context) -> Result<(), ControllerError> {
                     error: CloudError::NotFound(_),
                     ..
                 }) => {
-                    ctx.metrics.inc(
-                        crate::metrics::names::INSTANCES_GARBAGE_COLLECTED,
-                        &[("provider", plugin.name())],
+                    ctx.metrics.instances_garbage_collected.inc(
+                        &crate::metrics::series::Provider {
+                            provider: plugin.name().into(),
+                        },
                     );
                 }
                 Err(e) => {

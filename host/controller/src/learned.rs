@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use tokio::sync::watch;
 
-use crate::Context;
+use crate::{Context, ControllerError};
 
 /// The ConfigMap that keeps what was learned.
 pub const CONFIGMAP: &str = "joinery-learned-capacity";
@@ -121,7 +121,7 @@ pub(crate) async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
             unsaved = true;
         }
         if unsaved {
-            unsaved = !save(&api, &ctx.cloud.learned.snapshot(), &mut failing).await;
+            unsaved = !save(&ctx, &api, &ctx.cloud.learned.snapshot(), &mut failing).await;
         }
         tokio::select! {
             _ = stopped.changed() => return,
@@ -174,7 +174,12 @@ fn reports(ctx: &Context) -> Vec<NodeReport> {
 
 /// Writes the ConfigMap (server-side apply); whether it was written. `failing` says whether the
 /// previous attempt failed too (then the failure is not warned about again).
-async fn save(api: &Api<ConfigMap>, learned: &LearnedCapacity, failing: &mut bool) -> bool {
+async fn save(
+    ctx: &Context,
+    api: &Api<ConfigMap>,
+    learned: &LearnedCapacity,
+    failing: &mut bool,
+) -> bool {
     let Ok(json) = serde_json::to_string(learned) else {
         return false;
     };
@@ -202,6 +207,8 @@ async fn save(api: &Api<ConfigMap>, learned: &LearnedCapacity, failing: &mut boo
             if !*failing {
                 tracing::warn!(configmap = CONFIGMAP, %error, "cannot save the learned capacity (it is still used); retrying at every observation");
             }
+            ctx.metrics
+                .reconcile_error("learned.capacity", &ControllerError::Kube(error));
             *failing = true;
             false
         }

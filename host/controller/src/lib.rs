@@ -104,6 +104,21 @@ pub enum ControllerError {
     Invalid(String),
 }
 
+impl ControllerError {
+    /// The error's kind, for the `error` label of `joinery_controller_reconcile_errors_total`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            ControllerError::NotSynced(_) => "not_synced",
+            ControllerError::Kube(_) => "kube",
+            ControllerError::Plugin(_) => "plugin",
+            ControllerError::PluginOutput { .. } => "plugin_output",
+            ControllerError::NoCloudPlugin { .. } => "no_cloud_plugin",
+            ControllerError::BackingOff { .. } => "backing_off",
+            ControllerError::Invalid(_) => "invalid",
+        }
+    }
+}
+
 /// Everything the controllers need.
 #[derive(Clone)]
 pub struct ControllerOptions {
@@ -183,13 +198,12 @@ impl Context {
         call: &CloudCall,
         started: std::time::Instant,
     ) {
-        self.metrics.observe(
-            metrics::names::CLOUDPROVIDER_DURATION,
-            &[
-                ("controller", controller),
-                ("method", call.method),
-                ("provider", &call.plugin),
-            ],
+        self.metrics.cloudprovider_duration.observe(
+            &metrics::series::CloudCall {
+                controller: controller.into(),
+                method: call.method.into(),
+                provider: call.plugin.clone(),
+            },
             started.elapsed().as_secs_f64(),
         );
     }
@@ -205,15 +219,14 @@ impl Context {
     ) -> Option<Duration> {
         let wait = self.cloud_backoff.record(call, self.clock.now(), result)?;
         if let Err(error) = result {
-            self.metrics.inc(
-                metrics::names::CLOUDPROVIDER_ERRORS,
-                &[
-                    ("controller", controller),
-                    ("method", call.method),
-                    ("provider", &call.plugin),
-                    ("error", error.metric_label()),
-                ],
-            );
+            self.metrics
+                .cloudprovider_errors
+                .inc(&metrics::series::CloudError {
+                    controller: controller.into(),
+                    method: call.method.into(),
+                    provider: call.plugin.clone(),
+                    error: error.metric_label().into(),
+                });
             tracing::debug!(controller, plugin = %call.plugin, method = call.method, object = %call.object,
                 retry_in_ms = wait.as_millis() as u64, error = %error, "cloud call failed; backing off");
         }
@@ -261,10 +274,9 @@ impl Controller {
         .await?;
         let metrics = Arc::new(metrics::Metrics::new());
         options.registry.observe_calls(metrics.clone());
-        metrics.compute_on_scrape(
-            metrics::names::PODS_STATE,
-            observability::pods_state_source(&state),
-        );
+        metrics
+            .pods_state
+            .compute_on_scrape(observability::pods_state_source(&state));
         let context = Arc::new(Context {
             events: events::EventRecorder::new(options.client.clone(), options.clock.clone()),
             secrets: options.secrets.clone(),

@@ -351,28 +351,19 @@ async fn expire(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError>
             .cloned()
             .unwrap_or_default()
     };
-    let (pool, capacity_type) = (
-        label(labels::NODEPOOL_LABEL),
-        label(labels::CAPACITY_TYPE_LABEL),
-    );
-    let reason = [
-        ("reason", "expired"),
-        ("nodepool", pool.as_str()),
-        ("capacity_type", capacity_type.as_str()),
-    ];
-    ctx.metrics
-        .inc(crate::metrics::names::NODECLAIMS_DISRUPTED, &reason);
+    let disrupted = crate::metrics::series::ReasonNodePoolCapacity {
+        reason: "expired".into(),
+        nodepool: label(labels::NODEPOOL_LABEL),
+        capacity_type: label(labels::CAPACITY_TYPE_LABEL),
+    };
+    ctx.metrics.nodeclaims_disrupted.inc(&disrupted);
     let node = claim
         .status
         .as_ref()
         .and_then(|s| s.node_name.clone())
         .unwrap_or_default();
     let pods = joinery_kube::drain::reschedulable_pods(&ctx.state.pods_on_node(&node)).len() as u64;
-    ctx.metrics.add(
-        crate::metrics::names::PODS_DISRUPTION_INITIATED,
-        &reason,
-        pods,
-    );
+    ctx.metrics.pods_disruption_initiated.add(&disrupted, pods);
     ctx.events
         .normal(
             &Involved::of(claim),
@@ -1053,13 +1044,12 @@ async fn register(
             .cloned()
             .unwrap_or_default()
     };
-    ctx.metrics.inc(
-        crate::metrics::names::NODES_CREATED,
-        &[
-            ("nodepool", &label(labels::NODEPOOL_LABEL)),
-            ("zone", &label(labels::ZONE_LABEL)),
-        ],
-    );
+    ctx.metrics
+        .nodes_created
+        .inc(&crate::metrics::series::NodePoolZone {
+            nodepool: label(labels::NODEPOOL_LABEL),
+            zone: label(labels::ZONE_LABEL),
+        });
     tracing::info!(nodeclaim = %name, node = %node_name, "registered nodeclaim");
     Ok(())
 }
@@ -1245,14 +1235,13 @@ async fn remove_finalizer(
             .cloned()
             .unwrap_or_default()
     };
-    ctx.metrics.inc(
-        crate::metrics::names::NODECLAIMS_TERMINATED,
-        &[
-            ("nodepool", &label(labels::NODEPOOL_LABEL)),
-            ("capacity_type", &label(labels::CAPACITY_TYPE_LABEL)),
-            ("zone", &label(labels::ZONE_LABEL)),
-        ],
-    );
+    ctx.metrics
+        .nodeclaims_terminated
+        .inc(&crate::metrics::series::NodePoolCapacityZone {
+            nodepool: label(labels::NODEPOOL_LABEL),
+            capacity_type: label(labels::CAPACITY_TYPE_LABEL),
+            zone: label(labels::ZONE_LABEL),
+        });
     if let Some(deleted) = claim.metadata.deletion_timestamp.as_ref() {
         let seconds = ctx
             .clock
@@ -1260,9 +1249,10 @@ async fn remove_finalizer(
             .duration_since(system_time(deleted))
             .unwrap_or_default()
             .as_secs_f64();
-        ctx.metrics.observe(
-            crate::metrics::names::NODECLAIMS_TERMINATION_DURATION,
-            &[("nodepool", &label(labels::NODEPOOL_LABEL))],
+        ctx.metrics.nodeclaims_termination_duration.observe(
+            &crate::metrics::series::NodePool {
+                nodepool: label(labels::NODEPOOL_LABEL),
+            },
             seconds,
         );
     }

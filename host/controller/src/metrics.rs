@@ -2,12 +2,12 @@
 //! `joinery_*`), kept by the `prometheus-client` crate and rendered in the Prometheus text
 //! format for `/metrics`.
 
-use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, prometheus_text};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, prometheus_text};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -95,183 +95,289 @@ pub mod names {
     pub const PLUGIN_CALL_DURATION: &str = "joinery_plugin_call_duration_seconds";
     /// Gauge: peak linear memory of the plugin's latest call, by `plugin` and `method`.
     pub const PLUGIN_MEMORY: &str = "joinery_plugin_memory_bytes";
+    /// Failed steps of a controller loop (or of one object's reconcile), by `controller` and
+    /// `error` (the error's kind), as kube-rs's controller-rs counts them.
+    pub const CONTROLLER_RECONCILE_ERRORS: &str = "joinery_controller_reconcile_errors_total";
 }
 
-/// What kind of metric a name is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Counter,
-    Gauge,
-    Histogram,
-    /// A gauge whose series are computed from the caches at each scrape rather than kept
-    /// (see [`Metrics::compute_on_scrape`]): one per pod would otherwise hold about a
-    /// kilobyte of labels per pod between scrapes.
-    ScrapeTimeGauge,
-}
+/// The label sets, one struct per shape: a family is declared with one of them, so all its
+/// series carry the same labels (in the order of the fields).
+pub mod series {
+    use prometheus_client::encoding::{
+        EncodeLabelKey, EncodeLabelSet, EncodeLabelValue, LabelSetEncoder,
+    };
 
-/// Every metric: name, kind and help text.
-const DEFINITIONS: &[(&str, Kind, &str)] = &[
-    (
-        names::NODECLAIMS_CREATED,
-        Kind::Counter,
-        "Number of nodeclaims created in total by Karpenter",
-    ),
-    (
-        names::NODECLAIMS_TERMINATED,
-        Kind::Counter,
-        "Number of nodeclaims terminated in total by Karpenter",
-    ),
-    (
-        names::NODECLAIMS_DISRUPTED,
-        Kind::Counter,
-        "Number of nodeclaims disrupted in total by Karpenter",
-    ),
-    (
-        names::NODES_CREATED,
-        Kind::Counter,
-        "Number of nodes created in total by Karpenter",
-    ),
-    (
-        names::NODES_TERMINATED,
-        Kind::Counter,
-        "Number of nodes terminated in total by Karpenter",
-    ),
-    (
-        names::NODES_DRAINED,
-        Kind::Counter,
-        "The total number of nodes drained by Karpenter",
-    ),
-    (
-        names::EVICTION_REQUESTS,
-        Kind::Counter,
-        "The number of eviction requests by response code",
-    ),
-    (
-        names::PODS_DISRUPTION_INITIATED,
-        Kind::Counter,
-        "The number of pods whose disruption was initiated, by the NodeClaim's disruption reason",
-    ),
-    (
-        names::CLOUDPROVIDER_ERRORS,
-        Kind::Counter,
-        "Total number of errors returned from CloudProvider calls",
-    ),
-    (
-        names::INSTANCES_GARBAGE_COLLECTED,
-        Kind::Counter,
-        "Number of instances without a NodeClaim deleted by garbage collection",
-    ),
-    (
-        names::VOLUNTARY_DISRUPTION_DECISIONS,
-        Kind::Counter,
-        "Number of disruption decisions performed",
-    ),
-    (
-        names::VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS,
-        Kind::Counter,
-        "Number of candidates that were selected for disruption but failed validation",
-    ),
-    (
-        names::VOLUNTARY_DISRUPTION_QUEUE_FAILURES,
-        Kind::Counter,
-        "Number of disruption commands that failed in the orchestration queue",
-    ),
-    (
-        names::VOLUNTARY_DISRUPTION_ELIGIBLE_NODES,
-        Kind::Gauge,
-        "Number of nodes eligible for disruption by Karpenter",
-    ),
-    (
-        names::NODEPOOLS_ALLOWED_DISRUPTIONS,
-        Kind::Gauge,
-        "The number of nodes for a given NodePool that can be concurrently disrupting at a point in time",
-    ),
-    (
-        names::BUILD_INFO,
-        Kind::Gauge,
-        "A metric with a constant '1' value labeled by version from which the controller was built",
-    ),
-    (
-        names::CLUSTER_STATE_NODE_COUNT,
-        Kind::Gauge,
-        "Current count of nodes in cluster state",
-    ),
-    (
-        names::CLUSTER_STATE_SYNCED,
-        Kind::Gauge,
-        "Returns 1 if cluster state is synced and 0 otherwise",
-    ),
-    (
-        names::NODEPOOLS_USAGE,
-        Kind::Gauge,
-        "The amount of resources that have been provisioned for a nodepool",
-    ),
-    (
-        names::NODEPOOLS_LIMIT,
-        Kind::Gauge,
-        "Limits specified on the nodepool that restrict the quantity of resources provisioned",
-    ),
-    (
-        names::PODS_STATE,
-        Kind::ScrapeTimeGauge,
-        "Pod state is the current state of pods",
-    ),
-    (
-        names::PODS_STARTUP_DURATION,
-        Kind::Histogram,
-        "The time from pod creation until the pod is running",
-    ),
-    (
-        names::SCHEDULER_SCHEDULING_DURATION,
-        Kind::Histogram,
-        "Duration of scheduling simulations used for deprovisioning and provisioning in seconds",
-    ),
-    (
-        names::SCHEDULER_QUEUE_DEPTH,
-        Kind::Gauge,
-        "The number of pods currently waiting to be scheduled",
-    ),
-    (
-        names::NODECLAIMS_TERMINATION_DURATION,
-        Kind::Histogram,
-        "Duration of NodeClaim termination in seconds",
-    ),
-    (
-        names::NODES_TERMINATION_DURATION,
-        Kind::Histogram,
-        "The time taken between a node's deletion request and the removal of its finalizer",
-    ),
-    (
-        names::CLOUDPROVIDER_DURATION,
-        Kind::Histogram,
-        "Duration of cloud provider method calls",
-    ),
-    (
-        names::VOLUNTARY_DISRUPTION_DECISION_EVALUATION_DURATION,
-        Kind::Histogram,
-        "Duration of the disruption decision evaluation process in seconds",
-    ),
-    (
-        names::PLUGIN_CALLS,
-        Kind::Counter,
-        "Calls of wasm plugins, by plugin and method",
-    ),
-    (
-        names::PLUGIN_ERRORS,
-        Kind::Counter,
-        "Failed calls of wasm plugins, by plugin, method and error class",
-    ),
-    (
-        names::PLUGIN_CALL_DURATION,
-        Kind::Histogram,
-        "Duration of wasm plugin calls in seconds",
-    ),
-    (
-        names::PLUGIN_MEMORY,
-        Kind::Gauge,
-        "Peak linear memory of the latest call of a wasm plugin method, in bytes",
-    ),
-];
+    /// `{reason, nodepool}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct ReasonNodePool {
+        /// `provisioned`, `static`, or the lowercase disruption reason.
+        pub reason: String,
+        /// The NodePool.
+        pub nodepool: String,
+    }
+
+    /// `{nodepool, capacity_type, zone}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct NodePoolCapacityZone {
+        /// The NodePool.
+        pub nodepool: String,
+        /// `on-demand`, `spot`, …
+        pub capacity_type: String,
+        /// The zone.
+        pub zone: String,
+    }
+
+    /// `{reason, nodepool, capacity_type}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct ReasonNodePoolCapacity {
+        /// The lowercase disruption reason.
+        pub reason: String,
+        /// The NodePool.
+        pub nodepool: String,
+        /// `on-demand`, `spot`, …
+        pub capacity_type: String,
+    }
+
+    /// `{nodepool, zone}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct NodePoolZone {
+        /// The NodePool.
+        pub nodepool: String,
+        /// The zone.
+        pub zone: String,
+    }
+
+    /// `{nodepool}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct NodePool {
+        /// The NodePool.
+        pub nodepool: String,
+    }
+
+    /// `{code}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct Code {
+        /// The HTTP status code.
+        pub code: String,
+    }
+
+    /// `{controller, method, provider}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct CloudCall {
+        /// The loop that made the call.
+        pub controller: String,
+        /// The cloud method.
+        pub method: String,
+        /// The cloud plugin.
+        pub provider: String,
+    }
+
+    /// `{controller, method, provider, error}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct CloudError {
+        /// The loop that made the call.
+        pub controller: String,
+        /// The cloud method.
+        pub method: String,
+        /// The cloud plugin.
+        pub provider: String,
+        /// The error's class.
+        pub error: String,
+    }
+
+    /// `{provider}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct Provider {
+        /// The cloud plugin.
+        pub provider: String,
+    }
+
+    /// `{decision, reason, consolidation_type}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct Decision {
+        /// `delete` or `replace`.
+        pub decision: String,
+        /// The lowercase disruption reason.
+        pub reason: String,
+        /// `empty`, `multi`, `single` or empty.
+        pub consolidation_type: String,
+    }
+
+    /// `{consolidation_type}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct ConsolidationType {
+        /// `empty`, `multi`, `single` or empty.
+        pub consolidation_type: String,
+    }
+
+    /// `{decision, reason}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct DecisionReason {
+        /// `delete` or `replace`.
+        pub decision: String,
+        /// The lowercase disruption reason.
+        pub reason: String,
+    }
+
+    /// `{reason}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct Reason {
+        /// The lowercase disruption reason.
+        pub reason: String,
+    }
+
+    /// `{nodepool, reason}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct NodePoolReason {
+        /// The NodePool.
+        pub nodepool: String,
+        /// The budget reason (`Empty`, `Drifted`, `Underutilized`).
+        pub reason: String,
+    }
+
+    /// `{version, goversion, goarch, commit}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct BuildInfo {
+        /// The crate's version.
+        pub version: String,
+        /// The Rust toolchain.
+        pub goversion: String,
+        /// The architecture.
+        pub goarch: String,
+        /// The commit built.
+        pub commit: String,
+    }
+
+    /// `{nodepool, resource_type}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct NodePoolResource {
+        /// The NodePool.
+        pub nodepool: String,
+        /// The resource (`cpu`, `memory`, `nodes`, …).
+        pub resource_type: String,
+    }
+
+    /// `{controller}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct Controller {
+        /// The loop.
+        pub controller: String,
+    }
+
+    /// `{controller, scheduling_id}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct SchedulingQueue {
+        /// The loop.
+        pub controller: String,
+        /// The scheduling pass.
+        pub scheduling_id: String,
+    }
+
+    /// `{reason, consolidation_type}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct Evaluation {
+        /// The lowercase disruption reason.
+        pub reason: String,
+        /// `empty`, `multi`, `single` or empty.
+        pub consolidation_type: String,
+    }
+
+    /// `{plugin, method}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct PluginMethod {
+        /// The plugin.
+        pub plugin: String,
+        /// The WIT method.
+        pub method: String,
+    }
+
+    /// `{plugin, method, class}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct PluginError {
+        /// The plugin.
+        pub plugin: String,
+        /// The WIT method.
+        pub method: String,
+        /// The error's class.
+        pub class: String,
+    }
+
+    /// `{controller, error}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct ReconcileError {
+        /// The loop.
+        pub controller: String,
+        /// The error's kind ([`ControllerError::metric_label`](crate::ControllerError::metric_label)).
+        pub error: String,
+    }
+
+    /// `karpenter_pods_state`'s labels for one pod, borrowed from the caches at a scrape.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub struct PodState<'a> {
+        /// The pod's name.
+        pub name: &'a str,
+        /// Its namespace.
+        pub namespace: &'a str,
+        /// Its first owner, `Kind/name`.
+        pub owner: &'a str,
+        /// Its node.
+        pub node: &'a str,
+        /// `true` when it has a node.
+        pub scheduled: &'a str,
+        /// The node's NodePool.
+        pub nodepool: &'a str,
+        /// The node's zone.
+        pub zone: &'a str,
+        /// The node's architecture.
+        pub arch: &'a str,
+        /// The node's capacity type.
+        pub capacity_type: &'a str,
+        /// The node's instance type.
+        pub instance_type: &'a str,
+        /// The pod's phase.
+        pub phase: &'a str,
+        /// `true` when it is Ready.
+        pub ready: &'a str,
+        /// `true` when its node belongs to a NodePool.
+        pub managed: &'a str,
+    }
+
+    impl PodState<'_> {
+        /// The labels as (name, value) pairs, in the exposition's order.
+        pub fn pairs(&self) -> [(&'static str, &str); 13] {
+            [
+                ("name", self.name),
+                ("namespace", self.namespace),
+                ("owner", self.owner),
+                ("node", self.node),
+                ("scheduled", self.scheduled),
+                ("nodepool", self.nodepool),
+                ("zone", self.zone),
+                ("arch", self.arch),
+                ("capacity_type", self.capacity_type),
+                ("instance_type", self.instance_type),
+                ("phase", self.phase),
+                ("ready", self.ready),
+                ("managed", self.managed),
+            ]
+        }
+    }
+
+    // By hand: the derive does not take a lifetime.
+    impl EncodeLabelSet for PodState<'_> {
+        fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+            for (key, value) in self.pairs() {
+                let mut label = encoder.encode_label();
+                let mut key_encoder = label.encode_label_key()?;
+                EncodeLabelKey::encode(&key, &mut key_encoder)?;
+                let mut value_encoder = key_encoder.encode_label_value()?;
+                EncodeLabelValue::encode(&value, &mut value_encoder)?;
+                value_encoder.finish()?;
+            }
+            Ok(())
+        }
+    }
+}
 
 /// Upstream's duration buckets (seconds).
 const DURATION_BUCKETS: [f64; 23] = [
@@ -283,74 +389,250 @@ fn duration_histogram() -> Histogram {
     Histogram::new(DURATION_BUCKETS)
 }
 
-type Labels = Vec<(String, String)>;
-type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
-
-fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+/// What a label set of a family must be.
+pub trait LabelSet:
+    EncodeLabelSet + Clone + Hash + Eq + std::fmt::Debug + Send + Sync + 'static
+{
 }
 
-/// The controller's metrics, kept by the `prometheus-client` crate and served in the
-/// Prometheus text format (what upstream's `/metrics` serves). Metrics are addressed by their
-/// [`names`]; a name that is not defined here is ignored with a warning.
-pub struct Metrics {
-    registry: Registry,
-    counters: HashMap<&'static str, Family<Labels, Counter>>,
-    gauges: HashMap<&'static str, Family<Labels, Gauge<f64, AtomicU64>>>,
-    histograms: HashMap<&'static str, HistogramFamily>,
-    scrape_time_gauges: HashMap<&'static str, Arc<ScrapeTimeGauge>>,
-    /// The length of the last exposition, to size the next one's buffer at once: at 50,000
-    /// pods `karpenter_pods_state` alone is about 15 MB of text, and a buffer grown by
-    /// doubling holds the old and the new copy at once while it grows.
-    last_render_len: std::sync::atomic::AtomicUsize,
+impl<T: EncodeLabelSet + Clone + Hash + Eq + std::fmt::Debug + Send + Sync + 'static> LabelSet
+    for T
+{
 }
 
-/// Emits each series of a scrape-time gauge: its label pairs and its value.
-pub type SeriesSink<'a> = dyn FnMut(&[(&str, &str)], f64) + 'a;
+/// A counter family whose series all carry the label set `L`.
+#[derive(Debug)]
+pub struct Counters<L: LabelSet>(Family<L, Counter>);
 
-/// Computes the series of a scrape-time gauge, handing each to the sink.
+impl<L: LabelSet> Counters<L> {
+    fn register(registry: &mut Registry, name: &'static str, help: &str) -> Self {
+        let family = Family::<L, Counter>::default();
+        // The client adds `_total` to a counter's name.
+        registry.register(name.trim_end_matches("_total"), help, family.clone());
+        Counters(family)
+    }
+
+    /// Adds one to the series `labels`.
+    pub fn inc(&self, labels: &L) {
+        self.0.get_or_create(labels).inc();
+    }
+
+    /// Adds `amount` to the series `labels` (the series appears even for 0).
+    pub fn add(&self, labels: &L, amount: u64) {
+        self.0.get_or_create(labels).inc_by(amount);
+    }
+
+    /// The value of the series `labels` (0 when never incremented).
+    pub fn get(&self, labels: &L) -> u64 {
+        self.0.get(labels).map(|c| c.get()).unwrap_or(0)
+    }
+}
+
+/// A gauge family whose series all carry the label set `L`.
+#[derive(Debug)]
+pub struct Gauges<L: LabelSet>(Family<L, Gauge<f64, AtomicU64>>);
+
+impl<L: LabelSet> Gauges<L> {
+    fn register(registry: &mut Registry, name: &'static str, help: &str) -> Self {
+        let family = Family::<L, Gauge<f64, AtomicU64>>::default();
+        registry.register(name, help, family.clone());
+        Gauges(family)
+    }
+
+    /// Sets the series `labels` to `value`.
+    pub fn set(&self, labels: &L, value: f64) {
+        self.0.get_or_create(labels).set(value);
+    }
+
+    /// Replaces every series with `series` (series not listed go away: for gauges describing
+    /// the current state).
+    pub fn replace(&self, series: impl IntoIterator<Item = (L, f64)>) {
+        self.0.clear();
+        for (labels, value) in series {
+            self.set(&labels, value);
+        }
+    }
+
+    /// Removes every series.
+    pub fn clear(&self) {
+        self.0.clear();
+    }
+
+    /// The value of the series `labels`, if set.
+    pub fn get(&self, labels: &L) -> Option<f64> {
+        self.0.get(labels).map(|g| g.get())
+    }
+}
+
+/// A histogram family (upstream's duration buckets) whose series all carry the label set `L`.
+#[derive(Debug)]
+pub struct Histograms<L: LabelSet>(Family<L, Histogram, fn() -> Histogram>);
+
+impl<L: LabelSet> Histograms<L> {
+    fn register(registry: &mut Registry, name: &'static str, help: &str) -> Self {
+        let family: Family<L, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(duration_histogram);
+        registry.register(name, help, family.clone());
+        Histograms(family)
+    }
+
+    /// Records one observation (seconds) in the series `labels`.
+    pub fn observe(&self, labels: &L, seconds: f64) {
+        self.0.get_or_create(labels).observe(seconds);
+    }
+}
+
+/// Emits each series of `karpenter_pods_state`: its labels and its value.
+pub type SeriesSink<'a> = dyn FnMut(&series::PodState<'_>, f64) + 'a;
+
+/// Computes the series of `karpenter_pods_state`, handing each to the sink.
 pub type SeriesSource = dyn Fn(&mut SeriesSink<'_>) + Send + Sync;
 
-/// A gauge computed when scraped: a name, its help, and (once the caches exist) its source.
-struct ScrapeTimeGauge {
-    name: &'static str,
-    help: &'static str,
+/// A gauge whose series are computed from the caches at each scrape rather than kept: one per
+/// pod would otherwise hold about a kilobyte of labels per pod between scrapes.
+pub struct PodsState {
     source: OnceLock<Box<SeriesSource>>,
 }
 
-impl ScrapeTimeGauge {
+impl PodsState {
     fn each_series(&self, sink: &mut SeriesSink<'_>) {
         if let Some(source) = self.source.get() {
             source(sink);
         }
     }
+
+    /// Makes `source` compute the series at each scrape (and for [`PodsState::get`]). There
+    /// is one source: a second is ignored with a warning.
+    pub fn compute_on_scrape(&self, source: Box<SeriesSource>) {
+        if self.source.set(source).is_err() {
+            tracing::warn!(
+                metric = names::PODS_STATE,
+                "a second source for a scrape-time gauge; this is a bug in Joinery"
+            );
+        }
+    }
+
+    /// The value of the series `labels`, computed now, if there is one.
+    pub fn get(&self, labels: &series::PodState<'_>) -> Option<f64> {
+        let mut found = None;
+        self.each_series(&mut |series, value| {
+            if series == labels {
+                found = Some(value);
+            }
+        });
+        found
+    }
 }
 
-impl std::fmt::Debug for ScrapeTimeGauge {
+impl std::fmt::Debug for PodsState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScrapeTimeGauge")
-            .field("name", &self.name)
+        f.debug_struct("PodsState")
+            .field("source", &self.source.get().is_some())
             .finish()
     }
 }
 
-impl Collector for ScrapeTimeGauge {
+/// The registry's handle on [`PodsState`].
+#[derive(Debug)]
+struct PodsStateCollector(Arc<PodsState>);
+
+impl Collector for PodsStateCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let mut metric =
-            encoder.encode_descriptor(self.name, self.help, None, MetricType::Gauge)?;
+        let mut metric = encoder.encode_descriptor(
+            names::PODS_STATE,
+            PODS_STATE_HELP,
+            None,
+            MetricType::Gauge,
+        )?;
         let mut outcome = Ok(());
-        self.each_series(&mut |pairs, value| {
+        self.0.each_series(&mut |labels, value| {
             if outcome.is_ok() {
                 outcome = metric
-                    .encode_family(&pairs)
+                    .encode_family(labels)
                     .and_then(|mut series| series.encode_gauge(&value));
             }
         });
         outcome
     }
+}
+
+const PODS_STATE_HELP: &str = "Pod state is the current state of pods";
+
+/// The controller's metrics, kept by the `prometheus-client` crate and served in the
+/// Prometheus text format (what upstream's `/metrics` serves). Each family has its label set's
+/// type ([`series`]), so it cannot be written with two label sets.
+pub struct Metrics {
+    registry: Registry,
+    /// `karpenter_nodeclaims_created_total`.
+    pub nodeclaims_created: Counters<series::ReasonNodePool>,
+    /// `karpenter_nodeclaims_terminated_total`.
+    pub nodeclaims_terminated: Counters<series::NodePoolCapacityZone>,
+    /// `karpenter_nodeclaims_disrupted_total`.
+    pub nodeclaims_disrupted: Counters<series::ReasonNodePoolCapacity>,
+    /// `karpenter_nodes_created_total`.
+    pub nodes_created: Counters<series::NodePoolZone>,
+    /// `karpenter_nodes_terminated_total`.
+    pub nodes_terminated: Counters<series::NodePoolZone>,
+    /// `karpenter_nodes_drained_total`.
+    pub nodes_drained: Counters<series::NodePool>,
+    /// `karpenter_pods_eviction_requests_total`.
+    pub eviction_requests: Counters<series::Code>,
+    /// `karpenter_pods_disruption_initiated_total` (upstream: the labels of
+    /// `karpenter_nodeclaims_disrupted_total`).
+    pub pods_disruption_initiated: Counters<series::ReasonNodePoolCapacity>,
+    /// `karpenter_cloudprovider_errors_total`.
+    pub cloudprovider_errors: Counters<series::CloudError>,
+    /// `joinery_instances_garbage_collected_total`.
+    pub instances_garbage_collected: Counters<series::Provider>,
+    /// `karpenter_voluntary_disruption_decisions_total`.
+    pub voluntary_disruption_decisions: Counters<series::Decision>,
+    /// `karpenter_voluntary_disruption_failed_validations_total`.
+    pub voluntary_disruption_failed_validations: Counters<series::ConsolidationType>,
+    /// `karpenter_voluntary_disruption_queue_failures_total`.
+    pub voluntary_disruption_queue_failures: Counters<series::DecisionReason>,
+    /// `karpenter_voluntary_disruption_eligible_nodes`.
+    pub voluntary_disruption_eligible_nodes: Gauges<series::Reason>,
+    /// `karpenter_nodepools_allowed_disruptions`.
+    pub nodepools_allowed_disruptions: Gauges<series::NodePoolReason>,
+    build_info: Gauges<series::BuildInfo>,
+    /// `karpenter_cluster_state_node_count`.
+    pub cluster_state_node_count: Gauge<f64, AtomicU64>,
+    /// `karpenter_cluster_state_synced`.
+    pub cluster_state_synced: Gauge<f64, AtomicU64>,
+    /// `karpenter_nodepools_usage`.
+    pub nodepools_usage: Gauges<series::NodePoolResource>,
+    /// `karpenter_nodepools_limit`.
+    pub nodepools_limit: Gauges<series::NodePoolResource>,
+    /// `karpenter_pods_state`, computed at each scrape.
+    pub pods_state: Arc<PodsState>,
+    /// `karpenter_pods_startup_duration_seconds`.
+    pub pods_startup_duration: Histogram,
+    /// `karpenter_scheduler_scheduling_duration_seconds`.
+    pub scheduler_scheduling_duration: Histograms<series::Controller>,
+    /// `karpenter_scheduler_queue_depth`.
+    pub scheduler_queue_depth: Gauges<series::SchedulingQueue>,
+    /// `karpenter_nodeclaims_termination_duration_seconds`.
+    pub nodeclaims_termination_duration: Histograms<series::NodePool>,
+    /// `karpenter_nodes_termination_duration_seconds`.
+    pub nodes_termination_duration: Histograms<series::NodePool>,
+    /// `karpenter_cloudprovider_duration_seconds`.
+    pub cloudprovider_duration: Histograms<series::CloudCall>,
+    /// `karpenter_voluntary_disruption_decision_evaluation_duration_seconds`.
+    pub voluntary_disruption_decision_evaluation_duration: Histograms<series::Evaluation>,
+    /// `joinery_plugin_calls_total`.
+    pub plugin_calls: Counters<series::PluginMethod>,
+    /// `joinery_plugin_errors_total`.
+    pub plugin_errors: Counters<series::PluginError>,
+    /// `joinery_plugin_call_duration_seconds`.
+    pub plugin_call_duration: Histograms<series::PluginMethod>,
+    /// `joinery_plugin_memory_bytes`.
+    pub plugin_memory: Gauges<series::PluginMethod>,
+    /// `joinery_controller_reconcile_errors_total`.
+    pub controller_reconcile_errors: Counters<series::ReconcileError>,
+    /// The length of the last exposition, to size the next one's buffer at once: at 50,000
+    /// pods `karpenter_pods_state` alone is about 15 MB of text, and a buffer grown by
+    /// doubling holds the old and the new copy at once while it grows.
+    last_render_len: std::sync::atomic::AtomicUsize,
 }
 
 impl Default for Metrics {
@@ -361,171 +643,218 @@ impl Default for Metrics {
 
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Metrics")
-            .field("metrics", &DEFINITIONS.len())
-            .finish()
+        f.debug_struct("Metrics").finish_non_exhaustive()
     }
+}
+
+fn gauge(registry: &mut Registry, name: &'static str, help: &str) -> Gauge<f64, AtomicU64> {
+    let gauge = Gauge::<f64, AtomicU64>::default();
+    registry.register(name, help, gauge.clone());
+    gauge
 }
 
 impl Metrics {
     /// Every metric registered, and `karpenter_build_info` set.
     pub fn new() -> Metrics {
-        let mut metrics = Metrics {
-            registry: Registry::default(),
-            counters: HashMap::new(),
-            gauges: HashMap::new(),
-            histograms: HashMap::new(),
-            scrape_time_gauges: HashMap::new(),
+        let mut r = Registry::default();
+        let pods_state = Arc::new(PodsState {
+            source: OnceLock::new(),
+        });
+        let metrics = Metrics {
+            nodeclaims_created: Counters::register(
+                &mut r,
+                names::NODECLAIMS_CREATED,
+                "Number of nodeclaims created in total by Karpenter",
+            ),
+            nodeclaims_terminated: Counters::register(
+                &mut r,
+                names::NODECLAIMS_TERMINATED,
+                "Number of nodeclaims terminated in total by Karpenter",
+            ),
+            nodeclaims_disrupted: Counters::register(
+                &mut r,
+                names::NODECLAIMS_DISRUPTED,
+                "Number of nodeclaims disrupted in total by Karpenter",
+            ),
+            nodes_created: Counters::register(
+                &mut r,
+                names::NODES_CREATED,
+                "Number of nodes created in total by Karpenter",
+            ),
+            nodes_terminated: Counters::register(
+                &mut r,
+                names::NODES_TERMINATED,
+                "Number of nodes terminated in total by Karpenter",
+            ),
+            nodes_drained: Counters::register(
+                &mut r,
+                names::NODES_DRAINED,
+                "The total number of nodes drained by Karpenter",
+            ),
+            eviction_requests: Counters::register(
+                &mut r,
+                names::EVICTION_REQUESTS,
+                "The number of eviction requests by response code",
+            ),
+            pods_disruption_initiated: Counters::register(
+                &mut r,
+                names::PODS_DISRUPTION_INITIATED,
+                "The number of pods whose disruption was initiated, by the NodeClaim's disruption reason",
+            ),
+            cloudprovider_errors: Counters::register(
+                &mut r,
+                names::CLOUDPROVIDER_ERRORS,
+                "Total number of errors returned from CloudProvider calls",
+            ),
+            instances_garbage_collected: Counters::register(
+                &mut r,
+                names::INSTANCES_GARBAGE_COLLECTED,
+                "Number of instances without a NodeClaim deleted by garbage collection",
+            ),
+            voluntary_disruption_decisions: Counters::register(
+                &mut r,
+                names::VOLUNTARY_DISRUPTION_DECISIONS,
+                "Number of disruption decisions performed",
+            ),
+            voluntary_disruption_failed_validations: Counters::register(
+                &mut r,
+                names::VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS,
+                "Number of candidates that were selected for disruption but failed validation",
+            ),
+            voluntary_disruption_queue_failures: Counters::register(
+                &mut r,
+                names::VOLUNTARY_DISRUPTION_QUEUE_FAILURES,
+                "Number of disruption commands that failed in the orchestration queue",
+            ),
+            voluntary_disruption_eligible_nodes: Gauges::register(
+                &mut r,
+                names::VOLUNTARY_DISRUPTION_ELIGIBLE_NODES,
+                "Number of nodes eligible for disruption by Karpenter",
+            ),
+            nodepools_allowed_disruptions: Gauges::register(
+                &mut r,
+                names::NODEPOOLS_ALLOWED_DISRUPTIONS,
+                "The number of nodes for a given NodePool that can be concurrently disrupting at a point in time",
+            ),
+            build_info: Gauges::register(
+                &mut r,
+                names::BUILD_INFO,
+                "A metric with a constant '1' value labeled by version from which the controller was built",
+            ),
+            cluster_state_node_count: gauge(
+                &mut r,
+                names::CLUSTER_STATE_NODE_COUNT,
+                "Current count of nodes in cluster state",
+            ),
+            cluster_state_synced: gauge(
+                &mut r,
+                names::CLUSTER_STATE_SYNCED,
+                "Returns 1 if cluster state is synced and 0 otherwise",
+            ),
+            nodepools_usage: Gauges::register(
+                &mut r,
+                names::NODEPOOLS_USAGE,
+                "The amount of resources that have been provisioned for a nodepool",
+            ),
+            nodepools_limit: Gauges::register(
+                &mut r,
+                names::NODEPOOLS_LIMIT,
+                "Limits specified on the nodepool that restrict the quantity of resources provisioned",
+            ),
+            pods_state: {
+                r.register_collector(Box::new(PodsStateCollector(pods_state.clone())));
+                pods_state
+            },
+            pods_startup_duration: {
+                let histogram = duration_histogram();
+                r.register(
+                    names::PODS_STARTUP_DURATION,
+                    "The time from pod creation until the pod is running",
+                    histogram.clone(),
+                );
+                histogram
+            },
+            scheduler_scheduling_duration: Histograms::register(
+                &mut r,
+                names::SCHEDULER_SCHEDULING_DURATION,
+                "Duration of scheduling simulations used for deprovisioning and provisioning in seconds",
+            ),
+            scheduler_queue_depth: Gauges::register(
+                &mut r,
+                names::SCHEDULER_QUEUE_DEPTH,
+                "The number of pods currently waiting to be scheduled",
+            ),
+            nodeclaims_termination_duration: Histograms::register(
+                &mut r,
+                names::NODECLAIMS_TERMINATION_DURATION,
+                "Duration of NodeClaim termination in seconds",
+            ),
+            nodes_termination_duration: Histograms::register(
+                &mut r,
+                names::NODES_TERMINATION_DURATION,
+                "The time taken between a node's deletion request and the removal of its finalizer",
+            ),
+            cloudprovider_duration: Histograms::register(
+                &mut r,
+                names::CLOUDPROVIDER_DURATION,
+                "Duration of cloud provider method calls",
+            ),
+            voluntary_disruption_decision_evaluation_duration: Histograms::register(
+                &mut r,
+                names::VOLUNTARY_DISRUPTION_DECISION_EVALUATION_DURATION,
+                "Duration of the disruption decision evaluation process in seconds",
+            ),
+            plugin_calls: Counters::register(
+                &mut r,
+                names::PLUGIN_CALLS,
+                "Calls of wasm plugins, by plugin and method",
+            ),
+            plugin_errors: Counters::register(
+                &mut r,
+                names::PLUGIN_ERRORS,
+                "Failed calls of wasm plugins, by plugin, method and error class",
+            ),
+            plugin_call_duration: Histograms::register(
+                &mut r,
+                names::PLUGIN_CALL_DURATION,
+                "Duration of wasm plugin calls in seconds",
+            ),
+            plugin_memory: Gauges::register(
+                &mut r,
+                names::PLUGIN_MEMORY,
+                "Peak linear memory of the latest call of a wasm plugin method, in bytes",
+            ),
+            controller_reconcile_errors: Counters::register(
+                &mut r,
+                names::CONTROLLER_RECONCILE_ERRORS,
+                "Failed steps of a controller loop, by controller and error kind",
+            ),
+            registry: r,
             last_render_len: Default::default(),
         };
-        for &(name, kind, help) in DEFINITIONS {
-            match kind {
-                Kind::Counter => {
-                    let family = Family::<Labels, Counter>::default();
-                    // The client adds `_total` to a counter's name.
-                    metrics.registry.register(
-                        name.trim_end_matches("_total"),
-                        help,
-                        family.clone(),
-                    );
-                    metrics.counters.insert(name, family);
-                }
-                Kind::Gauge => {
-                    let family = Family::<Labels, Gauge<f64, AtomicU64>>::default();
-                    metrics.registry.register(name, help, family.clone());
-                    metrics.gauges.insert(name, family);
-                }
-                Kind::Histogram => {
-                    let family: HistogramFamily = Family::new_with_constructor(duration_histogram);
-                    metrics.registry.register(name, help, family.clone());
-                    metrics.histograms.insert(name, family);
-                }
-                Kind::ScrapeTimeGauge => {
-                    let gauge = Arc::new(ScrapeTimeGauge {
-                        name,
-                        help,
-                        source: OnceLock::new(),
-                    });
-                    metrics.registry.register_collector(Box::new(gauge.clone()));
-                    metrics.scrape_time_gauges.insert(name, gauge);
-                }
-            }
-        }
         let toolchain = format!(
             "rust {}",
             option_env!("CARGO_PKG_RUST_VERSION").unwrap_or("stable")
         );
-        metrics.set(
-            names::BUILD_INFO,
-            &[
-                ("version", env!("CARGO_PKG_VERSION")),
-                ("goversion", &toolchain),
-                ("goarch", std::env::consts::ARCH),
-                ("commit", option_env!("JOINERY_COMMIT").unwrap_or("unknown")),
-            ],
+        metrics.build_info.set(
+            &series::BuildInfo {
+                version: env!("CARGO_PKG_VERSION").into(),
+                goversion: toolchain,
+                goarch: std::env::consts::ARCH.into(),
+                commit: option_env!("JOINERY_COMMIT").unwrap_or("unknown").into(),
+            },
             1.0,
         );
         metrics
     }
 
-    fn unknown(name: &str) {
-        tracing::warn!(metric = name, "no such metric; this is a bug in Joinery");
-    }
-
-    /// Adds one to the counter `name` with `labels`.
-    pub fn inc(&self, name: &'static str, labels: &[(&str, &str)]) {
-        self.add(name, labels, 1);
-    }
-
-    /// Adds `amount` to the counter `name` with `labels` (the series appears even for 0).
-    pub fn add(&self, name: &'static str, pairs: &[(&str, &str)], amount: u64) {
-        match self.counters.get(name) {
-            Some(family) => {
-                family.get_or_create(&labels(pairs)).inc_by(amount);
-            }
-            None => Self::unknown(name),
-        }
-    }
-
-    /// Sets the gauge `name` with `labels` to `value`.
-    pub fn set(&self, name: &'static str, pairs: &[(&str, &str)], value: f64) {
-        match self.gauges.get(name) {
-            Some(family) => {
-                family.get_or_create(&labels(pairs)).set(value);
-            }
-            None => Self::unknown(name),
-        }
-    }
-
-    /// Replaces every series of the gauge `name` with `series` (series not listed go away:
-    /// for gauges describing the current state, such as one per pod).
-    pub fn replace<'a>(
-        &self,
-        name: &'static str,
-        series: impl IntoIterator<Item = (Vec<(&'a str, String)>, f64)>,
-    ) {
-        let Some(family) = self.gauges.get(name) else {
-            return Self::unknown(name);
-        };
-        family.clear();
-        for (pairs, value) in series {
-            let labels: Labels = pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-            family.get_or_create(&labels).set(value);
-        }
-    }
-
-    /// Makes `source` compute the series of the scrape-time gauge `name` at each scrape (and
-    /// for [`Metrics::gauge`]). A gauge has one source: a second is ignored with a warning.
-    pub fn compute_on_scrape(&self, name: &'static str, source: Box<SeriesSource>) {
-        match self.scrape_time_gauges.get(name) {
-            Some(gauge) => {
-                if gauge.source.set(source).is_err() {
-                    tracing::warn!(
-                        metric = name,
-                        "a second source for a scrape-time gauge; this is a bug in Joinery"
-                    );
-                }
-            }
-            None => Self::unknown(name),
-        }
-    }
-
-    /// Removes every series of the gauge `name`.
-    pub fn clear(&self, name: &'static str) {
-        match self.gauges.get(name) {
-            Some(family) => family.clear(),
-            None => Self::unknown(name),
-        }
-    }
-
-    /// Records one observation (seconds) of the histogram `name` with `labels`.
-    pub fn observe(&self, name: &'static str, pairs: &[(&str, &str)], seconds: f64) {
-        match self.histograms.get(name) {
-            Some(family) => family.get_or_create(&labels(pairs)).observe(seconds),
-            None => Self::unknown(name),
-        }
-    }
-
-    /// The value of a gauge, if set.
-    pub fn gauge(&self, name: &str, pairs: &[(&str, &str)]) -> Option<f64> {
-        if let Some(gauge) = self.scrape_time_gauges.get(name) {
-            let mut found = None;
-            gauge.each_series(&mut |series, value| {
-                if series.len() == pairs.len() && pairs.iter().all(|pair| series.contains(pair)) {
-                    found = Some(value);
-                }
+    /// Counts a failed step (or reconcile) of the loop `controller`, by the error's kind.
+    pub fn reconcile_error(&self, controller: &str, error: &crate::ControllerError) {
+        self.controller_reconcile_errors
+            .inc(&series::ReconcileError {
+                controller: controller.into(),
+                error: error.metric_label().into(),
             });
-            return found;
-        }
-        self.gauges.get(name)?.get(&labels(pairs)).map(|g| g.get())
-    }
-
-    /// The value of a counter (0 when never incremented).
-    pub fn get(&self, name: &str, pairs: &[(&str, &str)]) -> u64 {
-        self.counters
-            .get(name)
-            .and_then(|f| f.get(&labels(pairs)).map(|c| c.get()))
-            .unwrap_or(0)
     }
 
     /// The Prometheus text exposition (format 0.0.4) of every metric.
@@ -547,51 +876,46 @@ pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 
 impl joinery_runtime::services::CallObserver for Metrics {
     fn plugin_call(&self, call: &joinery_runtime::services::CallRecord<'_>) {
-        let series = [("plugin", call.plugin), ("method", call.method)];
-        self.inc(names::PLUGIN_CALLS, &series);
-        self.observe(
-            names::PLUGIN_CALL_DURATION,
-            &series,
-            call.duration.as_secs_f64(),
-        );
-        self.set(names::PLUGIN_MEMORY, &series, call.peak_memory_bytes as f64);
+        let series = series::PluginMethod {
+            plugin: call.plugin.into(),
+            method: call.method.into(),
+        };
+        self.plugin_calls.inc(&series);
+        self.plugin_call_duration
+            .observe(&series, call.duration.as_secs_f64());
+        self.plugin_memory
+            .set(&series, call.peak_memory_bytes as f64);
         if let Some(class) = call.error {
-            self.inc(
-                names::PLUGIN_ERRORS,
-                &[
-                    ("plugin", call.plugin),
-                    ("method", call.method),
-                    ("class", class),
-                ],
-            );
+            self.plugin_errors.inc(&series::PluginError {
+                plugin: call.plugin.into(),
+                method: call.method.into(),
+                class: class.into(),
+            });
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
     use std::sync::RwLock;
 
     use super::*;
 
+    fn s(text: &str) -> String {
+        text.to_string()
+    }
+
     #[test]
     fn metrics_render_in_the_prometheus_text_format_with_escaped_labels() {
         let m = Metrics::default();
-        m.inc(
-            names::NODECLAIMS_CREATED,
-            &[("reason", "provisioned"), ("nodepool", "a\"b")],
-        );
-        m.inc(
-            names::NODECLAIMS_CREATED,
-            &[("reason", "provisioned"), ("nodepool", "a\"b")],
-        );
-        assert_eq!(
-            m.get(
-                names::NODECLAIMS_CREATED,
-                &[("reason", "provisioned"), ("nodepool", "a\"b")]
-            ),
-            2
-        );
+        let created = series::ReasonNodePool {
+            reason: s("provisioned"),
+            nodepool: s("a\"b"),
+        };
+        m.nodeclaims_created.inc(&created);
+        m.nodeclaims_created.inc(&created);
+        assert_eq!(m.nodeclaims_created.get(&created), 2);
         let text = m.render();
         assert!(
             text.contains("# TYPE karpenter_nodeclaims_created_total counter"),
@@ -603,16 +927,12 @@ mod tests {
             ),
             "{text}"
         );
-        m.set(
-            names::NODEPOOLS_ALLOWED_DISRUPTIONS,
-            &[("nodepool", "p"), ("reason", "Empty")],
-            3.0,
-        );
-        m.set(
-            names::NODEPOOLS_ALLOWED_DISRUPTIONS,
-            &[("nodepool", "p"), ("reason", "Empty")],
-            1.0,
-        );
+        let allowed = series::NodePoolReason {
+            nodepool: s("p"),
+            reason: s("Empty"),
+        };
+        m.nodepools_allowed_disruptions.set(&allowed, 3.0);
+        m.nodepools_allowed_disruptions.set(&allowed, 1.0);
         let text = m.render();
         assert!(
             text.contains("# TYPE karpenter_nodepools_allowed_disruptions gauge"),
@@ -626,6 +946,10 @@ mod tests {
         );
         assert!(text.contains("karpenter_build_info{version=\""), "{text}");
         assert!(
+            text.contains("\nkarpenter_cluster_state_synced 0.0\n"),
+            "an unlabelled gauge has no braces, and is there before it is first set: {text}"
+        );
+        assert!(
             !text.contains(".."),
             "help texts end with one period: {text}"
         );
@@ -634,9 +958,12 @@ mod tests {
     #[test]
     fn histograms_use_upstreams_duration_buckets() {
         let m = Metrics::default();
-        m.observe(
-            names::CLOUDPROVIDER_DURATION,
-            &[("controller", "c"), ("method", "create"), ("provider", "p")],
+        m.cloudprovider_duration.observe(
+            &series::CloudCall {
+                controller: s("c"),
+                method: s("create"),
+                provider: s("p"),
+            },
             0.3,
         );
         let text = m.render();
@@ -652,22 +979,15 @@ mod tests {
     #[test]
     fn replacing_a_gauge_drops_series_no_longer_listed() {
         let m = Metrics::default();
-        m.replace(
-            names::NODEPOOLS_USAGE,
-            [
-                (vec![("nodepool", "a".to_string())], 1.0),
-                (vec![("nodepool", "b".to_string())], 1.0),
-            ],
-        );
-        m.replace(
-            names::NODEPOOLS_USAGE,
-            [(vec![("nodepool", "b".to_string())], 1.0)],
-        );
-        assert_eq!(m.gauge(names::NODEPOOLS_USAGE, &[("nodepool", "a")]), None);
-        assert_eq!(
-            m.gauge(names::NODEPOOLS_USAGE, &[("nodepool", "b")]),
-            Some(1.0)
-        );
+        let pool = |name: &str| series::NodePoolResource {
+            nodepool: s(name),
+            resource_type: s("cpu"),
+        };
+        m.nodepools_usage
+            .replace([(pool("a"), 1.0), (pool("b"), 1.0)]);
+        m.nodepools_usage.replace([(pool("b"), 1.0)]);
+        assert_eq!(m.nodepools_usage.get(&pool("a")), None);
+        assert_eq!(m.nodepools_usage.get(&pool("b")), Some(1.0));
     }
 
     #[test]
@@ -681,47 +1001,275 @@ mod tests {
         assert!(!text.contains("karpenter_pods_state{"), "{text}");
         let pods = Arc::new(RwLock::new(vec!["a", "b\"x"]));
         let source = pods.clone();
-        m.compute_on_scrape(
-            names::PODS_STATE,
-            Box::new(move |sink| {
-                for name in source.read().unwrap().iter() {
-                    sink(&[("name", name), ("ready", "true")], 1.0);
-                }
-            }),
-        );
+        m.pods_state.compute_on_scrape(Box::new(move |sink| {
+            for name in source.read().unwrap().iter() {
+                let labels = series::PodState {
+                    name,
+                    ready: "true",
+                    ..Default::default()
+                };
+                sink(&labels, 1.0);
+            }
+        }));
         let text = m.render();
-        assert!(
-            text.contains("karpenter_pods_state{name=\"a\",ready=\"true\"} 1"),
-            "{text}"
-        );
-        assert!(
-            text.contains("karpenter_pods_state{name=\"b\\\"x\",ready=\"true\"} 1"),
-            "{text}"
-        );
-        assert_eq!(
-            m.gauge(names::PODS_STATE, &[("ready", "true"), ("name", "a")]),
-            Some(1.0)
-        );
+        let a = "karpenter_pods_state{name=\"a\",namespace=\"\",owner=\"\",node=\"\",scheduled=\"\",nodepool=\"\",zone=\"\",arch=\"\",capacity_type=\"\",instance_type=\"\",phase=\"\",ready=\"true\",managed=\"\"} 1";
+        assert!(text.contains(a), "{text}");
+        assert!(text.contains("{name=\"b\\\"x\",namespace"), "{text}");
+        let pod = |name| series::PodState {
+            name,
+            ready: "true",
+            ..Default::default()
+        };
+        assert_eq!(m.pods_state.get(&pod("a")), Some(1.0));
         pods.write().unwrap().retain(|p| *p != "a");
         assert_eq!(
-            m.gauge(names::PODS_STATE, &[("name", "a"), ("ready", "true")]),
+            m.pods_state.get(&pod("a")),
             None,
             "a gone pod's series goes at the next scrape"
         );
         assert!(!m.render().contains("name=\"a\""));
     }
 
-    #[test]
-    fn every_name_is_defined_once() {
-        let mut seen = std::collections::BTreeSet::new();
-        for (name, kind, help) in DEFINITIONS {
-            assert!(seen.insert(*name), "{name} twice");
-            assert_eq!(
-                *kind == Kind::Counter,
-                name.ends_with("_total"),
-                "{name}: counters and only counters end in _total"
+    /// Sets one series of every family.
+    fn touch_every_family(m: &Metrics) {
+        let nodepool = || series::NodePool { nodepool: s("p") };
+        let disrupted = || series::ReasonNodePoolCapacity {
+            reason: s("empty"),
+            nodepool: s("p"),
+            capacity_type: s("spot"),
+        };
+        let zone = || series::NodePoolZone {
+            nodepool: s("p"),
+            zone: s("z"),
+        };
+        let plugin = || series::PluginMethod {
+            plugin: s("fake"),
+            method: s("create"),
+        };
+        let call = || series::CloudCall {
+            controller: s("c"),
+            method: s("create"),
+            provider: s("fake"),
+        };
+        let resource = || series::NodePoolResource {
+            nodepool: s("p"),
+            resource_type: s("cpu"),
+        };
+        m.nodeclaims_created.inc(&series::ReasonNodePool {
+            reason: s("provisioned"),
+            nodepool: s("p"),
+        });
+        m.nodeclaims_terminated.inc(&series::NodePoolCapacityZone {
+            nodepool: s("p"),
+            capacity_type: s("spot"),
+            zone: s("z"),
+        });
+        m.nodeclaims_disrupted.inc(&disrupted());
+        m.nodes_created.inc(&zone());
+        m.nodes_terminated.inc(&zone());
+        m.nodes_drained.inc(&nodepool());
+        m.eviction_requests.inc(&series::Code { code: s("200") });
+        m.pods_disruption_initiated.add(&disrupted(), 3);
+        m.cloudprovider_errors.inc(&series::CloudError {
+            controller: s("c"),
+            method: s("create"),
+            provider: s("fake"),
+            error: s("retryable"),
+        });
+        m.instances_garbage_collected.inc(&series::Provider {
+            provider: s("fake"),
+        });
+        m.voluntary_disruption_decisions.inc(&series::Decision {
+            decision: s("delete"),
+            reason: s("empty"),
+            consolidation_type: s("empty"),
+        });
+        m.voluntary_disruption_failed_validations
+            .inc(&series::ConsolidationType {
+                consolidation_type: s("single"),
+            });
+        m.voluntary_disruption_queue_failures
+            .inc(&series::DecisionReason {
+                decision: s("replace"),
+                reason: s("drifted"),
+            });
+        m.voluntary_disruption_eligible_nodes
+            .set(&series::Reason { reason: s("empty") }, 2.0);
+        m.nodepools_allowed_disruptions.set(
+            &series::NodePoolReason {
+                nodepool: s("p"),
+                reason: s("Empty"),
+            },
+            1.0,
+        );
+        m.cluster_state_node_count.set(3.0);
+        m.cluster_state_synced.set(1.0);
+        m.nodepools_usage.replace([(resource(), 4.0)]);
+        m.nodepools_limit.replace([(resource(), 8.0)]);
+        m.pods_state.compute_on_scrape(Box::new(|sink| {
+            sink(
+                &series::PodState {
+                    name: "p-0",
+                    ..Default::default()
+                },
+                1.0,
             );
-            assert!(!help.ends_with('.'), "{name}: the client adds the period");
+            sink(
+                &series::PodState {
+                    name: "p-1",
+                    node: "n",
+                    scheduled: "true",
+                    ..Default::default()
+                },
+                1.0,
+            );
+        }));
+        m.pods_startup_duration.observe(1.0);
+        m.scheduler_scheduling_duration.observe(
+            &series::Controller {
+                controller: s("provisioner"),
+            },
+            0.1,
+        );
+        m.scheduler_queue_depth.set(
+            &series::SchedulingQueue {
+                controller: s("provisioner"),
+                scheduling_id: s("1"),
+            },
+            5.0,
+        );
+        m.nodeclaims_termination_duration.observe(&nodepool(), 1.0);
+        m.nodes_termination_duration.observe(&nodepool(), 1.0);
+        m.cloudprovider_duration.observe(&call(), 0.2);
+        m.voluntary_disruption_decision_evaluation_duration.observe(
+            &series::Evaluation {
+                reason: s("underutilized"),
+                consolidation_type: s("single"),
+            },
+            0.01,
+        );
+        m.plugin_calls.inc(&plugin());
+        m.plugin_errors.inc(&series::PluginError {
+            plugin: s("fake"),
+            method: s("create"),
+            class: s("trap"),
+        });
+        m.plugin_call_duration.observe(&plugin(), 0.01);
+        m.plugin_memory.set(&plugin(), 1024.0);
+        m.reconcile_error("lifecycle", &crate::ControllerError::Invalid(s("bad")));
+    }
+
+    /// A sample line's metric name and label names (without a histogram's `le`).
+    fn sample(line: &str) -> (String, BTreeSet<String>) {
+        let Some((name, rest)) = line.split_once('{') else {
+            let name = line.split_whitespace().next().unwrap_or_default();
+            return (name.to_string(), BTreeSet::new());
+        };
+        let mut keys = BTreeSet::new();
+        let mut chars = rest.chars();
+        let mut key = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '}' => break,
+                ',' => {}
+                '=' => {
+                    assert_eq!(chars.next(), Some('"'), "{line}");
+                    while let Some(v) = chars.next() {
+                        match v {
+                            '\\' => {
+                                chars.next();
+                            }
+                            '"' => break,
+                            _ => {}
+                        }
+                    }
+                    if key != "le" {
+                        keys.insert(std::mem::take(&mut key));
+                    }
+                    key.clear();
+                }
+                c => key.push(c),
+            }
         }
+        (name.to_string(), keys)
+    }
+
+    #[test]
+    fn every_family_is_declared_once_and_its_samples_carry_one_label_set() {
+        let m = Metrics::default();
+        touch_every_family(&m);
+        let text = m.render();
+        // Family (as declared by `# TYPE`) → the label sets of its samples.
+        let mut families: BTreeMap<String, BTreeSet<BTreeSet<String>>> = BTreeMap::new();
+        let mut current: Option<String> = None;
+        for line in text.lines() {
+            if let Some(declared) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = declared.split_once(' ').expect("name and kind");
+                assert_eq!(
+                    kind == "counter",
+                    name.ends_with("_total"),
+                    "{name}: counters and only counters end in _total"
+                );
+                assert!(
+                    families.insert(name.to_string(), BTreeSet::new()).is_none(),
+                    "{name} declared twice"
+                );
+                current = Some(name.to_string());
+            } else if let Some(help) = line.strip_prefix("# HELP ") {
+                assert!(!help.ends_with(".."), "the client adds the period: {help}");
+            } else if !line.starts_with('#') && !line.is_empty() {
+                let family = current.clone().expect("a sample follows its # TYPE");
+                let (name, keys) = sample(line);
+                assert!(
+                    name == family
+                        || ["_bucket", "_sum", "_count"]
+                            .iter()
+                            .any(|suffix| name == format!("{family}{suffix}")),
+                    "{name} under {family}"
+                );
+                families.get_mut(&family).expect("declared").insert(keys);
+            }
+        }
+        let before = families.len();
+        assert!(before >= 33, "every family is registered: {families:?}");
+        for (family, label_sets) in &families {
+            assert_eq!(
+                label_sets.len(),
+                1,
+                "{family}: every sample carries one and the same label set: {label_sets:?}"
+            );
+        }
+        let initiated = families["karpenter_pods_disruption_initiated_total"]
+            .first()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(
+            initiated,
+            ["capacity_type", "nodepool", "reason"]
+                .map(String::from)
+                .into(),
+            "upstream's labels, those of karpenter_nodeclaims_disrupted_total"
+        );
+        assert_eq!(
+            families["joinery_controller_reconcile_errors_total"]
+                .first()
+                .cloned()
+                .unwrap_or_default(),
+            ["controller", "error"].map(String::from).into()
+        );
+    }
+
+    #[test]
+    fn the_label_set_check_sees_a_family_written_with_two_label_sets() {
+        // Rendered by hand as an untyped family would be: the check must notice.
+        let (_, one) = sample("x_total{reason=\"a\\\"}\"} 1");
+        let (_, two) = sample("x_total{reason=\"a\",nodepool=\"p\"} 1");
+        assert_eq!(one, BTreeSet::from([s("reason")]));
+        assert_ne!(one, two);
+        let (name, none) = sample("karpenter_cluster_state_synced 1");
+        assert_eq!(name, "karpenter_cluster_state_synced");
+        assert!(none.is_empty());
+        let (_, bucket) = sample("h_bucket{controller=\"c\",le=\"0.5\"} 1");
+        assert_eq!(bucket, BTreeSet::from([s("controller")]));
     }
 }

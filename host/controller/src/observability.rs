@@ -13,7 +13,7 @@ use joinery_kube::lean::{LeanNode, LeanPod};
 use tokio::sync::watch;
 
 use crate::Context;
-use crate::metrics::{SeriesSink, SeriesSource, names};
+use crate::metrics::{SeriesSink, SeriesSource, series};
 use crate::state::ClusterState;
 use crate::util::system_time;
 
@@ -42,17 +42,14 @@ fn uid_hash(uid: &str) -> u64 {
 
 fn observe(ctx: &Context, started: &mut HashSet<u64>) {
     let nodes = ctx.state.nodes.state();
+    ctx.metrics.cluster_state_node_count.set(nodes.len() as f64);
     ctx.metrics
-        .set(names::CLUSTER_STATE_NODE_COUNT, &[], nodes.len() as f64);
-    ctx.metrics.set(
-        names::CLUSTER_STATE_SYNCED,
-        &[],
-        if crate::provisioner::synced(ctx) {
+        .cluster_state_synced
+        .set(if crate::provisioner::synced(ctx) {
             1.0
         } else {
             0.0
-        },
-    );
+        });
 
     let pools = ctx.state.node_pools.state();
     let mut usage = Vec::new();
@@ -68,10 +65,10 @@ fn observe(ctx: &Context, started: &mut HashSet<u64>) {
         {
             if let Some(value) = amount(&quantity.0) {
                 usage.push((
-                    vec![
-                        ("nodepool", name.clone()),
-                        ("resource_type", resource.clone()),
-                    ],
+                    series::NodePoolResource {
+                        nodepool: name.clone(),
+                        resource_type: resource.clone(),
+                    },
                     value,
                 ));
             }
@@ -79,21 +76,20 @@ fn observe(ctx: &Context, started: &mut HashSet<u64>) {
         for (resource, quantity) in pool.spec.limits.iter().flatten() {
             if let Some(value) = amount(&quantity.0) {
                 limits.push((
-                    vec![
-                        ("nodepool", name.clone()),
-                        ("resource_type", resource.clone()),
-                    ],
+                    series::NodePoolResource {
+                        nodepool: name.clone(),
+                        resource_type: resource.clone(),
+                    },
                     value,
                 ));
             }
         }
     }
-    ctx.metrics.replace(names::NODEPOOLS_USAGE, usage);
-    ctx.metrics.replace(names::NODEPOOLS_LIMIT, limits);
+    ctx.metrics.nodepools_usage.replace(usage);
+    ctx.metrics.nodepools_limit.replace(limits);
 
     for seconds in new_startups(&ctx.state.pods.state(), started) {
-        ctx.metrics
-            .observe(names::PODS_STARTUP_DURATION, &[], seconds);
+        ctx.metrics.pods_startup_duration.observe(seconds);
     }
 }
 
@@ -183,33 +179,25 @@ fn emit_pod_state(pod: &LeanPod, nodes: &BTreeMap<&str, &LeanNode>, sink: &mut S
         .map(|o| format!("{}/{}", o.kind, o.name))
         .unwrap_or_default();
     let flag = |b: bool| if b { "true" } else { "false" };
-    let labels = [
-        ("name", pod.metadata.name.as_deref().unwrap_or_default()),
-        (
-            "namespace",
-            pod.metadata.namespace.as_deref().unwrap_or_default(),
-        ),
-        ("owner", owner.as_str()),
-        ("node", node_name),
-        ("scheduled", flag(!node_name.is_empty())),
-        ("nodepool", node_label(labels::NODEPOOL_LABEL)),
-        ("zone", node_label(labels::ZONE_LABEL)),
-        ("arch", node_label(labels::ARCH_LABEL)),
-        ("capacity_type", node_label(labels::CAPACITY_TYPE_LABEL)),
-        ("instance_type", node_label(labels::INSTANCE_TYPE_LABEL)),
-        (
-            "phase",
-            pod.status
-                .as_ref()
-                .and_then(|s| s.phase.as_deref())
-                .unwrap_or_default(),
-        ),
-        ("ready", flag(ready_condition(pod).is_some())),
-        (
-            "managed",
-            flag(node_labels.is_some_and(|l| l.contains_key(labels::NODEPOOL_LABEL))),
-        ),
-    ];
+    let labels = series::PodState {
+        name: pod.metadata.name.as_deref().unwrap_or_default(),
+        namespace: pod.metadata.namespace.as_deref().unwrap_or_default(),
+        owner: owner.as_str(),
+        node: node_name,
+        scheduled: flag(!node_name.is_empty()),
+        nodepool: node_label(labels::NODEPOOL_LABEL),
+        zone: node_label(labels::ZONE_LABEL),
+        arch: node_label(labels::ARCH_LABEL),
+        capacity_type: node_label(labels::CAPACITY_TYPE_LABEL),
+        instance_type: node_label(labels::INSTANCE_TYPE_LABEL),
+        phase: pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .unwrap_or_default(),
+        ready: flag(ready_condition(pod).is_some()),
+        managed: flag(node_labels.is_some_and(|l| l.contains_key(labels::NODEPOOL_LABEL))),
+    };
     sink(&labels, 1.0);
 }
 

@@ -22,7 +22,7 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::watch;
 
 use crate::events::Involved;
-use crate::metrics::names;
+use crate::metrics::series;
 use crate::nodeclass;
 use crate::state::NodeClassKey;
 use crate::{Context, ControllerError};
@@ -100,6 +100,7 @@ pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "provisioning pass failed; will retry");
+                ctx.metrics.reconcile_error("provisioner", &e);
                 last_pass = Some(ctx.clock.now());
             }
         }
@@ -275,21 +276,19 @@ pub async fn provision(
             .unwrap_or_default()
             .as_millis()
     );
-    ctx.metrics.replace(
-        names::SCHEDULER_QUEUE_DEPTH,
-        [(
-            vec![
-                ("controller", "provisioner".to_string()),
-                ("scheduling_id", scheduling_id),
-            ],
-            input.pods.len() as f64,
-        )],
-    );
+    ctx.metrics.scheduler_queue_depth.replace([(
+        series::SchedulingQueue {
+            controller: "provisioner".into(),
+            scheduling_id,
+        },
+        input.pods.len() as f64,
+    )]);
     let result = scheduling::schedule_with_context(&input, &context, None);
-    ctx.metrics.clear(names::SCHEDULER_QUEUE_DEPTH);
-    ctx.metrics.observe(
-        names::SCHEDULER_SCHEDULING_DURATION,
-        &[("controller", "provisioner")],
+    ctx.metrics.scheduler_queue_depth.clear();
+    ctx.metrics.scheduler_scheduling_duration.observe(
+        &series::Controller {
+            controller: "provisioner".into(),
+        },
         started.elapsed().as_secs_f64(),
     );
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -375,13 +374,10 @@ pub async fn provision(
                             .await;
                     }
                 }
-                ctx.metrics.inc(
-                    crate::metrics::names::NODECLAIMS_CREATED,
-                    &[
-                        ("reason", "provisioned"),
-                        ("nodepool", &claim.spec.nodepool),
-                    ],
-                );
+                ctx.metrics.nodeclaims_created.inc(&series::ReasonNodePool {
+                    reason: "provisioned".into(),
+                    nodepool: claim.spec.nodepool.clone(),
+                });
                 ctx.inflight
                     .nominate([created_name.as_str()], now, nominated_until);
                 ctx.inflight.record_created(created);

@@ -113,10 +113,12 @@ async fn create(ctx: &Context, pool: &NodePool, count: u64) -> Result<(), Contro
         let created = provisioner::create_node_claim(ctx, pool, &static_claim(&template)).await?;
         let created_name = created.metadata.name.clone().unwrap_or_default();
         tracing::info!(nodepool = %name, nodeclaim = %created_name, "static nodepool below its replicas; created nodeclaim");
-        ctx.metrics.inc(
-            crate::metrics::names::NODECLAIMS_CREATED,
-            &[("reason", "static"), ("nodepool", &name)],
-        );
+        ctx.metrics
+            .nodeclaims_created
+            .inc(&crate::metrics::series::ReasonNodePool {
+                reason: "static".into(),
+                nodepool: name.clone(),
+            });
         ctx.inflight.record_created(created);
     }
     Ok(())

@@ -189,7 +189,10 @@ async fn terminate(ctx: &Context, node: &LeanNode) -> Result<(), ControllerError
                 {
                     let pool = node.label(labels::NODEPOOL_LABEL).unwrap_or_default();
                     ctx.metrics
-                        .inc(crate::metrics::names::NODES_DRAINED, &[("nodepool", pool)]);
+                        .nodes_drained
+                        .inc(&crate::metrics::series::NodePool {
+                            nodepool: pool.into(),
+                        });
                 }
                 view.drained_marked = true;
             }
@@ -230,13 +233,12 @@ async fn terminate(ctx: &Context, node: &LeanNode) -> Result<(), ControllerError
         Err(e) if util::is_not_found(&e) => {}
         Err(e) => return Err(e.into()),
     }
-    ctx.metrics.inc(
-        crate::metrics::names::NODES_TERMINATED,
-        &[
-            ("nodepool", node.label(labels::NODEPOOL_LABEL).unwrap_or("")),
-            ("zone", node.label(labels::ZONE_LABEL).unwrap_or("")),
-        ],
-    );
+    ctx.metrics
+        .nodes_terminated
+        .inc(&crate::metrics::series::NodePoolZone {
+            nodepool: node.label(labels::NODEPOOL_LABEL).unwrap_or("").into(),
+            zone: node.label(labels::ZONE_LABEL).unwrap_or("").into(),
+        });
     if let Some(deleted) = node.metadata.deletion_timestamp.as_ref() {
         let seconds = ctx
             .clock
@@ -245,9 +247,10 @@ async fn terminate(ctx: &Context, node: &LeanNode) -> Result<(), ControllerError
             .unwrap_or_default()
             .as_secs_f64();
         let nodepool = node.label(labels::NODEPOOL_LABEL).unwrap_or("");
-        ctx.metrics.observe(
-            crate::metrics::names::NODES_TERMINATION_DURATION,
-            &[("nodepool", nodepool)],
+        ctx.metrics.nodes_termination_duration.observe(
+            &crate::metrics::series::NodePool {
+                nodepool: nodepool.into(),
+            },
             seconds,
         );
     }
@@ -326,7 +329,8 @@ async fn evict(ctx: &Context, pod: &LeanPod) {
     match api.evict(&name, &EvictParams::default()).await {
         Ok(_) => {
             ctx.metrics
-                .inc(crate::metrics::names::EVICTION_REQUESTS, &[("code", "200")]);
+                .eviction_requests
+                .inc(&crate::metrics::series::Code { code: "200".into() });
             tracing::debug!(pod = %format!("{namespace}/{name}"), "evicted pod");
             ctx.events
                 .normal(
@@ -339,7 +343,8 @@ async fn evict(ctx: &Context, pod: &LeanPod) {
         Err(e) if util::is_not_found(&e) => {}
         Err(kube::Error::Api(s)) if s.code == 429 => {
             ctx.metrics
-                .inc(crate::metrics::names::EVICTION_REQUESTS, &[("code", "429")]);
+                .eviction_requests
+                .inc(&crate::metrics::series::Code { code: "429".into() });
             ctx.events
                 .warning(
                     &Involved::pod(pod),

@@ -9,10 +9,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use tokio::sync::watch;
 
+use crate::metrics::Metrics;
 use crate::{Context, ControllerError};
 
 /// Runs `step` until stopped: after each step, waits for a cache change or `interval`
-/// (simulated), whichever comes first. Errors are logged; the loop goes on.
+/// (simulated), whichever comes first. Errors are logged and counted in
+/// `joinery_controller_reconcile_errors_total`; the loop goes on.
 pub(crate) async fn run_loop<F, Fut>(
     ctx: Arc<Context>,
     mut stopped: watch::Receiver<bool>,
@@ -32,6 +34,7 @@ pub(crate) async fn run_loop<F, Fut>(
         changed.as_mut().enable();
         if let Err(e) = watched_step(&ctx, name, step(ctx.clone())).await {
             tracing::warn!(controller = name, error = %e, "step failed; will retry");
+            ctx.metrics.reconcile_error(name, &e);
         }
         tokio::select! {
             _ = &mut changed => {
@@ -92,7 +95,7 @@ pub(crate) async fn run_keyed_loop<F, Fut>(
     F: Fn(Arc<Context>, Arc<KeyedWorkers>) -> Fut,
     Fut: Future<Output = Result<(), ControllerError>>,
 {
-    let workers = Arc::new(KeyedWorkers::new(name, limit));
+    let workers = Arc::new(KeyedWorkers::new(name, limit, ctx.metrics.clone()));
     run_loop(ctx, stopped, name, Duration::from_secs(1), move |ctx| {
         step(ctx, workers.clone())
     })
@@ -107,16 +110,20 @@ pub(crate) async fn run_keyed_loop<F, Fut>(
 /// aborts them, so no work outlives its loop.
 pub(crate) struct KeyedWorkers {
     name: &'static str,
+    /// Where a failed reconcile is counted.
+    metrics: Arc<Metrics>,
     in_flight: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     slots: Arc<tokio::sync::Semaphore>,
     tasks: std::sync::Mutex<tokio::task::JoinSet<()>>,
 }
 
 impl KeyedWorkers {
-    /// Workers for the loop `name`, at most `limit` reconciles at once.
-    pub(crate) fn new(name: &'static str, limit: usize) -> KeyedWorkers {
+    /// Workers for the loop `name`, at most `limit` reconciles at once; failed reconciles are
+    /// counted in `metrics`.
+    pub(crate) fn new(name: &'static str, limit: usize, metrics: Arc<Metrics>) -> KeyedWorkers {
         KeyedWorkers {
             name,
+            metrics,
             in_flight: Default::default(),
             slots: Arc::new(tokio::sync::Semaphore::new(limit.max(1))),
             tasks: Default::default(),
@@ -142,11 +149,13 @@ impl KeyedWorkers {
         };
         let in_flight = self.in_flight.clone();
         let name = self.name;
+        let metrics = self.metrics.clone();
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         while tasks.try_join_next().is_some() {}
         tasks.spawn(async move {
             if let Err(e) = work.await {
                 tracing::warn!(controller = name, object = %key, error = %e, "reconcile failed; will retry");
+                metrics.reconcile_error(name, &e);
             }
             in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
             drop(slot);
@@ -243,7 +252,8 @@ mod tests {
 
     #[tokio::test]
     async fn keyed_workers_run_keys_apart_and_once_at_a_time() {
-        let workers = KeyedWorkers::new("test", 2);
+        let metrics = Arc::new(Metrics::new());
+        let workers = KeyedWorkers::new("test", 2, metrics.clone());
         let (release, released) = tokio::sync::watch::channel(false);
         let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let slow = |runs: Arc<std::sync::atomic::AtomicUsize>,
@@ -288,6 +298,43 @@ mod tests {
             .await;
         until(|| runs.load(std::sync::atomic::Ordering::SeqCst) == 2).await;
         assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_failed_reconcile_is_counted_by_its_loop_and_error_kind() {
+        let metrics = Arc::new(Metrics::new());
+        let workers = KeyedWorkers::new("node.termination", 2, metrics.clone());
+        workers
+            .spawn("bad".into(), async {
+                Err(ControllerError::Invalid("malformed".into()))
+            })
+            .await;
+        workers.spawn("good".into(), async { Ok(()) }).await;
+        // Each task removes its key once it has finished (and counted its failure).
+        while workers.running() != 0 {
+            tokio::task::yield_now().await;
+        }
+        let series = |error: &str| crate::metrics::series::ReconcileError {
+            controller: "node.termination".into(),
+            error: error.into(),
+        };
+        assert_eq!(
+            metrics.controller_reconcile_errors.get(&series("invalid")),
+            1
+        );
+        let text = metrics.render();
+        assert!(
+            text.contains(
+                "joinery_controller_reconcile_errors_total{controller=\"node.termination\",error=\"invalid\"} 1"
+            ),
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("joinery_controller_reconcile_errors_total{")
+                .count(),
+            1,
+            "the reconcile that succeeded is not counted: {text}"
+        );
     }
 
     #[test]
