@@ -59,9 +59,7 @@ pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
 
 /// Parses an RFC 3339 time.
 fn parse_time(text: &str) -> Option<SystemTime> {
-    let ts: k8s_openapi::jiff::Timestamp = text.parse().ok()?;
-    let nanos = ts.as_nanosecond();
-    (nanos >= 0).then(|| UNIX_EPOCH + Duration::from_nanos(nanos as u64))
+    joinery_core::time::parse_rfc3339(text).filter(|at| *at >= UNIX_EPOCH)
 }
 
 /// What decides whether an instance may be reaped: this cluster's name, the provider IDs

@@ -174,10 +174,10 @@ impl KeyedWorkers {
 
 /// A Kubernetes timestamp for a (simulated) time.
 pub fn k8s_time(at: SystemTime) -> Time {
-    let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let ts = k8s_openapi::jiff::Timestamp::new(since.as_secs() as i64, since.subsec_nanos() as i32)
-        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-    Time(ts)
+    Time(
+        joinery_core::time::timestamp(at.max(UNIX_EPOCH))
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+    )
 }
 
 /// The (simulated) time of a Kubernetes timestamp.

@@ -3,9 +3,8 @@
 //! real server prints; custom resources get their CRD's `additionalPrinterColumns` (or Age
 //! when it declares none); anything else gets Name and Age.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
-use joinery_core::clock::days_from_civil;
 use serde_json::{Map, Value, json};
 
 use crate::apiserver::jsonpath::JsonPath;
@@ -1422,54 +1421,13 @@ pub(crate) fn human_duration(seconds: i64) -> String {
 /// Parses an RFC 3339 timestamp (`2024-02-29T12:00:00Z`, with optional fractional seconds and
 /// a `Z` or `±hh:mm` offset).
 pub(crate) fn parse_timestamp(value: Option<&Value>) -> Option<SystemTime> {
-    let text = value?.as_str()?;
-    let bytes = text.as_bytes();
-    if bytes.len() < 20
-        || bytes[4] != b'-'
-        || bytes[7] != b'-'
-        || !matches!(bytes[10], b'T' | b't' | b' ')
-    {
-        return None;
-    }
-    let number = |range: std::ops::Range<usize>| text.get(range)?.parse::<i64>().ok();
-    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
-    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
-    let mut rest = &text[19..];
-    let mut nanos = 0u32;
-    if let Some(fraction) = rest.strip_prefix('.') {
-        let digits: String = fraction.chars().take_while(char::is_ascii_digit).collect();
-        rest = &fraction[digits.len()..];
-        let padded = format!("{digits:0<9}");
-        nanos = padded[..9].parse().ok()?;
-    }
-    let offset = match rest {
-        "Z" | "z" => 0,
-        _ => {
-            let sign = match rest.as_bytes().first()? {
-                b'+' => 1,
-                b'-' => -1,
-                _ => return None,
-            };
-            let hours: i64 = rest.get(1..3)?.parse().ok()?;
-            let minutes: i64 = rest.get(4..6)?.parse().ok()?;
-            sign * (hours * 3600 + minutes * 60)
-        }
-    };
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
-        return None;
-    }
-    let seconds =
-        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
-    if seconds >= 0 {
-        Some(UNIX_EPOCH + Duration::new(seconds as u64, nanos))
-    } else {
-        UNIX_EPOCH.checked_sub(Duration::from_secs((-seconds) as u64))
-    }
+    joinery_core::time::parse_rfc3339(value?.as_str()?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
 
     fn at(text: &str) -> SystemTime {
         parse_timestamp(Some(&json!(text))).unwrap()

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
@@ -449,7 +449,7 @@ fn create(state: &Arc<CloudState>, body: &Bytes) -> Result<HttpResponse, Failure
             labels: info.labels.clone(),
             price_per_hour: price,
             state: InstanceState::Pending,
-            created_at: rfc3339(state.clock.now()),
+            created_at: joinery_core::time::rfc3339(state.clock.now()),
         };
         table.entries.insert(
             id,
@@ -567,74 +567,9 @@ fn delete(state: &CloudState, id: &str) -> Result<HttpResponse, Failure> {
     Ok(json_response(200, &body))
 }
 
-/// Formats a time as RFC 3339 in UTC with second precision (`2026-01-31T12:00:00Z`).
-pub(crate) fn rfc3339(at: SystemTime) -> String {
-    let seconds = at
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let days = seconds / 86_400;
-    let in_day = seconds % 86_400;
-    // Walk from 1970 year by year, then month by month: simple and fast enough for timestamps.
-    let leap = |y: u64| (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400);
-    let mut year = 1970;
-    let mut remaining = days;
-    loop {
-        let length = if leap(year) { 366 } else { 365 };
-        if remaining < length {
-            break;
-        }
-        remaining -= length;
-        year += 1;
-    }
-    let month_lengths = [
-        31,
-        if leap(year) { 29 } else { 28 },
-        31,
-        30,
-        31,
-        30,
-        31,
-        31,
-        30,
-        31,
-        30,
-        31,
-    ];
-    let mut month = 1;
-    for length in month_lengths {
-        if remaining < length {
-            break;
-        }
-        remaining -= length;
-        month += 1;
-    }
-    format!(
-        "{year:04}-{month:02}-{:02}T{:02}:{:02}:{:02}Z",
-        remaining + 1,
-        in_day / 3600,
-        in_day % 3600 / 60,
-        in_day % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timestamps_are_rfc3339() {
-        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
-        // 2024-02-29T12:34:56Z, a leap day.
-        assert_eq!(
-            rfc3339(UNIX_EPOCH + Duration::from_secs(1_709_210_096)),
-            "2024-02-29T12:34:56Z"
-        );
-        assert_eq!(
-            rfc3339(UNIX_EPOCH + Duration::from_secs(1_767_225_599)),
-            "2025-12-31T23:59:59Z"
-        );
-    }
 
     #[test]
     fn only_handed_out_ids_existed() {

@@ -100,7 +100,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use joinery_core::clock::Clock;
 use tokio::net::TcpListener;
@@ -462,7 +462,7 @@ impl ExoFake {
             template.id = world.uuid();
         }
         if template.created_at.is_empty() {
-            template.created_at = rfc3339(self.state.clock.now());
+            template.created_at = joinery_core::time::rfc3339(self.state.clock.now());
         }
         let id = template.id.clone();
         world.templates.push(template);
@@ -577,43 +577,5 @@ impl ExoFake {
 impl Drop for ExoFake {
     fn drop(&mut self) {
         self.stop.send_replace(true);
-    }
-}
-
-/// Formats a time as RFC 3339 in UTC with second precision.
-pub fn rfc3339(at: SystemTime) -> String {
-    let seconds = at
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (days, in_day) = (seconds / 86_400, seconds % 86_400);
-    let (year, month, day) = joinery_core::clock::civil_from_days(days as i64);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        in_day / 3600,
-        in_day % 3600 / 60,
-        in_day % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps_are_rfc3339() {
-        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
-        assert_eq!(
-            rfc3339(UNIX_EPOCH + Duration::from_secs(1_709_210_096)),
-            "2024-02-29T12:34:56Z"
-        );
-        assert_eq!(
-            rfc3339(UNIX_EPOCH + Duration::from_secs(1_767_225_599)),
-            "2025-12-31T23:59:59Z"
-        );
-        assert_eq!(
-            rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)),
-            "2000-02-29T00:00:00Z"
-        );
     }
 }

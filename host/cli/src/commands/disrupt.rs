@@ -92,17 +92,6 @@ fn parse_time(text: &str) -> Result<SystemTime, String> {
     Ok(system_time(&Time(t)))
 }
 
-/// An RFC 3339 rendering of `t`, to the second.
-pub fn rfc3339(t: SystemTime) -> String {
-    Timestamp::try_from(t)
-        .map(|t| {
-            t.round(k8s_openapi::jiff::Unit::Second)
-                .unwrap_or(t)
-                .to_string()
-        })
-        .unwrap_or_else(|_| format!("{t:?}"))
-}
-
 /// A disruption snapshot built from a file, with what the reader should know about it.
 pub struct Pass {
     /// What the core decides on.
@@ -709,7 +698,7 @@ fn write_text(
     writeln!(
         out,
         "Disruption pass at {} ({}): {} managed node(s) in {} NodePool(s).",
-        rfc3339(snapshot.now()),
+        joinery_core::time::rfc3339(snapshot.now()),
         pass.now_from,
         snapshot.candidates.len(),
         snapshot.pools.len()

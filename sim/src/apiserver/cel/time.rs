@@ -1,6 +1,6 @@
 //! Durations and timestamps: parsing and printing them as Go's `time` package and CEL do.
 
-use joinery_core::clock::{civil_from_days, days_from_civil};
+use joinery_core::time::{civil_from_days, days_from_civil};
 
 use super::CelError;
 use super::functions::go_quote;
@@ -156,7 +156,10 @@ pub(super) fn parse_timestamp(text: &str) -> Result<i128, CelError> {
     if day < 1 || day > days_in_month || hour > 23 || minute > 59 || second > 59 {
         return Err(invalid());
     }
-    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
+    let seconds = days_from_civil(year, month, day).ok_or_else(invalid)? * 86_400
+        + hour * 3600
+        + minute * 60
+        + second
         - offset_seconds;
     Ok(i128::from(seconds) * NANOS_PER_SECOND + nanos)
 }
@@ -167,7 +170,7 @@ pub(super) fn format_timestamp(nanos: i128) -> String {
     let fraction = nanos.rem_euclid(NANOS_PER_SECOND);
     let days = i64::try_from(seconds.div_euclid(86_400)).unwrap_or_default();
     let of_day = seconds.rem_euclid(86_400);
-    let (year, month, day) = civil_from_days(days);
+    let (year, month, day) = civil_from_days(days).unwrap_or((1970, 1, 1));
     let fraction = if fraction == 0 {
         String::new()
     } else {

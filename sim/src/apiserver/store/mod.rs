@@ -172,37 +172,7 @@ pub fn now_timestamp() -> String {
 
 /// A point in time as an RFC 3339 timestamp with second precision (`2024-02-29T12:00:00Z`).
 pub fn format_timestamp(at: SystemTime) -> String {
-    let seconds = at
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default() as i64;
-    let (year, month, day) = civil_date(seconds.div_euclid(86_400));
-    let of_day = seconds.rem_euclid(86_400);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        of_day / 3600,
-        of_day % 3600 / 60,
-        of_day % 60
-    )
-}
-
-/// Converts days since 1970-01-01 to a (year, month, day) in the proleptic Gregorian calendar.
-fn civil_date(days_since_epoch: i64) -> (i64, u32, u32) {
-    let shifted = days_since_epoch + 719_468; // days since 0000-03-01
-    let era = shifted.div_euclid(146_097);
-    let day_of_era = shifted - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153; // March = 0
-    let day = (day_of_year - (153 * month_index + 2) / 5 + 1) as u32;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    } as u32;
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    joinery_core::time::rfc3339(at)
 }
 
 /// Checks a name against the DNS-subdomain rule most kinds use; returns the problem, if any.
@@ -1146,13 +1116,6 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn civil_date_matches_known_days() {
-        assert_eq!(civil_date(0), (1970, 1, 1));
-        assert_eq!(civil_date(19_782), (2024, 2, 29));
-        assert_eq!(civil_date(20_786), (2026, 11, 29));
-    }
 
     fn widget_crd() -> Value {
         let version = |name: &str, storage: bool| {

@@ -608,7 +608,7 @@ impl Operator {
             ]),
             price_per_hour: flavor.price_hourly,
             state: InstanceState::Pending,
-            created_at: crate::exoscale::rfc3339(self.clock.now()),
+            created_at: joinery_core::time::rfc3339(self.clock.now()),
         };
         let mut labels = group.labels.clone();
         labels.insert(NODEGROUP_LABEL.to_string(), group.name.clone());

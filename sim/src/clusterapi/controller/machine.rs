@@ -292,7 +292,7 @@ impl Controllers {
             labels: instance_labels,
             price_per_hour: shape.price_per_hour,
             state: InstanceState::Pending,
-            created_at: crate::exoscale::rfc3339(self.clock.now()),
+            created_at: joinery_core::time::rfc3339(self.clock.now()),
         };
         let registration = NodeRegistration {
             node_name: name.clone(),

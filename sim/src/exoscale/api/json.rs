@@ -78,7 +78,7 @@ pub(super) fn instance_json(world: &World, i: &ExoInstance, full: bool) -> Value
         .map(instance_type_json)
         .unwrap_or_else(|| json!({"id": i.instance_type_id}));
     let mut body = json!({
-        "id": i.id, "name": i.name, "state": i.state.as_str(), "created-at": crate::exoscale::rfc3339(i.created_at),
+        "id": i.id, "name": i.name, "state": i.state.as_str(), "created-at": joinery_core::time::rfc3339(i.created_at),
         "labels": i.labels, "instance-type": kind, "template": {"id": i.template_id},
         "public-ip-assignment": i.public_ip_assignment, "mac-address": i.mac_address,
         "security-groups": i.security_groups.iter().map(|id| json!({"id": id})).collect::<Vec<_>>(),

@@ -283,7 +283,7 @@ impl ExoState {
                 (true, ExoInstanceState::Running) => InstanceState::Running,
                 _ => InstanceState::Pending,
             },
-            created_at: crate::exoscale::rfc3339(instance.created_at),
+            created_at: joinery_core::time::rfc3339(instance.created_at),
         }
     }
 }

@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 
 use crate::commands::Execute;
-use crate::commands::disrupt::{PassArgs, rfc3339};
+use crate::commands::disrupt::PassArgs;
+use joinery_core::time::rfc3339;
 
 /// `joinery explain node …`
 #[derive(Debug, clap::Args)]
