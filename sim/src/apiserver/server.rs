@@ -216,38 +216,27 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> HttpResponse
         Ok(body) => body,
         Err(error) => return json_response(error.code, &error.to_status()),
     };
-    let routed = if matches!(method, Method::POST | Method::PUT | Method::PATCH) {
-        // Writes validate the object (CEL rules included) synchronously: they run on the
-        // blocking pool, so an expensive one does not hold up the requests the async threads
-        // serve (`/version`, reads, watches).
-        let runtime = tokio::runtime::Handle::current();
-        let (shared, path, method) = (shared.clone(), path.clone(), method.clone());
-        tokio::task::spawn_blocking(move || {
-            let call = Call {
-                method: &method,
-                query: &query,
-                content_type: &content_type,
-                accept: &accept,
-                body: &body,
-            };
-            runtime.block_on(route(&shared, &path, &call))
-        })
-        .await
-        .unwrap_or_else(|error| {
-            Err(ApiError::new(
-                500,
-                "InternalError",
-                format!("the request could not be completed: {error}"),
-            ))
+    let call = Call {
+        method: &method,
+        query: &query,
+        content_type: &content_type,
+        accept: &accept,
+        body: &body,
+    };
+    // Writes validate the object (CEL rules included) synchronously. On a multi-threaded
+    // runtime (`joinery sim serve`, `joinery simulate`) the worker that validates hands its
+    // other tasks to the rest (`block_in_place`), so an expensive write does not hold up the
+    // requests they serve (`/version`, reads, watches); the cost limit bounds the wait. A
+    // single-threaded runtime (the emulator's own tests) has no other worker: it validates
+    // in place.
+    let validate_aside = matches!(method, Method::POST | Method::PUT | Method::PATCH)
+        && tokio::runtime::Handle::current().runtime_flavor()
+            == tokio::runtime::RuntimeFlavor::MultiThread;
+    let routed = if validate_aside {
+        tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(route(&shared, &path, &call))
         })
     } else {
-        let call = Call {
-            method: &method,
-            query: &query,
-            content_type: &content_type,
-            accept: &accept,
-            body: &body,
-        };
         route(&shared, &path, &call).await
     };
     let response = match routed {
