@@ -1,0 +1,373 @@
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::RwLock;
+
+use super::*;
+
+fn s(text: &str) -> String {
+    text.to_string()
+}
+
+#[test]
+fn metrics_render_in_the_prometheus_text_format_with_escaped_labels() {
+    let m = Metrics::default();
+    let created = series::ReasonNodePool {
+        reason: s("provisioned"),
+        nodepool: s("a\"b"),
+    };
+    m.nodeclaims_created.inc(&created);
+    m.nodeclaims_created.inc(&created);
+    assert_eq!(m.nodeclaims_created.get(&created), 2);
+    let text = m.render();
+    assert!(
+        text.contains("# TYPE karpenter_nodeclaims_created_total counter"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "karpenter_nodeclaims_created_total{reason=\"provisioned\",nodepool=\"a\\\"b\"} 2"
+        ),
+        "{text}"
+    );
+    let allowed = series::NodePoolReason {
+        nodepool: s("p"),
+        reason: s("Empty"),
+    };
+    m.nodepools_allowed_disruptions.set(&allowed, 3.0);
+    m.nodepools_allowed_disruptions.set(&allowed, 1.0);
+    let text = m.render();
+    assert!(
+        text.contains("# TYPE karpenter_nodepools_allowed_disruptions gauge"),
+        "{text}"
+    );
+    assert!(
+        text.contains("karpenter_nodepools_allowed_disruptions{nodepool=\"p\",reason=\"Empty\"} 1"),
+        "{text}"
+    );
+    assert!(text.contains("karpenter_build_info{version=\""), "{text}");
+    assert!(
+        text.contains("\nkarpenter_cluster_state_synced 0.0\n"),
+        "an unlabelled gauge has no braces, and is there before it is first set: {text}"
+    );
+    assert!(
+        !text.contains(".."),
+        "help texts end with one period: {text}"
+    );
+}
+
+#[test]
+fn histograms_use_upstreams_duration_buckets() {
+    let m = Metrics::default();
+    m.cloudprovider_duration.observe(
+        &series::CloudCall {
+            controller: s("c"),
+            method: s("create"),
+            provider: s("p"),
+        },
+        0.3,
+    );
+    let text = m.render();
+    assert!(
+        text.contains("# TYPE karpenter_cloudprovider_duration_seconds histogram"),
+        "{text}"
+    );
+    assert!(text.contains("karpenter_cloudprovider_duration_seconds_bucket{controller=\"c\",method=\"create\",provider=\"p\",le=\"0.25\"} 0"), "{text}");
+    assert!(text.contains("karpenter_cloudprovider_duration_seconds_bucket{controller=\"c\",method=\"create\",provider=\"p\",le=\"0.5\"} 1"), "{text}");
+    assert!(text.contains("karpenter_cloudprovider_duration_seconds_count{controller=\"c\",method=\"create\",provider=\"p\"} 1"), "{text}");
+}
+
+#[test]
+fn replacing_a_gauge_drops_series_no_longer_listed() {
+    let m = Metrics::default();
+    let pool = |name: &str| series::NodePoolResource {
+        nodepool: s(name),
+        resource_type: s("cpu"),
+    };
+    m.nodepools_usage
+        .replace([(pool("a"), 1.0), (pool("b"), 1.0)]);
+    m.nodepools_usage.replace([(pool("b"), 1.0)]);
+    assert_eq!(m.nodepools_usage.get(&pool("a")), None);
+    assert_eq!(m.nodepools_usage.get(&pool("b")), Some(1.0));
+}
+
+#[test]
+fn a_scrape_time_gauge_is_computed_from_its_source_at_each_scrape() {
+    let m = Metrics::default();
+    let text = m.render();
+    assert!(
+        text.contains("# TYPE karpenter_pods_state gauge"),
+        "declared before a source is set: {text}"
+    );
+    assert!(!text.contains("karpenter_pods_state{"), "{text}");
+    let pods = Arc::new(RwLock::new(vec!["a", "b\"x"]));
+    let source = pods.clone();
+    m.pods_state.compute_on_scrape(Box::new(move |sink| {
+        for name in source.read().unwrap().iter() {
+            let labels = series::PodState {
+                name,
+                ready: "true",
+                ..Default::default()
+            };
+            sink(&labels, 1.0);
+        }
+    }));
+    let text = m.render();
+    let a = "karpenter_pods_state{name=\"a\",namespace=\"\",owner=\"\",node=\"\",scheduled=\"\",nodepool=\"\",zone=\"\",arch=\"\",capacity_type=\"\",instance_type=\"\",phase=\"\",ready=\"true\",managed=\"\"} 1";
+    assert!(text.contains(a), "{text}");
+    assert!(text.contains("{name=\"b\\\"x\",namespace"), "{text}");
+    let pod = |name| series::PodState {
+        name,
+        ready: "true",
+        ..Default::default()
+    };
+    assert_eq!(m.pods_state.get(&pod("a")), Some(1.0));
+    pods.write().unwrap().retain(|p| *p != "a");
+    assert_eq!(
+        m.pods_state.get(&pod("a")),
+        None,
+        "a gone pod's series goes at the next scrape"
+    );
+    assert!(!m.render().contains("name=\"a\""));
+}
+
+/// Sets one series of every family.
+fn touch_every_family(m: &Metrics) {
+    let nodepool = || series::NodePool { nodepool: s("p") };
+    let disrupted = || series::ReasonNodePoolCapacity {
+        reason: s("empty"),
+        nodepool: s("p"),
+        capacity_type: s("spot"),
+    };
+    let zone = || series::NodePoolZone {
+        nodepool: s("p"),
+        zone: s("z"),
+    };
+    let plugin = || series::PluginMethod {
+        plugin: s("fake"),
+        method: s("create"),
+    };
+    let call = || series::CloudCall {
+        controller: s("c"),
+        method: s("create"),
+        provider: s("fake"),
+    };
+    let resource = || series::NodePoolResource {
+        nodepool: s("p"),
+        resource_type: s("cpu"),
+    };
+    m.nodeclaims_created.inc(&series::ReasonNodePool {
+        reason: s("provisioned"),
+        nodepool: s("p"),
+    });
+    m.nodeclaims_terminated.inc(&series::NodePoolCapacityZone {
+        nodepool: s("p"),
+        capacity_type: s("spot"),
+        zone: s("z"),
+    });
+    m.nodeclaims_disrupted.inc(&disrupted());
+    m.nodes_created.inc(&zone());
+    m.nodes_terminated.inc(&zone());
+    m.nodes_drained.inc(&nodepool());
+    m.eviction_requests.inc(&series::Code { code: s("200") });
+    m.pods_disruption_initiated.add(&disrupted(), 3);
+    m.cloudprovider_errors.inc(&series::CloudError {
+        controller: s("c"),
+        method: s("create"),
+        provider: s("fake"),
+        error: s("retryable"),
+    });
+    m.instances_garbage_collected.inc(&series::Provider {
+        provider: s("fake"),
+    });
+    m.voluntary_disruption_decisions.inc(&series::Decision {
+        decision: s("delete"),
+        reason: s("empty"),
+        consolidation_type: s("empty"),
+    });
+    m.voluntary_disruption_failed_validations
+        .inc(&series::ConsolidationType {
+            consolidation_type: s("single"),
+        });
+    m.voluntary_disruption_queue_failures
+        .inc(&series::DecisionReason {
+            decision: s("replace"),
+            reason: s("drifted"),
+        });
+    m.voluntary_disruption_eligible_nodes
+        .set(&series::Reason { reason: s("empty") }, 2.0);
+    m.nodepools_allowed_disruptions.set(
+        &series::NodePoolReason {
+            nodepool: s("p"),
+            reason: s("Empty"),
+        },
+        1.0,
+    );
+    m.cluster_state_node_count.set(3.0);
+    m.cluster_state_synced.set(1.0);
+    m.nodepools_usage.replace([(resource(), 4.0)]);
+    m.nodepools_limit.replace([(resource(), 8.0)]);
+    m.pods_state.compute_on_scrape(Box::new(|sink| {
+        sink(
+            &series::PodState {
+                name: "p-0",
+                ..Default::default()
+            },
+            1.0,
+        );
+        sink(
+            &series::PodState {
+                name: "p-1",
+                node: "n",
+                scheduled: "true",
+                ..Default::default()
+            },
+            1.0,
+        );
+    }));
+    m.pods_startup_duration.observe(1.0);
+    m.scheduler_scheduling_duration.observe(
+        &series::Controller {
+            controller: s("provisioner"),
+        },
+        0.1,
+    );
+    m.scheduler_queue_depth.set(
+        &series::SchedulingQueue {
+            controller: s("provisioner"),
+            scheduling_id: s("1"),
+        },
+        5.0,
+    );
+    m.nodeclaims_termination_duration.observe(&nodepool(), 1.0);
+    m.nodes_termination_duration.observe(&nodepool(), 1.0);
+    m.cloudprovider_duration.observe(&call(), 0.2);
+    m.voluntary_disruption_decision_evaluation_duration.observe(
+        &series::Evaluation {
+            reason: s("underutilized"),
+            consolidation_type: s("single"),
+        },
+        0.01,
+    );
+    m.plugin_calls.inc(&plugin());
+    m.plugin_errors.inc(&series::PluginError {
+        plugin: s("fake"),
+        method: s("create"),
+        class: s("trap"),
+    });
+    m.plugin_call_duration.observe(&plugin(), 0.01);
+    m.plugin_memory.set(&plugin(), 1024.0);
+    m.reconcile_error("lifecycle", &crate::ControllerError::Invalid(s("bad")));
+}
+
+/// A sample line's metric name and label names (without a histogram's `le`).
+fn sample(line: &str) -> (String, BTreeSet<String>) {
+    let Some((name, rest)) = line.split_once('{') else {
+        let name = line.split_whitespace().next().unwrap_or_default();
+        return (name.to_string(), BTreeSet::new());
+    };
+    let mut keys = BTreeSet::new();
+    let mut chars = rest.chars();
+    let mut key = String::new();
+    while let Some(c) = chars.next() {
+        match c {
+            '}' => break,
+            ',' => {}
+            '=' => {
+                assert_eq!(chars.next(), Some('"'), "{line}");
+                while let Some(v) = chars.next() {
+                    match v {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+                if key != "le" {
+                    keys.insert(std::mem::take(&mut key));
+                }
+                key.clear();
+            }
+            c => key.push(c),
+        }
+    }
+    (name.to_string(), keys)
+}
+
+#[test]
+fn every_family_is_declared_once_and_its_samples_carry_one_label_set() {
+    let m = Metrics::default();
+    touch_every_family(&m);
+    let text = m.render();
+    // Family (as declared by `# TYPE`) → the label sets of its samples.
+    let mut families: BTreeMap<String, BTreeSet<BTreeSet<String>>> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        if let Some(declared) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = declared.split_once(' ').expect("name and kind");
+            assert_eq!(
+                kind == "counter",
+                name.ends_with("_total"),
+                "{name}: counters and only counters end in _total"
+            );
+            assert!(
+                families.insert(name.to_string(), BTreeSet::new()).is_none(),
+                "{name} declared twice"
+            );
+            current = Some(name.to_string());
+        } else if let Some(help) = line.strip_prefix("# HELP ") {
+            assert!(!help.ends_with(".."), "the client adds the period: {help}");
+        } else if !line.starts_with('#') && !line.is_empty() {
+            let family = current.clone().expect("a sample follows its # TYPE");
+            let (name, keys) = sample(line);
+            assert!(
+                name == family
+                    || ["_bucket", "_sum", "_count"]
+                        .iter()
+                        .any(|suffix| name == format!("{family}{suffix}")),
+                "{name} under {family}"
+            );
+            families.get_mut(&family).expect("declared").insert(keys);
+        }
+    }
+    let before = families.len();
+    assert!(before >= 33, "every family is registered: {families:?}");
+    for (family, label_sets) in &families {
+        assert_eq!(
+            label_sets.len(),
+            1,
+            "{family}: every sample carries one and the same label set: {label_sets:?}"
+        );
+    }
+    let initiated = families["karpenter_pods_disruption_initiated_total"]
+        .first()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        initiated,
+        ["capacity_type", "nodepool", "reason"]
+            .map(String::from)
+            .into(),
+        "upstream's labels, those of karpenter_nodeclaims_disrupted_total"
+    );
+    assert_eq!(
+        families["joinery_controller_reconcile_errors_total"]
+            .first()
+            .cloned()
+            .unwrap_or_default(),
+        ["controller", "error"].map(String::from).into()
+    );
+}
+
+#[test]
+fn the_label_set_check_sees_a_family_written_with_two_label_sets() {
+    // Rendered by hand as an untyped family would be: the check must notice.
+    let (_, one) = sample("x_total{reason=\"a\\\"}\"} 1");
+    let (_, two) = sample("x_total{reason=\"a\",nodepool=\"p\"} 1");
+    assert_eq!(one, BTreeSet::from([s("reason")]));
+    assert_ne!(one, two);
+    let (name, none) = sample("karpenter_cluster_state_synced 1");
+    assert_eq!(name, "karpenter_cluster_state_synced");
+    assert!(none.is_empty());
+    let (_, bucket) = sample("h_bucket{controller=\"c\",le=\"0.5\"} 1");
+    assert_eq!(bucket, BTreeSet::from([s("controller")]));
+}
