@@ -1,4 +1,6 @@
 //! The scenario file: what to run, what to change over time, and what must hold.
+//! It stays one file (a little over 1,000 lines) because it is the one schema of that file,
+//! read top to bottom like the YAML below.
 //!
 //! ```yaml
 //! name: quickstart
