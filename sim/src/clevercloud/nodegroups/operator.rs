@@ -12,7 +12,6 @@ use joinery_core::clock::Clock;
 use joinery_core::labels::{ARCH_LABEL, OS_LABEL, REGION_LABEL};
 use joinery_core::taints::{Taint, TaintEffect};
 use k8s_openapi::api::core::v1::Node;
-use kube::Resource;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
@@ -24,48 +23,8 @@ use super::{
     NodeGroupOperatorOptions, PROVIDER_ID_PREFIX, REGION, ROLE_LABEL, api_resource, flavor,
 };
 use crate::cloud::model::{CloudEvent, InstanceState, NodeRegistration, SimInstance};
+use crate::physics::cache::Cache;
 use crate::physics::{Trigger, api_code, node_is_ready, time_at, watch};
-
-/// A watch-fed copy of one resource type, by name (both types watched are cluster-scoped).
-struct Mirror<K> {
-    objects: BTreeMap<String, K>,
-    relisting: Option<BTreeMap<String, K>>,
-    synced: bool,
-}
-
-impl<K: Resource> Mirror<K> {
-    fn new() -> Self {
-        Mirror {
-            objects: BTreeMap::new(),
-            relisting: None,
-            synced: false,
-        }
-    }
-
-    fn apply(&mut self, event: watcher::Event<K>) {
-        let name = |o: &K| o.meta().name.clone().unwrap_or_default();
-        match event {
-            watcher::Event::Apply(object) => {
-                self.objects.insert(name(&object), object);
-            }
-            watcher::Event::Delete(object) => {
-                self.objects.remove(&name(&object));
-            }
-            watcher::Event::Init => self.relisting = Some(BTreeMap::new()),
-            watcher::Event::InitApply(object) => {
-                if let Some(relisting) = self.relisting.as_mut() {
-                    relisting.insert(name(&object), object);
-                }
-            }
-            watcher::Event::InitDone => {
-                if let Some(relisting) = self.relisting.take() {
-                    self.objects = relisting;
-                }
-                self.synced = true;
-            }
-        }
-    }
-}
 
 /// Where a NodeGroup's acceptance stands.
 #[derive(Debug, Clone)]
@@ -193,8 +152,10 @@ struct Operator {
     nodes: Api<Node>,
     events: broadcast::Sender<CloudEvent>,
     ledger: Arc<Ledger>,
-    groups_seen: Mirror<DynamicObject>,
-    nodes_seen: Mirror<Node>,
+    /// NodeGroups (cluster-scoped: namespace "").
+    groups_seen: Cache<DynamicObject>,
+    /// Nodes of NodeGroups.
+    nodes_seen: Cache<Node>,
     groups: BTreeMap<String, Group>,
     /// Leaked reservations: until when, how much.
     leaks: Vec<(Duration, Usage)>,
@@ -228,8 +189,8 @@ pub(super) async fn run(
         nodes,
         events,
         ledger,
-        groups_seen: Mirror::new(),
-        nodes_seen: Mirror::new(),
+        groups_seen: Cache::new(),
+        nodes_seen: Cache::new(),
         groups: BTreeMap::new(),
         leaks: Vec::new(),
         rng,
@@ -290,12 +251,12 @@ impl Operator {
     }
 
     async fn pass(&mut self) {
-        if !self.groups_seen.synced {
+        if !self.groups_seen.is_synced() {
             return;
         }
         let now = self.now();
         self.leaks.retain(|(until, _)| *until > now);
-        let objects: Vec<DynamicObject> = self.groups_seen.objects.values().cloned().collect();
+        let objects: Vec<DynamicObject> = self.groups_seen.iter().cloned().collect();
         let live: BTreeSet<String> = objects
             .iter()
             .filter_map(|o| o.metadata.uid.clone())
@@ -539,11 +500,7 @@ impl Operator {
         for index in 0..group.target {
             if let Some(machine) = group.machines.get_mut(&index) {
                 machine.terminate_at = None;
-            } else if !self
-                .nodes_seen
-                .objects
-                .contains_key(&group.node_name(index))
-            {
+            } else if self.nodes_seen.get("", &group.node_name(index)).is_none() {
                 self.launch(group, index, now);
             }
             // Otherwise the Node of an earlier machine of that index is still going away.
@@ -736,7 +693,7 @@ impl Operator {
             .await
         {
             Ok(updated) => {
-                self.groups_seen.objects.insert(name, updated);
+                self.groups_seen.upsert(updated);
                 Ok(())
             }
             // Gone, or changed meanwhile: the next pass sees the news.
@@ -811,7 +768,7 @@ impl Operator {
             .await
         {
             Ok(updated) => {
-                self.groups_seen.objects.insert(name, updated);
+                self.groups_seen.upsert(updated);
                 group.last_status = Some(status);
                 Ok(())
             }
@@ -855,8 +812,7 @@ impl Operator {
             Decision::Accepted => {
                 let ready = self
                     .nodes_seen
-                    .objects
-                    .values()
+                    .iter()
                     .filter(|n| {
                         n.metadata
                             .labels
