@@ -8,8 +8,8 @@
 //! per object), and with the compact metadata of the lean types rather than an `ObjectMeta`.
 //!
 //! Like a reflector, a relist (the watch's first list, or a new one after the watch broke)
-//! builds a new table beside the current one and swaps it in once the list is complete, so a
-//! reader never sees a half-listed cluster.
+//! builds a new table beside the current one and swaps it in once the list is complete
+//! ([`Relist`]), so a reader never sees a half-listed cluster.
 
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, RwLock};
@@ -17,6 +17,8 @@ use std::sync::{Arc, RwLock};
 use hashbrown::HashTable;
 use joinery_kube::lean::{LeanNode, LeanPod};
 use kube::runtime::watcher;
+
+use crate::mirror::{MirrorTable, Relist};
 
 /// An object a [`LeanCache`] holds: found by namespace (empty for cluster-scoped kinds) and
 /// name.
@@ -67,7 +69,7 @@ pub struct LeanCacheWriter<T> {
     shared: Arc<Shared<T>>,
     ready: tokio::sync::watch::Sender<bool>,
     /// The table a relist is filling, swapped in when it ends.
-    relisting: Option<Table<T>>,
+    relisting: Relist<Table<T>>,
 }
 
 struct Shared<T> {
@@ -89,22 +91,25 @@ impl<T> Default for Table<T> {
 #[error("the watch stopped before its first list was complete")]
 pub struct WatchStopped;
 
-impl<T: Cached> Table<T> {
-    fn insert(&mut self, hasher: &RandomState, object: Arc<T>) {
+impl<T: Cached> MirrorTable<Arc<T>> for Table<T> {
+    type Context = RandomState;
+
+    fn upsert(&mut self, hasher: &RandomState, object: &Arc<T>) {
         let hash = hasher.hash_one(object.cache_key());
         match self
             .0
             .find_mut(hash, |held| held.cache_key() == object.cache_key())
         {
-            Some(held) => *held = object,
+            Some(held) => *held = object.clone(),
             None => {
-                self.0
-                    .insert_unique(hash, object, |held| hasher.hash_one(held.cache_key()));
+                self.0.insert_unique(hash, object.clone(), |held| {
+                    hasher.hash_one(held.cache_key())
+                });
             }
         }
     }
 
-    fn remove(&mut self, hasher: &RandomState, object: &T) {
+    fn remove(&mut self, hasher: &RandomState, object: &Arc<T>) {
         let hash = hasher.hash_one(object.cache_key());
         if let Ok(entry) = self
             .0
@@ -130,7 +135,7 @@ pub fn lean_cache<T: Cached>() -> (LeanCache<T>, LeanCacheWriter<T>) {
         LeanCacheWriter {
             shared,
             ready: ready_tx,
-            relisting: None,
+            relisting: Relist::default(),
         },
     )
 }
@@ -189,20 +194,12 @@ impl<T> Shared<T> {
 impl<T: Cached> LeanCacheWriter<T> {
     /// Applies one event of the watch.
     pub fn apply(&mut self, event: &watcher::Event<Arc<T>>) {
-        let hasher = &self.shared.hasher;
-        match event {
-            watcher::Event::Init => self.relisting = Some(Table::default()),
-            watcher::Event::InitApply(object) => self
-                .relisting
-                .get_or_insert_with(Table::default)
-                .insert(hasher, object.clone()),
-            watcher::Event::InitDone => {
-                let listed = self.relisting.take().unwrap_or_default();
-                *self.shared.write() = listed;
-                self.ready.send_replace(true);
-            }
-            watcher::Event::Apply(object) => self.shared.write().insert(hasher, object.clone()),
-            watcher::Event::Delete(object) => self.shared.write().remove(hasher, object),
+        let shared = &self.shared;
+        if self
+            .relisting
+            .apply(event, &shared.hasher, || shared.write())
+        {
+            self.ready.send_replace(true);
         }
     }
 }

@@ -34,6 +34,7 @@ pub mod lean_cache;
 pub mod learned;
 pub mod lifecycle;
 pub mod metrics;
+pub mod mirror;
 pub mod nodeclass;
 pub mod nodeoverlay;
 pub mod nodepool;

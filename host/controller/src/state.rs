@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::lean_cache::{Cached, LeanCacheWriter, NodeCache, PodCache, lean_cache};
-use futures::StreamExt;
+use crate::mirror::{MirrorTable, Relist, spawn_watch};
 use joinery_api::{NodeClaim, NodeOverlay, NodePool};
 use joinery_kube::lean::{LeanNode, LeanPod, WatchedNode, WatchedPod};
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
@@ -75,7 +75,8 @@ pub struct ClusterState {
 /// ([`is_provisionable`](joinery_kube::pods::is_provisionable)), kept up to date from the pod
 /// watch's events, so that the provisioner's batcher, which asks many times a second whether
 /// new pending pods came, reads a set of a few entries instead of scanning every cached pod.
-/// A relist builds a new set and swaps it in when the list is complete, as the cache does.
+/// A relist builds a new set and swaps it in when the list is complete, as the cache does
+/// (both through [`Relist`]).
 #[derive(Debug, Default)]
 pub struct ProvisionablePods {
     sets: std::sync::Mutex<ProvisionableSets>,
@@ -83,8 +84,32 @@ pub struct ProvisionablePods {
 
 #[derive(Debug, Default)]
 struct ProvisionableSets {
-    current: std::collections::HashSet<String>,
-    relisting: Option<std::collections::HashSet<String>>,
+    current: Uids,
+    relisting: Relist<Uids>,
+}
+
+/// The uids of provisionable pods.
+#[derive(Debug, Default)]
+struct Uids(std::collections::HashSet<String>);
+
+impl MirrorTable<Arc<LeanPod>> for Uids {
+    type Context = ();
+
+    fn upsert(&mut self, _: &(), pod: &Arc<LeanPod>) {
+        if joinery_kube::pods::is_provisionable(pod) {
+            self.0.insert(uid(pod));
+        } else {
+            self.0.remove(&uid(pod));
+        }
+    }
+
+    fn remove(&mut self, _: &(), pod: &Arc<LeanPod>) {
+        self.0.remove(&uid(pod));
+    }
+}
+
+fn uid(pod: &LeanPod) -> String {
+    pod.metadata.uid.clone().unwrap_or_default()
 }
 
 impl ProvisionablePods {
@@ -94,32 +119,8 @@ impl ProvisionablePods {
             .sets
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let uid = |pod: &LeanPod| pod.metadata.uid.clone().unwrap_or_default();
-        match event {
-            watcher::Event::Init => sets.relisting = Some(Default::default()),
-            watcher::Event::InitApply(pod) => {
-                if joinery_kube::pods::is_provisionable(pod) {
-                    sets.relisting
-                        .get_or_insert_with(Default::default)
-                        .insert(uid(pod));
-                }
-            }
-            watcher::Event::InitDone => {
-                if let Some(listed) = sets.relisting.take() {
-                    sets.current = listed;
-                }
-            }
-            watcher::Event::Apply(pod) => {
-                if joinery_kube::pods::is_provisionable(pod) {
-                    sets.current.insert(uid(pod));
-                } else {
-                    sets.current.remove(&uid(pod));
-                }
-            }
-            watcher::Event::Delete(pod) => {
-                sets.current.remove(&uid(pod));
-            }
-        }
+        let ProvisionableSets { current, relisting } = &mut *sets;
+        relisting.apply(event, &(), || current);
     }
 
     /// The uids now.
@@ -128,6 +129,7 @@ impl ProvisionablePods {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .current
+            .0
             .clone()
     }
 }
@@ -277,27 +279,23 @@ fn spawn_lean_watch<W: LeanWatched>(
     mut observe: impl FnMut(&watcher::Event<Arc<W::Lean>>) + Send + 'static,
     changed: Arc<Notify>,
 ) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let stream = watcher(api, watcher::Config::default()).default_backoff();
-        futures::pin_mut!(stream);
-        while let Some(event) = stream.next().await {
-            let lean = |watched: W| Arc::new(watched.lean());
+    let lean = |watched: W| Arc::new(watched.lean());
+    spawn_watch(
+        watcher(api, watcher::Config::default()).default_backoff(),
+        W::kind(&()).into_owned(),
+        move |event| {
             let event = match event {
-                Ok(watcher::Event::Init) => watcher::Event::Init,
-                Ok(watcher::Event::InitApply(object)) => watcher::Event::InitApply(lean(object)),
-                Ok(watcher::Event::InitDone) => watcher::Event::InitDone,
-                Ok(watcher::Event::Apply(object)) => watcher::Event::Apply(lean(object)),
-                Ok(watcher::Event::Delete(object)) => watcher::Event::Delete(lean(object)),
-                Err(e) => {
-                    tracing::warn!(kind = %W::kind(&()), error = %e, "watch failed; retrying with backoff");
-                    continue;
-                }
+                watcher::Event::Init => watcher::Event::Init,
+                watcher::Event::InitApply(object) => watcher::Event::InitApply(lean(object)),
+                watcher::Event::InitDone => watcher::Event::InitDone,
+                watcher::Event::Apply(object) => watcher::Event::Apply(lean(object)),
+                watcher::Event::Delete(object) => watcher::Event::Delete(lean(object)),
             };
             cache.apply(&event);
             observe(&event);
-            changed.notify_waiters();
-        }
-    })
+        },
+        changed,
+    )
 }
 
 fn spawn_reflector<K>(
@@ -317,22 +315,16 @@ where
         + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    tokio::spawn(async move {
-        let stream = reflector::reflector(
+    spawn_watch(
+        reflector::reflector(
             writer,
             watcher(api, watcher::Config::default()).modify(Trim::trim),
         )
-        .default_backoff();
-        futures::pin_mut!(stream);
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(_) => changed.notify_waiters(),
-                Err(e) => {
-                    tracing::warn!(kind = %what, error = %e, "watch failed; retrying with backoff")
-                }
-            }
-        }
-    })
+        .default_backoff(),
+        what,
+        |_| {},
+        changed,
+    )
 }
 
 impl ClusterState {

@@ -1,0 +1,93 @@
+//! What every cache of ours does with a watch: apply its events to a table, keeping a relist
+//! aside until it is complete and swapping it in then, and the task that drives a watch.
+//!
+//! The [lean caches](crate::lean_cache) (pods and Nodes) and the
+//! [provisionable set](crate::state::ProvisionablePods) differ only in what their table is
+//! and how an object goes into it and out of it ([`MirrorTable`]); [`Relist`] is the one place
+//! where a list is kept aside and swapped in. The other kinds are `kube`'s reflectors, which do
+//! the same inside `kube`; [`spawn_watch`] drives both kinds of watch.
+
+use std::ops::DerefMut;
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use kube::runtime::watcher;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+/// A table a watch keeps current: how an object of the watch goes into it and out of it.
+pub trait MirrorTable<O>: Default {
+    /// What storing needs beside the table (e.g. the hasher shared by the reader).
+    type Context: ?Sized;
+    /// Takes in `object`, listed or changed.
+    fn upsert(&mut self, context: &Self::Context, object: &O);
+    /// Forgets `object`, deleted.
+    fn remove(&mut self, context: &Self::Context, object: &O);
+}
+
+/// The table a relist is filling beside the current one, until the list is complete.
+#[derive(Debug)]
+pub struct Relist<T>(Option<T>);
+
+impl<T> Default for Relist<T> {
+    fn default() -> Self {
+        Relist(None)
+    }
+}
+
+impl<T> Relist<T> {
+    /// Applies one event of the watch: a listed object goes into the table being listed, which
+    /// replaces the one `current` gives when the list is complete; a change goes into the
+    /// current table. `current` is called only for the events that write it (so a lock is
+    /// taken only then). Returns whether a list was completed.
+    pub fn apply<O, G>(
+        &mut self,
+        event: &watcher::Event<O>,
+        context: &T::Context,
+        current: impl FnOnce() -> G,
+    ) -> bool
+    where
+        T: MirrorTable<O>,
+        G: DerefMut<Target = T>,
+    {
+        match event {
+            watcher::Event::Init => self.0 = Some(T::default()),
+            watcher::Event::InitApply(object) => self
+                .0
+                .get_or_insert_with(T::default)
+                .upsert(context, object),
+            watcher::Event::InitDone => {
+                let listed = self.0.take().unwrap_or_default();
+                *current() = listed;
+                return true;
+            }
+            watcher::Event::Apply(object) => current().upsert(context, object),
+            watcher::Event::Delete(object) => current().remove(context, object),
+        }
+        false
+    }
+}
+
+/// Drives one watch until it ends: each event is handed to `on_event` and then every loop is
+/// woken through `changed`; a failed watch (it retries with backoff) is logged under `kind`.
+pub fn spawn_watch<K: Send + 'static>(
+    stream: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    kind: String,
+    mut on_event: impl FnMut(watcher::Event<K>) + Send + 'static,
+    changed: Arc<Notify>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(event) => {
+                    on_event(event);
+                    changed.notify_waiters();
+                }
+                Err(e) => {
+                    tracing::warn!(kind = %kind, error = %e, "watch failed; retrying with backoff")
+                }
+            }
+        }
+    })
+}
