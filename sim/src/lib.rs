@@ -29,6 +29,7 @@ pub mod cloud;
 pub mod clusterapi;
 mod error;
 pub mod exoscale;
+mod fake_operator;
 mod faults;
 mod http_server;
 pub mod physics;

@@ -114,12 +114,12 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, GroupVersionKind, PostParams};
 use serde_json::Value;
 use tokio::sync::broadcast;
-use tokio::task::JoinHandle;
 
 pub use crate::clevercloud::nodegroups::DelayRange;
 #[cfg(test)]
 use crate::cloud::model::InstanceState;
 use crate::cloud::model::{CloudEvent, MachineRecord, SimInstance, platform_instances};
+use crate::fake_operator::OperatorTask;
 
 pub use priority::{
     BETTER_DELETE, COULD_DELETE, DeletePolicy, MUST_DELETE, MUST_NOT_DELETE, SHOULD_DELETE,
@@ -411,42 +411,30 @@ impl Ledger {
 
 /// The running fake Cluster API controllers. Dropping it stops them.
 pub struct CapiControllers {
-    events: broadcast::Sender<CloudEvent>,
-    ledger: Arc<Ledger>,
-    clock: Arc<Clock>,
-    task: Option<JoinHandle<()>>,
+    task: OperatorTask<Ledger>,
 }
-
-/// How many events a slow subscriber may fall behind before it misses some.
-const EVENT_BUFFER: usize = 4096;
 
 impl CapiControllers {
     /// Starts the controllers as a tokio task (call from within a tokio runtime). Install
     /// the CRDs first ([`install_crds`]), and subscribe the physics
     /// ([`CapiControllers::subscribe`]) before any Machine is provisioned.
     pub fn start(options: CapiOptions) -> CapiControllers {
-        let (events, _) = broadcast::channel(EVENT_BUFFER);
-        let ledger = Arc::new(Ledger::default());
         let clock = options.clock.clone();
-        let task = tokio::spawn(controller::run(options, events.clone(), ledger.clone()));
-        tracing::info!("fake Cluster API controllers started");
-        CapiControllers {
-            events,
-            ledger,
-            clock,
-            task: Some(task),
-        }
+        let task = OperatorTask::start("fake Cluster API controllers", clock, |events, ledger| {
+            controller::run(options, events, ledger)
+        });
+        CapiControllers { task }
     }
 
     /// A receiver of the machines' [`CloudEvent`]s (`PlatformLaunched`, `Terminated`) from
     /// now on: give it to the workload cluster's physics.
     pub fn subscribe(&self) -> broadcast::Receiver<CloudEvent> {
-        self.events.subscribe()
+        self.task.subscribe()
     }
 
     /// The counters so far.
     pub fn counters(&self) -> CapiCounters {
-        let l = &self.ledger;
+        let l = self.task.ledger();
         CapiCounters {
             machine_sets_created: l.machine_sets_created.load(Ordering::Relaxed),
             machines_created: l.machines_created.load(Ordering::Relaxed),
@@ -459,7 +447,7 @@ impl CapiControllers {
 
     /// The Machines that exist, as of the controllers' last pass, by namespace and name.
     pub fn machines(&self) -> Vec<MachineInfo> {
-        self.ledger.infos().clone()
+        self.task.ledger().infos().clone()
     }
 
     /// Every machine launched so far, ordered by ID (`<namespace>/<machine>`), as the physics
@@ -469,24 +457,12 @@ impl CapiControllers {
     /// `karpenter.sh/capacity-type`, tags `namespace`, `machine`, `machineSet`,
     /// `machineDeployment`, `cluster`, price from [`PRICE_ANNOTATION`].
     pub fn instances(&self) -> Vec<SimInstance> {
-        platform_instances(self.ledger.machines().values(), self.clock.elapsed())
+        platform_instances(self.task.ledger().machines().values(), self.task.elapsed())
     }
 
     /// Stops the controllers and waits for them to end (machines are left as they are).
-    pub async fn shutdown(mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-            let _ = task.await;
-        }
-        tracing::info!("fake Cluster API controllers stopped");
-    }
-}
-
-impl Drop for CapiControllers {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
-        }
+    pub async fn shutdown(self) {
+        self.task.shutdown().await;
     }
 }
 

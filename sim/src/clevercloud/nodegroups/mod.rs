@@ -88,11 +88,11 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, GroupVersionKind, PostParams};
 use serde_json::Value;
 use tokio::sync::broadcast;
-use tokio::task::JoinHandle;
 
 #[cfg(test)]
 use crate::cloud::model::InstanceState;
 use crate::cloud::model::{CloudEvent, MachineRecord, SimInstance, platform_instances};
+use crate::fake_operator::OperatorTask;
 
 pub use quota::{QuotaExceeded, Usage};
 
@@ -398,52 +398,45 @@ impl Ledger {
 
 /// The running fake CKE operator. Dropping it stops it.
 pub struct NodeGroupOperator {
-    events: broadcast::Sender<CloudEvent>,
-    ledger: Arc<Ledger>,
-    clock: Arc<Clock>,
-    task: Option<JoinHandle<()>>,
+    task: OperatorTask<Ledger>,
 }
-
-/// How many events a slow subscriber may fall behind before it misses some.
-const EVENT_BUFFER: usize = 4096;
 
 impl NodeGroupOperator {
     /// Starts the operator as a tokio task (call from within a tokio runtime). Subscribe the
     /// physics ([`NodeGroupOperator::subscribe`]) before any NodeGroup is created.
     pub fn start(options: NodeGroupOperatorOptions) -> NodeGroupOperator {
-        let (events, _) = broadcast::channel(EVENT_BUFFER);
-        let ledger = Arc::new(Ledger::default());
         let clock = options.clock.clone();
-        let task = tokio::spawn(operator::run(options, events.clone(), ledger.clone()));
-        tracing::info!("fake CKE NodeGroup operator started");
-        NodeGroupOperator {
-            events,
-            ledger,
-            clock,
-            task: Some(task),
-        }
+        let task = OperatorTask::start("fake CKE NodeGroup operator", clock, |events, ledger| {
+            operator::run(options, events, ledger)
+        });
+        NodeGroupOperator { task }
     }
 
     /// A receiver of the machines' [`CloudEvent`]s (`PlatformLaunched`, `Terminated`) from
     /// now on: give it to the physics.
     pub fn subscribe(&self) -> broadcast::Receiver<CloudEvent> {
-        self.events.subscribe()
+        self.task.subscribe()
     }
 
     /// The counters so far.
     pub fn counters(&self) -> NodeGroupCounters {
         NodeGroupCounters {
-            accepted: self.ledger.accepted.load(Ordering::Relaxed),
-            rejected: self.ledger.rejected.load(Ordering::Relaxed),
-            vanished: self.ledger.vanished.load(Ordering::Relaxed),
-            machines: self.ledger.launched.load(Ordering::Relaxed),
+            accepted: self.task.ledger().accepted.load(Ordering::Relaxed),
+            rejected: self.task.ledger().rejected.load(Ordering::Relaxed),
+            vanished: self.task.ledger().vanished.load(Ordering::Relaxed),
+            machines: self.task.ledger().launched.load(Ordering::Relaxed),
         }
     }
 
     /// What the organisation uses of its quota now (control plane, accepted groups, leaked
     /// reservations), as of the operator's last pass.
     pub fn usage(&self) -> Usage {
-        *self.ledger.usage.lock().unwrap_or_else(|p| p.into_inner())
+        *self
+            .task
+            .ledger()
+            .usage
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Every machine launched so far, ordered by ID, as the physics sees them: `pending`
@@ -451,24 +444,12 @@ impl NodeGroupOperator {
     /// `par`, provider ID `clevercloud://<nodegroup>` (`clevercloud://<nodegroup>-node<i>`
     /// for i > 0), tags `nodegroup`, `node`, `upstreamId`, price the flavor's list price.
     pub fn instances(&self) -> Vec<SimInstance> {
-        platform_instances(self.ledger.machines().values(), self.clock.elapsed())
+        platform_instances(self.task.ledger().machines().values(), self.task.elapsed())
     }
 
     /// Stops the operator and waits for it to end (machines are left as they are).
-    pub async fn shutdown(mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-            let _ = task.await;
-        }
-        tracing::info!("fake CKE NodeGroup operator stopped");
-    }
-}
-
-impl Drop for NodeGroupOperator {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
-        }
+    pub async fn shutdown(self) {
+        self.task.shutdown().await;
     }
 }
 

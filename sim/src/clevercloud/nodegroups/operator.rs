@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures::StreamExt;
 use joinery_core::clock::Clock;
 use joinery_core::labels::{ARCH_LABEL, OS_LABEL, REGION_LABEL};
 use joinery_core::taints::{Taint, TaintEffect};
@@ -23,8 +22,9 @@ use super::{
     NodeGroupOperatorOptions, PROVIDER_ID_PREFIX, REGION, ROLE_LABEL, api_resource, flavor,
 };
 use crate::cloud::model::{CloudEvent, InstanceState, NodeRegistration, SimInstance};
+use crate::fake_operator::{self, Reconciler, mirrored};
 use crate::physics::cache::Cache;
-use crate::physics::{Trigger, api_code, node_is_ready, time_at, watch};
+use crate::physics::{api_code, node_is_ready, time_at};
 
 /// Where a NodeGroup's acceptance stands.
 #[derive(Debug, Clone)]
@@ -176,13 +176,20 @@ pub(super) async fn run(
     } = options;
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource());
     let nodes: Api<Node> = Api::all(client);
-    let mut group_events = watch(api.clone(), watcher::Config::default());
-    let mut node_events = watch(
-        nodes.clone(),
-        watcher::Config::default().labels(NODEGROUP_LABEL),
-    );
+    let watches = vec![
+        mirrored(
+            api.clone(),
+            watcher::Config::default(),
+            |o: &mut Operator| &mut o.groups_seen,
+        ),
+        mirrored(
+            nodes.clone(),
+            watcher::Config::default().labels(NODEGROUP_LABEL),
+            |o: &mut Operator| &mut o.nodes_seen,
+        ),
+    ];
     let rng = settings.seed;
-    let mut operator = Operator {
+    let operator = Operator {
         settings,
         clock,
         api,
@@ -196,21 +203,24 @@ pub(super) async fn run(
         rng,
         sequence: 0,
     };
-    let mut trigger = Trigger::new();
-    loop {
-        let wait = operator.real_wait();
-        tokio::select! {
-            Some(event) = group_events.next() => {
-                operator.groups_seen.apply(event);
-                trigger.fire();
-            }
-            Some(event) = node_events.next() => {
-                operator.nodes_seen.apply(event);
-                trigger.fire();
-            }
-            _ = trigger.due() => operator.pass().await,
-            _ = tokio::time::sleep(wait) => operator.pass().await,
-        }
+    fake_operator::run(operator, watches).await;
+}
+
+impl Reconciler for Operator {
+    /// The real time until the next thing due, at most the resync interval.
+    fn real_wait(&self) -> Duration {
+        let now = self.now();
+        let next = self
+            .groups
+            .values()
+            .filter_map(Group::next_due)
+            .min()
+            .map(|at| at.saturating_sub(now));
+        fake_operator::real_wait(&self.clock, self.settings.resync_interval, next)
+    }
+
+    fn pass(&mut self) -> impl Future<Output = ()> + Send {
+        Operator::pass(self)
     }
 }
 
@@ -218,22 +228,6 @@ impl Operator {
     /// Simulated time since the clock's origin (immune to the clock being rebased).
     fn now(&self) -> Duration {
         self.clock.elapsed()
-    }
-
-    /// The real time until the next thing due, at most the resync interval.
-    fn real_wait(&self) -> Duration {
-        let now = self.now();
-        let resync = self.settings.resync_interval;
-        let next = self
-            .groups
-            .values()
-            .filter_map(Group::next_due)
-            .min()
-            .map(|at| at.saturating_sub(now))
-            .unwrap_or(resync);
-        self.clock
-            .to_real(next.min(resync))
-            .max(Duration::from_millis(1))
     }
 
     /// What the organisation uses now, the group being reconciled (taken out) aside.

@@ -16,7 +16,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use joinery_core::clock::Clock;
 use k8s_openapi::api::core::v1::Node;
 use kube::Resource;
@@ -28,8 +27,9 @@ use tokio::sync::broadcast;
 use super::priority::DeletePolicy;
 use super::{CapiOptions, CapiSettings, Kind, Ledger};
 use crate::cloud::model::CloudEvent;
+use crate::fake_operator::{self, Reconciler, mirrored};
 use crate::physics::cache::Cache;
-use crate::physics::{Trigger, api_code, node_is_ready, watch};
+use crate::physics::{api_code, node_is_ready};
 use machine::Tracked;
 
 /// Characters of random name suffixes (as Kubernetes' `generateName` uses).
@@ -75,13 +75,31 @@ pub(super) async fn run(
         settings,
     } = options;
     let all = |kind: Kind| Api::<DynamicObject>::all_with(management.clone(), &kind.api_resource());
-    let mut deployment_events = watch(all(Kind::MachineDeployment), watcher::Config::default());
-    let mut set_events = watch(all(Kind::MachineSet), watcher::Config::default());
-    let mut machine_events = watch(all(Kind::Machine), watcher::Config::default());
     let nodes: Api<Node> = Api::all(workload);
-    let mut node_events = watch(nodes.clone(), watcher::Config::default());
+    let watches = vec![
+        mirrored(
+            all(Kind::MachineDeployment),
+            watcher::Config::default(),
+            |c: &mut Controllers| &mut c.deployments,
+        ),
+        mirrored(
+            all(Kind::MachineSet),
+            watcher::Config::default(),
+            |c: &mut Controllers| &mut c.sets,
+        ),
+        mirrored(
+            all(Kind::Machine),
+            watcher::Config::default(),
+            |c: &mut Controllers| &mut c.machines,
+        ),
+        mirrored(
+            nodes.clone(),
+            watcher::Config::default(),
+            |c: &mut Controllers| &mut c.nodes_seen,
+        ),
+    ];
     let rng = settings.seed;
-    let mut controllers = Controllers {
+    let controllers = Controllers {
         settings,
         clock,
         management,
@@ -95,30 +113,7 @@ pub(super) async fn run(
         tracked: BTreeMap::new(),
         rng,
     };
-    let mut trigger = Trigger::new();
-    loop {
-        let wait = controllers.real_wait();
-        tokio::select! {
-            Some(event) = deployment_events.next() => {
-                controllers.deployments.apply(event);
-                trigger.fire();
-            }
-            Some(event) = set_events.next() => {
-                controllers.sets.apply(event);
-                trigger.fire();
-            }
-            Some(event) = machine_events.next() => {
-                controllers.machines.apply(event);
-                trigger.fire();
-            }
-            Some(event) = node_events.next() => {
-                controllers.nodes_seen.apply(event);
-                trigger.fire();
-            }
-            _ = trigger.due() => controllers.pass().await,
-            _ = tokio::time::sleep(wait) => controllers.pass().await,
-        }
-    }
+    fake_operator::run(controllers, watches).await;
 }
 
 fn labels_of(object: &DynamicObject) -> BTreeMap<String, String> {
@@ -223,20 +218,10 @@ fn covers(current: Option<&Value>, wanted: &Map<String, Value>) -> bool {
         .all(|(k, v)| current.and_then(|c| c.get(k)) == Some(v))
 }
 
-impl Controllers {
-    /// Simulated time since the clock's origin (immune to the clock being rebased).
-    fn now(&self) -> Duration {
-        self.clock.elapsed()
-    }
-
-    fn api(&self, kind: Kind, namespace: &str) -> Api<DynamicObject> {
-        Api::namespaced_with(self.management.clone(), namespace, &kind.api_resource())
-    }
-
+impl Reconciler for Controllers {
     /// The real time until the next thing due, at most the resync interval.
     fn real_wait(&self) -> Duration {
         let now = self.now();
-        let resync = self.settings.resync_interval;
         let next = self
             .machines
             .iter()
@@ -246,11 +231,23 @@ impl Controllers {
             })
             .filter(|at| *at > now)
             .min()
-            .map(|at| at - now)
-            .unwrap_or(resync);
-        self.clock
-            .to_real(next.min(resync))
-            .max(Duration::from_millis(1))
+            .map(|at| at - now);
+        fake_operator::real_wait(&self.clock, self.settings.resync_interval, next)
+    }
+
+    fn pass(&mut self) -> impl Future<Output = ()> + Send {
+        Controllers::pass(self)
+    }
+}
+
+impl Controllers {
+    /// Simulated time since the clock's origin (immune to the clock being rebased).
+    fn now(&self) -> Duration {
+        self.clock.elapsed()
+    }
+
+    fn api(&self, kind: Kind, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.management.clone(), namespace, &kind.api_resource())
     }
 
     fn suffix(&mut self) -> String {

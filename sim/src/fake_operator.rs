@@ -1,0 +1,142 @@
+//! What the fake clouds' operators share (the Clever Cloud NodeGroup operator and the Cluster
+//! API controllers): the loop that feeds watch events (retried with kube's default backoff)
+//! into [`Cache`]s and makes one pass on every change, when something is due, or at the resync
+//! interval; and the handle that starts that loop as a task, owns the simulated clock and the
+//! state the task shares, publishes the machines' [`CloudEvent`]s and stops the task when
+//! dropped.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use joinery_core::clock::Clock;
+use kube::api::Api;
+use kube::runtime::watcher;
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
+
+use crate::cloud::model::CloudEvent;
+use crate::physics::cache::{Cache, Cached};
+use crate::physics::{Trigger, watch};
+
+/// How many events a slow subscriber may fall behind before it misses some.
+const EVENT_BUFFER: usize = 4096;
+
+/// A change a watch brings to an operator's state (a watch event applied to one of its caches).
+pub(crate) type Update<S> = Box<dyn FnOnce(&mut S) + Send>;
+
+/// A watch of `api` whose events go into the cache `mirror` picks out of the operator's state.
+pub(crate) fn mirrored<S, K>(
+    api: Api<K>,
+    config: watcher::Config,
+    mirror: fn(&mut S) -> &mut Cache<K>,
+) -> BoxStream<'static, Update<S>>
+where
+    S: 'static,
+    K: Cached + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watch(api, config)
+        .map(move |event| Box::new(move |state: &mut S| mirror(state).apply(event)) as Update<S>)
+        .boxed()
+}
+
+/// An operator's state, as the loop ([`run`]) drives it.
+pub(crate) trait Reconciler: Send {
+    /// The real time until a pass is next due if nothing changes ([`real_wait`]).
+    fn real_wait(&self) -> Duration;
+    /// One pass over everything the operator looks after; what fails is retried on the next.
+    fn pass(&mut self) -> impl Future<Output = ()> + Send;
+}
+
+/// The real time to wait on `clock` for something due after `until_next` (simulated), at most
+/// the resync interval and at least a millisecond.
+pub(crate) fn real_wait(clock: &Clock, resync: Duration, until_next: Option<Duration>) -> Duration {
+    clock
+        .to_real(until_next.unwrap_or(resync).min(resync))
+        .max(Duration::from_millis(1))
+}
+
+/// Runs `state`'s passes until the task is aborted: after every burst of watch updates, and
+/// when [`Reconciler::real_wait`] has gone by.
+pub(crate) async fn run<S: Reconciler>(mut state: S, watches: Vec<BoxStream<'static, Update<S>>>) {
+    let mut updates = futures::stream::select_all(watches);
+    let mut trigger = Trigger::new();
+    loop {
+        let wait = state.real_wait();
+        tokio::select! {
+            Some(update) = updates.next() => {
+                update(&mut state);
+                trigger.fire();
+            }
+            _ = trigger.due() => state.pass().await,
+            _ = tokio::time::sleep(wait) => state.pass().await,
+        }
+    }
+}
+
+/// A running fake operator's task, with what it shares with its handle: the machines' events,
+/// a ledger `L` and the clock. Dropping it stops the task.
+pub(crate) struct OperatorTask<L> {
+    /// What the operator is called in the log.
+    name: &'static str,
+    events: broadcast::Sender<CloudEvent>,
+    ledger: Arc<L>,
+    clock: Arc<Clock>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl<L: Default + Send + Sync + 'static> OperatorTask<L> {
+    /// Starts `run` (given the events' sender and the ledger) as a tokio task (call from within
+    /// a tokio runtime).
+    pub(crate) fn start<F, Fut>(name: &'static str, clock: Arc<Clock>, run: F) -> Self
+    where
+        F: FnOnce(broadcast::Sender<CloudEvent>, Arc<L>) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let ledger = Arc::new(L::default());
+        let task = tokio::spawn(run(events.clone(), ledger.clone()));
+        tracing::info!("{name} started");
+        OperatorTask {
+            name,
+            events,
+            ledger,
+            clock,
+            task: Some(task),
+        }
+    }
+
+    /// A receiver of the machines' [`CloudEvent`]s from now on.
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<CloudEvent> {
+        self.events.subscribe()
+    }
+
+    /// What the task shares with the handle.
+    pub(crate) fn ledger(&self) -> &L {
+        &self.ledger
+    }
+
+    /// Simulated time since the clock's origin.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.clock.elapsed()
+    }
+
+    /// Stops the task and waits for it to end.
+    pub(crate) async fn shutdown(mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = task.await;
+        }
+        tracing::info!("{} stopped", self.name);
+    }
+}
+
+impl<L> Drop for OperatorTask<L> {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
