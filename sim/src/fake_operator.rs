@@ -12,14 +12,14 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use joinery_core::clock::Clock;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::watcher;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
 use crate::cloud::model::CloudEvent;
 use crate::physics::cache::{Cache, Cached};
-use crate::physics::{Trigger, watch};
+use crate::physics::{Trigger, api_code, watch};
 
 /// How many events a slow subscriber may fall behind before it misses some.
 const EVENT_BUFFER: usize = 4096;
@@ -56,6 +56,27 @@ pub(crate) fn real_wait(clock: &Clock, resync: Duration, until_next: Option<Dura
     clock
         .to_real(until_next.unwrap_or(resync).min(resync))
         .max(Duration::from_millis(1))
+}
+
+/// Merge-patches `status` into the status of `name`: the object as written, or `None` if it is
+/// gone (a 404 answer).
+pub(crate) async fn patch_status<K>(
+    api: &Api<K>,
+    name: &str,
+    status: &impl serde::Serialize,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = serde_json::json!({ "status": status });
+    match api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(written) => Ok(Some(written)),
+        Err(error) if api_code(&error) == Some(404) => Ok(None),
+        Err(error) => Err(error),
+    }
 }
 
 /// Runs `state`'s passes until the task is aborted: after every burst of watch updates, and

@@ -752,23 +752,11 @@ impl Operator {
             return Ok(());
         }
         let name = group.name.clone();
-        match self
-            .api
-            .patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(&json!({"status": status})),
-            )
-            .await
-        {
-            Ok(updated) => {
-                self.groups_seen.upsert(updated);
-                group.last_status = Some(status);
-                Ok(())
-            }
-            Err(error) if api_code(&error) == Some(404) => Ok(()),
-            Err(error) => Err(error),
+        if let Some(updated) = fake_operator::patch_status(&self.api, &name, &status).await? {
+            self.groups_seen.upsert(updated);
+            group.last_status = Some(status);
         }
+        Ok(())
     }
 
     fn status_of(&self, group: &Group, object: &DynamicObject, previous: Option<&Value>) -> Value {

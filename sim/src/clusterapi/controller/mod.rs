@@ -19,9 +19,9 @@ use std::time::Duration;
 use joinery_core::clock::Clock;
 use k8s_openapi::api::core::v1::Node;
 use kube::Resource;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
 use super::priority::DeletePolicy;
@@ -29,7 +29,7 @@ use super::{CapiOptions, CapiSettings, Kind, Ledger};
 use crate::cloud::model::CloudEvent;
 use crate::fake_operator::{self, Reconciler, mirrored};
 use crate::physics::cache::Cache;
-use crate::physics::{api_code, node_is_ready};
+use crate::physics::node_is_ready;
 use machine::Tracked;
 
 /// Characters of random name suffixes (as Kubernetes' `generateName` uses).
@@ -340,24 +340,13 @@ impl Controllers {
         }
         let name = name_of(object);
         let api = self.api(kind, &namespace_of(object));
-        match api
-            .patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(&json!({"status": status})),
-            )
-            .await
-        {
-            Ok(written) => {
-                match kind {
-                    Kind::MachineDeployment => self.deployments.upsert(written),
-                    Kind::MachineSet => self.sets.upsert(written),
-                    Kind::Machine => self.machines.upsert(written),
-                }
-                Ok(())
+        if let Some(written) = fake_operator::patch_status(&api, &name, &status).await? {
+            match kind {
+                Kind::MachineDeployment => self.deployments.upsert(written),
+                Kind::MachineSet => self.sets.upsert(written),
+                Kind::Machine => self.machines.upsert(written),
             }
-            Err(error) if api_code(&error) == Some(404) => Ok(()),
-            Err(error) => Err(error),
         }
+        Ok(())
     }
 }
