@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use joinery_core::clock::Clock;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::watcher;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
@@ -75,6 +75,60 @@ where
     {
         Ok(written) => Ok(Some(written)),
         Err(error) if api_code(&error) == Some(404) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// Adds `finalizer` to `object` with a merge patch that holds its resource version: the object
+/// as written, or `None` if it is gone or changed meanwhile (a 404 or 409 answer; the next pass
+/// sees the news).
+pub(crate) async fn add_finalizer(
+    api: &Api<DynamicObject>,
+    object: &DynamicObject,
+    finalizer: &str,
+) -> Result<Option<DynamicObject>, kube::Error> {
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let mut finalizers = object.metadata.finalizers.clone().unwrap_or_default();
+    finalizers.push(finalizer.to_string());
+    let patch = serde_json::json!({"metadata": {"finalizers": finalizers, "resourceVersion": object.metadata.resource_version}});
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(written) => Ok(Some(written)),
+        Err(error) if matches!(api_code(&error), Some(404 | 409)) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// Removes `finalizer` from the object `name` as it is now (read afresh), with a merge patch
+/// that holds its resource version: whether the object was still there to read (a 404 answer
+/// to the patch counts as done; a 409, changed meanwhile, is an error).
+pub(crate) async fn remove_finalizer(
+    api: &Api<DynamicObject>,
+    name: &str,
+    finalizer: &str,
+) -> Result<bool, kube::Error> {
+    let current = match api.get(name).await {
+        Ok(current) => current,
+        Err(error) if api_code(&error) == Some(404) => return Ok(false),
+        Err(error) => return Err(error),
+    };
+    let kept: Vec<String> = current
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .filter(|f| *f != finalizer)
+        .cloned()
+        .collect();
+    let patch = serde_json::json!({"metadata": {"finalizers": kept, "resourceVersion": current.metadata.resource_version}});
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(error) if api_code(&error) == Some(404) => Ok(true),
         Err(error) => Err(error),
     }
 }

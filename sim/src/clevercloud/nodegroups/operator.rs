@@ -11,7 +11,7 @@ use joinery_core::clock::Clock;
 use joinery_core::labels::{ARCH_LABEL, OS_LABEL, REGION_LABEL};
 use joinery_core::taints::{Taint, TaintEffect};
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
@@ -677,23 +677,10 @@ impl Operator {
     }
 
     async fn add_finalizer(&mut self, object: &DynamicObject) -> Result<(), kube::Error> {
-        let name = object.metadata.name.clone().unwrap_or_default();
-        let mut finalizers = object.metadata.finalizers.clone().unwrap_or_default();
-        finalizers.push(FINALIZER.to_string());
-        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": object.metadata.resource_version}});
-        match self
-            .api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(updated) => {
-                self.groups_seen.upsert(updated);
-                Ok(())
-            }
-            // Gone, or changed meanwhile: the next pass sees the news.
-            Err(error) if matches!(api_code(&error), Some(404 | 409)) => Ok(()),
-            Err(error) => Err(error),
+        if let Some(updated) = fake_operator::add_finalizer(&self.api, object, FINALIZER).await? {
+            self.groups_seen.upsert(updated);
         }
+        Ok(())
     }
 
     async fn remove_finalizer(
@@ -703,31 +690,9 @@ impl Operator {
     ) -> Result<(), kube::Error> {
         let name = group.name.clone();
         if has_finalizer(object) {
-            let current = match self.api.get(&name).await {
-                Ok(current) => current,
-                Err(error) if api_code(&error) == Some(404) => {
-                    group.released = true;
-                    return Ok(());
-                }
-                Err(error) => return Err(error),
-            };
-            let kept: Vec<String> = current
-                .metadata
-                .finalizers
-                .iter()
-                .flatten()
-                .filter(|f| *f != FINALIZER)
-                .cloned()
-                .collect();
-            let patch = json!({"metadata": {"finalizers": kept, "resourceVersion": current.metadata.resource_version}});
-            match self
-                .api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => {}
-                Err(error) if api_code(&error) == Some(404) => {}
-                Err(error) => return Err(error),
+            if !fake_operator::remove_finalizer(&self.api, &name, FINALIZER).await? {
+                group.released = true;
+                return Ok(());
             }
             tracing::info!(nodegroup = %name, "NodeGroup finalizer removed");
         }

@@ -20,6 +20,7 @@ use crate::clusterapi::{
     MACHINE_ANNOTATION, MachineInfo, MachineRecord, OWNER_KIND_ANNOTATION, OWNER_NAME_ANNOTATION,
     SET_NAME_LABEL, provider_id,
 };
+use crate::fake_operator;
 use crate::physics::cache::Cache;
 use crate::physics::{api_code, node_is_ready, time_at};
 
@@ -340,21 +341,13 @@ impl Controllers {
                 .flatten()
                 .any(|f| f == FINALIZER)
         {
-            let mut finalizers = machine.metadata.finalizers.clone().unwrap_or_default();
-            finalizers.push(FINALIZER.to_string());
-            let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": machine.metadata.resource_version}});
-            match api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(written) => {
-                    self.machines.upsert(written.clone());
-                    machine = written;
-                }
+            let Some(written) = fake_operator::add_finalizer(&api, &machine, FINALIZER).await?
+            else {
                 // Changed meanwhile (or gone): the next pass sees the news.
-                Err(error) if matches!(api_code(&error), Some(404 | 409)) => return Ok(()),
-                Err(error) => return Err(error),
-            }
+                return Ok(());
+            };
+            self.machines.upsert(written.clone());
+            machine = written;
         }
         let mut provider = machine
             .data
@@ -451,29 +444,12 @@ impl Controllers {
         let name = name_of(machine);
         let namespace = namespace_of(machine);
         let api = self.api(Kind::Machine, &namespace);
-        let current = match api.get(&name).await {
-            Ok(current) => current,
-            Err(error) if api_code(&error) == Some(404) => {
+        match fake_operator::remove_finalizer(&api, &name, FINALIZER).await {
+            Ok(true) => {}
+            Ok(false) => {
                 tracked.released = true;
                 return Ok(());
             }
-            Err(error) => return Err(error),
-        };
-        let kept: Vec<String> = current
-            .metadata
-            .finalizers
-            .iter()
-            .flatten()
-            .filter(|f| *f != FINALIZER)
-            .cloned()
-            .collect();
-        let patch = json!({"metadata": {"finalizers": kept, "resourceVersion": current.metadata.resource_version}});
-        match api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => {}
-            Err(error) if api_code(&error) == Some(404) => {}
             // Changed meanwhile: try again on the next pass.
             Err(error) if api_code(&error) == Some(409) => return Ok(()),
             Err(error) => return Err(error),
