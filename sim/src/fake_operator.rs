@@ -5,6 +5,7 @@
 //! state the task shares, publishes the machines' [`CloudEvent`]s and stops the task when
 //! dropped.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,6 +57,44 @@ pub(crate) fn real_wait(clock: &Clock, resync: Duration, until_next: Option<Dura
     clock
         .to_real(until_next.unwrap_or(resync).min(resync))
         .max(Duration::from_millis(1))
+}
+
+/// Sets what an operator tracks by uid against the objects that exist: takes out (and returns,
+/// by uid) what it tracks of objects now gone, and returns the objects it does not track yet,
+/// in creation order (then by name), so that what it does on first sight is done in that order.
+pub(crate) fn sort_out<T>(
+    tracked: &mut BTreeMap<String, T>,
+    objects: &[DynamicObject],
+) -> (Vec<T>, Vec<DynamicObject>) {
+    let live: BTreeSet<&str> = objects
+        .iter()
+        .filter_map(|o| o.metadata.uid.as_deref())
+        .collect();
+    let gone: Vec<String> = tracked
+        .keys()
+        .filter(|uid| !live.contains(uid.as_str()))
+        .cloned()
+        .collect();
+    let gone = gone
+        .into_iter()
+        .filter_map(|uid| tracked.remove(&uid))
+        .collect();
+    let mut fresh: Vec<&DynamicObject> = objects
+        .iter()
+        .filter(|o| {
+            o.metadata
+                .uid
+                .as_ref()
+                .is_some_and(|u| !tracked.contains_key(u))
+        })
+        .collect();
+    fresh.sort_by_key(|o| {
+        (
+            o.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            o.metadata.name.clone(),
+        )
+    });
+    (gone, fresh.into_iter().cloned().collect())
 }
 
 /// Merge-patches `status` into the status of `name`: the object as written, or `None` if it is

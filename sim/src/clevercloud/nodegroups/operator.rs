@@ -2,7 +2,7 @@
 //! timer, or resync) makes one pass over every NodeGroup — finalizer, quota decision,
 //! machines, vanishing, teardown, status. The behaviour is described in the module above.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -251,38 +251,11 @@ impl Operator {
         let now = self.now();
         self.leaks.retain(|(until, _)| *until > now);
         let objects: Vec<DynamicObject> = self.groups_seen.iter().cloned().collect();
-        let live: BTreeSet<String> = objects
-            .iter()
-            .filter_map(|o| o.metadata.uid.clone())
-            .collect();
-        let gone: Vec<String> = self
-            .groups
-            .keys()
-            .filter(|uid| !live.contains(*uid))
-            .cloned()
-            .collect();
-        for uid in gone {
-            if let Some(group) = self.groups.remove(&uid) {
-                self.forget(group, now);
-            }
+        let (gone, fresh) = fake_operator::sort_out(&mut self.groups, &objects);
+        for group in gone {
+            self.forget(group, now);
         }
         // First sight in creation order, so that decisions are taken in it.
-        let mut fresh: Vec<&DynamicObject> = objects
-            .iter()
-            .filter(|o| {
-                o.metadata
-                    .uid
-                    .as_ref()
-                    .is_some_and(|u| !self.groups.contains_key(u))
-            })
-            .collect();
-        fresh.sort_by_key(|o| {
-            (
-                o.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                o.metadata.name.clone(),
-            )
-        });
-        let fresh: Vec<DynamicObject> = fresh.into_iter().cloned().collect();
         for object in &fresh {
             self.see(object, now);
         }

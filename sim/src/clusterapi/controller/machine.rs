@@ -96,38 +96,11 @@ impl Controllers {
     pub(super) async fn reconcile_machines(&mut self) {
         let now = self.now();
         let machines: Vec<DynamicObject> = self.machines.iter().cloned().collect();
-        let live: BTreeSet<String> = machines
-            .iter()
-            .filter_map(|m| m.metadata.uid.clone())
-            .collect();
-        let gone: Vec<String> = self
-            .tracked
-            .keys()
-            .filter(|uid| !live.contains(*uid))
-            .cloned()
-            .collect();
-        for uid in gone {
-            if let Some(tracked) = self.tracked.remove(&uid) {
-                self.forget(tracked);
-            }
+        let (gone, fresh) = fake_operator::sort_out(&mut self.tracked, &machines);
+        for tracked in gone {
+            self.forget(tracked);
         }
         // First sight in creation order, so that random draws are taken in it.
-        let mut fresh: Vec<&DynamicObject> = machines
-            .iter()
-            .filter(|m| {
-                m.metadata
-                    .uid
-                    .as_ref()
-                    .is_some_and(|u| !self.tracked.contains_key(u))
-            })
-            .collect();
-        fresh.sort_by_key(|m| {
-            (
-                m.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                m.metadata.name.clone(),
-            )
-        });
-        let fresh: Vec<DynamicObject> = fresh.into_iter().cloned().collect();
         for machine in &fresh {
             self.see(machine, now);
         }
