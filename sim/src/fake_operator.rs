@@ -97,6 +97,22 @@ pub(crate) fn sort_out<T>(
     (gone, fresh.into_iter().cloned().collect())
 }
 
+/// The `lastTransitionTime` of the condition `kind` in an earlier status, if it had the status
+/// `state` then (a condition keeps its transition time while it stays as it was).
+pub(crate) fn earlier_transition(
+    previous: Option<&serde_json::Value>,
+    kind: &str,
+    state: &str,
+) -> Option<serde_json::Value> {
+    previous
+        .and_then(|p| p.get("conditions"))
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == kind && c["status"] == state)
+        .and_then(|c| c.get("lastTransitionTime").cloned())
+}
+
 /// Merge-patches `status` into the status of `name`: the object as written, or `None` if it is
 /// gone (a 404 answer).
 pub(crate) async fn patch_status<K>(

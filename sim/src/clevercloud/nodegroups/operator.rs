@@ -794,15 +794,8 @@ impl Operator {
         }
         let generation = object.metadata.generation.unwrap_or(1);
         let now = serde_json::to_value(time_at(self.clock.now())).unwrap_or(Value::Null);
-        let earlier = |kind: &str, state: &str| {
-            previous
-                .and_then(|p| p.get("conditions"))
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .find(|c| c["type"] == kind && c["status"] == state)
-                .and_then(|c| c.get("lastTransitionTime").cloned())
-        };
+        let earlier =
+            |kind: &str, state: &str| fake_operator::earlier_transition(previous, kind, state);
         let conditions: Vec<Value> = conditions
             .into_iter()
             .map(|(kind, state, reason, message)| {

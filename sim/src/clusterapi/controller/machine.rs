@@ -614,15 +614,8 @@ impl Controllers {
             0,
             condition("Ready", ready, reason, "The Machine is not ready"),
         );
-        let earlier = |kind: &str, state: &str| {
-            previous
-                .and_then(|p| p.get("conditions"))
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .find(|c| c["type"] == kind && c["status"] == state)
-                .and_then(|c| c.get("lastTransitionTime").cloned())
-        };
+        let earlier =
+            |kind: &str, state: &str| fake_operator::earlier_transition(previous, kind, state);
         let conditions: Vec<Value> = conditions
             .into_iter()
             .map(|(kind, state, reason, message)| {
