@@ -131,6 +131,33 @@ fn get_within_5s(port: u16, path: &str) -> Option<String> {
     Some(out)
 }
 
+/// `count` idle connections to `port`, from source ports below the kernel's ephemeral range
+/// (20000 on): the ports other tests' `free_port` draws are never taken by them.
+fn idle_connections(port: u16, count: usize) -> Vec<TcpStream> {
+    use socket2::{Domain, Socket, Type};
+    let target = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut open = Vec::new();
+    for source in 20_000u16..30_000 {
+        if open.len() == count {
+            break;
+        }
+        let Ok(socket) = Socket::new(Domain::IPV4, Type::STREAM, None) else {
+            continue;
+        };
+        let from = std::net::SocketAddr::from(([127, 0, 0, 1], source));
+        if socket.bind(&from.into()).is_err() {
+            continue;
+        }
+        if socket
+            .connect_timeout(&target.into(), Duration::from_secs(2))
+            .is_ok()
+        {
+            open.push(TcpStream::from(socket));
+        }
+    }
+    open
+}
+
 /// 300 idle connections to the probe port of a `joinery run` that may open only 160 files:
 /// the server keeps at most 64 connections, closes the rest at once and cuts idle ones after
 /// 5 s, so `/healthz` answers again (before, the idle connections used up the descriptors,
@@ -160,12 +187,7 @@ fn idle_connections_cannot_starve_the_probes() {
         "joinery run never became ready",
         || get_within_5s(health, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200")),
     );
-    let idle: Vec<TcpStream> = (0..300)
-        .filter_map(|_| {
-            let address = std::net::SocketAddr::from(([127, 0, 0, 1], health));
-            TcpStream::connect_timeout(&address, Duration::from_secs(2)).ok()
-        })
-        .collect();
+    let idle = idle_connections(health, 300);
     eventually(
         Duration::from_secs(60),
         "the probes never answered past 300 idle connections",
