@@ -189,12 +189,18 @@ impl Leadership {
         let renewal = tokio::spawn(async move {
             let mut renewed_at = renewed_at;
             loop {
+                // The next attempt comes after a retry period, or at the deadline if that is
+                // sooner (after failed attempts): an attempt with no time left is lost at once.
+                let deadline = renewed_at + timings.renew_deadline;
+                let pause = deadline
+                    .duration_since(elector.clock.now())
+                    .unwrap_or_default()
+                    .min(timings.retry_period);
                 tokio::select! {
                     _ = stopped.changed() => return elector,
-                    _ = tokio::time::sleep(elector.clock.to_real(timings.retry_period)) => {}
+                    _ = tokio::time::sleep(elector.clock.to_real(pause)) => {}
                 }
                 let attempt_at = elector.clock.now();
-                let deadline = renewed_at + timings.renew_deadline;
                 let left = deadline.duration_since(attempt_at).unwrap_or_default();
                 let attempt = tokio::time::timeout(
                     elector.clock.to_real(left),

@@ -131,21 +131,17 @@ async fn assert_all_gone(sim: &Simulation, limit: Duration) {
     .await;
 }
 
-/// The machine hangs while its node drains: the evicted pod is never confirmed deleted. A
-/// minute past its deletion time it stops holding the drain, so the instance is deleted and
-/// every finalizer completes (before, the drain waited forever).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_whose_kubelet_dies_mid_drain_is_still_terminated() {
-    let sim = start().await;
-    apply_pool(&sim, None).await;
+/// The pool and one running pod `web`: its NodeClaim and the simulated instance under it.
+async fn one_running_pod(sim: &Simulation) -> (NodeClaim, joinery_sim::cloud::SimInstance) {
+    apply_pool(sim, None).await;
     sim.apply(&pod("web", json!({"app": "web"}), json!({})))
         .await
         .unwrap();
     eventually("the pod runs", Duration::from_secs(60), || {
-        pod_running(&sim, "web")
+        pod_running(sim, "web")
     })
     .await;
-    let claim = claim_of_pod(&sim, "web").await;
+    let claim = claim_of_pod(sim, "web").await;
     let provider_id = claim
         .status
         .as_ref()
@@ -157,6 +153,16 @@ async fn a_node_whose_kubelet_dies_mid_drain_is_still_terminated() {
         .into_iter()
         .find(|i| i.provider_id == provider_id)
         .unwrap();
+    (claim, instance)
+}
+
+/// The machine hangs while its node drains: the evicted pod is never confirmed deleted. A
+/// minute past its deletion time it stops holding the drain, so the instance is deleted and
+/// every finalizer completes (before, the drain waited forever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_kubelet_dies_mid_drain_is_still_terminated() {
+    let sim = start().await;
+    let (claim, instance) = one_running_pod(&sim).await;
     assert!(sim.cloud.hang(&instance.id), "the instance hangs");
     delete_claim(&sim, claim.metadata.name.as_deref().unwrap()).await;
     assert_all_gone(&sim, Duration::from_secs(90)).await;
@@ -597,27 +603,8 @@ async fn a_failed_delete_of_an_empty_nodes_claim_is_retried_by_a_later_pass() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_missing_from_one_listing_is_kept_while_its_instance_exists() {
     let sim = start().await;
-    apply_pool(&sim, None).await;
-    sim.apply(&pod("web", json!({"app": "web"}), json!({})))
-        .await
-        .unwrap();
-    eventually("the pod runs", Duration::from_secs(60), || {
-        pod_running(&sim, "web")
-    })
-    .await;
-    let claim = claim_of_pod(&sim, "web").await;
+    let (claim, instance) = one_running_pod(&sim).await;
     let name = claim.metadata.name.clone().unwrap();
-    let provider_id = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.provider_id.clone())
-        .unwrap();
-    let instance = sim
-        .cloud
-        .instances()
-        .into_iter()
-        .find(|i| i.provider_id == provider_id)
-        .unwrap();
     sim.cloud.faults().hide_from_list(&instance.id);
     // The kubelet stops: after the node monitor grace period the Node is no longer Ready.
     assert!(sim.cloud.hang(&instance.id), "the instance hangs");
