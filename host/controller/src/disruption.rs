@@ -553,20 +553,7 @@ async fn finish(
                 &message,
             )
             .await;
-        let label = |k: &str| {
-            claim
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(k))
-                .cloned()
-                .unwrap_or_default()
-        };
-        let disrupted = series::ReasonNodePoolCapacity {
-            reason: reason.metric_label().into(),
-            nodepool: label(labels::NODEPOOL_LABEL),
-            capacity_type: label(labels::CAPACITY_TYPE_LABEL),
-        };
+        let disrupted = series::ReasonNodePoolCapacity::of_claim(reason.metric_label(), &claim);
         if let Some(node) = node_of(ctx, &claim) {
             ctx.events
                 .normal(

@@ -342,20 +342,7 @@ pub fn expires_at(claim: &NodeClaim) -> Option<std::time::SystemTime> {
 async fn expire(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     delete_claim(ctx, &name).await?;
-    let label = |k: &str| {
-        claim
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(k))
-            .cloned()
-            .unwrap_or_default()
-    };
-    let disrupted = crate::metrics::series::ReasonNodePoolCapacity {
-        reason: "expired".into(),
-        nodepool: label(labels::NODEPOOL_LABEL),
-        capacity_type: label(labels::CAPACITY_TYPE_LABEL),
-    };
+    let disrupted = crate::metrics::series::ReasonNodePoolCapacity::of_claim("expired", claim);
     ctx.metrics.nodeclaims_disrupted.inc(&disrupted);
     let node = claim
         .status

@@ -138,6 +138,27 @@ pub mod series {
         pub capacity_type: String,
     }
 
+    impl ReasonNodePoolCapacity {
+        /// The labels of a disruption of `claim` for `reason`: its NodePool and capacity type
+        /// from its labels (empty when it has none).
+        pub fn of_claim(reason: &str, claim: &joinery_api::NodeClaim) -> Self {
+            let label = |key: &str| {
+                claim
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|labels| labels.get(key))
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            ReasonNodePoolCapacity {
+                reason: reason.to_string(),
+                nodepool: label(joinery_core::labels::NODEPOOL_LABEL),
+                capacity_type: label(joinery_core::labels::CAPACITY_TYPE_LABEL),
+            }
+        }
+    }
+
     /// `{nodepool, zone}`.
     #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
     pub struct NodePoolZone {

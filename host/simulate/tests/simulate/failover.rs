@@ -32,15 +32,26 @@ fn replica_on(sim: &Simulation, client: kube::Client, identity: &str) -> Elector
     Elector::new(client, sim.clock.clone(), config)
 }
 
-/// Replica A leads with loops on a client of its own (`User-Agent: replica-a`), which the API
-/// server can be made to hang; returns its client, Lease and loops.
-async fn leader_on_own_client(sim: &Simulation) -> (kube::Client, Leadership, Controller) {
+/// A simulation at speed 2 (the margin between the renew deadline, 10 s, and the lease
+/// duration, 15 s, is 2.5 s of real time, for a loaded machine's late timers) in which replica A
+/// leads with loops on a client of its own (`User-Agent: replica-a`), which the API server can
+/// be made to hang; returns the simulation, A's Lease and its loops.
+async fn leader_on_own_client() -> (Simulation, Leadership, Controller) {
+    let sim = Simulation::start(SimulationOptions {
+        speed: 2.0,
+        start_controller: false,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     let client = sim.api.client_as("replica-a").unwrap();
-    let leadership = replica_on(sim, client.clone(), "replica-a").acquire().await;
+    let leadership = replica_on(&sim, client.clone(), "replica-a")
+        .acquire()
+        .await;
     let mut options = sim.controller_options();
-    options.client = client.clone();
+    options.client = client;
     let loops = Controller::start(options).await.unwrap();
-    (client, leadership, loops)
+    (sim, leadership, loops)
 }
 
 /// How long the loops get to stop in these tests, as `joinery run` gives them.
@@ -52,16 +63,7 @@ const LOOPS_STOP_BUDGET: Duration = Duration::from_secs(15);
 /// the old leader's loops running until the connection died.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_whose_requests_hang_stops_before_the_follower_leads() {
-    // Slow: the margin between the renew deadline (10 s) and the lease duration (15 s) is
-    // 2.5 s of real time at this speed, for a loaded machine's late timers.
-    let sim = Simulation::start(SimulationOptions {
-        speed: 2.0,
-        start_controller: false,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let (_client, leadership, loops) = leader_on_own_client(&sim).await;
+    let (sim, leadership, loops) = leader_on_own_client().await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let clock = sim.clock.clone();
     let term = tokio::spawn(async move {
@@ -119,14 +121,7 @@ async fn a_leader_whose_requests_hang_stops_before_the_follower_leads() {
 /// renewal forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_stopped_while_its_requests_hang_stops_within_the_grace_period() {
-    let sim = Simulation::start(SimulationOptions {
-        speed: 2.0,
-        start_controller: false,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let (_client, leadership, loops) = leader_on_own_client(&sim).await;
+    let (sim, leadership, loops) = leader_on_own_client().await;
     tokio::time::sleep(sim.clock.to_real(Duration::from_secs(3))).await;
     sim.api.faults().hang_client("replica-a");
     let signalled_at = sim.clock.now();

@@ -10,8 +10,7 @@ use serde_json::{Value, json};
 
 use super::history::EventType;
 use super::{
-    ListOptions, ObjectKey, State, Store, StoredObject, format_timestamp, metadata_mut,
-    metadata_str, with_type,
+    ListOptions, ObjectKey, State, Store, StoredObject, metadata_mut, metadata_str, with_type,
 };
 use crate::apiserver::resources::ResourceKind;
 use crate::error::ApiError;
@@ -113,7 +112,7 @@ impl State {
             let metadata = metadata_mut(&mut next);
             metadata.insert(
                 "deletionTimestamp".into(),
-                Value::String(format_timestamp(deadline)),
+                Value::String(joinery_core::time::rfc3339(deadline)),
             );
             metadata.insert("deletionGracePeriodSeconds".into(), json!(grace));
             return Ok(self.commit(key, next, EventType::Modified));
@@ -362,7 +361,7 @@ mod tests {
             .as_str()
             .unwrap()
             .to_string();
-        let expected = format_timestamp(clock.now() + Duration::from_secs(120));
+        let expected = joinery_core::time::rfc3339(clock.now() + Duration::from_secs(120));
         assert!(
             deadline.as_str() <= expected.as_str() && deadline.len() == expected.len(),
             "{deadline} vs {expected}"

@@ -167,17 +167,6 @@ fn random_name_suffix() -> String {
         .collect()
 }
 
-/// The current (real) time as an RFC 3339 timestamp with second precision, as Kubernetes
-/// writes it. The store itself writes [`Store::now_timestamp`], which follows its clock.
-pub fn now_timestamp() -> String {
-    format_timestamp(SystemTime::now())
-}
-
-/// A point in time as an RFC 3339 timestamp with second precision (`2024-02-29T12:00:00Z`).
-pub fn format_timestamp(at: SystemTime) -> String {
-    joinery_core::time::rfc3339(at)
-}
-
 /// Checks a name against the DNS-subdomain rule most kinds use; returns the problem, if any.
 fn invalid_object_name(name: &str) -> Option<String> {
     let valid_characters = name
@@ -270,7 +259,7 @@ fn decode_continue(token: &str) -> Option<(u64, String, String)> {
 impl State {
     /// The store clock's current time as a Kubernetes timestamp.
     fn now(&self) -> String {
-        format_timestamp(self.clock.now())
+        joinery_core::time::rfc3339(self.clock.now())
     }
 
     fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceKind>> {
@@ -454,7 +443,7 @@ impl Store {
 
     /// The store clock's current time as a Kubernetes timestamp.
     pub fn now_timestamp(&self) -> String {
-        format_timestamp(self.clock.now())
+        joinery_core::time::rfc3339(self.clock.now())
     }
 
     /// The resource type served at group/version/plural, if any.
