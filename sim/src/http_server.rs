@@ -1,5 +1,6 @@
-//! The HTTP/1 accept loop every loopback server of the emulated world shares (the
-//! Kubernetes API, the simulated cloud, the fake Exoscale API).
+//! The HTTP/1 accept loop every server of the emulated world shares (the Kubernetes API, the
+//! simulated cloud, the fakes of Exoscale and Clever Cloud), on loopback TCP or on the
+//! in-process network (see [`crate::network`]).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -8,13 +9,14 @@ use http::{Request, Response};
 use hyper::body::{Body, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
+
+use crate::network::Listener;
 
 /// Serves each connection of `listener` with `handle` until `stopped` turns true; open
 /// connections are dropped then too. `server` names the server in logs.
 pub(crate) async fn serve<H, Fut, B>(
-    listener: TcpListener,
+    mut listener: Listener,
     mut stopped: watch::Receiver<bool>,
     server: &'static str,
     handle: H,
@@ -30,8 +32,9 @@ pub(crate) async fn serve<H, Fut, B>(
         tokio::select! {
             accepted = listener.accept() => {
                 let (stream, peer) = match accepted {
-                    Ok(pair) => pair,
-                    Err(error) => {
+                    Some(Ok(pair)) => pair,
+                    None => break,
+                    Some(Err(error)) => {
                         tracing::warn!(%error, server, "accept failed");
                         continue;
                     }

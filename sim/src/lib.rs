@@ -32,6 +32,7 @@ pub mod exoscale;
 mod fake_operator;
 mod faults;
 mod http_server;
+pub mod network;
 pub mod physics;
 pub mod preload;
 mod random;

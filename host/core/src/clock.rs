@@ -3,28 +3,53 @@
 //! windows, `consolidateAfter`, TTLs) keep their meaning in *simulated* seconds while a
 //! scenario runs many times faster than real time.
 //!
-//! The clock only reads the system's monotonic and wall clocks; sleeping is left to the
-//! caller (`tokio::time::sleep(clock.to_real(d))`), so this module stays free of any runtime.
+//! A clock either reads the system's monotonic clock, scaled by a speed factor (real time,
+//! or real time × `--speed`), or is *driven*: its elapsed time comes from a function its
+//! owner supplies — the simulator's virtual time, read from a paused executor clock (see
+//! docs/simulate.md). Sleeping is left to the caller (`tokio::time::sleep(clock.to_real(d))`),
+//! so this module stays free of any runtime.
 
+use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+/// Reads how much time has passed since a driven clock started.
+pub type ElapsedSource = Arc<dyn Fn() -> Duration + Send + Sync>;
+
+/// Where a clock's elapsed time comes from.
+#[derive(Clone)]
+enum Source {
+    /// The system's monotonic clock since `origin`, times `speed`.
+    Scaled { speed: f64, origin: Instant },
+    /// A function the clock's owner supplies.
+    Driven(ElapsedSource),
+}
+
 /// A clock that runs `speed` times faster than real time, starting at the wall-clock time
-/// it was created. With `speed == 1.0` it is the real clock.
-#[derive(Debug)]
+/// it was created (with `speed == 1.0` it is the real clock), or a driven clock whose time
+/// only moves when its source says so ([`Clock::driven`]).
 pub struct Clock {
-    speed: f64,
-    origin_instant: Instant,
-    /// The simulated wall-clock time at `origin_instant`, in nanoseconds since the Unix epoch
+    source: Source,
+    /// The simulated wall-clock time at elapsed zero, in nanoseconds since the Unix epoch
     /// (moved by [`Clock::rebase`]).
     origin_wall: AtomicI64,
+}
+
+impl fmt::Debug for Clock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Clock")
+            .field("driven", &self.is_driven())
+            .field("speed", &self.speed())
+            .field("now", &self.now())
+            .finish()
+    }
 }
 
 impl Clone for Clock {
     fn clone(&self) -> Self {
         Clock {
-            speed: self.speed,
-            origin_instant: self.origin_instant,
+            source: self.source.clone(),
             origin_wall: AtomicI64::new(self.origin_wall.load(Ordering::Relaxed)),
         }
     }
@@ -66,10 +91,28 @@ impl Clock {
             1.0
         };
         Clock {
-            speed,
-            origin_instant: Instant::now(),
+            source: Source::Scaled {
+                speed,
+                origin: Instant::now(),
+            },
             origin_wall: AtomicI64::new(to_nanos(SystemTime::now())),
         }
+    }
+
+    /// A clock that reads `start` plus whatever `elapsed` returns, and nothing of the system's
+    /// clocks: the simulator's virtual time, where `elapsed` reads a paused executor clock
+    /// that moves only when every part of the simulation waits. Its speed is 1 (durations
+    /// are passed to the executor's sleeps as they are).
+    pub fn driven(start: SystemTime, elapsed: ElapsedSource) -> Clock {
+        Clock {
+            source: Source::Driven(elapsed),
+            origin_wall: AtomicI64::new(to_nanos(start)),
+        }
+    }
+
+    /// Whether this clock is driven ([`Clock::driven`]) rather than read from the system.
+    pub fn is_driven(&self) -> bool {
+        matches!(self.source, Source::Driven(_))
     }
 
     /// Moves the simulated wall-clock time so that it reads `now` at this instant (elapsed
@@ -88,12 +131,18 @@ impl Clock {
 
     /// How many simulated seconds pass per real second.
     pub fn speed(&self) -> f64 {
-        self.speed
+        match &self.source {
+            Source::Scaled { speed, .. } => *speed,
+            Source::Driven(_) => 1.0,
+        }
     }
 
     /// Simulated time elapsed since the clock was created.
     pub fn elapsed(&self) -> Duration {
-        self.origin_instant.elapsed().mul_f64(self.speed)
+        match &self.source {
+            Source::Scaled { speed, origin } => origin.elapsed().mul_f64(*speed),
+            Source::Driven(elapsed) => elapsed(),
+        }
     }
 
     /// The simulated wall-clock time now.
@@ -103,12 +152,12 @@ impl Clock {
 
     /// The real duration that lasts `simulated` on this clock (what to pass to a real sleep).
     pub fn to_real(&self, simulated: Duration) -> Duration {
-        simulated.div_f64(self.speed)
+        simulated.div_f64(self.speed())
     }
 
     /// The simulated duration that lasts `real` on this clock.
     pub fn to_simulated(&self, real: Duration) -> Duration {
-        real.mul_f64(self.speed)
+        real.mul_f64(self.speed())
     }
 
     /// Simulated seconds since the clock was created, as a float (for reports).
@@ -159,6 +208,34 @@ mod tests {
             clock.elapsed()
         );
         assert!(clock.seconds_at(clock.now()) >= 5.0);
+    }
+}
+
+#[cfg(test)]
+mod driven_tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    #[test]
+    fn a_driven_clock_moves_only_with_its_source() {
+        let ticks = Arc::new(AtomicU64::new(0));
+        let source = ticks.clone();
+        let start = UNIX_EPOCH + Duration::from_secs(1_767_225_600);
+        let clock = Clock::driven(
+            start,
+            Arc::new(move || Duration::from_secs(source.load(Ordering::Relaxed))),
+        );
+        assert!(clock.is_driven());
+        assert_eq!(clock.now(), start);
+        assert_eq!(clock.speed(), 1.0);
+        ticks.store(90, Ordering::Relaxed);
+        assert_eq!(clock.now(), start + Duration::from_secs(90));
+        assert_eq!(clock.seconds(), 90.0);
+        assert_eq!(clock.clone().elapsed(), Duration::from_secs(90));
+        assert_eq!(
+            clock.to_real(Duration::from_secs(7)),
+            Duration::from_secs(7)
+        );
     }
 }
 

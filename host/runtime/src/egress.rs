@@ -206,14 +206,33 @@ pub type Sent = (
     Box<dyn Future<Output = Result<(), HttpError>> + Send>,
 );
 
-trait Stream: AsyncRead + AsyncWrite + Send + Sync + Unpin + 'static {}
+/// A connected byte stream (TCP, TLS over it, or a dialer's).
+pub trait Stream: AsyncRead + AsyncWrite + Send + Sync + Unpin + 'static {}
 impl<T: AsyncRead + AsyncWrite + Send + Sync + Unpin + 'static> Stream for T {}
 
-/// The egress client: TLS settings built once, proxies.
-#[derive(Debug, Clone)]
+/// Connects to checked addresses instead of TCP: the simulator's in-process network, in
+/// virtual time. Everything else (grants, address checks, the request's deadline, HTTP/1.1)
+/// is as over TCP.
+pub trait Dialer: Send + Sync {
+    /// A stream to `to`, or `None` to connect over TCP.
+    fn dial(&self, to: SocketAddr) -> Option<std::io::Result<Box<dyn Stream>>>;
+}
+
+/// The egress client: TLS settings built once, proxies, and an optional [`Dialer`].
+#[derive(Clone)]
 pub struct Egress {
     tls: Arc<rustls::ClientConfig>,
     proxy: ProxySettings,
+    dialer: Option<Arc<dyn Dialer>>,
+}
+
+impl std::fmt::Debug for Egress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Egress")
+            .field("proxy", &self.proxy)
+            .field("dialer", &self.dialer.is_some())
+            .finish()
+    }
 }
 
 impl Default for Egress {
@@ -277,7 +296,14 @@ impl Egress {
         Egress {
             tls: Arc::new(tls),
             proxy: config.proxy.clone(),
+            dialer: None,
         }
+    }
+
+    /// This client with `dialer` asked first for every connection (no proxy then applies).
+    pub fn with_dialer(mut self, dialer: Arc<dyn Dialer>) -> Egress {
+        self.dialer = Some(dialer);
+        self
     }
 
     /// The proxy settings in force.
@@ -293,14 +319,17 @@ impl Egress {
         timeouts: Timeouts,
     ) -> Result<Sent, HttpError> {
         let connect = async {
-            let stream: Box<dyn Stream> = match self.proxy.proxy_for(&to.scheme, &to.host) {
-                Some(proxy) => Box::new(tunnel(proxy, &to.host, to.port).await?),
-                None => Box::new(
-                    TcpStream::connect(to.pinned)
-                        .await
-                        .map_err(HttpError::Connect)?,
-                ),
-            };
+            let dialled = self.dialer.as_ref().and_then(|d| d.dial(to.pinned));
+            let stream: Box<dyn Stream> =
+                match (dialled, self.proxy.proxy_for(&to.scheme, &to.host)) {
+                    (Some(dialled), _) => dialled.map_err(HttpError::Connect)?,
+                    (None, Some(proxy)) => Box::new(tunnel(proxy, &to.host, to.port).await?),
+                    (None, None) => Box::new(
+                        TcpStream::connect(to.pinned)
+                            .await
+                            .map_err(HttpError::Connect)?,
+                    ),
+                };
             let stream: Box<dyn Stream> = if to.scheme == "https" {
                 let name = ServerName::try_from(to.host.clone())
                     .map_err(|_| HttpError::HttpRequestUriInvalid)?;

@@ -422,13 +422,19 @@ impl LoadedPlugin {
         // On every epoch tick the guest yields to the executor, so a spinning plugin shares
         // its worker thread with the rest of the host (probes, other loops) instead of holding
         // it for the whole deadline; past the deadline the next tick interrupts it.
-        let deadline = deadline.into_std();
+        // The CPU deadline is in real time (epoch ticks are), whatever clock the host runs on.
+        // In a simulation's virtual time the guest runs on without yielding (see
+        // `HostServices::virtual_clock`).
+        let cpu_deadline = std::time::Instant::now() + timeout;
+        let yields = self.services.virtual_clock.is_none();
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
-            Ok(if std::time::Instant::now() >= deadline {
+            Ok(if std::time::Instant::now() >= cpu_deadline {
                 wasmtime::UpdateDeadline::Interrupt
-            } else {
+            } else if yields {
                 wasmtime::UpdateDeadline::Yield(1)
+            } else {
+                wasmtime::UpdateDeadline::Continue(1)
             })
         });
         let outcome = tokio::time::timeout(timeout + WALL_CLOCK_GRACE, body(store)).await;

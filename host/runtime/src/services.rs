@@ -5,7 +5,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// The executor's clock: under a simulation's virtual time, entries expire in simulated time.
+use tokio::time::Instant;
 
 use async_trait::async_trait;
 
@@ -543,6 +546,11 @@ pub struct HostServices {
     pub egress: Arc<crate::egress::Egress>,
     /// Who hears of every plugin call (the controller's metrics), once set.
     pub observers: CallObservers,
+    /// Set when the host runs in a simulation's virtual time: plugins then read the wall
+    /// and monotonic clocks from it, and a running guest does not yield to the executor on
+    /// epoch ticks (those come in real time, so where it yields would depend on how fast
+    /// the machine is; its CPU deadline still holds, in real time). `None` in production.
+    pub virtual_clock: Option<Arc<joinery_core::clock::Clock>>,
 }
 
 /// One finished plugin call, as observers hear of it.
@@ -600,6 +608,7 @@ impl Default for HostServices {
             cache: Arc::new(PluginCache::default()),
             egress: Arc::new(crate::egress::Egress::default()),
             observers: CallObservers::default(),
+            virtual_clock: None,
         }
     }
 }

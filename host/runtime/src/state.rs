@@ -102,6 +102,35 @@ impl wasmtime::ResourceLimiter for CallLimiter {
     }
 }
 
+/// A plugin's wall clock in virtual time: the simulation's clock.
+struct VirtualWallClock(Arc<joinery_core::clock::Clock>);
+
+impl wasmtime_wasi::HostWallClock for VirtualWallClock {
+    fn resolution(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(1)
+    }
+
+    fn now(&self) -> std::time::Duration {
+        self.0
+            .now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+    }
+}
+
+/// A plugin's monotonic clock in virtual time: nanoseconds of simulated time elapsed.
+struct VirtualMonotonicClock(Arc<joinery_core::clock::Clock>);
+
+impl wasmtime_wasi::HostMonotonicClock for VirtualMonotonicClock {
+    fn resolution(&self) -> u64 {
+        1
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
 /// The store data of one call.
 pub struct CallState {
     wasi: WasiCtx,
@@ -127,12 +156,16 @@ impl CallState {
         deadline: Instant,
     ) -> CallState {
         let stderr = MemoryOutputPipe::new(4096);
-        let wasi = WasiCtx::builder()
-            .stderr(stderr.clone())
+        let mut wasi = WasiCtx::builder();
+        wasi.stderr(stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .build();
+            .allow_ip_name_lookup(false);
+        if let Some(clock) = &services.virtual_clock {
+            wasi.wall_clock(VirtualWallClock(clock.clone()))
+                .monotonic_clock(VirtualMonotonicClock(clock.clone()));
+        }
+        let wasi = wasi.build();
         let hit = Arc::new(AtomicBool::new(false));
         let log_budget = Arc::new(LogBudget::default());
         CallState {

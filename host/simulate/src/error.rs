@@ -20,6 +20,9 @@ pub enum SimulateError {
     /// The controllers failed to start.
     #[error("controller: {0}")]
     Controller(#[from] joinery_controller::ControllerError),
+    /// The runtime of a virtual-time run could not be started.
+    #[error("cannot start the virtual-time runtime: {0}")]
+    Runtime(std::io::Error),
     /// A Kubernetes API call failed; `what` names the object.
     #[error("{what}: {source}")]
     Kube {

@@ -9,7 +9,8 @@
 //! The modules: `simulation` (the [`Simulation`] and its options), `clouds` (the fakes of
 //! real clouds, one module each, and the plugin registry with their grants), `expectations`
 //! ([`unmet`], [`judge_lag`]), `run` ([`run_scenario`]), `error`, and the public [`scenario`],
-//! [`observer`], [`report`] and [`plot`]. Everything the crate offers is re-exported here.
+//! [`observer`], [`report`] and [`plot`], and [`virtual_time`] (how a simulation runs
+//! faster than real time and the same on every run). Everything the crate offers is re-exported here.
 
 mod clouds;
 mod error;
@@ -20,17 +21,21 @@ pub mod report;
 mod run;
 pub mod scenario;
 mod simulation;
+pub mod virtual_time;
 
 pub use clouds::{
     CleverCloud, CleverCloudGrant, ClusterApi, ClusterApiGrant, EXOSCALE_SECRET, ExoscaleGrant,
-    simulation_registry, simulation_registry_with,
+    PluginLink, simulation_registry, simulation_registry_with,
 };
 pub use error::SimulateError;
 pub use expectations::{LAG_REFUSAL_SECONDS, LAG_TOLERANCE_SECONDS, judge_lag, unmet};
 pub use observer::{Observation, Observer};
 pub use report::Report;
-pub use run::{RunOptions, run_scenario, run_scenario_with};
+pub use run::{RunOptions, run_scenario, run_scenario_virtual, run_scenario_with};
 pub use scenario::{
     CleverCloudSpec, ClusterApiSpec, ExoscaleSpec, Expectations, Scenario, ScenarioError,
 };
-pub use simulation::{DEFAULT_SPEED, NODECLASS_CRDS, Simulation, SimulationOptions};
+pub use simulation::{
+    DEFAULT_SEED, DEFAULT_SPEED, NODECLASS_CRDS, Simulation, SimulationOptions,
+    VIRTUAL_START_UNIX_SECONDS,
+};

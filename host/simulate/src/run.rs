@@ -18,8 +18,12 @@ use crate::simulation::{Simulation, SimulationOptions};
 /// How [`run_scenario_with`] runs a scenario.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
-    /// Simulated seconds per real second.
+    /// Run in virtual time (see [`crate::virtual_time`]; [`run_scenario_virtual`] sets it).
+    pub virtual_time: bool,
+    /// Simulated seconds per real second, in real time.
     pub speed: f64,
+    /// The seed of the simulation's generators (see [`SimulationOptions::seed`]).
+    pub seed: u64,
     /// Print the timeline as it happens.
     pub echo: bool,
     /// See [`SimulationOptions::exoscale_journal`] (Exoscale scenarios only).
@@ -35,12 +39,27 @@ pub async fn run_scenario(
     run_scenario_with(
         scenario,
         RunOptions {
+            virtual_time: false,
             speed,
+            seed: crate::DEFAULT_SEED,
             echo,
             exoscale_journal: None,
         },
     )
     .await
+}
+
+/// Runs a scenario to its end in virtual time (see [`crate::virtual_time`]), with `run`'s
+/// seed, echo and journal, on a runtime of its own: blocks the calling thread until the
+/// scenario ends. Same scenario and seed, same report (but for `wallSeconds`).
+pub fn run_scenario_virtual(scenario: &Scenario, run: RunOptions) -> Result<Report, SimulateError> {
+    let scenario = scenario.clone();
+    let run = RunOptions {
+        virtual_time: true,
+        ..run
+    };
+    crate::virtual_time::run(move || async move { run_scenario_with(&scenario, run).await })
+        .map_err(SimulateError::Runtime)?
 }
 
 /// [`run_scenario`] with every option.
@@ -49,7 +68,9 @@ pub async fn run_scenario_with(
     run: RunOptions,
 ) -> Result<Report, SimulateError> {
     let RunOptions {
+        virtual_time,
         speed,
+        seed,
         echo,
         exoscale_journal,
     } = run;
@@ -72,7 +93,9 @@ pub async fn run_scenario_with(
         &origin,
     )?;
     let options = SimulationOptions {
+        virtual_time,
         speed,
+        seed,
         catalog: scenario.cloud.catalog.clone().unwrap_or_default(),
         boot_delay,
         settings,

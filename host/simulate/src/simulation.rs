@@ -11,6 +11,7 @@ use joinery_core::clock::Clock;
 use joinery_runtime::registry::PluginRegistry;
 use joinery_sim::cloud::{Catalog, SimCloud, SimCloudOptions, SimInstance};
 use joinery_sim::exoscale::ExoFake;
+use joinery_sim::network::Network;
 use joinery_sim::physics::{Physics, PhysicsOptions};
 use joinery_sim::{ApiServer, ApiServerOptions};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -21,7 +22,8 @@ use serde_json::json;
 
 use crate::clouds::{
     CleverCloud, CleverCloudGrant, ClusterApi, ClusterApiGrant, EXOSCALE_SECRET, ExoscaleGrant,
-    seed_exoscale, simulation_registry_with, start_clevercloud, start_clusterapi, start_exoscale,
+    PluginLink, seed_exoscale, simulation_registry_with, start_clevercloud, start_clusterapi,
+    start_exoscale,
 };
 use crate::error::{SimulateError, kube_err};
 use crate::expectations::judge_lag;
@@ -48,14 +50,29 @@ pub const NODECLASS_CRDS: [(&str, &str); 4] = [
     ),
 ];
 
-/// Default speed-up of simulated time over real time.
+/// Default speed-up of simulated time over real time (in real time, `--realtime`).
 pub const DEFAULT_SPEED: f64 = 20.0;
+
+/// Where a virtual-time simulation's clock starts when its scenario sets no `startAt`:
+/// 2026-01-01T00:00:00Z (a fixed moment, so that two runs write the same timestamps).
+pub const VIRTUAL_START_UNIX_SECONDS: u64 = 1_767_225_600;
+
+/// The seed of a simulation's generators when none is given.
+pub const DEFAULT_SEED: u64 = 1;
 
 /// Options of a simulation.
 #[derive(Debug, Clone)]
 pub struct SimulationOptions {
-    /// Simulated seconds per real second.
+    /// Run in virtual time (see [`crate::virtual_time`]): the clock moves only when every
+    /// part of the simulation waits, and jumps to the next timer; the API server, the clouds
+    /// and the plugins talk over an in-process network. The simulation must then be started
+    /// on a paused single-threaded runtime ([`crate::virtual_time::run`] makes one).
+    /// Otherwise it runs in real time × `speed`, on loopback TCP.
+    pub virtual_time: bool,
+    /// Simulated seconds per real second, in real time (ignored in virtual time).
     pub speed: f64,
+    /// The seed of the emulated API server's generated names and uids.
+    pub seed: u64,
     /// The cloud's catalog.
     pub catalog: Catalog,
     /// Simulated instance boot time.
@@ -93,7 +110,9 @@ pub struct SimulationOptions {
 impl Default for SimulationOptions {
     fn default() -> Self {
         SimulationOptions {
+            virtual_time: false,
             speed: DEFAULT_SPEED,
+            seed: DEFAULT_SEED,
             catalog: Catalog::default(),
             boot_delay: Duration::from_secs(30),
             settings: Settings::default(),
@@ -113,6 +132,8 @@ impl Default for SimulationOptions {
 pub struct Simulation {
     /// The shared clock.
     pub clock: Arc<Clock>,
+    /// The network the emulated world's servers listen on (in-process in virtual time).
+    pub network: Network,
     /// The emulated API server.
     pub api: ApiServer,
     /// The simulated cloud.
@@ -145,9 +166,18 @@ impl Simulation {
     /// simulated cloud and the fake of a real one the options ask for, the physics and, if
     /// asked, the host.
     pub async fn start(options: SimulationOptions) -> Result<Simulation, SimulateError> {
-        let clock = Arc::new(Clock::with_speed(options.speed));
+        let (clock, network) = if options.virtual_time {
+            (
+                Arc::new(crate::virtual_time::clock()),
+                Network::in_process(),
+            )
+        } else {
+            (Arc::new(Clock::with_speed(options.speed)), Network::tcp())
+        };
         let api = ApiServer::start(ApiServerOptions {
             clock: clock.clone(),
+            network: network.clone(),
+            seed: Some(options.seed),
             ..Default::default()
         })
         .await?;
@@ -174,6 +204,7 @@ impl Simulation {
             catalog: options.catalog,
             boot_delay: options.boot_delay,
             clock: clock.clone(),
+            network: network.clone(),
             ..Default::default()
         })
         .await?;
@@ -225,19 +256,27 @@ impl Simulation {
                     clock.clone(),
                     options.boot_delay,
                     options.exoscale_journal.clone(),
+                    &network,
                 )
                 .await?,
             ),
             None => None,
         };
         let clevercloud = match &options.clevercloud {
-            Some(spec) => Some(start_clevercloud(spec, &client, clock.clone()).await?),
+            Some(spec) => Some(start_clevercloud(spec, &client, clock.clone(), &network).await?),
             None => None,
         };
         let clusterapi = match &options.clusterapi {
-            Some(spec) => {
-                Some(start_clusterapi(spec, &client, clock.clone(), &settings.cluster_name).await?)
-            }
+            Some(spec) => Some(
+                start_clusterapi(
+                    spec,
+                    &client,
+                    clock.clone(),
+                    &settings.cluster_name,
+                    &network,
+                )
+                .await?,
+            ),
             None => None,
         };
         let events = match (&exoscale, &clevercloud, &clusterapi) {
@@ -287,16 +326,25 @@ impl Simulation {
         }
         let secrets: Arc<dyn joinery_runtime::services::SecretStore> = Arc::new(store);
         let names: Vec<String> = options.secrets.keys().cloned().collect();
+        // The fake CKE and Cluster API plugins poll in the plugin's time: every 50 ms of real
+        // time keeps a launch short at high speed-ups; a simulated second in virtual time.
+        let plugin_poll_millis = if clock.is_driven() { 1000 } else { 50 };
         let cke_grant = clevercloud.as_ref().map(|cke| CleverCloudGrant {
             pricing_url: cke.pricing.url().to_string(),
             workload: Some(client.clone()),
-            quota_backoff_seconds: (60.0 / options.speed.max(1.0)).round().max(1.0) as u32,
+            quota_backoff_seconds: (60.0 / clock.speed().max(1.0)).round().max(1.0) as u32,
+            poll_millis: plugin_poll_millis,
         });
         let capi_grant = clusterapi.as_ref().map(|capi| ClusterApiGrant {
             cluster_name: capi.cluster_name.clone(),
             management: Some(capi.client.clone()),
             workload: Some(client.clone()),
+            poll_millis: plugin_poll_millis,
         });
+        let link = PluginLink {
+            network: network.clone(),
+            virtual_clock: clock.is_driven().then(|| clock.clone()),
+        };
         let registry = simulation_registry_with(
             cloud.url(),
             &settings.cluster_name,
@@ -305,9 +353,11 @@ impl Simulation {
             grant.as_ref(),
             cke_grant.as_ref(),
             capi_grant.as_ref(),
+            &link,
         )?;
         let mut sim = Simulation {
             clock,
+            network,
             api,
             cloud,
             exoscale,

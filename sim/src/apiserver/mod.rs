@@ -47,7 +47,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use joinery_core::clock::Clock;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -55,6 +54,7 @@ pub use kubeconfig::kubeconfig_yaml;
 pub use server::{ApiFaults, ApiVerb};
 
 use crate::error::SimError;
+use crate::network::Network;
 use server::Shared;
 use store::Store;
 
@@ -64,8 +64,17 @@ use store::Store;
 /// `kube::Client::try_from(config)` works too, but it always prepares a rustls connector and
 /// therefore needs a process-wide rustls `CryptoProvider` to be installed first.
 pub fn plain_http_client(config: &kube::Config) -> Result<kube::Client, SimError> {
+    plain_http_client_on(config, &Network::tcp())
+}
+
+/// [`plain_http_client`] over `network`: on an in-process network the client dials the
+/// server's pipe (see [`crate::network`]).
+pub fn plain_http_client_on(
+    config: &kube::Config,
+    network: &Network,
+) -> Result<kube::Client, SimError> {
     use kube::client::ConfigExt;
-    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    let connector = network.connector();
     let http_client =
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .build::<_, kube::client::Body>(connector);
@@ -96,6 +105,12 @@ pub struct ApiServerOptions {
     /// finished pods are always removed at once. Default `true`; without a kubelet (no
     /// physics) bound pods then stay Terminating, as on a real cluster whose node is gone.
     pub pod_grace_periods: bool,
+    /// The network to listen on: loopback TCP by default, in-process pipes for a simulation
+    /// in virtual time (then only clients from [`ApiServer::client`] can reach it).
+    pub network: Network,
+    /// Seed of the generator of uids and generated names (`None`: random), see
+    /// [`Store::seed`](store::Store::seed).
+    pub seed: Option<u64>,
 }
 
 impl Default for ApiServerOptions {
@@ -106,6 +121,8 @@ impl Default for ApiServerOptions {
             bookmark_interval: Duration::from_secs(5),
             clock: Arc::new(Clock::real()),
             pod_grace_periods: true,
+            network: Network::tcp(),
+            seed: None,
         }
     }
 }
@@ -126,6 +143,7 @@ impl ShutdownHandle {
 /// A running emulated Kubernetes API server. Dropping it stops the server.
 pub struct ApiServer {
     address: SocketAddr,
+    network: Network,
     url: String,
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
@@ -135,7 +153,9 @@ pub struct ApiServer {
 impl ApiServer {
     /// Binds the listener and starts serving in the background.
     pub async fn start(options: ApiServerOptions) -> Result<Self, SimError> {
-        let listener = TcpListener::bind(options.bind_address)
+        let listener = options
+            .network
+            .bind(options.bind_address)
             .await
             .map_err(SimError::Bind)?;
         let address = listener.local_addr().map_err(SimError::Bind)?;
@@ -152,11 +172,15 @@ impl ApiServer {
             expired_watches: AtomicU64::new(0),
             faults: server::ApiFaults::default(),
         });
+        if let Some(seed) = options.seed {
+            shared.store.seed(seed);
+        }
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(server::serve(listener, shared.clone(), stopped));
         tracing::info!(%url, "emulated API server listening");
         Ok(Self {
             address,
+            network: options.network,
             url,
             shared,
             stop,
@@ -190,7 +214,7 @@ impl ApiServer {
     /// A `kube::Client` for this server with `default` as its namespace, speaking plain HTTP
     /// (see [`plain_http_client`]).
     pub fn client(&self) -> Result<kube::Client, SimError> {
-        plain_http_client(&self.client_config()?)
+        plain_http_client_on(&self.client_config()?, &self.network)
     }
 
     /// Like [`ApiServer::client`], but every request carries `User-Agent: user_agent`, so that
@@ -200,7 +224,7 @@ impl ApiServer {
         let agent = http::HeaderValue::from_str(user_agent)
             .map_err(|_| SimError::InvalidUserAgent(user_agent.to_string()))?;
         config.headers.push((http::header::USER_AGENT, agent));
-        plain_http_client(&config)
+        plain_http_client_on(&config, &self.network)
     }
 
     fn client_config(&self) -> Result<kube::Config, SimError> {

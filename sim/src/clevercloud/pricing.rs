@@ -43,11 +43,11 @@ use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::SimError;
+use crate::network::Network;
 
 /// Clever Cloud's price of one vCPU for one hour, in EUR.
 pub const DEFAULT_VCPU_RATE: f64 = 0.002_777_777_77;
@@ -67,6 +67,8 @@ pub struct PricingFakeOptions {
     pub ram_rate_per_gb: f64,
     /// The failure mode at start.
     pub failure: PricingFailure,
+    /// The network to listen on (loopback TCP by default; see [`crate::network`]).
+    pub network: Network,
 }
 
 impl Default for PricingFakeOptions {
@@ -75,6 +77,7 @@ impl Default for PricingFakeOptions {
             vcpu_rate: DEFAULT_VCPU_RATE,
             ram_rate_per_gb: DEFAULT_RAM_RATE_PER_GB,
             failure: PricingFailure::None,
+            network: Network::tcp(),
         }
     }
 }
@@ -128,7 +131,9 @@ pub struct PricingFake {
 impl PricingFake {
     /// Binds an ephemeral port on 127.0.0.1 and starts serving in the background.
     pub async fn start(options: PricingFakeOptions) -> Result<PricingFake, SimError> {
-        let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        let listener = options
+            .network
+            .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
             .await
             .map_err(SimError::Bind)?;
         let address = listener.local_addr().map_err(SimError::Bind)?;

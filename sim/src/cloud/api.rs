@@ -11,7 +11,6 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use joinery_core::clock::Clock;
 use serde_json::{Map, Value, json};
-use tokio::net::TcpListener;
 use tokio::sync::{broadcast, watch};
 
 use super::catalog::{CAPACITY_TYPES, InstanceTypeInfo};
@@ -165,7 +164,7 @@ impl InjectedAnswer<CloudVerb> for Failure {
 
 /// Accepts connections until `stopped` turns true.
 pub(crate) async fn serve(
-    listener: TcpListener,
+    listener: crate::network::Listener,
     state: Arc<CloudState>,
     stopped: watch::Receiver<bool>,
 ) {

@@ -66,11 +66,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use joinery_core::clock::Clock;
-use tokio::net::TcpListener;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
 use crate::SimError;
+use crate::network::Network;
 use api::{CloudState, InstanceTable};
 
 pub use catalog::{Catalog, InstanceTypeInfo, OfferingInfo, OverheadSpec, ServedCatalog};
@@ -95,6 +95,8 @@ pub struct SimCloudOptions {
     pub terminated_retention: Duration,
     /// Address to listen on; default an ephemeral port on 127.0.0.1.
     pub bind_address: SocketAddr,
+    /// The network to listen on (loopback TCP by default; see [`crate::network`]).
+    pub network: Network,
 }
 
 impl Default for SimCloudOptions {
@@ -106,6 +108,7 @@ impl Default for SimCloudOptions {
             faults: CloudFaults::default(),
             terminated_retention: Duration::from_secs(300),
             bind_address: SocketAddr::from(([127, 0, 0, 1], 0)),
+            network: Network::tcp(),
         }
     }
 }
@@ -130,7 +133,9 @@ impl SimCloud {
             .enumerate()
             .map(|(i, t)| (t.name.clone(), i))
             .collect();
-        let listener = TcpListener::bind(options.bind_address)
+        let listener = options
+            .network
+            .bind(options.bind_address)
             .await
             .map_err(SimError::Bind)?;
         let address = listener.local_addr().map_err(SimError::Bind)?;

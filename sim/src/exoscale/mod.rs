@@ -103,13 +103,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use joinery_core::clock::Clock;
-use tokio::net::TcpListener;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
 use crate::SimError;
 use crate::cloud::catalog::OverheadSpec;
 use crate::cloud::model::{CloudEvent, SimInstance};
+use crate::network::Network;
 use api::{ExoState, World};
 
 pub use api::check_labels;
@@ -163,6 +163,8 @@ pub struct ExoFakeOptions {
     pub seed: u64,
     /// Address to listen on; default an ephemeral port on 127.0.0.1.
     pub bind_address: SocketAddr,
+    /// The network to listen on (loopback TCP by default; see [`crate::network`]).
+    pub network: Network,
     /// Write every exchange to this file (created or truncated at start), one JSON object
     /// per line: `method`, `path` (as sent, zone prefix included), `query`, `requestBody`,
     /// `status`, `contentType`, `responseBody` (bodies parsed as JSON, else `null`). The
@@ -211,6 +213,7 @@ impl Default for ExoFakeOptions {
             faults: ExoFaults::default(),
             seed: 0x0E80_5CA1,
             bind_address: SocketAddr::from(([127, 0, 0, 1], 0)),
+            network: Network::tcp(),
             journal: None,
         }
     }
@@ -250,7 +253,9 @@ impl ExoFake {
             )?)),
             None => None,
         };
-        let listener = TcpListener::bind(options.bind_address)
+        let listener = options
+            .network
+            .bind(options.bind_address)
             .await
             .map_err(SimError::Bind)?;
         let address = listener.local_addr().map_err(SimError::Bind)?;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use joinery_simulate::scenario::QUICKSTART;
-use joinery_simulate::{RunOptions, Scenario, run_scenario_with};
+use joinery_simulate::{RunOptions, Scenario, run_scenario_virtual, run_scenario_with};
 
 use super::Execute;
 
@@ -22,9 +22,17 @@ pub struct SimulateArgs {
     /// simulated time into this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
-    /// Simulated seconds per real second.
-    #[arg(long, default_value_t = joinery_simulate::DEFAULT_SPEED)]
-    pub speed: f64,
+    /// Run in real time × `--speed` on loopback TCP, with the lag meter, instead of in
+    /// virtual time (the default: the clock jumps ahead whenever the simulation is idle, and
+    /// the same scenario and seed give the same report on every run).
+    #[arg(long)]
+    pub realtime: bool,
+    /// With `--realtime`: simulated seconds per real second [default: 20].
+    #[arg(long, requires = "realtime")]
+    pub speed: Option<f64>,
+    /// Seed of the simulation's generators (generated names and uids).
+    #[arg(long, default_value_t = joinery_simulate::DEFAULT_SEED)]
+    pub seed: u64,
     /// Do not print the timeline as it happens (the summary is still printed).
     #[arg(long)]
     pub quiet: bool,
@@ -45,8 +53,9 @@ impl Execute for SimulateArgs {
             }
             None => Scenario::parse(QUICKSTART, "built-in quickstart")?,
         };
-        if !(self.speed.is_finite() && self.speed > 0.0) {
-            anyhow::bail!("--speed must be a positive number, got {}", self.speed);
+        let speed = self.speed.unwrap_or(joinery_simulate::DEFAULT_SPEED);
+        if !(speed.is_finite() && speed > 0.0) {
+            anyhow::bail!("--speed must be a positive number, got {speed}");
         }
         if !self.quiet {
             println!(
@@ -63,11 +72,19 @@ impl Execute for SimulateArgs {
             );
         }
         let run = RunOptions {
-            speed: self.speed,
+            virtual_time: !self.realtime,
+            speed,
+            seed: self.seed,
             echo: !self.quiet,
             exoscale_journal: self.exoscale_journal.clone(),
         };
-        let report = run_scenario_with(&scenario, run).await?;
+        let report = if self.realtime {
+            run_scenario_with(&scenario, run).await?
+        } else {
+            tokio::task::spawn_blocking(move || run_scenario_virtual(&scenario, run))
+                .await
+                .context("the virtual-time run stopped abnormally")??
+        };
         print!("{}", report.summary());
         if let Some(path) = &self.report {
             let json = serde_json::to_string_pretty(&report)?;

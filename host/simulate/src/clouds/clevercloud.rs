@@ -39,6 +39,9 @@ pub struct CleverCloudGrant {
     /// The plugin's `quotaBackoffSeconds`: its cache counts real seconds, so a simulation
     /// at speed `s` grants 60 / `s` (at least 1) to keep CKE's one simulated minute.
     pub quota_backoff_seconds: u32,
+    /// The plugin's `acceptancePollMillis`: how often it reads a new NodeGroup (50 in real
+    /// time, where a simulated second passes in a fraction of one; 1,000 in virtual time).
+    pub poll_millis: u32,
 }
 
 /// The Kubernetes access the `clevercloud` plugin is granted in a simulation: NodeGroups,
@@ -51,8 +54,10 @@ pub(crate) async fn start_clevercloud(
     spec: &CleverCloudSpec,
     client: &kube::Client,
     clock: Arc<Clock>,
+    network: &joinery_sim::network::Network,
 ) -> Result<CleverCloud, SimulateError> {
-    let (settings, pricing) = spec.settings("scenario")?;
+    let (settings, mut pricing) = spec.settings("scenario")?;
+    pricing.network = network.clone();
     joinery_sim::clevercloud::nodegroups::install_crd(client)
         .await
         .map_err(kube_err(format!(
@@ -89,6 +94,7 @@ mod tests {
             pricing_url: "http://127.0.0.1:41000".into(),
             workload: None,
             quota_backoff_seconds: 3,
+            poll_millis: 50,
         };
         let registry = simulation_registry_with(
             "http://127.0.0.1:40000",
@@ -98,6 +104,7 @@ mod tests {
             None,
             Some(&grant),
             None,
+            &Default::default(),
         )
         .unwrap();
         let set = registry.current();

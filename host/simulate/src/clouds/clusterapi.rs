@@ -42,6 +42,9 @@ pub struct ClusterApiGrant {
     pub management: Option<kube::Client>,
     /// The emulated cluster the host manages (`workload` in its grants).
     pub workload: Option<kube::Client>,
+    /// The plugin's `pollMillis`: how often it reads its Machine (50 in real time, 1,000 in
+    /// virtual time).
+    pub poll_millis: u32,
 }
 
 /// The Kubernetes access the `clusterapi` plugin is granted in a simulation: the Cluster API
@@ -56,10 +59,12 @@ pub(crate) async fn start_clusterapi(
     workload: &kube::Client,
     clock: Arc<Clock>,
     host_cluster_name: &str,
+    network: &joinery_sim::network::Network,
 ) -> Result<ClusterApi, SimulateError> {
     let settings = spec.settings("scenario")?;
     let management = ApiServer::start(ApiServerOptions {
         clock: clock.clone(),
+        network: network.clone(),
         ..Default::default()
     })
     .await?;
@@ -109,6 +114,7 @@ mod tests {
             cluster_name: "capi-ovh".into(),
             management: None,
             workload: None,
+            poll_millis: 50,
         };
         let registry = simulation_registry_with(
             "http://127.0.0.1:40000",
@@ -118,6 +124,7 @@ mod tests {
             None,
             None,
             Some(&grant),
+            &Default::default(),
         )
         .unwrap();
         // The plugin may not be built in yet: the grant is then harmless.

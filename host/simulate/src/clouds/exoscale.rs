@@ -33,6 +33,7 @@ pub(crate) async fn start_exoscale(
     clock: Arc<Clock>,
     boot_delay: Duration,
     journal: Option<PathBuf>,
+    network: &joinery_sim::network::Network,
 ) -> Result<ExoFake, SimulateError> {
     use joinery_sim::exoscale::{
         ErrorShape, ExoInstanceType, ExoTemplate, GIB, Visibility, default_instance_types,
@@ -118,6 +119,7 @@ pub(crate) async fn start_exoscale(
         operation_polls: 0,
         faults,
         journal,
+        network: network.clone(),
         ..defaults
     };
     Ok(ExoFake::start(options).await?)

@@ -29,6 +29,31 @@ pub use clusterapi::{ClusterApi, ClusterApiGrant};
 pub use exoscale::{EXOSCALE_SECRET, ExoscaleGrant};
 pub(crate) use exoscale::{seed_exoscale, start_exoscale};
 
+/// How the plugins reach the simulated world: the network its servers listen on, and in
+/// virtual time the simulation's clock (see
+/// [`HostServices::virtual_clock`](joinery_runtime::services::HostServices::virtual_clock)).
+#[derive(Clone, Default)]
+pub struct PluginLink {
+    /// Where the fakes listen (the plugins' outgoing requests are dialled on it).
+    pub network: joinery_sim::network::Network,
+    /// The simulation's clock, in virtual time.
+    pub virtual_clock: Option<Arc<joinery_core::clock::Clock>>,
+}
+
+/// Dials a plugin's outgoing connection on the simulation's in-process network.
+struct NetworkDialer(joinery_sim::network::Network);
+
+impl joinery_runtime::egress::Dialer for NetworkDialer {
+    fn dial(
+        &self,
+        to: std::net::SocketAddr,
+    ) -> Option<std::io::Result<Box<dyn joinery_runtime::egress::Stream>>> {
+        self.0
+            .dial(to)
+            .map(|pipe| pipe.map(|pipe| Box::new(pipe) as Box<dyn joinery_runtime::egress::Stream>))
+    }
+}
+
 /// The renderers the simulation grants its secrets to.
 const RENDERERS: [&str; 4] = ["template", "k3s", "rke2", "kubeadm"];
 
@@ -53,6 +78,7 @@ pub fn simulation_registry(
         exoscale,
         None,
         None,
+        &PluginLink::default(),
     )
 }
 
@@ -69,7 +95,12 @@ pub fn simulation_registry(
 /// cluster, with config `{clusterName, pollMillis: 50}` (it polls for its Machine in real
 /// time: every 50 ms keeps a launch from taking simulated minutes); the host's Kubernetes
 /// import then reaches the `management` and `workload` clusters through the grant's clients.
-/// Grants for a plugin that is not built in are harmless.
+/// Grants for a plugin that is not built in are harmless. `link` says how plugins reach the
+/// fakes and which clock they read.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one argument per cloud the simulation may run, each optional"
+)]
 pub fn simulation_registry_with(
     cloud_url: &str,
     cluster_name: &str,
@@ -78,6 +109,7 @@ pub fn simulation_registry_with(
     exoscale: Option<&ExoscaleGrant>,
     clevercloud: Option<&CleverCloudGrant>,
     clusterapi: Option<&ClusterApiGrant>,
+    link: &PluginLink,
 ) -> Result<Arc<PluginRegistry>, SimulateError> {
     let mut grants_yaml = format!(
         "plugins:\n  simcloud:\n    http: [{url:?}]\n    config: {{endpoint: {url:?}, clusterName: {cluster_name:?}}}\n",
@@ -99,9 +131,10 @@ pub fn simulation_registry_with(
     }
     if let Some(grant) = clevercloud {
         grants_yaml.push_str(&format!(
-            "  clevercloud:\n    kubernetes: {CLEVERCLOUD_KUBERNETES}\n    config: {{clusterName: {cluster_name:?}, acceptancePollMillis: 50, quotaBackoffSeconds: {backoff}}}\n  clevercloud-pricing:\n    http: [{url:?}]\n    config: {{endpoint: {url:?}}}\n",
+            "  clevercloud:\n    kubernetes: {CLEVERCLOUD_KUBERNETES}\n    config: {{clusterName: {cluster_name:?}, acceptancePollMillis: {poll}, quotaBackoffSeconds: {backoff}}}\n  clevercloud-pricing:\n    http: [{url:?}]\n    config: {{endpoint: {url:?}}}\n",
             url = grant.pricing_url,
             backoff = grant.quota_backoff_seconds,
+            poll = grant.poll_millis,
         ));
         let loopback = joinery_runtime::grants::HttpPattern::parse("http://127.0.0.1:*")
             .map_err(|e| SimulateError::Plugins(e.to_string()))?;
@@ -114,8 +147,9 @@ pub fn simulation_registry_with(
     }
     if let Some(grant) = clusterapi {
         grants_yaml.push_str(&format!(
-            "  clusterapi:\n    kubernetes: {CLUSTERAPI_KUBERNETES}\n    config: {{clusterName: {name:?}, pollMillis: 50}}\n",
+            "  clusterapi:\n    kubernetes: {CLUSTERAPI_KUBERNETES}\n    config: {{clusterName: {name:?}, pollMillis: {poll}}}\n",
             name = grant.cluster_name,
+            poll = grant.poll_millis,
         ));
     }
     if !secrets.is_empty() {
@@ -132,8 +166,15 @@ pub fn simulation_registry_with(
     .map_err(SimulateError::Plugins)?;
     let mut services = HostServices {
         secrets: store,
+        virtual_clock: link.virtual_clock.clone(),
         ..HostServices::default()
     };
+    if link.network.is_in_process() {
+        services.egress = Arc::new(
+            joinery_runtime::egress::Egress::default()
+                .with_dialer(Arc::new(NetworkDialer(link.network.clone()))),
+        );
+    }
     let workload = clevercloud
         .and_then(|g| g.workload.clone())
         .or_else(|| clusterapi.and_then(|g| g.workload.clone()));

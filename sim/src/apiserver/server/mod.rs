@@ -13,7 +13,6 @@ use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -93,7 +92,7 @@ fn bytes_response(code: u16, body: Vec<u8>) -> HttpResponse {
 
 /// Accepts connections until `shutdown` turns true.
 pub(crate) async fn serve(
-    listener: TcpListener,
+    listener: crate::network::Listener,
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
 ) {

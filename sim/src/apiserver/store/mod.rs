@@ -122,6 +122,8 @@ pub struct Store {
     state: Mutex<State>,
     changed: Notify,
     clock: Arc<Clock>,
+    /// The generator of uids and generated names (see [`Store::seed`]).
+    ids: Mutex<u64>,
 }
 
 static ID_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -138,9 +140,9 @@ fn random_u64() -> u64 {
     hasher.finish()
 }
 
-fn new_uid() -> String {
-    let high = random_u64();
-    let low = random_u64();
+fn new_uid(ids: &mut u64) -> String {
+    let high = crate::random::next_u64(ids);
+    let low = crate::random::next_u64(ids);
     // Shaped like a version-4 UUID.
     let high = (high & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000;
     let low = (low & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
@@ -154,10 +156,10 @@ fn new_uid() -> String {
     )
 }
 
-fn random_name_suffix() -> String {
+fn random_name_suffix(ids: &mut u64) -> String {
     // The alphabet Kubernetes uses for generated names (no vowels, no confusable characters).
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut bits = random_u64();
+    let mut bits = crate::random::next_u64(ids);
     (0..5)
         .map(|_| {
             let c = ALPHABET[(bits % ALPHABET.len() as u64) as usize] as char;
@@ -383,6 +385,17 @@ impl State {
 }
 
 impl Store {
+    /// Restarts the generator of uids and generated names (`generateName`) from `seed`: the
+    /// same seed and the same requests in the same order give the same uids and names. A
+    /// new store draws its seed from the process's randomness.
+    pub fn seed(&self, seed: u64) {
+        *self.ids() = seed;
+    }
+
+    fn ids(&self) -> std::sync::MutexGuard<'_, u64> {
+        self.ids.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// A store holding the built-in types and the standard namespaces, retaining at most
     /// `window` events for watches.
     pub fn new(window: usize) -> Self {
@@ -416,6 +429,7 @@ impl Store {
             state: Mutex::new(state),
             changed: Notify::new(),
             clock,
+            ids: Mutex::new(random_u64()),
         };
         let namespaces = store
             .lookup("", "v1", "namespaces")
@@ -558,7 +572,7 @@ impl Store {
                 )],
             ));
         }
-        metadata.insert("uid".into(), Value::String(new_uid()));
+        metadata.insert("uid".into(), Value::String(new_uid(&mut self.ids())));
         metadata.insert(
             "creationTimestamp".into(),
             Value::String(self.now_timestamp()),
@@ -592,7 +606,7 @@ impl Store {
             Some(name) => name,
             None => {
                 let prefix = generate_name.unwrap_or_default();
-                let mut candidate = format!("{prefix}{}", random_name_suffix());
+                let mut candidate = format!("{prefix}{}", random_name_suffix(&mut self.ids()));
                 let mut attempts = 0;
                 while state.objects.contains_key(&Self::key(
                     kind,
@@ -607,7 +621,7 @@ impl Store {
                             &candidate,
                         ));
                     }
-                    candidate = format!("{prefix}{}", random_name_suffix());
+                    candidate = format!("{prefix}{}", random_name_suffix(&mut self.ids()));
                 }
                 candidate
             }

@@ -310,8 +310,9 @@ fn pods_selected_by_node_match_a_full_scan() {
 
 #[test]
 fn uids_are_distinct_and_uuid_shaped() {
-    let a = new_uid();
-    let b = new_uid();
+    let mut ids = 7;
+    let a = new_uid(&mut ids);
+    let b = new_uid(&mut ids);
     assert_ne!(a, b);
     assert_eq!(a.len(), 36);
     assert_eq!(&a[14..15], "4");

@@ -22,7 +22,6 @@ use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::faults::{ErrorShape, ExoVerb};
@@ -122,7 +121,7 @@ fn json_response(status: u16, value: &Value) -> HttpResponse {
 
 /// Accepts connections until `stopped` turns true.
 pub(crate) async fn serve(
-    listener: TcpListener,
+    listener: crate::network::Listener,
     state: Arc<ExoState>,
     stopped: watch::Receiver<bool>,
 ) {
