@@ -271,8 +271,14 @@ fn answer(
         body,
         authorization,
     };
-    // Plugins read the real wall clock, so expiry is checked against it, not the simulated one.
-    let now = SystemTime::now()
+    // Expiry is checked against the clock the plugins read: the simulation's in virtual time,
+    // the real wall clock otherwise (a clock running `speed` times faster is not theirs).
+    let now = if state.clock.is_driven() {
+        state.clock.now()
+    } else {
+        SystemTime::now()
+    };
+    let now = now
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
