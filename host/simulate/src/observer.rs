@@ -154,13 +154,17 @@ struct Stores {
     pods: Store<Pod>,
     nodes: Store<Node>,
     claims: Store<NodeClaim>,
+    /// Every NodeClaim the watch delivered since the last sample, by name (its latest
+    /// version): a claim created and deleted between two samples is still recorded (in
+    /// virtual time a refused launch can come and go within one simulated instant).
+    claims_seen: Arc<std::sync::Mutex<BTreeMap<String, NodeClaim>>>,
     tasks: Vec<JoinHandle<()>>,
     ready: bool,
 }
 
 impl Stores {
     fn start(client: &kube::Client) -> Stores {
-        fn feed<K>(api: Api<K>) -> (Store<K>, JoinHandle<()>)
+        fn feed<K>(api: Api<K>, seen: impl Fn(&K) + Send + 'static) -> (Store<K>, JoinHandle<()>)
         where
             K: kube::Resource<DynamicType = ()>
                 + Clone
@@ -176,20 +180,37 @@ impl Stores {
             let task = tokio::spawn(async move {
                 let mut stream = std::pin::pin!(stream);
                 while let Some(event) = stream.next().await {
-                    if let Err(error) = event {
-                        tracing::debug!(%error, "the observer's watch failed; retrying");
+                    match event {
+                        Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {
+                            seen(&object)
+                        }
+                        Ok(_) => {}
+                        Err(error) => {
+                            tracing::debug!(%error, "the observer's watch failed; retrying")
+                        }
                     }
                 }
             });
             (reader, task)
         }
-        let (pods, pods_task) = feed(Api::<Pod>::all(client.clone()));
-        let (nodes, nodes_task) = feed(Api::<Node>::all(client.clone()));
-        let (claims, claims_task) = feed(Api::<NodeClaim>::all(client.clone()));
+        let (pods, pods_task) = feed(Api::<Pod>::all(client.clone()), |_| {});
+        let (nodes, nodes_task) = feed(Api::<Node>::all(client.clone()), |_| {});
+        let claims_seen: Arc<std::sync::Mutex<BTreeMap<String, NodeClaim>>> = Arc::default();
+        let recorder = claims_seen.clone();
+        let (claims, claims_task) = feed(
+            Api::<NodeClaim>::all(client.clone()),
+            move |claim: &NodeClaim| {
+                recorder.lock().unwrap_or_else(|p| p.into_inner()).insert(
+                    claim.metadata.name.clone().unwrap_or_default(),
+                    claim.clone(),
+                );
+            },
+        );
         Stores {
             pods,
             nodes,
             claims,
+            claims_seen,
             tasks: vec![pods_task, nodes_task, claims_task],
             ready: false,
         }
@@ -358,6 +379,23 @@ impl Observer {
         let mut claims = self.stores.claims.state();
         // By name, as a list gives them.
         claims.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let seen = std::mem::take(
+            &mut *self
+                .stores
+                .claims_seen
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        // Claims that came and went since the last sample: recorded, then seen deleted.
+        let gone: Vec<Arc<NodeClaim>> = seen
+            .into_values()
+            .filter(|c| {
+                !claims
+                    .iter()
+                    .any(|live| live.metadata.name == c.metadata.name)
+            })
+            .map(Arc::new)
+            .collect();
         if self.record_events {
             let events = Api::<k8s_openapi::api::core::v1::Event>::all(self.client.clone())
                 .list(&ListParams::default())
@@ -406,9 +444,15 @@ impl Observer {
         self.state.node_claims = claims.len();
         let instances = instances();
         let mut live = std::collections::BTreeSet::new();
-        for claim in &claims {
+        for (claim, is_live) in claims
+            .iter()
+            .map(|c| (c, true))
+            .chain(gone.iter().map(|c| (c, false)))
+        {
             let name = claim.metadata.name.clone().unwrap_or_default();
-            live.insert(name.clone());
+            if is_live {
+                live.insert(name.clone());
+            }
             let i = match self.index.get(&name) {
                 Some(i) => *i,
                 None => {

@@ -300,8 +300,14 @@ pub struct Report {
     pub lag: LagReport,
     /// Simulated seconds the run took.
     pub simulated_seconds: f64,
-    /// Real seconds the run took.
+    /// Real seconds the run took (the one field two runs of a scenario in virtual time, with
+    /// the same seed, may not share).
     pub wall_seconds: f64,
+    /// `virtual` (the clock jumps to the next timer whenever the simulation is idle) or
+    /// `realtime` (real time × the lag report's speed).
+    pub time: String,
+    /// The seed of the simulation's generators.
+    pub seed: u64,
     /// The timeline, as printed.
     pub timeline: Vec<String>,
     /// The cluster over time: one sample at the start and at every change of its pods,
@@ -356,6 +362,8 @@ impl Report {
             lag: LagReport::default(),
             simulated_seconds: simulated,
             wall_seconds: wall,
+            time: "realtime".into(),
+            seed: crate::DEFAULT_SEED,
             timeline: timeline.to_vec(),
             samples: seen.samples.clone(),
         }
@@ -392,11 +400,16 @@ impl Report {
         ));
         let t = |v: Option<f64>| v.map(|x| format!("{x:.1}s")).unwrap_or_else(|| "-".into());
         s.push_str(&format!(
-            "  first nodeclaim at {}, all pods running at {}; {:.0} simulated seconds in {:.1} s\n",
+            "  first nodeclaim at {}, all pods running at {}; {:.0} simulated seconds in {:.1} s{}\n",
             t(self.timings.first_node_claim_seconds),
             t(self.timings.all_pods_running_seconds),
             self.simulated_seconds,
-            self.wall_seconds
+            self.wall_seconds,
+            if self.time == "virtual" {
+                format!(" (virtual time, seed {})", self.seed)
+            } else {
+                String::new()
+            }
         ));
         if self.cloud.provider != "simcloud" || self.cloud.instances_at_end > 0 {
             s.push_str(&format!(
@@ -414,7 +427,8 @@ impl Report {
                     .unwrap_or_default()
             ));
         }
-        if self.lag.speed > 0.0 {
+        // In virtual time nothing can fall behind the clock: it waits for everyone.
+        if self.lag.speed > 0.0 && self.time != "virtual" {
             s.push_str(&format!("  {}\n", self.lag.line()));
             if let Some(warning) = self.lag.warning() {
                 s.push_str(&format!("  {warning}\n"));

@@ -157,6 +157,8 @@ pub async fn run_scenario_with(
         wall.elapsed().as_secs_f64(),
     );
     report.lag = lag;
+    report.time = if virtual_time { "virtual" } else { "realtime" }.into();
+    report.seed = seed;
     report.cloud = cloud_report(&sim, scenario.cloud.provider());
     report.node_classes = node_class_report(&sim).await;
     // Its watches end first, so the API server's shutdown does not cut them mid-stream.

@@ -1,12 +1,14 @@
-//! `joinery simulate` on every shipped scenario, asserting on the JSON report.
+//! `joinery simulate` on every shipped scenario, asserting on the JSON report. Every run is
+//! in virtual time and made twice, the second time with another core kept busy: the two
+//! reports must be the same, byte for byte (but for `wallSeconds`).
 
 use crate::support::repo;
 use std::process::Command;
 use std::sync::RwLock;
 
-/// Scenarios run two at a time, except the heavy one, which runs alone: the emulated cluster
-/// at 1,000 pods takes both cores, and a starved scenario next to it sees its simulated
-/// seconds pass faster than its controllers can act.
+/// Scenarios run two at a time, except the heavy ones, which run alone: in virtual time their
+/// results do not depend on the machine's load, but the emulated cluster at 1,000 pods takes
+/// both cores, and the real-time tests of other binaries next to it would be starved.
 static CPU: RwLock<()> = RwLock::new(());
 
 /// The machine to this test alone: [`CPU`] for this binary, and for other processes the
@@ -49,41 +51,119 @@ fn joinery() -> Command {
 /// Runs a scenario (or the quickstart when `None`) and returns the report and stdout.
 fn simulate(scenario: Option<&str>) -> (serde_json::Value, String, bool) {
     let _shared = CPU.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-    run_scenario(scenario, 30.0)
+    run_scenario(scenario)
 }
 
 /// Runs a scenario with the machine to itself (no other scenario of this binary runs
-/// meanwhile), at another speed (a heavy scenario runs slower so that the debug build keeps up).
-fn simulate_alone(scenario: &str, speed: f64) -> (serde_json::Value, String, bool) {
+/// meanwhile).
+fn simulate_alone(scenario: &str) -> (serde_json::Value, String, bool) {
     let _alone = alone();
-    run_scenario(Some(scenario), speed)
+    run_scenario(Some(scenario))
 }
 
-fn run_scenario(scenario: Option<&str>, speed: f64) -> (serde_json::Value, String, bool) {
-    let (report, stdout, ok, _) = run_scenario_plotted(scenario, speed);
+fn run_scenario(scenario: Option<&str>) -> (serde_json::Value, String, bool) {
+    let (report, stdout, ok, _) = run_scenario_plotted(scenario);
     (report, stdout, ok)
 }
 
 /// [`run_scenario`] with `--plot`: also returns the SVG drawn. An Exoscale scenario also
 /// journals its exchanges with the fake Exoscale API, and every one of them must conform to
 /// Exoscale's OpenAPI document ([`conforms_to_exoscales_definition`]).
-fn run_scenario_plotted(
-    scenario: Option<&str>,
-    speed: f64,
-) -> (serde_json::Value, String, bool, String) {
+fn run_scenario_plotted(scenario: Option<&str>) -> (serde_json::Value, String, bool, String) {
     run_scenario_file(
         scenario
             .map(|s| repo().join("examples/scenarios").join(s))
             .as_deref(),
-        speed,
+    )
+}
+
+/// Keeps one core busy until dropped (a thread spinning on a counter).
+struct BusyCore {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl BusyCore {
+    fn start() -> BusyCore {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let spinning = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut turns = 0u64;
+            while !spinning.load(std::sync::atomic::Ordering::Relaxed) {
+                turns = std::hint::black_box(turns.wrapping_add(1));
+            }
+            turns
+        });
+        BusyCore {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for BusyCore {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A report's text without its `wallSeconds` line: what two runs of one scenario must share.
+fn without_wall_seconds(report: &str) -> String {
+    report
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("\"wallSeconds\""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Runs a scenario file (or the quickstart) twice in virtual time, the second time with a
+/// core kept busy, checks that both reports are the same (but for `wallSeconds`), and returns
+/// the first report, its stdout, whether it passed, and its plot.
+fn run_scenario_file(path: Option<&std::path::Path>) -> (serde_json::Value, String, bool, String) {
+    let first = run_scenario_once(path);
+    let second = {
+        let _busy = BusyCore::start();
+        run_scenario_once(path)
+    };
+    let (a, b) = (
+        without_wall_seconds(&first.0),
+        without_wall_seconds(&second.0),
+    );
+    if a != b {
+        let at = a
+            .lines()
+            .zip(b.lines())
+            .position(|(x, y)| x != y)
+            .unwrap_or(a.lines().count().min(b.lines().count()));
+        let around = |text: &str| {
+            text.lines()
+                .skip(at.saturating_sub(3))
+                .take(8)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        panic!(
+            "{}: two runs in virtual time wrote different reports; first difference at line {}:\n--- quiet run ---\n{}\n--- run with a busy core ---\n{}",
+            path.map_or("quickstart".into(), |p| p.display().to_string()),
+            at + 1,
+            around(&a),
+            around(&b)
+        );
+    }
+    (
+        serde_json::from_str(&first.0).unwrap(),
+        first.1,
+        first.2,
+        first.3,
     )
 }
 
 /// [`run_scenario_plotted`] on any scenario file.
-fn run_scenario_file(
-    path: Option<&std::path::Path>,
-    speed: f64,
-) -> (serde_json::Value, String, bool, String) {
+/// One run of [`run_scenario_file`]: the report's text, stdout, whether it passed, the plot.
+fn run_scenario_once(path: Option<&std::path::Path>) -> (String, String, bool, String) {
     let scenario = path.map(|p| p.file_name().unwrap().to_string_lossy().to_string());
     let scenario = scenario.as_deref();
     let dir = tempfile::tempdir().unwrap();
@@ -109,8 +189,6 @@ fn run_scenario_file(
         .arg(&report)
         .arg("--plot")
         .arg(&plot)
-        .arg("--speed")
-        .arg(speed.to_string())
         .output()
         .unwrap();
     let mut stdout = String::from_utf8_lossy(&out.stdout).to_string();
@@ -128,12 +206,7 @@ fn run_scenario_file(
     if exoscale {
         conforms_to_exoscales_definition(scenario.unwrap_or_default(), &journal);
     }
-    (
-        serde_json::from_str(&text).unwrap(),
-        stdout,
-        out.status.success(),
-        svg,
-    )
+    (text, stdout, out.status.success(), svg)
 }
 
 /// Judges a scenario's exchanges with the fake Exoscale API against Exoscale's OpenAPI
@@ -163,7 +236,7 @@ fn conforms_to_exoscales_definition(scenario: &str, journal: &std::path::Path) {
 fn the_quickstart_scales_up_then_to_zero() {
     let (report, stdout, ok, svg) = {
         let _shared = CPU.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        run_scenario_plotted(None, 30.0)
+        run_scenario_plotted(None)
     };
     plot_shows_the_three_series(&report, &svg);
     assert!(ok, "quickstart failed:\n{stdout}");
@@ -891,7 +964,7 @@ fn a_static_nodepool_holds_its_replicas_and_replaces_a_drifted_node() {
 fn a_thousand_pod_scale_out_never_deletes_a_node_or_launches_twice() {
     // The emulated cluster is heavy at 1,000 pods in a debug build: a slower clock keeps the
     // simulated kube-scheduler from starving.
-    let (report, stdout, ok) = simulate_alone("scale-out-1000-pods.yaml", 4.0);
+    let (report, stdout, ok) = simulate_alone("scale-out-1000-pods.yaml");
     assert!(
         ok,
         "{}",
@@ -906,13 +979,9 @@ fn a_thousand_pod_scale_out_never_deletes_a_node_or_launches_twice() {
     );
 }
 
-/// The speed the 2,000-pod scale-out runs at in these tests: what a debug build keeps up
-/// with on two cores (the scenario's own figures hold at any speed the machine honours).
-const SCALE_OUT_SPEED: f64 = 4.0;
-
 #[test]
 fn two_thousand_pods_scale_out_within_two_minutes_on_few_claims() {
-    let (report, stdout, ok) = simulate_alone("scale-out-2000-pods.yaml", SCALE_OUT_SPEED);
+    let (report, stdout, ok) = simulate_alone("scale-out-2000-pods.yaml");
     let tail = stdout.lines().rev().take(20).collect::<Vec<_>>().join("\n");
     assert!(ok, "{tail}");
     let (_, created, _, running) = totals(&report);
@@ -934,95 +1003,73 @@ fn two_thousand_pods_scale_out_within_two_minutes_on_few_claims() {
             .any(|s| s["name"] == series && s["count"].as_u64().unwrap() > 0);
         assert!(found, "no {series} lag in {}", report["lag"]);
     }
-    assert!(stdout.contains("lag behind the clock"), "{tail}");
-}
-
-/// The 2,000-pod scale-out with a tenth of its replicas, as a scenario file in `dir`.
-fn small_scale_out(dir: &std::path::Path) -> std::path::PathBuf {
-    let text = std::fs::read_to_string(repo().join("examples/scenarios/scale-out-2000-pods.yaml"))
-        .unwrap();
-    let mut small = text.clone();
-    for (from, to) in [
-        ("replicas: 1000", "replicas: 100"),
-        ("replicas: 600", "replicas: 60"),
-        ("replicas: 400", "replicas: 40"),
-        ("podsRunning: 2000", "podsRunning: 200"),
-    ] {
-        assert!(small.contains(from), "the scenario no longer says {from}");
-        small = small.replace(from, to);
-    }
-    let path = dir.join("scale-out-200-pods.yaml");
-    std::fs::write(&path, small).unwrap();
-    path
-}
-
-/// What a run decided: NodeClaims created, nodes launched per instance type, pods running.
-fn decisions(report: &serde_json::Value) -> (u64, std::collections::BTreeMap<String, u64>, u64) {
-    let mut types = std::collections::BTreeMap::new();
-    for node in report["nodes"].as_array().unwrap() {
-        if let Some(t) = node["instanceType"].as_str() {
-            *types.entry(t.to_string()).or_insert(0) += 1;
-        }
-    }
-    (
-        report["totals"]["nodeClaimsCreated"].as_u64().unwrap(),
-        types,
-        report["pods"]["running"].as_u64().unwrap(),
-    )
+    assert!(stdout.contains("(virtual time, seed 1)"), "{tail}");
 }
 
 #[test]
-fn one_scenario_decides_alike_at_two_speeds() {
+fn the_real_time_mode_still_runs_a_scenario_with_its_lag_meter() {
+    let _shared = CPU.read().unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let path = small_scale_out(dir.path());
-    let run = |speed: f64| {
-        let _alone = alone();
-        let (report, stdout, ok, _) = run_scenario_file(Some(&path), speed);
-        assert!(
-            ok,
-            "speed {speed}: {}",
-            stdout.lines().rev().take(20).collect::<Vec<_>>().join("\n")
-        );
-        assert_eq!(
-            report["lag"]["refused"], false,
-            "speed {speed}: {}",
-            report["lag"]
-        );
-        report
-    };
-    let (slow, fast) = (run(SCALE_OUT_SPEED), run(4.0 * SCALE_OUT_SPEED));
-    let ((slow_claims, slow_types, slow_running), (fast_claims, fast_types, fast_running)) =
-        (decisions(&slow), decisions(&fast));
-    assert_eq!((slow_running, fast_running), (200, 200));
-    // A batch window that closes a moment earlier or later may split pods differently, at any
-    // one speed as between two: one or two claims more or fewer, or two of another size (the
-    // last batch's pods fill two c3-16 in one run and two c3-8 in another, six claims each).
-    // Each claim of another type counts twice in `apart` (one type fewer, one more).
+    let report = dir.path().join("report.json");
+    let out = joinery()
+        .arg("simulate")
+        .arg(repo().join("examples/scenarios/blog-one-pod-3-vcpu.yaml"))
+        .args(["--realtime", "--speed", "30", "--quiet", "--report"])
+        .arg(&report)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(report["lag"]["speed"], 30.0, "{}", report["lag"]);
+    assert_eq!(report["pods"]["running"], 1);
+}
+
+#[test]
+fn speed_needs_the_real_time_mode_and_a_seed_must_be_a_number() {
+    let out = joinery()
+        .args(["simulate", "--speed", "30"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--realtime"), "{stderr}");
+    let out = joinery()
+        .args(["simulate", "--seed", "seven"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        slow_claims.abs_diff(fast_claims) <= 2,
-        "claims {slow_claims} vs {fast_claims}"
+        stderr.contains("--seed") && stderr.contains("seven"),
+        "{stderr}"
     );
-    let types = |t: &std::collections::BTreeMap<String, u64>| t.keys().cloned().collect::<Vec<_>>();
-    let apart: u64 = slow_types
-        .keys()
-        .chain(fast_types.keys())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .map(|t| {
-            slow_types
-                .get(t)
-                .copied()
-                .unwrap_or(0)
-                .abs_diff(fast_types.get(t).copied().unwrap_or(0))
-        })
-        .sum();
-    assert!(
-        apart <= 4,
-        "instance types {:?} vs {:?} ({:?} vs {:?})",
-        slow_types,
-        fast_types,
-        types(&slow_types),
-        types(&fast_types)
+}
+
+#[test]
+fn another_seed_draws_other_names_and_the_same_seed_the_same() {
+    let _shared = CPU.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let run = |seed: &str, name: &str| {
+        let path = dir.path().join(name);
+        let out = joinery()
+            .args(["simulate", "--quiet", "--seed", seed, "--report"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        without_wall_seconds(&std::fs::read_to_string(&path).unwrap())
+    };
+    let (one, again, other) = (run("7", "a.json"), run("7", "b.json"), run("8", "c.json"));
+    assert_eq!(one, again);
+    assert_ne!(
+        one, other,
+        "the NodeClaim's generated name comes from the seed"
     );
 }
 
@@ -1102,8 +1149,6 @@ fn a_failed_expectation_exits_non_zero_and_is_named() {
         .arg(&path)
         .arg("--report")
         .arg(&report)
-        .arg("--speed")
-        .arg("30")
         .arg("--quiet")
         .output()
         .unwrap();
