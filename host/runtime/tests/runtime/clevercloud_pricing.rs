@@ -229,6 +229,7 @@ async fn a_price_list_failing_from_the_start_leaves_the_built_in_table() {
         vcpu_rate: 0.003,
         ram_rate_per_gb: 0.006,
         failure: PricingFailure::TieredPlans,
+        ..Default::default()
     })
     .await
     .unwrap();
