@@ -24,10 +24,10 @@ fn pool(budgets: Value) -> Value {
                     "disruption": {"consolidateAfter": "10s", "budgets": budgets}}})
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_scheduled_budget_blocks_only_while_its_window_is_open() {
     let sim = Simulation::start(SimulationOptions {
-        speed: 20.0,
+        virtual_time: true,
         ..Default::default()
     })
     .await

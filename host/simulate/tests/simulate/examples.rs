@@ -55,7 +55,7 @@ async fn create_strict(sim: &Simulation, object: &serde_json::Value) -> Result<(
         .map(|_| ())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn the_exoscale_examples_are_valid_against_the_crds() {
     let files = examples();
     let names: Vec<String> = files

@@ -30,14 +30,14 @@ async fn eventually(
     false
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn changed_nodeclass_labels_reach_the_running_instance_in_place() {
     let exoscale = ExoscaleSpec {
         zones: Some(vec!["ch-gva-2".into()]),
         ..ExoscaleSpec::default()
     };
     let sim = Simulation::start(SimulationOptions {
-        speed: 20.0,
+        virtual_time: true,
         exoscale: Some(exoscale),
         ..Default::default()
     })

@@ -11,10 +11,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use serde_json::json;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn an_expired_node_is_replaced_and_its_pods_run_again() {
     let sim = Simulation::start(SimulationOptions {
-        speed: 20.0,
+        virtual_time: true,
         ..Default::default()
     })
     .await

@@ -14,10 +14,6 @@ use kube::Api;
 
 use super::restart::{apply_basics, assert_one_instance_one_claim, wait_pod_running};
 
-/// Slower than the other simulator tests: at 20× a lease of 15 simulated seconds lasts 0.75 s
-/// of real time, and a loaded machine could starve the leader's renewals that long.
-const SPEED: f64 = 5.0;
-
 fn replica(sim: &Simulation, identity: &str) -> Elector {
     replica_on(sim, sim.client.clone(), identity)
 }
@@ -32,13 +28,12 @@ fn replica_on(sim: &Simulation, client: kube::Client, identity: &str) -> Elector
     Elector::new(client, sim.clock.clone(), config)
 }
 
-/// A simulation at speed 2 (the margin between the renew deadline, 10 s, and the lease
-/// duration, 15 s, is 2.5 s of real time, for a loaded machine's late timers) in which replica A
-/// leads with loops on a client of its own (`User-Agent: replica-a`), which the API server can
+/// A simulation in virtual time (the 5 s margin between the renew deadline, 10 s, and the
+/// lease duration, 15 s, holds exactly: no timer fires late) in which replica A leads with loops on a client of its own (`User-Agent: replica-a`), which the API server can
 /// be made to hang; returns the simulation, A's Lease and its loops.
 async fn leader_on_own_client() -> (Simulation, Leadership, Controller) {
     let sim = Simulation::start(SimulationOptions {
-        speed: 2.0,
+        virtual_time: true,
         start_controller: false,
         ..Default::default()
     })
@@ -61,7 +56,7 @@ const LOOPS_STOP_BUDGET: Duration = Duration::from_secs(15);
 /// the leader stops leading within the renew deadline, before the follower's lease duration
 /// runs out, so that at no moment do two replicas act. Before the fix, the hung renewal kept
 /// the old leader's loops running until the connection died.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_leader_whose_requests_hang_stops_before_the_follower_leads() {
     let (sim, leadership, loops) = leader_on_own_client().await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -119,7 +114,7 @@ async fn a_leader_whose_requests_hang_stops_before_the_follower_leads() {
 /// loops' budget, then the Lease's release within the renew deadline) and ends within the
 /// chart's default grace period of 30 s. Before the fix, the release waited for the hung
 /// renewal forever.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_leader_stopped_while_its_requests_hang_stops_within_the_grace_period() {
     let (sim, leadership, loops) = leader_on_own_client().await;
     tokio::time::sleep(sim.clock.to_real(Duration::from_secs(3))).await;
@@ -148,10 +143,10 @@ async fn holder(sim: &Simulation) -> Option<String> {
     lease.spec?.holder_identity
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn the_follower_takes_over_a_leader_killed_mid_launch_without_duplicates() {
     let sim = Simulation::start(SimulationOptions {
-        speed: SPEED,
+        virtual_time: true,
         start_controller: false,
         ..Default::default()
     })

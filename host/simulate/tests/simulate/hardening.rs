@@ -12,11 +12,9 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::{Value, json};
 
-const SPEED: f64 = 20.0;
-
 async fn start() -> Simulation {
     Simulation::start(SimulationOptions {
-        speed: SPEED,
+        virtual_time: true,
         ..Default::default()
     })
     .await
@@ -49,7 +47,7 @@ fn pod(name: &str, labels: Value, extra_spec: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "labels": labels}, "spec": spec})
 }
 
-/// Waits (real time) until `done` holds, polling every 50 ms.
+/// Waits until `done` holds, polling every 50 ms (of simulated time, in virtual time).
 async fn eventually<F, Fut>(what: &str, limit: Duration, mut done: F)
 where
     F: FnMut() -> Fut,
@@ -159,7 +157,7 @@ async fn one_running_pod(sim: &Simulation) -> (NodeClaim, joinery_sim::cloud::Si
 /// The machine hangs while its node drains: the evicted pod is never confirmed deleted. A
 /// minute past its deletion time it stops holding the drain, so the instance is deleted and
 /// every finalizer completes (before, the drain waited forever).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_node_whose_kubelet_dies_mid_drain_is_still_terminated() {
     let sim = start().await;
     let (claim, instance) = one_running_pod(&sim).await;
@@ -173,7 +171,7 @@ async fn a_node_whose_kubelet_dies_mid_drain_is_still_terminated() {
 /// NodeClaim's terminationGracePeriod ends the wait. The pods are deleted (budgets and
 /// do-not-disrupt bypassed) so they get their grace period before the deadline, and the
 /// claim carries upstream's termination-timestamp annotation.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn termination_grace_period_overrides_budgets_and_do_not_disrupt() {
     let sim = start().await;
     apply_pool(&sim, Some("90s")).await;
@@ -257,13 +255,19 @@ async fn termination_grace_period_overrides_budgets_and_do_not_disrupt() {
 /// One NodeClaim's create hangs in the cloud (its answer held back until the plugin's call
 /// deadline), while another claim is deleted: the deletion completes without waiting for
 /// the hung create, because each claim is reconciled on its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_hung_create_does_not_delay_another_claims_finalization() {
     let sim = start().await;
     apply_pool(&sim, None).await;
-    sim.apply(&pod("first", json!({"app": "first"}), json!({})))
-        .await
-        .unwrap();
+    // Evicted at once: the first claim's finalization takes a few simulated seconds, well
+    // inside the hung create's 60 s call deadline.
+    sim.apply(&pod(
+        "first",
+        json!({"app": "first"}),
+        json!({"terminationGracePeriodSeconds": 0}),
+    ))
+    .await
+    .unwrap();
     eventually("the first pod runs", Duration::from_secs(60), || {
         pod_running(&sim, "first")
     })
@@ -353,7 +357,7 @@ async fn running_pods(sim: &Simulation) -> usize {
 /// The host is killed while a PodDisruptionBudget holds a drain; a new host picks the drain
 /// up where the cluster says it is, and once the budget is lifted the node goes, the pods
 /// run elsewhere, and nothing leaks.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn host_killed_mid_drain_finishes_the_drain_after_restart() {
     let mut sim = start().await;
     apply_pool(&sim, None).await;
@@ -425,7 +429,7 @@ async fn host_killed_mid_drain_finishes_the_drain_after_restart() {
 /// `Retry-After`, and expires every watch (410 Gone on reconnect) while the controllers run:
 /// pods still get nodes, and scaling back to zero still removes every node, claim and
 /// instance.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn controllers_converge_through_api_errors_throttling_and_expired_watches() {
     use joinery_sim::ApiVerb;
     let sim = start().await;
@@ -487,7 +491,7 @@ async fn controllers_converge_through_api_errors_throttling_and_expired_watches(
 /// A disruption interrupted between tainting the node and deleting its claim (the host
 /// died) leaves `karpenter.sh/disrupted` on a node nobody is deleting; the restarted host
 /// removes it, so the node takes pods again instead of staying cordoned forever.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn host_killed_mid_disruption_releases_the_abandoned_taint_on_restart() {
     let mut sim = start().await;
     apply_pool(&sim, None).await;
@@ -545,7 +549,7 @@ async fn host_killed_mid_disruption_releases_the_abandoned_taint_on_restart() {
 /// delete: the candidate is released (untainted, no longer "being disrupted") so that a later
 /// pass deletes it once the API recovers. Before, it stayed marked as being disrupted and no
 /// pass ever picked it again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_failed_delete_of_an_empty_nodes_claim_is_retried_by_a_later_pass() {
     use joinery_sim::ApiVerb;
     let sim = start().await;
@@ -600,7 +604,7 @@ async fn a_failed_delete_of_an_empty_nodes_claim_is_retried_by_a_later_pass() {
 /// list) while its Node is not Ready: garbage collection asks for the instance itself before
 /// deleting the NodeClaim, finds it, and keeps the claim. Before the fix, one listing that
 /// missed the instance was enough to delete the claim and drain its node.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_claim_missing_from_one_listing_is_kept_while_its_instance_exists() {
     let sim = start().await;
     let (claim, instance) = one_running_pod(&sim).await;

@@ -13,8 +13,6 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
-const SPEED: f64 = 20.0;
-
 fn pod(name: &str, cpu: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
            "spec": {"containers": [{"name": "main", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}]}})
@@ -67,10 +65,10 @@ fn pool() -> [Value; 2] {
     ]
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_type_whose_nodes_hold_less_than_estimated_is_learned_and_the_next_launch_uses_it() {
     let sim = Simulation::start(SimulationOptions {
-        speed: SPEED,
+        virtual_time: true,
         catalog: catalog(),
         ..Default::default()
     })
@@ -146,10 +144,10 @@ async fn a_type_whose_nodes_hold_less_than_estimated_is_learned_and_the_next_lau
     sim.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn what_was_learned_before_a_restart_is_used_with_no_node_left() {
     let sim = Simulation::start(SimulationOptions {
-        speed: SPEED,
+        virtual_time: true,
         catalog: catalog(),
         start_controller: false,
         ..Default::default()

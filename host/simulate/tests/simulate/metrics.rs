@@ -10,8 +10,6 @@ use kube::api::{Api, DeleteParams, ListParams};
 
 use super::restart::{apply_basics, wait_pod_running};
 
-const SPEED: f64 = 20.0;
-
 fn scrape(sim: &Simulation) -> prometheus_parse::Scrape {
     let text = sim
         .controller
@@ -69,10 +67,10 @@ async fn until(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn metrics_follow_a_scale_up_and_down() {
     let sim = Simulation::start(SimulationOptions {
-        speed: SPEED,
+        virtual_time: true,
         ..Default::default()
     })
     .await

@@ -41,7 +41,7 @@ async fn first_claim(feature_gates: &str, simulated: Duration) -> Option<NodeCla
     )
     .unwrap();
     let sim = Simulation::start(SimulationOptions {
-        speed: 30.0,
+        virtual_time: true,
         settings,
         catalog,
         ..Default::default()
@@ -68,7 +68,7 @@ async fn first_claim(feature_gates: &str, simulated: Duration) -> Option<NodeCla
     first
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_capacity_overlay_changes_the_requested_type_only_with_the_gate_on() {
     // Gate off (upstream's default): the overlay is ignored; no type has the resource.
     let off = first_claim("NodeOverlay=false", Duration::from_secs(90)).await;
@@ -104,10 +104,10 @@ fn an_invalid_feature_gate_value_is_a_settings_error() {
     assert!(e.to_string().contains("FEATURE_GATES"), "{e}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_pod_with_a_zonal_volume_gets_a_node_in_the_volumes_zone() {
     let sim = Simulation::start(SimulationOptions {
-        speed: 30.0,
+        virtual_time: true,
         ..Default::default()
     })
     .await
@@ -161,13 +161,13 @@ async fn a_pod_with_a_zonal_volume_gets_a_node_in_the_volumes_zone() {
     sim.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn overlays_get_validation_conditions_and_equal_weight_price_overlays_conflict() {
     let settings =
         Settings::from_lookup(|k| (k == "FEATURE_GATES").then(|| "NodeOverlay=true".to_string()))
             .unwrap();
     let sim = Simulation::start(SimulationOptions {
-        speed: 30.0,
+        virtual_time: true,
         settings,
         ..Default::default()
     })

@@ -9,11 +9,11 @@ use joinery_simulate::{Simulation, SimulationOptions};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_preloaded_cluster_keeps_exactly_its_pods() {
     let preload = Preload::new(10, 100);
     let sim = Simulation::start(SimulationOptions {
-        speed: 20.0,
+        virtual_time: true,
         start_controller: false,
         preload: Some(preload),
         ..Default::default()

@@ -10,8 +10,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use serde_json::json;
 
-const SPEED: f64 = 20.0;
-
 pub(crate) async fn apply_basics(sim: &Simulation) {
     let manifests = [
         json!({"apiVersion": "sim.joinery.dev/v1alpha1", "kind": "SimNodeClass", "metadata": {"name": "default"},
@@ -66,10 +64,10 @@ pub(crate) async fn assert_one_instance_one_claim(sim: &Simulation) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn host_killed_mid_launch_adopts_the_instance_on_restart() {
     let mut sim = Simulation::start(SimulationOptions {
-        speed: SPEED,
+        virtual_time: true,
         ..Default::default()
     })
     .await
@@ -122,10 +120,10 @@ async fn host_killed_mid_launch_adopts_the_instance_on_restart() {
     sim.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_create_that_fails_after_the_instance_exists_leaks_nothing() {
     let sim = Simulation::start(SimulationOptions {
-        speed: SPEED,
+        virtual_time: true,
         ..Default::default()
     })
     .await
@@ -144,7 +142,7 @@ async fn a_create_that_fails_after_the_instance_exists_leaks_nothing() {
 /// not yet initialized — loses nothing: the next host untaints the candidate (it is not in its
 /// queue), the candidate is never deleted before a replacement is up, and the cluster settles
 /// on one cheaper node with no instance leaked.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn host_killed_mid_replace_strands_no_taint_and_leaks_nothing() {
     use joinery_simulate::scenario::Scale;
     use k8s_openapi::api::core::v1::Node;
@@ -158,7 +156,7 @@ async fn host_killed_mid_replace_strands_no_taint_and_leaks_nothing() {
     }))
     .unwrap();
     let mut sim = Simulation::start(SimulationOptions {
-        speed: SPEED,
+        virtual_time: true,
         catalog,
         ..Default::default()
     })

@@ -43,10 +43,10 @@ where
     false
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn status_is_written_and_a_nodeclass_that_is_not_ready_blocks_launches() {
     let sim = Simulation::start(SimulationOptions {
-        speed: 20.0,
+        virtual_time: true,
         ..Default::default()
     })
     .await

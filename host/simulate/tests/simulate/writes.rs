@@ -17,7 +17,6 @@ use serde_json::json;
 
 use super::restart::{apply_basics, wait_pod_running};
 
-const SPEED: f64 = 20.0;
 const RACER_TAINT: &str = "racer.example.com/mark";
 const RACER_FINALIZER: &str = "racer.example.com/keep";
 const RACER_CONDITION: &str = "RacerSeen";
@@ -85,10 +84,10 @@ async fn append_taint(api: &Api<Node>, name: &str, key: &str) {
     .unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_guarded_write_from_a_stale_copy_keeps_the_other_writers_entry() {
     let sim = Simulation::start(SimulationOptions {
-        speed: SPEED,
+        virtual_time: true,
         start_controller: false,
         ..Default::default()
     })
@@ -155,10 +154,10 @@ async fn a_guarded_write_from_a_stale_copy_keeps_the_other_writers_entry() {
     sim.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_guarded_status_write_keeps_another_owners_condition() {
     let sim = Simulation::start(SimulationOptions {
-        speed: SPEED,
+        virtual_time: true,
         start_controller: false,
         ..Default::default()
     })
@@ -208,10 +207,10 @@ async fn a_guarded_status_write_keeps_another_owners_condition() {
 /// finalizer and a status condition) the moment it sees them, once each, and lets go of its
 /// finalizers when they are deleted. The host scales up and down through it; every mark
 /// survives, and nothing leaks.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_racing_writer_loses_nothing_through_a_scale_up_and_down() {
     let mut sim = Simulation::start(SimulationOptions {
-        speed: SPEED,
+        virtual_time: true,
         ..Default::default()
     })
     .await
