@@ -20,9 +20,9 @@ pub enum SimulateError {
     /// The controllers failed to start.
     #[error("controller: {0}")]
     Controller(#[from] joinery_controller::ControllerError),
-    /// The runtime of a virtual-time run could not be started.
-    #[error("cannot start the virtual-time runtime: {0}")]
-    Runtime(std::io::Error),
+    /// A virtual-time run could not start, or stalled.
+    #[error(transparent)]
+    VirtualTime(#[from] crate::virtual_time::VirtualTimeError),
     /// A Kubernetes API call failed; `what` names the object.
     #[error("{what}: {source}")]
     Kube {

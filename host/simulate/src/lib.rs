@@ -12,6 +12,7 @@
 //! [`observer`], [`report`] and [`plot`], and [`virtual_time`] (how a simulation runs
 //! faster than real time and the same on every run). Everything the crate offers is re-exported here.
 
+pub mod clock_discipline;
 mod clouds;
 mod error;
 mod expectations;

@@ -58,8 +58,7 @@ pub fn run_scenario_virtual(scenario: &Scenario, run: RunOptions) -> Result<Repo
         virtual_time: true,
         ..run
     };
-    crate::virtual_time::run(move || async move { run_scenario_with(&scenario, run).await })
-        .map_err(SimulateError::Runtime)?
+    crate::virtual_time::run(move || async move { run_scenario_with(&scenario, run).await })?
 }
 
 /// [`run_scenario`] with every option.
@@ -140,6 +139,18 @@ pub async fn run_scenario_with(
     if let Some(expect) = &scenario.expect {
         for f in unmet(expect, observer.observation()) {
             failures.push(format!("final expectation {f}"));
+        }
+    }
+    if virtual_time {
+        let objects = sim.api.store().every_object();
+        // The cluster was set up before a scenario's `startAt` moved the clock.
+        let set_up = std::time::UNIX_EPOCH
+            + Duration::from_secs(crate::simulation::VIRTUAL_START_UNIX_SECONDS);
+        let start = (sim.clock.now() - sim.clock.elapsed()).min(set_up);
+        if let Some(leak) =
+            crate::clock_discipline::outside_the_run(&objects, start, sim.clock.now())
+        {
+            failures.push(leak);
         }
     }
     let lag = sim.lag_report();

@@ -385,6 +385,19 @@ impl State {
 }
 
 impl Store {
+    /// Every stored object, of every kind, as `(group/plural, object)` (without `apiVersion`
+    /// and `kind`), in key order: for checks over the whole cluster, such as the simulator's
+    /// clock discipline (every timestamp within the simulated run).
+    pub fn every_object(&self) -> Vec<(String, Value)> {
+        self.lock()
+            .objects
+            .iter()
+            .map(|((group, plural, _, _), object)| {
+                (format!("{group}/{plural}"), object.to_untyped_value())
+            })
+            .collect()
+    }
+
     /// Restarts the generator of uids and generated names (`generateName`) from `seed`: the
     /// same seed and the same requests in the same order give the same uids and names. A
     /// new store draws its seed from the process's randomness.
