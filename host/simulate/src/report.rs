@@ -303,6 +303,8 @@ pub struct Report {
     /// Real seconds the run took (the one field two runs of a scenario in virtual time, with
     /// the same seed, may not share).
     pub wall_seconds: f64,
+    /// Writes the emulated API server took (its last resourceVersion): how much happened.
+    pub api_writes: u64,
     /// `virtual` (the clock jumps to the next timer whenever the simulation is idle) or
     /// `realtime` (real time × the lag report's speed).
     pub time: String,
@@ -362,6 +364,7 @@ impl Report {
             lag: LagReport::default(),
             simulated_seconds: simulated,
             wall_seconds: wall,
+            api_writes: 0,
             time: "realtime".into(),
             seed: crate::DEFAULT_SEED,
             timeline: timeline.to_vec(),

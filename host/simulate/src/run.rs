@@ -168,6 +168,7 @@ pub async fn run_scenario_with(
         wall.elapsed().as_secs_f64(),
     );
     report.lag = lag;
+    report.api_writes = sim.api.resource_version();
     report.time = if virtual_time { "virtual" } else { "realtime" }.into();
     report.seed = seed;
     report.cloud = cloud_report(&sim, scenario.cloud.provider());

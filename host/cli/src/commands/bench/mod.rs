@@ -1,11 +1,12 @@
 //! `joinery bench …`: benchmarks of the plugin runtime, the scheduler, disruption, the
-//! controller against a large cluster and the emulated API server.
+//! controller against a large cluster, the emulated API server and whole simulated scenarios.
 
 mod consolidation;
 mod controller;
 mod plugins;
 mod scheduling;
 mod sim;
+mod simulate;
 
 super::subcommands! {
     /// `joinery bench …`
@@ -28,5 +29,9 @@ super::subcommands! {
         /// The emulated API server holding a large cluster with a pod watch open: list latency
         /// over HTTP (medians of several runs) and memory.
         Sim(sim::SimArgs),
+        /// Whole scenarios in virtual time (default: the quickstart and the 1,000- and
+        /// 2,000-pod scale-outs): simulated and wall seconds, the speed-up, peak memory and
+        /// the emulated API server's writes, one process per scenario.
+        Simulate(simulate::SimulateBenchArgs),
     }
 }
