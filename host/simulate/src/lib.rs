@@ -9,7 +9,8 @@
 //! The modules: `simulation` (the [`Simulation`] and its options), `clouds` (the fakes of
 //! real clouds, one module each, and the plugin registry with their grants), `expectations`
 //! ([`unmet`], [`judge_lag`]), `run` ([`run_scenario`]), `error`, and the public [`scenario`],
-//! [`observer`], [`report`] and [`plot`], and [`virtual_time`] (how a simulation runs
+//! [`observer`], [`report`] and [`plot`], [`trace`] (workload traces and their generators),
+//! and [`virtual_time`] (how a simulation runs
 //! faster than real time and the same on every run). Everything the crate offers is re-exported here.
 
 pub mod clock_discipline;
@@ -22,6 +23,7 @@ pub mod report;
 mod run;
 pub mod scenario;
 mod simulation;
+pub mod trace;
 pub mod virtual_time;
 
 pub use clouds::{
@@ -34,7 +36,8 @@ pub use observer::{Observation, Observer};
 pub use report::Report;
 pub use run::{RunOptions, run_scenario, run_scenario_virtual, run_scenario_with};
 pub use scenario::{
-    CleverCloudSpec, ClusterApiSpec, ExoscaleSpec, Expectations, Scenario, ScenarioError,
+    CleverCloudSpec, ClusterApiSpec, ExoscaleSpec, Expectations, NodeTarget, Scenario,
+    ScenarioError,
 };
 pub use simulation::{
     DEFAULT_SEED, DEFAULT_SPEED, NODECLASS_CRDS, Simulation, SimulationOptions,

@@ -179,9 +179,6 @@ pub async fn run_scenario_with(
     Ok(report)
 }
 
-/// How often the observer samples the cluster (simulated).
-const SAMPLE_EVERY: Duration = Duration::from_millis(500);
-
 async fn drive(
     sim: &Simulation,
     scenario: &Scenario,
@@ -204,7 +201,7 @@ async fn drive(
                 &origin,
             )?;
             while observer.now() < at.as_secs_f64() {
-                sample_pause(sim, observer).await;
+                sample_pause(sim, observer, scenario.sample_every()).await;
             }
         }
         for m in &step.apply {
@@ -219,10 +216,25 @@ async fn drive(
                 .unwrap_or_default();
             observer.note(format!("{label}: deleted {count} {} {target}", r.kind));
         }
+        for (target, unschedulable) in [(&step.cordon, true), (&step.uncordon, false)] {
+            if let Some(target) = target {
+                let count = sim.cordon(target, unschedulable).await?;
+                let verb = if unschedulable {
+                    "cordoned"
+                } else {
+                    "uncordoned"
+                };
+                observer.note(format!("{label}: {verb} {count} node(s)"));
+            }
+        }
+        if let Some(faults) = &step.fault {
+            sim.set_faults(faults);
+            observer.note(format!("{label}: cloud faults changed"));
+        }
         if let Some(s) = &step.scale {
             sim.scale(s).await?;
             observer.note(format!("{label}: scaled {} to {}", s.name, s.replicas));
-        } else {
+        } else if step.cordon.is_none() && step.uncordon.is_none() && step.fault.is_none() {
             observer.note(format!("{label}: started"));
         }
         if let Some(wait) = &step.wait {
@@ -234,7 +246,7 @@ async fn drive(
             )?;
             let until = observer.now() + wait.as_secs_f64();
             while observer.now() < until {
-                sample_pause(sim, observer).await;
+                sample_pause(sim, observer, scenario.sample_every()).await;
             }
         }
         if let Some(wait) = &step.wait_for {
@@ -246,7 +258,7 @@ async fn drive(
             )?;
             let started = observer.now();
             loop {
-                sample_pause(sim, observer).await;
+                sample_pause(sim, observer, scenario.sample_every()).await;
                 let left = unmet(wait, observer.observation());
                 if left.is_empty() {
                     observer.note(format!("{label}: reached"));
@@ -272,8 +284,8 @@ async fn drive(
     Ok(())
 }
 
-async fn sample_pause(sim: &Simulation, observer: &mut Observer) {
-    tokio::time::sleep(sim.clock.to_real(SAMPLE_EVERY)).await;
+async fn sample_pause(sim: &Simulation, observer: &mut Observer, every: Duration) {
+    tokio::time::sleep(sim.clock.to_real(every)).await;
     if let Err(e) = observer.sample(|| sim.cloud_instances()).await {
         tracing::warn!(error = %e, "sampling the cluster failed");
     }

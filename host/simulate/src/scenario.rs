@@ -25,7 +25,11 @@
 //!     waitFor: {nodes: 0}      # optional: block until this holds…
 //!     timeout: 10m             # …at most this long (default 15m)
 //!     expect: {podsRunning: 0} # optional: must hold after the wait
+//!     cordon: {labelSelector: …} # optional: cordon (uncordon: the same) nodes
+//!     fault: {quota: 3}        # optional, simcloud only: the cloud's faults from now on
 //! expect: {podsRunning: 0}     # must hold at the end
+//! trace: day.yaml              # optional: a workload trace played first (crate::trace)
+//! sampleEvery: 5s              # optional: how often the run samples the cluster
 //! ```
 
 use std::time::Duration;
@@ -86,6 +90,14 @@ pub struct Scenario {
     /// What must hold at the end.
     #[serde(default)]
     pub expect: Option<Expectations>,
+    /// A workload trace (a file, relative to the scenario's) played from the start, before
+    /// the steps (see [`crate::trace`]).
+    #[serde(default)]
+    pub trace: Option<String>,
+    /// How often the run samples the cluster (simulated Go duration; default 500ms). A
+    /// day-long trace samples less often.
+    #[serde(default)]
+    pub sample_every: Option<String>,
 }
 
 /// The cloud providers a scenario can run.
@@ -763,6 +775,27 @@ pub struct Step {
     /// Checked after the wait.
     #[serde(default)]
     pub expect: Option<Expectations>,
+    /// Nodes to cordon (`spec.unschedulable: true`).
+    #[serde(default)]
+    pub cordon: Option<NodeTarget>,
+    /// Nodes to uncordon.
+    #[serde(default)]
+    pub uncordon: Option<NodeTarget>,
+    /// The simulated cloud's faults from now on, replacing those before (simcloud only).
+    #[serde(default)]
+    pub fault: Option<FaultSpec>,
+}
+
+/// Nodes named, or matching a label selector.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeTarget {
+    /// A node's name; or give `labelSelector`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Label selector (e.g. `karpenter.sh/nodepool=default`), instead of a name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<String>,
 }
 
 /// An object to delete.
@@ -966,6 +999,16 @@ impl Scenario {
             }
         }
         duration_field(self.timeout.as_deref(), "timeout", Duration::ZERO, origin)?;
+        if duration_field(
+            self.sample_every.as_deref(),
+            "sampleEvery",
+            Duration::from_millis(500),
+            origin,
+        )?
+        .is_zero()
+        {
+            return Err(err("sampleEvery: must be longer than zero".into()));
+        }
         duration_field(
             self.cloud.boot_delay.as_deref(),
             "cloud.bootDelay",
@@ -1026,6 +1069,21 @@ impl Scenario {
                     });
                 }
             }
+            for (field, target) in [("cordon", &s.cordon), ("uncordon", &s.uncordon)] {
+                if target
+                    .as_ref()
+                    .is_some_and(|t| t.name.is_some() == t.label_selector.is_some())
+                {
+                    return Err(err(format!(
+                        "steps[{i}].{field}: give exactly one of name and labelSelector"
+                    )));
+                }
+            }
+            if s.fault.is_some() && provider != "simcloud" {
+                return Err(err(format!(
+                    "steps[{i}].fault: only for provider simcloud; with {provider} use cloud.{provider}"
+                )));
+            }
         }
         Ok(())
     }
@@ -1052,6 +1110,17 @@ impl Scenario {
             .filter_map(|s| s.expect.as_ref())
             .chain(self.expect.as_ref())
             .any(|e| e.event_reasons.is_some())
+    }
+
+    /// How often the run samples the cluster (default 500 ms).
+    pub fn sample_every(&self) -> Duration {
+        duration_field(
+            self.sample_every.as_deref(),
+            "sampleEvery",
+            Duration::from_millis(500),
+            "",
+        )
+        .unwrap_or(Duration::from_millis(500))
     }
 
     /// The scenario's simulated time limit (default 30 minutes).

@@ -209,19 +209,7 @@ impl Simulation {
         })
         .await?;
         if let Some(f) = &options.faults {
-            for o in &f.insufficient_capacity {
-                cloud
-                    .faults()
-                    .insufficient_capacity(joinery_sim::cloud::OfferingKey::new(
-                        &o.instance_type,
-                        &o.zone,
-                        &o.capacity_type,
-                    ));
-            }
-            cloud.faults().set_quota(f.quota);
-            if let Some(n) = f.fail_after_create {
-                cloud.faults().fail_after_create(n);
-            }
+            inject_faults(&cloud, f);
         }
         let mut settings = options.settings;
         if settings.cluster_endpoint.is_empty() {
@@ -475,6 +463,45 @@ impl Simulation {
         Ok(names.len())
     }
 
+    /// Replaces the simulated cloud's faults with `f`'s (a trace's `fault` event).
+    pub fn set_faults(&self, f: &scenario::FaultSpec) {
+        self.cloud.faults().clear();
+        inject_faults(&self.cloud, f);
+    }
+
+    /// Cordons (`unschedulable`) or uncordons the nodes `target` names; returns how many.
+    pub async fn cordon(
+        &self,
+        target: &scenario::NodeTarget,
+        unschedulable: bool,
+    ) -> Result<usize, SimulateError> {
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.client.clone());
+        let names: Vec<String> = match (&target.name, &target.label_selector) {
+            (Some(name), _) => vec![name.clone()],
+            (None, selector) => nodes
+                .list(&kube::api::ListParams::default().labels(selector.as_deref().unwrap_or("")))
+                .await
+                .map_err(kube_err("listing nodes to cordon"))?
+                .items
+                .into_iter()
+                .filter_map(|n| n.metadata.name)
+                .collect(),
+        };
+        for name in &names {
+            let patch = json!({"spec": {"unschedulable": unschedulable}});
+            match nodes
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {}
+                // A node that went away meanwhile is not an error of the trace.
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(kube_err(format!("cordoning node {name}"))(e)),
+            }
+        }
+        Ok(names.len())
+    }
+
     /// Scales a Deployment.
     pub async fn scale(&self, s: &scenario::Scale) -> Result<(), SimulateError> {
         let namespace = s.namespace.clone().unwrap_or_else(|| "default".into());
@@ -513,6 +540,23 @@ impl Simulation {
             capi.management.shutdown().await;
         }
         self.api.shutdown().await;
+    }
+}
+
+/// Makes the simulated cloud inject `f`'s faults.
+fn inject_faults(cloud: &SimCloud, f: &scenario::FaultSpec) {
+    for o in &f.insufficient_capacity {
+        cloud
+            .faults()
+            .insufficient_capacity(joinery_sim::cloud::OfferingKey::new(
+                &o.instance_type,
+                &o.zone,
+                &o.capacity_type,
+            ));
+    }
+    cloud.faults().set_quota(f.quota);
+    if let Some(n) = f.fail_after_create {
+        cloud.faults().fail_after_create(n);
     }
 }
 
