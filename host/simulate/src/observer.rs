@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use futures::StreamExt;
 use joinery_api::{HasConditions, NodeClaim};
@@ -118,6 +119,9 @@ pub struct Observation {
     pub samples: Vec<Sample>,
     /// Reasons of the Events seen so far (only when the observer records events).
     pub event_reasons: BTreeSet<String>,
+    /// Workload pods seen so far, by uid: simulated seconds from creation to running
+    /// (`None` while not running yet), and when each was created.
+    pub pod_pending: BTreeMap<String, (f64, Option<f64>)>,
 }
 
 impl Observation {
@@ -413,6 +417,30 @@ impl Observer {
             .iter()
             .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
             .count();
+        for pod in &workload {
+            let Some(uid) = pod.metadata.uid.clone() else {
+                continue;
+            };
+            let created = pod.metadata.creation_timestamp.as_ref().map_or(now, |t| {
+                self.clock.seconds_at(SystemTime::from(t.0)) - self.origin
+            });
+            let entry = self.state.pod_pending.entry(uid).or_insert((created, None));
+            if entry.1.is_none()
+                && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+            {
+                // When it turned Ready, on the clock; else when this sample saw it running.
+                let ready = pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .and_then(|c| c.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
+                    .and_then(|c| c.last_transition_time.as_ref())
+                    .map_or(now, |t| {
+                        self.clock.seconds_at(SystemTime::from(t.0)) - self.origin
+                    });
+                entry.1 = Some((ready - created).max(0.0));
+            }
+        }
         let unschedulable = workload
             .iter()
             .filter(|p| is_marked_unschedulable(p))

@@ -303,6 +303,8 @@ pub struct Report {
     /// Real seconds the run took (the one field two runs of a scenario in virtual time, with
     /// the same seed, may not share).
     pub wall_seconds: f64,
+    /// What the workload went through: pods seen, evictions, time pending.
+    pub workload: WorkloadReport,
     /// Writes the emulated API server took (its last resourceVersion): how much happened.
     pub api_writes: u64,
     /// `virtual` (the clock jumps to the next timer whenever the simulation is idle) or
@@ -315,6 +317,57 @@ pub struct Report {
     /// The cluster over time: one sample at the start and at every change of its pods,
     /// nodes or cost (what `joinery simulate --plot` draws).
     pub samples: Vec<crate::observer::Sample>,
+}
+
+/// What the workload went through over the run.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadReport {
+    /// Workload (non-DaemonSet) pods seen over the run.
+    pub pods_seen: usize,
+    /// Pods evicted (through the eviction API: drains of disrupted nodes).
+    pub pod_evictions: u64,
+    /// Evictions per pod seen: how often a pod was disrupted, on average.
+    pub disruptions_per_pod: f64,
+    /// Seconds from a pod's creation until it ran (pods never running count until the end),
+    /// median.
+    pub pending_p50_seconds: f64,
+    /// The same, 95th percentile.
+    pub pending_p95_seconds: f64,
+    /// The same, the longest.
+    pub pending_max_seconds: f64,
+}
+
+impl WorkloadReport {
+    /// The figures of an observation, with `evictions` from the API server, at `end`.
+    pub fn of(seen: &Observation, evictions: u64, end: f64) -> WorkloadReport {
+        let mut pending: Vec<f64> = seen
+            .pod_pending
+            .values()
+            .map(|(created, waited)| waited.unwrap_or((end - created).max(0.0)))
+            .collect();
+        pending.sort_by(f64::total_cmp);
+        let at = |q: f64| {
+            if pending.is_empty() {
+                return 0.0;
+            }
+            let index = ((pending.len() as f64 * q).ceil() as usize).clamp(1, pending.len()) - 1;
+            pending[index]
+        };
+        let pods_seen = pending.len();
+        WorkloadReport {
+            pods_seen,
+            pod_evictions: evictions,
+            disruptions_per_pod: if pods_seen == 0 {
+                0.0
+            } else {
+                evictions as f64 / pods_seen as f64
+            },
+            pending_p50_seconds: at(0.5),
+            pending_p95_seconds: at(0.95),
+            pending_max_seconds: pending.last().copied().unwrap_or(0.0),
+        }
+    }
 }
 
 impl Report {
@@ -365,6 +418,7 @@ impl Report {
             simulated_seconds: simulated,
             wall_seconds: wall,
             api_writes: 0,
+            workload: WorkloadReport::of(seen, 0, seen.at),
             time: "realtime".into(),
             seed: crate::DEFAULT_SEED,
             timeline: timeline.to_vec(),

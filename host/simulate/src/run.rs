@@ -169,6 +169,11 @@ pub async fn run_scenario_with(
     );
     report.lag = lag;
     report.api_writes = sim.api.resource_version();
+    report.workload = crate::report::WorkloadReport::of(
+        observer.observation(),
+        sim.api.store().evictions(),
+        observer.now(),
+    );
     report.time = if virtual_time { "virtual" } else { "realtime" }.into();
     report.seed = seed;
     report.cloud = cloud_report(&sim, scenario.cloud.provider());

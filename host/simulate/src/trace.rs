@@ -314,6 +314,38 @@ impl Trace {
 }
 
 impl Scenario {
+    /// Reads a scenario file (the built-in quickstart without one) and the trace it names
+    /// (`trace:`, relative to the scenario's file) or `trace` (which replaces the scenario's
+    /// own), checked together.
+    pub fn load(
+        path: Option<&std::path::Path>,
+        trace: Option<&std::path::Path>,
+    ) -> Result<Scenario, ScenarioError> {
+        let unreadable = |what: &std::path::Path, e: std::io::Error| ScenarioError {
+            origin: what.display().to_string(),
+            message: format!("cannot read it: {e}"),
+        };
+        let scenario = match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| unreadable(path, e))?;
+                Scenario::parse(&text, &path.display().to_string())?
+            }
+            None => Scenario::parse(crate::scenario::QUICKSTART, "built-in quickstart")?,
+        };
+        let named = scenario.trace.as_deref().map(|file| {
+            path.and_then(std::path::Path::parent)
+                .unwrap_or(std::path::Path::new("."))
+                .join(file)
+        });
+        let Some(file) = trace.map(std::path::Path::to_path_buf).or(named) else {
+            return Ok(scenario);
+        };
+        let text = std::fs::read_to_string(&file).map_err(|e| unreadable(&file, e))?;
+        let origin = file.display().to_string();
+        let parsed = Trace::parse(&text, &origin)?;
+        scenario.with_trace(&parsed, &text, &origin)
+    }
+
     /// This scenario with `trace` played from its start, before its own steps; the trace is
     /// checked against the scenario first (errors name `origin` and the event's line in
     /// `text`). The scenario's timeout grows to the trace's length plus 30 minutes when it

@@ -67,6 +67,7 @@ mod run;
 mod schedule;
 mod sim;
 mod simulate;
+mod trace;
 
 subcommands! {
     /// Subcommands.
@@ -85,6 +86,9 @@ subcommands! {
         /// Run a scenario (default: the built-in quickstart) against the emulated cluster and
         /// simulated cloud with the real host and plugins; exit 0 when its expectations hold.
         Simulate(simulate::SimulateArgs),
+        /// Workload traces for `joinery simulate --trace`.
+        #[command(subcommand)]
+        Trace(trace::TraceCommand),
         /// The emulated cluster on its own.
         #[command(subcommand)]
         Sim(sim::SimCommand),

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use joinery_simulate::scenario::QUICKSTART;
 use joinery_simulate::{RunOptions, Scenario, run_scenario_virtual, run_scenario_with};
 
 use super::Execute;
@@ -15,6 +14,10 @@ use super::Execute;
 pub struct SimulateArgs {
     /// Scenario file (YAML). Without it, the built-in quickstart runs.
     pub scenario: Option<PathBuf>,
+    /// Play this workload trace (YAML, see docs/simulate.md) from the start, before the
+    /// scenario's steps; it replaces the scenario's own `trace:`.
+    #[arg(long, value_name = "FILE.yaml")]
+    pub trace: Option<PathBuf>,
     /// Write the JSON report here.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -45,14 +48,7 @@ pub struct SimulateArgs {
 impl Execute for SimulateArgs {
     /// Runs a scenario and prints its timeline and summary; exit code 0 when it passed.
     async fn execute(self) -> Result<ExitCode> {
-        let scenario = match &self.scenario {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("cannot read scenario {}", path.display()))?;
-                Scenario::parse(&text, &path.display().to_string())?
-            }
-            None => Scenario::parse(QUICKSTART, "built-in quickstart")?,
-        };
+        let scenario = Scenario::load(self.scenario.as_deref(), self.trace.as_deref())?;
         let speed = self.speed.unwrap_or(joinery_simulate::DEFAULT_SPEED);
         if !(speed.is_finite() && speed > 0.0) {
             anyhow::bail!("--speed must be a positive number, got {speed}");

@@ -124,6 +124,8 @@ pub struct Store {
     clock: Arc<Clock>,
     /// The generator of uids and generated names (see [`Store::seed`]).
     ids: Mutex<u64>,
+    /// Pods evicted through the eviction subresource so far.
+    evictions: AtomicU64,
 }
 
 static ID_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -385,6 +387,11 @@ impl State {
 }
 
 impl Store {
+    /// How many pods were evicted (the eviction subresource accepted) so far.
+    pub fn evictions(&self) -> u64 {
+        self.evictions.load(Ordering::Relaxed)
+    }
+
     /// Every stored object, of every kind, as `(group/plural, object)` (without `apiVersion`
     /// and `kind`), in key order: for checks over the whole cluster, such as the simulator's
     /// clock discipline (every timestamp within the simulated run).
@@ -443,6 +450,7 @@ impl Store {
             changed: Notify::new(),
             clock,
             ids: Mutex::new(random_u64()),
+            evictions: AtomicU64::new(0),
         };
         let namespaces = store
             .lookup("", "v1", "namespaces")

@@ -213,6 +213,8 @@ impl Store {
         state.delete_key(pods, key, &options)?;
         state.settle();
         drop(state);
+        self.evictions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.changed.notify_waiters();
         Ok(success_status(201))
     }
