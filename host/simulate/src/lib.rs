@@ -15,6 +15,7 @@
 
 pub mod clock_discipline;
 mod clouds;
+pub mod compare;
 mod error;
 mod expectations;
 pub mod observer;

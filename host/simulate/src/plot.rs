@@ -153,6 +153,58 @@ pub fn svg(report: &Report) -> Result<String, PlotError> {
     Ok(out)
 }
 
+/// The SVG of a comparison: each variant's hourly cost and node count over simulated time,
+/// overlaid (one colour per variant).
+pub fn compare_svg(comparison: &crate::compare::Comparison) -> Result<String, PlotError> {
+    let end = comparison
+        .reports
+        .values()
+        .map(|r| r.simulated_seconds)
+        .fold(0.0, f64::max);
+    let mut cost = Vec::new();
+    let mut nodes = Vec::new();
+    for (i, row) in comparison.rows.iter().enumerate() {
+        let Some(report) = comparison.reports.get(&row.variant) else {
+            continue;
+        };
+        let samples = &report.samples;
+        cost.push((
+            row.variant.clone(),
+            colour(i),
+            steps(samples.iter().map(|s| (s.at, s.cost_per_hour)), end),
+        ));
+        nodes.push((
+            row.variant.clone(),
+            colour(i),
+            steps(
+                samples.iter().map(|s| {
+                    (
+                        s.at,
+                        s.nodes_by_instance_type.values().sum::<usize>() as f64,
+                    )
+                }),
+                end,
+            ),
+        ));
+    }
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (900, 660)).into_drawing_area();
+        root.fill(&WHITE).map_err(failed)?;
+        let root = root
+            .titled(
+                &format!("scenario {}: variants compared", comparison.scenario),
+                ("sans-serif", 22),
+            )
+            .map_err(failed)?;
+        let areas = root.split_evenly((2, 1));
+        panel(&areas[0], "Cost", "per hour", end, &cost)?;
+        panel(&areas[1], "Nodes", "nodes", end, &nodes)?;
+        root.present().map_err(failed)?;
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use joinery_simulate::compare::{self, Variants};
 use joinery_simulate::{RunOptions, Scenario, run_scenario_virtual, run_scenario_with};
 
 use super::Execute;
@@ -18,6 +19,11 @@ pub struct SimulateArgs {
     /// scenario's steps; it replaces the scenario's own `trace:`.
     #[arg(long, value_name = "FILE.yaml")]
     pub trace: Option<PathBuf>,
+    /// Run the scenario as written (`baseline`) and under each variant of this file (YAML,
+    /// see docs/simulate.md), in virtual time with one seed, and print one table;
+    /// `--report` then writes the comparison, `--plot` draws the variants overlaid.
+    #[arg(long, value_name = "VARIANTS.yaml", conflicts_with = "realtime")]
+    pub compare: Option<PathBuf>,
     /// Write the JSON report here.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -45,6 +51,34 @@ pub struct SimulateArgs {
     pub exoscale_journal: Option<PathBuf>,
 }
 
+impl SimulateArgs {
+    /// `--compare`: runs every variant, prints the table, writes the comparison and plot.
+    async fn compare(&self, scenario: Scenario, path: &std::path::Path) -> Result<ExitCode> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read variants {}", path.display()))?;
+        let variants = Variants::parse(&text, &path.display().to_string())?;
+        // Checked before anything runs.
+        variants.scenarios(&scenario)?;
+        let seed = self.seed;
+        let comparison =
+            tokio::task::spawn_blocking(move || compare::run(&scenario, &variants, seed))
+                .await
+                .context("the comparison stopped abnormally")??;
+        print!("{}", comparison.table());
+        if let Some(report) = &self.report {
+            let json = serde_json::to_string_pretty(&comparison)?;
+            std::fs::write(report, json + "\n")
+                .with_context(|| format!("cannot write report {}", report.display()))?;
+        }
+        if let Some(plot) = &self.plot {
+            let svg = joinery_simulate::plot::compare_svg(&comparison)?;
+            std::fs::write(plot, svg)
+                .with_context(|| format!("cannot write plot {}", plot.display()))?;
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
 impl Execute for SimulateArgs {
     /// Runs a scenario and prints its timeline and summary; exit code 0 when it passed.
     async fn execute(self) -> Result<ExitCode> {
@@ -66,6 +100,9 @@ impl Execute for SimulateArgs {
                 scenario.name,
                 scenario.cloud.provider()
             );
+        }
+        if let Some(path) = &self.compare {
+            return self.compare(scenario, path).await;
         }
         let run = RunOptions {
             virtual_time: !self.realtime,
