@@ -1073,6 +1073,210 @@ fn another_seed_draws_other_names_and_the_same_seed_the_same() {
     );
 }
 
+/// The cost over a report's run from its samples, as the comparison table computes it: each
+/// sample's hourly cost holds until the next sample, the last until the end.
+fn total_cost(report: &serde_json::Value) -> f64 {
+    let samples = report["samples"].as_array().unwrap();
+    let end = report["simulatedSeconds"].as_f64().unwrap();
+    samples
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let at = s["at"].as_f64().unwrap();
+            let until = samples
+                .get(i + 1)
+                .map_or(end, |n| n["at"].as_f64().unwrap());
+            s["costPerHour"].as_f64().unwrap() * (until - at) / 3600.0
+        })
+        .sum()
+}
+
+#[test]
+fn a_diurnal_day_compared_under_variants_differs_and_adds_up() {
+    let _shared = CPU.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    // Three hours of the day's shape (the shipped trace lasts 24 h: minutes in a debug build).
+    let trace = dir.path().join("diurnal-3h.yaml");
+    let out = joinery()
+        .args([
+            "trace",
+            "generate",
+            "diurnal",
+            "--duration",
+            "3h",
+            "--peak-at",
+            "90m",
+        ])
+        .args(["--min", "2", "--max", "30", "--step", "10m", "-o"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = dir.path().join("comparison.json");
+    let plot = dir.path().join("comparison.svg");
+    let out = joinery()
+        .arg("simulate")
+        .arg(repo().join("examples/scenarios/diurnal-day.yaml"))
+        .arg("--trace")
+        .arg(&trace)
+        .arg("--compare")
+        .arg(repo().join("examples/variants/diurnal-day.yaml"))
+        .arg("--report")
+        .arg(&report)
+        .arg("--plot")
+        .arg(&plot)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let comparison: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let rows = comparison["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["variant"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "baseline",
+            "when-empty",
+            "consolidate-after-10m",
+            "spot-allowed"
+        ]
+    );
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    for row in rows {
+        let name = row["variant"].as_str().unwrap();
+        assert!(
+            stdout.contains(name) && svg.contains(name),
+            "{name} missing"
+        );
+        assert_eq!(row["passed"], true, "{row}");
+        // The table adds up against the variant's own report.
+        let own = &comparison["reports"][name];
+        let cost = row["totalCost"].as_f64().unwrap();
+        assert!(
+            (cost - total_cost(own)).abs() < 1e-9,
+            "{name}: {cost} vs {}",
+            total_cost(own)
+        );
+        assert_eq!(row["peakNodes"], own["totals"]["peakNodes"], "{name}");
+        assert_eq!(
+            row["nodeClaimsLaunched"], own["totals"]["nodesLaunched"],
+            "{name}"
+        );
+        assert_eq!(
+            row["podEvictions"], own["workload"]["podEvictions"],
+            "{name}"
+        );
+        assert_eq!(
+            row["pendingP95Seconds"], own["workload"]["pendingP95Seconds"],
+            "{name}"
+        );
+        assert!(cost > 0.0, "{name} cost nothing");
+    }
+    let cost = |i: usize| rows[i]["totalCost"].as_f64().unwrap();
+    // Removing only empty nodes keeps the half-full ones of the afternoon: it costs more,
+    // and evicts nothing.
+    assert!(
+        cost(1) > cost(0),
+        "when-empty {} vs baseline {}",
+        cost(1),
+        cost(0)
+    );
+    assert_eq!(rows[1]["podEvictions"], 0);
+    // Spot is cheaper than on-demand in the simulated catalog.
+    assert!(
+        cost(3) < cost(0),
+        "spot {} vs baseline {}",
+        cost(3),
+        cost(0)
+    );
+}
+
+#[test]
+fn a_garbled_trace_or_variant_is_refused_naming_the_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = repo().join("examples/scenarios/quickstart.yaml");
+    let cases = [
+        (
+            "trace",
+            "events:\n  - at: 10m\n    scale: {name: inflate, replicas: 2}\n  - at: 5m\n    scale: {name: inflate, replicas: 3}\n",
+            "line 4, events[1].at: 5m comes before the previous event's 600s",
+        ),
+        (
+            "trace",
+            "events:\n  - at: 1m\n    scale: {name: nginx, replicas: 2}\n",
+            "line 2, events[0].scale: Deployment default/nginx is created neither by the scenario nor by an earlier event (Deployments it knows: default/inflate)",
+        ),
+        (
+            "trace",
+            "events:\n  - at: 1m\n    scale: {name: inflate, replicas: -1}\n",
+            "line 2, events[0].scale.replicas: -1 is negative",
+        ),
+        (
+            "compare",
+            "variants:\n  - name: slow\n    set: {NodePool/default: {spec.disruption.consolidateAftr: 10m}}\n",
+            "line 2, variants[0].set.NodePool/default.spec.disruption.consolidateAftr: NodePool has no field",
+        ),
+    ];
+    for (flag, text, wanted) in cases {
+        let file = dir.path().join("input.yaml");
+        std::fs::write(&file, text).unwrap();
+        let out = joinery()
+            .arg("simulate")
+            .arg(&scenario)
+            .arg(format!("--{flag}"))
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{flag}: {text}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&file.display().to_string()) && stderr.contains(wanted),
+            "{stderr}\n  wanted: {wanted}"
+        );
+    }
+}
+
+#[test]
+fn bench_simulate_measures_a_scenario_in_virtual_time() {
+    let _shared = CPU.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let out = joinery()
+        .args(["bench", "simulate", "--json"])
+        .arg(repo().join("examples/scenarios/blog-one-pod-3-vcpu.yaml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bench: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = &bench["rows"][0];
+    assert_eq!(row["scenario"], "blog-one-pod-3-vcpu", "{bench}");
+    assert_eq!(row["passed"], true, "{bench}");
+    let simulated = row["simulatedSeconds"].as_f64().unwrap();
+    let wall = row["wallSeconds"].as_f64().unwrap();
+    assert!(simulated > 0.0 && wall > 0.0, "{row}");
+    let speedup = row["speedup"].as_f64().unwrap();
+    assert!(
+        (speedup - simulated / wall).abs() < 1e-6 * speedup.max(1.0),
+        "{row}"
+    );
+    assert!(row["events"].as_u64().unwrap() > 0, "{row}");
+    assert!(row["peakRssMiB"].as_f64().is_some(), "{row}");
+}
+
 #[test]
 fn every_shipped_scenario_is_covered_by_a_test() {
     let tested = [
@@ -1093,6 +1297,7 @@ fn every_shipped_scenario_is_covered_by_a_test() {
         "consolidation-replace-cheaper.yaml",
         "daemonset-overhead.yaml",
         "default-spread.yaml",
+        "diurnal-day.yaml",
         "drain-respects-pdb.yaml",
         "drift-replace.yaml",
         "exoscale-anti-affinity-ceiling.yaml",
