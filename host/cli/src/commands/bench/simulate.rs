@@ -143,13 +143,15 @@ fn load(which: &str) -> Result<Scenario> {
     if let Some((name, text)) = BUILT_IN.iter().find(|(name, _)| *name == which) {
         return Ok(Scenario::parse(text, &format!("built-in {name}"))?);
     }
-    let text = std::fs::read_to_string(which).with_context(|| {
-        format!(
-            "cannot read scenario {which} (the built-in ones are {})",
+    let path = std::path::Path::new(which);
+    if !path.exists() {
+        bail!(
+            "no scenario {which}: not a file, nor a built-in one ({})",
             BUILT_IN.map(|(name, _)| name).join(", ")
-        )
-    })?;
-    Ok(Scenario::parse(&text, which)?)
+        );
+    }
+    // A file's `trace:` is played too.
+    Ok(Scenario::load(Some(path), None)?)
 }
 
 fn measure(scenario: &Scenario, runs: usize) -> Result<Row> {
