@@ -77,34 +77,48 @@ fn run_scenario_plotted(scenario: Option<&str>) -> (serde_json::Value, String, b
     )
 }
 
-/// Keeps one core busy until dropped (a thread spinning on a counter).
-struct BusyCore {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<u64>>,
-}
+/// Keeps one core busy while any `BusyCore` lives: one thread spinning on a counter, shared
+/// by the tests that want it (one spinner is enough to take the other core of two, and more
+/// would only slow the real-time tests of this binary).
+struct BusyCore;
+
+/// How many `BusyCore`s live, and the spinner's stop flag and thread while any does.
+type Spinner = (
+    usize,
+    Option<(
+        std::sync::Arc<std::sync::atomic::AtomicBool>,
+        std::thread::JoinHandle<()>,
+    )>,
+);
+static SPINNER: std::sync::Mutex<Spinner> = std::sync::Mutex::new((0, None));
 
 impl BusyCore {
     fn start() -> BusyCore {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let spinning = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut turns = 0u64;
-            while !spinning.load(std::sync::atomic::Ordering::Relaxed) {
-                turns = std::hint::black_box(turns.wrapping_add(1));
-            }
-            turns
-        });
-        BusyCore {
-            stop,
-            thread: Some(thread),
+        let mut spinner = SPINNER.lock().unwrap_or_else(|p| p.into_inner());
+        spinner.0 += 1;
+        if spinner.1.is_none() {
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let spinning = stop.clone();
+            let thread = std::thread::spawn(move || {
+                let mut turns = 0u64;
+                while !spinning.load(std::sync::atomic::Ordering::Relaxed) {
+                    turns = std::hint::black_box(turns.wrapping_add(1));
+                }
+            });
+            spinner.1 = Some((stop, thread));
         }
+        BusyCore
     }
 }
 
 impl Drop for BusyCore {
     fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
+        let mut spinner = SPINNER.lock().unwrap_or_else(|p| p.into_inner());
+        spinner.0 -= 1;
+        if spinner.0 == 0
+            && let Some((stop, thread)) = spinner.1.take()
+        {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
             let _ = thread.join();
         }
     }
