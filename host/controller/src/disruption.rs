@@ -13,6 +13,7 @@
 //! replacements that are ordinary NodeClaims (consolidated later if unneeded), and never a
 //! deleted candidate whose replacement did not come up.
 
+use crate::state::Ordered;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -104,7 +105,7 @@ fn node_of(ctx: &Context, claim: &NodeClaim) -> Option<Arc<LeanNode>> {
 fn claim_named(ctx: &Context, name: &str) -> Option<Arc<NodeClaim>> {
     ctx.state
         .node_claims
-        .state()
+        .ordered()
         .into_iter()
         .find(|c| c.metadata.name.as_deref() == Some(name))
 }
@@ -114,7 +115,7 @@ async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> 
     let pools: BTreeMap<String, Arc<NodePool>> = ctx
         .state
         .node_pools
-        .state()
+        .ordered()
         .into_iter()
         .map(|p| (name_of(p.as_ref()), p))
         .collect();
@@ -228,7 +229,7 @@ async fn gather(ctx: &Context, memory: &Shared) -> Option<Snapshot> {
         return None;
     }
     let cached = ctx.state.objects();
-    let (pdbs, node_pools) = (ctx.state.pdbs.state(), ctx.state.node_pools.state());
+    let (pdbs, node_pools) = (ctx.state.pdbs.ordered(), ctx.state.node_pools.ordered());
     let (offers, unresolved) = provisioner::ready_nodepools(ctx).await;
     if unresolved {
         return None;
@@ -351,7 +352,7 @@ async fn start(ctx: &Context, memory: &Shared, command: Command) -> Result<(), C
         let Some(pool) = ctx
             .state
             .node_pools
-            .state()
+            .ordered()
             .into_iter()
             .find(|p| name_of(p.as_ref()) == replacement.spec.nodepool)
         else {
@@ -429,7 +430,7 @@ fn queue_facts(ctx: &Context, queued: &Queued) -> disruption::QueuedCommand {
     let cached_names: BTreeSet<String> = ctx
         .state
         .node_claims
-        .state()
+        .ordered()
         .iter()
         .filter_map(|c| c.metadata.name.clone())
         .collect();
@@ -585,7 +586,7 @@ async fn finish(
     let live: BTreeSet<String> = ctx
         .state
         .node_claims
-        .state()
+        .ordered()
         .iter()
         .filter_map(|c| c.metadata.name.clone())
         .collect();
@@ -649,7 +650,7 @@ async fn maintain_signals(
     now: SystemTime,
 ) -> Result<(), ControllerError> {
     let mut types_by_pool: Option<BTreeMap<String, Vec<InstanceType>>> = None;
-    for claim in ctx.state.node_claims.state() {
+    for claim in ctx.state.node_claims.ordered() {
         if claim.metadata.deletion_timestamp.is_some() {
             continue;
         }
@@ -906,7 +907,7 @@ async fn plugin_drift(
     let live: BTreeSet<String> = ctx
         .state
         .node_claims
-        .state()
+        .ordered()
         .iter()
         .filter_map(|c| c.metadata.uid.clone())
         .collect();

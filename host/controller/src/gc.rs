@@ -16,6 +16,7 @@
 //! A listing that fails skips that plugin for the round: nothing is deleted on partial
 //! knowledge.
 
+use crate::state::Ordered;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -118,7 +119,7 @@ fn owners(ctx: &Context) -> Owners {
         cluster: ctx.settings.cluster_name.clone(),
         ..Default::default()
     };
-    for claim in ctx.state.node_claims.state() {
+    for claim in ctx.state.node_claims.ordered() {
         if let Some(pid) = claim.status.as_ref().and_then(|s| s.provider_id.clone()) {
             owners.provider_ids.insert(pid);
         }
@@ -156,7 +157,7 @@ async fn step(ctx: &Context) -> Result<(), ControllerError> {
             .state
             .node_classes
             .get(&key)
-            .is_none_or(|store| store.state().is_empty())
+            .is_none_or(|store| store.ordered().is_empty())
         {
             continue;
         }
@@ -244,7 +245,7 @@ async fn collect_claims(
         .filter(|i| i.state != contract::InstanceState::Terminated)
         .map(|i| i.provider_id.as_str())
         .collect();
-    for claim in ctx.state.node_claims.state() {
+    for claim in ctx.state.node_claims.ordered() {
         if claim.metadata.deletion_timestamp.is_some()
             || claim.spec.node_class_ref.group != group
             || claim.spec.node_class_ref.kind != kind

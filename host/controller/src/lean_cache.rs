@@ -11,7 +11,11 @@
 //! builds a new table beside the current one and swaps it in once the list is complete
 //! ([`Relist`]), so a reader never sees a half-listed cluster.
 
-use std::hash::{BuildHasher, RandomState};
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+
+/// The caches' hasher: SipHash with fixed keys, so a table's order depends only on what was
+/// put in it (not on the process), which a deterministic simulation needs.
+type FixedState = BuildHasherDefault<DefaultHasher>;
 use std::sync::{Arc, RwLock};
 
 use hashbrown::HashTable;
@@ -74,7 +78,7 @@ pub struct LeanCacheWriter<T> {
 
 struct Shared<T> {
     objects: RwLock<Table<T>>,
-    hasher: RandomState,
+    hasher: FixedState,
 }
 
 /// Objects found by namespace and name.
@@ -92,9 +96,9 @@ impl<T> Default for Table<T> {
 pub struct WatchStopped;
 
 impl<T: Cached> MirrorTable<Arc<T>> for Table<T> {
-    type Context = RandomState;
+    type Context = FixedState;
 
-    fn upsert(&mut self, hasher: &RandomState, object: &Arc<T>) {
+    fn upsert(&mut self, hasher: &FixedState, object: &Arc<T>) {
         let hash = hasher.hash_one(object.cache_key());
         match self
             .0
@@ -109,7 +113,7 @@ impl<T: Cached> MirrorTable<Arc<T>> for Table<T> {
         }
     }
 
-    fn remove(&mut self, hasher: &RandomState, object: &Arc<T>) {
+    fn remove(&mut self, hasher: &FixedState, object: &Arc<T>) {
         let hash = hasher.hash_one(object.cache_key());
         if let Ok(entry) = self
             .0
@@ -124,7 +128,7 @@ impl<T: Cached> MirrorTable<Arc<T>> for Table<T> {
 pub fn lean_cache<T: Cached>() -> (LeanCache<T>, LeanCacheWriter<T>) {
     let shared = Arc::new(Shared {
         objects: RwLock::new(Table::default()),
-        hasher: RandomState::new(),
+        hasher: FixedState::default(),
     });
     let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
     (
@@ -141,9 +145,16 @@ pub fn lean_cache<T: Cached>() -> (LeanCache<T>, LeanCacheWriter<T>) {
 }
 
 impl<T: Cached> LeanCache<T> {
-    /// Every cached object, in no particular order.
+    /// Every cached object, in the table's order: not sorted, but the same for the same
+    /// sequence of watch events (the hasher's keys are fixed), so a simulation's decisions
+    /// do not depend on the process.
     pub fn state(&self) -> Vec<Arc<T>> {
         self.shared.read().0.iter().cloned().collect()
+    }
+
+    /// [`LeanCache::state`], under the name the ordered stores use ([`crate::state::Ordered`]).
+    pub fn ordered(&self) -> Vec<Arc<T>> {
+        self.state()
     }
 
     /// The object `name` in `namespace` (empty for a cluster-scoped kind), if cached.

@@ -5,6 +5,7 @@
 //! loops start. Every user of instance types (provisioning, disruption, a launched claim's
 //! allocatable) gets it through `Cloud::instance_types`, which calls [`LearnedStore::apply`].
 
+use crate::state::Ordered;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -132,13 +133,13 @@ pub(crate) async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
 
 /// What the initialized managed nodes report, with their NodeClaim's NodeClass.
 fn reports(ctx: &Context) -> Vec<NodeReport> {
-    let claims = ctx.state.node_claims.state();
+    let claims = ctx.state.node_claims.ordered();
     let by_provider_id: BTreeMap<&str, _> = claims
         .iter()
         .filter_map(|c| Some((c.status.as_ref()?.provider_id.as_deref()?, c.as_ref())))
         .collect();
     let mut out = Vec::new();
-    for node in ctx.state.nodes.state() {
+    for node in ctx.state.nodes.ordered() {
         let (Some(kind), true) = (
             node.label(INSTANCE_TYPE_LABEL),
             node.label(NODEPOOL_LABEL).is_some(),

@@ -2,6 +2,7 @@
 //! timeouts, expiration (`expireAfter`), and finalization of deleted claims (Node gone,
 //! instance deleted until the cloud says `not-found`, finalizer off).
 
+use crate::state::Ordered;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,7 +70,7 @@ async fn step(
     workers: Arc<util::KeyedWorkers>,
     reconciled: Arc<Reconciled>,
 ) -> Result<(), ControllerError> {
-    let mut claims = ctx.state.node_claims.state();
+    let mut claims = ctx.state.node_claims.ordered();
     claims.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for claim in claims {
         let key = claim

@@ -2,6 +2,7 @@
 //! result written as status conditions (`Ready` plus one per selector the plugin reports).
 //! NodePools whose NodeClass is not Ready do not launch.
 
+use crate::state::Ordered;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -65,7 +66,7 @@ async fn step(
 ) -> Result<(), ControllerError> {
     let now = ctx.clock.now();
     for (key, store) in &ctx.state.node_classes {
-        for class in store.state() {
+        for class in store.ordered() {
             if class.metadata.deletion_timestamp.is_some() {
                 continue;
             }

@@ -8,6 +8,7 @@
 //! two overlays of equal weight that can set the same price or resource of one instance type
 //! are both `ValidationSucceeded=False` with reason `Conflict`.
 
+use crate::state::Ordered;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -90,7 +91,7 @@ async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
     let Some(store) = ctx.state.node_overlays.as_ref() else {
         return Ok(());
     };
-    let objects = store.state();
+    let objects = store.ordered();
     let set = usable_overlays(&objects);
     let api: Api<NodeOverlay> = Api::all(ctx.client.clone());
     for overlay in &objects {

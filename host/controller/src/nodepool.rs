@@ -2,6 +2,7 @@
 //! node count, and the `NodeClassReady`, `ValidationSucceeded` and `Ready` conditions.
 //! Refreshed every 5 seconds like upstream's counter controller.
 
+use crate::state::Ordered;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +35,7 @@ pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
 
 async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
     let mut usage: BTreeMap<String, (Resources, u64)> = BTreeMap::new();
-    for claim in ctx.state.node_claims.state() {
+    for claim in ctx.state.node_claims.ordered() {
         if claim.metadata.deletion_timestamp.is_some() {
             continue;
         }
@@ -56,7 +57,7 @@ async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
             entry.0 += &capacity;
         }
     }
-    for pool in ctx.state.node_pools.state() {
+    for pool in ctx.state.node_pools.ordered() {
         let name = pool.metadata.name.clone().unwrap_or_default();
         let (capacity, nodes) = usage.remove(&name).unwrap_or_default();
         let mut resources = capacity;

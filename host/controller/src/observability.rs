@@ -4,6 +4,7 @@
 //! the caches at each scrape instead ([`pods_state_source`]): kept, its labels would hold about
 //! a kilobyte per pod.
 
+use crate::state::Ordered;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,7 +42,7 @@ fn uid_hash(uid: &str) -> u64 {
 }
 
 fn observe(ctx: &Context, started: &mut HashSet<u64>) {
-    let nodes = ctx.state.nodes.state();
+    let nodes = ctx.state.nodes.ordered();
     ctx.metrics.cluster_state_node_count.set(nodes.len() as f64);
     ctx.metrics
         .cluster_state_synced
@@ -51,7 +52,7 @@ fn observe(ctx: &Context, started: &mut HashSet<u64>) {
             0.0
         });
 
-    let pools = ctx.state.node_pools.state();
+    let pools = ctx.state.node_pools.ordered();
     let mut usage = Vec::new();
     let mut limits = Vec::new();
     for pool in &pools {
@@ -88,7 +89,7 @@ fn observe(ctx: &Context, started: &mut HashSet<u64>) {
     ctx.metrics.nodepools_usage.replace(usage);
     ctx.metrics.nodepools_limit.replace(limits);
 
-    for seconds in new_startups(&ctx.state.pods.state(), started) {
+    for seconds in new_startups(&ctx.state.pods.ordered(), started) {
         ctx.metrics.pods_startup_duration.observe(seconds);
     }
 }
@@ -150,10 +151,10 @@ fn amount(quantity: &str) -> Option<f64> {
 pub(crate) fn pods_state_source(state: &ClusterState) -> Box<SeriesSource> {
     let (pods, nodes) = (state.pods.clone(), state.nodes.clone());
     Box::new(move |sink: &mut SeriesSink<'_>| {
-        let nodes = nodes.state();
+        let nodes = nodes.ordered();
         let nodes_by_name: BTreeMap<&str, &LeanNode> =
             nodes.iter().map(|n| (n.name(), n.as_ref())).collect();
-        for pod in pods.state().iter() {
+        for pod in pods.ordered().iter() {
             emit_pod_state(pod, &nodes_by_name, sink);
         }
     })

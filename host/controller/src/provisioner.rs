@@ -2,6 +2,7 @@
 //! cluster, and create the NodeClaims it asks for (upstream's labels, annotations, owner
 //! reference, finalizer and requirements with at most 600 instance types, cheapest first).
 
+use crate::state::Ordered;
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
@@ -125,17 +126,17 @@ fn provisionable_uids(ctx: &Context) -> HashSet<String> {
 /// terminating StatefulSet pods) not held by a PodDisruptionBudget that allows no disruption.
 pub(crate) fn reschedulable_pods(ctx: &Context) -> Vec<Arc<LeanPod>> {
     let deleting = joinery_kube::drain::deleting_node_names(
-        ctx.state.nodes.state().iter().map(Arc::as_ref),
-        ctx.state.node_claims.state().iter().map(Arc::as_ref),
+        ctx.state.nodes.ordered().iter().map(Arc::as_ref),
+        ctx.state.node_claims.ordered().iter().map(Arc::as_ref),
     );
     if deleting.is_empty() {
         return Vec::new();
     }
-    let pdbs = ctx.state.pdbs.state();
+    let pdbs = ctx.state.pdbs.ordered();
     joinery_kube::drain::reschedulable_pods(
         &ctx.state
             .pods
-            .state()
+            .ordered()
             .into_iter()
             .filter(|p| {
                 p.spec
@@ -153,7 +154,7 @@ pub(crate) fn reschedulable_pods(ctx: &Context) -> Vec<Arc<LeanPod>> {
 /// Whether every NodeClaim is in the cache and launched (upstream's `Synced`): capacity of
 /// claims still launching is unknown, so deciding now could launch twice.
 pub(crate) fn synced(ctx: &Context) -> bool {
-    let claims = ctx.state.node_claims.state();
+    let claims = ctx.state.node_claims.ordered();
     let names: BTreeSet<String> = claims
         .iter()
         .filter_map(|c| c.metadata.name.clone())
@@ -450,10 +451,10 @@ fn apply_default_spread(
         return;
     }
     let (services, replica_sets, stateful_sets, controllers) = (
-        stores.services.state(),
-        stores.replica_sets.state(),
-        stores.stateful_sets.state(),
-        stores.replication_controllers.state(),
+        stores.services.ordered(),
+        stores.replica_sets.ordered(),
+        stores.stateful_sets.ordered(),
+        stores.replication_controllers.ordered(),
     );
     let services: Vec<&k8s_openapi::api::core::v1::Service> =
         services.iter().map(|s| s.as_ref()).collect();
@@ -524,7 +525,7 @@ pub(crate) async fn current_overlays(
     else {
         return Vec::new();
     };
-    let objects = store.state();
+    let objects = store.ordered();
     let set = usable_overlays(&objects);
     let mut problems = Vec::new();
     for (name, reason) in &set.invalid {
@@ -564,7 +565,7 @@ pub(crate) async fn ready_nodepools(
 ) -> (Vec<(Arc<NodePool>, Vec<InstanceType>)>, bool) {
     let mut out = Vec::new();
     let mut unresolved = false;
-    let mut pools = ctx.state.node_pools.state();
+    let mut pools = ctx.state.node_pools.ordered();
     pools.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for pool in pools {
         let name = pool.metadata.name.clone().unwrap_or_default();

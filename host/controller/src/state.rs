@@ -23,6 +23,30 @@ use tokio::task::JoinHandle;
 use crate::ControllerError;
 use joinery_kube::pods::is_terminal;
 
+/// The objects of a watch cache in a fixed order — by namespace, then name — so that what
+/// the controllers decide never depends on a hash map's order: kube-runtime's stores iterate
+/// in an order that changes from process to process, and two runs of a simulation with one
+/// seed must decide alike (see docs/simulate.md, "Virtual time").
+pub trait Ordered<K> {
+    /// Every cached object, ordered by namespace and name.
+    fn ordered(&self) -> Vec<Arc<K>>;
+}
+
+impl<K> Ordered<K> for Store<K>
+where
+    K: kube::Resource + reflector::Lookup + Clone + 'static,
+    <K as reflector::Lookup>::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    fn ordered(&self) -> Vec<Arc<K>> {
+        let mut objects = self.state();
+        objects.sort_by(|a, b| {
+            (a.meta().namespace.as_deref(), a.meta().name.as_deref())
+                .cmp(&(b.meta().namespace.as_deref(), b.meta().name.as_deref()))
+        });
+        objects
+    }
+}
+
 /// The NodeClass kind a cloud plugin serves, identified by API group and kind.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct NodeClassKey {
@@ -538,7 +562,7 @@ impl ClusterState {
     /// The Node whose `spec.providerID` is `provider_id`, if exactly one exists.
     pub fn nodes_with_provider_id(&self, provider_id: &str) -> Vec<Arc<LeanNode>> {
         self.nodes
-            .state()
+            .ordered()
             .into_iter()
             .filter(|n| n.provider_id() == Some(provider_id))
             .collect()
@@ -547,21 +571,21 @@ impl ClusterState {
     /// The objects a scheduling or disruption pass reads, taken from the caches at once.
     pub fn objects(&self) -> CachedObjects {
         CachedObjects {
-            nodes: self.nodes.state(),
-            node_claims: self.node_claims.state(),
-            pods: self.pods.state(),
-            daemon_sets: self.daemon_sets.state(),
-            persistent_volumes: self.persistent_volumes.state(),
-            persistent_volume_claims: self.persistent_volume_claims.state(),
-            storage_classes: self.storage_classes.state(),
-            csi_nodes: self.csi_nodes.state(),
-            namespaces: self.namespaces.state(),
+            nodes: self.nodes.ordered(),
+            node_claims: self.node_claims.ordered(),
+            pods: self.pods.ordered(),
+            daemon_sets: self.daemon_sets.ordered(),
+            persistent_volumes: self.persistent_volumes.ordered(),
+            persistent_volume_claims: self.persistent_volume_claims.ordered(),
+            storage_classes: self.storage_classes.ordered(),
+            csi_nodes: self.csi_nodes.ordered(),
+            namespaces: self.namespaces.ordered(),
         }
     }
 
     /// Every Node in the cache.
     pub fn nodes(&self) -> Vec<Arc<LeanNode>> {
-        self.nodes.state()
+        self.nodes.ordered()
     }
 
     /// The Node named `name` (a keyed lookup, not a scan).
@@ -572,7 +596,7 @@ impl ClusterState {
     /// The pods bound to `node` that are not finished (Succeeded/Failed).
     pub fn pods_on_node(&self, node: &str) -> Vec<Arc<LeanPod>> {
         self.pods
-            .state()
+            .ordered()
             .into_iter()
             .filter(|p| {
                 p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
@@ -585,7 +609,7 @@ impl ClusterState {
     pub fn node_class(&self, key: &NodeClassKey, name: &str) -> Option<Arc<DynamicObject>> {
         self.node_classes
             .get(key)?
-            .state()
+            .ordered()
             .into_iter()
             .find(|o| o.metadata.name.as_deref() == Some(name))
     }

@@ -4,6 +4,7 @@
 //! or rolled back (the candidate is marked before its replacement is created, so counting in
 //! between would launch one too many).
 
+use crate::state::Ordered;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,8 +40,8 @@ async fn step(ctx: &Context) -> Result<(), ControllerError> {
     if !provisioner::synced(ctx) {
         return Ok(());
     }
-    let claims = ctx.state.node_claims.state();
-    for pool in ctx.state.node_pools.state() {
+    let claims = ctx.state.node_claims.ordered();
+    for pool in ctx.state.node_pools.ordered() {
         let Some(replicas) = pool.spec.replicas else {
             continue;
         };

@@ -7,6 +7,7 @@
 //! gathers, asks, and carries out the answer. Each Node is worked on in its own task, so one slow
 //! cloud call does not hold up the others.
 
+use crate::state::Ordered;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,7 +48,7 @@ pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
 }
 
 async fn step(ctx: Arc<Context>, workers: Arc<util::KeyedWorkers>) -> Result<(), ControllerError> {
-    for node in ctx.state.nodes.state() {
+    for node in ctx.state.nodes.ordered() {
         let terminating = node.metadata.deletion_timestamp.is_some()
             && node
                 .metadata
@@ -71,7 +72,7 @@ async fn terminate(ctx: &Context, node: &LeanNode) -> Result<(), ControllerError
     let provider_id = node.provider_id().unwrap_or_default().to_string();
     let claim = (!provider_id.is_empty())
         .then(|| {
-            ctx.state.node_claims.state().into_iter().find(|c| {
+            ctx.state.node_claims.ordered().into_iter().find(|c| {
                 c.status.as_ref().and_then(|s| s.provider_id.as_deref())
                     == Some(provider_id.as_str())
             })

@@ -75,8 +75,11 @@ pub fn plain_http_client_on(
 ) -> Result<kube::Client, SimError> {
     use kube::client::ConfigExt;
     let connector = network.connector();
+    // Idle pooled connections expire on the runtime's clock, not the system's: in virtual
+    // time, whether a request reuses a connection must not depend on the machine's speed.
     let http_client =
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .pool_timer(hyper_util::rt::TokioTimer::new())
             .build::<_, kube::client::Body>(connector);
     let service = tower::ServiceBuilder::new()
         .layer(config.base_uri_layer())
