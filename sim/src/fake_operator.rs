@@ -196,6 +196,7 @@ pub(crate) async fn run<S: Reconciler>(mut state: S, watches: Vec<BoxStream<'sta
     loop {
         let wait = state.real_wait();
         tokio::select! {
+            biased;
             Some(update) = updates.next() => {
                 update(&mut state);
                 trigger.fire();

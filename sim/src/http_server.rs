@@ -30,6 +30,7 @@ pub(crate) async fn serve<H, Fut, B>(
     let connections_stopped = stopped.clone();
     loop {
         tokio::select! {
+            biased;
             accepted = listener.accept() => {
                 let (stream, peer) = match accepted {
                     Some(Ok(pair)) => pair,
@@ -48,6 +49,7 @@ pub(crate) async fn serve<H, Fut, B>(
                     });
                     let connection = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
                     tokio::select! {
+                        biased;
                         result = connection => {
                             if let Err(error) = result {
                                 tracing::debug!(%error, %peer, server, "connection ended with an error");

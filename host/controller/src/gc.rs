@@ -52,6 +52,7 @@ pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
             ctx.metrics.reconcile_error("garbagecollection", &e);
         }
         tokio::select! {
+            biased;
             _ = stopped.changed() => {}
             _ = tokio::time::sleep(ctx.clock.to_real(GC_INTERVAL)) => {}
         }

@@ -197,6 +197,7 @@ impl Leadership {
                     .unwrap_or_default()
                     .min(timings.retry_period);
                 tokio::select! {
+                    biased;
                     _ = stopped.changed() => return elector,
                     _ = tokio::time::sleep(elector.clock.to_real(pause)) => {}
                 }
@@ -207,6 +208,7 @@ impl Leadership {
                     elector.try_acquire_or_renew(),
                 );
                 let outcome = tokio::select! {
+                    biased;
                     _ = stopped.changed() => None,
                     outcome = attempt => Some(outcome),
                 };
@@ -315,6 +317,7 @@ pub async fn lead(
     loops_budget: Duration,
 ) -> TermEnd {
     tokio::select! {
+        biased;
         _ = leadership.lost() => {
             controller.abort();
             return TermEnd::Lost;
@@ -325,6 +328,7 @@ pub async fn lead(
     let loops_in_time = {
         let stopping = controller.stop_within(leadership.clock.to_real(loops_budget));
         tokio::select! {
+            biased;
             in_time = stopping => Some(in_time),
             _ = leadership.lost() => None,
         }

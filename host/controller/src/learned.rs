@@ -125,6 +125,7 @@ pub(crate) async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
             unsaved = !save(&ctx, &api, &ctx.cloud.learned.snapshot(), &mut failing).await;
         }
         tokio::select! {
+            biased;
             _ = stopped.changed() => return,
             _ = tokio::time::sleep(ctx.clock.to_real(INTERVAL)) => {}
         }

@@ -29,6 +29,7 @@ pub(crate) async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
     loop {
         observe(&ctx, &mut started);
         tokio::select! {
+            biased;
             _ = stopped.changed() => return,
             _ = tokio::time::sleep(ctx.clock.to_real(INTERVAL)) => {}
         }

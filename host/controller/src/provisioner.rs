@@ -56,10 +56,12 @@ pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
         if pending.is_empty() || !(fresh || retrigger) {
             let changed = ctx.state.changed.notified();
             tokio::select! {
+                biased;
                 _ = changed => {
                     // Changes come in bursts (a scale-out writes every pod several times):
                     // look again once they had a poll interval to settle, not at each one.
                     tokio::select! {
+                        biased;
                         _ = tokio::time::sleep(ctx.clock.to_real(BATCH_POLL)) => {}
                         _ = stopped.changed() => return,
                     }
@@ -75,6 +77,7 @@ pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
         let mut seen = pending;
         loop {
             tokio::select! {
+                biased;
                 _ = tokio::time::sleep(ctx.clock.to_real(BATCH_POLL)) => {}
                 _ = stopped.changed() => return,
             }

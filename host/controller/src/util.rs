@@ -37,6 +37,7 @@ pub(crate) async fn run_loop<F, Fut>(
             ctx.metrics.reconcile_error(name, &e);
         }
         tokio::select! {
+            biased;
             _ = &mut changed => {
                 // Let a burst of watch events settle before the next pass.
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -74,6 +75,7 @@ where
     let started = ctx.clock.now();
     loop {
         tokio::select! {
+            biased;
             result = &mut step => return result,
             _ = tokio::time::sleep(ctx.clock.to_real(STALL_WARNING)) => {
                 let seconds = ctx.clock.now().duration_since(started).unwrap_or_default().as_secs();

@@ -274,6 +274,7 @@ async fn answer(
             let answer = create(state, body);
             let mut stopped = state.stopped.clone();
             tokio::select! {
+                biased;
                 _ = state.faults.wait_create_release() => {}
                 _ = stopped.wait_for(|stop| *stop) => {}
             }
@@ -480,6 +481,7 @@ fn schedule_boot(state: &Arc<CloudState>, id: String) {
     let weak = Arc::downgrade(state);
     tokio::spawn(async move {
         tokio::select! {
+            biased;
             _ = tokio::time::sleep(delay) => {}
             _ = stopped.wait_for(|stop| *stop) => return,
         }

@@ -93,6 +93,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut events: Option<broadcast::Recei
     let mut orphans: HashMap<String, SystemTime> = HashMap::new();
     loop {
         tokio::select! {
+            biased;
             event = next_event(&mut events) => match event {
                 Ok(CloudEvent::Launched(instance)) => {
                     boot(&shared, &mut kubelets, &mut guard, &mut machines, instance, None);
@@ -698,6 +699,7 @@ impl PodRunner {
         loop {
             let next = self.timers.peek().map(|Reverse((at, _, _))| *at);
             tokio::select! {
+                biased;
                 Some(event) = events.next() => {
                     self.pods.apply(event);
                     if self.pods.is_synced() {

@@ -165,6 +165,7 @@ pub(crate) async fn run_deployments(shared: Arc<Shared>) {
             && controller.replica_sets.is_synced()
             && controller.pods.is_synced();
         tokio::select! {
+            biased;
             Some(event) = deployment_events.next() => {
                 controller.deployments.apply(event);
                 trigger.fire();
@@ -704,6 +705,7 @@ pub(crate) async fn run_daemonsets(shared: Arc<Shared>) {
             }
         };
         tokio::select! {
+            biased;
             Some(event) = daemon_set_events.next() => {
                 controller.daemon_sets.apply(event);
                 trigger.fire();

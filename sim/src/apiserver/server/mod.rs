@@ -1054,6 +1054,7 @@ async fn run_watch(
     let namespace = namespace.as_deref();
     let mut paused = shared.watches_paused.subscribe();
     tokio::select! {
+        biased;
         waited = paused.wait_for(|paused| !*paused) => if waited.is_err() { return },
         _ = sender.closed() => return,
     }
@@ -1112,6 +1113,7 @@ async fn run_watch(
             }
         }
         tokio::select! {
+            biased;
             _ = &mut notified => {}
             _ = tokio::time::sleep_until(deadline) => return,
             _ = tokio::time::sleep_until(next_bookmark), if settings.bookmarks => {

@@ -60,6 +60,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             && scheduler.namespaces.is_synced();
         let next_write = scheduler.next_write();
         tokio::select! {
+            biased;
             Some(event) = pod_events.next() => {
                 if scheduler.pod_event(event) {
                     trigger.fire();
