@@ -69,6 +69,11 @@ struct Memory {
     /// When each claim (by UID) was last checked with its cloud plugin for drift, against which
     /// version of its NodeClass, and the plugin's answer.
     plugin_drift: HashMap<String, (SystemTime, String, Option<String>)>,
+    /// The last drift verdict from a claim and its NodePool alone (no instance types), by
+    /// claim UID, with the resourceVersions of both it was computed from: the check runs on
+    /// every step for every claim, and parsing and hashing the NodePool each time was most of
+    /// a long simulation's time. A new version of either object recomputes it.
+    static_drift: HashMap<String, ((String, String), Option<String>)>,
 }
 
 type Shared = Arc<Mutex<Memory>>;
@@ -832,7 +837,32 @@ async fn update_drifted(
     } else {
         None
     };
-    let mut reason = kube_disruption::drift(claim, pool, types).map(|r| r.as_str().to_string());
+    let versions = (
+        claim.metadata.resource_version.clone().unwrap_or_default(),
+        pool.metadata.resource_version.clone().unwrap_or_default(),
+    );
+    let memoizable = types.is_none() && !versions.0.is_empty() && !versions.1.is_empty();
+    let remembered = memoizable
+        .then(|| {
+            lock(memory)
+                .static_drift
+                .get(&uid)
+                .filter(|(seen, _)| *seen == versions)
+                .map(|(_, reason)| reason.clone())
+        })
+        .flatten();
+    let mut reason = match remembered {
+        Some(reason) => reason,
+        None => {
+            let reason = kube_disruption::drift(claim, pool, types).map(|r| r.as_str().to_string());
+            if memoizable {
+                lock(memory)
+                    .static_drift
+                    .insert(uid.clone(), (versions, reason.clone()));
+            }
+            reason
+        }
+    };
     if reason.is_none() {
         reason = plugin_drift(ctx, memory, claim, now).await;
     }
@@ -912,6 +942,7 @@ async fn plugin_drift(
         .filter_map(|c| c.metadata.uid.clone())
         .collect();
     memory.plugin_drift.retain(|uid, _| live.contains(uid));
+    memory.static_drift.retain(|uid, _| live.contains(uid));
     verdict
 }
 
