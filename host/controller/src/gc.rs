@@ -158,7 +158,7 @@ async fn step(ctx: &Context) -> Result<(), ControllerError> {
             .state
             .node_classes
             .get(&key)
-            .is_none_or(|store| store.ordered().is_empty())
+            .is_none_or(|store| store.state().is_empty())
         {
             continue;
         }

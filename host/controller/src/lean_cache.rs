@@ -152,11 +152,6 @@ impl<T: Cached> LeanCache<T> {
         self.shared.read().0.iter().cloned().collect()
     }
 
-    /// [`LeanCache::state`], under the name the ordered stores use ([`crate::state::Ordered`]).
-    pub fn ordered(&self) -> Vec<Arc<T>> {
-        self.state()
-    }
-
     /// The object `name` in `namespace` (empty for a cluster-scoped kind), if cached.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<T>> {
         let hash = self.shared.hasher.hash_one((namespace, name));

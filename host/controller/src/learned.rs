@@ -140,7 +140,7 @@ fn reports(ctx: &Context) -> Vec<NodeReport> {
         .filter_map(|c| Some((c.status.as_ref()?.provider_id.as_deref()?, c.as_ref())))
         .collect();
     let mut out = Vec::new();
-    for node in ctx.state.nodes.ordered() {
+    for node in ctx.state.nodes.state() {
         let (Some(kind), true) = (
             node.label(INSTANCE_TYPE_LABEL),
             node.label(NODEPOOL_LABEL).is_some(),

@@ -70,8 +70,8 @@ async fn step(
     workers: Arc<util::KeyedWorkers>,
     reconciled: Arc<Reconciled>,
 ) -> Result<(), ControllerError> {
-    let mut claims = ctx.state.node_claims.ordered();
-    claims.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    // By name (claims are cluster-scoped).
+    let claims = ctx.state.node_claims.ordered();
     for claim in claims {
         let key = claim
             .metadata

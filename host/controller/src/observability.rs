@@ -43,7 +43,7 @@ fn uid_hash(uid: &str) -> u64 {
 }
 
 fn observe(ctx: &Context, started: &mut HashSet<u64>) {
-    let nodes = ctx.state.nodes.ordered();
+    let nodes = ctx.state.nodes.state();
     ctx.metrics.cluster_state_node_count.set(nodes.len() as f64);
     ctx.metrics
         .cluster_state_synced
@@ -90,7 +90,7 @@ fn observe(ctx: &Context, started: &mut HashSet<u64>) {
     ctx.metrics.nodepools_usage.replace(usage);
     ctx.metrics.nodepools_limit.replace(limits);
 
-    for seconds in new_startups(&ctx.state.pods.ordered(), started) {
+    for seconds in new_startups(&ctx.state.pods.state(), started) {
         ctx.metrics.pods_startup_duration.observe(seconds);
     }
 }
@@ -152,10 +152,10 @@ fn amount(quantity: &str) -> Option<f64> {
 pub(crate) fn pods_state_source(state: &ClusterState) -> Box<SeriesSource> {
     let (pods, nodes) = (state.pods.clone(), state.nodes.clone());
     Box::new(move |sink: &mut SeriesSink<'_>| {
-        let nodes = nodes.ordered();
+        let nodes = nodes.state();
         let nodes_by_name: BTreeMap<&str, &LeanNode> =
             nodes.iter().map(|n| (n.name(), n.as_ref())).collect();
-        for pod in pods.ordered().iter() {
+        for pod in pods.state().iter() {
             emit_pod_state(pod, &nodes_by_name, sink);
         }
     })

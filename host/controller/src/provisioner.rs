@@ -129,7 +129,7 @@ fn provisionable_uids(ctx: &Context) -> HashSet<String> {
 /// terminating StatefulSet pods) not held by a PodDisruptionBudget that allows no disruption.
 pub(crate) fn reschedulable_pods(ctx: &Context) -> Vec<Arc<LeanPod>> {
     let deleting = joinery_kube::drain::deleting_node_names(
-        ctx.state.nodes.ordered().iter().map(Arc::as_ref),
+        ctx.state.nodes.state().iter().map(Arc::as_ref),
         ctx.state.node_claims.ordered().iter().map(Arc::as_ref),
     );
     if deleting.is_empty() {
@@ -139,7 +139,7 @@ pub(crate) fn reschedulable_pods(ctx: &Context) -> Vec<Arc<LeanPod>> {
     joinery_kube::drain::reschedulable_pods(
         &ctx.state
             .pods
-            .ordered()
+            .state()
             .into_iter()
             .filter(|p| {
                 p.spec
@@ -568,8 +568,8 @@ pub(crate) async fn ready_nodepools(
 ) -> (Vec<(Arc<NodePool>, Vec<InstanceType>)>, bool) {
     let mut out = Vec::new();
     let mut unresolved = false;
-    let mut pools = ctx.state.node_pools.ordered();
-    pools.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    // By name (NodePools are cluster-scoped).
+    let pools = ctx.state.node_pools.ordered();
     for pool in pools {
         let name = pool.metadata.name.clone().unwrap_or_default();
         if pool.metadata.deletion_timestamp.is_some() || pool.spec.is_static() {

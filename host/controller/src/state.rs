@@ -562,7 +562,7 @@ impl ClusterState {
     /// The Node whose `spec.providerID` is `provider_id`, if exactly one exists.
     pub fn nodes_with_provider_id(&self, provider_id: &str) -> Vec<Arc<LeanNode>> {
         self.nodes
-            .ordered()
+            .state()
             .into_iter()
             .filter(|n| n.provider_id() == Some(provider_id))
             .collect()
@@ -571,9 +571,9 @@ impl ClusterState {
     /// The objects a scheduling or disruption pass reads, taken from the caches at once.
     pub fn objects(&self) -> CachedObjects {
         CachedObjects {
-            nodes: self.nodes.ordered(),
+            nodes: self.nodes.state(),
             node_claims: self.node_claims.ordered(),
-            pods: self.pods.ordered(),
+            pods: self.pods.state(),
             daemon_sets: self.daemon_sets.ordered(),
             persistent_volumes: self.persistent_volumes.ordered(),
             persistent_volume_claims: self.persistent_volume_claims.ordered(),
@@ -585,7 +585,7 @@ impl ClusterState {
 
     /// Every Node in the cache.
     pub fn nodes(&self) -> Vec<Arc<LeanNode>> {
-        self.nodes.ordered()
+        self.nodes.state()
     }
 
     /// The Node named `name` (a keyed lookup, not a scan).
@@ -596,7 +596,7 @@ impl ClusterState {
     /// The pods bound to `node` that are not finished (Succeeded/Failed).
     pub fn pods_on_node(&self, node: &str) -> Vec<Arc<LeanPod>> {
         self.pods
-            .ordered()
+            .state()
             .into_iter()
             .filter(|p| {
                 p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)

@@ -48,7 +48,7 @@ pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
 }
 
 async fn step(ctx: Arc<Context>, workers: Arc<util::KeyedWorkers>) -> Result<(), ControllerError> {
-    for node in ctx.state.nodes.ordered() {
+    for node in ctx.state.nodes.state() {
         let terminating = node.metadata.deletion_timestamp.is_some()
             && node
                 .metadata
