@@ -57,6 +57,33 @@ pub struct Trace {
     /// The events, in time order.
     #[serde(default)]
     pub events: Vec<TraceEvent>,
+    /// Where each event starts in its file, and the file's name (for errors).
+    #[serde(skip)]
+    source: Source,
+}
+
+/// Where a parsed trace came from.
+#[derive(Debug, Clone, Default)]
+struct Source {
+    origin: String,
+    lines: Vec<usize>,
+}
+
+impl Source {
+    /// `line N, events[i]` (or `events[i]` when the line is not known).
+    fn event(&self, i: usize) -> String {
+        match self.lines.get(i) {
+            Some(line) => format!("line {line}, events[{i}]"),
+            None => format!("events[{i}]"),
+        }
+    }
+
+    fn error(&self, message: String) -> ScenarioError {
+        ScenarioError {
+            origin: self.origin.clone(),
+            message,
+        }
+    }
 }
 
 /// One event of a trace: at a simulated time, one or more changes.
@@ -91,22 +118,19 @@ pub struct TraceEvent {
 impl Trace {
     /// Parses a trace; errors name `origin` (the file), the line and the field.
     pub fn parse(text: &str, origin: &str) -> Result<Trace, ScenarioError> {
-        let trace: Trace = serde_norway::from_str(text).map_err(|e| ScenarioError {
+        let mut trace: Trace = serde_norway::from_str(text).map_err(|e| ScenarioError {
             origin: origin.to_string(),
             message: match e.location() {
                 Some(l) => format!("line {}, column {}: {e}", l.line(), l.column()),
                 None => e.to_string(),
             },
         })?;
-        let lines = item_lines(text, "events");
-        let at_line = |i: usize| match lines.get(i) {
-            Some(line) => format!("line {line}, events[{i}]"),
-            None => format!("events[{i}]"),
-        };
-        let err = |message: String| ScenarioError {
+        trace.source = Source {
             origin: origin.to_string(),
-            message,
+            lines: item_lines(text, "events"),
         };
+        let at_line = |i: usize| trace.source.event(i);
+        let err = |message: String| trace.source.error(message);
         let mut previous = Duration::ZERO;
         for (i, event) in trace.events.iter().enumerate() {
             let at = duration_field(
@@ -174,7 +198,6 @@ impl Trace {
                 )));
             }
         }
-        // Kept for `check_against`: the lines of the events.
         Ok(trace)
     }
 
@@ -194,22 +217,10 @@ impl Trace {
 
     /// Checks that every Deployment the trace scales is created by the scenario's manifests
     /// or steps, or by an earlier event, and that faults go to the simulated cloud; errors
-    /// name `origin`, the event's line (from `text`) and the field.
-    pub fn check_against(
-        &self,
-        scenario: &Scenario,
-        text: &str,
-        origin: &str,
-    ) -> Result<(), ScenarioError> {
-        let lines = item_lines(text, "events");
-        let at_line = |i: usize| match lines.get(i) {
-            Some(line) => format!("line {line}, events[{i}]"),
-            None => format!("events[{i}]"),
-        };
-        let err = |message: String| ScenarioError {
-            origin: origin.to_string(),
-            message,
-        };
+    /// name the trace's file, the event's line and the field.
+    pub fn check_against(&self, scenario: &Scenario) -> Result<(), ScenarioError> {
+        let at_line = |i: usize| self.source.event(i);
+        let err = |message: String| self.source.error(message);
         let mut deployments: BTreeSet<(String, String)> = scenario
             .manifests
             .iter()
@@ -341,22 +352,16 @@ impl Scenario {
             return Ok(scenario);
         };
         let text = std::fs::read_to_string(&file).map_err(|e| unreadable(&file, e))?;
-        let origin = file.display().to_string();
-        let parsed = Trace::parse(&text, &origin)?;
-        scenario.with_trace(&parsed, &text, &origin)
+        let parsed = Trace::parse(&text, &file.display().to_string())?;
+        scenario.with_trace(&parsed)
     }
 
     /// This scenario with `trace` played from its start, before its own steps; the trace is
-    /// checked against the scenario first (errors name `origin` and the event's line in
-    /// `text`). The scenario's timeout grows to the trace's length plus 30 minutes when it
-    /// would end before.
-    pub fn with_trace(
-        mut self,
-        trace: &Trace,
-        text: &str,
-        origin: &str,
-    ) -> Result<Scenario, ScenarioError> {
-        trace.check_against(&self, text, origin)?;
+    /// checked against the scenario first (errors name its file and the event's line). The
+    /// scenario's timeout grows to the trace's length plus 30 minutes when it would end
+    /// before.
+    pub fn with_trace(mut self, trace: &Trace) -> Result<Scenario, ScenarioError> {
+        trace.check_against(&self)?;
         let mut steps = trace.steps();
         steps.append(&mut self.steps);
         self.steps = steps;

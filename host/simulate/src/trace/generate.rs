@@ -206,6 +206,7 @@ pub fn generate(options: &GenerateOptions) -> Result<Trace, String> {
         ),
         duration: Some(seconds(o.duration)),
         events,
+        ..Default::default()
     })
 }
 

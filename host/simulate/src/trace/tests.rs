@@ -16,7 +16,7 @@ fn a_trace_becomes_timed_steps_played_before_the_scenarios_own() {
     let text = "name: t\nduration: 2h\nevents:\n  - at: 0s\n    scale: {name: web, replicas: 3}\n  - at: 30m\n    cordon: {labelSelector: zone=a}\n    fault: {quota: 2}\n";
     let trace = Trace::parse(text, "t.yaml").unwrap();
     assert_eq!(trace.length(), Duration::from_secs(7200));
-    let scenario = scenario().with_trace(&trace, text, "t.yaml").unwrap();
+    let scenario = scenario().with_trace(&trace).unwrap();
     let steps = &scenario.steps;
     assert_eq!(steps.len(), 3, "two events and the trace's end");
     assert_eq!(steps[0].at.as_deref(), Some("0s"));
@@ -61,10 +61,7 @@ fn errors_name_the_file_the_line_and_the_field() {
 fn scaling_a_deployment_nobody_creates_is_refused_with_the_ones_known() {
     let text = "events:\n  - at: 0s\n    scale: {name: web, replicas: 1}\n  - at: 1m\n    scale: {name: api, replicas: 1}\n";
     let trace = Trace::parse(text, "t.yaml").unwrap();
-    let error = scenario()
-        .with_trace(&trace, text, "t.yaml")
-        .unwrap_err()
-        .to_string();
+    let error = scenario().with_trace(&trace).unwrap_err().to_string();
     assert!(
         error.contains("line 4, events[1].scale: Deployment default/api is created neither by the scenario nor by an earlier event (Deployments it knows: default/web)"),
         "{error}"
@@ -77,10 +74,7 @@ fn faults_in_a_trace_need_the_simulated_cloud() {
     let trace = Trace::parse(text, "t.yaml").unwrap();
     let mut exoscale = scenario();
     exoscale.cloud.provider = Some("exoscale".into());
-    let error = exoscale
-        .with_trace(&trace, text, "t.yaml")
-        .unwrap_err()
-        .to_string();
+    let error = exoscale.with_trace(&trace).unwrap_err().to_string();
     assert!(
         error.contains("events[0].fault: only the simulated cloud"),
         "{error}"
@@ -118,7 +112,7 @@ fn a_diurnal_trace_peaks_at_its_peak_hour_and_is_lowest_twelve_hours_away() {
     let text = serde_norway::to_string(&trace).unwrap();
     let again = Trace::parse(&text, "generated").unwrap();
     let empty = Scenario::parse("name: empty\n", "empty").unwrap();
-    empty.with_trace(&again, &text, "generated").unwrap();
+    empty.with_trace(&again).unwrap();
 }
 
 #[test]
