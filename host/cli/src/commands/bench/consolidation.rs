@@ -3,10 +3,10 @@
 //! per node and a third of the capacity removable. Each size runs in a fresh child process so
 //! that the peak resident memory reported is that row's alone.
 
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use joinery_core::disruption::{Method, evaluate, fixture};
 use serde::{Deserialize, Serialize};
 
@@ -52,8 +52,6 @@ impl Execute for ConsolidationArgs {
             );
             return Ok(ExitCode::SUCCESS);
         }
-        let exe = std::env::current_exe()
-            .context("cannot find the joinery executable to run each size in")?;
         if !self.json {
             println!(
                 "consolidation benchmark: one full pass (emptiness, static drift, drift, multi-node, single-node), median of {} run(s), one process per row",
@@ -73,26 +71,19 @@ impl Execute for ConsolidationArgs {
         }
         let mut rows = Vec::new();
         for nodes in sizes {
-            let output = Command::new(&exe)
-                .args([
+            let (runs, size) = (self.runs.max(1).to_string(), nodes.to_string());
+            let row: Row = super::child_row(
+                &[
                     "bench",
                     "consolidation",
                     "--child",
                     "--runs",
-                    &self.runs.max(1).to_string(),
+                    &runs,
                     "--nodes",
-                    &nodes.to_string(),
-                ])
-                .output()
-                .with_context(|| format!("cannot run the {nodes}-node row"))?;
-            if !output.status.success() {
-                bail!(
-                    "the {nodes}-node row failed: {}",
-                    String::from_utf8_lossy(&output.stderr)
-                );
-            }
-            let row: Row = serde_json::from_slice(&output.stdout)
-                .with_context(|| format!("{nodes}-node row: unreadable child output"))?;
+                    &size,
+                ],
+                &format!("{nodes}-node"),
+            )?;
             if !self.json {
                 println!(
                     "{:>6} {:>7} {:>8.1}ms {:>12} {:>7}/{:<6} {:>9} {:>13.3} {:>9}",

@@ -8,6 +8,28 @@ mod scheduling;
 mod sim;
 mod simulate;
 
+use anyhow::{Context, Result, bail};
+
+/// Runs `joinery ARGS…` (this executable) as a child process and reads the one JSON row it
+/// prints: the benchmarks measure each row in a fresh process, so that its peak memory is its
+/// own. `what` names the row in errors.
+fn child_row<R: serde::de::DeserializeOwned>(args: &[&str], what: &str) -> Result<R> {
+    let exe = std::env::current_exe()
+        .context("cannot find the joinery executable to run each benchmark row in")?;
+    let output = std::process::Command::new(exe)
+        .args(args)
+        .output()
+        .with_context(|| format!("cannot run the {what} row"))?;
+    if !output.status.success() {
+        bail!(
+            "the {what} row failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    serde_json::from_slice(&output.stdout)
+        .with_context(|| format!("{what} row: unreadable child output"))
+}
+
 super::subcommands! {
     /// `joinery bench …`
     pub enum BenchCommand {

@@ -3,7 +3,7 @@
 //! writes). Each scenario runs in a fresh child process, so that its peak memory is its own.
 
 use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use joinery_simulate::{RunOptions, Scenario, run_scenario_virtual};
@@ -86,8 +86,6 @@ impl Execute for SimulateBenchArgs {
         for target in &targets {
             load(target)?;
         }
-        let exe = std::env::current_exe()
-            .context("cannot find the joinery executable to run each scenario in")?;
         if !self.json {
             println!(
                 "simulate benchmark: whole scenarios in virtual time, median of {} run(s), one process per row",
@@ -100,19 +98,11 @@ impl Execute for SimulateBenchArgs {
         }
         let mut rows = Vec::new();
         for target in targets {
-            let output = Command::new(&exe)
-                .args(["bench", "simulate", "--runs", &self.runs.max(1).to_string()])
-                .args(["--child", &target])
-                .output()
-                .with_context(|| format!("cannot run the {target} row"))?;
-            if !output.status.success() {
-                bail!(
-                    "the {target} row failed: {}",
-                    String::from_utf8_lossy(&output.stderr)
-                );
-            }
-            let row: Row = serde_json::from_slice(&output.stdout)
-                .with_context(|| format!("{target} row: unreadable child output"))?;
+            let runs = self.runs.max(1).to_string();
+            let row: Row = super::child_row(
+                &["bench", "simulate", "--runs", &runs, "--child", &target],
+                &target,
+            )?;
             if !self.json {
                 println!(
                     "{:<28} {:>9.0}s {:>8.2}s {:>8.0}x {:>9} {:>9} {:>6}",
