@@ -418,13 +418,21 @@ impl Observer {
             .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
             .count();
         for pod in &workload {
-            let Some(uid) = pod.metadata.uid.clone() else {
+            let Some(uid) = pod.metadata.uid.as_deref() else {
                 continue;
             };
+            // A pod seen running once is done with: samples do not look at it again.
+            if matches!(self.state.pod_pending.get(uid), Some((_, Some(_)))) {
+                continue;
+            }
             let created = pod.metadata.creation_timestamp.as_ref().map_or(now, |t| {
                 self.clock.seconds_at(SystemTime::from(t.0)) - self.origin
             });
-            let entry = self.state.pod_pending.entry(uid).or_insert((created, None));
+            let entry = self
+                .state
+                .pod_pending
+                .entry(uid.to_string())
+                .or_insert((created, None));
             if entry.1.is_none()
                 && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
             {

@@ -418,7 +418,8 @@ impl Report {
             simulated_seconds: simulated,
             wall_seconds: wall,
             api_writes: 0,
-            workload: WorkloadReport::of(seen, 0, seen.at),
+            // Filled in by the run, with the API server's eviction count.
+            workload: WorkloadReport::default(),
             time: "realtime".into(),
             seed: crate::DEFAULT_SEED,
             timeline: timeline.to_vec(),
