@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use crate::report::Report;
 use crate::scenario::{Scenario, ScenarioError};
-use crate::trace::item_lines;
+use crate::trace::Source;
 
 /// A variants file.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -33,12 +33,9 @@ use crate::trace::item_lines;
 pub struct Variants {
     /// The variants, in the order of the table.
     pub variants: Vec<Variant>,
-    /// Where each variant starts in its file (for errors).
+    /// The file and where each variant starts in it (for errors).
     #[serde(skip)]
-    lines: Vec<usize>,
-    /// The file's name (for errors).
-    #[serde(skip)]
-    origin: String,
+    source: Source,
 }
 
 /// One configuration to compare.
@@ -68,8 +65,7 @@ impl Variants {
                 None => e.to_string(),
             },
         })?;
-        variants.lines = item_lines(text, "variants");
-        variants.origin = origin.to_string();
+        variants.source = Source::new(text, origin, "variants");
         let mut names = std::collections::BTreeSet::new();
         for (i, v) in variants.variants.iter().enumerate() {
             if v.name.is_empty() || v.name == "baseline" || !names.insert(v.name.clone()) {
@@ -92,14 +88,8 @@ impl Variants {
     }
 
     fn error(&self, index: usize, message: String) -> ScenarioError {
-        let at = match self.lines.get(index) {
-            Some(line) => format!("line {line}, variants[{index}]"),
-            None => format!("variants[{index}]"),
-        };
-        ScenarioError {
-            origin: self.origin.clone(),
-            message: format!("{at}.{message}"),
-        }
+        self.source
+            .error(format!("{}.{message}", self.source.item(index)))
     }
 
     /// The scenario under each variant, after the baseline (the scenario as written).
@@ -127,6 +117,7 @@ impl Variants {
                             format!("set.{target}: the scenario's manifests have no {kind} named {name:?}"),
                         )
                     })?;
+                let schema = schema_of(kind);
                 for (path, value) in paths {
                     let segments: Vec<&str> = path.split('.').collect();
                     if segments.iter().any(|s| s.is_empty()) {
@@ -134,7 +125,7 @@ impl Variants {
                             self.error(i, format!("set.{target}.{path}: empty path segment"))
                         );
                     }
-                    check_path(kind, manifest, &segments)
+                    check_path(kind, schema.as_ref(), manifest, &segments)
                         .map_err(|why| self.error(i, format!("set.{target}.{path}: {why}")))?;
                     set(manifest, &segments, value.clone())
                         .map_err(|why| self.error(i, format!("set.{target}.{path}: {why}")))?;
@@ -172,10 +163,15 @@ fn schema_of(kind: &str) -> Option<Value> {
     version.pointer("/schema/openAPIV3Schema").cloned()
 }
 
-/// Whether `segments` name a field of `kind` (in its schema, or for kinds without one, under
+/// Whether `segments` name a field of `kind` (in its `schema`, or for kinds without one, under
 /// a parent the manifest already has).
-fn check_path(kind: &str, manifest: &Value, segments: &[&str]) -> Result<(), String> {
-    let Some(schema) = schema_of(kind) else {
+fn check_path(
+    kind: &str,
+    schema: Option<&Value>,
+    manifest: &Value,
+    segments: &[&str],
+) -> Result<(), String> {
+    let Some(schema) = schema else {
         let parent = segments[..segments.len() - 1]
             .iter()
             .try_fold(manifest, |at, s| at.get(*s));
@@ -187,7 +183,7 @@ fn check_path(kind: &str, manifest: &Value, segments: &[&str]) -> Result<(), Str
             )),
         };
     };
-    let mut at = &schema;
+    let mut at = schema;
     for (depth, segment) in segments.iter().enumerate() {
         if at.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
             && at.get("properties").is_none()

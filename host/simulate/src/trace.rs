@@ -62,23 +62,35 @@ pub struct Trace {
     source: Source,
 }
 
-/// Where a parsed trace came from.
+/// Where the items of a parsed file's top-level list (a trace's `events`, a variants file's
+/// `variants`) came from: the file and the line each item starts on, for errors.
 #[derive(Debug, Clone, Default)]
-struct Source {
+pub(crate) struct Source {
     origin: String,
+    list: &'static str,
     lines: Vec<usize>,
 }
 
 impl Source {
-    /// `line N, events[i]` (or `events[i]` when the line is not known).
-    fn event(&self, i: usize) -> String {
-        match self.lines.get(i) {
-            Some(line) => format!("line {line}, events[{i}]"),
-            None => format!("events[{i}]"),
+    /// The items of the top-level list `list` of `text`, read from `origin`.
+    pub(crate) fn new(text: &str, origin: &str, list: &'static str) -> Source {
+        Source {
+            origin: origin.to_string(),
+            list,
+            lines: item_lines(text, list),
         }
     }
 
-    fn error(&self, message: String) -> ScenarioError {
+    /// `line N, LIST[i]` (or `LIST[i]` when the line is not known).
+    pub(crate) fn item(&self, i: usize) -> String {
+        match self.lines.get(i) {
+            Some(line) => format!("line {line}, {}[{i}]", self.list),
+            None => format!("{}[{i}]", self.list),
+        }
+    }
+
+    /// An error of this file.
+    pub(crate) fn error(&self, message: String) -> ScenarioError {
         ScenarioError {
             origin: self.origin.clone(),
             message,
@@ -125,11 +137,8 @@ impl Trace {
                 None => e.to_string(),
             },
         })?;
-        trace.source = Source {
-            origin: origin.to_string(),
-            lines: item_lines(text, "events"),
-        };
-        let at_line = |i: usize| trace.source.event(i);
+        trace.source = Source::new(text, origin, "events");
+        let at_line = |i: usize| trace.source.item(i);
         let err = |message: String| trace.source.error(message);
         let mut previous = Duration::ZERO;
         for (i, event) in trace.events.iter().enumerate() {
@@ -219,7 +228,7 @@ impl Trace {
     /// or steps, or by an earlier event, and that faults go to the simulated cloud; errors
     /// name the trace's file, the event's line and the field.
     pub fn check_against(&self, scenario: &Scenario) -> Result<(), ScenarioError> {
-        let at_line = |i: usize| self.source.event(i);
+        let at_line = |i: usize| self.source.item(i);
         let err = |message: String| self.source.error(message);
         let mut deployments: BTreeSet<(String, String)> = scenario
             .manifests
