@@ -21,3 +21,42 @@ pub fn usage() -> ExitCode {
 pub fn error() -> ExitCode {
     ExitCode::from(3)
 }
+
+/// The text of a command's error for the terminal: its chain of contexts joined by `: `, with
+/// a refusal of the API server reduced to what it said (`pods "web" not found (404
+/// NotFound)`) instead of the client's dump of the whole `Status` object.
+pub fn describe(error: &anyhow::Error) -> String {
+    let mut parts = Vec::new();
+    for cause in error.chain() {
+        if let Some(kube::Error::Api(status)) = cause.downcast_ref::<kube::Error>() {
+            parts.push(format!(
+                "{} ({} {})",
+                status.message, status.code, status.reason
+            ));
+            break;
+        }
+        parts.push(cause.to_string());
+    }
+    parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_api_refusal_is_described_by_its_message() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 404, "reason": "NotFound",
+            "message": "pods \"missing\" not found",
+            "details": {"name": "missing", "kind": "pods"}
+        }))
+        .unwrap();
+        let error = anyhow::Error::new(kube::Error::Api(Box::new(status)))
+            .context("cannot read pod default/missing");
+        assert_eq!(
+            describe(&error),
+            "cannot read pod default/missing: pods \"missing\" not found (404 NotFound)"
+        );
+    }
+}

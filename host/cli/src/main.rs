@@ -11,6 +11,7 @@ mod logging;
 mod management;
 mod plugin_options;
 mod snapshot_input;
+mod value_parsers;
 
 use clap::Parser;
 
@@ -68,7 +69,7 @@ fn main() -> std::process::ExitCode {
     match runtime.block_on(cli.command.execute()) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", exit::describe(&e));
             exit::error()
         }
     }

@@ -50,6 +50,7 @@ pub mod requirements;
 pub mod resources;
 pub mod scheduling;
 pub mod taints;
+pub mod text_table;
 pub mod time;
 
 pub use instance_type::{InstanceType, Offering, Offerings, Overhead};

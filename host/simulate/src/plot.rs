@@ -38,11 +38,35 @@ fn steps(values: impl Iterator<Item = (f64, f64)>, end: f64) -> Vec<(f64, f64)> 
     points
 }
 
+/// What a panel's y axis measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Measure {
+    /// Nodes or pods: ticks only at whole numbers.
+    Count,
+    /// Money: ticks anywhere.
+    Amount,
+}
+
+/// The y-axis ticks of a panel whose values reach `y_max`: how many, and the text of the
+/// one at `value` (empty for a count's fractional tick, which would read as half a node).
+fn y_ticks(measure: Measure, y_max: f64) -> (usize, impl Fn(&f64) -> String) {
+    let count = match measure {
+        Measure::Count => (y_max.floor() as usize + 1).clamp(2, 10),
+        Measure::Amount => 10,
+    };
+    let label = move |value: &f64| match measure {
+        Measure::Count if value.fract().abs() > 1e-9 => String::new(),
+        Measure::Count => format!("{value:.0}"),
+        Measure::Amount => format!("{value:.2}"),
+    };
+    (count, label)
+}
+
 /// One panel: `series` (label, colour, step points) on a y axis from 0 to their maximum.
 fn panel(
     area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
     title: &str,
-    y_label: &str,
+    (y_label, measure): (&str, Measure),
     end: f64,
     series: &[Series],
 ) -> Result<(), PlotError> {
@@ -51,6 +75,7 @@ fn panel(
         .flat_map(|(_, _, points)| points.iter().map(|p| p.1))
         .fold(0.0, f64::max);
     let y_max = if top <= 0.0 { 1.0 } else { top * 1.15 };
+    let (y_tick_count, y_tick_label) = y_ticks(measure, y_max);
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 18))
         .margin(12)
@@ -62,6 +87,8 @@ fn panel(
         .configure_mesh()
         .x_desc("simulated seconds")
         .y_desc(y_label)
+        .y_labels(y_tick_count)
+        .y_label_formatter(&y_tick_label)
         .draw()
         .map_err(failed)?;
     for (label, colour, points) in series {
@@ -145,9 +172,15 @@ pub fn svg(report: &Report) -> Result<String, PlotError> {
             .titled(&format!("scenario {}", report.scenario), ("sans-serif", 22))
             .map_err(failed)?;
         let areas = root.split_evenly((3, 1));
-        panel(&areas[0], "Nodes by instance type", "nodes", end, &nodes)?;
-        panel(&areas[1], "Pods", "pods", end, &pods)?;
-        panel(&areas[2], "Cost", "per hour", end, &cost)?;
+        panel(
+            &areas[0],
+            "Nodes by instance type",
+            ("nodes", Measure::Count),
+            end,
+            &nodes,
+        )?;
+        panel(&areas[1], "Pods", ("pods", Measure::Count), end, &pods)?;
+        panel(&areas[2], "Cost", ("per hour", Measure::Amount), end, &cost)?;
         root.present().map_err(failed)?;
     }
     Ok(out)
@@ -198,8 +231,8 @@ pub fn compare_svg(comparison: &crate::compare::Comparison) -> Result<String, Pl
             )
             .map_err(failed)?;
         let areas = root.split_evenly((2, 1));
-        panel(&areas[0], "Cost", "per hour", end, &cost)?;
-        panel(&areas[1], "Nodes", "nodes", end, &nodes)?;
+        panel(&areas[0], "Cost", ("per hour", Measure::Amount), end, &cost)?;
+        panel(&areas[1], "Nodes", ("nodes", Measure::Count), end, &nodes)?;
         root.present().map_err(failed)?;
     }
     Ok(out)
@@ -224,5 +257,19 @@ mod tests {
             ]
         );
         assert!(steps(std::iter::empty(), 10.0).is_empty());
+    }
+
+    #[test]
+    fn a_count_axis_labels_whole_numbers_only() {
+        let (count, label) = y_ticks(Measure::Count, 1.15);
+        assert_eq!(count, 2);
+        assert_eq!(
+            (label(&0.0), label(&1.0), label(&0.5)),
+            ("0".into(), "1".into(), String::new())
+        );
+        let (count, _) = y_ticks(Measure::Count, 240.0);
+        assert_eq!(count, 10);
+        let (_, label) = y_ticks(Measure::Amount, 1.0);
+        assert_eq!(label(&0.25), "0.25");
     }
 }

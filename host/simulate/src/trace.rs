@@ -348,7 +348,18 @@ impl Scenario {
         let scenario = match path {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| unreadable(path, e))?;
-                Scenario::parse(&text, &path.display().to_string())?
+                let scenario = Scenario::parse(&text, &path.display().to_string())?;
+                if scenario.manifests.is_empty() && scenario.steps.is_empty() {
+                    return Err(ScenarioError {
+                        origin: path.display().to_string(),
+                        message: "nothing to simulate: the scenario has no manifests and no \
+                                  steps (an empty file?); write at least a NodePool, its \
+                                  NodeClass and a workload under manifests:, as the files of \
+                                  examples/scenarios/ do"
+                            .into(),
+                    });
+                }
+                scenario
             }
             None => Scenario::parse(crate::scenario::QUICKSTART, "built-in quickstart")?,
         };

@@ -120,7 +120,24 @@ async fn render_command(args: RenderArgs) -> Result<ExitCode> {
         provider_id_prefix: args.provider_id_prefix.clone(),
     };
     let context = render_context(&claim, &class, &cluster, secrets);
-    let text = plugin.render(&context).await?;
+    let text = match plugin.render(&context).await {
+        Ok(text) => text,
+        // The renderer's advice is written for `joinery run` (grant the secret); here the
+        // secret is handed over on the command line.
+        Err(
+            e @ joinery_runtime::error::CallError::Render {
+                error: joinery_runtime::contract::RenderError::MissingSecret(_),
+                ..
+            },
+        ) => {
+            return Err(anyhow::Error::new(e).context(
+                "a secret the renderer reads was not given: with `joinery render`, pass it as \
+                 --secret NAME/KEY=VALUE (the NodeClass's `secret/key` reference, e.g. \
+                 --secret k3s/token=K10…); the grants file is read only by `joinery run`",
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    };
     print!("{text}");
     Ok(ExitCode::SUCCESS)
 }

@@ -37,7 +37,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub realtime: bool,
     /// With `--realtime`: simulated seconds per real second [default: 20].
-    #[arg(long, requires = "realtime")]
+    #[arg(long, requires = "realtime", allow_negative_numbers = true, value_parser = crate::value_parsers::speed)]
     pub speed: Option<f64>,
     /// Seed of the simulation's generators (generated names and uids).
     #[arg(long, default_value_t = joinery_simulate::DEFAULT_SEED)]
@@ -84,9 +84,6 @@ impl Execute for SimulateArgs {
     async fn execute(self) -> Result<ExitCode> {
         let scenario = Scenario::load(self.scenario.as_deref(), self.trace.as_deref())?;
         let speed = self.speed.unwrap_or(joinery_simulate::DEFAULT_SPEED);
-        if !(speed.is_finite() && speed > 0.0) {
-            anyhow::bail!("--speed must be a positive number, got {speed}");
-        }
         if !self.quiet {
             println!(
                 "scenario {}: {}",

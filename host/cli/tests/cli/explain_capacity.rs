@@ -80,6 +80,19 @@ fn explain_capacity_shows_what_the_controller_learned() {
             && row.contains(" 3 "),
         "{row}"
     );
+    let header = stdout
+        .lines()
+        .find(|l| l.starts_with("NODECLASS"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    // The columns line up under their headings, however long the NodeClass key is.
+    for (heading, cell) in [("INSTANCE TYPE", "m-4"), ("CAPACITY", "cpu=4")] {
+        assert_eq!(header.find(heading), row.find(cell), "{header}\n{row}");
+    }
+    assert_eq!(
+        header.find("NODES").map(|i| i + "NODES".len()),
+        row.find(" 3 ").map(|i| i + 2),
+        "{header}\n{row}"
+    );
     assert!(
         stdout.contains(
             "sim.joinery.dev/SimNodeClass/default m-bad: allocatable.cpu is above capacity.cpu"

@@ -407,9 +407,11 @@ fn kubeconfig_lists_merge_and_context_picks_the_cluster() {
     // --context names the emulated cluster's context, defined in the last file: it answers.
     let stderr = explain(&["--context", &context]);
     assert!(
-        stderr.contains("cannot read pod default/nope") && stderr.contains("NotFound"),
+        stderr.contains("cannot read pod default/nope: pods \"nope\" not found (404 NotFound)"),
         "{stderr}"
     );
+    // The server's answer, not the client's dump of it.
+    assert!(!stderr.contains("Status {"), "{stderr}");
     // No colour when stderr is not a terminal.
     assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
     // A pod that exists, as JSON.
@@ -449,6 +451,20 @@ fn kubeconfig_lists_merge_and_context_picks_the_cluster() {
         (explained["namespace"].as_str(), explained["name"].as_str()),
         (Some("default"), Some("web"))
     );
+    // A bare name is looked up in the context's namespace (`default` when it names none).
+    let bare = Command::new(env!("CARGO_BIN_EXE_joinery"))
+        .args(["explain", "pod", "web", "--json", "--context", &context])
+        .env("KUBECONFIG", &list)
+        .output()
+        .unwrap();
+    assert!(
+        bare.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bare.stderr)
+    );
+    let bare: serde_json::Value = serde_json::from_slice(&bare.stdout).unwrap();
+    assert_eq!(bare["namespace"], explained["namespace"]);
+    assert_eq!(bare["name"], explained["name"]);
     assert!(
         explained["explanation"]
             .as_array()

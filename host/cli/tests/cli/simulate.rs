@@ -1341,6 +1341,50 @@ fn every_shipped_scenario_is_covered_by_a_test() {
         shipped, tested,
         "add a test for each new scenario in this file"
     );
+    let docs = std::fs::read_to_string(repo().join("docs/simulate.md")).unwrap();
+    for file in &shipped {
+        let row = format!("| `{}` |", file.trim_end_matches(".yaml"));
+        assert!(
+            docs.contains(&row),
+            "docs/simulate.md's table of shipped scenarios has no row {row}"
+        );
+    }
+}
+
+#[test]
+fn an_empty_scenario_is_refused_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("empty.yaml");
+    std::fs::write(&path, "").unwrap();
+    let out = joinery().arg("simulate").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("empty.yaml") && stderr.contains("nothing to simulate"),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("PASS"));
+}
+
+#[test]
+fn a_speed_out_of_range_is_a_usage_error_naming_the_flag() {
+    for speed in ["0", "-1", "1e20"] {
+        let out = joinery()
+            .args(["simulate", "--realtime", "--speed", speed])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "--speed {speed}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("--speed") && stderr.contains("out of range"),
+            "--speed {speed}: {stderr}"
+        );
+        let out = joinery()
+            .args(["sim", "serve", "--speed", speed])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "sim serve --speed {speed}");
+    }
 }
 
 #[test]

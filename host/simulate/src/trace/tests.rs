@@ -166,3 +166,17 @@ fn item_lines_finds_each_event_of_a_block_sequence() {
     assert_eq!(item_lines(text, "events"), vec![4, 6]);
     assert!(item_lines("events: [{at: 0s}]\n", "events").is_empty());
 }
+
+#[test]
+fn an_empty_scenario_file_is_an_error_naming_it() {
+    let dir = std::env::temp_dir().join(format!("joinery-empty-scenario-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("empty.yaml");
+    for text in ["", "# only a comment\n", "name: nothing\n"] {
+        std::fs::write(&path, text).unwrap();
+        let e = Scenario::load(Some(&path), None).unwrap_err();
+        assert_eq!(e.origin, path.display().to_string());
+        assert!(e.message.contains("nothing to simulate"), "{e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -63,10 +63,6 @@ impl Execute for CapacityArgs {
             return Ok(ExitCode::SUCCESS);
         }
         println!("Learned from initialized nodes (used in place of the plugins' estimates):");
-        println!(
-            "{:<40} {:<24} {:>5} {:>9}  {:<34} allocatable",
-            "NODECLASS", "INSTANCE TYPE", "NODES", "LAST SEEN", "capacity"
-        );
         let show = |m: &std::collections::BTreeMap<String, String>| {
             m.iter()
                 .map(|(k, v)| format!("{k}={v}"))
@@ -76,15 +72,26 @@ impl Execute for CapacityArgs {
         let now_seconds = now
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
+        use joinery_core::text_table::{Align, TextTable};
+        let mut table = TextTable::new(&[
+            ("NODECLASS", Align::Left),
+            ("INSTANCE TYPE", Align::Left),
+            ("NODES", Align::Right),
+            ("LAST SEEN", Align::Right),
+            ("CAPACITY", Align::Left),
+            ("ALLOCATABLE", Align::Left),
+        ]);
         for (class, kind, l) in usable.iter() {
-            println!(
-                "{class:<40} {kind:<24} {:>5} {:>9}  {:<34} {}",
-                l.nodes,
+            table.row(vec![
+                class.to_string(),
+                kind.to_string(),
+                l.nodes.to_string(),
                 age(now_seconds.saturating_sub(l.observed_at)),
                 show(&l.capacity),
-                show(&l.allocatable)
-            );
+                show(&l.allocatable),
+            ]);
         }
+        print!("{}", table.render());
         let (low, high) = joinery_core::learned::BAND;
         println!(
             "Each value is used within {low}–{high}× of its plugin's estimate; an entry expires {} after a node last confirmed it.",

@@ -12,7 +12,8 @@ use crate::commands::Execute;
 /// `joinery explain pod …`
 #[derive(Debug, clap::Args)]
 pub struct PodArgs {
-    /// `NAMESPACE/NAME`.
+    /// `NAMESPACE/NAME`, or `NAME` in the kubeconfig context's namespace (`default` when the
+    /// context names none), as kubectl reads it.
     pub pod: String,
     /// Where the cluster is (a real one, or `joinery sim serve --kubeconfig-out`'s file).
     #[command(flatten)]
@@ -34,11 +35,16 @@ async fn explain_pod(
     kube_options: &crate::kube_options::KubeOptions,
     json: bool,
 ) -> Result<ExitCode> {
-    let Some((namespace, name)) = target.split_once('/') else {
-        bail!("expected NAMESPACE/NAME, got {target:?}");
-    };
     let _ = rustls::crypto::ring::default_provider().install_default();
     let config = kube_options.config().await?;
+    let (namespace, name) = match target.split_once('/') {
+        Some((namespace, name)) => (namespace.to_string(), name),
+        None => (config.default_namespace.clone(), target),
+    };
+    if namespace.is_empty() || name.is_empty() || name.contains('/') {
+        bail!("expected NAMESPACE/NAME or NAME, got {target:?}");
+    }
+    let namespace = namespace.as_str();
     let client = joinery_controller::api_client::client(config)
         .context("cannot build the Kubernetes client")?;
     let pod = Api::<Pod>::namespaced(client.clone(), namespace)

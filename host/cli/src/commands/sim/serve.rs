@@ -16,8 +16,8 @@ pub struct ServeArgs {
     /// Write a kubeconfig for the emulated API server here.
     #[arg(long)]
     pub kubeconfig_out: Option<PathBuf>,
-    /// Simulated seconds per real second.
-    #[arg(long, default_value_t = 1.0)]
+    /// Simulated seconds per real second (more than 0, at most 1000).
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true, value_parser = crate::value_parsers::speed)]
     pub speed: f64,
     /// How long a simulated cloud instance takes to boot and register as a node, in simulated
     /// time (a Go duration such as `30s`, `1m30s` or `0s`).
