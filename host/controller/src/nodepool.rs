@@ -1,6 +1,13 @@
 //! NodePool status: resources (summed capacity of the pool's NodeClaims, plus `nodes`), the
-//! node count, and the `NodeClassReady`, `ValidationSucceeded` and `Ready` conditions.
-//! Refreshed every 5 seconds like upstream's counter controller.
+//! node count, and the `NodeClassReady`, `ValidationSucceeded`, `InstanceTypesReady` and
+//! `Ready` conditions. Refreshed every 5 seconds like upstream's counter controller.
+//!
+//! `InstanceTypesReady` is Joinery's: `False` when the pool's requirements leave no instance
+//! type of its NodeClass with a compatible offering (a misspelt capacity type, a zone the
+//! cloud does not have), which upstream only shows once a pod stays pending. Entering that
+//! state is also an event on the NodePool and one warning in the log, naming the field and
+//! the fix. It is `Unknown` while the NodeClass is not ready or its instance types cannot be
+//! listed (a cloud error is not a misconfiguration), and then does not hold `Ready` down.
 
 use crate::state::Ordered;
 use std::collections::BTreeMap;
@@ -106,7 +113,11 @@ async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
                 util::truncate(&e.to_string(), 1000),
             ),
         };
-        let ready = if class_ready.is_true() && validation.is_true() {
+        let instance_types = instance_types_condition(&ctx, &pool, &key).await;
+        let ready = if class_ready.is_true()
+            && validation.is_true()
+            && instance_types.status != ConditionStatus::False
+        {
             condition(&ctx, "Ready", ConditionStatus::True, "Ready", "")
         } else {
             condition(
@@ -114,7 +125,7 @@ async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
                 "Ready",
                 ConditionStatus::False,
                 "NotReady",
-                "NodeClassReady and ValidationSucceeded must be True",
+                "NodeClassReady and ValidationSucceeded must be True, and InstanceTypesReady not False",
             )
         };
         let resource_list = convert::to_resource_list(&resources);
@@ -124,7 +135,7 @@ async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
         let written = writes::patch_guarded(&api, pool.as_ref(), writes::Part::Status, |current| {
             let mut conds = current.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
             let mut changed = false;
-            for c in [&class_ready, &validation, &ready] {
+            for c in [&class_ready, &validation, &instance_types, &ready] {
                 changed |= joinery_api::condition::set_condition(&mut conds, c.clone());
             }
             let current_resources = current.status.as_ref().and_then(|s| s.resources.clone()).unwrap_or_default();
@@ -140,4 +151,87 @@ async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
         }
     }
     Ok(())
+}
+
+/// The condition type saying whether a NodePool's requirements leave anything to launch.
+pub const INSTANCE_TYPES_READY: &str = "InstanceTypesReady";
+
+/// The pool's `InstanceTypesReady` condition. When it turns `False` (or its message changes),
+/// also an event on the pool and one warning log line.
+async fn instance_types_condition(
+    ctx: &Context,
+    pool: &NodePool,
+    key: &NodeClassKey,
+) -> joinery_api::Condition {
+    use joinery_api::HasConditions;
+    let unknown = |reason: &str, message: String| {
+        condition(
+            ctx,
+            INSTANCE_TYPES_READY,
+            ConditionStatus::Unknown,
+            reason,
+            message,
+        )
+    };
+    let class_ref = &pool.spec.template.spec.node_class_ref;
+    let class = match ctx.state.node_class(key, &class_ref.name) {
+        Some(class) if nodeclass::is_ready(&class) => class,
+        _ => {
+            return unknown(
+                "NodeClassNotReady",
+                format!("{} {} is not ready", key.kind, class_ref.name),
+            );
+        }
+    };
+    let Ok(template) = joinery_kube::template::node_claim_template(pool) else {
+        return unknown("ValidationFailed", "see ValidationSucceeded".into());
+    };
+    let types = match ctx.cloud.instance_types(&class).await {
+        Ok(types) => types,
+        Err(e) => {
+            return unknown(
+                "InstanceTypesUnavailable",
+                util::truncate(
+                    &format!("cannot list the NodeClass's instance types: {e}"),
+                    1000,
+                ),
+            );
+        }
+    };
+    let policy = joinery_core::labels::LabelPolicy::default();
+    match joinery_core::scheduling::launchable_types(&template.requirements, &types, &policy) {
+        Ok(count) => condition(
+            ctx,
+            INSTANCE_TYPES_READY,
+            ConditionStatus::True,
+            "InstanceTypesReady",
+            format!("{count} instance types have an offering compatible with the requirements"),
+        ),
+        Err(nothing) => {
+            let message = util::truncate(&nothing.to_string(), 1000);
+            let name = pool.metadata.name.as_deref().unwrap_or_default();
+            let already = pool
+                .status
+                .as_ref()
+                .and_then(|s| s.condition(INSTANCE_TYPES_READY))
+                .is_some_and(|c| c.status == ConditionStatus::False && c.message == message);
+            if !already {
+                tracing::warn!(nodepool = %name, "NodePool {name} can launch nothing: {message}");
+                ctx.events
+                    .warning(
+                        &crate::events::Involved::of(pool),
+                        "NoCompatibleInstanceTypes",
+                        &message,
+                    )
+                    .await;
+            }
+            condition(
+                ctx,
+                INSTANCE_TYPES_READY,
+                ConditionStatus::False,
+                "NoCompatibleInstanceTypes",
+                message,
+            )
+        }
+    }
 }

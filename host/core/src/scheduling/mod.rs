@@ -41,6 +41,7 @@ mod bound;
 mod catalog;
 mod constraints;
 mod daemons;
+mod launchable;
 mod open_claims;
 mod pricing;
 mod render;
@@ -60,6 +61,7 @@ pub use constraints::{
     NodeInclusionPolicy, PodAffinityTerm, PreferencePolicy, PreferredSchedulingTerm,
     SelectorOperator, TopologySpreadConstraint, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
+pub use launchable::{NothingLaunchable, launchable_types};
 pub use pricing::FallbackPrice;
 pub use scheduler::{schedule, schedule_with_context, schedule_with_fallback_price};
 pub use types::{

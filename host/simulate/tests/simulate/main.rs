@@ -9,6 +9,7 @@ mod expiration;
 mod failover;
 mod hardening;
 mod learned;
+mod logs;
 mod metrics;
 mod overlays_volumes;
 mod preload;

@@ -126,3 +126,88 @@ async fn status_is_written_and_a_nodeclass_that_is_not_ready_blocks_launches() {
     );
     sim.shutdown().await;
 }
+
+/// The reasons of the events about `kind` `name`.
+async fn event_reasons(sim: &Simulation, kind: &str, name: &str) -> Vec<(String, String)> {
+    Api::<k8s_openapi::api::core::v1::Event>::all(sim.client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.kind.as_deref() == Some(kind)
+                && e.involved_object.name.as_deref() == Some(name)
+        })
+        .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_nodepool_whose_requirements_leave_no_instance_type_is_not_ready_and_says_why() {
+    let (logs, _guard) = crate::logs::Logs::capture();
+    let sim = Simulation::start(SimulationOptions {
+        virtual_time: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut typo = pool("good");
+    typo["metadata"]["name"] = json!("typo");
+    typo["spec"]["template"]["spec"]["requirements"][0]["values"] = json!(["ondemand"]);
+    for m in [class("good", &["test-zone-a"]), pool("good"), typo] {
+        sim.apply(&m).await.unwrap();
+    }
+    let pools: Api<NodePool> = Api::all(sim.client.clone());
+    let status_of = |name: &'static str| {
+        let pools = pools.clone();
+        async move { serde_json::to_value(pools.get(name).await.unwrap().status).unwrap() }
+    };
+    let settled = eventually(&sim, Duration::from_secs(60), || async {
+        let typo = status_of("typo").await;
+        condition(&status_of("good").await, "Ready").as_deref() == Some("True")
+            && condition(&typo, "InstanceTypesReady").as_deref() == Some("False")
+    })
+    .await;
+    assert!(
+        settled,
+        "good pool Ready, typo pool InstanceTypesReady=False"
+    );
+    let typo = status_of("typo").await;
+    let good = status_of("good").await;
+    assert_eq!(condition(&typo, "Ready").as_deref(), Some("False"));
+    assert_eq!(condition(&typo, "NodeClassReady").as_deref(), Some("True"));
+    assert_eq!(
+        condition(&good, "InstanceTypesReady").as_deref(),
+        Some("True")
+    );
+    let message = typo["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "InstanceTypesReady")
+        .unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for part in [
+        "spec.template.spec.requirements",
+        "karpenter.sh/capacity-type In [ondemand]",
+        "on-demand",
+        "fix the requirement's values",
+    ] {
+        assert!(message.contains(part), "{part:?} in {message}");
+    }
+    let events = event_reasons(&sim, "NodePool", "typo").await;
+    assert!(
+        events
+            .iter()
+            .any(|(reason, text)| reason == "NoCompatibleInstanceTypes" && *text == message),
+        "{events:?}"
+    );
+    assert!(event_reasons(&sim, "NodePool", "good").await.is_empty());
+    // One warning, although the status loop ran many times.
+    let lines = logs.lines_with(&["WARN", "typo", "karpenter.sh/capacity-type In [ondemand]"]);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    sim.shutdown().await;
+}
