@@ -59,6 +59,23 @@ impl Involved {
         )
     }
 
+    /// The involved object of a dynamically typed object (a NodeClass of a plugin's kind).
+    pub fn dynamic(object: &kube::api::DynamicObject) -> Involved {
+        let (api_version, kind) = object
+            .types
+            .as_ref()
+            .map(|t| (t.api_version.as_str(), t.kind.as_str()))
+            .unwrap_or_default();
+        let meta = &object.metadata;
+        Involved::named(
+            api_version,
+            kind,
+            meta.namespace.as_deref(),
+            meta.name.as_deref(),
+            meta.uid.as_deref(),
+        )
+    }
+
     /// The involved object of a cached pod.
     pub fn pod(pod: &joinery_kube::lean::LeanPod) -> Involved {
         use k8s_openapi::Resource;

@@ -83,6 +83,10 @@ async fn step(
                 continue;
             }
             let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
+            let not_granted = ctx.cloud.registry().not_granted(&plugin);
+            if let Some(message) = &not_granted {
+                report_not_granted(&ctx, &class, message).await;
+            }
             // A failed resolve is retried soon, but never faster than its backoff allows
             // (nor while the plugin's cloud asked every caller to wait).
             let call = crate::CloudCall::new(
@@ -90,15 +94,20 @@ async fn step(
                 "resolve-node-class",
                 class.metadata.uid.as_deref().unwrap_or(""),
             );
-            let Ok(result) = ctx
-                .call_cloud(
-                    "nodeclass",
-                    &call,
-                    plugin.resolve_node_class(&plugin_node_class(&class)),
-                )
-                .await
-            else {
-                continue;
+            let result = match not_granted {
+                // Resolving could only fail on the first capability it needs.
+                Some(message) => Err(Unresolved::NotGranted(message)),
+                None => match ctx
+                    .call_cloud(
+                        "nodeclass",
+                        &call,
+                        plugin.resolve_node_class(&plugin_node_class(&class)),
+                    )
+                    .await
+                {
+                    Ok(result) => result.map_err(Unresolved::Call),
+                    Err(_) => continue,
+                },
             };
             let mut retry_soon = false;
             let (conditions, status) = match result {
@@ -132,7 +141,16 @@ async fn step(
                     }
                     (conditions, status)
                 }
-                Err(e) => {
+                Err(Unresolved::NotGranted(message)) => (
+                    vec![(
+                        "Ready".into(),
+                        "False".into(),
+                        NOT_GRANTED_REASON.into(),
+                        util::truncate(&message, 1000),
+                    )],
+                    json!({}),
+                ),
+                Err(Unresolved::Call(e)) => {
                     // A transient cloud error (429, 5xx) says nothing about the class: keep
                     // the conditions of a class resolved before, and try again soon.
                     let transient = matches!(
@@ -212,4 +230,49 @@ async fn step(
         }
     }
     Ok(())
+}
+
+/// Why a NodeClass was not resolved this time.
+enum Unresolved {
+    /// Its cloud plugin is granted none of the capabilities it requests.
+    NotGranted(String),
+    /// The plugin's resolve call failed.
+    Call(joinery_runtime::CallError),
+}
+
+/// The `Ready` reason of a NodeClass whose cloud plugin is granted nothing it asks for.
+pub const NOT_GRANTED_REASON: &str = "CapabilitiesNotGranted";
+
+/// A warning event on the class and one log line, when its `Ready` condition does not say
+/// this already (the loop runs often; the operator hears of it once per change).
+async fn report_not_granted(ctx: &Context, class: &DynamicObject, message: &str) {
+    let already = class
+        .data
+        .pointer("/status/conditions")
+        .and_then(|c| c.as_array())
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.get("type").and_then(|t| t.as_str()) == Some("Ready")
+                && c.get("reason").and_then(|r| r.as_str()) == Some(NOT_GRANTED_REASON)
+                && c.get("message").and_then(|m| m.as_str())
+                    == Some(util::truncate(message, 1000).as_str())
+        });
+    if already {
+        return;
+    }
+    let name = class.metadata.name.as_deref().unwrap_or_default();
+    let kind = class
+        .types
+        .as_ref()
+        .map(|t| t.kind.as_str())
+        .unwrap_or("NodeClass");
+    tracing::warn!(nodeclass = %name, "{kind} {name} is not Ready: {message}");
+    ctx.events
+        .warning(
+            &crate::events::Involved::dynamic(class),
+            NOT_GRANTED_REASON,
+            message,
+        )
+        .await;
 }

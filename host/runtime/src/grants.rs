@@ -104,6 +104,13 @@ impl HttpPattern {
     }
 }
 
+impl std::fmt::Display for HttpPattern {
+    /// The pattern as written.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.raw)
+    }
+}
+
 impl Serialize for HttpPattern {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.raw)
@@ -293,6 +300,12 @@ pub struct PluginGrant {
     /// Allowed outgoing HTTP destinations.
     #[serde(default)]
     pub http: Vec<HttpPattern>,
+    /// Outgoing HTTP destinations granted although the plugin's manifest does not request
+    /// them: the operator's way to point a plugin (a built-in one too) at a proxy, a mirror
+    /// or a fake of its API without rebuilding it. Only the grants file can add them; the
+    /// address checks still apply (a loopback or private address must be named exactly).
+    #[serde(default)]
+    pub extra_http: Vec<HttpPattern>,
     /// Whether private (RFC 1918 / unique-local) addresses may be reached by granted host names.
     #[serde(default)]
     pub private_networks: bool,
@@ -374,6 +387,56 @@ impl Grants {
             })
     }
 
+    /// The grant entries that name no plugin in `loaded`, each with the loaded name it most
+    /// likely meant (one or two letters off), if any.
+    pub fn unknown_plugins(&self, loaded: &[&str]) -> Vec<(String, Option<String>)> {
+        self.plugins
+            .keys()
+            .filter(|name| !loaded.contains(&name.as_str()))
+            .map(|name| {
+                let meant = loaded
+                    .iter()
+                    .map(|l| (edit_distance(name, l), *l))
+                    .filter(|(d, _)| *d <= 2)
+                    .min()
+                    .map(|(_, l)| l.to_string());
+                (name.clone(), meant)
+            })
+            .collect()
+    }
+
+    /// Why the plugin `capabilities` belongs to can use nothing it asked for, with the fix,
+    /// naming any grant entry that matches no loaded plugin (a misspelt name is the usual
+    /// cause); `None` when it requests nothing or is granted something.
+    pub fn not_granted_message(
+        &self,
+        capabilities: &Capabilities,
+        loaded: &[&str],
+    ) -> Option<String> {
+        let requested = capabilities.nothing_granted()?;
+        let plugin = &capabilities.plugin;
+        let mut message = if self.plugins.is_empty() {
+            format!(
+                "plugin {plugin} requests {requested}, and no grants were given: start joinery run with --grants FILE (or JOINERY_GRANTS; the chart's `grants` value) holding a plugins.{plugin} entry"
+            )
+        } else {
+            format!(
+                "plugin {plugin} requests {requested}, and the grants file grants it nothing: add a plugins.{plugin} entry"
+            )
+        };
+        for (name, meant) in self.unknown_plugins(loaded) {
+            match meant {
+                Some(meant) => message.push_str(&format!(
+                    "; the grants file's entry plugins.{name} names no loaded plugin (did you mean {meant}?)"
+                )),
+                None => message.push_str(&format!(
+                    "; the grants file's entry plugins.{name} names no loaded plugin"
+                )),
+            }
+        }
+        Some(message)
+    }
+
     /// The effective capabilities of a plugin: the intersection of grant and request.
     pub fn capabilities_for(&self, manifest: &PluginManifest) -> Capabilities {
         let grant = self
@@ -419,7 +482,32 @@ impl Capabilities {
 
     /// Whether any outgoing HTTP at all is possible (decides linking of `wasi:http`).
     pub fn any_http(&self) -> bool {
-        !self.requested.http.is_empty() && !self.granted.http.is_empty()
+        (!self.requested.http.is_empty() && !self.granted.http.is_empty())
+            || !self.granted.extra_http.is_empty()
+    }
+
+    /// What the plugin's manifest requests (`http [...]`, `kubernetes`, `secrets [...]`)
+    /// when the operator grants it none of it: no grant entry for this plugin, or an empty
+    /// one. `None` when it requests nothing or something is granted.
+    pub fn nothing_granted(&self) -> Option<String> {
+        let g = &self.granted;
+        let granted_any = !(g.http.is_empty()
+            && g.extra_http.is_empty()
+            && g.kubernetes.is_empty()
+            && g.secrets.is_empty());
+        let r = &self.requested;
+        let mut requested = Vec::new();
+        if !r.http.is_empty() {
+            let http: Vec<String> = r.http.iter().map(|p| p.to_string()).collect();
+            requested.push(format!("http [{}]", http.join(", ")));
+        }
+        if !r.kubernetes.is_empty() {
+            requested.push(format!("{} kubernetes rules", r.kubernetes.len()));
+        }
+        if !r.secrets.is_empty() {
+            requested.push(format!("secrets [{}]", r.secrets.join(", ")));
+        }
+        (!granted_any && !requested.is_empty()).then(|| requested.join(", "))
     }
 
     /// Whether the plugin's manifest requests any outgoing HTTP (granted or not).
@@ -443,6 +531,14 @@ impl Capabilities {
             )));
         }
         let line = format!("{scheme}://{host}:{port}");
+        if let Some(extra) = self
+            .granted
+            .extra_http
+            .iter()
+            .find(|p| p.matches(scheme, host, port))
+        {
+            return Ok(extra);
+        }
         let granted = self
             .granted
             .http
@@ -460,8 +556,8 @@ impl Capabilities {
                 self.plugin, self.plugin
             ))),
             (Some(_), false) => Err(Refusal(format!(
-                "plugin {} may not reach {line}: the plugin did not request it; add \"{line}\" under capabilities.http in its plugin.yaml",
-                self.plugin
+                "plugin {} may not reach {line}: the plugin did not request it; add \"{line}\" under capabilities.http in its plugin.yaml, or, to point the plugin at another endpoint (a proxy, a mirror, a fake) without changing it, grant it under plugins.{}.extraHttp instead of http",
+                self.plugin, self.plugin
             ))),
         }
     }
@@ -597,6 +693,22 @@ fn canonical(ip: IpAddr) -> IpAddr {
         return embedded(s[1], s[2]);
     }
     ip
+}
+
+/// The Levenshtein distance between two short names (a misspelt grant entry and a plugin).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous + usize::from(ca != *cb);
+            previous = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(previous + 1);
+        }
+    }
+    row[b.len()]
 }
 
 #[cfg(test)]
@@ -985,6 +1097,77 @@ mod tests {
         assert!(
             e.to_string().contains("htp") && e.to_string().contains("grants.yaml"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn extra_http_points_a_plugin_elsewhere_without_its_manifest() {
+        let fake = caps(
+            "  http: [\"https://api-*.exoscale.com\"]\n",
+            "    extraHttp: [\"http://127.0.0.1:40123\"]\n",
+        );
+        assert!(fake.any_http());
+        assert!(fake.check_http("http", "127.0.0.1", 40123).is_ok());
+        // Only what the operator named: not another port, and not the real API either.
+        assert!(fake.check_http("http", "127.0.0.1", 40124).is_err());
+        assert!(
+            fake.check_http("https", "api-ch-gva-2.exoscale.com", 443)
+                .is_err()
+        );
+        // The refusal of a granted but unrequested address names extraHttp as the way out.
+        let plain = caps("  http: []\n", "    http: [\"http://127.0.0.1:40123\"]\n");
+        let e = plain.check_http("http", "127.0.0.1", 40123).unwrap_err();
+        assert!(e.0.contains("plugins.p.extraHttp"), "{e}");
+    }
+
+    #[test]
+    fn a_plugin_granted_nothing_it_asked_for_is_named_with_the_misspelt_entry() {
+        let manifest = PluginManifest::parse(
+            "name: simcloud\nversion: 0.1.0\nkind: cloud-provider\nwit: 0.1.0\nnodeClass: {group: g, version: v1, kind: K}\ncapabilities:\n  http: [\"http://127.0.0.1:*\"]\n",
+            "simcloud",
+        )
+        .unwrap();
+        let typo = Grants::parse(
+            "plugins:\n  simcloudd:\n    http: [\"http://127.0.0.1:4000\"]\n",
+            "g.yaml",
+        )
+        .unwrap();
+        let loaded = ["simcloud", "k3s"];
+        assert_eq!(
+            typo.unknown_plugins(&loaded),
+            vec![("simcloudd".to_string(), Some("simcloud".to_string()))]
+        );
+        let message = typo
+            .not_granted_message(&typo.capabilities_for(&manifest), &loaded)
+            .unwrap();
+        assert!(
+            message.contains("plugin simcloud requests http [http://127.0.0.1:*]")
+                && message.contains("add a plugins.simcloud entry")
+                && message
+                    .contains("plugins.simcloudd names no loaded plugin (did you mean simcloud?)"),
+            "{message}"
+        );
+        let none = Grants::default();
+        let message = none
+            .not_granted_message(&none.capabilities_for(&manifest), &loaded)
+            .unwrap();
+        assert!(
+            message.contains("no grants were given") && message.contains("--grants"),
+            "{message}"
+        );
+        let right = Grants::parse(
+            "plugins:\n  simcloud:\n    http: [\"http://127.0.0.1:4000\"]\n",
+            "g.yaml",
+        )
+        .unwrap();
+        assert_eq!(
+            right.not_granted_message(&right.capabilities_for(&manifest), &loaded),
+            None
+        );
+        assert!(right.unknown_plugins(&loaded).is_empty());
+        assert_eq!(
+            typo.unknown_plugins(&["k3s"]),
+            vec![("simcloudd".to_string(), None)]
         );
     }
 }

@@ -324,6 +324,53 @@ impl PluginRegistry {
         self.current.load_full()
     }
 
+    /// Why `plugin` can use none of the capabilities its manifest requests (no grant for it,
+    /// perhaps under a misspelt name), with the fix; `None` when it is granted something or
+    /// requests nothing.
+    pub fn not_granted(&self, plugin: &crate::plugin::LoadedPlugin) -> Option<String> {
+        let set = self.current();
+        let loaded: Vec<&str> = set.iter().map(|p| p.name()).collect();
+        self.cx
+            .grants
+            .not_granted_message(plugin.capabilities(), &loaded)
+    }
+
+    /// The grant problems of the loaded set, one warning each at start-up and after a
+    /// reload: no grants at all while loaded plugins request capabilities, and grant entries
+    /// that name no loaded plugin (a plugin simply left ungranted is the operator's choice:
+    /// its NodeClasses say so when one uses it).
+    pub fn grant_problems(&self) -> Vec<String> {
+        let set = self.current();
+        let loaded: Vec<&str> = set.iter().map(|p| p.name()).collect();
+        let grants = &self.cx.grants;
+        let mut problems = Vec::new();
+        if grants.plugins.is_empty() {
+            let asking: Vec<&str> = set
+                .iter()
+                .filter(|p| p.capabilities().nothing_granted().is_some())
+                .map(|p| p.name())
+                .collect();
+            if !asking.is_empty() {
+                problems.push(format!(
+                    "no grants were given (--grants FILE or JOINERY_GRANTS; the chart's `grants` value): plugins {} request capabilities and get none, so NodeClasses that use them stay not Ready",
+                    asking.join(", ")
+                ));
+            }
+        }
+        for (name, meant) in grants.unknown_plugins(&loaded) {
+            problems.push(match meant {
+                Some(meant) => format!(
+                    "the grants file's entry plugins.{name} names no loaded plugin (did you mean {meant}?)"
+                ),
+                None => format!(
+                    "the grants file's entry plugins.{name} names no loaded plugin (loaded: {})",
+                    loaded.join(", ")
+                ),
+            });
+        }
+        problems
+    }
+
     /// Why the last reload failed, if it did (the previous set is still serving).
     pub fn last_error(&self) -> Option<String> {
         self.last_error
@@ -474,6 +521,9 @@ impl PluginRegistry {
                 self.current.store(Arc::new(set));
                 *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 tracing::info!(plugins = ?names, "plugin set reloaded");
+                for problem in self.grant_problems() {
+                    tracing::warn!("{problem}");
+                }
                 self.prune_unused();
                 Ok(true)
             }

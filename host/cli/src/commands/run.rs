@@ -114,6 +114,9 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         ..HostServices::default()
     };
     let registry = crate::plugin_options::open_registry(&args.plugins, services)?;
+    for problem in registry.grant_problems() {
+        tracing::warn!("{problem}");
+    }
     let _watch = registry.watch(std::time::Duration::from_secs(10));
     let ready = Arc::new(AtomicBool::new(false));
     let metrics_port = settings.metrics_port;

@@ -6,6 +6,7 @@ mod cli;
 mod disrupt;
 mod exoscale_conformance;
 mod explain_capacity;
+mod hands_on;
 mod helm;
 mod helm_install;
 mod management;

@@ -6,6 +6,7 @@
 mod clevercloud;
 mod clusterapi;
 mod exoscale;
+mod hands_on;
 
 use std::sync::Arc;
 
@@ -28,6 +29,7 @@ pub(crate) use clusterapi::{CLUSTERAPI_KUBERNETES, start_clusterapi};
 pub use clusterapi::{ClusterApi, ClusterApiGrant};
 pub use exoscale::{EXOSCALE_SECRET, ExoscaleGrant};
 pub(crate) use exoscale::{seed_exoscale, start_exoscale};
+pub use hands_on::{HANDS_ON_NAMESPACE, HandsOn};
 
 /// How the plugins reach the simulated world: the network its servers listen on, and in
 /// virtual time the simulation's clock (see
@@ -60,9 +62,9 @@ const RENDERERS: [&str; 4] = ["template", "k3s", "rke2", "kubeadm"];
 /// Loads the built-in plugins with grants that let `simcloud` reach exactly `cloud_url`, and
 /// every renderer read the `secrets` named (compiled once per digest into the directory
 /// [`joinery_runtime::engine::PLUGIN_CACHE_ENV`] names, when it is set). With `exoscale`, the
-/// `exoscale` plugin is also granted the fake's loopback address (added to its requested
-/// `http`, which names only Exoscale's real hosts) and the credentials secret
-/// [`EXOSCALE_SECRET`].
+/// `exoscale` plugin is also granted the fake's loopback address (under `extraHttp`, as an
+/// operator would point it elsewhere: its manifest names only Exoscale's real hosts) and the
+/// credentials secret [`EXOSCALE_SECRET`].
 pub fn simulation_registry(
     cloud_url: &str,
     cluster_name: &str,
@@ -88,8 +90,8 @@ pub fn simulation_registry(
 /// `{clusterName, acceptancePollMillis: 50, quotaBackoffSeconds}` (it reads a new NodeGroup
 /// every 50 ms of real time, since CKE's simulated second passes in a fraction of one; the
 /// backoff is the grant's [`CleverCloudGrant::quota_backoff_seconds`]); the
-/// `clevercloud-pricing` plugin may reach the pricing fake (its loopback address added to the
-/// plugin's requested `http`, which names only Clever Cloud's real API), with config
+/// `clevercloud-pricing` plugin may reach the pricing fake (its loopback address granted under
+/// `extraHttp`: its manifest names only Clever Cloud's real API), with config
 /// `{endpoint: <the fake's URL>}`. With `clusterapi`, the `clusterapi` plugin may get, list,
 /// patch and delete MachineDeployments, MachineSets and Machines in the `management`
 /// cluster, with config `{clusterName, pollMillis: 50}` (it polls for its Machine in real
@@ -115,35 +117,22 @@ pub fn simulation_registry_with(
         "plugins:\n  simcloud:\n    http: [{url:?}]\n    config: {{endpoint: {url:?}, clusterName: {cluster_name:?}}}\n",
         url = cloud_url
     );
-    let mut builtins = joinery_builtin_plugins::builtin_manifests();
+    let builtins = joinery_builtin_plugins::builtin_manifests();
     if let Some(grant) = exoscale {
         grants_yaml.push_str(&format!(
-            "  exoscale:\n    http: [{url:?}]\n    secrets: [{EXOSCALE_SECRET}]\n    config: {{endpoint: {endpoint:?}, zone: {zone:?}, clusterName: {cluster_name:?}, operationTimeoutSeconds: 20}}\n",
+            "  exoscale:\n    extraHttp: [{url:?}]\n    secrets: [{EXOSCALE_SECRET}]\n    config: {{endpoint: {endpoint:?}, zone: {zone:?}, clusterName: {cluster_name:?}, operationTimeoutSeconds: 20}}\n",
             url = grant.url,
             endpoint = grant.endpoint,
             zone = grant.zone,
         ));
-        let loopback = joinery_runtime::grants::HttpPattern::parse("http://127.0.0.1:*")
-            .map_err(|e| SimulateError::Plugins(e.to_string()))?;
-        for (manifest, _) in builtins.iter_mut().filter(|(m, _)| m.name == "exoscale") {
-            manifest.capabilities.http.push(loopback.clone());
-        }
     }
     if let Some(grant) = clevercloud {
         grants_yaml.push_str(&format!(
-            "  clevercloud:\n    kubernetes: {CLEVERCLOUD_KUBERNETES}\n    config: {{clusterName: {cluster_name:?}, acceptancePollMillis: {poll}, quotaBackoffSeconds: {backoff}}}\n  clevercloud-pricing:\n    http: [{url:?}]\n    config: {{endpoint: {url:?}}}\n",
+            "  clevercloud:\n    kubernetes: {CLEVERCLOUD_KUBERNETES}\n    config: {{clusterName: {cluster_name:?}, acceptancePollMillis: {poll}, quotaBackoffSeconds: {backoff}}}\n  clevercloud-pricing:\n    extraHttp: [{url:?}]\n    config: {{endpoint: {url:?}}}\n",
             url = grant.pricing_url,
             backoff = grant.quota_backoff_seconds,
             poll = grant.poll_millis,
         ));
-        let loopback = joinery_runtime::grants::HttpPattern::parse("http://127.0.0.1:*")
-            .map_err(|e| SimulateError::Plugins(e.to_string()))?;
-        for (manifest, _) in builtins
-            .iter_mut()
-            .filter(|(m, _)| m.name == "clevercloud-pricing")
-        {
-            manifest.capabilities.http.push(loopback.clone());
-        }
     }
     if let Some(grant) = clusterapi {
         grants_yaml.push_str(&format!(

@@ -38,6 +38,16 @@ pub struct ServeArgs {
     /// With `--cloud clusterapi`: write a kubeconfig for the management cluster here.
     #[arg(long, value_name = "FILE")]
     pub management_kubeconfig_out: Option<PathBuf>,
+    /// Write a grants file for `joinery run --grants` beside this emulator here: it lets the
+    /// built-in cloud plugin (`simcloud`, or `exoscale` with `--cloud exoscale`) reach this
+    /// emulator's cloud, as they ship. The Secrets it names are created in the emulated
+    /// cluster (namespace `joinery`).
+    #[arg(long, value_name = "FILE")]
+    pub grants_out: Option<PathBuf>,
+    /// Write a NodeClass and a NodePool that launch in this emulator's cloud here (for
+    /// `kubectl apply -f`), to go with `--grants-out`.
+    #[arg(long, value_name = "FILE")]
+    pub nodeclass_out: Option<PathBuf>,
     /// Before serving, load this many static nodes: a node group no autoscaler manages
     /// (tainted `joinery.dev/static=true:NoSchedule`, 16 vCPU / 64 GiB, Ready), to see how
     /// what runs against the cluster copes with its size.
@@ -107,6 +117,8 @@ impl Execute for ServeArgs {
             management_kubeconfig_out,
             preload_nodes,
             preload_pods,
+            grants_out,
+            nodeclass_out,
         } = self;
         if preload_pods > 0 && preload_nodes == 0 {
             anyhow::bail!(
@@ -115,6 +127,11 @@ impl Execute for ServeArgs {
         }
         if exoscale_journal.is_some() && cloud != Cloud::Exoscale {
             anyhow::bail!("--exoscale-journal needs --cloud exoscale");
+        }
+        if (grants_out.is_some() || nodeclass_out.is_some()) && cloud == Cloud::Clusterapi {
+            anyhow::bail!(
+                "--grants-out and --nodeclass-out are for --cloud simulated or exoscale; with clusterapi, follow docs/clusterapi.md"
+            );
         }
         if management_kubeconfig_out.is_some() && cloud != Cloud::Clusterapi {
             anyhow::bail!("--management-kubeconfig-out needs --cloud clusterapi");
@@ -179,6 +196,33 @@ impl Execute for ServeArgs {
                     path.display(),
                     path.display()
                 );
+            }
+        }
+        if grants_out.is_some() || nodeclass_out.is_some() {
+            let hands_on = joinery_simulate::HandsOn::for_simulation(&sim);
+            hands_on
+                .create_secrets(&sim)
+                .await
+                .context("cannot create the Secrets the grants name")?;
+            let names: Vec<String> = hands_on
+                .secrets
+                .iter()
+                .map(|(namespace, name, _)| format!("{namespace}/{name}"))
+                .collect();
+            println!("secrets created:     {}", names.join(", "));
+            for (path, text, what) in [
+                (&grants_out, &hands_on.grants, "grants"),
+                (
+                    &nodeclass_out,
+                    &hands_on.manifests,
+                    "NodeClass and NodePool",
+                ),
+            ] {
+                if let Some(path) = path {
+                    std::fs::write(path, text)
+                        .with_context(|| format!("cannot write {}", path.display()))?;
+                    println!("{what} written to {}", path.display());
+                }
             }
         }
         if let Some(path) = &kubeconfig_out {
