@@ -913,6 +913,7 @@ async fn render_user_data(
     // Secrets the operator granted to this renderer reach it through the context, as
     // `secret-name/key` entries (a join token, say).
     let mut secrets = Vec::new();
+    let mut unreadable = Vec::new();
     for name in &plugin.capabilities().grant().secrets {
         match ctx.secrets.get(name).await {
             Ok(entries) => {
@@ -929,12 +930,30 @@ async fn render_user_data(
                 }
             }
             Err(e) => {
-                tracing::warn!(secret = %name, renderer = %renderer, error = %e, "cannot read a secret granted to the renderer")
+                tracing::warn!(secret = %name, renderer = %renderer, error = %e, "cannot read a secret granted to the renderer");
+                unreadable.push(e.to_string());
             }
         }
     }
     let context = render_context(claim, &bootstrap, &cluster, secrets);
-    Ok(plugin.render(&context).await?)
+    match plugin.render(&context).await {
+        Ok(text) => Ok(text),
+        Err(mut e) => {
+            // The renderer can only say the secret did not reach it; the host knows why.
+            if let joinery_runtime::CallError::Render {
+                error: joinery_runtime::contract::RenderError::MissingSecret(message),
+                ..
+            } = &mut e
+                && !unreadable.is_empty()
+            {
+                message.push_str(&format!(
+                    "; it is granted to renderer {renderer}, but: {}",
+                    unreadable.join("; ")
+                ));
+            }
+            Err(e.into())
+        }
+    }
 }
 
 async fn delete_claim(ctx: &Context, name: &str) -> Result<(), ControllerError> {

@@ -15,8 +15,11 @@ use async_trait::async_trait;
 /// Why a secret lookup failed (after the grant check passed).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SecretLookupError {
-    /// No such secret.
-    #[error("secret {0:?} not found")]
+    /// No such secret: `namespace/name` where the store looked (just `name` for a store
+    /// without namespaces).
+    #[error(
+        "Secret {0} not found (a grant's bare Secret name is read from the controller's namespace, SYSTEM_NAMESPACE; create it there, or grant `namespace/name`)"
+    )]
     NotFound(String),
     /// The store could not be reached.
     #[error("secret store unavailable: {0}")]
@@ -98,7 +101,7 @@ impl SecretStore for KubeSecrets {
                 }
                 Ok(out)
             }
-            Ok(None) => Err(SecretLookupError::NotFound(name.to_string())),
+            Ok(None) => Err(SecretLookupError::NotFound(format!("{ns}/{short}"))),
             Err(e) => Err(SecretLookupError::Unavailable(e.to_string())),
         }
     }

@@ -259,3 +259,45 @@ fn a_misspelt_grant_and_missing_grants_are_a_condition_an_event_and_a_log_line()
         "start-up line and class line"
     );
 }
+
+#[test]
+fn a_granted_secret_that_is_missing_is_named_with_the_namespace_searched() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, kubeconfig, grants, nodeclass) = serve(dir.path(), "simulated");
+    let (ok, text) = kubectl(
+        &kubeconfig,
+        &["delete", "secret", "-n", "joinery", "k3s-join"],
+    );
+    assert!(ok, "{text}");
+    let log = dir.path().join("run.log");
+    let _run = run(&kubeconfig, Some(&grants), &log);
+    let (ok, text) = kubectl(&kubeconfig, &["apply", "-f", &nodeclass.to_string_lossy()]);
+    assert!(ok, "{text}");
+    let deployment = dir.path().join("web.yaml");
+    std::fs::write(&deployment, DEPLOYMENT).unwrap();
+    let (ok, text) = kubectl(&kubeconfig, &["apply", "-f", &deployment.to_string_lossy()]);
+    assert!(ok, "{text}");
+    let mut seen = String::new();
+    eventually(
+        Duration::from_secs(120),
+        "no launch failure naming the Secret and the namespace searched",
+        || {
+            let events = kubectl_json(&kubeconfig, &["get", "events", "-A"]);
+            seen = events["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|e| e["involvedObject"]["kind"] == "NodeClaim")
+                .filter_map(|e| e["message"].as_str())
+                .find(|m| m.contains("Secret joinery/k3s-join not found"))
+                .unwrap_or_default()
+                .to_string();
+            !seen.is_empty()
+        },
+    );
+    // The renderer's `secret/key` reference and the grant's Secret stay apart in the text.
+    assert!(
+        seen.contains("k3s-join/token") && seen.contains("it is granted to renderer k3s"),
+        "{seen}"
+    );
+}
