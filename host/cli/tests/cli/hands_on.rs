@@ -146,10 +146,10 @@ fn walk_the_documented_path(cloud: &str, class_kind: &str) {
     let nodes = kubectl_json(&kubeconfig, &["get", "nodes"]);
     let nodes = nodes["items"].as_array().unwrap();
     assert!(!nodes.is_empty());
-    let prefix = if cloud == "exoscale" {
-        "exoscale://"
-    } else {
-        "simcloud://"
+    let prefix = match cloud {
+        "exoscale" => "exoscale://",
+        "clevercloud" => "clevercloud://",
+        _ => "simcloud://",
     };
     assert!(
         nodes.iter().all(|n| n["spec"]["providerID"]
@@ -169,6 +169,11 @@ fn the_simulated_cloud_works_hands_on_with_the_printed_grants() {
 #[test]
 fn exoscale_works_hands_on_with_the_built_in_plugin_and_the_printed_grants() {
     walk_the_documented_path("exoscale", "exoscalenodeclass");
+}
+
+#[test]
+fn clever_cloud_works_hands_on_with_the_built_in_plugins_and_the_printed_grants() {
+    walk_the_documented_path("clevercloud", "clevernodeclass");
 }
 
 #[test]

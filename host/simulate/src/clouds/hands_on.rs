@@ -5,8 +5,9 @@
 //!
 //! Nothing here widens what a plugin may do beyond what an operator could write by hand: the
 //! simulated cloud's address is one the `simcloud` manifest requests (`http://127.0.0.1:*`),
-//! and the fake Exoscale API is granted under `extraHttp`, the grants file's way to point a
-//! plugin at another endpoint without rebuilding it.
+//! and the fake Exoscale API and Clever Cloud's fake price list are granted under
+//! `extraHttp`, the grants file's way to point a plugin at another endpoint without
+//! rebuilding it.
 
 use std::collections::BTreeMap;
 
@@ -34,13 +35,16 @@ pub struct HandsOn {
 }
 
 impl HandsOn {
-    /// The hands-on set for the cloud `sim` serves: the fake Exoscale API when it runs, else
-    /// the simulated cloud.
+    /// The hands-on set for the cloud `sim` serves: the fake Exoscale API or Clever Cloud
+    /// when one runs, else the simulated cloud.
     pub fn for_simulation(sim: &Simulation) -> HandsOn {
-        match &sim.exoscale {
-            Some(fake) => exoscale(fake),
-            None => simulated(sim.cloud.url()),
+        if let Some(fake) = &sim.exoscale {
+            return exoscale(fake);
         }
+        if let Some(cke) = &sim.clevercloud {
+            return clevercloud(cke.pricing.url());
+        }
+        simulated(sim.cloud.url())
     }
 
     /// Creates the Secrets (and their namespace) in the emulated cluster.
@@ -182,6 +186,39 @@ spec:
         grants,
         manifests,
         secrets: vec![credentials, join_secret()],
+    }
+}
+
+fn clevercloud(pricing_url: &str) -> HandsOn {
+    let grants = format!(
+        "# Grants for `joinery run` beside `joinery sim serve --cloud clevercloud` (the built-in
+# plugins, unchanged): clevercloud manages NodeGroups in this cluster, and
+# clevercloud-pricing reads the fake price list, granted under extraHttp (its manifest asks
+# only for Clever Cloud's real API).
+plugins:
+  clevercloud:
+    kubernetes: {kubernetes}
+    config: {{clusterName: joinery}}
+  clevercloud-pricing:
+    extraHttp: [{pricing_url:?}]
+    config: {{endpoint: {pricing_url:?}}}
+",
+        kubernetes = super::CLEVERCLOUD_KUBERNETES,
+    );
+    let manifests = format!(
+        "apiVersion: karpenter.clever-cloud.com/v1alpha1
+kind: CleverNodeClass
+metadata:
+  name: default
+spec: {{}}
+---
+{}",
+        node_pool("karpenter.clever-cloud.com", "CleverNodeClass")
+    );
+    HandsOn {
+        grants,
+        manifests,
+        secrets: Vec::new(),
     }
 }
 

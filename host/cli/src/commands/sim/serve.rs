@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use joinery_simulate::scenario::ExoNetworkSpec;
+use joinery_simulate::scenario::{CleverCloudSpec, DelaySpec, ExoNetworkSpec};
 use joinery_simulate::{ClusterApiSpec, ExoscaleSpec, Simulation, SimulationOptions};
 
 use crate::commands::Execute;
@@ -27,7 +27,8 @@ pub struct ServeArgs {
     #[arg(long)]
     pub with_host: bool,
     /// The cloud next to the cluster: `simulated` (the generic simulated cloud), `exoscale`
-    /// (also serve the fake Exoscale API, and print its URL and a test API key and secret) or
+    /// (also serve the fake Exoscale API, and print its URL and a test API key and secret),
+    /// `clevercloud` (also run a fake Clever Cloud Kubernetes Engine and its pricing API) or
     /// `clusterapi` (also serve a fake Cluster API management cluster, and print its URL).
     #[arg(long, value_enum, default_value_t = Cloud::Simulated)]
     pub cloud: Cloud,
@@ -39,8 +40,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub management_kubeconfig_out: Option<PathBuf>,
     /// Write a grants file for `joinery run --grants` beside this emulator here: it lets the
-    /// built-in cloud plugin (`simcloud`, or `exoscale` with `--cloud exoscale`) reach this
-    /// emulator's cloud, as they ship. The Secrets it names are created in the emulated
+    /// built-in cloud plugin (`simcloud`, `exoscale` or `clevercloud`) reach this emulator's
+    /// cloud, as they ship. The Secrets it names are created in the emulated
     /// cluster (namespace `joinery`).
     #[arg(long, value_name = "FILE")]
     pub grants_out: Option<PathBuf>,
@@ -98,6 +99,10 @@ pub enum Cloud {
     Simulated,
     /// The fake Exoscale API as well (its instances boot as nodes of the emulated cluster).
     Exoscale,
+    /// A fake Clever Cloud Kubernetes Engine as well: the NodeGroup CRD and CKE's operator
+    /// in the emulated cluster (a NodeGroup's Node boots after `--boot-delay`), and the
+    /// pricing API.
+    Clevercloud,
     /// A fake Cluster API management cluster as well: a second emulated API server with the
     /// `cluster.x-k8s.io` CRDs and controllers, whose Machines boot as nodes of the emulated
     /// cluster.
@@ -130,7 +135,7 @@ impl Execute for ServeArgs {
         }
         if (grants_out.is_some() || nodeclass_out.is_some()) && cloud == Cloud::Clusterapi {
             anyhow::bail!(
-                "--grants-out and --nodeclass-out are for --cloud simulated or exoscale; with clusterapi, follow docs/clusterapi.md"
+                "--grants-out and --nodeclass-out are for --cloud simulated, exoscale or clevercloud; with clusterapi, follow docs/clusterapi.md"
             );
         }
         if management_kubeconfig_out.is_some() && cloud != Cloud::Clusterapi {
@@ -138,6 +143,10 @@ impl Execute for ServeArgs {
         }
         let exoscale = (cloud == Cloud::Exoscale).then(exoscale_world);
         let clusterapi = (cloud == Cloud::Clusterapi).then(ClusterApiSpec::default);
+        let clevercloud = (cloud == Cloud::Clevercloud).then(|| CleverCloudSpec {
+            boot_delay: Some(DelaySpec::Fixed(format!("{}ms", boot_delay.as_millis()))),
+            ..Default::default()
+        });
         // The static cluster goes in before the physics starts: its ReplicaSet controller
         // must not see a ReplicaSet before its pods (it would create more).
         let preload = (preload_nodes > 0)
@@ -149,6 +158,7 @@ impl Execute for ServeArgs {
             exoscale,
             exoscale_journal,
             clusterapi,
+            clevercloud,
             preload,
             ..Default::default()
         };
@@ -181,6 +191,12 @@ impl Execute for ServeArgs {
                 "  seeded:            security group {SECURITY_GROUP}, anti-affinity group {ANTI_AFFINITY_GROUP}, SSH keys {}, private network {PRIVATE_NETWORK} in every zone",
                 SSH_KEYS.join(", ")
             );
+        }
+        if let Some(cke) = &sim.clevercloud {
+            println!(
+                "fake Clever Cloud:   NodeGroups (api.clever-cloud.com/v1) in the emulated cluster, turned into Nodes by CKE's operator"
+            );
+            println!("  pricing API:       {}", cke.pricing.url());
         }
         if let Some(capi) = &sim.clusterapi {
             println!(
