@@ -278,3 +278,63 @@ pub fn consolidation_cluster(nodes: usize) -> Snapshot {
     }
     builder.build()
 }
+
+/// The fleets of `joinery bench consolidation --fleet`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fleet {
+    /// [`consolidation_cluster`]: mixed sizes two thirds full; the first candidates tried
+    /// usually succeed.
+    Easy,
+    /// Nothing can be consolidated: every node an on-demand 4-CPU node running three
+    /// 1.2-CPU pods of a NodePool that launches on-demand only, no pod fits on another node,
+    /// and no type is cheaper per CPU than the 4-CPU one, so every candidate (and every multi-node prefix) is simulated and rejected.
+    Full,
+    /// [`Fleet::Full`], but every tenth node runs one 300m pod that fits in another node's
+    /// free 400m: a tenth of the nodes can go.
+    Mixed,
+}
+
+/// The instance types of the full and mixed fleets: the price of a CPU is the same in every
+/// size (no bigger node is cheaper than the nodes it would replace).
+fn flat_priced_types() -> Vec<InstanceType> {
+    [
+        ("c-2", 2, 0.10),
+        ("c-4", 4, 0.20),
+        ("c-8", 8, 0.40),
+        ("c-16", 16, 0.80),
+    ]
+    .iter()
+    .map(|(n, cpu, price)| instance_type(n, *cpu, *price))
+    .collect()
+}
+
+/// A fleet of `nodes` nodes for the consolidation benchmark. Deterministic.
+pub fn consolidation_fleet(fleet: Fleet, nodes: usize) -> Snapshot {
+    if fleet == Fleet::Easy {
+        return consolidation_cluster(nodes);
+    }
+    let mut builder = Builder::new(flat_priced_types());
+    // On-demand only: a spot replacement would be cheaper than anything.
+    builder.snapshot().scheduling.nodepools[0]
+        .template
+        .requirements
+        .add(Requirement::in_values(CAPACITY_TYPE_LABEL, ["on-demand"]));
+    for i in 0..nodes {
+        let light = fleet == Fleet::Mixed && i % 10 == 9;
+        let pods: Vec<FixturePod> = if light {
+            vec![FixturePod::new(format!("n{i}-p0"), 300)]
+        } else {
+            (0..3)
+                .map(|p| FixturePod::new(format!("n{i}-p{p}"), 1200))
+                .collect()
+        };
+        builder.node(
+            &format!("node-{i:05}"),
+            "c-4",
+            "on-demand",
+            ZONES[i % ZONES.len()],
+            &pods,
+        );
+    }
+    builder.build()
+}

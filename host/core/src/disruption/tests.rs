@@ -706,3 +706,38 @@ fn static_drift_replaces_drifted_nodes_of_static_pools_within_the_budget_and_dri
     );
     assert_eq!(validate(&snapshot, &cmd).as_ref(), Ok(&cmd));
 }
+
+#[test]
+fn the_full_fleet_consolidates_nothing_after_simulating_every_candidate() {
+    let snapshot = fixture::consolidation_fleet(fixture::Fleet::Full, 30);
+    let outcomes: Vec<MethodOutcome> = Method::ALL
+        .iter()
+        .map(|m| evaluate(&snapshot, *m))
+        .collect();
+    assert!(outcomes.iter().all(|o| o.command.is_none()), "{outcomes:?}");
+    let single = &outcomes[4];
+    assert_eq!(single.method, Method::SingleNodeConsolidation);
+    assert_eq!(
+        single.rejected.len(),
+        30,
+        "every candidate simulated and rejected"
+    );
+}
+
+#[test]
+fn the_mixed_fleet_removes_its_light_tenth() {
+    let snapshot = fixture::consolidation_fleet(fixture::Fleet::Mixed, 50);
+    let outcomes: Vec<MethodOutcome> = Method::ALL
+        .iter()
+        .map(|m| evaluate(&snapshot, *m))
+        .collect();
+    let command = outcomes
+        .iter()
+        .find_map(|o| o.command.as_ref())
+        .expect("the light nodes can go");
+    // The five light nodes go first (least disruptive); whatever else joins them, the
+    // command saves at least their price.
+    let light: Vec<String> = (0..5).map(|i| format!("node-{:05}", i * 10 + 9)).collect();
+    assert_eq!(command.candidates[..5], light[..], "{command:?}");
+    assert!(command.saving_per_hour >= 5.0 * 0.20 - 1e-9, "{command:?}");
+}
