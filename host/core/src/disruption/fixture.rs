@@ -74,7 +74,8 @@ impl FixturePod {
         }
     }
 
-    fn pending(&self) -> PendingPod {
+    /// The pod as the scheduler takes it.
+    pub(crate) fn pending(&self) -> PendingPod {
         let mut pod = PendingPod::new(
             "default",
             self.name.clone(),

@@ -63,6 +63,16 @@ pub fn decide_with(mut evaluate: impl FnMut(Method) -> MethodOutcome) -> Vec<Met
 
 /// What `method` alone would decide on `snapshot`.
 pub fn evaluate(snapshot: &Snapshot, method: Method) -> MethodOutcome {
+    evaluate_with(snapshot, method, true).0
+}
+
+/// [`evaluate`], with the pools-only simulation of pods that fit on no other node allowed or
+/// not (see `simulate`), and how many simulations took it.
+pub(crate) fn evaluate_with(
+    snapshot: &Snapshot,
+    method: Method,
+    shortcut: bool,
+) -> (MethodOutcome, usize) {
     let mut outcome = MethodOutcome {
         method,
         command: None,
@@ -72,6 +82,7 @@ pub fn evaluate(snapshot: &Snapshot, method: Method) -> MethodOutcome {
         skipped: None,
     };
     let mut sim = Simulator::new(snapshot);
+    sim.shortcut = shortcut;
     let eligible = eligible(snapshot, method, &mut sim, &mut outcome.blocked);
     match method {
         Method::Emptiness => outcome.command = emptiness(snapshot, &eligible, &mut outcome.blocked),
@@ -84,7 +95,7 @@ pub fn evaluate(snapshot: &Snapshot, method: Method) -> MethodOutcome {
         Method::Expiration => outcome.command = expiration(&eligible),
     }
     outcome.simulations = sim.count;
-    outcome
+    (outcome, sim.shortcuts)
 }
 
 /// Candidates `method` may consider, in its order; the others that it would apply to are

@@ -1,13 +1,26 @@
 //! Scheduling simulations of removing candidates: one copy of the scheduler's input per
 //! method, with the candidates' nodes closed and their pods added as pending for each try, then
 //! restored (nothing of the cluster is rebuilt per candidate).
+//!
+//! **Pods that fit on no other node.** A simulation places the candidate's pods against the
+//! whole cluster, so a pass that tries every node costs the square of the cluster. When no
+//! pod of the candidate fits on any other node by CPU or memory alone (a full cluster, the
+//! worst case of consolidation), the existing nodes cannot take part in the outcome: every
+//! pod goes to new NodeClaims or nowhere. If, besides, nothing about the rest of the cluster
+//! can shape those NodeClaims (no pending pods, no topology spread or pod (anti-)affinity on
+//! the candidate's pods, no bound pod with anti-affinity), the simulation is run against the
+//! NodePools alone: the same pods, the same pools, the same DaemonSets, no nodes. Its result
+//! is the full simulation's, at the cost of the candidate's pods instead of the cluster's
+//! (a test compares the two on every fixture).
 
 use std::collections::{BTreeSet, HashMap};
 
 use super::Snapshot;
 use super::candidate::Candidate;
 use super::reasons::Rejection;
-use crate::scheduling::{self, NewNodeClaim, Placement, SchedulingInput};
+use crate::scheduling::{
+    self, NewNodeClaim, PendingPod, Placement, SchedulingContext, SchedulingInput,
+};
 
 /// Where the candidates' pods would go.
 pub(crate) struct Simulated {
@@ -25,6 +38,52 @@ pub(crate) struct Baseline {
     pub new_claims: usize,
 }
 
+/// The most free CPU and memory among the schedulable nodes, and on which nodes: the two
+/// largest of each, so that the largest apart from one removed node is known.
+#[derive(Debug, Clone, Default)]
+struct MostFree {
+    cpu: [(u64, Option<usize>); 2],
+    memory: [(u64, Option<usize>); 2],
+}
+
+impl MostFree {
+    fn of(nodes: &[crate::scheduling::ExistingNode]) -> MostFree {
+        let mut most = MostFree::default();
+        let keep = |top: &mut [(u64, Option<usize>); 2], value: u64, i: usize| {
+            if value > top[0].0 || top[0].1.is_none() {
+                top[1] = top[0];
+                top[0] = (value, Some(i));
+            } else if value > top[1].0 || top[1].1.is_none() {
+                top[1] = (value, Some(i));
+            }
+        };
+        for (i, n) in nodes.iter().enumerate().filter(|(_, n)| n.schedulable) {
+            let free = n.allocatable.saturating_sub(&n.requested);
+            keep(&mut most.cpu, free.cpu_millis, i);
+            keep(&mut most.memory, free.memory_bytes, i);
+        }
+        most
+    }
+
+    /// Whether `pod` fits on no schedulable node but `closed` by CPU or by memory alone.
+    fn fits_nowhere(&self, pod: &PendingPod, closed: usize) -> bool {
+        let largest = |top: &[(u64, Option<usize>); 2]| {
+            top.iter()
+                .find(|(_, i)| i.is_some() && *i != Some(closed))
+                .map_or(0, |(v, _)| *v)
+        };
+        pod.requests.cpu_millis > largest(&self.cpu)
+            || pod.requests.memory_bytes > largest(&self.memory)
+    }
+}
+
+/// The scheduler's input without nodes, pods or bound pods: what a simulation of pods that fit
+/// on no node needs (see the module's documentation).
+struct PoolsOnly {
+    input: SchedulingInput,
+    context: SchedulingContext,
+}
+
 /// Runs removal simulations against one snapshot.
 pub(crate) struct Simulator<'a> {
     snapshot: &'a Snapshot,
@@ -32,8 +91,17 @@ pub(crate) struct Simulator<'a> {
     pending: usize,
     node_index: HashMap<String, usize>,
     baseline: Option<Baseline>,
+    /// Free room of the nodes, for [`MostFree::fits_nowhere`].
+    most_free: MostFree,
+    /// Set when the cluster allows the pools-only simulation at all (no bound pod with
+    /// anti-affinity); built on first use.
+    pools_only: Option<Option<PoolsOnly>>,
+    /// Whether the pools-only simulation may be used (tests turn it off to compare).
+    pub shortcut: bool,
     /// How many simulations ran.
     pub count: usize,
+    /// How many of them were pools-only.
+    pub shortcuts: usize,
 }
 
 impl<'a> Simulator<'a> {
@@ -48,11 +116,73 @@ impl<'a> Simulator<'a> {
         Simulator {
             snapshot,
             pending: input.pods.len(),
+            most_free: MostFree::of(&input.nodes),
             input,
             node_index,
             baseline: None,
+            pools_only: None,
+            shortcut: true,
             count: 0,
+            shortcuts: 0,
         }
+    }
+
+    /// The pools-only input, when the cluster allows it: no bound pod with anti-affinity (it
+    /// could keep a new node's domain from the candidate's pods).
+    fn pools_only(&mut self) -> Option<&mut PoolsOnly> {
+        if self.pools_only.is_none() {
+            let context = &self.snapshot.context;
+            let allowed = context
+                .bound_pods
+                .iter()
+                .all(|b| b.anti_affinity.is_empty());
+            self.pools_only = Some(allowed.then(|| PoolsOnly {
+                input: SchedulingInput {
+                    pods: Vec::new(),
+                    nodes: Vec::new(),
+                    nodepools: self.input.nodepools.clone(),
+                    daemons: self.input.daemons.clone(),
+                    label_policy: self.input.label_policy.clone(),
+                },
+                context: SchedulingContext {
+                    bound_pods: Vec::new(),
+                    preference_policy: context.preference_policy,
+                    min_values_policy: context.min_values_policy,
+                    namespace_labels: context.namespace_labels.clone(),
+                },
+            }));
+        }
+        self.pools_only.as_mut().and_then(Option::as_mut)
+    }
+
+    /// The pools-only simulation of removing `candidate`, when it gives the full one's result
+    /// (see the module's documentation); `None` otherwise.
+    fn remove_alone(&mut self, candidate: &Candidate) -> Option<scheduling::SchedulingResult> {
+        if !self.shortcut || self.pending > 0 || candidate.pods.is_empty() {
+            return None;
+        }
+        let closed = *self.node_index.get(&candidate.node)?;
+        let unconstrained = |p: &PendingPod| {
+            p.topology_spread.is_empty()
+                && p.pod_affinity.is_empty()
+                && p.preferred_pod_affinity.is_empty()
+                && p.pod_anti_affinity.is_empty()
+                && p.preferred_pod_anti_affinity.is_empty()
+        };
+        if !candidate
+            .pods
+            .iter()
+            .all(|p| unconstrained(p) && self.most_free.fits_nowhere(p, closed))
+        {
+            return None;
+        }
+        self.pools_only()?;
+        self.shortcuts += 1;
+        let alone = self.pools_only().expect("just built");
+        alone.input.pods.extend(candidate.pods.iter().cloned());
+        let result = scheduling::schedule_with_context(&alone.input, &alone.context, None);
+        alone.input.pods.clear();
+        Some(result)
     }
 
     /// The pending pods scheduled alone (one simulation, run once; none without pending pods).
@@ -80,6 +210,22 @@ impl<'a> Simulator<'a> {
     /// pod cannot be placed or would land on a node that is not initialized.
     pub fn remove(&mut self, candidates: &[&Candidate]) -> Result<Simulated, Rejection> {
         self.count += 1;
+        if let [candidate] = candidates
+            && let Some(result) = self.remove_alone(candidate)
+        {
+            // Every placement is the candidate's pod's: no pending pods, no existing nodes.
+            for placement in &result.placements {
+                if let Placement::Unschedulable { reason } = &placement.placement {
+                    return Err(Rejection::Unschedulable {
+                        pod: placement.key.clone(),
+                        reason: reason.clone(),
+                    });
+                }
+            }
+            return Ok(Simulated {
+                new_claims: result.new_claims,
+            });
+        }
         let mut closed = Vec::new();
         for c in candidates {
             if let Some(&i) = self.node_index.get(&c.node)

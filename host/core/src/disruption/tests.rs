@@ -741,3 +741,100 @@ fn the_mixed_fleet_removes_its_light_tenth() {
     assert_eq!(command.candidates[..5], light[..], "{command:?}");
     assert!(command.saving_per_hour >= 5.0 * 0.20 - 1e-9, "{command:?}");
 }
+
+/// Snapshots on which the pools-only simulation of pods that fit nowhere else applies to some
+/// candidates and not to others.
+fn shortcut_fixtures() -> Vec<(&'static str, Snapshot)> {
+    let full = || fixture::consolidation_fleet(fixture::Fleet::Full, 12);
+    let mut spot_allowed = full();
+    spot_allowed.scheduling.nodepools[0].template.requirements =
+        crate::requirements::Requirements::new();
+    let mut spot_to_spot = spot_allowed.clone();
+    for c in spot_to_spot.candidates.iter_mut().step_by(2) {
+        c.capacity_type = "spot".into();
+    }
+    spot_to_spot.options.spot_to_spot = true;
+    let mut spot_to_spot_off = spot_to_spot.clone();
+    spot_to_spot_off.options.spot_to_spot = false;
+    // Pods bigger than any free room, and bigger together than the largest type: two new
+    // nodes, or none at all.
+    let mut oversized = Builder::new(vec![
+        instance_type("c-4", 4, 0.19),
+        instance_type("c-16", 16, 0.68),
+    ]);
+    oversized.node(
+        "big-1",
+        "c-16",
+        "on-demand",
+        "zone-a",
+        &[FixturePod::new("a", 9000), FixturePod::new("b", 9000)],
+    );
+    oversized.node(
+        "big-2",
+        "c-16",
+        "on-demand",
+        "zone-b",
+        &[FixturePod::new("c", 40_000)],
+    );
+    oversized.node(
+        "full",
+        "c-4",
+        "on-demand",
+        "zone-c",
+        &[FixturePod::new("d", 3900)],
+    );
+    let mut pending = full();
+    pending
+        .scheduling
+        .pods
+        .push(FixturePod::new("waiting", 1500).pending());
+    let mut anti = full();
+    if let Some(b) = anti.context.bound_pods.first_mut() {
+        b.anti_affinity
+            .push(crate::scheduling::PodAffinityTerm::new(
+                "kubernetes.io/hostname",
+                Default::default(),
+            ));
+    }
+    vec![
+        ("full", full()),
+        (
+            "mixed",
+            fixture::consolidation_fleet(fixture::Fleet::Mixed, 20),
+        ),
+        ("easy", fixture::consolidation_cluster(30)),
+        ("spot allowed", spot_allowed),
+        ("spot to spot", spot_to_spot),
+        ("spot to spot off", spot_to_spot_off),
+        ("oversized", oversized.build()),
+        ("pending", pending),
+        ("bound anti-affinity", anti),
+    ]
+}
+
+#[test]
+fn the_pools_only_simulation_decides_exactly_as_the_full_one() {
+    let mut used = std::collections::BTreeMap::new();
+    for (name, snapshot) in shortcut_fixtures() {
+        for method in Method::ALL {
+            let (fast, shortcuts) = methods::evaluate_with(&snapshot, method, true);
+            let (slow, none) = methods::evaluate_with(&snapshot, method, false);
+            assert_eq!(none, 0);
+            assert_eq!(fast, slow, "{name}, {method:?}");
+            *used.entry(name).or_insert(0) += shortcuts;
+        }
+    }
+    // It applies where nothing fits elsewhere, and only there.
+    for name in [
+        "full",
+        "spot allowed",
+        "spot to spot",
+        "spot to spot off",
+        "oversized",
+    ] {
+        assert!(used[name] > 0, "{name}: {used:?}");
+    }
+    for name in ["pending", "bound anti-affinity"] {
+        assert_eq!(used[name], 0, "{name}: {used:?}");
+    }
+}
