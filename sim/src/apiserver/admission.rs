@@ -1,6 +1,7 @@
 //! Defaulting the real API server applies to built-in kinds on create, which the rest of the
 //! emulator (and its clients) then see as stored: a container's (and a pod's) resource
-//! request defaults to its limit where only the limit is given.
+//! request defaults to its limit where only the limit is given, and a new pod without a phase
+//! is `Pending`.
 
 use serde_json::Value;
 
@@ -22,6 +23,25 @@ pub fn default_pod(pod: &mut Value) {
     }
     if let Some(resources) = spec.get_mut("resources") {
         requests_from_limits(resources);
+    }
+}
+
+/// Gives a new pod without `status.phase` the phase `Pending`, as the real API server does when
+/// it creates a pod (a pod created with a phase keeps it).
+pub fn pending_phase(pod: &mut Value) {
+    let Some(object) = pod.as_object_mut() else {
+        return;
+    };
+    let status = object
+        .entry("status")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if !status.is_object() {
+        *status = Value::Object(Default::default());
+    }
+    if let Some(status) = status.as_object_mut()
+        && status.get("phase").is_none_or(Value::is_null)
+    {
+        status.insert("phase".into(), Value::String("Pending".into()));
     }
 }
 
@@ -50,6 +70,16 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_new_pod_without_a_phase_is_pending() {
+        let mut pod = json!({"spec": {"containers": []}});
+        pending_phase(&mut pod);
+        assert_eq!(pod["status"]["phase"], "Pending");
+        let mut running = json!({"status": {"phase": "Running", "podIP": "10.0.0.1"}});
+        pending_phase(&mut running);
+        assert_eq!(running["status"]["phase"], "Running", "a given phase stays");
+    }
 
     #[test]
     fn a_limit_without_a_request_becomes_the_request() {

@@ -614,6 +614,7 @@ impl Store {
         }
         if kind.group.is_empty() && kind.plural == "pods" {
             super::admission::default_pod(&mut object);
+            super::admission::pending_phase(&mut object);
         }
         if kind.group.is_empty()
             && kind.plural == "namespaces"
