@@ -657,6 +657,13 @@ impl Store {
             ));
         }
         metadata_mut(&mut object).insert("name".into(), Value::String(name.clone()));
+        if kind.group == "batch" && kind.crd_name.is_none() {
+            match kind.plural.as_str() {
+                "jobs" => super::admission::default_job(&mut object),
+                "cronjobs" => super::admission::default_cronjob(&mut object),
+                _ => {}
+            }
+        }
         if kind.namespaced {
             let namespace = metadata_str(&object, "namespace")
                 .unwrap_or_default()
