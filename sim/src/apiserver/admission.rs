@@ -83,7 +83,7 @@ pub fn default_job(job: &mut Value) {
         ("suspend", json!(false)),
         ("podReplacementPolicy", json!("TerminatingOrFailed")),
     ] {
-        if spec.get(field).is_none_or(Value::is_null) {
+        if spec.get(field).is_none_or(unset) {
             spec.insert(field.into(), default);
         }
     }
@@ -137,10 +137,15 @@ pub fn default_cronjob(cronjob: &mut Value) {
         ("successfulJobsHistoryLimit", json!(3)),
         ("failedJobsHistoryLimit", json!(1)),
     ] {
-        if spec.get(field).is_none_or(Value::is_null) {
+        if spec.get(field).is_none_or(unset) {
             spec.insert(field.into(), default);
         }
     }
+}
+
+/// Whether a field counts as unset for defaulting: null, or an empty string (Go's zero value).
+fn unset(value: &Value) -> bool {
+    value.is_null() || value.as_str() == Some("")
 }
 
 fn requests_from_limits(resources: &mut Value) {

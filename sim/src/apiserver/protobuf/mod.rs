@@ -15,6 +15,7 @@
 //! `$ref` and `x-kubernetes-…` keywords of schemas) — with the few well-known types written as
 //! their JSON forms: times, quantities, int-or-strings, durations, raw JSON, bytes as base64,
 //! and Go's embedded structs (a Volume's source, a selector's `LocalObjectReference`) inlined.
+//! Empty strings are left out, as Go's JSON encoding leaves them out.
 //!
 //! Decoded kinds: every built-in kind the emulator serves (see [`decode`]), plus the bodies of
 //! its subresources and deletes (Binding, Eviction, Scale, DeleteOptions). Any other kind is
@@ -414,6 +415,11 @@ fn message_json(message: &str, fields: &[(String, Node)]) -> Option<Value> {
         let Some(value) = to_json_in(node, message, name) else {
             continue;
         };
+        // Go writes a string field that is not a pointer even when empty, where its JSON
+        // encoding leaves it out (`omitempty`); the API server reads both as unset.
+        if value.as_str() == Some("") {
+            continue;
+        }
         if inlined(message, name) {
             if let Value::Object(embedded) = value {
                 object.extend(embedded);
