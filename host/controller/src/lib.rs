@@ -240,6 +240,45 @@ impl Context {
     }
 }
 
+/// The kinds the controllers cannot start without: their caches would never sync.
+const REQUIRED_KINDS: [(&str, &str, &str); 2] = [
+    ("karpenter.sh", "v1", "NodePool"),
+    ("karpenter.sh", "v1", "NodeClaim"),
+];
+
+/// How often (simulated) the controllers look again for CRDs that are not installed yet.
+const CRD_POLL: Duration = Duration::from_secs(5);
+
+/// Waits until the API server serves the karpenter.sh kinds ([`REQUIRED_KINDS`]), saying once
+/// (a warning) what is missing and how to install it, and once (info) when it is there: a
+/// controller started before its CRDs (`helm install joinery` before `joinery-crd`, or
+/// against `joinery sim serve --without-crds`) waits for them instead of hanging on caches
+/// that never sync.
+async fn wait_for_crds(client: &kube::Client, clock: &Clock) {
+    let mut warned = false;
+    loop {
+        let mut missing = Vec::new();
+        for (group, version, kind) in REQUIRED_KINDS {
+            let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+            if let Err(error) = kube::discovery::pinned_kind(client, &gvk).await {
+                missing.push(format!("{kind}.{group}/{version} ({error})"));
+            }
+        }
+        if missing.is_empty() {
+            if warned {
+                tracing::info!("the karpenter.sh CRDs are installed; starting the controllers");
+            }
+            return;
+        }
+        if !warned {
+            tracing::warn!(missing = %missing.join(", "),
+                "the karpenter.sh CRDs are not installed; waiting for them (install them with `helm install joinery-crd charts/joinery-crd` or `joinery crds | kubectl apply -f -`)");
+            warned = true;
+        }
+        tokio::time::sleep(clock.to_real(CRD_POLL)).await;
+    }
+}
+
 /// The running controllers.
 pub struct Controller {
     context: Arc<Context>,
@@ -266,6 +305,7 @@ impl Controller {
                 )
             })
             .collect();
+        wait_for_crds(&options.client, &options.clock).await;
         let (state, state_tasks) = state::ClusterState::start(
             options.client.clone(),
             &kinds,

@@ -110,6 +110,7 @@ pub async fn run_scenario_with(
         clusterapi: (scenario.cloud.provider() == "clusterapi")
             .then(|| scenario.cloud.clusterapi.clone().unwrap_or_default()),
         preload: None,
+        install_crds: true,
     };
     let wall = std::time::Instant::now();
     let start_at = scenario.start_at()?;

@@ -105,6 +105,10 @@ pub struct SimulationOptions {
     /// A static cluster written into the API server before the physics starts (so that its
     /// workload controllers find every ReplicaSet with its pods already there).
     pub preload: Option<joinery_sim::preload::Preload>,
+    /// Create the karpenter.sh CRDs and [`NODECLASS_CRDS`] at start (default); without them
+    /// (`joinery sim serve --without-crds`) whoever uses the cluster installs them, e.g. with
+    /// `helm install joinery-crd charts/joinery-crd`.
+    pub install_crds: bool,
 }
 
 impl Default for SimulationOptions {
@@ -124,6 +128,7 @@ impl Default for SimulationOptions {
             clevercloud: None,
             clusterapi: None,
             preload: None,
+            install_crds: true,
         }
     }
 }
@@ -162,7 +167,8 @@ pub struct Simulation {
 }
 
 impl Simulation {
-    /// Starts the emulated cluster (with the karpenter.sh CRDs and [`NODECLASS_CRDS`]), the
+    /// Starts the emulated cluster (with the karpenter.sh CRDs and [`NODECLASS_CRDS`], unless
+    /// [`SimulationOptions::install_crds`] is off), the
     /// simulated cloud and the fake of a real one the options ask for, the physics and, if
     /// asked, the host.
     pub async fn start(options: SimulationOptions) -> Result<Simulation, SimulateError> {
@@ -189,7 +195,7 @@ impl Simulation {
                 .map_err(|e| SimulateError::Plugins(format!("{plugin} NodeClass CRD: {e}")))?;
             all.push(crd);
         }
-        for crd in all {
+        for crd in all.into_iter().filter(|_| options.install_crds) {
             let name = crd.metadata.name.clone().unwrap_or_default();
             crds.create(&PostParams::default(), &crd)
                 .await

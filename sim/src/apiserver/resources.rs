@@ -270,6 +270,10 @@ pub fn builtin_kinds() -> Vec<ResourceKind> {
     )];
     let mut daemonsets = builtin("apps", "daemonsets", "DaemonSet", true, true, &["ds"]);
     daemonsets.categories = vec!["all".into()];
+    let mut jobs = builtin("batch", "jobs", "Job", true, true, &[]);
+    jobs.categories = vec!["all".into()];
+    let mut cronjobs = builtin("batch", "cronjobs", "CronJob", true, true, &["cj"]);
+    cronjobs.categories = vec!["all".into()];
     vec![
         pods,
         builtin("", "nodes", "Node", false, true, &["no"]),
@@ -314,6 +318,8 @@ pub fn builtin_kinds() -> Vec<ResourceKind> {
         deployments,
         replicasets,
         builtin("apps", "statefulsets", "StatefulSet", true, true, &["sts"]),
+        jobs,
+        cronjobs,
         builtin("events.k8s.io", "events", "Event", true, false, &["ev"]),
         builtin("coordination.k8s.io", "leases", "Lease", true, false, &[]),
         builtin(

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::Resource;
 use kube::api::DynamicObject;
@@ -48,6 +49,8 @@ impl Cached for Namespace {}
 impl Cached for Deployment {}
 impl Cached for ReplicaSet {}
 impl Cached for DaemonSet {}
+impl Cached for Job {}
+impl Cached for CronJob {}
 impl Cached for DynamicObject {}
 
 /// Objects keyed by (namespace, name), each boxed: a B-tree's nodes hold eleven entries

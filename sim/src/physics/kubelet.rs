@@ -10,8 +10,10 @@
 //! Node — labels from the bootstrap plus the ones kubelet and cloud controller set, taints and
 //! provider ID from the bootstrap, capacity and allocatable from the instance — turns it
 //! `Ready` after the node-ready delay, and runs its pods: pods bound to it become `Running`
-//! and ready after the pod-start delay, and pods being deleted are removed (with a zero grace
-//! period) once their `deletionTimestamp` has come.
+//! and ready after the pod-start delay, pods that run to completion (`restartPolicy` `Never`
+//! or `OnFailure`, as a Job's) finish after their run time (see [`super::run_time`]) as
+//! `Succeeded` or `Failed`, and pods being deleted are removed (with a zero grace period) once
+//! their `deletionTimestamp` has come.
 //!
 //! On [`CloudEvent::Hung`] the kubelet stops (nothing it would do happens any more) and,
 //! after the node monitor grace period, the Node turns `Ready=Unknown`.
@@ -47,8 +49,8 @@ use super::bootstrap::{self, Bootstrap, Format};
 use super::cache::Cache;
 use super::lag::{Pace, paced};
 use super::{
-    PhysicsError, Shared, api_code, is_deleting, is_terminal, node_name_of, object_reference,
-    system_time, watch,
+    PhysicsError, Shared, api_code, exit_code, is_deleting, is_terminal, node_name_of,
+    object_reference, run_time, system_time, watch,
 };
 use crate::cloud::model::NodeRegistration;
 use crate::cloud::{CloudEvent, SimInstance};
@@ -577,6 +579,7 @@ async fn kubelet(
         pods: Cache::new(),
         starting: HashSet::new(),
         removing: HashSet::new(),
+        finishing: HashSet::new(),
         timers: BinaryHeap::new(),
         sequence: 0,
         pace: Pace::new(KUBELET_WRITE_RATE, KUBELET_WRITE_BURST),
@@ -658,6 +661,12 @@ enum Action {
         name: String,
         uid: String,
     },
+    /// Report the pod's containers exited (a pod that runs to completion).
+    Finish {
+        namespace: String,
+        name: String,
+        uid: String,
+    },
     /// Remove the pod whose grace period is over.
     Remove {
         namespace: String,
@@ -678,6 +687,8 @@ struct PodRunner {
     starting: HashSet<String>,
     /// uids with a removal planned.
     removing: HashSet<String>,
+    /// uids with an end planned (pods that run to completion).
+    finishing: HashSet<String>,
     timers: BinaryHeap<Reverse<(Instant, u64, Action)>>,
     sequence: u64,
     /// The kubelet's own write pace.
@@ -725,6 +736,8 @@ impl PodRunner {
                             self.schedule(self.shared.clock.to_real(ACTION_RETRY), action);
                         }
                     }
+                    // Pods that just started and run to completion get their end planned.
+                    self.plan();
                 }
             }
         }
@@ -736,10 +749,12 @@ impl PodRunner {
             .push(Reverse((Instant::now() + after, self.sequence, action)));
     }
 
-    /// Plans starts for new pods and removals for pods being deleted.
+    /// Plans starts for new pods, ends for running pods that run to completion, and removals
+    /// for pods being deleted.
     fn plan(&mut self) {
         let mut starts = Vec::new();
         let mut removals = Vec::new();
+        let mut ends = Vec::new();
         let mut present = HashSet::new();
         for pod in self.pods.iter() {
             let Some(uid) = pod.metadata.uid.clone() else {
@@ -765,12 +780,30 @@ impl PodRunner {
                         },
                     ));
                 }
-            } else if !self.starting.contains(&uid) && !is_terminal(pod) {
+            } else if !is_terminal(pod) {
                 let running =
                     pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
                 if running {
-                    self.starting.insert(uid);
-                } else {
+                    self.starting.insert(uid.clone());
+                    if let Some(run_for) = run_time(pod)
+                        && !self.finishing.contains(&uid)
+                    {
+                        let started = pod
+                            .status
+                            .as_ref()
+                            .and_then(|s| s.start_time.as_ref())
+                            .map(system_time)
+                            .unwrap_or_else(|| self.shared.clock.now());
+                        ends.push((
+                            self.shared.real_until(started + run_for),
+                            Action::Finish {
+                                namespace,
+                                name,
+                                uid,
+                            },
+                        ));
+                    }
+                } else if !self.starting.contains(&uid) {
                     starts.push(Action::Start {
                         namespace,
                         name,
@@ -778,6 +811,12 @@ impl PodRunner {
                     });
                 }
             }
+        }
+        for (after, action) in ends {
+            if let Action::Finish { uid, .. } = &action {
+                self.finishing.insert(uid.clone());
+            }
+            self.schedule(after, action);
         }
         for (after, action) in removals {
             if let Action::Remove { uid, .. } = &action {
@@ -794,6 +833,7 @@ impl PodRunner {
         }
         self.starting.retain(|uid| present.contains(uid));
         self.removing.retain(|uid| present.contains(uid));
+        self.finishing.retain(|uid| present.contains(uid));
     }
 
     /// The request an action makes; `None` when there is nothing left to do (the pod went, or
@@ -801,6 +841,11 @@ impl PodRunner {
     fn request(&mut self, action: Action) -> Option<Request> {
         let (namespace, name, uid) = match &action {
             Action::Start {
+                namespace,
+                name,
+                uid,
+            }
+            | Action::Finish {
                 namespace,
                 name,
                 uid,
@@ -823,6 +868,35 @@ impl PodRunner {
                     return None;
                 }
                 let status = self.running_status(&pod);
+                Some(
+                    async move {
+                        let (namespace, name) = (
+                            pod.metadata.namespace.clone().unwrap_or_default(),
+                            pod.metadata.name.clone().unwrap_or_default(),
+                        );
+                        let api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
+                        let result = match api
+                            .patch_status(
+                                &name,
+                                &PatchParams::default(),
+                                &Patch::Merge(&json!({"status": status})),
+                            )
+                            .await
+                        {
+                            Ok(updated) => Ok(Some(updated)),
+                            Err(error) if api_code(&error) == Some(404) => Ok(None),
+                            Err(error) => Err(error.into()),
+                        };
+                        (action, result)
+                    }
+                    .boxed(),
+                )
+            }
+            Action::Finish { .. } => {
+                if is_deleting(&pod) || is_terminal(&pod) {
+                    return None;
+                }
+                let status = self.finished_status(&pod);
                 Some(
                     async move {
                         let (namespace, name) = (
@@ -873,6 +947,14 @@ impl PodRunner {
                     self.pods.upsert(updated);
                 }
             }
+            Action::Finish {
+                namespace, name, ..
+            } => {
+                if let Some(updated) = answer {
+                    tracing::debug!(pod = %name, %namespace, node = %self.node, "pod finished");
+                    self.pods.upsert(updated);
+                }
+            }
             Action::Remove {
                 namespace, name, ..
             } => match answer {
@@ -881,6 +963,61 @@ impl PodRunner {
             },
         }
         Ok(())
+    }
+
+    /// The status of a pod whose containers have exited: `Succeeded` with exit code 0 (reason
+    /// `Completed`), else `Failed` (reason `Error`), no longer ready.
+    fn finished_status(&self, pod: &Pod) -> Value {
+        let spec = pod.spec.clone().unwrap_or_default();
+        let now = serde_json::to_value(self.shared.now()).unwrap_or(Value::Null);
+        let started = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .and_then(|t| serde_json::to_value(t).ok())
+            .unwrap_or_else(|| now.clone());
+        let code = exit_code(pod);
+        let (phase, reason) = if code == 0 {
+            ("Succeeded", "Completed")
+        } else {
+            ("Failed", "Error")
+        };
+        let containers: Vec<Value> = spec
+            .containers
+            .iter()
+            .map(|c| {
+                json!({
+                    "name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
+                    "containerID": container_id(pod, &c.name), "ready": false, "started": false, "restartCount": 0,
+                    "state": {"terminated": {"exitCode": code, "reason": reason, "startedAt": started, "finishedAt": now, "containerID": container_id(pod, &c.name)}},
+                })
+            })
+            .collect();
+        let not_ready = |kind: &str| json!({"type": kind, "status": "False", "reason": "PodCompleted", "lastProbeTime": null, "lastTransitionTime": now});
+        let mut conditions: Vec<Value> = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|c| {
+                !matches!(
+                    c.type_.as_str(),
+                    "PodReadyToStartContainers" | "Ready" | "ContainersReady"
+                )
+            })
+            .filter_map(|c| serde_json::to_value(c).ok())
+            .collect();
+        conditions.extend([
+            json!({"type": "PodReadyToStartContainers", "status": "False", "lastProbeTime": null, "lastTransitionTime": now}),
+            not_ready("Ready"),
+            not_ready("ContainersReady"),
+        ]);
+        json!({
+            "phase": phase,
+            "conditions": conditions,
+            "containerStatuses": containers,
+        })
     }
 
     /// The status of the pod with its containers running and ready.
@@ -910,15 +1047,7 @@ impl PodRunner {
             .and_then(|t| serde_json::to_value(t).ok())
             .unwrap_or_else(|| now.clone());
         let condition = |kind: &str, since: &Value| json!({"type": kind, "status": "True", "lastProbeTime": null, "lastTransitionTime": since});
-        let container_id = |container: &str| {
-            format!(
-                "containerd://{:016x}",
-                fnv(&format!(
-                    "{}/{container}",
-                    pod.metadata.uid.as_deref().unwrap_or_default()
-                ))
-            )
-        };
+        let container_id = |container: &str| container_id(pod, container);
         let containers: Vec<Value> = spec
             .containers
             .iter()
@@ -987,6 +1116,17 @@ impl PodRunner {
         }
         status
     }
+}
+
+/// A stable made-up ID of a pod's container.
+fn container_id(pod: &Pod, container: &str) -> String {
+    format!(
+        "containerd://{:016x}",
+        fnv(&format!(
+            "{}/{container}",
+            pod.metadata.uid.as_deref().unwrap_or_default()
+        ))
+    )
 }
 
 /// FNV-1a, for stable made-up container IDs.

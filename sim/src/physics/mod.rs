@@ -8,6 +8,8 @@
 //!   them `PodScheduled=False` with reason `Unschedulable` — what makes Karpenter act;
 //! - the **workload controllers** (`workloads.rs`) turn Deployments into ReplicaSets into Pods
 //!   and run one pod of every DaemonSet on each matching node;
+//! - the **batch controllers** (`batch.rs`) run Jobs' pods to completion and create Jobs on
+//!   CronJobs' schedules;
 //! - the **kubelets** (`kubelet.rs`) boot the instances the simulated cloud launches: after the
 //!   boot delay they run the instance's bootstrap (its userData), register a Node if they
 //!   understand it (a managed platform's machine brings its ready-made registration instead),
@@ -19,6 +21,7 @@
 //! ([`PhysicsOptions::write_rate`]), and every component records how late it acts on the
 //! scaled clock in a [`LagMeter`] ([`Physics::lag`]), with a probe of the runtime itself.
 
+mod batch;
 mod bootstrap;
 pub(crate) mod cache;
 mod kubelet;
@@ -247,7 +250,7 @@ pub struct Physics {
 }
 
 impl Physics {
-    /// Starts the scheduler, the workload controllers, the kubelet manager and the clock
+    /// Starts the scheduler, the workload and batch controllers, the kubelet manager and the clock
     /// probe as tokio tasks (call from within a tokio runtime).
     pub fn start(options: PhysicsOptions) -> Physics {
         let PhysicsOptions {
@@ -277,6 +280,7 @@ impl Physics {
             tokio::spawn(scheduler::run(shared.clone())),
             tokio::spawn(workloads::run_deployments(shared.clone())),
             tokio::spawn(workloads::run_daemonsets(shared.clone())),
+            tokio::spawn(batch::run(shared.clone())),
             tokio::spawn(kubelet::run(shared, cloud_events)),
             tokio::spawn(lag::probe(clock, lag.clone())),
         ];
@@ -438,6 +442,84 @@ pub(crate) fn selector_matches(
 /// The labels of an object (empty if none).
 pub(crate) fn labels_of(meta: &ObjectMeta) -> BTreeMap<String, String> {
     meta.labels.clone().unwrap_or_default()
+}
+
+/// The annotation setting how long a pod that runs to completion (`restartPolicy` `Never` or
+/// `OnFailure`, as a Job's pods) runs before its containers exit: a Go duration such as `30s`
+/// or `1m30s`. Without it such a pod runs for [`DEFAULT_RUN_TIME`]. Pods that restart their
+/// containers (`restartPolicy` `Always`, the default) run until deleted, annotated or not.
+pub const RUN_FOR_ANNOTATION: &str = "sim.joinery.dev/run-for";
+
+/// The annotation setting the exit code of a pod's containers when it finishes (default 0):
+/// 0 ends the pod `Succeeded`, anything else `Failed`.
+pub const EXIT_CODE_ANNOTATION: &str = "sim.joinery.dev/exit-code";
+
+/// How long a pod that runs to completion runs without a [`RUN_FOR_ANNOTATION`].
+pub const DEFAULT_RUN_TIME: Duration = Duration::from_secs(10);
+
+/// How long a pod runs before its containers exit (see [`RUN_FOR_ANNOTATION`]); `None` for a
+/// pod that restarts its containers and so runs until deleted. An annotation that does not
+/// parse counts as absent.
+pub(crate) fn run_time(pod: &Pod) -> Option<Duration> {
+    let restart_policy = pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref());
+    if !matches!(restart_policy, Some("Never" | "OnFailure")) {
+        return None;
+    }
+    let annotation = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RUN_FOR_ANNOTATION));
+    Some(
+        annotation
+            .and_then(|text| parse_duration(text))
+            .unwrap_or(DEFAULT_RUN_TIME),
+    )
+}
+
+/// The exit code of a pod's containers when it finishes (see [`EXIT_CODE_ANNOTATION`]).
+pub(crate) fn exit_code(pod: &Pod) -> i32 {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(EXIT_CODE_ANNOTATION))
+        .and_then(|code| code.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A Go duration (`90s`, `1m30s`, `1.5h`, `500ms`), not negative.
+pub(crate) fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    if text == "0" {
+        return Some(Duration::ZERO);
+    }
+    let mut rest = text;
+    let mut total = 0.0f64;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .filter(|&end| end > 0)?;
+        let value: f64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit_end] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "µs" => 1e-6,
+            "ns" => 1e-9,
+            _ => return None,
+        };
+        total += value * seconds;
+        rest = &rest[unit_end..];
+    }
+    Some(Duration::from_secs_f64(total))
 }
 
 /// Whether a pod has finished (`Succeeded` or `Failed`).
@@ -659,6 +741,32 @@ mod tests {
         assert_eq!(requests.cpu_millis, 2010);
         assert_eq!(requests.memory_bytes, 1 << 30);
         assert_eq!(requests.pods, 1);
+    }
+
+    #[test]
+    fn pods_that_run_to_completion_have_a_run_time() {
+        let pod = |restart: &str, annotations: serde_json::Value| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "annotations": annotations},
+                "spec": {"restartPolicy": restart, "containers": []},
+            }))
+            .unwrap()
+        };
+        let annotated = serde_json::json!({RUN_FOR_ANNOTATION: "1m30s", EXIT_CODE_ANNOTATION: "3"});
+        assert_eq!(
+            run_time(&pod("Never", annotated.clone())),
+            Some(Duration::from_secs(90))
+        );
+        assert_eq!(exit_code(&pod("Never", annotated.clone())), 3);
+        assert_eq!(
+            run_time(&pod("OnFailure", serde_json::json!({}))),
+            Some(DEFAULT_RUN_TIME)
+        );
+        assert_eq!(run_time(&pod("Always", annotated)), None);
+        assert_eq!(parse_duration("1.5h"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("ten"), None);
+        assert_eq!(parse_duration("5"), None);
     }
 
     #[test]

@@ -15,5 +15,6 @@ mod plugins_new;
 mod plugins_package;
 mod run;
 mod schedule;
+mod sim_kubectl;
 mod simulate;
 mod support;

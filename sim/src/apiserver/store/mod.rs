@@ -614,6 +614,7 @@ impl Store {
         }
         if kind.group.is_empty() && kind.plural == "pods" {
             super::admission::default_pod(&mut object);
+            super::admission::pending_phase(&mut object);
         }
         if kind.group.is_empty()
             && kind.plural == "namespaces"
@@ -656,6 +657,13 @@ impl Store {
             ));
         }
         metadata_mut(&mut object).insert("name".into(), Value::String(name.clone()));
+        if kind.group == "batch" && kind.crd_name.is_none() {
+            match kind.plural.as_str() {
+                "jobs" => super::admission::default_job(&mut object),
+                "cronjobs" => super::admission::default_cronjob(&mut object),
+                _ => {}
+            }
+        }
         if kind.namespaced {
             let namespace = metadata_str(&object, "namespace")
                 .unwrap_or_default()

@@ -273,6 +273,104 @@ pub(super) fn own_columns(group: &str, plural: &str) -> Vec<Column> {
             images_column(),
             selector_column(),
         ],
+        ("batch", "jobs") => vec![
+            Column::computed("Status", "string", "Status of the job.", |job, _| {
+                Value::String(job_status(job))
+            }),
+            Column::computed(
+                "Completions",
+                "string",
+                "The completed job pods out of those it needs.",
+                |job, _| Value::String(job_completions(job)),
+            ),
+            Column::computed(
+                "Duration",
+                "string",
+                "Time the job took to complete (or has been running).",
+                job_duration,
+            ),
+            age(),
+            containers_column(),
+            images_column(),
+            selector_column(),
+        ],
+        ("batch", "cronjobs") => vec![
+            Column::computed(
+                "Schedule",
+                "string",
+                "The schedule in Cron format.",
+                |cronjob, _| Value::String(text(cronjob.pointer("/spec/schedule"))),
+            ),
+            Column::computed(
+                "Timezone",
+                "string",
+                "The time zone of the schedule.",
+                |cronjob, _| {
+                    Value::String(text(cronjob.pointer("/spec/timeZone")).if_empty("<none>"))
+                },
+            ),
+            Column::computed(
+                "Suspend",
+                "boolean",
+                "Whether later runs are suspended.",
+                |cronjob, _| {
+                    let suspended = cronjob
+                        .pointer("/spec/suspend")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false);
+                    Value::String(if suspended { "True" } else { "False" }.into())
+                },
+            ),
+            Column::computed(
+                "Active",
+                "integer",
+                "The number of jobs running.",
+                |cronjob, _| {
+                    json!(
+                        cronjob
+                            .pointer("/status/active")
+                            .and_then(Value::as_array)
+                            .map_or(0, Vec::len)
+                    )
+                },
+            ),
+            Column::computed(
+                "Last Schedule",
+                "date",
+                "When the cron job last created a job.",
+                |cronjob, now| match parse_timestamp(cronjob.pointer("/status/lastScheduleTime")) {
+                    Some(at) => Value::String(human_duration(since(at, now))),
+                    None => Value::String("<none>".into()),
+                },
+            ),
+            age(),
+            Column::computed(
+                "Containers",
+                "string",
+                "Names of each container in the template.",
+                |cronjob, _| Value::String(cronjob_containers(cronjob, "name")),
+            )
+            .wide(),
+            Column::computed(
+                "Images",
+                "string",
+                "Images referenced by each container in the template.",
+                |cronjob, _| Value::String(cronjob_containers(cronjob, "image")),
+            )
+            .wide(),
+            Column::computed(
+                "Selector",
+                "string",
+                "Label selector for the jobs' pods.",
+                |cronjob, _| {
+                    Value::String(
+                        label_selector_string(cronjob.pointer("/spec/jobTemplate/spec/selector"))
+                            .if_empty("<none>"),
+                    )
+                },
+            )
+            .wide(),
+        ],
         ("policy", "poddisruptionbudgets") => vec![
             Column::computed(
                 "Min Available",
@@ -404,6 +502,71 @@ pub(super) fn selector_column() -> Column {
         },
     )
     .wide()
+}
+
+/// Whether a condition of `object` of type `kind` is `True`.
+fn condition_holds(object: &Value, kind: &str) -> bool {
+    object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| c.get("type") == Some(&json!(kind)) && c.get("status") == Some(&json!("True")))
+}
+
+/// A Job's STATUS as kubectl prints it: `Terminating`, else its first finished or notable
+/// condition, else `Running`.
+pub(super) fn job_status(job: &Value) -> String {
+    if job.pointer("/metadata/deletionTimestamp").is_some() {
+        return "Terminating".into();
+    }
+    for kind in [
+        "Complete",
+        "Failed",
+        "Suspended",
+        "FailureTarget",
+        "SuccessCriteriaMet",
+    ] {
+        if condition_holds(job, kind) {
+            return kind.into();
+        }
+    }
+    "Running".into()
+}
+
+/// A Job's COMPLETIONS: `succeeded/completions`, or for a Job without completions
+/// `succeeded/1` (`succeeded/1 of parallelism` when several pods run at once).
+pub(super) fn job_completions(job: &Value) -> String {
+    let succeeded = int(job.pointer("/status/succeeded"));
+    match job.pointer("/spec/completions").and_then(Value::as_i64) {
+        Some(completions) => format!("{succeeded}/{completions}"),
+        None => match int(job.pointer("/spec/parallelism")) {
+            parallelism if parallelism > 1 => format!("{succeeded}/1 of {parallelism}"),
+            _ => format!("{succeeded}/1"),
+        },
+    }
+}
+
+/// A Job's DURATION: from its start to its completion, or to now while it runs; empty before
+/// it starts.
+fn job_duration(job: &Value, now: SystemTime) -> Value {
+    let Some(start) = parse_timestamp(job.pointer("/status/startTime")) else {
+        return Value::String(String::new());
+    };
+    let end = parse_timestamp(job.pointer("/status/completionTime")).unwrap_or(now);
+    Value::String(human_duration(since(start, end)))
+}
+
+/// `field` of each container of a CronJob's job template, comma-separated.
+fn cronjob_containers(cronjob: &Value, field: &str) -> String {
+    cronjob
+        .pointer("/spec/jobTemplate/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|c| text(c.get(field)))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 pub(super) fn template_containers(object: &Value) -> Vec<&Value> {

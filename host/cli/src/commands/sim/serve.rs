@@ -58,6 +58,11 @@ pub struct ServeArgs {
     /// static taint) bound round-robin to the `--preload-nodes` nodes.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub preload_pods: usize,
+    /// Do not install the karpenter.sh and NodeClass CRDs: leave them to `helm install
+    /// joinery-crd charts/joinery-crd` (which refuses CRDs it did not create). Not with
+    /// `--with-host`, whose controllers need them.
+    #[arg(long)]
+    pub without_crds: bool,
 }
 
 fn boot_delay(text: &str) -> Result<std::time::Duration, String> {
@@ -124,7 +129,13 @@ impl Execute for ServeArgs {
             preload_pods,
             grants_out,
             nodeclass_out,
+            without_crds,
         } = self;
+        if without_crds && with_host {
+            anyhow::bail!(
+                "--without-crds cannot go with --with-host: the host's controllers wait for the CRDs, and the emulator would only be ready once they are installed"
+            );
+        }
         if preload_pods > 0 && preload_nodes == 0 {
             anyhow::bail!(
                 "--preload-pods needs --preload-nodes: the pods are bound to the preloaded nodes"
@@ -160,6 +171,7 @@ impl Execute for ServeArgs {
             clusterapi,
             clevercloud,
             preload,
+            install_crds: !without_crds,
             ..Default::default()
         };
         let started = std::time::Instant::now();
