@@ -217,6 +217,7 @@ pub fn pending_pod(pod: &LeanPod) -> Result<PendingPod, String> {
         host_ports: host_ports(&spec),
         volume_requirements: Vec::new(),
         volumes: Vec::new(),
+        moved_by_consolidation: false,
     })
 }
 

@@ -442,7 +442,7 @@ fn consolidate(
     candidates: &[&Candidate],
     method: Method,
 ) -> Result<Command, Rejection> {
-    let Simulated { mut new_claims } = sim.remove(candidates)?;
+    let Simulated { mut new_claims } = sim.consolidate(candidates)?;
     let cost: f64 = candidates.iter().map(|c| c.price_or_zero()).sum();
     let min_saving = candidates
         .iter()

@@ -106,7 +106,26 @@ pub(crate) struct Simulator<'a> {
 
 impl<'a> Simulator<'a> {
     pub fn new(snapshot: &'a Snapshot) -> Self {
-        let input = snapshot.scheduling.clone();
+        let mut input = snapshot.scheduling.clone();
+        // Destination protection: the nodes whose pods changed within their pool's
+        // consolidateAfter receive no pods moved by consolidation.
+        let protected: BTreeSet<&str> = snapshot
+            .candidates
+            .iter()
+            .filter(|c| {
+                c.initialized
+                    && !c.consolidatable
+                    && snapshot
+                        .pools
+                        .get(&c.pool)
+                        .and_then(|p| p.consolidate_after)
+                        .is_some_and(|after| !after.is_zero())
+            })
+            .map(|c| c.node.as_str())
+            .collect();
+        for node in &mut input.nodes {
+            node.under_consolidate_after |= protected.contains(node.name.as_str());
+        }
         let node_index = input
             .nodes
             .iter()
@@ -205,10 +224,25 @@ impl<'a> Simulator<'a> {
         self.baseline.as_ref().expect("just computed")
     }
 
-    /// Simulates deleting `candidates`: their pods (with the pending pods) are scheduled on
-    /// the other nodes and new NodeClaims. Fails, naming the pod or node, when a candidate's
-    /// pod cannot be placed or would land on a node that is not initialized.
+    /// Simulates deleting `candidates` (for drift): their pods (with the pending pods) are
+    /// scheduled on the other nodes and new NodeClaims. Fails, naming the pod or node, when a
+    /// candidate's pod cannot be placed or would land on a node that is not initialized.
     pub fn remove(&mut self, candidates: &[&Candidate]) -> Result<Simulated, Rejection> {
+        self.simulate(candidates, false)
+    }
+
+    /// [`remove`](Self::remove) for consolidation: the candidates' pods also keep off the
+    /// nodes still within their pool's `consolidateAfter`
+    /// ([`ExistingNode::under_consolidate_after`](crate::scheduling::ExistingNode::under_consolidate_after)).
+    pub fn consolidate(&mut self, candidates: &[&Candidate]) -> Result<Simulated, Rejection> {
+        self.simulate(candidates, true)
+    }
+
+    fn simulate(
+        &mut self,
+        candidates: &[&Candidate],
+        consolidation: bool,
+    ) -> Result<Simulated, Rejection> {
         self.count += 1;
         if let [candidate] = candidates
             && let Some(result) = self.remove_alone(candidate)
@@ -234,7 +268,10 @@ impl<'a> Simulator<'a> {
                 self.input.nodes[i].schedulable = false;
                 closed.push(i);
             }
-            self.input.pods.extend(c.pods.iter().cloned());
+            self.input.pods.extend(c.pods.iter().map(|p| PendingPod {
+                moved_by_consolidation: consolidation,
+                ..p.clone()
+            }));
         }
         let result = scheduling::schedule_with_context(&self.input, &self.snapshot.context, None);
         self.input.pods.truncate(self.pending);

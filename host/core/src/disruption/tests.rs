@@ -838,3 +838,67 @@ fn the_pools_only_simulation_decides_exactly_as_the_full_one() {
         assert_eq!(used[name], 0, "{name}: {used:?}");
     }
 }
+
+/// A candidate whose 1-CPU pod fits beside another node's pods, that other node's pods having
+/// changed `recent`ly (within the pool's 10-minute consolidateAfter) or not.
+fn destination(recent: bool) -> Snapshot {
+    let mut b = catalog();
+    b.pool().consolidate_after = Some(Duration::from_secs(600));
+    b.node("light", "c-4", "on-demand", "zone-a", &pods("l", &[1000]));
+    let busy = b.node("busy", "c-8", "on-demand", "zone-a", &pods("b", &[4000]));
+    busy.consolidatable = !recent;
+    // Not a candidate itself, only a destination.
+    busy.do_not_disrupt = true;
+    b.build()
+}
+
+#[test]
+fn consolidation_moves_no_pod_onto_a_node_within_its_consolidate_after() {
+    let single = |snapshot: &Snapshot| evaluate(snapshot, Method::SingleNodeConsolidation);
+    // The busy node settled long ago: the light node's pod moves there, the light node goes.
+    let settled = single(&destination(false));
+    let command = settled.command.expect("a delete");
+    assert_eq!(command.candidates, ["light"]);
+    assert!(command.replacements.is_empty(), "{command:?}");
+    // Its pods changed a minute ago: it receives nothing, so the light node could only be
+    // replaced by a cheaper one (a c-2 spot at 0.04 instead of 0.19).
+    let recent = single(&destination(true));
+    let command = recent.command.expect("a replace");
+    assert_eq!(command.candidates, ["light"]);
+    assert_eq!(command.replacements.len(), 1, "{command:?}");
+    // With no cheaper type, nothing at all.
+    let mut expensive = destination(true);
+    for t in &mut expensive.scheduling.nodepools[0].instance_types {
+        for o in t.offerings_mut().0.iter_mut() {
+            o.set_price(Some(1.0));
+        }
+    }
+    expensive.candidates[0].price = Some(0.19);
+    let nothing = single(&expensive);
+    assert!(nothing.command.is_none(), "{nothing:?}");
+    assert!(
+        nothing.rejected.iter().any(|(claim, _)| claim == "light"),
+        "{nothing:?}"
+    );
+}
+
+#[test]
+fn drift_and_pending_pods_still_use_a_node_within_its_consolidate_after() {
+    let mut snapshot = destination(true);
+    snapshot.candidates[0].drifted = Some(Drifted {
+        reason: "NodePoolDrifted".into(),
+        since: snapshot.now() - Duration::from_secs(60),
+    });
+    let drift = evaluate(&snapshot, Method::Drift);
+    let command = drift.command.expect("drift deletes");
+    assert!(command.replacements.is_empty(), "{command:?}");
+    // A pending pod that fits only on the busy node still goes there.
+    let mut pending = destination(true);
+    pending
+        .scheduling
+        .pods
+        .push(fixture::FixturePod::new("waiting", 3500).pending());
+    let mut sim = super::simulate::Simulator::new(&pending);
+    assert!(sim.baseline().receiving.contains("busy"));
+    assert_eq!(sim.baseline().new_claims, 0);
+}

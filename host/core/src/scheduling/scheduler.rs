@@ -612,6 +612,9 @@ impl<'a> Scheduler<'a> {
         let node = &self.nodes[i];
         let input = &self.input.pods[p];
         let pod = &self.pods[p];
+        if input.moved_by_consolidation && node.input.under_consolidate_after {
+            return None;
+        }
         if !tolerates(
             &input.tolerations,
             &node.input.taints,

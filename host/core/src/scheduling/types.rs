@@ -97,6 +97,11 @@ pub struct PendingPod {
     /// The CSI volumes the pod needs attached, counted against existing nodes' attach limits
     /// ([`ExistingNode::volume_limits`]).
     pub volumes: Vec<AttachedVolume>,
+    /// A pod of a node that a consolidation simulation removes: it is not placed on a node
+    /// [`under_consolidate_after`](ExistingNode::under_consolidate_after) (upstream's
+    /// destination protection). Pending pods, and pods of nodes already being deleted, are
+    /// not.
+    pub moved_by_consolidation: bool,
 }
 
 impl PendingPod {
@@ -219,6 +224,11 @@ pub struct ExistingNode {
     /// `allocatable.count`); a driver not listed has no limit. Only existing nodes are
     /// checked, as upstream: a new node's limits are not known before it registers.
     pub volume_limits: BTreeMap<String, u32>,
+    /// The node's pods changed within its NodePool's `consolidateAfter` (initialized, the
+    /// window not over): consolidation does not move other nodes' pods onto it (pods
+    /// [`moved_by_consolidation`](PendingPod::moved_by_consolidation)), as upstream since
+    /// v1.14; pending pods may still land here.
+    pub under_consolidate_after: bool,
 }
 
 impl ExistingNode {
