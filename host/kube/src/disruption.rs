@@ -23,7 +23,7 @@ use crate::conditions::{CONSOLIDATABLE, DRIFTED, INITIALIZED};
 use crate::convert::{self, system_time};
 use crate::drain::{do_not_disrupt_active, tolerates_disrupted_taint};
 use crate::lean::{LeanNode, LeanPod};
-use crate::pods::{blocked_by_budget, is_daemon_pod, is_mirror_pod, is_terminal};
+use crate::pods::{eviction_blockers, is_daemon_pod, is_mirror_pod, is_terminal};
 use crate::template::nodepool_hash;
 
 /// The core's form of an API disruption reason.
@@ -279,8 +279,16 @@ pub fn snapshot(
             if is_daemon_pod(pod) || is_mirror_pod(pod) || tolerates_disrupted_taint(pod) {
                 continue;
             }
-            if blocked_by_budget(pod, objects.pdbs) {
-                pod_blockers.push(format!("pdb prevents pod evictions (pod {key:?})"));
+            if let Some(budgets) = eviction_blockers(pod, objects.pdbs) {
+                let several = if budgets.len() > 1 {
+                    ", a pod under several budgets cannot be evicted"
+                } else {
+                    ""
+                };
+                pod_blockers.push(format!(
+                    "pdb prevents pod evictions (pod {key:?}, PodDisruptionBudget {}{several})",
+                    budgets.join(", ")
+                ));
             }
             match convert::pending_pod(pod) {
                 Ok(p) => {

@@ -81,21 +81,58 @@ pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, Stri
     crate::convert::label_selector(selector, "selector").is_ok_and(|s| s.matches(labels))
 }
 
-/// Whether a PodDisruptionBudget that currently allows no disruption covers `pod`.
-pub fn blocked_by_budget(pod: &LeanPod, pdbs: &[Arc<PodDisruptionBudget>]) -> bool {
+/// The PodDisruptionBudgets (`namespace/name`) that keep the eviction API from evicting
+/// `pod` now, as upstream's disruption reads them: every budget covering the pod when more
+/// than one does (the eviction API refuses a pod under several budgets, whatever they
+/// allow); else its one budget when that allows no disruption, unless the budget's
+/// `unhealthyPodEvictionPolicy` is `AlwaysAllow` and the pod is not Ready. `None` when the
+/// pod can be evicted.
+pub fn eviction_blockers(pod: &LeanPod, pdbs: &[Arc<PodDisruptionBudget>]) -> Option<Vec<String>> {
     let labels = pod.metadata.labels.clone().unwrap_or_default();
-    pdbs.iter().any(|pdb| {
-        pdb.metadata.namespace.as_deref() == pod.metadata.namespace.as_deref()
-            && pdb
+    let covering: Vec<&PodDisruptionBudget> = pdbs
+        .iter()
+        .map(Arc::as_ref)
+        .filter(|pdb| {
+            pdb.metadata.namespace.as_deref() == pod.metadata.namespace.as_deref()
+                && pdb
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.selector.as_ref())
+                    .is_some_and(|sel| selector_matches(sel, &labels))
+        })
+        .collect();
+    let name = |pdb: &PodDisruptionBudget| {
+        format!(
+            "{}/{}",
+            pdb.metadata.namespace.as_deref().unwrap_or_default(),
+            pdb.metadata.name.as_deref().unwrap_or_default()
+        )
+    };
+    match covering.as_slice() {
+        [] => None,
+        [pdb] => {
+            let unhealthy_may_go = pdb
                 .spec
                 .as_ref()
-                .and_then(|s| s.selector.as_ref())
-                .is_some_and(|sel| selector_matches(sel, &labels))
-            && pdb
+                .and_then(|s| s.unhealthy_pod_eviction_policy.as_deref())
+                == Some("AlwaysAllow");
+            let not_ready = pod
                 .status
                 .as_ref()
-                .is_none_or(|s| s.disruptions_allowed <= 0)
-    })
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "False");
+            let allowed = pdb.status.as_ref().map_or(0, |s| s.disruptions_allowed);
+            (!(unhealthy_may_go && not_ready) && allowed <= 0).then(|| vec![name(pdb)])
+        }
+        several => Some(several.iter().map(|pdb| name(pdb)).collect()),
+    }
+}
+
+/// Whether PodDisruptionBudgets keep `pod` from being evicted now ([`eviction_blockers`]).
+pub fn blocked_by_budget(pod: &LeanPod, pdbs: &[Arc<PodDisruptionBudget>]) -> bool {
+    eviction_blockers(pod, pdbs).is_some()
 }
 
 /// Whether a pod has finished (phase Succeeded or Failed).
@@ -159,6 +196,53 @@ mod tests {
 
     fn pod(value: serde_json::Value) -> LeanPod {
         serde_json::from_value(value).unwrap()
+    }
+
+    fn pdb(name: &str, allowed: i32, policy: Option<&str>) -> Arc<PodDisruptionBudget> {
+        let mut spec = json!({"selector": {"matchLabels": {"app": "web"}}});
+        if let Some(policy) = policy {
+            spec["unhealthyPodEvictionPolicy"] = json!(policy);
+        }
+        Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default"},
+                "spec": spec, "status": {"disruptionsAllowed": allowed, "currentHealthy": 1,
+                "desiredHealthy": 1, "expectedPods": 1}}))
+            .unwrap(),
+        )
+    }
+
+    fn web(ready: &str) -> LeanPod {
+        pod(
+            json!({"metadata": {"name": "w", "namespace": "default", "labels": {"app": "web"}},
+            "spec": {"containers": [], "nodeName": "n1"},
+            "status": {"conditions": [{"type": "Ready", "status": ready}]}}),
+        )
+    }
+
+    #[test]
+    fn a_pod_under_two_budgets_cannot_be_evicted_whatever_they_allow() {
+        let two = [pdb("a", 5, None), pdb("b", 5, None)];
+        assert_eq!(
+            eviction_blockers(&web("True"), &two),
+            Some(vec!["default/a".to_string(), "default/b".to_string()])
+        );
+        assert_eq!(eviction_blockers(&web("True"), &two[..1]), None);
+        let other = pod(
+            json!({"metadata": {"name": "o", "namespace": "default", "labels": {"app": "db"}},
+            "spec": {"containers": []}}),
+        );
+        assert_eq!(eviction_blockers(&other, &two), None);
+    }
+
+    #[test]
+    fn always_allow_lets_an_unready_pod_go_past_a_budget_that_allows_nothing() {
+        let strict = [pdb("a", 0, None)];
+        let always = [pdb("a", 0, Some("AlwaysAllow"))];
+        let if_healthy = [pdb("a", 0, Some("IfHealthyBudget"))];
+        assert!(blocked_by_budget(&web("False"), &strict));
+        assert!(!blocked_by_budget(&web("False"), &always));
+        assert!(blocked_by_budget(&web("True"), &always));
+        assert!(blocked_by_budget(&web("False"), &if_healthy));
     }
 
     #[test]
