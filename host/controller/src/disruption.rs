@@ -25,7 +25,7 @@ use joinery_core::labels;
 use joinery_kube::assemble::{PoolOffer, Source};
 use joinery_kube::disruption::{self as kube_disruption, DisruptionObjects, Marks};
 use joinery_kube::drain::reschedulable_pods;
-use joinery_kube::lean::{LeanNode, LeanPod};
+use joinery_kube::lean::LeanNode;
 use k8s_openapi::api::core::v1::Taint;
 use kube::api::{Api, DeleteParams};
 use serde_json::json;
@@ -240,24 +240,10 @@ async fn gather(ctx: &Context, memory: &Shared) -> Option<Snapshot> {
         return None;
     }
     let overlays = provisioner::current_overlays(ctx, &mut BTreeSet::new()).await;
-    let moving = provisioner::reschedulable_pods(ctx);
-    // Every pod waiting for a node counts, including those kube-scheduler has not looked at
-    // yet: the nodes they would land on are nominated for them.
-    let waiting = |p: &LeanPod| {
-        matches!(
-            joinery_kube::pods::pod_state(p),
-            joinery_kube::pods::PodState::Pending
-        )
-    };
-    let pending: Vec<&LeanPod> = cached
-        .pods
-        .iter()
-        .filter(|p| waiting(p))
-        .chain(moving.iter())
-        .map(|p| p.as_ref())
-        .collect();
+    let cluster = cached.lend();
+    let pending = kube_disruption::pending_pods(&cluster, &pdbs);
     let objects = DisruptionObjects {
-        cluster: cached.lend(),
+        cluster,
         pdbs: &pdbs,
         node_pools: node_pools.iter().map(|p| p.as_ref()).collect(),
         offers: offers

@@ -130,6 +130,36 @@ pub struct DisruptionObjects<'a> {
     pub pending: Vec<&'a LeanPod>,
 }
 
+/// The pods a disruption pass places before the candidates' own, gathered the one way the
+/// controller and `joinery disrupt` both use: every pod waiting for capacity (including
+/// those kube-scheduler has not looked at yet: the nodes they would land on count as
+/// nominated), then the pods that must move off managed nodes being deleted
+/// ([`crate::drain::is_reschedulable`]: terminating StatefulSet pods included) that no
+/// PodDisruptionBudget holds.
+pub fn pending_pods<'a>(
+    cluster: &ClusterObjects<'a>,
+    pdbs: &[Arc<PodDisruptionBudget>],
+) -> Vec<&'a LeanPod> {
+    let deleting = crate::drain::deleting_node_names(
+        cluster.nodes.iter().copied(),
+        cluster.node_claims.iter().copied(),
+    );
+    let waiting = cluster
+        .pods
+        .iter()
+        .copied()
+        .filter(|p| crate::pods::pod_state(p) == crate::pods::PodState::Pending);
+    let moving = cluster.pods.iter().copied().filter(|p| {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| deleting.contains(n))
+            && crate::drain::is_reschedulable(p)
+            && !crate::pods::blocked_by_budget(p, pdbs)
+    });
+    waiting.chain(moving).collect()
+}
+
 /// What the caller knows beyond the objects.
 pub struct Marks<'a> {
     /// When the pass runs.
@@ -262,10 +292,12 @@ pub fn snapshot(
         let mut pod_blockers = Vec::new();
         let mut pods = Vec::new();
         let mut costs = Vec::new();
-        for pod in on_node
-            .iter()
-            .filter(|p| !is_terminal(p) && p.metadata.deletion_timestamp.is_none())
-        {
+        // Active pods, and terminating StatefulSet pods (their replacement needs a home before
+        // they are gone: upstream counts them, so such a node is not empty).
+        for pod in on_node.iter().filter(|p| {
+            !is_terminal(p)
+                && (p.metadata.deletion_timestamp.is_none() || crate::drain::is_reschedulable(p))
+        }) {
             let key = format!(
                 "{}/{}",
                 pod.metadata.namespace.as_deref().unwrap_or(""),

@@ -25,11 +25,6 @@ use joinery_kube::assemble::{PoolOffer, Source};
 use joinery_kube::conditions::INITIALIZED;
 use joinery_kube::convert::{self, system_time};
 use joinery_kube::disruption::{DisruptionObjects, Marks, consolidate_after};
-use joinery_kube::drain::tolerates_disrupted_taint;
-use joinery_kube::lean::LeanPod;
-use joinery_kube::pods::{
-    PodState, blocked_by_budget, is_daemon_pod, is_mirror_pod, is_terminal, pod_state,
-};
 use joinery_kube::snapshot::Snapshot as Objects;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -146,10 +141,11 @@ impl PassArgs {
             .iter()
             .map(|l| Arc::new(l.object.clone()))
             .collect();
-        let pending = pending_pods(&objects, &pdbs);
+        let cluster = objects.objects();
+        let pending = joinery_kube::disruption::pending_pods(&cluster, &pdbs);
         let waiting = pending.len();
         let disruption_objects = DisruptionObjects {
-            cluster: objects.objects(),
+            cluster,
             pdbs: &pdbs,
             node_pools: objects.node_pools.iter().map(|l| &l.object).collect(),
             offers: offered
@@ -237,55 +233,6 @@ fn refresh_consolidatable(snapshot: &mut disruption::Snapshot, objects: &Objects
         )
         .unwrap_or(false);
     }
-}
-
-/// The pods a pass provisions for: those waiting for capacity, and the reschedulable pods of
-/// managed nodes being deleted (not DaemonSet or mirror pods, not tolerating the disrupted
-/// taint, not held by a PodDisruptionBudget), as the controller gathers them.
-fn pending_pods<'a>(objects: &'a Objects, pdbs: &[Arc<PodDisruptionBudget>]) -> Vec<&'a LeanPod> {
-    let deleting_claims: BTreeSet<&str> = objects
-        .node_claims
-        .iter()
-        .filter(|l| l.object.metadata.deletion_timestamp.is_some())
-        .filter_map(|l| {
-            l.object
-                .status
-                .as_ref()
-                .and_then(|s| s.provider_id.as_deref())
-        })
-        .collect();
-    let deleting_nodes: BTreeSet<&str> = objects
-        .nodes
-        .iter()
-        .map(|l| &l.object)
-        .filter(|n| {
-            n.metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.contains_key(joinery_core::labels::NODEPOOL_LABEL))
-        })
-        .filter(|n| {
-            let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-            n.metadata.deletion_timestamp.is_some()
-                || pid.is_some_and(|p| deleting_claims.contains(p))
-        })
-        .filter_map(|n| n.metadata.name.as_deref())
-        .collect();
-    let pods = objects.pods.iter().map(|l| &l.object);
-    let waiting = pods.clone().filter(|p| pod_state(p) == PodState::Pending);
-    let moving = pods.filter(|p| {
-        p.spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .is_some_and(|n| deleting_nodes.contains(n))
-            && !is_terminal(p)
-            && p.metadata.deletion_timestamp.is_none()
-            && !is_daemon_pod(p)
-            && !is_mirror_pod(p)
-            && !tolerates_disrupted_taint(p)
-            && !blocked_by_budget(p, pdbs)
-    });
-    waiting.chain(moving).collect()
 }
 
 /// The latest time the snapshot records: creation and deletion timestamps, condition

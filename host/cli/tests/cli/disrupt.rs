@@ -614,3 +614,58 @@ fn a_thousand_node_snapshot_decides() {
         r["durationSeconds"].as_f64().unwrap()
     );
 }
+
+/// The worked example with one more pod on `node-empty`, being deleted and owned by `owner`.
+fn example_with_terminating_pod(dir: &std::path::Path, owner: &str) -> String {
+    let path = dir.join(format!("{owner}.yaml"));
+    let pod = format!(
+        "---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: leaving-0
+  namespace: shop
+  deletionTimestamp: \"2026-03-02T07:00:00Z\"
+  ownerReferences: [{{apiVersion: apps/v1, kind: {owner}, name: leaving, uid: u-1, controller: true}}]
+spec:
+  nodeName: node-empty
+  containers: [{{name: c, image: pause, resources: {{requests: {{cpu: 100m}}}}}}]
+status: {{phase: Running}}
+"
+    );
+    let text = std::fs::read_to_string(crate::support::repo().join(EXAMPLE)).unwrap();
+    std::fs::write(&path, format!("{}\n{pod}", text.trim_end())).unwrap();
+    path.to_string_lossy().to_string()
+}
+
+#[test]
+fn a_terminating_statefulset_pod_keeps_its_node_from_being_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = crate::support::repo().join(CATALOG);
+    let catalog = catalog.to_string_lossy();
+    // A terminating ReplicaSet pod is on its way out: the node is still empty.
+    let r = report(
+        &example_with_terminating_pod(dir.path(), "ReplicaSet"),
+        &catalog,
+        &[],
+    );
+    let [c] = commands(&r) else {
+        panic!("one command expected: {r:#}")
+    };
+    assert_eq!(strings(&c["candidates"]), ["node-empty"], "{r:#}");
+    assert_eq!(c["method"], "emptiness");
+    // A terminating StatefulSet pod comes back under the same name and needs a home first:
+    // emptiness leaves the node alone.
+    let r = report(
+        &example_with_terminating_pod(dir.path(), "StatefulSet"),
+        &catalog,
+        &[],
+    );
+    assert!(
+        commands(&r)
+            .iter()
+            .all(|c| c["method"] != "emptiness"
+                || !strings(&c["candidates"]).contains(&"node-empty")),
+        "{r:#}"
+    );
+}
