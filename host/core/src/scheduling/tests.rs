@@ -3785,3 +3785,38 @@ fn benchmark_2000_pods_over_400_types_schedule_sanely() {
         "spent {spent}, bound {bound}"
     );
 }
+
+#[test]
+fn a_daemon_pod_using_more_than_its_template_leaves_no_negative_overhead() {
+    // The DaemonSet's template asks 1 CPU; its pod on the node was given 1.5 (a VPA, say).
+    // The node keeps 4 - 3 = 1 CPU: exactly what a 1-CPU pod needs, with nothing reserved.
+    let mut n = node("n1", &[], 4000);
+    n.requested = cpu(3000).with("pods", 2);
+    n.daemon_requested = cpu(1500).with("pods", 1);
+    let mut inp = input(
+        vec![pod("fits", 1000), pod("too-big", 1001)],
+        vec![n],
+        vec![],
+    );
+    inp.daemons = vec![daemon("agent", 1000)];
+    let r = schedule(&inp);
+    assert!(
+        matches!(
+            r.placements.iter().find(|p| p.key.name == "fits").map(|p| &p.placement),
+            Some(Placement::Existing { node }) if node == "n1"
+        ),
+        "{:?}",
+        r.placements
+    );
+    assert!(
+        matches!(
+            r.placements
+                .iter()
+                .find(|p| p.key.name == "too-big")
+                .map(|p| &p.placement),
+            Some(Placement::Unschedulable { .. })
+        ),
+        "the node keeps only what is really left: {:?}",
+        r.placements
+    );
+}
