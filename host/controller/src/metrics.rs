@@ -122,6 +122,9 @@ pub mod names {
     pub const PLUGIN_CALL_DURATION: &str = "joinery_plugin_call_duration_seconds";
     /// Gauge: peak linear memory of the plugin's latest call, by `plugin` and `method`.
     pub const PLUGIN_MEMORY: &str = "joinery_plugin_memory_bytes";
+    /// Gauge: the memory limit (`limits.memoryMiB`) of the plugin's latest call, by `plugin`
+    /// and `method` (the labels of [`PLUGIN_MEMORY`], to divide one by the other).
+    pub const PLUGIN_MEMORY_LIMIT: &str = "joinery_plugin_memory_limit_bytes";
     /// Failed steps of a controller loop (or of one object's reconcile), by `controller` and
     /// `error` (the error's kind), as kube-rs's controller-rs counts them.
     pub const CONTROLLER_RECONCILE_ERRORS: &str = "joinery_controller_reconcile_errors_total";
@@ -794,6 +797,8 @@ pub struct Metrics {
     pub plugin_call_duration: Histograms<series::PluginMethod>,
     /// `joinery_plugin_memory_bytes`.
     pub plugin_memory: Gauges<series::PluginMethod>,
+    /// `joinery_plugin_memory_limit_bytes`.
+    pub plugin_memory_limit: Gauges<series::PluginMethod>,
     /// `joinery_controller_reconcile_errors_total`.
     pub controller_reconcile_errors: Counters<series::ReconcileError>,
     /// The length of the last exposition, to size the next one's buffer at once: at 50,000
@@ -1012,6 +1017,11 @@ impl Metrics {
                 names::PLUGIN_MEMORY,
                 "Peak linear memory of the latest call of a wasm plugin method, in bytes",
             ),
+            plugin_memory_limit: Gauges::register(
+                &mut r,
+                names::PLUGIN_MEMORY_LIMIT,
+                "Memory limit of a wasm plugin, in bytes, as its latest call of the method ran under",
+            ),
             controller_reconcile_errors: Counters::register(
                 &mut r,
                 names::CONTROLLER_RECONCILE_ERRORS,
@@ -1080,6 +1090,8 @@ impl joinery_runtime::services::CallObserver for Metrics {
             .observe(&series, call.duration.as_secs_f64());
         self.plugin_memory
             .set(&series, call.peak_memory_bytes as f64);
+        self.plugin_memory_limit
+            .set(&series, call.memory_limit_bytes as f64);
         if let Some(class) = call.error
             && !confirms_gone(call.method, class)
         {

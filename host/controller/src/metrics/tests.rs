@@ -257,6 +257,7 @@ fn touch_every_family(m: &Metrics) {
     });
     m.plugin_call_duration.observe(&plugin(), 0.01);
     m.plugin_memory.set(&plugin(), 1024.0);
+    m.plugin_memory_limit.set(&plugin(), 65536.0);
     m.reconcile_error("lifecycle", &crate::ControllerError::Invalid(s("bad")));
     m.nodeclaims_instance_termination_duration
         .observe(&nodepool(), 2.0);
@@ -543,6 +544,7 @@ fn a_delete_answered_not_found_is_not_a_plugin_error() {
         duration: std::time::Duration::from_millis(1),
         error,
         peak_memory_bytes: 0,
+        memory_limit_bytes: 64 << 20,
     };
     m.plugin_call(&call("delete", Some("not_found")));
     m.plugin_call(&call("get", Some("not_found")));
