@@ -116,7 +116,7 @@ pub mod names {
     /// Plugin calls, by `plugin` and `method` (every world: cloud, renderer, pricing).
     pub const PLUGIN_CALLS: &str = "joinery_plugin_calls_total";
     /// Failed plugin calls, by `plugin`, `method` and `class` (`trap`, `timeout`,
-    /// `memory_limit`, `saturated`, the cloud error classes, …).
+    /// `memory`, `saturated`, the cloud error classes, …).
     pub const PLUGIN_ERRORS: &str = "joinery_plugin_errors_total";
     /// Histogram: duration of plugin calls, by `plugin` and `method`.
     pub const PLUGIN_CALL_DURATION: &str = "joinery_plugin_call_duration_seconds";
