@@ -516,6 +516,27 @@ impl QueueEffects<Queued> for LiveQueue<'_> {
     }
 }
 
+/// The `consolidation_policy` label of the NodePool `claim` belongs to (empty when the pool
+/// is not cached).
+fn pool_policy(ctx: &Context, claim: &NodeClaim) -> &'static str {
+    let Some(pool) = claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::NODEPOOL_LABEL))
+    else {
+        return "";
+    };
+    ctx.state
+        .node_pools
+        .get(&kube::runtime::reflector::ObjectRef::new(pool))
+        .map(|p| {
+            let disruption = p.spec.disruption.clone().unwrap_or_default();
+            series::consolidation_policy(disruption.effective_consolidation_policy())
+        })
+        .unwrap_or_default()
+}
+
 /// Deletes a command's candidates (their replacements, if any, are initialized). When a
 /// delete fails and `release_on_failure` is set (nothing will retry the command), the
 /// candidates not deleted yet are released (untainted, no longer counted as being disrupted)
@@ -545,7 +566,13 @@ async fn finish(
                 &message,
             )
             .await;
-        let disrupted = series::ReasonNodePoolCapacity::of_claim(reason.metric_label(), &claim);
+        // Drift flows through here too: only consolidation reports a policy (upstream).
+        let policy = if command.method.consolidation_type().is_empty() {
+            ""
+        } else {
+            pool_policy(ctx, &claim)
+        };
+        let disrupted = series::Disruption::of_claim(reason.metric_label(), policy, &claim);
         if let Some(node) = node_of(ctx, &claim) {
             ctx.events
                 .normal(

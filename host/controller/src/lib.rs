@@ -318,6 +318,15 @@ impl Controller {
         metrics
             .pods_state
             .compute_on_scrape(observability::pods_state_source(&state));
+        metrics
+            .computed
+            .nodes_on_scrape(observability::node_rows_source(&state));
+        metrics
+            .computed
+            .conditions_on_scrape(observability::condition_rows_source(
+                &state,
+                options.clock.clone(),
+            ));
         let context = Arc::new(Context {
             events: events::EventRecorder::new(options.client.clone(), options.clock.clone()),
             secrets: options.secrets.clone(),

@@ -343,7 +343,7 @@ pub fn expires_at(claim: &NodeClaim) -> Option<std::time::SystemTime> {
 async fn expire(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     delete_claim(ctx, &name).await?;
-    let disrupted = crate::metrics::series::ReasonNodePoolCapacity::of_claim("expired", claim);
+    let disrupted = crate::metrics::series::Disruption::of_claim("expired", "", claim);
     ctx.metrics.nodeclaims_disrupted.inc(&disrupted);
     let node = claim
         .status
@@ -1202,7 +1202,10 @@ async fn finalize(
                     Err(CallError::Cloud {
                         error: CloudError::NotFound(_),
                         ..
-                    }) => remove_finalizer(ctx, claim, reconciled).await,
+                    }) => {
+                        observe_instance_termination(ctx, claim);
+                        remove_finalizer(ctx, claim, reconciled).await
+                    }
                     Err(e) => Err(e.into()),
                 };
             }
@@ -1211,6 +1214,35 @@ async fn finalize(
             }
         }
     }
+}
+
+/// Records how long the cloud took to confirm the claim's instance gone: from its
+/// `InstanceTerminating` condition (set when the first delete was accepted) to now. Nothing
+/// is recorded when no delete was accepted first (the instance was already gone).
+fn observe_instance_termination(ctx: &Context, claim: &NodeClaim) {
+    let Some(since) = claim
+        .condition(INSTANCE_TERMINATING)
+        .filter(|c| c.is_true())
+        .map(|c| system_time(&c.last_transition_time))
+    else {
+        return;
+    };
+    let seconds = ctx
+        .clock
+        .now()
+        .duration_since(since)
+        .unwrap_or_default()
+        .as_secs_f64();
+    let nodepool = claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::NODEPOOL_LABEL))
+        .cloned()
+        .unwrap_or_default();
+    ctx.metrics
+        .nodeclaims_instance_termination_duration
+        .observe(&crate::metrics::series::NodePool { nodepool }, seconds);
 }
 
 /// Removes the termination finalizer of a claim whose instance is gone, and forgets it.

@@ -86,15 +86,45 @@ pub mod names {
     /// `consolidation_type`.
     pub const VOLUNTARY_DISRUPTION_DECISION_EVALUATION_DURATION: &str =
         "karpenter_voluntary_disruption_decision_evaluation_duration_seconds";
+    /// Histogram: from a NodeClaim's instance deletion being requested (its
+    /// `InstanceTerminating` condition) to the cloud answering that the instance is gone, by
+    /// `nodepool`.
+    pub const NODECLAIMS_INSTANCE_TERMINATION_DURATION: &str =
+        "karpenter_nodeclaims_instance_termination_duration_seconds";
+    /// Gauge: a node's allocatable resources, by upstream's node labels and `resource_type`.
+    pub const NODES_ALLOCATABLE: &str = "karpenter_nodes_allocatable";
+    /// Gauge: what a node's pods request (DaemonSet pods included), by upstream's node labels
+    /// and `resource_type`.
+    pub const NODES_TOTAL_POD_REQUESTS: &str = "karpenter_nodes_total_pod_requests";
+    /// Gauge: what a node's DaemonSet pods request, by upstream's node labels and
+    /// `resource_type`.
+    pub const NODES_TOTAL_DAEMON_REQUESTS: &str = "karpenter_nodes_total_daemon_requests";
+    /// Gauge (1 per condition): `namespace`, `name`, `type`, `status`, `reason`, `group`,
+    /// `kind` of each condition of each NodeClaim and NodePool (the operator package's).
+    pub const STATUS_CONDITION_COUNT: &str = "operator_status_condition_count";
+    /// Gauge: seconds a condition has held its status, labelled as
+    /// [`STATUS_CONDITION_COUNT`].
+    pub const STATUS_CONDITION_CURRENT_STATUS_SECONDS: &str =
+        "operator_status_condition_current_status_seconds";
+    /// Condition transitions seen, by `type`, `status` (the new one), `reason`, `group`,
+    /// `kind`.
+    pub const STATUS_CONDITION_TRANSITIONS: &str = "operator_status_condition_transitions_total";
+    /// Histogram: how long a condition held its status before it changed, by `type`,
+    /// `status` (the old one), `group`, `kind` (Prometheus's default buckets, as upstream).
+    pub const STATUS_CONDITION_TRANSITION_SECONDS: &str =
+        "operator_status_condition_transition_seconds";
     /// Plugin calls, by `plugin` and `method` (every world: cloud, renderer, pricing).
     pub const PLUGIN_CALLS: &str = "joinery_plugin_calls_total";
     /// Failed plugin calls, by `plugin`, `method` and `class` (`trap`, `timeout`,
-    /// `memory_limit`, `saturated`, the cloud error classes, …).
+    /// `memory`, `saturated`, the cloud error classes, …).
     pub const PLUGIN_ERRORS: &str = "joinery_plugin_errors_total";
     /// Histogram: duration of plugin calls, by `plugin` and `method`.
     pub const PLUGIN_CALL_DURATION: &str = "joinery_plugin_call_duration_seconds";
     /// Gauge: peak linear memory of the plugin's latest call, by `plugin` and `method`.
     pub const PLUGIN_MEMORY: &str = "joinery_plugin_memory_bytes";
+    /// Gauge: the memory limit (`limits.memoryMiB`) of the plugin's latest call, by `plugin`
+    /// and `method` (the labels of [`PLUGIN_MEMORY`], to divide one by the other).
+    pub const PLUGIN_MEMORY_LIMIT: &str = "joinery_plugin_memory_limit_bytes";
     /// Failed steps of a controller loop (or of one object's reconcile), by `controller` and
     /// `error` (the error's kind), as kube-rs's controller-rs counts them.
     pub const CONTROLLER_RECONCILE_ERRORS: &str = "joinery_controller_reconcile_errors_total";
@@ -127,21 +157,34 @@ pub mod series {
         pub zone: String,
     }
 
-    /// `{reason, nodepool, capacity_type}`.
+    /// `{reason, nodepool, capacity_type, consolidation_policy, termination_mode}`: upstream's
+    /// labels of a NodeClaim's disruption, shared by `karpenter_nodeclaims_disrupted_total`
+    /// and `karpenter_pods_disruption_initiated_total` wherever either is written.
     #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-    pub struct ReasonNodePoolCapacity {
+    pub struct Disruption {
         /// The lowercase disruption reason.
         pub reason: String,
         /// The NodePool.
         pub nodepool: String,
         /// `on-demand`, `spot`, …
         pub capacity_type: String,
+        /// The NodePool's consolidation policy in snake case (`when_empty`,
+        /// `when_empty_or_underutilized`, `balanced`), only for consolidation; empty otherwise.
+        pub consolidation_policy: String,
+        /// `graceful` (no terminationGracePeriod), `eventual` (a positive one) or `forceful`
+        /// (zero).
+        pub termination_mode: String,
     }
 
-    impl ReasonNodePoolCapacity {
+    impl Disruption {
         /// The labels of a disruption of `claim` for `reason`: its NodePool and capacity type
-        /// from its labels (empty when it has none).
-        pub fn of_claim(reason: &str, claim: &joinery_api::NodeClaim) -> Self {
+        /// from its labels (empty when it has none), its termination mode from its
+        /// terminationGracePeriod, and `consolidation_policy` as given.
+        pub fn of_claim(
+            reason: &str,
+            consolidation_policy: &str,
+            claim: &joinery_api::NodeClaim,
+        ) -> Self {
             let label = |key: &str| {
                 claim
                     .metadata
@@ -151,11 +194,34 @@ pub mod series {
                     .cloned()
                     .unwrap_or_default()
             };
-            ReasonNodePoolCapacity {
+            Disruption {
                 reason: reason.to_string(),
                 nodepool: label(joinery_core::labels::NODEPOOL_LABEL),
                 capacity_type: label(joinery_core::labels::CAPACITY_TYPE_LABEL),
+                consolidation_policy: consolidation_policy.to_string(),
+                termination_mode: termination_mode(claim).to_string(),
             }
+        }
+    }
+
+    /// Upstream's `termination_mode` of a claim: `graceful` without a terminationGracePeriod,
+    /// `forceful` with a zero one, `eventual` otherwise.
+    pub fn termination_mode(claim: &joinery_api::NodeClaim) -> &'static str {
+        match &claim.spec.termination_grace_period {
+            None => "graceful",
+            Some(period) if period.duration().is_zero() => "forceful",
+            Some(_) => "eventual",
+        }
+    }
+
+    /// Upstream's `consolidation_policy` label value: the policy in snake case.
+    pub fn consolidation_policy(policy: joinery_api::ConsolidationPolicy) -> &'static str {
+        match policy {
+            joinery_api::ConsolidationPolicy::WhenEmpty => "when_empty",
+            joinery_api::ConsolidationPolicy::WhenEmptyOrUnderutilized => {
+                "when_empty_or_underutilized"
+            }
+            joinery_api::ConsolidationPolicy::Balanced => "balanced",
         }
     }
 
@@ -332,6 +398,60 @@ pub mod series {
         pub error: String,
     }
 
+    /// `{type, status, reason, group, kind}`: a condition transition (the operator package's
+    /// labels).
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+    pub struct ConditionTransition {
+        /// The condition's type.
+        pub type_: String,
+        /// The status it changed to.
+        pub status: String,
+        /// Its reason.
+        pub reason: String,
+        /// The object's API group.
+        pub group: String,
+        /// The object's kind.
+        pub kind: String,
+    }
+
+    impl EncodeLabelSet for ConditionTransition {
+        fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+            super::computed::Pairs(&[
+                ("type", &self.type_),
+                ("status", &self.status),
+                ("reason", &self.reason),
+                ("group", &self.group),
+                ("kind", &self.kind),
+            ])
+            .encode(encoder)
+        }
+    }
+
+    /// `{type, status, group, kind}`: how long a condition held a status.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+    pub struct ConditionDuration {
+        /// The condition's type.
+        pub type_: String,
+        /// The status it held.
+        pub status: String,
+        /// The object's API group.
+        pub group: String,
+        /// The object's kind.
+        pub kind: String,
+    }
+
+    impl EncodeLabelSet for ConditionDuration {
+        fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+            super::computed::Pairs(&[
+                ("type", &self.type_),
+                ("status", &self.status),
+                ("group", &self.group),
+                ("kind", &self.kind),
+            ])
+            .encode(encoder)
+        }
+    }
+
     /// `karpenter_pods_state`'s labels for one pod, borrowed from the caches at a scrape.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
     pub struct PodState<'a> {
@@ -408,6 +528,16 @@ const DURATION_BUCKETS: [f64; 23] = [
 
 fn duration_histogram() -> Histogram {
     Histogram::new(DURATION_BUCKETS)
+}
+
+/// The Prometheus Go client's default buckets (seconds), which the operator package's
+/// un-prefixed condition histogram keeps.
+const DEFAULT_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+fn default_histogram() -> Histogram {
+    Histogram::new(DEFAULT_BUCKETS)
 }
 
 /// What a label set of a family must be.
@@ -491,8 +621,16 @@ pub struct Histograms<L: LabelSet>(Family<L, Histogram, fn() -> Histogram>);
 
 impl<L: LabelSet> Histograms<L> {
     fn register(registry: &mut Registry, name: &'static str, help: &str) -> Self {
-        let family: Family<L, Histogram, fn() -> Histogram> =
-            Family::new_with_constructor(duration_histogram);
+        Self::register_with(registry, name, help, duration_histogram)
+    }
+
+    fn register_with(
+        registry: &mut Registry,
+        name: &'static str,
+        help: &str,
+        buckets: fn() -> Histogram,
+    ) -> Self {
+        let family: Family<L, Histogram, fn() -> Histogram> = Family::new_with_constructor(buckets);
         registry.register(name, help, family.clone());
         Histograms(family)
     }
@@ -589,7 +727,7 @@ pub struct Metrics {
     /// `karpenter_nodeclaims_terminated_total`.
     pub nodeclaims_terminated: Counters<series::NodePoolCapacityZone>,
     /// `karpenter_nodeclaims_disrupted_total`.
-    pub nodeclaims_disrupted: Counters<series::ReasonNodePoolCapacity>,
+    pub nodeclaims_disrupted: Counters<series::Disruption>,
     /// `karpenter_nodes_created_total`.
     pub nodes_created: Counters<series::NodePoolZone>,
     /// `karpenter_nodes_terminated_total`.
@@ -600,7 +738,7 @@ pub struct Metrics {
     pub eviction_requests: Counters<series::Code>,
     /// `karpenter_pods_disruption_initiated_total` (upstream: the labels of
     /// `karpenter_nodeclaims_disrupted_total`).
-    pub pods_disruption_initiated: Counters<series::ReasonNodePoolCapacity>,
+    pub pods_disruption_initiated: Counters<series::Disruption>,
     /// `karpenter_cloudprovider_errors_total`.
     pub cloudprovider_errors: Counters<series::CloudError>,
     /// `joinery_instances_garbage_collected_total`.
@@ -640,6 +778,17 @@ pub struct Metrics {
     pub cloudprovider_duration: Histograms<series::CloudCall>,
     /// `karpenter_voluntary_disruption_decision_evaluation_duration_seconds`.
     pub voluntary_disruption_decision_evaluation_duration: Histograms<series::Evaluation>,
+    /// `karpenter_nodeclaims_instance_termination_duration_seconds`.
+    pub nodeclaims_instance_termination_duration: Histograms<series::NodePool>,
+    /// The node gauges (`karpenter_nodes_allocatable`, `…_total_pod_requests`,
+    /// `…_total_daemon_requests`) and the condition gauges
+    /// (`operator_status_condition_count`, `…_current_status_seconds`), computed at each
+    /// scrape.
+    pub computed: Arc<computed::Computed>,
+    /// `operator_status_condition_transitions_total`.
+    pub status_condition_transitions: Counters<series::ConditionTransition>,
+    /// `operator_status_condition_transition_seconds`.
+    pub status_condition_transition_seconds: Histograms<series::ConditionDuration>,
     /// `joinery_plugin_calls_total`.
     pub plugin_calls: Counters<series::PluginMethod>,
     /// `joinery_plugin_errors_total`.
@@ -648,6 +797,8 @@ pub struct Metrics {
     pub plugin_call_duration: Histograms<series::PluginMethod>,
     /// `joinery_plugin_memory_bytes`.
     pub plugin_memory: Gauges<series::PluginMethod>,
+    /// `joinery_plugin_memory_limit_bytes`.
+    pub plugin_memory_limit: Gauges<series::PluginMethod>,
     /// `joinery_controller_reconcile_errors_total`.
     pub controller_reconcile_errors: Counters<series::ReconcileError>,
     /// The length of the last exposition, to size the next one's buffer at once: at 50,000
@@ -825,6 +976,27 @@ impl Metrics {
                 names::VOLUNTARY_DISRUPTION_DECISION_EVALUATION_DURATION,
                 "Duration of the disruption decision evaluation process in seconds",
             ),
+            nodeclaims_instance_termination_duration: Histograms::register(
+                &mut r,
+                names::NODECLAIMS_INSTANCE_TERMINATION_DURATION,
+                "Duration of CloudProvider Instance termination in seconds",
+            ),
+            computed: {
+                let computed = Arc::new(computed::Computed::default());
+                r.register_collector(Box::new(computed::ComputedCollector(computed.clone())));
+                computed
+            },
+            status_condition_transitions: Counters::register(
+                &mut r,
+                names::STATUS_CONDITION_TRANSITIONS,
+                "The count of transitions of a given object, type and status",
+            ),
+            status_condition_transition_seconds: Histograms::register_with(
+                &mut r,
+                names::STATUS_CONDITION_TRANSITION_SECONDS,
+                "The amount of time a condition was in a given state before transitioning",
+                default_histogram,
+            ),
             plugin_calls: Counters::register(
                 &mut r,
                 names::PLUGIN_CALLS,
@@ -844,6 +1016,11 @@ impl Metrics {
                 &mut r,
                 names::PLUGIN_MEMORY,
                 "Peak linear memory of the latest call of a wasm plugin method, in bytes",
+            ),
+            plugin_memory_limit: Gauges::register(
+                &mut r,
+                names::PLUGIN_MEMORY_LIMIT,
+                "Memory limit of a wasm plugin, in bytes, as its latest call of the method ran under",
             ),
             controller_reconcile_errors: Counters::register(
                 &mut r,
@@ -892,6 +1069,13 @@ impl Metrics {
     }
 }
 
+/// Whether a failed call is in fact the answer its caller waits for: `delete` answers
+/// `not-found` once the instance is gone (the WIT contract), which is how a deletion ends, not
+/// an error of the plugin.
+fn confirms_gone(method: &str, class: &str) -> bool {
+    method == "delete" && class == "not_found"
+}
+
 /// The content type of [`Metrics::render`]'s output.
 pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 
@@ -906,7 +1090,11 @@ impl joinery_runtime::services::CallObserver for Metrics {
             .observe(&series, call.duration.as_secs_f64());
         self.plugin_memory
             .set(&series, call.peak_memory_bytes as f64);
-        if let Some(class) = call.error {
+        self.plugin_memory_limit
+            .set(&series, call.memory_limit_bytes as f64);
+        if let Some(class) = call.error
+            && !confirms_gone(call.method, class)
+        {
             self.plugin_errors.inc(&series::PluginError {
                 plugin: call.plugin.into(),
                 method: call.method.into(),
@@ -915,6 +1103,8 @@ impl joinery_runtime::services::CallObserver for Metrics {
         }
     }
 }
+
+pub mod computed;
 
 #[cfg(test)]
 mod tests;

@@ -23,7 +23,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::events::Involved;
-use crate::lifecycle::conditions::DRAINED;
+use crate::lifecycle::conditions::{DRAINED, INSTANCE_TERMINATING};
 use crate::util;
 use crate::writes::{self, Part};
 use crate::{CloudCall, Context, ControllerError};
@@ -206,7 +206,13 @@ async fn terminate(ctx: &Context, node: &LeanNode) -> Result<(), ControllerError
                     .call_cloud(CONTROLLER, &call, plugin.delete(&provider_id))
                     .await?
                 {
-                    Ok(()) => return Ok(()),
+                    Ok(()) => {
+                        // The deletion has started: the claim says so (upstream's
+                        // InstanceTerminating), and its finalizer times the wait from here
+                        // to the cloud's not-found.
+                        set_instance_terminating(ctx, claim.as_deref()).await?;
+                        return Ok(());
+                    }
                     Err(CallError::Cloud {
                         error: CloudError::NotFound(_),
                         ..
@@ -278,6 +284,28 @@ async fn set_drained(
         Ok(()) => Ok(true),
         Err(ControllerError::Kube(e)) if util::is_not_found(&e) => Ok(false),
         Err(e) => Err(e),
+    }
+}
+
+/// Sets the claim's `InstanceTerminating` condition, once: the cloud accepted the deletion of
+/// its instance.
+async fn set_instance_terminating(
+    ctx: &Context,
+    claim: Option<&NodeClaim>,
+) -> Result<(), ControllerError> {
+    let Some(claim) = claim.filter(|c| !c.is_condition_true(INSTANCE_TERMINATING)) else {
+        return Ok(());
+    };
+    let condition = util::condition(
+        ctx,
+        INSTANCE_TERMINATING,
+        ConditionStatus::True,
+        "InstanceTerminating",
+        String::new(),
+    );
+    match crate::lifecycle::write_status(ctx, claim, vec![condition], json!({})).await {
+        Err(ControllerError::Kube(e)) if util::is_not_found(&e) => Ok(()),
+        other => other,
     }
 }
 

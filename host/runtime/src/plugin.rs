@@ -405,6 +405,7 @@ impl LoadedPlugin {
                     duration: started.elapsed(),
                     error: Some(error.class()),
                     peak_memory_bytes: 0,
+                    memory_limit_bytes: self.context.memory_limit,
                 };
                 self.services.observers.notify(&record);
                 return Err(error);
@@ -495,6 +496,7 @@ impl LoadedPlugin {
             duration: started.elapsed(),
             error: result.as_ref().err().map(CallError::class),
             peak_memory_bytes: memory_peak.load(std::sync::atomic::Ordering::Relaxed),
+            memory_limit_bytes: self.context.memory_limit,
         });
         result
     }

@@ -569,6 +569,8 @@ pub struct CallRecord<'a> {
     pub error: Option<&'static str>,
     /// The largest linear memory the call grew to, in bytes.
     pub peak_memory_bytes: usize,
+    /// The plugin's memory limit (`limits.memoryMiB`), in bytes.
+    pub memory_limit_bytes: usize,
 }
 
 /// Hears of every plugin call (implemented by the controller's metrics).

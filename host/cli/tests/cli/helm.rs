@@ -205,8 +205,9 @@ fn validate_against_api_types(object: &Value) -> Result<(), String> {
         ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
             round_trip::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>(object)?
         }
-        // Not a Kubernetes type: the Prometheus Operator's CRD, checked field by field below.
+        // Not Kubernetes types: the Prometheus Operator's CRDs, checked field by field below.
         ("monitoring.coreos.com/v1", "ServiceMonitor") => return check_service_monitor(object),
+        ("monitoring.coreos.com/v1", "PrometheusRule") => return check_prometheus_rule(object),
         (api_version, kind) => return Err(format!("unexpected kind {api_version}/{kind}: add it to validate_against_api_types")),
     };
     match first_difference(&without_nulls(object), &back, "") {
@@ -226,6 +227,60 @@ fn check_service_monitor(object: &Value) -> Result<(), String> {
         .ok_or("spec.endpoints is not a list")?;
     if endpoints.iter().any(|e| !e["port"].is_string()) {
         return Err("each endpoint needs a port name".into());
+    }
+    Ok(())
+}
+
+/// The PrometheusRule's spec: rule groups, each named, of rules that are either alerts or
+/// recordings with an expression, and no field the CRD does not have.
+fn check_prometheus_rule(object: &Value) -> Result<(), String> {
+    let spec = object["spec"].as_object().ok_or("no spec")?;
+    if let Some(key) = spec.keys().find(|k| k.as_str() != "groups") {
+        return Err(format!("PrometheusRule spec has an unexpected field {key}"));
+    }
+    let groups = spec["groups"]
+        .as_array()
+        .ok_or("spec.groups is not a list")?;
+    for group in groups {
+        let group = group.as_object().ok_or("a group is not an object")?;
+        let allowed = [
+            "name",
+            "interval",
+            "rules",
+            "limit",
+            "partial_response_strategy",
+        ];
+        if let Some(key) = group.keys().find(|k| !allowed.contains(&k.as_str())) {
+            return Err(format!("a rule group has an unexpected field {key}"));
+        }
+        if !group["name"].is_string() {
+            return Err("a rule group has no name".into());
+        }
+        for rule in group["rules"]
+            .as_array()
+            .ok_or("a group has no rules list")?
+        {
+            let rule = rule.as_object().ok_or("a rule is not an object")?;
+            let allowed = [
+                "alert",
+                "record",
+                "expr",
+                "for",
+                "keep_firing_for",
+                "labels",
+                "annotations",
+            ];
+            if let Some(key) = rule.keys().find(|k| !allowed.contains(&k.as_str())) {
+                return Err(format!("a rule has an unexpected field {key}"));
+            }
+            if rule.contains_key("alert") == rule.contains_key("record")
+                || !rule["expr"].is_string()
+            {
+                return Err(format!(
+                    "a rule is neither an alert nor a recording with an expr: {rule:?}"
+                ));
+            }
+        }
     }
     Ok(())
 }
@@ -336,7 +391,7 @@ fn lint_passes_for_every_values_case_of_the_matrix() {
 }
 
 /// The values matrix: each case is rendered, validated against the API types and linted.
-const MATRIX: [(&str, &str); 7] = [
+const MATRIX: [(&str, &str); 8] = [
     ("defaults", ""),
     ("two plugin ConfigMaps", PLUGINS),
     (
@@ -350,7 +405,20 @@ const MATRIX: [(&str, &str); 7] = [
         "NetworkPolicy on",
         "networkPolicy:\n  enabled: true\n  metricsFrom:\n    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}\n",
     ),
+    ("dashboards and alerts on", MONITORING),
 ];
+
+const MONITORING: &str = r#"
+grafanaDashboards:
+  enabled: true
+  label: grafana_dashboard
+  labelValue: "yes"
+  namespace: monitoring
+  annotations: {grafana_folder: Joinery}
+prometheusRule:
+  enabled: true
+  additionalLabels: {release: prometheus}
+"#;
 
 const PLUGINS: &str = r#"
 plugins:
@@ -846,6 +914,88 @@ fn service_monitor_scrapes_the_metrics_service() {
     );
 }
 
+/// The dashboards' ConfigMaps among rendered objects.
+fn dashboard_config_maps(objects: &[Value]) -> Vec<&Value> {
+    find(objects, "ConfigMap")
+        .into_iter()
+        .filter(|c| {
+            c["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.contains("-dashboard-"))
+        })
+        .collect()
+}
+
+#[test]
+fn dashboards_and_alerts_are_off_by_default_and_ship_the_chart_files_when_on() {
+    let Some(helm) =
+        helm("dashboards_and_alerts_are_off_by_default_and_ship_the_chart_files_when_on")
+    else {
+        return;
+    };
+    let defaults = render(&helm, "");
+    assert!(find(&defaults, "PrometheusRule").is_empty());
+    assert!(dashboard_config_maps(&defaults).is_empty());
+
+    let objects = render(&helm, MONITORING);
+    check_objects(&objects);
+    let maps = dashboard_config_maps(&objects);
+    let mut names: Vec<&str> = maps
+        .iter()
+        .map(|m| m["metadata"]["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "joinery-dashboard-capacity",
+            "joinery-dashboard-disruption",
+            "joinery-dashboard-plugins"
+        ]
+    );
+    for map in &maps {
+        let meta = &map["metadata"];
+        assert_eq!(meta["namespace"], "monitoring", "the namespace asked for");
+        assert_eq!(
+            meta["labels"]["grafana_dashboard"], "yes",
+            "the sidecar's label"
+        );
+        assert_eq!(meta["annotations"]["grafana_folder"], "Joinery");
+        let data = map["data"].as_object().unwrap();
+        assert_eq!(data.len(), 1, "one dashboard per ConfigMap");
+        let (key, text) = data.iter().next().unwrap();
+        let file = key.strip_prefix("joinery-").expect("joinery-NAME.json");
+        let shipped: Value = serde_json::from_str(text.as_str().unwrap()).unwrap();
+        let source: Value =
+            serde_json::from_str(&read(&format!("charts/joinery/files/dashboards/{file}")))
+                .unwrap();
+        assert_eq!(shipped, source, "{key} is the chart's file, unchanged");
+    }
+    let rule = one(&objects, "PrometheusRule");
+    assert_eq!(rule["metadata"]["namespace"], "joinery");
+    assert_eq!(rule["metadata"]["labels"]["release"], "prometheus");
+    let file: Value =
+        serde_norway::from_str(&read("charts/joinery/files/prometheus-rules.yaml")).unwrap();
+    assert_eq!(
+        rule["spec"], file,
+        "the PrometheusRule holds the rule file promtool tests"
+    );
+    let alerts: Vec<&str> = rule["spec"]["groups"][0]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["alert"].as_str())
+        .collect();
+    assert!(alerts.len() >= 5, "{alerts:?}");
+    let description = rule["spec"]["groups"][0]["rules"][0]["annotations"]["description"]
+        .as_str()
+        .unwrap();
+    assert!(
+        description.contains("{{ $labels.plugin }}"),
+        "Helm leaves Prometheus's templates alone: {description}"
+    );
+}
+
 #[test]
 fn network_policy_admits_the_probes_and_only_the_named_scrapers() {
     let Some(helm) = helm("network_policy_admits_the_probes_and_only_the_named_scrapers") else {
@@ -1133,6 +1283,8 @@ fn the_schema_refuses_typos_and_bad_values() {
             "verbs",
         ),
         ("metrics:\n  port: 0\n", "port"),
+        ("grafanaDashboards:\n  enable: true\n", "enable"),
+        ("prometheusRule:\n  enabled: yes please\n", "enabled"),
     ] {
         match template(&helm, values, &[]) {
             Ok(_) => panic!("values accepted but should not be:\n{values}"),

@@ -13,6 +13,7 @@ mod management;
 mod plugins_inspect;
 mod plugins_new;
 mod plugins_package;
+mod prometheus;
 mod run;
 mod schedule;
 mod sim_kubectl;

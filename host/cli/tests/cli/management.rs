@@ -16,7 +16,11 @@ use crate::run::sim_serve;
 use crate::support::{KillOnDrop, free_port, repo};
 
 /// Runs kubectl against `kubeconfig`, with `stdin` if given; (success, stdout, stderr).
-fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+pub(crate) fn kubectl(
+    kubeconfig: &Path,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> (bool, String, String) {
     let mut child = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(kubeconfig)
@@ -39,7 +43,7 @@ fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, Stri
     )
 }
 
-fn apply(kubeconfig: &Path, yaml: &str) {
+pub(crate) fn apply(kubeconfig: &Path, yaml: &str) {
     let (ok, _, err) = kubectl(kubeconfig, &["apply", "-f", "-"], Some(yaml));
     assert!(ok, "kubectl apply failed: {err}\n{yaml}");
 }

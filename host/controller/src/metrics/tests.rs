@@ -132,10 +132,12 @@ fn a_scrape_time_gauge_is_computed_from_its_source_at_each_scrape() {
 /// Sets one series of every family.
 fn touch_every_family(m: &Metrics) {
     let nodepool = || series::NodePool { nodepool: s("p") };
-    let disrupted = || series::ReasonNodePoolCapacity {
+    let disrupted = || series::Disruption {
         reason: s("empty"),
         nodepool: s("p"),
         capacity_type: s("spot"),
+        consolidation_policy: s("when_empty"),
+        termination_mode: s("graceful"),
     };
     let zone = || series::NodePoolZone {
         nodepool: s("p"),
@@ -255,7 +257,62 @@ fn touch_every_family(m: &Metrics) {
     });
     m.plugin_call_duration.observe(&plugin(), 0.01);
     m.plugin_memory.set(&plugin(), 1024.0);
+    m.plugin_memory_limit.set(&plugin(), 65536.0);
     m.reconcile_error("lifecycle", &crate::ControllerError::Invalid(s("bad")));
+    m.nodeclaims_instance_termination_duration
+        .observe(&nodepool(), 2.0);
+    m.computed
+        .nodes_on_scrape(Box::new(|| vec![node_row("n-1")]));
+    m.computed
+        .conditions_on_scrape(Box::new(|| vec![condition_row("c-1", "Ready")]));
+    m.status_condition_transitions
+        .inc(&series::ConditionTransition {
+            type_: s("Ready"),
+            status: s("True"),
+            reason: s("Ready"),
+            group: s("karpenter.sh"),
+            kind: s("NodeClaim"),
+        });
+    m.status_condition_transition_seconds.observe(
+        &series::ConditionDuration {
+            type_: s("Ready"),
+            status: s("Unknown"),
+            group: s("karpenter.sh"),
+            kind: s("NodeClaim"),
+        },
+        3.0,
+    );
+}
+
+/// A node's row with some allocatable, pod and daemon requests.
+fn node_row(name: &str) -> computed::NodeRow {
+    computed::NodeRow {
+        labels: computed::NodeLabels {
+            nodepool: s("p"),
+            node_name: s(name),
+            managed: s("true"),
+            ..Default::default()
+        },
+        allocatable: vec![(s("cpu"), 4.0), (s("memory"), 8e9)],
+        pod_requests: vec![(s("cpu"), 1.5)],
+        daemon_requests: vec![(s("cpu"), 0.25)],
+    }
+}
+
+/// A condition's row.
+fn condition_row(name: &str, type_: &str) -> computed::ConditionRow {
+    computed::ConditionRow {
+        labels: computed::ConditionLabels {
+            name: s(name),
+            type_: s(type_),
+            status: s("True"),
+            reason: s(type_),
+            group: s("karpenter.sh"),
+            kind: s("NodeClaim"),
+            ..Default::default()
+        },
+        seconds: 12.5,
+    }
 }
 
 /// A sample line's metric name and label names (without a histogram's `le`).
@@ -330,7 +387,16 @@ fn every_family_is_declared_once_and_its_samples_carry_one_label_set() {
         }
     }
     let before = families.len();
-    assert!(before >= 33, "every family is registered: {families:?}");
+    assert!(before >= 41, "every family is registered: {families:?}");
+    let empty: Vec<_> = families
+        .iter()
+        .filter(|(_, sets)| sets.is_empty())
+        .map(|(name, _)| name)
+        .collect();
+    assert!(
+        empty.is_empty(),
+        "touch_every_family writes a series of every family: {empty:?}"
+    );
     for (family, label_sets) in &families {
         assert_eq!(
             label_sets.len(),
@@ -338,16 +404,72 @@ fn every_family_is_declared_once_and_its_samples_carry_one_label_set() {
             "{family}: every sample carries one and the same label set: {label_sets:?}"
         );
     }
-    let initiated = families["karpenter_pods_disruption_initiated_total"]
-        .first()
-        .cloned()
-        .unwrap_or_default();
+    let labels_of = |family: &str| families[family].first().cloned().unwrap_or_default();
+    let upstream = |names: &[&str]| -> BTreeSet<String> { names.iter().map(|n| s(n)).collect() };
+    let disruption = upstream(&[
+        "reason",
+        "nodepool",
+        "capacity_type",
+        "consolidation_policy",
+        "termination_mode",
+    ]);
     assert_eq!(
-        initiated,
-        ["capacity_type", "nodepool", "reason"]
-            .map(String::from)
-            .into(),
-        "upstream's labels, those of karpenter_nodeclaims_disrupted_total"
+        labels_of("karpenter_pods_disruption_initiated_total"),
+        disruption,
+        "upstream's labels"
+    );
+    assert_eq!(
+        labels_of("karpenter_nodeclaims_disrupted_total"),
+        disruption,
+        "the same as karpenter_pods_disruption_initiated_total"
+    );
+    let node = [
+        "nodepool",
+        "zone",
+        "region",
+        "instance_type",
+        "arch",
+        "os",
+        "capacity_type",
+        "windows_build",
+        "node_name",
+        "phase",
+        "managed",
+        "resource_type",
+    ];
+    for family in [
+        "karpenter_nodes_allocatable",
+        "karpenter_nodes_total_pod_requests",
+        "karpenter_nodes_total_daemon_requests",
+    ] {
+        assert_eq!(labels_of(family), upstream(&node), "{family}");
+    }
+    let condition = [
+        "namespace",
+        "name",
+        "type",
+        "status",
+        "reason",
+        "group",
+        "kind",
+    ];
+    for family in [
+        "operator_status_condition_count",
+        "operator_status_condition_current_status_seconds",
+    ] {
+        assert_eq!(labels_of(family), upstream(&condition), "{family}");
+    }
+    assert_eq!(
+        labels_of("operator_status_condition_transitions_total"),
+        upstream(&["type", "status", "reason", "group", "kind"])
+    );
+    assert_eq!(
+        labels_of("operator_status_condition_transition_seconds"),
+        upstream(&["type", "status", "group", "kind"])
+    );
+    assert_eq!(
+        labels_of("karpenter_nodeclaims_instance_termination_duration_seconds"),
+        upstream(&["nodepool"])
     );
     assert_eq!(
         families["joinery_controller_reconcile_errors_total"]
@@ -370,4 +492,80 @@ fn the_label_set_check_sees_a_family_written_with_two_label_sets() {
     assert!(none.is_empty());
     let (_, bucket) = sample("h_bucket{controller=\"c\",le=\"0.5\"} 1");
     assert_eq!(bucket, BTreeSet::from([s("controller")]));
+}
+
+#[test]
+fn node_gauges_are_computed_at_each_scrape_so_a_gone_node_has_no_series() {
+    let m = Metrics::default();
+    let nodes = Arc::new(RwLock::new(vec!["n-1", "n-2"]));
+    let source = nodes.clone();
+    m.computed.nodes_on_scrape(Box::new(move || {
+        source.read().unwrap().iter().map(|n| node_row(n)).collect()
+    }));
+    let text = m.render();
+    let allocatable = "karpenter_nodes_allocatable{nodepool=\"p\",zone=\"\",region=\"\",instance_type=\"\",arch=\"\",os=\"\",capacity_type=\"\",windows_build=\"\",node_name=\"n-1\",phase=\"\",managed=\"true\",resource_type=\"cpu\"} 4.0";
+    assert!(text.contains(allocatable), "{text}");
+    assert!(
+        text.contains("karpenter_nodes_total_pod_requests{") && text.contains("} 1.5\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("karpenter_nodes_total_daemon_requests{") && text.contains("} 0.25\n"),
+        "{text}"
+    );
+    assert_eq!(text.matches("node_name=\"n-2\"").count(), 4, "{text}");
+    nodes.write().unwrap().retain(|n| *n != "n-2");
+    let text = m.render();
+    assert!(
+        !text.contains("node_name=\"n-2\""),
+        "a gone node's series go at the next scrape: {text}"
+    );
+    assert!(text.contains("node_name=\"n-1\""), "{text}");
+}
+
+#[test]
+fn condition_gauges_count_each_condition_and_its_age() {
+    let m = Metrics::default();
+    m.computed.conditions_on_scrape(Box::new(|| {
+        vec![condition_row("a", "Launched"), condition_row("a", "Ready")]
+    }));
+    let text = m.render();
+    assert!(text.contains("operator_status_condition_count{namespace=\"\",name=\"a\",type=\"Ready\",status=\"True\",reason=\"Ready\",group=\"karpenter.sh\",kind=\"NodeClaim\"} 1"), "{text}");
+    assert!(text.contains("operator_status_condition_current_status_seconds{namespace=\"\",name=\"a\",type=\"Launched\",status=\"True\",reason=\"Launched\",group=\"karpenter.sh\",kind=\"NodeClaim\"} 12.5"), "{text}");
+}
+
+#[test]
+fn a_delete_answered_not_found_is_not_a_plugin_error() {
+    use joinery_runtime::services::{CallObserver, CallRecord};
+    let m = Metrics::default();
+    let call = |method, error| CallRecord {
+        plugin: "cloud",
+        method,
+        duration: std::time::Duration::from_millis(1),
+        error,
+        peak_memory_bytes: 0,
+        memory_limit_bytes: 64 << 20,
+    };
+    m.plugin_call(&call("delete", Some("not_found")));
+    m.plugin_call(&call("get", Some("not_found")));
+    m.plugin_call(&call("delete", Some("retryable")));
+    let errors = |method: &str, class: &str| {
+        m.plugin_errors.get(&series::PluginError {
+            plugin: s("cloud"),
+            method: s(method),
+            class: s(class),
+        })
+    };
+    assert_eq!(
+        errors("delete", "not_found"),
+        0,
+        "the instance is gone, as asked"
+    );
+    assert_eq!(errors("get", "not_found"), 1);
+    assert_eq!(errors("delete", "retryable"), 1);
+    let calls = m.plugin_calls.get(&series::PluginMethod {
+        plugin: s("cloud"),
+        method: s("delete"),
+    });
+    assert_eq!(calls, 2, "the call is still counted");
 }
