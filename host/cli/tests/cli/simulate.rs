@@ -909,6 +909,15 @@ fn do_not_disrupt_pods_and_budgets_hold_consolidation_until_they_go() {
 }
 
 #[test]
+fn a_node_within_its_consolidate_after_receives_no_consolidated_pods() {
+    let (report, stdout, ok) = simulate(Some("consolidation-destination-protection.yaml"));
+    assert!(ok, "{stdout}");
+    let (cost, created, deleted, running) = totals(&report);
+    assert_eq!((created, deleted, running), (2, 1, 2), "{report:#}");
+    assert!((cost - 0.24).abs() < 1e-9, "the c3-16 stays: {cost}");
+}
+
+#[test]
 fn a_node_annotated_do_not_disrupt_is_never_consolidated() {
     let (report, stdout, ok) = simulate(Some("consolidation-node-do-not-disrupt.yaml"));
     assert!(ok, "{stdout}");
@@ -1306,6 +1315,7 @@ fn every_shipped_scenario_is_covered_by_a_test() {
         "clusterapi-restart-resume.yaml",
         "consolidation-blocked.yaml",
         "consolidation-budget-window.yaml",
+        "consolidation-destination-protection.yaml",
         "consolidation-multi-delete.yaml",
         "consolidation-node-do-not-disrupt.yaml",
         "consolidation-replace-cheaper.yaml",
