@@ -120,12 +120,19 @@ async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
         {
             condition(&ctx, "Ready", ConditionStatus::True, "Ready", "")
         } else {
+            // What holds it back, so that `kubectl describe` and the pods' scheduling events
+            // say it without a second look.
+            let failing: Vec<String> = [&class_ready, &validation, &instance_types]
+                .into_iter()
+                .filter(|c| c.status == ConditionStatus::False)
+                .map(|c| format!("{}=False ({}): {}", c.type_, c.reason, c.message))
+                .collect();
             condition(
                 &ctx,
                 "Ready",
                 ConditionStatus::False,
                 "NotReady",
-                "NodeClassReady and ValidationSucceeded must be True, and InstanceTypesReady not False",
+                util::truncate(&failing.join("; "), 1000),
             )
         };
         let resource_list = convert::to_resource_list(&resources);

@@ -249,13 +249,21 @@ pub async fn provision(
     }
     apply_default_spread(ctx, &mut input.pods, &pod_objects);
     if input.nodepools.is_empty() {
+        // Upstream's words, then why the NodePools there are do not count (not Ready, and
+        // what holds each back).
+        let mut message = "no dynamic nodepools found".to_string();
+        for pool in ctx.state.node_pools.ordered() {
+            if pool.metadata.deletion_timestamp.is_none()
+                && !pool.spec.is_static()
+                && let Some(why) = joinery_kube::template::not_ready(&pool)
+            {
+                message.push_str("; ");
+                message.push_str(&why);
+            }
+        }
         for pod in pod_objects.values() {
             ctx.events
-                .warning(
-                    &Involved::pod(pod),
-                    "FailedScheduling",
-                    "no dynamic nodepools found",
-                )
+                .warning(&Involved::pod(pod), "FailedScheduling", &message)
                 .await;
         }
         return Ok(true);

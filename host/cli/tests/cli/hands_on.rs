@@ -6,11 +6,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{KillOnDrop, free_port, sim_serve};
+use crate::support::{KillOnDrop, eventually, free_port, kubectl, kubectl_json_or_null, sim_serve};
 
 /// The Deployment the docs scale.
 const DEPLOYMENT: &str = "apiVersion: apps/v1
@@ -24,40 +24,6 @@ spec:
     spec:
       containers: [{name: web, image: nginx, resources: {requests: {cpu: \"1\"}}}]
 ";
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .expect("kubectl is installed");
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
-
-fn kubectl_json(kubeconfig: &Path, args: &[&str]) -> Value {
-    let (ok, text) = kubectl(kubeconfig, &[args, &["-o", "json"]].concat());
-    if !ok {
-        return Value::Null;
-    }
-    serde_json::from_str(&text).unwrap_or(Value::Null)
-}
-
-/// Polls `check` every 200 ms until it holds, failing with `what` after `limit`.
-fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !check() {
-        assert!(Instant::now() < deadline, "{what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
 
 /// `joinery sim serve --cloud CLOUD` with the hands-on files written into `dir`.
 fn serve(dir: &Path, cloud: &str) -> (KillOnDrop, PathBuf, PathBuf, PathBuf) {
@@ -126,7 +92,8 @@ fn walk_the_documented_path(cloud: &str, class_kind: &str) {
         Duration::from_secs(240),
         &format!("the {cloud} NodeClass never became Ready"),
         || {
-            let class = kubectl_json(&kubeconfig, &["get", class_kind, "default"]);
+            let class = kubectl_json_or_null(&kubeconfig, &["get", class_kind, "default"])
+                .unwrap_or_default();
             condition(&class, "Ready").is_some_and(|c| c["status"] == "True")
         },
     );
@@ -134,16 +101,17 @@ fn walk_the_documented_path(cloud: &str, class_kind: &str) {
         Duration::from_secs(300),
         &format!("the 3 pods never ran on {cloud} nodes"),
         || {
-            let pods = kubectl_json(
+            let pods = kubectl_json_or_null(
                 &kubeconfig,
                 &["get", "pods", "-n", "default", "-l", "app=web"],
-            );
+            )
+            .unwrap_or_default();
             pods["items"].as_array().is_some_and(|items| {
                 items.len() == 3 && items.iter().all(|p| p["status"]["phase"] == "Running")
             })
         },
     );
-    let nodes = kubectl_json(&kubeconfig, &["get", "nodes"]);
+    let nodes = kubectl_json_or_null(&kubeconfig, &["get", "nodes"]).unwrap_or_default();
     let nodes = nodes["items"].as_array().unwrap();
     assert!(!nodes.is_empty());
     let prefix = match cloud {
@@ -191,7 +159,8 @@ fn a_misspelt_grant_and_missing_grants_are_a_condition_an_event_and_a_log_line()
     let (ok, text) = kubectl(&kubeconfig, &["apply", "-f", &nodeclass.to_string_lossy()]);
     assert!(ok, "{text}");
     let not_granted = |expected: &str| {
-        let class = kubectl_json(&kubeconfig, &["get", "simnodeclass", "default"]);
+        let class = kubectl_json_or_null(&kubeconfig, &["get", "simnodeclass", "default"])
+            .unwrap_or_default();
         condition(&class, "Ready").is_some_and(|c| {
             c["status"] == "False"
                 && c["reason"] == "CapabilitiesNotGranted"
@@ -199,7 +168,8 @@ fn a_misspelt_grant_and_missing_grants_are_a_condition_an_event_and_a_log_line()
         })
     };
     let events = |part: &str| -> usize {
-        let events = kubectl_json(&kubeconfig, &["get", "events", "-A"]);
+        let events =
+            kubectl_json_or_null(&kubeconfig, &["get", "events", "-A"]).unwrap_or_default();
         events["items"].as_array().map_or(0, |items| {
             items
                 .iter()
@@ -287,7 +257,8 @@ fn a_granted_secret_that_is_missing_is_named_with_the_namespace_searched() {
         Duration::from_secs(120),
         "no launch failure naming the Secret and the namespace searched",
         || {
-            let events = kubectl_json(&kubeconfig, &["get", "events", "-A"]);
+            let events =
+                kubectl_json_or_null(&kubeconfig, &["get", "events", "-A"]).unwrap_or_default();
             seen = events["items"]
                 .as_array()
                 .into_iter()

@@ -5,48 +5,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::helm::{helm, run_helm};
-use crate::support::{KillOnDrop, free_port, repo};
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .expect("kubectl is installed");
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
-
-fn kubectl_json(kubeconfig: &Path, args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.extend(["-o", "json"]);
-    let (ok, out) = kubectl(kubeconfig, &all);
-    assert!(ok, "kubectl {args:?}: {out}");
-    serde_json::from_str(&out)
-        .unwrap_or_else(|e| panic!("kubectl {args:?} printed no JSON ({e}): {out}"))
-}
-
-/// Polls `check` every 500 ms until it holds, failing with `what` after `limit`.
-fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !check() {
-        assert!(Instant::now() < deadline, "{what}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
+use crate::support::{KillOnDrop, eventually, free_port, kubectl, kubectl_json, repo};
 
 /// `joinery sim serve` at real speed (the host runs on the real clock); returns the server,
 /// its kubeconfig, the API server's URL and the simulated cloud's.

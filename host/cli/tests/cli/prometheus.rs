@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::Value;
 
 use crate::management::{apply, kubectl};
-use crate::support::{KillOnDrop, free_port, printed_value, repo, sim_serve};
+use crate::support::{KillOnDrop, eventually, free_port, printed_value, repo, sim_serve};
 
 const RULES: &str = "charts/joinery/files/prometheus-rules.yaml";
 const RULE_TESTS: &str = "charts/joinery/files/prometheus-rules.test.yaml";
@@ -395,16 +395,6 @@ impl Api {
     /// Whether an instant query returns at least one series now.
     fn has(&self, expr: &str) -> bool {
         self.query(expr).is_ok_and(|r| !r.is_empty())
-    }
-}
-
-/// Polls `check` every 500 ms until it holds, failing with `what` after `limit` (a deadline
-/// for liveness only: nothing asserts how fast anything happens).
-fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !check() {
-        assert!(Instant::now() < deadline, "{what}");
-        std::thread::sleep(Duration::from_millis(500));
     }
 }
 

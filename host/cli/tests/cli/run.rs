@@ -1,6 +1,6 @@
 //! `joinery run` against the emulated cluster served by `joinery sim serve`.
 
-use crate::support::{KillOnDrop, free_port};
+use crate::support::{KillOnDrop, eventually, free_port};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
@@ -55,15 +55,6 @@ fn replica(kubeconfig: &std::path::Path, pod: &str) -> (KillOnDrop, u16, u16) {
             .unwrap(),
     );
     (child, metrics, health)
-}
-
-/// Polls `check` every 100 ms until it holds, failing with `what` after `limit`.
-fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !check() {
-        assert!(Instant::now() < deadline, "{what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// Whether a replica serves the controller's metrics (only the leader runs the loops).

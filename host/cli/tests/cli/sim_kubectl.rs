@@ -3,62 +3,12 @@
 //! launched, and the README's two Helm commands into `sim serve --without-crds`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
 use super::helm::{helm, run_helm};
-use crate::support::KillOnDrop;
-
-fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String) {
-    let mut child = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl is installed");
-    if let Some(text) = stdin {
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-    }
-    drop(child.stdin.take());
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
-
-fn kubectl_json(kubeconfig: &Path, args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.extend(["-o", "json"]);
-    let (ok, out) = kubectl(kubeconfig, &all, None);
-    assert!(ok, "kubectl {args:?}: {out}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("kubectl {args:?}: {e}: {out}"))
-}
-
-/// Polls `check` every 500 ms until it holds; fails with `what` after `limit` (a liveness
-/// bound only: nothing is measured).
-fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !check() {
-        assert!(Instant::now() < deadline, "{what}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
+use crate::support::{KillOnDrop, eventually, kubectl_json, kubectl_with_input};
 
 /// `joinery sim serve` with `extra` arguments; the server and its kubeconfig.
 fn serve(dir: &Path, extra: &[&str]) -> (KillOnDrop, PathBuf) {
@@ -105,11 +55,11 @@ fn kubectl_generators_work_and_a_job_runs_to_completion() {
         dir.path(),
         &["--with-host", "--speed", "10", "--boot-delay", "5s"],
     );
-    let (ok, out) = kubectl(&kubeconfig, &["apply", "-f", "-"], Some(NODEPOOL));
+    let (ok, out) = kubectl_with_input(&kubeconfig, &["apply", "-f", "-"], Some(NODEPOOL));
     assert!(ok, "{out}");
 
     // The generators send their objects as protobuf.
-    let (ok, out) = kubectl(
+    let (ok, out) = kubectl_with_input(
         &kubeconfig,
         &[
             "create",
@@ -129,7 +79,7 @@ fn kubectl_generators_work_and_a_job_runs_to_completion() {
     assert_eq!(container["ports"][0]["containerPort"], 80);
     assert_eq!(deployment["spec"]["selector"]["matchLabels"]["app"], "web");
 
-    let (ok, out) = kubectl(
+    let (ok, out) = kubectl_with_input(
         &kubeconfig,
         &["create", "job", "pi", "--image=busybox:1.36", "--", "true"],
         None,
@@ -143,7 +93,7 @@ fn kubectl_generators_work_and_a_job_runs_to_completion() {
     assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never");
     assert_eq!(job["spec"]["backoffLimit"], 6, "defaulted by the server");
 
-    let (ok, out) = kubectl(
+    let (ok, out) = kubectl_with_input(
         &kubeconfig,
         &[
             "create",
@@ -176,13 +126,13 @@ fn kubectl_generators_work_and_a_job_runs_to_completion() {
     assert_eq!(pods[0]["status"]["phase"], "Succeeded");
     assert!(pods[0]["spec"]["nodeName"].is_string(), "it ran on a node");
     // kubectl prints it with the server's Job columns.
-    let (ok, table) = kubectl(&kubeconfig, &["get", "jobs"], None);
+    let (ok, table) = kubectl_with_input(&kubeconfig, &["get", "jobs"], None);
     assert!(ok, "{table}");
     assert!(
         table.contains("STATUS") && table.contains("COMPLETIONS") && table.contains("1/1"),
         "{table}"
     );
-    let (ok, table) = kubectl(&kubeconfig, &["get", "cronjobs"], None);
+    let (ok, table) = kubectl_with_input(&kubeconfig, &["get", "cronjobs"], None);
     assert!(
         ok && table.contains("SCHEDULE") && table.contains("*/5 * * * *"),
         "{table}"
@@ -199,7 +149,7 @@ fn the_readme_helm_commands_install_both_charts_into_sim_serve_without_crds() {
     let dir = tempfile::tempdir().unwrap();
     let (_server, kubeconfig) = serve(dir.path(), &["--without-crds"]);
     let kubeconfig_arg = kubeconfig.display().to_string();
-    let (ok, out) = kubectl(&kubeconfig, &["get", "crd", "-o", "name"], None);
+    let (ok, out) = kubectl_with_input(&kubeconfig, &["get", "crd", "-o", "name"], None);
     assert!(
         ok && !out.contains("karpenter.sh"),
         "no CRD is installed yet: {out}"
@@ -231,7 +181,7 @@ fn the_readme_helm_commands_install_both_charts_into_sim_serve_without_crds() {
         ],
     );
     assert!(ok, "helm install joinery:\n{stdout}\n{stderr}");
-    let (ok, out) = kubectl(&kubeconfig, &["get", "crd", "-o", "name"], None);
+    let (ok, out) = kubectl_with_input(&kubeconfig, &["get", "crd", "-o", "name"], None);
     assert!(
         ok && out.contains("nodepools.karpenter.sh") && out.contains("nodeclaims.karpenter.sh"),
         "{out}"

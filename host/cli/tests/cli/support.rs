@@ -61,3 +61,67 @@ pub fn printed_value(lines: &[String], label: &str) -> Option<String> {
         .find_map(|l| l.trim_start().strip_prefix(label))
         .map(|v| v.trim().to_string())
 }
+
+/// Runs `kubectl --kubeconfig KUBECONFIG ARGS`, with `stdin` fed to it when given; returns
+/// whether it succeeded and what it printed (stdout, then stderr).
+pub fn kubectl_with_input(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl is installed");
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// [`kubectl_with_input`] without input.
+pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
+    kubectl_with_input(kubeconfig, args, None)
+}
+
+/// `kubectl … -o json`, parsed; fails the test when kubectl fails.
+pub fn kubectl_json(kubeconfig: &Path, args: &[&str]) -> serde_json::Value {
+    kubectl_json_or_null(kubeconfig, args).unwrap_or_else(|out| panic!("kubectl {args:?}: {out}"))
+}
+
+/// `kubectl … -o json`, parsed; what kubectl printed when it fails (an object not there yet,
+/// while polling).
+pub fn kubectl_json_or_null(kubeconfig: &Path, args: &[&str]) -> Result<serde_json::Value, String> {
+    let (ok, out) = kubectl(kubeconfig, &[args, &["-o", "json"]].concat());
+    if !ok {
+        return Err(out);
+    }
+    serde_json::from_str(&out).map_err(|e| format!("no JSON ({e}): {out}"))
+}
+
+/// Polls `check` every 200 ms until it holds, failing with `what` after `limit`: a deadline
+/// for liveness only, nothing asserts how fast anything happens.
+pub fn eventually(limit: std::time::Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !check() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}

@@ -198,6 +198,21 @@ async fn a_nodepool_whose_requirements_leave_no_instance_type_is_not_ready_and_s
     ] {
         assert!(message.contains(part), "{part:?} in {message}");
     }
+    // Ready says what holds it back.
+    let ready_message = typo["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        ready_message.starts_with("InstanceTypesReady=False (NoCompatibleInstanceTypes): ")
+            && ready_message.contains("karpenter.sh/capacity-type In [ondemand]"),
+        "{ready_message}"
+    );
     let events = event_reasons(&sim, "NodePool", "typo").await;
     assert!(
         events
