@@ -547,6 +547,16 @@ impl LoadedPlugin {
                         text.len()
                     ),
                 }),
+                // Nothing an instance could boot with: refused here rather than launched.
+                Ok(text) if text.chars().all(|c| c == '\0' || c.is_whitespace()) => {
+                    Err(CallError::Render {
+                        plugin: plugin.clone(),
+                        error: contract::RenderError::InvalidTemplate(format!(
+                            "the rendered userData is empty{}: an instance launched with it could never join the cluster; check the renderer's template and parameters",
+                            if text.is_empty() { "" } else { " (only NUL bytes and blanks)" }
+                        )),
+                    })
+                }
                 Ok(text) => Ok(text),
                 Err(error) => Err(CallError::Render {
                     plugin: plugin.clone(),

@@ -87,6 +87,23 @@ async fn template_renderer_rejects_unknown_placeholders_as_a_render_error() {
 }
 
 #[tokio::test]
+async fn empty_or_nul_filled_user_data_is_refused_as_a_render_error() {
+    let set = registry(vec![]).unwrap().current();
+    let template = set
+        .require("template", PluginKind::UserdataRenderer)
+        .unwrap();
+    for input in ["", "\0\0\0", " \n\t\0 "] {
+        let err = template.render(&context(input)).await.unwrap_err();
+        assert!(matches!(err, CallError::Render { .. }), "{input:?}: {err:?}");
+        assert!(
+            err.to_string().contains("the rendered userData is empty"),
+            "{input:?}: {err}"
+        );
+    }
+    assert!(template.render(&context("#!/bin/sh\n")).await.is_ok());
+}
+
+#[tokio::test]
 async fn k3s_renderer_joins_with_the_registration_taint() {
     let set = registry(vec![]).unwrap().current();
     let k3s = set.require("k3s", PluginKind::UserdataRenderer).unwrap();
