@@ -83,9 +83,9 @@ async fn step(
                 continue;
             }
             let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
-            let not_granted = ctx.cloud.registry().not_granted(&plugin);
-            if let Some(message) = &not_granted {
-                report_not_granted(&ctx, &class, message).await;
+            let not_granted = host_problem(&ctx, &plugin, &class);
+            if let Some((reason, message)) = &not_granted {
+                report_host_problem(&ctx, &class, reason, message).await;
             }
             // A failed resolve is retried soon, but never faster than its backoff allows
             // (nor while the plugin's cloud asked every caller to wait).
@@ -96,7 +96,7 @@ async fn step(
             );
             let result = match not_granted {
                 // Resolving could only fail on the first capability it needs.
-                Some(message) => Err(Unresolved::NotGranted(message)),
+                Some((reason, message)) => Err(Unresolved::Host(reason, message)),
                 None => match ctx
                     .call_cloud(
                         "nodeclass",
@@ -141,11 +141,11 @@ async fn step(
                     }
                     (conditions, status)
                 }
-                Err(Unresolved::NotGranted(message)) => (
+                Err(Unresolved::Host(reason, message)) => (
                     vec![(
                         "Ready".into(),
                         "False".into(),
-                        NOT_GRANTED_REASON.into(),
+                        reason.into(),
                         util::truncate(&message, 1000),
                     )],
                     json!({}),
@@ -234,8 +234,8 @@ async fn step(
 
 /// Why a NodeClass was not resolved this time.
 enum Unresolved {
-    /// Its cloud plugin is granted none of the capabilities it requests.
-    NotGranted(String),
+    /// The host found it cannot work, before asking the plugin: the `Ready` reason and why.
+    Host(&'static str, String),
     /// The plugin's resolve call failed.
     Call(joinery_runtime::CallError),
 }
@@ -243,9 +243,45 @@ enum Unresolved {
 /// The `Ready` reason of a NodeClass whose cloud plugin is granted nothing it asks for.
 pub const NOT_GRANTED_REASON: &str = "CapabilitiesNotGranted";
 
+/// The `Ready` reason of a NodeClass whose `userDataRenderer` names no loaded renderer.
+pub const RENDERER_NOT_FOUND_REASON: &str = "RendererNotFound";
+
+/// What keeps `class` from working that the host sees without the plugin: its cloud plugin
+/// granted nothing it asks for, or a renderer that no loaded plugin provides.
+fn host_problem(
+    ctx: &Context,
+    plugin: &joinery_runtime::plugin::LoadedPlugin,
+    class: &DynamicObject,
+) -> Option<(&'static str, String)> {
+    if let Some(message) = ctx.cloud.registry().not_granted(plugin) {
+        return Some((NOT_GRANTED_REASON, message));
+    }
+    let name = class.metadata.name.as_deref().unwrap_or_default();
+    let object = serde_json::to_value(&class.data).unwrap_or_default();
+    let renderer = crate::bootstrap::NodeClassBootstrap::from_object(&object, name)
+        .ok()?
+        .renderer
+        .unwrap_or_else(|| crate::bootstrap::DEFAULT_RENDERER.to_string());
+    let set = ctx.cloud.registry().current();
+    let renderers: Vec<&str> = set
+        .iter()
+        .filter(|p| p.kind() == joinery_runtime::manifest::PluginKind::UserdataRenderer)
+        .map(|p| p.name())
+        .collect();
+    (!renderers.contains(&renderer.as_str())).then(|| {
+        (
+            RENDERER_NOT_FOUND_REASON,
+            format!(
+                "userDataRenderer.name {renderer:?}: no loaded plugin renders userData under that name; the loaded renderers are {}",
+                renderers.join(", ")
+            ),
+        )
+    })
+}
+
 /// A warning event on the class and one log line, when its `Ready` condition does not say
 /// this already (the loop runs often; the operator hears of it once per change).
-async fn report_not_granted(ctx: &Context, class: &DynamicObject, message: &str) {
+async fn report_host_problem(ctx: &Context, class: &DynamicObject, reason: &str, message: &str) {
     let already = class
         .data
         .pointer("/status/conditions")
@@ -254,7 +290,7 @@ async fn report_not_granted(ctx: &Context, class: &DynamicObject, message: &str)
         .flatten()
         .any(|c| {
             c.get("type").and_then(|t| t.as_str()) == Some("Ready")
-                && c.get("reason").and_then(|r| r.as_str()) == Some(NOT_GRANTED_REASON)
+                && c.get("reason").and_then(|r| r.as_str()) == Some(reason)
                 && c.get("message").and_then(|m| m.as_str())
                     == Some(util::truncate(message, 1000).as_str())
         });
@@ -269,10 +305,6 @@ async fn report_not_granted(ctx: &Context, class: &DynamicObject, message: &str)
         .unwrap_or("NodeClass");
     tracing::warn!(nodeclass = %name, "{kind} {name} is not Ready: {message}");
     ctx.events
-        .warning(
-            &crate::events::Involved::dynamic(class),
-            NOT_GRANTED_REASON,
-            message,
-        )
+        .warning(&crate::events::Involved::dynamic(class), reason, message)
         .await;
 }

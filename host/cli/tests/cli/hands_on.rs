@@ -277,3 +277,52 @@ fn a_granted_secret_that_is_missing_is_named_with_the_namespace_searched() {
         "{seen}"
     );
 }
+
+#[test]
+fn a_nodeclass_naming_a_renderer_no_plugin_provides_is_not_ready_and_lists_the_renderers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, kubeconfig, grants, _) = serve(dir.path(), "simulated");
+    let class = dir.path().join("typo.yaml");
+    std::fs::write(
+        &class,
+        "apiVersion: sim.joinery.dev/v1alpha1
+kind: SimNodeClass
+metadata: {name: typo}
+spec:
+  userDataRenderer: {name: my-jion}
+",
+    )
+    .unwrap();
+    let log = dir.path().join("run.log");
+    let _run = run(&kubeconfig, Some(&grants), &log);
+    let (ok, text) = kubectl(&kubeconfig, &["apply", "-f", &class.to_string_lossy()]);
+    assert!(ok, "{text}");
+    let mut message = String::new();
+    eventually(
+        Duration::from_secs(120),
+        "no RendererNotFound condition",
+        || {
+            let class = kubectl_json_or_null(&kubeconfig, &["get", "simnodeclass", "typo"])
+                .unwrap_or_default();
+            message = condition(&class, "Ready")
+                .filter(|c| c["status"] == "False" && c["reason"] == "RendererNotFound")
+                .and_then(|c| c["message"].as_str())
+                .unwrap_or_default()
+                .to_string();
+            !message.is_empty()
+        },
+    );
+    assert!(
+        message.contains("\"my-jion\"") && message.contains("k3s") && message.contains("template"),
+        "{message}"
+    );
+    eventually(Duration::from_secs(60), "no RendererNotFound event", || {
+        let events =
+            kubectl_json_or_null(&kubeconfig, &["get", "events", "-A"]).unwrap_or_default();
+        events["items"].as_array().is_some_and(|items| {
+            items
+                .iter()
+                .any(|e| e["reason"] == "RendererNotFound" && e["involvedObject"]["name"] == "typo")
+        })
+    });
+}

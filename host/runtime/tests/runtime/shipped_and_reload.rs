@@ -94,7 +94,10 @@ async fn empty_or_nul_filled_user_data_is_refused_as_a_render_error() {
         .unwrap();
     for input in ["", "\0\0\0", " \n\t\0 "] {
         let err = template.render(&context(input)).await.unwrap_err();
-        assert!(matches!(err, CallError::Render { .. }), "{input:?}: {err:?}");
+        assert!(
+            matches!(err, CallError::Render { .. }),
+            "{input:?}: {err:?}"
+        );
         assert!(
             err.to_string().contains("the rendered userData is empty"),
             "{input:?}: {err}"
