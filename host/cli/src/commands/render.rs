@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use joinery_api::NodeClaim;
 use joinery_controller::bootstrap::{
     ClusterInfo, DEFAULT_RENDERER, NodeClassBootstrap, render_context,
@@ -18,8 +18,9 @@ use crate::plugin_options::PluginOptions;
 /// `joinery render …`
 #[derive(Debug, clap::Args)]
 pub struct RenderArgs {
-    /// Renderer: a built-in or loaded plugin name, or a plugin directory. Defaults to the
-    /// NodeClass's `spec.userDataRenderer.name`, else `template`.
+    /// Renderer: a built-in or loaded plugin's name, or a plugin directory written as a path
+    /// (`./my-renderer`; a bare name is always a plugin's name). Defaults to the NodeClass's
+    /// `spec.userDataRenderer.name`, else `template`.
     #[arg(long)]
     pub renderer: Option<String>,
     /// NodeClaim YAML (karpenter.sh/v1).
@@ -95,14 +96,27 @@ async fn render_command(args: RenderArgs) -> Result<ExitCode> {
         .clone()
         .or(class.renderer.clone())
         .unwrap_or_else(|| DEFAULT_RENDERER.to_string());
-    let renderer_name = if std::path::Path::new(&renderer).is_dir() {
-        let dir = read_plugin_dir(std::path::Path::new(&renderer))?;
-        options.plugin_dirs.push(renderer.clone().into());
-        dir.manifest.name
-    } else {
-        renderer
+    let renderer_name = match renderer_source(&renderer) {
+        RendererSource::Directory(dir) => {
+            let plugin = read_plugin_dir(&dir)?;
+            options.plugin_dirs.push(dir);
+            plugin.manifest.name
+        }
+        RendererSource::Name => renderer.clone(),
     };
     let registry = crate::plugin_options::open_registry(&options, Default::default())?;
+    if !renderer.contains('/') && std::path::Path::new(&renderer).is_dir() {
+        if registry.current().get(&renderer).is_some() {
+            bail!(
+                "--renderer {renderer}: both a loaded plugin and a directory here are named {renderer:?}; \
+                 write ./{renderer} to render with the directory's plugin (a bare name is a plugin's name)"
+            );
+        }
+        bail!(
+            "--renderer {renderer}: no loaded plugin is named {renderer:?}, but a directory is: write \
+             ./{renderer} to render with the plugin in it (a bare name is a plugin's name)"
+        );
+    }
     let plugin = registry
         .current()
         .require(&renderer_name, PluginKind::UserdataRenderer)?;
@@ -140,4 +154,22 @@ async fn render_command(args: RenderArgs) -> Result<ExitCode> {
     };
     print!("{text}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where `--renderer` (or the NodeClass's renderer) points.
+enum RendererSource {
+    /// A plugin directory, written as a path (`./dir`, `/abs/dir`, `dir/`).
+    Directory(std::path::PathBuf),
+    /// A loaded plugin's name.
+    Name,
+}
+
+/// A value with a `/` is a path; anything else is a plugin's name, even when a directory of
+/// that name exists here (a source folder named like its plugin must not shadow it).
+fn renderer_source(value: &str) -> RendererSource {
+    if value.contains('/') {
+        RendererSource::Directory(value.into())
+    } else {
+        RendererSource::Name
+    }
 }

@@ -509,3 +509,48 @@ fn the_sdk_carries_the_hosts_wit_unchanged() {
         assert_eq!(copies, count, "{sdk} holds a WIT file {host} does not");
     }
 }
+
+#[test]
+fn a_renderer_name_means_the_loaded_plugin_and_a_directory_must_be_a_path() {
+    let dir = tempfile::tempdir().unwrap();
+    // A source folder named like a built-in plugin, and one named like no plugin.
+    std::fs::create_dir(dir.path().join("k3s")).unwrap();
+    std::fs::create_dir(dir.path().join("my-join")).unwrap();
+    let claim = repo().join("examples/render/nodeclaim.yaml");
+    let class = repo().join("examples/render/nodeclass-template.yaml");
+    let render = |renderer: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_joinery"))
+            .args(["render", "--renderer", renderer, "--claim"])
+            .arg(&claim)
+            .arg("--class")
+            .arg(&class)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (ok, err) = render("k3s");
+    assert!(!ok);
+    assert!(
+        err.contains("both a loaded plugin and a directory here are named \"k3s\"")
+            && err.contains("./k3s"),
+        "{err}"
+    );
+    let (ok, err) = render("my-join");
+    assert!(!ok);
+    assert!(err.contains("write ./my-join"), "{err}");
+    // Outside that folder, the name is the built-in plugin.
+    let (ok, _, err) = joinery(&[
+        "render",
+        "--renderer",
+        "template",
+        "--claim",
+        "examples/render/nodeclaim.yaml",
+        "--class",
+        "examples/render/nodeclass-template.yaml",
+    ]);
+    assert!(ok, "{err}");
+}

@@ -288,23 +288,17 @@ fn print_configmap(
             .map_or(0, |c| c.0.len()),
         wasm.len(),
     );
-    let size = if yaml.len() > ANNOTATIONS_LIMIT_BYTES {
-        format!(
-            "this ConfigMap, about {} KiB, is over that",
-            kib(yaml.len())
-        )
-    } else {
-        format!(
-            "this ConfigMap, about {} KiB, fits, but a larger plugin would not",
-            kib(yaml.len())
-        )
-    };
-    eprintln!(
-        "warning: client-side `kubectl apply` cannot store large binaryData: it copies the whole object into the \
-         kubectl.kubernetes.io/last-applied-configuration annotation, and an object's annotations hold at most {} KiB \
-         ({size}). Use `kubectl apply --server-side -f …` or `kubectl create -f …` (`kubectl replace -f …` to update).",
-        kib(ANNOTATIONS_LIMIT_BYTES),
-    );
+    // Only when it matters: a ConfigMap under the annotation limit applies either way.
+    if yaml.len() > ANNOTATIONS_LIMIT_BYTES {
+        eprintln!(
+            "warning: client-side `kubectl apply` cannot store this ConfigMap (about {} KiB): it copies the whole \
+             object into the kubectl.kubernetes.io/last-applied-configuration annotation, and an object's annotations \
+             hold at most {} KiB. Use `kubectl apply --server-side -f …` or `kubectl create -f …` (`kubectl replace -f …` \
+             to update).",
+            kib(yaml.len()),
+            kib(ANNOTATIONS_LIMIT_BYTES),
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
