@@ -73,6 +73,20 @@ pub enum LoadError {
         /// Why it is refused and what to do.
         reason: String,
     },
+    /// The component exports its kind's interface at a WIT version other than its manifest's.
+    #[error(
+        "plugin {plugin}: its component was built against WIT version {built} of the plugin interface; this host supports {supported}; {fix}"
+    )]
+    WitVersion {
+        /// Plugin name.
+        plugin: String,
+        /// The version the component exports.
+        built: String,
+        /// The versions this host loads.
+        supported: String,
+        /// What to change.
+        fix: String,
+    },
     /// The component does not export its kind's interface.
     #[error(
         "plugin {plugin}: does not export {expected} (it exports: {found}); check `kind` and `wit` in plugin.yaml"

@@ -272,6 +272,28 @@ impl LoadedPlugin {
         }
         let expected = manifest.kind.export_interface(&manifest.wit);
         if !exports.iter().any(|e| e == &expected) {
+            // The kind's interface at another version: say which versions this host speaks.
+            let unversioned = manifest.kind.export_interface("");
+            if let Some(built) = exports
+                .iter()
+                .find_map(|e| e.strip_prefix(unversioned.as_str()))
+            {
+                let supported = crate::manifest::SUPPORTED_WIT_VERSIONS;
+                let fix = if supported.contains(&built) {
+                    format!(
+                        "set `wit: {built}` in plugin.yaml (it says {})",
+                        manifest.wit
+                    )
+                } else {
+                    "rebuild it against a supported version (the joinery-plugin-sdk of this host's release) and set `wit:` in plugin.yaml to it".to_string()
+                };
+                return Err(LoadError::WitVersion {
+                    plugin: name,
+                    built: built.to_string(),
+                    supported: supported.join(", "),
+                    fix,
+                });
+            }
             return Err(LoadError::Export {
                 plugin: name,
                 expected,

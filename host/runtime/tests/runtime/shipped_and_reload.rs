@@ -594,3 +594,50 @@ fn a_failed_reload_is_retried() {
     assert!(registry.current().get("second").is_some());
     assert!(registry.last_error().is_none());
 }
+
+/// `wasm` with every occurrence of `from` replaced by `to` (the same length).
+fn replaced(wasm: &[u8], from: &str, to: &str) -> Vec<u8> {
+    assert_eq!(from.len(), to.len());
+    let mut out = wasm.to_vec();
+    let mut at = 0;
+    while let Some(i) = out[at..]
+        .windows(from.len())
+        .position(|w| w == from.as_bytes())
+    {
+        out[at + i..at + i + from.len()].copy_from_slice(to.as_bytes());
+        at += i + from.len();
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_component_of_another_wit_version_is_named_with_the_versions_supported() {
+    let (manifest, wasm) = template_parts();
+    // The same renderer, as if built against a later version of the interface.
+    let later = replaced(
+        wasm,
+        "joinery:plugin/renderer@0.1.0",
+        "joinery:plugin/renderer@0.9.0",
+    );
+    assert_ne!(later, wasm, "the export name is in the component");
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("later");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("plugin.wasm"), &later).unwrap();
+    std::fs::write(
+        dir.join("plugin.yaml"),
+        manifest_text(manifest, "later", &sha256_hex(&later)),
+    )
+    .unwrap();
+    let err = match registry(vec![root.path().to_path_buf()]) {
+        Ok(_) => panic!("a component of WIT 0.9.0 loaded"),
+        Err(e) => e,
+    };
+    let text = err.to_string();
+    assert!(
+        text.contains("built against WIT version 0.9.0")
+            && text.contains("this host supports 0.1.0")
+            && text.contains("rebuild it against a supported version"),
+        "{text}"
+    );
+}
