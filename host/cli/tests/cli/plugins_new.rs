@@ -67,6 +67,18 @@ fn scaffold_and_test(kind: &str, root: &Path) -> PathBuf {
     for file in ["Cargo.toml", "src/lib.rs", "plugin.yaml", "README.md"] {
         assert!(dir.join(file).is_file(), "{kind}: no {file}");
     }
+    // Each scaffold offers only what its kind can use.
+    let manifest = std::fs::read_to_string(dir.join("plugin.yaml")).unwrap();
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    match kind {
+        "renderer" => {
+            assert!(!manifest.contains("\ncapabilities:"), "{manifest}");
+            assert!(!readme.contains("Kubernetes"), "{readme}");
+            assert!(readme.contains("assert_shell_syntax"), "{readme}");
+        }
+        "pricing" => assert!(!manifest.contains("kubernetes:"), "{manifest}"),
+        _ => assert!(manifest.contains("kubernetes: []"), "{manifest}"),
+    }
     // The same dependency versions as the shipped plugins, so the build reuses theirs.
     std::fs::copy(repo().join("plugins/Cargo.lock"), dir.join("Cargo.lock")).unwrap();
     let (ok, out) = cargo(&dir, &["test"]);

@@ -183,9 +183,13 @@ fn manifest(kind: Kind, name: &str, camel: &str) -> String {
             "# The NodeClass kind this plugin serves (its CRD is yours to write and apply).\nnodeClass:\n  group: {name}.example.com\n  version: v1alpha1\n  kind: {camel}NodeClass\n"
         ));
     }
-    text.push_str(
-        "# What the plugin asks for; the operator's grants file decides what it gets.\ncapabilities:\n  http: []\n  kubernetes: []\n  secrets: []\nlimits:\n  memoryMiB: 16\n  timeoutMs: 1000\n  maxConcurrency: 8\n",
-    );
+    text.push_str(match kind {
+        // A renderer makes no calls: it requests nothing, and the secrets the operator grants
+        // it reach it through the render context.
+        Kind::Renderer => "# A renderer requests no capabilities: it makes no calls. Secrets the operator grants it\n# (plugins.<name>.secrets in the grants file) reach it in the render context.\nlimits:\n  memoryMiB: 16\n  timeoutMs: 1000\n  maxConcurrency: 8\n",
+        Kind::Pricing => "# What the plugin asks for (a pricing plugin may only request http); the operator's\n# grants file decides what it gets.\ncapabilities:\n  http: []\nlimits:\n  memoryMiB: 16\n  timeoutMs: 1000\n  maxConcurrency: 8\n",
+        Kind::Cloud => "# What the plugin asks for; the operator's grants file decides what it gets.\ncapabilities:\n  http: []\n  kubernetes: []\n  secrets: []\nlimits:\n  memoryMiB: 16\n  timeoutMs: 1000\n  maxConcurrency: 8\n",
+    });
     text
 }
 
@@ -338,13 +342,37 @@ joinery plugins package --configmap {name} plugin.yaml plugin.wasm > configmap.y
 kubectl apply --server-side -f configmap.yaml         # then list it under plugins in the chart's values
 ```
 
-`plugin.yaml` declares what the plugin asks for (`capabilities`); the operator's grants file
-decides what it gets. The SDK's documentation (`cargo doc --open`) lists the helpers: HTTP,
-Kubernetes, secrets, logs, cache and test fakes.
+{helpers}
 "#,
         kind = kind_name(kind),
-        crate_file = name.replace('-', "_")
+        crate_file = name.replace('-', "_"),
+        helpers = readme_helpers(kind),
     )
+}
+
+/// What the scaffold's README says the plugin may use: only what its kind can.
+fn readme_helpers(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Renderer => {
+            "A renderer makes no calls: it turns the render context (the NodeClaim, the NodeClass's
+parameters and userData, the cluster, and the secrets the operator grants it in the grants
+file) into a script. The SDK's `bootstrap` module quotes for sh and YAML, checks parameter
+names, reads the join token (inline or from a granted secret) and builds kubelet flags;
+`testing::assert_shell_syntax(&script)` checks a rendered shell script with `sh -n` in your
+unit tests (see `src/lib.rs`), and `joinery render --renderer ./dist …` renders with the host."
+        }
+        Kind::Pricing => {
+            "`plugin.yaml` declares the HTTP destinations the plugin asks for (`capabilities.http`, the
+only capability a pricing plugin may request); the operator's grants file decides what it
+gets. The SDK's documentation (`cargo doc --open`) lists the helpers: HTTP, logs, cache and
+test fakes."
+        }
+        Kind::Cloud => {
+            "`plugin.yaml` declares what the plugin asks for (`capabilities`); the operator's grants file
+decides what it gets. The SDK's documentation (`cargo doc --open`) lists the helpers: HTTP,
+Kubernetes, secrets, logs, cache and test fakes."
+        }
+    }
 }
 
 #[cfg(test)]
