@@ -476,14 +476,33 @@ impl LoadedPlugin {
                     limit_ms: self.limits.timeout_ms,
                 };
             }
-            let output = String::from_utf8_lossy(&stderr.contents())
-                .trim()
-                .to_string();
-            let message = if output.is_empty() {
-                format!("{error:#}")
-            } else {
-                format!("{error:#}; plugin stderr: {output}")
+            // The panic's own words first (a Rust guest prints them to stderr), then the kind
+            // of trap; the wasm frames go to the log only, never to events and conditions.
+            let output = String::from_utf8_lossy(&stderr.contents()).to_string();
+            let panic = output
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let trap = match error.downcast_ref::<Trap>() {
+                Some(trap) => trap.to_string(),
+                None => error.root_cause().to_string(),
             };
+            let version = &self.manifest.version;
+            let mut message = if panic.is_empty() {
+                format!("{trap} (plugin version {version})")
+            } else {
+                format!("{panic} (plugin version {version}; wasm trap: {trap})")
+            };
+            let mut frames = format!("{error:?}");
+            // Scrubbed before anything is logged (the call's result is scrubbed again below).
+            let secrets = &self.context.secret_values;
+            if !secrets.is_empty() {
+                secrets.scrub_in_place(&mut message);
+                secrets.scrub_in_place(&mut frames);
+            }
+            tracing::warn!(plugin = %plugin, version = %version, op, %frames, "plugin {plugin} {version} trapped in {op}: {message}");
             CallError::Trap {
                 plugin: plugin.clone(),
                 op,

@@ -37,6 +37,13 @@ async fn trap_is_classified_with_the_panic_message() {
                 message.contains("trap mode requested"),
                 "panic message should be recovered: {message}"
             );
+            // The panic first, then the plugin's version and the trap; no wasm frames.
+            assert!(message.starts_with("thread"), "{message}");
+            assert!(message.contains("(plugin version "), "{message}");
+            assert!(
+                !message.contains("<wasm") && !message.contains("backtrace"),
+                "{message}"
+            );
         }
         other => panic!("expected a trap, got {other:?}"),
     }
