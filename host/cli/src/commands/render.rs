@@ -18,8 +18,9 @@ use crate::plugin_options::PluginOptions;
 /// `joinery render …`
 #[derive(Debug, clap::Args)]
 pub struct RenderArgs {
-    /// Renderer: a built-in or loaded plugin's name, or a plugin directory written as a path
-    /// (`./my-renderer`; a bare name is always a plugin's name). Defaults to the NodeClass's
+    /// Renderer: a built-in or loaded plugin's name, or a plugin directory or plugin
+    /// ConfigMap YAML written as a path (`./my-renderer`, `./cm.yaml`; a bare name is always a
+    /// plugin's name). Defaults to the NodeClass's
     /// `spec.userDataRenderer.name`, else `template`.
     #[arg(long)]
     pub renderer: Option<String>,
@@ -96,8 +97,14 @@ async fn render_command(args: RenderArgs) -> Result<ExitCode> {
         .clone()
         .or(class.renderer.clone())
         .unwrap_or_else(|| DEFAULT_RENDERER.to_string());
+    // Kept alive until the render is done: a ConfigMap is rendered from its unpacked copy.
+    let mut _unpacked = None;
     let renderer_name = match renderer_source(&renderer) {
-        RendererSource::Directory(dir) => {
+        RendererSource::Directory(path) => {
+            let dir = match crate::plugin_options::unpack_configmap(&path)? {
+                Some(unpacked) => _unpacked.insert(unpacked).dir.clone(),
+                None => path,
+            };
             let plugin = read_plugin_dir(&dir)?;
             options.plugin_dirs.push(dir);
             plugin.manifest.name
@@ -105,15 +112,15 @@ async fn render_command(args: RenderArgs) -> Result<ExitCode> {
         RendererSource::Name => renderer.clone(),
     };
     let registry = crate::plugin_options::open_registry(&options, Default::default())?;
-    if !renderer.contains('/') && std::path::Path::new(&renderer).is_dir() {
+    if !renderer.contains('/') && std::path::Path::new(&renderer).exists() {
         if registry.current().get(&renderer).is_some() {
             bail!(
-                "--renderer {renderer}: both a loaded plugin and a directory here are named {renderer:?}; \
+                "--renderer {renderer}: both a loaded plugin and a file or directory here are named {renderer:?}; \
                  write ./{renderer} to render with the directory's plugin (a bare name is a plugin's name)"
             );
         }
         bail!(
-            "--renderer {renderer}: no loaded plugin is named {renderer:?}, but a directory is: write \
+            "--renderer {renderer}: no loaded plugin is named {renderer:?}, but a file or directory here is: write \
              ./{renderer} to render with the plugin in it (a bare name is a plugin's name)"
         );
     }
@@ -158,7 +165,8 @@ async fn render_command(args: RenderArgs) -> Result<ExitCode> {
 
 /// Where `--renderer` (or the NodeClass's renderer) points.
 enum RendererSource {
-    /// A plugin directory, written as a path (`./dir`, `/abs/dir`, `dir/`).
+    /// A plugin directory or a plugin ConfigMap's YAML, written as a path (`./dir`,
+    /// `/abs/dir`, `dir/`, `./cm.yaml`).
     Directory(std::path::PathBuf),
     /// A loaded plugin's name.
     Name,

@@ -535,7 +535,7 @@ fn a_renderer_name_means_the_loaded_plugin_and_a_directory_must_be_a_path() {
     let (ok, err) = render("k3s");
     assert!(!ok);
     assert!(
-        err.contains("both a loaded plugin and a directory here are named \"k3s\"")
+        err.contains("both a loaded plugin and a file or directory here are named \"k3s\"")
             && err.contains("./k3s"),
         "{err}"
     );

@@ -93,6 +93,7 @@ fn a_builtin_renderer_becomes_a_configmap_that_round_trips_and_loads() {
         &wasm,
     ]);
     assert!(ok, "{err}");
+    let out_configmap = out.clone();
     // A ConfigMap this size applies client-side too: no warning about it.
     assert!(!err.contains("client-side"), "{err}");
 
@@ -145,6 +146,37 @@ fn a_builtin_renderer_becomes_a_configmap_that_round_trips_and_loads() {
         inspected["sha256"].as_str(),
         Some(sha256_hex(&bytes).as_str())
     );
+
+    // The ConfigMap's YAML itself, as an author holds it, inspects and renders the same.
+    let yaml = mounted.path().join("k3s-configmap.yaml");
+    std::fs::write(&yaml, &out_configmap).unwrap();
+    let (ok, out, err) = joinery(&[
+        "plugins".as_ref(),
+        "inspect".as_ref(),
+        yaml.as_os_str(),
+        "--json".as_ref(),
+    ]);
+    assert!(ok, "{err}");
+    let from_yaml: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(from_yaml["loads"], true, "{from_yaml}");
+    assert_eq!(from_yaml["sha256"], inspected["sha256"]);
+    let (ok, out, err) = joinery(&[
+        "render".as_ref(),
+        "--renderer".as_ref(),
+        yaml.as_os_str(),
+        "--claim".as_ref(),
+        crate::support::repo()
+            .join("examples/render/nodeclaim.yaml")
+            .as_os_str(),
+        "--class".as_ref(),
+        crate::support::repo()
+            .join("examples/render/nodeclass-k3s.yaml")
+            .as_os_str(),
+        "--secret".as_ref(),
+        "k3s/token=K10configmap".as_ref(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("K10configmap"), "{out}");
 }
 
 #[test]

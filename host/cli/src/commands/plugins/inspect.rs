@@ -22,7 +22,8 @@ pub const SIZE_BUDGET_BYTES: usize = 512 * 1024;
 /// `joinery plugins inspect …`
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
-    /// A plugin directory, a component file (.wasm / .wasm.gz), or the name of a built-in plugin.
+    /// A plugin directory, a component file (.wasm / .wasm.gz), a plugin ConfigMap's YAML (as
+    /// `plugins package --configmap` writes it), or the name of a built-in plugin.
     pub path: String,
     /// Grants file to evaluate the plugin against: whether it loads, and the limits it runs under.
     #[arg(long)]
@@ -47,6 +48,15 @@ struct Inspected {
 
 fn locate(path: &str) -> Result<Inspected> {
     let p = PathBuf::from(path);
+    if let Some(unpacked) = crate::plugin_options::unpack_configmap(&p)? {
+        let dir = read_plugin_dir(&unpacked.dir).with_context(|| format!("ConfigMap {path}"))?;
+        return Ok(Inspected {
+            manifest: Some(dir.manifest),
+            source: PluginSource::Directory(p),
+            file_size: dir.wasm.len() as u64,
+            wasm: dir.wasm,
+        });
+    }
     if p.is_dir() {
         let file_size = std::fs::read_to_string(p.join("plugin.yaml"))
             .ok()
