@@ -93,6 +93,18 @@ impl HttpPattern {
             && glob(&self.host, &host.to_ascii_lowercase())
     }
 
+    /// Whether every address `other` admits, this pattern admits too (its host read as a
+    /// glob over `other`'s, wildcards and all).
+    pub fn covers(&self, other: &HttpPattern) -> bool {
+        self.scheme == other.scheme
+            && match (self.port, other.port) {
+                (None, _) => true,
+                (Some(a), Some(b)) => a == b,
+                (Some(_), None) => false,
+            }
+            && glob(&self.host, &other.host)
+    }
+
     /// The IP address this pattern names literally, if its host is an IP.
     pub fn literal_ip(&self) -> Option<IpAddr> {
         self.host.parse().ok()
@@ -262,6 +274,73 @@ pub struct KubeAccess<'a> {
 }
 
 impl KubeRule {
+    /// What both rules allow: same cluster and group, the resources, verbs and namespaces
+    /// they share (`*` and an empty namespace list stand for all); `None` when that is
+    /// nothing.
+    pub fn intersection(&self, other: &KubeRule) -> Option<KubeRule> {
+        if self.cluster != other.cluster || self.group != other.group {
+            return None;
+        }
+        fn common<T: Clone + PartialEq>(
+            a: &[T],
+            b: &[T],
+            all: impl Fn(&T) -> bool,
+            sub: impl Fn(&T, &T) -> bool,
+        ) -> Vec<T> {
+            let mut out = Vec::new();
+            for x in a {
+                for y in b {
+                    let both = if all(x) || sub(x, y) {
+                        Some(y)
+                    } else if all(y) || sub(y, x) {
+                        Some(x)
+                    } else {
+                        None
+                    };
+                    if let Some(v) = both
+                        && !out.contains(v)
+                    {
+                        out.push(v.clone());
+                    }
+                }
+            }
+            out
+        }
+        let resources = common(
+            &self.resources,
+            &other.resources,
+            |r| r == "*",
+            |a, b| a == b,
+        );
+        let verbs = common(
+            &self.verbs,
+            &other.verbs,
+            |v| *v == Verb::All,
+            |a, b| a.covers(*b),
+        );
+        let namespaces = match (self.namespaces.is_empty(), other.namespaces.is_empty()) {
+            (true, _) => other.namespaces.clone(),
+            (_, true) => self.namespaces.clone(),
+            _ => self
+                .namespaces
+                .iter()
+                .filter(|n| other.namespaces.contains(n))
+                .cloned()
+                .collect(),
+        };
+        let namespaces_empty_by_conflict =
+            !self.namespaces.is_empty() && !other.namespaces.is_empty() && namespaces.is_empty();
+        (!resources.is_empty() && !verbs.is_empty() && !namespaces_empty_by_conflict).then(|| {
+            KubeRule {
+                cluster: self.cluster.clone(),
+                group: self.group.clone(),
+                resources,
+                verbs,
+                namespaces,
+            }
+        })
+    }
+
     fn allows(&self, access: &KubeAccess<'_>) -> bool {
         self.cluster == access.cluster
             && self.group == access.group
@@ -452,6 +531,23 @@ impl Grants {
     }
 }
 
+/// What a plugin may do once its request and its grant are intersected (`joinery plugins
+/// inspect --grants` prints it). Outgoing HTTP lists, for each requested and granted pattern
+/// where one contains the other, the narrower one, then the operator's `extraHttp` patterns;
+/// Kubernetes rules are the pairwise intersections (same cluster and group, common resources,
+/// verbs and namespaces).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct EffectiveCapabilities {
+    /// Outgoing HTTP patterns.
+    pub http: Vec<String>,
+    /// Kubernetes rules.
+    pub kubernetes: Vec<KubeRule>,
+    /// Secret names.
+    pub secrets: Vec<String>,
+    /// Whether `wasi:clocks` is linked (renderers and pricing plugins).
+    pub clock: bool,
+}
+
 /// Why a capability check failed; the message says which line to add and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -478,6 +574,55 @@ impl Capabilities {
     /// The operator grant half.
     pub fn grant(&self) -> &PluginGrant {
         &self.granted
+    }
+
+    /// What the plugin may actually do: the intersection of its request and its grant, as
+    /// the host checks calls (see [`EffectiveCapabilities`]).
+    pub fn effective(&self) -> EffectiveCapabilities {
+        let (r, g) = (&self.requested, &self.granted);
+        let mut http: Vec<String> = Vec::new();
+        for requested in &r.http {
+            for granted in &g.http {
+                // The narrower of two patterns where one contains the other.
+                let narrower = if requested.covers(granted) {
+                    Some(granted)
+                } else if granted.covers(requested) {
+                    Some(requested)
+                } else {
+                    None
+                };
+                if let Some(p) = narrower
+                    && !http.contains(&p.raw)
+                {
+                    http.push(p.raw.clone());
+                }
+            }
+        }
+        http.extend(
+            g.extra_http
+                .iter()
+                .map(|p| format!("{} (extraHttp)", p.raw)),
+        );
+        let mut kubernetes = Vec::new();
+        for requested in &r.kubernetes {
+            for granted in &g.kubernetes {
+                if let Some(rule) = requested.intersection(granted) {
+                    kubernetes.push(rule);
+                }
+            }
+        }
+        let secrets = r
+            .secrets
+            .iter()
+            .filter(|s| g.secrets.contains(s))
+            .cloned()
+            .collect();
+        EffectiveCapabilities {
+            http,
+            kubernetes,
+            secrets,
+            clock: r.clock && g.clock,
+        }
     }
 
     /// Whether any outgoing HTTP at all is possible (decides linking of `wasi:http`).
@@ -1098,6 +1243,34 @@ mod tests {
             e.to_string().contains("htp") && e.to_string().contains("grants.yaml"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn effective_capabilities_are_the_narrower_of_request_and_grant() {
+        let caps = caps(
+            "  http: [\"https://api-*.exoscale.com\", \"https://a.com\"]\n  secrets: [s1, s2]\n  kubernetes: [{group: g, resources: [things], verbs: [get, list]}]\n",
+            "    http: [\"https://*.exoscale.com\", \"https://b.com\"]\n    extraHttp: [\"http://127.0.0.1:4000\"]\n    secrets: [s2, s3]\n    kubernetes: [{group: g, resources: [\"*\"], verbs: [get, delete], namespaces: [ns]}]\n",
+        );
+        let e = caps.effective();
+        assert_eq!(
+            e.http,
+            [
+                "https://api-*.exoscale.com",
+                "http://127.0.0.1:4000 (extraHttp)"
+            ]
+        );
+        assert_eq!(e.secrets, ["s2"]);
+        assert_eq!(e.kubernetes.len(), 1);
+        let rule = &e.kubernetes[0];
+        assert_eq!(
+            (&rule.resources[..], &rule.verbs[..], &rule.namespaces[..]),
+            (
+                &["things".to_string()][..],
+                &[Verb::Get][..],
+                &["ns".to_string()][..]
+            )
+        );
+        assert!(!e.clock);
     }
 
     #[test]

@@ -65,3 +65,39 @@ fn inspect_with_grants_prints_the_effective_limits() {
         "{out}"
     );
 }
+
+/// The exoscale plugin asks for `https://api-*.exoscale.com` and one secret. A grant of the
+/// broader `https://*.exoscale.com`, an unrelated host, an extraHttp address and two secrets
+/// leaves it the narrower pattern, the extraHttp address and the one secret both name.
+#[test]
+fn inspect_with_grants_prints_the_effective_capabilities() {
+    let dir = tempfile::tempdir().unwrap();
+    let grants = dir.path().join("grants.yaml");
+    std::fs::write(
+        &grants,
+        "plugins:\n  exoscale:\n    http: [\"https://*.exoscale.com\", \"https://example.org\"]\n    extraHttp: [\"http://127.0.0.1:40001\"]\n    secrets: [exoscale-credentials, other]\n  k3s:\n    secrets: [k3s-join]\n",
+    )
+    .unwrap();
+    let grants = grants.to_str().unwrap();
+    let (ok, out, err) = joinery(&["plugins", "inspect", "exoscale", "--grants", grants]);
+    assert!(ok, "{err}");
+    let effective = out
+        .split("effective under the grants")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no effective section: {out}"));
+    assert!(
+        effective
+            .contains("http:       https://api-*.exoscale.com, http://127.0.0.1:40001 (extraHttp)")
+            && effective.contains("secrets:    exoscale-credentials\n"),
+        "{out}"
+    );
+    let (ok, out, err) = joinery(&["plugins", "inspect", "k3s", "--grants", grants, "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // A renderer requests nothing; the secrets granted to it reach it whole.
+    assert_eq!(
+        v["effectiveCapabilities"]["secrets"],
+        serde_json::json!(["k3s-join"]),
+        "{v}"
+    );
+}

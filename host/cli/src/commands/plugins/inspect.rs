@@ -118,12 +118,25 @@ fn gzip_size(bytes: &[u8]) -> usize {
 }
 
 /// `joinery plugins inspect`.
-fn inspect(path: &str, grants: Option<&Path>, json: bool) -> Result<ExitCode> {
+fn inspect(path: &str, grants_path: Option<&Path>, json: bool) -> Result<ExitCode> {
     let item = locate(path)?;
-    let grants = read_grants(grants)?;
+    let grants = read_grants(grants_path)?;
     // The limits in force, computed by the runtime's own rule (the manifest's, capped by
     // the grants file), not the manifest's request.
     let effective_limits = item.manifest.as_ref().map(|m| grants.effective_limits(m));
+    // What the plugin may do under these grants: its request intersected with its grant (a
+    // renderer's granted secrets reach it whole, through the render context).
+    let effective = match (&item.manifest, grants_path) {
+        (Some(m), Some(_)) => {
+            let caps = grants.capabilities_for(m);
+            let mut effective = caps.effective();
+            if m.kind == joinery_runtime::manifest::PluginKind::UserdataRenderer {
+                effective.secrets = caps.grant().secrets.clone();
+            }
+            Some(effective)
+        }
+        _ => None,
+    };
     let engine = PluginEngine::new(&EngineOptions {
         pooling: false,
         ..Default::default()
@@ -173,6 +186,7 @@ fn inspect(path: &str, grants: Option<&Path>, json: bool) -> Result<ExitCode> {
             "source": item.source.to_string(),
             "manifest": item.manifest,
             "effectiveLimits": effective_limits,
+            "effectiveCapabilities": effective,
             "sizeBytes": size,
             "fileSizeBytes": item.file_size,
             "gzipSizeBytes": gzip_size(&item.wasm),
@@ -235,6 +249,27 @@ fn inspect(path: &str, grants: Option<&Path>, json: bool) -> Result<ExitCode> {
                 list_or_none(caps.secrets.iter().cloned())
             );
             println!("  clock:      {}", caps.clock);
+            if let Some(e) = &effective {
+                println!("effective under the grants (request ∩ grant; what calls may do):");
+                println!("  http:       {}", list_or_none(e.http.iter().cloned()));
+                println!(
+                    "  kubernetes: {}",
+                    list_or_none(e.kubernetes.iter().map(|r| format!(
+                        "{}:{}/{}[{}]{}",
+                        r.cluster,
+                        r.group,
+                        r.resources.join(","),
+                        r.verbs.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(","),
+                        if r.namespaces.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" in {}", r.namespaces.join(","))
+                        }
+                    )))
+                );
+                println!("  secrets:    {}", list_or_none(e.secrets.iter().cloned()));
+                println!("  clock:      {}", e.clock);
+            }
         }
         println!(
             "size:       {} bytes ({:.1} KiB; gzip -9 {:.1} KiB) — {}",
