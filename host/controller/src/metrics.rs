@@ -118,6 +118,8 @@ pub mod names {
     /// Failed plugin calls, by `plugin`, `method` and `class` (`trap`, `timeout`,
     /// `memory`, `saturated`, the cloud error classes, …).
     pub const PLUGIN_ERRORS: &str = "joinery_plugin_errors_total";
+    /// Hot reloads of plugins, by plugin and result (`success`, `failure`).
+    pub const PLUGIN_RELOADS: &str = "joinery_plugin_reloads_total";
     /// Histogram: duration of plugin calls, by `plugin` and `method`.
     pub const PLUGIN_CALL_DURATION: &str = "joinery_plugin_call_duration_seconds";
     /// Gauge: peak linear memory of the plugin's latest call, by `plugin` and `method`.
@@ -387,6 +389,15 @@ pub mod series {
         pub method: String,
         /// The error's class.
         pub class: String,
+    }
+
+    /// `{plugin, result}`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct PluginReload {
+        /// The plugin (empty when a failed reload names none, e.g. a missing directory).
+        pub plugin: String,
+        /// `success` or `failure`.
+        pub result: String,
     }
 
     /// `{controller, error}`.
@@ -793,6 +804,8 @@ pub struct Metrics {
     pub plugin_calls: Counters<series::PluginMethod>,
     /// `joinery_plugin_errors_total`.
     pub plugin_errors: Counters<series::PluginError>,
+    /// `joinery_plugin_reloads_total{plugin,result}`.
+    pub plugin_reloads: Counters<series::PluginReload>,
     /// `joinery_plugin_call_duration_seconds`.
     pub plugin_call_duration: Histograms<series::PluginMethod>,
     /// `joinery_plugin_memory_bytes`.
@@ -1007,6 +1020,11 @@ impl Metrics {
                 names::PLUGIN_ERRORS,
                 "Failed calls of wasm plugins, by plugin, method and error class",
             ),
+            plugin_reloads: Counters::register(
+                &mut r,
+                names::PLUGIN_RELOADS,
+                "Hot reloads of wasm plugins, by plugin and result (success, failure)",
+            ),
             plugin_call_duration: Histograms::register(
                 &mut r,
                 names::PLUGIN_CALL_DURATION,
@@ -1080,6 +1098,13 @@ fn confirms_gone(method: &str, class: &str) -> bool {
 pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 
 impl joinery_runtime::services::CallObserver for Metrics {
+    fn plugin_reload(&self, plugin: &str, result: &str) {
+        self.plugin_reloads.inc(&series::PluginReload {
+            plugin: plugin.into(),
+            result: result.into(),
+        });
+    }
+
     fn plugin_call(&self, call: &joinery_runtime::services::CallRecord<'_>) {
         let series = series::PluginMethod {
             plugin: call.plugin.into(),

@@ -146,6 +146,27 @@ pub enum LoadError {
     Set(Vec<LoadError>),
 }
 
+impl LoadError {
+    /// The plugins the error is about (every failed plugin of a [`LoadError::Set`]); empty
+    /// when it is about a directory, the grants file or a pair of plugins.
+    pub fn plugins(&self) -> Vec<&str> {
+        match self {
+            LoadError::Manifest { plugin, .. }
+            | LoadError::Io { plugin, .. }
+            | LoadError::Digest { plugin, .. }
+            | LoadError::MissingDigest { plugin, .. }
+            | LoadError::Compile { plugin, .. }
+            | LoadError::Import { plugin, .. }
+            | LoadError::WitVersion { plugin, .. }
+            | LoadError::Export { plugin, .. }
+            | LoadError::Link { plugin, .. }
+            | LoadError::Duplicate { plugin, .. } => vec![plugin.as_str()],
+            LoadError::Set(errors) => errors.iter().flat_map(LoadError::plugins).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// Why a plugin call failed. Every variant names the plugin and the operation.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {

@@ -516,8 +516,27 @@ impl PluginRegistry {
                     .unwrap_or_else(|p| p.into_inner()) = fingerprint;
                 let names: Vec<String> = set
                     .iter()
-                    .map(|p| format!("{}@{}", p.name(), &p.digest()[..12]))
+                    .map(|p| {
+                        format!(
+                            "{} {}@{}",
+                            p.name(),
+                            p.manifest().version,
+                            &p.digest()[..12]
+                        )
+                    })
                     .collect();
+                let before = self.current();
+                for plugin in set.iter() {
+                    let changed = before
+                        .get(plugin.name())
+                        .is_none_or(|old| old.digest() != plugin.digest());
+                    if changed {
+                        self.cx
+                            .services
+                            .observers
+                            .notify_reload(plugin.name(), "success");
+                    }
+                }
                 self.current.store(Arc::new(set));
                 *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 tracing::info!(plugins = ?names, "plugin set reloaded");
@@ -534,6 +553,13 @@ impl PluginRegistry {
                 let mut last = self.last_error.lock().unwrap_or_else(|p| p.into_inner());
                 if last.as_deref() != Some(message.as_str()) {
                     tracing::error!(error = %message, "plugin reload failed; keeping the last good set and retrying");
+                    let plugins = e.plugins();
+                    if plugins.is_empty() {
+                        self.cx.services.observers.notify_reload("", "failure");
+                    }
+                    for plugin in plugins {
+                        self.cx.services.observers.notify_reload(plugin, "failure");
+                    }
                 }
                 *last = Some(message);
                 Err(e)

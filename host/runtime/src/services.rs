@@ -577,6 +577,10 @@ pub struct CallRecord<'a> {
 pub trait CallObserver: Send + Sync {
     /// Called once per finished call.
     fn plugin_call(&self, call: &CallRecord<'_>);
+
+    /// Called when a hot reload brings a new or changed plugin (`result` `success`), or
+    /// first fails on one (`failure`; a reload that keeps failing the same way is told once).
+    fn plugin_reload(&self, _plugin: &str, _result: &str) {}
 }
 
 /// The observer slot the plugins of one registry share: set once the observer exists (the
@@ -594,6 +598,14 @@ impl CallObservers {
     /// Makes `observer` hear of every later call.
     pub fn set(&self, observer: Arc<dyn CallObserver>) {
         *self.0.write().unwrap_or_else(|p| p.into_inner()) = Some(observer);
+    }
+
+    /// Tells the observer, if any, of a reload's outcome for one plugin.
+    pub fn notify_reload(&self, plugin: &str, result: &str) {
+        let observer = self.0.read().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(observer) = observer {
+            observer.plugin_reload(plugin, result);
+        }
     }
 
     /// Tells the observer, if any, of a finished call.

@@ -206,6 +206,8 @@ async fn hot_reload_swaps_good_sets_and_keeps_the_last_good_one_on_a_broken_upda
         wasm,
     );
     let registry = Arc::new(registry(vec![root.path().to_path_buf()]).unwrap());
+    let reloads = Arc::new(Reloads::default());
+    registry.observe_calls(reloads.clone());
     let first = registry
         .current()
         .require("my-renderer", PluginKind::UserdataRenderer)
@@ -230,6 +232,8 @@ async fn hot_reload_swaps_good_sets_and_keeps_the_last_good_one_on_a_broken_upda
     );
     let err = registry.reload_if_changed().unwrap_err();
     assert!(matches!(err, LoadError::Digest { .. }), "{err}");
+    // Retried on every poll, the same failure is counted once.
+    assert!(registry.reload_if_changed().is_err());
     assert!(registry.last_error().unwrap().contains("sha256 mismatch"));
     let still = registry
         .current()
@@ -254,6 +258,28 @@ async fn hot_reload_swaps_good_sets_and_keeps_the_last_good_one_on_a_broken_upda
     assert!(set.get("my-renderer").is_none());
     assert!(set.require("renamed", PluginKind::UserdataRenderer).is_ok());
     assert!(registry.last_error().is_none());
+    // Only the new plugin counts as reloaded: the built-ins did not change.
+    assert_eq!(
+        *reloads.0.lock().unwrap(),
+        [
+            ("my-renderer".to_string(), "failure".to_string()),
+            ("renamed".to_string(), "success".to_string())
+        ]
+    );
+}
+
+/// The reloads an observer hears of, in order.
+#[derive(Default)]
+struct Reloads(std::sync::Mutex<Vec<(String, String)>>);
+
+impl joinery_runtime::services::CallObserver for Reloads {
+    fn plugin_call(&self, _: &joinery_runtime::services::CallRecord<'_>) {}
+    fn plugin_reload(&self, plugin: &str, result: &str) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((plugin.to_string(), result.to_string()));
+    }
 }
 
 #[test]
