@@ -23,6 +23,7 @@
 
 mod batch;
 mod bootstrap;
+pub use bootstrap::{BootCheck, boot_check};
 pub(crate) mod cache;
 mod kubelet;
 pub mod lag;

@@ -49,10 +49,18 @@ pub struct RenderArgs {
     /// Provider ID prefix the node registers with (e.g. `exoscale://`).
     #[arg(long, default_value = "")]
     pub provider_id_prefix: String,
+    /// Instead of printing the userData, boot it as a simulated instance's kubelet would (the
+    /// parser `joinery simulate` runs) and print what would register: the node's name, labels,
+    /// taints and provider ID, or exactly why nothing would (exit code 1).
+    #[arg(long)]
+    pub boot: bool,
     /// Plugin loading options.
     #[command(flatten)]
     pub options: PluginOptions,
 }
+
+/// The instance ID (and hostname) a `--boot` check gives the simulated instance.
+const BOOT_INSTANCE_ID: &str = "i-0boot0check0";
 
 impl Execute for RenderArgs {
     async fn execute(self) -> Result<ExitCode> {
@@ -159,8 +167,67 @@ async fn render_command(args: RenderArgs) -> Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
+    if args.boot {
+        return Ok(print_boot(&text, &args.provider_id_prefix));
+    }
     print!("{text}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--boot`: what a simulated instance booted with `user_data` registers as.
+fn print_boot(user_data: &str, prefix: &str) -> ExitCode {
+    match joinery_sim::physics::boot_check(user_data, BOOT_INSTANCE_ID) {
+        Err(why) => {
+            println!("would not register: {why}");
+            crate::exit::CHECK_FAILED
+        }
+        Ok(boot) => {
+            println!(
+                "boots as a {} node (simulated instance {BOOT_INSTANCE_ID}, its hostname and metadata ID)",
+                boot.format
+            );
+            println!("  node name:   {}", boot.node_name);
+            match &boot.provider_id {
+                Some(id) => println!("  provider ID: {id}"),
+                None if prefix.is_empty() => println!(
+                    "  provider ID: (none set by the userData; the cloud plugin or the host must set one)"
+                ),
+                None => println!(
+                    "  provider ID: (none set by the userData; expected one starting with {prefix})"
+                ),
+            }
+            let labels: Vec<String> = boot
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            println!("  labels:      {}", labels.join(", "));
+            println!("  taints:      {}", boot.taints.join(", "));
+            if let Some(max) = boot.max_pods {
+                println!("  max pods:    {max}");
+            }
+            let registration = joinery_core::taints::Taint::unregistered().to_string();
+            if boot.taints.contains(&registration) {
+                println!(
+                    "  then:        Joinery removes {registration} once the node registers and matches its NodeClaim"
+                );
+            } else {
+                println!(
+                    "  warning:     the node registers without {registration}: pods may land on it before Joinery has synced its labels and taints"
+                );
+            }
+            if let Some(id) = &boot.provider_id
+                && !prefix.is_empty()
+                && !id.starts_with(prefix)
+            {
+                println!(
+                    "  warning:     the provider ID does not start with {prefix}: Joinery would not match the node to its NodeClaim"
+                );
+                return crate::exit::CHECK_FAILED;
+            }
+            ExitCode::SUCCESS
+        }
+    }
 }
 
 /// Where `--renderer` (or the NodeClass's renderer) points.

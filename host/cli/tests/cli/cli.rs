@@ -554,3 +554,60 @@ fn a_renderer_name_means_the_loaded_plugin_and_a_directory_must_be_a_path() {
     ]);
     assert!(ok, "{err}");
 }
+
+#[test]
+fn render_boot_prints_what_the_simulated_kubelet_would_register_or_why_not() {
+    let (ok, out, err) = joinery(&[
+        "render",
+        "--renderer",
+        "k3s",
+        "--claim",
+        "examples/render/nodeclaim.yaml",
+        "--class",
+        "examples/render/nodeclass-k3s.yaml",
+        "--secret",
+        "k3s/token=K10boot",
+        "--provider-id-prefix",
+        "simcloud://",
+        "--boot",
+    ]);
+    assert!(ok, "{out}{err}");
+    assert!(out.starts_with("boots as a k3s node"), "{out}");
+    for line in [
+        "  provider ID: simcloud://i-0boot0check0",
+        "karpenter.sh/nodepool=default",
+        "karpenter.sh/unregistered:NoExecute",
+        "  then:        Joinery removes karpenter.sh/unregistered:NoExecute",
+    ] {
+        assert!(out.contains(line), "{line:?} in {out}");
+    }
+    // The node name is the NodeClaim's.
+    let claim = std::fs::read_to_string(repo().join("examples/render/nodeclaim.yaml")).unwrap();
+    let name = claim
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("name: "))
+        .unwrap()
+        .trim();
+    assert!(out.contains(&format!("  node name:   {name}")), "{out}");
+    // A plain template script is no bootstrap a kubelet runs: nothing registers, exit code 1.
+    let out = Command::new(env!("CARGO_BIN_EXE_joinery"))
+        .args([
+            "render",
+            "--renderer",
+            "template",
+            "--claim",
+            "examples/render/nodeclaim.yaml",
+            "--class",
+            "examples/render/nodeclass-template.yaml",
+            "--boot",
+        ])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("would not register: the userData is neither"),
+        "{stdout}"
+    );
+}

@@ -91,6 +91,56 @@ pub(crate) enum BootstrapError {
     MaxPods(String),
 }
 
+/// What a simulated instance booted with some userData registers as: the check
+/// `joinery render --boot` prints, by the very parser the simulated kubelets run.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BootCheck {
+    /// The bootstrap recognised: `k3s`, `rke2`, `kubeadm` or `kubelet` (a script that runs
+    /// the kubelet with flags).
+    pub format: &'static str,
+    /// The Node's name.
+    pub node_name: String,
+    /// Labels the node registers with.
+    pub labels: BTreeMap<String, String>,
+    /// Taints the node registers with (`key[=value]:Effect`).
+    pub taints: Vec<String>,
+    /// `spec.providerID`, when the bootstrap sets one.
+    pub provider_id: Option<String>,
+    /// The kubelet's `max-pods`, when set.
+    pub max_pods: Option<u64>,
+}
+
+/// Boots `user_data` as the simulated kubelet of instance `instance_id` would (the instance's
+/// hostname and metadata ID): what registers, or why nothing would.
+pub fn boot_check(user_data: &str, instance_id: &str) -> Result<BootCheck, String> {
+    let boot = parse(user_data, instance_id).map_err(|e| e.to_string())?;
+    Ok(BootCheck {
+        format: match boot.format {
+            Format::K3s => "k3s",
+            Format::Rke2 => "rke2",
+            Format::Kubeadm => "kubeadm",
+            Format::KubeletFlags => "kubelet",
+            Format::Platform => "platform",
+        },
+        node_name: boot.node_name,
+        labels: boot.labels,
+        taints: boot
+            .taints
+            .iter()
+            .map(|t| {
+                if t.value.is_empty() {
+                    format!("{}:{}", t.key, t.effect)
+                } else {
+                    format!("{}={}:{}", t.key, t.value, t.effect)
+                }
+            })
+            .collect(),
+        provider_id: boot.provider_id,
+        max_pods: boot.max_pods,
+    })
+}
+
 /// A parser of one bootstrap format: `None` when the userData is not in its format.
 type BootstrapFormat = fn(&str, &str) -> Option<Result<Bootstrap, BootstrapError>>;
 
