@@ -862,73 +862,53 @@ impl PodRunner {
             .filter(|p| p.metadata.uid.as_deref() == Some(uid.as_str()))
             .cloned()?;
         let shared = self.shared.clone();
-        match action {
+        // Starting and finishing a pod are both one status patch; only the status differs.
+        let status = match action {
             Action::Start { .. } => {
                 if is_deleting(&pod) {
                     return None;
                 }
-                let status = self.running_status(&pod);
-                Some(
-                    async move {
-                        let (namespace, name) = (
-                            pod.metadata.namespace.clone().unwrap_or_default(),
-                            pod.metadata.name.clone().unwrap_or_default(),
-                        );
-                        let api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
-                        let result = match api
-                            .patch_status(
-                                &name,
-                                &PatchParams::default(),
-                                &Patch::Merge(&json!({"status": status})),
-                            )
-                            .await
-                        {
-                            Ok(updated) => Ok(Some(updated)),
-                            Err(error) if api_code(&error) == Some(404) => Ok(None),
-                            Err(error) => Err(error.into()),
-                        };
-                        (action, result)
-                    }
-                    .boxed(),
-                )
+                self.running_status(&pod)
             }
             Action::Finish { .. } => {
                 if is_deleting(&pod) || is_terminal(&pod) {
                     return None;
                 }
-                let status = self.finished_status(&pod);
-                Some(
+                self.finished_status(&pod)
+            }
+            Action::Remove { .. } => {
+                return Some(
                     async move {
-                        let (namespace, name) = (
-                            pod.metadata.namespace.clone().unwrap_or_default(),
-                            pod.metadata.name.clone().unwrap_or_default(),
-                        );
-                        let api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
-                        let result = match api
-                            .patch_status(
-                                &name,
-                                &PatchParams::default(),
-                                &Patch::Merge(&json!({"status": status})),
-                            )
-                            .await
-                        {
-                            Ok(updated) => Ok(Some(updated)),
-                            Err(error) if api_code(&error) == Some(404) => Ok(None),
-                            Err(error) => Err(error.into()),
-                        };
+                        let result = force_delete(&shared, &pod).await;
                         (action, result)
                     }
                     .boxed(),
-                )
+                );
             }
-            Action::Remove { .. } => Some(
-                async move {
-                    let result = force_delete(&shared, &pod).await;
-                    (action, result)
-                }
-                .boxed(),
-            ),
-        }
+        };
+        Some(
+            async move {
+                let (namespace, name) = (
+                    pod.metadata.namespace.clone().unwrap_or_default(),
+                    pod.metadata.name.clone().unwrap_or_default(),
+                );
+                let api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
+                let result = match api
+                    .patch_status(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(&json!({"status": status})),
+                    )
+                    .await
+                {
+                    Ok(updated) => Ok(Some(updated)),
+                    Err(error) if api_code(&error) == Some(404) => Ok(None),
+                    Err(error) => Err(error.into()),
+                };
+                (action, result)
+            }
+            .boxed(),
+        )
     }
 
     /// Takes in what an action's request answered.
