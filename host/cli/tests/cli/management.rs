@@ -5,7 +5,6 @@
 //! Ready only when the plugin's call went there. Also the chart's `managementCluster` values.
 
 use std::ffi::OsStr;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,35 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::run::sim_serve;
-use crate::support::{KillOnDrop, free_port, repo};
-
-/// Runs kubectl against `kubeconfig`, with `stdin` if given; (success, stdout, stderr).
-pub(crate) fn kubectl(
-    kubeconfig: &Path,
-    args: &[&str],
-    stdin: Option<&str>,
-) -> (bool, String, String) {
-    let mut child = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl is installed");
-    let mut input = child.stdin.take().unwrap();
-    input
-        .write_all(stdin.unwrap_or_default().as_bytes())
-        .unwrap();
-    drop(input);
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+use crate::support::{KillOnDrop, free_port, kubectl_output as kubectl, repo};
 
 pub(crate) fn apply(kubeconfig: &Path, yaml: &str) {
     let (ok, _, err) = kubectl(kubeconfig, &["apply", "-f", "-"], Some(yaml));

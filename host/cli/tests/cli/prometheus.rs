@@ -18,7 +18,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
-use crate::management::{apply, kubectl};
+use crate::management::apply;
+use crate::support::kubectl_output as kubectl;
 use crate::support::{KillOnDrop, eventually, free_port, printed_value, repo, sim_serve};
 
 const RULES: &str = "charts/joinery/files/prometheus-rules.yaml";

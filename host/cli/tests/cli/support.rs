@@ -63,8 +63,12 @@ pub fn printed_value(lines: &[String], label: &str) -> Option<String> {
 }
 
 /// Runs `kubectl --kubeconfig KUBECONFIG ARGS`, with `stdin` fed to it when given; returns
-/// whether it succeeded and what it printed (stdout, then stderr).
-pub fn kubectl_with_input(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String) {
+/// whether it succeeded, its stdout and its stderr.
+pub fn kubectl_output(
+    kubeconfig: &Path,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> (bool, String, String) {
     use std::io::Write;
     use std::process::{Command, Stdio};
     let mut child = Command::new("kubectl")
@@ -76,24 +80,23 @@ pub fn kubectl_with_input(kubeconfig: &Path, args: &[&str], stdin: Option<&str>)
         .stderr(Stdio::piped())
         .spawn()
         .expect("kubectl is installed");
-    if let Some(text) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-    }
-    drop(child.stdin.take());
+    let mut input = child.stdin.take().unwrap();
+    input
+        .write_all(stdin.unwrap_or_default().as_bytes())
+        .unwrap();
+    drop(input);
     let out = child.wait_with_output().unwrap();
     (
         out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
     )
+}
+
+/// [`kubectl_output`] with stdout and stderr together.
+pub fn kubectl_with_input(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String) {
+    let (ok, stdout, stderr) = kubectl_output(kubeconfig, args, stdin);
+    (ok, format!("{stdout}{stderr}"))
 }
 
 /// [`kubectl_with_input`] without input.
