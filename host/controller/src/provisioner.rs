@@ -136,22 +136,12 @@ pub(crate) fn reschedulable_pods(ctx: &Context) -> Vec<Arc<LeanPod>> {
         return Vec::new();
     }
     let pdbs = ctx.state.pdbs.ordered();
-    joinery_kube::drain::reschedulable_pods(
-        &ctx.state
-            .pods
-            .state()
-            .into_iter()
-            .filter(|p| {
-                p.spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.as_deref())
-                    .is_some_and(|n| deleting.contains(n))
-            })
-            .collect::<Vec<_>>(),
-    )
-    .into_iter()
-    .filter(|p| !joinery_kube::pods::blocked_by_budget(p, &pdbs))
-    .collect()
+    ctx.state
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| joinery_kube::disruption::must_move(p, &deleting, &pdbs))
+        .collect()
 }
 
 /// Whether every NodeClaim is in the cache and launched (upstream's `Synced`): capacity of

@@ -149,15 +149,29 @@ pub fn pending_pods<'a>(
         .iter()
         .copied()
         .filter(|p| crate::pods::pod_state(p) == crate::pods::PodState::Pending);
-    let moving = cluster.pods.iter().copied().filter(|p| {
-        p.spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .is_some_and(|n| deleting.contains(n))
-            && crate::drain::is_reschedulable(p)
-            && !crate::pods::blocked_by_budget(p, pdbs)
-    });
+    let moving = cluster
+        .pods
+        .iter()
+        .copied()
+        .filter(|p| must_move(p, &deleting, pdbs));
     waiting.chain(moving).collect()
+}
+
+/// Whether `pod` must move because its node is among `deleting` (see
+/// [`crate::drain::deleting_node_names`]): a reschedulable pod ([`crate::drain::is_reschedulable`],
+/// terminating StatefulSet pods included) that no PodDisruptionBudget holds. The provisioner
+/// and disruption passes both place these pods.
+pub fn must_move(
+    pod: &LeanPod,
+    deleting: &BTreeSet<String>,
+    pdbs: &[Arc<PodDisruptionBudget>],
+) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| deleting.contains(n))
+        && crate::drain::is_reschedulable(pod)
+        && !crate::pods::blocked_by_budget(pod, pdbs)
 }
 
 /// What the caller knows beyond the objects.
