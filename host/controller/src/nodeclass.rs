@@ -83,8 +83,8 @@ async fn step(
                 continue;
             }
             let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
-            let not_granted = host_problem(&ctx, &plugin, &class);
-            if let Some((reason, message)) = &not_granted {
+            let problem = host_problem(&ctx, &plugin, &class);
+            if let Some((reason, message)) = &problem {
                 report_host_problem(&ctx, &class, reason, message).await;
             }
             // A failed resolve is retried soon, but never faster than its backoff allows
@@ -94,8 +94,8 @@ async fn step(
                 "resolve-node-class",
                 class.metadata.uid.as_deref().unwrap_or(""),
             );
-            let result = match not_granted {
-                // Resolving could only fail on the first capability it needs.
+            let result = match problem {
+                // The plugin is not asked: the class cannot work whatever it answers.
                 Some((reason, message)) => Err(Unresolved::Host(reason, message)),
                 None => match ctx
                     .call_cloud(
