@@ -256,6 +256,36 @@ pub enum CloudError {
     Invalid(String),
     /// Anything else.
     Internal(String),
+    /// The cloud cannot do this at all (WIT 0.2; for a 0.1 plugin the host answers it for
+    /// the functions 0.1 does not have).
+    Unsupported(String),
+}
+
+/// A node condition that means "unhealthy" once it has held a status for long enough
+/// (Karpenter's `RepairPolicy`; WIT 0.2 `repair-policy`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepairPolicy {
+    /// Node condition type, e.g. `Ready`.
+    pub condition_type: String,
+    /// The unhealthy status: `True`, `False` or `Unknown`.
+    pub condition_status: String,
+    /// How long the condition may hold that status, in seconds.
+    pub toleration_seconds: u64,
+}
+
+/// What a node booted from a renderer's userData registers with, as the renderer promises
+/// it (WIT 0.2 `node-registration`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRegistration {
+    /// Node name; `None` means the instance's hostname.
+    pub node_name: Option<String>,
+    /// Labels the node registers with.
+    pub labels: Vec<KeyValue>,
+    /// Taints the node registers with.
+    pub taints: Vec<Taint>,
+    /// The node's provider ID is this prefix followed by the instance ID; `None` when the
+    /// cloud controller manager sets it.
+    pub provider_id_prefix: Option<String>,
 }
 
 /// What a userData renderer gets.

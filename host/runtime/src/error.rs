@@ -298,7 +298,8 @@ impl CallError {
                 | CloudError::NodeClassNotReady(m)
                 | CloudError::QuotaExceeded(m)
                 | CloudError::Invalid(m)
-                | CloudError::Internal(m) => scrub(m),
+                | CloudError::Internal(m)
+                | CloudError::Unsupported(m) => scrub(m),
                 CloudError::InsufficientCapacity(c) => scrub(&mut c.message),
                 CloudError::Retryable(r) => scrub(&mut r.message),
             },
@@ -327,6 +328,7 @@ impl CallError {
                 CloudError::Retryable(_) => "retryable",
                 CloudError::Invalid(_) => "invalid",
                 CloudError::Internal(_) => "internal",
+                CloudError::Unsupported(_) => "unsupported",
             },
             other => other.metric_label(),
         }
@@ -368,6 +370,7 @@ pub fn describe_cloud_error(error: &CloudError) -> String {
             },
             CloudError::Invalid(m) => write!(f, "invalid: {m}"),
             CloudError::Internal(m) => write!(f, "internal: {m}"),
+            CloudError::Unsupported(m) => write!(f, "unsupported: {m}"),
         }
     };
     f

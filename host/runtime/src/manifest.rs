@@ -9,8 +9,10 @@ use serde::{Deserialize, Serialize};
 use crate::error::LoadError;
 use crate::grants::{HttpPattern, KubeRule};
 
-/// The WIT package versions this host can run, newest first.
-pub const SUPPORTED_WIT_VERSIONS: &[&str] = &["0.1.0"];
+/// The WIT package versions this host can run, oldest first.
+pub const SUPPORTED_WIT_VERSIONS: &[&str] = &["0.1.0", "0.2.0"];
+/// The newest WIT version: what `joinery plugins new` scaffolds and the SDK is built against.
+pub const CURRENT_WIT_VERSION: &str = "0.2.0";
 
 /// The pricing plugin for the unpriced offerings of a cloud plugin that names none.
 pub const DEFAULT_PRICING_PLUGIN: &str = "synthetic-pricing";

@@ -22,9 +22,7 @@ use crate::grants::{Capabilities, Grants};
 use crate::manifest::{Limits, PluginKind, PluginManifest};
 use crate::services::{CallRecord, HostServices};
 use crate::state::{CallState, PluginContext};
-use crate::wit::v0_1::cloud::CloudProviderPluginPre;
-use crate::wit::v0_1::pricing::{PricingPlugin, PricingPluginPre};
-use crate::wit::v0_1::renderer::{UserdataRendererPlugin, UserdataRendererPluginPre};
+use crate::wit::{IntoContract, v0_1, v0_2};
 use joinery_core::instance_type::InstanceType;
 
 /// Largest userData a renderer may return (bytes). Clouds accept far less; this only stops garbage.
@@ -57,28 +55,29 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Builds the one linker every plugin kind uses. Which imports a component may actually
 /// have is checked per component at load time (`check_imports`).
+///
+/// The host interfaces of every WIT version are linked side by side (a component names them
+/// with its version), each backed by the same [`CallState`] implementation.
 pub fn build_linker(engine: &PluginEngine) -> Result<Linker<CallState>, String> {
-    use crate::wit::v0_1::cloud::joinery::plugin as host;
     let mut linker = Linker::new(engine.engine());
     let link = |r: wasmtime::Result<()>| r.map_err(|e| format!("cannot link host imports: {e:#}"));
     link(wasmtime_wasi::p2::add_to_linker_async(&mut linker))?;
     link(wasmtime_wasi_http::p2::add_only_http_to_linker_async(
         &mut linker,
     ))?;
-    link(host::log::add_to_linker::<CallState, HasSelf<CallState>>(
-        &mut linker,
-        |s| s,
-    ))?;
-    link(host::config::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s))?;
-    link(host::secrets::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s))?;
-    link(host::kubernetes::add_to_linker::<
-        CallState,
-        HasSelf<CallState>,
-    >(&mut linker, |s| s))?;
-    link(host::cache::add_to_linker::<CallState, HasSelf<CallState>>(
-        &mut linker,
-        |s| s,
-    ))?;
+    macro_rules! link_host_interfaces {
+        ($($module:ident)::+) => {{
+            use $($module)::+ as host;
+            type Own = HasSelf<CallState>;
+            link(host::log::add_to_linker::<CallState, Own>(&mut linker, |s| s))?;
+            link(host::config::add_to_linker::<CallState, Own>(&mut linker, |s| s))?;
+            link(host::secrets::add_to_linker::<CallState, Own>(&mut linker, |s| s))?;
+            link(host::kubernetes::add_to_linker::<CallState, Own>(&mut linker, |s| s))?;
+            link(host::cache::add_to_linker::<CallState, Own>(&mut linker, |s| s))?;
+        }};
+    }
+    link_host_interfaces!(crate::wit::v0_1::cloud::joinery::plugin);
+    link_host_interfaces!(crate::wit::v0_2::cloud::joinery::plugin);
     Ok(linker)
 }
 
@@ -126,21 +125,27 @@ pub fn import_refusal(kind: PluginKind, caps: &Capabilities, name: &str) -> Opti
     }
 }
 
-/// Calls one cloud-provider export: `cloud_call!(self, "op", call_x(args…))`.
+/// Calls one cloud-provider export in whichever WIT version the plugin speaks:
+/// `cloud_call!(self, "op", call_x(args…))`. The arguments are written once and type-checked
+/// per version, so `&class.into()` converts a contract value to that version's record.
 macro_rules! cloud_call {
     ($self:ident, $op:literal, $method:ident ( $($arg:expr),* )) => {{
-        let Pre::Cloud(pre) = &$self.pre else {
-            return Err($self.wrong_kind($op, PluginKind::CloudProvider));
-        };
+        match &$self.pre {
+            Pre::Cloud(Versioned::V0_1(pre)) => cloud_call!(@in $self, $op, pre, $method($($arg),*)),
+            Pre::Cloud(Versioned::V0_2(pre)) => cloud_call!(@in $self, $op, pre, $method($($arg),*)),
+            _ => return Err($self.wrong_kind($op, PluginKind::CloudProvider)),
+        }
+    }};
+    (@in $self:ident, $op:literal, $pre:ident, $method:ident ( $($arg:expr),* )) => {{
         let plugin = $self.name().to_string();
         $self
             .run($op, |mut store| async move {
-                let result = match pre.instantiate_async(&mut store).await {
+                let result = match $pre.instantiate_async(&mut store).await {
                     Ok(bindings) => bindings.joinery_plugin_cloud_provider().$method(&mut store, $($arg),*).await,
                     Err(e) => Err(e),
                 };
                 let mapped = result.map(|r| {
-                    r.map(Into::into).map_err(|error| CallError::Cloud { plugin: plugin.clone(), op: $op, error: error.into() })
+                    r.map(IntoContract::into_contract).map_err(|error| CallError::Cloud { plugin: plugin.clone(), op: $op, error: error.into() })
                 });
                 (store, mapped)
             })
@@ -148,10 +153,51 @@ macro_rules! cloud_call {
     }};
 }
 
+/// Instantiates a renderer or pricing component in its WIT version and calls one export:
+/// `export_call!(pre, store, joinery_plugin_x().call_y(args…))`. As in [`cloud_call!`] the
+/// arguments are type-checked per version; the export's error becomes the contract's.
+macro_rules! export_call {
+    ($pre:ident, $store:ident, $iface:ident () . $method:ident ( $($arg:expr),* )) => {
+        match $pre {
+            Versioned::V0_1(pre) => match pre.instantiate_async(&mut $store).await {
+                Ok(bindings) => bindings.$iface().$method(&mut $store, $($arg),*).await.map(|r| r.map_err(Into::into)),
+                Err(e) => Err(e),
+            },
+            Versioned::V0_2(pre) => match pre.instantiate_async(&mut $store).await {
+                Ok(bindings) => bindings.$iface().$method(&mut $store, $($arg),*).await.map(|r| r.map_err(Into::into)),
+                Err(e) => Err(e),
+            },
+        }
+    };
+}
+
+/// A plugin's pre-instantiated component in the WIT version it was built against.
+enum Versioned<V01, V02> {
+    /// `joinery:plugin@0.1.0`.
+    V0_1(V01),
+    /// `joinery:plugin@0.2.0`.
+    V0_2(V02),
+}
+
 enum Pre {
-    Cloud(CloudProviderPluginPre<CallState>),
-    Renderer(UserdataRendererPluginPre<CallState>),
-    Pricing(PricingPluginPre<CallState>),
+    Cloud(
+        Versioned<
+            v0_1::cloud::CloudProviderPluginPre<CallState>,
+            v0_2::cloud::CloudProviderPluginPre<CallState>,
+        >,
+    ),
+    Renderer(
+        Versioned<
+            v0_1::renderer::UserdataRendererPluginPre<CallState>,
+            v0_2::renderer::UserdataRendererPluginPre<CallState>,
+        >,
+    ),
+    Pricing(
+        Versioned<
+            v0_1::pricing::PricingPluginPre<CallState>,
+            v0_2::pricing::PricingPluginPre<CallState>,
+        >,
+    ),
 }
 
 /// A plugin ready to be called.
@@ -305,16 +351,27 @@ impl LoadedPlugin {
             message: format!("{e:#}"),
         };
         let instance_pre = cx.linker.instantiate_pre(&component).map_err(link_err)?;
-        let pre = match manifest.kind {
-            PluginKind::CloudProvider => {
-                Pre::Cloud(CloudProviderPluginPre::new(instance_pre).map_err(link_err)?)
-            }
-            PluginKind::UserdataRenderer => {
-                Pre::Renderer(UserdataRendererPluginPre::new(instance_pre).map_err(link_err)?)
-            }
-            PluginKind::Pricing => {
-                Pre::Pricing(PricingPluginPre::new(instance_pre).map_err(link_err)?)
-            }
+        // The export check above settled the version: the manifest's `wit` is what it exports.
+        let v0_1 = manifest.wit == "0.1.0";
+        let pre = match (manifest.kind, v0_1) {
+            (PluginKind::CloudProvider, true) => Pre::Cloud(Versioned::V0_1(
+                v0_1::cloud::CloudProviderPluginPre::new(instance_pre).map_err(link_err)?,
+            )),
+            (PluginKind::CloudProvider, false) => Pre::Cloud(Versioned::V0_2(
+                v0_2::cloud::CloudProviderPluginPre::new(instance_pre).map_err(link_err)?,
+            )),
+            (PluginKind::UserdataRenderer, true) => Pre::Renderer(Versioned::V0_1(
+                v0_1::renderer::UserdataRendererPluginPre::new(instance_pre).map_err(link_err)?,
+            )),
+            (PluginKind::UserdataRenderer, false) => Pre::Renderer(Versioned::V0_2(
+                v0_2::renderer::UserdataRendererPluginPre::new(instance_pre).map_err(link_err)?,
+            )),
+            (PluginKind::Pricing, true) => Pre::Pricing(Versioned::V0_1(
+                v0_1::pricing::PricingPluginPre::new(instance_pre).map_err(link_err)?,
+            )),
+            (PluginKind::Pricing, false) => Pre::Pricing(Versioned::V0_2(
+                v0_2::pricing::PricingPluginPre::new(instance_pre).map_err(link_err)?,
+            )),
         };
         let limits = capabilities.grant().effective_limits(&manifest.limits);
         let config = capabilities
@@ -544,10 +601,18 @@ impl LoadedPlugin {
 
     fn pre_engine(&self) -> &wasmtime::Engine {
         match &self.pre {
-            Pre::Cloud(p) => p.engine(),
-            Pre::Renderer(p) => p.engine(),
-            Pre::Pricing(p) => p.engine(),
+            Pre::Cloud(Versioned::V0_1(p)) => p.engine(),
+            Pre::Cloud(Versioned::V0_2(p)) => p.engine(),
+            Pre::Renderer(Versioned::V0_1(p)) => p.engine(),
+            Pre::Renderer(Versioned::V0_2(p)) => p.engine(),
+            Pre::Pricing(Versioned::V0_1(p)) => p.engine(),
+            Pre::Pricing(Versioned::V0_2(p)) => p.engine(),
         }
+    }
+
+    /// The WIT version the plugin was built against (`0.1.0`, `0.2.0`).
+    pub fn wit_version(&self) -> &str {
+        &self.manifest.wit
     }
 
     fn wrong_kind(&self, op: &'static str, wanted: PluginKind) -> CallError {
@@ -571,15 +636,8 @@ impl LoadedPlugin {
         }
         let plugin = self.name().to_string();
         self.run("render", |mut store| async move {
-            let result = async {
-                let bindings: UserdataRendererPlugin = pre.instantiate_async(&mut store).await?;
-                bindings
-                    .joinery_plugin_renderer()
-                    .call_render(&mut store, &context.into())
-                    .await
-            }
-            .await;
-            let mapped = result.map(|r| match r {
+            let result = export_call!(pre, store, joinery_plugin_renderer().call_render(&context.into()));
+            let mapped = result.map(|r: Result<String, contract::RenderError>| match r {
                 Ok(text) if text.len() > MAX_RENDERED_BYTES => Err(CallError::InvalidOutput {
                     plugin: plugin.clone(),
                     op: "render",
@@ -601,6 +659,43 @@ impl LoadedPlugin {
                 Ok(text) => Ok(text),
                 Err(error) => Err(CallError::Render {
                     plugin: plugin.clone(),
+                    error,
+                }),
+            });
+            (store, mapped)
+        })
+        .await
+    }
+
+    /// `registration` (WIT 0.2, renderer plugins): what a node booted from this context's
+    /// userData registers with, as the renderer promises it. `None` when it makes no
+    /// promise, which a 0.1 renderer never does.
+    pub async fn registration(
+        &self,
+        context: &contract::RenderContext,
+    ) -> Result<Option<contract::NodeRegistration>, CallError> {
+        let pre = match &self.pre {
+            Pre::Renderer(Versioned::V0_1(_)) => return Ok(None),
+            Pre::Renderer(Versioned::V0_2(pre)) => pre,
+            _ => return Err(self.wrong_kind("registration", PluginKind::UserdataRenderer)),
+        };
+        for secret in &context.secrets {
+            self.context.secret_values.remember(secret.value.as_bytes());
+        }
+        let plugin = self.name().to_string();
+        self.run("registration", |mut store| async move {
+            let result = async {
+                let bindings = pre.instantiate_async(&mut store).await?;
+                bindings
+                    .joinery_plugin_renderer()
+                    .call_registration(&mut store, &context.into())
+                    .await
+            }
+            .await;
+            let mapped = result.map(|r| match r {
+                Ok(promise) => Ok(promise.into_contract()),
+                Err(error) => Err(CallError::Render {
+                    plugin: plugin.clone(),
                     error: error.into(),
                 }),
             });
@@ -618,17 +713,13 @@ impl LoadedPlugin {
             return Err(self.wrong_kind("price", PluginKind::Pricing));
         };
         let plugin = self.name().to_string();
-        let wire: Vec<_> = requests.iter().map(Into::into).collect();
-        let wire = &wire;
         self.run("price", |mut store| async move {
-            let result = async {
-                let bindings: PricingPlugin = pre.instantiate_async(&mut store).await?;
-                bindings
-                    .joinery_plugin_pricing()
-                    .call_price(&mut store, wire)
-                    .await
-            }
-            .await;
+            let result = export_call!(
+                pre,
+                store,
+                joinery_plugin_pricing()
+                    .call_price(&requests.iter().map(Into::into).collect::<Vec<_>>())
+            );
             let mapped = result.map(|r| match r {
                 Err(message) => Err(CallError::Pricing {
                     plugin: plugin.clone(),
@@ -646,8 +737,11 @@ impl LoadedPlugin {
         &self,
         class: &contract::NodeClass,
     ) -> Result<contract::NodeClassResolution, CallError> {
-        let class = class.into();
-        cloud_call!(self, "resolve-node-class", call_resolve_node_class(&class))
+        cloud_call!(
+            self,
+            "resolve-node-class",
+            call_resolve_node_class(&class.into())
+        )
     }
 
     /// `get-instance-types`: checked (quantities, zones, capacity types, prices) and
@@ -656,10 +750,11 @@ impl LoadedPlugin {
         &self,
         class: &contract::NodeClass,
     ) -> Result<Vec<InstanceType>, CallError> {
-        let class = class.into();
-        let types: Vec<contract::InstanceType> =
-            cloud_call!(self, "get-instance-types", call_get_instance_types(&class))
-                .map(|types: Vec<_>| types.into_iter().map(Into::into).collect())?;
+        let types: Vec<contract::InstanceType> = cloud_call!(
+            self,
+            "get-instance-types",
+            call_get_instance_types(&class.into())
+        )?;
         crate::validate::instance_types(self.name(), &types)?;
         types
             .iter()
@@ -706,8 +801,7 @@ impl LoadedPlugin {
             }
             None => None,
         };
-        let request = request.into();
-        let instance = cloud_call!(self, "create", call_create(&request))?;
+        let instance = cloud_call!(self, "create", call_create(&request.into()))?;
         crate::validate::instance(self.name(), "create", &instance)?;
         Ok(instance)
     }
@@ -721,8 +815,7 @@ impl LoadedPlugin {
 
     /// `list`.
     pub async fn list(&self) -> Result<Vec<contract::Instance>, CallError> {
-        let instances: Vec<contract::Instance> = cloud_call!(self, "list", call_list())
-            .map(|list: Vec<_>| list.into_iter().map(Into::into).collect())?;
+        let instances: Vec<contract::Instance> = cloud_call!(self, "list", call_list())?;
         for instance in &instances {
             crate::validate::instance(self.name(), "list", instance)?;
         }
@@ -740,11 +833,10 @@ impl LoadedPlugin {
         claim: &contract::NodeClaim,
         class: &contract::NodeClass,
     ) -> Result<(), CallError> {
-        let (claim, class) = (claim.into(), class.into());
         cloud_call!(
             self,
             "reconcile-instance",
-            call_reconcile_instance(&claim, &class)
+            call_reconcile_instance(&claim.into(), &class.into())
         )
     }
 
@@ -754,8 +846,42 @@ impl LoadedPlugin {
         claim: &contract::NodeClaim,
         class: &contract::NodeClass,
     ) -> Result<Option<String>, CallError> {
-        let (claim, class) = (claim.into(), class.into());
-        cloud_call!(self, "is-drifted", call_is_drifted(&claim, &class))
+        cloud_call!(
+            self,
+            "is-drifted",
+            call_is_drifted(&claim.into(), &class.into())
+        )
+    }
+
+    /// `repair-policies` (WIT 0.2): the node conditions this cloud calls unhealthy. `None`
+    /// when the plugin leaves the choice to the host, which a 0.1 plugin always does.
+    pub async fn repair_policies(&self) -> Result<Option<Vec<contract::RepairPolicy>>, CallError> {
+        match &self.pre {
+            Pre::Cloud(Versioned::V0_1(_)) => Ok(None),
+            Pre::Cloud(Versioned::V0_2(pre)) => {
+                cloud_call!(@in self, "repair-policies", pre, call_repair_policies())
+            }
+            _ => Err(self.wrong_kind("repair-policies", PluginKind::CloudProvider)),
+        }
+    }
+
+    /// `reboot` (WIT 0.2): reboots the instance in place. A 0.1 plugin cannot: the error
+    /// is [`contract::CloudError::Unsupported`], as a 0.2 cloud without reboot answers.
+    pub async fn reboot(&self, provider_id: &str) -> Result<(), CallError> {
+        match &self.pre {
+            Pre::Cloud(Versioned::V0_1(_)) => Err(CallError::Cloud {
+                plugin: self.name().to_string(),
+                op: "reboot",
+                error: contract::CloudError::Unsupported(format!(
+                    "plugin {} speaks WIT 0.1, which has no reboot; rebuild it against 0.2 to reboot before replacing",
+                    self.name()
+                )),
+            }),
+            Pre::Cloud(Versioned::V0_2(pre)) => {
+                cloud_call!(@in self, "reboot", pre, call_reboot(provider_id))
+            }
+            _ => Err(self.wrong_kind("reboot", PluginKind::CloudProvider)),
+        }
     }
 }
 

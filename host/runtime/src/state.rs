@@ -18,7 +18,6 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpVi
 use crate::grants::{Capabilities, KubeAccess, Verb};
 use crate::kube_names;
 use crate::services::{HostServices, KubeCallError, KubeTarget, PatchType, SecretLookupError};
-use crate::wit::v0_1::cloud::joinery::plugin::{cache, config, kubernetes, log, secrets};
 
 /// Largest log message kept, in bytes.
 const MAX_LOG_MESSAGE: usize = 4096;
@@ -331,64 +330,12 @@ impl WasiHttpHooks for HttpGate {
     }
 }
 
-impl log::Host for CallState {
-    async fn log(&mut self, level: log::Level, message: String) {
-        if !self.log_budget.take(&self.plugin.name, self.op) {
-            return;
-        }
-        let mut message = message;
-        if message.len() > MAX_LOG_MESSAGE {
-            let mut cut = MAX_LOG_MESSAGE;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-            message.push('…');
-        }
-        self.plugin.secret_values.scrub_in_place(&mut message);
-        let plugin = self.plugin.name.as_str();
-        let op = self.op;
-        match level {
-            log::Level::Trace => tracing::trace!(plugin, op, "{message}"),
-            log::Level::Debug => tracing::debug!(plugin, op, "{message}"),
-            log::Level::Info => tracing::info!(plugin, op, "{message}"),
-            log::Level::Warn => tracing::warn!(plugin, op, "{message}"),
-            log::Level::Error => tracing::error!(plugin, op, "{message}"),
-        }
-    }
-}
-
-impl config::Host for CallState {
-    async fn get_config(&mut self) -> String {
-        self.plugin.config_json.clone()
-    }
-}
-
-impl secrets::Host for CallState {
-    async fn get_secret(
-        &mut self,
-        name: String,
-    ) -> Result<Vec<secrets::SecretEntry>, secrets::SecretError> {
-        self.plugin
-            .capabilities
-            .check_secret(&name)
-            .map_err(|r| secrets::SecretError::Denied(r.0))?;
-        kube_names::check_secret_ref(&name)
-            .map_err(|e| secrets::SecretError::Denied(e.to_string()))?;
-        match self.services.secrets.get(&name).await {
-            Ok(entries) => {
-                for value in entries.values() {
-                    self.plugin.secret_values.remember(value);
-                }
-                Ok(entries
-                    .into_iter()
-                    .map(|(key, value)| secrets::SecretEntry { key, value })
-                    .collect())
-            }
-            Err(SecretLookupError::NotFound(m)) => Err(secrets::SecretError::NotFound(m)),
-            Err(SecretLookupError::Unavailable(m)) => Err(secrets::SecretError::Unavailable(m)),
-        }
-    }
+/// Why the host refused a plugin's Kubernetes call before making it.
+enum KubeRefusal {
+    /// A name or path part is malformed.
+    Invalid(String),
+    /// The grant does not cover it.
+    Denied(String),
 }
 
 impl CallState {
@@ -396,24 +343,17 @@ impl CallState {
     /// then the grant, and returns the target for the backend.
     fn kube_target(
         &self,
-        target: kubernetes::ResourceRef,
+        target: KubeTarget,
         name: Option<&str>,
         verb: Verb,
-    ) -> Result<KubeTarget, kubernetes::KubeError> {
-        let target = KubeTarget {
-            cluster: target.cluster,
-            group: target.group,
-            version: target.version,
-            resource: target.resource,
-            namespace: target.namespace,
-        };
+    ) -> Result<KubeTarget, KubeRefusal> {
         if let Err(invalid) = kube_names::check(&target.parts(name)) {
             // The refusal quotes the plugin's names, which may carry a secret it was given.
             if self.log_budget.take(&self.plugin.name, self.op) {
                 let shown = self.plugin.secret_values.scrub(&invalid.to_string());
                 tracing::warn!(plugin = %self.plugin.name, op = self.op, verb = verb.as_str(), "kubernetes call refused: {shown}");
             }
-            return Err(kubernetes::KubeError::Invalid(format!(
+            return Err(KubeRefusal::Invalid(format!(
                 "plugin {}: {invalid}",
                 self.plugin.name
             )));
@@ -428,114 +368,206 @@ impl CallState {
         self.plugin
             .capabilities
             .check_kube(&access)
-            .map_err(|r| kubernetes::KubeError::Denied(r.0))?;
+            .map_err(|r| KubeRefusal::Denied(r.0))?;
         Ok(target)
     }
 }
 
-fn kube_err(e: KubeCallError) -> kubernetes::KubeError {
-    match e {
-        KubeCallError::NotFound(m) => kubernetes::KubeError::NotFound(m),
-        KubeCallError::Conflict(m) => kubernetes::KubeError::Conflict(m),
-        KubeCallError::Invalid(m) => kubernetes::KubeError::Invalid(m),
-        KubeCallError::Unavailable(m) => kubernetes::KubeError::Unavailable(m),
-    }
-}
+/// Implements the host interfaces of one WIT version for [`CallState`]. The interfaces are
+/// the same in every version (only the package version in their names differs), so one text
+/// serves them all: `host_imports!(crate::wit::v0_1::cloud::joinery::plugin)`.
+macro_rules! host_imports {
+    ($($module:ident)::+) => {
+        const _: () = {
+        use $($module)::+::{cache, config, kubernetes, log, secrets};
 
-impl kubernetes::Host for CallState {
-    async fn get(
-        &mut self,
-        target: kubernetes::ResourceRef,
-        name: String,
-    ) -> Result<String, kubernetes::KubeError> {
-        let target = self.kube_target(target, Some(&name), Verb::Get)?;
-        self.services
-            .kube
-            .get(&target, &name)
-            .await
-            .map_err(kube_err)
-    }
+        fn target_of(target: kubernetes::ResourceRef) -> KubeTarget {
+                    KubeTarget {
+                        cluster: target.cluster,
+                        group: target.group,
+                        version: target.version,
+                        resource: target.resource,
+                        namespace: target.namespace,
+                    }
+                }
 
-    async fn list(
-        &mut self,
-        target: kubernetes::ResourceRef,
-        label_selector: Option<String>,
-    ) -> Result<String, kubernetes::KubeError> {
-        let target = self.kube_target(target, None, Verb::List)?;
-        self.services
-            .kube
-            .list(&target, label_selector.as_deref())
-            .await
-            .map_err(kube_err)
-    }
+                fn refused(refusal: KubeRefusal) -> kubernetes::KubeError {
+                    match refusal {
+                        KubeRefusal::Invalid(m) => kubernetes::KubeError::Invalid(m),
+                        KubeRefusal::Denied(m) => kubernetes::KubeError::Denied(m),
+                    }
+                }
 
-    async fn create(
-        &mut self,
-        target: kubernetes::ResourceRef,
-        body: String,
-    ) -> Result<String, kubernetes::KubeError> {
-        let target = self.kube_target(target, None, Verb::Create)?;
-        self.services
-            .kube
-            .create(&target, &body)
-            .await
-            .map_err(kube_err)
-    }
-
-    async fn patch(
-        &mut self,
-        target: kubernetes::ResourceRef,
-        name: String,
-        kind: kubernetes::PatchKind,
-        body: String,
-    ) -> Result<String, kubernetes::KubeError> {
-        let target = self.kube_target(target, Some(&name), Verb::Patch)?;
-        let kind = match kind {
-            kubernetes::PatchKind::Merge => PatchType::Merge,
-            kubernetes::PatchKind::Json => PatchType::Json,
-            kubernetes::PatchKind::Apply => PatchType::Apply,
-        };
-        self.services
-            .kube
-            .patch(&target, &name, kind, &body)
-            .await
-            .map_err(kube_err)
-    }
-
-    async fn delete(
-        &mut self,
-        target: kubernetes::ResourceRef,
-        name: String,
-    ) -> Result<(), kubernetes::KubeError> {
-        let target = self.kube_target(target, Some(&name), Verb::Delete)?;
-        self.services
-            .kube
-            .delete(&target, &name)
-            .await
-            .map_err(kube_err)
-    }
-}
-
-impl cache::Host for CallState {
-    async fn get(&mut self, key: String) -> Option<Vec<u8>> {
-        self.services.cache.get(&self.plugin.name, &key)
-    }
-
-    async fn set(&mut self, key: String, value: Vec<u8>, ttl_seconds: u32) {
-        if !self
-            .services
-            .cache
-            .set(&self.plugin.name, &key, value, ttl_seconds)
-        {
-            tracing::debug!(plugin = %self.plugin.name, key, "cache value too large; not stored");
+                fn kube_err(e: KubeCallError) -> kubernetes::KubeError {
+            match e {
+                KubeCallError::NotFound(m) => kubernetes::KubeError::NotFound(m),
+                KubeCallError::Conflict(m) => kubernetes::KubeError::Conflict(m),
+                KubeCallError::Invalid(m) => kubernetes::KubeError::Invalid(m),
+                KubeCallError::Unavailable(m) => kubernetes::KubeError::Unavailable(m),
+            }
         }
-    }
 
-    async fn remove(&mut self, key: String) {
-        self.services.cache.remove(&self.plugin.name, &key)
-    }
+        impl log::Host for CallState {
+            async fn log(&mut self, level: log::Level, message: String) {
+                if !self.log_budget.take(&self.plugin.name, self.op) {
+                    return;
+                }
+                let mut message = message;
+                if message.len() > MAX_LOG_MESSAGE {
+                    let mut cut = MAX_LOG_MESSAGE;
+                    while !message.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    message.truncate(cut);
+                    message.push('…');
+                }
+                self.plugin.secret_values.scrub_in_place(&mut message);
+                let plugin = self.plugin.name.as_str();
+                let op = self.op;
+                match level {
+                    log::Level::Trace => tracing::trace!(plugin, op, "{message}"),
+                    log::Level::Debug => tracing::debug!(plugin, op, "{message}"),
+                    log::Level::Info => tracing::info!(plugin, op, "{message}"),
+                    log::Level::Warn => tracing::warn!(plugin, op, "{message}"),
+                    log::Level::Error => tracing::error!(plugin, op, "{message}"),
+                }
+            }
+        }
+
+        impl config::Host for CallState {
+            async fn get_config(&mut self) -> String {
+                self.plugin.config_json.clone()
+            }
+        }
+
+        impl secrets::Host for CallState {
+            async fn get_secret(
+                &mut self,
+                name: String,
+            ) -> Result<Vec<secrets::SecretEntry>, secrets::SecretError> {
+                self.plugin
+                    .capabilities
+                    .check_secret(&name)
+                    .map_err(|r| secrets::SecretError::Denied(r.0))?;
+                kube_names::check_secret_ref(&name)
+                    .map_err(|e| secrets::SecretError::Denied(e.to_string()))?;
+                match self.services.secrets.get(&name).await {
+                    Ok(entries) => {
+                        for value in entries.values() {
+                            self.plugin.secret_values.remember(value);
+                        }
+                        Ok(entries
+                            .into_iter()
+                            .map(|(key, value)| secrets::SecretEntry { key, value })
+                            .collect())
+                    }
+                    Err(SecretLookupError::NotFound(m)) => Err(secrets::SecretError::NotFound(m)),
+                    Err(SecretLookupError::Unavailable(m)) => Err(secrets::SecretError::Unavailable(m)),
+                }
+            }
+        }
+
+        impl kubernetes::Host for CallState {
+            async fn get(
+                &mut self,
+                target: kubernetes::ResourceRef,
+                name: String,
+            ) -> Result<String, kubernetes::KubeError> {
+                let target = self.kube_target(target_of(target), Some(&name), Verb::Get).map_err(refused)?;
+                self.services
+                    .kube
+                    .get(&target, &name)
+                    .await
+                    .map_err(kube_err)
+            }
+
+            async fn list(
+                &mut self,
+                target: kubernetes::ResourceRef,
+                label_selector: Option<String>,
+            ) -> Result<String, kubernetes::KubeError> {
+                let target = self.kube_target(target_of(target), None, Verb::List).map_err(refused)?;
+                self.services
+                    .kube
+                    .list(&target, label_selector.as_deref())
+                    .await
+                    .map_err(kube_err)
+            }
+
+            async fn create(
+                &mut self,
+                target: kubernetes::ResourceRef,
+                body: String,
+            ) -> Result<String, kubernetes::KubeError> {
+                let target = self.kube_target(target_of(target), None, Verb::Create).map_err(refused)?;
+                self.services
+                    .kube
+                    .create(&target, &body)
+                    .await
+                    .map_err(kube_err)
+            }
+
+            async fn patch(
+                &mut self,
+                target: kubernetes::ResourceRef,
+                name: String,
+                kind: kubernetes::PatchKind,
+                body: String,
+            ) -> Result<String, kubernetes::KubeError> {
+                let target = self.kube_target(target_of(target), Some(&name), Verb::Patch).map_err(refused)?;
+                let kind = match kind {
+                    kubernetes::PatchKind::Merge => PatchType::Merge,
+                    kubernetes::PatchKind::Json => PatchType::Json,
+                    kubernetes::PatchKind::Apply => PatchType::Apply,
+                };
+                self.services
+                    .kube
+                    .patch(&target, &name, kind, &body)
+                    .await
+                    .map_err(kube_err)
+            }
+
+            async fn delete(
+                &mut self,
+                target: kubernetes::ResourceRef,
+                name: String,
+            ) -> Result<(), kubernetes::KubeError> {
+                let target = self.kube_target(target_of(target), Some(&name), Verb::Delete).map_err(refused)?;
+                self.services
+                    .kube
+                    .delete(&target, &name)
+                    .await
+                    .map_err(kube_err)
+            }
+        }
+
+        impl cache::Host for CallState {
+            async fn get(&mut self, key: String) -> Option<Vec<u8>> {
+                self.services.cache.get(&self.plugin.name, &key)
+            }
+
+            async fn set(&mut self, key: String, value: Vec<u8>, ttl_seconds: u32) {
+                if !self
+                    .services
+                    .cache
+                    .set(&self.plugin.name, &key, value, ttl_seconds)
+                {
+                    tracing::debug!(plugin = %self.plugin.name, key, "cache value too large; not stored");
+                }
+            }
+
+            async fn remove(&mut self, key: String) {
+                self.services.cache.remove(&self.plugin.name, &key)
+            }
+        }
+        };
+    };
 }
 
+host_imports!(crate::wit::v0_1::cloud::joinery::plugin);
+host_imports!(crate::wit::v0_2::cloud::joinery::plugin);
+
+// `types` has no functions; 0.2 shares 0.1's (see `wit::v0_2`).
 impl crate::wit::v0_1::cloud::joinery::plugin::types::Host for CallState {}
 
 #[cfg(test)]

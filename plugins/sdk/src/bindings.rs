@@ -1,4 +1,4 @@
-//! The raw bindings `wit-bindgen` generates from the WIT package `joinery:plugin@0.1.0`,
+//! The raw bindings `wit-bindgen` generates from the WIT package `joinery:plugin@0.2.0`,
 //! one module per world, each behind its cargo feature.
 //!
 //! Prefer the friendly paths ([`crate::renderer`], [`crate::pricing`], [`crate::cloud`]) and
@@ -17,7 +17,7 @@
 pub mod renderer {
     wit_bindgen::generate!({
         world: "userdata-renderer-plugin",
-        path: "wit/v0.1",
+        path: "wit/v0.2",
         pub_export_macro: true,
         export_macro_name: "__joinery_export_renderer_world",
         default_bindings_module: "joinery_plugin_sdk::bindings::renderer",
@@ -31,7 +31,7 @@ pub mod renderer {
 pub mod pricing {
     wit_bindgen::generate!({
         world: "pricing-plugin",
-        path: "wit/v0.1",
+        path: "wit/v0.2",
         pub_export_macro: true,
         export_macro_name: "__joinery_export_pricing_world",
         default_bindings_module: "joinery_plugin_sdk::bindings::pricing",
@@ -47,7 +47,7 @@ pub mod pricing {
 pub mod cloud {
     wit_bindgen::generate!({
         world: "cloud-provider-plugin",
-        path: "wit/v0.1",
+        path: "wit/v0.2",
         pub_export_macro: true,
         export_macro_name: "__joinery_export_cloud_world",
         default_bindings_module: "joinery_plugin_sdk::bindings::cloud",

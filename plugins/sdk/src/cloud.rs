@@ -10,7 +10,8 @@ use std::marker::PhantomData;
 
 pub use crate::bindings::cloud::exports::joinery::plugin::cloud_provider::{
     CloudError, CreateRequest, Instance, InstanceState, InstanceType, InsufficientCapacity,
-    NodeClaim, NodeClass, NodeClassResolution, Offering, OfferingRef, Overhead, Retryable,
+    NodeClaim, NodeClass, NodeClassResolution, Offering, OfferingRef, Overhead, RepairPolicy,
+    Retryable,
 };
 pub use crate::bindings::cloud::joinery::plugin::types::{
     Condition, KeyValue, Operator, Requirement, Resource, Taint,
@@ -75,6 +76,22 @@ pub trait CloudProvider {
         let _ = (claim, node_class);
         Ok(())
     }
+
+    /// The node conditions that mean this cloud's nodes are unhealthy (node repair).
+    /// The default, `None`, leaves the choice to the host (its defaults: `Ready` `False` or
+    /// `Unknown` for 10 minutes); `Some(vec![])` turns node repair off for this cloud.
+    fn repair_policies() -> Result<Option<Vec<RepairPolicy>>, CloudError> {
+        Ok(None)
+    }
+
+    /// Reboots the instance in place (the first step of a repair when the operator enables
+    /// reboot-first). The default answers `unsupported`: the host then replaces the node.
+    fn reboot(provider_id: String) -> Result<(), CloudError> {
+        let _ = provider_id;
+        Err(CloudError::Unsupported(
+            "this cloud plugin cannot reboot an instance".to_string(),
+        ))
+    }
 }
 
 impl CloudError {
@@ -119,6 +136,7 @@ impl CloudError {
             CloudError::QuotaExceeded(m) => CloudError::QuotaExceeded(with(m)),
             CloudError::Invalid(m) => CloudError::Invalid(with(m)),
             CloudError::Internal(m) => CloudError::Internal(with(m)),
+            CloudError::Unsupported(m) => CloudError::Unsupported(with(m)),
             CloudError::InsufficientCapacity(ic) => {
                 CloudError::InsufficientCapacity(InsufficientCapacity {
                     message: with(ic.message),
@@ -139,7 +157,8 @@ impl CloudError {
             | CloudError::NodeClassNotReady(m)
             | CloudError::QuotaExceeded(m)
             | CloudError::Invalid(m)
-            | CloudError::Internal(m) => m,
+            | CloudError::Internal(m)
+            | CloudError::Unsupported(m) => m,
             CloudError::InsufficientCapacity(ic) => &ic.message,
             CloudError::Retryable(r) => &r.message,
         }
@@ -285,6 +304,12 @@ impl<T: CloudProvider> crate::bindings::cloud::exports::joinery::plugin::cloud_p
     }
     fn reconcile_instance(claim: NodeClaim, node_class: NodeClass) -> Result<(), CloudError> {
         T::reconcile_instance(claim, node_class)
+    }
+    fn repair_policies() -> Result<Option<Vec<RepairPolicy>>, CloudError> {
+        T::repair_policies()
+    }
+    fn reboot(provider_id: String) -> Result<(), CloudError> {
+        T::reboot(provider_id)
     }
 }
 

@@ -3,7 +3,7 @@
 //! Write Joinery plugins in Rust: a plugin is one trait impl plus one export macro.
 //!
 //! Joinery loads cloud backends, userData renderers and pricing functions as WebAssembly
-//! components (WIT package `joinery:plugin@0.1.0`). This crate wraps the bindings that
+//! components (WIT package `joinery:plugin@0.2.0`). This crate wraps the bindings that
 //! `wit-bindgen` generates for that package:
 //!
 //! | world | cargo feature | trait | export macro |
@@ -117,7 +117,7 @@ pub use serde;
 pub use serde_json;
 
 /// The WIT package version this SDK was generated from; write it as `wit:` in `plugin.yaml`.
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.2.0";
 
 /// Returns the plugin's configuration exactly as the host passed it: a JSON object, `{}`
 /// when the operator configured nothing.

@@ -7,7 +7,7 @@
 use std::marker::PhantomData;
 
 pub use crate::bindings::renderer::exports::joinery::plugin::renderer::{
-    RenderContext, RenderError,
+    NodeRegistration, RenderContext, RenderError,
 };
 pub use crate::bindings::renderer::joinery::plugin::types::{
     Condition, KeyValue, Operator, Requirement, Resource, Taint,
@@ -20,6 +20,16 @@ crate::common::common_type_impls!();
 pub trait Renderer {
     /// Renders the userData for one NodeClaim.
     fn render(context: RenderContext) -> Result<String, RenderError>;
+
+    /// What a node booted from `render(context)`'s output registers with (node name,
+    /// labels, taints, provider ID), for a userData format the simulator does not know:
+    /// it then boots the node by this promise, and `joinery render --boot` prints it.
+    /// The default, `None`, makes no promise (fine for k3s, RKE2, kubeadm or a script that
+    /// runs the kubelet, which the simulator reads itself). Test it against `render`.
+    fn registration(context: RenderContext) -> Result<Option<NodeRegistration>, RenderError> {
+        let _ = context;
+        Ok(None)
+    }
 }
 
 impl RenderContext {
@@ -112,6 +122,9 @@ impl<T: Renderer> crate::bindings::renderer::exports::joinery::plugin::renderer:
 {
     fn render(context: RenderContext) -> Result<String, RenderError> {
         T::render(context)
+    }
+    fn registration(context: RenderContext) -> Result<Option<NodeRegistration>, RenderError> {
+        T::registration(context)
     }
 }
 

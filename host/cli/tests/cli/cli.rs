@@ -474,8 +474,8 @@ fn plugins_compile_fills_the_cache_and_needs_a_directory() {
 #[test]
 fn the_sdk_carries_the_hosts_wit_unchanged() {
     let pairs = [
-        ("wit/v0.1", "plugins/sdk/wit/v0.1"),
-        ("wit/deps", "plugins/sdk/wit/v0.1/deps"),
+        ("wit/v0.2", "plugins/sdk/wit/v0.2"),
+        ("wit/deps", "plugins/sdk/wit/v0.2/deps"),
     ];
     for (host, sdk) in pairs {
         let mut count = 0;

@@ -11,3 +11,4 @@ mod faults;
 mod js_renderer;
 mod shipped_and_reload;
 mod simcloud;
+mod versions;

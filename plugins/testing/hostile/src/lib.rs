@@ -29,12 +29,16 @@
 //! `resource`, `namespace`, `name`, `verb` (kube), `message`, `count` (log), `zone`
 //! (the zone of `ok-1`'s offering, default `zone-a`).
 //!
+//! WIT 0.2's additions answer fixed values after the mode has run: `repair-policies` one
+//! policy (`Ready` `False` for 42 s), `reboot` success for a `hostile://` provider ID and
+//! `not-found` for any other.
+//!
 //! On success `ok-1` carries the requirement `hostile.joinery.dev/result` with a short,
 //! label-safe summary of what the mode observed (e.g. `http-200`, `secret-2-keys`).
 
 use joinery_plugin_sdk::cloud::{
     CloudError, CloudProvider, CreateRequest, Instance, InstanceState, InstanceType, NodeClaim,
-    NodeClass, NodeClassResolution, Offering, Overhead, Requirement, Resource,
+    NodeClass, NodeClassResolution, Offering, Overhead, RepairPolicy, Requirement, Resource,
 };
 use joinery_plugin_sdk::{cache, http, kube, log, secrets};
 use serde::Deserialize;
@@ -447,6 +451,23 @@ impl CloudProvider for Hostile {
     fn is_drifted(_claim: NodeClaim, node_class: NodeClass) -> Result<Option<String>, CloudError> {
         run_mode(&effective_config(Some(&node_class))?)?;
         Ok(None)
+    }
+
+    fn repair_policies() -> Result<Option<Vec<RepairPolicy>>, CloudError> {
+        run_mode(&effective_config(None)?)?;
+        Ok(Some(vec![RepairPolicy {
+            condition_type: "Ready".into(),
+            condition_status: "False".into(),
+            toleration_seconds: 42,
+        }]))
+    }
+
+    fn reboot(provider_id: String) -> Result<(), CloudError> {
+        run_mode(&effective_config(None)?)?;
+        match provider_id.strip_prefix("hostile://") {
+            Some(_) => Ok(()),
+            None => Err(CloudError::NotFound(provider_id)),
+        }
     }
 }
 

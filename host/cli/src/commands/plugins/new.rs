@@ -173,9 +173,12 @@ panic = "abort"
     )
 }
 
+/// The WIT version a new plugin targets (the SDK's).
+const WIT: &str = joinery_runtime::manifest::CURRENT_WIT_VERSION;
+
 fn manifest(kind: Kind, name: &str, camel: &str) -> String {
     let mut text = format!(
-        "# Joinery plugin manifest (see the README). `joinery plugins package` adds the sha256.\nname: {name}\nversion: 0.1.0\nkind: {}\nwit: 0.1.0\ncomponent: plugin.wasm\n",
+        "# Joinery plugin manifest (see the README). `joinery plugins package` adds the sha256.\nname: {name}\nversion: 0.1.0\nkind: {}\nwit: {WIT}\ncomponent: plugin.wasm\n",
         kind_name(kind)
     );
     if let Kind::Cloud = kind {
