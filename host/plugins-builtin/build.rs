@@ -36,6 +36,11 @@ fn main() {
         println!("cargo:rerun-if-changed={}", plugins.join(source).display());
     }
     println!("cargo:rerun-if-changed={}", repo.join("wit").display());
+    // The example renderer built with the guest workspace (its tests load it).
+    println!(
+        "cargo:rerun-if-changed={}",
+        repo.join("examples/plugins/talos").display()
+    );
     println!("cargo:rerun-if-env-changed=JOINERY_PLUGINS_TARGET_DIR");
 
     // A relative JOINERY_PLUGINS_TARGET_DIR is taken from the repository root, as `./dev` does.

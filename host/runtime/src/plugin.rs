@@ -626,8 +626,27 @@ impl LoadedPlugin {
         }
     }
 
-    /// Renders userData (renderer plugins).
+    /// Renders userData (renderer plugins). In a simulation
+    /// ([`HostServices::registrations`]), a 0.2 renderer is then asked what the node will
+    /// register with, and its promise goes to the simulated kubelets.
     pub async fn render(&self, context: &contract::RenderContext) -> Result<String, CallError> {
+        let user_data = self.render_only(context).await?;
+        if let Some(sink) = &self.services.registrations {
+            match self.registration(context).await {
+                Ok(Some(promise)) => sink.declared(&user_data, &promise),
+                Ok(None) => {}
+                // The launch goes on; a userData the kubelet cannot read then fails to boot,
+                // and says why.
+                Err(error) => {
+                    tracing::warn!(plugin = %self.name(), %error, "the renderer could not say what the node will register with")
+                }
+            }
+        }
+        Ok(user_data)
+    }
+
+    /// The `render` call itself.
+    async fn render_only(&self, context: &contract::RenderContext) -> Result<String, CallError> {
         let Pre::Renderer(pre) = &self.pre else {
             return Err(self.wrong_kind("render", PluginKind::UserdataRenderer));
         };

@@ -10,6 +10,8 @@ use std::time::Duration;
 // The executor's clock: under a simulation's virtual time, entries expire in simulated time.
 use tokio::time::Instant;
 
+use crate::contract;
+
 use async_trait::async_trait;
 
 /// Why a secret lookup failed (after the grant check passed).
@@ -554,6 +556,18 @@ pub struct HostServices {
     /// epoch ticks (those come in real time, so where it yields would depend on how fast
     /// the machine is; its CPU deadline still holds, in real time). `None` in production.
     pub virtual_clock: Option<Arc<joinery_core::clock::Clock>>,
+    /// Set in a simulation: after every successful render by a renderer that can say what
+    /// the node will register with (WIT 0.2 `registration`), the host asks it and hands the
+    /// promise here, so that the simulated kubelet can boot a userData format it does not
+    /// read. `None` in production, where no extra call is made.
+    pub registrations: Option<Arc<dyn RegistrationSink>>,
+}
+
+/// Hears renderers' promises of what a node booted from some userData registers with (see
+/// [`HostServices::registrations`]).
+pub trait RegistrationSink: Send + Sync {
+    /// `user_data` was just rendered; a node booted from it registers as `registration`.
+    fn declared(&self, user_data: &str, registration: &contract::NodeRegistration);
 }
 
 /// One finished plugin call, as observers hear of it.
@@ -626,6 +640,7 @@ impl Default for HostServices {
             egress: Arc::new(crate::egress::Egress::default()),
             observers: CallObservers::default(),
             virtual_clock: None,
+            registrations: None,
         }
     }
 }

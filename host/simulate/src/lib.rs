@@ -29,7 +29,8 @@ pub mod virtual_time;
 
 pub use clouds::{
     CleverCloud, CleverCloudGrant, ClusterApi, ClusterApiGrant, EXOSCALE_SECRET, ExoscaleGrant,
-    HANDS_ON_NAMESPACE, HandsOn, PluginLink, simulation_registry, simulation_registry_with,
+    HANDS_ON_NAMESPACE, HandsOn, PluginLink, declared_boot, simulation_registry,
+    simulation_registry_with,
 };
 pub use error::SimulateError;
 pub use expectations::{LAG_REFUSAL_SECONDS, LAG_TOLERANCE_SECONDS, judge_lag, unmet};

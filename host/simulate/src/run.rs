@@ -28,6 +28,8 @@ pub struct RunOptions {
     pub echo: bool,
     /// See [`SimulationOptions::exoscale_journal`] (Exoscale scenarios only).
     pub exoscale_journal: Option<PathBuf>,
+    /// See [`SimulationOptions::plugin_dirs`].
+    pub plugin_dirs: Vec<PathBuf>,
 }
 
 /// Runs a scenario to its end. `echo` prints the timeline as it happens.
@@ -44,6 +46,7 @@ pub async fn run_scenario(
             seed: crate::DEFAULT_SEED,
             echo,
             exoscale_journal: None,
+            plugin_dirs: Vec::new(),
         },
     )
     .await
@@ -72,6 +75,7 @@ pub async fn run_scenario_with(
         seed,
         echo,
         exoscale_journal,
+        plugin_dirs,
     } = run;
     let origin = scenario.name.clone();
     let settings = Settings::from_lookup(|k| {
@@ -111,6 +115,7 @@ pub async fn run_scenario_with(
             .then(|| scenario.cloud.clusterapi.clone().unwrap_or_default()),
         preload: None,
         install_crds: true,
+        plugin_dirs,
     };
     let wall = std::time::Instant::now();
     let start_at = scenario.start_at()?;

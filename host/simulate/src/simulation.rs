@@ -91,6 +91,9 @@ pub struct SimulationOptions {
     /// Write every exchange with the fake Exoscale API to this file (JSON lines; see
     /// [`ExoFakeOptions::journal`](joinery_sim::exoscale::ExoFakeOptions::journal)).
     pub exoscale_journal: Option<PathBuf>,
+    /// Directories of plugins loaded beside the built-in ones (a renderer under test, say),
+    /// as `joinery run --plugins` loads them.
+    pub plugin_dirs: Vec<PathBuf>,
     /// Run the fake Clever Cloud Kubernetes Engine with these settings — the NodeGroup CRD
     /// and its operator in the emulated cluster, the pricing endpoints on loopback — and
     /// grant the `clevercloud` and `clevercloud-pricing` plugins, instead of launching on
@@ -129,6 +132,7 @@ impl Default for SimulationOptions {
             clusterapi: None,
             preload: None,
             install_crds: true,
+            plugin_dirs: Vec::new(),
         }
     }
 }
@@ -280,9 +284,11 @@ impl Simulation {
             (None, None, Some(capi)) => (capi.controllers.subscribe(), options.boot_delay),
             (None, None, None) => (cloud.subscribe(), cloud.boot_delay()),
         };
-        let physics = Physics::start(
-            PhysicsOptions::new(client.clone(), clock.clone()).with_cloud(events.0, events.1),
-        );
+        let declared_boots = joinery_sim::physics::DeclaredBoots::default();
+        let physics = Physics::start(PhysicsOptions {
+            declared_boots: declared_boots.clone(),
+            ..PhysicsOptions::new(client.clone(), clock.clone()).with_cloud(events.0, events.1)
+        });
         // The management cluster's objects go in once the kubelets listen for its machines.
         if let (Some(capi), Some(spec)) = (&clusterapi, &options.clusterapi) {
             for object in &spec.manifests {
@@ -338,6 +344,8 @@ impl Simulation {
         let link = PluginLink {
             network: network.clone(),
             virtual_clock: clock.is_driven().then(|| clock.clone()),
+            declared_boots,
+            plugin_dirs: options.plugin_dirs.clone(),
         };
         let registry = simulation_registry_with(
             cloud.url(),

@@ -427,7 +427,9 @@ fn node_object(
     let kubelet_version = match bootstrap.format {
         Format::K3s => format!("{KUBELET_VERSION}+k3s1"),
         Format::Rke2 => format!("{KUBELET_VERSION}+rke2r1"),
-        Format::Kubeadm | Format::KubeletFlags | Format::Platform => KUBELET_VERSION.to_string(),
+        Format::Kubeadm | Format::KubeletFlags | Format::Platform | Format::Declared => {
+            KUBELET_VERSION.to_string()
+        }
     };
     Node {
         metadata: ObjectMeta {
@@ -542,7 +544,11 @@ async fn kubelet(
     shared.sleep(boot_delay).await;
     let parsed = match registration {
         Some(registration) => Ok(platform_bootstrap(registration)),
-        None => bootstrap::parse(&instance.user_data, &instance.id),
+        None => bootstrap::parse(
+            &instance.user_data,
+            &instance.id,
+            shared.declared_boots.get(&instance.user_data).as_ref(),
+        ),
     };
     let bootstrap = match parsed {
         Ok(bootstrap) => bootstrap,

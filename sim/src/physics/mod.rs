@@ -23,7 +23,7 @@
 
 mod batch;
 mod bootstrap;
-pub use bootstrap::{BootCheck, boot_check};
+pub use bootstrap::{BootCheck, DeclaredBoot, DeclaredBoots, boot_check, boot_check_declared};
 pub(crate) mod cache;
 mod kubelet;
 pub mod lag;
@@ -89,6 +89,9 @@ pub struct PhysicsOptions {
     /// client-side rate limit of the real components (kube-scheduler's and
     /// kube-controller-manager's `--kube-api-qps`).
     pub write_rate: f64,
+    /// Renderers' promises of what a node registers with, for userData in a format the
+    /// kubelets do not read (see [`DeclaredBoots`]); empty unless the host side fills it.
+    pub declared_boots: DeclaredBoots,
 }
 
 /// Writes per simulated second of the scheduler and of the workload controllers, unless set.
@@ -112,6 +115,7 @@ impl PhysicsOptions {
             resync_interval: Duration::from_secs(10),
             region: "sim-region-1".to_string(),
             write_rate: DEFAULT_WRITE_RATE,
+            declared_boots: DeclaredBoots::default(),
         }
     }
 
@@ -154,6 +158,7 @@ pub(crate) struct Shared {
     pub(crate) region: String,
     pub(crate) write_rate: f64,
     pub(crate) lag: Arc<LagMeter>,
+    pub(crate) declared_boots: DeclaredBoots,
 }
 
 impl Shared {
@@ -264,6 +269,7 @@ impl Physics {
             resync_interval,
             region,
             write_rate,
+            declared_boots,
         } = options;
         let lag = Arc::new(LagMeter::new());
         let shared = Arc::new(Shared {
@@ -276,6 +282,7 @@ impl Physics {
             region,
             write_rate,
             lag: lag.clone(),
+            declared_boots,
         });
         let tasks = vec![
             tokio::spawn(scheduler::run(shared.clone())),

@@ -1,5 +1,6 @@
 //! `joinery render`: render a NodeClaim's userData with a renderer plugin.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -11,6 +12,7 @@ use joinery_controller::bootstrap::{
 use joinery_runtime::contract::KeyValue;
 use joinery_runtime::manifest::PluginKind;
 use joinery_runtime::registry::read_plugin_dir;
+use joinery_sim::physics::{BootCheck, DeclaredBoot};
 
 use super::Execute;
 use crate::plugin_options::PluginOptions;
@@ -168,24 +170,60 @@ async fn render_command(args: RenderArgs) -> Result<ExitCode> {
         Err(e) => return Err(e.into()),
     };
     if args.boot {
-        return Ok(print_boot(&text, &args.provider_id_prefix));
+        let promise = plugin
+            .registration(&context)
+            .await
+            .context("the renderer failed to say what the node will register with")?
+            .map(|p| joinery_simulate::declared_boot(&p));
+        return Ok(print_boot(
+            &text,
+            &args.provider_id_prefix,
+            promise.as_ref(),
+        ));
     }
     print!("{text}");
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--boot`: what a simulated instance booted with `user_data` registers as.
-fn print_boot(user_data: &str, prefix: &str) -> ExitCode {
-    match joinery_sim::physics::boot_check(user_data, BOOT_INSTANCE_ID) {
+/// `--boot`: what a simulated instance booted with `user_data` registers as. A format the
+/// simulator does not read boots by the renderer's `promise` (WIT 0.2 `registration`); for
+/// a format it reads, the promise must agree with what the userData really registers.
+fn print_boot(user_data: &str, prefix: &str, promise: Option<&DeclaredBoot>) -> ExitCode {
+    let checked = joinery_sim::physics::boot_check_declared(user_data, BOOT_INSTANCE_ID, promise);
+    if let (Ok(boot), Some(promise)) = (&checked, promise)
+        && boot.format != "declared"
+    {
+        let differences = promise_differences(boot, promise);
+        if !differences.is_empty() {
+            println!(
+                "the renderer's promise (registration) disagrees with its {} userData:",
+                boot.format
+            );
+            for difference in differences {
+                println!("  - {difference}");
+            }
+            return crate::exit::CHECK_FAILED;
+        }
+    }
+    match checked {
         Err(why) => {
             println!("would not register: {why}");
             crate::exit::CHECK_FAILED
         }
         Ok(boot) => {
-            println!(
-                "boots as a {} node (simulated instance {BOOT_INSTANCE_ID}, its hostname and metadata ID)",
-                boot.format
-            );
+            if boot.format == "declared" {
+                println!(
+                    "boots by the renderer's promise (WIT 0.2 registration; the simulator does not read this userData format), as simulated instance {BOOT_INSTANCE_ID}"
+                );
+            } else {
+                println!(
+                    "boots as a {} node (simulated instance {BOOT_INSTANCE_ID}, its hostname and metadata ID)",
+                    boot.format
+                );
+                if promise.is_some() {
+                    println!("  promise:     the renderer's registration agrees with it");
+                }
+            }
             println!("  node name:   {}", boot.node_name);
             match &boot.provider_id {
                 Some(id) => println!("  provider ID: {id}"),
@@ -230,6 +268,57 @@ fn print_boot(user_data: &str, prefix: &str) -> ExitCode {
     }
 }
 
+/// Where a renderer's promise differs from what its userData registers, one line each.
+fn promise_differences(boot: &BootCheck, promise: &DeclaredBoot) -> Vec<String> {
+    let mut differences = Vec::new();
+    if let Some(name) = &promise.node_name
+        && name != &boot.node_name
+    {
+        differences.push(format!(
+            "node name: promised {name}, the userData registers {}",
+            boot.node_name
+        ));
+    }
+    for (key, value) in &promise.labels {
+        match boot.labels.get(key) {
+            Some(actual) if actual == value => {}
+            Some(actual) => differences.push(format!(
+                "label {key}: promised {value:?}, the userData registers {actual:?}"
+            )),
+            None => differences.push(format!(
+                "label {key}={value} is promised but not registered"
+            )),
+        }
+    }
+    for (key, value) in &boot.labels {
+        if !promise.labels.contains_key(key) {
+            differences.push(format!(
+                "label {key}={value} is registered but not promised"
+            ));
+        }
+    }
+    let promised: BTreeSet<&String> = promise.taints.iter().collect();
+    let registered: BTreeSet<&String> = boot.taints.iter().collect();
+    for taint in promised.difference(&registered) {
+        differences.push(format!("taint {taint} is promised but not registered"));
+    }
+    for taint in registered.difference(&promised) {
+        differences.push(format!("taint {taint} is registered but not promised"));
+    }
+    let promised_id = promise
+        .provider_id_prefix
+        .as_ref()
+        .map(|prefix| format!("{prefix}{BOOT_INSTANCE_ID}"));
+    if promised_id != boot.provider_id {
+        differences.push(format!(
+            "provider ID: promised {}, the userData registers {}",
+            promised_id.as_deref().unwrap_or("none"),
+            boot.provider_id.as_deref().unwrap_or("none")
+        ));
+    }
+    differences
+}
+
 /// Where `--renderer` (or the NodeClass's renderer) points.
 enum RendererSource {
     /// A plugin directory or a plugin ConfigMap's YAML, written as a path (`./dir`,
@@ -246,5 +335,45 @@ fn renderer_source(value: &str) -> RendererSource {
         RendererSource::Directory(value.into())
     } else {
         RendererSource::Name
+    }
+}
+
+#[cfg(test)]
+mod promise_tests {
+    use super::*;
+
+    /// A promise is held to what a userData the simulator reads really registers.
+    #[test]
+    fn a_promise_that_disagrees_with_the_userdata_is_named_line_by_line() {
+        let boot = BootCheck {
+            format: "k3s",
+            node_name: "n-1".into(),
+            labels: [("team".to_string(), "a".to_string())].into(),
+            taints: vec!["karpenter.sh/unregistered:NoExecute".into()],
+            provider_id: Some(format!("simcloud://{BOOT_INSTANCE_ID}")),
+            max_pods: None,
+        };
+        let agreeing = DeclaredBoot {
+            node_name: Some("n-1".into()),
+            labels: boot.labels.clone(),
+            taints: boot.taints.clone(),
+            provider_id_prefix: Some("simcloud://".into()),
+        };
+        assert!(promise_differences(&boot, &agreeing).is_empty());
+        let wrong = DeclaredBoot {
+            node_name: Some("n-2".into()),
+            labels: [("team".to_string(), "b".to_string())].into(),
+            taints: vec![],
+            provider_id_prefix: None,
+        };
+        let differences = promise_differences(&boot, &wrong);
+        assert_eq!(differences.len(), 4, "{differences:#?}");
+        assert!(differences[0].starts_with("node name: promised n-2"));
+        assert!(differences[1].contains("label team: promised \"b\""));
+        assert!(
+            differences[2]
+                .contains("karpenter.sh/unregistered:NoExecute is registered but not promised")
+        );
+        assert!(differences[3].starts_with("provider ID: promised none"));
     }
 }

@@ -3,6 +3,7 @@
 //! Run one file's tests with `cargo test --workspace --test cli <module>::`.
 
 mod cli;
+mod custom_renderer;
 mod disrupt;
 mod exoscale_conformance;
 mod explain_capacity;

@@ -40,6 +40,43 @@ pub struct PluginLink {
     pub network: joinery_sim::network::Network,
     /// The simulation's clock, in virtual time.
     pub virtual_clock: Option<Arc<joinery_core::clock::Clock>>,
+    /// Where renderers' promises of what a node registers with go (the physics' table), so
+    /// that a renderer of a format the kubelets do not read can be simulated.
+    pub declared_boots: joinery_sim::physics::DeclaredBoots,
+    /// Directories of plugins loaded beside the built-in ones.
+    pub plugin_dirs: Vec<std::path::PathBuf>,
+}
+
+/// Hands renderers' promises to the simulated kubelets.
+struct DeclaredBootSink(joinery_sim::physics::DeclaredBoots);
+
+impl joinery_runtime::services::RegistrationSink for DeclaredBootSink {
+    fn declared(&self, user_data: &str, promise: &joinery_runtime::contract::NodeRegistration) {
+        self.0.declare(user_data, declared_boot(promise));
+    }
+}
+
+/// A renderer's promise in the simulator's terms (taints as `key[=value]:Effect`).
+pub fn declared_boot(
+    promise: &joinery_runtime::contract::NodeRegistration,
+) -> joinery_sim::physics::DeclaredBoot {
+    joinery_sim::physics::DeclaredBoot {
+        node_name: promise.node_name.clone(),
+        labels: promise
+            .labels
+            .iter()
+            .map(|kv| (kv.key.clone(), kv.value.clone()))
+            .collect(),
+        taints: promise
+            .taints
+            .iter()
+            .map(|t| match &t.value {
+                Some(value) if !value.is_empty() => format!("{}={value}:{}", t.key, t.effect),
+                _ => format!("{}:{}", t.key, t.effect),
+            })
+            .collect(),
+        provider_id_prefix: promise.provider_id_prefix.clone(),
+    }
 }
 
 /// Dials a plugin's outgoing connection on the simulation's in-process network.
@@ -156,6 +193,7 @@ pub fn simulation_registry_with(
     let mut services = HostServices {
         secrets: store,
         virtual_clock: link.virtual_clock.clone(),
+        registrations: Some(Arc::new(DeclaredBootSink(link.declared_boots.clone()))),
         ..HostServices::default()
     };
     if link.network.is_in_process() {
@@ -179,7 +217,7 @@ pub fn simulation_registry_with(
         services.kube = Arc::new(clusters);
     }
     let cx = LoadContext::new(engine, grants, services).map_err(SimulateError::Plugins)?;
-    let registry = PluginRegistry::load(cx, Vec::new(), builtins)
+    let registry = PluginRegistry::load(cx, link.plugin_dirs.clone(), builtins)
         .map_err(|e| SimulateError::Plugins(e.to_string()))?;
     Ok(Arc::new(registry))
 }

@@ -10,8 +10,9 @@
 //! - [`kubelet_flags`]: a kubelet command line anywhere in the script, the format for the
 //!   verbatim `template` renderer.
 //!
-//! [`shell`] is the bit of a POSIX shell the script formats are read with. Anything else is
-//! not understood: the kubelet registers no Node.
+//! [`shell`] is the bit of a POSIX shell the script formats are read with. Any other format
+//! boots only by its renderer's promise (WIT 0.2 `registration`, kept in [`DeclaredBoots`]):
+//! the node registers as promised. Without a promise the kubelet registers no Node.
 
 mod agent;
 mod k3s;
@@ -22,7 +23,8 @@ mod shell;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 use joinery_core::taints::{Taint, TaintEffect};
 
@@ -42,6 +44,47 @@ pub(crate) enum Format {
     /// No userData: a managed platform's ready-made registration
     /// ([`crate::cloud::model::NodeRegistration`]).
     Platform,
+    /// A format the simulator does not read, booted by its renderer's promise.
+    Declared,
+}
+
+/// What a renderer promised a node booted from one userData registers with (the
+/// simulator's side of WIT 0.2 `registration`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DeclaredBoot {
+    /// The node's name; `None` means the instance's hostname (its ID).
+    pub node_name: Option<String>,
+    /// Labels the node registers with.
+    pub labels: BTreeMap<String, String>,
+    /// Taints the node registers with, as `key[=value]:Effect`.
+    pub taints: Vec<String>,
+    /// The provider ID is this prefix followed by the instance ID; `None` when none is set.
+    pub provider_id_prefix: Option<String>,
+}
+
+/// The renderers' promises, keyed by the exact userData they were made for. The host side
+/// of a simulation declares one whenever a renderer that makes promises renders; a kubelet
+/// whose userData is in no format it reads boots by the promise made for that text.
+#[derive(Debug, Clone, Default)]
+pub struct DeclaredBoots(Arc<Mutex<HashMap<String, DeclaredBoot>>>);
+
+impl DeclaredBoots {
+    /// Records the promise made for `user_data` (replacing an earlier one for the same text).
+    pub fn declare(&self, user_data: &str, boot: DeclaredBoot) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(user_data.to_string(), boot);
+    }
+
+    /// The promise made for `user_data`, if any.
+    pub fn get(&self, user_data: &str) -> Option<DeclaredBoot> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(user_data)
+            .cloned()
+    }
 }
 
 /// The Node a bootstrap registers.
@@ -66,7 +109,7 @@ pub(crate) struct Bootstrap {
 pub(crate) enum BootstrapError {
     /// No format was found.
     #[error(
-        "the userData is neither a k3s, RKE2 or kubeadm script from the renderer of that name nor a script that runs the kubelet"
+        "the userData is neither a k3s, RKE2 or kubeadm script from the renderer of that name nor a script that runs the kubelet, and its renderer made no promise of what the node registers with (WIT 0.2 `registration`)"
     )]
     NotUnderstood,
     /// A configuration here-document never ends (the delimiter is named).
@@ -96,8 +139,8 @@ pub(crate) enum BootstrapError {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BootCheck {
-    /// The bootstrap recognised: `k3s`, `rke2`, `kubeadm` or `kubelet` (a script that runs
-    /// the kubelet with flags).
+    /// The bootstrap recognised: `k3s`, `rke2`, `kubeadm`, `kubelet` (a script that runs
+    /// the kubelet with flags) or `declared` (a format booted by its renderer's promise).
     pub format: &'static str,
     /// The Node's name.
     pub node_name: String,
@@ -114,7 +157,17 @@ pub struct BootCheck {
 /// Boots `user_data` as the simulated kubelet of instance `instance_id` would (the instance's
 /// hostname and metadata ID): what registers, or why nothing would.
 pub fn boot_check(user_data: &str, instance_id: &str) -> Result<BootCheck, String> {
-    let boot = parse(user_data, instance_id).map_err(|e| e.to_string())?;
+    boot_check_declared(user_data, instance_id, None)
+}
+
+/// [`boot_check`] with the renderer's promise for `user_data`, used when the userData is in
+/// no format the simulator reads (as a simulated kubelet would).
+pub fn boot_check_declared(
+    user_data: &str,
+    instance_id: &str,
+    declared: Option<&DeclaredBoot>,
+) -> Result<BootCheck, String> {
+    let boot = parse(user_data, instance_id, declared).map_err(|e| e.to_string())?;
     Ok(BootCheck {
         format: match boot.format {
             Format::K3s => "k3s",
@@ -122,6 +175,7 @@ pub fn boot_check(user_data: &str, instance_id: &str) -> Result<BootCheck, Strin
             Format::Kubeadm => "kubeadm",
             Format::KubeletFlags => "kubelet",
             Format::Platform => "platform",
+            Format::Declared => "declared",
         },
         node_name: boot.node_name,
         labels: boot.labels,
@@ -144,8 +198,13 @@ pub fn boot_check(user_data: &str, instance_id: &str) -> Result<BootCheck, Strin
 /// A parser of one bootstrap format: `None` when the userData is not in its format.
 type BootstrapFormat = fn(&str, &str) -> Option<Result<Bootstrap, BootstrapError>>;
 
-/// Runs the bootstrap of instance `instance_id` (whose hostname is its ID).
-pub(crate) fn parse(user_data: &str, instance_id: &str) -> Result<Bootstrap, BootstrapError> {
+/// Runs the bootstrap of instance `instance_id` (whose hostname is its ID): by the first
+/// format that reads the userData, else by its renderer's promise `declared`.
+pub(crate) fn parse(
+    user_data: &str,
+    instance_id: &str,
+    declared: Option<&DeclaredBoot>,
+) -> Result<Bootstrap, BootstrapError> {
     let formats: [BootstrapFormat; 4] = [
         k3s::parse,
         rke2::parse,
@@ -157,7 +216,27 @@ pub(crate) fn parse(user_data: &str, instance_id: &str) -> Result<Bootstrap, Boo
             return result;
         }
     }
-    Err(BootstrapError::NotUnderstood)
+    match declared {
+        Some(promise) => Ok(Bootstrap {
+            format: Format::Declared,
+            node_name: promise
+                .node_name
+                .clone()
+                .unwrap_or_else(|| instance_id.to_string()),
+            labels: promise.labels.clone(),
+            taints: promise
+                .taints
+                .iter()
+                .map(|t| parse_taint(t))
+                .collect::<Result<_, _>>()?,
+            provider_id: promise
+                .provider_id_prefix
+                .as_ref()
+                .map(|prefix| format!("{prefix}{instance_id}")),
+            max_pods: None,
+        }),
+        None => Err(BootstrapError::NotUnderstood),
+    }
 }
 
 pub(super) fn parse_label(label: &str) -> Result<(String, String), BootstrapError> {

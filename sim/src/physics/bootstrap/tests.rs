@@ -43,7 +43,7 @@ sh "$JOINERY_INSTALLER" agent
 
 #[test]
 fn k3s_script_with_the_provider_id_step() {
-    let bootstrap = parse(K3S_SCRIPT, "i-0000002a").unwrap();
+    let bootstrap = parse(K3S_SCRIPT, "i-0000002a", None).unwrap();
     assert_eq!(bootstrap.format, Format::K3s);
     assert_eq!(bootstrap.node_name, "default-abc12");
     assert_eq!(
@@ -65,25 +65,25 @@ fn k3s_script_with_the_provider_id_step() {
 #[test]
 fn k3s_without_a_provider_id_registers_with_the_k3s_scheme() {
     let script = K3S_SCRIPT.replace("printf '  - \"provider-id", "# printf '  - \"provider-id");
-    let bootstrap = parse(&script, "i-1").unwrap();
+    let bootstrap = parse(&script, "i-1", None).unwrap();
     assert_eq!(
         bootstrap.provider_id.as_deref(),
         Some("k3s://default-abc12")
     );
     let unnamed = script.replace("node-name: \"default-abc12\"\n", "");
-    assert_eq!(parse(&unnamed, "i-1").unwrap().node_name, "i-1");
+    assert_eq!(parse(&unnamed, "i-1", None).unwrap().node_name, "i-1");
 }
 
 #[test]
 fn k3s_errors_are_reported() {
     let unterminated = K3S_SCRIPT.replace("JOINERY_K3S_CONFIG\n#", "#");
     assert_eq!(
-        parse(&unterminated, "i-1"),
+        parse(&unterminated, "i-1", None),
         Err(BootstrapError::UnterminatedConfig("JOINERY_K3S_CONFIG"))
     );
     let bad_taint = K3S_SCRIPT.replace("dedicated=gpu:NoSchedule", "dedicated=gpu:Sometimes");
     assert!(matches!(
-        parse(&bad_taint, "i-1"),
+        parse(&bad_taint, "i-1", None),
         Err(BootstrapError::Taint(_))
     ));
 }
@@ -210,7 +210,7 @@ fn expected_taints() -> Vec<Taint> {
 
 #[test]
 fn rke2_script_with_the_provider_id_step() {
-    let bootstrap = parse(RKE2_SCRIPT, "i-0000002a").unwrap();
+    let bootstrap = parse(RKE2_SCRIPT, "i-0000002a", None).unwrap();
     assert_eq!(bootstrap.format, Format::Rke2);
     assert_eq!(bootstrap.node_name, "default-abc12");
     assert_eq!(
@@ -226,7 +226,7 @@ fn rke2_script_with_the_provider_id_step() {
 #[test]
 fn rke2_without_a_provider_id_registers_with_the_rke2_scheme() {
     let script = RKE2_SCRIPT.replace("printf '  - \"provider-id", "# printf '  - \"provider-id");
-    let bootstrap = parse(&script, "i-1").unwrap();
+    let bootstrap = parse(&script, "i-1", None).unwrap();
     assert_eq!(
         bootstrap.provider_id.as_deref(),
         Some("rke2://default-abc12")
@@ -238,7 +238,7 @@ fn rke2_without_a_provider_id_registers_with_the_rke2_scheme() {
 fn rke2_errors_are_reported() {
     let unterminated = RKE2_SCRIPT.replace("JOINERY_RKE2_CONFIG\n#", "#");
     assert_eq!(
-        parse(&unterminated, "i-1"),
+        parse(&unterminated, "i-1", None),
         Err(BootstrapError::UnterminatedConfig("JOINERY_RKE2_CONFIG"))
     );
     let bad_label = RKE2_SCRIPT.replace(
@@ -246,12 +246,12 @@ fn rke2_errors_are_reported() {
         "\"karpenter.sh/nodepool\"",
     );
     assert!(matches!(
-        parse(&bad_label, "i-1"),
+        parse(&bad_label, "i-1", None),
         Err(BootstrapError::Label(_))
     ));
     let not_yaml = RKE2_SCRIPT.replace("node-taint:\n", "node-taint: [\n");
     assert!(matches!(
-        parse(&not_yaml, "i-1"),
+        parse(&not_yaml, "i-1", None),
         Err(BootstrapError::Config("RKE2", _))
     ));
 }
@@ -259,7 +259,7 @@ fn rke2_errors_are_reported() {
 #[test]
 fn kubeadm_script_with_the_provider_id_step() {
     for script in [KUBEADM_SCRIPT, KUBEADM_V1BETA3_SCRIPT] {
-        let bootstrap = parse(script, "i-0000002a").unwrap();
+        let bootstrap = parse(script, "i-0000002a", None).unwrap();
         assert_eq!(bootstrap.format, Format::Kubeadm);
         assert_eq!(bootstrap.node_name, "default-abc12");
         assert_eq!(
@@ -277,10 +277,10 @@ fn kubeadm_script_with_the_provider_id_step() {
 fn kubeadm_flags_the_way_kubeadm_builds_them() {
     // Without the provider-ID step: no provider ID (no cloud controller in the picture).
     let script = KUBEADM_SCRIPT.replace("printf '    - name", "# printf '    - name");
-    assert_eq!(parse(&script, "i-1").unwrap().provider_id, None);
+    assert_eq!(parse(&script, "i-1", None).unwrap().provider_id, None);
     // Without nodeRegistration.name the node is named after the machine.
     let unnamed = KUBEADM_SCRIPT.replace("  name: \"default-abc12\"\n", "");
-    assert_eq!(parse(&unnamed, "i-1").unwrap().node_name, "i-1");
+    assert_eq!(parse(&unnamed, "i-1", None).unwrap().node_name, "i-1");
     // nodeRegistration.taints count when kubeletExtraArgs has no register-with-taints.
     let taint_arg = "    - name: \"register-with-taints\"\n      value: \"dedicated=gpu:NoSchedule,karpenter.sh/unregistered:NoExecute\"\n";
     let structured = KUBEADM_SCRIPT.replace(taint_arg, "");
@@ -289,20 +289,23 @@ fn kubeadm_flags_the_way_kubeadm_builds_them() {
         "  taints:\n    - {key: dedicated, value: gpu, effect: NoSchedule}\n    \
          - {key: karpenter.sh/unregistered, effect: NoExecute}\n  kubeletExtraArgs:\n",
     );
-    assert_eq!(parse(&structured, "i-1").unwrap().taints, expected_taints());
+    assert_eq!(
+        parse(&structured, "i-1", None).unwrap().taints,
+        expected_taints()
+    );
 }
 
 #[test]
 fn kubeadm_refuses_what_kubeadm_refuses() {
     let config_error = |script: &str| {
         matches!(
-            parse(script, "i-1"),
+            parse(script, "i-1", None),
             Err(BootstrapError::Config("kubeadm", _))
         )
     };
     let never_joins = KUBEADM_SCRIPT.replace("kubeadm join --config", "echo kubeadm join --config");
     assert_eq!(
-        parse(&never_joins, "i-1"),
+        parse(&never_joins, "i-1", None),
         Err(BootstrapError::KubeadmNotJoined)
     );
     let other_file = KUBEADM_SCRIPT.replace(
@@ -310,11 +313,11 @@ fn kubeadm_refuses_what_kubeadm_refuses() {
         "join --config /tmp/x.yaml",
     );
     assert_eq!(
-        parse(&other_file, "i-1"),
+        parse(&other_file, "i-1", None),
         Err(BootstrapError::KubeadmNotJoined)
     );
     let equals = KUBEADM_SCRIPT.replace("join --config /etc", "join --config=/etc");
-    assert!(parse(&equals, "i-1").is_ok());
+    assert!(parse(&equals, "i-1", None).is_ok());
     let hashes = "    caCertHashes:\n      - \"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"\n";
     let unpinned = KUBEADM_SCRIPT.replace(hashes, "");
     assert!(config_error(&unpinned), "token discovery without a CA hash");
@@ -322,7 +325,7 @@ fn kubeadm_refuses_what_kubeadm_refuses() {
         "    token:",
         "    unsafeSkipCAVerification: true\n    token:",
     );
-    assert!(parse(&skipped, "i-1").is_ok());
+    assert!(parse(&skipped, "i-1", None).is_ok());
     assert!(config_error(
         &KUBEADM_SCRIPT.replace("kubeadm.k8s.io/v1beta4", "kubeadm.k8s.io/v1beta2")
     ));
@@ -338,7 +341,7 @@ fn kubeadm_refuses_what_kubeadm_refuses() {
     ));
     let unterminated = KUBEADM_SCRIPT.replace("JOINERY_KUBEADM_CONFIG\n#", "#");
     assert_eq!(
-        parse(&unterminated, "i-1"),
+        parse(&unterminated, "i-1", None),
         Err(BootstrapError::UnterminatedConfig("JOINERY_KUBEADM_CONFIG"))
     );
 }
@@ -349,7 +352,10 @@ fn a_script_for_another_path_is_not_understood() {
         "/etc/rancher/rke2/config.yaml <<",
         "/etc/rancher/other/config.yaml <<",
     );
-    assert_eq!(parse(&elsewhere, "i-1"), Err(BootstrapError::NotUnderstood));
+    assert_eq!(
+        parse(&elsewhere, "i-1", None),
+        Err(BootstrapError::NotUnderstood)
+    );
 }
 
 #[test]
@@ -358,7 +364,7 @@ fn kubelet_command_lines() {
         /usr/bin/kubelet --kubeconfig=/etc/kubernetes/kubelet.conf \\\n  --node-labels=karpenter.sh/nodepool=default,team=a \\\n  \
         --register-with-taints=karpenter.sh/unregistered:NoExecute,gpu=true:NoSchedule \\\n  \
         --provider-id=simcloud://$INSTANCE --hostname-override My-Node --max-pods=20 &\n";
-    let bootstrap = parse(script, "i-7").unwrap();
+    let bootstrap = parse(script, "i-7", None).unwrap();
     assert_eq!(bootstrap.format, Format::KubeletFlags);
     assert_eq!(bootstrap.node_name, "my-node");
     assert_eq!(bootstrap.provider_id.as_deref(), Some("simcloud://i-7"));
@@ -368,7 +374,7 @@ fn kubelet_command_lines() {
 
     let unit = "write_files:\n- path: /etc/systemd/system/kubelet.service\n  content: |\n    [Service]\n    \
         ExecStart=/usr/bin/kubelet --provider-id=simcloud://$(cat /run/instance-id) --node-labels=a=b\n";
-    let bootstrap = parse(unit, "i-8").unwrap();
+    let bootstrap = parse(unit, "i-8", None).unwrap();
     assert_eq!(
         (
             bootstrap.node_name.as_str(),
@@ -381,10 +387,14 @@ fn kubelet_command_lines() {
 #[test]
 fn other_scripts_are_not_understood() {
     assert_eq!(
-        parse("#!/bin/sh\necho hello\nsystemctl restart kubelet\n", "i-1"),
+        parse(
+            "#!/bin/sh\necho hello\nsystemctl restart kubelet\n",
+            "i-1",
+            None
+        ),
         Err(BootstrapError::NotUnderstood)
     );
-    assert_eq!(parse("", "i-1"), Err(BootstrapError::NotUnderstood));
+    assert_eq!(parse("", "i-1", None), Err(BootstrapError::NotUnderstood));
 }
 
 #[test]
@@ -397,4 +407,44 @@ fn printf_reuses_the_format_and_expands_escapes() {
         "a=1\nb=2\n"
     );
     assert_eq!(printf("100%%\\t", &[]), "100%\t");
+}
+
+/// A format no parser reads boots by its renderer's promise, and only then.
+#[test]
+fn an_unknown_format_boots_by_its_renderers_promise() {
+    let ignition = r#"{"ignition":{"version":"3.4.0"},"systemd":{"units":[]}}"#;
+    assert_eq!(
+        parse(ignition, "i-7", None),
+        Err(BootstrapError::NotUnderstood)
+    );
+    let promise = DeclaredBoot {
+        node_name: None,
+        labels: BTreeMap::from([("team".to_string(), "a".to_string())]),
+        taints: vec!["karpenter.sh/unregistered:NoExecute".to_string()],
+        provider_id_prefix: Some("simcloud://".to_string()),
+    };
+    let boot = parse(ignition, "i-7", Some(&promise)).unwrap();
+    assert_eq!(boot.format, Format::Declared);
+    assert_eq!(boot.node_name, "i-7");
+    assert_eq!(boot.labels["team"], "a");
+    assert_eq!(boot.taints.len(), 1);
+    assert_eq!(boot.provider_id.as_deref(), Some("simcloud://i-7"));
+    // A promise cannot smuggle in a malformed taint.
+    let bad = DeclaredBoot {
+        taints: vec!["no-effect".to_string()],
+        ..promise.clone()
+    };
+    assert!(matches!(
+        parse(ignition, "i-7", Some(&bad)),
+        Err(BootstrapError::Taint(_))
+    ));
+    // A format the simulator reads wins over a promise (the promise is checked elsewhere).
+    let kubelet = "#!/bin/sh\nexec kubelet --node-labels=team=b\n";
+    let boot = parse(kubelet, "i-7", Some(&promise)).unwrap();
+    assert_eq!(boot.format, Format::KubeletFlags);
+    // The table hands back what was declared for exactly that text.
+    let table = DeclaredBoots::default();
+    table.declare(ignition, promise.clone());
+    assert_eq!(table.get(ignition), Some(promise));
+    assert_eq!(table.get("other"), None);
 }
