@@ -21,7 +21,7 @@ pub const RESOLVE_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Runs the NodeClass status loop.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
-    let resolved: Arc<Mutex<HashMap<(String, i64), SystemTime>>> = Arc::default();
+    let resolved: Arc<Mutex<Resolved>> = Arc::default();
     util::run_loop(
         ctx,
         stopped,
@@ -60,11 +60,25 @@ pub fn is_ready(class: &DynamicObject) -> bool {
         })
 }
 
-async fn step(
-    ctx: Arc<Context>,
-    resolved: Arc<Mutex<HashMap<(String, i64), SystemTime>>>,
-) -> Result<(), ControllerError> {
+/// When each NodeClass (UID, generation) was last resolved, and the plugin reload error
+/// those resolutions saw: a new one (or its end) makes every class due again, so that
+/// [`PLUGINS_RELOADED_CONDITION`] follows the reloads.
+#[derive(Default)]
+struct Resolved {
+    at: HashMap<(String, i64), SystemTime>,
+    reload_error: Option<String>,
+}
+
+async fn step(ctx: Arc<Context>, resolved: Arc<Mutex<Resolved>>) -> Result<(), ControllerError> {
     let now = ctx.clock.now();
+    {
+        let reload_error = ctx.cloud.registry().last_error();
+        let mut resolved = resolved.lock().expect("resolve times lock");
+        if resolved.reload_error != reload_error {
+            resolved.at.clear();
+            resolved.reload_error = reload_error;
+        }
+    }
     for (key, store) in &ctx.state.node_classes {
         for class in store.ordered() {
             if class.metadata.deletion_timestamp.is_some() {
@@ -77,6 +91,7 @@ async fn step(
             let due = resolved
                 .lock()
                 .expect("resolve times lock")
+                .at
                 .get(&id)
                 .is_none_or(|at| crate::util::due(*at, now, RESOLVE_INTERVAL));
             if !due {
@@ -110,7 +125,7 @@ async fn step(
                 },
             };
             let mut retry_soon = false;
-            let (conditions, status) = match result {
+            let (mut conditions, status) = match result {
                 Ok(resolution) => {
                     let status: serde_json::Value =
                         serde_json::from_str(&resolution.status).unwrap_or_else(|_| json!({}));
@@ -178,6 +193,15 @@ async fn step(
                     )
                 }
             };
+            // Added after `Ready` is settled: a failed reload does not stop the class working.
+            if let Some(message) = reload_failures(&ctx, &plugin, &class) {
+                conditions.push((
+                    PLUGINS_RELOADED_CONDITION.into(),
+                    "False".into(),
+                    RELOAD_FAILED_REASON.into(),
+                    util::truncate(&message, 1000),
+                ));
+            }
             // The plugin's conditions, keeping each one's transition time while its status holds.
             let new_status = |current: &DynamicObject| {
                 let previous: Vec<serde_json::Value> = current
@@ -224,7 +248,11 @@ async fn step(
             let name = class.metadata.name.clone().unwrap_or_default();
             writes::patch_guarded(&api, &class, writes::Part::Status, new_status).await?;
             if !retry_soon {
-                resolved.lock().expect("resolve times lock").insert(id, now);
+                resolved
+                    .lock()
+                    .expect("resolve times lock")
+                    .at
+                    .insert(id, now);
             }
             tracing::debug!(nodeclass = %name, "resolved nodeclass");
         }
@@ -246,6 +274,48 @@ pub const NOT_GRANTED_REASON: &str = "CapabilitiesNotGranted";
 /// The `Ready` reason of a NodeClass whose `userDataRenderer` names no loaded renderer.
 pub const RENDERER_NOT_FOUND_REASON: &str = "RendererNotFound";
 
+/// The condition a NodeClass carries while the last reload of a plugin it uses (its cloud
+/// plugin or its renderer) failed: `False`, reason [`RELOAD_FAILED_REASON`], the error in the
+/// message. It does not count towards `Ready` (the previous version of the plugin keeps
+/// serving) and goes away with the next successful reload.
+pub const PLUGINS_RELOADED_CONDITION: &str = "PluginsReloaded";
+
+/// The reason of [`PLUGINS_RELOADED_CONDITION`].
+pub const RELOAD_FAILED_REASON: &str = "ReloadFailed";
+
+/// The renderer `class` names (`spec.userDataRenderer.name`, else the default).
+fn renderer_of(class: &DynamicObject) -> Option<String> {
+    let name = class.metadata.name.as_deref().unwrap_or_default();
+    let object = serde_json::to_value(&class.data).unwrap_or_default();
+    Some(
+        crate::bootstrap::NodeClassBootstrap::from_object(&object, name)
+            .ok()?
+            .renderer
+            .unwrap_or_else(|| crate::bootstrap::DEFAULT_RENDERER.to_string()),
+    )
+}
+
+/// Why the last reload failed, for each plugin `class` uses that it failed on.
+fn reload_failures(
+    ctx: &Context,
+    plugin: &joinery_runtime::plugin::LoadedPlugin,
+    class: &DynamicObject,
+) -> Option<String> {
+    let registry = ctx.cloud.registry();
+    let mut failures: Vec<String> = registry
+        .reload_failure_for(plugin.name())
+        .into_iter()
+        .collect();
+    if let Some(renderer) = renderer_of(class)
+        && renderer != plugin.name()
+    {
+        failures.extend(registry.reload_failure_for(&renderer));
+    }
+    // One failure naming no plugin applies to both: say it once.
+    failures.dedup_by(|a, b| a.split_once("): ").map(|x| x.1) == b.split_once("): ").map(|x| x.1));
+    (!failures.is_empty()).then(|| failures.join("; "))
+}
+
 /// What keeps `class` from working that the host sees without the plugin: its cloud plugin
 /// granted nothing it asks for, or a renderer that no loaded plugin provides.
 fn host_problem(
@@ -256,12 +326,7 @@ fn host_problem(
     if let Some(message) = ctx.cloud.registry().not_granted(plugin) {
         return Some((NOT_GRANTED_REASON, message));
     }
-    let name = class.metadata.name.as_deref().unwrap_or_default();
-    let object = serde_json::to_value(&class.data).unwrap_or_default();
-    let renderer = crate::bootstrap::NodeClassBootstrap::from_object(&object, name)
-        .ok()?
-        .renderer
-        .unwrap_or_else(|| crate::bootstrap::DEFAULT_RENDERER.to_string());
+    let renderer = renderer_of(class)?;
     let set = ctx.cloud.registry().current();
     let renderers: Vec<&str> = set
         .iter()

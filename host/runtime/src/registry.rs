@@ -273,6 +273,8 @@ pub struct PluginRegistry {
     builtin_digests: Mutex<HashSet<String>>,
     last_fingerprint: Mutex<String>,
     last_error: Mutex<Option<String>>,
+    /// The plugins the last failed reload named (empty when it named none, or succeeded).
+    last_failed_plugins: Mutex<Vec<String>>,
 }
 
 impl PluginRegistry {
@@ -297,6 +299,7 @@ impl PluginRegistry {
             builtin_digests: Mutex::new(HashSet::new()),
             last_fingerprint: Mutex::new(String::new()),
             last_error: Mutex::new(None),
+            last_failed_plugins: Mutex::new(Vec::new()),
         };
         check_roots(&registry.roots)?;
         let fingerprint = fingerprint(&registry.roots);
@@ -377,6 +380,32 @@ impl PluginRegistry {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Why the last reload failed, when it failed on `plugin` (or named no plugin at all,
+    /// like a missing directory), with what keeps serving in its place: for the status of
+    /// the objects that use the plugin.
+    pub fn reload_failure_for(&self, plugin: &str) -> Option<String> {
+        let error = self.last_error()?;
+        let named = self
+            .last_failed_plugins
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if !named.is_empty() && !named.iter().any(|n| n == plugin) {
+            return None;
+        }
+        let serving = match self.current().get(plugin) {
+            Some(p) => format!(
+                "version {} (sha256 {}) keeps serving",
+                p.manifest().version,
+                &p.digest()[..12]
+            ),
+            None => "no earlier version of it is loaded".to_string(),
+        };
+        Some(format!(
+            "the last reload of plugin {plugin} failed ({serving}): {error}"
+        ))
     }
 
     fn build_set(&self) -> Result<PluginSet, LoadError> {
@@ -539,6 +568,10 @@ impl PluginRegistry {
                 }
                 self.current.store(Arc::new(set));
                 *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                self.last_failed_plugins
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clear();
                 tracing::info!(plugins = ?names, "plugin set reloaded");
                 for problem in self.grant_problems() {
                     tracing::warn!("{problem}");
@@ -562,6 +595,11 @@ impl PluginRegistry {
                     }
                 }
                 *last = Some(message);
+                *self
+                    .last_failed_plugins
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) =
+                    e.plugins().into_iter().map(str::to_string).collect();
                 Err(e)
             }
         }

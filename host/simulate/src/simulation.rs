@@ -92,7 +92,7 @@ pub struct SimulationOptions {
     /// [`ExoFakeOptions::journal`](joinery_sim::exoscale::ExoFakeOptions::journal)).
     pub exoscale_journal: Option<PathBuf>,
     /// Directories of plugins loaded beside the built-in ones (a renderer under test, say),
-    /// as `joinery run --plugins` loads them.
+    /// as `joinery run --plugin-dir` loads them.
     pub plugin_dirs: Vec<PathBuf>,
     /// Run the fake Clever Cloud Kubernetes Engine with these settings — the NodeGroup CRD
     /// and its operator in the emulated cluster, the pricing endpoints on loopback — and

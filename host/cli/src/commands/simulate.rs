@@ -49,10 +49,11 @@ pub struct SimulateArgs {
     /// object per line (what the conformance test in `conformance/exoscale/` checks).
     #[arg(long, value_name = "FILE.jsonl")]
     pub exoscale_journal: Option<PathBuf>,
-    /// Load the plugins in DIR (one subdirectory per plugin, as `joinery run --plugins`
-    /// reads them) beside the built-in ones, e.g. a renderer you are writing; repeatable.
-    #[arg(long = "plugins", value_name = "DIR")]
-    pub plugins: Vec<PathBuf>,
+    /// Load the plugin directory DIR (or every plugin directory in it), as `joinery run
+    /// --plugin-dir` does, beside the built-in plugins: a renderer you are writing, say.
+    /// Repeatable.
+    #[arg(long = "plugin-dir", value_name = "DIR")]
+    pub plugin_dirs: Vec<PathBuf>,
 }
 
 impl SimulateArgs {
@@ -111,7 +112,7 @@ impl Execute for SimulateArgs {
             seed: self.seed,
             echo: !self.quiet,
             exoscale_journal: self.exoscale_journal.clone(),
-            plugin_dirs: self.plugins.clone(),
+            plugin_dirs: self.plugin_dirs.clone(),
         };
         let report = if self.realtime {
             run_scenario_with(&scenario, run).await?

@@ -100,7 +100,7 @@ fn the_simulator_boots_a_custom_format_by_the_renderers_promise() {
     let (ok, out, err) = joinery(&[
         "simulate".as_ref(),
         "--quiet".as_ref(),
-        "--plugins".as_ref(),
+        "--plugin-dir".as_ref(),
         plugins.as_os_str(),
         "--report".as_ref(),
         report.as_os_str(),

@@ -11,6 +11,7 @@ mod hands_on;
 mod helm;
 mod helm_install;
 mod management;
+mod plugin_failures;
 mod plugins_inspect;
 mod plugins_new;
 mod plugins_package;
