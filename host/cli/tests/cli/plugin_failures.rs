@@ -205,4 +205,26 @@ fn a_renderer_panic_and_a_failed_reload_are_visible_in_the_cluster() {
                 && l.ends_with(" 1")),
         "{scraped}"
     );
+    // `plugins list` on the same directory names what a reload would fail on, after the
+    // plugins that load.
+    let listed = Command::new(env!("CARGO_BIN_EXE_joinery"))
+        .args(["plugins", "list", "--plugin-dir"])
+        .arg(&plugins)
+        .env_remove("JOINERY_PLUGIN_DIRS")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    assert_eq!(listed.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("k3s "),
+        "the plugins that load are listed: {stdout}"
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("does not load: "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        line.contains("fragile") && line.contains("plugin.wasm"),
+        "{line}"
+    );
 }

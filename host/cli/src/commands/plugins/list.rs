@@ -1,5 +1,6 @@
 //! `joinery plugins list`: the built-in plugins and those found in plugin directories.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -14,7 +15,8 @@ pub struct ListArgs {
     /// Plugin loading options.
     #[command(flatten)]
     pub options: PluginOptions,
-    /// Print a JSON array (name, kind, version, wit, sizeBytes, sha256, source, nodeClass).
+    /// Print a JSON array (name, kind, version, wit, sizeBytes, sha256, source, nodeClass;
+    /// a directory that does not load appears as {source, error}).
     #[arg(long)]
     pub json: bool,
 }
@@ -25,9 +27,52 @@ impl Execute for ListArgs {
     }
 }
 
-/// `joinery plugins list`.
+/// The plugin directories that do not load on their own, each with why: what a host's
+/// reload would fail on (it keeps the previous version of such a plugin serving).
+fn failing_directories(options: &PluginOptions) -> Result<Vec<(PathBuf, String)>> {
+    let mut failing = Vec::new();
+    for dir in joinery_runtime::registry::discover(&options.plugin_dirs) {
+        let alone = PluginOptions {
+            plugin_dirs: vec![dir.clone()],
+            ..options.clone()
+        };
+        if let Err(error) = open_registry(&alone, HostServices::default()) {
+            // The load error itself, without `open_registry`'s general advice around it.
+            let why = error
+                .chain()
+                .nth(1)
+                .map_or_else(|| format!("{error:#}"), |e| e.to_string());
+            failing.push((dir, why));
+        }
+    }
+    Ok(failing)
+}
+
+/// `joinery plugins list`. A plugin directory that does not load is listed with its error
+/// (and the exit code is 1), after the plugins that do.
 fn list(options: &PluginOptions, json: bool) -> Result<ExitCode> {
-    let registry = open_registry(options, HostServices::default())?;
+    let (registry, failing) = match open_registry(options, HostServices::default()) {
+        Ok(registry) => (registry, Vec::new()),
+        Err(error) => {
+            let failing = failing_directories(options)?;
+            if failing.is_empty() {
+                return Err(error);
+            }
+            let loading = PluginOptions {
+                plugin_dirs: joinery_runtime::registry::discover(&options.plugin_dirs)
+                    .into_iter()
+                    .filter(|d| !failing.iter().any(|(f, _)| f == d))
+                    .collect(),
+                ..options.clone()
+            };
+            (open_registry(&loading, HostServices::default())?, failing)
+        }
+    };
+    let code = if failing.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        crate::exit::CHECK_FAILED
+    };
     if json {
         let plugins: Vec<serde_json::Value> = registry
             .current()
@@ -45,9 +90,12 @@ fn list(options: &PluginOptions, json: bool) -> Result<ExitCode> {
                     "nodeClass": manifest.node_class.as_ref().map(|n| serde_json::json!({"group": n.group, "version": n.version, "kind": n.kind})),
                 })
             })
+            .chain(failing.iter().map(|(dir, error)| {
+                serde_json::json!({"source": dir.display().to_string(), "error": error})
+            }))
             .collect();
         println!("{}", serde_json::to_string_pretty(&plugins)?);
-        return Ok(ExitCode::SUCCESS);
+        return Ok(code);
     }
     println!(
         "{:<20} {:<18} {:<9} {:>10}  {:<14} SOURCE",
@@ -64,5 +112,8 @@ fn list(options: &PluginOptions, json: bool) -> Result<ExitCode> {
             p.source()
         );
     }
-    Ok(ExitCode::SUCCESS)
+    for (dir, error) in &failing {
+        println!("does not load: {}: {error}", dir.display());
+    }
+    Ok(code)
 }
