@@ -332,11 +332,7 @@ impl Observer {
             .list(&ListParams::default())
             .await?;
         let mut out = Vec::new();
-        for pod in pods
-            .items
-            .iter()
-            .filter(|p| !is_daemon(p) && p.metadata.deletion_timestamp.is_none())
-        {
+        for pod in pods.items.iter().filter(|p| is_workload(p)) {
             if pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") {
                 continue;
             }
@@ -411,7 +407,7 @@ impl Observer {
         let workload: Vec<&Pod> = pods
             .iter()
             .map(Arc::as_ref)
-            .filter(|p| !is_daemon(p) && p.metadata.deletion_timestamp.is_none())
+            .filter(|p| is_workload(p))
             .collect();
         let running = workload
             .iter()
@@ -622,4 +618,14 @@ impl Observer {
         }
         Ok(())
     }
+}
+
+/// A pod the counts look at: not a DaemonSet's, not being deleted, and not finished (a Job's
+/// pod that `Succeeded` or `Failed` holds no capacity and waits for nothing).
+fn is_workload(pod: &Pod) -> bool {
+    let finished = matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    );
+    !is_daemon(pod) && pod.metadata.deletion_timestamp.is_none() && !finished
 }

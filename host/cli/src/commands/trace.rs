@@ -22,9 +22,9 @@ super::subcommands! {
 /// `joinery trace generate SHAPE …`
 #[derive(Debug, clap::Args)]
 pub struct GenerateArgs {
-    /// diurnal, spike, batch or ramp.
+    /// diurnal, spike, batch, ramp or jobs (nightly batch Jobs).
     pub shape: String,
-    /// The Deployment the trace creates and scales.
+    /// The Deployment the trace creates and scales (jobs: the name prefix of its Jobs).
     #[arg(long, default_value = "web")]
     pub deployment: String,
     /// Its namespace.
@@ -33,7 +33,7 @@ pub struct GenerateArgs {
     /// Fewest replicas.
     #[arg(long, default_value_t = 2)]
     pub min: u32,
-    /// Most replicas.
+    /// Most replicas (jobs: the pods of each Job).
     #[arg(long, default_value_t = 20)]
     pub max: u32,
     /// How long the trace lasts (Go duration).
@@ -45,10 +45,10 @@ pub struct GenerateArgs {
     /// diurnal: the time of day of the peak.
     #[arg(long, default_value = "14h", value_parser = duration)]
     pub peak_at: Duration,
-    /// spike: when it starts; batch: the time of day its window opens.
+    /// spike: when it starts; batch and jobs: the time of day its window opens.
     #[arg(long, default_value = "1h", value_parser = duration)]
     pub at: Duration,
-    /// spike and batch: how long the high level holds.
+    /// spike and batch: how long the high level holds; jobs: how long each pod runs.
     #[arg(long, default_value = "30m", value_parser = duration)]
     pub hold: Duration,
     /// CPU each replica requests.

@@ -447,6 +447,40 @@ fn kubeadm_nodes_join_with_the_kubeadm_renderer() {
     nodes_registered_through_the_bootstrap(&report);
 }
 
+/// A trace's nightly Job: its pods get a node, run to completion (the Job controller counts
+/// them), and the emptied node goes; finished pods are not counted as pending.
+#[test]
+fn nightly_job_pods_run_to_completion_and_their_node_goes() {
+    let (report, stdout, ok) = simulate(Some("nightly-jobs.yaml"));
+    assert!(ok, "{stdout}");
+    let timeline: Vec<String> = report["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        timeline.iter().any(|l| l.ends_with("all 30 pods running")),
+        "{timeline:#?}"
+    );
+    // When the pods succeed they leave the counts at once: no "30 pending" after running.
+    let after_running = timeline
+        .iter()
+        .skip_while(|l| !l.ends_with("all 30 pods running"))
+        .collect::<Vec<_>>();
+    assert!(
+        after_running
+            .iter()
+            .any(|l| l.ends_with("pods: 0 running, 0 pending")),
+        "{timeline:#?}"
+    );
+    assert!(
+        !after_running.iter().any(|l| l.ends_with("30 pending")),
+        "{timeline:#?}"
+    );
+    assert_eq!(report["totals"]["nodesDeleted"], 1, "{report:#}");
+}
+
 #[test]
 fn zonal_spread_gets_one_node_per_zone() {
     let (report, stdout, ok) = simulate(Some("zone-spread.yaml"));
@@ -1333,6 +1367,7 @@ fn every_shipped_scenario_is_covered_by_a_test() {
         "expiration-grace-period.yaml",
         "insufficient-capacity.yaml",
         "kubeadm-bootstrap.yaml",
+        "nightly-jobs.yaml",
         "quickstart.yaml",
         "rke2-bootstrap.yaml",
         "scale-out-1000-pods.yaml",

@@ -5,10 +5,13 @@
 //! - `spike`: a flash crowd — `min`, then `max` at `at` for `hold`, then `min` again;
 //! - `batch`: a nightly batch window — `min` (default 0), then `max` at `at` (a time of
 //!   day) for `hold`, every day of the trace;
-//! - `ramp`: `min` to `max` in equal steps over the whole trace (a launch, a migration).
+//! - `ramp`: `min` to `max` in equal steps over the whole trace (a launch, a migration);
+//! - `jobs`: nightly batch Jobs — at `at` (a time of day) every day, a Job of `max` pods
+//!   (parallelism and completions) that each run for `hold` and succeed; the emulated
+//!   cluster's Job controller runs them to completion.
 //!
-//! Every trace first creates the Deployment (`pause` containers requesting `cpu` and
-//! `memory`) with `min` replicas, so it runs against any scenario with a NodePool.
+//! Every trace but `jobs` first creates the Deployment (`pause` containers requesting `cpu`
+//! and `memory`) with `min` replicas, so it runs against any scenario with a NodePool.
 
 use std::time::Duration;
 
@@ -31,15 +34,18 @@ pub enum Shape {
     Batch,
     /// A steady climb.
     Ramp,
+    /// Nightly batch Jobs.
+    Jobs,
 }
 
 impl Shape {
     /// Every shape with its name.
-    pub const ALL: [(&'static str, Shape); 4] = [
+    pub const ALL: [(&'static str, Shape); 5] = [
         ("diurnal", Shape::Diurnal),
         ("spike", Shape::Spike),
         ("batch", Shape::Batch),
         ("ramp", Shape::Ramp),
+        ("jobs", Shape::Jobs),
     ];
 
     /// The shape called `name`; the error lists the shapes.
@@ -69,7 +75,7 @@ impl Shape {
 pub struct GenerateOptions {
     /// The shape.
     pub shape: Shape,
-    /// The Deployment the trace creates and scales.
+    /// The Deployment the trace creates and scales (for `jobs`: the Jobs' name prefix).
     pub deployment: String,
     /// Its namespace.
     pub namespace: String,
@@ -83,9 +89,9 @@ pub struct GenerateOptions {
     pub step: Duration,
     /// Diurnal: the time of day of the peak.
     pub peak_at: Duration,
-    /// Spike: when it starts; batch: the time of day its window opens.
+    /// Spike: when it starts; batch and jobs: the time of day its window opens.
     pub at: Duration,
-    /// Spike and batch: how long the high level holds.
+    /// Spike and batch: how long the high level holds; jobs: how long each pod runs.
     pub hold: Duration,
     /// CPU each replica requests (a Kubernetes quantity).
     pub cpu: String,
@@ -124,8 +130,14 @@ pub fn generate(options: &GenerateOptions) -> Result<Trace, String> {
     if o.step.is_zero() {
         return Err("--step must be longer than zero".into());
     }
-    if o.shape == Shape::Batch && o.at >= DAY {
-        return Err("--at is a time of day for batch: less than 24h".into());
+    if matches!(o.shape, Shape::Batch | Shape::Jobs) && o.at >= DAY {
+        return Err(format!(
+            "--at is a time of day for {}: less than 24h",
+            o.shape.name()
+        ));
+    }
+    if o.shape == Shape::Jobs {
+        return jobs(o);
     }
     let mut levels: Vec<(Duration, u32)> = Vec::new();
     let mut push = |at: Duration, replicas: u32| {
@@ -157,6 +169,8 @@ pub fn generate(options: &GenerateOptions) -> Result<Trace, String> {
                 day += DAY;
             }
         }
+        // Generated apart, above.
+        Shape::Jobs => {}
         Shape::Ramp => {
             let steps = (o.duration.as_secs_f64() / o.step.as_secs_f64())
                 .floor()
@@ -207,6 +221,83 @@ pub fn generate(options: &GenerateOptions) -> Result<Trace, String> {
         duration: Some(seconds(o.duration)),
         events,
         ..Default::default()
+    })
+}
+
+/// The `jobs` trace: one Job a day, `<name>-day-<n>`, of `max` pods running `hold` each.
+fn jobs(o: &GenerateOptions) -> Result<Trace, String> {
+    if o.max == 0 {
+        return Err("--max must be at least 1 for jobs: the pods of each nightly Job".into());
+    }
+    if o.hold.is_zero() {
+        return Err("--hold must be longer than zero for jobs: how long each pod runs".into());
+    }
+    let mut events = Vec::new();
+    let mut day = Duration::ZERO;
+    let mut number = 1;
+    while day + o.at <= o.duration {
+        let name = format!("{}-day-{number}", o.deployment);
+        events.push(TraceEvent {
+            at: seconds(day + o.at),
+            name: Some(format!("trace: start Job {name}")),
+            apply: vec![job(o, &name)],
+            ..Default::default()
+        });
+        day += DAY;
+        number += 1;
+    }
+    if events.is_empty() {
+        return Err(format!(
+            "no Job starts within --duration {}: make --at earlier than the duration",
+            seconds(o.duration)
+        ));
+    }
+    Ok(Trace {
+        name: format!("jobs-{}", o.deployment),
+        description: format!(
+            "jobs trace: every day at {}, a Job {}/{}-day-N of {} pods of {} CPU and {} memory, each running {}, over {}",
+            seconds(o.at),
+            o.namespace,
+            o.deployment,
+            o.max,
+            o.cpu,
+            o.memory,
+            seconds(o.hold),
+            seconds(o.duration)
+        ),
+        duration: Some(seconds(o.duration)),
+        events,
+        ..Default::default()
+    })
+}
+
+/// One nightly Job: `max` pods at once, each running `hold` (the simulated kubelets read
+/// `sim.joinery.dev/run-for`) and succeeding.
+fn job(o: &GenerateOptions, name: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": o.namespace},
+        "spec": {
+            "parallelism": o.max,
+            "completions": o.max,
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {
+                    "labels": {"app": o.deployment},
+                    "annotations": {joinery_sim::physics::RUN_FOR_ANNOTATION: seconds(o.hold)}
+                },
+                "spec": {
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{
+                        "name": "work",
+                        "image": "registry.k8s.io/pause:3.9",
+                        "resources": {"requests": {"cpu": o.cpu, "memory": o.memory}}
+                    }]
+                }
+            }
+        }
     })
 }
 

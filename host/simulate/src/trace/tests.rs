@@ -180,3 +180,54 @@ fn an_empty_scenario_file_is_an_error_naming_it() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_jobs_shape_starts_one_job_a_day_whose_pods_run_for_the_hold() {
+    let trace = generate(&GenerateOptions {
+        shape: Shape::Jobs,
+        deployment: "etl".into(),
+        max: 12,
+        at: Duration::from_secs(2 * 3600),
+        hold: Duration::from_secs(40 * 60),
+        duration: Duration::from_secs(2 * 24 * 3600),
+        ..Default::default()
+    })
+    .unwrap();
+    let starts: Vec<(&str, &str)> = trace
+        .events
+        .iter()
+        .map(|e| {
+            (
+                e.at.as_str(),
+                e.apply[0]["metadata"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(starts, [("7200s", "etl-day-1"), ("93600s", "etl-day-2")]);
+    let job = &trace.events[0].apply[0];
+    assert_eq!(job["kind"], "Job");
+    assert_eq!(job["spec"]["parallelism"], 12);
+    assert_eq!(job["spec"]["completions"], 12);
+    assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never");
+    assert_eq!(
+        job["spec"]["template"]["metadata"]["annotations"]
+            [joinery_sim::physics::RUN_FOR_ANNOTATION],
+        "2400s"
+    );
+    // Nonsense is refused, naming the option.
+    let none = generate(&GenerateOptions {
+        shape: Shape::Jobs,
+        max: 0,
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert!(none.contains("--max"), "{none}");
+    let late = generate(&GenerateOptions {
+        shape: Shape::Jobs,
+        at: Duration::from_secs(2 * 3600),
+        duration: Duration::from_secs(3600),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert!(late.contains("--at"), "{late}");
+}
