@@ -366,7 +366,7 @@ fn multi_node(
             Method::MultiNodeConsolidation,
         ) {
             Ok(command) => {
-                best = Some(command);
+                best = Some((mid + 1, command));
                 lo = mid + 1;
             }
             Err(_) => {
@@ -377,7 +377,66 @@ fn multi_node(
             }
         }
     }
-    outcome.command = best;
+    outcome.command = best.map(|(len, floor)| improve(snapshot, sim, &batch, len, floor));
+}
+
+/// Improves upstream's multi-node answer (`floor`: the first `len` of `batch`) without
+/// disrupting more pods, within [`Options::multi_node_improvement`](super::Options)
+/// simulations: swaps a member of the command for a batch member outside it with no more
+/// pods to move (dearest outsiders first, each against the cheapest members first), keeping
+/// the first swap whose command saves more per hour, then looks again from there. Every
+/// member of `batch` is within its budget already, so any such set is too.
+///
+/// Why swaps: the prefix can hold a node whose pods only fit on a new node, when an outsider
+/// with as few pods fits on the nodes that stay; the swap drops the replacement.
+fn improve(
+    snapshot: &Snapshot,
+    sim: &mut Simulator<'_>,
+    batch: &[&Candidate],
+    len: usize,
+    floor: Command,
+) -> Command {
+    let mut tries = snapshot.options.multi_node_improvement;
+    let mut chosen: Vec<&Candidate> = batch[..len].to_vec();
+    let mut best = floor;
+    let mut improved = true;
+    while improved && tries > 0 {
+        improved = false;
+        let mut outsiders: Vec<&Candidate> = batch
+            .iter()
+            .copied()
+            .filter(|c| !chosen.iter().any(|m| m.claim == c.claim))
+            .collect();
+        outsiders.sort_by(|a, b| b.price_or_zero().total_cmp(&a.price_or_zero()));
+        'search: for outsider in outsiders {
+            let mut members: Vec<usize> = (0..chosen.len())
+                .filter(|&i| chosen[i].pods.len() >= outsider.pods.len())
+                .collect();
+            members.sort_by(|&a, &b| {
+                chosen[a]
+                    .price_or_zero()
+                    .total_cmp(&chosen[b].price_or_zero())
+            });
+            for i in members {
+                if tries == 0 {
+                    break 'search;
+                }
+                tries -= 1;
+                let mut trial = chosen.clone();
+                trial[i] = outsider;
+                if let Ok(command) =
+                    consolidate(snapshot, sim, &trial, Method::MultiNodeConsolidation)
+                    && command.saving_per_hour > best.saving_per_hour + 1e-9
+                {
+                    chosen = trial;
+                    best = command;
+                    improved = true;
+                    break 'search;
+                }
+            }
+        }
+    }
+    best
 }
 
 /// Single-node consolidation: one candidate at a time, round robin across NodePools, until one
