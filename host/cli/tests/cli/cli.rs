@@ -2,19 +2,6 @@
 
 use std::process::Command;
 
-fn joinery(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_joinery"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
-
 #[test]
 fn crds_prints_the_karpenter_crds_then_the_builtin_node_classes() {
     let (ok, out, _) = joinery(&["crds"]);
@@ -39,7 +26,7 @@ fn crds_prints_the_karpenter_crds_then_the_builtin_node_classes() {
     );
 }
 
-use crate::support::repo;
+use crate::support::{joinery, repo};
 use serde::Deserialize;
 
 #[test]

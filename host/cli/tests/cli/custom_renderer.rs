@@ -4,29 +4,15 @@
 //! boots its nodes by that promise.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use crate::support::repo;
-
-fn joinery(args: &[&std::ffi::OsStr]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_joinery"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+use crate::support::joinery;
 
 /// The example packaged as `joinery plugins package` would for an author: `DIR/talos`.
 fn packaged_talos(dir: &Path) -> PathBuf {
     let wasm =
         PathBuf::from(joinery_builtin_plugins::PLUGIN_WASM_DIR).join("joinery_example_talos.wasm");
     let out = dir.join("talos");
-    let (ok, stdout, stderr) = joinery(&[
+    let (ok, stdout, stderr) = joinery::<&std::ffi::OsStr>(&[
         "plugins".as_ref(),
         "package".as_ref(),
         "--manifest".as_ref(),
@@ -44,7 +30,7 @@ fn packaged_talos(dir: &Path) -> PathBuf {
 fn render_boot_boots_a_custom_format_by_the_renderers_promise() {
     let dir = tempfile::tempdir().unwrap();
     let talos = packaged_talos(dir.path());
-    let (ok, out, err) = joinery(&[
+    let (ok, out, err) = joinery::<&std::ffi::OsStr>(&[
         "render".as_ref(),
         "--renderer".as_ref(),
         talos.as_os_str(),
@@ -68,7 +54,7 @@ fn render_boot_boots_a_custom_format_by_the_renderers_promise() {
         assert!(out.contains(line), "{line:?} in {out}");
     }
     // Without --boot it prints the Talos configuration itself, which no simulated kubelet reads.
-    let (ok, out, err) = joinery(&[
+    let (ok, out, err) = joinery::<&std::ffi::OsStr>(&[
         "render".as_ref(),
         "--renderer".as_ref(),
         talos.as_os_str(),
@@ -97,7 +83,7 @@ fn the_simulator_boots_a_custom_format_by_the_renderers_promise() {
     let plugins = dir.path().join("plugins");
     packaged_talos(&plugins);
     let report = dir.path().join("report.json");
-    let (ok, out, err) = joinery(&[
+    let (ok, out, err) = joinery::<&std::ffi::OsStr>(&[
         "simulate".as_ref(),
         "--quiet".as_ref(),
         "--plugin-dir".as_ref(),
@@ -112,7 +98,7 @@ fn the_simulator_boots_a_custom_format_by_the_renderers_promise() {
     let text = report.to_string();
     assert!(!text.contains("BootstrapFailed"), "{text}");
     // Without the plugin directory the renderer is missing: the run fails and says so.
-    let (ok, out, err) = joinery(&[
+    let (ok, out, err) = joinery::<&std::ffi::OsStr>(&[
         "simulate".as_ref(),
         "--quiet".as_ref(),
         "examples/plugins/talos/scenario.yaml".as_ref(),

@@ -25,8 +25,9 @@ spec:
       containers: [{name: web, image: nginx, resources: {requests: {cpu: \"1\"}}}]
 ";
 
-/// `joinery sim serve --cloud CLOUD` with the hands-on files written into `dir`.
-fn serve(dir: &Path, cloud: &str) -> (KillOnDrop, PathBuf, PathBuf, PathBuf) {
+/// `joinery sim serve --cloud CLOUD` with the hands-on files written into `dir`: the server,
+/// its kubeconfig, grants and NodeClass files.
+pub(crate) fn serve(dir: &Path, cloud: &str) -> (KillOnDrop, PathBuf, PathBuf, PathBuf) {
     let (kubeconfig, grants, nodeclass) = (
         dir.join("sim.kubeconfig"),
         dir.join("grants.yaml"),

@@ -4,8 +4,6 @@
 //! `LaunchFailed` event and the NodeClaim's condition (no wasm frames); a reload that fails
 //! shows on the NodeClass that uses the plugin and in `joinery_plugin_reloads_total`.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -13,20 +11,11 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::support::{
-    KillOnDrop, eventually, free_port, kubectl, kubectl_json_or_null, repo, sim_serve,
+    KillOnDrop, eventually, free_port, http_get, kubectl, kubectl_json_or_null, repo,
 };
 
 /// The plugin's panic message, with a value no other text contains.
 const PANIC: &str = "fragile renderer gave up: boom-7431";
-
-fn get(port: u16, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes())
-        .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    Some(out)
-}
 
 /// `fragile`, packaged into `DIR/fragile` as an author would.
 fn package_fragile(dir: &Path) -> PathBuf {
@@ -63,22 +52,7 @@ fn a_renderer_panic_and_a_failed_reload_are_visible_in_the_cluster() {
     let dir = tempfile::tempdir().unwrap();
     let plugins = dir.path().join("plugins");
     let fragile = package_fragile(&plugins);
-    let (kubeconfig, grants, nodeclass) = (
-        dir.path().join("sim.kubeconfig"),
-        dir.path().join("grants.yaml"),
-        dir.path().join("nodeclass.yaml"),
-    );
-    let (_server, printed) = sim_serve(&[
-        "--boot-delay".as_ref(),
-        "5s".as_ref(),
-        "--kubeconfig-out".as_ref(),
-        kubeconfig.as_os_str(),
-        "--grants-out".as_ref(),
-        grants.as_os_str(),
-        "--nodeclass-out".as_ref(),
-        nodeclass.as_os_str(),
-    ]);
-    assert!(nodeclass.exists(), "{printed:?}");
+    let (_server, kubeconfig, grants, nodeclass) = crate::hands_on::serve(dir.path(), "simulated");
     let metrics = free_port();
     let log = dir.path().join("run.log");
     let _run = KillOnDrop(
@@ -195,7 +169,7 @@ fn a_renderer_panic_and_a_failed_reload_are_visible_in_the_cluster() {
         Some(Value::from("True")),
         "a failed reload leaves the NodeClass working: {class}"
     );
-    let scraped = get(metrics, "/metrics").unwrap_or_default();
+    let scraped = http_get(metrics, "/metrics").unwrap_or_default();
     assert!(
         scraped
             .lines()

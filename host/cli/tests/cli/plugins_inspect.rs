@@ -1,21 +1,6 @@
 //! `joinery plugins inspect --grants`: what the plugin runs under, as the runtime applies it.
 
-use std::process::Command;
-
-use crate::support::repo;
-
-fn joinery(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_joinery"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+use crate::support::joinery;
 
 /// The template renderer asks for 16 MiB, 1000 ms and 8 concurrent calls. A grant lowering
 /// memory and concurrency lowers them; a grant raising the timeout leaves the manifest's (a

@@ -1,22 +1,9 @@
 //! `joinery plugins new`: each kind of scaffold builds and passes its own test outside this
 //! repository, and the renderer, built as a component and packaged, loads and renders.
 
-use crate::support::repo;
+use crate::support::{joinery, repo};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn joinery(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_joinery"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
 
 /// `cargo ARGS` in `dir`, sharing the guest target directory of `./dev test` (the SDK and its
 /// dependencies are built there already, at the versions of the plugins' lock file).

@@ -3,25 +3,11 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use crate::support::repo;
+use crate::support::{joinery, repo};
 use joinery_runtime::manifest::PluginManifest;
 use joinery_runtime::plugin::sha256_hex;
 use k8s_openapi::api::core::v1::ConfigMap;
-
-fn joinery(args: &[&std::ffi::OsStr]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_joinery"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
 
 /// `joinery plugins package ARGS…`.
 fn package(args: &[&dyn AsRef<std::ffi::OsStr>]) -> (bool, String, String) {

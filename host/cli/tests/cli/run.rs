@@ -1,19 +1,10 @@
 //! `joinery run` against the emulated cluster served by `joinery sim serve`.
 
-use crate::support::{KillOnDrop, eventually, free_port};
+use crate::support::{KillOnDrop, eventually, free_port, http_get};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn get(port: u16, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
-        .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    Some(out)
-}
 
 /// `joinery sim serve` writing its kubeconfig into `dir`; returns the server and the kubeconfig.
 pub(crate) fn sim_serve(dir: &std::path::Path) -> (KillOnDrop, std::path::PathBuf) {
@@ -59,7 +50,7 @@ fn replica(kubeconfig: &std::path::Path, pod: &str) -> (KillOnDrop, u16, u16) {
 
 /// Whether a replica serves the controller's metrics (only the leader runs the loops).
 fn leads(metrics: u16) -> bool {
-    get(metrics, "/metrics")
+    http_get(metrics, "/metrics")
         .is_some_and(|body| body.contains("# TYPE karpenter_cluster_state_synced gauge"))
 }
 
@@ -89,16 +80,20 @@ fn run_serves_probes_and_metrics_against_a_cluster() {
     eventually(
         Duration::from_secs(60),
         "joinery run never became ready",
-        || get(health, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200")),
+        || http_get(health, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200")),
     );
-    assert!(get(health, "/healthz").unwrap().starts_with("HTTP/1.1 200"));
+    assert!(
+        http_get(health, "/healthz")
+            .unwrap()
+            .starts_with("HTTP/1.1 200")
+    );
     eventually(
         Duration::from_secs(60),
         "the only replica never led",
         || leads(metrics),
     );
     assert!(
-        get(metrics, "/nothing")
+        http_get(metrics, "/nothing")
             .unwrap()
             .starts_with("HTTP/1.1 404")
     );
@@ -201,7 +196,7 @@ fn a_second_replica_stands_by_ready_and_leads_once_the_first_stops() {
     eventually(
         Duration::from_secs(60),
         "the follower never became ready",
-        || get(second_health, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200")),
+        || http_get(second_health, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200")),
     );
     // Well past several retry periods (2 s), the follower still only stands by.
     std::thread::sleep(Duration::from_secs(5));

@@ -18,6 +18,39 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// Runs `joinery ARGS…` from the repository's root: whether it succeeded, its stdout and
+/// its stderr.
+pub fn joinery<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_joinery"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// `GET path` on a loopback port (HTTP/1.1, closed after the answer): the whole answer,
+/// status line and headers included, or `None` when nothing answers.
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .ok()?;
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
+        )
+        .ok()?;
+    let mut out = String::new();
+    stream.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
 /// A TCP port free on loopback right now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
