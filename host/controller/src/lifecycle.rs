@@ -1,7 +1,7 @@
 //! The NodeClaim lifecycle: finalizer → launch → registration → initialization, liveness
 //! timeouts, expiration (`expireAfter`), and finalization of deleted claims (Node gone,
 //! instance deleted until the cloud says `not-found`, finalizer off). The launch itself (the
-//! userData, the cloud's create, a failed launch) is in [`launch`].
+//! userData, the cloud's create, a failed launch) is in the `launch` module.
 
 use crate::state::Ordered;
 use std::collections::BTreeMap;
