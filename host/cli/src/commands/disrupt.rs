@@ -157,6 +157,7 @@ impl PassArgs {
                 .collect(),
             overlays: &overlays,
             pending,
+            virtual_pods: Vec::new(),
         };
         let nominated = |_: &str| false;
         let disrupting = BTreeSet::new();
