@@ -271,6 +271,126 @@ pub fn limited_by_quotas_condition(outcome: Option<&BufferOutcome>) -> Option<Co
     })
 }
 
+/// The room a buffer holds on one node.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HeldOnNode {
+    /// Chunks on the node.
+    pub chunks: usize,
+    /// What they request together.
+    pub requests: Resources,
+    /// The share of the node they take: the larger of their CPU and memory over the node's
+    /// allocatable, at most 1.
+    pub share: f64,
+    /// The node's price per hour, when known.
+    pub price_per_hour: Option<f64>,
+    /// What the buffer is charged for the node per hour (0 when its price is unknown): its
+    /// share of the price on a node that also runs workload pods; on a node that runs none,
+    /// which exists only for buffers, the whole price, split between the buffers on it by
+    /// their shares.
+    pub cost_per_hour: f64,
+}
+
+/// The capacity one buffer holds on the nodes that exist (and NodeClaims in flight).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Holding {
+    /// Chunks the buffer keeps.
+    pub chunks: usize,
+    /// Of those, the chunks existing capacity holds (the others would need new nodes).
+    pub held: usize,
+    /// The nodes holding them, by name.
+    pub nodes: BTreeMap<String, HeldOnNode>,
+}
+
+impl Holding {
+    /// What the buffer costs per hour: the sum of its share of each node's price.
+    pub fn cost_per_hour(&self) -> f64 {
+        self.nodes.values().map(|n| n.cost_per_hour).sum()
+    }
+}
+
+/// Where each buffer's chunks sit on the capacity there is, and what that costs: `input`'s
+/// real pending pods first, then the buffers' virtual pods, on `input`'s nodes only (no
+/// NodePool is offered, so nothing new is opened), as the provisioner would place them. A
+/// buffer is charged its share of each node holding its chunks, or the whole node when no
+/// workload pod runs or would land there ([`HeldOnNode::cost_per_hour`]; `price` by node
+/// name).
+pub fn holdings(
+    input: &SchedulingInput,
+    context: &SchedulingContext,
+    price: &dyn Fn(&str) -> Option<f64>,
+) -> BTreeMap<String, Holding> {
+    let mut existing_only = input.clone();
+    existing_only.nodepools.clear();
+    let result = schedule_with_context(&existing_only, context, None);
+    let mut out: BTreeMap<String, Holding> = BTreeMap::new();
+    // Nodes running workload pods (bound ones beyond DaemonSets, or pending ones placed now).
+    let mut busy: std::collections::BTreeSet<&str> = input
+        .nodes
+        .iter()
+        .filter(|n| !n.requested.saturating_sub(&n.daemon_requested).is_zero())
+        .map(|n| n.name.as_str())
+        .collect();
+    for (pod, placement) in input.pods.iter().zip(&result.placements) {
+        if let (None, Placement::Existing { node }) = (&pod.capacity_buffer, &placement.placement) {
+            busy.insert(node.as_str());
+        }
+    }
+    for (pod, placement) in input.pods.iter().zip(&result.placements) {
+        let Some(buffer) = &pod.capacity_buffer else {
+            continue;
+        };
+        let holding = out.entry(buffer.clone()).or_default();
+        holding.chunks += 1;
+        let Placement::Existing { node } = &placement.placement else {
+            continue;
+        };
+        holding.held += 1;
+        let held = holding.nodes.entry(node.clone()).or_default();
+        held.chunks += 1;
+        held.requests += &pod.requests;
+    }
+    for holding in out.values_mut() {
+        for (name, held) in holding.nodes.iter_mut() {
+            let allocatable = input
+                .nodes
+                .iter()
+                .find(|n| &n.name == name)
+                .map(|n| n.allocatable.clone())
+                .unwrap_or_default();
+            let ratio = |used: u64, total: u64| {
+                if total == 0 {
+                    0.0
+                } else {
+                    used as f64 / total as f64
+                }
+            };
+            held.share = ratio(held.requests.cpu_millis, allocatable.cpu_millis)
+                .max(ratio(held.requests.memory_bytes, allocatable.memory_bytes))
+                .min(1.0);
+            held.price_per_hour = price(name);
+        }
+    }
+    // What each node's buffers take of it together, for the nodes only buffers hold.
+    let mut shares: BTreeMap<String, f64> = BTreeMap::new();
+    for holding in out.values() {
+        for (name, held) in &holding.nodes {
+            *shares.entry(name.clone()).or_default() += held.share;
+        }
+    }
+    for holding in out.values_mut() {
+        for (name, held) in holding.nodes.iter_mut() {
+            let price = held.price_per_hour.unwrap_or(0.0);
+            let together = shares.get(name).copied().unwrap_or(0.0);
+            held.cost_per_hour = if busy.contains(name.as_str()) || together <= 0.0 {
+                price * held.share
+            } else {
+                price * held.share / together
+            };
+        }
+    }
+    out
+}
+
 /// The virtual pods of one buffer: `chunks` copies of `shape` named
 /// [`virtual_pod_name`]`(buffer, i)`, of the lowest priority, tagged with the buffer.
 pub fn virtual_pods(

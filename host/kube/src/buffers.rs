@@ -287,6 +287,28 @@ fn workload(
     }
 }
 
+/// Where each buffer's chunks sit on the cluster's nodes (and NodeClaims in flight), and what
+/// that costs ([`joinery_core::buffers::holdings`]): `pending` real pods are placed first, as
+/// the provisioner would; no new node is opened. `price` gives a node's price per hour.
+pub fn holdings(
+    cluster: &crate::assemble::ClusterObjects<'_>,
+    pending: &[&LeanPod],
+    states: &[BufferState<'_>],
+    price: &dyn Fn(&str) -> Option<f64>,
+    source: crate::assemble::Source,
+) -> BTreeMap<String, buffers::Holding> {
+    let mut assembly = crate::assemble::assemble(
+        cluster,
+        pending,
+        &[],
+        &[],
+        joinery_core::labels::LabelPolicy::default(),
+        source,
+    );
+    assembly.input.pods.extend(virtual_pods(states));
+    buffers::holdings(&assembly.input, &assembly.context, price)
+}
+
 /// Whether the buffer's `ReadyForProvisioning` condition is True.
 pub fn is_ready(buffer: &CapacityBuffer) -> bool {
     buffer.status.as_ref().is_some_and(|s| {

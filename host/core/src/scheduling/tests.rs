@@ -3935,3 +3935,38 @@ fn assess_counts_chunks_by_node_and_new_claim() {
     assert!(fits.status);
     assert_eq!(fits.reason, "FitsExistingCapacity");
 }
+
+#[test]
+fn holdings_share_a_node_by_the_room_a_buffer_takes_and_open_nothing() {
+    use crate::buffers::holdings;
+    // n1 has 4 cpu and a real pending pod of 1 cpu; the buffer's three 1.5-cpu chunks: two
+    // fit beside the pod (3 of 4 cpu), the third would need a new node.
+    let mut pods = vec![pod("real", 1000)];
+    pods.extend(buffer_pods(3, 1500));
+    let input = input(pods, vec![node("n1", &[], 4000)], vec![pool("default")]);
+    let price = |name: &str| (name == "n1").then_some(0.2);
+    let held = &holdings(&input, &SchedulingContext::default(), &price)["default/spare"];
+    assert_eq!((held.chunks, held.held), (3, 2));
+    let on_n1 = &held.nodes["n1"];
+    assert_eq!(on_n1.chunks, 2);
+    assert!((on_n1.share - 0.75).abs() < 1e-9, "{}", on_n1.share);
+    assert!((held.cost_per_hour() - 0.15).abs() < 1e-9);
+}
+
+#[test]
+fn a_node_only_buffers_hold_is_charged_to_them_whole() {
+    use crate::buffers::holdings;
+    let mut pods = buffer_pods(1, 1000);
+    pods.extend(crate::buffers::virtual_pods(
+        "default",
+        "other",
+        1,
+        &pod("shape", 3000),
+    ));
+    let input = input(pods, vec![node("n1", &[], 4000)], vec![]);
+    let price = |_: &str| Some(0.2);
+    let held = holdings(&input, &SchedulingContext::default(), &price);
+    // No workload on n1: the buffers pay for all of it, 1 : 3.
+    assert!((held["default/spare"].cost_per_hour() - 0.05).abs() < 1e-9);
+    assert!((held["default/other"].cost_per_hour() - 0.15).abs() < 1e-9);
+}
