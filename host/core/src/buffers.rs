@@ -288,6 +288,9 @@ pub struct HeldOnNode {
     /// which exists only for buffers, the whole price, split between the buffers on it by
     /// their shares.
     pub cost_per_hour: f64,
+    /// No workload pod runs on the node (or would land there): only buffers keep it, and
+    /// emptiness leaves it for them.
+    pub buffers_only: bool,
 }
 
 /// The capacity one buffer holds on the nodes that exist (and NodeClaims in flight).
@@ -381,6 +384,7 @@ pub fn holdings(
         for (name, held) in holding.nodes.iter_mut() {
             let price = held.price_per_hour.unwrap_or(0.0);
             let together = shares.get(name).copied().unwrap_or(0.0);
+            held.buffers_only = !busy.contains(name.as_str());
             held.cost_per_hour = if busy.contains(name.as_str()) || together <= 0.0 {
                 price * held.share
             } else {
