@@ -177,13 +177,28 @@ fn as_condition(
 }
 
 /// Writes every buffer's status after a pass (`outcomes` by buffer key; `None` when no
-/// scheduling ran), and warns once per transition about a buffer that cannot be resolved.
+/// scheduling ran), and warns once per transition about a buffer that cannot be resolved. A
+/// status that cannot be written is logged and counted, never fatal to the pass: provisioning
+/// goes on whatever the buffers' status says.
 pub async fn write_status(
     ctx: &Context,
     states: &[BufferState<'_>],
     outcomes: Option<&BTreeMap<String, BufferOutcome>>,
-) -> Result<(), ControllerError> {
+) {
     for state in states {
+        if let Err(e) = write_one(ctx, state, outcomes).await {
+            tracing::warn!(buffer = %state.key(), error = %e, "writing the CapacityBuffer's status failed; will retry on the next pass");
+            ctx.metrics.reconcile_error("capacitybuffer", &e);
+        }
+    }
+}
+
+async fn write_one(
+    ctx: &Context,
+    state: &BufferState<'_>,
+    outcomes: Option<&BTreeMap<String, BufferOutcome>>,
+) -> Result<(), ControllerError> {
+    {
         let status = status_of(state, outcomes.and_then(|o| o.get(&state.key())));
         let generation = state.buffer.metadata.generation;
         let mut conditions = vec![as_condition(
@@ -243,7 +258,7 @@ pub async fn write_status(
         .await;
         match written {
             Ok(_) => {}
-            Err(e) if util::is_not_found(&e) => continue,
+            Err(e) if util::is_not_found(&e) => return Ok(()),
             Err(e) => return Err(e.into()),
         }
         let now = (

@@ -250,7 +250,7 @@ pub async fn provision(
         .pods
         .extend(joinery_kube::buffers::virtual_pods(&buffer_states));
     if input.pods.is_empty() {
-        crate::buffers::write_status(ctx, &buffer_states, None).await?;
+        crate::buffers::write_status(ctx, &buffer_states, None).await;
         return Ok(true);
     }
     apply_default_spread(ctx, &mut input.pods, &pod_objects);
@@ -272,7 +272,7 @@ pub async fn provision(
                 .warning(&Involved::pod(pod), "FailedScheduling", &message)
                 .await;
         }
-        crate::buffers::write_status(ctx, &buffer_states, None).await?;
+        crate::buffers::write_status(ctx, &buffer_states, None).await;
         return Ok(true);
     }
     let pools_by_name: BTreeMap<String, &NodePool> = pools
@@ -382,7 +382,7 @@ pub async fn provision(
     }
     if !buffer_states.is_empty() {
         let outcomes = joinery_core::buffers::assess(&input, &context, &result);
-        crate::buffers::write_status(ctx, &buffer_states, Some(&outcomes)).await?;
+        crate::buffers::write_status(ctx, &buffer_states, Some(&outcomes)).await;
     }
     for (index, claim) in result.new_claims.iter().enumerate() {
         let Some(pool) = pools_by_name.get(&claim.spec.nodepool) else {
