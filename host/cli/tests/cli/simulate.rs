@@ -1069,25 +1069,8 @@ fn a_capacity_buffer_over_its_nodepool_limit_is_limited_by_quotas() {
 fn bursts_compared_without_and_with_buffers_trade_waiting_for_cost() {
     let _shared = CPU.read().unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let report = dir.path().join("comparison.json");
-    let out = joinery()
-        .arg("simulate")
-        .arg(repo().join("examples/scenarios/capacity-buffer-bursts.yaml"))
-        .arg("--compare")
-        .arg(repo().join("examples/variants/capacity-buffer-bursts.yaml"))
-        .arg("--report")
-        .arg(&report)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (comparison, stdout) = compare(dir.path(), "capacity-buffer-bursts", &[]);
     assert!(stdout.contains("buffer $/h"), "{stdout}");
-    let comparison: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let row = |name: &str| {
         comparison["rows"]
             .as_array()
@@ -1240,6 +1223,34 @@ fn total_cost(report: &serde_json::Value) -> f64 {
         .sum()
 }
 
+/// Runs `joinery simulate examples/scenarios/NAME.yaml --compare examples/variants/NAME.yaml
+/// --report DIR/comparison.json EXTRA…`, which must succeed; returns the comparison and stdout.
+fn compare(
+    dir: &std::path::Path,
+    name: &str,
+    extra: &[&std::ffi::OsStr],
+) -> (serde_json::Value, String) {
+    let report = dir.join("comparison.json");
+    let out = joinery()
+        .arg("simulate")
+        .arg(repo().join(format!("examples/scenarios/{name}.yaml")))
+        .arg("--compare")
+        .arg(repo().join(format!("examples/variants/{name}.yaml")))
+        .arg("--report")
+        .arg(&report)
+        .args(extra)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let comparison = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    (comparison, stdout)
+}
+
 #[test]
 fn a_diurnal_day_compared_under_variants_differs_and_adds_up() {
     let _shared = CPU.read().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -1265,29 +1276,17 @@ fn a_diurnal_day_compared_under_variants_differs_and_adds_up() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report = dir.path().join("comparison.json");
     let plot = dir.path().join("comparison.svg");
-    let out = joinery()
-        .arg("simulate")
-        .arg(repo().join("examples/scenarios/diurnal-day.yaml"))
-        .arg("--trace")
-        .arg(&trace)
-        .arg("--compare")
-        .arg(repo().join("examples/variants/diurnal-day.yaml"))
-        .arg("--report")
-        .arg(&report)
-        .arg("--plot")
-        .arg(&plot)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (comparison, stdout) = compare(
+        dir.path(),
+        "diurnal-day",
+        &[
+            "--trace".as_ref(),
+            trace.as_os_str(),
+            "--plot".as_ref(),
+            plot.as_os_str(),
+        ],
     );
-    let comparison: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let rows = comparison["rows"].as_array().unwrap();
     let names: Vec<&str> = rows
         .iter()
