@@ -1,18 +1,20 @@
 //! Karpenter API types (`karpenter.sh`): NodePool and NodeClaim (`v1`) and NodeOverlay
-//! (`v1alpha1`), plus the CustomResourceDefinitions generated from them.
+//! (`v1alpha1`), SIG Autoscaling's CapacityBuffer (`autoscaling.x-k8s.io/v1beta1`), plus the
+//! CustomResourceDefinitions generated from them.
 //!
 //! The types follow upstream's JSON shape exactly: optional fields are `Option`s that are left
 //! out when `None`, and duration fields keep their original text, so an object read from the API
 //! server and written back is unchanged. Server-side defaults (e.g. `expireAfter: 720h`) live in
 //! the CRD schema; `effective_*` helpers apply them client-side.
 //!
-//! [`crds`] / [`crds_yaml`] build the three CRDs from these types (kube's `CustomResource`
+//! [`crds`] / [`crds_yaml`] build the four CRDs from these types (kube's `CustomResource`
 //! derive plus schema attributes), matching upstream's schemas: defaults, enums, patterns,
 //! bounds, list/map markers and CEL validation rules.
 //!
 //! Well-known label, taint, annotation and finalizer names live in the pure core
 //! (`joinery_core::labels`), shared by every layer.
 
+pub mod capacitybuffer;
 pub mod condition;
 pub mod duration;
 pub mod nodeclaim;
@@ -25,6 +27,9 @@ mod schema;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
+pub use capacitybuffer::{
+    CapacityBuffer, CapacityBufferSpec, CapacityBufferStatus, LocalObjectRef, ScalableRef,
+};
 pub use condition::{Condition, ConditionStatus, HasConditions};
 pub use duration::{Duration, DurationError, NillableDuration};
 pub use nodeclaim::{NodeClaim, NodeClaimResources, NodeClaimSpec, NodeClaimStatus};
@@ -39,13 +44,14 @@ pub use requirements::{
 };
 pub use schema::{property_paths, schema_at};
 
-/// The three `karpenter.sh` CRDs (NodePools, NodeClaims, NodeOverlays), generated from the
-/// types in this crate.
+/// The four CRDs (`karpenter.sh` NodePools, NodeClaims, NodeOverlays and
+/// `autoscaling.x-k8s.io` CapacityBuffers), generated from the types in this crate.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
         schema::finalize_crd(NodePool::crd()),
         schema::finalize_crd(NodeClaim::crd()),
         schema::finalize_crd(NodeOverlay::crd()),
+        schema::finalize_crd(CapacityBuffer::crd()),
     ]
 }
 

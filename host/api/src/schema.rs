@@ -169,6 +169,21 @@ pub(crate) fn overlay_spec_rules() -> Value {
     )])
 }
 
+/// CapacityBuffer spec: a `podTemplateRef` buffer needs a count (`replicas` or `limits`), and
+/// the two references exclude each other (upstream's rules and messages).
+pub(crate) fn capacity_buffer_spec_rules() -> Value {
+    json!([
+        rule(
+            "!has(self.podTemplateRef) || has(self.replicas) || has(self.limits)",
+            "If podTemplateRef is set, replicas or limits must also be set",
+        ),
+        rule(
+            "!(has(self.podTemplateRef) && has(self.scalableRef))",
+            "You must define either PodTemplateRef or ScalableRef, but not both",
+        ),
+    ])
+}
+
 /// NodeOverlay `capacity`: only extended resources may be added.
 pub(crate) fn overlay_capacity_rules() -> Value {
     json!([rule(

@@ -255,6 +255,12 @@ async fn gather(ctx: &Context, memory: &Shared) -> Option<Snapshot> {
             .collect(),
         overlays: &overlays,
         pending,
+        virtual_pods: crate::buffers::BufferObjects::read(ctx.state.buffers.as_ref())
+            .refs()
+            .states()
+            .iter()
+            .flat_map(|b| b.virtual_pods())
+            .collect(),
     };
     let now = ctx.clock.now();
     let disrupting = lock(memory).disrupting.clone();

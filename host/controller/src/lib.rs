@@ -24,6 +24,7 @@
 
 pub mod api_client;
 pub mod bootstrap;
+pub mod buffers;
 pub mod cloud;
 pub mod disruption;
 pub mod events;
@@ -311,6 +312,7 @@ impl Controller {
             &kinds,
             options.settings.feature_gates.node_overlay,
             !options.settings.default_spread.is_empty(),
+            options.settings.feature_gates.capacity_buffer,
         )
         .await?;
         let metrics = Arc::new(metrics::Metrics::new());

@@ -53,7 +53,15 @@ pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
         let now = ctx.clock.now();
         let retrigger = last_pass.is_none_or(|at| crate::util::due(at, now, RETRIGGER));
         let fresh = pending.iter().any(|uid| !handled.contains(uid));
-        if pending.is_empty() || !(fresh || retrigger) {
+        // CapacityBuffers keep a pass coming at the retrigger interval without pending pods:
+        // their room is provisioned again after a burst took it.
+        let buffers_due = retrigger
+            && ctx
+                .state
+                .buffers
+                .as_ref()
+                .is_some_and(|b| !b.capacity_buffers.state().is_empty());
+        if !buffers_due && (pending.is_empty() || !(fresh || retrigger)) {
             let changed = ctx.state.changed.notified();
             tokio::select! {
                 biased;
@@ -180,7 +188,11 @@ pub async fn provision(
         .chain(moving.iter())
         .map(|p| p.as_ref())
         .collect();
-    if pending.is_empty() {
+    // CapacityBuffers (read only with the gate on): their virtual pods join every pass.
+    let buffer_objects = crate::buffers::BufferObjects::read(ctx.state.buffers.as_ref());
+    let buffer_refs = buffer_objects.refs();
+    let buffer_states = buffer_refs.states();
+    if pending.is_empty() && buffer_states.is_empty() {
         return Ok(true);
     }
     let overlays = current_overlays(ctx, overlay_problems).await;
@@ -234,7 +246,11 @@ pub async fn provision(
         mut context,
         ..
     } = assembly;
+    input
+        .pods
+        .extend(joinery_kube::buffers::virtual_pods(&buffer_states));
     if input.pods.is_empty() {
+        crate::buffers::write_status(ctx, &buffer_states, None).await;
         return Ok(true);
     }
     apply_default_spread(ctx, &mut input.pods, &pod_objects);
@@ -256,6 +272,7 @@ pub async fn provision(
                 .warning(&Involved::pod(pod), "FailedScheduling", &message)
                 .await;
         }
+        crate::buffers::write_status(ctx, &buffer_states, None).await;
         return Ok(true);
     }
     let pools_by_name: BTreeMap<String, &NodePool> = pools
@@ -312,10 +329,17 @@ pub async fn provision(
     // nomination window (pods still pending renominate them on every pass).
     let now = ctx.clock.now();
     let nominated_until = now + disruption::nomination_window(ctx.settings.batch_max_duration);
-    let chosen = result.placements.iter().filter_map(|p| match &p.placement {
-        Placement::Existing { node } => Some(node.as_str()),
-        _ => None,
-    });
+    // Only real pods nominate: a buffer's node stays open to drift and expiration (its
+    // emptiness is kept by disruption's own simulation of the buffer).
+    let chosen = input
+        .pods
+        .iter()
+        .zip(&result.placements)
+        .filter(|(pod, _)| pod.capacity_buffer.is_none())
+        .filter_map(|(_, p)| match &p.placement {
+            Placement::Existing { node } => Some(node.as_str()),
+            _ => None,
+        });
     ctx.inflight.nominate(chosen, now, nominated_until);
     for placement in &result.placements {
         let Some(pod) =
@@ -355,6 +379,10 @@ pub async fn provision(
                 &format!("Pod should schedule on: {target}"),
             )
             .await;
+    }
+    if !buffer_states.is_empty() {
+        let outcomes = joinery_core::buffers::assess(&input, &context, &result);
+        crate::buffers::write_status(ctx, &buffer_states, Some(&outcomes)).await;
     }
     for (index, claim) in result.new_claims.iter().enumerate() {
         let Some(pool) = pools_by_name.get(&claim.spec.nodepool) else {

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use crate::lean_cache::{Cached, LeanCacheWriter, NodeCache, PodCache, lean_cache};
 use crate::mirror::{MirrorTable, Relist, spawn_watch};
-use joinery_api::{NodeClaim, NodeOverlay, NodePool};
+use joinery_api::{CapacityBuffer, NodeClaim, NodeOverlay, NodePool};
 use joinery_kube::lean::{LeanNode, LeanPod, WatchedNode, WatchedPod};
-use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
-    Namespace, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service,
+    Namespace, PersistentVolume, PersistentVolumeClaim, PodTemplate, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
@@ -84,6 +84,10 @@ pub struct ClusterState {
     /// All NodeOverlays, when they are watched: only with the `NodeOverlay` feature gate on and
     /// the `nodeoverlays.karpenter.sh` CRD served (as upstream, which watches them only then).
     pub node_overlays: Option<Store<NodeOverlay>>,
+    /// CapacityBuffers and what they refer to, when they are watched: only with the
+    /// `CapacityBuffer` feature gate on and the `capacitybuffers.autoscaling.x-k8s.io` CRD
+    /// served.
+    pub buffers: Option<BufferStores>,
     /// Services, ReplicaSets, StatefulSets and ReplicationControllers, when default spread
     /// constraints need their selectors (`SCHEDULER_CONFIG` set); `None` otherwise.
     pub selectors: Option<SelectorStores>,
@@ -224,6 +228,21 @@ pub struct SelectorStores {
     pub replication_controllers: Store<ReplicationController>,
 }
 
+/// The caches of CapacityBuffers and of the objects that shape their chunks.
+#[derive(Clone)]
+pub struct BufferStores {
+    /// CapacityBuffers.
+    pub capacity_buffers: Store<CapacityBuffer>,
+    /// PodTemplates (`podTemplateRef`).
+    pub pod_templates: Store<PodTemplate>,
+    /// Deployments (`scalableRef`).
+    pub deployments: Store<Deployment>,
+    /// StatefulSets (`scalableRef`).
+    pub stateful_sets: Store<StatefulSet>,
+    /// ReplicaSets (`scalableRef`).
+    pub replica_sets: Store<ReplicaSet>,
+}
+
 /// What the caches keep of each object: everything but what no controller reads. Trimming
 /// happens as objects arrive, before they are stored, so that a cluster of 50,000 pods does
 /// not hold their container images, environments, probes and container statuses in memory.
@@ -244,6 +263,9 @@ macro_rules! keep_all_but_managed_fields {
     ($($ty:ty),*) => { $(impl Trim for $ty {})* };
 }
 keep_all_but_managed_fields!(
+    CapacityBuffer,
+    PodTemplate,
+    Deployment,
     NodeClaim,
     NodePool,
     NodeOverlay,
@@ -362,6 +384,7 @@ impl ClusterState {
         node_class_kinds: &[(NodeClassKey, String)],
         watch_node_overlays: bool,
         watch_selectors: bool,
+        watch_buffers: bool,
     ) -> Result<(ClusterState, StateTasks), ControllerError> {
         let changed = Arc::new(Notify::new());
         let mut tasks = Vec::new();
@@ -423,6 +446,25 @@ impl ClusterState {
                 }
             }
         };
+        let buffers = if !watch_buffers {
+            None
+        } else {
+            let gvk = GroupVersionKind::gvk("autoscaling.x-k8s.io", "v1beta1", "CapacityBuffer");
+            match kube::discovery::pinned_kind(&client, &gvk).await {
+                Ok(_) => Some(BufferStores {
+                    capacity_buffers: watch_all!(CapacityBuffer, "CapacityBuffer"),
+                    pod_templates: watch_all!(PodTemplate, "PodTemplate"),
+                    deployments: watch_all!(Deployment, "Deployment"),
+                    stateful_sets: watch_all!(StatefulSet, "StatefulSet"),
+                    replica_sets: watch_all!(ReplicaSet, "ReplicaSet"),
+                }),
+                Err(e) => {
+                    tracing::warn!(error = %e,
+                        "the CapacityBuffer feature gate is on but capacitybuffers.autoscaling.x-k8s.io is not served (install it with `joinery crds`); CapacityBuffers are ignored until the controller restarts with the CRD in place");
+                    None
+                }
+            }
+        };
         let selectors = watch_selectors.then(|| SelectorStores {
             services: watch_all!(Service, "Service"),
             replica_sets: watch_all!(ReplicaSet, "ReplicaSet"),
@@ -467,6 +509,7 @@ impl ClusterState {
             namespaces,
             csi_nodes,
             node_overlays,
+            buffers,
             selectors,
             node_classes,
             changed,
@@ -527,6 +570,33 @@ impl ClusterState {
                 .wait_until_ready()
                 .await
                 .map_err(|_| not_synced("nodeoverlays"))?;
+        }
+        if let Some(buffers) = &self.buffers {
+            buffers
+                .capacity_buffers
+                .wait_until_ready()
+                .await
+                .map_err(|_| not_synced("capacitybuffers"))?;
+            buffers
+                .pod_templates
+                .wait_until_ready()
+                .await
+                .map_err(|_| not_synced("podtemplates"))?;
+            buffers
+                .deployments
+                .wait_until_ready()
+                .await
+                .map_err(|_| not_synced("deployments"))?;
+            buffers
+                .stateful_sets
+                .wait_until_ready()
+                .await
+                .map_err(|_| not_synced("statefulsets"))?;
+            buffers
+                .replica_sets
+                .wait_until_ready()
+                .await
+                .map_err(|_| not_synced("replicasets"))?;
         }
         if let Some(selectors) = &self.selectors {
             selectors

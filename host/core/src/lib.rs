@@ -20,6 +20,8 @@
 //! - [`backoff`]: exponential backoff with `Retry-After`, per key, for calls that failed.
 //! - [`cron`]: the cron schedules of disruption budgets, and when a scheduled budget is active.
 //! - [`disruption`]: disruption budgets per reason, `Consolidatable`, and emptiness's choice.
+//! - [`buffers`]: CapacityBuffers: how many chunks a buffer keeps, what a pass did with its
+//!   virtual pods, and the buffer's conditions.
 //! - [`drain`]: which pods a terminating node evicts, force-deletes or waits for.
 //! - [`lease`]: leader election on a Lease: take, renew, wait or release.
 //! - [`lifecycle`]: the NodeClaim lifecycle as a state machine: from a view of a claim, its
@@ -32,6 +34,7 @@
 //!   NodeClaims to create.
 
 pub mod backoff;
+pub mod buffers;
 pub mod catalog;
 pub mod clock;
 pub mod contract;

@@ -218,6 +218,7 @@ pub fn pending_pod(pod: &LeanPod) -> Result<PendingPod, String> {
         volume_requirements: Vec::new(),
         volumes: Vec::new(),
         moved_by_consolidation: false,
+        capacity_buffer: None,
     })
 }
 

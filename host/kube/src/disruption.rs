@@ -128,6 +128,9 @@ pub struct DisruptionObjects<'a> {
     pub overlays: &'a [Overlay],
     /// Pending pods (those waiting for capacity, and those of nodes being deleted).
     pub pending: Vec<&'a LeanPod>,
+    /// The CapacityBuffers' virtual pods ([`crate::buffers::virtual_pods`]), placed after the
+    /// pending pods in every simulation: a node they would use is not empty.
+    pub virtual_pods: Vec<joinery_core::scheduling::PendingPod>,
 }
 
 /// The pods a disruption pass places before the candidates' own, gathered the one way the
@@ -196,7 +199,7 @@ pub fn snapshot(
     marks: &Marks<'_>,
     options: Options,
 ) -> (Snapshot, Vec<Problem>, Vec<String>) {
-    let assembly = assemble(
+    let mut assembly = assemble(
         &objects.cluster,
         &objects.pending,
         &objects.offers,
@@ -204,6 +207,10 @@ pub fn snapshot(
         LabelPolicy::default(),
         marks.source,
     );
+    assembly
+        .input
+        .pods
+        .extend(objects.virtual_pods.iter().cloned());
     let mut messages = Vec::new();
     let mut pods_by_node: BTreeMap<&str, Vec<&LeanPod>> = BTreeMap::new();
     for pod in &objects.cluster.pods {

@@ -17,6 +17,7 @@
 //! - [`spread`]: kube-scheduler's default topology spread (`SCHEDULER_CONFIG`);
 //! - [`template`]: a NodePool as the core's NodeClaim template, and its hash;
 //! - [`conditions`]: NodeClaim condition names;
+//! - [`buffers`]: CapacityBuffers: chunk shape and count, virtual pods;
 //! - [`assemble`]: the one function that builds the scheduler's input from cluster objects,
 //!   used by the provisioner, `joinery schedule` and disruption;
 //! - [`snapshot`]: cluster snapshots (multi-document YAML) and instance-type catalogs, as
@@ -26,6 +27,7 @@
 //! hand them here, so this layer is tested with plain objects.
 
 pub mod assemble;
+pub mod buffers;
 pub mod conditions;
 pub mod convert;
 pub mod disruption;

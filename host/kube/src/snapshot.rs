@@ -130,6 +130,10 @@ pub struct Snapshot {
     pub namespaces: Vec<Located<Namespace>>,
     /// `karpenter.sh/v1alpha1` NodeOverlays.
     pub node_overlays: Vec<Located<NodeOverlay>>,
+    /// `autoscaling.x-k8s.io/v1beta1` CapacityBuffers.
+    pub capacity_buffers: Vec<Located<joinery_api::CapacityBuffer>>,
+    /// PodTemplates (the chunks of `podTemplateRef` buffers).
+    pub pod_templates: Vec<Located<k8s_openapi::api::core::v1::PodTemplate>>,
     /// Objects of kinds joinery does not know, counted by `apiVersion/kind`.
     pub unknown: BTreeMap<String, usize>,
 }
@@ -155,6 +159,8 @@ enum Kind {
     CSINode,
     Namespace,
     NodeOverlay,
+    CapacityBuffer,
+    PodTemplate,
     Unknown(String),
 }
 
@@ -182,6 +188,8 @@ impl Kind {
             ("karpenter.sh", "NodePool") => Kind::NodePool,
             ("karpenter.sh", "NodeClaim") => Kind::NodeClaim,
             ("karpenter.sh", "NodeOverlay") => Kind::NodeOverlay,
+            ("autoscaling.x-k8s.io", "CapacityBuffer") => Kind::CapacityBuffer,
+            ("", "PodTemplate") => Kind::PodTemplate,
             ("", "Node") => Kind::Node,
             ("", "Pod") => Kind::Pod,
             ("", "Service") => Kind::Service,
@@ -218,6 +226,8 @@ impl Kind {
                 | Kind::DaemonSet
                 | Kind::ReplicaSet
                 | Kind::Deployment
+                | Kind::CapacityBuffer
+                | Kind::PodTemplate
                 | Kind::StatefulSet
                 | Kind::Service
                 | Kind::PodDisruptionBudget
@@ -291,6 +301,8 @@ enum Object {
     CSINode(Box<CSINode>),
     Namespace(Box<Namespace>),
     NodeOverlay(Box<NodeOverlay>),
+    CapacityBuffer(Box<joinery_api::CapacityBuffer>),
+    PodTemplate(Box<k8s_openapi::api::core::v1::PodTemplate>),
     Ignored,
 }
 
@@ -323,6 +335,8 @@ impl<'de> DeserializeSeed<'de> for KindSeed<'_> {
             Some(Kind::CSINode) => typed!(CSINode),
             Some(Kind::Namespace) => typed!(Namespace),
             Some(Kind::NodeOverlay) => typed!(NodeOverlay),
+            Some(Kind::CapacityBuffer) => typed!(CapacityBuffer),
+            Some(Kind::PodTemplate) => typed!(PodTemplate),
             Some(Kind::Unknown(_)) | None => IgnoredAny::deserialize(d).map(|_| Object::Ignored),
         }
     }
@@ -605,9 +619,30 @@ impl Snapshot {
             Object::CSINode(o) => push!(csi_nodes, o),
             Object::Namespace(o) => push!(namespaces, o),
             Object::NodeOverlay(o) => push!(node_overlays, o),
+            Object::CapacityBuffer(o) => push!(capacity_buffers, o),
+            Object::PodTemplate(o) => push!(pod_templates, o),
             Object::Ignored => {}
         }
         Ok(())
+    }
+
+    /// The snapshot's CapacityBuffers, resolved against its PodTemplates and workloads.
+    pub fn buffer_states(&self) -> Vec<crate::buffers::BufferState<'_>> {
+        fn objects<T>(list: &[Located<T>]) -> Vec<&T> {
+            list.iter().map(|l| &l.object).collect()
+        }
+        let buffers = objects(&self.capacity_buffers);
+        let pod_templates = objects(&self.pod_templates);
+        let deployments = objects(&self.deployments);
+        let stateful_sets = objects(&self.stateful_sets);
+        let replica_sets = objects(&self.replica_sets);
+        let sources = crate::buffers::BufferSources {
+            pod_templates: &pod_templates,
+            deployments: &deployments,
+            stateful_sets: &stateful_sets,
+            replica_sets: &replica_sets,
+        };
+        crate::buffers::resolve_all(&buffers, &sources)
     }
 
     /// Builds the scheduler's input with [`crate::assemble::assemble`] (the one assembly the

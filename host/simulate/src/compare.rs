@@ -300,6 +300,9 @@ pub struct Row {
     pub pending_max_seconds: f64,
     /// Simulated seconds the run took.
     pub simulated_seconds: f64,
+    /// What the CapacityBuffers cost per hour at the end (the report's
+    /// `totals.bufferCostPerHourAtEnd`).
+    pub buffer_cost_per_hour_at_end: f64,
 }
 
 impl Row {
@@ -321,6 +324,7 @@ impl Row {
             pending_p95_seconds: report.workload.pending_p95_seconds,
             pending_max_seconds: report.workload.pending_max_seconds,
             simulated_seconds: report.simulated_seconds,
+            buffer_cost_per_hour_at_end: report.totals.buffer_cost_per_hour_at_end,
         }
     }
 }
@@ -375,12 +379,16 @@ impl Comparison {
             "comparison of scenario {} (virtual time, seed {}):\n",
             self.scenario, self.seed
         );
+        // The buffers' column only when some variant has CapacityBuffers.
+        let buffers = self.reports.values().any(|r| !r.buffers.is_empty());
+        let buffer_column = |text: String| if buffers { text } else { String::new() };
         out.push_str(&format!(
-            "{:<22} {:>10} {:>9} {:>9} {:>5} {:>8} {:>9} {:>23} {:>7}\n",
+            "{:<22} {:>10} {:>9} {:>9}{} {:>5} {:>8} {:>9} {:>23} {:>7}\n",
             "variant",
             "cost",
             "$/h p50",
             "$/h max",
+            buffer_column(format!(" {:>10}", "buffer $/h")),
             "peak",
             "claims",
             "evictions",
@@ -389,11 +397,12 @@ impl Comparison {
         ));
         for r in &self.rows {
             out.push_str(&format!(
-                "{:<22} {:>10.4} {:>9.4} {:>9.4} {:>5} {:>8} {:>5} {:>3.2} {:>23} {:>7}\n",
+                "{:<22} {:>10.4} {:>9.4} {:>9.4}{} {:>5} {:>8} {:>5} {:>3.2} {:>23} {:>7}\n",
                 r.variant,
                 r.total_cost,
                 r.cost_per_hour_p50,
                 r.cost_per_hour_max,
+                buffer_column(format!(" {:>10.4}", r.buffer_cost_per_hour_at_end)),
                 r.peak_nodes,
                 r.node_claims_launched,
                 r.pod_evictions,

@@ -134,6 +134,25 @@ pub fn unmet(expect: &Expectations, seen: &Observation) -> Vec<String> {
             ),
         );
     }
+    if let Some(buffers) = &expect.capacity_buffer_conditions {
+        for (buffer, conditions) in buffers {
+            for (type_, wanted) in conditions {
+                let saw = seen
+                    .buffer_conditions
+                    .get(buffer)
+                    .and_then(|c| c.get(type_));
+                check(
+                    saw.is_some_and(|(status, _)| status == wanted),
+                    format!(
+                        "capacityBufferConditions: {buffer} {type_}: wanted {wanted}, saw {}",
+                        saw.map_or("none".to_string(), |(status, reason)| format!(
+                            "{status} ({reason})"
+                        ))
+                    ),
+                );
+            }
+        }
+    }
     if let Some(reasons) = &expect.event_reasons {
         let missing: Vec<&String> = reasons
             .iter()

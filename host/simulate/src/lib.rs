@@ -13,6 +13,7 @@
 //! and [`virtual_time`] (how a simulation runs
 //! faster than real time and the same on every run). Everything the crate offers is re-exported here.
 
+mod buffers;
 pub mod clock_discipline;
 mod clouds;
 pub mod compare;

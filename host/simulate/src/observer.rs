@@ -119,6 +119,9 @@ pub struct Observation {
     pub samples: Vec<Sample>,
     /// Reasons of the Events seen so far (only when the observer records events).
     pub event_reasons: BTreeSet<String>,
+    /// CapacityBuffers' conditions now (only when the observer records buffers):
+    /// `namespace/name` → condition type → (status, reason).
+    pub buffer_conditions: BTreeMap<String, BTreeMap<String, (String, String)>>,
     /// Workload pods seen so far, by uid: simulated seconds from creation to running
     /// (`None` while not running yet), and when each was created.
     pub pod_pending: BTreeMap<String, (f64, Option<f64>)>,
@@ -252,6 +255,7 @@ pub struct Observer {
     echo: bool,
     origin: f64,
     record_events: bool,
+    record_buffers: bool,
     /// Whether the timeline already says the run fell behind its clock.
     pub lag_noted: bool,
 }
@@ -293,6 +297,7 @@ impl Observer {
             echo,
             origin,
             record_events: false,
+            record_buffers: false,
             lag_noted: false,
         }
     }
@@ -301,6 +306,12 @@ impl Observer {
     /// Events, so only when an expectation needs them).
     pub fn record_events(&mut self) {
         self.record_events = true;
+    }
+
+    /// Also records the CapacityBuffers' conditions at every sample (and notes their changes
+    /// on the timeline).
+    pub fn record_buffers(&mut self) {
+        self.record_buffers = true;
     }
 
     /// The current observation.
@@ -403,6 +414,44 @@ impl Observer {
             self.state
                 .event_reasons
                 .extend(events.items.into_iter().filter_map(|e| e.reason));
+        }
+        if self.record_buffers {
+            let buffers = Api::<joinery_api::CapacityBuffer>::all(self.client.clone())
+                .list(&ListParams::default())
+                .await?;
+            let mut now_conditions = BTreeMap::new();
+            for b in buffers.items {
+                let key = format!(
+                    "{}/{}",
+                    b.metadata.namespace.as_deref().unwrap_or_default(),
+                    b.metadata.name.as_deref().unwrap_or_default()
+                );
+                let conditions: BTreeMap<String, (String, String)> = b
+                    .status
+                    .iter()
+                    .flat_map(|s| s.conditions.iter().flatten())
+                    .map(|c| {
+                        (
+                            c.type_.clone(),
+                            (c.status.as_str().to_string(), c.reason.clone()),
+                        )
+                    })
+                    .collect();
+                now_conditions.insert(key, conditions);
+            }
+            for (key, conditions) in &now_conditions {
+                for (type_, (status, reason)) in conditions {
+                    let before = self
+                        .state
+                        .buffer_conditions
+                        .get(key)
+                        .and_then(|c| c.get(type_));
+                    if before.map(|(s, _)| s) != Some(status) {
+                        self.note(format!("capacitybuffer {key}: {type_}={status} ({reason})"));
+                    }
+                }
+            }
+            self.state.buffer_conditions = now_conditions;
         }
         let workload: Vec<&Pod> = pods
             .iter()

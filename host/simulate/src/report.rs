@@ -19,6 +19,8 @@ pub struct Totals {
     pub peak_nodes: usize,
     /// Hourly price of the live instances at the end.
     pub cost_per_hour_at_end: f64,
+    /// Of that, the CapacityBuffers' share: the room they hold (see `buffers`).
+    pub buffer_cost_per_hour_at_end: f64,
 }
 
 /// Milestones in simulated seconds.
@@ -138,6 +140,43 @@ pub struct ConditionReport {
     pub reason: String,
     /// Message.
     pub message: String,
+}
+
+/// A CapacityBuffer at the end of the run: the room it holds and what that costs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BufferReport {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Chunks it keeps (`status.replicas`; 0 when not ready).
+    pub chunks: usize,
+    /// Chunks the nodes hold (the others would need new nodes).
+    pub held: usize,
+    /// The nodes holding its chunks.
+    pub nodes: Vec<BufferNodeReport>,
+    /// What it costs per hour: its share of each node's price, or the whole price of a node
+    /// no workload pod uses (split between the buffers on it).
+    pub cost_per_hour: f64,
+    /// Its conditions.
+    pub conditions: Vec<ConditionReport>,
+}
+
+/// The room a buffer holds on one node.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BufferNodeReport {
+    /// The node (or NodeClaim in flight).
+    pub node: String,
+    /// Chunks on it.
+    pub chunks: usize,
+    /// The share of the node they take (the larger of CPU and memory).
+    pub share: f64,
+    /// The node's price per hour, when known.
+    pub price_per_hour: Option<f64>,
+    /// What the buffer is charged for it per hour.
+    pub cost_per_hour: f64,
 }
 
 /// A NodeClass at the end of the run.
@@ -296,6 +335,10 @@ pub struct Report {
     pub cloud: CloudReport,
     /// The NodeClasses at the end, with their conditions.
     pub node_classes: Vec<NodeClassReport>,
+    /// The CapacityBuffers at the end: the room each holds, on which nodes, and its cost
+    /// (counted in `totals.costPerHourAtEnd` too; `totals.bufferCostPerHourAtEnd` is their
+    /// sum).
+    pub buffers: Vec<BufferReport>,
     /// How far the simulation fell behind its clock.
     pub lag: LagReport,
     /// Simulated seconds the run took.
@@ -406,6 +449,7 @@ impl Report {
                     .count(),
                 peak_nodes: seen.peak_nodes,
                 cost_per_hour_at_end: seen.cost_per_hour,
+                buffer_cost_per_hour_at_end: 0.0,
             },
             timings: Timings {
                 first_node_claim_seconds: seen.first_node_claim,
@@ -414,6 +458,7 @@ impl Report {
             instance_types: seen.instance_types(),
             cloud: CloudReport::default(),
             node_classes: Vec::new(),
+            buffers: Vec::new(),
             lag: LagReport::default(),
             simulated_seconds: simulated,
             wall_seconds: wall,
@@ -491,6 +536,23 @@ impl Report {
             if let Some(warning) = self.lag.warning() {
                 s.push_str(&format!("  {warning}\n"));
             }
+        }
+        for b in &self.buffers {
+            let nodes: Vec<String> = b
+                .nodes
+                .iter()
+                .map(|n| format!("{} ({:.0} %)", n.node, n.share * 100.0))
+                .collect();
+            s.push_str(&format!(
+                "  capacitybuffer {}/{}: holds {} of {} chunks{}{}, {:.4}/h\n",
+                b.namespace,
+                b.name,
+                b.held,
+                b.chunks,
+                if nodes.is_empty() { "" } else { " on " },
+                nodes.join(", "),
+                b.cost_per_hour
+            ));
         }
         for c in &self.node_classes {
             if !c.ready {

@@ -131,6 +131,9 @@ pub async fn run_scenario_with(
     if scenario.expects_events() {
         observer.record_events();
     }
+    if scenario.watches_buffers() {
+        observer.record_buffers();
+    }
     // Setting up (compiling the plugins, creating the CRDs) is not the scenario's lag.
     if let Some(lag) = sim.lag() {
         lag.reset();
@@ -184,6 +187,12 @@ pub async fn run_scenario_with(
     report.seed = seed;
     report.cloud = cloud_report(&sim, scenario.cloud.provider());
     report.node_classes = node_class_report(&sim).await;
+    report.buffers = crate::buffers::buffer_report(&sim, observer.observation()).await;
+    report.totals.buffer_cost_per_hour_at_end = report
+        .buffers
+        .iter()
+        .map(|b| b.cost_per_hour)
+        .fold(0.0, |a, b| a + b);
     // Its watches end first, so the API server's shutdown does not cut them mid-stream.
     drop(observer);
     sim.shutdown().await;

@@ -888,6 +888,11 @@ pub struct Expectations {
     /// `NodeGroupQuotaExceeded`, `InsufficientCapacityError`).
     #[serde(default)]
     pub event_reasons: Option<Vec<String>>,
+    /// CapacityBuffers' conditions now: `namespace/name` → condition type → status (`True`,
+    /// `False`), e.g. `{default/spare: {LimitedByQuotas: "True"}}`.
+    #[serde(default)]
+    pub capacity_buffer_conditions:
+        Option<std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>>,
 }
 
 /// Parses a Go duration field, naming it on error.
@@ -1110,6 +1115,20 @@ impl Scenario {
             .filter_map(|s| s.expect.as_ref())
             .chain(self.expect.as_ref())
             .any(|e| e.event_reasons.is_some())
+    }
+
+    /// Whether the run must watch CapacityBuffers: a manifest or step applies one, or an
+    /// expectation names their conditions.
+    pub fn watches_buffers(&self) -> bool {
+        let applies = |m: &serde_json::Value| m["kind"] == "CapacityBuffer";
+        self.manifests.iter().any(applies)
+            || self.steps.iter().flat_map(|s| &s.apply).any(applies)
+            || self
+                .steps
+                .iter()
+                .filter_map(|s| s.expect.as_ref().or(s.wait_for.as_ref()))
+                .chain(self.expect.as_ref())
+                .any(|e| e.capacity_buffer_conditions.is_some())
     }
 
     /// How often the run samples the cluster (default 500 ms).

@@ -234,6 +234,7 @@ fn builtin_schema(kind: &ResourceKind) -> Value {
     let (has_spec, extra): (bool, &[&str]) = match (kind.group.as_str(), kind.plural.as_str()) {
         ("", "configmaps") => (false, &["data", "binaryData", "immutable"]),
         ("", "secrets") => (false, &["data", "stringData", "type", "immutable"]),
+        ("", "podtemplates") => (false, &["template"]),
         ("", "events") => (
             false,
             &[

@@ -280,6 +280,7 @@ pub fn builtin_kinds() -> Vec<ResourceKind> {
         builtin("", "namespaces", "Namespace", false, true, &["ns"]),
         builtin("", "configmaps", "ConfigMap", true, false, &["cm"]),
         builtin("", "secrets", "Secret", true, false, &[]),
+        builtin("", "podtemplates", "PodTemplate", true, false, &[]),
         builtin("", "events", "Event", true, false, &["ev"]),
         builtin("", "services", "Service", true, true, &["svc"]),
         builtin(

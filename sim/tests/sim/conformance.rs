@@ -2471,3 +2471,77 @@ async fn node_overlays_a_real_api_server_refuses_are_refused() {
         );
     }
 }
+
+/// CapacityBuffers the API server refuses, with its messages (the CRD's bounds and CEL
+/// rules), and one it accepts, defaulted.
+#[tokio::test]
+async fn capacity_buffers_with_both_references_or_a_negative_count_are_refused() {
+    let (_server, client) = start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = joinery_api::crds()
+        .into_iter()
+        .find(|c| c.spec.group == "autoscaling.x-k8s.io")
+        .expect("the CapacityBuffer CRD");
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("CRD is created");
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("autoscaling.x-k8s.io", "v1beta1", "CapacityBuffer"),
+        "capacitybuffers",
+    );
+    let buffers: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    let buffer = |name: &str, spec: serde_json::Value| {
+        dynamic(
+            json!({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+            "metadata": {"name": name, "namespace": "default"}, "spec": spec}),
+        )
+    };
+    let created = buffers
+        .create(
+            &PostParams::default(),
+            &buffer(
+                "valid",
+                json!({"scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "web"}, "percentage": 20}),
+            ),
+        )
+        .await
+        .expect("a valid buffer is accepted");
+    assert_eq!(
+        created.data["spec"]["provisioningStrategy"], "buffer.x-k8s.io/active-capacity",
+        "the strategy is defaulted"
+    );
+    for (name, spec, expected) in [
+        (
+            "both-refs",
+            json!({"podTemplateRef": {"name": "t"}, "scalableRef": {"kind": "Deployment", "name": "web"}, "replicas": 1}),
+            "spec: Invalid value: \"object\": You must define either PodTemplateRef or ScalableRef, but not both",
+        ),
+        (
+            "negative-replicas",
+            json!({"podTemplateRef": {"name": "t"}, "replicas": -1}),
+            "spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0",
+        ),
+        (
+            "template-without-count",
+            json!({"podTemplateRef": {"name": "t"}}),
+            "spec: Invalid value: \"object\": If podTemplateRef is set, replicas or limits must also be set",
+        ),
+    ] {
+        let status = api_status(
+            buffers
+                .create(&PostParams::default(), &buffer(name, spec))
+                .await,
+        );
+        assert_eq!(
+            (status.code, status.reason.as_str()),
+            (422, "Invalid"),
+            "{name}: {}",
+            status.message
+        );
+        assert_eq!(
+            status.message,
+            format!("CapacityBuffer.autoscaling.x-k8s.io \"{name}\" is invalid: {expected}"),
+            "{name}"
+        );
+    }
+}

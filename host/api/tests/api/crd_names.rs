@@ -3,7 +3,7 @@
 use crate::common;
 
 use common::crd_pairs;
-use joinery_api::{NodeClaim, NodeOverlay, NodePool};
+use joinery_api::{CapacityBuffer, NodeClaim, NodeOverlay, NodePool};
 use kube::{CustomResourceExt, Resource};
 
 #[test]
@@ -57,6 +57,15 @@ fn resource_metadata_is_consistent() {
     assert_eq!(NodeOverlay::api_version(&()), "karpenter.sh/v1alpha1");
     assert_eq!(NodeOverlay::shortnames(), &["overlays"]);
     assert_eq!(NodeOverlay::crd_name(), "nodeoverlays.karpenter.sh");
+    assert_eq!(
+        CapacityBuffer::api_version(&()),
+        "autoscaling.x-k8s.io/v1beta1"
+    );
+    assert_eq!(CapacityBuffer::shortnames(), &["cb"]);
+    assert_eq!(
+        std::any::type_name::<<CapacityBuffer as Resource>::Scope>(),
+        std::any::type_name::<k8s_openapi::NamespaceResourceScope>()
+    );
     // Cluster-scoped: kube derives no namespace scope.
     assert_eq!(
         std::any::type_name::<<NodePool as Resource>::Scope>(),

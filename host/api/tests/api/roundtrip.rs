@@ -225,6 +225,26 @@ fn nodeoverlays_round_trip() {
 }
 
 #[test]
+fn capacitybuffer_round_trips() {
+    use joinery_api::{CapacityBuffer, HasConditions};
+    let cb: CapacityBuffer = round_trip("objects/capacitybuffer.yaml");
+    assert_valid_upstream(
+        "objects/capacitybuffer.yaml",
+        "autoscaling.x-k8s.io_capacitybuffers.yaml",
+    );
+    assert_eq!(cb.spec.percentage, Some(20));
+    assert_eq!(cb.spec.replicas, Some(1));
+    let scalable = cb.spec.scalable_ref.as_ref().expect("scalableRef");
+    assert_eq!(
+        (scalable.api_group.as_str(), scalable.kind.as_str()),
+        ("apps", "Deployment")
+    );
+    let status = cb.status.as_ref().expect("status");
+    assert_eq!(status.replicas, Some(2));
+    assert!(status.is_condition_true("ReadyForProvisioning"));
+}
+
+#[test]
 fn objects_built_in_code_are_schema_valid() {
     use joinery_api::{
         Budget, Disruption, NillableDuration, NodeClaimTemplate, NodeClaimTemplateSpec,

@@ -1,6 +1,7 @@
-//! `joinery crds`: print the CRDs Joinery serves — the `karpenter.sh` CRDs generated from the
-//! API types, then the NodeClass CRD of each built-in cloud plugin — as YAML, or write one file
-//! per CRD (`--out-dir`, how `charts/joinery-crd/templates/` is generated).
+//! `joinery crds`: print the CRDs Joinery serves — the `karpenter.sh` CRDs and the
+//! CapacityBuffer CRD generated from the API types, then the NodeClass CRD of each built-in
+//! cloud plugin — as YAML, or write one file per CRD (`--out-dir`, how
+//! `charts/joinery-crd/templates/` is generated).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -95,12 +95,28 @@ pub struct Pass {
     pub now_from: &'static str,
     /// Notes for stderr: what was left out or not modelled.
     pub notes: Vec<String>,
+    /// The CapacityBuffers that take part (with the gate, or when asked for).
+    pub buffers: Vec<BufferSummary>,
+}
+
+/// A CapacityBuffer of a snapshot, resolved.
+pub struct BufferSummary {
+    /// `namespace/name`.
+    pub key: String,
+    /// Its chunk shape and count, or why it is not ready.
+    pub resolution: joinery_kube::buffers::Resolution,
 }
 
 impl PassArgs {
     /// Reads the snapshot and the instance types and builds the core's snapshot the way the
     /// disruption controller gathers its own. Errors name the document and field.
     pub async fn load(&self) -> Result<Pass> {
+        self.load_with(false).await
+    }
+
+    /// [`load`](Self::load); with `buffers`, the snapshot's CapacityBuffers take part whatever
+    /// the feature gates say (`joinery explain buffers`).
+    pub async fn load_with(&self, buffers: bool) -> Result<Pass> {
         let objects = read_snapshot(&self.snapshot)?;
         let (instance_types, label_policy) = self.instance_types.load().await?;
         // The provisioning assembly checks every object the way `joinery schedule` does, so a
@@ -144,6 +160,28 @@ impl PassArgs {
         let cluster = objects.objects();
         let pending = joinery_kube::disruption::pending_pods(&cluster, &pdbs);
         let waiting = pending.len();
+        let gates = self.feature_gates.unwrap_or_default();
+        let buffer_states = objects.buffer_states();
+        let with_buffers = buffers || gates.capacity_buffer;
+        let virtual_pods = if with_buffers {
+            joinery_kube::buffers::virtual_pods(&buffer_states)
+        } else {
+            if !buffer_states.is_empty() {
+                notes.push("CapacityBuffers are left out: they act only with --feature-gates CapacityBuffer=true, as in the controller".into());
+            }
+            Vec::new()
+        };
+        let buffers: Vec<BufferSummary> = if with_buffers {
+            buffer_states
+                .iter()
+                .map(|b| BufferSummary {
+                    key: b.key(),
+                    resolution: b.resolution.clone(),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let disruption_objects = DisruptionObjects {
             cluster,
             pdbs: &pdbs,
@@ -157,6 +195,7 @@ impl PassArgs {
                 .collect(),
             overlays: &overlays,
             pending,
+            virtual_pods,
         };
         let nominated = |_: &str| false;
         let disrupting = BTreeSet::new();
@@ -166,7 +205,6 @@ impl PassArgs {
             disrupting: &disrupting,
             source: Source::Snapshot,
         };
-        let gates = self.feature_gates.unwrap_or_default();
         let options = Options {
             spot_to_spot: gates.spot_to_spot_consolidation,
             ..Options::default()
@@ -190,6 +228,7 @@ impl PassArgs {
             snapshot,
             now_from,
             notes,
+            buffers,
         })
     }
 }

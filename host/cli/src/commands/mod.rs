@@ -77,8 +77,9 @@ subcommands! {
         Plugins(plugins::PluginsCommand),
         /// Render userData for a NodeClaim with a renderer plugin, as a launch would.
         Render(render::RenderArgs),
-        /// Print the karpenter.sh CRDs (NodePool, NodeClaim, NodeOverlay) and the NodeClass CRDs
-        /// of the built-in cloud plugins as YAML (or write one file per CRD with --out-dir).
+        /// Print the karpenter.sh CRDs (NodePool, NodeClaim, NodeOverlay), the CapacityBuffer CRD
+        /// and the NodeClass CRDs of the built-in cloud plugins as YAML (or write one file per
+        /// CRD with --out-dir).
         Crds(crds::CrdsArgs),
         /// Run benchmarks.
         #[command(subcommand)]

@@ -18,6 +18,7 @@ fn crds_prints_the_karpenter_crds_then_the_builtin_node_classes() {
             "nodepools.karpenter.sh",
             "nodeclaims.karpenter.sh",
             "nodeoverlays.karpenter.sh",
+            "capacitybuffers.autoscaling.x-k8s.io",
             "simnodeclasses.sim.joinery.dev",
             "exoscalenodeclasses.karpenter.k8s.exoscale",
             "clevernodeclasses.karpenter.clever-cloud.com",

@@ -669,3 +669,89 @@ fn a_terminating_statefulset_pod_keeps_its_node_from_being_empty() {
         "{r:#}"
     );
 }
+
+const BUFFERS: &str = "examples/buffers/cluster.yaml";
+
+#[test]
+fn a_node_holding_a_capacity_buffer_is_kept_only_with_the_gate() {
+    let at = ["--at", "2026-03-02T07:30:00Z"];
+    // Without the gate the buffer is ignored (and said so): the spare node is empty.
+    let (out, err) = text(BUFFERS, CATALOG, &at);
+    assert!(
+        out.contains("emptiness would delete node node-spare (empty)"),
+        "{out}"
+    );
+    assert!(err.contains("CapacityBuffers are left out"), "{err}");
+    // With it, the buffer's chunk keeps the node, and nothing else blocks it.
+    let mut gated = at.to_vec();
+    gated.extend(["--feature-gates", "CapacityBuffer=true", "--all"]);
+    let (out, _) = text(BUFFERS, CATALOG, &gated);
+    assert!(
+        out.contains(
+            "Node node-spare may not be disrupted by emptiness: node holds capacity for a CapacityBuffer."
+        ),
+        "{out}"
+    );
+    assert!(out.contains("emptiness would do nothing."), "{out}");
+}
+
+#[test]
+fn explain_buffers_shows_each_buffers_nodes_and_cost() {
+    let (out, _) = run_ok(&["explain", "buffers", BUFFERS, "--catalog", CATALOG]);
+    assert!(
+        out.contains("CapacityBuffer shop/web-spare: 2 chunk(s) of cpu=1, memory=1Gi, pods=1; existing capacity holds 2 (all of them), 0.1513/h"),
+        "{out}"
+    );
+    // Only the buffer keeps node-spare: it pays for all of it; beside the web pods, its share.
+    assert!(
+        out.contains(
+            "node node-spare: 1 chunk(s), 53 % of it, 0.1000/h of 0.1000/h (no workload runs there"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("node node-web: 1 chunk(s), 26 % of it, 0.0513/h of 0.2000/h\n"),
+        "{out}"
+    );
+    let (json, _) = run_ok(&[
+        "explain",
+        "buffers",
+        BUFFERS,
+        "--catalog",
+        CATALOG,
+        "--json",
+    ]);
+    let value: Value = serde_json::from_str(&json).unwrap();
+    let buffer = &value["buffers"][0];
+    assert_eq!(
+        (buffer["name"].as_str(), buffer["ready"].as_bool()),
+        (Some("web-spare"), Some(true))
+    );
+    assert_eq!(buffer["held"], 2);
+    assert_eq!(buffer["nodes"][0]["buffersOnly"], true);
+    assert!(
+        (value["costPerHour"].as_f64().unwrap() - 0.1513).abs() < 1e-3,
+        "{value:#}"
+    );
+}
+
+#[test]
+fn explain_buffers_names_the_field_of_a_buffer_that_slipped_past_validation() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("bad.yaml");
+    let text = std::fs::read_to_string(repo().join(BUFFERS))
+        .unwrap()
+        .replace("  replicas: 2\n", "  replicas: -1\n");
+    std::fs::write(&snapshot, text).unwrap();
+    let (out, _) = run_ok(&[
+        "explain",
+        "buffers",
+        snapshot.to_str().unwrap(),
+        "--catalog",
+        CATALOG,
+    ]);
+    assert!(
+        out.contains("CapacityBuffer shop/web-spare: not ready (ResolutionFailed): spec.replicas is -1; it must be 0 or more"),
+        "{out}"
+    );
+}

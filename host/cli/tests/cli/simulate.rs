@@ -1017,6 +1017,115 @@ fn a_static_nodepool_holds_its_replicas_and_replaces_a_drifted_node() {
     assert!((cost - 0.06).abs() < 1e-9, "one node left: {cost}");
 }
 
+/// The conditions of a buffer in a report, as `type=status` strings.
+fn buffer_conditions(buffer: &serde_json::Value) -> Vec<String> {
+    buffer["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            format!(
+                "{}={}",
+                c["type"].as_str().unwrap(),
+                c["status"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_capacity_buffer_keeps_a_warm_node_for_a_burst_and_through_scale_to_zero() {
+    let (report, stdout, ok) = simulate(Some("capacity-buffer-burst.yaml"));
+    assert!(ok, "{stdout}");
+    let (cost, created, deleted, running) = totals(&report);
+    // One node for the buffer, one more when the burst took its room; the burst's node goes.
+    assert_eq!((created, deleted, running), (2, 1, 0), "{report:#}");
+    assert!((cost - 0.12).abs() < 1e-9, "the buffer's c3-8: {cost}");
+    let buffer = &report["buffers"][0];
+    assert_eq!(
+        (
+            buffer["name"].as_str(),
+            buffer["chunks"].as_u64(),
+            buffer["held"].as_u64()
+        ),
+        (Some("web-spare"), Some(2), Some(2)),
+        "{buffer:#}"
+    );
+    // Nothing else runs there: the node is the buffer's cost, all of it.
+    let buffer_cost = report["totals"]["bufferCostPerHourAtEnd"].as_f64().unwrap();
+    assert!((buffer_cost - 0.12).abs() < 1e-9, "{buffer_cost}");
+    assert!(
+        stdout.contains("capacitybuffer default/web-spare: holds 2 of 2 chunks"),
+        "{stdout}"
+    );
+    // The burst ran on the warm node: no pod waited for a boot.
+    let waited = report["workload"]["pendingMaxSeconds"].as_f64().unwrap();
+    assert!(waited < 5.0, "a burst pod waited {waited} s");
+}
+
+#[test]
+fn a_capacity_buffer_over_its_nodepool_limit_is_limited_by_quotas() {
+    let (report, stdout, ok) = simulate(Some("capacity-buffer-limits.yaml"));
+    assert!(ok, "{stdout}");
+    let (_, created, _, running) = totals(&report);
+    assert_eq!((created, running), (1, 1), "{report:#}");
+    let buffer = &report["buffers"][0];
+    let conditions = buffer_conditions(buffer);
+    assert!(
+        conditions.contains(&"LimitedByQuotas=True".to_string()),
+        "{conditions:?}"
+    );
+    assert!(
+        conditions.contains(&"Provisioning=False".to_string()),
+        "{conditions:?}"
+    );
+    let limited = buffer["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "LimitedByQuotas")
+        .unwrap();
+    assert_eq!(limited["reason"], "NodePoolLimitsReached");
+    assert!(
+        limited["message"]
+            .as_str()
+            .unwrap()
+            .contains("exceed limits for nodepool"),
+        "{limited:#}"
+    );
+    assert!(
+        stdout.contains("LimitedByQuotas=True (NodePoolLimitsReached)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn bursts_compared_without_and_with_buffers_trade_waiting_for_cost() {
+    let _shared = CPU.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (comparison, stdout) = compare(dir.path(), "capacity-buffer-bursts", &[]);
+    assert!(stdout.contains("buffer $/h"), "{stdout}");
+    let row = |name: &str| {
+        comparison["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["variant"] == name)
+            .unwrap_or_else(|| panic!("no row {name}"))
+            .clone()
+    };
+    let (none, two, four) = (row("no-buffer"), row("baseline"), row("buffer-of-4"));
+    let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap();
+    // Without a buffer each burst waits for a boot; with one it starts on a warm node.
+    assert!(f(&none, "pendingMaxSeconds") >= 30.0, "{none:#}");
+    assert!(f(&two, "pendingP50Seconds") < 5.0, "{two:#}");
+    // The buffer is paid for: nothing without, more for four chunks than for two.
+    assert_eq!(f(&none, "bufferCostPerHourAtEnd"), 0.0);
+    assert!(f(&two, "bufferCostPerHourAtEnd") > 0.0, "{two:#}");
+    assert!(f(&four, "bufferCostPerHourAtEnd") > f(&two, "bufferCostPerHourAtEnd"));
+    assert!(f(&two, "totalCost") > f(&none, "totalCost"));
+}
+
 #[test]
 fn a_thousand_pod_scale_out_never_deletes_a_node_or_launches_twice() {
     // The emulated cluster is heavy at 1,000 pods in a debug build: a slower clock keeps the
@@ -1148,6 +1257,34 @@ fn total_cost(report: &serde_json::Value) -> f64 {
         .sum()
 }
 
+/// Runs `joinery simulate examples/scenarios/NAME.yaml --compare examples/variants/NAME.yaml
+/// --report DIR/comparison.json EXTRA…`, which must succeed; returns the comparison and stdout.
+fn compare(
+    dir: &std::path::Path,
+    name: &str,
+    extra: &[&std::ffi::OsStr],
+) -> (serde_json::Value, String) {
+    let report = dir.join("comparison.json");
+    let out = joinery()
+        .arg("simulate")
+        .arg(repo().join(format!("examples/scenarios/{name}.yaml")))
+        .arg("--compare")
+        .arg(repo().join(format!("examples/variants/{name}.yaml")))
+        .arg("--report")
+        .arg(&report)
+        .args(extra)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let comparison = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    (comparison, stdout)
+}
+
 #[test]
 fn a_diurnal_day_compared_under_variants_differs_and_adds_up() {
     let _shared = CPU.read().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -1173,29 +1310,17 @@ fn a_diurnal_day_compared_under_variants_differs_and_adds_up() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report = dir.path().join("comparison.json");
     let plot = dir.path().join("comparison.svg");
-    let out = joinery()
-        .arg("simulate")
-        .arg(repo().join("examples/scenarios/diurnal-day.yaml"))
-        .arg("--trace")
-        .arg(&trace)
-        .arg("--compare")
-        .arg(repo().join("examples/variants/diurnal-day.yaml"))
-        .arg("--report")
-        .arg(&report)
-        .arg("--plot")
-        .arg(&plot)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (comparison, stdout) = compare(
+        dir.path(),
+        "diurnal-day",
+        &[
+            "--trace".as_ref(),
+            trace.as_os_str(),
+            "--plot".as_ref(),
+            plot.as_os_str(),
+        ],
     );
-    let comparison: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let rows = comparison["rows"].as_array().unwrap();
     let names: Vec<&str> = rows
         .iter()
@@ -1339,6 +1464,9 @@ fn every_shipped_scenario_is_covered_by_a_test() {
     let tested = [
         "blog-eight-pods.yaml",
         "blog-one-pod-3-vcpu.yaml",
+        "capacity-buffer-burst.yaml",
+        "capacity-buffer-bursts.yaml",
+        "capacity-buffer-limits.yaml",
         "clevercloud-quickstart.yaml",
         "clevercloud-quota.yaml",
         "clusterapi-blog-eight-pods.yaml",

@@ -110,8 +110,17 @@ fn eligible<'s>(
     let mut out = Vec::new();
     for c in &snapshot.candidates {
         let verdict = blocked(snapshot, c, method).or_else(|| {
-            (method != Method::Expiration && sim.baseline().receiving.contains(&c.node))
-                .then_some(Blocker::Nominated)
+            if method == Method::Expiration {
+                return None;
+            }
+            let baseline = sim.baseline();
+            if baseline.receiving.contains(&c.node) {
+                Some(Blocker::Nominated)
+            } else if method == Method::Emptiness && baseline.holding_buffers.contains(&c.node) {
+                Some(Blocker::CapacityBuffer)
+            } else {
+                None
+            }
         });
         match verdict {
             None => out.push(c),

@@ -36,6 +36,10 @@ pub enum Blocker {
     /// The provisioner chose the node for pending pods, or pending pods would be placed on it.
     #[error("node is nominated for a pending pod")]
     Nominated,
+    /// Emptiness: a CapacityBuffer's virtual pods would be placed on the node, so it holds
+    /// spare capacity and is not empty.
+    #[error("node holds capacity for a CapacityBuffer")]
+    CapacityBuffer,
     /// The Node carries `karpenter.sh/do-not-disrupt: "true"`.
     #[error("disruption is blocked through the \"karpenter.sh/do-not-disrupt\" annotation")]
     DoNotDisrupt,
@@ -100,9 +104,9 @@ impl Blocker {
     /// Whether an operator can act on it (a protection, a budget, a nomination, the NodePool's
     /// settings or the node's state): the disruption controller emits a `DisruptionBlocked`
     /// event for these. `false` for what passes by itself — a node waiting for initialization,
-    /// for `consolidateAfter` or for its expiry — and for a method that does not apply to the
-    /// node (not empty, not drifted, empty for consolidation; such nodes are not reported as
-    /// blocked).
+    /// for `consolidateAfter` or for its expiry — for a method that does not apply to the node
+    /// (not empty, not drifted, empty for consolidation; such nodes are not reported as
+    /// blocked), and for a node kept on purpose as a CapacityBuffer's room.
     pub fn is_operator_actionable(&self) -> bool {
         match self {
             Blocker::NotInitialized
@@ -110,7 +114,8 @@ impl Blocker {
             | Blocker::NotExpired
             | Blocker::NotEmpty
             | Blocker::NotDrifted
-            | Blocker::Empty => false,
+            | Blocker::Empty
+            | Blocker::CapacityBuffer => false,
             Blocker::MarkedForDeletion
             | Blocker::ExpireAfterNever
             | Blocker::NodePoolNotFound { .. }
@@ -222,6 +227,10 @@ mod tests {
             ),
             (Blocker::Nominated, "node is nominated for a pending pod"),
             (
+                Blocker::CapacityBuffer,
+                "node holds capacity for a CapacityBuffer",
+            ),
+            (
                 Blocker::DoNotDisrupt,
                 "disruption is blocked through the \"karpenter.sh/do-not-disrupt\" annotation",
             ),
@@ -277,6 +286,7 @@ mod tests {
             Blocker::NotEmpty,
             Blocker::NotDrifted,
             Blocker::Empty,
+            Blocker::CapacityBuffer,
         ] {
             assert!(!waiting.is_operator_actionable(), "{waiting:?}");
         }

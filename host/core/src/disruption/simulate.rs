@@ -34,6 +34,10 @@ pub(crate) struct Baseline {
     /// Nodes that pending pods would be placed on: nominated for them, as upstream's
     /// provisioner would nominate them.
     pub receiving: BTreeSet<String>,
+    /// Nodes that CapacityBuffers' virtual pods would be placed on (and no real pending
+    /// pod): they hold a buffer's room, so emptiness leaves them, but they are not nominated
+    /// (drift and expiration still apply, as upstream).
+    pub holding_buffers: BTreeSet<String>,
     /// How many new NodeClaims the pending pods need.
     pub new_claims: usize,
 }
@@ -213,11 +217,17 @@ impl<'a> Simulator<'a> {
                 let result =
                     scheduling::schedule_with_context(&self.input, &self.snapshot.context, None);
                 baseline.new_claims = result.new_claims.len();
-                for p in &result.placements {
+                for (pod, p) in self.input.pods.iter().zip(&result.placements) {
                     if let Placement::Existing { node } = &p.placement {
-                        baseline.receiving.insert(node.clone());
+                        if pod.capacity_buffer.is_some() {
+                            baseline.holding_buffers.insert(node.clone());
+                        } else {
+                            baseline.receiving.insert(node.clone());
+                        }
                     }
                 }
+                let receiving = &baseline.receiving;
+                baseline.holding_buffers.retain(|n| !receiving.contains(n));
             }
             self.baseline = Some(baseline);
         }

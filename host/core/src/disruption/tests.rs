@@ -993,3 +993,50 @@ fn multi_node_swaps_save_more_than_the_prefix_without_disrupting_more_pods() {
         "{better} of {decided}"
     );
 }
+
+#[test]
+fn a_node_holding_a_capacity_buffer_is_not_empty_but_still_drifts() {
+    let buffer = |b: &mut Builder| {
+        let shape = FixturePod::new("shape", 1500).pending();
+        b.snapshot()
+            .scheduling
+            .pods
+            .extend(crate::buffers::virtual_pods("default", "spare", 1, &shape));
+    };
+    let mut b = catalog();
+    b.node("held", "c-2", "on-demand", "zone-a", &[]);
+    b.node("idle", "c-2", "on-demand", "zone-a", &[]);
+    buffer(&mut b);
+    let snapshot = b.build();
+    let outcome = evaluate(&snapshot, Method::Emptiness);
+    assert_eq!(
+        outcome
+            .command
+            .expect("the other empty node goes")
+            .candidates,
+        ["idle"]
+    );
+    assert_eq!(
+        outcome.blocked,
+        [("held".to_string(), Blocker::CapacityBuffer)],
+        "the buffer's chunk lands on the first node that fits"
+    );
+
+    // The buffer's node is not nominated: drift replaces it (its chunk goes elsewhere).
+    let mut b = catalog();
+    b.node("held", "c-2", "on-demand", "zone-a", &[]).drifted = Some(Drifted {
+        reason: "NodePoolDrifted".into(),
+        since: std::time::SystemTime::UNIX_EPOCH,
+    });
+    buffer(&mut b);
+    let outcome = evaluate(&b.build(), Method::Drift);
+    assert!(outcome.blocked.is_empty(), "{:?}", outcome.blocked);
+    assert_eq!(outcome.command.expect("drift acts").candidates, ["held"]);
+
+    // Without the buffer, both empty nodes go.
+    let mut b = catalog();
+    b.node("held", "c-2", "on-demand", "zone-a", &[]);
+    b.node("idle", "c-2", "on-demand", "zone-a", &[]);
+    let outcome = evaluate(&b.build(), Method::Emptiness);
+    assert_eq!(outcome.command.expect("both").candidates.len(), 2);
+}

@@ -428,33 +428,15 @@ impl<'a> Scheduler<'a> {
 
     fn run(mut self, fallback: FallbackPrice<'_>) -> SchedulingResult {
         let count = self.input.pods.len();
-        let mut queue: VecDeque<usize> = queue_order(&self.input.pods).into();
-        // Queue length when each pod was last pushed back without being relaxed: meeting it
-        // again at the front with the same length means a full round without progress.
-        let mut pushed_at: Vec<Option<usize>> = vec![None; count];
         let mut targets: Vec<Option<Target>> = vec![None; count];
         let mut errors: Vec<Option<String>> = vec![None; count];
-        while let Some(&p) = queue.front() {
-            if pushed_at[p] == Some(queue.len()) {
-                break;
-            }
-            queue.pop_front();
-            match self.add(p) {
-                Ok(target) => {
-                    targets[p] = Some(target);
-                    errors[p] = None;
-                }
-                Err(reason) => {
-                    errors[p] = Some(reason);
-                    let relaxed = self.relax(p);
-                    queue.push_back(p);
-                    if relaxed {
-                        pushed_at.iter_mut().for_each(|v| *v = None);
-                    } else {
-                        pushed_at[p] = Some(queue.len());
-                    }
-                }
-            }
+        // Real pods first, to the end of their relaxation; then the CapacityBuffers' virtual
+        // pods, in the room the real pods left.
+        let (real, buffers): (Vec<usize>, Vec<usize>) = queue_order(&self.input.pods)
+            .into_iter()
+            .partition(|&p| self.input.pods[p].capacity_buffer.is_none());
+        for order in [real, buffers] {
+            self.place_all(order, &mut targets, &mut errors);
         }
 
         let (new_claims, claim_index, dropped) = self.finalize(fallback);
@@ -489,6 +471,42 @@ impl<'a> Scheduler<'a> {
             placements,
             new_claims,
             nodepools_without_instance_types: self.skipped_pools,
+        }
+    }
+
+    /// Places the pods of `order` (queue order), retrying a pod that fits nowhere after the
+    /// others with one preference relaxed each time, until a full round makes no progress.
+    fn place_all(
+        &mut self,
+        order: Vec<usize>,
+        targets: &mut [Option<Target>],
+        errors: &mut [Option<String>],
+    ) {
+        let mut queue: VecDeque<usize> = order.into();
+        // Queue length when each pod was last pushed back without being relaxed: meeting it
+        // again at the front with the same length means a full round without progress.
+        let mut pushed_at: Vec<Option<usize>> = vec![None; targets.len()];
+        while let Some(&p) = queue.front() {
+            if pushed_at[p] == Some(queue.len()) {
+                break;
+            }
+            queue.pop_front();
+            match self.add(p) {
+                Ok(target) => {
+                    targets[p] = Some(target);
+                    errors[p] = None;
+                }
+                Err(reason) => {
+                    errors[p] = Some(reason);
+                    let relaxed = self.relax(p);
+                    queue.push_back(p);
+                    if relaxed {
+                        pushed_at.iter_mut().for_each(|v| *v = None);
+                    } else {
+                        pushed_at[p] = Some(queue.len());
+                    }
+                }
+            }
         }
     }
 

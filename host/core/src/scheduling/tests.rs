@@ -3820,3 +3820,153 @@ fn a_daemon_pod_using_more_than_its_template_leaves_no_negative_overhead() {
         r.placements
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// capacity buffers
+
+/// `n` virtual pods of `cpu_millis` for the buffer `default/spare`.
+fn buffer_pods(n: usize, cpu_millis: u64) -> Vec<PendingPod> {
+    crate::buffers::virtual_pods("default", "spare", n, &pod("shape", cpu_millis))
+}
+
+#[test]
+fn virtual_pods_never_take_room_a_real_pod_needs() {
+    // The buffer's chunk is larger, so upstream's size order alone would place it first and
+    // push the real pod onto a new claim. Real pods go first: the real pod takes the node.
+    let mut pods = buffer_pods(1, 3000);
+    pods.push(pod("real", 2000));
+    let r = run(pods, vec![node("n1", &[], 4000)], vec![pool("default")]);
+    assert_eq!(node_of(&r, "real"), "n1");
+    let chunk = claim_of(&r, "capacity-buffer-spare-1");
+    assert_eq!(chunk.pods.len(), 1);
+}
+
+#[test]
+fn virtual_pods_fill_existing_room_before_opening_a_claim() {
+    let r = run(
+        buffer_pods(2, 1000),
+        vec![node("n1", &[], 4000)],
+        vec![pool("default")],
+    );
+    assert_eq!(node_of(&r, "capacity-buffer-spare-1"), "n1");
+    assert_eq!(node_of(&r, "capacity-buffer-spare-2"), "n1");
+    assert!(r.new_claims.is_empty());
+}
+
+#[test]
+fn virtual_pods_within_limits_a_real_pod_consumed_first_fit_nowhere() {
+    let mut p = pool("default");
+    p.limits = Some(NodePoolLimits::from_quantities([("cpu", "4")], Resources::new()).unwrap());
+    let mut pods = buffer_pods(1, 3000);
+    pods.push(pod("real", 3000));
+    let r = run(pods, vec![], vec![p]);
+    // The real pod's claim could become a c3-8 (4 cpu): the whole limit is spoken for.
+    assert_eq!(types_of(claim_of(&r, "real")), ["c3-8"]);
+    assert!(
+        reason_of(&r, "capacity-buffer-spare-1")
+            .starts_with("all available instance types exceed limits")
+    );
+}
+
+#[test]
+fn assess_tells_limits_from_other_reasons() {
+    use crate::buffers::{assess, limited_by_quotas_condition, provisioning_condition};
+    let mut p = pool("default");
+    p.limits = Some(NodePoolLimits::from_quantities([("cpu", "4")], cpu(4000)).unwrap());
+    let mut pods = buffer_pods(1, 1000);
+    // A chunk no type can hold at all (16 cpu): not the limits' doing.
+    pods.extend(crate::buffers::virtual_pods(
+        "default",
+        "huge",
+        1,
+        &pod("shape", 16_000),
+    ));
+    let input = input(pods, vec![], vec![p]);
+    let result = schedule(&input);
+    let outcomes = assess(&input, &SchedulingContext::default(), &result);
+    let spare = &outcomes["default/spare"];
+    assert_eq!(
+        (spare.chunks, spare.limited, spare.unschedulable),
+        (1, 1, 0)
+    );
+    let huge = &outcomes["default/huge"];
+    assert_eq!((huge.chunks, huge.limited, huge.unschedulable), (1, 0, 1));
+
+    let limited = limited_by_quotas_condition(Some(spare)).unwrap();
+    assert!(limited.status);
+    assert_eq!(limited.reason, "NodePoolLimitsReached");
+    assert!(
+        limited.message.contains("exceed limits"),
+        "{}",
+        limited.message
+    );
+    assert!(!limited_by_quotas_condition(Some(huge)).unwrap().status);
+    let provisioning = provisioning_condition(true, 1, Some(spare)).unwrap();
+    assert!(!provisioning.status);
+    assert_eq!(provisioning.reason, "RequiresNewCapacity");
+}
+
+#[test]
+fn assess_counts_chunks_by_node_and_new_claim() {
+    use crate::buffers::{assess, provisioning_condition};
+    let input = input(
+        buffer_pods(3, 1500),
+        vec![node("n1", &[], 4000)],
+        vec![pool("default")],
+    );
+    let result = schedule(&input);
+    let outcome = &assess(&input, &SchedulingContext::default(), &result)["default/spare"];
+    assert_eq!(outcome.on_nodes.get("n1"), Some(&2));
+    assert_eq!(outcome.on_new(), 1);
+    assert_eq!(
+        provisioning_condition(true, 3, Some(outcome))
+            .unwrap()
+            .reason,
+        "RequiresNewCapacity"
+    );
+
+    let input = SchedulingInput {
+        pods: buffer_pods(2, 1500),
+        ..input
+    };
+    let result = schedule(&input);
+    let outcome = &assess(&input, &SchedulingContext::default(), &result)["default/spare"];
+    let fits = provisioning_condition(true, 2, Some(outcome)).unwrap();
+    assert!(fits.status);
+    assert_eq!(fits.reason, "FitsExistingCapacity");
+}
+
+#[test]
+fn holdings_share_a_node_by_the_room_a_buffer_takes_and_open_nothing() {
+    use crate::buffers::holdings;
+    // n1 has 4 cpu and a real pending pod of 1 cpu; the buffer's three 1.5-cpu chunks: two
+    // fit beside the pod (3 of 4 cpu), the third would need a new node.
+    let mut pods = vec![pod("real", 1000)];
+    pods.extend(buffer_pods(3, 1500));
+    let input = input(pods, vec![node("n1", &[], 4000)], vec![pool("default")]);
+    let price = |name: &str| (name == "n1").then_some(0.2);
+    let held = &holdings(&input, &SchedulingContext::default(), &price)["default/spare"];
+    assert_eq!((held.chunks, held.held), (3, 2));
+    let on_n1 = &held.nodes["n1"];
+    assert_eq!(on_n1.chunks, 2);
+    assert!((on_n1.share - 0.75).abs() < 1e-9, "{}", on_n1.share);
+    assert!((held.cost_per_hour() - 0.15).abs() < 1e-9);
+}
+
+#[test]
+fn a_node_only_buffers_hold_is_charged_to_them_whole() {
+    use crate::buffers::holdings;
+    let mut pods = buffer_pods(1, 1000);
+    pods.extend(crate::buffers::virtual_pods(
+        "default",
+        "other",
+        1,
+        &pod("shape", 3000),
+    ));
+    let input = input(pods, vec![node("n1", &[], 4000)], vec![]);
+    let price = |_: &str| Some(0.2);
+    let held = holdings(&input, &SchedulingContext::default(), &price);
+    // No workload on n1: the buffers pay for all of it, 1 : 3.
+    assert!((held["default/spare"].cost_per_hour() - 0.05).abs() < 1e-9);
+    assert!((held["default/other"].cost_per_hour() - 0.15).abs() < 1e-9);
+}

@@ -102,6 +102,10 @@ pub struct PendingPod {
     /// destination protection). Pending pods, and pods of nodes already being deleted, are
     /// not.
     pub moved_by_consolidation: bool,
+    /// The CapacityBuffer (`namespace/name`) this pod is a virtual chunk of, when it is one
+    /// ([`crate::buffers`]). Virtual pods are placed only after every real pod of the pass
+    /// has been placed or given up on, so they never take room a real pod could use.
+    pub capacity_buffer: Option<String>,
 }
 
 impl PendingPod {

@@ -225,6 +225,8 @@ fn name_and_namespace(object: &Object) -> Option<(Option<&str>, Option<&str>)> {
         Object::CSINode(o) => &o.metadata,
         Object::Namespace(o) => &o.metadata,
         Object::NodeOverlay(o) => &o.metadata,
+        Object::CapacityBuffer(o) => &o.metadata,
+        Object::PodTemplate(o) => &o.metadata,
         Object::Ignored => return None,
     };
     Some((meta.name.as_deref(), meta.namespace.as_deref()))

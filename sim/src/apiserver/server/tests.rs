@@ -1,3 +1,4 @@
+use super::watches::watch_line;
 use super::*;
 
 #[test]

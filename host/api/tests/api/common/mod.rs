@@ -81,6 +81,7 @@ pub fn crd_pairs() -> Vec<CrdPair> {
         "karpenter.sh_nodepools.yaml",
         "karpenter.sh_nodeclaims.yaml",
         "karpenter.sh_nodeoverlays.yaml",
+        "autoscaling.x-k8s.io_capacitybuffers.yaml",
     ]
     .into_iter()
     .map(|file| {

@@ -1,5 +1,6 @@
 //! `joinery explain …`: why an object is where it is.
 
+mod buffers;
 mod capacity;
 mod node;
 mod pod;
@@ -15,5 +16,8 @@ super::subcommands! {
         /// The instance-type capacity learned from the nodes that joined, which the controller
         /// uses in place of the cloud plugins' estimates.
         Capacity(capacity::CapacityArgs),
+        /// Each CapacityBuffer of a cluster snapshot: its chunks, the capacity it holds and on
+        /// which nodes, and what it costs per hour.
+        Buffers(buffers::BuffersArgs),
     }
 }
