@@ -49,7 +49,7 @@ use std::time::Duration;
 
 use joinery_plugin_sdk::cloud::{
     CLUSTER_LABEL, CloudError, CloudProvider, CreateRequest, Instance, InstanceState, InstanceType,
-    KeyValue, NodeClaim, NodeClass, NodeClassResolution, OfferingRef,
+    KeyValue, NodeClaim, NodeClass, NodeClassResolution, OfferingRef, RepairPolicy, repair_policy,
 };
 use joinery_plugin_sdk::{cache, log, secrets};
 use serde::Deserialize;
@@ -745,6 +745,43 @@ impl CloudProvider for Exoscale {
             }
             Err(e) => Err(e.into_cloud(None)),
         }
+    }
+
+    /// The Exoscale provider's policies: `Ready` `False`/`Unknown` for 15 minutes, disk,
+    /// memory and PID pressure for 10, an unavailable network for 5.
+    fn repair_policies() -> Result<Option<Vec<RepairPolicy>>, CloudError> {
+        let minutes = |m: u64| Duration::from_secs(m * 60);
+        Ok(Some(vec![
+            repair_policy("Ready", "False", minutes(15)),
+            repair_policy("Ready", "Unknown", minutes(15)),
+            repair_policy("DiskPressure", "True", minutes(10)),
+            repair_policy("MemoryPressure", "True", minutes(10)),
+            repair_policy("PIDPressure", "True", minutes(10)),
+            repair_policy("NetworkUnavailable", "True", minutes(5)),
+        ]))
+    }
+
+    /// `PUT /instance/{id}:reboot`; the reboot runs on as an operation, not waited for.
+    fn reboot(provider_id: String) -> Result<(), CloudError> {
+        let ctx = Ctx::load()?;
+        let id = instance_id(&provider_id)?;
+        let (zone, instance) = ctx.find_managed(id)?;
+        if instance.state != "running" {
+            return Err(CloudError::invalid(format!(
+                "instance {id} is {}, not running; it cannot be rebooted",
+                instance.state
+            )));
+        }
+        ctx.api
+            .start(
+                &zone,
+                "PUT",
+                &format!("/instance/{}:reboot", percent_encode(id)),
+                None,
+            )
+            .map_err(|e| e.into_cloud(None))?;
+        log::info(format!("exoscale: rebooting instance {id} in {zone}"));
+        Ok(())
     }
 
     fn is_drifted(claim: NodeClaim, node_class: NodeClass) -> Result<Option<String>, CloudError> {
