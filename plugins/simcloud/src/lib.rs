@@ -487,10 +487,9 @@ impl CloudProvider for SimCloud {
     fn reboot(provider_id: String) -> Result<(), CloudError> {
         let config = Config::load()?;
         let id = instance_id(&provider_id)?;
-        let _: ApiInstance = call(http::Request::post(config.url(&format!(
-            "/v1/instances/{}/reboot",
-            url::percent_encode(id)
-        ))))?;
+        let _: ApiInstance = call(http::Request::post(
+            config.url(&format!("/v1/instances/{}/reboot", url::percent_encode(id))),
+        ))?;
         Ok(())
     }
 
