@@ -55,6 +55,17 @@ struct Memory {
     no_reboot: Mutex<HashSet<String>>,
     /// Refused annotations already reported (each once while it stays).
     reported: Mutex<HashSet<String>>,
+    /// What this process did to each claim (by UID) that the cache may not show yet: when it
+    /// rebooted the claim's instance, and whether it deleted the claim. A pass that runs
+    /// before the write comes back through the watch neither reboots nor deletes twice.
+    acted: Mutex<HashMap<String, Acted>>,
+}
+
+/// What the loop did to one claim.
+#[derive(Debug, Clone, Copy, Default)]
+struct Acted {
+    rebooted_at: Option<std::time::SystemTime>,
+    deleted: bool,
 }
 
 /// Runs node repair (only with the `NodeRepair` gate on).
@@ -133,6 +144,20 @@ async fn step(ctx: &Context, memory: &Memory) -> Result<(), ControllerError> {
     let mut nodes: Vec<RepairNode> = Vec::new();
     let mut plugin_of: HashMap<String, Arc<LoadedPlugin>> = HashMap::new();
     let mut claim_of: HashMap<String, Arc<NodeClaim>> = HashMap::new();
+    let arcs: HashMap<&str, &Arc<NodeClaim>> = claims
+        .iter()
+        .filter_map(|c| c.metadata.name.as_deref().map(|n| (n, c)))
+        .collect();
+    let acted = {
+        let mut acted = memory.acted.lock().expect("acted lock");
+        // Forget claims that are gone.
+        let live: HashSet<&str> = claims
+            .iter()
+            .filter_map(|c| c.metadata.uid.as_deref())
+            .collect();
+        acted.retain(|uid, _| live.contains(uid.as_str()));
+        acted.clone()
+    };
     for node in ctx.state.nodes() {
         if let (_, Some(problem)) = node_vetoed(&node) {
             problems.push(problem);
@@ -162,14 +187,15 @@ async fn step(ctx: &Context, memory: &Memory) -> Result<(), ControllerError> {
             .expect("reboot lock")
             .contains(plugin.digest());
         let name = node.name().to_string();
-        nodes.push(repair_node(
-            &node,
-            Some(repair_claim(claim, can_reboot)),
-            policies,
-        ));
+        let mut view = repair_claim(claim, can_reboot);
+        if let Some(done) = claim.metadata.uid.as_ref().and_then(|uid| acted.get(uid)) {
+            view.rebooted_at = view.rebooted_at.or(done.rebooted_at);
+            view.deleting |= done.deleted;
+        }
+        nodes.push(repair_node(&node, Some(view), policies));
         plugin_of.insert(name.clone(), plugin);
-        if let Some(arc) = claims.iter().find(|c| std::ptr::eq(c.as_ref(), claim)) {
-            claim_of.insert(name, arc.clone());
+        if let Some(arc) = claim.metadata.name.as_deref().and_then(|n| arcs.get(n)) {
+            claim_of.insert(name, Arc::clone(arc));
         }
     }
     report(ctx, memory, &pools, problems).await;
@@ -263,6 +289,7 @@ async fn act(
             if !reboot(ctx, memory, decision, claim, plugin, unhealthy).await? {
                 // The cloud cannot reboot: replace now.
                 replace(ctx, decision, claim, unhealthy, true, true).await?;
+                remember(memory, claim, |a| a.deleted = true);
             }
         }
         Verdict::Replace {
@@ -270,9 +297,33 @@ async fn act(
             stamp,
             delete,
             ..
-        } => replace(ctx, decision, claim, unhealthy, *stamp, *delete).await?,
+        } => {
+            replace(ctx, decision, claim, unhealthy, *stamp, *delete).await?;
+            if *delete {
+                remember(memory, claim, |a| a.deleted = true);
+            }
+        }
+    }
+    if let Verdict::Healthy { .. } = decision.verdict
+        && let Some(uid) = &claim.metadata.uid
+    {
+        memory.acted.lock().expect("acted lock").remove(uid);
     }
     Ok(())
+}
+
+/// Records what the loop did to `claim` until the cache shows it (or the claim is gone).
+fn remember(memory: &Memory, claim: &NodeClaim, change: impl FnOnce(&mut Acted)) {
+    if let Some(uid) = &claim.metadata.uid {
+        change(
+            memory
+                .acted
+                .lock()
+                .expect("acted lock")
+                .entry(uid.clone())
+                .or_default(),
+        );
+    }
 }
 
 /// Reboots the claim's instance; `false` when the plugin cannot (`unsupported`).
@@ -300,7 +351,9 @@ async fn reboot(
     };
     match result {
         Ok(()) => {
-            let now = rfc3339(ctx.clock.now());
+            let at = ctx.clock.now();
+            remember(memory, claim, |a| a.rebooted_at = Some(at));
+            let now = rfc3339(at);
             let patch =
                 json!({"metadata": {"annotations": {labels::REPAIR_REBOOTED_AT_ANNOTATION: now}}});
             let api: Api<NodeClaim> = Api::all(ctx.client.clone());
