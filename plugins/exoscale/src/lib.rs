@@ -750,28 +750,28 @@ impl CloudProvider for Exoscale {
     /// The Exoscale provider's policies: `Ready` `False`/`Unknown` for 15 minutes, disk,
     /// memory and PID pressure for 10, an unavailable network for 5.
     fn repair_policies() -> Result<Option<Vec<RepairPolicy>>, CloudError> {
-        let minutes = |m: u64| Duration::from_secs(m * 60);
-        Ok(Some(vec![
-            repair_policy("Ready", "False", minutes(15)),
-            repair_policy("Ready", "Unknown", minutes(15)),
-            repair_policy("DiskPressure", "True", minutes(10)),
-            repair_policy("MemoryPressure", "True", minutes(10)),
-            repair_policy("PIDPressure", "True", minutes(10)),
-            repair_policy("NetworkUnavailable", "True", minutes(5)),
-        ]))
+        const POLICIES: [(&str, &str, u64); 6] = [
+            ("Ready", "False", 15),
+            ("Ready", "Unknown", 15),
+            ("DiskPressure", "True", 10),
+            ("MemoryPressure", "True", 10),
+            ("PIDPressure", "True", 10),
+            ("NetworkUnavailable", "True", 5),
+        ];
+        Ok(Some(
+            POLICIES
+                .iter()
+                .map(|(t, s, minutes)| repair_policy(t, s, Duration::from_secs(minutes * 60)))
+                .collect(),
+        ))
     }
 
-    /// `PUT /instance/{id}:reboot`; the reboot runs on as an operation, not waited for.
+    /// `PUT /instance/{id}:reboot` (the API refuses an instance that is not running); the
+    /// reboot runs on as an operation, not waited for.
     fn reboot(provider_id: String) -> Result<(), CloudError> {
         let ctx = Ctx::load()?;
         let id = instance_id(&provider_id)?;
-        let (zone, instance) = ctx.find_managed(id)?;
-        if instance.state != "running" {
-            return Err(CloudError::invalid(format!(
-                "instance {id} is {}, not running; it cannot be rebooted",
-                instance.state
-            )));
-        }
+        let (zone, _) = ctx.find_managed(id)?;
         ctx.api
             .start(
                 &zone,
@@ -780,7 +780,6 @@ impl CloudProvider for Exoscale {
                 None,
             )
             .map_err(|e| e.into_cloud(None))?;
-        log::info(format!("exoscale: rebooting instance {id} in {zone}"));
         Ok(())
     }
 

@@ -782,7 +782,10 @@ fn repair_policies_are_exoscales_and_reboot_puts_the_reboot_action() {
         }
         match (call.method.as_str(), call.zone.as_str()) {
             ("GET", "ch-gva-2") => ok(instance_json("h0", &answer.borrow(), &[])),
-            ("PUT", "ch-gva-2") => ok(operation("op-reboot", "pending", ID)),
+            ("PUT", "ch-gva-2") if *answer.borrow() == "running" => {
+                ok(operation("op-reboot", "pending", ID))
+            }
+            ("PUT", "ch-gva-2") => error(400, "instance is not running"),
             _ => error(404, "instance not found"),
         }
     });
