@@ -439,19 +439,37 @@ pub fn allowed_unhealthy(total: usize, percent: u32) -> usize {
     (total * percent as usize).div_ceil(100)
 }
 
-/// The ceiling for a node whose claim belongs to `pool` (`None`: standalone).
-fn ceiling(input: &Input, pool: Option<&str>, settings: &PoolRepair) -> Ceiling {
-    let counted = input
-        .nodes
-        .iter()
-        .filter(|n| pool.is_none() || n.pool_label.as_deref() == pool);
-    let (mut total, mut unhealthy) = (0, 0);
-    for node in counted {
-        total += 1;
-        if counts_unhealthy(node) {
-            unhealthy += 1;
+/// Nodes and unhealthy nodes, per NodePool label and in the whole cluster: counted once per
+/// pass.
+#[derive(Debug, Default)]
+struct Counts {
+    pools: BTreeMap<String, (usize, usize)>,
+    cluster: (usize, usize),
+}
+
+impl Counts {
+    fn of(nodes: &[RepairNode]) -> Counts {
+        let mut counts = Counts::default();
+        for node in nodes {
+            let sick = usize::from(counts_unhealthy(node));
+            counts.cluster.0 += 1;
+            counts.cluster.1 += sick;
+            if let Some(pool) = &node.pool_label {
+                let entry = counts.pools.entry(pool.clone()).or_default();
+                entry.0 += 1;
+                entry.1 += sick;
+            }
         }
+        counts
     }
+}
+
+/// The ceiling for a node whose claim belongs to `pool` (`None`: standalone).
+fn ceiling(counts: &Counts, pool: Option<&str>, settings: &PoolRepair) -> Ceiling {
+    let (total, unhealthy) = match pool {
+        Some(p) => counts.pools.get(p).copied().unwrap_or_default(),
+        None => counts.cluster,
+    };
     let percent = settings.percent();
     Ceiling {
         scope: match pool {
@@ -466,7 +484,7 @@ fn ceiling(input: &Input, pool: Option<&str>, settings: &PoolRepair) -> Ceiling 
 }
 
 /// The verdict on one managed node.
-fn verdict(input: &Input, node: &RepairNode, claim: &RepairClaim) -> Verdict {
+fn verdict(input: &Input, counts: &Counts, node: &RepairNode, claim: &RepairClaim) -> Verdict {
     let defaults = PoolRepair::default();
     let settings = claim
         .pool
@@ -506,7 +524,7 @@ fn verdict(input: &Input, node: &RepairNode, claim: &RepairClaim) -> Verdict {
         };
     }
     // A standalone claim has the default settings, upstream's ceiling among them.
-    let ceiling = ceiling(input, claim.pool.as_deref(), settings);
+    let ceiling = ceiling(counts, claim.pool.as_deref(), settings);
     if !ceiling.holds() {
         return Verdict::Blocked { unhealthy, ceiling };
     }
@@ -523,13 +541,14 @@ fn verdict(input: &Input, node: &RepairNode, claim: &RepairClaim) -> Verdict {
 
 /// The decision about one node (by Node or NodeClaim name), if it is managed.
 pub fn decide_node(input: &Input, name: &str) -> Option<Decision> {
+    let counts = Counts::of(input.nodes);
     input.nodes.iter().find_map(|node| {
         let claim = node.claim.as_ref()?;
         (node.name == name || claim.name == name).then(|| Decision {
             node: node.name.clone(),
             claim: claim.name.clone(),
             pool: claim.pool.clone(),
-            verdict: verdict(input, node, claim),
+            verdict: verdict(input, &counts, node, claim),
         })
     })
 }
@@ -537,6 +556,7 @@ pub fn decide_node(input: &Input, name: &str) -> Option<Decision> {
 /// One decision per managed node: unhealthy nodes first, the one due earliest first (then by
 /// name), healthy ones last by name.
 pub fn decide(input: &Input) -> Vec<Decision> {
+    let counts = Counts::of(input.nodes);
     let mut decisions: Vec<Decision> = input
         .nodes
         .iter()
@@ -546,7 +566,7 @@ pub fn decide(input: &Input) -> Vec<Decision> {
                 node: node.name.clone(),
                 claim: claim.name.clone(),
                 pool: claim.pool.clone(),
-                verdict: verdict(input, node, claim),
+                verdict: verdict(input, &counts, node, claim),
             })
         })
         .collect();
