@@ -63,9 +63,12 @@ class Operations:
             pattern = "^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(template)) + "$"
             for method, operation in item.items():
                 if isinstance(operation, dict) and "operationId" in operation:
-                    # Literal paths before templated ones, so /instance/{id}:reveal-password
-                    # never hides behind /instance/{id}.
-                    self.routes.append((template.count("{"), re.compile(pattern), method, template, operation))
+                    # Literal paths before templated ones, and among paths with as many
+                    # parameters the one with more literal text first, so
+                    # /instance/{id}:reboot never hides behind /instance/{id} (whose
+                    # parameter pattern matches "ID:reboot" too).
+                    literal = len(re.sub(r"\{[^}]+\}", "", template))
+                    self.routes.append(((template.count("{"), -literal), re.compile(pattern), method, template, operation))
         self.routes.sort(key=lambda r: r[0])
 
     def find(self, method, path):
@@ -131,7 +134,17 @@ def check(journals):
     ops = Operations(document)
     # The document itself does not pass openapi-spec-validator (its tags carry a `parent`
     # field), so the document check is off; requests and responses are still validated.
-    api = OpenAPI.from_dict(strict(copy.deepcopy(document)), config=Config(spec_validator_cls=None))
+    strict_document = strict(copy.deepcopy(document))
+    apis = {}
+
+    def api_for(template):
+        """A validator that knows only the operation's own path: openapi-core's path finder
+        would take /instance/{id} for /instance/ID:reboot (its parameter matches "ID:reboot")."""
+        if template not in apis:
+            only = dict(strict_document, paths={template: strict_document["paths"][template]})
+            apis[template] = OpenAPI.from_dict(only, config=Config(spec_validator_cls=None))
+        return apis[template]
+
     violations = []
     counts = collections.Counter()
     undocumented_status = collections.Counter()
@@ -169,6 +182,7 @@ def check(journals):
                 data = json.dumps(body).encode() if body is not None else None
                 host = f"https://api-{matched['zone']}.exoscale.com"
                 request = MockRequest(host, method, "/v2" + rest, args=_multidict(args), data=data)
+                api = api_for(template)
                 try:
                     api.validate_request(request)
                 except Exception as error:  # openapi-core raises one class per kind of problem

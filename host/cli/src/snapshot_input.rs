@@ -10,6 +10,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use joinery_controller::cloud::{Cloud, group_kind};
 use joinery_core::clock::Clock;
+use joinery_core::contract::RepairPolicy;
 use joinery_core::instance_type::InstanceType;
 use joinery_core::labels::LabelPolicy;
 use joinery_kube::snapshot::{Snapshot, read_catalog};
@@ -50,6 +51,36 @@ impl InstanceTypeArgs {
             _ => bail!(
                 "give the instance types: --catalog FILE, or --plugin NAME with --node-class FILE"
             ),
+        }
+    }
+}
+
+impl InstanceTypeArgs {
+    /// The repair policies nodes are judged with, and where they come from: the cloud
+    /// plugin's (`--plugin`; the host's defaults when it names none), else the host's.
+    pub async fn repair_policies(&self) -> Result<(Vec<RepairPolicy>, String)> {
+        let Some(name) = &self.plugin else {
+            return Ok((
+                joinery_core::repair::default_policies(),
+                "the host's defaults (give --plugin to use a cloud plugin's)".into(),
+            ));
+        };
+        let registry =
+            crate::plugin_options::open_registry(&self.plugins, HostServices::default())?;
+        let plugins = registry.current();
+        let plugin = plugins
+            .get(name)
+            .with_context(|| format!("no plugin named {name:?}"))?;
+        match plugin
+            .repair_policies()
+            .await
+            .with_context(|| format!("plugin {name}: repair-policies"))?
+        {
+            Some(policies) => Ok((policies, format!("plugin {name}"))),
+            None => Ok((
+                joinery_core::repair::default_policies(),
+                format!("the host's defaults (plugin {name} names none)"),
+            )),
         }
     }
 }

@@ -21,11 +21,16 @@ pub const DEDUP_WINDOW: Duration = Duration::from_secs(120);
 /// The `source.component` of Joinery's events (upstream's, so dashboards keep working).
 pub const COMPONENT: &str = "karpenter";
 
+/// An event's identity for de-duplication: (object UID, reason, message).
+type EventKey = (String, String, String);
+
 /// Publishes Events, dropping repeats of the same (object, reason, message) within [`DEDUP_WINDOW`].
 pub struct EventRecorder {
     client: kube::Client,
     clock: Arc<Clock>,
-    recent: Mutex<HashMap<(String, String, String), SystemTime>>,
+    /// When each (object, reason, message) was last published, and for how long repeats
+    /// are dropped.
+    recent: Mutex<HashMap<EventKey, (SystemTime, Duration)>>,
     /// The writer task's queue (namespace, event); it ends once the recorder is dropped and
     /// the queue is written.
     queue: OnceLock<mpsc::UnboundedSender<(String, Event)>>,
@@ -156,18 +161,43 @@ impl EventRecorder {
         self.publish(on, "Warning", reason, message).await;
     }
 
+    /// Publishes a `Warning` event, dropping repeats within `window` instead of
+    /// [`DEDUP_WINDOW`] (upstream's `NodeRepairBlocked` is de-duplicated over 15 minutes).
+    pub async fn warning_within(
+        &self,
+        on: &Involved,
+        reason: &str,
+        message: &str,
+        window: Duration,
+    ) {
+        self.publish_within(on, "Warning", reason, message, window.max(DEDUP_WINDOW))
+            .await;
+    }
+
     async fn publish(&self, on: &Involved, type_: &str, reason: &str, message: &str) {
+        self.publish_within(on, type_, reason, message, DEDUP_WINDOW)
+            .await;
+    }
+
+    async fn publish_within(
+        &self,
+        on: &Involved,
+        type_: &str,
+        reason: &str,
+        message: &str,
+        window: Duration,
+    ) {
         let now = self.clock.now();
         {
             let mut recent = self.recent.lock().expect("event de-dup lock");
             let key = (on.uid.clone(), reason.to_string(), message.to_string());
-            if let Some(at) = recent.get(&key)
-                && now.duration_since(*at).unwrap_or_default() < DEDUP_WINDOW
+            if let Some((at, kept)) = recent.get(&key)
+                && now.duration_since(*at).unwrap_or_default() < *kept
             {
                 return;
             }
-            recent.retain(|_, at| now.duration_since(*at).unwrap_or_default() < DEDUP_WINDOW);
-            recent.insert(key, now);
+            recent.retain(|_, (at, kept)| now.duration_since(*at).unwrap_or_default() < *kept);
+            recent.insert(key, (now, window));
         }
         let namespace = if on.namespace.is_empty() {
             "default".to_string()

@@ -11,6 +11,8 @@
 //! - [`termination`]: drains Nodes being deleted (eviction honouring PDBs) and deletes their instances;
 //! - [`disruption`]: emptiness, drift, consolidation and expiration, decided by the core's
 //!   disruption methods within the NodePool budgets;
+//! - [`repair`]: node repair (gate `NodeRepair`): reboots or replaces nodes whose conditions
+//!   the cloud's repair policies call unhealthy, within the unhealthy ceiling;
 //! - [`nodeclass`]: resolves NodeClasses through their plugin and writes their status conditions;
 //! - [`nodepool`]: NodePool status (resources, node count, readiness conditions);
 //! - [`observability`]: gauges of the cluster state (node count, NodePool usage, pods);
@@ -41,6 +43,7 @@ pub mod nodeoverlay;
 pub mod nodepool;
 pub mod observability;
 pub mod provisioner;
+pub mod repair;
 pub mod settings;
 pub mod state;
 pub mod static_pools;
@@ -352,6 +355,7 @@ impl Controller {
             tokio::spawn(termination::run(context.clone(), stopped.clone())),
             tokio::spawn(disruption::run(context.clone(), stopped.clone())),
             tokio::spawn(static_pools::run(context.clone(), stopped.clone())),
+            tokio::spawn(repair::run(context.clone(), stopped.clone())),
             tokio::spawn(gc::run(context.clone(), stopped.clone())),
             tokio::spawn(observability::run(context.clone(), stopped.clone())),
             tokio::spawn(learned::run(context.clone(), stopped.clone())),

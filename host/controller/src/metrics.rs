@@ -23,6 +23,10 @@ pub mod names {
     pub const NODECLAIMS_TERMINATED: &str = "karpenter_nodeclaims_terminated_total";
     /// NodeClaims disrupted, by `reason`, `nodepool`, `capacity_type`.
     pub const NODECLAIMS_DISRUPTED: &str = "karpenter_nodeclaims_disrupted_total";
+    /// NodeClaims node repair deleted, by `condition` (snake case), `nodepool`,
+    /// `capacity_type`, `image_id`.
+    pub const NODECLAIMS_UNHEALTHY_DISRUPTED: &str =
+        "karpenter_nodeclaims_unhealthy_disrupted_total";
     /// Nodes registered, by `nodepool`, `zone`.
     pub const NODES_CREATED: &str = "karpenter_nodes_created_total";
     /// Nodes whose finalizer completed, by `nodepool`, `zone`.
@@ -225,6 +229,20 @@ pub mod series {
             }
             joinery_api::ConsolidationPolicy::Balanced => "balanced",
         }
+    }
+
+    /// `{condition, nodepool, capacity_type, image_id}`: upstream's labels of
+    /// `karpenter_nodeclaims_unhealthy_disrupted_total`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+    pub struct UnhealthyDisruption {
+        /// The node condition's type in snake case (`ready`, `memory_pressure`).
+        pub condition: String,
+        /// The NodePool.
+        pub nodepool: String,
+        /// `on-demand`, `spot`, …
+        pub capacity_type: String,
+        /// The NodeClaim's `status.imageID`.
+        pub image_id: String,
     }
 
     /// `{nodepool, zone}`.
@@ -739,6 +757,8 @@ pub struct Metrics {
     pub nodeclaims_terminated: Counters<series::NodePoolCapacityZone>,
     /// `karpenter_nodeclaims_disrupted_total`.
     pub nodeclaims_disrupted: Counters<series::Disruption>,
+    /// `karpenter_nodeclaims_unhealthy_disrupted_total`.
+    pub nodeclaims_unhealthy_disrupted: Counters<series::UnhealthyDisruption>,
     /// `karpenter_nodes_created_total`.
     pub nodes_created: Counters<series::NodePoolZone>,
     /// `karpenter_nodes_terminated_total`.
@@ -860,6 +880,11 @@ impl Metrics {
                 &mut r,
                 names::NODECLAIMS_DISRUPTED,
                 "Number of nodeclaims disrupted in total by Karpenter",
+            ),
+            nodeclaims_unhealthy_disrupted: Counters::register(
+                &mut r,
+                names::NODECLAIMS_UNHEALTHY_DISRUPTED,
+                "Number of unhealthy nodeclaims disrupted in total by Karpenter, by the node condition, nodepool and image",
             ),
             nodes_created: Counters::register(
                 &mut r,

@@ -42,7 +42,7 @@ pub enum MinValuesPolicy {
 /// deployment's value works unchanged) and only recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FeatureGates {
-    /// `NodeRepair` (default false): replace unhealthy nodes.
+    /// `NodeRepair` (default false): replace unhealthy nodes (the `repair` loop).
     pub node_repair: bool,
     /// `ReservedCapacity` (default true): launch into reserved offerings.
     pub reserved_capacity: bool,

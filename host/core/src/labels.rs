@@ -81,6 +81,23 @@ pub const READINESS_TAINT_PREFIX: &str = "readiness.k8s.io/";
 /// (`"0.05"`). Beyond upstream; absent, consolidation acts on any saving.
 pub const CONSOLIDATION_MIN_SAVING_ANNOTATION: &str = "joinery.dev/consolidation-min-saving";
 
+/// Joinery's veto of node repair, `"true"` on a Node or its NodePool: the node is left as it
+/// is however long it stays unhealthy (for debugging a sick node). Beyond upstream.
+pub const DO_NOT_REPAIR_ANNOTATION: &str = "joinery.dev/do-not-repair";
+/// Joinery's NodePool annotation: the share of the pool's nodes that may be unhealthy before
+/// repair stops (a percentage, `"20%"`, upstream's fixed value and the default).
+pub const REPAIR_MAX_UNHEALTHY_ANNOTATION: &str = "joinery.dev/repair-max-unhealthy";
+/// Joinery's NodePool annotation overriding the cloud's repair tolerations for the pool's
+/// nodes: one duration for every policy (`"3m"`) or per condition type
+/// (`"Ready=3m,MemoryPressure=1m"`).
+pub const REPAIR_TOLERATION_ANNOTATION: &str = "joinery.dev/repair-toleration";
+/// Joinery's NodePool annotation, `"true"`: repair reboots an unhealthy node once (when its
+/// cloud plugin can) and waits the toleration again before replacing it.
+pub const REPAIR_REBOOT_FIRST_ANNOTATION: &str = "joinery.dev/repair-reboot-first";
+/// When repair rebooted a NodeClaim's instance (RFC 3339), written by the node-health
+/// controller on the NodeClaim and removed once its node is healthy again.
+pub const REPAIR_REBOOTED_AT_ANNOTATION: &str = "joinery.dev/repair-rebooted-at";
+
 /// Joinery's label naming the cluster an instance was launched for (read back from the
 /// cloud's tags); garbage collection reaps only instances carrying this cluster's name.
 pub const CLUSTER_LABEL: &str = "joinery.dev/cluster";

@@ -30,6 +30,8 @@
 //! - [`nodeclaim`]: the NodeClaim the scheduler asks a cloud plugin to launch, and the instance
 //!   a plugin reports back.
 //! - [`overlay`]: NodeOverlays, the operator's price and capacity adjustments to instance types.
+//! - [`repair`]: node repair: which managed nodes are unhealthy, the unhealthy ceiling, and
+//!   whether to wait, reboot or replace.
 //! - [`scheduling`]: the provisioning pass: which pods go on existing nodes and which new
 //!   NodeClaims to create.
 
@@ -49,6 +51,7 @@ pub mod lease;
 pub mod lifecycle;
 pub mod nodeclaim;
 pub mod overlay;
+pub mod repair;
 pub mod requirements;
 pub mod resources;
 pub mod scheduling;

@@ -11,6 +11,7 @@
 //! - [`pods`]: the one classification of pods (terminal, bound, pending, left out and why;
 //!   DaemonSet and mirror pods; PDB protection);
 //! - [`disruption`]: NodePool budgets and `consolidateAfter` in the core's form;
+//! - [`repair`]: node repair's inputs: NodePool repair annotations, Nodes and NodeClaims;
 //! - [`drain`]: the drain's view of pods, `karpenter.sh/do-not-disrupt`, the pods a node's
 //!   removal displaces, a deleting claim's termination deadline;
 //! - [`volumes`]: where a pod's volumes can be attached, and CSI attach limits;
@@ -34,6 +35,7 @@ pub mod disruption;
 pub mod drain;
 pub mod lean;
 pub mod pods;
+pub mod repair;
 pub mod snapshot;
 pub mod spread;
 pub mod template;

@@ -23,6 +23,10 @@ pub enum SimulateError {
     /// A virtual-time run could not start, or stalled.
     #[error(transparent)]
     VirtualTime(#[from] crate::virtual_time::VirtualTimeError),
+    /// A scenario step could not be carried out (a node fault on a node the physics does not
+    /// run); the message names the node.
+    #[error("{0}")]
+    Step(String),
     /// A Kubernetes API call failed; `what` names the object.
     #[error("{what}: {source}")]
     Kube {

@@ -251,10 +251,27 @@ async fn drive(
             sim.set_faults(faults);
             observer.note(format!("{label}: cloud faults changed"));
         }
+        if let Some(f) = &step.node_fault {
+            let nodes = sim.node_fault(f).await?;
+            let hardware = if f.hardware { " (hardware)" } else { "" };
+            observer.note(format!(
+                "{label}: {}{hardware} on {}",
+                f.fault,
+                if nodes.is_empty() {
+                    "no node".to_string()
+                } else {
+                    nodes.join(", ")
+                }
+            ));
+        }
         if let Some(s) = &step.scale {
             sim.scale(s).await?;
             observer.note(format!("{label}: scaled {} to {}", s.name, s.replicas));
-        } else if step.cordon.is_none() && step.uncordon.is_none() && step.fault.is_none() {
+        } else if step.cordon.is_none()
+            && step.uncordon.is_none()
+            && step.fault.is_none()
+            && step.node_fault.is_none()
+        {
             observer.note(format!("{label}: started"));
         }
         if let Some(wait) = &step.wait {

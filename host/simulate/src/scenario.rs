@@ -27,6 +27,8 @@
 //!     expect: {podsRunning: 0} # optional: must hold after the wait
 //!     cordon: {labelSelector: …} # optional: cordon (uncordon: the same) nodes
 //!     fault: {quota: 3}        # optional, simcloud only: the cloud's faults from now on
+//!     nodeFault: {labelSelector: …, count: 1, fault: notReady, hardware: false}
+//!                              # optional: make nodes unhealthy (NodeFaultSpec)
 //! expect: {podsRunning: 0}     # must hold at the end
 //! trace: day.yaml              # optional: a workload trace played first (crate::trace)
 //! sampleEvery: 5s              # optional: how often the run samples the cluster
@@ -784,6 +786,53 @@ pub struct Step {
     /// The simulated cloud's faults from now on, replacing those before (simcloud only).
     #[serde(default)]
     pub fault: Option<FaultSpec>,
+    /// Nodes to make unhealthy (any cloud).
+    #[serde(default)]
+    pub node_fault: Option<NodeFaultSpec>,
+}
+
+/// Nodes the physics makes unhealthy: the first `count` (by name) of those named or matching
+/// a label selector.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeFaultSpec {
+    /// A node's name; or give `labelSelector`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Label selector (e.g. `topology.kubernetes.io/zone=test-zone-a`), instead of a name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<String>,
+    /// At most this many of the matching nodes, by name (default: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<usize>,
+    /// `notReady` (Ready=False), `unknown` (Ready=Unknown), `kubeletDies` (the kubelet stops;
+    /// Ready=Unknown after the node monitor grace period), `memoryPressure`, `diskPressure`,
+    /// `pidPressure` or `networkUnavailable` (that condition True).
+    pub fault: String,
+    /// The fault survives a reboot of the machine (default false: a reboot clears it).
+    #[serde(default)]
+    pub hardware: bool,
+}
+
+impl NodeFaultSpec {
+    /// The physics' fault, or what the field accepts.
+    pub fn fault(&self) -> Result<joinery_sim::physics::NodeFault, String> {
+        use joinery_sim::physics::NodeFault;
+        Ok(match self.fault.as_str() {
+            "notReady" => NodeFault::NotReady,
+            "unknown" => NodeFault::Unknown,
+            "kubeletDies" => NodeFault::KubeletDies,
+            "memoryPressure" => NodeFault::Condition("MemoryPressure".into()),
+            "diskPressure" => NodeFault::Condition("DiskPressure".into()),
+            "pidPressure" => NodeFault::Condition("PIDPressure".into()),
+            "networkUnavailable" => NodeFault::Condition("NetworkUnavailable".into()),
+            other => {
+                return Err(format!(
+                    "unknown fault {other:?}; use notReady, unknown, kubeletDies, memoryPressure, diskPressure, pidPressure or networkUnavailable"
+                ));
+            }
+        })
+    }
 }
 
 /// Nodes named, or matching a label selector.
@@ -1073,6 +1122,16 @@ impl Scenario {
                         ),
                     });
                 }
+            }
+            if let Some(f) = &s.node_fault {
+                let err = |message: String| ScenarioError {
+                    origin: origin.to_string(),
+                    message: format!("steps[{i}].nodeFault: {message}"),
+                };
+                if f.name.is_some() == f.label_selector.is_some() {
+                    return Err(err("give exactly one of name and labelSelector".into()));
+                }
+                f.fault().map_err(|m| err(format!("fault: {m}")))?;
             }
             for (field, target) in [("cordon", &s.cordon), ("uncordon", &s.uncordon)] {
                 if target

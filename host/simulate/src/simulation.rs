@@ -516,6 +516,40 @@ impl Simulation {
         Ok(names.len())
     }
 
+    /// Makes the nodes `spec` names unhealthy (see [`joinery_sim::physics::Physics::fault`]);
+    /// returns their names.
+    pub async fn node_fault(
+        &self,
+        spec: &scenario::NodeFaultSpec,
+    ) -> Result<Vec<String>, SimulateError> {
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(self.client.clone());
+        let mut names: Vec<String> = match (&spec.name, &spec.label_selector) {
+            (Some(name), _) => vec![name.clone()],
+            (None, selector) => nodes
+                .list(&kube::api::ListParams::default().labels(selector.as_deref().unwrap_or("")))
+                .await
+                .map_err(kube_err("listing nodes to make unhealthy"))?
+                .items
+                .into_iter()
+                .filter_map(|n| n.metadata.name)
+                .collect(),
+        };
+        names.sort();
+        names.truncate(spec.count.unwrap_or(usize::MAX));
+        let fault = spec.fault().map_err(SimulateError::Step)?;
+        let physics = self
+            .physics
+            .as_ref()
+            .ok_or_else(|| SimulateError::Step("the physics is stopped".into()))?;
+        for name in &names {
+            physics
+                .fault(name, fault.clone(), spec.hardware)
+                .await
+                .map_err(SimulateError::Step)?;
+        }
+        Ok(names)
+    }
+
     /// Scales a Deployment.
     pub async fn scale(&self, s: &scenario::Scale) -> Result<(), SimulateError> {
         let namespace = s.namespace.clone().unwrap_or_else(|| "default".into());

@@ -50,7 +50,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use joinery_plugin_sdk::cloud::{
     CLUSTER_LABEL, CloudError, CloudProvider, Condition, CreateRequest, Instance, InstanceState,
-    InstanceType, KeyValue, NodeClaim, NodeClass, NodeClassResolution, OfferingRef,
+    InstanceType, KeyValue, NodeClaim, NodeClass, NodeClassResolution, OfferingRef, RepairPolicy,
+    repair_policy,
 };
 use joinery_plugin_sdk::kube::{self, KubeError, ResourceRef};
 use joinery_plugin_sdk::quantity::parse_milli;
@@ -633,6 +634,16 @@ impl CloudProvider for Clever {
             out.push(to_instance(group, &catalog, &config.zone));
         }
         Ok(out)
+    }
+
+    /// Clever Cloud's provider policy: `Ready` `False` or `Unknown` for 10 minutes. CKE
+    /// cannot reboot a node through its NodeGroups, so repair replaces.
+    fn repair_policies() -> Result<Option<Vec<RepairPolicy>>, CloudError> {
+        let ten_minutes = Duration::from_secs(600);
+        Ok(Some(vec![
+            repair_policy("Ready", "False", ten_minutes),
+            repair_policy("Ready", "Unknown", ten_minutes),
+        ]))
     }
 
     fn delete(provider_id: String) -> Result<(), CloudError> {

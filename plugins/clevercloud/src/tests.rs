@@ -687,3 +687,20 @@ fn during_the_backoff_a_flavor_smaller_than_the_refused_one_is_still_tried() {
     let _ = Clever::create(request("small"));
     assert_eq!(kinds(&world).first(), Some(&"create"));
 }
+
+#[test]
+fn repair_policies_are_ready_for_ten_minutes_and_there_is_no_reboot() {
+    let policies = Clever::repair_policies()
+        .unwrap()
+        .expect("its own policies");
+    assert!(
+        policies
+            .iter()
+            .all(|p| p.condition_type == "Ready" && p.toleration_seconds == 600)
+    );
+    assert_eq!(policies.len(), 2);
+    assert!(matches!(
+        Clever::reboot("clevercloud://x".into()).unwrap_err(),
+        CloudError::Unsupported(_)
+    ));
+}

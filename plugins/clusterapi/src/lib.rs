@@ -39,6 +39,11 @@
 //! | `claimTimeoutSeconds` | `30` | how long a create waits for a Machine to claim and for its provider ID |
 //! | `pollMillis` | `1000` | how often it looks meanwhile |
 //! | `namespace` | — | the one namespace of the CAPI objects (a namespaced Role then suffices); unset: all namespaces |
+//!
+//! Node repair: the plugin names no repair policies, so the host's defaults apply (`Ready`
+//! `False` or `Unknown` for 10 minutes), and it cannot reboot (repair replaces the Machine).
+//! A management cluster whose MachineHealthChecks already remediate these Machines should
+//! leave the `NodeRepair` gate off, so that two controllers do not replace the same node.
 
 pub mod capi;
 

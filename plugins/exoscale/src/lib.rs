@@ -49,7 +49,7 @@ use std::time::Duration;
 
 use joinery_plugin_sdk::cloud::{
     CLUSTER_LABEL, CloudError, CloudProvider, CreateRequest, Instance, InstanceState, InstanceType,
-    KeyValue, NodeClaim, NodeClass, NodeClassResolution, OfferingRef,
+    KeyValue, NodeClaim, NodeClass, NodeClassResolution, OfferingRef, RepairPolicy, repair_policy,
 };
 use joinery_plugin_sdk::{cache, log, secrets};
 use serde::Deserialize;
@@ -745,6 +745,42 @@ impl CloudProvider for Exoscale {
             }
             Err(e) => Err(e.into_cloud(None)),
         }
+    }
+
+    /// The Exoscale provider's policies: `Ready` `False`/`Unknown` for 15 minutes, disk,
+    /// memory and PID pressure for 10, an unavailable network for 5.
+    fn repair_policies() -> Result<Option<Vec<RepairPolicy>>, CloudError> {
+        const POLICIES: [(&str, &str, u64); 6] = [
+            ("Ready", "False", 15),
+            ("Ready", "Unknown", 15),
+            ("DiskPressure", "True", 10),
+            ("MemoryPressure", "True", 10),
+            ("PIDPressure", "True", 10),
+            ("NetworkUnavailable", "True", 5),
+        ];
+        Ok(Some(
+            POLICIES
+                .iter()
+                .map(|(t, s, minutes)| repair_policy(t, s, Duration::from_secs(minutes * 60)))
+                .collect(),
+        ))
+    }
+
+    /// `PUT /instance/{id}:reboot` (the API refuses an instance that is not running); the
+    /// reboot runs on as an operation, not waited for.
+    fn reboot(provider_id: String) -> Result<(), CloudError> {
+        let ctx = Ctx::load()?;
+        let id = instance_id(&provider_id)?;
+        let (zone, _) = ctx.find_managed(id)?;
+        ctx.api
+            .start(
+                &zone,
+                "PUT",
+                &format!("/instance/{}:reboot", percent_encode(id)),
+                None,
+            )
+            .map_err(|e| e.into_cloud(None))?;
+        Ok(())
     }
 
     fn is_drifted(claim: NodeClaim, node_class: NodeClass) -> Result<Option<String>, CloudError> {

@@ -748,3 +748,58 @@ fn list_covers_every_zone_and_only_this_cluster() {
         "karpenter-sh_managed-by"
     );
 }
+
+#[test]
+fn repair_policies_are_exoscales_and_reboot_puts_the_reboot_action() {
+    let policies = Exoscale::repair_policies()
+        .unwrap()
+        .expect("its own policies");
+    let named: Vec<(String, String, u64)> = policies
+        .into_iter()
+        .map(|p| (p.condition_type, p.condition_status, p.toleration_seconds))
+        .collect();
+    let expected = [
+        ("Ready", "False", 900),
+        ("Ready", "Unknown", 900),
+        ("DiskPressure", "True", 600),
+        ("MemoryPressure", "True", 600),
+        ("PIDPressure", "True", 600),
+        ("NetworkUnavailable", "True", 300),
+    ];
+    assert_eq!(
+        named,
+        expected
+            .iter()
+            .map(|(t, s, secs)| (t.to_string(), s.to_string(), *secs))
+            .collect::<Vec<_>>()
+    );
+
+    let state = Rc::new(RefCell::new("running"));
+    let answer = state.clone();
+    let (_host, seen) = install(CONFIG, move |call| {
+        if let Some(found) = world(call) {
+            return found;
+        }
+        match (call.method.as_str(), call.zone.as_str()) {
+            ("GET", "ch-gva-2") => ok(instance_json("h0", &answer.borrow(), &[])),
+            ("PUT", "ch-gva-2") if *answer.borrow() == "running" => {
+                ok(operation("op-reboot", "pending", ID))
+            }
+            ("PUT", "ch-gva-2") => error(400, "instance is not running"),
+            _ => error(404, "instance not found"),
+        }
+    });
+    Exoscale::reboot(format!("exoscale://{ID}")).unwrap();
+    let puts: Vec<String> = seen
+        .borrow()
+        .iter()
+        .filter(|c| c.method == "PUT")
+        .map(|c| c.path.clone())
+        .collect();
+    assert_eq!(puts, [format!("/instance/{ID}:reboot")]);
+    *state.borrow_mut() = "stopped";
+    assert!(matches!(
+        Exoscale::reboot(format!("exoscale://{ID}")).unwrap_err(),
+        CloudError::Invalid(_)
+    ));
+}

@@ -94,6 +94,20 @@ pub trait CloudProvider {
     }
 }
 
+/// A repair policy: nodes whose `condition_type` condition has held `condition_status` for
+/// longer than `toleration` are repaired (see `repair-policies` in the WIT).
+pub fn repair_policy(
+    condition_type: &str,
+    condition_status: &str,
+    toleration: std::time::Duration,
+) -> RepairPolicy {
+    RepairPolicy {
+        condition_type: condition_type.to_string(),
+        condition_status: condition_status.to_string(),
+        toleration_seconds: toleration.as_secs(),
+    }
+}
+
 impl CloudError {
     /// `internal(message)`: a bug or unexpected state inside the plugin.
     pub fn internal(message: impl Into<String>) -> Self {

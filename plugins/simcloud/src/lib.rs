@@ -41,7 +41,7 @@ use std::collections::BTreeMap;
 use joinery_plugin_sdk::cloud::{
     CLUSTER_LABEL, CloudError, CloudProvider, Condition, CreateRequest, Instance, InstanceState,
     InstanceType, KeyValue, NodeClaim, NodeClass, NodeClassResolution, Offering, OfferingRef,
-    Overhead, Requirement, Resource,
+    Overhead, RepairPolicy, Requirement, Resource, repair_policy,
 };
 use joinery_plugin_sdk::{http, url};
 use serde::{Deserialize, Serialize};
@@ -472,6 +472,25 @@ impl CloudProvider for SimCloud {
             ))),
             _ => Ok(()),
         }
+    }
+
+    /// kwok's policy, upstream's reference: `Ready` `False` or `Unknown` for 10 minutes.
+    fn repair_policies() -> Result<Option<Vec<RepairPolicy>>, CloudError> {
+        let ten_minutes = std::time::Duration::from_secs(600);
+        Ok(Some(vec![
+            repair_policy("Ready", "False", ten_minutes),
+            repair_policy("Ready", "Unknown", ten_minutes),
+        ]))
+    }
+
+    /// `POST /v1/instances/{id}/reboot`.
+    fn reboot(provider_id: String) -> Result<(), CloudError> {
+        let config = Config::load()?;
+        let id = instance_id(&provider_id)?;
+        let _: ApiInstance = call(http::Request::post(
+            config.url(&format!("/v1/instances/{}/reboot", url::percent_encode(id))),
+        ))?;
+        Ok(())
     }
 
     fn is_drifted(claim: NodeClaim, node_class: NodeClass) -> Result<Option<String>, CloudError> {

@@ -418,3 +418,21 @@ fn drift_follows_the_node_class_zones_and_types() {
         Some("InstanceTypeNotAllowed")
     );
 }
+
+#[test]
+fn repair_policies_are_kwoks() {
+    let policies = SimCloud::repair_policies()
+        .unwrap()
+        .expect("its own policies");
+    let named: Vec<(&str, &str, u64)> = policies
+        .iter()
+        .map(|p| {
+            (
+                p.condition_type.as_str(),
+                p.condition_status.as_str(),
+                p.toleration_seconds,
+            )
+        })
+        .collect();
+    assert_eq!(named, [("Ready", "False", 600), ("Ready", "Unknown", 600)]);
+}

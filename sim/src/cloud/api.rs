@@ -183,6 +183,7 @@ enum Route {
     List,
     Get(String),
     Delete(String),
+    Reboot(String),
 }
 
 impl Route {
@@ -194,6 +195,7 @@ impl Route {
             Route::List => CloudVerb::List,
             Route::Get(_) => CloudVerb::Get,
             Route::Delete(_) => CloudVerb::Delete,
+            Route::Reboot(_) => CloudVerb::Reboot,
         }
     }
 }
@@ -214,11 +216,13 @@ fn route(method: &Method, path: &str) -> Result<Route, Failure> {
         (["v1", "instances"], &Method::POST) => Ok(Route::Create),
         (["v1", "instances", id], &Method::GET) => Ok(Route::Get(id.to_string())),
         (["v1", "instances", id], &Method::DELETE) => Ok(Route::Delete(id.to_string())),
+        (["v1", "instances", id, "reboot"], &Method::POST) => Ok(Route::Reboot(id.to_string())),
         (
             ["v1", "zones"]
             | ["v1", "instance-types"]
             | ["v1", "instances"]
-            | ["v1", "instances", _],
+            | ["v1", "instances", _]
+            | ["v1", "instances", _, "reboot"],
             _,
         ) => Err(not_allowed()),
         _ => Err(Failure::new(
@@ -290,6 +294,7 @@ async fn answer(
             )),
         },
         Route::Delete(id) => delete(state, &id),
+        Route::Reboot(id) => reboot(state, &id),
     }
 }
 
@@ -527,6 +532,24 @@ fn list(state: &CloudState, query: &str) -> Result<HttpResponse, Failure> {
         .map(|e| to_json(&e.instance))
         .collect();
     Ok(json_response(200, &json!({"instances": instances})))
+}
+
+/// Reboots a running instance: the machine restarts in place (same ID, same Node); the
+/// physics restarts its kubelet unless the machine has a hardware fault.
+fn reboot(state: &CloudState, id: &str) -> Result<HttpResponse, Failure> {
+    let instance = state
+        .instance(id)
+        .ok_or_else(|| Failure::new(404, "NotFound", format!("instance {id} not found")))?;
+    if instance.state == InstanceState::Terminated {
+        return Err(Failure::new(
+            409,
+            "InvalidState",
+            format!("instance {id} is terminated; it cannot be rebooted"),
+        ));
+    }
+    tracing::info!(%id, "simulated cloud rebooted an instance");
+    state.publish(CloudEvent::Rebooted(instance.clone()));
+    Ok(json_response(200, &to_json(&instance)))
 }
 
 fn delete(state: &CloudState, id: &str) -> Result<HttpResponse, Failure> {

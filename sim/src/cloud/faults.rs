@@ -23,6 +23,8 @@ pub enum CloudVerb {
     List,
     /// `DELETE /v1/instances/{id}`.
     Delete,
+    /// `POST /v1/instances/{id}/reboot`.
+    Reboot,
     /// `GET /v1/instance-types`.
     InstanceTypes,
     /// `GET /v1/zones`.

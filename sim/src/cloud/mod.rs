@@ -28,6 +28,7 @@
 //! | `GET /v1/instances/{id}` | `200` + the instance; `404` if unknown or forgotten |
 //! | `GET /v1/instances?tag=KEY=VALUE` | `200 {"instances": […]}`; `tag` may repeat (all must match); without it, every remembered instance |
 //! | `DELETE /v1/instances/{id}` | `200` + the instance (now `terminated`) with `"previousState"`; idempotent: deleting a terminated or long-forgotten instance is `200` with `"previousState": "terminated"`; `404` only for IDs never handed out |
+//! | `POST /v1/instances/{id}/reboot` | restarts the machine in place: `200` + the instance; `404` for an unknown ID, `409` for a terminated one. The physics restarts the machine's kubelet (its Node turns `Ready` again after the boot) unless it has a hardware fault |
 //!
 //! An instance is the JSON form of [`SimInstance`]: `id` (`i-` + 8 hex digits, never
 //! reused), `providerId` (`simcloud://<id>`), `instanceType`, `zone`, `capacityType`,

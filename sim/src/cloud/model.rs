@@ -103,6 +103,10 @@ pub enum CloudEvent {
     /// its kubelet is gone — pods on it are never confirmed deleted, and its Node turns
     /// `Ready=Unknown` once the node controller's grace period has passed.
     Hung(SimInstance),
+    /// The machine was rebooted through its cloud's API: a kubelet that died or reported a
+    /// fault starts afresh (its Node turns `Ready` again after the boot), unless the machine
+    /// has a hardware fault (see [`crate::physics::NodeFault`]), which a reboot does not clear.
+    Rebooted(SimInstance),
     /// An instance was deleted; its Node must go away.
     Terminated {
         /// The instance.

@@ -41,6 +41,8 @@ pub enum ExoVerb {
     GetInstance,
     /// `PUT /v2/instance/{id}`.
     UpdateInstance,
+    /// `PUT /v2/instance/{id}:reboot`.
+    RebootInstance,
     /// `DELETE /v2/instance/{id}`.
     DeleteInstance,
 }

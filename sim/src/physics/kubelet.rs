@@ -15,6 +15,10 @@
 //! `Succeeded` or `Failed`, and pods being deleted are removed (with a zero grace period) once
 //! their `deletionTimestamp` has come.
 //!
+//! A scenario's fault ([`NodeFault`]) sets a Node condition or stops the kubelet as a hang
+//! does. On [`CloudEvent::Rebooted`] a machine's kubelet starts afresh (registers again, turns
+//! the Node `Ready`, clears pressure) unless the fault was a hardware one.
+//!
 //! On [`CloudEvent::Hung`] the kubelet stops (nothing it would do happens any more) and,
 //! after the node monitor grace period, the Node turns `Ready=Unknown`.
 //!
@@ -38,7 +42,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -82,8 +86,16 @@ async fn next_event(
 }
 
 /// Runs the kubelet manager until the task is aborted (which aborts every kubelet).
-pub(crate) async fn run(shared: Arc<Shared>, mut events: Option<broadcast::Receiver<CloudEvent>>) {
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    mut events: Option<broadcast::Receiver<CloudEvent>>,
+    mut faults: mpsc::UnboundedReceiver<FaultRequest>,
+) {
     let mut kubelets: HashMap<String, JoinHandle<()>> = HashMap::new();
+    // Machines with a hardware fault (a reboot does not clear it), and the node-controller
+    // timers of machines whose kubelet died (a reboot cancels them).
+    let mut broken: HashSet<String> = HashSet::new();
+    let mut lost: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
     let mut guard = AbortOnDrop(Vec::new());
     let mut machines: u32 = 0;
     let mut pod_gc = tokio::time::interval(
@@ -104,13 +116,19 @@ pub(crate) async fn run(shared: Arc<Shared>, mut events: Option<broadcast::Recei
                     boot(&shared, &mut kubelets, &mut guard, &mut machines, instance, Some(registration));
                 }
                 Ok(CloudEvent::Hung(instance)) => {
-                    if let Some(task) = kubelets.remove(&instance.id) {
-                        task.abort();
-                        let _ = task.await;
-                    }
+                    stop_kubelet(&shared, &mut kubelets, &mut guard, &mut lost, &instance.id).await;
                     tracing::info!(instance = %instance.id, "machine hung; its kubelet stopped");
-                    let task = tokio::spawn(node_lost(shared.clone(), instance.id.clone()));
-                    guard.0.push(task.abort_handle());
+                }
+                Ok(CloudEvent::Rebooted(instance)) => {
+                    if broken.contains(&instance.id) {
+                        tracing::info!(instance = %instance.id, "machine rebooted; its hardware fault stays");
+                    } else {
+                        if let Some(timer) = lost.remove(&instance.id) {
+                            timer.abort();
+                        }
+                        tracing::info!(instance = %instance.id, "machine rebooted; its kubelet starts afresh");
+                        boot(&shared, &mut kubelets, &mut guard, &mut machines, instance, None);
+                    }
                 }
                 Ok(CloudEvent::Terminated { instance, .. }) => {
                     if let Some(task) = kubelets.remove(&instance.id) {
@@ -129,6 +147,15 @@ pub(crate) async fn run(shared: Arc<Shared>, mut events: Option<broadcast::Recei
                     events = None;
                 }
             },
+            Some(request) = faults.recv() => {
+                let result = inject(&shared, &mut kubelets, &mut guard, &mut lost, &request).await;
+                if result.is_ok() && request.hardware
+                    && let Ok(instance) = instance_of(&shared, &request.node).await
+                {
+                    broken.insert(instance);
+                }
+                let _ = request.done.send(result);
+            }
             _ = pod_gc.tick() => {
                 if let Err(error) = collect_orphans(&shared, &mut orphans).await {
                     tracing::debug!(%error, "pod garbage collection failed");
@@ -224,6 +251,157 @@ impl Drop for AbortOnDrop {
         }
     }
 }
+
+/// A fault a scenario puts on a node (see [`crate::physics::Physics::fault`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeFault {
+    /// The kubelet reports `Ready=False` (a broken container runtime or network plugin).
+    NotReady,
+    /// `Ready` turns `Unknown` at once (the node controller lost touch with the machine).
+    Unknown,
+    /// The kubelet reports this condition `True` (`MemoryPressure`, `DiskPressure`,
+    /// `PIDPressure`, `NetworkUnavailable`).
+    Condition(String),
+    /// The kubelet dies: nothing it would do happens any more, and after the node monitor
+    /// grace period its Node's `Ready` turns `Unknown` (as for a hung machine).
+    KubeletDies,
+}
+
+impl std::fmt::Display for NodeFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NodeFault::NotReady => write!(f, "Ready=False"),
+            NodeFault::Unknown => write!(f, "Ready=Unknown"),
+            NodeFault::Condition(type_) => write!(f, "{type_}=True"),
+            NodeFault::KubeletDies => write!(f, "kubelet died"),
+        }
+    }
+}
+
+/// A request to put a fault on a node, answered on `done`.
+pub(crate) struct FaultRequest {
+    pub(crate) node: String,
+    pub(crate) fault: NodeFault,
+    pub(crate) hardware: bool,
+    pub(crate) done: oneshot::Sender<Result<(), String>>,
+}
+
+/// The instance whose simulated kubelet registered `node`.
+async fn instance_of(shared: &Shared, node: &str) -> Result<String, String> {
+    let nodes: Api<Node> = Api::all(shared.client.clone());
+    let found = nodes
+        .get(node)
+        .await
+        .map_err(|e| format!("node {node}: {e}"))?;
+    found
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(INSTANCE_ANNOTATION))
+        .cloned()
+        .ok_or_else(|| format!("node {node} was not registered by a simulated kubelet"))
+}
+
+/// Stops a machine's kubelet for good and starts the node controller's timer that turns its
+/// Node `Ready=Unknown`.
+async fn stop_kubelet(
+    shared: &Arc<Shared>,
+    kubelets: &mut HashMap<String, JoinHandle<()>>,
+    guard: &mut AbortOnDrop,
+    lost: &mut HashMap<String, tokio::task::AbortHandle>,
+    instance: &str,
+) {
+    if let Some(task) = kubelets.remove(instance) {
+        task.abort();
+        let _ = task.await;
+    }
+    let task = tokio::spawn(node_lost(shared.clone(), instance.to_string()));
+    guard.0.push(task.abort_handle());
+    if let Some(previous) = lost.insert(instance.to_string(), task.abort_handle()) {
+        previous.abort();
+    }
+}
+
+/// Puts a fault on a node.
+async fn inject(
+    shared: &Arc<Shared>,
+    kubelets: &mut HashMap<String, JoinHandle<()>>,
+    guard: &mut AbortOnDrop,
+    lost: &mut HashMap<String, tokio::task::AbortHandle>,
+    request: &FaultRequest,
+) -> Result<(), String> {
+    let instance = instance_of(shared, &request.node).await?;
+    let (type_, status, reason, message) = match &request.fault {
+        NodeFault::KubeletDies => {
+            stop_kubelet(shared, kubelets, guard, lost, &instance).await;
+            tracing::info!(node = %request.node, %instance, hardware = request.hardware, "fault: the kubelet died");
+            return Ok(());
+        }
+        NodeFault::NotReady => (
+            "Ready",
+            "False",
+            "KubeletNotReady",
+            "container runtime network not ready (injected fault)",
+        ),
+        NodeFault::Unknown => (
+            "Ready",
+            "Unknown",
+            "NodeStatusUnknown",
+            "Kubelet stopped posting node status (injected fault).",
+        ),
+        NodeFault::Condition(type_) => (
+            type_.as_str(),
+            "True",
+            "InjectedFault",
+            "the condition was injected by the scenario",
+        ),
+    };
+    set_condition(shared, &request.node, type_, status, reason, message)
+        .await
+        .map_err(|e| format!("node {}: {e}", request.node))?;
+    tracing::info!(node = %request.node, %instance, fault = %request.fault, hardware = request.hardware, "fault injected");
+    Ok(())
+}
+
+/// Sets one condition of a Node (a new transition time when its status changes).
+async fn set_condition(
+    shared: &Shared,
+    name: &str,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+) -> Result<(), PhysicsError> {
+    let nodes: Api<Node> = Api::all(shared.client.clone());
+    let node = nodes.get(name).await?;
+    let now = shared.now();
+    let mut conditions = node.status.and_then(|s| s.conditions).unwrap_or_default();
+    let unchanged = conditions
+        .iter()
+        .any(|c| c.type_ == type_ && c.status == status);
+    if unchanged {
+        return Ok(());
+    }
+    conditions.retain(|c| c.type_ != type_);
+    conditions.push(condition(type_, status, reason, message, &now));
+    nodes
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"conditions": conditions}})),
+        )
+        .await?;
+    Ok(())
+}
+
+/// The conditions a kubelet reports `False` while healthy: a kubelet starting afresh clears
+/// them.
+const PRESSURE_CONDITIONS: [&str; 4] = [
+    "MemoryPressure",
+    "DiskPressure",
+    "PIDPressure",
+    "NetworkUnavailable",
+];
 
 /// The cloud controller manager and pod garbage collector after an instance is terminated:
 /// its Node goes, and so do the pods bound to it.
@@ -640,6 +818,18 @@ async fn mark_ready(shared: &Shared, name: &str) -> Result<(), PhysicsError> {
     let now = shared.now();
     let mut conditions = node.status.and_then(|s| s.conditions).unwrap_or_default();
     conditions.retain(|c| c.type_ != "Ready");
+    // A kubelet starting afresh (after a reboot) reports no pressure.
+    for c in &mut conditions {
+        if PRESSURE_CONDITIONS.contains(&c.type_.as_str()) && c.status != "False" {
+            *c = condition(
+                &c.type_,
+                "False",
+                "KubeletReady",
+                "the kubelet reports no pressure",
+                &now,
+            );
+        }
+    }
     conditions.push(condition(
         "Ready",
         "True",

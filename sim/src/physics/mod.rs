@@ -14,7 +14,9 @@
 //!   boot delay they run the instance's bootstrap (its userData), register a Node if they
 //!   understand it (a managed platform's machine brings its ready-made registration instead),
 //!   run the pods bound to it and finish the ones being deleted; when the cloud
-//!   terminates the instance, its Node and pods go away.
+//!   terminates the instance, its Node and pods go away. A scenario can make a node unhealthy
+//!   ([`Physics::fault`]: `Ready` `False` or `Unknown`, a pressure condition, a dead kubelet);
+//!   a reboot through the cloud's API clears the fault unless it is a hardware one.
 //!
 //! All durations are simulated: the physics sleeps `clock.to_real(d)` and writes timestamps
 //! from the shared [`Clock`]. The scheduler and the controllers write at a simulated pace
@@ -26,6 +28,7 @@ mod bootstrap;
 pub use bootstrap::{BootCheck, DeclaredBoot, DeclaredBoots, boot_check, boot_check_declared};
 pub(crate) mod cache;
 mod kubelet;
+pub use kubelet::NodeFault;
 pub mod lag;
 mod scheduler;
 mod workloads;
@@ -46,7 +49,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::cloud::CloudEvent;
@@ -253,6 +256,7 @@ pub(crate) fn system_time(time: &Time) -> SystemTime {
 pub struct Physics {
     tasks: Vec<JoinHandle<()>>,
     lag: Arc<LagMeter>,
+    faults: mpsc::UnboundedSender<kubelet::FaultRequest>,
 }
 
 impl Physics {
@@ -272,6 +276,7 @@ impl Physics {
             declared_boots,
         } = options;
         let lag = Arc::new(LagMeter::new());
+        let (faults, fault_requests) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             client,
             clock: clock.clone(),
@@ -289,11 +294,30 @@ impl Physics {
             tokio::spawn(workloads::run_deployments(shared.clone())),
             tokio::spawn(workloads::run_daemonsets(shared.clone())),
             tokio::spawn(batch::run(shared.clone())),
-            tokio::spawn(kubelet::run(shared, cloud_events)),
+            tokio::spawn(kubelet::run(shared, cloud_events, fault_requests)),
             tokio::spawn(lag::probe(clock, lag.clone())),
         ];
         tracing::info!("cluster physics started");
-        Physics { tasks, lag }
+        Physics { tasks, lag, faults }
+    }
+
+    /// Makes the Node `node` unhealthy (see [`NodeFault`]). A `hardware` fault survives a
+    /// reboot of the machine through its cloud's API; any other is cleared by one (the kubelet
+    /// starts afresh and reports the Node `Ready`). Errors say why the fault could not be put
+    /// on the node (no such Node, or one no simulated kubelet registered).
+    pub async fn fault(&self, node: &str, fault: NodeFault, hardware: bool) -> Result<(), String> {
+        let (done, answer) = oneshot::channel();
+        self.faults
+            .send(kubelet::FaultRequest {
+                node: node.to_string(),
+                fault,
+                hardware,
+                done,
+            })
+            .map_err(|_| "the physics is stopped".to_string())?;
+        answer
+            .await
+            .map_err(|_| "the physics is stopped".to_string())?
     }
 
     /// How late the physics and the runtime it shares with the host have acted on the scaled

@@ -755,3 +755,91 @@ fn explain_buffers_names_the_field_of_a_buffer_that_slipped_past_validation() {
         "{out}"
     );
 }
+
+/// The worked example with node-big `Ready=False` since 07:25 (and `pool_annotations`, a
+/// flow-style map, on NodePool general), written to a temporary file.
+fn sick_snapshot(pool_annotations: &str) -> tempfile::NamedTempFile {
+    let text = std::fs::read_to_string(repo().join(EXAMPLE)).unwrap();
+    let at = text
+        .find("name: node-big")
+        .expect("node-big in the example");
+    let (before, after) = text.split_at(at);
+    let healthy = r#"conditions: [{type: Ready, status: "True", lastTransitionTime: "2026-03-02T06:03:00Z"}]"#;
+    assert!(after.contains(healthy), "node-big's Ready condition");
+    let sick = r#"conditions: [{type: Ready, status: "False", lastTransitionTime: "2026-03-02T07:25:00Z"}]"#;
+    let text = format!("{before}{}", after.replacen(healthy, sick, 1)).replacen(
+        "metadata: {name: general, ",
+        &format!("metadata: {{name: general, annotations: {pool_annotations}, "),
+        1,
+    );
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), text).unwrap();
+    file
+}
+
+#[test]
+fn explain_node_says_when_repair_replaces_a_node_and_why_not() {
+    let file = sick_snapshot("{}");
+    let path = file.path().to_str().unwrap();
+    let (out, _) = run_ok(&["explain", "node", "node-big", path, "--catalog", CATALOG]);
+    assert!(
+        out.contains("Node repair (policies from the host's defaults"),
+        "{out}"
+    );
+    assert!(out.contains("the NodeRepair gate is off"), "{out}");
+    assert!(
+        out.contains("unhealthy, Ready=False since 2026-03-02T07:25:00Z (toleration 10m, from the cloud's policy); repair acts at 2026-03-02T07:35:00Z unless it recovers"),
+        "{out}"
+    );
+
+    let (out, _) = run_ok(&[
+        "explain",
+        "node",
+        "node-big",
+        path,
+        "--catalog",
+        CATALOG,
+        "--at",
+        "2026-03-02T07:40:00Z",
+        "--feature-gates",
+        "NodeRepair=true",
+    ]);
+    assert!(!out.contains("gate is off"), "{out}");
+    assert!(
+        out.contains("due: its NodeClaim is deleted and replaced (reason unhealthy"),
+        "{out}"
+    );
+
+    // The NodePool's veto, and a ceiling that is not a percentage (refused, named).
+    let file = sick_snapshot(
+        r#"{joinery.dev/do-not-repair: "true", joinery.dev/repair-max-unhealthy: "most"}"#,
+    );
+    let path = file.path().to_str().unwrap();
+    let (out, _) = run_ok(&[
+        "explain",
+        "node",
+        "node-big",
+        path,
+        "--catalog",
+        CATALOG,
+        "--at",
+        "2026-03-02T07:40:00Z",
+        "--json",
+    ]);
+    let value: Value = serde_json::from_str(&out).unwrap();
+    let repair: Vec<&str> = value["repair"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(
+        repair.iter().any(|l| l
+            .ends_with("not repaired: joinery.dev/do-not-repair is set on its NodePool general")),
+        "{repair:?}"
+    );
+    assert!(
+        repair.iter().any(|l| l.contains("note: NodePool general: annotation joinery.dev/repair-max-unhealthy: \"most\" is not a percentage")),
+        "{repair:?}"
+    );
+}

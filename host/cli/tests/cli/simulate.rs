@@ -1491,12 +1491,16 @@ fn every_shipped_scenario_is_covered_by_a_test() {
         "exoscale-flaky-api.yaml",
         "exoscale-garbage-collection.yaml",
         "exoscale-missing-security-group.yaml",
+        "exoscale-repair-reboot-first.yaml",
         "exoscale-two-zones.yaml",
         "expiration-grace-period.yaml",
         "insufficient-capacity.yaml",
         "kubeadm-bootstrap.yaml",
         "nightly-jobs.yaml",
         "quickstart.yaml",
+        "repair-ceiling-zone-outage.yaml",
+        "repair-replace.yaml",
+        "repair-veto.yaml",
         "rke2-bootstrap.yaml",
         "scale-out-1000-pods.yaml",
         "scale-out-2000-pods.yaml",
@@ -1594,4 +1598,74 @@ fn a_failed_expectation_exits_non_zero_and_is_named() {
     assert_eq!(report["result"], "fail");
     let failures = report["failures"].to_string();
     assert!(failures.contains("instanceTypes"), "{failures}");
+}
+
+/// The simulated second of the `n`th (from 0) "nodeclaim … created" line of a run's timeline.
+fn nth_claim_created_at(stdout: &str, n: usize) -> f64 {
+    let line = stdout
+        .lines()
+        .filter(|l| l.contains("nodeclaim") && l.contains("created ("))
+        .nth(n)
+        .unwrap_or_else(|| panic!("no NodeClaim number {n} created:\n{stdout}"));
+    line.trim_start_matches('[')
+        .split('s')
+        .next()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no time on {line:?}"))
+}
+
+#[test]
+fn node_repair_replaces_a_node_not_ready_past_its_toleration() {
+    let (report, stdout, ok) = simulate(Some("repair-replace.yaml"));
+    assert!(ok, "{stdout}");
+    let (_, created, deleted, running) = totals(&report);
+    assert_eq!((created, deleted, running), (2, 1, 3), "{report:#}");
+    // The node turned NotReady at 34.5 s; simcloud's toleration is 10 minutes and the loop
+    // looks every 10 s.
+    let replaced = nth_claim_created_at(&stdout, 1);
+    assert!(
+        (634.5..=646.0).contains(&replaced),
+        "replaced at {replaced} s:\n{stdout}"
+    );
+}
+
+#[test]
+fn node_repair_ceiling_holds_back_a_zone_outage_until_the_pool_allows_more() {
+    let (report, stdout, ok) = simulate(Some("repair-ceiling-zone-outage.yaml"));
+    assert!(ok, "{stdout}");
+    let (_, created, deleted, running) = totals(&report);
+    assert_eq!((created, deleted, running), (6, 2, 4), "{report:#}");
+    // Nothing was replaced during the 20 minutes the outage lasted under the 20 % ceiling.
+    let replaced = nth_claim_created_at(&stdout, 4);
+    assert!(replaced >= 1234.5, "replaced at {replaced} s:\n{stdout}");
+}
+
+#[test]
+fn exoscale_repair_reboots_first_and_replaces_what_a_reboot_does_not_cure() {
+    let (report, stdout, ok) = simulate(Some("exoscale-repair-reboot-first.yaml"));
+    assert!(ok, "{stdout}");
+    let (_, created, deleted, running) = totals(&report);
+    assert_eq!((created, deleted, running), (2, 1, 2), "{report:#}");
+    let (live, total) = exoscale_cloud(&report);
+    assert_eq!((live.len(), total), (1, 2), "{report:#}");
+    // The hardware fault came at 2,134.5 s: rebooted 15 minutes later, replaced 15 more on.
+    let replaced = nth_claim_created_at(&stdout, 1);
+    assert!(
+        (3934.5..=3956.0).contains(&replaced),
+        "replaced at {replaced} s:\n{stdout}"
+    );
+}
+
+#[test]
+fn node_repair_veto_holds_a_sick_node_until_lifted() {
+    let (report, stdout, ok) = simulate(Some("repair-veto.yaml"));
+    assert!(ok, "{stdout}");
+    let (_, created, deleted, running) = totals(&report);
+    assert_eq!((created, deleted, running), (2, 1, 2), "{report:#}");
+    // Vetoed for the 30 minutes the scenario waits, then replaced within a pass of the lift.
+    let replaced = nth_claim_created_at(&stdout, 1);
+    assert!(
+        (1834.5..=1846.0).contains(&replaced),
+        "replaced at {replaced} s:\n{stdout}"
+    );
 }

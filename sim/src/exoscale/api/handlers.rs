@@ -408,6 +408,30 @@ pub(super) fn update_instance(
     Ok(world.operation(zone, "update-instance", Some(id), now, Completion::Succeed))
 }
 
+/// `PUT /instance/{id}:reboot`: a running instance restarts in place (an operation that
+/// succeeds at once); the physics restarts its kubelet unless the machine has a hardware
+/// fault. Any other state is refused, as the real API refuses rebooting a stopped instance.
+pub(super) fn reboot_instance(state: &ExoState, zone: &str, id: &str) -> Result<Value, Failure> {
+    let now = state.clock.now();
+    let mut world = state.world();
+    let Some(instance) = world.instances.get(id).filter(|i| i.zone == zone) else {
+        return Err(Failure::not_found("instance", id));
+    };
+    if instance.state != ExoInstanceState::Running {
+        return Err(Failure::bad_request(format!(
+            "instance {id} is {}; only a running instance can be rebooted",
+            instance.state.as_str()
+        )));
+    }
+    let snapshot = instance.clone();
+    let event = state.sim_instance(&world, &snapshot, true);
+    let body = world.operation(zone, "reboot-instance", Some(id), now, Completion::Succeed);
+    drop(world);
+    tracing::info!(%id, %zone, "fake Exoscale API is rebooting an instance");
+    state.publish(CloudEvent::Rebooted(event));
+    Ok(body)
+}
+
 pub(super) fn delete_instance(state: &ExoState, zone: &str, id: &str) -> Result<Value, Failure> {
     let now = state.clock.now();
     let mut world = state.world();

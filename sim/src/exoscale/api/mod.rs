@@ -30,7 +30,8 @@ use super::signature::{self, AuthFailure, Presented};
 use crate::faults::InjectedAnswer;
 pub use handlers::check_labels;
 use handlers::{
-    attach, create_instance, delete_instance, list_instances, poll_operation, update_instance,
+    attach, create_instance, delete_instance, list_instances, poll_operation, reboot_instance,
+    update_instance,
 };
 use json::{
     anti_affinity_json, instance_json, instance_type_json, private_network_json,
@@ -332,6 +333,9 @@ fn verb_of(call: &Call<'_>) -> Result<ExoVerb, Failure> {
         (["instance"], &Method::GET) => ExoVerb::ListInstances,
         (["instance"], &Method::POST) => ExoVerb::CreateInstance,
         (["instance", _], &Method::GET) => ExoVerb::GetInstance,
+        (["instance", action], &Method::PUT) if action.ends_with(":reboot") => {
+            ExoVerb::RebootInstance
+        }
         (["instance", _], &Method::PUT) => ExoVerb::UpdateInstance,
         (["instance", _], &Method::DELETE) => ExoVerb::DeleteInstance,
         (
@@ -517,6 +521,9 @@ fn route(state: &Arc<ExoState>, call: &Call<'_>) -> Result<Value, Failure> {
                 Some(instance) => Ok(instance_json(&world, instance, true)),
                 None => Err(Failure::not_found("instance", id)),
             }
+        }
+        (["instance", action], &Method::PUT) if action.ends_with(":reboot") => {
+            reboot_instance(state, zone, action.trim_end_matches(":reboot"))
         }
         (["instance", id], &Method::PUT) => update_instance(state, zone, id, call.body),
         (["instance", id], _) => delete_instance(state, zone, id),

@@ -2,15 +2,27 @@
 //! disrupted — its NodePool's budgets per reason, each method's verdict on it alone, and what
 //! consolidating it would save — in the words of [`joinery_core::disruption::explain`] (the
 //! text of the controller's `DisruptionBlocked` and `Unconsolidatable` events). The snapshot is
-//! read exactly as `joinery disrupt` reads it.
+//! read exactly as `joinery disrupt` reads it. Then whether and when node repair replaces it,
+//! and why not, as [`joinery_core::repair::decide_node`] decides for the controller.
 
 use std::process::ExitCode;
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use anyhow::{Result, bail};
+use joinery_api::NodePool;
+use joinery_core::contract::RepairPolicy;
+use joinery_core::repair::{Input, RepairNode, decide_node, human};
+use joinery_kube::repair::{
+    claims_by_provider_id, node_vetoed, pools_settings, repair_claim, repair_node,
+};
 
 use crate::commands::Execute;
 use crate::commands::disrupt::PassArgs;
 use joinery_core::time::rfc3339;
+
+use crate::snapshot_input::read_snapshot;
 
 /// `joinery explain node …`
 #[derive(Debug, clap::Args)]
@@ -26,10 +38,71 @@ pub struct NodeArgs {
     pub json: bool,
 }
 
+impl NodeArgs {
+    /// What node repair would do about the node at `now`: the lines printed under "Node
+    /// repair".
+    async fn repair(&self, now: std::time::SystemTime) -> Result<Vec<String>> {
+        let objects = read_snapshot(&self.pass.snapshot)?;
+        let (policies, from) = self.pass.instance_types.repair_policies().await?;
+        let policies: Arc<[RepairPolicy]> = policies.into();
+        let pools: Vec<&NodePool> = objects.node_pools.iter().map(|l| &l.object).collect();
+        let (settings, mut problems) = pools_settings(pools.iter().copied());
+        let by_provider_id = claims_by_provider_id(objects.node_claims.iter().map(|l| &l.object));
+        let nodes: Vec<RepairNode> = objects
+            .nodes
+            .iter()
+            .map(|l| {
+                if let (_, Some(problem)) = node_vetoed(&l.object) {
+                    problems.push(problem);
+                }
+                let claim = l
+                    .object
+                    .provider_id()
+                    .and_then(|pid| by_provider_id.get(pid))
+                    .map(|c| repair_claim(c, true));
+                repair_node(&l.object, claim, policies.clone())
+            })
+            .collect();
+        let input = Input {
+            nodes: &nodes,
+            pools: &settings,
+            now,
+        };
+        let gate = self.pass.feature_gates.is_some_and(|g| g.node_repair);
+        let mut lines = vec![format!(
+            "Node repair (policies from {from}: {}):",
+            policies
+                .iter()
+                .map(|p| format!(
+                    "{}={} {}",
+                    p.condition_type,
+                    p.condition_status,
+                    human(Duration::from_secs(p.toleration_seconds))
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )];
+        if !gate {
+            lines.push(
+                "  the NodeRepair gate is off (--feature-gates NodeRepair=true): nothing is repaired; were it on:"
+                    .into(),
+            );
+        }
+        match decide_node(&input, &self.node) {
+            Some(decision) => lines.push(format!("  {}", decision.verdict)),
+            None => lines
+                .push("  not a managed node with a NodeClaim: repair does not act on it".into()),
+        }
+        lines.extend(problems.iter().map(|p| format!("  note: {p}")));
+        Ok(lines)
+    }
+}
+
 impl Execute for NodeArgs {
     async fn execute(self) -> Result<ExitCode> {
         let pass = self.pass.load().await?;
         let snapshot = &pass.snapshot;
+        let repair = self.repair(snapshot.now()).await?;
         let Some(lines) = joinery_core::disruption::explain(snapshot, &self.node) else {
             let known: Vec<&str> = snapshot
                 .candidates
@@ -63,11 +136,15 @@ impl Execute for NodeArgs {
                 "pods": c.pods.len(),
                 "disruptionCost": c.disruption_cost,
                 "explanation": lines,
+                "repair": repair,
             });
             println!("{}", serde_json::to_string_pretty(&value)?);
         } else {
             println!("At {} ({}):", rfc3339(snapshot.now()), pass.now_from);
             for line in lines {
+                println!("{line}");
+            }
+            for line in &repair {
                 println!("{line}");
             }
         }
