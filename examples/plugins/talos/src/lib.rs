@@ -195,7 +195,10 @@ mod tests {
         let taints: Vec<String> = promised.taints.iter().map(|t| t.to_spec()).collect();
         assert_eq!(extra_arg(&config, "register-with-taints"), taints.join(","));
         assert!(taints.contains(&"karpenter.sh/unregistered:NoExecute".to_string()));
-        assert!(config.contains("    hostname: \"default-abc12\"\n"), "{config}");
+        assert!(
+            config.contains("    hostname: \"default-abc12\"\n"),
+            "{config}"
+        );
         assert_eq!(promised.node_name.as_deref(), Some("default-abc12"));
         assert_eq!(promised.provider_id_prefix.as_deref(), Some("simcloud://"));
     }
