@@ -1379,6 +1379,7 @@ fn crd_chart_renders_every_crd_for_the_api() {
         .map(|c| c["metadata"]["name"].as_str().unwrap())
         .collect();
     let expected = [
+        "capacitybuffers.autoscaling.x-k8s.io",
         "clevernodeclasses.karpenter.clever-cloud.com",
         "clusterapinodeclasses.karpenter.cluster.x-k8s.io",
         "exoscalenodeclasses.karpenter.k8s.exoscale",
