@@ -8,7 +8,7 @@
 # place it writes is the compiled-plugin cache, JOINERY_PLUGIN_CACHE_DIR, which the Helm chart
 # mounts as an emptyDir at the same path.
 
-# ---- builder: the host binary and, through host/plugins-builtin's build script, the wasm plugins
+# ---- builder: the host binary and, through host/builtin-plugins's build script, the wasm plugins
 FROM docker.io/library/rust:1.95.0-bookworm AS builder
 WORKDIR /src
 # rust-toolchain.toml pins 1.95.0 with the wasm32-wasip2 target; the image ships the toolchain,

@@ -35,11 +35,11 @@ const JOINERY_TARGETS: [&str; 8] = [
     "joinery",
     "joinery_api",
     "joinery_core",
-    "joinery_kube",
+    "joinery_adapter",
     "joinery_runtime",
     "joinery_controller",
     "joinery_simulate",
-    "joinery_sim",
+    "joinery_emulator",
 ];
 
 /// The filter upstream's `LOG_LEVEL` value stands for, `None` for a value upstream does not

@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
+use joinery_adapter::snapshot::{Snapshot, read_catalog};
 use joinery_controller::cloud::{Cloud, group_kind};
 use joinery_core::clock::Clock;
 use joinery_core::contract::RepairPolicy;
 use joinery_core::instance_type::InstanceType;
 use joinery_core::labels::LabelPolicy;
-use joinery_kube::snapshot::{Snapshot, read_catalog};
 use joinery_runtime::manifest::PluginKind;
 use joinery_runtime::services::HostServices;
 use kube::api::DynamicObject;

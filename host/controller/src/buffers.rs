@@ -9,12 +9,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use joinery_adapter::buffers::{BufferSources, BufferState, Resolution, resolve_all};
 use joinery_api::capacitybuffer::{
     CONDITION_LIMITED_BY_QUOTAS, CONDITION_PROVISIONING, CONDITION_READY_FOR_PROVISIONING,
 };
 use joinery_api::{CapacityBuffer, Condition, ConditionStatus};
 use joinery_core::buffers::{self, BufferOutcome, ConditionDecision};
-use joinery_kube::buffers::{BufferSources, BufferState, Resolution, resolve_all};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::PodTemplate;
 use kube::api::Api;
@@ -288,7 +288,7 @@ async fn write_one(
 
 #[cfg(test)]
 mod tests {
-    use joinery_kube::buffers::resolve;
+    use joinery_adapter::buffers::resolve;
     use serde_json::json;
 
     use super::*;

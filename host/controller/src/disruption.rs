@@ -1,6 +1,6 @@
 //! The disruption controller, thin around [`joinery_core::disruption`]: it keeps each claim's
 //! signals current (`lastPodEventTime`, `Consolidatable`, `Drifted`), gathers a snapshot
-//! through [`joinery_kube::disruption::snapshot`], asks the core for the next command
+//! through [`joinery_adapter::disruption::snapshot`], asks the core for the next command
 //! (emptiness, drift, multi-node then single-node consolidation, in upstream's order), waits
 //! `disruption_validation_delay` and has the core re-validate it on a fresh snapshot, then
 //! acts as upstream's orchestration queue does: taint the candidates
@@ -18,14 +18,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use joinery_adapter::assemble::{PoolOffer, Source};
+use joinery_adapter::disruption::{self as kube_disruption, DisruptionObjects, Marks};
+use joinery_adapter::drain::reschedulable_pods;
+use joinery_adapter::lean::LeanNode;
 use joinery_api::{ConditionStatus, HasConditions, NodeClaim, NodePool};
 use joinery_core::disruption::{self, Command, Options, Snapshot};
 use joinery_core::instance_type::InstanceType;
 use joinery_core::labels;
-use joinery_kube::assemble::{PoolOffer, Source};
-use joinery_kube::disruption::{self as kube_disruption, DisruptionObjects, Marks};
-use joinery_kube::drain::reschedulable_pods;
-use joinery_kube::lean::LeanNode;
 use k8s_openapi::api::core::v1::Taint;
 use kube::api::{Api, DeleteParams};
 use serde_json::json;
@@ -76,15 +76,15 @@ struct Memory {
     static_drift: HashMap<String, ((String, String), Option<String>)>,
 }
 
-type Shared = Arc<Mutex<Memory>>;
+type SharedMemory = Arc<Mutex<Memory>>;
 
-fn lock(memory: &Shared) -> std::sync::MutexGuard<'_, Memory> {
+fn lock(memory: &SharedMemory) -> std::sync::MutexGuard<'_, Memory> {
     memory.lock().expect("disruption memory lock")
 }
 
 /// Runs the disruption loop.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
-    let memory: Shared = Arc::default();
+    let memory: SharedMemory = Arc::default();
     util::run_loop(
         ctx,
         stopped,
@@ -115,7 +115,7 @@ fn claim_named(ctx: &Context, name: &str) -> Option<Arc<NodeClaim>> {
         .find(|c| c.metadata.name.as_deref() == Some(name))
 }
 
-async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> {
+async fn step(ctx: Arc<Context>, memory: SharedMemory) -> Result<(), ControllerError> {
     let now = ctx.clock.now();
     let pools: BTreeMap<String, Arc<NodePool>> = ctx
         .state
@@ -229,7 +229,7 @@ async fn step(ctx: Arc<Context>, memory: Shared) -> Result<(), ControllerError> 
 
 /// Gathers the snapshot a pass decides on; `None` while the state is not synced or a
 /// NodeClass has not been resolved yet.
-async fn gather(ctx: &Context, memory: &Shared) -> Option<Snapshot> {
+async fn gather(ctx: &Context, memory: &SharedMemory) -> Option<Snapshot> {
     if !provisioner::synced(ctx) {
         return None;
     }
@@ -314,7 +314,11 @@ fn publish_allowances(ctx: &Context, snapshot: &Snapshot) {
 /// Starts a validated command: taints the candidates with a `DisruptionReason`, creates the
 /// replacements, then deletes the candidates right away (a delete) or queues the command until
 /// the replacements initialize.
-async fn start(ctx: &Context, memory: &Shared, command: Command) -> Result<(), ControllerError> {
+async fn start(
+    ctx: &Context,
+    memory: &SharedMemory,
+    command: Command,
+) -> Result<(), ControllerError> {
     let decision = command.decision();
     ctx.metrics
         .voluntary_disruption_decisions
@@ -403,7 +407,7 @@ async fn start(ctx: &Context, memory: &Shared, command: Command) -> Result<(), C
 /// rolls back a command whose replacement vanished or that timed out
 /// ([`disruption::next_queue_step`] decides). A failed delete stops the pass and leaves its
 /// command queued for the next one; the commands settled before it are dropped all the same.
-async fn advance_queue(ctx: &Context, memory: &Shared) -> Result<(), ControllerError> {
+async fn advance_queue(ctx: &Context, memory: &SharedMemory) -> Result<(), ControllerError> {
     let queued: Vec<Queued> = lock(memory).queue.clone();
     let now = ctx.clock.now();
     let steps: Vec<disruption::QueueStep> = queued
@@ -485,7 +489,7 @@ async fn queue_pass<T>(
 /// The controller's effects on its queue.
 struct LiveQueue<'a> {
     ctx: &'a Context,
-    memory: &'a Shared,
+    memory: &'a SharedMemory,
 }
 
 impl QueueEffects<Queued> for LiveQueue<'_> {
@@ -550,7 +554,7 @@ fn pool_policy(ctx: &Context, claim: &NodeClaim) -> &'static str {
 /// being disrupted" forever.
 async fn finish(
     ctx: &Context,
-    memory: &Shared,
+    memory: &SharedMemory,
     command: &Command,
     release_on_failure: bool,
 ) -> Result<(), ControllerError> {
@@ -649,7 +653,7 @@ async fn mark(
 
 /// Untaints a command's candidates and clears their `DisruptionReason` (best effort: what
 /// fails here is retried by the abandoned-taint sweep of later passes).
-async fn rollback(ctx: &Context, memory: &Shared, candidates: &[String]) {
+async fn rollback(ctx: &Context, memory: &SharedMemory, candidates: &[String]) {
     for name in candidates {
         lock(memory).disrupting.remove(name);
         let Some(claim) = claim_named(ctx, name) else {
@@ -669,7 +673,7 @@ async fn rollback(ctx: &Context, memory: &Shared, candidates: &[String]) {
 /// fails (an API error) is retried on the next pass; the others, and the pass's decision, go on.
 async fn maintain_signals(
     ctx: &Context,
-    memory: &Shared,
+    memory: &SharedMemory,
     pools: &BTreeMap<String, Arc<NodePool>>,
     now: SystemTime,
 ) -> Result<(), ControllerError> {
@@ -699,7 +703,7 @@ async fn maintain_signals(
 
 async fn maintain_claim(
     ctx: &Context,
-    memory: &Shared,
+    memory: &SharedMemory,
     claim: &NodeClaim,
     pool: &NodePool,
     types_by_pool: &mut Option<BTreeMap<String, Vec<InstanceType>>>,
@@ -731,7 +735,7 @@ async fn maintain_claim(
 /// [`POD_EVENT_DEDUP`]).
 async fn record_pod_events(
     ctx: &Context,
-    memory: &Shared,
+    memory: &SharedMemory,
     claim: &NodeClaim,
     node_name: &str,
     now: SystemTime,
@@ -818,7 +822,7 @@ async fn update_consolidatable(
 /// plugin's `is-drifted` (asked at most every [`DRIFT_RECHECK`] per claim).
 async fn update_drifted(
     ctx: &Context,
-    memory: &Shared,
+    memory: &SharedMemory,
     claim: &NodeClaim,
     pool: &NodePool,
     types_by_pool: &mut Option<BTreeMap<String, Vec<InstanceType>>>,
@@ -910,7 +914,7 @@ async fn update_drifted(
 /// NodeClass changes. A failed call keeps the previous verdict.
 async fn plugin_drift(
     ctx: &Context,
-    memory: &Shared,
+    memory: &SharedMemory,
     claim: &NodeClaim,
     now: SystemTime,
 ) -> Option<String> {

@@ -82,7 +82,7 @@ impl Involved {
     }
 
     /// The involved object of a cached pod.
-    pub fn pod(pod: &joinery_kube::lean::LeanPod) -> Involved {
+    pub fn pod(pod: &joinery_adapter::lean::LeanPod) -> Involved {
         use k8s_openapi::Resource;
         let meta = &pod.metadata;
         Involved::named(
@@ -95,7 +95,7 @@ impl Involved {
     }
 
     /// The involved object of a cached Node.
-    pub fn node(node: &joinery_kube::lean::LeanNode) -> Involved {
+    pub fn node(node: &joinery_adapter::lean::LeanNode) -> Involved {
         use k8s_openapi::Resource;
         use k8s_openapi::api::core::v1::Node;
         Involved::named(

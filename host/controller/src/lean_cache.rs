@@ -19,7 +19,7 @@ type FixedState = BuildHasherDefault<DefaultHasher>;
 use std::sync::{Arc, RwLock};
 
 use hashbrown::HashTable;
-use joinery_kube::lean::{LeanNode, LeanPod};
+use joinery_adapter::lean::{LeanNode, LeanPod};
 use kube::runtime::watcher;
 
 use crate::mirror::{MirrorTable, Relist};
@@ -49,7 +49,7 @@ impl Cached for LeanNode {
 /// Every object of one kind, read by the controllers; cheap to clone (all clones read the
 /// same cache).
 pub struct LeanCache<T> {
-    shared: Arc<Shared<T>>,
+    shared: Arc<CacheState<T>>,
     ready: tokio::sync::watch::Receiver<bool>,
 }
 
@@ -70,13 +70,13 @@ pub type NodeCache = LeanCache<LeanNode>;
 
 /// The writing end of a [`LeanCache`]: the watch applies its events through it.
 pub struct LeanCacheWriter<T> {
-    shared: Arc<Shared<T>>,
+    shared: Arc<CacheState<T>>,
     ready: tokio::sync::watch::Sender<bool>,
     /// The table a relist is filling, swapped in when it ends.
     relisting: Relist<Table<T>>,
 }
 
-struct Shared<T> {
+struct CacheState<T> {
     objects: RwLock<Table<T>>,
     hasher: FixedState,
 }
@@ -126,7 +126,7 @@ impl<T: Cached> MirrorTable<Arc<T>> for Table<T> {
 
 /// A new, empty cache and the writer that fills it.
 pub fn lean_cache<T: Cached>() -> (LeanCache<T>, LeanCacheWriter<T>) {
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(CacheState {
         objects: RwLock::new(Table::default()),
         hasher: FixedState::default(),
     });
@@ -183,7 +183,7 @@ impl<T: Cached> LeanCache<T> {
     }
 }
 
-impl<T> Shared<T> {
+impl<T> CacheState<T> {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Table<T>> {
         self.objects
             .read()

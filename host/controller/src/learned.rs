@@ -10,12 +10,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use joinery_adapter::conditions::INITIALIZED;
+use joinery_adapter::convert::resource_list;
 use joinery_api::HasConditions;
 use joinery_core::instance_type::InstanceType;
 use joinery_core::labels::{INSTANCE_TYPE_LABEL, NODEPOOL_LABEL};
 use joinery_core::learned::{LearnedCapacity, NodeReport};
-use joinery_kube::conditions::INITIALIZED;
-use joinery_kube::convert::resource_list;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use tokio::sync::watch;

@@ -8,12 +8,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use joinery_adapter::lean::{LeanNode, WatchedNode};
 use joinery_api::{ConditionStatus, HasConditions, NodeClaim};
 use joinery_core::backoff::BackoffPolicy;
 use joinery_core::labels;
 use joinery_core::lifecycle::{self, Action, ClaimView, FinalizationStep, NodeView, Timeouts};
 use joinery_core::resources::Unit;
-use joinery_kube::lean::{LeanNode, WatchedNode};
 use joinery_runtime::CallError;
 use joinery_runtime::contract::{self, CloudError};
 use joinery_runtime::manifest::{NodeBootstrap, PluginKind};
@@ -36,7 +36,7 @@ use launch::{find_instance_of, launch};
 mod launch;
 
 /// Condition types of a NodeClaim (upstream's exact strings).
-pub use joinery_kube::conditions;
+pub use joinery_adapter::conditions;
 
 /// Backoff of a failed cloud call (create, delete, get, list, reconcile-instance): 1 s,
 /// doubling to 30 s, or the cloud's `Retry-After` when that is longer.
@@ -140,7 +140,7 @@ fn claim_view(ctx: &Context, claim: &NodeClaim) -> ClaimView {
         provider_id: claim.status.as_ref().and_then(|s| s.provider_id.clone()),
         node_class_found,
         create_backoff,
-        startup_taints: joinery_kube::convert::taints(claim.spec.startup_taints.as_ref()),
+        startup_taints: joinery_adapter::convert::taints(claim.spec.startup_taints.as_ref()),
         requested_resources: claim_requests(claim)
             .filter(|(resource, quantity)| Unit::of(resource).parse(&quantity.0).unwrap_or(0) > 0)
             .map(|(resource, _)| resource.clone())
@@ -172,7 +172,9 @@ fn node_view(node: &LeanNode) -> NodeView {
         name: node.name().to_string(),
         deleting: node.metadata.deletion_timestamp.is_some(),
         ready: node.is_ready(),
-        taints: joinery_kube::convert::taints(node.spec.as_ref().and_then(|s| s.taints.as_deref())),
+        taints: joinery_adapter::convert::taints(
+            node.spec.as_ref().and_then(|s| s.taints.as_deref()),
+        ),
         allocatable_resources: node
             .allocatable()
             .into_iter()
@@ -355,7 +357,8 @@ async fn expire(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError>
         .as_ref()
         .and_then(|s| s.node_name.clone())
         .unwrap_or_default();
-    let pods = joinery_kube::drain::reschedulable_pods(&ctx.state.pods_on_node(&node)).len() as u64;
+    let pods =
+        joinery_adapter::drain::reschedulable_pods(&ctx.state.pods_on_node(&node)).len() as u64;
     ctx.metrics.pods_disruption_initiated.add(&disrupted, pods);
     ctx.events
         .normal(
@@ -741,7 +744,7 @@ async fn finalize(
         .annotations
         .as_ref()
         .is_some_and(|a| a.contains_key(labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION));
-    let deadline = joinery_kube::drain::termination_deadline(claim);
+    let deadline = joinery_adapter::drain::termination_deadline(claim);
     let launched = ctx.inflight.launched(&uid).map(|i| i.provider_id);
     let mut view = lifecycle::Finalization {
         has_finalizer: finalizers

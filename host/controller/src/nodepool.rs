@@ -24,7 +24,7 @@ use tokio::sync::watch;
 use crate::state::NodeClassKey;
 use crate::util::{self, condition};
 use crate::writes;
-use joinery_kube::convert;
+use joinery_adapter::convert;
 
 use crate::{Context, ControllerError, nodeclass};
 
@@ -97,7 +97,7 @@ async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
                 format!("{} {} is not ready", key.kind, class_ref.name),
             ),
         };
-        let validation = match joinery_kube::template::node_claim_template(&pool) {
+        let validation = match joinery_adapter::template::node_claim_template(&pool) {
             Ok(_) => condition(
                 &ctx,
                 "ValidationSucceeded",
@@ -190,7 +190,7 @@ async fn instance_types_condition(
             );
         }
     };
-    let Ok(template) = joinery_kube::template::node_claim_template(pool) else {
+    let Ok(template) = joinery_adapter::template::node_claim_template(pool) else {
         return unknown("ValidationFailed", "see ValidationSucceeded".into());
     };
     let types = match ctx.cloud.instance_types(&class).await {

@@ -12,13 +12,13 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use joinery_adapter::convert::pod_requests;
+use joinery_adapter::lean::{LeanNode, LeanPod};
+use joinery_adapter::pods::{is_daemon_pod, is_terminal};
 use joinery_api::{Condition, HasConditions, NodeClaim, NodePool};
 use joinery_core::clock::Clock;
 use joinery_core::labels;
 use joinery_core::resources::{Resources, Unit};
-use joinery_kube::convert::pod_requests;
-use joinery_kube::lean::{LeanNode, LeanPod};
-use joinery_kube::pods::{is_daemon_pod, is_terminal};
 use kube::runtime::reflector::Store;
 use tokio::sync::watch;
 
@@ -144,7 +144,7 @@ fn new_startups(pods: &[Arc<LeanPod>], started: &mut HashSet<u64>) -> Vec<f64> {
 }
 
 /// The pod's `Ready` condition, when it is `True`.
-fn ready_condition(pod: &LeanPod) -> Option<&joinery_kube::lean::LeanCondition> {
+fn ready_condition(pod: &LeanPod) -> Option<&joinery_adapter::lean::LeanCondition> {
     pod.status
         .as_ref()?
         .conditions

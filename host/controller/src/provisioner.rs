@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use joinery_adapter::lean::{LeanNode, LeanPod};
 use joinery_api::{
     NodeClaim, NodeClaimResources, NodeClaimSpec, NodeClassReference, NodeOverlay, NodePool,
     NodeSelectorRequirementWithMinValues,
@@ -17,7 +18,6 @@ use joinery_core::instance_type::InstanceType;
 use joinery_core::labels::{self, LabelPolicy};
 use joinery_core::overlay::{self, Overlay};
 use joinery_core::scheduling::{self, NewNodeClaim, PendingPod, Placement};
-use joinery_kube::lean::{LeanNode, LeanPod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::watch;
@@ -27,10 +27,12 @@ use crate::metrics::series;
 use crate::nodeclass;
 use crate::state::NodeClassKey;
 use crate::{Context, ControllerError};
-use joinery_kube::assemble::{Assembly, BatchStatus, PoolOffer, ProblemObject, Source, assemble};
-use joinery_kube::convert;
-use joinery_kube::pods::is_provisionable;
-use joinery_kube::template::nodepool_hash;
+use joinery_adapter::assemble::{
+    Assembly, BatchStatus, PoolOffer, ProblemObject, Source, assemble,
+};
+use joinery_adapter::convert;
+use joinery_adapter::pods::is_provisionable;
+use joinery_adapter::template::nodepool_hash;
 
 /// Provisionable pods trigger a new pass at least this often while they stay pending
 /// (upstream re-queues them every 10s).
@@ -133,10 +135,10 @@ fn provisionable_uids(ctx: &Context) -> HashSet<String> {
 
 /// Pods that must move because their node is being deleted or disrupted (upstream adds them
 /// to every provisioning pass so their replacement capacity is launched before they are
-/// evicted): the reschedulable ones ([`joinery_kube::drain::is_reschedulable`]: active, or
+/// evicted): the reschedulable ones ([`joinery_adapter::drain::is_reschedulable`]: active, or
 /// terminating StatefulSet pods) not held by a PodDisruptionBudget that allows no disruption.
 pub(crate) fn reschedulable_pods(ctx: &Context) -> Vec<Arc<LeanPod>> {
-    let deleting = joinery_kube::drain::deleting_node_names(
+    let deleting = joinery_adapter::drain::deleting_node_names(
         ctx.state.nodes.state().iter().map(Arc::as_ref),
         ctx.state.node_claims.ordered().iter().map(Arc::as_ref),
     );
@@ -148,7 +150,7 @@ pub(crate) fn reschedulable_pods(ctx: &Context) -> Vec<Arc<LeanPod>> {
         .pods
         .state()
         .into_iter()
-        .filter(|p| joinery_kube::disruption::must_move(p, &deleting, &pdbs))
+        .filter(|p| joinery_adapter::disruption::must_move(p, &deleting, &pdbs))
         .collect()
 }
 
@@ -248,7 +250,7 @@ pub async fn provision(
     } = assembly;
     input
         .pods
-        .extend(joinery_kube::buffers::virtual_pods(&buffer_states));
+        .extend(joinery_adapter::buffers::virtual_pods(&buffer_states));
     if input.pods.is_empty() {
         crate::buffers::write_status(ctx, &buffer_states, None).await;
         return Ok(true);
@@ -261,7 +263,7 @@ pub async fn provision(
         for pool in ctx.state.node_pools.ordered() {
             if pool.metadata.deletion_timestamp.is_none()
                 && !pool.spec.is_static()
-                && let Some(why) = joinery_kube::template::not_ready(&pool)
+                && let Some(why) = joinery_adapter::template::not_ready(&pool)
             {
                 message.push_str("; ");
                 message.push_str(&why);
@@ -467,7 +469,7 @@ pub(crate) fn min_values_policy(ctx: &Context) -> scheduling::MinValuesPolicy {
 }
 
 /// Gives the batch's pods without spread constraints of their own `SCHEDULER_CONFIG`'s default
-/// constraints, with the selector kube-scheduler would deduce (see [`joinery_kube::spread`]).
+/// constraints, with the selector kube-scheduler would deduce (see [`joinery_adapter::spread`]).
 fn apply_default_spread(
     ctx: &Context,
     pods: &mut [PendingPod],
@@ -493,13 +495,13 @@ fn apply_default_spread(
         stateful_sets.iter().map(|s| s.as_ref()).collect();
     let controllers: Vec<&k8s_openapi::api::core::v1::ReplicationController> =
         controllers.iter().map(|s| s.as_ref()).collect();
-    let sources = joinery_kube::spread::SelectorSources {
+    let sources = joinery_adapter::spread::SelectorSources {
         services: &services,
         replica_sets: &replica_sets,
         stateful_sets: &stateful_sets,
         replication_controllers: &controllers,
     };
-    joinery_kube::spread::apply_to_batch(pods, defaults, sources, |pod| {
+    joinery_adapter::spread::apply_to_batch(pods, defaults, sources, |pod| {
         objects
             .get(&(pod.key.namespace.clone(), pod.key.name.clone()))
             .copied()
@@ -601,7 +603,7 @@ pub(crate) async fn ready_nodepools(
         if pool.metadata.deletion_timestamp.is_some() || pool.spec.is_static() {
             continue;
         }
-        if let Some(why) = joinery_kube::template::not_ready(&pool) {
+        if let Some(why) = joinery_adapter::template::not_ready(&pool) {
             tracing::debug!(nodepool = %name, "{why}");
             continue;
         }
@@ -840,7 +842,7 @@ mod tests {
         assert!(set.conflicts.is_empty());
 
         // Applied to a NodePool's types, the overlay makes the large type the cheaper one.
-        let (catalog, _) = joinery_kube::snapshot::read_catalog(
+        let (catalog, _) = joinery_adapter::snapshot::read_catalog(
             "- {name: small, cpu: 2, memory: 4Gi, offerings: [{zone: a, capacityType: on-demand, price: 0.1}]}\n\
              - {name: large, cpu: 8, memory: 32Gi, offerings: [{zone: a, capacityType: on-demand, price: 0.4}]}\n",
         )

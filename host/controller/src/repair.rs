@@ -15,6 +15,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use joinery_adapter::repair::{
+    claims_by_provider_id, node_vetoed, pools_settings, repair_claim, repair_node,
+};
 use joinery_api::NodeClaim;
 use joinery_core::contract::{CloudError, RepairPolicy};
 use joinery_core::labels;
@@ -22,9 +25,6 @@ use joinery_core::repair::{
     self, BLOCKED_RECHECK, Decision, Input, RepairNode, Unhealthy, Verdict, human,
 };
 use joinery_core::time::rfc3339;
-use joinery_kube::repair::{
-    claims_by_provider_id, node_vetoed, pools_settings, repair_claim, repair_node,
-};
 use joinery_runtime::CallError;
 use joinery_runtime::plugin::LoadedPlugin;
 use kube::api::{Api, DeleteParams};
@@ -221,7 +221,7 @@ async fn report(
     ctx: &Context,
     memory: &Memory,
     pools: &[Arc<joinery_api::NodePool>],
-    problems: Vec<joinery_kube::repair::AnnotationProblem>,
+    problems: Vec<joinery_adapter::repair::AnnotationProblem>,
 ) {
     let texts: HashSet<String> = problems.iter().map(ToString::to_string).collect();
     let fresh: Vec<_> = {
@@ -434,7 +434,7 @@ async fn replace(
     let disrupted = series::Disruption::of_claim("unhealthy", "", claim);
     ctx.metrics.nodeclaims_disrupted.inc(&disrupted);
     let pods =
-        joinery_kube::drain::reschedulable_pods(&ctx.state.pods_on_node(&decision.node)).len();
+        joinery_adapter::drain::reschedulable_pods(&ctx.state.pods_on_node(&decision.node)).len();
     ctx.metrics
         .pods_disruption_initiated
         .add(&disrupted, pods as u64);

@@ -143,8 +143,8 @@ pub struct Settings {
     /// `SCHEDULER_CONFIG` (default none): a kube-scheduler-style
     /// `{podTopologySpread: {defaultConstraints: [...]}}` document (YAML or JSON, the value
     /// itself); pods without spread constraints get these, with a selector deduced from the
-    /// Services and controllers selecting them (see [`joinery_kube::spread`]).
-    pub default_spread: Vec<joinery_kube::spread::DefaultConstraint>,
+    /// Services and controllers selecting them (see [`joinery_adapter::spread`]).
+    pub default_spread: Vec<joinery_adapter::spread::DefaultConstraint>,
     /// `CLUSTER_NAME` (default `joinery`): tags instances so a cluster only ever touches its own.
     pub cluster_name: String,
     /// `CLUSTER_ENDPOINT`: the API server URL new nodes join (renderers receive it).
@@ -234,7 +234,7 @@ impl Settings {
             };
         }
         if let Some(v) = lookup("SCHEDULER_CONFIG").filter(|v| !v.trim().is_empty()) {
-            s.default_spread = joinery_kube::spread::parse_scheduler_config(&v)
+            s.default_spread = joinery_adapter::spread::parse_scheduler_config(&v)
                 .map_err(|e| err("SCHEDULER_CONFIG", &v, &e.0))?;
         }
         if let Some(v) = lookup("MIN_VALUES_POLICY") {

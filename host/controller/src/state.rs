@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::lean_cache::{Cached, LeanCacheWriter, NodeCache, PodCache, lean_cache};
 use crate::mirror::{MirrorTable, Relist, spawn_watch};
+use joinery_adapter::lean::{LeanNode, LeanPod, WatchedNode, WatchedPod};
 use joinery_api::{CapacityBuffer, NodeClaim, NodeOverlay, NodePool};
-use joinery_kube::lean::{LeanNode, LeanPod, WatchedNode, WatchedPod};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
     Namespace, PersistentVolume, PersistentVolumeClaim, PodTemplate, ReplicationController, Service,
@@ -21,7 +21,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::ControllerError;
-use joinery_kube::pods::is_terminal;
+use joinery_adapter::pods::is_terminal;
 
 /// The objects of a watch cache in a fixed order — by namespace, then name — so that what
 /// the controllers decide never depends on a hash map's order: kube-runtime's stores iterate
@@ -100,7 +100,7 @@ pub struct ClusterState {
 }
 
 /// The uids of the pods a provisioning pass would take
-/// ([`is_provisionable`](joinery_kube::pods::is_provisionable)), kept up to date from the pod
+/// ([`is_provisionable`](joinery_adapter::pods::is_provisionable)), kept up to date from the pod
 /// watch's events, so that the provisioner's batcher, which asks many times a second whether
 /// new pending pods came, reads a set of a few entries instead of scanning every cached pod.
 /// A relist builds a new set and swaps it in when the list is complete, as the cache does
@@ -124,7 +124,7 @@ impl MirrorTable<Arc<LeanPod>> for Uids {
     type Context = ();
 
     fn upsert(&mut self, _: &(), pod: &Arc<LeanPod>) {
-        if joinery_kube::pods::is_provisionable(pod) {
+        if joinery_adapter::pods::is_provisionable(pod) {
             self.0.insert(uid(pod));
         } else {
             self.0.remove(&uid(pod));
@@ -185,12 +185,12 @@ pub struct CachedObjects {
 }
 
 impl CachedObjects {
-    /// Lends them to [`joinery_kube::assemble`].
-    pub fn lend(&self) -> joinery_kube::assemble::ClusterObjects<'_> {
+    /// Lends them to [`joinery_adapter::assemble`].
+    pub fn lend(&self) -> joinery_adapter::assemble::ClusterObjects<'_> {
         fn refs<T>(list: &[Arc<T>]) -> Vec<&T> {
             list.iter().map(|o| o.as_ref()).collect()
         }
-        joinery_kube::assemble::ClusterObjects {
+        joinery_adapter::assemble::ClusterObjects {
             nodes: refs(&self.nodes),
             node_claims: refs(&self.node_claims),
             pods: refs(&self.pods),
@@ -215,7 +215,7 @@ impl Drop for StateTasks {
     }
 }
 
-/// The caches whose selectors make a pod's default spread selector (see [`joinery_kube::spread`]).
+/// The caches whose selectors make a pod's default spread selector (see [`joinery_adapter::spread`]).
 #[derive(Clone)]
 pub struct SelectorStores {
     /// Services.

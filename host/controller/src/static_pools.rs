@@ -8,13 +8,13 @@ use crate::state::Ordered;
 use std::sync::Arc;
 use std::time::Duration;
 
+use joinery_adapter::drain::reschedulable_pods;
+use joinery_adapter::template::node_claim_template;
 use joinery_api::{HasConditions, NodeClaim, NodePool};
 use joinery_core::disruption::{
     StaticAction, StaticClaim, reschedule_cost, static_action, static_claim,
 };
 use joinery_core::labels;
-use joinery_kube::drain::reschedulable_pods;
-use joinery_kube::template::node_claim_template;
 use kube::api::{Api, DeleteParams};
 use tokio::sync::watch;
 

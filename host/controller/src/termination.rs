@@ -3,7 +3,7 @@
 //! forcing deletion when it runs out; pods stuck terminating on a dead kubelet ignored), its
 //! instance deleted, and only then its `karpenter.sh/termination` finalizer removed. The
 //! decisions are the pure core's ([`joinery_core::drain`]: the drain plan and the order of
-//! the steps); the pods' and claim's views come from [`joinery_kube::drain`]; this loop
+//! the steps); the pods' and claim's views come from [`joinery_adapter::drain`]; this loop
 //! gathers, asks, and carries out the answer. Each Node is worked on in its own task, so one slow
 //! cloud call does not hold up the others.
 
@@ -11,10 +11,10 @@ use crate::state::Ordered;
 use std::sync::Arc;
 use std::time::Duration;
 
+use joinery_adapter::lean::{LeanNode, LeanPod, WatchedNode};
 use joinery_api::{ConditionStatus, HasConditions, NodeClaim};
 use joinery_core::drain::{self, DrainAction, DrainPod, NodeTermination, TerminationStep};
 use joinery_core::labels;
-use joinery_kube::lean::{LeanNode, LeanPod, WatchedNode};
 use joinery_runtime::CallError;
 use joinery_runtime::contract::CloudError;
 use k8s_openapi::api::core::v1::{Pod, Taint};
@@ -27,7 +27,7 @@ use crate::lifecycle::conditions::{DRAINED, INSTANCE_TERMINATING};
 use crate::util;
 use crate::writes::{self, Part};
 use crate::{CloudCall, Context, ControllerError};
-use joinery_kube::drain::{drain_pod, termination_deadline};
+use joinery_adapter::drain::{drain_pod, termination_deadline};
 
 /// The controller name cloud calls of this loop are counted under.
 const CONTROLLER: &str = "node.termination";

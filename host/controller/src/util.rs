@@ -183,7 +183,7 @@ pub fn k8s_time(at: SystemTime) -> Time {
 }
 
 /// The (simulated) time of a Kubernetes timestamp.
-pub use joinery_kube::convert::system_time;
+pub use joinery_adapter::convert::system_time;
 
 /// A condition stamped with the current (simulated) time.
 pub fn condition(

@@ -6,8 +6,8 @@
 //! precondition, a cache a moment behind would undo another controller's finalizer, the
 //! kubelet's taint or another condition owner's condition.
 
+use joinery_adapter::lean::{LeanNode, WatchedNode};
 use joinery_api::Condition;
-use joinery_kube::lean::{LeanNode, WatchedNode};
 use kube::api::{Api, Patch, PatchParams};
 
 use crate::Context;

@@ -1,11 +1,11 @@
 //! The CapacityBuffers' part of a run's report: the room each buffer holds at the end, on
 //! which nodes, and what that costs, computed the way the controller places the buffers'
-//! virtual pods ([`joinery_kube::buffers::holdings`]).
+//! virtual pods ([`joinery_adapter::buffers::holdings`]).
 
+use joinery_adapter::assemble::{ClusterObjects, Source};
+use joinery_adapter::buffers::{BufferSources, holdings, resolve_all};
+use joinery_adapter::lean::{LeanNode, LeanPod};
 use joinery_api::CapacityBuffer;
-use joinery_kube::assemble::{ClusterObjects, Source};
-use joinery_kube::buffers::{BufferSources, holdings, resolve_all};
-use joinery_kube::lean::{LeanNode, LeanPod};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod, PodTemplate};
 use kube::api::{Api, ListParams};
@@ -51,7 +51,7 @@ pub(crate) async fn buffer_report(sim: &Simulation, seen: &Observation) -> Vec<B
     };
     let pending: Vec<&LeanPod> = pods
         .iter()
-        .filter(|p| joinery_kube::pods::is_provisionable(p))
+        .filter(|p| joinery_adapter::pods::is_provisionable(p))
         .collect();
     let buffer_refs: Vec<&CapacityBuffer> = buffers.iter().collect();
     let pod_templates: Vec<&PodTemplate> = pod_templates.iter().collect();

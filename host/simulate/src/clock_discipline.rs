@@ -18,7 +18,7 @@ const AFTER_END: Duration = Duration::from_secs(7 * 24 * 3600);
 /// The most offenders one failure names.
 const MAX_NAMED: usize = 5;
 
-/// The timestamps of `objects` (`(kind, object)`, as [`joinery_sim::apiserver::store::Store::every_object`]
+/// The timestamps of `objects` (`(kind, object)`, as [`joinery_emulator::apiserver::store::Store::every_object`]
 /// gives them) outside the run from `start` to `end`, give or take the margins above; one
 /// message naming the offenders, or `None` when every timestamp is within.
 pub fn outside_the_run(

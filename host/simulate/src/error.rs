@@ -10,7 +10,7 @@ pub enum SimulateError {
     Scenario(#[from] ScenarioError),
     /// An emulator component failed to start.
     #[error("emulated cluster: {0}")]
-    Sim(#[from] joinery_sim::SimError),
+    Sim(#[from] joinery_emulator::SimError),
     /// The plugins could not be loaded.
     #[error("plugins: {0}")]
     Plugins(String),

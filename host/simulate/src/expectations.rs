@@ -190,7 +190,10 @@ pub const LAG_REFUSAL_SECONDS: f64 = 5.0;
 const LAG_MIN_SAMPLES: u64 = 20;
 
 /// Judges lag series against [`LAG_TOLERANCE_SECONDS`] and [`LAG_REFUSAL_SECONDS`].
-pub fn judge_lag(snapshot: joinery_sim::physics::LagSnapshot, speed: f64) -> report::LagReport {
+pub fn judge_lag(
+    snapshot: joinery_emulator::physics::LagSnapshot,
+    speed: f64,
+) -> report::LagReport {
     let judged = || {
         snapshot
             .series
@@ -216,8 +219,8 @@ mod tests {
     use crate::observer;
     use crate::scenario::Scenario;
 
-    fn series(name: &str, count: u64, p95: f64) -> joinery_sim::physics::LagSeries {
-        joinery_sim::physics::LagSeries {
+    fn series(name: &str, count: u64, p95: f64) -> joinery_emulator::physics::LagSeries {
+        joinery_emulator::physics::LagSeries {
             name: name.into(),
             count,
             mean_seconds: p95 / 2.0,
@@ -230,7 +233,7 @@ mod tests {
 
     #[test]
     fn lag_is_judged_by_the_worst_95th_percentile_warned_then_refused() {
-        let snapshot = |p95: f64| joinery_sim::physics::LagSnapshot {
+        let snapshot = |p95: f64| joinery_emulator::physics::LagSnapshot {
             series: vec![
                 series("clock", 500, 0.05),
                 series("scheduler", 300, p95),

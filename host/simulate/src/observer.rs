@@ -9,7 +9,7 @@ use futures::StreamExt;
 use joinery_api::{HasConditions, NodeClaim};
 use joinery_core::clock::Clock;
 use joinery_core::labels;
-use joinery_sim::cloud::{InstanceState, SimInstance};
+use joinery_emulator::cloud::{InstanceState, SimInstance};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};

@@ -194,7 +194,7 @@ pub struct NodeClassReport {
 }
 
 /// How far the simulation fell behind its scaled clock, in simulated seconds (see
-/// `joinery_sim::physics::lag`), judged by the 95th percentile of each series: within
+/// `joinery_emulator::physics::lag`), judged by the 95th percentile of each series: within
 /// `toleranceSeconds` the speed is honoured; beyond it the run warns that its decisions may
 /// differ from a slower run's; beyond `refusalSeconds` the run is refused (it fails, naming
 /// the speed, the lag and a speed to use instead).
@@ -215,11 +215,11 @@ pub struct LagReport {
     pub worst: Option<String>,
     /// `clock` (the runtime's own lateness, shared by the host and the physics), `scheduler`,
     /// `workloads` and `kubelets`.
-    pub series: Vec<joinery_sim::physics::LagSeries>,
+    pub series: Vec<joinery_emulator::physics::LagSeries>,
 }
 
 impl LagReport {
-    fn worst_series(&self) -> Option<&joinery_sim::physics::LagSeries> {
+    fn worst_series(&self) -> Option<&joinery_emulator::physics::LagSeries> {
         let name = self.worst.as_deref()?;
         self.series.iter().find(|s| s.name == name)
     }

@@ -37,10 +37,10 @@
 use std::time::Duration;
 
 use joinery_api::duration::parse_go_duration;
-use joinery_sim::clevercloud::nodegroups::{CkeSettings, DelayRange, Usage};
-use joinery_sim::clevercloud::pricing::{PricingFailure, PricingFakeOptions};
-use joinery_sim::cloud::Catalog;
-use joinery_sim::clusterapi::{CapiSettings, DeletePolicy};
+use joinery_emulator::clevercloud::nodegroups::{CkeSettings, DelayRange, Usage};
+use joinery_emulator::clevercloud::pricing::{PricingFailure, PricingFakeOptions};
+use joinery_emulator::cloud::Catalog;
+use joinery_emulator::clusterapi::{CapiSettings, DeletePolicy};
 use serde::{Deserialize, Serialize};
 
 /// The built-in quickstart scenario (`examples/scenarios/quickstart.yaml`).
@@ -251,7 +251,7 @@ pub struct ExoSeedInstanceSpec {
     pub labels: std::collections::BTreeMap<String, String>,
 }
 
-/// Faults of the fake Exoscale API (see `joinery_sim::exoscale::ExoFaults`).
+/// Faults of the fake Exoscale API (see `joinery_emulator::exoscale::ExoFaults`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExoFaultSpec {
@@ -283,7 +283,7 @@ pub struct ExoFaultSpec {
 
 /// The fake Clever Cloud Kubernetes Engine (`provider: clevercloud`): its NodeGroup
 /// operator's quota, delays and faults, and its pricing endpoints. Every field is optional;
-/// durations are Go durations of simulated time. See `joinery_sim::clevercloud`.
+/// durations are Go durations of simulated time. See `joinery_emulator::clevercloud`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CleverCloudSpec {
@@ -523,7 +523,7 @@ impl CleverCloudSpec {
 
 /// The fake Cluster API management cluster (`provider: clusterapi`): what it holds at start
 /// and how its controllers behave. Every field is optional; durations are Go durations of
-/// simulated time, a delay one duration or `{min, max}`. See `joinery_sim::clusterapi`.
+/// simulated time, a delay one duration or `{min, max}`. See `joinery_emulator::clusterapi`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterApiSpec {
@@ -684,7 +684,7 @@ impl ClusterApiSpec {
                 .iter()
                 .enumerate()
                 .map(|(i, t)| {
-                    joinery_sim::clusterapi::parse_taint(t)
+                    joinery_emulator::clusterapi::parse_taint(t)
                         .map_err(|e| err(&format!("registrationTaints[{i}]"), e))
                 })
                 .collect::<Result<_, _>>()?,
@@ -712,7 +712,7 @@ impl ClusterApiSpec {
     }
 }
 
-/// Faults the simulated cloud injects (see `joinery_sim::cloud::CloudFaults`).
+/// Faults the simulated cloud injects (see `joinery_emulator::cloud::CloudFaults`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FaultSpec {
@@ -816,8 +816,8 @@ pub struct NodeFaultSpec {
 
 impl NodeFaultSpec {
     /// The physics' fault, or what the field accepts.
-    pub fn fault(&self) -> Result<joinery_sim::physics::NodeFault, String> {
-        use joinery_sim::physics::NodeFault;
+    pub fn fault(&self) -> Result<joinery_emulator::physics::NodeFault, String> {
+        use joinery_emulator::physics::NodeFault;
         Ok(match self.fault.as_str() {
             "notReady" => NodeFault::NotReady,
             "unknown" => NodeFault::Unknown,

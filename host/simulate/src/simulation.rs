@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use joinery_controller::{Controller, ControllerOptions, Settings};
 use joinery_core::clock::Clock;
+use joinery_emulator::cloud::{Catalog, SimCloud, SimCloudOptions, SimInstance};
+use joinery_emulator::exoscale::ExoFake;
+use joinery_emulator::network::Network;
+use joinery_emulator::physics::{Physics, PhysicsOptions};
+use joinery_emulator::{ApiServer, ApiServerOptions};
 use joinery_runtime::registry::PluginRegistry;
-use joinery_sim::cloud::{Catalog, SimCloud, SimCloudOptions, SimInstance};
-use joinery_sim::exoscale::ExoFake;
-use joinery_sim::network::Network;
-use joinery_sim::physics::{Physics, PhysicsOptions};
-use joinery_sim::{ApiServer, ApiServerOptions};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
@@ -89,7 +89,7 @@ pub struct SimulationOptions {
     /// loopback address, instead of launching on the simulated cloud (which still runs, idle).
     pub exoscale: Option<ExoscaleSpec>,
     /// Write every exchange with the fake Exoscale API to this file (JSON lines; see
-    /// [`ExoFakeOptions::journal`](joinery_sim::exoscale::ExoFakeOptions::journal)).
+    /// [`ExoFakeOptions::journal`](joinery_emulator::exoscale::ExoFakeOptions::journal)).
     pub exoscale_journal: Option<PathBuf>,
     /// Directories of plugins loaded beside the built-in ones (a renderer under test, say),
     /// as `joinery run --plugin-dir` loads them.
@@ -107,7 +107,7 @@ pub struct SimulationOptions {
     pub clusterapi: Option<ClusterApiSpec>,
     /// A static cluster written into the API server before the physics starts (so that its
     /// workload controllers find every ReplicaSet with its pods already there).
-    pub preload: Option<joinery_sim::preload::Preload>,
+    pub preload: Option<joinery_emulator::preload::Preload>,
     /// Create the karpenter.sh CRDs and [`NODECLASS_CRDS`] at start (default); without them
     /// (`joinery sim serve --without-crds`) whoever uses the cluster installs them, e.g. with
     /// `helm install joinery-crd charts/joinery-crd`.
@@ -206,7 +206,7 @@ impl Simulation {
                 .map_err(kube_err(format!("creating CRD {name}")))?;
         }
         if let Some(shape) = options.preload {
-            joinery_sim::preload::preload(api.store(), shape)
+            joinery_emulator::preload::preload(api.store(), shape)
                 .await
                 .map_err(|e| SimulateError::Preload(e.message))?;
         }
@@ -284,7 +284,7 @@ impl Simulation {
             (None, None, Some(capi)) => (capi.controllers.subscribe(), options.boot_delay),
             (None, None, None) => (cloud.subscribe(), cloud.boot_delay()),
         };
-        let declared_boots = joinery_sim::physics::DeclaredBoots::default();
+        let declared_boots = joinery_emulator::physics::DeclaredBoots::default();
         let physics = Physics::start(PhysicsOptions {
             declared_boots: declared_boots.clone(),
             ..PhysicsOptions::new(client.clone(), clock.clone()).with_cloud(events.0, events.1)
@@ -309,10 +309,13 @@ impl Simulation {
             store = store.with(
                 EXOSCALE_SECRET,
                 &[
-                    ("api-key", joinery_sim::exoscale::DEFAULT_API_KEY.as_bytes()),
+                    (
+                        "api-key",
+                        joinery_emulator::exoscale::DEFAULT_API_KEY.as_bytes(),
+                    ),
                     (
                         "api-secret",
-                        joinery_sim::exoscale::DEFAULT_API_SECRET.as_bytes(),
+                        joinery_emulator::exoscale::DEFAULT_API_SECRET.as_bytes(),
                     ),
                 ],
             );
@@ -407,8 +410,8 @@ impl Simulation {
     }
 
     /// How late the physics and the runtime have acted on the scaled clock (see
-    /// [`joinery_sim::physics::LagMeter`]); `None` once the physics is stopped.
-    pub fn lag(&self) -> Option<&Arc<joinery_sim::physics::LagMeter>> {
+    /// [`joinery_emulator::physics::LagMeter`]); `None` once the physics is stopped.
+    pub fn lag(&self) -> Option<&Arc<joinery_emulator::physics::LagMeter>> {
         self.physics.as_ref().map(Physics::lag)
     }
 
@@ -516,7 +519,7 @@ impl Simulation {
         Ok(names.len())
     }
 
-    /// Makes the nodes `spec` names unhealthy (see [`joinery_sim::physics::Physics::fault`]);
+    /// Makes the nodes `spec` names unhealthy (see [`joinery_emulator::physics::Physics::fault`]);
     /// returns their names.
     pub async fn node_fault(
         &self,
@@ -596,7 +599,7 @@ fn inject_faults(cloud: &SimCloud, f: &scenario::FaultSpec) {
     for o in &f.insufficient_capacity {
         cloud
             .faults()
-            .insufficient_capacity(joinery_sim::cloud::OfferingKey::new(
+            .insufficient_capacity(joinery_emulator::cloud::OfferingKey::new(
                 &o.instance_type,
                 &o.zone,
                 &o.capacity_type,

@@ -6,7 +6,7 @@
 //! straight to the next timer (a batch window closing, a boot delay ending, a controller's
 //! next poll) instead of sleeping; so a simulated hour takes as long as the work done in it.
 //! Nothing waits on the kernel: the servers listen on an in-process network (see
-//! [`joinery_sim::network`]), so "every task waits" really means the world is idle, and the
+//! [`joinery_emulator::network`]), so "every task waits" really means the world is idle, and the
 //! order in which tasks run depends only on what they did, never on how fast the machine is.
 //! With the same scenario and seed, two runs make the same decisions and write the same
 //! report.

@@ -1,6 +1,6 @@
 //! # simcloud — the cloud-provider plugin for Joinery's simulated cloud
 //!
-//! Drives the HTTP API of `joinery_sim::cloud::SimCloud` (zones, instance types, instances)
+//! Drives the HTTP API of `joinery_emulator::cloud::SimCloud` (zones, instance types, instances)
 //! through the host's outgoing HTTP, and implements the Karpenter CloudProvider contract on
 //! top of it. It is built into the joinery binary so `joinery simulate` needs no plugin
 //! directory.

@@ -1,6 +1,6 @@
 //! `joinery disrupt`: one dry-run disruption pass over a cluster snapshot, decided by the same
 //! functions the disruption controller calls ([`joinery_core::disruption`], fed through
-//! [`joinery_kube::disruption::snapshot`]). Nothing is tainted, launched or deleted; the
+//! [`joinery_adapter::disruption::snapshot`]). Nothing is tainted, launched or deleted; the
 //! decision is printed (text or `--json`).
 //!
 //! A snapshot is a moment without a controller: nothing is nominated for pending pods and no
@@ -16,16 +16,16 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use anyhow::{Context, Result, anyhow};
+use joinery_adapter::assemble::{PoolOffer, Source};
+use joinery_adapter::conditions::INITIALIZED;
+use joinery_adapter::convert::{self, system_time};
+use joinery_adapter::disruption::{DisruptionObjects, Marks, consolidate_after};
+use joinery_adapter::snapshot::Snapshot as Objects;
 use joinery_api::{HasConditions, NodeClaim};
 use joinery_controller::settings::FeatureGates;
 use joinery_core::disruption::{
     self, Blocker, Command, Decision, Method, MethodOutcome, Options, Reason,
 };
-use joinery_kube::assemble::{PoolOffer, Source};
-use joinery_kube::conditions::INITIALIZED;
-use joinery_kube::convert::{self, system_time};
-use joinery_kube::disruption::{DisruptionObjects, Marks, consolidate_after};
-use joinery_kube::snapshot::Snapshot as Objects;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -104,7 +104,7 @@ pub struct BufferSummary {
     /// `namespace/name`.
     pub key: String,
     /// Its chunk shape and count, or why it is not ready.
-    pub resolution: joinery_kube::buffers::Resolution,
+    pub resolution: joinery_adapter::buffers::Resolution,
 }
 
 impl PassArgs {
@@ -158,13 +158,13 @@ impl PassArgs {
             .map(|l| Arc::new(l.object.clone()))
             .collect();
         let cluster = objects.objects();
-        let pending = joinery_kube::disruption::pending_pods(&cluster, &pdbs);
+        let pending = joinery_adapter::disruption::pending_pods(&cluster, &pdbs);
         let waiting = pending.len();
         let gates = self.feature_gates.unwrap_or_default();
         let buffer_states = objects.buffer_states();
         let with_buffers = buffers || gates.capacity_buffer;
         let virtual_pods = if with_buffers {
-            joinery_kube::buffers::virtual_pods(&buffer_states)
+            joinery_adapter::buffers::virtual_pods(&buffer_states)
         } else {
             if !buffer_states.is_empty() {
                 notes.push("CapacityBuffers are left out: they act only with --feature-gates CapacityBuffer=true, as in the controller".into());
@@ -210,7 +210,7 @@ impl PassArgs {
             ..Options::default()
         };
         let (mut snapshot, problems, messages) =
-            joinery_kube::disruption::snapshot(&disruption_objects, &marks, options);
+            joinery_adapter::disruption::snapshot(&disruption_objects, &marks, options);
         snapshot.scheduling.label_policy = label_policy;
         notes.extend(problems.into_iter().map(|p| p.message));
         notes.extend(messages);

@@ -9,10 +9,10 @@ use joinery_api::NodeClaim;
 use joinery_controller::bootstrap::{
     ClusterInfo, DEFAULT_RENDERER, NodeClassBootstrap, render_context,
 };
+use joinery_emulator::physics::{BootCheck, DeclaredBoot};
 use joinery_runtime::contract::KeyValue;
 use joinery_runtime::manifest::PluginKind;
 use joinery_runtime::registry::read_plugin_dir;
-use joinery_sim::physics::{BootCheck, DeclaredBoot};
 
 use super::Execute;
 use crate::plugin_options::PluginOptions;
@@ -189,7 +189,8 @@ async fn render_command(args: RenderArgs) -> Result<ExitCode> {
 /// simulator does not read boots by the renderer's `promise` (WIT 0.2 `registration`); for
 /// a format it reads, the promise must agree with what the userData really registers.
 fn print_boot(user_data: &str, prefix: &str, promise: Option<&DeclaredBoot>) -> ExitCode {
-    let checked = joinery_sim::physics::boot_check_declared(user_data, BOOT_INSTANCE_ID, promise);
+    let checked =
+        joinery_emulator::physics::boot_check_declared(user_data, BOOT_INSTANCE_ID, promise);
     if let (Ok(boot), Some(promise)) = (&checked, promise)
         && boot.format != "declared"
     {

@@ -9,18 +9,18 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
+use joinery_adapter::convert;
+use joinery_adapter::snapshot::{Assembly, BatchStatus, Snapshot};
 use joinery_core::instance_type::InstanceType;
 use joinery_core::labels::{CAPACITY_TYPE_LABEL, ZONE_LABEL};
 use joinery_core::scheduling::{
     self, MinValuesPolicy, NewNodeClaim, Placement, PreferencePolicy, SchedulingResult,
 };
-use joinery_kube::convert;
-use joinery_kube::snapshot::{Assembly, BatchStatus, Snapshot};
 use serde::Serialize;
 
 use super::Execute;
 use crate::snapshot_input::{InstanceTypeArgs, read, read_snapshot};
-use joinery_kube::spread;
+use joinery_adapter::spread;
 
 /// `joinery schedule …`
 #[derive(Debug, clap::Args)]
@@ -103,7 +103,7 @@ fn apply_default_spread(
         stateful_sets: &stateful_sets,
         ..Default::default()
     };
-    let by_key: std::collections::HashMap<(&str, &str), &joinery_kube::lean::LeanPod> = snapshot
+    let by_key: std::collections::HashMap<(&str, &str), &joinery_adapter::lean::LeanPod> = snapshot
         .pods
         .iter()
         .map(|l| {

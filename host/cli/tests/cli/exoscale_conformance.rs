@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use joinery_sim::exoscale::judges::Judges;
+use joinery_emulator::exoscale::judges::Judges;
 use serde_json::{Value, json};
 
 use crate::support::{KillOnDrop, printed_value, repo, sim_serve};

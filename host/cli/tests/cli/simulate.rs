@@ -227,9 +227,10 @@ fn run_scenario_once(path: Option<&std::path::Path>) -> (String, String, bool, S
 /// document: no unknown path or field, no wrong type, no missing required field, no deprecated
 /// field in the plugin's requests (skipped with a notice when the judges are not installed).
 fn conforms_to_exoscales_definition(scenario: &str, journal: &std::path::Path) {
-    let Some(judges) =
-        joinery_sim::exoscale::judges::Judges::for_test(&repo(), &format!("judging {scenario}"))
-    else {
+    let Some(judges) = joinery_emulator::exoscale::judges::Judges::for_test(
+        &repo(),
+        &format!("judging {scenario}"),
+    ) else {
         return;
     };
     let verdict = judges

@@ -7,7 +7,7 @@
 //! [`validate`].
 //!
 //! The disruption controller (and `joinery disrupt`) gathers the snapshot through
-//! `joinery-kube`, asks here, and acts; nothing here does I/O.
+//! `joinery-adapter`, asks here, and acts; nothing here does I/O.
 
 pub mod budget;
 pub mod candidate;

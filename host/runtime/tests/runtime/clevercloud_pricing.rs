@@ -1,5 +1,5 @@
 //! The `clevercloud-pricing` plugin through the real runtime, against the fake Clever Cloud
-//! price list (`joinery_sim::clevercloud::pricing::PricingFake`) over the host's gated HTTP:
+//! price list (`joinery_emulator::clevercloud::pricing::PricingFake`) over the host's gated HTTP:
 //! live rates price, a later failure keeps the last good prices, a price list that fails
 //! from the start (or no grant at all) leaves the built-in table.
 
@@ -9,12 +9,12 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use common::engine;
+use joinery_emulator::clevercloud::pricing::{PricingFailure, PricingFake, PricingFakeOptions};
 use joinery_runtime::contract::PriceRequest;
 use joinery_runtime::grants::{Grants, HttpPattern};
 use joinery_runtime::manifest::{PluginKind, PluginManifest};
 use joinery_runtime::plugin::{LoadContext, LoadedPlugin, PluginBytes, PluginSource};
 use joinery_runtime::services::HostServices;
-use joinery_sim::clevercloud::pricing::{PricingFailure, PricingFake, PricingFakeOptions};
 
 /// The flavors and their built-in EUR/hour prices.
 const TABLE: &[(&str, f64, f64, f64)] = &[

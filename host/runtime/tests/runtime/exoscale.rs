@@ -1,5 +1,5 @@
 //! The `exoscale` plugin through the real runtime, against the fake Exoscale API
-//! (`joinery_sim::exoscale::ExoFake`): signed requests over the host's gated outgoing HTTP,
+//! (`joinery_emulator::exoscale::ExoFake`): signed requests over the host's gated outgoing HTTP,
 //! credentials from a granted secret, operations followed, networks attached after launch.
 
 use crate::common;
@@ -8,6 +8,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use common::engine;
+use joinery_emulator::cloud::CloudEvent;
+use joinery_emulator::exoscale::{
+    DEFAULT_API_KEY, DEFAULT_API_SECRET, ExoFake, ExoFakeOptions, ExoInstanceState, ExoTemplate,
+    OperationState, Visibility,
+};
 use joinery_runtime::CallError;
 use joinery_runtime::contract::{
     CloudError, CreateRequest, InstanceState, NodeClaim, NodeClass, Operator, Requirement, Resource,
@@ -16,11 +21,6 @@ use joinery_runtime::grants::{Grants, HttpPattern};
 use joinery_runtime::manifest::PluginManifest;
 use joinery_runtime::plugin::{LoadContext, LoadedPlugin, PluginBytes, PluginSource};
 use joinery_runtime::services::{HostServices, StaticSecrets};
-use joinery_sim::cloud::CloudEvent;
-use joinery_sim::exoscale::{
-    DEFAULT_API_KEY, DEFAULT_API_SECRET, ExoFake, ExoFakeOptions, ExoInstanceState, ExoTemplate,
-    OperationState, Visibility,
-};
 use serde_json::{Value, json};
 
 const SECRET: &str = "exoscale-credentials";
@@ -819,7 +819,7 @@ async fn credentials_and_destinations_must_be_granted() {
 /// plugin's and the client's) is judged against Exoscale's OpenAPI document.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_client_and_the_plugin_agree_on_instances() {
-    use joinery_sim::exoscale::judges::Judges;
+    use joinery_emulator::exoscale::judges::Judges;
     let Some(judges) = Judges::for_test(
         &common::repo(),
         "the_official_client_and_the_plugin_agree_on_instances",

@@ -1,5 +1,5 @@
 //! The built-in `simcloud` plugin through the real runtime, against a running simulated
-//! cloud (`joinery_sim::cloud::SimCloud`) reached over the host's gated outgoing HTTP.
+//! cloud (`joinery_emulator::cloud::SimCloud`) reached over the host's gated outgoing HTTP.
 
 use crate::common;
 
@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use common::{claim, engine};
 use joinery_builtin_plugins::builtin_manifests;
+use joinery_emulator::cloud::{CloudVerb, OfferingKey, SimCloud, SimCloudOptions};
 use joinery_runtime::CallError;
 use joinery_runtime::contract::{
     CloudError, CreateRequest, InstanceState, NodeClaim, NodeClass, Operator, Requirement, Resource,
 };
 use joinery_runtime::grants::Grants;
 use joinery_runtime::plugin::{LoadContext, LoadedPlugin, PluginBytes, PluginSource};
-use joinery_sim::cloud::{CloudVerb, OfferingKey, SimCloud, SimCloudOptions};
 use serde_json::{Value, json};
 
 /// Loads the built-in simcloud plugin granted exactly the cloud's loopback address.

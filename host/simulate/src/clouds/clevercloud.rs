@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use joinery_core::clock::Clock;
-use joinery_sim::clevercloud::nodegroups::{NodeGroupOperator, NodeGroupOperatorOptions};
-use joinery_sim::clevercloud::pricing::PricingFake;
+use joinery_emulator::clevercloud::nodegroups::{NodeGroupOperator, NodeGroupOperatorOptions};
+use joinery_emulator::clevercloud::pricing::PricingFake;
 
 use crate::error::{SimulateError, kube_err};
 use crate::scenario::CleverCloudSpec;
@@ -54,15 +54,15 @@ pub(crate) async fn start_clevercloud(
     spec: &CleverCloudSpec,
     client: &kube::Client,
     clock: Arc<Clock>,
-    network: &joinery_sim::network::Network,
+    network: &joinery_emulator::network::Network,
 ) -> Result<CleverCloud, SimulateError> {
     let (settings, mut pricing) = spec.settings("scenario")?;
     pricing.network = network.clone();
-    joinery_sim::clevercloud::nodegroups::install_crd(client)
+    joinery_emulator::clevercloud::nodegroups::install_crd(client)
         .await
         .map_err(kube_err(format!(
             "creating CRD {}",
-            joinery_sim::clevercloud::nodegroups::CRD_NAME
+            joinery_emulator::clevercloud::nodegroups::CRD_NAME
         )))?;
     let operator = NodeGroupOperator::start(NodeGroupOperatorOptions {
         client: client.clone(),
@@ -187,7 +187,7 @@ mod tests {
         let sim = Simulation::start(options).await.unwrap();
         let groups: Api<DynamicObject> = Api::all_with(
             sim.client.clone(),
-            &joinery_sim::clevercloud::nodegroups::api_resource(),
+            &joinery_emulator::clevercloud::nodegroups::api_resource(),
         );
         let group = json!({"apiVersion": "api.clever-cloud.com/v1", "kind": "NodeGroup", "metadata": {"name": "ng-1"}, "spec": {"flavor": "S", "nodeCount": 1}});
         groups

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use joinery_core::clock::Clock;
-use joinery_sim::clusterapi::{CapiControllers, CapiOptions};
-use joinery_sim::{ApiServer, ApiServerOptions};
+use joinery_emulator::clusterapi::{CapiControllers, CapiOptions};
+use joinery_emulator::{ApiServer, ApiServerOptions};
 
 use crate::error::{SimulateError, kube_err};
 use crate::scenario::ClusterApiSpec;
@@ -59,7 +59,7 @@ pub(crate) async fn start_clusterapi(
     workload: &kube::Client,
     clock: Arc<Clock>,
     host_cluster_name: &str,
-    network: &joinery_sim::network::Network,
+    network: &joinery_emulator::network::Network,
 ) -> Result<ClusterApi, SimulateError> {
     let settings = spec.settings("scenario")?;
     let management = ApiServer::start(ApiServerOptions {
@@ -69,7 +69,7 @@ pub(crate) async fn start_clusterapi(
     })
     .await?;
     let client = management.client()?;
-    joinery_sim::clusterapi::install_crds(&client)
+    joinery_emulator::clusterapi::install_crds(&client)
         .await
         .map_err(kube_err(
             "creating the Cluster API CRDs in the management cluster",
@@ -227,7 +227,7 @@ manifests:
         let machines: Api<DynamicObject> = Api::namespaced_with(
             capi.client.clone(),
             "default",
-            &joinery_sim::clusterapi::Kind::Machine.api_resource(),
+            &joinery_emulator::clusterapi::Kind::Machine.api_resource(),
         );
         assert!(
             machines.get(&name).await.is_ok(),
@@ -341,7 +341,7 @@ manifests:
         let machines: Api<DynamicObject> = Api::namespaced_with(
             capi.client.clone(),
             "default",
-            &joinery_sim::clusterapi::Kind::Machine.api_resource(),
+            &joinery_emulator::clusterapi::Kind::Machine.api_resource(),
         );
         let pods: Api<k8s_openapi::api::core::v1::Pod> =
             Api::namespaced(sim.client.clone(), "default");
@@ -367,16 +367,14 @@ manifests:
             .metadata
             .labels
             .as_ref()
-            .and_then(|l| l.get(joinery_sim::clusterapi::DEPLOYMENT_NAME_LABEL))
+            .and_then(|l| l.get(joinery_emulator::clusterapi::DEPLOYMENT_NAME_LABEL))
             .cloned()
             .unwrap_or_default();
         assert_eq!(deployment, "c3-8", "the cheapest type that fits 3 CPUs");
         assert!(
-            machine
-                .metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.contains_key(joinery_sim::clusterapi::KARPENTER_MEMBER_LABEL)),
+            machine.metadata.labels.as_ref().is_some_and(
+                |l| l.contains_key(joinery_emulator::clusterapi::KARPENTER_MEMBER_LABEL)
+            ),
             "claimed"
         );
 
@@ -410,7 +408,7 @@ manifests:
         let mds: Api<DynamicObject> = Api::namespaced_with(
             capi.client.clone(),
             "default",
-            &joinery_sim::clusterapi::Kind::MachineDeployment.api_resource(),
+            &joinery_emulator::clusterapi::Kind::MachineDeployment.api_resource(),
         );
         assert_eq!(
             mds.get(&deployment)

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use joinery_core::clock::Clock;
-use joinery_sim::exoscale::{ExoFake, ExoFakeOptions};
+use joinery_emulator::exoscale::{ExoFake, ExoFakeOptions};
 
 use crate::error::SimulateError;
 use crate::scenario::{self, ExoscaleSpec, ScenarioError};
@@ -33,9 +33,9 @@ pub(crate) async fn start_exoscale(
     clock: Arc<Clock>,
     boot_delay: Duration,
     journal: Option<PathBuf>,
-    network: &joinery_sim::network::Network,
+    network: &joinery_emulator::network::Network,
 ) -> Result<ExoFake, SimulateError> {
-    use joinery_sim::exoscale::{
+    use joinery_emulator::exoscale::{
         ErrorShape, ExoInstanceType, ExoTemplate, GIB, Visibility, default_instance_types,
         default_templates, stable_uuid,
     };
@@ -79,7 +79,7 @@ pub(crate) async fn start_exoscale(
             });
         }
     }
-    let faults = joinery_sim::exoscale::ExoFaults::default();
+    let faults = joinery_emulator::exoscale::ExoFaults::default();
     if let Some(f) = &spec.faults {
         let retry_after = scenario::duration_field(
             f.retry_after.as_deref(),

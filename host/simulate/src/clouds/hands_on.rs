@@ -128,7 +128,7 @@ spec:
     }
 }
 
-fn exoscale(fake: &joinery_sim::exoscale::ExoFake) -> HandsOn {
+fn exoscale(fake: &joinery_emulator::exoscale::ExoFake) -> HandsOn {
     let url = fake.url();
     let endpoint = fake.endpoint_template();
     let zones = fake.zones();
@@ -174,11 +174,11 @@ spec:
         BTreeMap::from([
             (
                 "api-key".to_string(),
-                joinery_sim::exoscale::DEFAULT_API_KEY.to_string(),
+                joinery_emulator::exoscale::DEFAULT_API_KEY.to_string(),
             ),
             (
                 "api-secret".to_string(),
-                joinery_sim::exoscale::DEFAULT_API_SECRET.to_string(),
+                joinery_emulator::exoscale::DEFAULT_API_SECRET.to_string(),
             ),
         ]),
     );

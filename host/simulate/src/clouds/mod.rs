@@ -10,12 +10,12 @@ mod hands_on;
 
 use std::sync::Arc;
 
+use joinery_emulator::exoscale::ExoFake;
 use joinery_runtime::engine::{EngineOptions, PluginEngine};
 use joinery_runtime::grants::Grants;
 use joinery_runtime::plugin::LoadContext;
 use joinery_runtime::registry::PluginRegistry;
 use joinery_runtime::services::HostServices;
-use joinery_sim::exoscale::ExoFake;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject};
 
@@ -37,18 +37,18 @@ pub use hands_on::{HANDS_ON_NAMESPACE, HandsOn};
 #[derive(Clone, Default)]
 pub struct PluginLink {
     /// Where the fakes listen (the plugins' outgoing requests are dialled on it).
-    pub network: joinery_sim::network::Network,
+    pub network: joinery_emulator::network::Network,
     /// The simulation's clock, in virtual time.
     pub virtual_clock: Option<Arc<joinery_core::clock::Clock>>,
     /// Where renderers' promises of what a node registers with go (the physics' table), so
     /// that a renderer of a format the kubelets do not read can be simulated.
-    pub declared_boots: joinery_sim::physics::DeclaredBoots,
+    pub declared_boots: joinery_emulator::physics::DeclaredBoots,
     /// Directories of plugins loaded beside the built-in ones.
     pub plugin_dirs: Vec<std::path::PathBuf>,
 }
 
 /// Hands renderers' promises to the simulated kubelets.
-struct DeclaredBootSink(joinery_sim::physics::DeclaredBoots);
+struct DeclaredBootSink(joinery_emulator::physics::DeclaredBoots);
 
 impl joinery_runtime::services::RegistrationSink for DeclaredBootSink {
     fn declared(&self, user_data: &str, promise: &joinery_runtime::contract::NodeRegistration) {
@@ -59,8 +59,8 @@ impl joinery_runtime::services::RegistrationSink for DeclaredBootSink {
 /// A renderer's promise in the simulator's terms (taints as `key[=value]:Effect`).
 pub fn declared_boot(
     promise: &joinery_runtime::contract::NodeRegistration,
-) -> joinery_sim::physics::DeclaredBoot {
-    joinery_sim::physics::DeclaredBoot {
+) -> joinery_emulator::physics::DeclaredBoot {
+    joinery_emulator::physics::DeclaredBoot {
         node_name: promise.node_name.clone(),
         labels: promise
             .labels
@@ -80,7 +80,7 @@ pub fn declared_boot(
 }
 
 /// Dials a plugin's outgoing connection on the simulation's in-process network.
-struct NetworkDialer(joinery_sim::network::Network);
+struct NetworkDialer(joinery_emulator::network::Network);
 
 impl joinery_runtime::egress::Dialer for NetworkDialer {
     fn dial(
@@ -224,7 +224,7 @@ pub fn simulation_registry_with(
 
 /// The cloud's instances at the end of a run.
 pub(crate) fn cloud_report(sim: &Simulation, provider: &str) -> report::CloudReport {
-    use joinery_sim::cloud::InstanceState;
+    use joinery_emulator::cloud::InstanceState;
     let instances: Vec<report::CloudInstance> = sim
         .cloud_instances()
         .into_iter()

@@ -285,7 +285,7 @@ fn job(o: &GenerateOptions, name: &str) -> serde_json::Value {
             "template": {
                 "metadata": {
                     "labels": {"app": o.deployment},
-                    "annotations": {joinery_sim::physics::RUN_FOR_ANNOTATION: seconds(o.hold)}
+                    "annotations": {joinery_emulator::physics::RUN_FOR_ANNOTATION: seconds(o.hold)}
                 },
                 "spec": {
                     "restartPolicy": "Never",

@@ -211,7 +211,7 @@ fn the_jobs_shape_starts_one_job_a_day_whose_pods_run_for_the_hold() {
     assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never");
     assert_eq!(
         job["spec"]["template"]["metadata"]["annotations"]
-            [joinery_sim::physics::RUN_FOR_ANNOTATION],
+            [joinery_emulator::physics::RUN_FOR_ANNOTATION],
         "2400s"
     );
     // Nonsense is refused, naming the option.

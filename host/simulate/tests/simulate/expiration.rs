@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use joinery_api::NodeClaim;
-use joinery_sim::cloud::InstanceState;
+use joinery_emulator::cloud::InstanceState;
 use joinery_simulate::{Simulation, SimulationOptions};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};

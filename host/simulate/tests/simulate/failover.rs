@@ -7,7 +7,7 @@ use std::time::Duration;
 use joinery_controller::Controller;
 use joinery_controller::leader::{Elector, LeaderElectionConfig, Leadership, TermEnd, lead};
 use joinery_core::lease::LeaseTimings;
-use joinery_sim::cloud::CloudEvent;
+use joinery_emulator::cloud::CloudEvent;
 use joinery_simulate::{Simulation, SimulationOptions};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use joinery_api::NodeClaim;
-use joinery_sim::cloud::InstanceState;
+use joinery_emulator::cloud::InstanceState;
 use joinery_simulate::{Simulation, SimulationOptions};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams};
@@ -130,7 +130,7 @@ async fn assert_all_gone(sim: &Simulation, limit: Duration) {
 }
 
 /// The pool and one running pod `web`: its NodeClaim and the simulated instance under it.
-async fn one_running_pod(sim: &Simulation) -> (NodeClaim, joinery_sim::cloud::SimInstance) {
+async fn one_running_pod(sim: &Simulation) -> (NodeClaim, joinery_emulator::cloud::SimInstance) {
     apply_pool(sim, None).await;
     sim.apply(&pod("web", json!({"app": "web"}), json!({})))
         .await
@@ -431,7 +431,7 @@ async fn host_killed_mid_drain_finishes_the_drain_after_restart() {
 /// instance.
 #[tokio::test(start_paused = true)]
 async fn controllers_converge_through_api_errors_throttling_and_expired_watches() {
-    use joinery_sim::ApiVerb;
+    use joinery_emulator::ApiVerb;
     let sim = start().await;
     apply_pool(&sim, None).await;
     let faults = sim.api.faults();
@@ -551,7 +551,7 @@ async fn host_killed_mid_disruption_releases_the_abandoned_taint_on_restart() {
 /// pass ever picked it again.
 #[tokio::test(start_paused = true)]
 async fn a_failed_delete_of_an_empty_nodes_claim_is_retried_by_a_later_pass() {
-    use joinery_sim::ApiVerb;
+    use joinery_emulator::ApiVerb;
     let sim = start().await;
     apply_pool(&sim, None).await;
     // Thirty seconds of emptiness before consolidation: time to turn the fault on.

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use joinery_api::{HasConditions, NodeClaim};
-use joinery_sim::cloud::Catalog;
+use joinery_emulator::cloud::Catalog;
 use joinery_simulate::{Simulation, SimulationOptions};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};

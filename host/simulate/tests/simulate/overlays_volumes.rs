@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use joinery_api::NodeClaim;
 use joinery_controller::Settings;
-use joinery_sim::cloud::Catalog;
+use joinery_emulator::cloud::Catalog;
 use joinery_simulate::{Simulation, SimulationOptions};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use joinery_sim::preload::Preload;
+use joinery_emulator::preload::Preload;
 use joinery_simulate::{Simulation, SimulationOptions};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use joinery_api::NodeClaim;
-use joinery_sim::cloud::{CloudEvent, InstanceState};
+use joinery_emulator::cloud::{CloudEvent, InstanceState};
 use joinery_simulate::{Simulation, SimulationOptions};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
@@ -147,7 +147,7 @@ async fn host_killed_mid_replace_strands_no_taint_and_leaks_nothing() {
     use joinery_simulate::scenario::Scale;
     use k8s_openapi::api::core::v1::Node;
 
-    let catalog: joinery_sim::cloud::Catalog = serde_json::from_value(json!({
+    let catalog: joinery_emulator::cloud::Catalog = serde_json::from_value(json!({
         "zones": ["nova"],
         "instanceTypes": [
             {"name": "c3-4", "cpu": 2, "memory": "4Gi", "offerings": [{"zone": "nova", "capacityType": "on-demand", "price": 0.06}]},

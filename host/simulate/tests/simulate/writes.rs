@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use joinery_api::NodeClaim;
 use joinery_controller::writes::{Part, patch_guarded};
-use joinery_sim::cloud::InstanceState;
+use joinery_emulator::cloud::InstanceState;
 use joinery_simulate::{Simulation, SimulationOptions};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};

@@ -211,6 +211,7 @@ fn measure(fleet: FleetArg, nodes: usize, runs: usize) -> Row {
         nodes_replaced: replaced,
         decision: command.map_or("none".to_string(), |c| c.decision().as_str().to_string()),
         saving_per_hour: command.map_or(0.0, |c| c.saving_per_hour),
-        peak_rss_mib: joinery_sim::bench::proc_status_kib("VmHWM").map(|kib| kib as f64 / 1024.0),
+        peak_rss_mib: joinery_emulator::bench::proc_status_kib("VmHWM")
+            .map(|kib| kib as f64 / 1024.0),
     }
 }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use futures::{StreamExt, TryStreamExt};
-use joinery_sim::preload::STATIC_TAINT_KEY;
+use joinery_emulator::preload::STATIC_TAINT_KEY;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};

@@ -261,7 +261,8 @@ fn measure(workload: &Workload, runs: usize) -> Result<RowReport> {
             .filter_map(|c| c.launch_price)
             .sum(),
         cost_lower_bound: cost_lower_bound(&input),
-        peak_rss_mib: joinery_sim::bench::proc_status_kib("VmHWM").map(|kib| kib as f64 / 1024.0),
+        peak_rss_mib: joinery_emulator::bench::proc_status_kib("VmHWM")
+            .map(|kib| kib as f64 / 1024.0),
         upstream_seconds,
         upstream_pods_per_second: upstream_seconds.map(|s| pods as f64 / s),
         upstream_nodes: workload.upstream_nodes,

@@ -34,13 +34,13 @@ impl Execute for SimArgs {
 /// `joinery bench sim`: loads `nodes` nodes and `pods` pods into an in-process emulated API
 /// server with a pod watch open, times lists over HTTP and prints medians and memory.
 async fn sim(nodes: usize, pods: usize, runs: usize, json: bool) -> Result<ExitCode> {
-    let options = joinery_sim::bench::BenchOptions {
+    let options = joinery_emulator::bench::BenchOptions {
         nodes,
         pods,
         runs: runs.max(1),
         ..Default::default()
     };
-    let report = joinery_sim::bench::run(&options)
+    let report = joinery_emulator::bench::run(&options)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let millis = |d: Duration| d.as_secs_f64() * 1e3;
@@ -128,7 +128,7 @@ async fn sim(nodes: usize, pods: usize, runs: usize, json: bool) -> Result<ExitC
     }
     println!("(medians of {} runs each)", options.runs);
     println!();
-    let default_size = joinery_sim::bench::BenchOptions::default();
+    let default_size = joinery_emulator::bench::BenchOptions::default();
     let size_note = if (report.nodes, report.pods) == (default_size.nodes, default_size.pods) {
         String::new()
     } else {

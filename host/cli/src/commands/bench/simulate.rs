@@ -166,7 +166,8 @@ fn measure(scenario: &Scenario, runs: usize) -> Result<Row> {
         simulated_seconds: report.simulated_seconds,
         wall_seconds: wall,
         speedup: report.simulated_seconds / wall.max(1e-9),
-        peak_rss_mib: joinery_sim::bench::proc_status_kib("VmHWM").map(|kib| kib as f64 / 1024.0),
+        peak_rss_mib: joinery_emulator::bench::proc_status_kib("VmHWM")
+            .map(|kib| kib as f64 / 1024.0),
         events: report.api_writes,
         passed: report.passed(),
     })

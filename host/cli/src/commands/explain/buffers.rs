@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use joinery_adapter::buffers::Resolution;
 use joinery_core::buffers::holdings;
-use joinery_kube::buffers::Resolution;
 
 use crate::commands::Execute;
 use crate::commands::disrupt::PassArgs;

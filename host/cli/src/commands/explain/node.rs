@@ -11,12 +11,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
+use joinery_adapter::repair::{
+    claims_by_provider_id, node_vetoed, pools_settings, repair_claim, repair_node,
+};
 use joinery_api::NodePool;
 use joinery_core::contract::RepairPolicy;
 use joinery_core::repair::{Input, RepairNode, decide_node, human};
-use joinery_kube::repair::{
-    claims_by_provider_id, node_vetoed, pools_settings, repair_claim, repair_node,
-};
 
 use crate::commands::Execute;
 use crate::commands::disrupt::PassArgs;

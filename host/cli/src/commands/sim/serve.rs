@@ -80,7 +80,7 @@ const PRIVATE_NETWORK: &str = "k8s-internal";
 /// The fake Exoscale API's contents under `joinery sim serve --cloud exoscale`: the default
 /// zones, instance types and templates, plus the objects named above.
 fn exoscale_world() -> ExoscaleSpec {
-    let zones = joinery_sim::exoscale::default_zones();
+    let zones = joinery_emulator::exoscale::default_zones();
     ExoscaleSpec {
         security_groups: vec![SECURITY_GROUP.into()],
         anti_affinity_groups: vec![ANTI_AFFINITY_GROUP.into()],
@@ -161,7 +161,7 @@ impl Execute for ServeArgs {
         // The static cluster goes in before the physics starts: its ReplicaSet controller
         // must not see a ReplicaSet before its pods (it would create more).
         let preload = (preload_nodes > 0)
-            .then(|| joinery_sim::preload::Preload::new(preload_nodes, preload_pods));
+            .then(|| joinery_emulator::preload::Preload::new(preload_nodes, preload_pods));
         let options = SimulationOptions {
             speed,
             boot_delay,
@@ -193,11 +193,11 @@ impl Execute for ServeArgs {
             );
             println!(
                 "  API key:           {}",
-                joinery_sim::exoscale::DEFAULT_API_KEY
+                joinery_emulator::exoscale::DEFAULT_API_KEY
             );
             println!(
                 "  API secret:        {}",
-                joinery_sim::exoscale::DEFAULT_API_SECRET
+                joinery_emulator::exoscale::DEFAULT_API_SECRET
             );
             println!(
                 "  seeded:            security group {SECURITY_GROUP}, anti-affinity group {ANTI_AFFINITY_GROUP}, SSH keys {}, private network {PRIVATE_NETWORK} in every zone",
