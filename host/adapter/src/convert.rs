@@ -21,6 +21,14 @@ use crate::lean::{LeanNode, LeanPod, LeanPodSpec, LeanResources};
 use crate::pods::{is_daemon_pod, is_terminal};
 use joinery_core::lifecycle::is_ephemeral_taint;
 
+/// The value of label `key` on an object, if it has one.
+pub fn label<'m>(
+    meta: &'m k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    key: &str,
+) -> Option<&'m str> {
+    meta.labels.as_ref()?.get(key).map(String::as_str)
+}
+
 /// Parses a taint effect.
 pub fn taint_effect(effect: &str) -> Option<TaintEffect> {
     match effect {
@@ -789,12 +797,7 @@ pub fn nodepool_limits<C: Borrow<NodeClaim>>(
     let mut usage = Resources::new();
     let mut count = 0u64;
     for c in claims.iter().map(Borrow::borrow) {
-        if c.metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(joinery_core::labels::NODEPOOL_LABEL))
-            != Some(&name)
-        {
+        if label(&c.metadata, joinery_core::labels::NODEPOOL_LABEL) != Some(name.as_str()) {
             continue;
         }
         count += 1;

@@ -204,12 +204,7 @@ pub fn repair_claim(claim: &NodeClaim, can_reboot: bool) -> RepairClaim {
     };
     RepairClaim {
         name: claim.metadata.name.clone().unwrap_or_default(),
-        pool: claim
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(labels::NODEPOOL_LABEL))
-            .cloned(),
+        pool: crate::convert::label(&claim.metadata, labels::NODEPOOL_LABEL).map(str::to_owned),
         deleting: claim.metadata.deletion_timestamp.is_some(),
         termination_timestamp: annotation(labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION),
         rebooted_at: annotation(labels::REPAIR_REBOOTED_AT_ANNOTATION),

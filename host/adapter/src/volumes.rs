@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use joinery_core::labels::HOSTNAME_LABEL;
 use joinery_core::requirements::{Operator, Requirement, Requirements};
 use joinery_core::scheduling::{AttachedVolume, BoundPod, ExistingNode};
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Volume};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -87,6 +87,22 @@ fn name(meta: &ObjectMeta) -> &str {
     meta.name.as_deref().unwrap_or("")
 }
 
+/// The claim a pod's volume reads, with — for a generic ephemeral volume, whose claim is named
+/// after the pod and the volume — the StorageClass its template names (`Some(None)` when it
+/// names none); `None` for a volume without a claim.
+fn volume_claim(pod_name: &str, volume: &Volume) -> Option<(String, Option<Option<String>>)> {
+    if let Some(pvc) = &volume.persistent_volume_claim {
+        Some((pvc.claim_name.clone(), None))
+    } else {
+        let ephemeral = volume.ephemeral.as_ref()?;
+        let class = ephemeral
+            .volume_claim_template
+            .as_ref()
+            .and_then(|t| t.spec.storage_class_name.clone());
+        Some((format!("{pod_name}-{}", volume.name), Some(class)))
+    }
+}
+
 impl<'a> VolumeIndex<'a> {
     /// Indexes the objects (any list of values, references, `Arc`s…). A claim without a
     /// namespace is filed under the empty namespace.
@@ -141,15 +157,7 @@ impl<'a> VolumeIndex<'a> {
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
         let mut combinations: Vec<Requirements> = Vec::new();
         for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-            let (claim_name, ephemeral_class) = if let Some(pvc) = &volume.persistent_volume_claim {
-                (pvc.claim_name.clone(), None)
-            } else if let Some(e) = &volume.ephemeral {
-                let class = e
-                    .volume_claim_template
-                    .as_ref()
-                    .and_then(|t| t.spec.storage_class_name.clone());
-                (format!("{pod_name}-{}", volume.name), Some(class))
-            } else {
+            let Some((claim_name, ephemeral_class)) = volume_claim(&pod_name, volume) else {
                 continue;
             };
             let claim = self
@@ -291,17 +299,10 @@ impl<'a> VolumeIndex<'a> {
         let pod_name = pod.metadata.name.as_deref().unwrap_or("");
         let mut out = Vec::new();
         for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-            let (claim_name, template_class) = if let Some(pvc) = &volume.persistent_volume_claim {
-                (pvc.claim_name.clone(), None)
-            } else if let Some(e) = &volume.ephemeral {
-                let class = e
-                    .volume_claim_template
-                    .as_ref()
-                    .and_then(|t| t.spec.storage_class_name.clone());
-                (format!("{pod_name}-{}", volume.name), class)
-            } else {
+            let Some((claim_name, ephemeral_class)) = volume_claim(pod_name, volume) else {
                 continue;
             };
+            let template_class = ephemeral_class.flatten();
             let driver = match self.claims.get(&(namespace, claim_name.as_str())) {
                 Some(claim) => {
                     let spec = claim.spec.as_ref();

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use joinery_adapter::convert;
 use joinery_adapter::lean::{LeanNode, WatchedNode};
 use joinery_api::{ConditionStatus, HasConditions, NodeClaim};
 use joinery_core::backoff::BackoffPolicy;
@@ -140,7 +141,7 @@ fn claim_view(ctx: &Context, claim: &NodeClaim) -> ClaimView {
         provider_id: claim.status.as_ref().and_then(|s| s.provider_id.clone()),
         node_class_found,
         create_backoff,
-        startup_taints: joinery_adapter::convert::taints(claim.spec.startup_taints.as_ref()),
+        startup_taints: convert::taints(claim.spec.startup_taints.as_ref()),
         requested_resources: claim_requests(claim)
             .filter(|(resource, quantity)| Unit::of(resource).parse(&quantity.0).unwrap_or(0) > 0)
             .map(|(resource, _)| resource.clone())
@@ -172,9 +173,7 @@ fn node_view(node: &LeanNode) -> NodeView {
         name: node.name().to_string(),
         deleting: node.metadata.deletion_timestamp.is_some(),
         ready: node.is_ready(),
-        taints: joinery_adapter::convert::taints(
-            node.spec.as_ref().and_then(|s| s.taints.as_deref()),
-        ),
+        taints: convert::taints(node.spec.as_ref().and_then(|s| s.taints.as_deref())),
         allocatable_resources: node
             .allocatable()
             .into_iter()
@@ -553,13 +552,9 @@ pub(crate) fn plugin_node_claim(claim: &NodeClaim) -> contract::NodeClaim {
     contract::NodeClaim {
         name: claim.metadata.name.clone().unwrap_or_default(),
         uid: claim.metadata.uid.clone().unwrap_or_default(),
-        node_pool: claim
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(labels::NODEPOOL_LABEL))
-            .cloned()
-            .unwrap_or_default(),
+        node_pool: convert::label(&claim.metadata, labels::NODEPOOL_LABEL)
+            .unwrap_or_default()
+            .to_owned(),
         labels: kv(&claim.metadata.labels),
         annotations: kv(&claim.metadata.annotations),
         taints: taints(&claim.spec.taints),
@@ -672,13 +667,9 @@ async fn register(
     )
     .await?;
     let label = |k: &str| {
-        claim
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(k))
-            .cloned()
+        convert::label(&claim.metadata, k)
             .unwrap_or_default()
+            .to_owned()
     };
     ctx.metrics
         .nodes_created
@@ -862,13 +853,9 @@ fn observe_instance_termination(ctx: &Context, claim: &NodeClaim) {
         .duration_since(since)
         .unwrap_or_default()
         .as_secs_f64();
-    let nodepool = claim
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(labels::NODEPOOL_LABEL))
-        .cloned()
-        .unwrap_or_default();
+    let nodepool = convert::label(&claim.metadata, labels::NODEPOOL_LABEL)
+        .unwrap_or_default()
+        .to_owned();
     ctx.metrics
         .nodeclaims_instance_termination_duration
         .observe(&crate::metrics::series::NodePool { nodepool }, seconds);
@@ -895,13 +882,9 @@ async fn remove_finalizer(
     ctx.inflight.forget(&uid);
     reconciled.lock().expect("reconciled lock").remove(&uid);
     let label = |k: &str| {
-        claim
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(k))
-            .cloned()
+        convert::label(&claim.metadata, k)
             .unwrap_or_default()
+            .to_owned()
     };
     ctx.metrics
         .nodeclaims_terminated

@@ -46,12 +46,7 @@ async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
         if claim.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        let Some(pool) = claim
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(labels::NODEPOOL_LABEL))
-            .cloned()
+        let Some(pool) = convert::label(&claim.metadata, labels::NODEPOOL_LABEL).map(str::to_owned)
         else {
             continue;
         };

@@ -8,6 +8,7 @@ use crate::state::Ordered;
 use std::sync::Arc;
 use std::time::Duration;
 
+use joinery_adapter::convert;
 use joinery_adapter::drain::reschedulable_pods;
 use joinery_adapter::template::node_claim_template;
 use joinery_api::{HasConditions, NodeClaim, NodePool};
@@ -51,13 +52,7 @@ async fn step(ctx: &Context) -> Result<(), ControllerError> {
         let name = pool.metadata.name.clone().unwrap_or_default();
         let mine: Vec<&Arc<NodeClaim>> = claims
             .iter()
-            .filter(|c| {
-                c.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(labels::NODEPOOL_LABEL))
-                    == Some(&name)
-            })
+            .filter(|c| convert::label(&c.metadata, labels::NODEPOOL_LABEL) == Some(name.as_str()))
             .filter(|c| c.metadata.deletion_timestamp.is_none())
             .collect();
         if mine

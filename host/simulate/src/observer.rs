@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use futures::StreamExt;
+use joinery_adapter::convert;
 use joinery_api::{HasConditions, NodeClaim};
 use joinery_core::clock::Clock;
 use joinery_core::labels;
@@ -537,13 +538,9 @@ impl Observer {
             let i = match self.index.get(&name) {
                 Some(i) => *i,
                 None => {
-                    let pool = claim
-                        .metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(labels::NODEPOOL_LABEL))
-                        .cloned()
-                        .unwrap_or_default();
+                    let pool = convert::label(&claim.metadata, labels::NODEPOOL_LABEL)
+                        .unwrap_or_default()
+                        .to_owned();
                     self.state.claims.push(NodeRecord {
                         node_claim: name.clone(),
                         node_pool: pool.clone(),
@@ -639,12 +636,8 @@ impl Observer {
             .fold(0.0, |total, x| total + x.price_per_hour);
         let mut by_type: BTreeMap<String, usize> = BTreeMap::new();
         for node in &nodes {
-            let instance_type = node
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(labels::INSTANCE_TYPE_LABEL))
-                .cloned();
+            let instance_type =
+                convert::label(&node.metadata, labels::INSTANCE_TYPE_LABEL).map(str::to_owned);
             *by_type
                 .entry(instance_type.unwrap_or_else(|| "unknown".into()))
                 .or_default() += 1;
