@@ -29,16 +29,15 @@ use futures::StreamExt;
 use joinery_core::cron::Schedule;
 use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job, JobCondition, JobSpec, JobStatus};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use kube::Resource;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
 
 use super::cache::Cache;
 use super::{
-    PhysicsContext, PhysicsError, Trigger, api_code, controller_uid, is_deleting, is_ready,
-    is_terminal, system_time, time_at, watch,
+    PhysicsContext, PhysicsError, Trigger, api_code, controller_reference, controller_uid,
+    delete_pod, is_deleting, is_ready, is_terminal, name_of, system_time, time_at, watch,
 };
 use crate::apiserver::admission::{JOB_CONTROLLER_UID_LABEL, JOB_NAME_LABEL};
 
@@ -118,25 +117,6 @@ struct Batch {
     jobs: Cache<Job>,
     cronjobs: Cache<CronJob>,
     pods: Cache<Pod>,
-}
-
-fn name_of(meta: &ObjectMeta) -> (String, String) {
-    (
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default(),
-    )
-}
-
-/// A controller owner reference to `owner`.
-fn controller_reference<K: Resource<DynamicType = ()>>(owner: &K) -> OwnerReference {
-    OwnerReference {
-        api_version: K::api_version(&()).to_string(),
-        kind: K::kind(&()).to_string(),
-        name: owner.meta().name.clone().unwrap_or_default(),
-        uid: owner.meta().uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
 }
 
 /// Whether a condition of `kind` is `True`.
@@ -271,7 +251,7 @@ impl Batch {
         // Surplus pods go newest first.
         while active.len() > wanted {
             let Some(pod) = active.pop() else { break };
-            self.delete_pod(&pod).await?;
+            delete_pod(&self.shared, &mut self.pods, &pod, false).await?;
         }
         if active.len() < wanted
             && let Some(pod) = job_pod(job, spec)
@@ -358,25 +338,6 @@ impl Batch {
                 Ok(())
             }
             Err(error) if api_code(&error) == Some(404) => Ok(()),
-            Err(error) => Err(error.into()),
-        }
-    }
-
-    async fn delete_pod(&mut self, pod: &Pod) -> Result<(), PhysicsError> {
-        let (namespace, name) = name_of(&pod.metadata);
-        let api: Api<Pod> = Api::namespaced(self.shared.client.clone(), &namespace);
-        match api.delete(&name, &DeleteParams::default()).await {
-            Ok(answer) => {
-                match answer.left() {
-                    Some(object) => self.pods.deleted(object, false),
-                    None => self.pods.forget(&namespace, &name),
-                }
-                Ok(())
-            }
-            Err(error) if api_code(&error) == Some(404) => {
-                self.pods.forget(&namespace, &name);
-                Ok(())
-            }
             Err(error) => Err(error.into()),
         }
     }

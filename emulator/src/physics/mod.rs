@@ -45,9 +45,11 @@ use k8s_openapi::api::core::v1::{
     Event, EventSource, Node, ObjectReference, Pod, ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, ObjectMeta, OwnerReference, Time,
+};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -597,6 +599,59 @@ pub(crate) fn node_name_of(pod: &Pod) -> Option<&str> {
         .as_ref()
         .and_then(|s| s.node_name.as_deref())
         .filter(|n| !n.is_empty())
+}
+
+/// An object's namespace and name (empty when unset).
+pub(crate) fn name_of(meta: &ObjectMeta) -> (String, String) {
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+/// A controller owner reference to `owner`.
+pub(crate) fn controller_reference<K: kube::Resource<DynamicType = ()>>(
+    owner: &K,
+) -> OwnerReference {
+    OwnerReference {
+        api_version: K::api_version(&()).to_string(),
+        kind: K::kind(&()).to_string(),
+        name: owner.meta().name.clone().unwrap_or_default(),
+        uid: owner.meta().uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// Deletes a pod (with its grace period, or at once when `force`), recording it in `pods`; a
+/// pod already gone counts as deleted.
+pub(crate) async fn delete_pod(
+    shared: &PhysicsContext,
+    pods: &mut cache::Cache<Pod>,
+    pod: &Pod,
+    force: bool,
+) -> Result<(), PhysicsError> {
+    let (namespace, name) = name_of(&pod.metadata);
+    let api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
+    let mut params = DeleteParams::default();
+    if force {
+        params.grace_period_seconds = Some(0);
+    }
+    match api.delete(&name, &params).await {
+        Ok(either) => {
+            match either.left() {
+                Some(object) => pods.deleted(object, force),
+                None => pods.forget(&namespace, &name),
+            }
+            tracing::debug!(pod = %name, %namespace, "pod deleted");
+            Ok(())
+        }
+        Err(error) if api_code(&error) == Some(404) => {
+            pods.forget(&namespace, &name);
+            Ok(())
+        }
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// The uid of the object's controller (the owner reference with `controller: true`).

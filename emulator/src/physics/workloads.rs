@@ -27,7 +27,6 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
@@ -36,8 +35,9 @@ use super::cache::Cache;
 use super::lag::{Pace, paced};
 use super::scheduler::{node_affinity_matches, untolerated};
 use super::{
-    PhysicsContext, PhysicsError, Trigger, api_code, controller_uid, core_toleration, is_deleting,
-    is_ready, is_terminal, labels_of, node_name_of, scheduling_taints, watch,
+    PhysicsContext, PhysicsError, Trigger, api_code, controller_reference, controller_uid,
+    core_toleration, delete_pod, is_deleting, is_ready, is_terminal, labels_of, name_of,
+    node_name_of, scheduling_taints, watch,
 };
 use joinery_core::taints::TaintEffect;
 
@@ -62,18 +62,6 @@ fn template_hash(template: &PodTemplateSpec) -> String {
         .collect()
 }
 
-/// A controller owner reference to `owner`.
-fn controller_reference<K: Resource<DynamicType = ()>>(owner: &K) -> OwnerReference {
-    OwnerReference {
-        api_version: K::api_version(&()).to_string(),
-        kind: K::kind(&()).to_string(),
-        name: owner.meta().name.clone().unwrap_or_default(),
-        uid: owner.meta().uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
-}
-
 /// A pod from a template, owned by `owner`.
 fn pod_from_template(template: &PodTemplateSpec, namespace: &str, owner: OwnerReference) -> Pod {
     let template_meta = template.metadata.clone().unwrap_or_default();
@@ -91,13 +79,6 @@ fn pod_from_template(template: &PodTemplateSpec, namespace: &str, owner: OwnerRe
     }
 }
 
-fn name_of(meta: &ObjectMeta) -> (String, String) {
-    (
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default(),
-    )
-}
-
 /// Creates a pod, recording it in the cache.
 async fn create_pod(
     shared: &PhysicsContext,
@@ -110,36 +91,6 @@ async fn create_pod(
     tracing::debug!(pod = %created.metadata.name.as_deref().unwrap_or_default(), %namespace, "pod created");
     pods.upsert(created);
     Ok(())
-}
-
-/// Deletes a pod (with its grace period, or at once when `force`), recording it in the cache.
-async fn delete_pod(
-    shared: &PhysicsContext,
-    pods: &mut Cache<Pod>,
-    pod: &Pod,
-    force: bool,
-) -> Result<(), PhysicsError> {
-    let (namespace, name) = name_of(&pod.metadata);
-    let api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
-    let mut params = DeleteParams::default();
-    if force {
-        params.grace_period_seconds = Some(0);
-    }
-    match api.delete(&name, &params).await {
-        Ok(either) => {
-            match either.left() {
-                Some(object) => pods.deleted(object, force),
-                None => pods.forget(&namespace, &name),
-            }
-            tracing::debug!(pod = %name, %namespace, "pod deleted");
-            Ok(())
-        }
-        Err(error) if api_code(&error) == Some(404) => {
-            pods.forget(&namespace, &name);
-            Ok(())
-        }
-        Err(error) => Err(error.into()),
-    }
 }
 
 /// Runs the Deployment and ReplicaSet controllers until the task is aborted.
