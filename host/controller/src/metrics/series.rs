@@ -1,9 +1,7 @@
 //! The label sets, one struct per shape: a family is declared with one of them, so all its
 //! series carry the same labels (in the order of the fields).
 
-use prometheus_client::encoding::{
-    EncodeLabelKey, EncodeLabelSet, EncodeLabelValue, LabelSetEncoder,
-};
+use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
 
 /// `{reason, nodepool}`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -396,14 +394,6 @@ impl PodState<'_> {
 // By hand: the derive does not take a lifetime.
 impl EncodeLabelSet for PodState<'_> {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
-        for (key, value) in self.pairs() {
-            let mut label = encoder.encode_label();
-            let mut key_encoder = label.encode_label_key()?;
-            EncodeLabelKey::encode(&key, &mut key_encoder)?;
-            let mut value_encoder = key_encoder.encode_label_value()?;
-            EncodeLabelValue::encode(&value, &mut value_encoder)?;
-            value_encoder.finish()?;
-        }
-        Ok(())
+        super::computed::Pairs(&self.pairs()).encode(encoder)
     }
 }
