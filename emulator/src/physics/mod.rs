@@ -10,7 +10,7 @@
 //!   and run one pod of every DaemonSet on each matching node;
 //! - the **batch controllers** (`batch.rs`) run Jobs' pods to completion and create Jobs on
 //!   CronJobs' schedules;
-//! - the **kubelets** (`kubelet.rs`) boot the instances the simulated cloud launches: after the
+//! - the **kubelets** (`kubelet/`) boot the instances the simulated cloud launches: after the
 //!   boot delay they run the instance's bootstrap (its userData), register a Node if they
 //!   understand it (a managed platform's machine brings its ready-made registration instead),
 //!   run the pods bound to it and finish the ones being deleted; when the cloud
