@@ -13,6 +13,7 @@ use joinery_core::clock::Clock;
 use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, watch};
 
+use super::Adoption;
 use super::catalog::{CAPACITY_TYPES, InstanceTypeInfo};
 use super::faults::{CloudFaults, CloudVerb};
 use super::model::{CloudEvent, InstanceState, PROVIDER_ID_PREFIX, SimInstance};
@@ -477,6 +478,80 @@ fn create(state: &Arc<CloudState>, body: &Bytes) -> Result<HttpResponse, Failure
         ));
     }
     Ok(json_response(201, &to_json(&instance)))
+}
+
+/// Takes in a machine that was running before the cloud started (a Karpenter node of a
+/// cluster snapshot), as a `running` instance of an offering of the catalog: a new ID, the
+/// type's capacity, allocatable, labels and the offering's price, no userData. Nothing is
+/// announced: whoever adopts it starts its kubelet. The error says what the catalog lacks.
+pub(crate) fn adopt(state: &CloudState, machine: &Adoption) -> Result<SimInstance, String> {
+    let Some(&index) = state.by_name.get(&machine.instance_type) else {
+        let mut known: Vec<&str> = state.types.iter().map(|t| t.name.as_str()).collect();
+        known.sort_unstable();
+        return Err(format!(
+            "instance type {:?} is not in the simulated cloud's catalog (it has {}); add it under cloud.catalog.instanceTypes",
+            machine.instance_type,
+            abbreviated(&known)
+        ));
+    };
+    let info = &state.types[index];
+    let Some(offering) = info.offering(&machine.zone, &machine.capacity_type) else {
+        let offered: Vec<String> = info
+            .offerings
+            .iter()
+            .map(|o| format!("{}/{}", o.zone, o.capacity_type))
+            .collect();
+        return Err(format!(
+            "the catalog offers {} in no zone {:?} as {:?} (its offerings: {}); add the zone under cloud.catalog.zones",
+            machine.instance_type,
+            machine.zone,
+            machine.capacity_type,
+            offered.join(", ")
+        ));
+    };
+    let mut table = state.table();
+    table.issued += 1;
+    let id = InstanceTable::format_id(table.issued);
+    let instance = SimInstance {
+        provider_id: format!("{PROVIDER_ID_PREFIX}{id}"),
+        id: id.clone(),
+        instance_type: info.name.clone(),
+        zone: machine.zone.clone(),
+        capacity_type: machine.capacity_type.clone(),
+        user_data: String::new(),
+        tags: machine.tags.clone(),
+        capacity: info.capacity.clone(),
+        allocatable: info.kubelet_allocatable.clone(),
+        labels: info.labels.clone(),
+        price_per_hour: offering.price,
+        state: InstanceState::Running,
+        created_at: joinery_core::time::rfc3339(state.clock.now()),
+    };
+    table.entries.insert(
+        id,
+        Entry {
+            instance: instance.clone(),
+            terminated_at: None,
+        },
+    );
+    tracing::info!(id = %instance.id, instance_type = %instance.instance_type, zone = %instance.zone,
+        "simulated cloud adopted a running machine");
+    Ok(instance)
+}
+
+/// The first few names, then how many more.
+fn abbreviated(names: &[&str]) -> String {
+    const SHOWN: usize = 8;
+    let mut text = names
+        .iter()
+        .take(SHOWN)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        text.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    text
 }
 
 /// Flips the instance to `running` once the boot delay has passed (unless deleted first).

@@ -22,6 +22,12 @@
 //! On [`CloudEvent::Hung`] the kubelet stops (nothing it would do happens any more) and,
 //! after the node monitor grace period, the Node turns `Ready=Unknown`.
 //!
+//! Nodes that exist before the physics starts (a cluster snapshot's, see [`ExistingNode`])
+//! are taken over: their kubelet neither boots nor registers, it runs the pods bound to the
+//! Node at once (pods `Running` already stay as they are). A Node on an instance the cloud
+//! adopted goes with the instance and restarts with it on a reboot; a Node no cloud manages
+//! keeps its kubelet until the end.
+//!
 //! On [`CloudEvent::Terminated`] the machine is gone: its kubelet stops, its Node is deleted
 //! if it still exists, and the pods bound to it are deleted at once. Pods bound to a node that
 //! does not exist are deleted after 40 simulated seconds, as by the pod garbage collector.
@@ -54,7 +60,7 @@ use faults::{inject, instance_of, stop_kubelet};
 use node::{machine_address, mark_ready, node_object, platform_bootstrap, pod_range};
 use pods::PodRunner;
 /// The annotation naming the instance a simulated kubelet registered a Node for.
-pub(crate) const INSTANCE_ANNOTATION: &str = "sim.joinery.dev/instance-id";
+pub const INSTANCE_ANNOTATION: &str = "sim.joinery.dev/instance-id";
 
 /// How long a pod bound to a missing node is left alone before it is deleted (simulated).
 const ORPHAN_QUARANTINE: Duration = Duration::from_secs(40);
@@ -79,6 +85,7 @@ pub(crate) async fn run(
     shared: Arc<PhysicsContext>,
     mut events: Option<broadcast::Receiver<CloudEvent>>,
     mut faults: mpsc::UnboundedReceiver<FaultRequest>,
+    existing: Vec<ExistingNode>,
 ) {
     let mut kubelets: HashMap<String, JoinHandle<()>> = HashMap::new();
     // Machines with a hardware fault (a reboot does not clear it), and the node-controller
@@ -94,6 +101,29 @@ pub(crate) async fn run(
             .max(Duration::from_millis(1)),
     );
     let mut orphans: HashMap<String, SystemTime> = HashMap::new();
+    // The Nodes that were there before the physics started, by the ID their kubelet has.
+    let mut taken_over: HashMap<String, TakenOver> = HashMap::new();
+    for node in existing {
+        let id = node.kubelet_id();
+        let machine = TakenOver {
+            host_ip: node
+                .address
+                .unwrap_or_else(|| machine_address(machines))
+                .to_string(),
+            pod_range: pod_range(machines),
+            node: node.node,
+        };
+        machines = machines.wrapping_add(1);
+        take_over(
+            &shared,
+            &mut kubelets,
+            &mut guard,
+            id.clone(),
+            &machine,
+            false,
+        );
+        taken_over.insert(id, machine);
+    }
     loop {
         tokio::select! {
             biased;
@@ -116,7 +146,11 @@ pub(crate) async fn run(
                             timer.abort();
                         }
                         tracing::info!(instance = %instance.id, "machine rebooted; its kubelet starts afresh");
-                        boot(&shared, &mut kubelets, &mut guard, &mut machines, instance, None);
+                        match taken_over.get(&instance.id) {
+                            // An adopted machine has no bootstrap: its kubelet comes back to its Node.
+                            Some(machine) => take_over(&shared, &mut kubelets, &mut guard, instance.id.clone(), machine, true),
+                            None => boot(&shared, &mut kubelets, &mut guard, &mut machines, instance, None),
+                        }
                     }
                 }
                 Ok(CloudEvent::Terminated { instance, .. }) => {
@@ -175,6 +209,76 @@ fn boot(
     *machines = machines.wrapping_add(1);
     guard.0.push(task.abort_handle());
     if let Some(previous) = kubelets.insert(instance.id, task) {
+        previous.abort();
+    }
+}
+
+/// A Node that was in the cluster before the physics started (a cluster snapshot's): a
+/// kubelet takes it over instead of booting a machine and registering a Node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExistingNode {
+    /// The Node's name.
+    pub node: String,
+    /// The cloud instance it runs on (adopted by the cloud, see
+    /// [`SimCloud::adopt`](crate::cloud::SimCloud::adopt)): its termination deletes the Node
+    /// and its pods, and a reboot restarts its kubelet. `None`: a node no cloud manages,
+    /// whose kubelet runs until the simulation ends.
+    pub instance: Option<SimInstance>,
+    /// The Node's `InternalIP` (its pods' `hostIP`); default: an address of the simulated
+    /// machines' range.
+    pub address: Option<std::net::Ipv4Addr>,
+}
+
+impl ExistingNode {
+    /// The ID the Node's kubelet goes by, which the Node must carry in its
+    /// [`INSTANCE_ANNOTATION`] (so that faults reach it): the instance's ID, or
+    /// `node/<name>` for a node no cloud manages.
+    pub fn kubelet_id(&self) -> String {
+        match &self.instance {
+            Some(instance) => instance.id.clone(),
+            None => format!("node/{}", self.node),
+        }
+    }
+}
+
+/// What a taken-over Node's kubelet needs (again after a reboot).
+struct TakenOver {
+    node: String,
+    host_ip: String,
+    pod_range: std::net::Ipv4Addr,
+}
+
+/// Starts the kubelet of a Node that exists already (replacing one of the same ID): after a
+/// `reboot` it waits the boot delay and reports the Node `Ready` again; then it runs the
+/// Node's pods (those `Running` already stay as they are).
+fn take_over(
+    shared: &Arc<PhysicsContext>,
+    kubelets: &mut HashMap<String, JoinHandle<()>>,
+    guard: &mut AbortOnDrop,
+    id: String,
+    machine: &TakenOver,
+    reboot: bool,
+) {
+    tracing::debug!(node = %machine.node, %id, reboot, "a kubelet takes over an existing node");
+    kubelets.retain(|_, task| !task.is_finished());
+    let shared = shared.clone();
+    let (node, host_ip, range) = (
+        machine.node.clone(),
+        machine.host_ip.clone(),
+        machine.pod_range,
+    );
+    let task = tokio::spawn(async move {
+        if reboot {
+            shared.sleep(shared.boot_delay).await;
+            while let Err(error) = mark_ready(&shared, &node).await {
+                tracing::warn!(%node, %error, "could not report the node ready; retrying");
+                shared.sleep(ACTION_RETRY).await;
+            }
+        }
+        PodRunner::new(shared, node, host_ip, range).run().await;
+    });
+    guard.0.push(task.abort_handle());
+    if let Some(previous) = kubelets.insert(id, task) {
         previous.abort();
     }
 }
