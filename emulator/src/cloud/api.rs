@@ -25,6 +25,16 @@ struct Entry {
     terminated_at: Option<SystemTime>,
 }
 
+/// What an instance is launched (or adopted) as, besides its type.
+struct Launch {
+    zone: String,
+    capacity_type: String,
+    user_data: String,
+    tags: BTreeMap<String, String>,
+    price: f64,
+    state: InstanceState,
+}
+
 /// Every instance the cloud still remembers, and the ID counter.
 #[derive(Default)]
 pub(crate) struct InstanceTable {
@@ -43,6 +53,35 @@ impl InstanceTable {
         id.strip_prefix("i-")
             .and_then(|hex| u64::from_str_radix(hex, 16).ok())
             .is_some_and(|n| n >= 1 && n <= self.issued && Self::format_id(n) == id)
+    }
+
+    /// Hands out the next ID to a new instance of `info` and remembers it.
+    fn record(&mut self, info: &InstanceTypeInfo, launch: Launch, now: SystemTime) -> SimInstance {
+        self.issued += 1;
+        let id = Self::format_id(self.issued);
+        let instance = SimInstance {
+            provider_id: format!("{PROVIDER_ID_PREFIX}{id}"),
+            id: id.clone(),
+            instance_type: info.name.clone(),
+            zone: launch.zone,
+            capacity_type: launch.capacity_type,
+            user_data: launch.user_data,
+            tags: launch.tags,
+            capacity: info.capacity.clone(),
+            allocatable: info.kubelet_allocatable.clone(),
+            labels: info.labels.clone(),
+            price_per_hour: launch.price,
+            state: launch.state,
+            created_at: joinery_core::time::rfc3339(now),
+        };
+        self.entries.insert(
+            id,
+            Entry {
+                instance: instance.clone(),
+                terminated_at: None,
+            },
+        );
+        instance
     }
 
     fn live_count(&self) -> usize {
@@ -440,31 +479,15 @@ fn create(state: &Arc<CloudState>, body: &Bytes) -> Result<HttpResponse, Failure
                 Value::Array(request.candidates.iter().map(Candidate::to_json).collect());
             return Err(failure);
         };
-        table.issued += 1;
-        let id = InstanceTable::format_id(table.issued);
-        let instance = SimInstance {
-            provider_id: format!("{PROVIDER_ID_PREFIX}{id}"),
-            id: id.clone(),
-            instance_type: candidate.instance_type.clone(),
+        let launch = Launch {
             zone: candidate.zone.clone(),
             capacity_type: candidate.capacity_type.clone(),
             user_data: request.user_data,
             tags: request.tags,
-            capacity: info.capacity.clone(),
-            allocatable: info.kubelet_allocatable.clone(),
-            labels: info.labels.clone(),
-            price_per_hour: price,
+            price,
             state: InstanceState::Pending,
-            created_at: joinery_core::time::rfc3339(state.clock.now()),
         };
-        table.entries.insert(
-            id,
-            Entry {
-                instance: instance.clone(),
-                terminated_at: None,
-            },
-        );
-        instance
+        table.record(info, launch, state.clock.now())
     };
     tracing::info!(id = %instance.id, instance_type = %instance.instance_type, zone = %instance.zone,
         capacity_type = %instance.capacity_type, "simulated cloud launched an instance");
@@ -509,31 +532,15 @@ pub(crate) fn adopt(state: &CloudState, machine: &Adoption) -> Result<SimInstanc
             offered.join(", ")
         ));
     };
-    let mut table = state.table();
-    table.issued += 1;
-    let id = InstanceTable::format_id(table.issued);
-    let instance = SimInstance {
-        provider_id: format!("{PROVIDER_ID_PREFIX}{id}"),
-        id: id.clone(),
-        instance_type: info.name.clone(),
+    let launch = Launch {
         zone: machine.zone.clone(),
         capacity_type: machine.capacity_type.clone(),
         user_data: String::new(),
         tags: machine.tags.clone(),
-        capacity: info.capacity.clone(),
-        allocatable: info.kubelet_allocatable.clone(),
-        labels: info.labels.clone(),
-        price_per_hour: offering.price,
+        price: offering.price,
         state: InstanceState::Running,
-        created_at: joinery_core::time::rfc3339(state.clock.now()),
     };
-    table.entries.insert(
-        id,
-        Entry {
-            instance: instance.clone(),
-            terminated_at: None,
-        },
-    );
+    let instance = state.table().record(info, launch, state.clock.now());
     tracing::info!(id = %instance.id, instance_type = %instance.instance_type, zone = %instance.zone,
         "simulated cloud adopted a running machine");
     Ok(instance)

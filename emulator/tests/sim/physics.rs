@@ -33,26 +33,8 @@ struct Cluster {
 }
 
 async fn cluster() -> Cluster {
-    let clock = Arc::new(Clock::with_speed(SPEED));
-    let server = ApiServer::start(ApiServerOptions {
-        clock: clock.clone(),
-        ..Default::default()
-    })
-    .await
-    .expect("server starts");
-    let client = server.client().expect("client builds");
-    let (cloud, events) = broadcast::channel(64);
-    let physics = Physics::start(
-        PhysicsOptions::new(client.clone(), clock.clone())
-            .with_cloud(events, Duration::from_secs(5)),
-    );
-    Cluster {
-        _server: server,
-        client,
-        clock,
-        cloud,
-        physics,
-    }
+    let (server, client, clock) = server_alone().await;
+    with_physics(server, client, clock, Vec::new())
 }
 
 /// Polls `probe` until it yields a value, failing the test after [`PATIENCE`].
