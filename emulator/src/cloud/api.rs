@@ -13,6 +13,7 @@ use joinery_core::clock::Clock;
 use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, watch};
 
+use super::Adoption;
 use super::catalog::{CAPACITY_TYPES, InstanceTypeInfo};
 use super::faults::{CloudFaults, CloudVerb};
 use super::model::{CloudEvent, InstanceState, PROVIDER_ID_PREFIX, SimInstance};
@@ -22,6 +23,16 @@ use crate::faults::InjectedAnswer;
 struct Entry {
     instance: SimInstance,
     terminated_at: Option<SystemTime>,
+}
+
+/// What an instance is launched (or adopted) as, besides its type.
+struct Launch {
+    zone: String,
+    capacity_type: String,
+    user_data: String,
+    tags: BTreeMap<String, String>,
+    price: f64,
+    state: InstanceState,
 }
 
 /// Every instance the cloud still remembers, and the ID counter.
@@ -42,6 +53,35 @@ impl InstanceTable {
         id.strip_prefix("i-")
             .and_then(|hex| u64::from_str_radix(hex, 16).ok())
             .is_some_and(|n| n >= 1 && n <= self.issued && Self::format_id(n) == id)
+    }
+
+    /// Hands out the next ID to a new instance of `info` and remembers it.
+    fn record(&mut self, info: &InstanceTypeInfo, launch: Launch, now: SystemTime) -> SimInstance {
+        self.issued += 1;
+        let id = Self::format_id(self.issued);
+        let instance = SimInstance {
+            provider_id: format!("{PROVIDER_ID_PREFIX}{id}"),
+            id: id.clone(),
+            instance_type: info.name.clone(),
+            zone: launch.zone,
+            capacity_type: launch.capacity_type,
+            user_data: launch.user_data,
+            tags: launch.tags,
+            capacity: info.capacity.clone(),
+            allocatable: info.kubelet_allocatable.clone(),
+            labels: info.labels.clone(),
+            price_per_hour: launch.price,
+            state: launch.state,
+            created_at: joinery_core::time::rfc3339(now),
+        };
+        self.entries.insert(
+            id,
+            Entry {
+                instance: instance.clone(),
+                terminated_at: None,
+            },
+        );
+        instance
     }
 
     fn live_count(&self) -> usize {
@@ -439,31 +479,15 @@ fn create(state: &Arc<CloudState>, body: &Bytes) -> Result<HttpResponse, Failure
                 Value::Array(request.candidates.iter().map(Candidate::to_json).collect());
             return Err(failure);
         };
-        table.issued += 1;
-        let id = InstanceTable::format_id(table.issued);
-        let instance = SimInstance {
-            provider_id: format!("{PROVIDER_ID_PREFIX}{id}"),
-            id: id.clone(),
-            instance_type: candidate.instance_type.clone(),
+        let launch = Launch {
             zone: candidate.zone.clone(),
             capacity_type: candidate.capacity_type.clone(),
             user_data: request.user_data,
             tags: request.tags,
-            capacity: info.capacity.clone(),
-            allocatable: info.kubelet_allocatable.clone(),
-            labels: info.labels.clone(),
-            price_per_hour: price,
+            price,
             state: InstanceState::Pending,
-            created_at: joinery_core::time::rfc3339(state.clock.now()),
         };
-        table.entries.insert(
-            id,
-            Entry {
-                instance: instance.clone(),
-                terminated_at: None,
-            },
-        );
-        instance
+        table.record(info, launch, state.clock.now())
     };
     tracing::info!(id = %instance.id, instance_type = %instance.instance_type, zone = %instance.zone,
         capacity_type = %instance.capacity_type, "simulated cloud launched an instance");
@@ -477,6 +501,64 @@ fn create(state: &Arc<CloudState>, body: &Bytes) -> Result<HttpResponse, Failure
         ));
     }
     Ok(json_response(201, &to_json(&instance)))
+}
+
+/// Takes in a machine that was running before the cloud started (a Karpenter node of a
+/// cluster snapshot), as a `running` instance of an offering of the catalog: a new ID, the
+/// type's capacity, allocatable, labels and the offering's price, no userData. Nothing is
+/// announced: whoever adopts it starts its kubelet. The error says what the catalog lacks.
+pub(crate) fn adopt(state: &CloudState, machine: &Adoption) -> Result<SimInstance, String> {
+    let Some(&index) = state.by_name.get(&machine.instance_type) else {
+        let mut known: Vec<&str> = state.types.iter().map(|t| t.name.as_str()).collect();
+        known.sort_unstable();
+        return Err(format!(
+            "instance type {:?} is not in the simulated cloud's catalog (it has {}); add it under cloud.catalog.instanceTypes",
+            machine.instance_type,
+            abbreviated(&known)
+        ));
+    };
+    let info = &state.types[index];
+    let Some(offering) = info.offering(&machine.zone, &machine.capacity_type) else {
+        let offered: Vec<String> = info
+            .offerings
+            .iter()
+            .map(|o| format!("{}/{}", o.zone, o.capacity_type))
+            .collect();
+        return Err(format!(
+            "the catalog offers {} in no zone {:?} as {:?} (its offerings: {}); add the zone under cloud.catalog.zones",
+            machine.instance_type,
+            machine.zone,
+            machine.capacity_type,
+            offered.join(", ")
+        ));
+    };
+    let launch = Launch {
+        zone: machine.zone.clone(),
+        capacity_type: machine.capacity_type.clone(),
+        user_data: String::new(),
+        tags: machine.tags.clone(),
+        price: offering.price,
+        state: InstanceState::Running,
+    };
+    let instance = state.table().record(info, launch, state.clock.now());
+    tracing::info!(id = %instance.id, instance_type = %instance.instance_type, zone = %instance.zone,
+        "simulated cloud adopted a running machine");
+    Ok(instance)
+}
+
+/// The first few names, then how many more.
+fn abbreviated(names: &[&str]) -> String {
+    const SHOWN: usize = 8;
+    let mut text = names
+        .iter()
+        .take(SHOWN)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        text.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    text
 }
 
 /// Flips the instance to `running` once the boot delay has passed (unless deleted first).

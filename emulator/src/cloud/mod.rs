@@ -114,6 +114,20 @@ impl Default for SimCloudOptions {
     }
 }
 
+/// A machine that runs before the cloud starts, to take in as an instance
+/// ([`SimCloud::adopt`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Adoption {
+    /// Its instance type: a name of the catalog.
+    pub instance_type: String,
+    /// Its zone: a zone where the catalog offers the type.
+    pub zone: String,
+    /// `on-demand` or `spot`.
+    pub capacity_type: String,
+    /// The instance's tags (the `simcloud` plugin finds a NodeClaim's instance by them).
+    pub tags: std::collections::BTreeMap<String, String>,
+}
+
 /// A running simulated cloud. Dropping it stops the server.
 pub struct SimCloud {
     address: SocketAddr,
@@ -200,6 +214,15 @@ impl SimCloud {
     /// The resolved instance types (capacity, labels, priced offerings).
     pub fn instance_types(&self) -> &[InstanceTypeInfo] {
         &self.state.types
+    }
+
+    /// Takes in a machine that was already running (a Karpenter node of a cluster snapshot)
+    /// as a `running` instance with a new ID and the catalog's capacity, labels and price for
+    /// its offering; no [`CloudEvent`] is sent (the caller hands it to the physics, whose
+    /// kubelet takes over its existing Node). The error names what the catalog lacks: the
+    /// instance type, or an offering in that zone and capacity type.
+    pub fn adopt(&self, machine: &Adoption) -> Result<SimInstance, String> {
+        api::adopt(&self.state, machine)
     }
 
     /// Makes a live instance hang: its kubelet stops for good (see [`CloudEvent::Hung`]).

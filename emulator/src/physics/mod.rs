@@ -10,7 +10,7 @@
 //!   and run one pod of every DaemonSet on each matching node;
 //! - the **batch controllers** (`batch.rs`) run Jobs' pods to completion and create Jobs on
 //!   CronJobs' schedules;
-//! - the **kubelets** (`kubelet.rs`) boot the instances the simulated cloud launches: after the
+//! - the **kubelets** (`kubelet/`) boot the instances the simulated cloud launches: after the
 //!   boot delay they run the instance's bootstrap (its userData), register a Node if they
 //!   understand it (a managed platform's machine brings its ready-made registration instead),
 //!   run the pods bound to it and finish the ones being deleted; when the cloud
@@ -28,7 +28,7 @@ mod bootstrap;
 pub use bootstrap::{BootCheck, DeclaredBoot, DeclaredBoots, boot_check, boot_check_declared};
 pub(crate) mod cache;
 mod kubelet;
-pub use kubelet::NodeFault;
+pub use kubelet::{ExistingNode, INSTANCE_ANNOTATION, NodeFault};
 pub mod lag;
 mod scheduler;
 mod workloads;
@@ -97,6 +97,10 @@ pub struct PhysicsOptions {
     /// Renderers' promises of what a node registers with, for userData in a format the
     /// kubelets do not read (see [`DeclaredBoots`]); empty unless the host side fills it.
     pub declared_boots: DeclaredBoots,
+    /// Nodes already in the cluster (a cluster snapshot's), each carrying its kubelet's ID
+    /// ([`ExistingNode::kubelet_id`]) in [`INSTANCE_ANNOTATION`]: a kubelet takes over each
+    /// at once and runs the pods bound to it.
+    pub existing_nodes: Vec<ExistingNode>,
 }
 
 /// Writes per simulated second of the scheduler and of the workload controllers, unless set.
@@ -121,6 +125,7 @@ impl PhysicsOptions {
             region: "sim-region-1".to_string(),
             write_rate: DEFAULT_WRITE_RATE,
             declared_boots: DeclaredBoots::default(),
+            existing_nodes: Vec::new(),
         }
     }
 
@@ -148,6 +153,7 @@ impl std::fmt::Debug for PhysicsOptions {
             .field("resync_interval", &self.resync_interval)
             .field("region", &self.region)
             .field("write_rate", &self.write_rate)
+            .field("existing_nodes", &self.existing_nodes.len())
             .finish_non_exhaustive()
     }
 }
@@ -276,6 +282,7 @@ impl Physics {
             region,
             write_rate,
             declared_boots,
+            existing_nodes,
         } = options;
         let lag = Arc::new(LagMeter::new());
         let (faults, fault_requests) = mpsc::unbounded_channel();
@@ -296,7 +303,12 @@ impl Physics {
             tokio::spawn(workloads::run_deployments(shared.clone())),
             tokio::spawn(workloads::run_daemonsets(shared.clone())),
             tokio::spawn(batch::run(shared.clone())),
-            tokio::spawn(kubelet::run(shared, cloud_events, fault_requests)),
+            tokio::spawn(kubelet::run(
+                shared,
+                cloud_events,
+                fault_requests,
+                existing_nodes,
+            )),
             tokio::spawn(lag::probe(clock, lag.clone())),
         ];
         tracing::info!("cluster physics started");

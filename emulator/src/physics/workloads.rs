@@ -62,6 +62,37 @@ fn template_hash(template: &PodTemplateSpec) -> String {
         .collect()
 }
 
+/// The ReplicaSet of a Deployment's current template among those it owns: the one named
+/// after the template's hash, else one whose template is the same but for the
+/// `pod-template-hash` label (as the real controller finds it, so a ReplicaSet created by
+/// another controller — one from a cluster snapshot — is kept, not rolled over).
+fn current_replica_set<'a>(
+    owned: &'a [ReplicaSet],
+    deployment: &str,
+    template: &PodTemplateSpec,
+) -> Option<&'a ReplicaSet> {
+    let named = format!("{deployment}-{}", template_hash(template));
+    let without_hash = |t: &PodTemplateSpec| {
+        let mut t = t.clone();
+        if let Some(labels) = t.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
+            labels.remove(POD_TEMPLATE_HASH_LABEL);
+        }
+        t
+    };
+    let wanted = without_hash(template);
+    owned
+        .iter()
+        .find(|r| r.metadata.name.as_deref() == Some(named.as_str()))
+        .or_else(|| {
+            owned.iter().find(|r| {
+                r.spec
+                    .as_ref()
+                    .and_then(|s| s.template.as_ref())
+                    .is_some_and(|t| without_hash(t) == wanted)
+            })
+        })
+}
+
 /// A pod from a template, owned by `owner`.
 fn pod_from_template(template: &PodTemplateSpec, namespace: &str, owner: OwnerReference) -> Pod {
     let template_meta = template.metadata.clone().unwrap_or_default();
@@ -244,13 +275,13 @@ impl Deployments {
         let (namespace, name) = name_of(&deployment.metadata);
         let desired = spec.replicas.unwrap_or(1);
         let hash = template_hash(&spec.template);
-        let new_name = format!("{name}-{hash}");
         let api: Api<ReplicaSet> = Api::namespaced(self.shared.client.clone(), &namespace);
         let owned = self.owned_replica_sets(deployment);
-        match owned
-            .iter()
-            .find(|r| r.metadata.name.as_deref() == Some(new_name.as_str()))
-        {
+        let current = current_replica_set(&owned, &name, &spec.template);
+        let new_name = current
+            .and_then(|r| r.metadata.name.clone())
+            .unwrap_or_else(|| format!("{name}-{hash}"));
+        match current {
             None => {
                 let mut template = spec.template.clone();
                 let template_meta = template.metadata.get_or_insert_with(Default::default);
@@ -516,11 +547,11 @@ impl Deployments {
         };
         let desired = spec.replicas.unwrap_or(1);
         let hash = template_hash(&spec.template);
-        let new_name = format!(
-            "{}-{hash}",
-            deployment.metadata.name.as_deref().unwrap_or_default()
-        );
         let owned = self.owned_replica_sets(deployment);
+        let name = deployment.metadata.name.as_deref().unwrap_or_default();
+        let new_name = current_replica_set(&owned, name, &spec.template)
+            .and_then(|r| r.metadata.name.clone())
+            .unwrap_or_else(|| format!("{name}-{hash}"));
         let figure = |f: fn(&ReplicaSetStatus) -> i32| {
             owned
                 .iter()

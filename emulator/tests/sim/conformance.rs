@@ -2307,6 +2307,8 @@ fn karpenter_objects(value: &serde_json::Value, found: &mut Vec<serde_json::Valu
                 .and_then(|v| v.as_str())
                 .is_some_and(|v| v.starts_with("karpenter.sh/"))
                 && map.contains_key("kind")
+                // An owner reference names a kind too, but is no object.
+                && map.contains_key("metadata")
             {
                 found.push(value.clone());
             } else {

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use joinery_core::clock::Clock;
 use joinery_emulator::cloud::{CloudEvent, InstanceState, SimInstance};
+use joinery_emulator::physics::{ExistingNode, NodeFault};
 use joinery_emulator::{ApiServer, ApiServerOptions, Physics, PhysicsOptions};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod};
@@ -32,26 +33,8 @@ struct Cluster {
 }
 
 async fn cluster() -> Cluster {
-    let clock = Arc::new(Clock::with_speed(SPEED));
-    let server = ApiServer::start(ApiServerOptions {
-        clock: clock.clone(),
-        ..Default::default()
-    })
-    .await
-    .expect("server starts");
-    let client = server.client().expect("client builds");
-    let (cloud, events) = broadcast::channel(64);
-    let physics = Physics::start(
-        PhysicsOptions::new(client.clone(), clock.clone())
-            .with_cloud(events, Duration::from_secs(5)),
-    );
-    Cluster {
-        _server: server,
-        client,
-        clock,
-        cloud,
-        physics,
-    }
+    let (server, client, clock) = server_alone().await;
+    with_physics(server, client, clock, Vec::new())
 }
 
 /// Polls `probe` until it yields a value, failing the test after [`PATIENCE`].
@@ -1217,4 +1200,206 @@ async fn timestamps_follow_the_fast_clock() {
         (deadline - expected).get_seconds().abs() <= 2,
         "deadline {deadline} vs {expected}"
     );
+}
+
+/// A cluster whose nodes and pods exist before the physics starts (a cluster snapshot's):
+/// a static node `static-a` with a Running pod and a bound pod not started yet, and `adopted`,
+/// the Node of instance `i-000000aa`. Returns the cluster, with the physics taking both over.
+async fn cluster_with_existing_nodes() -> Cluster {
+    let (server, client, clock) = server_alone().await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    for (name, id) in [("static-a", "node/static-a"), ("adopted", "i-000000aa")] {
+        nodes
+            .create(&PostParams::default(), &annotated_node(name, id))
+            .await
+            .unwrap();
+    }
+    let bound = |name: &str, node: &str, status: Value| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"app": "old"}},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]},
+            "status": status,
+        }))
+        .unwrap()
+    };
+    let running = json!({"phase": "Running", "podIP": "10.9.9.9",
+        "conditions": [{"type": "Ready", "status": "True"}]});
+    for pod in [
+        bound("was-running", "static-a", running.clone()),
+        bound("not-started", "static-a", json!({})),
+        bound("on-adopted", "adopted", running),
+    ] {
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    let mut adopted = instance("i-000000aa", "");
+    adopted.state = InstanceState::Running;
+    let existing = vec![
+        ExistingNode {
+            node: "static-a".into(),
+            instance: None,
+            address: Some("10.1.2.3".parse().unwrap()),
+        },
+        ExistingNode {
+            node: "adopted".into(),
+            instance: Some(adopted),
+            address: None,
+        },
+    ];
+    assert_eq!(existing[0].kubelet_id(), "node/static-a");
+    assert_eq!(existing[1].kubelet_id(), "i-000000aa");
+    with_physics(server, client, clock, existing)
+}
+
+/// A Ready Node of 4 CPUs whose kubelet goes by `id`, as a snapshot's node is written.
+fn annotated_node(name: &str, id: &str) -> Node {
+    let ready = json!([{"type": "Ready", "status": "True", "reason": "KubeletReady"}]);
+    serde_json::from_value::<Node>(json!({
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name},
+                     "annotations": {joinery_emulator::physics::INSTANCE_ANNOTATION: id}},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}, "conditions": ready},
+    }))
+    .unwrap()
+}
+
+/// An API server on the test clock, without physics yet.
+async fn server_alone() -> (ApiServer, Client, Arc<Clock>) {
+    let clock = Arc::new(Clock::with_speed(SPEED));
+    let server = ApiServer::start(ApiServerOptions {
+        clock: clock.clone(),
+        ..Default::default()
+    })
+    .await
+    .expect("server starts");
+    let client = server.client().expect("client builds");
+    (server, client, clock)
+}
+
+/// Starts the physics on a server whose objects are written, its kubelets taking over
+/// `existing`.
+fn with_physics(
+    server: ApiServer,
+    client: Client,
+    clock: Arc<Clock>,
+    existing: Vec<ExistingNode>,
+) -> Cluster {
+    let (cloud, events) = broadcast::channel(64);
+    let physics = Physics::start(PhysicsOptions {
+        existing_nodes: existing,
+        ..PhysicsOptions::new(client.clone(), clock.clone())
+            .with_cloud(events, Duration::from_secs(5))
+    });
+    Cluster {
+        _server: server,
+        client,
+        clock,
+        cloud,
+        physics,
+    }
+}
+
+#[tokio::test]
+async fn existing_nodes_are_taken_over_their_pods_run_and_an_adopted_machine_can_go() {
+    let cluster = cluster_with_existing_nodes().await;
+    let pods: Api<Pod> = Api::default_namespaced(cluster.client.clone());
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    eventually("the bound pod started on the static node", || async {
+        let pod = pods.get("not-started").await.ok()?;
+        is_running_and_ready(&pod).then_some(pod)
+    })
+    .await;
+    let started = pods.get("not-started").await.unwrap();
+    assert_eq!(
+        started.status.as_ref().and_then(|s| s.host_ip.as_deref()),
+        Some("10.1.2.3"),
+        "the node's own address is its pods' hostIP"
+    );
+    // A pod that was running already is left as it was (its IP kept).
+    let kept = pods.get("was-running").await.unwrap();
+    assert_eq!(
+        kept.status.as_ref().and_then(|s| s.pod_ip.as_deref()),
+        Some("10.9.9.9")
+    );
+    // The static node's kubelet answers faults like a launched machine's.
+    cluster
+        .physics
+        .fault("static-a", NodeFault::NotReady, false)
+        .await
+        .expect("the taken-over kubelet takes a fault");
+    // Terminating the adopted machine takes its Node and pods with it.
+    let mut machine = instance("i-000000aa", "");
+    machine.state = InstanceState::Terminated;
+    cluster
+        .cloud
+        .send(CloudEvent::Terminated {
+            instance: machine,
+            at: cluster.clock.now(),
+        })
+        .unwrap();
+    eventually("the adopted node and its pod gone", || async {
+        (nodes.get("adopted").await.is_err() && pods.get("on-adopted").await.is_err()).then_some(())
+    })
+    .await;
+    assert!(nodes.get("static-a").await.is_ok(), "the static node stays");
+}
+
+#[tokio::test]
+async fn a_deployment_keeps_a_replica_set_of_its_template_whatever_its_name() {
+    // Both are written before the workload controllers start, as a snapshot's are.
+    let (server, client, clock) = server_alone().await;
+    Api::<Node>::all(client.clone())
+        .create(&PostParams::default(), &annotated_node("big", "node/big"))
+        .await
+        .unwrap();
+    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
+    let replica_sets: Api<k8s_openapi::api::apps::v1::ReplicaSet> =
+        Api::default_namespaced(client.clone());
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let created = deployments
+        .create(
+            &PostParams::default(),
+            &deployment("web", 2, "100m", json!({})),
+        )
+        .await
+        .unwrap();
+    // A ReplicaSet named the way the real controller names it (another hash), with the
+    // Deployment's template and the `pod-template-hash` label, as a snapshot holds it.
+    let mut template = serde_json::to_value(&created.spec.as_ref().unwrap().template).unwrap();
+    template["metadata"]["labels"]["pod-template-hash"] = json!("7c9d4f8b5");
+    let replica_set = json!({
+        "metadata": {"name": "web-7c9d4f8b5", "labels": {"app": "web", "pod-template-hash": "7c9d4f8b5"},
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                                          "uid": created.metadata.uid, "controller": true}]},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web", "pod-template-hash": "7c9d4f8b5"}},
+                 "template": template},
+    });
+    replica_sets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(replica_set).unwrap(),
+        )
+        .await
+        .unwrap();
+    let big = ExistingNode {
+        node: "big".into(),
+        instance: None,
+        address: None,
+    };
+    let cluster = with_physics(server, client, clock, vec![big]);
+    eventually("two running pods", || async {
+        let all = app_pods(&pods, "web").await;
+        (all.len() == 2 && all.iter().all(is_running_and_ready)).then_some(())
+    })
+    .await;
+    // Several resyncs later, still the one ReplicaSet, at two replicas.
+    tokio::time::sleep(cluster.clock.to_real(Duration::from_secs(30))).await;
+    let names: Vec<(String, Option<i32>)> = replica_sets
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|r| (r.metadata.name.unwrap(), r.spec.and_then(|s| s.replicas)))
+        .collect();
+    assert_eq!(names, [("web-7c9d4f8b5".to_string(), Some(2))]);
 }

@@ -94,19 +94,19 @@ pub fn unmet(expect: &Expectations, seen: &Observation) -> Vec<String> {
     }
     if let Some(n) = expect.node_claims_created_at_most {
         check(
-            seen.claims.len() <= n,
+            seen.claims_created() <= n,
             format!(
                 "nodeClaimsCreatedAtMost: wanted ≤ {n}, saw {}",
-                seen.claims.len()
+                seen.claims_created()
             ),
         );
     }
     if let Some(n) = expect.node_claims_created_at_least {
         check(
-            seen.claims.len() >= n,
+            seen.claims_created() >= n,
             format!(
                 "nodeClaimsCreatedAtLeast: wanted ≥ {n}, saw {}",
-                seen.claims.len()
+                seen.claims_created()
             ),
         );
     }

@@ -10,7 +10,7 @@
 //! real clouds, one module each, and the plugin registry with their grants), `expectations`
 //! ([`unmet`], [`judge_lag`]), `run` ([`run_scenario`]), `error`, and the public [`scenario`],
 //! [`observer`], [`report`] and [`plot`], [`trace`] (workload traces and their generators),
-//! and [`virtual_time`] (how a simulation runs
+//! [`snapshot`] (a cluster snapshot as the starting state) and [`virtual_time`] (how a simulation runs
 //! faster than real time and the same on every run). Everything the crate offers is re-exported here.
 
 mod buffers;
@@ -25,6 +25,7 @@ pub mod report;
 mod run;
 pub mod scenario;
 mod simulation;
+pub mod snapshot;
 pub mod trace;
 pub mod virtual_time;
 
@@ -46,3 +47,4 @@ pub use simulation::{
     DEFAULT_SEED, DEFAULT_SPEED, NODECLASS_CRDS, Simulation, SimulationOptions,
     VIRTUAL_START_UNIX_SECONDS,
 };
+pub use snapshot::ClusterSnapshot;

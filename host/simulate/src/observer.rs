@@ -74,6 +74,9 @@ pub struct NodeRecord {
     /// Provider ID.
     #[serde(skip)]
     pub provider_id: Option<String>,
+    /// A NodeClaim of the cluster snapshot the run started from (adopted, not created).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub adopted: bool,
 }
 
 /// The cluster at one moment, as plotted: recorded at the start and whenever one of its
@@ -106,7 +109,7 @@ pub struct Observation {
     pub node_claims: usize,
     /// Most nodes seen at once.
     pub peak_nodes: usize,
-    /// NodeClaims seen, by name, in order of appearance.
+    /// NodeClaims seen, by name, in order of appearance (the snapshot's first).
     pub claims: Vec<NodeRecord>,
     /// Hourly price of the live (not terminated) instances now.
     pub cost_per_hour: f64,
@@ -259,6 +262,8 @@ pub struct Observer {
     record_buffers: bool,
     /// Whether the timeline already says the run fell behind its clock.
     pub lag_noted: bool,
+    /// The NodeClaims of the cluster snapshot the run started from.
+    adopted: std::collections::BTreeSet<String>,
 }
 
 fn is_daemon(pod: &Pod) -> bool {
@@ -283,6 +288,13 @@ fn is_marked_unschedulable(pod: &Pod) -> bool {
         })
 }
 
+impl Observation {
+    /// The NodeClaims the run created (those of the snapshot it started from not counted).
+    pub fn claims_created(&self) -> usize {
+        self.claims.iter().filter(|c| !c.adopted).count()
+    }
+}
+
 impl Observer {
     /// An observer; with `echo`, timeline lines are printed as they happen.
     pub fn new(client: kube::Client, clock: Arc<Clock>, echo: bool) -> Observer {
@@ -300,7 +312,14 @@ impl Observer {
             record_events: false,
             record_buffers: false,
             lag_noted: false,
+            adopted: Default::default(),
         }
+    }
+
+    /// Records `claims` as the cluster snapshot's NodeClaims: adopted, not created by the
+    /// run (they count in no `nodeClaimsCreated` and no `nodesLaunched`).
+    pub fn adopted_claims(&mut self, claims: impl IntoIterator<Item = String>) {
+        self.adopted.extend(claims);
     }
 
     /// Also records the reasons of the cluster's Events at every sample (a list of all
@@ -541,24 +560,33 @@ impl Observer {
                     let pool = convert::label(&claim.metadata, labels::NODEPOOL_LABEL)
                         .unwrap_or_default()
                         .to_owned();
+                    let adopted = self.adopted.contains(&name);
                     self.state.claims.push(NodeRecord {
                         node_claim: name.clone(),
                         node_pool: pool.clone(),
                         created_at: now,
+                        adopted,
                         ..Default::default()
                     });
                     self.index.insert(name.clone(), self.state.claims.len() - 1);
-                    self.state.first_node_claim.get_or_insert(now);
-                    let options = claim
-                        .spec
-                        .requirements
-                        .iter()
-                        .find(|r| r.key == labels::INSTANCE_TYPE_LABEL)
-                        .and_then(|r| r.values.as_ref())
-                        .map(|v| v.len())
-                        .unwrap_or(0);
-                    self.note(format!("nodeclaim {name} created (nodepool {pool}, {options} instance-type options)"));
-                    self.state.claims.len() - 1
+                    if adopted {
+                        self.note(format!(
+                            "nodeclaim {name} from the snapshot (nodepool {pool})"
+                        ));
+                        self.state.claims.len() - 1
+                    } else {
+                        self.state.first_node_claim.get_or_insert(now);
+                        let options = claim
+                            .spec
+                            .requirements
+                            .iter()
+                            .find(|r| r.key == labels::INSTANCE_TYPE_LABEL)
+                            .and_then(|r| r.values.as_ref())
+                            .map(|v| v.len())
+                            .unwrap_or(0);
+                        self.note(format!("nodeclaim {name} created (nodepool {pool}, {options} instance-type options)"));
+                        self.state.claims.len() - 1
+                    }
                 }
             };
             let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone());

@@ -436,11 +436,11 @@ impl Report {
             pending_pods,
             nodes: seen.claims.clone(),
             totals: Totals {
-                node_claims_created: seen.claims.len(),
+                node_claims_created: seen.claims_created(),
                 nodes_launched: seen
                     .claims
                     .iter()
-                    .filter(|c| c.launched_at.is_some())
+                    .filter(|c| c.launched_at.is_some() && !c.adopted)
                     .count(),
                 nodes_deleted: seen
                     .claims

@@ -114,6 +114,7 @@ pub async fn run_scenario_with(
         clusterapi: (scenario.cloud.provider() == "clusterapi")
             .then(|| scenario.cloud.clusterapi.clone().unwrap_or_default()),
         preload: None,
+        snapshot: snapshot(scenario)?,
         install_crds: true,
         plugin_dirs,
     };
@@ -128,6 +129,15 @@ pub async fn run_scenario_with(
     }
     sim.start_controller().await?;
     let mut observer = Observer::new(sim.client.clone(), sim.clock.clone(), echo);
+    if let Some(snapshot) = &scenario.snapshot {
+        observer.note(format!("snapshot {snapshot}: the cluster's starting state"));
+        for note in &sim.snapshot_notes {
+            observer.note(format!("snapshot: {note}"));
+        }
+    }
+    if let Some(snapshot) = &scenario.loaded_snapshot {
+        observer.adopted_claims(snapshot.claims());
+    }
     if scenario.expects_events() {
         observer.record_events();
     }
@@ -197,6 +207,22 @@ pub async fn run_scenario_with(
     drop(observer);
     sim.shutdown().await;
     Ok(report)
+}
+
+/// The scenario's snapshot, read by [`Scenario::load_with`]; a scenario that names one it did
+/// not read (parsed alone, with [`Scenario::parse`]) is refused.
+fn snapshot(
+    scenario: &Scenario,
+) -> Result<Option<std::sync::Arc<crate::snapshot::ClusterSnapshot>>, ScenarioError> {
+    match (&scenario.snapshot, &scenario.loaded_snapshot) {
+        (Some(file), None) => Err(ScenarioError {
+            origin: scenario.name.clone(),
+            message: format!(
+                "snapshot: {file} was not read; load the scenario from its file (Scenario::load_with) to read it"
+            ),
+        }),
+        (_, loaded) => Ok(loaded.clone()),
+    }
 }
 
 async fn drive(

@@ -31,6 +31,7 @@
 //!                              # optional: make nodes unhealthy (NodeFaultSpec)
 //! expect: {podsRunning: 0}     # must hold at the end
 //! trace: day.yaml              # optional: a workload trace played first (crate::trace)
+//! snapshot: cluster.yaml       # optional: the cluster's starting state (crate::snapshot)
 //! sampleEvery: 5s              # optional: how often the run samples the cluster
 //! ```
 
@@ -96,6 +97,14 @@ pub struct Scenario {
     /// the steps (see [`crate::trace`]).
     #[serde(default)]
     pub trace: Option<String>,
+    /// A cluster snapshot (a file, relative to the scenario's: `kubectl get -o yaml` output,
+    /// as `joinery schedule` reads) written into the cluster before the host starts (see
+    /// [`crate::snapshot`]).
+    #[serde(default)]
+    pub snapshot: Option<String>,
+    /// The snapshot, read and checked by [`Scenario::load_with`].
+    #[serde(skip)]
+    pub loaded_snapshot: Option<std::sync::Arc<crate::snapshot::ClusterSnapshot>>,
     /// How often the run samples the cluster (simulated Go duration; default 500ms). A
     /// day-long trace samples less often.
     #[serde(default)]

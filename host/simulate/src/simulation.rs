@@ -108,6 +108,10 @@ pub struct SimulationOptions {
     /// A static cluster written into the API server before the physics starts (so that its
     /// workload controllers find every ReplicaSet with its pods already there).
     pub preload: Option<joinery_emulator::preload::Preload>,
+    /// A cluster snapshot written into the API server before the physics and the host start
+    /// (see [`crate::snapshot`]): its Karpenter nodes adopted by the simulated cloud, a
+    /// kubelet taking over each of its Nodes.
+    pub snapshot: Option<Arc<crate::snapshot::ClusterSnapshot>>,
     /// Create the karpenter.sh CRDs and [`NODECLASS_CRDS`] at start (default); without them
     /// (`joinery sim serve --without-crds`) whoever uses the cluster installs them, e.g. with
     /// `helm install joinery-crd charts/joinery-crd`.
@@ -131,6 +135,7 @@ impl Default for SimulationOptions {
             clevercloud: None,
             clusterapi: None,
             preload: None,
+            snapshot: None,
             install_crds: true,
             plugin_dirs: Vec::new(),
         }
@@ -168,6 +173,8 @@ pub struct Simulation {
     pub client: kube::Client,
     /// The secrets the host reads.
     pub secrets: Arc<dyn joinery_runtime::services::SecretStore>,
+    /// What writing the cluster snapshot left out or changed on purpose (for the timeline).
+    pub snapshot_notes: Vec<String>,
 }
 
 impl Simulation {
@@ -284,9 +291,19 @@ impl Simulation {
             (None, None, Some(capi)) => (capi.controllers.subscribe(), options.boot_delay),
             (None, None, None) => (cloud.subscribe(), cloud.boot_delay()),
         };
+        // The snapshot goes in before the physics starts, so that its controllers find every
+        // workload with its pods, and its kubelets every Node.
+        let (existing_nodes, snapshot_notes) = match &options.snapshot {
+            Some(snapshot) => {
+                let seeded = snapshot.seed(api.store(), &cloud, &settings.cluster_name)?;
+                (seeded.existing_nodes, seeded.notes)
+            }
+            None => (Vec::new(), Vec::new()),
+        };
         let declared_boots = joinery_emulator::physics::DeclaredBoots::default();
         let physics = Physics::start(PhysicsOptions {
             declared_boots: declared_boots.clone(),
+            existing_nodes,
             ..PhysicsOptions::new(client.clone(), clock.clone()).with_cloud(events.0, events.1)
         });
         // The management cluster's objects go in once the kubelets listen for its machines.
@@ -374,6 +391,7 @@ impl Simulation {
             settings,
             client,
             secrets,
+            snapshot_notes,
         };
         if options.start_controller {
             sim.start_controller().await?;

@@ -341,6 +341,42 @@ impl Scenario {
         path: Option<&std::path::Path>,
         trace: Option<&std::path::Path>,
     ) -> Result<Scenario, ScenarioError> {
+        Self::load_with(path, trace, None)
+    }
+
+    /// [`Scenario::load`], and the cluster snapshot the scenario names (`snapshot:`,
+    /// relative to its file) or `snapshot` (which replaces the scenario's own), read and
+    /// checked (see [`crate::snapshot`]).
+    pub fn load_with(
+        path: Option<&std::path::Path>,
+        trace: Option<&std::path::Path>,
+        snapshot: Option<&std::path::Path>,
+    ) -> Result<Scenario, ScenarioError> {
+        let mut scenario = Self::load_scenario_and_trace(path, trace, snapshot.is_some())?;
+        let named = scenario.snapshot.as_deref().map(|file| {
+            path.and_then(std::path::Path::parent)
+                .unwrap_or(std::path::Path::new("."))
+                .join(file)
+        });
+        if let Some(file) = snapshot.map(std::path::Path::to_path_buf).or(named) {
+            let origin = file.display().to_string();
+            let text = std::fs::read_to_string(&file).map_err(|e| ScenarioError {
+                origin: origin.clone(),
+                message: format!("cannot read it: {e}"),
+            })?;
+            let parsed =
+                crate::snapshot::ClusterSnapshot::parse(&text, &origin, scenario.cloud.provider())?;
+            scenario.snapshot = Some(origin);
+            scenario.loaded_snapshot = Some(std::sync::Arc::new(parsed));
+        }
+        Ok(scenario)
+    }
+
+    fn load_scenario_and_trace(
+        path: Option<&std::path::Path>,
+        trace: Option<&std::path::Path>,
+        snapshot_given: bool,
+    ) -> Result<Scenario, ScenarioError> {
         let unreadable = |what: &std::path::Path, e: std::io::Error| ScenarioError {
             origin: what.display().to_string(),
             message: format!("cannot read it: {e}"),
@@ -349,7 +385,11 @@ impl Scenario {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| unreadable(path, e))?;
                 let scenario = Scenario::parse(&text, &path.display().to_string())?;
-                if scenario.manifests.is_empty() && scenario.steps.is_empty() {
+                let starts_from_a_snapshot = snapshot_given || scenario.snapshot.is_some();
+                if scenario.manifests.is_empty()
+                    && scenario.steps.is_empty()
+                    && !starts_from_a_snapshot
+                {
                     return Err(ScenarioError {
                         origin: path.display().to_string(),
                         message: "nothing to simulate: the scenario has no manifests and no \

@@ -1,4 +1,4 @@
-//! `joinery simulate`: run a scenario against the emulated cluster and simulated cloud with
+//! `joinery simulate`: run a scenario (from a cluster snapshot, if given) against the emulated cluster and simulated cloud with
 //! the real host and plugins, print its timeline and summary, and pass or fail on it.
 
 use std::path::PathBuf;
@@ -19,6 +19,11 @@ pub struct SimulateArgs {
     /// scenario's steps; it replaces the scenario's own `trace:`.
     #[arg(long, value_name = "FILE.yaml")]
     pub trace: Option<PathBuf>,
+    /// Start from this cluster snapshot (`kubectl get -o yaml` output, as `joinery schedule`
+    /// reads; see docs/simulate.md): its Nodes, pods, workloads and Karpenter objects are
+    /// the cluster before the host starts; it replaces the scenario's own `snapshot:`.
+    #[arg(long, value_name = "FILE.yaml")]
+    pub snapshot: Option<PathBuf>,
     /// Run the scenario as written (`baseline`) and under each variant of this file (YAML,
     /// see docs/simulate.md), in virtual time with one seed, and print one table;
     /// `--report` then writes the comparison, `--plot` draws the variants overlaid.
@@ -87,7 +92,11 @@ impl SimulateArgs {
 impl Execute for SimulateArgs {
     /// Runs a scenario and prints its timeline and summary; exit code 0 when it passed.
     async fn execute(self) -> Result<ExitCode> {
-        let scenario = Scenario::load(self.scenario.as_deref(), self.trace.as_deref())?;
+        let scenario = Scenario::load_with(
+            self.scenario.as_deref(),
+            self.trace.as_deref(),
+            self.snapshot.as_deref(),
+        )?;
         let speed = self.speed.unwrap_or(joinery_simulate::DEFAULT_SPEED);
         if !self.quiet {
             println!(

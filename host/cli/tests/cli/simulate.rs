@@ -926,6 +926,48 @@ fn an_underutilized_node_is_replaced_by_a_cheaper_one() {
 }
 
 #[test]
+fn a_snapshot_starts_the_cluster_its_pending_pods_get_a_node_and_its_idle_node_goes() {
+    let (report, stdout, ok) = simulate(Some("snapshot-shop.yaml"));
+    assert!(ok, "{stdout}");
+    let (cost, created, deleted, running) = totals(&report);
+    // One node launched for the reports; the adopted, nearly idle default-q9m4t deleted.
+    assert_eq!((created, deleted, running), (1, 1, 8), "{report:#}");
+    assert!(
+        (cost - 0.324).abs() < 1e-9,
+        "a c3-8 and a c3-16 left: {cost}"
+    );
+    assert_eq!(
+        report["instanceTypes"],
+        serde_json::json!(["c3-16", "c3-8"])
+    );
+    let nodes = report["nodes"].as_array().unwrap();
+    let adopted: Vec<(&str, bool)> = nodes
+        .iter()
+        .filter(|n| n["adopted"] == true)
+        .map(|n| (n["nodeClaim"].as_str().unwrap(), n["deletedAt"].is_number()))
+        .collect();
+    assert_eq!(
+        adopted,
+        [("default-7xk2p", false), ("default-q9m4t", true)],
+        "{report:#}"
+    );
+    let timeline = report["timeline"].as_array().unwrap();
+    let said = |text: &str| timeline.iter().any(|l| l.as_str().unwrap().contains(text));
+    assert!(
+        said(
+            "snapshot: adopted Node default-7xk2p (NodeClaim default-7xk2p, c3-8 in nova) as instance i-00000001 (was openstack:///a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c55)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        said("snapshot: not written (the emulated cluster makes its own): 1 Event"),
+        "{stdout}"
+    );
+    // The system nodes are no cloud's: the cloud holds the kept c3-8 and the new one.
+    assert_eq!(report["cloud"]["instancesAtEnd"], 2, "{report:#}");
+}
+
+#[test]
 fn several_idle_nodes_go_without_a_new_launch() {
     let (report, stdout, ok) = simulate(Some("consolidation-multi-delete.yaml"));
     assert!(ok, "{stdout}");
@@ -1387,7 +1429,7 @@ fn a_diurnal_day_compared_under_variants_differs_and_adds_up() {
 }
 
 #[test]
-fn a_garbled_trace_or_variant_is_refused_naming_the_file_line_and_field() {
+fn a_garbled_trace_snapshot_or_variant_is_refused_naming_the_file_line_and_field() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = repo().join("examples/scenarios/quickstart.yaml");
     let cases = [
@@ -1405,6 +1447,11 @@ fn a_garbled_trace_or_variant_is_refused_naming_the_file_line_and_field() {
             "trace",
             "events:\n  - at: 1m\n    scale: {name: inflate, replicas: -1}\n",
             "line 2, events[0].scale.replicas: -1 is negative",
+        ),
+        (
+            "snapshot",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {nodeName: ghost, containers: [{name: c}]}\n",
+            "document 1 (Pod default/p): spec.nodeName: the pod is bound to Node ghost, which is not in the snapshot",
         ),
         (
             "compare",
@@ -1505,6 +1552,7 @@ fn every_shipped_scenario_is_covered_by_a_test() {
         "rke2-bootstrap.yaml",
         "scale-out-1000-pods.yaml",
         "scale-out-2000-pods.yaml",
+        "snapshot-shop.yaml",
         "static-nodepool.yaml",
         "unschedulable-explained.yaml",
         "zone-spread.yaml",

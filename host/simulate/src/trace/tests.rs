@@ -231,3 +231,40 @@ fn the_jobs_shape_starts_one_job_a_day_whose_pods_run_for_the_hold() {
     .unwrap_err();
     assert!(late.contains("--at"), "{late}");
 }
+
+#[test]
+fn a_snapshot_is_read_relative_to_the_scenario_and_the_flag_replaces_it() {
+    let dir =
+        std::env::temp_dir().join(format!("joinery-snapshot-scenario-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("snapshots")).unwrap();
+    let node = |name: &str| format!("apiVersion: v1\nkind: Node\nmetadata: {{name: {name}}}\n");
+    std::fs::write(dir.join("snapshots/a.yaml"), node("from-the-scenario")).unwrap();
+    std::fs::write(
+        dir.join("b.yaml"),
+        format!("{}---\n{}", node("x"), node("y")),
+    )
+    .unwrap();
+    // A scenario with only a snapshot is something to simulate.
+    let path = dir.join("scenario.yaml");
+    std::fs::write(&path, "name: s\nsnapshot: snapshots/a.yaml\n").unwrap();
+    let scenario = Scenario::load(Some(&path), None).unwrap();
+    let snapshot = scenario.loaded_snapshot.expect("read with the scenario");
+    assert_eq!(
+        snapshot.origin,
+        dir.join("snapshots/a.yaml").display().to_string()
+    );
+    assert_eq!(snapshot.len(), 1);
+    let given = dir.join("b.yaml");
+    let scenario = Scenario::load_with(Some(&path), None, Some(&given)).unwrap();
+    assert_eq!(
+        scenario.snapshot.as_deref(),
+        Some(given.display().to_string().as_str())
+    );
+    assert_eq!(scenario.loaded_snapshot.unwrap().len(), 2);
+    // A missing file is named.
+    std::fs::write(&path, "name: s\nsnapshot: nowhere.yaml\n").unwrap();
+    let e = Scenario::load(Some(&path), None).unwrap_err();
+    assert_eq!(e.origin, dir.join("nowhere.yaml").display().to_string());
+    assert!(e.message.starts_with("cannot read it"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
