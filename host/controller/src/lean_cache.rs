@@ -29,6 +29,12 @@ use crate::mirror::{MirrorTable, Relist};
 pub trait Cached: Send + Sync + 'static {
     /// The object's namespace and name.
     fn cache_key(&self) -> (&str, &str);
+
+    /// The Node the object is bound to, for kinds the cache indexes by Node (pods); `None`
+    /// for objects bound to no Node and for other kinds.
+    fn bound_node(&self) -> Option<&str> {
+        None
+    }
 }
 
 impl Cached for LeanPod {
@@ -37,6 +43,10 @@ impl Cached for LeanPod {
             self.metadata.namespace.as_deref().unwrap_or(""),
             self.metadata.name.as_deref().unwrap_or(""),
         )
+    }
+
+    fn bound_node(&self) -> Option<&str> {
+        self.spec.as_ref()?.node_name.as_deref()
     }
 }
 
@@ -81,12 +91,44 @@ struct CacheState<T> {
     hasher: FixedState,
 }
 
-/// Objects found by namespace and name.
-struct Table<T>(HashTable<Arc<T>>);
+/// Objects found by namespace and name, and by the Node they are bound to.
+struct Table<T> {
+    objects: HashTable<Arc<T>>,
+    /// The objects bound to each Node ([`Cached::bound_node`]), in the order they were bound:
+    /// the controllers ask for one node's pods once per node and pass, and a scan of every pod
+    /// for each was most of a long simulation's time.
+    by_node: std::collections::HashMap<String, Vec<Arc<T>>, FixedState>,
+}
 
 impl<T> Default for Table<T> {
     fn default() -> Self {
-        Table(HashTable::new())
+        Table {
+            objects: HashTable::new(),
+            by_node: Default::default(),
+        }
+    }
+}
+
+impl<T: Cached> Table<T> {
+    fn unbind(&mut self, object: &T) {
+        let Some(node) = object.bound_node() else {
+            return;
+        };
+        if let Some(bound) = self.by_node.get_mut(node) {
+            bound.retain(|held| held.cache_key() != object.cache_key());
+            if bound.is_empty() {
+                self.by_node.remove(node);
+            }
+        }
+    }
+
+    fn bind(&mut self, object: &Arc<T>) {
+        if let Some(node) = object.bound_node() {
+            self.by_node
+                .entry(node.to_string())
+                .or_default()
+                .push(object.clone());
+        }
     }
 }
 
@@ -100,15 +142,38 @@ impl<T: Cached> MirrorTable<Arc<T>> for Table<T> {
 
     fn upsert(&mut self, hasher: &FixedState, object: &Arc<T>) {
         let hash = hasher.hash_one(object.cache_key());
-        match self
-            .0
+        let previous = match self
+            .objects
             .find_mut(hash, |held| held.cache_key() == object.cache_key())
         {
-            Some(held) => *held = object.clone(),
+            Some(held) => Some(std::mem::replace(held, object.clone())),
             None => {
-                self.0.insert_unique(hash, object.clone(), |held| {
+                self.objects.insert_unique(hash, object.clone(), |held| {
                     hasher.hash_one(held.cache_key())
                 });
+                None
+            }
+        };
+        match previous {
+            // Still on the same Node: updated in place, keeping its position.
+            Some(previous) if previous.bound_node() == object.bound_node() => {
+                if let Some(held) = object
+                    .bound_node()
+                    .and_then(|node| self.by_node.get_mut(node))
+                    .and_then(|bound| {
+                        bound
+                            .iter_mut()
+                            .find(|held| held.cache_key() == object.cache_key())
+                    })
+                {
+                    *held = object.clone();
+                }
+            }
+            previous => {
+                if let Some(previous) = previous {
+                    self.unbind(&previous);
+                }
+                self.bind(object);
             }
         }
     }
@@ -116,10 +181,11 @@ impl<T: Cached> MirrorTable<Arc<T>> for Table<T> {
     fn remove(&mut self, hasher: &FixedState, object: &Arc<T>) {
         let hash = hasher.hash_one(object.cache_key());
         if let Ok(entry) = self
-            .0
+            .objects
             .find_entry(hash, |held| held.cache_key() == object.cache_key())
         {
-            entry.remove();
+            let (held, _) = entry.remove();
+            self.unbind(&held);
         }
     }
 }
@@ -149,7 +215,18 @@ impl<T: Cached> LeanCache<T> {
     /// sequence of watch events (the hasher's keys are fixed), so a simulation's decisions
     /// do not depend on the process.
     pub fn state(&self) -> Vec<Arc<T>> {
-        self.shared.read().0.iter().cloned().collect()
+        self.shared.read().objects.iter().cloned().collect()
+    }
+
+    /// The cached objects bound to Node `node` ([`Cached::bound_node`]), in the order they
+    /// were bound: a lookup, not a scan of every object.
+    pub fn bound_to(&self, node: &str) -> Vec<Arc<T>> {
+        self.shared
+            .read()
+            .by_node
+            .get(node)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// The object `name` in `namespace` (empty for a cluster-scoped kind), if cached.
@@ -157,14 +234,14 @@ impl<T: Cached> LeanCache<T> {
         let hash = self.shared.hasher.hash_one((namespace, name));
         self.shared
             .read()
-            .0
+            .objects
             .find(hash, |held| held.cache_key() == (namespace, name))
             .cloned()
     }
 
     /// How many objects are cached.
     pub fn len(&self) -> usize {
-        self.shared.read().0.len()
+        self.shared.read().objects.len()
     }
 
     /// Whether no object is cached.
@@ -289,6 +366,51 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["db"]
         );
+    }
+
+    #[tokio::test]
+    async fn pods_are_found_by_their_node_through_binds_moves_updates_deletes_and_relists() {
+        let names = |cache: &PodCache, node: &str| -> Vec<String> {
+            cache
+                .bound_to(node)
+                .iter()
+                .map(|p| format!("{}/{}", p.cache_key().0, p.cache_key().1))
+                .collect()
+        };
+        let unbound = |namespace: &str, name: &str| -> Arc<LeanPod> {
+            Arc::new(serde_json::from_value(json!({"metadata": {"name": name, "namespace": namespace}, "spec": {"containers": []}})).unwrap())
+        };
+        let (cache, mut writer) = lean_cache::<LeanPod>();
+        writer.apply(&watcher::Event::Init);
+        writer.apply(&watcher::Event::InitApply(pod("a", "web", "n1")));
+        writer.apply(&watcher::Event::InitApply(unbound("a", "pending")));
+        writer.apply(&watcher::Event::InitDone);
+        assert_eq!(names(&cache, "n1"), ["a/web"]);
+        // Bound later (the binding is an update of a pod that had no node).
+        writer.apply(&watcher::Event::Apply(pod("a", "pending", "n1")));
+        assert_eq!(names(&cache, "n1"), ["a/web", "a/pending"]);
+        // An update on the same node keeps the pod's place and shows the new object.
+        let updated = pod("a", "web", "n1");
+        writer.apply(&watcher::Event::Apply(updated.clone()));
+        assert_eq!(names(&cache, "n1"), ["a/web", "a/pending"]);
+        assert!(Arc::ptr_eq(&cache.bound_to("n1")[0], &updated));
+        // A pod re-created under the same name on another node moves.
+        writer.apply(&watcher::Event::Apply(pod("a", "web", "n2")));
+        assert_eq!(names(&cache, "n1"), ["a/pending"]);
+        assert_eq!(names(&cache, "n2"), ["a/web"]);
+        writer.apply(&watcher::Event::Delete(pod("a", "pending", "n1")));
+        assert!(names(&cache, "n1").is_empty());
+        // A relist's table is indexed as it is filled, and replaces the old index whole.
+        writer.apply(&watcher::Event::Init);
+        writer.apply(&watcher::Event::InitApply(pod("b", "db", "n3")));
+        assert_eq!(
+            names(&cache, "n2"),
+            ["a/web"],
+            "the old index until the list ends"
+        );
+        writer.apply(&watcher::Event::InitDone);
+        assert!(names(&cache, "n2").is_empty());
+        assert_eq!(names(&cache, "n3"), ["b/db"]);
     }
 
     #[tokio::test]

@@ -665,14 +665,9 @@ impl ClusterState {
 
     /// The pods bound to `node` that are not finished (Succeeded/Failed).
     pub fn pods_on_node(&self, node: &str) -> Vec<Arc<LeanPod>> {
-        self.pods
-            .state()
-            .into_iter()
-            .filter(|p| {
-                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
-                    && !is_terminal(p)
-            })
-            .collect()
+        let mut pods = self.pods.bound_to(node);
+        pods.retain(|p| !is_terminal(p));
+        pods
     }
 
     /// The NodeClass object `name` of the given kind.
