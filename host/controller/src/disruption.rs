@@ -74,6 +74,9 @@ struct Memory {
     /// every step for every claim, and parsing and hashing the NodePool each time was most of
     /// a long simulation's time. A new version of either object recomputes it.
     static_drift: HashMap<String, ((String, String), Option<String>)>,
+    /// The last pass that found nothing to do, so that the next passes over the same inputs
+    /// are skipped (upstream's "consolidated" state; see [`disruption::quiet`]).
+    quiet: disruption::QuietPass,
 }
 
 type SharedMemory = Arc<Mutex<Memory>>;
@@ -133,6 +136,13 @@ async fn step(ctx: Arc<Context>, memory: SharedMemory) -> Result<(), ControllerE
         return Ok(());
     }
     lock(&memory).last_decision = Some(now);
+    let inputs = pass_inputs(&ctx, &memory, now);
+    if lock(&memory).quiet.can_skip(inputs, now) {
+        tracing::trace!(
+            "disruption pass skipped: nothing changed since a pass found nothing to do"
+        );
+        return Ok(());
+    }
     let Some(snapshot) = gather(&ctx, &memory).await else {
         tracing::debug!(
             "disruption pass skipped: the cluster state is not synced or a NodeClass is unresolved"
@@ -203,6 +213,7 @@ async fn step(ctx: Arc<Context>, memory: SharedMemory) -> Result<(), ControllerE
             }
         }
     }
+    lock(&memory).quiet.record(inputs, now, &outcomes);
     let Some(command) = outcomes.into_iter().find_map(|o| o.command) else {
         return Ok(());
     };
@@ -225,6 +236,79 @@ async fn step(ctx: Arc<Context>, memory: SharedMemory) -> Result<(), ControllerE
         }
     };
     start(&ctx, &memory, command).await
+}
+
+/// A digest of what a disruption pass decides from, time aside: every cached object the
+/// snapshot is gathered from (by kind, namespace, name and resourceVersion, so any change to
+/// one changes the digest; the kube caches skip no event), the nominated nodes and the
+/// commands in flight. Order-independent (a sum of per-object hashes with fixed keys), so the
+/// same cluster digests alike whatever order the caches list it in.
+fn pass_inputs(ctx: &Context, memory: &SharedMemory, now: SystemTime) -> u64 {
+    let mut digest = Digest::default();
+    let state = &ctx.state;
+    for pod in state.pods.state() {
+        let meta = &pod.metadata;
+        let key = (meta.namespace.as_deref(), meta.name.as_deref());
+        digest.add(("Pod", key, &meta.resource_version));
+    }
+    for node in state.nodes.state() {
+        let (name, version) = (node.name(), &node.metadata.resource_version);
+        digest.add(("Node", name, version, ctx.inflight.is_nominated(name, now)));
+    }
+    digest.objects("NodeClaim", &state.node_claims.state());
+    digest.objects("NodePool", &state.node_pools.state());
+    digest.objects("PodDisruptionBudget", &state.pdbs.state());
+    digest.objects("DaemonSet", &state.daemon_sets.state());
+    digest.objects("PersistentVolume", &state.persistent_volumes.state());
+    digest.objects(
+        "PersistentVolumeClaim",
+        &state.persistent_volume_claims.state(),
+    );
+    digest.objects("StorageClass", &state.storage_classes.state());
+    digest.objects("CSINode", &state.csi_nodes.state());
+    digest.objects("Namespace", &state.namespaces.state());
+    if let Some(overlays) = &state.node_overlays {
+        digest.objects("NodeOverlay", &overlays.state());
+    }
+    if let Some(buffers) = &state.buffers {
+        digest.objects("CapacityBuffer", &buffers.capacity_buffers.state());
+        digest.objects("PodTemplate", &buffers.pod_templates.state());
+        digest.objects("Deployment", &buffers.deployments.state());
+        digest.objects("StatefulSet", &buffers.stateful_sets.state());
+        digest.objects("ReplicaSet", &buffers.replica_sets.state());
+    }
+    for (key, classes) in &state.node_classes {
+        digest.objects(&key.kind, &classes.state());
+    }
+    let memory = lock(memory);
+    for name in &memory.disrupting {
+        digest.add(("disrupting", name));
+    }
+    for queued in &memory.queue {
+        digest.add(("queued", &queued.command.candidates, &queued.replacements));
+    }
+    digest.sum
+}
+
+/// An order-independent digest: the wrapping sum of each item's hash (fixed keys).
+#[derive(Default)]
+struct Digest {
+    hasher: std::hash::BuildHasherDefault<std::hash::DefaultHasher>,
+    sum: u64,
+}
+
+impl Digest {
+    fn add(&mut self, item: impl std::hash::Hash) {
+        use std::hash::BuildHasher;
+        self.sum = self.sum.wrapping_add(self.hasher.hash_one(item));
+    }
+
+    fn objects<K: kube::Resource>(&mut self, kind: &str, list: &[Arc<K>]) {
+        for object in list {
+            let meta = object.meta();
+            self.add((kind, &meta.namespace, &meta.name, &meta.resource_version));
+        }
+    }
 }
 
 /// Gathers the snapshot a pass decides on; `None` while the state is not synced or a

@@ -14,6 +14,7 @@ pub mod candidate;
 pub mod fixture;
 pub mod methods;
 pub mod queue;
+pub mod quiet;
 pub mod reasons;
 pub mod signals;
 mod simulate;
@@ -31,6 +32,7 @@ pub use methods::{MethodOutcome, decide, evaluate, explain, validate};
 pub use queue::{
     QueueStep, QueuedCommand, RollbackReason, command_timeout, drop_settled, next_queue_step,
 };
+pub use quiet::{QUIET_RECHECK, QuietPass};
 pub use reasons::{Blocker, Rejection};
 pub use signals::{
     DriftReason, DriftView, consolidatable, drift, eviction_cost, nomination_window,
