@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use joinery_adapter::assemble::{PoolOffer, Source};
+use joinery_adapter::convert;
 use joinery_adapter::disruption::{self as kube_disruption, DisruptionObjects, Marks};
 use joinery_adapter::drain::reschedulable_pods;
 use joinery_adapter::lean::LeanNode;
@@ -136,7 +137,7 @@ async fn step(ctx: Arc<Context>, memory: SharedMemory) -> Result<(), ControllerE
         return Ok(());
     }
     lock(&memory).last_decision = Some(now);
-    let inputs = pass_inputs(&ctx, &memory, now);
+    let inputs = inputs::digest(&ctx, &lock(&memory), now);
     if lock(&memory).quiet.can_skip(inputs, now) {
         tracing::trace!(
             "disruption pass skipped: nothing changed since a pass found nothing to do"
@@ -236,79 +237,6 @@ async fn step(ctx: Arc<Context>, memory: SharedMemory) -> Result<(), ControllerE
         }
     };
     start(&ctx, &memory, command).await
-}
-
-/// A digest of what a disruption pass decides from, time aside: every cached object the
-/// snapshot is gathered from (by kind, namespace, name and resourceVersion, so any change to
-/// one changes the digest; the kube caches skip no event), the nominated nodes and the
-/// commands in flight. Order-independent (a sum of per-object hashes with fixed keys), so the
-/// same cluster digests alike whatever order the caches list it in.
-fn pass_inputs(ctx: &Context, memory: &SharedMemory, now: SystemTime) -> u64 {
-    let mut digest = Digest::default();
-    let state = &ctx.state;
-    for pod in state.pods.state() {
-        let meta = &pod.metadata;
-        let key = (meta.namespace.as_deref(), meta.name.as_deref());
-        digest.add(("Pod", key, &meta.resource_version));
-    }
-    for node in state.nodes.state() {
-        let (name, version) = (node.name(), &node.metadata.resource_version);
-        digest.add(("Node", name, version, ctx.inflight.is_nominated(name, now)));
-    }
-    digest.objects("NodeClaim", &state.node_claims.state());
-    digest.objects("NodePool", &state.node_pools.state());
-    digest.objects("PodDisruptionBudget", &state.pdbs.state());
-    digest.objects("DaemonSet", &state.daemon_sets.state());
-    digest.objects("PersistentVolume", &state.persistent_volumes.state());
-    digest.objects(
-        "PersistentVolumeClaim",
-        &state.persistent_volume_claims.state(),
-    );
-    digest.objects("StorageClass", &state.storage_classes.state());
-    digest.objects("CSINode", &state.csi_nodes.state());
-    digest.objects("Namespace", &state.namespaces.state());
-    if let Some(overlays) = &state.node_overlays {
-        digest.objects("NodeOverlay", &overlays.state());
-    }
-    if let Some(buffers) = &state.buffers {
-        digest.objects("CapacityBuffer", &buffers.capacity_buffers.state());
-        digest.objects("PodTemplate", &buffers.pod_templates.state());
-        digest.objects("Deployment", &buffers.deployments.state());
-        digest.objects("StatefulSet", &buffers.stateful_sets.state());
-        digest.objects("ReplicaSet", &buffers.replica_sets.state());
-    }
-    for (key, classes) in &state.node_classes {
-        digest.objects(&key.kind, &classes.state());
-    }
-    let memory = lock(memory);
-    for name in &memory.disrupting {
-        digest.add(("disrupting", name));
-    }
-    for queued in &memory.queue {
-        digest.add(("queued", &queued.command.candidates, &queued.replacements));
-    }
-    digest.sum
-}
-
-/// An order-independent digest: the wrapping sum of each item's hash (fixed keys).
-#[derive(Default)]
-struct Digest {
-    hasher: std::hash::BuildHasherDefault<std::hash::DefaultHasher>,
-    sum: u64,
-}
-
-impl Digest {
-    fn add(&mut self, item: impl std::hash::Hash) {
-        use std::hash::BuildHasher;
-        self.sum = self.sum.wrapping_add(self.hasher.hash_one(item));
-    }
-
-    fn objects<K: kube::Resource>(&mut self, kind: &str, list: &[Arc<K>]) {
-        for object in list {
-            let meta = object.meta();
-            self.add((kind, &meta.namespace, &meta.name, &meta.resource_version));
-        }
-    }
 }
 
 /// Gathers the snapshot a pass decides on; `None` while the state is not synced or a
@@ -613,12 +541,7 @@ impl QueueEffects<Queued> for LiveQueue<'_> {
 /// The `consolidation_policy` label of the NodePool `claim` belongs to (empty when the pool
 /// is not cached).
 fn pool_policy(ctx: &Context, claim: &NodeClaim) -> &'static str {
-    let Some(pool) = claim
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(labels::NODEPOOL_LABEL))
-    else {
+    let Some(pool) = convert::label(&claim.metadata, labels::NODEPOOL_LABEL) else {
         return "";
     };
     ctx.state
@@ -766,14 +689,8 @@ async fn maintain_signals(
         if claim.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        let pool_name = claim
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(labels::NODEPOOL_LABEL))
-            .cloned()
-            .unwrap_or_default();
-        let Some(pool) = pools.get(&pool_name).cloned() else {
+        let pool_name = convert::label(&claim.metadata, labels::NODEPOOL_LABEL).unwrap_or_default();
+        let Some(pool) = pools.get(pool_name).cloned() else {
             continue;
         };
         if let Err(error) =
@@ -1075,6 +992,8 @@ async fn release(ctx: &Context, claim: &NodeClaim, node: &LeanNode) -> Result<()
     .await?;
     Ok(())
 }
+
+mod inputs;
 
 #[cfg(test)]
 mod tests;
