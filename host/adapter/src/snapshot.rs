@@ -883,12 +883,13 @@ impl Snapshot {
     }
 }
 
-/// The first `max` items joined by `", "`, then `and N more`.
-fn abbreviate(items: &[String], max: usize) -> String {
+/// The first `max` items joined by `", "`, then `and N more`: a long list of names in an
+/// error or a note.
+pub fn abbreviate<S: AsRef<str>>(items: &[S], max: usize) -> String {
     let mut s = items
         .iter()
         .take(max)
-        .cloned()
+        .map(AsRef::as_ref)
         .collect::<Vec<_>>()
         .join(", ");
     if items.len() > max {

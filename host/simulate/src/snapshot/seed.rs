@@ -212,7 +212,7 @@ impl ClusterSnapshot {
             let owners: Vec<&str> = dangling.keys().map(String::as_str).collect();
             seeded.notes.push(format!(
                 "{total} object(s) name owners the snapshot lacks ({}): those owner references are dropped, so nothing recreates them once they go",
-                abbreviate(&owners, 5)
+                joinery_adapter::snapshot::abbreviate(&owners, 5)
             ));
         }
         Ok(seeded)
@@ -353,18 +353,4 @@ fn claim_status(
         condition("Ready"),
     ]);
     out
-}
-
-/// The first `max` items joined by `, `, then how many more.
-fn abbreviate(items: &[&str], max: usize) -> String {
-    let mut text = items
-        .iter()
-        .take(max)
-        .copied()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if items.len() > max {
-        text.push_str(&format!(" and {} more", items.len() - max));
-    }
-    text
 }
