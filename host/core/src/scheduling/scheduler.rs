@@ -312,18 +312,24 @@ impl<'a> Scheduler<'a> {
             });
         }
 
+        // Host ports and attached volumes of the bound pods (most have neither, so the pending
+        // set is consulted only for those that do).
         let pending: BTreeSet<&super::types::PodKey> = input.pods.iter().map(|p| &p.key).collect();
         let mut ports: BTreeMap<&str, Vec<HostPort>> = BTreeMap::new();
         let mut volumes: BTreeMap<&str, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
-        for b in &context.bound_pods {
-            if !pending.contains(&b.key) {
+        let holding = context
+            .bound_pods
+            .iter()
+            .filter(|b| !b.host_ports.is_empty() || !b.volumes.is_empty());
+        for b in holding.filter(|b| !pending.contains(&b.key)) {
+            if !b.host_ports.is_empty() {
                 ports
                     .entry(b.node.as_str())
                     .or_default()
                     .extend(b.host_ports.iter().cloned());
-                if !b.volumes.is_empty() {
-                    attach(volumes.entry(b.node.as_str()).or_default(), &b.volumes);
-                }
+            }
+            if !b.volumes.is_empty() {
+                attach(volumes.entry(b.node.as_str()).or_default(), &b.volumes);
             }
         }
         let mut schedulable: Vec<&ExistingNode> =

@@ -150,6 +150,8 @@ pub(crate) struct Topology<'a> {
     pods: &'a [PendingPod],
     nodes: &'a [ExistingNode],
     node_index: BTreeMap<&'a str, usize>,
+    /// The bound pods groups count (neither pending nor terminating); empty when the pass
+    /// has no topology key, so no group.
     bound: Vec<&'a BoundPod>,
     /// Every namespace a `namespaceSelector` can pick, with its labels (see
     /// [`namespace_universe`]); empty when no term of the pass has a selector.

@@ -14,13 +14,6 @@ impl<'a> Topology<'a> {
         namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
         nodepools: &[NodePool],
     ) -> Self {
-        let pending: BTreeSet<&PodKey> = pods.iter().map(|p| &p.key).collect();
-        let mut bound: Vec<&BoundPod> = bound_pods
-            .iter()
-            .filter(|b| !pending.contains(&b.key) && !b.terminating)
-            .collect();
-        bound.sort_by(|a, b| a.node.cmp(&b.node).then_with(|| a.key.cmp(&b.key)));
-
         let mut keys: BTreeSet<&str> = BTreeSet::new();
         // Namespace selectors are rare: the namespace universe is built only for them.
         let mut selects_namespaces = false;
@@ -41,12 +34,29 @@ impl<'a> Topology<'a> {
                 selects_namespaces |= term.namespace_selector.is_some();
             }
         }
-        for b in &bound {
+        let pending: BTreeSet<&PodKey> = pods.iter().map(|p| &p.key).collect();
+        let counted = |b: &&BoundPod| !pending.contains(&b.key) && !b.terminating;
+        // The bound pods' anti-affinity terms, in node and pod order (the order their inverse
+        // groups are numbered in).
+        let mut repelling: Vec<&BoundPod> = bound_pods
+            .iter()
+            .filter(|b| !b.anti_affinity.is_empty())
+            .filter(counted)
+            .collect();
+        repelling.sort_by(|a, b| a.node.cmp(&b.node).then_with(|| a.key.cmp(&b.key)));
+        for b in &repelling {
             for term in &b.anti_affinity {
                 keys.insert(&term.topology_key);
                 selects_namespaces |= term.namespace_selector.is_some();
             }
         }
+        // Bound pods are counted only into groups, and groups exist only for the keys above:
+        // without any, a pass (most of consolidation's simulations) skips the cluster's pods.
+        let bound: Vec<&BoundPod> = if keys.is_empty() {
+            Vec::new()
+        } else {
+            bound_pods.iter().filter(counted).collect()
+        };
 
         let mut topology = Topology {
             pods,
@@ -80,8 +90,7 @@ impl<'a> Topology<'a> {
             }],
             label_classes: None,
         };
-        let bound = topology.bound.clone();
-        for b in bound {
+        for b in repelling {
             let node = topology.node_index.get(b.node.as_str()).map(|&i| &nodes[i]);
             for term in &b.anti_affinity {
                 let id = topology.inverse_group(affinity_spec(
