@@ -25,19 +25,15 @@ use joinery_adapter::drain::reschedulable_pods;
 use joinery_adapter::lean::LeanNode;
 use joinery_api::{ConditionStatus, HasConditions, NodeClaim, NodePool};
 use joinery_core::disruption::{self, Command, Options, Snapshot};
-use joinery_core::instance_type::InstanceType;
 use joinery_core::labels;
 use k8s_openapi::api::core::v1::Taint;
 use kube::api::{Api, DeleteParams};
-use serde_json::json;
 use tokio::sync::watch;
 
 use crate::events::Involved;
-use crate::lifecycle::conditions::{
-    CONSOLIDATABLE, DISRUPTION_REASON, DRIFTED, INITIALIZED, LAUNCHED,
-};
+use crate::lifecycle::conditions::{DISRUPTION_REASON, INITIALIZED};
 use crate::metrics::series;
-use crate::util::{self, condition, k8s_time, merge_patch_status, system_time};
+use crate::util::{self, condition};
 use crate::writes::{edit_claim_conditions, edit_node_taints};
 use crate::{Context, ControllerError, provisioner};
 
@@ -75,6 +71,9 @@ struct Memory {
     /// every step for every claim, and parsing and hashing the NodePool each time was most of
     /// a long simulation's time. A new version of either object recomputes it.
     static_drift: HashMap<String, ((String, String), Option<String>)>,
+    /// Claims (by UID) whose signals need no visit: the digest of what they were last
+    /// maintained from ([`inputs::claim_digest`]) and until when they hold with time alone.
+    settled: HashMap<String, (u64, SystemTime)>,
     /// The last pass that found nothing to do, so that the next passes over the same inputs
     /// are skipped (upstream's "consolidated" state; see [`disruption::quiet`]).
     quiet: disruption::QuietPass,
@@ -214,7 +213,9 @@ async fn step(ctx: Arc<Context>, memory: SharedMemory) -> Result<(), ControllerE
             }
         }
     }
-    lock(&memory).quiet.record(inputs, now, &outcomes);
+    lock(&memory)
+        .quiet
+        .record(inputs, now, &outcomes, &snapshot);
     let Some(command) = outcomes.into_iter().find_map(|o| o.command) else {
         return Ok(());
     };
@@ -675,325 +676,10 @@ async fn rollback(ctx: &Context, memory: &SharedMemory, candidates: &[String]) {
     }
 }
 
-/// Keeps each initialized claim's signals current: `lastPodEventTime`, `Consolidatable` and
-/// `Drifted`; and untaints nodes an interrupted disruption left tainted. A claim whose update
-/// fails (an API error) is retried on the next pass; the others, and the pass's decision, go on.
-async fn maintain_signals(
-    ctx: &Context,
-    memory: &SharedMemory,
-    pools: &BTreeMap<String, Arc<NodePool>>,
-    now: SystemTime,
-) -> Result<(), ControllerError> {
-    let mut types_by_pool: Option<BTreeMap<String, Vec<InstanceType>>> = None;
-    for claim in ctx.state.node_claims.ordered() {
-        if claim.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        let pool_name = convert::label(&claim.metadata, labels::NODEPOOL_LABEL).unwrap_or_default();
-        let Some(pool) = pools.get(pool_name).cloned() else {
-            continue;
-        };
-        if let Err(error) =
-            maintain_claim(ctx, memory, &claim, &pool, &mut types_by_pool, now).await
-        {
-            tracing::debug!(nodeclaim = %name_of(claim.as_ref()), %error, "updating disruption signals failed; retried next pass");
-        }
-    }
-    Ok(())
-}
-
-async fn maintain_claim(
-    ctx: &Context,
-    memory: &SharedMemory,
-    claim: &NodeClaim,
-    pool: &NodePool,
-    types_by_pool: &mut Option<BTreeMap<String, Vec<InstanceType>>>,
-    now: SystemTime,
-) -> Result<(), ControllerError> {
-    if claim.is_condition_true(LAUNCHED) {
-        update_drifted(ctx, memory, claim, pool, types_by_pool, now).await?;
-    }
-    if !claim.is_condition_true(INITIALIZED) {
-        return Ok(());
-    }
-    let Some(node) = node_of(ctx, claim) else {
-        return Ok(());
-    };
-    let node_name = node.name();
-    record_pod_events(ctx, memory, claim, node_name, now).await?;
-    update_consolidatable(ctx, claim, pool, now).await?;
-    // Crash recovery (upstream's rule): a node that carries the disrupted taint while
-    // neither it nor its claim is being deleted was left by a disruption that never
-    // finished: untaint it.
-    let ours = lock(memory).disrupting.contains(&name_of(claim));
-    if node.metadata.deletion_timestamp.is_none() && !ours {
-        release(ctx, claim, &node).await?;
-    }
-    Ok(())
-}
-
-/// A workload pod arrived on or left the node: record the pod event time (at most every
-/// [`POD_EVENT_DEDUP`]).
-async fn record_pod_events(
-    ctx: &Context,
-    memory: &SharedMemory,
-    claim: &NodeClaim,
-    node_name: &str,
-    now: SystemTime,
-) -> Result<(), ControllerError> {
-    let workload = reschedulable_pods(&ctx.state.pods_on_node(node_name));
-    let mut uids: Vec<String> = workload
-        .iter()
-        .filter_map(|p| p.metadata.uid.clone())
-        .collect();
-    uids.sort();
-    let previous = lock(memory).pods_seen.get(node_name).cloned();
-    if previous.as_ref() == Some(&uids) {
-        return Ok(());
-    }
-    let last = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.last_pod_event_time.as_ref())
-        .map(system_time);
-    let first_sight = previous.is_none() && last.is_some();
-    let recent = last.is_some_and(|l| now.duration_since(l).unwrap_or_default() < POD_EVENT_DEDUP);
-    if !first_sight && !recent {
-        merge_patch_status(
-            &Api::<NodeClaim>::all(ctx.client.clone()),
-            &name_of(claim),
-            json!({"status": {"lastPodEventTime": k8s_time(now)}}),
-        )
-        .await?;
-    }
-    if first_sight || !recent {
-        lock(memory).pods_seen.insert(node_name.to_string(), uids);
-    }
-    Ok(())
-}
-
-async fn update_consolidatable(
-    ctx: &Context,
-    claim: &NodeClaim,
-    pool: &NodePool,
-    now: SystemTime,
-) -> Result<(), ControllerError> {
-    let initialized_at = claim
-        .condition(INITIALIZED)
-        .map(|c| system_time(&c.last_transition_time));
-    let last_pod = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.last_pod_event_time.as_ref())
-        .map(system_time);
-    let wanted = disruption::consolidatable(
-        kube_disruption::consolidate_after(pool),
-        initialized_at,
-        last_pod,
-        now,
-    );
-    // `None`: consolidateAfter is Never, and the condition goes away.
-    let changed = match wanted {
-        None => claim.condition(CONSOLIDATABLE).is_some(),
-        Some(wanted) => wanted != claim.is_condition_true(CONSOLIDATABLE),
-    };
-    if !changed {
-        return Ok(());
-    }
-    let consolidatable = condition(
-        ctx,
-        CONSOLIDATABLE,
-        ConditionStatus::True,
-        "Consolidatable",
-        "",
-    );
-    edit_claim_conditions(ctx, claim, |conds| {
-        if wanted == Some(true) {
-            joinery_api::condition::set_condition(conds, consolidatable.clone())
-        } else {
-            joinery_api::condition::remove_condition(conds, CONSOLIDATABLE)
-        }
-    })
-    .await?;
-    Ok(())
-}
-
-/// Sets or clears the claim's `Drifted` condition: the core's checks (template hash,
-/// requirements, and for claims older than an hour the instance type), then the cloud
-/// plugin's `is-drifted` (asked at most every [`DRIFT_RECHECK`] per claim).
-async fn update_drifted(
-    ctx: &Context,
-    memory: &SharedMemory,
-    claim: &NodeClaim,
-    pool: &NodePool,
-    types_by_pool: &mut Option<BTreeMap<String, Vec<InstanceType>>>,
-    now: SystemTime,
-) -> Result<(), ControllerError> {
-    let created = claim
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map(system_time)
-        .unwrap_or(now);
-    // The instance-type check needs the pool's types from its plugin: only for claims older
-    // than an hour, and only when the claim's plugin verdict is due again (every
-    // DRIFT_RECHECK), not on every pass.
-    let uid = claim.metadata.uid.clone().unwrap_or_default();
-    let due = lock(memory)
-        .plugin_drift
-        .get(&uid)
-        .is_none_or(|(at, _, _)| util::due(*at, now, DRIFT_RECHECK));
-    let old = due && now.duration_since(created).unwrap_or_default() >= INSTANCE_TYPE_DRIFT_AGE;
-    if old && types_by_pool.is_none() {
-        let (offers, _) = provisioner::ready_nodepools(ctx).await;
-        *types_by_pool = Some(
-            offers
-                .into_iter()
-                .map(|(p, types)| (name_of(p.as_ref()), types))
-                .collect(),
-        );
-    }
-    let types = if old {
-        types_by_pool
-            .as_ref()
-            .and_then(|m| m.get(&name_of(pool)))
-            .map(Vec::as_slice)
-    } else {
-        None
-    };
-    let versions = (
-        claim.metadata.resource_version.clone().unwrap_or_default(),
-        pool.metadata.resource_version.clone().unwrap_or_default(),
-    );
-    let memoizable = types.is_none() && !versions.0.is_empty() && !versions.1.is_empty();
-    let remembered = memoizable
-        .then(|| {
-            lock(memory)
-                .static_drift
-                .get(&uid)
-                .filter(|(seen, _)| *seen == versions)
-                .map(|(_, reason)| reason.clone())
-        })
-        .flatten();
-    let mut reason = match remembered {
-        Some(reason) => reason,
-        None => {
-            let reason = kube_disruption::drift(claim, pool, types).map(|r| r.as_str().to_string());
-            if memoizable {
-                lock(memory)
-                    .static_drift
-                    .insert(uid.clone(), (versions, reason.clone()));
-            }
-            reason
-        }
-    };
-    if reason.is_none() {
-        reason = plugin_drift(ctx, memory, claim, now).await;
-    }
-    let current = claim
-        .condition(DRIFTED)
-        .filter(|c| c.is_true())
-        .map(|c| c.reason.clone());
-    if current == reason {
-        return Ok(());
-    }
-    let drifted = reason
-        .as_ref()
-        .map(|reason| condition(ctx, DRIFTED, ConditionStatus::True, reason, ""));
-    edit_claim_conditions(ctx, claim, |conds| match &drifted {
-        Some(drifted) => joinery_api::condition::set_condition(conds, drifted.clone()),
-        None => joinery_api::condition::remove_condition(conds, DRIFTED),
-    })
-    .await?;
-    if let Some(reason) = &reason {
-        tracing::info!(nodeclaim = %name_of(claim), %reason, "nodeclaim drifted");
-    }
-    Ok(())
-}
-
-/// The cloud plugin's drift verdict for the claim, cached for [`DRIFT_RECHECK`] or until its
-/// NodeClass changes. A failed call keeps the previous verdict.
-async fn plugin_drift(
-    ctx: &Context,
-    memory: &SharedMemory,
-    claim: &NodeClaim,
-    now: SystemTime,
-) -> Option<String> {
-    let uid = claim.metadata.uid.clone().unwrap_or_default();
-    let class_ref = &claim.spec.node_class_ref;
-    let key = crate::state::NodeClassKey {
-        group: class_ref.group.clone(),
-        kind: class_ref.kind.clone(),
-    };
-    let class = ctx.state.node_class(&key, &class_ref.name)?;
-    let version = class.metadata.resource_version.clone().unwrap_or_default();
-    if let Some((at, seen, verdict)) = lock(memory).plugin_drift.get(&uid).cloned()
-        && seen == version
-        && now.duration_since(at).unwrap_or_default() < DRIFT_RECHECK
-    {
-        return verdict;
-    }
-    let plugin = ctx
-        .cloud
-        .plugin_for(&class_ref.group, &class_ref.kind)
-        .ok()?;
-    let previous = lock(memory)
-        .plugin_drift
-        .get(&uid)
-        .and_then(|(_, _, v)| v.clone());
-    let verdict = match plugin
-        .is_drifted(
-            &crate::lifecycle::plugin_node_claim(claim),
-            &crate::cloud::plugin_node_class(&class),
-        )
-        .await
-    {
-        Ok(verdict) => verdict,
-        Err(e) => {
-            tracing::debug!(nodeclaim = %name_of(claim), error = %e, "is-drifted failed; keeping the previous verdict");
-            previous
-        }
-    };
-    let mut memory = lock(memory);
-    memory
-        .plugin_drift
-        .insert(uid, (now, version, verdict.clone()));
-    let live: BTreeSet<String> = ctx
-        .state
-        .node_claims
-        .ordered()
-        .iter()
-        .filter_map(|c| c.metadata.uid.clone())
-        .collect();
-    memory.plugin_drift.retain(|uid, _| live.contains(uid));
-    memory.static_drift.retain(|uid, _| live.contains(uid));
-    verdict
-}
-
-/// Removes the disrupted taint and the `DisruptionReason` condition from a node and claim that
-/// are not being deleted.
-async fn release(ctx: &Context, claim: &NodeClaim, node: &LeanNode) -> Result<(), ControllerError> {
-    let tainted = node
-        .taints()
-        .iter()
-        .any(|t| t.key == labels::DISRUPTED_TAINT_KEY);
-    if tainted {
-        edit_node_taints(ctx, node, |taints| {
-            let before = taints.len();
-            taints.retain(|t| t.key != labels::DISRUPTED_TAINT_KEY);
-            taints.len() != before
-        })
-        .await?;
-        tracing::info!(node = %node.name(), "removed the disrupted taint of a disruption that did not complete");
-    }
-    edit_claim_conditions(ctx, claim, |conds| {
-        joinery_api::condition::remove_condition(conds, DISRUPTION_REASON)
-    })
-    .await?;
-    Ok(())
-}
-
 mod inputs;
+mod signals;
+
+use signals::{maintain_signals, release};
 
 #[cfg(test)]
 mod tests;

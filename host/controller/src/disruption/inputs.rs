@@ -1,8 +1,11 @@
-//! What a disruption pass decides from, as one number: the pass is skipped while it equals
-//! that of a pass that found nothing (see `joinery_core::disruption::quiet`).
+//! What the disruption loop reads, as numbers: for a pass, skipped while its digest equals
+//! that of a pass that found nothing (see `joinery_core::disruption::quiet`); for a claim's
+//! signals, not revisited while theirs stays the same (see `signals::maintain_signals`).
 
 use std::sync::Arc;
 use std::time::SystemTime;
+
+use joinery_api::NodeClaim;
 
 use super::Memory;
 use crate::Context;
@@ -55,6 +58,45 @@ pub(super) fn digest(ctx: &Context, memory: &Memory, now: SystemTime) -> u64 {
     for queued in &memory.queue {
         digest.add(("queued", &queued.command.candidates, &queued.replacements));
     }
+    digest.sum
+}
+
+/// A digest of what a claim's signals are read from, time aside: the claim, its NodePool,
+/// its NodeClass, its Node and the pods on it (by resourceVersion), and whether this
+/// process is disrupting it.
+pub(super) fn claim_digest(
+    ctx: &Context,
+    memory: &Memory,
+    claim: &NodeClaim,
+    pool: &joinery_api::NodePool,
+) -> u64 {
+    let mut digest = Digest::default();
+    let meta = &claim.metadata;
+    digest.add(("NodeClaim", &meta.resource_version));
+    digest.add(("NodePool", &pool.metadata.resource_version));
+    let class_ref = &claim.spec.node_class_ref;
+    let key = crate::state::NodeClassKey {
+        group: class_ref.group.clone(),
+        kind: class_ref.kind.clone(),
+    };
+    let class = ctx.state.node_class(&key, &class_ref.name);
+    digest.add((
+        "NodeClass",
+        class.as_ref().map(|c| &c.metadata.resource_version),
+    ));
+    let node_name = claim.status.as_ref().and_then(|s| s.node_name.as_deref());
+    if let Some(node) = node_name.and_then(|name| ctx.state.node(name)) {
+        digest.add(("Node", node.name(), &node.metadata.resource_version));
+        for pod in ctx.state.pods_on_node(node.name()) {
+            let meta = &pod.metadata;
+            digest.add(("Pod", &meta.uid, &meta.resource_version));
+        }
+    }
+    let ours = meta
+        .name
+        .as_ref()
+        .is_some_and(|name| memory.disrupting.contains(name));
+    digest.add(("disrupting", ours));
     digest.sum
 }
 

@@ -35,8 +35,8 @@ pub use queue::{
 pub use quiet::{QUIET_RECHECK, QuietPass};
 pub use reasons::{Blocker, Rejection};
 pub use signals::{
-    DriftReason, DriftView, consolidatable, drift, eviction_cost, nomination_window,
-    reschedule_cost,
+    DriftReason, DriftView, consolidatable, consolidatable_at, drift, eviction_cost,
+    nomination_window, reschedule_cost,
 };
 pub use static_pool::{StaticAction, StaticClaim, static_action, static_claim};
 
@@ -255,6 +255,14 @@ impl Snapshot {
         self.candidates
             .iter()
             .find(|c| c.claim == name || c.node == name)
+    }
+
+    /// Whether `pool` has a budget with a cron window: its allowance can change with time
+    /// alone, no object changing.
+    pub fn budgets_windowed(&self, pool: &str) -> bool {
+        self.pools
+            .get(pool)
+            .is_some_and(|p| p.budgets.iter().any(|b| b.schedule.is_some()))
     }
 
     /// How many nodes of `pool` may start disrupting for `reason` now, with the budgets that

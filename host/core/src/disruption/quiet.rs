@@ -14,7 +14,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::{Blocker, MethodOutcome};
+use super::{Blocker, MethodOutcome, Snapshot};
 
 /// How long a quiet pass is trusted while the cluster does not change (upstream: 5 minutes).
 pub const QUIET_RECHECK: Duration = Duration::from_secs(300);
@@ -34,16 +34,26 @@ impl QuietPass {
         })
     }
 
-    /// Records a pass that ran at `now` over inputs digesting to `digest` with these
-    /// outcomes: it is quiet when no method found a command and no candidate was held back
-    /// by a disruption budget (a budget's window may open without any object changing).
-    pub fn record(&mut self, digest: u64, now: SystemTime, outcomes: &[MethodOutcome]) {
+    /// Records a pass that ran at `now` over `snapshot`, whose inputs digest to `digest`, with
+    /// these outcomes: it is quiet when no method found a command and no candidate was held
+    /// back by a budget that can open with time alone (one with a cron window). A budget
+    /// without a window allows a share of the pool's nodes, which only the objects in the
+    /// digest change; upstream treats every budget hold as not quiet, so a NodePool with more
+    /// candidates than its budget (multi-node consolidation truncates the list) would be
+    /// evaluated on every poll while nothing happens.
+    pub fn record(
+        &mut self,
+        digest: u64,
+        now: SystemTime,
+        outcomes: &[MethodOutcome],
+        snapshot: &Snapshot,
+    ) {
         let quiet = outcomes.iter().all(|o| {
             o.command.is_none()
-                && !o
-                    .blocked
-                    .iter()
-                    .any(|(_, why)| matches!(why, Blocker::Budget { .. }))
+                && !o.blocked.iter().any(|(_, why)| match why {
+                    Blocker::Budget { pool, .. } => snapshot.budgets_windowed(pool),
+                    _ => false,
+                })
         });
         self.last = quiet.then_some((digest, now));
     }
@@ -52,6 +62,7 @@ impl QuietPass {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::disruption::budget::Budget;
     use crate::disruption::fixture::{Fleet, consolidation_fleet};
     use crate::disruption::{Method, Reason, decide};
 
@@ -70,24 +81,23 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_quiet_pass_is_skipped_until_the_inputs_change_or_five_minutes_pass() {
-        let mut quiet = QuietPass::default();
-        assert!(!quiet.can_skip(7, at(0)), "nothing recorded yet");
-        quiet.record(7, at(100), &Method::ALL.map(nothing));
-        assert!(quiet.can_skip(7, at(110)));
-        assert!(quiet.can_skip(7, at(399)));
-        assert!(!quiet.can_skip(8, at(110)), "the inputs changed");
-        assert!(!quiet.can_skip(7, at(400)), "rechecked after five minutes");
-        // The recheck found nothing again: trusted for five more minutes from then.
-        quiet.record(7, at(400), &Method::ALL.map(nothing));
-        assert!(quiet.can_skip(7, at(650)));
+    fn pool_with_budget(schedule: Option<&str>) -> Snapshot {
+        let mut snapshot = consolidation_fleet(Fleet::Full, 4);
+        let pool = snapshot
+            .pools
+            .get_mut("default")
+            .expect("the fixture's pool");
+        pool.budgets = vec![Budget {
+            nodes: "10%".into(),
+            reasons: None,
+            schedule: schedule.map(str::to_owned),
+            duration: schedule.map(|_| Duration::from_secs(3600)),
+        }];
+        snapshot
     }
 
-    #[test]
-    fn a_pass_with_a_command_or_a_budget_hold_is_not_quiet() {
-        let mut quiet = QuietPass::default();
-        let mut held = nothing(Method::SingleNodeConsolidation);
+    fn held_by_budget() -> MethodOutcome {
+        let mut held = nothing(Method::MultiNodeConsolidation);
         held.blocked.push((
             "node-a".into(),
             Blocker::Budget {
@@ -95,23 +105,71 @@ mod tests {
                 reason: Reason::Underutilized,
             },
         ));
-        quiet.record(7, at(0), &[nothing(Method::Emptiness), held]);
-        assert!(!quiet.can_skip(7, at(10)), "a budget window may open");
+        held
+    }
 
-        let outcomes = decide(&consolidation_fleet(Fleet::Mixed, 20));
+    #[test]
+    fn a_quiet_pass_is_skipped_until_the_inputs_change_or_five_minutes_pass() {
+        let snapshot = Snapshot::default();
+        let mut quiet = QuietPass::default();
+        assert!(!quiet.can_skip(7, at(0)), "nothing recorded yet");
+        quiet.record(7, at(100), &Method::ALL.map(nothing), &snapshot);
+        assert!(quiet.can_skip(7, at(110)));
+        assert!(quiet.can_skip(7, at(399)));
+        assert!(!quiet.can_skip(8, at(110)), "the inputs changed");
+        assert!(!quiet.can_skip(7, at(400)), "rechecked after five minutes");
+        // The recheck found nothing again: trusted for five more minutes from then.
+        quiet.record(7, at(400), &Method::ALL.map(nothing), &snapshot);
+        assert!(quiet.can_skip(7, at(650)));
+    }
+
+    #[test]
+    fn a_pass_with_a_command_is_not_quiet() {
+        let mut quiet = QuietPass::default();
+        let snapshot = consolidation_fleet(Fleet::Mixed, 20);
+        let outcomes = decide(&snapshot);
         assert!(
             outcomes.iter().any(|o| o.command.is_some()),
             "the fleet has a command"
         );
-        quiet.record(7, at(0), &outcomes);
+        quiet.record(7, at(0), &outcomes, &snapshot);
         assert!(!quiet.can_skip(7, at(10)), "a command was found");
 
-        let outcomes = decide(&consolidation_fleet(Fleet::Full, 20));
+        let snapshot = consolidation_fleet(Fleet::Full, 20);
+        let outcomes = decide(&snapshot);
         assert!(
             outcomes.iter().all(|o| o.command.is_none()),
             "nothing to do"
         );
-        quiet.record(7, at(0), &outcomes);
+        quiet.record(7, at(0), &outcomes, &snapshot);
         assert!(quiet.can_skip(7, at(10)), "a full fleet's pass is quiet");
+    }
+
+    #[test]
+    fn a_budget_hold_breaks_the_quiet_only_when_the_budget_has_a_window() {
+        let outcomes = [nothing(Method::Emptiness), held_by_budget()];
+        let mut quiet = QuietPass::default();
+        quiet.record(7, at(0), &outcomes, &pool_with_budget(None));
+        assert!(
+            quiet.can_skip(7, at(10)),
+            "a share of the pool's nodes changes only with the objects in the digest"
+        );
+        quiet.record(7, at(0), &outcomes, &pool_with_budget(Some("0 9 * * *")));
+        assert!(!quiet.can_skip(7, at(10)), "the budget's window may open");
+        let mut unknown_pool = held_by_budget();
+        unknown_pool.blocked[0].1 = Blocker::Budget {
+            pool: "gone".into(),
+            reason: Reason::Underutilized,
+        };
+        quiet.record(
+            7,
+            at(0),
+            &[unknown_pool],
+            &pool_with_budget(Some("0 9 * * *")),
+        );
+        assert!(
+            quiet.can_skip(7, at(10)),
+            "a missing pool allows nothing, always"
+        );
     }
 }

@@ -28,6 +28,18 @@ pub fn consolidatable(
     Some(now.duration_since(since).unwrap_or_default() >= after)
 }
 
+/// When a node that is not `Consolidatable` becomes so with time alone: `consolidateAfter`
+/// after the later of its initialization and its last pod event. `None` with `Never`, or
+/// when neither time is known.
+pub fn consolidatable_at(
+    consolidate_after: Option<Duration>,
+    initialized_at: Option<SystemTime>,
+    last_pod_event: Option<SystemTime>,
+) -> Option<SystemTime> {
+    let since = initialized_at.max(last_pod_event)?;
+    since.checked_add(consolidate_after?)
+}
+
 /// How long a node (or in-flight NodeClaim) the provisioner chose for pending pods is kept
 /// from disruption: twice `BATCH_MAX_DURATION`, at least 10 s (upstream's nomination window).
 /// Pods still pending for it renominate it on every provisioning pass.
@@ -172,6 +184,29 @@ mod tests {
             consolidatable(Some(Duration::ZERO), None, None, t(0)),
             Some(true)
         );
+    }
+
+    #[test]
+    fn consolidatable_at_is_the_moment_consolidatable_turns_true() {
+        let t = |s: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(1_000 + s);
+        let after = Some(Duration::from_secs(30));
+        assert_eq!(consolidatable_at(after, Some(t(0)), None), Some(t(30)));
+        assert_eq!(
+            consolidatable_at(after, Some(t(0)), Some(t(20))),
+            Some(t(50))
+        );
+        assert_eq!(
+            consolidatable_at(after, Some(t(40)), Some(t(20))),
+            Some(t(70))
+        );
+        assert_eq!(consolidatable_at(None, Some(t(0)), None), None, "Never");
+        assert_eq!(consolidatable_at(after, None, None), None);
+        for (init, pod) in [(Some(t(0)), None), (Some(t(0)), Some(t(20)))] {
+            let at = consolidatable_at(after, init, pod).expect("a moment");
+            let before = at - Duration::from_secs(1);
+            assert_eq!(consolidatable(after, init, pod, before), Some(false));
+            assert_eq!(consolidatable(after, init, pod, at), Some(true));
+        }
     }
 
     #[test]
