@@ -66,6 +66,9 @@ pub const INSTANCE_ANNOTATION: &str = "sim.joinery.dev/instance-id";
 const ORPHAN_QUARANTINE: Duration = Duration::from_secs(40);
 /// How often orphaned pods are looked for (simulated).
 const POD_GC_INTERVAL: Duration = Duration::from_secs(20);
+/// Up to how many Nodes the pod GC names in its field selector (one `spec.nodeName!=` term
+/// each), so that the API server serves only the orphans.
+const ORPHAN_SELECTOR_NODES: usize = 1000;
 /// How many bound pods the pod GC reads per request.
 const ORPHAN_PAGE: u32 = 500;
 /// How long a kubelet waits before retrying a failed registration (simulated).
@@ -371,12 +374,22 @@ async fn collect_orphans(
         .into_iter()
         .filter_map(|n| n.metadata.name)
         .collect();
-    // The bound pods are read a page at a time: on a cluster of 50,000 pods, one list held
-    // them all at once (about 450 MB parsed) every 20 simulated seconds.
+    // Only pods bound to none of these nodes are served: on a day-long simulation of 3,000
+    // pods, reading every bound pod every 20 simulated seconds was a fifth of the run. Past
+    // ORPHAN_SELECTOR_NODES nodes the selector would grow too long, and every bound pod is
+    // read instead, a page at a time (on a cluster of 50,000 pods, one list held them all
+    // at once, about 450 MB parsed).
     let api = Api::<Pod>::all(shared.client.clone());
-    let mut params = ListParams::default()
-        .fields("spec.nodeName!=")
-        .limit(ORPHAN_PAGE);
+    let mut selector = String::from("spec.nodeName!=");
+    if nodes.len() <= ORPHAN_SELECTOR_NODES {
+        let mut names: Vec<&String> = nodes.iter().collect();
+        names.sort();
+        for name in names {
+            selector.push_str(",spec.nodeName!=");
+            selector.push_str(name);
+        }
+    }
+    let mut params = ListParams::default().fields(&selector).limit(ORPHAN_PAGE);
     let now = shared.clock.now();
     let mut seen = HashSet::new();
     let mut expired = Vec::new();
