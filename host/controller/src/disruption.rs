@@ -74,6 +74,10 @@ struct Memory {
     /// Claims (by UID) whose signals need no visit: the digest of what they were last
     /// maintained from ([`inputs::claim_digest`]) and until when they hold with time alone.
     settled: HashMap<String, (u64, SystemTime)>,
+    /// Set when every claim was settled by the last visit: the caches' change count then, the
+    /// claims this process was disrupting, and the earliest moment one of them is due. While
+    /// all three hold, the visit is skipped without looking at any claim.
+    signals_idle: Option<(u64, BTreeSet<String>, SystemTime)>,
     /// The last pass that found nothing to do, so that the next passes over the same inputs
     /// are skipped (upstream's "consolidated" state; see [`disruption::quiet`]).
     quiet: disruption::QuietPass,

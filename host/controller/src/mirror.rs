@@ -9,6 +9,7 @@
 
 use std::ops::DerefMut;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::{Stream, StreamExt};
 use kube::runtime::watcher;
@@ -68,13 +69,39 @@ impl<T> Relist<T> {
     }
 }
 
+/// The "something changed" signal of the caches: it wakes every loop waiting on it and counts
+/// the changes, so a loop can tell in constant time that no cache changed since it last looked.
+#[derive(Debug, Default)]
+pub struct Changes {
+    notify: Notify,
+    generation: AtomicU64,
+}
+
+impl Changes {
+    /// Counts a change and wakes every waiting loop.
+    pub fn notify(&self) {
+        self.generation.fetch_add(1, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    /// Resolves at the next change (see [`Notify::notified`]).
+    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+
+    /// How many changes there have been: equal numbers mean no cache changed in between.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+}
+
 /// Drives one watch until it ends: each event is handed to `on_event` and then every loop is
 /// woken through `changed`; a failed watch (it retries with backoff) is logged under `kind`.
 pub fn spawn_watch<K: Send + 'static>(
     stream: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
     kind: String,
     mut on_event: impl FnMut(watcher::Event<K>) + Send + 'static,
-    changed: Arc<Notify>,
+    changed: Arc<Changes>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         futures::pin_mut!(stream);
@@ -82,7 +109,7 @@ pub fn spawn_watch<K: Send + 'static>(
             match event {
                 Ok(event) => {
                     on_event(event);
-                    changed.notify_waiters();
+                    changed.notify();
                 }
                 Err(e) => {
                     tracing::warn!(kind = %kind, error = %e, "watch failed; retrying with backoff")

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::lean_cache::{Cached, LeanCacheWriter, NodeCache, PodCache, lean_cache};
-use crate::mirror::{MirrorTable, Relist, spawn_watch};
+use crate::mirror::{Changes, MirrorTable, Relist, spawn_watch};
 use joinery_adapter::lean::{LeanNode, LeanPod, WatchedNode, WatchedPod};
 use joinery_api::{CapacityBuffer, NodeClaim, NodeOverlay, NodePool};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
@@ -17,7 +17,6 @@ use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{Api, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::ControllerError;
@@ -93,8 +92,8 @@ pub struct ClusterState {
     pub selectors: Option<SelectorStores>,
     /// NodeClass objects, per kind served by a loaded cloud plugin.
     pub node_classes: BTreeMap<NodeClassKey, Store<DynamicObject>>,
-    /// Notified whenever any cache changes.
-    pub changed: Arc<Notify>,
+    /// Notified (and counted) whenever any cache changes.
+    pub changed: Arc<Changes>,
     /// The uids of the pods a provisioning pass would take, kept from the pod watch.
     pub provisionable: Arc<ProvisionablePods>,
 }
@@ -323,7 +322,7 @@ fn spawn_lean_watch<W: LeanWatched>(
     api: Api<W>,
     mut cache: LeanCacheWriter<W::Lean>,
     mut observe: impl FnMut(&watcher::Event<Arc<W::Lean>>) + Send + 'static,
-    changed: Arc<Notify>,
+    changed: Arc<Changes>,
 ) -> JoinHandle<()> {
     let lean = |watched: W| Arc::new(watched.lean());
     spawn_watch(
@@ -347,7 +346,7 @@ fn spawn_lean_watch<W: LeanWatched>(
 fn spawn_reflector<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,
-    changed: Arc<Notify>,
+    changed: Arc<Changes>,
     what: String,
 ) -> JoinHandle<()>
 where
@@ -386,7 +385,7 @@ impl ClusterState {
         watch_selectors: bool,
         watch_buffers: bool,
     ) -> Result<(ClusterState, StateTasks), ControllerError> {
-        let changed = Arc::new(Notify::new());
+        let changed = Arc::new(Changes::default());
         let mut tasks = Vec::new();
         macro_rules! watch_all {
             ($ty:ty, $what:literal) => {{

@@ -35,17 +35,34 @@ use crate::{Context, ControllerError, provisioner};
 ///
 /// A claim is revisited only when something its signals are read from changed (see
 /// [`inputs::claim_digest`]) or when one of them is due to change with time alone (its
-/// `consolidateAfter` running out, the next drift check with its plugin): upstream's
-/// controllers are woken by watch events and requeue themselves for such moments, and
-/// walking every claim every second was most of a long simulation's time.
+/// `consolidateAfter` running out, the next drift check with its plugin); when no cache
+/// changed at all and no claim is due, no claim is looked at. Upstream's controllers are
+/// woken by watch events and requeue themselves for such moments; walking every claim every
+/// second was most of a long simulation's time.
 pub(super) async fn maintain_signals(
     ctx: &Context,
     memory: &SharedMemory,
     pools: &BTreeMap<String, Arc<NodePool>>,
     now: SystemTime,
 ) -> Result<(), ControllerError> {
+    // Read before the caches: a change from here on makes the next visit look again.
+    let generation = ctx.state.changed.generation();
+    {
+        let memory = lock(memory);
+        let idle = memory
+            .signals_idle
+            .as_ref()
+            .is_some_and(|(seen, disrupting, until)| {
+                *seen == generation && *disrupting == memory.disrupting && now < *until
+            });
+        if idle {
+            return Ok(());
+        }
+    }
     let mut types_by_pool: Option<BTreeMap<String, Vec<InstanceType>>> = None;
     let claims = ctx.state.node_claims.ordered();
+    // The earliest moment a claim is due with time alone; `None` once one is not settled.
+    let mut all_settled = Some(now + DRIFT_RECHECK);
     for claim in &claims {
         if claim.metadata.deletion_timestamp.is_some() {
             continue;
@@ -59,24 +76,30 @@ pub(super) async fn maintain_signals(
         let settled = lock(memory)
             .settled
             .get(&uid)
-            .is_some_and(|(seen, until)| *seen == digest && now < *until);
-        if settled {
+            .filter(|(seen, until)| *seen == digest && now < *until)
+            .map(|(_, until)| *until);
+        if let Some(until) = settled {
+            all_settled = all_settled.map(|earliest| earliest.min(until));
             continue;
         }
         match maintain_claim(ctx, memory, claim, &pool, &mut types_by_pool, now).await {
             Ok(Some(until)) if !uid.is_empty() => {
+                all_settled = all_settled.map(|earliest| earliest.min(until));
                 lock(memory).settled.insert(uid, (digest, until));
             }
             Ok(_) => {
+                all_settled = None;
                 lock(memory).settled.remove(&uid);
             }
             Err(error) => {
+                all_settled = None;
                 lock(memory).settled.remove(&uid);
                 tracing::debug!(nodeclaim = %name_of(claim.as_ref()), %error, "updating disruption signals failed; retried next pass");
             }
         }
     }
     let mut memory = lock(memory);
+    memory.signals_idle = all_settled.map(|until| (generation, memory.disrupting.clone(), until));
     if memory.settled.len() > claims.len() {
         let live: BTreeSet<&str> = claims
             .iter()
