@@ -172,6 +172,19 @@ pub struct FieldRequirement {
 pub struct FieldSelector {
     /// The terms, combined with AND.
     pub requirements: Vec<FieldRequirement>,
+    /// The same terms by path, so that each field is read once per object and a long list of
+    /// `!=` terms on one path (the pod GC names every node) costs one set lookup.
+    by_path: Vec<PathTerms>,
+}
+
+/// The terms of a field selector on one path.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct PathTerms {
+    path: String,
+    /// Values the field must equal.
+    equal: Vec<String>,
+    /// Values the field must not equal.
+    excluded: std::collections::HashSet<String>,
 }
 
 /// Fields whose absence reads as `false` rather than the empty string (boolean fields).
@@ -203,7 +216,29 @@ impl FieldSelector {
                 value: value.trim().to_string(),
             });
         }
-        Ok(Self { requirements })
+        let mut by_path: Vec<PathTerms> = Vec::new();
+        for requirement in &requirements {
+            let at = match by_path.iter().position(|t| t.path == requirement.path) {
+                Some(at) => at,
+                None => {
+                    by_path.push(PathTerms {
+                        path: requirement.path.clone(),
+                        ..PathTerms::default()
+                    });
+                    by_path.len() - 1
+                }
+            };
+            let terms = &mut by_path[at];
+            if requirement.equal {
+                terms.equal.push(requirement.value.clone());
+            } else {
+                terms.excluded.insert(requirement.value.clone());
+            }
+        }
+        Ok(Self {
+            requirements,
+            by_path,
+        })
     }
 
     /// Whether the object satisfies every term.
@@ -214,9 +249,11 @@ impl FieldSelector {
     /// Whether every term holds for the field values `field` gives (the string form
     /// [`field_as_string`] defines, by dotted path).
     pub fn matches_by<'a>(&self, mut field: impl FnMut(&str) -> Cow<'a, str>) -> bool {
-        self.requirements
-            .iter()
-            .all(|requirement| (field(&requirement.path) == requirement.value) == requirement.equal)
+        self.by_path.iter().all(|terms| {
+            let value = field(&terms.path);
+            terms.equal.iter().all(|wanted| *value == **wanted)
+                && !terms.excluded.contains(value.as_ref())
+        })
     }
 
     /// The value of the selector's first term on `path` (an equality when `equal`, else an
@@ -318,5 +355,24 @@ mod tests {
                 .matches(&pod)
         );
         assert!(FieldSelector::parse("nonsense").is_err());
+    }
+
+    #[test]
+    fn field_selector_terms_on_one_path_all_hold() {
+        let on = |node: &str| json!({"spec": {"nodeName": node}});
+        let orphans =
+            FieldSelector::parse("spec.nodeName!=,spec.nodeName!=a,spec.nodeName!=b").unwrap();
+        assert!(!orphans.matches(&on("")), "unbound");
+        assert!(!orphans.matches(&on("a")));
+        assert!(!orphans.matches(&on("b")));
+        assert!(orphans.matches(&on("c")), "bound to a node not named");
+        let both = FieldSelector::parse("spec.nodeName=a,spec.nodeName=b").unwrap();
+        assert!(
+            !both.matches(&on("a")),
+            "two equalities on one path: neither value"
+        );
+        let narrowed = FieldSelector::parse("spec.nodeName=a,spec.nodeName!=b").unwrap();
+        assert!(narrowed.matches(&on("a")));
+        assert!(!narrowed.matches(&on("b")));
     }
 }

@@ -78,7 +78,12 @@ async fn step(
 ) -> Result<(), ControllerError> {
     // By name (claims are cluster-scoped).
     let claims = ctx.state.node_claims.ordered();
+    let now = ctx.clock.now();
     for claim in claims {
+        // Most claims, most of the time: no task is started for nothing.
+        if settled(&ctx, &claim, &reconciled, now) {
+            continue;
+        }
         let key = claim
             .metadata
             .uid
@@ -94,6 +99,30 @@ async fn step(
             .await;
     }
     Ok(())
+}
+
+/// Whether reconciling `claim` at `now` would do nothing: the state machine's checks in its
+/// order ([`lifecycle::next_action`]: finalizer, expiration, launched, registered,
+/// initialized) leave only instance reconciliation, and that is done for its NodeClass's
+/// current generation.
+fn settled(
+    ctx: &Context,
+    claim: &NodeClaim,
+    reconciled: &Reconciled,
+    now: std::time::SystemTime,
+) -> bool {
+    let meta = &claim.metadata;
+    meta.deletion_timestamp.is_none()
+        && meta
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == labels::TERMINATION_FINALIZER)
+        && expires_at(claim).is_none_or(|at| now < at)
+        && claim.is_condition_true(LAUNCHED)
+        && claim.is_condition_true(REGISTERED)
+        && claim.is_condition_true(INITIALIZED)
+        && instance_due(ctx, claim, reconciled).is_none()
 }
 
 fn claims(ctx: &Context) -> Api<NodeClaim> {
@@ -372,32 +401,40 @@ async fn expire(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError>
 
 /// Calls the plugin's `reconcile-instance` for a launched claim whose NodeClass generation
 /// changed since the last successful call (or that this process has not reconciled yet):
+
+/// The claim's NodeClass and its (UID, generation) when its instance is due for
+/// `reconcile-instance`: the claim has a provider ID, its NodeClass is cached, and this
+/// process has not reconciled it with that NodeClass generation yet.
+fn instance_due(
+    ctx: &Context,
+    claim: &NodeClaim,
+    reconciled: &Reconciled,
+) -> Option<(Arc<kube::api::DynamicObject>, (String, i64))> {
+    claim.status.as_ref()?.provider_id.as_ref()?;
+    let key = class_key(claim);
+    let class = ctx
+        .state
+        .node_class(&key, &claim.spec.node_class_ref.name)?;
+    let uid = claim.metadata.uid.as_deref().unwrap_or_default();
+    let seen = (
+        class.metadata.uid.clone().unwrap_or_default(),
+        class.metadata.generation.unwrap_or_default(),
+    );
+    let done = reconciled.lock().expect("reconciled lock").get(uid) == Some(&seen);
+    (!done).then_some((class, seen))
+}
+
 /// in-place updates such as the instance's cloud labels, never a replacement.
 async fn reconcile_instance(
     ctx: &Context,
     claim: &NodeClaim,
     reconciled: &Reconciled,
 ) -> Result<(), ControllerError> {
-    if claim
-        .status
-        .as_ref()
-        .and_then(|s| s.provider_id.as_deref())
-        .is_none()
-    {
-        return Ok(());
-    }
-    let key = class_key(claim);
-    let Some(class) = ctx.state.node_class(&key, &claim.spec.node_class_ref.name) else {
+    let Some((class, seen)) = instance_due(ctx, claim, reconciled) else {
         return Ok(());
     };
+    let key = class_key(claim);
     let uid = claim.metadata.uid.clone().unwrap_or_default();
-    let seen = (
-        class.metadata.uid.clone().unwrap_or_default(),
-        class.metadata.generation.unwrap_or_default(),
-    );
-    if reconciled.lock().expect("reconciled lock").get(&uid) == Some(&seen) {
-        return Ok(());
-    }
     let plugin = ctx.cloud.plugin_for(&key.group, &key.kind)?;
     let call = CloudCall::new(plugin.name(), "reconcile-instance", &uid);
     let (claim_view, class_view) = (plugin_node_claim(claim), plugin_node_class(&class));
