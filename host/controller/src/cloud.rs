@@ -35,11 +35,20 @@ pub type OfferingKey = (String, String, String);
 /// Instance types fetched for a NodeClass (UID, generation), with when they were fetched.
 type InstanceTypeCache = HashMap<(String, i64), (SystemTime, Arc<Vec<InstanceType>>)>;
 
+/// The last answer built from a cached list while no offering was marked unavailable: the
+/// list it was built from (by identity) and the types with their offering requirements. The
+/// NodePool status, provisioning and disruption loops ask for the same list many times
+/// between fetches; rebuilding every type's requirements each time was a tenth of a long
+/// simulation.
+type PreparedCache = HashMap<(String, i64), (Arc<Vec<InstanceType>>, Arc<Vec<InstanceType>>)>;
+
 /// Access to the cloud plugins with caching.
 pub struct Cloud {
     registry: Arc<PluginRegistry>,
     clock: Arc<Clock>,
     instance_types: Mutex<InstanceTypeCache>,
+    /// See [`PreparedCache`].
+    prepared: Mutex<PreparedCache>,
     unavailable: Mutex<BTreeMap<OfferingKey, SystemTime>>,
     /// Instance-type capacity learned from the nodes that joined; [`Cloud::instance_types`]
     /// puts it in place of the plugins' estimates.
@@ -53,6 +62,7 @@ impl Cloud {
             registry,
             clock,
             instance_types: Mutex::default(),
+            prepared: Mutex::default(),
             unavailable: Mutex::default(),
             learned: Default::default(),
         }
@@ -99,6 +109,15 @@ impl Cloud {
             .lock()
             .expect("unavailable offerings lock")
             .insert(offering, until);
+    }
+
+    /// Whether any offering is marked unavailable at `now`.
+    fn any_unavailable(&self, now: SystemTime) -> bool {
+        self.unavailable
+            .lock()
+            .expect("unavailable offerings lock")
+            .values()
+            .any(|until| *until > now)
     }
 
     /// Whether an offering is marked out of capacity; a mark may use `*` for its zone or
@@ -151,10 +170,42 @@ impl Cloud {
                 self.instance_types
                     .lock()
                     .expect("instance type cache lock")
-                    .insert((uid, generation), (now, types.clone()));
+                    .insert((uid.clone(), generation), (now, types.clone()));
                 types
             }
         };
+        let name = class.metadata.name.as_deref().unwrap_or_default();
+        let learned_key = crate::learned::node_class_key(&group, &kind, name);
+        // Learned capacity changes capacity and overhead, the offering requirements come from
+        // the offerings alone: the two can be applied in either order.
+        if !self.any_unavailable(now) {
+            let key = (uid, generation);
+            let prepared = {
+                let cache = self.prepared.lock().expect("prepared instance types lock");
+                cache
+                    .get(&key)
+                    .filter(|(source, _)| Arc::ptr_eq(source, &types))
+                    .map(|(_, prepared)| prepared.clone())
+            };
+            let prepared = match prepared {
+                Some(prepared) => prepared,
+                None => {
+                    let prepared: Arc<Vec<InstanceType>> = Arc::new(
+                        types
+                            .iter()
+                            .cloned()
+                            .map(InstanceType::with_offering_requirements)
+                            .collect(),
+                    );
+                    self.prepared
+                        .lock()
+                        .expect("prepared instance types lock")
+                        .insert(key, (types.clone(), prepared.clone()));
+                    prepared
+                }
+            };
+            return Ok(self.learned.apply(&learned_key, (*prepared).clone()));
+        }
         let mut out = (*types).clone();
         for t in &mut out {
             let name = t.name().to_string();
@@ -171,10 +222,7 @@ impl Cloud {
                 }
             }
         }
-        let name = class.metadata.name.as_deref().unwrap_or_default();
-        let out = self
-            .learned
-            .apply(&crate::learned::node_class_key(&group, &kind, name), out);
+        let out = self.learned.apply(&learned_key, out);
         Ok(out
             .into_iter()
             .map(InstanceType::with_offering_requirements)
