@@ -399,9 +399,6 @@ async fn expire(ctx: &Context, claim: &NodeClaim) -> Result<(), ControllerError>
     Ok(())
 }
 
-/// Calls the plugin's `reconcile-instance` for a launched claim whose NodeClass generation
-/// changed since the last successful call (or that this process has not reconciled yet):
-
 /// The claim's NodeClass and its (UID, generation) when its instance is due for
 /// `reconcile-instance`: the claim has a provider ID, its NodeClass is cached, and this
 /// process has not reconciled it with that NodeClass generation yet.
@@ -424,6 +421,8 @@ fn instance_due(
     (!done).then_some((class, seen))
 }
 
+/// Calls the plugin's `reconcile-instance` for a launched claim whose NodeClass generation
+/// changed since the last successful call (or that this process has not reconciled yet):
 /// in-place updates such as the instance's cloud labels, never a replacement.
 async fn reconcile_instance(
     ctx: &Context,
