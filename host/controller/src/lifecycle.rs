@@ -557,7 +557,8 @@ async fn identify_node(
     Ok(())
 }
 
-fn class_key(claim: &NodeClaim) -> NodeClassKey {
+/// The NodeClass kind (API group and kind) a claim's `nodeClassRef` names.
+pub(crate) fn class_key(claim: &NodeClaim) -> NodeClassKey {
     NodeClassKey {
         group: claim.spec.node_class_ref.group.clone(),
         kind: claim.spec.node_class_ref.kind.clone(),

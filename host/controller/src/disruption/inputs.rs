@@ -75,10 +75,7 @@ pub(super) fn claim_digest(
     digest.add(("NodeClaim", &meta.resource_version));
     digest.add(("NodePool", &pool.metadata.resource_version));
     let class_ref = &claim.spec.node_class_ref;
-    let key = crate::state::NodeClassKey {
-        group: class_ref.group.clone(),
-        kind: class_ref.kind.clone(),
-    };
+    let key = crate::lifecycle::class_key(claim);
     let class = ctx.state.node_class(&key, &class_ref.name);
     digest.add((
         "NodeClass",

@@ -100,12 +100,22 @@ pub(super) async fn maintain_signals(
     }
     let mut memory = lock(memory);
     memory.signals_idle = all_settled.map(|until| (generation, memory.disrupting.clone(), until));
-    if memory.settled.len() > claims.len() {
+    // What is remembered per claim UID is forgotten once the claim is gone (looked for only
+    // when a table holds more entries than there are claims).
+    let entries = [
+        memory.settled.len(),
+        memory.plugin_drift.len(),
+        memory.static_drift.len(),
+    ];
+    if entries.into_iter().any(|n| n > claims.len()) {
         let live: BTreeSet<&str> = claims
             .iter()
             .filter_map(|c| c.metadata.uid.as_deref())
             .collect();
-        memory.settled.retain(|uid, _| live.contains(uid.as_str()));
+        let live = |uid: &String| live.contains(uid.as_str());
+        memory.settled.retain(|uid, _| live(uid));
+        memory.plugin_drift.retain(|uid, _| live(uid));
+        memory.static_drift.retain(|uid, _| live(uid));
     }
     Ok(())
 }
@@ -356,10 +366,7 @@ async fn plugin_drift(
 ) -> Option<String> {
     let uid = claim.metadata.uid.clone().unwrap_or_default();
     let class_ref = &claim.spec.node_class_ref;
-    let key = crate::state::NodeClassKey {
-        group: class_ref.group.clone(),
-        kind: class_ref.kind.clone(),
-    };
+    let key = crate::lifecycle::class_key(claim);
     let class = ctx.state.node_class(&key, &class_ref.name)?;
     let version = class.metadata.resource_version.clone().unwrap_or_default();
     if let Some((at, seen, verdict)) = lock(memory).plugin_drift.get(&uid).cloned()
@@ -389,19 +396,9 @@ async fn plugin_drift(
             previous
         }
     };
-    let mut memory = lock(memory);
-    memory
+    lock(memory)
         .plugin_drift
         .insert(uid, (now, version, verdict.clone()));
-    let live: BTreeSet<String> = ctx
-        .state
-        .node_claims
-        .ordered()
-        .iter()
-        .filter_map(|c| c.metadata.uid.clone())
-        .collect();
-    memory.plugin_drift.retain(|uid, _| live.contains(uid));
-    memory.static_drift.retain(|uid, _| live.contains(uid));
     verdict
 }
 

@@ -40,6 +40,20 @@ pub struct MethodOutcome {
     pub skipped: Option<String>,
 }
 
+impl MethodOutcome {
+    /// `method` having found, blocked, rejected and simulated nothing yet.
+    pub fn nothing(method: Method) -> MethodOutcome {
+        MethodOutcome {
+            method,
+            command: None,
+            blocked: Vec::new(),
+            rejected: Vec::new(),
+            simulations: 0,
+            skipped: None,
+        }
+    }
+}
+
 /// The first command a pass would start: each method in upstream's order until one decides
 /// something. Returns every outcome up to and including that one.
 pub fn decide(snapshot: &Snapshot) -> Vec<MethodOutcome> {
@@ -73,14 +87,7 @@ pub(crate) fn evaluate_with(
     method: Method,
     shortcut: bool,
 ) -> (MethodOutcome, usize) {
-    let mut outcome = MethodOutcome {
-        method,
-        command: None,
-        blocked: Vec::new(),
-        rejected: Vec::new(),
-        simulations: 0,
-        skipped: None,
-    };
+    let mut outcome = MethodOutcome::nothing(method);
     let mut sim = Simulator::new(snapshot);
     sim.shortcut = shortcut;
     let eligible = eligible(snapshot, method, &mut sim, &mut outcome.blocked);

@@ -70,17 +70,6 @@ mod tests {
         SystemTime::UNIX_EPOCH + Duration::from_secs(seconds)
     }
 
-    fn nothing(method: Method) -> MethodOutcome {
-        MethodOutcome {
-            method,
-            command: None,
-            blocked: Vec::new(),
-            rejected: Vec::new(),
-            simulations: 0,
-            skipped: None,
-        }
-    }
-
     fn pool_with_budget(schedule: Option<&str>) -> Snapshot {
         let mut snapshot = consolidation_fleet(Fleet::Full, 4);
         let pool = snapshot
@@ -97,7 +86,7 @@ mod tests {
     }
 
     fn held_by_budget() -> MethodOutcome {
-        let mut held = nothing(Method::MultiNodeConsolidation);
+        let mut held = MethodOutcome::nothing(Method::MultiNodeConsolidation);
         held.blocked.push((
             "node-a".into(),
             Blocker::Budget {
@@ -113,13 +102,23 @@ mod tests {
         let snapshot = Snapshot::default();
         let mut quiet = QuietPass::default();
         assert!(!quiet.can_skip(7, at(0)), "nothing recorded yet");
-        quiet.record(7, at(100), &Method::ALL.map(nothing), &snapshot);
+        quiet.record(
+            7,
+            at(100),
+            &Method::ALL.map(MethodOutcome::nothing),
+            &snapshot,
+        );
         assert!(quiet.can_skip(7, at(110)));
         assert!(quiet.can_skip(7, at(399)));
         assert!(!quiet.can_skip(8, at(110)), "the inputs changed");
         assert!(!quiet.can_skip(7, at(400)), "rechecked after five minutes");
         // The recheck found nothing again: trusted for five more minutes from then.
-        quiet.record(7, at(400), &Method::ALL.map(nothing), &snapshot);
+        quiet.record(
+            7,
+            at(400),
+            &Method::ALL.map(MethodOutcome::nothing),
+            &snapshot,
+        );
         assert!(quiet.can_skip(7, at(650)));
     }
 
@@ -147,7 +146,7 @@ mod tests {
 
     #[test]
     fn a_budget_hold_breaks_the_quiet_only_when_the_budget_has_a_window() {
-        let outcomes = [nothing(Method::Emptiness), held_by_budget()];
+        let outcomes = [MethodOutcome::nothing(Method::Emptiness), held_by_budget()];
         let mut quiet = QuietPass::default();
         quiet.record(7, at(0), &outcomes, &pool_with_budget(None));
         assert!(
