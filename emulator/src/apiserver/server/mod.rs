@@ -24,7 +24,8 @@ use tokio::time::Instant;
 use crate::apiserver::resources::{CRD_GROUP, CRD_PLURAL, ResourceKind, api_group, resource_list};
 use crate::apiserver::selectors::{FieldSelector, LabelSelector};
 use crate::apiserver::store::{
-    EventType, ListOptions, ObjectList, Store, StoredEvent, StoredObject, WriteTarget, type_prefix,
+    EventType, ListOptions, NODE_FIELD, ObjectList, Store, StoredEvent, StoredObject, Topic,
+    WriteTarget, type_prefix,
 };
 use crate::apiserver::table::{Printer, TableRequest};
 use crate::error::ApiError;

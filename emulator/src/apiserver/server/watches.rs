@@ -200,8 +200,13 @@ pub(super) async fn run_watch(
         }
     };
     let mut next_bookmark = Instant::now() + shared.bookmark_interval;
+    let topic = store.subscribe(Topic::of_watch(
+        &kind.group,
+        &kind.plural,
+        filter.fields.term(NODE_FIELD, true),
+    ));
     loop {
-        let notified = store.changed().notified();
+        let notified = topic.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
         match store.events_since(&kind, namespace, last_seen) {

@@ -277,8 +277,7 @@ impl Store {
         let mut state = self.lock();
         let stored = state.delete_key(kind, Self::key(kind, namespace, name), options)?;
         state.settle();
-        drop(state);
-        self.changed.notify_waiters();
+        self.publish(state);
         Ok(with_type(kind, &stored))
     }
 

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use tokio::sync::Notify;
 
 use super::{ObjectKey, State, Store, StoredObject, metadata_mut};
 use crate::apiserver::resources::ResourceKind;
@@ -93,7 +92,9 @@ impl State {
             self.objects.insert(key.clone(), stored.clone())
         };
         self.reindex(&key, previous.as_deref(), (!deleted).then_some(&*stored));
-        let (group, plural, namespace, _) = key;
+        self.touch(&key.0, &key.1, &stored, previous.as_deref());
+        let (group, plural, namespace, name) = key;
+        tracing::trace!(%group, resource = %plural, %namespace, %name, resource_version, ?event_type, "object written");
         self.history.push_back(Arc::new(StoredEvent {
             resource_version,
             group,
@@ -117,11 +118,6 @@ impl State {
 }
 
 impl Store {
-    /// A notification that fires after the next write.
-    pub fn changed(&self) -> &Notify {
-        &self.changed
-    }
-
     /// Changes how many events are retained for watches (older ones are dropped at once).
     pub fn set_window(&self, window: usize) {
         let mut state = self.lock();

@@ -33,6 +33,7 @@ mod gc;
 mod history;
 mod object;
 mod subresources;
+mod topics;
 
 pub use history::{EventType, HistoryExpired, StoredEvent};
 pub use object::{StoredObject, type_prefix};
@@ -46,9 +47,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use joinery_core::clock::Clock;
 use serde_json::{Map, Value, json};
-use tokio::sync::Notify;
 
 use gc::has_finalizers;
+pub use topics::{NODE_FIELD, Topic};
 
 use crate::apiserver::resources::{
     CRD_GROUP, CRD_PLURAL, ResourceKind, builtin_kinds, compare_version_priority, kinds_from_crd,
@@ -115,12 +116,15 @@ struct State {
     clock: Arc<Clock>,
     /// Whether deleting a bound pod waits for its grace period (see [`Store::with_clock`]).
     pod_grace_periods: bool,
+    /// The watch topics written since the last [`Store::publish`].
+    touched: HashSet<Topic>,
 }
 
 /// The shared object store.
 pub struct Store {
     state: Mutex<State>,
-    changed: Notify,
+    /// What the watches wait on.
+    topics: topics::Topics,
     clock: Arc<Clock>,
     /// The generator of uids and generated names (see [`Store::seed`]).
     ids: Mutex<u64>,
@@ -444,10 +448,11 @@ impl Store {
             dependents: HashMap::new(),
             clock: clock.clone(),
             pod_grace_periods,
+            touched: HashSet::new(),
         };
         let store = Self {
             state: Mutex::new(state),
-            changed: Notify::new(),
+            topics: Default::default(),
             clock,
             ids: Mutex::new(random_u64()),
             evictions: AtomicU64::new(0),
@@ -686,8 +691,7 @@ impl Store {
         let stored = state.commit(key, object, EventType::Added);
         state.after_crd_write(kind, &stored, false);
         state.settle();
-        drop(state);
-        self.changed.notify_waiters();
+        self.publish(state);
         Ok(into_typed(kind, stored))
     }
 
@@ -856,8 +860,7 @@ impl Store {
         let stored = state.commit(key, next, event_type);
         state.after_crd_write(kind, &stored, finished);
         state.settle();
-        drop(state);
-        self.changed.notify_waiters();
+        self.publish(state);
         Ok(into_typed(kind, stored))
     }
 

@@ -130,8 +130,7 @@ impl Store {
         next["status"]["conditions"] = Value::Array(conditions);
         state.commit(key, next, EventType::Modified);
         state.settle();
-        drop(state);
-        self.changed.notify_waiters();
+        self.publish(state);
         Ok(success_status(201))
     }
 
@@ -212,10 +211,9 @@ impl Store {
             .unwrap_or(Value::Null);
         state.delete_key(pods, key, &options)?;
         state.settle();
-        drop(state);
+        self.publish(state);
         self.evictions
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.changed.notify_waiters();
         Ok(success_status(201))
     }
 }

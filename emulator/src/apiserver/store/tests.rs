@@ -317,3 +317,75 @@ fn uids_are_distinct_and_uuid_shaped() {
     assert_eq!(a.len(), 36);
     assert_eq!(&a[14..15], "4");
 }
+
+#[test]
+fn a_pod_write_wakes_the_watches_of_its_nodes_and_of_all_pods_only() {
+    use futures::FutureExt;
+    let store = Store::new(100);
+    let pods = store.lookup("", "v1", "pods").unwrap();
+    let nodes = store.lookup("", "v1", "nodes").unwrap();
+    let topic =
+        |resource: &str, node: Option<&str>| store.subscribe(Topic::of_watch("", resource, node));
+    let (all_pods, on_a, on_b, unscheduled, all_nodes) = (
+        topic("pods", None),
+        topic("pods", Some("a")),
+        topic("pods", Some("b")),
+        topic("pods", Some("")),
+        topic("nodes", None),
+    );
+    let woken = |write: &dyn Fn()| {
+        let waits = [&all_pods, &on_a, &on_b, &unscheduled, &all_nodes].map(|n| {
+            let mut wait = Box::pin(n.notified());
+            wait.as_mut().enable();
+            wait
+        });
+        write();
+        waits.map(|w| w.now_or_never().is_some())
+    };
+    // A pod created unscheduled: the cluster-wide pod watches and the unscheduled ones.
+    let create = || {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": []}});
+        store.create(&pods, Some("default"), pod).unwrap();
+    };
+    assert_eq!(woken(&create), [true, false, false, true, false]);
+    // Moved to node a: its watches, and the unscheduled ones it left.
+    let (store_ref, pods_ref) = (&store, &pods);
+    let move_to = |node: &'static str| {
+        move || {
+            store_ref
+                .update(
+                    pods_ref,
+                    Some("default"),
+                    "p",
+                    WriteTarget::Main,
+                    |current| {
+                        let mut next = current.clone();
+                        next["spec"]["nodeName"] = json!(node);
+                        Ok(next)
+                    },
+                )
+                .unwrap();
+        }
+    };
+    assert_eq!(woken(&move_to("a")), [true, true, false, true, false]);
+    // From a to b: both nodes' watches (it leaves one selection, enters the other).
+    assert_eq!(woken(&move_to("b")), [true, true, true, false, false]);
+    // Deleted: the node it was on.
+    let delete = || {
+        store
+            .delete(&pods, Some("default"), "p", &json!({}))
+            .unwrap();
+    };
+    assert_eq!(woken(&delete), [true, false, true, false, false]);
+    // A node write wakes node watches only; pod topics are not narrowed for other kinds.
+    let create_node = || {
+        store
+            .create(&nodes, None, json!({"metadata": {"name": "a"}}))
+            .unwrap();
+    };
+    assert_eq!(woken(&create_node), [false, false, false, false, true]);
+    assert_eq!(
+        Topic::of_watch("", "nodes", Some("a")),
+        Topic::of_watch("", "nodes", None)
+    );
+}
