@@ -145,7 +145,11 @@ pub(crate) async fn run_deployments(shared: Arc<PhysicsContext>) {
         replica_sets: Cache::new(),
         pods: Cache::new(),
         pace,
+        writes: 0,
     };
+    // Whether the last pass wrote nothing and nothing was seen since: a resync would then
+    // find the same caches and do nothing again (the pass reads no clock), so it is skipped.
+    let mut settled = false;
     loop {
         let synced = controller.deployments.is_synced()
             && controller.replica_sets.is_synced()
@@ -154,20 +158,27 @@ pub(crate) async fn run_deployments(shared: Arc<PhysicsContext>) {
             biased;
             Some(event) = deployment_events.next() => {
                 controller.deployments.apply(event);
+                settled = false;
                 trigger.fire();
             }
             Some(event) = replica_set_events.next() => {
                 controller.replica_sets.apply(event);
+                settled = false;
                 trigger.fire();
             }
             Some(event) = pod_events.next() => {
                 controller.pods.apply(event);
+                settled = false;
                 trigger.fire();
             }
-            _ = resync.tick() => trigger.fire(),
+            _ = resync.tick() => if !settled {
+                trigger.fire();
+            },
             fired = trigger.due(), if synced => {
                 controller.shared.record_pass(LAG_SERIES, fired);
+                let before = controller.writes;
                 controller.pass().await;
+                settled = controller.writes == before;
             }
         }
     }
@@ -179,6 +190,8 @@ struct Deployments {
     replica_sets: Cache<ReplicaSet>,
     pods: Cache<Pod>,
     pace: Pace,
+    /// How many writes the controller has attempted (failed ones included).
+    writes: u64,
 }
 
 /// The lag series the workload controllers record into.
@@ -311,6 +324,7 @@ impl Deployments {
                     }),
                     status: None,
                 };
+                self.writes += 1;
                 match api.create(&PostParams::default(), &replica_set).await {
                     Ok(created) => {
                         tracing::debug!(replicaset = %new_name, %namespace, "replicaset created");
@@ -346,6 +360,7 @@ impl Deployments {
         replicas: i32,
     ) -> Result<(), PhysicsError> {
         let patch = json!({"spec": {"replicas": replicas}});
+        self.writes += 1;
         match api
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -427,6 +442,7 @@ impl Deployments {
         if writes.is_empty() {
             return;
         }
+        self.writes += writes.len() as u64;
         let client = self.shared.client.clone();
         let jobs: Vec<_> = writes
             .into_iter()
@@ -486,6 +502,7 @@ impl Deployments {
 
     /// One write at the controllers' pace.
     async fn paced_write<T>(&mut self, write: impl std::future::Future<Output = T>) -> T {
+        self.writes += 1;
         let shared = self.shared.clone();
         let mut done = paced(
             &shared.clock,

@@ -357,6 +357,8 @@ struct Scheduler {
     written: HashMap<String, SystemTime>,
     /// What each bound pod takes on its node (by uid), with the version it was read from.
     placed: HashMap<String, (Option<String>, Arc<PlacedPod>)>,
+    /// Whether a pod event came since [`Scheduler::forget_old_verdicts`] last pruned.
+    pods_changed: bool,
 }
 
 /// Something a pass decided.
@@ -388,11 +390,13 @@ impl Scheduler {
             in_flight: FuturesUnordered::new(),
             written: HashMap::new(),
             placed: HashMap::new(),
+            pods_changed: false,
         }
     }
 
     /// Applies a pod event; `true` when a pass should look at something again.
     fn pod_event(&mut self, event: watcher::Event<Pod>) -> bool {
+        self.pods_changed = true;
         let requeue = match &event {
             watcher::Event::Apply(pod) => {
                 let key = key_of(pod);
@@ -457,6 +461,11 @@ impl Scheduler {
     /// Forgets what is kept about pods that are gone: when verdicts were written for pods no
     /// longer pending, what pods no longer bound took.
     fn forget_old_verdicts(&mut self) {
+        // Entries go stale only when pods are bound or go away: without a pod event since the
+        // last prune, there is nothing to forget.
+        if !std::mem::take(&mut self.pods_changed) {
+            return;
+        }
         let pending: HashSet<&str> = self
             .pods
             .iter()
