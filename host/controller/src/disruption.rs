@@ -71,9 +71,8 @@ struct Memory {
     /// every step for every claim, and parsing and hashing the NodePool each time was most of
     /// a long simulation's time. A new version of either object recomputes it.
     static_drift: HashMap<String, ((String, String), Option<String>)>,
-    /// Claims (by UID) whose signals need no visit: the digest of what they were last
-    /// maintained from ([`inputs::claim_digest`]) and until when they hold with time alone.
-    settled: HashMap<String, (u64, SystemTime)>,
+    /// Claims (by UID) whose signals need no visit (see [`signals::Settled`]).
+    settled: HashMap<String, signals::Settled>,
     /// Set when every claim was settled by the last visit: the caches' change count then, the
     /// claims this process was disrupting, and the earliest moment one of them is due. While
     /// all three hold, the visit is skipped without looking at any claim.

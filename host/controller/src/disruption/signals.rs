@@ -72,20 +72,24 @@ pub(super) async fn maintain_signals(
             continue;
         };
         let uid = claim.metadata.uid.clone().unwrap_or_default();
-        let digest = inputs::claim_digest(ctx, &lock(memory), claim, &pool);
-        let settled = lock(memory)
-            .settled
-            .get(&uid)
-            .filter(|(seen, until)| *seen == digest && now < *until)
-            .map(|(_, until)| *until);
-        if let Some(until) = settled {
+        if let Some(until) = still_settled(ctx, memory, claim, &pool, &uid, generation, now) {
             all_settled = all_settled.map(|earliest| earliest.min(until));
             continue;
         }
+        let digest = inputs::claim_digest(ctx, &lock(memory), claim, &pool);
         match maintain_claim(ctx, memory, claim, &pool, &mut types_by_pool, now).await {
             Ok(Some(until)) if !uid.is_empty() => {
                 all_settled = all_settled.map(|earliest| earliest.min(until));
-                lock(memory).settled.insert(uid, (digest, until));
+                let ours = is_disrupting(&lock(memory), claim);
+                lock(memory).settled.insert(
+                    uid,
+                    Settled {
+                        digest,
+                        until,
+                        generation,
+                        ours,
+                    },
+                );
             }
             Ok(_) => {
                 all_settled = None;
@@ -118,6 +122,57 @@ pub(super) async fn maintain_signals(
         memory.static_drift.retain(|uid, _| live(uid));
     }
     Ok(())
+}
+
+/// What is known of a claim whose signals need no visit.
+pub(super) struct Settled {
+    /// The digest of what they were last maintained from ([`inputs::claim_digest`]).
+    digest: u64,
+    /// Until when they hold with time alone.
+    until: SystemTime,
+    /// The caches' change count when `digest` was last found current: while it stays the
+    /// same (and so does whether this process disrupts the claim), the digest needs no
+    /// recomputing.
+    generation: u64,
+    /// Whether this process was disrupting the claim then.
+    ours: bool,
+}
+
+fn is_disrupting(memory: &super::Memory, claim: &NodeClaim) -> bool {
+    claim
+        .metadata
+        .name
+        .as_ref()
+        .is_some_and(|name| memory.disrupting.contains(name))
+}
+
+/// Until when `claim`'s signals hold if it needs no visit now: nothing it is read from
+/// changed since it was maintained, and no deadline came. The digest is recomputed only when
+/// some cache changed since it was last found current.
+fn still_settled(
+    ctx: &Context,
+    memory: &SharedMemory,
+    claim: &NodeClaim,
+    pool: &NodePool,
+    uid: &str,
+    generation: u64,
+    now: SystemTime,
+) -> Option<SystemTime> {
+    let mut memory = lock(memory);
+    let ours = is_disrupting(&memory, claim);
+    let known = memory.settled.get(uid)?;
+    if now >= known.until || known.ours != ours {
+        return None;
+    }
+    if known.generation == generation {
+        return Some(known.until);
+    }
+    let digest = inputs::claim_digest(ctx, &memory, claim, pool);
+    let known = memory.settled.get_mut(uid)?;
+    (known.digest == digest).then(|| {
+        known.generation = generation;
+        known.until
+    })
 }
 
 /// Updates one claim's signals. Returns until when they stay as they are if nothing they are
