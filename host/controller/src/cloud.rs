@@ -112,7 +112,7 @@ impl Cloud {
     }
 
     /// Whether any offering is marked unavailable at `now`.
-    fn any_unavailable(&self, now: SystemTime) -> bool {
+    pub(crate) fn any_unavailable(&self, now: SystemTime) -> bool {
         self.unavailable
             .lock()
             .expect("unavailable offerings lock")

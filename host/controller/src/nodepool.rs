@@ -8,11 +8,16 @@
 //! state is also an event on the NodePool and one warning in the log, naming the field and
 //! the fix. It is `Unknown` while the NodeClass is not ready or its instance types cannot be
 //! listed (a cloud error is not a misconfiguration), and then does not hold `Ready` down.
+//!
+//! A refresh is skipped while no cache changed since the last one succeeded, no offering is
+//! marked unavailable and the instance types it read are still cached
+//! ([`INSTANCE_TYPE_TTL`]): it would write nothing (upstream's controller is woken by
+//! events the same way).
 
 use crate::state::Ordered;
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use joinery_api::{ConditionStatus, NodePool};
 use joinery_core::labels;
@@ -26,16 +31,42 @@ use crate::util::{self, condition};
 use crate::writes;
 use joinery_adapter::convert;
 
+use crate::cloud::INSTANCE_TYPE_TTL;
 use crate::{Context, ControllerError, nodeclass};
+
+/// The caches' change count and the time of the last refresh that succeeded with no
+/// offering marked unavailable.
+type LastRefresh = Arc<Mutex<Option<(u64, SystemTime)>>>;
 
 /// Runs the NodePool status loop.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
+    let last: LastRefresh = Arc::default();
     util::run_loop(
         ctx,
         stopped,
         "nodepool.status",
         Duration::from_secs(5),
-        step,
+        move |ctx| {
+            let last = last.clone();
+            async move {
+                let now = ctx.clock.now();
+                // Read before the caches: a change from here on makes the next step look.
+                let generation = ctx.state.changed.generation();
+                let unchanged =
+                    last.lock()
+                        .expect("nodepool refresh lock")
+                        .is_some_and(|(seen, at)| {
+                            seen == generation && !util::due(at, now, INSTANCE_TYPE_TTL)
+                        });
+                if unchanged && !ctx.cloud.any_unavailable(now) {
+                    return Ok(());
+                }
+                step(ctx.clone()).await?;
+                *last.lock().expect("nodepool refresh lock") =
+                    (!ctx.cloud.any_unavailable(now)).then_some((generation, now));
+                Ok(())
+            }
+        },
     )
     .await;
 }
