@@ -51,23 +51,28 @@ pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
         if *stopped.borrow() {
             return;
         }
+        // Registered before the caches are read, so that no change from here on is missed.
+        let changed = ctx.state.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
         let pending = provisionable_uids(&ctx);
         let now = ctx.clock.now();
         let retrigger = last_pass.is_none_or(|at| crate::util::due(at, now, RETRIGGER));
         let fresh = pending.iter().any(|uid| !handled.contains(uid));
         // CapacityBuffers keep a pass coming at the retrigger interval without pending pods:
         // their room is provisioned again after a burst took it.
-        let buffers_due = retrigger
-            && ctx
-                .state
-                .buffers
-                .as_ref()
-                .is_some_and(|b| !b.capacity_buffers.state().is_empty());
+        let buffers = ctx
+            .state
+            .buffers
+            .as_ref()
+            .is_some_and(|b| !b.capacity_buffers.state().is_empty());
+        let buffers_due = retrigger && buffers;
         if !buffers_due && (pending.is_empty() || !(fresh || retrigger)) {
-            let changed = ctx.state.changed.notified();
+            // With nothing pending and no buffer, only a change can make a pass due.
+            let timed = !pending.is_empty() || buffers;
             tokio::select! {
                 biased;
-                _ = changed => {
+                _ = &mut changed => {
                     // Changes come in bursts (a scale-out writes every pod several times):
                     // look again once they had a poll interval to settle, not at each one.
                     tokio::select! {
@@ -76,7 +81,7 @@ pub async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
                         _ = stopped.changed() => return,
                     }
                 }
-                _ = tokio::time::sleep(ctx.clock.to_real(Duration::from_secs(1))) => {}
+                _ = tokio::time::sleep(ctx.clock.to_real(Duration::from_secs(1))), if timed => {}
                 _ = stopped.changed() => return,
             }
             continue;
