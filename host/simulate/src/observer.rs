@@ -404,6 +404,7 @@ impl Observer {
     ) -> Result<(), kube::Error> {
         self.stores.ready().await;
         let now = self.now();
+        tracing::debug!(simulated_seconds = now, "sampling the cluster");
         self.state.at = now;
         let pods = self.stores.pods.state();
         let nodes = self.stores.nodes.state();
