@@ -95,8 +95,10 @@ pub fn schedule_with_context(
 /// An existing node during the pass.
 struct Node<'a> {
     input: &'a ExistingNode,
-    /// Labels (plus the hostname), narrowed by the pods placed in this pass.
-    requirements: Requirements,
+    /// Labels (plus the hostname), narrowed by the pods placed in this pass: the input's own
+    /// until a pod narrows them (a consolidation pass builds a scheduler per candidate, and
+    /// copying every node's labels each time was most of its cost).
+    requirements: Cow<'a, Requirements>,
     /// Allocatable minus what bound pods request.
     available: Resources,
     /// DaemonSet pods still to come plus the pods placed in this pass.
@@ -343,9 +345,11 @@ impl<'a> Scheduler<'a> {
                     .filter(|d| d.runs_on_existing(&node.taints, &node.requirements))
                     .map(Daemon::requests)
                     .sum();
-                let mut requirements = node.requirements.clone();
+                let mut requirements = Cow::Borrowed(&node.requirements);
                 if !requirements.has(HOSTNAME_LABEL) {
-                    requirements.add(Requirement::in_values(HOSTNAME_LABEL, [node.name.as_str()]));
+                    requirements
+                        .to_mut()
+                        .add(Requirement::in_values(HOSTNAME_LABEL, [node.name.as_str()]));
                 }
                 Node {
                     input: node,
@@ -632,7 +636,7 @@ impl<'a> Scheduler<'a> {
     }
 
     /// The requirements existing node `i` would have with pod `p` on it, if it can take it.
-    fn try_node(&self, i: usize, p: usize) -> Option<Requirements> {
+    fn try_node(&self, i: usize, p: usize) -> Option<Cow<'a, Requirements>> {
         let node = &self.nodes[i];
         let input = &self.input.pods[p];
         let pod = &self.pods[p];
@@ -661,7 +665,7 @@ impl<'a> Scheduler<'a> {
         let narrowed = |volume| {
             self.narrow(p, &node.requirements, volume, &NO_KEYS, false)
                 .ok()
-                .map(|r| r.unwrap_or_else(|| node.requirements.clone()))
+                .map(|r| r.map_or_else(|| node.requirements.clone(), Cow::Owned))
         };
         if input.volume_requirements.is_empty() {
             return narrowed(None);
