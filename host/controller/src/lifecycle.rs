@@ -57,15 +57,21 @@ pub const MAX_CONCURRENT_RECONCILES: usize = 64;
 /// delays neither other launches nor timeouts nor finalization.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
     let reconciled = Arc::new(Reconciled::default());
+    let idle = Arc::new(Idle::default());
     util::run_keyed_loop(
         ctx,
         stopped,
         "nodeclaim.lifecycle",
         MAX_CONCURRENT_RECONCILES,
-        move |ctx, workers| step(ctx, workers, reconciled.clone()),
+        move |ctx, workers| step(ctx, workers, reconciled.clone(), idle.clone()),
     )
     .await;
 }
+
+/// Set when the last step found every claim [`settled`]: the caches' change count then, and
+/// the earliest moment one of them expires. While no cache changes and that moment has not
+/// come, a step would find them all settled again, so it looks at none.
+type Idle = std::sync::Mutex<Option<(u64, Option<std::time::SystemTime>)>>;
 
 /// The NodeClass (UID, generation) each launched NodeClaim's instance was last reconciled
 /// with (`reconcile-instance`), by NodeClaim UID: this loop's own memory.
@@ -75,15 +81,31 @@ async fn step(
     ctx: Arc<Context>,
     workers: Arc<util::KeyedWorkers>,
     reconciled: Arc<Reconciled>,
+    idle: Arc<Idle>,
 ) -> Result<(), ControllerError> {
+    let now = ctx.clock.now();
+    // Read before the caches: a change from here on makes the next step look.
+    let generation = ctx.state.changed.generation();
+    let was_idle = idle
+        .lock()
+        .expect("lifecycle idle lock")
+        .is_some_and(|(seen, expiry)| seen == generation && expiry.is_none_or(|at| now < at));
+    if was_idle {
+        return Ok(());
+    }
     // By name (claims are cluster-scoped).
     let claims = ctx.state.node_claims.ordered();
-    let now = ctx.clock.now();
+    let mut all_settled = true;
+    let mut next_expiry: Option<std::time::SystemTime> = None;
     for claim in claims {
         // Most claims, most of the time: no task is started for nothing.
         if settled(&ctx, &claim, &reconciled, now) {
+            if let Some(at) = expires_at(&claim) {
+                next_expiry = Some(next_expiry.map_or(at, |earliest| earliest.min(at)));
+            }
             continue;
         }
+        all_settled = false;
         let key = claim
             .metadata
             .uid
@@ -98,6 +120,7 @@ async fn step(
             )
             .await;
     }
+    *idle.lock().expect("lifecycle idle lock") = all_settled.then_some((generation, next_expiry));
     Ok(())
 }
 
