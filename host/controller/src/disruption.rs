@@ -77,6 +77,9 @@ struct Memory {
     /// claims this process was disrupting, and the earliest moment one of them is due. While
     /// all three hold, the visit is skipped without looking at any claim.
     signals_idle: Option<(u64, BTreeSet<String>, SystemTime)>,
+    /// The caches' change count and the digest of the cached objects then (see
+    /// [`inputs::digest`]).
+    objects_digest: Option<(u64, u64)>,
     /// The last pass that found nothing to do, so that the next passes over the same inputs
     /// are skipped (upstream's "consolidated" state; see [`disruption::quiet`]).
     quiet: disruption::QuietPass,
@@ -139,7 +142,7 @@ async fn step(ctx: Arc<Context>, memory: SharedMemory) -> Result<(), ControllerE
         return Ok(());
     }
     lock(&memory).last_decision = Some(now);
-    let inputs = inputs::digest(&ctx, &lock(&memory), now);
+    let inputs = inputs::digest(&ctx, &mut lock(&memory), now);
     if lock(&memory).quiet.can_skip(inputs, now) {
         tracing::trace!(
             "disruption pass skipped: nothing changed since a pass found nothing to do"
@@ -196,11 +199,13 @@ async fn step(ctx: Arc<Context>, memory: SharedMemory) -> Result<(), ControllerE
             if let Some(c) = snapshot.candidate(claim)
                 && let Some(node) = ctx.state.node(&c.node)
             {
+                // De-duplicated by node, whatever the message, as upstream.
                 ctx.events
-                    .normal(
+                    .normal_per_object(
                         &Involved::node(&node),
                         "DisruptionBlocked",
                         &format!("Cannot disrupt Node: {why}"),
+                        crate::events::DEDUP_WINDOW,
                     )
                     .await;
             }
@@ -210,8 +215,14 @@ async fn step(ctx: Arc<Context>, memory: SharedMemory) -> Result<(), ControllerE
             if let Some(c) = snapshot.candidate(claim)
                 && let Some(node) = ctx.state.node(&c.node)
             {
+                // Once per node per 15 minutes, whatever the message, as upstream.
                 ctx.events
-                    .normal(&Involved::node(&node), "Unconsolidatable", &why.to_string())
+                    .normal_per_object(
+                        &Involved::node(&node),
+                        "Unconsolidatable",
+                        &why.to_string(),
+                        crate::events::UNCONSOLIDATABLE_DEDUP_WINDOW,
+                    )
                     .await;
             }
         }

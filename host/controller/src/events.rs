@@ -21,19 +21,51 @@ pub const DEDUP_WINDOW: Duration = Duration::from_secs(120);
 /// The `source.component` of Joinery's events (upstream's, so dashboards keep working).
 pub const COMPONENT: &str = "karpenter";
 
-/// An event's identity for de-duplication: (object UID, reason, message).
-type EventKey = (String, String, String);
+/// How long upstream drops repeats of `Unconsolidatable` on one object, whatever their message.
+pub const UNCONSOLIDATABLE_DEDUP_WINDOW: Duration = Duration::from_secs(15 * 60);
+
+/// An event's identity for de-duplication: (object UID, reason, message), the message
+/// `None` for events de-duplicated by object and reason alone (upstream's `DedupeValues` of
+/// the object's UID).
+type EventKey = (String, String, Option<String>);
 
 /// Publishes Events, dropping repeats of the same (object, reason, message) within [`DEDUP_WINDOW`].
 pub struct EventRecorder {
     client: kube::Client,
     clock: Arc<Clock>,
-    /// When each (object, reason, message) was last published, and for how long repeats
-    /// are dropped.
-    recent: Mutex<HashMap<EventKey, (SystemTime, Duration)>>,
+    /// When each event identity was last published, and for how long repeats are dropped.
+    recent: Mutex<Recent>,
     /// The writer task's queue (namespace, event); it ends once the recorder is dropped and
     /// the queue is written.
     queue: OnceLock<mpsc::UnboundedSender<(String, Event)>>,
+}
+
+/// The identities of recently published events, and how large the table may grow before the
+/// expired ones are dropped (looked for only then, not on every event: a disruption pass
+/// publishes one event per candidate).
+#[derive(Default)]
+struct Recent {
+    published: HashMap<EventKey, (SystemTime, Duration)>,
+    prune_above: usize,
+}
+
+impl Recent {
+    /// Whether an event of identity `key` is published at `now` (none of that identity was
+    /// within its window); if so, repeats are dropped for `window` from now.
+    fn admit(&mut self, key: EventKey, now: SystemTime, window: Duration) -> bool {
+        let live = |(at, kept): &(SystemTime, Duration)| {
+            now.duration_since(*at).unwrap_or_default() < *kept
+        };
+        if self.published.get(&key).is_some_and(live) {
+            return false;
+        }
+        if self.published.len() >= self.prune_above {
+            self.published.retain(|_, entry| live(entry));
+            self.prune_above = (2 * self.published.len()).max(64);
+        }
+        self.published.insert(key, (now, window));
+        true
+    }
 }
 
 /// The object an Event is about.
@@ -161,6 +193,21 @@ impl EventRecorder {
         self.publish(on, "Warning", reason, message).await;
     }
 
+    /// Publishes a `Normal` event, dropping any event of the same reason on the same object
+    /// within `window`, whatever its message (upstream's events de-duplicated by the
+    /// object's UID, such as `DisruptionBlocked` and `Unconsolidatable`, whose message
+    /// changes with each pass's findings).
+    pub async fn normal_per_object(
+        &self,
+        on: &Involved,
+        reason: &str,
+        message: &str,
+        window: Duration,
+    ) {
+        self.publish_keyed(on, "Normal", reason, message, window, false)
+            .await;
+    }
+
     /// Publishes a `Warning` event, dropping repeats within `window` instead of
     /// [`DEDUP_WINDOW`] (upstream's `NodeRepairBlocked` is de-duplicated over 15 minutes).
     pub async fn warning_within(
@@ -187,17 +234,34 @@ impl EventRecorder {
         message: &str,
         window: Duration,
     ) {
+        self.publish_keyed(on, type_, reason, message, window, true)
+            .await;
+    }
+
+    /// Publishes unless an event of the same identity (with the message when `by_message`)
+    /// was published within its window.
+    async fn publish_keyed(
+        &self,
+        on: &Involved,
+        type_: &str,
+        reason: &str,
+        message: &str,
+        window: Duration,
+        by_message: bool,
+    ) {
         let now = self.clock.now();
-        {
-            let mut recent = self.recent.lock().expect("event de-dup lock");
-            let key = (on.uid.clone(), reason.to_string(), message.to_string());
-            if let Some((at, kept)) = recent.get(&key)
-                && now.duration_since(*at).unwrap_or_default() < *kept
-            {
-                return;
-            }
-            recent.retain(|_, (at, kept)| now.duration_since(*at).unwrap_or_default() < *kept);
-            recent.insert(key, (now, window));
+        let key = (
+            on.uid.clone(),
+            reason.to_string(),
+            by_message.then(|| message.to_string()),
+        );
+        let admitted = self
+            .recent
+            .lock()
+            .expect("event de-dup lock")
+            .admit(key, now, window);
+        if !admitted {
+            return;
         }
         let namespace = if on.namespace.is_empty() {
             "default".to_string()
@@ -234,5 +298,45 @@ impl EventRecorder {
         if self.queue().send((namespace, event)).is_err() {
             tracing::debug!(reason, "could not publish event: the writer stopped");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeats_are_dropped_within_their_window_by_message_or_by_object() {
+        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let at = |seconds: u64| start + Duration::from_secs(seconds);
+        let key = |uid: &str, message: Option<&str>| {
+            (
+                uid.to_string(),
+                "Unconsolidatable".to_string(),
+                message.map(str::to_string),
+            )
+        };
+        let mut recent = Recent::default();
+        let window = UNCONSOLIDATABLE_DEDUP_WINDOW;
+        // By object: a new message on the same object is a repeat; another object is not.
+        assert!(recent.admit(key("n1", None), at(0), window));
+        assert!(!recent.admit(key("n1", None), at(60), window));
+        assert!(recent.admit(key("n2", None), at(60), window));
+        assert!(recent.admit(key("n1", None), at(15 * 60), window));
+        // By message: each message is its own identity.
+        assert!(recent.admit(key("n3", Some("a")), at(0), DEDUP_WINDOW));
+        assert!(recent.admit(key("n3", Some("b")), at(1), DEDUP_WINDOW));
+        assert!(!recent.admit(key("n3", Some("a")), at(119), DEDUP_WINDOW));
+        assert!(recent.admit(key("n3", Some("a")), at(120), DEDUP_WINDOW));
+        // Expired identities are dropped once the table grows, live ones kept.
+        for i in 0..200 {
+            recent.admit(key(&format!("old{i}"), None), at(0), DEDUP_WINDOW);
+        }
+        for i in 0..100 {
+            recent.admit(key(&format!("late{i}"), None), at(10_000), window);
+        }
+        assert!(recent.published.len() < 150, "{}", recent.published.len());
+        assert!(!recent.admit(key("late0", None), at(10_001), window));
+        assert!(recent.admit(key("old0", None), at(10_001), window));
     }
 }

@@ -97,7 +97,29 @@ struct Table<T> {
     /// The objects bound to each Node ([`Cached::bound_node`]), in the order they were bound:
     /// the controllers ask for one node's pods once per node and pass, and a scan of every pod
     /// for each was most of a long simulation's time.
-    by_node: std::collections::HashMap<String, Vec<Arc<T>>, FixedState>,
+    by_node: std::collections::HashMap<String, Bound<T>, FixedState>,
+}
+
+/// The objects bound to one Node, and a number that changes whenever they do.
+struct Bound<T> {
+    objects: Vec<Arc<T>>,
+    version: u64,
+}
+
+impl<T> Default for Bound<T> {
+    fn default() -> Self {
+        Bound {
+            objects: Vec::new(),
+            version: 0,
+        }
+    }
+}
+
+/// A number never handed out before in this process (see [`LeanCache::bound_version`]):
+/// process-wide, so that a relisted table never repeats a number of the one it replaces.
+fn next_bound_version() -> u64 {
+    static VERSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    VERSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl<T> Default for Table<T> {
@@ -115,8 +137,11 @@ impl<T: Cached> Table<T> {
             return;
         };
         if let Some(bound) = self.by_node.get_mut(node) {
-            bound.retain(|held| held.cache_key() != object.cache_key());
-            if bound.is_empty() {
+            bound
+                .objects
+                .retain(|held| held.cache_key() != object.cache_key());
+            bound.version = next_bound_version();
+            if bound.objects.is_empty() {
                 self.by_node.remove(node);
             }
         }
@@ -124,10 +149,9 @@ impl<T: Cached> Table<T> {
 
     fn bind(&mut self, object: &Arc<T>) {
         if let Some(node) = object.bound_node() {
-            self.by_node
-                .entry(node.to_string())
-                .or_default()
-                .push(object.clone());
+            let bound = self.by_node.entry(node.to_string()).or_default();
+            bound.objects.push(object.clone());
+            bound.version = next_bound_version();
         }
     }
 }
@@ -161,7 +185,9 @@ impl<T: Cached> MirrorTable<Arc<T>> for Table<T> {
                     .bound_node()
                     .and_then(|node| self.by_node.get_mut(node))
                     .and_then(|bound| {
+                        bound.version = next_bound_version();
                         bound
+                            .objects
                             .iter_mut()
                             .find(|held| held.cache_key() == object.cache_key())
                     })
@@ -225,8 +251,19 @@ impl<T: Cached> LeanCache<T> {
             .read()
             .by_node
             .get(node)
-            .cloned()
+            .map(|bound| bound.objects.clone())
             .unwrap_or_default()
+    }
+
+    /// A number that changes whenever the objects bound to `node` do (one bound, one gone,
+    /// one updated): equal numbers mean the same objects in the same versions, without
+    /// looking at them. 0 while none is bound.
+    pub fn bound_version(&self, node: &str) -> u64 {
+        self.shared
+            .read()
+            .by_node
+            .get(node)
+            .map_or(0, |bound| bound.version)
     }
 
     /// The object `name` in `namespace` (empty for a cluster-scoped kind), if cached.
@@ -386,20 +423,37 @@ mod tests {
         writer.apply(&watcher::Event::InitApply(unbound("a", "pending")));
         writer.apply(&watcher::Event::InitDone);
         assert_eq!(names(&cache, "n1"), ["a/web"]);
+        // Each change to a node's pods gives the node a version never seen before; other
+        // nodes keep theirs.
+        let mut seen = vec![cache.bound_version("n1")];
+        let mut changed = |cache: &PodCache, node: &str| {
+            let version = cache.bound_version(node);
+            let new = !seen.contains(&version);
+            seen.push(version);
+            new
+        };
         // Bound later (the binding is an update of a pod that had no node).
         writer.apply(&watcher::Event::Apply(pod("a", "pending", "n1")));
         assert_eq!(names(&cache, "n1"), ["a/web", "a/pending"]);
+        assert!(changed(&cache, "n1"));
         // An update on the same node keeps the pod's place and shows the new object.
         let updated = pod("a", "web", "n1");
         writer.apply(&watcher::Event::Apply(updated.clone()));
         assert_eq!(names(&cache, "n1"), ["a/web", "a/pending"]);
         assert!(Arc::ptr_eq(&cache.bound_to("n1")[0], &updated));
+        assert!(changed(&cache, "n1"));
+        let (n1, n3) = (cache.bound_version("n1"), cache.bound_version("n3"));
+        assert_eq!(n3, 0, "no pod on n3");
         // A pod re-created under the same name on another node moves.
         writer.apply(&watcher::Event::Apply(pod("a", "web", "n2")));
         assert_eq!(names(&cache, "n1"), ["a/pending"]);
         assert_eq!(names(&cache, "n2"), ["a/web"]);
+        assert!(changed(&cache, "n1") && changed(&cache, "n2"));
+        assert_ne!(cache.bound_version("n1"), n1);
+        assert_eq!(cache.bound_version("n3"), n3);
         writer.apply(&watcher::Event::Delete(pod("a", "pending", "n1")));
         assert!(names(&cache, "n1").is_empty());
+        assert_eq!(cache.bound_version("n1"), 0);
         // A relist's table is indexed as it is filled, and replaces the old index whole.
         writer.apply(&watcher::Event::Init);
         writer.apply(&watcher::Event::InitApply(pod("b", "db", "n3")));

@@ -15,7 +15,44 @@ use crate::Context;
 /// one changes the digest; the kube caches skip no event), the nominated nodes and the
 /// commands in flight. Order-independent (a sum of per-object hashes with fixed keys), so the
 /// same cluster digests alike whatever order the caches list it in.
-pub(super) fn digest(ctx: &Context, memory: &Memory, now: SystemTime) -> u64 {
+///
+/// The cached objects' part is kept with the caches' change count
+/// ([`crate::mirror::Changes::generation`]) and reused while no cache changed; the
+/// nominations (which expire with time), the disrupting claims and the queue are added on
+/// every call.
+pub(super) fn digest(ctx: &Context, memory: &mut Memory, now: SystemTime) -> u64 {
+    let generation = ctx.state.changed.generation();
+    let objects = match memory.objects_digest {
+        Some((seen, digest)) if seen == generation => digest,
+        _ => {
+            let digest = objects_digest(ctx);
+            memory.objects_digest = Some((generation, digest));
+            digest
+        }
+    };
+    let mut digest = Digest {
+        sum: objects,
+        ..Digest::default()
+    };
+    for node in ctx.state.nodes.state() {
+        digest.add((
+            "nominated",
+            node.name(),
+            ctx.inflight.is_nominated(node.name(), now),
+        ));
+    }
+    for name in &memory.disrupting {
+        digest.add(("disrupting", name));
+    }
+    for queued in &memory.queue {
+        digest.add(("queued", &queued.command.candidates, &queued.replacements));
+    }
+    digest.sum
+}
+
+/// The digest of every cached object a pass reads, by kind, namespace, name and
+/// resourceVersion (see [`digest`]).
+fn objects_digest(ctx: &Context) -> u64 {
     let mut digest = Digest::default();
     let state = &ctx.state;
     for pod in state.pods.state() {
@@ -25,7 +62,7 @@ pub(super) fn digest(ctx: &Context, memory: &Memory, now: SystemTime) -> u64 {
     }
     for node in state.nodes.state() {
         let (name, version) = (node.name(), &node.metadata.resource_version);
-        digest.add(("Node", name, version, ctx.inflight.is_nominated(name, now)));
+        digest.add(("Node", name, version));
     }
     digest.objects("NodeClaim", &state.node_claims.state());
     digest.objects("NodePool", &state.node_pools.state());
@@ -52,18 +89,13 @@ pub(super) fn digest(ctx: &Context, memory: &Memory, now: SystemTime) -> u64 {
     for (key, classes) in &state.node_classes {
         digest.objects(&key.kind, &classes.state());
     }
-    for name in &memory.disrupting {
-        digest.add(("disrupting", name));
-    }
-    for queued in &memory.queue {
-        digest.add(("queued", &queued.command.candidates, &queued.replacements));
-    }
     digest.sum
 }
 
 /// A digest of what a claim's signals are read from, time aside: the claim, its NodePool,
-/// its NodeClass, its Node and the pods on it (by resourceVersion), and whether this
-/// process is disrupting it.
+/// its NodeClass and its Node (by resourceVersion), the pods on the Node (by the pod cache's
+/// count of their changes, [`crate::lean_cache::LeanCache::bound_version`]), and whether
+/// this process is disrupting it.
 pub(super) fn claim_digest(
     ctx: &Context,
     memory: &Memory,
@@ -84,10 +116,7 @@ pub(super) fn claim_digest(
     let node_name = claim.status.as_ref().and_then(|s| s.node_name.as_deref());
     if let Some(node) = node_name.and_then(|name| ctx.state.node(name)) {
         digest.add(("Node", node.name(), &node.metadata.resource_version));
-        for pod in ctx.state.pods_on_node(node.name()) {
-            let meta = &pod.metadata;
-            digest.add(("Pod", &meta.uid, &meta.resource_version));
-        }
+        digest.add(("Pods", ctx.state.pods.bound_version(node.name())));
     }
     let ours = meta
         .name
