@@ -61,9 +61,9 @@ pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
                 if unchanged && !ctx.cloud.any_unavailable(now) {
                     return Ok(());
                 }
-                step(ctx.clone()).await?;
+                let complete = step(ctx.clone()).await?;
                 *last.lock().expect("nodepool refresh lock") =
-                    (!ctx.cloud.any_unavailable(now)).then_some((generation, now));
+                    (complete && !ctx.cloud.any_unavailable(now)).then_some((generation, now));
                 Ok(())
             }
         },
@@ -71,7 +71,10 @@ pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
     .await;
 }
 
-async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
+/// Refreshes every NodePool's status. `Ok(false)` when a pool's instance types could not be
+/// listed (a cloud error): the next round tries again whether or not anything changed.
+async fn step(ctx: Arc<Context>) -> Result<bool, ControllerError> {
+    let mut complete = true;
     let mut usage: BTreeMap<String, (Resources, u64)> = BTreeMap::new();
     for claim in ctx.state.node_claims.ordered() {
         if claim.metadata.deletion_timestamp.is_some() {
@@ -140,6 +143,7 @@ async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
             ),
         };
         let instance_types = instance_types_condition(&ctx, &pool, &key).await;
+        complete &= instance_types.reason != INSTANCE_TYPES_UNAVAILABLE;
         let ready = if class_ready.is_true()
             && validation.is_true()
             && instance_types.status != ConditionStatus::False
@@ -183,8 +187,11 @@ async fn step(ctx: Arc<Context>) -> Result<(), ControllerError> {
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(())
+    Ok(complete)
 }
+
+/// The `InstanceTypesReady` reason while a NodeClass's instance types cannot be listed.
+const INSTANCE_TYPES_UNAVAILABLE: &str = "InstanceTypesUnavailable";
 
 /// The condition type saying whether a NodePool's requirements leave anything to launch.
 pub const INSTANCE_TYPES_READY: &str = "InstanceTypesReady";
@@ -223,7 +230,7 @@ async fn instance_types_condition(
         Ok(types) => types,
         Err(e) => {
             return unknown(
-                "InstanceTypesUnavailable",
+                INSTANCE_TYPES_UNAVAILABLE,
                 util::truncate(
                     &format!("cannot list the NodeClass's instance types: {e}"),
                     1000,
