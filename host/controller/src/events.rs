@@ -217,24 +217,13 @@ impl EventRecorder {
         message: &str,
         window: Duration,
     ) {
-        self.publish_within(on, "Warning", reason, message, window.max(DEDUP_WINDOW))
+        let window = window.max(DEDUP_WINDOW);
+        self.publish_keyed(on, "Warning", reason, message, window, true)
             .await;
     }
 
     async fn publish(&self, on: &Involved, type_: &str, reason: &str, message: &str) {
-        self.publish_within(on, type_, reason, message, DEDUP_WINDOW)
-            .await;
-    }
-
-    async fn publish_within(
-        &self,
-        on: &Involved,
-        type_: &str,
-        reason: &str,
-        message: &str,
-        window: Duration,
-    ) {
-        self.publish_keyed(on, type_, reason, message, window, true)
+        self.publish_keyed(on, type_, reason, message, DEDUP_WINDOW, true)
             .await;
     }
 

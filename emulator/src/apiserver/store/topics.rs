@@ -39,7 +39,8 @@ impl Topic {
     }
 }
 
-/// The topics' notifications, and the topics written since they were last published.
+/// The notification of each topic some watch waits on (the topics written under the state
+/// lock are collected in `State::touched` until [`Store::publish`]).
 #[derive(Default)]
 pub(super) struct Topics {
     waiting: Mutex<HashMap<Topic, Arc<Notify>>>,

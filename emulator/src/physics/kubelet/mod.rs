@@ -374,7 +374,6 @@ pub(super) async fn force_delete(
     }
 }
 
-/// Deletes pods bound to nodes that have not existed for the quarantine period.
 /// A Node read for its name alone: the rest of each object is skipped while parsing (the pod
 /// GC only needs to know which Nodes exist).
 #[derive(Clone, Debug, serde::Deserialize)]
