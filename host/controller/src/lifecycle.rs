@@ -71,7 +71,7 @@ pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
 /// Set when the last step found every claim [`settled`]: the caches' change count then, and
 /// the earliest moment one of them expires. While no cache changes and that moment has not
 /// come, a step would find them all settled again, so it looks at none.
-type Idle = std::sync::Mutex<Option<(u64, Option<std::time::SystemTime>)>>;
+type Idle = std::sync::Mutex<crate::mirror::Unchanged>;
 
 /// The NodeClass (UID, generation) each launched NodeClaim's instance was last reconciled
 /// with (`reconcile-instance`), by NodeClaim UID: this loop's own memory.
@@ -86,11 +86,11 @@ async fn step(
     let now = ctx.clock.now();
     // Read before the caches: a change from here on makes the next step look.
     let generation = ctx.state.changed.generation();
-    let was_idle = idle
+    if idle
         .lock()
         .expect("lifecycle idle lock")
-        .is_some_and(|(seen, expiry)| seen == generation && expiry.is_none_or(|at| now < at));
-    if was_idle {
+        .holds(generation, now)
+    {
         return Ok(());
     }
     // By name (claims are cluster-scoped).
@@ -120,7 +120,9 @@ async fn step(
             )
             .await;
     }
-    *idle.lock().expect("lifecycle idle lock") = all_settled.then_some((generation, next_expiry));
+    idle.lock()
+        .expect("lifecycle idle lock")
+        .record(all_settled, generation, next_expiry);
     Ok(())
 }
 

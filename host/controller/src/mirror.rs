@@ -10,6 +10,7 @@
 use std::ops::DerefMut;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
 
 use futures::{Stream, StreamExt};
 use kube::runtime::watcher;
@@ -95,6 +96,28 @@ impl Changes {
     }
 }
 
+/// What a periodic loop remembers of its last round that left nothing to do: the caches'
+/// change count ([`Changes::generation`]) then, and the moment (if any) from which time alone
+/// may give it work. While both hold, a round would find the same and is skipped.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Unchanged(Option<(u64, Option<SystemTime>)>);
+
+impl Unchanged {
+    /// Whether the last round's findings still hold: no cache changed since (`generation` is
+    /// the current count) and `now` is before its deadline.
+    pub(crate) fn holds(&self, generation: u64, now: SystemTime) -> bool {
+        self.0.is_some_and(|(seen, until)| {
+            seen == generation && until.is_none_or(|until| now < until)
+        })
+    }
+
+    /// Remembers a round that left nothing to do (`settled`) as of `generation`, holding
+    /// until `until`; forgets it otherwise.
+    pub(crate) fn record(&mut self, settled: bool, generation: u64, until: Option<SystemTime>) {
+        self.0 = settled.then_some((generation, until));
+    }
+}
+
 /// Drives one watch until it ends: each event is handed to `on_event` and then every loop is
 /// woken through `changed`; a failed watch (it retries with backoff) is logged under `kind`.
 pub fn spawn_watch<K: Send + 'static>(
@@ -117,4 +140,28 @@ pub fn spawn_watch<K: Send + 'static>(
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn an_unchanged_round_holds_until_a_change_or_its_deadline() {
+        let at = |seconds: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(seconds);
+        let mut last = Unchanged::default();
+        assert!(!last.holds(0, at(0)), "nothing recorded yet");
+        last.record(true, 7, Some(at(100)));
+        assert!(last.holds(7, at(99)));
+        assert!(!last.holds(8, at(99)), "a cache changed");
+        assert!(!last.holds(7, at(100)), "the deadline came");
+        last.record(true, 7, None);
+        assert!(last.holds(7, at(1_000_000)), "no deadline");
+        last.record(false, 7, None);
+        assert!(
+            !last.holds(7, at(0)),
+            "a round that left work is not remembered"
+        );
+    }
 }

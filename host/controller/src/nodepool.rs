@@ -17,7 +17,7 @@
 use crate::state::Ordered;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use joinery_api::{ConditionStatus, NodePool};
 use joinery_core::labels;
@@ -32,15 +32,12 @@ use crate::writes;
 use joinery_adapter::convert;
 
 use crate::cloud::INSTANCE_TYPE_TTL;
+use crate::mirror::Unchanged;
 use crate::{Context, ControllerError, nodeclass};
-
-/// The caches' change count and the time of the last refresh that succeeded with no
-/// offering marked unavailable.
-type LastRefresh = Arc<Mutex<Option<(u64, SystemTime)>>>;
 
 /// Runs the NodePool status loop.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
-    let last: LastRefresh = Arc::default();
+    let last: Arc<Mutex<Unchanged>> = Arc::default();
     util::run_loop(
         ctx,
         stopped,
@@ -52,18 +49,19 @@ pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
                 let now = ctx.clock.now();
                 // Read before the caches: a change from here on makes the next step look.
                 let generation = ctx.state.changed.generation();
-                let unchanged =
-                    last.lock()
-                        .expect("nodepool refresh lock")
-                        .is_some_and(|(seen, at)| {
-                            seen == generation && !util::due(at, now, INSTANCE_TYPE_TTL)
-                        });
+                let unchanged = last
+                    .lock()
+                    .expect("nodepool refresh lock")
+                    .holds(generation, now);
                 if unchanged && !ctx.cloud.any_unavailable(now) {
                     return Ok(());
                 }
                 let complete = step(ctx.clone()).await?;
-                *last.lock().expect("nodepool refresh lock") =
-                    (complete && !ctx.cloud.any_unavailable(now)).then_some((generation, now));
+                last.lock().expect("nodepool refresh lock").record(
+                    complete && !ctx.cloud.any_unavailable(now),
+                    generation,
+                    Some(now + INSTANCE_TYPE_TTL),
+                );
                 Ok(())
             }
         },

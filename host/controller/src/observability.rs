@@ -40,7 +40,7 @@ pub(crate) async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
     let mut started: HashSet<u64> = HashSet::new();
     let mut conditions = SeenConditions::new();
     // The gauges are read from the caches alone: while none changed, they stand.
-    let mut observed: Option<u64> = None;
+    let mut observed = crate::mirror::Unchanged::default();
     loop {
         // Also follows this process's own writes in flight, not only the caches.
         let synced = crate::provisioner::synced(&ctx);
@@ -48,10 +48,10 @@ pub(crate) async fn run(ctx: Arc<Context>, mut stopped: watch::Receiver<bool>) {
             .cluster_state_synced
             .set(if synced { 1.0 } else { 0.0 });
         let generation = ctx.state.changed.generation();
-        if observed != Some(generation) {
+        if !observed.holds(generation, ctx.clock.now()) {
             observe(&ctx, &mut started);
             record_transitions(&ctx, &mut conditions);
-            observed = Some(generation);
+            observed.record(true, generation, None);
         }
         tokio::select! {
             biased;
