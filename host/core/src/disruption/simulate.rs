@@ -19,7 +19,7 @@ use super::Snapshot;
 use super::candidate::Candidate;
 use super::reasons::Rejection;
 use crate::scheduling::{
-    self, NewNodeClaim, PendingPod, Placement, SchedulingContext, SchedulingInput,
+    self, NewNodeClaim, PendingPod, Placement, PreparedPools, SchedulingContext, SchedulingInput,
 };
 
 /// Where the candidates' pods would go.
@@ -88,6 +88,15 @@ struct PoolsOnly {
     context: SchedulingContext,
 }
 
+/// The NodePools of `input` prepared in `slot`, on first use.
+fn prepare<'p>(
+    slot: &'p mut Option<PreparedPools>,
+    input: &SchedulingInput,
+    context: &SchedulingContext,
+) -> &'p PreparedPools {
+    slot.get_or_insert_with(|| PreparedPools::new(input, context))
+}
+
 /// Runs removal simulations against one snapshot.
 pub(crate) struct Simulator<'a> {
     snapshot: &'a Snapshot,
@@ -100,6 +109,9 @@ pub(crate) struct Simulator<'a> {
     /// Set when the cluster allows the pools-only simulation at all (no bound pod with
     /// anti-affinity); built on first use.
     pools_only: Option<Option<PoolsOnly>>,
+    /// The NodePools prepared once for every simulation (they, the DaemonSets and the
+    /// policies are the same in all of them, the pools-only ones included); on first use.
+    prepared: Option<PreparedPools>,
     /// Whether the pools-only simulation may be used (tests turn it off to compare).
     pub shortcut: bool,
     /// How many simulations ran.
@@ -138,6 +150,7 @@ impl<'a> Simulator<'a> {
             .collect();
         Simulator {
             snapshot,
+            prepared: None,
             pending: input.pods.len(),
             most_free: MostFree::of(&input.nodes),
             input,
@@ -201,9 +214,14 @@ impl<'a> Simulator<'a> {
         }
         self.pools_only()?;
         self.shortcuts += 1;
-        let alone = self.pools_only().expect("just built");
+        let prepared = prepare(&mut self.prepared, &self.input, &self.snapshot.context);
+        let alone = self
+            .pools_only
+            .as_mut()
+            .and_then(Option::as_mut)
+            .expect("just built");
         alone.input.pods.extend(candidate.pods.iter().cloned());
-        let result = scheduling::schedule_with_context(&alone.input, &alone.context, None);
+        let result = scheduling::schedule_prepared(&alone.input, &alone.context, prepared, None);
         alone.input.pods.clear();
         Some(result)
     }
@@ -214,8 +232,9 @@ impl<'a> Simulator<'a> {
             let mut baseline = Baseline::default();
             if self.pending > 0 {
                 self.count += 1;
-                let result =
-                    scheduling::schedule_with_context(&self.input, &self.snapshot.context, None);
+                let context = &self.snapshot.context;
+                let prepared = prepare(&mut self.prepared, &self.input, context);
+                let result = scheduling::schedule_prepared(&self.input, context, prepared, None);
                 baseline.new_claims = result.new_claims.len();
                 for (pod, p) in self.input.pods.iter().zip(&result.placements) {
                     if let Placement::Existing { node } = &p.placement {
@@ -283,7 +302,9 @@ impl<'a> Simulator<'a> {
                 ..p.clone()
             }));
         }
-        let result = scheduling::schedule_with_context(&self.input, &self.snapshot.context, None);
+        let context = &self.snapshot.context;
+        let prepared = prepare(&mut self.prepared, &self.input, context);
+        let result = scheduling::schedule_prepared(&self.input, context, prepared, None);
         self.input.pods.truncate(self.pending);
         for i in closed {
             self.input.nodes[i].schedulable = true;

@@ -63,7 +63,9 @@ pub use constraints::{
 };
 pub use launchable::{NothingLaunchable, launchable_types};
 pub use pricing::FallbackPrice;
-pub use scheduler::{schedule, schedule_with_context, schedule_with_fallback_price};
+pub use scheduler::{
+    PreparedPools, schedule, schedule_prepared, schedule_with_context, schedule_with_fallback_price,
+};
 pub use types::{
     BoundPod, DaemonPod, ExistingNode, NewNodeClaim, NodePool, NodePoolLimits, PendingPod,
     Placement, PodKey, PodPlacement, SchedulingContext, SchedulingInput, SchedulingResult,

@@ -16,15 +16,11 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::instance_type::{InstanceType, satisfies_min_values};
-use crate::labels::{
-    HOSTNAME_LABEL, INITIALIZED_LABEL, LabelPolicy, NODEPOOL_LABEL, REGISTERED_LABEL,
-};
+use crate::labels::{HOSTNAME_LABEL, LabelPolicy};
 use crate::requirements::{KeySet, NO_KEYS, Requirement, Requirements};
 use crate::resources::Resources;
 use crate::taints::{Taint, TaintEffect};
 
-use super::catalog::{OfferingTable, TypeClasses};
 use super::constraints::{
     HostPort, MinValuesPolicy, PreferencePolicy, attach, exceeds_attach_limits, port_conflict,
 };
@@ -34,13 +30,13 @@ use super::pricing::{FallbackPrice, no_fallback};
 use super::render;
 use super::topology::{self, Registered, Topology, Violation};
 use super::types::{
-    ExistingNode, NodePool, Placement, PodPlacement, SchedulingContext, SchedulingInput,
-    SchedulingResult,
+    ExistingNode, Placement, PodPlacement, SchedulingContext, SchedulingInput, SchedulingResult,
 };
 use filter::{FactsCache, FilterMemo};
+pub use pool::PreparedPools;
 use pool::{Pool, subtract_max};
 use relax::{Pod, by_weight, constraints, pod_requirements, queue_order};
-use room::{Free, Room};
+use room::Room;
 
 pub(super) use room::fits_sum;
 
@@ -89,7 +85,26 @@ pub fn schedule_with_context(
     context: &SchedulingContext,
     fallback: Option<FallbackPrice<'_>>,
 ) -> SchedulingResult {
-    Scheduler::new(input, context).run(fallback.unwrap_or(&no_fallback))
+    let prepared = PreparedPools::new(input, context);
+    Scheduler::new(input, context, &prepared).run(fallback.unwrap_or(&no_fallback))
+}
+
+/// [`schedule_with_context`] with the NodePools prepared beforehand by
+/// [`PreparedPools::new`] from an input with the same NodePools, DaemonSets and label policy
+/// and a context with the same minValues policy (only pods, nodes and bound pods may differ):
+/// for callers running many passes over one cluster, such as consolidation's simulations.
+/// A preparation that does not [fit](PreparedPools::fits) the input (other NodePools) is
+/// not used; the pools are prepared again.
+pub fn schedule_prepared(
+    input: &SchedulingInput,
+    context: &SchedulingContext,
+    prepared: &PreparedPools,
+    fallback: Option<FallbackPrice<'_>>,
+) -> SchedulingResult {
+    if !prepared.fits(input, context) {
+        return schedule_with_context(input, context, fallback);
+    }
+    Scheduler::new(input, context, prepared).run(fallback.unwrap_or(&no_fallback))
 }
 
 /// An existing node during the pass.
@@ -222,97 +237,21 @@ struct Scheduler<'a> {
 }
 
 impl<'a> Scheduler<'a> {
-    fn new(input: &'a SchedulingInput, context: &'a SchedulingContext) -> Self {
+    fn new(
+        input: &'a SchedulingInput,
+        context: &'a SchedulingContext,
+        prepared: &'a PreparedPools,
+    ) -> Self {
         let policy = &input.label_policy;
         let ignore_preferences = context.preference_policy == PreferencePolicy::Ignore;
         let daemons: Vec<Daemon<'_>> = input.daemons.iter().map(Daemon::new).collect();
 
-        let mut ordered: Vec<&NodePool> = input.nodepools.iter().collect();
-        ordered.sort_by(|a, b| {
-            b.template
-                .weight
-                .cmp(&a.template.weight)
-                .then_with(|| b.template.nodepool.cmp(&a.template.nodepool))
-        });
-        let mut pools = Vec::new();
-        let mut skipped_pools = Vec::new();
-        for pool in ordered {
-            let mut requirements = pool.template.requirements.clone();
-            requirements.add(Requirement::in_values(
-                NODEPOOL_LABEL,
-                [pool.template.nodepool.as_str()],
-            ));
-            requirements.add(Requirement::in_values(REGISTERED_LABEL, ["true"]));
-            requirements.add(Requirement::in_values(INITIALIZED_LABEL, ["true"]));
-            let offerings = OfferingTable::new(&pool.instance_types);
-            let classes = TypeClasses::new(&pool.instance_types);
-            let filter = offerings.filter(&requirements, policy);
-            let intersecting = classes.intersecting(&requirements);
-            let mut candidates: Vec<usize> = pool
-                .instance_types
-                .iter()
-                .enumerate()
-                .filter(|&(i, t)| {
-                    intersecting[i]
-                        && offerings
-                            .available_compatible(i, t, filter, &requirements, policy)
-                            .next()
-                            .is_some()
-                })
-                .map(|(i, _)| i)
-                .collect();
-            if requirements.has_min_values() && context.min_values_policy == MinValuesPolicy::Strict
-            {
-                let types: Vec<&InstanceType> = candidates
-                    .iter()
-                    .map(|&i| &pool.instance_types[i])
-                    .collect();
-                if satisfies_min_values(&types, &requirements).is_err() {
-                    candidates.clear();
-                }
-            }
-            if candidates.is_empty() {
-                skipped_pools.push(pool.template.nodepool.clone());
-                continue;
-            }
-            let taints = &pool.template.taints;
-            let overhead: Resources = daemons
-                .iter()
-                .filter(|d| d.runs_on_new(taints, &requirements, policy, None))
-                .map(Daemon::requests)
-                .sum();
-            let mut type_overhead = vec![Resources::new(); pool.instance_types.len()];
-            let mut type_ports = vec![Vec::new(); pool.instance_types.len()];
-            for &i in &candidates {
-                let t = &pool.instance_types[i];
-                for d in daemons
-                    .iter()
-                    .filter(|d| d.runs_on_new(taints, &requirements, policy, Some(t)))
-                {
-                    type_overhead[i] += d.requests();
-                    type_ports[i].extend(d.host_ports().iter().cloned());
-                }
-            }
-            let type_free = pool
-                .instance_types
-                .iter()
-                .zip(&type_overhead)
-                .map(|(t, overhead)| Free::of(t.allocatable(), overhead))
-                .collect();
-            pools.push(Pool {
-                input: pool,
-                requirements,
-                candidates,
-                type_overhead,
-                type_free,
-                type_ports,
-                overhead,
-                remaining: pool.limits.as_ref().map(|l| l.remaining()),
-                within_limits: None,
-                offerings,
-                classes,
-            });
-        }
+        let pools: Vec<Pool<'a>> = prepared
+            .pools
+            .iter()
+            .map(|(index, tables)| Pool::new(&input.nodepools[*index], tables))
+            .collect();
+        let skipped_pools = prepared.skipped.clone();
 
         // Host ports and attached volumes of the bound pods (most have neither, so the pending
         // set is consulted only for those that do).

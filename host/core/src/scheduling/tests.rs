@@ -889,6 +889,41 @@ fn reasons_list_every_pool_tried() {
 }
 
 #[test]
+fn prepared_pools_give_every_pass_the_result_of_a_fresh_one() {
+    // Limits are spent per pass: the second pass must start from the pool's own limits, not
+    // from what the first pass left of them.
+    let mut limited = pool("limited");
+    limited.limits = Some(NodePoolLimits::from_quantities([("cpu", "8")], cpu(0)).unwrap());
+    limited.template.weight = 10;
+    let mut base = input(Vec::new(), Vec::new(), vec![limited, pool("spare")]);
+    base.daemons.push(daemon("agent", 500));
+    let context = SchedulingContext::default();
+    let prepared = PreparedPools::new(&base, &context);
+    assert!(prepared.fits(&base, &context));
+    let passes = [
+        (pods("a", 6, 1500), vec![]),
+        (pods("b", 3, 3000), vec![node("n1", &[], 4000)]),
+        (vec![pod("c", 900)], vec![node("n1", &[], 1000)]),
+    ];
+    for (pods, nodes) in passes {
+        base.pods = pods;
+        base.nodes = nodes;
+        let fresh = schedule_with_context(&base, &context, None);
+        assert!(!fresh.placements.is_empty());
+        assert_eq!(schedule_prepared(&base, &context, &prepared, None), fresh);
+    }
+
+    // Prepared for other NodePools: not used (the `spare` pool alone would take every pod).
+    let other = input(Vec::new(), Vec::new(), vec![pool("spare")]);
+    let foreign = PreparedPools::new(&other, &context);
+    assert!(!foreign.fits(&base, &context));
+    assert_eq!(
+        schedule_prepared(&base, &context, &foreign, None),
+        schedule_with_context(&base, &context, None)
+    );
+}
+
+#[test]
 fn limits_exclude_types_larger_than_what_is_left() {
     let mut p = pool("default");
     p.limits = Some(NodePoolLimits::from_quantities([("cpu", "1")], Resources::new()).unwrap());

@@ -1,21 +1,26 @@
 //! A NodePool prepared for the pass: its candidate instance types, their DaemonSet overhead,
-//! free room and host ports, and which of them its remaining limits still allow.
+//! free room and host ports ([`PoolTables`], the same for every pass over the same NodePools,
+//! DaemonSets and policies, so a caller running many passes prepares them once:
+//! [`PreparedPools`]), and which of them its remaining limits still allow.
 
 use std::collections::BTreeMap;
+use std::ops::Deref;
 
-use crate::instance_type::InstanceType;
-use crate::requirements::Requirements;
+use crate::instance_type::{InstanceType, satisfies_min_values};
+use crate::labels::{INITIALIZED_LABEL, LabelPolicy, NODEPOOL_LABEL, REGISTERED_LABEL};
+use crate::requirements::{Requirement, Requirements};
 use crate::resources::{NODES, ResourceKey, Resources};
 use crate::taints::Taint;
 
 use super::super::catalog::{OfferingTable, TypeClasses};
-use super::super::constraints::HostPort;
-use super::super::types::NodePool;
+use super::super::constraints::{HostPort, MinValuesPolicy};
+use super::super::daemons::Daemon;
+use super::super::types::{NodePool, SchedulingContext, SchedulingInput};
 use super::room::{Free, Room, fits_sum, no_extended};
 
-/// A NodePool prepared for the pass.
-pub(super) struct Pool<'a> {
-    pub(super) input: &'a NodePool,
+/// What a pass knows of a NodePool before any pod: it depends only on the pool, the
+/// DaemonSets and the label and minValues policies, never on pods or nodes.
+pub(super) struct PoolTables {
     /// Template requirements plus the nodepool label and the simulation-only
     /// registered/initialized labels (so DaemonSets selecting them are counted).
     pub(super) requirements: Requirements,
@@ -30,18 +35,195 @@ pub(super) struct Pool<'a> {
     pub(super) type_ports: Vec<Vec<HostPort>>,
     /// DaemonSet requests for the pool regardless of instance type, as reported in reasons.
     pub(super) overhead: Resources,
-    /// Remaining limits, reduced as claims are opened.
-    pub(super) remaining: Option<BTreeMap<String, i128>>,
-    /// The candidates within the remaining limits as last filtered (see
-    /// [`Pool::new_claim_options`]).
-    pub(super) within_limits: Option<WithinLimits>,
     /// The instance types' offerings, numbered for mask checks.
     pub(super) offerings: OfferingTable,
     /// The instance types' requirements grouped by class.
     pub(super) classes: TypeClasses,
 }
 
-impl Pool<'_> {
+/// The NodePools of a scheduling input prepared once for many passes over the same pools,
+/// DaemonSets and policies with different pods and nodes (a consolidation pass simulates
+/// removing each candidate in turn). Built by [`PreparedPools::new`]; given to
+/// [`schedule_prepared`](crate::scheduling::schedule_prepared).
+pub struct PreparedPools {
+    /// The pools with instance types left, in the pass's order (weight descending, then
+    /// name descending): their index in the input's NodePools and their tables.
+    pub(super) pools: Vec<(usize, PoolTables)>,
+    /// The pools no instance type is left for, in the same order.
+    pub(super) skipped: Vec<String>,
+    /// What the pools were prepared from: each NodePool's name and instance type count, in
+    /// input order, and the minValues policy (see [`PreparedPools::fits`]).
+    shape: (Vec<(String, usize)>, MinValuesPolicy),
+}
+
+impl PreparedPools {
+    /// Prepares `input`'s NodePools, under `input`'s DaemonSets and label policy and
+    /// `context`'s minValues policy (the pods, nodes and bound pods play no part).
+    pub fn new(input: &SchedulingInput, context: &SchedulingContext) -> PreparedPools {
+        let policy = &input.label_policy;
+        let daemons: Vec<Daemon<'_>> = input.daemons.iter().map(Daemon::new).collect();
+        let mut ordered: Vec<(usize, &NodePool)> = input.nodepools.iter().enumerate().collect();
+        ordered.sort_by(|(_, a), (_, b)| {
+            b.template
+                .weight
+                .cmp(&a.template.weight)
+                .then_with(|| b.template.nodepool.cmp(&a.template.nodepool))
+        });
+        let mut pools = Vec::new();
+        let mut skipped = Vec::new();
+        for (index, pool) in ordered {
+            match PoolTables::new(pool, &daemons, policy, context.min_values_policy) {
+                Some(tables) => pools.push((index, tables)),
+                None => skipped.push(pool.template.nodepool.clone()),
+            }
+        }
+        PreparedPools {
+            pools,
+            skipped,
+            shape: Self::shape_of(input, context),
+        }
+    }
+
+    fn shape_of(
+        input: &SchedulingInput,
+        context: &SchedulingContext,
+    ) -> (Vec<(String, usize)>, MinValuesPolicy) {
+        let pools = input
+            .nodepools
+            .iter()
+            .map(|p| (p.template.nodepool.clone(), p.instance_types.len()))
+            .collect();
+        (pools, context.min_values_policy)
+    }
+
+    /// Whether these were prepared for `input`'s NodePools (by name and instance type
+    /// count) and `context`'s minValues policy: a cheap guard against being handed the
+    /// preparation of another input.
+    pub fn fits(&self, input: &SchedulingInput, context: &SchedulingContext) -> bool {
+        context.min_values_policy == self.shape.1
+            && input.nodepools.len() == self.shape.0.len()
+            && input
+                .nodepools
+                .iter()
+                .zip(&self.shape.0)
+                .all(|(p, (name, types))| {
+                    p.template.nodepool == *name && p.instance_types.len() == *types
+                })
+    }
+}
+
+impl PoolTables {
+    /// `pool`'s tables; `None` when no instance type of it is left (none compatible with its
+    /// requirements with an available offering, or minValues cannot be met under `Strict`).
+    fn new(
+        pool: &NodePool,
+        daemons: &[Daemon<'_>],
+        policy: &LabelPolicy,
+        min_values_policy: MinValuesPolicy,
+    ) -> Option<PoolTables> {
+        let mut requirements = pool.template.requirements.clone();
+        requirements.add(Requirement::in_values(
+            NODEPOOL_LABEL,
+            [pool.template.nodepool.as_str()],
+        ));
+        requirements.add(Requirement::in_values(REGISTERED_LABEL, ["true"]));
+        requirements.add(Requirement::in_values(INITIALIZED_LABEL, ["true"]));
+        let offerings = OfferingTable::new(&pool.instance_types);
+        let classes = TypeClasses::new(&pool.instance_types);
+        let filter = offerings.filter(&requirements, policy);
+        let intersecting = classes.intersecting(&requirements);
+        let mut candidates: Vec<usize> = pool
+            .instance_types
+            .iter()
+            .enumerate()
+            .filter(|&(i, t)| {
+                intersecting[i]
+                    && offerings
+                        .available_compatible(i, t, filter, &requirements, policy)
+                        .next()
+                        .is_some()
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if requirements.has_min_values() && min_values_policy == MinValuesPolicy::Strict {
+            let types: Vec<&InstanceType> = candidates
+                .iter()
+                .map(|&i| &pool.instance_types[i])
+                .collect();
+            if satisfies_min_values(&types, &requirements).is_err() {
+                candidates.clear();
+            }
+        }
+        if candidates.is_empty() {
+            return None;
+        }
+        let taints = &pool.template.taints;
+        let overhead: Resources = daemons
+            .iter()
+            .filter(|d| d.runs_on_new(taints, &requirements, policy, None))
+            .map(Daemon::requests)
+            .sum();
+        let mut type_overhead = vec![Resources::new(); pool.instance_types.len()];
+        let mut type_ports = vec![Vec::new(); pool.instance_types.len()];
+        for &i in &candidates {
+            let t = &pool.instance_types[i];
+            for d in daemons
+                .iter()
+                .filter(|d| d.runs_on_new(taints, &requirements, policy, Some(t)))
+            {
+                type_overhead[i] += d.requests();
+                type_ports[i].extend(d.host_ports().iter().cloned());
+            }
+        }
+        let type_free = pool
+            .instance_types
+            .iter()
+            .zip(&type_overhead)
+            .map(|(t, overhead)| Free::of(t.allocatable(), overhead))
+            .collect();
+        Some(PoolTables {
+            requirements,
+            candidates,
+            type_overhead,
+            type_free,
+            type_ports,
+            overhead,
+            offerings,
+            classes,
+        })
+    }
+}
+
+/// A NodePool during the pass: its prepared tables and what its limits still allow.
+pub(super) struct Pool<'a> {
+    pub(super) input: &'a NodePool,
+    tables: &'a PoolTables,
+    /// Remaining limits, reduced as claims are opened.
+    pub(super) remaining: Option<BTreeMap<String, i128>>,
+    /// The candidates within the remaining limits as last filtered (see
+    /// [`Pool::new_claim_options`]).
+    pub(super) within_limits: Option<WithinLimits>,
+}
+
+impl Deref for Pool<'_> {
+    type Target = PoolTables;
+
+    fn deref(&self) -> &PoolTables {
+        self.tables
+    }
+}
+
+impl<'a> Pool<'a> {
+    /// `input` with its prepared `tables`, its limits untouched.
+    pub(super) fn new(input: &'a NodePool, tables: &'a PoolTables) -> Pool<'a> {
+        Pool {
+            input,
+            tables,
+            remaining: input.limits.as_ref().map(|l| l.remaining()),
+            within_limits: None,
+        }
+    }
+
     pub(super) fn name(&self) -> &str {
         &self.input.template.nodepool
     }
@@ -90,12 +272,12 @@ impl Pool<'_> {
     /// limit falls below the largest capacity it still holds (or no node is left).
     pub(super) fn new_claim_options(&mut self) -> Vec<usize> {
         let Some(remaining) = &self.remaining else {
-            return self.candidates.clone();
+            return self.tables.candidates.clone();
         };
         let limits = resolved_limits(remaining);
         let types = &self.input.instance_types;
         let within = self.within_limits.get_or_insert_with(|| WithinLimits {
-            options: self.candidates.clone(),
+            options: self.tables.candidates.clone(),
             largest: vec![i128::MAX; limits.len()],
         });
         if limits
