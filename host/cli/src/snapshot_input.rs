@@ -174,8 +174,6 @@ async fn plugin_instance_types(
             class_path.display()
         )
     })?;
-    Ok(types
-        .into_iter()
-        .map(InstanceType::with_offering_requirements)
-        .collect())
+    // Already with their offering requirements (as every user of `Cloud` gets them).
+    Ok(Arc::unwrap_or_clone(types))
 }

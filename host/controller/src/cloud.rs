@@ -36,11 +36,13 @@ pub type OfferingKey = (String, String, String);
 type InstanceTypeCache = HashMap<(String, i64), (SystemTime, Arc<Vec<InstanceType>>)>;
 
 /// The last answer built from a cached list while no offering was marked unavailable: the
-/// list it was built from (by identity) and the types with their offering requirements. The
-/// NodePool status, provisioning and disruption loops ask for the same list many times
-/// between fetches; rebuilding every type's requirements each time was a tenth of a long
-/// simulation.
-type PreparedCache = HashMap<(String, i64), (Arc<Vec<InstanceType>>, Arc<Vec<InstanceType>>)>;
+/// list it was built from (by identity), the learned capacity's version it applied
+/// ([`LearnedStore::version`](crate::learned::LearnedStore::version)) and the types with
+/// their offering requirements and learned capacity, shared. The NodePool status,
+/// provisioning and disruption loops ask for the same list many times between fetches;
+/// rebuilding (then copying) every type each time was a tenth of a long simulation.
+type PreparedCache =
+    HashMap<(String, i64), (Arc<Vec<InstanceType>>, u64, Arc<Vec<InstanceType>>)>;
 
 /// Access to the cloud plugins with caching.
 pub struct Cloud {
@@ -145,7 +147,7 @@ impl Cloud {
     pub async fn instance_types(
         &self,
         class: &DynamicObject,
-    ) -> Result<Vec<InstanceType>, ControllerError> {
+    ) -> Result<Arc<Vec<InstanceType>>, ControllerError> {
         let (group, kind) = group_kind(class);
         let uid = class.metadata.uid.clone().unwrap_or_default();
         let generation = class.metadata.generation.unwrap_or_default();
@@ -180,31 +182,30 @@ impl Cloud {
         // the offerings alone: the two can be applied in either order.
         if !self.any_unavailable(now) {
             let key = (uid, generation);
+            let learned = self.learned.version();
             let prepared = {
                 let cache = self.prepared.lock().expect("prepared instance types lock");
                 cache
                     .get(&key)
-                    .filter(|(source, _)| Arc::ptr_eq(source, &types))
-                    .map(|(_, prepared)| prepared.clone())
+                    .filter(|(source, version, _)| {
+                        Arc::ptr_eq(source, &types) && *version == learned
+                    })
+                    .map(|(_, _, prepared)| prepared.clone())
             };
-            let prepared = match prepared {
-                Some(prepared) => prepared,
-                None => {
-                    let prepared: Arc<Vec<InstanceType>> = Arc::new(
-                        types
-                            .iter()
-                            .cloned()
-                            .map(InstanceType::with_offering_requirements)
-                            .collect(),
-                    );
-                    self.prepared
-                        .lock()
-                        .expect("prepared instance types lock")
-                        .insert(key, (types.clone(), prepared.clone()));
-                    prepared
-                }
-            };
-            return Ok(self.learned.apply(&learned_key, (*prepared).clone()));
+            if let Some(prepared) = prepared {
+                return Ok(prepared);
+            }
+            let with_requirements = types
+                .iter()
+                .cloned()
+                .map(InstanceType::with_offering_requirements)
+                .collect();
+            let prepared = Arc::new(self.learned.apply(&learned_key, with_requirements));
+            self.prepared
+                .lock()
+                .expect("prepared instance types lock")
+                .insert(key, (types.clone(), learned, prepared.clone()));
+            return Ok(prepared);
         }
         let mut out = (*types).clone();
         for t in &mut out {
@@ -223,10 +224,11 @@ impl Cloud {
             }
         }
         let out = self.learned.apply(&learned_key, out);
-        Ok(out
-            .into_iter()
-            .map(InstanceType::with_offering_requirements)
-            .collect())
+        Ok(Arc::new(
+            out.into_iter()
+                .map(InstanceType::with_offering_requirements)
+                .collect(),
+        ))
     }
 
     /// The prices the host knows (the cloud's, or the pricing plugin's where the cloud gave

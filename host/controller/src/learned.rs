@@ -7,6 +7,7 @@
 
 use crate::state::Ordered;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -33,6 +34,8 @@ const INTERVAL: Duration = Duration::from_secs(30);
 #[derive(Debug, Default)]
 pub struct LearnedStore {
     learned: Mutex<LearnedCapacity>,
+    /// Counts the changes of `learned` (see [`LearnedStore::version`]).
+    version: AtomicU64,
 }
 
 impl LearnedStore {
@@ -43,6 +46,12 @@ impl LearnedStore {
             .lock()
             .expect("learned capacity lock")
             .apply(node_class, types)
+    }
+
+    /// A number that changes whenever what was learned changes: an answer of
+    /// [`apply`](Self::apply) stays right while it is the same.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
     }
 
     /// A copy of everything learned.
@@ -59,11 +68,16 @@ impl LearnedStore {
         for (class, kind) in &expired {
             tracing::info!(node_class = %class, instance_type = %kind, ttl = ?joinery_core::learned::LEARNED_TTL, "learned capacity expired (no node confirmed it); the plugin's estimate is used again");
         }
-        (changed || !expired.is_empty()).then(|| learned.clone())
+        let changed = changed || !expired.is_empty();
+        if changed {
+            self.version.fetch_add(1, Ordering::AcqRel);
+        }
+        changed.then(|| learned.clone())
     }
 
     fn restore(&self, saved: LearnedCapacity) {
         *self.learned.lock().expect("learned capacity lock") = saved;
+        self.version.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -214,5 +228,41 @@ async fn save(
             *failing = true;
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use joinery_core::resources::Resources;
+
+    fn report(cpu_millis: u64) -> NodeReport {
+        let resources = Resources::new()
+            .with("cpu", cpu_millis)
+            .with("memory", 1 << 34)
+            .with("pods", 110);
+        NodeReport {
+            node_class: "sim.joinery.dev/SimNodeClass/default".into(),
+            instance_type: "g-4".into(),
+            capacity: resources.clone(),
+            allocatable: resources,
+        }
+    }
+
+    #[test]
+    fn the_version_changes_with_what_was_learned_and_only_then() {
+        let store = LearnedStore::default();
+        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let v0 = store.version();
+        assert!(store.observe(&[report(3900)], start).is_some());
+        let v1 = store.version();
+        assert_ne!(v1, v0, "a first report is learned");
+        assert!(store.observe(&[report(3900)], start).is_none());
+        assert_eq!(store.version(), v1, "the same report again changes nothing");
+        assert!(store.observe(&[report(3800)], start).is_some());
+        assert_ne!(store.version(), v1, "a smaller node is learned");
+        let v2 = store.version();
+        store.restore(LearnedCapacity::default());
+        assert_ne!(store.version(), v2, "a restored copy replaces everything");
     }
 }

@@ -598,7 +598,7 @@ pub(crate) async fn current_overlays(
 /// some NodePool's NodeClass has never been resolved yet.
 pub(crate) async fn ready_nodepools(
     ctx: &Context,
-) -> (Vec<(Arc<NodePool>, Vec<InstanceType>)>, bool) {
+) -> (Vec<(Arc<NodePool>, Arc<Vec<InstanceType>>)>, bool) {
     let mut out = Vec::new();
     let mut unresolved = false;
     // By name (NodePools are cluster-scoped).

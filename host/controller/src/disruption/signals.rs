@@ -59,7 +59,7 @@ pub(super) async fn maintain_signals(
             return Ok(());
         }
     }
-    let mut types_by_pool: Option<BTreeMap<String, Vec<InstanceType>>> = None;
+    let mut types_by_pool: Option<BTreeMap<String, Arc<Vec<InstanceType>>>> = None;
     let claims = ctx.state.node_claims.ordered();
     // The earliest moment a claim is due with time alone; `None` once one is not settled.
     let mut all_settled = Some(now + DRIFT_RECHECK);
@@ -184,7 +184,7 @@ async fn maintain_claim(
     memory: &SharedMemory,
     claim: &NodeClaim,
     pool: &NodePool,
-    types_by_pool: &mut Option<BTreeMap<String, Vec<InstanceType>>>,
+    types_by_pool: &mut Option<BTreeMap<String, Arc<Vec<InstanceType>>>>,
     now: SystemTime,
 ) -> Result<Option<SystemTime>, ControllerError> {
     let mut until = now + DRIFT_RECHECK;
@@ -315,7 +315,7 @@ async fn update_drifted(
     memory: &SharedMemory,
     claim: &NodeClaim,
     pool: &NodePool,
-    types_by_pool: &mut Option<BTreeMap<String, Vec<InstanceType>>>,
+    types_by_pool: &mut Option<BTreeMap<String, Arc<Vec<InstanceType>>>>,
     now: SystemTime,
 ) -> Result<Option<SystemTime>, ControllerError> {
     let created = claim
@@ -346,7 +346,7 @@ async fn update_drifted(
         types_by_pool
             .as_ref()
             .and_then(|m| m.get(&name_of(pool)))
-            .map(Vec::as_slice)
+            .map(|types| types.as_slice())
     } else {
         None
     };
