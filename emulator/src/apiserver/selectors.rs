@@ -265,6 +265,14 @@ impl FieldSelector {
             .map(|r| r.value.as_str())
     }
 
+    /// The values the field at `path` must not equal (`None` when no `!=` term names it).
+    pub fn excluded(&self, path: &str) -> Option<&std::collections::HashSet<String>> {
+        self.by_path
+            .iter()
+            .find(|terms| terms.path == path && !terms.excluded.is_empty())
+            .map(|terms| &terms.excluded)
+    }
+
     /// Whether the selector has no terms (it selects everything).
     pub fn is_empty(&self) -> bool {
         self.requirements.is_empty()

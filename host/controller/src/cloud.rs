@@ -41,8 +41,7 @@ type InstanceTypeCache = HashMap<(String, i64), (SystemTime, Arc<Vec<InstanceTyp
 /// their offering requirements and learned capacity, shared. The NodePool status,
 /// provisioning and disruption loops ask for the same list many times between fetches;
 /// rebuilding (then copying) every type each time was a tenth of a long simulation.
-type PreparedCache =
-    HashMap<(String, i64), (Arc<Vec<InstanceType>>, u64, Arc<Vec<InstanceType>>)>;
+type PreparedCache = HashMap<(String, i64), (Arc<Vec<InstanceType>>, u64, Arc<Vec<InstanceType>>)>;
 
 /// Access to the cloud plugins with caching.
 pub struct Cloud {

@@ -935,20 +935,40 @@ impl Store {
             .fields
             .term("spec.nodeName", true)
             .filter(|node| !node.is_empty() && kind.group.is_empty() && kind.plural == "pods");
-        let candidates: Box<dyn Iterator<Item = (&ObjectKey, &Arc<StoredObject>)>> = match node {
-            // Pods selected by node: only that node's pods are looked at, in key order.
-            Some(node) => Box::new(
-                state
-                    .pods_on_node(node, &start)
-                    .filter(|(key, _)| in_scope(key)),
-            ),
-            None => Box::new(
-                state
-                    .objects
-                    .range((start, Bound::Unbounded))
-                    .take_while(|(key, _)| in_scope(key)),
-            ),
-        };
+        // `spec.nodeName!=,spec.nodeName!=a,…` (bound pods on none of these nodes: the pod GC
+        // looking for orphans) walks the index's other nodes only.
+        let other_nodes = options.fields.excluded("spec.nodeName").filter(|excluded| {
+            node.is_none()
+                && excluded.contains("")
+                && kind.group.is_empty()
+                && kind.plural == "pods"
+        });
+        let candidates: Box<dyn Iterator<Item = (&ObjectKey, &Arc<StoredObject>)>> =
+            match (node, other_nodes) {
+                // Pods selected by node: only that node's pods are looked at, in key order.
+                (Some(node), _) => Box::new(
+                    state
+                        .pods_on_node(node, &start)
+                        .filter(|(key, _)| in_scope(key)),
+                ),
+                (None, Some(excluded)) => {
+                    let mut pods: Vec<_> = state
+                        .pods_by_node
+                        .keys()
+                        .filter(|node| !excluded.contains(&***node))
+                        .flat_map(|node| state.pods_on_node(node, &start))
+                        .filter(|(key, _)| in_scope(key))
+                        .collect();
+                    pods.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                    Box::new(pods.into_iter())
+                }
+                (None, None) => Box::new(
+                    state
+                        .objects
+                        .range((start, Bound::Unbounded))
+                        .take_while(|(key, _)| in_scope(key)),
+                ),
+            };
         let mut matching =
             candidates.filter(|(_, object)| object.matches(&options.labels, &options.fields));
         let limit = options.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);

@@ -280,6 +280,10 @@ fn pods_selected_by_node_match_a_full_scan() {
             for selector in [
                 format!("spec.nodeName={node}"),
                 format!("spec.nodeName=={node},metadata.name!=p10"),
+                // Bound to none of these nodes (the pod GC's orphan search).
+                format!("spec.nodeName!=,spec.nodeName!={node},spec.nodeName!=n3"),
+                format!("spec.nodeName!=,spec.nodeName!={node},metadata.name!=p10"),
+                format!("spec.nodeName!={node}"),
             ] {
                 let fields = FieldSelector::parse(&selector).unwrap();
                 let scanned: Vec<&str> = everything
