@@ -96,7 +96,8 @@ pub struct ApiServerOptions {
     /// How many change events are retained for watches; a watch or continue token older than
     /// this window gets `410 Gone`. Tests make it small to force expiry.
     pub event_window: usize,
-    /// How often a watch that asked for bookmarks receives one.
+    /// How often a watch that asked for bookmarks receives one (default: a minute, as
+    /// kube-apiserver's watch cache sends them).
     pub bookmark_interval: Duration,
     /// The clock every timestamp the server writes comes from (creation and deletion
     /// timestamps, condition transition times, managedFields times). Share it with the
@@ -121,7 +122,7 @@ impl Default for ApiServerOptions {
         Self {
             bind_address: SocketAddr::from(([127, 0, 0, 1], 0)),
             event_window: 10_000,
-            bookmark_interval: Duration::from_secs(5),
+            bookmark_interval: Duration::from_secs(60),
             clock: Arc::new(Clock::real()),
             pod_grace_periods: true,
             network: Network::tcp(),

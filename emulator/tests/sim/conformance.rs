@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use joinery_emulator::{ApiServer, ApiServerOptions};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{Binding, ConfigMap, Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Binding, ConfigMap, Namespace, Node, Pod, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
@@ -857,6 +857,84 @@ async fn watch_sends_bookmarks_when_asked() {
     match event {
         WatchEvent::Bookmark(bookmark) => assert_eq!(bookmark.metadata.resource_version, version),
         other => panic!("expected a bookmark, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_quiet_watch_with_bookmarks_never_falls_out_of_the_event_window() {
+    let options = ApiServerOptions {
+        event_window: 3,
+        bookmark_interval: Duration::from_millis(100),
+        ..Default::default()
+    };
+    let (_server, client) = start_with(options).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let version = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = api
+        .watch(
+            &WatchParams {
+                bookmarks: true,
+                ..WatchParams::default()
+            }
+            .timeout(30),
+            &version,
+        )
+        .await
+        .unwrap()
+        .boxed();
+    let mut next = async || {
+        tokio::time::timeout(Duration::from_secs(10), stream.try_next())
+            .await
+            .expect("an event within 10 s")
+            .unwrap()
+            .unwrap()
+    };
+    assert!(
+        matches!(next().await, WatchEvent::Bookmark(_)),
+        "the watch runs"
+    );
+    // Writes of another kind push the watch's last version out of the event window.
+    let secrets: Api<Secret> = Api::default_namespaced(client);
+    let mut last = 0;
+    for i in 0..5 {
+        let secret: Secret =
+            serde_json::from_value(json!({"metadata": {"name": format!("s{i}")}})).unwrap();
+        let created = secrets
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+        last = created.metadata.resource_version.unwrap().parse().unwrap();
+    }
+    // A later bookmark carries the current version: nothing the watch selects was written.
+    loop {
+        match next().await {
+            WatchEvent::Bookmark(b)
+                if b.metadata.resource_version.parse::<u64>().unwrap() >= last =>
+            {
+                break;
+            }
+            WatchEvent::Bookmark(_) => {}
+            other => panic!("expected a bookmark, got {other:?}"),
+        }
+    }
+    api.create(&PostParams::default(), &config_map("after", &[]))
+        .await
+        .unwrap();
+    loop {
+        match next().await {
+            WatchEvent::Added(cm) => {
+                assert_eq!(cm.metadata.name.as_deref(), Some("after"));
+                break;
+            }
+            WatchEvent::Bookmark(_) => {}
+            other => panic!("expected the new ConfigMap, got {other:?}"),
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! the task that streams a resource's changes to the client.
 
 use super::*;
+use futures::FutureExt;
 
 /// What a watch stream filters on.
 pub(super) struct WatchFilter {
@@ -239,6 +240,14 @@ pub(super) async fn run_watch(
             _ = &mut notified => {}
             _ = tokio::time::sleep_until(deadline) => return,
             _ = tokio::time::sleep_until(next_bookmark), if settings.bookmarks => {
+                // Not notified since the last read of the history (checked after reading the
+                // current version): nothing this watch selects was written up to it, so the
+                // bookmark carries it and the next read starts there (a watch whose objects
+                // stay quiet never falls out of the event window).
+                let current = store.resource_version();
+                if notified.as_mut().now_or_never().is_none() {
+                    last_seen = last_seen.max(current);
+                }
                 if sender.send(watch_line("BOOKMARK", &bookmark(&kind, last_seen, false))).await.is_err() {
                     return;
                 }
