@@ -183,6 +183,14 @@ async fn step(ctx: Arc<Context>, memory: SharedMemory) -> Result<(), ControllerE
             },
             eligible as f64,
         );
+        tracing::debug!(
+            method = outcome.method.as_str(),
+            simulations = outcome.simulations,
+            rejected = outcome.rejected.len(),
+            blocked = outcome.blocked.len(),
+            decided = outcome.command.is_some(),
+            "disruption method evaluated"
+        );
         if let Some(why) = &outcome.skipped {
             tracing::debug!(method = outcome.method.as_str(), reason = %why, "disruption method skipped every candidate");
         }

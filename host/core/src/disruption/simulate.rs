@@ -19,7 +19,7 @@ use super::Snapshot;
 use super::candidate::Candidate;
 use super::reasons::Rejection;
 use crate::scheduling::{
-    self, NewNodeClaim, PendingPod, Placement, PreparedPools, SchedulingContext, SchedulingInput,
+    self, NewNodeClaim, PendingPod, Placement, Prepared, SchedulingContext, SchedulingInput,
 };
 
 /// Where the candidates' pods would go.
@@ -90,11 +90,11 @@ struct PoolsOnly {
 
 /// The NodePools of `input` prepared in `slot`, on first use.
 fn prepare<'p>(
-    slot: &'p mut Option<PreparedPools>,
+    slot: &'p mut Option<Prepared>,
     input: &SchedulingInput,
     context: &SchedulingContext,
-) -> &'p PreparedPools {
-    slot.get_or_insert_with(|| PreparedPools::new(input, context))
+) -> &'p Prepared {
+    slot.get_or_insert_with(|| Prepared::new(input, context))
 }
 
 /// Runs removal simulations against one snapshot.
@@ -111,7 +111,7 @@ pub(crate) struct Simulator<'a> {
     pools_only: Option<Option<PoolsOnly>>,
     /// The NodePools prepared once for every simulation (they, the DaemonSets and the
     /// policies are the same in all of them, the pools-only ones included); on first use.
-    prepared: Option<PreparedPools>,
+    prepared: Option<Prepared>,
     /// Whether the pools-only simulation may be used (tests turn it off to compare).
     pub shortcut: bool,
     /// How many simulations ran.

@@ -64,7 +64,7 @@ pub use constraints::{
 pub use launchable::{NothingLaunchable, launchable_types};
 pub use pricing::FallbackPrice;
 pub use scheduler::{
-    PreparedPools, schedule, schedule_prepared, schedule_with_context, schedule_with_fallback_price,
+    Prepared, schedule, schedule_prepared, schedule_with_context, schedule_with_fallback_price,
 };
 pub use types::{
     BoundPod, DaemonPod, ExistingNode, NewNodeClaim, NodePool, NodePoolLimits, PendingPod,

@@ -9,6 +9,7 @@
 mod filter;
 mod finalize;
 mod pool;
+mod prepared;
 mod relax;
 mod room;
 
@@ -33,8 +34,10 @@ use super::types::{
     ExistingNode, Placement, PodPlacement, SchedulingContext, SchedulingInput, SchedulingResult,
 };
 use filter::{FactsCache, FilterMemo};
-pub use pool::PreparedPools;
+use pool::PreparedPools;
 use pool::{Pool, subtract_max};
+pub use prepared::Prepared;
+use prepared::PreparedNodes;
 use relax::{Pod, by_weight, constraints, pod_requirements, queue_order};
 use room::Room;
 
@@ -85,26 +88,38 @@ pub fn schedule_with_context(
     context: &SchedulingContext,
     fallback: Option<FallbackPrice<'_>>,
 ) -> SchedulingResult {
-    let prepared = PreparedPools::new(input, context);
-    Scheduler::new(input, context, &prepared).run(fallback.unwrap_or(&no_fallback))
+    let prepared = Prepared::new(input, context);
+    Scheduler::new(input, context, &prepared.pools, &prepared.nodes)
+        .run(fallback.unwrap_or(&no_fallback))
 }
 
-/// [`schedule_with_context`] with the NodePools prepared beforehand by
-/// [`PreparedPools::new`] from an input with the same NodePools, DaemonSets and label policy
-/// and a context with the same minValues policy (only pods, nodes and bound pods may differ):
-/// for callers running many passes over one cluster, such as consolidation's simulations.
-/// A preparation that does not [fit](PreparedPools::fits) the input (other NodePools) is
-/// not used; the pools are prepared again.
+/// [`schedule_with_context`] with what does not depend on pods prepared beforehand by
+/// [`Prepared::new`], from an input with the same NodePools, DaemonSets, label policy and
+/// nodes (whose `schedulable` flags may differ) and a context with the same minValues policy:
+/// for callers running many passes over one cluster, such as consolidation's simulations. A
+/// part of the preparation that does not fit the input (other NodePools by name and instance
+/// type count, other nodes by name) is prepared again.
 pub fn schedule_prepared(
     input: &SchedulingInput,
     context: &SchedulingContext,
-    prepared: &PreparedPools,
+    prepared: &Prepared,
     fallback: Option<FallbackPrice<'_>>,
 ) -> SchedulingResult {
-    if !prepared.fits(input, context) {
-        return schedule_with_context(input, context, fallback);
-    }
-    Scheduler::new(input, context, prepared).run(fallback.unwrap_or(&no_fallback))
+    let daemons = || -> Vec<Daemon<'_>> { input.daemons.iter().map(Daemon::new).collect() };
+    let (fresh_pools, fresh_nodes);
+    let pools = if prepared.pools.fits(input, context) {
+        &prepared.pools
+    } else {
+        fresh_pools = PreparedPools::new(input, context, &daemons());
+        &fresh_pools
+    };
+    let nodes = if prepared.nodes.fits(input) {
+        &prepared.nodes
+    } else {
+        fresh_nodes = PreparedNodes::new(input, &daemons());
+        &fresh_nodes
+    };
+    Scheduler::new(input, context, pools, nodes).run(fallback.unwrap_or(&no_fallback))
 }
 
 /// An existing node during the pass.
@@ -241,10 +256,10 @@ impl<'a> Scheduler<'a> {
         input: &'a SchedulingInput,
         context: &'a SchedulingContext,
         prepared: &'a PreparedPools,
+        prepared_nodes: &'a PreparedNodes,
     ) -> Self {
         let policy = &input.label_policy;
         let ignore_preferences = context.preference_policy == PreferencePolicy::Ignore;
-        let daemons: Vec<Daemon<'_>> = input.daemons.iter().map(Daemon::new).collect();
 
         let pools: Vec<Pool<'a>> = prepared
             .pools
@@ -273,28 +288,19 @@ impl<'a> Scheduler<'a> {
                 attach(volumes.entry(b.node.as_str()).or_default(), &b.volumes);
             }
         }
-        let mut schedulable: Vec<&ExistingNode> =
-            input.nodes.iter().filter(|n| n.schedulable).collect();
-        schedulable.sort_by(|a, b| a.in_flight.cmp(&b.in_flight).then(a.name.cmp(&b.name)));
-        let nodes: Vec<Node<'a>> = schedulable
-            .into_iter()
-            .map(|node| {
-                let daemon_total: Resources = daemons
-                    .iter()
-                    .filter(|d| d.runs_on_existing(&node.taints, &node.requirements))
-                    .map(Daemon::requests)
-                    .sum();
-                let mut requirements = Cow::Borrowed(&node.requirements);
-                if !requirements.has(HOSTNAME_LABEL) {
-                    requirements
-                        .to_mut()
-                        .add(Requirement::in_values(HOSTNAME_LABEL, [node.name.as_str()]));
-                }
+        let nodes: Vec<Node<'a>> = prepared_nodes
+            .nodes
+            .iter()
+            .filter(|facts| input.nodes[facts.index].schedulable)
+            .map(|facts| {
+                let node = &input.nodes[facts.index];
                 Node {
                     input: node,
-                    requirements,
-                    available: &node.allocatable - &node.requested,
-                    reserved: &daemon_total - &node.daemon_requested,
+                    requirements: Cow::Borrowed(
+                        facts.with_hostname.as_ref().unwrap_or(&node.requirements),
+                    ),
+                    available: facts.available.clone(),
+                    reserved: facts.reserved.clone(),
                     ports: ports.remove(node.name.as_str()).unwrap_or_default(),
                     volumes: volumes.remove(node.name.as_str()).unwrap_or_default(),
                 }

@@ -889,38 +889,54 @@ fn reasons_list_every_pool_tried() {
 }
 
 #[test]
-fn prepared_pools_give_every_pass_the_result_of_a_fresh_one() {
+fn a_preparation_gives_every_pass_the_result_of_a_fresh_one() {
     // Limits are spent per pass: the second pass must start from the pool's own limits, not
     // from what the first pass left of them.
     let mut limited = pool("limited");
     limited.limits = Some(NodePoolLimits::from_quantities([("cpu", "8")], cpu(0)).unwrap());
     limited.template.weight = 10;
-    let mut base = input(Vec::new(), Vec::new(), vec![limited, pool("spare")]);
+    let nodes = vec![
+        node("n1", &[], 4000),
+        node("n2", &[(HOSTNAME_LABEL, "n2")], 2000),
+        node("n3", &[], 1000),
+    ];
+    let mut base = input(Vec::new(), nodes, vec![limited, pool("spare")]);
     base.daemons.push(daemon("agent", 500));
     let context = SchedulingContext::default();
-    let prepared = PreparedPools::new(&base, &context);
-    assert!(prepared.fits(&base, &context));
+    let prepared = Prepared::new(&base, &context);
+    // Only the pods and which nodes are open change between passes.
     let passes = [
-        (pods("a", 6, 1500), vec![]),
-        (pods("b", 3, 3000), vec![node("n1", &[], 4000)]),
-        (vec![pod("c", 900)], vec![node("n1", &[], 1000)]),
+        (pods("a", 6, 1500), [true, true, true]),
+        (pods("b", 3, 3000), [false, true, true]),
+        (vec![pod("c", 900)], [true, false, false]),
+        (pods("d", 4, 700), [false, true, false]),
     ];
-    for (pods, nodes) in passes {
+    for (pods, open) in passes {
         base.pods = pods;
-        base.nodes = nodes;
+        for (n, open) in base.nodes.iter_mut().zip(open) {
+            n.schedulable = open;
+        }
         let fresh = schedule_with_context(&base, &context, None);
         assert!(!fresh.placements.is_empty());
         assert_eq!(schedule_prepared(&base, &context, &prepared, None), fresh);
     }
 
-    // Prepared for other NodePools: not used (the `spare` pool alone would take every pod).
-    let other = input(Vec::new(), Vec::new(), vec![pool("spare")]);
-    let foreign = PreparedPools::new(&other, &context);
-    assert!(!foreign.fits(&base, &context));
-    assert_eq!(
-        schedule_prepared(&base, &context, &foreign, None),
-        schedule_with_context(&base, &context, None)
+    // Prepared for other NodePools, DaemonSets or nodes: that part is prepared again.
+    let other_pools = input(Vec::new(), base.nodes.clone(), vec![pool("spare")]);
+    let no_daemons = input(Vec::new(), base.nodes.clone(), base.nodepools.clone());
+    let mut other_nodes = input(
+        Vec::new(),
+        vec![node("n1", &[], 4000)],
+        base.nodepools.clone(),
     );
+    other_nodes.daemons = base.daemons.clone();
+    for other in [other_pools, no_daemons, other_nodes] {
+        let foreign = Prepared::new(&other, &context);
+        assert_eq!(
+            schedule_prepared(&base, &context, &foreign, None),
+            schedule_with_context(&base, &context, None)
+        );
+    }
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! A NodePool prepared for the pass: its candidate instance types, their DaemonSet overhead,
 //! free room and host ports ([`PoolTables`], the same for every pass over the same NodePools,
 //! DaemonSets and policies, so a caller running many passes prepares them once:
-//! [`PreparedPools`]), and which of them its remaining limits still allow.
+//! [`PreparedPools`], part of [`Prepared`](super::Prepared)), and which of them its remaining
+//! limits still allow.
 
 use std::collections::BTreeMap;
 use std::ops::Deref;
@@ -42,26 +43,26 @@ pub(super) struct PoolTables {
 }
 
 /// The NodePools of a scheduling input prepared once for many passes over the same pools,
-/// DaemonSets and policies with different pods and nodes (a consolidation pass simulates
-/// removing each candidate in turn). Built by [`PreparedPools::new`]; given to
-/// [`schedule_prepared`](crate::scheduling::schedule_prepared).
-pub struct PreparedPools {
+/// DaemonSets and policies with different pods and nodes.
+pub(super) struct PreparedPools {
     /// The pools with instance types left, in the pass's order (weight descending, then
     /// name descending): their index in the input's NodePools and their tables.
     pub(super) pools: Vec<(usize, PoolTables)>,
     /// The pools no instance type is left for, in the same order.
     pub(super) skipped: Vec<String>,
-    /// What the pools were prepared from: each NodePool's name and instance type count, in
-    /// input order, and the minValues policy (see [`PreparedPools::fits`]).
-    shape: (Vec<(String, usize)>, MinValuesPolicy),
+    /// What the pools were prepared from (see [`PreparedPools::fits`]).
+    shape: Shape,
 }
 
 impl PreparedPools {
-    /// Prepares `input`'s NodePools, under `input`'s DaemonSets and label policy and
-    /// `context`'s minValues policy (the pods, nodes and bound pods play no part).
-    pub fn new(input: &SchedulingInput, context: &SchedulingContext) -> PreparedPools {
+    /// Prepares `input`'s NodePools, under `input`'s DaemonSets (`daemons`) and label policy
+    /// and `context`'s minValues policy (the pods, nodes and bound pods play no part).
+    pub(super) fn new(
+        input: &SchedulingInput,
+        context: &SchedulingContext,
+        daemons: &[Daemon<'_>],
+    ) -> PreparedPools {
         let policy = &input.label_policy;
-        let daemons: Vec<Daemon<'_>> = input.daemons.iter().map(Daemon::new).collect();
         let mut ordered: Vec<(usize, &NodePool)> = input.nodepools.iter().enumerate().collect();
         ordered.sort_by(|(_, a), (_, b)| {
             b.template
@@ -72,7 +73,7 @@ impl PreparedPools {
         let mut pools = Vec::new();
         let mut skipped = Vec::new();
         for (index, pool) in ordered {
-            match PoolTables::new(pool, &daemons, policy, context.min_values_policy) {
+            match PoolTables::new(pool, daemons, policy, context.min_values_policy) {
                 Some(tables) => pools.push((index, tables)),
                 None => skipped.push(pool.template.nodepool.clone()),
             }
@@ -80,35 +81,52 @@ impl PreparedPools {
         PreparedPools {
             pools,
             skipped,
-            shape: Self::shape_of(input, context),
+            shape: Shape::of(input, context),
         }
     }
 
-    fn shape_of(
-        input: &SchedulingInput,
-        context: &SchedulingContext,
-    ) -> (Vec<(String, usize)>, MinValuesPolicy) {
-        let pools = input
-            .nodepools
-            .iter()
-            .map(|p| (p.template.nodepool.clone(), p.instance_types.len()))
-            .collect();
-        (pools, context.min_values_policy)
-    }
-
     /// Whether these were prepared for `input`'s NodePools (by name and instance type
-    /// count) and `context`'s minValues policy: a cheap guard against being handed the
-    /// preparation of another input.
-    pub fn fits(&self, input: &SchedulingInput, context: &SchedulingContext) -> bool {
-        context.min_values_policy == self.shape.1
-            && input.nodepools.len() == self.shape.0.len()
-            && input
+    /// count) and DaemonSets (by name) and `context`'s minValues policy: a cheap guard
+    /// against being handed the preparation of another input.
+    pub(super) fn fits(&self, input: &SchedulingInput, context: &SchedulingContext) -> bool {
+        let shape = &self.shape;
+        shape.min_values == context.min_values_policy
+            && shape.pools.len() == input.nodepools.len()
+            && shape
+                .pools
+                .iter()
+                .zip(&input.nodepools)
+                .all(|((name, types), p)| {
+                    *name == p.template.nodepool && *types == p.instance_types.len()
+                })
+            && shape.daemons.len() == input.daemons.len()
+            && shape
+                .daemons
+                .iter()
+                .zip(&input.daemons)
+                .all(|(name, d)| *name == d.name)
+    }
+}
+
+/// What NodePools were prepared from: each NodePool's name and instance type count and each
+/// DaemonSet pod's name, in input order, and the minValues policy.
+struct Shape {
+    pools: Vec<(String, usize)>,
+    daemons: Vec<String>,
+    min_values: MinValuesPolicy,
+}
+
+impl Shape {
+    fn of(input: &SchedulingInput, context: &SchedulingContext) -> Shape {
+        Shape {
+            pools: input
                 .nodepools
                 .iter()
-                .zip(&self.shape.0)
-                .all(|(p, (name, types))| {
-                    p.template.nodepool == *name && p.instance_types.len() == *types
-                })
+                .map(|p| (p.template.nodepool.clone(), p.instance_types.len()))
+                .collect(),
+            daemons: input.daemons.iter().map(|d| d.name.clone()).collect(),
+            min_values: context.min_values_policy,
+        }
     }
 }
 
