@@ -272,3 +272,34 @@ fn node_affinity_takes_kubernetes_six_operators_and_names_any_other() {
         }
     }
 }
+
+#[test]
+fn remembered_requests_follow_each_container_list() {
+    let pod = |cpu: u64, extra: serde_json::Value| -> LeanPod {
+        let mut spec = json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": format!("{cpu}m")}}}]});
+        spec.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": spec}))
+            .unwrap()
+    };
+    let cpu_of = |p: &LeanPod| pod_requests(p.spec.as_ref().unwrap()).unwrap().cpu_millis;
+    // More lists than are remembered, each read twice: every answer is its own list's.
+    for round in 0..2 {
+        for cpu in 1..=(REMEMBERED_CONTAINER_LISTS as u64 + 40) {
+            assert_eq!(cpu_of(&pod(cpu, json!({}))), cpu, "round {round}");
+        }
+    }
+    // The same containers with an overhead are not the plain list's answer.
+    assert_eq!(cpu_of(&pod(300, json!({}))), 300);
+    assert_eq!(cpu_of(&pod(300, json!({"overhead": {"cpu": "50m"}}))), 350);
+    // A bad quantity stays an error when asked again.
+    let bad: LeanPod = serde_json::from_value(json!({
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {"containers": [{"name": "web", "resources": {"requests": {"cpu": "lots"}}}]}
+    }))
+    .unwrap();
+    for _ in 0..2 {
+        assert!(pod_requests(bad.spec.as_ref().unwrap()).is_err());
+    }
+}
