@@ -15,11 +15,12 @@
 //! events the same way).
 
 use crate::state::Ordered;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use joinery_api::{ConditionStatus, NodePool};
+use joinery_core::instance_type::InstanceType;
 use joinery_core::labels;
 use joinery_core::resources::Resources;
 use kube::api::Api;
@@ -38,13 +39,14 @@ use crate::{Context, ControllerError, nodeclass};
 /// Runs the NodePool status loop.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
     let last: Arc<Mutex<Unchanged>> = Arc::default();
+    let launchable: Arc<Mutex<Launchable>> = Arc::default();
     util::run_loop(
         ctx,
         stopped,
         "nodepool.status",
         Duration::from_secs(5),
         move |ctx| {
-            let last = last.clone();
+            let (last, launchable) = (last.clone(), launchable.clone());
             async move {
                 let now = ctx.clock.now();
                 // Read before the caches: a change from here on makes the next step look.
@@ -56,7 +58,7 @@ pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
                 if unchanged && !ctx.cloud.any_unavailable(now) {
                     return Ok(());
                 }
-                let complete = step(ctx.clone()).await?;
+                let complete = step(ctx.clone(), &launchable).await?;
                 last.lock().expect("nodepool refresh lock").record(
                     complete && !ctx.cloud.any_unavailable(now),
                     generation,
@@ -71,7 +73,7 @@ pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
 
 /// Refreshes every NodePool's status. `Ok(false)` when a pool's instance types could not be
 /// listed (a cloud error): the next round tries again whether or not anything changed.
-async fn step(ctx: Arc<Context>) -> Result<bool, ControllerError> {
+async fn step(ctx: Arc<Context>, launchable: &Mutex<Launchable>) -> Result<bool, ControllerError> {
     let mut complete = true;
     let mut usage: BTreeMap<String, (Resources, u64)> = BTreeMap::new();
     for claim in ctx.state.node_claims.ordered() {
@@ -140,7 +142,7 @@ async fn step(ctx: Arc<Context>) -> Result<bool, ControllerError> {
                 util::truncate(&e.to_string(), 1000),
             ),
         };
-        let instance_types = instance_types_condition(&ctx, &pool, &key).await;
+        let instance_types = instance_types_condition(&ctx, &pool, &key, launchable).await;
         complete &= instance_types.reason != INSTANCE_TYPES_UNAVAILABLE;
         let ready = if class_ready.is_true()
             && validation.is_true()
@@ -188,6 +190,22 @@ async fn step(ctx: Arc<Context>) -> Result<bool, ControllerError> {
     Ok(complete)
 }
 
+/// Per NodePool (by name): the generation and instance-type list (by identity) last checked
+/// for launchable types, and the answer. Both change rarely; the check reads every type's
+/// offerings, and the loop runs every 5 s while the cluster changes.
+type Launchable = HashMap<
+    String,
+    (
+        i64,
+        Arc<Vec<InstanceType>>,
+        Result<usize, joinery_core::scheduling::NothingLaunchable>,
+    ),
+>;
+
+fn lock(launchable: &Mutex<Launchable>) -> std::sync::MutexGuard<'_, Launchable> {
+    launchable.lock().expect("launchable types lock")
+}
+
 /// The `InstanceTypesReady` reason while a NodeClass's instance types cannot be listed.
 const INSTANCE_TYPES_UNAVAILABLE: &str = "InstanceTypesUnavailable";
 
@@ -200,6 +218,7 @@ async fn instance_types_condition(
     ctx: &Context,
     pool: &NodePool,
     key: &NodeClassKey,
+    launchable: &Mutex<Launchable>,
 ) -> joinery_api::Condition {
     use joinery_api::HasConditions;
     let unknown = |reason: &str, message: String| {
@@ -236,8 +255,21 @@ async fn instance_types_condition(
             );
         }
     };
-    let policy = joinery_core::labels::LabelPolicy::default();
-    match joinery_core::scheduling::launchable_types(&template.requirements, &types, &policy) {
+    let generation = pool.metadata.generation.unwrap_or_default();
+    let name = pool.metadata.name.clone().unwrap_or_default();
+    let known = lock(launchable)
+        .get(&name)
+        .and_then(|(seen, listed, answer)| {
+            (*seen == generation && Arc::ptr_eq(listed, &types)).then(|| answer.clone())
+        });
+    let answer = known.unwrap_or_else(|| {
+        let policy = joinery_core::labels::LabelPolicy::default();
+        let answer =
+            joinery_core::scheduling::launchable_types(&template.requirements, &types, &policy);
+        lock(launchable).insert(name, (generation, types.clone(), answer.clone()));
+        answer
+    });
+    match answer {
         Ok(count) => condition(
             ctx,
             INSTANCE_TYPES_READY,
