@@ -157,9 +157,10 @@ async fn step(ctx: Arc<Context>, memory: SharedMemory) -> Result<(), ControllerE
     };
     tracing::debug!(candidates = snapshot.candidates.len(), "disruption pass");
     publish_allowances(&ctx, &snapshot);
+    let mut evaluator = disruption::Evaluator::new(&snapshot);
     let outcomes = disruption::methods::decide_with(|method| {
         let started = std::time::Instant::now();
-        let outcome = disruption::methods::evaluate(&snapshot, method);
+        let outcome = evaluator.evaluate(method);
         ctx.metrics
             .voluntary_disruption_decision_evaluation_duration
             .observe(

@@ -57,11 +57,12 @@ impl MethodOutcome {
 /// The first command a pass would start: each method in upstream's order until one decides
 /// something. Returns every outcome up to and including that one.
 pub fn decide(snapshot: &Snapshot) -> Vec<MethodOutcome> {
-    decide_with(|method| evaluate(snapshot, method))
+    let mut evaluator = Evaluator::new(snapshot);
+    decide_with(|method| evaluator.evaluate(method))
 }
 
 /// [`decide`] with each method's evaluation done by `evaluate` (the controller wraps
-/// [`evaluate`] to time it): methods in order until one returns a command.
+/// [`Evaluator::evaluate`] to time it): methods in order until one returns a command.
 pub fn decide_with(mut evaluate: impl FnMut(Method) -> MethodOutcome) -> Vec<MethodOutcome> {
     let mut outcomes = Vec::new();
     for method in Method::ALL {
@@ -77,32 +78,70 @@ pub fn decide_with(mut evaluate: impl FnMut(Method) -> MethodOutcome) -> Vec<Met
 
 /// What `method` alone would decide on `snapshot`.
 pub fn evaluate(snapshot: &Snapshot, method: Method) -> MethodOutcome {
-    evaluate_with(snapshot, method, true).0
+    Evaluator::new(snapshot).evaluate(method)
 }
 
 /// [`evaluate`], with the pools-only simulation of pods that fit on no other node allowed or
 /// not (see `simulate`), and how many simulations took it.
+#[cfg(test)]
 pub(crate) fn evaluate_with(
     snapshot: &Snapshot,
     method: Method,
     shortcut: bool,
 ) -> (MethodOutcome, usize) {
-    let mut outcome = MethodOutcome::nothing(method);
-    let mut sim = Simulator::new(snapshot);
-    sim.shortcut = shortcut;
-    let eligible = eligible(snapshot, method, &mut sim, &mut outcome.blocked);
-    match method {
-        Method::Emptiness => outcome.command = emptiness(snapshot, &eligible, &mut outcome.blocked),
-        Method::StaticDrift => {
-            outcome.command = static_drift(snapshot, &eligible, &mut outcome.blocked)
+    Evaluator::new(snapshot).evaluate_with(method, shortcut)
+}
+
+/// The methods of one pass over one snapshot, evaluated with one simulator: its copy of the
+/// scheduler's input, its prepared NodePools and nodes and the pending pods' baseline are
+/// built once for the pass instead of once per method.
+pub struct Evaluator<'s> {
+    snapshot: &'s Snapshot,
+    sim: Simulator<'s>,
+}
+
+impl<'s> Evaluator<'s> {
+    /// An evaluator of `snapshot`'s methods.
+    pub fn new(snapshot: &'s Snapshot) -> Self {
+        Evaluator {
+            snapshot,
+            sim: Simulator::new(snapshot),
         }
-        Method::Drift => drift(snapshot, &mut sim, eligible, &mut outcome),
-        Method::MultiNodeConsolidation => multi_node(snapshot, &mut sim, eligible, &mut outcome),
-        Method::SingleNodeConsolidation => single_node(snapshot, &mut sim, eligible, &mut outcome),
-        Method::Expiration => outcome.command = expiration(&eligible),
     }
-    outcome.simulations = sim.count;
-    (outcome, sim.shortcuts)
+
+    /// What `method` alone would decide on the snapshot.
+    pub fn evaluate(&mut self, method: Method) -> MethodOutcome {
+        self.evaluate_with(method, true).0
+    }
+
+    /// [`evaluate`](Self::evaluate), with the pools-only shortcut allowed or not, and how many
+    /// of the method's simulations took it.
+    pub(crate) fn evaluate_with(
+        &mut self,
+        method: Method,
+        shortcut: bool,
+    ) -> (MethodOutcome, usize) {
+        let snapshot = self.snapshot;
+        let sim = &mut self.sim;
+        let (count, shortcuts) = (sim.count, sim.shortcuts);
+        sim.shortcut = shortcut;
+        let mut outcome = MethodOutcome::nothing(method);
+        let eligible = eligible(snapshot, method, sim, &mut outcome.blocked);
+        match method {
+            Method::Emptiness => {
+                outcome.command = emptiness(snapshot, &eligible, &mut outcome.blocked)
+            }
+            Method::StaticDrift => {
+                outcome.command = static_drift(snapshot, &eligible, &mut outcome.blocked)
+            }
+            Method::Drift => drift(snapshot, sim, eligible, &mut outcome),
+            Method::MultiNodeConsolidation => multi_node(snapshot, sim, eligible, &mut outcome),
+            Method::SingleNodeConsolidation => single_node(snapshot, sim, eligible, &mut outcome),
+            Method::Expiration => outcome.command = expiration(&eligible),
+        }
+        outcome.simulations = sim.count - count;
+        (outcome, sim.shortcuts - shortcuts)
+    }
 }
 
 /// Candidates `method` may consider, in its order; the others that it would apply to are

@@ -817,6 +817,32 @@ fn shortcut_fixtures() -> Vec<(&'static str, Snapshot)> {
 }
 
 #[test]
+fn one_evaluator_for_every_method_decides_as_a_fresh_one_per_method() {
+    for (name, snapshot) in shortcut_fixtures() {
+        let mut shared = methods::Evaluator::new(&snapshot);
+        // Every method in turn, each twice (a method must leave the simulator as it found it).
+        // The pending pods' baseline simulation runs once, for the first method that needs it.
+        for method in Method::ALL.into_iter().chain(Method::ALL) {
+            let fresh = evaluate(&snapshot, method);
+            let outcome = shared.evaluate(method);
+            assert!(
+                outcome.simulations <= fresh.simulations,
+                "{name}, {method:?}"
+            );
+            let simulations = fresh.simulations;
+            assert_eq!(
+                MethodOutcome {
+                    simulations,
+                    ..outcome
+                },
+                fresh,
+                "{name}, {method:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn the_pools_only_simulation_decides_exactly_as_the_full_one() {
     let mut used = std::collections::BTreeMap::new();
     for (name, snapshot) in shortcut_fixtures() {
