@@ -703,14 +703,17 @@ impl Scheduler {
             let Some(i) = node_name_of(pod).and_then(|node| index.get(node)) else {
                 continue;
             };
-            let uid = pod.metadata.uid.clone().unwrap_or_default();
-            let share = match placed.get(&uid) {
+            let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+            let share = match placed.get(uid) {
                 Some((version, share)) if *version == pod.metadata.resource_version => {
                     share.clone()
                 }
                 _ => {
                     let share = Arc::new(PlacedPod::of(pod));
-                    placed.insert(uid, (pod.metadata.resource_version.clone(), share.clone()));
+                    placed.insert(
+                        uid.to_string(),
+                        (pod.metadata.resource_version.clone(), share.clone()),
+                    );
                     share
                 }
             };
