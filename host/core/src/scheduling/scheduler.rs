@@ -1,7 +1,7 @@
 //! The provisioning pass: the queue, placement on existing nodes, open claims and new claims,
 //! then finalization of the claims. The pass's parts are child modules that share its private
 //! state: [`pool`] (a NodePool prepared for the pass, and what its limits still allow),
-//! [`relax`] (the queue order, and pods' constraints as relaxation leaves them), [`room`]
+//! [`prepared`] (what does not depend on pods, prepared once for many passes), [`relax`] (the queue order, and pods' constraints as relaxation leaves them), [`room`]
 //! (room arithmetic: what a claim's options have free, whether requests fit), [`filter`]
 //! (filtering a claim's options, with the type facts and filterings remembered) and
 //! [`finalize`] (the filled claims into NodeClaims, their types ordered by price).
@@ -34,8 +34,7 @@ use super::types::{
     ExistingNode, Placement, PodPlacement, SchedulingContext, SchedulingInput, SchedulingResult,
 };
 use filter::{FactsCache, FilterMemo};
-use pool::PreparedPools;
-use pool::{Pool, subtract_max};
+use pool::{Pool, PreparedPools, subtract_max};
 pub use prepared::Prepared;
 use prepared::PreparedNodes;
 use relax::{Pod, by_weight, constraints, pod_requirements, queue_order};
@@ -98,7 +97,7 @@ pub fn schedule_with_context(
 /// nodes (whose `schedulable` flags may differ) and a context with the same minValues policy:
 /// for callers running many passes over one cluster, such as consolidation's simulations. A
 /// part of the preparation that does not fit the input (other NodePools by name and instance
-/// type count, other nodes by name) is prepared again.
+/// type count, other DaemonSets by name, other nodes by name) is prepared again.
 pub fn schedule_prepared(
     input: &SchedulingInput,
     context: &SchedulingContext,
@@ -255,18 +254,18 @@ impl<'a> Scheduler<'a> {
     fn new(
         input: &'a SchedulingInput,
         context: &'a SchedulingContext,
-        prepared: &'a PreparedPools,
-        prepared_nodes: &'a PreparedNodes,
+        pools: &'a PreparedPools,
+        nodes: &'a PreparedNodes,
     ) -> Self {
         let policy = &input.label_policy;
         let ignore_preferences = context.preference_policy == PreferencePolicy::Ignore;
 
-        let pools: Vec<Pool<'a>> = prepared
+        let skipped_pools = pools.skipped.clone();
+        let pools: Vec<Pool<'a>> = pools
             .pools
             .iter()
             .map(|(index, tables)| Pool::new(&input.nodepools[*index], tables))
             .collect();
-        let skipped_pools = prepared.skipped.clone();
 
         // Host ports and attached volumes of the bound pods (most have neither, so the pending
         // set is consulted only for those that do).
@@ -288,7 +287,7 @@ impl<'a> Scheduler<'a> {
                 attach(volumes.entry(b.node.as_str()).or_default(), &b.volumes);
             }
         }
-        let nodes: Vec<Node<'a>> = prepared_nodes
+        let nodes: Vec<Node<'a>> = nodes
             .nodes
             .iter()
             .filter(|facts| input.nodes[facts.index].schedulable)
