@@ -822,6 +822,37 @@ async fn watch_with_label_selector_sees_objects_enter_and_leave_the_selection() 
     );
 }
 
+/// The ConfigMaps' current version and a watch from it that asks for bookmarks, ending after
+/// `timeout` seconds.
+async fn watch_with_bookmarks(
+    api: &Api<ConfigMap>,
+    timeout: u32,
+) -> (
+    String,
+    futures::stream::BoxStream<'static, kube::Result<WatchEvent<ConfigMap>>>,
+) {
+    let version = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let stream = api
+        .watch(
+            &WatchParams {
+                bookmarks: true,
+                ..WatchParams::default()
+            }
+            .timeout(timeout),
+            &version,
+        )
+        .await
+        .unwrap()
+        .boxed();
+    (version, stream)
+}
+
 #[tokio::test]
 async fn watch_sends_bookmarks_when_asked() {
     let options = ApiServerOptions {
@@ -830,25 +861,7 @@ async fn watch_sends_bookmarks_when_asked() {
     };
     let (_server, client) = start_with(options).await;
     let api: Api<ConfigMap> = Api::default_namespaced(client);
-    let version = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
-    let mut stream = api
-        .watch(
-            &WatchParams {
-                bookmarks: true,
-                ..WatchParams::default()
-            }
-            .timeout(10),
-            &version,
-        )
-        .await
-        .unwrap()
-        .boxed();
+    let (version, mut stream) = watch_with_bookmarks(&api, 10).await;
     let event = tokio::time::timeout(Duration::from_secs(5), stream.try_next())
         .await
         .unwrap()
@@ -869,25 +882,7 @@ async fn a_quiet_watch_with_bookmarks_never_falls_out_of_the_event_window() {
     };
     let (_server, client) = start_with(options).await;
     let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
-    let version = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
-    let mut stream = api
-        .watch(
-            &WatchParams {
-                bookmarks: true,
-                ..WatchParams::default()
-            }
-            .timeout(30),
-            &version,
-        )
-        .await
-        .unwrap()
-        .boxed();
+    let (_, mut stream) = watch_with_bookmarks(&api, 30).await;
     let mut next = async || {
         tokio::time::timeout(Duration::from_secs(10), stream.try_next())
             .await
