@@ -144,11 +144,14 @@ impl CloudState {
 
 type HttpResponse = Response<Full<Bytes>>;
 
-fn json_response(status: u16, value: &Value) -> HttpResponse {
+/// A JSON answer, written straight from `value` (a `Value` or any serializable struct).
+fn json_response(status: u16, value: &impl serde::Serialize) -> HttpResponse {
     Response::builder()
         .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
         .header(header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(value.to_string())))
+        .body(Full::new(Bytes::from(
+            serde_json::to_vec(value).unwrap_or_default(),
+        )))
         .expect("static response parts are valid")
 }
 
@@ -619,12 +622,7 @@ fn list(state: &CloudState, query: &str) -> Result<HttpResponse, Failure> {
         })
         .map(|e| &e.instance)
         .collect();
-    let body = serde_json::to_vec(&List { instances }).unwrap_or_default();
-    Ok(Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(body)))
-        .expect("static response parts are valid"))
+    Ok(json_response(200, &List { instances }))
 }
 
 /// Reboots a running instance: the machine restarts in place (same ID, same Node); the
