@@ -93,7 +93,8 @@ async fn step(ctx: Arc<Context>, launchable: &Mutex<Launchable>) -> Result<bool,
             entry.0 += &capacity;
         }
     }
-    for pool in ctx.state.node_pools.ordered() {
+    let pools = ctx.state.node_pools.ordered();
+    for pool in pools.iter().cloned() {
         let name = pool.metadata.name.clone().unwrap_or_default();
         let (capacity, nodes) = usage.remove(&name).unwrap_or_default();
         let mut resources = capacity;
@@ -187,11 +188,17 @@ async fn step(ctx: Arc<Context>, launchable: &Mutex<Launchable>) -> Result<bool,
             Err(e) => return Err(e.into()),
         }
     }
+    lock(launchable).retain(|uid, _| {
+        pools
+            .iter()
+            .any(|p| p.metadata.uid.as_deref() == Some(uid.as_str()))
+    });
     Ok(complete)
 }
 
-/// Per NodePool (by name): the generation and instance-type list (by identity) last checked
-/// for launchable types, and the answer. Both change rarely; the check reads every type's
+/// Per NodePool (by UID: a pool deleted and created again under its name starts over): the
+/// generation and instance-type list (by identity) last checked for launchable types, and
+/// the answer; pools gone are forgotten at the end of each refresh. Both change rarely; the check reads every type's
 /// offerings, and the loop runs every 5 s while the cluster changes.
 type Launchable = HashMap<
     String,
@@ -256,9 +263,9 @@ async fn instance_types_condition(
         }
     };
     let generation = pool.metadata.generation.unwrap_or_default();
-    let name = pool.metadata.name.clone().unwrap_or_default();
+    let uid = pool.metadata.uid.clone().unwrap_or_default();
     let known = lock(launchable)
-        .get(&name)
+        .get(&uid)
         .and_then(|(seen, listed, answer)| {
             (*seen == generation && Arc::ptr_eq(listed, &types)).then(|| answer.clone())
         });
@@ -266,7 +273,7 @@ async fn instance_types_condition(
         let policy = joinery_core::labels::LabelPolicy::default();
         let answer =
             joinery_core::scheduling::launchable_types(&template.requirements, &types, &policy);
-        lock(launchable).insert(name, (generation, types.clone(), answer.clone()));
+        lock(launchable).insert(uid, (generation, types.clone(), answer.clone()));
         answer
     });
     match answer {
