@@ -88,7 +88,8 @@ struct PoolsOnly {
     context: SchedulingContext,
 }
 
-/// The NodePools of `input` prepared in `slot`, on first use.
+/// What `input`'s simulations share ([`Prepared`]: its NodePools and nodes), in `slot`, on
+/// first use.
 fn prepare<'p>(
     slot: &'p mut Option<Prepared>,
     input: &SchedulingInput,
@@ -109,8 +110,9 @@ pub(crate) struct Simulator<'a> {
     /// Set when the cluster allows the pools-only simulation at all (no bound pod with
     /// anti-affinity); built on first use.
     pools_only: Option<Option<PoolsOnly>>,
-    /// The NodePools prepared once for every simulation (they, the DaemonSets and the
-    /// policies are the same in all of them, the pools-only ones included); on first use.
+    /// The NodePools and nodes prepared once for every simulation (they, the DaemonSets and
+    /// the policies are the same in all of them; the pools-only ones use the pools part, having
+    /// no nodes); on first use.
     prepared: Option<Prepared>,
     /// Whether the pools-only simulation may be used (tests turn it off to compare).
     pub shortcut: bool,
