@@ -12,6 +12,13 @@
 //! NodePools alone: the same pods, the same pools, the same DaemonSets, no nodes. Its result
 //! is the full simulation's, at the cost of the candidate's pods instead of the cluster's
 //! (a test compares the two on every fixture).
+//!
+//! **Candidates alike.** A pools-only simulation depends on the candidate's pods alone, and
+//! on them only through their shapes (everything but name, UID and creation time) in the
+//! scheduler's queue order. Nodes of one workload often carry pods of the same shapes, so
+//! a pass keeps each pools-only outcome by those shapes and answers a candidate alike from
+//! it, pod for pod by queue position (the rejection still names the candidate's own first
+//! pod that fits nowhere, the new NodeClaims list its own pods).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -19,7 +26,8 @@ use super::Snapshot;
 use super::candidate::Candidate;
 use super::reasons::Rejection;
 use crate::scheduling::{
-    self, NewNodeClaim, PendingPod, Placement, Prepared, SchedulingContext, SchedulingInput,
+    self, NewNodeClaim, PendingPod, Placement, PodKey, Prepared, SchedulingContext,
+    SchedulingInput, SchedulingResult,
 };
 
 /// Where the candidates' pods would go.
@@ -88,6 +96,111 @@ struct PoolsOnly {
     context: SchedulingContext,
 }
 
+/// A pools-only simulation's outcome, kept for the candidates whose pods have the same
+/// shapes in the same queue order (see the module's documentation).
+struct AloneOutcome {
+    /// The simulated pods, in queue order: what a candidate's pods must match, shape for
+    /// shape.
+    pods: Vec<PendingPod>,
+    /// Why the pod at each queue position could not be placed, if it could not.
+    unschedulable: Vec<Option<String>>,
+    /// The NodeClaims opened, their `pods` left empty (see `claim_pods`).
+    new_claims: Vec<NewNodeClaim>,
+    /// Each NodeClaim's pods, by queue position, in the order they were placed.
+    claim_pods: Vec<Vec<usize>>,
+}
+
+impl AloneOutcome {
+    /// The outcome `result` of simulating `pods`, whose queue order is `order`.
+    fn new(pods: &[PendingPod], order: &[usize], mut result: SchedulingResult) -> AloneOutcome {
+        let position = positions(order);
+        let index: HashMap<&PodKey, usize> =
+            pods.iter().enumerate().map(|(i, p)| (&p.key, i)).collect();
+        let claim_pods = result
+            .new_claims
+            .iter_mut()
+            .map(|claim| {
+                std::mem::take(&mut claim.pods)
+                    .iter()
+                    .map(|key| position[index[key]])
+                    .collect()
+            })
+            .collect();
+        let mut reasons: Vec<Option<String>> = result
+            .placements
+            .into_iter()
+            .map(|p| match p.placement {
+                Placement::Unschedulable { reason } => Some(reason),
+                _ => None,
+            })
+            .collect();
+        AloneOutcome {
+            pods: order.iter().map(|&i| pods[i].clone()).collect(),
+            unschedulable: order.iter().map(|&i| reasons[i].take()).collect(),
+            new_claims: result.new_claims,
+            claim_pods,
+        }
+    }
+
+    /// Whether `pods`, in their queue `order`, have the shapes this outcome was simulated for.
+    fn matches(&self, pods: &[PendingPod], order: &[usize]) -> bool {
+        self.pods.len() == order.len()
+            && order
+                .iter()
+                .zip(&self.pods)
+                .all(|(&i, shape)| shape.same_shape(&pods[i]))
+    }
+
+    /// The outcome for `pods` (queue `order`), which [`matches`](Self::matches): rejected for
+    /// the first pod in input order that fits nowhere, as the full simulation would be, or
+    /// the new NodeClaims with `pods`' keys.
+    fn answer(&self, pods: &[PendingPod], order: &[usize]) -> Result<Simulated, Rejection> {
+        let position = positions(order);
+        let first_unplaced = pods
+            .iter()
+            .zip(&position)
+            .find_map(|(pod, &q)| self.unschedulable[q].as_ref().map(|reason| (pod, reason)));
+        if let Some((pod, reason)) = first_unplaced {
+            return Err(Rejection::Unschedulable {
+                pod: pod.key.clone(),
+                reason: reason.clone(),
+            });
+        }
+        let new_claims = self
+            .new_claims
+            .iter()
+            .zip(&self.claim_pods)
+            .map(|(claim, queued)| NewNodeClaim {
+                pods: queued.iter().map(|&q| pods[order[q]].key.clone()).collect(),
+                ..claim.clone()
+            })
+            .collect();
+        Ok(Simulated { new_claims })
+    }
+}
+
+/// Each pod's position in the queue `order` (the inverse permutation).
+fn positions(order: &[usize]) -> Vec<usize> {
+    let mut position = vec![0; order.len()];
+    for (q, &i) in order.iter().enumerate() {
+        position[i] = q;
+    }
+    position
+}
+
+/// Where [`AloneOutcome`]s are looked up first: pod count and total CPU and memory requests.
+type AloneKey = (usize, u64, u64);
+
+fn alone_key(pods: &[PendingPod]) -> AloneKey {
+    pods.iter().fold((pods.len(), 0, 0), |(n, cpu, memory), p| {
+        (
+            n,
+            cpu.wrapping_add(p.requests.cpu_millis),
+            memory.wrapping_add(p.requests.memory_bytes),
+        )
+    })
+}
+
 /// What `input`'s simulations share ([`Prepared`]: its NodePools and nodes), in `slot`, on
 /// first use.
 fn prepare<'p>(
@@ -114,12 +227,16 @@ pub(crate) struct Simulator<'a> {
     /// the policies are the same in all of them; the pools-only ones use the pools part, having
     /// no nodes); on first use.
     prepared: Option<Prepared>,
+    /// The pools-only outcomes so far, for candidates alike (see the module's documentation).
+    alone: HashMap<AloneKey, Vec<AloneOutcome>>,
     /// Whether the pools-only simulation may be used (tests turn it off to compare).
     pub shortcut: bool,
-    /// How many simulations ran.
+    /// How many simulations ran (or were answered from a candidate alike).
     pub count: usize,
     /// How many of them were pools-only.
     pub shortcuts: usize,
+    /// How many of those were answered from a candidate alike.
+    pub reused: usize,
 }
 
 impl<'a> Simulator<'a> {
@@ -159,9 +276,11 @@ impl<'a> Simulator<'a> {
             node_index,
             baseline: None,
             pools_only: None,
+            alone: HashMap::new(),
             shortcut: true,
             count: 0,
             shortcuts: 0,
+            reused: 0,
         }
     }
 
@@ -194,8 +313,8 @@ impl<'a> Simulator<'a> {
     }
 
     /// The pools-only simulation of removing `candidate`, when it gives the full one's result
-    /// (see the module's documentation); `None` otherwise.
-    fn remove_alone(&mut self, candidate: &Candidate) -> Option<scheduling::SchedulingResult> {
+    /// (see the module's documentation), or the outcome of a candidate alike; `None` otherwise.
+    fn remove_alone(&mut self, candidate: &Candidate) -> Option<Result<Simulated, Rejection>> {
         if !self.shortcut || self.pending > 0 || candidate.pods.is_empty() {
             return None;
         }
@@ -216,16 +335,26 @@ impl<'a> Simulator<'a> {
         }
         self.pools_only()?;
         self.shortcuts += 1;
+        let pods = &candidate.pods;
+        let order = scheduling::queue_order(pods);
+        let alike = self.alone.entry(alone_key(pods)).or_default();
+        if let Some(outcome) = alike.iter().find(|o| o.matches(pods, &order)) {
+            self.reused += 1;
+            return Some(outcome.answer(pods, &order));
+        }
         let prepared = prepare(&mut self.prepared, &self.input, &self.snapshot.context);
         let alone = self
             .pools_only
             .as_mut()
             .and_then(Option::as_mut)
             .expect("just built");
-        alone.input.pods.extend(candidate.pods.iter().cloned());
+        alone.input.pods.extend(pods.iter().cloned());
         let result = scheduling::schedule_prepared(&alone.input, &alone.context, prepared, None);
         alone.input.pods.clear();
-        Some(result)
+        let outcome = AloneOutcome::new(pods, &order, result);
+        let answer = outcome.answer(pods, &order);
+        alike.push(outcome);
+        Some(answer)
     }
 
     /// The pending pods scheduled alone (one simulation, run once; none without pending pods).
@@ -276,20 +405,9 @@ impl<'a> Simulator<'a> {
     ) -> Result<Simulated, Rejection> {
         self.count += 1;
         if let [candidate] = candidates
-            && let Some(result) = self.remove_alone(candidate)
+            && let Some(answer) = self.remove_alone(candidate)
         {
-            // Every placement is the candidate's pod's: no pending pods, no existing nodes.
-            for placement in &result.placements {
-                if let Placement::Unschedulable { reason } = &placement.placement {
-                    return Err(Rejection::Unschedulable {
-                        pod: placement.key.clone(),
-                        reason: reason.clone(),
-                    });
-                }
-            }
-            return Ok(Simulated {
-                new_claims: result.new_claims,
-            });
+            return answer;
         }
         let mut closed = Vec::new();
         for c in candidates {

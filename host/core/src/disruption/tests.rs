@@ -801,6 +801,7 @@ fn shortcut_fixtures() -> Vec<(&'static str, Snapshot)> {
             ));
     }
     vec![
+        ("alike", alike()),
         ("full", full()),
         (
             "mixed",
@@ -814,6 +815,86 @@ fn shortcut_fixtures() -> Vec<(&'static str, Snapshot)> {
         ("pending", pending),
         ("bound anti-affinity", anti),
     ]
+}
+
+/// A full cluster whose nodes carry pods of a few shapes, listed and created in different
+/// orders, under a CPU limit that leaves room for one 4-CPU node: 8-CPU nodes of two 3-CPU
+/// pods (labelled `a` and `b`) and a 1.5-CPU one, which fit nowhere (one new node takes one
+/// 3-CPU pod, the limit stops the rest), and 4-CPU nodes of a 2-CPU and a 1.5-CPU pod, which
+/// fit one new 4-CPU node.
+fn alike() -> Snapshot {
+    let mut b = Builder::new(vec![
+        instance_type("c-4", 4, 0.19),
+        instance_type("c-8", 8, 0.30),
+    ]);
+    let labelled = |name: String, cpu: u64, app: &str| FixturePod {
+        app: Some(app.into()),
+        ..FixturePod::new(name, cpu)
+    };
+    for i in 0..6 {
+        let mut pods = vec![
+            labelled(format!("big-{i}-a"), 3000, "a"),
+            labelled(format!("big-{i}-b"), 3000, "b"),
+            FixturePod::new(format!("big-{i}-c"), 1500),
+        ];
+        // Listed in a different order on every other node.
+        if i % 2 == 1 {
+            pods.reverse();
+        }
+        b.node(&format!("big-{i}"), "c-8", "on-demand", "zone-a", &pods);
+    }
+    for i in 0..4 {
+        let mut pods = pods(&format!("small-{i}"), &[2000, 1500]);
+        if i % 2 == 1 {
+            pods.reverse();
+        }
+        b.node(&format!("small-{i}"), "c-4", "on-demand", "zone-b", &pods);
+    }
+    let mut snapshot = b.build();
+    // Pod `a` older than `b` on nodes 0, 1, 4 and 5 (`a` first in the queue), younger on
+    // nodes 2 and 3: two queue orders of the same shapes.
+    for c in snapshot.candidates.iter_mut() {
+        let flip = c.node == "big-2" || c.node == "big-3";
+        for p in &mut c.pods {
+            let app_a = p.labels.get("app").is_some_and(|a| a == "a");
+            p.created = if app_a == flip { 20 } else { 10 };
+        }
+    }
+    let capacity: u64 = snapshot
+        .scheduling
+        .nodes
+        .iter()
+        .map(|n| n.allocatable.cpu_millis)
+        .sum();
+    snapshot.scheduling.nodepools[0].limits = Some(crate::scheduling::NodePoolLimits::new(
+        BTreeMap::from([("cpu".to_string(), capacity + 4000)]),
+        crate::resources::Resources::new().with("cpu", capacity),
+    ));
+    snapshot
+}
+
+#[test]
+fn candidates_alike_get_the_outcome_of_their_own_simulation() {
+    let snapshot = alike();
+    let mut fast = simulate::Simulator::new(&snapshot);
+    let mut full = simulate::Simulator::new(&snapshot);
+    full.shortcut = false;
+    let (mut rejected, mut replaced) = (0, 0);
+    for candidate in &snapshot.candidates {
+        let answer = fast.consolidate(&[candidate]).map(|s| s.new_claims);
+        let simulated = full.consolidate(&[candidate]).map(|s| s.new_claims);
+        assert_eq!(answer, simulated, "{}", candidate.node);
+        match answer {
+            Err(Rejection::Unschedulable { .. }) => rejected += 1,
+            Ok(claims) if claims.len() == 1 && claims[0].pods.len() == 2 => replaced += 1,
+            other => panic!("{}: {other:?}", candidate.node),
+        }
+    }
+    assert_eq!((rejected, replaced), (6, 4));
+    // Every candidate took the pools-only simulation; three shape sequences were simulated
+    // (the big nodes in two queue orders, the small nodes), the rest answered from them.
+    assert_eq!((fast.shortcuts, fast.reused), (10, 7));
+    assert_eq!(full.shortcuts, 0);
 }
 
 #[test]

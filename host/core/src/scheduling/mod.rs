@@ -63,6 +63,7 @@ pub use constraints::{
 };
 pub use launchable::{NothingLaunchable, launchable_types};
 pub use pricing::FallbackPrice;
+pub(crate) use scheduler::queue_order;
 pub use scheduler::{
     Prepared, schedule, schedule_prepared, schedule_with_context, schedule_with_fallback_price,
 };

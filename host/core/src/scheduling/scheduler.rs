@@ -37,7 +37,8 @@ use filter::{FactsCache, FilterMemo};
 use pool::{Pool, PreparedPools, subtract_max};
 pub use prepared::Prepared;
 use prepared::PreparedNodes;
-use relax::{Pod, by_weight, constraints, pod_requirements, queue_order};
+pub(crate) use relax::queue_order;
+use relax::{Pod, by_weight, constraints, pod_requirements};
 use room::Room;
 
 pub(super) use room::fits_sum;

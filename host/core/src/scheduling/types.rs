@@ -128,6 +128,54 @@ impl PendingPod {
     ) -> Self {
         PendingPod::new(namespace, name, spec.requests())
     }
+
+    /// Whether `other` asks exactly what this pod asks of a placement: equal in every field
+    /// but the pod's identity (name, UID and creation time; the namespace counts, selectors
+    /// match by it). Two pod lists of the same shapes in the same queue order are placed
+    /// alike, pod for pod.
+    pub(crate) fn same_shape(&self, other: &PendingPod) -> bool {
+        // Every field named, so that a new one cannot be forgotten here.
+        let PendingPod {
+            key,
+            uid: _,
+            created: _,
+            priority,
+            requests,
+            node_selector,
+            required_affinity,
+            tolerations,
+            labels,
+            preferred_affinity,
+            topology_spread,
+            pod_affinity,
+            preferred_pod_affinity,
+            pod_anti_affinity,
+            preferred_pod_anti_affinity,
+            host_ports,
+            volume_requirements,
+            volumes,
+            moved_by_consolidation,
+            capacity_buffer,
+        } = self;
+        *requests == other.requests
+            && key.namespace == other.key.namespace
+            && *priority == other.priority
+            && *moved_by_consolidation == other.moved_by_consolidation
+            && *capacity_buffer == other.capacity_buffer
+            && *labels == other.labels
+            && *node_selector == other.node_selector
+            && *required_affinity == other.required_affinity
+            && *tolerations == other.tolerations
+            && *preferred_affinity == other.preferred_affinity
+            && *topology_spread == other.topology_spread
+            && *pod_affinity == other.pod_affinity
+            && *preferred_pod_affinity == other.preferred_pod_affinity
+            && *pod_anti_affinity == other.pod_anti_affinity
+            && *preferred_pod_anti_affinity == other.preferred_pod_anti_affinity
+            && *host_ports == other.host_ports
+            && *volume_requirements == other.volume_requirements
+            && *volumes == other.volumes
+    }
 }
 
 /// One DaemonSet, represented by the pod it would run on every eligible node.

@@ -52,8 +52,9 @@ fn prefer_no_schedule_toleration() -> Toleration {
     Toleration::exists("", Some(TaintEffect::PreferNoSchedule))
 }
 
-/// Pod indices in upstream's queue order.
-pub(super) fn queue_order(pods: &[PendingPod]) -> Vec<usize> {
+/// Pod indices in upstream's queue order: larger CPU, then memory requests first, then older
+/// pods, then by UID and name.
+pub(crate) fn queue_order(pods: &[PendingPod]) -> Vec<usize> {
     // The sort keys side by side (not read through the pods for every comparison); the
     // index last keeps equal pods in input order, as a stable sort would.
     let mut keys: Vec<_> = pods
