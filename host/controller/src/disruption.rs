@@ -172,6 +172,13 @@ async fn step(ctx: Arc<Context>, memory: SharedMemory) -> Result<(), ControllerE
             );
         outcome
     });
+    let simulations = evaluator.simulations();
+    tracing::debug!(
+        simulations = simulations.total,
+        pools_only = simulations.pools_only,
+        reused = simulations.reused,
+        "disruption pass simulated"
+    );
     for outcome in &outcomes {
         let eligible = snapshot
             .candidates

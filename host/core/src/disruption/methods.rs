@@ -92,6 +92,17 @@ pub(crate) fn evaluate_with(
     Evaluator::new(snapshot).evaluate_with(method, shortcut)
 }
 
+/// The simulation counts of an [`Evaluator`] (see [`Evaluator::simulations`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Simulations {
+    /// Every simulation, those answered from a candidate alike included.
+    pub total: usize,
+    /// Those run against the NodePools alone.
+    pub pools_only: usize,
+    /// Those of the pools-only ones answered from a candidate alike.
+    pub reused: usize,
+}
+
 /// The methods of one pass over one snapshot, evaluated with one simulator: its copy of the
 /// scheduler's input, its prepared NodePools and nodes and the pending pods' baseline are
 /// built once for the pass instead of once per method.
@@ -106,6 +117,17 @@ impl<'s> Evaluator<'s> {
         Evaluator {
             snapshot,
             sim: Simulator::new(snapshot),
+        }
+    }
+
+    /// How many simulations the evaluations so far took: in all, against the NodePools alone
+    /// (candidates whose pods fit on no other node), and of those, answered from a candidate
+    /// alike.
+    pub fn simulations(&self) -> Simulations {
+        Simulations {
+            total: self.sim.count,
+            pools_only: self.sim.shortcuts,
+            reused: self.sim.reused,
         }
     }
 

@@ -28,7 +28,7 @@ use std::time::SystemTime;
 
 pub use budget::{Allowance, Budget, BudgetNodes, allowed_disruptions};
 pub use candidate::{Candidate, ConsolidationPolicy, Drifted, Pool};
-pub use methods::{Evaluator, MethodOutcome, decide, evaluate, explain, validate};
+pub use methods::{Evaluator, MethodOutcome, Simulations, decide, evaluate, explain, validate};
 pub use queue::{
     QueueStep, QueuedCommand, RollbackReason, command_timeout, drop_settled, next_queue_step,
 };

@@ -821,12 +821,20 @@ fn shortcut_fixtures() -> Vec<(&'static str, Snapshot)> {
 /// orders, under a CPU limit that leaves room for one 4-CPU node: 8-CPU nodes of two 3-CPU
 /// pods (labelled `a` and `b`) and a 1.5-CPU one, which fit nowhere (one new node takes one
 /// 3-CPU pod, the limit stops the rest), and 4-CPU nodes of a 2-CPU and a 1.5-CPU pod, which
-/// fit one new 4-CPU node.
+/// fit one new 4-CPU node (no cheaper than theirs).
 fn alike() -> Snapshot {
     let mut b = Builder::new(vec![
         instance_type("c-4", 4, 0.19),
         instance_type("c-8", 8, 0.30),
     ]);
+    // On-demand only: a spot replacement would be cheaper than anything.
+    b.snapshot().scheduling.nodepools[0]
+        .template
+        .requirements
+        .add(crate::requirements::Requirement::in_values(
+            crate::labels::CAPACITY_TYPE_LABEL,
+            ["on-demand"],
+        ));
     let labelled = |name: String, cpu: u64, app: &str| FixturePod {
         app: Some(app.into()),
         ..FixturePod::new(name, cpu)
@@ -895,6 +903,19 @@ fn candidates_alike_get_the_outcome_of_their_own_simulation() {
     // (the big nodes in two queue orders, the small nodes), the rest answered from them.
     assert_eq!((fast.shortcuts, fast.reused), (10, 7));
     assert_eq!(full.shortcuts, 0);
+    // The evaluator counts them the same way: single-node consolidation tries every
+    // candidate (none is cheaper to replace).
+    let mut evaluator = methods::Evaluator::new(&snapshot);
+    let outcome = evaluator.evaluate(Method::SingleNodeConsolidation);
+    assert_eq!(outcome.command, None);
+    assert_eq!(
+        evaluator.simulations(),
+        methods::Simulations {
+            total: 10,
+            pools_only: 10,
+            reused: 7
+        }
+    );
 }
 
 #[test]
