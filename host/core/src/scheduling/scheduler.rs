@@ -39,7 +39,7 @@ pub use prepared::Prepared;
 use prepared::PreparedNodes;
 pub(crate) use relax::queue_order;
 use relax::{Pod, by_weight, constraints, pod_requirements};
-use room::Room;
+use room::{NodeRoom, Room};
 
 pub(super) use room::fits_sum;
 
@@ -236,6 +236,8 @@ struct Scheduler<'a> {
     pools: Vec<Pool<'a>>,
     skipped_pools: Vec<String>,
     nodes: Vec<Node<'a>>,
+    /// Each node's room, side by side (see [`NodeRoom`]), kept with its `reserved`.
+    room: Vec<NodeRoom>,
     pods: Vec<Pod>,
     claims: Vec<Claim>,
     /// The claims in the order they are tried (fewest pods first, then oldest), indexed.
@@ -307,6 +309,11 @@ impl<'a> Scheduler<'a> {
             })
             .collect();
 
+        let room = nodes
+            .iter()
+            .map(|n| NodeRoom::new(&n.available, &n.reserved))
+            .collect();
+
         let pods: Vec<Pod> = input
             .pods
             .iter()
@@ -346,12 +353,15 @@ impl<'a> Scheduler<'a> {
                 &constraints(&pods[p], &input.pods[p], ignore_preferences),
             );
         }
-        for node in &nodes {
-            topology.register(
-                HOSTNAME_LABEL,
-                topology::hostname(node.input),
-                Registered::NONE,
-            );
+        // The nodes' hostnames are domains of the groups on that key (none without groups).
+        if topology.has_groups() {
+            for node in &nodes {
+                topology.register(
+                    HOSTNAME_LABEL,
+                    topology::hostname(node.input),
+                    Registered::NONE,
+                );
+            }
         }
 
         let pool_count = pools.len();
@@ -370,6 +380,7 @@ impl<'a> Scheduler<'a> {
             pools,
             skipped_pools,
             nodes,
+            room,
             pods,
             claims: Vec::new(),
             open: OpenClaims::default(),
@@ -470,7 +481,11 @@ impl<'a> Scheduler<'a> {
         let input = &self.input.pods[p];
 
         for i in 0..self.nodes.len() {
+            if !self.room[i].may_fit(&input.requests) {
+                continue;
+            }
             if let Some(requirements) = self.try_node(i, p) {
+                self.room[i].take(&input.requests);
                 let node = &mut self.nodes[i];
                 node.reserved += &input.requests;
                 node.ports.extend(input.host_ports.iter().cloned());

@@ -149,7 +149,8 @@ pub(crate) fn hostname(node: &ExistingNode) -> &str {
 pub(crate) struct Topology<'a> {
     pods: &'a [PendingPod],
     nodes: &'a [ExistingNode],
-    node_index: BTreeMap<&'a str, usize>,
+    /// The nodes by name, built on first use (a pass without topology never needs it).
+    node_index: std::cell::OnceCell<BTreeMap<&'a str, usize>>,
     /// The bound pods groups count (neither pending nor terminating); empty when the pass
     /// has no topology key, so no group.
     bound: Vec<&'a BoundPod>,
@@ -464,6 +465,26 @@ impl<'a> Topology<'a> {
     /// since `seen`, what an earlier call for the same domain returned (`Registered::NONE`
     /// the first time). A registered domain stays registered, so registering a claim's
     /// hostname each time a pod lands on it visits each group once, not once per pod.
+    /// Whether the pass has any group (without one, [`register`](Self::register) learns
+    /// nothing).
+    pub(crate) fn has_groups(&self) -> bool {
+        !self.groups.is_empty() || !self.inverse.is_empty()
+    }
+
+    /// The index of the node named `name`.
+    fn node_named(&self, name: &str) -> Option<usize> {
+        self.node_index
+            .get_or_init(|| {
+                self.nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (n.name.as_str(), i))
+                    .collect()
+            })
+            .get(name)
+            .copied()
+    }
+
     pub(crate) fn register(&mut self, key: &str, domain: &str, seen: Registered) -> Registered {
         let groups = self.groups[seen.groups..].iter_mut();
         let inverse = self.inverse[seen.inverse..].iter_mut();

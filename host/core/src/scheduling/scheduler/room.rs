@@ -116,6 +116,53 @@ impl Free {
     }
 }
 
+/// An existing node's CPU, memory, ephemeral storage and pod slots, available and reserved,
+/// side by side: the part of [`fits_sum`] that rules most nodes out, read from a small array
+/// instead of each node's full state (a consolidation simulation tries every pod of a
+/// candidate against every other node).
+#[derive(Clone, Copy)]
+pub(super) struct NodeRoom {
+    available: [u64; 4],
+    reserved: [u64; 4],
+}
+
+impl NodeRoom {
+    fn amounts(r: &Resources) -> [u64; 4] {
+        [
+            r.cpu_millis,
+            r.memory_bytes,
+            r.ephemeral_storage_bytes,
+            r.pods,
+        ]
+    }
+
+    /// A node with `available` room and `reserved` already taken from it.
+    pub(super) fn new(available: &Resources, reserved: &Resources) -> NodeRoom {
+        NodeRoom {
+            available: Self::amounts(available),
+            reserved: Self::amounts(reserved),
+        }
+    }
+
+    /// Takes `requests` (added to the reserved amounts, as the node's reserved resources).
+    pub(super) fn take(&mut self, requests: &Resources) {
+        for (reserved, asked) in self.reserved.iter_mut().zip(Self::amounts(requests)) {
+            *reserved = reserved.saturating_add(asked);
+        }
+    }
+
+    /// Whether `requests` may fit: `false` exactly when [`fits_sum`] of the reserved amounts
+    /// and `requests` fails on CPU, memory, ephemeral storage or pods (extended resources are
+    /// left to it).
+    pub(super) fn may_fit(&self, requests: &Resources) -> bool {
+        self.reserved
+            .iter()
+            .zip(Self::amounts(requests))
+            .zip(self.available)
+            .all(|((reserved, asked), available)| reserved.saturating_add(asked) <= available)
+    }
+}
+
 /// Whether `resources` asks for no extended resource.
 pub(super) fn no_extended(resources: &Resources) -> bool {
     resources.extended().all(|(_, amount)| amount == 0)
@@ -182,6 +229,50 @@ mod tests {
         assert!(!room.admits(&Resources::new().with("memory", (7 << 30) + 1)));
         assert!(!room.admits(&Resources::new().with("pods", 9)));
         assert!(Room::UNKNOWN.admits(&Resources::new().with("cpu", u64::MAX)));
+    }
+
+    #[test]
+    fn a_node_room_rules_out_exactly_what_the_full_sum_does_on_its_four_resources() {
+        let amounts = [0, 1, 999, 1000, 1001, u64::MAX - 1, u64::MAX];
+        let resources = |a: u64, b: u64| {
+            Resources::new()
+                .with("cpu", a)
+                .with("memory", b)
+                .with("ephemeral-storage", a)
+                .with("pods", b)
+        };
+        let mut checked = 0;
+        for &a in &amounts {
+            for &b in &amounts {
+                let available = resources(a, b);
+                for &r in &amounts {
+                    let reserved = resources(r, 1000);
+                    let room = NodeRoom::new(&available, &reserved);
+                    for &q in &amounts {
+                        let requests = resources(1000, q);
+                        assert_eq!(
+                            room.may_fit(&requests),
+                            fits_sum(&[&reserved, &requests], &available),
+                            "available {a}/{b}, reserved {r}, requests {q}"
+                        );
+                        // Taking a pod keeps it in step with the reserved sum.
+                        let mut taken = room;
+                        taken.take(&requests);
+                        let mut sum = reserved.clone();
+                        sum += &requests;
+                        let more = resources(1, 1);
+                        assert_eq!(taken.may_fit(&more), fits_sum(&[&sum, &more], &available));
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 7 * 7 * 7 * 7);
+        // An extended resource is left to the full sum.
+        let gpu = Resources::new().with("nvidia.com/gpu", 1);
+        let none = Resources::new();
+        assert!(NodeRoom::new(&none, &none).may_fit(&gpu));
+        assert!(!fits_sum(&[&none, &gpu], &none));
     }
 
     #[test]

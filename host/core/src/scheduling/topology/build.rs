@@ -61,11 +61,7 @@ impl<'a> Topology<'a> {
         let mut topology = Topology {
             pods,
             nodes,
-            node_index: nodes
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (n.name.as_str(), i))
-                .collect(),
+            node_index: std::cell::OnceCell::new(),
             namespaces: if selects_namespaces {
                 namespace_universe(namespace_labels, pods, &bound)
             } else {
@@ -91,7 +87,7 @@ impl<'a> Topology<'a> {
             label_classes: None,
         };
         for b in repelling {
-            let node = topology.node_index.get(b.node.as_str()).map(|&i| &nodes[i]);
+            let node = topology.node_named(&b.node).map(|i| &nodes[i]);
             for term in &b.anti_affinity {
                 let id = topology.inverse_group(affinity_spec(
                     Kind::AntiAffinity,
@@ -184,7 +180,7 @@ impl<'a> Topology<'a> {
             if !group.selects(&b.key.namespace, &b.labels) {
                 continue;
             }
-            let Some(&n) = self.node_index.get(b.node.as_str()) else {
+            let Some(n) = self.node_named(&b.node) else {
                 continue;
             };
             let node = &self.nodes[n];
