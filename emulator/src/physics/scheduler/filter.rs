@@ -43,20 +43,18 @@ impl HostPort {
     }
 }
 
-/// One node as the scheduler sees it.
-pub(super) struct NodeInfo {
+/// What the scheduler reads of a node itself, apart from its pods: read once per node
+/// version and shared by the passes until the node changes.
+pub(super) struct NodeBase {
     pub(super) name: String,
     pub(super) labels: BTreeMap<String, String>,
     pub(super) taints: Vec<Taint>,
     pub(super) unschedulable: bool,
     pub(super) allocatable: Resources,
-    pub(super) requested: Resources,
-    pub(super) ports: Vec<HostPort>,
-    pub(super) pods: Vec<Arc<PlacedPod>>,
 }
 
-impl NodeInfo {
-    pub(super) fn new(node: &Node) -> Self {
+impl NodeBase {
+    pub(super) fn of(node: &Node) -> Self {
         Self {
             name: node.metadata.name.clone().unwrap_or_default(),
             labels: labels_of(&node.metadata),
@@ -69,6 +67,31 @@ impl NodeInfo {
             allocatable: crate::physics::resources_of(
                 node.status.as_ref().and_then(|s| s.allocatable.as_ref()),
             ),
+        }
+    }
+}
+
+/// One node as a pass sees it: the node and what its pods take.
+pub(super) struct NodeInfo {
+    base: Arc<NodeBase>,
+    pub(super) requested: Resources,
+    pub(super) ports: Vec<HostPort>,
+    pub(super) pods: Vec<Arc<PlacedPod>>,
+}
+
+impl std::ops::Deref for NodeInfo {
+    type Target = NodeBase;
+
+    fn deref(&self) -> &NodeBase {
+        &self.base
+    }
+}
+
+impl NodeInfo {
+    /// The node with no pod on it yet.
+    pub(super) fn new(base: Arc<NodeBase>) -> Self {
+        Self {
+            base,
             requested: Resources::new(),
             ports: Vec::new(),
             pods: Vec::new(),

@@ -357,6 +357,8 @@ struct Scheduler {
     written: HashMap<String, SystemTime>,
     /// What each bound pod takes on its node (by uid), with the version it was read from.
     placed: HashMap<String, (Option<String>, Arc<PlacedPod>)>,
+    /// What each node is apart from its pods (by name), with the version it was read from.
+    node_bases: HashMap<String, (Option<String>, Arc<NodeBase>)>,
     /// Whether a pod event came since [`Scheduler::forget_old_verdicts`] last pruned.
     pods_changed: bool,
 }
@@ -390,6 +392,7 @@ impl Scheduler {
             in_flight: FuturesUnordered::new(),
             written: HashMap::new(),
             placed: HashMap::new(),
+            node_bases: HashMap::new(),
             pods_changed: false,
         }
     }
@@ -453,7 +456,14 @@ impl Scheduler {
             watcher::Event::Delete(_) | watcher::Event::InitDone => true,
             watcher::Event::Init | watcher::Event::InitApply(_) => false,
         };
+        let gone = matches!(event, watcher::Event::Delete(_) | watcher::Event::InitDone);
         self.nodes.apply(event);
+        if gone {
+            // What is kept of nodes no longer there goes with them.
+            let nodes = &self.nodes;
+            self.node_bases
+                .retain(|name, _| nodes.get("", name).is_some());
+        }
         self.requeue_all |= changed;
         changed
     }
@@ -692,7 +702,24 @@ impl Scheduler {
             // settled cluster would otherwise cost a pass over every bound pod).
             return Vec::new();
         }
-        let mut nodes: Vec<NodeInfo> = self.nodes.iter().map(NodeInfo::new).collect();
+        let bases = &mut self.node_bases;
+        let mut nodes: Vec<NodeInfo> = self
+            .nodes
+            .iter()
+            .map(|node| {
+                let name = node.metadata.name.as_deref().unwrap_or_default();
+                let version = &node.metadata.resource_version;
+                let base = match bases.get(name) {
+                    Some((seen, base)) if seen == version => base.clone(),
+                    _ => {
+                        let base = Arc::new(NodeBase::of(node));
+                        bases.insert(name.to_string(), (version.clone(), base.clone()));
+                        base
+                    }
+                };
+                NodeInfo::new(base)
+            })
+            .collect();
         let index: HashMap<String, usize> = nodes
             .iter()
             .enumerate()
