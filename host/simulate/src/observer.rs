@@ -1,7 +1,7 @@
 //! Watches the emulated cluster and the simulated cloud while a scenario runs: the timeline
 //! printed to the user and the figures of the report.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -126,9 +126,9 @@ pub struct Observation {
     /// CapacityBuffers' conditions now (only when the observer records buffers):
     /// `namespace/name` → condition type → (status, reason).
     pub buffer_conditions: BTreeMap<String, BTreeMap<String, (String, String)>>,
-    /// Workload pods seen so far, by uid: simulated seconds from creation to running
+    /// Workload pods seen so far, by uid (in no order): simulated seconds from creation to running
     /// (`None` while not running yet), and when each was created.
-    pub pod_pending: BTreeMap<String, (f64, Option<f64>)>,
+    pub pod_pending: HashMap<String, (f64, Option<f64>)>,
 }
 
 impl Observation {
@@ -419,13 +419,13 @@ impl Observer {
                 .unwrap_or_else(|p| p.into_inner()),
         );
         // Claims that came and went since the last sample: recorded, then seen deleted.
+        let live_names: HashSet<Option<&str>> = claims
+            .iter()
+            .map(|live| live.metadata.name.as_deref())
+            .collect();
         let gone: Vec<Arc<NodeClaim>> = seen
             .into_values()
-            .filter(|c| {
-                !claims
-                    .iter()
-                    .any(|live| live.metadata.name == c.metadata.name)
-            })
+            .filter(|c| !live_names.contains(&c.metadata.name.as_deref()))
             .map(Arc::new)
             .collect();
         if self.record_events {
