@@ -43,6 +43,9 @@ pub const POD_EVENT_DEDUP: Duration = Duration::from_secs(10);
 pub const DRIFT_RECHECK: Duration = Duration::from_secs(300);
 /// Claims younger than this are not checked for a vanished instance type (upstream: 1 h).
 pub const INSTANCE_TYPE_DRIFT_AGE: Duration = Duration::from_secs(3600);
+/// After a claim's instance type was found still offered, it is not checked again for this
+/// long (upstream: 30 min; a claim found drifted by it is checked on every visit).
+pub const INSTANCE_TYPE_RECHECK: Duration = Duration::from_secs(1800);
 
 /// A command started and waiting for its replacements.
 #[derive(Clone)]
@@ -66,6 +69,9 @@ struct Memory {
     /// When each claim (by UID) was last checked with its cloud plugin for drift, against which
     /// version of its NodeClass, and the plugin's answer.
     plugin_drift: HashMap<String, (SystemTime, String, Option<String>)>,
+    /// When each claim (by UID) was last found with its instance type still offered (see
+    /// [`INSTANCE_TYPE_RECHECK`]).
+    instance_type_found: HashMap<String, SystemTime>,
     /// The last drift verdict from a claim and its NodePool alone (no instance types), by
     /// claim UID, with the resourceVersions of both it was computed from: the check runs on
     /// every step for every claim, and parsing and hashing the NodePool each time was most of

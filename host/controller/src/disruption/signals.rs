@@ -18,8 +18,8 @@ use kube::api::Api;
 use serde_json::json;
 
 use super::{
-    DRIFT_RECHECK, INSTANCE_TYPE_DRIFT_AGE, POD_EVENT_DEDUP, SharedMemory, inputs, lock, name_of,
-    node_of,
+    DRIFT_RECHECK, INSTANCE_TYPE_DRIFT_AGE, INSTANCE_TYPE_RECHECK, POD_EVENT_DEDUP, SharedMemory,
+    inputs, lock, name_of, node_of,
 };
 use crate::lifecycle::conditions::{
     CONSOLIDATABLE, DISRUPTION_REASON, DRIFTED, INITIALIZED, LAUNCHED,
@@ -110,6 +110,7 @@ pub(super) async fn maintain_signals(
         memory.settled.len(),
         memory.plugin_drift.len(),
         memory.static_drift.len(),
+        memory.instance_type_found.len(),
     ];
     if entries.into_iter().any(|n| n > claims.len()) {
         let live: BTreeSet<&str> = claims
@@ -120,6 +121,7 @@ pub(super) async fn maintain_signals(
         memory.settled.retain(|uid, _| live(uid));
         memory.plugin_drift.retain(|uid, _| live(uid));
         memory.static_drift.retain(|uid, _| live(uid));
+        memory.instance_type_found.retain(|uid, _| live(uid));
     }
     Ok(())
 }
@@ -325,14 +327,18 @@ async fn update_drifted(
         .map(system_time)
         .unwrap_or(now);
     // The instance-type check needs the pool's types from its plugin: only for claims older
-    // than an hour, and only when the claim's plugin verdict is due again (every
-    // DRIFT_RECHECK), not on every pass.
+    // than an hour, only when the claim's plugin verdict is due again (every DRIFT_RECHECK),
+    // not on every pass, and not within INSTANCE_TYPE_RECHECK of finding the type offered.
     let uid = claim.metadata.uid.clone().unwrap_or_default();
-    let due = lock(memory)
-        .plugin_drift
-        .get(&uid)
-        .is_none_or(|(at, _, _)| util::due(*at, now, DRIFT_RECHECK));
-    let old = due && now.duration_since(created).unwrap_or_default() >= INSTANCE_TYPE_DRIFT_AGE;
+    let old = {
+        let memory = lock(memory);
+        instance_type_check_due(
+            created,
+            memory.plugin_drift.get(&uid).map(|(at, _, _)| *at),
+            memory.instance_type_found.get(&uid).copied(),
+            now,
+        )
+    };
     if old && types_by_pool.is_none() {
         let (offers, _) = provisioner::ready_nodepools(ctx).await;
         *types_by_pool = Some(
@@ -373,6 +379,11 @@ async fn update_drifted(
                     .static_drift
                     .insert(uid.clone(), (versions, reason.clone()));
             }
+            if types.is_some() && reason.is_none() {
+                // Checked and still offered (a claim drifted for another reason was not
+                // checked): not checked again for a while.
+                lock(memory).instance_type_found.insert(uid.clone(), now);
+            }
             reason
         }
     };
@@ -409,6 +420,22 @@ async fn update_drifted(
         tracing::info!(nodeclaim = %name_of(claim), %reason, "nodeclaim drifted");
     }
     Ok(next)
+}
+
+/// Whether a claim `created` then has its instance type checked on a visit at `now`: once it
+/// is an hour old, when its plugin verdict (last asked at `plugin_asked`) is due again, and not
+/// within [`INSTANCE_TYPE_RECHECK`] of the type last being `found` offered (upstream's
+/// cadence: the check asks the plugin for every instance type).
+fn instance_type_check_due(
+    created: SystemTime,
+    plugin_asked: Option<SystemTime>,
+    found: Option<SystemTime>,
+    now: SystemTime,
+) -> bool {
+    let aged = now.duration_since(created).unwrap_or_default() >= INSTANCE_TYPE_DRIFT_AGE;
+    let plugin_due = plugin_asked.is_none_or(|at| util::due(at, now, DRIFT_RECHECK));
+    let found_lately = found.is_some_and(|at| !util::due(at, now, INSTANCE_TYPE_RECHECK));
+    aged && plugin_due && !found_lately
 }
 
 /// The cloud plugin's drift verdict for the claim, cached for [`DRIFT_RECHECK`] or until its
@@ -482,4 +509,44 @@ pub(super) async fn release(
     })
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn an_instance_type_found_offered_is_checked_again_after_thirty_minutes() {
+        let created = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let at = |minutes: u64| created + Duration::from_secs(minutes * 60);
+        // Younger than an hour: never.
+        assert!(!instance_type_check_due(created, None, None, at(59)));
+        // An hour old, never checked: due.
+        assert!(instance_type_check_due(created, None, None, at(60)));
+        // Only when the plugin's verdict is due again (every 5 minutes).
+        assert!(!instance_type_check_due(
+            created,
+            Some(at(58)),
+            None,
+            at(61)
+        ));
+        assert!(instance_type_check_due(created, Some(at(56)), None, at(61)));
+        // Found offered at 60: not before 90, whatever the plugin.
+        for minute in [65, 70, 85, 89] {
+            assert!(
+                !instance_type_check_due(created, Some(at(minute - 5)), Some(at(60)), at(minute)),
+                "{minute}"
+            );
+        }
+        assert!(instance_type_check_due(
+            created,
+            Some(at(85)),
+            Some(at(60)),
+            at(90)
+        ));
+        // A clock stepped back before the last finding checks at once, as `util::due` does.
+        assert!(instance_type_check_due(created, None, Some(at(90)), at(80)));
+    }
 }
