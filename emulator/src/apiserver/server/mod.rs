@@ -207,8 +207,9 @@ async fn handle(shared: Arc<ServerState>, request: Request<Incoming>) -> HttpRes
             .await;
     }
     let method = request.method().clone();
-    let path = request.uri().path().to_string();
-    let query = parse_query(request.uri().query());
+    let uri = request.uri().clone();
+    let path = uri.path().to_string();
+    let query = parse_query(uri.query());
     let content_type = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -252,7 +253,7 @@ async fn handle(shared: Arc<ServerState>, request: Request<Incoming>) -> HttpRes
         Ok(response) => response,
         Err(error) => json_response(error.code, &error.to_status()),
     };
-    tracing::debug!(%method, %path, status = response.status().as_u16(), "request served");
+    tracing::debug!(%method, %path, query = uri.query().unwrap_or_default(), status = response.status().as_u16(), "request served");
     response
 }
 
