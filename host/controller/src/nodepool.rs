@@ -39,14 +39,14 @@ use crate::{Context, ControllerError, nodeclass};
 /// Runs the NodePool status loop.
 pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
     let last: Arc<Mutex<Unchanged>> = Arc::default();
-    let launchable: Arc<Mutex<Launchable>> = Arc::default();
+    let remembered: Arc<Mutex<Remembered>> = Arc::default();
     util::run_loop(
         ctx,
         stopped,
         "nodepool.status",
         Duration::from_secs(5),
         move |ctx| {
-            let (last, launchable) = (last.clone(), launchable.clone());
+            let (last, remembered) = (last.clone(), remembered.clone());
             async move {
                 let now = ctx.clock.now();
                 // Read before the caches: a change from here on makes the next step look.
@@ -58,7 +58,7 @@ pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
                 if unchanged && !ctx.cloud.any_unavailable(now) {
                     return Ok(());
                 }
-                let complete = step(ctx.clone(), &launchable).await?;
+                let complete = step(ctx.clone(), &remembered).await?;
                 last.lock().expect("nodepool refresh lock").record(
                     complete && !ctx.cloud.any_unavailable(now),
                     generation,
@@ -73,24 +73,35 @@ pub async fn run(ctx: Arc<Context>, stopped: watch::Receiver<bool>) {
 
 /// Refreshes every NodePool's status. `Ok(false)` when a pool's instance types could not be
 /// listed (a cloud error): the next round tries again whether or not anything changed.
-async fn step(ctx: Arc<Context>, launchable: &Mutex<Launchable>) -> Result<bool, ControllerError> {
+async fn step(ctx: Arc<Context>, remembered: &Mutex<Remembered>) -> Result<bool, ControllerError> {
     let mut complete = true;
     let mut usage: BTreeMap<String, (Resources, u64)> = BTreeMap::new();
-    for claim in ctx.state.node_claims.ordered() {
-        if claim.metadata.deletion_timestamp.is_some() {
-            continue;
+    let claims = ctx.state.node_claims.ordered();
+    {
+        let mut memory = lock(remembered);
+        for claim in &claims {
+            if claim.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let Some(pool) =
+                convert::label(&claim.metadata, labels::NODEPOOL_LABEL).map(str::to_owned)
+            else {
+                continue;
+            };
+            let entry = usage.entry(pool).or_default();
+            entry.1 += 1;
+            if let Some(capacity) = memory.capacity(claim) {
+                entry.0 += capacity;
+            }
         }
-        let Some(pool) = convert::label(&claim.metadata, labels::NODEPOOL_LABEL).map(str::to_owned)
-        else {
-            continue;
-        };
-        let entry = usage.entry(pool).or_default();
-        entry.1 += 1;
-        if let Ok(capacity) = convert::resource_list(
-            "status.capacity",
-            claim.status.as_ref().and_then(|s| s.capacity.as_ref()),
-        ) {
-            entry.0 += &capacity;
+        if memory.capacities.len() > claims.len() {
+            let live: std::collections::HashSet<&str> = claims
+                .iter()
+                .filter_map(|c| c.metadata.uid.as_deref())
+                .collect();
+            memory
+                .capacities
+                .retain(|uid, _| live.contains(uid.as_str()));
         }
     }
     let pools = ctx.state.node_pools.ordered();
@@ -143,7 +154,7 @@ async fn step(ctx: Arc<Context>, launchable: &Mutex<Launchable>) -> Result<bool,
                 util::truncate(&e.to_string(), 1000),
             ),
         };
-        let instance_types = instance_types_condition(&ctx, &pool, &key, launchable).await;
+        let instance_types = instance_types_condition(&ctx, &pool, &key, remembered).await;
         complete &= instance_types.reason != INSTANCE_TYPES_UNAVAILABLE;
         let ready = if class_ready.is_true()
             && validation.is_true()
@@ -188,7 +199,7 @@ async fn step(ctx: Arc<Context>, launchable: &Mutex<Launchable>) -> Result<bool,
             Err(e) => return Err(e.into()),
         }
     }
-    lock(launchable).retain(|uid, _| {
+    lock(remembered).launchable.retain(|uid, _| {
         pools
             .iter()
             .any(|p| p.metadata.uid.as_deref() == Some(uid.as_str()))
@@ -209,8 +220,44 @@ type Launchable = HashMap<
     ),
 >;
 
-fn lock(launchable: &Mutex<Launchable>) -> std::sync::MutexGuard<'_, Launchable> {
-    launchable.lock().expect("launchable types lock")
+/// What the loop remembers between refreshes.
+#[derive(Default)]
+struct Remembered {
+    launchable: Launchable,
+    /// Each NodeClaim's parsed `status.capacity` (by UID) with the resourceVersion it was
+    /// read from (`None`: unreadable): a refresh runs whenever any cache changed, and parsing
+    /// every claim's quantities each time was most of its cost. Claims gone are forgotten.
+    capacities: HashMap<String, (String, Option<Resources>)>,
+}
+
+impl Remembered {
+    /// The claim's capacity, parsed once per version of the claim.
+    fn capacity(&mut self, claim: &joinery_api::NodeClaim) -> Option<&Resources> {
+        let uid = claim.metadata.uid.clone().unwrap_or_default();
+        let version = claim
+            .metadata
+            .resource_version
+            .as_deref()
+            .unwrap_or_default();
+        let fresh = self
+            .capacities
+            .get(&uid)
+            .is_some_and(|(seen, _)| seen == version && !version.is_empty());
+        if !fresh {
+            let parsed = convert::resource_list(
+                "status.capacity",
+                claim.status.as_ref().and_then(|s| s.capacity.as_ref()),
+            )
+            .ok();
+            self.capacities
+                .insert(uid.clone(), (version.to_string(), parsed));
+        }
+        self.capacities.get(&uid).and_then(|(_, c)| c.as_ref())
+    }
+}
+
+fn lock(remembered: &Mutex<Remembered>) -> std::sync::MutexGuard<'_, Remembered> {
+    remembered.lock().expect("nodepool status memory lock")
 }
 
 /// The `InstanceTypesReady` reason while a NodeClass's instance types cannot be listed.
@@ -225,7 +272,7 @@ async fn instance_types_condition(
     ctx: &Context,
     pool: &NodePool,
     key: &NodeClassKey,
-    launchable: &Mutex<Launchable>,
+    remembered: &Mutex<Remembered>,
 ) -> joinery_api::Condition {
     use joinery_api::HasConditions;
     let unknown = |reason: &str, message: String| {
@@ -264,7 +311,8 @@ async fn instance_types_condition(
     };
     let generation = pool.metadata.generation.unwrap_or_default();
     let uid = pool.metadata.uid.clone().unwrap_or_default();
-    let known = lock(launchable)
+    let known = lock(remembered)
+        .launchable
         .get(&uid)
         .and_then(|(seen, listed, answer)| {
             (*seen == generation && Arc::ptr_eq(listed, &types)).then(|| answer.clone())
@@ -273,7 +321,9 @@ async fn instance_types_condition(
         let policy = joinery_core::labels::LabelPolicy::default();
         let answer =
             joinery_core::scheduling::launchable_types(&template.requirements, &types, &policy);
-        lock(launchable).insert(uid, (generation, types.clone(), answer.clone()));
+        lock(remembered)
+            .launchable
+            .insert(uid, (generation, types.clone(), answer.clone()));
         answer
     });
     match answer {
@@ -310,5 +360,37 @@ async fn instance_types_condition(
                 message,
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(uid: &str, version: &str, cpu: &str) -> joinery_api::NodeClaim {
+        serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": {"name": uid, "uid": uid, "resourceVersion": version},
+            "spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}, "requirements": []},
+            "status": {"capacity": {"cpu": cpu}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_claims_capacity_is_read_again_when_its_version_changes() {
+        let mut memory = Remembered::default();
+        let cpu = |r: Option<&Resources>| r.map(|r| r.cpu_millis);
+        assert_eq!(cpu(memory.capacity(&claim("a", "1", "4"))), Some(4000));
+        // Same version: what was read then, whatever the object says now.
+        assert_eq!(cpu(memory.capacity(&claim("a", "1", "8"))), Some(4000));
+        assert_eq!(cpu(memory.capacity(&claim("a", "2", "8"))), Some(8000));
+        // An unreadable capacity counts nothing, and is remembered as such.
+        assert_eq!(cpu(memory.capacity(&claim("b", "3", "lots"))), None);
+        assert_eq!(cpu(memory.capacity(&claim("b", "4", "2"))), Some(2000));
+        // Without a version, always read again.
+        assert_eq!(cpu(memory.capacity(&claim("c", "", "1"))), Some(1000));
+        assert_eq!(cpu(memory.capacity(&claim("c", "", "3"))), Some(3000));
     }
 }
