@@ -710,7 +710,7 @@ impl Scheduler {
                 let name = node.metadata.name.as_deref().unwrap_or_default();
                 let version = &node.metadata.resource_version;
                 let base = match bases.get(name) {
-                    Some((seen, base)) if seen == version => base.clone(),
+                    Some((seen, base)) if version.is_some() && seen == version => base.clone(),
                     _ => {
                         let base = Arc::new(NodeBase::of(node));
                         bases.insert(name.to_string(), (version.clone(), base.clone()));

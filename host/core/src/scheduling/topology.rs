@@ -461,10 +461,6 @@ impl<'a> Topology<'a> {
         self.index_host_rules(p);
     }
 
-    /// Registers `domain` for `key` in every group (e.g. a new claim's hostname) created
-    /// since `seen`, what an earlier call for the same domain returned (`Registered::NONE`
-    /// the first time). A registered domain stays registered, so registering a claim's
-    /// hostname each time a pod lands on it visits each group once, not once per pod.
     /// Whether the pass has any group (without one, [`register`](Self::register) learns
     /// nothing).
     pub(crate) fn has_groups(&self) -> bool {
@@ -485,6 +481,10 @@ impl<'a> Topology<'a> {
             .copied()
     }
 
+    /// Registers `domain` for `key` in every group (e.g. a new claim's hostname) created
+    /// since `seen`, what an earlier call for the same domain returned (`Registered::NONE`
+    /// the first time). A registered domain stays registered, so registering a claim's
+    /// hostname each time a pod lands on it visits each group once, not once per pod.
     pub(crate) fn register(&mut self, key: &str, domain: &str, seen: Registered) -> Registered {
         let groups = self.groups[seen.groups..].iter_mut();
         let inverse = self.inverse[seen.inverse..].iter_mut();
