@@ -89,7 +89,9 @@ pub(crate) fn evaluate_with(
     method: Method,
     shortcut: bool,
 ) -> (MethodOutcome, usize) {
-    Evaluator::new(snapshot).evaluate_with(method, shortcut)
+    let mut evaluator = Evaluator::new(snapshot);
+    let outcome = evaluator.evaluate_with(method, shortcut);
+    (outcome, evaluator.simulations().pools_only)
 }
 
 /// The simulation counts of an [`Evaluator`] (see [`Evaluator::simulations`]).
@@ -133,19 +135,14 @@ impl<'s> Evaluator<'s> {
 
     /// What `method` alone would decide on the snapshot.
     pub fn evaluate(&mut self, method: Method) -> MethodOutcome {
-        self.evaluate_with(method, true).0
+        self.evaluate_with(method, true)
     }
 
-    /// [`evaluate`](Self::evaluate), with the pools-only shortcut allowed or not, and how many
-    /// of the method's simulations took it.
-    pub(crate) fn evaluate_with(
-        &mut self,
-        method: Method,
-        shortcut: bool,
-    ) -> (MethodOutcome, usize) {
+    /// [`evaluate`](Self::evaluate), with the pools-only shortcut allowed or not.
+    pub(crate) fn evaluate_with(&mut self, method: Method, shortcut: bool) -> MethodOutcome {
         let snapshot = self.snapshot;
         let sim = &mut self.sim;
-        let (count, shortcuts) = (sim.count, sim.shortcuts);
+        let count = sim.count;
         sim.shortcut = shortcut;
         let mut outcome = MethodOutcome::nothing(method);
         let eligible = eligible(snapshot, method, sim, &mut outcome.blocked);
@@ -162,7 +159,7 @@ impl<'s> Evaluator<'s> {
             Method::Expiration => outcome.command = expiration(&eligible),
         }
         outcome.simulations = sim.count - count;
-        (outcome, sim.shortcuts - shortcuts)
+        outcome
     }
 }
 
