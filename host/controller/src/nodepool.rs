@@ -233,7 +233,7 @@ struct Remembered {
 impl Remembered {
     /// The claim's capacity, parsed once per version of the claim.
     fn capacity(&mut self, claim: &joinery_api::NodeClaim) -> Option<&Resources> {
-        let uid = claim.metadata.uid.clone().unwrap_or_default();
+        let uid = claim.metadata.uid.as_deref().unwrap_or_default();
         let version = claim
             .metadata
             .resource_version
@@ -241,7 +241,7 @@ impl Remembered {
             .unwrap_or_default();
         let fresh = self
             .capacities
-            .get(&uid)
+            .get(uid)
             .is_some_and(|(seen, _)| seen == version && !version.is_empty());
         if !fresh {
             let parsed = convert::resource_list(
@@ -250,9 +250,9 @@ impl Remembered {
             )
             .ok();
             self.capacities
-                .insert(uid.clone(), (version.to_string(), parsed));
+                .insert(uid.to_string(), (version.to_string(), parsed));
         }
-        self.capacities.get(&uid).and_then(|(_, c)| c.as_ref())
+        self.capacities.get(uid).and_then(|(_, c)| c.as_ref())
     }
 }
 

@@ -133,6 +133,39 @@ enum Requeue {
     All,
 }
 
+/// What a pass read from objects, by key, each with the resourceVersion it was read from: read
+/// again only when the object's version changes (or is unknown).
+struct ByVersion<T>(HashMap<String, (String, Arc<T>)>);
+
+impl<T> Default for ByVersion<T> {
+    fn default() -> Self {
+        ByVersion(HashMap::new())
+    }
+}
+
+impl<T> ByVersion<T> {
+    /// What was read for `key` at `meta`'s version, or `read()` now (and kept).
+    fn read(&mut self, key: &str, meta: &ObjectMeta, read: impl FnOnce() -> T) -> Arc<T> {
+        let version = meta.resource_version.as_deref();
+        if let Some((seen, value)) = self.0.get(key)
+            && version == Some(seen.as_str())
+        {
+            return value.clone();
+        }
+        let value = Arc::new(read());
+        if let Some(version) = version {
+            self.0
+                .insert(key.to_string(), (version.to_string(), value.clone()));
+        }
+        value
+    }
+
+    /// Keeps only the keys `keep` accepts.
+    fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.0.retain(|key, _| keep(key));
+    }
+}
+
 /// Whether a pod takes room on its node: bound and not finished (terminating pods still do).
 fn occupies(pod: &Pod) -> bool {
     node_name_of(pod).is_some() && !is_terminal(pod)
@@ -355,10 +388,10 @@ struct Scheduler {
     in_flight: FuturesUnordered<BoxFuture<'static, Done>>,
     /// When this scheduler last wrote each pod's verdict (by uid).
     written: HashMap<String, SystemTime>,
-    /// What each bound pod takes on its node (by uid), with the version it was read from.
-    placed: HashMap<String, (Option<String>, Arc<PlacedPod>)>,
-    /// What each node is apart from its pods (by name), with the version it was read from.
-    node_bases: HashMap<String, (Option<String>, Arc<NodeBase>)>,
+    /// What each bound pod takes on its node (by uid).
+    placed: ByVersion<PlacedPod>,
+    /// What each node is apart from its pods (by name).
+    node_bases: ByVersion<NodeBase>,
     /// Whether a pod event came since [`Scheduler::forget_old_verdicts`] last pruned.
     pods_changed: bool,
 }
@@ -391,8 +424,8 @@ impl Scheduler {
             writes: Writes::new(pace),
             in_flight: FuturesUnordered::new(),
             written: HashMap::new(),
-            placed: HashMap::new(),
-            node_bases: HashMap::new(),
+            placed: ByVersion::default(),
+            node_bases: ByVersion::default(),
             pods_changed: false,
         }
     }
@@ -461,8 +494,7 @@ impl Scheduler {
         if gone {
             // What is kept of nodes no longer there goes with them.
             let nodes = &self.nodes;
-            self.node_bases
-                .retain(|name, _| nodes.get("", name).is_some());
+            self.node_bases.retain(|name| nodes.get("", name).is_some());
         }
         self.requeue_all |= changed;
         changed
@@ -489,7 +521,7 @@ impl Scheduler {
             .filter(|p| occupies(p))
             .filter_map(|p| p.metadata.uid.as_deref())
             .collect();
-        self.placed.retain(|uid, _| bound.contains(uid.as_str()));
+        self.placed.retain(|uid| bound.contains(uid));
     }
 
     /// When the next queued write may start (real time), if one is queued and there is room.
@@ -708,16 +740,7 @@ impl Scheduler {
             .iter()
             .map(|node| {
                 let name = node.metadata.name.as_deref().unwrap_or_default();
-                let version = &node.metadata.resource_version;
-                let base = match bases.get(name) {
-                    Some((seen, base)) if version.is_some() && seen == version => base.clone(),
-                    _ => {
-                        let base = Arc::new(NodeBase::of(node));
-                        bases.insert(name.to_string(), (version.clone(), base.clone()));
-                        base
-                    }
-                };
-                NodeInfo::new(base)
+                NodeInfo::new(bases.read(name, &node.metadata, || NodeBase::of(node)))
             })
             .collect();
         let index: HashMap<String, usize> = nodes
@@ -731,20 +754,7 @@ impl Scheduler {
                 continue;
             };
             let uid = pod.metadata.uid.as_deref().unwrap_or_default();
-            let share = match placed.get(uid) {
-                Some((version, share)) if *version == pod.metadata.resource_version => {
-                    share.clone()
-                }
-                _ => {
-                    let share = Arc::new(PlacedPod::of(pod));
-                    placed.insert(
-                        uid.to_string(),
-                        (pod.metadata.resource_version.clone(), share.clone()),
-                    );
-                    share
-                }
-            };
-            nodes[*i].add(share);
+            nodes[*i].add(placed.read(uid, &pod.metadata, || PlacedPod::of(pod)));
         }
         let priority = |p: &Pod| p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
         pending.sort_by(|a, b| {
